@@ -1,0 +1,45 @@
+"""minibert: BERT from scratch in PyTorch, loading Google's pretrained weights, checked number by
+number against the reference implementation.
+
+    >>> from minibert import BertTokenizer, BertModel, Embedder
+
+The public names are imported lazily, so ``import minibert`` is instant and the tokenizer works
+without importing torch.
+"""
+
+from importlib import import_module
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "BertTokenizer": "tokenizer",
+    "BasicTokenizer": "tokenizer",
+    "WordPieceTokenizer": "tokenizer",
+    "BatchEncoding": "tokenizer",
+    "BertConfig": "config",
+    "BertModel": "model",
+    "BertForPreTraining": "model",
+    "BertOutput": "model",
+    "BertPreTrainingOutput": "model",
+    "Embedder": "embed",
+    "fill_mask": "tasks",
+    "next_sentence": "tasks",
+    "MinibertError": "errors",
+    "CheckpointError": "errors",
+    "ModelNotFoundError": "errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'minibert' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,114 @@
+"""Finding a checkpoint's files: a local directory, or a repository on the Hugging Face hub.
+
+``name_or_path`` is what users pass to every ``from_pretrained``:
+
+* a directory on disk (``./my-bert``) — files are read from it, nothing touches the network;
+* a hub repository id (``google-bert/bert-base-uncased``) — each file is fetched with
+  ``huggingface_hub.hf_hub_download`` into the standard Hugging Face cache (downloads are resumable
+  and atomic; a second call reads the cache). With ``HF_HUB_OFFLINE=1`` only the cache is used.
+
+``HF_HUB_OFFLINE`` and ``HF_ENDPOINT`` are read at each call, not once at import time, so a program
+(or a test) may set them after importing minibert.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import ModelNotFoundError
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def is_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` asks to use the local cache only."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+
+
+def resolve_file(
+    name_or_path: str | os.PathLike,
+    filename: str,
+    *,
+    revision: str | None = None,
+    required: bool = True,
+) -> Path | None:
+    """Return the local path of ``filename`` in a model directory or hub repository.
+
+    Returns ``None`` when the file does not exist and ``required`` is False; raises
+    ``ModelNotFoundError`` (naming the repository, the file and what to do) otherwise.
+
+    >>> resolve_file("path/to/minilm", "config.json")          # doctest: +SKIP
+    PosixPath('path/to/minilm/config.json')
+    """
+    name = os.fspath(name_or_path)
+    if os.path.isdir(name):
+        path = Path(name) / filename
+        if path.is_file():
+            return path
+        if required:
+            raise ModelNotFoundError(f"{filename} not found in the directory {name}")
+        return None
+    if _looks_like_a_path(name):
+        raise ModelNotFoundError(
+            f"{name!r} is not an existing directory (and is not a hub repository id like "
+            f"'google-bert/bert-base-uncased')"
+        )
+    return _download(name, filename, revision=revision, required=required)
+
+
+def _looks_like_a_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or os.sep in name.replace("/", "", 1) or name.count("/") > 1 or not name
+
+
+def _download(repo_id: str, filename: str, *, revision: str | None, required: bool) -> Path | None:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub import errors as hub_errors
+
+    offline = is_offline()
+    try:
+        path = hf_hub_download(
+            repo_id,
+            filename,
+            revision=revision,
+            local_files_only=offline,
+            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            library_name="minibert",
+        )
+        return Path(path)
+    except hub_errors.HFValidationError as error:
+        raise ModelNotFoundError(
+            f"{repo_id!r} is neither an existing directory nor a valid hub repository id: {error}"
+        ) from None
+    except hub_errors.LocalEntryNotFoundError:
+        # Raised when offline (or the hub is unreachable) and the file is not in the cache.
+        if not required and not offline:
+            return None
+        if not required and _cached_repo_has_files(repo_id):
+            return None
+        how = "HF_HUB_OFFLINE=1 is set, so only the local cache is used" if offline else "the hub could not be reached"
+        raise ModelNotFoundError(
+            f"{repo_id}: {filename} is not in the local Hugging Face cache and {how}. "
+            f"Download it once with network access (e.g. `hf download {repo_id}`), "
+            f"or pass the path of a local directory that holds the checkpoint."
+        ) from None
+    except hub_errors.RevisionNotFoundError:
+        raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
+    except hub_errors.RepositoryNotFoundError:
+        raise ModelNotFoundError(
+            f"{repo_id}: no such repository on the hub (or it is private/gated and no token was given)"
+        ) from None
+    except (hub_errors.EntryNotFoundError, hub_errors.RemoteEntryNotFoundError):
+        if not required:
+            return None
+        raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename}") from None
+    except OSError as error:  # network failure surfaced as an HTTP/OS error
+        raise ModelNotFoundError(f"{repo_id}: could not download {filename}: {error}") from None
+
+
+def _cached_repo_has_files(repo_id: str) -> bool:
+    """Whether the offline cache knows this repository at all (then a missing optional file is fine)."""
+    from huggingface_hub import constants
+
+    folder = Path(constants.HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
+    return folder.is_dir()
