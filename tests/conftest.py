@@ -24,3 +24,77 @@ def minilm_dir() -> Path:
 def vocab_file(minilm_dir) -> Path:
     """The 30,522-piece uncased vocabulary shared by bert-base-uncased and MiniLM."""
     return minilm_dir / "vocab.txt"
+
+
+def _google_layout(state: dict) -> dict:
+    """transformers' BertForPreTraining state dict → the names of Google's hub checkpoints:
+    ``bert.`` prefix, ``LayerNorm.gamma``/``beta``, ``cls.*`` heads, no tied decoder tensors."""
+    out = {}
+    for name, tensor in state.items():
+        if name.startswith("cls.predictions.decoder."):
+            continue
+        name = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+        out[name] = tensor.detach().clone().contiguous()
+    return out
+
+
+def make_google_checkpoint(directory: Path, vocab_file: Path, *, layers=12, hidden=768, heads=12,
+                           intermediate=3072, fmt="safetensors", seed=0, hidden_act="gelu"):  # fmt: skip
+    """A bert-base-shaped BertForPreTraining with random weights, saved the way the hub stores
+    google-bert/bert-base-uncased. Returns the transformers model (the reference)."""
+    import json
+
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(
+        vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=intermediate, hidden_act=hidden_act, attn_implementation="eager",
+    )  # fmt: skip
+    model = transformers.BertForPreTraining(config).eval()
+    with torch.no_grad():  # non-trivial LayerNorm and bias values, so a swapped name would show
+        for name, parameter in model.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = _google_layout(model.state_dict())
+    if fmt == "safetensors":
+        from safetensors.torch import save_file
+
+        save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        torch.save(state, directory / "pytorch_model.bin")
+    values = config.to_dict()
+    values["architectures"] = ["BertForPreTraining"]
+    (directory / "config.json").write_text(json.dumps(values, indent=2))
+    (directory / "vocab.txt").write_bytes(Path(vocab_file).read_bytes())
+    (directory / "tokenizer_config.json").write_text('{"do_lower_case": true, "model_max_length": 512}')
+    return model
+
+
+@pytest.fixture(scope="session")
+def google_base(tmp_path_factory, vocab_file):
+    """(directory, transformers reference) of a bert-base-shaped checkpoint in model.safetensors."""
+    directory = tmp_path_factory.mktemp("bert-base-safetensors")
+    return directory, make_google_checkpoint(directory, vocab_file, fmt="safetensors", seed=1)
+
+
+@pytest.fixture(scope="session")
+def google_base_bin(tmp_path_factory, vocab_file):
+    """(directory, transformers reference) of a bert-base-shaped checkpoint in pytorch_model.bin."""
+    directory = tmp_path_factory.mktemp("bert-base-bin")
+    return directory, make_google_checkpoint(directory, vocab_file, fmt="bin", seed=2)
+
+
+@pytest.fixture(scope="session")
+def real_texts():
+    """A batch of real sentences of different lengths (so there is padding)."""
+    import corpus
+
+    texts = [text for text in corpus.translations() if 10 < len(text) < 300]
+    return [texts[i] for i in range(0, len(texts), max(1, len(texts) // 12))][:12] + [
+        "I love Paris",
+        "She is a MachineLearning Engineer and works in California",
+        " ".join(corpus.docstrings()[5].split()[:150]),
+    ]

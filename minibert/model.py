@@ -1,0 +1,425 @@
+"""BERT, one module per idea of the paper (Devlin et al., 2018, "BERT: Pre-training of Deep
+Bidirectional Transformers for Language Understanding").
+
+Shape legend used in the comments:
+    B = batch size, T = tokens per sequence, H = hidden size (768 for base),
+    N = attention heads (12), S = head size (H / N = 64), F = feed-forward size (4H = 3072),
+    P = packed tokens: the real (non-padding) tokens of a whole batch laid end to end.
+
+    input_ids (B, T)
+      └─ Embeddings: word piece + position + segment, LayerNorm      → (B, T, H)
+      └─ EncoderLayer × L:                                            (B, T, H)
+           x = LayerNorm(x + Attention(x))      every token looks at every other token
+           x = LayerNorm(x + FeedForward(x))    each token on its own: H → F → H
+      └─ last_hidden_state (B, T, H);  Pooler: tanh(W · h[CLS])      → pooler_output (B, H)
+
+Loading pretrained weights lives in ``weights.py``; this file is only the computation.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import BertConfig
+
+
+def activation(name: str):
+    """The feed-forward non-linearity named by ``config.hidden_act``."""
+    if name == "gelu":  # the exact GELU, x·Φ(x) with the Gaussian CDF (erf) — BERT's
+        return F.gelu
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_tanh"):  # tanh approximation
+        return lambda x: F.gelu(x, approximate="tanh")
+    if name == "relu":
+        return F.relu
+    if name in ("silu", "swish"):
+        return F.silu
+    raise ValueError(f"unsupported hidden_act {name!r}: minibert knows gelu, gelu_new (tanh), relu, silu")
+
+
+class Embeddings(nn.Module):
+    """Token vector = word-piece embedding + position embedding + segment embedding, normalized.
+
+    BERT learns one table per kind of information: what the piece is (``word_embeddings``,
+    vocab_size × H), where it is (``position_embeddings``, 512 × H), and which sentence of a pair
+    it belongs to (``token_type_embeddings``, 2 × H). The three are summed, then LayerNorm'ed.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor
+    ) -> torch.Tensor:
+        embeddings = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings = embeddings + self.position_embeddings(position_ids)
+        return self.dropout(self.layer_norm(embeddings))
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention: each token's new vector is a weighted mix of all tokens' values.
+
+    Per head: weights = softmax(Q·Kᵀ / √S + mask), output = weights·V. Padding keys get -∞ (the
+    dtype's minimum) in the mask, so no real token attends to [PAD]. ``output`` projects the
+    concatenated heads back to H.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.output = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_prob = config.attention_probs_dropout_prob
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, tokens, _ = x.shape
+        # (B, T, H) -split-> (B, T, N, S) -transpose-> (B, N, T, S)
+        return x.view(batch, tokens, self.num_heads, self.head_size).transpose(1, 2)
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, return_weights: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """q, k, v: (B, N, T, S); mask: (B, 1, 1, T) additive. Returns (B, T, H) and the weights."""
+        dropout = self.dropout_prob if self.training else 0.0
+        if return_weights:  # the plain computation, written out
+            scores = (q @ k.transpose(-1, -2)) * self.head_size**-0.5  # (B, N, T, T)
+            if mask is not None:
+                scores = scores + mask
+            weights = F.dropout(scores.softmax(dim=-1), p=dropout, training=self.training)
+            context = weights @ v  # (B, N, T, S)
+        else:  # the same, fused by PyTorch (no T×T matrix kept around)
+            weights = None
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        batch, _, tokens, _ = context.shape
+        # (B, N, T, S) -transpose-> (B, T, N, S) -merge-> (B, T, H)
+        return context.transpose(1, 2).reshape(batch, tokens, -1), weights
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, return_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        q, k, v = self.split_heads(self.query(x)), self.split_heads(self.key(x)), self.split_heads(self.value(x))
+        context, weights = self.attend(q, k, v, mask, return_weights)
+        return self.output(context), weights
+
+
+class FeedForward(nn.Module):
+    """The position-wise feed-forward network: H → F (activation) → H, for each token on its own."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.intermediate = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.output = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.activation = activation(config.hidden_act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.activation(self.intermediate(x)))
+
+
+class EncoderLayer(nn.Module):
+    """One Transformer encoder layer, post-LayerNorm as in the original BERT:
+
+    x = LayerNorm(x + Dropout(Attention(x)))
+    x = LayerNorm(x + Dropout(FeedForward(x)))
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = SelfAttention(config)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.feed_forward = FeedForward(config)
+        self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, return_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, weights = self.attention(x, mask, return_weights)
+        x = self.attention_norm(x + self.dropout(attended))
+        x = self.output_norm(x + self.dropout(self.feed_forward(x)))
+        return x, weights
+
+
+class Pooler(nn.Module):
+    """The sentence-level vector BERT was pre-trained to produce for next-sentence prediction:
+    tanh(dense(h[CLS])), the final hidden state of the first token through one more layer."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden_states[:, 0]))
+
+
+class _Output:
+    """Attribute access plus transformers-style tuple indexing (``outputs[0]``) of set fields."""
+
+    def to_tuple(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None)
+
+    def __getitem__(self, index):
+        if isinstance(index, str):
+            return getattr(self, index)
+        return self.to_tuple()[index]
+
+
+@dataclass
+class BertOutput(_Output):
+    last_hidden_state: torch.Tensor  # (B, T, H): the final vector of every token
+    pooler_output: torch.Tensor | None = None  # (B, H): tanh(dense(h[CLS]))
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # L + 1 tensors (B, T, H): embeddings, then each layer
+    attentions: tuple[torch.Tensor, ...] | None = None  # L tensors (B, N, T, T): attention weights per layer
+
+
+@dataclass
+class BertPreTrainingOutput(_Output):
+    prediction_logits: torch.Tensor  # (B, T, vocab_size): masked-LM scores of every piece at each position
+    seq_relationship_logits: torch.Tensor  # (B, 2): [is next sentence, is random sentence]
+    last_hidden_state: torch.Tensor | None = None
+    pooler_output: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_type_ids=None):
+    """Check the model's inputs before any compute; return them as tensors (the ONE place that does).
+
+    Raises ``TypeError`` for non-integer ids and ``ValueError`` for shapes that disagree, ids outside
+    [0, vocab_size), type ids outside [0, type_vocab_size) and sequences longer than
+    max_position_embeddings — each message names the problem and the limit.
+    """
+    input_ids = _as_tensor(input_ids, "input_ids")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise TypeError(f"input_ids must hold integers, got dtype {input_ids.dtype}")
+    if input_ids.dim() == 1:
+        input_ids = input_ids.unsqueeze(0)  # one sequence: add the batch dimension
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must have shape (batch, tokens), got {tuple(input_ids.shape)}")
+    batch, tokens = input_ids.shape
+    if tokens > config.max_position_embeddings:
+        raise ValueError(
+            f"sequence of {tokens} tokens is longer than max_position_embeddings={config.max_position_embeddings}; "
+            "truncate it (tokenizer truncation=True) or embed it in windows (Embedder long_text='window')"
+        )
+    if input_ids.numel():
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= config.vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(f"input_ids contains {bad}, outside the vocabulary [0, {config.vocab_size})")
+    if token_type_ids is not None:
+        token_type_ids = _like_input_ids(token_type_ids, "token_type_ids", input_ids)
+        if token_type_ids.dtype.is_floating_point or token_type_ids.dtype == torch.bool:
+            raise TypeError(f"token_type_ids must hold integers, got dtype {token_type_ids.dtype}")
+        if token_type_ids.numel():
+            low, high = int(token_type_ids.min()), int(token_type_ids.max())
+            if low < 0 or high >= config.type_vocab_size:
+                bad = low if low < 0 else high
+                raise ValueError(
+                    f"token_type_ids contains {bad}, outside [0, type_vocab_size={config.type_vocab_size})"
+                )
+    if attention_mask is not None:
+        attention_mask = _like_input_ids(attention_mask, "attention_mask", input_ids)
+        if attention_mask.numel() and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+            raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
+    return input_ids, attention_mask, token_type_ids
+
+
+def _as_tensor(value, name: str) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(f"{name} must be a tensor or a (nested) list of ints: {error}") from None
+
+
+def _like_input_ids(value, name: str, input_ids: torch.Tensor) -> torch.Tensor:
+    """``value`` as a tensor of the same (B, T) shape as input_ids, or a ValueError naming both."""
+    tensor = _as_tensor(value, name)
+    if tensor.dim() == 1:
+        tensor = tensor.unsqueeze(0)
+    if tensor.shape != input_ids.shape:
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has {tuple(input_ids.shape)}")
+    return tensor
+
+
+def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """(B, T) of 1 = real, 0 = pad  →  (B, 1, 1, T) of 0 = attend, dtype-minimum = ignore."""
+    if attention_mask is None:
+        return None
+    keep = attention_mask[:, None, None, :].to(dtype)
+    return (1.0 - keep) * torch.finfo(dtype).min
+
+
+class BertModel(nn.Module):
+    """The BERT encoder: embeddings, ``num_hidden_layers`` encoder layers and the pooler.
+
+    >>> model = BertModel.from_pretrained("google-bert/bert-base-uncased")       # doctest: +SKIP
+    >>> out = model(**tokenizer("I love Paris", return_tensors="pt"))            # doctest: +SKIP
+    >>> out.last_hidden_state.shape, out.pooler_output.shape                     # doctest: +SKIP
+    (torch.Size([1, 5, 768]), torch.Size([1, 768]))
+    """
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.pooler = Pooler(config) if add_pooling_layer else None
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """Fresh weights as BERT initialises them (normal, std 0.02); from_pretrained overwrites them."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=self.config.initializer_range)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embeddings.word_embeddings.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.embeddings.word_embeddings.weight.device
+
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        token_type_ids=None,
+        *,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> BertOutput:
+        """input_ids (B, T) → BertOutput(last_hidden_state (B, T, H), pooler_output (B, H), ...)."""
+        input_ids, attention_mask, token_type_ids = validate_inputs(
+            self.config, input_ids, attention_mask, token_type_ids
+        )
+        device = self.device
+        input_ids = input_ids.to(device)
+        batch, tokens = input_ids.shape
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        position_ids = torch.arange(tokens, device=device).unsqueeze(0)  # (1, T), broadcast over B
+        x = self.embeddings(input_ids, token_type_ids.to(device), position_ids)  # (B, T, H)
+
+        mask = None
+        if attention_mask is not None and not bool(attention_mask.all()):
+            mask = additive_mask(attention_mask.to(device), x.dtype)  # (B, 1, 1, T)
+
+        hidden_states = [x] if output_hidden_states else None
+        attentions = [] if output_attentions else None
+        for layer in self.layers:
+            x, weights = layer(x, mask, return_weights=output_attentions)
+            if output_hidden_states:
+                hidden_states.append(x)
+            if output_attentions:
+                attentions.append(weights)
+
+        return BertOutput(
+            last_hidden_state=x,
+            pooler_output=self.pooler(x) if self.pooler is not None else None,
+            hidden_states=tuple(hidden_states) if hidden_states is not None else None,
+            attentions=tuple(attentions) if attentions is not None else None,
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        revision: str | None = None,
+        dtype: torch.dtype | str | None = None,
+        device: torch.device | str | None = None,
+    ):
+        """Build the model from ``config.json`` and load the pretrained weights of a local directory
+        or a hub repository (see ``weights.py``). Returned in eval mode (dropout off)."""
+        from .weights import load_pretrained
+
+        return load_pretrained(cls, name_or_path, revision=revision, dtype=dtype, device=device)
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names."""
+        from .weights import save_pretrained
+
+        save_pretrained(self, directory)
+
+
+class MaskedLMHead(nn.Module):
+    """Predicts the original piece at each position: transform (dense + activation + LayerNorm),
+    then scores against every word embedding (the decoder shares the input embedding matrix) plus
+    a bias of its own."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = activation(config.hidden_act)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        """hidden_states (B, T, H), word_embeddings (vocab_size, H) — the tied input matrix."""
+        x = self.layer_norm(self.activation(self.transform(hidden_states)))  # (B, T, H)
+        return F.linear(x, word_embeddings, self.bias)  # (B, T, vocab_size)
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with its two pre-training heads: masked-LM (which piece was masked?) and next-sentence
+    prediction (does sentence B follow sentence A?, from the pooler output)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.mlm_head = MaskedLMHead(config)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.bert._init_weights(self.mlm_head.transform)
+        self.bert._init_weights(self.nsp_head)
+
+    dtype = BertModel.dtype
+    device = property(lambda self: self.bert.device)
+
+    @property
+    def embeddings(self):
+        return self.bert.embeddings
+
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        token_type_ids=None,
+        *,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> BertPreTrainingOutput:
+        out = self.bert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+        )
+        return BertPreTrainingOutput(
+            prediction_logits=self.mlm_head(out.last_hidden_state, self.bert.embeddings.word_embeddings.weight),
+            seq_relationship_logits=self.nsp_head(out.pooler_output),
+            last_hidden_state=out.last_hidden_state,
+            pooler_output=out.pooler_output,
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+        )
+
+    from_pretrained = BertModel.__dict__["from_pretrained"]
+    save_pretrained = BertModel.save_pretrained

@@ -1,0 +1,83 @@
+"""A loopback HTTP server that serves model directories the way the Hugging Face hub does, so the
+real download path (huggingface_hub → cache → offline reuse) runs in tests without internet.
+
+It answers ``HEAD``/``GET /{org}/{name}/resolve/{revision}/{filename}`` with the headers
+huggingface_hub reads (``X-Repo-Commit``, ``ETag``, ``Content-Length``), 404 with the hub's
+``X-Error-Code`` for unknown repositories and files, and counts requests per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+
+class HubServer:
+    def __init__(self, repos: dict[str, Path]):
+        self.repos = {repo: Path(path) for repo, path in repos.items()}
+        self.requests: Counter = Counter()
+        self.commit = hashlib.sha1(b"minibert-test-commit").hexdigest()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_HEAD(self):
+                self._serve(body=False)
+
+            def do_GET(self):
+                self._serve(body=True)
+
+            def _serve(self, body: bool):
+                parts = unquote(self.path.split("?")[0]).strip("/").split("/")
+                if len(parts) < 5 or parts[2] != "resolve":
+                    return self._error(404, "RepoNotFound")
+                repo, filename = "/".join(parts[:2]), "/".join(parts[4:])
+                server.requests[(self.command, repo, filename)] += 1
+                if repo not in server.repos:
+                    return self._error(404, "RepoNotFound")
+                path = server.repos[repo] / filename
+                if not path.is_file():
+                    return self._error(404, "EntryNotFound")
+                data = path.read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+                self.send_header("X-Repo-Commit", server.commit)
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+            def _error(self, status: int, code: str):
+                self.send_response(status)
+                self.send_header("X-Error-Code", code)
+                self.send_header("X-Error-Message", code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> HubServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+if __name__ == "__main__":  # serve a directory by hand: python tests/hub_server.py org/name DIR
+    import sys
+    import time
+
+    with HubServer({sys.argv[1]: Path(sys.argv[2])}) as hub:
+        print(hub.url, flush=True)
+        time.sleep(3600)

@@ -1,0 +1,288 @@
+"""minibert.BertModel / BertForPreTraining against transformers, layer by layer.
+
+Every test states what it compares and reports the max |Δ| it found; fp32 tolerance 1e-5."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import make_google_checkpoint
+from helpers import assert_close
+from hub_server import HubServer
+from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer
+from minibert.errors import ModelNotFoundError
+from minibert.weights import checkpoint_to_minibert, minibert_to_checkpoint
+
+transformers = pytest.importorskip("transformers")
+ATOL = 1e-5
+
+
+def _batch(directory, texts):
+    return BertTokenizer.from_pretrained(directory)(texts, padding=True, truncation=True, return_tensors="pt")
+
+
+def compare_outputs(ours, theirs, mask, label: str) -> dict:
+    """Compare every hidden state (real tokens only), the pooler and the attention weights."""
+    real = mask.bool()
+    report = {}
+    assert len(ours.hidden_states) == len(theirs.hidden_states)
+    for index, (a, b) in enumerate(zip(ours.hidden_states, theirs.hidden_states)):
+        name = "embeddings" if index == 0 else f"layer {index}"
+        report[name] = assert_close(a[real], b[real], f"{label} {name}", ATOL)
+    report["last_hidden_state"] = assert_close(
+        ours.last_hidden_state[real], theirs.last_hidden_state[real], f"{label} last_hidden_state", ATOL
+    )
+    report["pooler"] = assert_close(ours.pooler_output, theirs.pooler_output, f"{label} pooler", ATOL)
+    if ours.attentions is not None:
+        # (B, N, T, T): rows of real query tokens; padded keys carry ~0 weight in both
+        for index, (a, b) in enumerate(zip(ours.attentions, theirs.attentions)):
+            report[f"attention {index + 1}"] = assert_close(
+                a.permute(0, 2, 1, 3)[real], b.permute(0, 2, 1, 3)[real], f"{label} attention {index + 1}", ATOL
+            )
+    print(f"\n{label}: max |Δ| " + ", ".join(f"{k} {v:.1e}" for k, v in report.items()))
+    return report
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_dir):
+    return BertModel.from_pretrained(minilm_dir)
+
+
+@pytest.fixture(scope="module")
+def minilm_reference(minilm_dir):
+    return transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
+
+
+# ----------------------------------------------------------------------------- real pretrained weights
+
+
+def test_minilm_every_layer_matches(minilm, minilm_reference, minilm_dir, real_texts):
+    batch = _batch(minilm_dir, real_texts)
+    assert (batch["attention_mask"] == 0).any(), "the batch should contain padding"
+    with torch.no_grad():
+        ours = minilm(**batch, output_hidden_states=True, output_attentions=True)
+        theirs = minilm_reference(**batch, output_hidden_states=True, output_attentions=True)
+    assert len(ours.hidden_states) == minilm.config.num_hidden_layers + 1 == 7
+    assert ours.attentions[0].shape == (len(real_texts), 12, batch["input_ids"].shape[1], batch["input_ids"].shape[1])
+    compare_outputs(ours, theirs, batch["attention_mask"], "all-MiniLM-L6-v2")
+
+
+def test_minilm_fast_path_matches_sdpa_reference(minilm, minilm_dir, real_texts):
+    """Without output_attentions minibert uses fused attention; compare with transformers' SDPA."""
+    reference = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="sdpa").eval()
+    batch = _batch(minilm_dir, real_texts)
+    with torch.no_grad():
+        ours = minilm(**batch, output_hidden_states=True)
+        theirs = reference(**batch, output_hidden_states=True)
+    compare_outputs(ours, theirs, batch["attention_mask"], "all-MiniLM-L6-v2 (sdpa)")
+
+
+def test_gradients_match(minilm_dir, real_texts):
+    """d(loss)/d(parameter) for every parameter, in eval mode (dropout off)."""
+    ours = BertModel.from_pretrained(minilm_dir)
+    theirs = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
+    batch = _batch(minilm_dir, real_texts[:6])
+    torch.manual_seed(0)
+    weights = torch.randn(*batch["input_ids"].shape, ours.config.hidden_size)
+    for model in (ours, theirs):
+        out = model(**batch)
+        loss = (out.last_hidden_state * weights * batch["attention_mask"][..., None]).sum() + out.pooler_output.sum()
+        loss.backward()
+    reference = dict(theirs.named_parameters())
+    worst = 0.0
+    for name, parameter in ours.named_parameters():
+        other = reference[minibert_to_checkpoint(name)]
+        scale = max(1.0, other.grad.abs().max().item())
+        worst = max(worst, assert_close(parameter.grad / scale, other.grad / scale, f"grad {name} (relative)", ATOL))
+    print(f"\ngradients of {len(reference)} parameters: max relative |Δ| {worst:.1e}")
+
+
+# ----------------------------------------------------------------------------- Google's checkpoint layout
+
+
+@pytest.mark.parametrize("fixture", ["google_base", "google_base_bin"], ids=["safetensors", "pytorch_model.bin"])
+def test_bert_base_google_layout_with_heads(fixture, request, real_texts):
+    directory, reference = request.getfixturevalue(fixture)
+    model = BertForPreTraining.from_pretrained(directory)
+    assert model.config.num_hidden_layers == 12 and model.config.hidden_size == 768
+    batch = _batch(directory, real_texts)
+    with torch.no_grad():
+        ours = model(**batch, output_hidden_states=True, output_attentions=True)
+        theirs = reference(**batch)
+        theirs_body = reference.bert(**batch, output_hidden_states=True, output_attentions=True)
+    report = compare_outputs(ours, theirs_body, batch["attention_mask"], f"bert-base ({fixture})")
+    real = batch["attention_mask"].bool()
+    report["mlm"] = assert_close(ours.prediction_logits[real], theirs.prediction_logits[real], "masked-LM logits", ATOL)
+    report["nsp"] = assert_close(ours.seq_relationship_logits, theirs.seq_relationship_logits, "NSP logits", ATOL)
+    print(f"heads: max |Δ| mlm {report['mlm']:.1e}, nsp {report['nsp']:.1e}")
+
+
+def test_bert_model_ignores_heads_of_google_checkpoint(google_base, real_texts):
+    directory, reference = google_base
+    model = BertModel.from_pretrained(directory)
+    batch = _batch(directory, real_texts)
+    with torch.no_grad():
+        ours = model(**batch, output_hidden_states=True)
+        theirs = reference.bert(**batch, output_hidden_states=True)
+    compare_outputs(ours, theirs, batch["attention_mask"], "BertModel from Google layout")
+
+
+@pytest.mark.parametrize("hidden_act", ["gelu_new", "relu"])
+def test_other_activations(hidden_act, tmp_path, vocab_file, real_texts):
+    reference = make_google_checkpoint(tmp_path, vocab_file, layers=2, hidden=64, heads=4, intermediate=128,
+                                       hidden_act=hidden_act)  # fmt: skip
+    model = BertForPreTraining.from_pretrained(tmp_path)
+    batch = _batch(tmp_path, real_texts)
+    with torch.no_grad():
+        compare_outputs(
+            model.bert(**batch, output_hidden_states=True),
+            reference.bert(**batch, output_hidden_states=True),
+            batch["attention_mask"],
+            f"hidden_act={hidden_act}",
+        )
+
+
+def test_save_pretrained_round_trip(google_base, tmp_path, real_texts):
+    directory, reference = google_base
+    model = BertForPreTraining.from_pretrained(directory)
+    model.save_pretrained(tmp_path / "heads")
+    model.bert.save_pretrained(tmp_path / "body")
+    batch = _batch(directory, real_texts)
+    with torch.no_grad():
+        expected = reference(**batch)
+        again = BertForPreTraining.from_pretrained(tmp_path / "heads")(**batch)
+        theirs = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "heads")).eval()(**batch)
+        body = transformers.BertModel.from_pretrained(str(tmp_path / "body")).eval()(**batch)
+        expected_body = reference.bert(**batch)
+    assert_close(again.prediction_logits, expected.prediction_logits, "minibert reload: mlm", ATOL)
+    assert_close(theirs.prediction_logits, expected.prediction_logits, "transformers load: mlm", ATOL)
+    assert_close(theirs.seq_relationship_logits, expected.seq_relationship_logits, "transformers load: nsp", ATOL)
+    assert_close(body.pooler_output, expected_body.pooler_output, "transformers load: BertModel pooler", ATOL)
+    assert not list(tmp_path.glob("**/*.partial"))
+
+
+# ----------------------------------------------------------------------------- names, modes, config
+
+
+def test_rename_table_covers_both_dialects():
+    assert (
+        checkpoint_to_minibert("bert.encoder.layer.3.attention.output.LayerNorm.gamma")
+        == "layers.3.attention_norm.weight"
+    )
+    assert checkpoint_to_minibert("encoder.layer.11.output.dense.bias") == "layers.11.feed_forward.output.bias"
+    assert checkpoint_to_minibert("bert.embeddings.LayerNorm.beta") == "embeddings.layer_norm.bias"
+    assert checkpoint_to_minibert("cls.predictions.transform.LayerNorm.gamma") == "mlm_head.layer_norm.weight"
+    assert checkpoint_to_minibert("embeddings.position_ids") is None
+    model = BertForPreTraining(
+        BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
+    )
+    for name in model.state_dict():
+        body = name.removeprefix("bert.")
+        assert checkpoint_to_minibert(minibert_to_checkpoint(body)) == body
+
+
+def test_dropout_only_in_training(minilm_dir):
+    model = BertModel.from_pretrained(minilm_dir)
+    batch = _batch(minilm_dir, ["dropout is random in training"])
+    with torch.no_grad():
+        assert torch.equal(model(**batch).last_hidden_state, model(**batch).last_hidden_state)
+        model.train()
+        assert not torch.equal(model(**batch).last_hidden_state, model(**batch).last_hidden_state)
+
+
+def test_config_round_trip_keeps_unknown_fields(minilm_dir, tmp_path):
+    config = BertConfig.from_json_file(minilm_dir / "config.json")
+    assert config.hidden_size == 384 and config.extra["gradient_checkpointing"] is False
+    config.to_json_file(tmp_path / "config.json")
+    again = BertConfig.from_json_file(tmp_path / "config.json")
+    assert again == config
+
+
+def test_dtype_and_device_arguments(minilm_dir):
+    model = BertModel.from_pretrained(minilm_dir, dtype="bfloat16", device="cpu")
+    assert model.dtype == torch.bfloat16
+    out = model(**_batch(minilm_dir, ["bf16 works"]))
+    assert out.last_hidden_state.dtype == torch.bfloat16
+
+
+# ----------------------------------------------------------------------------- the hub, for real, on loopback
+
+
+def _run(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_hub_download_then_offline_cache(minilm_dir, tmp_path):
+    """from_pretrained('some-org/some-bert') downloads from a hub-like server into the HF cache;
+    with HF_HUB_OFFLINE=1 it loads again from the cache alone."""
+    code = (
+        "import torch, minibert\n"
+        "m = minibert.BertModel.from_pretrained('some-org/some-bert')\n"
+        "t = minibert.BertTokenizer.from_pretrained('some-org/some-bert')\n"
+        "b = t(['hello world'], return_tensors='pt')\n"
+        "print(float(m(**b).pooler_output.sum()))\n"
+    )
+    with HubServer({"some-org/some-bert": minilm_dir}) as hub:
+        env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
+                   HF_HUB_DISABLE_XET="1")  # fmt: skip
+        online = _run(code, env)
+        assert online.returncode == 0, online.stderr
+        assert hub.requests[("GET", "some-org/some-bert", "model.safetensors")] == 1
+        assert hub.requests[("GET", "some-org/some-bert", "pytorch_model.bin")] == 0  # only what is needed
+        cached = list((tmp_path / "hf" / "hub").glob("models--some-org--some-bert/snapshots/*/model.safetensors"))
+        assert len(cached) == 1
+        before = sum(hub.requests.values())
+        offline = _run(code, dict(env, HF_HUB_OFFLINE="1"))
+        assert offline.returncode == 0, offline.stderr
+        assert sum(hub.requests.values()) == before, "offline mode must not touch the network"
+        assert offline.stdout == online.stdout
+        missing = _run("import minibert; minibert.BertModel.from_pretrained('some-org/absent')", env)
+        assert "ModelNotFoundError: some-org/absent: no such repository" in missing.stderr
+    offline_unknown = _run("import minibert; minibert.BertModel.from_pretrained('other-org/never-seen')",
+                           dict(env, HF_HUB_OFFLINE="1"))  # fmt: skip
+    assert "is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 is set" in offline_unknown.stderr
+
+
+def test_hub_falls_back_to_pytorch_model_bin(google_base_bin, tmp_path):
+    directory, _ = google_base_bin
+    with HubServer({"google-like/bert": directory}) as hub:
+        env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
+                   HF_HUB_DISABLE_XET="1")  # fmt: skip
+        result = _run(
+            "import minibert; print(minibert.BertForPreTraining.from_pretrained('google-like/bert').config.num_hidden_layers)",
+            env,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "12"
+        assert hub.requests[("GET", "google-like/bert", "pytorch_model.bin")] == 1
+
+
+# ----------------------------------------------------------------------------- published integration slice
+
+
+def test_transformers_integration_slice_bert_base_uncased():
+    """transformers' integration test for bert-base-uncased; runs when the checkpoint is in the
+    local HF cache (or the hub is reachable with HF_HUB_OFFLINE=0)."""
+    try:
+        model = BertModel.from_pretrained("google-bert/bert-base-uncased")
+    except ModelNotFoundError as error:
+        pytest.skip(f"bert-base-uncased is not reachable here: {error}")
+    input_ids = torch.tensor([[0, 345, 232, 328, 740, 140, 1695, 69, 6078, 1588, 2]])
+    attention_mask = torch.tensor([[0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        output = model(input_ids, attention_mask=attention_mask).last_hidden_state
+    expected = torch.tensor([[[0.4249, 0.1008, 0.7531], [0.3771, 0.1188, 0.7467], [0.4152, 0.1098, 0.7108]]])
+    assert_close(output[:, 1:4, 1:4], expected, "bert-base-uncased integration slice", 1e-4)
+
+
+def test_package_has_no_reference_imports():
+    """minibert never imports transformers or tokenizers at run time."""
+    source = "\n".join(p.read_text() for p in Path(__file__).parents[1].joinpath("minibert").glob("*.py"))
+    assert "import transformers" not in source and "from transformers" not in source
+    assert "import tokenizers" not in source and "from tokenizers" not in source
