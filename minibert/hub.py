@@ -62,8 +62,8 @@ def _looks_like_a_path(name: str) -> bool:
 
 
 def _download(repo_id: str, filename: str, *, revision: str | None, required: bool) -> Path | None:
-    from huggingface_hub import hf_hub_download
     from huggingface_hub import errors as hub_errors
+    from huggingface_hub import hf_hub_download
 
     offline = is_offline()
     try:

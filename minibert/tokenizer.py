@@ -349,7 +349,7 @@ class BertTokenizer:
                 words.extend(self.basic.tokenize(part))
         return words
 
-    def _ids(self, text: str) -> list[int]:
+    def piece_ids(self, text: str) -> list[int]:
         """Ids of ``text``'s word pieces, without [CLS]/[SEP]."""
         pieces = self.wordpiece.pieces
         ids: list[int] = []
@@ -364,7 +364,7 @@ class BertTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """The word pieces of ``text`` as strings (no [CLS]/[SEP])."""
-        return self.convert_ids_to_tokens(self._ids(text))
+        return self.convert_ids_to_tokens(self.piece_ids(text))
 
     def encode_and_show_work(self, text: str) -> dict:
         """Every intermediate step of tokenizing ``text``, for learning and debugging.
@@ -377,7 +377,7 @@ class BertTokenizer:
         normalized = self.basic.normalize(cleaned)
         words = self._words(text)
         word_pieces = [self.convert_ids_to_tokens(self.wordpiece.pieces(word)) for word in words]
-        ids = self.build_inputs_with_special_tokens(self._ids(text))
+        ids = self.build_inputs_with_special_tokens(self.piece_ids(text))
         return {
             "text": text,
             "cleaned": cleaned,
@@ -488,8 +488,8 @@ class BertTokenizer:
         rows: list[tuple[list[int], list[int] | None]] = []
         sample_of_row: list[int] = []
         for sample, text_a in enumerate(texts):
-            ids_a = self._ids(text_a)
-            ids_b = self._ids(pairs[sample]) if pairs is not None else None
+            ids_a = self.piece_ids(text_a)
+            ids_b = self.piece_ids(pairs[sample]) if pairs is not None else None
             windows = [(ids_a, ids_b)]
             if strategy is not None:
                 added = (3 if ids_b is not None else 2) if add_special_tokens else 0
@@ -559,20 +559,24 @@ class BertTokenizer:
         raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
 
 
-def _windows(ids: list[int], size: int, stride: int) -> list[list[int]]:
-    """Consecutive windows of ``size`` ids, each sharing ``stride`` ids with the previous one.
+def window_starts(length: int, size: int, stride: int) -> list[int]:
+    """Where each window of ``size`` ids starts, consecutive windows sharing ``stride`` ids, the
+    last one ending at ``length``.
 
-    >>> _windows(list(range(7)), size=4, stride=1)
+    >>> window_starts(7, size=4, stride=1)
+    [0, 3]
+    """
+    starts = [0]
+    while starts[-1] + size < length:
+        starts.append(starts[-1] + size - stride)
+    return starts
+
+
+def windows(ids: list[int], size: int, stride: int) -> list[list[int]]:
+    """>>> windows(list(range(7)), size=4, stride=1)
     [[0, 1, 2, 3], [3, 4, 5, 6]]
     """
-    step = size - stride
-    windows, start = [], 0
-    while True:
-        stop = min(start + size, len(ids))
-        windows.append(ids[start:stop])
-        if stop == len(ids):
-            return windows
-        start += step
+    return [ids[start : start + size] for start in window_starts(len(ids), size, stride)]
 
 
 def _truncate(ids_a, ids_b, budget, strategy, stride, keep_overflow):
@@ -587,9 +591,7 @@ def _truncate(ids_a, ids_b, budget, strategy, stride, keep_overflow):
         )
     if ids_b is None:
         return (
-            [(window, None) for window in _windows(ids_a, budget, stride)]
-            if keep_overflow
-            else [(ids_a[:budget], None)]
+            [(window, None) for window in windows(ids_a, budget, stride)] if keep_overflow else [(ids_a[:budget], None)]
         )
     if total <= budget:
         return [(ids_a, ids_b)]
@@ -619,7 +621,7 @@ def _truncate(ids_a, ids_b, budget, strategy, stride, keep_overflow):
             f"more than the {budget} that fit in max_length"
         )
     cut = ids_a if cut_first else ids_b
-    parts = _windows(cut, room, stride) if keep_overflow else [cut[:room]]
+    parts = windows(cut, room, stride) if keep_overflow else [cut[:room]]
     return [(part, ids_b) if cut_first else (ids_a, part) for part in parts]
 
 

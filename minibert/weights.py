@@ -119,6 +119,20 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     return state
 
 
+def tensor_names(path: str | os.PathLike) -> list[str]:
+    """The tensor names in a weights file, without reading the tensors (safetensors: the header)."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                return list(handle.keys())
+        except Exception as error:  # noqa: BLE001
+            raise CheckpointError(f"cannot read weights file {path}: {error}") from None
+    return list(read_state_dict(path))
+
+
 def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Path]:
     """(config.json, weights file) of a directory or hub repo; safetensors preferred over .bin."""
     config_file = resolve_file(name_or_path, "config.json", revision=revision)
@@ -158,6 +172,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
             state[name] = tensor.to(dtype)
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
+    model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks.py loads the tokenizer there)
     if device is not None:
         model.to(device)
     return model
@@ -196,6 +211,11 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path)
         for name in sorted(set(expected) & set(renamed))
         if renamed[name].shape != expected[name].shape
     ]
+    if wants_heads and missing and all(name.startswith(HEAD_PREFIXES) for name in missing) and not misshaped:
+        raise CheckpointError(
+            f"{weights_file} has no pre-training heads (no cls.* tensors): it holds a BertModel only. "
+            "fill-mask and next-sentence need a checkpoint with them, such as google-bert/bert-base-uncased"
+        )
     if missing or misshaped:
         lines = [f"{weights_file} does not fit the model described by {config_file}:"]
         if missing:

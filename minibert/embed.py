@@ -1,0 +1,342 @@
+"""Embedder: the feature-extraction workflows of the classic BERT tutorials, one call each.
+
+    >>> from minibert import Embedder
+    >>> embedder = Embedder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")   # doctest: +SKIP
+    >>> embedder.embed(["A man is eating food.", "A man eats."], normalize=True).shape   # doctest: +SKIP
+    (2, 384)
+
+What a "sentence embedding" is, is a choice (``pooling``):
+
+* ``"mean"``: the average of the token vectors of the real tokens ([CLS] and [SEP] included, padding
+  excluded) — what sentence-transformers models are trained for, and usually the best without
+  fine-tuning;
+* ``"cls"``: the final vector of [CLS]; ``"pooler"``: tanh(dense([CLS])), the vector BERT was
+  pre-trained to use for next-sentence prediction;
+* ``"max"``: the element-wise maximum over real tokens; ``"mean_max"``: both, concatenated.
+
+Which layer's vectors (``layers``): ``-1`` is the last layer, ``-2`` the one before, ``0`` the
+embedding layer; a list such as ``[-1, -2, -3, -4]`` combines several (``layer_combine``: concat,
+sum or mean), as in the tutorials' "sum of the last four layers".
+
+``max_length`` defaults to the model's own limit: ``max_seq_length`` of a sentence-transformers
+model (256 for all-MiniLM-L6-v2), else the tokenizer's ``model_max_length`` (512 for BERT).
+Texts longer than ``max_length`` tokens are cut (``long_text="truncate"``, with a warning that
+counts them) or embedded in overlapping windows (``long_text="window"``): each token's vector comes
+from the window in which it has the most context on both sides.
+
+Speed: texts are sorted by length before batching, so a batch holds texts of similar length and
+little padding is computed; results are put back in input order. The model packs the real tokens
+of a batch so its dense layers never touch padding (see ``BertModel``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .model import BertModel
+from .tokenizer import BertTokenizer, window_starts
+
+POOLINGS = ("mean", "cls", "pooler", "max", "mean_max")
+LAYER_COMBINES = ("concat", "sum", "mean")
+WORD_MERGES = ("mean", "sum", "first", "last")
+
+
+class Embedder:
+    """A tokenizer and a BertModel, turning texts into vectors."""
+
+    def __init__(self, model: BertModel, tokenizer: BertTokenizer, *, max_length: int | None = None):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        # Longest input in tokens, used when embed() is not given max_length: the model's own
+        # training length for sentence-transformers models (max_seq_length), else the tokenizer's.
+        self.max_length = min(max_length or tokenizer.model_max_length, model.config.max_position_embeddings)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        revision: str | None = None,
+        dtype: torch.dtype | str | None = None,
+        device: torch.device | str | None = None,
+    ) -> Embedder:
+        """Load the tokenizer and model of a local directory or a hub repository."""
+        tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
+        model = BertModel.from_pretrained(name_or_path, revision=revision, dtype=dtype, device=device)
+        return cls(model, tokenizer, max_length=_sentence_transformers_max_length(name_or_path, revision))
+
+    # ------------------------------------------------------------------ sentence vectors
+
+    def embed(
+        self,
+        texts: str | Sequence[str],
+        *,
+        pooling: str = "mean",
+        layers: int | Sequence[int] = -1,
+        layer_combine: str = "concat",
+        normalize: bool = False,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        long_text: str = "truncate",
+        progress: bool | None = None,
+    ) -> np.ndarray:
+        """One vector per text: (N, dim) float32 for a list of N texts, (dim,) for a single str.
+
+        ``dim`` is the hidden size, times the number of layers for ``layer_combine="concat"``,
+        times two for ``pooling="mean_max"``.
+        """
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        if not all(isinstance(text, str) for text in texts):
+            raise TypeError("texts must be a str or a sequence of str")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if pooling == "pooler" and _layer_list(layers, self.model.config.num_hidden_layers) != [-1]:
+            raise ValueError("pooling='pooler' uses the last layer; it cannot be combined with layers")
+        sequences = self._sequences(texts, max_length, long_text)
+        results = self._run(sequences, layers, layer_combine, batch_size, progress, pooling=pooling)
+        if not texts:
+            return np.zeros((0, self.dimension(pooling, layers, layer_combine)), np.float32)
+        out = np.stack([self._assemble_pooled(parts, pooling) for parts in results])
+        if normalize and len(out):
+            out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        out = out.astype(np.float32, copy=False)
+        return out[0] if single else out
+
+    def dimension(self, pooling: str = "mean", layers: int | Sequence[int] = -1, layer_combine: str = "concat") -> int:
+        """Length of the vectors ``embed`` returns with these settings."""
+        hidden = self.model.config.hidden_size
+        count = len(_layer_list(layers, self.model.config.num_hidden_layers))
+        width = hidden * count if layer_combine == "concat" else hidden
+        return 2 * width if pooling == "mean_max" else width
+
+    # ------------------------------------------------------------------ token and word vectors
+
+    def embed_tokens(
+        self,
+        text: str,
+        *,
+        layers: int | Sequence[int] = -1,
+        layer_combine: str = "concat",
+        max_length: int | None = None,
+    ) -> tuple[list[str], np.ndarray]:
+        """The tokens of ``text`` ([CLS] … [SEP]) and one contextual vector each: (T, dim).
+        Long texts are embedded in windows, each token taking its vector from the window where it
+        has the most context."""
+        if not isinstance(text, str):
+            raise TypeError("embed_tokens takes one str")
+        sequences = self._sequences([text], max_length, "window")
+        (parts,) = self._run(sequences, layers, layer_combine, batch_size=8, progress=False, pooling=None)
+        ids = self.tokenizer.piece_ids(text)
+        tokens = self.tokenizer.convert_ids_to_tokens([self.tokenizer.cls_token_id, *ids, self.tokenizer.sep_token_id])
+        return tokens, _assemble_tokens(parts)
+
+    def word_vectors(
+        self,
+        text: str,
+        *,
+        merge: str = "mean",
+        layers: int | Sequence[int] = -1,
+        layer_combine: str = "concat",
+        max_length: int | None = None,
+    ) -> tuple[list[str], np.ndarray]:
+        """Whole words (BERT's basic tokens: lowercased words and punctuation marks) with one vector
+        each, merged from the vectors of their word pieces (``merge``: mean, sum, first, last).
+
+        >>> words, vectors = embedder.word_vectors("The embeddings are unbelievable")   # doctest: +SKIP
+        >>> words                                                                        # doctest: +SKIP
+        ['the', 'embeddings', 'are', 'unbelievable']          # 'em ##bed ##ding ##s' → one vector
+        """
+        if merge not in WORD_MERGES:
+            raise ValueError(f"merge must be one of {WORD_MERGES}, got {merge!r}")
+        words, pieces = self.tokenizer.word_ids(text)
+        _, vectors = self.embed_tokens(text, layers=layers, layer_combine=layer_combine, max_length=max_length)
+        vectors = vectors[1:-1]  # drop [CLS] and [SEP]
+        merged, position = [], 0
+        for word_pieces in pieces:
+            chunk = vectors[position : position + len(word_pieces)]
+            position += len(word_pieces)
+            if merge == "mean":
+                merged.append(chunk.mean(axis=0))
+            elif merge == "sum":
+                merged.append(chunk.sum(axis=0))
+            else:
+                merged.append(chunk[0] if merge == "first" else chunk[-1])
+        dim = vectors.shape[1]
+        return words, (np.stack(merged) if merged else np.zeros((0, dim), np.float32)).astype(np.float32)
+
+    # ------------------------------------------------------------------ machinery
+
+    def _sequences(self, texts: list[str], max_length: int, long_text: str) -> list[list[tuple[int, list[int]]]]:
+        """For each text, its windows: [(start, piece ids)] — one window unless the text is long."""
+        if long_text not in ("truncate", "window"):
+            raise ValueError(f"long_text must be 'truncate' or 'window', got {long_text!r}")
+        limit = self.model.config.max_position_embeddings
+        max_length = self.max_length if max_length is None else max_length
+        if not isinstance(max_length, int) or not 3 <= max_length <= limit:
+            raise ValueError(f"max_length must be an int from 3 to max_position_embeddings={limit}, got {max_length!r}")
+        room = max_length - 2  # [CLS] and [SEP]
+        sequences, truncated = [], 0
+        for text in texts:
+            ids = self.tokenizer.piece_ids(text)
+            if len(ids) > room and long_text == "truncate":
+                ids, truncated = ids[:room], truncated + 1
+            starts = window_starts(len(ids), room, room // 2)  # windows overlap by half
+            sequences.append([(start, ids[start : start + room]) for start in starts])
+        if truncated:
+            warnings.warn(
+                f"{truncated} of {len(texts)} texts are longer than max_length={max_length} tokens and were "
+                "truncated; pass long_text='window' to embed all of each text",
+                stacklevel=3,
+            )
+        return sequences
+
+    def _run(self, sequences, layers, layer_combine, batch_size, progress, pooling):
+        """Run every window of every text through the model, in length-sorted batches.
+
+        Returns, per text, its windows as (start, token vectors (T, dim), pooler vector) — or, for
+        a text that fits in one window and a ``pooling`` mode, just its pooled vector."""
+        if layer_combine not in LAYER_COMBINES:
+            raise ValueError(f"layer_combine must be one of {LAYER_COMBINES}, got {layer_combine!r}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        layer_list = _layer_list(layers, self.model.config.num_hidden_layers)
+        tokenizer = self.tokenizer
+        windows = [  # (text index, start, [CLS] pieces [SEP])
+            (index, start, [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id])
+            for index, text_windows in enumerate(sequences)
+            for start, ids in text_windows
+        ]
+        order = sorted(range(len(windows)), key=lambda i: -len(windows[i][2]))  # longest first
+        results: list = [[] for _ in sequences]
+        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        for batch in _progress(batches, progress):
+            rows = [windows[i][2] for i in batch]
+            input_ids = torch.full((len(rows), len(rows[0])), tokenizer.pad_token_id, dtype=torch.long)
+            attention_mask = torch.zeros_like(input_ids)
+            for row, ids in enumerate(rows):
+                input_ids[row, : len(ids)] = torch.tensor(ids)
+                attention_mask[row, : len(ids)] = 1
+            with torch.inference_mode():
+                out = self.model(input_ids, attention_mask, output_hidden_states=layer_list != [-1])
+                if layer_list == [-1]:
+                    states = out.last_hidden_state.float()
+                else:
+                    states = _combine([out.hidden_states[layer].float() for layer in layer_list], layer_combine)
+                pooler = out.pooler_output.float() if pooling == "pooler" else None
+                mask = attention_mask.to(states.device).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
+                pooled = _pool(states, mask, pooler, pooling).cpu().numpy() if pooling else None
+            for row, i in enumerate(batch):
+                index, start, ids = windows[i]
+                if pooled is not None and len(sequences[index]) == 1:
+                    results[index] = pooled[row]
+                else:
+                    pooler_row = pooler[row].cpu().numpy() if pooler is not None else None
+                    results[index].append((start, states[row, : len(ids)].cpu().numpy(), pooler_row))
+        for parts in results:
+            if isinstance(parts, list):
+                parts.sort(key=lambda part: part[0])
+        return results
+
+    @staticmethod
+    def _assemble_pooled(parts, pooling: str) -> np.ndarray:
+        """The pooled vector of a text: computed in the batch, or over its assembled windows."""
+        if isinstance(parts, np.ndarray):
+            return parts
+        if pooling == "pooler":  # one pooler output per window: their mean
+            return np.mean([pooler for _, _, pooler in parts], axis=0)
+        tokens = torch.from_numpy(_assemble_tokens(parts)).unsqueeze(0)  # (1, T, dim)
+        return _pool(tokens, torch.ones(1, tokens.shape[1], 1), None, pooling)[0].numpy()
+
+
+def _sentence_transformers_max_length(name_or_path, revision) -> int | None:
+    """``max_seq_length`` of a sentence-transformers model (sentence_bert_config.json), if any."""
+    import json
+
+    from .hub import resolve_file
+
+    path = resolve_file(name_or_path, "sentence_bert_config.json", revision=revision, required=False)
+    if path is None:
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, int) and value > 2 else None
+
+
+def _layer_list(layers, num_layers: int) -> list[int]:
+    """Normalize ``layers`` to a list of negative indices into hidden_states (length L + 1)."""
+    items = [layers] if isinstance(layers, int) else list(layers)
+    if not items or not all(isinstance(layer, int) and not isinstance(layer, bool) for layer in items):
+        raise ValueError(f"layers must be an int or a non-empty list of ints, got {layers!r}")
+    count = num_layers + 1
+    for layer in items:
+        if not -count <= layer < count:
+            raise ValueError(
+                f"layer {layer} does not exist: this model has hidden states 0..{num_layers} (or -1..-{count})"
+            )
+    return [layer - count if layer >= 0 else layer for layer in items]
+
+
+def _combine(states: list[torch.Tensor], how: str) -> torch.Tensor:
+    if len(states) == 1:
+        return states[0]
+    if how == "concat":
+        return torch.cat(states, dim=-1)
+    stacked = torch.stack(states)  # (layers, B, T, H)
+    return stacked.sum(0) if how == "sum" else stacked.mean(0)
+
+
+def _pool(states: torch.Tensor, mask: torch.Tensor, pooler, pooling: str) -> torch.Tensor:
+    """states (B, T, dim), mask (B, T, 1) → (B, dim') for one pooling mode."""
+    if pooling == "cls":
+        return states[:, 0]
+    if pooling == "pooler":
+        return pooler
+    mean = (states * mask).sum(1) / mask.sum(1).clamp(min=1)
+    if pooling == "mean":
+        return mean
+    maximum = states.masked_fill(mask == 0, float("-inf")).amax(1)
+    return maximum if pooling == "max" else torch.cat([mean, maximum], dim=-1)
+
+
+def _assemble_tokens(parts) -> np.ndarray:
+    """Token vectors of a whole text from its windows' token vectors.
+
+    ``parts`` = [(start, states (2 + window length, dim), pooler), ...] sorted by start. Each piece
+    takes its vector from the window in which it is farthest from an edge (the most context on its
+    shorter side); [CLS] and [SEP] get the mean of all windows' [CLS] and [SEP]."""
+    if len(parts) == 1:
+        return parts[0][1]
+    length = parts[-1][0] + parts[-1][1].shape[0] - 2
+    out = np.empty((length + 2, parts[0][1].shape[1]), dtype=np.float32)
+    out[0] = np.mean([states[0] for _, states, _ in parts], axis=0)
+    out[-1] = np.mean([states[-1] for _, states, _ in parts], axis=0)
+    for position in range(length):
+        best, best_context = None, -1
+        for start, states, _ in parts:
+            size = states.shape[0] - 2
+            if start <= position < start + size:
+                context = min(position - start, start + size - 1 - position)
+                if context > best_context:
+                    best, best_context = (start, states), context
+        start, states = best
+        out[position + 1] = states[position - start + 1]
+    return out
+
+
+def _progress(batches: list, progress: bool | None):
+    """A tqdm bar when asked, or by default when stderr is a terminal and the run is long."""
+    show = progress if progress is not None else (sys.stderr.isatty() and len(batches) > 8)
+    if not show:
+        return batches
+    from tqdm.auto import tqdm
+
+    return tqdm(batches, desc="embedding", unit="batch", file=sys.stderr)

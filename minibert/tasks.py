@@ -1,0 +1,83 @@
+"""What BERT's pre-training heads can do out of the box: fill in a [MASK], and judge whether one
+sentence follows another.
+
+    >>> fill_mask("Paris is the [MASK] of France.", model="google-bert/bert-base-uncased")  # doctest: +SKIP
+    [{'token': 'capital', 'token_id': 3007, 'score': 0.997}, ...]
+    >>> next_sentence("I was thirsty.", "I drank water.")                                   # doctest: +SKIP
+    0.9999...
+
+``model=`` takes a hub id, a local directory, a loaded ``BertForPreTraining`` (its tokenizer is
+loaded from where the model came from), or a ``(model, tokenizer)`` pair. Models loaded from a name
+are kept, so calling these functions in a loop loads each model once.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+
+import torch
+
+from .model import BertForPreTraining
+from .tokenizer import BertTokenizer
+
+DEFAULT_MODEL = "google-bert/bert-base-uncased"
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _load(name_or_path: str) -> tuple[BertForPreTraining, BertTokenizer]:
+    return BertForPreTraining.from_pretrained(name_or_path), BertTokenizer.from_pretrained(name_or_path)
+
+
+def load_pretraining_model(model) -> tuple[BertForPreTraining, BertTokenizer]:
+    """Resolve ``model=`` (name, path, loaded model, or (model, tokenizer)) to a model and tokenizer."""
+    if isinstance(model, tuple) and len(model) == 2:
+        return model
+    if isinstance(model, BertForPreTraining):
+        source = getattr(model, "name_or_path", None)
+        if source is None:
+            raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
+        return model, _load(str(source))[1]
+    if isinstance(model, (str, os.PathLike)):
+        with _lock:  # two threads asking for the same model load it once
+            return _load(os.fspath(model))
+    raise TypeError(
+        f"model must be a hub id, a directory, a BertForPreTraining or (model, tokenizer), got {type(model).__name__}"
+    )
+
+
+def fill_mask(text: str, *, model=DEFAULT_MODEL, top_k: int = 5) -> list[dict] | list[list[dict]]:
+    """The ``top_k`` most likely pieces for the [MASK] in ``text``, most likely first:
+    ``[{"token": "fashion", "token_id": 4827, "score": 0.107}, ...]`` (scores are softmax
+    probabilities over the vocabulary). With several [MASK]s: one such list per mask."""
+    bert, tokenizer = load_pretraining_model(model)
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+    batch = tokenizer(text, truncation=True, return_tensors="pt")
+    positions = (batch["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten().tolist()
+    if not positions:
+        raise ValueError(f"the text has no {tokenizer.mask_token} token to fill: {text!r}")
+    with torch.inference_mode():
+        logits = bert(**batch).prediction_logits[0].float()  # (T, vocab_size)
+    answers = []
+    for position in positions:
+        probabilities = logits[position].softmax(-1)
+        scores, ids = probabilities.topk(min(top_k, probabilities.numel()))
+        answers.append(
+            [
+                {"token": tokenizer.convert_ids_to_tokens(int(i)), "token_id": int(i), "score": float(s)}
+                for s, i in zip(scores, ids)
+            ]
+        )
+    return answers[0] if len(answers) == 1 else answers
+
+
+def next_sentence(first: str, second: str, *, model=DEFAULT_MODEL) -> float:
+    """Probability, by BERT's next-sentence head, that ``second`` follows ``first`` in a text."""
+    bert, tokenizer = load_pretraining_model(model)
+    batch = tokenizer(first, second, truncation=True, return_tensors="pt")
+    with torch.inference_mode():
+        logits = bert(**batch).seq_relationship_logits[0].float()  # index 0 = "is next"
+    return float(logits.softmax(-1)[0])

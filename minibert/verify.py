@@ -1,0 +1,82 @@
+"""Numerical verification against Hugging Face transformers, layer by layer.
+
+This module imports transformers *only when called*: it is the one place where minibert meets
+its reference, used by ``minibert verify`` and ``scripts/compare_hf.py``. Nothing else in the
+package needs transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from .model import BertForPreTraining, BertModel
+from .tokenizer import BertTokenizer
+
+SAMPLE_TEXTS = [
+    "I love Paris",
+    "She is a MachineLearning Engineer and works in California",
+    "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank.",
+    "Les élèves ont réussi l'examen. Ученики сдали экзамен. 学生们通过了考试。 🎉",
+]
+
+
+def compare_with_transformers(
+    name_or_path: str, texts: list[str] | None = None, heads: bool | None = None
+) -> list[tuple[str, float]]:
+    """Run ``texts`` through minibert and transformers; return [(output name, max |Δ|), ...] over
+    the embeddings, every layer, the pooler, every attention map, and (when the checkpoint has
+    them) the masked-LM and next-sentence logits. Real tokens only (padding is not compared)."""
+    try:
+        transformers = importlib.import_module("transformers")
+    except ImportError:
+        raise RuntimeError("transformers is not installed: pip install transformers (the reference)") from None
+    texts = texts or SAMPLE_TEXTS
+    tokenizer = BertTokenizer.from_pretrained(name_or_path)
+    batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+    if heads is None:
+        heads = _has_heads(name_or_path)
+    if heads:
+        ours_full = BertForPreTraining.from_pretrained(name_or_path)
+        ours = ours_full.bert
+        theirs_full = transformers.BertForPreTraining.from_pretrained(str(name_or_path), attn_implementation="eager")
+        theirs = theirs_full.bert
+    else:
+        ours = BertModel.from_pretrained(name_or_path)
+        theirs = transformers.BertModel.from_pretrained(str(name_or_path), attn_implementation="eager")
+    theirs.eval()
+    real = batch["attention_mask"].bool()
+    rows = []
+    with torch.inference_mode():
+        a = ours(**batch, output_hidden_states=True, output_attentions=True)
+        b = theirs(**batch, output_hidden_states=True, output_attentions=True)
+        for index, (x, y) in enumerate(zip(a.hidden_states, b.hidden_states)):
+            rows.append(("embeddings" if index == 0 else f"layer {index}", _max_diff(x[real], y[real])))
+        rows.append(("pooler_output", _max_diff(a.pooler_output, b.pooler_output)))
+        for index, (x, y) in enumerate(zip(a.attentions, b.attentions)):
+            rows.append((f"attention {index + 1}", _max_diff(x.transpose(1, 2)[real], y.transpose(1, 2)[real])))
+        if heads:
+            c, d = ours_full(**batch), theirs_full.eval()(**batch)
+            rows.append(("masked-LM logits", _max_diff(c.prediction_logits[real], d.prediction_logits[real])))
+            rows.append(("next-sentence logits", _max_diff(c.seq_relationship_logits, d.seq_relationship_logits)))
+    return rows
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.double() - b.double()).abs().max().item()
+
+
+def _has_heads(name_or_path) -> bool:
+    from .weights import find_checkpoint, tensor_names
+
+    _, weights_file = find_checkpoint(name_or_path)
+    return any(name.startswith(("cls.", "bert.cls.")) for name in tensor_names(weights_file))
+
+
+def format_table(rows: list[tuple[str, float]], tolerance: float = 1e-5) -> str:
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{'output':<{width}}  max |Δ|     within {tolerance:g}"]
+    for name, diff in rows:
+        lines.append(f"{name:<{width}}  {diff:.3e}  {'yes' if diff <= tolerance else 'NO'}")
+    return "\n".join(lines)
