@@ -240,22 +240,29 @@ def _layers(value: str):
     return items[0] if len(items) == 1 else items
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr like every other error."""
+
+    def error(self, message: str):
+        self.exit(2, f"minibert: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
+    parser = _Parser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--model", help=f"hub id or local directory (default {DEFAULT_MODEL})")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     tokenize = commands.add_parser("tokenize", parents=[common], help="show tokens, ids, type ids and mask")
     tokenize.add_argument("text")
     tokenize.add_argument("--pair", help="second text of a pair")
     tokenize.set_defaults(run=cmd_tokenize)
 
-    embedding = argparse.ArgumentParser(add_help=False)
+    embedding = _Parser(add_help=False)
     embedding.add_argument("--pooling", default="mean", choices=["mean", "cls", "pooler", "max", "mean_max"])
-    embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or -1,-2,-3,-4")
+    embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or --layers=-1,-2,-3,-4")
     embedding.add_argument("--layer-combine", default="concat", choices=["concat", "sum", "mean"])
     embedding.add_argument("--batch-size", type=int, default=32)
     embedding.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the model's)")

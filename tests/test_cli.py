@@ -1,0 +1,153 @@
+"""The minibert command: outputs, files, errors, interruptions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import corpus
+from helpers import assert_close
+from minibert import Embedder, cli
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minibert.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_tokenize_table(minilm_dir, capsys):
+    assert cli.main(["tokenize", "I was thirsty!", "--pair", "I drank water :D", "--model", str(minilm_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["token", "id", "type", "mask"]
+    assert [line.split() for line in lines[1:3]] == [["[CLS]", "101", "0", "1"], ["i", "1045", "0", "1"]]
+    assert lines[-1].split() == ["[SEP]", "102", "1", "1"]
+    assert len(lines) == 13
+
+
+def test_embed_file_to_npy_matches_sentence_transformers(minilm_dir, tmp_path):
+    st = pytest.importorskip("sentence_transformers")
+    texts = [text.replace("\n", " ") for text in corpus.all_texts()[::2000]][:60]
+    source = tmp_path / "texts.txt"
+    source.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    result = run("embed", "--input", str(source), "--output", str(tmp_path / "out.npy"), "--normalize",
+                 "--model", str(minilm_dir))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"model {minilm_dir}" in result.stderr
+    vectors = np.load(tmp_path / "out.npy")
+    expected = st.SentenceTransformer(str(minilm_dir), device="cpu").encode(texts, normalize_embeddings=True)
+    assert vectors.shape == (len(texts), 384)
+    cosine = (vectors * expected).sum(1)
+    assert cosine.min() >= 0.99999, f"min cosine {cosine.min():.7f}"
+
+
+def test_embed_jsonl_streams_in_chunks(minilm_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "CHUNK", 3)  # force several chunks
+    texts = ["first text", "", "third, with ünïcode", "fourth", "fifth 😀", "sixth", "seventh"]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(texts)), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["embed", "--input", str(source), "--output", str(out), "--model", str(minilm_dir)]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [record["text"] for record in records] == texts
+    expected = Embedder.from_pretrained(minilm_dir).embed(texts)
+    assert_close(
+        np.array([record["embedding"] for record in records]), expected, "jsonl output (chunks of 3 vs one batch)", 1e-5
+    )
+    assert cli.main(["embed", "--input", str(source), "--output", str(tmp_path / "o.npy"), "--model", str(minilm_dir),
+                     "--pooling", "mean_max", "--layers=-1,-2"]) == 0  # fmt: skip
+    assert np.load(tmp_path / "o.npy").shape == (7, 1536)
+
+
+def test_embed_to_stdout_and_similarity(minilm_dir, capsys):
+    assert cli.main(["embed", "hello world", "second", "--model", str(minilm_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and len(json.loads(lines[0])["embedding"]) == 384
+    assert cli.main(["similarity", "bank vault", "river bank", "money", "--model", str(minilm_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    matrix = np.array([[float(v) for v in line.split()[1:]] for line in out[-3:]])
+    vectors = Embedder.from_pretrained(minilm_dir).embed(["bank vault", "river bank", "money"], normalize=True)
+    assert_close(matrix, vectors @ vectors.T, "similarity matrix", 1e-4)
+
+
+def test_fill_mask_command(google_base, capsys):
+    directory, _ = google_base
+    assert cli.main(["fill-mask", "I [MASK] your father.", "--model", str(directory), "--top-k", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["embed", "x", "--model", "/no/such/dir"], "is not an existing directory"),
+        (["embed", "--input", "/no/such/file.txt", "--model", "{minilm}"], "input file not found: /no/such/file.txt"),
+        (["embed", "x", "--output", "out.csv", "--model", "{minilm}"], "--output must end in .npy or .jsonl"),
+        (["embed", "--model", "{minilm}"], "nothing to embed"),
+        (["embed", "x", "--max-length", "100000", "--model", "{minilm}"], "max_length must be an int from 3"),
+        (["embed", "x", "--layers", "12", "--model", "{minilm}"], "layer 12 does not exist"),
+        (["fill-mask", "no mask", "--model", "{minilm}"], "has no pre-training heads"),
+        (["tokenize", "x", "--model", "offline-org/never-downloaded"], "not in the local Hugging Face cache"),
+    ],
+)
+def test_errors_are_one_line(args, message, minilm_dir, tmp_path):
+    args = [arg.replace("{minilm}", str(minilm_dir)) for arg in args]
+    result = subprocess.run([sys.executable, "-m", "minibert.cli", *args], capture_output=True, text=True,
+                            cwd=tmp_path, env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300)  # fmt: skip
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("minibert: error")]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir()), "a failed run must not leave files behind"
+
+
+def test_bad_jsonl_line_is_named(minilm_dir, tmp_path, capsys):
+    source = tmp_path / "bad.jsonl"
+    source.write_text('{"text": "ok"}\n{"txt": "no text field"}\n', encoding="utf-8")
+    assert (
+        cli.main(["embed", "--input", str(source), "--output", str(tmp_path / "o.npy"), "--model", str(minilm_dir)])
+        == 2
+    )
+    assert f'{source}:2: expected an object with a "text" string' in capsys.readouterr().err
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_usage_errors_are_one_line():
+    result = run("embed", "--pooling", "median", "x")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("minibert: error: argument --pooling")
+
+
+def test_debug_shows_traceback(tmp_path):
+    result = run("--debug", "embed", "x", "--model", str(tmp_path / "missing"))
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, minilm_dir, tmp_path):
+    texts = [text.replace("\n", " ") for text in corpus.docstrings()] * 20
+    source = tmp_path / "big.txt"
+    source.write_text("\n".join(texts), encoding="utf-8")
+    output = tmp_path / "vectors.npy"
+    np.save(output, np.arange(6.0))
+    before = output.read_bytes()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "minibert.cli", "embed", "--input", str(source), "--output", str(output),
+         "--model", str(minilm_dir), "--no-progress"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.glob(".vectors.npy.*.partial")):
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".vectors.npy.*.partial")), "the run should have started writing"
+    time.sleep(1.0)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert output.read_bytes() == before, "the existing output file was clobbered"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "vectors.npy"], "a partial file was left"

@@ -1,0 +1,246 @@
+"""Embedder, fill_mask and next_sentence against sentence-transformers and transformers."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import corpus
+from helpers import assert_close
+from minibert import BertForPreTraining, BertTokenizer, Embedder, fill_mask, next_sentence
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def embedder(minilm_dir):
+    return Embedder.from_pretrained(minilm_dir)
+
+
+@pytest.fixture(scope="module")
+def reference_model(minilm_dir):
+    return transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
+
+
+@pytest.fixture(scope="module")
+def texts():
+    """Real texts of many lengths and scripts."""
+    pool = corpus.all_texts()
+    return [pool[i] for i in range(0, len(pool), len(pool) // 150)][:150]
+
+
+def reference_states(reference_model, ids: list[int]) -> list[torch.Tensor]:
+    """transformers' hidden states (L + 1 tensors of (T, H)) for one framed sequence, no padding."""
+    with torch.no_grad():
+        out = reference_model(torch.tensor([ids]), output_hidden_states=True)
+    return [state[0] for state in out.hidden_states], out.pooler_output[0]
+
+
+def test_matches_sentence_transformers(embedder, minilm_dir, texts):
+    st = pytest.importorskip("sentence_transformers")
+    model = st.SentenceTransformer(str(minilm_dir), device="cpu")
+    expected = model.encode(texts, normalize_embeddings=True, batch_size=16)
+    actual = embedder.embed(texts, normalize=True, batch_size=16)
+    cosine = (expected * actual).sum(1) / np.linalg.norm(expected, axis=1) / np.linalg.norm(actual, axis=1)
+    assert cosine.min() >= 0.99999, f"min cosine {cosine.min():.7f} (text {texts[int(cosine.argmin())][:60]!r})"
+    assert_close(actual, expected, "normalized mean embeddings vs sentence-transformers", 1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "pooler", "max", "mean_max"])
+@pytest.mark.parametrize(
+    "layers,combine", [(-1, "concat"), (-2, "concat"), (0, "concat"), ([-1, -2, -3, -4], "concat"),
+                       ([-1, -2, -3, -4], "sum"), ([-1, -4], "mean")]
+)  # fmt: skip
+def test_pooling_and_layers_match_reference(embedder, reference_model, texts, pooling, layers, combine):
+    if pooling == "pooler" and layers != -1:
+        with pytest.raises(ValueError, match="pooler"):
+            embedder.embed(texts[:2], pooling=pooling, layers=layers)
+        return
+    sample = texts[:24]
+    actual = embedder.embed(sample, pooling=pooling, layers=layers, layer_combine=combine, batch_size=7)
+    chosen = [layers] if isinstance(layers, int) else layers
+    for text, vector in zip(sample, actual):
+        ids = embedder.tokenizer(text, truncation=True, max_length=256)["input_ids"]
+        states, pooler = reference_states(reference_model, ids)
+        picked = [states[layer] for layer in chosen]
+        tokens = torch.cat(picked, -1) if combine == "concat" else torch.stack(picked).sum(0)
+        if combine == "mean":
+            tokens = tokens / len(picked)
+        expected = {
+            "mean": tokens.mean(0),
+            "cls": tokens[0],
+            "pooler": pooler,
+            "max": tokens.max(0).values,
+            "mean_max": torch.cat([tokens.mean(0), tokens.max(0).values]),
+        }[pooling]
+        assert_close(vector, expected, f"{pooling} layers={layers} {combine}: {text[:40]!r}", 1e-5)
+
+
+@pytest.mark.parametrize("merge", ["mean", "sum", "first", "last"])
+def test_word_vectors_match_reference(embedder, reference_model, minilm_dir, merge):
+    text = "The embeddings are unbelievably useful; MachineLearning engineers love them."
+    words, vectors = embedder.word_vectors(text, merge=merge, layers=[-1, -2, -3, -4], layer_combine="sum")
+    fast = transformers.BertTokenizerFast.from_pretrained(str(minilm_dir))
+    encoding = fast(text)
+    states, _ = reference_states(reference_model, encoding["input_ids"])
+    summed = torch.stack(states[-4:]).sum(0)
+    word_ids = encoding.word_ids()
+    assert len(words) == max(i for i in word_ids if i is not None) + 1 == len(vectors)
+    assert words[1] == "embeddings"
+    for word in range(len(words)):
+        rows = summed[[i for i, w in enumerate(word_ids) if w == word]]
+        expected = {"mean": rows.mean(0), "sum": rows.sum(0), "first": rows[0], "last": rows[-1]}[merge]
+        assert_close(vectors[word], expected, f"word {words[word]!r} ({merge})", 1e-4)
+
+
+def test_embed_tokens_shapes(embedder):
+    tokens, vectors = embedder.embed_tokens("I love Paris", layers=[-1, -2], layer_combine="concat")
+    assert tokens == ["[CLS]", "i", "love", "paris", "[SEP]"]
+    assert vectors.shape == (5, 768) and vectors.dtype == np.float32
+
+
+def test_windows_take_each_token_from_the_window_with_most_context(embedder, reference_model):
+    text = " ".join(corpus.docstrings()[3].split() * 3)
+    ids = embedder.tokenizer.piece_ids(text)
+    max_length = 64
+    room = max_length - 2
+    assert len(ids) > 3 * room
+    tokens, vectors = embedder.embed_tokens(text, max_length=max_length)
+    assert len(tokens) == len(ids) + 2 == len(vectors)
+    step = room - room // 2
+    starts = list(range(0, len(ids) - room + step, step))
+    starts = [s for s in starts if s == 0 or s - step + room < len(ids)]
+    window_states = {s: reference_states(reference_model, [101, *ids[s : s + room], 102])[0][-1] for s in starts}
+    checked = 0
+    for position in range(0, len(ids), 7):
+        best = max(
+            (s for s in starts if s <= position < s + room),
+            key=lambda s: (min(position - s, min(s + room, len(ids)) - 1 - position), -s),
+        )
+        expected = window_states[best][position - best + 1]
+        assert_close(vectors[position + 1], expected, f"token {position} from window {best}", 1e-5)
+        checked += 1
+    assert checked > 20
+    pooled = embedder.embed([text], max_length=max_length, long_text="window")[0]
+    assert_close(pooled, vectors.mean(0), "mean pooling over assembled windows", 1e-5)
+
+
+def test_truncation_is_never_silent(embedder):
+    long_text = "word " * 600
+    with pytest.warns(UserWarning, match="2 of 3 texts are longer than max_length=128 tokens and were truncated"):
+        embedder.embed([long_text, "short", long_text], max_length=128)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        embedder.embed([long_text], max_length=128, long_text="window")
+
+
+def test_default_max_length_follows_sentence_transformers_config(embedder):
+    assert embedder.max_length == 256  # all-MiniLM-L6-v2's max_seq_length
+
+
+def test_bfloat16_is_close_to_float32(minilm_dir, texts):
+    fp32 = Embedder.from_pretrained(minilm_dir).embed(texts[:40], normalize=True)
+    bf16 = Embedder.from_pretrained(minilm_dir, dtype="bfloat16").embed(texts[:40], normalize=True)
+    cosine = (fp32 * bf16).sum(1)
+    assert cosine.min() >= 0.999, f"min cosine bf16 vs fp32 {cosine.min():.5f}"
+
+
+# ----------------------------------------------------------------------------- batch invariance
+
+
+def test_embedding_does_not_depend_on_batching(embedder, texts):
+    sample = texts[:60]
+    alone = np.stack([embedder.embed([text])[0] for text in sample])
+    for batch_size in (1, 5, 32, 64):
+        assert_close(embedder.embed(sample, batch_size=batch_size), alone, f"batch_size={batch_size}", 1e-5)
+    order = np.random.default_rng(0).permutation(len(sample))
+    shuffled = embedder.embed([sample[i] for i in order], batch_size=16)
+    assert_close(shuffled, alone[order], "shuffled order", 1e-5)
+    assert np.array_equal(embedder.embed(sample), embedder.embed(sample)), "repeated calls must be deterministic"
+
+
+def test_concurrent_threads_match_sequential(embedder, texts):
+    sample = texts[:40]
+    expected = embedder.embed(sample, batch_size=8)
+    results, errors = {}, []
+
+    def work(index):
+        try:
+            results[index] = embedder.embed(sample, batch_size=8)
+        except Exception as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for index in range(4):
+        assert_close(results[index], expected, f"thread {index}", 1e-5)
+
+
+def test_bad_arguments(embedder):
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        embedder.embed(["x"], pooling="median")
+    with pytest.raises(ValueError, match="layer 9 does not exist"):
+        embedder.embed(["x"], layers=9)
+    with pytest.raises(ValueError, match="max_length must be an int from 3 to max_position_embeddings=512"):
+        embedder.embed(["x"], max_length=1000)
+    with pytest.raises(TypeError, match="texts must be a str or a sequence of str"):
+        embedder.embed([1, 2])
+    assert embedder.embed([]).shape == (0, 384)
+    assert embedder.embed("one text").shape == (384,)
+
+
+# ----------------------------------------------------------------------------- pre-training heads
+
+
+@pytest.fixture(scope="module")
+def heads_model(google_base):
+    directory, reference = google_base
+    return BertForPreTraining.from_pretrained(directory), BertTokenizer.from_pretrained(directory), reference
+
+
+def test_fill_mask_matches_transformers(heads_model):
+    model, tokenizer, reference = heads_model
+    text = "Hello I'm a [MASK] model."
+    answers = fill_mask(text, model=(model, tokenizer), top_k=5)
+    batch = tokenizer(text, return_tensors="pt")
+    position = batch["input_ids"][0].tolist().index(tokenizer.mask_token_id)
+    with torch.no_grad():
+        probabilities = reference(**batch).prediction_logits[0, position].softmax(-1)
+    scores, ids = probabilities.topk(5)
+    assert [answer["token_id"] for answer in answers] == ids.tolist()
+    assert_close([answer["score"] for answer in answers], scores, "fill-mask scores", 1e-6)
+    assert answers[0]["token"] == tokenizer.convert_ids_to_tokens(ids[0].item())
+    two = fill_mask("[MASK] is the [MASK] of France.", model=(model, tokenizer), top_k=3)
+    assert len(two) == 2 and len(two[0]) == 3
+    with pytest.raises(ValueError, match="has no \\[MASK\\] token"):
+        fill_mask("no mask here", model=(model, tokenizer))
+
+
+def test_next_sentence_matches_transformers(heads_model):
+    model, tokenizer, reference = heads_model
+    probability = next_sentence("I was thirsty!", "I drank water :D", model=(model, tokenizer))
+    batch = tokenizer("I was thirsty!", "I drank water :D", return_tensors="pt")
+    with torch.no_grad():
+        expected = reference(**batch).seq_relationship_logits[0].softmax(-1)[0]
+    assert_close(probability, expected, "next-sentence probability", 1e-6)
+
+
+def test_models_named_by_path_are_loaded_once(google_base):
+    directory, _ = google_base
+    from minibert import tasks
+
+    tasks._load.cache_clear()
+    fill_mask("a [MASK] b", model=str(directory))
+    fill_mask("c [MASK] d", model=str(directory))
+    next_sentence("a", "b", model=str(directory))
+    assert tasks._load.cache_info().misses == 1
+    loaded, _ = tasks._load(str(directory))
+    assert fill_mask("a [MASK] b", model=loaded)  # a loaded model finds its tokenizer
