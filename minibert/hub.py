@@ -88,7 +88,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
             return None
         how = "HF_HUB_OFFLINE=1 is set, so only the local cache is used" if offline else "the hub could not be reached"
         raise ModelNotFoundError(
-            f"{repo_id}: {filename} is not in the local Hugging Face cache and {how}. "
+            f"the model {repo_id} is not in the local Hugging Face cache ({filename} is missing) and {how}. "
             f"Download it once with network access (e.g. `hf download {repo_id}`), "
             f"or pass the path of a local directory that holds the checkpoint."
         ) from None

@@ -208,6 +208,8 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must have shape (batch, tokens), got {tuple(input_ids.shape)}")
     batch, tokens = input_ids.shape
+    if batch == 0 or tokens == 0:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}: it needs at least one sequence of one token")
     if tokens > config.max_position_embeddings:
         raise ValueError(
             f"sequence of {tokens} tokens is longer than max_position_embeddings={config.max_position_embeddings}; "
