@@ -41,6 +41,41 @@ def activation(name: str):
     raise ValueError(f"unsupported hidden_act {name!r}: minibert knows gelu, gelu_new (tanh), relu, silu")
 
 
+class Packing:
+    """Where the real tokens of a right-padded batch live, so that work on padding can be skipped.
+
+    Most of BERT's FLOPs are in layers that treat each token on its own (the Q/K/V and output
+    projections, the feed-forward network, LayerNorm). For those, a batch (B, T, H) with padding
+    is laid out as (P, H): only the P real tokens, end to end. Attention is the one place where
+    tokens of a sequence meet; there the tokens are put back in their (B, T) places.
+
+        attention_mask [[1 1 1 0]      index = [0 1 2 4 5]      (B, T, H) --pack--> (P, H)
+                        [1 1 0 0]]                              (P, H) --unpack--> (B, T, H), zeros at pads
+    """
+
+    def __init__(self, attention_mask: torch.Tensor):
+        self.batch, self.tokens = attention_mask.shape
+        self.index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (P,) positions in the flattened (B*T)
+
+    @staticmethod
+    def applies_to(attention_mask: torch.Tensor | None) -> bool:
+        """Pack when some tokens are padding and every row is real tokens first, then padding."""
+        if attention_mask is None or bool(attention_mask.all()):
+            return False
+        lengths = attention_mask.sum(1, keepdim=True)
+        positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        return bool((lengths > 0).all()) and bool((attention_mask.bool() == (positions < lengths)).all())
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, T, ...) -flatten-> (B*T, ...) -select-> (P, ...)
+        return x.reshape(self.batch * self.tokens, *x.shape[2:])[self.index]
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        # (P, H) -scatter-> (B*T, H), zeros at padding -view-> (B, T, H)
+        out = x.new_zeros(self.batch * self.tokens, x.shape[-1])
+        return out.index_copy_(0, self.index, x).view(self.batch, self.tokens, x.shape[-1])
+
+
 class Embeddings(nn.Module):
     """Token vector = word-piece embedding + position embedding + segment embedding, normalized.
 
@@ -107,10 +142,15 @@ class SelfAttention(nn.Module):
         return context.transpose(1, 2).reshape(batch, tokens, -1), weights
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, return_weights: bool = False
+        self, x: torch.Tensor, mask: torch.Tensor | None, return_weights: bool = False, packing: Packing | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        q, k, v = self.split_heads(self.query(x)), self.split_heads(self.key(x)), self.split_heads(self.value(x))
-        context, weights = self.attend(q, k, v, mask, return_weights)
+        """x: (B, T, H), or (P, H) real tokens only when ``packing`` is given."""
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        if packing is not None:  # (P, H) -> (B, T, H): attention needs each sequence's tokens together
+            q, k, v = packing.unpack(q), packing.unpack(k), packing.unpack(v)
+        context, weights = self.attend(self.split_heads(q), self.split_heads(k), self.split_heads(v), mask, return_weights)
+        if packing is not None:
+            context = packing.pack(context)  # (B, T, H) -> (P, H)
         return self.output(context), weights
 
 
@@ -143,9 +183,9 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, return_weights: bool = False
+        self, x: torch.Tensor, mask: torch.Tensor | None, return_weights: bool = False, packing: Packing | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attended, weights = self.attention(x, mask, return_weights)
+        attended, weights = self.attention(x, mask, return_weights, packing)
         x = self.attention_norm(x + self.dropout(attended))
         x = self.output_norm(x + self.dropout(self.feed_forward(x)))
         return x, weights
@@ -313,23 +353,33 @@ class BertModel(nn.Module):
         device = self.device
         input_ids = input_ids.to(device)
         batch, tokens = input_ids.shape
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        position_ids = torch.arange(tokens, device=device).unsqueeze(0)  # (1, T), broadcast over B
-        x = self.embeddings(input_ids, token_type_ids.to(device), position_ids)  # (B, T, H)
+        token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids.to(device)
+        position_ids = torch.arange(tokens, device=device).expand(batch, tokens)  # (B, T)
+        if attention_mask is not None:
+            attention_mask = attention_mask.to(device)
+
+        # The fast path: skip padding in every per-token layer (see Packing). It computes the
+        # same numbers as the plain path on real tokens; padding positions come out as zeros.
+        packing = Packing(attention_mask) if Packing.applies_to(attention_mask) and not output_attentions else None
+        if packing is not None:
+            x = self.embeddings(packing.pack(input_ids), packing.pack(token_type_ids), packing.pack(position_ids))
+        else:
+            x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
 
         mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
-            mask = additive_mask(attention_mask.to(device), x.dtype)  # (B, 1, 1, T)
+            mask = additive_mask(attention_mask, x.dtype)  # (B, 1, 1, T)
 
-        hidden_states = [x] if output_hidden_states else None
+        unpack = packing.unpack if packing is not None else (lambda states: states)
+        hidden_states = [unpack(x)] if output_hidden_states else None
         attentions = [] if output_attentions else None
         for layer in self.layers:
-            x, weights = layer(x, mask, return_weights=output_attentions)
+            x, weights = layer(x, mask, return_weights=output_attentions, packing=packing)
             if output_hidden_states:
-                hidden_states.append(x)
+                hidden_states.append(unpack(x))
             if output_attentions:
                 attentions.append(weights)
+        x = hidden_states[-1] if output_hidden_states else unpack(x)
 
         return BertOutput(
             last_hidden_state=x,
