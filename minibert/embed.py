@@ -24,10 +24,10 @@ Texts longer than ``max_length`` tokens are cut (``long_text="truncate"``, with 
 counts them) or embedded in overlapping windows (``long_text="window"``): each token's vector comes
 from the window in which it has the most context on both sides.
 
-Speed: texts are sorted by length and cut into batches by a token budget (``batch_size`` times
-the longest text's length, at least 128 tokens each): a batch of short texts holds many of them, so
-every forward pass is large enough to run near the machine's matmul peak, and memory stays what
-``batch_size`` long texts would take. Little padding is left, and the model packs the real tokens
+Speed: texts are sorted by length and cut into batches by a token budget of ``batch_size`` × 64
+padded tokens (2,048 by default): a batch holds many short texts or a few long ones, so every
+forward pass is large enough to run near the machine's matmul peak yet small enough to stay in
+cache, and memory does not grow with the length of the texts. Little padding is left, and the model packs the real tokens
 of a batch so its per-token layers never touch it (see ``Packing`` in model.py). Results are put
 back in input order; they do not depend on the batching (up to float rounding, ≤ 1e-5).
 """
@@ -48,6 +48,9 @@ from .tokenizer import BertTokenizer, window_starts
 POOLINGS = ("mean", "cls", "pooler", "max", "mean_max")
 LAYER_COMBINES = ("concat", "sum", "mean")
 WORD_MERGES = ("mean", "sum", "first", "last")
+# batch_size counts texts of this many tokens: the default 32 makes batches of 2,048 padded tokens,
+# which runs fastest on a CPU (larger batches fall out of the cache; smaller ones waste the cores).
+TOKENS_PER_TEXT = 64
 
 
 class Embedder:
@@ -91,8 +94,15 @@ class Embedder:
     ) -> np.ndarray:
         """One vector per text: (N, dim) float32 for a list of N texts, (dim,) for a single str.
 
-        ``dim`` is the hidden size, times the number of layers for ``layer_combine="concat"``,
-        times two for ``pooling="mean_max"``.
+        * ``pooling``: "mean" (default), "cls", "pooler", "max" or "mean_max" (see the module doc).
+        * ``layers``: -1 (last), -2, ..., 0 (embeddings), or a list combined by ``layer_combine``
+          ("concat", "sum", "mean"). ``dim`` is the hidden size, times the number of layers for
+          "concat", times two for "mean_max".
+        * ``normalize``: unit-length vectors (then a dot product is the cosine similarity).
+        * ``batch_size``: work per forward pass, in texts of 64 tokens (see the module doc).
+        * ``max_length``: tokens per text including [CLS] and [SEP] (default: the model's).
+        * ``long_text``: "truncate" (with a warning that counts the cut texts) or "window".
+        * ``progress``: a progress bar on stderr; by default only on a terminal and a long run.
         """
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
@@ -218,7 +228,7 @@ class Embedder:
         ]
         order = sorted(range(len(windows)), key=lambda i: -len(windows[i][2]))  # longest first
         results: list = [[] for _ in sequences]
-        budget = 2048
+        budget = batch_size * TOKENS_PER_TEXT  # padded tokens per forward pass
         batches = _token_budget_batches(order, [len(window[2]) for window in windows], budget)
         for batch in _progress(batches, progress):
             rows = [windows[i][2] for i in batch]

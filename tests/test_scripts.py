@@ -1,0 +1,112 @@
+"""The scripts a reader runs: they work, and the reproduce script's measurements agree with transformers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import assert_close
+from minibert import BertForPreTraining, BertModel, BertTokenizer
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+transformers = pytest.importorskip("transformers")
+
+import reproduce_published  # noqa: E402
+
+
+def run_script(name: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True, text=True,
+                          timeout=900, cwd=cwd, env=dict(os.environ))  # fmt: skip
+
+
+def transformers_backend(model):
+    bert = getattr(model, "bert", model)
+
+    def forward(input_ids, attention_mask, token_type_ids):
+        with torch.no_grad():
+            out = bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                       output_hidden_states=True)  # fmt: skip
+        return out.last_hidden_state, out.pooler_output, out.hidden_states
+
+    def fill_logits(batch):
+        with torch.no_grad():
+            return model(**batch).prediction_logits
+
+    return forward, (fill_logits if hasattr(model, "cls") else None)
+
+
+def _compare(ours: dict, theirs: dict):
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        if key == "fill_tokens":
+            assert ours[key] == theirs[key]
+        else:
+            assert_close(ours[key], theirs[key], f"reproduce_published {key}", 1e-5)
+
+
+def test_reproduce_measurements_match_transformers_on_minilm(minilm_dir):
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir)
+    forward, _ = reproduce_published.minibert_backend(BertModel.from_pretrained(minilm_dir))
+    ours = reproduce_published.measure(forward, tokenizer)
+    reference = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
+    theirs = reproduce_published.measure(transformers_backend(reference)[0], tokenizer)
+    _compare(ours, theirs)
+    assert len(ours) == 8
+
+
+def test_reproduce_fill_mask_matches_transformers(google_base):
+    directory, reference = google_base
+    tokenizer = BertTokenizer.from_pretrained(directory)
+    forward, fill_logits = reproduce_published.minibert_backend(BertForPreTraining.from_pretrained(directory))
+    ours = reproduce_published.measure(forward, tokenizer, fill_logits)
+    forward, fill_logits = transformers_backend(reference)
+    theirs = reproduce_published.measure(forward, tokenizer, fill_logits)
+    _compare(ours, theirs)
+    assert "fill_tokens" in ours and len(ours["fill_scores"]) == 4
+
+
+def test_reproduce_report_judges_against_published_values(capsys):
+    published = {key: check.expected for key, check in reproduce_published.PUBLISHED.items()}
+    assert reproduce_published.report(published)
+    off = dict(published, ml_pooler8=[value + 1e-3 for value in published["ml_pooler8"]])
+    assert not reproduce_published.report(off)
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_reproduce_script_skips_without_bert_base():
+    result = run_script("reproduce_published.py")
+    assert result.returncode == 0, result.stderr
+    assert "skipped" in result.stdout or "ok" in result.stdout
+
+
+def test_compare_hf_script(minilm_dir):
+    result = run_script("compare_hf.py", "--model", str(minilm_dir))
+    assert result.returncode == 0, result.stderr
+    assert "layer 6" in result.stdout and "pooler_output" in result.stdout
+
+
+def test_show_tokenize_script():
+    result = run_script("show_tokenize.py", "Héllo, unaffable 中文!", "--pair", "ok")
+    assert result.returncode == 0, result.stderr
+    assert "una ##ffa ##ble" in result.stdout and "[SEP]" in result.stdout
+
+
+def test_classifier_on_frozen_features_learns():
+    result = run_script("classify_frozen.py")
+    assert result.returncode == 0, result.stderr
+    accuracy = float(result.stdout.split("test accuracy of a linear classifier: ")[1].split()[0])
+    assert accuracy > 0.6, result.stdout
+
+
+def test_plot_attention_writes_pngs(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = run_script("plot_attention.py", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    for name in ("attention.png", "hidden_values.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
