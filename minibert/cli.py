@@ -308,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         args.progress = None  # embed decides: a bar when stderr is a terminal
     previous = signal.signal(signal.SIGTERM, _terminate)
     from .errors import MinibertError
+    from .runtime import keep_freed_memory
+
+    keep_freed_memory()  # our own process: trade a stable heap for ~15% speed (see runtime.py)
 
     try:
         args.run(args)

@@ -148,7 +148,9 @@ class SelfAttention(nn.Module):
         q, k, v = self.query(x), self.key(x), self.value(x)
         if packing is not None:  # (P, H) -> (B, T, H): attention needs each sequence's tokens together
             q, k, v = packing.unpack(q), packing.unpack(k), packing.unpack(v)
-        context, weights = self.attend(self.split_heads(q), self.split_heads(k), self.split_heads(v), mask, return_weights)
+        context, weights = self.attend(
+            self.split_heads(q), self.split_heads(k), self.split_heads(v), mask, return_weights
+        )
         if packing is not None:
             context = packing.pack(context)  # (B, T, H) -> (P, H)
         return self.output(context), weights

@@ -314,9 +314,11 @@ class BertTokenizer:
                     raise ValueError("the top level is not a JSON object")
             except (ValueError, UnicodeDecodeError) as error:
                 raise CheckpointError(f"malformed tokenizer config {config_file}: {error}") from None
-            for key in ("do_lower_case", "strip_accents", "tokenize_chinese_chars"):
-                if config.get(key) is not None or key == "strip_accents":
-                    settings[key] = config.get(key, settings.get(key))
+            for key in ("do_lower_case", "tokenize_chinese_chars"):
+                if isinstance(config.get(key), bool):
+                    settings[key] = config[key]
+            if config.get("strip_accents") in (True, False, None):  # None: follow do_lower_case
+                settings["strip_accents"] = config.get("strip_accents")
             max_length = config.get("model_max_length")
             if isinstance(max_length, int) and 0 < max_length < 1_000_000:
                 settings["model_max_length"] = max_length
@@ -478,7 +480,7 @@ class BertTokenizer:
             pairs = self._as_list(text_pair, "text_pair")
             if len(pairs) != len(texts):
                 raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
-        strategy = self._truncation_strategy(truncation, max_length)
+        strategy = self._truncation_strategy(truncation)
         padding_mode = self._padding_mode(padding)
         if strategy or padding_mode == "max_length":
             max_length = self.model_max_length if max_length is None else max_length
@@ -536,10 +538,10 @@ class BertTokenizer:
         raise TypeError(f"{name} must be a str or a list of str, got {type(value).__name__}")
 
     @staticmethod
-    def _truncation_strategy(truncation, max_length) -> str | None:
+    def _truncation_strategy(truncation) -> str | None:
+        """None (no truncation) or one of the strategies. As in transformers, ``max_length`` alone
+        does not truncate: it is the length for ``truncation`` and ``padding="max_length"``."""
         if truncation is False or truncation is None or truncation == "do_not_truncate":
-            if max_length is not None:
-                return None  # like transformers: max_length alone does not truncate
             return None
         strategy = "longest_first" if truncation is True else truncation
         if strategy not in _TRUNCATION_STRATEGIES:
@@ -573,7 +575,9 @@ def window_starts(length: int, size: int, stride: int) -> list[int]:
 
 
 def windows(ids: list[int], size: int, stride: int) -> list[list[int]]:
-    """>>> windows(list(range(7)), size=4, stride=1)
+    """Consecutive windows of ``size`` ids sharing ``stride`` ids (see ``window_starts``).
+
+    >>> windows(list(range(7)), size=4, stride=1)
     [[0, 1, 2, 3], [3, 4, 5, 6]]
     """
     return [ids[start : start + size] for start in window_starts(len(ids), size, stride)]

@@ -132,8 +132,17 @@ def bench_fixed_shape(rounds: int, peak: float):
 
     ours_times, theirs_times = side_by_side(run_ours, run_theirs, rounds)
     flops = bert_flops([128] * 8, 12, 768, 3072)
-    return row("bert-base forward, fixed 8x128, fp32", "transformers BertModel (sdpa)", ours_times, theirs_times,
-               ">= 1.0x", work=8 * 128, unit="tokens", flops=flops, peak=peak)  # fmt: skip
+    return row(
+        "bert-base forward, fixed 8x128, fp32",
+        "transformers BertModel (sdpa)",
+        ours_times,
+        theirs_times,
+        ">= 1.0x",
+        work=8 * 128,
+        unit="tokens",
+        flops=flops,
+        peak=peak,
+    )
 
 
 def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: float):
@@ -167,8 +176,9 @@ def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: 
         out = []
         with torch.inference_mode():
             for start in range(0, len(texts), 32):
-                batch = hf_tokenizer(texts[start : start + 32], padding=True, truncation=True, max_length=256,
-                                     return_tensors="pt")  # fmt: skip
+                batch = hf_tokenizer(
+                    texts[start : start + 32], padding=True, truncation=True, max_length=256, return_tensors="pt"
+                )
                 states = hf_model(**batch).last_hidden_state
                 mask = batch["attention_mask"].unsqueeze(-1).float()
                 out.append(((states * mask).sum(1) / mask.sum(1)).numpy())
@@ -179,19 +189,55 @@ def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: 
     warnings.simplefilter("ignore")  # the truncation warning is expected here
     rows = []
     ours_times, st_times = side_by_side(run_ours, run_st, rounds)
-    rows.append(row("real text: tokenize+forward+mean pool, MiniLM fp32", "sentence-transformers encode",
-                    ours_times, st_times, ">= 1.5x", work=tokens, unit="tokens", flops=flops, peak=peak_fp32))  # fmt: skip
+    rows.append(
+        row(
+            "real text: tokenize+forward+mean pool, MiniLM fp32",
+            "sentence-transformers encode",
+            ours_times,
+            st_times,
+            ">= 1.5x",
+            work=tokens,
+            unit="tokens",
+            flops=flops,
+            peak=peak_fp32,
+        )
+    )
     ours_times, hf_times = side_by_side(run_ours, run_hf_in_order, rounds)
-    padded = sum(32 * max(lengths[i : i + 32]) if len(lengths[i : i + 32]) == 32 else len(lengths[i:]) *
-                 max(lengths[i:]) for i in range(0, len(lengths), 32))  # fmt: skip
-    rows.append(row("same", "transformers, texts in order, padded to longest", ours_times, hf_times, ">= 3.5x",
-                    work=tokens, unit="tokens", flops=flops, peak=peak_fp32,
-                    note=f"in-order batches compute {padded / tokens:.2f}x the real tokens"))  # fmt: skip
+    padded = sum(
+        32 * max(lengths[i : i + 32]) if len(lengths[i : i + 32]) == 32 else len(lengths[i:]) * max(lengths[i:])
+        for i in range(0, len(lengths), 32)
+    )
+    rows.append(
+        row(
+            "same",
+            "transformers, texts in order, padded to longest",
+            ours_times,
+            hf_times,
+            ">= 3.5x",
+            work=tokens,
+            unit="tokens",
+            flops=flops,
+            peak=peak_fp32,
+            note=f"in-order batches compute {padded / tokens:.2f}x the real tokens",
+        )
+    )
     bf16_times, fp32_times = side_by_side(run_ours_bf16, run_ours, rounds)
     a, b = run_ours(), run_ours_bf16()
     cosine = ((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).min()
-    rows.append(row("same, dtype=bfloat16", "minibert fp32", bf16_times, fp32_times, ">= 2.0x, cos >= 0.999",
-                    work=tokens, unit="tokens", flops=flops, peak=peak_bf16, note=f"min cosine to fp32 {cosine:.5f}"))  # fmt: skip
+    rows.append(
+        row(
+            "same, dtype=bfloat16",
+            "minibert fp32",
+            bf16_times,
+            fp32_times,
+            ">= 2.0x, cos >= 0.999",
+            work=tokens,
+            unit="tokens",
+            flops=flops,
+            peak=peak_bf16,
+            note=f"min cosine to fp32 {cosine:.5f}",
+        )
+    )
     return rows
 
 
@@ -218,8 +264,15 @@ def bench_tokenizer(texts: list[str], rounds: int):
 
     ours_times, rust_times = side_by_side(run_ours, run_rust, rounds)
     mean_chars = statistics.mean(map(len, sample))
-    return row(f"tokenizer, one text per call ({mean_chars:.0f} chars avg)", "HF tokenizers (Rust) encode",
-               ours_times, rust_times, ">= 1.0x", work=len(sample), unit="texts")  # fmt: skip
+    return row(
+        f"tokenizer, one text per call ({mean_chars:.0f} chars avg)",
+        "HF tokenizers (Rust) encode",
+        ours_times,
+        rust_times,
+        ">= 1.0x",
+        work=len(sample),
+        unit="texts",
+    )
 
 
 def bench_import(rounds: int):
@@ -227,11 +280,14 @@ def bench_import(rounds: int):
     theirs_code = "import transformers; transformers.BertModel"
 
     def run(code):
-        return lambda: subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        return lambda: subprocess.run(
+            [sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
+        )
 
     ours_times, theirs_times = side_by_side(run(ours_code), run(theirs_code), rounds)
-    result = row("import minibert (+ BertModel)", "import transformers + BertModel", ours_times, theirs_times,
-                 "<= 0.6x the time")  # fmt: skip
+    result = row(
+        "import minibert (+ BertModel)", "import transformers + BertModel", ours_times, theirs_times, "<= 0.6x the time"
+    )
     result["note"] = f"time ratio minibert/transformers = {1 / result['ratio_median']:.2f}"
     return result
 
@@ -269,8 +325,13 @@ def bench_memory():
         size = (Path(directory) / "model.safetensors").stat().st_size
         results = {}
         for which in ("minibert", "transformers"):
-            out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, which, directory], capture_output=True,
-                                 text=True, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+            out = subprocess.run(
+                [sys.executable, "-c", MEMORY_PROBE, which, directory],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
             probe = json.loads(out.stdout.strip().splitlines()[-1])
             results[which] = (probe["peak"] - probe["base"]) / size
     return {
@@ -292,12 +353,17 @@ def describe_machine() -> str:
                 wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
                 flags = " ".join(flag for flag in line.split() if flag in wanted)
                 break
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))  # fmt: skip
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         model = platform.processor()
-    return (f"{model}; {os.cpu_count()} cores; flags: {flags}; torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads); Python {platform.python_version()}")  # fmt: skip
+    return (
+        f"{model}; {os.cpu_count()} cores; flags: {flags}; torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads); Python {platform.python_version()}"
+    )
 
 
 def main() -> None:
@@ -328,8 +394,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         ratio = f"{r['ratio_median']:.2f}x ({r['ratio_min']:.2f}–{r['ratio_max']:.2f})"
-        print(f"| {r['workload']} | {r['against']} | {r['target']} | {ratio} | {r.get('throughput', '')} | "
-              f"{r.get('gflops', '')} | {r.get('note', '')} |")  # fmt: skip
+        print(
+            f"| {r['workload']} | {r['against']} | {r['target']} | {ratio} | {r.get('throughput', '')} | "
+            f"{r.get('gflops', '')} | {r.get('note', '')} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

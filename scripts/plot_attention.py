@@ -64,7 +64,9 @@ def main() -> None:
 
     figure, axis = plt.subplots(figsize=(8, 4))
     for index, states in enumerate(out.hidden_states):
-        axis.hist(states.flatten().numpy(), bins=80, histtype="step", label="embeddings" if index == 0 else f"layer {index}")
+        axis.hist(
+            states.flatten().numpy(), bins=80, histtype="step", label="embeddings" if index == 0 else f"layer {index}"
+        )
     axis.set_yscale("log")
     axis.set_xlabel("hidden value")
     axis.set_ylabel("count")

@@ -32,20 +32,35 @@ class Check:
 
 
 PUBLISHED = {
-    "ml_hidden_first3": Check("MachineLearning (+2 [PAD]): last_hidden_state[0,0,:3]", [-0.1925, 0.1684, -0.4252], 6e-5),
+    "ml_hidden_first3": Check(
+        "MachineLearning (+2 [PAD]): last_hidden_state[0,0,:3]", [-0.1925, 0.1684, -0.4252], 6e-5
+    ),
     "ml_hidden_last3": Check("MachineLearning (+2 [PAD]): last_hidden_state[0,0,-3:]", [-0.2599, 0.3736, 0.0529], 6e-5),
-    "ml_pooler8": Check("MachineLearning (+2 [PAD]): pooler_output[0,:8]",
-                        [-0.9531, -0.4914, -0.8872, 0.9035, 0.8174, -0.2919, 0.9511, 0.4982], 6e-5),
-    "pair_hidden10": Check("pair thirsty/water: last_hidden_state[0,0,:10]",
-                           [-0.23, 0.37, -0.34, -0.35, -0.91, 0.01, 0.67, 0.64, 0.10, -0.32], 6e-3),
-    "pair_pooler10": Check("pair thirsty/water: pooler_output[0,:10]",
-                           [-0.9803, -0.7672, -0.9958, 0.9636, 0.9004, -0.5488, 0.9910, 0.6867, -0.9878, -1.0000], 6e-5),
+    "ml_pooler8": Check(
+        "MachineLearning (+2 [PAD]): pooler_output[0,:8]",
+        [-0.9531, -0.4914, -0.8872, 0.9035, 0.8174, -0.2919, 0.9511, 0.4982],
+        6e-5,
+    ),
+    "pair_hidden10": Check(
+        "pair thirsty/water: last_hidden_state[0,0,:10]",
+        [-0.23, 0.37, -0.34, -0.35, -0.91, 0.01, 0.67, 0.64, 0.10, -0.32],
+        6e-3,
+    ),
+    "pair_pooler10": Check(
+        "pair thirsty/water: pooler_output[0,:10]",
+        [-0.9803, -0.7672, -0.9958, 0.9636, 0.9004, -0.5488, 0.9910, 0.6867, -0.9878, -1.0000],
+        6e-5,
+    ),
     "bank_cos_vault": Check("bank: cos(token 10 'bank robber', token 6 'bank vault')", [0.9457], 6e-5),
     "bank_cos_river": Check("bank: cos(token 10 'bank robber', token 19 'river bank')", [0.6797], 6e-5),
-    "bank_vector5": Check("bank: sum of last 4 layers, token 10 [:5]", [1.1868, -1.5298, -1.3770, 1.0648, 3.1446], 6e-5),
-    "fill_tokens": Check("fill-mask 'Hello I'm a [MASK] model.': top 5", ["fashion", "role", "new", "super", "fine"], 0),
+    "bank_vector5": Check(
+        "bank: sum of last 4 layers, token 10 [:5]", [1.1868, -1.5298, -1.3770, 1.0648, 3.1446], 6e-5
+    ),
+    "fill_tokens": Check(
+        "fill-mask 'Hello I'm a [MASK] model.': top 5", ["fashion", "role", "new", "super", "fine"], 0
+    ),
     "fill_scores": Check("fill-mask: top 4 scores", [0.1073, 0.0877, 0.0534, 0.0467], 6e-5),
-}  # fmt: skip
+}
 
 # forward(input_ids, attention_mask, token_type_ids) -> (last_hidden_state, pooler_output, hidden_states)
 Forward = Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor | None], tuple]

@@ -1,7 +1,7 @@
 """Every step of BERT's tokenization of a text, as minibert performs it.
 
-    python scripts/show_tokenize.py "Héllo, I'm unaffable! 中文 and 😀"
-    python scripts/show_tokenize.py --pair "I drank water :D" "I was thirsty!"
+python scripts/show_tokenize.py "Héllo, I'm unaffable! 中文 and 😀"
+python scripts/show_tokenize.py --pair "I drank water :D" "I was thirsty!"
 """
 
 from __future__ import annotations

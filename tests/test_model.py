@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -257,7 +256,8 @@ def test_hub_falls_back_to_pytorch_model_bin(google_base_bin, tmp_path):
         env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
                    HF_HUB_DISABLE_XET="1")  # fmt: skip
         result = _run(
-            "import minibert; print(minibert.BertForPreTraining.from_pretrained('google-like/bert').config.num_hidden_layers)",
+            "import minibert; m = minibert.BertForPreTraining.from_pretrained('google-like/bert'); "
+            "print(m.config.num_hidden_layers)",
             env,
         )
         assert result.returncode == 0, result.stderr

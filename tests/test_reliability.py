@@ -118,9 +118,12 @@ def test_tokenizer_is_total(tokenizer, text):
     assert all(len(row) <= 8 and row[0] == 101 and row[-1] == 102 for row in windows["input_ids"])
 
 
+VOCABULARY_PIECES = ["hello", "world", "paris", "is", "the", "capital", "un", "##want", "##ed", "runn", "##ing",
+                     "water", "bank", "river", "à", "中", "'", "-", "(", ")"]  # fmt: skip
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(["hello", "world", "paris", "is", "the", "capital", "un", "##want", "##ed", "runn",
-                                 "##ing", "water", "bank", "river", "à", "中", "'", "-", "(", ")"]), max_size=30))  # fmt: skip
+@given(st.lists(st.sampled_from(VOCABULARY_PIECES), max_size=30))
 def test_decode_round_trip(tokenizer, pieces):
     """decode(encode(x)) == x for text made of vocabulary words after normalisation."""
     words, current = [], ""

@@ -39,7 +39,8 @@ def reference(vocab_file):
 def _first_mismatch(texts, expected, actual):
     for text, want, got in zip(texts, expected, actual):
         if want != got:
-            return f"{len([1 for w, g in zip(expected, actual) if w != g])} mismatches; first: {text[:120]!r}\n  reference {want[:30]}\n  minibert  {got[:30]}"
+            count = sum(1 for w, g in zip(expected, actual) if w != g)
+            return f"{count} mismatches; first: {text[:120]!r}\n  reference {want[:30]}\n  minibert  {got[:30]}"
     return None
 
 
@@ -64,7 +65,8 @@ def test_special_token_ids(uncased):
 
 # ----------------------------------------------------------------------------- google-research/bert's cases
 
-TOY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ",", "low", "lowest"]  # fmt: skip
+TOY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ",",
+             "low", "lowest"]  # fmt: skip
 
 
 @pytest.fixture
