@@ -244,3 +244,10 @@ def test_models_named_by_path_are_loaded_once(google_base):
     assert tasks._load.cache_info().misses == 1
     loaded, _ = tasks._load(str(directory))
     assert fill_mask("a [MASK] b", model=loaded)  # a loaded model finds its tokenizer
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal(embedder, capsys):
+    embedder.embed(["a text"] * 3, progress=True)
+    assert "embedding" in capsys.readouterr().err
+    embedder.embed(["a text"] * 3)  # stderr is not a terminal under pytest: no bar
+    assert capsys.readouterr().err == ""
