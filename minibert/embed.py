@@ -147,7 +147,9 @@ class Embedder:
             raise TypeError("embed_tokens takes one str")
         sequences = self._sequences([text], max_length, "window")
         (parts,) = self._run(sequences, layers, layer_combine, batch_size=8, progress=False, pooling=None)
-        ids = self.tokenizer.piece_ids(text)
+        ids: list[int] = []
+        for start, window in sequences[0]:  # the text's pieces, from its (overlapping) windows
+            ids[start:] = window
         tokens = self.tokenizer.convert_ids_to_tokens([self.tokenizer.cls_token_id, *ids, self.tokenizer.sep_token_id])
         return tokens, _assemble_tokens(parts)
 

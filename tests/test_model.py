@@ -296,3 +296,21 @@ def test_package_has_no_reference_imports(minilm_dir):
     result = _run(code, dict(os.environ))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_left_padding_takes_the_plain_path_and_matches(minilm, minilm_reference, minilm_dir, real_texts):
+    """Packing applies to right padding only; any other mask runs the plain path, still exact."""
+    from minibert.model import Packing
+
+    right = _batch(minilm_dir, real_texts[:5])
+    lengths = right["attention_mask"].sum(1)
+    width = right["input_ids"].shape[1]
+    left = {key: torch.zeros_like(value) for key, value in right.items()}
+    for row, length in enumerate(lengths.tolist()):
+        for key in left:
+            left[key][row, width - length :] = right[key][row, :length]
+    assert Packing.applies_to(right["attention_mask"]) and not Packing.applies_to(left["attention_mask"])
+    with torch.no_grad():
+        ours = minilm(**left, output_hidden_states=True)
+        theirs = minilm_reference(**left, output_hidden_states=True)
+    compare_outputs(ours, theirs, left["attention_mask"], "left padding")
