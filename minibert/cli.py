@@ -327,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"minibert: error: {message}", file=sys.stderr)
         return 2 if isinstance(error, CommandError) else 1
+    except Exception as error:  # a bug in minibert: still one line, with the way to the details
+        if args.debug:
+            raise
+        print(f"minibert: internal error: {type(error).__name__}: {error} (run with --debug for the traceback)",
+              file=sys.stderr)  # fmt: skip
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -13,8 +13,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
 from pathlib import Path
+from urllib.parse import urlparse
 
 from .errors import ModelNotFoundError
 
@@ -62,17 +65,19 @@ def _looks_like_a_path(name: str) -> bool:
 
 
 def _download(repo_id: str, filename: str, *, revision: str | None, required: bool) -> Path | None:
+    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub import errors as hub_errors
-    from huggingface_hub import hf_hub_download
 
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
     offline = is_offline()
+    unresolvable = not offline and not _resolves(endpoint)  # no DNS: skip huggingface_hub's ~25 s of retries
     try:
         path = hf_hub_download(
             repo_id,
             filename,
             revision=revision,
-            local_files_only=offline,
-            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            local_files_only=offline or unresolvable,
+            endpoint=endpoint,
             library_name="minibert",
         )
         return Path(path)
@@ -86,7 +91,12 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
             return None
         if not required and _cached_repo_has_files(repo_id):
             return None
-        how = "HF_HUB_OFFLINE=1 is set, so only the local cache is used" if offline else "the hub could not be reached"
+        if offline:
+            how = "HF_HUB_OFFLINE=1 is set, so only the local cache is used"
+        elif unresolvable:
+            how = f"the hub ({endpoint}) cannot be reached: its host name does not resolve"
+        else:
+            how = "the hub could not be reached"
         raise ModelNotFoundError(
             f"the model {repo_id} is not in the local Hugging Face cache ({filename} is missing) and {how}. "
             f"Download it once with network access (e.g. `hf download {repo_id}`), "
@@ -104,6 +114,19 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename}") from None
     except OSError as error:  # network failure surfaced as an HTTP/OS error
         raise ModelNotFoundError(f"{repo_id}: could not download {filename}: {error}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _resolves(endpoint: str) -> bool:
+    """Whether the hub's host name resolves (a quick test that the network can reach it at all)."""
+    host = urlparse(endpoint).hostname
+    if not host:
+        return False
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return True
 
 
 def _cached_repo_has_files(repo_id: str) -> bool:

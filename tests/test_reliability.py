@@ -235,3 +235,16 @@ def test_unused_tensors_warn_but_load(checkpoint):
     save_file(state, str(checkpoint / "model.safetensors"))
     with pytest.warns(UserWarning, match="ignoring 1 tensors minibert does not use: classifier.weight"):
         BertModel.from_pretrained(checkpoint)
+
+
+def test_unresolvable_hub_fails_fast(monkeypatch, tmp_path):
+    """No DNS for the hub: a clear error at once, not huggingface_hub's ~25 s of retries."""
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", "http://hub.invalid")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    start = time.perf_counter()
+    with pytest.raises(ModelNotFoundError, match=r"the hub \(http://hub.invalid\) cannot be reached"):
+        BertModel.from_pretrained("someone/some-bert")
+    assert time.perf_counter() - start < 10
