@@ -304,8 +304,6 @@ def _terminate(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "embed" and args.progress is None:
-        args.progress = None  # embed decides: a bar when stderr is a terminal
     previous = signal.signal(signal.SIGTERM, _terminate)
     from .errors import MinibertError
     from .runtime import keep_freed_memory

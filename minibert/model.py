@@ -58,10 +58,8 @@ class Packing:
         self.index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (P,) positions in the flattened (B*T)
 
     @staticmethod
-    def applies_to(attention_mask: torch.Tensor | None) -> bool:
-        """Pack when some tokens are padding and every row is real tokens first, then padding."""
-        if attention_mask is None or bool(attention_mask.all()):
-            return False
+    def applies_to(attention_mask: torch.Tensor) -> bool:
+        """Packing needs right padding: every row is real tokens first, then padding."""
         lengths = attention_mask.sum(1, keepdim=True)
         positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
         return bool((lengths > 0).all()) and bool((attention_mask.bool() == (positions < lengths)).all())
@@ -243,8 +241,7 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
     max_position_embeddings — each message names the problem and the limit.
     """
     input_ids = _as_tensor(input_ids, "input_ids")
-    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
-        raise TypeError(f"input_ids must hold integers, got dtype {input_ids.dtype}")
+    _check_integer(input_ids, "input_ids")
     if input_ids.dim() == 1:
         input_ids = input_ids.unsqueeze(0)  # one sequence: add the batch dimension
     if input_ids.dim() != 2:
@@ -257,27 +254,29 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
             f"sequence of {tokens} tokens is longer than max_position_embeddings={config.max_position_embeddings}; "
             "truncate it (tokenizer truncation=True) or embed it in windows (Embedder long_text='window')"
         )
-    if input_ids.numel():
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= config.vocab_size:
-            bad = low if low < 0 else high
-            raise ValueError(f"input_ids contains {bad}, outside the vocabulary [0, {config.vocab_size})")
+    _check_range(input_ids, "input_ids", config.vocab_size, f"the vocabulary [0, {config.vocab_size})")
     if token_type_ids is not None:
         token_type_ids = _like_input_ids(token_type_ids, "token_type_ids", input_ids)
-        if token_type_ids.dtype.is_floating_point or token_type_ids.dtype == torch.bool:
-            raise TypeError(f"token_type_ids must hold integers, got dtype {token_type_ids.dtype}")
-        if token_type_ids.numel():
-            low, high = int(token_type_ids.min()), int(token_type_ids.max())
-            if low < 0 or high >= config.type_vocab_size:
-                bad = low if low < 0 else high
-                raise ValueError(
-                    f"token_type_ids contains {bad}, outside [0, type_vocab_size={config.type_vocab_size})"
-                )
+        _check_integer(token_type_ids, "token_type_ids")
+        limit = config.type_vocab_size
+        _check_range(token_type_ids, "token_type_ids", limit, f"[0, type_vocab_size={limit})")
     if attention_mask is not None:
         attention_mask = _like_input_ids(attention_mask, "attention_mask", input_ids)
-        if attention_mask.numel() and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+        if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
             raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
     return input_ids, attention_mask, token_type_ids
+
+
+def _check_integer(ids: torch.Tensor, name: str) -> None:
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers, got dtype {ids.dtype}")
+
+
+def _check_range(ids: torch.Tensor, name: str, limit: int, allowed: str) -> None:
+    """All ids in [0, limit): else a ValueError naming the offending value and the range."""
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= limit:
+        raise ValueError(f"{name} contains {low if low < 0 else high}, outside {allowed}")
 
 
 def _as_tensor(value, name: str) -> torch.Tensor:
@@ -299,10 +298,8 @@ def _like_input_ids(value, name: str, input_ids: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+def additive_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(B, T) of 1 = real, 0 = pad  →  (B, 1, 1, T) of 0 = attend, dtype-minimum = ignore."""
-    if attention_mask is None:
-        return None
     keep = attention_mask[:, None, None, :].to(dtype)
     return (1.0 - keep) * torch.finfo(dtype).min
 
@@ -362,15 +359,16 @@ class BertModel(nn.Module):
 
         # The fast path: skip padding in every per-token layer (see Packing). It computes the
         # same numbers as the plain path on real tokens; padding positions come out as zeros.
-        packing = Packing(attention_mask) if Packing.applies_to(attention_mask) and not output_attentions else None
+        has_padding = attention_mask is not None and not bool(attention_mask.all())
+        packing = None
+        if has_padding and not output_attentions and Packing.applies_to(attention_mask):
+            packing = Packing(attention_mask)
         if packing is not None:
             x = self.embeddings(packing.pack(input_ids), packing.pack(token_type_ids), packing.pack(position_ids))
         else:
             x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
 
-        mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            mask = additive_mask(attention_mask, x.dtype)  # (B, 1, 1, T)
+        mask = additive_mask(attention_mask, x.dtype) if has_padding else None  # (B, 1, 1, T)
 
         unpack = packing.unpack if packing is not None else (lambda states: states)
         hidden_states = [unpack(x)] if output_hidden_states else None

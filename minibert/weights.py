@@ -14,6 +14,7 @@ Checkpoints on the hub name tensors after transformers' module tree, and come in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -105,6 +106,30 @@ _SAFETENSORS_DTYPES = {
 }  # fmt: skip
 
 
+def _corrupt(path: Path, problem: str) -> CheckpointError:
+    return CheckpointError(
+        f"cannot read weights file {path}: {problem}; it is truncated or corrupt — delete it and download it again"
+    )
+
+
+def _read_safetensors_header(handle, path: Path) -> tuple[dict, int]:
+    """Read and check a safetensors header from an open file; return it and the data size after it."""
+    file_size = os.fstat(handle.fileno()).st_size
+    prefix = handle.read(8)
+    if len(prefix) < 8:
+        raise _corrupt(path, "shorter than the 8-byte header length")
+    header_size = int.from_bytes(prefix, "little")
+    if header_size > file_size - 8 or header_size > 100_000_000:
+        raise _corrupt(path, f"header length {header_size} exceeds the file size {file_size}")
+    try:
+        header = json.loads(handle.read(header_size))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise _corrupt(path, f"malformed header ({error})") from None
+    if not isinstance(header, dict):
+        raise _corrupt(path, "the header is not a JSON object")
+    return header, file_size - 8 - header_size
+
+
 def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """Read a .safetensors file into tensors that share ONE buffer: no second copy of the weights.
 
@@ -115,31 +140,14 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """
     path = Path(path)
 
-    def corrupt(problem: str) -> CheckpointError:
-        return CheckpointError(
-            f"cannot read weights file {path}: {problem}; it is truncated or corrupt — delete it and download it again"
-        )
-
     try:
         with path.open("rb") as handle:
-            file_size = os.fstat(handle.fileno()).st_size
-            prefix = handle.read(8)
-            if len(prefix) < 8:
-                raise corrupt("shorter than the 8-byte header length")
-            header_size = int.from_bytes(prefix, "little")
-            if header_size > file_size - 8 or header_size > 100_000_000:
-                raise corrupt(f"header length {header_size} exceeds the file size {file_size}")
-            try:
-                header = json.loads(handle.read(header_size))
-            except (ValueError, UnicodeDecodeError) as error:
-                raise corrupt(f"malformed header ({error})") from None
-            data = bytearray(file_size - 8 - header_size)
+            header, data_size = _read_safetensors_header(handle, path)
+            data = bytearray(data_size)
             if handle.readinto(data) != len(data):
-                raise corrupt("the file ended early")
+                raise _corrupt(path, "the file ended early")
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
-    if not isinstance(header, dict):
-        raise corrupt("the header is not a JSON object")
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -149,11 +157,11 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
             shape = [int(size) for size in info["shape"]]
             start, end = (int(offset) for offset in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
-            raise corrupt(f"tensor {name} has an unreadable entry {info!r}") from None
+            raise _corrupt(path, f"tensor {name} has an unreadable entry {info!r}") from None
         count = math.prod(shape)
         item_size = torch.empty((), dtype=dtype).element_size()
         if not 0 <= start <= end <= len(data) or end - start != count * item_size:
-            raise corrupt(f"tensor {name} {info['dtype']}{shape} does not fit its byte range [{start}, {end})")
+            raise _corrupt(path, f"tensor {name} {info['dtype']}{shape} does not fit its byte range [{start}, {end})")
         if count == 0:
             tensors[name] = torch.empty(shape, dtype=dtype)
         elif start % item_size:  # misaligned: copy this one tensor
@@ -174,10 +182,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
     except Exception as error:  # noqa: BLE001 — any parse failure means a corrupt file
-        raise CheckpointError(
-            f"cannot read weights file {path} ({type(error).__name__}: {str(error).splitlines()[0][:200]}); "
-            "it is truncated or corrupt — delete it and download it again"
-        ) from None
+        raise _corrupt(path, f"{type(error).__name__}: {str(error).splitlines()[0][:200]}") from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
@@ -191,10 +196,10 @@ def tensor_names(path: str | os.PathLike) -> list[str]:
     if path.suffix == ".safetensors":
         try:
             with path.open("rb") as handle:
-                header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
-            return [name for name in header if name != "__metadata__"]
-        except (OSError, ValueError, UnicodeDecodeError, MemoryError, OverflowError) as error:
+                header, _ = _read_safetensors_header(handle, path)
+        except OSError as error:
             raise CheckpointError(f"cannot read weights file {path}: {error}") from None
+        return [name for name in header if name != "__metadata__"]
     return list(read_state_dict(path))
 
 
@@ -331,7 +336,6 @@ def save_pretrained(model, directory: str | os.PathLike) -> None:
     data = save(tensors, metadata={"format": "pt"})
     with atomic_output(directory / "model.safetensors") as handle:
         handle.write(data)
-    config = model.config
     architecture = "BertForPreTraining" if with_heads else "BertModel"
-    config.extra = {**config.extra, "architectures": [architecture]}
-    config.to_json_file(directory / "config.json")
+    config = dataclasses.replace(model.config, extra={**model.config.extra, "architectures": [architecture]})
+    config.to_json_file(directory / "config.json")  # (a copy: saving does not change the model's config)
