@@ -29,11 +29,14 @@ from .config import BertConfig
 
 
 def activation(name: str):
-    """The feed-forward non-linearity named by ``config.hidden_act``."""
+    """The feed-forward non-linearity named by ``config.hidden_act``, as ``f(x, inplace=False)``.
+    ``inplace=True`` overwrites x (one buffer fewer): only for tensors no gradient flows through."""
     if name == "gelu":  # the exact GELU, x·Φ(x) with the Gaussian CDF (erf) — BERT's
-        return F.gelu
+        return lambda x, inplace=False: torch.ops.aten.gelu_(x) if inplace else F.gelu(x)
     if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_tanh"):  # tanh approximation
-        return lambda x: F.gelu(x, approximate="tanh")
+        return lambda x, inplace=False: (
+            torch.ops.aten.gelu_(x, approximate="tanh") if inplace else F.gelu(x, approximate="tanh")
+        )
     if name == "relu":
         return F.relu
     if name in ("silu", "swish"):
@@ -55,7 +58,9 @@ class Packing:
 
     def __init__(self, attention_mask: torch.Tensor):
         self.batch, self.tokens = attention_mask.shape
-        self.index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (P,) positions in the flattened (B*T)
+        is_real = attention_mask.reshape(-1).bool()  # (B*T,)
+        self.index = is_real.nonzero().squeeze(1)  # (P,) positions of the real tokens in the flattened (B*T)
+        self.padding_index = (~is_real).nonzero().squeeze(1)  # (B*T - P,) positions of the padding
 
     @staticmethod
     def applies_to(attention_mask: torch.Tensor) -> bool:
@@ -66,12 +71,13 @@ class Packing:
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         # (B, T, ...) -flatten-> (B*T, ...) -select-> (P, ...)
-        return x.reshape(self.batch * self.tokens, *x.shape[2:])[self.index]
+        return x.reshape(self.batch * self.tokens, *x.shape[2:]).index_select(0, self.index)
 
     def unpack(self, x: torch.Tensor) -> torch.Tensor:
         # (P, H) -scatter-> (B*T, H), zeros at padding -view-> (B, T, H)
-        out = x.new_zeros(self.batch * self.tokens, x.shape[-1])
-        return out.index_copy_(0, self.index, x).view(self.batch, self.tokens, x.shape[-1])
+        out = x.new_empty(self.batch * self.tokens, x.shape[-1])
+        out.index_copy_(0, self.index, x).index_fill_(0, self.padding_index, 0.0)
+        return out.view(self.batch, self.tokens, x.shape[-1])
 
 
 class Embeddings(nn.Module):
@@ -164,7 +170,8 @@ class FeedForward(nn.Module):
         self.activation = activation(config.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.activation(self.intermediate(x)))
+        hidden = self.intermediate(x)  # (..., F): the largest tensor of the layer
+        return self.output(self.activation(hidden, inplace=not hidden.requires_grad))
 
 
 class EncoderLayer(nn.Module):
@@ -186,8 +193,8 @@ class EncoderLayer(nn.Module):
         self, x: torch.Tensor, mask: torch.Tensor | None, return_weights: bool = False, packing: Packing | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attended, weights = self.attention(x, mask, return_weights, packing)
-        x = self.attention_norm(x + self.dropout(attended))
-        x = self.output_norm(x + self.dropout(self.feed_forward(x)))
+        x = self.attention_norm(self.dropout(attended).add_(x))  # LayerNorm(x + attended), summed in place
+        x = self.output_norm(self.dropout(self.feed_forward(x)).add_(x))
         return x, weights
 
 

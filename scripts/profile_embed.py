@@ -1,0 +1,121 @@
+"""Where the time of an embedding run goes, and how fast minibert could be at best.
+
+    python scripts/profile_embed.py              # 3,000 real texts (~3 minutes on 2 cores)
+    python scripts/profile_embed.py --texts 600
+
+Runs ``Embedder.embed`` (all-MiniLM-L6-v2, fp32, mean pooling, max_length 256) under the PyTorch
+profiler and splits its time into three parts:
+
+* matrix multiplications (``addmm``/``mm``: the Q, K, V, output and feed-forward projections),
+  with their achieved GFLOP/s against this machine's measured matmul peak;
+* the fused attention kernel (``scaled_dot_product_attention``);
+* everything else: LayerNorm, GELU, packing, bias copies, tokenization, Python.
+
+It then times transformers batching the same texts in order (padded to the longest of each batch
+of 32) and sentence-transformers, once each, and prints the ratio they reach today and the ratio
+minibert would reach if everything but the matmuls and the attention kernel took no time at all:
+a ceiling for any further work that keeps fp32 and PyTorch's kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+import corpus  # noqa: E402
+from bench import bert_flops, matmul_peak, minilm_dir  # noqa: E402
+
+GEMM_OPS = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--texts", type=int, default=3000, help="how many real texts (default 3000)")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # the truncation warning is expected here
+
+    import transformers
+    from sentence_transformers import SentenceTransformer
+
+    from minibert import Embedder
+
+    path = minilm_dir()
+    texts = corpus.benchmark_texts(args.texts)
+    embedder = Embedder.from_pretrained(path)
+    lengths = [min(len(embedder.tokenizer.piece_ids(text)) + 2, 256) for text in texts]
+    config = embedder.model.config
+    dense = bert_flops(lengths, config.num_hidden_layers, config.hidden_size, config.intermediate_size)
+    dense -= sum(4 * config.num_hidden_layers * n * n * config.hidden_size for n in lengths)  # matmuls only
+
+    def run_ours():
+        embedder.embed(texts, batch_size=32, max_length=256, progress=False)
+
+    run_ours()  # warm-up
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        run_ours()
+        total = time.perf_counter() - start
+    events = prof.key_averages()
+    gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS) / 1e6
+    attention = sum(e.self_cpu_time_total for e in events if "scaled_dot_product" in e.key) / 1e6
+    profiled = sum(e.self_cpu_time_total for e in events) / 1e6
+    scale = total / profiled  # profiler time → wall time (the profiler's own overhead is spread evenly)
+    gemm, attention = gemm * scale, attention * scale
+    other = total - gemm - attention
+
+    start = time.perf_counter()
+    run_ours()
+    ours = time.perf_counter() - start
+
+    st_model = SentenceTransformer(path, device="cpu")
+    st_model.max_seq_length = 256
+    st_model.encode(texts[:64], batch_size=32)
+    start = time.perf_counter()
+    st_model.encode(texts, batch_size=32, show_progress_bar=False)
+    st = time.perf_counter() - start
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.BertModel.from_pretrained(path, attn_implementation="sdpa").eval()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for first in range(0, len(texts), 32):
+            batch = tokenizer(texts[first : first + 32], padding=True, truncation=True, max_length=256,
+                              return_tensors="pt")  # fmt: skip
+            states = model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).float()
+            np.asarray((states * mask).sum(1) / mask.sum(1))
+    in_order = time.perf_counter() - start
+
+    peak = matmul_peak(torch.float32)
+    print(f"{len(texts)} texts, {sum(lengths):,} real tokens; matmul peak {peak:.0f} GFLOP/s fp32")
+    print(f"minibert embed: {total:.1f} s under the profiler")
+    for name, seconds, note in (
+        ("matrix multiplications", gemm, f"{dense / gemm / 1e9:.0f} GFLOP/s, {100 * dense / gemm / 1e9 / peak:.0f}% of peak"),
+        ("attention kernel", attention, ""),
+        ("everything else", other, "LayerNorm, GELU, packing, bias copies, tokenizer, Python"),
+    ):  # fmt: skip
+        print(f"  {name:<24} {seconds:6.1f} s  {100 * seconds / total:4.1f}%  {note}")
+    floor = ours * (gemm + attention) / total  # this run's time with "everything else" free
+    print(f"\nwithout the profiler: minibert {ours:.1f} s, sentence-transformers {st:.1f} s, "
+          f"transformers in order {in_order:.1f} s")  # fmt: skip
+    print(f"ratio vs sentence-transformers: {st / ours:.2f}x now, at most {st / floor:.2f}x with everything else free")
+    print(f"ratio vs transformers in order: {in_order / ours:.2f}x now, at most {in_order / floor:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
