@@ -110,3 +110,14 @@ def test_plot_attention_writes_pngs(tmp_path):
     assert result.returncode == 0, result.stderr
     for name in ("attention.png", "hidden_values.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_profile_embed_splits_the_time():
+    result = run_script("profile_embed.py", "--texts", "40")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    total = float(next(line for line in lines if line.startswith("minibert embed:")).split()[2])
+    parts = [line.split() for line in lines if line.strip().startswith(("matrix", "attention", "everything"))]
+    seconds = [float(part[part.index("s") - 1]) for part in parts]
+    assert len(seconds) == 3 and abs(sum(seconds) - total) < 0.15, result.stdout
+    assert "at most" in result.stdout
