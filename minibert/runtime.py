@@ -2,11 +2,12 @@
 
 PyTorch on a CPU allocates a fresh buffer for every intermediate tensor. With glibc's default
 malloc, buffers of a few MB come from ``mmap`` and go back to the kernel when freed, so every
-forward pass page-faults its whole working set again: on all-MiniLM-L6-v2 batches that is ~450,000
-page faults and 10-20% of the run time. ``keep_freed_memory()`` tells malloc to keep freed memory
-for reuse instead (the process then holds on to its peak working set, like PyTorch's GPU caching
-allocator does). It changes the whole process, so the library never calls it on its own; the
-``minibert`` command does, and so can a program that embeds a lot:
+forward pass page-faults much of its working set again: embedding 1,000 texts with all-MiniLM-L6-v2
+takes ~570,000 page faults, about 5% of the run time (measured in alternating processes).
+``keep_freed_memory()`` tells malloc to keep freed memory for reuse instead (the process then holds
+on to its peak working set, like PyTorch's GPU caching allocator does). It changes the whole
+process, so the library never calls it on its own; the ``minibert`` command does, and so can a
+program that embeds a lot:
 
     >>> import minibert.runtime
     >>> minibert.runtime.keep_freed_memory()      # doctest: +SKIP
