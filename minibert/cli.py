@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import MinibertError
     from .runtime import keep_freed_memory
 
-    keep_freed_memory()  # our own process: trade a stable heap for ~15% speed (see runtime.py)
+    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see runtime.py)
 
     try:
         args.run(args)

@@ -28,9 +28,9 @@ Speed: texts are sorted by length and cut into batches by a token budget of ``ba
 padded tokens (2,048 by default): a batch holds many short texts or a few long ones, so every
 forward pass is large enough to run near the machine's matmul peak yet small enough to stay in
 cache, and memory does not grow with the length of the texts. Little padding is left, and the model
-packs the real tokens
-of a batch so its per-token layers never touch it (see ``Packing`` in model.py). Results are put
-back in input order; they do not depend on the batching (up to float rounding, ≤ 1e-5).
+packs the real tokens of a batch so its per-token layers never touch it (see ``Packing`` in
+model.py). Results are put back in input order; they do not depend on the batching (up to float
+rounding, ≤ 1e-5).
 """
 
 from __future__ import annotations

@@ -33,12 +33,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import corpus  # noqa: E402
-from bench import bert_flops, matmul_peak, minilm_dir  # noqa: E402
+from bench import attention_flops, bert_flops, matmul_peak, mean_pool_in_order, minilm_dir, timed  # noqa: E402
 
 GEMM_OPS = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm"}
 
@@ -60,8 +59,8 @@ def main() -> None:
     lengths = [min(len(embedder.tokenizer.piece_ids(text)) + 2, 256) for text in texts]
     config = embedder.model.config
     total_flops = bert_flops(lengths, config.num_hidden_layers, config.hidden_size, config.intermediate_size)
-    attention_flops = sum(4 * config.num_hidden_layers * n * n * config.hidden_size for n in lengths)  # QKᵀ, PV
-    dense = total_flops - attention_flops  # the projections and the feed-forward network
+    attention_work = attention_flops(lengths, config.num_hidden_layers, config.hidden_size)
+    dense = total_flops - attention_work  # the projections and the feed-forward network
 
     def run_ours():
         embedder.embed(texts, batch_size=32, max_length=256, progress=False)
@@ -76,28 +75,16 @@ def main() -> None:
     attention = sum(e.self_cpu_time_total for e in events if "scaled_dot_product" in e.key) / 1e6
     other = total - gemm - attention  # also holds the profiler's own overhead: the ceiling below is generous
 
-    start = time.perf_counter()
-    run_ours()
-    ours = time.perf_counter() - start
+    ours = timed(run_ours)
 
     st_model = SentenceTransformer(path, device="cpu")
     st_model.max_seq_length = 256
-    st_model.encode(texts[:64], batch_size=32)
-    start = time.perf_counter()
-    st_model.encode(texts, batch_size=32, show_progress_bar=False)
-    st = time.perf_counter() - start
+    st_model.encode(texts[:64], batch_size=32)  # warm-up
+    st = timed(lambda: st_model.encode(texts, batch_size=32, show_progress_bar=False))
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.BertModel.from_pretrained(path, attn_implementation="sdpa").eval()
-    start = time.perf_counter()
-    with torch.inference_mode():
-        for first in range(0, len(texts), 32):
-            batch = tokenizer(texts[first : first + 32], padding=True, truncation=True, max_length=256,
-                              return_tensors="pt")  # fmt: skip
-            states = model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).float()
-            np.asarray((states * mask).sum(1) / mask.sum(1))
-    in_order = time.perf_counter() - start
+    in_order = timed(lambda: mean_pool_in_order(tokenizer, model, texts))
 
     peak = matmul_peak(torch.float32)
     print(f"{len(texts)} texts, {sum(lengths):,} real tokens; matmul peak {peak:.0f} GFLOP/s fp32")
@@ -105,7 +92,7 @@ def main() -> None:
     achieved = dense / gemm / 1e9
     for name, seconds, note in (
         ("matrix multiplications", gemm, f"{achieved:.0f} GFLOP/s, {100 * achieved / peak:.0f}% of peak"),
-        ("attention kernel", attention, f"{attention_flops / attention / 1e9:.0f} GFLOP/s"),
+        ("attention kernel", attention, f"{attention_work / attention / 1e9:.0f} GFLOP/s"),
         ("everything else", other, "LayerNorm, GELU, packing, bias copies, tokenizer, Python"),
     ):  # fmt: skip
         print(f"  {name:<24} {seconds:6.1f} s  {100 * seconds / total:4.1f}%  {note}")
