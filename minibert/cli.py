@@ -6,6 +6,7 @@
     minibert similarity "bank vault" "river bank" "money in the bank"
     minibert fill-mask "I [MASK] your father."
     minibert verify --model path/to/checkpoint
+    minibert convert uncased_L-12_H-768_A-12 bert-base-uncased-hub     # Google's TF zip → hub layout
 
 Every error is one line on stderr and a non-zero exit (``--debug`` shows the traceback). Output
 files are written atomically: an interrupted or failed run leaves no partial file and never
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 from collections.abc import Iterator
@@ -212,6 +214,14 @@ def cmd_next_sentence(args) -> None:
     print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
 
 
+def cmd_convert(args) -> None:
+    from .convert import convert_checkpoint
+
+    destination = convert_checkpoint(args.source, args.destination)
+    print(f"minibert: wrote {destination} (config.json, model.safetensors, vocab.txt, tokenizer_config.json)",
+          file=sys.stderr)  # fmt: skip
+
+
 def cmd_verify(args) -> None:
     from .verify import compare_with_transformers, format_table
 
@@ -295,6 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--text", action="append", help="a text to compare on (repeatable)")
     verify.add_argument("--tolerance", type=float, default=1e-5)
     verify.set_defaults(run=cmd_verify)
+
+    convert = commands.add_parser(
+        "convert", help="write a checkpoint (e.g. Google's TensorFlow zip, unpacked) in the hub's layout"
+    )
+    convert.add_argument("source", help="a directory (Google's bert_config.json + bert_model.ckpt.*) or hub id")
+    convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ...")
+    convert.set_defaults(run=cmd_convert)
     return parser
 
 
@@ -302,8 +319,19 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # unwinds like Ctrl-C, so atomic outputs are removed
 
 
+def _show_log_lines() -> logging.Handler:
+    """minibert's log lines (e.g. how a tokenizer without a config was set up) as 'minibert: ...'."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("minibert: %(message)s"))
+    logger = logging.getLogger("minibert")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    handler = _show_log_lines()
     previous = signal.signal(signal.SIGTERM, _terminate)
     from .errors import MinibertError
     from .runtime import keep_freed_memory
@@ -333,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+        logging.getLogger("minibert").removeHandler(handler)
 
 
 if __name__ == "__main__":

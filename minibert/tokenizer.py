@@ -31,6 +31,7 @@ which ``tokenizers`` cannot even receive, are dropped like control characters. S
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import unicodedata
@@ -39,6 +40,8 @@ from pathlib import Path
 
 from .errors import CheckpointError
 from .hub import resolve_file
+
+logger = logging.getLogger("minibert")
 
 # Code point ranges of the "CJK Unified Ideographs" blocks, as in Hugging Face tokenizers.
 # (Hangul, Hiragana and Katakana are not ideographs: they go through WordPiece like any word.)
@@ -230,6 +233,32 @@ _DEFAULT_SPECIAL_TOKENS = {
 _TRUNCATION_STRATEGIES = {"longest_first", "only_first", "only_second"}
 
 
+def google_lower_case(name: str, vocab: dict[str, int]) -> tuple[bool, str]:
+    """Whether to lowercase for a checkpoint that has no tokenizer config (Google's zips), and why.
+
+    Google's README: lowercase for the "uncased" models, not for the "cased" ones — which their
+    names say (``uncased_L-12_H-768_A-12``, ``cased_L-24_H-1024_A-16``, ``multi_cased_...``).
+    A name that says neither is judged by the vocabulary: a cased one holds capitalised words.
+
+    >>> google_lower_case("cased_L-12_H-768_A-12", {})
+    (False, "the name 'cased_L-12_H-768_A-12' says cased")
+    >>> google_lower_case("my-bert", {"the": 0, "The": 1, "Paris": 2, "paris": 3})
+    (False, 'its vocabulary has capitalised words (2 of 4, e.g. The)')
+    """
+    words = re.findall(r"[a-z]+", Path(name).name.lower())
+    if "uncased" in words:
+        return True, f"the name {Path(name).name!r} says uncased"
+    if "cased" in words:
+        return False, f"the name {Path(name).name!r} says cased"
+    capitalised = [token for token in vocab if len(token) > 1 and token[0].isupper() and token[1:].islower()]
+    if len(capitalised) * 100 > len(vocab):  # cased English vocabularies: ~15%; uncased: 0
+        return (
+            False,
+            f"its vocabulary has capitalised words ({len(capitalised)} of {len(vocab)}, e.g. {capitalised[0]})",
+        )
+    return True, f"its vocabulary has no capitalised words ({len(capitalised)} of {len(vocab)})"
+
+
 def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     """Read ``vocab.txt`` (one piece per line; the line number is the id) into {piece: id}."""
     path = Path(vocab_file)
@@ -248,7 +277,9 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
         tokens.pop()
     vocab: dict[str, int] = {}
     for index, token in enumerate(tokens):
-        vocab.setdefault(token.rstrip("\r"), index)
+        # A piece listed twice keeps its LAST line's id, as in Google's load_vocab, transformers and
+        # `tokenizers` (each fills a dict line by line).
+        vocab[token.rstrip("\r")] = index
     if not vocab:
         raise CheckpointError(f"vocabulary file {path} is empty")
     return vocab
@@ -328,6 +359,11 @@ class BertTokenizer:
                     value = value.get("content")
                 if isinstance(value, str):
                     settings[name] = value
+        elif os.path.isdir(name_or_path):  # e.g. a directory unpacked from Google's zip: no tokenizer config
+            lower, reason = google_lower_case(os.path.abspath(name_or_path), load_vocab(vocab_file))
+            settings["do_lower_case"] = lower
+            logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
+                        "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
         return cls(vocab_file, **settings)
 
     # ------------------------------------------------------------------ text → pieces

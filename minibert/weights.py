@@ -29,70 +29,98 @@ from .errors import CheckpointError
 from .hub import resolve_file
 from .io import atomic_output
 
-# Checkpoint name (after dropping the "bert." prefix and gamma/beta) → minibert name. {n} = layer.
-RENAMES: list[tuple[str, str]] = [
-    ("embeddings.word_embeddings.", "embeddings.word_embeddings."),
-    ("embeddings.position_embeddings.", "embeddings.position_embeddings."),
-    ("embeddings.token_type_embeddings.", "embeddings.token_type_embeddings."),
-    ("embeddings.LayerNorm.", "embeddings.layer_norm."),
-    ("encoder.layer.{n}.attention.self.query.", "layers.{n}.attention.query."),
-    ("encoder.layer.{n}.attention.self.key.", "layers.{n}.attention.key."),
-    ("encoder.layer.{n}.attention.self.value.", "layers.{n}.attention.value."),
-    ("encoder.layer.{n}.attention.output.dense.", "layers.{n}.attention.output."),
-    ("encoder.layer.{n}.attention.output.LayerNorm.", "layers.{n}.attention_norm."),
-    ("encoder.layer.{n}.intermediate.dense.", "layers.{n}.feed_forward.intermediate."),
-    ("encoder.layer.{n}.output.dense.", "layers.{n}.feed_forward.output."),
-    ("encoder.layer.{n}.output.LayerNorm.", "layers.{n}.output_norm."),
-    ("pooler.dense.", "pooler.dense."),
+# THE rename table. Columns: the hub's name (PyTorch/safetensors checkpoints, after dropping the
+# "bert." prefix and gamma/beta), Google's TensorFlow name (after dropping "bert/"), minibert's name.
+# {n} = layer number. A row ending in "." is a prefix: the hub's and minibert's leaf (weight, bias)
+# follows it; TensorFlow's leaves are named differently (see TF_LEAVES).
+RENAMES: list[tuple[str, str, str]] = [
+    ("embeddings.word_embeddings.", "embeddings/word_embeddings", "embeddings.word_embeddings."),
+    ("embeddings.position_embeddings.", "embeddings/position_embeddings", "embeddings.position_embeddings."),
+    ("embeddings.token_type_embeddings.", "embeddings/token_type_embeddings", "embeddings.token_type_embeddings."),
+    ("embeddings.LayerNorm.", "embeddings/LayerNorm/", "embeddings.layer_norm."),
+    ("encoder.layer.{n}.attention.self.query.", "encoder/layer_{n}/attention/self/query/",
+     "layers.{n}.attention.query."),
+    ("encoder.layer.{n}.attention.self.key.", "encoder/layer_{n}/attention/self/key/", "layers.{n}.attention.key."),
+    ("encoder.layer.{n}.attention.self.value.", "encoder/layer_{n}/attention/self/value/",
+     "layers.{n}.attention.value."),
+    ("encoder.layer.{n}.attention.output.dense.", "encoder/layer_{n}/attention/output/dense/",
+     "layers.{n}.attention.output."),
+    ("encoder.layer.{n}.attention.output.LayerNorm.", "encoder/layer_{n}/attention/output/LayerNorm/",
+     "layers.{n}.attention_norm."),
+    ("encoder.layer.{n}.intermediate.dense.", "encoder/layer_{n}/intermediate/dense/",
+     "layers.{n}.feed_forward.intermediate."),
+    ("encoder.layer.{n}.output.dense.", "encoder/layer_{n}/output/dense/", "layers.{n}.feed_forward.output."),
+    ("encoder.layer.{n}.output.LayerNorm.", "encoder/layer_{n}/output/LayerNorm/", "layers.{n}.output_norm."),
+    ("pooler.dense.", "pooler/dense/", "pooler.dense."),
     # pre-training heads (BertForPreTraining); BertModel ignores them
-    ("cls.predictions.transform.dense.", "mlm_head.transform."),
-    ("cls.predictions.transform.LayerNorm.", "mlm_head.layer_norm."),
-    ("cls.predictions.bias", "mlm_head.bias"),
-    ("cls.seq_relationship.", "nsp_head."),
-]
+    ("cls.predictions.transform.dense.", "cls/predictions/transform/dense/", "mlm_head.transform."),
+    ("cls.predictions.transform.LayerNorm.", "cls/predictions/transform/LayerNorm/", "mlm_head.layer_norm."),
+    ("cls.predictions.bias", "cls/predictions/output_bias", "mlm_head.bias"),
+    ("cls.seq_relationship.", "cls/seq_relationship/output_", "nsp_head."),
+]  # fmt: skip
+
+# TensorFlow's leaf names → the hub's. A dense "kernel" is stored (in, out): PyTorch's Linear wants
+# (out, in), so kernels are transposed; the NSP head's "output_weights" is already (2, H). An
+# embedding table has no leaf ("").
+TF_LEAVES = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias", "weights": "weight", "": "weight"}
 
 # Tensors that checkpoints carry but minibert does not need: buffers it recomputes, and the
 # masked-LM decoder, whose weight is the word embedding matrix and whose bias is cls.predictions.bias.
 IGNORED = re.compile(
     r"^(embeddings\.position_ids|embeddings\.token_type_ids|cls\.predictions\.decoder\.(weight|bias))$"
 )
+# What TensorFlow pre-training checkpoints add: the Adam optimizer's two slots per variable, the step.
+TF_IGNORED = re.compile(r"(/adam_[mv]|^global_step)$")
 HEAD_PREFIXES = ("mlm_head.", "nsp_head.")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
-def _compile(pattern: str) -> str:
-    return "^" + re.escape(pattern).replace(r"\{n\}", r"(?P<n>\d+)")
+def _compile(pattern: str) -> re.Pattern:
+    return re.compile("^" + re.escape(pattern).replace(r"\{n\}", r"(?P<n>\d+)"))
 
 
-_FORWARD = [(re.compile(_compile(source)), target) for source, target in RENAMES]
-_BACKWARD = [(re.compile(_compile(target)), source) for source, target in RENAMES]
+_FORWARD = [(_compile(hub), ours) for hub, _, ours in RENAMES]
+_BACKWARD = [(_compile(ours), hub) for hub, _, ours in RENAMES]
+_FROM_TF = [(_compile(tf), ours) for _, tf, ours in RENAMES]
 
 
-def _apply(table, name: str) -> str | None:
+def _apply(table, name: str) -> tuple[str, str] | None:
+    """(renamed head, the rest of the name) by the first row of ``table`` that matches."""
     for pattern, replacement in table:
         match = pattern.match(name)
         if match:
             head = replacement.replace("{n}", match.group("n")) if "n" in match.groupdict() else replacement
-            return head + name[match.end() :]
+            return head, name[match.end() :]
     return None
 
 
 def checkpoint_to_minibert(name: str) -> str | None:
-    """``bert.encoder.layer.3.attention.output.LayerNorm.gamma`` → ``layers.3.attention_norm.weight``
-    (None for a name the table does not know)."""
-    if name.startswith("bert."):
-        name = name[len("bert.") :]
+    """A checkpoint's tensor name → minibert's (None for a name the table does not know):
+    ``bert.encoder.layer.3.attention.output.LayerNorm.gamma`` → ``layers.3.attention_norm.weight``, and
+    Google's TensorFlow ``bert/encoder/layer_3/attention/output/LayerNorm/gamma`` → the same."""
+    if "/" in name:
+        renamed = _apply(_FROM_TF, name.removeprefix("bert/"))
+        if renamed is None:
+            return None
+        head, leaf = renamed
+        if not head.endswith("."):
+            return head if leaf == "" else None
+        leaf = leaf.removeprefix("/")
+        return head + TF_LEAVES[leaf] if leaf in TF_LEAVES else None
+    name = name.removeprefix("bert.")
     name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
     name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
-    return _apply(_FORWARD, name)
+    renamed = _apply(_FORWARD, name)
+    return None if renamed is None else renamed[0] + renamed[1]
 
 
 def minibert_to_checkpoint(name: str) -> str:
-    """The inverse: ``layers.3.attention_norm.weight`` → ``encoder.layer.3.attention.output.LayerNorm.weight``."""
+    """The inverse, to the hub's names: ``layers.3.attention_norm.weight`` →
+    ``encoder.layer.3.attention.output.LayerNorm.weight``."""
     renamed = _apply(_BACKWARD, name)
     if renamed is None:
         raise KeyError(f"no checkpoint name for {name}")
-    return renamed
+    return renamed[0] + renamed[1]
 
 
 # ----------------------------------------------------------------------------- reading
@@ -173,10 +201,15 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """All tensors of a model.safetensors or pytorch_model.bin file (the .bin with weights_only=True:
-    no code from the file is run). A broken file is a ``CheckpointError`` naming it."""
+    no code from the file is run), or of a TensorFlow checkpoint given by its ``.index`` file (all
+    but the optimizer slots). A broken file is a ``CheckpointError`` naming it."""
     path = Path(path)
     if path.suffix == ".safetensors":
         return read_safetensors(path)
+    if path.suffix == ".index":  # Google's TensorFlow checkpoint: PREFIX.index + PREFIX.data-*
+        from .tf_checkpoint import read_tf_checkpoint
+
+        return read_tf_checkpoint(path.with_suffix(""), wanted=lambda name: not TF_IGNORED.search(name))
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
     except FileNotFoundError:
@@ -193,6 +226,11 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 def tensor_names(path: str | os.PathLike) -> list[str]:
     """The tensor names in a weights file (for safetensors, from the header alone)."""
     path = Path(path)
+    if path.suffix == ".index":
+        from .tf_checkpoint import read_index
+
+        entries, _ = read_index(path.with_suffix(""))
+        return [name for name, entry in entries.items() if entry is not None]
     if path.suffix == ".safetensors":
         try:
             with path.open("rb") as handle:
@@ -204,7 +242,12 @@ def tensor_names(path: str | os.PathLike) -> list[str]:
 
 
 def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Path]:
-    """(config.json, weights file) of a directory or hub repo; safetensors preferred over .bin."""
+    """(config file, weights file) of a directory or hub repo: model.safetensors preferred over
+    pytorch_model.bin; in a directory unpacked from Google's zip, ``bert_config.json`` and the
+    TensorFlow checkpoint's ``.index`` file."""
+    google = _google_layout(name_or_path)
+    if google is not None:
+        return google
     config_file = resolve_file(name_or_path, "config.json", revision=revision)
     for filename in WEIGHT_FILES:
         weights_file = resolve_file(name_or_path, filename, revision=revision, required=False)
@@ -212,6 +255,26 @@ def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Pa
             return config_file, weights_file
     raise CheckpointError(
         f"{os.fspath(name_or_path)} has config.json but no weights: expected one of {', '.join(WEIGHT_FILES)}"
+    )
+
+
+def _google_layout(name_or_path) -> tuple[Path, Path] | None:
+    """A local directory as Google's zips unpack (bert_config.json, bert_model.ckpt.index,
+    bert_model.ckpt.data-00000-of-00001, vocab.txt): (bert_config.json, the .index file)."""
+    directory = Path(os.fspath(name_or_path))
+    if not directory.is_dir() or any((directory / name).is_file() for name in WEIGHT_FILES):
+        return None
+    from .tf_checkpoint import checkpoint_prefix
+
+    prefix = checkpoint_prefix(directory)
+    if prefix is None:
+        return None
+    for config_name in ("config.json", "bert_config.json"):
+        if (directory / config_name).is_file():
+            return directory / config_name, Path(os.fspath(prefix) + ".index")
+    raise CheckpointError(
+        f"{directory} holds the TensorFlow checkpoint {prefix.name} but no bert_config.json (or config.json) "
+        "describing its shape"
     )
 
 
@@ -251,11 +314,6 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path) -> dict:
     """Rename ``state`` to ``model``'s names; raise one error listing every missing, unexpected and
     mis-shaped tensor."""
-    if any("/" in name for name in state):
-        raise CheckpointError(
-            f"{weights_file} looks like a TensorFlow checkpoint (names like 'bert/encoder/...'); "
-            "minibert reads PyTorch/safetensors checkpoints"
-        )
     wants_heads = hasattr(model, "mlm_head")
     prefix = "bert." if wants_heads else ""
     expected = model.state_dict()
@@ -266,11 +324,13 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path)
             if not IGNORED.match(name.removeprefix("bert.")):
                 unexpected.append(name)
             continue
-        if ours.startswith(HEAD_PREFIXES):
-            if wants_heads:
-                renamed[ours] = tensor
+        if ours.startswith(HEAD_PREFIXES) and not wants_heads:
             continue  # BertModel: the pre-training heads are not used
-        renamed[prefix + ours] = tensor
+        if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
+            from .tf_checkpoint import transpose_in_place
+
+            tensor = transpose_in_place(tensor)
+        renamed[ours if ours.startswith(HEAD_PREFIXES) else prefix + ours] = tensor
     if wants_heads and "mlm_head.bias" not in renamed:  # exports that only keep the decoder's bias
         for name in ("cls.predictions.decoder.bias", "bert.cls.predictions.decoder.bias"):
             if name in state:
@@ -289,11 +349,11 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path)
     if missing or misshaped:
         lines = [f"{weights_file} does not fit the model described by {config_file}:"]
         if missing:
-            lines.append(f"  missing tensors ({len(missing)}): {', '.join(_checkpoint_names(missing, prefix))}")
+            lines.append(f"  missing tensors ({len(missing)}): {_first(_checkpoint_names(missing, prefix))}")
         if misshaped:
-            lines.append(f"  tensors with the wrong shape ({len(misshaped)}): {', '.join(misshaped)}")
+            lines.append(f"  tensors with the wrong shape ({len(misshaped)}): {_first(misshaped)}")
         if unexpected:
-            lines.append(f"  unexpected tensors ({len(unexpected)}): {', '.join(sorted(unexpected)[:20])}")
+            lines.append(f"  unexpected tensors ({len(unexpected)}): {_first(sorted(unexpected))}")
         if misshaped:
             lines.append("  (a shape that disagrees usually means config.json belongs to another model)")
         raise CheckpointError("\n".join(lines))
@@ -304,6 +364,11 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path)
             stacklevel=3,
         )
     return {name: renamed[name] for name in expected}
+
+
+def _first(names: list[str], count: int = 12) -> str:
+    """A list for an error message: the first ``count`` names, then how many more (a short message)."""
+    return ", ".join(names[:count]) + (f", … and {len(names) - count} more" if len(names) > count else "")
 
 
 def _checkpoint_names(names: list[str], prefix: str) -> list[str]:

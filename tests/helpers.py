@@ -25,3 +25,25 @@ def assert_close(actual, expected, name: str, atol: float = 1e-5) -> float:
     mean = (actual - expected).abs().mean().item() if actual.numel() else 0.0
     assert worst <= atol, f"{name}: max |Δ| = {worst:.3g} (mean {mean:.3g}) exceeds {atol:g}"
     return worst
+
+
+def compare_outputs(ours, theirs, mask, label: str, atol: float = 1e-5) -> dict:
+    """Compare every hidden state (real tokens only), the pooler and the attention weights."""
+    real = mask.bool()
+    report = {}
+    assert len(ours.hidden_states) == len(theirs.hidden_states)
+    for index, (a, b) in enumerate(zip(ours.hidden_states, theirs.hidden_states)):
+        name = "embeddings" if index == 0 else f"layer {index}"
+        report[name] = assert_close(a[real], b[real], f"{label} {name}", atol)
+    report["last_hidden_state"] = assert_close(
+        ours.last_hidden_state[real], theirs.last_hidden_state[real], f"{label} last_hidden_state", atol
+    )
+    report["pooler"] = assert_close(ours.pooler_output, theirs.pooler_output, f"{label} pooler", atol)
+    if ours.attentions is not None:
+        # (B, N, T, T): rows of real query tokens; padded keys carry ~0 weight in both
+        for index, (a, b) in enumerate(zip(ours.attentions, theirs.attentions)):
+            report[f"attention {index + 1}"] = assert_close(
+                a.permute(0, 2, 1, 3)[real], b.permute(0, 2, 1, 3)[real], f"{label} attention {index + 1}", atol
+            )
+    print(f"\n{label}: max |Δ| " + ", ".join(f"{k} {v:.1e}" for k, v in report.items()))
+    return report

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import make_google_checkpoint
-from helpers import assert_close
+from helpers import assert_close, compare_outputs
 from hub_server import HubServer
 from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer
 from minibert.errors import ModelNotFoundError
@@ -24,28 +24,6 @@ ATOL = 1e-5
 
 def _batch(directory, texts):
     return BertTokenizer.from_pretrained(directory)(texts, padding=True, truncation=True, return_tensors="pt")
-
-
-def compare_outputs(ours, theirs, mask, label: str) -> dict:
-    """Compare every hidden state (real tokens only), the pooler and the attention weights."""
-    real = mask.bool()
-    report = {}
-    assert len(ours.hidden_states) == len(theirs.hidden_states)
-    for index, (a, b) in enumerate(zip(ours.hidden_states, theirs.hidden_states)):
-        name = "embeddings" if index == 0 else f"layer {index}"
-        report[name] = assert_close(a[real], b[real], f"{label} {name}", ATOL)
-    report["last_hidden_state"] = assert_close(
-        ours.last_hidden_state[real], theirs.last_hidden_state[real], f"{label} last_hidden_state", ATOL
-    )
-    report["pooler"] = assert_close(ours.pooler_output, theirs.pooler_output, f"{label} pooler", ATOL)
-    if ours.attentions is not None:
-        # (B, N, T, T): rows of real query tokens; padded keys carry ~0 weight in both
-        for index, (a, b) in enumerate(zip(ours.attentions, theirs.attentions)):
-            report[f"attention {index + 1}"] = assert_close(
-                a.permute(0, 2, 1, 3)[real], b.permute(0, 2, 1, 3)[real], f"{label} attention {index + 1}", ATOL
-            )
-    print(f"\n{label}: max |Δ| " + ", ".join(f"{k} {v:.1e}" for k, v in report.items()))
-    return report
 
 
 @pytest.fixture(scope="module")

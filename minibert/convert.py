@@ -1,0 +1,74 @@
+"""Any checkpoint minibert reads → a directory in the Hugging Face hub's layout.
+
+Its main use is Google's own release format: ``minibert convert uncased_L-12_H-768_A-12 out/``
+turns the directory unpacked from Google's zip (``bert_config.json``, the TensorFlow checkpoint,
+``vocab.txt``) into what transformers and every hub tool expect::
+
+    out/config.json              model_type "bert", the architecture, Google's numbers
+    out/model.safetensors        the hub's tensor names (``bert.`` prefix, ``cls.*`` heads if present)
+    out/vocab.txt                copied as it is
+    out/tokenizer_config.json    do_lower_case as minibert's tokenizer decided it (and logged why)
+
+The whole directory is written beside the destination, then renamed into place in one step: an
+error or interruption leaves nothing behind, and an existing non-empty destination is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .errors import CheckpointError
+from .hub import resolve_file
+from .io import current_umask, write_atomically
+
+
+def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike) -> Path:
+    """Convert ``source`` (a directory or hub id) into ``destination`` (a new directory); returns it.
+
+    The pre-training heads are kept when the checkpoint has them (``BertForPreTraining``), else the
+    encoder alone is written (``BertModel``).
+    """
+    from .model import BertForPreTraining, BertModel
+    from .tokenizer import BertTokenizer
+    from .weights import find_checkpoint, tensor_names
+
+    destination = Path(destination)
+    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+        raise CheckpointError(f"the destination {destination} already exists and is not an empty directory")
+    parent = destination.parent if str(destination.parent) else Path(".")
+    if not parent.is_dir():
+        raise CheckpointError(f"the destination's parent directory {parent} does not exist")
+
+    _, weights_file = find_checkpoint(source)
+    has_heads = any(name.startswith(("cls.", "cls/", "bert.cls.")) for name in tensor_names(weights_file))
+    model = (BertForPreTraining if has_heads else BertModel).from_pretrained(source)
+    tokenizer = BertTokenizer.from_pretrained(source)
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
+    try:
+        os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
+        model.save_pretrained(staging)
+        vocab = resolve_file(source, "vocab.txt")
+        write_atomically(staging / "vocab.txt", Path(vocab).read_bytes())
+        settings = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": tokenizer.basic.do_lower_case,
+            "strip_accents": None if tokenizer.basic.strip_accents == tokenizer.basic.do_lower_case
+            else tokenizer.basic.strip_accents,
+            "tokenize_chinese_chars": tokenizer.basic.tokenize_chinese_chars,
+            "model_max_length": min(tokenizer.model_max_length, model.config.max_position_embeddings),
+        }  # fmt: skip
+        write_atomically(staging / "tokenizer_config.json", (json.dumps(settings, indent=2) + "\n").encode())
+        if destination.is_dir():
+            destination.rmdir()  # empty (checked above): the rename puts the whole directory in its place
+        os.replace(staging, destination)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(staging)
+        raise
+    return destination
