@@ -306,17 +306,71 @@ def status(field):  # /proc/self/status, in bytes; VmHWM is this process's peak 
 def rss():
     return status("VmRSS")
 which, path = sys.argv[1], sys.argv[2]
+import time
 if which == "minibert":
-    import minibert.weights, minibert.model, safetensors.torch
+    import minibert.weights, minibert.model, minibert.tf_checkpoint, safetensors.torch
     base = rss()
+    start = time.perf_counter()
     model = minibert.BertModel.from_pretrained(path)
 else:
     import transformers
     base = rss()
+    start = time.perf_counter()
     model = transformers.BertModel.from_pretrained(path)
+seconds = time.perf_counter() - start
 peak = status("VmHWM")
-print(json.dumps({"base": base, "peak": peak}))
+print(json.dumps({"base": base, "peak": peak, "seconds": seconds}))
 """
+
+
+def _probe(which: str, directory) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, which, str(directory)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_tf_checkpoint(rounds: int):
+    """Loading Google's TensorFlow checkpoint of a bert-base-shaped model (CRC32C of every tensor
+    checked) against loading the same weights from model.safetensors: time and peak memory, each
+    load in a fresh process, interleaved. Needs a Python with TensorFlow to write the checkpoint
+    (MINIBERT_TF_PYTHON, or this one)."""
+    tf_python = os.environ.get("MINIBERT_TF_PYTHON", sys.executable)
+    if subprocess.run([tf_python, "-c", "import tensorflow"], capture_output=True).returncode != 0:
+        print("tf: skipped (no TensorFlow: set MINIBERT_TF_PYTHON)", flush=True)
+        return None
+    import transformers
+
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as directory:
+        hub, google = Path(directory) / "hub", Path(directory) / "uncased_L-12_H-768_A-12"
+        transformers.BertModel(transformers.BertConfig()).save_pretrained(hub)
+        (hub / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+        subprocess.run([tf_python, str(ROOT / "scripts" / "make_tf_checkpoint.py"), str(hub), str(google)],
+                       check=True, capture_output=True)  # fmt: skip
+        size = (hub / "model.safetensors").stat().st_size
+        tf_times, st_times, tf_memory, st_memory = [], [], [], []
+        for _ in range(rounds):
+            for source, times, memory in ((google, tf_times, tf_memory), (hub, st_times, st_memory)):
+                probe = _probe("minibert", source)
+                times.append(probe["seconds"])
+                memory.append((probe["peak"] - probe["base"]) / size)
+    ratios = sorted(st / tf for st, tf in zip(st_times, tf_times))
+    return {
+        "workload": "load bert-base from Google's TF checkpoint (CRC32C checked)",
+        "against": "minibert loading model.safetensors",
+        "target": "report",
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": ratios[0],
+        "ratio_max": ratios[-1],
+        "note": f"TF {statistics.median(tf_times):.2f} s, safetensors {statistics.median(st_times):.2f} s; "
+        f"peak memory TF {statistics.median(tf_memory):.2f}x, safetensors {statistics.median(st_memory):.2f}x "
+        "the weights",
+    }
 
 
 def bench_memory():
@@ -329,14 +383,7 @@ def bench_memory():
         size = (Path(directory) / "model.safetensors").stat().st_size
         results = {}
         for which in ("minibert", "transformers"):
-            out = subprocess.run(
-                [sys.executable, "-c", MEMORY_PROBE, which, directory],
-                capture_output=True,
-                text=True,
-                check=True,
-                env=dict(os.environ, PYTHONPATH=str(ROOT)),
-            )
-            probe = json.loads(out.stdout.strip().splitlines()[-1])
+            probe = _probe(which, directory)
             results[which] = (probe["peak"] - probe["base"]) / size
     return {
         "workload": "peak memory loading bert-base weights (440 MB safetensors)",
@@ -374,14 +421,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
     parser.add_argument("--json", help="also write the rows to this file")
-    parser.add_argument("--only", nargs="*", help="workload names: fixed, text, tokenizer, import, memory")
+    parser.add_argument("--only", nargs="*", help="workload names: fixed, text, tokenizer, import, memory, tf")
     args = parser.parse_args()
     rounds = 3 if args.quick else 7
     texts = corpus.benchmark_texts(300 if args.quick else 3000)
-    only = set(args.only or ["fixed", "text", "tokenizer", "import", "memory"])
+    only = set(args.only or ["fixed", "text", "tokenizer", "import", "memory", "tf"])
     print(describe_machine(), flush=True)
-    peak_fp32, peak_bf16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
-    print(f"matmul peak: fp32 {peak_fp32:.0f} GFLOP/s, bf16 {peak_bf16:.0f} GFLOP/s", flush=True)
+    peak_fp32 = peak_bf16 = None
+    if only & {"fixed", "text"}:  # the GFLOP/s columns' ceiling (bf16 is slow to time without bf16 units)
+        peak_fp32, peak_bf16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
+        print(f"matmul peak: fp32 {peak_fp32:.0f} GFLOP/s, bf16 {peak_bf16:.0f} GFLOP/s", flush=True)
     rows = []
     if "fixed" in only:
         rows.append(bench_fixed_shape(rounds, peak_fp32))
@@ -393,6 +442,8 @@ def main() -> None:
         rows.append(bench_import(rounds))
     if "memory" in only:
         rows.append(bench_memory())
+    if "tf" in only and (row_tf := bench_tf_checkpoint(rounds)) is not None:
+        rows.append(row_tf)
     print()
     print("| workload | against | target | ratio median (min–max) | minibert throughput | GFLOP/s | note |")
     print("|---|---|---|---|---|---|---|")
