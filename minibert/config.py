@@ -1,4 +1,14 @@
-"""BertConfig: the handful of numbers that define a BERT, read from / written to ``config.json``."""
+"""BertConfig: the handful of numbers that define a BERT, read from / written to ``config.json``.
+
+A config.json carries more fields than the numbers that define the network. Every field that
+transformers' BERT code (or an older BERT config on the hub) has is accounted for here: it is one
+of the dataclass fields below (implemented), or in ``IGNORED`` (it changes nothing minibert
+computes, with the reason), or in ``REFUSED_UNLESS`` (a value that asks for something minibert does
+not compute, such as relative position embeddings or a decoder: loading stops with a
+``CheckpointError`` naming the field and its value, rather than computing something else). Fields
+no reference reads (a training script's notes, say) are kept in ``extra`` and ignored, as
+transformers ignores them.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +20,59 @@ from pathlib import Path
 
 from .errors import CheckpointError
 
+# Fields that change nothing minibert computes, and why.
+IGNORED = {
+    "architectures": "names the heads the checkpoint was saved with; the class you load decides",
+    "model_type": "checked when config.json is read: only 'bert' loads",
+    "transformers_version": "metadata",
+    "_name_or_path": "metadata",
+    "dtype": "the stored weights' dtype; minibert computes in the dtype you ask for (fp32 by default)",
+    "torch_dtype": "older name of dtype",
+    "use_cache": "key/value caching for decoders, which minibert refuses",
+    "chunk_size_feed_forward": "computes the per-token feed-forward in chunks: the same function",
+    "output_attentions": "a default for forward(); minibert's forward arguments decide what is returned",
+    "output_hidden_states": "a default for forward(); minibert's forward arguments decide what is returned",
+    "return_dict": "a default for forward()'s output type",
+    "use_return_dict": "older name of return_dict",
+    "torchscript": "export setting",
+    "classifier_dropout": "dropout of classification heads (training only); minibert has none",
+    "id2label": "labels of classification heads, which minibert does not have",
+    "label2id": "labels of classification heads",
+    "num_labels": "labels of classification heads",
+    "_num_labels": "older name of num_labels",
+    "problem_type": "the loss of classification heads",
+    "finetuning_task": "metadata",
+    "bos_token_id": "generation setting; an encoder does not generate",
+    "eos_token_id": "generation setting",
+    "sep_token_id": "generation setting",
+    "decoder_start_token_id": "generation setting",
+    "_attn_implementation": "eager or sdpa: the same attention, computed two ways",
+    "attn_implementation": "eager or sdpa: the same attention, computed two ways",
+    "gradient_checkpointing": "trades compute for memory in training; same numbers",
+    "output_past": "older name of use_cache",
+    "xla_device": "device placement",
+    "directionality": "metadata of Google's Chinese and multilingual configs (bidi), read by no code",
+    "pooler_fc_size": "from Google's internal configs; read by neither Google's code nor transformers",
+    "pooler_num_attention_heads": "the same",
+    "pooler_num_fc_layers": "the same",
+    "pooler_size_per_head": "the same",
+    "pooler_type": "the same (always first_token_transform: minibert's pooler)",
+    "tie_word_embeddings": "the masked-LM decoder's weight is the word embedding matrix; the heads "
+    "refuse a config that unties them (see BertForPreTraining)",
+}
+
+# Fields whose other values ask for a computation minibert does not do: field → (values minibert
+# computes exactly, what another value would mean).
+REFUSED_UNLESS = {
+    "position_embedding_type": (["absolute"], "relative position embeddings (Shaw et al. 2018 / "
+                                "Huang et al. 2020) are not implemented; minibert adds absolute positions"),
+    "is_decoder": ([False], "BERT as a decoder (causal attention) is out of scope"),
+    "add_cross_attention": ([False], "cross-attention to an encoder (a decoder's) is out of scope"),
+    "is_encoder_decoder": ([False], "encoder-decoder models are out of scope"),
+    "pruned_heads": ([{}], "pruned attention heads are not implemented"),
+    "quantization_config": ([None], "quantized weights are not implemented"),
+}  # fmt: skip
+
 
 @dataclass
 class BertConfig:
@@ -20,7 +83,7 @@ class BertConfig:
     num_hidden_layers: int = 12  # L: encoder layers stacked
     num_attention_heads: int = 12  # A: heads per attention layer; head size = H / A
     intermediate_size: int = 3072  # width of the feed-forward layer (4H)
-    hidden_act: str = "gelu"  # "gelu" (exact erf), "gelu_new"/"gelu_pytorch_tanh" (tanh approx.), "relu"
+    hidden_act: str = "gelu"  # "gelu" (exact erf), "gelu_new" (tanh approx.), ... (see activations.py)
     hidden_dropout_prob: float = 0.1  # dropout on embeddings and sub-layer outputs (training only)
     attention_probs_dropout_prob: float = 0.1  # dropout on attention weights (training only)
     max_position_embeddings: int = 512  # longest sequence the position table covers
@@ -31,6 +94,15 @@ class BertConfig:
     extra: dict = field(default_factory=dict, repr=False)  # other config.json fields, kept as they are
 
     def __post_init__(self):
+        from .activations import check_activation
+
+        check_activation(self.hidden_act)
+        for name, (computed, meaning) in REFUSED_UNLESS.items():
+            if name in self.extra and self.extra[name] not in computed:
+                raise CheckpointError(
+                    f"config field {name} = {json.dumps(self.extra[name])}: {meaning}; minibert refuses it "
+                    "rather than compute something else"
+                )
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):  # fmt: skip
             value = getattr(self, name)
@@ -73,7 +145,7 @@ class BertConfig:
             raise CheckpointError(f"{path} describes a {model_type!r} model; minibert loads BERT checkpoints")
         try:
             return cls.from_dict(values)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, CheckpointError) as error:
             raise CheckpointError(f"invalid config file {path}: {error}") from None
 
     def to_json_file(self, path: str | os.PathLike) -> None:

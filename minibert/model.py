@@ -25,23 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .activations import activation
 from .config import BertConfig
-
-
-def activation(name: str):
-    """The feed-forward non-linearity named by ``config.hidden_act``, as ``f(x, inplace=False)``.
-    ``inplace=True`` overwrites x (one buffer fewer): only for tensors no gradient flows through."""
-    if name == "gelu":  # the exact GELU, x·Φ(x) with the Gaussian CDF (erf) — BERT's
-        return lambda x, inplace=False: torch.ops.aten.gelu_(x) if inplace else F.gelu(x)
-    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_tanh"):  # tanh approximation
-        return lambda x, inplace=False: (
-            torch.ops.aten.gelu_(x, approximate="tanh") if inplace else F.gelu(x, approximate="tanh")
-        )
-    if name == "relu":
-        return F.relu
-    if name in ("silu", "swish"):
-        return F.silu
-    raise ValueError(f"unsupported hidden_act {name!r}: minibert knows gelu, gelu_new (tanh), relu, silu")
+from .errors import CheckpointError
 
 
 class Packing:
@@ -441,6 +427,11 @@ class BertForPreTraining(nn.Module):
 
     def __init__(self, config: BertConfig):
         super().__init__()
+        if config.extra.get("tie_word_embeddings", True) is not True:
+            raise CheckpointError(
+                "config field tie_word_embeddings = false: a masked-LM decoder with weights of its own is "
+                "not implemented; minibert's decoder is the word embedding matrix, as in BERT"
+            )
         self.config = config
         self.bert = BertModel(config)
         self.mlm_head = MaskedLMHead(config)

@@ -297,7 +297,10 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
     with torch.device("meta"):  # no memory for the random init: the checkpoint's tensors are used as they are
-        model = cls(config)
+        try:
+            model = cls(config)
+        except CheckpointError as error:  # a config field this class refuses
+            raise CheckpointError(f"{config_file}: {error}") from None
     state = read_state_dict(weights_file)
     state = _rename_and_check(model, state, weights_file, config_file)
     for name, tensor in state.items():

@@ -1,0 +1,262 @@
+"""Every config.json field is computed exactly, changes nothing, or is refused (minibert/config.py).
+
+The audit is tested three ways: every field transformers' BertConfig has today must be in one of
+minibert's three lists (so a field a future transformers adds fails here until someone decides
+what it means); each implemented field is set to a non-default value and compared with
+transformers; each ignored field is set to a non-default value and must leave every output equal
+to transformers'; each refused value must stop loading with an error naming config.json, the field
+and the value. Activations are compared one by one with transformers' ACT2FN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import assert_close, compare_outputs
+from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer, CheckpointError
+from minibert.activations import ACTIVATIONS, REFUSED
+from minibert.config import IGNORED, REFUSED_UNLESS
+
+transformers = pytest.importorskip("transformers")
+
+HUB_DIR = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BertForPreTraining, H=32
+TEXTS = ["i love paris", "the bank robber was thirsty and drank water", "un want ed runn ing !", "money"]
+IMPLEMENTED = {f.name for f in dataclasses.fields(BertConfig)} - {"extra"}
+
+# Fields of older BERT config.json files on the hub (google-bert/bert-base-chinese,
+# bert-base-multilingual-cased, models saved by transformers 2–4).
+OLDER_FIELDS = [
+    "directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
+    "pooler_size_per_head", "pooler_type", "position_embedding_type", "gradient_checkpointing",
+    "torch_dtype", "output_past", "use_cache", "torchscript", "finetuning_task", "num_labels",
+    "_num_labels", "pruned_heads", "xla_device", "use_return_dict",
+]  # fmt: skip
+
+
+def _checkpoint(tmp_path: Path, **fields) -> Path:
+    """tiny_hub with these config.json fields changed."""
+    directory = tmp_path / "model"
+    shutil.copytree(HUB_DIR, directory)
+    config = json.loads((directory / "config.json").read_text())
+    config.update(fields)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def _batch(directory):
+    return BertTokenizer.from_pretrained(directory)(TEXTS, padding=True, return_tensors="pt")
+
+
+def _compare_with_transformers(directory: Path, label: str) -> None:
+    """Every hidden state, the pooler, attentions, masked-LM and NSP logits vs transformers."""
+    reference = transformers.BertForPreTraining.from_pretrained(str(directory), attn_implementation="eager").eval()
+    model = BertForPreTraining.from_pretrained(directory)
+    _compare_models(model, reference, _batch(directory), label)
+
+
+def _compare_models(model, reference, batch, label: str) -> None:
+    with torch.no_grad():
+        ours = model.bert(**batch, output_hidden_states=True, output_attentions=True)
+        theirs = reference.bert(**batch, output_hidden_states=True, output_attentions=True)
+        compare_outputs(ours, theirs, batch["attention_mask"], label)
+        ours, theirs = model(**batch), reference(**batch)
+    real = batch["attention_mask"].bool()
+    assert_close(ours.prediction_logits[real], theirs.prediction_logits[real], f"{label} masked-LM logits")
+    assert_close(ours.seq_relationship_logits, theirs.seq_relationship_logits, f"{label} NSP logits")
+
+
+def test_every_field_of_transformers_bert_config_is_accounted_for():
+    fields = set(transformers.BertConfig().to_dict()) | set(transformers.BertConfig.__annotations__)
+    fields |= set(OLDER_FIELDS)
+    unaccounted = sorted(fields - IMPLEMENTED - set(IGNORED) - set(REFUSED_UNLESS) - {"hidden_act"})
+    assert not unaccounted, f"config fields minibert has not decided about: {unaccounted}"
+    overlaps = (IMPLEMENTED & set(IGNORED)) | (IMPLEMENTED & set(REFUSED_UNLESS)) | (set(IGNORED) & set(REFUSED_UNLESS))
+    assert not overlaps, f"fields in two lists: {overlaps}"
+
+
+def test_every_field_transformers_bert_code_reads_is_accounted_for():
+    """The fields read as ``config.<name>`` in transformers' modeling_bert.py (what the reference
+    computes from), not only those its BertConfig declares."""
+    import re
+
+    import transformers.models.bert.modeling_bert as modeling_bert
+
+    source = Path(modeling_bert.__file__).read_text()
+    read = set(re.findall(r"\bconfig\.([a-z_][a-z_0-9]*)", source))
+    unaccounted = sorted(read - IMPLEMENTED - set(IGNORED) - set(REFUSED_UNLESS) - {"get_text_config"})
+    assert not unaccounted, f"modeling_bert.py reads config fields minibert has not decided about: {unaccounted}"
+
+
+IMPLEMENTED_VALUES = {  # a non-default value for every implemented field that shapes the numbers
+    "hidden_act": "gelu_new",
+    "layer_norm_eps": 1e-3,
+    "max_position_embeddings": 40,  # a smaller table (the checkpoint's is cut to fit)
+    "type_vocab_size": 3,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 1,  # the checkpoint's second layer is unused: refused as unexpected tensors
+    "pad_token_id": 5,
+    "hidden_dropout_prob": 0.5,  # dropout: training only, both in eval mode
+    "attention_probs_dropout_prob": 0.5,
+    "initializer_range": 1.0,  # initialization only
+}
+
+
+@pytest.mark.parametrize("field", sorted(IMPLEMENTED_VALUES))
+def test_implemented_field_with_a_non_default_value_matches_transformers(field, tmp_path):
+    value = IMPLEMENTED_VALUES[field]
+    directory = _checkpoint(tmp_path, **{field: value})
+    if field in ("max_position_embeddings", "type_vocab_size", "num_hidden_layers"):
+        _reshape_checkpoint(directory, field, value)
+    _compare_with_transformers(directory, f"{field}={value}")
+
+
+def _reshape_checkpoint(directory: Path, field: str, value) -> None:
+    """Make the weights fit a config whose table sizes or depth changed."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(directory / "model.safetensors"))
+    if field == "max_position_embeddings":
+        name = "bert.embeddings.position_embeddings.weight"
+        state[name] = state[name][:value]
+    elif field == "type_vocab_size":
+        torch.manual_seed(0)
+        state["bert.embeddings.token_type_embeddings.weight"] = torch.randn(value, 32)
+    else:
+        state = {name: tensor for name, tensor in state.items() if ".layer.1." not in name}
+    save_file({name: tensor.contiguous() for name, tensor in state.items()}, str(directory / "model.safetensors"))
+
+
+def test_sizes_are_read_from_config(tmp_path):
+    """vocab_size, hidden_size and intermediate_size must agree with the weights: tiny_hub's odd
+    sizes (111, 32, 37) load and compare; a config that disagrees is refused by the loader."""
+    _compare_with_transformers(_checkpoint(tmp_path), "tiny_hub as saved")
+    with pytest.raises(CheckpointError, match="intermediate"):
+        BertModel.from_pretrained(_checkpoint(tmp_path / "wrong", intermediate_size=64))
+
+
+IGNORED_VALUES = {  # a non-default value for each ignored field (what a real config could hold)
+    "architectures": ["BertForMaskedLM"], "model_type": "bert", "transformers_version": "2.11.0",
+    "_name_or_path": "somebody/some-bert", "dtype": "float16", "torch_dtype": "float16", "use_cache": False,
+    "chunk_size_feed_forward": 3, "output_attentions": True, "output_hidden_states": True, "return_dict": False,
+    "use_return_dict": False, "torchscript": True, "classifier_dropout": 0.3,
+    "id2label": {"0": "NEG", "1": "NEU", "2": "POS"}, "label2id": {"NEG": 0, "NEU": 1, "POS": 2},
+    "num_labels": 3, "_num_labels": 3, "problem_type": "multi_label_classification", "finetuning_task": "sst-2",
+    "bos_token_id": 2, "eos_token_id": 3, "sep_token_id": 3, "decoder_start_token_id": 2,
+    "_attn_implementation": "sdpa", "attn_implementation": "sdpa", "gradient_checkpointing": True,
+    "output_past": False, "xla_device": False, "directionality": "bidi", "pooler_fc_size": 768,
+    "pooler_num_attention_heads": 12, "pooler_num_fc_layers": 3, "pooler_size_per_head": 128,
+    "pooler_type": "first_token_transform", "tie_word_embeddings": True,
+}  # fmt: skip
+
+
+def test_every_ignored_field_has_a_test_value():
+    assert set(IGNORED_VALUES) == set(IGNORED)
+
+
+@pytest.mark.parametrize("field", sorted(IGNORED))
+def test_ignored_field_changes_nothing(field, tmp_path):
+    """Set to a non-default value, the field leaves minibert's outputs equal to transformers'
+    (which reads it, or not, as it does)."""
+    directory = _checkpoint(tmp_path, **{field: IGNORED_VALUES[field]})
+    reference = transformers.BertForPreTraining.from_pretrained(str(HUB_DIR), attn_implementation="eager").eval()
+    model = BertForPreTraining.from_pretrained(directory)
+    _compare_models(model, reference, _batch(directory), f"{field}={IGNORED_VALUES[field]!r}")
+
+
+REFUSED_VALUES = {
+    "position_embedding_type": ["relative_key", "relative_key_query"],
+    "is_decoder": [True],
+    "add_cross_attention": [True],
+    "is_encoder_decoder": [True],
+    "pruned_heads": [{"0": [1]}],
+    "quantization_config": [{"quant_method": "bitsandbytes", "load_in_8bit": True}],
+}
+REFUSED_CASES = [(field, value) for field, values in REFUSED_VALUES.items() for value in values]
+
+
+def test_every_refused_field_has_test_values():
+    assert set(REFUSED_VALUES) == set(REFUSED_UNLESS)
+
+
+@pytest.mark.parametrize(("field", "value"), REFUSED_CASES, ids=[f"{f}={v}" for f, v in REFUSED_CASES])
+def test_refused_value_stops_loading_with_the_field_named(field, value, tmp_path):
+    directory = _checkpoint(tmp_path, **{field: value})
+    for cls in (BertModel, BertForPreTraining):
+        with pytest.raises(CheckpointError) as caught:
+            cls.from_pretrained(directory)
+        message = str(caught.value)
+        assert str(directory / "config.json") in message and field in message and json.dumps(value) in message
+    with pytest.raises(CheckpointError, match=field):
+        BertConfig.from_dict({field: value})
+
+
+@pytest.mark.parametrize("field", sorted(REFUSED_UNLESS))
+def test_the_value_minibert_computes_loads(field, tmp_path):
+    computed = REFUSED_UNLESS[field][0][0]
+    _compare_with_transformers(_checkpoint(tmp_path, **{field: computed}), f"{field}={computed!r}")
+
+
+def test_a_decoder_config_is_refused_because_transformers_computes_something_else(tmp_path):
+    """Why the refusal matters: with is_decoder=True transformers attends causally (each token sees
+    only the ones before it), so the numbers differ from an encoder's on the same weights."""
+    encoder = transformers.BertModel.from_pretrained(str(HUB_DIR), attn_implementation="eager").eval()
+    decoder_dir = _checkpoint(tmp_path, is_decoder=True)
+    decoder = transformers.BertModel.from_pretrained(str(decoder_dir), attn_implementation="eager").eval()
+    batch = _batch(HUB_DIR)
+    with torch.no_grad():
+        difference = (encoder(**batch).last_hidden_state - decoder(**batch).last_hidden_state).abs().max().item()
+    assert difference > 1e-2, f"transformers' decoder gave the encoder's numbers (max |Δ| {difference:.1e})"
+    with pytest.raises(CheckpointError, match="is_decoder = true"):
+        BertModel.from_pretrained(decoder_dir)
+
+
+def test_untied_decoder_is_refused_by_the_heads_but_the_encoder_loads(tmp_path):
+    directory = _checkpoint(tmp_path, tie_word_embeddings=False)
+    with pytest.raises(CheckpointError, match=r"config\.json: config field tie_word_embeddings = false"):
+        BertForPreTraining.from_pretrained(directory)
+    reference = transformers.BertModel.from_pretrained(str(HUB_DIR), attn_implementation="eager").eval()
+    batch = _batch(directory)
+    with torch.no_grad():
+        ours = BertModel.from_pretrained(directory)(**batch, output_hidden_states=True)
+        theirs = reference(**batch, output_hidden_states=True)
+    compare_outputs(ours, theirs, batch["attention_mask"], "tie_word_embeddings=false, encoder only")
+
+
+# --- activations -------------------------------------------------------------------------------
+
+
+def test_every_transformers_activation_is_computed_or_refused():
+    from transformers.activations import ACT2CLS
+
+    unaccounted = sorted(set(ACT2CLS) - set(ACTIVATIONS) - set(REFUSED))
+    assert not unaccounted, f"activations minibert has not decided about: {unaccounted}"
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_matches_transformers(name):
+    from transformers.activations import ACT2FN
+
+    torch.manual_seed(0)
+    x = torch.cat([torch.linspace(-12, 12, 4801), torch.randn(10_000) * 3])
+    expected = ACT2FN[name](x.clone())
+    for inplace in (False, True):
+        actual = ACTIVATIONS[name](x.clone(), inplace=inplace)
+        scale = expected.abs().clamp(min=1)  # relu2 grows as x²: compare relative to the value
+        assert_close(actual / scale, expected / scale, f"{name} (inplace={inplace})", atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED) + ["gelu_tanh", "GELU", "swiglu"])
+def test_other_activations_are_refused_naming_them(name, tmp_path):
+    with pytest.raises(CheckpointError, match=f"hidden_act '{name}' is not supported"):
+        BertModel.from_pretrained(_checkpoint(tmp_path, hidden_act=name))
+
+
+@pytest.mark.parametrize("name", ["gelu_python", "quick_gelu", "gelu_10", "mish", "gelu_fast"])
+def test_model_with_other_activation_matches_transformers(name, tmp_path):
+    _compare_with_transformers(_checkpoint(tmp_path, hidden_act=name), f"hidden_act={name}")
