@@ -1,0 +1,192 @@
+"""`minibert embed --resume`: runs killed with SIGKILL at random points continue where they stopped
+and end with exactly the uninterrupted output; a changed input, model or option is refused; memory
+stays flat whatever the input size (minibert/resumable.py, the CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import corpus
+from helpers import assert_close
+
+MODEL = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BERT: fast, so many kills fit
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory) -> Path:
+    texts = [" ".join(text.split()) for text in corpus.all_texts()[:2500]]
+    path = tmp_path_factory.mktemp("resume") / "texts.txt"
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return path
+
+
+def _command(input_file: Path, output: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "minibert.cli", "embed", "--input", str(input_file), "--output", str(output),
+            "--model", str(MODEL), "--commit-every", "100", *extra]  # fmt: skip
+
+
+def _run(command, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def _state(output: Path) -> dict | None:
+    try:
+        return json.loads(output.with_name(f".{output.name}.resume.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _kill_when(command, output: Path, target_texts: int) -> bool:
+    """Start the run; SIGKILL it once its committed texts reach ``target_texts``. False if it
+    finished first."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while process.poll() is None:
+            state = _state(output)
+            if state is not None and state["texts"] >= target_texts:
+                time.sleep(random.random() * 0.05)  # somewhere inside the next chunk, or between chunks
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                return True
+            time.sleep(0.002)
+        return False
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".jsonl"])
+def test_runs_killed_at_random_points_resume_to_the_uninterrupted_output(corpus_file, tmp_path, suffix):
+    expected_file = tmp_path / f"whole{suffix}"
+    assert _run(_command(corpus_file, expected_file)).returncode == 0
+    output = tmp_path / f"resumed{suffix}"
+    command = _command(corpus_file, output, "--resume")
+    rng = random.Random(suffix)
+    targets = sorted(rng.sample(range(1, 2400), 4 if suffix == ".npy" else 3))
+    kills, resumed_at = 0, []
+    for target in targets:
+        if _kill_when(command, output, target):
+            kills += 1
+            resumed_at.append(_state(output)["texts"])
+    assert kills >= len(targets) - 1, f"only {kills} runs were killed before finishing"
+    assert not output.exists()  # a killed run never leaves a final file
+    started = time.perf_counter()
+    result = _run(command)
+    resume_seconds = time.perf_counter() - started
+    assert result.returncode == 0, result.stderr
+    assert f"resuming after {resumed_at[-1]} of 2500 texts" in result.stderr
+    print(f"\n{suffix}: killed at {resumed_at} committed texts; the last resume took {resume_seconds:.1f} s")
+    if suffix == ".npy":
+        actual, expected = np.load(output), np.load(expected_file)
+        assert actual.shape == expected.shape == (2500, 32)
+        assert_close(actual, expected, "resumed .npy vs uninterrupted", atol=1e-5)
+    else:
+        actual = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+        expected = [json.loads(line) for line in expected_file.read_text(encoding="utf-8").splitlines()]
+        assert [row["text"] for row in actual] == [row["text"] for row in expected]  # same rows, same order
+        assert_close(np.array([r["embedding"] for r in actual]), np.array([r["embedding"] for r in expected]),
+                     "resumed .jsonl vs uninterrupted", atol=1e-5)  # fmt: skip
+    leftovers = sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("."))
+    assert leftovers == [], f"resume files left behind: {leftovers}"
+
+
+@pytest.fixture(scope="module")
+def killed_run(corpus_file, tmp_path_factory) -> Path:
+    """A directory holding texts.txt and the remains of a --resume run killed after 200 texts."""
+    directory = tmp_path_factory.mktemp("killed")
+    source = directory / "texts.txt"
+    source.write_bytes(corpus_file.read_bytes())
+    output = directory / "vectors.npy"
+    assert _kill_when(_command(source, output, "--resume"), output, 200)
+    return directory
+
+
+def _copy_of(killed_run: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(texts.txt, vectors.npy) of a fresh copy of the killed run; the copy keeps the input's mtime."""
+    import shutil
+
+    target = tmp_path / "run"
+    shutil.copytree(killed_run, target)
+    return target / "texts.txt", target / "vectors.npy"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("input", "another input"),
+        ("--pooling=cls", "another options"),
+        ("--normalize", "another options"),
+        ("--commit-every=50", "another options"),
+        ("model", "another model"),
+    ],
+)
+def test_resume_with_a_changed_input_model_or_option_is_refused(killed_run, tmp_path, change, message):
+    source, output = _copy_of(killed_run, tmp_path)
+    command = _command(source, output, "--resume")
+    if change == "input":
+        with source.open("a", encoding="utf-8") as handle:
+            handle.write("one more line\n")
+    elif change == "model":
+        other = tmp_path / "other_model"
+        other.mkdir()
+        for name in os.listdir(MODEL):
+            (other / name).write_bytes((MODEL / name).read_bytes())
+        command[command.index("--model") + 1] = str(other)
+    elif change == "--commit-every=50":
+        command[command.index("--commit-every") + 1] = "50"
+    else:
+        command.append(change)
+    result = _run(command)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("minibert: error:") and message in lines[-1], result.stderr
+    assert not output.exists() and _state(output)["texts"] >= 200  # the earlier progress is kept
+
+
+def test_a_plain_run_does_not_clobber_an_unfinished_resumable_one(killed_run, tmp_path):
+    source, output = _copy_of(killed_run, tmp_path)
+    result = _run(_command(source, output))
+    assert result.returncode == 2 and "unfinished --resume run" in result.stderr
+    assert _state(output) is not None
+
+
+def test_the_copied_killed_run_resumes(killed_run, tmp_path):
+    """The control for the refusals above: unchanged, the same copy resumes and completes."""
+    source, output = _copy_of(killed_run, tmp_path)
+    result = _run(_command(source, output, "--resume"))
+    assert result.returncode == 0 and "resuming after" in result.stderr, result.stderr
+    assert np.load(output).shape == (2500, 32)
+
+
+def test_resume_needs_input_and_output(tmp_path):
+    result = _run([sys.executable, "-m", "minibert.cli", "embed", "x", "--resume", "--model", str(MODEL)])
+    assert result.returncode == 2 and "--resume needs --input FILE and --output FILE" in result.stderr
+
+
+def test_memory_stays_flat_whatever_the_input_size(tmp_path):
+    """Peak RSS of a whole run on 20,000 texts is within a few MB of the run on 2,000 texts."""
+    texts = [" ".join(text.split()) for text in corpus.all_texts()[:2000]]
+    peaks = {}
+    for count in (2_000, 20_000):
+        source = tmp_path / f"{count}.txt"
+        source.write_text("\n".join(texts * (count // len(texts))) + "\n", encoding="utf-8")
+        probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+                 "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")  # fmt: skip
+        command = _command(source, tmp_path / f"{count}.npy", "--resume")
+        command[command.index("--commit-every") + 1] = "2048"
+        result = _run([sys.executable, "-c", probe, *command])
+        assert result.returncode == 0, result.stderr
+        peaks[count] = int(result.stdout.split()[-1]) / 1024  # MB
+    print(f"\npeak RSS: 2,000 texts {peaks[2_000]:.0f} MB, 20,000 texts {peaks[20_000]:.0f} MB")
+    assert peaks[20_000] - peaks[2_000] < 25, peaks
