@@ -1,0 +1,101 @@
+"""Embedding a corpus on a Ray cluster: minibert as a Ray Data batch function.
+
+minibert does not schedule work across processes or machines itself; Ray Data does that well
+(reading files in parallel, streaming batches to a pool of actors, restarting an actor that dies
+and retrying its batch, writing the results). ``EmbedBatch`` is the piece that plugs in: a callable
+class, so each actor loads the model once and then embeds batch after batch::
+
+    import ray
+    from minibert.ray import EmbedBatch
+
+    ds = ray.data.read_parquet("s3://bucket/docs/")                 # any source with a text column
+    ds = ds.map_batches(
+        EmbedBatch,
+        fn_constructor_kwargs={"model": "sentence-transformers/all-MiniLM-L6-v2"},
+        compute=ray.data.ActorPoolStrategy(size=4),  # actors, each with its own copy of the model
+        batch_size=256,         # rows per call; the Embedder sorts and packs them by length
+        num_cpus=1,             # cores per actor (and torch threads, unless num_threads says)
+    )
+    ds.write_parquet("s3://bucket/embeddings/")
+
+Each batch's text column (``text_column``, default ``"text"``) becomes an ``embedding`` column of
+fixed-size float32 vectors, computed as ``Embedder.embed`` computes them (the model's own recipe
+unless ``embed_options`` say otherwise); every other column passes through untouched. pandas,
+pyarrow and numpy batch formats all work. Ray is an optional extra (``pip install minibert[ray]``);
+only this module imports it, and only when it is imported.
+
+Why a callable class and not a function: Ray Data runs a class in a pool of long-lived actors and
+calls ``__init__`` once per actor, so the model is loaded once per process, not once per batch.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+class EmbedBatch:
+    """``ray.data.Dataset.map_batches(EmbedBatch, fn_constructor_kwargs={"model": M, ...})``.
+
+    * ``model``: a hub id or local directory (every node must be able to read it).
+    * ``text_column`` / ``output_column``: where the texts are and where the vectors go.
+    * ``dtype``: "float32" (default) or "bfloat16"; ``num_threads``: torch threads per actor
+      (default: what Ray gives the actor, ``num_cpus``).
+    * every other keyword is passed to ``Embedder.embed`` (pooling, normalize, prompt_name,
+      max_length, long_text, ...).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike,
+        *,
+        text_column: str = "text",
+        output_column: str = "embedding",
+        dtype: str | None = None,
+        num_threads: int | None = None,
+        **embed_options,
+    ):
+        import torch
+
+        from .embed import Embedder
+
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        self.embedder = Embedder.from_pretrained(model, dtype=dtype)
+        self.text_column, self.output_column = text_column, output_column
+        self.options = {"progress": False, **embed_options}
+        self.embedder.embed([], **self.options)  # a bad option fails here, once, not on every batch
+
+    def __call__(self, batch):
+        """pandas.DataFrame, pyarrow.Table or dict of numpy arrays in → the same type out."""
+        if isinstance(batch, dict):  # batch_format="numpy"
+            batch = dict(batch)
+            batch[self.output_column] = self._embed(self._column(batch, list(batch)))
+            return batch
+        if type(batch).__module__.startswith("pyarrow"):
+            import pyarrow as pa
+
+            vectors = self._embed(self._column(batch, batch.column_names))
+            flat = pa.array(vectors.reshape(-1), type=pa.float32())
+            column = pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])
+            return batch.append_column(self.output_column, column)
+        vectors = self._embed(self._column(batch, list(batch.columns)))  # pandas
+        batch = batch.copy()
+        batch[self.output_column] = list(vectors)
+        return batch
+
+    def _column(self, batch, columns: list) -> list:
+        if self.text_column not in columns:
+            raise ValueError(f"EmbedBatch: no column {self.text_column!r} in this batch (columns: {columns}); "
+                             "set text_column=")  # fmt: skip
+        values = batch[self.text_column]
+        values = values.to_pylist() if hasattr(values, "to_pylist") else list(values)
+        for row, value in enumerate(values):
+            if not isinstance(value, str):
+                kind = type(value).__name__
+                raise TypeError(f"EmbedBatch: column {self.text_column!r} row {row} is {kind}, not text")
+        return values
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return np.ascontiguousarray(self.embedder.embed(texts, **self.options), dtype=np.float32)

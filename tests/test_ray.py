@@ -1,0 +1,170 @@
+"""minibert.ray.EmbedBatch on a local Ray cluster (ray.init(num_cpus=2)): every row's vector is
+Embedder.embed's, no row is lost or duplicated, other columns pass through, and an actor killed
+mid-job is replaced with every row still there exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import corpus
+from minibert import Embedder
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("pyarrow")
+pytest.importorskip("pandas")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def rows():
+    texts = [" ".join(text.split()) for text in corpus.all_texts()[:400]]
+    texts = list(dict.fromkeys(texts))  # distinct texts: a row's vector identifies its text
+    return [{"id": index, "text": text, "source": f"doc-{index % 7}"} for index, text in enumerate(texts)]
+
+
+@pytest.fixture(scope="module")
+def expected(minilm_dir, rows):
+    return Embedder.from_pretrained(minilm_dir).embed([row["text"] for row in rows], progress=False)
+
+
+def _check(output: list[dict], rows: list[dict], expected: np.ndarray, label: str) -> None:
+    ids = sorted(row["id"] for row in output)
+    assert ids == list(range(len(rows))), f"{label}: rows lost or duplicated ({len(output)} rows out of {len(rows)})"
+    by_id = {row["id"]: row for row in output}
+    for index, row in enumerate(rows):
+        assert by_id[index]["text"] == row["text"] and by_id[index]["source"] == row["source"]  # passed through
+    vectors = np.stack([np.asarray(by_id[index]["embedding"], dtype=np.float64) for index in range(len(rows))])
+    assert vectors.shape == expected.shape
+    cosine = (vectors * expected).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(expected, axis=1)
+    assert cosine.min() >= 0.99999, f"{label}: min cosine {cosine.min():.7f}"
+    print(f"\n{label}: {len(output)} rows, min cosine {cosine.min():.8f}, "
+          f"max |Δ| {np.abs(vectors - expected).max():.1e}")  # fmt: skip
+
+
+@pytest.mark.parametrize(("batch_format", "actors"), [("pandas", 1), ("pyarrow", 2), ("numpy", 1)])
+def test_every_row_gets_embedders_vector(cluster, minilm_dir, rows, expected, batch_format, actors):
+    from minibert.ray import EmbedBatch
+
+    dataset = ray.data.from_items(rows, override_num_blocks=8)
+    output = dataset.map_batches(
+        EmbedBatch,
+        fn_constructor_kwargs={"model": str(minilm_dir)},
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        batch_size=48,
+        batch_format=batch_format,
+    ).take_all()
+    _check(output, rows, expected, f"{batch_format}, {actors} actor(s)")
+    if batch_format == "pyarrow":  # fixed-size float32 vectors in the schema
+        schema = ray.data.from_items(output[:4]).schema()
+        assert "embedding" in schema.names
+
+
+def test_options_and_columns(cluster, minilm_dir, rows):
+    from minibert.ray import EmbedBatch
+
+    dataset = ray.data.from_items([{"body": row["text"], "id": row["id"]} for row in rows[:40]])
+    output = dataset.map_batches(
+        EmbedBatch,
+        fn_constructor_kwargs={
+            "model": str(minilm_dir),
+            "text_column": "body",
+            "output_column": "vector",
+            "pooling": "cls",
+            "normalize": False,
+        },  # fmt: skip
+        compute=ray.data.ActorPoolStrategy(size=1),
+        batch_size=16,
+    ).take_all()
+    expected = Embedder.from_pretrained(minilm_dir).embed([row["text"] for row in rows[:40]], pooling="cls",
+                                                          normalize=False)  # fmt: skip
+    actual = np.stack([np.asarray(row["vector"]) for row in sorted(output, key=lambda row: row["id"])])
+    assert np.abs(actual - expected).max() <= 1e-5
+    with pytest.raises(Exception, match="no column 'text' in this batch"):
+        dataset.map_batches(EmbedBatch, fn_constructor_kwargs={"model": str(minilm_dir)},
+                            compute=ray.data.ActorPoolStrategy(size=1)).take_all()  # fmt: skip
+
+
+def _embedding_actor_pids() -> list[int]:
+    """Processes of EmbedBatch actors: Ray titles them 'ray::MapWorker(MapBatches(EmbedBatch))'."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if command.startswith("ray::") and "EmbedBatch" in command:
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_an_actor_killed_mid_job_is_replaced_and_no_row_is_lost(cluster, minilm_dir, rows, expected):
+    from minibert.ray import EmbedBatch
+
+    many = rows * 3  # 3 × the rows, ids made unique below: a job long enough to kill an actor in
+    many = [{**row, "id": index} for index, row in enumerate(many)]
+    dataset = ray.data.from_items(many, override_num_blocks=24).map_batches(
+        EmbedBatch,
+        fn_constructor_kwargs={"model": str(minilm_dir)},
+        compute=ray.data.ActorPoolStrategy(size=2),
+        batch_size=16,
+    )
+    output, killed = [], None
+    for batch in dataset.iter_batches(batch_size=16, batch_format="pandas"):
+        output.extend(batch.to_dict("records"))
+        if killed is None:
+            pids = _embedding_actor_pids()
+            assert pids, "no EmbedBatch actor found"
+            killed = pids[0]
+            os.kill(killed, signal.SIGKILL)
+    assert killed is not None and killed not in _embedding_actor_pids()
+    assert len(output) < 2 * len(many)
+    _check(output, many, np.concatenate([expected] * 3), "actor killed mid-job")
+
+
+def test_import_minibert_never_imports_ray():
+    code = "import minibert, minibert.embed, minibert.cli, sys; print('ray' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr
+
+
+def test_corpus_script_reads_embeds_and_writes_parquet(minilm_dir, tmp_path):
+    import pyarrow.parquet as pq
+
+    texts = [" ".join(text.split()) for text in corpus.all_texts()[:120]]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("\n".join(texts[:60]) + "\n", encoding="utf-8")
+    lines = [json.dumps({"text": text}) for text in ["plain one", "plain two"]]
+    (tmp_path / "in" / "b.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    started = time.perf_counter()
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "embed_corpus_ray.py")
+    result = subprocess.run(
+        [sys.executable, script, str(tmp_path / "in"), str(tmp_path / "out"), "--model", str(minilm_dir),
+         "--actors", "1", "--num-cpus", "2"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    table = pq.read_table(tmp_path / "out")
+    assert table.num_rows == 62 and "embedding" in table.column_names
+    got = dict(zip(table.column("text").to_pylist(), table.column("embedding").to_pylist()))
+    expected = Embedder.from_pretrained(minilm_dir).embed(["plain one", texts[0]])
+    assert np.abs(np.asarray(got["plain one"]) - expected[0]).max() <= 1e-5
+    assert np.abs(np.asarray(got[texts[0]]) - expected[1]).max() <= 1e-5
+    print(f"\nscript: {table.num_rows} rows in {time.perf_counter() - started:.1f} s")
