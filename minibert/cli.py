@@ -182,11 +182,12 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
     from .resumable import ResumableOutput, ResumeError, file_digest
     from .weights import find_checkpoint
 
-    config_file, weights_file = find_checkpoint(args.model or DEFAULT_MODEL)
+    model = embedder.model.name_or_path  # what was loaded (the bundled model when the default is unreachable)
+    _, weights_file = find_checkpoint(model)
     weights = Path(weights_file).stat()
     fingerprint = {
         "input": f"sha256:{file_digest(Path(args.input))} ({count} texts)",  # its content, wherever it is
-        "model": f"{args.model or DEFAULT_MODEL} ({weights.st_size} bytes, modified {weights.st_mtime_ns})",
+        "model": f"{model} ({weights.st_size} bytes, modified {weights.st_mtime_ns})",
         "options": json.dumps({**options, "dtype": args.dtype, "commit_every": args.commit_every}, sort_keys=True),
         "output format": f"{output.suffix}, dimension {dim}",
     }

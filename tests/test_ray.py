@@ -153,6 +153,9 @@ def test_corpus_script_reads_embeds_and_writes_parquet(minilm_dir, tmp_path):
     (tmp_path / "in" / "a.txt").write_text("\n".join(texts[:60]) + "\n", encoding="utf-8")
     lines = [json.dumps({"text": text}) for text in ["plain one", "plain two"]]
     (tmp_path / "in" / "b.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"text": ["from parquet", "also parquet"], "n": [1, 2]}), tmp_path / "in" / "c.parquet")
     started = time.perf_counter()
     script = os.path.join(os.path.dirname(__file__), "..", "scripts", "embed_corpus_ray.py")
     result = subprocess.run(
@@ -162,9 +165,9 @@ def test_corpus_script_reads_embeds_and_writes_parquet(minilm_dir, tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     table = pq.read_table(tmp_path / "out")
-    assert table.num_rows == 62 and "embedding" in table.column_names
+    assert table.num_rows == 64 and "embedding" in table.column_names
     got = dict(zip(table.column("text").to_pylist(), table.column("embedding").to_pylist()))
-    expected = Embedder.from_pretrained(minilm_dir).embed(["plain one", texts[0]])
-    assert np.abs(np.asarray(got["plain one"]) - expected[0]).max() <= 1e-5
-    assert np.abs(np.asarray(got[texts[0]]) - expected[1]).max() <= 1e-5
+    expected = Embedder.from_pretrained(minilm_dir).embed(["plain one", texts[0], "from parquet"])
+    for text, vector in zip(["plain one", texts[0], "from parquet"], expected):
+        assert np.abs(np.asarray(got[text]) - vector).max() <= 1e-5, text
     print(f"\nscript: {table.num_rows} rows in {time.perf_counter() - started:.1f} s")
