@@ -38,7 +38,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .errors import CheckpointError
+from .errors import CheckpointError, ModelNotFoundError
 from .hub import resolve_file
 
 logger = logging.getLogger("minibert")
@@ -303,13 +303,16 @@ class BertTokenizer:
         tokenize_chinese_chars: bool = True,
         *,
         model_max_length: int = 512,
+        vocab: dict[str, int] | None = None,
         **special_tokens: str,
     ):
+        """``vocab_file``: vocab.txt; or pass ``vocab`` ({piece: id}, e.g. from tokenizer.json) and
+        the file it came from as ``vocab_file`` (named in error messages)."""
         unknown = set(special_tokens) - set(SPECIAL_TOKEN_NAMES)
         if unknown:
             raise TypeError(f"BertTokenizer got unexpected arguments: {sorted(unknown)}")
         self.vocab_file = Path(vocab_file)
-        self.vocab = load_vocab(vocab_file)
+        self.vocab = dict(vocab) if vocab is not None else load_vocab(vocab_file)
         self.ids_to_tokens = {index: token for token, index in self.vocab.items()}
         self.model_max_length = model_max_length
         self.basic = BasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
@@ -334,8 +337,17 @@ class BertTokenizer:
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None) -> BertTokenizer:
-        """Load ``vocab.txt`` and ``tokenizer_config.json`` from a directory or a hub repository."""
-        vocab_file = resolve_file(name_or_path, "vocab.txt", revision=revision)
+        """Load ``vocab.txt`` (or, without it, ``tokenizer.json``: see tokenizer_json.py) and
+        ``tokenizer_config.json`` from a directory or a hub repository."""
+        vocab_file = resolve_file(name_or_path, "vocab.txt", revision=revision, required=False)
+        vocab, from_json = None, {}
+        if vocab_file is None:
+            vocab_file = resolve_file(name_or_path, "tokenizer.json", revision=revision, required=False)
+            if vocab_file is None:
+                raise ModelNotFoundError(f"{name_or_path} has neither vocab.txt nor tokenizer.json")
+            from .tokenizer_json import read_tokenizer_json
+
+            vocab, from_json = read_tokenizer_json(vocab_file)
         config_file = resolve_file(name_or_path, "tokenizer_config.json", revision=revision, required=False)
         settings = {}
         if config_file is not None:
@@ -359,12 +371,13 @@ class BertTokenizer:
                     value = value.get("content")
                 if isinstance(value, str):
                     settings[name] = value
-        elif os.path.isdir(name_or_path):  # e.g. a directory unpacked from Google's zip: no tokenizer config
+        elif vocab is None and os.path.isdir(name_or_path):  # e.g. unpacked from Google's zip: no tokenizer config
             lower, reason = google_lower_case(os.path.abspath(name_or_path), load_vocab(vocab_file))
             settings["do_lower_case"] = lower
             logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
                         "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
-        return cls(vocab_file, **settings)
+        settings.update(from_json)  # tokenizer.json's pipeline is what `tokenizers` runs: it wins
+        return cls(vocab_file, vocab=vocab, **settings)
 
     # ------------------------------------------------------------------ text → pieces
 

@@ -1,0 +1,126 @@
+"""BERT's tokenizer settings from ``tokenizer.json``, for repositories without ``vocab.txt``.
+
+transformers 5 and sentence-transformers 6 save a tokenizer as ``tokenizer.json`` alone: the
+serialized pipeline of the Rust ``tokenizers`` library. For BERT it holds everything vocab.txt
+and tokenizer_config.json used to::
+
+    "normalizer":     {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true,
+                       "strip_accents": null, "lowercase": true}
+    "pre_tokenizer":  {"type": "BertPreTokenizer"}          # split on whitespace and punctuation
+    "model":          {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                       "max_input_chars_per_word": 100, "vocab": {"[PAD]": 0, ...}}
+    "post_processor": {"type": "TemplateProcessing", "single": [CLS] $A [SEP], "pair": ... }
+    "added_tokens":   [{"id": 0, "content": "[PAD]", "special": true, ...}, ...]
+
+``read_tokenizer_json`` turns that into minibert's vocabulary and BertTokenizer settings, and
+refuses, naming the file and the field, any pipeline minibert's tokenizer does not compute
+exactly: another model (BPE, Unigram), another normalizer or pre-tokenizer, another word-piece
+prefix or word-length limit, a post-processor that frames sequences differently, or added tokens
+that are not in the vocabulary. (``truncation`` and ``padding`` are call-time settings that
+transformers overrides too; they are not read.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .errors import CheckpointError
+
+MAX_CHARS_PER_WORD = 100  # tokenizer.py's limit; a file with another one is refused
+
+
+def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
+    """(vocabulary {piece: id}, BertTokenizer keyword settings) from a BERT tokenizer.json."""
+    path = Path(path)
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"malformed tokenizer file {path}: {error}") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"malformed tokenizer file {path}: the top level is not a JSON object")
+
+    def refuse(field: str, value, meaning: str):
+        raise CheckpointError(f"{path}: {field} = {json.dumps(value)[:200]}: {meaning}; minibert's BERT tokenizer "
+                              "does not compute it, so it refuses the file")  # fmt: skip
+
+    model = values.get("model")
+    if not isinstance(model, dict) or model.get("type") != "WordPiece":
+        refuse("model.type", (model or {}).get("type") if isinstance(model, dict) else model, "not a WordPiece model")
+    if model.get("continuing_subword_prefix", "##") != "##":
+        refuse("model.continuing_subword_prefix", model["continuing_subword_prefix"], "another word-piece prefix")
+    if model.get("max_input_chars_per_word", MAX_CHARS_PER_WORD) != MAX_CHARS_PER_WORD:
+        refuse("model.max_input_chars_per_word", model["max_input_chars_per_word"], "another word-length limit")
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not vocab:
+        raise CheckpointError(f"{path}: model.vocab is missing or empty")
+    if not all(isinstance(piece, str) and isinstance(index, int) and index >= 0 for piece, index in vocab.items()):
+        raise CheckpointError(f"{path}: model.vocab must map pieces to non-negative integer ids")
+    settings = {"unk_token": model.get("unk_token", "[UNK]")}
+    settings.update(_normalizer_settings(values.get("normalizer"), refuse))
+    if values.get("pre_tokenizer") != {"type": "BertPreTokenizer"}:
+        refuse("pre_tokenizer", values.get("pre_tokenizer"), "not BERT's whitespace-and-punctuation split")
+    settings.update(_framing(values.get("post_processor"), vocab, refuse))
+    for token in values.get("added_tokens") or []:
+        content, index = token.get("content"), token.get("id")
+        if vocab.get(content) != index:
+            refuse("added_tokens", token, "an added token that is not the vocabulary's piece of that id")
+        if not token.get("special", False):
+            refuse("added_tokens", token, "a non-special added token (matched before word-piece splitting)")
+    return vocab, settings
+
+
+def _normalizer_settings(normalizer, refuse) -> dict:
+    """BertNormalizer alone, or a Lowercase in front of one (how sentence-transformers adds
+    do_lower_case: lowercase first, accents kept unless the BertNormalizer strips them)."""
+    steps = normalizer.get("normalizers") if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" \
+        else [normalizer]  # fmt: skip
+    lowercase_first = False
+    if isinstance(steps, list) and len(steps) == 2 and steps[0] == {"type": "Lowercase"}:
+        lowercase_first, steps = True, steps[1:]
+    bert = steps[0] if isinstance(steps, list) and len(steps) == 1 else None
+    if not isinstance(bert, dict) or bert.get("type") != "BertNormalizer":
+        refuse("normalizer", normalizer, "not BERT's normalizer")
+    if bert.get("clean_text", True) is not True:
+        refuse("normalizer.clean_text", bert["clean_text"], "control characters kept")
+    lowercase = bert.get("lowercase", True)
+    strip_accents = bert.get("strip_accents")
+    if not isinstance(lowercase, bool) or strip_accents not in (None, True, False):
+        refuse("normalizer", bert, "unexpected lowercase / strip_accents values")
+    if strip_accents is None:  # tokenizers: None follows the BertNormalizer's own lowercase flag
+        strip_accents = lowercase
+    handle_chinese = bert.get("handle_chinese_chars", True)
+    if not isinstance(handle_chinese, bool):
+        refuse("normalizer.handle_chinese_chars", handle_chinese, "not true or false")
+    return {"do_lower_case": lowercase or lowercase_first, "strip_accents": strip_accents,
+            "tokenize_chinese_chars": handle_chinese}  # fmt: skip
+
+
+def _framing(processor, vocab: dict, refuse) -> dict:
+    """The [CLS] A [SEP] (B [SEP]) framing, and which pieces play [CLS] and [SEP]."""
+    if not isinstance(processor, dict):
+        refuse("post_processor", processor, "no BERT framing ([CLS] A [SEP])")
+    if processor.get("type") == "BertProcessing":
+        sep, cls = processor.get("sep", [None])[0], processor.get("cls", [None])[0]
+    elif processor.get("type") == "TemplateProcessing":
+        single, pair = processor.get("single"), processor.get("pair")
+        try:
+            cls, sep = single[0]["SpecialToken"]["id"], single[2]["SpecialToken"]["id"]
+            expected_single = [("S", cls, 0), ("A", 0), ("S", sep, 0)]
+            expected_pair = [*expected_single, ("B", 1), ("S", sep, 1)]
+            if [_piece(item) for item in single] != expected_single or [_piece(item) for item in pair] != expected_pair:
+                raise ValueError
+        except (TypeError, KeyError, IndexError, ValueError):
+            refuse("post_processor", processor, "not BERT's framing [CLS] A [SEP] B [SEP] (type ids 0, 0, 1)")
+    else:
+        refuse("post_processor.type", processor.get("type"), "not BERT's framing")
+    if cls not in vocab or sep not in vocab:
+        refuse("post_processor", processor, "framing tokens that are not in the vocabulary")
+    return {"cls_token": cls, "sep_token": sep}
+
+
+def _piece(item: dict) -> tuple:
+    if "SpecialToken" in item:
+        return ("S", item["SpecialToken"]["id"], item["SpecialToken"].get("type_id", 0))
+    return (item["Sequence"]["id"], item["Sequence"].get("type_id", 0))

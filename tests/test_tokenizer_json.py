@@ -1,0 +1,141 @@
+"""Repositories with tokenizer.json and no vocab.txt (minibert/tokenizer_json.py): ids identical to
+what the `tokenizers` library computes from the same file, for every normalizer setting BERT uses;
+every pipeline minibert does not compute is refused, naming the file and the field."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import corpus
+from minibert import BertTokenizer, CheckpointError, ModelNotFoundError
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+
+@pytest.fixture(scope="module")
+def texts():
+    pool = corpus.all_texts()
+    return [pool[i] for i in range(0, len(pool), max(1, len(pool) // 1500))] + [
+        "Crème BRÛLÉE naïve café", "ΣΊΣΥΦΟΣ", "中文混合 English 日本語", "un\u0301accented", "tab\there\x00null",
+    ]  # fmt: skip
+
+
+def _saved_by_transformers(directory: Path, vocab_file: Path, **options) -> Path:
+    """transformers 5 saves tokenizer.json + tokenizer_config.json, no vocab.txt."""
+    reference = transformers.BertTokenizer(vocab=str(vocab_file), **options)  # v5: vocab=, not vocab_file=
+    assert len(reference) == 30522
+    reference.save_pretrained(str(directory))
+    assert not (directory / "vocab.txt").exists() and (directory / "tokenizer.json").exists()
+    return directory
+
+
+def _edit(directory: Path, change) -> Path:
+    path = directory / "tokenizer.json"
+    values = json.loads(path.read_text(encoding="utf-8"))
+    change(values)
+    path.write_text(json.dumps(values), encoding="utf-8")
+    return directory
+
+
+def _compare(directory: Path, texts, label: str) -> None:
+    reference = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
+    reference.no_truncation()
+    reference.no_padding()
+    ours = BertTokenizer.from_pretrained(directory)
+    mismatches = [text for text in texts if ours(text)["input_ids"] != reference.encode(text).ids]
+    pairs = list(zip(texts[:200], texts[1:201]))
+    mismatches += [a for a, b in pairs if ours(a, b)["input_ids"] != reference.encode(a, b).ids]
+    assert not mismatches, f"{label}: {len(mismatches)} texts differ, first {mismatches[0][:80]!r}"
+    ids = [i for text in texts for i in ours(text)["input_ids"]]
+    unknown = ids.count(ours.unk_token_id) / len(ids)
+    assert len(ours) == 30522 and unknown < 0.3, f"{label}: a vacuous comparison ({unknown:.0%} [UNK])"
+    print(f"\n{label}: {len(texts)} texts and {len(pairs)} pairs, ids identical to tokenizers")
+
+
+SETTINGS = {
+    "uncased": {},
+    "cased": {"do_lower_case": False},
+    "lowercase, accents kept": {"do_lower_case": True, "strip_accents": False},
+    "cased, accents stripped": {"do_lower_case": False, "strip_accents": True},
+    "no chinese-character split": {"tokenize_chinese_chars": False},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_ids_match_tokenizers_on_the_same_file(name, vocab_file, tmp_path, texts):
+    _compare(_saved_by_transformers(tmp_path / "tok", vocab_file, **SETTINGS[name]), texts, name)
+
+
+def test_sentence_transformers_lowercase_in_front(vocab_file, tmp_path, texts):
+    """sentence-transformers' do_lower_case puts Lowercase before a cased BertNormalizer."""
+    directory = _saved_by_transformers(tmp_path / "tok", vocab_file, do_lower_case=False)
+    def lowercase_first(values):
+        values["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Lowercase"}, values["normalizer"]]}
+
+    _edit(directory, lowercase_first)
+    _compare(directory, texts, "Lowercase + cased BertNormalizer")
+
+
+def test_tokenizer_json_alone_loads_and_settings_come_from_it(vocab_file, tmp_path):
+    directory = _saved_by_transformers(tmp_path / "tok", vocab_file, do_lower_case=False)
+    (directory / "tokenizer_config.json").unlink()
+    tokenizer = BertTokenizer.from_pretrained(directory)
+    assert tokenizer.basic.do_lower_case is False and len(tokenizer) == 30522
+    assert tokenizer.convert_ids_to_tokens(tokenizer("Hello")["input_ids"]) == ["[CLS]", "[UNK]", "[SEP]"]
+
+
+def _break(field: str):
+    def change(values):
+        if field == "model":
+            values["model"] = {"type": "BPE", "vocab": values["model"]["vocab"], "merges": []}
+        elif field == "prefix":
+            values["model"]["continuing_subword_prefix"] = "@@"
+        elif field == "max_input_chars_per_word":
+            values["model"]["max_input_chars_per_word"] = 200
+        elif field == "normalizer":
+            values["normalizer"] = {"type": "NFKC"}
+        elif field == "clean_text":
+            values["normalizer"]["clean_text"] = False
+        elif field == "pre_tokenizer":
+            values["pre_tokenizer"] = {"type": "Whitespace"}
+        elif field == "post_processor":
+            values["post_processor"] = {"type": "RobertaProcessing", "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}
+        elif field == "template":  # no [SEP] between the pair's texts
+            pair = values["post_processor"]["pair"]
+            values["post_processor"]["pair"] = pair[:2] + pair[3:]
+        elif field == "added_tokens":
+            values["added_tokens"].append({"id": 30522, "content": "newword", "special": False, "single_word": False,
+                                           "lstrip": False, "rstrip": False, "normalized": True})  # fmt: skip
+    return change
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [("model", "model.type"), ("prefix", "continuing_subword_prefix"), ("max_input_chars_per_word", "200"),
+     ("normalizer", "NFKC"), ("clean_text", "clean_text"), ("pre_tokenizer", "Whitespace"),
+     ("post_processor", "RobertaProcessing"), ("template", "post_processor"), ("added_tokens", "newword")],
+)  # fmt: skip
+def test_pipelines_minibert_does_not_compute_are_refused(field, message, vocab_file, tmp_path):
+    directory = _edit(_saved_by_transformers(tmp_path / "tok", vocab_file), _break(field))
+    with pytest.raises(CheckpointError, match=message) as caught:
+        BertTokenizer.from_pretrained(directory)
+    assert str(directory / "tokenizer.json") in str(caught.value)
+
+
+def test_neither_file_is_a_clear_error(tmp_path, vocab_file):
+    directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
+    (directory / "tokenizer.json").unlink()
+    with pytest.raises(ModelNotFoundError, match="has neither vocab.txt nor tokenizer.json"):
+        BertTokenizer.from_pretrained(directory)
+
+
+def test_vocab_txt_wins_when_both_are_there(vocab_file, tmp_path):
+    directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
+    shutil.copy(vocab_file, directory / "vocab.txt")
+    _edit(directory, _break("normalizer"))  # would be refused if it were read
+    assert len(BertTokenizer.from_pretrained(directory)) == 30522
