@@ -19,6 +19,7 @@ Loading pretrained weights lives in ``weights.py``; this file is only the comput
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, fields
 
 import torch
@@ -342,6 +343,8 @@ class BertModel(nn.Module):
         input_ids, attention_mask, token_type_ids = validate_inputs(
             self.config, input_ids, attention_mask, token_type_ids
         )
+        if attention_mask is None:
+            self._warn_if_padded(input_ids)
         device = self.device
         input_ids = input_ids.to(device)
         batch, tokens = input_ids.shape
@@ -380,6 +383,20 @@ class BertModel(nn.Module):
             hidden_states=tuple(hidden_states) if hidden_states is not None else None,
             attentions=tuple(attentions) if attentions is not None else None,
         )
+
+    def _warn_if_padded(self, input_ids: torch.Tensor) -> None:
+        """Once per model, as transformers does: ids that start or end with the pad id look padded,
+        and without an attention_mask padding is attended to like text (different numbers)."""
+        pad = self.config.pad_token_id
+        if getattr(self, "_warned_padding", False) or pad is None or input_ids.numel() == 0:
+            return
+        if bool((input_ids[:, [-1, 0]] == pad).any()):
+            self._warned_padding = True
+            warnings.warn(
+                f"input_ids contain the pad id {pad} at the start or end of a sequence and no attention_mask was "
+                "given, so padding is attended to like text: pass the tokenizer's attention_mask",
+                stacklevel=3,
+            )
 
     @classmethod
     def from_pretrained(

@@ -292,3 +292,21 @@ def test_left_padding_takes_the_plain_path_and_matches(minilm, minilm_reference,
         ours = minilm(**left, output_hidden_states=True)
         theirs = minilm_reference(**left, output_hidden_states=True)
     compare_outputs(ours, theirs, left["attention_mask"], "left padding")
+
+
+def test_padded_ids_without_a_mask_warn_once(minilm_dir):
+    """transformers 4 warned once here (warn_if_padding_and_no_attention_mask); transformers 5's
+    BertModel no longer calls it. minibert keeps the warning: the numbers do change."""
+    import warnings
+
+    padded = torch.tensor([[101, 7592, 102, 0, 0], [101, 7592, 2088, 999, 102]])
+    model = BertModel.from_pretrained(minilm_dir)
+    with pytest.warns(UserWarning, match="pad id 0 .* no attention_mask"):
+        unmasked = model(padded).last_hidden_state
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(padded)  # once per model
+        fresh = BertModel.from_pretrained(minilm_dir)
+        masked = fresh(padded, attention_mask=(padded != 0).long()).last_hidden_state  # a mask: no warning
+        fresh(padded[1:])  # no pad id at either end: no warning
+    assert (unmasked[0, :3] - masked[0, :3]).abs().max() > 1e-3  # attending to padding changes the real tokens
