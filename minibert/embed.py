@@ -296,7 +296,8 @@ class Embedder:
         batches = _token_budget_batches(order, [len(window[2]) for window in windows], budget)
         for batch in _progress(batches, progress):
             rows = [windows[i][2] for i in batch]
-            input_ids = torch.full((len(rows), len(rows[0])), tokenizer.pad_token_id, dtype=torch.long)
+            pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
+            input_ids = torch.full((len(rows), len(rows[0])), pad, dtype=torch.long)
             attention_mask = torch.zeros_like(input_ids)
             for row, ids in enumerate(rows):
                 input_ids[row, : len(ids)] = torch.tensor(ids)

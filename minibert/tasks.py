@@ -55,6 +55,9 @@ def fill_mask(text: str, *, model=DEFAULT_MODEL, top_k: int = 5) -> list[dict] |
     bert, tokenizer = load_pretraining_model(model)
     if not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+    if tokenizer.mask_token_id is None:
+        vocabulary = tokenizer.vocab_file.name
+        raise ValueError(f"cannot fill a mask: the vocabulary {vocabulary} has no {tokenizer.mask_token} piece")
     batch = tokenizer(text, truncation=True, return_tensors="pt")
     positions = (batch["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten().tolist()
     if not positions:

@@ -317,7 +317,10 @@ class BertTokenizer:
         self.model_max_length = model_max_length
         self.basic = BasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
         tokens = {**_DEFAULT_SPECIAL_TOKENS, **special_tokens}
-        missing = [token for token in tokens.values() if token not in self.vocab]
+        # [UNK], [CLS] and [SEP] frame every input; [PAD] and [MASK] are only needed to pad and to
+        # mask, so a vocabulary without them (Google's test vocabularies) loads, and padding or
+        # fill_mask then raise, naming the missing piece.
+        missing = [tokens[name] for name in ("unk_token", "sep_token", "cls_token") if tokens[name] not in self.vocab]
         if missing:
             raise CheckpointError(f"vocabulary file {self.vocab_file} lacks the special tokens {missing}")
         self.unk_token, self.sep_token, self.pad_token, self.cls_token, self.mask_token = (
@@ -325,13 +328,13 @@ class BertTokenizer:
         )
         self.unk_token_id = self.vocab[self.unk_token]
         self.sep_token_id = self.vocab[self.sep_token]
-        self.pad_token_id = self.vocab[self.pad_token]
+        self.pad_token_id = self.vocab.get(self.pad_token)  # None: this vocabulary cannot pad
         self.cls_token_id = self.vocab[self.cls_token]
-        self.mask_token_id = self.vocab[self.mask_token]
+        self.mask_token_id = self.vocab.get(self.mask_token)  # None: nothing can be masked
         self.wordpiece = WordPieceTokenizer(self.vocab, self.unk_token_id)
-        specials = sorted(set(tokens.values()), key=len, reverse=True)
+        specials = sorted({token for token in tokens.values() if token in self.vocab}, key=len, reverse=True)
         self._special_split = re.compile("(" + "|".join(re.escape(token) for token in specials) + ")")
-        self.all_special_ids = sorted({self.vocab[token] for token in tokens.values()})
+        self.all_special_ids = sorted({self.vocab[token] for token in specials})
 
     # ------------------------------------------------------------------ loading
 
@@ -565,6 +568,11 @@ class BertTokenizer:
             for ids, types, mask in zip(input_ids, token_type_ids, attention_mask):
                 missing = target - len(ids)
                 if missing > 0:
+                    if self.pad_token_id is None:
+                        raise ValueError(
+                            f"cannot pad: the vocabulary {self.vocab_file.name} has no {self.pad_token} piece "
+                            "(pass padding=False, or a pad_token that is in it)"
+                        )
                     ids.extend([self.pad_token_id] * missing)
                     types.extend([0] * missing)
                     mask.extend([0] * missing)

@@ -253,3 +253,15 @@ def test_progress_bar_only_when_asked_or_on_a_terminal(embedder, capsys):
     assert "embedding" in capsys.readouterr().err
     embedder.embed(["a text"] * 3)  # stderr is not a terminal under pytest: no bar
     assert capsys.readouterr().err == ""
+
+
+def test_fill_mask_with_a_vocabulary_without_mask_says_so(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    directory = tmp_path / "model"
+    shutil.copytree(Path(__file__).parent / "data" / "tiny_hub", directory)
+    vocab = directory / "vocab.txt"
+    vocab.write_text(vocab.read_text(encoding="utf-8").replace("[MASK]\n", "[unused0]\n"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cannot fill a mask: the vocabulary vocab.txt has no \[MASK\] piece"):
+        fill_mask("i [MASK] paris", model=directory)

@@ -341,3 +341,20 @@ def test_from_pretrained_reads_tokenizer_config(minilm_dir, tmp_path):
     (tmp_path / "tokenizer_config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="malformed tokenizer config .*tokenizer_config.json"):
         BertTokenizer.from_pretrained(tmp_path)
+
+
+def test_google_test_vocabulary_without_pad_and_mask(tmp_path):
+    """google-research/bert tokenization_test.py, test_full_tokenizer: its vocabulary has no [PAD]
+    and no [MASK]. It loads and tokenizes as there; only padding (and fill_mask) then raise."""
+    vocab = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ","]
+    path = tmp_path / "vocab.txt"
+    path.write_text("".join(token + "\n" for token in vocab), encoding="utf-8")
+    tokenizer = BertTokenizer(path)
+    tokens = tokenizer.tokenize("UNwant\u00e9d,running")
+    assert tokens == ["un", "##want", "##ed", ",", "runn", "##ing"]
+    assert tokenizer.convert_tokens_to_ids(tokens) == [7, 4, 5, 10, 8, 9]
+    assert tokenizer.pad_token_id is None and tokenizer.mask_token_id is None
+    assert tokenizer(["want", "want"], padding=True)["input_ids"] == [[1, 3, 2], [1, 3, 2]]  # nothing to pad
+    with pytest.raises(ValueError, match=r"cannot pad: the vocabulary vocab.txt has no \[PAD\] piece"):
+        tokenizer(["want", "unwanted running"], padding=True)
+    assert tokenizer.tokenize("[MASK] want") == ["[UNK]", "[UNK]", "[UNK]", "want"]  # not a special token here
