@@ -74,6 +74,7 @@ def test_ids_match_tokenizers_on_the_same_file(name, vocab_file, tmp_path, texts
 def test_sentence_transformers_lowercase_in_front(vocab_file, tmp_path, texts):
     """sentence-transformers' do_lower_case puts Lowercase before a cased BertNormalizer."""
     directory = _saved_by_transformers(tmp_path / "tok", vocab_file, do_lower_case=False)
+
     def lowercase_first(values):
         values["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Lowercase"}, values["normalizer"]]}
 
@@ -111,6 +112,7 @@ def _break(field: str):
         elif field == "added_tokens":
             values["added_tokens"].append({"id": 30522, "content": "newword", "special": False, "single_word": False,
                                            "lstrip": False, "rstrip": False, "normalized": True})  # fmt: skip
+
     return change
 
 
