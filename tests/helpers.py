@@ -47,3 +47,17 @@ def compare_outputs(ours, theirs, mask, label: str, atol: float = 1e-5) -> dict:
             )
     print(f"\n{label}: max |Δ| " + ", ".join(f"{k} {v:.1e}" for k, v in report.items()))
     return report
+
+
+def assert_same_ids(ours, reference, texts: list[str], label: str, *, pairs: int, max_unknown: float) -> None:
+    """minibert's ids equal a `tokenizers` Tokenizer's on every text and on ``pairs`` pairs of
+    neighbouring texts; and the comparison is not vacuous (at most ``max_unknown`` of the ids are
+    [UNK], so a wrong or truncated vocabulary cannot pass by mapping everything to [UNK])."""
+    mismatches = [text for text in texts if ours(text)["input_ids"] != reference.encode(text).ids]
+    pairs_of_texts = list(zip(texts[:pairs], texts[1 : pairs + 1]))
+    mismatches += [a for a, b in pairs_of_texts if ours(a, b)["input_ids"] != reference.encode(a, b).ids]
+    assert not mismatches, f"{label}: {len(mismatches)} texts differ, first {mismatches[0][:80]!r}"
+    ids = [i for text in texts for i in ours(text)["input_ids"]]
+    unknown = ids.count(ours.unk_token_id) / len(ids)
+    assert unknown < max_unknown, f"{label}: a vacuous comparison ({unknown:.0%} [UNK])"
+    print(f"\n{label}: {len(texts)} texts and {len(pairs_of_texts)} pairs, ids identical ({unknown:.1%} [UNK])")

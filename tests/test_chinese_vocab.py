@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import corpus
+from helpers import assert_same_ids
 from minibert import BertTokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -50,15 +51,8 @@ def test_ids_match_tokenizers_on_the_chinese_vocabulary(chinese_vocab, texts, lo
     reference = tokenizers.BertWordPieceTokenizer(str(chinese_vocab), lowercase=lowercase)
     ours = BertTokenizer(chinese_vocab, do_lower_case=lowercase)
     assert len(ours) == reference.get_vocab_size() == 21128
-    mismatches = [text for text in texts if ours(text)["input_ids"] != reference.encode(text).ids]
-    pairs = list(zip(texts[:300], texts[1:301]))
-    mismatches += [a for a, b in pairs if ours(a, b)["input_ids"] != reference.encode(a, b).ids]
-    assert not mismatches, f"{len(mismatches)} differ, first {mismatches[0][:60]!r}"
-    ids = [i for text in texts for i in ours(text)["input_ids"]]
-    unknown = ids.count(ours.unk_token_id) / len(ids)
-    assert len(texts) > 500 and unknown < 0.1, (len(texts), unknown)  # a real comparison, not [UNK] everywhere
-    print(f"\nChinese vocabulary, lowercase={lowercase}: {len(texts)} texts and {len(pairs)} pairs identical "
-          f"({unknown:.1%} [UNK])")  # fmt: skip
+    assert len(texts) > 500
+    assert_same_ids(ours, reference, texts, f"Chinese vocabulary, lowercase={lowercase}", pairs=300, max_unknown=0.1)
 
 
 def test_each_cjk_ideograph_is_its_own_token(chinese_vocab):

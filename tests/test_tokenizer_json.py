@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import corpus
+from helpers import assert_same_ids
 from minibert import BertTokenizer, CheckpointError, ModelNotFoundError
 
 transformers = pytest.importorskip("transformers")
@@ -47,14 +48,8 @@ def _compare(directory: Path, texts, label: str) -> None:
     reference.no_truncation()
     reference.no_padding()
     ours = BertTokenizer.from_pretrained(directory)
-    mismatches = [text for text in texts if ours(text)["input_ids"] != reference.encode(text).ids]
-    pairs = list(zip(texts[:200], texts[1:201]))
-    mismatches += [a for a, b in pairs if ours(a, b)["input_ids"] != reference.encode(a, b).ids]
-    assert not mismatches, f"{label}: {len(mismatches)} texts differ, first {mismatches[0][:80]!r}"
-    ids = [i for text in texts for i in ours(text)["input_ids"]]
-    unknown = ids.count(ours.unk_token_id) / len(ids)
-    assert len(ours) == 30522 and unknown < 0.3, f"{label}: a vacuous comparison ({unknown:.0%} [UNK])"
-    print(f"\n{label}: {len(texts)} texts and {len(pairs)} pairs, ids identical to tokenizers")
+    assert len(ours) == 30522
+    assert_same_ids(ours, reference, texts, label, pairs=200, max_unknown=0.3)
 
 
 SETTINGS = {
