@@ -15,7 +15,7 @@ _EXPORTS = {
     "BertTokenizer": "tokenizer",
     "BasicTokenizer": "tokenizer",
     "WordPieceTokenizer": "tokenizer",
-    "BatchEncoding": "tokenizer",
+    "BatchEncoding": "encoding",
     "BertConfig": "config",
     "BertModel": "model",
     "BertForPreTraining": "model",

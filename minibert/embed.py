@@ -50,9 +50,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .encoding import window_starts
 from .model import BertModel
 from .recipe import POOLING_MODES, SentenceRecipe, read_recipe, similarity
-from .tokenizer import BertTokenizer, window_starts
+from .tokenizer import BertTokenizer
 
 POOLINGS = (*POOLING_MODES, "pooler", "mean_max")
 LAYER_COMBINES = ("concat", "sum", "mean")
@@ -231,7 +232,7 @@ class Embedder:
         """
         if merge not in WORD_MERGES:
             raise ValueError(f"merge must be one of {WORD_MERGES}, got {merge!r}")
-        words, pieces = self.tokenizer.word_ids(text)
+        words, pieces = self.tokenizer.words_and_pieces(text)
         _, vectors = self.embed_tokens(text, layers=layers, layer_combine=layer_combine, max_length=max_length)
         vectors = vectors[1:-1]  # drop [CLS] and [SEP]
         merged, position = [], 0

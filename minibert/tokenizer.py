@@ -35,11 +35,24 @@ import logging
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from .encoding import (
+    PAD_VALUES,
+    SIDES,
+    TRUNCATION_STRATEGIES,
+    BatchEncoding,
+    Pieces,
+    check_side,
+    pad_rows,
+    padded_length,
+    to_tensors,
+    truncation_plan,
+)
 from .errors import CheckpointError, ModelNotFoundError
 from .hub import resolve_file
+from .io import write_atomically
 
 logger = logging.getLogger("minibert")
 
@@ -160,6 +173,44 @@ class BasicTokenizer:
     def tokenize(self, text: str) -> list[str]:
         return self.split(self.normalize(self.clean(text)))
 
+    def words_with_origins(self, text: str, base: int = 0) -> list[tuple[str, list[int]]]:
+        """``tokenize``, keeping track of where each character came from: for each word, the word
+        and, for each of its characters, the index in ``text`` (plus ``base``) of the character
+        that produced it. A piece's span in the original text follows (offsets for NER and QA).
+
+        The same steps as ``tokenize``, taken one character at a time (slower: only used when
+        offsets or word ids are asked for).
+
+        >>> BasicTokenizer().words_with_origins("Né, x")
+        [('ne', [0, 1]), (',', [2]), ('x', [4])]
+        """
+        words: list[tuple[str, list[int]]] = []
+        chars: list[str] = []
+        origins: list[int] = []
+
+        def end_word():
+            if chars:
+                words.append(("".join(chars), origins.copy()))
+                chars.clear()
+                origins.clear()
+
+        for index, char in enumerate(text, start=base):
+            for cleaned in char.translate(self._clean_table):  # '', ' ', the char, or ' 中 '
+                if cleaned == " ":
+                    end_word()
+                    continue
+                for normalized in self.normalize(cleaned):
+                    if normalized.isspace():
+                        end_word()
+                    elif is_punctuation(normalized):
+                        end_word()
+                        words.append((normalized, [index]))
+                    else:
+                        chars.append(normalized)
+                        origins.append(index)
+        end_word()
+        return words
+
 
 class WordPieceTokenizer:
     """Stage 2: greedy longest-match-first segmentation of one word into vocabulary pieces.
@@ -211,17 +262,6 @@ class WordPieceTokenizer:
         return ids
 
 
-class BatchEncoding(dict):
-    """What the tokenizer returns: a dict (``input_ids``, ``token_type_ids``, ``attention_mask``)
-    whose keys can also be read as attributes, like transformers' ``BatchEncoding``."""
-
-    def __getattr__(self, name: str):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
 SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _DEFAULT_SPECIAL_TOKENS = {
     "unk_token": "[UNK]",
@@ -230,7 +270,6 @@ _DEFAULT_SPECIAL_TOKENS = {
     "cls_token": "[CLS]",
     "mask_token": "[MASK]",
 }
-_TRUNCATION_STRATEGIES = {"longest_first", "only_first", "only_second"}
 
 
 def google_lower_case(name: str, vocab: dict[str, int]) -> tuple[bool, str]:
@@ -302,19 +341,38 @@ class BertTokenizer:
         strip_accents: bool | None = None,
         tokenize_chinese_chars: bool = True,
         *,
+        do_basic_tokenize: bool = True,
         model_max_length: int = 512,
+        padding_side: str = "right",
+        truncation_side: str = "right",
         vocab: dict[str, int] | None = None,
         **special_tokens: str,
     ):
         """``vocab_file``: vocab.txt; or pass ``vocab`` ({piece: id}, e.g. from tokenizer.json) and
-        the file it came from as ``vocab_file`` (named in error messages)."""
+        the file it came from as ``vocab_file`` (named in error messages).
+
+        ``do_basic_tokenize=False`` skips stage 1 (no cleaning, lowercasing or punctuation
+        splitting): words are what whitespace separates, as in transformers' slow BertTokenizer."""
         unknown = set(special_tokens) - set(SPECIAL_TOKEN_NAMES)
         if unknown:
             raise TypeError(f"BertTokenizer got unexpected arguments: {sorted(unknown)}")
+        for name, value in (("do_lower_case", do_lower_case), ("tokenize_chinese_chars", tokenize_chinese_chars),
+                            ("do_basic_tokenize", do_basic_tokenize)):  # fmt: skip
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {value!r}")
+        if strip_accents not in (True, False, None):
+            raise TypeError(f"strip_accents must be True, False or None, got {strip_accents!r}")
+        if isinstance(model_max_length, bool) or not isinstance(model_max_length, int) or model_max_length < 1:
+            raise ValueError(f"model_max_length must be a positive int, got {model_max_length!r}")
         self.vocab_file = Path(vocab_file)
+        self._vocab_is_file = vocab is None
         self.vocab = dict(vocab) if vocab is not None else load_vocab(vocab_file)
         self.ids_to_tokens = {index: token for token, index in self.vocab.items()}
         self.model_max_length = model_max_length
+        self.padding_side = check_side(padding_side, "padding_side")
+        self.truncation_side = check_side(truncation_side, "truncation_side")
+        self.do_basic_tokenize = do_basic_tokenize
+        self.strip_accents = strip_accents  # as given (None: follow do_lower_case)
         self.basic = BasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
         tokens = {**_DEFAULT_SPECIAL_TOKENS, **special_tokens}
         # [UNK], [CLS] and [SEP] frame every input; [PAD] and [MASK] are only needed to pad and to
@@ -335,8 +393,9 @@ class BertTokenizer:
         specials = sorted({token for token in tokens.values() if token in self.vocab}, key=len, reverse=True)
         self._special_split = re.compile("(" + "|".join(re.escape(token) for token in specials) + ")")
         self.all_special_ids = sorted({self.vocab[token] for token in specials})
+        self._warned_too_long = False
 
-    # ------------------------------------------------------------------ loading
+    # ------------------------------------------------------------------ loading and saving
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None) -> BertTokenizer:
@@ -354,26 +413,7 @@ class BertTokenizer:
         config_file = resolve_file(name_or_path, "tokenizer_config.json", revision=revision, required=False)
         settings = {}
         if config_file is not None:
-            try:
-                config = json.loads(Path(config_file).read_text(encoding="utf-8"))
-                if not isinstance(config, dict):
-                    raise ValueError("the top level is not a JSON object")
-            except (ValueError, UnicodeDecodeError) as error:
-                raise CheckpointError(f"malformed tokenizer config {config_file}: {error}") from None
-            for key in ("do_lower_case", "tokenize_chinese_chars"):
-                if isinstance(config.get(key), bool):
-                    settings[key] = config[key]
-            if config.get("strip_accents") in (True, False, None):  # None: follow do_lower_case
-                settings["strip_accents"] = config.get("strip_accents")
-            max_length = config.get("model_max_length")
-            if isinstance(max_length, int) and 0 < max_length < 1_000_000:
-                settings["model_max_length"] = max_length
-            for name in SPECIAL_TOKEN_NAMES:
-                value = config.get(name)
-                if isinstance(value, dict):  # serialized AddedToken
-                    value = value.get("content")
-                if isinstance(value, str):
-                    settings[name] = value
+            settings = _read_tokenizer_config(Path(config_file))
         elif vocab is None and os.path.isdir(name_or_path):  # e.g. unpacked from Google's zip: no tokenizer config
             lower, reason = google_lower_case(os.path.abspath(name_or_path), load_vocab(vocab_file))
             settings["do_lower_case"] = lower
@@ -381,6 +421,43 @@ class BertTokenizer:
                         "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
         settings.update(from_json)  # tokenizer.json's pipeline is what `tokenizers` runs: it wins
         return cls(vocab_file, vocab=vocab, **settings)
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
+        """Write ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json`` to a
+        directory (created if needed; each file written atomically), loadable by
+        ``BertTokenizer.from_pretrained`` and by transformers' ``AutoTokenizer``."""
+        directory = Path(save_directory)
+        if directory.exists() and not directory.is_dir():
+            raise NotADirectoryError(f"save_pretrained: {directory} exists and is not a directory")
+        directory.mkdir(parents=True, exist_ok=True)
+        if self._vocab_is_file:  # the file itself: a piece listed twice keeps its lines
+            vocab_bytes = self.vocab_file.read_bytes()
+        else:
+            ids = sorted(self.ids_to_tokens)
+            if ids != list(range(len(ids))):
+                gap = next(i for i, index in enumerate(ids) if i != index)
+                raise ValueError(f"cannot write vocab.txt: {self.vocab_file}'s vocabulary has no piece with id {gap}")
+            vocab_bytes = "".join(self.ids_to_tokens[index] + "\n" for index in ids).encode("utf-8")
+        specials = {name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES}
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.basic.do_lower_case,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.basic.tokenize_chinese_chars,
+            "do_basic_tokenize": self.do_basic_tokenize,
+            "model_max_length": self.model_max_length,
+            "padding_side": self.padding_side,
+            "truncation_side": self.truncation_side,
+            **specials,
+        }
+        files = {
+            "vocab.txt": vocab_bytes,
+            "tokenizer_config.json": (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+            "special_tokens_map.json": (json.dumps(specials, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+        }
+        for name, data in files.items():
+            write_atomically(directory / name, data)
+        return tuple(str(directory / name) for name in files)
 
     # ------------------------------------------------------------------ text → pieces
 
@@ -391,16 +468,50 @@ class BertTokenizer:
     def __len__(self) -> int:
         return len(self.vocab)
 
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocab)
+
+    def _segments(self, text: str) -> Iterator[tuple[bool, str, int]]:
+        """(is a special token, part, where it starts): special tokens such as ``[MASK]`` typed in
+        the text are kept whole, the rest goes through the basic tokenizer."""
+        if "[" not in text:  # fast path: no special token can occur
+            yield False, text, 0
+            return
+        position = 0
+        for match in self._special_split.finditer(text):
+            if match.start() > position:
+                yield False, text[position : match.start()], position
+            yield True, match.group(), match.start()
+            position = match.end()
+        if position < len(text):
+            yield False, text[position:], position
+
+    def _basic_words(self, text: str) -> list[str]:
+        return self.basic.tokenize(text) if self.do_basic_tokenize else text.split()
+
     def _words(self, text: str) -> list[str]:
         """Basic tokens of ``text``; special tokens such as ``[MASK]`` are kept whole."""
-        if "[" not in text:  # fast path: no special token can occur
-            return self.basic.tokenize(text)
         words = []
-        for index, part in enumerate(self._special_split.split(text)):
-            if index % 2:
+        for special, part, _ in self._segments(text):
+            if special:
                 words.append(part)
-            elif part:
-                words.extend(self.basic.tokenize(part))
+            else:
+                words.extend(self._basic_words(part))
+        return words
+
+    def _words_with_origins(self, text: str) -> list[tuple[str, list[int]]]:
+        """``_words``, each with the index in ``text`` of each of its characters."""
+        words = []
+        for special, part, start in self._segments(text):
+            if special:
+                words.append((part, list(range(start, start + len(part)))))
+            elif self.do_basic_tokenize:
+                words.extend(self.basic.words_with_origins(part, start))
+            else:
+                words.extend(
+                    (match.group(), list(range(start + match.start(), start + match.end())))
+                    for match in re.finditer(r"\S+", part)
+                )
         return words
 
     def piece_ids(self, text: str) -> list[int]:
@@ -411,7 +522,39 @@ class BertTokenizer:
             ids.extend(pieces(word))
         return ids
 
-    def word_ids(self, text: str) -> tuple[list[str], list[list[int]]]:
+    def _pieces(self, text: str | list[str], track: bool) -> Pieces:
+        """``text``'s pieces; with ``track``, also each piece's character span and word index.
+
+        ``text`` may be a list of words already split (``is_split_into_words``): each word is then
+        tokenized on its own, its pieces' word index is its place in the list and their spans are
+        within the word, as in transformers."""
+        if isinstance(text, list):
+            parts = [self._pieces(word, track) for word in text]
+            return Pieces(
+                [i for part in parts for i in part.ids],
+                [span for part in parts for span in part.offsets] if track else None,
+                [index for index, part in enumerate(parts) for _ in part.ids] if track else None,
+            )
+        if not track:
+            return Pieces(self.piece_ids(text))
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        words: list[int] = []
+        for word_index, (word, origins) in enumerate(self._words_with_origins(text)):
+            word_ids = self.wordpiece.pieces(word)
+            if word_ids == [self.unk_token_id]:  # the whole word (or [UNK] itself)
+                offsets.append((origins[0], origins[-1] + 1))
+            else:
+                position = 0
+                for piece_number, piece_id in enumerate(word_ids):
+                    length = len(self.ids_to_tokens[piece_id]) - (2 if piece_number else 0)  # "##"
+                    offsets.append((origins[position], origins[position + length - 1] + 1))
+                    position += length
+            ids.extend(word_ids)
+            words.extend([word_index] * len(word_ids))
+        return Pieces(ids, offsets, words)
+
+    def words_and_pieces(self, text: str) -> tuple[list[str], list[list[int]]]:
         """The basic tokens (words) of ``text`` and, for each, the ids of its word pieces."""
         words = self._words(text)
         return words, [self.wordpiece.pieces(word) for word in words]
@@ -493,106 +636,249 @@ class BertTokenizer:
             ids += [*ids_b, self.sep_token_id]
         return ids
 
+    def get_special_tokens_mask(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
+        """1 where ``build_inputs_with_special_tokens`` puts [CLS]/[SEP], 0 on the text's pieces."""
+        mask = [1] + [0] * len(ids_a) + [1]
+        return mask + [0] * len(ids_b) + [1] if ids_b is not None else mask
+
     def encode(self, text: str, text_pair: str | None = None, **kwargs) -> list[int]:
         """The framed ids of one text (or pair), e.g. ``[101, 1045, 2293, 3000, 102]``."""
         return self(text, text_pair, **kwargs)["input_ids"]
 
     def __call__(
         self,
-        text: str | Sequence[str],
-        text_pair: str | Sequence[str] | None = None,
+        text: str | Sequence[str] | Sequence[Sequence[str]],
+        text_pair: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
         *,
+        is_split_into_words: bool = False,
         add_special_tokens: bool = True,
         padding: bool | str = False,
         truncation: bool | str = False,
         max_length: int | None = None,
         stride: int = 0,
-        return_overflowing_tokens: bool = False,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
         return_tensors: str | None = None,
+        return_token_type_ids: bool | None = None,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        verbose: bool = True,
+        _track: bool = False,
     ) -> BatchEncoding:
         """Tokenize one text, a pair, or a batch, and frame, truncate, window and pad the result.
 
         * ``text`` / ``text_pair``: a str each, or lists of str of the same length (a batch).
+          With ``is_split_into_words=True``, each input is a list of words (e.g. an NER dataset's
+          tokens) and ``word_ids()`` maps pieces back to them.
         * ``truncation``: ``True``/``"longest_first"`` (cut the longer of the pair first),
           ``"only_first"``, ``"only_second"``, or ``False``; up to ``max_length`` tokens including
-          [CLS]/[SEP] (default ``model_max_length``, 512).
+          [CLS]/[SEP] (default ``model_max_length``, 512). ``tokenizer.truncation_side = "left"``
+          keeps the end of a text instead. Without truncation, a row longer than
+          ``model_max_length`` is logged once (as transformers does): the model cannot take it.
         * ``return_overflowing_tokens=True`` with ``stride=k``: instead of dropping what does not
           fit, return every window of the long text, consecutive windows sharing ``k`` tokens;
           ``overflow_to_sample_mapping`` says which input each window came from.
         * ``padding``: ``True``/``"longest"`` pads to the longest row, ``"max_length"`` to
-          ``max_length``; pads are ``[PAD]`` with ``attention_mask`` 0.
+          ``max_length``, rounded up to a multiple of ``pad_to_multiple_of``; pads are ``[PAD]``
+          with ``attention_mask`` 0, at the end (``padding_side="left"``: at the start).
+        * ``return_offsets_mapping``: each token's (start, end) character span in its text
+          ((0, 0) for [CLS], [SEP] and pads); ``return_special_tokens_mask``: 1 on [CLS], [SEP]
+          and pads. ``.word_ids(i)`` / ``.sequence_ids(i)`` of the result work in any case.
         * ``return_tensors``: ``None`` (lists), ``"pt"`` (torch tensors) or ``"np"`` (numpy).
         """
-        batched = not isinstance(text, str)
-        texts = self._as_list(text, "text")
+        options = {key: value for key, value in locals().items() if key not in ("self", "text", "text_pair")}
+        batched, texts = self._as_batch(text, "text", is_split_into_words)
         pairs = None
         if text_pair is not None:
-            if batched == isinstance(text_pair, str):
-                raise TypeError("text and text_pair must both be a str, or both be lists of str")
-            pairs = self._as_list(text_pair, "text_pair")
+            pair_batched, pairs = self._as_batch(text_pair, "text_pair", is_split_into_words)
+            if batched != pair_batched:
+                raise TypeError("text and text_pair must both be one input, or both be batches")
             if len(pairs) != len(texts):
                 raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
         strategy = self._truncation_strategy(truncation)
         padding_mode = self._padding_mode(padding)
+        _check_count(max_length, "max_length", minimum=1, optional=True)
+        _check_count(stride, "stride", minimum=0)
+        _check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
+        side = check_side(padding_side or self.padding_side, "padding_side")
+        warn_too_long = strategy is None and max_length is None and verbose
         if strategy or padding_mode == "max_length":
             max_length = self.model_max_length if max_length is None else max_length
+        if strategy and padding_mode and pad_to_multiple_of and max_length % pad_to_multiple_of:
+            raise ValueError(
+                f"truncation to max_length={max_length} and padding to a multiple of {pad_to_multiple_of} "
+                "contradict each other: make max_length a multiple of pad_to_multiple_of"
+            )
         if return_overflowing_tokens and strategy is None:
             raise ValueError("return_overflowing_tokens=True needs truncation (and max_length)")
+        added = (3 if pairs is not None else 2) if add_special_tokens else 0
+        if return_overflowing_tokens and stride >= max_length - added:  # (stricter than transformers,
+            # which only complains once a text is long enough to need windows)
+            raise ValueError(
+                f"stride={stride} must be smaller than the room for text in each window "
+                f"({max_length - added} pieces = max_length minus the special tokens)"
+            )
+        track = return_offsets_mapping or _track
 
-        rows: list[tuple[list[int], list[int] | None]] = []
+        columns: dict[str, list[list]] = {"input_ids": [], "token_type_ids": []}
+        if return_special_tokens_mask:
+            columns["special_tokens_mask"] = []
+        if track:
+            columns.update(offset_mapping=[], _word_ids=[], _sequence_ids=[])
         sample_of_row: list[int] = []
         for sample, text_a in enumerate(texts):
-            ids_a = self.piece_ids(text_a)
-            ids_b = self.piece_ids(pairs[sample]) if pairs is not None else None
-            windows = [(ids_a, ids_b)]
-            if strategy is not None:
-                added = (3 if ids_b is not None else 2) if add_special_tokens else 0
-                windows = _truncate(ids_a, ids_b, max_length - added, strategy, stride, return_overflowing_tokens)
-            rows.extend(windows)
-            sample_of_row.extend([sample] * len(windows))
-
-        input_ids, token_type_ids = [], []
-        for ids_a, ids_b in rows:
-            if add_special_tokens:
-                ids = self.build_inputs_with_special_tokens(ids_a, ids_b)
-                types = [0] * (len(ids_a) + 2) + ([1] * (len(ids_b) + 1) if ids_b is not None else [])
+            pieces_a = self._pieces(text_a, track)
+            pieces_b = self._pieces(pairs[sample], track) if pairs is not None else None
+            length_b = None if pieces_b is None else len(pieces_b)
+            if strategy is None:
+                plan = [((0, len(pieces_a)), None if length_b is None else (0, length_b))]
             else:
-                ids = ids_a + (ids_b or [])
-                types = [0] * len(ids_a) + [1] * len(ids_b or [])
-            input_ids.append(ids)
-            token_type_ids.append(types)
-        attention_mask = [[1] * len(ids) for ids in input_ids]
+                plan = truncation_plan(len(pieces_a), length_b, max_length - added, strategy, stride,
+                                       self.truncation_side, return_overflowing_tokens)  # fmt: skip
+            for span_a, span_b in plan:
+                part_b = None if span_b is None else pieces_b.part(*span_b)
+                self._frame(columns, pieces_a.part(*span_a), part_b, add_special_tokens)
+                sample_of_row.append(sample)
+        columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
 
-        if padding_mode is not None and input_ids:
-            target = max(map(len, input_ids)) if padding_mode == "longest" else max_length
-            for ids, types, mask in zip(input_ids, token_type_ids, attention_mask):
-                missing = target - len(ids)
-                if missing > 0:
-                    if self.pad_token_id is None:
-                        raise ValueError(
-                            f"cannot pad: the vocabulary {self.vocab_file.name} has no {self.pad_token} piece "
-                            "(pass padding=False, or a pad_token that is in it)"
-                        )
-                    ids.extend([self.pad_token_id] * missing)
-                    types.extend([0] * missing)
-                    mask.extend([0] * missing)
+        if warn_too_long and not self._warned_too_long:
+            longest = max(map(len, columns["input_ids"]), default=0)
+            if longest > self.model_max_length:
+                self._warned_too_long = True
+                logger.warning(
+                    "Token indices sequence length is longer than the specified maximum sequence length for "
+                    "this model (%d > %d). Running this sequence through the model will result in indexing "
+                    "errors", longest, self.model_max_length,
+                )  # fmt: skip
+        if padding_mode is not None and columns["input_ids"]:
+            longest = max(map(len, columns["input_ids"]))
+            target = padded_length(longest, padding_mode, max_length, pad_to_multiple_of)
+            pad_rows(columns, target, side, self.pad_token_id, self.vocab_file.name)
 
-        encoding = BatchEncoding(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+        keys = ["input_ids"]
+        keys += ["token_type_ids"] if return_token_type_ids is not False else []
+        keys += ["attention_mask"] if return_attention_mask is not False else []
+        keys += ["special_tokens_mask"] if return_special_tokens_mask else []
+        keys += ["offset_mapping"] if return_offsets_mapping else []
+        values = {key: columns[key] for key in keys}
         if return_overflowing_tokens:
-            encoding["overflow_to_sample_mapping"] = sample_of_row
+            values["overflow_to_sample_mapping"] = sample_of_row
         if not batched and not return_overflowing_tokens and return_tensors is None:
-            return BatchEncoding({key: value[0] for key, value in encoding.items()})
-        if return_tensors is not None:
-            encoding = _to_tensors(encoding, return_tensors)
+            values = {key: value[0] for key, value in values.items()}
+        elif return_tensors is not None:
+            values = to_tensors(values, return_tensors)
+        encoding = BatchEncoding(values, alignment=lambda: self(text, text_pair, **{**options, "_track": True}))
+        if track:
+            rows = columns["offset_mapping"], columns["_word_ids"], columns["_sequence_ids"]
+            encoding._rows = dict(zip(("_offsets", "_word_ids", "_sequence_ids"), rows))
         return encoding
 
+    def _frame(self, columns: dict[str, list[list]], a: Pieces, b: Pieces | None, add_special_tokens: bool) -> None:
+        """Append one row: ``[CLS] A [SEP] (B [SEP])`` and its token types (and tracked columns)."""
+        special = 1 if add_special_tokens else 0
+        if add_special_tokens:
+            columns["input_ids"].append(self.build_inputs_with_special_tokens(a.ids, None if b is None else b.ids))
+        else:
+            columns["input_ids"].append(a.ids + ([] if b is None else b.ids))
+        columns["token_type_ids"].append([0] * (len(a) + 2 * special) + ([] if b is None else [1] * (len(b) + special)))
+        if "special_tokens_mask" in columns:
+            mask = self.get_special_tokens_mask(a.ids, None if b is None else b.ids) if add_special_tokens else None
+            columns["special_tokens_mask"].append(mask or [0] * len(columns["input_ids"][-1]))
+        if "offset_mapping" not in columns:
+            return
+        edge = [None] * special
+        offsets, words, sequences = [(0, 0)] * special + a.offsets, edge + a.words, edge + [0] * len(a)
+        for pieces, sequence in ((b, 1),) if b is not None else ():
+            offsets += [(0, 0)] * special + pieces.offsets
+            words += edge + pieces.words
+            sequences += edge + [sequence] * len(pieces)
+        if special:
+            offsets, words, sequences = offsets + [(0, 0)], words + [None], sequences + [None]
+        columns["offset_mapping"].append(offsets)
+        columns["_word_ids"].append(words)
+        columns["_sequence_ids"].append(sequences)
+
+    def pad(
+        self,
+        encoded_inputs: Mapping | Sequence[Mapping],
+        padding: bool | str = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_tensors: str | None = None,
+    ) -> BatchEncoding:
+        """Pad already tokenized inputs (one, a batch as a dict of lists, or a list of dicts, as a
+        data collator has them), as transformers' ``tokenizer.pad``: ``input_ids`` with [PAD],
+        ``token_type_ids`` with 0, ``attention_mask`` with 0 (made if absent), ``special_tokens_mask``
+        with 1; other keys are left as they are. Tensors in give tensors out.
+        ``return_attention_mask=False`` returns no mask (transformers would return the old one
+        unpadded, out of step with the ids).
+
+        >>> tok.pad([{"input_ids": [101, 102]}, {"input_ids": [101, 7592, 102]}])["input_ids"]  # doctest: +SKIP
+        [[101, 102, 0], [101, 7592, 102]]
+        """
+        if isinstance(encoded_inputs, Sequence) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
+            keys = list(encoded_inputs[0])
+            if any(set(example) != set(keys) for example in encoded_inputs):
+                raise ValueError("pad: every example must have the same keys")
+            encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in keys}
+        if not isinstance(encoded_inputs, Mapping) or "input_ids" not in encoded_inputs:
+            raise ValueError("pad expects a dict (or a list of dicts) with input_ids")
+        columns = {}
+        for key, value in encoded_inputs.items():
+            if hasattr(value, "tolist"):  # a torch tensor or numpy array
+                return_tensors = return_tensors or ("pt" if type(value).__module__.startswith("torch") else "np")
+                value = value.tolist()
+            elif isinstance(value, list) and value and hasattr(value[0], "tolist"):
+                return_tensors = return_tensors or ("pt" if type(value[0]).__module__.startswith("torch") else "np")
+                value = [row.tolist() for row in value]
+            columns[key] = value
+        single = not columns["input_ids"] or not isinstance(columns["input_ids"][0], (list, tuple))
+        if single:
+            columns = {key: [value] for key, value in columns.items()}
+        columns = {key: [list(row) for row in rows] if key in PAD_VALUES or key == "input_ids" else rows
+                   for key, rows in columns.items()}  # fmt: skip
+        if return_attention_mask is not False and "attention_mask" not in columns:
+            columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
+        mode = self._padding_mode(padding)
+        _check_count(max_length, "max_length", minimum=1, optional=True)
+        _check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
+        side = check_side(padding_side or self.padding_side, "padding_side")
+        if mode is not None and columns["input_ids"]:
+            max_length = self.model_max_length if mode == "max_length" and max_length is None else max_length
+            longest = max(map(len, columns["input_ids"]))
+            target = padded_length(longest, mode, max_length, pad_to_multiple_of)
+            pad_rows(columns, target, side, self.pad_token_id, self.vocab_file.name)
+        if return_attention_mask is False:  # (transformers keeps an unpadded one: ragged, out of step)
+            columns.pop("attention_mask", None)
+        if return_tensors is not None:
+            columns = to_tensors(columns, return_tensors)
+        return BatchEncoding({key: rows[0] for key, rows in columns.items()} if single else columns)
+
     @staticmethod
-    def _as_list(value, name: str) -> list[str]:
-        if isinstance(value, str):
-            return [value]
-        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
-            return list(value)
-        raise TypeError(f"{name} must be a str or a list of str, got {type(value).__name__}")
+    def _as_batch(value, name: str, split_into_words: bool) -> tuple[bool, list]:
+        """(is it a batch, its inputs): each input a str, or (``split_into_words``) a list of words."""
+
+        def words(item) -> bool:
+            return isinstance(item, (list, tuple)) and all(isinstance(word, str) for word in item)
+
+        if not split_into_words:
+            if isinstance(value, str):
+                return False, [value]
+            if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+                return True, list(value)
+            raise TypeError(f"{name} must be a str or a list of str, got {type(value).__name__}")
+        if words(value):
+            return False, [list(value)]
+        if isinstance(value, (list, tuple)) and all(words(item) for item in value):
+            return True, [list(item) for item in value]
+        raise TypeError(
+            f"with is_split_into_words=True, {name} must be a list of words (str) or a list of such lists, "
+            f"got {type(value).__name__}"
+        )
 
     @staticmethod
     def _truncation_strategy(truncation) -> str | None:
@@ -601,9 +887,9 @@ class BertTokenizer:
         if truncation is False or truncation is None or truncation == "do_not_truncate":
             return None
         strategy = "longest_first" if truncation is True else truncation
-        if strategy not in _TRUNCATION_STRATEGIES:
+        if strategy not in TRUNCATION_STRATEGIES:
             raise ValueError(
-                f"truncation must be True, False or one of {sorted(_TRUNCATION_STRATEGIES)}, got {truncation!r}"
+                f"truncation must be True, False or one of {list(TRUNCATION_STRATEGIES)}, got {truncation!r}"
             )
         return strategy
 
@@ -618,86 +904,40 @@ class BertTokenizer:
         raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
 
 
-def window_starts(length: int, size: int, stride: int) -> list[int]:
-    """Where each window of ``size`` ids starts, consecutive windows sharing ``stride`` ids, the
-    last one ending at ``length``.
-
-    >>> window_starts(7, size=4, stride=1)
-    [0, 3]
-    """
-    starts = [0]
-    while starts[-1] + size < length:
-        starts.append(starts[-1] + size - stride)
-    return starts
+def _check_count(value, name: str, *, minimum: int, optional: bool = False) -> None:
+    """An int argument (not a bool) of at least ``minimum``, or None where that is allowed."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}{' or None' if optional else ''}, got {value!r}")
 
 
-def windows(ids: list[int], size: int, stride: int) -> list[list[int]]:
-    """Consecutive windows of ``size`` ids sharing ``stride`` ids (see ``window_starts``).
-
-    >>> windows(list(range(7)), size=4, stride=1)
-    [[0, 1, 2, 3], [3, 4, 5, 6]]
-    """
-    return [ids[start : start + size] for start in window_starts(len(ids), size, stride)]
-
-
-def _truncate(ids_a, ids_b, budget, strategy, stride, keep_overflow):
-    """Cut a text (or pair) to ``budget`` pieces; return the kept rows (several if ``keep_overflow``)."""
-    if budget <= 0:
-        raise ValueError(f"max_length is too small to hold even the special tokens (room for {budget} pieces)")
-    total = len(ids_a) + (len(ids_b) if ids_b is not None else 0)
-    if keep_overflow and stride >= budget:
-        raise ValueError(
-            f"stride={stride} must be smaller than the room for text in each window ({budget} pieces = "
-            f"max_length minus the special tokens)"
-        )
-    if ids_b is None:
-        return (
-            [(window, None) for window in windows(ids_a, budget, stride)] if keep_overflow else [(ids_a[:budget], None)]
-        )
-    if total <= budget:
-        return [(ids_a, ids_b)]
-    if strategy == "longest_first":
-        if keep_overflow:
-            raise ValueError(
-                "return_overflowing_tokens with a pair of texts needs truncation='only_first' or "
-                "'only_second' (which text to cut into windows)"
-            )
-        # Same split as Hugging Face tokenizers: the shorter text keeps what it can, and if both are
-        # too long each gets half.
-        short, long_ = sorted((len(ids_a), len(ids_b)))
-        keep_short, keep_long = short, (short if short > budget else max(short, budget - short))
-        if keep_short + keep_long > budget:
-            keep_short = budget // 2
-            keep_long = keep_short + budget % 2
-        if len(ids_a) > len(ids_b):
-            keep_short, keep_long = keep_long, keep_short
-        return [(ids_a[:keep_short], ids_b[:keep_long])]
-    cut_first = strategy == "only_first"
-    fixed = len(ids_b) if cut_first else len(ids_a)
-    room = budget - fixed
-    if room <= 0:
-        which = "first" if cut_first else "second"
-        raise ValueError(
-            f"cannot truncate only the {which} text: the other one alone has {fixed} pieces, "
-            f"more than the {budget} that fit in max_length"
-        )
-    cut = ids_a if cut_first else ids_b
-    parts = windows(cut, room, stride) if keep_overflow else [cut[:room]]
-    return [(part, ids_b) if cut_first else (ids_a, part) for part in parts]
-
-
-def _to_tensors(encoding: BatchEncoding, kind: str) -> BatchEncoding:
-    lengths = {len(row) for row in encoding["input_ids"]}
-    if len(lengths) > 1:
-        raise ValueError("rows have different lengths; pass padding=True to return tensors")
-    if kind == "pt":
-        import torch
-
-        convert = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
-    elif kind == "np":
-        import numpy as np
-
-        convert = lambda rows: np.array(rows, dtype=np.int64)  # noqa: E731
-    else:
-        raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {kind!r}")
-    return BatchEncoding({key: convert(value) for key, value in encoding.items()})
+def _read_tokenizer_config(config_file: Path) -> dict:
+    """The settings minibert takes from tokenizer_config.json (others are ignored)."""
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            raise ValueError("the top level is not a JSON object")
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"malformed tokenizer config {config_file}: {error}") from None
+    settings = {}
+    for key in ("do_lower_case", "tokenize_chinese_chars", "do_basic_tokenize"):
+        if isinstance(config.get(key), bool):
+            settings[key] = config[key]
+    if config.get("strip_accents") in (True, False, None):  # None: follow do_lower_case
+        settings["strip_accents"] = config.get("strip_accents")
+    max_length = config.get("model_max_length")
+    if isinstance(max_length, int) and 0 < max_length < 1_000_000:  # transformers writes 1e30 for "none"
+        settings["model_max_length"] = max_length
+    for key in ("padding_side", "truncation_side"):
+        if key in config:
+            if config[key] not in SIDES:
+                raise CheckpointError(f"{config_file}: {key} must be 'right' or 'left', got {config[key]!r}")
+            settings[key] = config[key]
+    for name in SPECIAL_TOKEN_NAMES:
+        value = config.get(name)
+        if isinstance(value, dict):  # serialized AddedToken
+            value = value.get("content")
+        if isinstance(value, str):
+            settings[name] = value
+    return settings

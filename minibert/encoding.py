@@ -1,0 +1,314 @@
+"""From word pieces to model inputs: truncation, overflow windows and padding.
+
+The tokenizer (tokenizer.py) turns a text into a ``Pieces``: its piece ids and, when asked, where
+each piece came from: its character span in the original text (``offsets``, for NER and QA) and
+the index of the word it belongs to (``words``). This module cuts and pads those the way
+transformers' fast tokenizers (the Rust ``tokenizers``) do:
+
+* **Truncation** keeps ``budget`` pieces (``max_length`` minus [CLS]/[SEP]). For a pair,
+  ``longest_first`` lets the shorter text keep what it can and cuts the longer; when both are too
+  long, each gets half. ``only_first`` / ``only_second`` cut one text. ``side="left"`` keeps the
+  end of a text instead of its start.
+* **Overflow windows** (``return_overflowing_tokens``): instead of dropping what does not fit,
+  cut the text into windows that share ``stride`` pieces. For a ``longest_first`` pair, both texts
+  are windowed and the rows are the Rust library's combinations (see ``truncation_plan``).
+* **Padding** appends (or, ``side="left"``, prepends) [PAD] up to the longest row or to
+  ``max_length``, optionally rounded up to a multiple of ``pad_to_multiple_of``.
+
+``BatchEncoding`` is the result: a dict of the model's inputs whose keys are also attributes, with
+``word_ids(i)`` and ``sequence_ids(i)`` as in transformers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+SIDES = ("right", "left")
+TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
+
+# What each key is padded with (the private keys are the rows behind word_ids/sequence_ids).
+PAD_VALUES = {
+    "token_type_ids": 0,
+    "attention_mask": 0,
+    "special_tokens_mask": 1,
+    "offset_mapping": (0, 0),
+    "_word_ids": None,
+    "_sequence_ids": None,
+}
+
+
+@dataclass
+class Pieces:
+    """One tokenized text: piece ids, and (when tracked) each piece's character span and word."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]] | None = None
+    words: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def part(self, start: int, stop: int) -> Pieces:
+        if start == 0 and stop == len(self.ids):
+            return self
+        return Pieces(
+            self.ids[start:stop],
+            None if self.offsets is None else self.offsets[start:stop],
+            None if self.words is None else self.words[start:stop],
+        )
+
+
+class BatchEncoding(dict):
+    """What the tokenizer returns: a dict (``input_ids``, ``token_type_ids``, ``attention_mask``,
+    and what was asked for) whose keys can also be read as attributes, like transformers'.
+
+    ``word_ids(i)`` / ``sequence_ids(i)`` say, for each token of row ``i``, which word of its text
+    it came from and whether it belongs to the first (0) or second (1) text; ``None`` for [CLS],
+    [SEP] and padding. Rows are computed on first use (the fast path does not track words).
+    """
+
+    def __init__(self, *args, alignment: Callable[[], BatchEncoding] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._alignment = alignment
+        self._rows: dict[str, list] | None = None
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def _aligned(self, key: str, batch_index: int) -> list:
+        if self._rows is None:
+            if self._alignment is None:
+                raise ValueError("word_ids() and the other alignment methods need what the tokenizer returns")
+            self._rows = self._alignment()._rows
+        rows = self._rows[key]
+        if not 0 <= batch_index < len(rows):
+            raise IndexError(f"batch_index {batch_index} is outside this batch of {len(rows)} rows")
+        return rows[batch_index]
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        """For each token of row ``batch_index``: the index of its word in its own text (words are
+        BERT's basic tokens: each punctuation mark and each CJK ideograph is a word), or None."""
+        return list(self._aligned("_word_ids", batch_index))
+
+    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
+        """For each token of row ``batch_index``: 0 (first text), 1 (second text) or None."""
+        return list(self._aligned("_sequence_ids", batch_index))
+
+    # The mappings between characters, words and tokens that transformers' BatchEncoding has
+    # (extractive QA finds an answer's tokens with char_to_token). As there, each takes
+    # (index) for row 0 or (batch_index, index).
+
+    def token_to_word(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
+        batch, token = _batch_and(batch_or_token_index, token_index)
+        return self._aligned("_word_ids", batch)[token]
+
+    def token_to_sequence(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
+        batch, token = _batch_and(batch_or_token_index, token_index)
+        return self._aligned("_sequence_ids", batch)[token]
+
+    def token_to_chars(self, batch_or_token_index: int, token_index: int | None = None) -> CharSpan | None:
+        batch, token = _batch_and(batch_or_token_index, token_index)
+        if self._aligned("_sequence_ids", batch)[token] is None:
+            return None
+        return CharSpan(*self._aligned("_offsets", batch)[token])
+
+    def word_to_tokens(
+        self, batch_or_word_index: int, word_index: int | None = None, sequence_index: int = 0
+    ) -> TokenSpan | None:
+        batch, word = _batch_and(batch_or_word_index, word_index)
+        tokens = self._tokens_of_word(batch, word, sequence_index)
+        return TokenSpan(tokens[0], tokens[-1] + 1) if tokens else None
+
+    def word_to_chars(
+        self, batch_or_word_index: int, word_index: int | None = None, sequence_index: int = 0
+    ) -> CharSpan | None:
+        batch, word = _batch_and(batch_or_word_index, word_index)
+        tokens = self._tokens_of_word(batch, word, sequence_index)
+        if not tokens:
+            return None
+        offsets = self._aligned("_offsets", batch)
+        return CharSpan(offsets[tokens[0]][0], offsets[tokens[-1]][1])
+
+    def char_to_token(
+        self, batch_or_char_index: int, char_index: int | None = None, sequence_index: int = 0
+    ) -> int | None:
+        batch, char = _batch_and(batch_or_char_index, char_index)
+        sequences = self._aligned("_sequence_ids", batch)
+        for token, (start, end) in enumerate(self._aligned("_offsets", batch)):
+            if sequences[token] == sequence_index and start <= char < end:
+                return token
+        return None
+
+    def char_to_word(
+        self, batch_or_char_index: int, char_index: int | None = None, sequence_index: int = 0
+    ) -> int | None:
+        batch, char = _batch_and(batch_or_char_index, char_index)
+        token = self.char_to_token(batch, char, sequence_index)
+        return None if token is None else self._aligned("_word_ids", batch)[token]
+
+    def _tokens_of_word(self, batch: int, word: int, sequence_index: int) -> list[int]:
+        words, sequences = self._aligned("_word_ids", batch), self._aligned("_sequence_ids", batch)
+        return [t for t, (w, s) in enumerate(zip(words, sequences)) if w == word and s == sequence_index]
+
+
+class TokenSpan(NamedTuple):
+    start: int
+    end: int
+
+
+class CharSpan(NamedTuple):
+    start: int
+    end: int
+
+
+def _batch_and(batch_or_index: int, index: int | None) -> tuple[int, int]:
+    return (0, batch_or_index) if index is None else (batch_or_index, index)
+
+
+def check_side(value: str, name: str) -> str:
+    if value not in SIDES:
+        raise ValueError(f"{name} must be 'right' or 'left', got {value!r}")
+    return value
+
+
+def _parts(length: int, keep: int, stride: int, side: str, overflow: bool) -> list[tuple[int, int]]:
+    """(start, stop) of the kept part of a text of ``length`` pieces (of every window, with
+    ``overflow``); the first is the part a row without overflow keeps."""
+    if keep >= length:
+        return [(0, length)]
+    if not overflow:
+        return [(0, keep)] if side == "right" else [(length - keep, length)]
+    if stride >= keep:
+        raise ValueError(
+            f"stride={stride} must be smaller than the room for text in each window ({keep} pieces = "
+            "max_length minus the special tokens, shared between the texts of a pair)"
+        )
+    step, parts = keep - stride, []
+    if side == "right":
+        start = 0
+        while True:
+            stop = min(start + keep, length)
+            parts.append((start, stop))
+            if stop == length:
+                return parts
+            start += step
+    stop = length
+    while True:
+        start = max(stop - keep, 0)
+        parts.append((start, stop))
+        if start == 0:
+            return parts
+        stop -= step
+
+
+Span = tuple[int, int]
+
+
+def truncation_plan(
+    length_a: int, length_b: int | None, budget: int, strategy: str, stride: int, side: str, overflow: bool
+) -> list[tuple[Span, Span | None]]:
+    """The rows a text (or pair) becomes: for each, the (start, stop) kept of each text.
+
+    >>> truncation_plan(7, None, 4, "longest_first", 1, "right", overflow=True)
+    [((0, 4), None), ((3, 7), None)]
+    """
+    if budget <= 0:
+        raise ValueError(f"max_length is too small to hold even the special tokens (room for {budget} pieces)")
+    if length_b is None:
+        return [(part, None) for part in _parts(length_a, budget, stride, side, overflow)]
+    whole_a, whole_b = (0, length_a), (0, length_b)
+    excess = length_a + length_b - budget
+    if excess <= 0:
+        return [(whole_a, whole_b)]
+    if strategy == "longest_first":
+        # As tokenizers' truncate_encodings: the shorter text keeps what it can, and if both are
+        # too long each gets half (the odd piece to the longer).
+        short, long_ = sorted((length_a, length_b))
+        keep_short, keep_long = short, (short if short > budget else max(short, budget - short))
+        if keep_short + keep_long > budget:
+            keep_short = budget // 2
+            keep_long = keep_short + budget % 2
+        keep_a, keep_b = (keep_long, keep_short) if length_a > length_b else (keep_short, keep_long)
+        parts_a = _parts(length_a, keep_a, stride, side, overflow)
+        parts_b = _parts(length_b, keep_b, stride, side, overflow)
+        # Encoding::merge_with's order: the first windows together, each later window of the first
+        # text with the first window (then every later window) of the second, then the first
+        # window of the first text with each later window of the second.
+        rows = [(parts_a[0], parts_b[0])]
+        for part_a in parts_a[1:]:
+            rows += [(part_a, part_b) for part_b in parts_b]
+        rows += [(parts_a[0], part_b) for part_b in parts_b[1:]]
+        return rows
+    cut_first = strategy == "only_first"
+    length = length_a if cut_first else length_b
+    if length <= excess:
+        which, other = ("first", length_b) if cut_first else ("second", length_a)
+        raise ValueError(
+            f"cannot truncate only the {which} text: the other one alone has {other} pieces, "
+            f"more than the {budget} that fit in max_length"
+        )
+    parts = _parts(length, length - excess, stride, side, overflow)
+    return [(part, whole_b) if cut_first else (whole_a, part) for part in parts]
+
+
+def padded_length(longest: int, mode: str, max_length: int | None, multiple: int | None) -> int:
+    """The length rows are padded to: the longest row or ``max_length``, rounded up to a multiple."""
+    target = longest if mode == "longest" else max(max_length, 0)
+    if multiple:
+        target = -(-target // multiple) * multiple
+    return target
+
+
+def pad_rows(columns: dict[str, list[list]], target: int, side: str, pad_id: int | None, vocab_name: str) -> None:
+    """Pad, in place, every row of every column shorter than ``target``."""
+    pad_values = {**PAD_VALUES, "input_ids": pad_id}
+    for row_index, ids in enumerate(columns["input_ids"]):
+        missing = target - len(ids)
+        if missing <= 0:
+            continue
+        if pad_id is None:
+            raise ValueError(
+                f"cannot pad: the vocabulary {vocab_name} has no [PAD] piece "
+                "(pass padding=False, or a pad_token that is in it)"
+            )
+        for key, rows in columns.items():
+            if key not in pad_values:
+                continue
+            filler = [pad_values[key]] * missing
+            row = rows[row_index]
+            rows[row_index] = row + filler if side == "right" else filler + row
+
+
+def to_tensors(encoding: dict, kind: str) -> dict:
+    """Rows of equal length → ``"pt"`` torch or ``"np"`` numpy int64 arrays ((B, T), offsets (B, T, 2))."""
+    lengths = {len(row) for row in encoding["input_ids"]}
+    if len(lengths) > 1:
+        raise ValueError("rows have different lengths; pass padding=True to return tensors")
+    if kind == "pt":
+        import torch
+
+        convert = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
+    elif kind == "np":
+        import numpy as np
+
+        convert = lambda rows: np.array(rows, dtype=np.int64)  # noqa: E731
+    else:
+        raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {kind!r}")
+    return {key: convert(value) for key, value in encoding.items()}
+
+
+def window_starts(length: int, size: int, stride: int) -> list[int]:
+    """Where each window of ``size`` pieces starts, consecutive windows sharing ``stride`` pieces,
+    the last one ending at ``length``.
+
+    >>> window_starts(7, size=4, stride=1)
+    [0, 3]
+    """
+    return [start for start, _ in _parts(length, size, stride, "right", overflow=True)]
