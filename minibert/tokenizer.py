@@ -636,6 +636,10 @@ class BertTokenizer:
             ids += [*ids_b, self.sep_token_id]
         return ids
 
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """How many tokens the framing adds: 2 ([CLS] A [SEP]) or 3 for a pair."""
+        return 3 if pair else 2
+
     def get_special_tokens_mask(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
         """1 where ``build_inputs_with_special_tokens`` puts [CLS]/[SEP], 0 on the text's pieces."""
         mask = [1] + [0] * len(ids_a) + [1]
