@@ -429,14 +429,22 @@ def _assemble_tokens(parts) -> np.ndarray:
     out = np.empty((length + 2, parts[0][1].shape[1]), dtype=np.float32)
     out[0] = np.mean([states[0] for _, states, _ in parts], axis=0)
     out[-1] = np.mean([states[-1] for _, states, _ in parts], axis=0)
+    # Only the windows that cover a position compete for it (two or three, as windows overlap by
+    # half): `first` is the first window not yet behind the position, so the work is linear in the
+    # text's length, not its square.
+    first = 0
     for position in range(length):
+        while parts[first][0] + parts[first][1].shape[0] - 2 <= position:
+            first += 1
         best, best_context = None, -1
-        for start, states, _ in parts:
+        for index in range(first, len(parts)):
+            start, states, _ = parts[index]
+            if start > position:
+                break
             size = states.shape[0] - 2
-            if start <= position < start + size:
-                context = min(position - start, start + size - 1 - position)
-                if context > best_context:
-                    best, best_context = (start, states), context
+            context = min(position - start, start + size - 1 - position)
+            if context > best_context:
+                best, best_context = (start, states), context
         start, states = best
         out[position + 1] = states[position - start + 1]
     return out

@@ -396,6 +396,45 @@ def bench_memory():
     }
 
 
+def bench_window_scaling(sizes: list[int]):
+    """Embedder(long_text="window") time per token as the text grows: flat means linear work.
+    (Not a side-by-side row: no peer embeds one text longer than its model in windows.)"""
+    from minibert import Embedder
+
+    embedder = Embedder.from_pretrained(minilm_dir())
+    words = " ".join(corpus.docstrings()).split()
+    print("\nlong_text='window', one text, time per token:", flush=True)
+    results = []
+    for tokens in sizes:
+        text, ids = "", []
+        count = max(1, int(tokens * 0.8))
+        while len(ids) < tokens:  # grow the text until it has the wanted number of pieces
+            text = " ".join(words[i % len(words)] for i in range(count))
+            ids = embedder.tokenizer.piece_ids(text)
+            count = int(count * tokens / max(1, len(ids))) + 1
+        ids = ids[:tokens]
+        text = embedder.tokenizer.decode(ids)
+        pieces = len(embedder.tokenizer.piece_ids(text))
+        seconds = timed(lambda text=text: embedder.embed([text], long_text="window"))
+        results.append((pieces, seconds))
+        print(f"  {pieces:>9,} tokens: {seconds:8.2f} s, {1e6 * seconds / pieces:7.1f} µs/token", flush=True)
+    # The assembly of a text's token vectors from its windows alone, up to 1M tokens (the model's
+    # part is fixed-size windows: linear by construction, and measured above).
+    import numpy as np
+
+    from minibert.embed import _assemble_tokens
+    from minibert.encoding import window_starts
+
+    room, dim = embedder.max_length - 2, embedder.model.config.hidden_size
+    print("assembly of windows alone:", flush=True)
+    for tokens in (1_000, 10_000, 100_000, 1_000_000):
+        parts = [(start, np.zeros((min(room, tokens - start) + 2, dim), np.float32), None)
+                 for start in window_starts(tokens, room, room // 2)]  # fmt: skip
+        seconds = timed(lambda parts=parts: _assemble_tokens(parts))
+        print(f"  {tokens:>9,} tokens: {seconds:8.3f} s, {1e6 * seconds / tokens:7.2f} µs/token", flush=True)
+    return results
+
+
 def describe_machine() -> str:
     flags = ""
     try:
@@ -421,7 +460,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
     parser.add_argument("--json", help="also write the rows to this file")
-    parser.add_argument("--only", nargs="*", help="workload names: fixed, text, tokenizer, import, memory, tf")
+    parser.add_argument("--only", nargs="*", help="workload names: fixed, text, tokenizer, import, memory, tf, window")
+    parser.add_argument(
+        "--window-sizes",
+        default="1000,10000,100000,1000000",
+        help="token counts for the 'window' workload (comma-separated)",
+    )
     args = parser.parse_args()
     rounds = 3 if args.quick else 7
     texts = corpus.benchmark_texts(300 if args.quick else 3000)
@@ -444,6 +488,8 @@ def main() -> None:
         rows.append(bench_memory())
     if "tf" in only and (row_tf := bench_tf_checkpoint(rounds)) is not None:
         rows.append(row_tf)
+    if "window" in only:
+        bench_window_scaling([int(size) for size in args.window_sizes.split(",")])
     print()
     print("| workload | against | target | ratio median (min–max) | minibert throughput | GFLOP/s | note |")
     print("|---|---|---|---|---|---|---|")
