@@ -24,6 +24,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import __version__
+
 DEFAULT_MODEL = "google-bert/bert-base-uncased"
 CHUNK = 2048  # texts embedded (and written, and committed with --resume) at a time: memory stays flat
 
@@ -414,6 +416,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"minibert {__version__}")
     common = _Parser(add_help=False)
     common.add_argument("--model", help=f"hub id or local directory (default {DEFAULT_MODEL})")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

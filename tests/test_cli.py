@@ -158,3 +158,13 @@ def test_pooling_choices_are_the_embedders():
     from minibert.embed import POOLINGS
 
     assert sorted(POOLING_CHOICES) == sorted(POOLINGS)
+
+
+def test_version_and_python_dash_m():
+    import minibert
+
+    for module in ("minibert", "minibert.cli"):
+        done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() == f"minibert {minibert.__version__}", done
+    done = subprocess.run([sys.executable, "-m", "minibert", "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "usage: minibert" in done.stdout
