@@ -69,10 +69,8 @@ class BatchEncoding(dict):
     [SEP] and padding. Rows are computed on first use (the fast path does not track words).
     """
 
-    def __init__(self, *args, alignment: Callable[[], BatchEncoding] | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._alignment = alignment
-        self._rows: dict[str, list] | None = None
+    _alignment: Callable[[], BatchEncoding] | None = None  # recomputes the call, tracking words
+    _rows: dict[str, list] | None = None  # offsets, word ids and sequence ids of each row
 
     def __getattr__(self, name: str):
         if name.startswith("_"):

@@ -491,6 +491,8 @@ class BertTokenizer:
 
     def _words(self, text: str) -> list[str]:
         """Basic tokens of ``text``; special tokens such as ``[MASK]`` are kept whole."""
+        if "[" not in text:  # fast path: no special token can occur
+            return self._basic_words(text)
         words = []
         for special, part, _ in self._segments(text):
             if special:
@@ -692,7 +694,6 @@ class BertTokenizer:
           and pads. ``.word_ids(i)`` / ``.sequence_ids(i)`` of the result work in any case.
         * ``return_tensors``: ``None`` (lists), ``"pt"`` (torch tensors) or ``"np"`` (numpy).
         """
-        options = {key: value for key, value in locals().items() if key not in ("self", "text", "text_pair")}
         batched, texts = self._as_batch(text, "text", is_split_into_words)
         pairs = None
         if text_pair is not None:
@@ -735,58 +736,80 @@ class BertTokenizer:
         for sample, text_a in enumerate(texts):
             pieces_a = self._pieces(text_a, track)
             pieces_b = self._pieces(pairs[sample], track) if pairs is not None else None
+            if strategy is None:  # the whole text (or pair) is one row
+                if warn_too_long:
+                    length = len(pieces_a) + (0 if pieces_b is None else len(pieces_b)) + added
+                    if length > self.model_max_length:
+                        self._warn_too_long(length)
+                self._frame(columns, pieces_a, pieces_b, add_special_tokens)
+                sample_of_row.append(sample)
+                continue
             length_b = None if pieces_b is None else len(pieces_b)
-            if strategy is None:
-                plan = [((0, len(pieces_a)), None if length_b is None else (0, length_b))]
-            else:
-                plan = truncation_plan(len(pieces_a), length_b, max_length - added, strategy, stride,
-                                       self.truncation_side, return_overflowing_tokens)  # fmt: skip
+            plan = truncation_plan(len(pieces_a), length_b, max_length - added, strategy, stride,
+                                   self.truncation_side, return_overflowing_tokens)  # fmt: skip
             for span_a, span_b in plan:
                 part_b = None if span_b is None else pieces_b.part(*span_b)
                 self._frame(columns, pieces_a.part(*span_a), part_b, add_special_tokens)
                 sample_of_row.append(sample)
         columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
 
-        if warn_too_long and not self._warned_too_long:
-            longest = max(map(len, columns["input_ids"]), default=0)
-            if longest > self.model_max_length:
-                self._warned_too_long = True
-                logger.warning(
-                    "Token indices sequence length is longer than the specified maximum sequence length for "
-                    "this model (%d > %d). Running this sequence through the model will result in indexing "
-                    "errors", longest, self.model_max_length,
-                )  # fmt: skip
         if padding_mode is not None and columns["input_ids"]:
             longest = max(map(len, columns["input_ids"]))
             target = padded_length(longest, padding_mode, max_length, pad_to_multiple_of)
             pad_rows(columns, target, side, self.pad_token_id, self.vocab_file.name)
 
-        keys = ["input_ids"]
-        keys += ["token_type_ids"] if return_token_type_ids is not False else []
-        keys += ["attention_mask"] if return_attention_mask is not False else []
-        keys += ["special_tokens_mask"] if return_special_tokens_mask else []
-        keys += ["offset_mapping"] if return_offsets_mapping else []
-        values = {key: columns[key] for key in keys}
+        values = {"input_ids": columns["input_ids"]}
+        if return_token_type_ids is not False:
+            values["token_type_ids"] = columns["token_type_ids"]
+        if return_attention_mask is not False:
+            values["attention_mask"] = columns["attention_mask"]
+        for key, wanted in (("special_tokens_mask", return_special_tokens_mask),
+                            ("offset_mapping", return_offsets_mapping)):  # fmt: skip
+            if wanted:
+                values[key] = columns[key]
         if return_overflowing_tokens:
             values["overflow_to_sample_mapping"] = sample_of_row
         if not batched and not return_overflowing_tokens and return_tensors is None:
             values = {key: value[0] for key, value in values.items()}
         elif return_tensors is not None:
             values = to_tensors(values, return_tensors)
-        encoding = BatchEncoding(values, alignment=lambda: self(text, text_pair, **{**options, "_track": True}))
+
+        def alignment() -> BatchEncoding:  # the same call, tracking words and offsets (on first use)
+            return self(
+                text, text_pair, is_split_into_words=is_split_into_words, add_special_tokens=add_special_tokens,
+                padding=padding, truncation=truncation, max_length=max_length, stride=stride,
+                pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
+                return_overflowing_tokens=return_overflowing_tokens, verbose=False, _track=True,
+            )  # fmt: skip
+
+        encoding = BatchEncoding(values)
+        encoding._alignment = alignment
         if track:
             rows = columns["offset_mapping"], columns["_word_ids"], columns["_sequence_ids"]
             encoding._rows = dict(zip(("_offsets", "_word_ids", "_sequence_ids"), rows))
         return encoding
 
+    def _warn_too_long(self, length: int) -> None:
+        """transformers' warning for a row the model cannot take, once per tokenizer."""
+        if not self._warned_too_long:
+            self._warned_too_long = True
+            logger.warning(
+                "Token indices sequence length is longer than the specified maximum sequence length for this "
+                "model (%d > %d). Running this sequence through the model will result in indexing errors",
+                length, self.model_max_length,
+            )  # fmt: skip
+
     def _frame(self, columns: dict[str, list[list]], a: Pieces, b: Pieces | None, add_special_tokens: bool) -> None:
         """Append one row: ``[CLS] A [SEP] (B [SEP])`` and its token types (and tracked columns)."""
         special = 1 if add_special_tokens else 0
-        if add_special_tokens:
-            columns["input_ids"].append(self.build_inputs_with_special_tokens(a.ids, None if b is None else b.ids))
+        if b is None:
+            ids = [self.cls_token_id, *a.ids, self.sep_token_id] if special else a.ids
+            types = [0] * len(ids)
         else:
-            columns["input_ids"].append(a.ids + ([] if b is None else b.ids))
-        columns["token_type_ids"].append([0] * (len(a) + 2 * special) + ([] if b is None else [1] * (len(b) + special)))
+            ids = self.build_inputs_with_special_tokens(a.ids, b.ids) if special else a.ids + b.ids
+            types = [0] * (len(a) + 2 * special) + [1] * (len(b) + special)
+        columns["input_ids"].append(ids)
+        columns["token_type_ids"].append(types)
         if "special_tokens_mask" in columns:
             mask = self.get_special_tokens_mask(a.ids, None if b is None else b.ids) if add_special_tokens else None
             columns["special_tokens_mask"].append(mask or [0] * len(columns["input_ids"][-1]))
