@@ -140,6 +140,46 @@ class Embedder:
         texts = [texts] if single else list(texts)
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("texts must be a str or a sequence of str")
+        pieces, skip = self.pieces_for_embedding(texts, prompt_name=prompt_name, prompt=prompt, pooling=pooling)
+        out = self.embed_pieces(pieces, skip=skip, pooling=pooling, layers=layers, layer_combine=layer_combine,
+                                normalize=normalize, batch_size=batch_size, max_length=max_length,
+                                long_text=long_text, progress=progress)  # fmt: skip
+        return out[0] if single else out
+
+    def pieces_for_embedding(
+        self,
+        texts: Sequence[str],
+        *,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        pooling: str | Sequence[str] | None = None,
+    ) -> tuple[list[list[int]], int]:
+        """The first half of ``embed``: each text's piece ids (the prompt, if any, in front), and
+        how many leading tokens the pooling leaves out ([CLS] and the prompt's pieces, when the
+        recipe says so). A server tokenizes once with this, counts and checks the tokens, and
+        passes them to ``embed_pieces``."""
+        prefix = self.recipe.prompt_for(prompt, prompt_name)
+        skip = 0
+        if prefix and pooling is None and not self.recipe.include_prompt:
+            skip = 1 + len(self.tokenizer.piece_ids(prefix))
+        return [self.tokenizer.piece_ids(prefix + text if prefix else text) for text in texts], skip
+
+    def embed_pieces(
+        self,
+        pieces: Sequence[list[int]],
+        *,
+        skip: int = 0,
+        pooling: str | Sequence[str] | None = None,
+        layers: int | Sequence[int] = -1,
+        layer_combine: str = "concat",
+        normalize: bool | None = None,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        long_text: str = "truncate",
+        progress: bool | None = None,
+    ) -> np.ndarray:
+        """The second half of ``embed``: (N, dim) vectors of texts given as piece ids (without
+        [CLS]/[SEP]); the options are ``embed``'s."""
         recipe = self.recipe
         follow_recipe = pooling is None
         modes = recipe.pooling if follow_recipe else _pooling_modes(pooling)
@@ -150,24 +190,16 @@ class Embedder:
         if dense and (layer_list != [-1]):
             raise ValueError("this model's Dense layers take its pooled last layer; pass pooling= to pool other layers")
         normalize = (recipe.normalize if follow_recipe else False) if normalize is None else bool(normalize)
-        prefix = recipe.prompt_for(prompt, prompt_name)
-        if prefix:
-            texts = [prefix + text for text in texts]
-        # Tokens left out of the pooling: [CLS] and the prompt's pieces, when the recipe says so.
-        skip = 0
-        if prefix and follow_recipe and not recipe.include_prompt:
-            skip = 1 + len(self.tokenizer.piece_ids(prefix))
-        sequences = self._sequences(texts, max_length, long_text)
+        sequences = self._sequences(pieces, max_length, long_text)
         results = self._run(sequences, layers, layer_combine, batch_size, progress, pooling=modes, skip=skip)
-        if not texts:
+        if not pieces:
             return np.zeros((0, self.dimension(pooling, layers, layer_combine)), np.float32)
         out = torch.from_numpy(np.stack([self._assemble_pooled(parts, modes, skip) for parts in results]))
         for layer in dense:
             out = layer(out)
         if normalize and len(out):
             out = out / out.norm(dim=1, keepdim=True).clamp(min=1e-12)
-        out = out.numpy().astype(np.float32, copy=False)
-        return out[0] if single else out
+        return out.numpy().astype(np.float32, copy=False)
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """(N, M) similarity scores of two sets of vectors from ``embed``, with the model's own
@@ -206,7 +238,7 @@ class Embedder:
         has the most context."""
         if not isinstance(text, str):
             raise TypeError("embed_tokens takes one str")
-        sequences = self._sequences([text], max_length, "window")
+        sequences = self._sequences([self.tokenizer.piece_ids(text)], max_length, "window")
         (parts,) = self._run(sequences, layers, layer_combine, batch_size=8, progress=False, pooling=None, skip=0)
         ids: list[int] = []
         for start, window in sequences[0]:  # the text's pieces, from its (overlapping) windows
@@ -250,8 +282,10 @@ class Embedder:
 
     # ------------------------------------------------------------------ machinery
 
-    def _sequences(self, texts: list[str], max_length: int, long_text: str) -> list[list[tuple[int, list[int]]]]:
-        """For each text, its windows: [(start, piece ids)] — one window unless the text is long."""
+    def _sequences(
+        self, pieces: Sequence[list[int]], max_length: int, long_text: str
+    ) -> list[list[tuple[int, list[int]]]]:
+        """For each text (its piece ids), its windows: [(start, piece ids)] — one unless it is long."""
         if long_text not in ("truncate", "window"):
             raise ValueError(f"long_text must be 'truncate' or 'window', got {long_text!r}")
         limit = self.model.config.max_position_embeddings
@@ -260,17 +294,16 @@ class Embedder:
             raise ValueError(f"max_length must be an int from 3 to max_position_embeddings={limit}, got {max_length!r}")
         room = max_length - 2  # [CLS] and [SEP]
         sequences, truncated = [], 0
-        for text in texts:
-            ids = self.tokenizer.piece_ids(text)
+        for ids in pieces:
             if len(ids) > room and long_text == "truncate":
                 ids, truncated = ids[:room], truncated + 1
             starts = window_starts(len(ids), room, room // 2)  # windows overlap by half
             sequences.append([(start, ids[start : start + room]) for start in starts])
         if truncated:
             warnings.warn(
-                f"{truncated} of {len(texts)} texts are longer than max_length={max_length} tokens and were "
+                f"{truncated} of {len(pieces)} texts are longer than max_length={max_length} tokens and were "
                 "truncated; pass long_text='window' to embed all of each text",
-                stacklevel=3,
+                stacklevel=4,
             )
         return sequences
 
