@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import warnings
@@ -499,7 +500,64 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("source", help="a directory (Google's bert_config.json + bert_model.ckpt.*) or hub id")
     convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ...")
     convert.set_defaults(run=cmd_convert)
+
+    serve = commands.add_parser("serve", help="an embedding server: the OpenAI embeddings API, /embed, /tokenize")
+    serve.add_argument("--model", required=True, help="hub id or local directory of the model to serve")
+    serve.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    serve.add_argument("--served-model-name", help="the model id clients send (default: the model directory's name)")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
+    )
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    serve.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)")
+    serve.add_argument(
+        "--max-batch-tokens",
+        type=_positive,
+        default=16_384,
+        help="tokens merged into one model batch, at most (default 16384)",
+    )
+    serve.add_argument(
+        "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to batch with (default 5)"
+    )
+    serve.add_argument(
+        "--max-queue",
+        type=_positive,
+        default=4_096,
+        help="texts waiting for the model, at most; beyond, 503 with Retry-After (default 4096)",
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=_positive,
+        default=4 * 1024 * 1024,
+        help="largest request body (default 4 MiB; 413 beyond)",
+    )
+    serve.add_argument("--max-inputs", type=_positive, default=2_048, help="texts per request (default 2048)")
+    serve.add_argument(
+        "--max-input-chars", type=_positive, default=100_000, help="characters per text (default 100000)"
+    )
+    serve.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the model's weights")
+    serve.set_defaults(run=cmd_serve)
     return parser
+
+
+def cmd_serve(args) -> None:
+    try:
+        from .serve import ServeSettings, serve
+    except ImportError as error:
+        raise CommandError(f"minibert serve needs the serve extra ({error.name} is not installed): "
+                           "pip install 'minibert[serve]'") from None  # fmt: skip
+    api_key = args.api_key or os.environ.get("MINIBERT_API_KEY") or None
+    names = ("model", "served_model_name", "host", "port", "max_batch_tokens", "max_wait_ms", "max_queue",
+             "max_body_bytes", "max_inputs", "max_input_chars", "dtype")  # fmt: skip
+    settings = ServeSettings(api_key=api_key, **{name: getattr(args, name) for name in names})
+    serve(settings)
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return number
 
 
 def _terminate(signum, frame):

@@ -1,0 +1,518 @@
+"""`minibert serve`: an embedding server speaking the OpenAI embeddings API (and
+text-embeddings-inference's ``/embed`` and ``/tokenize``), with dynamic batching.
+
+The classic BERT tutorials end with bert-as-service: one model behind a server, many clients,
+batching done for them. Today's embedding servers speak the OpenAI API, so any OpenAI client works::
+
+    minibert serve --model sentence-transformers/all-MiniLM-L6-v2 --port 8080
+
+    from openai import OpenAI
+    client = OpenAI(base_url="http://127.0.0.1:8080/v1", api_key="unused")
+    client.embeddings.create(model="all-MiniLM-L6-v2", input=["first text", "second text"])
+
+How a request flows:
+
+1. The body is read (at most ``max_body_bytes``: counted as it arrives, not trusted from a header)
+   and checked field by field; a bad request gets its status and a JSON error naming the problem.
+2. Texts are tokenized off the event loop (the same pieces ``Embedder.embed`` would use, prompt
+   included); each text longer than the model is cut or refused, as the request's ``truncate``
+   says, never silently.
+3. The pieces join the dynamic batcher (batching.py), which merges concurrent requests into large
+   batches and runs them in a thread; the response carries exactly the caller's vectors.
+
+Built on Starlette (routing, requests, responses: small, and everything here is validated by hand
+so that every error message names its field) served by uvicorn. Both are an optional extra
+(``pip install minibert[serve]``): only this module imports them.
+
+Endpoints: ``POST /v1/embeddings``, ``GET /v1/models``, ``POST /embed``, ``POST /tokenize``,
+``GET /health`` (200 once the model is loaded, else 503), ``GET /metrics`` (Prometheus text).
+With an API key, every endpoint except ``/health`` needs ``Authorization: Bearer KEY``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hmac
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from .batching import DynamicBatcher, Overloaded
+
+logger = logging.getLogger("minibert.serve")
+
+
+@dataclass
+class ServeSettings:
+    model: str
+    served_model_name: str | None = None  # the id clients send as "model" (default: the directory's name)
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_key: str | None = None
+    max_batch_tokens: int = 16_384
+    max_wait_ms: float = 5.0
+    max_queue: int = 4_096  # texts waiting for the model
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_inputs: int = 2_048  # texts per request (OpenAI's limit)
+    max_input_chars: int = 100_000  # characters per text
+    dtype: str = "float32"
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+class RequestError(Exception):
+    """A bad request: its HTTP status, a message naming the problem, and the field."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+class Metrics:
+    """Counters and histograms in Prometheus' text format, by hand (no dependency)."""
+
+    LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+    BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+    def __init__(self):
+        self.requests: dict[tuple[str, int], int] = {}
+        self.texts = self.tokens = 0
+        self.latency = [0] * (len(self.LATENCY_BUCKETS) + 1)
+        self.latency_sum = 0.0
+        self.batches = [0] * (len(self.BATCH_BUCKETS) + 1)
+        self.batch_texts = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _bucket(bounds, value) -> int:
+        return next((i for i, bound in enumerate(bounds) if value <= bound), len(bounds))
+
+    def request(self, path: str, status: int, seconds: float, texts: int, tokens: int) -> None:
+        with self._lock:
+            key = (path, status)
+            self.requests[key] = self.requests.get(key, 0) + 1
+            self.texts += texts
+            self.tokens += tokens
+            self.latency[self._bucket(self.LATENCY_BUCKETS, seconds)] += 1
+            self.latency_sum += seconds
+
+    def batch(self, texts: int, tokens: int) -> None:
+        with self._lock:
+            self.batches[self._bucket(self.BATCH_BUCKETS, texts)] += 1
+            self.batch_texts += texts
+
+    def render(self, queue_depth: int) -> str:
+        lines = ["# TYPE minibert_requests_total counter"]
+        for (path, status), count in sorted(self.requests.items()):
+            lines.append(f'minibert_requests_total{{path="{path}",status="{status}"}} {count}')
+        lines += ["# TYPE minibert_texts_total counter", f"minibert_texts_total {self.texts}",
+                  "# TYPE minibert_tokens_total counter", f"minibert_tokens_total {self.tokens}",
+                  "# TYPE minibert_queue_depth gauge", f"minibert_queue_depth {queue_depth}"]  # fmt: skip
+        lines += self._histogram("minibert_request_duration_seconds", self.LATENCY_BUCKETS, self.latency,
+                                 self.latency_sum)  # fmt: skip
+        lines += self._histogram("minibert_batch_size_texts", self.BATCH_BUCKETS, self.batches, self.batch_texts)
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _histogram(name, bounds, counts, total) -> list[str]:
+        lines, running = [f"# TYPE {name} histogram"], 0
+        for bound, count in zip((*bounds, "+Inf"), counts):
+            running += count
+            lines.append(f'{name}_bucket{{le="{bound}"}} {running}')
+        return lines + [f"{name}_sum {total}", f"{name}_count {running}"]
+
+
+# ----------------------------------------------------------------------------- the service
+
+
+class EmbeddingService:
+    """The loaded model, the batcher and the limits, shared by every request."""
+
+    def __init__(self, settings: ServeSettings):
+        self.settings = settings
+        self.metrics = Metrics()
+        self.embedder = None
+        self.batcher: DynamicBatcher | None = None
+        self.load_error: BaseException | None = None
+        self.model_id = settings.served_model_name or os.path.basename(os.path.normpath(settings.model))
+        self.model_ids = {self.model_id, settings.model}
+        self._tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibert-tokenize")
+
+    def load(self) -> None:
+        from .embed import Embedder
+
+        embedder = Embedder.from_pretrained(self.settings.model, dtype=self.settings.dtype)
+        self.dimension = embedder.dimension()
+        self.embedder = embedder
+
+    def compute(self, pieces: list[list[int]], options) -> np.ndarray:
+        skip, normalize = options
+        return self.embedder.embed_pieces(pieces, skip=skip, normalize=normalize)
+
+    async def tokenize(self, function, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
+
+    def pieces_of(self, inputs: list, truncate: bool, field: str) -> tuple[list[list[int]], int, int]:
+        """Each input's piece ids (texts tokenized with the model's prompt; id arrays checked),
+        cut to the model's length or refused; and the pooling skip and the token count."""
+        embedder = self.embedder
+        room = embedder.max_length - 2
+        if isinstance(inputs[0], str):
+            pieces, skip = embedder.pieces_for_embedding(inputs)
+        else:
+            vocab = embedder.tokenizer.vocab_size
+            for index, ids in enumerate(inputs):
+                bad = next((i for i in ids if not 0 <= i < vocab), None)
+                if bad is not None:
+                    raise RequestError(422, f"{field}[{index}] has token id {bad}, outside the vocabulary "
+                                            f"[0, {vocab})", field)  # fmt: skip
+            pieces, skip = [list(ids) for ids in inputs], 0
+        for index, ids in enumerate(pieces):
+            if len(ids) > room:
+                if not truncate:
+                    raise RequestError(
+                        422, f"{field}[{index}] has {len(ids) + 2} tokens, more than the model's limit of "
+                        f"{room + 2}; shorten it or send \"truncate\": true", field, "context_length_exceeded",
+                    )  # fmt: skip
+                pieces[index] = ids[:room]
+        return pieces, skip, sum(len(ids) + 2 for ids in pieces)
+
+
+# ----------------------------------------------------------------------------- request parsing
+
+
+async def read_json(request: Request, limit: int):
+    """The body as JSON, read up to ``limit`` bytes (413 past it; 400 if it is not JSON)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"the request body has {int(declared)} bytes, more than the limit of {limit}")
+    body = bytearray()
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise RequestError(413, f"the request body is larger than the limit of {limit} bytes")
+    except ClientDisconnect:
+        raise RequestError(400, "the client disconnected while sending the body") from None
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise RequestError(400, f"the request body is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise RequestError(422, "the request body must be a JSON object")
+    return value
+
+
+def parse_inputs(value, field: str, settings: ServeSettings, allow_ids: bool) -> list:
+    """A str, a list of str, or (``allow_ids``) a list of token ids or a list of such lists."""
+    if isinstance(value, str):
+        inputs = [value]
+    elif isinstance(value, list) and value and all(_is_id(item) for item in value) and allow_ids:
+        inputs = [value]
+    elif isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        inputs = value
+    elif (isinstance(value, list) and value and allow_ids
+          and all(isinstance(item, list) and all(_is_id(i) for i in item) for item in value)):  # fmt: skip
+        inputs = value
+    elif isinstance(value, list) and not value:
+        raise RequestError(422, f"{field} is empty", field)
+    else:
+        kinds = "a string, a list of strings" + (", a list of token ids or a list of such lists" if allow_ids else "")
+        raise RequestError(422, f"{field} must be {kinds}", field)
+    if len(inputs) > settings.max_inputs:
+        raise RequestError(422, f"{field} has {len(inputs)} items, more than the limit of {settings.max_inputs} "
+                                "per request", field, "too_many_inputs")  # fmt: skip
+    for index, item in enumerate(inputs):
+        if not item:
+            raise RequestError(422, f"{field}[{index}] is empty", field)
+        if isinstance(item, str) and len(item) > settings.max_input_chars:
+            raise RequestError(422, f"{field}[{index}] has {len(item)} characters, more than the limit of "
+                                    f"{settings.max_input_chars}", field, "input_too_long")  # fmt: skip
+    return inputs
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _flag(body: dict, name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise RequestError(422, f"{name} must be true or false, got {json.dumps(value)[:40]}", name)
+    return value
+
+
+# ----------------------------------------------------------------------------- endpoints
+
+
+def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
+    """The ASGI app. The model loads in the background after start-up (``/health`` says when)."""
+    service = EmbeddingService(settings)
+
+    async def embed_job(request: Request, pieces, skip: int, normalize) -> np.ndarray:
+        job = service.batcher.submit(pieces, (skip, normalize))
+        gone = asyncio.ensure_future(_client_gone(request))
+        try:
+            done, _ = await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if job.future not in done:  # the client left: its job is skipped if it has not run
+                service.batcher.cancel(job)
+                raise ClientGone
+            return job.future.result()
+        finally:
+            gone.cancel()
+
+    def ready() -> None:
+        if service.load_error is not None:
+            raise RequestError(503, "the model failed to load")
+        if service.embedder is None:
+            raise RequestError(503, "the model is still loading; retry shortly", code="loading")
+
+    async def openai_embeddings(request: Request) -> Response:
+        ready()
+        body = await read_json(request, settings.max_body_bytes)
+        model = body.get("model")
+        if not isinstance(model, str):
+            raise RequestError(422, "model must be a string (GET /v1/models lists it)", "model")
+        if model not in service.model_ids:
+            raise RequestError(404, f"the model {model!r} is not served here; this server has "
+                                    f"{service.model_id!r}", "model", "model_not_found")  # fmt: skip
+        if "input" not in body:
+            raise RequestError(422, "input is required", "input")
+        inputs = parse_inputs(body["input"], "input", settings, allow_ids=True)
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            raise RequestError(422, f"encoding_format must be 'float' or 'base64', got {encoding!r}",
+                               "encoding_format")  # fmt: skip
+        dimensions = body.get("dimensions")
+        if dimensions is not None and dimensions != service.dimension:
+            raise RequestError(422, f"dimensions={dimensions!r}: this model's vectors have {service.dimension} "
+                                    "dimensions and it cannot shorten them", "dimensions")  # fmt: skip
+        truncate = _flag(body, "truncate", False)
+        pieces, skip, tokens = await service.tokenize(service.pieces_of, inputs, truncate, "input")
+        request.state.counts = (len(inputs), tokens)
+        vectors = await embed_job(request, pieces, skip, None)
+        if encoding == "base64":
+            data = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
+        else:
+            data = vectors.tolist()
+        return JSONResponse({
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(data)],
+            "model": service.model_id,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        })  # fmt: skip
+
+    async def tei_embed(request: Request) -> Response:
+        ready()
+        body = await read_json(request, settings.max_body_bytes)
+        if "inputs" not in body:
+            raise RequestError(422, "inputs is required", "inputs")
+        inputs = parse_inputs(body["inputs"], "inputs", settings, allow_ids=False)
+        normalize, truncate = _flag(body, "normalize", True), _flag(body, "truncate", False)
+        pieces, skip, tokens = await service.tokenize(service.pieces_of, inputs, truncate, "inputs")
+        request.state.counts = (len(inputs), tokens)
+        return JSONResponse((await embed_job(request, pieces, skip, normalize)).tolist())
+
+    async def tei_tokenize(request: Request) -> Response:
+        ready()
+        body = await read_json(request, settings.max_body_bytes)
+        if "inputs" not in body:
+            raise RequestError(422, "inputs is required", "inputs")
+        inputs = parse_inputs(body["inputs"], "inputs", settings, allow_ids=False)
+        special = _flag(body, "add_special_tokens", True)
+        tokenizer = service.embedder.tokenizer
+        encoding = await service.tokenize(
+            lambda: tokenizer(inputs, add_special_tokens=special, return_offsets_mapping=True, verbose=False)
+        )
+        rows = []
+        for row, ids in enumerate(encoding["input_ids"]):
+            sequence = encoding.sequence_ids(row)
+            rows.append([
+                {"id": i, "text": tokenizer.convert_ids_to_tokens(i), "special": sequence[t] is None,
+                 "start": None if sequence[t] is None else encoding["offset_mapping"][row][t][0],
+                 "stop": None if sequence[t] is None else encoding["offset_mapping"][row][t][1]}
+                for t, i in enumerate(ids)
+            ])  # fmt: skip
+        request.state.counts = (len(inputs), sum(map(len, rows)))
+        return JSONResponse(rows)
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [
+            {"id": service.model_id, "object": "model", "created": 0, "owned_by": "minibert"},
+        ]})  # fmt: skip
+
+    async def health(request: Request) -> Response:
+        if service.embedder is None:
+            return JSONResponse({"status": "loading" if service.load_error is None else "failed"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    async def metrics(request: Request) -> Response:
+        depth = service.batcher.queued_texts if service.batcher else 0
+        return PlainTextResponse(service.metrics.render(depth), media_type="text/plain; version=0.0.4")
+
+    async def load_in_background() -> None:
+        try:
+            await asyncio.to_thread(service.load)
+        except Exception as error:  # noqa: BLE001  (reported, and the server stops)
+            service.load_error = error
+            logger.error("cannot load %s: %s", settings.model, " ".join(str(error).split()))
+            if on_fatal is not None:
+                on_fatal(error)
+            return
+        logger.info("model %s loaded: %d dimensions, up to %d tokens per text; ready", settings.model,
+                    service.dimension, service.embedder.max_length)  # fmt: skip
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        service.batcher = DynamicBatcher(
+            service.compute, max_batch_tokens=settings.max_batch_tokens, max_wait_ms=settings.max_wait_ms,
+            max_queue=settings.max_queue, on_batch=service.metrics.batch,
+        )  # fmt: skip
+        service.batcher.start()
+        loading = asyncio.create_task(load_in_background())
+        yield
+        loading.cancel()
+        await service.batcher.stop()
+        service._tokenizing.shutdown(wait=False)
+
+    routes = [
+        Route("/v1/embeddings", openai_embeddings, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/embed", tei_embed, methods=["POST"]),
+        Route("/tokenize", tei_tokenize, methods=["POST"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+
+    async def request_error(request: Request, error: RequestError) -> Response:
+        return error_response(request.url.path, error)
+
+    async def overloaded(request: Request, error: Overloaded) -> Response:
+        return error_response(request.url.path, RequestError(503, f"overloaded: {error}; retry shortly",
+                                                             code="overloaded"))  # fmt: skip
+
+    async def client_gone(request: Request, error: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it (nginx's code for "client closed request")
+
+    async def internal(request: Request, error: Exception) -> Response:
+        logger.error("internal error on %s: %s: %s", request.url.path, type(error).__name__, error)
+        return error_response(request.url.path, RequestError(500, "internal server error", code="internal_error"))
+
+    handlers = {RequestError: request_error, Overloaded: overloaded, ClientGone: client_gone, Exception: internal}
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+    app.state.service = service
+    return Guard(app, service)
+
+
+def error_response(path: str, error: RequestError) -> JSONResponse:
+    """An error as JSON: OpenAI's shape under /v1/, text-embeddings-inference's elsewhere."""
+    if path.startswith("/v1/"):
+        kinds = {401: "authentication_error", 503: "server_error", 500: "server_error"}
+        body = {"error": {"message": error.message, "type": kinds.get(error.status, "invalid_request_error"),
+                          "param": error.param, "code": error.code}}  # fmt: skip
+    else:
+        kinds = {413: "Validation", 422: "Validation", 503: "Overloaded", 401: "Unauthorized", 400: "Validation"}
+        body = {"error": error.message, "error_type": kinds.get(error.status, "Backend")}
+    headers = {}
+    if error.status == 503:
+        headers["Retry-After"] = "1"
+    if error.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(body, status_code=error.status, headers=headers)
+
+
+async def _client_gone(request: Request) -> None:
+    """Returns when the client disconnects (the body has been read: nothing else can arrive)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class Guard:
+    """Around the app: the API key (compared in constant time), one access-log line and the
+    metrics of each request. (Errors inside the app become JSON in the app's exception handlers.)"""
+
+    def __init__(self, app: Starlette, service: EmbeddingService):
+        self.app, self.service = app, service
+        key = service.settings.api_key
+        self.expected = f"Bearer {key}".encode() if key else None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        path = scope["path"]
+        status = [500]
+        scope.setdefault("state", {})
+
+        async def send_tracked(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            if self.expected is not None and path != "/health" and not self._authorized(scope):
+                error = RequestError(401, "a valid API key is required: send 'Authorization: Bearer KEY'",
+                                     code="invalid_api_key")  # fmt: skip
+                await error_response(path, error)(scope, receive, send_tracked)
+            else:
+                await self.app(scope, receive, send_tracked)
+        finally:
+            seconds = time.perf_counter() - started
+            texts, tokens = scope["state"].get("counts", (0, 0))
+            client = scope.get("client") or ("-", 0)
+            logger.info('%s:%s - "%s %s HTTP/%s" %d %d texts %d tokens %.1fms', client[0], client[1],
+                        scope["method"], path, scope.get("http_version", "1.1"), status[0], texts, tokens,
+                        seconds * 1000)  # fmt: skip
+            self.service.metrics.request(path, status[0], seconds, texts, tokens)
+
+    def _authorized(self, scope) -> bool:
+        given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+        return hmac.compare_digest(given, self.expected)
+
+
+def serve(settings: ServeSettings) -> None:
+    """Run the server until SIGTERM/SIGINT: then stop accepting, finish the requests in flight, exit."""
+    import uvicorn
+
+    failure: list[BaseException] = []
+    server: uvicorn.Server | None = None
+
+    def fatal(error: BaseException) -> None:
+        failure.append(error)
+        server.should_exit = True
+
+    app = build_app(settings, on_fatal=fatal)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, access_log=False, log_level="warning",
+                            timeout_graceful_shutdown=30, lifespan="on")  # fmt: skip
+    server = uvicorn.Server(config)
+    # uvicorn handles SIGINT/SIGTERM while it runs (graceful shutdown) and raises the signal again
+    # once it has stopped: ignored then, so a requested stop exits with status 0.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    logger.info("serving on http://%s:%d (model %s loading)%s", settings.host, settings.port, settings.model,
+                "" if settings.api_key else "; no API key: anyone who can reach this port can use it")  # fmt: skip
+    server.run()
+    if failure:
+        raise failure[0]
+    if not server.started:
+        raise OSError(f"could not listen on {settings.host}:{settings.port} (is the port in use?)")

