@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import signal
 import socket
 import subprocess
