@@ -508,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
     )
-    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    serve.add_argument("--port", type=_port, default=8080, help="port to listen on (default 8080)")
     serve.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)")
     serve.add_argument(
         "--max-batch-tokens",
@@ -517,7 +517,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens merged into one model batch, at most (default 16384)",
     )
     serve.add_argument(
-        "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to batch with (default 5)"
+        "--max-wait-ms",
+        type=_milliseconds,
+        default=5.0,
+        help="how long a request waits for others to batch with (default 5)",
     )
     serve.add_argument(
         "--max-queue",
@@ -551,6 +554,23 @@ def cmd_serve(args) -> None:
              "max_body_bytes", "max_inputs", "max_input_chars", "dtype")  # fmt: skip
     settings = ServeSettings(api_key=api_key, **{name: getattr(args, name) for name in names})
     serve(settings)
+
+
+def _milliseconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of milliseconds, got {value}") from None
+    if not 0 <= number <= 60_000:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 60000 milliseconds, got {value}")
+    return number
+
+
+def _port(value: str) -> int:
+    number = int(value) if value.isdigit() else -1
+    if not 0 <= number <= 65_535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {value}")
+    return number
 
 
 def _positive(value: str) -> int:

@@ -310,3 +310,49 @@ def test_padded_ids_without_a_mask_warn_once(minilm_dir):
         masked = fresh(padded, attention_mask=(padded != 0).long()).last_hidden_state  # a mask: no warning
         fresh(padded[1:])  # no pad id at either end: no warning
     assert (unmasked[0, :3] - masked[0, :3]).abs().max() > 1e-3  # attending to padding changes the real tokens
+
+
+def test_rows_of_very_different_lengths_attend_in_groups_and_match(minilm, minilm_dir, real_texts):
+    """A batch mixing long and short texts (as a server's batches do) attends in length groups
+    (AttentionGroup), each padded only to its own longest; every layer still matches transformers,
+    which pads every row to the batch's longest."""
+    import corpus
+    from minibert.model import AttentionGroup, Packing
+
+    by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
+    texts = [by_length[-1], by_length[-2], *by_length[:6], by_length[len(by_length) // 2], by_length[-40], *real_texts]
+    batch = _batch(minilm_dir, texts)
+    packing = Packing(batch["attention_mask"])
+    assert packing.groups is not None and len(packing.groups) >= 3, "the batch should split into groups"
+    lengths = batch["attention_mask"].sum(1)
+    covered = sorted(row for group in packing.groups for row in group.rows.tolist())
+    assert covered == list(range(len(texts)))  # every row in exactly one group
+    for group in packing.groups:
+        group_lengths = lengths[group.rows]
+        assert group.tokens == int(group_lengths.max())
+        assert int(group_lengths.min()) >= AttentionGroup.RATIO * group.tokens
+    # transformers' sdpa attention: its eager one differs from its own sdpa by up to ~1e-5 on
+    # texts of 300 tokens, which would hide what the grouping changes.
+    reference = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="sdpa").eval()
+    with torch.no_grad():
+        ours = minilm(**batch, output_hidden_states=True)
+        theirs = reference(**batch, output_hidden_states=True)
+    compare_outputs(ours, theirs, batch["attention_mask"], "rows in length groups")
+    with torch.no_grad():  # and the same rows attending as one group
+        AttentionGroup.RATIO, ratio = 0.0, AttentionGroup.RATIO
+        try:
+            assert Packing(batch["attention_mask"]).groups is None
+            ungrouped = minilm(**batch).last_hidden_state
+        finally:
+            AttentionGroup.RATIO = ratio
+    assert_close(ours.last_hidden_state, ungrouped, "grouped vs one group", 1e-5)
+
+
+def test_attention_groups_are_not_made_for_rows_of_similar_length():
+    from minibert.model import AttentionGroup
+
+    assert AttentionGroup.of(torch.tensor([10, 9, 8, 10])) is None
+    groups = AttentionGroup.of(torch.tensor([30, 250, 28, 240, 25]))
+    assert [group.rows.tolist() for group in groups] == [[1, 3], [0, 2, 4]]
+    assert [group.tokens for group in groups] == [250, 30]
+    assert groups[0].packed[:3].tolist() == [30, 31, 32]  # row 1 starts after row 0's 30 tokens
