@@ -72,7 +72,9 @@ def check_activation(name) -> None:
         return
     known_but_refused = isinstance(name, str) and name in REFUSED
     why = f"it has {REFUSED[name]}, which minibert does not implement" if known_but_refused else "unknown name"
-    raise ValueError(f"hidden_act {name!r} is not supported ({why}); minibert computes: {', '.join(ACTIVATIONS)}")
+    shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."  # never a megabyte in an error line
+    computed = ", ".join(ACTIVATIONS)
+    raise ValueError(f"field hidden_act = {shown} is not supported ({why}); minibert computes: {computed}")
 
 
 def activation(name: str):

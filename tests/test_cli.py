@@ -127,7 +127,10 @@ def test_debug_shows_traceback(tmp_path):
     assert result.returncode != 0 and "Traceback" in result.stderr
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+ENDING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM]
+
+
+@pytest.mark.parametrize("signum", ENDING, ids=[signal.Signals(signum).name for signum in ENDING])
 def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, minilm_dir, tmp_path):
     texts = [text.replace("\n", " ") for text in corpus.docstrings()] * 20
     source = tmp_path / "big.txt"
@@ -147,8 +150,9 @@ def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, mi
     time.sleep(1.0)
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode != 0
-    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert process.returncode == (130 if signum == signal.SIGINT else 128 + signum)
+    expected = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    assert expected in stderr and "no output file was written" in stderr and "Traceback" not in stderr, stderr
     assert output.read_bytes() == before, "the existing output file was clobbered"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "vectors.npy"], "a partial file was left"
 

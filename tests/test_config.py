@@ -253,7 +253,7 @@ def test_activation_matches_transformers(name):
 
 @pytest.mark.parametrize("name", sorted(REFUSED) + ["gelu_tanh", "GELU", "swiglu"])
 def test_other_activations_are_refused_naming_them(name, tmp_path):
-    with pytest.raises(CheckpointError, match=f"hidden_act '{name}' is not supported"):
+    with pytest.raises(CheckpointError, match=f"hidden_act = '{name}' is not supported"):
         BertModel.from_pretrained(_checkpoint(tmp_path, hidden_act=name))
 
 

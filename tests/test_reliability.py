@@ -192,7 +192,7 @@ def test_malformed_config(checkpoint):
     with pytest.raises(CheckpointError, match="malformed config file .*config.json"):
         BertModel.from_pretrained(checkpoint)
     (checkpoint / "config.json").write_text('{"hidden_size": 384, "num_attention_heads": 5}')
-    with pytest.raises(CheckpointError, match="hidden_size 384 is not a multiple of num_attention_heads 5"):
+    with pytest.raises(CheckpointError, match="hidden_size = 384 is not a multiple of num_attention_heads = 5"):
         BertModel.from_pretrained(checkpoint)
     (checkpoint / "config.json").write_text('{"model_type": "gpt2"}')
     with pytest.raises(CheckpointError, match="describes a 'gpt2' model"):

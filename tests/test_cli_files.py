@@ -1,0 +1,134 @@
+"""The command's files follow the user's rules: the umask's modes, no clobbered input, one row per
+input line (the line rule), stdin, every text writable in every format."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from minibert import cli
+
+
+def run(*args: str, umask: int | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "minibert", *args], capture_output=True, timeout=600, input=stdin,
+        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
+    )  # fmt: skip
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".jsonl"])
+@pytest.mark.parametrize("umask", [0o027, 0o002, 0o077])
+def test_a_new_output_gets_the_umask_mode_and_a_replaced_one_keeps_its_mode(minilm_dir, tmp_path, suffix, umask):
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\n", encoding="utf-8")
+    fresh = tmp_path / f"fresh{suffix}"
+    result = run("embed", "--input", str(source), "--output", str(fresh), "--model", str(minilm_dir), umask=umask)
+    assert result.returncode == 0, result.stderr
+    assert _mode(fresh) == 0o666 & ~umask, oct(_mode(fresh))
+    kept = tmp_path / f"kept{suffix}"
+    kept.write_bytes(b"old")
+    os.chmod(kept, 0o604)
+    result = run("embed", "--input", str(source), "--output", str(kept), "--model", str(minilm_dir), umask=umask)
+    assert result.returncode == 0, result.stderr
+    assert _mode(kept) == 0o604 and kept.read_bytes() != b"old"
+
+
+def test_output_that_is_the_input_is_refused_before_reading(minilm_dir, tmp_path):
+    source = tmp_path / "texts.jsonl"
+    source.write_text('{"text": "one"}\n', encoding="utf-8")
+    (tmp_path / "link.jsonl").symlink_to(source)
+    os.link(source, tmp_path / "hard.jsonl")
+    (tmp_path / "sub").mkdir()
+    before = source.read_bytes()
+    for output in (source, tmp_path / "sub" / ".." / "texts.jsonl", tmp_path / "link.jsonl", tmp_path / "hard.jsonl"):
+        result = run("embed", "--input", str(source), "--output", str(output), "--model", str(tmp_path / "nothing"))
+        lines = result.stderr.decode().strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        assert "is the input file" in lines[0], lines[0]  # refused before the (missing) model is looked at
+        assert source.read_bytes() == before
+
+
+def _texts_of(jsonl_output) -> list[str]:
+    return [json.loads(line)["text"] for line in jsonl_output.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_line_rule_one_row_per_line(minilm_dir, tmp_path):
+    """\\n and \\r\\n end a line; a bare \\r is text; a blank line is the empty text (.txt and .jsonl
+    alike); a last line without \\n counts."""
+    text = tmp_path / "in.txt"
+    text.write_bytes(b"first\r\nsecond\rstill second\n\n  \nlast without newline")
+    out = tmp_path / "out.jsonl"
+    assert run("embed", "--input", str(text), "--output", str(out), "--model", str(minilm_dir)).returncode == 0
+    assert _texts_of(out) == ["first", "second\rstill second", "", "  ", "last without newline"]
+
+    records = tmp_path / "in.jsonl"
+    records.write_bytes(b'{"text": "a"}\r\n\n   \n{"text": "b\\rc"}\n{"text": "d"}')
+    out = tmp_path / "out2.jsonl"
+    assert run("embed", "--input", str(records), "--output", str(out), "--model", str(minilm_dir)).returncode == 0
+    assert _texts_of(out) == ["a", "", "", "b\rc", "d"]
+    npy = tmp_path / "out.npy"
+    assert run("embed", "--input", str(records), "--output", str(npy), "--model", str(minilm_dir)).returncode == 0
+    assert np.load(npy).shape == (5, 384)
+
+
+@pytest.mark.parametrize("how", [["--input", "-"], ["-"]], ids=["--input -", "-"])
+def test_stdin_is_read_one_text_per_line(minilm_dir, tmp_path, how):
+    out = tmp_path / "out.jsonl"
+    result = run("embed", *how, "--output", str(out), "--model", str(minilm_dir), stdin=b"alpha\r\nbeta\rgamma\n\n")
+    assert result.returncode == 0, result.stderr
+    assert _texts_of(out) == ["alpha", "beta\rgamma", ""]
+    result = run("embed", *how, "--model", str(minilm_dir), stdin="héllo wörld\n".encode())
+    rows = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    assert [row["text"] for row in rows] == ["héllo wörld"] and len(rows[0]["embedding"]) == 384
+
+
+def test_resume_from_stdin_is_refused(tmp_path):
+    result = run("embed", "--input", "-", "--output", str(tmp_path / "o.npy"), "--resume", stdin=b"x\n")
+    assert result.returncode == 2 and b"not stdin" in result.stderr
+
+
+def test_rounded_terminal_values_have_no_made_up_negative_zero():
+    values = np.array([-4e-7, -0.0, 4e-7, -0.25, 0.1234567], dtype=np.float32)
+    rounded = cli._rounded(values)
+    assert json.dumps(rounded) == "[0.0, 0.0, 0.0, -0.25, 0.123457]"
+
+
+def test_every_text_can_be_written_in_every_format(minilm_dir, tmp_path, capsys):
+    """Lone surrogates (what Python makes of undecodable bytes in a command-line argument), NUL,
+    controls, astral characters: written as valid UTF-8 JSON, read back as the same text."""
+    texts = ["bad byte \udcff here", "nul \x00 and bell \x07", "astral 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 😀", "rtl \u202e text", ""]
+    for suffix in (".jsonl", ".npy"):
+        output = tmp_path / f"out{suffix}"
+        assert cli.main(["embed", *texts, "--output", str(output), "--model", str(minilm_dir)]) == 0
+        if suffix == ".jsonl":
+            assert _texts_of(output) == texts  # read back as UTF-8: no invalid bytes were written
+        else:
+            assert np.load(output).shape == (len(texts), 384)
+    capsys.readouterr()
+    assert cli.main(["embed", *texts, "--model", str(minilm_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["text"] for line in lines] == texts
+    for line in lines:
+        line.encode("utf-8")  # printable on a UTF-8 terminal
+
+
+@pytest.mark.parametrize("command", [["fill-mask", "Paris is the [MASK] of France."], ["next-sentence", "A.", "B."]])
+def test_commands_that_need_heads_say_so_at_once_offline(command, tmp_path):
+    """Offline, without --model: no fallback to the bundled model (it has no heads), one line."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    result = subprocess.run([sys.executable, "-m", "minibert", *command], capture_output=True, text=True, env=env,
+                            timeout=120)  # fmt: skip
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "needs a checkpoint with BERT's pre-training heads" in lines[0] and "--model" in lines[0]
+    assert "using the bundled" not in result.stderr
