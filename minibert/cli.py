@@ -262,7 +262,7 @@ class _Truncation:
             if found:
                 self.count += int(found.group(1))
             else:
-                print(f"minibert: warning: {warning.message}", file=sys.stderr)
+                _one_line_warning(warning.message, warning.category, warning.filename, warning.lineno)
 
     def report(self, total: int) -> None:
         if self.count:
@@ -669,10 +669,23 @@ def _show_log_lines() -> logging.Handler:
     return handler
 
 
+# The library's words for options, and the command's: a warning on stderr speaks the command's.
+CLI_TERMS = {"long_text='window'": "--long-text window", "max_length=": "--max-length ", "long_text=": "--long-text "}
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """warnings.showwarning for the command: 'minibert: warning: ...', one line, no source echo."""
+    text = " ".join(str(message).split())
+    for library_term, command_term in CLI_TERMS.items():
+        text = text.replace(library_term, command_term)
+    print(f"minibert: warning: {text}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = _show_log_lines()
+    log_handler = _show_log_lines()
     previous = {signum: signal.signal(signum, _terminate) for signum in ENDING_SIGNALS}
+    previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
     from .errors import MinibertError
     from .runtime import keep_freed_memory
 
@@ -706,9 +719,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        logging.getLogger("minibert").removeHandler(handler)
+        for signum, signal_handler in previous.items():
+            signal.signal(signum, signal_handler)
+        logging.getLogger("minibert").removeHandler(log_handler)
+        warnings.showwarning = previous_showwarning
 
 
 if __name__ == "__main__":

@@ -299,8 +299,7 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
     [0, vocab_size), type ids outside [0, type_vocab_size) and sequences longer than
     max_position_embeddings — each message names the problem and the limit.
     """
-    input_ids = _as_tensor(input_ids, "input_ids")
-    _check_integer(input_ids, "input_ids")
+    input_ids = _as_int64(_as_tensor(input_ids, "input_ids"), "input_ids")
     if input_ids.dim() == 1:
         input_ids = input_ids.unsqueeze(0)  # one sequence: add the batch dimension
     if input_ids.dim() != 2:
@@ -315,8 +314,7 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
         )
     _check_range(input_ids, "input_ids", config.vocab_size, f"the vocabulary [0, {config.vocab_size})")
     if token_type_ids is not None:
-        token_type_ids = _like_input_ids(token_type_ids, "token_type_ids", input_ids)
-        _check_integer(token_type_ids, "token_type_ids")
+        token_type_ids = _as_int64(_like_input_ids(token_type_ids, "token_type_ids", input_ids), "token_type_ids")
         limit = config.type_vocab_size
         _check_range(token_type_ids, "token_type_ids", limit, f"[0, type_vocab_size={limit})")
     if attention_mask is not None:
@@ -326,9 +324,11 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
     return input_ids, attention_mask, token_type_ids
 
 
-def _check_integer(ids: torch.Tensor, name: str) -> None:
+def _as_int64(ids: torch.Tensor, name: str) -> torch.Tensor:
+    """Ids of any integer dtype (int8 ... uint64) as int64, what an embedding lookup takes."""
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(f"{name} must hold integers, got dtype {ids.dtype}")
+    return ids if ids.dtype == torch.int64 else ids.to(torch.int64)
 
 
 def _check_range(ids: torch.Tensor, name: str, limit: int, allowed: str) -> None:

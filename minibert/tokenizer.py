@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import re
 import unicodedata
@@ -594,8 +595,10 @@ class BertTokenizer:
 
     def convert_ids_to_tokens(self, ids: int | Iterable[int]) -> str | list[str]:
         if isinstance(ids, int):
-            return self._token(ids)
-        return [self._token(int(index)) for index in ids]
+            return self._token(_token_id(ids))
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        return [self._token(_token_id(index)) for index in ids]
 
     def _token(self, index: int) -> str:
         token = self.ids_to_tokens.get(index)
@@ -615,7 +618,7 @@ class BertTokenizer:
         special = set(self.all_special_ids) if skip_special_tokens else ()
         parts = []
         for index in ids:
-            index = int(index)
+            index = _token_id(index)
             if index in special:
                 continue
             token = self._token(index)
@@ -702,6 +705,12 @@ class BertTokenizer:
                 raise TypeError("text and text_pair must both be one input, or both be batches")
             if len(pairs) != len(texts):
                 raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+        _check_flags(add_special_tokens=add_special_tokens, is_split_into_words=is_split_into_words,
+                     return_overflowing_tokens=return_overflowing_tokens, verbose=verbose,
+                     return_special_tokens_mask=return_special_tokens_mask,
+                     return_offsets_mapping=return_offsets_mapping)  # fmt: skip
+        _check_flags(optional=True, return_token_type_ids=return_token_type_ids,
+                     return_attention_mask=return_attention_mask)  # fmt: skip
         strategy = self._truncation_strategy(truncation)
         padding_mode = self._padding_mode(padding)
         _check_count(max_length, "max_length", minimum=1, optional=True)
@@ -929,6 +938,23 @@ class BertTokenizer:
         if padding == "max_length":
             return "max_length"
         raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+
+
+def _check_flags(optional: bool = False, **flags) -> None:
+    """Each flag True or False (or None where that means "the default"): a "no" is not falsy here."""
+    for name, value in flags.items():
+        if not (isinstance(value, bool) or (optional and value is None)):
+            raise TypeError(f"{name} must be True or False{' or None' if optional else ''}, got {value!r}")
+
+
+def _token_id(value) -> int:
+    """A token id as an int: ints and integer scalars (numpy, 0-d tensors) pass; "7", 7.0, None do not."""
+    if isinstance(value, bool):
+        raise TypeError(f"a token id must be an int, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"a token id must be an int, got {value!r}") from None
 
 
 def _check_count(value, name: str, *, minimum: int, optional: bool = False) -> None:

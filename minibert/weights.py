@@ -238,6 +238,18 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def _torch_load(path: Path):
+    """torch.load with weights_only=True (tensors and plain containers only: no code from the file
+    runs), memory-mapped; torch's legacy format (torch.save before 1.6, or
+    `_use_new_zipfile_serialization=False`) cannot be mapped, so it is read whole."""
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as error:
+        if "mmap can only be used" not in str(error):
+            raise
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+
+
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """All tensors of a model.safetensors or pytorch_model.bin file (the .bin with weights_only=True:
     no code from the file is run), or of a TensorFlow checkpoint given by its ``.index`` file (all
@@ -250,7 +262,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
         return read_tf_checkpoint(path.with_suffix(""), wanted=lambda name: not TF_IGNORED.search(name))
     try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+        state = _torch_load(path)
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
     except Exception as error:  # noqa: BLE001 — any parse failure means a corrupt file
@@ -346,7 +358,10 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     state = _rename_and_check(model, state, weights_file, config_file)
     for name, tensor in state.items():
         if tensor.is_floating_point() and tensor.dtype != dtype:
-            state[name] = tensor.to(dtype)
+            tensor = tensor.to(dtype)
+        # A tensor saved as a view (e.g. a transposed weight) is laid out afresh: a matmul over
+        # strided memory rounds differently, and the numbers must not depend on how a file was saved.
+        state[name] = tensor.contiguous()
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
     model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks.py loads the tokenizer there)

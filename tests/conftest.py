@@ -88,6 +88,23 @@ def google_base_bin(tmp_path_factory, vocab_file):
 
 
 @pytest.fixture(scope="session")
+def google_small_bin(tmp_path_factory, vocab_file):
+    """A 2-layer, 128-wide BertForPreTraining in Google's hub layout, as pytorch_model.bin: where
+    the format and the names matter, not the size (the default run's stand-in for google_base_bin)."""
+    directory = tmp_path_factory.mktemp("bert-small-bin")
+    return directory, make_google_checkpoint(directory, vocab_file, layers=2, hidden=128, heads=2, intermediate=512,
+                                             fmt="bin", seed=3)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def google_small(tmp_path_factory, vocab_file):
+    """The same small shape as model.safetensors."""
+    directory = tmp_path_factory.mktemp("bert-small-safetensors")
+    return directory, make_google_checkpoint(directory, vocab_file, layers=2, hidden=128, heads=2, intermediate=512,
+                                             seed=4)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
 def real_texts():
     """A batch of real sentences of different lengths (so there is padding)."""
     import corpus

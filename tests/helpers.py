@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import sys
+from types import SimpleNamespace
+
 import torch
 
 
@@ -61,3 +67,28 @@ def assert_same_ids(ours, reference, texts: list[str], label: str, *, pairs: int
     unknown = ids.count(ours.unk_token_id) / len(ids)
     assert unknown < max_unknown, f"{label}: a vacuous comparison ({unknown:.0%} [UNK])"
     print(f"\n{label}: {len(texts)} texts and {len(pairs_of_texts)} pairs, ids identical ({unknown:.1%} [UNK])")
+
+
+def run_minibert(*args: str, umask: int | None = None, stdin: bytes | None = None) -> SimpleNamespace:
+    """`minibert ARGS` run in this process (the command is cli.main; a subprocess would spend
+    seconds importing torch again): .returncode, .stdout and .stderr (str). Optionally under
+    another umask, or with ``stdin`` bytes as standard input."""
+    from minibert import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_stdin, saved_umask = sys.stdin, None
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    if umask is not None:
+        saved_umask = os.umask(umask)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exit_:  # argparse's usage errors
+                code = exit_.code
+    finally:
+        sys.stdin = saved_stdin
+        if saved_umask is not None:
+            os.umask(saved_umask)
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())

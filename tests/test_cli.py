@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,12 +12,10 @@ import numpy as np
 import pytest
 
 import corpus
-from helpers import assert_close
+from helpers import assert_close, run_minibert
 from minibert import Embedder, cli
 
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minibert.cli", *args], capture_output=True, text=True, timeout=600)
+run = run_minibert  # in this process: the subprocess cases below are the ones that need a process
 
 
 def test_tokenize_table(minilm_dir, capsys):
@@ -94,10 +91,10 @@ def test_fill_mask_command(google_base, capsys):
         (["tokenize", "x", "--model", "offline-org/never-downloaded"], "not in the local Hugging Face cache"),
     ],
 )
-def test_errors_are_one_line(args, message, minilm_dir, tmp_path):
+def test_errors_are_one_line(args, message, minilm_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     args = [arg.replace("{minilm}", str(minilm_dir)) for arg in args]
-    result = subprocess.run([sys.executable, "-m", "minibert.cli", *args], capture_output=True, text=True,
-                            cwd=tmp_path, env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300)  # fmt: skip
+    result = run(*args)
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.startswith("minibert: error")]
     assert len(lines) == 1 and message in lines[0], result.stderr
@@ -123,14 +120,20 @@ def test_usage_errors_are_one_line():
 
 
 def test_debug_shows_traceback(tmp_path):
-    result = run("--debug", "embed", "x", "--model", str(tmp_path / "missing"))
+    result = subprocess.run([sys.executable, "-m", "minibert", "--debug", "embed", "x", "--model",
+                             str(tmp_path / "missing")], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode != 0 and "Traceback" in result.stderr
 
 
 ENDING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM]
+IN_THE_FULL_RUN_ONLY = {signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM}
 
 
-@pytest.mark.parametrize("signum", ENDING, ids=[signal.Signals(signum).name for signum in ENDING])
+@pytest.mark.parametrize(
+    "signum",
+    [pytest.param(signum, id=signal.Signals(signum).name,
+                  marks=[pytest.mark.slow] if signum in IN_THE_FULL_RUN_ONLY else []) for signum in ENDING],
+)  # fmt: skip
 def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, minilm_dir, tmp_path):
     texts = [text.replace("\n", " ") for text in corpus.docstrings()] * 20
     source = tmp_path / "big.txt"

@@ -8,18 +8,13 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import run_minibert as run
 from minibert import cli
-
-
-def run(*args: str, umask: int | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "minibert", *args], capture_output=True, timeout=600, input=stdin,
-        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
-    )  # fmt: skip
 
 
 def _mode(path) -> int:
@@ -27,7 +22,7 @@ def _mode(path) -> int:
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".jsonl"])
-@pytest.mark.parametrize("umask", [0o027, 0o002, 0o077])
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002, 0o077])
 def test_a_new_output_gets_the_umask_mode_and_a_replaced_one_keeps_its_mode(minilm_dir, tmp_path, suffix, umask):
     source = tmp_path / "in.txt"
     source.write_text("one\ntwo\n", encoding="utf-8")
@@ -52,7 +47,7 @@ def test_output_that_is_the_input_is_refused_before_reading(minilm_dir, tmp_path
     before = source.read_bytes()
     for output in (source, tmp_path / "sub" / ".." / "texts.jsonl", tmp_path / "link.jsonl", tmp_path / "hard.jsonl"):
         result = run("embed", "--input", str(source), "--output", str(output), "--model", str(tmp_path / "nothing"))
-        lines = result.stderr.decode().strip().splitlines()
+        lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1, result.stderr
         assert "is the input file" in lines[0], lines[0]  # refused before the (missing) model is looked at
         assert source.read_bytes() == before
@@ -88,13 +83,13 @@ def test_stdin_is_read_one_text_per_line(minilm_dir, tmp_path, how):
     assert result.returncode == 0, result.stderr
     assert _texts_of(out) == ["alpha", "beta\rgamma", ""]
     result = run("embed", *how, "--model", str(minilm_dir), stdin="héllo wörld\n".encode())
-    rows = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [row["text"] for row in rows] == ["héllo wörld"] and len(rows[0]["embedding"]) == 384
 
 
 def test_resume_from_stdin_is_refused(tmp_path):
     result = run("embed", "--input", "-", "--output", str(tmp_path / "o.npy"), "--resume", stdin=b"x\n")
-    assert result.returncode == 2 and b"not stdin" in result.stderr
+    assert result.returncode == 2 and "not stdin" in result.stderr
 
 
 def test_rounded_terminal_values_have_no_made_up_negative_zero():
@@ -132,3 +127,16 @@ def test_commands_that_need_heads_say_so_at_once_offline(command, tmp_path):
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "needs a checkpoint with BERT's pre-training heads" in lines[0] and "--model" in lines[0]
     assert "using the bundled" not in result.stderr
+
+
+def test_warnings_are_one_line_in_the_commands_terms(tmp_path):
+    """A library warning (here: a text cut at the model's length) reaches stderr as one
+    'minibert: warning:' line naming the command's option, with no source line echoed."""
+    model = str(Path(__file__).parent / "data" / "tiny_hub")
+    long_text = " ".join(["word"] * 2000)
+    result = run("similarity", long_text, "short text", "--model", model)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("minibert: warning: 1 of 2 texts") and "--long-text window" in lines[0], lines[0]
+    assert "long_text=" not in result.stderr and "warnings.warn" not in result.stderr

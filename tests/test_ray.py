@@ -58,7 +58,14 @@ def _check(output: list[dict], rows: list[dict], expected: np.ndarray, label: st
           f"max |Δ| {np.abs(vectors - expected).max():.1e}")  # fmt: skip
 
 
-@pytest.mark.parametrize(("batch_format", "actors"), [("pandas", 1), ("pyarrow", 2), ("numpy", 1)])
+@pytest.mark.parametrize(
+    ("batch_format", "actors"),
+    [
+        pytest.param("numpy", 1, marks=pytest.mark.slow),
+        pytest.param("pandas", 1, marks=pytest.mark.slow),
+        pytest.param("pyarrow", 2, marks=pytest.mark.slow),
+    ],
+)
 def test_every_row_gets_embedders_vector(cluster, minilm_dir, rows, expected, batch_format, actors):
     from minibert.ray import EmbedBatch
 
@@ -76,6 +83,7 @@ def test_every_row_gets_embedders_vector(cluster, minilm_dir, rows, expected, ba
         assert "embedding" in schema.names
 
 
+@pytest.mark.slow
 def test_options_and_columns(cluster, minilm_dir, rows):
     from minibert.ray import EmbedBatch
 
@@ -115,6 +123,7 @@ def _embedding_actor_pids() -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_an_actor_killed_mid_job_is_replaced_and_no_row_is_lost(cluster, minilm_dir, rows, expected):
     from minibert.ray import EmbedBatch
 
@@ -145,6 +154,7 @@ def test_import_minibert_never_imports_ray():
     assert result.stdout.strip() == "False", result.stderr
 
 
+@pytest.mark.slow
 def test_corpus_script_reads_embeds_and_writes_parquet(minilm_dir, tmp_path):
     import pyarrow.parquet as pq
 

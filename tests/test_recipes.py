@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -24,7 +22,7 @@ import numpy as np
 import pytest
 
 import corpus
-from helpers import assert_close
+from helpers import assert_close, run_minibert
 from minibert import CheckpointError, Embedder
 
 st = pytest.importorskip("sentence_transformers")
@@ -240,16 +238,14 @@ def test_cli_embed_and_similarity_use_the_recipe(saved, texts, tmp_path):
     directory = saved("mean+tanh_dense+normalize")
     reference = st.SentenceTransformer(str(directory), device="cpu")
     sample = [text.replace("\n", " ") for text in texts[:6]]
-    result = subprocess.run([sys.executable, "-m", "minibert.cli", "embed", *sample, "--model", str(directory)],
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = run_minibert("embed", *sample, "--model", str(directory))
     assert result.returncode == 0, result.stderr
     actual = np.array([json.loads(line)["embedding"] for line in result.stdout.splitlines()], dtype=np.float32)
     compare(actual, reference.encode(sample), "CLI embed")
 
     directory = saved("dot_similarity")
     reference = st.SentenceTransformer(str(directory), device="cpu")
-    command = [sys.executable, "-m", "minibert.cli", "similarity", *sample[:3], "--model", str(directory)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = run_minibert("similarity", *sample[:3], "--model", str(directory))
     assert result.returncode == 0, result.stderr
     assert "similarity: dot" in result.stdout
     rows = [line.split()[1:] for line in result.stdout.splitlines()[-3:]]

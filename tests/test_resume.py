@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import corpus
-from helpers import assert_close
+from helpers import assert_close, run_minibert
 
 MODEL = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BERT: fast, so many kills fit
 
@@ -37,6 +37,12 @@ def _command(input_file: Path, output: Path, *extra: str) -> list[str]:
 
 def _run(command, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def _run_here(command):
+    """The same command in this process (cli.main): for runs that are not killed."""
+    assert command[1:3] == ["-m", "minibert.cli"]
+    return run_minibert(*command[3:])
 
 
 def _state(output: Path) -> dict | None:
@@ -66,6 +72,7 @@ def _kill_when(command, output: Path, target_texts: int) -> bool:
             process.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".npy", ".jsonl"])
 def test_runs_killed_at_random_points_resume_to_the_uninterrupted_output(corpus_file, tmp_path, suffix):
     expected_file = tmp_path / f"whole{suffix}"
@@ -147,7 +154,7 @@ def test_resume_with_a_changed_input_model_or_option_is_refused(killed_run, tmp_
         command[command.index("--commit-every") + 1] = "50"
     else:
         command.append(change)
-    result = _run(command)
+    result = _run_here(command)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("minibert: error:") and message in lines[-1], result.stderr
@@ -156,7 +163,7 @@ def test_resume_with_a_changed_input_model_or_option_is_refused(killed_run, tmp_
 
 def test_a_plain_run_does_not_clobber_an_unfinished_resumable_one(killed_run, tmp_path):
     source, output = _copy_of(killed_run, tmp_path)
-    result = _run(_command(source, output))
+    result = _run_here(_command(source, output))
     assert result.returncode == 2 and "unfinished --resume run" in result.stderr
     assert _state(output) is not None
 
@@ -164,16 +171,17 @@ def test_a_plain_run_does_not_clobber_an_unfinished_resumable_one(killed_run, tm
 def test_the_copied_killed_run_resumes(killed_run, tmp_path):
     """The control for the refusals above: unchanged, the same copy resumes and completes."""
     source, output = _copy_of(killed_run, tmp_path)
-    result = _run(_command(source, output, "--resume"))
+    result = _run_here(_command(source, output, "--resume"))
     assert result.returncode == 0 and "resuming after" in result.stderr, result.stderr
     assert np.load(output).shape == (2500, 32)
 
 
 def test_resume_needs_input_and_output(tmp_path):
-    result = _run([sys.executable, "-m", "minibert.cli", "embed", "x", "--resume", "--model", str(MODEL)])
+    result = _run_here([sys.executable, "-m", "minibert.cli", "embed", "x", "--resume", "--model", str(MODEL)])
     assert result.returncode == 2 and "--resume needs --input FILE and --output FILE" in result.stderr
 
 
+@pytest.mark.slow
 def test_memory_stays_flat_whatever_the_input_size(tmp_path):
     """Peak RSS of a whole run on 20,000 texts is within a few MB of the run on 2,000 texts."""
     texts = [" ".join(text.split()) for text in corpus.all_texts()[:2000]]

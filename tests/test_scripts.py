@@ -97,6 +97,7 @@ def test_show_tokenize_script():
     assert "una ##ffa ##ble" in result.stdout and "[SEP]" in result.stdout
 
 
+@pytest.mark.slow
 def test_classifier_on_frozen_features_learns():
     result = run_script("classify_frozen.py")
     assert result.returncode == 0, result.stderr
@@ -104,6 +105,7 @@ def test_classifier_on_frozen_features_learns():
     assert accuracy > 0.6, result.stdout
 
 
+@pytest.mark.slow
 def test_plot_attention_writes_pngs(tmp_path):
     pytest.importorskip("matplotlib")
     result = run_script("plot_attention.py", "--out", str(tmp_path))
@@ -112,6 +114,7 @@ def test_plot_attention_writes_pngs(tmp_path):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_profile_embed_splits_the_time():
     result = run_script("profile_embed.py", "--texts", "40")
     assert result.returncode == 0, result.stderr

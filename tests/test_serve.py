@@ -154,13 +154,14 @@ def test_health_metrics_and_models(server):
 # ----------------------------------------------------------------------------- concurrency
 
 
-def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder):
-    """Thousands of requests of mixed sizes from 64 concurrent clients: every text distinct, every
-    response checked against the offline vectors; none lost, none duplicated."""
+@pytest.mark.parametrize("request_count", [300, pytest.param(2000, marks=pytest.mark.slow)])
+def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, request_count):
+    """Requests of mixed sizes from 64 concurrent clients (thousands in the full run): every text
+    distinct, every response checked against the offline vectors; none lost, none duplicated."""
     pool = [text for text in corpus.all_texts() if 3 < len(text) < 100]
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(request_count)
     requests, position = [], 0
-    for number in range(2000):
+    for number in range(request_count):
         size = int(rng.choice([1, 1, 1, 1, 2, 3, 4, 8]))
         requests.append([f"{number}-{i} {pool[(position + i) % len(pool)]}" for i in range(size)])
         position += size
@@ -290,13 +291,13 @@ def test_overload_answers_503_with_retry_after(minilm_dir):
 
 def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
     server = Server(minilm_dir)
-    texts = [text for text in corpus.docstrings() if 200 < len(text) < 1000][:64]
+    texts = [text for text in corpus.docstrings() if 200 < len(text) < 1000][:32]
 
     async def main():
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
             calls = [asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": texts[i::4],
                                                                            "truncate": True}))
-                     for i in range(4) for _ in range(8)]  # fmt: skip
+                     for i in range(4) for _ in range(4)]  # fmt: skip
             await asyncio.sleep(0.3)  # the requests are in flight
             server.process.send_signal(signal.SIGTERM)
             stopped = time.monotonic()
@@ -308,8 +309,8 @@ def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
         server.process.wait(timeout=30)  # before stop(), whose own SIGTERM would be a second one (force exit)
     finally:
         returncode, log = server.stop()
-    assert [(response.status_code, response.text[:200]) for response in responses] == [(200, ANY)] * 32
-    assert all(len(response.json()["data"]) == 16 for response in responses)
+    assert [(response.status_code, response.text[:200]) for response in responses] == [(200, ANY)] * 16
+    assert all(len(response.json()["data"]) == 8 for response in responses)
     assert time.monotonic() - stopped < 30
     assert returncode == 0, log
     with pytest.raises(httpx.ConnectError):
