@@ -126,7 +126,7 @@ def test_debug_shows_traceback(tmp_path):
 
 
 ENDING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM]
-IN_THE_FULL_RUN_ONLY = {signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM}
+IN_THE_FULL_RUN_ONLY = {signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM}  # same path as SIGTERM
 
 
 @pytest.mark.parametrize(

@@ -197,8 +197,8 @@ def test_dtype_and_device_arguments(minilm_dir):
 # ----------------------------------------------------------------------------- the hub, for real, on loopback
 
 
-def _run(code: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+def _run(code: str, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_hub_download_then_offline_cache(minilm_dir, tmp_path):
@@ -210,27 +210,29 @@ def test_hub_download_then_offline_cache(minilm_dir, tmp_path):
         "t = minibert.BertTokenizer.from_pretrained('some-org/some-bert')\n"
         "b = t(['hello world'], return_tensors='pt')\n"
         "print(float(m(**b).pooler_output.sum()))\n"
+        "import sys\n"
+        "try:\n"  # then a repository that does not exist: online, the hub says so; offline, the cache does
+        "    minibert.BertModel.from_pretrained(sys.argv[1])\n"
+        "except Exception as error:\n"
+        "    print(f'{type(error).__name__}: {error}', file=sys.stderr)\n"
     )
     with HubServer({"some-org/some-bert": minilm_dir}) as hub:
         env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
                    HF_HUB_DISABLE_XET="1")  # fmt: skip
-        online = _run(code, env)
+        online = _run(code, env, "some-org/absent")
         assert online.returncode == 0, online.stderr
         assert hub.requests[("GET", "some-org/some-bert", "model.safetensors")] == 1
         assert hub.requests[("GET", "some-org/some-bert", "pytorch_model.bin")] == 0  # only what is needed
         cached = list((tmp_path / "hf" / "hub").glob("models--some-org--some-bert/snapshots/*/model.safetensors"))
         assert len(cached) == 1
         before = sum(hub.requests.values())
-        offline = _run(code, dict(env, HF_HUB_OFFLINE="1"))
+        offline = _run(code, dict(env, HF_HUB_OFFLINE="1"), "other-org/never-seen")
         assert offline.returncode == 0, offline.stderr
         assert sum(hub.requests.values()) == before, "offline mode must not touch the network"
         assert offline.stdout == online.stdout
-        missing = _run("import minibert; minibert.BertModel.from_pretrained('some-org/absent')", env)
-        assert "ModelNotFoundError: some-org/absent: no such repository" in missing.stderr
-    offline_unknown = _run("import minibert; minibert.BertModel.from_pretrained('other-org/never-seen')",
-                           dict(env, HF_HUB_OFFLINE="1"))  # fmt: skip
-    assert "the model other-org/never-seen is not in the local Hugging Face cache" in offline_unknown.stderr
-    assert "HF_HUB_OFFLINE=1 is set" in offline_unknown.stderr
+        assert "ModelNotFoundError: some-org/absent: no such repository" in online.stderr
+    assert "the model other-org/never-seen is not in the local Hugging Face cache" in offline.stderr
+    assert "HF_HUB_OFFLINE=1 is set" in offline.stderr
 
 
 def test_hub_falls_back_to_pytorch_model_bin(google_small_bin, tmp_path):

@@ -85,6 +85,7 @@ def test_reproduce_script_skips_without_bert_base():
     assert "skipped" in result.stdout or "ok" in result.stdout
 
 
+@pytest.mark.slow
 def test_compare_hf_script(minilm_dir):
     result = run_script("compare_hf.py", "--model", str(minilm_dir))
     assert result.returncode == 0, result.stderr

@@ -154,7 +154,7 @@ def test_health_metrics_and_models(server):
 # ----------------------------------------------------------------------------- concurrency
 
 
-@pytest.mark.parametrize("request_count", [300, pytest.param(2000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("request_count", [200, pytest.param(2000, marks=pytest.mark.slow)])
 def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, request_count):
     """Requests of mixed sizes from 64 concurrent clients (thousands in the full run): every text
     distinct, every response checked against the offline vectors; none lost, none duplicated."""
