@@ -342,12 +342,38 @@ def _parse_dtype(dtype) -> torch.dtype | None:
 # ----------------------------------------------------------------------------- loading
 
 
+class _WithoutInitialisation(torch.overrides.TorchFunctionMode):
+    """Within it, the random initialisation of weights does nothing.
+
+    A model built to receive a checkpoint's tensors is built on the meta device (shapes, no memory)
+    and its weights are then replaced. Its initialisation (nn.Linear's kaiming_uniform_, the
+    model's normal_ and zero_) would compute nothing there, yet cost ~2 s on a cold start: on meta
+    tensors torch runs those ops' reference implementations, which import its compiler. This mode
+    (a torch function mode: it affects this thread only) returns each such call's tensor untouched.
+    """
+
+    SKIPPED = frozenset(
+        [getattr(torch.nn.init, name) for name in ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
+                                                   "zeros_", "eye_", "xavier_uniform_", "xavier_normal_",
+                                                   "kaiming_uniform_", "kaiming_normal_", "orthogonal_")]
+        + [torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.zero_, torch.Tensor.fill_]
+    )  # fmt: skip
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.SKIPPED:
+            tensor = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
+
+
 def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None):
     """Build ``cls`` (BertModel or BertForPreTraining) from a checkpoint; see ``BertModel.from_pretrained``."""
     dtype = _parse_dtype(dtype) or torch.float32
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
-    with torch.device("meta"):  # no memory for the random init: the checkpoint's tensors are used as they are
+    with torch.device("meta"), _WithoutInitialisation():  # no memory, no random init: the checkpoint's tensors are used
         try:
             model = cls(config)
         except CheckpointError as error:  # a config field this class refuses

@@ -383,7 +383,7 @@ def bench_cold_start(rounds: int):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
 
     def run(argv):
-        return lambda: subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL)
+        return lambda: subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     ours_times, theirs_times = side_by_side(run(command), run(floor), rounds)
     extra = statistics.median(ours_times) - statistics.median(theirs_times)

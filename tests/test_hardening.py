@@ -413,3 +413,42 @@ def test_vocabulary_corner_cases_where_google_transformers_and_tokenizers_agree(
     expected = theirs.convert_tokens_to_ids(theirs.tokenize(text))
     assert BertTokenizer(path).convert_tokens_to_ids(BertTokenizer(path).tokenize(text)) == expected
     assert fast.encode(text).ids == expected
+
+
+# ----------------------------------------------------------------------------- cold start
+
+
+class _CountInitialisation(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        from minibert.weights import _WithoutInitialisation
+
+        if func in _WithoutInitialisation.SKIPPED:
+            self.calls.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def test_loading_initialises_no_weight():
+    """The checkpoint's tensors are the weights: nothing is randomly initialised first, not even
+    on the meta device (where torch's reference ops would import its compiler, ~2 s)."""
+    with _CountInitialisation() as counter:
+        BertModel.from_pretrained(TINY)
+    assert counter.calls == []
+    with _CountInitialisation() as counter:  # the control: building a model from a config initialises it
+        BertModel(BertModel.from_pretrained(TINY).config)
+    assert "normal_" in counter.calls or "kaiming_uniform_" in counter.calls
+
+
+def test_one_sentence_through_the_command_imports_no_compiler(minilm_dir):
+    import subprocess
+    import sys
+
+    code = ("import sys; from minibert import cli; cli.main(['embed', '--model', sys.argv[1], 'one sentence']); "
+            "print(sorted(m for m in sys.modules if m.startswith(('torch._dynamo', 'torch._inductor', 'transformers',"
+            " 'huggingface_hub'))), file=sys.stderr)")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code, str(minilm_dir)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
