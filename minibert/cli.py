@@ -684,7 +684,10 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     log_handler = _show_log_lines()
-    previous = {signum: signal.signal(signum, _terminate) for signum in ENDING_SIGNALS}
+    # A signal this process was started with set to "ignore" (`nohup` ignores SIGHUP; a shell's
+    # background job, SIGINT) stays ignored: the caller asked for that.
+    previous = {signum: signal.signal(signum, _terminate) for signum in ENDING_SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN}  # fmt: skip
     previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
     from .errors import MinibertError
     from .runtime import keep_freed_memory

@@ -145,14 +145,20 @@ def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, mi
         [sys.executable, "-m", "minibert.cli", "embed", "--input", str(source), "--output", str(output),
          "--model", str(minilm_dir), "--no-progress"],
         stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),  # as from a terminal, whatever this runner ignores
     )  # fmt: skip
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(tmp_path.glob(".vectors.npy.*.partial")):
-        time.sleep(0.05)
-    assert list(tmp_path.glob(".vectors.npy.*.partial")), "the run should have started writing"
-    time.sleep(1.0)
-    process.send_signal(signum)
-    _, stderr = process.communicate(timeout=120)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(tmp_path.glob(".vectors.npy.*.partial")):
+            time.sleep(0.05)
+        assert list(tmp_path.glob(".vectors.npy.*.partial")), "the run should have started writing"
+        time.sleep(1.0)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
     assert process.returncode == (130 if signum == signal.SIGINT else 128 + signum)
     expected = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
     assert expected in stderr and "no output file was written" in stderr and "Traceback" not in stderr, stderr
@@ -175,3 +181,22 @@ def test_version_and_python_dash_m():
         assert done.returncode == 0 and done.stdout.strip() == f"minibert {minibert.__version__}", done
     done = subprocess.run([sys.executable, "-m", "minibert", "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "usage: minibert" in done.stdout
+
+
+def test_a_signal_the_run_was_started_ignoring_stays_ignored(minilm_dir, tmp_path, monkeypatch):
+    """`nohup minibert ...` ignores SIGHUP: the command does not take that back (SIGTERM, not
+    ignored, gets the command's handler: the control)."""
+    seen = {}
+    embed = Embedder.embed
+
+    def spy(self, *args, **kwargs):  # the dispositions in the middle of the run
+        seen.update(hup=signal.getsignal(signal.SIGHUP), term=signal.getsignal(signal.SIGTERM))
+        return embed(self, *args, **kwargs)
+
+    monkeypatch.setattr(Embedder, "embed", spy)
+    saved = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert cli.main(["embed", "x", "--model", str(minilm_dir), "--output", str(tmp_path / "o.npy")]) == 0
+    finally:
+        signal.signal(signal.SIGHUP, saved)
+    assert seen["hup"] is signal.SIG_IGN and seen["term"] is cli._terminate, seen
