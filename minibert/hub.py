@@ -85,7 +85,10 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
             library_name="minibert",
             etag_timeout=min(10.0, seconds),
         )
-        path = download() if local_only else _within(seconds, download)
+        # The deadline bounds small files (config.json always comes first: a silent hub is noticed
+        # there); a weights file's download may rightly take minutes and is not cut off.
+        bounded = not local_only and not filename.endswith(WEIGHTS_SUFFIXES)
+        path = _within(seconds, download) if bounded else download()
         return Path(path)
     except TimeoutError:
         raise ModelNotFoundError(
@@ -129,6 +132,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
 
 
 TIMEOUT_VARIABLE = "MINIBERT_HUB_TIMEOUT"
+WEIGHTS_SUFFIXES = (".safetensors", ".bin")
 DEFAULT_TIMEOUT = 30.0
 
 

@@ -228,6 +228,28 @@ def test_the_hub_timeout_setting_is_checked(monkeypatch):
     assert hub_timeout() == 30.0
 
 
+def test_the_deadline_bounds_small_files_not_a_weights_download(monkeypatch, tmp_path):
+    """A hub that takes longer than the limit to give config.json is given up on; a weights file
+    whose download takes as long is not cut off (it may rightly take minutes)."""
+    import huggingface_hub
+
+    from minibert import hub
+    from minibert.errors import ModelNotFoundError
+
+    def slow_download(repo_id, filename, **options):
+        time.sleep(1.0)
+        return str(tmp_path / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", slow_download)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "0.3")
+    with pytest.raises(ModelNotFoundError, match="did not answer within 0.3 s"):
+        hub.resolve_file("some-org/model", "config.json")
+    for weights in ("model.safetensors", "pytorch_model.bin"):
+        assert hub.resolve_file("some-org/model", weights) == tmp_path / weights
+
+
 # ----------------------------------------------------------------------------- what torch reads, minibert reads
 
 TINY = Path(__file__).parent / "data" / "tiny_hub"
