@@ -159,9 +159,10 @@ class BertConfig:
             vocabulary = f"[0, {self.vocab_size})"
             raise ValueError(f"field pad_token_id = {_short(pad)}: must be an id in the vocabulary {vocabulary}")
 
-    def check_vocabulary(self, tokenizer_ids: int, source: str) -> None:
-        """Refuse a tokenizer that can produce ids the model has no embedding for (``tokenizer_ids``:
-        its largest id + 1), at load rather than when a rare word finally hits a big id."""
+    def check_vocabulary(self, vocab: dict[str, int], source: str) -> None:
+        """Refuse a tokenizer whose vocabulary ({piece: id}) can produce ids the model has no
+        embedding for, at load rather than when a rare word finally hits a big id."""
+        tokenizer_ids = max(vocab.values(), default=-1) + 1
         if tokenizer_ids > self.vocab_size:
             raise CheckpointError(
                 f"{source}: the tokenizer has ids up to {tokenizer_ids - 1:,} but the model's vocab_size is "

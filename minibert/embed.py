@@ -76,9 +76,7 @@ class Embedder:
         recipe: SentenceRecipe | None = None,
     ):
         # The tokenizer must not produce ids the model has no embedding for (refused now, not at a rare word).
-        model.config.check_vocabulary(
-            max(tokenizer.vocab.values(), default=-1) + 1, getattr(model, "name_or_path", "Embedder")
-        )
+        model.config.check_vocabulary(tokenizer.vocab, getattr(model, "name_or_path", "Embedder"))
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.recipe = recipe or SentenceRecipe()

@@ -29,7 +29,7 @@ _lock = threading.Lock()
 @functools.lru_cache(maxsize=4)
 def _load(name_or_path: str) -> tuple[BertForPreTraining, BertTokenizer]:
     model, tokenizer = BertForPreTraining.from_pretrained(name_or_path), BertTokenizer.from_pretrained(name_or_path)
-    model.config.check_vocabulary(max(tokenizer.vocab.values(), default=-1) + 1, name_or_path)
+    model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
 
 

@@ -357,10 +357,8 @@ class BertTokenizer:
         unknown = set(special_tokens) - set(SPECIAL_TOKEN_NAMES)
         if unknown:
             raise TypeError(f"BertTokenizer got unexpected arguments: {sorted(unknown)}")
-        for name, value in (("do_lower_case", do_lower_case), ("tokenize_chinese_chars", tokenize_chinese_chars),
-                            ("do_basic_tokenize", do_basic_tokenize)):  # fmt: skip
-            if not isinstance(value, bool):
-                raise TypeError(f"{name} must be True or False, got {value!r}")
+        _check_flags(do_lower_case=do_lower_case, tokenize_chinese_chars=tokenize_chinese_chars,
+                     do_basic_tokenize=do_basic_tokenize)  # fmt: skip
         if strip_accents not in (True, False, None):
             raise TypeError(f"strip_accents must be True, False or None, got {strip_accents!r}")
         if isinstance(model_max_length, bool) or not isinstance(model_max_length, int) or model_max_length < 1:

@@ -172,7 +172,7 @@ def _safetensors_entries(header: dict, data_size: int, path: Path) -> list[tuple
             start, end = (int(offset) for offset in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise _corrupt(path, f"tensor {name} has an unreadable entry {str(info)[:120]}") from None
-        item_size = torch.empty((), dtype=dtype).element_size()
+        item_size = dtype.itemsize
         if (
             any(size < 0 for size in shape)
             or not 0 <= start <= end <= data_size
@@ -227,7 +227,7 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"weights file not found: {path}") from None
     tensors = {}
     for name, dtype, shape, start, end in entries:
-        item_size = torch.empty((), dtype=dtype).element_size()
+        item_size = dtype.itemsize
         count = (end - start) // item_size
         if count == 0:
             tensors[name] = torch.empty(shape, dtype=dtype)
