@@ -16,6 +16,7 @@ clobbers an existing one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -109,8 +110,6 @@ def _load_embedder(args):
 
 
 def cmd_embed(args) -> None:
-    import numpy as np
-
     if args.texts == ["-"] and not args.input:
         args.texts, args.input = [], "-"
     if args.texts and args.input:
@@ -120,10 +119,17 @@ def cmd_embed(args) -> None:
     output = Path(args.output) if args.output else None
     if output is not None and args.input and args.input != "-" and _same_file(Path(args.input), output):
         raise CommandError(f"--output {output} is the input file {args.input}: writing it would destroy the input")
-    if args.input == "-":
-        if args.resume:
-            raise CommandError("--resume needs an input file it can read again, not stdin")
-        args.input = _spool_stdin()
+    if args.input != "-":
+        return _embed(args, output)
+    if args.resume:
+        raise CommandError("--resume needs an input file it can read again, not stdin")
+    with _spooled_stdin() as args.input:
+        return _embed(args, output)
+
+
+def _embed(args, output: Path | None) -> None:
+    import numpy as np
+
     if output is not None and output.suffix not in (".npy", ".jsonl"):
         raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
     if output is not None and not output.parent.exists():
@@ -353,17 +359,20 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
 
 
-def _spool_stdin() -> str:
-    """stdin copied to a temporary .txt file (deleted at exit): counted first, then read as a stream."""
-    import atexit
+@contextlib.contextmanager
+def _spooled_stdin() -> Iterator[str]:
+    """stdin copied to a temporary .txt file, so it can be counted first, then read as a stream.
+    The file is removed when the command ends, however it ends (an error, a signal, Ctrl-C)."""
     import shutil
     import tempfile
 
-    handle = tempfile.NamedTemporaryFile(prefix="minibert-stdin-", suffix=".txt", delete=False)  # noqa: SIM115
-    atexit.register(lambda: os.path.exists(handle.name) and os.unlink(handle.name))
-    with handle:
-        shutil.copyfileobj(sys.stdin.buffer, handle)
-    return handle.name
+    descriptor, name = tempfile.mkstemp(prefix="minibert-stdin-", suffix=".txt")
+    try:
+        with open(descriptor, "wb") as handle:
+            shutil.copyfileobj(sys.stdin.buffer, handle)
+        yield name
+    finally:
+        os.unlink(name)
 
 
 def _count_texts(path: Path) -> int:
