@@ -36,8 +36,9 @@ padded tokens (2,048 by default): a batch holds many short texts or a few long o
 forward pass is large enough to run near the machine's matmul peak yet small enough to stay in
 cache, and memory does not grow with the length of the texts. Little padding is left, and the model
 packs the real tokens of a batch so its per-token layers never touch it (see ``Packing`` in
-model.py). Results are put back in input order; they do not depend on the batching (up to float
-rounding, ≤ 1e-5).
+model.py). On a CPU, batches run in parallel streams, two at once on two threads, each on one
+(see streams.py); a single batch gets every thread. Results are put back in input order; they do
+not depend on the batching (up to float rounding, ≤ 1e-5) or on the streams.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -53,6 +54,7 @@ import torch
 from .encoding import window_starts
 from .model import BertModel
 from .recipe import POOLING_MODES, SentenceRecipe, read_recipe, similarity
+from .streams import map_in_streams
 from .tokenizer import BertTokenizer
 
 POOLINGS = (*POOLING_MODES, "pooler", "mean_max")
@@ -330,9 +332,11 @@ class Embedder:
         results: list = [[] for _ in sequences]
         budget = batch_size * TOKENS_PER_TEXT  # padded tokens per forward pass
         batches = _token_budget_batches(order, [len(window[2]) for window in windows], budget)
-        for batch in _progress(batches, progress):
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
+
+        def forward(batch: list[int]):
+            """One batch through the model: its token vectors, pooler vectors and pooled vectors."""
             rows = [windows[i][2] for i in batch]
-            pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
             input_ids = torch.full((len(rows), len(rows[0])), pad, dtype=torch.long)
             attention_mask = torch.zeros_like(input_ids)
             for row, ids in enumerate(rows):
@@ -348,6 +352,11 @@ class Embedder:
                 mask = attention_mask.to(states.device).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
                 mask[:, :skip] = 0
                 pooled = _pool(states, mask, pooler, pooling).cpu().numpy() if pooling else None
+            return batch, states, pooler, pooled
+
+        # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
+        streams = 1 if self.model.device.type != "cpu" else None
+        for batch, states, pooler, pooled in _progress(map_in_streams(forward, batches, streams), progress, batches):
             for row, i in enumerate(batch):
                 index, start, ids = windows[i]
                 if pooled is not None and len(sequences[index]) == 1:
@@ -485,11 +494,12 @@ def _assemble_tokens(parts) -> np.ndarray:
     return out
 
 
-def _progress(batches: list, progress: bool | None):
-    """A tqdm bar when asked, or by default when stderr is a terminal and the run is long."""
+def _progress(results: Iterator, progress: bool | None, batches: list):
+    """A tqdm bar over ``results`` (one per batch) when asked, or by default when stderr is a
+    terminal and the run is long."""
     show = progress if progress is not None else (sys.stderr.isatty() and len(batches) > 8)
     if not show:
-        return batches
+        return results
     from tqdm.auto import tqdm
 
-    return tqdm(batches, desc="embedding", unit="batch", file=sys.stderr)
+    return tqdm(results, total=len(batches), desc="embedding", unit="batch", file=sys.stderr)

@@ -248,21 +248,24 @@ def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: 
 def bench_onnx(texts: list[str], rounds: int):
     """minibert vs ONNX Runtime on the same batches: all-MiniLM-L6-v2 exported to ONNX (torch's
     exporter) and fused by onnxruntime's BERT optimizer (attention, LayerNorm, GELU, bias fusions),
-    fp32; both get the Embedder's length-sorted, token-budgeted padded batches and mean-pool. Needs
-    `pip install onnx onnxruntime` (not a minibert dependency)."""
+    fp32. minibert runs ``Embedder.embed_pieces`` (its batching, padding, streams, model and mean
+    pooling) on the texts' piece ids; ONNX Runtime gets the very batches the Embedder makes (length
+    -sorted, token-budgeted, padded), built before the clock starts, and mean-pools them in numpy.
+    Tokenizing is left out of both. Needs `pip install onnx onnxruntime` (not a minibert dependency)."""
     import tempfile
 
     import onnxruntime
     import transformers
     from onnxruntime.transformers import optimizer
 
-    from minibert import BertModel, BertTokenizer
+    from minibert import Embedder
     from minibert.embed import TOKENS_PER_TEXT, _token_budget_batches
 
     path = minilm_dir()
-    tokenizer = BertTokenizer.from_pretrained(path)
-    ours = BertModel.from_pretrained(path)
-    rows = [[tokenizer.cls_token_id, *tokenizer.piece_ids(text)[:254], tokenizer.sep_token_id] for text in texts]
+    embedder = Embedder.from_pretrained(path)
+    tokenizer = embedder.tokenizer
+    pieces = [tokenizer.piece_ids(text)[:254] for text in texts]
+    rows = [[tokenizer.cls_token_id, *ids, tokenizer.sep_token_id] for ids in pieces]
     lengths = [len(ids) for ids in rows]
     order = sorted(range(len(rows)), key=lambda i: -lengths[i])
     batches = []
@@ -272,7 +275,7 @@ def bench_onnx(texts: list[str], rounds: int):
         mask = np.zeros_like(ids)
         for position, index in enumerate(batch):
             ids[position, : lengths[index]], mask[position, : lengths[index]] = rows[index], 1
-        batches.append((ids, mask))
+        batches.append((batch, ids, mask))
 
     with tempfile.TemporaryDirectory() as directory:
         body = transformers.BertModel.from_pretrained(path, attn_implementation="eager").eval()
@@ -286,18 +289,15 @@ def bench_onnx(texts: list[str], rounds: int):
                 return self.model(input_ids=input_ids, attention_mask=attention_mask,
                                   token_type_ids=token_type_ids).last_hidden_state  # fmt: skip
 
-        reference = LastHiddenState(body)
-        example = (
-            torch.tensor(batches[0][0][:2]),
-            torch.tensor(batches[0][1][:2]),
-            torch.zeros(2, batches[0][0].shape[1], dtype=torch.long),
-        )  # noqa: E501
+        _, first_ids, first_mask = batches[0]
+        example = (torch.tensor(first_ids[:2]), torch.tensor(first_mask[:2]), torch.zeros(2, first_ids.shape[1],
+                   dtype=torch.long))  # fmt: skip
         exported = f"{directory}/model.onnx"
         axes = {0: "batch", 1: "sequence"}
-        torch.onnx.export(reference, example, exported, input_names=["input_ids", "attention_mask", "token_type_ids"],
-                          output_names=["last_hidden_state"], dynamic_axes={name: axes for name in
-                          ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")},
-                          opset_version=17, dynamo=False)  # fmt: skip
+        torch.onnx.export(LastHiddenState(body), example, exported, input_names=["input_ids",
+                          "attention_mask", "token_type_ids"], output_names=["last_hidden_state"],
+                          dynamic_axes={name: axes for name in ("input_ids", "attention_mask", "token_type_ids",
+                          "last_hidden_state")}, opset_version=17, dynamo=False)  # fmt: skip
         fused = optimizer.optimize_model(exported, model_type="bert", num_heads=12, hidden_size=384)
         fused_path = f"{directory}/model.fused.onnx"
         fused.save_model_to_file(fused_path)
@@ -307,24 +307,17 @@ def bench_onnx(texts: list[str], rounds: int):
         session = onnxruntime.InferenceSession(fused_path, options, providers=["CPUExecutionProvider"])
 
     def run_ours():
-        out = []
-        with torch.inference_mode():
-            for ids, mask in batches:
-                mask_t = torch.from_numpy(mask)
-                states = ours(torch.from_numpy(ids), mask_t).last_hidden_state
-                weights = mask_t.unsqueeze(-1).float()
-                out.append(((states * weights).sum(1) / weights.sum(1)).numpy())
-        return np.concatenate(out)
+        return embedder.embed_pieces(pieces, pooling="mean", max_length=256, progress=False)
 
     def run_ort():
-        out = []
-        for ids, mask in batches:
+        out = np.empty((len(texts), 384), dtype=np.float32)
+        for batch, ids, mask in batches:
             (states,) = session.run(
                 None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             )
             weights = mask[..., None].astype(np.float32)
-            out.append((states * weights).sum(1) / weights.sum(1))
-        return np.concatenate(out)
+            out[batch] = (states * weights).sum(1) / weights.sum(1)
+        return out
 
     a, b = run_ours(), run_ort()
     cosine = ((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).min()
@@ -333,6 +326,32 @@ def bench_onnx(texts: list[str], rounds: int):
     return row("MiniLM forward + mean pool, the Embedder's batches, fp32", f"ONNX Runtime {onnxruntime.__version__}, "
                "BERT optimizer fusions", ours_times, ort_times, ">= 1.1x", work=sum(lengths), unit="tokens",
                note=f"max |Δ| {np.abs(a - b).max():.1e}, min cosine {cosine:.7f}; fused: {fused_names}")  # fmt: skip
+
+
+def bench_streams(texts: list[str], rounds: int):
+    """What the parallel streams (streams.py) bring: ``Embedder.embed`` as shipped against the
+    same call with every batch run one after the other on all threads."""
+    import warnings
+
+    from minibert import Embedder, streams
+
+    embedder = Embedder.from_pretrained(minilm_dir())
+    lengths = [min(len(embedder.tokenizer.piece_ids(text)) + 2, 256) for text in texts]
+    default = streams.MAX_STREAMS
+
+    def run(max_streams: int):
+        streams.MAX_STREAMS = max_streams
+        try:
+            return embedder.embed(texts, max_length=256, progress=False)
+        finally:
+            streams.MAX_STREAMS = default
+
+    warnings.simplefilter("ignore")  # the truncation warning is expected here
+    a, b = run(default), run(1)
+    ours_times, one_times = side_by_side(lambda: run(default), lambda: run(1), rounds)
+    return row("real text: Embedder.embed, MiniLM fp32, parallel streams", "the same, one stream on all threads",
+               ours_times, one_times, "> 1.0x", work=sum(lengths), unit="tokens",
+               note=f"{torch.get_num_threads()} threads; max |Δ| {np.abs(a - b).max():.1e}")  # fmt: skip
 
 
 def bench_tokenizer(texts: list[str], rounds: int):
@@ -571,7 +590,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
     parser.add_argument("--json", help="also write the rows to this file")
-    workloads = "fixed, text, onnx, tokenizer, import, cold, memory, tf, window"
+    workloads = "fixed, text, streams, onnx, tokenizer, import, cold, memory, tf, window"
     parser.add_argument("--only", nargs="*", help=f"workload names: {workloads}")
     parser.add_argument(
         "--window-sizes",
@@ -581,7 +600,7 @@ def main() -> None:
     args = parser.parse_args()
     rounds = 3 if args.quick else 7
     texts = corpus.benchmark_texts(300 if args.quick else 3000)
-    only = set(args.only or ["fixed", "text", "onnx", "tokenizer", "import", "cold", "memory", "tf"])
+    only = set(args.only or ["fixed", "text", "streams", "onnx", "tokenizer", "import", "cold", "memory", "tf"])
     print(describe_machine(), flush=True)
     peak_fp32 = peak_bf16 = None
     if only & {"fixed", "text"}:  # the GFLOP/s columns' ceiling (bf16 is slow to time without bf16 units)
@@ -592,6 +611,8 @@ def main() -> None:
         rows.append(bench_fixed_shape(rounds, peak_fp32))
     if "text" in only:
         rows.extend(bench_real_text(texts, max(3, rounds // 2), peak_fp32, peak_bf16))
+    if "streams" in only:
+        rows.append(bench_streams(texts, rounds))
     if "onnx" in only:
         rows.append(bench_onnx(texts, rounds))
     if "tokenizer" in only:
