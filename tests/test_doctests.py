@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["tokenizer", "embed", "weights", "model", "config", "hub", "tasks", "io", "cli", "verify", "runtime"]
+MODULES = ["tokenizer", "embed", "weights", "model", "config", "hub", "tasks", "io", "cli", "verify", "runtime",
+           "streams"]
 
 
 @pytest.mark.parametrize("name", MODULES)
