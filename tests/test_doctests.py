@@ -7,8 +7,20 @@ import importlib
 
 import pytest
 
-MODULES = ["tokenizer", "embed", "weights", "model", "config", "hub", "tasks", "io", "cli", "verify", "runtime",
-           "streams"]
+MODULES = [
+    "tokenizer",
+    "embed",
+    "weights",
+    "model",
+    "config",
+    "hub",
+    "tasks",
+    "io",
+    "cli",
+    "verify",
+    "runtime",
+    "streams",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

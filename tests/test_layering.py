@@ -42,7 +42,7 @@ def test_the_import_graph_has_no_cycle_and_nothing_below_imports_the_rooms_on_to
     def visit(module: str) -> None:
         if module in done:
             return
-        assert module not in visiting, f"import cycle: {' -> '.join([*visiting[visiting.index(module):], module])}"
+        assert module not in visiting, f"import cycle: {' -> '.join([*visiting[visiting.index(module) :], module])}"
         visiting.append(module)
         for imported in graph.get(module, ()):
             visit(imported)
