@@ -43,6 +43,7 @@ not depend on the batching (up to float rounding, ≤ 1e-5) or on the streams.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -355,15 +356,17 @@ class Embedder:
             return batch, states, pooler, pooled
 
         # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
+        # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
         streams = 1 if self.model.device.type != "cpu" else None
-        for batch, states, pooler, pooled in _progress(map_in_streams(forward, batches, streams), progress, batches):
-            for row, i in enumerate(batch):
-                index, start, ids = windows[i]
-                if pooled is not None and len(sequences[index]) == 1:
-                    results[index] = pooled[row]
-                else:
-                    pooler_row = pooler[row].cpu().numpy() if pooler is not None else None
-                    results[index].append((start, states[row, : len(ids)].cpu().numpy(), pooler_row))
+        with contextlib.closing(map_in_streams(forward, batches, streams)) as outputs:
+            for batch, states, pooler, pooled in _progress(outputs, progress, batches):
+                for row, i in enumerate(batch):
+                    index, start, ids = windows[i]
+                    if pooled is not None and len(sequences[index]) == 1:
+                        results[index] = pooled[row]
+                    else:
+                        pooler_row = pooler[row].cpu().numpy() if pooler is not None else None
+                        results[index].append((start, states[row, : len(ids)].cpu().numpy(), pooler_row))
         for parts in results:
             if isinstance(parts, list):
                 parts.sort(key=lambda part: part[0])

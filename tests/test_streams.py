@@ -146,3 +146,30 @@ def test_embedder_runs_its_batches_in_streams_with_the_same_vectors(minilm_dir, 
     calls.clear()
     embedder.embed("one short text")  # one batch: the calling thread, every thread
     assert calls == [(threading.get_ident(), 2)]
+
+
+def test_an_embed_stopped_midway_leaves_no_stream_computing(minilm_dir, real_texts, two_threads, monkeypatch):
+    """An exception while the Embedder collects results (Ctrl-C, a failing progress bar) closes the
+    streams at once: nothing queued is computed afterwards for nobody."""
+    import minibert.embed
+
+    embedder = Embedder.from_pretrained(minilm_dir)
+    forward = embedder.model.forward
+    calls = []
+
+    def slow_forward(*args, **kwargs):
+        calls.append(1)
+        time.sleep(0.02)
+        return forward(*args, **kwargs)
+
+    def stop_after_the_first(results, progress, batches):
+        yield next(iter(results))
+        raise RuntimeError("stopped by the caller")
+
+    embedder.model.forward = slow_forward
+    monkeypatch.setattr(minibert.embed, "_progress", stop_after_the_first)
+    with pytest.raises(RuntimeError, match="stopped by the caller"):
+        embedder.embed(real_texts[:200], batch_size=1, max_length=64)
+    stopped_at = len(calls)
+    time.sleep(0.3)
+    assert len(calls) == stopped_at and stopped_at <= 6 and torch.get_num_threads() == 2
