@@ -19,6 +19,7 @@ options) is refused rather than mixed into the old results.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -59,6 +60,10 @@ class ResumableOutput:
 
     def start(self) -> int:
         """Open the partial file where the last commit left it; return the texts already done."""
+        # A run killed (SIGKILL) while it replaced the state file leaves that write's temporary
+        # file behind (.OUT.resume.json.XXXX.partial); the state it was to become is not needed.
+        for stale in self.state_path.parent.glob(f".{glob.escape(self.state_path.name)}.*.partial"):
+            stale.unlink(missing_ok=True)
         state = self._read_state()
         if state is not None and self.partial.exists() and self.partial.stat().st_size >= state["bytes"]:
             self.handle = open(self.partial, "r+b")  # noqa: SIM115 — closed by finish() / close()

@@ -198,3 +198,25 @@ def test_memory_stays_flat_whatever_the_input_size(tmp_path):
         peaks[count] = int(result.stdout.split()[-1]) / 1024  # MB
     print(f"\npeak RSS: 2,000 texts {peaks[2_000]:.0f} MB, 20,000 texts {peaks[20_000]:.0f} MB")
     assert peaks[20_000] - peaks[2_000] < 25, peaks
+
+
+def test_a_state_write_cut_by_sigkill_leaves_nothing_after_the_resume(tmp_path):
+    """SIGKILL while the state file is being replaced leaves that write's temporary file
+    (.OUT.resume.json.XXXX.partial; found by the random-kill test): the next run removes it."""
+    from minibert.resumable import ResumableOutput
+
+    out = tmp_path / "out.npy"
+    first = ResumableOutput(out, {"run": "same"})
+    assert first.start() == 0
+    first.write(b"x" * 8)
+    first.commit(2)
+    first.close()
+    stale = tmp_path / f".{first.state_path.name}.k1ll3d.partial"  # what write_atomically was writing
+    stale.write_bytes(b'{"half": ')
+    unrelated = tmp_path / ".other.npy.resume.json.k1ll3d.partial"  # another output's: kept
+    unrelated.write_bytes(b"")
+    again = ResumableOutput(out, {"run": "same"})
+    assert again.start() == 2
+    again.finish()
+    assert out.read_bytes() == b"x" * 8
+    assert sorted(path.name for path in tmp_path.iterdir()) == [unrelated.name, "out.npy"]
