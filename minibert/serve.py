@@ -53,6 +53,7 @@ from starlette.routing import Route
 from .batching import DynamicBatcher, Overloaded
 
 logger = logging.getLogger("minibert.serve")
+KEEP_ALIVE_SECONDS = 75  # how long an idle keep-alive connection stays open (see serve())
 
 
 @dataclass
@@ -502,8 +503,12 @@ def serve(settings: ServeSettings) -> None:
         server.should_exit = True
 
     app = build_app(settings, on_fatal=fatal)
+    # An idle keep-alive connection stays open longer than clients keep theirs (httpx and the
+    # openai client: 5 s; load balancers: 60 s), so the client closes it first. With uvicorn's
+    # 5 s, a client reusing a connection just as the server closed it got a dropped request.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, access_log=False, log_level="warning",
-                            timeout_graceful_shutdown=30, lifespan="on")  # fmt: skip
+                            timeout_graceful_shutdown=30, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                            lifespan="on")  # fmt: skip
     server = uvicorn.Server(config)
     # uvicorn handles SIGINT/SIGTERM while it runs (graceful shutdown) and raises the signal again
     # once it has stopped: ignored then, so a requested stop exits with status 0.
