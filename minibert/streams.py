@@ -28,6 +28,7 @@ bounded by a few batches.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -42,6 +43,18 @@ Result = TypeVar("Result")
 # More streams than this would hold that many batches' activations at once for little gain: a
 # machine with many cores gives each stream several threads instead.
 MAX_STREAMS = 4
+
+
+@contextlib.contextmanager
+def one_stream() -> Iterator[None]:
+    """Within the block, batches run one after the other on all threads (what a profiler that sees
+    one thread needs, or a comparison with and without the streams). Sets the process-wide limit."""
+    global MAX_STREAMS
+    saved, MAX_STREAMS = MAX_STREAMS, 1
+    try:
+        yield
+    finally:
+        MAX_STREAMS = saved
 
 
 def stream_threads(threads: int, items: int, max_streams: int = MAX_STREAMS) -> list[int]:

@@ -337,18 +337,17 @@ def bench_streams(texts: list[str], rounds: int):
 
     embedder = Embedder.from_pretrained(minilm_dir())
     lengths = [min(len(embedder.tokenizer.piece_ids(text)) + 2, 256) for text in texts]
-    default = streams.MAX_STREAMS
 
-    def run(max_streams: int):
-        streams.MAX_STREAMS = max_streams
-        try:
+    def run_in_streams():
+        return embedder.embed(texts, max_length=256, progress=False)
+
+    def run_one_stream():
+        with streams.one_stream():
             return embedder.embed(texts, max_length=256, progress=False)
-        finally:
-            streams.MAX_STREAMS = default
 
     warnings.simplefilter("ignore")  # the truncation warning is expected here
-    a, b = run(default), run(1)
-    ours_times, one_times = side_by_side(lambda: run(default), lambda: run(1), rounds)
+    a, b = run_in_streams(), run_one_stream()
+    ours_times, one_times = side_by_side(run_in_streams, run_one_stream, rounds)
     return row("real text: Embedder.embed, MiniLM fp32, parallel streams", "the same, one stream on all threads",
                ours_times, one_times, "> 1.0x", work=sum(lengths), unit="tokens",
                note=f"{torch.get_num_threads()} threads; max |Δ| {np.abs(a - b).max():.1e}")  # fmt: skip

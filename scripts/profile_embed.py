@@ -68,14 +68,10 @@ def main() -> None:
     run_ours()  # warm-up
     # The profiler records the operations of the thread that runs it, so the split is taken with
     # the batches on one stream (this thread, all threads); the timings below use the streams.
-    streams.MAX_STREAMS, default_streams = 1, streams.MAX_STREAMS
-    try:
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            start = time.perf_counter()
-            run_ours()
-            total = time.perf_counter() - start
-    finally:
-        streams.MAX_STREAMS = default_streams
+    with streams.one_stream(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        run_ours()
+        total = time.perf_counter() - start
     events = prof.key_averages()
     gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS) / 1e6
     attention = sum(e.self_cpu_time_total for e in events if "scaled_dot_product" in e.key) / 1e6

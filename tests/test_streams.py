@@ -134,12 +134,10 @@ def test_embedder_runs_its_batches_in_streams_with_the_same_vectors(minilm_dir, 
     workers = {ident for ident, _ in calls}
     assert len(calls) > 4 and len(workers) == 2 and {threads for _, threads in calls} == {1}
     calls.clear()
-    default = streams.MAX_STREAMS
-    streams.MAX_STREAMS = 1
-    try:
+    limit = streams.MAX_STREAMS
+    with streams.one_stream():
         one_stream = embedder.embed(texts, batch_size=1, max_length=64)
-    finally:
-        streams.MAX_STREAMS = default
+    assert streams.MAX_STREAMS == limit  # set back after the block
     assert {ident for ident, _ in calls} == {threading.get_ident()} and {threads for _, threads in calls} == {2}
     difference = float(np.abs(in_streams - one_stream).max())
     print(f"streams vs one stream, {len(texts)} real texts: max |Δ| {difference:.1e}")
