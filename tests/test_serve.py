@@ -293,16 +293,23 @@ def test_overload_answers_503_with_retry_after(minilm_dir):
 def test_a_keep_alive_connection_idle_longer_than_a_clients_5_s_still_serves(server):
     """httpx and the openai client keep an idle connection 5 s; the server must keep it longer, or a
     client reusing one just as the server closes it loses the request (seen once in 2,000)."""
-    import socket
+    import http.client
 
-    def get_models(connection) -> bytes:
-        connection.sendall(f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\r\n".encode())
-        return connection.recv(65536)
+    def get_models(connection: http.client.HTTPConnection) -> int:
+        connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+        response = connection.getresponse()
+        response.read()  # the whole response, headers and body, however the TCP segments split it
+        return response.status
 
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
-        assert get_models(connection).startswith(b"HTTP/1.1 200")
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        assert get_models(connection) == 200
+        first_socket = connection.sock
         time.sleep(6.5)  # longer than uvicorn's default keep-alive (5 s), which closed it here
-        assert get_models(connection).startswith(b"HTTP/1.1 200")
+        assert get_models(connection) == 200  # a closed connection raises RemoteDisconnected here
+        assert connection.sock is first_socket  # the same connection, not a silent reconnect
+    finally:
+        connection.close()
 
 
 def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
