@@ -37,7 +37,8 @@ forward pass is large enough to run near the machine's matmul peak yet small eno
 cache, and memory does not grow with the length of the texts. Little padding is left, and the model
 packs the real tokens of a batch so its per-token layers never touch it (see ``Packing`` in
 model.py). On a CPU, batches run in parallel streams, two at once on two threads, each on one
-(see streams.py); a single batch gets every thread. Results are put back in input order; they do
+(see streams.py); a single batch gets every thread, and so do batches too uneven in work
+(``_batch_cost``) for the streams to share out. Results are put back in input order; they do
 not depend on the batching (up to float rounding, ≤ 1e-5) or on the streams.
 """
 
@@ -358,7 +359,8 @@ class Embedder:
         # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
         # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
         streams = 1 if self.model.device.type != "cpu" else None
-        with contextlib.closing(map_in_streams(forward, batches, streams)) as outputs:
+        costs = [_batch_cost([len(windows[i][2]) for i in batch], self.model.config) for batch in batches]
+        with contextlib.closing(map_in_streams(forward, batches, streams, costs)) as outputs:
             for batch, states, pooler, pooled in _progress(outputs, progress, batches):
                 for row, i in enumerate(batch):
                     index, start, ids = windows[i]
@@ -404,6 +406,20 @@ def _token_budget_batches(order: list[int], lengths: list[int], budget: int) -> 
     if current:
         batches.append(current)
     return batches
+
+
+def _batch_cost(lengths: list[int], config) -> int:
+    """A batch's work in multiply-adds per layer, for sharing batches out among streams: each real
+    token goes through the projections (Q, K, V, output: 4 H², feed-forward: 2 H I; the padding is
+    packed away), and each row's attention compares every padded position with every other (2 T² H).
+
+    >>> from minibert.config import BertConfig
+    >>> _batch_cost([3, 2], BertConfig(hidden_size=4, intermediate_size=16, num_attention_heads=1))
+    1104
+    """
+    hidden, width = config.hidden_size, max(lengths)
+    per_token = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
+    return sum(lengths) * per_token + len(lengths) * 2 * width * width * hidden
 
 
 def _layer_list(layers, num_layers: int) -> list[int]:

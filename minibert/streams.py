@@ -16,6 +16,18 @@ On the 2-core machine of the README's speed table this embeds 10–20% more text
 (``scripts/bench.py --only streams``). A single batch still gets every thread: a lone request's
 latency is not traded for throughput.
 
+Streams only pay when the work shares out evenly. A stream that runs out of batches waits for the
+others, and its thread idles: 16 texts make two batches, the long texts and the short ones, and
+two streams ran them 1.4× *slower* than one stream on both threads. So given each item's cost,
+``map_in_streams`` first plays the schedule through (each item goes to the stream that is free
+first, in order) and runs the streams only if they would finish sooner than one stream, taking
+into account what a stream gains on evenly shared work (``STREAMS_GAIN``):
+
+    (costs on one thread: long 2, short 1)
+    one stream, 2 threads:   [long ==][sh]          finishes at (2 + 1) / 2 × 1.1 = 1.65
+    two streams, 1 each:     [long ======]          finishes at 2
+                             [short]......  (idle)
+
 Each worker thread sets its own thread count (``torch.set_num_threads`` changes only the calling
 thread's OpenMP and MKL settings, and PyTorch's default for threads started later); the caller's
 count is set back at the end. Results come back in the order of the items, whichever stream ran
@@ -44,6 +56,11 @@ Result = TypeVar("Result")
 # machine with many cores gives each stream several threads instead.
 MAX_STREAMS = 4
 
+# How much faster evenly shared work runs in streams than on one stream with every thread (about
+# 1.1× on the 2-core machine, ``scripts/bench.py --only streams``): streams that would leave more
+# than about a tenth of their time idle run slower than one stream.
+STREAMS_GAIN = 1.1
+
 
 @contextlib.contextmanager
 def one_stream() -> Iterator[None]:
@@ -68,15 +85,40 @@ def stream_threads(threads: int, items: int, max_streams: int = MAX_STREAMS) -> 
     return [threads // streams + (1 if stream < threads % streams else 0) for stream in range(streams)]
 
 
+def streams_pay_off(costs: Sequence[float], shares: Sequence[int]) -> bool:
+    """Whether streams with these thread ``shares`` finish items of these ``costs`` sooner than one
+    stream on all their threads. Each item goes, in order, to the stream that is free first (as in
+    ``map_in_streams``); a stream runs at the speed of its threads, and ``STREAMS_GAIN`` faster than
+    the same threads would split over one item.
+
+    >>> streams_pay_off([1, 1, 1, 1], [1, 1]), streams_pay_off([5, 3], [1, 1])
+    (True, False)
+    """
+    if len(shares) < 2:
+        return False
+    free_at = [0.0] * len(shares)  # when each stream has finished what it was given
+    for cost in costs:
+        stream = min(range(len(shares)), key=free_at.__getitem__)
+        free_at[stream] += cost / shares[stream]
+    one_stream = sum(costs) / sum(shares) * STREAMS_GAIN
+    return max(free_at) < one_stream
+
+
 def map_in_streams(
-    function: Callable[[Item], Result], items: Sequence[Item], streams: int | None = None
+    function: Callable[[Item], Result],
+    items: Sequence[Item],
+    streams: int | None = None,
+    costs: Sequence[float] | None = None,
 ) -> Iterator[Result]:
     """``map(function, items)``, with the items shared out among parallel streams (see the module
-    doc); ``streams=1`` (or one item, or one thread) runs them one after the other in this thread.
-    ``function`` must be safe to call from several threads at once (a model in eval mode under
-    ``torch.inference_mode`` is: it only reads its weights)."""
+    doc); ``streams=1`` (or one item, or one thread) runs them one after the other in this thread,
+    and so do items whose ``costs`` (their relative work, if given) would leave the streams idle
+    too long (``streams_pay_off``). ``function`` must be safe to call from several threads at once
+    (a model in eval mode under ``torch.inference_mode`` is: it only reads its weights)."""
     threads = torch.get_num_threads()
     shares = stream_threads(threads, len(items), streams if streams is not None else MAX_STREAMS)
+    if len(shares) > 1 and costs is not None and not streams_pay_off(costs, shares):
+        shares = [threads]
     if len(shares) == 1:
         yield from map(function, items)
         return
