@@ -117,7 +117,7 @@ def map_in_streams(
     (a model in eval mode under ``torch.inference_mode`` is: it only reads its weights)."""
     threads = torch.get_num_threads()
     shares = stream_threads(threads, len(items), streams if streams is not None else MAX_STREAMS)
-    if len(shares) > 1 and costs is not None and not streams_pay_off(costs, shares):
+    if costs is not None and not streams_pay_off(costs, shares):  # (False for one stream)
         shares = [threads]
     if len(shares) == 1:
         yield from map(function, items)
