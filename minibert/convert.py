@@ -33,7 +33,8 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     The pre-training heads are kept when the checkpoint has them (``BertForPreTraining``), else the
     encoder alone is written (``BertModel``).
     """
-    from .model import BertForPreTraining, BertModel
+    from .heads import BertForPreTraining
+    from .model import BertModel
     from .tokenizer import BertTokenizer
     from .weights import find_checkpoint, tensor_names
 

@@ -19,7 +19,7 @@ import threading
 
 import torch
 
-from .model import BertForPreTraining
+from .heads import BertForPreTraining
 from .tokenizer import BertTokenizer
 
 DEFAULT_MODEL = "google-bert/bert-base-uncased"

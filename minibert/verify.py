@@ -11,7 +11,8 @@ import importlib
 
 import torch
 
-from .model import BertForPreTraining, BertModel
+from .heads import BertForPreTraining
+from .model import BertModel
 from .tokenizer import BertTokenizer
 
 SAMPLE_TEXTS = [

@@ -285,7 +285,7 @@ def test_package_has_no_reference_imports(minilm_dir):
 
 def test_left_padding_takes_the_plain_path_and_matches(minilm, minilm_reference, minilm_dir, real_texts):
     """Packing applies to right padding only; any other mask runs the plain path, still exact."""
-    from minibert.model import Packing
+    from minibert.fast_path import Packing
 
     right = _batch(minilm_dir, real_texts[:5])
     lengths = right["attention_mask"].sum(1)
@@ -324,7 +324,7 @@ def test_rows_of_very_different_lengths_attend_in_groups_and_match(minilm, minil
     (AttentionGroup), each padded only to its own longest; every layer still matches transformers,
     which pads every row to the batch's longest."""
     import corpus
-    from minibert.model import AttentionGroup, Packing
+    from minibert.fast_path import AttentionGroup, Packing
 
     by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
     texts = [by_length[-1], by_length[-2], *by_length[:6], by_length[len(by_length) // 2], by_length[-40], *real_texts]
@@ -356,10 +356,32 @@ def test_rows_of_very_different_lengths_attend_in_groups_and_match(minilm, minil
 
 
 def test_attention_groups_are_not_made_for_rows_of_similar_length():
-    from minibert.model import AttentionGroup
+    from minibert.fast_path import AttentionGroup
 
     assert AttentionGroup.of(torch.tensor([10, 9, 8, 10])) is None
     groups = AttentionGroup.of(torch.tensor([30, 250, 28, 240, 25]))
     assert [group.rows.tolist() for group in groups] == [[1, 3], [0, 2, 4]]
     assert [group.tokens for group in groups] == [250, 30]
     assert groups[0].packed[:3].tolist() == [30, 31, 32]  # row 1 starts after row 0's 30 tokens
+
+
+def test_the_books_plain_path_computes_what_the_fast_path_computes(minilm, minilm_dir, real_texts):
+    """model.py's written-out attention on (B, T, H) (``use_fast_path = False``) against the fast
+    path (fast_path.py: packed tokens, length groups, the fused kernel), on a batch that takes all
+    three, every layer and the pooler, real tokens only. The two differ only in the order of fp32
+    sums: the same bound as the parity tests against transformers (1e-5 at hidden values of
+    magnitude ≤ ~10: about 100 fp32 ulps, the reordering of sums of 384–1,536 terms)."""
+    import corpus
+    from minibert.fast_path import Packing
+
+    by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
+    batch = _batch(minilm_dir, [by_length[-1], *by_length[:4], *real_texts[:4]])
+    assert Packing(batch["attention_mask"]).groups is not None  # the fast path packs and groups this batch
+    with torch.no_grad():
+        fast = minilm(**batch, output_hidden_states=True)
+        minilm.use_fast_path = False
+        try:
+            plain = minilm(**batch, output_hidden_states=True)
+        finally:
+            minilm.use_fast_path = True
+    compare_outputs(plain, fast, batch["attention_mask"], "plain path vs fast path")

@@ -1,0 +1,114 @@
+"""The model's inputs, checked once before any compute (the ONE place that does).
+
+``BertModel.forward`` accepts what transformers accepts: tensors, numpy arrays or nested lists, one
+sequence (T,) or a batch (B, T), ids of any integer dtype. ``prepare_inputs`` turns them into the
+four (B, T) int64 tensors the book computes with, on the model's device, or raises ``TypeError``
+for non-integer ids and ``ValueError`` for shapes that disagree, ids outside [0, vocab_size), type
+ids outside [0, type_vocab_size) and sequences longer than max_position_embeddings — each message
+names the problem and the limit.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import torch
+
+from .config import BertConfig
+
+
+class ModelInputs(NamedTuple):
+    input_ids: torch.Tensor  # (B, T) int64: word-piece ids
+    token_type_ids: torch.Tensor  # (B, T) int64: 0 for sentence A, 1 for sentence B
+    position_ids: torch.Tensor  # (B, T) int64: 0, 1, ..., T-1 in every row
+    attention_mask: torch.Tensor | None  # (B, T): 1 = real token, 0 = padding; None = no padding given
+
+
+def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -> ModelInputs:
+    """Validated inputs on ``model``'s device; token types default to 0 and positions count from 0."""
+    config, device = model.config, model.device
+    input_ids, attention_mask, token_type_ids = validate_inputs(config, input_ids, attention_mask, token_type_ids)
+    if attention_mask is None:
+        warn_if_padded(model, input_ids)
+    input_ids = input_ids.to(device)
+    batch, tokens = input_ids.shape
+    token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids.to(device)
+    position_ids = torch.arange(tokens, device=input_ids.device).expand(batch, tokens)
+    attention_mask = None if attention_mask is None else attention_mask.to(device)
+    return ModelInputs(input_ids, token_type_ids, position_ids, attention_mask)
+
+
+def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_type_ids=None):
+    """(input_ids, attention_mask, token_type_ids) as tensors of shape (B, T), checked."""
+    input_ids = _as_int64(_as_tensor(input_ids, "input_ids"), "input_ids")
+    if input_ids.dim() == 1:
+        input_ids = input_ids.unsqueeze(0)  # one sequence: add the batch dimension
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must have shape (batch, tokens), got {tuple(input_ids.shape)}")
+    batch, tokens = input_ids.shape
+    if batch == 0 or tokens == 0:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}: it needs at least one sequence of one token")
+    if tokens > config.max_position_embeddings:
+        raise ValueError(
+            f"sequence of {tokens} tokens is longer than max_position_embeddings={config.max_position_embeddings}; "
+            "truncate it (tokenizer truncation=True) or embed it in windows (Embedder long_text='window')"
+        )
+    _check_range(input_ids, "input_ids", config.vocab_size, f"the vocabulary [0, {config.vocab_size})")
+    if token_type_ids is not None:
+        token_type_ids = _as_int64(_like_input_ids(token_type_ids, "token_type_ids", input_ids), "token_type_ids")
+        limit = config.type_vocab_size
+        _check_range(token_type_ids, "token_type_ids", limit, f"[0, type_vocab_size={limit})")
+    if attention_mask is not None:
+        attention_mask = _like_input_ids(attention_mask, "attention_mask", input_ids)
+        if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+            raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
+    return input_ids, attention_mask, token_type_ids
+
+
+def warn_if_padded(model, input_ids: torch.Tensor) -> None:
+    """Once per model, as transformers does: ids that start or end with the pad id look padded,
+    and without an attention_mask padding is attended to like text (different numbers)."""
+    pad = model.config.pad_token_id
+    if getattr(model, "_warned_padding", False) or pad is None or input_ids.numel() == 0:
+        return
+    if bool((input_ids[:, [-1, 0]] == pad).any()):
+        model._warned_padding = True
+        warnings.warn(
+            f"input_ids contain the pad id {pad} at the start or end of a sequence and no attention_mask was "
+            "given, so padding is attended to like text: pass the tokenizer's attention_mask",
+            stacklevel=4,
+        )
+
+
+def _as_int64(ids: torch.Tensor, name: str) -> torch.Tensor:
+    """Ids of any integer dtype (int8 ... uint64) as int64, what an embedding lookup takes."""
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers, got dtype {ids.dtype}")
+    return ids if ids.dtype == torch.int64 else ids.to(torch.int64)
+
+
+def _check_range(ids: torch.Tensor, name: str, limit: int, allowed: str) -> None:
+    """All ids in [0, limit): else a ValueError naming the offending value and the range."""
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= limit:
+        raise ValueError(f"{name} contains {low if low < 0 else high}, outside {allowed}")
+
+
+def _as_tensor(value, name: str) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(f"{name} must be a tensor or a (nested) list of ints: {error}") from None
+
+
+def _like_input_ids(value, name: str, input_ids: torch.Tensor) -> torch.Tensor:
+    """``value`` as a tensor of the same (B, T) shape as input_ids, or a ValueError naming both."""
+    tensor = _as_tensor(value, name)
+    if tensor.dim() == 1:
+        tensor = tensor.unsqueeze(0)
+    if tensor.shape != input_ids.shape:
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has {tuple(input_ids.shape)}")
+    return tensor

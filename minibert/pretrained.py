@@ -1,0 +1,55 @@
+"""What every minibert network shares: built from a config, loaded from a checkpoint, saved back.
+
+``BertModel`` and the networks with heads on top of it (heads.py) subclass ``PretrainedBert``, as
+transformers' classes subclass its ``PreTrainedModel``: ``from_pretrained`` builds the class from
+``config.json`` and fills it through THE rename table (weights.py); ``save_pretrained`` writes the
+hub's names back. A subclass sets ``self.config`` and calls ``self.init_weights()`` last.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+
+class PretrainedBert(nn.Module):
+    config: object  # BertConfig
+
+    def init_weights(self) -> None:
+        """Fresh weights as BERT initialises them (normal, std 0.02; biases 0); from_pretrained overwrites them."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=self.config.initializer_range)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        revision: str | None = None,
+        dtype: torch.dtype | str | None = None,
+        device: torch.device | str | None = None,
+    ):
+        """Build the model from ``config.json`` and load the pretrained weights of a local directory
+        or a hub repository (see ``weights.py``). Returned in eval mode (dropout off)."""
+        from .weights import load_pretrained
+
+        return load_pretrained(cls, name_or_path, revision=revision, dtype=dtype, device=device)
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names."""
+        from .weights import save_pretrained
+
+        save_pretrained(self, directory)
