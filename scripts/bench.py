@@ -258,8 +258,8 @@ def bench_onnx(texts: list[str], rounds: int):
     import transformers
     from onnxruntime.transformers import optimizer
 
-    from minibert import Embedder
-    from minibert.embed import TOKENS_PER_TEXT, _token_budget_batches
+    from minibert import Embedder, EmbedOptions
+    from minibert.embedding.embedder import TOKENS_PER_TEXT, _token_budget_batches
 
     path = minilm_dir()
     embedder = Embedder.from_pretrained(path)
@@ -307,7 +307,7 @@ def bench_onnx(texts: list[str], rounds: int):
         session = onnxruntime.InferenceSession(fused_path, options, providers=["CPUExecutionProvider"])
 
     def run_ours():
-        return embedder.embed_pieces(pieces, pooling="mean", max_length=256, progress=False)
+        return embedder.embed_pieces(pieces, EmbedOptions(pooling="mean", max_length=256), progress=False).vectors
 
     def run_ort():
         out = np.empty((len(texts), 384), dtype=np.float32)
@@ -333,7 +333,7 @@ def bench_streams(texts: list[str], rounds: int):
     same call with every batch run one after the other on all threads."""
     import warnings
 
-    from minibert import Embedder, streams
+    from minibert import Embedder
 
     embedder = Embedder.from_pretrained(minilm_dir())
     lengths = [min(len(embedder.tokenizer.piece_ids(text)) + 2, 256) for text in texts]
@@ -342,8 +342,7 @@ def bench_streams(texts: list[str], rounds: int):
         return embedder.embed(texts, max_length=256, progress=False)
 
     def run_one_stream():
-        with streams.one_stream():
-            return embedder.embed(texts, max_length=256, progress=False)
+        return embedder.embed(texts, max_length=256, progress=False, streams=False)
 
     warnings.simplefilter("ignore")  # the truncation warning is expected here
     a, b = run_in_streams(), run_one_stream()
@@ -437,7 +436,7 @@ def rss():
 which, path = sys.argv[1], sys.argv[2]
 import time
 if which == "minibert":
-    import minibert.weights, minibert.model, minibert.tf_checkpoint, safetensors.torch
+    import minibert.weights, minibert.model, minibert.formats.tf_checkpoint, safetensors.torch
     base = rss()
     start = time.perf_counter()
     model = minibert.BertModel.from_pretrained(path)
@@ -551,8 +550,8 @@ def bench_window_scaling(sizes: list[int]):
     # part is fixed-size windows: linear by construction, and measured above).
     import numpy as np
 
-    from minibert.embed import _assemble_tokens
-    from minibert.encoding import window_starts
+    from minibert.embedding.embedder import _assemble_tokens
+    from minibert.tokenizer.encoding import window_starts
 
     room, dim = embedder.max_length - 2, embedder.model.config.hidden_size
     print("assembly of windows alone:", flush=True)

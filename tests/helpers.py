@@ -73,7 +73,7 @@ def run_minibert(*args: str, umask: int | None = None, stdin: bytes | None = Non
     """`minibert ARGS` run in this process (the command is cli.main; a subprocess would spend
     seconds importing torch again): .returncode, .stdout and .stderr (str). Optionally under
     another umask, or with ``stdin`` bytes as standard input."""
-    from minibert import cli
+    from minibert.apps import cli
 
     out, err = io.StringIO(), io.StringIO()
     saved_stdin, saved_umask = sys.stdin, None

@@ -13,7 +13,8 @@ import pytest
 
 import corpus
 from helpers import assert_close, run_minibert
-from minibert import Embedder, cli
+from minibert import Embedder
+from minibert.apps import cli
 
 run = run_minibert  # in this process: the subprocess cases below are the ones that need a process
 
@@ -142,7 +143,7 @@ def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, mi
     np.save(output, np.arange(6.0))
     before = output.read_bytes()
     process = subprocess.Popen(
-        [sys.executable, "-m", "minibert.cli", "embed", "--input", str(source), "--output", str(output),
+        [sys.executable, "-m", "minibert", "embed", "--input", str(source), "--output", str(output),
          "--model", str(minilm_dir), "--no-progress"],
         stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),  # as from a terminal, whatever this runner ignores
@@ -167,8 +168,8 @@ def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, mi
 
 
 def test_pooling_choices_are_the_embedders():
-    from minibert.cli import POOLING_CHOICES
-    from minibert.embed import POOLINGS
+    from minibert.apps.cli import POOLING_CHOICES
+    from minibert.embedding.embedder import POOLINGS
 
     assert sorted(POOLING_CHOICES) == sorted(POOLINGS)
 
@@ -176,7 +177,7 @@ def test_pooling_choices_are_the_embedders():
 def test_version_and_python_dash_m():
     import minibert
 
-    for module in ("minibert", "minibert.cli"):
+    for module in ("minibert", "minibert.apps.cli"):
         done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and done.stdout.strip() == f"minibert {minibert.__version__}", done
     done = subprocess.run([sys.executable, "-m", "minibert", "--help"], capture_output=True, text=True, timeout=120)
@@ -187,13 +188,13 @@ def test_a_signal_the_run_was_started_ignoring_stays_ignored(minilm_dir, tmp_pat
     """`nohup minibert ...` ignores SIGHUP: the command does not take that back (SIGTERM, not
     ignored, gets the command's handler: the control)."""
     seen = {}
-    embed = Embedder.embed
+    embed = Embedder.embed_with_report
 
     def spy(self, *args, **kwargs):  # the dispositions in the middle of the run
         seen.update(hup=signal.getsignal(signal.SIGHUP), term=signal.getsignal(signal.SIGTERM))
         return embed(self, *args, **kwargs)
 
-    monkeypatch.setattr(Embedder, "embed", spy)
+    monkeypatch.setattr(Embedder, "embed_with_report", spy)
     saved = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         assert cli.main(["embed", "x", "--model", str(minilm_dir), "--output", str(tmp_path / "o.npy")]) == 0

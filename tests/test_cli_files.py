@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import run_minibert as run
-from minibert import cli
+from minibert.apps import cli
 
 
 def _mode(path) -> int:
@@ -106,7 +106,7 @@ def test_the_stdin_copy_is_removed_however_the_command_ends(minilm_dir, tmp_path
         copies.extend(spool.iterdir())  # the copy exists while the command runs (the test can fail)
         signal.raise_signal(signal.SIGTERM)
 
-    monkeypatch.setattr(Embedder, "embed", stopped_mid_run)
+    monkeypatch.setattr(Embedder, "embed_with_report", stopped_mid_run)
     result = run("embed", "-", "--output", str(tmp_path / "o.npy"), "--model", str(minilm_dir), stdin=b"x\n")
     assert result.returncode == 128 + signal.SIGTERM and len(copies) == 1
     assert list(spool.iterdir()) == []

@@ -8,18 +8,22 @@ import importlib
 import pytest
 
 MODULES = [
-    "tokenizer",
-    "embed",
+    "tokenizer.bert_tokenizer",
+    "embedding.embedder",
+    "embedding.streams",
     "weights",
     "model",
+    "heads",
+    "fast_path",
+    "inputs",
     "config",
-    "hub",
+    "formats.hub",
+    "formats.crc32c",
+    "formats.atomic_files",
     "tasks",
-    "io",
-    "cli",
-    "verify",
+    "apps.cli",
+    "apps.verify",
     "runtime",
-    "streams",
 ]
 
 

@@ -11,7 +11,7 @@ import torch
 
 import corpus
 from helpers import assert_close
-from minibert import BertForPreTraining, BertTokenizer, Embedder, fill_mask, next_sentence
+from minibert import BertForPreTraining, BertModel, BertTokenizer, Embedder, fill_mask, next_sentence
 
 transformers = pytest.importorskip("transformers")
 
@@ -265,3 +265,18 @@ def test_fill_mask_with_a_vocabulary_without_mask_says_so(tmp_path):
     vocab.write_text(vocab.read_text(encoding="utf-8").replace("[MASK]\n", "[unused0]\n"), encoding="utf-8")
     with pytest.raises(ValueError, match=r"cannot fill a mask: the vocabulary vocab.txt has no \[MASK\] piece"):
         fill_mask("i [MASK] paris", model=directory)
+
+
+def test_the_embedder_leaves_the_callers_tokenizer_as_it_was(minilm_dir):
+    """A recipe that lowercases (sentence-transformers' do_lower_case) applies to the Embedder's own
+    copy of the tokenizer: the tokenizer the caller passed in keeps its casing."""
+    from minibert.embedding.recipe import SentenceRecipe
+
+    cased = BertTokenizer(minilm_dir / "vocab.txt", do_lower_case=False)
+    embedder = Embedder(BertModel.from_pretrained(minilm_dir), cased, recipe=SentenceRecipe(do_lower_case=True))
+    assert cased.tokenize("Paris") != ["paris"]  # the caller's tokenizer: still cased
+    assert not cased.basic.do_lower_case
+    assert embedder.tokenizer.tokenize("Paris") == ["paris"]  # the Embedder's: lowercased, accents kept
+    assert embedder.tokenizer.tokenize("Crème") == BertTokenizer(
+        minilm_dir / "vocab.txt", do_lower_case=True, strip_accents=False
+    ).tokenize("Crème")

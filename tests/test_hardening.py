@@ -132,7 +132,7 @@ def _safetensors(path, tensors: dict, data: bytes) -> None:
     ],
 )
 def test_safetensors_header_is_checked_against_the_file_before_reading(tmp_path, tensors, data, says):
-    from minibert.weights import read_safetensors, safetensors_shapes
+    from minibert.formats.safetensors import read_safetensors, safetensors_shapes
 
     path = tmp_path / "model.safetensors"
     _safetensors(path, tensors, data)
@@ -143,7 +143,7 @@ def test_safetensors_header_is_checked_against_the_file_before_reading(tmp_path,
 
 
 def test_a_well_formed_safetensors_file_reads(tmp_path):
-    from minibert.weights import read_safetensors
+    from minibert.formats.safetensors import read_safetensors
 
     path = tmp_path / "model.safetensors"
     _safetensors(path, {"b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
@@ -217,7 +217,7 @@ def test_a_hub_that_never_answers_is_given_up_on_in_bounded_time(silent_hub, tmp
 
 
 def test_the_hub_timeout_setting_is_checked(monkeypatch):
-    from minibert.hub import hub_timeout
+    from minibert.formats.hub import hub_timeout
 
     monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "-5")
     with pytest.raises(ValueError, match="MINIBERT_HUB_TIMEOUT"):
@@ -233,8 +233,8 @@ def test_the_deadline_bounds_small_files_not_a_weights_download(monkeypatch, tmp
     whose download takes as long is not cut off (it may rightly take minutes)."""
     import huggingface_hub
 
-    from minibert import hub
     from minibert.errors import ModelNotFoundError
+    from minibert.formats import hub
 
     def slow_download(repo_id, filename, **options):
         time.sleep(1.0)
@@ -468,7 +468,7 @@ def test_one_sentence_through_the_command_imports_no_compiler(minilm_dir):
     import subprocess
     import sys
 
-    code = ("import sys; from minibert import cli; cli.main(['embed', '--model', sys.argv[1], 'one sentence']); "
+    code = ("import sys; from minibert.apps import cli; cli.main(['embed', '--model', sys.argv[1], 'one sentence']); "
             "print(sorted(m for m in sys.modules if m.startswith(('torch._dynamo', 'torch._inductor', 'transformers',"
             " 'huggingface_hub'))), file=sys.stderr)")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code, str(minilm_dir)], capture_output=True, text=True, timeout=300)

@@ -272,7 +272,7 @@ def test_package_has_no_reference_imports(minilm_dir):
     """minibert never imports transformers or tokenizers when it runs (only minibert.verify, the
     explicit comparison with the reference, does, when called)."""
     code = (
-        "import sys, minibert, minibert.cli, minibert.tasks\n"
+        "import sys, minibert, minibert.apps.cli, minibert.tasks\n"
         f"e = minibert.Embedder.from_pretrained({str(minilm_dir)!r})\n"
         "e.embed(['hello world']); e.word_vectors('hello world')\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('transformers', 'tokenizers', 'sentence_transformers')]\n"

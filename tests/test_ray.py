@@ -149,7 +149,7 @@ def test_an_actor_killed_mid_job_is_replaced_and_no_row_is_lost(cluster, minilm_
 
 
 def test_import_minibert_never_imports_ray():
-    code = "import minibert, minibert.embed, minibert.cli, sys; print('ray' in sys.modules)"
+    code = "import minibert, minibert.embedding.embedder, minibert.apps.cli, sys; print('ray' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr
 

@@ -31,7 +31,7 @@ def corpus_file(tmp_path_factory) -> Path:
 
 
 def _command(input_file: Path, output: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "minibert.cli", "embed", "--input", str(input_file), "--output", str(output),
+    return [sys.executable, "-m", "minibert", "embed", "--input", str(input_file), "--output", str(output),
             "--model", str(MODEL), "--commit-every", "100", *extra]  # fmt: skip
 
 
@@ -41,7 +41,7 @@ def _run(command, **kwargs) -> subprocess.CompletedProcess:
 
 def _run_here(command):
     """The same command in this process (cli.main): for runs that are not killed."""
-    assert command[1:3] == ["-m", "minibert.cli"]
+    assert command[1:3] == ["-m", "minibert"]
     return run_minibert(*command[3:])
 
 
@@ -177,7 +177,7 @@ def test_the_copied_killed_run_resumes(killed_run, tmp_path):
 
 
 def test_resume_needs_input_and_output(tmp_path):
-    result = _run_here([sys.executable, "-m", "minibert.cli", "embed", "x", "--resume", "--model", str(MODEL)])
+    result = _run_here([sys.executable, "-m", "minibert", "embed", "x", "--resume", "--model", str(MODEL)])
     assert result.returncode == 2 and "--resume needs --input FILE and --output FILE" in result.stderr
 
 
@@ -203,7 +203,7 @@ def test_memory_stays_flat_whatever_the_input_size(tmp_path):
 def test_a_state_write_cut_by_sigkill_leaves_nothing_after_the_resume(tmp_path):
     """SIGKILL while the state file is being replaced leaves that write's temporary file
     (.OUT.resume.json.XXXX.partial; found by the random-kill test): the next run removes it."""
-    from minibert.resumable import ResumableOutput
+    from minibert.apps.resumable import ResumableOutput
 
     out = tmp_path / "out.npy"
     first = ResumableOutput(out, {"run": "same"})

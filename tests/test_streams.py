@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from minibert import Embedder, streams
-from minibert.streams import map_in_streams, stream_threads, streams_pay_off
+from minibert import Embedder
+from minibert.embedding.streams import map_in_streams, stream_threads, streams_pay_off
 
 
 @pytest.fixture
@@ -178,10 +178,7 @@ def test_embedder_runs_its_batches_in_streams_with_the_same_vectors(minilm_dir, 
     workers = {ident for ident, _ in calls}
     assert len(calls) > 4 and len(workers) == 2 and {threads for _, threads in calls} == {1}
     calls.clear()
-    limit = streams.MAX_STREAMS
-    with streams.one_stream():
-        one_stream = embedder.embed(texts, batch_size=1, max_length=64)
-    assert streams.MAX_STREAMS == limit  # set back after the block
+    one_stream = embedder.embed(texts, batch_size=1, max_length=64, streams=False)  # an option, no global switch
     assert {ident for ident, _ in calls} == {threading.get_ident()} and {threads for _, threads in calls} == {2}
     difference = float(np.abs(in_streams - one_stream).max())
     print(f"streams vs one stream, {len(texts)} real texts: max |Δ| {difference:.1e}")
@@ -195,7 +192,7 @@ def test_embedder_runs_its_batches_in_streams_with_the_same_vectors(minilm_dir, 
 def test_an_embed_stopped_midway_leaves_no_stream_computing(minilm_dir, real_texts, two_threads, monkeypatch):
     """An exception while the Embedder collects results (Ctrl-C, a failing progress bar) closes the
     streams at once: nothing queued is computed afterwards for nobody."""
-    import minibert.embed
+    import minibert.embedding.embedder
 
     embedder = Embedder.from_pretrained(minilm_dir)
     forward = embedder.model.forward
@@ -211,7 +208,7 @@ def test_an_embed_stopped_midway_leaves_no_stream_computing(minilm_dir, real_tex
         raise RuntimeError("stopped by the caller")
 
     embedder.model.forward = slow_forward
-    monkeypatch.setattr(minibert.embed, "_progress", stop_after_the_first)
+    monkeypatch.setattr(minibert.embedding.embedder, "_progress", stop_after_the_first)
     with pytest.raises(RuntimeError, match="stopped by the caller"):
         embedder.embed(real_texts[:200], batch_size=1, max_length=64)
     stopped_at = len(calls)

@@ -29,7 +29,8 @@ import torch
 
 from helpers import assert_close, compare_outputs
 from minibert import BertForPreTraining, BertModel, BertTokenizer, CheckpointError, Embedder
-from minibert.tf_checkpoint import crc32c, mask, read_index, read_tf_checkpoint, unmask
+from minibert.formats.crc32c import crc32c, mask, unmask
+from minibert.formats.tf_checkpoint import read_index, read_tf_checkpoint
 from minibert.tokenizer import google_lower_case
 from minibert.weights import checkpoint_to_minibert
 
@@ -169,7 +170,7 @@ def test_tokenizer_of_google_directory_infers_lower_case(tmp_path, caplog):
 
 
 def test_convert_writes_what_transformers_loads_identically(tmp_path, reference):
-    from minibert.cli import main
+    from minibert.apps.cli import main
 
     out = tmp_path / "converted"
     assert main(["convert", str(GOOGLE_DIR), str(out)]) == 0
@@ -190,7 +191,7 @@ def test_convert_writes_what_transformers_loads_identically(tmp_path, reference)
 
 
 def test_convert_refuses_a_non_empty_destination_and_leaves_nothing_on_failure(tmp_path, capsys):
-    from minibert.cli import main
+    from minibert.apps.cli import main
 
     taken = tmp_path / "taken"
     taken.mkdir()
@@ -207,7 +208,7 @@ def test_convert_refuses_a_non_empty_destination_and_leaves_nothing_on_failure(t
 
 def test_cli_model_accepts_google_directory():
     result = subprocess.run(
-        [sys.executable, "-m", "minibert.cli", "embed", "i love paris", "--model", str(GOOGLE_DIR)],
+        [sys.executable, "-m", "minibert", "embed", "i love paris", "--model", str(GOOGLE_DIR)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -376,3 +376,64 @@ def test_google_test_vocabulary_without_pad_and_mask(tmp_path):
     with pytest.raises(ValueError, match=r"cannot pad: the vocabulary vocab.txt has no \[PAD\] piece"):
         tokenizer(["want", "unwanted running"], padding=True)
     assert tokenizer.tokenize("[MASK] want") == ["[UNK]", "[UNK]", "[UNK]", "want"]  # not a special token here
+
+
+# ----------------------------------------------------------------------------- one rule, two walks
+
+
+def test_the_reorderable_characters_are_the_ones_unicode_says():
+    """algorithm._REORDERABLE lists the characters whose order NFD's canonical reordering can
+    change once nonspacing marks are stripped: spacing marks (not Mn) with a combining class, and
+    what decomposes into them. Computed here from the running Python's Unicode database."""
+    import sys
+
+    from minibert.tokenizer.algorithm import _REORDERABLE
+
+    spacing = {c for c in map(chr, range(sys.maxunicode + 1)) if unicodedata.combining(c)
+               and unicodedata.category(c) != "Mn"}  # fmt: skip
+    expected = {c for c in map(chr, range(sys.maxunicode + 1))
+                if any(d in spacing for d in unicodedata.normalize("NFD", c))}  # fmt: skip
+    listed = {c for c in map(chr, range(sys.maxunicode + 1)) if _REORDERABLE.fullmatch(c)}
+    assert listed == expected, sorted(hex(ord(c)) for c in listed ^ expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\U0001d16d\U0001d165b",  # two spacing combining marks out of canonical order (226 before 216)
+        "a\U0001d16d\u0301\U0001d165b x",  # a stripped accent between them
+        "Ça\U0001d16d\u200d\U0001d165b, \U0001d15fé",  # a removed ZWJ between them; a note that decomposes
+        "\u1b44\u1b34x \u302e\u302f",  # a virama and a nukta; Hangul tone marks
+    ],
+)
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_canonical_reordering_matches_tokenizers(text, lowercase, uncased, cased, reference):
+    """NFD of the whole text (what `tokenizers` runs) can reorder marks of neighbouring characters;
+    the per-character rule takes the exact path for such texts, in ids and in offsets alike."""
+    ours = uncased if lowercase else cased
+    theirs = reference[lowercase](text, return_offsets_mapping=True)
+    mine = ours(text, return_offsets_mapping=True)
+    assert mine["input_ids"] == theirs["input_ids"]
+    words = [word for word, _ in ours.basic.words_with_origins(text)]
+    assert words == ours.basic.tokenize(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(st.characters(exclude_categories=("Cs",)), max_size=60))
+def test_tokenize_and_the_offsets_walk_are_one_rule(uncased, cased, text):
+    """The words ``tokenize`` gives at C speed and the words the offsets walk gives, character by
+    character, are the same on any text: both apply BasicTokenizer's one table."""
+    for tokenizer in (uncased, cased):
+        assert [word for word, _ in tokenizer.basic.words_with_origins(text)] == tokenizer.basic.tokenize(text)
+        tracked = tokenizer(text, return_offsets_mapping=True)["input_ids"]
+        assert tracked == tokenizer(text)["input_ids"]
+
+
+def test_a_tokenizer_pickles_and_works_after(uncased):
+    """DataLoader workers (spawn), datasets.map(num_proc=...) and Ray tasks pickle the tokenizer."""
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(uncased))
+    text = "Héllo, WORLD! 中文 unaffable"
+    assert copy(text, return_offsets_mapping=True) == uncased(text, return_offsets_mapping=True)
+    assert copy.basic.words_with_origins(text) == uncased.basic.words_with_origins(text)

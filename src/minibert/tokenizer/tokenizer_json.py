@@ -26,7 +26,7 @@ import json
 import os
 from pathlib import Path
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
 
 MAX_CHARS_PER_WORD = 100  # tokenizer.py's limit; a file with another one is refused
 

@@ -15,8 +15,6 @@ Checkpoints on the hub name tensors after transformers' module tree, and come in
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import os
 import re
 import warnings
@@ -26,8 +24,10 @@ import torch
 
 from .config import BertConfig
 from .errors import CheckpointError
-from .hub import resolve_file
-from .io import atomic_output
+from .formats.atomic_files import atomic_output
+from .formats.hub import resolve_file
+from .formats.safetensors import safetensors_shapes
+from .formats.weight_files import read_state_dict
 
 # THE rename table. Columns: the hub's name (PyTorch/safetensors checkpoints, after dropping the
 # "bert." prefix and gamma/beta), Google's TensorFlow name (after dropping "bert/"), minibert's name.
@@ -69,8 +69,6 @@ TF_LEAVES = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bia
 IGNORED = re.compile(
     r"^(embeddings\.position_ids|embeddings\.token_type_ids|cls\.predictions\.decoder\.(weight|bias))$"
 )
-# What TensorFlow pre-training checkpoints add: the Adam optimizer's two slots per variable, the step.
-TF_IGNORED = re.compile(r"(/adam_[mv]|^global_step)$")
 HEAD_PREFIXES = ("mlm_head.", "nsp_head.")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -123,175 +121,6 @@ def minibert_to_checkpoint(name: str) -> str:
     return renamed[0] + renamed[1]
 
 
-# ----------------------------------------------------------------------------- reading
-
-
-# safetensors dtype codes → torch dtypes
-_SAFETENSORS_DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-    "BOOL": torch.bool,
-}  # fmt: skip
-
-
-def _corrupt(path: Path, problem: str) -> CheckpointError:
-    return CheckpointError(
-        f"cannot read weights file {path}: {problem}; it is truncated or corrupt — delete it and download it again"
-    )
-
-
-def _read_safetensors_header(handle, path: Path) -> tuple[dict, int]:
-    """Read and check a safetensors header from an open file; return it and the data size after it."""
-    file_size = os.fstat(handle.fileno()).st_size
-    prefix = handle.read(8)
-    if len(prefix) < 8:
-        raise _corrupt(path, "shorter than the 8-byte header length")
-    header_size = int.from_bytes(prefix, "little")
-    if header_size > file_size - 8 or header_size > 100_000_000:
-        raise _corrupt(path, f"header length {header_size} exceeds the file size {file_size}")
-    try:
-        header = json.loads(handle.read(header_size))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise _corrupt(path, f"malformed header ({error})") from None
-    if not isinstance(header, dict):
-        raise _corrupt(path, "the header is not a JSON object")
-    return header, file_size - 8 - header_size
-
-
-def _safetensors_entries(header: dict, data_size: int, path: Path) -> list[tuple[str, torch.dtype, list, int, int]]:
-    """Each tensor's (name, dtype, shape, start, end), checked against the data's real size before
-    a byte of it is read: every range fits its dtype and shape, and the ranges tile the data exactly
-    (no overlap, no gap, no trailing bytes), as the safetensors library requires."""
-    entries = []
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype = _SAFETENSORS_DTYPES[info["dtype"]]
-            shape = [int(size) for size in info["shape"]]
-            start, end = (int(offset) for offset in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise _corrupt(path, f"tensor {name} has an unreadable entry {str(info)[:120]}") from None
-        item_size = dtype.itemsize
-        if (
-            any(size < 0 for size in shape)
-            or not 0 <= start <= end <= data_size
-            or (end - start != math.prod(shape) * item_size)
-        ):
-            raise _corrupt(path, f"tensor {name} {info['dtype']}{shape} does not fit its byte range [{start}, {end}) "
-                                 f"of {data_size} data bytes")  # fmt: skip
-        entries.append((name, dtype, shape, start, end))
-    covered = 0
-    for name, _, _, start, end in sorted(entries, key=lambda entry: (entry[3], entry[4])):
-        if start != covered:
-            problem = "overlaps the tensor before it" if start < covered else f"leaves a gap at byte {covered}"
-            raise _corrupt(path, f"tensor {name} [{start}, {end}) {problem}")
-        covered = end
-    if covered != data_size:
-        raise _corrupt(path, f"{data_size - covered} trailing bytes after the last tensor (byte {covered})")
-    return entries
-
-
-def safetensors_shapes(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """The tensors a .safetensors file declares, as shapes without data ('meta' tensors), from its
-    header alone: enough to check a file against a model before reading it."""
-    path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            header, data_size = _read_safetensors_header(handle, path)
-    except FileNotFoundError:
-        raise CheckpointError(f"weights file not found: {path}") from None
-    entries = _safetensors_entries(header, data_size, path)
-    return {name: torch.empty(shape, dtype=dtype, device="meta") for name, dtype, shape, _, _ in entries}
-
-
-def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """Read a .safetensors file into tensors that share ONE buffer: no second copy of the weights.
-
-    The format is simple: 8 bytes (little-endian header length N), N bytes of JSON
-    ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}}``, then the raw data.
-    Every offset and size is checked before the data is read, so a truncated or corrupt file is a
-    ``CheckpointError`` that names the file (and the tensor), never a crash; the memory taken is
-    what the checked header declares, read from the file (a short read is an error).
-    """
-    path = Path(path)
-
-    try:
-        with path.open("rb") as handle:
-            header, data_size = _read_safetensors_header(handle, path)
-            entries = _safetensors_entries(header, data_size, path)
-            data = bytearray(data_size)
-            if handle.readinto(data) != len(data):
-                raise _corrupt(path, "the file ended early")
-    except FileNotFoundError:
-        raise CheckpointError(f"weights file not found: {path}") from None
-    tensors = {}
-    for name, dtype, shape, start, end in entries:
-        item_size = dtype.itemsize
-        count = (end - start) // item_size
-        if count == 0:
-            tensors[name] = torch.empty(shape, dtype=dtype)
-        elif start % item_size:  # misaligned: copy this one tensor
-            tensors[name] = torch.frombuffer(bytearray(data[start:end]), dtype=dtype).reshape(shape)
-        else:
-            tensors[name] = torch.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape)
-    return tensors
-
-
-def _torch_load(path: Path):
-    """torch.load with weights_only=True (tensors and plain containers only: no code from the file
-    runs), memory-mapped; torch's legacy format (torch.save before 1.6, or
-    `_use_new_zipfile_serialization=False`) cannot be mapped, so it is read whole."""
-    try:
-        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
-    except RuntimeError as error:
-        if "mmap can only be used" not in str(error):
-            raise
-        return torch.load(str(path), map_location="cpu", weights_only=True)
-
-
-def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """All tensors of a model.safetensors or pytorch_model.bin file (the .bin with weights_only=True:
-    no code from the file is run), or of a TensorFlow checkpoint given by its ``.index`` file (all
-    but the optimizer slots). A broken file is a ``CheckpointError`` naming it."""
-    path = Path(path)
-    if path.suffix == ".safetensors":
-        return read_safetensors(path)
-    if path.suffix == ".index":  # Google's TensorFlow checkpoint: PREFIX.index + PREFIX.data-*
-        from .tf_checkpoint import read_tf_checkpoint
-
-        return read_tf_checkpoint(path.with_suffix(""), wanted=lambda name: not TF_IGNORED.search(name))
-    try:
-        state = _torch_load(path)
-    except FileNotFoundError:
-        raise CheckpointError(f"weights file not found: {path}") from None
-    except Exception as error:  # noqa: BLE001 — any parse failure means a corrupt file
-        raise _corrupt(path, f"{type(error).__name__}: {str(error).splitlines()[0][:200]}") from None
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise CheckpointError(f"weights file {path} does not hold a dictionary of tensors")
-    return state
-
-
-def tensor_names(path: str | os.PathLike) -> list[str]:
-    """The tensor names in a weights file (for safetensors, from the header alone)."""
-    path = Path(path)
-    if path.suffix == ".index":
-        from .tf_checkpoint import read_index
-
-        entries, _ = read_index(path.with_suffix(""))
-        return [name for name, entry in entries.items() if entry is not None]
-    if path.suffix == ".safetensors":
-        try:
-            with path.open("rb") as handle:
-                header, _ = _read_safetensors_header(handle, path)
-        except OSError as error:
-            raise CheckpointError(f"cannot read weights file {path}: {error}") from None
-        return [name for name in header if name != "__metadata__"]
-    return list(read_state_dict(path))
-
-
 def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Path]:
     """(config file, weights file) of a directory or hub repo: model.safetensors preferred over
     pytorch_model.bin; in a directory unpacked from Google's zip, ``bert_config.json`` and the
@@ -315,7 +144,7 @@ def _google_layout(name_or_path) -> tuple[Path, Path] | None:
     directory = Path(os.fspath(name_or_path))
     if not directory.is_dir() or any((directory / name).is_file() for name in WEIGHT_FILES):
         return None
-    from .tf_checkpoint import checkpoint_prefix
+    from .formats.tf_checkpoint import checkpoint_prefix
 
     prefix = checkpoint_prefix(directory)
     if prefix is None:
@@ -412,7 +241,7 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
         if ours.startswith(HEAD_PREFIXES) and not wants_heads:
             continue  # BertModel: the pre-training heads are not used
         if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
-            from .tf_checkpoint import transpose_in_place
+            from .formats.tf_checkpoint import transpose_in_place
 
             tensor = transpose_in_place(tensor)
         renamed[ours if ours.startswith(HEAD_PREFIXES) else prefix + ours] = tensor

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import __version__
+from .. import __version__
 
 DEFAULT_MODEL = "google-bert/bert-base-uncased"
 CHUNK = 2048  # texts embedded (and written, and committed with --resume) at a time: memory stays flat
@@ -50,7 +51,7 @@ def _load(args, loader, *, needs_heads: str | None = None):
     """Load with ``loader(name)``; when --model is not given and the default hub model cannot be
     reached, fall back to the bundled all-MiniLM-L6-v2 and say so — unless the command
     (``needs_heads``) needs BERT's pre-training heads, which that model does not have."""
-    from .errors import ModelNotFoundError
+    from ..errors import ModelNotFoundError
 
     name = args.model or DEFAULT_MODEL
     try:
@@ -76,7 +77,7 @@ def _load(args, loader, *, needs_heads: str | None = None):
 
 
 def cmd_tokenize(args) -> None:
-    from .tokenizer import BertTokenizer
+    from ..tokenizer.bert_tokenizer import BertTokenizer
 
     tokenizer = _load(args, BertTokenizer.from_pretrained)
     encoding = tokenizer(args.text, args.pair)
@@ -89,22 +90,22 @@ def cmd_tokenize(args) -> None:
         print(f"{token:<{width}} {index:>6} {type_id:>4} {mask:>4}")
 
 
-def _embed_options(args) -> dict:
-    return dict(
-        pooling=args.pooling,
-        layers=args.layers,
-        layer_combine=args.layer_combine,
-        normalize=args.normalize,
-        prompt_name=args.prompt_name,
-        prompt=args.prompt,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        long_text=args.long_text,
-    )
+def _embed_options(args):
+    """The command's embedding flags as the library's one EmbedOptions value."""
+    from ..embedding.options import EmbedOptions
+
+    names = [field.name for field in dataclasses.fields(EmbedOptions) if field.name != "streams"]
+    return EmbedOptions(**{name: getattr(args, name) for name in names})
+
+
+def _report_truncated(count: int, total: int, max_length: int) -> None:
+    if count:
+        print(f"minibert: warning: {count} of {total} texts are longer than {max_length} tokens and were "
+              "truncated (--long-text window embeds all of each text)", file=sys.stderr)  # fmt: skip
 
 
 def _load_embedder(args):
-    from .embed import Embedder
+    from ..embedding.embedder import Embedder
 
     return _load(args, lambda name: Embedder.from_pretrained(name, dtype=args.dtype))
 
@@ -141,9 +142,9 @@ def _embed(args, output: Path | None) -> None:
     count = _count_texts(Path(args.input)) if args.input else len(args.texts)
     embedder = _load_embedder(args)
     options = _embed_options(args)
-    dim = embedder.dimension(options["pooling"], args.layers, args.layer_combine)
+    dim = embedder.dimension(options)
     progress = _Progress(count, args.progress)
-    truncation = _Truncation(options["max_length"] or embedder.max_length)
+    truncated = {"texts": 0, "max_length": embedder.max_length}
 
     def chunks(skip: int = 0) -> Iterator[tuple[list[str], np.ndarray]]:
         texts = _read_texts(Path(args.input)) if args.input else iter(args.texts)
@@ -154,14 +155,12 @@ def _embed(args, output: Path | None) -> None:
             chunk = [text for _, text in zip(range(args.commit_every), texts)]
             if not chunk:
                 break
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                vectors = embedder.embed(chunk, progress=False, **options)
-            truncation.record(caught)
+            result = embedder.embed_with_report(chunk, options, progress=False)
+            truncated.update(texts=truncated["texts"] + result.truncated, max_length=result.max_length)
             done += len(chunk)
             progress.update(done)
-            yield chunk, vectors
-        truncation.report(done - skip)
+            yield chunk, result.vectors
+        _report_truncated(truncated["texts"], done - skip, truncated["max_length"])
 
     if output is None:
         for chunk, vectors in chunks():
@@ -181,7 +180,7 @@ def _embed(args, output: Path | None) -> None:
     if args.resume:
         _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress)
     else:
-        from .io import atomic_output
+        from ..formats.atomic_files import atomic_output
         from .resumable import ResumableOutput
 
         if ResumableOutput(output, {}).has_state():
@@ -202,8 +201,8 @@ def _embed(args, output: Path | None) -> None:
 
 def _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress) -> None:
     """Write ``output`` in committed chunks (see resumable.py), continuing an earlier run."""
+    from ..weights import find_checkpoint
     from .resumable import ResumableOutput, ResumeError, file_digest
-    from .weights import find_checkpoint
 
     model = embedder.model.name_or_path  # what was loaded (the bundled model when the default is unreachable)
     _, weights_file = find_checkpoint(model)
@@ -211,7 +210,8 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
     fingerprint = {
         "input": f"sha256:{file_digest(Path(args.input))} ({count} texts)",  # its content, wherever it is
         "model": f"{model} ({weights.st_size} bytes, modified {weights.st_mtime_ns})",
-        "options": json.dumps({**options, "dtype": args.dtype, "commit_every": args.commit_every}, sort_keys=True),
+        "options": json.dumps({**options.as_dict(), "dtype": args.dtype, "commit_every": args.commit_every},
+                              sort_keys=True),
         "output format": f"{output.suffix}, dimension {dim}",
     }
     resumable = ResumableOutput(output, fingerprint)
@@ -251,29 +251,6 @@ def _npy_header(shape: tuple[int, int]) -> bytes:
     descr = np.lib.format.dtype_to_descr(np.dtype(np.float32))
     np.lib.format.write_array_header_1_0(buffer, {"descr": descr, "fortran_order": False, "shape": shape})
     return buffer.getvalue()
-
-
-class _Truncation:
-    """The Embedder warns once per call about texts it cut; a file is embedded in many calls, so
-    the command adds them up and says it once, in its own terms."""
-
-    def __init__(self, max_length: int):
-        self.max_length, self.count = max_length, 0
-
-    def record(self, caught) -> None:
-        import re
-
-        for warning in caught:
-            found = re.match(r"(\d+) of \d+ texts are longer than max_length", str(warning.message))
-            if found:
-                self.count += int(found.group(1))
-            else:
-                _one_line_warning(warning.message, warning.category, warning.filename, warning.lineno)
-
-    def report(self, total: int) -> None:
-        if self.count:
-            print(f"minibert: warning: {self.count} of {total} texts are longer than {self.max_length} tokens and "
-                  "were truncated (--long-text window embeds all of each text)", file=sys.stderr)  # fmt: skip
 
 
 class _Progress:
@@ -387,10 +364,12 @@ def cmd_similarity(args) -> None:
         raise CommandError("similarity needs at least two texts")
     import torch
 
-    from .recipe import similarity
+    from ..embedding.recipe import similarity
 
     embedder = _load_embedder(args)
-    vectors = embedder.embed(texts, **_embed_options(args))
+    result = embedder.embed_with_report(texts, _embed_options(args))
+    _report_truncated(result.truncated, len(texts), result.max_length)
+    vectors = result.vectors
     # The model's own similarity function (sentence-transformers' similarity_fn_name; cosine for
     # others), unless --pooling replaced the model's recipe: then cosine.
     how = embedder.recipe.similarity_fn_name if args.pooling is None else "cosine"
@@ -405,7 +384,7 @@ def cmd_similarity(args) -> None:
 
 
 def cmd_fill_mask(args) -> None:
-    from .tasks import fill_mask, load_pretraining_model
+    from ..tasks import fill_mask, load_pretraining_model
 
     loaded = _load(args, load_pretraining_model, needs_heads="fill-mask")
     answers = fill_mask(args.text, model=loaded, top_k=args.top_k)
@@ -418,7 +397,7 @@ def cmd_fill_mask(args) -> None:
 
 
 def cmd_next_sentence(args) -> None:
-    from .tasks import load_pretraining_model, next_sentence
+    from ..tasks import load_pretraining_model, next_sentence
 
     loaded = _load(args, load_pretraining_model, needs_heads="next-sentence")
     print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
@@ -678,16 +657,9 @@ def _show_log_lines() -> logging.Handler:
     return handler
 
 
-# The library's words for options, and the command's: a warning on stderr speaks the command's.
-CLI_TERMS = {"long_text='window'": "--long-text window", "max_length=": "--max-length ", "long_text=": "--long-text "}
-
-
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """warnings.showwarning for the command: 'minibert: warning: ...', one line, no source echo."""
-    text = " ".join(str(message).split())
-    for library_term, command_term in CLI_TERMS.items():
-        text = text.replace(library_term, command_term)
-    print(f"minibert: warning: {text}", file=sys.stderr)
+    print(f"minibert: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -698,8 +670,8 @@ def main(argv: list[str] | None = None) -> int:
     previous = {signum: signal.signal(signum, _terminate) for signum in ENDING_SIGNALS
                 if signal.getsignal(signum) is not signal.SIG_IGN}  # fmt: skip
     previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
-    from .errors import MinibertError
-    from .runtime import keep_freed_memory
+    from ..errors import MinibertError
+    from ..runtime import keep_freed_memory
 
     keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see runtime.py)
     if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed

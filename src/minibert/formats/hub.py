@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .errors import ModelNotFoundError
+from ..errors import ModelNotFoundError
 
 _TRUE = {"1", "true", "yes", "on"}
 

@@ -69,7 +69,7 @@ class BatchEncoding(dict):
     [SEP] and padding. Rows are computed on first use (the fast path does not track words).
     """
 
-    _alignment: Callable[[], BatchEncoding] | None = None  # recomputes the call, tracking words
+    _alignment: Callable[[], dict[str, list]] | None = None  # recomputes the call's rows, tracking words
     _rows: dict[str, list] | None = None  # offsets, word ids and sequence ids of each row
 
     def __getattr__(self, name: str):
@@ -84,7 +84,7 @@ class BatchEncoding(dict):
         if self._rows is None:
             if self._alignment is None:
                 raise ValueError("word_ids() and the other alignment methods need what the tokenizer returns")
-            self._rows = self._alignment()._rows
+            self._rows = self._alignment()
         rows = self._rows[key]
         if not 0 <= batch_index < len(rows):
             raise IndexError(f"batch_index {batch_index} is outside this batch of {len(rows)} rows")

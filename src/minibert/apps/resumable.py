@@ -25,7 +25,7 @@ import json
 import os
 from pathlib import Path
 
-from .io import current_umask, write_atomically
+from ..formats.atomic_files import current_umask, write_atomically
 
 STATE_VERSION = 1
 

@@ -20,7 +20,7 @@ import threading
 import torch
 
 from .heads import BertForPreTraining
-from .tokenizer import BertTokenizer
+from .tokenizer.bert_tokenizer import BertTokenizer
 
 DEFAULT_MODEL = "google-bert/bert-base-uncased"
 _lock = threading.Lock()

@@ -22,9 +22,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .errors import CheckpointError
-from .hub import resolve_file
-from .io import current_umask, write_atomically
+from ..errors import CheckpointError
+from ..formats.atomic_files import current_umask, write_atomically
+from ..formats.hub import resolve_file
 
 
 def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike) -> Path:
@@ -33,10 +33,11 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     The pre-training heads are kept when the checkpoint has them (``BertForPreTraining``), else the
     encoder alone is written (``BertModel``).
     """
-    from .heads import BertForPreTraining
-    from .model import BertModel
-    from .tokenizer import BertTokenizer
-    from .weights import find_checkpoint, tensor_names
+    from ..formats.weight_files import tensor_names
+    from ..heads import BertForPreTraining
+    from ..model import BertModel
+    from ..tokenizer.bert_tokenizer import BertTokenizer
+    from ..weights import find_checkpoint
 
     destination = Path(destination)
     if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):

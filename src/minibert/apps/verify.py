@@ -11,9 +11,9 @@ import importlib
 
 import torch
 
-from .heads import BertForPreTraining
-from .model import BertModel
-from .tokenizer import BertTokenizer
+from ..heads import BertForPreTraining
+from ..model import BertModel
+from ..tokenizer.bert_tokenizer import BertTokenizer
 
 SAMPLE_TEXTS = [
     "I love Paris",
@@ -69,7 +69,8 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _has_heads(name_or_path) -> bool:
-    from .weights import find_checkpoint, tensor_names
+    from ..formats.weight_files import tensor_names
+    from ..weights import find_checkpoint
 
     _, weights_file = find_checkpoint(name_or_path)
     return any(name.startswith(("cls.", "bert.cls.")) for name in tensor_names(weights_file))

@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .errors import CheckpointError
-from .hub import resolve_file
+from ..errors import CheckpointError
+from ..formats.hub import resolve_file
+from .options import POOLING_MODES
 
-# Pooling modes, in the order older configs' booleans concatenate them.
-POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 _LEGACY_POOLING_KEYS = {
     "pooling_mode_cls_token": "cls",
     "pooling_mode_max_tokens": "max",
@@ -258,7 +257,7 @@ def _module_config(name_or_path, revision, folder, kind: str) -> tuple[dict, os.
 
 
 def _read_dense_weights(name_or_path, revision, folder: str) -> dict:
-    from .weights import read_state_dict
+    from ..formats.weight_files import read_state_dict
 
     for filename in ("model.safetensors", "pytorch_model.bin"):
         path = resolve_file(name_or_path, f"{folder}/{filename}", revision=revision, required=False)

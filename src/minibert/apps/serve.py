@@ -50,6 +50,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ..embedding.options import EmbedOptions
 from .batching import DynamicBatcher, Overloaded
 
 logger = logging.getLogger("minibert.serve")
@@ -156,17 +157,19 @@ class EmbeddingService:
         self.model_id = settings.served_model_name or os.path.basename(os.path.normpath(settings.model))
         self.model_ids = {self.model_id, settings.model}
         self._tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibert-tokenize")
+        self.options = EmbedOptions()  # the model's recipe; a request may only change normalize
 
     def load(self) -> None:
-        from .embed import Embedder
+        from ..embedding.embedder import Embedder
 
         embedder = Embedder.from_pretrained(self.settings.model, dtype=self.settings.dtype)
-        self.dimension = embedder.dimension()
+        self.dimension = embedder.dimension(self.options)
         self.embedder = embedder
 
-    def compute(self, pieces: list[list[int]], options) -> np.ndarray:
-        skip, normalize = options
-        return self.embedder.embed_pieces(pieces, skip=skip, normalize=normalize)
+    def compute(self, pieces: list[list[int]], job: tuple[int, EmbedOptions]) -> np.ndarray:
+        """One merged batch of requests that share the pooling skip and the options."""
+        skip, options = job
+        return self.embedder.embed_pieces(pieces, options, skip=skip).vectors
 
     async def tokenize(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
@@ -177,7 +180,7 @@ class EmbeddingService:
         embedder = self.embedder
         room = embedder.max_length - 2
         if isinstance(inputs[0], str):
-            pieces, skip = embedder.pieces_for_embedding(inputs)
+            pieces, skip = embedder.pieces_for_embedding(inputs, self.options)
         else:
             vocab = embedder.tokenizer.vocab_size
             for index, ids in enumerate(inputs):
@@ -268,8 +271,9 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
     """The ASGI app. The model loads in the background after start-up (``/health`` says when)."""
     service = EmbeddingService(settings)
 
-    async def embed_job(request: Request, pieces, skip: int, normalize) -> np.ndarray:
-        job = service.batcher.submit(pieces, (skip, normalize))
+    async def embed_job(request: Request, pieces, skip: int, normalize: bool | None) -> np.ndarray:
+        options = EmbedOptions.of(service.options, normalize=normalize)  # requests that share it batch together
+        job = service.batcher.submit(pieces, (skip, options))
         gone = asyncio.ensure_future(_client_gone(request))
         try:
             done, _ = await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -205,6 +205,6 @@ class BertConfig:
             raise CheckpointError(f"{path}: {error}") from None
 
     def to_json_file(self, path: str | os.PathLike) -> None:
-        from .io import write_atomically
+        from .formats.atomic_files import write_atomically
 
         write_atomically(path, (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode())

@@ -42,8 +42,8 @@ class EmbedBatch:
     * ``text_column`` / ``output_column``: where the texts are and where the vectors go.
     * ``dtype``: "float32" (default) or "bfloat16"; ``num_threads``: torch threads per actor
       (default: what Ray gives the actor, ``num_cpus``).
-    * every other keyword is passed to ``Embedder.embed`` (pooling, normalize, prompt_name,
-      max_length, long_text, ...).
+    * ``options``: an ``EmbedOptions``; or its fields as keywords (pooling, normalize,
+      prompt_name, max_length, long_text, ...), checked once when the actor starts.
     """
 
     def __init__(
@@ -54,18 +54,20 @@ class EmbedBatch:
         output_column: str = "embedding",
         dtype: str | None = None,
         num_threads: int | None = None,
+        options=None,
         **embed_options,
     ):
         import torch
 
-        from .embed import Embedder
+        from ..embedding.embedder import Embedder
+        from ..embedding.options import EmbedOptions
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         self.embedder = Embedder.from_pretrained(model, dtype=dtype)
         self.text_column, self.output_column = text_column, output_column
-        self.options = {"progress": False, **embed_options}
-        self.embedder.embed([], **self.options)  # a bad option fails here, once, not on every batch
+        self.options = EmbedOptions.of(options, **embed_options)  # a bad option fails here, once
+        self.embedder.embed_pieces([], self.options)  # ... and so does one this model cannot apply (a layer it lacks)
 
     def __call__(self, batch):
         """pandas.DataFrame, pyarrow.Table or dict of numpy arrays in → the same type out."""
@@ -98,4 +100,5 @@ class EmbedBatch:
         return values
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        return np.ascontiguousarray(self.embedder.embed(texts, **self.options), dtype=np.float32)
+        vectors = self.embedder.embed(texts, self.options, progress=False)
+        return np.ascontiguousarray(vectors, dtype=np.float32)

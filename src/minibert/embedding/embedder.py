@@ -31,36 +31,42 @@ Texts longer than ``max_length`` tokens are cut (``long_text="truncate"``, with 
 counts them) or embedded in overlapping windows (``long_text="window"``): each token's vector comes
 from the window in which it has the most context on both sides.
 
+The stages, each a method: tokens (``pieces_for_embedding``) → windows (``_windows``) → hidden
+states (``_hidden_states``, in batches) → pooling (``_pooled``) → the recipe's Dense layers and
+normalization (``embed_pieces``). The options travel as one ``EmbedOptions`` value (options.py).
+
 Speed: texts are sorted by length and cut into batches by a token budget of ``batch_size`` × 64
 padded tokens (2,048 by default): a batch holds many short texts or a few long ones, so every
 forward pass is large enough to run near the machine's matmul peak yet small enough to stay in
-cache, and memory does not grow with the length of the texts. Little padding is left, and the model
-packs the real tokens of a batch so its per-token layers never touch it (see ``Packing`` in
-model.py). On a CPU, batches run in parallel streams, two at once on two threads, each on one
-(see streams.py); a single batch gets every thread, and so do batches too uneven in work
-(``_batch_cost``) for the streams to share out. Results are put back in input order; they do
-not depend on the batching (up to float rounding, ≤ 1e-5) or on the streams.
+cache, and memory does not grow with the length of the texts. Little padding is left, and the
+model packs the real tokens of a batch so its per-token layers never touch it (fast_path.py). On
+a CPU, batches run in parallel streams, two at once on two threads, each on one (streams.py); a
+single batch gets every thread, and so do batches too uneven in work (``_batch_cost``) for the
+streams to share out. Results are put back in input order; they do not depend on the batching
+(up to float rounding, ≤ 1e-5) or on the streams.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .encoding import window_starts
-from .model import BertModel
-from .recipe import POOLING_MODES, SentenceRecipe, read_recipe, similarity
+from ..model import BertModel
+from ..tokenizer.algorithm import BasicTokenizer
+from ..tokenizer.bert_tokenizer import BertTokenizer
+from ..tokenizer.encoding import window_starts
+from .options import POOLINGS, EmbedOptions  # noqa: F401 (POOLINGS: re-exported for the CLI's choices)
+from .recipe import SentenceRecipe, read_recipe, similarity
 from .streams import map_in_streams
-from .tokenizer import BertTokenizer
 
-POOLINGS = (*POOLING_MODES, "pooler", "mean_max")
-LAYER_COMBINES = ("concat", "sum", "mean")
 WORD_MERGES = ("mean", "sum", "first", "last")
 # batch_size counts texts of this many tokens: the default 32 makes batches of 2,048 padded tokens,
 # which runs fastest on a CPU (larger batches fall out of the cache; smaller ones waste the cores).
@@ -82,10 +88,14 @@ class Embedder:
         # The tokenizer must not produce ids the model has no embedding for (refused now, not at a rare word).
         model.config.check_vocabulary(tokenizer.vocab, getattr(model, "name_or_path", "Embedder"))
         self.model = model.eval()
-        self.tokenizer = tokenizer
         self.recipe = recipe or SentenceRecipe()
-        if self.recipe.do_lower_case:  # sentence-transformers lowercases first (accents are kept)
-            tokenizer.basic.do_lower_case = True
+        if self.recipe.do_lower_case and not tokenizer.basic.do_lower_case:
+            # sentence-transformers lowercases first (accents are kept); on a copy: the caller's
+            # tokenizer stays as it was (the pieces cache is keyed by lowercased words: shared safely).
+            basic = tokenizer.basic
+            tokenizer = copy.copy(tokenizer)
+            tokenizer.basic = BasicTokenizer(True, basic.strip_accents, basic.tokenize_chinese_chars)
+        self.tokenizer = tokenizer
         # Longest input in tokens, used when embed() is not given max_length: the model's own
         # training length for sentence-transformers models (max_seq_length), else the tokenizer's.
         max_length = max_length or self.recipe.max_seq_length or tokenizer.model_max_length
@@ -111,19 +121,14 @@ class Embedder:
     def embed(
         self,
         texts: str | Sequence[str],
+        options: EmbedOptions | None = None,
         *,
-        pooling: str | Sequence[str] | None = None,
-        layers: int | Sequence[int] = -1,
-        layer_combine: str = "concat",
-        normalize: bool | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int = 32,
-        max_length: int | None = None,
-        long_text: str = "truncate",
         progress: bool | None = None,
+        **changes,
     ) -> np.ndarray:
         """One vector per text: (N, dim) float32 for a list of N texts, (dim,) for a single str.
+
+        The options (an ``EmbedOptions``, or its fields as keywords: ``embed(texts, pooling="cls")``):
 
         * ``pooling``: None (default) follows the model's recipe (a sentence-transformers model's
           pooling, Dense layers and normalization; mean pooling for a plain BERT). A mode or a list
@@ -140,72 +145,79 @@ class Embedder:
         * ``batch_size``: work per forward pass, in texts of 64 tokens (see the module doc).
         * ``max_length``: tokens per text including [CLS] and [SEP] (default: the model's).
         * ``long_text``: "truncate" (with a warning that counts the cut texts) or "window".
-        * ``progress``: a progress bar on stderr; by default only on a terminal and a long run.
+        * ``streams``: on a CPU, independent batches side by side (default True).
+
+        ``progress``: a progress bar on stderr; by default only on a terminal and a long run.
+        ``embed_with_report`` returns the count of truncated texts as data instead of a warning.
         """
         single = isinstance(texts, str)
-        texts = [texts] if single else list(texts)
+        result = self.embed_with_report([texts] if single else texts, EmbedOptions.of(options, **changes), progress)
+        if result.truncated:
+            warnings.warn(
+                f"{result.truncated} of {len(result.vectors)} texts are longer than max_length={result.max_length} "
+                "tokens and were truncated; pass long_text='window' to embed all of each text",
+                stacklevel=2,
+            )
+        return result.vectors[0] if single else result.vectors
+
+    def embed_with_report(
+        self, texts: Sequence[str], options: EmbedOptions | None = None, progress: bool | None = None
+    ) -> Embedded:
+        """``embed`` for a list of texts, returning the vectors with what happened to the texts."""
+        texts = list(texts)
         if not all(isinstance(text, str) for text in texts):
             raise TypeError("texts must be a str or a sequence of str")
-        pieces, skip = self.pieces_for_embedding(texts, prompt_name=prompt_name, prompt=prompt, pooling=pooling)
-        out = self.embed_pieces(pieces, skip=skip, pooling=pooling, layers=layers, layer_combine=layer_combine,
-                                normalize=normalize, batch_size=batch_size, max_length=max_length,
-                                long_text=long_text, progress=progress)  # fmt: skip
-        return out[0] if single else out
+        options = EmbedOptions.of(options)
+        pieces, skip = self.pieces_for_embedding(texts, options)
+        return self.embed_pieces(pieces, options, skip=skip, progress=progress)
 
     def pieces_for_embedding(
-        self,
-        texts: Sequence[str],
-        *,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        pooling: str | Sequence[str] | None = None,
+        self, texts: Sequence[str], options: EmbedOptions | None = None
     ) -> tuple[list[list[int]], int]:
-        """The first half of ``embed``: each text's piece ids (the prompt, if any, in front), and
-        how many leading tokens the pooling leaves out ([CLS] and the prompt's pieces, when the
-        recipe says so). A server tokenizes once with this, counts and checks the tokens, and
-        passes them to ``embed_pieces``."""
-        prefix = self.recipe.prompt_for(prompt, prompt_name)
+        """Stage 1, tokens: each text's piece ids (the prompt, if any, in front), and how many
+        leading tokens the pooling leaves out ([CLS] and the prompt's pieces, when the recipe says
+        so). A server tokenizes once with this, counts and checks the tokens, and passes them to
+        ``embed_pieces``."""
+        options = EmbedOptions.of(options)
+        prefix = self.recipe.prompt_for(options.prompt, options.prompt_name)
         skip = 0
-        if prefix and pooling is None and not self.recipe.include_prompt:
+        if prefix and options.follows_recipe and not self.recipe.include_prompt:
             skip = 1 + len(self.tokenizer.piece_ids(prefix))
         return [self.tokenizer.piece_ids(prefix + text if prefix else text) for text in texts], skip
 
     def embed_pieces(
         self,
         pieces: Sequence[list[int]],
+        options: EmbedOptions | None = None,
         *,
         skip: int = 0,
-        pooling: str | Sequence[str] | None = None,
-        layers: int | Sequence[int] = -1,
-        layer_combine: str = "concat",
-        normalize: bool | None = None,
-        batch_size: int = 32,
-        max_length: int | None = None,
-        long_text: str = "truncate",
         progress: bool | None = None,
-    ) -> np.ndarray:
-        """The second half of ``embed``: (N, dim) vectors of texts given as piece ids (without
-        [CLS]/[SEP]); the options are ``embed``'s."""
+    ) -> Embedded:
+        """Stages 2 to 5 for texts given as piece ids (without [CLS]/[SEP]):
+        windows → hidden states → pooling → the recipe's Dense layers and normalization."""
+        options = EmbedOptions.of(options)
         recipe = self.recipe
-        follow_recipe = pooling is None
-        modes = recipe.pooling if follow_recipe else _pooling_modes(pooling)
-        layer_list = _layer_list(layers, self.model.config.num_hidden_layers)
+        modes = recipe.pooling if options.follows_recipe else options.pooling
+        layer_list = self._layer_list(options.layers)
         if "pooler" in modes and layer_list != [-1]:
             raise ValueError("pooling='pooler' uses the last layer; it cannot be combined with layers")
-        dense = recipe.dense if follow_recipe else []
+        dense = recipe.dense if options.follows_recipe else []
         if dense and (layer_list != [-1]):
             raise ValueError("this model's Dense layers take its pooled last layer; pass pooling= to pool other layers")
-        normalize = (recipe.normalize if follow_recipe else False) if normalize is None else bool(normalize)
-        sequences = self._sequences(pieces, max_length, long_text)
-        results = self._run(sequences, layers, layer_combine, batch_size, progress, pooling=modes, skip=skip)
+        normalize = options.normalize
+        if normalize is None:  # the recipe's normalization, or none when the pooling was chosen here
+            normalize = recipe.normalize if options.follows_recipe else False
+        max_length = self._max_length(options)
+        windows, truncated = self._windows(pieces, max_length, options.long_text)  # stage 2
+        texts = self._hidden_states(windows, options, progress, pooling=modes, skip=skip)  # stage 3 (and 4)
         if not pieces:
-            return np.zeros((0, self.dimension(pooling, layers, layer_combine)), np.float32)
-        out = torch.from_numpy(np.stack([self._assemble_pooled(parts, modes, skip) for parts in results]))
-        for layer in dense:
+            return Embedded(np.zeros((0, self.dimension(options)), np.float32), truncated, max_length)
+        out = torch.from_numpy(np.stack([self._pooled(text, modes, skip) for text in texts]))  # stage 4
+        for layer in dense:  # stage 5: the recipe
             out = layer(out)
         if normalize and len(out):
             out = out / out.norm(dim=1, keepdim=True).clamp(min=1e-12)
-        return out.numpy().astype(np.float32, copy=False)
+        return Embedded(out.numpy().astype(np.float32, copy=False), truncated, max_length)
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """(N, M) similarity scores of two sets of vectors from ``embed``, with the model's own
@@ -214,19 +226,15 @@ class Embedder:
         a, b = (torch.as_tensor(np.atleast_2d(x), dtype=torch.float32) for x in (a, b))
         return similarity(a, b, self.recipe.similarity_fn_name).numpy()
 
-    def dimension(
-        self,
-        pooling: str | Sequence[str] | None = None,
-        layers: int | Sequence[int] = -1,
-        layer_combine: str = "concat",
-    ) -> int:
-        """Length of the vectors ``embed`` returns with these settings."""
+    def dimension(self, options: EmbedOptions | None = None, **changes) -> int:
+        """Length of the vectors ``embed`` returns with these options."""
+        options = EmbedOptions.of(options, **changes)
         hidden = self.model.config.hidden_size
-        if pooling is None and self.recipe.dense:
+        if options.follows_recipe and self.recipe.dense:
             return self.recipe.dimension(hidden)
-        modes = self.recipe.pooling if pooling is None else _pooling_modes(pooling)
-        count = len(_layer_list(layers, self.model.config.num_hidden_layers))
-        width = hidden * count if layer_combine == "concat" else hidden
+        modes = self.recipe.pooling if options.follows_recipe else options.pooling
+        count = len(self._layer_list(options.layers))
+        width = hidden * count if options.layer_combine == "concat" else hidden
         return width * sum(2 if mode == "mean_max" else 1 for mode in modes)
 
     # ------------------------------------------------------------------ token and word vectors
@@ -244,13 +252,14 @@ class Embedder:
         has the most context."""
         if not isinstance(text, str):
             raise TypeError("embed_tokens takes one str")
-        sequences = self._sequences([self.tokenizer.piece_ids(text)], max_length, "window")
-        (parts,) = self._run(sequences, layers, layer_combine, batch_size=8, progress=False, pooling=None, skip=0)
+        options = EmbedOptions(layers=layers, layer_combine=layer_combine, max_length=max_length, long_text="window")
+        windows, _ = self._windows([self.tokenizer.piece_ids(text)], self._max_length(options), "window")
+        (states,) = self._hidden_states(windows, options, progress=False, pooling=None, skip=0)
         ids: list[int] = []
-        for start, window in sequences[0]:  # the text's pieces, from its (overlapping) windows
+        for start, window in windows[0]:  # the text's pieces, from its (overlapping) windows
             ids[start:] = window
         tokens = self.tokenizer.convert_ids_to_tokens([self.tokenizer.cls_token_id, *ids, self.tokenizer.sep_token_id])
-        return tokens, _assemble_tokens(parts)
+        return tokens, _assemble_tokens(states.windows)
 
     def word_vectors(
         self,
@@ -288,42 +297,45 @@ class Embedder:
 
     # ------------------------------------------------------------------ machinery
 
-    def _sequences(
-        self, pieces: Sequence[list[int]], max_length: int, long_text: str
-    ) -> list[list[tuple[int, list[int]]]]:
-        """For each text (its piece ids), its windows: [(start, piece ids)] — one unless it is long."""
-        if long_text not in ("truncate", "window"):
-            raise ValueError(f"long_text must be 'truncate' or 'window', got {long_text!r}")
+    def _layer_list(self, layers: Sequence[int]) -> list[int]:
+        """``layers`` as negative indices into hidden_states (L + 1 of them), each checked to exist."""
+        num_layers = self.model.config.num_hidden_layers
+        count = num_layers + 1
+        for layer in layers:
+            if not -count <= layer < count:
+                raise ValueError(
+                    f"layer {layer} does not exist: this model has hidden states 0..{num_layers} (or -1..-{count})"
+                )
+        return [layer - count if layer >= 0 else layer for layer in layers]
+
+    def _max_length(self, options: EmbedOptions) -> int:
         limit = self.model.config.max_position_embeddings
-        max_length = self.max_length if max_length is None else max_length
-        if not isinstance(max_length, int) or not 3 <= max_length <= limit:
+        max_length = self.max_length if options.max_length is None else options.max_length
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or not 3 <= max_length <= limit:
             raise ValueError(f"max_length must be an int from 3 to max_position_embeddings={limit}, got {max_length!r}")
+        return max_length
+
+    def _windows(
+        self, pieces: Sequence[list[int]], max_length: int, long_text: str
+    ) -> tuple[list[list[tuple[int, list[int]]]], int]:
+        """Stage 2: each text's windows [(start, piece ids)], one unless the text is long and
+        ``long_text`` is "window"; and how many texts were truncated."""
         room = max_length - 2  # [CLS] and [SEP]
-        sequences, truncated = [], 0
+        windows, truncated = [], 0
         for ids in pieces:
             if len(ids) > room and long_text == "truncate":
                 ids, truncated = ids[:room], truncated + 1
             starts = window_starts(len(ids), room, room // 2)  # windows overlap by half
-            sequences.append([(start, ids[start : start + room]) for start in starts])
-        if truncated:
-            warnings.warn(
-                f"{truncated} of {len(pieces)} texts are longer than max_length={max_length} tokens and were "
-                "truncated; pass long_text='window' to embed all of each text",
-                stacklevel=4,
-            )
-        return sequences
+            windows.append([(start, ids[start : start + room]) for start in starts])
+        return windows, truncated
 
-    def _run(self, sequences, layers, layer_combine, batch_size, progress, pooling, skip):
-        """Run every window of every text through the model, in length-sorted batches.
+    def _hidden_states(self, sequences, options: EmbedOptions, progress, pooling, skip) -> list[TextStates]:
+        """Stage 3: every window of every text through the model, in length-sorted batches.
 
-        Returns, per text, its windows as (start, token vectors (T, dim), pooler vector) — or, for
-        a text that fits in one window and ``pooling`` modes, just its pooled vector (the first
-        ``skip`` tokens left out of the pooling)."""
-        if layer_combine not in LAYER_COMBINES:
-            raise ValueError(f"layer_combine must be one of {LAYER_COMBINES}, got {layer_combine!r}")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        layer_list = _layer_list(layers, self.model.config.num_hidden_layers)
+        Returns, per text, its windows' token vectors — or, for a text that fits in one window when
+        ``pooling`` modes are given, its vector pooled right in the batch (stage 4 done early, the
+        first ``skip`` tokens left out), so the token vectors need not be kept."""
+        layer_list = self._layer_list(options.layers)
         tokenizer = self.tokenizer
         windows = [  # (text index, start, [CLS] pieces [SEP])
             (index, start, [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id])
@@ -331,8 +343,8 @@ class Embedder:
             for start, ids in text_windows
         ]
         order = sorted(range(len(windows)), key=lambda i: -len(windows[i][2]))  # longest first
-        results: list = [[] for _ in sequences]
-        budget = batch_size * TOKENS_PER_TEXT  # padded tokens per forward pass
+        results = [TextStates() for _ in sequences]
+        budget = options.batch_size * TOKENS_PER_TEXT  # padded tokens per forward pass
         batches = _token_budget_batches(order, [len(window[2]) for window in windows], budget)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
 
@@ -349,7 +361,7 @@ class Embedder:
                 if layer_list == [-1]:
                     states = out.last_hidden_state.float()
                 else:
-                    states = _combine([out.hidden_states[layer].float() for layer in layer_list], layer_combine)
+                    states = _combine([out.hidden_states[layer].float() for layer in layer_list], options.layer_combine)
                 pooler = out.pooler_output.float() if pooling and "pooler" in pooling else None
                 mask = attention_mask.to(states.device).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
                 mask[:, :skip] = 0
@@ -358,34 +370,51 @@ class Embedder:
 
         # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
         # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
-        streams = 1 if self.model.device.type != "cpu" else None
+        streams = 1 if self.model.device.type != "cpu" or not options.streams else None
         costs = [_batch_cost([len(windows[i][2]) for i in batch], self.model.config) for batch in batches]
         with contextlib.closing(map_in_streams(forward, batches, streams, costs)) as outputs:
             for batch, states, pooler, pooled in _progress(outputs, progress, batches):
                 for row, i in enumerate(batch):
                     index, start, ids = windows[i]
                     if pooled is not None and len(sequences[index]) == 1:
-                        results[index] = pooled[row]
+                        results[index].pooled = pooled[row]
                     else:
                         pooler_row = pooler[row].cpu().numpy() if pooler is not None else None
-                        results[index].append((start, states[row, : len(ids)].cpu().numpy(), pooler_row))
-        for parts in results:
-            if isinstance(parts, list):
-                parts.sort(key=lambda part: part[0])
+                        results[index].windows.append((start, states[row, : len(ids)].cpu().numpy(), pooler_row))
+        for text in results:
+            text.windows.sort(key=lambda window: window[0])
         return results
 
     @staticmethod
-    def _assemble_pooled(parts, modes: tuple[str, ...], skip: int) -> np.ndarray:
-        """The pooled vector of a text: computed in the batch, or over its assembled windows."""
-        if isinstance(parts, np.ndarray):
-            return parts
-        tokens = torch.from_numpy(_assemble_tokens(parts)).unsqueeze(0)  # (1, T, dim)
+    def _pooled(text: TextStates, modes: tuple[str, ...], skip: int) -> np.ndarray:
+        """Stage 4: a text's pooled vector: computed in its batch, or over its assembled windows."""
+        if text.pooled is not None:
+            return text.pooled
+        tokens = torch.from_numpy(_assemble_tokens(text.windows)).unsqueeze(0)  # (1, T, dim)
         pooler = None
         if "pooler" in modes:  # one pooler output per window: their mean
-            pooler = torch.from_numpy(np.mean([pooler for _, _, pooler in parts], axis=0)).unsqueeze(0)
+            pooler = torch.from_numpy(np.mean([pooler for _, _, pooler in text.windows], axis=0)).unsqueeze(0)
         mask = torch.ones(1, tokens.shape[1], 1)
         mask[:, :skip] = 0
         return _pool(tokens, mask, pooler, modes)[0].numpy()
+
+
+@dataclass
+class Embedded:
+    """What ``embed_with_report`` / ``embed_pieces`` return: the vectors and what happened to the texts."""
+
+    vectors: np.ndarray  # (N, dim) float32
+    truncated: int  # texts longer than max_length that were cut (long_text="truncate")
+    max_length: int  # the limit that applied, in tokens with [CLS] and [SEP]
+
+
+@dataclass
+class TextStates:
+    """One text after the forward passes: its pooled vector (when pooled in its batch), or its
+    windows as (start, token vectors (2 + window length, dim), pooler vector or None)."""
+
+    pooled: np.ndarray | None = None
+    windows: list[tuple[int, np.ndarray, np.ndarray | None]] = field(default_factory=list)
 
 
 def _token_budget_batches(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
@@ -422,20 +451,6 @@ def _batch_cost(lengths: list[int], config) -> int:
     return sum(lengths) * per_token + len(lengths) * 2 * width * width * hidden
 
 
-def _layer_list(layers, num_layers: int) -> list[int]:
-    """Normalize ``layers`` to a list of negative indices into hidden_states (length L + 1)."""
-    items = [layers] if isinstance(layers, int) else list(layers)
-    if not items or not all(isinstance(layer, int) and not isinstance(layer, bool) for layer in items):
-        raise ValueError(f"layers must be an int or a non-empty list of ints, got {layers!r}")
-    count = num_layers + 1
-    for layer in items:
-        if not -count <= layer < count:
-            raise ValueError(
-                f"layer {layer} does not exist: this model has hidden states 0..{num_layers} (or -1..-{count})"
-            )
-    return [layer - count if layer >= 0 else layer for layer in items]
-
-
 def _combine(states: list[torch.Tensor], how: str) -> torch.Tensor:
     if len(states) == 1:
         return states[0]
@@ -443,13 +458,6 @@ def _combine(states: list[torch.Tensor], how: str) -> torch.Tensor:
         return torch.cat(states, dim=-1)
     stacked = torch.stack(states)  # (layers, B, T, H)
     return stacked.sum(0) if how == "sum" else stacked.mean(0)
-
-
-def _pooling_modes(pooling) -> tuple[str, ...]:
-    modes = (pooling,) if isinstance(pooling, str) else tuple(pooling) if isinstance(pooling, (list, tuple)) else ()
-    if not modes or not all(isinstance(mode, str) and mode in POOLINGS for mode in modes):
-        raise ValueError(f"pooling must be one of {POOLINGS} or a list of them, got {pooling!r}")
-    return modes
 
 
 def _pool(states: torch.Tensor, mask: torch.Tensor, pooler, modes: tuple[str, ...]) -> torch.Tensor:

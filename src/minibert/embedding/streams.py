@@ -40,7 +40,6 @@ bounded by a few batches.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -60,18 +59,6 @@ MAX_STREAMS = 4
 # 1.1× on the 2-core machine, ``scripts/bench.py --only streams``): streams that would leave more
 # than about a tenth of their time idle run slower than one stream.
 STREAMS_GAIN = 1.1
-
-
-@contextlib.contextmanager
-def one_stream() -> Iterator[None]:
-    """Within the block, batches run one after the other on all threads (what a profiler that sees
-    one thread needs, or a comparison with and without the streams). Sets the process-wide limit."""
-    global MAX_STREAMS
-    saved, MAX_STREAMS = MAX_STREAMS, 1
-    try:
-        yield
-    finally:
-        MAX_STREAMS = saved
 
 
 def stream_threads(threads: int, items: int, max_streams: int = MAX_STREAMS) -> list[int]:

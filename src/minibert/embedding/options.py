@@ -1,0 +1,108 @@
+"""``EmbedOptions``: how to turn texts into vectors, as ONE frozen value, checked once.
+
+The Embedder, the ``minibert embed`` command, the server and the Ray adapter all pass this value
+through unchanged, so an option is named, defaulted and checked in one place:
+
+    >>> EmbedOptions(pooling="mean", layers=[-1, -2], normalize=True)
+    EmbedOptions(pooling=('mean',), layers=(-1, -2), layer_combine='concat', normalize=True, ...)
+    >>> EmbedOptions(long_text="cut")
+    Traceback (most recent call last):
+    ...
+    ValueError: long_text must be 'truncate' or 'window', got 'cut'
+
+What a value cannot know alone (whether layer -9 exists, the model's own max_length) is checked
+by the Embedder against its model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+# sentence-transformers' pooling modes, in the order older configs' booleans concatenate them (recipe.py)
+POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+POOLINGS = (*POOLING_MODES, "pooler", "mean_max")  # and minibert's own: the pooler output, mean and max
+LAYER_COMBINES = ("concat", "sum", "mean")
+LONG_TEXTS = ("truncate", "window")
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    # None follows the model's recipe (a sentence-transformers model's pooling, Dense layers and
+    # normalization; mean pooling for a plain BERT); modes override it and are concatenated.
+    pooling: tuple[str, ...] | None = None
+    # Which hidden states: -1 the last layer, -2 the one before, ..., 0 the embeddings.
+    layers: tuple[int, ...] = (-1,)
+    layer_combine: str = "concat"  # how several layers become one vector: concat, sum or mean
+    normalize: bool | None = None  # unit-length vectors; None: as the recipe says
+    prompt_name: str | None = None  # the model's prompt of this name (e5's "query")
+    prompt: str | None = None  # or this text, put before every text
+    batch_size: int = 32  # work per forward pass, in texts of 64 tokens
+    max_length: int | None = None  # tokens per text with [CLS] and [SEP]; None: the model's (checked by the Embedder)
+    long_text: str = "truncate"  # texts over max_length: "truncate" or "window" (overlapping windows)
+    streams: bool = True  # on a CPU, run independent batches side by side (streams.py)
+
+    def __post_init__(self):
+        # Friendly spellings become the canonical ones: "mean" → ("mean",), -1 → (-1,), lists → tuples.
+        if self.pooling is not None:
+            set_field(self, "pooling", _pooling_modes(self.pooling))
+        set_field(self, "layers", _layers(self.layers))
+        _one_of("layer_combine", self.layer_combine, LAYER_COMBINES)
+        _one_of("long_text", self.long_text, LONG_TEXTS)
+        if self.normalize is not None and not isinstance(self.normalize, bool):
+            raise TypeError(f"normalize must be True, False or None, got {self.normalize!r}")
+        if not isinstance(self.streams, bool):
+            raise TypeError(f"streams must be True or False, got {self.streams!r}")
+        for name in ("prompt_name", "prompt"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a str or None, got {value!r}")
+        if not _is_int(self.batch_size) or self.batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}")
+
+    @classmethod
+    def of(cls, options: EmbedOptions | None = None, **changes) -> EmbedOptions:
+        """``options`` (or the defaults) with ``changes`` applied: the keyword spelling of a call."""
+        unknown = sorted(set(changes) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise TypeError(f"unknown embedding option(s) {', '.join(unknown)}")
+        base = options if options is not None else cls()
+        return dataclasses.replace(base, **changes) if changes else base
+
+    def as_dict(self) -> dict:
+        """The options as plain JSON values (a resumable run's fingerprint, a log line)."""
+        values = dataclasses.asdict(self)
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in values.items()}
+
+    @property
+    def follows_recipe(self) -> bool:
+        """No pooling given: the model's own recipe decides pooling, Dense layers and normalization."""
+        return self.pooling is None
+
+
+def set_field(options: EmbedOptions, name: str, value) -> None:
+    object.__setattr__(options, name, value)  # a frozen dataclass canonicalising itself in __post_init__
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _one_of(name: str, value, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        quoted = " or ".join(f"'{choice}'" for choice in allowed) if len(allowed) == 2 else str(allowed)
+        raise ValueError(f"{name} must be {'one of ' if len(allowed) > 2 else ''}{quoted}, got {value!r}")
+
+
+def _pooling_modes(pooling) -> tuple[str, ...]:
+    modes = (pooling,) if isinstance(pooling, str) else tuple(pooling) if isinstance(pooling, (list, tuple)) else ()
+    if not modes or not all(isinstance(mode, str) and mode in POOLINGS for mode in modes):
+        raise ValueError(f"pooling must be one of {POOLINGS} or a list of them, got {pooling!r}")
+    return modes
+
+
+def _layers(layers) -> tuple[int, ...]:
+    items = (layers,) if _is_int(layers) else tuple(layers) if isinstance(layers, (list, tuple)) else ()
+    if not items or not all(_is_int(layer) for layer in items):
+        raise ValueError(f"layers must be an int or a non-empty list of ints, got {layers!r}")
+    return items

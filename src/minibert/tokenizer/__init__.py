@@ -1,0 +1,34 @@
+"""BERT's tokenizer: text → word pieces → ids, and the call API transformers' users know.
+
+    >>> from minibert.tokenizer import BertTokenizer
+
+The rooms, read in this order:
+
+* ``algorithm.py`` — the algorithm: ``BasicTokenizer`` (clean, strip accents, lower-case, split on
+  whitespace and punctuation: one rule per character, which also gives offsets) and
+  ``WordPieceTokenizer`` (greedy longest-match-first);
+* ``bert_tokenizer.py`` — ``BertTokenizer``, a thin core: the vocabulary, special tokens, ids back
+  to text;
+* ``call_api.py`` — transformers' call API: one ``CallRequest`` per call, framing, truncation,
+  overflow windows, padding, ``pad``; ``encoding.py`` — ``BatchEncoding`` and the maps back to words
+  and characters, truncation plans and padding;
+* ``files.py`` — vocab.txt, tokenizer_config.json, the casing of Google's checkpoints;
+  ``tokenizer_json.py`` — a repository's ``tokenizer.json`` when it has no ``vocab.txt``;
+  ``arguments.py`` — the checks of what users pass.
+"""
+
+from .algorithm import BasicTokenizer, WordPieceTokenizer, is_punctuation, is_removed_in_cleaning
+from .bert_tokenizer import BertTokenizer
+from .encoding import BatchEncoding
+from .files import google_lower_case, load_vocab
+
+__all__ = [
+    "BasicTokenizer",
+    "BatchEncoding",
+    "BertTokenizer",
+    "WordPieceTokenizer",
+    "google_lower_case",
+    "is_punctuation",
+    "is_removed_in_cleaning",
+    "load_vocab",
+]

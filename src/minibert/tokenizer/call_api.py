@@ -1,0 +1,406 @@
+"""transformers' call API over the tokenizer: ``tokenizer(text, text_pair, truncation=..., ...)``.
+
+The algorithm (algorithm.py) turns one text into pieces; this layer does what transformers users
+ask of a tokenizer call: batches and pairs, framing with [CLS]/[SEP] and segment ids, truncation
+strategies and overflow windows with a stride, padding, ``pad`` for a data collator, tensors, and
+the maps back to words and characters (offsets, ``word_ids``). The arguments are parsed and
+checked once into a ``CallRequest``; ``TransformersCallAPI._rows`` then builds the rows.
+
+A tokenizer that mixes this in provides ``_pieces(text, track)`` (a text's piece ids, and with
+``track`` their character spans and word numbers), the special token ids and ``model_max_length``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .arguments import check_count, check_flags
+from .encoding import (
+    PAD_VALUES,
+    TRUNCATION_STRATEGIES,
+    BatchEncoding,
+    Pieces,
+    check_side,
+    pad_rows,
+    padded_length,
+    to_tensors,
+    truncation_plan,
+)
+
+logger = logging.getLogger("minibert")
+ALIGNMENT_COLUMNS = ("offset_mapping", "_word_ids", "_sequence_ids")
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """One tokenizer call's arguments, parsed and checked once."""
+
+    texts: list  # each a str, or a list of words (is_split_into_words)
+    pairs: list | None  # the second texts of pairs, or None
+    batched: bool  # a list came in: a list goes out
+    add_special_tokens: bool
+    truncation: str | None  # None or one of TRUNCATION_STRATEGIES
+    padding: str | None  # None, "longest" or "max_length"
+    max_length: int | None  # resolved: model_max_length where truncation or padding needs one
+    stride: int
+    pad_to_multiple_of: int | None
+    padding_side: str
+    return_tensors: str | None
+    return_token_type_ids: bool | None
+    return_attention_mask: bool | None
+    return_overflowing_tokens: bool
+    return_special_tokens_mask: bool
+    return_offsets_mapping: bool
+    warn_too_long: bool  # log transformers' warning for a row the model cannot take
+
+    @property
+    def special_tokens(self) -> int:
+        """How many tokens the framing adds to a row: [CLS] A [SEP] (B [SEP])."""
+        return (3 if self.pairs is not None else 2) if self.add_special_tokens else 0
+
+    @classmethod
+    def parse(
+        cls,
+        tokenizer,
+        text,
+        text_pair=None,
+        *,
+        is_split_into_words: bool = False,
+        add_special_tokens: bool = True,
+        padding: bool | str = False,
+        truncation: bool | str = False,
+        max_length: int | None = None,
+        stride: int = 0,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | None = None,
+        return_token_type_ids: bool | None = None,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        verbose: bool = True,
+    ) -> CallRequest:
+        batched, texts = _as_batch(text, "text", is_split_into_words)
+        pairs = None
+        if text_pair is not None:
+            pair_batched, pairs = _as_batch(text_pair, "text_pair", is_split_into_words)
+            if batched != pair_batched:
+                raise TypeError("text and text_pair must both be one input, or both be batches")
+            if len(pairs) != len(texts):
+                raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+        check_flags(add_special_tokens=add_special_tokens, is_split_into_words=is_split_into_words,
+                    return_overflowing_tokens=return_overflowing_tokens, verbose=verbose,
+                    return_special_tokens_mask=return_special_tokens_mask,
+                    return_offsets_mapping=return_offsets_mapping)  # fmt: skip
+        check_flags(optional=True, return_token_type_ids=return_token_type_ids,
+                    return_attention_mask=return_attention_mask)  # fmt: skip
+        strategy = truncation_strategy(truncation)
+        mode = padding_mode(padding)
+        check_count(max_length, "max_length", minimum=1, optional=True)
+        check_count(stride, "stride", minimum=0)
+        check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
+        side = check_side(padding_side or tokenizer.padding_side, "padding_side")
+        warn_too_long = strategy is None and max_length is None and verbose
+        if strategy or mode == "max_length":
+            max_length = tokenizer.model_max_length if max_length is None else max_length
+        if strategy and mode and pad_to_multiple_of and max_length % pad_to_multiple_of:
+            raise ValueError(
+                f"truncation to max_length={max_length} and padding to a multiple of {pad_to_multiple_of} "
+                "contradict each other: make max_length a multiple of pad_to_multiple_of"
+            )
+        if return_overflowing_tokens and strategy is None:
+            raise ValueError("return_overflowing_tokens=True needs truncation (and max_length)")
+        request = cls(texts, pairs, batched, add_special_tokens, strategy, mode, max_length, stride,
+                      pad_to_multiple_of, side, return_tensors, return_token_type_ids, return_attention_mask,
+                      return_overflowing_tokens, return_special_tokens_mask, return_offsets_mapping,
+                      warn_too_long)  # fmt: skip
+        room = None if max_length is None else max_length - request.special_tokens
+        if return_overflowing_tokens and stride >= room:  # (stricter than transformers, which only
+            # complains once a text is long enough to need windows)
+            raise ValueError(
+                f"stride={stride} must be smaller than the room for text in each window "
+                f"({room} pieces = max_length minus the special tokens)"
+            )
+        return request
+
+
+class TransformersCallAPI:
+    """``__call__``, ``encode``, ``pad`` and the framing methods, as transformers' tokenizers have them."""
+
+    # ------------------------------------------------------------------ framing
+
+    def build_inputs_with_special_tokens(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
+        """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]``."""
+        ids = [self.cls_token_id, *ids_a, self.sep_token_id]
+        if ids_b is not None:
+            ids += [*ids_b, self.sep_token_id]
+        return ids
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """How many tokens the framing adds: 2 ([CLS] A [SEP]) or 3 for a pair."""
+        return 3 if pair else 2
+
+    def get_special_tokens_mask(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
+        """1 where ``build_inputs_with_special_tokens`` puts [CLS]/[SEP], 0 on the text's pieces."""
+        mask = [1] + [0] * len(ids_a) + [1]
+        return mask + [0] * len(ids_b) + [1] if ids_b is not None else mask
+
+    def encode(self, text: str, text_pair: str | None = None, **kwargs) -> list[int]:
+        """The framed ids of one text (or pair), e.g. ``[101, 1045, 2293, 3000, 102]``."""
+        return self(text, text_pair, **kwargs)["input_ids"]
+
+    # ------------------------------------------------------------------ the call
+
+    def __call__(self, text, text_pair=None, **arguments) -> BatchEncoding:
+        """Tokenize one text, a pair, or a batch, and frame, truncate, window and pad the result.
+
+        * ``text`` / ``text_pair``: a str each, or lists of str of the same length (a batch).
+          With ``is_split_into_words=True``, each input is a list of words (e.g. an NER dataset's
+          tokens) and ``word_ids()`` maps pieces back to them.
+        * ``truncation``: ``True``/``"longest_first"`` (cut the longer of the pair first),
+          ``"only_first"``, ``"only_second"``, or ``False``; up to ``max_length`` tokens including
+          [CLS]/[SEP] (default ``model_max_length``, 512). ``tokenizer.truncation_side = "left"``
+          keeps the end of a text instead. Without truncation, a row longer than
+          ``model_max_length`` is logged once (as transformers does): the model cannot take it.
+        * ``return_overflowing_tokens=True`` with ``stride=k``: instead of dropping what does not
+          fit, return every window of the long text, consecutive windows sharing ``k`` tokens;
+          ``overflow_to_sample_mapping`` says which input each window came from.
+        * ``padding``: ``True``/``"longest"`` pads to the longest row, ``"max_length"`` to
+          ``max_length``, rounded up to a multiple of ``pad_to_multiple_of``; pads are ``[PAD]``
+          with ``attention_mask`` 0, at the end (``padding_side="left"``: at the start).
+        * ``return_offsets_mapping``: each token's (start, end) character span in its text
+          ((0, 0) for [CLS], [SEP] and pads); ``return_special_tokens_mask``: 1 on [CLS], [SEP]
+          and pads. ``.word_ids(i)`` / ``.sequence_ids(i)`` of the result work in any case.
+        * ``return_tensors``: ``None`` (lists), ``"pt"`` (torch tensors) or ``"np"`` (numpy);
+          ``return_token_type_ids`` / ``return_attention_mask``: False leaves them out.
+        * ``add_special_tokens=False``: no [CLS]/[SEP]; ``verbose=False``: no too-long warning.
+        """
+        request = CallRequest.parse(self, text, text_pair, **arguments)
+        columns, sample_of_row = self._rows(request, track=request.return_offsets_mapping)
+        values = {"input_ids": columns["input_ids"]}
+        if request.return_token_type_ids is not False:
+            values["token_type_ids"] = columns["token_type_ids"]
+        if request.return_attention_mask is not False:
+            values["attention_mask"] = columns["attention_mask"]
+        if request.return_special_tokens_mask:
+            values["special_tokens_mask"] = columns["special_tokens_mask"]
+        if request.return_offsets_mapping:
+            values["offset_mapping"] = columns["offset_mapping"]
+        if request.return_overflowing_tokens:
+            values["overflow_to_sample_mapping"] = sample_of_row
+        if not request.batched and not request.return_overflowing_tokens and request.return_tensors is None:
+            values = {key: value[0] for key, value in values.items()}
+        elif request.return_tensors is not None:
+            values = to_tensors(values, request.return_tensors)
+        encoding = BatchEncoding(values)
+        if request.return_offsets_mapping:
+            encoding._rows = _alignment_of(columns)
+        else:  # word_ids() & co. compute them on first use, from the same request
+            encoding._alignment = functools.partial(self._alignment_rows, request)
+        return encoding
+
+    def _alignment_rows(self, request: CallRequest) -> dict[str, list]:
+        """Offsets, word ids and sequence ids of each row of ``request``'s result."""
+        columns, _ = self._rows(request, track=True, warn=False)
+        return _alignment_of(columns)
+
+    def _rows(self, request: CallRequest, track: bool, warn: bool = True) -> tuple[dict[str, list[list]], list[int]]:
+        """Every row of the result (framed, truncated or windowed, padded), as columns of lists,
+        and which input each row came from. ``track``: also the alignment columns."""
+        columns: dict[str, list[list]] = {"input_ids": [], "token_type_ids": []}
+        if request.return_special_tokens_mask:
+            columns["special_tokens_mask"] = []
+        if track:
+            columns.update({name: [] for name in ALIGNMENT_COLUMNS})
+        sample_of_row: list[int] = []
+        added = request.special_tokens
+        for sample, text_a in enumerate(request.texts):
+            pieces_a = self._pieces(text_a, track)
+            pieces_b = self._pieces(request.pairs[sample], track) if request.pairs is not None else None
+            length_b = None if pieces_b is None else len(pieces_b)
+            if request.truncation is None:  # the whole text (or pair) is one row
+                length = len(pieces_a) + (length_b or 0) + added
+                if warn and request.warn_too_long and length > self.model_max_length:
+                    self._warn_too_long(length)
+                self._frame(columns, pieces_a, pieces_b, request.add_special_tokens)
+                sample_of_row.append(sample)
+                continue
+            plan = truncation_plan(len(pieces_a), length_b, request.max_length - added, request.truncation,
+                                   request.stride, self.truncation_side, request.return_overflowing_tokens)  # fmt: skip
+            for span_a, span_b in plan:
+                part_b = None if span_b is None else pieces_b.part(*span_b)
+                self._frame(columns, pieces_a.part(*span_a), part_b, request.add_special_tokens)
+                sample_of_row.append(sample)
+        columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
+        if request.padding is not None and columns["input_ids"]:
+            longest = max(map(len, columns["input_ids"]))
+            target = padded_length(longest, request.padding, request.max_length, request.pad_to_multiple_of)
+            pad_rows(columns, target, request.padding_side, self.pad_token_id, self.vocab_file.name)
+        return columns, sample_of_row
+
+    def _warn_too_long(self, length: int) -> None:
+        """transformers' warning for a row the model cannot take, once per tokenizer."""
+        if not self._warned_too_long:
+            self._warned_too_long = True
+            logger.warning(
+                "Token indices sequence length is longer than the specified maximum sequence length for this "
+                "model (%d > %d). Running this sequence through the model will result in indexing errors",
+                length, self.model_max_length,
+            )  # fmt: skip
+
+    def _frame(self, columns: dict[str, list[list]], a: Pieces, b: Pieces | None, add_special_tokens: bool) -> None:
+        """Append one row: ``[CLS] A [SEP] (B [SEP])`` and its token types (and tracked columns)."""
+        special = 1 if add_special_tokens else 0
+        if b is None:
+            ids = [self.cls_token_id, *a.ids, self.sep_token_id] if special else a.ids
+            types = [0] * len(ids)
+        else:
+            ids = self.build_inputs_with_special_tokens(a.ids, b.ids) if special else a.ids + b.ids
+            types = [0] * (len(a) + 2 * special) + [1] * (len(b) + special)
+        columns["input_ids"].append(ids)
+        columns["token_type_ids"].append(types)
+        if "special_tokens_mask" in columns:
+            mask = self.get_special_tokens_mask(a.ids, None if b is None else b.ids) if add_special_tokens else None
+            columns["special_tokens_mask"].append(mask or [0] * len(columns["input_ids"][-1]))
+        if "offset_mapping" not in columns:
+            return
+        edge = [None] * special
+        offsets, words, sequences = [(0, 0)] * special + a.offsets, edge + a.words, edge + [0] * len(a)
+        for pieces, sequence in ((b, 1),) if b is not None else ():
+            offsets += [(0, 0)] * special + pieces.offsets
+            words += edge + pieces.words
+            sequences += edge + [sequence] * len(pieces)
+        if special:
+            offsets, words, sequences = offsets + [(0, 0)], words + [None], sequences + [None]
+        columns["offset_mapping"].append(offsets)
+        columns["_word_ids"].append(words)
+        columns["_sequence_ids"].append(sequences)
+
+    # ------------------------------------------------------------------ padding what is tokenized
+
+    def pad(
+        self,
+        encoded_inputs: Mapping | Sequence[Mapping],
+        padding: bool | str = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_tensors: str | None = None,
+    ) -> BatchEncoding:
+        """Pad already tokenized inputs (one, a batch as a dict of lists, or a list of dicts, as a
+        data collator has them), as transformers' ``tokenizer.pad``: ``input_ids`` with [PAD],
+        ``token_type_ids`` with 0, ``attention_mask`` with 0 (made if absent), ``special_tokens_mask``
+        with 1; other keys are left as they are. Tensors in give tensors out.
+        ``return_attention_mask=False`` returns no mask (transformers would return the old one
+        unpadded, out of step with the ids).
+
+        >>> tok.pad([{"input_ids": [101, 102]}, {"input_ids": [101, 7592, 102]}])["input_ids"]  # doctest: +SKIP
+        [[101, 102, 0], [101, 7592, 102]]
+        """
+        columns, single, return_tensors = _columns_to_pad(encoded_inputs, return_tensors)
+        if return_attention_mask is not False and "attention_mask" not in columns:
+            columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
+        mode = padding_mode(padding)
+        check_count(max_length, "max_length", minimum=1, optional=True)
+        check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
+        side = check_side(padding_side or self.padding_side, "padding_side")
+        if mode is not None and columns["input_ids"]:
+            max_length = self.model_max_length if mode == "max_length" and max_length is None else max_length
+            longest = max(map(len, columns["input_ids"]))
+            target = padded_length(longest, mode, max_length, pad_to_multiple_of)
+            pad_rows(columns, target, side, self.pad_token_id, self.vocab_file.name)
+        if return_attention_mask is False:  # (transformers keeps an unpadded one: ragged, out of step)
+            columns.pop("attention_mask", None)
+        if return_tensors is not None:
+            columns = to_tensors(columns, return_tensors)
+        return BatchEncoding({key: rows[0] for key, rows in columns.items()} if single else columns)
+
+
+def _alignment_of(columns: dict[str, list]) -> dict[str, list]:
+    """The tracked columns under the names BatchEncoding keeps them."""
+    return dict(zip(("_offsets", "_word_ids", "_sequence_ids"), (columns[name] for name in ALIGNMENT_COLUMNS)))
+
+
+def _columns_to_pad(encoded_inputs, return_tensors: str | None) -> tuple[dict[str, list], bool, str | None]:
+    """``pad``'s input as columns of lists: (columns, was it one example, the tensor kind to return)."""
+    if isinstance(encoded_inputs, Sequence) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
+        keys = list(encoded_inputs[0])
+        if any(set(example) != set(keys) for example in encoded_inputs):
+            raise ValueError("pad: every example must have the same keys")
+        encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in keys}
+    if not isinstance(encoded_inputs, Mapping) or "input_ids" not in encoded_inputs:
+        raise ValueError("pad expects a dict (or a list of dicts) with input_ids")
+    columns = {}
+    for key, value in encoded_inputs.items():
+        if hasattr(value, "tolist"):  # a torch tensor or numpy array
+            return_tensors = return_tensors or ("pt" if type(value).__module__.startswith("torch") else "np")
+            value = value.tolist()
+        elif isinstance(value, list) and value and hasattr(value[0], "tolist"):
+            return_tensors = return_tensors or ("pt" if type(value[0]).__module__.startswith("torch") else "np")
+            value = [row.tolist() for row in value]
+        columns[key] = value
+    single = not columns["input_ids"] or not isinstance(columns["input_ids"][0], (list, tuple))
+    if single:
+        columns = {key: [value] for key, value in columns.items()}
+    columns = {key: [list(row) for row in rows] if key in PAD_VALUES or key == "input_ids" else rows
+               for key, rows in columns.items()}  # fmt: skip
+    return columns, single, return_tensors
+
+
+def _as_batch(value, name: str, split_into_words: bool) -> tuple[bool, list]:
+    """(is it a batch, its inputs): each input a str, or (``split_into_words``) a list of words."""
+
+    def words(item) -> bool:
+        return isinstance(item, (list, tuple)) and all(isinstance(word, str) for word in item)
+
+    if not split_into_words:
+        if isinstance(value, str):
+            return False, [value]
+        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+            return True, list(value)
+        raise TypeError(f"{name} must be a str or a list of str, got {type(value).__name__}")
+    if words(value):
+        return False, [list(value)]
+    if isinstance(value, (list, tuple)) and all(words(item) for item in value):
+        return True, [list(item) for item in value]
+    raise TypeError(
+        f"with is_split_into_words=True, {name} must be a list of words (str) or a list of such lists, "
+        f"got {type(value).__name__}"
+    )
+
+
+def truncation_strategy(truncation) -> str | None:
+    """None (no truncation) or one of the strategies. As in transformers, ``max_length`` alone
+    does not truncate: it is the length for ``truncation`` and ``padding="max_length"``."""
+    if truncation is False or truncation is None or truncation == "do_not_truncate":
+        return None
+    strategy = "longest_first" if truncation is True else truncation
+    if strategy not in TRUNCATION_STRATEGIES:
+        raise ValueError(f"truncation must be True, False or one of {list(TRUNCATION_STRATEGIES)}, got {truncation!r}")
+    return strategy
+
+
+def padding_mode(padding) -> str | None:
+    if padding is False or padding is None or padding == "do_not_pad":
+        return None
+    if padding is True or padding == "longest":
+        return "longest"
+    if padding == "max_length":
+        return "max_length"
+    raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+
+
+def _call_signature() -> inspect.Signature:
+    """``__call__``'s parameters are ``CallRequest.parse``'s: shown by help() and IDEs."""
+    parameters = list(inspect.signature(CallRequest.parse).parameters.values())
+    self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return inspect.Signature([self, *parameters[1:]], return_annotation="BatchEncoding")
+
+
+TransformersCallAPI.__call__.__signature__ = _call_signature()

@@ -1,0 +1,105 @@
+"""The tokenizer's files: ``vocab.txt``, ``tokenizer_config.json``, and the casing of Google's
+checkpoints, which ship neither a tokenizer config nor a casing flag (tokenizer.json: see
+tokenizer_json.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from ..errors import CheckpointError
+from .encoding import SIDES
+
+SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_DEFAULT_SPECIAL_TOKENS = {
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
+
+
+def google_lower_case(name: str, vocab: dict[str, int]) -> tuple[bool, str]:
+    """Whether to lowercase for a checkpoint that has no tokenizer config (Google's zips), and why.
+
+    Google's README: lowercase for the "uncased" models, not for the "cased" ones — which their
+    names say (``uncased_L-12_H-768_A-12``, ``cased_L-24_H-1024_A-16``, ``multi_cased_...``).
+    A name that says neither is judged by the vocabulary: a cased one holds capitalised words.
+
+    >>> google_lower_case("cased_L-12_H-768_A-12", {})
+    (False, "the name 'cased_L-12_H-768_A-12' says cased")
+    >>> google_lower_case("my-bert", {"the": 0, "The": 1, "Paris": 2, "paris": 3})
+    (False, 'its vocabulary has capitalised words (2 of 4, e.g. The)')
+    """
+    words = re.findall(r"[a-z]+", Path(name).name.lower())
+    if "uncased" in words:
+        return True, f"the name {Path(name).name!r} says uncased"
+    if "cased" in words:
+        return False, f"the name {Path(name).name!r} says cased"
+    capitalised = [token for token in vocab if len(token) > 1 and token[0].isupper() and token[1:].islower()]
+    if len(capitalised) * 100 > len(vocab):  # cased English vocabularies: ~15%; uncased: 0
+        return (
+            False,
+            f"its vocabulary has capitalised words ({len(capitalised)} of {len(vocab)}, e.g. {capitalised[0]})",
+        )
+    return True, f"its vocabulary has no capitalised words ({len(capitalised)} of {len(vocab)})"
+
+
+def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
+    """Read ``vocab.txt`` (one piece per line; the line number is the id) into {piece: id}."""
+    path = Path(vocab_file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CheckpointError(f"vocabulary file not found: {path}") from None
+    except UnicodeDecodeError as error:
+        raise CheckpointError(
+            f"vocabulary file {path} is not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
+    except OSError as error:
+        raise CheckpointError(f"cannot read vocabulary file {path}: {error.strerror}") from None
+    tokens = text.split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    vocab: dict[str, int] = {}
+    for index, token in enumerate(tokens):
+        # A piece listed twice keeps its LAST line's id, as in Google's load_vocab, transformers and
+        # `tokenizers` (each fills a dict line by line).
+        vocab[token.rstrip("\r")] = index
+    if not vocab:
+        raise CheckpointError(f"vocabulary file {path} is empty")
+    return vocab
+
+
+def read_tokenizer_config(config_file: Path) -> dict:
+    """The settings minibert takes from tokenizer_config.json (others are ignored)."""
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            raise ValueError("the top level is not a JSON object")
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"malformed tokenizer config {config_file}: {error}") from None
+    settings = {}
+    for key in ("do_lower_case", "tokenize_chinese_chars", "do_basic_tokenize"):
+        if isinstance(config.get(key), bool):
+            settings[key] = config[key]
+    if config.get("strip_accents") in (True, False, None):  # None: follow do_lower_case
+        settings["strip_accents"] = config.get("strip_accents")
+    max_length = config.get("model_max_length")
+    if isinstance(max_length, int) and 0 < max_length < 1_000_000:  # transformers writes 1e30 for "none"
+        settings["model_max_length"] = max_length
+    for key in ("padding_side", "truncation_side"):
+        if key in config:
+            if config[key] not in SIDES:
+                raise CheckpointError(f"{config_file}: {key} must be 'right' or 'left', got {config[key]!r}")
+            settings[key] = config[key]
+    for name in SPECIAL_TOKEN_NAMES:
+        value = config.get(name)
+        if isinstance(value, dict):  # serialized AddedToken
+            value = value.get("content")
+        if isinstance(value, str):
+            settings[name] = value
+    return settings
