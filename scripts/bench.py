@@ -170,7 +170,6 @@ def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: 
 
     path = minilm_dir()
     ours = Embedder.from_pretrained(path)
-    ours_bf16 = Embedder.from_pretrained(path, dtype=torch.bfloat16)
     st_model = SentenceTransformer(path, device="cpu")
     st_model.max_seq_length = 256
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(path)
@@ -181,9 +180,6 @@ def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: 
 
     def run_ours():
         return ours.embed(texts, batch_size=32, max_length=256, progress=False)
-
-    def run_ours_bf16():
-        return ours_bf16.embed(texts, batch_size=32, max_length=256, progress=False)
 
     def run_st():
         return st_model.encode(texts, batch_size=32, show_progress_bar=False)
@@ -225,6 +221,14 @@ def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: 
             note=f"in-order batches compute {padded / tokens:.2f}x the real tokens",
         )
     )
+    if peak_bf16 is None:  # no bf16 units: emulated bf16 is slower than fp32, and would take minutes to time
+        print("bf16 row skipped: this CPU has no native bf16 (avx512_bf16 or AMX)", flush=True)
+        return rows
+    ours_bf16 = Embedder.from_pretrained(path, dtype=torch.bfloat16)
+
+    def run_ours_bf16():
+        return ours_bf16.embed(texts, batch_size=32, max_length=256, progress=False)
+
     bf16_times, fp32_times = side_by_side(run_ours_bf16, run_ours, rounds)
     a, b = run_ours(), run_ours_bf16()
     cosine = ((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).min()
@@ -563,14 +567,25 @@ def bench_window_scaling(sizes: list[int]):
     return results
 
 
-def describe_machine() -> str:
-    flags = ""
+def cpu_flags() -> set[str]:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
-                wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-                flags = " ".join(flag for flag in line.split() if flag in wanted)
-                break
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def has_native_bf16() -> bool:
+    """bf16 matmuls in hardware (avx512_bf16 or AMX); elsewhere torch emulates them, slowly."""
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
+def describe_machine() -> str:
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    flags = " ".join(flag for flag in wanted if flag in cpu_flags())
+    try:
         model = next(
             line.split(":", 1)[1].strip()
             for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -602,8 +617,10 @@ def main() -> None:
     print(describe_machine(), flush=True)
     peak_fp32 = peak_bf16 = None
     if only & {"fixed", "text"}:  # the GFLOP/s columns' ceiling (bf16 is slow to time without bf16 units)
-        peak_fp32, peak_bf16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
-        print(f"matmul peak: fp32 {peak_fp32:.0f} GFLOP/s, bf16 {peak_bf16:.0f} GFLOP/s", flush=True)
+        peak_fp32 = matmul_peak(torch.float32)
+        peak_bf16 = matmul_peak(torch.bfloat16) if has_native_bf16() else None
+        bf16 = f"{peak_bf16:.0f} GFLOP/s" if peak_bf16 else "not measured (no native bf16)"
+        print(f"matmul peak: fp32 {peak_fp32:.0f} GFLOP/s, bf16 {bf16}", flush=True)
     rows = []
     if "fixed" in only:
         rows.append(bench_fixed_shape(rounds, peak_fp32))

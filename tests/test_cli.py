@@ -168,10 +168,16 @@ def test_interrupted_run_leaves_no_partial_file_and_keeps_the_old_one(signum, mi
 
 
 def test_pooling_choices_are_the_embedders():
-    from minibert.apps.cli import POOLING_CHOICES
-    from minibert.embedding.embedder import POOLINGS
+    """--pooling takes exactly the library's modes (one definition: embedding/options.py)."""
+    from minibert.apps.cli import build_parser
+    from minibert.embedding.options import POOLINGS
 
-    assert sorted(POOLING_CHOICES) == sorted(POOLINGS)
+    parser = build_parser()
+    for mode in POOLINGS:
+        assert parser.parse_args(["embed", "x", "--pooling", mode]).pooling == [mode]
+    assert parser.parse_args(["embed", "x", "--pooling", "cls,mean"]).pooling == ["cls", "mean"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["embed", "x", "--pooling", "average"])
 
 
 def test_version_and_python_dash_m():

@@ -119,7 +119,9 @@ def test_resume_from_stdin_is_refused(tmp_path):
 
 def test_rounded_terminal_values_have_no_made_up_negative_zero():
     values = np.array([-4e-7, -0.0, 4e-7, -0.25, 0.1234567], dtype=np.float32)
-    rounded = cli._rounded(values)
+    from minibert.apps.embed_files import _rounded
+
+    rounded = _rounded(values)
     assert json.dumps(rounded) == "[0.0, 0.0, 0.0, -0.25, 0.123457]"
 
 

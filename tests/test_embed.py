@@ -239,12 +239,12 @@ def test_models_named_by_path_are_loaded_once(google_base):
     directory, _ = google_base
     from minibert import tasks
 
-    tasks._load.cache_clear()
+    tasks._load_cached.cache_clear()
     fill_mask("a [MASK] b", model=str(directory))
     fill_mask("c [MASK] d", model=str(directory))
     next_sentence("a", "b", model=str(directory))
-    assert tasks._load.cache_info().misses == 1
-    loaded, _ = tasks._load(str(directory))
+    assert tasks._load_cached.cache_info().misses == 1
+    loaded, _ = tasks._load_cached(str(directory))
     assert fill_mask("a [MASK] b", model=loaded)  # a loaded model finds its tokenizer
 
 

@@ -9,7 +9,8 @@
     base         errors, runtime                                                  (bottom)
 
 A module imports only modules of its own room or the rooms below; within apps/, the optional
-rooms (the server, the Ray adapter, the verifier) are imported by the command alone, or by nothing.
+rooms (the server, the Ray adapter, the verifier) are imported by the commands alone (apps/commands.py),
+or by nothing but the re-export minibert.ray.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "apps"]
 BASE = {"errors", "runtime", "__init__"}
 CORE = {"config", "activations", "inputs", "fast_path", "pretrained", "model", "weights"}
 # Each optional room in apps/, and the only modules allowed to import it.
-OPTIONAL = {"apps.serve": {"apps.cli"}, "apps.verify": {"apps.cli"}, "apps.ray": {"ray"}}
+OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"}}
 
 
 def module_name(path: Path) -> str:

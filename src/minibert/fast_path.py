@@ -28,8 +28,8 @@ import torch.nn.functional as F
 class Packing:
     """Where the real tokens of a right-padded batch live, so that work on padding can be skipped.
 
-        attention_mask [[1 1 1 0]      index = [0 1 2 4 5]      (B, T, H) --pack--> (P, H)
-                        [1 1 0 0]]                              (P, H) --unpack--> (B, T, H), zeros at pads
+    attention_mask [[1 1 1 0]      index = [0 1 2 4 5]      (B, T, H) --pack--> (P, H)
+                    [1 1 0 0]]                              (P, H) --unpack--> (B, T, H), zeros at pads
     """
 
     def __init__(self, attention_mask: torch.Tensor):

@@ -19,15 +19,15 @@ import threading
 
 import torch
 
+from .formats.hub import DEFAULT_MODEL
 from .heads import BertForPreTraining
 from .tokenizer.bert_tokenizer import BertTokenizer
 
-DEFAULT_MODEL = "google-bert/bert-base-uncased"
 _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _load(name_or_path: str) -> tuple[BertForPreTraining, BertTokenizer]:
+def _load_cached(name_or_path: str) -> tuple[BertForPreTraining, BertTokenizer]:
     model, tokenizer = BertForPreTraining.from_pretrained(name_or_path), BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
@@ -41,10 +41,10 @@ def load_pretraining_model(model) -> tuple[BertForPreTraining, BertTokenizer]:
         source = getattr(model, "name_or_path", None)
         if source is None:
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
-        return model, _load(str(source))[1]
+        return model, _load_cached(str(source))[1]
     if isinstance(model, (str, os.PathLike)):
         with _lock:  # two threads asking for the same model load it once
-            return _load(os.fspath(model))
+            return _load_cached(os.fspath(model))
     raise TypeError(
         f"model must be a hub id, a directory, a BertForPreTraining or (model, tokenizer), got {type(model).__name__}"
     )

@@ -82,7 +82,7 @@ _BACKWARD = [(_compile(ours), hub) for hub, _, ours in RENAMES]
 _FROM_TF = [(_compile(tf), ours) for _, tf, ours in RENAMES]
 
 
-def _apply(table, name: str) -> tuple[str, str] | None:
+def _first_rename(table, name: str) -> tuple[str, str] | None:
     """(renamed head, the rest of the name) by the first row of ``table`` that matches."""
     for pattern, replacement in table:
         match = pattern.match(name)
@@ -97,7 +97,7 @@ def checkpoint_to_minibert(name: str) -> str | None:
     ``bert.encoder.layer.3.attention.output.LayerNorm.gamma`` → ``layers.3.attention_norm.weight``, and
     Google's TensorFlow ``bert/encoder/layer_3/attention/output/LayerNorm/gamma`` → the same."""
     if "/" in name:
-        renamed = _apply(_FROM_TF, name.removeprefix("bert/"))
+        renamed = _first_rename(_FROM_TF, name.removeprefix("bert/"))
         if renamed is None:
             return None
         head, leaf = renamed
@@ -108,14 +108,14 @@ def checkpoint_to_minibert(name: str) -> str | None:
     name = name.removeprefix("bert.")
     name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
     name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
-    renamed = _apply(_FORWARD, name)
+    renamed = _first_rename(_FORWARD, name)
     return None if renamed is None else renamed[0] + renamed[1]
 
 
 def minibert_to_checkpoint(name: str) -> str:
     """The inverse, to the hub's names: ``layers.3.attention_norm.weight`` →
     ``encoder.layer.3.attention.output.LayerNorm.weight``."""
-    renamed = _apply(_BACKWARD, name)
+    renamed = _first_rename(_BACKWARD, name)
     if renamed is None:
         raise KeyError(f"no checkpoint name for {name}")
     return renamed[0] + renamed[1]

@@ -267,53 +267,66 @@ def _flag(body: dict, name: str, default: bool) -> bool:
 # ----------------------------------------------------------------------------- endpoints
 
 
-def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
-    """The ASGI app. The model loads in the background after start-up (``/health`` says when)."""
-    service = EmbeddingService(settings)
+class Routes:
+    """The endpoints, each a method, over the one ``EmbeddingService``; and the app's lifespan:
+    the batcher runs while the app does, the model loads in the background (``/health`` says when)."""
 
-    async def embed_job(request: Request, pieces, skip: int, normalize: bool | None) -> np.ndarray:
-        options = EmbedOptions.of(service.options, normalize=normalize)  # requests that share it batch together
-        job = service.batcher.submit(pieces, (skip, options))
+    def __init__(self, service: EmbeddingService, on_fatal=None):
+        self.service, self.settings, self.on_fatal = service, service.settings, on_fatal
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/embeddings", self.openai_embeddings, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/embed", self.tei_embed, methods=["POST"]),
+            Route("/tokenize", self.tei_tokenize, methods=["POST"]),
+            Route("/health", self.health, methods=["GET"]),
+            Route("/metrics", self.metrics, methods=["GET"]),
+        ]
+
+    async def embed_job(self, request: Request, pieces, skip: int, normalize: bool | None) -> np.ndarray:
+        options = EmbedOptions.of(self.service.options, normalize=normalize)  # requests that share it batch together
+        job = self.service.batcher.submit(pieces, (skip, options))
         gone = asyncio.ensure_future(_client_gone(request))
         try:
             done, _ = await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)
             if job.future not in done:  # the client left: its job is skipped if it has not run
-                service.batcher.cancel(job)
+                self.service.batcher.cancel(job)
                 raise ClientGone
             return job.future.result()
         finally:
             gone.cancel()
 
-    def ready() -> None:
-        if service.load_error is not None:
+    def ready(self) -> None:
+        if self.service.load_error is not None:
             raise RequestError(503, "the model failed to load")
-        if service.embedder is None:
+        if self.service.embedder is None:
             raise RequestError(503, "the model is still loading; retry shortly", code="loading")
 
-    async def openai_embeddings(request: Request) -> Response:
-        ready()
-        body = await read_json(request, settings.max_body_bytes)
+    async def openai_embeddings(self, request: Request) -> Response:
+        self.ready()
+        body = await read_json(request, self.settings.max_body_bytes)
         model = body.get("model")
         if not isinstance(model, str):
             raise RequestError(422, "model must be a string (GET /v1/models lists it)", "model")
-        if model not in service.model_ids:
+        if model not in self.service.model_ids:
             raise RequestError(404, f"the model {model!r} is not served here; this server has "
-                                    f"{service.model_id!r}", "model", "model_not_found")  # fmt: skip
+                                    f"{self.service.model_id!r}", "model", "model_not_found")  # fmt: skip
         if "input" not in body:
             raise RequestError(422, "input is required", "input")
-        inputs = parse_inputs(body["input"], "input", settings, allow_ids=True)
+        inputs = parse_inputs(body["input"], "input", self.settings, allow_ids=True)
         encoding = body.get("encoding_format", "float")
         if encoding not in ("float", "base64"):
             raise RequestError(422, f"encoding_format must be 'float' or 'base64', got {encoding!r}",
                                "encoding_format")  # fmt: skip
         dimensions = body.get("dimensions")
-        if dimensions is not None and dimensions != service.dimension:
-            raise RequestError(422, f"dimensions={dimensions!r}: this model's vectors have {service.dimension} "
+        if dimensions is not None and dimensions != self.service.dimension:
+            raise RequestError(422, f"dimensions={dimensions!r}: this model's vectors have {self.service.dimension} "
                                     "dimensions and it cannot shorten them", "dimensions")  # fmt: skip
         truncate = _flag(body, "truncate", False)
-        pieces, skip, tokens = await service.tokenize(service.pieces_of, inputs, truncate, "input")
+        pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input")
         request.state.counts = (len(inputs), tokens)
-        vectors = await embed_job(request, pieces, skip, None)
+        vectors = await self.embed_job(request, pieces, skip, None)
         if encoding == "base64":
             data = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
         else:
@@ -321,30 +334,30 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
         return JSONResponse({
             "object": "list",
             "data": [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(data)],
-            "model": service.model_id,
+            "model": self.service.model_id,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         })  # fmt: skip
 
-    async def tei_embed(request: Request) -> Response:
-        ready()
-        body = await read_json(request, settings.max_body_bytes)
+    async def tei_embed(self, request: Request) -> Response:
+        self.ready()
+        body = await read_json(request, self.settings.max_body_bytes)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
-        inputs = parse_inputs(body["inputs"], "inputs", settings, allow_ids=False)
+        inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
         normalize, truncate = _flag(body, "normalize", True), _flag(body, "truncate", False)
-        pieces, skip, tokens = await service.tokenize(service.pieces_of, inputs, truncate, "inputs")
+        pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "inputs")
         request.state.counts = (len(inputs), tokens)
-        return JSONResponse((await embed_job(request, pieces, skip, normalize)).tolist())
+        return JSONResponse((await self.embed_job(request, pieces, skip, normalize)).tolist())
 
-    async def tei_tokenize(request: Request) -> Response:
-        ready()
-        body = await read_json(request, settings.max_body_bytes)
+    async def tei_tokenize(self, request: Request) -> Response:
+        self.ready()
+        body = await read_json(request, self.settings.max_body_bytes)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
-        inputs = parse_inputs(body["inputs"], "inputs", settings, allow_ids=False)
+        inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
         special = _flag(body, "add_special_tokens", True)
-        tokenizer = service.embedder.tokenizer
-        encoding = await service.tokenize(
+        tokenizer = self.service.embedder.tokenizer
+        encoding = await self.service.tokenize(
             lambda: tokenizer(inputs, add_special_tokens=special, return_offsets_mapping=True, verbose=False)
         )
         rows = []
@@ -359,53 +372,51 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
         request.state.counts = (len(inputs), sum(map(len, rows)))
         return JSONResponse(rows)
 
-    async def models(request: Request) -> Response:
+    async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [
-            {"id": service.model_id, "object": "model", "created": 0, "owned_by": "minibert"},
+            {"id": self.service.model_id, "object": "model", "created": 0, "owned_by": "minibert"},
         ]})  # fmt: skip
 
-    async def health(request: Request) -> Response:
-        if service.embedder is None:
-            return JSONResponse({"status": "loading" if service.load_error is None else "failed"}, status_code=503)
+    async def health(self, request: Request) -> Response:
+        if self.service.embedder is None:
+            return JSONResponse({"status": "loading" if self.service.load_error is None else "failed"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    async def metrics(request: Request) -> Response:
-        depth = service.batcher.queued_texts if service.batcher else 0
-        return PlainTextResponse(service.metrics.render(depth), media_type="text/plain; version=0.0.4")
+    async def metrics(self, request: Request) -> Response:
+        depth = self.service.batcher.queued_texts if self.service.batcher else 0
+        return PlainTextResponse(self.service.metrics.render(depth), media_type="text/plain; version=0.0.4")
 
-    async def load_in_background() -> None:
+    async def load_in_background(self) -> None:
         try:
-            await asyncio.to_thread(service.load)
+            await asyncio.to_thread(self.service.load)
         except Exception as error:  # noqa: BLE001  (reported, and the server stops)
-            service.load_error = error
-            logger.error("cannot load %s: %s", settings.model, " ".join(str(error).split()))
-            if on_fatal is not None:
-                on_fatal(error)
+            self.service.load_error = error
+            logger.error("cannot load %s: %s", self.settings.model, " ".join(str(error).split()))
+            if self.on_fatal is not None:
+                self.on_fatal(error)
             return
-        logger.info("model %s loaded: %d dimensions, up to %d tokens per text; ready", settings.model,
-                    service.dimension, service.embedder.max_length)  # fmt: skip
+        logger.info("model %s loaded: %d dimensions, up to %d tokens per text; ready", self.settings.model,
+                    self.service.dimension, self.service.embedder.max_length)  # fmt: skip
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
-        service.batcher = DynamicBatcher(
-            service.compute, max_batch_tokens=settings.max_batch_tokens, max_wait_ms=settings.max_wait_ms,
-            max_queue=settings.max_queue, on_batch=service.metrics.batch,
+    async def lifespan(self, app):
+        settings = self.settings
+        self.service.batcher = DynamicBatcher(
+            self.service.compute, max_batch_tokens=settings.max_batch_tokens, max_wait_ms=settings.max_wait_ms,
+            max_queue=settings.max_queue, on_batch=self.service.metrics.batch,
         )  # fmt: skip
-        service.batcher.start()
-        loading = asyncio.create_task(load_in_background())
+        self.service.batcher.start()
+        loading = asyncio.create_task(self.load_in_background())
         yield
         loading.cancel()
-        await service.batcher.stop()
-        service._tokenizing.shutdown(wait=False)
+        await self.service.batcher.stop()
+        self.service._tokenizing.shutdown(wait=False)
 
-    routes = [
-        Route("/v1/embeddings", openai_embeddings, methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/embed", tei_embed, methods=["POST"]),
-        Route("/tokenize", tei_tokenize, methods=["POST"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-    ]
+
+def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
+    """The ASGI app. The model loads in the background after start-up (``/health`` says when)."""
+    service = EmbeddingService(settings)
+    routes = Routes(service, on_fatal)
 
     async def request_error(request: Request, error: RequestError) -> Response:
         return error_response(request.url.path, error)
@@ -422,7 +433,7 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
         return error_response(request.url.path, RequestError(500, "internal server error", code="internal_error"))
 
     handlers = {RequestError: request_error, Overloaded: overloaded, ClientGone: client_gone, Exception: internal}
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+    app = Starlette(routes=routes.routes(), lifespan=routes.lifespan, exception_handlers=handlers)
     app.state.service = service
     return Guard(app, service)
 

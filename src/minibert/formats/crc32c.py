@@ -31,7 +31,7 @@ for _ in range(3):
     _T.append((_T[-1] >> np.uint32(8)) ^ _T0[_T[-1] & np.uint32(0xFF)])
 
 
-def _apply(images: list[int], value: int) -> int:
+def _apply_linear_map(images: list[int], value: int) -> int:
     """Apply a linear map on 32-bit values, given by the images of the 32 unit vectors."""
     out = 0
     for bit in range(32):
@@ -46,7 +46,7 @@ def _zero_bytes_map(log2_count: int) -> tuple[int, ...]:
     if log2_count == 0:
         return tuple(int(_T0[(1 << bit) & 0xFF]) ^ ((1 << bit) >> 8) for bit in range(32))
     half = _zero_bytes_map(log2_count - 1)
-    return tuple(_apply(half, image) for image in half)  # twice the half map
+    return tuple(_apply_linear_map(half, image) for image in half)  # twice the half map
 
 
 @functools.cache
@@ -124,7 +124,7 @@ def crc32c(data) -> int:
     initial = 0xFFFFFFFF
     for bit in range(length.bit_length()):  # 0xFFFFFFFF run over `length` zero bytes
         if length >> bit & 1:
-            initial = _apply(_zero_bytes_map(bit), initial)
+            initial = _apply_linear_map(_zero_bytes_map(bit), initial)
     value = int(register[0]) if len(register) else 0
     return (value ^ initial ^ 0xFFFFFFFF) & 0xFFFFFFFF
 

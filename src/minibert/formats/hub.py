@@ -22,6 +22,9 @@ from urllib.parse import urlparse
 
 from ..errors import ModelNotFoundError
 
+# The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
+DEFAULT_MODEL = "google-bert/bert-base-uncased"
+
 _TRUE = {"1", "true", "yes", "on"}
 
 

