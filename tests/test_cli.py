@@ -88,7 +88,7 @@ def test_fill_mask_command(google_base, capsys):
         (["embed", "--model", "{minilm}"], "nothing to embed"),
         (["embed", "x", "--max-length", "100000", "--model", "{minilm}"], "max_length must be an int from 3"),
         (["embed", "x", "--layers", "12", "--model", "{minilm}"], "layer 12 does not exist"),
-        (["fill-mask", "no mask", "--model", "{minilm}"], "has no pre-training heads"),
+        (["fill-mask", "no mask", "--model", "{minilm}"], "has no tensors for the masked-LM head"),
         (["tokenize", "x", "--model", "offline-org/never-downloaded"], "not in the local Hugging Face cache"),
     ],
 )

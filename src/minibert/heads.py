@@ -1,17 +1,26 @@
 """BERT's heads: small layers on top of ``BertModel`` that turn its vectors into predictions.
 
-Pre-training gave BERT two heads (the paper's section 3.1):
+Pre-training gave BERT two heads (the paper's section 3.1): the masked-LM head predicts, at every
+position, which word piece was there before it was masked (a transform, then a score against every
+word embedding); the next-sentence head reads the pooler output and says whether sentence B
+followed sentence A. Fine-tuning puts one small layer on top instead (the paper's section 4):
 
-* the masked-LM head predicts, at every position, which word piece was there before it was masked:
-  a transform (dense + activation + LayerNorm), then a score against every word embedding;
-* the next-sentence head reads the pooler output and says whether sentence B followed sentence A.
+    BertForSequenceClassification   pooler output → dropout → Linear(H, labels)       sentiment, NLI
+    BertForTokenClassification      every token   → dropout → Linear(H, labels)       NER
+    BertForQuestionAnswering        every token   → Linear(H, 2): start and end scores SQuAD
+    BertForMultipleChoice           each choice's pooler output → Linear(H, 1)        SWAG
 
-Their tensors carry the hub's names ``cls.predictions.*`` and ``cls.seq_relationship.*``; THE
-rename table (weights.py) maps them onto ``mlm_head`` and ``nsp_head`` below.
+The names, the outputs (``loss``, ``logits``, ``start_logits``, ...) and the losses given
+``labels`` are transformers', so switching is one line. The tensors carry the hub's names
+(``cls.predictions.*``, ``cls.seq_relationship.*``, ``classifier.*``, ``qa_outputs.*``); THE rename
+table (weights.py) maps them onto ``mlm_head``, ``nsp_head``, ``classifier`` and ``qa_outputs`` here.
+
+Shape legend as in model.py; C = choices, V = vocabulary size, K = labels.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -21,18 +30,47 @@ from torch import nn
 from .activations import activation
 from .config import BertConfig
 from .errors import CheckpointError
-from .model import BertModel, ModelOutput
+from .model import BertModel, BertOutput, ModelOutput
 from .pretrained import PretrainedBert
+
+logger = logging.getLogger("minibert")
+IGNORE_INDEX = -100  # labels at this value (padding, sub-word pieces) add nothing to a loss, as in transformers
+
+
+# ----------------------------------------------------------------------------- outputs
 
 
 @dataclass
 class BertPreTrainingOutput(ModelOutput):
-    prediction_logits: torch.Tensor  # (B, T, vocab_size): masked-LM scores of every piece at each position
-    seq_relationship_logits: torch.Tensor  # (B, 2): [is next sentence, is random sentence]
+    loss: torch.Tensor | None = None  # masked-LM loss + next-sentence loss, when labels are given
+    prediction_logits: torch.Tensor | None = None  # (B, T, V): masked-LM scores of every piece at each position
+    seq_relationship_logits: torch.Tensor | None = None  # (B, 2): [is next sentence, is random sentence]
     last_hidden_state: torch.Tensor | None = None
     pooler_output: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class HeadOutput(ModelOutput):
+    """What the fine-tuning heads return: transformers' MaskedLMOutput, SequenceClassifierOutput, ..."""
+
+    loss: torch.Tensor | None = None  # a scalar, when labels are given
+    logits: torch.Tensor | None = None  # (B, K), (B, T, K), (B, T, V) or (B, C), by head
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class QuestionAnsweringOutput(ModelOutput):
+    loss: torch.Tensor | None = None  # (start loss + end loss) / 2, when positions are given
+    start_logits: torch.Tensor | None = None  # (B, T): how likely each token starts the answer
+    end_logits: torch.Tensor | None = None  # (B, T): ... ends it
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+# ----------------------------------------------------------------------------- the pre-training heads
 
 
 class MaskedLMHead(nn.Module):
@@ -48,53 +86,280 @@ class MaskedLMHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """hidden_states (B, T, H), word_embeddings (vocab_size, H) — the tied input matrix."""
+        """hidden_states (B, T, H), word_embeddings (V, H) — the tied input matrix."""
         x = self.layer_norm(self.activation(self.transform(hidden_states)))  # (B, T, H)
-        return F.linear(x, word_embeddings, self.bias)  # (B, T, vocab_size)
+        return F.linear(x, word_embeddings, self.bias)  # (B, T, V)
 
 
-class BertForPreTraining(PretrainedBert):
-    """BERT with its two pre-training heads: masked-LM (which piece was masked?) and next-sentence
-    prediction (does sentence B follow sentence A?, from the pooler output)."""
+class BertWithHeads(PretrainedBert):
+    """The encoder (``self.bert``) under one or more heads; subclasses add the heads."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
-        if config.extra.get("tie_word_embeddings", True) is not True:
-            raise CheckpointError(
-                "config field tie_word_embeddings = false: a masked-LM decoder with weights of its own is "
-                "not implemented; minibert's decoder is the word embedding matrix, as in BERT"
-            )
         self.config = config
-        self.bert = BertModel(config)
-        self.mlm_head = MaskedLMHead(config)
-        self.nsp_head = nn.Linear(config.hidden_size, 2)
-        self.init_weights()
+        self.bert = BertModel(config, add_pooling_layer=add_pooling_layer)
 
     @property
     def embeddings(self):
         return self.bert.embeddings
 
-    def forward(
-        self,
-        input_ids,
-        attention_mask=None,
-        token_type_ids=None,
-        *,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
-    ) -> BertPreTrainingOutput:
-        out = self.bert(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
+    def encode(self, input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
+               use_fast_path: bool | None = None) -> BertOutput:  # fmt: skip
+        return self.bert(input_ids, attention_mask, token_type_ids, output_hidden_states=output_hidden_states,
+                         output_attentions=output_attentions, use_fast_path=use_fast_path)  # fmt: skip
+
+    def _labels(self, labels) -> torch.Tensor:
+        return torch.as_tensor(labels).to(self.device)
+
+    def _decode_words(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.mlm_head(hidden_states, self.bert.embeddings.word_embeddings.weight)
+
+
+def _refuse_untied(config: BertConfig) -> None:
+    if config.extra.get("tie_word_embeddings", True) is not True:
+        raise CheckpointError(
+            "config field tie_word_embeddings = false: a masked-LM decoder with weights of its own is "
+            "not implemented; minibert's decoder is the word embedding matrix, as in BERT"
         )
-        return BertPreTrainingOutput(
-            prediction_logits=self.mlm_head(out.last_hidden_state, self.bert.embeddings.word_embeddings.weight),
-            seq_relationship_logits=self.nsp_head(out.pooler_output),
-            last_hidden_state=out.last_hidden_state,
-            pooler_output=out.pooler_output,
-            hidden_states=out.hidden_states,
-            attentions=out.attentions,
-        )
+
+
+def _masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over the vocabulary at the positions whose label is not -100 (the masked ones)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+
+
+class BertForPreTraining(BertWithHeads):
+    """BERT with its two pre-training heads: masked-LM (which piece was masked?) and next-sentence
+    prediction (does sentence B follow sentence A?, from the pooler output). ``labels`` (B, T):
+    the original pieces at masked positions, -100 elsewhere; ``next_sentence_label`` (B,): 0 = B
+    follows A, 1 = B is random. The loss is the sum of the two."""
+
+    def __init__(self, config: BertConfig):
+        _refuse_untied(config)
+        super().__init__(config)
+        self.mlm_head = MaskedLMHead(config)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+                next_sentence_label=None, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> BertPreTrainingOutput:  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        prediction_logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
+        seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
+        loss = None
+        if labels is not None and next_sentence_label is not None:
+            loss = _masked_lm_loss(prediction_logits, self._labels(labels)) + F.cross_entropy(
+                seq_relationship_logits.view(-1, 2), self._labels(next_sentence_label).view(-1)
+            )
+        return BertPreTrainingOutput(loss, prediction_logits, seq_relationship_logits, out.last_hidden_state,
+                                     out.pooler_output, out.hidden_states, out.attentions)  # fmt: skip
+
+
+class BertForMaskedLM(BertWithHeads):
+    """The masked-LM head alone (no pooler, no next-sentence head): fill in ``[MASK]``."""
+
+    def __init__(self, config: BertConfig):
+        _refuse_untied(config)
+        super().__init__(config, add_pooling_layer=False)
+        self.mlm_head = MaskedLMHead(config)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
+        loss = None if labels is None else _masked_lm_loss(logits, self._labels(labels))
+        return HeadOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForNextSentencePrediction(BertWithHeads):
+    """The next-sentence head alone: logits (B, 2), index 0 = "B follows A"."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        logits = self.nsp_head(out.pooler_output)  # (B, 2)
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, 2), self._labels(labels).view(-1))
+        return HeadOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+# ----------------------------------------------------------------------------- the fine-tuning heads
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What config.json says about a classifier's labels (transformers' PretrainedConfig fields)."""
+
+    id2label: dict[int, str]  # {0: "NEGATIVE", 1: "POSITIVE"}
+    problem_type: str | None  # "single_label_classification", "multi_label_classification", "regression"
+    classifier_dropout: float  # before the classifier (training only)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.id2label)
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {label: index for index, label in self.id2label.items()}
+
+    @classmethod
+    def of(cls, config: BertConfig) -> Labels:
+        """From config.json: ``id2label`` (its keys are strings in JSON), else ``num_labels``
+        (default 2, as transformers) with labels LABEL_0, LABEL_1, ..."""
+        extra = config.extra
+        count = extra.get("num_labels", extra.get("_num_labels"))
+        if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1_000_000):
+            raise CheckpointError(f"config field num_labels = {count!r}: must be an integer from 1 to 1,000,000")
+        raw = extra.get("id2label")
+        if raw is not None:
+            if not isinstance(raw, dict) or not raw:
+                raise CheckpointError(f"config field id2label must be a non-empty object, got {raw!r:.60}")
+            try:
+                id2label = {int(key): str(value) for key, value in raw.items()}
+            except (TypeError, ValueError):
+                raise CheckpointError(f"config field id2label has a key that is not a number: {raw!r:.60}") from None
+            if sorted(id2label) != list(range(len(id2label))):
+                raise CheckpointError(f"config field id2label must number its labels 0 to {len(id2label) - 1}")
+            if count is not None and count != len(id2label):
+                # transformers 2 and 3 wrote num_labels and left id2label at its 2-label default (rxnfp's
+                # classifier: num_labels 50, id2label LABEL_0, LABEL_1): the number was written on purpose.
+                logger.info("config.json: num_labels = %d but id2label names %d labels; using %d labels "
+                            "LABEL_0 ... LABEL_%d", count, len(id2label), count, count - 1)  # fmt: skip
+                id2label = {index: f"LABEL_{index}" for index in range(count)}
+        else:
+            id2label = {index: f"LABEL_{index}" for index in range(2 if count is None else count)}
+        problem = extra.get("problem_type")
+        if problem not in (None, "single_label_classification", "multi_label_classification", "regression"):
+            raise CheckpointError(f"config field problem_type = {problem!r}: must be single_label_classification, "
+                                  "multi_label_classification or regression")  # fmt: skip
+        dropout = extra.get("classifier_dropout")
+        dropout = config.hidden_dropout_prob if dropout is None else dropout
+        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
+            raise CheckpointError(f"config field classifier_dropout = {dropout!r}: must be a number from 0 to 1")
+        return cls(id2label, problem, float(dropout))
+
+
+class BertForSequenceClassification(BertWithHeads):
+    """One label (or score) per text, from the pooler output: sentiment, NLI, intent, reranking.
+
+    ``labels`` (B,): class ids (single-label: cross-entropy), or (B, K) of 0/1 floats (multi-label:
+    binary cross-entropy per label), or (B,) floats with one label (regression: mean squared error),
+    as ``problem_type`` in config.json says or, like transformers, as the labels' dtype suggests."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.labels = Labels.of(config)
+        self.num_labels, self.problem_type = self.labels.num_labels, self.labels.problem_type
+        self.dropout = nn.Dropout(self.labels.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
+        loss = None if labels is None else self._loss(logits, self._labels(labels))
+        return HeadOutput(loss, logits, out.hidden_states, out.attentions)
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if self.problem_type is None:  # decided by the first labels seen, as transformers does
+            if self.num_labels == 1:
+                self.problem_type = "regression"
+            elif labels.dtype in (torch.long, torch.int):
+                self.problem_type = "single_label_classification"
+            else:
+                self.problem_type = "multi_label_classification"
+        if self.problem_type == "regression":
+            if self.num_labels == 1:
+                return F.mse_loss(logits.squeeze(), labels.squeeze())
+            return F.mse_loss(logits, labels)
+        if self.problem_type == "single_label_classification":
+            return F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        return F.binary_cross_entropy_with_logits(logits, labels)
+
+
+class BertForTokenClassification(BertWithHeads):
+    """One label per token (named entities, parts of speech): logits (B, T, K); ``labels`` (B, T)
+    with -100 where no label counts (padding, the pieces after a word's first)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config, add_pooling_layer=False)
+        self.labels = Labels.of(config)
+        self.num_labels = self.labels.num_labels
+        self.dropout = nn.Dropout(self.labels.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
+        loss = None
+        if labels is not None:
+            labels = self._labels(labels)
+            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1), ignore_index=IGNORE_INDEX)
+        return HeadOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForQuestionAnswering(BertWithHeads):
+    """Extractive question answering: for ``[CLS] question [SEP] context [SEP]``, a start and an end
+    score per token; the answer is the best span of context tokens. ``start_positions`` /
+    ``end_positions`` (B,): positions outside the sequence are clamped to T and ignored."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config, add_pooling_layer=False)
+        self.labels = Labels.of(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, self.labels.num_labels)  # 2: start, end
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
+                end_positions=None, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> QuestionAnsweringOutput:  # fmt: skip
+        # The loss is a softmax over every position, padding included (as transformers computes it):
+        # with positions given, padded positions are computed too (the fast path leaves zeros there).
+        with_loss = start_positions is not None and end_positions is not None
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
+                          use_fast_path=False if with_loss else None)  # fmt: skip
+        logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
+        start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T)
+        loss = None
+        if with_loss:
+            ignored = start_logits.shape[1]  # a position past the end: no loss
+            start, end = (self._labels(p).reshape(-1).clamp(0, ignored) for p in (start_positions, end_positions))
+            loss = (F.cross_entropy(start_logits, start, ignore_index=ignored)
+                    + F.cross_entropy(end_logits, end, ignore_index=ignored)) / 2  # fmt: skip
+        return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
+
+
+class BertForMultipleChoice(BertWithHeads):
+    """One score per choice: inputs (B, C, T), each choice framed with its question; logits (B, C);
+    ``labels`` (B,): the right choice's index."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.labels = Labels.of(config)
+        self.dropout = nn.Dropout(self.labels.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
+        input_ids = torch.as_tensor(input_ids)
+        if input_ids.dim() != 3:
+            raise ValueError(f"input_ids must have shape (batch, choices, tokens), got {tuple(input_ids.shape)}")
+        choices = input_ids.shape[1]
+
+        def flat(value):  # (B, C, T) -> (B·C, T)
+            return None if value is None else torch.as_tensor(value).reshape(-1, input_ids.shape[-1])
+
+        out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), output_hidden_states,
+                          output_attentions)  # fmt: skip
+        logits = self.classifier(self.dropout(out.pooler_output)).view(-1, choices)  # (B·C, 1) -> (B, C)
+        loss = None if labels is None else F.cross_entropy(logits, self._labels(labels).view(-1))
+        return HeadOutput(loss, logits, out.hidden_states, out.attentions)

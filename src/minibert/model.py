@@ -204,13 +204,18 @@ class BertModel(PretrainedBert):
         *,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        use_fast_path: bool | None = None,
     ) -> BertOutput:
-        """input_ids (B, T) → BertOutput(last_hidden_state (B, T, H), pooler_output (B, H), ...)."""
+        """input_ids (B, T) → BertOutput(last_hidden_state (B, T, H), pooler_output (B, H), ...).
+
+        ``use_fast_path`` (default: the model's ``use_fast_path``): False computes padded positions
+        too, as transformers does (the fast path leaves zeros there)."""
         ids, token_types, positions, attention_mask = prepare_inputs(self, input_ids, attention_mask, token_type_ids)
         padded = attention_mask is not None and not bool(attention_mask.all())
 
         # The fast path keeps no attention weights, so asking for them runs the plain formula.
-        layout = FastLayout(attention_mask) if self.use_fast_path and not output_attentions else None
+        fast = self.use_fast_path if use_fast_path is None else use_fast_path
+        layout = FastLayout(attention_mask) if fast and not output_attentions else None
         if layout is not None:  # (B, T) → (P,): the real tokens only, when packing applies
             ids, token_types, positions = layout.pack(ids), layout.pack(token_types), layout.pack(positions)
         x = self.embeddings(ids, token_types, positions)  # (B, T, H)

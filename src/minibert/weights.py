@@ -15,6 +15,7 @@ Checkpoints on the hub name tensors after transformers' module tree, and come in
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import warnings
@@ -28,6 +29,8 @@ from .formats.atomic_files import atomic_output
 from .formats.hub import resolve_file
 from .formats.safetensors import safetensors_shapes
 from .formats.weight_files import read_state_dict
+
+logger = logging.getLogger("minibert")
 
 # THE rename table. Columns: the hub's name (PyTorch/safetensors checkpoints, after dropping the
 # "bert." prefix and gamma/beta), Google's TensorFlow name (after dropping "bert/"), minibert's name.
@@ -52,11 +55,14 @@ RENAMES: list[tuple[str, str, str]] = [
     ("encoder.layer.{n}.output.dense.", "encoder/layer_{n}/output/dense/", "layers.{n}.feed_forward.output."),
     ("encoder.layer.{n}.output.LayerNorm.", "encoder/layer_{n}/output/LayerNorm/", "layers.{n}.output_norm."),
     ("pooler.dense.", "pooler/dense/", "pooler.dense."),
-    # pre-training heads (BertForPreTraining); BertModel ignores them
+    # the heads (heads.py); BertModel ignores them. Google's run_classifier.py named its classifier
+    # output_weights/output_bias at the top level, run_squad.py cls/squad/output_weights/bias.
     ("cls.predictions.transform.dense.", "cls/predictions/transform/dense/", "mlm_head.transform."),
     ("cls.predictions.transform.LayerNorm.", "cls/predictions/transform/LayerNorm/", "mlm_head.layer_norm."),
     ("cls.predictions.bias", "cls/predictions/output_bias", "mlm_head.bias"),
     ("cls.seq_relationship.", "cls/seq_relationship/output_", "nsp_head."),
+    ("classifier.", "output_", "classifier."),
+    ("qa_outputs.", "cls/squad/output_", "qa_outputs."),
 ]  # fmt: skip
 
 # TensorFlow's leaf names → the hub's. A dense "kernel" is stored (in, out): PyTorch's Linear wants
@@ -69,7 +75,17 @@ TF_LEAVES = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bia
 IGNORED = re.compile(
     r"^(embeddings\.position_ids|embeddings\.token_type_ids|cls\.predictions\.decoder\.(weight|bias))$"
 )
-HEAD_PREFIXES = ("mlm_head.", "nsp_head.")
+# Each head's minibert prefix, and how a message names it (with the hub's names).
+HEADS = {
+    "mlm_head.": "the masked-LM head (cls.predictions.*)",
+    "nsp_head.": "the next-sentence head (cls.seq_relationship.*)",
+    "classifier.": "a classifier (classifier.*)",
+    "qa_outputs.": "a question-answering head (qa_outputs.*)",
+}
+HEAD_PREFIXES = tuple(HEADS)
+# The pooler is the encoder's, but classes without a use for it (BertForMaskedLM, token
+# classification, QA) are built without it, as in transformers: it is loaded and reported like a head.
+POOLER, POOLER_NAME = "pooler.", "the pooler (bert.pooler.*)"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -96,7 +112,7 @@ def checkpoint_to_minibert(name: str) -> str | None:
     """A checkpoint's tensor name → minibert's (None for a name the table does not know):
     ``bert.encoder.layer.3.attention.output.LayerNorm.gamma`` → ``layers.3.attention_norm.weight``, and
     Google's TensorFlow ``bert/encoder/layer_3/attention/output/LayerNorm/gamma`` → the same."""
-    if "/" in name:
+    if "/" in name or name in ("output_weights", "output_bias"):  # Google's TF names (run_classifier's top level)
         renamed = _first_rename(_FROM_TF, name.removeprefix("bert/"))
         if renamed is None:
             return None
@@ -227,25 +243,31 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 
 def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True) -> dict:
     """Rename ``state`` to ``model``'s names; raise one error listing every missing, unexpected and
-    mis-shaped tensor."""
-    wants_heads = hasattr(model, "mlm_head")
-    prefix = "bert." if wants_heads else ""
+    mis-shaped tensor. Tensors of heads the model does not have are left out (named in one log line,
+    as transformers warns, unless the model is the bare encoder: every checkpoint with heads has them)."""
+    prefix = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
     expected = model.state_dict()
-    renamed, unexpected = {}, []
+    renamed, unexpected, unused_heads = {}, [], []
     for name, tensor in state.items():
         ours = checkpoint_to_minibert(name)
         if ours is None:
             if not IGNORED.match(name.removeprefix("bert.")):
                 unexpected.append(name)
             continue
-        if ours.startswith(HEAD_PREFIXES) and not wants_heads:
-            continue  # BertModel: the pre-training heads are not used
+        if (
+            ours.startswith(HEAD_PREFIXES)
+            and ours not in expected
+            or ours.startswith(POOLER)
+            and (prefix + ours not in expected)
+        ):
+            unused_heads.append(name)  # a head (or the pooler) this class does not have
+            continue
         if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
             from .formats.tf_checkpoint import transpose_in_place
 
             tensor = transpose_in_place(tensor)
         renamed[ours if ours.startswith(HEAD_PREFIXES) else prefix + ours] = tensor
-    if wants_heads and "mlm_head.bias" not in renamed:  # exports that only keep the decoder's bias
+    if "mlm_head.bias" in expected and "mlm_head.bias" not in renamed:  # exports that keep only the decoder's bias
         for name in ("cls.predictions.decoder.bias", "bert.cls.predictions.decoder.bias"):
             if name in state:
                 renamed["mlm_head.bias"] = state[name]
@@ -256,11 +278,8 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
         for name in sorted(set(expected) & set(renamed))
         if renamed[name].shape != expected[name].shape
     ]
-    if wants_heads and missing and all(name.startswith(HEAD_PREFIXES) for name in missing) and not misshaped:
-        raise CheckpointError(
-            f"{weights_file} has no pre-training heads (no cls.* tensors): it holds a BertModel only. "
-            "fill-mask and next-sentence need a checkpoint with them, such as google-bert/bert-base-uncased"
-        )
+    if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped:
+        raise CheckpointError(_missing_heads(model, missing, renamed, unused_heads, weights_file))
     if missing or misshaped or undescribed:
         lines = [f"{weights_file} does not fit the model described by {config_file}:"]
         if undescribed:
@@ -275,6 +294,9 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
         if misshaped:
             lines.append("  (a shape that disagrees usually means config.json belongs to another model)")
         raise CheckpointError("\n".join(lines))
+    if warn and prefix and unused_heads:
+        logger.info("%s: %s has no place for %d tensors of the checkpoint's other heads: %s", weights_file,
+                    type(model).__name__, len(unused_heads), _first(sorted(unused_heads), 6))  # fmt: skip
     if unexpected and warn:
         warnings.warn(
             f"{weights_file}: ignoring {len(unexpected)} tensors minibert does not use: "
@@ -282,6 +304,36 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
             stacklevel=3,
         )
     return {name: renamed[name] for name in expected}
+
+
+# Which class to load a checkpoint with, by the heads it has.
+_CLASS_FOR_HEADS = {
+    frozenset(): "BertModel",
+    frozenset({"mlm_head.", "nsp_head."}): "BertForPreTraining",
+    frozenset({"mlm_head."}): "BertForMaskedLM",
+    frozenset({"nsp_head."}): "BertForNextSentencePrediction",
+    frozenset({"classifier."}): "BertForSequenceClassification, BertForTokenClassification or BertForMultipleChoice",
+    frozenset({"qa_outputs."}): "BertForQuestionAnswering",
+}
+
+
+def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[str], weights_file: Path) -> str:
+    """What is true when only head tensors are missing: which heads the class needs, which the
+    checkpoint has, and the class that loads it."""
+
+    def heads_of(names) -> set[str]:
+        return {head for name in names for head in HEAD_PREFIXES if name.startswith(head)}
+
+    needed = [HEADS[head] for head in HEAD_PREFIXES if head in heads_of(missing)]
+    if any(name.removeprefix("bert.").startswith(POOLER) for name in missing):
+        needed.insert(0, POOLER_NAME)
+    present = heads_of(renamed) | heads_of(checkpoint_to_minibert(name) for name in unused_heads)
+    has = " and ".join(HEADS[head] for head in HEAD_PREFIXES if head in present)
+    has = has or "no heads: it holds the encoder only"
+    fits = _CLASS_FOR_HEADS.get(frozenset(present))
+    advice = f"; load it with {fits}" if fits else ""
+    return (f"{weights_file} has no tensors for {' or '.join(needed)}, which {type(model).__name__} needs; "
+            f"it has {has}{advice}")  # fmt: skip
 
 
 def _first(names: list[str], count: int = 12) -> str:
@@ -300,25 +352,26 @@ def _checkpoint_names(names: list[str], prefix: str) -> list[str]:
 def save_pretrained(model, directory: str | os.PathLike) -> None:
     """Write config.json and model.safetensors with the hub's tensor names, atomically.
 
-    BertModel is saved like newer exports (no prefix); BertForPreTraining like Google's
-    checkpoints (``bert.`` prefix and ``cls.*`` heads, the tied decoder weight left out).
+    BertModel is saved like newer exports (no prefix); the classes with heads like Google's and
+    transformers' checkpoints (``bert.`` prefix; ``cls.*``, ``classifier.*`` or ``qa_outputs.*`` heads;
+    the tied decoder weight left out).
     Both minibert and transformers load the result.
     """
     from safetensors.torch import save
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    with_heads = hasattr(model, "mlm_head")
+    with_heads = hasattr(model, "bert")  # a model with heads: the encoder under bert., the heads as cls.*, ...
     tensors = {}
     for name, tensor in model.state_dict().items():
         body = name.removeprefix("bert.") if with_heads else name
         hub_name = minibert_to_checkpoint(body)
-        if with_heads and not hub_name.startswith("cls."):
+        if with_heads and not name.startswith(HEAD_PREFIXES):
             hub_name = "bert." + hub_name
         tensors[hub_name] = tensor.detach().to("cpu").contiguous()
     data = save(tensors, metadata={"format": "pt"})
     with atomic_output(directory / "model.safetensors") as handle:
         handle.write(data)
-    architecture = "BertForPreTraining" if with_heads else "BertModel"
+    architecture = type(model).__name__
     config = dataclasses.replace(model.config, extra={**model.config.extra, "architectures": [architecture]})
     config.to_json_file(directory / "config.json")  # (a copy: saving does not change the model's config)

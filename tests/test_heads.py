@@ -1,0 +1,289 @@
+"""The task heads (heads.py) against transformers' classes of the same names, loaded from what
+transformers saved: logits (real tokens), the loss given labels, and the gradient of every
+parameter; the loader's words when a checkpoint's heads and the class differ; and real checkpoints
+(rxnfp's pre-training and 50-label classification models, antiberty's masked LM).
+
+Tolerance: 1e-5, the parity bound of every other layer test (fp32 sums of ≤ 64 terms at values
+of magnitude ≤ ~10, compared element by element); gradients as test_model.py compares them,
+absolutely below 1 and relative to the parameter's largest gradient above (a gradient that is zero
+in exact arithmetic, such as the attention keys' bias, carries only rounding noise)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+import minibert
+from helpers import assert_close
+from minibert.errors import CheckpointError
+
+transformers = pytest.importorskip("transformers")
+
+ATOL = 1e-5
+TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+            max_position_embeddings=64, hidden_act="gelu")  # fmt: skip
+HEADS = ["BertForMaskedLM", "BertForNextSentencePrediction", "BertForSequenceClassification",
+         "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice",
+         "BertForPreTraining"]  # fmt: skip
+
+
+def saved(directory: Path, name: str, **config) -> tuple[Path, torch.nn.Module]:
+    """A random transformers model of class ``name``, saved as the hub stores it."""
+    torch.manual_seed(0)
+    reference = getattr(transformers, name)(transformers.BertConfig(**{**TINY, **config})).eval()
+    reference.save_pretrained(directory / name)
+    return directory / name, reference
+
+
+def batch(choices: int | None = None) -> dict[str, torch.Tensor]:
+    """Three sequences of 9 tokens, two of them right-padded, segment ids for a pair."""
+    generator = torch.Generator().manual_seed(1)
+    rows = 3 * (choices or 1)
+    input_ids = torch.randint(1, 99, (rows, 9), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1::3, 6:] = 0
+    attention_mask[2::3, 4:] = 0
+    input_ids[attention_mask == 0] = 0
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, 3:] = 1
+    token_type_ids[attention_mask == 0] = 0
+    values = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    return values if choices is None else {key: value.view(3, choices, 9) for key, value in values.items()}
+
+
+def labels_for(name: str, inputs: dict, num_labels: int = 3) -> dict:
+    generator = torch.Generator().manual_seed(2)
+    real = inputs["attention_mask"].bool()
+    if name in ("BertForMaskedLM", "BertForTokenClassification", "BertForPreTraining"):
+        vocab = 99 if name != "BertForTokenClassification" else num_labels
+        labels = torch.randint(0, vocab, inputs["input_ids"].shape, generator=generator)
+        labels[~real] = -100
+        labels[:, 0] = -100  # [CLS]: no label, as a data collator leaves it
+        extra = {"next_sentence_label": torch.tensor([0, 1, 0])} if name == "BertForPreTraining" else {}
+        return {"labels": labels, **extra}
+    if name == "BertForQuestionAnswering":  # the last one past the end: clamped and ignored
+        return {"start_positions": torch.tensor([1, 2, 40]), "end_positions": torch.tensor([3, 5, 40])}
+    if name == "BertForNextSentencePrediction":
+        return {"labels": torch.tensor([0, 1, 1])}
+    if name == "BertForMultipleChoice":
+        return {"labels": torch.tensor([1, 0, 3])}
+    return {"labels": torch.tensor([2, 0, 1])}
+
+
+def outputs_of(name: str, out) -> dict[str, torch.Tensor]:
+    if name == "BertForQuestionAnswering":
+        return {"start_logits": out.start_logits, "end_logits": out.end_logits}
+    if name == "BertForPreTraining":
+        return {"prediction_logits": out.prediction_logits, "seq_relationship_logits": out.seq_relationship_logits}
+    return {"logits": out.logits}
+
+
+def compare_logits(name: str, ours, theirs, inputs: dict, label: str) -> dict[str, float]:
+    """Every output at the real tokens (token-level outputs: padded positions are zeros in minibert's
+    fast path, and meaningless values in transformers)."""
+    report = {}
+    real = inputs["attention_mask"].bool()
+    for key, value in outputs_of(name, ours).items():
+        expected = outputs_of(name, theirs)[key]
+        if value.dim() >= 2 and value.shape[:2] == real.shape and name != "BertForMultipleChoice":
+            value, expected = value[real], expected[real]
+        report[key] = assert_close(value, expected, f"{label} {key}", ATOL)
+    return report
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_every_head_matches_transformers_logits_loss_and_gradients(name, tmp_path):
+    directory, reference = saved(tmp_path, name, num_labels=2 if name == "BertForQuestionAnswering" else 3)
+    ours = getattr(minibert, name).from_pretrained(directory)
+    inputs = batch(choices=4 if name == "BertForMultipleChoice" else None)
+    labels = labels_for(name, inputs)
+    theirs_out = reference(**inputs, **labels)
+    ours_out = ours(**inputs, **labels)
+    report = compare_logits(name, ours_out, theirs_out, inputs, name)
+    report["loss"] = assert_close(ours_out.loss, theirs_out.loss, f"{name} loss", ATOL)
+    theirs_out.loss.backward()
+    ours_out.loss.backward()
+    theirs_grads = dict(reference.named_parameters())
+    worst = 0.0
+    for our_name, parameter in ours.named_parameters():
+        hub_name = _hub_name(our_name, ours)
+        if hub_name not in theirs_grads:  # the tied decoder weight is the word embeddings
+            continue
+        expected = theirs_grads[hub_name].grad
+        assert parameter.grad is not None and expected is not None, our_name
+        scale = max(1.0, expected.abs().max().item())  # as test_model's gradients: absolute below 1, relative above
+        worst = max(worst, assert_close(parameter.grad / scale, expected / scale, f"{name} grad {our_name}", ATOL))
+    report["gradients"] = worst
+    print(f"\n{name}: max |Δ| " + ", ".join(f"{key} {value:.1e}" for key, value in report.items()))
+
+
+def _hub_name(our_name: str, model) -> str:
+    from minibert.weights import HEAD_PREFIXES, minibert_to_checkpoint
+
+    body = our_name.removeprefix("bert.")
+    hub = minibert_to_checkpoint(body)
+    if our_name.startswith(HEAD_PREFIXES):
+        return hub
+    hub = "bert." + hub
+    return hub.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+
+
+@pytest.mark.parametrize(
+    "problem,labels",
+    [
+        ("single_label_classification", torch.tensor([2, 0, 1])),
+        ("multi_label_classification", torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]])),
+        ("regression", torch.tensor([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3], [1.0, 1.0, -1.0]])),
+        (None, torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]])),  # floats: multi-label
+    ],
+)
+def test_sequence_classification_losses_by_problem_type(problem, labels, tmp_path):
+    directory, reference = saved(tmp_path, "BertForSequenceClassification", num_labels=3, problem_type=problem)
+    ours = minibert.BertForSequenceClassification.from_pretrained(directory)
+    inputs = batch()
+    expected = reference(**inputs, labels=labels).loss
+    assert_close(ours(**inputs, labels=labels).loss, expected, f"{problem} loss", ATOL)
+
+
+def test_one_label_is_regression(tmp_path):
+    directory, reference = saved(tmp_path, "BertForSequenceClassification", num_labels=1)
+    ours = minibert.BertForSequenceClassification.from_pretrained(directory)
+    inputs, labels = batch(), torch.tensor([0.3, -1.2, 2.0])
+    assert ours.num_labels == 1
+    assert_close(ours(**inputs, labels=labels).loss, reference(**inputs, labels=labels).loss, "regression", ATOL)
+    assert ours.problem_type == "regression"
+
+
+def test_labels_come_from_config(tmp_path):
+    labels = {0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"}
+    directory, _ = saved(tmp_path, "BertForSequenceClassification", id2label=labels,
+                         label2id={v: k for k, v in labels.items()})  # fmt: skip
+    ours = minibert.BertForSequenceClassification.from_pretrained(directory)
+    assert ours.labels.id2label == labels and ours.labels.label2id == {v: k for k, v in labels.items()}
+    assert ours.num_labels == 3 and ours.classifier.out_features == 3
+
+
+def test_saved_heads_load_in_transformers_with_the_same_logits(tmp_path):
+    for name in ("BertForSequenceClassification", "BertForQuestionAnswering", "BertForMaskedLM"):
+        directory, _ = saved(tmp_path, name, num_labels=3 if name != "BertForQuestionAnswering" else 2)
+        ours = getattr(minibert, name).from_pretrained(directory)
+        ours.save_pretrained(tmp_path / f"{name}-again")
+        again = getattr(transformers, name).from_pretrained(str(tmp_path / f"{name}-again")).eval()
+        inputs = batch()
+        with torch.no_grad():
+            compare_logits(name, ours(**inputs), again(**inputs), inputs, f"{name} saved by minibert")
+
+
+def test_a_checkpoint_with_other_heads_loads_naming_them(tmp_path, caplog):
+    directory, reference = saved(tmp_path, "BertForPreTraining")
+    with caplog.at_level(logging.INFO, logger="minibert"):
+        ours = minibert.BertForMaskedLM.from_pretrained(directory)
+    lines = [record.getMessage() for record in caplog.records if "other heads" in record.getMessage()]
+    assert len(lines) == 1 and "cls.seq_relationship.weight" in lines[0] and "BertForMaskedLM" in lines[0], lines
+    assert "bert.pooler.dense.weight" in lines[0]  # BertForMaskedLM has no pooler, as in transformers
+    inputs = batch()
+    with torch.no_grad():
+        mlm = ours(**inputs).logits
+        expected = reference(**inputs).prediction_logits
+    real = inputs["attention_mask"].bool()
+    assert_close(mlm[real], expected[real], "MLM logits of a pre-training checkpoint", ATOL)
+
+
+@pytest.mark.parametrize(
+    "saved_as,loaded_as,says",
+    [
+        ("BertModel", "BertForMaskedLM", "has no tensors for the masked-LM head (cls.predictions.*), which "
+         "BertForMaskedLM needs; it has no heads: it holds the encoder only; load it with BertModel"),
+        ("BertForMaskedLM", "BertForPreTraining", "has no tensors for the pooler (bert.pooler.*) or the "
+         "next-sentence head (cls.seq_relationship.*), which BertForPreTraining needs; it has the masked-LM "
+         "head (cls.predictions.*); load it with BertForMaskedLM"),
+        ("BertForPreTraining", "BertForSequenceClassification", "has no tensors for a classifier (classifier.*)"
+         ", which BertForSequenceClassification needs; it has the masked-LM head (cls.predictions.*) and the "
+         "next-sentence head (cls.seq_relationship.*); load it with BertForPreTraining"),
+        ("BertForSequenceClassification", "BertForQuestionAnswering", "it has a classifier (classifier.*); load "
+         "it with BertForSequenceClassification, BertForTokenClassification or BertForMultipleChoice"),
+    ],
+)  # fmt: skip
+def test_missing_heads_are_named_with_what_the_checkpoint_has(saved_as, loaded_as, says, tmp_path):
+    directory, _ = saved(tmp_path, saved_as, num_labels=2)
+    with pytest.raises(CheckpointError) as error:
+        getattr(minibert, loaded_as).from_pretrained(directory)
+    assert says in str(error.value), str(error.value)
+
+
+def test_a_misshaped_classifier_lists_it(tmp_path):
+    directory, _ = saved(tmp_path, "BertForSequenceClassification", num_labels=3)
+    config = (directory / "config.json").read_text().replace('"2": "LABEL_2"', '"2": "LABEL_2", "3": "LABEL_3"')
+    (directory / "config.json").write_text(config)
+    with pytest.raises(CheckpointError, match=r"classifier.weight \(3, 32\) \(expected \(4, 32\)\)"):
+        minibert.BertForSequenceClassification.from_pretrained(directory)
+
+
+# ----------------------------------------------------------------------------- real checkpoints
+
+
+def _package_dir(package: str, *parts: str) -> Path:
+    module = pytest.importorskip(package)
+    return Path(module.__file__).parent.joinpath(*parts)
+
+
+def _smiles_batch(directory: Path) -> dict[str, torch.Tensor]:
+    """rxnfp's inputs are SMILES split by its regex, then WordPiece without lower-casing: fed here as
+    pre-split words (the tokens of two reactions)."""
+    tokenizer = minibert.BertTokenizer.from_pretrained(directory)
+    words = [["C", "C", "(", "=", "O", ")", "O", ">>", "C", "C", "O"], ["c", "1", "c", "c", "c", "c", "c", "1"]]
+    return tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+
+
+def test_rxnfp_pretraining_heads_match_transformers():
+    directory = _package_dir("rxnfp", "models", "transformers", "bert_pretrained")
+    ours = minibert.BertForPreTraining.from_pretrained(directory)
+    theirs = transformers.BertForPreTraining.from_pretrained(str(directory)).eval()
+    inputs = _smiles_batch(directory)
+    with torch.no_grad():
+        report = compare_logits("BertForPreTraining", ours(**inputs), theirs(**inputs), inputs, "rxnfp pre-training")
+    print(f"\nrxnfp bert_pretrained: max |Δ| {report}")
+
+
+def test_rxnfp_fifty_label_classifier_matches_its_weights():
+    """config.json says num_labels 50 and id2label LABEL_0, LABEL_1 (transformers 2 left the default
+    there); the classifier's weights have 50 rows. minibert takes the number written on purpose."""
+    directory = _package_dir("rxnfp", "models", "transformers", "bert_ft_10k_25s")
+    ours = minibert.BertForSequenceClassification.from_pretrained(directory)
+    assert ours.num_labels == 50 and ours.labels.id2label[49] == "LABEL_49"
+    reference = transformers.BertForSequenceClassification.from_pretrained(str(directory), num_labels=50).eval()
+    assert reference.classifier.out_features == 50  # (transformers needs num_labels=50 passed: its config keeps 2)
+    inputs = _smiles_batch(directory)
+    with torch.no_grad():
+        report = compare_logits("BertForSequenceClassification", ours(**inputs), reference(**inputs), inputs, "rxnfp")
+    print(f"\nrxnfp bert_ft_10k_25s: max |Δ| {report}")
+
+
+def test_antiberty_masked_lm_loads_naming_its_extra_heads():
+    """A BERT masked LM with three heads of its own on the pooled output (cls.species/chain/graft):
+    BertForMaskedLM loads it with one warning line naming them, and computes transformers' logits."""
+    directory = _package_dir("antiberty", "trained_models", "AntiBERTy_md_smooth")
+    with pytest.warns(UserWarning, match="cls.species"):
+        ours = minibert.BertForMaskedLM.from_pretrained(directory)
+    theirs = transformers.BertForMaskedLM.from_pretrained(str(directory)).eval()
+    vocab = (directory.parent / "vocab.txt").read_text().splitlines()
+    assert len(vocab) == 25
+    generator = torch.Generator().manual_seed(3)
+    input_ids = torch.randint(5, 25, (2, 20), generator=generator)
+    input_ids[:, 0], input_ids[:, -1] = 2, 3  # [CLS] and [SEP] of its vocabulary
+    attention_mask = torch.ones_like(input_ids)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    with torch.no_grad():
+        report = compare_logits("BertForMaskedLM", ours(**inputs), theirs(**inputs), inputs, "antiberty")
+    print(f"\nantiberty AntiBERTy_md_smooth: max |Δ| {report}")
+    with pytest.raises(CheckpointError, match="next-sentence head .*; it has the masked-LM head .* BertForMaskedLM"):
+        minibert.BertForPreTraining.from_pretrained(directory)
+
+
+def test_heads_are_public_names():
+    for name in HEADS:
+        assert getattr(minibert, name) is getattr(importlib.import_module("minibert.heads"), name)
