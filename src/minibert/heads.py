@@ -108,6 +108,14 @@ class BertWithHeads(PretrainedBert):
         return self.bert(input_ids, attention_mask, token_type_ids, output_hidden_states=output_hidden_states,
                          output_attentions=output_attentions, use_fast_path=use_fast_path)  # fmt: skip
 
+    def _add_classifier(self, outputs: int | None = None) -> None:
+        """The fine-tuning heads' one layer: dropout, then Linear(H, outputs) (default: one output
+        per label of config.json)."""
+        self.labels = Labels.of(self.config)
+        self.num_labels = self.labels.num_labels
+        self.dropout = nn.Dropout(self.labels.classifier_dropout)
+        self.classifier = nn.Linear(self.config.hidden_size, self.num_labels if outputs is None else outputs)
+
     def _labels(self, labels) -> torch.Tensor:
         return torch.as_tensor(labels).to(self.device)
 
@@ -254,10 +262,8 @@ class BertForSequenceClassification(BertWithHeads):
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
-        self.labels = Labels.of(config)
-        self.num_labels, self.problem_type = self.labels.num_labels, self.labels.problem_type
-        self.dropout = nn.Dropout(self.labels.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self._add_classifier()
+        self.problem_type = self.labels.problem_type
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
@@ -290,10 +296,7 @@ class BertForTokenClassification(BertWithHeads):
 
     def __init__(self, config: BertConfig):
         super().__init__(config, add_pooling_layer=False)
-        self.labels = Labels.of(config)
-        self.num_labels = self.labels.num_labels
-        self.dropout = nn.Dropout(self.labels.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self._add_classifier()
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
@@ -343,9 +346,7 @@ class BertForMultipleChoice(BertWithHeads):
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
-        self.labels = Labels.of(config)
-        self.dropout = nn.Dropout(self.labels.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, 1)
+        self._add_classifier(outputs=1)  # one score per choice
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
