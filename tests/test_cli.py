@@ -207,3 +207,12 @@ def test_a_signal_the_run_was_started_ignoring_stays_ignored(minilm_dir, tmp_pat
     finally:
         signal.signal(signal.SIGHUP, saved)
     assert seen["hup"] is signal.SIG_IGN and seen["term"] is cli._terminate, seen
+
+
+def test_minibert_alone_prints_help():
+    """`minibert` with no arguments shows what it can do (exit 0), not a usage error."""
+    from helpers import run_minibert
+
+    result = run_minibert()
+    assert result.returncode == 0 and "usage: minibert" in result.stdout and "embed" in result.stdout
+    assert result.stderr == ""

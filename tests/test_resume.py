@@ -220,3 +220,152 @@ def test_a_state_write_cut_by_sigkill_leaves_nothing_after_the_resume(tmp_path):
     again.finish()
     assert out.read_bytes() == b"x" * 8
     assert sorted(path.name for path in tmp_path.iterdir()) == [unrelated.name, "out.npy"]
+
+
+# ----------------------------------------------------------------------------- hardening (round 3)
+
+
+HEADER = b"HEADER-8"  # a stand-in for the .npy header: 8 bytes
+ROW = 4  # bytes per text
+
+
+def _fresh(path: Path, **kwargs):
+    from minibert.apps.resumable import ResumableOutput
+
+    return ResumableOutput(path, {"run": "same"}, row_size=ROW, total=5, **kwargs)
+
+
+def test_killed_inside_the_first_chunk_resumes_to_the_same_bytes(tmp_path):
+    """The header is committed before the first chunk: a run killed inside that chunk resumes from
+    0 texts and must not write the header a second time (it did: every row shifted, exit 0)."""
+    out = tmp_path / "out.bin"
+    first = _fresh(out)
+    assert first.start(HEADER) == 0
+    first.write(b"r0r0r1")  # part of the first chunk, never committed: the kill comes here
+    first.close()
+    again = _fresh(out)
+    assert again.start(HEADER) == 0
+    for row in range(5):
+        again.write(f"r{row}r{row}".encode())
+        again.commit(row + 1)
+    again.finish()
+    assert out.read_bytes() == HEADER + b"".join(f"r{row}r{row}".encode() for row in range(5))
+
+
+def test_the_cli_resumes_a_run_stopped_inside_its_first_chunk(tmp_path, monkeypatch):
+    """The same through `minibert embed --resume`: stopped at its first embedding call (after the
+    header's commit), then run again: byte for byte the uninterrupted run's .npy."""
+    from helpers import run_minibert
+    from minibert import Embedder
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text number {i}\n" for i in range(7)))
+    expected, output = tmp_path / "expected.npy", tmp_path / "out.npy"
+    common = ["embed", "--input", str(texts), "--model", str(MODEL), "--resume", "--commit-every", "3"]
+    assert run_minibert(*common, "--output", str(expected)).returncode == 0
+    embed = Embedder.embed_with_report
+
+    def stopped(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Embedder, "embed_with_report", stopped)
+    assert run_minibert(*common, "--output", str(output)).returncode == 130
+    state = json.loads((tmp_path / ".out.npy.resume.json").read_text())
+    assert state["texts"] == 0 and state["bytes"] > 0  # the header alone was committed
+    monkeypatch.setattr(Embedder, "embed_with_report", embed)
+    assert run_minibert(*common, "--output", str(output)).returncode == 0
+    assert output.read_bytes() == expected.read_bytes()
+
+
+def test_a_second_run_on_the_same_output_is_refused(tmp_path):
+    from minibert.apps.resumable import ResumeError
+
+    out = tmp_path / "out.bin"
+    first = _fresh(out)
+    first.start(HEADER)
+    with pytest.raises(ResumeError, match="another minibert run is writing .*out.bin"):
+        _fresh(out).start(HEADER)
+    first.close()  # the lock goes with the run (a killed process's lock goes with it too)
+    second = _fresh(out)
+    assert second.start(HEADER) == 0
+    second.close()
+
+
+@pytest.mark.parametrize(
+    "change,says",
+    [
+        ({"bytes": -1}, "bytes must be a count"),
+        ({"texts": -2}, "texts must be a count"),
+        ({"texts": True}, "texts must be a count"),
+        ({"bytes": 8 + 3 * ROW + 1}, "is not the header \\+ 2 rows of 4 bytes"),
+        ({"texts": 9, "bytes": 8 + 9 * ROW}, "texts 9 is more than the 5 of the input"),
+        ({"run": "same"}, "run must be an object"),
+        ({"bytes": 3, "texts": 0}, "less than the 8-byte header"),
+        ({"version": 7}, "version 7"),
+    ],
+)
+def test_a_state_file_that_lies_is_refused(tmp_path, change, says):
+    from minibert.apps.resumable import ResumeError
+
+    out = tmp_path / "out.bin"
+    run = _fresh(out)
+    run.start(HEADER)
+    run.write(b"r0r0r1r1")
+    run.commit(2)
+    run.close()
+    state_file = tmp_path / ".out.bin.resume.json"
+    state = {**json.loads(state_file.read_text()), **change}
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(ResumeError, match=says):
+        _fresh(out).start(HEADER)
+    state_file.write_text('["not", "an", "object"]')
+    with pytest.raises(ResumeError, match="not a JSON object"):
+        _fresh(out).start(HEADER)
+
+
+def test_the_partial_file_is_checked_against_the_state(tmp_path):
+    from minibert.apps.resumable import ResumableOutput, ResumeError
+
+    out = tmp_path / "out.bin"
+    run = _fresh(out)
+    run.start(HEADER)
+    run.write(b"r0r0r1r1")
+    run.commit(2)
+    run.close()
+    partial = tmp_path / ".out.bin.partial"
+    partial.write_bytes(b"OTHERHDR" + b"r0r0r1r1")  # another header
+    with pytest.raises(ResumeError, match="does not start with this run's header"):
+        _fresh(out).start(HEADER)
+    partial.write_bytes(HEADER + b"r0r0")  # shorter than the commit
+    with pytest.raises(ResumeError, match="names 16 bytes .* which has 12"):
+        _fresh(out).start(HEADER)
+    lines = tmp_path / "out.jsonl"  # .jsonl: one line per committed text
+    run = ResumableOutput(lines, {"run": "same"}, lines=True, total=5)
+    run.start()
+    run.write(b'{"a": 1}\n{"b": 2}\n')
+    run.commit(2)
+    run.close()
+    state_file = tmp_path / ".out.jsonl.resume.json"
+    state_file.write_text(json.dumps({**json.loads(state_file.read_text()), "texts": 3}))
+    with pytest.raises(ResumeError, match="holds 2 lines where .* says 3 texts"):
+        ResumableOutput(lines, {"run": "same"}, lines=True, total=5).start()
+
+
+@pytest.mark.parametrize("with_state", [True, False])
+def test_the_partial_file_is_never_written_through_a_symlink(tmp_path, with_state):
+    from minibert.apps.resumable import ResumeError
+
+    out = tmp_path / "out.bin"
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious " * 1000)
+    if with_state:
+        run = _fresh(out)
+        run.start(HEADER)
+        run.write(b"r0r0")
+        run.commit(1)
+        run.close()
+        (tmp_path / ".out.bin.partial").unlink()
+    (tmp_path / ".out.bin.partial").symlink_to(victim)
+    with pytest.raises(ResumeError, match="is a symbolic link"):
+        _fresh(out).start(HEADER)
+    assert victim.read_bytes() == b"precious " * 1000

@@ -437,3 +437,5 @@ def test_a_tokenizer_pickles_and_works_after(uncased):
     text = "Héllo, WORLD! 中文 unaffable"
     assert copy(text, return_offsets_mapping=True) == uncased(text, return_offsets_mapping=True)
     assert copy.basic.words_with_origins(text) == uncased.basic.words_with_origins(text)
+    encoding = pickle.loads(pickle.dumps(uncased([text, "a pair"], ["of texts", "b"], padding=True)))
+    assert encoding.word_ids(0) == uncased([text, "a pair"], ["of texts", "b"], padding=True).word_ids(0)

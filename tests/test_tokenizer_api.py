@@ -337,3 +337,23 @@ def test_bad_api_arguments(vocab_file):
         from minibert import BatchEncoding
 
         BatchEncoding(input_ids=[1]).word_ids()
+
+
+def test_token_maps_past_the_end_answer_none_as_transformers(vocab_file):
+    """token_to_word / token_to_sequence / token_to_chars with a token index past a row's end:
+    None, as transformers' fast BatchEncoding answers (it used to be an IndexError here); a batch
+    index outside the batch stays an IndexError in both; a negative token index is an IndexError
+    (transformers raises an AttributeError from its Rust binding)."""
+    ours = BertTokenizer(vocab_file)(["hello world, again", "a b"], padding=True)
+    theirs = transformers.BertTokenizerFast(str(vocab_file))(["hello world, again", "a b"], padding=True)
+    length = len(ours["input_ids"][0])
+    for row in (0, 1):
+        for token in range(length + 3):
+            for method in ("token_to_word", "token_to_sequence", "token_to_chars"):
+                mine, reference = getattr(ours, method)(row, token), getattr(theirs, method)(row, token)
+                assert mine == reference, (method, row, token, mine, reference)
+    assert ours.token_to_word(length + 5) is None  # one argument: row 0
+    with pytest.raises(IndexError):
+        ours.token_to_word(2, 0)
+    with pytest.raises(IndexError, match="negative"):
+        ours.token_to_chars(0, -1)

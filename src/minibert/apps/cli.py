@@ -271,6 +271,10 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # `minibert` alone: what it can do, not a usage error
+        build_parser().print_help()
+        return 0
     args = build_parser().parse_args(argv)
     log_handler = _show_log_lines()
     # A signal this process was started with set to "ignore" (`nohup` ignores SIGHUP; a shell's

@@ -125,16 +125,14 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
         ),
         "output format": f"{output.suffix}, dimension {dim}",
     }
-    resumable = ResumableOutput(output, fingerprint)
+    npy = output.suffix == ".npy"  # float32 rows of one size; .jsonl: one line per text
+    resumable = ResumableOutput(output, fingerprint, row_size=4 * dim if npy else None, lines=not npy, total=count)
     try:
         try:
-            done = resumable.start()
+            done = resumable.start(header)  # the header is written (and committed) once, by a fresh start
         except ResumeError as error:
             raise CommandError(str(error)) from None
-        if done == 0:
-            resumable.write(header)
-            resumable.commit(0)
-        elif done:
+        if done:
             print(f"minibert: resuming after {done} of {count} texts", file=sys.stderr)
         progress.start(done)
         written = done

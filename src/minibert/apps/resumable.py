@@ -19,6 +19,8 @@ options) is refused rather than mixed into the old results.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import glob
 import hashlib
 import json
@@ -44,37 +46,57 @@ def file_digest(path: Path) -> str:
 
 
 class ResumableOutput:
-    """An output file written in committed chunks: ``start()`` returns the texts an earlier run
-    committed (0 if none); then ``write(data)`` and ``commit(texts_done)`` per chunk; ``finish()``
-    renames the partial file to ``path`` and removes the state (``close()`` instead keeps both)."""
+    """An output file written in committed chunks: ``start(header)`` returns the texts an earlier
+    run committed (0 if none: then ``header`` is written and committed); then ``write(data)`` and
+    ``commit(texts_done)`` per chunk; ``finish()`` renames the partial file to ``path`` and removes
+    the state (``close()`` instead keeps both).
 
-    def __init__(self, path: str | os.PathLike, fingerprint: dict):
+    ``row_size``: bytes per text when every row has the same size (``.npy``); ``lines=True``: one
+    line per text (``.jsonl``); ``total``: the texts of the whole run. A state file is checked against
+    them, and against the partial file itself (its size, its header), before anything is appended.
+
+    One run owns an output: ``start`` takes an exclusive lock (``flock`` on ``.OUT.resume.lock``,
+    released by the kernel however the process ends, so a killed run leaves no stale lock) and a
+    second run is refused at once. Nothing is written through a symlink (``O_NOFOLLOW``).
+    """
+
+    def __init__(self, path: str | os.PathLike, fingerprint: dict, *, row_size: int | None = None,
+                 lines: bool = False, total: int | None = None):  # fmt: skip
         self.path = Path(path)
         self.partial = self.path.with_name(f".{self.path.name}.partial")
         self.state_path = self.path.with_name(f".{self.path.name}.resume.json")
-        self.fingerprint = fingerprint
+        self.lock_path = self.path.with_name(f".{self.path.name}.resume.lock")
+        self.fingerprint, self.row_size, self.lines, self.total = fingerprint, row_size, lines, total
         self.handle = None
+        self.lock = None
 
     def has_state(self) -> bool:
         return self.state_path.exists()
 
-    def start(self) -> int:
-        """Open the partial file where the last commit left it; return the texts already done."""
+    def start(self, header: bytes = b"") -> int:
+        """Open the partial file where the last commit left it; return the texts already done.
+        A refusal (a ResumeError) leaves nothing held: no lock, no open file."""
+        self._take_lock()
+        try:
+            return self._start(header)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, header: bytes) -> int:
         # A run killed (SIGKILL) while it replaced the state file leaves that write's temporary
         # file behind (.OUT.resume.json.XXXX.partial); the state it was to become is not needed.
         for stale in self.state_path.parent.glob(f".{glob.escape(self.state_path.name)}.*.partial"):
             stale.unlink(missing_ok=True)
-        state = self._read_state()
-        if state is not None and self.partial.exists() and self.partial.stat().st_size >= state["bytes"]:
-            self.handle = open(self.partial, "r+b")  # noqa: SIM115 — closed by finish() / close()
+        state = self._read_state(header)
+        if state is not None:
+            self.handle = self._open_partial(os.O_RDWR)
+            self._check_partial(state, header)
             self.handle.truncate(state["bytes"])  # drop what was written after the last commit
             self.handle.seek(state["bytes"])
             return state["texts"]
-        if state is not None:
-            raise ResumeError(f"{self.state_path} names {state['bytes']} bytes of {self.partial}, which is missing "
-                              "or shorter: delete the state file to start over")  # fmt: skip
-        descriptor = os.open(self.partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666 & ~current_umask())
-        self.handle = os.fdopen(descriptor, "r+b")
+        self.handle = self._open_partial(os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        self.handle.write(header)
         self.commit(0)
         return 0
 
@@ -96,22 +118,85 @@ class ResumableOutput:
             os.chmod(self.partial, self.path.stat().st_mode & 0o7777)
         os.replace(self.partial, self.path)
         self.state_path.unlink()
+        self.lock_path.unlink(missing_ok=True)  # (the lock itself is released by close())
 
     def close(self) -> None:
         """Stop without finishing: the partial file and the last commit stay for a later resume."""
         if self.handle is not None and not self.handle.closed:
             self.handle.close()
+        if self.lock is not None:
+            os.close(self.lock)  # releases the flock
+            self.lock = None
 
-    def _read_state(self) -> dict | None:
+    def _take_lock(self) -> None:
+        try:
+            self.lock = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~current_umask())
+        except OSError as error:
+            raise ResumeError(f"cannot create the lock file {self.lock_path}: {error.strerror}") from None
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.lock)
+            self.lock = None
+            raise ResumeError(f"another minibert run is writing {self.path} (it holds {self.lock_path.name}); "
+                              "wait for it to finish, or stop it") from None  # fmt: skip
+
+    def _open_partial(self, flags: int):
+        """The partial file, never through a symlink (O_NOFOLLOW: a link there is refused)."""
+        try:
+            descriptor = os.open(self.partial, flags | os.O_NOFOLLOW, 0o666 & ~current_umask())
+        except FileNotFoundError:
+            raise ResumeError(f"{self.state_path} names {self.partial}, which is missing: delete the state file "
+                              "to start over") from None  # fmt: skip
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise ResumeError(f"{self.partial} is a symbolic link; minibert does not write through a link "
+                                  "it did not create: remove it") from None  # fmt: skip
+            raise
+        return os.fdopen(descriptor, "r+b")
+
+    def _check_partial(self, state: dict, header: bytes) -> None:
+        """The partial file holds what the state says: at least its bytes, the expected header, and
+        (for .jsonl) one line per committed text."""
+        size = os.fstat(self.handle.fileno()).st_size
+        if size < state["bytes"]:
+            raise ResumeError(f"{self.state_path} names {state['bytes']} bytes of {self.partial}, which has "
+                              f"{size}: delete both to start over")  # fmt: skip
+        if self.handle.read(len(header)) != header:
+            raise ResumeError(f"{self.partial} does not start with this run's header: delete it and "
+                              f"{self.state_path.name} to start over")  # fmt: skip
+        if self.lines:  # .jsonl: one line per committed text, counted in 1 MiB blocks
+            lines, remaining = 0, state["bytes"] - len(header)
+            while remaining > 0 and (block := self.handle.read(min(remaining, 1 << 20))):
+                lines, remaining = lines + block.count(b"\n"), remaining - len(block)
+            if lines != state["texts"]:
+                raise ResumeError(f"{self.partial} holds {lines} lines where {self.state_path.name} says "
+                                  f"{state['texts']} texts are done: delete both to start over")  # fmt: skip
+
+    def _read_state(self, header: bytes) -> dict | None:
         if not self.state_path.exists():
             return None
         try:
             state = json.loads(self.state_path.read_text(encoding="utf-8"))
+            if not isinstance(state, dict):
+                raise ValueError("not a JSON object")
             texts, size, run = state["texts"], state["bytes"], state["run"]
-            if state.get("version") != STATE_VERSION or not isinstance(texts, int) or not isinstance(size, int):
-                raise ValueError("unknown layout")
+            if state.get("version") != STATE_VERSION:
+                raise ValueError(f"version {state.get('version')!r}, not {STATE_VERSION}")
+            for name, value in (("texts", texts), ("bytes", size)):
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise ValueError(f"{name} must be a count (an integer >= 0), got {value!r}")
+            if not isinstance(run, dict):
+                raise ValueError(f"run must be an object, got {type(run).__name__}")
+            if self.total is not None and texts > self.total:
+                raise ValueError(f"texts {texts} is more than the {self.total} of the input")
+            if size < len(header):
+                raise ValueError(f"bytes {size} is less than the {len(header)}-byte header")
+            if self.row_size is not None and size != len(header) + texts * self.row_size:
+                raise ValueError(f"bytes {size} is not the header + {texts} rows of {self.row_size} bytes")
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ResumeError(f"unreadable resume state {self.state_path} ({error}): delete it to start over") from None
+            raise ResumeError(f"unreadable resume state {self.state_path} ({error}): delete it and "
+                              f"{self.partial.name} to start over") from None  # fmt: skip
         changed = [key for key in sorted(set(run) | set(self.fingerprint)) if run.get(key) != self.fingerprint.get(key)]
         if changed:
             raise ResumeError(

@@ -104,18 +104,24 @@ class BatchEncoding(dict):
     # (index) for row 0 or (batch_index, index).
 
     def token_to_word(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
-        batch, token = _batch_and(batch_or_token_index, token_index)
-        return self._aligned("_word_ids", batch)[token]
+        return self._of_token("_word_ids", batch_or_token_index, token_index)
 
     def token_to_sequence(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
-        batch, token = _batch_and(batch_or_token_index, token_index)
-        return self._aligned("_sequence_ids", batch)[token]
+        return self._of_token("_sequence_ids", batch_or_token_index, token_index)
 
     def token_to_chars(self, batch_or_token_index: int, token_index: int | None = None) -> CharSpan | None:
+        if self._of_token("_sequence_ids", batch_or_token_index, token_index) is None:
+            return None  # [CLS], [SEP], padding, or past the end
+        return CharSpan(*self._of_token("_offsets", batch_or_token_index, token_index))
+
+    def _of_token(self, key: str, batch_or_token_index: int, token_index: int | None):
+        """A token's entry in a row; None for a token index past the end (as transformers' Rust
+        encodings answer); a batch index outside the batch is an IndexError."""
         batch, token = _batch_and(batch_or_token_index, token_index)
-        if self._aligned("_sequence_ids", batch)[token] is None:
-            return None
-        return CharSpan(*self._aligned("_offsets", batch)[token])
+        row = self._aligned(key, batch)
+        if token < 0:
+            raise IndexError(f"token index {token} is negative")
+        return row[token] if token < len(row) else None
 
     def word_to_tokens(
         self, batch_or_word_index: int, word_index: int | None = None, sequence_index: int = 0
