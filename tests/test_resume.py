@@ -235,6 +235,16 @@ def _fresh(path: Path, **kwargs):
     return ResumableOutput(path, {"run": "same"}, row_size=ROW, total=5, **kwargs)
 
 
+def _two_texts_committed(out: Path) -> Path:
+    """An output whose run committed two texts, then stopped (the state and the partial file stay)."""
+    run = _fresh(out)
+    run.start(HEADER)
+    run.write(b"r0r0r1r1")
+    run.commit(2)
+    run.close()
+    return out
+
+
 def test_killed_inside_the_first_chunk_resumes_to_the_same_bytes(tmp_path):
     """The header is committed before the first chunk: a run killed inside that chunk resumes from
     0 texts and must not write the header a second time (it did: every row shifted, exit 0)."""
@@ -307,12 +317,7 @@ def test_a_second_run_on_the_same_output_is_refused(tmp_path):
 def test_a_state_file_that_lies_is_refused(tmp_path, change, says):
     from minibert.apps.resumable import ResumeError
 
-    out = tmp_path / "out.bin"
-    run = _fresh(out)
-    run.start(HEADER)
-    run.write(b"r0r0r1r1")
-    run.commit(2)
-    run.close()
+    out = _two_texts_committed(tmp_path / "out.bin")
     state_file = tmp_path / ".out.bin.resume.json"
     state = {**json.loads(state_file.read_text()), **change}
     state_file.write_text(json.dumps(state))
@@ -326,12 +331,7 @@ def test_a_state_file_that_lies_is_refused(tmp_path, change, says):
 def test_the_partial_file_is_checked_against_the_state(tmp_path):
     from minibert.apps.resumable import ResumableOutput, ResumeError
 
-    out = tmp_path / "out.bin"
-    run = _fresh(out)
-    run.start(HEADER)
-    run.write(b"r0r0r1r1")
-    run.commit(2)
-    run.close()
+    out = _two_texts_committed(tmp_path / "out.bin")
     partial = tmp_path / ".out.bin.partial"
     partial.write_bytes(b"OTHERHDR" + b"r0r0r1r1")  # another header
     with pytest.raises(ResumeError, match="does not start with this run's header"):
