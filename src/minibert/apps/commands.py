@@ -40,11 +40,12 @@ def load_model(args, loader, *, needs_heads: str | None = None):
         bundled = bundled_model()
         if args.model or bundled is None:
             raise
-        if needs_heads:
-            raise CommandError(
+        if needs_heads:  # not a usage problem (exit 1): the model the command needs is not here
+            reason = " ".join(str(error).split()).rstrip(".")
+            raise ModelNotFoundError(
                 f"{needs_heads} needs a checkpoint with BERT's pre-training heads, such as {DEFAULT_MODEL}, which "
-                f"is not reachable here ({' '.join(str(error).split())[:160]}); the bundled all-MiniLM-L6-v2 has no "
-                "heads: pass --model DIR of a checkpoint with them"
+                f"cannot be loaded here: {reason}. The bundled all-MiniLM-L6-v2 has no heads: pass --model DIR of a "
+                "checkpoint with them"
             ) from None
         print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
               f"all-MiniLM-L6-v2 from {bundled}", file=sys.stderr)  # fmt: skip
