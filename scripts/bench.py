@@ -311,7 +311,7 @@ def bench_onnx(texts: list[str], rounds: int):
         session = onnxruntime.InferenceSession(fused_path, options, providers=["CPUExecutionProvider"])
 
     def run_ours():
-        return embedder.embed_pieces(pieces, EmbedOptions(pooling="mean", max_length=256), progress=False).vectors
+        return embedder.embed_pieces(pieces, EmbedOptions(pooling="mean", max_length=256), progress=False)
 
     def run_ort():
         out = np.empty((len(texts), 384), dtype=np.float32)

@@ -282,3 +282,22 @@ def test_the_embedder_leaves_the_callers_tokenizer_as_it_was(minilm_dir):
     assert embedder.tokenizer.tokenize("Crème") == BertTokenizer(
         minilm_dir / "vocab.txt", do_lower_case=True, strip_accents=False
     ).tokenize("Crème")
+
+
+def test_the_public_spellings_from_before_embed_options_still_work(embedder):
+    """EmbedOptions is one value, but the calls users wrote before it keep working unchanged:
+    keywords to embed/embed_pieces (arrays back), and dimension(pooling, layers, layer_combine)."""
+    from minibert import EmbedOptions
+
+    texts = ["a first text", "and a second, longer one"]
+    pieces, skip = embedder.pieces_for_embedding(texts)
+    by_keywords = embedder.embed_pieces(pieces, skip=skip, pooling="mean", normalize=True)
+    by_value = embedder.embed_pieces(pieces, EmbedOptions(pooling="mean", normalize=True), skip=skip)
+    assert isinstance(by_keywords, np.ndarray) and by_keywords.shape == (2, 384)
+    assert np.array_equal(by_keywords, by_value)
+    assert np.array_equal(by_keywords, embedder.embed(texts, pooling="mean", normalize=True))
+    assert embedder.dimension("mean") == 384
+    assert embedder.dimension(["cls", "mean"], [-1, -2], "concat") == 4 * 384
+    assert embedder.dimension(pooling="mean_max", layers=[-1, -2], layer_combine="sum") == 2 * 384
+    with pytest.raises(TypeError, match="must be an EmbedOptions"):
+        embedder.embed_with_report(texts, {"pooling": "mean"})

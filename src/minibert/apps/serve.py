@@ -169,7 +169,7 @@ class EmbeddingService:
     def compute(self, pieces: list[list[int]], job: tuple[int, EmbedOptions]) -> np.ndarray:
         """One merged batch of requests that share the pooling skip and the options."""
         skip, options = job
-        return self.embedder.embed_pieces(pieces, options, skip=skip).vectors
+        return self.embedder.embed_pieces(pieces, options, skip=skip)
 
     async def tokenize(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)

@@ -33,7 +33,7 @@ from the window in which it has the most context on both sides.
 
 The stages, each a method: tokens (``pieces_for_embedding``) → windows (``_windows``) → hidden
 states (``_hidden_states``, in batches) → pooling (``_pooled``) → the recipe's Dense layers and
-normalization (``embed_pieces``). The options travel as one ``EmbedOptions`` value (options.py).
+normalization (``_embed_pieces``). The options travel as one ``EmbedOptions`` value (options.py).
 
 Speed: texts are sorted by length and cut into batches by a token budget of ``batch_size`` × 64
 padded tokens (2,048 by default): a batch holds many short texts or a few long ones, so every
@@ -169,7 +169,7 @@ class Embedder:
             raise TypeError("texts must be a str or a sequence of str")
         options = EmbedOptions.of(options)
         pieces, skip = self.pieces_for_embedding(texts, options)
-        return self.embed_pieces(pieces, options, skip=skip, progress=progress)
+        return self._embed_pieces(pieces, options, skip, progress)
 
     def pieces_for_embedding(
         self, texts: Sequence[str], options: EmbedOptions | None = None
@@ -192,10 +192,14 @@ class Embedder:
         *,
         skip: int = 0,
         progress: bool | None = None,
-    ) -> Embedded:
-        """Stages 2 to 5 for texts given as piece ids (without [CLS]/[SEP]):
-        windows → hidden states → pooling → the recipe's Dense layers and normalization."""
-        options = EmbedOptions.of(options)
+        **changes,
+    ) -> np.ndarray:
+        """The second half of ``embed``: (N, dim) vectors of texts given as piece ids (without
+        [CLS]/[SEP]); the options are ``embed``'s (an EmbedOptions, or its fields as keywords)."""
+        return self._embed_pieces(pieces, EmbedOptions.of(options, **changes), skip, progress).vectors
+
+    def _embed_pieces(self, pieces: Sequence[list[int]], options: EmbedOptions, skip: int, progress) -> Embedded:
+        """Stages 2 to 5: windows → hidden states → pooling → the recipe's Dense layers and normalization."""
         recipe = self.recipe
         modes = recipe.pooling if options.follows_recipe else options.pooling
         layer_list = self._layer_list(options.layers)
@@ -226,8 +230,14 @@ class Embedder:
         a, b = (torch.as_tensor(np.atleast_2d(x), dtype=torch.float32) for x in (a, b))
         return similarity(a, b, self.recipe.similarity_fn_name).numpy()
 
-    def dimension(self, options: EmbedOptions | None = None, **changes) -> int:
-        """Length of the vectors ``embed`` returns with these options."""
+    def dimension(self, options: EmbedOptions | str | Sequence[str] | None = None, *args, **changes) -> int:
+        """Length of the vectors ``embed`` returns with these options: an EmbedOptions, its fields as
+        keywords, or (as before EmbedOptions) ``dimension(pooling, layers, layer_combine)``."""
+        if options is not None and not isinstance(options, EmbedOptions):  # the positional spelling
+            changes.update(zip(("pooling", "layers", "layer_combine"), (options, *args)))
+            options = None
+        elif args:
+            raise TypeError("dimension() takes an EmbedOptions, or pooling, layers and layer_combine")
         options = EmbedOptions.of(options, **changes)
         hidden = self.model.config.hidden_size
         if options.follows_recipe and self.recipe.dense:
@@ -401,7 +411,7 @@ class Embedder:
 
 @dataclass
 class Embedded:
-    """What ``embed_with_report`` / ``embed_pieces`` return: the vectors and what happened to the texts."""
+    """What ``embed_with_report`` returns: the vectors and what happened to the texts."""
 
     vectors: np.ndarray  # (N, dim) float32
     truncated: int  # texts longer than max_length that were cut (long_text="truncate")

@@ -66,6 +66,8 @@ class EmbedOptions:
         unknown = sorted(set(changes) - {field.name for field in dataclasses.fields(cls)})
         if unknown:
             raise TypeError(f"unknown embedding option(s) {', '.join(unknown)}")
+        if options is not None and not isinstance(options, EmbedOptions):
+            raise TypeError(f"options must be an EmbedOptions (or its fields as keywords), got {options!r:.60}")
         base = options if options is not None else cls()
         return dataclasses.replace(base, **changes) if changes else base
 
