@@ -216,3 +216,16 @@ def test_minibert_alone_prints_help():
     result = run_minibert()
     assert result.returncode == 0 and "usage: minibert" in result.stdout and "embed" in result.stdout
     assert result.stderr == ""
+
+
+def test_layers_take_negative_lists_with_or_without_the_equals_sign(minilm_dir):
+    """`--layers -1,-2` (what a newcomer types) gives what `--layers=-1,-2` gives; argparse alone
+    reads "-1,-2" as an option and stops with "expected one argument"."""
+    from helpers import run_minibert
+
+    common = ["embed", "a short text", "--layer-combine", "sum", "--model", str(minilm_dir)]
+    spaced = run_minibert(*common, "--layers", "-1,-2")
+    joined = run_minibert(*common, "--layers=-1,-2")
+    last = run_minibert(*common, "--layers", "-1")
+    assert spaced.returncode == 0 and joined.returncode == 0, spaced.stderr
+    assert spaced.stdout == joined.stdout and spaced.stdout != last.stdout

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import sys
 import warnings
@@ -128,7 +129,7 @@ def _embedding_flags() -> _Parser:
     )
     embedding.add_argument("--prompt-name", help="the model's prompt of this name before each text (e5: query)")
     embedding.add_argument("--prompt", help="this text before each text")
-    embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or --layers=-1,-2,-3,-4")
+    embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or -1,-2,-3,-4 (the last four layers)")
     embedding.add_argument("--layer-combine", default="concat", choices=LAYER_COMBINES,
                            help="how several --layers become one vector (default concat)")  # fmt: skip
     embedding.add_argument("--batch-size", type=int, default=32, help="64-token texts per forward pass (default 32)")
@@ -270,12 +271,35 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
     print(f"minibert: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
+def _negative_values_joined(argv: list[str]) -> list[str]:
+    """``--layers -1,-2`` as ``--layers=-1,-2``: argparse takes a value that starts with "-" (and is
+    not a single number) for an option. Arguments after ``--`` are texts, left as they are.
+
+    >>> _negative_values_joined(["embed", "x", "--layers", "-1,-2", "--", "--layers", "-3,-4"])
+    ['embed', 'x', '--layers=-1,-2', '--', '--layers', '-3,-4']
+    """
+    joined: list[str] = []
+    index = 0
+    while index < len(argv):
+        argument = argv[index]
+        if argument == "--":
+            return joined + argv[index:]
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if argument == "--layers" and re.fullmatch(r"-\d+(,-?\d+)+", following):
+            joined.append(f"--layers={following}")
+            index += 2
+        else:
+            joined.append(argument)
+            index += 1
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # `minibert` alone: what it can do, not a usage error
         build_parser().print_help()
         return 0
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_negative_values_joined(argv))
     log_handler = _show_log_lines()
     # A signal this process was started with set to "ignore" (`nohup` ignores SIGHUP; a shell's
     # background job, SIGINT) stays ignored: the caller asked for that.
