@@ -116,7 +116,7 @@ class BertWithHeads(PretrainedBert):
         self.dropout = nn.Dropout(self.labels.classifier_dropout)
         self.classifier = nn.Linear(self.config.hidden_size, self.num_labels if outputs is None else outputs)
 
-    def _labels(self, labels) -> torch.Tensor:
+    def _on_device(self, labels) -> torch.Tensor:
         return torch.as_tensor(labels).to(self.device)
 
     def _decode_words(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -157,8 +157,8 @@ class BertForPreTraining(BertWithHeads):
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
         if labels is not None and next_sentence_label is not None:
-            loss = _masked_lm_loss(prediction_logits, self._labels(labels)) + F.cross_entropy(
-                seq_relationship_logits.view(-1, 2), self._labels(next_sentence_label).view(-1)
+            loss = _masked_lm_loss(prediction_logits, self._on_device(labels)) + F.cross_entropy(
+                seq_relationship_logits.view(-1, 2), self._on_device(next_sentence_label).view(-1)
             )
         return BertPreTrainingOutput(loss, prediction_logits, seq_relationship_logits, out.last_hidden_state,
                                      out.pooler_output, out.hidden_states, out.attentions)  # fmt: skip
@@ -177,7 +177,7 @@ class BertForMaskedLM(BertWithHeads):
                 output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
         out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
         logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
-        loss = None if labels is None else _masked_lm_loss(logits, self._labels(labels))
+        loss = None if labels is None else _masked_lm_loss(logits, self._on_device(labels))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -193,7 +193,7 @@ class BertForNextSentencePrediction(BertWithHeads):
                 output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
         out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
-        loss = None if labels is None else F.cross_entropy(logits.view(-1, 2), self._labels(labels).view(-1))
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, 2), self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -270,7 +270,7 @@ class BertForSequenceClassification(BertWithHeads):
                 output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
         out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
-        loss = None if labels is None else self._loss(logits, self._labels(labels))
+        loss = None if labels is None else self._loss(logits, self._on_device(labels))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -305,7 +305,7 @@ class BertForTokenClassification(BertWithHeads):
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
-            labels = self._labels(labels)
+            labels = self._on_device(labels)
             loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1), ignore_index=IGNORE_INDEX)
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
@@ -334,7 +334,7 @@ class BertForQuestionAnswering(BertWithHeads):
         loss = None
         if with_loss:
             ignored = start_logits.shape[1]  # a position past the end: no loss
-            start, end = (self._labels(p).reshape(-1).clamp(0, ignored) for p in (start_positions, end_positions))
+            start, end = (self._on_device(p).reshape(-1).clamp(0, ignored) for p in (start_positions, end_positions))
             loss = (F.cross_entropy(start_logits, start, ignore_index=ignored)
                     + F.cross_entropy(end_logits, end, ignore_index=ignored)) / 2  # fmt: skip
         return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
@@ -362,5 +362,5 @@ class BertForMultipleChoice(BertWithHeads):
         out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), output_hidden_states,
                           output_attentions)  # fmt: skip
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, choices)  # (B·C, 1) -> (B, C)
-        loss = None if labels is None else F.cross_entropy(logits, self._labels(labels).view(-1))
+        loss = None if labels is None else F.cross_entropy(logits, self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)

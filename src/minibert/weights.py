@@ -254,19 +254,15 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
             if not IGNORED.match(name.removeprefix("bert.")):
                 unexpected.append(name)
             continue
-        if (
-            ours.startswith(HEAD_PREFIXES)
-            and ours not in expected
-            or ours.startswith(POOLER)
-            and (prefix + ours not in expected)
-        ):
+        target = ours if ours.startswith(HEAD_PREFIXES) else prefix + ours  # heads sit beside .bert
+        if target not in expected and ours.startswith((*HEAD_PREFIXES, POOLER)):
             unused_heads.append(name)  # a head (or the pooler) this class does not have
             continue
         if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
             from .formats.tf_checkpoint import transpose_in_place
 
             tensor = transpose_in_place(tensor)
-        renamed[ours if ours.startswith(HEAD_PREFIXES) else prefix + ours] = tensor
+        renamed[target] = tensor
     if "mlm_head.bias" in expected and "mlm_head.bias" not in renamed:  # exports that keep only the decoder's bias
         for name in ("cls.predictions.decoder.bias", "bert.cls.predictions.decoder.bias"):
             if name in state:
