@@ -1,7 +1,7 @@
 """The package's imports point one way, down through its rooms (function-level imports included):
 
     apps/        the command, file outputs, the server, Ray, convert, verify     (top)
-    tasks        one-call tasks on a model with heads (fill_mask, next_sentence)
+    tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel
     core         config, activations, tokenizer/, inputs, fast_path, pretrained, model, weights
@@ -40,13 +40,13 @@ def room(module: str) -> str:
     first = module.split(".")[0]
     if module in BASE:
         return "base"
-    if first in ("formats", "embedding", "apps"):
+    if first in ("formats", "embedding", "tasks", "apps"):
         return first
     if first == "tokenizer" or module in CORE:
         return "core"
     if module in ("ray", "__main__"):  # the re-export of apps.ray where users import it; python -m minibert
         return "apps"
-    return module  # heads, tasks
+    return module  # heads
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}

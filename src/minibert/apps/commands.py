@@ -114,9 +114,10 @@ def cmd_similarity(args) -> None:
 
 
 def cmd_fill_mask(args) -> None:
+    from ..heads import BertForMaskedLM
     from ..tasks import fill_mask, load_for_task
 
-    loaded = load_model(args, lambda name: load_for_task(name, "mlm_head"), needs_heads="fill-mask")
+    loaded = load_model(args, lambda name: load_for_task(name, BertForMaskedLM), needs_heads="fill-mask")
     answers = fill_mask(args.text, model=loaded, top_k=args.top_k)
     groups = answers if answers and isinstance(answers[0], list) else [answers]
     for number, group in enumerate(groups, start=1):
@@ -127,9 +128,11 @@ def cmd_fill_mask(args) -> None:
 
 
 def cmd_next_sentence(args) -> None:
+    from ..heads import BertForNextSentencePrediction
     from ..tasks import load_for_task, next_sentence
 
-    loaded = load_model(args, lambda name: load_for_task(name, "nsp_head"), needs_heads="next-sentence")
+    loaded = load_model(args, lambda name: load_for_task(name, BertForNextSentencePrediction),
+                        needs_heads="next-sentence")  # fmt: skip
     print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
 
 

@@ -310,8 +310,8 @@ class BertTokenizer(TransformersCallAPI):
         return token
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        """Ids back to text: ``##`` pieces are glued to the previous piece, other pieces joined by a
-        space, and a space before ``. , ! ?`` removed (as transformers' WordPiece decoder does).
+        """Ids back to text (``convert_tokens_to_string`` of their pieces), without the special
+        tokens if asked.
 
         >>> tok.decode([101, 1045, 2293, 3000, 102], skip_special_tokens=True)   # doctest: +SKIP
         'i love paris'
@@ -319,18 +319,42 @@ class BertTokenizer(TransformersCallAPI):
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         special = set(self.all_special_ids) if skip_special_tokens else ()
+        return self.convert_tokens_to_string(
+            [self._token(index) for index in map(token_id, ids) if index not in special]
+        )
+
+    def convert_tokens_to_string(self, tokens: Iterable[str]) -> str:
+        """Pieces back to text, as transformers' WordPiece decoder does it: a ``##`` piece is glued
+        to the piece before it (the first piece keeps its ``##``), other pieces follow a space, and
+        a space before ``.``, ``?``, ``!``, ``,`` and a few English contractions is removed.
+
+        >>> tok.convert_tokens_to_string(["love", "##ly", "paris", "!"])   # doctest: +SKIP
+        'lovely paris!'
+        """
         parts = []
-        for index in ids:
-            index = token_id(index)
-            if index in special:
+        for number, token in enumerate(tokens):
+            if number == 0:
+                parts.append(token)
                 continue
-            token = self._token(index)
-            if token.startswith("##"):
-                parts.append(token[2:])
-            elif not parts:
-                parts.append(token)
-            elif token in {".", ",", "!", "?"}:
-                parts.append(token)
-            else:
-                parts.append(" " + token)
+            part = token[2:] if token.startswith("##") else " " + token
+            for spaced, glued in _CLEANUPS:
+                part = part.replace(spaced, glued)
+            parts.append(part)
         return "".join(parts)
+
+
+# The WordPiece decoder's clean-up, applied to each piece with the space before it (tokenizers'
+# decoders/wordpiece.rs).
+_CLEANUPS = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)

@@ -1,0 +1,90 @@
+"""From ``model=`` to a model with the head a task needs, and its tokenizer.
+
+A hub id or a directory is loaded once per (name, head class) and kept, so calling a task in a
+loop loads its model once; a loaded model must have the head; ``(model, tokenizer)`` is taken as
+it is once its head is checked.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+
+import numpy as np
+import torch
+
+from ..heads import BertWithHeads
+from ..tokenizer.bert_tokenizer import BertTokenizer
+
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(name_or_path: str, cls: type) -> tuple[BertWithHeads, BertTokenizer]:
+    model, tokenizer = cls.from_pretrained(name_or_path), BertTokenizer.from_pretrained(name_or_path)
+    model.config.check_vocabulary(tokenizer.vocab, name_or_path)
+    return model, tokenizer
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer_cached(name_or_path: str) -> BertTokenizer:
+    return BertTokenizer.from_pretrained(name_or_path)
+
+
+def load_for_task(model, cls: type[BertWithHeads], head: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:
+    """``model=`` as a (model, tokenizer) pair whose model is a ``cls`` or has the attribute
+    ``head`` (``BertForPreTraining`` has both ``mlm_head`` and ``nsp_head``)."""
+
+    def has_head(candidate) -> bool:
+        return isinstance(candidate, cls) or (head is not None and hasattr(candidate, head))
+
+    if isinstance(model, tuple) and len(model) == 2:
+        if not has_head(model[0]):
+            raise TypeError(f"this task needs a {cls.__name__}, got a {type(model[0]).__name__}")
+        return model
+    if isinstance(model, BertWithHeads):
+        if not has_head(model):
+            raise TypeError(f"this task needs a {cls.__name__}, got a {type(model).__name__}")
+        source = getattr(model, "name_or_path", None)
+        if source is None:
+            raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
+        return model, _tokenizer_cached(str(source))
+    if isinstance(model, (str, os.PathLike)):
+        with _lock:  # two threads asking for the same model load it once
+            return _load_cached(os.fspath(model), cls)
+    raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
+                    f"got {type(model).__name__}")  # fmt: skip
+
+
+def check_lengths(rows: list[list[int]], limit: int, truncation_hint: str) -> None:
+    """Refuse, by number and length, the first row longer than the model takes (``limit``)."""
+    for number, ids in enumerate(rows):
+        if len(ids) > limit:
+            raise ValueError(f"input {number} is {len(ids)} tokens long, more than the {limit} this model takes; "
+                             f"{truncation_hint}")  # fmt: skip
+
+
+def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, list[list]], batch_size: int,
+             fields: tuple[str, ...] = ("logits",)) -> list[dict[str, np.ndarray]]:  # fmt: skip
+    """The model on tokenized rows (``input_ids``, ``token_type_ids``), ``batch_size`` at a time,
+    padded per batch; per row, each output field as float32 numpy, cut to the row's own length
+    where the field has one value per token."""
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    count = len(rows["input_ids"])
+    order = sorted(range(count), key=lambda row: len(rows["input_ids"][row]))  # similar lengths pad little
+    results: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
+    for first in range(0, count, batch_size):
+        chosen = order[first : first + batch_size]
+        batch = tokenizer.pad({key: [rows[key][row] for row in chosen] for key in ("input_ids", "token_type_ids")},
+                              return_tensors="pt")  # fmt: skip
+        with torch.inference_mode():
+            out = model(**{key: value.to(model.device) for key, value in batch.items()})
+        for field in fields:
+            values = getattr(out, field).float().cpu().numpy()  # (b, K), (b, T, K) or (b, T)
+            per_token = values.ndim == 3 or field in ("start_logits", "end_logits")  # not (b, K)
+            for position, row in enumerate(chosen):
+                length = len(rows["input_ids"][row])
+                results[row][field] = values[position, :length] if per_token else values[position]
+    return results

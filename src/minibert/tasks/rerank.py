@@ -1,0 +1,191 @@
+"""Reranking with a cross-encoder: the query and one document are read together, as a pair, by a
+``BertForSequenceClassification`` with one output — the relevance score — and the documents are
+sorted by it. It is the second stage of a retrieval pipeline: embeddings find a hundred
+candidates fast; a cross-encoder, which sees both texts at once, orders them well.
+
+    >>> ranker = CrossEncoder("cross-encoder/ms-marco-MiniLM-L6-v2")                 # doctest: +SKIP
+    >>> ranker.rank("How many people live in Berlin?", documents)
+    [{'corpus_id': 0, 'score': 0.9996}, {'corpus_id': 2, 'score': 0.0012}, ...]
+    >>> rerank("How many people live in Berlin?", documents, model=DIR)             # the same, one call
+
+Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`` and
+``rank(query, documents, top_k, return_documents)``. What the model's folder says is followed:
+
+* the activation applied to the logits: ``activation_fn`` in ``config_sentence_transformers.json``
+  (sentence-transformers 5 and later), else ``sentence_transformers.activation_fn`` in
+  ``config.json`` (version 4), else ``sbert_ce_default_activation_function`` (older), else a
+  sigmoid for one label and none for several; a class path outside ``torch.`` is not trusted
+  (sentence-transformers ignores it too) and one minibert does not compute is refused;
+* the length: ``max_seq_length`` in ``sentence_bert_config.json``, else the tokenizer's
+  ``model_max_length``; a pair longer than that is cut, the longer text first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import numpy as np
+
+from ..errors import CheckpointError
+from ..formats.hub import resolve_file
+from ..heads import BertForSequenceClassification
+from ..tokenizer.bert_tokenizer import BertTokenizer
+from .loading import run_rows
+
+logger = logging.getLogger("minibert")
+ACTIVATIONS = {  # the torch class paths sentence-transformers saves, and what each computes
+    "torch.nn.modules.activation.Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "torch.nn.modules.linear.Identity": lambda x: x,
+    "torch.nn.modules.activation.Tanh": np.tanh,
+}
+_SHORT_NAMES = {"sigmoid": "torch.nn.modules.activation.Sigmoid", "identity": "torch.nn.modules.linear.Identity",
+                "tanh": "torch.nn.modules.activation.Tanh"}  # fmt: skip
+
+
+class CrossEncoder:
+    """A sentence-transformers cross-encoder folder (or any ``BertForSequenceClassification``
+    checkpoint), scoring text pairs. ``max_length`` and ``activation_fn`` (a class path or
+    ``"sigmoid"``/``"identity"``/``"tanh"``) override the folder's."""
+
+    def __init__(self, model_name_or_path: str | os.PathLike, *, max_length: int | None = None,
+                 activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None):  # fmt: skip
+        source = os.fspath(model_name_or_path)
+        self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
+                                                                   device=device).eval()  # fmt: skip
+        self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision)
+        self.model.config.check_vocabulary(self.tokenizer.vocab, source)
+        settings = _read_settings(source, revision)
+        limit = self.model.config.max_position_embeddings
+        length = settings.get("max_seq_length") if max_length is None else max_length
+        length = min(self.tokenizer.model_max_length, limit) if length is None else length
+        if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= limit:
+            raise ValueError(f"max_length must be an int from 3 to {limit} (the model's positions), got {length!r}")
+        self.max_length = length
+        self.activation_fn = _activation(activation_fn, settings, self.num_labels, source)
+
+    @property
+    def num_labels(self) -> int:
+        return self.model.num_labels
+
+    def predict(self, sentences, *, batch_size: int = 32, apply_softmax: bool = False,
+                activation_fn: str | None = None) -> np.ndarray | float:  # fmt: skip
+        """Scores of text pairs: one float per pair (``num_labels`` floats per pair for a classifier
+        with several labels; ``apply_softmax`` turns those into probabilities). One pair in, one
+        score (or one row) out."""
+        single = isinstance(sentences, (list, tuple)) and len(sentences) == 2 and all(
+            isinstance(text, str) for text in sentences)  # fmt: skip
+        pairs = [sentences] if single else list(sentences)
+        for number, pair in enumerate(pairs):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+                raise TypeError(f"pair {number} must be two texts, got {pair!r:.80}")
+        if not pairs:
+            return np.zeros((0,), dtype=np.float32)
+        function = self.activation_fn if activation_fn is None else _activation(activation_fn, {}, self.num_labels, "")
+        rows = self.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=self.max_length)
+        logits = np.stack([row["logits"] for row in run_rows(self.model, self.tokenizer, rows, batch_size)])  # (N, K)
+        scores = ACTIVATIONS[function](logits).astype(np.float32)
+        if self.num_labels == 1:
+            scores = scores[:, 0]
+        elif apply_softmax:
+            shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
+            scores = shifted / shifted.sum(axis=1, keepdims=True)
+        return scores[0] if single else scores
+
+    def rank(self, query: str, documents: list[str], *, top_k: int | None = None, return_documents: bool = False,
+             batch_size: int = 32) -> list[dict]:  # fmt: skip
+        """The documents by relevance to ``query``, best first: ``{"corpus_id": i, "score": s}`` (and
+        ``"text"`` with ``return_documents``), the best ``top_k`` (default all)."""
+        if self.num_labels != 1:
+            raise ValueError(f"rank needs a model with one output (a relevance score); this one has {self.num_labels} "
+                             "labels: use predict")  # fmt: skip
+        if not isinstance(query, str) or not isinstance(documents, (list, tuple)):
+            raise TypeError("rank takes a query (str) and a list of documents (str)")
+        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+            raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+        scores = self.predict([[query, document] for document in documents], batch_size=batch_size)
+        results = [{"corpus_id": i, "score": float(score)} for i, score in enumerate(scores)]
+        if return_documents:
+            for result in results:
+                result["text"] = documents[result["corpus_id"]]
+        return sorted(results, key=lambda result: result["score"], reverse=True)[:top_k]
+
+
+_cache: dict[str, CrossEncoder] = {}
+
+
+def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
+           return_documents: bool = False) -> list[dict]:  # fmt: skip
+    """``CrossEncoder(model).rank(query, documents, ...)``, the model loaded once per name."""
+    if not isinstance(model, CrossEncoder):
+        key = os.fspath(model)
+        if key not in _cache:
+            _cache[key] = CrossEncoder(key)
+        model = _cache[key]
+    return model.rank(query, documents, top_k=top_k, return_documents=return_documents)
+
+
+def _read_settings(source: str, revision: str | None) -> dict:
+    """The cross-encoder settings in a folder's JSON files: ``activation_fn`` (with the file it came
+    from) and ``max_seq_length``."""
+    settings: dict = {}
+
+    def read(filename: str):
+        path = resolve_file(source, filename, revision=revision, required=False)
+        if path is None:
+            return None, None
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError) as error:
+            raise CheckpointError(f"malformed JSON in {path}: {str(error)[:200]}") from None
+        if not isinstance(values, dict):
+            raise CheckpointError(f"malformed {path}: the top level is not a JSON object")
+        return values, path
+
+    config, config_path = read("config.json")
+    found = []
+    if config is not None:
+        legacy = config.get("sbert_ce_default_activation_function")
+        if legacy is not None:
+            found.append((legacy, f"{config_path}: sbert_ce_default_activation_function"))
+        nested = config.get("sentence_transformers")
+        if isinstance(nested, dict) and nested.get("activation_fn") is not None:
+            found.append((nested["activation_fn"], f"{config_path}: sentence_transformers.activation_fn"))
+    modern, modern_path = read("config_sentence_transformers.json")
+    if modern is not None and modern.get("activation_fn") is not None:
+        found.append((modern["activation_fn"], f"{modern_path}: activation_fn"))
+    if found:
+        settings["activation_fn"] = found[-1]  # the newest format wins
+    plain, plain_path = read("sentence_bert_config.json")
+    if plain is not None and plain.get("max_seq_length") is not None:
+        length = plain["max_seq_length"]
+        if not isinstance(length, int) or isinstance(length, bool) or length < 3:
+            raise CheckpointError(f"{plain_path}: max_seq_length must be an int ≥ 3, got {length!r:.40}")
+        settings["max_seq_length"] = length
+    return settings
+
+
+def _activation(asked: str | None, settings: dict, num_labels: int, source: str) -> str:
+    """The activation's class path: as asked, else the folder's, else sigmoid for one label and
+    identity for several."""
+    default = "torch.nn.modules.activation.Sigmoid" if num_labels == 1 else "torch.nn.modules.linear.Identity"
+    if asked is not None:
+        path = _SHORT_NAMES.get(str(asked).lower(), asked)
+        if path not in ACTIVATIONS:
+            raise ValueError(f"activation_fn must be one of {sorted(_SHORT_NAMES)} or {sorted(ACTIVATIONS)}, "
+                             f"got {asked!r}")  # fmt: skip
+        return path
+    if "activation_fn" not in settings:
+        return default
+    path, where = settings["activation_fn"]
+    if not isinstance(path, str):
+        raise CheckpointError(f"{where} must be a class path (a string), got {path!r:.60}")
+    if not path.startswith("torch."):
+        logger.warning("%s: activation %s is not a torch class and is not trusted (as in sentence-transformers); "
+                       "using the default %s", where, path, default.rsplit(".", 1)[-1])  # fmt: skip
+        return default
+    if path not in ACTIVATIONS:
+        raise CheckpointError(f"{where}: activation {path} is not implemented (minibert computes "
+                              f"{', '.join(sorted(ACTIVATIONS))})")  # fmt: skip
+    return path
