@@ -318,7 +318,8 @@ class BertForQuestionAnswering(BertWithHeads):
     def __init__(self, config: BertConfig):
         super().__init__(config, add_pooling_layer=False)
         self.labels = Labels.of(config)
-        self.qa_outputs = nn.Linear(config.hidden_size, self.labels.num_labels)  # 2: start, end
+        self.num_labels = self.labels.num_labels  # 2: start, end
+        self.qa_outputs = nn.Linear(config.hidden_size, self.num_labels)
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,

