@@ -270,7 +270,7 @@ def test_truncate_true_cuts_long_texts(server, embedder):
 
 
 def test_overload_answers_503_with_retry_after(minilm_dir):
-    server = Server(minilm_dir, "--max-queue", "8", "--max-wait-ms", "50")
+    server = Server(minilm_dir, "--max-queue", "8", "--max-inputs", "8", "--max-wait-ms", "50")
     try:
 
         async def main():

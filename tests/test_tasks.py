@@ -30,7 +30,9 @@ from minibert.errors import CheckpointError
 transformers = pytest.importorskip("transformers")
 
 SCORE_TOLERANCE = 1e-5
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, max_position_embeddings=128)
+TINY = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, max_position_embeddings=128
+)
 TEXTS = [
     "Ada Lovelace was born in London, and worked with Charles Babbage in 1843!",
     "The café naïve in 東京 was unbelievably popular; xyzzyqq ☃ nobody knew why.",
@@ -138,7 +140,9 @@ def test_classify_refuses_what_it_would_get_wrong(make):
         minibert.classify("a", model=directory, top_k=0)
     with pytest.raises(ValueError, match="every input a text_pair or none"):
         minibert.classify(["a", {"text": "b", "text_pair": "c"}], model=directory)
-    with pytest.raises(CheckpointError, match=r"no tensors for the pooler \(bert.pooler.\*\), which BertForSequenceClass"):
+    with pytest.raises(
+        CheckpointError, match=r"no tensors for the pooler \(bert.pooler.\*\), which BertForSequenceClass"
+    ):
         minibert.classify("a", model=make("BertForTokenClassification", num_labels=3))
 
 

@@ -39,6 +39,7 @@ from .commands import (
     cmd_verify,
 )
 from .embed_files import CHUNK, cmd_embed
+from .task_files import cmd_answer, cmd_classify, cmd_rerank, cmd_tag
 
 
 def _pooling(value: str) -> list[str]:
@@ -112,8 +113,74 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ...")
     convert.set_defaults(run=cmd_convert)
 
+    _add_task_commands(commands)
     _add_serve_command(commands)
     return parser
+
+
+def _add_task_commands(commands) -> None:
+    """classify, tag, answer and rerank: a model with the task's head, texts in, JSON lines out."""
+    files = _Parser(add_help=False)
+    files.add_argument("--model", help="hub id or local directory of a checkpoint with the task's head (required)")
+    files.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
+                                       "for stdin")  # fmt: skip
+    files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
+                                        "(default: print them)")  # fmt: skip
+    files.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass (default 32)")
+
+    classify = commands.add_parser("classify", parents=[files], help="labels and scores of a text classifier")
+    classify.add_argument("texts", nargs="*", help="texts to classify (or --input; .jsonl lines may add text_pair)")
+    classify.add_argument("--top-k", default="1", type=_top_k, help="labels per text, best first: a number or all "
+                                                                    "(default 1)")  # fmt: skip
+    classify.add_argument(
+        "--function",
+        choices=["softmax", "sigmoid", "none"],
+        default=None,
+        help="scores from the logits (default: as transformers' pipeline chooses by the model)",
+    )
+    classify.add_argument("--truncate", action="store_true", help="cut texts longer than the model (default: refuse)")
+    classify.set_defaults(run=cmd_classify)
+
+    tag = commands.add_parser("tag", parents=[files], help="entities of a token classifier (NER), with offsets")
+    tag.add_argument("texts", nargs="*", help="texts to tag (or --input)")
+    tag.add_argument("--aggregation", default="simple", choices=["none", "simple", "first", "average", "max"],
+                     help="pieces → words → entities, as transformers' pipeline (default simple)")  # fmt: skip
+    tag.add_argument(
+        "--stride",
+        type=int,
+        default=None,
+        help="read long texts in windows sharing this many tokens (default: cut at the model's length)",
+    )
+    tag.set_defaults(run=cmd_tag)
+
+    answer = commands.add_parser("answer", parents=[files], help="extractive question answering over a context")
+    answer.add_argument("--question", help="the question (with --context; or --input FILE.jsonl)")
+    answer.add_argument("--context", help="the text to find the answer in")
+    answer.add_argument("--top-k", type=int, default=1, help="answers per question (default 1)")
+    answer.add_argument(
+        "--doc-stride",
+        type=int,
+        default=None,
+        help="tokens shared by a long context's windows (default half the window, at most 128)",
+    )
+    answer.add_argument("--max-answer-len", type=int, default=15, help="tokens in an answer at most (default 15)")
+    answer.add_argument("--max-seq-len", type=int, default=None, help="tokens per window (default 384 or the model's)")
+    answer.add_argument("--impossible", action="store_true", help='"no answer" (an empty answer) may win')
+    answer.set_defaults(run=cmd_answer)
+
+    rerank = commands.add_parser("rerank", parents=[files], help="documents by relevance to a query (a cross-encoder)")
+    rerank.add_argument("query", help="the query")
+    rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line)")
+    rerank.add_argument("--top-n", type=int, default=None, help="print only the best N (the file gets every row)")
+    rerank.add_argument("--max-length", type=int, default=None, help="tokens per pair (default: the model's)")
+    rerank.set_defaults(run=cmd_rerank)
+
+
+def _top_k(value: str) -> str:
+    if value != "all" and not (value.isdigit() and int(value) > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number or all, got {value!r}")
+    return value
 
 
 def _embedding_flags() -> _Parser:
@@ -173,7 +240,8 @@ def _add_embed_command(commands, parents: list) -> None:
 
 
 def _add_serve_command(commands) -> None:
-    serve = commands.add_parser("serve", help="an embedding server: the OpenAI embeddings API, /embed, /tokenize")
+    serve = commands.add_parser("serve", help="a model server: OpenAI embeddings, /embed, /tokenize; for a "
+                                              "cross-encoder /rerank, /v1/rerank, /predict")  # fmt: skip
     serve.add_argument("--model", required=True, help="hub id or local directory of the model to serve")
     serve.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     serve.add_argument("--served-model-name", help="the model id clients send (default: the model directory's name)")
@@ -211,6 +279,9 @@ def _add_serve_command(commands) -> None:
         "--max-input-chars", type=_positive, default=100_000, help="characters per text (default 100000)"
     )
     serve.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the model's weights")
+    serve.add_argument("--auto-truncate", action="store_true",
+                       help='cut inputs longer than the model unless a request says "truncate": false (default: '
+                            "refuse them with 422 unless it says true)")  # fmt: skip
     serve.set_defaults(run=cmd_serve)
 
 

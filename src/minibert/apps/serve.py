@@ -26,6 +26,11 @@ so that every error message names its field) served by uvicorn. Both are an opti
 
 Endpoints: ``POST /v1/embeddings``, ``GET /v1/models``, ``POST /embed``, ``POST /tokenize``,
 ``GET /health`` (200 once the model is loaded, else 503), ``GET /metrics`` (Prometheus text).
+A model whose config.json names a sequence classifier (a cross-encoder reranker, a sentiment
+model) is served instead through ``POST /rerank`` and ``POST /predict`` (text-embeddings-inference's)
+and ``POST /v1/rerank`` (the Cohere/Jina/infinity/vLLM rerank API), with the same batching,
+limits, key and metrics. ``--auto-truncate`` cuts over-length inputs unless a request says
+``"truncate": false`` (without it they are refused with 422 unless it says ``true``).
 With an API key, every endpoint except ``/health`` needs ``Authorization: Bearer KEY``.
 """
 
@@ -71,6 +76,20 @@ class ServeSettings:
     max_inputs: int = 2_048  # texts per request (OpenAI's limit)
     max_input_chars: int = 100_000  # characters per text
     dtype: str = "float32"
+    auto_truncate: bool = False  # texts over the model's length are cut unless a request says "truncate": false
+
+    def __post_init__(self):
+        if self.max_queue < self.max_inputs:  # else a request of max_inputs texts could never be queued
+            raise ValueError(f"--max-queue ({self.max_queue}) must be at least --max-inputs ({self.max_inputs})")
+
+
+class PairPieces(list):
+    """The pieces of a text pair as the batcher counts them: text A, [SEP], text B (the model adds
+    [CLS] and the last [SEP]); ``second`` is where text B starts (segment 1)."""
+
+    def __init__(self, pieces: list[int], second: int | None):
+        super().__init__(pieces)
+        self.second = second
 
 
 class ClientGone(Exception):
@@ -152,6 +171,7 @@ class EmbeddingService:
         self.settings = settings
         self.metrics = Metrics()
         self.embedder = None
+        self.classifier = None  # a CrossEncoder, when the model is a sequence classifier (a reranker)
         self.batcher: DynamicBatcher | None = None
         self.load_error: BaseException | None = None
         self.model_id = settings.served_model_name or os.path.basename(os.path.normpath(settings.model))
@@ -159,17 +179,60 @@ class EmbeddingService:
         self._tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibert-tokenize")
         self.options = EmbedOptions()  # the model's recipe; a request may only change normalize
 
+    @property
+    def loaded(self) -> bool:
+        return self.embedder is not None or self.classifier is not None
+
     def load(self) -> None:
+        """An embedder, or for a checkpoint whose architecture is a sequence classifier (a
+        cross-encoder, a sentiment model: its config.json says so) the classifier."""
+        if _is_sequence_classifier(self.settings.model):
+            from ..tasks.rerank import CrossEncoder
+
+            self.classifier = CrossEncoder(self.settings.model, dtype=self.settings.dtype)
+            return
         from ..embedding.embedder import Embedder
 
         embedder = Embedder.from_pretrained(self.settings.model, dtype=self.settings.dtype)
         self.dimension = embedder.dimension(self.options)
         self.embedder = embedder
 
-    def compute(self, pieces: list[list[int]], job: tuple[int, EmbedOptions]) -> np.ndarray:
-        """One merged batch of requests that share the pooling skip and the options."""
+    def compute(self, pieces: list[list[int]], job: tuple) -> np.ndarray:
+        """One merged batch of requests that share the job key: (pooling skip, options) for
+        embeddings, ("logits",) for the classifier's raw scores (N, labels)."""
+        if job == ("logits",):
+            return self._logits(pieces)
         skip, options = job
         return self.embedder.embed_pieces(pieces, options, skip=skip)
+
+    def _logits(self, rows: list[PairPieces]) -> np.ndarray:
+        import torch
+
+        tokenizer, model = self.classifier.tokenizer, self.classifier.model
+        ids, types = [], []
+        for row in rows:
+            ids.append([tokenizer.cls_token_id, *row, tokenizer.sep_token_id])
+            first = len(ids[-1]) if row.second is None else row.second + 1  # segment 0: [CLS] and text A
+            types.append([0] * first + [1] * (len(ids[-1]) - first))
+        batch = tokenizer.pad({"input_ids": ids, "token_type_ids": types}, return_tensors="pt")
+        with torch.inference_mode():
+            return model(**{k: v.to(model.device) for k, v in batch.items()}).logits.float().cpu().numpy()
+
+    def pair_pieces(self, firsts: list[str], seconds: list[str] | None, truncate: bool, field: str):
+        """Each text (or pair) as PairPieces for the classifier, cut to its length (as the
+        tokenizer's longest_first cuts a pair) or refused; and the token count."""
+        tokenizer, limit = self.classifier.tokenizer, self.classifier.max_length
+        encoded = tokenizer(firsts, seconds, truncation=True if truncate else None,
+                            max_length=limit if truncate else None, verbose=False)  # fmt: skip
+        out = []
+        for index, (ids, types) in enumerate(zip(encoded["input_ids"], encoded["token_type_ids"])):
+            if len(ids) > limit:
+                raise RequestError(422, f"{field}[{index}] has {len(ids)} tokens, more than the model's limit of "
+                                        f"{limit}; shorten it or send \"truncate\": true", field,
+                                   "context_length_exceeded")  # fmt: skip
+            second = types.index(1) - 1 if 1 in types else None  # (without [CLS])
+            out.append(PairPieces(ids[1:-1], second))
+        return out, sum(len(row) + 2 for row in out)
 
     async def tokenize(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
@@ -253,6 +316,29 @@ def parse_inputs(value, field: str, settings: ServeSettings, allow_ids: bool) ->
     return inputs
 
 
+def _is_sequence_classifier(model: str) -> bool:
+    from ..formats.hub import resolve_file
+
+    path = resolve_file(model, "config.json")
+    try:
+        architectures = json.loads(path.read_text(encoding="utf-8")).get("architectures") or []
+    except (ValueError, AttributeError, RecursionError):
+        return False  # the loader says what is wrong with it
+    return isinstance(architectures, list) and any(
+        isinstance(name, str) and name.endswith("ForSequenceClassification") for name in architectures)  # fmt: skip
+
+
+def _text_field(body: dict, name: str, settings: ServeSettings) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise RequestError(422, f"{name} must be a non-empty string", name)
+    if len(value) > settings.max_input_chars:
+        limit = settings.max_input_chars
+        raise RequestError(422, f"{name} has {len(value)} characters, more than the limit of {limit}", name,
+                           "input_too_long")  # fmt: skip
+    return value
+
+
 def _is_id(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -280,6 +366,9 @@ class Routes:
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/embed", self.tei_embed, methods=["POST"]),
             Route("/tokenize", self.tei_tokenize, methods=["POST"]),
+            Route("/rerank", self.tei_rerank, methods=["POST"]),
+            Route("/predict", self.tei_predict, methods=["POST"]),
+            Route("/v1/rerank", self.v1_rerank, methods=["POST"]),
             Route("/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
@@ -297,11 +386,141 @@ class Routes:
         finally:
             gone.cancel()
 
-    def ready(self) -> None:
+    def ready(self, kind: str = "embeddings") -> None:
+        """The model is loaded and is of the ``kind`` the endpoint needs: "embeddings" or "classifier"."""
         if self.service.load_error is not None:
             raise RequestError(503, "the model failed to load")
-        if self.service.embedder is None:
+        if not self.service.loaded:
             raise RequestError(503, "the model is still loading; retry shortly", code="loading")
+        if kind == "any":
+            return
+        if kind == "embeddings" and self.service.embedder is None:
+            raise RequestError(400, f"the model {self.service.model_id!r} is a sequence classifier: this server "
+                                    "answers /rerank, /predict and /v1/rerank, not embeddings",
+                               code="model_not_supported")  # fmt: skip
+        if kind == "classifier" and self.service.classifier is None:
+            raise RequestError(400, f"the model {self.service.model_id!r} is an embedding model: reranking and "
+                                    "/predict need a sequence classifier (a cross-encoder) served with --model",
+                               code="model_not_supported")  # fmt: skip
+
+    async def logits_job(self, request: Request, pieces: list[PairPieces]) -> np.ndarray:
+        job = self.service.batcher.submit(pieces, ("logits",))
+        gone = asyncio.ensure_future(_client_gone(request))
+        try:
+            done, _ = await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if job.future not in done:
+                self.service.batcher.cancel(job)
+                raise ClientGone
+            return job.future.result()  # (N, labels)
+        finally:
+            gone.cancel()
+
+    async def scores_of_pairs(self, request: Request, query: str, documents: list[str], field: str, truncate: bool,
+                              raw: bool) -> tuple[np.ndarray, int]:  # fmt: skip
+        """Relevance of each document to the query (the cross-encoder's activation unless ``raw``)."""
+        from ..tasks.rerank import ACTIVATIONS
+
+        classifier = self.service.classifier
+        if classifier.num_labels != 1:
+            raise RequestError(400, f"reranking needs a model with one output (a relevance score); "
+                                    f"{self.service.model_id!r} has {classifier.num_labels} labels: use /predict",
+                               code="model_not_supported")  # fmt: skip
+        pieces, tokens = await self.service.tokenize(self.service.pair_pieces, [query] * len(documents), documents,
+                                                     truncate, field)  # fmt: skip
+        request.state.counts = (len(documents), tokens)
+        logits = (await self.logits_job(request, pieces))[:, 0]
+        return (logits if raw else ACTIVATIONS[classifier.activation_fn](logits)), tokens
+
+    async def tei_rerank(self, request: Request) -> Response:
+        """text-embeddings-inference's POST /rerank: {"query", "texts", "raw_scores", "return_text",
+        "truncate"} → [{"index", "score", "text"?}], best first."""
+        self.ready("classifier")
+        body = await read_json(request, self.settings.max_body_bytes)
+        query = _text_field(body, "query", self.settings)
+        if "texts" not in body:
+            raise RequestError(422, "texts is required", "texts")
+        texts = parse_inputs(body["texts"], "texts", self.settings, allow_ids=False)
+        raw, return_text = _flag(body, "raw_scores", False), _flag(body, "return_text", False)
+        truncate = _flag(body, "truncate", self.settings.auto_truncate)
+        scores, _ = await self.scores_of_pairs(request, query, texts, "texts", truncate, raw)
+        order = sorted(range(len(texts)), key=lambda i: -scores[i])
+        return JSONResponse([{"index": i, "score": float(scores[i]), **({"text": texts[i]} if return_text else {})}
+                             for i in order])  # fmt: skip
+
+    async def v1_rerank(self, request: Request) -> Response:
+        """The rerank API of Cohere, Jina, infinity-emb and vLLM: {"model"?, "query", "documents"
+        (strings or {"text"} objects), "top_n"?, "return_documents"?} → {"results": [{"index",
+        "relevance_score", "document"?: {"text"}}], best first}."""
+        self.ready("classifier")
+        body = await read_json(request, self.settings.max_body_bytes)
+        model = body.get("model")
+        if model is not None and model not in self.service.model_ids:
+            raise RequestError(404, f"the model {model!r} is not served here; this server has "
+                                    f"{self.service.model_id!r}", "model", "model_not_found")  # fmt: skip
+        query = _text_field(body, "query", self.settings)
+        if "documents" not in body:
+            raise RequestError(422, "documents is required", "documents")
+        documents = body["documents"]
+        if isinstance(documents, list) and all(isinstance(d, dict) for d in documents) and documents:
+            if not all(set(d) == {"text"} and isinstance(d["text"], str) for d in documents):
+                raise RequestError(422, 'documents must be strings or {"text": string} objects', "documents")
+            documents = [d["text"] for d in documents]
+        documents = parse_inputs(documents, "documents", self.settings, allow_ids=False)
+        top_n = body.get("top_n")
+        if top_n is not None and (not _is_id(top_n) or top_n < 1):
+            raise RequestError(422, f"top_n must be a positive integer, got {json.dumps(top_n)[:40]}", "top_n")
+        return_documents = _flag(body, "return_documents", False)
+        truncate = _flag(body, "truncate", self.settings.auto_truncate)
+        scores, tokens = await self.scores_of_pairs(request, query, documents, "documents", truncate, raw=False)
+        order = sorted(range(len(documents)), key=lambda i: -scores[i])[:top_n]
+        results = [{"index": i, "relevance_score": float(scores[i]),
+                    **({"document": {"text": documents[i]}} if return_documents else {})} for i in order]  # fmt: skip
+        return JSONResponse({"object": "rerank", "results": results, "model": self.service.model_id,
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})  # fmt: skip
+
+    async def tei_predict(self, request: Request) -> Response:
+        """text-embeddings-inference's POST /predict: "inputs" is a text, a pair [a, b], or a list of
+        either; → [{"score", "label"}] over every label, best first (a list of those for a list).
+        Scores as the text-classification pipeline gives them, or the logits with "raw_scores"."""
+        from ..tasks.classify import default_function, scores_of
+
+        self.ready("classifier")
+        body = await read_json(request, self.settings.max_body_bytes)
+        if "inputs" not in body:
+            raise RequestError(422, "inputs is required", "inputs")
+        value = body["inputs"]
+        # A text, or exactly two texts (read as one pair, as TEI reads them), is one input.
+        single = isinstance(value, str) or (isinstance(value, list) and len(value) == 2
+                                            and all(isinstance(item, str) for item in value))  # fmt: skip
+        items = [value] if single else value
+        if not isinstance(items, list) or not items:
+            raise RequestError(
+                422, "inputs must be a text, a pair [text, text], or a non-empty list of either", "inputs"
+            )
+        if len(items) > self.settings.max_inputs:
+            raise RequestError(422, f"inputs has {len(items)} items, more than the limit of {self.settings.max_inputs} "
+                                    "per request", "inputs", "too_many_inputs")  # fmt: skip
+        pairs = [item if isinstance(item, list) else [item] for item in items]
+        if not all(len(p) in (1, 2) and all(isinstance(t, str) for t in p) for p in pairs) or len(
+                {len(p) for p in pairs}) > 1:  # fmt: skip
+            raise RequestError(422, "inputs must all be texts, or all be pairs [text, text]", "inputs")
+        for index, texts in enumerate(pairs):
+            parse_inputs(texts, f"inputs[{index}]", self.settings, allow_ids=False)  # empty, too many characters
+        raw = _flag(body, "raw_scores", False)
+        truncate = _flag(body, "truncate", self.settings.auto_truncate)
+        seconds = [p[1] for p in pairs] if len(pairs[0]) == 2 else None
+        pieces, tokens = await self.service.tokenize(self.service.pair_pieces, [p[0] for p in pairs], seconds,
+                                                     truncate, "inputs")  # fmt: skip
+        request.state.counts = (len(pairs), tokens)
+        logits = await self.logits_job(request, pieces)
+        model = self.service.classifier.model
+        function = "none" if raw else default_function(model)
+        rows = []
+        for row in logits:
+            scores = scores_of(row, function)
+            ranked = sorted(range(len(scores)), key=lambda i: -scores[i])
+            rows.append([{"score": float(scores[i]), "label": model.labels.id2label[i]} for i in ranked])
+        return JSONResponse(rows[0] if single else rows)
 
     async def openai_embeddings(self, request: Request) -> Response:
         self.ready()
@@ -323,7 +542,7 @@ class Routes:
         if dimensions is not None and dimensions != self.service.dimension:
             raise RequestError(422, f"dimensions={dimensions!r}: this model's vectors have {self.service.dimension} "
                                     "dimensions and it cannot shorten them", "dimensions")  # fmt: skip
-        truncate = _flag(body, "truncate", False)
+        truncate = _flag(body, "truncate", self.settings.auto_truncate)
         pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input")
         request.state.counts = (len(inputs), tokens)
         vectors = await self.embed_job(request, pieces, skip, None)
@@ -344,19 +563,19 @@ class Routes:
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
-        normalize, truncate = _flag(body, "normalize", True), _flag(body, "truncate", False)
+        normalize, truncate = _flag(body, "normalize", True), _flag(body, "truncate", self.settings.auto_truncate)
         pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "inputs")
         request.state.counts = (len(inputs), tokens)
         return JSONResponse((await self.embed_job(request, pieces, skip, normalize)).tolist())
 
     async def tei_tokenize(self, request: Request) -> Response:
-        self.ready()
+        self.ready("any")
         body = await read_json(request, self.settings.max_body_bytes)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
         special = _flag(body, "add_special_tokens", True)
-        tokenizer = self.service.embedder.tokenizer
+        tokenizer = (self.service.embedder or self.service.classifier).tokenizer
         encoding = await self.service.tokenize(
             lambda: tokenizer(inputs, add_special_tokens=special, return_offsets_mapping=True, verbose=False)
         )
@@ -378,7 +597,7 @@ class Routes:
         ]})  # fmt: skip
 
     async def health(self, request: Request) -> Response:
-        if self.service.embedder is None:
+        if not self.service.loaded:
             return JSONResponse({"status": "loading" if self.service.load_error is None else "failed"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
@@ -394,6 +613,12 @@ class Routes:
             logger.error("cannot load %s: %s", self.settings.model, " ".join(str(error).split()))
             if self.on_fatal is not None:
                 self.on_fatal(error)
+            return
+        if self.service.classifier is not None:
+            classifier = self.service.classifier
+            logger.info("model %s loaded: a sequence classifier with %d label(s), up to %d tokens per pair; serving "
+                        "/rerank, /predict, /v1/rerank; ready", self.settings.model, classifier.num_labels,
+                        classifier.max_length)  # fmt: skip
             return
         logger.info("model %s loaded: %d dimensions, up to %d tokens per text; ready", self.settings.model,
                     self.service.dimension, self.service.embedder.max_length)  # fmt: skip

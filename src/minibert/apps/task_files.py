@@ -1,0 +1,194 @@
+"""``minibert classify``, ``tag``, ``answer`` and ``rerank``: the tasks of minibert.tasks on texts
+from arguments, a file or stdin, written as JSON lines.
+
+The file rules are ``embed``'s (docs/cli.md): a ``.txt`` input has one text per line (the line
+rule: split on "\\n" only, a blank line is the empty text), a ``.jsonl`` input one object per line
+(``text``, and ``text_pair`` for classify; ``question`` and ``context`` for answer); the output
+has exactly one JSON line per input line, in input order, written atomically (a temporary file
+renamed into place) with ``--output FILE.jsonl``, else printed. Work goes ``CHUNK`` lines at a
+time, so memory follows the chunk, not the file (rerank keeps one score per document).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from .commands import CommandError
+from .embed_files import CHUNK, _count_texts, _json_line, _read_texts, _same_file, _spooled_stdin
+
+
+def _records(path: Path, fields: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[dict]:
+    """One dict per line: a .txt line is {fields[0]: line}; a .jsonl line is an object whose
+    ``fields`` are strings (and ``optional`` ones strings if present)."""
+    if path.suffix != ".jsonl":
+        if len(fields) > 1:
+            raise CommandError(f"{path}: this command reads .jsonl lines with {', '.join(fields)} fields")
+        for text in _read_texts(path):
+            yield {fields[0]: text}
+        return
+    try:
+        with path.open(encoding="utf-8", newline="\n") as handle:
+            for number, line in enumerate(handle, start=1):
+                line = line.removesuffix("\n").removesuffix("\r")
+                try:
+                    record = json.loads(line) if line.strip() else {fields[0]: ""}
+                except (ValueError, RecursionError) as error:
+                    raise CommandError(f"{path}:{number}: not valid JSON ({str(error)[:80]})") from None
+                missing = [name for name in fields if not isinstance(record.get(name) if isinstance(record, dict)
+                                                                     else None, str)]  # fmt: skip
+                if len(fields) > 1 and not line.strip():
+                    missing = list(fields)
+                wrong = [name for name in optional if isinstance(record, dict) and name in record
+                         and not isinstance(record[name], str)]  # fmt: skip
+                if missing or wrong:
+                    wanted = ", ".join(f'"{name}"' for name in fields)
+                    raise CommandError(f"{path}:{number}: expected an object with {wanted} strings"
+                                       + (f" ({', '.join(wrong)} must be strings too)" if wrong else ""))  # fmt: skip
+                yield {name: record[name] for name in (*fields, *optional) if name in record}
+    except UnicodeDecodeError as error:
+        raise CommandError(f"{path} is not UTF-8 text (byte {error.start})") from None
+
+
+def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
+    while chunk := [record for _, record in zip(range(CHUNK), records)]:
+        yield chunk
+
+
+def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, answer_chunk, finish=None) -> None:
+    """Read the records (arguments, --input FILE or stdin), answer each chunk, write the rows."""
+    given = from_arguments()
+    if given and args.input:
+        raise CommandError("give texts as arguments or --input FILE, not both")
+    if not given and not args.input:
+        raise CommandError("nothing to do: give texts as arguments or --input FILE (- for stdin)")
+    output = Path(args.output) if args.output else None
+    if output is not None:
+        if output.suffix != ".jsonl":
+            raise CommandError(f"--output must end in .jsonl, got {output.name}")
+        if not output.parent.exists():
+            raise CommandError(f"the output directory {output.parent} does not exist")
+        if args.input and args.input != "-" and _same_file(Path(args.input), output):
+            raise CommandError(f"--output {output} is the input file {args.input}: writing it would destroy the input")
+    if args.input == "-":
+        with _spooled_stdin() as name:
+            return _write(Path(name), output, fields, optional, answer_chunk, finish)
+    if args.input:
+        _count_texts(Path(args.input))  # the file exists and is UTF-8 text, before the model loads
+        return _write(Path(args.input), output, fields, optional, answer_chunk, finish)
+    return _write(None, output, fields, optional, answer_chunk, finish, given)
+
+
+def _write(path, output, fields, optional, answer_chunk, finish, given=None) -> None:
+    records = iter(given) if path is None else _records(path, fields, optional)
+    rows = (row for chunk in _rows_in_chunks(records) for row in answer_chunk(chunk))
+    if finish is not None:  # rows that need all of the input (rerank's ranks)
+        rows = finish(list(rows), output is None)
+    if output is None:
+        for row in rows:
+            print(_json_line(row))
+        return
+    from ..formats.atomic_files import atomic_output
+
+    count = 0
+    with atomic_output(output) as handle:
+        for row in rows:
+            handle.write((_json_line(row) + "\n").encode("utf-8"))
+            count += 1
+    print(f"minibert: wrote {count} rows to {output}", file=sys.stderr)
+
+
+def _load(args, loader):
+    from .commands import load_model
+
+    if not args.model:
+        raise CommandError(f"{args.command} needs --model DIR (or a hub id) of a checkpoint with its head")
+    return load_model(args, loader)
+
+
+def _task_errors(function, *arguments, **keywords):
+    """The task's refusals (a text too long, a bad value) are the user's input: one line, exit 1."""
+    try:
+        return function(*arguments, **keywords)
+    except (ValueError, TypeError) as error:
+        raise CommandError(str(error)) from None
+
+
+def cmd_classify(args) -> None:
+    from ..heads import BertForSequenceClassification
+    from ..tasks import classify, load_for_task
+
+    loaded = _load(args, lambda name: load_for_task(name, BertForSequenceClassification))
+    top_k = None if args.top_k == "all" else int(args.top_k)
+
+    def answer_chunk(chunk: list[dict]) -> list[dict]:
+        inputs = [record if "text_pair" in record else record["text"] for record in chunk]
+        if any("text_pair" in record for record in chunk):
+            inputs = [{"text": r["text"], "text_pair": r.get("text_pair", "")} for r in chunk]
+        labels = _task_errors(classify, inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
+                              truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
+        return [{**record, "labels": found} for record, found in zip(chunk, labels)]
+
+    _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts], answer_chunk)
+
+
+def cmd_tag(args) -> None:
+    from ..heads import BertForTokenClassification
+    from ..tasks import load_for_task, tag
+
+    loaded = _load(args, lambda name: load_for_task(name, BertForTokenClassification))
+
+    def answer_chunk(chunk: list[dict]) -> list[dict]:
+        found = _task_errors(tag, [record["text"] for record in chunk], model=loaded,
+                             aggregation_strategy=args.aggregation, stride=args.stride,
+                             batch_size=args.batch_size)  # fmt: skip
+        return [{"text": record["text"], "entities": entities} for record, entities in zip(chunk, found)]
+
+    _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts], answer_chunk)
+
+
+def cmd_answer(args) -> None:
+    from ..heads import BertForQuestionAnswering
+    from ..tasks import answer, load_for_task
+
+    if (args.question is None) != (args.context is None):
+        raise CommandError("give --question and --context together (or --input FILE.jsonl)")
+    loaded = _load(args, lambda name: load_for_task(name, BertForQuestionAnswering))
+
+    def answer_chunk(chunk: list[dict]) -> list[dict]:
+        found = _task_errors(answer, [r["question"] for r in chunk], [r["context"] for r in chunk], model=loaded,
+                             top_k=args.top_k, doc_stride=args.doc_stride, max_answer_len=args.max_answer_len,
+                             max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
+                             batch_size=args.batch_size)  # fmt: skip
+        return [{"question": r["question"], "answers": a if isinstance(a, list) else [a]} for r, a in zip(chunk, found)]
+
+    def from_arguments():
+        return [] if args.question is None else [{"question": args.question, "context": args.context}]
+
+    _run(args, ("question", "context"), (), from_arguments, answer_chunk)
+
+
+def cmd_rerank(args) -> None:
+    from ..tasks import CrossEncoder
+
+    ranker = _load(args, lambda name: CrossEncoder(name, max_length=args.max_length))
+    if ranker.num_labels != 1:
+        raise CommandError(f"{args.model}: rerank needs a model with one output (a relevance score); "
+                           f"it has {ranker.num_labels} labels")  # fmt: skip
+
+    def answer_chunk(chunk: list[dict]) -> list[dict]:
+        pairs = [[args.query, record["text"]] for record in chunk]
+        found = _task_errors(ranker.predict, pairs, batch_size=args.batch_size)
+        return [{"score": float(score), "text": record["text"]} for record, score in zip(chunk, found)]
+
+    def ranked(rows: list[dict], printing: bool) -> list[dict]:
+        """Each row gets its index and rank (1 = most relevant); a file keeps the input order, the
+        terminal gets the best --top-n first."""
+        order = sorted(range(len(rows)), key=lambda n: rows[n]["score"], reverse=True)
+        for rank, index in enumerate(order, start=1):
+            rows[index] = {"index": index, "rank": rank, **rows[index]}
+        return [rows[index] for index in order[: args.top_n]] if printing else rows
+
+    _run(args, ("text",), (), lambda: [{"text": text} for text in args.documents], answer_chunk, ranked)

@@ -1,0 +1,106 @@
+"""`minibert serve` with a cross-encoder: text-embeddings-inference's /rerank and /predict and the
+Cohere/Jina/infinity/vLLM /v1/rerank, each checked against sentence-transformers' CrossEncoder on
+the same folder (scores within 1e-5, the parity bound; the same order), and against what a wrong
+request gets (its status and a JSON error). The checkpoint is the one test_tasks.py trains (a few
+steps, so that the documents' scores differ)."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+
+from test_serve import NAME, Server
+from test_tasks import DOCUMENTS, cross_encoder_dir, make  # noqa: F401  (make: the fixture)
+
+pytest.importorskip("starlette")
+sentence_transformers = pytest.importorskip("sentence_transformers")
+QUERY = "How many people live in Berlin?"
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def reranker(make, tmp_path_factory):  # noqa: F811
+    directory = cross_encoder_dir(make, tmp_path_factory.mktemp("ce"), "saved")
+    running = Server(directory, "--max-inputs", "16", "--max-queue", "64")
+    yield running, directory, sentence_transformers.CrossEncoder(str(directory))
+    returncode, log = running.stop()
+    assert returncode == 0 and "Traceback" not in log, log
+
+
+def test_rerank_endpoints_give_cross_encoder_rank(reranker):
+    server, _, reference = reranker
+    documents = [d for d in DOCUMENTS if d]  # (an empty document is a 422, as an empty text is)
+    expected = reference.rank(QUERY, documents)
+    tei = httpx.post(f"{server.url}/rerank", json={"query": QUERY, "texts": documents, "return_text": True,
+                                                   "truncate": True}, timeout=30)  # fmt: skip
+    assert tei.status_code == 200, tei.text
+    assert [row["index"] for row in tei.json()] == [row["corpus_id"] for row in expected]
+    assert max(abs(a["score"] - b["score"]) for a, b in zip(tei.json(), expected)) <= TOLERANCE
+    assert tei.json()[0]["text"] == documents[expected[0]["corpus_id"]]
+    v1 = httpx.post(f"{server.url}/v1/rerank", json={"model": NAME, "query": QUERY, "top_n": 2,
+                                                     "documents": [{"text": d} for d in documents],
+                                                     "return_documents": True, "truncate": True}, timeout=30)  # fmt: skip
+    assert v1.status_code == 200, v1.text
+    results = v1.json()["results"]
+    assert [r["index"] for r in results] == [row["corpus_id"] for row in expected[:2]]
+    assert max(abs(r["relevance_score"] - e["score"]) for r, e in zip(results, expected)) <= TOLERANCE
+    assert results[0]["document"] == {"text": documents[results[0]["index"]]} and v1.json()["usage"]["total_tokens"]
+    raw = httpx.post(f"{server.url}/rerank", json={"query": QUERY, "texts": documents[:2], "raw_scores": True})
+    logits = reference.predict([[QUERY, d] for d in documents[:2]], activation_fn=lambda x: x)
+    assert max(abs(row["score"] - logits[row["index"]]) for row in raw.json()) <= TOLERANCE
+
+
+def test_predict_gives_pipeline_scores_for_texts_and_pairs(reranker):
+    server, directory, reference = reranker
+    pairs = [[QUERY, DOCUMENTS[0]], [QUERY, DOCUMENTS[3]]]
+    batch = httpx.post(f"{server.url}/predict", json={"inputs": pairs}, timeout=30)
+    assert batch.status_code == 200, batch.text
+    scores = [rows[0]["score"] for rows in batch.json()]
+    np.testing.assert_allclose(scores, reference.predict(pairs), atol=TOLERANCE, rtol=0)  # one label: a sigmoid
+    one = httpx.post(f"{server.url}/predict", json={"inputs": pairs[0]}).json()
+    assert one[0]["label"] == "LABEL_0" and abs(one[0]["score"] - scores[0]) <= TOLERANCE
+
+
+@pytest.mark.parametrize(
+    "path, body, status, words",
+    [
+        ("/rerank", {"query": QUERY}, 422, "texts is required"),
+        ("/rerank", {"query": "", "texts": ["a"]}, 422, "query must be a non-empty string"),
+        ("/rerank", {"query": QUERY, "texts": ["word " * 200]}, 422, "more than the model's limit of 48"),
+        ("/rerank", {"query": QUERY, "texts": ["a"] * 17}, 422, "more than the limit of 16"),
+        ("/v1/rerank", {"query": QUERY, "documents": ["a"], "top_n": 0}, 422, "top_n must be a positive integer"),
+        ("/v1/rerank", {"query": QUERY, "documents": [{"txt": "a"}]}, 422, "documents must be strings or"),
+        ("/v1/rerank", {"model": "other", "query": QUERY, "documents": ["a"]}, 404, "is not served here"),
+        ("/predict", {"inputs": [["a", "b"], ["c"]]}, 422, "all be texts, or all be pairs"),
+        ("/embed", {"inputs": ["a"]}, 400, "is a sequence classifier"),
+        ("/v1/embeddings", {"model": NAME, "input": ["a"]}, 400, "is a sequence classifier"),
+    ],
+)  # fmt: skip
+def test_bad_rerank_requests_get_their_status(reranker, path, body, status, words):
+    server, _, _ = reranker
+    response = httpx.post(f"{server.url}{path}", json=body, timeout=30)
+    assert response.status_code == status, response.text
+    assert words in response.text
+
+
+def test_auto_truncate_cuts_unless_the_request_says_no(make, tmp_path):  # noqa: F811
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    server = Server(directory, "--auto-truncate")
+    try:
+        long = httpx.post(f"{server.url}/rerank", json={"query": QUERY, "texts": ["word " * 200]}, timeout=30)
+        assert long.status_code == 200, long.text
+        refused = httpx.post(f"{server.url}/rerank", json={"query": QUERY, "texts": ["word " * 200],
+                                                           "truncate": False}, timeout=30)  # fmt: skip
+        assert refused.status_code == 422
+    finally:
+        server.stop()
+
+
+def test_max_queue_below_max_inputs_is_refused_at_start(capsys):
+    """A request of --max-inputs texts could never be queued: 503 "retry shortly" forever. A usage
+    error (exit 2), before anything loads."""
+    from minibert.apps.cli import main
+
+    assert main(["serve", "--model", "x", "--max-queue", "8", "--max-inputs", "16"]) == 2
+    assert "--max-queue (8) must be at least --max-inputs (16)" in capsys.readouterr().err
