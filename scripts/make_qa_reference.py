@@ -58,8 +58,8 @@ def main(out: Path) -> None:
     tokenizer = transformers.BertTokenizerFast(str(out / "vocab.txt"), model_max_length=128)
     tokenizer.save_pretrained(out)
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=len(vocabulary()), hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=4, intermediate_size=37, max_position_embeddings=128)  # fmt: skip
+    shape = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+    config = transformers.BertConfig(vocab_size=len(vocabulary()), max_position_embeddings=128, **shape)
     model = transformers.BertForQuestionAnswering(config).eval()
     with torch.no_grad():
         model.qa_outputs.weight.mul_(20)  # random weights give flat scores; sharpen them

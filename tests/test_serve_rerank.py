@@ -9,7 +9,6 @@ from __future__ import annotations
 import httpx
 import numpy as np
 import pytest
-
 from test_serve import NAME, Server
 from test_tasks import DOCUMENTS, cross_encoder_dir, make  # noqa: F401  (make: the fixture)
 
@@ -38,9 +37,9 @@ def test_rerank_endpoints_give_cross_encoder_rank(reranker):
     assert [row["index"] for row in tei.json()] == [row["corpus_id"] for row in expected]
     assert max(abs(a["score"] - b["score"]) for a, b in zip(tei.json(), expected)) <= TOLERANCE
     assert tei.json()[0]["text"] == documents[expected[0]["corpus_id"]]
-    v1 = httpx.post(f"{server.url}/v1/rerank", json={"model": NAME, "query": QUERY, "top_n": 2,
-                                                     "documents": [{"text": d} for d in documents],
-                                                     "return_documents": True, "truncate": True}, timeout=30)  # fmt: skip
+    body = {"model": NAME, "query": QUERY, "top_n": 2, "documents": [{"text": d} for d in documents],
+            "return_documents": True, "truncate": True}  # fmt: skip
+    v1 = httpx.post(f"{server.url}/v1/rerank", json=body, timeout=30)
     assert v1.status_code == 200, v1.text
     results = v1.json()["results"]
     assert [r["index"] for r in results] == [row["corpus_id"] for row in expected[:2]]
