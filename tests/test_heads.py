@@ -287,3 +287,69 @@ def test_antiberty_masked_lm_loads_naming_its_extra_heads():
 def test_heads_are_public_names():
     for name in HEADS:
         assert getattr(minibert, name) is getattr(importlib.import_module("minibert.heads"), name)
+
+
+# ----------------------------------------------------------------------------- fine-tuning
+
+
+def test_one_finetuning_step_matches_transformers(tmp_path):
+    """scripts/finetune_classifier.py's train_step (AdamW) on minibert and on transformers, the same
+    checkpoint and batch: the loss, every gradient, and every weight after the step.
+
+    Dropout is off (probability 0) in both: the two libraries draw their dropout masks in a
+    different order from one seed, so with dropout the step would differ by design, not by error.
+    Tolerance: the loss and weights to 1e-5 as every parity test; gradients relative to the largest
+    of each tensor (as test_every_head_... compares them). After one AdamW step a weight moves by
+    about lr·sign(gradient): a gradient that is 0 in exact arithmetic (rounding noise in both) can
+    move the other way, so the updated weights are compared where |gradient| is above its noise."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from finetune_classifier import train_step
+
+    directory, reference = saved(tmp_path, "BertForSequenceClassification", num_labels=3, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0)  # fmt: skip
+    ours = minibert.BertForSequenceClassification.from_pretrained(directory)
+    ours.train()
+    reference.train()
+    inputs, labels = batch(), torch.tensor([2, 0, 1])
+    optimizers = [torch.optim.AdamW(model.parameters(), lr=1e-3) for model in (ours, reference)]
+    loss_ours = train_step(ours, optimizers[0], inputs, labels)
+    loss_theirs = train_step(reference, optimizers[1], inputs, labels)
+    assert abs(loss_ours - loss_theirs) <= ATOL, (loss_ours, loss_theirs)
+    theirs = dict(reference.named_parameters())
+    worst_gradient, worst_weight, compared = 0.0, 0.0, 0
+    for name, parameter in ours.named_parameters():
+        hub_name = _hub_name(name, ours)
+        if hub_name not in theirs:
+            continue
+        expected = theirs[hub_name]
+        scale = max(float(expected.grad.abs().max()), 1.0)
+        worst_gradient = max(worst_gradient, float((parameter.grad - expected.grad).abs().max()) / scale)
+        clear = expected.grad.abs() > 1e-6  # above the rounding noise of a zero gradient
+        if clear.any():
+            worst_weight = max(worst_weight, float((parameter.detach() - expected.detach())[clear].abs().max()))
+        compared += 1
+    assert compared >= 30, compared
+    assert worst_gradient <= ATOL, worst_gradient
+    assert worst_weight <= ATOL, worst_weight
+    print(f"\none AdamW step: loss Δ {abs(loss_ours - loss_theirs):.1e}, gradients {worst_gradient:.1e} "
+          f"(relative), weights {worst_weight:.1e}, {compared} tensors")  # fmt: skip
+
+
+def test_new_heads_start_a_classifier_on_an_encoder_for_finetuning(minilm_dir, caplog):
+    with pytest.raises(CheckpointError, match="pass new_heads=True to start them from fresh weights"):
+        minibert.BertForSequenceClassification.from_pretrained(minilm_dir)
+    torch.manual_seed(0)
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        model = minibert.BertForSequenceClassification.from_pretrained(minilm_dir, new_heads=True, num_labels=6)
+    assert "starts 2 tensors from fresh weights" in caplog.text and "classifier.weight" in caplog.text
+    assert model.num_labels == 6 and model.labels.id2label[5] == "LABEL_5"
+    assert abs(float(model.classifier.weight.std()) - 0.02) < 0.005 and not model.classifier.bias.any()
+    encoder = minibert.BertModel.from_pretrained(minilm_dir)
+    assert torch.equal(model.bert.embeddings.word_embeddings.weight, encoder.embeddings.word_embeddings.weight)
+    named = minibert.BertForSequenceClassification.from_pretrained(minilm_dir, new_heads=True,
+                                                                   id2label={0: "no", 1: "yes"})  # fmt: skip
+    assert named.labels.label2id == {"no": 0, "yes": 1}
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['num_label'\\]"):
+        minibert.BertForSequenceClassification.from_pretrained(minilm_dir, num_label=3)

@@ -41,12 +41,22 @@ class PretrainedBert(nn.Module):
         revision: str | None = None,
         dtype: torch.dtype | str | None = None,
         device: torch.device | str | None = None,
+        new_heads: bool = False,
+        **label_config,
     ):
         """Build the model from ``config.json`` and load the pretrained weights of a local directory
-        or a hub repository (see ``weights.py``). Returned in eval mode (dropout off)."""
+        or a hub repository (see ``weights.py``). Returned in eval mode (dropout off).
+
+        To fine-tune a checkpoint that lacks the class's head (a classifier on bert-base, say):
+        ``new_heads=True`` starts the missing head tensors (and a missing pooler) from fresh
+        weights, as BERT initialises them, and logs their names; without it they are an error.
+        ``num_labels``, ``id2label``, ``label2id``, ``problem_type`` and ``classifier_dropout``
+        replace config.json's, as in transformers:
+        ``BertForSequenceClassification.from_pretrained(path, new_heads=True, num_labels=6)``."""
         from .weights import load_pretrained
 
-        return load_pretrained(cls, name_or_path, revision=revision, dtype=dtype, device=device)
+        return load_pretrained(cls, name_or_path, revision=revision, dtype=dtype, device=device,
+                               new_heads=new_heads, label_config=label_config)  # fmt: skip
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names."""

@@ -213,20 +213,33 @@ class _WithoutInitialisation(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None):
-    """Build ``cls`` (BertModel or BertForPreTraining) from a checkpoint; see ``BertModel.from_pretrained``."""
+LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifier_dropout")
+
+
+def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None, new_heads=False, label_config=None):
+    """Build ``cls`` (BertModel or a class with heads) from a checkpoint; see ``PretrainedBert.from_pretrained``."""
     dtype = _parse_dtype(dtype) or torch.float32
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
+    unknown = sorted(set(label_config or {}) - set(LABEL_FIELDS))
+    if unknown:
+        raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; the config fields it "
+                        f"replaces are {', '.join(LABEL_FIELDS)}")  # fmt: skip
+    if label_config:
+        if "num_labels" in label_config and "id2label" not in label_config:
+            config.extra.pop("id2label", None)  # LABEL_0 ... LABEL_{n-1}, as transformers names them
+            config.extra.pop("label2id", None)
+        config.extra.update(label_config)
     with torch.device("meta"), _WithoutInitialisation():  # no memory, no random init: the checkpoint's tensors are used
         try:
             model = cls(config)
         except CheckpointError as error:  # a config field this class refuses
             raise CheckpointError(f"{config_file}: {error}") from None
     if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
-        _rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False)
+        _rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
+                          new_heads=new_heads)  # fmt: skip
     state = read_state_dict(weights_file)
-    state = _rename_and_check(model, state, weights_file, config_file)
+    state = _rename_and_check(model, state, weights_file, config_file, new_heads=new_heads)
     for name, tensor in state.items():
         if tensor.is_floating_point() and tensor.dtype != dtype:
             tensor = tensor.to(dtype)
@@ -241,7 +254,8 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     return model
 
 
-def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True) -> dict:
+def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True,
+                      new_heads: bool = False) -> dict:  # fmt: skip
     """Rename ``state`` to ``model``'s names; raise one error listing every missing, unexpected and
     mis-shaped tensor. Tensors of heads the model does not have are left out (named in one log line,
     as transformers warns, unless the model is the bare encoder: every checkpoint with heads has them)."""
@@ -275,7 +289,15 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
         if renamed[name].shape != expected[name].shape
     ]
     if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped:
-        raise CheckpointError(_missing_heads(model, missing, renamed, unused_heads, weights_file))
+        if not new_heads:
+            advice = " (or pass new_heads=True to start them from fresh weights, to fine-tune)"
+            raise CheckpointError(_missing_heads(model, missing, renamed, unused_heads, weights_file) + advice)
+        if warn:
+            logger.warning("%s: %s starts %d tensors from fresh weights (fine-tune them before use): %s",
+                           weights_file, type(model).__name__, len(missing), _first(missing, 6))  # fmt: skip
+        for name in missing:
+            renamed[name] = _fresh(name, tuple(expected[name].shape), model.config.initializer_range)
+        missing = []
     if missing or misshaped or undescribed:
         lines = [f"{weights_file} does not fit the model described by {config_file}:"]
         if undescribed:
@@ -300,6 +322,15 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
             stacklevel=3,
         )
     return {name: renamed[name] for name in expected}
+
+
+def _fresh(name: str, shape: tuple[int, ...], std: float) -> torch.Tensor:
+    """A new head tensor as BERT initialises it: LayerNorm scales 1, biases 0, weights normal(0, std)."""
+    if name.endswith("layer_norm.weight"):
+        return torch.ones(shape)
+    if name.endswith("bias"):
+        return torch.zeros(shape)
+    return torch.randn(shape) * std
 
 
 # Which class to load a checkpoint with, by the heads it has.

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .commands import CommandError
-from .embed_files import CHUNK, _count_texts, _json_line, _read_texts, _same_file, _spooled_stdin
+from .embed_files import CHUNK, _json_line, _read_texts, _same_file, _spooled_stdin
 
 
 def _records(path: Path, fields: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[dict]:
@@ -57,8 +57,9 @@ def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
         yield chunk
 
 
-def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, answer_chunk, finish=None) -> None:
-    """Read the records (arguments, --input FILE or stdin), answer each chunk, write the rows."""
+def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, answerer, finish=None) -> None:
+    """Check the arguments, then load the model (``answerer()`` returns the function that answers
+    a chunk of records), read the records (arguments, --input FILE or stdin), write the rows."""
     given = from_arguments()
     if given and args.input:
         raise CommandError("give texts as arguments or --input FILE, not both")
@@ -72,11 +73,15 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
             raise CommandError(f"the output directory {output.parent} does not exist")
         if args.input and args.input != "-" and _same_file(Path(args.input), output):
             raise CommandError(f"--output {output} is the input file {args.input}: writing it would destroy the input")
+    if args.input and args.input != "-" and not Path(args.input).is_file():
+        raise CommandError(f"input file not found: {args.input}")
+    if not args.model:
+        raise CommandError(f"{args.command} needs --model DIR (or a hub id) of a checkpoint with its head")
+    answer_chunk = answerer()
     if args.input == "-":
         with _spooled_stdin() as name:
             return _write(Path(name), output, fields, optional, answer_chunk, finish)
     if args.input:
-        _count_texts(Path(args.input))  # the file exists and is UTF-8 text, before the model loads
         return _write(Path(args.input), output, fields, optional, answer_chunk, finish)
     return _write(None, output, fields, optional, answer_chunk, finish, given)
 
@@ -103,50 +108,50 @@ def _write(path, output, fields, optional, answer_chunk, finish, given=None) -> 
 def _load(args, loader):
     from .commands import load_model
 
-    if not args.model:
-        raise CommandError(f"{args.command} needs --model DIR (or a hub id) of a checkpoint with its head")
     return load_model(args, loader)
-
-
-def _task_errors(function, *arguments, **keywords):
-    """The task's refusals (a text too long, a bad value) are the user's input: one line, exit 1."""
-    try:
-        return function(*arguments, **keywords)
-    except (ValueError, TypeError) as error:
-        raise CommandError(str(error)) from None
 
 
 def cmd_classify(args) -> None:
     from ..heads import BertForSequenceClassification
     from ..tasks import classify, load_for_task
 
-    loaded = _load(args, lambda name: load_for_task(name, BertForSequenceClassification))
     top_k = None if args.top_k == "all" else int(args.top_k)
+    loaded = None
+
+    def answerer():
+        nonlocal loaded
+        loaded = _load(args, lambda name: load_for_task(name, BertForSequenceClassification))
+        return answer_chunk
 
     def answer_chunk(chunk: list[dict]) -> list[dict]:
         inputs = [record if "text_pair" in record else record["text"] for record in chunk]
         if any("text_pair" in record for record in chunk):
             inputs = [{"text": r["text"], "text_pair": r.get("text_pair", "")} for r in chunk]
-        labels = _task_errors(classify, inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
+        labels = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
                               truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
-    _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts], answer_chunk)
+    _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts], answerer)
 
 
 def cmd_tag(args) -> None:
     from ..heads import BertForTokenClassification
     from ..tasks import load_for_task, tag
 
-    loaded = _load(args, lambda name: load_for_task(name, BertForTokenClassification))
+    loaded = None
+
+    def answerer():
+        nonlocal loaded
+        loaded = _load(args, lambda name: load_for_task(name, BertForTokenClassification))
+        return answer_chunk
 
     def answer_chunk(chunk: list[dict]) -> list[dict]:
-        found = _task_errors(tag, [record["text"] for record in chunk], model=loaded,
+        found = tag([record["text"] for record in chunk], model=loaded,
                              aggregation_strategy=args.aggregation, stride=args.stride,
                              batch_size=args.batch_size)  # fmt: skip
         return [{"text": record["text"], "entities": entities} for record, entities in zip(chunk, found)]
 
-    _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts], answer_chunk)
+    _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts], answerer)
 
 
 def cmd_answer(args) -> None:
@@ -155,10 +160,15 @@ def cmd_answer(args) -> None:
 
     if (args.question is None) != (args.context is None):
         raise CommandError("give --question and --context together (or --input FILE.jsonl)")
-    loaded = _load(args, lambda name: load_for_task(name, BertForQuestionAnswering))
+    loaded = None
+
+    def answerer():
+        nonlocal loaded
+        loaded = _load(args, lambda name: load_for_task(name, BertForQuestionAnswering))
+        return answer_chunk
 
     def answer_chunk(chunk: list[dict]) -> list[dict]:
-        found = _task_errors(answer, [r["question"] for r in chunk], [r["context"] for r in chunk], model=loaded,
+        found = answer([r["question"] for r in chunk], [r["context"] for r in chunk], model=loaded,
                              top_k=args.top_k, doc_stride=args.doc_stride, max_answer_len=args.max_answer_len,
                              max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
                              batch_size=args.batch_size)  # fmt: skip
@@ -167,20 +177,25 @@ def cmd_answer(args) -> None:
     def from_arguments():
         return [] if args.question is None else [{"question": args.question, "context": args.context}]
 
-    _run(args, ("question", "context"), (), from_arguments, answer_chunk)
+    _run(args, ("question", "context"), (), from_arguments, answerer)
 
 
 def cmd_rerank(args) -> None:
     from ..tasks import CrossEncoder
 
-    ranker = _load(args, lambda name: CrossEncoder(name, max_length=args.max_length))
-    if ranker.num_labels != 1:
-        raise CommandError(f"{args.model}: rerank needs a model with one output (a relevance score); "
-                           f"it has {ranker.num_labels} labels")  # fmt: skip
+    ranker = None
+
+    def answerer():
+        nonlocal ranker
+        ranker = _load(args, lambda name: CrossEncoder(name, max_length=args.max_length))
+        if ranker.num_labels != 1:
+            raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
+                             f"it has {ranker.num_labels} labels")  # fmt: skip
+        return answer_chunk
 
     def answer_chunk(chunk: list[dict]) -> list[dict]:
         pairs = [[args.query, record["text"]] for record in chunk]
-        found = _task_errors(ranker.predict, pairs, batch_size=args.batch_size)
+        found = ranker.predict(pairs, batch_size=args.batch_size)
         return [{"score": float(score), "text": record["text"]} for record, score in zip(chunk, found)]
 
     def ranked(rows: list[dict], printing: bool) -> list[dict]:
@@ -191,4 +206,4 @@ def cmd_rerank(args) -> None:
             rows[index] = {"index": index, "rank": rank, **rows[index]}
         return [rows[index] for index in order[: args.top_n]] if printing else rows
 
-    _run(args, ("text",), (), lambda: [{"text": text} for text in args.documents], answer_chunk, ranked)
+    _run(args, ("text",), (), lambda: [{"text": text} for text in args.documents], answerer, ranked)

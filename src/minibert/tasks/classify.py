@@ -91,7 +91,9 @@ def classify(inputs, *, model=DEFAULT_MODEL, top_k=_BEST_ONLY, function_to_apply
     function = default_function(bert) if function_to_apply is None else str(function_to_apply).lower()
     scores_of(np.zeros(1, dtype=np.float32), function)  # refuse an unknown function before any work
     limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
-    rows = tokenizer(texts, pairs, truncation=truncation or None, max_length=limit if truncation else None)
+    rows = tokenizer(
+        texts, pairs, truncation=truncation or None, max_length=limit if truncation else None, verbose=False
+    )  # (the length is checked below, with an error that says what to do)
     check_lengths(rows["input_ids"], limit, "pass truncation=True to cut it")
     id2label = bert.labels.id2label
     answers = []

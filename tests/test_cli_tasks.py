@@ -1,0 +1,104 @@
+"""``minibert classify``, ``tag``, ``answer`` and ``rerank``: the library's answers, one JSON line per
+input line (the line rule, blank lines included), atomic outputs, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import minibert
+from helpers import run_minibert as run
+from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model  # noqa: F401  (make: the fixture)
+
+
+def lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_classify_from_a_jsonl_file_with_pairs_to_a_file(make, tmp_path):  # noqa: F811
+    directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
+    source = tmp_path / "in.jsonl"
+    records = [{"text": "a man sleeps", "text_pair": "a person rests"}, {"text": "", "text_pair": ""},
+               {"text": "cats", "text_pair": "dogs"}]  # fmt: skip
+    source.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    result = run("classify", "--model", str(directory), "--input", str(source), "--output", str(output), "--top-k",
+                 "all")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = lines(output.read_text(encoding="utf-8"))
+    expected = minibert.classify(records, model=directory, top_k=None)
+    assert [row["labels"] for row in rows] == expected and [row["text"] for row in rows] == ["a man sleeps", "", "cats"]
+
+
+def test_classify_texts_refuses_long_ones_unless_truncate(make):  # noqa: F811
+    directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
+    refused = run("classify", "--model", str(directory), "word " * 200)
+    assert refused.returncode == 1 and "more than the 128 this model takes" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 2  # "model DIR", then the one error line
+    cut = run("classify", "--model", str(directory), "--truncate", "word " * 200, "short")
+    assert cut.returncode == 0 and len(lines(cut.stdout)) == 2
+
+
+def test_tag_keeps_one_row_per_line_blank_lines_included(make, tmp_path):  # noqa: F811
+    directory = ner_model(make)
+    source = tmp_path / "in.txt"
+    source.write_text("Ada Lovelace in London\n\nCharles Babbage\r\nlast line without newline", encoding="utf-8")
+    result = run("tag", "--model", str(directory), "--input", str(source), "--aggregation", "first")
+    assert result.returncode == 0, result.stderr
+    rows = lines(result.stdout)
+    texts = ["Ada Lovelace in London", "", "Charles Babbage", "last line without newline"]
+    assert [row["text"] for row in rows] == texts
+    assert [row["entities"] for row in rows] == minibert.tag(texts, model=directory, aggregation_strategy="first")
+
+
+def test_answer_from_arguments_and_from_jsonl(tmp_path):
+    result = run("answer", "--model", str(QA_REFERENCE), "--question", "Where was Ada born?", "--context",
+                 "Ada Lovelace was born in London in 1815.", "--top-k", "2")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = minibert.answer("Where was Ada born?", "Ada Lovelace was born in London in 1815.", model=QA_REFERENCE,
+                               top_k=2)  # fmt: skip
+    assert lines(result.stdout) == [{"question": "Where was Ada born?", "answers": expected}]
+    source = tmp_path / "qa.jsonl"
+    source.write_text('{"question": "Who?", "context": "Babbage."}\n{"question": "Who?"}\n', encoding="utf-8")
+    bad = run("answer", "--model", str(QA_REFERENCE), "--input", str(source))
+    assert bad.returncode == 2 and 'qa.jsonl:2: expected an object with "question", "context" strings' in bad.stderr
+    text_file = tmp_path / "qa.txt"
+    text_file.write_text("Who?\n", encoding="utf-8")
+    assert "reads .jsonl lines with question, context" in run("answer", "--model", str(QA_REFERENCE), "--input",
+                                                              str(text_file)).stderr  # fmt: skip
+
+
+def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_path):  # noqa: F811
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    documents = ["Berlin has about 3.9 million inhabitants.", "Cats sleep a lot.", "", "Berlin"]
+    source = tmp_path / "docs.txt"
+    source.write_text("\n".join(documents) + "\n", encoding="utf-8")
+    output = tmp_path / "ranked.jsonl"
+    query = "How many people live in Berlin?"
+    result = run("rerank", query, "--model", str(directory), "--input", str(source), "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    rows = lines(output.read_text(encoding="utf-8"))
+    assert [row["index"] for row in rows] == [0, 1, 2, 3] and [row["text"] for row in rows] == documents
+    expected = minibert.CrossEncoder(directory).rank(query, documents)
+    assert [rows[e["corpus_id"]]["rank"] for e in expected] == [1, 2, 3, 4]
+    assert max(abs(rows[e["corpus_id"]]["score"] - e["score"]) for e in expected) <= 1e-6
+    printed = run("rerank", query, *documents, "--model", str(directory), "--top-n", "2")
+    assert [row["index"] for row in lines(printed.stdout)] == [e["corpus_id"] for e in expected[:2]]
+
+
+@pytest.mark.parametrize(
+    "arguments, code, words",
+    [
+        (["tag", "a"], 2, "tag needs --model DIR"),
+        (["classify", "--model", "M", "a", "--input", "f.txt"], 2, "not both"),
+        (["classify", "--model", "M"], 2, "nothing to do"),
+        (["classify", "--model", "M", "a", "--output", "x.npy"], 2, "--output must end in .jsonl"),
+        (["classify", "--model", "M", "--top-k", "0", "a"], 2, "expected a positive number or all"),
+        (["answer", "--model", "M", "--question", "q"], 2, "give --question and --context together"),
+    ],
+)  # fmt: skip
+def test_task_command_usage_errors_are_one_line(arguments, code, words):
+    result = run(*arguments)
+    assert result.returncode == code and words in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
