@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model  # noqa: F401  (make: the fixture)
 
 import minibert
 from helpers import run_minibert as run
-from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model  # noqa: F401  (make: the fixture)
 
 
 def lines(text: str) -> list[dict]:
