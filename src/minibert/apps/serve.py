@@ -206,17 +206,18 @@ class EmbeddingService:
         return self.embedder.embed_pieces(pieces, options, skip=skip)
 
     def _logits(self, rows: list[PairPieces]) -> np.ndarray:
-        import torch
+        """(N, labels) raw scores of merged requests' rows, run as the offline CrossEncoder runs
+        them: sorted by length, 32 at a time (one padded batch of mixed lengths is slower)."""
+        from ..tasks.loading import run_rows
 
-        tokenizer, model = self.classifier.tokenizer, self.classifier.model
+        tokenizer = self.classifier.tokenizer
         ids, types = [], []
         for row in rows:
             ids.append([tokenizer.cls_token_id, *row, tokenizer.sep_token_id])
             first = len(ids[-1]) if row.second is None else row.second + 1  # segment 0: [CLS] and text A
             types.append([0] * first + [1] * (len(ids[-1]) - first))
-        batch = tokenizer.pad({"input_ids": ids, "token_type_ids": types}, return_tensors="pt")
-        with torch.inference_mode():
-            return model(**{k: v.to(model.device) for k, v in batch.items()}).logits.float().cpu().numpy()
+        results = run_rows(self.classifier.model, tokenizer, {"input_ids": ids, "token_type_ids": types}, 32)
+        return np.stack([result["logits"] for result in results])
 
     def pair_pieces(self, firsts: list[str], seconds: list[str] | None, truncate: bool, field: str):
         """Each text (or pair) as PairPieces for the classifier, cut to its length (as the

@@ -41,7 +41,7 @@ forward pass is large enough to run near the machine's matmul peak yet small eno
 cache, and memory does not grow with the length of the texts. Little padding is left, and the
 model packs the real tokens of a batch so its per-token layers never touch it (fast_path.py). On
 a CPU, batches run in parallel streams, two at once on two threads, each on one (streams.py); a
-single batch gets every thread, and so do batches too uneven in work (``_batch_cost``) for the
+single batch gets every thread, and so do batches too uneven in work (``batch_cost``) for the
 streams to share out. Results are put back in input order; they do not depend on the batching
 (up to float rounding, ≤ 1e-5) or on the streams.
 """
@@ -355,7 +355,7 @@ class Embedder:
         order = sorted(range(len(windows)), key=lambda i: -len(windows[i][2]))  # longest first
         results = [TextStates() for _ in sequences]
         budget = options.batch_size * TOKENS_PER_TEXT  # padded tokens per forward pass
-        batches = _token_budget_batches(order, [len(window[2]) for window in windows], budget)
+        batches = token_budget_batches(order, [len(window[2]) for window in windows], budget)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
 
         def forward(batch: list[int]):
@@ -381,7 +381,7 @@ class Embedder:
         # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
         # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
         streams = 1 if self.model.device.type != "cpu" or not options.streams else None
-        costs = [_batch_cost([len(windows[i][2]) for i in batch], self.model.config) for batch in batches]
+        costs = [batch_cost([len(windows[i][2]) for i in batch], self.model.config) for batch in batches]
         with contextlib.closing(map_in_streams(forward, batches, streams, costs)) as outputs:
             for batch, states, pooler, pooled in _progress(outputs, progress, batches):
                 for row, i in enumerate(batch):
@@ -427,12 +427,12 @@ class TextStates:
     windows: list[tuple[int, np.ndarray, np.ndarray | None]] = field(default_factory=list)
 
 
-def _token_budget_batches(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
+def token_budget_batches(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
     """Cut ``order`` (sequence indices, longest first) into batches of at most ``budget`` padded
     tokens: a batch of long texts holds few of them, a batch of short texts many, so every forward
     pass does a similar, large amount of work.
 
-    >>> _token_budget_batches([0, 1, 2, 3], lengths=[100, 60, 50, 10], budget=150)
+    >>> token_budget_batches([0, 1, 2, 3], lengths=[100, 60, 50, 10], budget=150)
     [[0], [1, 2], [3]]
     """
     batches, current = [], []
@@ -447,13 +447,13 @@ def _token_budget_batches(order: list[int], lengths: list[int], budget: int) -> 
     return batches
 
 
-def _batch_cost(lengths: list[int], config) -> int:
+def batch_cost(lengths: list[int], config) -> int:
     """A batch's work in multiply-adds per layer, for sharing batches out among streams: each real
     token goes through the projections (Q, K, V, output: 4 H², feed-forward: 2 H I; the padding is
     packed away), and each row's attention compares every padded position with every other (2 T² H).
 
     >>> from minibert.config import BertConfig
-    >>> _batch_cost([3, 2], BertConfig(hidden_size=4, intermediate_size=16, num_attention_heads=1))
+    >>> batch_cost([3, 2], BertConfig(hidden_size=4, intermediate_size=16, num_attention_heads=1))
     1104
     """
     hidden, width = config.hidden_size, max(lengths)

@@ -7,6 +7,7 @@ it is once its head is checked.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -14,6 +15,8 @@ import threading
 import numpy as np
 import torch
 
+from ..embedding.embedder import TOKENS_PER_TEXT, batch_cost, token_budget_batches
+from ..embedding.streams import map_in_streams
 from ..heads import BertWithHeads
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -67,24 +70,30 @@ def check_lengths(rows: list[list[int]], limit: int, truncation_hint: str) -> No
 
 def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, list[list]], batch_size: int,
              fields: tuple[str, ...] = ("logits",)) -> list[dict[str, np.ndarray]]:  # fmt: skip
-    """The model on tokenized rows (``input_ids``, ``token_type_ids``), ``batch_size`` at a time,
-    padded per batch; per row, each output field as float32 numpy, cut to the row's own length
-    where the field has one value per token."""
+    """The model on tokenized rows (``input_ids``, ``token_type_ids``), batched as the Embedder
+    batches texts: longest first, ``batch_size`` × 64 padded tokens per forward pass, batches in
+    parallel streams on a CPU (embedding/streams.py). Per row, each output field as float32 numpy,
+    cut to the row's own length where the field has one value per token."""
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    count = len(rows["input_ids"])
-    order = sorted(range(count), key=lambda row: len(rows["input_ids"][row]))  # similar lengths pad little
-    results: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
-    for first in range(0, count, batch_size):
-        chosen = order[first : first + batch_size]
+    lengths = [len(ids) for ids in rows["input_ids"]]
+    order = sorted(range(len(lengths)), key=lambda row: -lengths[row])
+    batches = token_budget_batches(order, lengths, batch_size * TOKENS_PER_TEXT)
+
+    def forward(chosen: list[int]) -> tuple[list[int], dict[str, np.ndarray]]:
         batch = tokenizer.pad({key: [rows[key][row] for row in chosen] for key in ("input_ids", "token_type_ids")},
                               return_tensors="pt")  # fmt: skip
         with torch.inference_mode():
             out = model(**{key: value.to(model.device) for key, value in batch.items()})
-        for field in fields:
-            values = getattr(out, field).float().cpu().numpy()  # (b, K), (b, T, K) or (b, T)
-            per_token = values.ndim == 3 or field in ("start_logits", "end_logits")  # not (b, K)
-            for position, row in enumerate(chosen):
-                length = len(rows["input_ids"][row])
-                results[row][field] = values[position, :length] if per_token else values[position]
+        return chosen, {field: getattr(out, field).float().cpu().numpy() for field in fields}
+
+    results: list[dict[str, np.ndarray]] = [{} for _ in lengths]
+    streams = 1 if model.device.type != "cpu" else None
+    costs = [batch_cost([lengths[row] for row in batch], model.config) for batch in batches]
+    with contextlib.closing(map_in_streams(forward, batches, streams, costs)) as outputs:
+        for chosen, values in outputs:
+            for field, value in values.items():  # (b, K), (b, T, K) or (b, T)
+                per_token = value.ndim == 3 or field in ("start_logits", "end_logits")
+                for position, row in enumerate(chosen):
+                    results[row][field] = value[position, : lengths[row]] if per_token else value[position]
     return results
