@@ -25,7 +25,8 @@ ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "apps"]
 BASE = {"errors", "runtime", "__init__"}
 CORE = {"config", "activations", "inputs", "fast_path", "pretrained", "model", "weights"}
 # Each optional room in apps/, and the only modules allowed to import it.
-OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"}}
+OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
+            "apps.http_limits": {"apps.serve"}}  # fmt: skip
 
 
 def module_name(path: Path) -> str:

@@ -313,3 +313,26 @@ def test_cross_encoder_settings_that_cannot_be_followed_are_refused(make, tmp_pa
     settings.write_text(json.dumps(values))
     with pytest.raises(CheckpointError, match="max_seq_length must be an int"):
         minibert.CrossEncoder(directory)
+
+
+def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():
+    """rxnfp's BertForPreTraining (real MLM and NSP heads): fill_mask equals the fill-mask pipeline
+    (tokens, ids, scores), next_sentence equals transformers' NSP softmax."""
+    module = pytest.importorskip("rxnfp")
+    directory = Path(module.__file__).parent / "models" / "transformers" / "bert_pretrained"
+    reference = transformers.BertForPreTraining.from_pretrained(str(directory)).eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(str(directory))
+    masked_lm = transformers.BertForMaskedLM.from_pretrained(str(directory)).eval()
+    pipeline = transformers.pipeline("fill-mask", model=masked_lm, tokenizer=tokenizer, top_k=5)
+    text = "c c ( = o ) o . o c c [MASK] c c o c ( c ) = o"
+    ours = minibert.fill_mask(text, model=directory, top_k=5)
+    theirs = [{"token": row["token_str"].replace(" ", ""), "token_id": row["token"], "score": row["score"]}
+              for row in pipeline(text)]  # fmt: skip
+    same(ours, theirs, "fill-mask")
+    first, second = "c c ( = o ) o", "c c o c ( c ) = o"
+    with torch.no_grad():
+        expected = reference(**tokenizer(first, second, return_tensors="pt")).seq_relationship_logits.softmax(-1)
+    model = minibert.BertForPreTraining.from_pretrained(directory)
+    pair = (model, minibert.BertTokenizer.from_pretrained(directory))
+    probability = minibert.next_sentence(first, second, model=pair)
+    assert abs(probability - float(expected[0, 0])) <= SCORE_TOLERANCE

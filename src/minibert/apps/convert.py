@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,6 +26,17 @@ from pathlib import Path
 from ..errors import CheckpointError
 from ..formats.atomic_files import current_umask, write_atomically
 from ..formats.hub import resolve_file
+
+# Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
+GOOGLE_RELEASE = re.compile(r"^(multi_)?(cased|uncased|wwm_[a-z]+|chinese)_L-\d+_H-\d+_A-\d+")
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """A name meant as a directory, not a hub id: it has a path's form (./x, /x, ~/x, a/b/c, x\\y),
+    its parent directory exists beside it, or it is named like Google's release zips."""
+    path = Path(name)
+    return (name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
+            or (name.count("/") == 1 and path.parent.is_dir()) or bool(GOOGLE_RELEASE.match(path.name)))  # fmt: skip
 
 
 def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike) -> Path:
@@ -46,6 +58,10 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     if not parent.is_dir():
         raise CheckpointError(f"the destination's parent directory {parent} does not exist")
 
+    name = os.fspath(source)
+    if not os.path.isdir(name) and _looks_like_a_path(name):
+        raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
+                              "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
     _, weights_file = find_checkpoint(source)
     has_heads = any(name.startswith(("cls.", "cls/", "bert.cls.")) for name in tensor_names(weights_file))
     model = (BertForPreTraining if has_heads else BertModel).from_pretrained(source)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..formats.json_files import parse_json
 from .commands import CommandError, embed_options, load_embedder, report_truncated
 
 CHUNK = 2048  # texts embedded (and written, and committed with --resume) at a time: memory stays flat
@@ -73,9 +74,16 @@ def _embed(args, output: Path | None) -> None:
         report_truncated(truncated["texts"], done - skip, truncated["max_length"])
 
     if output is None:
+        readable = sys.stdout.isatty() and not getattr(args, "json", False)
+        number = 0
         for chunk, vectors in chunks():
             for text, vector in zip(chunk, vectors):
-                print(_json_line({"text": text, "embedding": _rounded(vector)}))
+                print(
+                    _summary(number, text, vector)
+                    if readable
+                    else _json_line({"text": text, "embedding": _rounded(vector)})
+                )
+                number += 1
         return
 
     def encode(chunk, vectors) -> bytes:
@@ -208,7 +216,7 @@ def _read_texts(path: Path) -> Iterator[str]:
                         yield ""
                         continue
                     try:
-                        record = json.loads(line)
+                        record = parse_json(line)
                     except ValueError as error:
                         raise CommandError(f"{path}:{number}: not valid JSON ({error})") from None
                     if not isinstance(record, dict) or not isinstance(record.get("text"), str):
@@ -218,6 +226,16 @@ def _read_texts(path: Path) -> Iterator[str]:
                     yield line
     except UnicodeDecodeError as error:
         raise CommandError(f"{path} is not UTF-8 text (byte {error.start})") from None
+
+
+def _summary(number: int, text: str, vector) -> str:
+    """For a person at a terminal: the text, the vector's size and norm, its first values (JSON
+    lines, with every value, when piped or with --json)."""
+    import numpy as np
+
+    shown = text if len(text) <= 70 else text[:67] + "..."
+    first = ", ".join(f"{value:.4f}" for value in vector[:6])
+    return f"[{number}] {shown}\n    {len(vector)} dimensions, norm {float(np.linalg.norm(vector)):.4f}: [{first}, ...]"
 
 
 def _rounded(vector) -> list[float]:

@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 
 from ..formats.atomic_files import current_umask, write_atomically
+from ..formats.json_files import parse_json
 
 STATE_VERSION = 1
 
@@ -177,7 +178,7 @@ class ResumableOutput:
         if not self.state_path.exists():
             return None
         try:
-            state = json.loads(self.state_path.read_text(encoding="utf-8"))
+            state = parse_json(self.state_path.read_bytes())
             if not isinstance(state, dict):
                 raise ValueError("not a JSON object")
             texts, size, run = state["texts"], state["bytes"], state["run"]

@@ -56,6 +56,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..embedding.options import EmbedOptions
+from ..formats.json_files import parse_json
 from .batching import DynamicBatcher, Overloaded
 
 logger = logging.getLogger("minibert.serve")
@@ -77,6 +78,9 @@ class ServeSettings:
     max_input_chars: int = 100_000  # characters per text
     dtype: str = "float32"
     auto_truncate: bool = False  # texts over the model's length are cut unless a request says "truncate": false
+    max_header_bytes: int = 64 * 1024  # a request's line and headers (431 beyond)
+    read_timeout: float = 30.0  # seconds for a request's headers, and again for its body (408 beyond)
+    limit_concurrency: int = 512  # connections and requests at once (503 beyond)
 
     def __post_init__(self):
         if self.max_queue < self.max_inputs:  # else a request of max_inputs texts could never be queued
@@ -267,22 +271,27 @@ class EmbeddingService:
 # ----------------------------------------------------------------------------- request parsing
 
 
-async def read_json(request: Request, limit: int):
-    """The body as JSON, read up to ``limit`` bytes (413 past it; 400 if it is not JSON)."""
+async def read_json(request: Request, limit: int, seconds: float = 30.0):
+    """The body as JSON, read up to ``limit`` bytes (413 past it) within ``seconds`` (408 past it;
+    a client trickling its body holds no connection longer); 400 if it is not JSON or nests
+    deeper than 64 levels."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"the request body has {int(declared)} bytes, more than the limit of {limit}")
     body = bytearray()
     try:
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise RequestError(413, f"the request body is larger than the limit of {limit} bytes")
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise RequestError(413, f"the request body is larger than the limit of {limit} bytes")
     except ClientDisconnect:
         raise RequestError(400, "the client disconnected while sending the body") from None
+    except TimeoutError:
+        raise RequestError(408, f"the request body did not arrive within {seconds:g} s") from None
     try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
+        value = parse_json(bytes(body))
+    except ValueError as error:
         raise RequestError(400, f"the request body is not valid JSON: {error}") from None
     if not isinstance(value, dict):
         raise RequestError(422, "the request body must be a JSON object")
@@ -322,8 +331,8 @@ def _is_sequence_classifier(model: str) -> bool:
 
     path = resolve_file(model, "config.json")
     try:
-        architectures = json.loads(path.read_text(encoding="utf-8")).get("architectures") or []
-    except (ValueError, AttributeError, RecursionError):
+        architectures = parse_json(path.read_bytes()).get("architectures") or []
+    except (ValueError, AttributeError):
         return False  # the loader says what is wrong with it
     return isinstance(architectures, list) and any(
         isinstance(name, str) and name.endswith("ForSequenceClassification") for name in architectures)  # fmt: skip
@@ -436,7 +445,7 @@ class Routes:
         """text-embeddings-inference's POST /rerank: {"query", "texts", "raw_scores", "return_text",
         "truncate"} → [{"index", "score", "text"?}], best first."""
         self.ready("classifier")
-        body = await read_json(request, self.settings.max_body_bytes)
+        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         query = _text_field(body, "query", self.settings)
         if "texts" not in body:
             raise RequestError(422, "texts is required", "texts")
@@ -453,7 +462,7 @@ class Routes:
         (strings or {"text"} objects), "top_n"?, "return_documents"?} → {"results": [{"index",
         "relevance_score", "document"?: {"text"}}], best first}."""
         self.ready("classifier")
-        body = await read_json(request, self.settings.max_body_bytes)
+        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         model = body.get("model")
         if model is not None and model not in self.service.model_ids:
             raise RequestError(404, f"the model {model!r} is not served here; this server has "
@@ -486,7 +495,7 @@ class Routes:
         from ..tasks.classify import default_function, scores_of
 
         self.ready("classifier")
-        body = await read_json(request, self.settings.max_body_bytes)
+        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
         value = body["inputs"]
@@ -525,7 +534,7 @@ class Routes:
 
     async def openai_embeddings(self, request: Request) -> Response:
         self.ready()
-        body = await read_json(request, self.settings.max_body_bytes)
+        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         model = body.get("model")
         if not isinstance(model, str):
             raise RequestError(422, "model must be a string (GET /v1/models lists it)", "model")
@@ -560,7 +569,7 @@ class Routes:
 
     async def tei_embed(self, request: Request) -> Response:
         self.ready()
-        body = await read_json(request, self.settings.max_body_bytes)
+        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
@@ -571,7 +580,7 @@ class Routes:
 
     async def tei_tokenize(self, request: Request) -> Response:
         self.ready("any")
-        body = await read_json(request, self.settings.max_body_bytes)
+        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
@@ -736,6 +745,8 @@ def serve(settings: ServeSettings) -> None:
     """Run the server until SIGTERM/SIGINT: then stop accepting, finish the requests in flight, exit."""
     import uvicorn
 
+    from .http_limits import BoundedH11Protocol
+
     failure: list[BaseException] = []
     server: uvicorn.Server | None = None
 
@@ -747,9 +758,13 @@ def serve(settings: ServeSettings) -> None:
     # An idle keep-alive connection stays open longer than clients keep theirs (httpx and the
     # openai client: 5 s; load balancers: 60 s), so the client closes it first. With uvicorn's
     # 5 s, a client reusing a connection just as the server closed it got a dropped request.
+    # Requests' headers are bounded in size and time (http_limits.py); h11's own limit sits just
+    # above, so the 431 comes from there, with a message.
+    protocol = BoundedH11Protocol.with_limits(settings.max_header_bytes, settings.read_timeout)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, access_log=False, log_level="warning",
-                            timeout_graceful_shutdown=30, timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                            lifespan="on")  # fmt: skip
+                            timeout_graceful_shutdown=30, timeout_keep_alive=KEEP_ALIVE_SECONDS, lifespan="on",
+                            http=protocol, h11_max_incomplete_event_size=settings.max_header_bytes + 1024,
+                            limit_concurrency=settings.limit_concurrency)  # fmt: skip
     server = uvicorn.Server(config)
     # uvicorn handles SIGINT/SIGTERM while it runs (graceful shutdown) and raises the signal again
     # once it has stopped: ignored then, so a requested stop exits with status 0.

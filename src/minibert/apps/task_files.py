@@ -11,11 +11,11 @@ time, so memory follows the chunk, not the file (rerank keeps one score per docu
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..formats.json_files import parse_json
 from .commands import CommandError
 from .embed_files import CHUNK, _json_line, _read_texts, _same_file, _spooled_stdin
 
@@ -34,8 +34,8 @@ def _records(path: Path, fields: tuple[str, ...], optional: tuple[str, ...] = ()
             for number, line in enumerate(handle, start=1):
                 line = line.removesuffix("\n").removesuffix("\r")
                 try:
-                    record = json.loads(line) if line.strip() else {fields[0]: ""}
-                except (ValueError, RecursionError) as error:
+                    record = parse_json(line) if line.strip() else {fields[0]: ""}
+                except ValueError as error:
                     raise CommandError(f"{path}:{number}: not valid JSON ({str(error)[:80]})") from None
                 missing = [name for name in fields if not isinstance(record.get(name) if isinstance(record, dict)
                                                                      else None, str)]  # fmt: skip

@@ -32,7 +32,11 @@ def compare_with_transformers(
     try:
         transformers = importlib.import_module("transformers")
     except ImportError:
-        raise RuntimeError("transformers is not installed: pip install transformers (the reference)") from None
+        raise RuntimeError(
+            "minibert verify compares with transformers, which is not installed: pip install 'minibert[verify]'"
+        ) from None
+    transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bar: nobody asked for progress
+    transformers.utils.logging.set_verbosity_error()
     texts = texts or SAMPLE_TEXTS
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
     batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")

@@ -26,7 +26,6 @@ otherwise. A module minibert does not implement is an error, never skipped.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
@@ -35,6 +34,7 @@ import torch.nn.functional as F
 
 from ..errors import CheckpointError
 from ..formats.hub import resolve_file
+from ..formats.json_files import read_json
 from .options import POOLING_MODES
 
 _LEGACY_POOLING_KEYS = {
@@ -216,7 +216,7 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
         if values.get(key, "sentence_embedding") not in ("sentence_embedding", None):
             raise CheckpointError(f"{path}: {key} = {values[key]!r} is not implemented (only sentence_embedding)")
     activation = values.get("activation_function", "torch.nn.modules.activation.Tanh")
-    if activation not in DENSE_ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in DENSE_ACTIVATIONS:
         raise CheckpointError(
             f"{path}: activation_function {activation!r} is not implemented; minibert computes "
             + ", ".join(name.rsplit(".", 1)[-1] for name in DENSE_ACTIVATIONS)
@@ -277,10 +277,10 @@ def _read_prompts(recipe: SentenceRecipe, name_or_path, revision) -> None:
     if not isinstance(prompts, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
         raise CheckpointError(f"{path}: prompts must map names to strings")
     default = values.get("default_prompt_name")
-    if default is not None and default not in prompts:
+    if default is not None and (not isinstance(default, str) or default not in prompts):
         raise CheckpointError(f"{path}: default_prompt_name {default!r} is not one of its prompts {sorted(prompts)}")
     similarity = values.get("similarity_fn_name") or "cosine"
-    if similarity not in SIMILARITY_FUNCTIONS:
+    if not isinstance(similarity, str) or similarity not in SIMILARITY_FUNCTIONS:
         raise CheckpointError(f"{path}: similarity_fn_name {similarity!r} is not one of {SIMILARITY_FUNCTIONS}")
     recipe.prompts, recipe.default_prompt_name, recipe.similarity_fn_name = dict(prompts), default, similarity
 
@@ -300,11 +300,7 @@ def similarity(a: torch.Tensor, b: torch.Tensor, how: str) -> torch.Tensor:
 
 
 def _read_json(path: os.PathLike):
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"malformed JSON in {path}: {error}") from None
+    return read_json(path, "JSON in")
 
 
 def _boolean(values: dict, key: str, default: bool, path) -> bool:

@@ -104,9 +104,9 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
             f"{repo_id!r} is neither an existing directory nor a valid hub repository id: {error}"
         ) from None
     except hub_errors.LocalEntryNotFoundError:
-        # Raised when offline (or the hub is unreachable) and the file is not in the cache.
-        if not required and not offline:
-            return None
+        # Raised when offline (or the hub is unreachable) and the file is not in the cache. An
+        # optional file of a model in the cache is taken as absent (the cache is all there is);
+        # of a model not in the cache, nothing is known: the true reason is that the hub is out of reach.
         if not required and _cached_repo_has_files(repo_id):
             return None
         if offline:

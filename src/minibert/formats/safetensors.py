@@ -8,7 +8,6 @@ check a file against a model); ``read_safetensors`` reads all tensors into ONE s
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import torch
 
 from ..errors import CheckpointError
+from .json_files import parse_json
 
 # safetensors dtype codes → torch dtypes
 _SAFETENSORS_DTYPES = {
@@ -41,8 +41,8 @@ def _read_safetensors_header(handle, path: Path) -> tuple[dict, int]:
     if header_size > file_size - 8 or header_size > 100_000_000:
         raise _corrupt(path, f"header length {header_size} exceeds the file size {file_size}")
     try:
-        header = json.loads(handle.read(header_size))
-    except (ValueError, UnicodeDecodeError) as error:
+        header = parse_json(handle.read(header_size))
+    except ValueError as error:
         raise _corrupt(path, f"malformed header ({error})") from None
     if not isinstance(header, dict):
         raise _corrupt(path, "the header is not a JSON object")

@@ -22,7 +22,6 @@ Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..formats.hub import resolve_file
+from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .loading import run_rows
@@ -135,13 +135,7 @@ def _read_settings(source: str, revision: str | None) -> dict:
         path = resolve_file(source, filename, revision=revision, required=False)
         if path is None:
             return None, None
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError, RecursionError) as error:
-            raise CheckpointError(f"malformed JSON in {path}: {str(error)[:200]}") from None
-        if not isinstance(values, dict):
-            raise CheckpointError(f"malformed {path}: the top level is not a JSON object")
-        return values, path
+        return read_json_object(path, "JSON in"), path
 
     config, config_path = read("config.json")
     found = []

@@ -99,6 +99,19 @@ class BertTokenizer(TransformersCallAPI):
         self.all_special_ids = sorted({self.vocab[token] for token in specials})
         self._warned_too_long = False
 
+    model_input_names = ["input_ids", "token_type_ids", "attention_mask"]  # what BertModel takes
+
+    @property
+    def special_tokens_map(self) -> dict[str, str]:
+        """{"unk_token": "[UNK]", "sep_token": "[SEP]", ...}: the special tokens by role."""
+        return dict(zip(SPECIAL_TOKEN_NAMES, (self.unk_token, self.sep_token, self.pad_token, self.cls_token,
+                                              self.mask_token)))  # fmt: skip
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """The special tokens the vocabulary has, in the roles' order (as transformers lists them)."""
+        return list(dict.fromkeys(token for token in self.special_tokens_map.values() if token in self.vocab))
+
     # ------------------------------------------------------------------ loading and saving
 
     @classmethod

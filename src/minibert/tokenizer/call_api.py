@@ -198,6 +198,7 @@ class TransformersCallAPI:
         elif request.return_tensors is not None:
             values = to_tensors(values, request.return_tensors)
         encoding = BatchEncoding(values)
+        encoding._token_of, encoding._sequences = self._token, 1 if request.pairs is None else 2
         if request.return_offsets_mapping:
             encoding._rows = _alignment_of(columns)
         else:  # word_ids() & co. compute them on first use, from the same request

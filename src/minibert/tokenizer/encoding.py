@@ -71,6 +71,25 @@ class BatchEncoding(dict):
 
     _alignment: Callable[[], dict[str, list]] | None = None  # recomputes the call's rows, tracking words
     _rows: dict[str, list] | None = None  # offsets, word ids and sequence ids of each row
+    _token_of: Callable[[int], str] | None = None  # id → piece, the tokenizer's
+    _sequences: int | None = None  # 1 for texts, 2 for pairs
+
+    @property
+    def n_sequences(self) -> int | None:
+        """1 when the inputs were texts, 2 when they were pairs (None for what ``pad`` returns)."""
+        return self._sequences
+
+    def tokens(self, batch_index: int = 0) -> list[str]:
+        """The pieces of row ``batch_index``, [CLS], [SEP] and [PAD] included, as transformers'
+        ``encoding.tokens()``."""
+        if self._token_of is None:
+            raise ValueError("tokens() needs what the tokenizer returns (pad() gives ids only)")
+        ids = self["input_ids"]
+        ids = ids.tolist() if hasattr(ids, "tolist") else ids
+        rows = ids if ids and isinstance(ids[0], list) else [ids]
+        if not 0 <= batch_index < len(rows):
+            raise IndexError(f"batch_index {batch_index} is outside this batch of {len(rows)} rows")
+        return [self._token_of(index) for index in rows[batch_index]]
 
     def __getattr__(self, name: str):
         if name.startswith("_"):

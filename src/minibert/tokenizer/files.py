@@ -4,12 +4,12 @@ tokenizer_json.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
 from ..errors import CheckpointError
+from ..formats.json_files import parse_json
 from .encoding import SIDES
 
 SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -77,10 +77,10 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
 def read_tokenizer_config(config_file: Path) -> dict:
     """The settings minibert takes from tokenizer_config.json (others are ignored)."""
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
+        config = parse_json(config_file.read_bytes())
         if not isinstance(config, dict):
             raise ValueError("the top level is not a JSON object")
-    except (ValueError, UnicodeDecodeError) as error:
+    except ValueError as error:
         raise CheckpointError(f"malformed tokenizer config {config_file}: {error}") from None
     settings = {}
     for key in ("do_lower_case", "tokenize_chinese_chars", "do_basic_tokenize"):

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 
 from ..errors import CheckpointError
+from ..formats.json_files import parse_json
 
 MAX_CHARS_PER_WORD = 100  # tokenizer.py's limit; a file with another one is refused
 
@@ -35,8 +36,8 @@ def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
     """(vocabulary {piece: id}, BertTokenizer keyword settings) from a BERT tokenizer.json."""
     path = Path(path)
     try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
+        values = parse_json(path.read_bytes())
+    except ValueError as error:
         raise CheckpointError(f"malformed tokenizer file {path}: {error}") from None
     if not isinstance(values, dict):
         raise CheckpointError(f"malformed tokenizer file {path}: the top level is not a JSON object")
@@ -62,7 +63,13 @@ def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
     if values.get("pre_tokenizer") != {"type": "BertPreTokenizer"}:
         refuse("pre_tokenizer", values.get("pre_tokenizer"), "not BERT's whitespace-and-punctuation split")
     settings.update(_framing(values.get("post_processor"), vocab, refuse))
-    for token in values.get("added_tokens") or []:
+    added = values.get("added_tokens") or []
+    if not isinstance(added, list):
+        refuse("added_tokens", added, "not a list of added tokens")
+    for token in added:
+        if not isinstance(token, dict) or not isinstance(token.get("content"), str) or not _is_count(token.get("id")) \
+                or not isinstance(token.get("special", False), bool):  # fmt: skip
+            refuse("added_tokens", token, 'not an added token {"content": str, "id": int, "special": bool}')
         content, index = token.get("content"), token.get("id")
         if vocab.get(content) != index:
             refuse("added_tokens", token, "an added token that is not the vocabulary's piece of that id")
@@ -102,7 +109,11 @@ def _framing(processor, vocab: dict, refuse) -> dict:
     if not isinstance(processor, dict):
         refuse("post_processor", processor, "no BERT framing ([CLS] A [SEP])")
     if processor.get("type") == "BertProcessing":
-        sep, cls = processor.get("sep", [None])[0], processor.get("cls", [None])[0]
+        pairs = [processor.get(name) for name in ("sep", "cls")]
+        if not all(isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_count(pair[1])
+                   for pair in pairs):  # fmt: skip
+            refuse("post_processor", processor, 'BertProcessing whose "sep" and "cls" are not [token, id]')
+        sep, cls = pairs[0][0], pairs[1][0]
     elif processor.get("type") == "TemplateProcessing":
         single, pair = processor.get("single"), processor.get("pair")
         try:
@@ -111,13 +122,19 @@ def _framing(processor, vocab: dict, refuse) -> dict:
             expected_pair = [*expected_single, ("B", 1), ("S", sep, 1)]
             if [_piece(item) for item in single] != expected_single or [_piece(item) for item in pair] != expected_pair:
                 raise ValueError
-        except (TypeError, KeyError, IndexError, ValueError):
+        except (TypeError, KeyError, IndexError, ValueError, AttributeError):
             refuse("post_processor", processor, "not BERT's framing [CLS] A [SEP] B [SEP] (type ids 0, 0, 1)")
+        if not isinstance(cls, str) or not isinstance(sep, str):
+            refuse("post_processor", processor, "framing tokens that are not strings")
     else:
         refuse("post_processor.type", processor.get("type"), "not BERT's framing")
     if cls not in vocab or sep not in vocab:
         refuse("post_processor", processor, "framing tokens that are not in the vocabulary")
     return {"cls_token": cls, "sep_token": sep}
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _piece(item: dict) -> tuple:

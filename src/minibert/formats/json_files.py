@@ -1,0 +1,68 @@
+"""JSON as minibert reads it from files it did not write (config.json, tokenizer.json,
+sentence-transformers' configs, a safetensors header) and from requests: parsed, with its nesting
+bounded, or refused in an error that says what is wrong.
+
+Python's parser recurses once per nested list or object: 100,000 levels raise a RecursionError
+from deep inside it, and a few hundred that do parse still break later code that walks the value
+(``json.dumps`` in an error message, say). No file or request minibert reads nests deeper than a
+handful of levels, so ``MAX_NESTING`` (64) refuses such input up front, whatever reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import CheckpointError
+
+MAX_NESTING = 64
+
+
+def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING):
+    """The value of ``text``, or ValueError (not JSON, not UTF-8, or nested deeper than
+    ``max_nesting`` lists and objects)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {max_nesting} levels") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"not UTF-8 (byte {error.start})") from None
+    depth = _depth(value)
+    if depth > max_nesting:
+        raise ValueError(f"nested more than {max_nesting} levels deep (lists and objects)")
+    return value
+
+
+def read_json(path: str | os.PathLike, what: str = "file"):
+    """A JSON file's value; a file that is not (bounded, UTF-8) JSON is a CheckpointError naming it."""
+    try:
+        with open(path, "rb") as handle:
+            return parse_json(handle.read())
+    except ValueError as error:
+        raise CheckpointError(f"malformed {what} {os.fspath(path)}: {error}") from None
+
+
+def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
+    value = read_json(path, what)
+    if not isinstance(value, dict):
+        raise CheckpointError(f"malformed {what} {os.fspath(path)}: the top level is not a JSON object")
+    return value
+
+
+def _depth(value, limit: int = MAX_NESTING + 1) -> int:
+    """How deeply lists and objects nest in ``value`` (a scalar: 0), counted without recursion and
+    up to ``limit`` (deeper is reported as ``limit``)."""
+    deepest, level, frontier = 0, 0, [value]
+    while frontier and level < limit:
+        children = []
+        for item in frontier:
+            if isinstance(item, dict):
+                children.extend(item.values())
+            elif isinstance(item, list):
+                children.extend(item)
+        if not children and not any(isinstance(item, (dict, list)) for item in frontier):
+            break
+        level += 1
+        deepest = level
+        frontier = [child for child in children if isinstance(child, (dict, list))]
+    return deepest

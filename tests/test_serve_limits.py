@@ -1,0 +1,111 @@
+"""The server's bounds on what a client can hold: nested bodies, header size, slow headers and
+bodies, a request that can never fit the queue, and the number of requests at once. Each gets its
+status and a JSON error (or, for a cut connection, the status before it is cut)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx
+import pytest
+from test_serve import NAME, Server
+
+pytest.importorskip("starlette")
+
+
+@pytest.fixture(scope="module")
+def limited(minilm_dir):
+    running = Server(minilm_dir, "--read-timeout", "2", "--max-header-bytes", "8192", "--max-inputs", "8",
+                     "--max-queue", "16")  # fmt: skip
+    yield running
+    returncode, log = running.stop()
+    assert returncode == 0 and "Traceback" not in log, log
+
+
+def _raw(server, data: bytes, pause: float = 0.0, chunks: int = 1, wait: float = 10.0) -> bytes:
+    """Send ``data`` over a socket (in ``chunks`` with ``pause`` between); what the server answers."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=wait) as sock:
+        size = max(1, len(data) // chunks)
+        try:
+            for start in range(0, len(data), size):
+                sock.sendall(data[start : start + size])
+                time.sleep(pause)
+        except OSError:  # the server closed the connection mid-send: read what it said
+            pass
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except OSError:
+            pass
+        return answer
+
+
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/embed"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"a":' * 50_000 + "1" + "}" * 50_000,
+        '{"input": ' + "[" * 100 + '"a"' + "]" * 100 + "}",
+    ],
+    ids=["lists", "objects", "100"],
+)
+def test_deeply_nested_bodies_are_400(limited, path, body):
+    response = httpx.post(limited.url + path, content=body.encode(), headers={"Content-Type": "application/json"})
+    assert response.status_code in (400, 413), response.text
+    if response.status_code == 400:
+        assert "nested" in response.text
+
+
+def test_headers_larger_than_the_limit_are_431_and_the_connection_closed(limited):
+    one_big = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000 + b"\r\n\r\n"
+    many = b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(3000)) + b"\r\n"
+    for request in (one_big, many):
+        answer = _raw(limited, request)
+        assert answer.startswith(b"HTTP/1.1 431"), answer[:100]
+        assert b"larger than 8192 bytes" in answer
+    assert httpx.get(limited.url + "/health").status_code == 200  # the server is fine
+
+
+def test_headers_trickled_slowly_are_cut_with_408(limited):
+    started = time.monotonic()
+    answer = _raw(limited, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40, pause=0.2, chunks=40)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
+    assert time.monotonic() - started < 8  # cut at the 2 s read timeout, not when the client finished
+
+
+def test_a_body_trickled_slowly_is_cut_with_408(limited):
+    body = json.dumps({"model": NAME, "input": ["a text"]}).encode()
+    head = (f"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+    with socket.create_connection(("127.0.0.1", limited.port), timeout=10) as sock:
+        sock.sendall(head + body[:5])
+        started = time.monotonic()
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"did not arrive within 2 s" in answer and time.monotonic() - started < 6
+
+
+def test_a_normal_request_still_works_after_all_that(limited):
+    response = httpx.post(limited.url + "/v1/embeddings", json={"model": NAME, "input": ["still here"]})
+    assert response.status_code == 200
+
+
+def test_concurrency_beyond_the_limit_is_503(minilm_dir):
+    server = Server(minilm_dir, "--limit-concurrency", "4", "--read-timeout", "5")
+    try:
+        socks = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(6)]
+        for sock in socks:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+        time.sleep(0.3)
+        response = httpx.get(server.url + "/v1/models", timeout=10)
+        assert response.status_code == 503
+        for sock in socks:
+            sock.close()
+        time.sleep(0.3)
+        assert httpx.get(server.url + "/v1/models", timeout=10).status_code == 200
+    finally:
+        server.stop()
