@@ -345,7 +345,7 @@ def test_new_heads_start_a_classifier_on_an_encoder_for_finetuning(minilm_dir, c
         model = minibert.BertForSequenceClassification.from_pretrained(minilm_dir, new_heads=True, num_labels=6)
     assert "starts 2 tensors from fresh weights" in caplog.text and "classifier.weight" in caplog.text
     assert model.num_labels == 6 and model.labels.id2label[5] == "LABEL_5"
-    assert abs(float(model.classifier.weight.std()) - 0.02) < 0.005 and not model.classifier.bias.any()
+    assert abs(float(model.classifier.weight.detach().std()) - 0.02) < 0.005 and not model.classifier.bias.any()
     encoder = minibert.BertModel.from_pretrained(minilm_dir)
     assert torch.equal(model.bert.embeddings.word_embeddings.weight, encoder.embeddings.word_embeddings.weight)
     named = minibert.BertForSequenceClassification.from_pretrained(minilm_dir, new_heads=True,
