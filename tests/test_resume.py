@@ -369,3 +369,46 @@ def test_the_partial_file_is_never_written_through_a_symlink(tmp_path, with_stat
     with pytest.raises(ResumeError, match="is a symbolic link"):
         _fresh(out).start(HEADER)
     assert victim.read_bytes() == b"precious " * 1000
+
+
+@pytest.mark.parametrize("step", ["after the rows are written", "between the fsync and the state write"])
+@pytest.mark.parametrize("at_commit", range(6))
+def test_a_kill_at_any_commit_step_resumes_to_the_same_bytes(tmp_path, monkeypatch, step, at_commit):
+    """Killed at commit ``at_commit`` (0 = the header's), either before that commit starts (rows
+    written, not yet durable) or between its two steps (rows durable, the state not yet replaced):
+    the resumed run's output is byte for byte the uninterrupted one's."""
+    from minibert.apps import resumable
+
+    out = tmp_path / "out.bin"
+    expected = HEADER + b"".join(f"r{row}r{row}".encode() for row in range(5))
+    commits = [0]
+    real_write = resumable.write_atomically
+
+    def interrupted(path, data):
+        if commits[0] == at_commit and step == "between the fsync and the state write":
+            raise KeyboardInterrupt
+        commits[0] += 1
+        return real_write(path, data)
+
+    monkeypatch.setattr(resumable, "write_atomically", interrupted)
+    run = _fresh(out)
+    try:
+        done = run.start(HEADER)
+        for row in range(done, 5):
+            run.write(f"r{row}r{row}".encode())
+            if commits[0] == at_commit and step == "after the rows are written":
+                raise KeyboardInterrupt
+            run.commit(row + 1)
+        run.finish()
+    except KeyboardInterrupt:
+        run.close()
+    monkeypatch.setattr(resumable, "write_atomically", real_write)
+    if out.exists():  # the run got through (the kill came after its last commit)
+        assert out.read_bytes() == expected
+        return
+    again = _fresh(out)
+    for row in range(again.start(HEADER), 5):
+        again.write(f"r{row}r{row}".encode())
+        again.commit(row + 1)
+    again.finish()
+    assert out.read_bytes() == expected

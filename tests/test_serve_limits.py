@@ -109,3 +109,27 @@ def test_concurrency_beyond_the_limit_is_503(minilm_dir):
         assert httpx.get(server.url + "/v1/models", timeout=10).status_code == 200
     finally:
         server.stop()
+
+
+def test_access_log_lines_are_dropped_and_counted_never_blocking():
+    """A full access-log queue (stderr not being read) drops lines and counts them; it never blocks
+    or raises in the request's path."""
+    import logging
+
+    from minibert.apps.serve import DroppingQueueHandler
+
+    handler = DroppingQueueHandler(capacity=2)
+    logger = logging.getLogger("minibert.test.access")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        for number in range(5):
+            logger.warning("line %d", number)
+    finally:
+        logger.removeHandler(handler)
+    assert handler.queue.qsize() == 2 and handler.dropped == 3
+
+
+def test_metrics_count_dropped_log_lines(limited):
+    assert "minibert_log_lines_dropped_total 0" in httpx.get(limited.url + "/metrics").text
+    assert '"GET /health HTTP/1.1" 200' in limited.output()  # the access log is still written

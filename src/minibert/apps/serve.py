@@ -42,7 +42,9 @@ import contextlib
 import hmac
 import json
 import logging
+import logging.handlers
 import os
+import queue
 import signal
 import threading
 import time
@@ -60,6 +62,26 @@ from ..formats.json_files import parse_json
 from .batching import DynamicBatcher, Overloaded
 
 logger = logging.getLogger("minibert.serve")
+access_logger = logging.getLogger("minibert.serve.access")  # one line per request, written off the event loop
+access_logger.propagate = False
+
+
+class DroppingQueueHandler(logging.handlers.QueueHandler):
+    """Access-log lines into a bounded queue that a thread writes out: a slow or blocked stderr (a
+    pipe nobody reads) never stalls the event loop. When the queue is full a line is dropped and
+    counted (``minibert_log_lines_dropped_total`` in /metrics) instead."""
+
+    def __init__(self, capacity: int = 10_000):
+        super().__init__(queue.Queue(capacity))
+        self.dropped = 0
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+
+
 KEEP_ALIVE_SECONDS = 75  # how long an idle keep-alive connection stays open (see serve())
 
 
@@ -124,6 +146,7 @@ class Metrics:
         self.latency_sum = 0.0
         self.batches = [0] * (len(self.BATCH_BUCKETS) + 1)
         self.batch_texts = 0
+        self.dropped_log_lines = lambda: 0  # serve() points it at the access log's queue
         self._lock = threading.Lock()
 
     @staticmethod
@@ -150,7 +173,9 @@ class Metrics:
             lines.append(f'minibert_requests_total{{path="{path}",status="{status}"}} {count}')
         lines += ["# TYPE minibert_texts_total counter", f"minibert_texts_total {self.texts}",
                   "# TYPE minibert_tokens_total counter", f"minibert_tokens_total {self.tokens}",
-                  "# TYPE minibert_queue_depth gauge", f"minibert_queue_depth {queue_depth}"]  # fmt: skip
+                  "# TYPE minibert_queue_depth gauge", f"minibert_queue_depth {queue_depth}",
+                  "# TYPE minibert_log_lines_dropped_total counter",
+                  f"minibert_log_lines_dropped_total {self.dropped_log_lines()}"]  # fmt: skip
         lines += self._histogram("minibert_request_duration_seconds", self.LATENCY_BUCKETS, self.latency,
                                  self.latency_sum)  # fmt: skip
         lines += self._histogram("minibert_batch_size_texts", self.BATCH_BUCKETS, self.batches, self.batch_texts)
@@ -731,7 +756,7 @@ class Guard:
             seconds = time.perf_counter() - started
             texts, tokens = scope["state"].get("counts", (0, 0))
             client = scope.get("client") or ("-", 0)
-            logger.info('%s:%s - "%s %s HTTP/%s" %d %d texts %d tokens %.1fms', client[0], client[1],
+            access_logger.info('%s:%s - "%s %s HTTP/%s" %d %d texts %d tokens %.1fms', client[0], client[1],
                         scope["method"], path, scope.get("http_version", "1.1"), status[0], texts, tokens,
                         seconds * 1000)  # fmt: skip
             self.service.metrics.request(path, status[0], seconds, texts, tokens)
@@ -755,6 +780,12 @@ def serve(settings: ServeSettings) -> None:
         server.should_exit = True
 
     app = build_app(settings, on_fatal=fatal)
+    access = DroppingQueueHandler()
+    access_logger.addHandler(access)
+    access_logger.setLevel(logging.INFO)
+    writer = logging.handlers.QueueListener(access.queue, *logging.getLogger("minibert").handlers)
+    writer.start()
+    app.app.state.service.metrics.dropped_log_lines = lambda: access.dropped
     # An idle keep-alive connection stays open longer than clients keep theirs (httpx and the
     # openai client: 5 s; load balancers: 60 s), so the client closes it first. With uvicorn's
     # 5 s, a client reusing a connection just as the server closed it got a dropped request.
@@ -772,7 +803,11 @@ def serve(settings: ServeSettings) -> None:
         signal.signal(signum, signal.SIG_IGN)
     logger.info("serving on http://%s:%d (model %s loading)%s", settings.host, settings.port, settings.model,
                 "" if settings.api_key else "; no API key: anyone who can reach this port can use it")  # fmt: skip
-    server.run()
+    try:
+        server.run()
+    finally:
+        writer.stop()  # the lines still queued are written first
+        access_logger.removeHandler(access)
     if failure:
         raise failure[0]
     if not server.started:
