@@ -288,6 +288,11 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
         for name in sorted(set(expected) & set(renamed))
         if renamed[name].shape != expected[name].shape
     ]
+    misshaped += [  # an integer or boolean tensor where the model has a weight: not a number to convert
+        f"{name} of dtype {str(renamed[name].dtype).removeprefix('torch.')} (expected floating point)"
+        for name in sorted(set(expected) & set(renamed))
+        if expected[name].is_floating_point() and not renamed[name].is_floating_point()
+    ]
     if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped:
         if not new_heads:
             advice = " (or pass new_heads=True to start them from fresh weights, to fine-tune)"

@@ -47,11 +47,11 @@ TensorEntry(name='bert/pooler/dense/kernel', dtype=torch.float32, shape=(768, 76
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..errors import CheckpointError
@@ -216,6 +216,15 @@ def _as_signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def _typed(value, kind: type, path: Path, what: str, field: str):
+    """A protobuf field's value, if it has the wire type its schema gives (a number, or bytes for a
+    message): a file that says otherwise is corrupt. Numbers are at most 64 bits."""
+    if not isinstance(value, kind) or (kind is int and not 0 <= value < 1 << 64):
+        raise CheckpointError(f"TensorFlow checkpoint {path}: {what}: field {field} has the wrong wire type or "
+                              "range: the index is corrupt")  # fmt: skip
+    return value
+
+
 def _parse_entry(name: str, value: bytes, path: Path) -> TensorEntry | None:
     """A BundleEntryProto → TensorEntry; None for a dtype minibert never needs (strings, ...)."""
     fields = {"dtype": 0, "shard": 0, "offset": 0, "size": 0, "crc32c": None}
@@ -223,18 +232,21 @@ def _parse_entry(name: str, value: bytes, path: Path) -> TensorEntry | None:
     what = f"the entry of tensor {name}"
     for number, field in _proto_fields(value, path, what):
         if number == 1:
-            fields["dtype"] = field
+            fields["dtype"] = _typed(field, int, path, what, "dtype")
         elif number == 2:
-            for dim_number, dim in _proto_fields(field, path, what):
+            for dim_number, dim in _proto_fields(_typed(field, bytes, path, what, "shape"), path, what):
                 if dim_number == 2:  # Dim { int64 size = 1; string name = 2; }
-                    size = next((_as_signed(v) for n, v in _proto_fields(dim, path, what) if n == 1), 0)
-                    shape.append(size)
+                    sizes = [_as_signed(_typed(v, int, path, what, "shape.dim.size"))
+                             for n, v in _proto_fields(_typed(dim, bytes, path, what, "shape.dim"), path, what)
+                             if n == 1]  # fmt: skip
+                    shape.append(sizes[-1] if sizes else 0)
                 elif dim_number == 3 and field:  # unknown_rank
                     raise CheckpointError(f"TensorFlow checkpoint {path}: tensor {name} has an unknown rank")
         elif number in (3, 4, 5):
-            fields[{3: "shard", 4: "offset", 5: "size"}[number]] = _as_signed(field)
+            key = {3: "shard", 4: "offset", 5: "size"}[number]
+            fields[key] = _as_signed(_typed(field, int, path, what, key))
         elif number == 6:
-            fields["crc32c"] = unmask(field)
+            fields["crc32c"] = unmask(_typed(field, int, path, what, "crc32c") & 0xFFFFFFFF)
         elif number == 7:
             raise CheckpointError(
                 f"TensorFlow checkpoint {path}: tensor {name} is partitioned into slices, which minibert does not read"
@@ -286,6 +298,9 @@ def read_index(prefix: str | os.PathLike) -> tuple[dict[str, TensorEntry | None]
     if header.get(2, 0) != 0:
         raise CheckpointError(f"TensorFlow checkpoint {path} was written big-endian; minibert reads little-endian ones")
     num_shards = header.get(1, 1)
+    if not isinstance(num_shards, int) or not 1 <= num_shards <= 100_000 or not isinstance(header.get(2, 0), int):
+        raise CheckpointError(f"TensorFlow checkpoint {path}: the header's num_shards {num_shards!r:.40} is not a "
+                              "count from 1 to 100,000: the index is corrupt")  # fmt: skip
     for entry in entries.values():
         if entry is not None and entry.shard >= num_shards:
             raise CheckpointError(f"TensorFlow checkpoint {path}: tensor {entry.name} names shard {entry.shard} "
@@ -325,7 +340,7 @@ def read_tf_checkpoint(prefix: str | os.PathLike, wanted=lambda name: True) -> d
             except FileNotFoundError:
                 raise CheckpointError(f"TensorFlow checkpoint data file not found: {data_path}") from None
         item_size = torch.empty((), dtype=entry.dtype).element_size()
-        count = int(np.prod(entry.shape, dtype=np.int64)) if entry.shape else 1
+        count = math.prod(entry.shape)  # exact: a product that overflows 64 bits does not wrap to 0
         if entry.size != count * item_size or entry.offset + entry.size > shard_sizes[entry.shard]:
             raise CheckpointError(
                 f"TensorFlow checkpoint {shard_path(prefix, entry.shard, num_shards)}: tensor {entry.name} "
@@ -333,6 +348,17 @@ def read_tf_checkpoint(prefix: str | os.PathLike, wanted=lambda name: True) -> d
                 f"[{entry.offset}, {entry.offset + entry.size}) of a {shard_sizes[entry.shard]}-byte file: "
                 "it is truncated or corrupt"
             )
+
+    # Each byte of a shard belongs to one tensor at most: entries that overlap (or repeat) would
+    # make memory follow the entry count instead of the files' size.
+    previous = None
+    for entry in sorted((e for e in chosen if e.size), key=lambda e: (e.shard, e.offset)):
+        if previous is not None and previous.shard == entry.shard and entry.offset < previous.offset + previous.size:
+            raise CheckpointError(
+                f"TensorFlow checkpoint {shard_path(prefix, entry.shard, num_shards)}: tensors {previous.name} and "
+                f"{entry.name} overlap from byte {entry.offset}: the index is corrupt"
+            )  # fmt: skip
+        previous = entry
 
     # One buffer for all chosen tensors, each at an offset aligned to 64 bytes.
     placements, total = [], 0

@@ -1,0 +1,146 @@
+"""Hostile TensorFlow bundle indexes, written here byte by byte (a table: prefix-compressed data
+block, index block, footer, each block with its masked CRC32C, so the checksums pass and the
+entries themselves are what is wrong). Each gets a CheckpointError naming the file — never a
+TypeError, OverflowError, RuntimeError, or memory that follows the entry count."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from minibert import BertModel, CheckpointError
+from minibert.formats.crc32c import crc32c, mask
+from minibert.formats.tf_checkpoint import read_index, read_tf_checkpoint
+
+GOOGLE_DIR = Path(__file__).parent / "data" / "uncased_L-2_H-32_A-2"
+FLOAT, INT32 = 1, 3  # TensorFlow's DataType numbers
+
+
+def varint(value: int) -> bytes:
+    value = value % (1 << 64) if value < 0 else value  # a negative int64, as protobuf writes it
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def field(number: int, value) -> bytes:
+    """A protobuf field: an int as a varint (wire type 0), bytes length-delimited (2); ("fixed32", n)
+    as wire type 5."""
+    if isinstance(value, tuple):
+        return varint(number << 3 | 5) + value[1].to_bytes(4, "little")
+    if isinstance(value, int):
+        return varint(number << 3) + varint(value)
+    return varint(number << 3 | 2) + varint(len(value)) + value
+
+
+def entry(dtype=FLOAT, shape=(4,), offset=0, size=16, shard=0, **wrong) -> bytes:
+    """A BundleEntryProto; ``wrong`` replaces a field's encoded value (name → raw value)."""
+    dims = shape if isinstance(shape, int) else b"".join(field(2, field(1, dim)) for dim in shape)
+    values = {"dtype": dtype, "shape": dims, "shard": shard, "offset": offset, "size": size}
+    values.update(wrong)
+    numbers = {"dtype": 1, "shape": 2, "shard": 3, "offset": 4, "size": 5, "crc32c": 6}
+    return b"".join(field(numbers[name], value) for name, value in values.items())
+
+
+def block(items: list[tuple[bytes, bytes]]) -> bytes:
+    body = b"".join(varint(0) + varint(len(key)) + varint(len(value)) + key + value for key, value in items)
+    return body + (0).to_bytes(4, "little") + (1).to_bytes(4, "little")  # one restart, at 0
+
+
+def table(items: list[tuple[bytes, bytes]]) -> bytes:
+    def with_trailer(contents: bytes) -> bytes:
+        return contents + b"\x00" + mask(crc32c(contents + b"\x00")).to_bytes(4, "little")
+
+    data = block(sorted(items))
+    index = block([(b"\xff", varint(0) + varint(len(data)))])
+    index_offset = len(data) + 5
+    footer = (varint(0) + varint(0) + varint(index_offset) + varint(len(index))).ljust(40, b"\x00")
+    return with_trailer(data) + with_trailer(index) + footer + (0xDB4775248B80FB57).to_bytes(8, "little")
+
+
+def bundle(tmp_path: Path, entries: dict[str, bytes], header: bytes | None = None, data: bytes = bytes(64)) -> Path:
+    prefix = tmp_path / "model.ckpt"
+    items = [(b"", field(1, 1) if header is None else header)] + [(k.encode(), v) for k, v in entries.items()]
+    Path(f"{prefix}.index").write_bytes(table(items))
+    Path(f"{prefix}.data-00000-of-00001").write_bytes(data)
+    return prefix
+
+
+def test_the_writer_writes_what_the_reader_reads(tmp_path):
+    prefix = bundle(tmp_path, {"w": entry(shape=(2, 2), size=16)}, data=bytes(range(16)) + bytes(48))
+    assert read_tf_checkpoint(prefix)["w"].shape == (2, 2)
+
+
+@pytest.mark.parametrize(
+    "entries, says",
+    [
+        ({"w": entry(shape=(1 << 32, 1 << 32), size=0)}, "does not fit its byte range"),  # 2^64 elements: wraps to 0
+        ({"w": entry(shape=(1 << 62, 4), size=0)}, "does not fit its byte range"),
+        ({"w": entry(shape=(1 << 64,))}, "field shape.dim.size has the wrong wire type or range"),  # past 64 bits
+        ({"w": entry(shape=(1 << 70,))}, "a number is longer than 10 bytes"),
+        ({"w": entry(dtype=b"\x01")}, "field dtype has the wrong wire type"),
+        ({"w": entry(shape=5)}, "field shape has the wrong wire type"),
+        ({"w": entry(offset=b"\x00")}, "field offset has the wrong wire type"),
+        ({"w": entry(size=b"\x10")}, "field size has the wrong wire type"),
+        ({"w": entry(crc32c=b"abcd")}, "field crc32c has the wrong wire type"),
+        ({"w": entry(shape=(-1,))}, "negative size or offset"),
+        ({"w": entry(offset=1 << 63)}, "negative size or offset"),
+    ],
+    ids=["wraps to 0", "2^64 bytes", "dim past 64 bits", "dim of 71 bits", "dtype as bytes", "shape as a number", "offset as bytes",
+         "size as bytes", "crc32c as bytes", "negative dim", "offset 2^63"],
+)  # fmt: skip
+def test_hostile_entries(tmp_path, entries, says):
+    with pytest.raises(CheckpointError, match=says) as error:
+        read_tf_checkpoint(bundle(tmp_path, entries))
+    assert "model.ckpt" in str(error.value)
+
+
+@pytest.mark.parametrize("header", [field(1, b"\x01"), field(1, 0), field(1, 1 << 40), field(2, b"x")])
+def test_a_hostile_header(tmp_path, header):
+    with pytest.raises(CheckpointError, match="model.ckpt.index"):
+        read_index(bundle(tmp_path, {"w": entry()}, header=header))
+
+
+def test_overlapping_and_repeated_ranges_are_refused_before_any_memory(tmp_path):
+    """4,000 entries naming the same 16 bytes would have loaded 4,000 copies (+ memory by entry
+    count); entries that overlap are refused."""
+    many = {f"w{number}": entry() for number in range(4000)}
+    with pytest.raises(CheckpointError, match="overlap from byte 0: the index is corrupt"):
+        read_tf_checkpoint(bundle(tmp_path, many))
+    with pytest.raises(CheckpointError, match="overlap from byte 8"):
+        read_tf_checkpoint(bundle(tmp_path, {"a": entry(), "b": entry(offset=8)}))
+    assert set(read_tf_checkpoint(bundle(tmp_path, {"a": entry(), "b": entry(offset=16)}))) == {"a", "b"}
+
+
+def test_an_integer_tensor_where_the_model_has_a_weight(tmp_path):
+    """A google checkpoint whose query kernel is int32 (same bytes, same shape): refused by the
+    loader, listing the tensor and the dtype, not a RuntimeError from load_state_dict."""
+    directory = tmp_path / "google"
+    shutil.copytree(GOOGLE_DIR, directory)
+    prefix = directory / "bert_model.ckpt"
+    entries, _ = read_index(prefix)
+    index = Path(f"{prefix}.index")
+    # Rebuild the index with every entry as it was but one dtype changed.
+    from minibert.formats import tf_checkpoint
+
+    raw = {}
+    file_bytes = index.read_bytes()
+    footer = tf_checkpoint._Reader(file_bytes[-48:-8], index, "footer")
+    tf_checkpoint._block_handle(footer)
+    offset, size = tf_checkpoint._block_handle(footer)
+    for _, handle in tf_checkpoint._block_entries(tf_checkpoint._read_block(file_bytes, offset, size, index, "i"),
+                                                  index, "i"):  # fmt: skip
+        block_offset, block_size = tf_checkpoint._block_handle(tf_checkpoint._Reader(handle, index, "h"))
+        data = tf_checkpoint._read_block(file_bytes, block_offset, block_size, index, "d")
+        raw.update(dict(tf_checkpoint._block_entries(data, index, "d")))
+    name = "bert/encoder/layer_0/attention/self/query/kernel"
+    target = entries[name]
+    raw[name.encode()] = entry(dtype=INT32, shape=target.shape, offset=target.offset, size=target.size)
+    index.write_bytes(table(list(raw.items())))
+    with pytest.raises(CheckpointError, match=r"query.weight of dtype int32 \(expected floating point\)"):
+        BertModel.from_pretrained(directory)
