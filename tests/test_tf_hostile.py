@@ -91,8 +91,8 @@ def test_the_writer_writes_what_the_reader_reads(tmp_path):
         ({"w": entry(shape=(-1,))}, "negative size or offset"),
         ({"w": entry(offset=1 << 63)}, "negative size or offset"),
     ],
-    ids=["wraps to 0", "2^64 bytes", "dim past 64 bits", "dim of 71 bits", "dtype as bytes", "shape as a number", "offset as bytes",
-         "size as bytes", "crc32c as bytes", "negative dim", "offset 2^63"],
+    ids=["wraps to 0", "2^64 bytes", "dim past 64 bits", "dim of 71 bits", "dtype as bytes", "shape as a number",
+         "offset as bytes", "size as bytes", "crc32c as bytes", "negative dim", "offset 2^63"],
 )  # fmt: skip
 def test_hostile_entries(tmp_path, entries, says):
     with pytest.raises(CheckpointError, match=says) as error:
