@@ -59,3 +59,54 @@ def test_config_embedder_and_models_pickle(minilm_dir):
     classifier = minibert.BertForSequenceClassification.from_pretrained(minilm_dir, new_heads=True, num_labels=3)
     with torch.no_grad():
         assert torch.equal(pickle.loads(pickle.dumps(classifier))(**batch).logits, classifier(**batch).logits)
+
+
+def test_add_special_tokens_and_resize_as_transformers(minilm_dir, tmp_path):
+    ours = minibert.BertTokenizer.from_pretrained(minilm_dir)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    new = {"additional_special_tokens": ["<e1>", "</e1>", "[NEW]"]}
+    assert ours.add_special_tokens(new) == theirs.add_special_tokens(new) == 3
+    assert len(ours) == len(theirs) and ours.vocab_size == theirs.vocab_size
+    texts = ["<e1>Ada</e1> met [NEW] Babbage <E1> x<e1>y", "no specials here", "[MASK] and <e1>"]
+    for text in texts:
+        a, b = ours(text, return_offsets_mapping=True), theirs(text, return_offsets_mapping=True)
+        assert a["input_ids"] == b["input_ids"], text
+        assert a.tokens() == b.tokens() and a["offset_mapping"] == b["offset_mapping"], text
+        decoded = ours.decode(a["input_ids"], skip_special_tokens=True)
+        assert decoded == theirs.decode(b["input_ids"], skip_special_tokens=True)
+    assert sorted(ours.all_special_ids) == sorted(theirs.all_special_ids)
+    assert ours.add_special_tokens({"additional_special_tokens": ["<e1>"]}) == 0
+    ours.save_pretrained(tmp_path / "saved")
+    for reloaded in (minibert.BertTokenizer.from_pretrained(tmp_path / "saved"),
+                     transformers.AutoTokenizer.from_pretrained(str(tmp_path / "saved"))):  # fmt: skip
+        assert reloaded(texts[0])["input_ids"] == theirs(texts[0])["input_ids"]
+    with pytest.raises(NotImplementedError, match="non-special tokens"):
+        ours.add_tokens(["newword"])
+
+    model = minibert.BertModel.from_pretrained(minilm_dir)
+    reference = transformers.BertModel.from_pretrained(str(minilm_dir))
+    before = model.embeddings.word_embeddings.weight.detach().clone()
+    model.resize_token_embeddings(len(ours))
+    reference.resize_token_embeddings(len(theirs))
+    ours_weight, theirs_weight = model.embeddings.word_embeddings.weight, reference.get_input_embeddings().weight
+    assert ours_weight.shape == theirs_weight.shape == (len(theirs), 384) and model.config.vocab_size == len(ours)
+    assert torch.equal(ours_weight[: before.shape[0]], before)
+    # transformers samples the new rows within 1e-9 × the covariance of the old rows' mean: ~1e-6
+    assert float((ours_weight - theirs_weight).abs().max()) <= 1e-5
+    # The forward with the new tokens, on the same rows (transformers' are a sample: the mean's tiny
+    # noise, amplified by LayerNorm over a short mean vector, is not what this compares).
+    with torch.no_grad():
+        ours_weight[before.shape[0] :] = theirs_weight[before.shape[0] :]
+        batch = ours(texts, padding=True, return_tensors="pt")
+        difference = model(**batch).last_hidden_state - reference(**batch).last_hidden_state
+        assert float(difference[batch["attention_mask"].bool()].abs().max()) <= 1e-5
+
+
+def test_resize_grows_the_masked_lm_bias(tmp_path):
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=37)  # fmt: skip
+    transformers.BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    model = minibert.BertForMaskedLM.from_pretrained(tmp_path / "mlm")
+    model.resize_token_embeddings(103)
+    logits = model(torch.tensor([[1, 100, 102, 2]])).logits
+    assert logits.shape == (1, 4, 103) and not model.mlm_head.bias[99:].any()

@@ -58,6 +58,35 @@ class PretrainedBert(nn.Module):
         return load_pretrained(cls, name_or_path, revision=revision, dtype=dtype, device=device,
                                new_heads=new_heads, label_config=label_config)  # fmt: skip
 
+    def resize_token_embeddings(self, new_num_tokens: int, mean_resizing: bool = True) -> nn.Embedding:
+        """Give the word embedding table ``new_num_tokens`` rows (after ``tokenizer.add_special_tokens``:
+        ``len(tokenizer)``), as transformers does: old rows kept; new rows the mean of the old ones
+        (``mean_resizing``, transformers' default, which samples within 1e-9 × their covariance of
+        that mean) or drawn as BERT initialises weights. A masked-LM head's bias grows with zeros."""
+        if isinstance(new_num_tokens, bool) or not isinstance(new_num_tokens, int) or new_num_tokens < 1:
+            raise ValueError(f"new_num_tokens must be a positive int, got {new_num_tokens!r}")
+        embeddings = getattr(self, "bert", self).embeddings
+        old = embeddings.word_embeddings
+        kept = min(old.num_embeddings, new_num_tokens)
+        new = nn.Embedding(new_num_tokens, old.embedding_dim, padding_idx=old.padding_idx,
+                           device=old.weight.device, dtype=old.weight.dtype)  # fmt: skip
+        with torch.no_grad():
+            new.weight[:kept] = old.weight[:kept]
+            if new_num_tokens > kept:
+                fill = old.weight.float().mean(0) if mean_resizing else None
+                if fill is None:
+                    new.weight[kept:].normal_(0.0, self.config.initializer_range)
+                else:
+                    new.weight[kept:] = fill.to(old.weight.dtype)
+            head = getattr(self, "mlm_head", None)
+            if head is not None:
+                bias = torch.zeros(new_num_tokens, dtype=head.bias.dtype, device=head.bias.device)
+                bias[:kept] = head.bias[:kept]
+                head.bias = nn.Parameter(bias)
+        embeddings.word_embeddings = new
+        self.config.vocab_size = new_num_tokens
+        return new
+
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names."""
         from .weights import save_pretrained

@@ -52,6 +52,7 @@ class BertTokenizer(TransformersCallAPI):
         padding_side: str = "right",
         truncation_side: str = "right",
         vocab: dict[str, int] | None = None,
+        additional_special_tokens: Iterable[str] = (),
         **special_tokens: str,
     ):
         """``vocab_file``: vocab.txt; or pass ``vocab`` ({piece: id}, e.g. from tokenizer.json) and
@@ -94,10 +95,66 @@ class BertTokenizer(TransformersCallAPI):
         self.cls_token_id = self.vocab[self.cls_token]
         self.mask_token_id = self.vocab.get(self.mask_token)  # None: nothing can be masked
         self.wordpiece = WordPieceTokenizer(self.vocab, self.unk_token_id)
-        specials = sorted({token for token in tokens.values() if token in self.vocab}, key=len, reverse=True)
-        self._special_split = re.compile("(" + "|".join(re.escape(token) for token in specials) + ")")
-        self.all_special_ids = sorted({self.vocab[token] for token in specials})
+        self._base_vocab_size = len(self.vocab)
+        additional = list(additional_special_tokens)
+        absent = [token for token in additional if token not in self.vocab]
+        if absent:
+            raise CheckpointError(f"additional special tokens {absent} are not in the vocabulary {self.vocab_file}")
+        self.additional_special_tokens = additional
+        self._set_specials()
         self._warned_too_long = False
+
+    def _set_specials(self) -> None:
+        """The pieces typed in a text that are kept whole (the special tokens), longest first."""
+        roles = [getattr(self, name) for name in SPECIAL_TOKEN_NAMES]
+        specials = sorted({t for t in [*roles, *self.additional_special_tokens] if t in self.vocab}, key=len,
+                          reverse=True)  # fmt: skip
+        self._special_split = re.compile("(" + "|".join(re.escape(token) for token in specials) + ")")
+        self._special_starts = "".join(sorted({token[0] for token in specials}))  # "[" for BERT's own
+        self.all_special_ids = sorted({self.vocab[token] for token in specials})
+
+    def _may_hold_special(self, text: str) -> bool:
+        return any(character in text for character in self._special_starts)
+
+    def add_special_tokens(self, special_tokens_dict: dict) -> int:
+        """Add special tokens, as transformers does: ``{"additional_special_tokens": ["<e1>", ...]}``
+        and/or a role (``"mask_token": "[MASK]"``, ...). A new piece gets the next id; in a text it
+        is kept whole, matched exactly (not lowercased). Returns how many pieces were new: grow
+        the model's embeddings by as many (``model.resize_token_embeddings(len(tokenizer))``)."""
+        unknown = set(special_tokens_dict) - {"additional_special_tokens", *SPECIAL_TOKEN_NAMES}
+        if unknown:
+            raise ValueError(f"add_special_tokens: unknown keys {sorted(unknown)}")
+        added = 0
+        for name, value in special_tokens_dict.items():
+            tokens = list(value) if name == "additional_special_tokens" else [value]
+            if not all(isinstance(token, str) and token for token in tokens):
+                raise TypeError(f"add_special_tokens: {name} must be non-empty strings, got {value!r}")
+            for token in tokens:
+                if token not in self.vocab:
+                    self.vocab[token] = len(self.vocab)
+                    self.ids_to_tokens[self.vocab[token]] = token
+                    added += 1
+            if name == "additional_special_tokens":
+                self.additional_special_tokens = list(dict.fromkeys([*self.additional_special_tokens, *tokens]))
+            else:
+                setattr(self, name, tokens[0])
+                setattr(self, name.replace("_token", "_token_id"), self.vocab[tokens[0]])
+        if added:
+            self._vocab_is_file = False  # saved from self.vocab from now on, the new pieces included
+        self._set_specials()
+        return added
+
+    def add_tokens(self, new_tokens: str | Iterable[str], special_tokens: bool = False) -> int:
+        """``special_tokens=True``: as ``add_special_tokens({"additional_special_tokens": ...})``.
+        Ordinary added tokens are refused: transformers matches them in the *normalized* text,
+        splitting words around them (``"newwords"`` holds ``"newword"``), which minibert does not
+        reproduce exactly."""
+        tokens = [new_tokens] if isinstance(new_tokens, str) else list(new_tokens)
+        if not special_tokens:
+            raise NotImplementedError("add_tokens of non-special tokens is not implemented (transformers matches them "
+                                      "in the normalized text, splitting words around them); pass "
+                                      "special_tokens=True for tokens kept whole and matched exactly")  # fmt: skip
+        return self.add_special_tokens({"additional_special_tokens": tokens})
 
     model_input_names = ["input_ids", "token_type_ids", "attention_mask"]  # what BertModel takes
 
@@ -156,6 +213,8 @@ class BertTokenizer(TransformersCallAPI):
                 raise ValueError(f"cannot write vocab.txt: {self.vocab_file}'s vocabulary has no piece with id {gap}")
             vocab_bytes = "".join(self.ids_to_tokens[index] + "\n" for index in ids).encode("utf-8")
         specials = {name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES}
+        if self.additional_special_tokens:
+            specials["additional_special_tokens"] = list(self.additional_special_tokens)
         config = {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self.basic.do_lower_case,
@@ -180,7 +239,9 @@ class BertTokenizer(TransformersCallAPI):
 
     @property
     def vocab_size(self) -> int:
-        return len(self.vocab)
+        """The vocabulary's size without the pieces added since loading (as transformers counts);
+        ``len(tokenizer)`` counts them."""
+        return self._base_vocab_size
 
     def __len__(self) -> int:
         return len(self.vocab)
@@ -191,7 +252,7 @@ class BertTokenizer(TransformersCallAPI):
     def _segments(self, text: str) -> Iterator[tuple[bool, str, int]]:
         """(is a special token, part, where it starts): special tokens such as ``[MASK]`` typed in
         the text are kept whole, the rest goes through the basic tokenizer."""
-        if "[" not in text:  # fast path: no special token can occur
+        if not self._may_hold_special(text):  # fast path: no special token can occur
             yield False, text, 0
             return
         position = 0
@@ -208,7 +269,7 @@ class BertTokenizer(TransformersCallAPI):
 
     def _words(self, text: str) -> list[str]:
         """Basic tokens of ``text``; special tokens such as ``[MASK]`` are kept whole."""
-        if "[" not in text:  # fast path: no special token can occur
+        if not self._may_hold_special(text):  # fast path: no special token can occur
             return self._basic_words(text)
         words = []
         for special, part, _ in self._segments(text):

@@ -96,6 +96,13 @@ def read_tokenizer_config(config_file: Path) -> dict:
             if config[key] not in SIDES:
                 raise CheckpointError(f"{config_file}: {key} must be 'right' or 'left', got {config[key]!r}")
             settings[key] = config[key]
+    additional = config.get("additional_special_tokens") or []
+    additional = [token.get("content") if isinstance(token, dict) else token for token in additional] \
+        if isinstance(additional, list) else None  # fmt: skip
+    if additional is None or not all(isinstance(token, str) for token in additional):
+        raise CheckpointError(f"{config_file}: additional_special_tokens must be a list of strings")
+    if additional:
+        settings["additional_special_tokens"] = additional
     for name in SPECIAL_TOKEN_NAMES:
         value = config.get(name)
         if isinstance(value, dict):  # serialized AddedToken
