@@ -327,30 +327,29 @@ def _add_serve_command(commands) -> None:
     serve.set_defaults(run=cmd_serve)
 
 
-def _milliseconds(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of milliseconds, got {value}") from None
-    if not 0 <= number <= 60_000:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 60000 milliseconds, got {value}")
-    return number
+def _number_of(unit: str, low: float, high: float):
+    """An argparse type: a number of ``unit`` from ``low`` to ``high``."""
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of {unit}, got {value}") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g} {unit}, got {value}")
+        return number
+
+    return parse
+
+
+_milliseconds = _number_of("milliseconds", 0, 60_000)
+_seconds = _number_of("seconds", 0.1, 3600)
 
 
 def _port(value: str) -> int:
     number = int(value) if value.isdigit() else -1
     if not 0 <= number <= 65_535:
         raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {value}")
-    return number
-
-
-def _seconds(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {value}") from None
-    if not 0.1 <= number <= 3600:
-        raise argparse.ArgumentTypeError(f"must be between 0.1 and 3600 seconds, got {value}")
     return number
 
 

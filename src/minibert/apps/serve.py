@@ -410,7 +410,14 @@ class Routes:
 
     async def embed_job(self, request: Request, pieces, skip: int, normalize: bool | None) -> np.ndarray:
         options = EmbedOptions.of(self.service.options, normalize=normalize)  # requests that share it batch together
-        job = self.service.batcher.submit(pieces, (skip, options))
+        return await self.batched(request, pieces, (skip, options))
+
+    async def logits_job(self, request: Request, pieces: list[PairPieces]) -> np.ndarray:
+        return await self.batched(request, pieces, ("logits",))  # (N, labels)
+
+    async def batched(self, request: Request, pieces: list, key: tuple) -> np.ndarray:
+        """The request's rows through the dynamic batcher, merged with others of the same ``key``."""
+        job = self.service.batcher.submit(pieces, key)
         gone = asyncio.ensure_future(_client_gone(request))
         try:
             done, _ = await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -437,18 +444,6 @@ class Routes:
             raise RequestError(400, f"the model {self.service.model_id!r} is an embedding model: reranking and "
                                     "/predict need a sequence classifier (a cross-encoder) served with --model",
                                code="model_not_supported")  # fmt: skip
-
-    async def logits_job(self, request: Request, pieces: list[PairPieces]) -> np.ndarray:
-        job = self.service.batcher.submit(pieces, ("logits",))
-        gone = asyncio.ensure_future(_client_gone(request))
-        try:
-            done, _ = await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if job.future not in done:
-                self.service.batcher.cancel(job)
-                raise ClientGone
-            return job.future.result()  # (N, labels)
-        finally:
-            gone.cancel()
 
     async def scores_of_pairs(self, request: Request, query: str, documents: list[str], field: str, truncate: bool,
                               raw: bool) -> tuple[np.ndarray, int]:  # fmt: skip

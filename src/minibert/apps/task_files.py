@@ -11,12 +11,13 @@ time, so memory follows the chunk, not the file (rerank keeps one score per docu
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..formats.json_files import parse_json
-from .commands import CommandError
+from .commands import CommandError, load_model
 from .embed_files import CHUNK, _json_line, _read_texts, _same_file, _spooled_stdin
 
 
@@ -57,9 +58,10 @@ def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
         yield chunk
 
 
-def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, answerer, finish=None) -> None:
-    """Check the arguments, then load the model (``answerer()`` returns the function that answers
-    a chunk of records), read the records (arguments, --input FILE or stdin), write the rows."""
+def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, load, answer, finish=None) -> None:
+    """Check the arguments, then load the model (``load(name)``, with the bundled fallback of
+    every command), read the records (arguments, --input FILE or stdin), and write the rows that
+    ``answer(model, chunk of records)`` gives."""
     given = from_arguments()
     if given and args.input:
         raise CommandError("give texts as arguments or --input FILE, not both")
@@ -77,7 +79,7 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
         raise CommandError(f"input file not found: {args.input}")
     if not args.model:
         raise CommandError(f"{args.command} needs --model DIR (or a hub id) of a checkpoint with its head")
-    answer_chunk = answerer()
+    answer_chunk = functools.partial(answer, load_model(args, load))
     if args.input == "-":
         with _spooled_stdin() as name:
             return _write(Path(name), output, fields, optional, answer_chunk, finish)
@@ -105,53 +107,36 @@ def _write(path, output, fields, optional, answer_chunk, finish, given=None) -> 
     print(f"minibert: wrote {count} rows to {output}", file=sys.stderr)
 
 
-def _load(args, loader):
-    from .commands import load_model
-
-    return load_model(args, loader)
-
-
 def cmd_classify(args) -> None:
     from ..heads import BertForSequenceClassification
     from ..tasks import classify, load_for_task
 
     top_k = None if args.top_k == "all" else int(args.top_k)
-    loaded = None
 
-    def answerer():
-        nonlocal loaded
-        loaded = _load(args, lambda name: load_for_task(name, BertForSequenceClassification))
-        return answer_chunk
-
-    def answer_chunk(chunk: list[dict]) -> list[dict]:
-        inputs = [record if "text_pair" in record else record["text"] for record in chunk]
+    def answer(loaded, chunk: list[dict]) -> list[dict]:
         if any("text_pair" in record for record in chunk):
             inputs = [{"text": r["text"], "text_pair": r.get("text_pair", "")} for r in chunk]
+        else:
+            inputs = [record["text"] for record in chunk]
         labels = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
-                              truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
+                          truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
-    _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts], answerer)
+    _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts],
+         lambda name: load_for_task(name, BertForSequenceClassification), answer)  # fmt: skip
 
 
 def cmd_tag(args) -> None:
     from ..heads import BertForTokenClassification
     from ..tasks import load_for_task, tag
 
-    loaded = None
-
-    def answerer():
-        nonlocal loaded
-        loaded = _load(args, lambda name: load_for_task(name, BertForTokenClassification))
-        return answer_chunk
-
-    def answer_chunk(chunk: list[dict]) -> list[dict]:
-        found = tag([record["text"] for record in chunk], model=loaded,
-                             aggregation_strategy=args.aggregation, stride=args.stride,
-                             batch_size=args.batch_size)  # fmt: skip
+    def answer(loaded, chunk: list[dict]) -> list[dict]:
+        found = tag([record["text"] for record in chunk], model=loaded, aggregation_strategy=args.aggregation,
+                    stride=args.stride, batch_size=args.batch_size)  # fmt: skip
         return [{"text": record["text"], "entities": entities} for record, entities in zip(chunk, found)]
 
-    _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts], answerer)
+    _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts],
+         lambda name: load_for_task(name, BertForTokenClassification), answer)  # fmt: skip
 
 
 def cmd_answer(args) -> None:
@@ -160,40 +145,32 @@ def cmd_answer(args) -> None:
 
     if (args.question is None) != (args.context is None):
         raise CommandError("give --question and --context together (or --input FILE.jsonl)")
-    loaded = None
 
-    def answerer():
-        nonlocal loaded
-        loaded = _load(args, lambda name: load_for_task(name, BertForQuestionAnswering))
-        return answer_chunk
-
-    def answer_chunk(chunk: list[dict]) -> list[dict]:
+    def answer_chunk(loaded, chunk: list[dict]) -> list[dict]:
         found = answer([r["question"] for r in chunk], [r["context"] for r in chunk], model=loaded,
-                             top_k=args.top_k, doc_stride=args.doc_stride, max_answer_len=args.max_answer_len,
-                             max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
-                             batch_size=args.batch_size)  # fmt: skip
+                       top_k=args.top_k, doc_stride=args.doc_stride, max_answer_len=args.max_answer_len,
+                       max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
+                       batch_size=args.batch_size)  # fmt: skip
         return [{"question": r["question"], "answers": a if isinstance(a, list) else [a]} for r, a in zip(chunk, found)]
 
     def from_arguments():
         return [] if args.question is None else [{"question": args.question, "context": args.context}]
 
-    _run(args, ("question", "context"), (), from_arguments, answerer)
+    _run(args, ("question", "context"), (), from_arguments,
+         lambda name: load_for_task(name, BertForQuestionAnswering), answer_chunk)  # fmt: skip
 
 
 def cmd_rerank(args) -> None:
     from ..tasks import CrossEncoder
 
-    ranker = None
-
-    def answerer():
-        nonlocal ranker
-        ranker = _load(args, lambda name: CrossEncoder(name, max_length=args.max_length))
+    def load(name: str):
+        ranker = CrossEncoder(name, max_length=args.max_length)
         if ranker.num_labels != 1:
             raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
                              f"it has {ranker.num_labels} labels")  # fmt: skip
-        return answer_chunk
+        return ranker
 
-    def answer_chunk(chunk: list[dict]) -> list[dict]:
+    def answer(ranker, chunk: list[dict]) -> list[dict]:
         pairs = [[args.query, record["text"]] for record in chunk]
         found = ranker.predict(pairs, batch_size=args.batch_size)
         return [{"score": float(score), "text": record["text"]} for record, score in zip(chunk, found)]
@@ -206,4 +183,4 @@ def cmd_rerank(args) -> None:
             rows[index] = {"index": index, "rank": rank, **rows[index]}
         return [rows[index] for index in order[: args.top_n]] if printing else rows
 
-    _run(args, ("text",), (), lambda: [{"text": text} for text in args.documents], answerer, ranked)
+    _run(args, ("text",), (), lambda: [{"text": text} for text in args.documents], load, answer, ranked)

@@ -50,19 +50,11 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
 
 
 def _depth(value, limit: int = MAX_NESTING + 1) -> int:
-    """How deeply lists and objects nest in ``value`` (a scalar: 0), counted without recursion and
-    up to ``limit`` (deeper is reported as ``limit``)."""
-    deepest, level, frontier = 0, 0, [value]
-    while frontier and level < limit:
-        children = []
-        for item in frontier:
-            if isinstance(item, dict):
-                children.extend(item.values())
-            elif isinstance(item, list):
-                children.extend(item)
-        if not children and not any(isinstance(item, (dict, list)) for item in frontier):
-            break
-        level += 1
-        deepest = level
-        frontier = [child for child in children if isinstance(child, (dict, list))]
+    """How deeply lists and objects nest in ``value`` (a scalar: 0), counted level by level without
+    recursion, up to ``limit`` (deeper is reported as ``limit``)."""
+    deepest, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level and deepest < limit:
+        deepest += 1
+        children = [child for item in level for child in (item.values() if isinstance(item, dict) else item)]
+        level = [child for child in children if isinstance(child, (dict, list))]
     return deepest

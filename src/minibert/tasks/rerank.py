@@ -32,11 +32,12 @@ from ..formats.hub import resolve_file
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
 from ..tokenizer.bert_tokenizer import BertTokenizer
+from .classify import sigmoid
 from .loading import run_rows
 
 logger = logging.getLogger("minibert")
 ACTIVATIONS = {  # the torch class paths sentence-transformers saves, and what each computes
-    "torch.nn.modules.activation.Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "torch.nn.modules.activation.Sigmoid": sigmoid,
     "torch.nn.modules.linear.Identity": lambda x: x,
     "torch.nn.modules.activation.Tanh": np.tanh,
 }
