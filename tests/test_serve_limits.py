@@ -43,6 +43,20 @@ def _raw(server, data: bytes, pause: float = 0.0, chunks: int = 1, wait: float =
         return answer
 
 
+def _read_response(sock: socket.socket) -> bytes:
+    """One whole HTTP response: the head, then Content-Length bytes (TCP may split them anywhere)."""
+    answer = b""
+    while b"\r\n\r\n" not in answer and (chunk := sock.recv(65536)):
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":")[1]) for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")), 0
+    )
+    while len(body) < length and (chunk := sock.recv(65536)):
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 @pytest.mark.parametrize("path", ["/v1/embeddings", "/embed"])
 @pytest.mark.parametrize(
     "body",
@@ -84,7 +98,7 @@ def test_a_body_trickled_slowly_is_cut_with_408(limited):
     with socket.create_connection(("127.0.0.1", limited.port), timeout=10) as sock:
         sock.sendall(head + body[:5])
         started = time.monotonic()
-        answer = sock.recv(65536)
+        answer = _read_response(sock)
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"did not arrive within 2 s" in answer and time.monotonic() - started < 6
 
