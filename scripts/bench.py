@@ -85,13 +85,47 @@ def row(name, against, ours_times, theirs_times, target, work=None, unit="items"
     return result
 
 
+def gemm_rates(dtype: torch.dtype, tokens: int = 2048) -> dict[str, float]:
+    """GFLOP/s of each GEMM backend this CPU runs (gemm.py) on all-MiniLM-L6-v2's real layer shapes:
+    one layer's six projections (4 × H→H, H→F, F→H) on ``tokens`` packed tokens, the Embedder's
+    default token budget. The fastest is "the machine's GEMM peak" of the GFLOP/s columns."""
+    from torch import nn
+
+    from minibert import gemm
+
+    hidden, intermediate = 384, 1536
+    x, wide = torch.randn(tokens, hidden, dtype=dtype), torch.randn(tokens, intermediate, dtype=dtype)
+    layers = [nn.Linear(hidden, hidden) for _ in range(4)] + [nn.Linear(hidden, intermediate),
+                                                            nn.Linear(intermediate, hidden)]  # fmt: skip
+    layers = [layer.to(dtype).requires_grad_(False) for layer in layers]
+    flops = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate)
+    candidates = {"mkl": layers}
+    try:
+        packed = [gemm.PackedLinear(layer) for layer in layers]
+        packed[0](x)
+        candidates["onednn"] = packed
+    except RuntimeError:  # e.g. bf16 without AVX-512: oneDNN refuses
+        pass
+    rates = {}
+    with torch.inference_mode():
+        for name, linears in candidates.items():
+
+            def run(linears=linears):
+                for linear in linears[:5]:
+                    linear(x)
+                linears[5](wide)
+
+            run()
+            rates[name] = flops / min(timed(run) for _ in range(7)) / 1e9
+    return rates
+
+
 def matmul_peak(dtype: torch.dtype) -> float:
-    """GFLOP/s of a large square matmul: the ceiling for a matmul-bound model."""
-    a = torch.randn(2048, 2048, dtype=dtype)
-    b = torch.randn(2048, 2048, dtype=dtype)
-    a @ b
-    best = min(timed(lambda: a @ b) for _ in range(5))
-    return 2 * 2048**3 / best / 1e9
+    """The fastest backend's GFLOP/s on the model's GEMM shapes: the ceiling for the GFLOP/s columns."""
+    rates = gemm_rates(dtype)
+    print(f"GEMM on MiniLM's shapes, 2,048 tokens, {str(dtype).removeprefix('torch.')}: "
+          + ", ".join(f"{name} {rate:.0f} GFLOP/s" for name, rate in rates.items()), flush=True)  # fmt: skip
+    return max(rates.values())
 
 
 def bert_flops(lengths, layers, hidden, intermediate) -> float:
@@ -249,7 +283,7 @@ def bench_real_text(texts: list[str], rounds: int, peak_fp32: float, peak_bf16: 
     return rows
 
 
-def bench_onnx(texts: list[str], rounds: int):
+def bench_onnx(texts: list[str], rounds: int, peak: float | None = None):
     """minibert vs ONNX Runtime on the same batches: all-MiniLM-L6-v2 exported to ONNX (torch's
     exporter) and fused by onnxruntime's BERT optimizer (attention, LayerNorm, GELU, bias fusions),
     fp32. minibert runs ``Embedder.embed_pieces`` (its batching, padding, streams, model and mean
@@ -327,9 +361,66 @@ def bench_onnx(texts: list[str], rounds: int):
     cosine = ((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).min()
     ours_times, ort_times = side_by_side(run_ours, run_ort, rounds)
     fused_names = ", ".join(f"{name} {count}" for name, count in sorted(fusions.items()))
+    target = ">= 1.2x (AVX-512)" if "avx512f" in cpu_flags() else ">= 1.05x (AVX2)"
+    flops = bert_flops(lengths, 6, 384, 1536)
     return row("MiniLM forward + mean pool, the Embedder's batches, fp32", f"ONNX Runtime {onnxruntime.__version__}, "
-               "BERT optimizer fusions", ours_times, ort_times, ">= 1.1x", work=sum(lengths), unit="tokens",
-               note=f"max |Δ| {np.abs(a - b).max():.1e}, min cosine {cosine:.7f}; fused: {fused_names}")  # fmt: skip
+               "BERT optimizer fusions", ours_times, ort_times, target, work=sum(lengths), unit="tokens",
+               flops=flops, peak=peak, note=f"GEMM {embedder.model.gemm_backend}; max |Δ| {np.abs(a - b).max():.1e}, "
+               f"min cosine {cosine:.7f}; fused: {fused_names}")  # fmt: skip
+
+
+GEMM_OPS = {"aten::addmm", "aten::mm", "mkldnn::_linear_pointwise"}
+
+
+def bench_profile(texts: list[str], peak: float) -> None:
+    """Where an embedding run's time goes, per operation (PyTorch's profiler, the batches on one
+    stream: the profiler sees this thread only): the GEMMs (their GFLOP/s against the machine's
+    GEMM peak), the attention kernel, and every other operation by its own time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from minibert import Embedder, EmbedOptions
+
+    embedder = Embedder.from_pretrained(minilm_dir())
+    pieces = [embedder.tokenizer.piece_ids(text)[:254] for text in texts]
+    lengths = [len(ids) + 2 for ids in pieces]
+    config = embedder.model.config
+    total_flops = bert_flops(lengths, config.num_hidden_layers, config.hidden_size, config.intermediate_size)
+    dense = total_flops - attention_flops(lengths, config.num_hidden_layers, config.hidden_size)
+    options = EmbedOptions(pooling="mean", max_length=256)
+
+    def run(streams: bool):
+        embedder.embed_pieces(pieces, options, progress=False, streams=streams)
+
+    run(False)
+    wall = min(timed(lambda: run(False)) for _ in range(3))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        run(False)
+        profiled = time.perf_counter() - start
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    seconds = {e.key: e.self_cpu_time_total / 1e6 for e in events if e.self_cpu_time_total > 0}
+    gemm = sum(t for key, t in seconds.items() if key in GEMM_OPS)
+    print(f"\nWhere the time goes: {len(texts)} texts, {sum(lengths):,} tokens, one stream, GEMM "
+          f"{embedder.model.gemm_backend}; {profiled:.2f} s under the profiler, {wall:.2f} s without")  # fmt: skip
+    print("| operation | seconds | share | note |\n|---|---|---|---|")
+    achieved = dense / gemm / 1e9
+    print(
+        f"| GEMMs ({', '.join(sorted(k for k in seconds if k in GEMM_OPS))}) | {gemm:.2f} | "
+        f"{100 * gemm / profiled:.0f}% | {achieved:.0f} GFLOP/s, {100 * achieved / peak:.0f}% of the GEMM peak |"
+    )
+    shown = 0
+    for key, t in seconds.items():
+        if key in GEMM_OPS or shown >= 14:
+            continue
+        print(f"| {key} | {t:.3f} | {100 * t / profiled:.1f}% | |")
+        shown += 1
+    rest = profiled - sum(seconds.values())
+    print(f"| Python and the profiler (time in no operation) | {rest:.2f} | {100 * rest / profiled:.0f}% | |")
+    whole = total_flops / wall / 1e9
+    print(
+        f"whole run without the profiler: {whole:.0f} GFLOP/s over all of BERT's FLOPs, "
+        f"{100 * whole / peak:.0f}% of the GEMM peak ({peak:.0f} GFLOP/s)"
+    )
 
 
 def bench_streams(texts: list[str], rounds: int):
@@ -583,18 +674,12 @@ def has_native_bf16() -> bool:
 
 
 def describe_machine() -> str:
+    from minibert.gemm import cpu_name
+
     wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
     flags = " ".join(flag for flag in wanted if flag in cpu_flags())
-    try:
-        model = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        model = platform.processor()
     return (
-        f"{model}; {os.cpu_count()} cores; flags: {flags}; torch {torch.__version__} "
+        f"{cpu_name()}; {os.cpu_count()} cores; flags: {flags}; torch {torch.__version__} "
         f"({torch.get_num_threads()} threads); Python {platform.python_version()}"
     )
 
@@ -603,7 +688,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
     parser.add_argument("--json", help="also write the rows to this file")
-    workloads = "fixed, text, streams, onnx, tokenizer, import, cold, memory, tf, window"
+    workloads = "fixed, text, streams, onnx, profile, tokenizer, import, cold, memory, tf, window"
     parser.add_argument("--only", nargs="*", help=f"workload names: {workloads}")
     parser.add_argument(
         "--window-sizes",
@@ -613,10 +698,11 @@ def main() -> None:
     args = parser.parse_args()
     rounds = 3 if args.quick else 7
     texts = corpus.benchmark_texts(300 if args.quick else 3000)
-    only = set(args.only or ["fixed", "text", "streams", "onnx", "tokenizer", "import", "cold", "memory", "tf"])
+    only = set(args.only or ["fixed", "text", "streams", "onnx", "profile", "tokenizer", "import", "cold", "memory",
+                             "tf"])  # fmt: skip
     print(describe_machine(), flush=True)
     peak_fp32 = peak_bf16 = None
-    if only & {"fixed", "text"}:  # the GFLOP/s columns' ceiling (bf16 is slow to time without bf16 units)
+    if only & {"fixed", "text", "onnx", "profile"}:  # the GFLOP/s ceiling (bf16: only with bf16 units)
         peak_fp32 = matmul_peak(torch.float32)
         peak_bf16 = matmul_peak(torch.bfloat16) if has_native_bf16() else None
         bf16 = f"{peak_bf16:.0f} GFLOP/s" if peak_bf16 else "not measured (no native bf16)"
@@ -629,7 +715,9 @@ def main() -> None:
     if "streams" in only:
         rows.append(bench_streams(texts, rounds))
     if "onnx" in only:
-        rows.append(bench_onnx(texts, rounds))
+        rows.append(bench_onnx(texts, rounds, peak_fp32))
+    if "profile" in only:
+        bench_profile(texts, peak_fp32)
     if "tokenizer" in only:
         rows.append(bench_tokenizer(texts, rounds))
     if "import" in only:

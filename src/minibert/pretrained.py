@@ -42,6 +42,7 @@ class PretrainedBert(nn.Module):
         dtype: torch.dtype | str | None = None,
         device: torch.device | str | None = None,
         new_heads: bool = False,
+        gemm: str | None = None,
         **label_config,
     ):
         """Build the model from ``config.json`` and load the pretrained weights of a local directory
@@ -52,11 +53,16 @@ class PretrainedBert(nn.Module):
         weights, as BERT initialises them, and logs their names; without it they are an error.
         ``num_labels``, ``id2label``, ``label2id``, ``problem_type`` and ``classifier_dropout``
         replace config.json's, as in transformers:
-        ``BertForSequenceClassification.from_pretrained(path, new_heads=True, num_labels=6)``."""
+        ``BertForSequenceClassification.from_pretrained(path, new_heads=True, num_labels=6)``.
+
+        ``dtype="auto"`` is bfloat16 where the CPU computes it natively (avx512_bf16 or AMX), else
+        float32: approximate numbers, opted into. ``gemm`` picks the linear layers' matrix library
+        ("auto", "mkl", "onednn", "onednn-fused"; default ``$MINIBERT_GEMM`` or "auto": measured on
+        this CPU, see gemm.py)."""
         from .weights import load_pretrained
 
         return load_pretrained(cls, name_or_path, revision=revision, dtype=dtype, device=device,
-                               new_heads=new_heads, label_config=label_config)  # fmt: skip
+                               new_heads=new_heads, label_config=label_config, gemm=gemm)  # fmt: skip
 
     def resize_token_embeddings(self, new_num_tokens: int, mean_resizing: bool = True) -> nn.Embedding:
         """Give the word embedding table ``new_num_tokens`` rows (after ``tokenizer.add_special_tokens``:

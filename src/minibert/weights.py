@@ -177,10 +177,14 @@ def _google_layout(name_or_path) -> tuple[Path, Path] | None:
 def _parse_dtype(dtype) -> torch.dtype | None:
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
+    if dtype == "auto":  # approximate numbers where the CPU has bf16 units; exact float32 elsewhere
+        from .gemm import has_native_bf16
+
+        return torch.bfloat16 if has_native_bf16() else torch.float32
     names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
              "float16": torch.float16, "fp16": torch.float16}  # fmt: skip
     if dtype not in names:
-        raise ValueError(f"dtype must be one of {sorted(names)} or a torch.dtype, got {dtype!r}")
+        raise ValueError(f"dtype must be one of {sorted(names)}, 'auto' or a torch.dtype, got {dtype!r}")
     return names[dtype]
 
 
@@ -216,7 +220,8 @@ class _WithoutInitialisation(torch.overrides.TorchFunctionMode):
 LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifier_dropout")
 
 
-def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None, new_heads=False, label_config=None):
+def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None, new_heads=False, label_config=None,
+                    gemm=None):  # fmt: skip
     """Build ``cls`` (BertModel or a class with heads) from a checkpoint; see ``PretrainedBert.from_pretrained``."""
     dtype = _parse_dtype(dtype) or torch.float32
     config_file, weights_file = find_checkpoint(name_or_path, revision)
@@ -251,6 +256,10 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks.py loads the tokenizer there)
     if device is not None:
         model.to(device)
+    if model.device.type == "cpu":  # the linear layers' GEMM library, measured on this CPU (gemm.py)
+        from .gemm import choose
+
+        choose(model, gemm)
     return model
 
 

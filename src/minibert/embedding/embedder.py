@@ -109,10 +109,12 @@ class Embedder:
         revision: str | None = None,
         dtype: torch.dtype | str | None = None,
         device: torch.device | str | None = None,
+        gemm: str | None = None,
     ) -> Embedder:
-        """Load the tokenizer and model of a local directory or a hub repository."""
+        """Load the tokenizer and model of a local directory or a hub repository (``dtype`` and
+        ``gemm`` as ``BertModel.from_pretrained`` takes them)."""
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
-        model = BertModel.from_pretrained(name_or_path, revision=revision, dtype=dtype, device=device)
+        model = BertModel.from_pretrained(name_or_path, revision=revision, dtype=dtype, device=device, gemm=gemm)
         recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
         return cls(model, tokenizer, recipe=recipe)
 

@@ -1,0 +1,384 @@
+"""Which library multiplies the linear layers' matrices: chosen by measurement, on the CPU at hand.
+
+A reader learning BERT can skip this file: it changes no number beyond float rounding, and
+``BertModel(config)`` built by hand never uses it (its layers stay ``nn.Linear``).
+
+BERT spends about three quarters of an embedding run in its linear layers (Q, K, V, the attention
+output, the feed-forward network's two projections): general matrix multiplications (GEMMs) of
+(tokens × H) by (H × H), (H × F) and (F × H). PyTorch ships two CPU GEMM libraries, and which one is
+faster depends on the CPU:
+
+* ``"mkl"``: ``F.linear``, as ``nn.Linear`` calls it (Intel MKL in PyTorch's x86 builds). The bias
+  is copied into the output first, then the product is added to it.
+* ``"onednn"``: oneDNN (``torch.ops.mkldnn._linear_pointwise``), with each weight reordered once
+  into oneDNN's blocked layout ("prepacked") and the bias added inside the GEMM.
+* ``"onednn-fused"``: the same, with the feed-forward activation (GELU, exact or tanh; ReLU)
+  applied by oneDNN as the GEMM writes its output ("post-op"): one pass over the (tokens × F)
+  tensor fewer.
+
+On an AMD EPYC with AVX-512, MKL does not take its AVX-512 path and runs at ~40% of oneDNN's speed;
+on an AVX2-only EPYC the two tie and the fused GELU is slower than PyTorch's own. No fixed choice
+is right everywhere, so ``choose`` measures: one encoder layer's six projections on the model's
+real weights, each backend in turn, interleaved, within ``BUDGET_SECONDS``. The fastest wins if it
+beats ``"mkl"`` (the book's plain path) by ``MARGIN``; a tie keeps ``"mkl"``. The verdict is cached
+per CPU (model and instruction-set flags), torch version, thread count, dtype and layer shapes, in
+``~/.cache/minibert/gemm.json`` (``$XDG_CACHE_HOME``, or ``$MINIBERT_CACHE_DIR``), so later
+processes pay nothing; any change of those gives a new key and a new measurement.
+
+``MINIBERT_GEMM=mkl|onednn|onednn-fused|auto`` (or ``from_pretrained(..., gemm=...)``, the CLI's
+``--gemm``) overrides the measurement. oneDNN runs only where no gradient is needed (inference
+under ``torch.no_grad()`` / ``inference_mode()``); a forward pass that trains falls back to
+``F.linear`` with the same weights, so fine-tuning a loaded model works unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .errors import CheckpointError
+from .formats.atomic_files import write_atomically
+from .formats.json_files import read_json_object
+
+log = logging.getLogger("minibert.gemm")
+
+BACKENDS = ("mkl", "onednn", "onednn-fused")
+BUDGET_SECONDS = 0.25  # the measurement's share of a cold start (a cached verdict costs a file read)
+MARGIN = 0.05  # a backend must be this much faster than F.linear to replace it: noise is not a reason
+CACHE_VERSION = 1
+
+# hidden_act → oneDNN's post-op (attr, algorithm): the same function, as activations.py defines it.
+FUSIBLE = {
+    "gelu": ("gelu", "none"),  # exact: x·Φ(x) with erf
+    "gelu_python": ("gelu", "none"),
+    "gelu_new": ("gelu", "tanh"),
+    "gelu_pytorch_tanh": ("gelu", "tanh"),
+    "gelu_python_tanh": ("gelu", "tanh"),
+    "gelu_fast": ("gelu", "tanh"),
+    "gelu_accurate": ("gelu", "tanh"),
+    "relu": ("relu", ""),
+}
+
+
+class PackedLinear(nn.Linear):
+    """An ``nn.Linear`` that multiplies through oneDNN with its weight prepacked.
+
+    It holds the very same ``weight`` and ``bias`` Parameters as the layer it replaces (state dicts,
+    optimizers and ``.to()`` see no difference); the packed copy is a cache, rebuilt whenever the
+    weight changes (a new tensor, an in-place update, another dtype). With ``post_op`` it also
+    applies the feed-forward activation.
+    """
+
+    def __init__(self, linear: nn.Linear, post_op: tuple[str, str] | None = None, activation=None):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias
+        self.post_op, self.activation = post_op, activation  # ("gelu", "none"), activations.exact_gelu
+        self._packed, self._packed_for = None, None
+
+    def packed_weight(self) -> torch.Tensor:
+        weight = self.weight
+        key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+        if self._packed_for != key:
+            with torch.no_grad():
+                self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+            self._packed_for = key
+        return self._packed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        training = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
+        if training or x.device.type != "cpu" or x.dtype != self.weight.dtype:  # autograd needs F.linear
+            y = F.linear(x, self.weight, self.bias)
+            return y if self.activation is None else self.activation(y)
+        attr, algorithm = self.post_op or ("none", "")
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight(), self.bias, attr, [], algorithm)
+
+    def __getstate__(self):  # pickling and deepcopy: the cache is rebuilt on first use
+        state = super().__getstate__()
+        state = dict(state, _packed=None, _packed_for=None)
+        return state
+
+    def extra_repr(self) -> str:
+        fused = f", post_op={self.post_op[0]}" if self.post_op else ""
+        return f"{super().extra_repr()}, backend=onednn{fused}"
+
+
+def _applied_already(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    """The feed-forward activation when the intermediate GEMM has applied it as a post-op."""
+    return x
+
+
+def use_backend(model: nn.Module, backend: str) -> None:
+    """Run ``model``'s encoder layers' projections on ``backend`` (one of BACKENDS); undoes any
+    earlier choice. The heads keep ``nn.Linear``: they are a sliver of the work."""
+    if backend not in BACKENDS:
+        raise ValueError(f"gemm backend must be one of {', '.join(BACKENDS)} (or 'auto'), got {backend!r}")
+    for layer in encoder_layers(model):
+        feed_forward = layer.feed_forward
+        if feed_forward.activation is _applied_already:
+            feed_forward.activation = feed_forward.intermediate.activation  # unfuse: the original function back
+        for part in (layer.attention, feed_forward):
+            for name, child in list(part.named_children()):
+                if isinstance(child, nn.Linear):
+                    setattr(part, name, _plain(child) if backend == "mkl" else PackedLinear(child))
+        act = _activation_name(feed_forward)
+        if backend == "onednn-fused" and act in FUSIBLE:
+            feed_forward.intermediate = PackedLinear(feed_forward.intermediate, FUSIBLE[act], feed_forward.activation)
+            feed_forward.activation = _applied_already
+    model.gemm_backend = backend
+
+
+def encoder_layers(model: nn.Module) -> list[nn.Module]:
+    """model.py's EncoderLayers (found by their parts: this module sits below model.py)."""
+    return [module for module in model.modules() if hasattr(module, "attention") and hasattr(module, "feed_forward")]
+
+
+def _plain(linear: nn.Linear) -> nn.Linear:
+    if type(linear) is nn.Linear:
+        return linear
+    plain = nn.Linear.__new__(nn.Linear)
+    nn.Module.__init__(plain)
+    plain.in_features, plain.out_features = linear.in_features, linear.out_features
+    plain.weight, plain.bias = linear.weight, linear.bias
+    return plain
+
+
+def _activation_name(feed_forward) -> str | None:
+    """The config name of the feed-forward's activation function (the first name that means it)."""
+    from .activations import ACTIVATIONS
+
+    return next((name for name, f in ACTIVATIONS.items() if f is feed_forward.activation), None)
+
+
+# --- choosing by measurement ---------------------------------------------------------------------
+
+
+@dataclass
+class Choice:
+    """What ``choose`` decided, and why (also the cache's record)."""
+
+    backend: str
+    reason: str  # "measured", "cached", "MINIBERT_GEMM", "argument", "unavailable"
+    gflops: dict[str, float] = field(default_factory=dict)  # backend → GFLOP/s on the model's layer
+    seconds: float = 0.0  # the measurement's wall time (0 when cached)
+
+
+def choose(model: nn.Module, gemm: str | None = None) -> Choice:
+    """Pick and apply the backend for ``model``'s linear layers: ``gemm`` (an argument), else
+    ``$MINIBERT_GEMM``, else the cached measurement for this CPU and shapes, else a new one."""
+    requested = gemm if gemm is not None else os.environ.get("MINIBERT_GEMM", "auto")
+    source = "argument" if gemm is not None else "MINIBERT_GEMM"
+    requested = requested.strip().lower() or "auto"
+    if requested != "auto":
+        if requested not in BACKENDS:
+            raise ValueError(f"{source} must be one of auto, {', '.join(BACKENDS)}; got {requested!r}")
+        if requested != "mkl" and not onednn_available(model):
+            why = f"{source} asks for {requested}, which cannot run here ({_unavailable_reason(model)})"
+            if gemm is not None:  # asked for this model: refused
+                raise ValueError(why)
+            log.warning("%s; this model's linear layers stay on mkl", why)  # a process-wide wish: noted
+            requested = "mkl"
+        use_backend(model, requested)
+        return _logged(Choice(requested, source), model)
+    layer = _first_layer(model)
+    if layer is None or not onednn_available(model):
+        use_backend(model, "mkl")
+        return Choice("mkl", "unavailable")
+    key = cache_key(model, layer)
+    cached = _read_cache().get(key)
+    if isinstance(cached, dict) and cached.get("backend") in BACKENDS:
+        use_backend(model, cached["backend"])
+        gflops = cached.get("gflops") if isinstance(cached.get("gflops"), dict) else {}
+        return _logged(Choice(cached["backend"], "cached", gflops), model, level=logging.DEBUG)
+    choice = measure(model, layer)
+    _write_cache(key, {"backend": choice.backend, "gflops": choice.gflops, "cpu": cpu_name(),
+                       "torch": torch.__version__})  # fmt: skip
+    use_backend(model, choice.backend)
+    return _logged(choice, model)
+
+
+def onednn_available(model: nn.Module) -> bool:
+    return _unavailable_reason(model) is None
+
+
+def _unavailable_reason(model: nn.Module) -> str | None:
+    if not torch.backends.mkldnn.is_available():
+        return "torch was built without oneDNN"
+    parameter = next(model.parameters(), None)
+    if parameter is None or parameter.device.type != "cpu":
+        return "the model is not on the CPU"
+    if parameter.dtype not in (torch.float32, torch.bfloat16):
+        return f"dtype {parameter.dtype}"
+    try:  # bf16 needs AVX-512 (bw, vl, dq) or AVX-NE-CONVERT; oneDNN says so on a tiny reorder
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 8, dtype=parameter.dtype), None)
+    except RuntimeError as error:
+        return str(error).split("\n")[0]
+    return None
+
+
+def _first_layer(model: nn.Module):
+    layers = encoder_layers(model)
+    return layers[0] if layers else None
+
+
+def calibration_tokens(hidden: int, intermediate: int) -> int:
+    """Rows of the calibration GEMMs: enough for the GEMMs' steady speed (≥ 64), few enough that
+    one layer's six projections cost ~2 GFLOP (≈ 15 ms at 130 GFLOP/s) however large the model."""
+    flops_per_token = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
+    return max(64, min(512, int(2e9 / flops_per_token) // 16 * 16))
+
+
+def measure(model: nn.Module, layer=None, budget: float = BUDGET_SECONDS) -> Choice:
+    """Time one encoder layer's projections on every backend this CPU runs (interleaved rounds
+    within ``budget`` seconds; the first round warms up and is not counted) and pick the fastest."""
+    layer = layer or _first_layer(model)
+    started = time.perf_counter()
+    attention, feed_forward = layer.attention, layer.feed_forward
+    hidden, intermediate = feed_forward.intermediate.in_features, feed_forward.intermediate.out_features
+    tokens = calibration_tokens(hidden, intermediate)
+    dtype = feed_forward.intermediate.weight.dtype
+    x = torch.randn(tokens, hidden, dtype=dtype)
+    flops = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate)
+    activation = feed_forward.activation
+    act = _activation_name(feed_forward)
+    weights = [attention.query, attention.key, attention.value, attention.output]
+
+    def plain():
+        for linear in weights:
+            F.linear(x, linear.weight, linear.bias)
+        F.linear(activation(F.linear(x, feed_forward.intermediate.weight, feed_forward.intermediate.bias)),
+                 feed_forward.output.weight, feed_forward.output.bias)  # fmt: skip
+
+    packed = {name: PackedLinear(linear) for name, linear in zip("qkvo", weights)}
+    packed_in, packed_out = PackedLinear(feed_forward.intermediate), PackedLinear(feed_forward.output)
+    fused_in = PackedLinear(feed_forward.intermediate, FUSIBLE[act], activation) if act in FUSIBLE else None
+
+    def onednn(fused: bool):
+        def run():
+            for linear in packed.values():
+                linear(x)
+            hidden_states = fused_in(x) if fused else activation(packed_in(x), inplace=True)
+            packed_out(hidden_states)
+
+        return run
+
+    candidates = {"mkl": plain, "onednn": onednn(False)}
+    if fused_in is not None:
+        candidates["onednn-fused"] = onednn(True)
+    best = dict.fromkeys(candidates, float("inf"))
+    rounds = 0
+    with torch.inference_mode():
+        while rounds < 2 or (rounds < 12 and time.perf_counter() - started < budget):
+            order = list(candidates) if rounds % 2 == 0 else list(reversed(candidates))
+            for name in order:
+                start = time.perf_counter()
+                candidates[name]()
+                if rounds > 0:  # round 0: oneDNN builds its kernels, pages are touched
+                    best[name] = min(best[name], time.perf_counter() - start)
+            rounds += 1
+    gflops = {name: round(flops / seconds / 1e9, 1) for name, seconds in best.items()}
+    return Choice(decide(gflops), "measured", gflops, round(time.perf_counter() - started, 3))
+
+
+def decide(gflops: dict[str, float]) -> str:
+    """The fastest backend, if it beats ``"mkl"`` (F.linear, the book's path) by ``MARGIN``."""
+    fastest = max(gflops, key=gflops.get)
+    return fastest if gflops[fastest] > (1 + MARGIN) * gflops["mkl"] else "mkl"
+
+
+def _logged(choice: Choice, model: nn.Module, level: int = logging.INFO) -> Choice:
+    if choice.gflops:
+        rates = ", ".join(f"{name} {rate:.0f}" for name, rate in choice.gflops.items())
+        why = f"{choice.reason}: GFLOP/s on one layer's projections {rates}"
+        if choice.seconds:
+            why += f", in {choice.seconds:.2f} s; cached in {cache_file()}"
+    else:
+        why = f"set by {choice.reason}"
+    log.log(level, "linear layers on %s (%s; %s, torch %s, %d threads)", choice.backend, why, cpu_name(),
+            torch.__version__, torch.get_num_threads())  # fmt: skip
+    return choice
+
+
+# --- the cache -----------------------------------------------------------------------------------
+
+
+def cpu_name() -> str:
+    """The CPU's model name, family and model numbers: "AMD EPYC (family 25, model 1)"."""
+    info = _cpuinfo()
+    name = info.get("model name") or platform.processor() or platform.machine()
+    if "cpu family" in info:
+        name += f" (family {info['cpu family']}, model {info.get('model', '?')})"
+    return name
+
+
+def cpu_flags() -> set[str]:
+    return set(_cpuinfo().get("flags", "").split())
+
+
+def has_native_bf16() -> bool:
+    """Whether the CPU multiplies bfloat16 in hardware (AVX-512 BF16 or AMX); elsewhere torch
+    emulates it, slower than float32."""
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
+def _cpuinfo() -> dict[str, str]:
+    info = {}
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    break  # the first processor is enough
+                name, _, value = line.partition(":")
+                info[name.strip()] = value.strip()
+    except OSError:
+        pass
+    return info
+
+
+def cache_key(model: nn.Module, layer) -> str:
+    """Everything a GEMM's speed depends on: the CPU (name and instruction-set flags: two "AMD
+    EPYC"s differ by AVX-512), torch, threads, dtype, and the layer's shapes and activation."""
+    feed_forward = layer.feed_forward
+    flags = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:12]
+    return "|".join([
+        cpu_name(), f"flags {flags}", f"torch {torch.__version__}", f"{torch.get_num_threads()} threads",
+        str(feed_forward.intermediate.weight.dtype).removeprefix("torch."),
+        f"{feed_forward.intermediate.in_features}x{feed_forward.intermediate.out_features}",
+        str(_activation_name(feed_forward)), f"v{CACHE_VERSION}",
+    ])  # fmt: skip
+
+
+def cache_file() -> Path:
+    root = os.environ.get("MINIBERT_CACHE_DIR")
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "minibert")
+    return Path(root) / "gemm.json"
+
+
+def _read_cache() -> dict:
+    try:
+        return read_json_object(cache_file(), "GEMM cache")
+    except (OSError, ValueError, CheckpointError):  # none yet, or damaged: measure again
+        return {}
+
+
+def _write_cache(key: str, record: dict) -> None:
+    import json
+
+    path = cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entries = _read_cache()
+        entries[key] = record
+        write_atomically(path, json.dumps(entries, indent=1, sort_keys=True).encode())
+    except OSError as error:  # a read-only home: measure again next time, nothing worse
+        log.debug("GEMM choice not cached (%s)", error)

@@ -1,0 +1,310 @@
+"""The linear layers' GEMM backend (gemm.py): every backend against transformers, the choice by
+measurement, its cache, its overrides.
+
+Tolerance: the parity bound of tests/test_model.py, 1e-5 absolute per layer. A backend changes
+only how each output element's sum of 384–1,536 fp32 products is ordered and blocked (oneDNN's
+kernels, or the bias added inside the GEMM instead of before it); at hidden values of magnitude
+≤ ~10 that is tens of fp32 ulps (1 ulp at 8 is 9.5e-7), far below 1e-5, while a wrong weight, a
+missing bias or a wrong activation moves values by 1e-2 or more.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import make_google_checkpoint
+from helpers import assert_close, bound_from_exact, compare_outputs, max_abs_diff
+from minibert import BertForPreTraining, BertModel, BertTokenizer, gemm
+from minibert.gemm import BACKENDS, PackedLinear
+
+transformers = pytest.importorskip("transformers")
+ATOL = 1e-5
+needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Each test measures into its own cache file and starts without an override."""
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MINIBERT_GEMM", raising=False)
+
+
+@pytest.fixture(scope="module")
+def reference(minilm_dir):
+    return transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
+
+
+def _batch(directory, texts):
+    return BertTokenizer.from_pretrained(directory)(texts, padding=True, truncation=True, return_tensors="pt")
+
+
+def _linears(model) -> list[nn.Module]:
+    return [m for name, m in model.named_modules() if name.startswith("layers.") and isinstance(m, nn.Linear)]
+
+
+@pytest.fixture(scope="module")
+def exact(minilm_dir, reference, real_texts):
+    """transformers' outputs in float64 (the exact numbers, to fp32's eyes) and in float32."""
+    batch = _batch(minilm_dir, real_texts)
+    exact_model = copy.deepcopy(reference).double()
+    with torch.no_grad():
+        truth = exact_model(**batch, output_hidden_states=True, output_attentions=True)
+        theirs = reference(**batch, output_hidden_states=True, output_attentions=True)
+    return batch, truth, theirs
+
+
+def _as_exact_as_transformers(ours, truth, theirs, real, label: str) -> None:
+    """Every hidden state, attention map and the pooler within helpers.bound_from_exact of the
+    exact (float64) result: 1e-5 beyond the rounding fp32 brings at that depth (twice
+    transformers' own fp32 error: MiniLM's layer 5 in fp32 is 8.5e-6 from exact in transformers
+    itself), since errors compound through the layers and no fixed number holds at every depth."""
+    pairs = [
+        (f"layer {i}", a[real], t[real], r[real])
+        for i, (a, t, r) in enumerate(zip(ours.hidden_states, truth.hidden_states, theirs.hidden_states))
+    ]
+    pairs.append(("pooler", ours.pooler_output, truth.pooler_output, theirs.pooler_output))
+    for i, (a, t, r) in enumerate(zip(ours.attentions or (), truth.attentions, theirs.attentions)):
+        pairs.append((f"attention {i + 1}", a.permute(0, 2, 1, 3)[real], t.permute(0, 2, 1, 3)[real],
+                      r.permute(0, 2, 1, 3)[real]))  # fmt: skip
+    report = []
+    for name, a, t, r in pairs:
+        found = assert_close(a, t, f"{label} {name} vs exact", bound_from_exact(r, t, ATOL))
+        report.append(f"{name} {found:.1e} (transformers {max_abs_diff(r, t):.1e})")
+    print(f"\n{label}: max |Δ| from float64: " + ", ".join(report))
+
+
+@needs_onednn
+@pytest.mark.parametrize("backend", [*BACKENDS, "auto"])
+def test_every_backend_matches_transformers_layer_by_layer(backend, minilm_dir, exact):
+    """all-MiniLM-L6-v2 on each backend against transformers (eager attention):
+    each layer on its own (fed transformers' input to it) within 1e-5 of transformers' layer; and
+    the whole model, fast path and plain path (attention maps too), as exact as transformers."""
+    batch, truth, theirs = exact
+    real = batch["attention_mask"].bool()
+    model = BertModel.from_pretrained(minilm_dir, gemm=backend)
+    if backend != "auto":
+        assert model.gemm_backend == backend
+        assert all(isinstance(m, PackedLinear) == (backend != "mkl") for m in _linears(model))
+    mask = (1.0 - batch["attention_mask"][:, None, None, :].float()) * torch.finfo(torch.float32).min
+    worst = []
+    with torch.no_grad():
+        for index, layer in enumerate(model.layers):
+            for use_fast in (False, True):
+                layout = None
+                if use_fast:
+                    from minibert.fast_path import FastLayout
+
+                    layout = FastLayout(batch["attention_mask"])
+                hidden = theirs.hidden_states[index]
+                out, _ = layer(layout.pack(hidden) if layout else hidden, mask, layout)
+                out = layout.unpack(out) if layout else out
+                name = f"{backend} layer {index + 1} alone (fast path {use_fast})"
+                worst.append(assert_close(out[real], theirs.hidden_states[index + 1][real], name, ATOL))
+        print(f"\n{model.gemm_backend}: each layer alone, max |Δ| " + " ".join(f"{w:.1e}" for w in worst))
+        fast = model(**batch, output_hidden_states=True)
+        plain = model(**batch, output_hidden_states=True, output_attentions=True)
+    _as_exact_as_transformers(fast, truth, theirs, real, f"{model.gemm_backend} (fast path)")
+    _as_exact_as_transformers(plain, truth, theirs, real, f"{model.gemm_backend} (plain path)")
+
+
+@needs_onednn
+@pytest.mark.parametrize("hidden_act", ["gelu_new", "relu", "gelu_python_tanh", "quick_gelu"])
+def test_fused_activations_are_the_configs_function(hidden_act, tmp_path, vocab_file, real_texts):
+    """onednn-fused applies the activation inside the GEMM only where oneDNN computes the very
+    function config.json names (tanh GELU, ReLU); others (quick_gelu) stay a separate step."""
+    reference = make_google_checkpoint(tmp_path, vocab_file, layers=2, hidden=64, heads=4, intermediate=128,
+                                       hidden_act=hidden_act)  # fmt: skip
+    model = BertForPreTraining.from_pretrained(tmp_path, gemm="onednn-fused")
+    fused = isinstance(model.bert.layers[0].feed_forward.intermediate, PackedLinear) and bool(
+        model.bert.layers[0].feed_forward.intermediate.post_op
+    )
+    assert fused == (hidden_act in gemm.FUSIBLE)
+    batch = _batch(tmp_path, real_texts)
+    with torch.no_grad():  # 2 layers of width 64: fp32 rounding stays far below 1e-5 end to end
+        compare_outputs(model.bert(**batch, output_hidden_states=True),
+                        reference.bert(**batch, output_hidden_states=True), batch["attention_mask"],
+                        f"onednn-fused, hidden_act={hidden_act}")  # fmt: skip
+
+
+@needs_onednn
+def test_backends_switch_back_and_forth_and_the_packed_weight_follows_the_parameter(minilm_dir, real_texts):
+    model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
+    batch = _batch(minilm_dir, real_texts[:4])
+    with torch.no_grad():
+        expected = model(**batch).last_hidden_state
+        for backend in ["onednn-fused", "onednn", "mkl", "onednn-fused"]:
+            gemm.use_backend(model, backend)
+            assert_close(model(**batch).last_hidden_state, expected, f"after switching to {backend}", ATOL)
+        gemm.use_backend(model, "mkl")
+        assert all(type(m) is nn.Linear for m in _linears(model)) and model.layers[0].feed_forward.activation
+        gemm.use_backend(model, "onednn")
+        model(**batch)  # packs every weight
+        query = model.layers[0].attention.query
+        query.weight.mul_(0.5)  # an in-place update (an optimizer step, load_state_dict) must be seen
+        changed = model(**batch).last_hidden_state
+        gemm.use_backend(model, "mkl")
+        assert_close(model(**batch).last_hidden_state, changed, "onednn after an in-place weight change", ATOL)
+    assert float((changed - expected).abs().max()) > 1e-2  # the change mattered: this comparison can fail
+
+
+@needs_onednn
+def test_training_runs_on_f_linear_with_the_same_gradients(minilm_dir, real_texts):
+    """A forward pass that needs gradients takes F.linear (oneDNN's op has no autograd here): the
+    loss and every gradient are those of the mkl backend, bit for bit."""
+    batch = _batch(minilm_dir, real_texts[:4])
+    grads = {}
+    for backend in ("mkl", "onednn-fused"):
+        model = BertModel.from_pretrained(minilm_dir, gemm=backend)
+        model(**batch).last_hidden_state.square().mean().backward()
+        grads[backend] = {name: p.grad for name, p in model.named_parameters()}
+    assert grads["mkl"].keys() == grads["onednn-fused"].keys()
+    compared = 0
+    for name, grad in grads["mkl"].items():
+        other = grads["onednn-fused"][name]
+        assert (grad is None) == (other is None), name  # the pooler takes no part in this loss
+        if grad is not None:
+            assert torch.equal(grad, other), name
+            compared += 1
+    assert compared >= 6 * 16  # every encoder layer's weights
+
+
+@needs_onednn
+def test_a_model_on_onednn_pickles_and_copies(minilm_dir, real_texts):
+    model = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused")
+    batch = _batch(minilm_dir, real_texts[:3])
+    with torch.no_grad():
+        expected = model(**batch).last_hidden_state
+        for clone in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+            assert torch.equal(clone(**batch).last_hidden_state, expected)
+    assert "backend=onednn, post_op=gelu" in repr(model.layers[0].feed_forward.intermediate)
+
+
+# ----------------------------------------------------------------------------- choosing
+
+
+@needs_onednn
+def test_the_choice_is_measured_once_then_read_from_the_cache(minilm_dir, caplog, monkeypatch):
+    with caplog.at_level(logging.INFO, logger="minibert.gemm"):
+        model = BertModel.from_pretrained(minilm_dir)
+    [line] = [r.getMessage() for r in caplog.records if r.name == "minibert.gemm"]
+    assert line.startswith(f"linear layers on {model.gemm_backend} (measured: GFLOP/s on one layer's projections")
+    assert gemm.cpu_name() in line and "cached in" in line
+    entries = json.loads(gemm.cache_file().read_text())
+    [(key, record)] = entries.items()
+    assert record["backend"] == model.gemm_backend and set(record["gflops"]) <= set(BACKENDS)
+    assert all(part in key for part in (gemm.cpu_name(), torch.__version__, "384x1536", "gelu", "float32"))
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured again although the cache holds this CPU and shape")
+
+    monkeypatch.setattr(gemm, "measure", no_measuring)
+    assert gemm.choose(BertModel.from_pretrained(minilm_dir, gemm="mkl")).reason == "cached"
+
+
+@needs_onednn
+@pytest.mark.parametrize("change", ["torch", "threads", "cpu", "flags"])
+def test_the_cache_is_invalidated_by_what_the_speed_depends_on(change, minilm_dir, monkeypatch):
+    model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
+    assert gemm.choose(model).reason == "measured"
+    assert gemm.choose(model).reason == "cached"
+    if change == "torch":
+        monkeypatch.setattr(torch, "__version__", "9.9.9")
+    elif change == "threads":
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 7)
+    else:
+        info = gemm._cpuinfo()
+        if change == "cpu":
+            info["model name"] = "Another CPU"
+        else:
+            info["flags"] = info.get("flags", "") + " avx512f"
+        monkeypatch.setattr(gemm, "_cpuinfo", lambda: info)
+    assert gemm.choose(model).reason == "measured"
+    assert len(json.loads(gemm.cache_file().read_text())) == 2
+
+
+@needs_onednn
+def test_a_damaged_or_unwritable_cache_only_means_measuring_again(minilm_dir, tmp_path, monkeypatch):
+    model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
+    gemm.cache_file().parent.mkdir(parents=True, exist_ok=True)
+    for damage in (b"{not json", b"[1, 2]", b'{"key": 5}', b"\xff\xfe"):
+        gemm.cache_file().write_bytes(damage)
+        assert gemm.choose(model).backend in BACKENDS
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(blocked / "cache"))  # its parent is a file: cannot be made
+    assert gemm.choose(model).reason == "measured"
+    assert gemm.choose(model).reason == "measured"
+
+
+@needs_onednn
+def test_measuring_is_bounded_even_for_bert_large_shapes():
+    """The measurement's rows shrink with the model, so a bert-large layer costs what a MiniLM
+    layer does: within the budget plus one round of three candidates (~2 GFLOP each)."""
+    from minibert import BertConfig
+
+    config = BertConfig(hidden_size=1024, num_attention_heads=16, intermediate_size=4096, num_hidden_layers=1)
+    model = BertModel(config).eval()
+    gemm.measure(model)  # once to page in the weights and build oneDNN's kernels
+    choice = gemm.measure(model)
+    assert choice.backend in BACKENDS and set(choice.gflops) == set(BACKENDS)
+    flops = 2 * gemm.calibration_tokens(1024, 4096) * 12 * 1024**2  # 4 H×H + 2 H×4H projections
+    slowest_round = sum(flops / (rate * 1e9) for rate in choice.gflops.values())
+    assert choice.seconds <= gemm.BUDGET_SECONDS + 2 * slowest_round, choice
+
+
+def test_a_backend_must_beat_f_linear_by_the_margin():
+    assert gemm.decide({"mkl": 100.0, "onednn": 104.0, "onednn-fused": 103.0}) == "mkl"  # within noise: the book's path
+    assert gemm.decide({"mkl": 100.0, "onednn": 230.0, "onednn-fused": 240.0}) == "onednn-fused"
+    assert gemm.decide({"mkl": 150.0, "onednn": 100.0}) == "mkl"
+
+
+@needs_onednn
+def test_overrides_argument_then_environment(minilm_dir, monkeypatch, caplog):
+    monkeypatch.setenv("MINIBERT_GEMM", "onednn")
+    assert BertModel.from_pretrained(minilm_dir).gemm_backend == "onednn"
+    assert BertModel.from_pretrained(minilm_dir, gemm="mkl").gemm_backend == "mkl"  # the argument wins
+    monkeypatch.setenv("MINIBERT_GEMM", "fastest")
+    with pytest.raises(ValueError, match="MINIBERT_GEMM must be one of auto, mkl, onednn, onednn-fused; got 'fastest'"):
+        BertModel.from_pretrained(minilm_dir)
+    with pytest.raises(ValueError, match="gemm backend must be one of"):
+        gemm.use_backend(BertModel.from_pretrained(minilm_dir, gemm="mkl"), "blas")
+
+
+def test_where_onednn_cannot_run_an_argument_is_refused_and_the_environment_noted(minilm_dir, monkeypatch, caplog):
+    monkeypatch.setattr(gemm, "_unavailable_reason", lambda model: "torch was built without oneDNN")
+    with pytest.raises(ValueError, match="argument asks for onednn, which cannot run here .torch was built without"):
+        BertModel.from_pretrained(minilm_dir, gemm="onednn")
+    monkeypatch.setenv("MINIBERT_GEMM", "onednn")
+    with caplog.at_level(logging.WARNING, logger="minibert.gemm"):
+        assert BertModel.from_pretrained(minilm_dir).gemm_backend == "mkl"
+    assert "stay on mkl" in caplog.text
+    monkeypatch.delenv("MINIBERT_GEMM")
+    assert gemm.choose(BertModel.from_pretrained(minilm_dir)).reason == "unavailable"
+
+
+def test_dtype_auto_is_bfloat16_only_with_bf16_units(minilm_dir, monkeypatch):
+    for flags, expected in [("fma avx2", torch.float32), ("avx512f avx512_bf16", torch.bfloat16),
+                            ("amx_bf16 amx_tile", torch.bfloat16)]:  # fmt: skip
+        monkeypatch.setattr(gemm, "_cpuinfo", lambda flags=flags: {"flags": flags, "model name": "test CPU"})
+        monkeypatch.setenv("MINIBERT_GEMM", "mkl")  # emulated bf16 on oneDNN may be refused on this CPU
+        assert BertModel.from_pretrained(minilm_dir, dtype="auto").dtype == expected
+
+
+def test_cli_gemm_flag_reaches_the_model(minilm_dir, monkeypatch, tmp_path):
+    from helpers import run_minibert
+
+    seen = []
+    original = gemm.choose
+    monkeypatch.setattr(gemm, "choose", lambda model, gemm=None: seen.append(model) or original(model, gemm))
+    result = run_minibert("embed", "--model", str(minilm_dir), "--gemm", "mkl", "a text")
+    assert result.returncode == 0, result.stderr
+    assert seen and seen[-1].gemm_backend == "mkl"
+    result = run_minibert("embed", "--model", str(minilm_dir), "--gemm", "blas", "a text")
+    assert result.returncode == 2 and "invalid choice: 'blas'" in result.stderr
