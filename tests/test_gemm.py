@@ -255,12 +255,12 @@ def test_measuring_is_bounded_even_for_bert_large_shapes():
     choice = gemm.measure(model)
     assert choice.backend in BACKENDS and set(choice.gflops) == set(BACKENDS)
     flops = 2 * gemm.calibration_tokens(1024, 4096) * 12 * 1024**2  # 4 H×H + 2 H×4H projections
-    slowest_round = sum(flops / (rate * 1e9) for rate in choice.gflops.values())
+    slowest_round = sum(2 * flops / (rate * 1e9) for rate in choice.gflops.values())  # 1 and 2 threads
     assert choice.seconds <= gemm.BUDGET_SECONDS + 2 * slowest_round, choice
 
 
 def test_a_backend_must_beat_f_linear_by_the_margin():
-    assert gemm.decide({"mkl": 100.0, "onednn": 104.0, "onednn-fused": 103.0}) == "mkl"  # within noise: the book's path
+    assert gemm.decide({"mkl": 100.0, "onednn": 132.0, "onednn-fused": 103.0}) == "mkl"  # small rows flatter oneDNN
     assert gemm.decide({"mkl": 100.0, "onednn": 230.0, "onednn-fused": 240.0}) == "onednn-fused"
     assert gemm.decide({"mkl": 150.0, "onednn": 100.0}) == "mkl"
 
