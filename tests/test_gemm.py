@@ -176,6 +176,26 @@ def test_training_runs_on_f_linear_with_the_same_gradients(minilm_dir, real_text
 
 
 @needs_onednn
+def test_a_model_moved_after_loading_still_computes(minilm_dir, real_texts):
+    """float16 or float64 (oneDNN's packed linear takes neither), or bfloat16 on a CPU without
+    AVX-512: the layers fall back to F.linear rather than fail."""
+    batch = _batch(minilm_dir, real_texts[:3])
+    plain = BertModel.from_pretrained(minilm_dir, gemm="mkl")
+    for dtype in (torch.float64, torch.float16, torch.bfloat16):
+        model = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused").to(dtype)
+        expected = copy.deepcopy(plain).to(dtype)
+        with torch.no_grad():
+            got, want = model(**batch).last_hidden_state, expected(**batch).last_hidden_state
+        assert got.dtype == dtype
+        real = batch["attention_mask"].bool()
+        if dtype == torch.float64:  # both on F.linear: fp64 rounding at most
+            assert_close(got[real], want[real], "onednn-fused model moved to float64", 1e-9)
+        else:  # 8 (bf16) or 11 (fp16) bits of mantissa: compared as vectors, as test_embed compares bf16
+            cosine = torch.nn.functional.cosine_similarity(got[real].float(), want[real].float(), dim=-1)
+            assert float(cosine.min()) >= 0.999, (dtype, float(cosine.min()))
+
+
+@needs_onednn
 def test_a_model_on_onednn_pickles_and_copies(minilm_dir, real_texts):
     model = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused")
     batch = _batch(minilm_dir, real_texts[:3])

@@ -90,22 +90,29 @@ class PackedLinear(nn.Linear):
         self.post_op, self.activation = post_op, activation  # ("gelu", "none"), activations.exact_gelu
         self._packed, self._packed_for = None, None
 
-    def packed_weight(self) -> torch.Tensor:
+    def packed_weight(self) -> torch.Tensor | None:
+        """The weight in oneDNN's layout, or None where oneDNN cannot take it (e.g. a model moved
+        to bfloat16 on a CPU without AVX-512 after loading)."""
         weight = self.weight
         key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
         if self._packed_for != key:
             with torch.no_grad():
-                self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+                try:
+                    self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+                except RuntimeError:
+                    self._packed = None
             self._packed_for = key
         return self._packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         training = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
-        if training or x.device.type != "cpu" or x.dtype != self.weight.dtype:  # autograd needs F.linear
+        usable = x.device.type == "cpu" and x.dtype == self.weight.dtype in (torch.float32, torch.bfloat16)
+        packed = self.packed_weight() if usable and not training else None  # autograd needs F.linear
+        if packed is None:
             y = F.linear(x, self.weight, self.bias)
             return y if self.activation is None else self.activation(y)
         attr, algorithm = self.post_op or ("none", "")
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight(), self.bias, attr, [], algorithm)
+        return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, attr, [], algorithm)
 
     def __getstate__(self):  # pickling and deepcopy: the cache is rebuilt on first use
         state = super().__getstate__()
@@ -195,15 +202,18 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
         use_backend(model, requested)
         return _logged(Choice(requested, source), model, level=logging.DEBUG)  # the user knows
     layer = _first_layer(model)
-    if layer is None or not onednn_available(model):
+    if layer is None or next(model.parameters()).device.type != "cpu":
         use_backend(model, "mkl")
         return Choice("mkl", "unavailable")
-    key = cache_key(model, layer)
+    key = cache_key(model, layer)  # CPU, flags, torch, dtype: whether oneDNN runs here is in the key
     cached = _read_cache().get(key)
     if isinstance(cached, dict) and cached.get("backend") in BACKENDS:
         use_backend(model, cached["backend"])
         gflops = cached.get("gflops") if isinstance(cached.get("gflops"), dict) else {}
         return _logged(Choice(cached["backend"], "cached", gflops), model, level=logging.DEBUG)
+    if not onednn_available(model):
+        use_backend(model, "mkl")
+        return Choice("mkl", "unavailable")
     choice = measure(model, layer)
     _write_cache(key, {"backend": choice.backend, "gflops": choice.gflops, "cpu": cpu_name(),
                        "torch": torch.__version__})  # fmt: skip
