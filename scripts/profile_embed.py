@@ -6,7 +6,7 @@
 Runs ``Embedder.embed`` (all-MiniLM-L6-v2, fp32, mean pooling, max_length 256) under the PyTorch
 profiler and splits its time into three parts:
 
-* matrix multiplications (``addmm``/``mm``: the Q, K, V, output and feed-forward projections),
+* matrix multiplications (``addmm``/``mm``, or oneDNN's ``_linear_pointwise``: the projections),
   with their achieved GFLOP/s against this machine's measured matmul peak;
 * the fused attention kernel (``scaled_dot_product_attention``);
 * everything else: LayerNorm, GELU, packing, bias copies, tokenization, Python.
@@ -39,7 +39,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 import corpus  # noqa: E402
 from bench import attention_flops, bert_flops, matmul_peak, mean_pool_in_order, minilm_dir, timed  # noqa: E402
 
-GEMM_OPS = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm"}
+GEMM_OPS = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "mkldnn::_linear_pointwise"}  # MKL or oneDNN
 
 
 def main() -> None:
