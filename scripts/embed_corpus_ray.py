@@ -20,6 +20,7 @@ actors with one torch thread each, and by one in-process Embedder with one threa
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -89,7 +90,8 @@ def scaling(model: str, count: int = 800) -> None:
     from minibert import Embedder
 
     texts = corpus.benchmark_texts(count)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    quiet_ray()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     ray.data.DataContext.get_current().enable_progress_bars = False
     embedder = Embedder.from_pretrained(model)
     embedder.embed(texts[:64], max_length=256)
@@ -117,7 +119,9 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="hub id or local directory (default: the bundled MiniLM)")
     parser.add_argument("--address", default=None, help="a running Ray cluster ('auto', or ray://HOST:10001)")
     parser.add_argument("--num-cpus", type=int, default=os.cpu_count(), help="cores of the local Ray runtime")
-    parser.add_argument("--actors", type=int, default=None, help="model replicas (default: cores / threads)")
+    parser.add_argument("--actors", type=int, default=None,
+                        help="model replicas (default: (cores - 1) / threads, at least 1: reading and writing "
+                             "need a core of their own)")  # fmt: skip
     parser.add_argument("--threads", type=int, default=1, help="torch threads (and CPUs) per actor")
     parser.add_argument("--batch-size", type=int, default=256, help="rows per EmbedBatch call")
     parser.add_argument("--pooling", default=None, help="override the model's recipe (see minibert embed)")
@@ -133,13 +137,15 @@ def main() -> None:
     *inputs, output = args.inputs
     import ray
 
+    quiet_ray()
     if args.address:
-        ray.init(address=args.address, log_to_driver=False)
+        ray.init(address=args.address, log_to_driver=False, logging_level=logging.WARNING)
     else:
-        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     ray.data.DataContext.get_current().enable_progress_bars = False
     cores = int(ray.cluster_resources().get("CPU", 1))
-    actors = args.actors or max(1, cores // args.threads)
+    # Actors that hold every core leave none for the read and write tasks: the job would wait forever.
+    actors = args.actors or max(1, (cores - 1) // args.threads)
     options = {
         key: value for key, value in (("pooling", args.pooling), ("normalize", args.normalize)) if value is not None
     }
@@ -149,6 +155,20 @@ def main() -> None:
     seconds = time.perf_counter() - started
     rows = sum(1 for _ in Path(output).glob("*.parquet"))
     print(f"embed_corpus_ray: wrote {output} ({rows} Parquet files) in {seconds:.1f} s with {actors} actor(s)")
+
+
+def quiet_ray() -> None:
+    """Ray's own INFO lines (a local instance started, the execution plan, where its logs are)
+    off: what this script did is its one line on stdout; warnings and errors still show."""
+    import ray.data  # noqa: F401  (it configures its loggers when first imported: set them after)
+
+    logging.getLogger("ray").setLevel(logging.WARNING)
+    for name in ("ray.data", *(n for n in logging.root.manager.loggerDict if n.startswith("ray.data."))):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # We turn the progress bars off; Ray's warning that we did (logged once per process) is not news.
+    from ray.util.debug import log_once
+
+    log_once("ray_data_progress_manager_disabled")
 
 
 def _bundled_model() -> str:
