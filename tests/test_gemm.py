@@ -231,8 +231,7 @@ def test_the_choice_is_measured_once_then_read_from_the_cache(minilm_dir, caplog
 @needs_onednn
 @pytest.mark.parametrize("change", ["torch", "threads", "cpu", "flags"])
 def test_the_cache_is_invalidated_by_what_the_speed_depends_on(change, minilm_dir, monkeypatch):
-    model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
-    assert gemm.choose(model).reason == "measured"
+    model = BertModel.from_pretrained(minilm_dir, gemm="mkl")  # measures (attention too) and caches
     assert gemm.choose(model).reason == "cached"
     if change == "torch":
         monkeypatch.setattr(torch, "__version__", "9.9.9")
@@ -306,7 +305,10 @@ def test_where_onednn_cannot_run_an_argument_is_refused_and_the_environment_note
         assert BertModel.from_pretrained(minilm_dir).gemm_backend == "mkl"
     assert "stay on mkl" in caplog.text
     monkeypatch.delenv("MINIBERT_GEMM")
-    assert gemm.choose(BertModel.from_pretrained(minilm_dir)).reason == "unavailable"
+    gemm.cache_file().unlink()  # auto, measured afresh: oneDNN is not a candidate
+    with caplog.at_level(logging.INFO, logger="minibert.gemm"):
+        model = BertModel.from_pretrained(minilm_dir)
+    assert model.gemm_backend == "mkl" and "linear layers on mkl (oneDNN cannot run here" in caplog.text
 
 
 def test_dtype_auto_is_bfloat16_only_with_bf16_units(minilm_dir, monkeypatch):
@@ -328,3 +330,42 @@ def test_cli_gemm_flag_reaches_the_model(minilm_dir, monkeypatch, tmp_path):
     assert seen and seen[-1].gemm_backend == "mkl"
     result = run_minibert("embed", "--model", str(minilm_dir), "--gemm", "blas", "a text")
     assert result.returncode == 2 and "invalid choice: 'blas'" in result.stderr
+
+
+# ----------------------------------------------------------------------------- short sequences
+
+
+def test_short_sequences_written_out_compute_what_the_fused_kernel_computes(minilm_dir, real_texts):
+    """The fast path's written-out attention (fast_path.written_out, for sequences up to the
+    measured length) against the fused kernel, on a batch that packs and attends in length groups
+    (masks included): every layer within 1e-5 (the same formula; the sums only ordered otherwise)."""
+    import corpus
+    from minibert.fast_path import Packing
+
+    model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
+    by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
+    batch = _batch(minilm_dir, [by_length[-1], *by_length[:4], *real_texts[:4]])
+    assert Packing(batch["attention_mask"]).groups is not None
+    threads = torch.get_num_threads()
+    with torch.no_grad():
+        model.short_attention = {}
+        fused = model(**batch, output_hidden_states=True)
+        model.short_attention = {threads: 10_000}  # every group written out
+        written = model(**batch, output_hidden_states=True)
+        model.short_attention = {threads + 1: 10_000}  # another thread count's entry: not this one's
+        again = model(**batch).last_hidden_state
+    compare_outputs(written, fused, batch["attention_mask"], "written-out attention vs fused kernel")
+    assert torch.equal(again, fused.last_hidden_state)
+
+
+def test_the_short_attention_table_is_measured_cached_and_applied(minilm_dir, monkeypatch):
+    model = BertModel.from_pretrained(minilm_dir)
+    table = model.short_attention
+    assert set(table) == {1, torch.get_num_threads()} and set(table.values()) <= {0, 16, 32, 64, 128}
+    [record] = json.loads(gemm.cache_file().read_text()).values()
+    assert {int(k): v for k, v in record["short_attention"].items()} == table
+    monkeypatch.setattr(gemm, "measure_attention", lambda layer: {1: 64, 2: 64})
+    del record["short_attention"]  # a record from before: measured again
+    gemm.cache_file().write_text(json.dumps({key: record for key in json.loads(gemm.cache_file().read_text())}))
+    assert BertModel.from_pretrained(minilm_dir, gemm="onednn").short_attention == {1: 64, 2: 64}
+    assert gemm.choose(BertModel.from_pretrained(minilm_dir)).reason == "cached"

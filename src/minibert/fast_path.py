@@ -14,7 +14,11 @@ Three ideas, each exact (they change only the order of float sums):
 2. **Length groups** (``AttentionGroup``). Attention's cost grows with the padded length, squared;
    rows of very different lengths attend in groups, each padded only to its own longest.
 3. **The fused kernel**: ``F.scaled_dot_product_attention`` computes softmax(QKᵀ/√S + mask)·V
-   without keeping the T×T weights.
+   without keeping the T×T weights. For short sequences the formula written out (two batched
+   matmuls and a softmax) can be faster: the fused kernel splits its work poorly over threads
+   (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
+   ``short_attention`` (measured per CPU and thread count: gemm.py) says up to which length
+   the written-out formula is used.
 
 Shape legend as in model.py; P = packed tokens: the real tokens of a whole batch laid end to end.
 """
@@ -116,9 +120,11 @@ class FastLayout:
     (whole, or in length groups).
     """
 
-    def __init__(self, attention_mask: torch.Tensor | None):
+    def __init__(self, attention_mask: torch.Tensor | None, short_attention: dict[int, int] | None = None):
         padded = attention_mask is not None and not bool(attention_mask.all())
         self.packing = Packing(attention_mask) if padded and Packing.applies_to(attention_mask) else None
+        # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
+        self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) → (P, ...) when packing, else unchanged."""
@@ -136,13 +142,19 @@ class FastLayout:
             context = torch.empty_like(q)  # (P, H); every real token belongs to exactly one group
             for group in self.packing.groups:
                 parts = [group.unpack(t) for t in (q, k, v)]  # 3 × (b, T_group, H)
-                attended = _fused(*parts, group.mask(mask), heads, dropout)  # (b, T_group, H)
+                attended = self._attention(*parts, group.mask(mask), heads, dropout)  # (b, T_group, H)
                 # (b, T_group, H) -flatten-> (b*T_group, H) -select real-> (p, H) -> its rows of (P, H)
                 context.index_copy_(0, group.packed, attended.reshape(-1, q.shape[-1]).index_select(0, group.local))
             return context
         if self.packing is not None:  # (P, H) -> (B, T, H): attention needs each sequence's tokens together
             q, k, v = self.packing.unpack(q), self.packing.unpack(k), self.packing.unpack(v)
-            return self.packing.pack(_fused(q, k, v, mask, heads, dropout))
+            return self.packing.pack(self._attention(q, k, v, mask, heads, dropout))
+        return self._attention(q, k, v, mask, heads, dropout)
+
+    def _attention(self, q, k, v, mask, heads: int, dropout: float) -> torch.Tensor:
+        """(B, T, H) each → (B, T, H): the fused kernel, or the formula written out for short T."""
+        if q.shape[1] <= self.short_tokens and not dropout:
+            return written_out(q, k, v, mask, heads)
         return _fused(q, k, v, mask, heads, dropout)
 
 
@@ -154,5 +166,20 @@ def _fused(
     # (B, T, H) -split-> (B, T, N, S) -transpose-> (B, N, T, S)
     q, k, v = (t.view(batch, tokens, heads, hidden // heads).transpose(1, 2) for t in (q, k, v))
     context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, N, T, S)
+    # (B, N, T, S) -transpose-> (B, T, N, S) -merge-> (B, T, H)
+    return context.transpose(1, 2).reshape(batch, tokens, hidden)
+
+
+def written_out(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int
+) -> torch.Tensor:
+    """q, k, v (B, T, H) → context (B, T, H): softmax(Q·Kᵀ/√S + mask)·V as model.py writes it."""
+    batch, tokens, hidden = q.shape
+    # (B, T, H) -split-> (B, T, N, S) -transpose-> (B, N, T, S)
+    q, k, v = (t.view(batch, tokens, heads, hidden // heads).transpose(1, 2) for t in (q, k, v))
+    scores = (q @ k.transpose(-1, -2)).mul_((hidden // heads) ** -0.5)  # (B, N, T, T)
+    if mask is not None:
+        scores.add_(mask)  # (B, 1, 1, T) broadcast: padding keys get the dtype's minimum
+    context = scores.softmax(dim=-1) @ v  # (B, N, T, S)
     # (B, N, T, S) -transpose-> (B, T, N, S) -merge-> (B, T, H)
     return context.transpose(1, 2).reshape(batch, tokens, hidden)

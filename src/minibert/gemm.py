@@ -53,13 +53,13 @@ from .formats.json_files import read_json_object
 log = logging.getLogger("minibert.gemm")
 
 BACKENDS = ("mkl", "onednn", "onednn-fused")
-BUDGET_SECONDS = 0.25  # the measurement's share of a cold start (a cached verdict costs a file read)
+BUDGET_SECONDS = 0.2  # the measurement's share of a cold start (a cached verdict costs a file read)
 # A backend must beat F.linear by this much on the calibration layer to replace it. The layer's
 # rows are few (to fit the budget), and few rows flatter oneDNN: on a 2-core AVX2 EPYC it measured
 # 1.10-1.32x MKL there, yet the two tie on a real embedding run (10.96 s vs 10.89 s, 600 texts).
 # Where oneDNN truly wins (AVX-512 EPYC: 2.3x on the same shapes) it clears this easily.
 MARGIN = 0.5
-CACHE_VERSION = 2  # bumped when the way of measuring or deciding changes
+CACHE_VERSION = 3  # bumped when the way of measuring or deciding changes
 
 # hidden_act → oneDNN's post-op (attr, algorithm): the same function, as activations.py defines it.
 FUSIBLE = {
@@ -182,43 +182,101 @@ class Choice:
     reason: str  # "measured", "cached", "MINIBERT_GEMM", "argument", "unavailable"
     gflops: dict[str, float] = field(default_factory=dict)  # backend → GFLOP/s on the model's layer
     seconds: float = 0.0  # the measurement's wall time (0 when cached)
+    short_attention: dict[int, int] = field(default_factory=dict)  # threads → written-out attention up to T
 
 
 def choose(model: nn.Module, gemm: str | None = None) -> Choice:
     """Pick and apply the backend for ``model``'s linear layers: ``gemm`` (an argument), else
-    ``$MINIBERT_GEMM``, else the cached measurement for this CPU and shapes, else a new one."""
+    ``$MINIBERT_GEMM``, else the cached measurement for this CPU and shapes, else a new one. The
+    same measurement says up to which length attention is written out (``measure_attention``)."""
     requested = gemm if gemm is not None else os.environ.get("MINIBERT_GEMM", "auto")
     source = "argument" if gemm is not None else "MINIBERT_GEMM"
     requested = requested.strip().lower() or "auto"
-    if requested != "auto":
-        if requested not in BACKENDS:
-            raise ValueError(f"{source} must be one of auto, {', '.join(BACKENDS)}; got {requested!r}")
-        if requested != "mkl" and not onednn_available(model):
-            why = f"{source} asks for {requested}, which cannot run here ({_unavailable_reason(model)})"
-            if gemm is not None:  # asked for this model: refused
-                raise ValueError(why)
-            log.warning("%s; this model's linear layers stay on mkl", why)  # a process-wide wish: noted
-            requested = "mkl"
-        use_backend(model, requested)
-        return _logged(Choice(requested, source), model, level=logging.DEBUG)  # the user knows
+    if requested != "auto" and requested not in BACKENDS:
+        raise ValueError(f"{source} must be one of auto, {', '.join(BACKENDS)}; got {requested!r}")
+    if requested not in ("auto", "mkl") and not onednn_available(model):
+        why = f"{source} asks for {requested}, which cannot run here ({_unavailable_reason(model)})"
+        if gemm is not None:  # asked for this model: refused
+            raise ValueError(why)
+        log.warning("%s; this model's linear layers stay on mkl", why)  # a process-wide wish: noted
+        requested = "mkl"
     layer = _first_layer(model)
     if layer is None or next(model.parameters()).device.type != "cpu":
-        use_backend(model, "mkl")
-        return Choice("mkl", "unavailable")
+        use_backend(model, "mkl" if requested == "auto" else requested)
+        return Choice(model.gemm_backend, "unavailable")
     key = cache_key(model, layer)  # CPU, flags, torch, dtype: whether oneDNN runs here is in the key
-    cached = _read_cache().get(key)
-    if isinstance(cached, dict) and cached.get("backend") in BACKENDS:
-        use_backend(model, cached["backend"])
-        gflops = cached.get("gflops") if isinstance(cached.get("gflops"), dict) else {}
-        return _logged(Choice(cached["backend"], "cached", gflops), model, level=logging.DEBUG)
-    if not onednn_available(model):
-        use_backend(model, "mkl")
-        return Choice("mkl", "unavailable")
-    choice = measure(model, layer)
-    _write_cache(key, {"backend": choice.backend, "gflops": choice.gflops, "cpu": cpu_name(),
-                       "torch": torch.__version__})  # fmt: skip
+    choice = _cached(key)
+    if choice is None:
+        choice = measure(model, layer) if onednn_available(model) else Choice("mkl", "unavailable")
+        started = time.perf_counter()
+        choice.short_attention = measure_attention(layer)
+        choice.seconds = round(choice.seconds + time.perf_counter() - started, 3)
+        _write_cache(key, {"backend": choice.backend, "gflops": choice.gflops, "cpu": cpu_name(),
+                           "torch": torch.__version__,
+                           "short_attention": {str(k): v for k, v in choice.short_attention.items()}})  # fmt: skip
+    for module in model.modules():  # the BertModel (inside a model with heads too)
+        if hasattr(module, "short_attention"):
+            module.short_attention = dict(choice.short_attention)
+    if requested != "auto":
+        use_backend(model, requested)
+        return _logged(Choice(requested, source, short_attention=choice.short_attention), model, logging.DEBUG)
     use_backend(model, choice.backend)
-    return _logged(choice, model)
+    return _logged(choice, model, level=logging.INFO if choice.reason != "cached" else logging.DEBUG)
+
+
+def _cached(key: str) -> Choice | None:
+    record = _read_cache().get(key)
+    if not isinstance(record, dict) or record.get("backend") not in BACKENDS:
+        return None
+    gflops = record.get("gflops") if isinstance(record.get("gflops"), dict) else {}
+    short = record.get("short_attention")
+    if not isinstance(short, dict):
+        return None  # an older record: measure again
+    try:
+        short_attention = {int(threads): int(tokens) for threads, tokens in short.items()}
+    except (TypeError, ValueError):
+        return None
+    return Choice(record["backend"], "cached", gflops, short_attention=short_attention)
+
+
+def measure_attention(layer, lengths=(16, 32, 64, 128), budget: float = 0.06) -> dict[int, int]:
+    """For each thread count (1, and the process's), the longest of ``lengths`` up to which the
+    written-out formula (fast_path.written_out) beats the fused kernel by 10% at every length:
+    512 tokens of each length, the model's heads, the best of the rounds that fit ``budget``."""
+    from .fast_path import _fused, written_out
+
+    heads = layer.attention.num_heads
+    hidden = layer.attention.query.in_features
+    started, previous = time.perf_counter(), torch.get_num_threads()
+    thread_counts = sorted({1, previous})
+    best: dict[tuple, float] = {}
+    inputs = {tokens: [torch.randn(max(1, 512 // tokens), tokens, hidden) for _ in "qkv"] for tokens in lengths}
+    kernels = {"fused": lambda q, k, v: _fused(q, k, v, None, heads, 0.0),
+               "written": lambda q, k, v: written_out(q, k, v, None, heads)}  # fmt: skip
+    rounds = 0
+    try:
+        with torch.inference_mode():
+            while rounds < 2 or (rounds < 6 and time.perf_counter() - started < budget):
+                for threads in thread_counts:
+                    torch.set_num_threads(threads)
+                    for tokens, (q, k, v) in inputs.items():
+                        for name, kernel in kernels.items():
+                            start = time.perf_counter()
+                            kernel(q, k, v)
+                            if rounds > 0:
+                                key = (threads, tokens, name)
+                                best[key] = min(best.get(key, float("inf")), time.perf_counter() - start)
+                rounds += 1
+    finally:
+        torch.set_num_threads(previous)
+    table = {}
+    for threads in thread_counts:
+        table[threads] = 0
+        for tokens in lengths:
+            if best[threads, tokens, "written"] * 1.1 > best[threads, tokens, "fused"]:
+                break
+            table[threads] = tokens
+    return table
 
 
 def onednn_available(model: nn.Module) -> bool:
@@ -330,10 +388,15 @@ def _logged(choice: Choice, model: nn.Module, level: int = logging.INFO) -> Choi
         why = f"{choice.reason}: GFLOP/s on one layer's projections {rates}"
         if choice.seconds:
             why += f", in {choice.seconds:.2f} s; cached in {cache_file()}"
+    elif choice.reason == "unavailable":
+        why = "oneDNN cannot run here"
     else:
         why = f"set by {choice.reason}"
-    log.log(level, "linear layers on %s (%s; %s, torch %s, %d threads)", choice.backend, why, cpu_name(),
-            torch.__version__, torch.get_num_threads())  # fmt: skip
+    short = ", ".join(f"{tokens} tokens at {threads} thread{'s' * (threads > 1)}"
+                      for threads, tokens in sorted(choice.short_attention.items()) if tokens)  # fmt: skip
+    attention = f"; attention written out for sequences up to {short}" if short else ""
+    log.log(level, "linear layers on %s (%s; %s, torch %s, %d threads)%s", choice.backend, why, cpu_name(),
+            torch.__version__, torch.get_num_threads(), attention)  # fmt: skip
     return choice
 
 

@@ -194,6 +194,7 @@ class BertModel(PretrainedBert):
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.use_fast_path = True
+        self.short_attention: dict[int, int] = {}  # fast path: {threads: T up to which attention is written out}
         self.init_weights()
 
     def forward(
@@ -215,7 +216,7 @@ class BertModel(PretrainedBert):
 
         # The fast path keeps no attention weights, so asking for them runs the plain formula.
         fast = self.use_fast_path if use_fast_path is None else use_fast_path
-        layout = FastLayout(attention_mask) if fast and not output_attentions else None
+        layout = FastLayout(attention_mask, self.short_attention) if fast and not output_attentions else None
         if layout is not None:  # (B, T) → (P,): the real tokens only, when packing applies
             ids, token_types, positions = layout.pack(ids), layout.pack(token_types), layout.pack(positions)
         x = self.embeddings(ids, token_types, positions)  # (B, T, H)
