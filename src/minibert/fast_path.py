@@ -155,10 +155,10 @@ class FastLayout:
         """(B, T, H) each → (B, T, H): the fused kernel, or the formula written out for short T."""
         if q.shape[1] <= self.short_tokens and not dropout:
             return written_out(q, k, v, mask, heads)
-        return _fused(q, k, v, mask, heads, dropout)
+        return fused_kernel(q, k, v, mask, heads, dropout)
 
 
-def _fused(
+def fused_kernel(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int, dropout: float
 ) -> torch.Tensor:
     """q, k, v (B, T, H) → context (B, T, H) through PyTorch's fused attention kernel."""

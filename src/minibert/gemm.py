@@ -21,8 +21,10 @@ on an AVX2-only EPYC the two tie and the fused GELU is slower than PyTorch's own
 is right everywhere, so ``choose`` measures: one encoder layer's six projections on the model's
 real weights, each backend in turn, at one thread and at the process's thread count, interleaved,
 within ``BUDGET_SECONDS``. The fastest wins if it beats ``"mkl"`` (the book's plain path) by
-``MARGIN`` (50%: a gap small rows cannot fake); anything closer keeps ``"mkl"``. The verdict is cached
-per CPU (model and instruction-set flags), torch version, thread count, dtype and layer shapes, in
+``MARGIN`` (50%: a gap small rows cannot fake); anything closer keeps ``"mkl"``. The same
+measurement says up to which sequence length attention is faster written out than through the
+fused kernel (``measure_attention``; fast_path.py uses it). The verdict is cached per CPU (model
+and instruction-set flags), torch version, thread count, dtype and layer shapes, in
 ``~/.cache/minibert/gemm.json`` (``$XDG_CACHE_HOME``, or ``$MINIBERT_CACHE_DIR``), so later
 processes pay nothing; any change of those gives a new key and a new measurement.
 
@@ -243,7 +245,7 @@ def measure_attention(layer, lengths=(16, 32, 64, 128), budget: float = 0.06) ->
     """For each thread count (1, and the process's), the longest of ``lengths`` up to which the
     written-out formula (fast_path.written_out) beats the fused kernel by 10% at every length:
     512 tokens of each length, the model's heads, the best of the rounds that fit ``budget``."""
-    from .fast_path import _fused, written_out
+    from .fast_path import fused_kernel, written_out
 
     heads = layer.attention.num_heads
     hidden = layer.attention.query.in_features
@@ -251,7 +253,7 @@ def measure_attention(layer, lengths=(16, 32, 64, 128), budget: float = 0.06) ->
     thread_counts = sorted({1, previous})
     best: dict[tuple, float] = {}
     inputs = {tokens: [torch.randn(max(1, 512 // tokens), tokens, hidden) for _ in "qkv"] for tokens in lengths}
-    kernels = {"fused": lambda q, k, v: _fused(q, k, v, None, heads, 0.0),
+    kernels = {"fused": lambda q, k, v: fused_kernel(q, k, v, None, heads, 0.0),
                "written": lambda q, k, v: written_out(q, k, v, None, heads)}  # fmt: skip
     rounds = 0
     try:
