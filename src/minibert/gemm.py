@@ -36,6 +36,7 @@ under ``torch.no_grad()`` / ``inference_mode()``); a forward pass that trains fa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -241,6 +242,31 @@ def _cached(key: str) -> Choice | None:
     return Choice(record["backend"], "cached", gflops, short_attention=short_attention)
 
 
+def best_times(runs: dict, thread_counts: list[int], started: float, budget: float, max_rounds: int) -> dict:
+    """{(threads, key): best seconds} of each run at each thread count: interleaved rounds (each
+    round in the other order than the last) until the next round would pass ``budget`` seconds
+    since ``started`` or ``max_rounds`` are done; round 0 warms up (oneDNN builds its kernels,
+    pages are touched) and is not counted. The process's thread count is restored."""
+    jobs = [(threads, key) for threads in thread_counts for key in runs]
+    best = dict.fromkeys(jobs, float("inf"))
+    rounds, previous, round_time = 0, torch.get_num_threads(), 0.0
+    try:
+        with torch.inference_mode():
+            while rounds < 2 or (rounds < max_rounds and time.perf_counter() - started + round_time < budget):
+                round_started = time.perf_counter()
+                for threads, key in jobs if rounds % 2 == 0 else reversed(jobs):
+                    torch.set_num_threads(threads)
+                    start = time.perf_counter()
+                    runs[key]()
+                    if rounds > 0:
+                        best[threads, key] = min(best[threads, key], time.perf_counter() - start)
+                round_time = time.perf_counter() - round_started
+                rounds += 1
+    finally:
+        torch.set_num_threads(previous)
+    return best
+
+
 def measure_attention(layer, lengths=(16, 32, 64, 128), budget: float = 0.06) -> dict[int, int]:
     """For each thread count (1, and the process's), the longest of ``lengths`` up to which the
     written-out formula (fast_path.written_out) beats the fused kernel by 10% at every length:
@@ -249,33 +275,19 @@ def measure_attention(layer, lengths=(16, 32, 64, 128), budget: float = 0.06) ->
 
     heads = layer.attention.num_heads
     hidden = layer.attention.query.in_features
-    started, previous = time.perf_counter(), torch.get_num_threads()
-    thread_counts = sorted({1, previous})
-    best: dict[tuple, float] = {}
+    started = time.perf_counter()
+    thread_counts = sorted({1, torch.get_num_threads()})
     inputs = {tokens: [torch.randn(max(1, 512 // tokens), tokens, hidden) for _ in "qkv"] for tokens in lengths}
-    kernels = {"fused": lambda q, k, v: fused_kernel(q, k, v, None, heads, 0.0),
-               "written": lambda q, k, v: written_out(q, k, v, None, heads)}  # fmt: skip
-    rounds = 0
-    try:
-        with torch.inference_mode():
-            while rounds < 2 or (rounds < 6 and time.perf_counter() - started < budget):
-                for threads in thread_counts:
-                    torch.set_num_threads(threads)
-                    for tokens, (q, k, v) in inputs.items():
-                        for name, kernel in kernels.items():
-                            start = time.perf_counter()
-                            kernel(q, k, v)
-                            if rounds > 0:
-                                key = (threads, tokens, name)
-                                best[key] = min(best.get(key, float("inf")), time.perf_counter() - start)
-                rounds += 1
-    finally:
-        torch.set_num_threads(previous)
+    runs = {}
+    for tokens, qkv in inputs.items():
+        runs[tokens, "fused"] = functools.partial(fused_kernel, *qkv, None, heads, 0.0)
+        runs[tokens, "written"] = functools.partial(written_out, *qkv, None, heads)
+    best = best_times(runs, thread_counts, started, budget, max_rounds=6)
     table = {}
     for threads in thread_counts:
         table[threads] = 0
         for tokens in lengths:
-            if best[threads, tokens, "written"] * 1.1 > best[threads, tokens, "fused"]:
+            if best[threads, (tokens, "written")] * 1.1 > best[threads, (tokens, "fused")]:
                 break
             table[threads] = tokens
     return table
@@ -310,8 +322,12 @@ def calibration_tokens(hidden: int, intermediate: int) -> int:
     GFLOP/s) however large the model (272 tokens for MiniLM, 64 for bert-base and larger), so that
     the budget holds several interleaved rounds: the best of several is what a noisy shared machine
     can be trusted for."""
-    flops_per_token = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
-    return max(64, min(2048, int(1e9 / flops_per_token) // 16 * 16))
+    return max(64, min(2048, int(1e9 / layer_flops_per_token(hidden, intermediate)) // 16 * 16))
+
+
+def layer_flops_per_token(hidden: int, intermediate: int) -> int:
+    """One encoder layer's projections per token: Q, K, V, output (H×H each), H→F, F→H; 2 per multiply-add."""
+    return 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
 
 
 def measure(model: nn.Module, layer=None, budget: float = BUDGET_SECONDS) -> Choice:
@@ -326,7 +342,7 @@ def measure(model: nn.Module, layer=None, budget: float = BUDGET_SECONDS) -> Cho
     tokens = calibration_tokens(hidden, intermediate)
     dtype = feed_forward.intermediate.weight.dtype
     x = torch.randn(tokens, hidden, dtype=dtype)
-    flops = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate)
+    flops = tokens * layer_flops_per_token(hidden, intermediate)
     activation = feed_forward.activation
     act = _activation_name(feed_forward)
     weights = [attention.query, attention.key, attention.value, attention.output]
@@ -356,24 +372,8 @@ def measure(model: nn.Module, layer=None, budget: float = BUDGET_SECONDS) -> Cho
     # Each backend is timed at one thread (how the Embedder's parallel streams run each batch) and
     # at the process's thread count (a lone batch, a bare model): it must win where it will run.
     thread_counts = sorted({1, torch.get_num_threads()})
-    best = {(name, threads): float("inf") for name in candidates for threads in thread_counts}
-    rounds, previous_threads, round_time = 0, torch.get_num_threads(), 0.0
-    try:
-        with torch.inference_mode():
-            while rounds < 2 or (rounds < 12 and time.perf_counter() - started + round_time < budget):
-                round_started = time.perf_counter()
-                order = list(best) if rounds % 2 == 0 else list(reversed(best))
-                for name, threads in order:
-                    torch.set_num_threads(threads)
-                    start = time.perf_counter()
-                    candidates[name]()
-                    if rounds > 0:  # round 0: oneDNN builds its kernels, pages are touched
-                        best[name, threads] = min(best[name, threads], time.perf_counter() - start)
-                round_time = time.perf_counter() - round_started
-                rounds += 1
-    finally:
-        torch.set_num_threads(previous_threads)
-    seconds = {name: sum(best[name, threads] for threads in thread_counts) for name in candidates}
+    best = best_times(candidates, thread_counts, started, budget, max_rounds=12)
+    seconds = {name: sum(best[threads, name] for threads in thread_counts) for name in candidates}
     gflops = {name: round(len(thread_counts) * flops / spent / 1e9, 1) for name, spent in seconds.items()}
     return Choice(decide(gflops), "measured", gflops, round(time.perf_counter() - started, 3))
 
