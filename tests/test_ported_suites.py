@@ -137,7 +137,8 @@ def test_hf_bert_strip_accents_variants(lower, strip, expected):
 
 def test_hf_bert_test_basic_tokenizer_respects_never_split_tokens(bert_uncased):
     # upstream: BasicTokenizer(never_split=["[UNK]"]); minibert keeps every special token whole
-    assert BertTokenizer(bert_uncased.vocab_file, do_lower_case=False)._words(" \tHeLLo!how  \n Are yoU? [UNK]") == [
+    tokenizer = BertTokenizer(bert_uncased.vocab_file, do_lower_case=False)
+    assert tokenizer.words_and_pieces(" \tHeLLo!how  \n Are yoU? [UNK]")[0] == [
         "HeLLo", "!", "how", "Are", "yoU", "?", "[UNK]",
     ]  # fmt: skip
 

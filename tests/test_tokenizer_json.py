@@ -105,8 +105,9 @@ def _break(field: str):
             pair = values["post_processor"]["pair"]
             values["post_processor"]["pair"] = pair[:2] + pair[3:]
         elif field == "added_tokens":
-            values["added_tokens"].append({"id": 30522, "content": "newword", "special": False, "single_word": False,
-                                           "lstrip": False, "rstrip": False, "normalized": True})  # fmt: skip
+            # Matched as a whole word only (ordinary added tokens load: test_added_tokens.py).
+            values["added_tokens"].append({"id": 30522, "content": "<new>", "special": True, "single_word": True,
+                                           "lstrip": False, "rstrip": False, "normalized": False})  # fmt: skip
 
     return change
 
@@ -115,7 +116,7 @@ def _break(field: str):
     ("field", "message"),
     [("model", "model.type"), ("prefix", "continuing_subword_prefix"), ("max_input_chars_per_word", "200"),
      ("normalizer", "NFKC"), ("clean_text", "clean_text"), ("pre_tokenizer", "Whitespace"),
-     ("post_processor", "RobertaProcessing"), ("template", "post_processor"), ("added_tokens", "newword")],
+     ("post_processor", "RobertaProcessing"), ("template", "post_processor"), ("added_tokens", "single_word")],
 )  # fmt: skip
 def test_pipelines_minibert_does_not_compute_are_refused(field, message, vocab_file, tmp_path):
     directory = _edit(_saved_by_transformers(tmp_path / "tok", vocab_file), _break(field))

@@ -9,6 +9,7 @@ The rooms, read in this order:
   ``WordPieceTokenizer`` (greedy longest-match-first);
 * ``bert_tokenizer.py`` — ``BertTokenizer``, a thin core: the vocabulary, special tokens, ids back
   to text;
+* ``added_tokens.py`` — what ``add_tokens`` adds: pieces cut out of a text before the two stages;
 * ``call_api.py`` — transformers' call API: one ``CallRequest`` per call, framing, truncation,
   overflow windows, padding, ``pad``; ``encoding.py`` — ``BatchEncoding`` and the maps back to words
   and characters, truncation plans and padding;
@@ -17,12 +18,14 @@ The rooms, read in this order:
   ``arguments.py`` — the checks of what users pass.
 """
 
+from .added_tokens import AddedToken
 from .algorithm import BasicTokenizer, WordPieceTokenizer, is_punctuation, is_removed_in_cleaning
 from .bert_tokenizer import BertTokenizer
 from .encoding import BatchEncoding
 from .files import google_lower_case, load_vocab
 
 __all__ = [
+    "AddedToken",
     "BasicTokenizer",
     "BatchEncoding",
     "BertTokenizer",

@@ -150,6 +150,8 @@ class BasicTokenizer:
     def _make_tables(self) -> None:
         self._clean_table = _TranslationTable(self._clean_char)
         self._table = _TranslationTable(self.words_of_char)
+        self._normalized_table = _TranslationTable(lambda char: self.normalize(self._clean_char(char) or ""))
+        self._punctuation_table = _TranslationTable(is_punctuation)
 
     def __getstate__(self) -> dict:  # the tables are caches of the rules: rebuilt after unpickling
         return {key: value for key, value in self.__dict__.items() if not key.endswith("_table")}
@@ -226,23 +228,38 @@ class BasicTokenizer:
         >>> BasicTokenizer().words_with_origins("Né, x")
         [('ne', [0, 1]), (',', [2]), ('x', [4])]
         """
+        return self.split_words(self.normalized_with_origins(text, base))
+
+    def normalized_with_origins(self, text: str, base: int = 0) -> list[tuple[str, int]]:
+        """The text cleaned and normalized (``normalize(clean(text))``), one character at a time,
+        each with the index in ``text`` (plus ``base``) of the character it came from. Added tokens
+        (added_tokens.py) are matched in this text, before it is split into words.
+
+        >>> BasicTokenizer().normalized_with_origins("Né中")
+        [('n', 0), ('e', 1), (' ', 2), ('中', 2), (' ', 2)]
+        """
+        if self._reorders(text):  # NFD of the whole text, then each character on its own
+            return [(out, index) for char, index in self._decomposed(text, base) for out in self.normalize(char)]
+        table = self._normalized_table
+        return [(out, index) for index, char in enumerate(text, start=base) for out in table[ord(char)]]
+
+    def split_words(self, pairs: list[tuple[str, int]]) -> list[tuple[str, list[int]]]:
+        """Split normalized characters (with their origins) into words: at whitespace, and around
+        each punctuation character, which is a word of its own."""
         words: list[tuple[str, list[int]]] = []
         chars: list[str] = []
         origins: list[int] = []
-        table = self._table
-        if self._reorders(text):
-            pairs = self._decomposed(text, base)
-        else:
-            pairs = [(char, index) for index, char in enumerate(text, start=base)]
+        punctuation = self._punctuation_table
         for char, index in pairs:
-            for out in table[ord(char)]:  # the same rule as tokenize, one character at a time
-                if out == " ":  # a break: the word so far is done
-                    if chars:
-                        words.append(("".join(chars), origins))
-                        chars, origins = [], []
-                else:
-                    chars.append(out)
-                    origins.append(index)
+            if char == " " or punctuation[ord(char)]:
+                if chars:
+                    words.append(("".join(chars), origins))
+                    chars, origins = [], []
+                if char != " ":
+                    words.append((char, [index]))
+            else:
+                chars.append(char)
+                origins.append(index)
         if chars:
             words.append(("".join(chars), origins))
         return words

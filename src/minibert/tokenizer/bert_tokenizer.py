@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import write_atomically
 from ..formats.hub import resolve_file
+from .added_tokens import AddedToken, Matcher
 from .algorithm import BasicTokenizer, WordPieceTokenizer
 from .arguments import check_flags, token_id
 from .call_api import TransformersCallAPI
@@ -53,10 +54,16 @@ class BertTokenizer(TransformersCallAPI):
         truncation_side: str = "right",
         vocab: dict[str, int] | None = None,
         additional_special_tokens: Iterable[str] = (),
+        added_tokens: Iterable[tuple[int, AddedToken]] = (),
+        added_tokens_file: str | os.PathLike | None = None,
         **special_tokens: str,
     ):
         """``vocab_file``: vocab.txt; or pass ``vocab`` ({piece: id}, e.g. from tokenizer.json) and
         the file it came from as ``vocab_file`` (named in error messages).
+
+        ``added_tokens``: (id, ``AddedToken``) beyond the vocabulary or marking its pieces (what
+        ``add_tokens`` made, as tokenizer_config.json's ``added_tokens_decoder`` keeps it), read
+        from ``added_tokens_file`` (named in error messages).
 
         ``do_basic_tokenize=False`` skips stage 1 (no cleaning, lowercasing or punctuation
         splitting): words are what whitespace separates, as in transformers' slow BertTokenizer."""
@@ -73,12 +80,18 @@ class BertTokenizer(TransformersCallAPI):
         self._vocab_is_file = vocab is None
         self.vocab = dict(vocab) if vocab is not None else load_vocab(vocab_file)
         self.ids_to_tokens = {index: token for token, index in self.vocab.items()}
+        self._base_vocab = dict(self.vocab)  # what WordPiece was trained with; vocab.txt when saved
         self.model_max_length = model_max_length
         self.padding_side = check_side(padding_side, "padding_side")
         self.truncation_side = check_side(truncation_side, "truncation_side")
         self.do_basic_tokenize = do_basic_tokenize
         self.strip_accents = strip_accents  # as given (None: follow do_lower_case)
         self.basic = BasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
+        self._added: dict[str, AddedToken] = {}  # content → token (added_tokens.py), in the order added
+        self._spellings: dict[int, str] = {}  # id → the piece as shown, where it is not vocab.txt's line
+        source = added_tokens_file or vocab_file
+        self._restore_added(sorted(added_tokens, key=lambda entry: entry[0]), source)  # before the roles: they
+        # may be among them
         tokens = {**_DEFAULT_SPECIAL_TOKENS, **special_tokens}
         # [UNK], [CLS] and [SEP] frame every input; [PAD] and [MASK] are only needed to pad and to
         # mask, so a vocabulary without them (Google's test vocabularies) loads, and padding or
@@ -94,27 +107,43 @@ class BertTokenizer(TransformersCallAPI):
         self.pad_token_id = self.vocab.get(self.pad_token)  # None: this vocabulary cannot pad
         self.cls_token_id = self.vocab[self.cls_token]
         self.mask_token_id = self.vocab.get(self.mask_token)  # None: nothing can be masked
-        self.wordpiece = WordPieceTokenizer(self.vocab, self.unk_token_id)
-        self._base_vocab_size = len(self.vocab)
+        # WordPiece sees the vocabulary it was trained with: added tokens are cut out before it runs.
+        self.wordpiece = WordPieceTokenizer(self._base_vocab, self.unk_token_id)
+        self._base_vocab_size = len(self._base_vocab)
         additional = list(additional_special_tokens)
         absent = [token for token in additional if token not in self.vocab]
         if absent:
             raise CheckpointError(f"additional special tokens {absent} are not in the vocabulary {self.vocab_file}")
         self.additional_special_tokens = additional
-        self._set_specials()
+        self._check_restored(source)
+        self._make_matchers()
         self._warned_too_long = False
 
-    def _set_specials(self) -> None:
-        """The pieces typed in a text that are kept whole (the special tokens), longest first."""
+    def _special_tokens(self) -> list[str]:
         roles = [getattr(self, name) for name in SPECIAL_TOKEN_NAMES]
-        specials = sorted({t for t in [*roles, *self.additional_special_tokens] if t in self.vocab}, key=len,
-                          reverse=True)  # fmt: skip
-        self._special_split = re.compile("(" + "|".join(re.escape(token) for token in specials) + ")")
-        self._special_starts = "".join(sorted({token[0] for token in specials}))  # "[" for BERT's own
+        return list(dict.fromkeys(t for t in [*roles, *self.additional_special_tokens] if t in self.vocab))
+
+    def _make_matchers(self) -> None:
+        """What is cut out of a text before the basic tokenizer: the special tokens and the added
+        tokens matched as typed (``_as_typed``), then the added tokens matched after normalization
+        (``_after_normalization``; see added_tokens.py)."""
+        specials = self._special_tokens()
+        as_typed = {token: self.vocab[token] for token in specials}
+        normalized: dict[str, int] = {}
+        for content, token in self._added.items():
+            if token.normalized:
+                normalized[self._normalized(content)] = self.vocab[content]
+            else:
+                as_typed[content] = self.vocab[content]
+        self._as_typed = Matcher(as_typed)
+        self._after_normalization = Matcher(normalized)
         self.all_special_ids = sorted({self.vocab[token] for token in specials})
 
+    def _normalized(self, text: str) -> str:
+        return self.basic.normalize(self.basic.clean(text))
+
     def _may_hold_special(self, text: str) -> bool:
-        return any(character in text for character in self._special_starts)
+        return self._as_typed.may_occur_in(text)
 
     def add_special_tokens(self, special_tokens_dict: dict) -> int:
         """Add special tokens, as transformers does: ``{"additional_special_tokens": ["<e1>", ...]}``
@@ -131,30 +160,110 @@ class BertTokenizer(TransformersCallAPI):
                 raise TypeError(f"add_special_tokens: {name} must be non-empty strings, got {value!r}")
             for token in tokens:
                 if token not in self.vocab:
-                    self.vocab[token] = len(self.vocab)
-                    self.ids_to_tokens[self.vocab[token]] = token
+                    self._register(AddedToken(token, normalized=False, special=True), self._next_id())
                     added += 1
+                elif token in self._added and not self._added[token].special:  # an ordinary added token
+                    self._register(AddedToken(token, normalized=False, special=True), self.vocab[token])
             if name == "additional_special_tokens":
                 self.additional_special_tokens = list(dict.fromkeys([*self.additional_special_tokens, *tokens]))
             else:
                 setattr(self, name, tokens[0])
                 setattr(self, name.replace("_token", "_token_id"), self.vocab[tokens[0]])
-        if added:
-            self._vocab_is_file = False  # saved from self.vocab from now on, the new pieces included
-        self._set_specials()
+        self._make_matchers()
         return added
 
-    def add_tokens(self, new_tokens: str | Iterable[str], special_tokens: bool = False) -> int:
-        """``special_tokens=True``: as ``add_special_tokens({"additional_special_tokens": ...})``.
-        Ordinary added tokens are refused: transformers matches them in the *normalized* text,
-        splitting words around them (``"newwords"`` holds ``"newword"``), which minibert does not
-        reproduce exactly."""
-        tokens = [new_tokens] if isinstance(new_tokens, str) else list(new_tokens)
-        if not special_tokens:
-            raise NotImplementedError("add_tokens of non-special tokens is not implemented (transformers matches them "
-                                      "in the normalized text, splitting words around them); pass "
-                                      "special_tokens=True for tokens kept whole and matched exactly")  # fmt: skip
-        return self.add_special_tokens({"additional_special_tokens": tokens})
+    def add_tokens(self, new_tokens, special_tokens: bool = False) -> int:
+        """Add tokens the vocabulary lacks, as transformers does (added_tokens.py): each is cut out
+        of every text before word pieces are made, wherever it occurs; an ordinary token is matched
+        after normalization (``"NewWord"`` matches ``"newwords"``: ``newword`` + ``s``), a special
+        one (``special_tokens=True``) as typed. ``new_tokens``: a str, or a list of str or
+        ``AddedToken`` (minibert's or ``tokenizers``'). A token gets the next id, or keeps the
+        vocabulary's if it has the piece. Returns how many tokens were added or changed (as
+        transformers counts): grow the model's embeddings with
+        ``model.resize_token_embeddings(len(tokenizer))``.
+
+        >>> tok.add_tokens(["NewWord"])                 # doctest: +SKIP
+        1
+        >>> tok.tokenize("NEWWORDS")                    # doctest: +SKIP
+        ['newword', 's']
+        """
+        values = [new_tokens] if isinstance(new_tokens, str) or hasattr(new_tokens, "content") else list(new_tokens)
+        tokens = [AddedToken.of(value, special_tokens) for value in values]
+        if not self.do_basic_tokenize and any(token.normalized for token in tokens):
+            raise NotImplementedError("add_tokens with do_basic_tokenize=False is not implemented (transformers' "
+                                      "fast tokenizer, which minibert follows here, always normalizes)")  # fmt: skip
+        changed = 0
+        for token in tokens:
+            if not token.content or self._added.get(token.content) == token:
+                continue  # as transformers: empty, or already added alike; not counted
+            if token.special and token.content in self._special_tokens():
+                continue
+            self._check_addable(token)
+            index = self.vocab.get(token.content)
+            self._register(token, self._next_id() if index is None else index)
+            changed += 1  # (a special one is matched as typed, but is not an additional special token)
+        self._make_matchers()
+        return changed
+
+    def _check_addable(self, token: AddedToken) -> None:
+        """Refuse what transformers does not do reproducibly (see added_tokens.py)."""
+        if token.content in self._special_tokens() and not token.special:
+            raise ValueError(f"add_tokens: {token.content!r} is a special token; transformers would turn it into an "
+                             "ordinary token matched after normalization, which minibert does not do")  # fmt: skip
+        if not token.normalized:
+            return
+        normalized = self._normalized(token.content)
+        if not normalized:
+            raise ValueError(f"add_tokens: {token.content!r} is empty once normalized (cleaning removes control and "
+                             "format characters), so it would match between every two characters")  # fmt: skip
+        for content, other in self._added.items():
+            if other.normalized and content != token.content and self._normalized(content) == normalized:
+                raise ValueError(f"add_tokens: {token.content!r} and the added token {content!r} are both "
+                                 f"{normalized!r} once normalized: which id such text gets is not defined "
+                                 "(transformers picks one at random per process)")  # fmt: skip
+
+    def _next_id(self) -> int:
+        return max(len(self.vocab), max(self.ids_to_tokens) + 1)
+
+    def _register(self, token: AddedToken, index: int) -> None:
+        """Record an added token under ``index`` (a new id, or the vocabulary's for its piece)."""
+        self._added[token.content] = token
+        self.vocab[token.content] = index
+        self.ids_to_tokens.setdefault(index, token.content)
+        if token.normalized:  # shown as matched: normalized ("NewWord" → "newword", "中" → " 中 ")
+            self._spellings[index] = self._normalized(token.content)
+        else:
+            self._spellings.pop(index, None)
+
+    def _restore_added(self, entries: list[tuple[int, AddedToken]], source: str | os.PathLike) -> None:
+        """Added tokens read from a file (tokenizer_config.json's ``added_tokens_decoder``,
+        tokenizer.json's ``added_tokens``), in the order of their ids, each under the id the file
+        gives: a piece of the vocabulary keeps its id, a new one takes the next."""
+        for index, token in entries:
+            known = self.vocab.get(token.content)
+            if known is None and index != self._next_id():
+                raise CheckpointError(f"{source}: added token {token.content!r} has id {index}; the next free id "
+                                      f"is {self._next_id()} (added ids continue the vocabulary)")  # fmt: skip
+            if known is not None and known != index:
+                raise CheckpointError(f"{source}: added token {token.content!r} has id {index}, but the vocabulary "
+                                      f"gives it {known}")  # fmt: skip
+            self._register(token, index)
+
+    def _check_restored(self, source: str | os.PathLike) -> None:
+        """The ordinary added tokens read from a file, checked once the special tokens are known."""
+        for token in list(self._added.values()):
+            if not token.special:
+                try:
+                    self._check_addable(token)
+                except ValueError as error:
+                    raise CheckpointError(f"{source}: {error}") from None
+
+    @property
+    def added_tokens_decoder(self) -> dict[int, AddedToken]:
+        """{id: AddedToken}: the special tokens and every added token, as transformers lists them."""
+        tokens = {self.vocab[t]: AddedToken(t, normalized=False, special=True) for t in self._special_tokens()}
+        tokens.update({self.vocab[content]: token for content, token in self._added.items()})
+        return dict(sorted(tokens.items()))
 
     model_input_names = ["input_ids", "token_type_ids", "attention_mask"]  # what BertModel takes
 
@@ -194,6 +303,8 @@ class BertTokenizer(TransformersCallAPI):
             logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
                         "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
         settings.update(from_json)  # tokenizer.json's pipeline is what `tokenizers` runs: it wins
+        if "added_tokens" in settings:
+            settings["added_tokens_file"] = vocab_file if "added_tokens" in from_json else config_file
         return cls(vocab_file, vocab=vocab, **settings)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
@@ -204,17 +315,20 @@ class BertTokenizer(TransformersCallAPI):
         if directory.exists() and not directory.is_dir():
             raise NotADirectoryError(f"save_pretrained: {directory} exists and is not a directory")
         directory.mkdir(parents=True, exist_ok=True)
+        # vocab.txt is the vocabulary WordPiece knows; added tokens go to added_tokens_decoder.
         if self._vocab_is_file:  # the file itself: a piece listed twice keeps its lines
             vocab_bytes = self.vocab_file.read_bytes()
         else:
-            ids = sorted(self.ids_to_tokens)
+            pieces = {index: piece for piece, index in self._base_vocab.items()}
+            ids = sorted(pieces)
             if ids != list(range(len(ids))):
                 gap = next(i for i, index in enumerate(ids) if i != index)
                 raise ValueError(f"cannot write vocab.txt: {self.vocab_file}'s vocabulary has no piece with id {gap}")
-            vocab_bytes = "".join(self.ids_to_tokens[index] + "\n" for index in ids).encode("utf-8")
+            vocab_bytes = "".join(pieces[index] + "\n" for index in ids).encode("utf-8")
         specials = {name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES}
         if self.additional_special_tokens:
             specials["additional_special_tokens"] = list(self.additional_special_tokens)
+        added = {str(index): token.as_json() for index, token in self.added_tokens_decoder.items()}
         config = {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self.basic.do_lower_case,
@@ -225,6 +339,7 @@ class BertTokenizer(TransformersCallAPI):
             "padding_side": self.padding_side,
             "truncation_side": self.truncation_side,
             **specials,
+            **({"added_tokens_decoder": added} if self._added else {}),
         }
         files = {
             "vocab.txt": vocab_bytes,
@@ -249,57 +364,70 @@ class BertTokenizer(TransformersCallAPI):
     def get_vocab(self) -> dict[str, int]:
         return dict(self.vocab)
 
-    def _segments(self, text: str) -> Iterator[tuple[bool, str, int]]:
-        """(is a special token, part, where it starts): special tokens such as ``[MASK]`` typed in
-        the text are kept whole, the rest goes through the basic tokenizer."""
-        if not self._may_hold_special(text):  # fast path: no special token can occur
-            yield False, text, 0
-            return
+    def _segments(self, text: str) -> Iterator[tuple[int | None, str, int]]:
+        """(the id of a token matched as typed or None, part, where it starts): special tokens such
+        as ``[MASK]`` typed in the text are kept whole, the rest goes on to the basic tokenizer."""
         position = 0
-        for match in self._special_split.finditer(text):
-            if match.start() > position:
-                yield False, text[position : match.start()], position
-            yield True, match.group(), match.start()
-            position = match.end()
+        for start, end, index in self._as_typed.finditer(text):
+            if start > position:
+                yield None, text[position:start], position
+            yield index, text[start:end], start
+            position = end
         if position < len(text):
-            yield False, text[position:], position
+            yield None, text[position:], position
 
     def _basic_words(self, text: str) -> list[str]:
         return self.basic.tokenize(text) if self.do_basic_tokenize else text.split()
 
-    def _words(self, text: str) -> list[str]:
-        """Basic tokens of ``text``; special tokens such as ``[MASK]`` are kept whole."""
-        if not self._may_hold_special(text):  # fast path: no special token can occur
-            return self._basic_words(text)
-        words = []
-        for special, part, _ in self._segments(text):
-            if special:
-                words.append(part)
-            else:
-                words.extend(self._basic_words(part))
-        return words
-
-    def _words_with_origins(self, text: str) -> list[tuple[str, list[int]]]:
-        """``_words``, each with the index in ``text`` of each of its characters."""
-        words = []
-        for special, part, start in self._segments(text):
-            if special:
-                words.append((part, list(range(start, start + len(part)))))
+    def _units(self, text: str, track: bool) -> list[tuple[int | None, str, list[int] | None]]:
+        """The text's words, each as (the id of the added token it is, or None; the word; with
+        ``track``, the index in ``text`` of each of its characters). Added tokens are cut out
+        first (added_tokens.py); the rest are the basic tokenizer's words."""
+        units: list[tuple[int | None, str, list[int] | None]] = []
+        for index, part, start in self._segments(text):
+            if index is not None:
+                units.append((index, part, list(range(start, start + len(part))) if track else None))
+            elif self._after_normalization and self._after_normalization.pattern.search(self._normalized(part)):
+                units.extend(self._cut_normalized(part, start))
+            elif not track:
+                units.extend((None, word, None) for word in self._basic_words(part))
             elif self.do_basic_tokenize:
-                words.extend(self.basic.words_with_origins(part, start))
+                units.extend((None, word, origins) for word, origins in self.basic.words_with_origins(part, start))
             else:
-                words.extend(
-                    (match.group(), list(range(start + match.start(), start + match.end())))
-                    for match in re.finditer(r"\S+", part)
-                )
-        return words
+                units.extend((None, match.group(), list(range(start + match.start(), start + match.end())))
+                             for match in re.finditer(r"\S+", part))  # fmt: skip
+        return units
+
+    def _cut_normalized(self, part: str, start: int) -> list[tuple[int | None, str, list[int]]]:
+        """Added tokens matched in the normalized text, the rest split into words there."""
+        characters = self.basic.normalized_with_origins(part, start)
+        normalized = "".join(character for character, _ in characters)
+        units: list[tuple[int | None, str, list[int]]] = []
+        position = 0
+        for begin, end, index in self._after_normalization.finditer(normalized):
+            units.extend((None, word, origins) for word, origins in self.basic.split_words(characters[position:begin]))
+            units.append((index, normalized[begin:end], [origin for _, origin in characters[begin:end]]))
+            position = end
+        units.extend((None, word, origins) for word, origins in self.basic.split_words(characters[position:]))
+        return units
+
+    def _plain(self, text: str) -> bool:
+        """No added or special token can occur in ``text``: the fast path."""
+        return not self._after_normalization and not self._may_hold_special(text)
 
     def piece_ids(self, text: str) -> list[int]:
         """Ids of ``text``'s word pieces, without [CLS]/[SEP]."""
         pieces = self.wordpiece.pieces
         ids: list[int] = []
-        for word in self._words(text):
-            ids.extend(pieces(word))
+        if self._plain(text):
+            for word in self._basic_words(text):
+                ids.extend(pieces(word))
+            return ids
+        for index, word, _ in self._units(text, track=False):
+            if index is None:
+                ids.extend(pieces(word))
+            else:
+                ids.append(index)
         return ids
 
     def _pieces(self, text: str | list[str], track: bool) -> Pieces:
@@ -320,9 +448,9 @@ class BertTokenizer(TransformersCallAPI):
         ids: list[int] = []
         offsets: list[tuple[int, int]] = []
         words: list[int] = []
-        for word_index, (word, origins) in enumerate(self._words_with_origins(text)):
-            word_ids = self.wordpiece.pieces(word)
-            if word_ids == [self.unk_token_id]:  # the whole word (or [UNK] itself)
+        for word_index, (added, word, origins) in enumerate(self._units(text, track=True)):
+            word_ids = [added] if added is not None else self.wordpiece.pieces(word)
+            if added is not None or word_ids == [self.unk_token_id]:  # the whole word (or [UNK] itself)
                 offsets.append((origins[0], origins[-1] + 1))
             else:
                 position = 0
@@ -336,8 +464,9 @@ class BertTokenizer(TransformersCallAPI):
 
     def words_and_pieces(self, text: str) -> tuple[list[str], list[list[int]]]:
         """The basic tokens (words) of ``text`` and, for each, the ids of its word pieces."""
-        words = self._words(text)
-        return words, [self.wordpiece.pieces(word) for word in words]
+        units = [(word, [index] if index is not None else self.wordpiece.pieces(word))
+                 for index, word, _ in self._units(text, track=False)]  # fmt: skip
+        return [word for word, _ in units], [ids for _, ids in units]
 
     def tokenize(self, text: str) -> list[str]:
         """The word pieces of ``text`` as strings (no [CLS]/[SEP])."""
@@ -352,8 +481,8 @@ class BertTokenizer(TransformersCallAPI):
         """
         cleaned = self.basic.clean(text)
         normalized = self.basic.normalize(cleaned)
-        words = self._words(text)
-        word_pieces = [self.convert_ids_to_tokens(self.wordpiece.pieces(word)) for word in words]
+        words, piece_ids = self.words_and_pieces(text)
+        word_pieces = [self.convert_ids_to_tokens(ids) for ids in piece_ids]
         ids = self.build_inputs_with_special_tokens(self.piece_ids(text))
         return {
             "text": text,
@@ -378,7 +507,7 @@ class BertTokenizer(TransformersCallAPI):
         return [self._token(token_id(index)) for index in ids]
 
     def _token(self, index: int) -> str:
-        token = self.ids_to_tokens.get(index)
+        token = self._spellings.get(index) or self.ids_to_tokens.get(index)
         if token is None:
             raise ValueError(f"token id {index} is outside the vocabulary [0, {self.vocab_size})")
         return token
@@ -393,6 +522,8 @@ class BertTokenizer(TransformersCallAPI):
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         special = set(self.all_special_ids) if skip_special_tokens else ()
+        if skip_special_tokens:  # and the tokens added as special (add_tokens(..., special_tokens=True))
+            special |= {self.vocab[content] for content, token in self._added.items() if token.special}
         return self.convert_tokens_to_string(
             [self._token(index) for index in map(token_id, ids) if index not in special]
         )

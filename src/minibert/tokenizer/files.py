@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.json_files import parse_json
+from .added_tokens import AddedToken
 from .encoding import SIDES
 
 SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -96,13 +97,20 @@ def read_tokenizer_config(config_file: Path) -> dict:
             if config[key] not in SIDES:
                 raise CheckpointError(f"{config_file}: {key} must be 'right' or 'left', got {config[key]!r}")
             settings[key] = config[key]
-    additional = config.get("additional_special_tokens") or []
+    # transformers 5 writes them as extra_special_tokens (a list, or {name: token}); 4 as additional_...
+    additional = config.get("additional_special_tokens") or config.get("extra_special_tokens") or []
+    if isinstance(additional, dict):
+        additional = list(additional.values())
     additional = [token.get("content") if isinstance(token, dict) else token for token in additional] \
         if isinstance(additional, list) else None  # fmt: skip
     if additional is None or not all(isinstance(token, str) for token in additional):
-        raise CheckpointError(f"{config_file}: additional_special_tokens must be a list of strings")
+        raise CheckpointError(f"{config_file}: additional_special_tokens (or extra_special_tokens) must be a list of "
+                              "strings")  # fmt: skip
     if additional:
         settings["additional_special_tokens"] = additional
+    if "added_tokens_decoder" in config:
+        where = f"{config_file}: added_tokens_decoder"
+        settings["added_tokens"] = read_added_tokens(config["added_tokens_decoder"], where)
     for name in SPECIAL_TOKEN_NAMES:
         value = config.get(name)
         if isinstance(value, dict):  # serialized AddedToken
@@ -110,3 +118,35 @@ def read_tokenizer_config(config_file: Path) -> dict:
         if isinstance(value, str):
             settings[name] = value
     return settings
+
+
+_ADDED_TOKEN_FLAGS = ("single_word", "lstrip", "rstrip", "normalized", "special")
+
+
+def read_added_tokens(entries, where: str, *, listed: bool = False) -> list[tuple[int, AddedToken]]:
+    """(id, AddedToken) from ``{"30522": {"content": ..., "normalized": ..., ...}}``
+    (tokenizer_config.json's ``added_tokens_decoder``) or, ``listed``, from
+    ``[{"id": 30522, "content": ..., ...}]`` (tokenizer.json's ``added_tokens``), every field's type
+    checked."""
+    if listed and isinstance(entries, list):
+        items = [(entry.get("id") if isinstance(entry, dict) else None, entry) for entry in entries]
+    elif not listed and isinstance(entries, dict):
+        items = list(entries.items())
+    else:
+        shape = "a list" if listed else "a JSON object {id: added token}"
+        raise CheckpointError(f"{where} must be {shape}, got {type(entries).__name__}")
+    tokens = []
+    for key, entry in items:
+        index = int(key) if not listed and isinstance(key, str) and key.isdigit() and len(key) < 10 else key
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise CheckpointError(f"{where}: {str(key)[:40]!r} is not a token id")
+        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
+            raise CheckpointError(f"{where}: the entry of id {index} is not an added token with a content string")
+        flags = {name: entry[name] for name in _ADDED_TOKEN_FLAGS if name in entry}
+        if not all(isinstance(value, bool) for value in flags.values()):
+            raise CheckpointError(f"{where}: the entry of id {index} has non-boolean flags {flags}")
+        try:
+            tokens.append((index, AddedToken.of(AddedToken(entry["content"], **flags), special=False)))
+        except NotImplementedError as error:
+            raise CheckpointError(f"{where}: {error}") from None
+    return tokens

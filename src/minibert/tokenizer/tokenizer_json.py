@@ -10,14 +10,15 @@ and tokenizer_config.json used to::
     "model":          {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
                        "max_input_chars_per_word": 100, "vocab": {"[PAD]": 0, ...}}
     "post_processor": {"type": "TemplateProcessing", "single": [CLS] $A [SEP], "pair": ... }
-    "added_tokens":   [{"id": 0, "content": "[PAD]", "special": true, ...}, ...]
+    "added_tokens":   [{"id": 0, "content": "[PAD]", "special": true, ...}, ...]   # and add_tokens' ones
 
 ``read_tokenizer_json`` turns that into minibert's vocabulary and BertTokenizer settings, and
 refuses, naming the file and the field, any pipeline minibert's tokenizer does not compute
 exactly: another model (BPE, Unigram), another normalizer or pre-tokenizer, another word-piece
 prefix or word-length limit, a post-processor that frames sequences differently, or added tokens
-that are not in the vocabulary. (``truncation`` and ``padding`` are call-time settings that
-transformers overrides too; they are not read.)
+matched in ways minibert does not (``single_word``, ``lstrip``, ``rstrip``: added_tokens.py).
+(``truncation`` and ``padding`` are call-time settings that transformers overrides too; they are
+not read.)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.json_files import parse_json
+from .files import read_added_tokens
 
 MAX_CHARS_PER_WORD = 100  # tokenizer.py's limit; a file with another one is refused
 
@@ -63,18 +65,9 @@ def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
     if values.get("pre_tokenizer") != {"type": "BertPreTokenizer"}:
         refuse("pre_tokenizer", values.get("pre_tokenizer"), "not BERT's whitespace-and-punctuation split")
     settings.update(_framing(values.get("post_processor"), vocab, refuse))
-    added = values.get("added_tokens") or []
-    if not isinstance(added, list):
-        refuse("added_tokens", added, "not a list of added tokens")
-    for token in added:
-        if not isinstance(token, dict) or not isinstance(token.get("content"), str) or not _is_count(token.get("id")) \
-                or not isinstance(token.get("special", False), bool):  # fmt: skip
-            refuse("added_tokens", token, 'not an added token {"content": str, "id": int, "special": bool}')
-        content, index = token.get("content"), token.get("id")
-        if vocab.get(content) != index:
-            refuse("added_tokens", token, "an added token that is not the vocabulary's piece of that id")
-        if not token.get("special", False):
-            refuse("added_tokens", token, "a non-special added token (matched before word-piece splitting)")
+    added = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens", listed=True)
+    if any(vocab.get(token.content) != index or not token.special for index, token in added):
+        settings["added_tokens"] = added  # beyond the vocabulary, or matched after normalization
     return vocab, settings
 
 

@@ -1,0 +1,185 @@
+"""``add_tokens``: ordinary added tokens, matched after normalization, against transformers' fast
+BertTokenizer (the reference: ``tokenizers``' AddedVocabulary) on the real all-MiniLM-L6-v2
+vocabulary (uncased) and a cased one. Every comparison is of transformers' own output: ids, the
+pieces, offsets, word ids, decoding, ``len``, the counts ``add_tokens`` returns, the vocabulary,
+and the files saved by each, reloaded by the other."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import transformers
+
+import corpus
+from minibert import BertTokenizer
+from minibert.errors import CheckpointError
+from minibert.tokenizer import AddedToken
+
+# Each case: tokens added (in calls), texts. The cases name the classes of behaviour: a token
+# inside a longer word, case and accents folded by normalization, a token holding punctuation or
+# spaces, a CJK token (normalized with spaces around each ideograph), overlapping tokens (leftmost,
+# then longest), tokens the vocabulary already has (they keep their id), a one-letter token that
+# cuts every word holding it, whitespace tokens, and special tokens among them.
+CASES = [
+    ([["NewWord"]], ["NewWords and newword! NEWWORD", "x.newword,newwordy", "no match here"]),
+    ([["Élan", "naïve"]], ["the élan of NAIVE naïve Élan élans", "ÉLAN"]),
+    ([["e-mail", "hello world", "!!"]], ["E-Mails: hello world, HELLO   WORLD wow!!! hello\tworld"]),
+    ([["中文", "日本"]], ["中文字 日本語 中 文 中文", "ab中文cd"]),
+    ([["ab", "abc", "bcd"], ["cde"]], ["abcd abcde xabcdex bcde", "ABCDE"]),
+    ([["the", "a", "##ing"]], ["the theme of banana and running", "A bAnAnA"]),
+    ([[" ", "foo "], ["İ"]], ["a b  foo bar foo", "İstanbul i̇ I"]),
+    ([["x"], ["x", "y", "x"], ["z"]], ["x y z [CLS] xyz", "[MASK] x[SEP]"]),
+    ([["covid-19", "sars-cov-2"]], ["COVID-19 and SARS-CoV-2 (covid-19's cousin)", "covid-191"]),
+]
+
+
+@pytest.fixture(scope="module")
+def pair_of(minilm_dir):
+    def make(directory=minilm_dir):
+        return BertTokenizer.from_pretrained(directory), transformers.AutoTokenizer.from_pretrained(str(directory))
+
+    return make
+
+
+def assert_same(ours, theirs, texts):
+    """Everything a user sees of the two tokenizers, on ``texts``, alone, as a batch and as pairs."""
+    assert len(ours) == len(theirs) and ours.vocab_size == theirs.vocab_size
+    for text in texts:
+        a, b = ours(text, return_offsets_mapping=True), theirs(text, return_offsets_mapping=True)
+        assert a["input_ids"] == b["input_ids"], text
+        assert a.tokens() == b.tokens(), text
+        assert a["offset_mapping"] == b["offset_mapping"], text
+        assert a.word_ids() == b.word_ids(), text
+        assert ours.tokenize(text) == theirs.tokenize(text), text
+        assert ours.decode(a["input_ids"]) == theirs.decode(b["input_ids"]), text
+        assert ours.decode(a["input_ids"], skip_special_tokens=True) == theirs.decode(
+            b["input_ids"], skip_special_tokens=True
+        ), text
+    a, b = ours(texts, texts[::-1], padding=True), theirs(texts, texts[::-1], padding=True)
+    assert a["input_ids"] == b["input_ids"] and a["token_type_ids"] == b["token_type_ids"]
+    words = [text.split() for text in texts]
+    a = ours(words, is_split_into_words=True, return_offsets_mapping=True)
+    b = theirs(words, is_split_into_words=True, return_offsets_mapping=True)
+    assert a["input_ids"] == b["input_ids"] and a["offset_mapping"] == b["offset_mapping"]
+    added = range(ours.vocab_size, len(ours))
+    assert ours.convert_ids_to_tokens(list(added)) == theirs.convert_ids_to_tokens(list(added))
+    assert ours.get_vocab() == theirs.get_vocab()
+    assert sorted(ours.all_special_ids) == sorted(theirs.all_special_ids)
+
+
+@pytest.mark.parametrize("calls, texts", CASES, ids=[" ".join(c[0][0]) for c in CASES])
+def test_added_tokens_as_transformers(calls, texts, pair_of, tmp_path):
+    ours, theirs = pair_of()
+    for tokens in calls:
+        assert ours.add_tokens(tokens) == theirs.add_tokens(tokens), tokens
+    assert ours.convert_tokens_to_ids([t for call in calls for t in call]) == theirs.convert_tokens_to_ids(
+        [t for call in calls for t in call]
+    )
+    assert_same(ours, theirs, texts)
+    # Saved by each, reloaded by both: the added tokens keep their ids and how they match.
+    ours.save_pretrained(tmp_path / "ours")
+    theirs.save_pretrained(tmp_path / "theirs")
+    for directory in (tmp_path / "ours", tmp_path / "theirs"):
+        reloaded_ours, reloaded_theirs = pair_of(directory)
+        for text in texts:
+            expected = theirs(text)["input_ids"]
+            assert reloaded_ours(text)["input_ids"] == reloaded_theirs(text)["input_ids"] == expected, (directory, text)
+
+
+def test_added_tokens_on_real_text_and_a_cased_vocabulary(pair_of, tmp_path, minilm_dir):
+    """Random tokens cut from real text (many scripts), added in random calls, then the corpus
+    tokenized by both; and the same on a cased copy of the vocabulary (no lowercasing)."""
+    texts = [text for text in corpus.translations() if 5 < len(text) < 200][::40][:150]
+    rng = random.Random(7)
+    for lowercase in (True, False):
+        ours, theirs = pair_of()
+        if not lowercase:
+            config = json.loads((minilm_dir / "tokenizer_config.json").read_text())
+            directory = tmp_path / "cased"
+            directory.mkdir()
+            (directory / "vocab.txt").write_bytes((minilm_dir / "vocab.txt").read_bytes())
+            config.update(do_lower_case=False, strip_accents=False)
+            (directory / "tokenizer_config.json").write_text(json.dumps(config))
+            ours, theirs = pair_of(directory)
+            assert ours.basic.do_lower_case is False
+        candidates = []
+        for text in rng.sample(texts, 40):
+            start = rng.randrange(len(text))
+            candidates.append(text[start : start + rng.randint(2, 8)].strip())
+        seen = set()
+        for token in candidates:
+            normalized = ours._normalized(token)
+            if not normalized or normalized in seen:
+                continue  # refused by minibert (see below); transformers' choice there is random
+            seen.add(normalized)
+            assert ours.add_tokens([token]) == theirs.add_tokens([token]), token
+        assert len(ours) > ours.vocab_size + 10
+        assert_same(ours, theirs, texts)
+
+
+def test_special_tokens_through_add_tokens(pair_of, tmp_path):
+    """``special_tokens=True``: matched as typed (not lowercased), anywhere, next to ordinary ones."""
+    ours, theirs = pair_of()
+    for tokens, special in [(["<e1>", "</e1>"], True), (["Acme"], False), (["NEW"], True), (["<e1>"], True)]:
+        assert ours.add_tokens(tokens, special_tokens=special) == theirs.add_tokens(tokens, special_tokens=special)
+    texts = ["<e1>Acme</e1> renewal NEW new <E1> acme", "x<e1>y[CLS]NEWS"]
+    assert_same(ours, theirs, texts)
+    ours.add_special_tokens({"additional_special_tokens": ["[ENT]"]})
+    theirs.add_special_tokens({"additional_special_tokens": ["[ENT]"]})
+    texts.append("[ENT] acme [ent]")
+    assert_same(ours, theirs, texts)
+    # Saved by each (transformers: tokenizer.json alone), reloaded by both.
+    ours.save_pretrained(tmp_path / "ours")
+    theirs.save_pretrained(tmp_path / "theirs")
+    for directory in (tmp_path / "ours", tmp_path / "theirs"):
+        reloaded_ours, reloaded_theirs = pair_of(directory)
+        assert_same(reloaded_ours, reloaded_theirs, texts)
+        assert [reloaded_ours(text)["input_ids"] for text in texts] == [theirs(text)["input_ids"] for text in texts]
+
+
+def test_what_minibert_refuses(pair_of):
+    ours, _ = pair_of()
+    ours.add_tokens(["The"])
+    with pytest.raises(ValueError, match="both 'the' once normalized"):
+        ours.add_tokens(["THE"])  # transformers: one of the two ids, chosen at random per process
+    with pytest.raises(ValueError, match="empty once normalized"):
+        ours.add_tokens(["\u200b"])  # transformers: matches between every two characters
+    with pytest.raises(ValueError, match="is a special token"):
+        ours.add_tokens(["[MASK]"])  # transformers: [MASK] becomes an ordinary token, "[mask]" matches it
+    for option in ("single_word", "lstrip", "rstrip"):
+        with pytest.raises(NotImplementedError, match=option):
+            ours.add_tokens([AddedToken("word", **{option: True})])
+    with pytest.raises(TypeError, match="str or AddedToken"):
+        ours.add_tokens([3])
+    assert ours.add_tokens([]) == 0 and ours.add_tokens([""]) == 0
+
+
+def test_tokenizers_added_token_objects_are_accepted(pair_of):
+    import tokenizers
+
+    ours, theirs = pair_of()
+    tokens = [tokenizers.AddedToken("Ada99", normalized=True), tokenizers.AddedToken("<b>", normalized=False)]
+    assert ours.add_tokens(tokens) == theirs.add_tokens(tokens) == 2
+    assert_same(ours, theirs, ["ada99 ADA99 <b>x</b> <B>"])
+
+
+def test_added_tokens_from_files_are_checked(minilm_dir, tmp_path):
+    directory = tmp_path / "tok"
+    directory.mkdir()
+    (directory / "vocab.txt").write_bytes((minilm_dir / "vocab.txt").read_bytes())
+    good = {"content": "NewWord", "normalized": True, "special": False}
+    for decoder, message in [
+        ({"30530": good}, "the next free id is 30522"),
+        ({"1997": {**good, "content": "the"}}, "has id 1997, but the vocabulary gives it 1996"),
+        ({"x": good}, "is not a token id"),
+        ({"30522": {"content": 5}}, "content string"),
+        ({"30522": {**good, "lstrip": "yes"}}, "non-boolean flags"),
+        ({"30522": {**good, "single_word": True}}, "single_word=True is not implemented"),
+        ([good], "must be a JSON object {id: added token}, got list"),
+    ]:
+        (directory / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": decoder}))
+        with pytest.raises(CheckpointError, match=message) as caught:
+            BertTokenizer.from_pretrained(directory)
+        assert "tokenizer_config.json" in str(caught.value)
