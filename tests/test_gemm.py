@@ -263,7 +263,8 @@ def test_measuring_is_bounded_even_for_bert_large_shapes():
 
 
 def test_a_backend_must_beat_f_linear_by_the_margin():
-    assert gemm.decide({"mkl": 100.0, "onednn": 132.0, "onednn-fused": 103.0}) == "mkl"  # small rows flatter oneDNN
+    assert gemm.decide({"mkl": 100.0, "onednn": 104.0, "onednn-fused": 103.0}) == "mkl"  # within the noise
+    assert gemm.decide({"mkl": 100.0, "onednn": 117.0, "onednn-fused": 110.0}) == "onednn"  # Zen 4: a real win
     assert gemm.decide({"mkl": 100.0, "onednn": 230.0, "onednn-fused": 240.0}) == "onednn-fused"
     assert gemm.decide({"mkl": 150.0, "onednn": 100.0}) == "mkl"
 
@@ -353,3 +354,15 @@ def test_the_short_attention_table_is_measured_cached_and_applied(minilm_dir, mo
     gemm.cache_file().write_text(json.dumps({key: record for key in json.loads(gemm.cache_file().read_text())}))
     assert BertModel.from_pretrained(minilm_dir, gemm="onednn").short_attention == {1: 64, 2: 64}
     assert gemm.choose(BertModel.from_pretrained(minilm_dir)).reason == "cached"
+
+
+@needs_onednn
+def test_a_fused_model_has_the_same_cache_key_and_calibration(minilm_dir):
+    """With the GELU applied by oneDNN (``onednn-fused``), the model still names its activation:
+    the same cache key as before fusing (choosing again reads the cache), and a calibration on it
+    applies the real GELU on the plain path (not the fused layer's identity)."""
+    plain = BertModel.from_pretrained(minilm_dir, gemm="mkl")
+    fused = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused")
+    layer_plain, layer_fused = gemm.encoder_layers(plain)[0], gemm.encoder_layers(fused)[0]
+    assert gemm.cache_key(fused, layer_fused) == gemm.cache_key(plain, layer_plain)
+    assert "onednn-fused" in gemm.measure(fused).gflops

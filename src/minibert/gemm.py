@@ -144,8 +144,7 @@ def use_backend(model: nn.Module, backend: str) -> None:
         raise ValueError(f"gemm backend must be one of {', '.join(BACKENDS)} (or 'auto'), got {backend!r}")
     for layer in encoder_layers(model):
         feed_forward = layer.feed_forward
-        if feed_forward.activation is _applied_already:
-            feed_forward.activation = feed_forward.intermediate.activation  # unfuse: the original function back
+        feed_forward.activation = _activation(feed_forward)  # unfused: the original function back
         for part in (layer.attention, feed_forward):
             for name, child in list(part.named_children()):
                 if isinstance(child, nn.Linear):
@@ -172,11 +171,19 @@ def _plain(linear: nn.Linear) -> nn.Linear:
     return plain
 
 
+def _activation(feed_forward):
+    """The feed-forward's activation function, also where oneDNN applies it (``onednn-fused``)."""
+    if feed_forward.activation is _applied_already:
+        return feed_forward.intermediate.activation
+    return feed_forward.activation
+
+
 def _activation_name(feed_forward) -> str | None:
     """The config name of the feed-forward's activation function (the first name that means it)."""
     from .activations import ACTIVATIONS
 
-    return next((name for name, f in ACTIVATIONS.items() if f is feed_forward.activation), None)
+    activation = _activation(feed_forward)
+    return next((name for name, f in ACTIVATIONS.items() if f is activation), None)
 
 
 # --- choosing by measurement ---------------------------------------------------------------------
@@ -348,7 +355,7 @@ def measure(model: nn.Module, layer=None, budget: float = BUDGET_SECONDS) -> Cho
     dtype = feed_forward.intermediate.weight.dtype
     x = torch.randn(tokens, hidden, dtype=dtype)
     flops = tokens * layer_flops_per_token(hidden, intermediate)
-    activation = feed_forward.activation
+    activation = _activation(feed_forward)
     act = _activation_name(feed_forward)
     weights = [attention.query, attention.key, attention.value, attention.output]
 
