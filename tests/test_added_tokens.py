@@ -183,3 +183,15 @@ def test_added_tokens_from_files_are_checked(minilm_dir, tmp_path):
         with pytest.raises(CheckpointError, match=message) as caught:
             BertTokenizer.from_pretrained(directory)
         assert "tokenizer_config.json" in str(caught.value)
+
+
+def test_a_tokenizer_with_added_tokens_pickles(pair_of):
+    import pickle
+
+    ours, _ = pair_of()
+    ours.add_tokens(["NewWord", "中文"])
+    ours.add_tokens(["<x>"], special_tokens=True)
+    text = "NEWWORDS 中文字 a<x>b"
+    copy = pickle.loads(pickle.dumps(ours))
+    assert dict(copy(text, return_offsets_mapping=True)) == dict(ours(text, return_offsets_mapping=True))
+    assert copy.added_tokens_decoder == ours.added_tokens_decoder and len(copy) == len(ours)

@@ -64,8 +64,9 @@ BUDGET_SECONDS = 0.2  # the measurement's share of a cold start (a cached verdic
 #   AVX2 EPYC (Zen 3):     calibration 1.10-1.32x MKL, a real embedding run ties (10.96 s vs 10.89 s);
 #   AVX-512 EPYC (Zen 4):  calibration 1.17-1.31x,     a real run 1.13x (vs ONNX Runtime 1.15x, 1.02x);
 #   AVX-512 EPYC (wider):  2.3x on the GEMMs alone.
-# A 50% margin (before) kept MKL on Zen 4 and lost 13%; a small one costs a tie at worst (and
-# oneDNN's packed copy of the weights: MINIBERT_GEMM=mkl where memory matters more).
+# A margin large enough to keep MKL on Zen 3 keeps it on Zen 4 too, and loses 13% there; a small
+# one costs a tie at worst (and oneDNN's packed copy of the weights: MINIBERT_GEMM=mkl where
+# memory matters more).
 MARGIN = 0.05
 CACHE_VERSION = 4  # bumped when the way of measuring or deciding changes
 
