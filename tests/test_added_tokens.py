@@ -144,6 +144,10 @@ def test_what_minibert_refuses(pair_of):
     ours.add_tokens(["The"])
     with pytest.raises(ValueError, match="both 'the' once normalized"):
         ours.add_tokens(["THE"])  # transformers: one of the two ids, chosen at random per process
+    size = len(ours)
+    with pytest.raises(ValueError, match="both 'fresh1' once normalized"):
+        ours.add_tokens(["Fresh0", "Fresh1", "FRESH1"])  # the clash inside one call
+    assert len(ours) == size and "fresh0" not in ours.tokenize("fresh0")  # a refused call adds nothing
     with pytest.raises(ValueError, match="empty once normalized"):
         ours.add_tokens(["\u200b"])  # transformers: matches between every two characters
     with pytest.raises(ValueError, match="is a special token"):

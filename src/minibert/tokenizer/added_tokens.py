@@ -56,9 +56,9 @@ class AddedToken:
         if isinstance(value, str):
             token = cls(value, special=special)
         elif isinstance(getattr(value, "content", None), str):
-            options = {name: getattr(value, name, False) for name in ("single_word", "lstrip", "rstrip", "special")}
-            token = cls(value.content, normalized=getattr(value, "normalized", None), **options)
-            token = cls(**{**token.__dict__, "special": token.special or special})
+            options = {name: getattr(value, name, False) for name in ("single_word", "lstrip", "rstrip")}
+            token = cls(value.content, normalized=getattr(value, "normalized", None),
+                        special=getattr(value, "special", False) or special, **options)  # fmt: skip
         else:
             raise TypeError(f"added tokens must be str or AddedToken, got {value!r}")
         for name in ("single_word", "lstrip", "rstrip"):
@@ -92,6 +92,10 @@ class Matcher:
 
     def __bool__(self) -> bool:
         return self.pattern is not None
+
+    def occurs_in(self, text: str) -> bool:
+        """Does any of the strings occur in ``text``?"""
+        return self.pattern is not None and self.pattern.search(text) is not None
 
     def may_occur_in(self, text: str) -> bool:
         """A quick test before the search: does any string's first character occur?"""

@@ -80,6 +80,7 @@ class BertTokenizer(TransformersCallAPI):
         self._vocab_is_file = vocab is None
         self.vocab = dict(vocab) if vocab is not None else load_vocab(vocab_file)
         self.ids_to_tokens = {index: token for token, index in self.vocab.items()}
+        self._next_free_id = max(len(self.vocab), max(self.ids_to_tokens, default=-1) + 1)  # _register keeps it
         self._base_vocab = dict(self.vocab)  # what WordPiece was trained with; vocab.txt when saved
         self.model_max_length = model_max_length
         self.padding_side = check_side(padding_side, "padding_side")
@@ -138,6 +139,10 @@ class BertTokenizer(TransformersCallAPI):
         self._as_typed = Matcher(as_typed)
         self._after_normalization = Matcher(normalized)
         self.all_special_ids = sorted({self.vocab[token] for token in specials})
+        # decode(skip_special_tokens=True) also skips the tokens added as special (add_tokens(...,
+        # special_tokens=True)), which all_special_ids does not list (as in transformers 5)
+        self._skipped_when_decoding = frozenset(self.all_special_ids) | {
+            self.vocab[content] for content, token in self._added.items() if token.special}  # fmt: skip
 
     def _normalized(self, text: str) -> str:
         return self.basic.normalize(self.basic.clean(text))
@@ -192,44 +197,55 @@ class BertTokenizer(TransformersCallAPI):
         if not self.do_basic_tokenize and any(token.normalized for token in tokens):
             raise NotImplementedError("add_tokens with do_basic_tokenize=False is not implemented (transformers' "
                                       "fast tokenizer, which minibert follows here, always normalizes)")  # fmt: skip
-        changed = 0
+        specials = set(self._special_tokens())
+        spellings = {self._spellings[self.vocab[content]]: content for content, token in self._added.items()
+                     if token.normalized}  # fmt: skip
+        accepted: list[AddedToken] = []
+        pending: dict[str, AddedToken] = {}  # content → the token accepted last for it in this call
         for token in tokens:
-            if not token.content or self._added.get(token.content) == token:
+            if not token.content or pending.get(token.content, self._added.get(token.content)) == token:
                 continue  # as transformers: empty, or already added alike; not counted
-            if token.special and token.content in self._special_tokens():
+            if token.special and token.content in specials:
                 continue
-            self._check_addable(token)
+            self._check_addable(token, specials, spellings)
+            accepted.append(token)
+            pending[token.content] = token
+        for token in accepted:  # every token checked first: a refused call adds nothing
             index = self.vocab.get(token.content)
             self._register(token, self._next_id() if index is None else index)
-            changed += 1  # (a special one is matched as typed, but is not an additional special token)
         self._make_matchers()
-        return changed
+        return len(accepted)  # (a special one is matched as typed, but is not an additional special token)
 
-    def _check_addable(self, token: AddedToken) -> None:
-        """Refuse what transformers does not do reproducibly (see added_tokens.py)."""
-        if token.content in self._special_tokens() and not token.special:
+    def _check_addable(self, token: AddedToken, specials: set[str], spellings: dict[str, str]) -> None:
+        """Refuse what transformers does not do reproducibly (see added_tokens.py). ``spellings``:
+        the normalized spelling → content of each added token matched after normalization so far;
+        the token's own is recorded in it (one lookup per token, however many were added)."""
+        if token.content in specials and not token.special:
             raise ValueError(f"add_tokens: {token.content!r} is a special token; transformers would turn it into an "
                              "ordinary token matched after normalization, which minibert does not do")  # fmt: skip
-        if not token.normalized:
-            return
         normalized = self._normalized(token.content)
+        if not token.normalized:
+            if spellings.get(normalized) == token.content:  # it was matched after normalization until now
+                del spellings[normalized]
+            return
         if not normalized:
             raise ValueError(f"add_tokens: {token.content!r} is empty once normalized (cleaning removes control and "
                              "format characters), so it would match between every two characters")  # fmt: skip
-        for content, other in self._added.items():
-            if other.normalized and content != token.content and self._normalized(content) == normalized:
-                raise ValueError(f"add_tokens: {token.content!r} and the added token {content!r} are both "
-                                 f"{normalized!r} once normalized: which id such text gets is not defined "
-                                 "(transformers picks one at random per process)")  # fmt: skip
+        other = spellings.setdefault(normalized, token.content)
+        if other != token.content:
+            raise ValueError(f"add_tokens: {token.content!r} and the added token {other!r} are both "
+                             f"{normalized!r} once normalized: which id such text gets is not defined "
+                             "(transformers picks one at random per process)")  # fmt: skip
 
     def _next_id(self) -> int:
-        return max(len(self.vocab), max(self.ids_to_tokens) + 1)
+        return self._next_free_id
 
     def _register(self, token: AddedToken, index: int) -> None:
         """Record an added token under ``index`` (a new id, or the vocabulary's for its piece)."""
         self._added[token.content] = token
         self.vocab[token.content] = index
         self.ids_to_tokens.setdefault(index, token.content)
+        self._next_free_id = max(self._next_free_id, len(self.vocab), index + 1)
         if token.normalized:  # shown as matched: normalized ("NewWord" → "newword", "中" → " 中 ")
             self._spellings[index] = self._normalized(token.content)
         else:
@@ -251,10 +267,11 @@ class BertTokenizer(TransformersCallAPI):
 
     def _check_restored(self, source: str | os.PathLike) -> None:
         """The ordinary added tokens read from a file, checked once the special tokens are known."""
-        for token in list(self._added.values()):
+        specials, spellings = set(self._special_tokens()), {}
+        for token in self._added.values():
             if not token.special:
                 try:
-                    self._check_addable(token)
+                    self._check_addable(token, specials, spellings)
                 except ValueError as error:
                     raise CheckpointError(f"{source}: {error}") from None
 
@@ -387,7 +404,7 @@ class BertTokenizer(TransformersCallAPI):
         for index, part, start in self._segments(text):
             if index is not None:
                 units.append((index, part, list(range(start, start + len(part))) if track else None))
-            elif self._after_normalization and self._after_normalization.pattern.search(self._normalized(part)):
+            elif self._after_normalization.occurs_in(self._normalized(part)):
                 units.extend(self._cut_normalized(part, start))
             elif not track:
                 units.extend((None, word, None) for word in self._basic_words(part))
@@ -521,9 +538,7 @@ class BertTokenizer(TransformersCallAPI):
         """
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
-        special = set(self.all_special_ids) if skip_special_tokens else ()
-        if skip_special_tokens:  # and the tokens added as special (add_tokens(..., special_tokens=True))
-            special |= {self.vocab[content] for content, token in self._added.items() if token.special}
+        special = self._skipped_when_decoding if skip_special_tokens else ()
         return self.convert_tokens_to_string(
             [self._token(index) for index in map(token_id, ids) if index not in special]
         )
