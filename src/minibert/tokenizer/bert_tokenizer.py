@@ -404,7 +404,7 @@ class BertTokenizer(TransformersCallAPI):
         for index, part, start in self._segments(text):
             if index is not None:
                 units.append((index, part, list(range(start, start + len(part))) if track else None))
-            elif self._after_normalization.occurs_in(self._normalized(part)):
+            elif self._after_normalization and self._after_normalization.occurs_in(self._normalized(part)):
                 units.extend(self._cut_normalized(part, start))
             elif not track:
                 units.extend((None, word, None) for word in self._basic_words(part))
