@@ -16,3 +16,12 @@ class CheckpointError(MinibertError):
 
 class ModelNotFoundError(CheckpointError):
     """Neither a local directory nor a reachable (or cached) hub repository matches the name."""
+
+
+class DataError(MinibertError):
+    """A data file (training text, a vocabulary to train with, pre-training instances) is missing,
+    malformed or does not fit the model."""
+
+
+class TFRecordError(DataError):
+    """A TFRecord file is truncated, fails its CRC, or holds a record that is not a tf.train.Example."""
