@@ -16,3 +16,8 @@ class CheckpointError(MinibertError):
 
 class ModelNotFoundError(CheckpointError):
     """Neither a local directory nor a reachable (or cached) hub repository matches the name."""
+
+
+class ExplorerInputError(MinibertError, ValueError):
+    """Input the explorer cannot show: an empty text, a text longer than the model's positions
+    (without truncation), a bad ``top_k`` or ``max_length``."""
