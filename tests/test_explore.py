@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 import minibert
-from explore_reference import check_guesses, reference_outputs, unpack
+from explore_reference import check_guesses, random_masked_lm, reference_outputs, unpack
 from helpers import assert_close
 
 transformers = pytest.importorskip("transformers")
@@ -33,17 +32,10 @@ PAIR = ("Paris is the [MASK] of France.", "The [MASK] runs through it, and it ra
 
 @pytest.fixture(scope="module")
 def masked_lm(tmp_path_factory, vocab_file):
-    """A random-weight BertForMaskedLM (2 layers, 4 heads, MiniLM's vocabulary) saved as transformers
-    saves it; weights drawn wide (std 0.5) so that its guesses differ clearly from each other."""
+    """A random-weight BertForMaskedLM (2 layers, 4 heads, MiniLM's vocabulary) saved as transformers saves it."""
     directory = tmp_path_factory.mktemp("explore") / "masked-lm"
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=37, max_position_embeddings=64, initializer_range=0.5,
-                                     attn_implementation="eager")  # fmt: skip
-    model = transformers.BertForMaskedLM(config).eval()
-    model.save_pretrained(directory)
-    (directory / "vocab.txt").write_bytes(Path(vocab_file).read_bytes())
-    return directory, model
+    lines = Path(vocab_file).read_text(encoding="utf-8").splitlines()
+    return directory, random_masked_lm(directory, lines)
 
 
 def vocabulary(tokenizer) -> list[str]:
