@@ -29,7 +29,7 @@ def unpack(packed: dict) -> np.ndarray:
     """A payload array as the page's script decodes it (explorer-data.js), in numpy."""
     if "raw" in packed:
         dtype = {"float32": "<f4", "int32": "<i4"}[packed["dtype"]]
-        return np.frombuffer(base64.b64decode(packed["raw"]), dtype=dtype).reshape(packed["shape"])
+        return np.frombuffer(base64.b64decode(packed["raw"]), dtype=dtype).reshape(packed["shape"]).copy()
     raw = zlib.decompress(base64.b64decode(packed["deflated"]))
     q = np.frombuffer(raw, dtype={"uint8": "u1", "uint16": "<u2"}[packed["dtype"]]).reshape(packed["shape"])
     return (packed["low"] + q.astype(np.float64) * packed["step"]).astype(np.float32)

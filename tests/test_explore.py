@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,7 @@ import pytest
 
 import minibert
 from explore_reference import check_guesses, random_masked_lm, reference_outputs, unpack
-from helpers import assert_close
+from helpers import assert_close, run_minibert
 
 transformers = pytest.importorskip("transformers")
 
@@ -150,3 +152,110 @@ def test_rxnfp_real_masked_lm_head_on_a_reaction():
     worst = max(check_guesses(data.predictions(layer), reference["probabilities"][layer], pieces, f"rxnfp {layer}")
                 for layer in range(data.layers + 1))  # fmt: skip
     print(f"rxnfp guesses: max |Δ| {worst:.1e}; the [MASK]: {data.predictions(data.layers)[5][:3]}")
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def test_the_command_writes_one_page_with_the_users_umask(masked_lm, tmp_path):
+    directory, _ = masked_lm
+    output = tmp_path / "page.html"
+    done = run_minibert("explore", *PAIR, "--model", str(directory), "--output", str(output), "--top-k", "3",
+                        umask=0o027)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert output.stat().st_mode & 0o777 == 0o640
+    page = output.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert "https://" not in page and 'src="' not in page  # nothing is fetched: no CDN, font or image
+    assert done.stderr.strip().splitlines()[-1].startswith(f"minibert: wrote {output}")
+    assert [path.name for path in tmp_path.iterdir()] == ["page.html"]
+
+
+def test_an_existing_page_is_replaced_atomically_and_kept_on_error(masked_lm, tmp_path):
+    directory, _ = masked_lm
+    output = tmp_path / "page.html"
+    output.write_text("old page")
+    output.chmod(0o600)
+    failed = run_minibert("explore", "", "--model", str(directory), "--output", str(output))
+    assert failed.returncode == 1 and output.read_text() == "old page"
+    assert run_minibert("explore", "a [MASK] b", "--model", str(directory), "--output", str(output)).returncode == 0
+    assert output.read_text(encoding="utf-8").startswith("<!DOCTYPE html>") and output.stat().st_mode & 0o777 == 0o600
+    assert [path.name for path in tmp_path.iterdir()] == ["page.html"]  # no temporary file left beside it
+
+
+LONG = " ".join(["word"] * 80)  # 82 tokens: more than the test model's 64 positions
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["x", "--model", "{tmp}/no-such-model"], "no-such-model: no such directory"),
+        (["x", "--output", "{tmp}/no-such-dir/page.html"], "the output directory {tmp}/no-such-dir does not exist"),
+        (["x", "--output", "{tmp}"], "is a directory"),
+        ([LONG], "82 tokens long, more than the model's 64 positions; pass --truncate"),
+        ([LONG, "--max-length", "20"], "more than max_length 20; pass --truncate"),
+        (["x", "--max-length", "65"], "max_length must be an int from 1 to the model's 64 positions"),
+        ([""], "the text is empty"),
+        (["   \t"], "the text is empty"),
+        (["x", " "], "the pair is empty"),
+    ],
+    ids=[
+        "missing model",
+        "missing output dir",
+        "output is a dir",
+        "too long",
+        "longer than --max-length",
+        "max-length beyond the model",
+        "empty text",
+        "blank text",
+        "empty pair",
+    ],  # fmt: skip
+)
+def test_bad_input_is_one_line_exit_1_and_no_file(masked_lm, tmp_path, arguments, message):
+    directory, _ = masked_lm
+    arguments = [argument.replace("{tmp}", str(tmp_path)) for argument in arguments]
+    if "--model" not in arguments:
+        arguments += ["--model", str(directory)]
+    if "--output" not in arguments:
+        arguments += ["--output", str(tmp_path / "page.html")]
+    done = run_minibert("explore", *arguments)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("minibert: error: "), lines
+    assert message.replace("{tmp}", str(tmp_path)) in lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_truncate_cuts_to_the_limit(masked_lm, tmp_path):
+    directory, _ = masked_lm
+    output = tmp_path / "page.html"
+    done = run_minibert("explore", LONG, "--model", str(directory), "--output", str(output), "--truncate",
+                        "--max-length", "20")  # fmt: skip
+    assert done.returncode == 0 and "cut to 20 tokens" in done.stderr
+    assert minibert.explore(directory, LONG, truncate=True, max_length=20).data.tokens[-1] == "[SEP]"
+
+
+def test_usage_errors_exit_2():
+    assert run_minibert("explore", "x").returncode == 2  # --output is required
+    assert run_minibert("explore", "x", "--output", "p.html", "--top-k", "0").returncode == 2
+
+
+def test_import_minibert_does_not_load_the_explorer_until_called():
+    script = (
+        "import sys, minibert\n"
+        "assert not any(name.startswith('minibert.explore') for name in sys.modules), 'loaded by import minibert'\n"
+        "assert callable(minibert.explore) and 'minibert.explore' in sys.modules\n"
+        "import minibert.explore.page\n"
+        "assert callable(minibert.explore) and minibert.Exploration.__name__ == 'Exploration'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_object_in_python_and_jupyter(masked_lm):
+    directory, _ = masked_lm
+    exploration = minibert.explore(directory, "a [MASK] </script> b")
+    assert "2 layers × 4 heads" in repr(exploration)
+    frame = exploration._repr_html_()
+    assert frame.startswith("<iframe sandbox=") and "</script>" not in frame and "&lt;!DOCTYPE html&gt;" in frame
+    assert isinstance(exploration.data.attention, np.ndarray) and exploration.data.attention.dtype == np.float32
