@@ -259,3 +259,16 @@ def test_the_object_in_python_and_jupyter(masked_lm):
     frame = exploration._repr_html_()
     assert frame.startswith("<iframe sandbox=") and "</script>" not in frame and "&lt;!DOCTYPE html&gt;" in frame
     assert isinstance(exploration.data.attention, np.ndarray) and exploration.data.attention.dtype == np.float32
+
+
+def test_any_checkpoints_encoder_is_explored_without_guesses(tmp_path, vocab_file):
+    """A token classifier has no pooler and no masked-LM head: its encoder is shown, without guesses."""
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=20, num_labels=3, attn_implementation="eager")  # fmt: skip
+    reference_model = transformers.BertForTokenClassification(config).eval()
+    reference_model.save_pretrained(tmp_path / "tagger")
+    (tmp_path / "tagger" / "vocab.txt").write_bytes(Path(vocab_file).read_bytes())
+    exploration = minibert.explore(tmp_path / "tagger", "Ada Lovelace wrote notes.")
+    assert exploration.data.prediction_ids is None
+    data = exploration.data
+    check_attention(exploration, reference_outputs(reference_model, data.input_ids, data.token_type_ids), "tagger")

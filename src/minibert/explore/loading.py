@@ -30,6 +30,14 @@ class LoadedModel:
     name: str  # how the page names the model: the hub id or directory as given
 
 
+class EncoderWithoutPooler(BertModel):
+    """BertModel without the pooler, which the explorer does not show: any checkpoint's encoder
+    loads, with a pooler (BertModel, sequence classifiers) or without (token classifiers, QA)."""
+
+    def __init__(self, config):
+        super().__init__(config, add_pooling_layer=False)
+
+
 def has_masked_lm_head(name_or_path) -> bool:
     """True when the checkpoint's weights include the masked-LM head (``cls.predictions.*``)."""
     from ..formats.weight_files import tensor_names
@@ -50,7 +58,7 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None) -> LoadedM
         source = os.fspath(model)
         if not os.path.exists(source) and (os.path.isabs(source) or source.startswith((".", "~"))):
             raise ModelNotFoundError(f"model directory not found: {source}")
-        cls = BertForMaskedLM if has_masked_lm_head(source) else BertModel
+        cls = BertForMaskedLM if has_masked_lm_head(source) else EncoderWithoutPooler
         model = cls.from_pretrained(source)
     if not isinstance(model, (BertModel, BertWithHeads)):
         raise TypeError(f"model must be a hub id, a directory, a minibert model or (model, tokenizer), "
