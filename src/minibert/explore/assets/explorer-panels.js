@@ -283,11 +283,17 @@ const MinibertPanels = (function () {
       }
     }
     ctx.putImageData(image, 0, 0);
-    const bars = $("norms-canvas"), norms = window.minibert.norms(layer), top = Math.max(...norms, 1e-6);
-    bars.width = Math.max(T * cell, 200); bars.height = 80;
+    const bars = $("norms-canvas"), norms = Array.from(window.minibert.norms(layer));
+    const low = Math.min(...norms), high = Math.max(...norms), range = Math.max(high - low, 1e-6);
+    bars.width = Math.max(T * cell, 320); bars.height = 96;
     const bctx = bars.getContext("2d");
     bctx.fillStyle = "#fff"; bctx.fillRect(0, 0, bars.width, bars.height); bctx.fillStyle = "#0b5cad";
-    norms.forEach((norm, t) => { const h = Math.round(76 * norm / top); bctx.fillRect(t * cell, 80 - h, Math.max(1, cell - 1), h); });
+    norms.forEach((norm, t) => {  // from the layer's shortest vector (4 px) to its longest (76 px)
+      const h = Math.round(4 + 72 * (norm - low) / range);
+      bctx.fillRect(t * cell, 80 - h, Math.max(1, cell - 1), h);
+    });
+    bctx.fillStyle = "#57606a"; bctx.font = "11px system-ui, sans-serif"; bctx.textBaseline = "bottom";
+    bctx.fillText(`norms from ${format(low, 2)} (shortest bar) to ${format(high, 2)} (tallest)`, 0, 96);
   }
 
   function onHiddenHover(event) {
