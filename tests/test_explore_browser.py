@@ -278,3 +278,34 @@ def test_hostile_vocabulary_and_extreme_shapes(browser, tmp_path, shape):
     assert set(shown) == set(lines) - {"[PAD]"} or len(shown) == len(lines)
     assert page.evaluate("window.__pwned") is None
     page.close()
+
+
+def test_exports_and_a_chosen_token_in_chromium(browser, tiny, tmp_path):
+    """Export PNG / SVG / JSON of the open head (the JSON's attention is window.minibert's; the SVG
+    is well-formed XML with the tokens as text); clicking a token isolates its row."""
+    import json
+    from xml.etree import ElementTree
+
+    text = 'Tom & "Jerry" <b>[MASK]</b>'
+    exploration = minibert.explore(tiny, text)
+    page = OpenPage(browser, exploration.save(tmp_path / "exports.html"))
+    page.page.locator('[data-layer="1"][data-head="3"]').click()
+    saved = {}
+    for button in ("png", "svg", "json"):
+        with page.page.expect_download() as download:
+            page.page.locator(f"#export-{button}").click()
+        saved[button] = Path(download.value.path()).read_bytes()
+        assert download.value.suggested_filename.endswith(f"-layer1-head3.{button}")
+    assert saved["png"].startswith(b"\x89PNG") and _not_blank(saved["png"]) > 5
+    svg = ElementTree.fromstring(saved["svg"])
+    texts = [element.text for element in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert set(texts) == set(exploration.data.tokens) and "<" in texts and "&" in texts
+    exported = json.loads(saved["json"])
+    assert exported["tokens"] == exploration.data.tokens and exported["openHead"]["layer"] == 1
+    in_page = page.evaluate("Array.from(window.minibert.attention(1, 3))")
+    assert np.asarray(exported["openHead"]["attention"]).ravel().tolist() == in_page
+    assert len(exported["predictions"]) == exploration.data.layers + 1
+    page.page.locator("#tokens .token").nth(2).click()
+    assert page.page.locator("#tokens .token.chosen").count() == 1
+    assert "the 5 best guesses" in page.page.locator("#lens-detail").inner_text()  # its last layer's guesses
+    page.close()
