@@ -55,15 +55,17 @@ def check_guesses(guesses_of_layer, probabilities: np.ndarray, vocabulary: list[
     return worst
 
 
-def random_masked_lm(directory, vocab_lines: list[str], *, layers=2, heads=4, hidden=32, positions=64, seed=0):
+def random_masked_lm(directory, vocab_lines: list[str], *, layers=2, heads=4, hidden=32, positions=64, seed=0,
+                     std=0.5):  # fmt: skip
     """A random-weight transformers BertForMaskedLM saved to ``directory`` with this vocabulary,
-    weights drawn wide (std 0.5) so that its guesses differ clearly from each other."""
+    weights drawn wide (std 0.5) so that a small model's guesses differ clearly from each other (a
+    wide bert-base saturates its softmax: there, BERT's own 0.02)."""
     import transformers
 
     torch.manual_seed(seed)
     config = transformers.BertConfig(vocab_size=len(vocab_lines), hidden_size=hidden, num_hidden_layers=layers,
                                      num_attention_heads=heads, intermediate_size=37, max_position_embeddings=positions,
-                                     initializer_range=0.5, attn_implementation="eager")  # fmt: skip
+                                     initializer_range=std, attn_implementation="eager")  # fmt: skip
     model = transformers.BertForMaskedLM(config).eval()
     model.save_pretrained(directory)
     (directory / "vocab.txt").write_text("\n".join(vocab_lines) + "\n", encoding="utf-8")
