@@ -309,3 +309,18 @@ def test_exports_and_a_chosen_token_in_chromium(browser, tiny, tmp_path):
     assert page.page.locator("#tokens .token.chosen").count() == 1
     assert "the 5 best guesses" in page.page.locator("#lens-detail").inner_text()  # its last layer's guesses
     page.close()
+
+
+@pytest.mark.slow
+def test_the_benchmark_script_runs(browser):
+    """scripts/bench_explore.py at 64 positions, one round (its figures at 512 are in docs/explore.md)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(root / "scripts" / "bench_explore.py"), "--positions", "64",
+                           "--rounds", "1", "--chromium", CHROMIUM], capture_output=True, text=True, timeout=900,
+                          env=environment)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "CPU: " in done.stdout and "text: 64 tokens; 12 layers × 12 heads" in done.stdout

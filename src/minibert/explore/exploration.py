@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import os
+from functools import cached_property
 from pathlib import Path
 
 from ..formats.atomic_files import write_atomically
@@ -28,7 +29,12 @@ class Exploration:
 
     def __init__(self, data: ExplorationData, cls_token: str, sep_token: str, attention_bits: int | None = None):
         self.data = data
-        self.payload = page_payload(data, cls_token, sep_token, attention_bits)
+        self._page_arguments = (cls_token, sep_token, attention_bits)
+
+    @cached_property
+    def payload(self) -> dict:
+        """The page's JSON object (payload.py), made on first use: bert-base at 512 tokens takes seconds."""
+        return page_payload(self.data, *self._page_arguments)
 
     def html(self) -> str:
         return render(self.payload, f"minibert explore: {self.data.model_name}")
