@@ -201,6 +201,7 @@ LONG = " ".join(["word"] * 80)  # 82 tokens: more than the test model's 64 posit
         ([""], "the text is empty"),
         (["   \t"], "the text is empty"),
         (["x", " "], "the pair is empty"),
+        (["caf\udce9"], "the text is not valid Unicode: a lone surrogate '\\udce9' at character 3"),
     ],
     ids=[
         "missing model",
@@ -212,7 +213,8 @@ LONG = " ".join(["word"] * 80)  # 82 tokens: more than the test model's 64 posit
         "empty text",
         "blank text",
         "empty pair",
-    ],  # fmt: skip
+        "not UTF-8",
+    ],
 )
 def test_bad_input_is_one_line_exit_1_and_no_file(masked_lm, tmp_path, arguments, message):
     directory, _ = masked_lm
@@ -301,7 +303,7 @@ def test_the_explorer_pages_examples_run(tmp_path, monkeypatch):
     assert (tmp_path / "bank.html").is_file()
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## See inside: the explorer", 1)[1].split("\n## ", 1)[0]
-    for block in _blocks(page, "bash") + _blocks(section, "bash"):
+    for block in dict.fromkeys(_blocks(page, "bash") + _blocks(section, "bash")):  # (the same command runs once)
         (tmp_path / "bank.html").unlink(missing_ok=True)
         script = block.replace("minibert explore", f"{sys.executable} -m minibert explore")
         environment = {

@@ -85,6 +85,11 @@ def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: b
             raise ExplorerInputError(f"the {name} must be a str, got {type(value).__name__}")
         if not value.strip():
             raise ExplorerInputError(f"the {name} is empty: there is nothing to explore")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:  # e.g. a command-line argument whose bytes are not UTF-8
+            raise ExplorerInputError(f"the {name} is not valid Unicode: a lone surrogate {value[error.start]!r} at "
+                                     f"character {error.start} (bytes that are not UTF-8?)") from None  # fmt: skip
     arguments = dict(return_offsets_mapping=True, verbose=False)
     encoding = loaded.tokenizer(text, pair, **arguments)
     length = len(encoding["input_ids"])
