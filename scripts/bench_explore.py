@@ -67,7 +67,7 @@ def browser_ready_seconds(path: Path, chromium: str) -> float:
         page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
         start = time.perf_counter()
         page.goto(path.resolve().as_uri(), timeout=120_000)
-        page.wait_for_function("window.minibert && window.minibert.isReady", timeout=120_000)
+        page.wait_for_selector("html[data-ready=true]", state="attached", timeout=120_000)  # (CSP: no eval)
         seconds = time.perf_counter() - start
         cells = page.locator("[data-layer][data-head]").count()
         browser.close()

@@ -30,7 +30,7 @@ def main(output: str) -> None:
         view = browser.new_page(viewport={"width": 1100, "height": 900}, device_scale_factor=1)
         view.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
         view.goto(path.resolve().as_uri())
-        view.wait_for_function("window.minibert && window.minibert.isReady")
+        view.wait_for_selector("html[data-ready=true]", state="attached")
         view.locator('[data-layer="2"][data-head="1"]').click()
         view.locator("#lens tr").nth(6).locator("td").nth(5).click()  # layer 5 at the [MASK]
         png = view.screenshot(full_page=True)

@@ -25,7 +25,8 @@ from helpers import assert_close
 transformers = pytest.importorskip("transformers")
 
 CHROMIUM = os.environ.get("MINIBERT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-READY = "window.minibert && window.minibert.isReady"
+# (a selector, not wait_for_function: its polling evaluates strings, which the page's CSP forbids)
+READY = "html[data-ready]"  # "true", or "failed" with the error on the page and the console
 
 
 def _missing(reason: str):
@@ -64,7 +65,9 @@ class OpenPage:
         self.page.route("**/*", self._route)
         self.url = url
         self.page.goto(url)
-        self.page.wait_for_function(READY, timeout=20_000)
+        self.page.wait_for_selector(READY, state="attached", timeout=20_000)
+        state = self.page.evaluate("document.documentElement.dataset.ready")
+        assert state == "true", f"the page was not drawn: {self.errors}"
 
     def _route(self, route):
         if route.request.url == self.url:

@@ -414,6 +414,7 @@ const MinibertPanels = (function () {
   function fail(error) {
     status.textContent = `This page could not be drawn: ${error && error.message ? error.message : error}`;
     status.classList.add("error");
+    document.documentElement.dataset.ready = "failed";
     console.error(error);
     markFailed(error);
   }
