@@ -334,3 +334,23 @@ def test_a_bert_base_page_at_512_positions_stays_under_25_mb(tmp_path, vocab_fil
     page = assert_close(unpack(exploration.payload["attention"]), reference["attention"], "bert-base page", atol=0.002)
     print(f"\nbert-base × 512: page {size / 1e6:.1f} MB, attention max |Δ| {page:.3g}")
     assert size <= 25e6
+
+
+def test_the_command_reads_smiles_cased_and_split_on_whitespace(tmp_path):
+    """--cased --whitespace-words: rxnfp's pieces, one per whitespace-separated word ("Cl", ">>", "c"),
+    read back from the page's own data element."""
+    import json
+
+    directory = _rxnfp_directory()
+    output = tmp_path / "rxnfp.html"
+    reaction = "Cl C ( = [MASK] ) O >> c 1 c c c c c 1"
+    done = run_minibert("explore", reaction, "--model", str(directory), "--output", str(output), "--cased",
+                        "--whitespace-words")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = output.read_text(encoding="utf-8")
+    data = page.split('<script type="application/json" id="minibert-data">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(data)["tokens"] == ["[CLS]", *reaction.split(), "[SEP]"]
+    lowered = run_minibert("explore", reaction, "--model", str(directory), "--output", str(output))
+    assert lowered.returncode == 0  # without the flags: lower-cased, ">>" split into two [UNK]s
+    data = output.read_text(encoding="utf-8").split('id="minibert-data">', 1)[1].split("</script>", 1)[0]
+    assert "[UNK]" in json.loads(data)["tokens"]
