@@ -1,7 +1,7 @@
 """One self-contained HTML page: the template, its CSS and JavaScript, and the data, all inline.
 
 The page's source is kept as real files beside this module (assets/explorer.html, explorer.css,
-explorer-data.js, explorer-panels.js); this module only fills the template's four slots. Nothing is
+explorer-data.js, explorer-panels.js, explorer-export.js); this module only fills the template's four slots. Nothing is
 loaded from the network (no CDN, no font, no image), so the page opens from ``file://`` offline.
 
 Text from the user and the vocabulary is data, never markup: the JSON is written with ``<``, ``>``
@@ -20,7 +20,8 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-ASSETS = ("explorer.html", "explorer.css", "explorer-data.js", "explorer-panels.js")
+ASSETS = ("explorer.html", "explorer.css", "explorer-data.js", "explorer-panels.js", "explorer-export.js")
+SCRIPTS = ("explorer-data.js", "explorer-panels.js", "explorer-export.js")  # one <script>, in this order
 
 
 @lru_cache(maxsize=1)
@@ -43,7 +44,7 @@ def json_for_script(value) -> str:
 def render(payload: dict, title: str) -> str:
     """The page for ``payload`` (payload.page_payload) as one HTML string."""
     assets = _assets()
-    script = "\n" + assets["explorer-data.js"] + "\n" + assets["explorer-panels.js"] + "\n"
+    script = "\n" + "\n".join(assets[name] for name in SCRIPTS) + "\n"
     assert "</script" not in script.lower(), "a script of the page would end its own element"
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     policy = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "

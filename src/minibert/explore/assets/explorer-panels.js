@@ -306,64 +306,6 @@ const MinibertPanels = (function () {
       `norms ${format(norms[i], 2)} and ${format(norms[j], 2)}`;
   }
 
-  // ----------------------------------------------------------------------------- exports
-  function download(blob, name) {
-    const link = document.createElement("a");
-    link.href = URL.createObjectURL(blob); link.download = name;
-    document.body.appendChild(link); link.click(); link.remove();
-    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
-  }
-
-  function escapeXml(text) {
-    return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;" })[c]);
-  }
-
-  function headSvg() {  // the open head as lines (token columns) or a matrix, as vector graphics
-    const m = window.minibert, T = data.T, weights = m.attention(openLayer, openHead), parts = [];
-    const row = 18, label = 150, gap = 260, width = mode() === "lines" ? 2 * label + gap : label + T * 12;
-    const height = mode() === "lines" ? T * row + 8 : label + T * 12;
-    parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`);
-    parts.push(`<title>${escapeXml(`${m.model}: layer ${openLayer}, head ${openHead}`)}</title>`);
-    for (let i = 0; i < T; i++) {
-      for (let j = 0; j < T; j++) {
-        const w = weights[i * T + j];
-        if (w < 0.005) continue;
-        if (mode() === "lines") {
-          parts.push(`<line x1="${label}" y1="${4 + (i + 0.5) * row}" x2="${label + gap}" y2="${4 + (j + 0.5) * row}" stroke="rgb(${ACCENT})" stroke-opacity="${format(w, 4)}"/>`);
-        } else {
-          parts.push(`<rect x="${label + j * 12}" y="${label + i * 12}" width="12" height="12" fill="rgb(${ACCENT})" fill-opacity="${format(w, 4)}"/>`);
-        }
-      }
-    }
-    m.tokens.forEach((token, t) => {
-      const text = escapeXml(token);
-      if (mode() === "lines") {
-        parts.push(`<text x="${label - 6}" y="${4 + (t + 0.5) * row}" text-anchor="end" dominant-baseline="middle">${text}</text>`);
-        parts.push(`<text x="${label + gap + 6}" y="${4 + (t + 0.5) * row}" dominant-baseline="middle">${text}</text>`);
-      } else {
-        parts.push(`<text x="${label - 4}" y="${label + t * 12 + 6}" text-anchor="end" dominant-baseline="middle">${text}</text>`);
-        parts.push(`<text transform="translate(${label + t * 12 + 6},${label - 4}) rotate(-90)" dominant-baseline="middle">${text}</text>`);
-      }
-    });
-    parts.push("</svg>");
-    return parts.join("\n");
-  }
-
-  function dataJson() {
-    const m = window.minibert, T = data.T, weights = m.attention(openLayer, openHead), rows = [];
-    for (let i = 0; i < T; i++) rows.push(Array.from(weights.subarray(i * T, (i + 1) * T)));
-    const predictions = data.K ? Array.from({ length: data.L + 1 }, (_, l) => m.predictions(l)) : null;
-    return JSON.stringify({
-      format: m.format, model: m.model, tokens: m.tokens, inputIds: m.inputIds, tokenTypeIds: m.tokenTypeIds,
-      wordIds: m.wordIds, offsets: m.offsets, maskPositions: m.maskPositions, layers: m.layers, heads: m.heads,
-      attentionBits: m.attentionBits, openHead: { layer: openLayer, head: openHead, attention: rows },
-      headStatistics: m.headStatistics(), predictions, leadLayers: m.leadLayers,
-      norms: Array.from({ length: data.L + 1 }, (_, l) => Array.from(m.norms(l))),
-    });
-  }
-
-  function fileStem() { return `${window.minibert.model}-layer${openLayer}-head${openHead}`.replace(/[^\w.-]+/g, "_"); }
-
   // ----------------------------------------------------------------------------- start
   function draw(decoded) {
     data = decoded;
@@ -383,39 +325,11 @@ const MinibertPanels = (function () {
     canvas.addEventListener("mousemove", onHeadHover);
     canvas.addEventListener("mouseleave", () => { if (chosen === null && hoverRow !== null) { hoverRow = null; drawHead(); } });
     document.querySelectorAll('input[name="head-mode"]').forEach((input) => input.addEventListener("change", drawHead));
-    $("export-png").addEventListener("click", () => canvas.toBlob((blob) => download(blob, fileStem() + ".png")));
-    $("export-svg").addEventListener("click", () => download(new Blob([headSvg()], { type: "image/svg+xml" }), fileStem() + ".svg"));
-    $("export-json").addEventListener("click", () => download(new Blob([dataJson()], { type: "application/json" }), fileStem() + ".json"));
     open(0, 0);
   }
 
-  return { draw, headSvg, dataJson };
-})();
+  // what the exports (explorer-export.js) need to know: the open head, the view, the decoded data
+  function current() { return { layer: openLayer, head: openHead, mode: mode(), data, accent: ACCENT }; }
 
-(function start() {
-  let markReady, markFailed;
-  const ready = new Promise((resolve, reject) => { markReady = resolve; markFailed = reject; });
-  ready.catch(() => {});  // (the error is shown on the page and logged once, below)
-  window.minibert = { isReady: false, ready };
-  const status = document.getElementById("status");
-  try {
-    const raw = JSON.parse(document.getElementById("minibert-data").textContent);
-    MinibertData.decode(raw).then((decoded) => {
-      MinibertPanels.draw(decoded);
-      window.minibert.isReady = true;
-      document.documentElement.dataset.ready = "true";
-      status.textContent = "";
-      markReady(window.minibert);
-    }).catch(fail);
-  } catch (error) {
-    fail(error);
-  }
-
-  function fail(error) {
-    status.textContent = `This page could not be drawn: ${error && error.message ? error.message : error}`;
-    status.classList.add("error");
-    document.documentElement.dataset.ready = "failed";
-    console.error(error);
-    markFailed(error);
-  }
+  return { draw, current, format };
 })();
