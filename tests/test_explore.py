@@ -354,3 +354,11 @@ def test_the_command_reads_smiles_cased_and_split_on_whitespace(tmp_path):
     assert lowered.returncode == 0  # without the flags: lower-cased, ">>" split into two [UNK]s
     data = output.read_text(encoding="utf-8").split('id="minibert-data">', 1)[1].split("</script>", 1)[0]
     assert "[UNK]" in json.loads(data)["tokens"]
+
+
+def test_without_model_and_hub_the_command_uses_the_bundled_minilm(tmp_path, monkeypatch, minilm_dir):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))  # bert-base is not cached here
+    done = run_minibert("explore", "The river bank.", "--output", str(tmp_path / "page.html"))
+    assert done.returncode == 0, done.stderr
+    assert "using the bundled all-MiniLM-L6-v2" in done.stderr and "masked-LM head: no" in done.stderr

@@ -55,6 +55,7 @@ def _positive(value: str) -> int:
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
     from ..formats.hub import DEFAULT_MODEL
+    from .commands import bundled_model
 
     output = Path(args.output)
     if not output.parent.is_dir():  # before any model is loaded: nothing is written
@@ -64,9 +65,27 @@ def cmd_explore(args) -> None:
     for name, text in (("text", args.text), ("pair", args.pair)):
         if text is not None and not text.strip():
             raise ExplorerInputError(f"the {name} is empty: there is nothing to explore")
-    model = args.model or DEFAULT_MODEL
-    if _looks_local(model) and not os.path.exists(model):
-        raise ModelNotFoundError(f"--model {model}: no such directory")
+    if args.model and _looks_local(args.model) and not os.path.exists(args.model):
+        raise ModelNotFoundError(f"--model {args.model}: no such directory")
+    logging.getLogger("minibert").setLevel(logging.WARNING)  # a refused input is one line, not the loader's notes
+    try:
+        page = _explore(args, args.model or DEFAULT_MODEL)
+    except ModelNotFoundError:
+        bundled = bundled_model()
+        if args.model or bundled is None:
+            raise
+        print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
+              f"all-MiniLM-L6-v2 from {bundled} (it has no masked-LM head: no guesses)", file=sys.stderr)  # fmt: skip
+        page = _explore(args, bundled)
+    if page.data.truncated:
+        print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)", file=sys.stderr)
+    page.save(output)
+    print(f"minibert: wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {page!r}", file=sys.stderr)
+    if args.open:
+        webbrowser.open(output.resolve().as_uri())
+
+
+def _explore(args, model: str):
     from ..explore import explore
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -75,15 +94,8 @@ def cmd_explore(args) -> None:
         tokenizer = BertTokenizer.from_pretrained(model)
         tokenizer = _with_options(tokenizer, lower=not args.cased and tokenizer.basic.do_lower_case,
                                   basic=not args.whitespace_words)  # fmt: skip
-    logging.getLogger("minibert").setLevel(logging.WARNING)  # a refused input is one line, not the loader's notes
-    page = explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
+    return explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
                    tokenizer=tokenizer, attention_bits=args.attention_bits)  # fmt: skip
-    if page.data.truncated:
-        print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)", file=sys.stderr)
-    page.save(output)
-    print(f"minibert: wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {page!r}", file=sys.stderr)
-    if args.open:
-        webbrowser.open(output.resolve().as_uri())
 
 
 def _looks_local(name: str) -> bool:
