@@ -362,3 +362,15 @@ def test_without_model_and_hub_the_command_uses_the_bundled_minilm(tmp_path, mon
     done = run_minibert("explore", "The river bank.", "--output", str(tmp_path / "page.html"))
     assert done.returncode == 0, done.stderr
     assert "using the bundled all-MiniLM-L6-v2" in done.stderr and "masked-LM head: no" in done.stderr
+
+
+def test_googles_tensorflow_checkpoint_with_ids_its_vocabulary_does_not_name(tmp_path):
+    """Google's TF layout (bert_config.json, bert_model.ckpt.*): its masked-LM head is found by the
+    TensorFlow names. Its vocab.txt repeats pieces, so some of the model's 111 ids have no piece of
+    their own: a guess of one is shown as "[id N]", not an error."""
+    directory = ROOT / "tests" / "data" / "uncased_L-2_H-32_A-2"
+    exploration = minibert.explore(directory, "the [MASK] of the", top_k=111)
+    names = {piece for row in exploration.data.predictions(2) for piece, _ in row}
+    tokenizer = minibert.BertTokenizer.from_pretrained(directory)
+    unnamed = sorted(set(range(111)) - set(tokenizer.vocab.values()))
+    assert unnamed and {f"[id {piece_id}]" for piece_id in unnamed} <= names

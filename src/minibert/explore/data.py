@@ -128,8 +128,7 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
     prediction_ids, probabilities = guesses if guesses is not None else (None, None)
     pieces = None
     if prediction_ids is not None:
-        used = np.unique(prediction_ids).tolist()
-        pieces = dict(zip(used, loaded.tokenizer.convert_ids_to_tokens(used)))
+        pieces = {piece_id: _piece_name(loaded, piece_id) for piece_id in np.unique(prediction_ids).tolist()}
     return ExplorationData(
         model_name=loaded.name,
         tokens=loaded.tokenizer.convert_ids_to_tokens(input_ids.tolist()),
@@ -148,6 +147,15 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
         truncated=truncated,
         max_positions=encoder.config.max_position_embeddings,
     )
+
+
+def _piece_name(loaded: LoadedModel, piece_id: int) -> str:
+    """The vocabulary's piece for an id the model guessed; an id the vocabulary does not name (a
+    model with more rows than its vocab.txt has distinct lines) is shown as ``[id 6]``."""
+    try:
+        return loaded.tokenizer.convert_ids_to_tokens(piece_id)
+    except ValueError:
+        return f"[id {piece_id}]"
 
 
 def _logit_lens(loaded: LoadedModel, hidden: torch.Tensor, guesses: int) -> tuple[np.ndarray, np.ndarray]:
