@@ -51,6 +51,7 @@ class ExplorationData:
     top_k: int  # how many guesses the page shows (K may be larger: at least MIN_GUESSES are kept)
     truncated: bool  # the text was cut to the model's positions (truncate=True)
     max_positions: int  # the longest input the model takes
+    dtype: str = "float32"  # what the model computed in ("bfloat16": approximate numbers, opted into)
 
     @property
     def layers(self) -> int:
@@ -146,6 +147,7 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
         top_k=top_k,
         truncated=truncated,
         max_positions=encoder.config.max_position_embeddings,
+        dtype=str(encoder.dtype).removeprefix("torch."),
     )
 
 

@@ -82,6 +82,7 @@ def page_payload(data: ExplorationData, cls_token: str, sep_token: str, bits: in
         "maskPositions": data.mask_positions,
         "truncated": data.truncated,
         "maxPositions": data.max_positions,
+        "dtype": data.dtype,
         "topK": data.top_k,
         "attention": pack_quantized(data.attention, low=0.0, high=1.0, bits=attention_bits(data, bits)),
         "similarity": pack_quantized(cosine, low=-1.0, high=1.0, bits=8),  # drawn only: 1/255 is a pixel's shade

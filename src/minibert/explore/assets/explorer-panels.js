@@ -313,6 +313,7 @@ const MinibertPanels = (function () {
     $("model-name").textContent = m.model;
     $("summary").textContent = `${m.layers} layers × ${m.heads} heads, ${T} tokens` +
       (m.truncated ? " (the text was cut to the model's length)" : "") +
+      (data.raw.dtype !== "float32" ? `, computed in ${data.raw.dtype} (approximate numbers)` : "") +
       (data.K ? `, masked-LM head: yes (top ${m.topK} guesses)` : ", masked-LM head: none");
     $("attention-bits").textContent = String(m.attentionBits);
     $("attention-error").textContent = m.attentionMaxError.toPrecision(2);
