@@ -50,8 +50,8 @@ def head_statistics(attention: np.ndarray, tokens: list[str], cls_token: str, se
 
     tokens_array = np.asarray(tokens, dtype=object)
     punctuation = np.asarray([is_punctuation_piece(token) for token in tokens], dtype=bool)
-    logs = np.zeros_like(weights)
-    np.log2(weights, out=logs, where=weights > 0)  # 0 · log 0 = 0
+    logs = np.maximum(weights, np.float32(1e-30))  # one new array, no zero-filling: 0 · log2(1e-30) = 0
+    np.log2(logs, out=logs)
     logs *= weights
     return {
         "cls": share_to(tokens_array == cls_token),
