@@ -15,6 +15,10 @@ const MinibertData = (function () {
   }
 
   async function inflate(bytes) {  // zlib's format: DecompressionStream("deflate")
+    if (typeof DecompressionStream === "undefined") {
+      throw new Error("this browser cannot inflate the page's data (no DecompressionStream): open it in a current " +
+                      "Chrome, Edge, Firefox or Safari");
+    }
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
