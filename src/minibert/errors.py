@@ -25,3 +25,8 @@ class DataError(MinibertError):
 
 class TFRecordError(DataError):
     """A TFRecord file is truncated, fails its CRC, or holds a record that is not a tf.train.Example."""
+
+
+class ExplorerInputError(MinibertError, ValueError):
+    """Input the explorer cannot show: an empty text, a text longer than the model's positions
+    (without truncation), a bad ``top_k`` or ``max_length``."""
