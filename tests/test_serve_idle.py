@@ -58,7 +58,8 @@ def _enough_files_for_the_clients():
 def idle_server(minilm_dir):
     """Short timeouts so that the tests wait seconds; a soft open-files limit of 1,024 at start."""
     running = Server(minilm_dir, "--header-timeout", "1", "--keep-alive-timeout", "1", "--limit-concurrency", "4",
-                     "--read-timeout", "5", preexec_fn=_limit_open_files(LOW_SOFT_LIMIT))  # fmt: skip
+                     "--read-timeout", "5", "--send-timeout", "1",
+                     preexec_fn=_limit_open_files(LOW_SOFT_LIMIT))  # fmt: skip
     yield running
     returncode, log = running.stop()
     assert returncode == 0 and "Traceback" not in log, log
@@ -265,6 +266,64 @@ def test_the_concurrency_limit_counts_requests_being_served_not_sockets(idle_ser
     while (status := _timed_request(idle_server)[0]) == 503 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert status == 200
+
+
+def _send_embeddings_request(port: int, texts: int, receive_buffer: int) -> socket.socket:
+    """A socket whose receive buffer is ``receive_buffer`` bytes, that has sent a request for the
+    vectors of ``texts`` texts (about 7.5 kB of JSON each) and read nothing yet."""
+    body = json.dumps({"model": NAME, "input": ["a short text"] * texts}).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+    return sock
+
+
+def test_an_answer_the_client_never_reads_is_dropped_after_the_send_timeout(idle_server):
+    """4 MB of vectors that the client never reads: the server's buffer of them must not stay
+    (nor the connection): aborted once the buffer has not shrunk for --send-timeout (1 s)."""
+    before = _resources(idle_server)
+    aborted = _metric(idle_server, "minibert_connections_send_timeout_total")
+    sock = _send_embeddings_request(idle_server.port, 512, receive_buffer=4096)
+    try:
+        deadline = time.monotonic() + 60  # (the 512 vectors are computed first: seconds on a busy machine)
+        while _metric(idle_server, "minibert_connections_send_timeout_total") == aborted:
+            assert time.monotonic() < deadline, "the unread answer is still held after 60 s"
+            time.sleep(0.2)
+        received = b""
+        try:
+            while chunk := sock.recv(1 << 20):
+                received += chunk
+        except OSError:  # reset: the rest was dropped
+            pass
+        assert received.startswith(b"HTTP/1.1 200") and len(received) < 512 * 7_000, len(received)
+    finally:
+        sock.close()
+    _assert_nothing_leaked(idle_server, before)
+
+
+@pytest.mark.slow
+def test_a_client_reading_its_answer_slowly_but_steadily_gets_all_of_it(idle_server):
+    """4 MB of vectors through a 4 kB receive buffer, one read every 5 ms: far slower than the
+    server writes (the answer waits in its buffer and the kernel's), but what is unread shrinks
+    within every --send-timeout (1 s), so nothing is cut."""
+    sock = _send_embeddings_request(idle_server.port, 512, receive_buffer=4096)
+    try:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(65536)
+        head, _, body = head.partition(b"\r\n\r\n")
+        length = int(re.search(rb"content-length: (\d+)", head.lower()).group(1))
+        deadline = time.monotonic() + 120
+        while len(body) < length and time.monotonic() < deadline and (chunk := sock.recv(65536)):
+            body += chunk
+            time.sleep(0.005)
+    finally:
+        sock.close()
+    assert head.startswith(b"HTTP/1.1 200") and len(body) == length, (head, len(body))
+    assert len(json.loads(body)["data"]) == 512
 
 
 def test_at_the_open_files_limit_the_oldest_idle_connections_make_room(minilm_dir):

@@ -340,6 +340,12 @@ def _add_serve_command(commands) -> None:
         help="seconds an idle kept-alive connection stays open between requests (default 75)",
     )
     serve.add_argument(
+        "--send-timeout",
+        type=_seconds,
+        default=60.0,
+        help="seconds a client may read none of an answer waiting for it; then the connection is aborted (default 60)",
+    )
+    serve.add_argument(
         "--limit-concurrency",
         type=_positive,
         default=512,

@@ -14,6 +14,12 @@ reuse of idle connections when it runs out of them):
   ``408 Request Timeout`` if part of a request did.
 * ``max_header_bytes`` (``--max-header-bytes``): larger request lines and headers get ``431
   Request Header Fields Too Large`` and the connection is closed.
+* ``send_seconds`` (``--send-timeout``): an answer the client does not read. uvicorn hands a whole
+  response to the transport, whose buffer (the vectors of 2,048 texts are 15 MB of JSON) stays in
+  memory until the client reads it, forever if it never does. While writing is paused on a full
+  buffer, what the client has not read (that buffer and, on Linux, the kernel's send queue) must
+  shrink at least once every ``send_seconds`` (nginx's ``send_timeout``), else the connection is
+  aborted and its buffer freed.
 * At the open-files limit: the server raises its soft limit to the hard one at start
   (``raise_open_files_limit``) and holds at most ``ConnectionRoom.capacity`` connections; a new
   one beyond that closes the connection that has waited longest without a request in progress
@@ -27,8 +33,10 @@ Between requests, a kept-alive connection is closed after uvicorn's ``timeout_ke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -41,12 +49,13 @@ class ConnectionRoom:
 
     A connection waits from when it is accepted (or its last response is sent) until its next
     request's headers are in; only waiting connections are ever closed to make room. Counters for
-    /metrics: ``opened`` (now), ``shed`` (closed to make room), ``timed_out`` (headers too slow).
+    /metrics: ``opened`` (now), ``shed`` (closed to make room), ``timed_out`` (headers too slow),
+    ``unread`` (aborted: an answer not read).
     """
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self.opened = self.shed = self.timed_out = 0
+        self.opened = self.shed = self.timed_out = self.unread = 0
         self.waiting: dict[BoundedH11Protocol, None] = {}  # insertion order: the longest waiting first
         self.closing: set[BoundedH11Protocol] = set()  # shed, not yet gone
 
@@ -77,22 +86,28 @@ class ConnectionRoom:
         return ["# TYPE minibert_connections_open gauge", f"minibert_connections_open {self.opened}",
                 "# TYPE minibert_connections_shed_total counter", f"minibert_connections_shed_total {self.shed}",
                 "# TYPE minibert_connections_header_timeout_total counter",
-                f"minibert_connections_header_timeout_total {self.timed_out}"]  # fmt: skip
+                f"minibert_connections_header_timeout_total {self.timed_out}",
+                "# TYPE minibert_connections_send_timeout_total counter",
+                f"minibert_connections_send_timeout_total {self.unread}"]  # fmt: skip
 
 
 class BoundedH11Protocol(H11Protocol):
     max_header_bytes = 64 * 1024
     header_seconds = 5.0
+    send_seconds = 60.0
     room = ConnectionRoom(capacity=1 << 62)
 
     @classmethod
-    def with_limits(cls, max_header_bytes: int, header_seconds: float, room: ConnectionRoom) -> type:
-        limits = {"max_header_bytes": max_header_bytes, "header_seconds": header_seconds, "room": room}
+    def with_limits(cls, max_header_bytes: int, header_seconds: float, send_seconds: float,
+                    room: ConnectionRoom) -> type:  # fmt: skip
+        limits = {"max_header_bytes": max_header_bytes, "header_seconds": header_seconds,
+                  "send_seconds": send_seconds, "room": room}  # fmt: skip
         return type(cls.__name__, (cls,), limits)
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._header_bytes, self._tail = 0, b""
+        self._send_timer, self._unsent = None, 0
         self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
         self.room.arrived(self)
 
@@ -119,8 +134,47 @@ class BoundedH11Protocol(H11Protocol):
         super().on_response_complete()  # (uvicorn starts the keep-alive clock here)
         self._note_waiting()
 
+    def pause_writing(self) -> None:
+        """The transport's buffer is full: the client must read some of it within send_seconds."""
+        super().pause_writing()
+        if self._send_timer is None:
+            self._unsent = self._unread_bytes()
+            self._send_timer = self.loop.call_later(self.send_seconds, self._check_answer_read)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_send_clock()
+
+    def _unread_bytes(self) -> int:
+        """The transport's buffer, and the kernel's send queue where it says (Linux's SIOCOUTQ):
+        the kernel holds megabytes of a connection's answer, and drains them first."""
+        unread = self.transport.get_write_buffer_size()
+        with contextlib.suppress(ImportError, OSError, AttributeError, ValueError):
+            import fcntl
+            import termios
+
+            queued = fcntl.ioctl(self.transport.get_extra_info("socket").fileno(), termios.TIOCOUTQ, bytes(4))
+            unread += int.from_bytes(queued, sys.byteorder)
+        return unread
+
+    def _check_answer_read(self) -> None:
+        unsent = self._unread_bytes()
+        if unsent < self._unsent:  # the client read some: it gets another send_seconds
+            self._unsent = unsent
+            self._send_timer = self.loop.call_later(self.send_seconds, self._check_answer_read)
+            return
+        self._send_timer = None
+        self.room.unread += 1
+        self.transport.abort()  # (close() would keep the buffer until it is written: never)
+
+    def _stop_send_clock(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
     def connection_lost(self, exc) -> None:
         self._headers_done()
+        self._stop_send_clock()
         self.room.gone(self)
         super().connection_lost(exc)
 

@@ -101,6 +101,7 @@ class ServeSettings:
     read_timeout: float = 30.0  # seconds for a request's body (408 beyond)
     header_timeout: float = 5.0  # seconds from a connection's start to its request's headers (closed beyond)
     keep_alive_timeout: float = 75.0  # seconds an idle kept-alive connection stays open (see serve())
+    send_timeout: float = 60.0  # seconds a client may read none of an answer waiting for it (then aborted)
     limit_concurrency: int = 512  # requests being served at once; idle connections do not count (503 beyond)
 
     def __post_init__(self):
@@ -806,7 +807,8 @@ def serve(settings: ServeSettings) -> None:
     limits = raise_open_files_limit()
     room = ConnectionRoom(connection_capacity(limits and limits[1]))
     app.app.state.service.metrics.connection_lines = room.prometheus_lines
-    protocol = BoundedH11Protocol.with_limits(settings.max_header_bytes, settings.header_timeout, room)
+    protocol = BoundedH11Protocol.with_limits(settings.max_header_bytes, settings.header_timeout,
+                                              settings.send_timeout, room)  # fmt: skip
     config = uvicorn.Config(app, host=settings.host, port=settings.port, access_log=False, log_level="warning",
                             timeout_graceful_shutdown=30, timeout_keep_alive=settings.keep_alive_timeout,
                             lifespan="on", http=protocol,
