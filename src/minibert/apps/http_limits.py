@@ -92,6 +92,9 @@ class ConnectionRoom:
 
 
 class BoundedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol (one instance per connection) with the bounds above; serve()
+    makes a subclass carrying the flags' values and the shared ConnectionRoom (``with_limits``)."""
+
     max_header_bytes = 64 * 1024
     header_seconds = 5.0
     send_seconds = 60.0

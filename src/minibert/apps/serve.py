@@ -749,16 +749,17 @@ class Guard:
             await send(message)
 
         metrics, limit = self.service.metrics, self.service.settings.limit_concurrency
-        counted = path not in ("/health", "/metrics")
+        authorized = self.expected is None or path == "/health" or self._authorized(scope)
+        counted = authorized and path not in ("/health", "/metrics")  # (a refused request holds no place)
         metrics.in_flight += counted
         try:
-            if counted and metrics.in_flight > limit:
-                error = RequestError(503, f"the server is serving {limit} requests at once, its limit "
-                                          "(--limit-concurrency); retry shortly", code="overloaded")  # fmt: skip
-                await error_response(path, error)(scope, receive, send_tracked)
-            elif self.expected is not None and path != "/health" and not self._authorized(scope):
+            if not authorized:
                 error = RequestError(401, "a valid API key is required: send 'Authorization: Bearer KEY'",
                                      code="invalid_api_key")  # fmt: skip
+                await error_response(path, error)(scope, receive, send_tracked)
+            elif counted and metrics.in_flight > limit:
+                error = RequestError(503, f"the server is serving {limit} requests at once, its limit "
+                                          "(--limit-concurrency); retry shortly", code="overloaded")  # fmt: skip
                 await error_response(path, error)(scope, receive, send_tracked)
             else:
                 await self.app(scope, receive, send_tracked)
