@@ -20,6 +20,7 @@ import socket
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -57,8 +58,7 @@ def _enough_files_for_the_clients():
 @pytest.fixture(scope="module")
 def idle_server(minilm_dir):
     """Short timeouts so that the tests wait seconds; a soft open-files limit of 1,024 at start."""
-    running = Server(minilm_dir, "--header-timeout", "1", "--keep-alive-timeout", "1", "--limit-concurrency", "4",
-                     "--read-timeout", "5", "--send-timeout", "1",
+    running = Server(minilm_dir, "--header-timeout", "1", "--keep-alive-timeout", "1", "--send-timeout", "1",
                      preexec_fn=_limit_open_files(LOW_SOFT_LIMIT))  # fmt: skip
     yield running
     returncode, log = running.stop()
@@ -240,32 +240,34 @@ def test_an_idle_keep_alive_connection_is_closed_after_its_own_timeout(idle_serv
         assert closed == 1 and time.monotonic() - started < 1 + 4
 
 
-def test_the_concurrency_limit_counts_requests_being_served_not_sockets(idle_server):
-    """--limit-concurrency 4: 50 idle sockets do not count; 4 requests whose bodies are still
-    arriving do, and the fifth request at once gets 503 (with Retry-After) until they end, while
-    /health still answers."""
-    idle, busy = _connect(idle_server.port, 50), []
+def test_the_concurrency_limit_counts_requests_being_served_not_sockets(minilm_dir):
+    """--limit-concurrency 4: neither 50 idle sockets nor 20 requests whose bodies are still
+    arriving hold a place (clients trickling bodies cannot fill the limit); 4 requests waiting in
+    the batcher (--max-wait-ms 3000 holds them there) do, and a fifth at once gets 503 with
+    Retry-After, while /health still answers."""
+    server = Server(minilm_dir, "--limit-concurrency", "4", "--max-wait-ms", "3000", "--read-timeout", "20")
+    idle, trickling = _connect(server.port, 50), _connect(server.port, 20)
     try:
-        assert _timed_request(idle_server)[0] == 200
-        busy = _connect(idle_server.port, 4)
-        for sock in busy:  # a request being served: its body is still being read (--read-timeout 5)
+        for sock in trickling:  # the body is 100 bytes; 1 is sent
             sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 100\r\n\r\n{")  # fmt: skip
-        deadline = time.monotonic() + 3
-        while (in_flight := _metric(idle_server, "minibert_requests_in_flight")) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)  # (/metrics and /health are not counted: a saturated server can be watched)
-        assert in_flight == 4
-        response = httpx.post(idle_server.url + "/v1/embeddings", json={"model": NAME, "input": ["x"]}, timeout=10)
+        assert _timed_request(server)[0] == 200
+        assert _metric(server, "minibert_requests_in_flight") == 0
+        with ThreadPoolExecutor(4) as pool:
+            held = [pool.submit(_timed_request, server) for _ in range(4)]
+            deadline = time.monotonic() + 3
+            while (in_flight := _metric(server, "minibert_requests_in_flight")) < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert in_flight == 4
+            response = httpx.post(server.url + "/v1/embeddings", json={"model": NAME, "input": ["x"]}, timeout=10)
+            assert httpx.get(server.url + "/health", timeout=10).status_code == 200
+            assert [future.result()[0] for future in held] == [200] * 4
         assert response.status_code == 503 and response.headers["retry-after"] == "1", response.text
         assert "--limit-concurrency" in response.json()["error"]["message"]
-        assert httpx.get(idle_server.url + "/health", timeout=10).status_code == 200
     finally:
-        _close(busy)
-        _close(idle)
-    deadline = time.monotonic() + 5
-    while (status := _timed_request(idle_server)[0]) == 503 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert status == 200
+        _close(trickling + idle)
+        returncode, log = server.stop()
+    assert returncode == 0 and "Traceback" not in log, log
 
 
 def _send_embeddings_request(port: int, texts: int, receive_buffer: int) -> socket.socket:
@@ -326,6 +328,7 @@ def test_a_client_reading_its_answer_slowly_but_steadily_gets_all_of_it(idle_ser
     assert len(json.loads(body)["data"]) == 512
 
 
+@pytest.mark.slow  # (a server of its own: 15 s)
 def test_at_the_open_files_limit_the_oldest_idle_connections_make_room(minilm_dir):
     """A server that cannot raise its limit (soft = hard = 400) and so cannot hold 1,100
     connections: the oldest idle ones are closed as new ones arrive, and a normal request is

@@ -349,7 +349,8 @@ def _add_serve_command(commands) -> None:
         "--limit-concurrency",
         type=_positive,
         default=512,
-        help="requests being served at once, at most; idle connections do not count (default 512; 503 beyond)",
+        help="requests being served at once (from when a body is in), at most; idle connections do not count "
+        "(default 512; 503 beyond)",
     )
     serve.add_argument("--auto-truncate", action="store_true",
                        help='cut inputs longer than the model unless a request says "truncate": false (default: '

@@ -102,7 +102,7 @@ class ServeSettings:
     header_timeout: float = 5.0  # seconds from a connection's start to its request's headers (closed beyond)
     keep_alive_timeout: float = 75.0  # seconds an idle kept-alive connection stays open (see serve())
     send_timeout: float = 60.0  # seconds a client may read none of an answer waiting for it (then aborted)
-    limit_concurrency: int = 512  # requests being served at once; idle connections do not count (503 beyond)
+    limit_concurrency: int = 512  # requests being served at once (from when a body is in; 503 beyond)
 
     def __post_init__(self):
         if self.max_queue < self.max_inputs:  # else a request of max_inputs texts could never be queued
@@ -724,11 +724,14 @@ async def _client_gone(request: Request) -> None:
 
 
 class Guard:
-    """Around the app: the number of requests served at once (``--limit-concurrency``: 503 beyond;
-    open connections without a request do not count, nor /health and /metrics, so that a saturated
-    server can still be watched), the API key (compared in constant time),
-    one access-log line and the metrics of each request. (Errors inside the app become JSON in the
-    app's exception handlers.)"""
+    """Around the app: the number of requests served at once (``--limit-concurrency``: 503 beyond),
+    the API key (compared in constant time), one access-log line and the metrics of each request.
+    (Errors inside the app become JSON in the app's exception handlers.)
+
+    A request counts from the moment its whole body is in until its answer is sent: connections
+    without a request, and requests whose bodies are still arriving (bounded by --read-timeout
+    instead), hold no place, so clients trickling bodies cannot fill the limit; nor do requests
+    without a body (/health, /metrics, /v1/models: a saturated server can still be watched)."""
 
     def __init__(self, app: Starlette, service: EmbeddingService):
         self.app, self.service = app, service
@@ -748,23 +751,27 @@ class Guard:
                 status[0] = message["status"]
             await send(message)
 
-        metrics, limit = self.service.metrics, self.service.settings.limit_concurrency
-        authorized = self.expected is None or path == "/health" or self._authorized(scope)
-        counted = authorized and path not in ("/health", "/metrics")  # (a refused request holds no place)
-        metrics.in_flight += counted
+        metrics, counted = self.service.metrics, [False]
+
+        async def receive_counted():
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body") and not counted[0]:
+                counted[0] = True  # the body is in: from now on the request is being served
+                metrics.in_flight += 1
+                if metrics.in_flight > (limit := self.service.settings.limit_concurrency):
+                    raise RequestError(503, f"the server is serving {limit} requests at once, its limit "
+                                            "(--limit-concurrency); retry shortly", code="overloaded")  # fmt: skip
+            return message
+
         try:
-            if not authorized:
+            if self.expected is not None and path != "/health" and not self._authorized(scope):
                 error = RequestError(401, "a valid API key is required: send 'Authorization: Bearer KEY'",
                                      code="invalid_api_key")  # fmt: skip
                 await error_response(path, error)(scope, receive, send_tracked)
-            elif counted and metrics.in_flight > limit:
-                error = RequestError(503, f"the server is serving {limit} requests at once, its limit "
-                                          "(--limit-concurrency); retry shortly", code="overloaded")  # fmt: skip
-                await error_response(path, error)(scope, receive, send_tracked)
             else:
-                await self.app(scope, receive, send_tracked)
+                await self.app(scope, receive_counted, send_tracked)
         finally:
-            metrics.in_flight -= counted
+            metrics.in_flight -= counted[0]
             seconds = time.perf_counter() - started
             texts, tokens = scope["state"].get("counts", (0, 0))
             client = scope.get("client") or ("-", 0)
