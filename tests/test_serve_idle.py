@@ -7,7 +7,9 @@ a socket and a file descriptor. Before this round, 600 of them made every normal
 such clients are open at once, and each test checks what a user would: a normal request is answered
 within seconds, the server itself closes the idle connections (by ``--header-timeout``, or, at the
 open-files limit, oldest first), and afterwards its file descriptors, connections and event-loop
-tasks are back where they were (read from /proc and /metrics). Every wait is bounded.
+tasks are back where they were (read from /proc and /metrics). The same for the classes next to it:
+an answer the client never reads (--send-timeout), and the concurrency limit, which counts requests
+whose bodies are in, not sockets nor trickled bodies. Every wait is bounded.
 """
 
 from __future__ import annotations
