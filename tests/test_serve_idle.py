@@ -272,6 +272,26 @@ def test_the_concurrency_limit_counts_requests_being_served_not_sockets(minilm_d
     assert returncode == 0 and "Traceback" not in log, log
 
 
+UPGRADE = (b"GET /v1/embeddings HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")  # fmt: skip
+
+
+def test_websocket_upgrades_are_plain_http_requests_and_leave_no_connection_counted(idle_server):
+    """Nothing here speaks WebSocket: an upgrade request is answered as HTTP (never 101), and the
+    connection, closed, is no longer counted (an upgraded one left the counting protocol, and
+    20,000 of them made the server shed every new connection as if it were full)."""
+    before = _resources(idle_server)
+    upgrades = _connect(idle_server.port, 20)
+    try:
+        for sock in upgrades:
+            sock.sendall(UPGRADE)
+        answers = [sock.recv(65536) for sock in upgrades]
+        assert all(answer.startswith(b"HTTP/1.1 405") for answer in answers), answers[0][:200]
+    finally:
+        _close(upgrades)
+    _assert_nothing_leaked(idle_server, before)
+
+
 def _send_embeddings_request(port: int, texts: int, receive_buffer: int) -> socket.socket:
     """A socket whose receive buffer is ``receive_buffer`` bytes, that has sent a request for the
     vectors of ``texts`` texts (about 7.5 kB of JSON each) and read nothing yet."""

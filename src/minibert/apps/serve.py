@@ -811,7 +811,8 @@ def serve(settings: ServeSettings) -> None:
     # Requests' headers are bounded in size and time, and connections by the open-files limit
     # (http_limits.py); h11's own size limit sits just above, so the 431 comes from there, with a
     # message. The requests served at once are counted by Guard, not uvicorn (whose
-    # limit_concurrency counts idle sockets too).
+    # limit_concurrency counts idle sockets too). No WebSockets: nothing here speaks them, and an
+    # upgraded connection would leave the protocol that counts connections (http_limits.py).
     limits = raise_open_files_limit()
     room = ConnectionRoom(connection_capacity(limits and limits[1]))
     app.app.state.service.metrics.connection_lines = room.prometheus_lines
@@ -819,7 +820,7 @@ def serve(settings: ServeSettings) -> None:
                                               settings.send_timeout, room)  # fmt: skip
     config = uvicorn.Config(app, host=settings.host, port=settings.port, access_log=False, log_level="warning",
                             timeout_graceful_shutdown=30, timeout_keep_alive=settings.keep_alive_timeout,
-                            lifespan="on", http=protocol,
+                            lifespan="on", http=protocol, ws="none",
                             h11_max_incomplete_event_size=settings.max_header_bytes + 1024)  # fmt: skip
     server = uvicorn.Server(config)
     # uvicorn handles SIGINT/SIGTERM while it runs (graceful shutdown) and raises the signal again
