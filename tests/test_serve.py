@@ -39,14 +39,14 @@ def _free_port() -> int:
 class Server:
     """`python -m minibert serve ...` on a free port, until stopped."""
 
-    def __init__(self, model_dir, *options: str):
+    def __init__(self, model_dir, *options: str, preexec_fn=None):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "minibert", "serve", "--model", str(model_dir), "--port", str(self.port),
                    "--served-model-name", NAME, *options]  # fmt: skip
         # The log goes to a file: a pipe nobody reads would fill up and stall the server.
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115  (closed in stop)
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=self.log, text=True)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=self.log, text=True, preexec_fn=preexec_fn)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.process.poll() is None, f"the server exited: {self.output()}"

@@ -17,8 +17,8 @@ pytest.importorskip("starlette")
 
 @pytest.fixture(scope="module")
 def limited(minilm_dir):
-    running = Server(minilm_dir, "--read-timeout", "2", "--max-header-bytes", "8192", "--max-inputs", "8",
-                     "--max-queue", "16")  # fmt: skip
+    running = Server(minilm_dir, "--read-timeout", "2", "--header-timeout", "2", "--max-header-bytes", "8192",
+                     "--max-inputs", "8", "--max-queue", "16")  # fmt: skip
     yield running
     returncode, log = running.stop()
     assert returncode == 0 and "Traceback" not in log, log
@@ -88,7 +88,7 @@ def test_headers_trickled_slowly_are_cut_with_408(limited):
     started = time.monotonic()
     answer = _raw(limited, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40, pause=0.2, chunks=40)
     assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
-    assert time.monotonic() - started < 8  # cut at the 2 s read timeout, not when the client finished
+    assert time.monotonic() - started < 6  # cut at the 2 s header timeout, not when the client finished (8 s)
 
 
 def test_a_body_trickled_slowly_is_cut_with_408(limited):
@@ -108,21 +108,8 @@ def test_a_normal_request_still_works_after_all_that(limited):
     assert response.status_code == 200
 
 
-def test_concurrency_beyond_the_limit_is_503(minilm_dir):
-    server = Server(minilm_dir, "--limit-concurrency", "4", "--read-timeout", "5")
-    try:
-        socks = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(6)]
-        for sock in socks:
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # headers never finished
-        time.sleep(0.3)
-        response = httpx.get(server.url + "/v1/models", timeout=10)
-        assert response.status_code == 503
-        for sock in socks:
-            sock.close()
-        time.sleep(0.3)
-        assert httpx.get(server.url + "/v1/models", timeout=10).status_code == 200
-    finally:
-        server.stop()
+# --limit-concurrency counts requests being served, not sockets: test_serve_idle.py (round 3's test
+# here counted connections with unfinished headers, which no longer count).
 
 
 def test_access_log_lines_are_dropped_and_counted_never_blocking():

@@ -327,13 +327,33 @@ def _add_serve_command(commands) -> None:
         "--read-timeout",
         type=_seconds,
         default=30.0,
-        help="seconds for a request's headers to arrive, and again for its body (default 30; 408)",
+        help="seconds for a request's body to arrive (default 30; 408 beyond)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=_seconds,
+        default=5.0,
+        help="seconds from a connection's start (or a kept-alive one's next byte) to its request's headers "
+        "(default 5; then closed, with 408 if part of a request came)",
+    )
+    serve.add_argument(
+        "--keep-alive-timeout",
+        type=_seconds,
+        default=75.0,
+        help="seconds an idle kept-alive connection stays open between requests (default 75)",
+    )
+    serve.add_argument(
+        "--send-timeout",
+        type=_seconds,
+        default=60.0,
+        help="seconds a client may read none of an answer waiting for it; then the connection is aborted (default 60)",
     )
     serve.add_argument(
         "--limit-concurrency",
         type=_positive,
         default=512,
-        help="connections and requests at once, at most (default 512; 503 beyond)",
+        help="requests being served at once (from when a body is in), at most; idle connections do not count "
+        "(default 512; 503 beyond)",
     )
     serve.add_argument("--auto-truncate", action="store_true",
                        help='cut inputs longer than the model unless a request says "truncate": false (default: '

@@ -168,7 +168,8 @@ def cmd_serve(args) -> None:
     api_key = args.api_key or os.environ.get("MINIBERT_API_KEY") or None
     names = ("model", "served_model_name", "host", "port", "max_batch_tokens", "max_wait_ms", "max_queue",
              "max_body_bytes", "max_inputs", "max_input_chars", "dtype", "auto_truncate", "max_header_bytes",
-             "read_timeout", "limit_concurrency")  # fmt: skip
+             "read_timeout", "header_timeout", "keep_alive_timeout", "send_timeout",
+             "limit_concurrency")  # fmt: skip
     try:
         settings = ServeSettings(api_key=api_key, **{name: getattr(args, name) for name in names})
     except ValueError as error:

@@ -1,44 +1,122 @@
-"""The part of an HTTP request before its body, bounded: its size and its time.
+"""What a client can hold on the server before it has asked for anything: a connection, its
+headers' size and time, and the server's file descriptors.
 
-uvicorn reads a request's line and headers for as long as they come, at whatever rate: 32 MiB of
-header lines, or one header sent a byte a second, each hold a connection (and memory, and a file
-descriptor) for as long as the client likes; a thousand such clients exhaust the server. This
-protocol is uvicorn's own h11 protocol with two bounds, as nginx and text-embeddings-inference
-have them:
+uvicorn keeps a connection open for as long as its client likes until a request arrives: one that
+connects and sends nothing, or sends its headers a byte a second, holds a socket and a file
+descriptor forever, and a thousand such clients used to exhaust the server (its concurrency limit
+counted them too, so every normal request got 503). This protocol is uvicorn's own h11 protocol
+with the bounds nginx has (``client_header_timeout``, ``large_client_header_buffers``, and its
+reuse of idle connections when it runs out of them):
 
-* ``max_header_bytes``: a request line and headers larger than this get ``431 Request Header
-  Fields Too Large`` and the connection is closed;
-* ``header_seconds``: from the first byte of a request, its line and headers must be in within
-  this time, else ``408 Request Timeout`` and the connection is closed.
+* ``header_seconds`` (``--header-timeout``): from the moment a connection is accepted (or, on a
+  kept-alive connection, from the first byte of its next request), the request line and headers
+  must be in within this time. Else the connection is closed: silently if nothing came, with
+  ``408 Request Timeout`` if part of a request did.
+* ``max_header_bytes`` (``--max-header-bytes``): larger request lines and headers get ``431
+  Request Header Fields Too Large`` and the connection is closed.
+* ``send_seconds`` (``--send-timeout``): an answer the client does not read. uvicorn hands a whole
+  response to the transport, whose buffer (the vectors of 2,048 texts are 15 MB of JSON) stays in
+  memory until the client reads it, forever if it never does. While writing is paused on a full
+  buffer, what the client has not read (that buffer and, on Linux, the kernel's send queue) must
+  shrink at least once every ``send_seconds`` (nginx's ``send_timeout``), else the connection is
+  aborted and its buffer freed.
+* At the open-files limit: the server raises its soft limit to the hard one at start
+  (``raise_open_files_limit``) and holds at most ``ConnectionRoom.capacity`` connections; a new
+  one beyond that closes the connection that has waited longest without a request in progress
+  (never one whose request is being served).
 
-(The body has its own bound, ``--read-timeout`` in serve.py's ``read_json``; the number of
-connections served at once is uvicorn's ``limit_concurrency``: 503 beyond.)
+Between requests, a kept-alive connection is closed after uvicorn's ``timeout_keep_alive``
+(``--keep-alive-timeout``); a request's body has its own bound (``--read-timeout``, serve.py's
+``read_json``), and the requests served at once theirs (``--limit-concurrency``, serve.py's
+``Guard``): sockets do not count, requests do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+FILES_KEPT_FREE = 64  # descriptors left for what the server opens itself (model files, logs, threads' pipes)
+
+
+class ConnectionRoom:
+    """The server's open connections, and those of them waiting for a request, oldest first.
+
+    A connection waits from when it is accepted (or its last response is sent) until its next
+    request's headers are in; only waiting connections are ever closed to make room. Counters for
+    /metrics: ``opened`` (now), ``shed`` (closed to make room), ``timed_out`` (headers too slow),
+    ``unread`` (aborted: an answer not read).
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.opened = self.shed = self.timed_out = self.unread = 0
+        self.waiting: dict[BoundedH11Protocol, None] = {}  # insertion order: the longest waiting first
+        self.closing: set[BoundedH11Protocol] = set()  # shed, not yet gone
+
+    def arrived(self, connection: BoundedH11Protocol) -> None:
+        self.opened += 1
+        self.waiting[connection] = None
+        excess = self.opened - len(self.closing) - self.capacity
+        while excess > 0 and self.waiting:
+            oldest = next(iter(self.waiting))
+            del self.waiting[oldest]
+            self.closing.add(oldest)
+            self.shed += 1
+            oldest.transport.close()
+            excess -= 1
+
+    def set_waiting(self, connection: BoundedH11Protocol, waiting: bool) -> None:
+        if not waiting:
+            self.waiting.pop(connection, None)
+        elif connection not in self.waiting and connection not in self.closing:
+            self.waiting[connection] = None  # (one already waiting keeps its place)
+
+    def gone(self, connection: BoundedH11Protocol) -> None:
+        self.opened -= 1
+        self.waiting.pop(connection, None)
+        self.closing.discard(connection)
+
+    def prometheus_lines(self) -> list[str]:
+        return ["# TYPE minibert_connections_open gauge", f"minibert_connections_open {self.opened}",
+                "# TYPE minibert_connections_shed_total counter", f"minibert_connections_shed_total {self.shed}",
+                "# TYPE minibert_connections_header_timeout_total counter",
+                f"minibert_connections_header_timeout_total {self.timed_out}",
+                "# TYPE minibert_connections_send_timeout_total counter",
+                f"minibert_connections_send_timeout_total {self.unread}"]  # fmt: skip
+
 
 class BoundedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol (one instance per connection) with the bounds above; serve()
+    makes a subclass carrying the flags' values and the shared ConnectionRoom (``with_limits``)."""
+
     max_header_bytes = 64 * 1024
-    header_seconds = 30.0
+    header_seconds = 5.0
+    send_seconds = 60.0
+    room = ConnectionRoom(capacity=1 << 62)
 
     @classmethod
-    def with_limits(cls, max_header_bytes: int, header_seconds: float) -> type[BoundedH11Protocol]:
-        return type(cls.__name__, (cls,), {"max_header_bytes": max_header_bytes, "header_seconds": header_seconds})
+    def with_limits(cls, max_header_bytes: int, header_seconds: float, send_seconds: float,
+                    room: ConnectionRoom) -> type:  # fmt: skip
+        limits = {"max_header_bytes": max_header_bytes, "header_seconds": header_seconds,
+                  "send_seconds": send_seconds, "room": room}  # fmt: skip
+        return type(cls.__name__, (cls,), limits)
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._header_bytes, self._tail = 0, b""
-        self._header_timer = None
+        self._send_timer, self._unsent = None, 0
+        self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
+        self.room.arrived(self)
 
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:  # the next request's line and headers are arriving
-            if self._header_timer is None:
+            if self._header_timer is None:  # (a kept-alive connection: its clock starts now)
                 self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
             seen = self._tail + data  # the blank line that ends the headers may straddle two reads
             end = seen.find(b"\r\n\r\n")
@@ -53,10 +131,60 @@ class BoundedH11Protocol(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:  # they are in: the app has the request
             self._headers_done()
+        self._note_waiting()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # (uvicorn starts the keep-alive clock here)
+        self._note_waiting()
+
+    def pause_writing(self) -> None:
+        """The transport's buffer is full: the client must read some of it within send_seconds."""
+        super().pause_writing()
+        if self._send_timer is None:
+            self._unsent = self._unread_bytes()
+            self._send_timer = self.loop.call_later(self.send_seconds, self._check_answer_read)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_send_clock()
+
+    def _unread_bytes(self) -> int:
+        """The transport's buffer, and the kernel's send queue where it says (Linux's SIOCOUTQ):
+        the kernel holds megabytes of a connection's answer, and drains them first."""
+        unread = self.transport.get_write_buffer_size()
+        with contextlib.suppress(ImportError, OSError, AttributeError, ValueError):
+            import fcntl
+            import termios
+
+            queued = fcntl.ioctl(self.transport.get_extra_info("socket").fileno(), termios.TIOCOUTQ, bytes(4))
+            unread += int.from_bytes(queued, sys.byteorder)
+        return unread
+
+    def _check_answer_read(self) -> None:
+        unsent = self._unread_bytes()
+        if unsent < self._unsent:  # the client read some: it gets another send_seconds
+            self._unsent = unsent
+            self._send_timer = self.loop.call_later(self.send_seconds, self._check_answer_read)
+            return
+        self._send_timer = None
+        self.room.unread += 1
+        self.transport.abort()  # (close() would keep the buffer until it is written: never)
+
+    def _stop_send_clock(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
 
     def connection_lost(self, exc) -> None:
         self._headers_done()
+        self._stop_send_clock()
+        self.room.gone(self)
         super().connection_lost(exc)
+
+    def _note_waiting(self) -> None:
+        """In the room's waiting list while no request is in progress on this connection."""
+        waiting = self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete)
+        self.room.set_waiting(self, waiting and not self.transport.is_closing())
 
     def _headers_done(self) -> None:
         if self._header_timer is not None:
@@ -65,9 +193,14 @@ class BoundedH11Protocol(H11Protocol):
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
-        if self.conn.their_state is h11.IDLE and self._header_bytes:
-            self._refuse(408, "Request Timeout", f"the request line and headers did not arrive within "
-                                                 f"{self.header_seconds:g} s")  # fmt: skip
+        if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
+            return
+        self.room.timed_out += 1
+        if not self._header_bytes:  # nothing came: nothing to answer (nginx closes these silently too)
+            self._headers_done()
+            return self.transport.close()
+        self._refuse(408, "Request Timeout", f"the request line and headers did not arrive within "
+                                             f"{self.header_seconds:g} s")  # fmt: skip
 
     def _refuse(self, status: int, reason: str, message: str) -> None:
         """A JSON error (TEI's shape) and the connection closed: what follows cannot be parsed."""
@@ -78,3 +211,39 @@ class BoundedH11Protocol(H11Protocol):
         if not self.transport.is_closing():
             self.transport.write(head + body)
             self.transport.close()
+
+
+def raise_open_files_limit() -> tuple[int, int] | None:
+    """Raise this process's soft open-files limit (RLIMIT_NOFILE) to its hard limit, as nginx's
+    ``worker_rlimit_nofile`` and most servers do: each connection is a file descriptor, and the
+    soft limit is often 1,024 while the hard one is far higher. (before, after), or None where
+    the system has no such limit (Windows); -1 stands for unlimited."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return soft, soft
+    # An unlimited hard limit is capped by the kernel (Linux: fs.nr_open; macOS: 10,240 per process).
+    for target in [hard] if hard != resource.RLIM_INFINITY else [1 << 20, 65_536, 10_240]:
+        if soft == resource.RLIM_INFINITY or target <= soft:
+            break
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            break
+        except (ValueError, OSError):
+            continue
+    return soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def connection_capacity(open_files_limit: int | None) -> int:
+    """How many connections fit in the open-files limit: the limit, less the descriptors open now
+    and FILES_KEPT_FREE for what the server opens later."""
+    if open_files_limit is None or open_files_limit < 0 or open_files_limit >= 1 << 40:  # (-1: unlimited)
+        return 1 << 40
+    try:
+        in_use = len(os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"))
+    except OSError:
+        in_use = 32
+    return max(1, open_files_limit - in_use - FILES_KEPT_FREE)

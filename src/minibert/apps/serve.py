@@ -82,9 +82,6 @@ class DroppingQueueHandler(logging.handlers.QueueHandler):
             self.dropped += 1
 
 
-KEEP_ALIVE_SECONDS = 75  # how long an idle keep-alive connection stays open (see serve())
-
-
 @dataclass
 class ServeSettings:
     model: str
@@ -101,8 +98,11 @@ class ServeSettings:
     dtype: str = "float32"
     auto_truncate: bool = False  # texts over the model's length are cut unless a request says "truncate": false
     max_header_bytes: int = 64 * 1024  # a request's line and headers (431 beyond)
-    read_timeout: float = 30.0  # seconds for a request's headers, and again for its body (408 beyond)
-    limit_concurrency: int = 512  # connections and requests at once (503 beyond)
+    read_timeout: float = 30.0  # seconds for a request's body (408 beyond)
+    header_timeout: float = 5.0  # seconds from a connection's start to its request's headers (closed beyond)
+    keep_alive_timeout: float = 75.0  # seconds an idle kept-alive connection stays open (see serve())
+    send_timeout: float = 60.0  # seconds a client may read none of an answer waiting for it (then aborted)
+    limit_concurrency: int = 512  # requests being served at once (from when a body is in; 503 beyond)
 
     def __post_init__(self):
         if self.max_queue < self.max_inputs:  # else a request of max_inputs texts could never be queued
@@ -147,6 +147,8 @@ class Metrics:
         self.batches = [0] * (len(self.BATCH_BUCKETS) + 1)
         self.batch_texts = 0
         self.dropped_log_lines = lambda: 0  # serve() points it at the access log's queue
+        self.connection_lines = lambda: []  # serve() points it at the connections' counters (http_limits.py)
+        self.in_flight = 0  # requests being served now (Guard counts them)
         self._lock = threading.Lock()
 
     @staticmethod
@@ -175,7 +177,10 @@ class Metrics:
                   "# TYPE minibert_tokens_total counter", f"minibert_tokens_total {self.tokens}",
                   "# TYPE minibert_queue_depth gauge", f"minibert_queue_depth {queue_depth}",
                   "# TYPE minibert_log_lines_dropped_total counter",
-                  f"minibert_log_lines_dropped_total {self.dropped_log_lines()}"]  # fmt: skip
+                  f"minibert_log_lines_dropped_total {self.dropped_log_lines()}",
+                  "# TYPE minibert_requests_in_flight gauge", f"minibert_requests_in_flight {self.in_flight}",
+                  "# TYPE minibert_event_loop_tasks gauge", f"minibert_event_loop_tasks {len(asyncio.all_tasks())}",
+                  *self.connection_lines()]  # fmt: skip
         lines += self._histogram("minibert_request_duration_seconds", self.LATENCY_BUCKETS, self.latency,
                                  self.latency_sum)  # fmt: skip
         lines += self._histogram("minibert_batch_size_texts", self.BATCH_BUCKETS, self.batches, self.batch_texts)
@@ -719,8 +724,14 @@ async def _client_gone(request: Request) -> None:
 
 
 class Guard:
-    """Around the app: the API key (compared in constant time), one access-log line and the
-    metrics of each request. (Errors inside the app become JSON in the app's exception handlers.)"""
+    """Around the app: the number of requests served at once (``--limit-concurrency``: 503 beyond),
+    the API key (compared in constant time), one access-log line and the metrics of each request.
+    (Errors inside the app become JSON in the app's exception handlers.)
+
+    A request counts from the moment its whole body is in until its answer is sent: connections
+    without a request, and requests whose bodies are still arriving (bounded by --read-timeout
+    instead), hold no place, so clients trickling bodies cannot fill the limit; nor do requests
+    without a body (/health, /metrics, /v1/models: a saturated server can still be watched)."""
 
     def __init__(self, app: Starlette, service: EmbeddingService):
         self.app, self.service = app, service
@@ -740,14 +751,27 @@ class Guard:
                 status[0] = message["status"]
             await send(message)
 
+        metrics, counted = self.service.metrics, [False]
+
+        async def receive_counted():
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body") and not counted[0]:
+                counted[0] = True  # the body is in: from now on the request is being served
+                metrics.in_flight += 1
+                if metrics.in_flight > (limit := self.service.settings.limit_concurrency):
+                    raise RequestError(503, f"the server is serving {limit} requests at once, its limit "
+                                            "(--limit-concurrency); retry shortly", code="overloaded")  # fmt: skip
+            return message
+
         try:
             if self.expected is not None and path != "/health" and not self._authorized(scope):
                 error = RequestError(401, "a valid API key is required: send 'Authorization: Bearer KEY'",
                                      code="invalid_api_key")  # fmt: skip
                 await error_response(path, error)(scope, receive, send_tracked)
             else:
-                await self.app(scope, receive, send_tracked)
+                await self.app(scope, receive_counted, send_tracked)
         finally:
+            metrics.in_flight -= counted[0]
             seconds = time.perf_counter() - started
             texts, tokens = scope["state"].get("counts", (0, 0))
             client = scope.get("client") or ("-", 0)
@@ -765,7 +789,7 @@ def serve(settings: ServeSettings) -> None:
     """Run the server until SIGTERM/SIGINT: then stop accepting, finish the requests in flight, exit."""
     import uvicorn
 
-    from .http_limits import BoundedH11Protocol
+    from .http_limits import BoundedH11Protocol, ConnectionRoom, connection_capacity, raise_open_files_limit
 
     failure: list[BaseException] = []
     server: uvicorn.Server | None = None
@@ -784,13 +808,20 @@ def serve(settings: ServeSettings) -> None:
     # An idle keep-alive connection stays open longer than clients keep theirs (httpx and the
     # openai client: 5 s; load balancers: 60 s), so the client closes it first. With uvicorn's
     # 5 s, a client reusing a connection just as the server closed it got a dropped request.
-    # Requests' headers are bounded in size and time (http_limits.py); h11's own limit sits just
-    # above, so the 431 comes from there, with a message.
-    protocol = BoundedH11Protocol.with_limits(settings.max_header_bytes, settings.read_timeout)
+    # Requests' headers are bounded in size and time, and connections by the open-files limit
+    # (http_limits.py); h11's own size limit sits just above, so the 431 comes from there, with a
+    # message. The requests served at once are counted by Guard, not uvicorn (whose
+    # limit_concurrency counts idle sockets too). No WebSockets: nothing here speaks them, and an
+    # upgraded connection would leave the protocol that counts connections (http_limits.py).
+    limits = raise_open_files_limit()
+    room = ConnectionRoom(connection_capacity(limits and limits[1]))
+    app.app.state.service.metrics.connection_lines = room.prometheus_lines
+    protocol = BoundedH11Protocol.with_limits(settings.max_header_bytes, settings.header_timeout,
+                                              settings.send_timeout, room)  # fmt: skip
     config = uvicorn.Config(app, host=settings.host, port=settings.port, access_log=False, log_level="warning",
-                            timeout_graceful_shutdown=30, timeout_keep_alive=KEEP_ALIVE_SECONDS, lifespan="on",
-                            http=protocol, h11_max_incomplete_event_size=settings.max_header_bytes + 1024,
-                            limit_concurrency=settings.limit_concurrency)  # fmt: skip
+                            timeout_graceful_shutdown=30, timeout_keep_alive=settings.keep_alive_timeout,
+                            lifespan="on", http=protocol, ws="none",
+                            h11_max_incomplete_event_size=settings.max_header_bytes + 1024)  # fmt: skip
     server = uvicorn.Server(config)
     # uvicorn handles SIGINT/SIGTERM while it runs (graceful shutdown) and raises the signal again
     # once it has stopped: ignored then, so a requested stop exits with status 0.
@@ -798,6 +829,11 @@ def serve(settings: ServeSettings) -> None:
         signal.signal(signum, signal.SIG_IGN)
     logger.info("serving on http://%s:%d (model %s loading)%s", settings.host, settings.port, settings.model,
                 "" if settings.api_key else "; no API key: anyone who can reach this port can use it")  # fmt: skip
+    if limits is not None and room.capacity < 1 << 40:  # (no line where nothing limits open files)
+        before, after = limits
+        logger.info("open-files limit %s; it can hold about %d connections at once (beyond, the longest idle are "
+                    "closed)", f"raised from {before} to {after}" if after != before else f"{after}",
+                    room.capacity)  # fmt: skip
     try:
         server.run()
     finally:
