@@ -11,7 +11,6 @@ larger sweeps are marked slow.
 from __future__ import annotations
 
 import doctest
-import functools
 import importlib
 import random
 from pathlib import Path
@@ -73,50 +72,74 @@ def corpus(tmp_path_factory):
 # --- every feature of every instance, against Google's script ------------------------------------
 
 CONFIGS = {
-    # name: (vocab, flags, whole-word masking (google-research/bert's file), output shards)
-    "defaults-128": ("uncased", {"max_seq_length": 128, "random_seed": 12345}, False, 2),
-    "wwm-24": ("uncased", {"max_seq_length": 24, "random_seed": 7, "max_predictions_per_seq": 5,
-                           "short_seq_prob": 0.3}, True, 1),  # fmt: skip
-    "cased-48": ("cased", {"max_seq_length": 48, "random_seed": 3, "masked_lm_prob": 0.2}, False, 3),
+    # name: (vocab, flags, whole-word masking, google-research/bert's file (else the PyPI package's), shards)
+    "defaults-128": ("uncased", {"max_seq_length": 128, "random_seed": 12345}, False, False, 2),
+    "wwm-24": (
+        "uncased",
+        {"max_seq_length": 24, "random_seed": 7, "max_predictions_per_seq": 5, "short_seq_prob": 0.3},
+        True,
+        True,
+        1,
+    ),  # fmt: skip
+    "cased-48": ("cased", {"max_seq_length": 48, "random_seed": 3, "masked_lm_prob": 0.2}, False, False, 3),
+    "cased-48-master": ("cased", {"max_seq_length": 48, "random_seed": 3, "masked_lm_prob": 0.2}, False, True, 3),
 }
 
 
-@functools.cache
-def compare_config(name: str, corpus_text: Path, vocab: Path, workdir: Path, master: bool | None = None):
-    """Run Google's script and minibert on one configuration; both outputs, each read by TensorFlow
-    and by minibert's reader."""
-    vocab_name, flags, whole_word, shards = CONFIGS[name]
+def config_job(name: str, configs: dict, corpus: dict, workdir: Path) -> dict:
+    """Make minibert's files for one configuration; the job that has Google's script make its own
+    and TensorFlow read both."""
+    vocab_name, flags, whole_word, _, shards = configs[name]
     flags = {"dupe_factor": 2, "max_predictions_per_seq": 20, "masked_lm_prob": 0.15, "short_seq_prob": 0.1,
              **flags, "do_lower_case": vocab_name == "uncased"}  # fmt: skip
     out = workdir / name
     out.mkdir()
     google_files = [str(out / f"google{index}.tfrecord") for index in range(shards)]
-    minibert_files = [out / f"minibert{index}.tfrecord" for index in range(shards)]
-    use_master = whole_word if master is None else master
-    request = {"mode": "create", "read_paths": [str(path) for path in minibert_files],
-               "flags": {**flags, "input_file": str(corpus_text), "vocab_file": str(vocab),
-                         "output_file": ",".join(google_files)}}  # fmt: skip
-    if use_master:
-        request["script"] = str(google_master_script(out))
-        request["flags"]["do_whole_word_mask"] = whole_word
+    minibert_files = [str(out / f"minibert{index}.tfrecord") for index in range(shards)]
     options = InstanceOptions(max_seq_length=flags["max_seq_length"], dupe_factor=flags["dupe_factor"],
                               max_predictions_per_seq=flags["max_predictions_per_seq"],
                               masked_lm_prob=flags["masked_lm_prob"], short_seq_prob=flags["short_seq_prob"],
                               whole_word_mask=whole_word)  # fmt: skip
-    create_pretraining_data([corpus_text], vocab, minibert_files, options, flags["random_seed"],
+    create_pretraining_data([corpus["text"]], corpus[vocab_name], minibert_files, options, flags["random_seed"],
                             flags["do_lower_case"])  # fmt: skip
-    result = run_reference(request)
-    assert result["returncode"] == 0, f"Google's script failed: {result['stderr_tail']}"
-    return {
-        "google_by_tf": result["instances"],
-        "minibert_by_tf": result["read"],
-        "google_by_minibert": [_as_lists(read_examples(path)) for path in google_files],
-        "minibert_by_minibert": [_as_lists(read_examples(path)) for path in minibert_files],
-    }
+    flags = {**flags, "input_file": str(corpus["text"]), "vocab_file": str(corpus[vocab_name]),
+             "output_file": ",".join(google_files)}  # fmt: skip
+    if configs[name][3]:
+        flags["do_whole_word_mask"] = whole_word
+    return {"mode": "create", "flags": flags, "read_paths": minibert_files, "name": name}
+
+
+def run_jobs(jobs: list[dict], workdir: Path) -> dict:
+    """Run the jobs in one TensorFlow process per version of Google's script; results by job name."""
+    results = {}
+    for master in (False, True):
+        chosen = [job for job in jobs if job["_master"] == master]
+        if chosen:
+            request = {"script": str(google_master_script(workdir)) if master else None,
+                       "jobs": [{k: v for k, v in job.items() if k != "_master"} for job in chosen]}  # fmt: skip
+            for job, result in zip(chosen, run_reference(request)):
+                results[job["name"]] = {**result, "job": job}
+    return results
 
 
 def _as_lists(examples) -> list[dict]:
     return [{name: example[name].tolist() for name in FEATURE_NAMES} for example in examples]
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory):
+    """Every default-suite job against Google's code, in two TensorFlow processes (package, master)."""
+    workdir = tmp_path_factory.mktemp("reference")
+    jobs = [{**config_job(name, CONFIGS, corpus, workdir), "_master": CONFIGS[name][3]} for name in CONFIGS]
+    lines = [line for line in corpus["text"].read_text(encoding="utf-8").split("\n") if line.strip()] + EDGE_LINES
+    for case in ("uncased", "cased"):
+        jobs.append({"mode": "tokenize", "vocab_file": str(corpus[case]), "do_lower_case": case == "uncased",
+                     "lines": lines, "name": f"tokenize-{case}", "_master": False})  # fmt: skip
+    jobs.append({"mode": "calls", "calls": [call for call, _ in EDGE_CALLS.values()], "name": "calls",
+                 "_master": True})  # fmt: skip
+    results = run_jobs(jobs, workdir)
+    results["lines"] = lines
+    return results
 
 
 def assert_same_instances(expected: list[list[dict]], actual: list[list[dict]], what: str) -> None:
@@ -131,26 +154,152 @@ def assert_same_instances(expected: list[list[dict]], actual: list[list[dict]], 
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_instances_equal_googles(name, corpus, tmp_path_factory):
-    """minibert's instances = Google's, every feature, same order, same round-robin shards."""
-    vocab_name = CONFIGS[name][0]
-    outputs = compare_config(name, corpus["text"], corpus[vocab_name], tmp_path_factory.mktemp("config"))
-    google = outputs["google_by_tf"]
+def test_instances_equal_googles(name, reference):
+    """minibert's instances = Google's, every feature, same order, same round-robin shards; each
+    side's files read by TensorFlow (CRCs checked) and by minibert's reader."""
+    result = reference[name]
+    assert result["error"] is None, f"Google's script failed: {result['error']}"
+    google = result["instances"]
     assert sum(len(shard) for shard in google) > 300, "too few instances to prove much"
-    assert_same_instances(google, outputs["minibert_by_tf"], "minibert's files as TensorFlow reads them")
-    assert_same_instances(google, outputs["minibert_by_minibert"], "minibert's files as minibert reads them")
-    assert_same_instances(google, outputs["google_by_minibert"], "Google's files as minibert's reader reads them")
+    minibert_files, google_files = result["job"]["read_paths"], result["job"]["flags"]["output_file"].split(",")
+    assert_same_instances(google, result["read"], "minibert's files as TensorFlow reads them")
+    assert_same_instances(google, [_as_lists(read_examples(path)) for path in minibert_files],
+                          "minibert's files as minibert reads them")  # fmt: skip
+    assert_same_instances(google, [_as_lists(read_examples(path)) for path in google_files],
+                          "Google's files as minibert's reader reads them")  # fmt: skip
     labels = [example["next_sentence_labels"][0] for shard in google for example in shard]
     assert 0 < np.mean(labels) < 1, "both next-sentence labels occur"
 
 
-def test_googles_two_versions_agree_without_whole_word_masking(corpus, tmp_path_factory):
-    """google-research/bert's file (vendored, for --do_whole_word_mask) without the flag = the PyPI
-    package's: so the whole-word reference is the same program plus the flag."""
-    workdir = tmp_path_factory.mktemp("versions")
-    package = compare_config("cased-48", corpus["text"], corpus["cased"], workdir / "a" if False else workdir)
-    master = compare_config("cased-48", corpus["text"], corpus["cased"], tmp_path_factory.mktemp("m"), True)
-    assert_same_instances(package["google_by_tf"], master["google_by_tf"], "google-research/bert vs 1.0.4")
+def test_googles_two_versions_agree_without_whole_word_masking(reference):
+    """google-research/bert's file (vendored, for --do_whole_word_mask) without the flag makes the
+    PyPI package's instances: the whole-word reference is the same program plus the flag."""
+    package, master = reference["cased-48"], reference["cased-48-master"]
+    assert_same_instances(package["instances"], master["instances"], "google-research/bert vs bert-tensorflow 1.0.4")
+
+
+# --- REFERENCE.md's edge cases, each against Google's own function ------------------------------
+
+SMALL_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "the", "cat", "##s", "sat", "##ting", "on",
+               "mat", "a", "dog", "##gy", "ran"]  # fmt: skip
+IDS = {token: index for index, token in enumerate(SMALL_VOCAB)}
+CONTINUATION = [token.startswith("##") for token in SMALL_VOCAB]
+FRAME = (IDS["[CLS]"], IDS["[SEP]"])
+WORDS = ["the", "cat", "##s", "sat", "on", "a", "mat", "dog", "##gy", "ran", "##ting"]
+
+
+def _masking(tokens, prob, max_predictions, seed, whole_word=False):
+    return {"function": "create_masked_lm_predictions", "seed": seed, "whole_word_mask": whole_word,
+            "args": {"tokens": tokens, "masked_lm_prob": prob, "max_predictions": max_predictions,
+                     "vocab_words": SMALL_VOCAB}}  # fmt: skip
+
+
+def _document(all_documents, index, max_seq_length, seed, short_seq_prob=0.0):
+    return {"function": "create_instances_from_document", "seed": seed,
+            "args": {"all_documents": all_documents, "document_index": index, "max_seq_length": max_seq_length,
+                     "short_seq_prob": short_seq_prob, "masked_lm_prob": 0.15, "max_predictions": 20,
+                     "vocab_words": SMALL_VOCAB}}  # fmt: skip
+
+
+def _sentences(count: int, length: int, start: int = 0) -> list[list[str]]:
+    return [[WORDS[(start + number * length + k) % 10] for k in range(length)] for number in range(count)]
+
+
+def _edge_calls() -> dict:
+    calls = {}
+    for seed in range(3):
+        calls[f"round-2.5-to-even-{seed}"] = (_masking(["[CLS]", *WORDS[:8], "[SEP]"], 0.25, 20, seed), 2)
+        calls[f"round-3.5-to-even-{seed}"] = (_masking(["[CLS]", *WORDS[:6], "[SEP]", *WORDS[:5], "[SEP]"], 0.25,
+                                                       20, seed), 4)  # fmt: skip
+        calls[f"at-least-one-{seed}"] = (_masking(["[CLS]", "the", "[SEP]", "cat", "[SEP]"], 0.1, 20, seed), 1)
+    for seed in range(12):  # B's first piece "##ting" was cut from its word: it joins A's last word "cat ##s"
+        tokens = ["[CLS]", "the", "cat", "##s", "[SEP]", "##ting", "on", "[SEP]"]
+        calls[f"wwm-##-at-start-of-B-{seed}"] = (_masking(tokens, 0.375, 20, seed, whole_word=True), "wwm")
+    for seed in range(6):
+        tokens = ["[CLS]", *(WORDS * 4)[:40], "[SEP]", "dog", "[SEP]"]
+        calls[f"random-piece-from-whole-vocab-{seed}"] = (_masking(tokens, 1.0, 43, seed), "random")
+    one_sentence_documents = [[sentence] for sentence in _sentences(5, 4)]
+    for seed in range(5):
+        calls[f"one-sentence-documents-{seed}"] = (_document(one_sentence_documents, seed, 12, seed), "documents")
+        calls[f"one-document-ten-tries-{seed}"] = (_document([_sentences(6, 3)], 0, 10, seed), "documents")
+    for seed in range(8):
+        documents = [_sentences(8, 3), _sentences(3, 5, 4), _sentences(2, 2, 7)]
+        calls[f"sentences-put-back-{seed}"] = (_document(documents, 0, 14, seed, short_seq_prob=0.5), "documents")
+    for seed, (a, b, limit) in enumerate([(10, 3, 4), (3, 10, 4), (5, 5, 4), (6, 6, 11), (1, 40, 2)]):
+        call = {
+            "function": "truncate_seq_pair",
+            "seed": seed,
+            "args": {"tokens_a": list(range(a)), "tokens_b": list(range(100, 100 + b)), "max_num_tokens": limit},
+        }
+        calls[f"truncate-{a}-{b}-to-{limit}"] = (call, "truncate")  # fmt: skip
+    return calls
+
+
+EDGE_CALLS = _edge_calls()
+
+
+def run_ours(call: dict) -> dict:
+    """The same call in minibert (ids for tokens), with the rng's next draw."""
+    args, rng = call["args"], random.Random(call["seed"])
+    if call["function"] == "create_masked_lm_predictions":
+        ids = [IDS[token] for token in args["tokens"]]
+        masked, positions, labels = mask_pieces(
+            ids, CONTINUATION, IDS["[MASK]"], args["masked_lm_prob"], args["max_predictions"], call["whole_word_mask"],
+            rng, FRAME,
+        )  # fmt: skip
+        value = {"tokens": [SMALL_VOCAB[i] for i in masked], "positions": positions,
+                 "labels": [SMALL_VOCAB[i] for i in labels]}  # fmt: skip
+    elif call["function"] == "truncate_seq_pair":
+        tokens_a, tokens_b = truncate_pair(args["tokens_a"], args["tokens_b"], args["max_num_tokens"], rng)
+        value = {"tokens_a": tokens_a, "tokens_b": tokens_b}
+    else:
+        documents = [
+            [[IDS[token] for token in sentence] for sentence in document] for document in args["all_documents"]
+        ]
+        options = InstanceOptions(
+            max_seq_length=args["max_seq_length"],
+            short_seq_prob=args["short_seq_prob"],
+            masked_lm_prob=args["masked_lm_prob"],
+            max_predictions_per_seq=args["max_predictions"],
+        )
+        instances = instances_from_document(documents, args["document_index"], FRAME, IDS["[MASK]"], CONTINUATION,
+                                            options, rng)  # fmt: skip
+        value = [{"tokens": [SMALL_VOCAB[i] for i in instance.input_ids], "segment_ids": instance.segment_ids,
+                  "positions": instance.masked_lm_positions,
+                  "labels": [SMALL_VOCAB[i] for i in instance.masked_lm_ids],
+                  "is_random_next": instance.is_random_next} for instance in instances]  # fmt: skip
+    return {"value": value, "next_draw": rng.random()}
+
+
+@pytest.mark.parametrize("name", list(EDGE_CALLS))
+def test_edge_case_equals_googles_function(name, reference):
+    """Google's function and minibert's on the same input and seed: the same result, and the same
+    next random number afterwards (so the same numbers were drawn: e.g. no draw for the random-next
+    test of a one-sentence chunk, Python's or short-circuits)."""
+    call, expectation = EDGE_CALLS[name]
+    google = reference["calls"]["results"][list(EDGE_CALLS).index(name)]
+    ours = run_ours(call)
+    assert ours == google, f"{name}:\n  Google   {google}\n  minibert {ours}"
+    value = ours["value"]
+    if isinstance(expectation, int):  # num_to_predict = max(1, round(len · prob)), Python 3's round
+        assert len(value["positions"]) == expectation
+    elif expectation == "wwm":  # cat ##s | ##ting: masked together or not at all
+        assert set(value["positions"]) & {2, 3, 5} in (set(), {2, 3, 5})
+
+
+def test_edge_cases_occur():
+    """The edge-case inputs do exercise their edge (checked on minibert's side; the test above
+    proves Google's side equal)."""
+    results = {name: run_ours(call)["value"] for name, (call, _) in EDGE_CALLS.items()}
+    assert any({2, 3, 5} <= set(v["positions"]) for n, v in results.items() if n.startswith("wwm"))
+    specials = {"[PAD]", "[CLS]", "[SEP]", "[unused0]", "[UNK]"}
+    replaced = [token for name, v in results.items() if name.startswith("random-piece") for token in
+                (v["tokens"][p] for p in v["positions"]) if token in specials]  # fmt: skip
+    assert replaced, "a random replacement drew a special or unused entry of the vocabulary"
+    put_back = [v for n, v in results.items() if n.startswith("sentences-put-back")]
+    labels = {instance["is_random_next"] for value in put_back for instance in value}
+    assert labels == {True, False}, "random next (sentences put back) and actual next both occur"
+    assert any(len(v) > 1 for n, v in results.items() if n.startswith("one-document")), "the one document is reused"
 
 
 # --- the tokenizer, against Google's FullTokenizer -----------------------------------------------
@@ -165,13 +314,11 @@ EDGE_LINES = [
 
 
 @pytest.mark.parametrize("case", ["uncased", "cased"])
-def test_pieces_equal_google_full_tokenizer(case, corpus):
-    lines = [line for line in corpus["text"].read_text(encoding="utf-8").split("\n") if line.strip()]
-    lines += EDGE_LINES
-    google = run_reference({"mode": "tokenize", "vocab_file": str(corpus[case]), "do_lower_case": case == "uncased",
-                            "lines": lines})["pieces"]  # fmt: skip
+def test_pieces_equal_google_full_tokenizer(case, corpus, reference):
+    """minibert's tokenizer set up as Google's (vocabulary.py) = FullTokenizer, line by line."""
+    google = reference[f"tokenize-{case}"]["pieces"]
     vocabulary = PretrainingVocabulary.load(corpus[case], do_lower_case=case == "uncased")
-    for line, want in zip(lines, google):
+    for line, want in zip(reference["lines"], google, strict=True):
         got = [vocabulary.tokens[index] for index in vocabulary.piece_ids(line.strip())]
         assert got == want, f"{line!r}:\n  Google   {want}\n  minibert {got}"
 

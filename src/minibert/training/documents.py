@@ -72,7 +72,8 @@ def read_documents(
 def _lines(path: Path):
     """The file's lines as bytes, split at b"\\n" only; a missing file is a DataError."""
     if not path.is_file():
-        raise DataError(f"input file {path} does not exist" if not path.exists() else f"input file {path} is not a file")
+        problem = "does not exist" if not path.exists() else "is not a file"
+        raise DataError(f"input file {path} {problem}")
     try:
         with open(path, "rb") as handle:
             yield from handle  # binary files split at b"\n" alone
