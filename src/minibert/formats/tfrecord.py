@@ -44,6 +44,8 @@ HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
 FOOTER_BYTES = 4  # uint32 masked CRC of the data
 READ_BATCH = 4096  # records whose CRCs are checked together (crc32c_many)
 
+_ONE_BYTE = [bytes([value]) for value in range(0x80)]
+
 Value = Sequence[int] | Sequence[float] | Sequence[bytes] | np.ndarray
 
 
@@ -51,6 +53,8 @@ Value = Sequence[int] | Sequence[float] | Sequence[bytes] | np.ndarray
 
 
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= (1 << 64) - 1  # int64 → its two's complement, as protobuf encodes negative int64s
     out = bytearray()
     while value >= 0x80:
@@ -58,6 +62,25 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def _varints(values: np.ndarray) -> bytes:
+    """Many int64s as back-to-back varints, vectorized: each value's 7-bit digits, low first, the
+    high bit set on every byte but its last (a negative int64 takes ten bytes, as its uint64).
+
+    >>> _varints(np.array([1, 150, 0, -1])) == b"".join(_varint(value) for value in [1, 150, 0, -1])
+    True
+    """
+    if not values.size:
+        return b""
+    unsigned = values.astype(np.int64).view(np.uint64)[:, None]  # (N, 1)
+    width = max(1, -(-int(unsigned.max()).bit_length() // 7))  # bytes of the largest value
+    shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)  # (W,)
+    digits = (unsigned >> shifts) & np.uint64(0x7F)  # (N, W)
+    counts = 1 + (unsigned >= (np.uint64(1) << shifts[1:])).sum(axis=1, keepdims=True)  # (N, 1) bytes per value
+    places = np.arange(width)  # (W,)
+    encoded = (digits | ((places < counts - 1) << 7).astype(np.uint64)).astype(np.uint8)
+    return encoded[places < counts].tobytes()  # row by row: each value's bytes in order
 
 
 def _field(number: int, payload: bytes) -> bytes:
@@ -75,7 +98,7 @@ def _encode_feature(values: Value) -> bytes:
     if array.dtype.kind == "f":
         return _field(2, _field(1, array.astype("<f4").tobytes()))  # FloatList, packed
     if array.dtype.kind in "iub":
-        return _field(3, _field(1, b"".join(_varint(int(item)) for item in array.ravel())))  # Int64List, packed
+        return _field(3, _field(1, _varints(array.ravel())))  # Int64List, packed
     raise TypeError(f"a tf.train.Feature holds int64s, float32s or bytes, not {array.dtype}")
 
 
@@ -85,6 +108,35 @@ def encode_example(features: Mapping[str, Value]) -> bytes:
     entries = b"".join(_field(1, _field(1, name.encode()) + _field(2, _encode_feature(values)))
                        for name, values in features.items())  # fmt: skip
     return _field(1, entries)
+
+
+def encode_examples(columns: Mapping[str, np.ndarray]) -> list[bytes]:
+    """Many ``tf.train.Example`` at once, from one (N, L) array per feature (row i → example i): the
+    bytes ``encode_example`` gives each row, with the varints of all rows computed together (the
+    pre-training data's fixed-length features: ~10x faster than one example at a time).
+
+    >>> columns = {"ids": np.array([[101, 7], [5, 0]]), "weights": np.array([[1.0, 0.0], [1.0, 1.0]])}
+    >>> encode_examples(columns)[1] == encode_example({"ids": [5, 0], "weights": [1.0, 1.0]})
+    True
+    """
+    rows = len(next(iter(columns.values())))
+    per_feature = []  # for each feature, each row's serialized map entry (name + Feature)
+    for name, array in columns.items():
+        key = _field(1, name.encode())
+        if array.dtype.kind == "f":
+            payloads = [row.tobytes() for row in array.astype("<f4")]
+            kind = 2  # FloatList
+        else:
+            data = _varints(array.reshape(-1))
+            unsigned = array.astype(np.int64).view(np.uint64)
+            sizes = np.ones(array.shape, dtype=np.int64)
+            for bits in range(7, 64, 7):
+                sizes += unsigned >= np.uint64(1 << bits)
+            ends = np.cumsum(sizes.sum(axis=1)).tolist()
+            payloads = [data[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+            kind = 3  # Int64List
+        per_feature.append([_field(1, key + _field(2, _field(kind, _field(1, payload)))) for payload in payloads])
+    return [_field(1, b"".join(entries)) for entries in zip(*per_feature)] if per_feature else [b""] * rows
 
 
 class _Fields:

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+
+import numpy as np
 
 from ..formats.atomic_files import atomic_output
-from ..formats.tfrecord import write_examples
+from ..formats.tfrecord import encode_examples, frame_records
 from .instances import TrainingInstance
+
+WRITE_BATCH = 1024  # records encoded, framed (CRCs computed together) and written at a time
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
                  "masked_lm_weights", "next_sentence_labels")  # fmt: skip
@@ -48,16 +52,42 @@ def instance_features(instance: TrainingInstance, max_seq_length: int, max_predi
     }
 
 
+def padded_columns(instances: Sequence[TrainingInstance], max_seq_length: int, max_predictions: int) -> dict:
+    """The seven features of many instances as (N, T) and (N, P) arrays, rows as ``instance_features``."""
+    rows = len(instances)
+    columns = {name: np.zeros((rows, max_seq_length), dtype=np.int64) for name in FEATURE_NAMES[:3]}
+    columns.update({name: np.zeros((rows, max_predictions), dtype=np.int64) for name in FEATURE_NAMES[3:5]})
+    columns["masked_lm_weights"] = np.zeros((rows, max_predictions), dtype=np.float32)
+    columns["next_sentence_labels"] = np.array([[int(i.is_random_next)] for i in instances], dtype=np.int64)
+    for row, instance in enumerate(instances):
+        length, predictions = len(instance.input_ids), len(instance.masked_lm_positions)
+        if length > max_seq_length or predictions > max_predictions:
+            instance_features(instance, max_seq_length, max_predictions)  # raises, naming the sizes
+        columns["input_ids"][row, :length] = instance.input_ids
+        columns["input_mask"][row, :length] = 1
+        columns["segment_ids"][row, :length] = instance.segment_ids
+        columns["masked_lm_positions"][row, :predictions] = instance.masked_lm_positions
+        columns["masked_lm_ids"][row, :predictions] = instance.masked_lm_ids
+        columns["masked_lm_weights"][row, :predictions] = 1.0
+    return columns
+
+
 def write_instances(
-    instances: Iterable[TrainingInstance],
+    instances: Sequence[TrainingInstance],
     paths: Sequence[str | os.PathLike],
     max_seq_length: int,
     max_predictions: int,
 ) -> list[int]:
-    """Write the instances round-robin over ``paths`` as TFRecords; the count written to each."""
-    shards: list[list[dict]] = [[] for _ in paths]
-    for number, instance in enumerate(instances):
-        shards[number % len(paths)].append(instance_features(instance, max_seq_length, max_predictions))
+    """Write the instances round-robin over ``paths`` as TFRecords; the count written to each.
+    Streamed: ``WRITE_BATCH`` records are encoded at a time (together: encode_examples), whatever
+    ``max_seq_length``."""
+    counts = [0] * len(paths)
     with contextlib.ExitStack() as stack:  # all files renamed into place together, or none
         handles = [stack.enter_context(atomic_output(path)) for path in paths]
-        return [write_examples(handle, shard) for handle, shard in zip(handles, shards)]
+        for shard, handle in enumerate(handles):
+            mine = instances[shard :: len(paths)]  # instance k goes to file k mod n
+            for start in range(0, len(mine), WRITE_BATCH):
+                batch = mine[start : start + WRITE_BATCH]
+                handle.write(frame_records(encode_examples(padded_columns(batch, max_seq_length, max_predictions))))
+            counts[shard] = len(mine)
+    return counts
