@@ -55,6 +55,10 @@ def create_pretraining_data(
             raise DataError(f"output {path} is a directory, not a file")
     if len({os.path.abspath(path) for path in output_files}) != len(output_files):
         raise DataError("the output files must be different files (one per shard)")
+    for output in map(Path, output_files):
+        for source, what in [*((path, "input file") for path in input_files), (vocab_file, "vocabulary file")]:
+            if output.exists() and Path(source).exists() and os.path.samefile(output, source):
+                raise DataError(f"output {output} is the {what} {source}: it would be overwritten")
     vocabulary = PretrainingVocabulary.load(vocab_file, do_lower_case)
     documents = read_documents(input_files, vocabulary.piece_ids, invalid_utf8)
     rng = random.Random(random_seed)
