@@ -62,11 +62,26 @@ def train_vocab(corpus: Path, directory: Path, lowercase: bool, size: int = 3000
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    """300 fortunes, and vocabularies learned from them, cased and uncased."""
+    """300 fortunes, and vocabularies learned from them, cased and uncased; two files of odd lines
+    (line-break-like characters inside lines, \r\n, whitespace-only lines, no final newline, the
+    second file continuing the first's last document); a file with invalid UTF-8 and the same file
+    decoded with errors="ignore"."""
     directory = tmp_path_factory.mktemp("fortunes")
     text = write_corpus(directory / "corpus.txt", fortune_documents(300))
-    return {"text": text, "uncased": train_vocab(text, directory / "uncased", True),
-            "cased": train_vocab(text, directory / "cased", False)}  # fmt: skip
+    odd = ["\n".join(lines) for lines in fortune_documents(80, offset=300)]
+    odd = [fortune.replace(" the ", " the\x0c", 1).replace(" a ", " a\u2028", 1).replace(", ", ",\x1c\x85 ", 1)
+           for fortune in odd]  # fmt: skip
+    first = "\n \t\n".join(fortune.replace("\n", "\r\n") for fortune in odd[:40]) + "\n"  # \r\n; blank: spaces
+    (directory / "odd1.txt").write_bytes(first.encode())  # ends inside a document: odd2.txt continues it
+    (directory / "odd2.txt").write_bytes("\n\n".join(odd[40:]).encode())  # no final newline
+    dirty = "\n\n".join("\n".join(lines) for lines in fortune_documents(60, offset=380)).encode()
+    dirty = dirty.replace(b"e ", b"e\xff ", 40).replace(b"s.", b"s\xc3.", 20).replace(b"t", b"\x80t", 9)
+    (directory / "dirty.txt").write_bytes(dirty)
+    (directory / "cleaned.txt").write_text(dirty.decode("utf-8", "ignore"), encoding="utf-8")
+    vocabularies = {"uncased": train_vocab(text, directory / "uncased", True),
+                    "cased": train_vocab(text, directory / "cased", False)}  # fmt: skip
+    return {"text": text, **vocabularies, "odd": [directory / "odd1.txt", directory / "odd2.txt"],
+            "dirty": directory / "dirty.txt", "cleaned": directory / "cleaned.txt"}  # fmt: skip
 
 
 # --- every feature of every instance, against Google's script ------------------------------------
@@ -83,7 +98,10 @@ CONFIGS = {
     ),  # fmt: skip
     "cased-48": ("cased", {"max_seq_length": 48, "random_seed": 3, "masked_lm_prob": 0.2}, False, False, 3),
     "cased-48-master": ("cased", {"max_seq_length": 48, "random_seed": 3, "masked_lm_prob": 0.2}, False, True, 3),
+    "odd-lines-two-files": ("uncased", {"max_seq_length": 40, "random_seed": 11, "dupe_factor": 5}, True, True, 1),
+    "invalid-utf8-ignored": ("uncased", {"max_seq_length": 64, "random_seed": 5, "dupe_factor": 8}, False, False, 1),
 }
+INPUTS = {"odd-lines-two-files": ("odd", "odd"), "invalid-utf8-ignored": ("dirty", "cleaned")}  # (minibert's, Google's)
 
 
 def config_job(name: str, configs: dict, corpus: dict, workdir: Path) -> dict:
@@ -100,13 +118,18 @@ def config_job(name: str, configs: dict, corpus: dict, workdir: Path) -> dict:
                               max_predictions_per_seq=flags["max_predictions_per_seq"],
                               masked_lm_prob=flags["masked_lm_prob"], short_seq_prob=flags["short_seq_prob"],
                               whole_word_mask=whole_word)  # fmt: skip
-    create_pretraining_data([corpus["text"]], corpus[vocab_name], minibert_files, options, flags["random_seed"],
-                            flags["do_lower_case"])  # fmt: skip
-    flags = {**flags, "input_file": str(corpus["text"]), "vocab_file": str(corpus[vocab_name]),
+    ours, googles = (_paths(corpus[key]) for key in INPUTS.get(name, ("text", "text")))
+    create_pretraining_data(ours, corpus[vocab_name], minibert_files, options, flags["random_seed"],
+                            flags["do_lower_case"], invalid_utf8="ignore" if name in INPUTS else "error")  # fmt: skip
+    flags = {**flags, "input_file": ",".join(map(str, googles)), "vocab_file": str(corpus[vocab_name]),
              "output_file": ",".join(google_files)}  # fmt: skip
     if configs[name][3]:
         flags["do_whole_word_mask"] = whole_word
     return {"mode": "create", "flags": flags, "read_paths": minibert_files, "name": name}
+
+
+def _paths(value) -> list[Path]:
+    return list(value) if isinstance(value, list) else [value]
 
 
 def run_jobs(jobs: list[dict], workdir: Path) -> dict:
@@ -132,6 +155,8 @@ def reference(corpus, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("reference")
     jobs = [{**config_job(name, CONFIGS, corpus, workdir), "_master": CONFIGS[name][3]} for name in CONFIGS]
     lines = [line for line in corpus["text"].read_text(encoding="utf-8").split("\n") if line.strip()] + EDGE_LINES
+    dirty = {**jobs[0]["flags"], "input_file": str(corpus["dirty"]), "output_file": str(workdir / "dirty.tfrecord")}
+    jobs.append({"mode": "create", "flags": dirty, "name": "google-on-invalid-utf8", "_master": False})
     for case in ("uncased", "cased"):
         jobs.append({"mode": "tokenize", "vocab_file": str(corpus[case]), "do_lower_case": case == "uncased",
                      "lines": lines, "name": f"tokenize-{case}", "_master": False})  # fmt: skip
@@ -169,6 +194,15 @@ def test_instances_equal_googles(name, reference):
                           "Google's files as minibert's reader reads them")  # fmt: skip
     labels = [example["next_sentence_labels"][0] for shard in google for example in shard]
     assert 0 < np.mean(labels) < 1, "both next-sentence labels occur"
+
+
+def test_google_under_tensorflow_2_dies_on_invalid_utf8(reference):
+    """Google's convert_to_unicode would drop the bytes (decode "ignore"), but TensorFlow 2's file
+    reader decodes strictly first: the script stops with a UnicodeDecodeError and no line number.
+    minibert names the file and line, or, with --invalid-utf8 ignore, drops the bytes as
+    convert_to_unicode does: the "invalid-utf8-ignored" configuration above is Google's instances
+    for the text with those bytes removed."""
+    assert (reference["google-on-invalid-utf8"]["error"] or "").startswith("UnicodeDecodeError")
 
 
 def test_googles_two_versions_agree_without_whole_word_masking(reference):
