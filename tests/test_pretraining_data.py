@@ -13,11 +13,14 @@ from __future__ import annotations
 import doctest
 import importlib
 import random
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from tf_reference import google_master_script, run_reference
+from test_tfrecord_hostile import CASES as TFRECORD_CASES
+from test_tfrecord_hostile import TENSORFLOW_DIES, damaged_files
+from tf_reference import google_master_script, run_reference, tf_python
 
 from minibert.formats.tfrecord import read_examples
 from minibert.training.create import create_pretraining_data
@@ -160,6 +163,9 @@ def reference(corpus, tmp_path_factory):
     for case in ("uncased", "cased"):
         jobs.append({"mode": "tokenize", "vocab_file": str(corpus[case]), "do_lower_case": case == "uncased",
                      "lines": lines, "name": f"tokenize-{case}", "_master": False})  # fmt: skip
+    damaged = damaged_files(workdir)
+    jobs.append({"mode": "read_each", "paths": [str(path) for path in damaged.values()], "name": "damaged",
+                 "cases": list(damaged), "_master": False})  # fmt: skip
     jobs.append({"mode": "calls", "calls": [call for call, _ in EDGE_CALLS.values()], "name": "calls",
                  "_master": True})  # fmt: skip
     results = run_jobs(jobs, workdir)
@@ -203,6 +209,31 @@ def test_google_under_tensorflow_2_dies_on_invalid_utf8(reference):
     convert_to_unicode does: the "invalid-utf8-ignored" configuration above is Google's instances
     for the text with those bytes removed."""
     assert (reference["google-on-invalid-utf8"]["error"] or "").startswith("UnicodeDecodeError")
+
+
+def test_tensorflow_refuses_the_damaged_tfrecords_too(reference):
+    """The file-level hostile cases of test_tfrecord_hostile.py (cut files, wrong CRCs, lengths past
+    the file) are damage by TensorFlow's judgement as well: its reader refuses each, except a file
+    that ends inside a record header, which TensorFlow takes for the end of the file (the records
+    before it are read, the cut one silently dropped). minibert refuses that too."""
+    result = reference["damaged"]
+    outcomes = dict(zip(result["job"]["cases"], result["outcomes"]))
+    assert len(outcomes) >= 15
+    accepted = {name: outcome for name, outcome in outcomes.items() if not outcome.startswith("refused")}
+    assert accepted == {"cut inside the first header": "read 0 records", "cut inside a later header": "read 3 records",
+                        "three stray bytes after the last record": "read 5 records"}, accepted  # fmt: skip
+
+
+@pytest.mark.slow
+def test_tensorflow_dies_on_a_terabyte_length_that_minibert_refuses(tmp_path):
+    """A length field of 2**40 with a correct CRC: TensorFlow's reader tries to allocate it and the
+    process dies (measured with tensorflow-cpu 2.21); minibert compares it with the file's size
+    first (test_tfrecord_hostile.py: a TFRecordError, nothing allocated)."""
+    path = tmp_path / "terabyte.tfrecord"
+    path.write_bytes(TFRECORD_CASES[TENSORFLOW_DIES][0])
+    code = f"import tensorflow as tf\nprint(sum(1 for _ in tf.data.TFRecordDataset([{str(path)!r}])))"
+    done = subprocess.run([tf_python(), "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, (done.returncode, done.stderr[-500:])
 
 
 def test_googles_two_versions_agree_without_whole_word_masking(reference):

@@ -10,6 +10,7 @@ jobs, each a dict with a "mode":
   read back; also "read_paths", other TFRecord files, read the same way;
 - "read": TFRecord files read with tf.data.TFRecordDataset (CRCs checked) and
   tf.io.parse_single_example (run_pretraining.py's feature spec);
+- "read_each": whether TensorFlow reads each of "paths" or refuses it, and what it says;
 - "tokenize": FullTokenizer's pieces of each of "lines";
 - "calls": Google's functions called directly, each with its own random.Random(seed); each result
   comes with the rng's next random() after the call, which shows the same numbers were drawn.
@@ -47,6 +48,15 @@ def read_records(paths, max_seq_length, max_predictions):
             examples += [{name: columns[name][row] for name in spec} for row in range(len(columns["input_ids"]))]
         files.append(examples)
     return files
+
+
+def read_outcome(path):
+    import tensorflow as tf
+
+    try:
+        return f"read {sum(1 for _ in tf.data.TFRecordDataset([path]))} records"
+    except Exception as error:  # noqa: BLE001 - what TensorFlow says is the result
+        return f"refused: {type(error).__name__}: {str(error).splitlines()[0]}"
 
 
 def load_google(script):
@@ -138,6 +148,8 @@ def main():
             results.append(create(google, job))
         elif job["mode"] == "read":
             results.append({"instances": read_records(job["paths"], job["max_seq_length"], job["max_predictions"])})
+        elif job["mode"] == "read_each":  # each file on its own: what TensorFlow says of it
+            results.append({"outcomes": [read_outcome(path) for path in job["paths"]]})
         elif job["mode"] == "tokenize":
             results.append(tokenize(job))
         elif job["mode"] == "calls":

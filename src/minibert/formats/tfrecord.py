@@ -284,6 +284,10 @@ def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[by
         handle = open(path, "rb")
     except FileNotFoundError:
         raise TFRecordError(f"TFRecord file {path} does not exist") from None
+    except IsADirectoryError:
+        raise TFRecordError(f"TFRecord file {path} is a directory") from None
+    except OSError as error:
+        raise TFRecordError(f"cannot read TFRecord file {path}: {error.strerror}") from None
     with handle:
         size = os.fstat(handle.fileno()).st_size
         index = 0
@@ -293,15 +297,12 @@ def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[by
                 header = handle.read(HEADER_BYTES)
                 if not header:
                     break
-                where = f"TFRecord file {path}, record {index + len(batch)} (0-based)"
-                if len(header) < HEADER_BYTES:
-                    raise TFRecordError(f"{where}: the file ends inside a record header: it is truncated")
-                (length,) = struct.unpack_from("<Q", header)
                 left = size - handle.tell()
-                if length + FOOTER_BYTES > left:
-                    what = "the file is truncated" if length <= size else "it is not a TFRecord file or is corrupt"
-                    raise TFRecordError(f"{where}: the record claims {length:,} bytes, {max(left - FOOTER_BYTES, 0):,}"
-                                        f" are left: {what}")  # fmt: skip
+                if len(header) < HEADER_BYTES or struct.unpack_from("<Q", header)[0] + FOOTER_BYTES > left:
+                    if check_crc:  # damage in an earlier record of the batch comes first: it may have misframed this
+                        _check_crcs(path, index, headers, batch)
+                    _refuse_frame(path, index + len(batch), header, left, check_crc)
+                (length,) = struct.unpack_from("<Q", header)
                 body = handle.read(length + FOOTER_BYTES)
                 headers.append(header)
                 batch.append(body)
@@ -312,6 +313,25 @@ def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[by
             for body in batch:
                 yield body[:-FOOTER_BYTES]
             index += len(batch)
+
+
+def _refuse_frame(path: Path, record: int, header: bytes, left: int, check_crc: bool) -> None:
+    """A header cut short, or a length past the end of the file: truncated, or not a TFRecord at all
+    (told apart by the CRC of the length: a genuine header with a long length means a cut file)."""
+    where = f"TFRecord file {path}, record {record} (0-based)"
+    if len(header) < HEADER_BYTES:
+        raise TFRecordError(f"{where}: the file ends inside a record header: it is truncated")
+    (length,) = struct.unpack_from("<Q", header)
+    genuine = unmask(struct.unpack_from("<I", header, 8)[0]) == int(crc32c_many([header[:8]])[0])
+    if not check_crc:
+        what = "the file is truncated or corrupt"
+    elif genuine:
+        what = "the file is truncated"
+    else:
+        what = "the CRC of its length does not match either: it is not a TFRecord file or is corrupt"
+    raise TFRecordError(
+        f"{where}: the record claims {length:,} bytes, {max(left - FOOTER_BYTES, 0):,} are left: {what}"
+    )
 
 
 def _check_crcs(path: Path, first: int, headers: list[bytes], bodies: list[bytes]) -> None:
