@@ -224,6 +224,28 @@ def test_tensorflow_refuses_the_damaged_tfrecords_too(reference):
                         "three stray bytes after the last record": "read 5 records"}, accepted  # fmt: skip
 
 
+SWEEP = {f"sweep-{length}-{seed}-{'wwm' if whole_word else 'pieces'}-{case}": (
+    case, {"max_seq_length": length, "random_seed": seed, "dupe_factor": 3, "short_seq_prob": 0.2,
+           "max_predictions_per_seq": max(1, length // 6)}, whole_word, True, 1)
+    for length, seed, whole_word, case in [(8, 1, True, "uncased"), (16, 2, False, "cased"), (32, 3, True, "cased"),
+                                          (64, 4, False, "uncased"), (128, 5, True, "uncased"),
+                                          (256, 6, False, "uncased"), (512, 7, True, "cased")]}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_sweep_of_lengths_seeds_and_masking_equals_google(tmp_path_factory):
+    """1,500 fortunes, seven configurations (lengths 8 to 512, whole-word masking on and off, cased
+    and uncased, other seeds): every feature of every instance equals Google's."""
+    directory = tmp_path_factory.mktemp("sweep")
+    text = write_corpus(directory / "corpus.txt", fortune_documents(1500))
+    corpus = {"text": text, "uncased": train_vocab(text, directory / "uncased", True, 6000),
+              "cased": train_vocab(text, directory / "cased", False, 6000)}  # fmt: skip
+    jobs = [{**config_job(name, SWEEP, corpus, directory), "_master": True} for name in SWEEP]
+    for name, result in run_jobs(jobs, directory).items():
+        assert result["error"] is None, f"{name}: Google's script failed: {result['error']}"
+        assert_same_instances(result["instances"], result["read"], name)
+
+
 @pytest.mark.slow
 def test_tensorflow_dies_on_a_terabyte_length_that_minibert_refuses(tmp_path):
     """A length field of 2**40 with a correct CRC: TensorFlow's reader tries to allocate it and the
@@ -375,6 +397,7 @@ EDGE_LINES = [
     "b" * 201 + " is over Google's limit",
     "Crème BRÛLÉE, naïve café; Straße — “quotes” … 中文字 ＡＢＣ",
     "tabs\tand\u00a0no-break\u2028line separator\x0cform feed\x1cfile separator",
+    "ΟΔΟΣ ΣΟΦΟΣ. ΣΑΣ, Σ ΑΣ-ΑΣ ΑΣ\x00Β ΟΔΟΣ\u200bΑ ΟΔΟΣ\x7f ΟΔΟΣ\U0002a6e0 Σ中Σ",  # final sigma, Google's way
 ]
 
 

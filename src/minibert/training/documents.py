@@ -60,7 +60,10 @@ def read_documents(
             if not text:
                 documents.append([])
                 continue
-            pieces = piece_ids(text)
+            try:
+                pieces = piece_ids(text)
+            except DataError as error:
+                raise DataError(f"input file {path}, line {number}: {error}") from None
             if pieces:
                 documents[-1].append(pieces)
     documents = [document for document in documents if document]

@@ -9,7 +9,15 @@ a random id, because in a vocabulary without repeated lines the line number is t
 minibert's own tokenizer (``BasicTokenizer`` + ``WordPieceTokenizer``) does the work, set up as
 Google's: a word of more than 200 characters is one ``[UNK]`` (Google's limit; transformers uses
 100), and ``[MASK]`` typed in the text is text like any other (Google splits it into ``[``,
-``mask``, ``]``; minibert's ``BertTokenizer`` would keep it whole).
+``mask``, ``]``; minibert's ``BertTokenizer`` would keep it whole). Where minibert's tokenizer
+follows Hugging Face ``tokenizers`` rather than Google (docs/tokenizer.md), the text is made to
+give Google's pieces or refused:
+
+- Σ: Google lowercases whole words with ``str.lower`` (a final Σ becomes ς), minibert each
+  character (σ): a lowercased line with a Σ is lowercased Google's way first.
+- Private-use characters (category Co) and U+2B820–U+2B91F (a CJK range ``tokenizers`` mistyped):
+  Google keeps the first and spaces out the second, minibert does neither; a line with one is
+  refused (``DataError``), as its pieces would not be Google's.
 
 >>> import pathlib, tempfile
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "vocab.txt"
@@ -22,6 +30,7 @@ Google's: a word of more than 200 characters is one ``[UNK]`` (Google's limit; t
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +40,9 @@ from ..tokenizer.files import load_vocab
 
 GOOGLE_MAX_CHARS_PER_WORD = 200  # google-research/bert's WordpieceTokenizer default
 NEEDED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Characters minibert's tokenizer treats unlike Google's: private use (Co) and the CJK range that
+# tokenizers' table starts at 0x2B920 where Google's starts at 0x2B820.
+UNLIKE_GOOGLE = re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd\U0002b820-\U0002b91f]")
 
 
 @dataclass
@@ -89,5 +101,11 @@ class PretrainingVocabulary:
 
     def piece_ids(self, text: str) -> list[int]:
         """The ids of ``text``'s word pieces, as Google's ``FullTokenizer.tokenize`` + ids give them."""
+        unlike = UNLIKE_GOOGLE.search(text)
+        if unlike:
+            raise DataError(f"U+{ord(unlike.group()):04X} (a private-use or U+2B820-U+2B91F character) is tokenized "
+                            "differently by Google's FullTokenizer and minibert: remove it from the text")  # fmt: skip
+        if self.do_lower_case and "Σ" in text:  # Google lowercases words whole: Python's final ς
+            text = " ".join(word.lower() for word in self._basic.clean(text).split())
         pieces = self._wordpiece.pieces
         return [piece for word in self._basic.tokenize(text) for piece in pieces(word)]
