@@ -32,6 +32,7 @@ text, vocabulary, options and seed give Google's instances, in Google's order:
 from __future__ import annotations
 
 import random
+from array import array
 from dataclasses import dataclass
 
 from .masking import mask_pieces
@@ -40,13 +41,19 @@ from .options import InstanceOptions
 
 @dataclass
 class TrainingInstance:
-    """One sequence pair with its masked-LM and next-sentence labels (unpadded: records.py pads)."""
+    """One sequence pair with its masked-LM and next-sentence labels (unpadded: records.py pads).
+    Kept small, as all instances are held in memory: the ids in an ``array`` (4 bytes a piece),
+    the segment ids as where B starts."""
 
-    input_ids: list[int]  # [CLS] A [SEP] B [SEP], masks applied
-    segment_ids: list[int]  # 0 for [CLS] A [SEP], 1 for B [SEP]
+    input_ids: array  # [CLS] A [SEP] B [SEP], masks applied (typecode "i")
+    a_length: int  # pieces of A: segment 0 is [CLS] A [SEP], segment 1 is B [SEP]
     masked_lm_positions: list[int]  # ascending
     masked_lm_ids: list[int]  # the original piece at each masked position
     is_random_next: bool  # B comes from another document (next_sentence_labels = 1)
+
+    @property
+    def segment_ids(self) -> list[int]:
+        return [0] * (self.a_length + 2) + [1] * (len(self.input_ids) - self.a_length - 2)
 
 
 def create_instances(
@@ -108,11 +115,10 @@ def instances_from_document(
             tokens_a, tokens_b = truncate_pair(tokens_a, tokens_b, max_tokens, rng)
             cls_id, sep_id = frame_ids
             ids = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
-            segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
             masked, positions, labels = mask_pieces(ids, is_continuation, mask_id, options.masked_lm_prob,
                                                     options.max_predictions_per_seq, options.whole_word_mask,
                                                     rng, frame_ids)  # fmt: skip
-            instances.append(TrainingInstance(masked, segment_ids, positions, labels, is_random_next))
+            instances.append(TrainingInstance(array("i", masked), len(tokens_a), positions, labels, is_random_next))
             chunk, chunk_length = [], 0
         sentence += 1
     return instances

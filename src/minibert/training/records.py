@@ -42,7 +42,7 @@ def instance_features(instance: TrainingInstance, max_seq_length: int, max_predi
                          f"{max_seq_length} and {max_predictions}")  # fmt: skip
     sequence_padding, prediction_padding = [0] * (max_seq_length - length), [0] * (max_predictions - predictions)
     return {
-        "input_ids": instance.input_ids + sequence_padding,
+        "input_ids": list(instance.input_ids) + sequence_padding,
         "input_mask": [1] * length + sequence_padding,
         "segment_ids": instance.segment_ids + sequence_padding,
         "masked_lm_positions": instance.masked_lm_positions + prediction_padding,
@@ -65,7 +65,7 @@ def padded_columns(instances: Sequence[TrainingInstance], max_seq_length: int, m
             instance_features(instance, max_seq_length, max_predictions)  # raises, naming the sizes
         columns["input_ids"][row, :length] = instance.input_ids
         columns["input_mask"][row, :length] = 1
-        columns["segment_ids"][row, :length] = instance.segment_ids
+        columns["segment_ids"][row, instance.a_length + 2 : length] = 1
         columns["masked_lm_positions"][row, :predictions] = instance.masked_lm_positions
         columns["masked_lm_ids"][row, :predictions] = instance.masked_lm_ids
         columns["masked_lm_weights"][row, :predictions] = 1.0
