@@ -8,6 +8,8 @@ the rules every instance must keep. (Equality with Google's script: test_pretrai
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -248,3 +250,10 @@ def test_cli_writes_round_robin_shards_with_the_umask(files):
     for index, shard in enumerate(shards):
         assert [example["input_ids"].tolist() for example in read_examples(shard)] == everything[index::3]
         assert os.stat(shard).st_mode & 0o777 == 0o640
+
+
+def test_import_minibert_and_the_cli_do_not_load_the_training_room():
+    code = ("import sys, minibert, minibert.apps.cli; from minibert import BertTokenizer; "
+            "print(sorted(m for m in sys.modules if m.startswith('minibert.training')))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
