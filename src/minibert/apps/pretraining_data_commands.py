@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-DEFAULTS_NOTE = "Google's default"
-
 
 def add_parser(commands) -> None:
     """Add ``pretraining-data`` to the ``minibert`` command's subparsers."""
