@@ -2,6 +2,7 @@
 
     apps/        the command, file outputs, the server, Ray, convert, verify     (top)
     explore/     the explorer page: what one forward pass shows, and the page that draws it
+    training/    making a BERT: pre-training instances (create_pretraining_data), the training loop
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel
@@ -22,7 +23,7 @@ from pathlib import Path
 import minibert
 
 PACKAGE = Path(minibert.__file__).parent
-ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "explore", "apps"]
+ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explore", "apps"]
 BASE = {"errors", "runtime", "__init__"}
 CORE = {"config", "activations", "inputs", "fast_path", "gemm", "pretrained", "model", "weights"}
 # Each optional room in apps/, and the only modules allowed to import it.
@@ -42,7 +43,7 @@ def room(module: str) -> str:
     first = module.split(".")[0]
     if module in BASE:
         return "base"
-    if first in ("formats", "embedding", "tasks", "explore", "apps"):
+    if first in ("formats", "embedding", "tasks", "training", "explore", "apps"):
         return first
     if first == "tokenizer" or module in CORE:
         return "core"

@@ -1,0 +1,259 @@
+"""``minibert pretraining-data`` attacked (issue 36, item 5: pre-training data): every bad input is
+one line on stderr, exit 1 (2 only for argparse's usage errors), a DataError-family message naming
+the file, line, flag or limit, and nothing written. The inputs at their limits that are not errors
+(one-sentence documents, one enormous sentence, flags at their bounds) give instances that keep
+the rules every instance must keep. (Equality with Google's script: test_pretraining_data.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import run_minibert as run
+from minibert.errors import CheckpointError, DataError
+from minibert.formats.tfrecord import read_examples
+from minibert.training.create import create_pretraining_data
+from minibert.training.options import InstanceOptions
+
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "##s", "##ed", "it", "was", "warm", "."]
+TEXT = (
+    "The cat sat on the mat.\nIt was warm.\nThe dog ran far away.\n\n"
+    "A cat ran.\nThe dogs sat on a mat.\n\nIt was a dog.\nThe cats ran far away.\nIt was warm on the mat.\n"
+)
+
+
+@pytest.fixture
+def files(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(SPECIAL + WORDS) + "\n", encoding="utf-8")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    return {"vocab": vocab, "corpus": corpus, "out": out, "dir": tmp_path}
+
+
+def _args(files, *extra, output=None) -> list[str]:
+    output = output or str(files["out"] / "train.tfrecord")
+    return ["pretraining-data", "--input", str(files["corpus"]), "--vocab", str(files["vocab"]), "--output", output,
+            "--dupe-factor", "2", *extra]  # fmt: skip
+
+
+def _write(path: Path, data: str | bytes) -> Path:
+    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    return path
+
+
+# Each case: (what it does to the files or flags → the command's arguments, text the one line must hold)
+CASES = {
+    "missing input": (lambda f: _args(f)[:2] + [str(f["dir"] / "nope.txt")] + _args(f)[3:], "nope.txt does not exist"),
+    "input is a directory": (lambda f: _args(f)[:2] + [str(f["out"])] + _args(f)[3:], "is not a file"),
+    "second input missing": (lambda f: _args(f)[:3] + [str(f["dir"] / "gone.txt")] + _args(f)[3:], "gone.txt"),
+    "missing vocab": (lambda f: _args(f)[:4] + [str(f["dir"] / "v.txt")] + _args(f)[5:], "v.txt does not exist"),
+    "vocab not UTF-8": (lambda f: (_write(f["vocab"], b"[CLS]\n\xff\xfe\n"), _args(f))[1], "not UTF-8"),
+    "empty vocab": (lambda f: (_write(f["vocab"], b""), _args(f))[1], "is empty"),
+    "vocab without [MASK]": (lambda f: (_write(f["vocab"], "\n".join(SPECIAL[:4] + WORDS)), _args(f))[1], "[MASK]"),
+    "vocab without [CLS]": (
+        lambda f: (_write(f["vocab"], "\n".join(["[UNK]", "[SEP]", "[MASK]"] + WORDS)), _args(f))[1],
+        "lacks [CLS]",
+    ),  # fmt: skip
+    "vocab without [SEP]": (
+        lambda f: (_write(f["vocab"], "\n".join(["[UNK]", "[CLS]", "[MASK]"] + WORDS)), _args(f))[1],
+        "lacks [SEP]",
+    ),  # fmt: skip
+    "vocab with a duplicate line": (
+        lambda f: (_write(f["vocab"], "\n".join(SPECIAL + WORDS + ["cat"])), _args(f))[1],
+        "repeats line 7",
+    ),  # fmt: skip
+    "vocab piece with spaces": (
+        lambda f: (_write(f["vocab"], "\n".join(SPECIAL + WORDS + [" dog "])), _args(f))[1],
+        "has spaces around",
+    ),  # fmt: skip
+    "empty corpus": (lambda f: (_write(f["corpus"], b""), _args(f))[1], "no sentences"),
+    "only blank lines": (lambda f: (_write(f["corpus"], "\n \n\t\n\u2028\n\x0c\n"), _args(f))[1], "no sentences"),
+    "only control characters": (
+        lambda f: (_write(f["corpus"], "\x00\x01\u200b\n\x7f\n"), _args(f))[1],
+        "no sentences",
+    ),  # fmt: skip
+    "a private-use character": (
+        lambda f: (_write(f["corpus"], "The cat.\nIt \ue000 was.\n"), _args(f))[1],
+        "line 2: U+E000",
+    ),  # fmt: skip
+    "a character of U+2B820-U+2B91F": (lambda f: (_write(f["corpus"], "A\U0002b830.\n"), _args(f))[1], "U+2B830"),
+    "invalid UTF-8": (lambda f: (_write(f["corpus"], b"The cat.\nIt \xff was.\n"), _args(f))[1], "line 2: not UTF-8"),
+    "max-seq-length 4": (lambda f: _args(f, "--max-seq-length", "4"), "max_seq_length must be at least 5"),
+    "max-seq-length 0": (lambda f: _args(f, "--max-seq-length", "0"), "max_seq_length must be at least 5"),
+    "max-seq-length negative": (lambda f: _args(f, "--max-seq-length=-128"), "at least 5"),
+    "masked-lm-prob 0": (lambda f: _args(f, "--masked-lm-prob", "0"), "masked_lm_prob must be in (0, 1]"),
+    "masked-lm-prob above 1": (lambda f: _args(f, "--masked-lm-prob", "1.5"), "masked_lm_prob must be in (0, 1]"),
+    "masked-lm-prob negative": (lambda f: _args(f, "--masked-lm-prob=-0.1"), "masked_lm_prob"),
+    "masked-lm-prob nan": (lambda f: _args(f, "--masked-lm-prob", "nan"), "masked_lm_prob"),
+    "short-seq-prob above 1": (lambda f: _args(f, "--short-seq-prob", "1.01"), "short_seq_prob must be in [0, 1]"),
+    "short-seq-prob inf": (lambda f: _args(f, "--short-seq-prob", "inf"), "short_seq_prob"),
+    "dupe-factor 0": (lambda f: _args(f, "--dupe-factor", "0"), "dupe_factor must be at least 1"),
+    "max-predictions 0": (lambda f: _args(f, "--max-predictions-per-seq", "0"), "max_predictions_per_seq"),
+    "output directory missing": (lambda f: _args(f, output=str(f["dir"] / "no" / "t.tfrecord")), "does not exist"),
+    "output is a directory": (lambda f: _args(f, output=str(f["out"])), "is a directory"),
+    "a shard missing its directory": (
+        lambda f: _args(f, output=f"{f['out']}/a.tfrecord,{f['dir']}/no/b.tfrecord"),
+        "does not exist",
+    ),  # fmt: skip
+    "the same shard twice": (
+        lambda f: _args(f, output=f"{f['out']}/a.tfrecord,{f['out']}/a.tfrecord"),
+        "must be different files",
+    ),  # fmt: skip
+    "an empty shard name": (
+        lambda f: _args(f, output=f"{f['out']}/a.tfrecord,,{f['out']}/b.tfrecord"),
+        "empty file name",
+    ),  # fmt: skip
+    "output is the input": (lambda f: _args(f, output=str(f["corpus"])), "is the input file"),
+    "output is the vocab": (lambda f: _args(f, output=str(f["vocab"])), "is the vocabulary file"),
+}
+
+
+def _snapshot(directory: Path) -> dict:
+    return {path: path.read_bytes() for path in directory.rglob("*") if path.is_file()}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_exit_1_and_nothing_written(name, files):
+    make_args, expected = CASES[name]
+    args = make_args(files)
+    before = _snapshot(files["dir"])
+    result = run(*args)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, f"{name}: exit {result.returncode}, stderr {result.stderr!r}"
+    assert lines[0].startswith("minibert: error: ") and expected in lines[0], lines[0]
+    assert _snapshot(files["dir"]) == before, "something was written (or changed)"
+    assert not result.stdout
+
+
+@pytest.mark.parametrize("flag", [["--max-seq-length", "abc"], ["--masked-lm-prob", "x"], ["--format", "jsonl"],
+                                  ["--invalid-utf8", "replace"], ["--dupe-factor", "1.5"]])  # fmt: skip
+def test_malformed_flags_are_usage_errors(flag, files):
+    result = run(*_args(files, *flag))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not list(files["out"].iterdir())
+
+
+def test_the_library_raises_documented_errors(files):
+    """The same refusals from the library: DataError (vocabulary files that cannot be read:
+    CheckpointError, as everywhere in minibert), both MinibertErrors."""
+    with pytest.raises(DataError, match="max_seq_length must be at least 5"):
+        InstanceOptions(max_seq_length=4)
+    with pytest.raises(DataError, match="lacks"):
+        _write(files["vocab"], "\n".join(SPECIAL[:3] + WORDS))
+        create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])
+    with pytest.raises(CheckpointError, match="is empty"):
+        _write(files["vocab"], "")
+        create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])
+    assert not list(files["out"].iterdir())
+
+
+# --- inputs at their limits that are not errors ---------------------------------------------------
+
+
+def _instances(files, **options) -> list[dict]:
+    output = files["out"] / "t.tfrecord"
+    seed = options.pop("seed", 1)
+    invalid_utf8 = options.pop("invalid_utf8", "error")
+    create_pretraining_data([files["corpus"]], files["vocab"], [output], InstanceOptions(**options), seed,
+                            invalid_utf8=invalid_utf8)  # fmt: skip
+    return [{name: value.tolist() for name, value in example.items()} for example in read_examples(output)]
+
+
+def check_rules(instances: list[dict], max_seq_length: int, max_predictions: int) -> None:
+    """What every instance must be: [CLS] A [SEP] B [SEP] with A and B non-empty, padded; segment
+    ids 0 then 1; positions ascending inside the sequence, never on [CLS]/[SEP]; weights 1 then 0."""
+    cls_id, sep_id = SPECIAL.index("[CLS]"), SPECIAL.index("[SEP]")
+    for instance in instances:
+        length = sum(instance["input_mask"])
+        assert instance["input_mask"] == [1] * length + [0] * (max_seq_length - length)
+        ids, segments = instance["input_ids"][:length], instance["segment_ids"][:length]
+        positions = [p for p, w in zip(instance["masked_lm_positions"], instance["masked_lm_weights"]) if w]
+        original = list(ids)
+        for position, label in zip(positions, instance["masked_lm_ids"]):
+            original[position] = label
+        separators = [i for i, piece in enumerate(original) if piece == sep_id]
+        assert original[0] == cls_id and len(separators) == 2 and separators[1] == length - 1
+        assert 1 < separators[0] < length - 2, "A and B each have a piece"
+        assert segments == [0] * (separators[0] + 1) + [1] * (length - separators[0] - 1)
+        assert positions == sorted(set(positions)) and 1 <= len(positions) <= max_predictions
+        assert all(0 < p < length - 1 and p != separators[0] for p in positions)
+        assert instance["next_sentence_labels"] in ([0], [1])
+
+
+def test_documents_of_one_sentence_are_all_random_next(files):
+    _write(files["corpus"], "The cat sat.\n\nA dog ran.\n\n\n\nIt was warm.\n\nThe mat.\n")
+    instances = _instances(files, max_seq_length=16, dupe_factor=3)
+    check_rules(instances, 16, 20)
+    assert len(instances) == 12 and all(i["next_sentence_labels"] == [1] for i in instances)
+
+
+def test_one_document_and_one_sentence(files):
+    _write(files["corpus"], "The cat sat on the mat.\n")
+    instances = _instances(files, max_seq_length=16, dupe_factor=2)
+    check_rules(instances, 16, 20)
+    assert len(instances) == 2  # B is drawn from the same (only) document after ten tries
+
+
+def test_one_enormous_sentence_is_truncated(files):
+    _write(files["corpus"], " ".join(WORDS[:10] * 20_000) + "\nIt was warm.\n\nA dog.\n")  # 200,000 pieces
+    instances = _instances(files, max_seq_length=32, dupe_factor=2, max_predictions_per_seq=3)
+    check_rules(instances, 32, 3)
+
+
+def test_flags_at_their_limits(files):
+    check_rules(_instances(files, max_seq_length=5, dupe_factor=3), 5, 20)
+    check_rules(_instances(files, masked_lm_prob=1.0, max_predictions_per_seq=200, max_seq_length=24), 24, 200)
+    check_rules(_instances(files, max_predictions_per_seq=1, short_seq_prob=1.0), 128, 1)
+    check_rules(_instances(files, short_seq_prob=0.0, whole_word_mask=True, seed=-7), 128, 20)
+
+
+def test_invalid_utf8_ignored_on_request_is_the_text_without_those_bytes(files):
+    """--invalid-utf8 ignore = Python's decode(errors="ignore"), which Google's convert_to_unicode
+    applies to bytes: the same instances as the file with those bytes removed."""
+    dirty = TEXT.encode().replace(b"warm.", b"wa\xffrm.\xc3").replace(b"dog", b"d\x80og")
+    _write(files["corpus"], dirty)
+    ignored = _instances(files, invalid_utf8="ignore")
+    _write(files["corpus"], dirty.decode("utf-8", "ignore"))
+    assert ignored == _instances(files)
+
+
+def test_lines_end_at_newline_only(files):
+    """Form feed, \x1c, U+2028, U+0085 and \r inside a line do not end it (TensorFlow's reader splits
+    at \n alone; Python's splitlines would split at each): still 8 sentences in 3 documents."""
+    odd = (
+        TEXT.replace("sat on", "sat\x0con").replace("far away", "far\u2028away").replace("It was warm", "It\rwas warm")
+    )
+    _write(files["corpus"], odd.replace("A cat", "A\x1ccat\x85"))
+    summary = create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])
+    assert (summary.documents, summary.sentences) == (3, 8)
+
+
+def test_cli_writes_round_robin_shards_with_the_umask(files):
+    shards = [files["out"] / f"s{index}.tfrecord" for index in range(3)]
+    old_umask = os.umask(0o027)
+    os.umask(old_umask)
+    result = run(*_args(files, output=",".join(map(str, shards))), umask=0o027)
+    assert result.returncode == 0, result.stderr
+    assert "instances from 3 documents (8 sentences) written to 3 files" in result.stderr
+    single = files["out"] / "one.tfrecord"
+    assert run(*_args(files, output=str(single))).returncode == 0
+    everything = [example["input_ids"].tolist() for example in read_examples(single)]
+    for index, shard in enumerate(shards):
+        assert [example["input_ids"].tolist() for example in read_examples(shard)] == everything[index::3]
+        assert os.stat(shard).st_mode & 0o777 == 0o640
+
+
+def test_import_minibert_and_the_cli_do_not_load_the_training_room():
+    code = ("import sys, minibert, minibert.apps.cli; from minibert import BertTokenizer; "
+            "print(sorted(m for m in sys.modules if m.startswith('minibert.training')))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
