@@ -245,13 +245,17 @@ class TransformersCallAPI:
         return columns, sample_of_row
 
     def _warn_too_long(self, length: int) -> None:
-        """transformers' warning for a row the model cannot take, once per tokenizer."""
+        """A warning for a row the model cannot take, once per tokenizer (where transformers warns too),
+        saying what minibert's model will do with it and how to avoid that."""
         if not self._warned_too_long:
             self._warned_too_long = True
             logger.warning(
                 "Token indices sequence length is longer than the specified maximum sequence length for this "
-                "model (%d > %d). Running this sequence through the model will result in indexing errors",
-                length, self.model_max_length,
+                "model (%d > %d): minibert's BertModel refuses a row longer than its max_position_embeddings with a "
+                "ValueError (it never cuts one silently). Pass truncation=True to keep the first %d tokens, or "
+                "return_overflowing_tokens=True with a stride to get every window; Embedder.embed windows long texts "
+                "by itself",
+                length, self.model_max_length, self.model_max_length,
             )  # fmt: skip
 
     def _frame(self, columns: dict[str, list[list]], a: Pieces, b: Pieces | None, add_special_tokens: bool) -> None:
