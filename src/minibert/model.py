@@ -2,7 +2,7 @@
 Bidirectional Transformers for Language Understanding"). Read it top-down.
 
 Shape legend used in the comments:
-    B = batch size, T = tokens per sequence, H = hidden size (768 for base),
+    B = batch size, T = tokens per sequence, H = hidden size (768 for base), L = layers (12),
     N = attention heads (12), S = head size (H / N = 64), F = feed-forward size (4H = 3072).
 
     input_ids (B, T)
