@@ -188,3 +188,28 @@ def test_the_docs_module_name_table_is_the_rename_table():
     expected = [(hub.rstrip(".").replace(".{n}", "[n]"), ours.rstrip(".").replace(".{n}", "[n]"))
                 for hub, _, ours in RENAMES]  # fmt: skip
     assert shown == expected
+
+
+def test_rows_of_different_lengths_say_pad_them(model, tokenizer):
+    unpadded = tokenizer(["I love Paris", "I was thirsty, so I drank water"])  # lists, no padding
+    with pytest.raises(
+        InputTypeError, match=re.escape("rows of lengths 5, 10; pad them: tokenizer(texts, padding=True")
+    ):
+        model(**unpadded)
+
+
+def test_the_older_tutorials_tokenizer_calls_say_what_replaces_them(tokenizer):
+    # Chris McCormick's fine-tuning tutorial: tokenizer.encode_plus(..., pad_to_max_length=True, ...)
+    assert not hasattr(tokenizer, "encode_plus")  # as in transformers 5: code that probes for it is not misled
+    with pytest.raises(
+        TransformersNameError, match=re.escape("transformers 5 removed it and so does minibert; tokenizer(text, ...)")
+    ):
+        tokenizer.encode_plus("I love Paris", add_special_tokens=True)
+    with pytest.raises(AttributeError, match=re.escape("tokenizer(texts, ...) takes the same arguments")):
+        tokenizer.batch_encode_plus(["a", "b"])
+    with pytest.raises(InputTypeError, match=re.escape("write padding='max_length'")):
+        tokenizer("I love Paris", max_length=8, pad_to_max_length=True)
+    batch = tokenizer("I love Paris", max_length=8, padding="max_length", truncation=True)  # what it says works
+    assert batch["attention_mask"] == [1, 1, 1, 1, 1, 0, 0, 0]
+    with pytest.raises(AttributeError, match="'BertTokenizer' object has no attribute 'no_such_method'$"):
+        _ = tokenizer.no_such_method

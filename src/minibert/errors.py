@@ -29,6 +29,7 @@ class InputTypeError(MinibertError, TypeError):
 
 
 class TransformersNameError(MinibertError, AttributeError):
-    """A transformers module name asked of a minibert module (``model.encoder.layer[3]``,
-    ``embeddings.LayerNorm``, ``attention.self.query``): the message gives minibert's name for it,
-    from THE rename table (``minibert.weights.RENAMES``)."""
+    """A transformers name minibert spells differently: a module (``model.encoder.layer[3]``,
+    ``embeddings.LayerNorm``, ``attention.self.query``; the message gives minibert's name, from THE
+    rename table ``minibert.weights.RENAMES``), or a method of the older tutorials that transformers
+    itself removed (``tokenizer.encode_plus``; the message gives what replaces it)."""

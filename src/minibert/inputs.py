@@ -106,6 +106,12 @@ def _as_tensor(value, name: str) -> torch.Tensor:
     try:
         return torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError) as error:
+        rows = value if isinstance(value, (list, tuple)) else []
+        lengths = sorted({len(row) for row in rows if isinstance(row, (list, tuple))})
+        if len(lengths) > 1:  # rows of different lengths (a TypeError, as before): the tokenizer pads them
+            raise InputTypeError(f"{name} must be a tensor or a (nested) list of ints with rows of one length, got "
+                                 f"rows of lengths {', '.join(map(str, lengths))}; pad them: "
+                                 "tokenizer(texts, padding=True, return_tensors='pt')") from None  # fmt: skip
         raise TypeError(f"{name} must be a tensor or a (nested) list of ints: {error}") from None
 
 
@@ -122,6 +128,8 @@ def _like_input_ids(value, name: str, input_ids: torch.Tensor) -> torch.Tensor:
 def _refuse_text(value, name: str) -> None:
     """The first mistakes with a model: text, word pieces or the tokenizer's whole output where ids
     are expected. An InputTypeError says what was passed and what to write instead."""
+    if isinstance(value, str) and name != "input_ids":
+        raise InputTypeError(f"{name} must be a tensor or a (nested) list of ints, got the text {_short(value)}")
     if isinstance(value, str):
         raise InputTypeError(
             f"{name} is the text {_short(value)}, but the model takes token ids; "
