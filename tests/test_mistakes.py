@@ -81,10 +81,15 @@ def test_from_pretrained_on_a_file_says_pass_its_folder(minilm_dir, load, filena
     assert repr(str(minilm_dir)) in str(raised.value)  # the folder to pass, spelled out
 
 
-def test_from_pretrained_with_a_call_option_says_where_it_goes(minilm_dir):
+def test_from_pretrained_with_a_call_option_says_where_it_goes(minilm_dir, model):
     # Chris McCormick's tutorial: BertModel.from_pretrained(..., output_hidden_states=True)
     with pytest.raises(InputTypeError, match=re.escape("model(**batch, output_hidden_states=True)")):
         BertModel.from_pretrained(minilm_dir, output_hidden_states=True)
+    # ... or model.config.output_hidden_states = True, which transformers' forward reads and minibert's does not
+    for name in ("output_hidden_states", "output_attentions"):
+        with pytest.raises(TransformersNameError, match=re.escape(f"ask in the call: model(**batch, {name}=True)")):
+            setattr(model.config, name, True)
+        assert not hasattr(model.config, name)
 
 
 # ----------------------------------------------------------------------------- transformers' module names
