@@ -16,7 +16,8 @@ What this file leaves to others: checking the inputs (inputs.py), loading pretra
 (weights.py, through the base class in pretrained.py), the task heads (heads.py), and speed
 (fast_path.py). Speed enters at one seam, ``layout`` in ``SelfAttention.forward``: the fast path
 packs away padding and calls a fused kernel, and computes the same numbers as the plain formula
-written out here (tests/test_model.py compares the two).
+written out here (tests/test_model.py compares the two). ``TransformersNames`` in the bases only
+answers transformers' module names (``model.encoder.layer[3]``) with these (transformers_names.py).
 """
 
 from __future__ import annotations
