@@ -24,6 +24,9 @@ MODULES = [
     "apps.cli",
     "apps.verify",
     "runtime",
+    "explore.statistics",
+    "explore.payload",
+    "explore.page",
 ]
 
 

@@ -1,6 +1,7 @@
 """The package's imports point one way, down through its rooms (function-level imports included):
 
     apps/        the command, file outputs, the server, Ray, convert, verify     (top)
+    explore/     the explorer page: what one forward pass shows, and the page that draws it
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel
@@ -9,8 +10,8 @@
     base         errors, runtime                                                  (bottom)
 
 A module imports only modules of its own room or the rooms below; within apps/, the optional
-rooms (the server, the Ray adapter, the verifier) are imported by the commands alone (apps/commands.py),
-or by nothing but the re-export minibert.ray.
+rooms (the server, the Ray adapter, the verifier, the explorer) are imported by the commands alone
+(apps/commands.py, apps/explore_command.py), or by nothing but the re-export minibert.ray.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from pathlib import Path
 import minibert
 
 PACKAGE = Path(minibert.__file__).parent
-ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "apps"]
+ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "explore", "apps"]
 BASE = {"errors", "runtime", "__init__"}
 CORE = {"config", "activations", "inputs", "fast_path", "gemm", "pretrained", "model", "weights",
         "transformers_names"}  # fmt: skip
 # Each optional room in apps/, and the only modules allowed to import it.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
-            "apps.http_limits": {"apps.serve"}}  # fmt: skip
+            "apps.http_limits": {"apps.serve"}, "explore": {"apps.explore_command"}}  # fmt: skip
 
 
 def module_name(path: Path) -> str:
@@ -42,7 +43,7 @@ def room(module: str) -> str:
     first = module.split(".")[0]
     if module in BASE:
         return "base"
-    if first in ("formats", "embedding", "tasks", "apps"):
+    if first in ("formats", "embedding", "tasks", "explore", "apps"):
         return first
     if first == "tokenizer" or module in CORE:
         return "core"

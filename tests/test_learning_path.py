@@ -55,6 +55,14 @@ def test_the_tokenizer_and_attention_steps_run(tmp_path):
     assert (tmp_path / "attention.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_explore_step_runs(tmp_path):
+    (command,) = commands(steps()[3])
+    result = run(command, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "cat.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert (ROOT / "docs" / "explore.md").is_file()
+
+
 @pytest.mark.slow  # the same doctest runs in the default suite as tests/test_walkthrough.py
 def test_the_walkthrough_step_runs(tmp_path):
     (command,) = commands(steps()[0])

@@ -36,6 +36,8 @@ _EXPORTS = {
     "answer": "tasks",
     "rerank": "tasks",
     "CrossEncoder": "tasks",
+    "explore": "explore",
+    "Exploration": "explore",
     "MinibertError": "errors",
     "CheckpointError": "errors",
     "ModelNotFoundError": "errors",

@@ -33,3 +33,17 @@ class TransformersNameError(MinibertError, AttributeError):
     ``embeddings.LayerNorm``, ``attention.self.query``; the message gives minibert's name, from THE
     rename table ``minibert.weights.RENAMES``), or a method of the older tutorials that transformers
     itself removed (``tokenizer.encode_plus``; the message gives what replaces it)."""
+
+
+class DataError(MinibertError):
+    """A data file (training text, a vocabulary to train with, pre-training instances) is missing,
+    malformed or does not fit the model."""
+
+
+class TFRecordError(DataError):
+    """A TFRecord file is truncated, fails its CRC, or holds a record that is not a tf.train.Example."""
+
+
+class ExplorerInputError(MinibertError, ValueError):
+    """Input the explorer cannot show: an empty text, a text longer than the model's positions
+    (without truncation), a bad ``top_k`` or ``max_length``."""

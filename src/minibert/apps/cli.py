@@ -7,6 +7,7 @@
     minibert fill-mask "I [MASK] your father."
     minibert verify --model path/to/checkpoint
     minibert convert uncased_L-12_H-768_A-12 bert-base-uncased-hub     # Google's TF zip → hub layout
+    minibert explore "Paris is the [MASK] of France." --output paris.html   # every head, every layer's guesses
 
 Every error is one line on stderr and a non-zero exit (``--debug`` shows the traceback). Output
 files are written atomically: an interrupted or failed run leaves no partial file and never
@@ -40,6 +41,7 @@ from .commands import (
     cmd_verify,
 )
 from .embed_files import CHUNK, cmd_embed
+from .explore_command import add_parser as add_explore_parser
 from .task_files import cmd_answer, cmd_classify, cmd_rerank, cmd_tag
 
 
@@ -131,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_task_commands(commands)
     _add_serve_command(commands)
+    add_explore_parser(commands, parents=[common])
     return parser
 
 

@@ -137,3 +137,39 @@ def mask(crc: int) -> int:
 def unmask(masked: int) -> int:
     rotated = (masked - CRC_MASK_DELTA) & 0xFFFFFFFF
     return (rotated >> 17 | rotated << 15) & 0xFFFFFFFF
+
+
+@functools.cache
+def _initial_term(length: int) -> int:
+    """The standard initial value 0xFFFFFFFF run over ``length`` zero bytes, XOR the final 0xFFFFFFFF:
+    what a register started from 0 must be XORed with to give the CRC32C of ``length`` bytes."""
+    initial = 0xFFFFFFFF
+    for bit in range(length.bit_length()):
+        if length >> bit & 1:
+            initial = _apply_linear_map(_zero_bytes_map(bit), initial)
+    return initial ^ 0xFFFFFFFF
+
+
+def crc32c_many(chunks) -> np.ndarray:
+    """CRC32C of each of many short byte strings at once (uint32 array), as ``crc32c`` gives them.
+
+    One numpy call per string costs ~0.2 ms; a TFRecord file holds two CRCs per record and many
+    thousands of records. Here each string is one lane: zero-padded in front to a common length
+    (zero bytes in front do not move a register started from 0), all lanes run side by side, and
+    each register is XORed with its length's initial term.
+
+    >>> chunks = [b"123456789", b"", b"a"]
+    >>> [int(value) for value in crc32c_many(chunks)] == [crc32c(chunk) for chunk in chunks]
+    True
+    """
+    lengths = [len(chunk) for chunk in chunks]
+    if not lengths:
+        return np.zeros(0, dtype=np.uint32)
+    width = -(-max(max(lengths), 1) // 4) * 4
+    padded = np.zeros((len(lengths), width), dtype=np.uint8)
+    for row, chunk in enumerate(chunks):
+        if chunk:
+            padded[row, width - len(chunk) :] = np.frombuffer(chunk, dtype=np.uint8)
+    registers = _run_lanes(padded.view("<u4"))
+    initial = np.array([_initial_term(length) for length in lengths], dtype=np.uint32)
+    return registers ^ initial

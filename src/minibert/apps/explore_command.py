@@ -1,0 +1,111 @@
+"""``minibert explore``: one text through one model, written as a page that shows every head,
+every layer's guesses and how the hidden states compare (the explorer room, explore/).
+
+    minibert explore "Paris is the [MASK] of France." --model bert-base-uncased --output paris.html
+    minibert explore "The river bank." "The bank account." --model DIR --output bank.html --open
+
+The explorer is imported when the command runs, not when the parser is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import webbrowser
+from pathlib import Path
+
+
+def add_parser(commands, parents: list) -> None:
+    explore = commands.add_parser(
+        "explore",
+        parents=parents,
+        help="an offline HTML page of what BERT computes for a text: every head, every layer's guesses",
+        description="Write one self-contained HTML page (no network needed to open it) showing the tokens, every "
+        "attention head, what each head attends to, the masked-LM head's guesses at every layer (logit lens) "
+        "and the hidden states' similarities.",
+    )
+    explore.add_argument("text", help="the text to explore (put [MASK] where the model should guess)")
+    explore.add_argument("pair", nargs="?", help="a second text (sentence B of a pair)")
+    explore.add_argument("--output", "-o", required=True, help="the page to write (.html); replaced atomically")
+    explore.add_argument("--top-k", type=_positive, default=5, help="guesses per position and layer (default 5)")
+    explore.add_argument("--max-length", type=_positive, default=None,
+                         help="tokens at most (default: the model's positions)")  # fmt: skip
+    explore.add_argument("--truncate", action="store_true",
+                         help="cut a text longer than --max-length or the model (default: refuse it)")  # fmt: skip
+    explore.add_argument("--cased", action="store_true", help="do not lower-case the text (default: as the model's "
+                                                              "tokenizer config says)")  # fmt: skip
+    explore.add_argument("--whitespace-words", action="store_true",
+                         help="words are what whitespace separates: no punctuation splitting (e.g. SMILES "
+                              "pre-split as rxnfp's tokenizer splits them)")  # fmt: skip
+    explore.add_argument("--attention-bits", type=int, choices=[8, 16], default=None,
+                         help="bits per stored attention weight (default: 16 on small pages, 8 on big)")  # fmt: skip
+    explore.add_argument("--open", action="store_true", help="open the page in the web browser when written")
+    explore.set_defaults(run=cmd_explore)
+
+
+def _positive(value: str) -> int:
+    number = int(value) if value.isdigit() else 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return number
+
+
+def cmd_explore(args) -> None:
+    from ..errors import ExplorerInputError, ModelNotFoundError
+    from ..formats.hub import DEFAULT_MODEL
+    from .commands import bundled_model
+
+    output = Path(args.output)
+    if not output.parent.is_dir():  # before any model is loaded: nothing is written
+        raise FileNotFoundError(f"the output directory {output.parent} does not exist (for --output {output})")
+    if output.is_dir():
+        raise IsADirectoryError(f"--output {output} is a directory: name the page's file, e.g. {output}/page.html")
+    for name, text in (("text", args.text), ("pair", args.pair)):
+        if text is not None and not text.strip():
+            raise ExplorerInputError(f"the {name} is empty: there is nothing to explore")
+    if args.model and _looks_local(args.model) and not os.path.exists(args.model):
+        raise ModelNotFoundError(f"--model {args.model}: no such directory")
+    logging.getLogger("minibert").setLevel(logging.WARNING)  # a refused input is one line, not the loader's notes
+    try:
+        page = _explore(args, args.model or DEFAULT_MODEL)
+    except ModelNotFoundError:
+        bundled = bundled_model()
+        if args.model or bundled is None:
+            raise
+        print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
+              f"all-MiniLM-L6-v2 from {bundled} (it has no masked-LM head: no guesses)", file=sys.stderr)  # fmt: skip
+        page = _explore(args, bundled)
+    if page.data.truncated:
+        print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)", file=sys.stderr)
+    page.save(output)
+    print(f"minibert: wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {page!r}", file=sys.stderr)
+    if args.open:
+        webbrowser.open(output.resolve().as_uri())
+
+
+def _explore(args, model: str):
+    from ..explore import explore
+    from ..tokenizer.bert_tokenizer import BertTokenizer
+
+    tokenizer = None
+    if args.cased or args.whitespace_words:
+        tokenizer = BertTokenizer.from_pretrained(model)
+        tokenizer = _with_options(tokenizer, lower=not args.cased and tokenizer.basic.do_lower_case,
+                                  basic=not args.whitespace_words)  # fmt: skip
+    return explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
+                   tokenizer=tokenizer, attention_bits=args.attention_bits)  # fmt: skip
+
+
+def _looks_local(name: str) -> bool:
+    """A path rather than a hub id ("owner/name"): absolute, relative with ./ or ~, or deeper than one slash."""
+    return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1
+
+
+def _with_options(tokenizer, *, lower: bool, basic: bool):
+    """The checkpoint's tokenizer read again with lower-casing or basic tokenization switched off."""
+    from ..tokenizer.bert_tokenizer import BertTokenizer
+
+    return BertTokenizer(tokenizer.vocab_file, do_lower_case=lower, do_basic_tokenize=basic, vocab=tokenizer.vocab,
+                         model_max_length=tokenizer.model_max_length)  # fmt: skip

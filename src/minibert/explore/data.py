@@ -1,0 +1,175 @@
+"""What the explorer shows, computed by one forward pass of minibert's own model.
+
+For one text (or pair), BERT's encoder gives, at every layer, the attention weights of each head
+and the hidden state of each position; its masked-LM head, applied to the hidden state of *every*
+layer rather than only the last (the "logit lens"), says what the model would guess at each
+position if it stopped there. ``ExplorationData`` holds these as numpy arrays:
+
+    L = layers, A = attention heads per layer, T = tokens ([CLS] and [SEP] included),
+    H = hidden size, K = guesses kept per position
+
+    attention             (L, A, T, T)   row i: how token i spreads its attention over the tokens
+    hidden_states         (L + 1, T, H)  layer 0 is the embeddings' output
+    prediction_ids        (L + 1, T, K)  the masked-LM head's K most likely pieces, best first
+    prediction_probabilities (L + 1, T, K)  their softmax probabilities over the vocabulary
+
+    >>> data = compute(load_for_exploring("path/to/bert"), "Paris is the [MASK] of France.")  # doctest: +SKIP
+    >>> data.tokens[:3], data.attention.shape                                                 # doctest: +SKIP
+    (['[CLS]', 'paris', 'is'], (12, 12, 11, 11))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import ExplorerInputError
+from .loading import LoadedModel
+
+MIN_GUESSES = 3  # the page's contract promises at least three guesses per position
+
+
+@dataclass(frozen=True)
+class ExplorationData:
+    """One text through one model: the tokens, and every number the page draws."""
+
+    model_name: str
+    tokens: list[str]  # (T,) as the tokenizer cut them, [CLS]/[SEP] included
+    input_ids: np.ndarray  # (T,) int64
+    token_type_ids: np.ndarray  # (T,) 0 = text, 1 = pair
+    word_ids: list[int | None]  # (T,) which word of its text each piece belongs to (None: [CLS]/[SEP])
+    offsets: np.ndarray  # (T, 2) each piece's character span [start, end) in its own text
+    sequence_ids: list[int | None]  # (T,) 0 = text, 1 = pair, None = special token
+    mask_positions: list[int]  # positions of [MASK]
+    attention: np.ndarray  # (L, A, T, T) float32
+    hidden_states: np.ndarray  # (L + 1, T, H) float32
+    prediction_ids: np.ndarray | None  # (L + 1, T, K) int64; None: the checkpoint has no masked-LM head
+    prediction_probabilities: np.ndarray | None  # (L + 1, T, K) float32
+    prediction_pieces: dict[int, str] | None  # {id: piece} for every id in prediction_ids
+    top_k: int  # how many guesses the page shows (K may be larger: at least MIN_GUESSES are kept)
+    truncated: bool  # the text was cut to the model's positions (truncate=True)
+    max_positions: int  # the longest input the model takes
+    dtype: str = "float32"  # what the model computed in ("bfloat16": approximate numbers, opted into)
+
+    @property
+    def layers(self) -> int:
+        return self.attention.shape[0]
+
+    @property
+    def heads(self) -> int:
+        return self.attention.shape[1]
+
+    def predictions(self, layer: int) -> list[list[tuple[str, float]]] | None:
+        """Per position, the guesses ``[(piece, probability), ...]`` of layer ``layer`` (0 = the
+        embeddings' output, ..., L), best first; None without a masked-LM head."""
+        if self.prediction_ids is None:
+            return None
+        return [
+            [(self.prediction_pieces[int(i)], float(p)) for i, p in zip(ids, probabilities)]
+            for ids, probabilities in zip(self.prediction_ids[layer], self.prediction_probabilities[layer])
+        ]
+
+
+def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: bool):
+    """The tokenizer's output for the text (and pair), cut to the model's positions only when asked."""
+    model_positions = loaded.encoder.config.max_position_embeddings
+    limit = model_positions if max_length is None else max_length
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= model_positions:
+        raise ExplorerInputError(f"max_length must be an int from 1 to the model's {model_positions} positions, "
+                                 f"got {max_length!r}")  # fmt: skip
+    for name, value in (("text", text), ("pair", pair)):
+        if value is None and name == "pair":
+            continue
+        if not isinstance(value, str):
+            raise ExplorerInputError(f"the {name} must be a str, got {type(value).__name__}")
+        if not value.strip():
+            raise ExplorerInputError(f"the {name} is empty: there is nothing to explore")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:  # e.g. a command-line argument whose bytes are not UTF-8
+            raise ExplorerInputError(f"the {name} is not valid Unicode: a lone surrogate {value[error.start]!r} at "
+                                     f"character {error.start} (bytes that are not UTF-8?)") from None  # fmt: skip
+    arguments = dict(return_offsets_mapping=True, verbose=False)
+    encoding = loaded.tokenizer(text, pair, **arguments)
+    length = len(encoding["input_ids"])
+    if length > limit:
+        if not truncate:
+            where = f"max_length {limit}" if max_length is not None else f"the model's {limit} positions"
+            raise ExplorerInputError(f"the text is {length} tokens long, more than {where}; pass --truncate "
+                                     "(truncate=True) to cut it")  # fmt: skip
+        encoding = loaded.tokenizer(text, pair, truncation=True, max_length=limit, **arguments)
+    if len(encoding["input_ids"]) == 0:
+        raise ExplorerInputError("the text gives no tokens: there is nothing to explore")
+    return encoding, length > limit
+
+
+def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: int = 5,
+            max_length: int | None = None, truncate: bool = False) -> ExplorationData:  # fmt: skip
+    """Tokenize, run the encoder once with every attention and hidden state kept, and apply the
+    masked-LM head (when there is one) to each layer's hidden state."""
+    vocab_size = loaded.encoder.config.vocab_size
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= vocab_size:
+        raise ExplorerInputError(f"top_k must be an int from 1 to the vocabulary's {vocab_size}, got {top_k!r}")
+    encoding, truncated = _encode(loaded, text, pair, max_length, truncate)
+    ids = torch.tensor([encoding["input_ids"]])  # (1, T)
+    token_types = torch.tensor([encoding["token_type_ids"]])  # (1, T)
+    encoder = loaded.encoder
+    with torch.inference_mode():
+        out = encoder(ids.to(encoder.device), token_type_ids=token_types.to(encoder.device),
+                      output_hidden_states=True, output_attentions=True)  # fmt: skip
+        attention = torch.cat(out.attentions).float().cpu().numpy()  # L × (1, A, T, T) → (L, A, T, T)
+        hidden = torch.cat(out.hidden_states)  # (L + 1) × (1, T, H) → (L + 1, T, H)
+        guesses = None
+        if loaded.masked_lm is not None:
+            guesses = _logit_lens(loaded, hidden, min(vocab_size, max(top_k, MIN_GUESSES)))
+    mask_id = loaded.tokenizer.mask_token_id
+    input_ids = ids[0].numpy()
+    prediction_ids, probabilities = guesses if guesses is not None else (None, None)
+    pieces = None
+    if prediction_ids is not None:
+        pieces = {piece_id: _piece_name(loaded, piece_id) for piece_id in np.unique(prediction_ids).tolist()}
+    return ExplorationData(
+        model_name=loaded.name,
+        tokens=loaded.tokenizer.convert_ids_to_tokens(input_ids.tolist()),
+        input_ids=input_ids,
+        token_type_ids=token_types[0].numpy(),
+        word_ids=encoding.word_ids(),
+        offsets=np.asarray(encoding["offset_mapping"], dtype=np.int64).reshape(-1, 2),
+        sequence_ids=encoding.sequence_ids(),
+        mask_positions=[] if mask_id is None else np.flatnonzero(input_ids == mask_id).tolist(),
+        attention=attention,
+        hidden_states=hidden.float().cpu().numpy(),
+        prediction_ids=prediction_ids,
+        prediction_probabilities=probabilities,
+        prediction_pieces=pieces,
+        top_k=top_k,
+        truncated=truncated,
+        max_positions=encoder.config.max_position_embeddings,
+        dtype=str(encoder.dtype).removeprefix("torch."),
+    )
+
+
+def _piece_name(loaded: LoadedModel, piece_id: int) -> str:
+    """The vocabulary's piece for an id the model guessed; an id the vocabulary does not name (a
+    model with more rows than its vocab.txt has distinct lines) is shown as ``[id 6]``."""
+    try:
+        return loaded.tokenizer.convert_ids_to_tokens(piece_id)
+    except ValueError:
+        return f"[id {piece_id}]"
+
+
+def _logit_lens(loaded: LoadedModel, hidden: torch.Tensor, guesses: int) -> tuple[np.ndarray, np.ndarray]:
+    """The masked-LM head on every layer's hidden state (L + 1, T, H): the top ``guesses`` pieces
+    and their probabilities, (L + 1, T, K) each. One layer at a time: (T, V) logits of bert-base at
+    512 positions are 62 MB, all layers at once would be 13 times that."""
+    head = loaded.masked_lm.mlm_head
+    word_embeddings = loaded.encoder.embeddings.word_embeddings.weight  # (V, H): the tied decoder
+    ids, probabilities = [], []
+    for state in hidden:  # (T, H)
+        logits = head(state[None], word_embeddings)[0].float()  # (T, V)
+        top = logits.softmax(-1).topk(guesses, dim=-1)  # (T, K)
+        ids.append(top.indices.cpu().numpy())
+        probabilities.append(top.values.cpu().numpy())
+    return np.stack(ids).astype(np.int64), np.stack(probabilities).astype(np.float32)

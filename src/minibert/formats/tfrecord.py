@@ -1,0 +1,294 @@
+"""TFRecord files of ``tf.train.Example`` messages, written and read by hand (no TensorFlow).
+
+Google's ``create_pretraining_data.py`` writes its masked-LM / next-sentence instances as TFRecords
+and ``run_pretraining.py`` reads them. A TFRecord file is records back to back, each framed as::
+
+    uint64  length            little-endian, the number of data bytes
+    uint32  masked CRC32C     of the 8 length bytes
+    bytes   data[length]      here: one serialized tf.train.Example
+    uint32  masked CRC32C     of the data
+
+(CRCs are *masked* as everywhere in TensorFlow: see ``crc32c.mask``.) A ``tf.train.Example`` is a
+small protobuf; the parts used here, with their field numbers::
+
+    Example   { Features features = 1; }
+    Features  { map<string, Feature> feature = 1; }      a map entry: key = 1, value = 2
+    Feature   { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; }
+    FloatList { repeated float value = 1 [packed]; }     little-endian float32s
+    Int64List { repeated int64 value = 1 [packed]; }     varints (two's complement, 10 bytes if < 0)
+
+Writing uses the packed encoding, as TensorFlow does; reading accepts packed and unpacked (protobuf
+parsers must). A file that is not what it claims fails with a ``TFRecordError`` naming the file and
+the record (0-based), before any of its data is used: a wrong CRC says "CRC", a length that runs
+past the end of the file is refused before anything is allocated for it.
+
+>>> data = encode_example({"input_ids": [101, 7592, 102], "masked_lm_weights": [1.0, 0.0]})
+>>> example = decode_example(data)
+>>> example["input_ids"].tolist(), example["masked_lm_weights"].tolist()
+([101, 7592, 102], [1.0, 0.0])
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TFRecordError
+from .crc32c import crc32c_many, mask, unmask
+
+HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
+FOOTER_BYTES = 4  # uint32 masked CRC of the data
+READ_BATCH = 4096  # records whose CRCs are checked together (crc32c_many)
+
+Value = Sequence[int] | Sequence[float] | Sequence[bytes] | np.ndarray
+
+
+# --- protobuf, the few wire types an Example uses ------------------------------------------------
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # int64 → its two's complement, as protobuf encodes negative int64s
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (wire type 2): tag, length, payload."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _encode_feature(values: Value) -> bytes:
+    array = values if isinstance(values, np.ndarray) else None
+    if array is None and len(values) and isinstance(values[0], (bytes, bytearray)):
+        return _field(1, b"".join(_field(1, bytes(item)) for item in values))  # BytesList
+    if array is None:
+        is_float = any(isinstance(item, float) for item in values)
+        array = np.asarray(values, dtype=np.float32 if is_float else np.int64)
+    if array.dtype.kind == "f":
+        return _field(2, _field(1, array.astype("<f4").tobytes()))  # FloatList, packed
+    if array.dtype.kind in "iub":
+        return _field(3, _field(1, b"".join(_varint(int(item)) for item in array.ravel())))  # Int64List, packed
+    raise TypeError(f"a tf.train.Feature holds int64s, float32s or bytes, not {array.dtype}")
+
+
+def encode_example(features: Mapping[str, Value]) -> bytes:
+    """A ``tf.train.Example`` with one feature per key, in the mapping's order: ints → Int64List,
+    floats → FloatList, bytes → BytesList."""
+    entries = b"".join(_field(1, _field(1, name.encode()) + _field(2, _encode_feature(values)))
+                       for name, values in features.items())  # fmt: skip
+    return _field(1, entries)
+
+
+class _Fields:
+    """Bounds-checked protobuf reading; a problem raises TFRecordError naming ``where``."""
+
+    def __init__(self, data: bytes, where: str):
+        self.data, self.where, self.position = data, where, 0
+
+    def fail(self, problem: str) -> TFRecordError:
+        return TFRecordError(f"{self.where}: not a valid tf.train.Example: {problem}")
+
+    def varint(self) -> int:
+        result = shift = 0
+        while True:
+            if self.position >= len(self.data):
+                raise self.fail("a number runs past the end of the record")
+            byte = self.data[self.position]
+            self.position += 1
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 63:
+                raise self.fail("a number is longer than 10 bytes")
+
+    def __iter__(self) -> Iterator[tuple[int, int, int | bytes]]:
+        """(field number, wire type, value): an int for varints, bytes for the other wire types."""
+        while self.position < len(self.data):
+            tag = self.varint()
+            number, wire_type = tag >> 3, tag & 7
+            if wire_type == 0:
+                yield number, wire_type, self.varint()
+                continue
+            size = {1: 8, 5: 4}.get(wire_type)
+            if size is None and wire_type != 2:
+                raise self.fail(f"field {number} has the unsupported wire type {wire_type}")
+            if size is None:
+                size = self.varint()
+            if self.position + size > len(self.data):
+                raise self.fail(f"field {number} claims {size} bytes, {len(self.data) - self.position} are left")
+            yield number, wire_type, self.data[self.position : self.position + size]
+            self.position += size
+
+
+def _decode_varints(payload: bytes, where: str) -> np.ndarray:
+    """Packed varints → int64 array, vectorized: a byte under 0x80 ends a number, and each byte
+    contributes its low 7 bits shifted by 7 × its place within its number."""
+    data = np.frombuffer(payload, dtype=np.uint8)
+    if len(data) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if data[-1] & 0x80:
+        raise TFRecordError(f"{where}: not a valid tf.train.Example: a packed number runs past its field")
+    ends = np.flatnonzero(data < 0x80)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    if int((ends - starts).max()) > 9:
+        raise TFRecordError(f"{where}: not a valid tf.train.Example: a number is longer than 10 bytes")
+    place = np.arange(len(data)) - np.repeat(starts, ends - starts + 1)
+    parts = (data & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
+    return np.bitwise_or.reduceat(parts, starts).view(np.int64)
+
+
+def _decode_feature(payload: bytes, where: str) -> np.ndarray | list[bytes]:
+    kinds = [(number, value) for number, _, value in _Fields(payload, where)]
+    if len(kinds) != 1 or kinds[0][0] not in (1, 2, 3) or not isinstance(kinds[0][1], bytes):
+        raise TFRecordError(f"{where}: not a valid tf.train.Example: a feature is not one bytes, float or int64 list")
+    kind, body = kinds[0]
+    if kind == 1:
+        return [value for number, wire, value in _Fields(body, where) if number == 1 and wire == 2]
+    pieces = []
+    for number, wire_type, value in _Fields(body, where):
+        if number != 1:
+            continue
+        if kind == 2 and wire_type == 2:
+            if len(value) % 4:
+                raise TFRecordError(f"{where}: not a valid tf.train.Example: a float list of {len(value)} bytes")
+            pieces.append(np.frombuffer(value, dtype="<f4"))
+        elif kind == 2 and wire_type == 5:
+            pieces.append(np.frombuffer(value, dtype="<f4"))
+        elif kind == 3 and wire_type == 2:
+            pieces.append(_decode_varints(value, where))
+        elif kind == 3 and wire_type == 0:
+            pieces.append(np.array([value], dtype=np.uint64).view(np.int64))
+        else:
+            raise TFRecordError(f"{where}: not a valid tf.train.Example: a list value of wire type {wire_type}")
+    dtype = np.float32 if kind == 2 else np.int64
+    return np.concatenate(pieces).astype(dtype) if pieces else np.zeros(0, dtype=dtype)
+
+
+def decode_example(data: bytes, where: str = "record") -> dict[str, np.ndarray | list[bytes]]:
+    """A serialized ``tf.train.Example`` → {name: int64 array | float32 array | list of bytes}."""
+    features: dict[str, np.ndarray | list[bytes]] = {}
+    for number, wire_type, value in _Fields(data, where):
+        if number != 1 or wire_type != 2:
+            continue  # fields an Example does not have: skipped, as protobuf parsers do
+        for entry_number, entry_wire, entry in _Fields(value, where):
+            if entry_number != 1 or entry_wire != 2:
+                continue
+            name, feature = None, b""
+            for part, part_wire, part_value in _Fields(entry, where):
+                if part == 1 and part_wire == 2:
+                    try:
+                        name = part_value.decode()
+                    except UnicodeDecodeError:
+                        raise TFRecordError(
+                            f"{where}: not a valid tf.train.Example: a feature name is not UTF-8"
+                        ) from None
+                elif part == 2 and part_wire == 2:
+                    feature = part_value
+            if name is None:
+                raise TFRecordError(f"{where}: not a valid tf.train.Example: a feature without a name")
+            features[name] = _decode_feature(feature, f"{where}, feature {name!r}")
+    return features
+
+
+# --- the record framing ----------------------------------------------------------------------------
+
+
+def frame_record(data: bytes) -> bytes:
+    """One record: length, its masked CRC, the data, its masked CRC."""
+    length = struct.pack("<Q", len(data))
+    length_crc, data_crc = crc32c_many([length, data])
+    return length + struct.pack("<I", mask(int(length_crc))) + data + struct.pack("<I", mask(int(data_crc)))
+
+
+def frame_records(records: Sequence[bytes]) -> bytes:
+    """Many records framed at once (their CRCs computed together: much faster than one by one)."""
+    lengths = [struct.pack("<Q", len(data)) for data in records]
+    crcs = crc32c_many([*lengths, *records])
+    out = bytearray()
+    for index, (length, data) in enumerate(zip(lengths, records)):
+        out += length + struct.pack("<I", mask(int(crcs[index]))) + data
+        out += struct.pack("<I", mask(int(crcs[len(records) + index])))
+    return bytes(out)
+
+
+def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[bytes]:
+    """The data of each record of a TFRecord file, in order, each CRC checked (unless told not to).
+
+    Raises ``TFRecordError`` naming the file and the record: a header or data cut short (a truncated
+    file), a length larger than what is left of the file (checked before reading it), a CRC that
+    does not match. A batch of records is checked before any of it is yielded.
+    """
+    path = Path(path)
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise TFRecordError(f"TFRecord file {path} does not exist") from None
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        index = 0
+        while True:
+            batch, headers = [], []
+            while len(batch) < READ_BATCH:
+                header = handle.read(HEADER_BYTES)
+                if not header:
+                    break
+                where = f"TFRecord file {path}, record {index + len(batch)} (0-based)"
+                if len(header) < HEADER_BYTES:
+                    raise TFRecordError(f"{where}: the file ends inside a record header: it is truncated")
+                (length,) = struct.unpack_from("<Q", header)
+                left = size - handle.tell()
+                if length + FOOTER_BYTES > left:
+                    what = "the file is truncated" if length <= size else "it is not a TFRecord file or is corrupt"
+                    raise TFRecordError(f"{where}: the record claims {length:,} bytes, {max(left - FOOTER_BYTES, 0):,}"
+                                        f" are left: {what}")  # fmt: skip
+                body = handle.read(length + FOOTER_BYTES)
+                headers.append(header)
+                batch.append(body)
+            if not batch:
+                return
+            if check_crc:
+                _check_crcs(path, index, headers, batch)
+            for body in batch:
+                yield body[:-FOOTER_BYTES]
+            index += len(batch)
+
+
+def _check_crcs(path: Path, first: int, headers: list[bytes], bodies: list[bytes]) -> None:
+    computed = crc32c_many([header[:8] for header in headers] + [body[:-FOOTER_BYTES] for body in bodies])
+    count = len(headers)
+    for offset in range(count):
+        where = f"TFRecord file {path}, record {first + offset} (0-based)"
+        (stored_length_crc,) = struct.unpack_from("<I", headers[offset], 8)
+        if unmask(stored_length_crc) != int(computed[offset]):
+            raise TFRecordError(f"{where}: the CRC of its length does not match: the file is corrupt")
+        (stored_data_crc,) = struct.unpack_from("<I", bodies[offset], len(bodies[offset]) - FOOTER_BYTES)
+        if unmask(stored_data_crc) != int(computed[count + offset]):
+            raise TFRecordError(f"{where}: the CRC of its data does not match: the file is corrupt")
+
+
+def read_examples(path: str | os.PathLike) -> Iterator[dict[str, np.ndarray | list[bytes]]]:
+    """Each record of a TFRecord file, CRCs checked, parsed as a ``tf.train.Example``."""
+    for index, data in enumerate(iter_records(path)):
+        yield decode_example(data, f"TFRecord file {path}, record {index} (0-based)")
+
+
+def write_examples(handle, examples: Iterable[Mapping[str, Value]], batch: int = READ_BATCH) -> int:
+    """Write examples as TFRecords to an open binary file (e.g. ``atomic_output``); the count written."""
+    count, pending = 0, []
+    for example in examples:
+        pending.append(encode_example(example))
+        if len(pending) == batch:
+            handle.write(frame_records(pending))
+            count, pending = count + len(pending), []
+    if pending:
+        handle.write(frame_records(pending))
+    return count + len(pending)
