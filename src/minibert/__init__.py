@@ -41,6 +41,8 @@ _EXPORTS = {
     "MinibertError": "errors",
     "CheckpointError": "errors",
     "ModelNotFoundError": "errors",
+    "InputTypeError": "errors",
+    "TransformersNameError": "errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CheckpointError
+from .errors import CheckpointError, TransformersNameError
 from .formats.json_files import parse_json
 
 # Fields that change nothing minibert computes, and why.
@@ -113,7 +113,7 @@ class BertConfig:
     vocab_size: int = 30522  # number of word pieces in vocab.txt
     hidden_size: int = 768  # H: width of every token vector
     num_hidden_layers: int = 12  # L: encoder layers stacked
-    num_attention_heads: int = 12  # A: heads per attention layer; head size = H / A
+    num_attention_heads: int = 12  # N: heads per attention layer; head size S = H / N
     intermediate_size: int = 3072  # width of the feed-forward layer (4H)
     hidden_act: str = "gelu"  # "gelu" (exact erf), "gelu_new" (tanh approx.), ... (see activations.py)
     hidden_dropout_prob: float = 0.1  # dropout on embeddings and sub-layer outputs (training only)
@@ -124,6 +124,14 @@ class BertConfig:
     pad_token_id: int | None = 0  # id of [PAD] (None: no padding row in the embedding table)
     initializer_range: float = 0.02  # std of the normal init for freshly created weights
     extra: dict = field(default_factory=dict, repr=False)  # other config.json fields, kept as they are
+
+    def __setattr__(self, name: str, value) -> None:
+        """transformers' tutorials set ``config.output_hidden_states = True``; minibert's forward
+        takes it as an argument, so setting it here would silently change nothing: refused."""
+        if name in ("output_hidden_states", "output_attentions"):
+            raise TransformersNameError(f"minibert's config has no {name} (it would change nothing); ask in the "
+                                        f"call: model(**batch, {name}=True)")  # fmt: skip
+        super().__setattr__(name, value)
 
     def __post_init__(self):
         from .activations import check_activation

@@ -3,6 +3,11 @@
 Every error a user can cause (a bad checkpoint, a missing model, bad input ids) is raised as one of
 these, or as a plain ``ValueError`` / ``TypeError`` for malformed arguments, with a message that
 names the culprit: the file, the tensor, the limit. Catch ``MinibertError`` to catch them all.
+
+The mistakes a learner makes first (text where ids are expected, a batch where one text is, a file
+where a folder is, transformers' module names) raise errors that also subclass the Python type a
+user would catch (``TypeError``, ``AttributeError``), and say what was passed, what is expected and
+what to write instead.
 """
 
 
@@ -16,6 +21,18 @@ class CheckpointError(MinibertError):
 
 class ModelNotFoundError(CheckpointError):
     """Neither a local directory nor a reachable (or cached) hub repository matches the name."""
+
+
+class InputTypeError(MinibertError, TypeError):
+    """An argument of the wrong kind: text where token ids are expected (``model("I love Paris")``),
+    a list where one text is (``tokenizer.tokenize(["a", "b"])``). The message names the next step."""
+
+
+class TransformersNameError(MinibertError, AttributeError):
+    """A transformers name minibert spells differently: a module (``model.encoder.layer[3]``,
+    ``embeddings.LayerNorm``, ``attention.self.query``; the message gives minibert's name, from THE
+    rename table ``minibert.weights.RENAMES``), or a method of the older tutorials that transformers
+    itself removed (``tokenizer.encode_plus``; the message gives what replaces it)."""
 
 
 class DataError(MinibertError):

@@ -32,6 +32,7 @@ from .config import BertConfig
 from .errors import CheckpointError
 from .model import BertModel, BertOutput, ModelOutput
 from .pretrained import PretrainedBert
+from .transformers_names import TransformersNames
 
 logger = logging.getLogger("minibert")
 IGNORE_INDEX = -100  # labels at this value (padding, sub-word pieces) add nothing to a loss, as in transformers
@@ -91,7 +92,7 @@ class MaskedLMHead(nn.Module):
         return F.linear(x, word_embeddings, self.bias)  # (B, T, V)
 
 
-class BertWithHeads(PretrainedBert):
+class BertWithHeads(TransformersNames, PretrainedBert):
     """The encoder (``self.bert``) under one or more heads; subclasses add the heads."""
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):

@@ -5,17 +5,21 @@ sequence (T,) or a batch (B, T), ids of any integer dtype. ``prepare_inputs`` tu
 four (B, T) int64 tensors the book computes with, on the model's device, or raises ``TypeError``
 for non-integer ids and ``ValueError`` for shapes that disagree, ids outside [0, vocab_size), type
 ids outside [0, type_vocab_size) and sequences longer than max_position_embeddings — each message
-names the problem and the limit.
+names the problem and the limit. Text, word pieces or the tokenizer's whole output passed as ids
+raise ``InputTypeError`` (a ``TypeError``) naming the next step: ``model(**tokenizer(text,
+return_tensors="pt"))``.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import torch
 
 from .config import BertConfig
+from .errors import InputTypeError
 
 
 class ModelInputs(NamedTuple):
@@ -98,9 +102,16 @@ def _check_range(ids: torch.Tensor, name: str, limit: int, allowed: str) -> None
 def _as_tensor(value, name: str) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
+    _refuse_text(value, name)
     try:
         return torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError) as error:
+        rows = value if isinstance(value, (list, tuple)) else []
+        lengths = sorted({len(row) for row in rows if isinstance(row, (list, tuple))})
+        if len(lengths) > 1:  # rows of different lengths (a TypeError, as before): the tokenizer pads them
+            raise InputTypeError(f"{name} must be a tensor or a (nested) list of ints with rows of one length, got "
+                                 f"rows of lengths {', '.join(map(str, lengths))}; pad them: "
+                                 "tokenizer(texts, padding=True, return_tensors='pt')") from None  # fmt: skip
         raise TypeError(f"{name} must be a tensor or a (nested) list of ints: {error}") from None
 
 
@@ -112,3 +123,40 @@ def _like_input_ids(value, name: str, input_ids: torch.Tensor) -> torch.Tensor:
     if tensor.shape != input_ids.shape:
         raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has {tuple(input_ids.shape)}")
     return tensor
+
+
+def _refuse_text(value, name: str) -> None:
+    """The first mistakes with a model: text, word pieces or the tokenizer's whole output where ids
+    are expected. An InputTypeError says what was passed and what to write instead."""
+    if isinstance(value, str) and name != "input_ids":
+        raise InputTypeError(f"{name} must be a tensor or a (nested) list of ints, got the text {_short(value)}")
+    if isinstance(value, str):
+        raise InputTypeError(
+            f"{name} is the text {_short(value)}, but the model takes token ids; "
+            "tokenize first: batch = tokenizer(text, return_tensors='pt'), then model(**batch)"
+        )
+    if isinstance(value, Mapping):
+        raise InputTypeError(
+            f"{name} is a {type(value).__name__} with keys {list(value)} (the tokenizer's whole output); "
+            "unpack it: model(**batch)"
+        )
+    if isinstance(value, (list, tuple)) and isinstance(_first_item(value), str):
+        raise InputTypeError(
+            f"{name} is a list of strings ({_short(value)}), but the model takes token ids; for texts: "
+            "batch = tokenizer(texts, padding=True, return_tensors='pt'), then model(**batch); for word pieces "
+            "(tokenizer.tokenize's output): tokenizer.convert_tokens_to_ids(tokens)"
+        )
+
+
+def _first_item(value):
+    """The first innermost item of a nested list: ``[["i", "love"]]`` → ``"i"``; ``[]`` → None."""
+    while isinstance(value, (list, tuple)):
+        if not value:
+            return None
+        value = value[0]
+    return value
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -2,7 +2,7 @@
 Bidirectional Transformers for Language Understanding"). Read it top-down.
 
 Shape legend used in the comments:
-    B = batch size, T = tokens per sequence, H = hidden size (768 for base),
+    B = batch size, T = tokens per sequence, H = hidden size (768 for base), L = layers (12),
     N = attention heads (12), S = head size (H / N = 64), F = feed-forward size (4H = 3072).
 
     input_ids (B, T)
@@ -16,7 +16,8 @@ What this file leaves to others: checking the inputs (inputs.py), loading pretra
 (weights.py, through the base class in pretrained.py), the task heads (heads.py), and speed
 (fast_path.py). Speed enters at one seam, ``layout`` in ``SelfAttention.forward``: the fast path
 packs away padding and calls a fused kernel, and computes the same numbers as the plain formula
-written out here (tests/test_model.py compares the two).
+written out here (tests/test_model.py compares the two). ``TransformersNames`` in the bases only
+answers transformers' module names (``model.encoder.layer[3]``) with these (transformers_names.py).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from .config import BertConfig
 from .fast_path import FastLayout
 from .inputs import prepare_inputs
 from .pretrained import PretrainedBert
+from .transformers_names import TransformersNames
 
 
-class Embeddings(nn.Module):
+class Embeddings(TransformersNames, nn.Module):
     """Token vector = word-piece embedding + position embedding + segment embedding, normalized.
 
     BERT learns one table per kind of information: what the piece is (``word_embeddings``,
@@ -57,7 +59,7 @@ class Embeddings(nn.Module):
         return self.dropout(self.layer_norm(embeddings))
 
 
-class SelfAttention(nn.Module):
+class SelfAttention(TransformersNames, nn.Module):
     """Multi-head self-attention: each token's new vector is a weighted mix of all tokens' values.
 
     Per head: weights = softmax(Q·Kᵀ / √S + mask), output = weights·V. Padding keys get -∞ (the
@@ -99,7 +101,7 @@ class SelfAttention(nn.Module):
         return x.view(batch, tokens, self.num_heads, self.head_size).transpose(1, 2)
 
 
-class FeedForward(nn.Module):
+class FeedForward(TransformersNames, nn.Module):
     """The position-wise feed-forward network: H → F (activation) → H, for each token on its own."""
 
     def __init__(self, config: BertConfig):
@@ -114,7 +116,7 @@ class FeedForward(nn.Module):
         return self.output(self.activation(hidden, inplace=not hidden.requires_grad))
 
 
-class EncoderLayer(nn.Module):
+class EncoderLayer(TransformersNames, nn.Module):
     """One Transformer encoder layer, post-LayerNorm as in the original BERT:
 
     x = LayerNorm(x + Dropout(Attention(x)))
@@ -176,7 +178,7 @@ class BertOutput(ModelOutput):
     attentions: tuple[torch.Tensor, ...] | None = None  # L tensors (B, N, T, T): attention weights per layer
 
 
-class BertModel(PretrainedBert):
+class BertModel(TransformersNames, PretrainedBert):
     """The BERT encoder: embeddings, ``num_hidden_layers`` encoder layers and the pooler.
 
     >>> model = BertModel.from_pretrained("google-bert/bert-base-uncased")       # doctest: +SKIP

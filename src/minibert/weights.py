@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from .config import BertConfig
-from .errors import CheckpointError
+from .errors import CheckpointError, InputTypeError
 from .formats.atomic_files import atomic_output
 from .formats.hub import resolve_file
 from .formats.safetensors import safetensors_shapes
@@ -227,6 +227,10 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
     unknown = sorted(set(label_config or {}) - set(LABEL_FIELDS))
+    call_options = [name for name in unknown if name in ("output_hidden_states", "output_attentions")]
+    if call_options:  # transformers takes them here too (into the config); minibert only in the call
+        raise InputTypeError(f"from_pretrained() takes no {call_options[0]}: in minibert it is an argument of the "
+                             f"call, model(**batch, {call_options[0]}=True)")  # fmt: skip
     if unknown:
         raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; the config fields it "
                         f"replaces are {', '.join(LABEL_FIELDS)}")  # fmt: skip

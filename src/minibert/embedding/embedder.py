@@ -61,6 +61,7 @@ import torch
 
 from ..model import BertModel
 from ..tokenizer.algorithm import BasicTokenizer
+from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from ..tokenizer.encoding import window_starts
 from .options import POOLINGS, EmbedOptions  # noqa: F401 (POOLINGS: re-exported for the CLI's choices)
@@ -262,8 +263,7 @@ class Embedder:
         """The tokens of ``text`` ([CLS] … [SEP]) and one contextual vector each: (T, dim).
         Long texts are embedded in windows, each token taking its vector from the window where it
         has the most context."""
-        if not isinstance(text, str):
-            raise TypeError("embed_tokens takes one str")
+        text = one_text(text, "embed_tokens", "one call per text, or embed(texts) for one vector per text")
         options = EmbedOptions(layers=layers, layer_combine=layer_combine, max_length=max_length, long_text="window")
         windows, _ = self._windows([self.tokenizer.piece_ids(text)], self._max_length(options), "window")
         (states,) = self._hidden_states(windows, options, progress=False, pooling=None, skip=0)
@@ -289,6 +289,7 @@ class Embedder:
         >>> words                                                                        # doctest: +SKIP
         ['the', 'embeddings', 'are', 'unbelievable']          # 'em ##bed ##ding ##s' → one vector
         """
+        text = one_text(text, "word_vectors", "one call per text, or embed(texts) for one vector per text")
         if merge not in WORD_MERGES:
             raise ValueError(f"merge must be one of {WORD_MERGES}, got {merge!r}")
         words, pieces = self.tokenizer.words_and_pieces(text)

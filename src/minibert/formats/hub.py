@@ -56,6 +56,12 @@ def resolve_file(
         if required:
             raise ModelNotFoundError(f"{filename} not found in the directory {name}")
         return None
+    if os.path.isfile(name):  # a common first mistake: the weights file itself (.../model.safetensors)
+        folder, given = os.path.dirname(name) or ".", os.path.basename(name)
+        holds = given if given == filename else f"{given} and {filename}"
+        raise ModelNotFoundError(
+            f"{name!r} is a file, but a model is loaded from its folder; pass the folder that holds {holds}: {folder!r}"
+        )
     if _looks_like_a_path(name):
         raise ModelNotFoundError(
             f"{name!r} is not an existing directory (and is not a hub repository id like "

@@ -1,9 +1,28 @@
 """Checks of the arguments users pass to the tokenizer: a flag is True or False (a "no" is not
-quietly truthy), a count an int in range, a token id an int."""
+quietly truthy), a count an int in range, a token id an int, one text where one text is taken."""
 
 from __future__ import annotations
 
 import operator
+
+from ..errors import InputTypeError
+
+
+def one_text(value, method: str, for_a_batch: str) -> str:
+    """``value`` if it is one str; else an InputTypeError saying what was passed and, for a list of
+    texts, what to call instead (``for_a_batch``): ``tokenize(["a", "b"])`` is a common first mistake."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        raise InputTypeError(
+            f"{method} takes one str, got a {type(value).__name__} of {len(value)} texts; for a batch: {for_a_batch}"
+        )
+    raise InputTypeError(f"{method} takes one str, got {type(value).__name__} {_short(value)}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_flags(optional: bool = False, **flags) -> None:

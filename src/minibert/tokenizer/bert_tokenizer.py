@@ -23,7 +23,7 @@ from ..formats.atomic_files import write_atomically
 from ..formats.hub import resolve_file
 from .added_tokens import AddedToken, Matcher
 from .algorithm import BasicTokenizer, WordPieceTokenizer
-from .arguments import check_flags, token_id
+from .arguments import check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
 from .encoding import Pieces, check_side
 from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, google_lower_case, load_vocab, read_tokenizer_config
@@ -487,6 +487,7 @@ class BertTokenizer(TransformersCallAPI):
 
     def tokenize(self, text: str) -> list[str]:
         """The word pieces of ``text`` as strings (no [CLS]/[SEP])."""
+        text = one_text(text, "tokenize", "[tokenizer.tokenize(text) for text in texts], or tokenizer(texts) for ids")
         return self.convert_ids_to_tokens(self.piece_ids(text))
 
     def encode_and_show_work(self, text: str) -> dict:
@@ -496,6 +497,7 @@ class BertTokenizer(TransformersCallAPI):
         >>> steps["basic_tokens"], steps["word_pieces"]                # doctest: +SKIP
         (['hello', ',', 'una', ...
         """
+        text = one_text(text, "encode_and_show_work", "one call per text")
         cleaned = self.basic.clean(text)
         normalized = self.basic.normalize(cleaned)
         words, piece_ids = self.words_and_pieces(text)

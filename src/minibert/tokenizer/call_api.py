@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..errors import InputTypeError, TransformersNameError
 from .arguments import check_count, check_flags
 from .encoding import (
     PAD_VALUES,
@@ -132,6 +133,20 @@ class CallRequest:
 class TransformersCallAPI:
     """``__call__``, ``encode``, ``pad`` and the framing methods, as transformers' tokenizers have them."""
 
+    # The older tutorials' methods, removed from transformers 5, and what to call instead.
+    REMOVED_METHODS = {
+        "encode_plus": "tokenizer(text, ...) takes the same arguments (pad_to_max_length=True is padding='max_length')",
+        "batch_encode_plus": "tokenizer(texts, ...) takes the same arguments, with a list of texts",
+    }
+
+    def __getattr__(self, name: str):
+        """Only called for a name the tokenizer lacks: a removed method says what replaces it."""
+        instead = TransformersCallAPI.REMOVED_METHODS.get(name)
+        if instead is not None:
+            raise TransformersNameError(f"{type(self).__name__!r} object has no attribute {name!r}: transformers 5 "
+                                        f"removed it and so does minibert; {instead}")  # fmt: skip
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     # ------------------------------------------------------------------ framing
 
     def build_inputs_with_special_tokens(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
@@ -180,6 +195,9 @@ class TransformersCallAPI:
           ``return_token_type_ids`` / ``return_attention_mask``: False leaves them out.
         * ``add_special_tokens=False``: no [CLS]/[SEP]; ``verbose=False``: no too-long warning.
         """
+        if "pad_to_max_length" in arguments:  # the older tutorials' spelling (transformers removed it)
+            raise InputTypeError("pad_to_max_length is the older transformers' argument; write padding='max_length' "
+                                 "(with max_length=..., and truncation=True to cut longer texts)")  # fmt: skip
         request = CallRequest.parse(self, text, text_pair, **arguments)
         columns, sample_of_row = self._rows(request, track=request.return_offsets_mapping)
         values = {"input_ids": columns["input_ids"]}
@@ -245,13 +263,17 @@ class TransformersCallAPI:
         return columns, sample_of_row
 
     def _warn_too_long(self, length: int) -> None:
-        """transformers' warning for a row the model cannot take, once per tokenizer."""
+        """A warning for a row the model cannot take, once per tokenizer (where transformers warns too),
+        saying what minibert's model will do with it and how to avoid that."""
         if not self._warned_too_long:
             self._warned_too_long = True
             logger.warning(
                 "Token indices sequence length is longer than the specified maximum sequence length for this "
-                "model (%d > %d). Running this sequence through the model will result in indexing errors",
-                length, self.model_max_length,
+                "model (%d > %d): minibert's BertModel refuses a row longer than its max_position_embeddings with a "
+                "ValueError (it never cuts one silently). Pass truncation=True to keep the first %d tokens, or "
+                "return_overflowing_tokens=True with a stride to get every window; Embedder.embed windows long texts "
+                "by itself",
+                length, self.model_max_length, self.model_max_length,
             )  # fmt: skip
 
     def _frame(self, columns: dict[str, list[list]], a: Pieces, b: Pieces | None, add_special_tokens: bool) -> None:

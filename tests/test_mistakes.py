@@ -1,0 +1,220 @@
+"""Mistakes that teach: what a student following the classic BERT tutorials types first, and the
+error each gets. Every error is of a documented type (minibert.errors) that also subclasses the
+Python type a user would catch, and says what was passed, what is expected and the next step.
+Where the error claims something about transformers (its module names), the claim is checked
+against transformers' own module tree."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+import torch
+
+from minibert import BertModel, BertTokenizer, Embedder
+from minibert.errors import InputTypeError, MinibertError, ModelNotFoundError, TransformersNameError
+from minibert.weights import RENAMES
+
+
+@pytest.fixture(scope="module")
+def tokenizer(minilm_dir):
+    return BertTokenizer.from_pretrained(minilm_dir)
+
+
+@pytest.fixture(scope="module")
+def model(minilm_dir):
+    return BertModel.from_pretrained(minilm_dir)
+
+
+# ----------------------------------------------------------------------------- a batch where one text is taken
+
+
+def test_tokenize_takes_one_text(tokenizer):
+    with pytest.raises(InputTypeError, match=r"tokenize takes one str, got a list of 2 texts.*tokenizer\(texts\)"):
+        tokenizer.tokenize(["a", "b"])
+    with pytest.raises(TypeError, match="tokenize takes one str, got NoneType None"):  # still a TypeError
+        tokenizer.tokenize(None)
+    assert tokenizer.tokenize("I love Paris") == ["i", "love", "paris"]
+
+
+def test_word_vectors_and_embed_tokens_take_one_text(minilm_dir):
+    embedder = Embedder.from_pretrained(minilm_dir)
+    for method in (embedder.word_vectors, embedder.embed_tokens):
+        with pytest.raises(InputTypeError, match=r"takes one str, got a list of 2 texts.*embed\(texts\)"):
+            method(["the bank robber", "the river bank"])
+
+
+# ----------------------------------------------------------------------------- text where ids are taken
+
+
+def test_model_called_on_text_says_tokenize_first(model):
+    with pytest.raises(InputTypeError, match=re.escape("tokenize first: batch = tokenizer(text, return_tensors='pt')")):
+        model("I love Paris")
+    with pytest.raises(TypeError, match="input_ids is the text 'I love Paris'"):
+        model("I love Paris")
+
+
+def test_model_called_on_the_whole_encoding_says_unpack_it(model, tokenizer):
+    batch = tokenizer("I love Paris", return_tensors="pt")
+    with pytest.raises(InputTypeError, match=re.escape("unpack it: model(**batch)")):
+        model(batch)
+    assert model(**batch).last_hidden_state.shape == (1, 5, 384)  # what the message says to write works
+
+
+def test_model_called_on_word_pieces_says_convert_them(model, tokenizer):
+    tokens = tokenizer.tokenize("I love Paris")
+    with pytest.raises(InputTypeError, match=re.escape("tokenizer.convert_tokens_to_ids(tokens)")):
+        model(tokens)
+    with pytest.raises(InputTypeError, match=re.escape("tokenizer(texts, padding=True, return_tensors='pt')")):
+        model(["I love Paris", "I was thirsty!"])
+
+
+# ----------------------------------------------------------------------------- a file where a folder is taken
+
+
+@pytest.mark.parametrize("load", [BertModel.from_pretrained, BertTokenizer.from_pretrained, Embedder.from_pretrained])
+@pytest.mark.parametrize("filename", ["model.safetensors", "vocab.txt", "config.json"])
+def test_from_pretrained_on_a_file_says_pass_its_folder(minilm_dir, load, filename):
+    with pytest.raises(ModelNotFoundError, match=f"pass the folder that holds {filename}") as raised:
+        load(str(minilm_dir / filename))
+    assert repr(str(minilm_dir)) in str(raised.value)  # the folder to pass, spelled out
+
+
+def test_from_pretrained_with_a_call_option_says_where_it_goes(minilm_dir, model):
+    # Chris McCormick's tutorial: BertModel.from_pretrained(..., output_hidden_states=True)
+    with pytest.raises(InputTypeError, match=re.escape("model(**batch, output_hidden_states=True)")):
+        BertModel.from_pretrained(minilm_dir, output_hidden_states=True)
+    # ... or model.config.output_hidden_states = True, which transformers' forward reads and minibert's does not
+    for name in ("output_hidden_states", "output_attentions"):
+        with pytest.raises(TransformersNameError, match=re.escape(f"ask in the call: model(**batch, {name}=True)")):
+            setattr(model.config, name, True)
+        assert not hasattr(model.config, name)
+
+
+# ----------------------------------------------------------------------------- transformers' module names
+
+
+def _pairs(message: str) -> list[tuple[str, str]]:
+    """The 'transformers → minibert' lines of a TransformersNameError, as (theirs, ours) paths."""
+    return re.findall(r"^    (\S+) → (\S+)$", message, flags=re.MULTILINE)
+
+
+def _weight(module, path: str, layer: int = 3) -> torch.Tensor:
+    """The weight of the module (or the parameter) at a dotted path such as ``encoder.layer[n].output.dense``."""
+    target = module
+    for part in path.replace("[n]", f".{layer}").split("."):
+        target = target[int(part)] if part.isdigit() else getattr(target, part)
+    return (target if isinstance(target, torch.Tensor) else target.weight).detach()
+
+
+def test_transformers_names_say_minibert_names(model):
+    with pytest.raises(TransformersNameError, match=r"transformers' encoder.layer\[n\] is minibert's layers\[n\]"):
+        _ = model.encoder.layer[3]
+    with pytest.raises(AttributeError, match="transformers' LayerNorm is minibert's layer_norm"):
+        _ = model.embeddings.LayerNorm
+    with pytest.raises(AttributeError, match=r"self.query → query\n"):
+        _ = model.layers[3].attention.self.query
+    with pytest.raises(AttributeError, match=r"output.dense → feed_forward.output\n\s+output.LayerNorm → output_norm"):
+        _ = model.layers[3].output
+    with pytest.raises(MinibertError, match="THE rename table: minibert.weights.RENAMES"):
+        _ = model.layers[3].intermediate
+
+
+def test_transformers_names_name_the_same_weights_as_in_transformers(model, minilm_dir):
+    """Every pair the errors list, read in both trees loaded from the same checkpoint: transformers'
+    path in transformers' BertModel and minibert's path in minibert's hold the same tensor."""
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
+    checked = set()
+    for owner, theirs_owner, name in [
+        (model, reference, "encoder"),
+        (model.embeddings, reference.embeddings, "LayerNorm"),
+        (model.layers[3], reference.encoder.layer[3], "output"),
+        (model.layers[3], reference.encoder.layer[3], "intermediate"),
+        (model.layers[3].attention, reference.encoder.layer[3].attention, "self"),
+    ]:
+        with pytest.raises(TransformersNameError) as raised:
+            getattr(owner, name)
+        pairs = _pairs(str(raised.value)) or [
+            re.search(r"transformers' (\S+) is minibert's (\S+)", str(raised.value)).groups()
+        ]
+        for theirs, ours in pairs:
+            assert torch.equal(_weight(theirs_owner, theirs), _weight(owner, ours)), f"{theirs} vs {ours}"
+            checked.add(theirs)
+    assert len(checked) >= 8 + 1 + 2 + 1 + 3
+
+
+def test_transformers_names_cover_the_rename_table(model):
+    """The errors are read from THE rename table: every encoder-layer row is listed under
+    ``model.encoder``, as the table says."""
+    with pytest.raises(TransformersNameError) as raised:
+        _ = model.encoder
+    listed = dict(_pairs(str(raised.value)))
+    rows = [(hub.rstrip("."), ours.rstrip(".")) for hub, _, ours in RENAMES if hub.startswith("encoder.")]
+    assert len(rows) == 8
+    for hub, ours in rows:
+        assert listed[hub.replace(".{n}", "[n]")] == ours.replace(".{n}", "[n]")
+
+
+def test_other_missing_names_stay_plain_attribute_errors(model):
+    with pytest.raises(AttributeError) as raised:
+        _ = model.no_such_thing
+    assert type(raised.value) is AttributeError
+    assert not hasattr(model, "bert") and hasattr(model, "layers")
+    assert getattr(model.layers[0], "_not_there", "default") == "default"
+
+
+# ----------------------------------------------------------------------------- the long-input warning
+
+
+def test_long_input_warning_says_what_minibert_does(minilm_dir, model, caplog):
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir)  # a fresh one: the warning comes once per tokenizer
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        batch = tokenizer("word " * 600, return_tensors="pt")
+    warning = caplog.text
+    assert "indexing errors" not in warning  # transformers' words, untrue of minibert
+    assert (
+        "602 > 512" in warning and "refuses a row longer than its max_position_embeddings with a ValueError" in warning
+    )
+    assert "truncation=True" in warning
+    with pytest.raises(ValueError, match="602 tokens is longer than max_position_embeddings=512"):  # what it says
+        model(**batch)
+    assert tokenizer("word " * 600, truncation=True, return_tensors="pt")["input_ids"].shape == (1, 512)
+
+
+def test_the_docs_module_name_table_is_the_rename_table():
+    """docs/checkpoints.md shows THE rename table, not a second copy that could drift."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "checkpoints.md").read_text(encoding="utf-8")
+    section = text.split("## Module names: transformers' and minibert's")[1]
+    shown = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \|$", section, flags=re.MULTILINE)
+    expected = [(hub.rstrip(".").replace(".{n}", "[n]"), ours.rstrip(".").replace(".{n}", "[n]"))
+                for hub, _, ours in RENAMES]  # fmt: skip
+    assert shown == expected
+
+
+def test_rows_of_different_lengths_say_pad_them(model, tokenizer):
+    unpadded = tokenizer(["I love Paris", "I was thirsty, so I drank water"])  # lists, no padding
+    with pytest.raises(
+        InputTypeError, match=re.escape("rows of lengths 5, 10; pad them: tokenizer(texts, padding=True")
+    ):
+        model(**unpadded)
+
+
+def test_the_older_tutorials_tokenizer_calls_say_what_replaces_them(tokenizer):
+    # Chris McCormick's fine-tuning tutorial: tokenizer.encode_plus(..., pad_to_max_length=True, ...)
+    assert not hasattr(tokenizer, "encode_plus")  # as in transformers 5: code that probes for it is not misled
+    with pytest.raises(
+        TransformersNameError, match=re.escape("transformers 5 removed it and so does minibert; tokenizer(text, ...)")
+    ):
+        tokenizer.encode_plus("I love Paris", add_special_tokens=True)
+    with pytest.raises(AttributeError, match=re.escape("tokenizer(texts, ...) takes the same arguments")):
+        tokenizer.batch_encode_plus(["a", "b"])
+    with pytest.raises(InputTypeError, match=re.escape("write padding='max_length'")):
+        tokenizer("I love Paris", max_length=8, pad_to_max_length=True)
+    batch = tokenizer("I love Paris", max_length=8, padding="max_length", truncation=True)  # what it says works
+    assert batch["attention_mask"] == [1, 1, 1, 1, 1, 0, 0, 0]
+    with pytest.raises(AttributeError, match="'BertTokenizer' object has no attribute 'no_such_method'$"):
+        _ = tokenizer.no_such_method
