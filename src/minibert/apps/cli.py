@@ -41,6 +41,7 @@ from .commands import (
 )
 from .embed_files import CHUNK, cmd_embed
 from .task_files import cmd_answer, cmd_classify, cmd_rerank, cmd_tag
+from .vocab_command import add_parser as add_vocab_command
 
 
 def _pooling(value: str) -> list[str]:
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_task_commands(commands)
     _add_serve_command(commands)
+    add_vocab_command(commands)
     return parser
 
 
