@@ -22,6 +22,7 @@ from vocab_reference import (
     spread,
 )
 
+from helpers import run_minibert
 from minibert.tokenizer import BasicTokenizer, train_wordpiece
 from minibert.tokenizer import word_counts as word_counts_module
 from minibert.tokenizer.word_counts import count_words
@@ -160,7 +161,6 @@ def test_the_directory_loads_in_minibert_and_transformers_alike(tmp_path, cased)
     """`minibert vocab` writes vocab.txt and tokenizer_config.json; minibert's BertTokenizer and
     transformers' BertTokenizerFast load the directory and give the same ids on every line of the
     corpus (and on other text, cased and accented)."""
-    from helpers import run_minibert
     from transformers import BertTokenizerFast
 
     import minibert

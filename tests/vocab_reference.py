@@ -34,7 +34,8 @@ def reference_vocabulary(files, vocab_size, *, lowercase=True, min_frequency=2, 
 
     tokenizer = BertWordPieceTokenizer(lowercase=lowercase)
     tokenizer.train([str(path) for path in files], vocab_size=vocab_size, min_frequency=min_frequency,
-                    limit_alphabet=limit_alphabet, special_tokens=list(special_tokens), show_progress=False)  # fmt: skip
+                    limit_alphabet=limit_alphabet, special_tokens=list(special_tokens),
+                    show_progress=False)  # fmt: skip
     vocab = tokenizer.get_vocab()
     return sorted(vocab, key=vocab.get)
 
