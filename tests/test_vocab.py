@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from vocab_reference import (
     SPECIALS,
+    assert_same_merges_as_tokenizers,
     fortunes,
     rank_correlation,
     reference_vocabulary,
@@ -26,7 +27,6 @@ from helpers import run_minibert
 from minibert.tokenizer import BasicTokenizer, train_wordpiece
 from minibert.tokenizer import word_counts as word_counts_module
 from minibert.tokenizer.word_counts import count_words
-from minibert.tokenizer.wordpiece_trainer import merge_pairs, spell_words
 
 SMALL = ("fortunes", "zippy", "wisdom", "tao", "linux", "medicine")  # ~240 KB of the English fortunes
 REFERENCE_RUNS = 5
@@ -55,26 +55,6 @@ def compare_with_tokenizers(files, vocab_size, *, runs=REFERENCE_RUNS, **setting
     assert min(correlations) >= 0.99
 
 
-def replay_tokenizers_ids(files, vocab_size, *, lowercase=True, min_frequency=2, limit_alphabet=1000):
-    """Train tokenizers once; then let minibert merge, starting from the pieces tokenizers began its
-    merges with (special tokens, alphabet, ## forms), numbered as it numbered them: minibert must
-    make the same merges in the same order, every piece identical."""
-    theirs = reference_vocabulary(files, vocab_size, lowercase=lowercase, min_frequency=min_frequency,
-                                  limit_alphabet=limit_alphabet)  # fmt: skip
-    is_initial = lambda piece: len(piece) == 1 or (len(piece) == 3 and piece.startswith("##"))
-    merged = next((index for index in range(len(SPECIALS), len(theirs)) if not is_initial(theirs[index])), len(theirs))
-    vocab = {piece: index for index, piece in enumerate(theirs[:merged])}
-    words, counts = spell_words(count_words(files, BasicTokenizer(do_lower_case=lowercase)), vocab)
-    merge_pairs(words, counts, vocab, vocab_size, min_frequency)
-    ours = list(vocab)
-    first = next((index for index, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-    print(f"\nsize {vocab_size}, lowercase {lowercase}, min_frequency {min_frequency}, limit_alphabet "
-          f"{limit_alphabet}: {merged} initial pieces, {len(theirs) - merged} merges; minibert {len(ours)} pieces, "
-          f"identical up to {first}")  # fmt: skip
-    assert ours == theirs, f"first difference at id {first}: minibert {ours[first:first + 5]}, tokenizers " \
-                           f"{theirs[first:first + 5]}"  # fmt: skip
-
-
 @pytest.mark.parametrize(
     "vocab_size, settings",
     [
@@ -87,14 +67,14 @@ def replay_tokenizers_ids(files, vocab_size, *, lowercase=True, min_frequency=2,
     ids=["uncased", "cased", "uncased-min5-alphabet40", "cased-min1", "uncased-runs-out"],
 )
 def test_the_same_merges_as_tokenizers_from_its_numbering(vocab_size, settings):
-    replay_tokenizers_ids(fortunes(*SMALL), vocab_size, **settings)
+    assert_same_merges_as_tokenizers(fortunes(*SMALL), vocab_size, **settings)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("vocab_size", [5000, 30000])
 @pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
 def test_the_same_merges_as_tokenizers_from_its_numbering_on_all_fortunes(vocab_size, lowercase):
-    replay_tokenizers_ids(fortunes(), vocab_size, lowercase=lowercase)
+    assert_same_merges_as_tokenizers(fortunes(), vocab_size, lowercase=lowercase)
 
 
 @pytest.mark.parametrize(

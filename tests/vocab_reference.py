@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from minibert.tokenizer import BasicTokenizer
+from minibert.tokenizer.word_counts import count_words
+from minibert.tokenizer.wordpiece_trainer import merge_pairs, spell_words
+
 FORTUNES = Path("/usr/share/games/fortunes")
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -52,6 +56,30 @@ def reference_word_counts(files, *, lowercase=True) -> Counter:
         for line in Path(path).read_bytes().decode("utf-8").split("\n"):  # lines end at "\n" only, as in Rust
             counts.update(word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line)))
     return counts
+
+
+def assert_same_merges_as_tokenizers(files, vocab_size, *, lowercase=True, min_frequency=2, limit_alphabet=1000,
+                                     special_tokens=SPECIALS) -> list[str]:  # fmt: skip
+    """Train tokenizers once; then let minibert merge, starting from the pieces tokenizers began its
+    merges with (special tokens, alphabet, ## forms), numbered as it numbered them: minibert must
+    make the same merges in the same order, every piece identical."""
+    theirs = reference_vocabulary(files, vocab_size, lowercase=lowercase, min_frequency=min_frequency,
+                                  limit_alphabet=limit_alphabet, special_tokens=special_tokens)  # fmt: skip
+    is_initial = lambda piece: len(piece) == 1 or (len(piece) == 3 and piece.startswith("##"))
+    merged = next(
+        (index for index in range(len(set(special_tokens)), len(theirs)) if not is_initial(theirs[index])), len(theirs)
+    )
+    vocab = {piece: index for index, piece in enumerate(theirs[:merged])}
+    words, counts = spell_words(count_words(files, BasicTokenizer(do_lower_case=lowercase)), vocab)
+    merge_pairs(words, counts, vocab, vocab_size, min_frequency)
+    ours = list(vocab)
+    first = next((index for index, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    print(f"\nsize {vocab_size}, lowercase {lowercase}, min_frequency {min_frequency}, limit_alphabet "
+          f"{limit_alphabet}: {merged} initial pieces, {len(theirs) - merged} merges; minibert {len(ours)} pieces, "
+          f"identical up to {first}")  # fmt: skip
+    assert ours == theirs, f"first difference at id {first}: minibert {ours[first:first + 5]}, tokenizers " \
+                           f"{theirs[first:first + 5]}"  # fmt: skip
+    return ours
 
 
 def spread(vocabularies: list[list[str]]) -> int:

@@ -17,7 +17,7 @@ Running the basic tokenizer over every line in Python would be the slow part. In
    inherit its count.
 
 Real text repeats itself: 20 MB of English has ~4 million pieces but ~400,000 distinct ones. The
-input is read in blocks of 4 MiB, so memory is bounded by the number of distinct pieces, not by the
+input is read in blocks of 1 MiB, so memory is bounded by the number of distinct pieces, not by the
 corpus: one line of a gigabyte is fine, as long as it has whitespace now and then (a run of more
 than ``MAX_RUN_CHARS`` characters without any is refused: the learner would hold it as one word).
 Invalid UTF-8 is refused, naming the file and the line (``CorpusError``).
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from ..errors import CorpusError
 from .algorithm import BasicTokenizer
 
-BLOCK_BYTES = 1 << 22  # read 4 MiB at a time
+BLOCK_BYTES = 1 << 20  # read 1 MiB at a time (its pieces, as Python strings, take ~20 MB)
 MAX_RUN_CHARS = 1_000_000  # a longer run of text without whitespace is refused
 
 # Python's str.split() splits at these, but BERT's cleaning deletes them (they are control

@@ -251,25 +251,36 @@ def merge_in_word(word: list[int], left: int, right: int, new_id: int) -> tuple[
     >>> removed, added = merge_in_word(word, 1, 2, 9)
     >>> word, [divmod(pair, _RIGHT) for pair in removed], [divmod(pair, _RIGHT) for pair in added]
     ([9, 3, 9], [(2, 3), (3, 1)], [(9, 3), (3, 9)])
+
+    The merged word is built by copying the stretches between occurrences (linear time even for a
+    word of a million pieces, where replacing each occurrence in place would be quadratic).
     """
     removed, added = [], []
+    merged: list[int] = []  # the word up to ``copied``, with its occurrences merged
+    copied = 0
     index = -1
     while True:
         try:
             index = word.index(left, index + 1, len(word) - 1)  # a left piece with a piece after it
         except ValueError:
-            return removed, added
+            break
         if word[index + 1] != right:
             continue
-        if index > 0:
-            before = word[index - 1]
+        merged += word[copied:index]
+        if merged:  # the piece before (itself merged a moment ago, perhaps)
+            before = merged[-1]
             removed.append(before * _RIGHT + left)
             added.append(before * _RIGHT + new_id)
-        word[index : index + 2] = [new_id]
-        if index < len(word) - 1:
-            after = word[index + 1]
+        merged.append(new_id)
+        copied = index + 2
+        if copied < len(word):
+            after = word[copied]
             removed.append(right * _RIGHT + after)
             added.append(new_id * _RIGHT + after)
+        index = copied - 1  # an occurrence cannot overlap this one
+    if copied:
+        word[:] = merged + word[copied:]
+    return removed, added
 
 
 def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowercase: bool = True) -> tuple[str, str]:
