@@ -175,3 +175,56 @@ def test_byte_identical_from_run_to_run(tmp_path):
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] == outputs[2]
     assert len(outputs[0].split(b"\n")) == 2500
+
+
+def doc_section() -> str:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "pretraining.md").read_text(encoding="utf-8")
+    start = text.index("## 1. A vocabulary from text: minibert vocab")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else len(text)]
+
+
+def run_shell(script: str, directory: Path) -> subprocess.CompletedProcess:
+    """A shell example, with `minibert` the command of the package under test."""
+    source = str(Path(__import__("minibert").__file__).parents[1])
+    prelude = f'minibert() {{ "{sys.executable}" -m minibert "$@"; }}\nset -euo pipefail\n'
+    return subprocess.run(["bash", "-c", prelude + script], cwd=directory, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": source})  # fmt: skip
+
+
+def test_the_docs_examples_run(tmp_path, monkeypatch):
+    """docs/pretraining.md, section 1: its shell and Python examples run as written."""
+    import re
+
+    fortunes(*SMALL)
+    section = doc_section()
+    shell = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    python = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(shell) == 1 and len(python) == 1
+    done = run_shell(shell[0], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == SPECIALS + ["!", '"']  # head -n 7: the special tokens, then the alphabet
+    monkeypatch.chdir(tmp_path)
+    exec(compile(python[0], "docs/pretraining.md", "exec"), {})  # noqa: S102  (our own docs)
+    assert (tmp_path / "my-cased-bert" / "vocab.txt").read_text().splitlines()[:5] == SPECIALS
+
+
+def test_the_readmes_vocab_line_runs(tmp_path):
+    """The README's quickstart line, on a corpus.txt and a my-bert/ of its own."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    line = next(line for line in readme.splitlines() if line.startswith("minibert vocab "))
+    (tmp_path / "corpus.txt").write_text(Path(fortunes("fortunes")[0]).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "my-bert").mkdir()
+    done = run_shell(line, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "my-bert" / "vocab.txt").read_text().splitlines()[:5] == SPECIALS
+
+
+def test_docstring_examples():
+    import doctest
+
+    from minibert.tokenizer import word_counts, wordpiece_trainer
+
+    for module in (word_counts, wordpiece_trainer):
+        result = doctest.testmod(module)
+        assert result.attempted and not result.failed, module.__name__
