@@ -49,9 +49,12 @@ _VOCAB_SIDES = {
     ),
 }
 _TIMED = (
-    "import json, re, sys, time\n{setup}"
-    "start = time.perf_counter(); pieces = run(sys.argv[1:]); seconds = time.perf_counter() - start\n"
-    "print(json.dumps({{'seconds': seconds, 'peak_bytes': " + _PEAK + ", 'pieces': len(pieces)}}))\n"
+    "import json, re, resource, sys, time\n{setup}"
+    "cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])\n"
+    "start, start_cpu = time.perf_counter(), cpu(); pieces = run(sys.argv[1:])\n"
+    "seconds, cpu_seconds = time.perf_counter() - start, cpu() - start_cpu\n"
+    "print(json.dumps({{'seconds': seconds, 'cpu_seconds': cpu_seconds, 'peak_bytes': " + _PEAK + ", "
+    "'pieces': len(pieces)}}))\n"
 )
 
 
@@ -90,8 +93,9 @@ def bench_vocab(rounds: int, corpus: Path | None) -> dict:
             order = ["minibert", "tokenizers"] if index % 2 == 0 else ["tokenizers", "minibert"]
             for side in order:
                 results[side].append(run_side(_VOCAB_SIDES[side], files))
-                print(f"  round {index + 1} {side}: {results[side][-1]['seconds']:.1f} s, "
-                      f"peak {results[side][-1]['peak_bytes'] / 1e6:.0f} MB", file=sys.stderr)  # fmt: skip
+                result = results[side][-1]
+                print(f"  round {index + 1} {side}: {result['seconds']:.1f} s ({result['cpu_seconds']:.1f} s of CPU), "
+                      f"peak {result['peak_bytes'] / 1e6:.0f} MB", file=sys.stderr)  # fmt: skip
         size = path.stat().st_size
     ratios = [theirs["seconds"] / ours["seconds"] for ours, theirs in zip(results["minibert"], results["tokenizers"])]
     return {
@@ -99,6 +103,8 @@ def bench_vocab(rounds: int, corpus: Path | None) -> dict:
         "corpus": f"{path.name}, {size / 1e6:.1f} MB",
         "minibert_seconds": statistics.median(result["seconds"] for result in results["minibert"]),
         "tokenizers_seconds": statistics.median(result["seconds"] for result in results["tokenizers"]),
+        "minibert_cpu_seconds": statistics.median(result["cpu_seconds"] for result in results["minibert"]),
+        "tokenizers_cpu_seconds": statistics.median(result["cpu_seconds"] for result in results["tokenizers"]),
         "ratio_median": statistics.median(ratios),
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
@@ -124,8 +130,9 @@ def main() -> None:
         if name == "vocab":
             row = bench_vocab(args.rounds, args.corpus)
         rows.append(row)
-        print(f"{row['row']:<8} {row['corpus']}: minibert {row['minibert_seconds']:.1f} s, tokenizers "
-              f"{row['tokenizers_seconds']:.1f} s: {row['ratio_median']:.2f}x ({row['ratio_min']:.2f}-"
+        print(f"{row['row']:<8} {row['corpus']}: minibert {row['minibert_seconds']:.1f} s "
+              f"({row['minibert_cpu_seconds']:.1f} s of CPU), tokenizers {row['tokenizers_seconds']:.1f} s "
+              f"({row['tokenizers_cpu_seconds']:.1f} s of CPU): {row['ratio_median']:.2f}x ({row['ratio_min']:.2f}-"
               f"{row['ratio_max']:.2f}); peak memory minibert {row['minibert_peak_mb']:.0f} MB, tokenizers "
               f"{row['tokenizers_peak_mb']:.0f} MB; pieces {row['pieces']}")  # fmt: skip
     if args.json:

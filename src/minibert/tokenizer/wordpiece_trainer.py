@@ -207,7 +207,7 @@ def merge_pairs(
         new_id = vocab.setdefault(new_piece, len(vocab))
         if new_id == len(pieces):
             pieces.append(new_piece)
-        formed: dict[int, set[int]] = {}  # pairs the merge made → the words they are in
+        formed: dict[int, list[int]] = {}  # pairs the merge made → the words they are in
         for index in positions:
             removed, added = merge_in_word(words[index], left, right, new_id)
             word_count = counts[index]
@@ -215,10 +215,7 @@ def merge_pairs(
                 pair_counts[old_pair] = pair_counts.get(old_pair, 0) - word_count
             for new_pair in added:
                 pair_counts[new_pair] = pair_counts.get(new_pair, 0) + word_count
-                if new_pair in formed:
-                    formed[new_pair].add(index)
-                else:
-                    formed[new_pair] = {index}
+                _add_position(formed, new_pair, index)
         for new_pair, new_positions in formed.items():
             if pair_counts[new_pair] > 0:
                 heapq.heappush(heap, (-pair_counts[new_pair], new_pair, order, new_positions))
@@ -227,20 +224,26 @@ def merge_pairs(
             progress(f"merging: {len(vocab):,} of {vocab_size:,} pieces")
 
 
-def count_pairs(words: list[list[int]], counts: list[int]) -> tuple[dict[int, int], dict[int, set[int]]]:
-    """How often each pair of neighbouring pieces occurs, and in which words (by index)."""
+def count_pairs(words: list[list[int]], counts: list[int]) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """How often each pair of neighbouring pieces occurs, and in which words (indices, ascending)."""
     pair_counts: dict[int, int] = {}
-    where: dict[int, set[int]] = {}
+    where: dict[int, list[int]] = {}
     for index, (word, count) in enumerate(zip(words, counts)):
         for left, right in zip(word, word[1:]):
             pair = left * _RIGHT + right
             pair_counts[pair] = pair_counts.get(pair, 0) + count
-            positions = where.get(pair)
-            if positions is None:
-                where[pair] = {index}
-            else:
-                positions.add(index)
+            _add_position(where, pair, index)
     return pair_counts, where
+
+
+def _add_position(where: dict[int, list[int]], pair: int, index: int) -> None:
+    """Note that word ``index`` holds ``pair``: once (tokenizers keeps a set; the words are visited
+    one after the other, so a list that checks its last entry is the same set, in less memory)."""
+    positions = where.get(pair)
+    if positions is None:
+        where[pair] = [index]
+    elif positions[-1] != index:
+        positions.append(index)
 
 
 def merge_in_word(word: list[int], left: int, right: int, new_id: int) -> tuple[list[int], list[int]]:
