@@ -218,7 +218,9 @@ def test_a_run_longer_than_the_limit_across_blocks(tmp_path, monkeypatch):
 
 def test_vocab_size_tiny(tmp_path):
     result = vocab(tmp_path, "--input", str(corpus(tmp_path, TEXT)), "--vocab-size", "1")
-    assert_refused(result, "vocab_size 1 is below the", "pieces every vocabulary learned from this corpus holds")
+    assert_refused(result, "vocab_size 1 is below the 5 special tokens")
+    result = vocab(tmp_path, "--input", str(corpus(tmp_path, TEXT)), "--vocab-size", "6")
+    assert_refused(result, "vocab_size 6 is below the", "pieces every vocabulary learned from this corpus holds")
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "ten", "1e3", ""])

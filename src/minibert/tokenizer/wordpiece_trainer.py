@@ -88,6 +88,7 @@ def train_wordpiece(
     >>> pieces[12:]  # the ## forms, the merges
     ['##g', '##n', '##s', '##u', '##ug', '##un', 'hug', 'pun', 'pug']
     """
+    _check_settings(vocab_size, min_frequency, limit_alphabet, special_tokens)  # before the long count
     basic = BasicTokenizer(do_lower_case=lowercase)
     word_counts = count_words(files, basic, progress)
     return learn_vocabulary(word_counts, vocab_size, min_frequency=min_frequency, limit_alphabet=limit_alphabet,
@@ -135,6 +136,8 @@ def _check_settings(vocab_size, min_frequency, limit_alphabet, special_tokens) -
     for token in special_tokens:
         if not isinstance(token, str) or not token or token != "".join(token.split()):
             raise ValueError(f"a special token must be a non-empty string without whitespace, got {token!r}")
+    if len(set(special_tokens)) > vocab_size:
+        raise VocabularySizeError(f"vocab_size {vocab_size:,} is below the {len(set(special_tokens))} special tokens")
 
 
 def alphabet(word_counts: Mapping[str, int], limit: int | None) -> list[str]:
