@@ -33,9 +33,11 @@ merges. BERT's tokenizer later reads this vocabulary greedily, longest match fir
 which decides the ``##`` forms' ids and with them which of two pairs of equal count merges first,
 and which characters of equal count the alphabet keeps at its limit. minibert gives the same
 result on every run, with these rules: the alphabet keeps the most frequent characters and, of
-equal counts, the smaller code points; the ``##`` forms are numbered by code point; of pairs of
-equal count, the one whose left piece has the smaller id merges first, then the one whose right
-piece has (``tokenizers``' own rule, on its ids).
+equal counts, the smaller code points; the ``##`` forms are numbered by how many distinct words
+they continue, most first, then by code point (``tokenizers`` numbers them as its random walk over
+the distinct words meets them, which most likely meets these first); of pairs of equal count, the
+one whose left piece has the smaller id merges first, then the one whose right piece has
+(``tokenizers``' own rule, on its ids).
 
 Counting pairs once and updating the counts after each merge (only the words that hold the pair
 are touched, and a heap keeps the most frequent pair on top) is what makes 30,000 merges fast:
@@ -50,6 +52,7 @@ from __future__ import annotations
 import heapq
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -85,8 +88,8 @@ def train_wordpiece(
     >>> pieces = train_wordpiece([path], vocab_size=21)
     >>> pieces[:12]  # the special tokens, the alphabet
     ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'b', 'g', 'h', 'n', 'p', 's', 'u']
-    >>> pieces[12:]  # the ## forms, the merges
-    ['##g', '##n', '##s', '##u', '##ug', '##un', 'hug', 'pun', 'pug']
+    >>> pieces[12:]  # the ## forms (##u continues 5 distinct words, ##g 3, ...), the merges
+    ['##u', '##g', '##n', '##s', '##ug', '##un', 'hug', 'pun', 'pug']
     """
     _check_settings(vocab_size, min_frequency, limit_alphabet, special_tokens)  # before the long count
     basic = BasicTokenizer(do_lower_case=lowercase)
@@ -109,10 +112,10 @@ def learn_vocabulary(
     vocab = {token: index for index, token in enumerate(dict.fromkeys(special_tokens))}  # piece → id, in order
     for char in alphabet(word_counts, limit_alphabet):
         vocab.setdefault(char, len(vocab))
-    continued = set()  # the characters that occur after a word's first
+    continued: Counter[str] = Counter()  # character → how many distinct words it continues
     for word in word_counts:
-        continued.update(word[1:])
-    for char in sorted(continued):
+        continued.update(set(word[1:]))
+    for char in sorted(continued, key=lambda char: (-continued[char], char)):
         if char in vocab:  # in the alphabet (or a special token that is one character)
             vocab.setdefault(CONTINUATION + char, len(vocab))
     if len(vocab) > vocab_size:
