@@ -234,3 +234,23 @@ def test_docstring_examples():
     for module in (word_counts, wordpiece_trainer):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
+
+
+def test_defaults_are_tokenizers():
+    """The command's and the function's defaults are BertWordPieceTokenizer.train's own."""
+    import inspect
+
+    from tokenizers import BertWordPieceTokenizer
+
+    from minibert.apps import cli, vocab_command
+
+    theirs = {
+        name: parameter.default
+        for name, parameter in inspect.signature(BertWordPieceTokenizer.train).parameters.items()
+    }
+    ours = inspect.signature(train_wordpiece).parameters
+    assert theirs["special_tokens"] == list(ours["special_tokens"].default) == vocab_command.DEFAULT_SPECIAL_TOKENS
+    arguments = cli.build_parser().parse_args(["vocab", "--input", "x", "--output", "y"])
+    for name in ("vocab_size", "min_frequency", "limit_alphabet"):
+        assert theirs[name] == ours[name].default == getattr(arguments, name), name
+    assert BertWordPieceTokenizer().normalizer.lowercase and not arguments.cased and ours["lowercase"].default
