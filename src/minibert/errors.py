@@ -47,3 +47,12 @@ class TFRecordError(DataError):
 class ExplorerInputError(MinibertError, ValueError):
     """Input the explorer cannot show: an empty text, a text longer than the model's positions
     (without truncation), a bad ``top_k`` or ``max_length``."""
+class CorpusError(DataError):
+    """A text corpus (the input of ``minibert vocab``) cannot be used: a file is missing or
+    unreadable, is not UTF-8 (the message names the file and line), holds no words, or has a run of
+    text without whitespace longer than the learner holds in memory (the message names the limit)."""
+
+
+class VocabularySizeError(MinibertError):
+    """The requested vocabulary size cannot be met: it is below what every vocabulary learned from
+    the corpus holds (the special tokens, the alphabet and its ``##`` forms); the message names both."""

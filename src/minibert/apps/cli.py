@@ -45,6 +45,7 @@ from .embed_files import CHUNK, cmd_embed
 from .explore_command import add_parser as add_explore_parser
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import cmd_answer, cmd_classify, cmd_rerank, cmd_tag
+from .vocab_command import add_parser as add_vocab_command
 
 
 def _pooling(value: str) -> list[str]:
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_command(commands)
     add_explore_parser(commands, parents=[common])
     add_pretraining_data_parser(commands)
+    add_vocab_command(commands)
     return parser
 
 

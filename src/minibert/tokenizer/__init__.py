@@ -13,6 +13,8 @@ The rooms, read in this order:
 * ``call_api.py`` — transformers' call API: one ``CallRequest`` per call, framing, truncation,
   overflow windows, padding, ``pad``; ``encoding.py`` — ``BatchEncoding`` and the maps back to words
   and characters, truncation plans and padding;
+* ``wordpiece_trainer.py`` — learning a vocabulary from text as ``tokenizers`` does
+  (``train_wordpiece``), over the word counts of ``word_counts.py``;
 * ``files.py`` — vocab.txt, tokenizer_config.json, the casing of Google's checkpoints;
   ``tokenizer_json.py`` — a repository's ``tokenizer.json`` when it has no ``vocab.txt``;
   ``arguments.py`` — the checks of what users pass.
@@ -23,6 +25,7 @@ from .algorithm import BasicTokenizer, WordPieceTokenizer, is_punctuation, is_re
 from .bert_tokenizer import BertTokenizer
 from .encoding import BatchEncoding
 from .files import google_lower_case, load_vocab
+from .wordpiece_trainer import save_vocabulary, train_wordpiece
 
 __all__ = [
     "AddedToken",
@@ -34,4 +37,6 @@ __all__ = [
     "is_punctuation",
     "is_removed_in_cleaning",
     "load_vocab",
+    "save_vocabulary",
+    "train_wordpiece",
 ]

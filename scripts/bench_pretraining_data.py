@@ -1,7 +1,7 @@
 """Speed and memory of the pre-training steps against their references, side by side in one run.
 
-    python scripts/bench_pretraining.py            # the full run (~10 minutes on 2 cores)
-    python scripts/bench_pretraining.py --quick    # a smaller corpus, one round
+    python scripts/bench_pretraining_data.py            # the full run (~10 minutes on 2 cores)
+    python scripts/bench_pretraining_data.py --quick    # a smaller corpus, one round
 
 Each row runs the reference and minibert as separate processes on the same files, interleaved
 (A B, B A, ...), and reports per tool the median wall time, CPU time (user + system) and peak

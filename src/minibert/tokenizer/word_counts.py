@@ -1,0 +1,138 @@
+"""How often each word occurs in a corpus: the first step of learning a vocabulary, and its hot loop.
+
+A word here is what BERT's basic tokenizer (algorithm.py) makes of a text — cleaned, for an uncased
+vocabulary lowercased without accents, split on whitespace and around every punctuation mark and
+Chinese character — exactly the words ``tokenizers``' trainer counts (its BertNormalizer and
+BertPreTokenizer, line by line)::
+
+    "The cat.\\nTHE CAT!"  →  {"the": 2, "cat": 2, ".": 1, "!": 1}
+
+Running the basic tokenizer over every line in Python would be the slow part. Instead:
+
+1. the text is split at whitespace by ``str.split`` (C speed) and the pieces are counted with a
+   ``Counter`` (C speed too). BERT splits at the same whitespace, and nothing it does crosses a space
+   (cleaning, accents, lowercasing and punctuation are decided character by character), so the
+   words of a text are the words of its pieces, one after the other;
+2. each DISTINCT piece ("Cat!", "cat", "CAT") goes through the basic tokenizer once, and its words
+   inherit its count.
+
+Real text repeats itself: 20 MB of English has ~4 million pieces but ~400,000 distinct ones. The
+input is read in blocks of 1 MiB, so memory is bounded by the number of distinct pieces, not by the
+corpus: one line of a gigabyte is fine, as long as it has whitespace now and then (a run of more
+than ``MAX_RUN_CHARS`` characters without any is refused: the learner would hold it as one word).
+Invalid UTF-8 is refused, naming the file and the line (``CorpusError``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from ..errors import CorpusError
+from .algorithm import BasicTokenizer
+
+BLOCK_BYTES = 1 << 20  # read 1 MiB at a time (its pieces, as Python strings, take ~20 MB)
+MAX_RUN_CHARS = 1_000_000  # a longer run of text without whitespace is refused
+
+# Python's str.split() splits at these, but BERT's cleaning deletes them (they are control
+# characters, category Cc): they are deleted first, as the cleaning would, so "a\x0bb" stays one
+# piece. (Every other character str.split() splits at, BERT turns into a space; a test checks this.)
+_SPLIT_BUT_DELETED = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
+_SPLIT_BUT_DELETED_TABLE = dict.fromkeys(map(ord, "\x0b\x0c\x1c\x1d\x1e\x1f\x85"))
+_WHITESPACE = (" ", "\n", "\t", "\r")  # where a block may be cut: BERT splits there
+
+Progress = Callable[[str], None]
+
+
+def count_words(
+    files: Iterable[str | os.PathLike], basic: BasicTokenizer, progress: Progress | None = None
+) -> Counter[str]:
+    """{word: number of occurrences} over all ``files`` (UTF-8 text), words as ``basic`` makes them.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "corpus.txt"
+    >>> _ = path.write_text("The cat.\\nTHE CAT!\\n", encoding="utf-8")
+    >>> count_words([path], BasicTokenizer(do_lower_case=True))
+    Counter({'the': 2, 'cat': 2, '.': 1, '!': 1})
+    """
+    files = list(files)
+    total_bytes = sum(_size(path) for path in files)
+    pieces: Counter[str] = Counter()
+    done = 0
+    for path in files:
+        for block_bytes in _count_pieces(path, pieces):
+            done += block_bytes
+            if progress is not None:
+                progress(f"counting words: {done / 1e6:,.0f} of {total_bytes / 1e6:,.0f} MB")
+    words: Counter[str] = Counter()
+    tokenize = basic.tokenize
+    for piece, count in pieces.items():
+        for word in tokenize(piece):
+            words[word] += count
+    if not words:
+        raise CorpusError(f"no words in {', '.join(map(str, files))}: the corpus is empty (or only whitespace "
+                          "and control characters)")  # fmt: skip
+    return words
+
+
+def _size(path: str | os.PathLike) -> int:
+    try:
+        if os.path.isdir(path):
+            raise CorpusError(f"input {path} is a directory, not a text file")
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        raise CorpusError(f"input file not found: {path}") from None
+    except OSError as error:
+        raise CorpusError(f"cannot read input file {path}: {error.strerror}") from None
+
+
+def _count_pieces(path: str | os.PathLike, pieces: Counter[str]) -> Iterable[int]:
+    """Add the whitespace-separated pieces of one file to ``pieces``; yield the bytes read per block.
+
+    A block is cut after its last whitespace; the rest (the start of a piece) is carried into the
+    next block. The UTF-8 decoder is incremental: a character split between two blocks is whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    carried = ""
+    line = 1  # of the block's start, for error messages
+    try:
+        with open(path, "rb") as handle:
+            while True:
+                block = handle.read(BLOCK_BYTES)
+                pending = decoder.getstate()[0]  # bytes of a character the last block cut
+                try:
+                    text = carried + decoder.decode(block, final=not block)
+                except UnicodeDecodeError as error:
+                    where = line + (pending + block)[: error.start].count(b"\n")
+                    raise CorpusError(f"{path}, line {where}: not UTF-8 text ({error.reason})") from None
+                if not block:
+                    _add_pieces(text, pieces, path, line)
+                    return
+                cut = max(text.rfind(space) for space in _WHITESPACE)  # -1: no whitespace at all
+                if len(text) - cut > MAX_RUN_CHARS:  # the carried run is too long already
+                    _refuse_long_run(path, line + text[: cut + 1].count("\n"))
+                _add_pieces(text[: cut + 1], pieces, path, line)
+                carried = text[cut + 1 :]
+                line += block.count(b"\n")
+                yield len(block)
+    except OSError as error:
+        raise CorpusError(f"cannot read input file {path}: {error.strerror}") from None
+
+
+def _add_pieces(text: str, pieces: Counter[str], path, line: int) -> None:
+    if _SPLIT_BUT_DELETED.search(text):
+        text = text.translate(_SPLIT_BUT_DELETED_TABLE)
+    split = text.split()
+    if split and max(map(len, split)) > MAX_RUN_CHARS:
+        longest = max(split, key=len)
+        _refuse_long_run(path, line + text[: text.index(longest)].count("\n"))
+    pieces.update(split)
+
+
+def _refuse_long_run(path, line: int):
+    raise CorpusError(
+        f"{path}, line {line}: more than {MAX_RUN_CHARS:,} characters without whitespace (the learner holds "
+        "each word in memory); break such text into words or lines"
+    )
