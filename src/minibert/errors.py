@@ -16,3 +16,9 @@ class CheckpointError(MinibertError):
 
 class ModelNotFoundError(CheckpointError):
     """Neither a local directory nor a reachable (or cached) hub repository matches the name."""
+
+
+class InputFileError(MinibertError):
+    """A file a command reads or writes cannot be used: missing, a directory, not UTF-8 text,
+    malformed JSON lines, a missing or mistyped field, empty, or an output that would destroy its
+    input. The message names the file (and the line). The command exits 1 (2 is for usage errors)."""

@@ -31,6 +31,7 @@ from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS
 from ..formats.hub import DEFAULT_MODEL
 from .commands import (
     CommandError,
+    CommandFailed,
     cmd_convert,
     cmd_fill_mask,
     cmd_next_sentence,
@@ -464,12 +465,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # e.g. `minibert embed ... | head`: not an error
         return 0
-    except (CommandError, MinibertError, ValueError, TypeError, OSError, RuntimeError) as error:
+    except (CommandError, CommandFailed, MinibertError, ValueError, TypeError, OSError, RuntimeError) as error:
         if args.debug:
             raise
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"minibert: error: {message}", file=sys.stderr)
-        return 2 if isinstance(error, CommandError) else 1
+        return 2 if isinstance(error, CommandError) else 1  # 2: a usage error, as argparse's (docs/cli.md)
     except Exception as error:  # a bug in minibert: still one line, with the way to the details
         if args.debug:
             raise

@@ -14,7 +14,14 @@ from ..formats.hub import DEFAULT_MODEL
 
 
 class CommandError(Exception):
-    """A problem with the command line itself (a missing argument, an unsupported file type)."""
+    """A problem with the command line itself, which the parser cannot see: a missing or conflicting
+    argument, a flag's value out of its range, an output suffix the command does not write. Exit 2,
+    like argparse's own usage errors. A problem with a file or a model is a MinibertError (exit 1)."""
+
+
+class CommandFailed(Exception):
+    """The command ran and could not do its job: ``verify`` found a difference above the tolerance,
+    or an optional extra the command needs is not installed. Exit 1."""
 
 
 def bundled_model() -> str | None:
@@ -151,19 +158,19 @@ def cmd_verify(args) -> None:
     try:
         rows = load_model(args, lambda name: compare_with_transformers(name, args.text or None))
     except RuntimeError as error:
-        raise CommandError(str(error)) from None
+        raise CommandFailed(str(error)) from None
     print(format_table(rows, args.tolerance))
     worst = max(diff for _, diff in rows)
     print(f"max |Δ| over {len(rows)} outputs: {worst:.3e}")
     if worst > args.tolerance:
-        raise CommandError(f"{name}: outputs differ from transformers by {worst:.3e} > {args.tolerance:g}")
+        raise CommandFailed(f"{name}: outputs differ from transformers by {worst:.3e} > {args.tolerance:g}")
 
 
 def cmd_serve(args) -> None:
     try:
         from .serve import ServeSettings, serve
     except ImportError as error:
-        raise CommandError(f"minibert serve needs the serve extra ({error.name} is not installed): "
+        raise CommandFailed(f"minibert serve needs the serve extra ({error.name} is not installed): "
                            "pip install 'minibert[serve]'") from None  # fmt: skip
     api_key = args.api_key or os.environ.get("MINIBERT_API_KEY") or None
     names = ("model", "served_model_name", "host", "port", "max_batch_tokens", "max_wait_ms", "max_queue",

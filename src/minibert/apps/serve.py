@@ -640,9 +640,10 @@ class Routes:
             await asyncio.to_thread(self.service.load)
         except Exception as error:  # noqa: BLE001  (reported, and the server stops)
             self.service.load_error = error
-            logger.error("cannot load %s: %s", self.settings.model, " ".join(str(error).split()))
-            if self.on_fatal is not None:
+            if self.on_fatal is not None:  # the command stops and prints the error line itself
                 self.on_fatal(error)
+            else:
+                logger.error("cannot load %s: %s", self.settings.model, " ".join(str(error).split()))
             return
         if self.service.classifier is not None:
             classifier = self.service.classifier
