@@ -4,9 +4,12 @@ sorted by it. It is the second stage of a retrieval pipeline: embeddings find a 
 candidates fast; a cross-encoder, which sees both texts at once, orders them well.
 
     >>> ranker = CrossEncoder("cross-encoder/ms-marco-MiniLM-L6-v2")                 # doctest: +SKIP
-    >>> ranker.rank("How many people live in Berlin?", documents)
+    >>> ranker.rank("How many people live in Berlin?", documents)                   # doctest: +SKIP
     [{'corpus_id': 0, 'score': 0.9996}, {'corpus_id': 2, 'score': 0.0012}, ...]
-    >>> rerank("How many people live in Berlin?", documents, model=DIR)             # the same, one call
+    >>> rerank("How many people live in Berlin?", documents, model=DIR)             # doctest: +SKIP
+
+(The same ranking in one call; these lines need a hub checkpoint and are not run as doctests:
+tests/test_tasks.py compares both with sentence-transformers' CrossEncoder.)
 
 Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`` and
 ``rank(query, documents, top_k, return_documents)``. What the model's folder says is followed:
