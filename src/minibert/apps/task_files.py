@@ -16,8 +16,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..formats.line_files import check_output, count_records, read_records, spooled_stdin, write_json_lines
-from .commands import CommandError, load_model
+from ..formats.line_files import check_output, count_records, json_lines_output, read_records, spooled_stdin
+from .commands import CommandError, gemm_of, load_model
 
 CHUNK = 2048  # records answered at a time: memory follows the chunk, not the file
 
@@ -58,12 +58,19 @@ def _answer_file(args, path: Path, output, fields, optional, load, answer, finis
 
 
 def _write(records: Iterator[dict], output: Path | None, answer_chunk, finish) -> None:
-    rows = (row for chunk in _rows_in_chunks(records) for row in answer_chunk(chunk))
-    if finish is not None:  # rows that need all of the input (rerank's ranks)
-        rows = finish(list(rows), output is None)
-    count = write_json_lines(rows, output)
+    """Answer the records a chunk at a time and write each chunk's rows (``finish``: rows that need
+    all of the input first, as rerank's ranks)."""
+    with json_lines_output(output) as lines:
+        if finish is None:
+            for chunk in _rows_in_chunks(records):
+                for row in answer_chunk(chunk):
+                    lines.write(row)
+        else:
+            rows = [row for chunk in _rows_in_chunks(records) for row in answer_chunk(chunk)]
+            for row in finish(rows, output is None):
+                lines.write(row)
     if output is not None:
-        print(f"minibert: wrote {count} rows to {output}", file=sys.stderr)
+        print(f"minibert: wrote {lines.count} rows to {output}", file=sys.stderr)
 
 
 def cmd_classify(args) -> None:
@@ -82,7 +89,7 @@ def cmd_classify(args) -> None:
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
     _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts],
-         lambda name: load_for_task(name, BertForSequenceClassification), answer)  # fmt: skip
+         lambda name: load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args)), answer)  # fmt: skip
 
 
 def cmd_tag(args) -> None:
@@ -95,7 +102,7 @@ def cmd_tag(args) -> None:
         return [{"text": record["text"], "entities": entities} for record, entities in zip(chunk, found)]
 
     _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts],
-         lambda name: load_for_task(name, BertForTokenClassification), answer)  # fmt: skip
+         lambda name: load_for_task(name, BertForTokenClassification, gemm=gemm_of(args)), answer)  # fmt: skip
 
 
 def cmd_answer(args) -> None:
@@ -116,14 +123,14 @@ def cmd_answer(args) -> None:
         return [] if args.question is None else [{"question": args.question, "context": args.context}]
 
     _run(args, ("question", "context"), (), from_arguments,
-         lambda name: load_for_task(name, BertForQuestionAnswering), answer_chunk)  # fmt: skip
+         lambda name: load_for_task(name, BertForQuestionAnswering, gemm=gemm_of(args)), answer_chunk)  # fmt: skip
 
 
 def cmd_rerank(args) -> None:
     from ..tasks import CrossEncoder
 
     def load(name: str):
-        ranker = CrossEncoder(name, max_length=args.max_length)
+        ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args))
         if ranker.num_labels != 1:
             raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
                              f"it has {ranker.num_labels} labels")  # fmt: skip

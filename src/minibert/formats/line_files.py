@@ -121,22 +121,36 @@ def spooled_stdin() -> Iterator[Path]:
         os.unlink(name)
 
 
-def write_json_lines(rows, output: Path | None) -> int:
-    """Each row as one JSON line: printed (``output`` None) or written atomically to ``output`` (a
-    temporary file renamed into place, so a failed run leaves no partial file). Returns the count."""
+@contextlib.contextmanager
+def json_lines_output(output: Path | None) -> Iterator[JsonLines]:
+    """Rows written as JSON lines, one ``write(row)`` at a time: printed (``output`` None), or to
+    ``output`` atomically (a temporary file renamed into place when the block ends without an
+    error, so a failed run leaves no partial file).
+
+    >>> with json_lines_output(None) as lines:
+    ...     lines.write({"text": "a", "score": 1.0})
+    {"text": "a", "score": 1.0}
+    >>> lines.count
+    1
+    """
     from .atomic_files import atomic_output
 
-    count = 0
     if output is None:
-        for row in rows:
-            print(json_line(row))
-            count += 1
-        return count
+        yield JsonLines(lambda line: print(line))
+        return
     with atomic_output(output) as handle:
-        for row in rows:
-            handle.write((json_line(row) + "\n").encode("utf-8"))
-            count += 1
-    return count
+        yield JsonLines(lambda line: handle.write((line + "\n").encode("utf-8")))
+
+
+class JsonLines:
+    """Where ``json_lines_output`` writes: ``write(row)`` one JSON line; ``count`` lines so far."""
+
+    def __init__(self, put):
+        self.put, self.count = put, 0
+
+    def write(self, row: dict) -> None:
+        self.put(json_line(row))
+        self.count += 1
 
 
 def check_output(output: Path, source: Path | None) -> None:

@@ -54,10 +54,11 @@ class CrossEncoder:
     ``"sigmoid"``/``"identity"``/``"tanh"``) override the folder's."""
 
     def __init__(self, model_name_or_path: str | os.PathLike, *, max_length: int | None = None,
-                 activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None):  # fmt: skip
+                 activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None,
+                 gemm: str | None = None):  # fmt: skip
         source = os.fspath(model_name_or_path)
         self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
-                                                                   device=device).eval()  # fmt: skip
+                                                                   device=device, gemm=gemm).eval()  # fmt: skip
         self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision)
         self.model.config.check_vocabulary(self.tokenizer.vocab, source)
         settings = _read_settings(source, revision)
