@@ -14,10 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import InputFileError
-from ..formats.line_files import check_output, count_records, json_line, read_records, spooled_stdin
+from ..formats.line_files import CHUNK, check_output, count_records, json_line, read_records, spooled_stdin
 from .commands import CommandError, embed_options, load_embedder, report_truncated
-
-CHUNK = 2048  # texts embedded (and written, and committed with --resume) at a time: memory stays flat
 
 
 def cmd_embed(args) -> None:

@@ -16,10 +16,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..formats.line_files import check_output, count_records, json_lines_output, read_records, spooled_stdin
+from ..formats.line_files import CHUNK, check_output, count_records, json_lines_output, read_records, spooled_stdin
 from .commands import CommandError, gemm_of, load_model
-
-CHUNK = 2048  # records answered at a time: memory follows the chunk, not the file
 
 
 def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:

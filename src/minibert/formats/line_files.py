@@ -32,6 +32,8 @@ from pathlib import Path
 from ..errors import InputFileError
 from .json_files import parse_json
 
+CHUNK = 2048  # lines a command handles at a time (embedded, answered, written): memory follows the chunk
+
 
 def read_records(path: Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = ()) -> Iterator[dict]:
     """One dict per line of ``path``, streamed (memory follows one line, not the file).
