@@ -8,12 +8,15 @@
     minibert verify --model path/to/checkpoint
     minibert convert uncased_L-12_H-768_A-12 bert-base-uncased-hub     # Google's TF zip → hub layout
 
-Every error is one line on stderr and a non-zero exit (``--debug`` shows the traceback). Output
-files are written atomically: an interrupted or failed run leaves no partial file and never
+Every error is one line on stderr: exit 1 for bad input (a file, a model), 2 for a usage error
+(the parser's, or a ``CommandError``); docs/cli.md has the table (``--debug`` shows the traceback).
+Output files are written atomically: an interrupted or failed run leaves no partial file and never
 clobbers an existing one.
 
 This module is the parser and the dispatch (with the signals and warnings a command's process
-owns); the commands are in commands.py and, for ``embed``, embed_files.py.
+owns); the commands are in commands.py, embed_files.py and task_files.py. A new command lives in
+its own module with ``add_parser(commands, parents)`` and its ``cmd_...``, and takes one line in
+``build_parser``: ``add_parser(commands, [process])`` (``process``: the --debug and --gemm flags).
 """
 
 from __future__ import annotations
