@@ -23,7 +23,7 @@ _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(name_or_path: str, cls: type, gemm: str | None) -> tuple[BertWithHeads, BertTokenizer]:
+def _load_cached(name_or_path: str, cls: type, gemm: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:
     model, tokenizer = cls.from_pretrained(name_or_path, gemm=gemm), BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
