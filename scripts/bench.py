@@ -297,7 +297,7 @@ def bench_onnx(texts: list[str], rounds: int, peak: float | None = None):
     from onnxruntime.transformers import optimizer
 
     from minibert import Embedder, EmbedOptions
-    from minibert.embedding.embedder import TOKENS_PER_TEXT, token_budget_batches
+    from minibert.embedding.batches import TOKENS_PER_TEXT, token_budget_batches
 
     path = minilm_dir()
     embedder = Embedder.from_pretrained(path)

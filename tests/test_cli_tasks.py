@@ -62,7 +62,7 @@ def test_answer_from_arguments_and_from_jsonl(tmp_path):
     source = tmp_path / "qa.jsonl"
     source.write_text('{"question": "Who?", "context": "Babbage."}\n{"question": "Who?"}\n', encoding="utf-8")
     bad = run("answer", "--model", str(QA_REFERENCE), "--input", str(source))
-    assert bad.returncode == 2 and 'qa.jsonl:2: expected an object with "question", "context" strings' in bad.stderr
+    assert bad.returncode == 1 and 'qa.jsonl:2: expected an object with "question", "context" strings' in bad.stderr
     text_file = tmp_path / "qa.txt"
     text_file.write_text("Who?\n", encoding="utf-8")
     assert "reads .jsonl lines with question, context" in run("answer", "--model", str(QA_REFERENCE), "--input",

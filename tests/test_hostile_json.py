@@ -123,4 +123,4 @@ def test_a_deep_jsonl_line_is_one_error_line(tmp_path, minilm_dir):
     source = tmp_path / "in.jsonl"
     source.write_text(DEEP + "\n", encoding="utf-8")
     result = run("embed", "--input", str(source), "--model", str(minilm_dir))
-    assert result.returncode == 2 and "in.jsonl:1: not valid JSON (nested deeper than 64 levels)" in result.stderr
+    assert result.returncode == 1 and "in.jsonl:1: not valid JSON (nested deeper than 64 levels)" in result.stderr

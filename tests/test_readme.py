@@ -1,5 +1,7 @@
-"""The README's Python examples run as written (those that name hub checkpoints say so in their
-first line and are left out: this machine has no hub), and its test command is the one CI runs."""
+"""The README's Python examples run as written, here in this process (those that name hub
+checkpoints say so in their first line and are left out here; tests/test_docs_examples.py runs
+every example of the README and docs/, those too, against a loopback hub), and its test command is
+the one CI runs."""
 
 from __future__ import annotations
 

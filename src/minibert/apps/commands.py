@@ -7,14 +7,20 @@ Each ``cmd_*`` takes the parsed arguments (cli.py builds the parser) and prints 
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 
 from ..formats.hub import DEFAULT_MODEL
 
 
 class CommandError(Exception):
-    """A problem with the command line itself (a missing argument, an unsupported file type)."""
+    """A problem with the command line itself, which the parser cannot see: a missing or conflicting
+    argument, a flag's value out of its range, an output suffix the command does not write. Exit 2,
+    like argparse's own usage errors. A problem with a file or a model is a MinibertError (exit 1)."""
+
+
+class CommandFailed(Exception):
+    """The command ran and could not do its job: ``verify`` found a difference above the tolerance,
+    or an optional extra the command needs is not installed. Exit 1."""
 
 
 def bundled_model() -> str | None:
@@ -68,10 +74,15 @@ def report_truncated(count: int, total: int, max_length: int) -> None:
               "truncated (--long-text window embeds all of each text)", file=sys.stderr)  # fmt: skip
 
 
+def gemm_of(args) -> str | None:
+    """--gemm, given before or after the command (None: ``$MINIBERT_GEMM``, else measured: gemm.py)."""
+    return getattr(args, "gemm", None)
+
+
 def load_embedder(args):
     from ..embedding.embedder import Embedder
 
-    return load_model(args, lambda name: Embedder.from_pretrained(name, dtype=args.dtype))
+    return load_model(args, lambda name: Embedder.from_pretrained(name, dtype=args.dtype, gemm=gemm_of(args)))
 
 
 def cmd_tokenize(args) -> None:
@@ -117,7 +128,8 @@ def cmd_fill_mask(args) -> None:
     from ..heads import BertForMaskedLM
     from ..tasks import fill_mask, load_for_task
 
-    loaded = load_model(args, lambda name: load_for_task(name, BertForMaskedLM), needs_heads="fill-mask")
+    loaded = load_model(args, lambda name: load_for_task(name, BertForMaskedLM, gemm=gemm_of(args)),
+                        needs_heads="fill-mask")  # fmt: skip
     answers = fill_mask(args.text, model=loaded, top_k=args.top_k)
     groups = answers if answers and isinstance(answers[0], list) else [answers]
     for number, group in enumerate(groups, start=1):
@@ -131,7 +143,7 @@ def cmd_next_sentence(args) -> None:
     from ..heads import BertForNextSentencePrediction
     from ..tasks import load_for_task, next_sentence
 
-    loaded = load_model(args, lambda name: load_for_task(name, BertForNextSentencePrediction),
+    loaded = load_model(args, lambda name: load_for_task(name, BertForNextSentencePrediction, gemm=gemm_of(args)),
                         needs_heads="next-sentence")  # fmt: skip
     print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
 
@@ -149,29 +161,26 @@ def cmd_verify(args) -> None:
 
     name = args.model or DEFAULT_MODEL
     try:
-        rows = load_model(args, lambda name: compare_with_transformers(name, args.text or None))
+        rows = load_model(args, lambda name: compare_with_transformers(name, args.text or None, gemm=gemm_of(args)))
     except RuntimeError as error:
-        raise CommandError(str(error)) from None
+        raise CommandFailed(str(error)) from None
     print(format_table(rows, args.tolerance))
     worst = max(diff for _, diff in rows)
     print(f"max |Δ| over {len(rows)} outputs: {worst:.3e}")
     if worst > args.tolerance:
-        raise CommandError(f"{name}: outputs differ from transformers by {worst:.3e} > {args.tolerance:g}")
+        raise CommandFailed(f"{name}: outputs differ from transformers by {worst:.3e} > {args.tolerance:g}")
 
 
 def cmd_serve(args) -> None:
+    from .serve_settings import settings_from
+
     try:
-        from .serve import ServeSettings, serve
-    except ImportError as error:
-        raise CommandError(f"minibert serve needs the serve extra ({error.name} is not installed): "
-                           "pip install 'minibert[serve]'") from None  # fmt: skip
-    api_key = args.api_key or os.environ.get("MINIBERT_API_KEY") or None
-    names = ("model", "served_model_name", "host", "port", "max_batch_tokens", "max_wait_ms", "max_queue",
-             "max_body_bytes", "max_inputs", "max_input_chars", "dtype", "auto_truncate", "max_header_bytes",
-             "read_timeout", "header_timeout", "keep_alive_timeout", "send_timeout",
-             "limit_concurrency")  # fmt: skip
-    try:
-        settings = ServeSettings(api_key=api_key, **{name: getattr(args, name) for name in names})
+        settings = settings_from(args)
     except ValueError as error:
         raise CommandError(str(error)) from None
+    try:
+        from .serve import serve
+    except ImportError as error:
+        raise CommandFailed(f"minibert serve needs the serve extra ({error.name} is not installed): "
+                            "pip install 'minibert[serve]'") from None  # fmt: skip
     serve(settings)

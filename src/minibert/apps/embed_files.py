@@ -8,17 +8,14 @@ Memory stays flat: ``CHUNK`` texts at a time.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..formats.json_files import parse_json
+from ..errors import InputFileError
+from ..formats.line_files import CHUNK, check_output, count_records, json_line, read_records, spooled_stdin
 from .commands import CommandError, embed_options, load_embedder, report_truncated
-
-CHUNK = 2048  # texts embedded (and written, and committed with --resume) at a time: memory stays flat
 
 
 def cmd_embed(args) -> None:
@@ -29,28 +26,26 @@ def cmd_embed(args) -> None:
     if not args.texts and not args.input:
         raise CommandError("nothing to embed: give texts as arguments or --input FILE (- for stdin)")
     output = Path(args.output) if args.output else None
-    if output is not None and args.input and args.input != "-" and _same_file(Path(args.input), output):
-        raise CommandError(f"--output {output} is the input file {args.input}: writing it would destroy the input")
+    if output is not None and output.suffix not in (".npy", ".jsonl"):
+        raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
+    if args.resume and (output is None or not args.input):
+        raise CommandError("--resume needs --input FILE and --output FILE")
+    if args.input == "-" and args.resume:
+        raise CommandError("--resume needs an input file it can read again, not stdin")
+    if not isinstance(args.commit_every, int) or args.commit_every < 1:
+        raise CommandError(f"--commit-every must be a positive number of texts, got {args.commit_every}")
+    if output is not None:
+        check_output(output, Path(args.input) if args.input and args.input != "-" else None)
     if args.input != "-":
         return _embed(args, output)
-    if args.resume:
-        raise CommandError("--resume needs an input file it can read again, not stdin")
-    with _spooled_stdin() as args.input:
+    with spooled_stdin() as args.input:
         return _embed(args, output)
 
 
 def _embed(args, output: Path | None) -> None:
     import numpy as np
 
-    if output is not None and output.suffix not in (".npy", ".jsonl"):
-        raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
-    if output is not None and not output.parent.exists():
-        raise CommandError(f"the output directory {output.parent} does not exist")
-    if args.resume and (output is None or not args.input):
-        raise CommandError("--resume needs --input FILE and --output FILE")
-    if not isinstance(args.commit_every, int) or args.commit_every < 1:
-        raise CommandError(f"--commit-every must be a positive number of texts, got {args.commit_every}")
-    count = _count_texts(Path(args.input)) if args.input else len(args.texts)
+    count = count_records(Path(args.input)) if args.input else len(args.texts)
     embedder = load_embedder(args)
     options = embed_options(args)
     dim = embedder.dimension(options)
@@ -58,7 +53,7 @@ def _embed(args, output: Path | None) -> None:
     truncated = {"texts": 0, "max_length": embedder.max_length}
 
     def chunks(skip: int = 0) -> Iterator[tuple[list[str], np.ndarray]]:
-        texts = _read_texts(Path(args.input)) if args.input else iter(args.texts)
+        texts = (record["text"] for record in read_records(Path(args.input))) if args.input else iter(args.texts)
         for _ in zip(range(skip), texts):  # texts an earlier run committed
             pass
         done = skip
@@ -81,7 +76,7 @@ def _embed(args, output: Path | None) -> None:
                 print(
                     _summary(number, text, vector)
                     if readable
-                    else _json_line({"text": text, "embedding": _rounded(vector)})
+                    else json_line({"text": text, "embedding": _rounded(vector)})
                 )
                 number += 1
         return
@@ -89,7 +84,7 @@ def _embed(args, output: Path | None) -> None:
     def encode(chunk, vectors) -> bytes:
         if output.suffix == ".npy":
             return np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
-        lines = (_json_line({"text": t, "embedding": v.tolist()}) + "\n" for t, v in zip(chunk, vectors))
+        lines = (json_line({"text": t, "embedding": v.tolist()}) + "\n" for t, v in zip(chunk, vectors))
         return "".join(lines).encode("utf-8")
 
     header = b""
@@ -102,7 +97,7 @@ def _embed(args, output: Path | None) -> None:
         from .resumable import ResumableOutput
 
         if ResumableOutput(output, {}).has_state():
-            raise CommandError(
+            raise InputFileError(
                 f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
                 f".{output.name}.resume.json and .{output.name}.partial"
             )
@@ -139,7 +134,7 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
         try:
             done = resumable.start(header)  # the header is written (and committed) once, by a fresh start
         except ResumeError as error:
-            raise CommandError(str(error)) from None
+            raise InputFileError(str(error)) from None
         if done:
             print(f"minibert: resuming after {done} of {count} texts", file=sys.stderr)
         progress.start(done)
@@ -156,7 +151,7 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
 
 def _check_all_texts_read(args, count: int, written: int) -> None:
     if written != count:
-        raise CommandError(f"{args.input} changed while it was read ({count} texts counted, {written} read)")
+        raise InputFileError(f"{args.input} changed while it was read ({count} texts counted, {written} read)")
 
 
 def _npy_header(shape: tuple[int, int]) -> bytes:
@@ -201,33 +196,6 @@ class _Progress:
             print(file=sys.stderr)
 
 
-def _read_texts(path: Path) -> Iterator[str]:
-    """Texts of a file, streamed, one per line: .jsonl (a "text" field) or text (the line itself).
-
-    The line rule: a line ends at "\n" (a "\r\n" ending loses its "\r" too); a bare "\r" inside
-    a line is text, not a break; a final line without "\n" counts. A blank line is the empty text
-    in both formats, so the output has exactly one row per input line."""
-    try:
-        with path.open(encoding="utf-8", newline="\n") as handle:  # split on "\n" only, translate nothing
-            for number, line in enumerate(handle, start=1):
-                line = line.removesuffix("\n").removesuffix("\r")
-                if path.suffix == ".jsonl":
-                    if not line.strip():
-                        yield ""
-                        continue
-                    try:
-                        record = parse_json(line)
-                    except ValueError as error:
-                        raise CommandError(f"{path}:{number}: not valid JSON ({error})") from None
-                    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-                        raise CommandError(f'{path}:{number}: expected an object with a "text" string')
-                    yield record["text"]
-                else:
-                    yield line
-    except UnicodeDecodeError as error:
-        raise CommandError(f"{path} is not UTF-8 text (byte {error.start})") from None
-
-
 def _summary(number: int, text: str, vector) -> str:
     """For a person at a terminal: the text, the vector's size and norm, its first values (JSON
     lines, with every value, when piped or with --json)."""
@@ -242,44 +210,3 @@ def _rounded(vector) -> list[float]:
     """Six decimals for the terminal. round(-4e-7, 6) is -0.0, a sign the rounding made up: adding
     0.0 turns it into 0.0 (an exact -0.0 from the model stays in the .npy and .jsonl outputs)."""
     return [round(float(value), 6) + 0.0 for value in vector]
-
-
-def _json_line(record: dict) -> str:
-    """One JSON line, UTF-8 where it can be; a text with lone surrogates (undecodable bytes of a
-    command-line argument) is written with \\u escapes instead, so every text can be written."""
-    line = json.dumps(record, ensure_ascii=False)
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(record, ensure_ascii=True)
-    return line
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file (symlinks, hard links, ./ and ../ included)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return a.resolve() == b.resolve()
-
-
-@contextlib.contextmanager
-def _spooled_stdin() -> Iterator[str]:
-    """stdin copied to a temporary .txt file, so it can be counted first, then read as a stream.
-    The file is removed when the command ends, however it ends (an error, a signal, Ctrl-C)."""
-    import shutil
-    import tempfile
-
-    descriptor, name = tempfile.mkstemp(prefix="minibert-stdin-", suffix=".txt")
-    try:
-        with open(descriptor, "wb") as handle:
-            shutil.copyfileobj(sys.stdin.buffer, handle)
-        yield name
-    finally:
-        os.unlink(name)
-
-
-def _count_texts(path: Path) -> int:
-    if not path.is_file():
-        raise CommandError(f"input file not found: {path}")
-    return sum(1 for _ in _read_texts(path))

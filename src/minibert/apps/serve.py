@@ -49,7 +49,6 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 from starlette.applications import Starlette
@@ -60,6 +59,7 @@ from starlette.routing import Route
 from ..embedding.options import EmbedOptions
 from ..formats.json_files import parse_json
 from .batching import DynamicBatcher, Overloaded
+from .serve_settings import ServeSettings
 
 logger = logging.getLogger("minibert.serve")
 access_logger = logging.getLogger("minibert.serve.access")  # one line per request, written off the event loop
@@ -82,31 +82,6 @@ class DroppingQueueHandler(logging.handlers.QueueHandler):
             self.dropped += 1
 
 
-@dataclass
-class ServeSettings:
-    model: str
-    served_model_name: str | None = None  # the id clients send as "model" (default: the directory's name)
-    host: str = "127.0.0.1"
-    port: int = 8080
-    api_key: str | None = None
-    max_batch_tokens: int = 16_384
-    max_wait_ms: float = 5.0
-    max_queue: int = 4_096  # texts waiting for the model
-    max_body_bytes: int = 4 * 1024 * 1024
-    max_inputs: int = 2_048  # texts per request (OpenAI's limit)
-    max_input_chars: int = 100_000  # characters per text
-    dtype: str = "float32"
-    auto_truncate: bool = False  # texts over the model's length are cut unless a request says "truncate": false
-    max_header_bytes: int = 64 * 1024  # a request's line and headers (431 beyond)
-    read_timeout: float = 30.0  # seconds for a request's body (408 beyond)
-    header_timeout: float = 5.0  # seconds from a connection's start to its request's headers (closed beyond)
-    keep_alive_timeout: float = 75.0  # seconds an idle kept-alive connection stays open (see serve())
-    send_timeout: float = 60.0  # seconds a client may read none of an answer waiting for it (then aborted)
-    limit_concurrency: int = 512  # requests being served at once (from when a body is in; 503 beyond)
-
-    def __post_init__(self):
-        if self.max_queue < self.max_inputs:  # else a request of max_inputs texts could never be queued
-            raise ValueError(f"--max-queue ({self.max_queue}) must be at least --max-inputs ({self.max_inputs})")
 
 
 class PairPieces(list):
@@ -223,11 +198,11 @@ class EmbeddingService:
         if _is_sequence_classifier(self.settings.model):
             from ..tasks.rerank import CrossEncoder
 
-            self.classifier = CrossEncoder(self.settings.model, dtype=self.settings.dtype)
+            self.classifier = CrossEncoder(self.settings.model, dtype=self.settings.dtype, gemm=self.settings.gemm)
             return
         from ..embedding.embedder import Embedder
 
-        embedder = Embedder.from_pretrained(self.settings.model, dtype=self.settings.dtype)
+        embedder = Embedder.from_pretrained(self.settings.model, dtype=self.settings.dtype, gemm=self.settings.gemm)
         self.dimension = embedder.dimension(self.options)
         self.embedder = embedder
 
@@ -645,9 +620,10 @@ class Routes:
             await asyncio.to_thread(self.service.load)
         except Exception as error:  # noqa: BLE001  (reported, and the server stops)
             self.service.load_error = error
-            logger.error("cannot load %s: %s", self.settings.model, " ".join(str(error).split()))
-            if self.on_fatal is not None:
+            if self.on_fatal is not None:  # the command stops and prints the error line itself
                 self.on_fatal(error)
+            else:
+                logger.error("cannot load %s: %s", self.settings.model, " ".join(str(error).split()))
             return
         if self.service.classifier is not None:
             classifier = self.service.classifier

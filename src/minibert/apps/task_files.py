@@ -16,41 +16,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..formats.json_files import parse_json
-from .commands import CommandError, load_model
-from .embed_files import CHUNK, _json_line, _read_texts, _same_file, _spooled_stdin
-
-
-def _records(path: Path, fields: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[dict]:
-    """One dict per line: a .txt line is {fields[0]: line}; a .jsonl line is an object whose
-    ``fields`` are strings (and ``optional`` ones strings if present)."""
-    if path.suffix != ".jsonl":
-        if len(fields) > 1:
-            raise CommandError(f"{path}: this command reads .jsonl lines with {', '.join(fields)} fields")
-        for text in _read_texts(path):
-            yield {fields[0]: text}
-        return
-    try:
-        with path.open(encoding="utf-8", newline="\n") as handle:
-            for number, line in enumerate(handle, start=1):
-                line = line.removesuffix("\n").removesuffix("\r")
-                try:
-                    record = parse_json(line) if line.strip() else {fields[0]: ""}
-                except ValueError as error:
-                    raise CommandError(f"{path}:{number}: not valid JSON ({str(error)[:80]})") from None
-                missing = [name for name in fields if not isinstance(record.get(name) if isinstance(record, dict)
-                                                                     else None, str)]  # fmt: skip
-                if len(fields) > 1 and not line.strip():
-                    missing = list(fields)
-                wrong = [name for name in optional if isinstance(record, dict) and name in record
-                         and not isinstance(record[name], str)]  # fmt: skip
-                if missing or wrong:
-                    wanted = ", ".join(f'"{name}"' for name in fields)
-                    raise CommandError(f"{path}:{number}: expected an object with {wanted} strings"
-                                       + (f" ({', '.join(wrong)} must be strings too)" if wrong else ""))  # fmt: skip
-                yield {name: record[name] for name in (*fields, *optional) if name in record}
-    except UnicodeDecodeError as error:
-        raise CommandError(f"{path} is not UTF-8 text (byte {error.start})") from None
+from ..formats.line_files import CHUNK, check_output, count_records, json_lines_output, read_records, spooled_stdin
+from .commands import CommandError, gemm_of, load_model
 
 
 def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
@@ -59,52 +26,49 @@ def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
 
 
 def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, load, answer, finish=None) -> None:
-    """Check the arguments, then load the model (``load(name)``, with the bundled fallback of
-    every command), read the records (arguments, --input FILE or stdin), and write the rows that
-    ``answer(model, chunk of records)`` gives."""
+    """Check the arguments and the files (every input line, before the model loads), then load the
+    model (``load(name)``), and write the rows that ``answer(model, chunk of records)`` gives."""
     given = from_arguments()
     if given and args.input:
         raise CommandError("give texts as arguments or --input FILE, not both")
     if not given and not args.input:
         raise CommandError("nothing to do: give texts as arguments or --input FILE (- for stdin)")
-    output = Path(args.output) if args.output else None
-    if output is not None:
-        if output.suffix != ".jsonl":
-            raise CommandError(f"--output must end in .jsonl, got {output.name}")
-        if not output.parent.exists():
-            raise CommandError(f"the output directory {output.parent} does not exist")
-        if args.input and args.input != "-" and _same_file(Path(args.input), output):
-            raise CommandError(f"--output {output} is the input file {args.input}: writing it would destroy the input")
-    if args.input and args.input != "-" and not Path(args.input).is_file():
-        raise CommandError(f"input file not found: {args.input}")
     if not args.model:
         raise CommandError(f"{args.command} needs --model DIR (or a hub id) of a checkpoint with its head")
-    answer_chunk = functools.partial(answer, load_model(args, load))
+    output = Path(args.output) if args.output else None
+    if output is not None and output.suffix != ".jsonl":
+        raise CommandError(f"--output must end in .jsonl, got {output.name}")
     if args.input == "-":
-        with _spooled_stdin() as name:
-            return _write(Path(name), output, fields, optional, answer_chunk, finish)
+        with spooled_stdin() as path:
+            return _answer_file(args, path, output, fields, optional, load, answer, finish)
     if args.input:
-        return _write(Path(args.input), output, fields, optional, answer_chunk, finish)
-    return _write(None, output, fields, optional, answer_chunk, finish, given)
+        return _answer_file(args, Path(args.input), output, fields, optional, load, answer, finish)
+    if output is not None:
+        check_output(output, None)
+    _write(iter(given), output, functools.partial(answer, load_model(args, load)), finish)
 
 
-def _write(path, output, fields, optional, answer_chunk, finish, given=None) -> None:
-    records = iter(given) if path is None else _records(path, fields, optional)
-    rows = (row for chunk in _rows_in_chunks(records) for row in answer_chunk(chunk))
-    if finish is not None:  # rows that need all of the input (rerank's ranks)
-        rows = finish(list(rows), output is None)
-    if output is None:
-        for row in rows:
-            print(_json_line(row))
-        return
-    from ..formats.atomic_files import atomic_output
+def _answer_file(args, path: Path, output, fields, optional, load, answer, finish) -> None:
+    if output is not None:
+        check_output(output, path)
+    count_records(path, fields, optional)  # every line checked before the model loads
+    _write(read_records(path, fields, optional), output, functools.partial(answer, load_model(args, load)), finish)
 
-    count = 0
-    with atomic_output(output) as handle:
-        for row in rows:
-            handle.write((_json_line(row) + "\n").encode("utf-8"))
-            count += 1
-    print(f"minibert: wrote {count} rows to {output}", file=sys.stderr)
+
+def _write(records: Iterator[dict], output: Path | None, answer_chunk, finish) -> None:
+    """Answer the records a chunk at a time and write each chunk's rows (``finish``: rows that need
+    all of the input first, as rerank's ranks)."""
+    with json_lines_output(output) as lines:
+        if finish is None:
+            for chunk in _rows_in_chunks(records):
+                for row in answer_chunk(chunk):
+                    lines.write(row)
+        else:
+            rows = [row for chunk in _rows_in_chunks(records) for row in answer_chunk(chunk)]
+            for row in finish(rows, output is None):
+                lines.write(row)
+    if output is not None:
+        print(f"minibert: wrote {lines.count} rows to {output}", file=sys.stderr)
 
 
 def cmd_classify(args) -> None:
@@ -123,7 +87,7 @@ def cmd_classify(args) -> None:
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
     _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts],
-         lambda name: load_for_task(name, BertForSequenceClassification), answer)  # fmt: skip
+         lambda name: load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args)), answer)  # fmt: skip
 
 
 def cmd_tag(args) -> None:
@@ -136,7 +100,7 @@ def cmd_tag(args) -> None:
         return [{"text": record["text"], "entities": entities} for record, entities in zip(chunk, found)]
 
     _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts],
-         lambda name: load_for_task(name, BertForTokenClassification), answer)  # fmt: skip
+         lambda name: load_for_task(name, BertForTokenClassification, gemm=gemm_of(args)), answer)  # fmt: skip
 
 
 def cmd_answer(args) -> None:
@@ -157,14 +121,14 @@ def cmd_answer(args) -> None:
         return [] if args.question is None else [{"question": args.question, "context": args.context}]
 
     _run(args, ("question", "context"), (), from_arguments,
-         lambda name: load_for_task(name, BertForQuestionAnswering), answer_chunk)  # fmt: skip
+         lambda name: load_for_task(name, BertForQuestionAnswering, gemm=gemm_of(args)), answer_chunk)  # fmt: skip
 
 
 def cmd_rerank(args) -> None:
     from ..tasks import CrossEncoder
 
     def load(name: str):
-        ranker = CrossEncoder(name, max_length=args.max_length)
+        ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args))
         if ranker.num_labels != 1:
             raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
                              f"it has {ranker.num_labels} labels")  # fmt: skip

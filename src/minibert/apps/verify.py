@@ -24,7 +24,7 @@ SAMPLE_TEXTS = [
 
 
 def compare_with_transformers(
-    name_or_path: str, texts: list[str] | None = None, heads: bool | None = None
+    name_or_path: str, texts: list[str] | None = None, heads: bool | None = None, gemm: str | None = None
 ) -> list[tuple[str, float]]:
     """Run ``texts`` through minibert and transformers; return [(output name, max |Δ|), ...] over
     the embeddings, every layer, the pooler, every attention map, and (when the checkpoint has
@@ -43,12 +43,12 @@ def compare_with_transformers(
     if heads is None:
         heads = _has_heads(name_or_path)
     if heads:
-        ours_full = BertForPreTraining.from_pretrained(name_or_path)
+        ours_full = BertForPreTraining.from_pretrained(name_or_path, gemm=gemm)
         ours = ours_full.bert
         theirs_full = transformers.BertForPreTraining.from_pretrained(str(name_or_path), attn_implementation="eager")
         theirs = theirs_full.bert
     else:
-        ours = BertModel.from_pretrained(name_or_path)
+        ours = BertModel.from_pretrained(name_or_path, gemm=gemm)
         theirs = transformers.BertModel.from_pretrained(str(name_or_path), attn_implementation="eager")
     theirs.eval()
     real = batch["attention_mask"].bool()

@@ -64,14 +64,11 @@ from ..tokenizer.algorithm import BasicTokenizer
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from ..tokenizer.encoding import window_starts
+from .batches import TOKENS_PER_TEXT, length_sorted_batches, token_budget_batches  # noqa: F401 (re-exported)
 from .options import POOLINGS, EmbedOptions  # noqa: F401 (POOLINGS: re-exported for the CLI's choices)
 from .recipe import SentenceRecipe, read_recipe, similarity
-from .streams import map_in_streams
 
 WORD_MERGES = ("mean", "sum", "first", "last")
-# batch_size counts texts of this many tokens: the default 32 makes batches of 2,048 padded tokens,
-# which runs fastest on a CPU (larger batches fall out of the cache; smaller ones waste the cores).
-TOKENS_PER_TEXT = 64
 
 
 class Embedder:
@@ -355,10 +352,7 @@ class Embedder:
             for index, text_windows in enumerate(sequences)
             for start, ids in text_windows
         ]
-        order = sorted(range(len(windows)), key=lambda i: -len(windows[i][2]))  # longest first
         results = [TextStates() for _ in sequences]
-        budget = options.batch_size * TOKENS_PER_TEXT  # padded tokens per forward pass
-        batches = token_budget_batches(order, [len(window[2]) for window in windows], budget)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
 
         def forward(batch: list[int]):
@@ -384,8 +378,9 @@ class Embedder:
         # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
         # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
         streams = 1 if self.model.device.type != "cpu" or not options.streams else None
-        costs = [batch_cost([len(windows[i][2]) for i in batch], self.model.config) for batch in batches]
-        with contextlib.closing(map_in_streams(forward, batches, streams, costs)) as outputs:
+        lengths = [len(window[2]) for window in windows]
+        batches, outputs = length_sorted_batches(lengths, forward, options.batch_size, self.model.config, streams)
+        with contextlib.closing(outputs):
             for batch, states, pooler, pooled in _progress(outputs, progress, batches):
                 for row, i in enumerate(batch):
                     index, start, ids = windows[i]
@@ -428,40 +423,6 @@ class TextStates:
 
     pooled: np.ndarray | None = None
     windows: list[tuple[int, np.ndarray, np.ndarray | None]] = field(default_factory=list)
-
-
-def token_budget_batches(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
-    """Cut ``order`` (sequence indices, longest first) into batches of at most ``budget`` padded
-    tokens: a batch of long texts holds few of them, a batch of short texts many, so every forward
-    pass does a similar, large amount of work.
-
-    >>> token_budget_batches([0, 1, 2, 3], lengths=[100, 60, 50, 10], budget=150)
-    [[0], [1, 2], [3]]
-    """
-    batches, current = [], []
-    for index in order:
-        width = lengths[current[0]] if current else lengths[index]  # the batch's longest (its first)
-        if current and (len(current) + 1) * width > budget:
-            batches.append(current)
-            current = []
-        current.append(index)
-    if current:
-        batches.append(current)
-    return batches
-
-
-def batch_cost(lengths: list[int], config) -> int:
-    """A batch's work in multiply-adds per layer, for sharing batches out among streams: each real
-    token goes through the projections (Q, K, V, output: 4 H², feed-forward: 2 H I; the padding is
-    packed away), and each row's attention compares every padded position with every other (2 T² H).
-
-    >>> from minibert.config import BertConfig
-    >>> batch_cost([3, 2], BertConfig(hidden_size=4, intermediate_size=16, num_attention_heads=1))
-    1104
-    """
-    hidden, width = config.hidden_size, max(lengths)
-    per_token = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
-    return sum(lengths) * per_token + len(lengths) * 2 * width * width * hidden
 
 
 def _combine(states: list[torch.Tensor], how: str) -> torch.Tensor:

@@ -3,8 +3,14 @@ text, or pair of texts, into one score per label.
 
     >>> classify("I loved this film", model=DIR)                     # doctest: +SKIP
     [{'label': 'POSITIVE', 'score': 0.9998}]
-    >>> classify("I loved this film", model=DIR, top_k=None)         # every label, best first
-    >>> classify({"text": "A man sleeps", "text_pair": "A person rests"}, model=NLI_DIR)
+    >>> classify("I loved this film", model=DIR, top_k=None)         # doctest: +SKIP
+    [{'label': 'POSITIVE', 'score': 0.9998}, {'label': 'NEGATIVE', 'score': 0.0002}]
+    >>> classify({"text": "A man sleeps", "text_pair": "A person rests"}, model=NLI_DIR)  # doctest: +SKIP
+    [{'label': 'entailment', 'score': 0.97}]
+
+(``DIR`` and ``NLI_DIR``: a fine-tuned checkpoint's directory or hub id, so these lines are not
+run as doctests; tests/test_tasks.py runs the same calls against transformers' pipeline. With
+``top_k=None``, every label, best first.)
 
 The scores are what transformers' ``text-classification`` pipeline gives: a softmax over the labels
 when the model has several, a sigmoid when it has one or is multi-label (``problem_type``), the

@@ -15,8 +15,7 @@ import threading
 import numpy as np
 import torch
 
-from ..embedding.embedder import TOKENS_PER_TEXT, batch_cost, token_budget_batches
-from ..embedding.streams import map_in_streams
+from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -24,8 +23,8 @@ _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(name_or_path: str, cls: type) -> tuple[BertWithHeads, BertTokenizer]:
-    model, tokenizer = cls.from_pretrained(name_or_path), BertTokenizer.from_pretrained(name_or_path)
+def _load_cached(name_or_path: str, cls: type, gemm: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:
+    model, tokenizer = cls.from_pretrained(name_or_path, gemm=gemm), BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
 
@@ -35,9 +34,11 @@ def _tokenizer_cached(name_or_path: str) -> BertTokenizer:
     return BertTokenizer.from_pretrained(name_or_path)
 
 
-def load_for_task(model, cls: type[BertWithHeads], head: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:
+def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
+                  gemm: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
     """``model=`` as a (model, tokenizer) pair whose model is a ``cls`` or has the attribute
-    ``head`` (``BertForPreTraining`` has both ``mlm_head`` and ``nsp_head``)."""
+    ``head`` (``BertForPreTraining`` has both ``mlm_head`` and ``nsp_head``). A name is loaded
+    with ``gemm``, the linear layers' matrix library (see gemm.py; None: ``$MINIBERT_GEMM`` or auto)."""
 
     def has_head(candidate) -> bool:
         return isinstance(candidate, cls) or (head is not None and hasattr(candidate, head))
@@ -55,7 +56,7 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None) -> t
         return model, _tokenizer_cached(str(source))
     if isinstance(model, (str, os.PathLike)):
         with _lock:  # two threads asking for the same model load it once
-            return _load_cached(os.fspath(model), cls)
+            return _load_cached(os.fspath(model), cls, gemm)
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
                     f"got {type(model).__name__}")  # fmt: skip
 
@@ -77,8 +78,6 @@ def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, lis
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lengths = [len(ids) for ids in rows["input_ids"]]
-    order = sorted(range(len(lengths)), key=lambda row: -lengths[row])
-    batches = token_budget_batches(order, lengths, batch_size * TOKENS_PER_TEXT)
 
     def forward(chosen: list[int]) -> tuple[list[int], dict[str, np.ndarray]]:
         batch = tokenizer.pad({key: [rows[key][row] for row in chosen] for key in ("input_ids", "token_type_ids")},
@@ -89,8 +88,8 @@ def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, lis
 
     results: list[dict[str, np.ndarray]] = [{} for _ in lengths]
     streams = 1 if model.device.type != "cpu" else None
-    costs = [batch_cost([lengths[row] for row in batch], model.config) for batch in batches]
-    with contextlib.closing(map_in_streams(forward, batches, streams, costs)) as outputs:
+    _, outputs = length_sorted_batches(lengths, forward, batch_size, model.config, streams)
+    with contextlib.closing(outputs):
         for chosen, values in outputs:
             for field, value in values.items():  # (b, K), (b, T, K) or (b, T)
                 per_token = value.ndim == 3 or field in ("start_logits", "end_logits")

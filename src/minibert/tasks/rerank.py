@@ -4,9 +4,12 @@ sorted by it. It is the second stage of a retrieval pipeline: embeddings find a 
 candidates fast; a cross-encoder, which sees both texts at once, orders them well.
 
     >>> ranker = CrossEncoder("cross-encoder/ms-marco-MiniLM-L6-v2")                 # doctest: +SKIP
-    >>> ranker.rank("How many people live in Berlin?", documents)
+    >>> ranker.rank("How many people live in Berlin?", documents)                   # doctest: +SKIP
     [{'corpus_id': 0, 'score': 0.9996}, {'corpus_id': 2, 'score': 0.0012}, ...]
-    >>> rerank("How many people live in Berlin?", documents, model=DIR)             # the same, one call
+    >>> rerank("How many people live in Berlin?", documents, model=DIR)             # doctest: +SKIP
+
+(The same ranking in one call; these lines need a hub checkpoint and are not run as doctests:
+tests/test_tasks.py compares both with sentence-transformers' CrossEncoder.)
 
 Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`` and
 ``rank(query, documents, top_k, return_documents)``. What the model's folder says is followed:
@@ -51,10 +54,11 @@ class CrossEncoder:
     ``"sigmoid"``/``"identity"``/``"tanh"``) override the folder's."""
 
     def __init__(self, model_name_or_path: str | os.PathLike, *, max_length: int | None = None,
-                 activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None):  # fmt: skip
+                 activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None,
+                 gemm: str | None = None):  # fmt: skip
         source = os.fspath(model_name_or_path)
         self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
-                                                                   device=device).eval()  # fmt: skip
+                                                                   device=device, gemm=gemm).eval()  # fmt: skip
         self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision)
         self.model.config.check_vocabulary(self.tokenizer.vocab, source)
         settings = _read_settings(source, revision)

@@ -164,11 +164,11 @@ class BasicTokenizer:
         return _clean_rule(char, space_ideographs=self.tokenize_chinese_chars)
 
     def words_of_char(self, char: str) -> str:
-        """The whole stage for one character: clean, normalize, space out punctuation.
+        r"""The whole stage for one character: clean, normalize, space out punctuation.
 
         >>> tokenizer = BasicTokenizer()
         >>> [tokenizer.words_of_char(c) for c in "É,\t中\x00"]
-        ['e', ' , ', ' ', '  中  ', '']
+        ['e', ' , ', ' ', ' 中 ', '']
         """
         cleaned = self._clean_table[ord(char)]  # None (removed), " ", the char, or " 中 "
         if not cleaned:

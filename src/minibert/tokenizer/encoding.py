@@ -1,6 +1,6 @@
 """From word pieces to model inputs: truncation, overflow windows and padding.
 
-The tokenizer (tokenizer.py) turns a text into a ``Pieces``: its piece ids and, when asked, where
+The tokenizer (bert_tokenizer.py) turns a text into a ``Pieces``: its piece ids and, when asked, where
 each piece came from: its character span in the original text (``offsets``, for NER and QA) and
 the index of the word it belongs to (``words``). This module cuts and pads those the way
 transformers' fast tokenizers (the Rust ``tokenizers``) do:

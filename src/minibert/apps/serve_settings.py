@@ -1,0 +1,166 @@
+"""``minibert serve``'s settings: each one a field, its default, its check and its ``--flag`` help
+written once, here. The command's flags are made from these fields (``add_serve_flags``), the parsed
+flags become one ``ServeSettings`` (``settings_from``), and the server reads nothing else.
+
+This module imports no server library, so the parser is built without the ``serve`` extra.
+
+>>> ServeSettings(model="m").max_batch_tokens
+16384
+>>> import argparse
+>>> parser = argparse.ArgumentParser()
+>>> add_serve_flags(parser)
+>>> settings_from(parser.parse_args(["--model", "m", "--port", "9000"])).port
+9000
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+
+def _number_of(unit: str, low: float, high: float):
+    """An argparse type: a number of ``unit`` from ``low`` to ``high``."""
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of {unit}, got {value}") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g} {unit}, got {value}")
+        return number
+
+    return parse
+
+
+def _port(value: str) -> int:
+    number = int(value) if value.isdigit() else -1
+    if not 0 <= number <= 65_535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {value}")
+    return number
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return number
+
+
+def _flag(help: str, type=None, **argparse_options) -> dict:
+    """A field's flag: its help, its argparse type and other add_argument options."""
+    return {"help": help, "type": type, **argparse_options}
+
+
+@dataclass
+class ServeSettings:
+    model: str = field(metadata=_flag("hub id or local directory of the model to serve", required=True))
+    served_model_name: str | None = field(
+        default=None, metadata=_flag("the model id clients send (default: the model directory's name)")
+    )
+    host: str = field(
+        default="127.0.0.1", metadata=_flag("address to listen on (default 127.0.0.1: this machine only)")
+    )
+    port: int = field(default=8080, metadata=_flag("port to listen on (default 8080)", _port))
+    api_key: str | None = field(
+        default=None, metadata=_flag("require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)")
+    )
+    max_batch_tokens: int = field(
+        default=16_384, metadata=_flag("tokens merged into one model batch, at most (default 16384)", _positive)
+    )
+    max_wait_ms: float = field(
+        default=5.0,
+        metadata=_flag(
+            "how long a request waits for others to batch with (default 5)", _number_of("milliseconds", 0, 60_000)
+        ),  # fmt: skip
+    )
+    max_queue: int = field(  # texts waiting for the model
+        default=4_096,
+        metadata=_flag("texts waiting for the model, at most; beyond, 503 with Retry-After (default 4096)", _positive),
+    )
+    max_body_bytes: int = field(
+        default=4 * 1024 * 1024, metadata=_flag("largest request body (default 4 MiB; 413 beyond)", _positive)
+    )
+    max_inputs: int = field(default=2_048, metadata=_flag("texts per request (default 2048)", _positive))  # OpenAI's
+    max_input_chars: int = field(default=100_000, metadata=_flag("characters per text (default 100000)", _positive))
+    dtype: str = field(
+        default="float32",
+        metadata=_flag(
+            "the model's weights (auto: bfloat16 where the CPU has bf16 units)", choices=["float32", "bfloat16", "auto"]
+        ),  # fmt: skip
+    )
+    auto_truncate: bool = field(  # texts over the model's length are cut unless a request says "truncate": false
+        default=False,
+        metadata=_flag(
+            'cut inputs longer than the model unless a request says "truncate": false (default: refuse '
+            "them with 422 unless it says true)",
+            action="store_true",
+        ),  # fmt: skip
+    )
+    max_header_bytes: int = field(
+        default=64 * 1024,
+        metadata=_flag("a request's line and headers, at most (default 65536; 431 beyond)", _positive),
+    )
+    read_timeout: float = field(
+        default=30.0,
+        metadata=_flag("seconds for a request's body to arrive (default 30; 408 beyond)", _number_of("seconds", 0.1, 3600)),
+    )
+    header_timeout: float = field(
+        default=5.0,
+        metadata=_flag(
+            "seconds from a connection's start (or a kept-alive one's next byte) to its request's headers "
+            "(default 5; then closed, with 408 if part of a request came)",
+            _number_of("seconds", 0.1, 3600),
+        ),  # fmt: skip
+    )
+    keep_alive_timeout: float = field(
+        default=75.0,
+        metadata=_flag(
+            "seconds an idle kept-alive connection stays open between requests (default 75)",
+            _number_of("seconds", 0.1, 3600),
+        ),  # fmt: skip
+    )
+    send_timeout: float = field(
+        default=60.0,
+        metadata=_flag(
+            "seconds a client may read none of an answer waiting for it; then the connection is aborted (default 60)",
+            _number_of("seconds", 0.1, 3600),
+        ),  # fmt: skip
+    )
+    limit_concurrency: int = field(
+        default=512,
+        metadata=_flag(
+            "requests being served at once (from when a body is in), at most; idle connections do not count "
+            "(default 512; 503 beyond)",
+            _positive,
+        ),  # fmt: skip
+    )
+    gemm: str | None = None  # the linear layers' matrix library (the command's --gemm, a flag of every command)
+
+    def __post_init__(self):
+        if self.max_queue < self.max_inputs:  # else a request of max_inputs texts could never be queued
+            raise ValueError(f"--max-queue ({self.max_queue}) must be at least --max-inputs ({self.max_inputs})")
+
+
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    """A ``--flag`` for each field of ServeSettings that has one (its help, type, default)."""
+    for setting in dataclasses.fields(ServeSettings):
+        if not setting.metadata:
+            continue
+        options = {key: value for key, value in setting.metadata.items() if value is not None}
+        if setting.default is not dataclasses.MISSING and options.get("action") != "store_true":
+            options["default"] = setting.default
+        parser.add_argument("--" + setting.name.replace("_", "-"), **options)
+
+
+def settings_from(args: argparse.Namespace) -> ServeSettings:
+    """The parsed flags as ServeSettings (``--api-key`` defaults to ``$MINIBERT_API_KEY``)."""
+    values = {setting.name: getattr(args, setting.name, None) for setting in dataclasses.fields(ServeSettings)}
+    values["api_key"] = values["api_key"] or os.environ.get("MINIBERT_API_KEY") or None
+    return ServeSettings(**values)

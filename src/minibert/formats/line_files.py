@@ -1,0 +1,164 @@
+"""The commands' input and output files, one row per line: texts in ``.txt``, objects in ``.jsonl``.
+
+``minibert embed``, ``classify``, ``tag``, ``answer`` and ``rerank`` read their texts here and write
+their JSON lines here; this is the one home of the rules they share (docs/cli.md):
+
+* *The line rule*: a line ends at "\\n" (a "\\r\\n" ending loses its "\\r" too); a bare "\\r" inside
+  a line is text, not a break; a last line without "\\n" counts; a blank line is the empty text, in
+  ``.txt`` and ``.jsonl`` alike. So an output has exactly one row per input line.
+* A ``.txt`` line is one text: the record ``{fields[0]: line}``. A ``.jsonl`` line is one object
+  whose ``fields`` are strings (``optional`` fields, when present, too); other keys are ignored.
+* Every problem is an ``InputFileError`` naming the file (and the line): missing, not a file, not
+  UTF-8, malformed JSON, a missing or mistyped field, no line at all.
+
+>>> import pathlib, tempfile
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "in.jsonl"
+>>> _ = path.write_text('{"text": "a", "id": 7}\\n\\n{"text": "b", "text_pair": "c"}', encoding="utf-8")
+>>> list(read_records(path, ("text",), optional=("text_pair",)))
+[{'text': 'a'}, {'text': ''}, {'text': 'b', 'text_pair': 'c'}]
+>>> json_line({"text": "naïve", "score": 0.5})
+'{"text": "naïve", "score": 0.5}'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import InputFileError
+from .json_files import parse_json
+
+CHUNK = 2048  # lines a command handles at a time (embedded, answered, written): memory follows the chunk
+
+
+def read_records(path: Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = ()) -> Iterator[dict]:
+    """One dict per line of ``path``, streamed (memory follows one line, not the file).
+
+    A ``.txt`` file gives ``{fields[0]: line}`` and is refused when a record needs several fields;
+    a blank ``.jsonl`` line is ``{fields[0]: ""}`` (and refused when several fields are needed)."""
+    path = Path(path)
+    jsonl = path.suffix == ".jsonl"
+    if not jsonl and len(fields) > 1:
+        raise InputFileError(f"{path}: this command reads .jsonl lines with {', '.join(fields)} fields")
+    try:
+        with path.open(encoding="utf-8", newline="\n") as handle:  # split on "\n" only, translate nothing
+            for number, line in enumerate(handle, start=1):
+                line = line.removesuffix("\n").removesuffix("\r")
+                yield _record(line, fields, optional, f"{path}:{number}") if jsonl else {fields[0]: line}
+    except UnicodeDecodeError as error:
+        raise InputFileError(f"{path} is not UTF-8 text (byte {error.start})") from None
+    except IsADirectoryError:
+        raise InputFileError(f"input file {path} is a directory") from None
+    except FileNotFoundError:
+        raise InputFileError(f"input file not found: {path}") from None
+
+
+def _record(line: str, fields: tuple[str, ...], optional: tuple[str, ...], where: str) -> dict:
+    """One .jsonl line as a record (``where`` is "file:line" for the error message)."""
+    wanted = f'a "{fields[0]}" string' if len(fields) == 1 else ", ".join(f'"{name}"' for name in fields) + " strings"
+    if not line.strip():
+        if len(fields) > 1:
+            raise InputFileError(f"{where}: a blank line, expected an object with {wanted}")
+        return {fields[0]: ""}
+    try:
+        record = parse_json(line)
+    except ValueError as error:
+        raise InputFileError(f"{where}: not valid JSON ({str(error)[:80]})") from None
+    if not isinstance(record, dict) or not all(isinstance(record.get(name), str) for name in fields):
+        raise InputFileError(f"{where}: expected an object with {wanted}")
+    wrong = [name for name in optional if name in record and not isinstance(record[name], str)]
+    if wrong:
+        raise InputFileError(f"{where}: {', '.join(wrong)} must be a string")
+    return {name: record[name] for name in (*fields, *optional) if name in record}
+
+
+def count_records(path: Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = ()) -> int:
+    """Read the whole file once, checking every line: its number of records, before any work starts.
+    A file without a single line is refused (there is nothing to do)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputFileError(f"input file not found: {path}")
+    count = sum(1 for _ in read_records(path, fields, optional))
+    if count == 0:
+        raise InputFileError(f"input file {path} is empty: no line, nothing to do")
+    return count
+
+
+def json_line(record: dict) -> str:
+    """One JSON line, UTF-8 where it can be; a text with lone surrogates (undecodable bytes of a
+    command-line argument) is written with \\u escapes instead, so every text can be written."""
+    line = json.dumps(record, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(record, ensure_ascii=True)
+    return line
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (symlinks, hard links, ./ and ../ included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
+@contextlib.contextmanager
+def spooled_stdin() -> Iterator[Path]:
+    """stdin copied to a temporary .txt file, so it can be counted first, then read as a stream.
+    The file is removed when the command ends, however it ends (an error, a signal, Ctrl-C)."""
+    import shutil
+    import tempfile
+
+    descriptor, name = tempfile.mkstemp(prefix="minibert-stdin-", suffix=".txt")
+    try:
+        with open(descriptor, "wb") as handle:
+            shutil.copyfileobj(sys.stdin.buffer, handle)
+        yield Path(name)
+    finally:
+        os.unlink(name)
+
+
+@contextlib.contextmanager
+def json_lines_output(output: Path | None) -> Iterator[JsonLines]:
+    """Rows written as JSON lines, one ``write(row)`` at a time: printed (``output`` None), or to
+    ``output`` atomically (a temporary file renamed into place when the block ends without an
+    error, so a failed run leaves no partial file).
+
+    >>> with json_lines_output(None) as lines:
+    ...     lines.write({"text": "a", "score": 1.0})
+    {"text": "a", "score": 1.0}
+    >>> lines.count
+    1
+    """
+    from .atomic_files import atomic_output
+
+    if output is None:
+        yield JsonLines(lambda line: print(line))
+        return
+    with atomic_output(output) as handle:
+        yield JsonLines(lambda line: handle.write((line + "\n").encode("utf-8")))
+
+
+class JsonLines:
+    """Where ``json_lines_output`` writes: ``write(row)`` one JSON line; ``count`` lines so far."""
+
+    def __init__(self, put):
+        self.put, self.count = put, 0
+
+    def write(self, row: dict) -> None:
+        self.put(json_line(row))
+        self.count += 1
+
+
+def check_output(output: Path, source: Path | None) -> None:
+    """Refuse, before anything is read or loaded, an output whose directory does not exist or that
+    names the input file (directly, through "..", a symbolic link or a hard link)."""
+    if not output.parent.exists():
+        raise InputFileError(f"the output directory {output.parent} does not exist")
+    if source is not None and same_file(source, output):
+        raise InputFileError(f"--output {output} is the input file {source}: writing it would destroy the input")

