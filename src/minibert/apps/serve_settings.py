@@ -109,7 +109,9 @@ class ServeSettings:
     )
     read_timeout: float = field(
         default=30.0,
-        metadata=_flag("seconds for a request's body to arrive (default 30; 408 beyond)", _number_of("seconds", 0.1, 3600)),
+        metadata=_flag(
+            "seconds for a request's body to arrive (default 30; 408 beyond)", _number_of("seconds", 0.1, 3600)
+        ),
     )
     header_timeout: float = field(
         default=5.0,
