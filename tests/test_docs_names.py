@@ -26,11 +26,17 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Files of other projects that the pages name as such (the references' own scripts and tests).
 OTHER_PROJECTS_FILES = {
     "run_classifier.py", "run_squad.py", "tokenization.py", "tokenization_test.py",  # google-research/bert
+    "create_pretraining_data.py", "run_pretraining.py",  # google-research/bert
     "test_modeling_bert.py", "test_tokenization_bert.py", "test_tokenization_common.py",  # transformers
     "test_bert_wordpiece.py", "test_encoding.py",  # tokenizers
 }  # fmt: skip
 # Flags that are not minibert's: pip's (the set-up lines).
 PIP_FLAGS = {"--index-url", "--no-deps"}
+# Google's create_pretraining_data.py flags, which docs/pretraining.md maps to minibert's.
+GOOGLE_FLAGS = {"--do_lower_case", "--do_whole_word_mask"}
+# Attributes of other projects' objects that the pages name as such: transformers' names (minibert's
+# model and tokenizer answer them with their own names) and Playwright's page (docs/explore.md's browser).
+OTHER_PROJECTS_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.wait_for_selector"}
 # Heads of dotted names that are another package, though minibert has a module of that name.
 OTHER_PACKAGES = {"ray"}  # Ray itself (ray.data...); minibert's adapter is named minibert.ray
 TINY = ROOT / "tests" / "data" / "tiny_hub"
@@ -44,6 +50,8 @@ def _instances() -> dict[str, list]:
         "tokenizer": [minibert.BertTokenizer.from_pretrained(TINY)],
         "model": [minibert.BertModel.from_pretrained(TINY), heads],
         "embedder": [minibert.Embedder.from_pretrained(TINY)],
+        "config": [heads.config],
+        "page": [minibert.explore(TINY, "a [MASK]")],
     }
 
 
@@ -116,7 +124,7 @@ def _resolve(dotted: str) -> bool:
                 break
             index += 1
         rest = parts[index:]
-    elif parts[0] in OTHER_PACKAGES:
+    elif parts[0] in OTHER_PACKAGES or dotted in OTHER_PROJECTS_NAMES:
         return True
     elif parts[0] in INSTANCES:
         return any(_has_chain(instance, parts[1:]) for instance in INSTANCES[parts[0]])
@@ -193,7 +201,7 @@ def test_named_commands_and_flags_exist(page):
 
 def test_every_flag_named_alone_belongs_to_something():
     """A bare `--flag` in the prose is a flag of some minibert command, of a script, or of pip."""
-    known = {flag for command in COMMANDS for flag in flags_of(command)} | script_flags() | PIP_FLAGS
+    known = {flag for command in COMMANDS for flag in flags_of(command)} | script_flags() | PIP_FLAGS | GOOGLE_FLAGS
     bare = {
         (page, span.split()[0].split("=")[0])
         for page, spans in SPANS.items()
