@@ -3,9 +3,12 @@
 Each row is a command, each column a class of bad input (a missing file, a directory in its place,
 bytes that are not UTF-8, malformed JSON, an empty file, a field of the wrong type) or a usage
 error. A run must exit with the cell's code, print exactly one line on stderr (``minibert: error:
-...``, naming the file; ``serve`` says first where it listens, while the model loads), no
+...``, naming the file; ``serve`` says first where it listens and how many connections its
+open-files limit holds, while the model loads: docs/cli.md, docs/serving.md), no
 traceback, and write nothing. Every command of the parser must have a row: a new command adds one
-(and a way to feed it bad input, in COMMANDS below).
+(and a way to feed it bad input, in COMMANDS below). A cell "–" is a class that does not apply to
+the command's bad file (no JSON in a text corpus): it is not run, and it must be exactly the classes
+this file has no way to spoil that kind of file with.
 
 The runs are in this process (helpers.run_minibert): each ends before any model computes, in
 milliseconds, except the few that load the tiny checkpoint first.
@@ -29,14 +32,21 @@ QA = ROOT / "tests" / "data" / "qa_reference"
 COLUMNS = ["missing", "a directory", "not UTF-8", "malformed JSON", "empty", "wrong field"]
 
 
-def table() -> dict[str, dict[str, int]]:
-    """docs/cli.md's second table: {command: {column: exit code}}."""
+NOT_APPLICABLE = "–"  # a cell of a class that the command's bad file cannot have
+
+
+def table() -> dict[str, dict[str, int | None]]:
+    """docs/cli.md's second table: {command: {column: exit code, or None where it does not apply}}."""
     text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `([a-z-]+)` \| [^|]+ \|((?: \d \|)+)$", text, flags=re.M)
+    rows = re.findall(rf"^\| `([a-z-]+)` \| [^|]+ \|((?: [\d{NOT_APPLICABLE}] \|)+)$", text, flags=re.M)
     header = re.search(r"^\| command \| the bad file \|(.*)\|$", text, flags=re.M).group(1)
     columns = [name.strip() for name in header.split("|")]
     assert columns == [*COLUMNS, "usage error"], columns
-    return {command: dict(zip(columns, map(int, codes.split("|")[:-1]))) for command, codes in rows}
+    cells = [[cell.strip() for cell in codes.split("|")[:-1]] for _, codes in rows]
+    return {
+        command: {column: None if cell == NOT_APPLICABLE else int(cell) for column, cell in zip(columns, row)}
+        for (command, _), row in zip(rows, cells)
+    }
 
 
 TABLE = table()
@@ -47,6 +57,11 @@ INPUT_FILES = {
     "malformed JSON": b'{"text": \n',
     "empty": b"",
     "wrong field": b'{"text": 7}\n',
+}
+# A text corpus (one sentence per line) has no JSON: two of the classes do not apply ("–").
+TEXT_FILES = {
+    "not UTF-8": b"caf\xe9\n",
+    "empty": b"",
 }
 # The same classes in a model directory: which file is spoiled, and how.
 MODEL_FILES = {
@@ -65,7 +80,9 @@ TOKENIZER_FILES = {
     "wrong field": ("tokenizer_config.json", b'{"padding_side": "up"}'),
 }
 
-# command → (what goes bad: "input" or "model", argv given the bad path, argv of a usage error)
+VOCAB = ROOT / "tests" / "data" / "qa_reference" / "vocab.txt"  # each piece once (tiny_hub's repeats some)
+
+# command → (what goes bad: "input", "text", "model" or "tokenizer"; argv given the bad path; argv of a usage error)
 COMMANDS = {
     "embed": ("input", lambda bad: ["embed", "--model", str(TINY), "--input", bad], ["embed", "x", "--input", "f"]),
     "classify": ("input", lambda bad: ["classify", "--model", str(TINY), "--input", bad], ["classify", "x"]),
@@ -79,7 +96,20 @@ COMMANDS = {
     "verify": ("model", lambda bad: ["verify", "--model", bad], ["verify", "--tolerance", "small"]),
     "convert": ("model", lambda bad: ["convert", bad, bad + "-out"], ["convert", "only-source"]),
     "serve": ("model", lambda bad: ["serve", "--model", bad, "--port", "0"], ["serve", "--port", "99999"]),
+    "explore": ("model", lambda bad: ["explore", "a [MASK]", "--model", bad, "-o", "page.html"], ["explore", "a"]),
+    "vocab": (
+        "text",
+        lambda bad: ["vocab", "--input", bad, "--output", str(Path(bad).parent)],  # an existing directory
+        ["vocab", "--input", "corpus.txt"],
+    ),
+    "pretraining-data": (
+        "text",
+        lambda bad: ["pretraining-data", "--input", bad, "--vocab", str(VOCAB), "--output", "out.tfrecord"],
+        ["pretraining-data", "--input", "c.txt", "--vocab", str(VOCAB), "--output", "o", "--dupe-factor", "x"],
+    ),
 }
+# What each kind of bad file can be spoiled with; the other columns are "–" in the table.
+SPOILERS = {"input": INPUT_FILES, "text": TEXT_FILES, "model": MODEL_FILES, "tokenizer": TOKENIZER_FILES}
 
 
 def test_every_command_has_a_row_and_every_row_a_command():
@@ -88,12 +118,19 @@ def test_every_command_has_a_row_and_every_row_a_command():
     assert set(COMMANDS) == parser_commands, "a command without bad input in COMMANDS (this file)"
 
 
-def _bad_input_file(directory: Path, column: str) -> Path:
-    path = directory / "bad.jsonl"
+def test_a_class_is_not_applicable_exactly_where_the_file_cannot_have_it():
+    for command, (kind, _, _) in COMMANDS.items():
+        applicable = {"missing", "a directory", *SPOILERS[kind], "usage error"}
+        not_applicable = {column for column, code in TABLE[command].items() if code is None}
+        assert not_applicable == set(TABLE[command]) - applicable, f"{command}: the cells '–' are {not_applicable}"
+
+
+def _bad_input_file(directory: Path, column: str, kind: str) -> Path:
+    path = directory / ("bad.jsonl" if kind == "input" else "bad.txt")
     if column == "a directory":
         path.mkdir()
     elif column != "missing":
-        path.write_bytes(INPUT_FILES[column])
+        path.write_bytes(SPOILERS[kind][column])
     return path
 
 
@@ -111,7 +148,9 @@ def _bad_model(directory: Path, column: str, spoiled: dict) -> Path:
     return path
 
 
-CASES = [(command, column) for command in TABLE for column in [*COLUMNS, "usage error"]]
+CASES = [
+    (command, column) for command in TABLE for column in [*COLUMNS, "usage error"] if TABLE[command][column] is not None
+]
 
 
 @pytest.mark.parametrize(("command", "column"), CASES, ids=[f"{c}-{k}" for c, k in CASES])
@@ -122,19 +161,20 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
     kind, argv_of, usage = COMMANDS[command]
     if column == "usage error":
         argv = usage
-    elif kind == "input":
-        argv = argv_of(str(_bad_input_file(work, column)))
+    elif kind in ("input", "text"):
+        argv = argv_of(str(_bad_input_file(work, column, kind)))
     else:
-        argv = argv_of(str(_bad_model(work, column, TOKENIZER_FILES if kind == "tokenizer" else MODEL_FILES)))
+        argv = argv_of(str(_bad_model(work, column, SPOILERS[kind])))
     before = sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*"))
     result = run(*argv)
     lines = result.stderr.strip().splitlines()
     if command == "serve" and column != "usage error":  # the server listens first, then loads the model
         assert lines[0].startswith("minibert: serving on http://127.0.0.1:"), result.stderr
-        lines = lines[1:]
+        lines = [line for line in lines[1:] if not line.startswith("minibert: open-files limit ")]
     assert result.returncode == TABLE[command][column], f"{argv}: exit {result.returncode}\n{result.stderr}"
     assert len(lines) == 1 and lines[0].startswith("minibert: error:"), f"{argv}:\n{result.stderr}"
     assert "Traceback" not in result.stderr and result.stdout == ""
     if column != "usage error":
-        assert "bad.jsonl" in lines[0] or "model" in lines[0], f"the line should name the file: {lines[0]}"
+        named = "model" if kind in ("model", "tokenizer") else "bad.jsonl" if kind == "input" else "bad.txt"
+        assert named in lines[0], f"the line should name the file: {lines[0]}"
     assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before, "a failed run wrote files"
