@@ -1,6 +1,7 @@
 """The package's imports point one way, down through its rooms (function-level imports included):
 
     apps/        the command, file outputs, the server, Ray, convert, verify     (top)
+    training/    pre-training: instances, Google's step, the loop, checkpoints, torchrun
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel
@@ -21,7 +22,7 @@ from pathlib import Path
 import minibert
 
 PACKAGE = Path(minibert.__file__).parent
-ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "apps"]
+ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "apps"]
 BASE = {"errors", "runtime", "__init__"}
 CORE = {"config", "activations", "inputs", "fast_path", "gemm", "pretrained", "model", "weights"}
 # Each optional room in apps/, and the only modules allowed to import it.
@@ -41,7 +42,7 @@ def room(module: str) -> str:
     first = module.split(".")[0]
     if module in BASE:
         return "base"
-    if first in ("formats", "embedding", "tasks", "apps"):
+    if first in ("formats", "embedding", "tasks", "training", "apps"):
         return first
     if first == "tokenizer" or module in CORE:
         return "core"

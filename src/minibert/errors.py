@@ -25,3 +25,8 @@ class DataError(MinibertError):
 
 class TFRecordError(DataError):
     """A TFRecord file is truncated, fails its CRC, or holds a record that is not a tf.train.Example."""
+
+
+class TrainingStateError(MinibertError):
+    """A run's training state (``training_state.pt``) is missing, truncated, altered, or belongs to
+    other settings, another model config or other data than the ``--resume`` command gives."""

@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_task_commands(commands)
     _add_serve_command(commands)
+    from . import pretrain_command  # (the training room itself is imported when the command runs)
+
+    pretrain_command.add_parser(commands)
     return parser
 
 
