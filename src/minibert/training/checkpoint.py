@@ -154,10 +154,21 @@ class RunDirectory:
             raise DataError(f"--output {self.path} already holds a run: pass --resume to continue it, or choose "
                             "another folder (nothing was overwritten)")  # fmt: skip
 
-    def save(self, model, state: TrainingState) -> None:
+    def save(self, model, state: TrainingState, hub_files: bool = True) -> None:
         """A checkpoint: the hub files first, the training state last (each replaced atomically)."""
-        model.save_pretrained(self.path)
+        if hub_files:
+            model.save_pretrained(self.path)
         write_atomically(self.state_path, state.to_bytes())
+
+    def remove_leftovers(self) -> list[str]:
+        """Delete the temporary files of a write that a kill interrupted (``.NAME.xxxx.partial``:
+        formats/atomic_files.py); the files they were to replace are whole. Returns their names."""
+        leftovers = [
+            entry for entry in self.path.iterdir() if entry.name.startswith(".") and entry.name.endswith(".partial")
+        ]
+        for entry in leftovers:
+            entry.unlink(missing_ok=True)
+        return [entry.name for entry in leftovers]
 
     def keep_metrics_up_to(self, step: int) -> None:
         """Drop metrics lines past ``step`` (written after the last checkpoint by a killed process)

@@ -118,18 +118,20 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
         state = TrainingState.from_file(run.state_path)
         check_state(state, run.state_path, settings=settings, config=config, fingerprint=instances.fingerprint,
                     model=model, instances=len(instances), hub_names=[name for name, _ in named])  # fmt: skip
-        restore(model, optimizer, named, state, world)
+        restore(model, optimizer, state, world)
         done = state.step
         if world.is_main:
+            run.remove_leftovers()
             run.keep_metrics_up_to(done)
-            model.save_pretrained(run.path)  # the hub files of the state (a kill may have left newer ones)
     else:
         done = 0
         torch.manual_seed(options.seed + world.rank)  # dropout: each process its own stream
         if world.is_main:
             run.path.mkdir(parents=True, exist_ok=True)
-            tokenizer.save_pretrained(run.path)
-        save(run, model, optimizer, named, instances, settings, config, done, world)  # step 0: --resume works at once
+        save(run, model, optimizer, instances, settings, config, done, world, hub_files=False)
+    if world.is_main:  # the hub files of the state (a kill may have left none, or newer ones)
+        tokenizer.save_pretrained(run.path)
+        model.save_pretrained(run.path)
     world.wait()
 
     model.train()
@@ -152,7 +154,7 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
         world.sum(sums)
         gradient_norm = clip_by_global_norm(parameters, options.max_grad_norm)
         optimizer.step(rate)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
 
         seconds = time.perf_counter() - step_started
         tokens = options.batch_size * instances.sequence_length
@@ -167,7 +169,7 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
             if show_progress:
                 print_progress(record, step, options.steps, time.perf_counter() - started, step - done)
         if step % options.save_every == 0 or step == options.steps:
-            save(run, model, optimizer, named, instances, settings, config, step, world)
+            save(run, model, optimizer, instances, settings, config, step, world)
     if world.is_main:
         if show_progress:
             print(file=sys.stderr)
@@ -203,24 +205,24 @@ def my_pieces(batch: dict[str, np.ndarray], world: World, accumulate: int):
                for name, array in batch.items()}  # fmt: skip
 
 
-def save(run: RunDirectory, model, optimizer, named, instances: Instances, settings, config, step, world) -> None:
-    """A checkpoint (rank 0 writes; every process contributes its random-number state)."""
+def save(run: RunDirectory, model, optimizer, instances: Instances, settings, config, step, world,
+         hub_files: bool = True) -> None:  # fmt: skip
+    """A checkpoint (rank 0 writes; every process contributes its random-number state). The first
+    one (step 0) is the training state alone, written before anything else: a run killed at any
+    moment after it can be resumed, and a folder without it holds no run yet."""
     rng = world.random_states()
     if world.is_main:
-        moments = {name: (optimizer.state[p]["m"], optimizer.state[p]["v"]) for name, p in named if optimizer.state[p]}
+        moments = optimizer.moments
         state = TrainingState(step, step * settings["batch_size"] % len(instances), settings, config,
                               instances.fingerprint, model.state_dict(), moments, rng)  # fmt: skip
-        run.save(model, state)
+        run.save(model, state, hub_files)
     world.wait()
 
 
-def restore(model, optimizer, named, state: TrainingState, world: World) -> None:
+def restore(model, optimizer, state: TrainingState, world: World) -> None:
     with torch.no_grad():
         model.load_state_dict(state.weights)
-    for name, parameter in named:
-        if name in state.moments:
-            m, v = state.moments[name]
-            optimizer.state[parameter] = {"m": m.clone(), "v": v.clone()}
+    optimizer.moments = {name: (m.clone(), v.clone()) for name, (m, v) in state.moments.items()}
     torch.set_rng_state(state.rng[world.rank])
 
 

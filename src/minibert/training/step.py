@@ -106,40 +106,42 @@ def clip_by_global_norm(parameters: Iterable[torch.nn.Parameter], max_norm: floa
     return float(norm)
 
 
-class AdamWeightDecay(torch.optim.Optimizer):
+class AdamWeightDecay:
     """Google's ``AdamWeightDecayOptimizer``: Adam without bias correction, with weight decay added
     to the update (not to the gradient), and no decay for LayerNorm and bias tensors.
 
     ``named_parameters``: (hub name, parameter) pairs; the hub's names (``bert.embeddings.LayerNorm.weight``,
-    ``cls.predictions.bias``) are what Google's exclusion patterns match. The rate is given to each
-    ``step(rate)``: the schedule lives outside (``Schedule``).
+    ``cls.predictions.bias``) are what Google's exclusion patterns match. ``moments[name]`` = (m, v),
+    created at the first update. The rate is given to each ``step(rate)`` (the schedule: ``Schedule``).
+    (A plain class, not a ``torch.optim.Optimizer``: the update reads as the formula, and nothing
+    else is needed.)
     """
 
     def __init__(self, named_parameters, weight_decay: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-6):
-        named = list(named_parameters)
-        decay = [p for name, p in named if not NO_DECAY.search(name)]
-        no_decay = [p for name, p in named if NO_DECAY.search(name)]
-        groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        super().__init__([group for group in groups if group["params"]], {"betas": betas, "eps": eps})
+        self.parameters = list(named_parameters)
+        self.decays = {name: weight_decay if not NO_DECAY.search(name) else 0.0 for name, _ in self.parameters}
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.moments: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     @torch.no_grad()
-    def step(self, rate: float) -> None:  # type: ignore[override]
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["m"] = torch.zeros_like(p)
-                    state["v"] = torch.zeros_like(p)
-                m, v = state["m"], state["v"]
-                m.mul_(beta1).add_(p.grad, alpha=1.0 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1.0 - beta2)
-                update = m / (v.sqrt() + group["eps"])
-                if group["weight_decay"]:
-                    update.add_(p, alpha=group["weight_decay"])
-                p.sub_(update, alpha=rate)
+    def step(self, rate: float) -> None:
+        for name, p in self.parameters:
+            if p.grad is None:
+                continue
+            if name not in self.moments:
+                self.moments[name] = (torch.zeros_like(p), torch.zeros_like(p))
+            m, v = self.moments[name]
+            m.mul_(self.beta1).add_(p.grad, alpha=1.0 - self.beta1)  # m ← β1·m + (1 − β1)·g
+            v.mul_(self.beta2).addcmul_(p.grad, p.grad, value=1.0 - self.beta2)  # v ← β2·v + (1 − β2)·g²
+            update = m / (v.sqrt() + self.eps)
+            if self.decays[name]:
+                update.add_(p, alpha=self.decays[name])  # + decay · param
+            p.sub_(update, alpha=rate)
+
+    def zero_grad(self) -> None:
+        for _, p in self.parameters:
+            p.grad = None
 
 
 def hub_named_parameters(model) -> list[tuple[str, torch.nn.Parameter]]:
