@@ -8,16 +8,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import run_minibert
 from pretraining_data import random_instances, write_instances
 from safetensors.torch import load_file
 
 import minibert
+from helpers import run_minibert
 
 SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"
