@@ -51,7 +51,7 @@ def add_parser(commands) -> None:
 
     plot = commands.add_parser("plot", help="draw a pretrain run's loss curve: RUN/loss.png (the plot extra)")
     plot.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    plot.add_argument("run", help="a minibert pretrain run directory")
+    plot.add_argument("run_directory", metavar="RUN", help="a minibert pretrain run directory")
     plot.add_argument("--output", help="the PNG to write (default RUN/loss.png)")
     plot.set_defaults(run=cmd_plot)
 
@@ -75,6 +75,6 @@ def cmd_plot(args) -> None:
     try:
         from ..training.plot import plot_run
 
-        print(plot_run(args.run, args.output))
+        print(plot_run(args.run_directory, args.output))
     except ImportError:
         raise MinibertError("minibert plot needs matplotlib: pip install 'minibert[plot]'") from None
