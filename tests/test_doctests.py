@@ -24,6 +24,8 @@ MODULES = [
     "apps.cli",
     "apps.verify",
     "runtime",
+    "training.step",
+    "training.loop",
 ]
 
 
