@@ -72,3 +72,43 @@ def test_accumulated_micro_batches_equal_one_big_batch(uneven, one_process, tmp_
     worst, name = relative_difference(run, one_process)
     print(f"\n--accumulate 4 vs one batch: worst max|Δ|/max|w| {worst:.2e} ({name})")
     assert worst <= 1e-5
+
+
+@pytest.mark.slow
+def test_a_torchrun_group_killed_after_a_checkpoint_resumes_bit_for_bit(uneven, tmp_path):
+    """Under torchrun too (dropout on: each process's random-number state is in the checkpoint)."""
+    import signal
+    import time
+
+    torchrun = shutil.which("torchrun") or pytest.skip("torchrun is not installed")
+    environment = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+
+    def launch(run: Path, *extra: str) -> subprocess.Popen:
+        argv = [
+            torchrun,
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "minibert",
+            *flags(uneven, run, "--save-every", "2", *extra),
+        ]
+        argv[argv.index("--dropout") + 1] = "0.1"
+        return subprocess.Popen(argv, env=environment, stderr=subprocess.PIPE, start_new_session=True)
+
+    unbroken = tmp_path / "unbroken"
+    assert launch(unbroken).wait(timeout=600) == 0
+    run = tmp_path / "broken"
+    process = launch(run)
+    metrics = run / "metrics.jsonl"
+    while process.poll() is None and not (metrics.exists() and '"step": 3' in metrics.read_text()):
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)  # the launcher and both workers
+    process.wait()
+    resumed = launch(run, "--resume")
+    assert resumed.wait(timeout=600) == 0, resumed.stderr.read().decode()[-2000:]
+    ours, expected = load_file(run / "model.safetensors"), load_file(unbroken / "model.safetensors")
+    worst = max((ours[name] - expected[name]).abs().max().item() for name in expected)
+    print(f"\ntorchrun group killed after step 3, resumed: max |Δ| vs unbroken = {worst}")
+    assert worst == 0.0
+    assert [line.count('"step"') for line in metrics.read_text().splitlines()] == [1] * STEPS

@@ -76,8 +76,10 @@ def pretraining_sums(model, batch: dict[str, torch.Tensor], mlm_denominator: flo
     and ``batch_size``.
 
     Only the masked positions go through the masked-LM head (as Google's ``gather_indexes``): a
-    (B, P, V) score tensor instead of (B, T, V)."""
-    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"])
+    (B, P, V) score tensor instead of (B, T, V). The encoder runs its plain path: the fast path's
+    packing (fast_path.py) gathers and scatters tokens, and in the backward pass those cost more
+    than the padding they skip."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
     hidden = out.last_hidden_state  # (B, T, H)
     positions = batch["masked_lm_positions"]  # (B, P)
     gathered = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))  # (B, P, H)
