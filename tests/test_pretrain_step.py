@@ -180,3 +180,21 @@ def test_import_minibert_does_not_import_the_training_room():
     code = "import sys, minibert, minibert.apps.cli; print(sorted(m for m in sys.modules if 'training' in m))"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert found.strip() == "[]", found
+
+
+def test_bf16_autocast_trains_with_the_loss_bf16_allows(four_steps, tmp_path):
+    """--bf16: the first step's loss (the same weights and batch) within 2% of fp32's. bfloat16 keeps
+    8 bits of precision (a rounding moves a value by up to 2⁻⁸ ≈ 0.4%); the loss, a mean over many
+    such values, moves by a few roundings at most, so 2% (5 of them) fails only for a wrong computation."""
+    run, _ = four_steps
+    data = next(run.parent.glob("*.tfrecord"))
+    losses = {}
+    for name, extra in (("fp32", []), ("bf16", ["--bf16"])):
+        output = tmp_path / name
+        result = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(output), "--steps", "1",
+                              "--batch-size", str(BATCH), "--dropout", "0", *extra)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        losses[name] = json.loads((output / "metrics.jsonl").read_text().splitlines()[0])["loss"]
+    print(f"\nfirst-step loss: fp32 {losses['fp32']:.6f}, bf16 {losses['bf16']:.6f}")
+    assert losses["bf16"] != losses["fp32"]  # autocast did run in bfloat16
+    assert abs(losses["bf16"] - losses["fp32"]) <= 0.02 * losses["fp32"]
