@@ -64,3 +64,8 @@ class InputFileError(MinibertError):
     """A file a command reads or writes cannot be used: missing, a directory, not UTF-8 text,
     malformed JSON lines, a missing or mistyped field, empty, or an output that would destroy its
     input. The message names the file (and the line). The command exits 1 (2 is for usage errors)."""
+
+
+class TrainingStateError(MinibertError):
+    """A run's training state (``training_state.pt``) is missing, truncated, altered, or belongs to
+    other settings, another model config or other data than the ``--resume`` command gives."""

@@ -1,10 +1,10 @@
-"""Making a BERT: the pre-training data, as Google's ``create_pretraining_data.py`` cuts it.
+"""Making a BERT (the paper's section 3.1): the pre-training data as Google's
+``create_pretraining_data.py`` cuts it, and the training loop with Google's own step.
 
 BERT was pre-trained on pairs of text segments ``[CLS] A [SEP] B [SEP]`` with two tasks: predict
 the pieces hidden behind ``[MASK]`` (masked LM) and tell whether B followed A in the document or
-was drawn from another one (next-sentence prediction). This room turns raw text (one sentence per
-line, a blank line between documents) into those *instances*, the same ones Google's script makes
-for the same text, vocabulary, flags and seed:
+was drawn from another one (next-sentence prediction). The data, the same instances Google's
+script makes for the same text, vocabulary, flags and seed:
 
     vocabulary.py   vocab.txt and the tokenizer set up as Google's FullTokenizer
     documents.py    input files → documents → sentences → piece ids (Google's line rules)
@@ -12,6 +12,27 @@ for the same text, vocabulary, flags and seed:
     instances.py    documents → instances: segments A and B, random next, truncation
     masking.py      the masked-LM predictions: 80% [MASK], 10% kept, 10% a random piece
     records.py      instances → padded features → TFRecord files, round-robin over shards
+    create.py       create_pretraining_data: the whole script as one function
 
-``import minibert`` does not import this room; the ``minibert pretraining-data`` command does.
+The training, Google's ``run_pretraining.py`` step written out:
+
+    data.py         the TFRecord instances read and checked, batch k = instances kB … kB+B-1
+    step.py         losses, AdamWeightDecay, the learning-rate schedule, global-norm clipping
+    loop.py         PretrainOptions and pretrain(): the loop, top-down
+    checkpoint.py   the run directory and the training state (resume bit for bit)
+    distributed.py  torchrun: each process its share of every batch, gradients all-reduced
+    plot.py         the loss curve
+
+``import minibert`` does not import this room; the ``minibert pretraining-data`` and ``minibert
+pretrain`` commands do.
 """
+
+__all__ = ["PretrainOptions", "pretrain"]
+
+
+def __getattr__(name: str):
+    if name in __all__:  # the loop only when asked for: pretraining-data needs none of it
+        from . import loop
+
+        return getattr(loop, name)
+    raise AttributeError(f"module 'minibert.training' has no attribute {name!r}")

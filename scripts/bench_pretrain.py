@@ -1,0 +1,139 @@
+"""Speed of one pre-training step: minibert's (Google's step) against transformers' BertForPreTraining
+with torch.optim.AdamW, on the same shapes, side by side in one process; and minibert's --bf16.
+
+    python scripts/bench_pretrain.py                 # BERT-mini-like: 4 layers, hidden 256, 128 tokens
+    python scripts/bench_pretrain.py --layers 12 --hidden 768 --batch 8 --rounds 3   # bert-base
+
+Each round times one step of each contender, interleaved (A B C, then C B A, ...), after a warm-up
+step; the table gives tokens per second (batch × sequence length, padding included) from the median
+step time and the per-round ratio. What each step does:
+
+    transformers   BertForPreTraining(labels=..., next_sentence_label=...): logits at every position
+                   (B, T, V) and its own loss, backward, clip_grad_norm_(1.0), AdamW.step()
+    minibert       the step of `minibert pretrain` (training/step.py): the masked-LM head on the masked
+                   positions only (as Google's gather_indexes), backward, global clipping, AdamWeightDecay
+    minibert bf16  the same under torch.autocast("cpu", bfloat16), as `--bf16`
+
+The first step's loss of fp32 and bf16 from the same weights is printed beside, to show what bf16 moves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+
+def random_batch(batch: int, tokens: int, predictions: int, vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(tokens // 2, tokens + 1, batch)
+    mask = (np.arange(tokens)[None, :] < lengths[:, None]).astype(np.int64)  # (B, T)
+    ids = rng.integers(1000, vocab, (batch, tokens)) * mask
+    positions = np.stack([np.sort(rng.choice(np.arange(1, length - 1), predictions, replace=False))
+                          for length in lengths])  # fmt: skip
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids),
+            "masked_lm_positions": positions, "masked_lm_ids": rng.integers(1000, vocab, (batch, predictions)),
+            "masked_lm_weights": np.ones((batch, predictions), np.float32),
+            "next_sentence_labels": rng.integers(0, 2, batch)}  # fmt: skip
+
+
+def transformers_step(config_values: dict, batch: dict):
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.BertForPreTraining(transformers.BertConfig(**config_values)).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6)
+    labels = np.full_like(batch["input_ids"], -100)
+    np.put_along_axis(labels, batch["masked_lm_positions"], batch["masked_lm_ids"], axis=1)
+    tensors = {key: torch.from_numpy(value) for key, value in batch.items()}
+    labels = torch.from_numpy(labels)
+
+    def step() -> float:
+        out = model(input_ids=tensors["input_ids"], attention_mask=tensors["input_mask"],
+                    token_type_ids=tensors["segment_ids"], labels=labels,
+                    next_sentence_label=tensors["next_sentence_labels"])  # fmt: skip
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return out.loss.item()
+
+    return step
+
+
+def minibert_step(config_values: dict, batch: dict, bf16: bool):
+    from minibert.config import BertConfig
+    from minibert.heads import BertForPreTraining
+    from minibert.training.step import AdamWeightDecay, clip_by_global_norm, hub_named_parameters, pretraining_sums
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.from_dict(config_values)).train()
+    optimizer = AdamWeightDecay(hub_named_parameters(model))
+    tensors = {key: torch.from_numpy(value) for key, value in batch.items()}
+    denominator = float(batch["masked_lm_weights"].sum()) + 1e-5
+    parameters = list(model.parameters())
+
+    def step() -> float:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            sums = pretraining_sums(model, tensors, denominator, len(batch["next_sentence_labels"]))
+        sums.loss.backward()
+        clip_by_global_norm(parameters, 1.0)
+        optimizer.step(1e-4)
+        optimizer.zero_grad()
+        return sums.loss.item()
+
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--predictions", type=int, default=20)
+    parser.add_argument("--vocab", type=int, default=30522)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    from bench import describe_machine, has_native_bf16
+
+    config = {"vocab_size": args.vocab, "hidden_size": args.hidden, "num_hidden_layers": args.layers,
+              "num_attention_heads": max(1, args.hidden // 64), "intermediate_size": 4 * args.hidden,
+              "max_position_embeddings": max(512, args.tokens)}  # fmt: skip
+    batch = random_batch(args.batch, args.tokens, args.predictions, args.vocab)
+    print(describe_machine())
+    print(f"shapes: {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, batch {args.batch} × "
+          f"{args.tokens} tokens, {args.predictions} predictions each; fp32 unless said")  # fmt: skip
+    contenders = {"transformers + AdamW": transformers_step(config, batch),
+                  "minibert": minibert_step(config, batch, bf16=False)}  # fmt: skip
+    if has_native_bf16():
+        contenders["minibert --bf16"] = minibert_step(config, batch, bf16=True)
+    first_loss = {name: step() for name, step in contenders.items()}  # warm-up; the same initial weights
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    order = list(contenders)
+    for round_ in range(args.rounds):
+        for name in order if round_ % 2 == 0 else reversed(order):
+            started = time.perf_counter()
+            contenders[name]()
+            times[name].append(time.perf_counter() - started)
+    tokens = args.batch * args.tokens
+    reference = times["transformers + AdamW"]
+    print("| step | tokens/s (median) | × transformers (median of rounds, min–max) | first loss |")
+    print("|---|---:|---:|---:|")
+    for name, seconds in times.items():
+        ratios = [r / s for r, s in zip(reference, seconds)]
+        print(f"| {name} | {tokens / statistics.median(seconds):,.0f} | {statistics.median(ratios):.2f} "
+              f"({min(ratios):.2f}–{max(ratios):.2f}) | {first_loss[name]:.4f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Google's pre-training step, written out: the losses, the learning rate, global clipping, AdamWeightDecay.
+
+Everything here is what ``run_pretraining.py`` and ``optimization.py`` of google-research/bert
+(bert-tensorflow 1.0.4) compute, in PyTorch:
+
+    loss = MLM + NSP
+      MLM = Σ w·CE(masked piece) / (Σ w + 1e-5)       w = masked_lm_weights: 1.0 real, 0.0 padding
+      NSP = mean CE(next-sentence label)               over the batch
+    gradients clipped by their *global* norm (one norm over every tensor, not one per tensor)
+    AdamWeightDecay (no bias correction):
+      m ← 0.9 m + 0.1 g       v ← 0.999 v + 0.001 g²
+      update = m / (√v + 1e-6) + 0.01 · param          (no decay for LayerNorm and bias tensors)
+      param ← param − rate · update
+    rate = peak · s / warmup while s < warmup, else peak · (1 − s / steps)
+      s = updates done *before* this one (the first update of a warmup uses rate 0)
+
+A batch can be split (over processes under torchrun, or over ``--accumulate`` micro-batches).
+Google's denominators are the *global* batch's: Σ w over every instance of the batch and the
+batch's size. So each piece computes sums, divides them by the global denominators, and the
+gradients of the pieces are *added*: the result is the gradient of the whole batch's loss.
+(Averaging per-piece losses, each divided by its own Σ w, gives a different gradient whenever the
+pieces hold different numbers of masked positions.)
+
+Shape legend: B = instances in the piece, T = tokens, P = masked positions per instance
+(max_predictions_per_seq), H = hidden size, V = vocabulary size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+MLM_EPSILON = 1e-5  # Google's: Σ w + 1e-5, so a batch without masked positions has loss 0, not NaN
+NO_DECAY = re.compile("LayerNorm|layer_norm|bias")  # Google's exclude_from_weight_decay, on the hub's names
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Google's learning rate: linear warmup from 0 to ``peak`` over ``warmup`` updates, then
+    linear decay to 0 at ``steps`` (``optimization.create_optimizer``).
+
+    >>> schedule = Schedule(peak=1e-4, warmup=2, steps=4)
+    >>> [schedule.rate(done) for done in range(4)]   # the rate of update 1, 2, 3, 4
+    [0.0, 5e-05, 5e-05, 2.5e-05]
+    """
+
+    peak: float  # the rate at the end of warmup (--learning-rate)
+    warmup: int  # updates that warm up (--warmup-steps); 0 for none
+    steps: int  # the update at which the rate reaches 0 (--steps)
+
+    def rate(self, done: int) -> float:
+        """The rate of the update that follows ``done`` updates (TF's global_step before it is incremented)."""
+        if done < self.warmup:
+            return self.peak * done / self.warmup
+        return self.peak * (1.0 - min(done, self.steps) / self.steps)
+
+
+@dataclass
+class BatchSums:
+    """What a piece of a batch adds up, so that pieces combine into the whole batch's figures."""
+
+    loss: torch.Tensor  # this piece's share of the global loss (already divided by the global denominators)
+    mlm_loss: float  # Σ w·CE, divided by the global Σ w + 1e-5
+    nsp_loss: float  # Σ CE, divided by the global batch size
+    mlm_correct: float  # Σ w · [argmax = label]
+    nsp_correct: float  # Σ [argmax = label]
+
+
+def pretraining_sums(model, batch: dict[str, torch.Tensor], mlm_denominator: float, batch_size: int) -> BatchSums:
+    """Forward ``batch`` (a piece of a global batch) through a minibert ``BertForPreTraining`` and
+    return Google's losses for it, divided by the global batch's ``mlm_denominator`` (Σ w + 1e-5)
+    and ``batch_size``.
+
+    Only the masked positions go through the masked-LM head (as Google's ``gather_indexes``): a
+    (B, P, V) score tensor instead of (B, T, V). The encoder runs its plain path: the fast path's
+    packing (fast_path.py) gathers and scatters tokens, and in the backward pass those cost more
+    than the padding they skip."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    hidden = out.last_hidden_state  # (B, T, H)
+    positions = batch["masked_lm_positions"]  # (B, P)
+    gathered = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))  # (B, P, H)
+    mlm_logits = model.mlm_head(gathered, model.bert.embeddings.word_embeddings.weight).float()  # (B, P, V)
+    nsp_logits = model.nsp_head(out.pooler_output).float()  # (B, 2)
+
+    labels, weights = batch["masked_lm_ids"], batch["masked_lm_weights"]  # (B, P), (B, P)
+    per_prediction = F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), reduction="none")  # (B·P,)
+    mlm = (weights.flatten() * per_prediction).sum() / mlm_denominator
+    nsp = F.cross_entropy(nsp_logits, batch["next_sentence_labels"], reduction="sum") / batch_size
+    with torch.no_grad():
+        mlm_correct = (weights * (mlm_logits.argmax(-1) == labels)).sum()
+        nsp_correct = (nsp_logits.argmax(-1) == batch["next_sentence_labels"]).sum()
+    return BatchSums(mlm + nsp, mlm.detach().item(), nsp.detach().item(), mlm_correct.item(), nsp_correct.item())
+
+
+def clip_by_global_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> float:
+    """Scale every gradient by ``max_norm / max(norm, max_norm)``, where ``norm`` is the norm of all
+    gradients together (TensorFlow's ``clip_by_global_norm``). Returns that norm (before clipping)."""
+    gradients = [p.grad for p in parameters if p.grad is not None]
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in gradients]))
+    scale = max_norm / max(float(norm), max_norm)
+    if scale != 1.0:
+        for gradient in gradients:
+            gradient.mul_(scale)
+    return float(norm)
+
+
+class AdamWeightDecay:
+    """Google's ``AdamWeightDecayOptimizer``: Adam without bias correction, with weight decay added
+    to the update (not to the gradient), and no decay for LayerNorm and bias tensors.
+
+    ``named_parameters``: (hub name, parameter) pairs; the hub's names (``bert.embeddings.LayerNorm.weight``,
+    ``cls.predictions.bias``) are what Google's exclusion patterns match. ``moments[name]`` = (m, v),
+    created at the first update. The rate is given to each ``step(rate)`` (the schedule: ``Schedule``).
+    (A plain class, not a ``torch.optim.Optimizer``: the update reads as the formula, and nothing
+    else is needed.)
+    """
+
+    def __init__(self, named_parameters, weight_decay: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-6):
+        self.parameters = list(named_parameters)
+        self.decays = {name: weight_decay if not NO_DECAY.search(name) else 0.0 for name, _ in self.parameters}
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.moments: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @torch.no_grad()
+    def step(self, rate: float) -> None:
+        for name, p in self.parameters:
+            if p.grad is None:
+                continue
+            if name not in self.moments:
+                self.moments[name] = (torch.zeros_like(p), torch.zeros_like(p))
+            m, v = self.moments[name]
+            m.mul_(self.beta1).add_(p.grad, alpha=1.0 - self.beta1)  # m ← β1·m + (1 − β1)·g
+            v.mul_(self.beta2).addcmul_(p.grad, p.grad, value=1.0 - self.beta2)  # v ← β2·v + (1 − β2)·g²
+            update = m / (v.sqrt() + self.eps)
+            if self.decays[name]:
+                update.add_(p, alpha=self.decays[name])  # + decay · param
+            p.sub_(update, alpha=rate)
+
+    def zero_grad(self) -> None:
+        for _, p in self.parameters:
+            p.grad = None
+
+
+def hub_named_parameters(model) -> list[tuple[str, torch.nn.Parameter]]:
+    """A minibert BertForPreTraining's parameters under the hub's names (as saved), which Google's
+    weight-decay exclusion matches: ``bert.layers.0.attention_norm.weight`` →
+    ``bert.encoder.layer.0.attention.output.LayerNorm.weight``."""
+    from ..weights import HEAD_PREFIXES, minibert_to_checkpoint
+
+    named = []
+    for name, parameter in model.named_parameters():
+        hub = minibert_to_checkpoint(name.removeprefix("bert."))
+        named.append((hub if name.startswith(HEAD_PREFIXES) else "bert." + hub, parameter))
+    return named
