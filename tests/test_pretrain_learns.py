@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from fortune_instances import FORTUNES, fortune_documents, make_instances, train_vocab
 
 import minibert
+from fortune_instances import FORTUNES, fortune_documents, make_instances, train_vocab
 from helpers import run_minibert
 from minibert.config import BertConfig
 from minibert.heads import BertForPreTraining

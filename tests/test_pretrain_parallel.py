@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pretraining_data import random_instances, write_instances
 from safetensors.torch import load_file
 
 import minibert
 from helpers import run_minibert
+from pretraining_data import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from pretraining_data import random_instances, write_instances
 from safetensors.torch import load_file
 
 import minibert
+from pretraining_data import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"  # its config keeps dropout 0.1: every step draws random numbers

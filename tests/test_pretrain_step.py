@@ -14,10 +14,10 @@ import re
 import numpy as np
 import pytest
 import torch
-from pretraining_data import random_instances, write_instances
 
 from helpers import run_minibert
 from minibert.training.step import AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters
+from pretraining_data import random_instances, write_instances
 
 transformers = pytest.importorskip("transformers")
 

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 from test_tfrecord_hostile import CASES as TFRECORD_CASES
 from test_tfrecord_hostile import TENSORFLOW_DIES, damaged_files
-from tf_reference import google_master_script, run_reference, tf_python
 
 from minibert.formats.tfrecord import read_examples
 from minibert.training.create import create_pretraining_data
@@ -29,6 +28,7 @@ from minibert.training.masking import mask_pieces
 from minibert.training.options import InstanceOptions
 from minibert.training.records import FEATURE_NAMES
 from minibert.training.vocabulary import PretrainingVocabulary
+from tf_reference import google_master_script, run_reference, tf_python
 
 FORTUNES = Path("/usr/share/games/fortunes")
 FORTUNE_FILES = ("computers", "science", "people", "politics", "wisdom", "literature", "humorists")

@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fortune_instances import FORTUNES, fortune_documents, make_instances, train_vocab
-from pretraining_data import random_instances, write_instances
 
 import minibert
+from fortune_instances import FORTUNES, fortune_documents, make_instances, train_vocab
 from helpers import run_minibert
+from pretraining_data import random_instances, write_instances
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "pretraining.md").read_text(encoding="utf-8")

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import tf_reference
 from helpers import assert_close, compare_outputs
 from minibert import BertForPreTraining, BertModel, BertTokenizer, CheckpointError, Embedder
 from minibert.formats.crc32c import crc32c, mask, unmask
@@ -298,7 +299,8 @@ def test_several_checkpoints_need_the_state_file(tmp_path):
 
 
 def _tensorflow_python() -> str | None:
-    for candidate in (os.environ.get("MINIBERT_TF_PYTHON"), sys.executable):
+    """$MINIBERT_TF_PYTHON, this Python, or the TensorFlow venv of the pre-training tests (made when missing)."""
+    for candidate in (os.environ.get("MINIBERT_TF_PYTHON"), sys.executable, tf_reference.tf_python()):
         if candidate and subprocess.run([candidate, "-c", "import tensorflow, safetensors"],
                                          capture_output=True, timeout=120).returncode == 0:  # fmt: skip
             return candidate

@@ -13,6 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import run_minibert
+from minibert.tokenizer import BasicTokenizer, train_wordpiece
+from minibert.tokenizer import word_counts as word_counts_module
+from minibert.tokenizer.word_counts import count_words
 from vocab_reference import (
     SPECIALS,
     assert_same_merges_as_tokenizers,
@@ -22,11 +27,6 @@ from vocab_reference import (
     reference_word_counts,
     spread,
 )
-
-from helpers import run_minibert
-from minibert.tokenizer import BasicTokenizer, train_wordpiece
-from minibert.tokenizer import word_counts as word_counts_module
-from minibert.tokenizer.word_counts import count_words
 
 SMALL = ("fortunes", "zippy", "wisdom", "tao", "linux", "medicine")  # ~240 KB of the English fortunes
 REFERENCE_RUNS = 5

@@ -16,13 +16,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from vocab_reference import SPECIALS, assert_same_merges_as_tokenizers, reference_vocabulary, reference_word_counts
 
 from helpers import run_minibert
 from minibert.errors import CorpusError, VocabularySizeError
 from minibert.tokenizer import BasicTokenizer, train_wordpiece
 from minibert.tokenizer import word_counts as word_counts_module
 from minibert.tokenizer.word_counts import MAX_RUN_CHARS, count_words
+from vocab_reference import SPECIALS, assert_same_merges_as_tokenizers, reference_vocabulary, reference_word_counts
 
 TEXT = "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs! " * 20
 

@@ -41,7 +41,7 @@ def _unavailable(reason: str):
 
 
 def _works(python: Path) -> bool:
-    check = "import tensorflow, bert.create_pretraining_data"
+    check = "import tensorflow, bert.create_pretraining_data, safetensors"
     return python.exists() and subprocess.run([python, "-c", check], capture_output=True).returncode == 0
 
 
@@ -58,7 +58,7 @@ def _prepare() -> str:
         if _works(python):
             return str(python)
         steps = [[sys.executable, "-m", "venv", str(directory)],
-                 [str(python), "-m", "pip", "install", "-q", "tensorflow-cpu"],
+                 [str(python), "-m", "pip", "install", "-q", "tensorflow-cpu", "safetensors"],
                  [str(python), "-m", "pip", "install", "-q", "--no-deps", "bert-tensorflow==1.0.4"]]  # fmt: skip
         for step in steps:
             done = subprocess.run(step, capture_output=True, text=True)
