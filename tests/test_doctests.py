@@ -15,6 +15,8 @@ MODULES = [
     "model",
     "heads",
     "fast_path",
+    "speed",
+    "tokenizer.framing",
     "inputs",
     "config",
     "formats.hub",

@@ -4,7 +4,7 @@
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel
-    core         config, activations, tokenizer/, inputs, fast_path, gemm, pretrained, model, weights
+    core         config, activations, tokenizer/, inputs, fast_path, gemm, speed, pretrained, model, weights
     formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files
     base         errors, runtime                                                  (bottom)
 
@@ -23,7 +23,7 @@ import minibert
 PACKAGE = Path(minibert.__file__).parent
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "apps"]
 BASE = {"errors", "runtime", "__init__"}
-CORE = {"config", "activations", "inputs", "fast_path", "gemm", "pretrained", "model", "weights"}
+CORE = {"config", "activations", "inputs", "fast_path", "gemm", "speed", "pretrained", "model", "weights"}
 # Each optional room in apps/, and the only modules allowed to import it.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
             "apps.http_limits": {"apps.serve"}}  # fmt: skip

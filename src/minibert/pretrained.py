@@ -25,6 +25,21 @@ class PretrainedBert(nn.Module):
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
 
+    def use_book_modules(self, book: bool = True):
+        """``True``: run exactly the book's modules (model.py: plain ``nn.Linear``, the feed-forward's
+        activation in place, attention written out), undoing the speed ``from_pretrained`` added
+        (speed.py lists it); ``False``: the speed back. The numbers are the same either way, up to
+        the order of float sums. Returns the model: ``model = BertModel.from_pretrained(p).use_book_modules()``."""
+        from .speed import use_book_modules
+
+        use_book_modules(self, book)
+        return self
+
+    @property
+    def book_modules(self) -> bool:
+        """Whether the model runs the book's modules only (after ``use_book_modules()``)."""
+        return getattr(self, "_speed", None) is not None
+
     @property
     def dtype(self) -> torch.dtype:
         return next(self.parameters()).dtype
