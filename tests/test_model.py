@@ -397,3 +397,27 @@ def test_the_books_plain_path_computes_what_the_fast_path_computes(minilm, minil
         finally:
             minilm.use_fast_path = True
     compare_outputs(plain, fast, batch["attention_mask"], "plain path vs fast path")
+
+
+def test_pad_rows_are_skipped_only_where_asked_for_by_name(minilm, minilm_dir, monkeypatch):
+    """BertModel called directly computes [PAD] rows (no packing; their values are compared with
+    transformers' in test_minilm_every_layer_matches); ``skip_padding=True`` packs and leaves zeros
+    there, with the real rows unchanged; the Embedder, whose pooling never reads [PAD] rows, asks
+    for it (its speed is the packed path's)."""
+    from minibert import Embedder
+    from minibert.fast_path import Packing
+
+    packed = []
+    original = Packing.__init__
+    monkeypatch.setattr(Packing, "__init__", lambda self, mask: packed.append(mask.shape) or original(self, mask))
+    batch = _batch(minilm_dir, ["I love Paris, the city of light and of long walks by the river.", "Hi"])
+    pad = ~batch["attention_mask"].bool()
+    with torch.no_grad():
+        direct = minilm(**batch).last_hidden_state
+        assert not packed and bool(direct[pad].abs().min() > 0)  # real values at every [PAD] row
+        skipped = minilm(**batch, skip_padding=True).last_hidden_state
+    assert packed and bool((skipped[pad] == 0).all())
+    assert_close(skipped[~pad], direct[~pad], "real rows, packed vs not", ATOL)
+    packed.clear()
+    Embedder.from_pretrained(minilm_dir).embed(["a short text", "a much longer text than the first one is"])
+    assert packed, "the Embedder no longer packs away padding"
