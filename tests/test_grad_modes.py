@@ -192,3 +192,18 @@ def check_float16(result, backend, batch, reference, heads_checkpoint, tmp_path)
 
 
 CHECKS = {name: globals()[f"check_{name}"] for name in CASES}
+
+
+def test_resizing_inside_inference_mode_makes_ordinary_tensors():
+    """resize_token_embeddings inside inference_mode (after add_tokens in a serving process, say)
+    makes ordinary tables, as loading does: the model can still be fine-tuned afterwards."""
+    from minibert import BertConfig, BertForMaskedLM
+
+    config = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=99)
+    model = BertForMaskedLM(config)
+    with torch.inference_mode():
+        table = model.resize_token_embeddings(110)
+    assert not table.weight.is_inference() and not model.mlm_head.bias.is_inference()
+    ids = torch.tensor([[1, 105, 2]])
+    model(ids, labels=ids).loss.backward()
+    assert table.weight.grad is not None and model.mlm_head.bias.grad is not None
