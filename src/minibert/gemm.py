@@ -32,7 +32,9 @@ processes pay nothing; any change of those gives a new key and a new measurement
 ``MINIBERT_GEMM=mkl|onednn|onednn-fused|auto`` (or ``from_pretrained(..., gemm=...)``, the CLI's
 ``--gemm``) overrides the measurement. oneDNN runs only where no gradient is needed (inference
 under ``torch.no_grad()`` / ``inference_mode()``); a forward pass that trains falls back to
-``F.linear`` with the same weights, so fine-tuning a loaded model works unchanged.
+``F.linear`` with the same weights, so fine-tuning a loaded model works unchanged. So does a layer
+whose weight is an inference tensor (no version counter: a change could not be seen).
+``from_pretrained`` applies a backend through speed.py (what is swapped, and how to undo it).
 """
 
 from __future__ import annotations
