@@ -61,7 +61,7 @@ class CallRequest:
     @property
     def special_tokens(self) -> int:
         """How many tokens the framing adds to a row: [CLS] A [SEP] (B [SEP])."""
-        return (3 if self.pairs is not None else 2) if self.add_special_tokens else 0
+        return added_by_framing(self.pairs is not None) if self.add_special_tokens else 0
 
     @classmethod
     def parse(
@@ -86,14 +86,7 @@ class CallRequest:
         return_offsets_mapping: bool = False,
         verbose: bool = True,
     ) -> CallRequest:
-        batched, texts = _as_batch(text, "text", is_split_into_words)
-        pairs = None
-        if text_pair is not None:
-            pair_batched, pairs = _as_batch(text_pair, "text_pair", is_split_into_words)
-            if batched != pair_batched:
-                raise TypeError("text and text_pair must both be one input, or both be batches")
-            if len(pairs) != len(texts):
-                raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+        batched, texts, pairs = _texts_and_pairs(text, text_pair, is_split_into_words)
         check_flags(add_special_tokens=add_special_tokens, is_split_into_words=is_split_into_words,
                     return_overflowing_tokens=return_overflowing_tokens, verbose=verbose,
                     return_special_tokens_mask=return_special_tokens_mask,
@@ -348,6 +341,19 @@ def _columns_to_pad(encoded_inputs, return_tensors: str | None) -> tuple[dict[st
     columns = {key: [list(row) for row in rows] if key in PAD_VALUES or key == "input_ids" else rows
                for key, rows in columns.items()}  # fmt: skip
     return columns, single, return_tensors
+
+
+def _texts_and_pairs(text, text_pair, is_split_into_words: bool) -> tuple[bool, list, list | None]:
+    """(a batch came in, the texts, the second texts of pairs or None): one input or a batch, alike."""
+    batched, texts = _as_batch(text, "text", is_split_into_words)
+    if text_pair is None:
+        return batched, texts, None
+    pair_batched, pairs = _as_batch(text_pair, "text_pair", is_split_into_words)
+    if batched != pair_batched:
+        raise TypeError("text and text_pair must both be one input, or both be batches")
+    if len(pairs) != len(texts):
+        raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+    return batched, texts, pairs
 
 
 def _as_batch(value, name: str, split_into_words: bool) -> tuple[bool, list]:
