@@ -108,8 +108,7 @@ def test_bert_base_google_layout_with_heads(fixture, request, real_texts):
         theirs = reference(**batch)
         theirs_body = reference.bert(**batch, output_hidden_states=True, output_attentions=True)
     report = compare_outputs(ours, theirs_body, batch["attention_mask"], f"bert-base ({fixture})")
-    real = batch["attention_mask"].bool()
-    report["mlm"] = assert_close(ours.prediction_logits[real], theirs.prediction_logits[real], "masked-LM logits", ATOL)
+    report["mlm"] = assert_close(ours.prediction_logits, theirs.prediction_logits, "masked-LM logits", ATOL)
     report["nsp"] = assert_close(ours.seq_relationship_logits, theirs.seq_relationship_logits, "NSP logits", ATOL)
     print(f"heads: max |Δ| mlm {report['mlm']:.1e}, nsp {report['nsp']:.1e}")
 
@@ -151,9 +150,9 @@ def test_save_pretrained_round_trip(google_small, tmp_path, real_texts):
         theirs = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "heads")).eval()(**batch)
         body = transformers.BertModel.from_pretrained(str(tmp_path / "body")).eval()(**batch)
         expected_body = reference.bert(**batch)
-    real = batch["attention_mask"].bool()  # padding positions carry no meaning (minibert: zeros)
-    assert_close(again.prediction_logits[real], expected.prediction_logits[real], "minibert reload: mlm", ATOL)
-    assert_close(theirs.prediction_logits[real], expected.prediction_logits[real], "transformers load: mlm", ATOL)
+    assert (batch["attention_mask"] == 0).any()  # every position compared, [PAD] rows included
+    assert_close(again.prediction_logits, expected.prediction_logits, "minibert reload: mlm", ATOL)
+    assert_close(theirs.prediction_logits, expected.prediction_logits, "transformers load: mlm", ATOL)
     assert_close(theirs.seq_relationship_logits, expected.seq_relationship_logits, "transformers load: nsp", ATOL)
     assert_close(body.pooler_output, expected_body.pooler_output, "transformers load: BertModel pooler", ATOL)
     assert not list(tmp_path.glob("**/*.partial"))
@@ -378,8 +377,10 @@ def test_attention_groups_are_not_made_for_rows_of_similar_length():
 
 def test_the_books_plain_path_computes_what_the_fast_path_computes(minilm, minilm_dir, real_texts):
     """model.py's written-out attention on (B, T, H) (``use_fast_path = False``) against the fast
-    path (fast_path.py: packed tokens, length groups, the fused kernel), on a batch that takes all
-    three, every layer and the pooler, real tokens only. The two differ only in the order of fp32
+    path asked to skip padding (fast_path.py: packed tokens, length groups, the fused kernel), on a
+    batch that takes all three, every layer and the pooler, real tokens only (the packed path leaves
+    zeros at [PAD] rows; without ``skip_padding`` they are compared with transformers' in
+    test_minilm_every_layer_matches). The two differ only in the order of fp32
     sums: the same bound as the parity tests against transformers (1e-5 at hidden values of
     magnitude ≤ ~10: about 100 fp32 ulps, the reordering of sums of 384–1,536 terms)."""
     import corpus
@@ -389,10 +390,34 @@ def test_the_books_plain_path_computes_what_the_fast_path_computes(minilm, minil
     batch = _batch(minilm_dir, [by_length[-1], *by_length[:4], *real_texts[:4]])
     assert Packing(batch["attention_mask"]).groups is not None  # the fast path packs and groups this batch
     with torch.no_grad():
-        fast = minilm(**batch, output_hidden_states=True)
+        fast = minilm(**batch, output_hidden_states=True, skip_padding=True)
         minilm.use_fast_path = False
         try:
             plain = minilm(**batch, output_hidden_states=True)
         finally:
             minilm.use_fast_path = True
     compare_outputs(plain, fast, batch["attention_mask"], "plain path vs fast path")
+
+
+def test_pad_rows_are_skipped_only_where_asked_for_by_name(minilm, minilm_dir, monkeypatch):
+    """BertModel called directly computes [PAD] rows (no packing; their values are compared with
+    transformers' in test_minilm_every_layer_matches); ``skip_padding=True`` packs and leaves zeros
+    there, with the real rows unchanged; the Embedder, whose pooling never reads [PAD] rows, asks
+    for it (its speed is the packed path's)."""
+    from minibert import Embedder
+    from minibert.fast_path import Packing
+
+    packed = []
+    original = Packing.__init__
+    monkeypatch.setattr(Packing, "__init__", lambda self, mask: packed.append(mask.shape) or original(self, mask))
+    batch = _batch(minilm_dir, ["I love Paris, the city of light and of long walks by the river.", "Hi"])
+    pad = ~batch["attention_mask"].bool()
+    with torch.no_grad():
+        direct = minilm(**batch).last_hidden_state
+        assert not packed and bool(direct[pad].abs().min() > 0)  # real values at every [PAD] row
+        skipped = minilm(**batch, skip_padding=True).last_hidden_state
+    assert packed and bool((skipped[pad] == 0).all())
+    assert_close(skipped[~pad], direct[~pad], "real rows, packed vs not", ATOL)
+    packed.clear()
+    Embedder.from_pretrained(minilm_dir).embed(["a short text", "a much longer text than the first one is"])
+    assert packed, "the Embedder no longer packs away padding"

@@ -3,13 +3,15 @@
 A reader learning BERT can skip this file. ``BertModel.forward`` chooses a ``FastLayout`` once per
 call; when it has one, the embeddings and every per-token layer run on ``layout.pack``-ed tensors
 and ``SelfAttention`` hands its q, k, v to ``layout.attend`` instead of the written-out formula.
-That ``if`` in SelfAttention is the one seam where speed enters the model.
+That ``if`` in SelfAttention is the seam where speed enters attention (the other seam, the linear
+layers' GEMM library, is speed.py's).
 
 Three ideas, each exact (they change only the order of float sums):
 
 1. **Packing** (``Packing``). Most of BERT's FLOPs are in layers that treat each token on its own
    (the Q/K/V and output projections, the feed-forward network, LayerNorm). For those, a batch
-   (B, T, H) with padding is laid out as (P, H): only the P real tokens, end to end. Attention is
+   (B, T, H) with padding is laid out as (P, H) when the caller asks (``skip_padding=True``: the
+   [PAD] rows of its outputs are then zeros, not transformers' values): only the P real tokens, end to end. Attention is
    the one place where tokens of a sequence meet; there they are put back in their (B, T) places.
 2. **Length groups** (``AttentionGroup``). Attention's cost grows with the padded length, squared;
    rows of very different lengths attend in groups, each padded only to its own longest.
@@ -115,13 +117,16 @@ class AttentionGroup:
 class FastLayout:
     """How one forward call lays out its tokens, chosen once from the attention mask.
 
-    Without padding (or with padding that is not on the right) tokens stay (B, T, H) and only the
+    Without padding (or with padding that is not on the right, or when not asked to ``pack``:
+    then [PAD] rows are computed as transformers computes them) tokens stay (B, T, H) and only the
     fused kernel is used; with right padding they are packed to (P, H), and attention unpacks them
-    (whole, or in length groups).
+    (whole, or in length groups): [PAD] rows come back as zeros.
     """
 
-    def __init__(self, attention_mask: torch.Tensor | None, short_attention: dict[int, int] | None = None):
-        padded = attention_mask is not None and not bool(attention_mask.all())
+    def __init__(
+        self, attention_mask: torch.Tensor | None, short_attention: dict[int, int] | None = None, pack: bool = True
+    ):
+        padded = pack and attention_mask is not None and not bool(attention_mask.all())
         self.packing = Packing(attention_mask) if padded and Packing.applies_to(attention_mask) else None
         # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
         self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)

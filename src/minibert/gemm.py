@@ -32,7 +32,9 @@ processes pay nothing; any change of those gives a new key and a new measurement
 ``MINIBERT_GEMM=mkl|onednn|onednn-fused|auto`` (or ``from_pretrained(..., gemm=...)``, the CLI's
 ``--gemm``) overrides the measurement. oneDNN runs only where no gradient is needed (inference
 under ``torch.no_grad()`` / ``inference_mode()``); a forward pass that trains falls back to
-``F.linear`` with the same weights, so fine-tuning a loaded model works unchanged.
+``F.linear`` with the same weights, so fine-tuning a loaded model works unchanged. So does a layer
+whose weight is an inference tensor (no version counter: a change could not be seen).
+``from_pretrained`` applies a backend through speed.py (what is swapped, and how to undo it).
 """
 
 from __future__ import annotations
@@ -97,12 +99,20 @@ class PackedLinear(nn.Linear):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         self.post_op, self.activation = post_op, activation  # ("gelu", "none"), activations.exact_gelu
-        self._packed, self._packed_for = None, None
+        self._packed, self._packed_for, self._inference_noted = None, None, False
 
     def packed_weight(self) -> torch.Tensor | None:
         """The weight in oneDNN's layout, or None where oneDNN cannot take it (e.g. a model moved
-        to bfloat16 on a CPU without AVX-512 after loading)."""
+        to bfloat16 on a CPU without AVX-512 after loading), or where a change of the weight could
+        not be seen: an inference tensor (a model moved or copied inside ``torch.inference_mode()``)
+        keeps no version counter, so an in-place update would leave a stale packed copy; such a
+        layer runs on ``F.linear`` (the same numbers; moved or copied outside, it is packed again)."""
         weight = self.weight
+        if weight.is_inference():
+            if not self._inference_noted:
+                log.info("%s: its weight is an inference tensor (no version counter): running on F.linear", self)
+                self._inference_noted = True
+            return None
         key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
         if self._packed_for != key:
             with torch.no_grad():
@@ -125,7 +135,7 @@ class PackedLinear(nn.Linear):
 
     def __getstate__(self):  # pickling and deepcopy: the cache is rebuilt on first use
         state = super().__getstate__()
-        state = dict(state, _packed=None, _packed_for=None)
+        state = dict(state, _packed=None, _packed_for=None, _inference_noted=False)
         return state
 
     def extra_repr(self) -> str:
@@ -318,6 +328,8 @@ def _unavailable_reason(model: nn.Module) -> str | None:
         return "the model is not on the CPU"
     if parameter.dtype not in (torch.float32, torch.bfloat16):
         return f"dtype {parameter.dtype}"
+    if parameter.is_inference():
+        return "its weights are inference tensors (made inside torch.inference_mode(), they keep no version counter)"
     try:  # bf16 needs AVX-512 (bw, vl, dq) or AVX-NE-CONVERT; oneDNN says so on a tiny reorder
         torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 8, dtype=parameter.dtype), None)
     except RuntimeError as error:

@@ -105,9 +105,11 @@ class BertWithHeads(TransformersNames, PretrainedBert):
         return self.bert.embeddings
 
     def encode(self, input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-               use_fast_path: bool | None = None) -> BertOutput:  # fmt: skip
+               skip_padding: bool = False) -> BertOutput:  # fmt: skip
+        """The encoder's outputs; ``skip_padding``: zeros at [PAD] rows, for callers that never read
+        them (the tasks): see BertModel.forward."""
         return self.bert(input_ids, attention_mask, token_type_ids, output_hidden_states=output_hidden_states,
-                         output_attentions=output_attentions, use_fast_path=use_fast_path)  # fmt: skip
+                         output_attentions=output_attentions, skip_padding=skip_padding)  # fmt: skip
 
     def _add_classifier(self, outputs: int | None = None) -> None:
         """The fine-tuning heads' one layer: dropout, then Linear(H, outputs) (default: one output
@@ -152,8 +154,10 @@ class BertForPreTraining(BertWithHeads):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
                 next_sentence_label=None, output_hidden_states: bool = False,
-                output_attentions: bool = False) -> BertPreTrainingOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+                output_attentions: bool = False, skip_padding: bool = False) -> BertPreTrainingOutput:  # fmt: skip
+        out = self.encode(
+            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
+        )
         prediction_logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
@@ -175,8 +179,11 @@ class BertForMaskedLM(BertWithHeads):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+                output_hidden_states: bool = False, output_attentions: bool = False,
+                skip_padding: bool = False) -> HeadOutput:  # fmt: skip
+        out = self.encode(
+            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
+        )
         logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else _masked_lm_loss(logits, self._on_device(labels))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
@@ -191,8 +198,11 @@ class BertForNextSentencePrediction(BertWithHeads):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+                output_hidden_states: bool = False, output_attentions: bool = False,
+                skip_padding: bool = False) -> HeadOutput:  # fmt: skip
+        out = self.encode(
+            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
+        )
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None if labels is None else F.cross_entropy(logits.view(-1, 2), self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
@@ -268,8 +278,11 @@ class BertForSequenceClassification(BertWithHeads):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+                output_hidden_states: bool = False, output_attentions: bool = False,
+                skip_padding: bool = False) -> HeadOutput:  # fmt: skip
+        out = self.encode(
+            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
+        )
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
         loss = None if labels is None else self._loss(logits, self._on_device(labels))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
@@ -301,8 +314,11 @@ class BertForTokenClassification(BertWithHeads):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+                output_hidden_states: bool = False, output_attentions: bool = False,
+                skip_padding: bool = False) -> HeadOutput:  # fmt: skip
+        out = self.encode(
+            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
+        )
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
@@ -325,12 +341,12 @@ class BertForQuestionAnswering(BertWithHeads):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
                 end_positions=None, output_hidden_states: bool = False,
-                output_attentions: bool = False) -> QuestionAnsweringOutput:  # fmt: skip
+                output_attentions: bool = False, skip_padding: bool = False) -> QuestionAnsweringOutput:  # fmt: skip
         # The loss is a softmax over every position, padding included (as transformers computes it):
-        # with positions given, padded positions are computed too (the fast path leaves zeros there).
+        # with positions given, padded positions are computed even when asked to skip them.
         with_loss = start_positions is not None and end_positions is not None
         out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-                          use_fast_path=False if with_loss else None)  # fmt: skip
+                          skip_padding and not with_loss)  # fmt: skip
         logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T)
         loss = None
@@ -352,7 +368,8 @@ class BertForMultipleChoice(BertWithHeads):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> HeadOutput:  # fmt: skip
+                output_hidden_states: bool = False, output_attentions: bool = False,
+                skip_padding: bool = False) -> HeadOutput:  # fmt: skip
         input_ids = torch.as_tensor(input_ids)
         if input_ids.dim() != 3:
             raise ValueError(f"input_ids must have shape (batch, choices, tokens), got {tuple(input_ids.shape)}")
@@ -362,7 +379,7 @@ class BertForMultipleChoice(BertWithHeads):
             return None if value is None else torch.as_tensor(value).reshape(-1, input_ids.shape[-1])
 
         out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), output_hidden_states,
-                          output_attentions)  # fmt: skip
+                          output_attentions, skip_padding)  # fmt: skip
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, choices)  # (B·C, 1) -> (B, C)
         loss = None if labels is None else F.cross_entropy(logits, self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)

@@ -13,11 +13,17 @@ Shape legend used in the comments:
       └─ last_hidden_state (B, T, H);  Pooler: tanh(W · h[CLS])      → pooler_output (B, H)
 
 What this file leaves to others: checking the inputs (inputs.py), loading pretrained weights
-(weights.py, through the base class in pretrained.py), the task heads (heads.py), and speed
-(fast_path.py). Speed enters at one seam, ``layout`` in ``SelfAttention.forward``: the fast path
-packs away padding and calls a fused kernel, and computes the same numbers as the plain formula
-written out here (tests/test_model.py compares the two). ``TransformersNames`` in the bases only
-answers transformers' module names (``model.encoder.layer[3]``) with these (transformers_names.py).
+(weights.py, through the base class in pretrained.py), the task heads (heads.py), and speed. Speed
+enters at two named seams, each computing the same numbers as the formulas written out here (up to
+the order of float sums; tests/test_model.py and tests/test_book_modules.py compare them):
+
+* ``layout`` in ``SelfAttention.forward`` (fast_path.py): a fused attention kernel, and, where a
+  caller asks for it by name (``skip_padding=True``), padding packed away;
+* ``speed_up`` at the end of ``from_pretrained`` (speed.py): a faster GEMM library swapped into the
+  linear layers. ``model.use_book_modules()`` turns both off: the model is then this file's code alone.
+
+``TransformersNames`` in the bases only answers transformers' module names (``model.encoder.layer[3]``)
+with these (transformers_names.py).
 """
 
 from __future__ import annotations
@@ -186,7 +192,10 @@ class BertModel(TransformersNames, PretrainedBert):
     >>> out.last_hidden_state.shape, out.pooler_output.shape                     # doctest: +SKIP
     (torch.Size([1, 5, 768]), torch.Size([1, 768]))
 
-    ``use_fast_path = False`` runs the plain formula everywhere (the book's path, slower).
+    Every position of ``last_hidden_state`` is computed, [PAD] rows too, as transformers computes
+    them. ``model(..., skip_padding=True)`` skips the work on [PAD] rows (zeros there): for callers
+    that never read them (pooling, the tasks, the server). ``model.use_book_modules()`` runs this
+    file's modules alone (see speed.py for what ``from_pretrained`` swaps in, and why).
     """
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
@@ -208,17 +217,18 @@ class BertModel(TransformersNames, PretrainedBert):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         use_fast_path: bool | None = None,
+        skip_padding: bool = False,
     ) -> BertOutput:
         """input_ids (B, T) → BertOutput(last_hidden_state (B, T, H), pooler_output (B, H), ...).
 
-        ``use_fast_path`` (default: the model's ``use_fast_path``): False computes padded positions
-        too, as transformers does (the fast path leaves zeros there)."""
+        ``use_fast_path`` (default: the model's): False writes attention out as above. ``skip_padding``:
+        the fast path computes the real tokens only, and [PAD] rows of the outputs are zeros."""
         ids, token_types, positions, attention_mask = prepare_inputs(self, input_ids, attention_mask, token_type_ids)
         padded = attention_mask is not None and not bool(attention_mask.all())
 
         # The fast path keeps no attention weights, so asking for them runs the plain formula.
-        fast = self.use_fast_path if use_fast_path is None else use_fast_path
-        layout = FastLayout(attention_mask, self.short_attention) if fast and not output_attentions else None
+        fast = (self.use_fast_path if use_fast_path is None else use_fast_path) and not output_attentions
+        layout = FastLayout(attention_mask, self.short_attention, pack=skip_padding) if fast else None
         if layout is not None:  # (B, T) → (P,): the real tokens only, when packing applies
             ids, token_types, positions = layout.pack(ids), layout.pack(token_types), layout.pack(positions)
         x = self.embeddings(ids, token_types, positions)  # (B, T, H)

@@ -25,6 +25,21 @@ class PretrainedBert(nn.Module):
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
 
+    def use_book_modules(self, book: bool = True):
+        """``True``: run exactly the book's modules (model.py: plain ``nn.Linear``, the feed-forward's
+        activation in place, attention written out), undoing the speed ``from_pretrained`` added
+        (speed.py lists it); ``False``: the speed back. The numbers are the same either way, up to
+        the order of float sums. Returns the model: ``model = BertModel.from_pretrained(p).use_book_modules()``."""
+        from .speed import use_book_modules
+
+        use_book_modules(self, book)
+        return self
+
+    @property
+    def book_modules(self) -> bool:
+        """Whether the model runs the book's modules only (after ``use_book_modules()``)."""
+        return getattr(self, "_speed", None) is not None
+
     @property
     def dtype(self) -> torch.dtype:
         return next(self.parameters()).dtype
@@ -68,9 +83,14 @@ class PretrainedBert(nn.Module):
         """Give the word embedding table ``new_num_tokens`` rows (after ``tokenizer.add_special_tokens``:
         ``len(tokenizer)``), as transformers does: old rows kept; new rows the mean of the old ones
         (``mean_resizing``, transformers' default, which samples within 1e-9 × their covariance of
-        that mean) or drawn as BERT initialises weights. A masked-LM head's bias grows with zeros."""
+        that mean) or drawn as BERT initialises weights. A masked-LM head's bias grows with zeros.
+        Inside ``torch.inference_mode()`` too, the new tables are ordinary tensors (they can be trained)."""
         if isinstance(new_num_tokens, bool) or not isinstance(new_num_tokens, int) or new_num_tokens < 1:
             raise ValueError(f"new_num_tokens must be a positive int, got {new_num_tokens!r}")
+        with torch.inference_mode(False):
+            return self._resize_word_embeddings(new_num_tokens, mean_resizing)
+
+    def _resize_word_embeddings(self, new_num_tokens: int, mean_resizing: bool) -> nn.Embedding:
         embeddings = getattr(self, "bert", self).embeddings
         old = embeddings.word_embeddings
         kept = min(old.num_embeddings, new_num_tokens)

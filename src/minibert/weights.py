@@ -29,6 +29,7 @@ from .formats.atomic_files import atomic_output
 from .formats.hub import resolve_file
 from .formats.safetensors import safetensors_shapes
 from .formats.weight_files import read_state_dict
+from .speed import speed_up
 
 logger = logging.getLogger("minibert")
 
@@ -72,7 +73,7 @@ TF_LEAVES = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bia
 
 # Tensors that checkpoints carry but minibert does not need: buffers it recomputes, and the
 # masked-LM decoder, whose weight is the word embedding matrix and whose bias is cls.predictions.bias.
-IGNORED = re.compile(
+IGNORED_TENSORS = re.compile(
     r"^(embeddings\.position_ids|embeddings\.token_type_ids|cls\.predictions\.decoder\.(weight|bias))$"
 )
 # Each head's minibert prefix, and how a message names it (with the hub's names).
@@ -222,7 +223,16 @@ LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifie
 
 def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None, new_heads=False, label_config=None,
                     gemm=None):  # fmt: skip
-    """Build ``cls`` (BertModel or a class with heads) from a checkpoint; see ``PretrainedBert.from_pretrained``."""
+    """Build ``cls`` (BertModel or a class with heads) from a checkpoint; see ``PretrainedBert.from_pretrained``.
+
+    Loading inside ``torch.inference_mode()`` (as servers often do) still makes ordinary tensors:
+    the model can later be fine-tuned, and the GEMM backend (gemm.py) can tell when a weight changes
+    (an inference tensor keeps no version counter)."""
+    with torch.inference_mode(False):
+        return _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm)
+
+
+def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
     dtype = _parse_dtype(dtype) or torch.float32
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
@@ -260,10 +270,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
     if device is not None:
         model.to(device)
-    if model.device.type == "cpu":  # the linear layers' GEMM library, measured on this CPU (gemm.py)
-        from .gemm import choose
-
-        choose(model, gemm)
+    speed_up(model, gemm)  # THE seam where speed enters (speed.py: what is swapped, and why)
     return model
 
 
@@ -274,22 +281,7 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
     as transformers warns, unless the model is the bare encoder: every checkpoint with heads has them)."""
     prefix = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
     expected = model.state_dict()
-    renamed, unexpected, unused_heads = {}, [], []
-    for name, tensor in state.items():
-        ours = checkpoint_to_minibert(name)
-        if ours is None:
-            if not IGNORED.match(name.removeprefix("bert.")):
-                unexpected.append(name)
-            continue
-        target = ours if ours.startswith(HEAD_PREFIXES) else prefix + ours  # heads sit beside .bert
-        if target not in expected and ours.startswith((*HEAD_PREFIXES, POOLER)):
-            unused_heads.append(name)  # a head (or the pooler) this class does not have
-            continue
-        if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
-            from .formats.tf_checkpoint import transpose_in_place
-
-            tensor = transpose_in_place(tensor)
-        renamed[target] = tensor
+    renamed, unexpected, unused_heads = _renamed(state, expected, prefix)
     if "mlm_head.bias" in expected and "mlm_head.bias" not in renamed:  # exports that keep only the decoder's bias
         for name in ("cls.predictions.decoder.bias", "bert.cls.predictions.decoder.bias"):
             if name in state:
@@ -317,19 +309,8 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
             renamed[name] = _fresh(name, tuple(expected[name].shape), model.config.initializer_range)
         missing = []
     if missing or misshaped or undescribed:
-        lines = [f"{weights_file} does not fit the model described by {config_file}:"]
-        if undescribed:
-            lines.append(f"  tensors config.json has no place for ({len(undescribed)}): "
-                         f"{_first(_checkpoint_names(undescribed, prefix))}")  # fmt: skip
-        if missing:
-            lines.append(f"  missing tensors ({len(missing)}): {_first(_checkpoint_names(missing, prefix))}")
-        if misshaped:
-            lines.append(f"  tensors with the wrong shape ({len(misshaped)}): {_first(misshaped)}")
-        if unexpected:
-            lines.append(f"  unexpected tensors ({len(unexpected)}): {_first(sorted(unexpected))}")
-        if misshaped:
-            lines.append("  (a shape that disagrees usually means config.json belongs to another model)")
-        raise CheckpointError("\n".join(lines))
+        problems = {"undescribed": undescribed, "missing": missing, "misshaped": misshaped, "unexpected": unexpected}
+        raise CheckpointError(_does_not_fit(weights_file, config_file, prefix, **problems))
     if warn and prefix and unused_heads:
         logger.info("%s: %s has no place for %d tensors of the checkpoint's other heads: %s", weights_file,
                     type(model).__name__, len(unused_heads), _first(sorted(unused_heads), 6))  # fmt: skip
@@ -340,6 +321,45 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
             stacklevel=3,
         )
     return {name: renamed[name] for name in expected}
+
+
+def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str]]:
+    """(``state`` under minibert's names, TensorFlow kernels transposed; the names THE rename table
+    does not know and minibert does not ignore; the tensors of heads this model does not have)."""
+    renamed, unexpected, unused_heads = {}, [], []
+    for name, tensor in state.items():
+        ours = checkpoint_to_minibert(name)
+        if ours is None:
+            if not IGNORED_TENSORS.match(name.removeprefix("bert.")):
+                unexpected.append(name)
+            continue
+        target = ours if ours.startswith(HEAD_PREFIXES) else prefix + ours  # heads sit beside .bert
+        if target not in expected and ours.startswith((*HEAD_PREFIXES, POOLER)):
+            unused_heads.append(name)  # a head (or the pooler) this class does not have
+            continue
+        if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
+            from .formats.tf_checkpoint import transpose_in_place
+
+            tensor = transpose_in_place(tensor)
+        renamed[target] = tensor
+    return renamed, unexpected, unused_heads
+
+
+def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missing, misshaped, unexpected) -> str:
+    """The one message that lists every tensor that does not fit, by kind."""
+    lines = [f"{weights_file} does not fit the model described by {config_file}:"]
+    if undescribed:
+        lines.append(f"  tensors config.json has no place for ({len(undescribed)}): "
+                     f"{_first(_checkpoint_names(undescribed, prefix))}")  # fmt: skip
+    if missing:
+        lines.append(f"  missing tensors ({len(missing)}): {_first(_checkpoint_names(missing, prefix))}")
+    if misshaped:
+        lines.append(f"  tensors with the wrong shape ({len(misshaped)}): {_first(misshaped)}")
+    if unexpected:
+        lines.append(f"  unexpected tensors ({len(unexpected)}): {_first(sorted(unexpected))}")
+    if misshaped:
+        lines.append("  (a shape that disagrees usually means config.json belongs to another model)")
+    return "\n".join(lines)
 
 
 def _fresh(name: str, shape: tuple[int, ...], std: float) -> torch.Tensor:

@@ -428,7 +428,7 @@ class Routes:
     async def scores_of_pairs(self, request: Request, query: str, documents: list[str], field: str, truncate: bool,
                               raw: bool) -> tuple[np.ndarray, int]:  # fmt: skip
         """Relevance of each document to the query (the cross-encoder's activation unless ``raw``)."""
-        from ..tasks.rerank import ACTIVATIONS
+        from ..tasks.rerank import SCORE_ACTIVATIONS
 
         classifier = self.service.classifier
         if classifier.num_labels != 1:
@@ -439,7 +439,7 @@ class Routes:
                                                      truncate, field)  # fmt: skip
         request.state.counts = (len(documents), tokens)
         logits = (await self.logits_job(request, pieces))[:, 0]
-        return (logits if raw else ACTIVATIONS[classifier.activation_fn](logits)), tokens
+        return (logits if raw else SCORE_ACTIVATIONS[classifier.activation_fn](logits)), tokens
 
     async def tei_rerank(self, request: Request) -> Response:
         """text-embeddings-inference's POST /rerank: {"query", "texts", "raw_scores", "return_text",

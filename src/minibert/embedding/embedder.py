@@ -267,7 +267,7 @@ class Embedder:
         ids: list[int] = []
         for start, window in windows[0]:  # the text's pieces, from its (overlapping) windows
             ids[start:] = window
-        tokens = self.tokenizer.convert_ids_to_tokens([self.tokenizer.cls_token_id, *ids, self.tokenizer.sep_token_id])
+        tokens = self.tokenizer.convert_ids_to_tokens(self.tokenizer.build_inputs_with_special_tokens(ids))
         return tokens, _assemble_tokens(states.windows)
 
     def word_vectors(
@@ -330,7 +330,7 @@ class Embedder:
     ) -> tuple[list[list[tuple[int, list[int]]]], int]:
         """Stage 2: each text's windows [(start, piece ids)], one unless the text is long and
         ``long_text`` is "window"; and how many texts were truncated."""
-        room = max_length - 2  # [CLS] and [SEP]
+        room = max_length - self.tokenizer.num_special_tokens_to_add()  # [CLS] and [SEP]
         windows, truncated = [], 0
         for ids in pieces:
             if len(ids) > room and long_text == "truncate":
@@ -348,7 +348,7 @@ class Embedder:
         layer_list = self._layer_list(options.layers)
         tokenizer = self.tokenizer
         windows = [  # (text index, start, [CLS] pieces [SEP])
-            (index, start, [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id])
+            (index, start, tokenizer.build_inputs_with_special_tokens(ids))
             for index, text_windows in enumerate(sequences)
             for start, ids in text_windows
         ]
@@ -364,7 +364,9 @@ class Embedder:
                 input_ids[row, : len(ids)] = torch.tensor(ids)
                 attention_mask[row, : len(ids)] = 1
             with torch.inference_mode():
-                out = self.model(input_ids, attention_mask, output_hidden_states=layer_list != [-1])
+                out = self.model(
+                    input_ids, attention_mask, output_hidden_states=layer_list != [-1], skip_padding=True
+                )  # pooling reads real tokens only
                 if layer_list == [-1]:
                     states = out.last_hidden_state.float()
                 else:

@@ -83,7 +83,8 @@ def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, lis
         batch = tokenizer.pad({key: [rows[key][row] for row in chosen] for key in ("input_ids", "token_type_ids")},
                               return_tensors="pt")  # fmt: skip
         with torch.inference_mode():
-            out = model(**{key: value.to(model.device) for key, value in batch.items()})
+            inputs = {key: value.to(model.device) for key, value in batch.items()}
+            out = model(**inputs, skip_padding=True)  # each row is cut to its own length below
         return chosen, {field: getattr(out, field).float().cpu().numpy() for field in fields}
 
     results: list[dict[str, np.ndarray]] = [{} for _ in lengths]

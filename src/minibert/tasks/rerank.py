@@ -39,7 +39,7 @@ from .classify import sigmoid
 from .loading import run_rows
 
 logger = logging.getLogger("minibert")
-ACTIVATIONS = {  # the torch class paths sentence-transformers saves, and what each computes
+SCORE_ACTIVATIONS = {  # the torch class paths sentence-transformers saves for a score, and what each computes
     "torch.nn.modules.activation.Sigmoid": sigmoid,
     "torch.nn.modules.linear.Identity": lambda x: x,
     "torch.nn.modules.activation.Tanh": np.tanh,
@@ -90,7 +90,7 @@ class CrossEncoder:
         function = self.activation_fn if activation_fn is None else _activation(activation_fn, {}, self.num_labels, "")
         rows = self.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=self.max_length)
         logits = np.stack([row["logits"] for row in run_rows(self.model, self.tokenizer, rows, batch_size)])  # (N, K)
-        scores = ACTIVATIONS[function](logits).astype(np.float32)
+        scores = SCORE_ACTIVATIONS[function](logits).astype(np.float32)
         if self.num_labels == 1:
             scores = scores[:, 0]
         elif apply_softmax:
@@ -171,8 +171,8 @@ def _activation(asked: str | None, settings: dict, num_labels: int, source: str)
     default = "torch.nn.modules.activation.Sigmoid" if num_labels == 1 else "torch.nn.modules.linear.Identity"
     if asked is not None:
         path = _SHORT_NAMES.get(str(asked).lower(), asked)
-        if path not in ACTIVATIONS:
-            raise ValueError(f"activation_fn must be one of {sorted(_SHORT_NAMES)} or {sorted(ACTIVATIONS)}, "
+        if path not in SCORE_ACTIVATIONS:
+            raise ValueError(f"activation_fn must be one of {sorted(_SHORT_NAMES)} or {sorted(SCORE_ACTIVATIONS)}, "
                              f"got {asked!r}")  # fmt: skip
         return path
     if "activation_fn" not in settings:
@@ -184,7 +184,7 @@ def _activation(asked: str | None, settings: dict, num_labels: int, source: str)
         logger.warning("%s: activation %s is not a torch class and is not trusted (as in sentence-transformers); "
                        "using the default %s", where, path, default.rsplit(".", 1)[-1])  # fmt: skip
         return default
-    if path not in ACTIVATIONS:
+    if path not in SCORE_ACTIVATIONS:
         raise CheckpointError(f"{where}: activation {path} is not implemented (minibert computes "
-                              f"{', '.join(sorted(ACTIVATIONS))})")  # fmt: skip
+                              f"{', '.join(sorted(SCORE_ACTIVATIONS))})")  # fmt: skip
     return path

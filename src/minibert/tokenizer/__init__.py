@@ -9,13 +9,16 @@ The rooms, read in this order:
   ``WordPieceTokenizer`` (greedy longest-match-first);
 * ``bert_tokenizer.py`` — ``BertTokenizer``, a thin core: the vocabulary, special tokens, ids back
   to text;
-* ``added_tokens.py`` — what ``add_tokens`` adds: pieces cut out of a text before the two stages;
+* ``added_tokens.py`` — what ``add_tokens`` adds: pieces cut out of a text before the two stages,
+  and every rule of adding them (``AddedTokens``);
+* ``framing.py`` — ``[CLS] A [SEP] (B [SEP])``, the segment ids: the one home of BERT's framing;
 * ``call_api.py`` — transformers' call API: one ``CallRequest`` per call, framing, truncation,
   overflow windows, padding, ``pad``; ``encoding.py`` — ``BatchEncoding`` and the maps back to words
   and characters, truncation plans and padding;
 * ``wordpiece_trainer.py`` — learning a vocabulary from text as ``tokenizers`` does
   (``train_wordpiece``), over the word counts of ``word_counts.py``;
 * ``files.py`` — vocab.txt, tokenizer_config.json, the casing of Google's checkpoints;
+  ``directory.py`` — the files ``from_pretrained`` reads and ``save_pretrained`` writes;
   ``tokenizer_json.py`` — a repository's ``tokenizer.json`` when it has no ``vocab.txt``;
   ``arguments.py`` — the checks of what users pass.
 """

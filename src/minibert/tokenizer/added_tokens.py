@@ -35,6 +35,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import CheckpointError
+
 
 @dataclass(frozen=True)
 class AddedToken:
@@ -107,3 +109,172 @@ class Matcher:
             return
         for match in self.pattern.finditer(text):
             yield match.start(), match.end(), self.ids[match.group()]
+
+
+# A unit of text on its way to WordPiece: (the id of the added or special token it is, or None;
+# the word; with tracking, the index in the text of each of its characters, else None).
+Unit = tuple  # (int | None, str, list[int] | None)
+
+
+class AddedTokens:
+    """One tokenizer's added tokens and the rules above: their ids, their spellings, the matchers
+    that cut them (and the special tokens) out of a text, and the checks of what may be added.
+
+    It shares the tokenizer's ``vocab`` ({piece: id}) and ``ids_to_tokens``, and enters each added
+    piece there; ``basic`` (algorithm.BasicTokenizer) is the normalization an ordinary added token
+    is matched after."""
+
+    def __init__(self, vocab: dict[str, int], ids_to_tokens: dict[int, str], basic):
+        self.vocab, self.ids_to_tokens, self.basic = vocab, ids_to_tokens, basic
+        self.tokens: dict[str, AddedToken] = {}  # content → token, in the order added
+        self.spellings: dict[int, str] = {}  # id → the piece as shown, where it is not vocab.txt's line
+        self.next_id = max(len(vocab), max(ids_to_tokens, default=-1) + 1)  # kept by register
+        self.as_typed = self.after_normalization = Matcher({})
+        self.skipped_when_decoding: frozenset[int] = frozenset()
+
+    def normalized(self, text: str) -> str:
+        return self.basic.normalize(self.basic.clean(text))
+
+    def register(self, token: AddedToken, index: int) -> None:
+        """Record an added token under ``index`` (a new id, or the vocabulary's for its piece)."""
+        self.tokens[token.content] = token
+        self.vocab[token.content] = index
+        self.ids_to_tokens.setdefault(index, token.content)
+        self.next_id = max(self.next_id, len(self.vocab), index + 1)
+        if token.normalized:  # shown as matched: normalized ("NewWord" → "newword", "中" → " 中 ")
+            self.spellings[index] = self.normalized(token.content)
+        else:
+            self.spellings.pop(index, None)
+
+    def restore(self, entries, source) -> None:
+        """Added tokens read from a file (tokenizer_config.json's ``added_tokens_decoder``,
+        tokenizer.json's ``added_tokens``): (id, AddedToken) in the order of their ids, each under
+        the id the file gives: a piece of the vocabulary keeps its id, a new one takes the next."""
+        for index, token in entries:
+            known = self.vocab.get(token.content)
+            if known is None and index != self.next_id:
+                raise CheckpointError(f"{source}: added token {token.content!r} has id {index}; the next free id "
+                                      f"is {self.next_id} (added ids continue the vocabulary)")  # fmt: skip
+            if known is not None and known != index:
+                raise CheckpointError(f"{source}: added token {token.content!r} has id {index}, but the vocabulary "
+                                      f"gives it {known}")  # fmt: skip
+            self.register(token, index)
+
+    def check_restored(self, specials: set[str], source) -> None:
+        """The ordinary added tokens read from a file, checked once the special tokens are known."""
+        spellings: dict[str, str] = {}
+        for token in self.tokens.values():
+            if not token.special:
+                try:
+                    self.check_addable(token, specials, spellings)
+                except ValueError as error:
+                    raise CheckpointError(f"{source}: {error}") from None
+
+    def check_addable(self, token: AddedToken, specials: set[str], spellings: dict[str, str]) -> None:
+        """Refuse what transformers does not do reproducibly (see the module doc). ``spellings``:
+        the normalized spelling → content of each added token matched after normalization so far;
+        the token's own is recorded in it (one lookup per token, however many were added)."""
+        if token.content in specials and not token.special:
+            raise ValueError(f"add_tokens: {token.content!r} is a special token; transformers would turn it into an "
+                             "ordinary token matched after normalization, which minibert does not do")  # fmt: skip
+        normalized = self.normalized(token.content)
+        if not token.normalized:
+            if spellings.get(normalized) == token.content:  # it was matched after normalization until now
+                del spellings[normalized]
+            return
+        if not normalized:
+            raise ValueError(f"add_tokens: {token.content!r} is empty once normalized (cleaning removes control and "
+                             "format characters), so it would match between every two characters")  # fmt: skip
+        other = spellings.setdefault(normalized, token.content)
+        if other != token.content:
+            raise ValueError(f"add_tokens: {token.content!r} and the added token {other!r} are both "
+                             f"{normalized!r} once normalized: which id such text gets is not defined "
+                             "(transformers picks one at random per process)")  # fmt: skip
+
+    def add(self, tokens: list[AddedToken], specials: set[str]) -> int:
+        """``add_tokens``: every token checked first (a refused call adds nothing), then each new
+        or changed one registered (the next id, or the vocabulary's). Returns how many, as
+        transformers counts them; the caller makes the matchers again."""
+        spellings = {self.spellings[self.vocab[content]]: content for content, token in self.tokens.items()
+                     if token.normalized}  # fmt: skip
+        accepted: list[AddedToken] = []
+        pending: dict[str, AddedToken] = {}  # content → the token accepted last for it in this call
+        for token in tokens:
+            if not token.content or pending.get(token.content, self.tokens.get(token.content)) == token:
+                continue  # as transformers: empty, or already added alike; not counted
+            if token.special and token.content in specials:
+                continue
+            self.check_addable(token, specials, spellings)
+            accepted.append(token)
+            pending[token.content] = token
+        for token in accepted:
+            index = self.vocab.get(token.content)
+            self.register(token, self.next_id if index is None else index)
+        return len(accepted)  # (a special one is matched as typed, but is not an additional special token)
+
+    def add_special(self, content: str) -> bool:
+        """``add_special_tokens``' rule for one piece: new → the next id; an ordinary added token →
+        special from now on (matched as typed). True when the piece was new."""
+        if content not in self.vocab:
+            self.register(AddedToken(content, normalized=False, special=True), self.next_id)
+            return True
+        if content in self.tokens and not self.tokens[content].special:
+            self.register(AddedToken(content, normalized=False, special=True), self.vocab[content])
+        return False
+
+    def make_matchers(self, specials: list[str]) -> None:
+        """What is cut out of a text before the basic tokenizer: the special tokens and the added
+        tokens matched as typed, then the added tokens matched after normalization. decode's
+        ``skip_special_tokens`` also skips the tokens added as special (as in transformers 5)."""
+        as_typed = {token: self.vocab[token] for token in specials}
+        normalized: dict[str, int] = {}
+        for content, token in self.tokens.items():
+            if token.normalized:
+                normalized[self.normalized(content)] = self.vocab[content]
+            else:
+                as_typed[content] = self.vocab[content]
+        self.as_typed, self.after_normalization = Matcher(as_typed), Matcher(normalized)
+        added_as_special = {self.vocab[content] for content, token in self.tokens.items() if token.special}
+        self.skipped_when_decoding = frozenset({self.vocab[token] for token in specials} | added_as_special)
+
+    def none_in(self, text: str) -> bool:
+        """No added or special token can occur in ``text`` (the tokenizer's fast path)."""
+        return not self.after_normalization and not self.as_typed.may_occur_in(text)
+
+    def units(self, text: str, track: bool, words) -> list[Unit]:
+        """The text's words with the added tokens cut out first: each special token or token matched
+        as typed, then (in the normalized rest) each token matched after normalization. ``words``:
+        the tokenizer's stage 1 for the parts in between, as ``words(part, start, track)``."""
+        units: list[Unit] = []
+        for index, part, start in self._segments(text):
+            if index is not None:
+                units.append((index, part, list(range(start, start + len(part))) if track else None))
+            elif self.after_normalization and self.after_normalization.occurs_in(self.normalized(part)):
+                units.extend(self._cut_normalized(part, start))
+            else:
+                units.extend(words(part, start, track))
+        return units
+
+    def _segments(self, text: str):
+        """(the id of a token matched as typed or None, part, where it starts), left to right."""
+        position = 0
+        for start, end, index in self.as_typed.finditer(text):
+            if start > position:
+                yield None, text[position:start], position
+            yield index, text[start:end], start
+            position = end
+        if position < len(text):
+            yield None, text[position:], position
+
+    def _cut_normalized(self, part: str, start: int) -> list[Unit]:
+        """Added tokens matched in the normalized text, the rest split into words there."""
+        characters = self.basic.normalized_with_origins(part, start)
+        normalized = "".join(character for character, _ in characters)
+        units: list[Unit] = []
+        position = 0
+        for begin, end, index in self.after_normalization.finditer(normalized):
+            units.extend((None, word, origins) for word, origins in self.basic.split_words(characters[position:begin]))
+            units.append((index, normalized[begin:end], [origin for _, origin in characters[begin:end]]))
+            position = end
+        units.extend((None, word, origins) for word, origins in self.basic.split_words(characters[position:]))
+        return units

@@ -313,3 +313,55 @@ class WordPieceTokenizer:
             ids.append(piece_id)
             start = end
         return ids
+
+
+def piece_spans(pieces: list[str], origins: list[int]) -> list[tuple[int, int]]:
+    """Each word piece's (start, end) in the text, from the text index of each of the word's
+    characters (``origins``): a ``##`` piece's two marks are not characters of the word.
+
+    >>> piece_spans(["una", "##ff", "##able"], [10, 11, 12, 13, 14, 15, 16, 17, 18])
+    [(10, 13), (13, 15), (15, 19)]
+    """
+    spans, position = [], 0
+    for number, piece in enumerate(pieces):
+        length = len(piece) - (2 if number else 0)  # "##"
+        spans.append((origins[position], origins[position + length - 1] + 1))
+        position += length
+    return spans
+
+
+def join_pieces(tokens) -> str:
+    """Word pieces back to text, as transformers' WordPiece decoder does it: a ``##`` piece is glued
+    to the piece before it (the first piece keeps its ``##``), other pieces follow a space, and a
+    space before ``.``, ``?``, ``!``, ``,`` and a few English contractions is removed.
+
+    >>> join_pieces(["love", "##ly", "paris", "!"])
+    'lovely paris!'
+    """
+    parts = []
+    for number, token in enumerate(tokens):
+        if number == 0:
+            parts.append(token)
+            continue
+        part = token[2:] if token.startswith("##") else " " + token
+        for spaced, glued in _CLEANUPS:
+            part = part.replace(spaced, glued)
+        parts.append(part)
+    return "".join(parts)
+
+
+# The WordPiece decoder's clean-up, applied to each piece with the space before it (tokenizers'
+# decoders/wordpiece.rs).
+_CLEANUPS = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)

@@ -31,6 +31,7 @@ from .encoding import (
     to_tensors,
     truncation_plan,
 )
+from .framing import added_by_framing, frame, segment_ids, special_tokens_mask
 
 logger = logging.getLogger("minibert")
 ALIGNMENT_COLUMNS = ("offset_mapping", "_word_ids", "_sequence_ids")
@@ -61,7 +62,7 @@ class CallRequest:
     @property
     def special_tokens(self) -> int:
         """How many tokens the framing adds to a row: [CLS] A [SEP] (B [SEP])."""
-        return (3 if self.pairs is not None else 2) if self.add_special_tokens else 0
+        return added_by_framing(self.pairs is not None) if self.add_special_tokens else 0
 
     @classmethod
     def parse(
@@ -86,14 +87,7 @@ class CallRequest:
         return_offsets_mapping: bool = False,
         verbose: bool = True,
     ) -> CallRequest:
-        batched, texts = _as_batch(text, "text", is_split_into_words)
-        pairs = None
-        if text_pair is not None:
-            pair_batched, pairs = _as_batch(text_pair, "text_pair", is_split_into_words)
-            if batched != pair_batched:
-                raise TypeError("text and text_pair must both be one input, or both be batches")
-            if len(pairs) != len(texts):
-                raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+        batched, texts, pairs = _texts_and_pairs(text, text_pair, is_split_into_words)
         check_flags(add_special_tokens=add_special_tokens, is_split_into_words=is_split_into_words,
                     return_overflowing_tokens=return_overflowing_tokens, verbose=verbose,
                     return_special_tokens_mask=return_special_tokens_mask,
@@ -150,20 +144,16 @@ class TransformersCallAPI:
     # ------------------------------------------------------------------ framing
 
     def build_inputs_with_special_tokens(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
-        """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]``."""
-        ids = [self.cls_token_id, *ids_a, self.sep_token_id]
-        if ids_b is not None:
-            ids += [*ids_b, self.sep_token_id]
-        return ids
+        """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (framing.py)."""
+        return frame(self.cls_token_id, self.sep_token_id, ids_a, ids_b)
 
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
         """How many tokens the framing adds: 2 ([CLS] A [SEP]) or 3 for a pair."""
-        return 3 if pair else 2
+        return added_by_framing(pair)
 
     def get_special_tokens_mask(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
         """1 where ``build_inputs_with_special_tokens`` puts [CLS]/[SEP], 0 on the text's pieces."""
-        mask = [1] + [0] * len(ids_a) + [1]
-        return mask + [0] * len(ids_b) + [1] if ids_b is not None else mask
+        return special_tokens_mask(len(ids_a), None if ids_b is None else len(ids_b))
 
     def encode(self, text: str, text_pair: str | None = None, **kwargs) -> list[int]:
         """The framed ids of one text (or pair), e.g. ``[101, 1045, 2293, 3000, 102]``."""
@@ -279,12 +269,11 @@ class TransformersCallAPI:
     def _frame(self, columns: dict[str, list[list]], a: Pieces, b: Pieces | None, add_special_tokens: bool) -> None:
         """Append one row: ``[CLS] A [SEP] (B [SEP])`` and its token types (and tracked columns)."""
         special = 1 if add_special_tokens else 0
-        if b is None:
-            ids = [self.cls_token_id, *a.ids, self.sep_token_id] if special else a.ids
-            types = [0] * len(ids)
-        else:
-            ids = self.build_inputs_with_special_tokens(a.ids, b.ids) if special else a.ids + b.ids
-            types = [0] * (len(a) + 2 * special) + [1] * (len(b) + special)
+        b_ids, b_length = (None, None) if b is None else (b.ids, len(b))
+        if special:
+            ids, types = self.build_inputs_with_special_tokens(a.ids, b_ids), segment_ids(len(a), b_length)
+        else:  # the pieces alone, B's typed 1
+            ids, types = a.ids + (b_ids or []), [0] * len(a) + [1] * (b_length or 0)
         columns["input_ids"].append(ids)
         columns["token_type_ids"].append(types)
         if "special_tokens_mask" in columns:
@@ -374,6 +363,19 @@ def _columns_to_pad(encoded_inputs, return_tensors: str | None) -> tuple[dict[st
     columns = {key: [list(row) for row in rows] if key in PAD_VALUES or key == "input_ids" else rows
                for key, rows in columns.items()}  # fmt: skip
     return columns, single, return_tensors
+
+
+def _texts_and_pairs(text, text_pair, is_split_into_words: bool) -> tuple[bool, list, list | None]:
+    """(a batch came in, the texts, the second texts of pairs or None): one input or a batch, alike."""
+    batched, texts = _as_batch(text, "text", is_split_into_words)
+    if text_pair is None:
+        return batched, texts, None
+    pair_batched, pairs = _as_batch(text_pair, "text_pair", is_split_into_words)
+    if batched != pair_batched:
+        raise TypeError("text and text_pair must both be one input, or both be batches")
+    if len(pairs) != len(texts):
+        raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+    return batched, texts, pairs
 
 
 def _as_batch(value, name: str, split_into_words: bool) -> tuple[bool, list]:

@@ -29,9 +29,8 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.json_files import parse_json
+from .algorithm import MAX_CHARS_PER_WORD  # WordPiece's limit; a file with another one is refused
 from .files import read_added_tokens
-
-MAX_CHARS_PER_WORD = 100  # algorithm.py's limit; a file with another one is refused
 
 
 def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:

@@ -1,0 +1,77 @@
+"""Where speed enters a loaded model, and the one switch that takes it out again.
+
+``BertModel(config)`` built by hand is model.py's code and nothing else. ``from_pretrained``
+(weights.py) ends with ONE call, ``speed_up(model, gemm)``, and this is everything it changes; each
+change computes the same numbers as the book's modules, up to the order of float sums
+(tests/test_book_modules.py compares both with transformers on real weights):
+
+====================================  ===============================================  ==========================
+what is swapped                       into                                             why
+====================================  ===============================================  ==========================
+the encoder layers' six ``nn.Linear`` ``gemm.PackedLinear`` (the same Parameters), on     oneDNN's prepacked GEMM is
+(Q, K, V, attention output, the       the backends ``onednn`` / ``onednn-fused``,        up to 2.3x MKL's on some
+feed-forward's two projections)       when measured faster on this CPU (gemm.choose)     AVX-512 CPUs
+``FeedForward.activation``            identity, the activation applied by the            one pass over the
+                                      intermediate GEMM as it writes (``onednn-fused``)  (tokens × F) tensor fewer
+====================================  ===============================================  ==========================
+
+The attention's fast path (fast_path.py: the fused kernel, and packing away padding where a caller
+asks for it by name) is not a swapped module: it is ``BertModel.use_fast_path``, on by default.
+
+``model.use_book_modules()`` gives back the book's exact modules on a loaded model: plain
+``nn.Linear``, the activation in place, and ``use_fast_path = False`` (the attention formula as
+model.py writes it). ``model.use_book_modules(False)`` puts the speed back, as it was loaded:
+
+    >>> from minibert import BertConfig, BertModel
+    >>> model = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    ...                              intermediate_size=64, vocab_size=100))
+    >>> model.use_book_modules().use_fast_path, model.book_modules
+    (False, True)
+    >>> model.use_book_modules(False).use_fast_path, model.book_modules
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Speed:
+    """What a model runs besides the book's modules (kept while it runs them, to be put back)."""
+
+    gemm_backend: str  # gemm.BACKENDS: "mkl" = the book's nn.Linear (F.linear, MKL on x86)
+    fast_attention: dict[str, bool]  # each BertModel inside (by module name): its use_fast_path
+
+
+def speed_up(model: nn.Module, gemm: str | None = None) -> None:
+    """The seam where a loaded model gets its speed: the GEMM backend measured on this CPU (or
+    ``gemm``: "auto", "mkl", "onednn", "onednn-fused"; see gemm.py). Attention's fast path is on
+    already (``BertModel.use_fast_path``)."""
+    if next(model.parameters()).device.type == "cpu":
+        from .gemm import choose
+
+        choose(model, gemm)
+
+
+def use_book_modules(model: nn.Module, book: bool = True) -> None:
+    """``book=True``: every layer back to model.py's classes (plain ``nn.Linear``, the activation in
+    place) and attention written out (``use_fast_path = False``); ``book=False``: the speed the model
+    had before, back. Either way twice is the same as once."""
+    from .gemm import use_backend
+
+    saved: Speed | None = getattr(model, "_speed", None)
+    if book and saved is None:
+        encoders = [(name, module) for name, module in model.named_modules() if hasattr(module, "use_fast_path")]
+        fast = {name: encoder.use_fast_path for name, encoder in encoders}
+        model._speed = Speed(getattr(model, "gemm_backend", "mkl"), fast)
+        use_backend(model, "mkl")
+        for name in fast:
+            model.get_submodule(name).use_fast_path = False
+    elif not book and saved is not None:
+        use_backend(model, saved.gemm_backend)
+        for name, fast in saved.fast_attention.items():
+            model.get_submodule(name).use_fast_path = fast
+        model._speed = None

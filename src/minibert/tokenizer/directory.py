@@ -1,0 +1,93 @@
+"""A tokenizer's directory: which files ``BertTokenizer.from_pretrained`` reads (vocab.txt, or
+tokenizer.json; tokenizer_config.json; Google's casing rule without one) and the files
+``save_pretrained`` writes, as transformers writes them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from ..errors import ModelNotFoundError
+from ..formats.atomic_files import write_atomically
+from ..formats.hub import resolve_file
+from .files import SPECIAL_TOKEN_NAMES, google_lower_case, load_vocab, read_tokenizer_config
+from .tokenizer_json import read_tokenizer_json
+
+logger = logging.getLogger("minibert")
+
+
+def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Path, dict | None, dict]:
+    """(vocab file, {piece: id} when read from tokenizer.json else None, BertTokenizer's keyword
+    arguments) of a directory or hub repository: ``vocab.txt`` (or, without it, ``tokenizer.json``)
+    and ``tokenizer_config.json``; without a config, Google's casing rule (``google_lower_case``)."""
+    vocab_file = resolve_file(name_or_path, "vocab.txt", revision=revision, required=False)
+    vocab, from_json = None, {}
+    if vocab_file is None:
+        vocab_file = resolve_file(name_or_path, "tokenizer.json", revision=revision, required=False)
+        if vocab_file is None:
+            raise ModelNotFoundError(f"{name_or_path} has neither vocab.txt nor tokenizer.json")
+        vocab, from_json = read_tokenizer_json(vocab_file)
+    config_file = resolve_file(name_or_path, "tokenizer_config.json", revision=revision, required=False)
+    settings = {}
+    if config_file is not None:
+        settings = read_tokenizer_config(Path(config_file))
+    elif vocab is None and os.path.isdir(name_or_path):  # e.g. unpacked from Google's zip: no tokenizer config
+        lower, reason = google_lower_case(os.path.abspath(name_or_path), load_vocab(vocab_file))
+        settings["do_lower_case"] = lower
+        logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
+                    "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
+    settings.update(from_json)  # tokenizer.json's pipeline is what `tokenizers` runs: it wins
+    if "added_tokens" in settings:
+        settings["added_tokens_file"] = vocab_file if "added_tokens" in from_json else config_file
+    return Path(vocab_file), vocab, settings
+
+
+def tokenizer_files(tokenizer) -> dict[str, bytes]:
+    """The bytes of ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json`` for a
+    BertTokenizer, as transformers writes them (``save_pretrained`` writes them atomically)."""
+    # vocab.txt is the vocabulary WordPiece knows; added tokens go to added_tokens_decoder.
+    if tokenizer._vocab_is_file:  # the file itself: a piece listed twice keeps its lines
+        vocab_bytes = tokenizer.vocab_file.read_bytes()
+    else:
+        pieces = {index: piece for piece, index in tokenizer._base_vocab.items()}
+        ids = sorted(pieces)
+        if ids != list(range(len(ids))):
+            gap = next(i for i, index in enumerate(ids) if i != index)
+            raise ValueError(f"cannot write vocab.txt: {tokenizer.vocab_file}'s vocabulary has no piece with id {gap}")
+        vocab_bytes = "".join(pieces[index] + "\n" for index in ids).encode("utf-8")
+    specials = {name: getattr(tokenizer, name) for name in SPECIAL_TOKEN_NAMES}
+    if tokenizer.additional_special_tokens:
+        specials["additional_special_tokens"] = list(tokenizer.additional_special_tokens)
+    added = {str(index): token.as_json() for index, token in tokenizer.added_tokens_decoder.items()}
+    config = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": tokenizer.basic.do_lower_case,
+        "strip_accents": tokenizer.strip_accents,
+        "tokenize_chinese_chars": tokenizer.basic.tokenize_chinese_chars,
+        "do_basic_tokenize": tokenizer.do_basic_tokenize,
+        "model_max_length": tokenizer.model_max_length,
+        "padding_side": tokenizer.padding_side,
+        "truncation_side": tokenizer.truncation_side,
+        **specials,
+        **({"added_tokens_decoder": added} if tokenizer.added.tokens else {}),
+    }
+    files = {
+        "vocab.txt": vocab_bytes,
+        "tokenizer_config.json": (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+        "special_tokens_map.json": (json.dumps(specials, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+    }
+    return files
+
+
+def write_tokenizer_files(tokenizer, save_directory) -> tuple[str, ...]:
+    """``BertTokenizer.save_pretrained``: the directory (created if needed), each file atomically."""
+    directory = Path(save_directory)
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(f"save_pretrained: {directory} exists and is not a directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    files = tokenizer_files(tokenizer)
+    for name, data in files.items():
+        write_atomically(directory / name, data)
+    return tuple(str(directory / name) for name in files)
