@@ -16,15 +16,18 @@ milliseconds, except the few that load the tiny checkpoint first.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from helpers import run_minibert as run
 from minibert.apps import cli
+from pretraining_data import random_instances, write_instances
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny_hub"  # a 2-layer BertModel with MiniLM's vocabulary
@@ -107,9 +110,27 @@ COMMANDS = {
         lambda bad: ["pretraining-data", "--input", bad, "--vocab", str(VOCAB), "--output", "out.tfrecord"],
         ["pretraining-data", "--input", "c.txt", "--vocab", str(VOCAB), "--output", "o", "--dupe-factor", "x"],
     ),
+    "pretrain": (
+        "model",  # --init DIR: the checkpoint to continue from (the instances are good ones)
+        lambda bad: ["pretrain", "--data", str(_instances()), "--init", bad, "--output", "run", "--steps", "1",
+                     "--batch-size", "2"],  # fmt: skip
+        ["pretrain", "--data", "d.tfrecord", "--init", "m", "--config", "c.json", "--output", "r", "--steps", "1",
+         "--batch-size", "2"],  # fmt: skip
+    ),
+    "plot": ("run", lambda bad: ["plot", bad], ["plot"]),
 }
-# What each kind of bad file can be spoiled with; the other columns are "–" in the table.
-SPOILERS = {"input": INPUT_FILES, "text": TEXT_FILES, "model": MODEL_FILES, "tokenizer": TOKENIZER_FILES}
+# What each kind of bad file can be spoiled with; the other columns are "–" in the table. A "run" is
+# a pretrain run directory, its metrics.jsonl spoiled as an input file is.
+SPOILERS = {"input": INPUT_FILES, "text": TEXT_FILES, "model": MODEL_FILES, "tokenizer": TOKENIZER_FILES,
+            "run": INPUT_FILES}  # fmt: skip
+
+
+@functools.cache
+def _instances() -> Path:
+    """Good pre-training instances for the tiny checkpoint (outside every test's directory)."""
+    directory = Path(tempfile.mkdtemp(prefix="exit-codes-"))
+    vocab_size = json.loads((TINY / "config.json").read_text())["vocab_size"]
+    return write_instances(directory / "good.tfrecord", random_instances(4, vocab_size))
 
 
 def test_every_command_has_a_row_and_every_row_a_command():
@@ -131,6 +152,17 @@ def _bad_input_file(directory: Path, column: str, kind: str) -> Path:
         path.mkdir()
     elif column != "missing":
         path.write_bytes(SPOILERS[kind][column])
+    return path
+
+
+def _bad_run(directory: Path, column: str) -> Path:
+    path = directory / "run"
+    if column != "missing":
+        path.mkdir()
+        if column == "a directory":
+            (path / "metrics.jsonl").mkdir()
+        else:
+            (path / "metrics.jsonl").write_bytes(INPUT_FILES[column])
     return path
 
 
@@ -163,6 +195,8 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
         argv = usage
     elif kind in ("input", "text"):
         argv = argv_of(str(_bad_input_file(work, column, kind)))
+    elif kind == "run":
+        argv = argv_of(str(_bad_run(work, column)))
     else:
         argv = argv_of(str(_bad_model(work, column, SPOILERS[kind])))
     before = sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*"))
@@ -175,6 +209,6 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
     assert len(lines) == 1 and lines[0].startswith("minibert: error:"), f"{argv}:\n{result.stderr}"
     assert "Traceback" not in result.stderr and result.stdout == ""
     if column != "usage error":
-        named = "model" if kind in ("model", "tokenizer") else "bad.jsonl" if kind == "input" else "bad.txt"
+        named = {"model": "model", "tokenizer": "model", "input": "bad.jsonl", "run": "run"}.get(kind, "bad.txt")
         assert named in lines[0], f"the line should name the file: {lines[0]}"
     assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before, "a failed run wrote files"

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_pretraining_data import fortune_documents, train_vocab, write_corpus
 
 from minibert.formats.tfrecord import read_examples
+from test_pretraining_data import fortune_documents, train_vocab, write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "pretraining.md").read_text(encoding="utf-8")

@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import tf_reference
-from helpers import assert_close, compare_outputs
+from helpers import assert_close, compare_outputs, exact_reference
 from minibert import BertForPreTraining, BertModel, BertTokenizer, CheckpointError, Embedder
 from minibert.formats.crc32c import crc32c, mask, unmask
 from minibert.formats.tf_checkpoint import read_index, read_tf_checkpoint
@@ -329,7 +329,10 @@ def test_full_size_minilm_written_by_tensorflow(tensorflow_python, minilm_dir, t
     with torch.no_grad():
         ours = BertModel.from_pretrained(out)(**batch, output_hidden_states=True)
         theirs = reference(**batch, output_hidden_states=True)
-    compare_outputs(ours, theirs, batch["attention_mask"], "all-MiniLM-L6-v2 via TensorFlow checkpoint")
+        exact = exact_reference(reference)(**batch, output_hidden_states=True)
+    # Six layers deep, fp32 with another GEMM library (oneDNN where this CPU's measurement picks it)
+    # drifts beyond a flat 1e-5 from transformers: the bound comes from the float64 result.
+    compare_outputs(ours, theirs, batch["attention_mask"], "all-MiniLM-L6-v2 via TensorFlow checkpoint", exact=exact)
 
 
 def test_full_size_bert_base_with_heads_written_by_tensorflow(tensorflow_python, google_base, tmp_path, real_texts):

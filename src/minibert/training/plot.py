@@ -9,22 +9,39 @@ from pathlib import Path
 from ..errors import DataError
 from ..formats.atomic_files import write_atomically
 
+LOSSES = ("loss", "mlm_loss", "nsp_loss")
+
 
 def read_metrics(run: str | Path) -> list[dict]:
-    """The lines of ``RUN/metrics.jsonl`` (one per step), skipping a line cut short by a kill."""
+    """The lines of ``RUN/metrics.jsonl`` (one per step). A last line without its newline was being
+    written when the run was killed: it is left out. Any other line that is not a step's JSON
+    object (an integer "step", numbers for the losses) is a DataError naming the file and line."""
     path = Path(run) / "metrics.jsonl"
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"{path} does not exist: {run} is not a minibert pretrain run") from None
+    except IsADirectoryError:
+        raise DataError(f"{path} is a directory, not a run's metrics file") from None
+    lines = data.split(b"\n")
     records = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int):
-            records.append(record)
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            if number == len(lines):  # no newline after it: cut short by a kill
+                continue
+            problem = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not valid JSON"
+            raise DataError(f"{path}, line {number}: {problem}") from None
+        numbers = isinstance(record, dict) and all(
+            isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool) for key in LOSSES
+        )
+        if not numbers or not isinstance(record.get("step"), int):
+            raise DataError(f'{path}, line {number}: a step\'s line holds an integer "step" and the numbers '
+                            f"{', '.join(LOSSES)}")  # fmt: skip
+        records.append(record)
     return records
 
 
