@@ -303,7 +303,7 @@ def bench_onnx(texts: list[str], rounds: int, peak: float | None = None):
     embedder = Embedder.from_pretrained(path)
     tokenizer = embedder.tokenizer
     pieces = [tokenizer.piece_ids(text)[:254] for text in texts]
-    rows = [[tokenizer.cls_token_id, *ids, tokenizer.sep_token_id] for ids in pieces]
+    rows = [tokenizer.build_inputs_with_special_tokens(ids) for ids in pieces]
     lengths = [len(ids) for ids in rows]
     order = sorted(range(len(rows)), key=lambda i: -lengths[i])
     batches = []

@@ -85,12 +85,13 @@ class DroppingQueueHandler(logging.handlers.QueueHandler):
 
 
 class PairPieces(list):
-    """The pieces of a text pair as the batcher counts them: text A, [SEP], text B (the model adds
-    [CLS] and the last [SEP]); ``second`` is where text B starts (segment 1)."""
+    """A text (or pair) for the classifier. As a list: its pieces without [CLS] and the last [SEP],
+    as the batcher counts them (it adds those two); ``framed`` and ``token_types``: the tokenizer's
+    own framing of it (``[CLS] A [SEP] B [SEP]``, tokenizer/framing.py), which the model runs."""
 
-    def __init__(self, pieces: list[int], second: int | None):
-        super().__init__(pieces)
-        self.second = second
+    def __init__(self, framed: list[int], token_types: list[int]):
+        super().__init__(framed[1:-1])
+        self.framed, self.token_types = framed, token_types
 
 
 class ClientGone(Exception):
@@ -219,13 +220,8 @@ class EmbeddingService:
         them: sorted by length, 32 at a time (one padded batch of mixed lengths is slower)."""
         from ..tasks.loading import run_rows
 
-        tokenizer = self.classifier.tokenizer
-        ids, types = [], []
-        for row in rows:
-            ids.append([tokenizer.cls_token_id, *row, tokenizer.sep_token_id])
-            first = len(ids[-1]) if row.second is None else row.second + 1  # segment 0: [CLS] and text A
-            types.append([0] * first + [1] * (len(ids[-1]) - first))
-        results = run_rows(self.classifier.model, tokenizer, {"input_ids": ids, "token_type_ids": types}, 32)
+        inputs = {"input_ids": [row.framed for row in rows], "token_type_ids": [row.token_types for row in rows]}
+        results = run_rows(self.classifier.model, self.classifier.tokenizer, inputs, 32)
         return np.stack([result["logits"] for result in results])
 
     def pair_pieces(self, firsts: list[str], seconds: list[str] | None, truncate: bool, field: str):
@@ -240,8 +236,7 @@ class EmbeddingService:
                 raise RequestError(422, f"{field}[{index}] has {len(ids)} tokens, more than the model's limit of "
                                         f"{limit}; shorten it or send \"truncate\": true", field,
                                    "context_length_exceeded")  # fmt: skip
-            second = types.index(1) - 1 if 1 in types else None  # (without [CLS])
-            out.append(PairPieces(ids[1:-1], second))
+            out.append(PairPieces(ids, types))
         return out, sum(len(row) + 2 for row in out)
 
     async def tokenize(self, function, *args):
