@@ -18,6 +18,7 @@ error, not the values in its comments (the fixtures are not the named checkpoint
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -33,6 +34,10 @@ from test_tasks import QA_REFERENCE, make, ner_model  # noqa: F401  (make: the f
 import minibert
 from conftest import make_google_checkpoint
 from hub_server import HubServer
+from pretraining_data import random_instances, write_instances
+
+# unique lines with the special tokens (pretraining-data refuses a vocabulary that repeats a line)
+PRETRAINING_VOCAB = Path(__file__).parent / "data" / "qa_reference" / "vocab.txt"
 
 ROOT = Path(__file__).resolve().parents[1]
 # Pages run by a test of their own, written with the page.
@@ -138,7 +143,17 @@ def world(tmp_path_factory, make, minilm_dir, vocab_file):  # noqa: F811
         "docs.jsonl": records,
         "pairs.jsonl": '{"text": "A man sleeps.", "text_pair": "A person rests."}\n',
         "questions.jsonl": '{"question": "Where do I live?", "context": "I live in Berlin."}\n',
+        # the pre-training examples: a corpus (a sentence a line, a blank line between documents), a
+        # vocabulary with its special tokens, a small model's config, and instances made for them
+        "corpus.txt": "\n\n".join("\n".join(DOCUMENTS[i : i + 3]) for i in range(0, len(DOCUMENTS), 3)) + "\n",
+        "vocab.txt": PRETRAINING_VOCAB.read_text(encoding="utf-8"),
+        "config.json": json.dumps({"vocab_size": len(PRETRAINING_VOCAB.read_text().splitlines()), "hidden_size": 32,
+                                   "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+                                   "max_position_embeddings": 64}),  # fmt: skip
     }
+    instances = tmp_path_factory.mktemp("instances") / "instances.tfrecord"
+    write_instances(instances, random_instances(64, len(PRETRAINING_VOCAB.read_text().splitlines()), seq_len=32))
+    placeholders["instances.tfrecord"] = instances
     shims = tmp_path_factory.mktemp("bin")  # `minibert` and `python`: this interpreter, this minibert
     for name, command in {"minibert": f'"{sys.executable}" -m minibert', "python": f'"{sys.executable}"'}.items():
         (shims / name).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
@@ -151,7 +166,8 @@ def world(tmp_path_factory, make, minilm_dir, vocab_file):  # noqa: F811
 def _workdir(world, tmp_path: Path) -> Path:
     for name, target in world["placeholders"].items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).symlink_to(Path(target).resolve(), target_is_directory=True)
+        (tmp_path / name).symlink_to(Path(target).resolve(), target_is_directory=Path(target).is_dir())
+    (tmp_path / "my-bert").mkdir()  # `minibert vocab --output my-bert/`: an existing directory
     for name, content in world["files"].items():
         (tmp_path / name).write_text(content, encoding="utf-8")
     return tmp_path
