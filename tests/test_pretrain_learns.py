@@ -1,67 +1,129 @@
 """It learns: a small BERT (2 layers, hidden 128) trained from random weights on Debian's fortunes
 loses at least 2 nats of masked-LM loss in 300 steps of batch 32, and fill_mask on the run then
-predicts common words where it predicted noise before (slow: minutes on 2 cores)."""
+predicts common pieces where it predicted rare ones before (slow: minutes on 2 cores).
+
+What 300 steps teach is the pieces' frequencies: the loss ends near the best context-free guess
+(printed), and fill_mask gives the most frequent pieces whatever the sentence. Using the context
+takes longer; this test does not claim it.
+
+The data comes through the commands a user runs (issue 34: "through the previous issue's
+commands"): the fortunes written as text (one sentence per line, a blank line between fortunes),
+`minibert vocab` with its defaults, `minibert pretraining-data`, then `minibert pretrain --config`."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 import minibert
-from fortune_instances import FORTUNES, fortune_documents, make_instances, train_vocab
+from fortune_instances import FORTUNES, fortune_documents
 from helpers import run_minibert
 from minibert.config import BertConfig
+from minibert.formats.tfrecord import read_examples
 from minibert.heads import BertForPreTraining
 from minibert.tokenizer import BertTokenizer
 
-SMALL = {"vocab_size": 4000, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-         "intermediate_size": 512, "max_position_embeddings": 64}  # fmt: skip
+# The issue's architecture; vocab_size is the vocabulary `minibert vocab` learns (filled in below).
+# 64 positions: a fortune is ~40 pieces (two or three sentences), so 128 would be mostly padding.
+SMALL = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 512,
+         "max_position_embeddings": 64}  # fmt: skip
+# Google's create_pretraining_data.py defaults except the two that follow the model's 64 positions:
+# --max-seq-length 64 (the positions), --max-predictions-per-seq 10 (Google's README: about
+# max_seq_length × masked_lm_prob = 64 × 0.15 ≈ 10; the default 20 is for 128). dupe_factor 10,
+# masked_lm_prob 0.15, short_seq_prob 0.1 and the seed stay Google's.
+DATA_FLAGS = ["--max-seq-length", "64", "--max-predictions-per-seq", "10"]
+# The peak rate: 1e-4 (Google's, for BERT-base at batch 256 over 1M steps) moves a tiny model too
+# little in 300 steps; small BERTs (Google's BERT-Tiny/Mini, Turc et al. 2019) train at 1e-3 and up.
+# Warmup: the first 10% of the run, then Google's linear decay to 0 at step 300.
+TRAIN_FLAGS = ["--steps", "300", "--batch-size", "32", "--learning-rate", "1e-3", "--warmup-steps", "30"]
 # sentences with a frequent word masked (the word, the text)
 PROBES = [("the", "what is [MASK] meaning of life?"), ("of", "the end [MASK] the world is near."),
           ("you", "i love [MASK]."), ("is", "time [MASK] money."), ("a", "there was [MASK] man from peru."),
           ("to", "i want [MASK] go home."), ("and", "bread [MASK] butter."), ("it", "do [MASK] now.")]  # fmt: skip
 
 
-def hits(model: Path) -> int:
-    """How many probes have their word among the 5 best pieces."""
-    return sum(word in [answer["token"] for answer in minibert.fill_mask(text, model=str(model))]
-               for word, text in PROBES)  # fmt: skip
+def best_pieces(model: Path) -> list[list[str]]:
+    """fill_mask's 5 best pieces for each probe."""
+    return [[answer["token"] for answer in minibert.fill_mask(text, model=str(model))] for _word, text in PROBES]
+
+
+def frequent_pieces(data: Path, vocab: Path, instances: int, count: int = 20) -> set[str]:
+    """The ``count`` most frequent masked pieces of the instances the run sees."""
+    labels = masked_labels(data, instances)
+    return set(BertTokenizer(vocab).convert_ids_to_tokens(np.argsort(-np.bincount(labels))[:count].tolist()))
+
+
+def masked_labels(data: Path, instances: int) -> np.ndarray:
+    return np.concatenate([np.asarray(example["masked_lm_ids"])[np.asarray(example["masked_lm_weights"]) > 0]
+                           for example in itertools.islice(read_examples(data), instances)])  # fmt: skip
+
+
+def write_fortunes(path: Path) -> Path:
+    """The English fortunes in Google's input format: a sentence a line, a blank line between documents."""
+    path.write_text("".join("\n".join(sentences) + "\n\n" for sentences in fortune_documents()), encoding="utf-8")
+    return path
+
+
+def unigram_entropy(data: Path, instances: int) -> float:
+    """The MLM loss of the best context-free guess (each piece's frequency among the masked labels of the
+    instances the run sees), in nats: a run below it uses the context, not only the pieces' frequencies."""
+    counts = np.bincount(masked_labels(data, instances))
+    shares = counts[counts > 0] / counts.sum()
+    return float(-(shares * np.log(shares)).sum())
+
+
+def mean_mlm_loss(records: list[dict]) -> float:
+    return sum(record["mlm_loss"] for record in records) / len(records)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="measured 1.7 nats in 300 steps (lr 1e-3 and 3e-3 alike: the frequent-pieces plateau at "
-                   "~6.45 nats); issue 34 asks 2", strict=False)  # fmt: skip
 @pytest.mark.skipif(not FORTUNES.exists(), reason="apt-get install fortunes")
 def test_a_small_bert_learns_the_fortunes(tmp_path):
-    documents = fortune_documents()
-    vocab = train_vocab(documents, tmp_path / "vocab", size=SMALL["vocab_size"])
+    text = write_fortunes(tmp_path / "fortunes.txt")
+    (tmp_path / "vocab").mkdir()
+    result = run_minibert("vocab", "--input", str(text), "--output", str(tmp_path / "vocab"))  # the defaults
+    assert result.returncode == 0, result.stderr
+    vocab = tmp_path / "vocab" / "vocab.txt"
     data = tmp_path / "fortunes.tfrecord"
-    count = make_instances(documents, vocab, data, seq_len=64, predictions=10)
+    result = run_minibert("pretraining-data", "--input", str(text), "--vocab", str(vocab), "--output", str(data),
+                          *DATA_FLAGS)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data_report = result.stderr.strip()
     config = tmp_path / "config.json"
-    config.write_text(json.dumps(SMALL))
+    vocab_size = len(vocab.read_text(encoding="utf-8").splitlines())
+    config.write_text(json.dumps({"vocab_size": vocab_size, **SMALL}))
 
-    before = tmp_path / "before"  # the same random weights the run starts from
+    before = tmp_path / "before"  # the same random weights the run starts from (pretrain's default --seed)
     torch.manual_seed(12345)
     BertForPreTraining(BertConfig.from_json_file(config)).save_pretrained(before)
     BertTokenizer(vocab).save_pretrained(before)
 
     run = tmp_path / "run"
     result = run_minibert("pretrain", "--data", str(data), "--config", str(config), "--vocab", str(vocab),
-                          "--output", str(run), "--steps", "300", "--batch-size", "32", "--warmup-steps", "30",
-                          "--learning-rate", "1e-3", "--save-every", "100")  # fmt: skip
+                          "--output", str(run), *TRAIN_FLAGS, "--save-every", "100")  # fmt: skip
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    first = sum(r["mlm_loss"] for r in records[:10]) / 10
-    last = sum(r["mlm_loss"] for r in records[-10:]) / 10
-    hits_before, hits_after = hits(before), hits(run)
-    print(f"\n{count} instances; MLM loss {first:.2f} → {last:.2f} nats over 300 steps of 32; "
-          f"NSP accuracy (last 50) {sum(r['nsp_accuracy'] for r in records[-50:]) / 50:.2f}; "
+    assert [record["step"] for record in records] == list(range(1, 301))
+    first, last = mean_mlm_loss(records[:10]), mean_mlm_loss(records[-10:])
+    step_seconds = sum(record["seconds"] for record in records) / len(records)
+    guesses_before, guesses_after = best_pieces(before), best_pieces(run)
+    hits_before, hits_after = (sum(word in best for (word, _text), best in zip(PROBES, guesses, strict=True))
+                               for guesses in (guesses_before, guesses_after))  # fmt: skip
+    print(f"\n{data_report}\nvocabulary {vocab_size} pieces; MLM loss {first:.2f} → {last:.2f} nats "
+          f"(first 10 vs last 10 of 300 steps of 32; {step_seconds:.2f} s a step; the frequencies alone: "
+          f"{unigram_entropy(data, 300 * 32):.2f}); NSP accuracy (last 50) "
+          f"{sum(r['nsp_accuracy'] for r in records[-50:]) / 50:.2f}; "
           f"fill_mask probes in the top 5: {hits_before} before, {hits_after} after")  # fmt: skip
-    for _word, text in PROBES[:3]:
-        print(text, [a["token"] for a in minibert.fill_mask(text, model=str(run))])
+    for (_word, text), before_best, after_best in list(zip(PROBES, guesses_before, guesses_after, strict=True))[:3]:
+        print(f"{text} before {before_best} after {after_best}")
     assert first - last >= 2.0
-    assert hits_after >= len(PROBES) // 2 and hits_after > hits_before
+    frequent = frequent_pieces(data, vocab, 300 * 32)  # the 20 most frequent of ~16,500 pieces
+    assert all(set(best) <= frequent for best in guesses_after), guesses_after
+    assert not any(set(best) & frequent for best in guesses_before), guesses_before
+    assert hits_after > hits_before
     assert (run / "loss.png").stat().st_size > 1000
