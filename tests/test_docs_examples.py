@@ -147,9 +147,16 @@ def world(tmp_path_factory, make, minilm_dir, vocab_file):  # noqa: F811
         # vocabulary with its special tokens, a small model's config, and instances made for them
         "corpus.txt": "\n\n".join("\n".join(DOCUMENTS[i : i + 3]) for i in range(0, len(DOCUMENTS), 3)) + "\n",
         "vocab.txt": PRETRAINING_VOCAB.read_text(encoding="utf-8"),
-        "config.json": json.dumps({"vocab_size": len(PRETRAINING_VOCAB.read_text().splitlines()), "hidden_size": 32,
-                                   "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-                                   "max_position_embeddings": 64}),  # fmt: skip
+        "config.json": json.dumps(
+            {
+                "vocab_size": len(PRETRAINING_VOCAB.read_text().splitlines()),
+                "hidden_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "max_position_embeddings": 64,
+            }
+        ),  # fmt: skip
     }
     instances = tmp_path_factory.mktemp("instances") / "instances.tfrecord"
     write_instances(instances, random_instances(64, len(PRETRAINING_VOCAB.read_text().splitlines()), seq_len=32))

@@ -112,10 +112,34 @@ COMMANDS = {
     ),
     "pretrain": (
         "model",  # --init DIR: the checkpoint to continue from (the instances are good ones)
-        lambda bad: ["pretrain", "--data", str(_instances()), "--init", bad, "--output", "run", "--steps", "1",
-                     "--batch-size", "2"],  # fmt: skip
-        ["pretrain", "--data", "d.tfrecord", "--init", "m", "--config", "c.json", "--output", "r", "--steps", "1",
-         "--batch-size", "2"],  # fmt: skip
+        lambda bad: [
+            "pretrain",
+            "--data",
+            str(_instances()),
+            "--init",
+            bad,
+            "--output",
+            "run",
+            "--steps",
+            "1",
+            "--batch-size",
+            "2",
+        ],  # fmt: skip
+        [
+            "pretrain",
+            "--data",
+            "d.tfrecord",
+            "--init",
+            "m",
+            "--config",
+            "c.json",
+            "--output",
+            "r",
+            "--steps",
+            "1",
+            "--batch-size",
+            "2",
+        ],  # fmt: skip
     ),
     "plot": ("run", lambda bad: ["plot", bad], ["plot"]),
 }

@@ -177,8 +177,10 @@ def test_import_minibert_does_not_import_the_training_room():
     import subprocess
     import sys
 
-    code = ("import sys, minibert, minibert.apps.cli; "
-            "print(sorted(m for m in sys.modules if m.startswith('minibert.training')))")
+    code = (
+        "import sys, minibert, minibert.apps.cli; "
+        "print(sorted(m for m in sys.modules if m.startswith('minibert.training')))"
+    )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert found.strip() == "[]", found
 

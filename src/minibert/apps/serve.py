@@ -82,8 +82,6 @@ class DroppingQueueHandler(logging.handlers.QueueHandler):
             self.dropped += 1
 
 
-
-
 class PairPieces(list):
     """A text (or pair) for the classifier. As a list: its pieces without [CLS] and the last [SEP],
     as the batcher counts them (it adds those two); ``framed`` and ``token_types``: the tokenizer's
