@@ -35,6 +35,7 @@ import random
 from array import array
 from dataclasses import dataclass
 
+from ..tokenizer.framing import frame, segment_ids
 from .masking import mask_pieces
 from .options import InstanceOptions
 
@@ -53,7 +54,8 @@ class TrainingInstance:
 
     @property
     def segment_ids(self) -> list[int]:
-        return [0] * (self.a_length + 2) + [1] * (len(self.input_ids) - self.a_length - 2)
+        length_b = len(self.input_ids) - self.a_length - 3  # all but [CLS], A's [SEP] and B's [SEP]
+        return segment_ids(self.a_length, length_b)
 
 
 def create_instances(
@@ -114,7 +116,7 @@ def instances_from_document(
                 tokens_b = [piece for part in chunk[a_end:] for piece in part]
             tokens_a, tokens_b = truncate_pair(tokens_a, tokens_b, max_tokens, rng)
             cls_id, sep_id = frame_ids
-            ids = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
+            ids = frame(cls_id, sep_id, tokens_a, tokens_b)
             masked, positions, labels = mask_pieces(ids, is_continuation, mask_id, options.masked_lm_prob,
                                                     options.max_predictions_per_seq, options.whole_word_mask,
                                                     rng, frame_ids)  # fmt: skip
