@@ -299,12 +299,39 @@ def test_where_onednn_cannot_run_an_argument_is_refused_and_the_environment_note
     assert model.gemm_backend == "mkl" and "linear layers on mkl (oneDNN cannot run here" in caplog.text
 
 
-def test_dtype_auto_is_bfloat16_only_with_bf16_units(minilm_dir, monkeypatch):
-    for flags, expected in [("fma avx2", torch.float32), ("avx512f avx512_bf16", torch.bfloat16),
-                            ("amx_bf16 amx_tile", torch.bfloat16)]:  # fmt: skip
-        monkeypatch.setattr(gemm, "_cpuinfo", lambda flags=flags: {"flags": flags, "model name": "test CPU"})
-        monkeypatch.setenv("MINIBERT_GEMM", "mkl")  # emulated bf16 on oneDNN may be refused on this CPU
-        assert BertModel.from_pretrained(minilm_dir, dtype="auto").dtype == expected
+def test_dtype_auto_is_bfloat16_only_where_bf16_is_measured_faster(minilm_dir, monkeypatch):
+    """ "auto" asks the measurement, not the flags: bf16 instructions without AMX can be slower than
+    float32 (an Intel Xeon, family 6 model 207: 0.6x), and without them torch emulates bf16."""
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")  # emulated bf16 on oneDNN may be refused on this CPU
+    for flags, bf16_seconds, expected in [("fma avx2", None, torch.float32),  # not even measured
+                                          ("avx512f avx512_bf16", 0.5, torch.bfloat16),
+                                          ("avx512f avx512_bf16", 2.0, torch.float32),
+                                          ("avx512f avx512_bf16", 0.95, torch.float32),  # a tie: exact numbers
+                                          ("amx_bf16 amx_tile", 0.5, torch.bfloat16)]:  # fmt: skip
+        monkeypatch.setattr(gemm, "_cpuinfo", lambda flags=flags: {"flags": flags, "model name": f"test CPU {flags}"})
+        gemm.cache_file().unlink(missing_ok=True)
+
+        def timed(hidden, intermediate, budget, bf16_seconds=bf16_seconds):
+            assert bf16_seconds is not None, "measured on a CPU without bf16 instructions"
+            return 1.0, bf16_seconds
+
+        monkeypatch.setattr(gemm, "time_projections_by_dtype", timed)
+        assert BertModel.from_pretrained(minilm_dir, dtype="auto").dtype == expected, flags
+        if bf16_seconds is not None:  # cached: a second load does not measure again
+            monkeypatch.setattr(gemm, "time_projections_by_dtype", lambda *args: pytest.fail("measured twice"))
+            assert BertModel.from_pretrained(minilm_dir, dtype="auto").dtype == expected
+
+
+def test_bf16_is_faster_measures_this_cpu():
+    """The real measurement runs (both dtypes, this CPU) and its verdict is what the cache holds."""
+    verdict = gemm.bf16_is_faster(64, 256, budget=0.05)
+    records = [record for record in json.loads(gemm.cache_file().read_text()).values() if "bf16_faster" in record]
+    assert len(records) == (1 if gemm.has_native_bf16() else 0)
+    if records:
+        assert records[0]["bf16_faster"] is verdict
+        assert verdict == (records[0]["bfloat16_seconds"] * (1 + gemm.BF16_MARGIN) < records[0]["float32_seconds"])
+    else:
+        assert verdict is False
 
 
 def test_cli_gemm_flag_reaches_the_model(minilm_dir, monkeypatch, tmp_path):

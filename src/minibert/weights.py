@@ -175,13 +175,13 @@ def _google_layout(name_or_path) -> tuple[Path, Path] | None:
     )
 
 
-def _parse_dtype(dtype) -> torch.dtype | None:
+def _parse_dtype(dtype, config: BertConfig) -> torch.dtype | None:
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
-    if dtype == "auto":  # approximate numbers where the CPU has bf16 units; exact float32 elsewhere
-        from .gemm import has_native_bf16
+    if dtype == "auto":  # approximate numbers where bf16 is measured faster here; exact float32 elsewhere
+        from .gemm import bf16_is_faster
 
-        return torch.bfloat16 if has_native_bf16() else torch.float32
+        return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
     names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
              "float16": torch.float16, "fp16": torch.float16}  # fmt: skip
     if dtype not in names:
@@ -233,9 +233,9 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 
 
 def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
-    dtype = _parse_dtype(dtype) or torch.float32
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
+    dtype = _parse_dtype(dtype, config) or torch.float32
     unknown = sorted(set(label_config or {}) - set(LABEL_FIELDS))
     call_options = [name for name in unknown if name in ("output_hidden_states", "output_attentions")]
     if call_options:  # transformers takes them here too (into the config); minibert only in the call

@@ -242,8 +242,8 @@ def _embedding_flags() -> _Parser:
     embedding.add_argument("--long-text", default="truncate", choices=LONG_TEXTS,
                            help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
     embedding.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
-                           help="compute in float32 (default) or bfloat16; auto: bfloat16 where the CPU has "
-                                "bf16 units, else float32")  # fmt: skip
+                           help="compute in float32 (default) or bfloat16; auto: bfloat16 where it is measured "
+                                "faster on this CPU, else float32")  # fmt: skip
 
     return embedding
 
