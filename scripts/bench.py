@@ -447,6 +447,32 @@ def bench_streams(texts: list[str], rounds: int):
                note=f"{torch.get_num_threads()} threads; max |Δ| {np.abs(a - b).max():.1e}")  # fmt: skip
 
 
+def bench_pretrain_step(rounds: int) -> list[dict]:
+    """One pre-training step (scripts/bench_pretrain.py's, its default BERT-mini shapes): minibert
+    fp32 and minibert --bf16 against transformers' BertForPreTraining + torch.optim.AdamW, the three
+    interleaved in one run. The bf16 row says what training/precision.py warns about: bf16 autocast
+    pays where the CPU multiplies bf16 faster than float32 (AMX), not on avx512_bf16 alone."""
+    from bench_pretrain import Shapes, time_steps
+
+    shapes = Shapes()
+    bf16 = has_native_bf16()
+    times, first_loss = time_steps(shapes, rounds, bf16=bf16)
+    theirs, work = times["transformers + AdamW"], shapes.batch * shapes.tokens
+    rows = [row("pre-training step, fp32", "transformers BertForPreTraining + AdamW", times["minibert"], theirs,
+                ">= 1.0x", work=work, unit="tokens", note=shapes.describe())]  # fmt: skip
+    if not bf16:
+        print("pre-training bf16 row skipped: this CPU has no native bf16 (avx512_bf16 or AMX)", flush=True)
+        return rows
+    against_fp32 = [fp32 / ours for fp32, ours in zip(times["minibert"], times["minibert --bf16"])]
+    amx = "AMX" if "amx_bf16" in cpu_flags() else "no AMX: slower than fp32 expected"
+    rows.append(row("same, --bf16 (autocast)", "transformers BertForPreTraining + AdamW", times["minibert --bf16"],
+                    theirs, f"> minibert fp32 with AMX ({amx})", work=work, unit="tokens",
+                    note=f"{statistics.median(against_fp32):.2f}x minibert fp32 ({min(against_fp32):.2f}–"
+                    f"{max(against_fp32):.2f}); first loss {first_loss['minibert --bf16']:.4f} vs fp32 "
+                    f"{first_loss['minibert']:.4f}"))  # fmt: skip
+    return rows
+
+
 def bench_tokenizer(texts: list[str], rounds: int):
     """One text per call, real text: minibert (pure Python) vs HF tokenizers (Rust)."""
     from tokenizers import Tokenizer
@@ -688,7 +714,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
     parser.add_argument("--json", help="also write the rows to this file")
-    workloads = "fixed, text, streams, onnx, profile, tokenizer, import, cold, memory, tf, window"
+    workloads = "fixed, text, streams, onnx, profile, pretrain, tokenizer, import, cold, memory, tf, window"
     parser.add_argument("--only", nargs="*", help=f"workload names: {workloads}")
     parser.add_argument(
         "--window-sizes",
@@ -698,8 +724,8 @@ def main() -> None:
     args = parser.parse_args()
     rounds = 3 if args.quick else 7
     texts = corpus.benchmark_texts(300 if args.quick else 3000)
-    only = set(args.only or ["fixed", "text", "streams", "onnx", "profile", "tokenizer", "import", "cold", "memory",
-                             "tf"])  # fmt: skip
+    only = set(args.only or ["fixed", "text", "streams", "onnx", "profile", "pretrain", "tokenizer", "import", "cold",
+                             "memory", "tf"])  # fmt: skip
     print(describe_machine(), flush=True)
     peak_fp32 = peak_bf16 = None
     if only & {"fixed", "text", "onnx", "profile"}:  # the GFLOP/s ceiling (bf16: only with bf16 units)
@@ -718,6 +744,8 @@ def main() -> None:
         rows.append(bench_onnx(texts, rounds, peak_fp32))
     if "profile" in only:
         bench_profile(texts, peak_fp32)
+    if "pretrain" in only:
+        rows.extend(bench_pretrain_step(rounds))
     if "tokenizer" in only:
         rows.append(bench_tokenizer(texts, rounds))
     if "import" in only:

@@ -23,6 +23,7 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,38 +95,61 @@ def minibert_step(config_values: dict, batch: dict, bf16: bool):
     return step
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--tokens", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--predictions", type=int, default=20)
-    parser.add_argument("--vocab", type=int, default=30522)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
-    from bench import describe_machine, has_native_bf16
+@dataclass
+class Shapes:
+    """The model and batch one training step is timed on (the defaults: BERT-mini-like)."""
 
-    config = {"vocab_size": args.vocab, "hidden_size": args.hidden, "num_hidden_layers": args.layers,
-              "num_attention_heads": max(1, args.hidden // 64), "intermediate_size": 4 * args.hidden,
-              "max_position_embeddings": max(512, args.tokens)}  # fmt: skip
-    batch = random_batch(args.batch, args.tokens, args.predictions, args.vocab)
-    print(describe_machine())
-    print(f"shapes: {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, batch {args.batch} × "
-          f"{args.tokens} tokens, {args.predictions} predictions each; fp32 unless said")  # fmt: skip
+    layers: int = 4
+    hidden: int = 256
+    tokens: int = 128
+    batch: int = 16
+    predictions: int = 20
+    vocab: int = 30522
+
+    def config(self) -> dict:
+        return {"vocab_size": self.vocab, "hidden_size": self.hidden, "num_hidden_layers": self.layers,
+                "num_attention_heads": max(1, self.hidden // 64), "intermediate_size": 4 * self.hidden,
+                "max_position_embeddings": max(512, self.tokens)}  # fmt: skip
+
+    def describe(self) -> str:
+        return (f"{self.layers} layers, hidden {self.hidden}, vocab {self.vocab}, batch {self.batch} × "
+                f"{self.tokens} tokens, {self.predictions} predictions each")  # fmt: skip
+
+
+def time_steps(shapes: Shapes, rounds: int, bf16: bool = True) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Seconds of each contender's step in each round, interleaved (A B C, C B A, ...) after a
+    warm-up step; and each one's first loss (the same initial weights and batch)."""
+    config = shapes.config()
+    batch = random_batch(shapes.batch, shapes.tokens, shapes.predictions, shapes.vocab)
     contenders = {"transformers + AdamW": transformers_step(config, batch),
                   "minibert": minibert_step(config, batch, bf16=False)}  # fmt: skip
-    if has_native_bf16():
+    if bf16:
         contenders["minibert --bf16"] = minibert_step(config, batch, bf16=True)
-    first_loss = {name: step() for name, step in contenders.items()}  # warm-up; the same initial weights
+    first_loss = {name: step() for name, step in contenders.items()}  # warm-up
     times: dict[str, list[float]] = {name: [] for name in contenders}
     order = list(contenders)
-    for round_ in range(args.rounds):
+    for round_ in range(rounds):
         for name in order if round_ % 2 == 0 else reversed(order):
             started = time.perf_counter()
             contenders[name]()
             times[name].append(time.perf_counter() - started)
-    tokens = args.batch * args.tokens
+    return times, first_loss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    defaults = Shapes()
+    for name, value in asdict(defaults).items():
+        parser.add_argument(f"--{name}", type=int, default=value)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    from bench import describe_machine, has_native_bf16
+
+    shapes = Shapes(**{name: getattr(args, name) for name in asdict(defaults)})
+    print(describe_machine())
+    print(f"shapes: {shapes.describe()}; fp32 unless said")
+    times, first_loss = time_steps(shapes, args.rounds, bf16=has_native_bf16())
+    tokens = shapes.batch * shapes.tokens
     reference = times["transformers + AdamW"]
     print("| step | tokens/s (median) | × transformers (median of rounds, min–max) | first loss |")
     print("|---|---:|---:|---:|")

@@ -46,7 +46,9 @@ def add_parser(commands) -> None:
     pretrain.add_argument("--save-every", type=_whole, default=1000, help="steps between checkpoints (default 1000)")
     pretrain.add_argument("--accumulate", type=_whole, default=1, help="micro-batches per update (default 1)")
     pretrain.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")
-    pretrain.add_argument("--bf16", action="store_true", help="forward in bfloat16 autocast (approximate, faster)")
+    pretrain.add_argument(
+        "--bf16", action="store_true", help="forward in bfloat16 autocast (faster with AMX; a warning where it is not)"
+    )
     pretrain.set_defaults(run=cmd_pretrain)
 
     plot = commands.add_parser("plot", help="draw a pretrain run's loss curve: RUN/loss.png (the plot extra)")

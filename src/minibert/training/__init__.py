@@ -21,6 +21,7 @@ The training, Google's ``run_pretraining.py`` step written out:
     loop.py         PretrainOptions and pretrain(): the loop, top-down
     checkpoint.py   the run directory and the training state (resume bit for bit)
     distributed.py  torchrun: each process its share of every batch, gradients all-reduced
+    precision.py    --bf16: whether bf16 autocast is faster than float32 on this CPU (measured, cached)
     plot.py         the loss curve
 
 ``import minibert`` does not import this room; the ``minibert pretraining-data`` and ``minibert

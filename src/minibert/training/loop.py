@@ -27,6 +27,7 @@ from ..tokenizer import BertTokenizer
 from .checkpoint import RunDirectory, TrainingState, check_state
 from .data import Instances, read_instances
 from .distributed import World
+from .precision import check_bf16
 from .step import MLM_EPSILON, AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters, pretraining_sums
 
 
@@ -51,7 +52,7 @@ class PretrainOptions:
     save_every: int = 1000  # a checkpoint every this many steps (and at the end)
     accumulate: int = 1  # micro-batches per update in each process (gradient accumulation)
     resume: bool = False
-    bf16: bool = False  # forward in bfloat16 autocast (CPUs with avx512_bf16 / AMX; GPUs)
+    bf16: bool = False  # forward in bfloat16 autocast (faster with AMX; slower on avx512_bf16 alone: precision.py)
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
 
     def check(self, processes: int) -> None:
@@ -132,6 +133,10 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
     if world.is_main:  # the hub files of the state (a kill may have left none, or newer ones)
         tokenizer.save_pretrained(run.path)
         model.save_pretrained(run.path)
+        if options.bf16:  # a warning where bf16 is slower than float32 here (measured once, cached)
+            micro_batch = options.batch_size // world.size // options.accumulate
+            check_bf16(model.config.hidden_size, model.config.intermediate_size,
+                       micro_batch * instances.sequence_length)  # fmt: skip
     world.wait()
 
     model.train()

@@ -1,0 +1,164 @@
+"""Whether ``--bf16`` pays on the CPU at hand: measured once, cached, and said in one line when it does not.
+
+``--bf16`` runs the forward pass under ``torch.autocast("cpu", bfloat16)``: the matrix products take
+bfloat16 inputs (8 bits of mantissa), the weights and the optimizer stay float32. Whether that is
+faster depends on the CPU's bf16 instructions, not on minibert:
+
+* AMX (``amx_bf16``: Intel Xeon from Sapphire Rapids on, when the hypervisor exposes it): tile
+  matrix units, several times float32's rate. This is where bf16 training on a CPU pays.
+* AVX-512 BF16 alone (``avx512_bf16`` without AMX): ``vdpbf16ps`` does a pair of bf16 products per
+  lane, no more work per cycle than float32's two FMA ports, and oneDNN's bf16 kernels then run
+  slower than MKL's float32 ones. Measured on an Intel Xeon (family 6, model 207, KVM, no AMX flags):
+  every bf16 GEMM of a training step 1.6-4x slower than float32 (docs/pretraining.md).
+* Neither: torch emulates bfloat16, many times slower than float32.
+
+No table of CPU models can say which case holds (a virtual machine hides AMX; AMD's Zen 4 and 5 have
+``avx512_bf16`` on their own units), so ``check_bf16`` measures: one encoder layer's six projections
+(4 × H→H, H→F, F→H), forward and backward, on the run's shapes, float32 against bf16 autocast,
+interleaved. The verdict is cached per CPU (name and flags), torch version, thread count and shapes
+in ``~/.cache/minibert/bf16.json`` (beside gemm.json, the same folder rules), so only the first run
+pays (about a second for bert-base's shapes). Where bf16 is slower, the run goes on as asked, with
+one warning: the numbers are right either way, and a user may want bf16 for another reason (to see
+what it does to the loss before a run on a machine with AMX).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .. import gemm
+from ..errors import CheckpointError
+from ..formats.atomic_files import write_atomically
+from ..formats.json_files import read_json_object
+
+log = logging.getLogger("minibert.training")
+
+MAX_TOKENS = 512  # the measurement's rows: enough for the GEMMs' steady speed, ~1 s at bert-base's sizes
+BUDGET_SECONDS = 1.0  # timed rounds after the warm-up, at least two
+SAMPLE_SECONDS = 0.02  # each timed sample repeats the step up to about this long
+SLOWER = 0.95  # bf16 below 95% of float32's speed is "slower" (the rounds' noise is a few percent)
+CACHE_VERSION = 1  # bumped when the way of measuring changes
+
+
+@dataclass(frozen=True)
+class Bf16Verdict:
+    """float32 and bf16 autocast speed of one encoder layer's projections, forward and backward."""
+
+    fp32_gflops: float
+    bf16_gflops: float
+    cached: bool = False
+
+    @property
+    def speedup(self) -> float:
+        return self.bf16_gflops / self.fp32_gflops
+
+
+def check_bf16(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict | None:
+    """Warn (``warnings.warn``, one line) when bf16 autocast is slower than float32 here; the verdict,
+    or None when nothing was measured (no bf16 instructions: emulated, and that warning given)."""
+    if not gemm.has_native_bf16():
+        warnings.warn(f"--bf16 on a CPU without bf16 instructions ({gemm.cpu_name()}: no avx512_bf16 or "
+                      "amx_bf16): torch emulates bfloat16, many times slower than float32", stacklevel=2)  # fmt: skip
+        return None
+    tokens = max(1, min(tokens, MAX_TOKENS))
+    key = cache_key(hidden, intermediate, tokens)
+    verdict = _cached(key)
+    if verdict is None:
+        verdict = measure(hidden, intermediate, tokens)
+        _write_cache(key, {"fp32_gflops": verdict.fp32_gflops, "bf16_gflops": verdict.bf16_gflops,
+                           "cpu": gemm.cpu_name(), "torch": torch.__version__})  # fmt: skip
+    log.debug("bf16 autocast %.2fx float32 (%s)", verdict.speedup, "cached" if verdict.cached else "measured")
+    if verdict.speedup < SLOWER:
+        warnings.warn(
+            f"--bf16 is slower than float32 on this CPU ({gemm.cpu_name()}, {torch.get_num_threads()} threads): "
+            f"one encoder layer's matrix products, forward and backward, ran at {verdict.bf16_gflops:.0f} GFLOP/s "
+            f"in bf16 against {verdict.fp32_gflops:.0f} in float32 (measured once, cached in {cache_file()}); "
+            "bf16 pays on CPUs with AMX (amx_bf16) and on GPUs, so without --bf16 this run is faster",
+            stacklevel=2,
+        )
+    return verdict
+
+
+def measure(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict:
+    """GFLOP/s of one layer's projections, forward and backward, in float32 and under bf16 autocast:
+    interleaved rounds (round 0 a warm-up), the best of each, within ``BUDGET_SECONDS``."""
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(hidden, hidden)] * 4 + [(intermediate, hidden), (hidden, intermediate)]  # (out, in), as nn.Linear
+    weights = [(torch.randn(shape, generator=generator) * 0.02).requires_grad_() for shape in shapes]
+    x = torch.randn(tokens, hidden, generator=generator).requires_grad_()  # (tokens, H)
+    wide = torch.randn(tokens, intermediate, generator=generator).requires_grad_()  # (tokens, F)
+
+    def step(bf16: bool) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            outputs = [F.linear(x, weight) for weight in weights[:5]] + [F.linear(wide, weights[5])]
+        sum(output.float().sum() for output in outputs).backward()  # the input and weight gradients: 2 GEMMs more
+
+    def timed(bf16: bool, repeats: int) -> float:
+        begun = time.perf_counter()
+        for _ in range(repeats):
+            step(bf16)
+        return (time.perf_counter() - begun) / repeats
+
+    started = time.perf_counter()
+    warm = min(timed(False, 1), timed(True, 1))  # oneDNN builds its kernels, pages are touched
+    repeats = max(1, round(SAMPLE_SECONDS / max(warm, 1e-6)))  # small shapes: a sample long enough to time
+    best, rounds = {False: float("inf"), True: float("inf")}, 0
+    while rounds < 2 or (rounds < 20 and time.perf_counter() - started < BUDGET_SECONDS):
+        for bf16 in (False, True) if rounds % 2 == 0 else (True, False):
+            best[bf16] = min(best[bf16], timed(bf16, repeats))
+        rounds += 1
+    flops = 3 * 2 * tokens * sum(out * inp for out, inp in shapes)  # forward, input gradient, weight gradient
+    return Bf16Verdict(round(flops / best[False] / 1e9, 1), round(flops / best[True] / 1e9, 1))
+
+
+# --- the cache -----------------------------------------------------------------------------------
+
+
+def cache_key(hidden: int, intermediate: int, tokens: int) -> str:
+    """What the two speeds depend on: the CPU (name and flags, as gemm.py's key), torch, threads, shapes."""
+    flags = hashlib.sha256(" ".join(sorted(gemm.cpu_flags())).encode()).hexdigest()[:12]
+    threads, shapes = f"{torch.get_num_threads()} threads", f"{tokens}x{hidden}x{intermediate}"
+    return "|".join(
+        [gemm.cpu_name(), f"flags {flags}", f"torch {torch.__version__}", threads, shapes, f"v{CACHE_VERSION}"]
+    )
+
+
+def cache_file() -> Path:
+    return gemm.cache_file().with_name("bf16.json")
+
+
+def _read_cache() -> dict:
+    try:
+        return read_json_object(cache_file(), "bf16 cache")
+    except (OSError, ValueError, CheckpointError):  # none yet, or damaged: measure again
+        return {}
+
+
+def _cached(key: str) -> Bf16Verdict | None:
+    record = _read_cache().get(key)
+    if not isinstance(record, dict):
+        return None
+    rates = record.get("fp32_gflops"), record.get("bf16_gflops")
+    if not all(isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0 for rate in rates):
+        return None
+    return Bf16Verdict(float(rates[0]), float(rates[1]), cached=True)
+
+
+def _write_cache(key: str, record: dict) -> None:
+    path = cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entries = _read_cache()
+        entries[key] = record
+        write_atomically(path, json.dumps(entries, indent=1, sort_keys=True).encode())
+    except OSError as error:  # a read-only home: measure again next time, nothing worse
+        log.debug("bf16 verdict not cached (%s)", error)
