@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 import torch
 
 from helpers import run_minibert
+from minibert import BertTokenizer
 from minibert.errors import DataError
 from minibert.formats.atomic_files import atomic_output
 from minibert.formats.tfrecord import frame_records
@@ -196,6 +198,16 @@ def test_a_vocabulary_larger_than_the_config_is_refused(data, tmp_path):
     line = one_line_error(pretrain(data, tmp_path / "run", "--config", f"{TINY}/config.json", "--vocab", str(vocab),
                                    "--batch-size", "2"))  # fmt: skip
     assert "vocab_size is 111" in line and "vocab.txt" in line, line
+
+
+def test_a_run_from_a_config_cuts_texts_where_its_positions_end(data, tmp_path):
+    """Not hostile, a trap all the same: the run's tokenizer said 512 (BERT's usual) for a model of 64
+    positions, so fill_mask on a long text handed the model more tokens than it has positions."""
+    result = pretrain(data, tmp_path / "run", "--config", f"{TINY}/config.json", "--vocab", f"{TINY}/vocab.txt",
+                      "--batch-size", "2")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "run" / "tokenizer_config.json").read_text())["model_max_length"] == 64
+    assert BertTokenizer.from_pretrained(tmp_path / "run").model_max_length == 64
 
 
 def test_missing_data_file(tmp_path):

@@ -190,7 +190,9 @@ def build_model(options: PretrainOptions):
         tokenizer = BertTokenizer.from_pretrained(options.init)
     else:
         config = BertConfig.from_json_file(options.config)
-        tokenizer = BertTokenizer(options.vocab, do_lower_case=options.do_lower_case)
+        # the tokenizer cuts texts where the model's positions end (BertTokenizer's default is BERT's 512)
+        tokenizer = BertTokenizer(options.vocab, do_lower_case=options.do_lower_case,
+                                  model_max_length=config.max_position_embeddings)  # fmt: skip
         config.check_vocabulary(tokenizer.vocab, f"--vocab {options.vocab}")
         model = BertForPreTraining(config)
     if options.dropout is not None:  # the modules only: config.json keeps the model's own probabilities
