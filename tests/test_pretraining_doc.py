@@ -5,11 +5,11 @@ block of the section, in order, in a fresh folder, chained as a user runs them: 
 batches, 64-piece instances and the repo's tiny checkpoints for the released ones).
 
 Two runs of it: the default suite's reads two of the recipe's eighteen fortune files (the ``for``
-loop's list: about 1,700 instances instead of 16,146) and runs the blocks made only of ``minibert``
-commands in this process (``cli.main``, what the ``minibert`` script calls: a subprocess would spend
-seconds importing torch for each) and leaves out the torchrun block (two processes importing torch:
-half a minute; tests/test_pretrain_parallel.py runs torchrun); the slow one runs the whole page as
-written, every block in bash.
+loop's list: about 1,700 instances instead of 15,532; 2,000 pieces, the config's vocab_size too),
+runs the blocks made only of ``minibert`` commands in this process (``cli.main``, what the
+``minibert`` script calls: a subprocess would spend seconds importing torch for each) and leaves
+out the torchrun block (two processes importing torch: half a minute; tests/test_pretrain_parallel.py
+runs torchrun); the slow one runs the whole page as written, every block in bash.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ FORTUNES = Path("/usr/share/games/fortunes")
 SMALL_SIZES = [(r"--steps \d+", "--steps 2"), (r"--batch-size \d+", "--batch-size 4"),
                (r"--warmup-steps \d+", "--warmup-steps 1"), (r"--save-every \d+", "--save-every 1"),
                (r"--max-seq-length 128", "--max-seq-length 64")]  # the tiny checkpoints' positions  # fmt: skip
-FEW_FILES = (r"for name in [^;]*;", "for name in fortunes wisdom;")  # the default suite's corpus
+# The default suite's corpus: two of the files, and a vocabulary their merges fill (config.json's too).
+FEW_FILES = [(r"for name in [^;]*;", "for name in fortunes wisdom;"), (r"--vocab-size 16000", "--vocab-size 2000"),
+             (r'"vocab_size": 16000', '"vocab_size": 2000')]  # fmt: skip
 
 
 def section_blocks() -> list[tuple[str, str]]:
@@ -43,7 +45,7 @@ def section_blocks() -> list[tuple[str, str]]:
 
 
 def small(block: str, checkpoints: dict[str, str], few_files: bool) -> str:
-    for pattern, replacement in SMALL_SIZES + ([FEW_FILES] if few_files else []):
+    for pattern, replacement in SMALL_SIZES + (FEW_FILES if few_files else []):
         block = re.sub(pattern, replacement, block, flags=re.S)
     for name, folder in checkpoints.items():
         block = block.replace(name, folder)
@@ -105,7 +107,7 @@ def test_section_3_runs_as_written(tmp_path, monkeypatch, capsys, whole):
     ran = []
     for kind, block in blocks:
         if kind == "json":
-            Path("small_config.json").write_text(block)
+            Path("small_config.json").write_text(small(block, checkpoints, few_files=not whole))
         elif kind == "python":
             exec(compile(block, "docs/pretraining.md", "exec"), {})  # noqa: S102  (our own docs)
         else:
@@ -124,7 +126,7 @@ def test_section_3_runs_as_written(tmp_path, monkeypatch, capsys, whole):
             vocab = (tmp_path / "fortunes" / "vocab.txt").read_text().splitlines()
             instances = list(read_examples(tmp_path / "fortunes" / "instances.tfrecord"))
             print(f"\n{len(vocab)} pieces, {len(instances)} instances")
-            assert len(vocab) == 4000 if whole else 2000 < len(vocab) <= 4000  # two files: the merges run out
+            assert len(vocab) == (16000 if whole else 2000)
             assert len(instances) > (10_000 if whole else 1_000)
             assert instances[0]["input_ids"].shape == (64,)
     assert ran[:2] == ["minibert vocab", "minibert pretraining-data"], ran

@@ -130,12 +130,12 @@ def test_an_integer_tensor_where_the_model_has_a_weight(tmp_path):
 
     raw = {}
     file_bytes = index.read_bytes()
-    footer = tf_checkpoint._Reader(file_bytes[-48:-8], index, "footer")
+    footer = tf_checkpoint._reader(file_bytes[-48:-8], index, "footer")
     tf_checkpoint._block_handle(footer)
     offset, size = tf_checkpoint._block_handle(footer)
     for _, handle in tf_checkpoint._block_entries(tf_checkpoint._read_block(file_bytes, offset, size, index, "i"),
                                                   index, "i"):  # fmt: skip
-        block_offset, block_size = tf_checkpoint._block_handle(tf_checkpoint._Reader(handle, index, "h"))
+        block_offset, block_size = tf_checkpoint._block_handle(tf_checkpoint._reader(handle, index, "h"))
         data = tf_checkpoint._read_block(file_bytes, block_offset, block_size, index, "d")
         raw.update(dict(tf_checkpoint._block_entries(data, index, "d")))
     name = "bert/encoder/layer_0/attention/self/query/kernel"

@@ -56,6 +56,7 @@ import torch
 
 from ..errors import CheckpointError
 from .crc32c import crc32c, unmask
+from .protobuf import FIXED_SIZES, WireReader
 
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48  # two block handles padded to 40 bytes, then the 8-byte magic number
@@ -116,39 +117,13 @@ def checkpoint_prefix(directory: str | os.PathLike) -> Path | None:
 # ----------------------------------------------------------------------------- the index file
 
 
-class _Reader:
-    """Bounds-checked reading of varints and bytes from a bytes object; errors name the file."""
+def _reader(data: bytes, path: Path, what: str) -> WireReader:
+    """A bounds-checked reader of ``data`` (protobuf.py); a problem raises CheckpointError naming the file."""
 
-    def __init__(self, data: bytes, path: Path, what: str):
-        self.data, self.path, self.what = data, path, what
-        self.position = 0
+    def fail(problem: str) -> CheckpointError:
+        return CheckpointError(f"cannot read TensorFlow checkpoint index {path}: {what}: {problem}")
 
-    def fail(self, problem: str) -> CheckpointError:
-        return CheckpointError(f"cannot read TensorFlow checkpoint index {self.path}: {self.what}: {problem}")
-
-    def varint(self) -> int:
-        result, shift = 0, 0
-        while True:
-            if self.position >= len(self.data):
-                raise self.fail("a number runs past the end")
-            byte = self.data[self.position]
-            self.position += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 63:
-                raise self.fail("a number is longer than 10 bytes")
-
-    def take(self, count: int) -> bytes:
-        if count < 0 or self.position + count > len(self.data):
-            raise self.fail(f"{count} bytes wanted at byte {self.position} of {len(self.data)}")
-        chunk = self.data[self.position : self.position + count]
-        self.position += count
-        return chunk
-
-    def at_end(self) -> bool:
-        return self.position >= len(self.data)
+    return WireReader(data, fail, what)
 
 
 def _read_block(file_bytes: bytes, offset: int, size: int, path: Path, what: str) -> bytes:
@@ -179,7 +154,7 @@ def _block_entries(block: bytes, path: Path, what: str):
     entries_end = len(block) - 4 - 4 * num_restarts
     if entries_end < 0:
         raise CheckpointError(f"cannot read TensorFlow checkpoint index {path}: the {what} has a bad restart count")
-    reader = _Reader(block[:entries_end], path, what)
+    reader = _reader(block[:entries_end], path, what)
     key = b""
     while not reader.at_end():
         shared, non_shared, value_size = reader.varint(), reader.varint(), reader.varint()
@@ -189,27 +164,15 @@ def _block_entries(block: bytes, path: Path, what: str):
         yield key, reader.take(value_size)
 
 
-def _block_handle(reader: _Reader) -> tuple[int, int]:
+def _block_handle(reader: WireReader) -> tuple[int, int]:
     return reader.varint(), reader.varint()
 
 
 def _proto_fields(data: bytes, path: Path, what: str):
     """(field number, value) of a protobuf message: an int for varint and fixed fields, bytes for
     length-delimited ones (the only wire types these messages use)."""
-    reader = _Reader(data, path, what)
-    while not reader.at_end():
-        tag = reader.varint()
-        number, wire_type = tag >> 3, tag & 7
-        if wire_type == 0:
-            yield number, reader.varint()
-        elif wire_type == 1:
-            yield number, int.from_bytes(reader.take(8), "little")
-        elif wire_type == 2:
-            yield number, reader.take(reader.varint())
-        elif wire_type == 5:
-            yield number, int.from_bytes(reader.take(4), "little")
-        else:
-            raise reader.fail(f"unsupported protobuf wire type {wire_type}")
+    for number, wire_type, value in _reader(data, path, what).fields():
+        yield number, int.from_bytes(value, "little") if wire_type in FIXED_SIZES else value
 
 
 def _as_signed(value: int) -> int:
@@ -278,14 +241,14 @@ def read_index(prefix: str | os.PathLike) -> tuple[dict[str, TensorEntry | None]
             f"{path} is not a TensorFlow checkpoint index (no table footer with magic number "
             f"{TABLE_MAGIC:#x}): it is truncated, corrupt or another kind of file"
         )
-    footer = _Reader(file_bytes[-FOOTER_SIZE:-8], path, "the footer")
+    footer = _reader(file_bytes[-FOOTER_SIZE:-8], path, "the footer")
     _block_handle(footer)  # the meta-index block: empty in tensor bundles
     index_offset, index_size = _block_handle(footer)
     index_block = _read_block(file_bytes, index_offset, index_size, path, "index block")
 
     header, entries = None, {}
     for _, handle in _block_entries(index_block, path, "index block"):
-        offset, size = _block_handle(_Reader(handle, path, "a block handle"))
+        offset, size = _block_handle(_reader(handle, path, "a block handle"))
         block = _read_block(file_bytes, offset, size, path, f"data block at byte {offset}")
         for raw_key, value in _block_entries(block, path, f"data block at byte {offset}"):
             name = raw_key.decode("utf-8", errors="replace")

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import TFRecordError
 from .crc32c import crc32c_many, mask, unmask
+from .protobuf import WireReader
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
 FOOTER_BYTES = 4  # uint32 masked CRC of the data
@@ -139,46 +140,14 @@ def encode_examples(columns: Mapping[str, np.ndarray]) -> list[bytes]:
     return [_field(1, b"".join(entries)) for entries in zip(*per_feature)] if per_feature else [b""] * rows
 
 
-class _Fields:
-    """Bounds-checked protobuf reading; a problem raises TFRecordError naming ``where``."""
+def _fields(data: bytes, where: str) -> Iterator[tuple[int, int, int | bytes]]:
+    """(field number, wire type, value) of a protobuf message (protobuf.py); a problem raises
+    TFRecordError naming ``where``."""
 
-    def __init__(self, data: bytes, where: str):
-        self.data, self.where, self.position = data, where, 0
+    def fail(problem: str) -> TFRecordError:
+        return TFRecordError(f"{where}: not a valid tf.train.Example: {problem}")
 
-    def fail(self, problem: str) -> TFRecordError:
-        return TFRecordError(f"{self.where}: not a valid tf.train.Example: {problem}")
-
-    def varint(self) -> int:
-        result = shift = 0
-        while True:
-            if self.position >= len(self.data):
-                raise self.fail("a number runs past the end of the record")
-            byte = self.data[self.position]
-            self.position += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 63:
-                raise self.fail("a number is longer than 10 bytes")
-
-    def __iter__(self) -> Iterator[tuple[int, int, int | bytes]]:
-        """(field number, wire type, value): an int for varints, bytes for the other wire types."""
-        while self.position < len(self.data):
-            tag = self.varint()
-            number, wire_type = tag >> 3, tag & 7
-            if wire_type == 0:
-                yield number, wire_type, self.varint()
-                continue
-            size = {1: 8, 5: 4}.get(wire_type)
-            if size is None and wire_type != 2:
-                raise self.fail(f"field {number} has the unsupported wire type {wire_type}")
-            if size is None:
-                size = self.varint()
-            if self.position + size > len(self.data):
-                raise self.fail(f"field {number} claims {size} bytes, {len(self.data) - self.position} are left")
-            yield number, wire_type, self.data[self.position : self.position + size]
-            self.position += size
+    return WireReader(data, fail, "the record").fields()
 
 
 def _decode_varints(payload: bytes, where: str) -> np.ndarray:
@@ -199,14 +168,14 @@ def _decode_varints(payload: bytes, where: str) -> np.ndarray:
 
 
 def _decode_feature(payload: bytes, where: str) -> np.ndarray | list[bytes]:
-    kinds = [(number, value) for number, _, value in _Fields(payload, where)]
+    kinds = [(number, value) for number, _, value in _fields(payload, where)]
     if len(kinds) != 1 or kinds[0][0] not in (1, 2, 3) or not isinstance(kinds[0][1], bytes):
         raise TFRecordError(f"{where}: not a valid tf.train.Example: a feature is not one bytes, float or int64 list")
     kind, body = kinds[0]
     if kind == 1:
-        return [value for number, wire, value in _Fields(body, where) if number == 1 and wire == 2]
+        return [value for number, wire, value in _fields(body, where) if number == 1 and wire == 2]
     pieces = []
-    for number, wire_type, value in _Fields(body, where):
+    for number, wire_type, value in _fields(body, where):
         if number != 1:
             continue
         if kind == 2 and wire_type == 2:
@@ -228,14 +197,14 @@ def _decode_feature(payload: bytes, where: str) -> np.ndarray | list[bytes]:
 def decode_example(data: bytes, where: str = "record") -> dict[str, np.ndarray | list[bytes]]:
     """A serialized ``tf.train.Example`` → {name: int64 array | float32 array | list of bytes}."""
     features: dict[str, np.ndarray | list[bytes]] = {}
-    for number, wire_type, value in _Fields(data, where):
+    for number, wire_type, value in _fields(data, where):
         if number != 1 or wire_type != 2:
             continue  # fields an Example does not have: skipped, as protobuf parsers do
-        for entry_number, entry_wire, entry in _Fields(value, where):
+        for entry_number, entry_wire, entry in _fields(value, where):
             if entry_number != 1 or entry_wire != 2:
                 continue
             name, feature = None, b""
-            for part, part_wire, part_value in _Fields(entry, where):
+            for part, part_wire, part_value in _fields(entry, where):
                 if part == 1 and part_wire == 2:
                     try:
                         name = part_value.decode()

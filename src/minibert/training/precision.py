@@ -17,9 +17,9 @@ No table of CPU models can say which case holds (a virtual machine hides AMX; AM
 (4 × H→H, H→F, F→H), forward and backward, on the run's shapes, float32 against bf16 autocast,
 interleaved. The verdict is cached per CPU (name and flags), torch version, thread count and shapes
 in ``~/.cache/minibert/bf16.json`` (beside gemm.json, the same folder rules), so only the first run
-pays (about a second for bert-base's shapes). Where bf16 is slower, the run goes on as asked, with
-one warning: the numbers are right either way, and a user may want bf16 for another reason (to see
-what it does to the loss before a run on a machine with AMX).
+pays (3.4 s for bert-base's shapes on the Xeon of docs/pretraining.md, under load). Where bf16 is
+slower, the run goes on as asked, with one warning: the numbers are right either way, and a user may
+want bf16 for another reason (to see what it does to the loss before a run on a machine with AMX).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from ..formats.json_files import read_json_object
 
 log = logging.getLogger("minibert.training")
 
-MAX_TOKENS = 512  # the measurement's rows: enough for the GEMMs' steady speed, ~1 s at bert-base's sizes
+MAX_TOKENS = 512  # the measurement's rows: enough for the GEMMs' steady speed, a few seconds at bert-base's sizes
 BUDGET_SECONDS = 1.0  # timed rounds after the warm-up, at least two
 SAMPLE_SECONDS = 0.02  # each timed sample repeats the step up to about this long
 SLOWER = 0.95  # bf16 below 95% of float32's speed is "slower" (the rounds' noise is a few percent)
