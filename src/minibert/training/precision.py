@@ -117,7 +117,8 @@ def measure(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict:
             best[bf16] = min(best[bf16], timed(bf16, repeats))
         rounds += 1
     flops = 3 * 2 * tokens * sum(out * inp for out, inp in shapes)  # forward, input gradient, weight gradient
-    return Bf16Verdict(round(flops / best[False] / 1e9, 1), round(flops / best[True] / 1e9, 1))
+    # three significant digits: tiny shapes on a busy machine run at a fraction of a GFLOP/s, not 0
+    return Bf16Verdict(float(f"{flops / best[False] / 1e9:.3g}"), float(f"{flops / best[True] / 1e9:.3g}"))
 
 
 # --- the cache -----------------------------------------------------------------------------------
