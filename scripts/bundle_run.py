@@ -22,7 +22,6 @@ Writes five of the folder's six files (its README.md, with the licence, is kept)
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import platform
 import shutil
@@ -64,11 +63,10 @@ def bundle(run: Path, output: Path) -> None:
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    sys.path.insert(0, str(ROOT / "src"))
+    from minibert.apps.resumable import file_digest
+
+    return file_digest(path)
 
 
 def machine() -> dict:

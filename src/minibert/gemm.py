@@ -237,7 +237,7 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
         started = time.perf_counter()
         choice.short_attention = measure_attention(layer)
         choice.seconds = round(choice.seconds + time.perf_counter() - started, 3)
-        _write_cache(key, {"backend": choice.backend, "gflops": choice.gflops, "cpu": cpu_name(),
+        write_cache(key, {"backend": choice.backend, "gflops": choice.gflops, "cpu": cpu_name(),
                            "torch": torch.__version__,
                            "short_attention": {str(k): v for k, v in choice.short_attention.items()}})  # fmt: skip
     for module in model.modules():  # the BertModel (inside a model with heads too)
@@ -251,7 +251,7 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
 
 
 def _cached(key: str) -> Choice | None:
-    record = _read_cache().get(key)
+    record = read_cache().get(key)
     if not isinstance(record, dict) or record.get("backend") not in BACKENDS:
         return None
     gflops = record.get("gflops") if isinstance(record.get("gflops"), dict) else {}
@@ -471,7 +471,7 @@ def bf16_is_faster(hidden: int, intermediate: int, budget: float = 2 * BUDGET_SE
     flags = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:12]
     key = "|".join(["bf16 vs float32", cpu_name(), f"flags {flags}", f"torch {torch.__version__}",
                     f"{torch.get_num_threads()} threads", f"{hidden}x{intermediate}", f"v{CACHE_VERSION}"])  # fmt: skip
-    record = _read_cache().get(key)
+    record = read_cache().get(key)
     if isinstance(record, dict) and isinstance(record.get("bf16_faster"), bool):
         return record["bf16_faster"]
     float32_seconds, bfloat16_seconds = time_projections_by_dtype(hidden, intermediate, budget)
@@ -479,7 +479,7 @@ def bf16_is_faster(hidden: int, intermediate: int, budget: float = 2 * BUDGET_SE
     log.info("bfloat16 %.2fx float32 on %s (%dx%d projections): dtype='auto' is %s",
              float32_seconds / bfloat16_seconds, cpu_name(), hidden, intermediate,
              "bfloat16" if faster else "float32")  # fmt: skip
-    _write_cache(key, {"bf16_faster": faster, "float32_seconds": float32_seconds,
+    write_cache(key, {"bf16_faster": faster, "float32_seconds": float32_seconds,
                        "bfloat16_seconds": bfloat16_seconds})  # fmt: skip
     return faster
 
@@ -536,21 +536,23 @@ def cache_file() -> Path:
     return Path(root) / "gemm.json"
 
 
-def _read_cache() -> dict:
+def read_cache(path: Path | None = None) -> dict:
+    """The cache's entries ({key: record}); none yet, or a damaged file: {} (measure again)."""
     try:
-        return read_json_object(cache_file(), "GEMM cache")
-    except (OSError, ValueError, CheckpointError):  # none yet, or damaged: measure again
+        return read_json_object(path or cache_file(), "measurement cache")
+    except (OSError, ValueError, CheckpointError):
         return {}
 
 
-def _write_cache(key: str, record: dict) -> None:
+def write_cache(key: str, record: dict, path: Path | None = None) -> None:
+    """Add ``record`` under ``key`` (written atomically); a read-only home only means measuring again."""
     import json
 
-    path = cache_file()
+    path = path or cache_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        entries = _read_cache()
+        entries = read_cache(path)
         entries[key] = record
         write_atomically(path, json.dumps(entries, indent=1, sort_keys=True).encode())
-    except OSError as error:  # a read-only home: measure again next time, nothing worse
-        log.debug("GEMM choice not cached (%s)", error)
+    except OSError as error:
+        log.debug("measurement not cached in %s (%s)", path, error)

@@ -25,7 +25,6 @@ want bf16 for another reason (to see what it does to the loss before a run on a 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 import warnings
@@ -36,9 +35,6 @@ import torch
 import torch.nn.functional as F
 
 from .. import gemm
-from ..errors import CheckpointError
-from ..formats.atomic_files import write_atomically
-from ..formats.json_files import read_json_object
 
 log = logging.getLogger("minibert.training")
 
@@ -137,13 +133,6 @@ def cache_file() -> Path:
     return gemm.cache_file().with_name("bf16.json")
 
 
-def _read_cache() -> dict:
-    try:
-        return read_json_object(cache_file(), "bf16 cache")
-    except (OSError, ValueError, CheckpointError):  # none yet, or damaged: measure again
-        return {}
-
-
 def _cached(key: str) -> Bf16Verdict | None:
     record = _read_cache().get(key)
     if not isinstance(record, dict):
@@ -154,12 +143,9 @@ def _cached(key: str) -> Bf16Verdict | None:
     return Bf16Verdict(float(rates[0]), float(rates[1]), cached=True)
 
 
+def _read_cache() -> dict:
+    return gemm.read_cache(cache_file())  # the same rules as gemm.json's: damaged or missing → measure
+
+
 def _write_cache(key: str, record: dict) -> None:
-    path = cache_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        entries = _read_cache()
-        entries[key] = record
-        write_atomically(path, json.dumps(entries, indent=1, sort_keys=True).encode())
-    except OSError as error:  # a read-only home: measure again next time, nothing worse
-        log.debug("bf16 verdict not cached (%s)", error)
+    gemm.write_cache(key, record, cache_file())
