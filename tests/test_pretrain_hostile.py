@@ -169,7 +169,7 @@ def pretrain(data: Path, output: Path, *extra: str):
 @pytest.mark.parametrize(
     "flags, code, message",
     [
-        (["--init", TINY, "--batch-size", "0"], 2, "--batch-size: must be 1 or more"),
+        (["--init", TINY, "--batch-size", "0"], 2, "--batch-size: must be a positive integer (1 or more), got 0"),
         (["--batch-size", "2"], 2, "one of the arguments --init --config is required"),
         (["--init", TINY, "--config", "c.json", "--batch-size", "2"], 2, "not allowed with argument"),
         (["--config", f"{TINY}/config.json", "--batch-size", "2"], 1, "--config needs --vocab"),

@@ -9,12 +9,13 @@ The explorer is imported when the command runs, not when the parser is built.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 import webbrowser
 from pathlib import Path
+
+from .flag_types import positive_int
 
 
 def add_parser(commands, parents: list) -> None:
@@ -29,8 +30,8 @@ def add_parser(commands, parents: list) -> None:
     explore.add_argument("text", help="the text to explore (put [MASK] where the model should guess)")
     explore.add_argument("pair", nargs="?", help="a second text (sentence B of a pair)")
     explore.add_argument("--output", "-o", required=True, help="the page to write (.html); replaced atomically")
-    explore.add_argument("--top-k", type=_positive, default=5, help="guesses per position and layer (default 5)")
-    explore.add_argument("--max-length", type=_positive, default=None,
+    explore.add_argument("--top-k", type=positive_int, default=5, help="guesses per position and layer (default 5)")
+    explore.add_argument("--max-length", type=positive_int, default=None,
                          help="tokens at most (default: the model's positions)")  # fmt: skip
     explore.add_argument("--truncate", action="store_true",
                          help="cut a text longer than --max-length or the model (default: refuse it)")  # fmt: skip
@@ -43,13 +44,6 @@ def add_parser(commands, parents: list) -> None:
                          help="bits per stored attention weight (default: 16 on small pages, 8 on big)")  # fmt: skip
     explore.add_argument("--open", action="store_true", help="open the page in the web browser when written")
     explore.set_defaults(run=cmd_explore)
-
-
-def _positive(value: str) -> int:
-    number = int(value) if value.isdigit() else 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return number
 
 
 def cmd_explore(args) -> None:

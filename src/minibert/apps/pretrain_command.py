@@ -12,15 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-
-def _whole(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return number
+from .flag_types import positive_int
 
 
 def add_parser(commands) -> None:
@@ -35,16 +27,20 @@ def add_parser(commands) -> None:
     pretrain.add_argument("--vocab", help="with --config: the vocab.txt of the instances' ids")
     pretrain.add_argument("--cased", action="store_true", help="with --config: the tokenizer keeps case")
     pretrain.add_argument("--output", required=True, help="the run directory (a hub-layout checkpoint at every save)")
-    pretrain.add_argument("--steps", type=_whole, required=True, help="updates to make")
-    pretrain.add_argument("--batch-size", type=_whole, required=True, help="instances per update, over all processes")
+    pretrain.add_argument("--steps", type=positive_int, required=True, help="updates to make")
+    pretrain.add_argument(
+        "--batch-size", type=positive_int, required=True, help="instances per update, over all processes"
+    )
     pretrain.add_argument("--learning-rate", type=float, default=1e-4, help="the peak rate (default 1e-4)")
     pretrain.add_argument("--warmup-steps", type=int, default=0, help="linear warmup from 0 (default 0)")
     pretrain.add_argument("--weight-decay", type=float, default=0.01, help="default 0.01 (never LayerNorm or biases)")
     pretrain.add_argument("--max-grad-norm", type=float, default=1.0, help="global gradient norm clip (default 1.0)")
     pretrain.add_argument("--dropout", type=float, default=None, help="replace the config's dropout (0: exact runs)")
     pretrain.add_argument("--seed", type=int, default=12345, help="random weights and dropout (default 12345)")
-    pretrain.add_argument("--save-every", type=_whole, default=1000, help="steps between checkpoints (default 1000)")
-    pretrain.add_argument("--accumulate", type=_whole, default=1, help="micro-batches per update (default 1)")
+    pretrain.add_argument(
+        "--save-every", type=positive_int, default=1000, help="steps between checkpoints (default 1000)"
+    )
+    pretrain.add_argument("--accumulate", type=positive_int, default=1, help="micro-batches per update (default 1)")
     pretrain.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")
     pretrain.add_argument(
         "--bf16", action="store_true", help="forward in bfloat16 autocast (faster with AMX; a warning where it is not)"

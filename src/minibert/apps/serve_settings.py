@@ -20,6 +20,8 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from .flag_types import positive_int
+
 
 def _number_of(unit: str, low: float, high: float):
     """An argparse type: a number of ``unit`` from ``low`` to ``high``."""
@@ -43,16 +45,6 @@ def _port(value: str) -> int:
     return number
 
 
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return number
-
-
 def _flag(help: str, type=None, **argparse_options) -> dict:
     """A field's flag: its help, its argparse type and other add_argument options."""
     return {"help": help, "type": type, **argparse_options}
@@ -72,7 +64,7 @@ class ServeSettings:
         default=None, metadata=_flag("require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)")
     )
     max_batch_tokens: int = field(
-        default=16_384, metadata=_flag("tokens merged into one model batch, at most (default 16384)", _positive)
+        default=16_384, metadata=_flag("tokens merged into one model batch, at most (default 16384)", positive_int)
     )
     max_wait_ms: float = field(
         default=5.0,
@@ -82,13 +74,15 @@ class ServeSettings:
     )
     max_queue: int = field(  # texts waiting for the model
         default=4_096,
-        metadata=_flag("texts waiting for the model, at most; beyond, 503 with Retry-After (default 4096)", _positive),
+        metadata=_flag(
+            "texts waiting for the model, at most; beyond, 503 with Retry-After (default 4096)", positive_int
+        ),
     )
     max_body_bytes: int = field(
-        default=4 * 1024 * 1024, metadata=_flag("largest request body (default 4 MiB; 413 beyond)", _positive)
+        default=4 * 1024 * 1024, metadata=_flag("largest request body (default 4 MiB; 413 beyond)", positive_int)
     )
-    max_inputs: int = field(default=2_048, metadata=_flag("texts per request (default 2048)", _positive))  # OpenAI's
-    max_input_chars: int = field(default=100_000, metadata=_flag("characters per text (default 100000)", _positive))
+    max_inputs: int = field(default=2_048, metadata=_flag("texts per request (default 2048)", positive_int))  # OpenAI's
+    max_input_chars: int = field(default=100_000, metadata=_flag("characters per text (default 100000)", positive_int))
     dtype: str = field(
         default="float32",
         metadata=_flag(
@@ -105,7 +99,7 @@ class ServeSettings:
     )
     max_header_bytes: int = field(
         default=64 * 1024,
-        metadata=_flag("a request's line and headers, at most (default 65536; 431 beyond)", _positive),
+        metadata=_flag("a request's line and headers, at most (default 65536; 431 beyond)", positive_int),
     )
     read_timeout: float = field(
         default=30.0,
@@ -140,7 +134,7 @@ class ServeSettings:
         metadata=_flag(
             "requests being served at once (from when a body is in), at most; idle connections do not count "
             "(default 512; 503 beyond)",
-            _positive,
+            positive_int,
         ),  # fmt: skip
     )
     gemm: str | None = None  # the linear layers' matrix library (the command's --gemm, a flag of every command)
