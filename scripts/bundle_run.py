@@ -36,6 +36,8 @@ from safetensors.torch import load_file, save_file
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "src" / "minibert" / "bundled" / "fortunes-mini"
 COPIED = ("config.json", "vocab.txt")
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's minibert, as the recipe runs it
+
 FIGURES = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
 LAST = 100  # the steps whose means summarise the end of the run
 
@@ -62,15 +64,7 @@ def bundle(run: Path, output: Path) -> None:
     print(f"wrote {output}: {', '.join(sorted(p.name for p in output.iterdir()))} (weights {size:.1f} MB in bf16)")
 
 
-def sha256(path: Path) -> str:
-    sys.path.insert(0, str(ROOT / "src"))
-    from minibert.apps.resumable import file_digest
-
-    return file_digest(path)
-
-
 def machine() -> dict:
-    sys.path.insert(0, str(ROOT / "src"))
     from minibert.gemm import cpu_flags, cpu_name
 
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16")
@@ -94,6 +88,8 @@ def summary(metrics_file: Path) -> dict:
 
 def write_record(run: Path, output: Path, text: Path, data: Path) -> None:
     """``training.json``: how the folder's weights were made (see the module's docstring)."""
+    from minibert.apps.resumable import file_digest as sha256
+
     state = torch.load(run / "training_state.pt", map_location="cpu", weights_only=False)
     record = {
         "sha256": {"text": sha256(text), "vocab.txt": sha256(run / "vocab.txt"), "instances": sha256(data),
