@@ -25,8 +25,8 @@ import minibert
 PACKAGE = Path(minibert.__file__).parent
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explore", "apps"]
 BASE = {"errors", "runtime", "__init__"}
-CORE = {"config", "activations", "inputs", "fast_path", "gemm", "speed", "pretrained", "model", "weights",
-        "transformers_names"}  # fmt: skip
+CORE = {"config", "config_fields", "activations", "inputs", "fast_path", "gemm", "speed", "pretrained", "model",
+        "weights", "transformers_names"}  # fmt: skip
 # Each optional room in apps/, and the only modules allowed to import it.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
             "apps.http_limits": {"apps.serve"}, "explore": {"apps.explore_command"}}  # fmt: skip
