@@ -57,9 +57,10 @@ def test_every_size_letter_is_defined_before_the_first_code():
 
 
 def test_the_walkthrough_has_every_step_of_a_layer_and_reads_in_one_sitting():
+    """A heading for each step of the layer and of the model (the words are the page's; the steps are BERT's)."""
     text = WALKTHROUGH.read_text(encoding="utf-8")
-    for heading in ("3.1 Queries, keys and values", "3.2 The attention weights", "3.3 Weights × values",
-                    "3.4 Add, then LayerNorm", "3.5 The feed-forward network", "4. The stack", "5. Padding",
-                    "7. The masked-LM head", "10. Why these numbers differ"):  # fmt: skip
-        assert f" {heading}" in text, heading
+    headings = [line.lower() for line in text.splitlines() if line.startswith("#")]
+    for step in ("queries", "attention weights", "values", "layernorm", "feed-forward", "stack", "padding",
+                 "pooler", "masked-lm head", "differ"):  # fmt: skip
+        assert any(step in heading for heading in headings), step
     assert len(text.splitlines()) < 450
