@@ -34,7 +34,7 @@ from test_tasks import QA_REFERENCE, make, ner_model  # noqa: F401  (make: the f
 import minibert
 from conftest import make_google_checkpoint
 from hub_server import HubServer
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 # unique lines with the special tokens (pretraining-data refuses a vocabulary that repeats a line)
 PRETRAINING_VOCAB = Path(__file__).parent / "data" / "qa_reference" / "vocab.txt"
