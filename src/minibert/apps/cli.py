@@ -86,7 +86,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors, and the GEMM measurement")
     parser.add_argument("--version", action="version", version=f"minibert {__version__}")
     parser.add_argument("--gemm", choices=GEMM_CHOICES, help=GEMM_HELP)
     process = _process_flags()
