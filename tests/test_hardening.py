@@ -12,7 +12,6 @@ import struct
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -315,126 +314,6 @@ def test_a_pickle_that_runs_code_is_refused_with_minibert_error(tmp_path, tiny_r
     directory = _bin_checkpoint(tmp_path, {**state, "payload": collections.Counter("abc")})
     with pytest.raises(CheckpointError, match="pytorch_model.bin"):
         BertModel.from_pretrained(directory)
-
-
-# ----------------------------------------------------------------------------- ids of every dtype
-
-INTEGER_DTYPES = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
-                  torch.uint64]  # fmt: skip
-OTHER_DTYPES = [torch.bool, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64]
-
-
-@pytest.mark.parametrize("dtype", INTEGER_DTYPES + OTHER_DTYPES, ids=str)
-def test_ids_of_every_dtype_are_accepted_or_refused_with_minibert_error(tiny_reference, dtype):
-    _, ids, expected = tiny_reference
-    model = BertModel.from_pretrained(TINY)
-    mask = (ids != 0).long()
-    for name in ("input_ids", "token_type_ids"):
-        inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
-        inputs[name] = inputs[name].to(dtype)
-        if dtype in INTEGER_DTYPES:
-            with torch.no_grad():
-                got = model(**inputs).last_hidden_state
-            assert torch.equal(got, expected), f"{name} as {dtype}"
-        else:
-            with pytest.raises(TypeError, match=f"{name} must hold integers"):
-                model(**inputs)
-
-
-@pytest.mark.parametrize("dtype", [torch.bool, torch.int8, torch.int64, torch.float16, torch.float32], ids=str)
-def test_attention_masks_of_every_usual_dtype_mean_the_same(tiny_reference, dtype):
-    _, ids, expected = tiny_reference
-    model = BertModel.from_pretrained(TINY)
-    with torch.no_grad():
-        got = model(ids, attention_mask=(ids != 0).to(dtype)).last_hidden_state
-    assert torch.equal(got, expected)
-
-
-def test_ids_as_lists_or_numpy_mean_the_same_and_text_is_refused(tiny_reference):
-    _, ids, expected = tiny_reference
-    model = BertModel.from_pretrained(TINY)
-    mask = (ids != 0).long()
-    with torch.no_grad():
-        for value in (ids.tolist(), ids.numpy(), ids.numpy().astype(np.int32)):
-            assert torch.equal(model(value, attention_mask=mask.tolist()).last_hidden_state, expected)
-    for value in ("2 17 3", [[2, "x"]], object()):
-        with pytest.raises(TypeError, match="input_ids"):
-            model(value)
-
-
-# ----------------------------------------------------------------------------- every tokenizer argument
-
-BAD_TOKENIZER_ARGUMENTS = [
-    ("max_length", -1), ("max_length", "16"), ("max_length", 1.5), ("max_length", True),
-    ("stride", -1), ("stride", "2"), ("stride", 1.0),
-    ("pad_to_multiple_of", 0), ("pad_to_multiple_of", -8), ("pad_to_multiple_of", 8.0),
-    ("padding", "sideways"), ("padding", 3), ("truncation", "bogus"), ("truncation", 2),
-    ("padding_side", "middle"), ("return_tensors", "tf"), ("return_tensors", 1),
-    ("add_special_tokens", "yes"), ("is_split_into_words", "no"), ("return_token_type_ids", 1),
-    ("return_attention_mask", "no"), ("return_overflowing_tokens", "no"), ("return_special_tokens_mask", 2),
-    ("return_offsets_mapping", "yes"), ("verbose", "x"),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("name", "value"), BAD_TOKENIZER_ARGUMENTS, ids=[f"{n}={v!r}" for n, v in BAD_TOKENIZER_ARGUMENTS]
-)
-def test_every_tokenizer_argument_is_validated(name, value):
-    from minibert import BertTokenizer
-
-    tokenizer = BertTokenizer.from_pretrained(TINY)
-    arguments = {"truncation": True, "max_length": 16, "padding": True, name: value}
-    with pytest.raises((TypeError, ValueError)) as caught:
-        tokenizer(["a first text", "and a second, longer text"], **arguments)
-    assert name in str(caught.value), caught.value
-
-
-@pytest.mark.parametrize("ids", [[-1], [10**9], ["7"], [1.0], [None]], ids=str)
-def test_decode_and_convert_ids_refuse_ids_outside_the_vocabulary(ids):
-    from minibert import BertTokenizer
-
-    tokenizer = BertTokenizer.from_pretrained(TINY)
-    for method in (tokenizer.decode, tokenizer.convert_ids_to_tokens):
-        with pytest.raises((TypeError, ValueError), match="id"):
-            method(ids)
-
-
-# ----------------------------------------------------------------------------- vocabulary corner cases
-
-
-def test_vocabulary_corner_cases_where_google_transformers_and_tokenizers_agree(tmp_path):
-    """A piece listed twice keeps its last line's id; an empty line takes an id (the empty piece);
-    a last line without a newline counts. Google's load_vocab, transformers' BertTokenizer and
-    `tokenizers`' WordPiece all read it so; minibert must too."""
-    transformers = pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-
-    from minibert import BertTokenizer
-    from minibert.tokenizer import load_vocab
-
-    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "", "##s", "sat", "the", "mat"]
-    path = tmp_path / "vocab.txt"
-    path.write_text("\n".join(lines), encoding="utf-8")  # no newline at the end
-    google = {}
-    with open(path, encoding="utf-8") as reader:  # google-research/bert tokenization.load_vocab
-        index = 0
-        while True:
-            token = reader.readline()
-            if not token:
-                break
-            google[token.strip()] = index
-            index += 1
-    theirs = transformers.BertTokenizer(str(path), do_lower_case=True)
-    rust = models.WordPiece.read_file(str(path))
-    ours = load_vocab(path)
-    assert ours == google == dict(theirs.vocab) == rust, (ours, google)
-    assert ours["the"] == 10 and ours[""] == 7 and ours["mat"] == 11
-    fast = Tokenizer(models.WordPiece(rust, unk_token="[UNK]"))
-    fast.normalizer, fast.pre_tokenizer = normalizers.BertNormalizer(), pre_tokenizers.BertPreTokenizer()
-    text = "The cats sat on the mat"
-    expected = theirs.convert_tokens_to_ids(theirs.tokenize(text))
-    assert BertTokenizer(path).convert_tokens_to_ids(BertTokenizer(path).tokenize(text)) == expected
-    assert fast.encode(text).ids == expected
 
 
 # ----------------------------------------------------------------------------- cold start

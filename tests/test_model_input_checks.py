@@ -4,6 +4,9 @@ and why, never an IndexError or a CUDA-style assert from deep inside."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -83,3 +86,58 @@ def test_validation_messages(tiny):
     with pytest.raises(TypeError, match="input_ids must be a tensor or a \\(nested\\) list of ints"):
         tiny([[1, 2], [3]])
     assert tiny([1, 2, 3]).last_hidden_state.shape == (1, 3, 16)  # one unbatched sequence is fine
+
+
+TINY_CHECKPOINT = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BERT in the hub's layout
+
+
+@pytest.fixture(scope="module")
+def tiny_reference():
+    """(the tiny checkpoint's model, a batch of ids, its output with the usual int64 ids and mask)."""
+    model = BertModel.from_pretrained(TINY_CHECKPOINT)
+    ids = torch.tensor([[2, 17, 33, 9, 3, 0], [2, 40, 41, 3, 0, 0]])
+    with torch.no_grad():
+        expected = model(ids, attention_mask=(ids != 0).long()).last_hidden_state
+    return model, ids, expected
+
+
+# ----------------------------------------------------------------------------- ids of every dtype
+
+INTEGER_DTYPES = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
+                  torch.uint64]  # fmt: skip
+OTHER_DTYPES = [torch.bool, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64]
+
+
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES + OTHER_DTYPES, ids=str)
+def test_ids_of_every_dtype_are_accepted_or_refused_with_minibert_error(tiny_reference, dtype):
+    model, ids, expected = tiny_reference
+    mask = (ids != 0).long()
+    for name in ("input_ids", "token_type_ids"):
+        inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+        inputs[name] = inputs[name].to(dtype)
+        if dtype in INTEGER_DTYPES:
+            with torch.no_grad():
+                got = model(**inputs).last_hidden_state
+            assert torch.equal(got, expected), f"{name} as {dtype}"
+        else:
+            with pytest.raises(TypeError, match=f"{name} must hold integers"):
+                model(**inputs)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int8, torch.int64, torch.float16, torch.float32], ids=str)
+def test_attention_masks_of_every_usual_dtype_mean_the_same(tiny_reference, dtype):
+    model, ids, expected = tiny_reference
+    with torch.no_grad():
+        got = model(ids, attention_mask=(ids != 0).to(dtype)).last_hidden_state
+    assert torch.equal(got, expected)
+
+
+def test_ids_as_lists_or_numpy_mean_the_same_and_text_is_refused(tiny_reference):
+    model, ids, expected = tiny_reference
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        for value in (ids.tolist(), ids.numpy(), ids.numpy().astype(np.int32)):
+            assert torch.equal(model(value, attention_mask=mask.tolist()).last_hidden_state, expected)
+    for value in ("2 17 3", [[2, "x"]], object()):
+        with pytest.raises(TypeError, match="input_ids"):
+            model(value)

@@ -1,0 +1,84 @@
+"""Every argument the tokenizer takes is checked (a wrong type or value names the argument), ids
+outside the vocabulary are refused by decode and convert_ids_to_tokens, and vocab.txt's corner cases
+are read as Google's load_vocab, transformers and `tokenizers` read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TINY = Path(__file__).parent / "data" / "tiny_hub"  # a small BERT checkpoint with its vocab.txt
+
+
+BAD_TOKENIZER_ARGUMENTS = [
+    ("max_length", -1), ("max_length", "16"), ("max_length", 1.5), ("max_length", True),
+    ("stride", -1), ("stride", "2"), ("stride", 1.0),
+    ("pad_to_multiple_of", 0), ("pad_to_multiple_of", -8), ("pad_to_multiple_of", 8.0),
+    ("padding", "sideways"), ("padding", 3), ("truncation", "bogus"), ("truncation", 2),
+    ("padding_side", "middle"), ("return_tensors", "tf"), ("return_tensors", 1),
+    ("add_special_tokens", "yes"), ("is_split_into_words", "no"), ("return_token_type_ids", 1),
+    ("return_attention_mask", "no"), ("return_overflowing_tokens", "no"), ("return_special_tokens_mask", 2),
+    ("return_offsets_mapping", "yes"), ("verbose", "x"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), BAD_TOKENIZER_ARGUMENTS, ids=[f"{n}={v!r}" for n, v in BAD_TOKENIZER_ARGUMENTS]
+)
+def test_every_tokenizer_argument_is_validated(name, value):
+    from minibert import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained(TINY)
+    arguments = {"truncation": True, "max_length": 16, "padding": True, name: value}
+    with pytest.raises((TypeError, ValueError)) as caught:
+        tokenizer(["a first text", "and a second, longer text"], **arguments)
+    assert name in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize("ids", [[-1], [10**9], ["7"], [1.0], [None]], ids=str)
+def test_decode_and_convert_ids_refuse_ids_outside_the_vocabulary(ids):
+    from minibert import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained(TINY)
+    for method in (tokenizer.decode, tokenizer.convert_ids_to_tokens):
+        with pytest.raises((TypeError, ValueError), match="id"):
+            method(ids)
+
+
+# ----------------------------------------------------------------------------- vocabulary corner cases
+
+
+def test_vocabulary_corner_cases_where_google_transformers_and_tokenizers_agree(tmp_path):
+    """A piece listed twice keeps its last line's id; an empty line takes an id (the empty piece);
+    a last line without a newline counts. Google's load_vocab, transformers' BertTokenizer and
+    `tokenizers`' WordPiece all read it so; minibert must too."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    from minibert import BertTokenizer
+    from minibert.tokenizer import load_vocab
+
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "", "##s", "sat", "the", "mat"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(lines), encoding="utf-8")  # no newline at the end
+    google = {}
+    with open(path, encoding="utf-8") as reader:  # google-research/bert tokenization.load_vocab
+        index = 0
+        while True:
+            token = reader.readline()
+            if not token:
+                break
+            google[token.strip()] = index
+            index += 1
+    theirs = transformers.BertTokenizer(str(path), do_lower_case=True)
+    rust = models.WordPiece.read_file(str(path))
+    ours = load_vocab(path)
+    assert ours == google == dict(theirs.vocab) == rust, (ours, google)
+    assert ours["the"] == 10 and ours[""] == 7 and ours["mat"] == 11
+    fast = Tokenizer(models.WordPiece(rust, unk_token="[UNK]"))
+    fast.normalizer, fast.pre_tokenizer = normalizers.BertNormalizer(), pre_tokenizers.BertPreTokenizer()
+    text = "The cats sat on the mat"
+    expected = theirs.convert_tokens_to_ids(theirs.tokenize(text))
+    assert BertTokenizer(path).convert_tokens_to_ids(BertTokenizer(path).tokenize(text)) == expected
+    assert fast.encode(text).ids == expected
