@@ -1,5 +1,5 @@
 """``minibert explore``: one text through one model, written as a page that shows every head,
-every layer's guesses and how the hidden states compare (the explorer room, explore/).
+every layer's guesses and how the hidden states compare (the explorer room, explorer/).
 
     minibert explore "Paris is the [MASK] of France." --model bert-base-uncased --output paris.html
     minibert explore "The river bank." "The bank account." --model DIR --output bank.html --open
@@ -49,7 +49,7 @@ def add_parser(commands, parents: list) -> None:
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
     from ..formats.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL
-    from ..tasks.pretraining import BUNDLED_FALLBACK_NOTE
+    from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
     output = Path(args.output)
     if not output.parent.is_dir():  # before any model is loaded: nothing is written
@@ -78,7 +78,7 @@ def cmd_explore(args) -> None:
 
 
 def _explore(args, model: str):
-    from ..explore import explore
+    from ..explorer import explore
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
     tokenizer = None
