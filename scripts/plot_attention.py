@@ -62,7 +62,7 @@ def main() -> None:
 
     model_name = args.model or default_model()
     tokenizer = BertTokenizer.from_pretrained(model_name)
-    model = BertModel.from_pretrained(model_name)
+    model = BertModel.from_pretrained(model_name).use_book_modules()  # the attention model.py writes out
     batch = tokenizer(args.text, return_tensors="pt")
     with torch.inference_mode():
         out = model(**batch, output_attentions=True, output_hidden_states=True)

@@ -224,6 +224,18 @@ def test_the_choice_is_measured_once_then_read_from_the_cache(minilm_dir, caplog
 
 
 @needs_onednn
+def test_a_command_shows_the_measurement_only_with_debug(minilm_dir, capsys):
+    """The measurement is a diagnostic: a command's stderr holds it only when --debug asks (issue 44)."""
+    from minibert.apps import cli
+
+    for debug in (False, True):
+        gemm.cache_file().unlink(missing_ok=True)  # measure again: the line is logged when measuring
+        assert cli.main(["embed", "hello", "--model", str(minilm_dir)] + ["--debug"] * debug) == 0
+        stderr = capsys.readouterr().err
+        assert ("minibert: linear layers on" in stderr) == debug, stderr
+
+
+@needs_onednn
 @pytest.mark.parametrize("change", ["torch", "threads", "cpu", "flags"])
 def test_the_cache_is_invalidated_by_what_the_speed_depends_on(change, minilm_dir, monkeypatch):
     model = BertModel.from_pretrained(minilm_dir, gemm="mkl")  # measures (attention too) and caches

@@ -32,7 +32,7 @@ PACKAGE = Path(minibert.__file__).parent
 ROOT = PACKAGE.parents[1]
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explorer", "apps"]
 BASE = {"errors", "malloc_settings", "__init__"}
-CORE = {"config", "activations", "inputs", "fast_path", "speed", "pretrained", "model", "weights",
+CORE = {"config", "config_fields", "activations", "inputs", "fast_path", "speed", "pretrained", "model", "weights",
         "transformers_names", "gemm", "packed_linear", "attention_threshold", "bf16_speed", "cpu_info", "timing",
         "measurement_cache"}  # fmt: skip
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's

@@ -15,7 +15,7 @@ import pytest
 from helpers import run_minibert
 from minibert import cpu_info
 from minibert.training import precision
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"  # hidden 32, intermediate 37, vocab 111
 BATCH, SEQ_LEN = 4, 16  # the run's micro-batch: 64 tokens

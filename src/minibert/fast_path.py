@@ -3,7 +3,7 @@
 A reader learning BERT can skip this file. ``BertModel.forward`` chooses a ``FastLayout`` once per
 call; when it has one, the embeddings and every per-token layer run on ``layout.pack``-ed tensors
 and ``SelfAttention`` hands its q, k, v to ``layout.attend`` instead of the written-out formula.
-That ``if`` in SelfAttention is the seam where speed enters attention (the other seam, the linear
+That ``if`` in SelfAttention is the one place where speed enters attention (the other place, the linear
 layers' GEMM library, is speed.py's).
 
 Three ideas, each exact (they change only the order of float sums):

@@ -2,7 +2,7 @@
 
 ``BertModel`` and the networks with heads on top of it (heads.py) subclass ``PretrainedBert``, as
 transformers' classes subclass its ``PreTrainedModel``: ``from_pretrained`` builds the class from
-``config.json`` and fills it through THE rename table (weights.py); ``save_pretrained`` writes the
+``config.json`` and fills it through the rename table (weights.py); ``save_pretrained`` writes the
 hub's names back. A subclass sets ``self.config`` and calls ``self.init_weights()`` last.
 """
 

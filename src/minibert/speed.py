@@ -1,7 +1,7 @@
 """Where speed enters a loaded model, and the one switch that takes it out again.
 
 ``BertModel(config)`` built by hand is model.py's code and nothing else. ``from_pretrained``
-(weights.py) ends with ONE call, ``speed_up(model, gemm)``, and this is everything it changes; each
+(weights.py) ends with one call, ``speed_up(model, gemm)``, and this is everything it changes; each
 change computes the same numbers as the book's modules, up to the order of float sums
 (tests/test_book_modules.py compares both with transformers on real weights):
 
@@ -48,7 +48,7 @@ class Speed:
 
 
 def speed_up(model: nn.Module, gemm: str | None = None) -> None:
-    """The seam where a loaded model gets its speed: the GEMM backend measured on this CPU (or
+    """The one place where a loaded model gets its speed: the GEMM backend measured on this CPU (or
     ``gemm``: "auto", "mkl", "onednn", "onednn-fused"; see gemm.py). Attention's fast path is on
     already (``BertModel.use_fast_path``)."""
     if next(model.parameters()).device.type == "cpu":

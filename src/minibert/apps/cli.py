@@ -320,10 +320,13 @@ ENDING_SIGNALS = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQU
                   "SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)]  # fmt: skip
 
 
-def _show_log_lines() -> logging.Handler:
-    """minibert's log lines (e.g. how a tokenizer without a config was set up) as 'minibert: ...'."""
+def _show_log_lines(debug: bool) -> logging.Handler:
+    """minibert's log lines (e.g. how a tokenizer without a config was set up) as 'minibert: ...';
+    the linear layers' backend measurement (gemm.py) only with --debug."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("minibert: %(message)s"))
+    if not debug:
+        handler.addFilter(lambda record: not record.name.startswith("minibert.gemm"))
     logger = logging.getLogger("minibert")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -364,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 0
     args = build_parser().parse_args(_negative_values_joined(argv))
-    log_handler = _show_log_lines()
+    log_handler = _show_log_lines(args.debug)
     # A signal this process was started with set to "ignore" (`nohup` ignores SIGHUP; a shell's
     # background job, SIGINT) stays ignored: the caller asked for that.
     previous = {signum: signal.signal(signum, _terminate) for signum in ENDING_SIGNALS
