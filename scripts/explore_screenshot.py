@@ -31,7 +31,7 @@ def main(output: str) -> None:
         view.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
         view.goto(path.resolve().as_uri())
         view.wait_for_selector("html[data-ready=true]", state="attached")
-        view.locator('[data-layer="2"][data-head="1"]').click()
+        view.locator('[data-layer="3"][data-head="1"]').click()
         view.locator("#lens tr").nth(6).locator("td").nth(5).click()  # layer 5 at the [MASK]
         png = view.screenshot(full_page=True)
         browser.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import minibert
 from explore_reference import check_guesses, random_masked_lm, reference_outputs
@@ -94,7 +95,7 @@ def _not_blank(png: bytes) -> float:
 
 def _all_attention(page: OpenPage) -> np.ndarray:
     rows = page.evaluate("""() => { const m = window.minibert, out = [];
-        for (let l = 0; l < m.layers; l++) { const row = [];
+        for (let l = 1; l <= m.layers; l++) { const row = [];
           for (let h = 0; h < m.heads; h++) row.push(Array.from(m.attention(l, h)));
           out.push(row); }
         return out; }""")
@@ -114,8 +115,10 @@ def _check_page(browser, path: Path, exploration, reference: dict, label: str) -
     assert pictures.count() == data.layers * data.heads
     cells = page.evaluate("Array.from(document.querySelectorAll('[data-layer][data-head]'), "
                           "e => [Number(e.dataset.layer), Number(e.dataset.head)])")  # fmt: skip
-    assert sorted(map(tuple, cells)) == [(layer, head) for layer in range(data.layers) for head in range(data.heads)]
-    layer, head = data.layers - 1, data.heads - 1
+    # layers as hidden_states numbers them: 1 … L (0 is the embeddings, which have no attention)
+    expected = [(layer, head) for layer in range(1, data.layers + 1) for head in range(data.heads)]
+    assert sorted(map(tuple, cells)) == expected
+    layer, head = data.layers, data.heads - 1
     page.page.locator(f'[data-layer="{layer}"][data-head="{head}"]').click()
     assert page.page.locator("#head-title").inner_text() == f"layer {layer}, head {head}"
     spread = _not_blank(page.page.locator("#head-canvas").screenshot())
@@ -187,6 +190,49 @@ def test_rxnfps_real_masked_lm_page_in_chromium(browser, tmp_path):
     page.close()
 
 
+def test_the_explorer_and_plot_attention_name_the_same_head(browser, minilm_dir, tmp_path):
+    """One way to count layers: the picture the page labels "layer 3, head 5" (its title, the head
+    view's title, the table's row, the exported file's name and JSON) holds the matrix that
+    ``plot_attention.py --layer 3 --head 5`` draws; layer 0 (the embeddings) has no attention."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import plot_attention
+
+    text = "The cat sat on the mat because it was tired."
+    tokenizer = minibert.BertTokenizer.from_pretrained(minilm_dir)
+    with torch.inference_mode():
+        out = minibert.BertModel.from_pretrained(minilm_dir)(**tokenizer(text, return_tensors="pt"),
+                                                             output_attentions=True)  # fmt: skip
+    drawn = plot_attention.attention_map(out, 3, 5).numpy()  # (T, T): what the script's picture shows
+    exploration = minibert.explore(minilm_dir, text)
+    assert_close(exploration.data.attention_map(3, 5), drawn, "page.data.attention_map(3, 5)", atol=1e-6)
+    page = OpenPage(browser, exploration.save(tmp_path / "cat.html"))
+    page.page.locator('canvas.thumb[title="layer 3, head 5"]').click()
+    assert page.page.locator("#head-title").inner_text() == "layer 3, head 5"
+    # 16 bits a weight (a small page): within 1/131070 of the exact weight, plus fp32 summation order
+    bound = 1 / 131070 + 1e-6
+    assert_close(np.asarray(page.evaluate("Array.from(window.minibert.attention(3, 5))")).reshape(drawn.shape),
+                 drawn, "window.minibert.attention(3, 5)", atol=bound)  # fmt: skip
+    with page.page.expect_download() as download:
+        page.page.locator("#export-json").click()
+    assert download.value.suggested_filename.endswith("-layer3-head5.json")
+    exported = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))["openHead"]
+    assert (exported["layer"], exported["head"]) == (3, 5)
+    assert_close(np.asarray(exported["attention"]), drawn, "the exported layer 3, head 5", atol=bound)
+    statistics = page.evaluate("window.minibert.headStatistics()")
+    row = statistics["layer"].index(3) + 5
+    assert (statistics["layer"][row], statistics["head"][row]) == (3, 5)
+    page.page.locator("#statistics tr").nth(row + 1).click()  # unsorted: row (3 - 1) · 12 + 5 after the header
+    assert page.page.locator("#head-title").inner_text() == "layer 3, head 5"
+    labels = page.evaluate("Array.from(document.querySelectorAll('#model-grid .label'), (e) => e.textContent)")
+    assert "layer 1" in labels and "layer 6" in labels and "layer 0" not in labels
+    message = page.evaluate("(() => { try { window.minibert.attention(0, 5); } catch (e) { return e.message; } })()")
+    assert "from 1 to 6" in message and "layer 0 is the embeddings" in message
+    page.close()
+
+
 # ----------------------------------------------------------------------------- hostile input
 
 HOSTILE_TEXTS = {
@@ -252,7 +298,7 @@ def test_hostile_text_is_shown_as_text_and_never_run(browser, tiny, tmp_path, na
     assert "<script>window" not in path.read_text(encoding="utf-8")
     page = OpenPage(browser, path)
     _check_no_script_ran(page, exploration.data.tokens)
-    page.page.locator('[data-layer="0"][data-head="0"]').click()
+    page.page.locator('[data-layer="1"][data-head="0"]').click()
     page.page.locator("#lens td").first.click()  # the guesses' detail is drawn from the data too
     assert page.evaluate("window.__pwned") is None
     page.close()

@@ -4,7 +4,7 @@
 
 const MinibertPanels = (function () {
   const ACCENT = [11, 92, 173];
-  let data = null, openLayer = 0, openHead = 0, chosen = null, hoverRow = null;
+  let data = null, openLayer = 1, openHead = 0, chosen = null, hoverRow = null;
 
   function $(id) { return document.getElementById(id); }
 
@@ -61,7 +61,7 @@ const MinibertPanels = (function () {
     grid.style.gridTemplateColumns = `3.5em repeat(${A}, 58px)`;
     grid.appendChild(el("span", "label", ""));
     for (let h = 0; h < A; h++) grid.appendChild(el("span", "label", `head ${h}`));
-    for (let l = 0; l < L; l++) {
+    for (let l = 1; l <= L; l++) {  // encoder layers 1 … L, as hidden_states numbers them
       grid.appendChild(el("span", "label", `layer ${l}`));
       for (let h = 0; h < A; h++) {
         const canvas = el("canvas", "thumb");
@@ -76,7 +76,7 @@ const MinibertPanels = (function () {
   }
 
   function drawThumbnail(canvas, layer, head, size) {  // max over each block of the T × T picture
-    const { T, A } = data, q = data.attention.q, offset = (layer * A + head) * T * T;
+    const { T, A } = data, q = data.attention.q, offset = ((layer - 1) * A + head) * T * T;
     const image = canvas.getContext("2d").createImageData(size, size);
     let top = 1;  // the picture's darkest shade is the head's largest weight
     for (let i = offset; i < offset + T * T; i++) if (q[i] > top) top = q[i];
@@ -207,8 +207,8 @@ const MinibertPanels = (function () {
     });
     table.appendChild(head);
     const rows = [];
-    for (let l = 0; l < L; l++) for (let h = 0; h < A; h++) rows.push({ l, h });
-    const value = (row, key) => key === "layer" ? row.l : key === "head" ? row.h : data.statistics[key][row.l * A + row.h];
+    for (let l = 1; l <= L; l++) for (let h = 0; h < A; h++) rows.push({ l, h });
+    const value = (row, key) => key === "layer" ? row.l : key === "head" ? row.h : data.statistics[key][(row.l - 1) * A + row.h];
     if (sortKey) rows.sort((a, b) => (value(a, sortKey) - value(b, sortKey)) * (sortDescending ? -1 : 1));
     for (const row of rows) {
       const tr = el("tr");
@@ -326,7 +326,7 @@ const MinibertPanels = (function () {
     canvas.addEventListener("mousemove", onHeadHover);
     canvas.addEventListener("mouseleave", () => { if (chosen === null && hoverRow !== null) { hoverRow = null; drawHead(); } });
     document.querySelectorAll('input[name="head-mode"]').forEach((input) => input.addEventListener("change", drawHead));
-    open(0, 0);
+    open(1, 0);
   }
 
   // what the exports (explorer-export.js) need to know: the open head, the view, the decoded data
