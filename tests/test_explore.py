@@ -171,7 +171,10 @@ def test_the_command_writes_one_page_with_the_users_umask(masked_lm, tmp_path):
     page = output.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in page and 'src="' not in page  # nothing is fetched: no CDN, font or image
-    assert done.stderr.strip().splitlines()[-1].startswith(f"minibert: wrote {output}")
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"minibert: wrote {output}")
+    kilobytes = round(output.stat().st_size / 1e3)  # a page of tens of kB, not "(0.0 MB)"
+    assert output.stat().st_size < 1e6 and f"({kilobytes} kB)" in last, last
     assert [path.name for path in tmp_path.iterdir()] == ["page.html"]
 
 

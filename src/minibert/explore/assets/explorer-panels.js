@@ -105,14 +105,24 @@ const MinibertPanels = (function () {
     const thumb = document.querySelector(`canvas.thumb[data-layer="${layer}"][data-head="${head}"]`);
     if (thumb) thumb.classList.add("open");
     $("head-title").textContent = `layer ${layer}, head ${head}`;
+    $("head-readout").textContent = "";
     drawHead();
   }
+
+  let longestToken = null;  // px: the widest token at the matrix's label size, measured once per size
 
   function headGeometry() {
     const T = data.T;
     if (mode() === "lines") return { row: 18, label: 150, gap: 260, cell: 0 };
-    const cell = Math.max(1, Math.min(22, Math.floor(760 / T)));
-    return { row: cell, label: cell >= 8 ? 150 : 0, gap: 0, cell };
+    const cell = Math.max(1, Math.min(22, Math.floor(760 / T))), font = Math.min(13, cell - 1);
+    if (cell < 8) return { row: cell, label: 0, gap: 0, cell, font };
+    if (longestToken === null || longestToken.font !== font) {
+      const ctx = $("head-canvas").getContext("2d");
+      ctx.font = `${font}px system-ui, sans-serif`;
+      const widest = Math.max(...window.minibert.tokens.map((token) => ctx.measureText(token).width));
+      longestToken = { font, width: Math.ceil(widest) };
+    }
+    return { row: cell, label: Math.min(150, longestToken.width + 10), gap: 0, cell, font };
   }
 
   function drawHead() {
@@ -159,7 +169,7 @@ const MinibertPanels = (function () {
     }
     ctx.putImageData(image, g.label, g.label);
     if (g.label) {
-      ctx.font = `${Math.min(13, g.cell - 1)}px system-ui, sans-serif`; ctx.fillStyle = "#1b1f24";
+      ctx.font = `${g.font}px system-ui, sans-serif`; ctx.fillStyle = "#1b1f24";
       for (let t = 0; t < T; t++) {
         ctx.textAlign = "right"; ctx.fillText(window.minibert.tokens[t], g.label - 4, g.label + (t + 0.5) * g.cell, g.label - 6);
         ctx.save(); ctx.translate(g.label + (t + 0.5) * g.cell, g.label - 4); ctx.rotate(-Math.PI / 2);
@@ -200,7 +210,8 @@ const MinibertPanels = (function () {
     table.textContent = "";
     const head = el("tr");
     ["layer", "head", ...names].forEach((name) => {
-      const th = el("th", "", name === "layer" || name === "head" ? name : data.raw.headStatistics.names[name]);
+      const label = name === "layer" || name === "head" ? name : data.raw.headStatistics.names[name];
+      const th = el("th", name === "layer" || name === "head" ? "key" : "", label + (sortKey === name ? (sortDescending ? " ▼" : " ▲") : ""));
       th.dataset.key = name;
       th.addEventListener("click", () => { sortDescending = sortKey === name ? !sortDescending : true; sortKey = name; drawStatistics(); });
       head.appendChild(th);
@@ -212,7 +223,7 @@ const MinibertPanels = (function () {
     if (sortKey) rows.sort((a, b) => (value(a, sortKey) - value(b, sortKey)) * (sortDescending ? -1 : 1));
     for (const row of rows) {
       const tr = el("tr");
-      tr.appendChild(el("td", "", row.l)); tr.appendChild(el("td", "", row.h));
+      tr.appendChild(el("td", "key", row.l)); tr.appendChild(el("td", "key", row.h));
       for (const name of names) tr.appendChild(el("td", "", format(value(row, name))));
       tr.addEventListener("click", () => { open(row.l, row.h); $("head-panel").scrollIntoView(); });
       table.appendChild(tr);
@@ -270,40 +281,121 @@ const MinibertPanels = (function () {
   }
 
   // ----------------------------------------------------------------------------- hidden states
+  // The similarity grid: a canvas of T × T cells, its tokens as text on both axes (every token at up to
+  // ~70 tokens, every k-th beyond, so that labels never overlap), a colour scale with its numbers, and
+  // under each column that position's norm as a bar drawn from zero with its value.
+  const LABEL_SPACING = 11;  // px: the closest two axis labels may be
+  const NORM_BAR = 90;  // px: the tallest bar (the layer's longest vector)
+  let pinned = null;  // [i, j]: the pair the readout follows through the layers (a click on a cell)
+
+  function hiddenGeometry() {
+    const T = data.T, cell = Math.max(1, Math.min(20, Math.floor(760 / T)));
+    const every = Math.max(1, Math.ceil(LABEL_SPACING / cell));  // label every k-th token
+    return { cell, every, font: every === 1 ? Math.min(12, cell - 1) : 10, values: cell >= 10 };
+  }
+
+  function drawSimilarityAxes() {  // once: the tokens do not change with the layer
+    const g = hiddenGeometry(), tokens = window.minibert.tokens;
+    for (const [id, axis] of [["similarity-rows", "row"], ["similarity-columns", "column"]]) {
+      const box = $(id);
+      box.textContent = "";
+      box.style.setProperty("--cell", `${g.cell}px`); box.style.setProperty("--font", `${g.font}px`);
+      tokens.forEach((token, t) => {
+        const shown = t % g.every === 0;
+        const label = el("span", "axis-label" + (shown ? "" : " thinned"), shown ? token : "");
+        label.dataset.position = String(t);
+        label.title = `${axis} ${t}: “${token}”`;
+        box.appendChild(label);
+      });
+    }
+    $("similarity-thinned").textContent = g.every === 1 ? "" :
+      `${data.T} tokens: one in ${g.every} is named on the axes, so that the names do not overlap (hover a cell for its two tokens).`;
+    drawSimilarityScale();
+  }
+
+  function drawSimilarityScale() {  // the diverging colours from −1 to 1, with their numbers
+    const canvas = $("similarity-scale-bar"), width = 240;
+    canvas.width = width; canvas.height = 12;
+    const ctx = canvas.getContext("2d");
+    for (let x = 0; x < width; x++) {
+      const [r, g, b] = diverging(-1 + 2 * (x + 0.5) / width);
+      ctx.fillStyle = `rgb(${r},${g},${b})`; ctx.fillRect(x, 0, 1, 12);
+    }
+  }
+
   function drawHidden() {
-    const layer = Number($("hidden-layer").value), T = data.T, cell = Math.max(1, Math.min(16, Math.floor(640 / T)));
-    $("hidden-layer-value").textContent = layer === 0 ? "0 (embeddings)" : String(layer);
-    const canvas = $("similarity-canvas"), ctx = canvas.getContext("2d"), cosine = window.minibert.similarity(layer);
-    canvas.width = T * cell; canvas.height = T * cell;
-    const image = ctx.createImageData(T * cell, T * cell);
-    for (let y = 0; y < T * cell; y++) {
-      for (let x = 0; x < T * cell; x++) {
-        const [r, g, b] = diverging(cosine[Math.floor(y / cell) * T + Math.floor(x / cell)]), at = (y * T * cell + x) * 4;
-        image.data[at] = r; image.data[at + 1] = g; image.data[at + 2] = b; image.data[at + 3] = 255;
+    const layer = Number($("hidden-layer").value), T = data.T, g = hiddenGeometry(), m = window.minibert;
+    $("hidden-layer-value").textContent = layer === 0 ? "0 (the embeddings)" : `${layer} of ${data.L}`;
+    const canvas = $("similarity-canvas"), ctx = canvas.getContext("2d"), cosine = m.similarity(layer), side = T * g.cell;
+    canvas.width = side; canvas.height = side;
+    const image = ctx.createImageData(side, side);
+    let low = 1, high = -1;
+    for (let i = 0; i < T; i++) {
+      for (let j = 0; j < T; j++) {
+        const value = cosine[i * T + j], [r, gr, b] = diverging(value);
+        if (i !== j) { low = Math.min(low, value); high = Math.max(high, value); }
+        for (let y = i * g.cell; y < (i + 1) * g.cell; y++) {
+          for (let x = j * g.cell, at = (y * side + x) * 4; x < (j + 1) * g.cell; x++, at += 4) {
+            image.data[at] = r; image.data[at + 1] = gr; image.data[at + 2] = b; image.data[at + 3] = 255;
+          }
+        }
       }
     }
     ctx.putImageData(image, 0, 0);
-    const bars = $("norms-canvas"), norms = Array.from(window.minibert.norms(layer));
-    const low = Math.min(...norms), high = Math.max(...norms), range = Math.max(high - low, 1e-6);
-    bars.width = Math.max(T * cell, 320); bars.height = 96;
-    const bctx = bars.getContext("2d");
-    bctx.fillStyle = "#fff"; bctx.fillRect(0, 0, bars.width, bars.height); bctx.fillStyle = "#0b5cad";
-    norms.forEach((norm, t) => {  // from the layer's shortest vector (4 px) to its longest (76 px)
-      const h = Math.round(4 + 72 * (norm - low) / range);
-      bctx.fillRect(t * cell, 80 - h, Math.max(1, cell - 1), h);
+    $("similarity-range").textContent = T > 1 ? `at this layer, two different positions range from ${format(low, 2)} ` +
+      `to ${format(high, 2)} (the diagonal, a position with itself, is 1)` : "";
+    drawNorms(layer, g);
+    showPinned();
+  }
+
+  function drawNorms(layer, g) {  // bars from zero: a bar's height is its norm over the layer's longest
+    const norms = window.minibert.norms(layer), box = $("norms"), tokens = window.minibert.tokens;
+    const longest = Math.max(...norms);
+    box.textContent = "";
+    box.style.setProperty("--cell", `${g.cell}px`);
+    norms.forEach((norm, t) => {
+      const column = el("span", "norm"), bar = el("span", "bar");
+      column.dataset.position = String(t); column.dataset.norm = String(norm);
+      column.title = `“${tokens[t]}” (#${t}): norm ${format(norm, 2)}`;
+      bar.style.height = `${Math.round(NORM_BAR * norm / longest)}px`;
+      column.appendChild(el("span", "value", g.values ? format(norm, 2) : ""));
+      column.appendChild(bar);
+      box.appendChild(column);
     });
-    bctx.fillStyle = "#57606a"; bctx.font = "11px system-ui, sans-serif"; bctx.textBaseline = "bottom";
-    bctx.fillText(`norms from ${format(low, 2)} (shortest bar) to ${format(high, 2)} (tallest)`, 0, 96);
+    $("norms-top").textContent = format(longest, 2);
+  }
+
+  function cellAt(event) {
+    const canvas = $("similarity-canvas"), rect = canvas.getBoundingClientRect(), T = data.T;
+    const i = Math.floor((event.clientY - rect.top) / rect.height * T), j = Math.floor((event.clientX - rect.left) / rect.width * T);
+    return i < 0 || j < 0 || i >= T || j >= T ? null : [i, j];
+  }
+
+  function highlightAxes(cell) {
+    for (const [id, index] of [["similarity-rows", 0], ["similarity-columns", 1]]) {
+      for (const label of $(id).children) {
+        label.classList.toggle("hot", cell !== null && Number(label.dataset.position) === cell[index]);
+      }
+    }
   }
 
   function onHiddenHover(event) {
-    const canvas = $("similarity-canvas"), rect = canvas.getBoundingClientRect(), T = data.T;
-    const i = Math.floor((event.clientY - rect.top) / rect.height * T), j = Math.floor((event.clientX - rect.left) / rect.width * T);
-    if (i < 0 || j < 0 || i >= T || j >= T) return;
-    const layer = Number($("hidden-layer").value), m = window.minibert;
+    const cell = cellAt(event);
+    highlightAxes(cell);
+    if (cell === null) return;
+    const [i, j] = cell, layer = Number($("hidden-layer").value), m = window.minibert, T = data.T;
     const cosine = m.similarity(layer)[i * T + j], norms = m.norms(layer);
-    $("hidden-readout").textContent = `layer ${layer}: cos(“${m.tokens[i]}” #${i}, “${m.tokens[j]}” #${j}) = ${format(cosine)}; ` +
-      `norms ${format(norms[i], 2)} and ${format(norms[j], 2)}`;
+    $("hidden-readout").textContent = `layer ${layer}: cos(“${m.tokens[i]}” #${i}, “${m.tokens[j]}” #${j}) = ${format(cosine, 2)}; ` +
+      `norms ${format(norms[i], 2)} and ${format(norms[j], 2)}. Click to follow this pair through the layers.`;
+  }
+
+  function showPinned() {  // the pinned pair's similarity at every layer: how the two positions drift
+    const box = $("hidden-pinned");
+    if (pinned === null) { box.textContent = ""; return; }
+    const [i, j] = pinned, m = window.minibert, T = data.T, values = [];
+    for (let l = 0; l <= data.L; l++) values.push(format(m.similarity(l)[i * T + j], 2));
+    box.textContent = `cos(“${m.tokens[i]}” #${i}, “${m.tokens[j]}” #${j}) by layer, from 0 (the embeddings) to ` +
+      `${data.L}: ${values.join(", ")}`;
   }
 
   // ----------------------------------------------------------------------------- start
@@ -320,12 +412,23 @@ const MinibertPanels = (function () {
     if (T > 96) document.querySelector('input[name="head-mode"][value="matrix"]').checked = true;
     drawTokens(); drawModelGrid(); drawStatistics(); drawLens();
     $("hidden-layer").max = String(data.L); $("hidden-layer").value = String(data.L);
+    drawSimilarityAxes();
     $("hidden-layer").addEventListener("input", drawHidden); drawHidden();
-    $("similarity-canvas").addEventListener("mousemove", onHiddenHover);
+    const similarity = $("similarity-canvas");
+    similarity.addEventListener("mousemove", onHiddenHover);
+    similarity.addEventListener("mouseleave", () => highlightAxes(null));
+    similarity.addEventListener("click", (event) => { pinned = cellAt(event); showPinned(); });
+    $("norms").addEventListener("mouseover", (event) => {
+      const column = event.target.closest(".norm");
+      if (column) $("hidden-readout").textContent = `layer ${$("hidden-layer").value}: ${column.title}`;
+    });
     const canvas = $("head-canvas");
     canvas.addEventListener("mousemove", onHeadHover);
     canvas.addEventListener("mouseleave", () => { if (chosen === null && hoverRow !== null) { hoverRow = null; drawHead(); } });
-    document.querySelectorAll('input[name="head-mode"]').forEach((input) => input.addEventListener("change", drawHead));
+    document.querySelectorAll('input[name="head-mode"]').forEach((input) => input.addEventListener("change", () => {
+      $("head-readout").textContent = "";  // the other picture's readout does not describe this one
+      drawHead();
+    }));
     open(1, 0);
   }
 
