@@ -1,5 +1,5 @@
 // The exports of the open head (PNG, SVG, JSON), and the start: decode the data (explorer-data.js),
-// draw the panels (explorer-panels.js), then mark the page ready for scripts and tests.
+// draw the panels (explorer-panels.js, explorer-hidden.js), then mark the page ready for scripts and tests.
 "use strict";
 
 const MinibertExport = (function () {
@@ -83,6 +83,7 @@ const MinibertExport = (function () {
     const raw = JSON.parse(document.getElementById("minibert-data").textContent);
     MinibertData.decode(raw).then((decoded) => {
       MinibertPanels.draw(decoded);
+      MinibertHidden.draw(decoded);
       MinibertExport.wire();
       window.minibert.isReady = true;
       document.documentElement.dataset.ready = "true";
