@@ -20,7 +20,8 @@ position if it stopped there. ``ExplorationData`` holds these as numpy arrays:
 Layers are numbered as ``hidden_states`` numbers them, here and on the page: 0 is the embeddings'
 output (it has no attention), 1 … L the encoder layers. Encoder layer ``l``'s weights are
 ``attention[l - 1]`` (as transformers' ``attentions[l - 1]``); ``attention_map(l, head)`` reads them
-by the layer's number, as the page's "layer l, head h" and ``plot_attention.py --layer l --head h`` do.
+by the layer's number, as the page's "layer l, head h" and ``scripts/plot_attention.py --layer l
+--head h`` do.
 """
 
 from __future__ import annotations
