@@ -332,6 +332,8 @@ def test_the_head_table_fits_1280_px_and_keeps_layer_and_head_in_view(browser, t
     narrow.evaluate("document.querySelector('#statistics-panel .table-box').scrollLeft = 10000")
     box = narrow.locator("#statistics-panel .table-box").bounding_box()
     first = narrow.locator("#statistics tr").nth(1).locator("td").nth(0).bounding_box()
+    second = narrow.locator("#statistics tr").nth(1).locator("td").nth(1).bounding_box()
+    assert second["x"] >= first["x"] + first["width"] - 1, "the head column covers the layer column"
     assert narrow.evaluate("document.querySelector('#statistics-panel .table-box').scrollLeft") > 0
     assert abs(first["x"] - box["x"]) < 2, "the layer column scrolled out of view"
     assert "▼" in narrow.locator("#statistics th").nth(8).inner_text()

@@ -228,6 +228,8 @@ const MinibertPanels = (function () {
       tr.addEventListener("click", () => { open(row.l, row.h); $("head-panel").scrollIntoView(); });
       table.appendChild(tr);
     }
+    // the head column sticks where the layer column ends, so that both stay in view when scrolled
+    table.style.setProperty("--layer-column", `${head.cells[0].getBoundingClientRect().width}px`);
   }
 
   // ----------------------------------------------------------------------------- logit lens
