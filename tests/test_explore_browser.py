@@ -220,6 +220,7 @@ def test_the_explorer_and_plot_attention_name_the_same_head(browser, minilm_dir,
     assert download.value.suggested_filename.endswith("-layer3-head5.json")
     exported = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))["openHead"]
     assert (exported["layer"], exported["head"]) == (3, 5)
+    assert "0 = the embeddings" in json.loads(Path(download.value.path()).read_text(encoding="utf-8"))["layerNumbering"]
     assert_close(np.asarray(exported["attention"]), drawn, "the exported layer 3, head 5", atol=bound)
     statistics = page.evaluate("window.minibert.headStatistics()")
     row = statistics["layer"].index(3) + 5
