@@ -72,7 +72,7 @@ def cmd_explore(args) -> None:
     if page.data.truncated:
         print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)", file=sys.stderr)
     page.save(output)
-    print(f"minibert: wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {page!r}", file=sys.stderr)
+    print(f"minibert: wrote {output} ({file_size(output.stat().st_size)}): {page!r}", file=sys.stderr)
     if args.open:
         webbrowser.open(output.resolve().as_uri())
 
@@ -88,6 +88,17 @@ def _explore(args, model: str):
                                   basic=not args.whitespace_words)  # fmt: skip
     return explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
                    tokenizer=tokenizer, attention_bits=args.attention_bits)  # fmt: skip
+
+
+def file_size(size: int) -> str:
+    """A file's size as a reader says it: bytes below 1 kB, kB below 1 MB, then MB (decimal units).
+
+    >>> file_size(512), file_size(44_321), file_size(14_512_345)
+    ('512 bytes', '44 kB', '14.5 MB')
+    """
+    if size < 1000:
+        return f"{size} bytes"
+    return f"{size / 1e3:.0f} kB" if size < 999_500 else f"{size / 1e6:.1f} MB"
 
 
 def _looks_local(name: str) -> bool:
