@@ -19,7 +19,7 @@ from minibert import BertConfig, BertModel, BertTokenizer, gemm
 from minibert import model as book
 from minibert.activations import activation
 from minibert.fast_path import FastLayout
-from minibert.gemm import PackedLinear
+from minibert.packed_linear import PackedLinear
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5

@@ -19,7 +19,7 @@ Three ideas, each exact (they change only the order of float sums):
    without keeping the T×T weights. For short sequences the formula written out (two batched
    matmuls and a softmax) can be faster: the fused kernel splits its work poorly over threads
    (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
-   ``short_attention`` (measured per CPU and thread count: gemm.py) says up to which length
+   ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
    the written-out formula is used.
 
 Shape legend as in model.py; P = packed tokens: the real tokens of a whole batch laid end to end.

@@ -179,7 +179,7 @@ def _parse_dtype(dtype, config: BertConfig) -> torch.dtype | None:
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":  # approximate numbers where bf16 is measured faster here; exact float32 elsewhere
-        from .gemm import bf16_is_faster
+        from .bf16_speed import bf16_is_faster
 
         return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
     names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -226,7 +226,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     """Build ``cls`` (BertModel or a class with heads) from a checkpoint; see ``PretrainedBert.from_pretrained``.
 
     Loading inside ``torch.inference_mode()`` (as servers often do) still makes ordinary tensors:
-    the model can later be fine-tuned, and the GEMM backend (gemm.py) can tell when a weight changes
+    the model can later be fine-tuned, and the GEMM backend (packed_linear.py) can tell when a weight changes
     (an inference tensor keeps no version counter)."""
     with torch.inference_mode(False):
         return _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm)

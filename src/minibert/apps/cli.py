@@ -294,7 +294,7 @@ def _add_embed_command(commands, parents: list) -> None:
 
 
 def _add_serve_command(commands, parents: list) -> None:
-    from .serve_settings import add_serve_flags  # the flags are the settings' fields, written once there
+    from .serve.settings import add_serve_flags  # the flags are the settings' fields, written once there
 
     serve = commands.add_parser("serve", parents=parents, help="a model server: OpenAI embeddings, /embed, "
                                 "/tokenize; for a cross-encoder /rerank, /v1/rerank, /predict")  # fmt: skip
@@ -374,9 +374,9 @@ def main(argv: list[str] | None = None) -> int:
                 if signal.getsignal(signum) is not signal.SIG_IGN}  # fmt: skip
     previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
     from ..errors import MinibertError
-    from ..runtime import keep_freed_memory
+    from ..malloc_settings import keep_freed_memory
 
-    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see runtime.py)
+    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see malloc_settings.py)
     if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
         # (huggingface_hub sets its level again when first imported, from this variable)
