@@ -66,6 +66,11 @@ class InputFileError(MinibertError):
     input. The message names the file (and the line). The command exits 1 (2 is for usage errors)."""
 
 
+class RunFolderBusyError(MinibertError):
+    """Another command is writing the run folder (training/run_lock.py): the message names the
+    folder and the process id that holds its lock."""
+
+
 class TrainingStateError(MinibertError):
     """A run's training state (``training_state.pt``) is missing, truncated, altered, or belongs to
     other settings, another model config or other data than the ``--resume`` command gives."""

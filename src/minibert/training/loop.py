@@ -11,6 +11,7 @@ process runs it (distributed.py).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -28,6 +29,7 @@ from .checkpoint import RunDirectory, TrainingState, check_state
 from .data import Instances, read_instances
 from .distributed import World
 from .precision import check_bf16
+from .run_lock import run_folder_lock
 from .step import MLM_EPSILON, AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters, pretraining_sums
 
 
@@ -94,13 +96,15 @@ def pretrain(options: PretrainOptions) -> Path:
     """Train; returns the run directory. Every process of a torchrun group calls this."""
     world = World.from_environment()
     try:
-        return _pretrain(options, world)
+        options.check(world.size)
+        # one run per folder: rank 0 holds the folder's lock (the other processes write nothing)
+        with run_folder_lock(options.output) if world.is_main else contextlib.nullcontext():
+            return _pretrain(options, world)
     finally:
         world.close()
 
 
 def _pretrain(options: PretrainOptions, world: World) -> Path:
-    options.check(world.size)
     run = RunDirectory(Path(options.output))
     if not options.resume:
         run.check_new()
