@@ -71,6 +71,12 @@ class RunFolderBusyError(MinibertError):
     folder and the process id that holds its lock."""
 
 
+class TrainingDivergedError(MinibertError):
+    """Training met a NaN or infinite loss, gradient norm or weight: the run stopped at that step,
+    before updating, and its last checkpoint is the last good one (the message names the step, the
+    number, the rate, and the command that continues with a lower rate)."""
+
+
 class TrainingStateError(MinibertError):
     """A run's training state (``training_state.pt``) is missing, truncated, altered, or belongs to
     other settings, another model config or other data than the ``--resume`` command gives."""

@@ -35,8 +35,10 @@ def read_metrics(run: str | Path) -> list[dict]:
                 continue
             problem = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not valid JSON"
             raise DataError(f"{path}, line {number}: {problem}") from None
+        # NaN and Infinity are written as JSON's extension (checkpoint.py); older runs wrote null
         numbers = isinstance(record, dict) and all(
-            isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool) for key in LOSSES
+            record.get(key) is None or (isinstance(record[key], (int, float)) and not isinstance(record[key], bool))
+            for key in LOSSES
         )
         if not numbers or not isinstance(record.get("step"), int):
             raise DataError(f'{path}, line {number}: a step\'s line holds an integer "step" and the numbers '
