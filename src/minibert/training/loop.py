@@ -56,6 +56,7 @@ class PretrainOptions:
     accumulate: int = 1  # micro-batches per update in each process (gradient accumulation)
     resume: bool = False
     bf16: bool = False  # forward in bfloat16 autocast (faster with AMX; slower on avx512_bf16 alone: precision.py)
+    allow_wrap: bool = False  # a --batch-size above the instances' count (each batch repeats instances)
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
 
     def check(self, processes: int) -> None:
@@ -88,7 +89,8 @@ class PretrainOptions:
     def settings(self, processes: int) -> dict:
         """What a resumed run must share with the run it continues."""
         kept = asdict(self)
-        for name in ("data", "output", "resume", "progress", "config", "vocab", "do_lower_case", "save_every"):
+        for name in ("data", "output", "resume", "progress", "config", "vocab", "do_lower_case", "save_every",
+                     "allow_wrap"):  # fmt: skip
             kept.pop(name)
         return {**kept, "processes": processes}
 
@@ -112,6 +114,7 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
     torch.manual_seed(options.seed)  # the same random weights (--config) in every process
     model, tokenizer = build_model(options)
     instances = read_instances(options.data, model.config)  # every record checked before any step
+    check_batch_fits(options, len(instances), world)
     world.same_weights(model)
     named = hub_named_parameters(model)
     parameters = [parameter for _, parameter in named]
@@ -211,6 +214,19 @@ def _train(options, world, run, model, optimizer, schedule, instances, parameter
             save(run, model, optimizer, instances, *saved_with, step, world)
     progress.elapsed = time.perf_counter() - started
     return progress
+
+
+def check_batch_fits(options: PretrainOptions, count: int, world: World) -> None:
+    """A global batch larger than the data holds some instances several times over (batches wrap
+    around the data's end): refused unless ``--allow-wrap``, and then said once."""
+    if options.batch_size <= count:
+        return
+    said = (f"--batch-size {options.batch_size} is larger than the {count} instances of --data: every batch would "
+            f"hold each instance up to {math.ceil(options.batch_size / count)} times")  # fmt: skip
+    if not options.allow_wrap:
+        raise DataError(f"{said}; make more instances or a smaller batch, or pass --allow-wrap to train so")
+    if world.is_main:
+        warnings.warn(f"{said} (--allow-wrap)", stacklevel=2)
 
 
 def build_model(options: PretrainOptions):
