@@ -66,6 +66,15 @@ class InputFileError(MinibertError):
     input. The message names the file (and the line). The command exits 1 (2 is for usage errors)."""
 
 
+class FileWriteError(MinibertError, OSError):
+    """A file could not be written: the disk is full, the folder is read-only or not the user's.
+    The message names the file (the operating system's own error names none for a full disk);
+    ``errno`` is the system's (``errno.ENOSPC``, ``errno.EACCES``, ``errno.EROFS`` ...)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 class RunFolderBusyError(MinibertError):
     """Another command is writing the run folder (training/run_lock.py): the message names the
     folder and the process id that holds its lock."""

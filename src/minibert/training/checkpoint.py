@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from ..errors import DataError, TrainingStateError
-from ..formats.atomic_files import write_atomically
+from ..formats.atomic_files import naming_the_file, write_atomically
 
 STATE_FILE = "training_state.pt"
 METRICS_FILE = "metrics.jsonl"
@@ -190,5 +190,5 @@ class RunDirectory:
         """One line per step. A NaN or infinite number is written as JSON's common extension
         (``NaN``, ``Infinity``, ``-Infinity``: Python's json, JavaScript's JSON5, pandas read it),
         which ``read_metrics`` and ``minibert plot`` read back."""
-        with open(self.metrics_path, "a", encoding="utf-8") as handle:
+        with naming_the_file(self.metrics_path), open(self.metrics_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, allow_nan=True) + "\n")
