@@ -85,3 +85,51 @@ def test_weights_that_are_not_finite_are_never_saved_over_a_checkpoint(tmp_path)
 def test_metrics_written_with_null_by_older_runs_are_read_as_missing_numbers(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": null, "mlm_loss": null, "nsp_loss": 0.5}\n')
     assert read_metrics(tmp_path)[0]["step"] == 1
+
+
+# ------------------------------------------------------------------ the guard attacked
+
+GOOD = {"step": 7, "loss": 3.0, "mlm_loss": 2.5, "nsp_loss": 0.5, "learning_rate": 1e-4, "gradient_norm": 1.0}
+
+
+@pytest.mark.parametrize(
+    "changes, said",
+    [
+        ({"mlm_loss": math.nan}, "masked-LM loss nan"),
+        ({"nsp_loss": math.inf}, "next-sentence loss inf"),
+        ({"mlm_loss": -math.inf}, "masked-LM loss -inf"),
+        ({"gradient_norm": math.nan}, "gradient norm nan"),  # finite losses, a NaN gradient
+        ({"gradient_norm": math.inf}, "gradient norm inf"),
+        ({"mlm_loss": math.nan, "gradient_norm": math.inf}, "masked-LM loss nan, gradient norm inf"),
+    ],
+)
+def test_every_non_finite_number_watched_stops_the_run_naming_it(tmp_path, changes, said):
+    from minibert.errors import TrainingDivergedError
+    from minibert.training.report import check_finite
+
+    expected = f"^step 7: not a finite number \\({said}\\) at learning rate 0.0001"
+    with pytest.raises(TrainingDivergedError, match=expected):
+        check_finite({**GOOD, **changes}, 1e-4, tmp_path, 5, "minibert pretrain ... --resume")
+
+
+@pytest.mark.parametrize("changes", [{}, {"mlm_loss": 3e38, "loss": 3e38}, {"gradient_norm": 1e30}, {"nsp_loss": 0.0}])
+def test_large_but_finite_numbers_go_on(tmp_path, changes):
+    from minibert.training.report import check_finite
+
+    check_finite({**GOOD, **changes}, 1e-4, tmp_path, 5, "")
+
+
+def test_the_resume_command_quotes_paths_and_gives_the_flags_that_differ():
+    import shlex
+
+    from minibert.training.loop import PretrainOptions
+    from minibert.training.report import resume_command
+
+    options = PretrainOptions(data=["my data/a.tfrecord", "b.tfrecord"], output="run 1", steps=10, batch_size=4,
+                              config="c.json", vocab="v.txt", do_lower_case=False, learning_rate=1e-3,
+                              bf16=True)  # fmt: skip
+    command = resume_command(options, learning_rate=1e-5)
+    assert shlex.split(command) == ["minibert", "pretrain", "--data", "my data/a.tfrecord", "b.tfrecord", "--output",
+                                    "run 1", "--steps", "10", "--batch-size", "4", "--config", "c.json", "--vocab",
+                                    "v.txt", "--cased", "--learning-rate", "1e-05", "--resume", "--bf16"]  # fmt: skip
+    assert resume_command(options, processes=2).startswith("torchrun --nproc_per_node 2 -m minibert pretrain ")

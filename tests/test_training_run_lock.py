@@ -111,3 +111,71 @@ def test_a_file_where_the_folder_should_be_is_named(tmp_path):
     with pytest.raises(Exception, match="--output .*file exists and is not a directory"):
         with run_folder_lock(tmp_path / "file"):
             pass
+
+
+# ------------------------------------------------------------------ the lock attacked
+
+
+def test_a_symbolic_link_in_place_of_the_lock_file_is_refused_and_its_target_untouched(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).symlink_to(target)
+    with pytest.raises(Exception, match=f"cannot open its lock file {run / LOCK_FILE}"):
+        with run_folder_lock(run):
+            pass
+    assert target.read_text() == "keep me"
+
+
+def test_a_directory_in_place_of_the_lock_file_is_named(tmp_path):
+    (tmp_path / LOCK_FILE).mkdir()
+    with pytest.raises(Exception, match=f"cannot open its lock file {tmp_path / LOCK_FILE}: Is a directory"):
+        with run_folder_lock(tmp_path):
+            pass
+
+
+@pytest.mark.parametrize("content", ["", "not a pid", "\x00\xff" * 1000, "12 34"])
+def test_a_holder_whose_lock_file_does_not_hold_a_pid_is_called_unknown(tmp_path, content):
+    with run_folder_lock(tmp_path):
+        (tmp_path / LOCK_FILE).write_text(content, errors="replace")
+        with pytest.raises(RunFolderBusyError, match=r"in use by another run \(process unknown holds"):
+            with run_folder_lock(tmp_path):
+                pass
+
+
+def test_the_same_process_asking_twice_is_refused_too(tmp_path):
+    with run_folder_lock(tmp_path, flag="--output-dir"):
+        with pytest.raises(RunFolderBusyError, match=f"^--output-dir {tmp_path} is in use .*process {os.getpid()}"):
+            with run_folder_lock(tmp_path, flag="--output-dir"):
+                pass
+
+
+def test_the_pid_left_by_an_ended_run_does_not_hold_the_folder(tmp_path):
+    (tmp_path / LOCK_FILE).write_text("999999999\n")  # a run that ended (or was killed) long ago
+    with run_folder_lock(tmp_path):
+        assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+def test_a_folder_that_existed_is_kept_when_the_command_fails(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with run_folder_lock(tmp_path):
+            raise KeyboardInterrupt
+    assert tmp_path.is_dir()
+
+
+def test_a_folder_the_failed_command_wrote_into_is_kept(tmp_path):
+    folder = tmp_path / "run"
+    with pytest.raises(RuntimeError):
+        with run_folder_lock(folder):
+            (folder / "training_state.pt").write_bytes(b"x")
+            raise RuntimeError
+    assert (folder / "training_state.pt").exists()
+
+
+def test_a_folder_holding_a_run_is_still_refused_without_resume_under_the_lock(tmp_path, data):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    result = run_minibert(*pretrain_args(data, run))
+    assert result.returncode == 1 and "already holds a run" in result.stderr, result.stderr

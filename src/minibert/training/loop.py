@@ -196,8 +196,9 @@ def _train(options, world, run, model, optimizer, schedule, instances, parameter
                   "nsp_accuracy": nsp_correct / options.batch_size, "learning_rate": rate,
                   "gradient_norm": gradient_norm}  # fmt: skip
         try:  # every process sees the same sums and norm, so all stop together
+            lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
             check_finite(record, options.learning_rate, run.path, run.saved_step if world.is_main else None,
-                         resume_command(options, world.size, learning_rate=options.learning_rate / 10))  # fmt: skip
+                         resume_command(options, world.size, learning_rate=lower))  # fmt: skip
         except TrainingDivergedError:
             if world.is_main:
                 run.append_metrics(record)

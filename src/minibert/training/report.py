@@ -42,7 +42,7 @@ def resume_command(options, processes: int = 1, **changes) -> str:
         elif isinstance(value, list):
             words += [flag, *map(str, value)]
         elif value is not None and value is not False:
-            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+            words += [flag, repr(value) if isinstance(value, float) else str(value)]  # repr: the exact float
     return shlex.join(words)
 
 

@@ -61,12 +61,16 @@ def _locked_handle(folder: Path, flag: str):
     """The lock file, open and locked by this process; RunFolderBusyError when another holds it."""
     path = folder / LOCK_FILE
     while True:
-        handle = open(path, "a+", encoding="ascii")
+        try:  # never through a symbolic link (the file is truncated once locked)
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        except OSError as error:
+            raise DataError(f"{flag} {folder}: cannot open its lock file {path}: {error.strerror}") from None
+        handle = os.fdopen(descriptor, "r+", encoding="ascii", errors="replace")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
+            holder = handle.read(24).strip()
+            holder = holder if holder.isdigit() else "unknown"
             handle.close()
             raise RunFolderBusyError(
                 f"{flag} {folder} is in use by another run (process {holder} holds {path}): wait for it to end, "
