@@ -98,17 +98,21 @@ class PretrainOptions:
 def pretrain(options: PretrainOptions) -> Path:
     """Train; returns the run directory. Every process of a torchrun group calls this."""
     world = World.from_environment()
+    run = RunDirectory(Path(options.output))
     try:
         options.check(world.size)
         # one run per folder: rank 0 holds the folder's lock (the other processes write nothing)
         with run_folder_lock(options.output) if world.is_main else contextlib.nullcontext():
-            return _pretrain(options, world)
+            return _pretrain(options, world, run)
+    except BaseException as stop:  # Ctrl-C, SIGTERM: the step in flight is abandoned; say what is on disk
+        if world.is_main and not isinstance(stop, Exception) and run.saved_step is not None:
+            stop.on_disk = stopped_note(run.path, run.saved_step, options.steps, resume_command(options, world.size))
+        raise
     finally:
         world.close()
 
 
-def _pretrain(options: PretrainOptions, world: World) -> Path:
-    run = RunDirectory(Path(options.output))
+def _pretrain(options: PretrainOptions, world: World, run: RunDirectory) -> Path:
     if not options.resume:
         run.check_new()
     torch.manual_seed(options.seed)  # the same random weights (--config) in every process
@@ -135,6 +139,7 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
                           "rate's schedule", stacklevel=2)  # fmt: skip
         restore(model, optimizer, state, world)
         done = state.step
+        run.saved_step = done  # on disk from here on (a stop says so)
         if world.is_main:
             run.remove_leftovers()
             run.keep_metrics_up_to(done)
@@ -154,22 +159,13 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
     world.wait()
 
     model.train()
-    if world.is_main:
-        run.saved_step = done
-    command = resume_command(options, world.size)
-    try:
-        progress = _train(options, world, run, model, optimizer, schedule, instances, parameters,
-                          (settings, config), done, command)  # fmt: skip
-    except BaseException as stop:  # Ctrl-C, SIGTERM: the step is abandoned; say what is on disk
-        if world.is_main and not isinstance(stop, Exception):
-            stop.on_disk = stopped_note(run.path, run.saved_step, options.steps, command)
-        raise
+    progress = _train(options, world, run, model, optimizer, schedule, instances, parameters, (settings, config), done)
     if world.is_main:
         progress.summary(run.path, progress.elapsed, write_loss_picture(run.path))
     return run.path
 
 
-def _train(options, world, run, model, optimizer, schedule, instances, parameters, saved_with, done, command):
+def _train(options, world, run, model, optimizer, schedule, instances, parameters, saved_with, done):
     """Steps done + 1 … options.steps: forward, backward, sum over processes, clip, check, update,
     log, checkpoint. Returns the Progress (its first and last records)."""
     progress = Progress(options.steps, done, options.progress)
