@@ -66,6 +66,26 @@ class InputFileError(MinibertError):
     input. The message names the file (and the line). The command exits 1 (2 is for usage errors)."""
 
 
+class FileWriteError(MinibertError, OSError):
+    """A file could not be written: the disk is full, the folder is read-only or not the user's.
+    The message names the file (the operating system's own error names none for a full disk);
+    ``errno`` is the system's (``errno.ENOSPC``, ``errno.EACCES``, ``errno.EROFS`` ...)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class RunFolderBusyError(MinibertError):
+    """Another command is writing the run folder (training/run_lock.py): the message names the
+    folder and the process id that holds its lock."""
+
+
+class TrainingDivergedError(MinibertError):
+    """Training met a NaN or infinite loss, gradient norm or weight: the run stopped at that step,
+    before updating, and its last checkpoint is the last good one (the message names the step, the
+    number, the rate, and the command that continues with a lower rate)."""
+
+
 class TrainingStateError(MinibertError):
     """A run's training state (``training_state.pt``) is missing, truncated, altered, or belongs to
     other settings, another model config or other data than the ``--resume`` command gives."""

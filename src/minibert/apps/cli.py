@@ -385,12 +385,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.run(args)
         return 0
-    except KeyboardInterrupt:
-        print("minibert: interrupted; no output file was written", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:  # a command may say what it left on disk (pretrain: its checkpoint)
+        print(f"minibert: interrupted; {getattr(interrupt, 'on_disk', 'no output file was written')}", file=sys.stderr)
         return 130
     except _Stopped as stopped:
         name = signal.Signals(stopped.signum).name
-        print(f"minibert: stopped by {name}; no output file was written", file=sys.stderr)
+        print(f"minibert: stopped by {name}; {getattr(stopped, 'on_disk', 'no output file was written')}",
+              file=sys.stderr)  # fmt: skip
         return 128 + stopped.signum
     except BrokenPipeError:
         sys.stderr.close()  # e.g. `minibert embed ... | head`: not an error
