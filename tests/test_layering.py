@@ -5,7 +5,7 @@
     training/    making a BERT: pre-training instances (create_pretraining_data), the training loop
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
-    heads        the networks with heads on top of BertModel
+    heads        the networks with heads on top of BertModel; auto, transformers' Auto names for them
     core         config, activations, tokenizer/, inputs, fast_path, gemm, speed, pretrained, model, weights
     formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, the commands' line files
     base         errors, runtime                                                  (bottom)
@@ -50,7 +50,7 @@ def room(module: str) -> str:
         return "core"
     if module in ("ray", "__main__"):  # the re-export of apps.ray where users import it; python -m minibert
         return "apps"
-    return module  # heads
+    return "heads" if module == "auto" else module  # heads (auto.py: transformers' Auto names for them)
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}

@@ -12,7 +12,7 @@ import re
 import pytest
 import torch
 
-from minibert import BertModel, BertTokenizer, Embedder
+from minibert import BertForMaskedLM, BertModel, BertTokenizer, Embedder
 from minibert.errors import InputTypeError, MinibertError, ModelNotFoundError, TransformersNameError
 from minibert.weights import RENAMES
 
@@ -218,3 +218,53 @@ def test_the_older_tutorials_tokenizer_calls_say_what_replaces_them(tokenizer):
     assert batch["attention_mask"] == [1, 1, 1, 1, 1, 0, 0, 0]
     with pytest.raises(AttributeError, match="'BertTokenizer' object has no attribute 'no_such_method'$"):
         _ = tokenizer.no_such_method
+
+
+# ----------------------------------------------------------------------------- a path where a config is taken
+
+
+def test_a_model_built_from_a_path_says_from_pretrained(minilm_dir):
+    # BertModel(path): transformers' error was AttributeError 'str' object has no attribute 'vocab_size'
+    for cls in (BertModel, BertForMaskedLM):
+        with pytest.raises(InputTypeError, match=re.escape(f"{cls.__name__}.from_pretrained({str(minilm_dir)!r})")):
+            cls(str(minilm_dir))
+        with pytest.raises(TypeError, match="builds a model with fresh weights from a BertConfig"):
+            cls(minilm_dir)  # a Path too
+    assert isinstance(BertModel.from_pretrained(str(minilm_dir)), BertModel)  # what it says works
+
+
+# ----------------------------------------------------------------------------- two texts where one is taken
+
+
+def test_tokenize_command_given_two_texts_says_pair():
+    from helpers import run_minibert
+
+    result = run_minibert("tokenize", "I was thirsty!", "I drank water")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "unrecognized arguments: I drank water" in result.stderr
+    assert 'for a pair of texts, minibert tokenize "first text" --pair "second text"' in result.stderr
+    elsewhere = run_minibert("embed", "--no-such-flag")  # other commands: argparse's line, no tokenize hint
+    assert elsewhere.returncode == 2 and "--pair" not in elsewhere.stderr
+
+
+# ----------------------------------------------------------------------------- a model name that does not load offline
+
+
+def test_an_unknown_name_offline_lists_the_offline_models_and_a_near_name(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # a cache that holds one model
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    (tmp_path / "models--sentence-transformers--all-MiniLM-L6-v2" / "snapshots").mkdir(parents=True)
+    with pytest.raises(ModelNotFoundError) as raised:
+        BertModel.from_pretrained("fortunes-mini")
+    message = str(raised.value)
+    assert "Did you mean minibert/fortunes-mini?" in message
+    assert "Models that load offline here: minibert/fortunes-mini, sentence-transformers/all-MiniLM-L6-v2." in message
+    with pytest.raises(ModelNotFoundError, match="Did you mean sentence-transformers/all-MiniLM-L6-v2?"):
+        BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v3")
+    with pytest.raises(ModelNotFoundError) as far:
+        BertModel.from_pretrained("someone/gpt-neo")
+    assert "Did you mean" not in str(far.value) and "Models that load offline here" in str(far.value)
+    assert isinstance(BertModel.from_pretrained("minibert/fortunes-mini"), BertModel)  # what it says works
