@@ -238,7 +238,7 @@ def _offline_models_line() -> str:
 
 
 def _did_you_mean(name: str) -> str:
-    """"did you mean minibert/fortunes-mini? " for a name close to one that loads offline, else ""."""
+    """'Did you mean minibert/fortunes-mini? ' for a name close to one that loads offline, else ''."""
     import difflib
 
     models = offline_models()
