@@ -45,6 +45,7 @@ EXCLUDED = {
     "docs/walkthrough.md": "tests/test_walkthrough.py runs it as doctests, printed values included",
     "docs/pretraining.md": "its own test, written with the page (the pre-training round)",
     "docs/explore.md": "its own test, written with the page (the explorer round)",
+    "docs/migrating.md": "tests/test_docs_migrating.py runs it as doctests, printed values included",
 }
 # (page, the example's first line): why it is not run. The page says the same before the fence.
 NOT_RUN = {

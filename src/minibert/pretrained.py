@@ -29,6 +29,15 @@ class PretrainedBert(nn.Module):
             )
         return super().__new__(cls)
 
+    def __call__(self, *args, **kwargs):
+        """nn.Module's call; pytorch-pretrained-bert's ``output_all_encoded_layers=`` is answered
+        with today's spelling (inputs.py)."""
+        if "output_all_encoded_layers" in kwargs:
+            from .inputs import refuse_old_arguments
+
+            refuse_old_arguments(kwargs)
+        return super().__call__(*args, **kwargs)
+
     def init_weights(self) -> None:
         """Fresh weights as BERT initialises them (normal, std 0.02; biases 0); from_pretrained overwrites them."""
         for module in self.modules():
