@@ -39,7 +39,8 @@ def test_the_path_has_five_steps_each_with_its_command():
         "The walkthrough", "The model", "The tokenizer's steps", "Explore", "Pre-train your own"]  # fmt: skip
     assert all(commands(step) for step in found), found
     assert commands(found[3])[0].startswith("minibert explore ") and "docs/explore.md" in found[3]
-    assert commands(found[4]) == ["minibert vocab", "minibert pretraining-data", "minibert pretrain"] and "docs/pretraining.md" in found[4]
+    assert commands(found[4]) == ["minibert vocab", "minibert pretraining-data", "minibert pretrain"]
+    assert "docs/pretraining.md#the-lesson-" in found[4]  # the short lesson, not the 11-minute recipe
     assert commands(found[1]) == ["less src/minibert/model.py"] and (ROOT / "src/minibert/model.py").is_file()
 
 
