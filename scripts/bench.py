@@ -16,7 +16,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import corpus  # noqa: E402
+from minibert.cpu_info import cpu_flags, describe_machine, has_native_bf16  # noqa: E402
 
 
 def minilm_dir() -> str:
@@ -91,7 +91,7 @@ def gemm_rates(dtype: torch.dtype, tokens: int = 2048) -> dict[str, float]:
     default token budget. The fastest is "the machine's GEMM peak" of the GFLOP/s columns."""
     from torch import nn
 
-    from minibert import gemm
+    from minibert import packed_linear
 
     hidden, intermediate = 384, 1536
     x, wide = torch.randn(tokens, hidden, dtype=dtype), torch.randn(tokens, intermediate, dtype=dtype)
@@ -101,7 +101,7 @@ def gemm_rates(dtype: torch.dtype, tokens: int = 2048) -> dict[str, float]:
     flops = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate)
     candidates = {"mkl": layers}
     try:
-        packed = [gemm.PackedLinear(layer) for layer in layers]
+        packed = [packed_linear.PackedLinear(layer) for layer in layers]
         packed[0](x)
         candidates["onednn"] = packed
     except RuntimeError:  # e.g. bf16 without AVX-512: oneDNN refuses
@@ -682,32 +682,6 @@ def bench_window_scaling(sizes: list[int]):
         seconds = timed(lambda parts=parts: _assemble_tokens(parts))
         print(f"  {tokens:>9,} tokens: {seconds:8.3f} s, {1e6 * seconds / tokens:7.2f} µs/token", flush=True)
     return results
-
-
-def cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def has_native_bf16() -> bool:
-    """bf16 matmuls in hardware (avx512_bf16 or AMX); elsewhere torch emulates them, slowly."""
-    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
-
-
-def describe_machine() -> str:
-    from minibert.gemm import cpu_name
-
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-    flags = " ".join(flag for flag in wanted if flag in cpu_flags())
-    return (
-        f"{cpu_name()}; {os.cpu_count()} cores; flags: {flags}; torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads); Python {platform.python_version()}"
-    )
 
 
 def main() -> None:

@@ -80,9 +80,9 @@ def browser_ready_seconds(path: Path, chromium: str) -> float:
 def timed_write(model: Path, text: str, positions: int, output: Path):
     """minibert.explore's steps, each timed: load the model, the forward pass with the logit lens,
     the page (statistics, packing, HTML), the write. Returns ({step: seconds}, the Exploration)."""
-    from minibert.explore.data import compute
-    from minibert.explore.exploration import Exploration
-    from minibert.explore.loading import load_for_exploring
+    from minibert.explorer.data import compute
+    from minibert.explorer.exploration import Exploration
+    from minibert.explorer.loading import load_for_exploring
     from minibert.formats.atomic_files import write_atomically
 
     seconds, start = {}, time.perf_counter()

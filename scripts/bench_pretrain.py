@@ -28,7 +28,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "scripts"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -143,7 +142,7 @@ def main() -> None:
         parser.add_argument(f"--{name}", type=int, default=value)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    from bench import describe_machine, has_native_bf16
+    from minibert.cpu_info import describe_machine, has_native_bf16
 
     shapes = Shapes(**{name: getattr(args, name) for name in asdict(defaults)})
     print(describe_machine())

@@ -5,7 +5,8 @@
 
 Layers are numbered as ``hidden_states`` numbers them: 0 is the embeddings (no attention), 1 the
 first encoder layer (its attention weights are ``attentions[0]``, its output ``hidden_states[1]``),
-up to L, the last. Heads count from 0. A layer or head the model does not have is an error.
+up to L, the last. Heads count from 0. A layer or head the model does not have is an error. The
+explorer (``minibert explore``) counts the same way: its "layer 3, head 5" is ``--layer 3 --head 5``.
 
 Writes attention.png (the weights of one head: who attends to whom) and hidden_values.png (a
 histogram of the hidden-state values of each layer) into --out (default: the current directory),
@@ -62,7 +63,7 @@ def main() -> None:
 
     model_name = args.model or default_model()
     tokenizer = BertTokenizer.from_pretrained(model_name)
-    model = BertModel.from_pretrained(model_name)
+    model = BertModel.from_pretrained(model_name).use_book_modules()  # the attention model.py writes out
     batch = tokenizer(args.text, return_tensors="pt")
     with torch.inference_mode():
         out = model(**batch, output_attentions=True, output_hidden_states=True)

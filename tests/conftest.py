@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # the tests' own helper modules (corpus, helpers)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tests never reach the real hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# A fresh measurement cache (gemm.json, bf16.json) for the session, inherited by every subprocess:
+# no test depends on a measurement made earlier on this machine. A test that needs a backend names
+# it (MINIBERT_GEMM, gemm=...); the others see whatever this session measures.
+SESSION_CACHE_DIR = tempfile.mkdtemp(prefix="minibert-test-cache-")
+os.environ["MINIBERT_CACHE_DIR"] = SESSION_CACHE_DIR
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Helpers shared by the tests: ONE way to compare numbers and report the difference."""
+"""Helpers shared by the tests: one way to compare numbers and report the difference."""
 
 from __future__ import annotations
 

@@ -15,11 +15,11 @@ import torch
 from torch import nn
 
 from helpers import assert_close, bound_from_exact, exact_reference
-from minibert import BertModel, BertTokenizer
+from minibert import BertConfig, BertModel, BertTokenizer, gemm
 from minibert import model as book
 from minibert.activations import activation
 from minibert.fast_path import FastLayout
-from minibert.gemm import PackedLinear
+from minibert.packed_linear import PackedLinear
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5
@@ -92,6 +92,17 @@ def test_use_book_modules_both_ways_on_real_weights(backend, minilm_dir, expecte
 
 
 def test_a_model_built_by_hand_is_the_book_and_the_switch_keeps_it(minilm_dir):
+    """``BertModel(config)``: model.py's code and nothing else, with no weights loaded and nothing measured."""
+    model = BertModel(BertConfig.from_json_file(minilm_dir / "config.json"))
+    assert is_book(model) and model.use_fast_path and not model.book_modules
+    assert not gemm.cache_file().exists()  # no speed was chosen: nothing was measured
+    model.use_book_modules()
+    assert is_book(model) and not model.use_fast_path and model.book_modules
+    model.use_book_modules(False)
+    assert is_book(model) and model.use_fast_path and not model.book_modules
+
+
+def test_a_model_loaded_on_mkl_has_only_the_book_classes(minilm_dir):
     model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
     assert is_book(model)  # mkl: nothing swapped, only attention's fast path on
     model.use_book_modules()

@@ -155,8 +155,8 @@ def test_the_path_of_classify(make, inputs, capsys):  # noqa: F811
 def test_the_path_of_a_serve_request():
     """From the parsed flags to the settings and the app, then one /v1/embeddings request."""
     starlette = pytest.importorskip("starlette.testclient")
-    from minibert.apps.serve import build_app
-    from minibert.apps.serve_settings import settings_from
+    from minibert.apps.serve.app import build_app
+    from minibert.apps.serve.settings import settings_from
 
     args = cli.build_parser().parse_args(["serve", "--model", str(TINY)])
     with Trace() as trace:

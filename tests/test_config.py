@@ -21,7 +21,7 @@ import torch
 from helpers import assert_close, compare_outputs
 from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer, CheckpointError
 from minibert.activations import ACTIVATIONS, REFUSED
-from minibert.config import IGNORED, REFUSED_UNLESS
+from minibert.config_fields import IGNORED, REFUSED_UNLESS
 
 transformers = pytest.importorskip("transformers")
 

@@ -27,7 +27,7 @@ import pytest
 
 from helpers import run_minibert as run
 from minibert.apps import cli
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny_hub"  # a 2-layer BertModel with MiniLM's vocabulary

@@ -29,6 +29,7 @@ import pytest
 import minibert
 from explore_reference import check_guesses, random_masked_lm, reference_outputs, unpack
 from helpers import assert_close, run_minibert
+from minibert.errors import ExplorerInputError
 
 transformers = pytest.importorskip("transformers")
 
@@ -170,7 +171,10 @@ def test_the_command_writes_one_page_with_the_users_umask(masked_lm, tmp_path):
     page = output.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in page and 'src="' not in page  # nothing is fetched: no CDN, font or image
-    assert done.stderr.strip().splitlines()[-1].startswith(f"minibert: wrote {output}")
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"minibert: wrote {output}")
+    kilobytes = round(output.stat().st_size / 1e3)  # a page of tens of kB, not "(0.0 MB)"
+    assert output.stat().st_size < 1e6 and f"({kilobytes} kB)" in last, last
     assert [path.name for path in tmp_path.iterdir()] == ["page.html"]
 
 
@@ -249,9 +253,10 @@ def test_import_minibert_does_not_load_the_explorer_until_called():
     script = (
         "import sys, minibert\n"
         "assert not any(name.startswith('minibert.explore') for name in sys.modules), 'loaded by import minibert'\n"
-        "assert callable(minibert.explore) and 'minibert.explore' in sys.modules\n"
-        "import minibert.explore.page\n"
-        "assert callable(minibert.explore) and minibert.Exploration.__name__ == 'Exploration'\n"
+        "assert callable(minibert.explore) and 'minibert.explorer' in sys.modules\n"
+        "import minibert.explorer.page\n"
+        "import types; assert isinstance(minibert.explore, types.FunctionType), 'the package replaced the function'\n"
+        "assert minibert.Exploration.__name__ == 'Exploration'\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -264,6 +269,22 @@ def test_the_object_in_python_and_jupyter(masked_lm):
     frame = exploration._repr_html_()
     assert frame.startswith("<iframe sandbox=") and "</script>" not in frame and "&lt;!DOCTYPE html&gt;" in frame
     assert isinstance(exploration.data.attention, np.ndarray) and exploration.data.attention.dtype == np.float32
+
+
+def test_attention_map_counts_layers_as_hidden_states_do(masked_lm):
+    """``data.attention_map(l, h)`` is transformers' ``attentions[l - 1][0, h]`` (encoder layers 1 … L);
+    layer 0, the embeddings, has no attention and is refused with a line saying so."""
+    directory, reference_model = masked_lm
+    data = minibert.explore(directory, PAIR[0]).data
+    reference = reference_outputs(reference_model, data.input_ids, data.token_type_ids)["attention"]
+    for layer, head in [(1, 0), (2, 3)]:
+        assert_close(data.attention_map(layer, head), reference[layer - 1, head], f"layer {layer} head {head}",
+                     atol=1e-5)  # fmt: skip
+    for layer, head, message in [(0, 0, r"layer 0 does not exist: this model's layers are 1\.\.2 \(layer 0 is the "
+                                        r"embeddings"), (3, 0, "layer 3 does not exist"),
+                                 (1, 4, r"head 4 does not exist: this model's heads are 0\.\.3")]:  # fmt: skip
+        with pytest.raises(ExplorerInputError, match=message):
+            data.attention_map(layer, head)
 
 
 def test_any_checkpoints_encoder_is_explored_without_guesses(tmp_path, vocab_file):

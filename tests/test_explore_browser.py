@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import minibert
 from explore_reference import check_guesses, random_masked_lm, reference_outputs
@@ -94,7 +95,7 @@ def _not_blank(png: bytes) -> float:
 
 def _all_attention(page: OpenPage) -> np.ndarray:
     rows = page.evaluate("""() => { const m = window.minibert, out = [];
-        for (let l = 0; l < m.layers; l++) { const row = [];
+        for (let l = 1; l <= m.layers; l++) { const row = [];
           for (let h = 0; h < m.heads; h++) row.push(Array.from(m.attention(l, h)));
           out.push(row); }
         return out; }""")
@@ -114,8 +115,10 @@ def _check_page(browser, path: Path, exploration, reference: dict, label: str) -
     assert pictures.count() == data.layers * data.heads
     cells = page.evaluate("Array.from(document.querySelectorAll('[data-layer][data-head]'), "
                           "e => [Number(e.dataset.layer), Number(e.dataset.head)])")  # fmt: skip
-    assert sorted(map(tuple, cells)) == [(layer, head) for layer in range(data.layers) for head in range(data.heads)]
-    layer, head = data.layers - 1, data.heads - 1
+    # layers as hidden_states numbers them: 1 … L (0 is the embeddings, which have no attention)
+    expected = [(layer, head) for layer in range(1, data.layers + 1) for head in range(data.heads)]
+    assert sorted(map(tuple, cells)) == expected
+    layer, head = data.layers, data.heads - 1
     page.page.locator(f'[data-layer="{layer}"][data-head="{head}"]').click()
     assert page.page.locator("#head-title").inner_text() == f"layer {layer}, head {head}"
     spread = _not_blank(page.page.locator("#head-canvas").screenshot())
@@ -187,6 +190,157 @@ def test_rxnfps_real_masked_lm_page_in_chromium(browser, tmp_path):
     page.close()
 
 
+def test_the_explorer_and_plot_attention_name_the_same_head(browser, minilm_dir, tmp_path):
+    """One way to count layers: the picture the page labels "layer 3, head 5" (its title, the head
+    view's title, the table's row, the exported file's name and JSON) holds the matrix that
+    ``plot_attention.py --layer 3 --head 5`` draws; layer 0 (the embeddings) has no attention."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import plot_attention
+
+    text = "The cat sat on the mat because it was tired."
+    tokenizer = minibert.BertTokenizer.from_pretrained(minilm_dir)
+    with torch.inference_mode():
+        out = minibert.BertModel.from_pretrained(minilm_dir)(**tokenizer(text, return_tensors="pt"),
+                                                             output_attentions=True)  # fmt: skip
+    drawn = plot_attention.attention_map(out, 3, 5).numpy()  # (T, T): what the script's picture shows
+    exploration = minibert.explore(minilm_dir, text)
+    assert_close(exploration.data.attention_map(3, 5), drawn, "page.data.attention_map(3, 5)", atol=1e-6)
+    page = OpenPage(browser, exploration.save(tmp_path / "cat.html"))
+    page.page.locator('canvas.thumb[title="layer 3, head 5"]').click()
+    assert page.page.locator("#head-title").inner_text() == "layer 3, head 5"
+    # 16 bits a weight (a small page): within 1/131070 of the exact weight, plus fp32 summation order
+    bound = 1 / 131070 + 1e-6
+    assert_close(np.asarray(page.evaluate("Array.from(window.minibert.attention(3, 5))")).reshape(drawn.shape),
+                 drawn, "window.minibert.attention(3, 5)", atol=bound)  # fmt: skip
+    with page.page.expect_download() as download:
+        page.page.locator("#export-json").click()
+    assert download.value.suggested_filename.endswith("-layer3-head5.json")
+    exported = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))["openHead"]
+    assert (exported["layer"], exported["head"]) == (3, 5)
+    assert "0 = the embeddings" in json.loads(Path(download.value.path()).read_text(encoding="utf-8"))["layerNumbering"]
+    assert_close(np.asarray(exported["attention"]), drawn, "the exported layer 3, head 5", atol=bound)
+    statistics = page.evaluate("window.minibert.headStatistics()")
+    row = statistics["layer"].index(3) + 5
+    assert (statistics["layer"][row], statistics["head"][row]) == (3, 5)
+    page.page.locator("#statistics tr").nth(row + 1).click()  # unsorted: row (3 - 1) · 12 + 5 after the header
+    assert page.page.locator("#head-title").inner_text() == "layer 3, head 5"
+    labels = page.evaluate("Array.from(document.querySelectorAll('#model-grid .label'), (e) => e.textContent)")
+    assert "layer 1" in labels and "layer 6" in labels and "layer 0" not in labels
+    message = page.evaluate("(() => { try { window.minibert.attention(0, 5); } catch (e) { return e.message; } })()")
+    assert "from 1 to 6" in message and "layer 0 is the embeddings" in message
+    page.close()
+
+
+def _cosines(states: np.ndarray, i: int, j: int) -> np.ndarray:
+    """cos(position i, position j) at every layer of hidden states (L + 1, T, H)."""
+    a, b = states[:, i].astype(np.float64), states[:, j].astype(np.float64)
+    return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+
+
+def test_the_hidden_states_panel_names_its_tokens_and_its_scale(browser, minilm_dir, tmp_path):
+    """The two "bank"s lesson: the grid's axes name every token, the colour scale has its numbers,
+    the norms are bars from zero with their values, hovering a cell reads its two tokens and clicking
+    it follows the pair through the layers (numpy's cosines of page.data's hidden states: the page
+    stores cosines in 8 bits, within 1/255, and prints 2 decimals, so within 0.0045 + 0.005)."""
+    exploration = minibert.explore(minilm_dir, "The river bank was muddy.", "I deposited money at the bank.")
+    data, tokens = exploration.data, exploration.data.tokens
+    page = OpenPage(browser, exploration.save(tmp_path / "bank.html"))
+    for axis in ("rows", "columns"):
+        shown = page.evaluate(
+            f"Array.from(document.querySelectorAll('#similarity-{axis} .axis-label'), (e) => e.textContent)"
+        )
+        assert shown == tokens, f"the grid's {axis} are not labelled with the tokens: {shown}"
+    ticks = page.page.locator("#similarity-scale .ticks span").all_inner_texts()
+    assert (
+        ticks == ["−1", "−0.5", "0", "0.5", "1"]
+        and "cosine similarity" in page.page.locator("#similarity-scale").inner_text()
+    )
+    assert _not_blank(page.page.locator("#similarity-scale-bar").screenshot()) > 5
+    norms = np.linalg.norm(data.hidden_states[-1].astype(np.float64), axis=-1)  # the last layer's, shown first
+    bars = page.evaluate(
+        "Array.from(document.querySelectorAll('#norms .bar'), (e) => e.getBoundingClientRect().height)"
+    )
+    values = page.page.locator("#norms .value").all_inner_texts()
+    assert values == [f"{norm:.2f}" for norm in norms]
+    # from zero: each bar's height is its norm over the longest (to the pixel), not min-max scaled
+    assert_close(np.asarray(bars), 90 * norms / norms.max(), "norm bars (px)", atol=0.51)
+    assert page.page.locator("#norms-top").inner_text() == f"{norms.max():.2f}"
+    bank, other = 3, tokens.index("bank", 4)
+    box, cell = (
+        page.page.locator("#similarity-canvas").bounding_box(),
+        page.evaluate("document.getElementById('similarity-canvas').width") / len(tokens),
+    )
+    page.page.mouse.move(box["x"] + (other + 0.5) * cell, box["y"] + (bank + 0.5) * cell)
+    readout = page.page.locator("#hidden-readout").inner_text()
+    cosines = _cosines(data.hidden_states, bank, other)
+    assert f"cos(“bank” #{bank}, “bank” #{other}) = " in readout and readout.startswith(f"layer {data.layers}:")
+    hot = page.evaluate("Array.from(document.querySelectorAll('.axis-label.hot'), (e) => e.textContent)")
+    assert hot == ["bank", "bank"]
+    page.page.mouse.click(box["x"] + (other + 0.5) * cell, box["y"] + (bank + 0.5) * cell)
+    pinned = page.page.locator("#hidden-pinned").inner_text()
+    shown = np.asarray([float(value) for value in pinned.rsplit(": ", 1)[1].split(", ")])
+    assert_close(shown, cosines, "the pinned pair's cosines by layer", atol=1 / 255 / 2 + 0.005)
+    page.page.locator("#hidden-layer").fill("0")
+    assert page.page.locator("#hidden-layer-value").inner_text() == "0 (the embeddings)"
+    embeddings = np.linalg.norm(data.hidden_states[0].astype(np.float64), axis=-1)
+    assert page.page.locator("#norms .value").all_inner_texts() == [f"{norm:.2f}" for norm in embeddings]
+    page.close()
+
+
+def test_a_long_texts_grid_names_one_token_in_k(browser, minilm_dir, tmp_path):
+    """Beyond ~70 tokens the axes name one token in k (k · cell ≥ 11 px: names never overlap)."""
+    text = " ".join(["The river bank was muddy and the fishermen sat on it all day long."] * 8)
+    exploration = minibert.explore(minilm_dir, text)
+    T = len(exploration.data.tokens)
+    page = OpenPage(browser, exploration.save(tmp_path / "long.html"))
+    cell = page.evaluate("document.getElementById('similarity-canvas').width") / T
+    every = int(np.ceil(11 / cell))
+    shown = page.evaluate("Array.from(document.querySelectorAll('#similarity-rows .axis-label'), (e) => e.textContent)")
+    assert (
+        T > 100 and every > 1 and shown == [t if i % every == 0 else "" for i, t in enumerate(exploration.data.tokens)]
+    )
+    assert f"one in {every} is named" in page.page.locator("#similarity-thinned").inner_text()
+    page.close()
+
+
+def test_the_head_table_fits_1280_px_and_keeps_layer_and_head_in_view(browser, tiny, tmp_path):
+    """At 1280 px the table is not clipped; at 420 px, scrolled to its right end after sorting, the
+    layer and head columns are still at its left edge (sticky). Matrix mode: no band above the matrix
+    wider than the longest token, and no readout left over from the lines."""
+    exploration = minibert.explore(tiny, "The river bank was muddy.")
+    path = exploration.save(tmp_path / "table.html")
+    page = OpenPage(browser, path)
+    width = page.evaluate("(() => { const b = document.querySelector('#statistics-panel .table-box'); "
+                          "return [b.scrollWidth, b.clientWidth]; })()")  # fmt: skip
+    assert width[0] <= width[1], f"the head table is clipped at 1280 px: {width[0]} px in a {width[1]} px box"
+    canvas = page.page.locator("#head-canvas").bounding_box()
+    page.page.mouse.move(canvas["x"] + 20, canvas["y"] + 4 + 2.5 * 18)  # a token of the lines view
+    assert page.page.locator("#head-readout").inner_text() != ""
+    page.page.locator('input[name="head-mode"][value="matrix"]').check()
+    assert page.page.locator("#head-readout").inner_text() == ""
+    band = page.evaluate("""(() => {
+        const c = document.getElementById('head-canvas'), T = window.minibert.tokens.length;
+        const cell = Math.min(22, Math.floor(760 / T)); return c.height - 4 - T * cell; })()""")
+    assert band < 100, f"{band} px above the matrix for tokens no longer than 'muddy'"
+    page.close()
+    narrow = browser.new_context(viewport={"width": 420, "height": 900}).new_page()
+    narrow.goto(path.resolve().as_uri())
+    narrow.wait_for_selector(READY, state="attached")
+    narrow.locator("#statistics th").nth(8).click()  # sort by entropy
+    narrow.evaluate("document.querySelector('#statistics-panel .table-box').scrollLeft = 10000")
+    box = narrow.locator("#statistics-panel .table-box").bounding_box()
+    first = narrow.locator("#statistics tr").nth(1).locator("td").nth(0).bounding_box()
+    second = narrow.locator("#statistics tr").nth(1).locator("td").nth(1).bounding_box()
+    assert second["x"] >= first["x"] + first["width"] - 1, "the head column covers the layer column"
+    assert narrow.evaluate("document.querySelector('#statistics-panel .table-box').scrollLeft") > 0
+    assert abs(first["x"] - box["x"]) < 2, "the layer column scrolled out of view"
+    assert "▼" in narrow.locator("#statistics th").nth(8).inner_text()
+    narrow.context.close()
+
+
 # ----------------------------------------------------------------------------- hostile input
 
 HOSTILE_TEXTS = {
@@ -252,7 +406,7 @@ def test_hostile_text_is_shown_as_text_and_never_run(browser, tiny, tmp_path, na
     assert "<script>window" not in path.read_text(encoding="utf-8")
     page = OpenPage(browser, path)
     _check_no_script_ran(page, exploration.data.tokens)
-    page.page.locator('[data-layer="0"][data-head="0"]').click()
+    page.page.locator('[data-layer="1"][data-head="0"]').click()
     page.page.locator("#lens td").first.click()  # the guesses' detail is drawn from the data too
     assert page.evaluate("window.__pwned") is None
     page.close()

@@ -21,8 +21,18 @@ from torch import nn
 
 from conftest import make_google_checkpoint
 from helpers import assert_close, compare_outputs
-from minibert import BertForPreTraining, BertModel, BertTokenizer, gemm
-from minibert.gemm import BACKENDS, PackedLinear
+from minibert import (
+    BertForPreTraining,
+    BertModel,
+    BertTokenizer,
+    bf16_speed,
+    cpu_info,
+    gemm,
+    packed_linear,
+    timing,
+)
+from minibert.measurement_cache import cache_file
+from minibert.packed_linear import BACKENDS, PackedLinear
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5
@@ -107,7 +117,7 @@ def test_fused_activations_are_the_configs_function(hidden_act, tmp_path, vocab_
     fused = isinstance(model.bert.layers[0].feed_forward.intermediate, PackedLinear) and bool(
         model.bert.layers[0].feed_forward.intermediate.post_op
     )
-    assert fused == (hidden_act in gemm.FUSIBLE)
+    assert fused == (hidden_act in packed_linear.FUSIBLE)
     batch = _batch(tmp_path, real_texts)
     with torch.no_grad():  # 2 layers of width 64: fp32 rounding stays far below 1e-5 end to end
         compare_outputs(model.bert(**batch, output_hidden_states=True),
@@ -125,16 +135,16 @@ def test_backends_switch_back_and_forth_and_the_packed_weight_follows_the_parame
     with torch.no_grad():
         expected = model(**batch).last_hidden_state[real]
         for backend in ["onednn-fused", "onednn", "mkl", "onednn-fused"]:
-            gemm.use_backend(model, backend)
+            packed_linear.use_backend(model, backend)
             assert_close(model(**batch).last_hidden_state[real], expected, f"after switching to {backend}", ATOL)
-        gemm.use_backend(model, "mkl")
+        packed_linear.use_backend(model, "mkl")
         assert all(type(m) is nn.Linear for m in _linears(model)) and model.layers[0].feed_forward.activation
-        gemm.use_backend(model, "onednn")
+        packed_linear.use_backend(model, "onednn")
         model(**batch)  # packs every weight
         query = model.layers[0].attention.query
         query.weight.mul_(0.5)  # an in-place update (an optimizer step, load_state_dict) must be seen
         changed = model(**batch).last_hidden_state[real]
-        gemm.use_backend(model, "mkl")
+        packed_linear.use_backend(model, "mkl")
         assert_close(model(**batch).last_hidden_state[real], changed, "onednn after an in-place weight change", ATOL)
     assert float((changed - expected).abs().max()) > 1e-2  # the change mattered: this comparison can fail
 
@@ -200,17 +210,29 @@ def test_the_choice_is_measured_once_then_read_from_the_cache(minilm_dir, caplog
         model = BertModel.from_pretrained(minilm_dir)
     [line] = [r.getMessage() for r in caplog.records if r.name == "minibert.gemm"]
     assert line.startswith(f"linear layers on {model.gemm_backend} (measured: GFLOP/s on one layer's projections")
-    assert gemm.cpu_name() in line and "cached in" in line
-    entries = json.loads(gemm.cache_file().read_text())
+    assert cpu_info.cpu_name() in line and "cached in" in line
+    entries = json.loads(cache_file().read_text())
     [(key, record)] = entries.items()
     assert record["backend"] == model.gemm_backend and set(record["gflops"]) <= set(BACKENDS)
-    assert all(part in key for part in (gemm.cpu_name(), torch.__version__, "384x1536", "gelu", "float32"))
+    assert all(part in key for part in (cpu_info.cpu_name(), torch.__version__, "384x1536", "gelu", "float32"))
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("measured again although the cache holds this CPU and shape")
 
     monkeypatch.setattr(gemm, "measure", no_measuring)
     assert gemm.choose(BertModel.from_pretrained(minilm_dir, gemm="mkl")).reason == "cached"
+
+
+@needs_onednn
+def test_a_command_shows_the_measurement_only_with_debug(minilm_dir, capsys):
+    """The measurement is a diagnostic: a command's stderr holds it only when --debug asks (issue 44)."""
+    from minibert.apps import cli
+
+    for debug in (False, True):
+        gemm.cache_file().unlink(missing_ok=True)  # measure again: the line is logged when measuring
+        assert cli.main(["embed", "hello", "--model", str(minilm_dir)] + ["--debug"] * debug) == 0
+        stderr = capsys.readouterr().err
+        assert ("minibert: linear layers on" in stderr) == debug, stderr
 
 
 @needs_onednn
@@ -223,24 +245,24 @@ def test_the_cache_is_invalidated_by_what_the_speed_depends_on(change, minilm_di
     elif change == "threads":
         monkeypatch.setattr(torch, "get_num_threads", lambda: 7)
     else:
-        info = gemm._cpuinfo()
+        info = cpu_info.read_cpuinfo()
         if change == "cpu":
             info["model name"] = "Another CPU"
         else:
             # A flag no CPU has, so the set changes on every machine (appending "avx512f" changed
             # nothing on a CPU that has it).
             info["flags"] = info.get("flags", "") + " minibert_test_only_flag"
-        monkeypatch.setattr(gemm, "_cpuinfo", lambda: info)
+        monkeypatch.setattr(cpu_info, "read_cpuinfo", lambda: info)
     assert gemm.choose(model).reason == "measured"
-    assert len(json.loads(gemm.cache_file().read_text())) == 2
+    assert len(json.loads(cache_file().read_text())) == 2
 
 
 @needs_onednn
 def test_a_damaged_or_unwritable_cache_only_means_measuring_again(minilm_dir, tmp_path, monkeypatch):
     model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
-    gemm.cache_file().parent.mkdir(parents=True, exist_ok=True)
+    cache_file().parent.mkdir(parents=True, exist_ok=True)
     for damage in (b"{not json", b"[1, 2]", b'{"key": 5}', b"\xff\xfe"):
-        gemm.cache_file().write_bytes(damage)
+        cache_file().write_bytes(damage)
         assert gemm.choose(model).backend in BACKENDS
     blocked = tmp_path / "a-file"
     blocked.write_text("")
@@ -262,7 +284,7 @@ def test_measuring_is_bounded_even_for_bert_large_shapes():
     assert choice.backend in BACKENDS and set(choice.gflops) == set(BACKENDS)
     flops = 2 * gemm.calibration_tokens(1024, 4096) * 12 * 1024**2  # 4 H×H + 2 H×4H projections
     slowest_round = sum(2 * flops / (rate * 1e9) for rate in choice.gflops.values())  # 1 and 2 threads
-    assert choice.seconds <= gemm.BUDGET_SECONDS + 2 * slowest_round, choice
+    assert choice.seconds <= timing.BUDGET_SECONDS + 2 * slowest_round, choice
 
 
 def test_a_backend_must_beat_f_linear_by_the_margin():
@@ -281,7 +303,7 @@ def test_overrides_argument_then_environment(minilm_dir, monkeypatch, caplog):
     with pytest.raises(ValueError, match="MINIBERT_GEMM must be one of auto, mkl, onednn, onednn-fused; got 'fastest'"):
         BertModel.from_pretrained(minilm_dir)
     with pytest.raises(ValueError, match="gemm backend must be one of"):
-        gemm.use_backend(BertModel.from_pretrained(minilm_dir, gemm="mkl"), "blas")
+        packed_linear.use_backend(BertModel.from_pretrained(minilm_dir, gemm="mkl"), "blas")
 
 
 def test_where_onednn_cannot_run_an_argument_is_refused_and_the_environment_noted(minilm_dir, monkeypatch, caplog):
@@ -293,7 +315,7 @@ def test_where_onednn_cannot_run_an_argument_is_refused_and_the_environment_note
         assert BertModel.from_pretrained(minilm_dir).gemm_backend == "mkl"
     assert "stay on mkl" in caplog.text
     monkeypatch.delenv("MINIBERT_GEMM")
-    gemm.cache_file().unlink()  # auto, measured afresh: oneDNN is not a candidate
+    cache_file().unlink()  # auto, measured afresh: oneDNN is not a candidate
     with caplog.at_level(logging.INFO, logger="minibert.gemm"):
         model = BertModel.from_pretrained(minilm_dir)
     assert model.gemm_backend == "mkl" and "linear layers on mkl (oneDNN cannot run here" in caplog.text
@@ -308,28 +330,32 @@ def test_dtype_auto_is_bfloat16_only_where_bf16_is_measured_faster(minilm_dir, m
                                           ("avx512f avx512_bf16", 2.0, torch.float32),
                                           ("avx512f avx512_bf16", 0.95, torch.float32),  # a tie: exact numbers
                                           ("amx_bf16 amx_tile", 0.5, torch.bfloat16)]:  # fmt: skip
-        monkeypatch.setattr(gemm, "_cpuinfo", lambda flags=flags: {"flags": flags, "model name": f"test CPU {flags}"})
-        gemm.cache_file().unlink(missing_ok=True)
+        cpu = {"flags": flags, "model name": f"test CPU {flags}"}
+        monkeypatch.setattr(cpu_info, "read_cpuinfo", lambda cpu=cpu: cpu)
+        cache_file().unlink(missing_ok=True)
 
         def timed(hidden, intermediate, budget, bf16_seconds=bf16_seconds):
             assert bf16_seconds is not None, "measured on a CPU without bf16 instructions"
             return 1.0, bf16_seconds
 
-        monkeypatch.setattr(gemm, "time_projections_by_dtype", timed)
+        monkeypatch.setattr(bf16_speed, "time_projections_by_dtype", timed)
         assert BertModel.from_pretrained(minilm_dir, dtype="auto").dtype == expected, flags
         if bf16_seconds is not None:  # cached: a second load does not measure again
-            monkeypatch.setattr(gemm, "time_projections_by_dtype", lambda *args: pytest.fail("measured twice"))
+            monkeypatch.setattr(bf16_speed, "time_projections_by_dtype", lambda *args: pytest.fail("measured twice"))
             assert BertModel.from_pretrained(minilm_dir, dtype="auto").dtype == expected
 
 
 def test_bf16_is_faster_measures_this_cpu():
     """The real measurement runs (both dtypes, this CPU) and its verdict is what the cache holds."""
-    verdict = gemm.bf16_is_faster(64, 256, budget=0.05)
-    records = [record for record in json.loads(gemm.cache_file().read_text()).values() if "bf16_faster" in record]
-    assert len(records) == (1 if gemm.has_native_bf16() else 0)
+    verdict = bf16_speed.bf16_is_faster(64, 256, budget=0.05)
+    entries = json.loads(cache_file().read_text()).values()
+    records = [record for record in entries if "bf16_faster" in record]
+    assert len(records) == (1 if cpu_info.has_native_bf16() else 0)
     if records:
         assert records[0]["bf16_faster"] is verdict
-        assert verdict == (records[0]["bfloat16_seconds"] * (1 + gemm.BF16_MARGIN) < records[0]["float32_seconds"])
+        assert verdict == (
+            records[0]["bfloat16_seconds"] * (1 + bf16_speed.BF16_MARGIN) < records[0]["float32_seconds"]
+        )
     else:
         assert verdict is False
 
@@ -377,11 +403,11 @@ def test_the_short_attention_table_is_measured_cached_and_applied(minilm_dir, mo
     model = BertModel.from_pretrained(minilm_dir)
     table = model.short_attention
     assert set(table) == {1, torch.get_num_threads()} and set(table.values()) <= {0, 16, 32, 64, 128}
-    [record] = json.loads(gemm.cache_file().read_text()).values()
+    [record] = json.loads(cache_file().read_text()).values()
     assert {int(k): v for k, v in record["short_attention"].items()} == table
     monkeypatch.setattr(gemm, "measure_attention", lambda layer: {1: 64, 2: 64})
     del record["short_attention"]  # a record from before: measured again
-    gemm.cache_file().write_text(json.dumps({key: record for key in json.loads(gemm.cache_file().read_text())}))
+    cache_file().write_text(json.dumps({key: record for key in json.loads(cache_file().read_text())}))
     assert BertModel.from_pretrained(minilm_dir, gemm="onednn").short_attention == {1: 64, 2: 64}
     assert gemm.choose(BertModel.from_pretrained(minilm_dir)).reason == "cached"
 
@@ -393,6 +419,6 @@ def test_a_fused_model_has_the_same_cache_key_and_calibration(minilm_dir):
     applies the real GELU on the plain path (not the fused layer's identity)."""
     plain = BertModel.from_pretrained(minilm_dir, gemm="mkl")
     fused = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused")
-    layer_plain, layer_fused = gemm.encoder_layers(plain)[0], gemm.encoder_layers(fused)[0]
-    assert gemm.cache_key(fused, layer_fused) == gemm.cache_key(plain, layer_plain)
+    layer_plain, layer_fused = packed_linear.encoder_layers(plain)[0], packed_linear.encoder_layers(fused)[0]
+    assert gemm.backend_cache_key(layer_fused) == gemm.backend_cache_key(layer_plain)
     assert "onednn-fused" in gemm.measure(fused).gflops

@@ -1,18 +1,24 @@
 """The package's imports point one way, down through its rooms (function-level imports included):
 
     apps/        the command, file outputs, the server, Ray, convert, verify     (top)
-    explore/     the explorer page: what one forward pass shows, and the page that draws it
+    explorer/    the explorer page: what one forward pass shows, and the page that draws it
     training/    making a BERT: pre-training instances (create_pretraining_data), the training loop
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel; auto, transformers' Auto names for them
-    core         config, activations, tokenizer/, inputs, fast_path, gemm, speed, pretrained, model, weights
+    core         config, activations, tokenizer/, inputs, model, weights, pretrained; speed and what it
+                 plugs in (fast_path, gemm, packed_linear, attention_threshold, bf16_speed, cpu_info,
+                 timing, measurement_cache)
     formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, the commands' line files
-    base         errors, runtime                                                  (bottom)
+    base         errors, malloc_settings                                          (bottom)
 
 A module imports only modules of its own room or the rooms below; within apps/, the optional
 rooms (the server, the Ray adapter, the verifier, the explorer) are imported by the commands alone
-(apps/commands.py, apps/explore_command.py), or by nothing but the re-export minibert.ray.
+(apps/commands.py, apps/explore_command.py), or by nothing but the re-export minibert.ray; of the
+server's package, apps/serve/, the parser imports only the settings (no server library).
+
+Nothing imports in a circle: not the package's modules, nor the scripts (scripts/*.py), which may
+import each other and tests' helpers but never back.
 """
 
 from __future__ import annotations
@@ -23,13 +29,17 @@ from pathlib import Path
 import minibert
 
 PACKAGE = Path(minibert.__file__).parent
-ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explore", "apps"]
-BASE = {"errors", "runtime", "__init__"}
-CORE = {"config", "activations", "inputs", "fast_path", "gemm", "speed", "pretrained", "model", "weights",
-        "transformers_names"}  # fmt: skip
-# Each optional room in apps/, and the only modules allowed to import it.
+ROOT = PACKAGE.parents[1]
+ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explorer", "apps"]
+BASE = {"errors", "malloc_settings", "__init__"}
+CORE = {"config", "config_fields", "activations", "inputs", "fast_path", "speed", "pretrained", "model", "weights",
+        "transformers_names", "gemm", "packed_linear", "attention_threshold", "bf16_speed", "cpu_info", "timing",
+        "measurement_cache"}  # fmt: skip
+# Each optional room in apps/, and the only modules outside it allowed to import it (a package's
+# modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
-            "apps.http_limits": {"apps.serve"}, "explore": {"apps.explore_command"}}  # fmt: skip
+            "explorer": {"apps.explore_command"}}  # fmt: skip
+NOT_OPTIONAL = {"apps.serve.settings"}
 
 
 def module_name(path: Path) -> str:
@@ -44,7 +54,7 @@ def room(module: str) -> str:
     first = module.split(".")[0]
     if module in BASE:
         return "base"
-    if first in ("formats", "embedding", "tasks", "training", "explore", "apps"):
+    if first in ("formats", "embedding", "tasks", "training", "explorer", "apps"):
         return first
     if first == "tokenizer" or module in CORE:
         return "core"
@@ -99,7 +109,7 @@ def test_every_import_of_minibert_names_a_module_that_exists():
 def test_the_rooms_are_the_folders_and_every_module_has_one():
     assert {"formats.hub", "embedding.embedder", "apps.cli", "tokenizer.bert_tokenizer", "model"} <= set(GRAPH)
     assert GRAPH["embedding.embedder"] >= {"model", "embedding.batches"}  # the parser sees imports
-    assert GRAPH["apps.serve"] >= {"embedding.embedder"}
+    assert GRAPH["apps.serve.service"] >= {"embedding.options"}
     for module in GRAPH:
         assert room(module) in ROOMS, f"{module} belongs to no room"
 
@@ -112,24 +122,75 @@ def test_imports_point_down_only():
             )
 
 
+def _inside(module: str, top: str) -> bool:
+    return module == top or module.startswith(top + ".")
+
+
 def test_the_optional_rooms_are_imported_only_by_the_command():
     for top, allowed in OPTIONAL.items():
-        importers = {module for module, imported in GRAPH.items() if top in imported}
+        importers = {module for module, imported in GRAPH.items() if not _inside(module, top)
+                     and any(_inside(target, top) and target not in NOT_OPTIONAL for target in imported)}  # fmt: skip
         assert importers <= allowed, f"{sorted(importers - allowed)} import {top}, an optional room"
 
 
-def test_the_import_graph_has_no_cycle():
+def test_the_server_settings_import_no_server_library():
+    """The parser builds `serve`'s flags from apps/serve/settings.py without the serve extra."""
+    for module in ("apps.serve", "apps.serve.settings"):
+        source = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        names = {alias.name for node in ast.walk(source) if isinstance(node, ast.Import) for alias in node.names}
+        names |= {node.module or "" for node in ast.walk(source) if isinstance(node, ast.ImportFrom)}
+        assert not {name.split(".")[0] for name in names} & {"starlette", "uvicorn", "h11"}, module
+        assert GRAPH[module] <= {"apps.flag_types"}, (module, GRAPH[module])
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle in ``graph`` ({module: modules it imports}) as a path, or None."""
     visiting, done = [], set()
 
-    def visit(module: str) -> None:
+    def visit(module: str) -> list[str] | None:
         if module in done:
-            return
-        assert module not in visiting, f"import cycle: {' -> '.join([*visiting[visiting.index(module) :], module])}"
+            return None
+        if module in visiting:
+            return [*visiting[visiting.index(module) :], module]
         visiting.append(module)
-        for imported in GRAPH.get(module, ()):
-            visit(imported)
+        for imported in sorted(graph.get(module, ())):
+            if (cycle := visit(imported)) is not None:
+                return cycle
         visiting.pop()
         done.add(module)
+        return None
 
-    for module in GRAPH:
-        visit(module)
+    return next((cycle for module in sorted(graph) if (cycle := visit(module)) is not None), None)
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_import_graph_has_no_cycle():
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def script_imports() -> dict[str, set[str]]:
+    """{script: the scripts and tests' helpers it imports}, function-level imports included (the
+    scripts put scripts/ and tests/ on sys.path and import each other's modules by name)."""
+    local = {path.stem: path for folder in ("scripts", "tests") for path in (ROOT / folder).glob("*.py")}
+    graph = {}
+    for name, path in local.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+        graph[name] = (found & set(local)) - {name}
+    return graph
+
+
+def test_the_scripts_import_no_circle():
+    graph = script_imports()
+    assert "bench" in graph and "corpus" in graph["bench"]  # the parser sees the scripts' imports
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle among scripts/ and tests/: {' -> '.join(cycle)}"

@@ -34,14 +34,17 @@ def run(command: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_path_has_five_steps_each_with_its_command():
+    """What each step runs (its title is the README's to word): the walkthrough, the model's file, the
+    tokenizer and attention scripts, the explorer, then pre-training's three commands."""
     found = steps()
-    assert [step.split("**")[1] for step in found] == [
-        "The walkthrough", "The model", "The tokenizer's steps", "Explore", "Pre-train your own"]  # fmt: skip
-    assert all(commands(step) for step in found), found
+    assert len(found) == 5 and all(commands(step) for step in found), found
+    assert commands(found[0]) == ["python -m doctest -o ELLIPSIS docs/walkthrough.md"]
+    assert commands(found[1]) == ["less src/minibert/model.py"] and (ROOT / "src/minibert/model.py").is_file()
+    assert [command.split()[1] for command in commands(found[2])] == ["scripts/show_tokenize.py",
+                                                                       "scripts/plot_attention.py"]  # fmt: skip
     assert commands(found[3])[0].startswith("minibert explore ") and "docs/explore.md" in found[3]
     assert commands(found[4]) == ["minibert vocab", "minibert pretraining-data", "minibert pretrain"]
     assert "docs/pretraining.md#the-lesson-" in found[4]  # the short lesson, not the 11-minute recipe
-    assert commands(found[1]) == ["less src/minibert/model.py"] and (ROOT / "src/minibert/model.py").is_file()
 
 
 def test_the_tokenizer_and_attention_steps_run(tmp_path):

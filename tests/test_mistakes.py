@@ -117,7 +117,7 @@ def test_transformers_names_say_minibert_names(model):
         _ = model.layers[3].attention.self.query
     with pytest.raises(AttributeError, match=r"output.dense → feed_forward.output\n\s+output.LayerNorm → output_norm"):
         _ = model.layers[3].output
-    with pytest.raises(MinibertError, match="THE rename table: minibert.weights.RENAMES"):
+    with pytest.raises(MinibertError, match="the rename table: minibert.weights.RENAMES"):
         _ = model.layers[3].intermediate
 
 
@@ -146,7 +146,7 @@ def test_transformers_names_name_the_same_weights_as_in_transformers(model, mini
 
 
 def test_transformers_names_cover_the_rename_table(model):
-    """The errors are read from THE rename table: every encoder-layer row is listed under
+    """The errors are read from the rename table: every encoder-layer row is listed under
     ``model.encoder``, as the table says."""
     with pytest.raises(TransformersNameError) as raised:
         _ = model.encoder
@@ -184,7 +184,7 @@ def test_long_input_warning_says_what_minibert_does(minilm_dir, model, caplog):
 
 
 def test_the_docs_module_name_table_is_the_rename_table():
-    """docs/checkpoints.md shows THE rename table, not a second copy that could drift."""
+    """docs/checkpoints.md shows the rename table, not a second copy that could drift."""
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "checkpoints.md").read_text(encoding="utf-8")

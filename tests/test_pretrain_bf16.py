@@ -13,9 +13,9 @@ import json
 import pytest
 
 from helpers import run_minibert
-from minibert import gemm
+from minibert import cpu_info
 from minibert.training import precision
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"  # hidden 32, intermediate 37, vocab 111
 BATCH, SEQ_LEN = 4, 16  # the run's micro-batch: 64 tokens
@@ -44,36 +44,36 @@ def test_a_slower_bf16_gets_one_warning_naming_the_cpu_and_both_speeds(tmp_path,
     warned = [line for line in lines if "--bf16" in line]
     print("\n" + "\n".join(warned))
     assert len(warned) == 1, lines
-    if gemm.has_native_bf16():
+    if cpu_info.has_native_bf16():
         assert warned[0].startswith("minibert: warning: --bf16 is slower than float32 on this CPU")
-        assert gemm.cpu_name() in warned[0] and "55 GFLOP/s in bf16 against 90 in float32" in warned[0]
+        assert cpu_info.cpu_name() in warned[0] and "55 GFLOP/s in bf16 against 90 in float32" in warned[0]
         assert str(precision.cache_file()) in warned[0]
     else:  # emulated bf16: said without measuring
         assert "without bf16 instructions" in warned[0]
 
 
 def test_a_faster_bf16_runs_without_a_word(tmp_path, cache_dir):
-    if not gemm.has_native_bf16():
+    if not cpu_info.has_native_bf16():
         pytest.skip("this CPU has no bf16 instructions: --bf16 is always warned about")
     lines = pretrain_bf16(tmp_path, {"fp32_gflops": 55.0, "bf16_gflops": 90.0})
     assert not [line for line in lines if "--bf16" in line or "warning" in line], lines
 
 
 def test_the_verdict_is_measured_once_then_read_from_the_cache(cache_dir, recwarn):
-    if not gemm.has_native_bf16():
+    if not cpu_info.has_native_bf16():
         pytest.skip("this CPU has no bf16 instructions: nothing is measured")
     measured = precision.check_bf16(32, 64, 16)
     assert not measured.cached and measured.fp32_gflops > 0 and measured.bf16_gflops > 0
     record = json.loads(precision.cache_file().read_text())[precision.cache_key(32, 64, 16)]
-    assert record["cpu"] == gemm.cpu_name()
+    assert record["cpu"] == cpu_info.cpu_name()
     again = precision.check_bf16(32, 64, 16)
     assert again.cached and (again.fp32_gflops, again.bf16_gflops) == (measured.fp32_gflops, measured.bf16_gflops)
-    print(f"\nbf16 autocast {measured.speedup:.2f}x float32 on {gemm.cpu_name()} (tiny shapes, under load)")
+    print(f"\nbf16 autocast {measured.speedup:.2f}x float32 on {cpu_info.cpu_name()} (tiny shapes, under load)")
 
 
 @pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"KEY": {"fp32_gflops": "fast", "bf16_gflops": 1}}'])
 def test_a_damaged_cache_is_measured_again(cache_dir, recwarn, damage):
-    if not gemm.has_native_bf16():
+    if not cpu_info.has_native_bf16():
         pytest.skip("this CPU has no bf16 instructions: nothing is measured")
     cache_dir.mkdir()
     precision.cache_file().write_text(damage.replace("KEY", precision.cache_key(32, 64, 16)))

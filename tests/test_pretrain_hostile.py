@@ -27,7 +27,7 @@ from minibert.formats.tfrecord import frame_records
 from minibert.heads import BertForPreTraining
 from minibert.training.checkpoint import TrainingState
 from minibert.training.data import read_instances
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"  # vocab_size 111, type_vocab_size 2, max_position_embeddings 64
 CONFIG = BertForPreTraining.from_pretrained(TINY).config

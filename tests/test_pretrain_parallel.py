@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 import minibert
 from helpers import run_minibert
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"

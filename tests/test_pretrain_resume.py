@@ -17,7 +17,7 @@ import pytest
 from safetensors.torch import load_file
 
 import minibert
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"  # its config keeps dropout 0.1: every step draws random numbers

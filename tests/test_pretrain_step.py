@@ -17,7 +17,7 @@ import torch
 
 from helpers import run_minibert
 from minibert.training.step import AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 transformers = pytest.importorskip("transformers")
 

@@ -19,7 +19,7 @@ import pytest
 
 import corpus
 from minibert import Embedder
-from minibert.apps.batching import DynamicBatcher, Overloaded
+from minibert.apps.serve.batching import DynamicBatcher, Overloaded
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")

@@ -117,7 +117,7 @@ def test_access_log_lines_are_dropped_and_counted_never_blocking():
     or raises in the request's path."""
     import logging
 
-    from minibert.apps.serve import DroppingQueueHandler
+    from minibert.apps.serve.access_log import DroppingQueueHandler
 
     handler = DroppingQueueHandler(capacity=2)
     logger = logging.getLogger("minibert.test.access")

@@ -1,10 +1,10 @@
 """BertConfig: the handful of numbers that define a BERT, read from / written to ``config.json``.
 
 A config.json carries more fields than the numbers that define the network. Every field that
-transformers' BERT code (or an older BERT config on the hub) has is accounted for here: it is one
-of the dataclass fields below (implemented), or in ``IGNORED`` (it changes nothing minibert
-computes, with the reason), or in ``REFUSED_UNLESS`` (a value that asks for something minibert does
-not compute, such as relative position embeddings or a decoder: loading stops with a
+transformers' BERT code (or an older BERT config on the hub) has is accounted for: it is one of
+the dataclass fields below (implemented), or in config_fields.py, with the reason, as ignored (it
+changes nothing minibert computes) or refused (a value that asks for something minibert does not
+compute, such as relative position embeddings or a decoder: loading stops with a
 ``CheckpointError`` naming the field and its value, rather than computing something else). Fields
 no reference reads (a training script's notes, say) are kept in ``extra`` and ignored, as
 transformers ignores them.
@@ -19,91 +19,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .config_fields import INTEGER_RANGES, REAL_RANGES, REFUSED_UNLESS
 from .errors import CheckpointError, TransformersNameError
 from .formats.json_files import parse_json
-
-# Fields that change nothing minibert computes, and why.
-IGNORED = {
-    "architectures": "names the heads the checkpoint was saved with; the class you load decides",
-    "model_type": "checked when config.json is read: only 'bert' loads",
-    "transformers_version": "metadata",
-    "_name_or_path": "metadata",
-    "dtype": "the stored weights' dtype; minibert computes in the dtype you ask for (fp32 by default)",
-    "torch_dtype": "older name of dtype",
-    "use_cache": "key/value caching for decoders, which minibert refuses",
-    "chunk_size_feed_forward": "computes the per-token feed-forward in chunks: the same function",
-    "output_attentions": "a default for forward(); minibert's forward arguments decide what is returned",
-    "output_hidden_states": "a default for forward(); minibert's forward arguments decide what is returned",
-    "return_dict": "a default for forward()'s output type",
-    "use_return_dict": "older name of return_dict",
-    "torchscript": "export setting",
-    "classifier_dropout": "read by the classification heads (heads.py: Labels); the encoder ignores it",
-    "id2label": "read by the classification heads (heads.py: Labels); the encoder ignores it",
-    "label2id": "the inverse of id2label, which the heads read",
-    "num_labels": "read by the classification heads when there is no id2label",
-    "_num_labels": "older name of num_labels",
-    "problem_type": "read by BertForSequenceClassification for its loss",
-    "finetuning_task": "metadata",
-    "bos_token_id": "generation setting; an encoder does not generate",
-    "eos_token_id": "generation setting",
-    "sep_token_id": "generation setting",
-    "decoder_start_token_id": "generation setting",
-    "_attn_implementation": "eager or sdpa: the same attention, computed two ways",
-    "attn_implementation": "eager or sdpa: the same attention, computed two ways",
-    "gradient_checkpointing": "trades compute for memory in training; same numbers",
-    "output_past": "older name of use_cache",
-    "xla_device": "device placement",
-    "directionality": "metadata of Google's Chinese and multilingual configs (bidi), read by no code",
-    "pooler_fc_size": "from Google's internal configs; read by neither Google's code nor transformers",
-    "pooler_num_attention_heads": "the same",
-    "pooler_num_fc_layers": "the same",
-    "pooler_size_per_head": "the same",
-    "pooler_type": "the same (always first_token_transform: minibert's pooler)",
-    "tie_word_embeddings": "the masked-LM decoder's weight is the word embedding matrix; the heads "
-    "refuse a config that unties them (see BertForPreTraining)",
-}
-
-# Fields whose other values ask for a computation minibert does not do: field → (values minibert
-# computes exactly, what another value would mean).
-REFUSED_UNLESS = {
-    "position_embedding_type": (["absolute"], "relative position embeddings (Shaw et al. 2018 / "
-                                "Huang et al. 2020) are not implemented; minibert adds absolute positions"),
-    "is_decoder": ([False], "BERT as a decoder (causal attention) is out of scope"),
-    "add_cross_attention": ([False], "cross-attention to an encoder (a decoder's) is out of scope"),
-    "is_encoder_decoder": ([False], "encoder-decoder models are out of scope"),
-    "pruned_heads": ([{}], "pruned attention heads are not implemented"),
-    "quantization_config": ([None], "quantized weights are not implemented"),
-}  # fmt: skip
-
-
-# The domain of each number (inclusive). The upper bounds are far above any BERT published (the
-# largest has 48 layers, 4,096 wide, 250k pieces) and keep a hostile config from asking for
-# minutes of work or gigabytes of memory before the weights file can disagree with it.
-INTEGER_RANGES = {
-    "vocab_size": (1, 16_777_216),
-    "hidden_size": (1, 65_536),
-    "num_hidden_layers": (1, 1_024),
-    "num_attention_heads": (1, 65_536),
-    "intermediate_size": (1, 1_048_576),
-    "max_position_embeddings": (1, 1_048_576),
-    "type_vocab_size": (1, 65_536),
-}
-# name: (low, high, low excluded)
-REAL_RANGES = {
-    "layer_norm_eps": (0.0, 1.0, True),
-    "hidden_dropout_prob": (0.0, 1.0, False),
-    "attention_probs_dropout_prob": (0.0, 1.0, False),
-    "initializer_range": (0.0, 1e6, False),
-}
-
-
-def _short(value) -> str:
-    """A value as JSON, cut to 60 characters: an error line never carries a megabyte of config."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):  # not JSON (a value set from Python, not read from a file)
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def labels_by_id(extra: dict) -> tuple[dict[int, str], str | None]:
@@ -257,3 +175,12 @@ class BertConfig:
         from .formats.atomic_files import write_atomically
 
         write_atomically(path, (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+
+
+def _short(value) -> str:
+    """A value as JSON, cut to 60 characters: an error line never carries a megabyte of config."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # not JSON (a value set from Python, not read from a file)
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -30,7 +30,7 @@ class InputTypeError(MinibertError, TypeError):
 
 class TransformersNameError(MinibertError, AttributeError):
     """A transformers name minibert spells differently: a module (``model.encoder.layer[3]``,
-    ``embeddings.LayerNorm``, ``attention.self.query``; the message gives minibert's name, from THE
+    ``embeddings.LayerNorm``, ``attention.self.query``; the message gives minibert's name, from the
     rename table ``minibert.weights.RENAMES``), or a method of the older tutorials that transformers
     itself removed (``tokenizer.encode_plus``; the message gives what replaces it)."""
 

@@ -3,7 +3,7 @@
 A reader learning BERT can skip this file. ``BertModel.forward`` chooses a ``FastLayout`` once per
 call; when it has one, the embeddings and every per-token layer run on ``layout.pack``-ed tensors
 and ``SelfAttention`` hands its q, k, v to ``layout.attend`` instead of the written-out formula.
-That ``if`` in SelfAttention is the seam where speed enters attention (the other seam, the linear
+That ``if`` in SelfAttention is the one place where speed enters attention (the other place, the linear
 layers' GEMM library, is speed.py's).
 
 Three ideas, each exact (they change only the order of float sums):
@@ -19,7 +19,7 @@ Three ideas, each exact (they change only the order of float sums):
    without keeping the T×T weights. For short sequences the formula written out (two batched
    matmuls and a softmax) can be faster: the fused kernel splits its work poorly over threads
    (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
-   ``short_attention`` (measured per CPU and thread count: gemm.py) says up to which length
+   ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
    the written-out formula is used.
 
 Shape legend as in model.py; P = packed tokens: the real tokens of a whole batch laid end to end.

@@ -1,4 +1,4 @@
-"""The model's inputs, checked once before any compute (the ONE place that does).
+"""The model's inputs, checked once before any compute (the one place that does).
 
 ``BertModel.forward`` accepts what transformers accepts: tensors, numpy arrays or nested lists, one
 sequence (T,) or a batch (B, T), ids of any integer dtype. ``prepare_inputs`` turns them into the

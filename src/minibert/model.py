@@ -14,7 +14,7 @@ Shape legend used in the comments:
 
 What this file leaves to others: checking the inputs (inputs.py), loading pretrained weights
 (weights.py, through the base class in pretrained.py), the task heads (heads.py), and speed. Speed
-enters at two named seams, each computing the same numbers as the formulas written out here (up to
+enters in two named places, each computing the same numbers as the formulas written out here (up to
 the order of float sums; tests/test_model.py and tests/test_book_modules.py compare them):
 
 * ``layout`` in ``SelfAttention.forward`` (fast_path.py): a fused attention kernel, and, where a
@@ -88,7 +88,7 @@ class SelfAttention(TransformersNames, nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (B, T, H), mask (B, 1, 1, T) additive → (B, T, H) and the weights (B, N, T, T)."""
         q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, H) each
-        if layout is not None:  # THE seam: the fast path (fast_path.py), same numbers, no weights kept
+        if layout is not None:  # where the fast path enters (fast_path.py): same numbers, no weights kept
             return self.output(layout.attend(q, k, v, mask, self.num_heads, self.dropout.p * self.training)), None
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, N, T, S) each
         scores = (q @ k.transpose(-1, -2)) * self.head_size**-0.5  # (B, N, T, T): query · key / √S

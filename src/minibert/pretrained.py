@@ -2,7 +2,7 @@
 
 ``BertModel`` and the networks with heads on top of it (heads.py) subclass ``PretrainedBert``, as
 transformers' classes subclass its ``PreTrainedModel``: ``from_pretrained`` builds the class from
-``config.json`` and fills it through THE rename table (weights.py); ``save_pretrained`` writes the
+``config.json`` and fills it through the rename table (weights.py); ``save_pretrained`` writes the
 hub's names back. A subclass sets ``self.config`` and calls ``self.init_weights()`` last.
 """
 
@@ -91,7 +91,7 @@ class PretrainedBert(nn.Module):
         replace config.json's, as in transformers:
         ``BertForSequenceClassification.from_pretrained(path, new_heads=True, num_labels=6)``.
 
-        ``dtype="auto"`` is bfloat16 where it is measured faster than float32 on this CPU (gemm.py's
+        ``dtype="auto"`` is bfloat16 where it is measured faster than float32 on this CPU (bf16_speed.py's
         ``bf16_is_faster``; bf16 instructions alone are not enough), else float32: approximate
         numbers, opted into. ``gemm`` picks the linear layers' matrix library
         ("auto", "mkl", "onednn", "onednn-fused"; default ``$MINIBERT_GEMM`` or "auto": measured on

@@ -1,16 +1,17 @@
 """Where speed enters a loaded model, and the one switch that takes it out again.
 
 ``BertModel(config)`` built by hand is model.py's code and nothing else. ``from_pretrained``
-(weights.py) ends with ONE call, ``speed_up(model, gemm)``, and this is everything it changes; each
+(weights.py) ends with one call, ``speed_up(model, gemm)``, and this is everything it changes; each
 change computes the same numbers as the book's modules, up to the order of float sums
 (tests/test_book_modules.py compares both with transformers on real weights):
 
 ====================================  ===============================================  ==========================
 what is swapped                       into                                             why
 ====================================  ===============================================  ==========================
-the encoder layers' six ``nn.Linear`` ``gemm.PackedLinear`` (the same Parameters), on     oneDNN's prepacked GEMM is
-(Q, K, V, attention output, the       the backends ``onednn`` / ``onednn-fused``,        up to 2.3x MKL's on some
-feed-forward's two projections)       when measured faster on this CPU (gemm.choose)     AVX-512 CPUs
+the encoder layers' six ``nn.Linear`` ``PackedLinear`` (packed_linear.py; the same     oneDNN's prepacked GEMM is
+(Q, K, V, attention output, the       Parameters), on the backends ``onednn`` /        up to 2.3x MKL's on some
+feed-forward's two projections)       ``onednn-fused``, when measured faster on this    AVX-512 CPUs
+                                      CPU (gemm.choose)
 ``FeedForward.activation``            identity, the activation applied by the            one pass over the
                                       intermediate GEMM as it writes (``onednn-fused``)  (tokens × F) tensor fewer
 ====================================  ===============================================  ==========================
@@ -42,12 +43,12 @@ from torch import nn
 class Speed:
     """What a model runs besides the book's modules (kept while it runs them, to be put back)."""
 
-    gemm_backend: str  # gemm.BACKENDS: "mkl" = the book's nn.Linear (F.linear, MKL on x86)
+    gemm_backend: str  # packed_linear.BACKENDS: "mkl" = the book's nn.Linear (F.linear, MKL on x86)
     fast_attention: dict[str, bool]  # each BertModel inside (by module name): its use_fast_path
 
 
 def speed_up(model: nn.Module, gemm: str | None = None) -> None:
-    """The seam where a loaded model gets its speed: the GEMM backend measured on this CPU (or
+    """The one place where a loaded model gets its speed: the GEMM backend measured on this CPU (or
     ``gemm``: "auto", "mkl", "onednn", "onednn-fused"; see gemm.py). Attention's fast path is on
     already (``BertModel.use_fast_path``)."""
     if next(model.parameters()).device.type == "cpu":
@@ -60,7 +61,7 @@ def use_book_modules(model: nn.Module, book: bool = True) -> None:
     """``book=True``: every layer back to model.py's classes (plain ``nn.Linear``, the activation in
     place) and attention written out (``use_fast_path = False``); ``book=False``: the speed the model
     had before, back. Either way twice is the same as once."""
-    from .gemm import use_backend
+    from .packed_linear import use_backend
 
     saved: Speed | None = getattr(model, "_speed", None)
     if book and saved is None:

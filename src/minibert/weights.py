@@ -33,7 +33,7 @@ from .speed import speed_up
 
 logger = logging.getLogger("minibert")
 
-# THE rename table. Columns: the hub's name (PyTorch/safetensors checkpoints, after dropping the
+# The rename table. Columns: the hub's name (PyTorch/safetensors checkpoints, after dropping the
 # "bert." prefix and gamma/beta), Google's TensorFlow name (after dropping "bert/"), minibert's name.
 # {n} = layer number. A row ending in "." is a prefix: the hub's and minibert's leaf (weight, bias)
 # follows it; TensorFlow's leaves are named differently (see TF_LEAVES).
@@ -179,7 +179,7 @@ def _parse_dtype(dtype, config: BertConfig) -> torch.dtype | None:
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":  # approximate numbers where bf16 is measured faster here; exact float32 elsewhere
-        from .gemm import bf16_is_faster
+        from .bf16_speed import bf16_is_faster
 
         return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
     names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -226,7 +226,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     """Build ``cls`` (BertModel or a class with heads) from a checkpoint; see ``PretrainedBert.from_pretrained``.
 
     Loading inside ``torch.inference_mode()`` (as servers often do) still makes ordinary tensors:
-    the model can later be fine-tuned, and the GEMM backend (gemm.py) can tell when a weight changes
+    the model can later be fine-tuned, and the GEMM backend (packed_linear.py) can tell when a weight changes
     (an inference tensor keeps no version counter)."""
     with torch.inference_mode(False):
         return _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm)
@@ -270,7 +270,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
     if device is not None:
         model.to(device)
-    speed_up(model, gemm)  # THE seam where speed enters (speed.py: what is swapped, and why)
+    speed_up(model, gemm)  # the one place where speed is added (speed.py: what is swapped, and why)
     return model
 
 
@@ -324,7 +324,7 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
 
 
 def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str]]:
-    """(``state`` under minibert's names, TensorFlow kernels transposed; the names THE rename table
+    """(``state`` under minibert's names, TensorFlow kernels transposed; the names the rename table
     does not know and minibert does not ignore; the tensors of heads this model does not have)."""
     renamed, unexpected, unused_heads = {}, [], []
     for name, tensor in state.items():

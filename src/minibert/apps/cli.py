@@ -302,7 +302,7 @@ def _add_embed_command(commands, parents: list) -> None:
 
 
 def _add_serve_command(commands, parents: list) -> None:
-    from .serve_settings import add_serve_flags  # the flags are the settings' fields, written once there
+    from .serve.settings import add_serve_flags  # the flags are the settings' fields, written once there
 
     serve = commands.add_parser("serve", parents=parents, help="a model server: OpenAI embeddings, /embed, "
                                 "/tokenize; for a cross-encoder /rerank, /v1/rerank, /predict")  # fmt: skip
@@ -328,10 +328,13 @@ ENDING_SIGNALS = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQU
                   "SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)]  # fmt: skip
 
 
-def _show_log_lines() -> logging.Handler:
-    """minibert's log lines (e.g. how a tokenizer without a config was set up) as 'minibert: ...'."""
+def _show_log_lines(debug: bool) -> logging.Handler:
+    """minibert's log lines (e.g. how a tokenizer without a config was set up) as 'minibert: ...';
+    the linear layers' backend measurement (gemm.py) only with --debug."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("minibert: %(message)s"))
+    if not debug:
+        handler.addFilter(lambda record: not record.name.startswith("minibert.gemm"))
     logger = logging.getLogger("minibert")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -372,16 +375,16 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 0
     args = build_parser().parse_args(_negative_values_joined(argv))
-    log_handler = _show_log_lines()
+    log_handler = _show_log_lines(args.debug)
     # A signal this process was started with set to "ignore" (`nohup` ignores SIGHUP; a shell's
     # background job, SIGINT) stays ignored: the caller asked for that.
     previous = {signum: signal.signal(signum, _terminate) for signum in ENDING_SIGNALS
                 if signal.getsignal(signum) is not signal.SIG_IGN}  # fmt: skip
     previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
     from ..errors import MinibertError
-    from ..runtime import keep_freed_memory
+    from ..malloc_settings import keep_freed_memory
 
-    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see runtime.py)
+    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see malloc_settings.py)
     if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
         # (huggingface_hub sets its level again when first imported, from this variable)

@@ -48,7 +48,7 @@ def load_model(args, loader, *, needs_heads: str | None = None):
         if args.model:
             raise
         if needs_heads:
-            from ..tasks.pretraining import BUNDLED_FALLBACK_NOTE
+            from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
             name = BUNDLED_WITH_HEADS
             print(f"minibert: {BUNDLED_FALLBACK_NOTE}", file=sys.stderr)
@@ -130,7 +130,7 @@ def cmd_similarity(args) -> None:
 def cmd_fill_mask(args) -> None:
     from ..heads import BertForMaskedLM
     from ..tasks import fill_mask
-    from ..tasks.pretraining import load_with_fallback
+    from ..tasks.fill_mask_and_next_sentence import load_with_fallback
 
     loaded = load_model(args, lambda name: load_with_fallback(name, BertForMaskedLM, "mlm_head", gemm=gemm_of(args)),
                         needs_heads="fill-mask")  # fmt: skip
@@ -146,7 +146,7 @@ def cmd_fill_mask(args) -> None:
 def cmd_next_sentence(args) -> None:
     from ..heads import BertForNextSentencePrediction
     from ..tasks import next_sentence
-    from ..tasks.pretraining import load_with_fallback
+    from ..tasks.fill_mask_and_next_sentence import load_with_fallback
 
     loaded = load_model(args, lambda name: load_with_fallback(name, BertForNextSentencePrediction, "nsp_head",
                                                               gemm=gemm_of(args)),
@@ -178,14 +178,14 @@ def cmd_verify(args) -> None:
 
 
 def cmd_serve(args) -> None:
-    from .serve_settings import settings_from
+    from .serve.settings import settings_from
 
     try:
         settings = settings_from(args)
     except ValueError as error:
         raise CommandError(str(error)) from None
     try:
-        from .serve import serve
+        from .serve.process import serve
     except ImportError as error:
         raise CommandFailed(f"minibert serve needs the serve extra ({error.name} is not installed): "
                             "pip install 'minibert[serve]'") from None  # fmt: skip

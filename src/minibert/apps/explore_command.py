@@ -1,5 +1,5 @@
 """``minibert explore``: one text through one model, written as a page that shows every head,
-every layer's guesses and how the hidden states compare (the explorer room, explore/).
+every layer's guesses and how the hidden states compare (the explorer room, explorer/).
 
     minibert explore "Paris is the [MASK] of France." --model bert-base-uncased --output paris.html
     minibert explore "The river bank." "The bank account." --model DIR --output bank.html --open
@@ -49,7 +49,7 @@ def add_parser(commands, parents: list) -> None:
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
     from ..formats.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL
-    from ..tasks.pretraining import BUNDLED_FALLBACK_NOTE
+    from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
     output = Path(args.output)
     if not output.parent.is_dir():  # before any model is loaded: nothing is written
@@ -72,13 +72,13 @@ def cmd_explore(args) -> None:
     if page.data.truncated:
         print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)", file=sys.stderr)
     page.save(output)
-    print(f"minibert: wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {page!r}", file=sys.stderr)
+    print(f"minibert: wrote {output} ({file_size(output.stat().st_size)}): {page!r}", file=sys.stderr)
     if args.open:
         webbrowser.open(output.resolve().as_uri())
 
 
 def _explore(args, model: str):
-    from ..explore import explore
+    from ..explorer import explore
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
     tokenizer = None
@@ -88,6 +88,17 @@ def _explore(args, model: str):
                                   basic=not args.whitespace_words)  # fmt: skip
     return explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
                    tokenizer=tokenizer, attention_bits=args.attention_bits)  # fmt: skip
+
+
+def file_size(size: int) -> str:
+    """A file's size as a reader says it: bytes below 1 kB, kB below 1 MB, then MB (decimal units).
+
+    >>> file_size(512), file_size(44_321), file_size(14_512_345)
+    ('512 bytes', '44 kB', '14.5 MB')
+    """
+    if size < 1000:
+        return f"{size} bytes"
+    return f"{size / 1e3:.0f} kB" if size < 999_500 else f"{size / 1e6:.1f} MB"
 
 
 def _looks_local(name: str) -> bool:

@@ -5,7 +5,7 @@
     torchrun --nproc_per_node 2 -m minibert pretrain ...      # data parallel: the same flags
     minibert plot run                                         # run/loss.png
 
-The training room is imported when the command runs, not when the parser is built.
+The training package is imported when the command runs, not when the parser is built.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``EmbedOptions``: how to turn texts into vectors, as ONE frozen value, checked once.
+"""``EmbedOptions``: how to turn texts into vectors, as one frozen value, checked once.
 
 The Embedder, the ``minibert embed`` command, the server and the Ray adapter all pass this value
 through unchanged, so an option is named, defaulted and checked in one place:

@@ -3,7 +3,7 @@
 A .safetensors file is 8 bytes (little-endian header length N), N bytes of JSON
 ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}, "__metadata__": {...}}``,
 then the raw data, tensor after tensor. ``safetensors_shapes`` reads the header alone (enough to
-check a file against a model); ``read_safetensors`` reads all tensors into ONE shared buffer.
+check a file against a model); ``read_safetensors`` reads all tensors into one shared buffer.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def safetensors_shapes(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """Read a .safetensors file into tensors that share ONE buffer: no second copy of the weights.
+    """Read a .safetensors file into tensors that share one buffer: no second copy of the weights.
 
     The format is simple: 8 bytes (little-endian header length N), N bytes of JSON
     ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}}``, then the raw data.

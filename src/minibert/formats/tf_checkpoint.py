@@ -36,7 +36,7 @@ partitioned variables, which BERT does not use and minibert refuses).
 
 minibert reads the index whole (it is small), then only the tensors the model needs — not the
 optimizer slots (``.../adam_m``, ``.../adam_v``) that pre-training checkpoints carry, which would
-triple the memory — into ONE buffer the parameters share, and checks every tensor's CRC32C as
+triple the memory — into one buffer the parameters share, and checks every tensor's CRC32C as
 TensorFlow does, so a flipped byte does not load (Python has no CRC32C: crc32c.py computes it
 with numpy, thousands of byte streams at once).
 

@@ -15,8 +15,8 @@ head (its tokenizer comes from where it was loaded), or a ``(model, tokenizer)``
 
 from .answer import answer
 from .classify import classify
+from .fill_mask_and_next_sentence import fill_mask, next_sentence
 from .loading import load_for_task
-from .pretraining import fill_mask, next_sentence
 from .rerank import CrossEncoder, rerank
 from .tag import tag
 

@@ -2,7 +2,7 @@
 
     >>> from minibert.tokenizer import BertTokenizer
 
-The rooms, read in this order:
+The modules, read in this order:
 
 * ``algorithm.py`` — the algorithm: ``BasicTokenizer`` (clean, strip accents, lower-case, split on
   whitespace and punctuation: one rule per character, which also gives offsets) and

@@ -67,7 +67,7 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
         tokens.pop()
     vocab: dict[str, int] = {}
     for index, token in enumerate(tokens):
-        # A piece listed twice keeps its LAST line's id, as in Google's load_vocab, transformers and
+        # A piece listed twice keeps its last line's id, as in Google's load_vocab, transformers and
         # `tokenizers` (each fills a dict line by line).
         vocab[token.rstrip("\r")] = index
     if not vocab:

@@ -24,7 +24,7 @@ The training, Google's ``run_pretraining.py`` step written out:
     precision.py    --bf16: whether bf16 autocast is faster than float32 on this CPU (measured, cached)
     plot.py         the loss curve
 
-``import minibert`` does not import this room; the ``minibert pretraining-data`` and ``minibert
+``import minibert`` does not import this package; the ``minibert pretraining-data`` and ``minibert
 pretrain`` commands do.
 """
 

@@ -24,7 +24,6 @@ want bf16 for another reason (to see what it does to the loss before a run on a 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 import warnings
@@ -34,15 +33,20 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .. import gemm
+from ..cpu_info import cpu_name, has_native_bf16
+from ..measurement_cache import cache_file as measurements_file
+from ..measurement_cache import cache_key as machine_cache_key
+from ..measurement_cache import read_cache, write_cache
+from ..timing import BUDGET_SECONDS
 
 log = logging.getLogger("minibert.training")
 
 MAX_TOKENS = 512  # the measurement's rows: enough for the GEMMs' steady speed, a few seconds at bert-base's sizes
-BUDGET_SECONDS = 1.0  # timed rounds after the warm-up, at least two
+# Timed rounds after the warm-up, at least two: a step forward and backward is three GEMMs per
+# projection, and a run pays this once per machine (cached), so five times the inference budget.
+TRAINING_BUDGET = 5 * BUDGET_SECONDS
 SAMPLE_SECONDS = 0.02  # each timed sample repeats the step up to about this long
 SLOWER = 0.95  # bf16 below 95% of float32's speed is "slower" (the rounds' noise is a few percent)
-CACHE_VERSION = 1  # bumped when the way of measuring changes
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,8 @@ class Bf16Verdict:
 def check_bf16(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict | None:
     """Warn (``warnings.warn``, one line) when bf16 autocast is slower than float32 here; the verdict,
     or None when nothing was measured (no bf16 instructions: emulated, and that warning given)."""
-    if not gemm.has_native_bf16():
-        warnings.warn(f"--bf16 on a CPU without bf16 instructions ({gemm.cpu_name()}: no avx512_bf16 or "
+    if not has_native_bf16():
+        warnings.warn(f"--bf16 on a CPU without bf16 instructions ({cpu_name()}: no avx512_bf16 or "
                       "amx_bf16): torch emulates bfloat16, many times slower than float32", stacklevel=2)  # fmt: skip
         return None
     tokens = max(1, min(tokens, MAX_TOKENS))
@@ -71,11 +75,11 @@ def check_bf16(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict | Non
     if verdict is None:
         verdict = measure(hidden, intermediate, tokens)
         _write_cache(key, {"fp32_gflops": verdict.fp32_gflops, "bf16_gflops": verdict.bf16_gflops,
-                           "cpu": gemm.cpu_name(), "torch": torch.__version__})  # fmt: skip
+                           "cpu": cpu_name(), "torch": torch.__version__})  # fmt: skip
     log.debug("bf16 autocast %.2fx float32 (%s)", verdict.speedup, "cached" if verdict.cached else "measured")
     if verdict.speedup < SLOWER:
         warnings.warn(
-            f"--bf16 is slower than float32 on this CPU ({gemm.cpu_name()}, {torch.get_num_threads()} threads): "
+            f"--bf16 is slower than float32 on this CPU ({cpu_name()}, {torch.get_num_threads()} threads): "
             f"one encoder layer's matrix products, forward and backward, ran at {verdict.bf16_gflops:.0f} GFLOP/s "
             f"in bf16 against {verdict.fp32_gflops:.0f} in float32 (measured once, cached in {cache_file()}); "
             "bf16 pays on CPUs with AMX (amx_bf16) and on GPUs, so without --bf16 this run is faster",
@@ -86,7 +90,7 @@ def check_bf16(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict | Non
 
 def measure(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict:
     """GFLOP/s of one layer's projections, forward and backward, in float32 and under bf16 autocast:
-    interleaved rounds (round 0 a warm-up), the best of each, within ``BUDGET_SECONDS``."""
+    interleaved rounds (round 0 a warm-up), the best of each, within ``TRAINING_BUDGET``."""
     generator = torch.Generator().manual_seed(0)
     shapes = [(hidden, hidden)] * 4 + [(intermediate, hidden), (hidden, intermediate)]  # (out, in), as nn.Linear
     weights = [(torch.randn(shape, generator=generator) * 0.02).requires_grad_() for shape in shapes]
@@ -108,7 +112,7 @@ def measure(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict:
     warm = min(timed(False, 1), timed(True, 1))  # oneDNN builds its kernels, pages are touched
     repeats = max(1, round(SAMPLE_SECONDS / max(warm, 1e-6)))  # small shapes: a sample long enough to time
     best, rounds = {False: float("inf"), True: float("inf")}, 0
-    while rounds < 2 or (rounds < 20 and time.perf_counter() - started < BUDGET_SECONDS):
+    while rounds < 2 or (rounds < 20 and time.perf_counter() - started < TRAINING_BUDGET):
         for bf16 in (False, True) if rounds % 2 == 0 else (True, False):
             best[bf16] = min(best[bf16], timed(bf16, repeats))
         rounds += 1
@@ -121,16 +125,12 @@ def measure(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict:
 
 
 def cache_key(hidden: int, intermediate: int, tokens: int) -> str:
-    """What the two speeds depend on: the CPU (name and flags, as gemm.py's key), torch, threads, shapes."""
-    flags = hashlib.sha256(" ".join(sorted(gemm.cpu_flags())).encode()).hexdigest()[:12]
-    threads, shapes = f"{torch.get_num_threads()} threads", f"{tokens}x{hidden}x{intermediate}"
-    return "|".join(
-        [gemm.cpu_name(), f"flags {flags}", f"torch {torch.__version__}", threads, shapes, f"v{CACHE_VERSION}"]
-    )
+    """What the two speeds depend on: the machine (measurement_cache.cache_key), and the shapes."""
+    return machine_cache_key(f"{tokens}x{hidden}x{intermediate}")
 
 
 def cache_file() -> Path:
-    return gemm.cache_file().with_name("bf16.json")
+    return measurements_file().with_name("bf16.json")
 
 
 def _cached(key: str) -> Bf16Verdict | None:
@@ -144,8 +144,8 @@ def _cached(key: str) -> Bf16Verdict | None:
 
 
 def _read_cache() -> dict:
-    return gemm.read_cache(cache_file())  # the same rules as gemm.json's: damaged or missing → measure
+    return read_cache(cache_file())  # the same rules as gemm.json's: damaged or missing → measure
 
 
 def _write_cache(key: str, record: dict) -> None:
-    gemm.write_cache(key, record, cache_file())
+    write_cache(key, record, cache_file())

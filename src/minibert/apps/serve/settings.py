@@ -20,7 +20,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from .flag_types import positive_int
+from ..flag_types import positive_int
 
 
 def _number_of(unit: str, low: float, high: float):

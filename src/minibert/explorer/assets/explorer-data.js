@@ -2,6 +2,9 @@
 // window.minibert that scripts and tests read (docs/explore.md):
 //   tokens, layers, heads, attention(layer, head) → Float32Array of T·T weights (row-major),
 //   predictions(layer) → per position [[piece, probability], ...] best first, or null (no MLM head),
+// Layers are numbered as hidden_states numbers them, everywhere on the page: 0 is the embeddings'
+// output (no attention), 1 … L the encoder layers (attention(layer, ·) takes 1 … L, the others 0 … L),
+// as scripts/plot_attention.py --layer does; heads count from 0.
 //   ready → a Promise resolved once the data is decoded and every panel is drawn.
 "use strict";
 
@@ -40,11 +43,12 @@ const MinibertData = (function () {
     return { q: values, low: packed.low, step: packed.step, shape: packed.shape, bits: packed.dtype === "uint8" ? 8 : 16 };
   }
 
-  function checkIndex(name, value, limit) {
-    if (!Number.isInteger(value) || value < 0 || value >= limit) {
-      throw new RangeError(`minibert: ${name} must be an integer from 0 to ${limit - 1}, got ${value}`);
+  function checkIndex(name, value, limit, first = 0, why = "") {
+    if (!Number.isInteger(value) || value < first || value >= limit) {
+      throw new RangeError(`minibert: ${name} must be an integer from ${first} to ${limit - 1}${why}, got ${value}`);
     }
   }
+  const ENCODER_LAYERS = " (encoder layers count from 1: layer 0 is the embeddings, which have no attention)";
 
   async function decode(raw) {
     const T = raw.tokens.length, L = raw.layers, A = raw.heads;
@@ -75,8 +79,8 @@ const MinibertData = (function () {
       offsets: raw.offsets.map((pair) => pair.slice()), maskPositions: raw.maskPositions.slice(),
       truncated: raw.truncated, dtype: raw.dtype, attentionBits: attention.bits, attentionMaxError: attention.step / 2,
       attention(layer, head) {
-        checkIndex("layer", layer, L); checkIndex("head", head, A);
-        return dequantize(attention, (layer * A + head) * size);
+        checkIndex("layer", layer, L + 1, 1, ENCODER_LAYERS); checkIndex("head", head, A);
+        return dequantize(attention, ((layer - 1) * A + head) * size);
       },
       predictions(layer) {
         checkIndex("layer", layer, L + 1);
@@ -98,7 +102,9 @@ const MinibertData = (function () {
       headStatistics() {
         const out = {};
         for (const [name, values] of Object.entries(statistics)) out[name] = Array.from(values);
-        return { names: Object.assign({}, raw.headStatistics.names), values: out };
+        const layer = [], head = [];  // each value's labels: layer 1 … L (as hidden_states counts), head 0 … A − 1
+        for (let l = 1; l <= L; l++) for (let h = 0; h < A; h++) { layer.push(l); head.push(h); }
+        return { names: Object.assign({}, raw.headStatistics.names), values: out, layer, head };
       },
     });
     return { raw, attention, similarity, norms, statistics, T, L, A, K };

@@ -9,8 +9,8 @@ on to its peak working set, like PyTorch's GPU caching allocator does). It chang
 process, so the library never calls it on its own; the ``minibert`` command does, and so can a
 program that embeds a lot:
 
-    >>> import minibert.runtime
-    >>> minibert.runtime.keep_freed_memory()      # doctest: +SKIP
+    >>> import minibert.malloc_settings
+    >>> minibert.malloc_settings.keep_freed_memory()      # doctest: +SKIP
     True
 """
 

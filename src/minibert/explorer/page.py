@@ -1,8 +1,9 @@
 """One self-contained HTML page: the template, its CSS and JavaScript, and the data, all inline.
 
 The page's source is kept as real files beside this module (assets/explorer.html, explorer.css,
-explorer-data.js, explorer-panels.js, explorer-export.js); this module only fills the template's four slots. Nothing is
-loaded from the network (no CDN, no font, no image), so the page opens from ``file://`` offline.
+explorer-data.js, explorer-panels.js, explorer-hidden.js, explorer-export.js); this module only fills
+the template's four slots. Nothing is loaded from the network (no CDN, no font, no image), so the
+page opens from ``file://`` offline.
 
 Text from the user and the vocabulary is data, never markup: the JSON is written with ``<``, ``>``
 and ``&`` escaped (so ``</script>`` in a text cannot end the data's element), the title is
@@ -20,8 +21,9 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-ASSETS = ("explorer.html", "explorer.css", "explorer-data.js", "explorer-panels.js", "explorer-export.js")
-SCRIPTS = ("explorer-data.js", "explorer-panels.js", "explorer-export.js")  # one <script>, in this order
+# one <script>, in this order: the data and window.minibert, the panels, the hidden states, the exports and the start
+SCRIPTS = ("explorer-data.js", "explorer-panels.js", "explorer-hidden.js", "explorer-export.js")
+ASSETS = ("explorer.html", "explorer.css", *SCRIPTS)
 
 
 @lru_cache(maxsize=1)

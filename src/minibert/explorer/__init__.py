@@ -9,22 +9,12 @@ self-contained HTML page that opens offline.
 What to show (data.py, statistics.py: one forward pass of minibert's model, numpy arrays) is apart
 from how to draw it (payload.py packs the arrays; page.py fills the template in assets/ with them).
 ``minibert explore`` is the command (apps/explore_command.py). See docs/explore.md.
-"""
 
-import sys
-import types
+The package is named ``explorer`` and the function ``explore``: ``minibert.explore`` is the plain
+function (exploration.py), and importing a module of this package (which makes Python set
+``minibert.explorer``) never replaces it.
+"""
 
 from .exploration import Exploration, explore
 
 __all__ = ["Exploration", "explore"]
-
-
-class _CallableModule(types.ModuleType):
-    """``minibert.explore`` is this package once it has been imported (Python sets the attribute):
-    calling it calls ``explore``, so ``minibert.explore(...)`` works whichever was imported first."""
-
-    def __call__(self, *args, **kwargs) -> Exploration:
-        return explore(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -4,7 +4,7 @@
 
 const MinibertPanels = (function () {
   const ACCENT = [11, 92, 173];
-  let data = null, openLayer = 0, openHead = 0, chosen = null, hoverRow = null;
+  let data = null, openLayer = 1, openHead = 0, chosen = null, hoverRow = null;
 
   function $(id) { return document.getElementById(id); }
 
@@ -61,7 +61,7 @@ const MinibertPanels = (function () {
     grid.style.gridTemplateColumns = `3.5em repeat(${A}, 58px)`;
     grid.appendChild(el("span", "label", ""));
     for (let h = 0; h < A; h++) grid.appendChild(el("span", "label", `head ${h}`));
-    for (let l = 0; l < L; l++) {
+    for (let l = 1; l <= L; l++) {  // encoder layers 1 … L, as hidden_states numbers them
       grid.appendChild(el("span", "label", `layer ${l}`));
       for (let h = 0; h < A; h++) {
         const canvas = el("canvas", "thumb");
@@ -76,7 +76,7 @@ const MinibertPanels = (function () {
   }
 
   function drawThumbnail(canvas, layer, head, size) {  // max over each block of the T × T picture
-    const { T, A } = data, q = data.attention.q, offset = (layer * A + head) * T * T;
+    const { T, A } = data, q = data.attention.q, offset = ((layer - 1) * A + head) * T * T;
     const image = canvas.getContext("2d").createImageData(size, size);
     let top = 1;  // the picture's darkest shade is the head's largest weight
     for (let i = offset; i < offset + T * T; i++) if (q[i] > top) top = q[i];
@@ -105,14 +105,24 @@ const MinibertPanels = (function () {
     const thumb = document.querySelector(`canvas.thumb[data-layer="${layer}"][data-head="${head}"]`);
     if (thumb) thumb.classList.add("open");
     $("head-title").textContent = `layer ${layer}, head ${head}`;
+    $("head-readout").textContent = "";
     drawHead();
   }
+
+  let longestToken = null;  // px: the widest token at the matrix's label size, measured once per size
 
   function headGeometry() {
     const T = data.T;
     if (mode() === "lines") return { row: 18, label: 150, gap: 260, cell: 0 };
-    const cell = Math.max(1, Math.min(22, Math.floor(760 / T)));
-    return { row: cell, label: cell >= 8 ? 150 : 0, gap: 0, cell };
+    const cell = Math.max(1, Math.min(22, Math.floor(760 / T))), font = Math.min(13, cell - 1);
+    if (cell < 8) return { row: cell, label: 0, gap: 0, cell, font };
+    if (longestToken === null || longestToken.font !== font) {
+      const ctx = $("head-canvas").getContext("2d");
+      ctx.font = `${font}px system-ui, sans-serif`;
+      const widest = Math.max(...window.minibert.tokens.map((token) => ctx.measureText(token).width));
+      longestToken = { font, width: Math.ceil(widest) };
+    }
+    return { row: cell, label: Math.min(150, longestToken.width + 10), gap: 0, cell, font };
   }
 
   function drawHead() {
@@ -159,7 +169,7 @@ const MinibertPanels = (function () {
     }
     ctx.putImageData(image, g.label, g.label);
     if (g.label) {
-      ctx.font = `${Math.min(13, g.cell - 1)}px system-ui, sans-serif`; ctx.fillStyle = "#1b1f24";
+      ctx.font = `${g.font}px system-ui, sans-serif`; ctx.fillStyle = "#1b1f24";
       for (let t = 0; t < T; t++) {
         ctx.textAlign = "right"; ctx.fillText(window.minibert.tokens[t], g.label - 4, g.label + (t + 0.5) * g.cell, g.label - 6);
         ctx.save(); ctx.translate(g.label + (t + 0.5) * g.cell, g.label - 4); ctx.rotate(-Math.PI / 2);
@@ -200,23 +210,26 @@ const MinibertPanels = (function () {
     table.textContent = "";
     const head = el("tr");
     ["layer", "head", ...names].forEach((name) => {
-      const th = el("th", "", name === "layer" || name === "head" ? name : data.raw.headStatistics.names[name]);
+      const label = name === "layer" || name === "head" ? name : data.raw.headStatistics.names[name];
+      const th = el("th", name === "layer" || name === "head" ? "key" : "", label + (sortKey === name ? (sortDescending ? " ▼" : " ▲") : ""));
       th.dataset.key = name;
       th.addEventListener("click", () => { sortDescending = sortKey === name ? !sortDescending : true; sortKey = name; drawStatistics(); });
       head.appendChild(th);
     });
     table.appendChild(head);
     const rows = [];
-    for (let l = 0; l < L; l++) for (let h = 0; h < A; h++) rows.push({ l, h });
-    const value = (row, key) => key === "layer" ? row.l : key === "head" ? row.h : data.statistics[key][row.l * A + row.h];
+    for (let l = 1; l <= L; l++) for (let h = 0; h < A; h++) rows.push({ l, h });
+    const value = (row, key) => key === "layer" ? row.l : key === "head" ? row.h : data.statistics[key][(row.l - 1) * A + row.h];
     if (sortKey) rows.sort((a, b) => (value(a, sortKey) - value(b, sortKey)) * (sortDescending ? -1 : 1));
     for (const row of rows) {
       const tr = el("tr");
-      tr.appendChild(el("td", "", row.l)); tr.appendChild(el("td", "", row.h));
+      tr.appendChild(el("td", "key", row.l)); tr.appendChild(el("td", "key", row.h));
       for (const name of names) tr.appendChild(el("td", "", format(value(row, name))));
       tr.addEventListener("click", () => { open(row.l, row.h); $("head-panel").scrollIntoView(); });
       table.appendChild(tr);
     }
+    // the head column sticks where the layer column ends, so that both stay in view when scrolled
+    table.style.setProperty("--layer-column", `${head.cells[0].getBoundingClientRect().width}px`);
   }
 
   // ----------------------------------------------------------------------------- logit lens
@@ -269,43 +282,6 @@ const MinibertPanels = (function () {
     }
   }
 
-  // ----------------------------------------------------------------------------- hidden states
-  function drawHidden() {
-    const layer = Number($("hidden-layer").value), T = data.T, cell = Math.max(1, Math.min(16, Math.floor(640 / T)));
-    $("hidden-layer-value").textContent = layer === 0 ? "0 (embeddings)" : String(layer);
-    const canvas = $("similarity-canvas"), ctx = canvas.getContext("2d"), cosine = window.minibert.similarity(layer);
-    canvas.width = T * cell; canvas.height = T * cell;
-    const image = ctx.createImageData(T * cell, T * cell);
-    for (let y = 0; y < T * cell; y++) {
-      for (let x = 0; x < T * cell; x++) {
-        const [r, g, b] = diverging(cosine[Math.floor(y / cell) * T + Math.floor(x / cell)]), at = (y * T * cell + x) * 4;
-        image.data[at] = r; image.data[at + 1] = g; image.data[at + 2] = b; image.data[at + 3] = 255;
-      }
-    }
-    ctx.putImageData(image, 0, 0);
-    const bars = $("norms-canvas"), norms = Array.from(window.minibert.norms(layer));
-    const low = Math.min(...norms), high = Math.max(...norms), range = Math.max(high - low, 1e-6);
-    bars.width = Math.max(T * cell, 320); bars.height = 96;
-    const bctx = bars.getContext("2d");
-    bctx.fillStyle = "#fff"; bctx.fillRect(0, 0, bars.width, bars.height); bctx.fillStyle = "#0b5cad";
-    norms.forEach((norm, t) => {  // from the layer's shortest vector (4 px) to its longest (76 px)
-      const h = Math.round(4 + 72 * (norm - low) / range);
-      bctx.fillRect(t * cell, 80 - h, Math.max(1, cell - 1), h);
-    });
-    bctx.fillStyle = "#57606a"; bctx.font = "11px system-ui, sans-serif"; bctx.textBaseline = "bottom";
-    bctx.fillText(`norms from ${format(low, 2)} (shortest bar) to ${format(high, 2)} (tallest)`, 0, 96);
-  }
-
-  function onHiddenHover(event) {
-    const canvas = $("similarity-canvas"), rect = canvas.getBoundingClientRect(), T = data.T;
-    const i = Math.floor((event.clientY - rect.top) / rect.height * T), j = Math.floor((event.clientX - rect.left) / rect.width * T);
-    if (i < 0 || j < 0 || i >= T || j >= T) return;
-    const layer = Number($("hidden-layer").value), m = window.minibert;
-    const cosine = m.similarity(layer)[i * T + j], norms = m.norms(layer);
-    $("hidden-readout").textContent = `layer ${layer}: cos(“${m.tokens[i]}” #${i}, “${m.tokens[j]}” #${j}) = ${format(cosine)}; ` +
-      `norms ${format(norms[i], 2)} and ${format(norms[j], 2)}`;
-  }
-
   // ----------------------------------------------------------------------------- start
   function draw(decoded) {
     data = decoded;
@@ -319,18 +295,18 @@ const MinibertPanels = (function () {
     $("attention-error").textContent = m.attentionMaxError.toPrecision(2);
     if (T > 96) document.querySelector('input[name="head-mode"][value="matrix"]').checked = true;
     drawTokens(); drawModelGrid(); drawStatistics(); drawLens();
-    $("hidden-layer").max = String(data.L); $("hidden-layer").value = String(data.L);
-    $("hidden-layer").addEventListener("input", drawHidden); drawHidden();
-    $("similarity-canvas").addEventListener("mousemove", onHiddenHover);
     const canvas = $("head-canvas");
     canvas.addEventListener("mousemove", onHeadHover);
     canvas.addEventListener("mouseleave", () => { if (chosen === null && hoverRow !== null) { hoverRow = null; drawHead(); } });
-    document.querySelectorAll('input[name="head-mode"]').forEach((input) => input.addEventListener("change", drawHead));
-    open(0, 0);
+    document.querySelectorAll('input[name="head-mode"]').forEach((input) => input.addEventListener("change", () => {
+      $("head-readout").textContent = "";  // the other picture's readout does not describe this one
+      drawHead();
+    }));
+    open(1, 0);
   }
 
   // what the exports (explorer-export.js) need to know: the open head, the view, the decoded data
   function current() { return { layer: openLayer, head: openHead, mode: mode(), data, accent: ACCENT }; }
 
-  return { draw, current, format };
+  return { draw, current, format, el, diverging };
 })();

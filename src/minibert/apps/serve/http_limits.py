@@ -26,9 +26,9 @@ reuse of idle connections when it runs out of them):
   (never one whose request is being served).
 
 Between requests, a kept-alive connection is closed after uvicorn's ``timeout_keep_alive``
-(``--keep-alive-timeout``); a request's body has its own bound (``--read-timeout``, serve.py's
-``read_json``), and the requests served at once theirs (``--limit-concurrency``, serve.py's
-``Guard``): sockets do not count, requests do.
+(``--keep-alive-timeout``); a request's body has its own bound (``--read-timeout``,
+request_parsing.py's ``read_json``), and the requests served at once theirs (``--limit-concurrency``,
+guard.py's ``Guard``): sockets do not count, requests do.
 """
 
 from __future__ import annotations

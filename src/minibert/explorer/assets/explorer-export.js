@@ -1,5 +1,5 @@
 // The exports of the open head (PNG, SVG, JSON), and the start: decode the data (explorer-data.js),
-// draw the panels (explorer-panels.js), then mark the page ready for scripts and tests.
+// draw the panels (explorer-panels.js, explorer-hidden.js), then mark the page ready for scripts and tests.
 "use strict";
 
 const MinibertExport = (function () {
@@ -54,6 +54,8 @@ const MinibertExport = (function () {
     return JSON.stringify({
       format: m.format, model: m.model, tokens: m.tokens, inputIds: m.inputIds, tokenTypeIds: m.tokenTypeIds,
       wordIds: m.wordIds, offsets: m.offsets, maskPositions: m.maskPositions, layers: m.layers, heads: m.heads,
+      layerNumbering: "as hidden_states: 0 = the embeddings' output (norms[0], predictions[0]), 1 … L = the encoder " +
+        "layers (openHead.layer; its weights are transformers' attentions[layer - 1])",
       attentionBits: m.attentionBits, openHead: { layer: view.layer, head: view.head, attention: rows },
       headStatistics: m.headStatistics(), predictions, leadLayers: m.leadLayers,
       norms: Array.from({ length: view.data.L + 1 }, (_, l) => Array.from(m.norms(l))),
@@ -83,6 +85,7 @@ const MinibertExport = (function () {
     const raw = JSON.parse(document.getElementById("minibert-data").textContent);
     MinibertData.decode(raw).then((decoded) => {
       MinibertPanels.draw(decoded);
+      MinibertHidden.draw(decoded);
       MinibertExport.wire();
       window.minibert.isReady = true;
       document.documentElement.dataset.ready = "true";

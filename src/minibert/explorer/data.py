@@ -16,6 +16,12 @@ position if it stopped there. ``ExplorationData`` holds these as numpy arrays:
     >>> data = compute(load_for_exploring("path/to/bert"), "Paris is the [MASK] of France.")  # doctest: +SKIP
     >>> data.tokens[:3], data.attention.shape                                                 # doctest: +SKIP
     (['[CLS]', 'paris', 'is'], (12, 12, 11, 11))
+
+Layers are numbered as ``hidden_states`` numbers them, here and on the page: 0 is the embeddings'
+output (it has no attention), 1 … L the encoder layers. Encoder layer ``l``'s weights are
+``attention[l - 1]`` (as transformers' ``attentions[l - 1]``); ``attention_map(l, head)`` reads them
+by the layer's number, as the page's "layer l, head h" and ``scripts/plot_attention.py --layer l
+--head h`` do.
 """
 
 from __future__ import annotations
@@ -60,6 +66,16 @@ class ExplorationData:
     @property
     def heads(self) -> int:
         return self.attention.shape[1]
+
+    def attention_map(self, layer: int, head: int) -> np.ndarray:
+        """The (T, T) weights of encoder layer ``layer`` (1 … L: the page's "layer 3, head 5" is
+        ``attention_map(3, 5)``) and ``head`` (from 0); row i is where token i looks."""
+        for name, value, first, last in (("layer", layer, 1, self.layers), ("head", head, 0, self.heads - 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or not first <= value <= last:
+                why = " (layer 0 is the embeddings, which have no attention)" if name == "layer" else ""
+                raise ExplorerInputError(f"{name} {value!r} does not exist: this model's {name}s are "
+                                         f"{first}..{last}{why}")  # fmt: skip
+        return self.attention[layer - 1, head]
 
     def predictions(self, layer: int) -> list[list[tuple[str, float]]] | None:
         """Per position, the guesses ``[(piece, probability), ...]`` of layer ``layer`` (0 = the

@@ -1,0 +1,43 @@
+"""``build_app``: the routes, the error handlers and the guard, as one ASGI app."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .batching import Overloaded
+from .guard import Guard
+from .http_errors import ClientGone, RequestError, error_response
+from .routes import Routes
+from .service import EmbeddingService
+from .settings import ServeSettings
+
+logger = logging.getLogger("minibert.serve")
+
+
+def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
+    """The ASGI app. The model loads in the background after start-up (``/health`` says when)."""
+    service = EmbeddingService(settings)
+    routes = Routes(service, on_fatal)
+
+    async def request_error(request: Request, error: RequestError) -> Response:
+        return error_response(request.url.path, error)
+
+    async def overloaded(request: Request, error: Overloaded) -> Response:
+        return error_response(request.url.path, RequestError(503, f"overloaded: {error}; retry shortly",
+                                                             code="overloaded"))  # fmt: skip
+
+    async def client_gone(request: Request, error: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it (nginx's code for "client closed request")
+
+    async def internal(request: Request, error: Exception) -> Response:
+        logger.error("internal error on %s: %s: %s", request.url.path, type(error).__name__, error)
+        return error_response(request.url.path, RequestError(500, "internal server error", code="internal_error"))
+
+    handlers = {RequestError: request_error, Overloaded: overloaded, ClientGone: client_gone, Exception: internal}
+    app = Starlette(routes=routes.routes(), lifespan=routes.lifespan, exception_handlers=handlers)
+    app.state.service = service
+    return Guard(app, service)

@@ -1,0 +1,35 @@
+"""A bad request as an exception (``RequestError``: its status, a message naming the problem, the
+field), and as the JSON body each API dialect expects (``error_response``)."""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+class RequestError(Exception):
+    """A bad request: its HTTP status, a message naming the problem, and the field."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+
+def error_response(path: str, error: RequestError) -> JSONResponse:
+    """An error as JSON: OpenAI's shape under /v1/, text-embeddings-inference's elsewhere."""
+    if path.startswith("/v1/"):
+        kinds = {401: "authentication_error", 503: "server_error", 500: "server_error"}
+        body = {"error": {"message": error.message, "type": kinds.get(error.status, "invalid_request_error"),
+                          "param": error.param, "code": error.code}}  # fmt: skip
+    else:
+        kinds = {413: "Validation", 422: "Validation", 503: "Overloaded", 401: "Unauthorized", 400: "Validation"}
+        body = {"error": error.message, "error_type": kinds.get(error.status, "Backend")}
+    headers = {}
+    if error.status == 503:
+        headers["Retry-After"] = "1"
+    if error.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(body, status_code=error.status, headers=headers)

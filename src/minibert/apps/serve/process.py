@@ -1,0 +1,75 @@
+"""``serve``: the server process, from start to a graceful stop. The app is built (app.py), the
+access log's thread started, the connections' limits set (http_limits.py), and uvicorn runs until
+SIGTERM or SIGINT; then it stops accepting, finishes the requests in flight, and exits."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import signal
+
+from .access_log import DroppingQueueHandler, access_logger
+from .app import build_app
+from .settings import ServeSettings
+
+logger = logging.getLogger("minibert.serve")
+
+
+def serve(settings: ServeSettings) -> None:
+    """Run the server until SIGTERM/SIGINT: then stop accepting, finish the requests in flight, exit."""
+    import uvicorn
+
+    from .http_limits import BoundedH11Protocol, ConnectionRoom, connection_capacity, raise_open_files_limit
+
+    failure: list[BaseException] = []
+    server: uvicorn.Server | None = None
+
+    def fatal(error: BaseException) -> None:
+        failure.append(error)
+        server.should_exit = True
+
+    app = build_app(settings, on_fatal=fatal)
+    access = DroppingQueueHandler()
+    access_logger.addHandler(access)
+    access_logger.setLevel(logging.INFO)
+    writer = logging.handlers.QueueListener(access.queue, *logging.getLogger("minibert").handlers)
+    writer.start()
+    app.app.state.service.metrics.dropped_log_lines = lambda: access.dropped
+    # An idle keep-alive connection stays open longer than clients keep theirs (httpx and the
+    # openai client: 5 s; load balancers: 60 s), so the client closes it first. With uvicorn's
+    # 5 s, a client reusing a connection just as the server closed it got a dropped request.
+    # Requests' headers are bounded in size and time, and connections by the open-files limit
+    # (http_limits.py); h11's own size limit sits just above, so the 431 comes from there, with a
+    # message. The requests served at once are counted by Guard, not uvicorn (whose
+    # limit_concurrency counts idle sockets too). No WebSockets: nothing here speaks them, and an
+    # upgraded connection would leave the protocol that counts connections (http_limits.py).
+    limits = raise_open_files_limit()
+    room = ConnectionRoom(connection_capacity(limits and limits[1]))
+    app.app.state.service.metrics.connection_lines = room.prometheus_lines
+    protocol = BoundedH11Protocol.with_limits(settings.max_header_bytes, settings.header_timeout,
+                                              settings.send_timeout, room)  # fmt: skip
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, access_log=False, log_level="warning",
+                            timeout_graceful_shutdown=30, timeout_keep_alive=settings.keep_alive_timeout,
+                            lifespan="on", http=protocol, ws="none",
+                            h11_max_incomplete_event_size=settings.max_header_bytes + 1024)  # fmt: skip
+    server = uvicorn.Server(config)
+    # uvicorn handles SIGINT/SIGTERM while it runs (graceful shutdown) and raises the signal again
+    # once it has stopped: ignored then, so a requested stop exits with status 0.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    logger.info("serving on http://%s:%d (model %s loading)%s", settings.host, settings.port, settings.model,
+                "" if settings.api_key else "; no API key: anyone who can reach this port can use it")  # fmt: skip
+    if limits is not None and room.capacity < 1 << 40:  # (no line where nothing limits open files)
+        before, after = limits
+        logger.info("open-files limit %s; it can hold about %d connections at once (beyond, the longest idle are "
+                    "closed)", f"raised from {before} to {after}" if after != before else f"{after}",
+                    room.capacity)  # fmt: skip
+    try:
+        server.run()
+    finally:
+        writer.stop()  # the lines still queued are written first
+        access_logger.removeHandler(access)
+    if failure:
+        raise failure[0]
+    if not server.started:
+        raise OSError(f"could not listen on {settings.host}:{settings.port} (is the port in use?)")

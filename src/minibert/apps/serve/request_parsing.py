@@ -1,0 +1,90 @@
+"""A request's body read within its limits, and its fields checked one by one: every error names
+the field (``RequestError``'s ``param``) and the limit it passed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from starlette.requests import ClientDisconnect, Request
+
+from ...formats.json_files import parse_json
+from .http_errors import RequestError
+from .settings import ServeSettings
+
+
+async def read_json(request: Request, limit: int, seconds: float = 30.0):
+    """The body as JSON, read up to ``limit`` bytes (413 past it) within ``seconds`` (408 past it;
+    a client trickling its body holds no connection longer); 400 if it is not JSON or nests
+    deeper than 64 levels."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"the request body has {int(declared)} bytes, more than the limit of {limit}")
+    body = bytearray()
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise RequestError(413, f"the request body is larger than the limit of {limit} bytes")
+    except ClientDisconnect:
+        raise RequestError(400, "the client disconnected while sending the body") from None
+    except TimeoutError:
+        raise RequestError(408, f"the request body did not arrive within {seconds:g} s") from None
+    try:
+        value = parse_json(bytes(body))
+    except ValueError as error:
+        raise RequestError(400, f"the request body is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise RequestError(422, "the request body must be a JSON object")
+    return value
+
+
+def parse_inputs(value, field: str, settings: ServeSettings, allow_ids: bool) -> list:
+    """A str, a list of str, or (``allow_ids``) a list of token ids or a list of such lists."""
+    if isinstance(value, str):
+        inputs = [value]
+    elif isinstance(value, list) and value and all(is_token_id(item) for item in value) and allow_ids:
+        inputs = [value]
+    elif isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        inputs = value
+    elif (isinstance(value, list) and value and allow_ids
+          and all(isinstance(item, list) and all(is_token_id(i) for i in item) for item in value)):  # fmt: skip
+        inputs = value
+    elif isinstance(value, list) and not value:
+        raise RequestError(422, f"{field} is empty", field)
+    else:
+        kinds = "a string, a list of strings" + (", a list of token ids or a list of such lists" if allow_ids else "")
+        raise RequestError(422, f"{field} must be {kinds}", field)
+    if len(inputs) > settings.max_inputs:
+        raise RequestError(422, f"{field} has {len(inputs)} items, more than the limit of {settings.max_inputs} "
+                                "per request", field, "too_many_inputs")  # fmt: skip
+    for index, item in enumerate(inputs):
+        if not item:
+            raise RequestError(422, f"{field}[{index}] is empty", field)
+        if isinstance(item, str) and len(item) > settings.max_input_chars:
+            raise RequestError(422, f"{field}[{index}] has {len(item)} characters, more than the limit of "
+                                    f"{settings.max_input_chars}", field, "input_too_long")  # fmt: skip
+    return inputs
+
+
+def text_field(body: dict, name: str, settings: ServeSettings) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise RequestError(422, f"{name} must be a non-empty string", name)
+    if len(value) > settings.max_input_chars:
+        limit = settings.max_input_chars
+        raise RequestError(422, f"{name} has {len(value)} characters, more than the limit of {limit}", name,
+                           "input_too_long")  # fmt: skip
+    return value
+
+
+def is_token_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def bool_field(body: dict, name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise RequestError(422, f"{name} must be true or false, got {json.dumps(value)[:40]}", name)
+    return value

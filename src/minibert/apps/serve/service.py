@@ -1,0 +1,133 @@
+"""The service every request shares: the loaded model (an embedder, or a sequence classifier such
+as a cross-encoder reranker), the tokenizing thread, and the work of one merged batch."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ...embedding.options import EmbedOptions
+from ...formats.json_files import parse_json
+from .batching import DynamicBatcher
+from .http_errors import RequestError
+from .metrics import Metrics
+from .settings import ServeSettings
+
+
+class PairPieces(list):
+    """A text (or pair) for the classifier. As a list: its pieces without [CLS] and the last [SEP],
+    as the batcher counts them (it adds those two); ``framed`` and ``token_types``: the tokenizer's
+    own framing of it (``[CLS] A [SEP] B [SEP]``, tokenizer/framing.py), which the model runs."""
+
+    def __init__(self, framed: list[int], token_types: list[int]):
+        super().__init__(framed[1:-1])
+        self.framed, self.token_types = framed, token_types
+
+
+class EmbeddingService:
+    """The loaded model, the batcher and the limits, shared by every request."""
+
+    def __init__(self, settings: ServeSettings):
+        self.settings = settings
+        self.metrics = Metrics()
+        self.embedder = None
+        self.classifier = None  # a CrossEncoder, when the model is a sequence classifier (a reranker)
+        self.batcher: DynamicBatcher | None = None
+        self.load_error: BaseException | None = None
+        self.model_id = settings.served_model_name or os.path.basename(os.path.normpath(settings.model))
+        self.model_ids = {self.model_id, settings.model}
+        self._tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibert-tokenize")
+        self.options = EmbedOptions()  # the model's recipe; a request may only change normalize
+
+    @property
+    def loaded(self) -> bool:
+        return self.embedder is not None or self.classifier is not None
+
+    def load(self) -> None:
+        """An embedder, or for a checkpoint whose architecture is a sequence classifier (a
+        cross-encoder, a sentiment model: its config.json says so) the classifier."""
+        if is_sequence_classifier(self.settings.model):
+            from ...tasks.rerank import CrossEncoder
+
+            self.classifier = CrossEncoder(self.settings.model, dtype=self.settings.dtype, gemm=self.settings.gemm)
+            return
+        from ...embedding.embedder import Embedder
+
+        embedder = Embedder.from_pretrained(self.settings.model, dtype=self.settings.dtype, gemm=self.settings.gemm)
+        self.dimension = embedder.dimension(self.options)
+        self.embedder = embedder
+
+    def compute(self, pieces: list[list[int]], job: tuple) -> np.ndarray:
+        """One merged batch of requests that share the job key: (pooling skip, options) for
+        embeddings, ("logits",) for the classifier's raw scores (N, labels)."""
+        if job == ("logits",):
+            return self._logits(pieces)
+        skip, options = job
+        return self.embedder.embed_pieces(pieces, options, skip=skip)
+
+    def _logits(self, rows: list[PairPieces]) -> np.ndarray:
+        """(N, labels) raw scores of merged requests' rows, run as the offline CrossEncoder runs
+        them: sorted by length, 32 at a time (one padded batch of mixed lengths is slower)."""
+        from ...tasks.loading import run_rows
+
+        inputs = {"input_ids": [row.framed for row in rows], "token_type_ids": [row.token_types for row in rows]}
+        results = run_rows(self.classifier.model, self.classifier.tokenizer, inputs, 32)
+        return np.stack([result["logits"] for result in results])
+
+    def pair_pieces(self, firsts: list[str], seconds: list[str] | None, truncate: bool, field: str):
+        """Each text (or pair) as PairPieces for the classifier, cut to its length (as the
+        tokenizer's longest_first cuts a pair) or refused; and the token count."""
+        tokenizer, limit = self.classifier.tokenizer, self.classifier.max_length
+        encoded = tokenizer(firsts, seconds, truncation=True if truncate else None,
+                            max_length=limit if truncate else None, verbose=False)  # fmt: skip
+        out = []
+        for index, (ids, types) in enumerate(zip(encoded["input_ids"], encoded["token_type_ids"])):
+            if len(ids) > limit:
+                raise RequestError(422, f"{field}[{index}] has {len(ids)} tokens, more than the model's limit of "
+                                        f"{limit}; shorten it or send \"truncate\": true", field,
+                                   "context_length_exceeded")  # fmt: skip
+            out.append(PairPieces(ids, types))
+        return out, sum(len(row) + 2 for row in out)
+
+    async def tokenize(self, function, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
+
+    def pieces_of(self, inputs: list, truncate: bool, field: str) -> tuple[list[list[int]], int, int]:
+        """Each input's piece ids (texts tokenized with the model's prompt; id arrays checked),
+        cut to the model's length or refused; and the pooling skip and the token count."""
+        embedder = self.embedder
+        room = embedder.max_length - 2
+        if isinstance(inputs[0], str):
+            pieces, skip = embedder.pieces_for_embedding(inputs, self.options)
+        else:
+            vocab = embedder.tokenizer.vocab_size
+            for index, ids in enumerate(inputs):
+                bad = next((i for i in ids if not 0 <= i < vocab), None)
+                if bad is not None:
+                    raise RequestError(422, f"{field}[{index}] has token id {bad}, outside the vocabulary "
+                                            f"[0, {vocab})", field)  # fmt: skip
+            pieces, skip = [list(ids) for ids in inputs], 0
+        for index, ids in enumerate(pieces):
+            if len(ids) > room:
+                if not truncate:
+                    raise RequestError(
+                        422, f"{field}[{index}] has {len(ids) + 2} tokens, more than the model's limit of "
+                        f"{room + 2}; shorten it or send \"truncate\": true", field, "context_length_exceeded",
+                    )  # fmt: skip
+                pieces[index] = ids[:room]
+        return pieces, skip, sum(len(ids) + 2 for ids in pieces)
+
+
+def is_sequence_classifier(model: str) -> bool:
+    from ...formats.hub import resolve_file
+
+    path = resolve_file(model, "config.json")
+    try:
+        architectures = parse_json(path.read_bytes()).get("architectures") or []
+    except (ValueError, AttributeError):
+        return False  # the loader says what is wrong with it
+    return isinstance(architectures, list) and any(
+        isinstance(name, str) and name.endswith("ForSequenceClassification") for name in architectures)  # fmt: skip
