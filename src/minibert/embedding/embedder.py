@@ -60,7 +60,7 @@ import numpy as np
 import torch
 
 from ..model import BertModel
-from ..tokenizer.algorithm import BasicTokenizer
+from ..tokenizer.fast_basic import FastBasicTokenizer
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from ..tokenizer.encoding import window_starts
@@ -92,7 +92,7 @@ class Embedder:
             # tokenizer stays as it was (the pieces cache is keyed by lowercased words: shared safely).
             basic = tokenizer.basic
             tokenizer = copy.copy(tokenizer)
-            tokenizer.basic = BasicTokenizer(True, basic.strip_accents, basic.tokenize_chinese_chars)
+            tokenizer.basic = FastBasicTokenizer(True, basic.strip_accents, basic.tokenize_chinese_chars)
         self.tokenizer = tokenizer
         # Longest input in tokens, used when embed() is not given max_length: the model's own
         # training length for sentence-transformers models (max_seq_length), else the tokenizer's.

@@ -58,7 +58,7 @@ from pathlib import Path
 
 from ..errors import VocabularySizeError
 from ..formats.atomic_files import write_atomically
-from .algorithm import BasicTokenizer
+from .fast_basic import FastBasicTokenizer
 from .word_counts import Progress, count_words
 
 DEFAULT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -92,7 +92,7 @@ def train_wordpiece(
     ['##u', '##g', '##n', '##s', '##ug', '##un', 'hug', 'pun', 'pug']
     """
     _check_settings(vocab_size, min_frequency, limit_alphabet, special_tokens)  # before the long count
-    basic = BasicTokenizer(do_lower_case=lowercase)
+    basic = FastBasicTokenizer(do_lower_case=lowercase)
     word_counts = count_words(files, basic, progress)
     return learn_vocabulary(word_counts, vocab_size, min_frequency=min_frequency, limit_alphabet=limit_alphabet,
                             special_tokens=special_tokens, progress=progress)  # fmt: skip
