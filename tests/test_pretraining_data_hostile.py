@@ -78,7 +78,7 @@ CASES = {
     "empty corpus": (lambda f: (_write(f["corpus"], b""), _args(f))[1], "no sentences"),
     "only blank lines": (lambda f: (_write(f["corpus"], "\n \n\t\n\u2028\n\x0c\n"), _args(f))[1], "no sentences"),
     "only control characters": (
-        lambda f: (_write(f["corpus"], "\x00\x01\u200b\n\x7f\n"), _args(f))[1],
+        lambda f: (_write(f["corpus"], "\x00\x01\u200b\n\x7f\n" + " \n" * 20), _args(f))[1],
         "no sentences",
     ),  # fmt: skip
     "invalid UTF-8": (lambda f: (_write(f["corpus"], b"The cat.\nIt \xff was.\n"), _args(f))[1], "line 2: not UTF-8"),
