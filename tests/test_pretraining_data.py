@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from test_tfrecord_hostile import CASES as TFRECORD_CASES
 from test_tfrecord_hostile import TENSORFLOW_DIES, damaged_files
+from unicode_text import every_category_lines, vocabulary_of
 
 from minibert.formats.tfrecord import read_examples
 from minibert.training.create import create_pretraining_data
@@ -29,7 +30,6 @@ from minibert.training.options import InstanceOptions
 from minibert.training.records import FEATURE_NAMES
 from minibert.training.vocabulary import PretrainingVocabulary
 from tf_reference import google_master_script, run_reference, tf_python
-from unicode_text import every_category_lines, vocabulary_of
 
 FORTUNES = Path("/usr/share/games/fortunes")
 FORTUNE_FILES = ("computers", "science", "people", "politics", "wisdom", "literature", "humorists")
@@ -113,8 +113,9 @@ CONFIGS = {
     "every-category-uncased-preserve-unused": (
         "unicode-vocab", {"max_seq_length": 64, "random_seed": 9, "do_lower_case": True, "dupe_factor": 10,
                           "preserve_unused_tokens": True}, False, False, 1),  # fmt: skip
-    "every-category-cased": ("unicode-vocab", {"max_seq_length": 48, "random_seed": 4, "do_lower_case": False, "dupe_factor": 6},
-                             False, False, 1),  # fmt: skip
+    "every-category-cased": (
+        "unicode-vocab", {"max_seq_length": 48, "random_seed": 4, "do_lower_case": False, "dupe_factor": 6},
+        False, False, 1),  # fmt: skip
 }
 INPUTS = {"odd-lines-two-files": ("odd", "odd"), "invalid-utf8-ignored": ("dirty", "cleaned"),
           "every-category-uncased-preserve-unused": ("unicode", "unicode"),
@@ -136,8 +137,9 @@ def config_job(name: str, configs: dict, corpus: dict, workdir: Path) -> dict:
                               masked_lm_prob=flags["masked_lm_prob"], short_seq_prob=flags["short_seq_prob"],
                               whole_word_mask=whole_word)  # fmt: skip
     ours, googles = (_paths(corpus[key]) for key in INPUTS.get(name, ("text", "text")))
+    invalid_utf8 = "ignore" if name == "invalid-utf8-ignored" else "error"
     create_pretraining_data(ours, corpus[vocab_name], minibert_files, options, flags["random_seed"],
-                            flags["do_lower_case"], invalid_utf8="ignore" if name == "invalid-utf8-ignored" else "error",
+                            flags["do_lower_case"], invalid_utf8=invalid_utf8,
                             preserve_unused_tokens=flags.get("preserve_unused_tokens", False))  # fmt: skip
     flags = {**flags, "input_file": ",".join(map(str, googles)), "vocab_file": str(corpus[vocab_name]),
              "output_file": ",".join(google_files)}  # fmt: skip

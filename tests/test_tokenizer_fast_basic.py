@@ -6,11 +6,11 @@ by hypothesis from all of Unicode, in every setting."""
 
 from __future__ import annotations
 
-import corpus
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import corpus
 from minibert.tokenizer.algorithm import BasicTokenizer
 from minibert.tokenizer.fast_basic import FastBasicTokenizer
 from minibert.tokenizer.google import FastGoogleBasicTokenizer, GoogleBasicTokenizer
@@ -21,7 +21,8 @@ SAMPLES = [pytest.param(100, id="every-100th"), pytest.param(1, id="all", marks=
 
 def _pairs():
     for lower, strip, chinese in SETTINGS:
-        yield f"{lower}-{strip}-{chinese}", BasicTokenizer(lower, strip, chinese), FastBasicTokenizer(lower, strip, chinese)
+        settings = (lower, strip, chinese)
+        yield f"{lower}-{strip}-{chinese}", BasicTokenizer(*settings), FastBasicTokenizer(*settings)
     for lower in (True, False):
         yield f"google-{lower}", GoogleBasicTokenizer(lower), FastGoogleBasicTokenizer(lower)
 

@@ -11,11 +11,11 @@ the lone surrogates, which UTF-8 cannot carry); the slow run takes every code po
 from __future__ import annotations
 
 import pytest
+from unicode_text import SPECIAL_WORDS, categories, every_category_lines, vocabulary_of
 
 from minibert.tokenizer.google import GoogleBasicTokenizer
 from minibert.training.vocabulary import PretrainingVocabulary
 from tf_reference import run_reference
-from unicode_text import SPECIAL_WORDS, categories, every_category_lines, vocabulary_of
 
 
 def _write_vocab(directory, lines) -> str:

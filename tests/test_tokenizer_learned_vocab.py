@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 
 import pytest
+from unicode_text import every_category_lines
 
 from minibert.tokenizer import BertTokenizer, save_vocabulary, train_wordpiece
-from unicode_text import every_category_lines
 
 transformers = pytest.importorskip("transformers")
 

@@ -60,10 +60,10 @@ import numpy as np
 import torch
 
 from ..model import BertModel
-from ..tokenizer.fast_basic import FastBasicTokenizer
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from ..tokenizer.encoding import window_starts
+from ..tokenizer.fast_basic import FastBasicTokenizer
 from .batches import TOKENS_PER_TEXT, length_sorted_batches, token_budget_batches  # noqa: F401 (re-exported)
 from .options import POOLINGS, EmbedOptions  # noqa: F401 (POOLINGS: re-exported for the CLI's choices)
 from .recipe import SentenceRecipe, read_recipe, similarity

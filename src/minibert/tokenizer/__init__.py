@@ -26,8 +26,8 @@ The rooms, read in this order:
 from .added_tokens import AddedToken
 from .algorithm import BasicTokenizer, WordPieceTokenizer, is_punctuation, is_removed_in_cleaning
 from .bert_tokenizer import BertTokenizer
-from .fast_basic import FastBasicTokenizer
 from .encoding import BatchEncoding
+from .fast_basic import FastBasicTokenizer
 from .files import google_lower_case, load_vocab
 from .wordpiece_trainer import save_vocabulary, train_wordpiece
 

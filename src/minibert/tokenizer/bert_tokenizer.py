@@ -19,11 +19,11 @@ from pathlib import Path
 from ..errors import CheckpointError
 from .added_tokens import AddedToken, AddedTokens, Unit
 from .algorithm import WordPieceTokenizer, join_pieces, piece_spans
-from .fast_basic import FastBasicTokenizer
 from .arguments import check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
 from .directory import read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces, check_side
+from .fast_basic import FastBasicTokenizer
 from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, load_vocab
 
 

@@ -97,7 +97,7 @@ class GoogleFullTokenizer:
     def __init__(self, vocab: dict[str, int], do_lower_case: bool = True, preserve_unused_tokens: bool = False,
                  unk_token: str = "[UNK]"):  # fmt: skip
         self.vocab = vocab
-        kept = frozenset(token for token in vocab if UNUSED_TOKEN.search(token)) if preserve_unused_tokens else frozenset()
+        kept = frozenset(token for token in vocab if preserve_unused_tokens and UNUSED_TOKEN.search(token))
         self.basic = GoogleBasicTokenizer(do_lower_case, kept)
         self._fast = FastGoogleBasicTokenizer(do_lower_case)
         self.wordpiece = WordPieceTokenizer(vocab, vocab[unk_token], GOOGLE_MAX_CHARS_PER_WORD)

@@ -20,9 +20,10 @@ Google's rules, kept exactly (each changes which instances come out):
   with a blank line continues the last document of the file before it.
 
 A file that is not text (UTF-16, binary, megabytes without a line break) stops the run, naming the
-file and the byte offset (``NotTextError``, formats/plain_text.py). Invalid UTF-8 stops the run, naming the file and line (``invalid_utf8="error"``), or its bytes are
-dropped (``"ignore"``, what Google's ``convert_to_unicode`` does to bytes; under TensorFlow 2 its
-file reader decodes strictly first, so the script itself dies with a UnicodeDecodeError).
+file and the byte offset (``NotTextError``, formats/plain_text.py). Invalid UTF-8 stops the run,
+naming the file and line (``invalid_utf8="error"``), or its bytes are dropped (``"ignore"``, what
+Google's ``convert_to_unicode`` does to bytes; under TensorFlow 2 its file reader decodes strictly
+first, so the script itself dies with a UnicodeDecodeError).
 
 All documents are held in memory, as in Google's script: a sentence is a list of int ids.
 """
