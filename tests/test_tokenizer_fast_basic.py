@@ -21,8 +21,8 @@ SAMPLES = [pytest.param(100, id="every-100th"), pytest.param(1, id="all", marks=
 
 def _pairs():
     for lower, strip, chinese in SETTINGS:
-        settings = (lower, strip, chinese)
-        yield f"{lower}-{strip}-{chinese}", BasicTokenizer(*settings), FastBasicTokenizer(*settings)
+        options = (lower, strip, chinese)
+        yield f"{lower}-{strip}-{chinese}", BasicTokenizer(*options), FastBasicTokenizer(*options)
     for lower in (True, False):
         yield f"google-{lower}", GoogleBasicTokenizer(lower), FastGoogleBasicTokenizer(lower)
 

@@ -4,9 +4,13 @@
 
 The rooms, read in this order:
 
-* ``algorithm.py`` — the algorithm: ``BasicTokenizer`` (clean, strip accents, lower-case, split on
-  whitespace and punctuation: one rule per character, which also gives offsets) and
-  ``WordPieceTokenizer`` (greedy longest-match-first);
+* ``algorithm.py`` — the algorithm, plain, as Google's tokenization.py writes it: ``BasicTokenizer``
+  (clean, space out CJK ideographs, strip accents, lower-case, split on whitespace and punctuation)
+  and ``WordPieceTokenizer`` (greedy longest-match-first);
+* ``fast_basic.py`` — ``FastBasicTokenizer``, the same words through ``str.translate`` tables, with
+  offsets: what ``BertTokenizer`` runs (a test proves it equal to the plain one);
+* ``google.py`` — ``google_tokenizer``: Google's ``FullTokenizer`` character for character, for
+  outputs that must equal Google's (``pretraining-data``);
 * ``bert_tokenizer.py`` — ``BertTokenizer``, a thin core: the vocabulary, special tokens, ids back
   to text;
 * ``added_tokens.py`` — what ``add_tokens`` adds: pieces cut out of a text before the two stages,

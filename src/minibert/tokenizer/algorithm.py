@@ -21,10 +21,14 @@ pieces happens in two stages, exactly as in google-research/bert's ``tokenizatio
 ``BertTokenizer`` (bert_tokenizer.py) holds the vocabulary and frames the pieces the way BERT was
 pre-trained: ``[CLS] A [SEP]``, or ``[CLS] A [SEP] B [SEP]`` for a pair.
 
-Where the reference implementations disagree, minibert follows Hugging Face ``tokenizers`` (what
-``AutoTokenizer`` gives): unassigned code points are kept (not dropped as "control"), accents are
-stripped before lowercasing, and Σ lowercases to σ everywhere (no final-ς rule). Lone surrogates,
-which ``tokenizers`` cannot even receive, are dropped like control characters. See docs/tokenizer.md.
+This module is the algorithm, written to be read. ``BertTokenizer`` runs the same rules through
+``FastBasicTokenizer`` (fast_basic.py: translation tables at C speed, and offsets), which a test
+proves equal to this one on real text and random characters.
+
+Where the reference implementations disagree, these rules follow Hugging Face ``tokenizers`` (what
+``AutoTokenizer`` gives): private-use characters are removed, accents are stripped before
+lowercasing, and Σ lowercases to σ everywhere (no final-ς rule). ``google_tokenizer`` (google.py)
+follows Google's ``FullTokenizer`` instead, for ``pretraining-data``; docs/tokenizer.md has the table.
 """
 
 from __future__ import annotations
