@@ -366,20 +366,20 @@ def one_line_file(path: Path, megabytes: int) -> Counter:
     return Counter({word: count * (repeats // 10_000 * 10_000) for word, count in expected.items()})
 
 
-def test_one_line_of_24_megabytes_in_bounded_memory(tmp_path):
+def test_24_megabytes_in_lines_of_6_in_bounded_memory(tmp_path):
     path = tmp_path / "one-line.txt"
     expected = one_line_file(path, 24)
     grown, common = peak_memory_counting(path)
-    print(f"\none line of {path.stat().st_size / 1e6:.0f} MB: peak memory grew by {grown / 1e6:.0f} MB")
+    print(f"\n{path.stat().st_size / 1e6:.0f} MB in lines of 6 MB: peak memory grew by {grown / 1e6:.0f} MB")
     assert common == dict(expected.most_common(10))
     assert grown < 32e6  # a block of 1 MiB split into pieces (Python strings: ~20x its bytes), not the line
 
 
 @pytest.mark.slow
-def test_one_line_of_200_megabytes_in_bounded_memory(tmp_path):
+def test_200_megabytes_in_lines_of_6_in_bounded_memory(tmp_path):
     path = tmp_path / "one-line.txt"
     expected = one_line_file(path, 200)
     grown, common = peak_memory_counting(path)
-    print(f"\none line of {path.stat().st_size / 1e6:.0f} MB: peak memory grew by {grown / 1e6:.0f} MB")
+    print(f"\n{path.stat().st_size / 1e6:.0f} MB in lines of 6 MB: peak memory grew by {grown / 1e6:.0f} MB")
     assert common == dict(expected.most_common(10))
     assert grown < 32e6

@@ -19,8 +19,9 @@ The rooms, read in this order:
 * ``call_api.py`` — transformers' call API: one ``CallRequest`` per call, framing, truncation,
   overflow windows, padding, ``pad``; ``encoding.py`` — ``BatchEncoding`` and the maps back to words
   and characters, truncation plans and padding;
-* ``wordpiece_trainer.py`` — learning a vocabulary from text as ``tokenizers`` does
-  (``train_wordpiece``), over the word counts of ``word_counts.py``;
+* ``wordpiece_plain.py`` — learning a vocabulary from text as ``tokenizers`` does, plainly
+  (``learn_vocabulary_plainly``); ``wordpiece_trainer.py`` — the same, fast (``train_wordpiece``,
+  what ``minibert vocab`` runs), over the word counts of ``word_counts.py``;
 * ``files.py`` — vocab.txt, tokenizer_config.json, the casing of Google's checkpoints;
   ``directory.py`` — the files ``from_pretrained`` reads and ``save_pretrained`` writes;
   ``tokenizer_json.py`` — a repository's ``tokenizer.json`` when it has no ``vocab.txt``;
