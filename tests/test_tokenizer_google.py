@@ -61,3 +61,32 @@ def test_the_differences_are_real():
     plain, google = BasicTokenizer(), GoogleBasicTokenizer()
     differing = [word for word in SPECIAL_WORDS if plain.tokenize(word) != google.tokenize(word)]
     assert {"\ue1e5", "ΟΔΟΣ", "\U0002b820\U0002b91f\U0002b920", "\U000f0001x"} <= set(differing), differing
+
+
+def test_preserve_unused_tokens_keeps_unused_pieces_whole(tmp_path):
+    """--preserve-unused-tokens (Google's flag): a word that is exactly a vocabulary entry [unusedN]
+    is one piece; without the flag, or glued to other text, or not in the vocabulary, it is text."""
+    import subprocess
+    import sys
+
+    from minibert.formats.tfrecord import read_examples
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[", "]",
+                                "unused0", "the", "cat", "x"]) + "\n", encoding="utf-8")  # fmt: skip
+    vocabulary = PretrainingVocabulary.load(vocab, preserve_unused_tokens=True)
+    pieces = [vocabulary.tokens[index] for index in vocabulary.piece_ids("the [unused0] cat x[unused1] [unused7]")]
+    assert pieces == ["the", "[unused0]", "cat", "x", "[", "[UNK]", "]", "[", "[UNK]", "]"]
+    plain = PretrainingVocabulary.load(vocab)
+    assert [plain.tokens[index] for index in plain.piece_ids("[unused0]")] == ["[", "unused0", "]"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat [unused0] the cat\nthe [unused1] cat\n\nthe cat\ncat the\n", encoding="utf-8")
+    found = {}
+    for flag in ([], ["--preserve-unused-tokens"]):
+        output = tmp_path / f"out{len(flag)}.tfrecord"
+        done = subprocess.run([sys.executable, "-m", "minibert", "pretraining-data", "--input", str(corpus), "--vocab",
+                               str(vocab), "--output", str(output), "--masked-lm-prob", "0.01", *flag],
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        found[bool(flag)] = {int(i) for example in read_examples(output) for i in example["input_ids"]}
+    assert 1 in found[True] and 2 in found[True] and 1 not in found[False] and 9 in found[False]
