@@ -7,7 +7,7 @@
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel
     core         config, activations, tokenizer/, inputs, fast_path, gemm, speed, pretrained, model, weights
-    formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, the commands' line files, the text check
+    formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, line files, the text check
     base         errors, runtime                                                  (bottom)
 
 A module imports only modules of its own room or the rooms below; within apps/, the optional

@@ -43,7 +43,7 @@ _CJK_RANGES = (
     (0x20000, 0x2A6DF),
     (0x2A700, 0x2B73F),
     (0x2B740, 0x2B81F),
-    (0x2B920, 0x2CEAF),  # tokenizers' bound; Google's tokenization.py says 0x2B820 (see README)
+    (0x2B920, 0x2CEAF),  # tokenizers' bound; Google's tokenization.py says 0x2B820 (google.py)
     (0xF900, 0xFAFF),
     (0x2F800, 0x2FA1F),
 )
@@ -53,6 +53,7 @@ _CJK_RANGES = (
 _REMOVED_CATEGORIES = {"Cc", "Cf", "Co", "Cs"}
 
 MAX_CHARS_PER_WORD = 100  # a longer word becomes a single [UNK]
+
 
 def is_cjk_ideograph(code_point: int) -> bool:
     """True for a CJK ideograph, e.g. 0x4E2D ("中"); False for Hangul, Hiragana, Katakana."""

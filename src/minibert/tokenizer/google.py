@@ -30,23 +30,14 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .algorithm import BasicTokenizer, WordPieceTokenizer, strip_accents
+from .algorithm import _CJK_RANGES, BasicTokenizer, WordPieceTokenizer, strip_accents
 from .fast_basic import FastBasicTokenizer
 
 GOOGLE_MAX_CHARS_PER_WORD = 200  # google-research/bert's WordpieceTokenizer default
 UNUSED_TOKEN = re.compile(r"^\[unused\d+\]$")  # Google's _UNUSED_TOKEN_RE, as Google wrote it
 
-# Google's _is_chinese_char: tokenizers' ranges, but CJK Extension E starts at 0x2B820.
-_GOOGLE_CJK_RANGES = (
-    (0x4E00, 0x9FFF),
-    (0x3400, 0x4DBF),
-    (0x20000, 0x2A6DF),
-    (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F),
-    (0x2B820, 0x2CEAF),
-    (0xF900, 0xFAFF),
-    (0x2F800, 0x2FA1F),
-)
+# Google's _is_chinese_char: tokenizers' ranges, but CJK Extension E starts at 0x2B820, not 0x2B920.
+_GOOGLE_CJK_RANGES = tuple((0x2B820 if low == 0x2B920 else low, high) for low, high in _CJK_RANGES)
 
 
 class GoogleBasicTokenizer(BasicTokenizer):
