@@ -37,7 +37,7 @@ import unicodedata
 
 # Code point ranges of the "CJK Unified Ideographs" blocks, as in Hugging Face tokenizers.
 # (Hangul, Hiragana and Katakana are not ideographs: they go through WordPiece like any word.)
-_CJK_RANGES = (
+CJK_RANGES = (
     (0x4E00, 0x9FFF),
     (0x3400, 0x4DBF),
     (0x20000, 0x2A6DF),
@@ -57,7 +57,7 @@ MAX_CHARS_PER_WORD = 100  # a longer word becomes a single [UNK]
 
 def is_cjk_ideograph(code_point: int) -> bool:
     """True for a CJK ideograph, e.g. 0x4E2D ("中"); False for Hangul, Hiragana, Katakana."""
-    return any(low <= code_point <= high for low, high in _CJK_RANGES)
+    return any(low <= code_point <= high for low, high in CJK_RANGES)
 
 
 def is_punctuation(char: str) -> bool:

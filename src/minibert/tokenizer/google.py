@@ -30,14 +30,14 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .algorithm import _CJK_RANGES, BasicTokenizer, WordPieceTokenizer, strip_accents
+from .algorithm import CJK_RANGES, BasicTokenizer, WordPieceTokenizer, strip_accents
 from .fast_basic import FastBasicTokenizer
 
 GOOGLE_MAX_CHARS_PER_WORD = 200  # google-research/bert's WordpieceTokenizer default
 UNUSED_TOKEN = re.compile(r"^\[unused\d+\]$")  # Google's _UNUSED_TOKEN_RE, as Google wrote it
 
 # Google's _is_chinese_char: tokenizers' ranges, but CJK Extension E starts at 0x2B820, not 0x2B920.
-_GOOGLE_CJK_RANGES = tuple((0x2B820 if low == 0x2B920 else low, high) for low, high in _CJK_RANGES)
+GOOGLE_CJK_RANGES = tuple((0x2B820 if low == 0x2B920 else low, high) for low, high in CJK_RANGES)
 
 
 class GoogleBasicTokenizer(BasicTokenizer):
@@ -67,7 +67,7 @@ class GoogleBasicTokenizer(BasicTokenizer):
 
     def is_cjk_ideograph(self, char: str) -> bool:
         code_point = ord(char)
-        return any(low <= code_point <= high for low, high in _GOOGLE_CJK_RANGES)
+        return any(low <= code_point <= high for low, high in GOOGLE_CJK_RANGES)
 
 
 class FastGoogleBasicTokenizer(FastBasicTokenizer, GoogleBasicTokenizer):
