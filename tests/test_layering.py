@@ -9,7 +9,7 @@
     core         config, activations, tokenizer/, inputs, model, weights, pretrained; speed and what it
                  plugs in (fast_path, gemm, packed_linear, attention_threshold, bf16_speed, cpu_info,
                  timing, measurement_cache)
-    formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, the commands' line files
+    formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, line files, the text check
     base         errors, malloc_settings                                          (bottom)
 
 A module imports only modules of its own room or the rooms below; within apps/, the optional

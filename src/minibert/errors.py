@@ -55,6 +55,12 @@ class CorpusError(DataError):
     text without whitespace longer than the learner holds in memory (the message names the limit)."""
 
 
+class NotTextError(DataError):
+    """A file given as text is not text (formats/plain_text.py): a window of its bytes is mostly NUL
+    or control bytes (UTF-16, a binary file), or it runs for megabytes without a line break. The
+    message names the file and the byte offset. Raised by every reader of text corpora."""
+
+
 class VocabularySizeError(MinibertError):
     """The requested vocabulary size cannot be met: it is below what every vocabulary learned from
     the corpus holds (the special tokens, the alphabet and its ``##`` forms); the message names both."""
