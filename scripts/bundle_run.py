@@ -8,7 +8,7 @@ Writes five of the folder's six files (its README.md, with the licence, is kept)
 
 * ``config.json`` and ``vocab.txt``, copied as they are;
 * ``model.safetensors`` with the same tensor names, every floating-point tensor rounded to bfloat16
-  (half the bytes; minibert and transformers load it into float32);
+  (half the bytes; minibert loads it into float32, transformers 5 as bfloat16 unless dtype=float32);
 * ``tokenizer_config.json`` with ``model_max_length`` set to the model's positions (a run writes
   512, BERT's usual; the toy has 64, so ``fill_mask``'s truncation cuts a text where the model can
   take it);

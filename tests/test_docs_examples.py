@@ -45,6 +45,7 @@ EXCLUDED = {
     "docs/walkthrough.md": "tests/test_walkthrough.py runs it as doctests, printed values included",
     "docs/pretraining.md": "its own test, written with the page (the pre-training round)",
     "docs/explore.md": "its own test, written with the page (the explorer round)",
+    "docs/migrating.md": "tests/test_docs_migrating.py runs it as doctests, printed values included",
 }
 # How many examples each page leaves unrun, each marked before its fence with the reason
 # (<!-- not run: installs packages -->): a new unrun example is a decision made here, not by accident.

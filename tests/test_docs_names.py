@@ -39,7 +39,7 @@ GOOGLE_FLAGS = {"--do_lower_case", "--do_whole_word_mask", "--random_seed", "--d
 # minibert answers with a TransformersNameError that says its own name), playwright's Page.
 OTHER_LIBRARIES_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.wait_for_selector"}
 # Flags that are not minibert's: pip's (the set-up lines).
-PIP_FLAGS = {"--index-url", "--no-deps"}
+PIP_FLAGS = {"--index-url", "--no-deps", "--dry-run"}
 # Heads of dotted names that are another package, though minibert has a module of that name.
 OTHER_PACKAGES = {"ray"}  # Ray itself (ray.data...); minibert's adapter is named minibert.ray
 TINY = ROOT / "tests" / "data" / "tiny_hub"

@@ -5,11 +5,11 @@
     training/    making a BERT: pre-training instances (create_pretraining_data), the training loop
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
-    heads        the networks with heads on top of BertModel
+    heads        the networks with heads on top of BertModel; auto, transformers' Auto names for them
     core         config, activations, tokenizer/, inputs, model, weights, pretrained; speed and what it
                  plugs in (fast_path, gemm, packed_linear, attention_threshold, bf16_speed, cpu_info,
                  timing, measurement_cache)
-    formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, the commands' line files
+    formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, line files, the text check
     base         errors, malloc_settings                                          (bottom)
 
 A module imports only modules of its own room or the rooms below; within apps/, the optional
@@ -60,7 +60,7 @@ def room(module: str) -> str:
         return "core"
     if module in ("ray", "__main__"):  # the re-export of apps.ray where users import it; python -m minibert
         return "apps"
-    return module  # heads
+    return "heads" if module == "auto" else module  # heads (auto.py: transformers' Auto names for them)
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}

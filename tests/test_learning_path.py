@@ -44,7 +44,7 @@ def test_the_path_has_five_steps_each_with_its_command():
                                                                        "scripts/plot_attention.py"]  # fmt: skip
     assert commands(found[3])[0].startswith("minibert explore ") and "docs/explore.md" in found[3]
     assert commands(found[4]) == ["minibert vocab", "minibert pretraining-data", "minibert pretrain"]
-    assert "docs/pretraining.md" in found[4]
+    assert "docs/pretraining.md#the-lesson-" in found[4]  # the short lesson, not the 11-minute recipe
 
 
 def test_the_tokenizer_and_attention_steps_run(tmp_path):

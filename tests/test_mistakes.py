@@ -12,7 +12,7 @@ import re
 import pytest
 import torch
 
-from minibert import BertModel, BertTokenizer, Embedder
+from minibert import BertForMaskedLM, BertModel, BertTokenizer, Embedder
 from minibert.errors import InputTypeError, MinibertError, ModelNotFoundError, TransformersNameError
 from minibert.weights import RENAMES
 
@@ -218,3 +218,110 @@ def test_the_older_tutorials_tokenizer_calls_say_what_replaces_them(tokenizer):
     assert batch["attention_mask"] == [1, 1, 1, 1, 1, 0, 0, 0]
     with pytest.raises(AttributeError, match="'BertTokenizer' object has no attribute 'no_such_method'$"):
         _ = tokenizer.no_such_method
+
+
+# ----------------------------------------------------------------------------- a path where a config is taken
+
+
+def test_a_model_built_from_a_path_says_from_pretrained(minilm_dir):
+    # BertModel(path): transformers' error was AttributeError 'str' object has no attribute 'vocab_size'
+    for cls in (BertModel, BertForMaskedLM):
+        with pytest.raises(InputTypeError, match=re.escape(f"{cls.__name__}.from_pretrained({str(minilm_dir)!r})")):
+            cls(str(minilm_dir))
+        with pytest.raises(TypeError, match="builds a model with fresh weights from a BertConfig"):
+            cls(minilm_dir)  # a Path too
+    assert isinstance(BertModel.from_pretrained(str(minilm_dir)), BertModel)  # what it says works
+
+
+# ----------------------------------------------------------------------------- two texts where one is taken
+
+
+def test_tokenize_command_given_two_texts_says_pair():
+    from helpers import run_minibert
+
+    result = run_minibert("tokenize", "I was thirsty!", "I drank water")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "unrecognized arguments: I drank water" in result.stderr
+    assert 'for a pair of texts, minibert tokenize "first text" --pair "second text"' in result.stderr
+    elsewhere = run_minibert("embed", "--no-such-flag")  # other commands: argparse's line, no tokenize hint
+    assert elsewhere.returncode == 2 and "--pair" not in elsewhere.stderr
+
+
+# ----------------------------------------------------------------------------- a model name that does not load offline
+
+
+def test_an_unknown_name_offline_lists_the_offline_models_and_a_near_name(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # a cache that holds one model
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    (tmp_path / "models--sentence-transformers--all-MiniLM-L6-v2" / "snapshots").mkdir(parents=True)
+    with pytest.raises(ModelNotFoundError) as raised:
+        BertModel.from_pretrained("fortunes-mini")
+    message = str(raised.value)
+    assert "Did you mean minibert/fortunes-mini?" in message
+    assert "Models that load offline here: minibert/fortunes-mini, sentence-transformers/all-MiniLM-L6-v2." in message
+    with pytest.raises(ModelNotFoundError, match="Did you mean sentence-transformers/all-MiniLM-L6-v2?"):
+        BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v3")
+    with pytest.raises(ModelNotFoundError) as far:
+        BertModel.from_pretrained("someone/gpt-neo")
+    assert "Did you mean" not in str(far.value) and "Models that load offline here" in str(far.value)
+    assert isinstance(BertModel.from_pretrained("minibert/fortunes-mini"), BertModel)  # what it says works
+
+
+# ----------------------------------------------------------------------------- pytorch-pretrained-bert's calls
+
+
+def _warnings_of(call) -> list[str]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return [str(warning.message) for warning in caught]
+
+
+def test_segment_ids_passed_where_the_mask_goes_warn_once(minilm_dir, tokenizer):
+    """McCormick's notebook: model(tokens_tensor, segments_tensors), in pytorch-pretrained-bert's order."""
+    model = BertModel.from_pretrained(minilm_dir)
+    pair = tokenizer("After stealing money from the bank vault,", "the bank robber was seen fishing.",
+                     return_tensors="pt")  # fmt: skip
+    ids, segments = pair["input_ids"], pair["token_type_ids"]
+    first = _warnings_of(lambda: model(ids, segments))
+    assert len(first) == 1
+    for fix in ("look like a pair's segment ids", "pytorch-pretrained-bert's was (input_ids, token_type_ids, "
+                "attention_mask)", "model(input_ids, token_type_ids=segments)"):  # fmt: skip
+        assert fix in first[0], first[0]
+    assert _warnings_of(lambda: model(ids, segments)) == []  # once per model
+    zeros = BertModel.from_pretrained(minilm_dir)  # one sentence's segment ids: all zeros
+    single = tokenizer("the bank robber", return_tensors="pt")
+    warned = _warnings_of(lambda: zeros(single["input_ids"], single["token_type_ids"]))
+    assert len(warned) == 1 and "look like segment ids" in warned[0] and "token_type_ids=" in warned[0]
+    # what it says to write: the pair's numbers, as with the tokenizer's own mask
+    by_name = model(ids, token_type_ids=segments).last_hidden_state
+    assert torch.equal(by_name, model(**pair).last_hidden_state)
+
+
+def test_real_attention_masks_passed_positionally_do_not_warn(minilm_dir, tokenizer):
+    model = BertModel.from_pretrained(minilm_dir)
+    texts = ["the bank", "the bank robber was seen fishing on the river bank"]
+    right = tokenizer(texts, padding=True, return_tensors="pt")
+    left = tokenizer(texts, padding=True, padding_side="left", return_tensors="pt")
+    assert left["attention_mask"][0, 0] == 0  # left padding hides position 0, which holds [PAD]
+    ones = tokenizer("the bank robber", return_tensors="pt")
+    assert _warnings_of(lambda: [model(right["input_ids"], right["attention_mask"]),
+                                 model(left["input_ids"], left["attention_mask"]),
+                                 model(ones["input_ids"], ones["attention_mask"]),
+                                 model(ones["input_ids"], ones["token_type_ids"] + 1)]) == []  # fmt: skip
+    # (the notebook's literal cells pass all-ones segment ids second: also a valid mask, so no warning)
+
+
+def test_output_all_encoded_layers_names_output_hidden_states(minilm_dir, model, tokenizer):
+    ids = tokenizer("the bank robber", return_tensors="pt")["input_ids"]
+    for owner in (model, BertForMaskedLM.from_pretrained("minibert/fortunes-mini")):
+        with pytest.raises(InputTypeError, match=re.escape("output_hidden_states=True")) as raised:
+            owner(ids % 100, output_all_encoded_layers=True)
+        assert "outputs.hidden_states[1:]" in str(raised.value) and "pytorch-pretrained-bert" in str(raised.value)
+    layers = model(ids, output_hidden_states=True).hidden_states[1:]  # what it says: the encoder layers
+    assert len(layers) == model.config.num_hidden_layers and torch.equal(layers[-1], model(ids).last_hidden_state)

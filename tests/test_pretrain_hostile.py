@@ -307,9 +307,9 @@ STATE_CASES = {
     ),
     "another config": (rewrite(lambda s: s.config.update({"hidden_act": "relu"})), "config differs in hidden_act"),
     "other data": (rewrite(lambda s: setattr(s, "data_fingerprint", "0" * 64)), "trained on other data"),
-    "another learning rate": (
-        rewrite(lambda s: s.settings.update({"learning_rate": 0.5})),
-        "made with learning_rate = 0.5",
+    "another weight decay": (  # (not the rate: a diverged run resumes with a lower one, test_training_nonfinite.py)
+        rewrite(lambda s: s.settings.update({"weight_decay": 0.5})),
+        "made with weight_decay = 0.5",
     ),
     "another process count": (rewrite(lambda s: s.settings.update({"processes": 2})), "made with processes = 2"),
 }

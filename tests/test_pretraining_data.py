@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from test_tfrecord_hostile import CASES as TFRECORD_CASES
 from test_tfrecord_hostile import TENSORFLOW_DIES, damaged_files
+from unicode_text import every_category_lines, vocabulary_of
 
 from minibert.formats.tfrecord import read_examples
 from minibert.training.create import create_pretraining_data
@@ -83,6 +84,11 @@ def corpus(tmp_path_factory):
     (directory / "cleaned.txt").write_text(dirty.decode("utf-8", "ignore"), encoding="utf-8")
     vocabularies = {"uncased": train_vocab(text, directory / "uncased", True),
                     "cased": train_vocab(text, directory / "cased", False)}  # fmt: skip
+    unicode_lines = every_category_lines(step=211)
+    unicode_documents = [unicode_lines[start : start + 8] for start in range(0, len(unicode_lines), 8)]
+    vocabularies["unicode"] = write_corpus(directory / "unicode.txt", unicode_documents)
+    vocabularies["unicode-vocab"] = directory / "unicode-vocab.txt"
+    vocabularies["unicode-vocab"].write_text("\n".join(vocabulary_of(unicode_lines)) + "\n", encoding="utf-8")
     return {"text": text, **vocabularies, "odd": [directory / "odd1.txt", directory / "odd2.txt"],
             "dirty": directory / "dirty.txt", "cleaned": directory / "cleaned.txt"}  # fmt: skip
 
@@ -103,8 +109,17 @@ CONFIGS = {
     "cased-48-master": ("cased", {"max_seq_length": 48, "random_seed": 3, "masked_lm_prob": 0.2}, False, True, 3),
     "odd-lines-two-files": ("uncased", {"max_seq_length": 40, "random_seed": 11, "dupe_factor": 5}, True, True, 1),
     "invalid-utf8-ignored": ("uncased", {"max_seq_length": 64, "random_seed": 5, "dupe_factor": 8}, False, False, 1),
+    # text holding every Unicode category (tests/unicode_text.py), with a vocabulary of its characters
+    "every-category-uncased-preserve-unused": (
+        "unicode-vocab", {"max_seq_length": 64, "random_seed": 9, "do_lower_case": True, "dupe_factor": 10,
+                          "preserve_unused_tokens": True}, False, False, 1),  # fmt: skip
+    "every-category-cased": (
+        "unicode-vocab", {"max_seq_length": 48, "random_seed": 4, "do_lower_case": False, "dupe_factor": 6},
+        False, False, 1),  # fmt: skip
 }
-INPUTS = {"odd-lines-two-files": ("odd", "odd"), "invalid-utf8-ignored": ("dirty", "cleaned")}  # (minibert's, Google's)
+INPUTS = {"odd-lines-two-files": ("odd", "odd"), "invalid-utf8-ignored": ("dirty", "cleaned"),
+          "every-category-uncased-preserve-unused": ("unicode", "unicode"),
+          "every-category-cased": ("unicode", "unicode")}  # (minibert's, Google's)  # fmt: skip
 
 
 def config_job(name: str, configs: dict, corpus: dict, workdir: Path) -> dict:
@@ -112,7 +127,7 @@ def config_job(name: str, configs: dict, corpus: dict, workdir: Path) -> dict:
     and TensorFlow read both."""
     vocab_name, flags, whole_word, _, shards = configs[name]
     flags = {"dupe_factor": 2, "max_predictions_per_seq": 20, "masked_lm_prob": 0.15, "short_seq_prob": 0.1,
-             **flags, "do_lower_case": vocab_name == "uncased"}  # fmt: skip
+             "do_lower_case": vocab_name == "uncased", **flags}  # fmt: skip
     out = workdir / name
     out.mkdir()
     google_files = [str(out / f"google{index}.tfrecord") for index in range(shards)]
@@ -122,8 +137,10 @@ def config_job(name: str, configs: dict, corpus: dict, workdir: Path) -> dict:
                               masked_lm_prob=flags["masked_lm_prob"], short_seq_prob=flags["short_seq_prob"],
                               whole_word_mask=whole_word)  # fmt: skip
     ours, googles = (_paths(corpus[key]) for key in INPUTS.get(name, ("text", "text")))
+    invalid_utf8 = "ignore" if name == "invalid-utf8-ignored" else "error"
     create_pretraining_data(ours, corpus[vocab_name], minibert_files, options, flags["random_seed"],
-                            flags["do_lower_case"], invalid_utf8="ignore" if name in INPUTS else "error")  # fmt: skip
+                            flags["do_lower_case"], invalid_utf8=invalid_utf8,
+                            preserve_unused_tokens=flags.get("preserve_unused_tokens", False))  # fmt: skip
     flags = {**flags, "input_file": ",".join(map(str, googles)), "vocab_file": str(corpus[vocab_name]),
              "output_file": ",".join(google_files)}  # fmt: skip
     if configs[name][3]:

@@ -1,7 +1,7 @@
-"""docs/pretraining.md section 3 runs as written, at small sizes: every fenced bash, python and json
-block of the section, in order, in a fresh folder, chained as a user runs them: Debian's fortunes →
-``minibert vocab`` → ``minibert pretraining-data`` → ``minibert pretrain`` → ``fill_mask`` and
-``minibert plot``. Only the sizes change, through the commands' own flags (fewer steps, smaller
+"""docs/pretraining.md's lesson (its first section) runs as written, at small sizes: every fenced
+bash, python and json block of the section, in order, in a fresh folder, chained as a user runs
+them: Debian's fortunes → ``minibert vocab`` → ``minibert pretraining-data`` → ``minibert pretrain``
+→ ``fill_mask`` and ``minibert plot``. Only the sizes change, through the commands' own flags (fewer steps, smaller
 batches, 64-piece instances and the repo's tiny checkpoints for the released ones).
 
 Two runs of it: the default suite's reads two of the recipe's eighteen fortune files (the ``for``
@@ -40,7 +40,7 @@ FEW_FILES = [(r"for name in [^;]*;", "for name in fortunes wisdom;"), (r"--vocab
 
 
 def section_blocks() -> list[tuple[str, str]]:
-    section = DOC.split("## 3. Training: minibert pretrain", 1)[1].split("\n## ", 1)[0]
+    section = DOC.split("\n## The lesson: ", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```(bash|python|json)\n(.*?)```", section, flags=re.S)
 
 

@@ -7,6 +7,7 @@ transformers both load and agree on."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -34,22 +35,25 @@ REFERENCE_RUNS = 5
 
 def compare_with_tokenizers(files, vocab_size, **settings) -> None:
     """Train both; minibert's pieces must be as close to one of tokenizers' runs as its runs are to
-    each other, in the same order up to ties, special tokens first. tokenizers runs five times, and
-    five more (up to fifteen) while minibert is farther: a tie can have more outcomes than five runs
-    show."""
+    each other, in the same order up to ties (a rank correlation of at least 0.99 with every run, or
+    at least the lowest between two of tokenizers' runs where ties make those differ more), special
+    tokens first. tokenizers runs five times, and five more (up to fifteen) while minibert is
+    farther: a tie can have more outcomes than five runs show."""
     ours = train_wordpiece(files, vocab_size, **settings)
     theirs: list[list[str]] = []
     while len(theirs) < 3 * REFERENCE_RUNS:
         theirs += [reference_vocabulary(files, vocab_size, **settings) for _ in range(REFERENCE_RUNS)]
         their_spread = spread(theirs)
         differences = [len(set(ours) ^ set(run)) for run in theirs]
-        if min(differences) <= their_spread:
+        correlations = [rank_correlation(ours, run) for run in theirs]
+        # tokenizers' own spread of orders: how far apart two of its runs put the pieces they share
+        their_correlation = min(rank_correlation(a, b) for a, b in itertools.combinations(theirs, 2))
+        if min(differences) <= their_spread and min(correlations) >= min(0.99, their_correlation):
             break
-    correlations = [rank_correlation(ours, run) for run in theirs]
     closest = theirs[differences.index(min(differences))]
     print(f"\n{settings} size {vocab_size}: minibert {len(ours)} pieces, tokenizers {[len(run) for run in theirs]}; "
           f"pieces differing from tokenizers' runs {differences}, tokenizers' own spread {their_spread}; "
-          f"rank correlation {min(correlations):.5f}")  # fmt: skip
+          f"rank correlation {min(correlations):.5f} (tokenizers' runs: down to {their_correlation:.5f})")  # fmt: skip
     assert ours[: len(SPECIALS)] == SPECIALS == closest[: len(SPECIALS)]
     lengths = [len(run) for run in theirs]  # all vocab_size, unless the merges ran out
     assert min(lengths) <= len(ours) <= max(lengths), f"minibert made {len(ours)} pieces, tokenizers {lengths}"
@@ -58,7 +62,7 @@ def compare_with_tokenizers(files, vocab_size, **settings) -> None:
         f"({min(differences)} > {their_spread}): only minibert's {sorted(set(ours) - set(closest))[:20]}, "
         f"only tokenizers' {sorted(set(closest) - set(ours))[:20]}"
     )
-    assert min(correlations) >= 0.99
+    assert min(correlations) >= min(0.99, their_correlation), (min(correlations), their_correlation)
 
 
 @pytest.mark.parametrize(
@@ -104,6 +108,26 @@ def test_vocabulary_as_tokenizers_learns_it(vocab_size, settings):
 def test_vocabulary_as_tokenizers_learns_it_on_all_fortunes(vocab_size, lowercase, min_frequency, limit_alphabet):
     compare_with_tokenizers(fortunes(), vocab_size, lowercase=lowercase, min_frequency=min_frequency,
                             limit_alphabet=limit_alphabet)  # fmt: skip
+
+
+def _small_mixed_script_corpus(directory: Path, seed: int) -> Path:
+    """11 distinct lines of the multi-script translation catalogue (tests/corpus.py), each three times."""
+    import random
+
+    import corpus
+
+    texts = [text for text in corpus.translations() if 20 < len(text) < 120]
+    path = directory / f"mixed-{seed}.txt"
+    path.write_text("\n".join(random.Random(seed).sample(texts, 11) * 3) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("seed", [4, 12, 37, 0, 9])
+def test_vocabulary_as_tokenizers_learns_it_on_small_mixed_script_corpora(seed, tmp_path):
+    """Few words, many scripts: ties decide much of a 300-piece vocabulary. Of 40 such corpora
+    (seeds 0–39) minibert was within tokenizers' spread on every one (measured November 2026; seeds
+    4, 12 and 37 have the smallest spreads, 8–12 pieces); the docs claim no more than this."""
+    compare_with_tokenizers([_small_mixed_script_corpus(tmp_path, seed)], 300, min_frequency=2)
 
 
 @pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])

@@ -11,7 +11,8 @@ jobs, each a dict with a "mode":
 - "read": TFRecord files read with tf.data.TFRecordDataset (CRCs checked) and
   tf.io.parse_single_example (run_pretraining.py's feature spec);
 - "read_each": whether TensorFlow reads each of "paths" or refuses it, and what it says;
-- "tokenize": FullTokenizer's pieces of each of "lines";
+- "tokenize": FullTokenizer's pieces of each of "lines" (and BasicTokenizer's words: "words"),
+  with "preserve_unused_tokens" if the job says so;
 - "calls": Google's functions called directly, each with its own random.Random(seed); each result
   comes with the rng's next random() after the call, which shows the same numbers were drawn.
 The result: one dict per job.
@@ -134,8 +135,10 @@ def tokenize(job):
     from bert import tokenization
 
     tokenization.FLAGS(["x"])  # its absl flags (preserve_unused_tokens) must be parsed first
+    tokenization.FLAGS.preserve_unused_tokens = job.get("preserve_unused_tokens", False)
     tokenizer = tokenization.FullTokenizer(job["vocab_file"], do_lower_case=job["do_lower_case"])
-    return {"pieces": [tokenizer.tokenize(line) for line in job["lines"]]}
+    return {"pieces": [tokenizer.tokenize(line) for line in job["lines"]],
+            "words": [tokenizer.basic_tokenizer.tokenize(line) for line in job["lines"]]}
 
 
 def main():

@@ -55,6 +55,12 @@ class CorpusError(DataError):
     text without whitespace longer than the learner holds in memory (the message names the limit)."""
 
 
+class NotTextError(DataError):
+    """A file given as text is not text (formats/plain_text.py): a window of its bytes is mostly NUL
+    or control bytes (UTF-16, a binary file), or it runs for megabytes without a line break. The
+    message names the file and the byte offset. Raised by every reader of text corpora."""
+
+
 class VocabularySizeError(MinibertError):
     """The requested vocabulary size cannot be met: it is below what every vocabulary learned from
     the corpus holds (the special tokens, the alphabet and its ``##`` forms); the message names both."""
@@ -64,6 +70,26 @@ class InputFileError(MinibertError):
     """A file a command reads or writes cannot be used: missing, a directory, not UTF-8 text,
     malformed JSON lines, a missing or mistyped field, empty, or an output that would destroy its
     input. The message names the file (and the line). The command exits 1 (2 is for usage errors)."""
+
+
+class FileWriteError(MinibertError, OSError):
+    """A file could not be written: the disk is full, the folder is read-only or not the user's.
+    The message names the file (the operating system's own error names none for a full disk);
+    ``errno`` is the system's (``errno.ENOSPC``, ``errno.EACCES``, ``errno.EROFS`` ...)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class RunFolderBusyError(MinibertError):
+    """Another command is writing the run folder (training/run_lock.py): the message names the
+    folder and the process id that holds its lock."""
+
+
+class TrainingDivergedError(MinibertError):
+    """Training met a NaN or infinite loss, gradient norm or weight: the run stopped at that step,
+    before updating, and its last checkpoint is the last good one (the message names the step, the
+    number, the rate, and the command that continues with a lower rate)."""
 
 
 class TrainingStateError(MinibertError):

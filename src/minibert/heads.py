@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .activations import activation
-from .config import BertConfig
+from .config import BertConfig, labels_by_id
 from .errors import CheckpointError
 from .model import BertModel, BertOutput, ModelOutput
 from .pretrained import PretrainedBert
@@ -231,28 +231,10 @@ class Labels:
     def of(cls, config: BertConfig) -> Labels:
         """From config.json: ``id2label`` (its keys are strings in JSON), else ``num_labels``
         (default 2, as transformers) with labels LABEL_0, LABEL_1, ..."""
+        id2label, note = labels_by_id(config.extra)
+        if note:
+            logger.info("config.json: %s", note)
         extra = config.extra
-        count = extra.get("num_labels", extra.get("_num_labels"))
-        if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1_000_000):
-            raise CheckpointError(f"config field num_labels = {count!r}: must be an integer from 1 to 1,000,000")
-        raw = extra.get("id2label")
-        if raw is not None:
-            if not isinstance(raw, dict) or not raw:
-                raise CheckpointError(f"config field id2label must be a non-empty object, got {raw!r:.60}")
-            try:
-                id2label = {int(key): str(value) for key, value in raw.items()}
-            except (TypeError, ValueError):
-                raise CheckpointError(f"config field id2label has a key that is not a number: {raw!r:.60}") from None
-            if sorted(id2label) != list(range(len(id2label))):
-                raise CheckpointError(f"config field id2label must number its labels 0 to {len(id2label) - 1}")
-            if count is not None and count != len(id2label):
-                # transformers 2 and 3 wrote num_labels and left id2label at its 2-label default (rxnfp's
-                # classifier: num_labels 50, id2label LABEL_0, LABEL_1): the number was written on purpose.
-                logger.info("config.json: num_labels = %d but id2label names %d labels; using %d labels "
-                            "LABEL_0 ... LABEL_%d", count, len(id2label), count, count - 1)  # fmt: skip
-                id2label = {index: f"LABEL_{index}" for index in range(count)}
-        else:
-            id2label = {index: f"LABEL_{index}" for index in range(2 if count is None else count)}
         problem = extra.get("problem_type")
         if problem not in (None, "single_label_classification", "multi_label_classification", "regression"):
             raise CheckpointError(f"config field problem_type = {problem!r}: must be single_label_classification, "

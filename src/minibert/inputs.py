@@ -12,6 +12,9 @@ return_tensors="pt"))``.
 
 from __future__ import annotations
 
+import itertools
+import os
+import sys
 import warnings
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -35,6 +38,8 @@ def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -
     input_ids, attention_mask, token_type_ids = validate_inputs(config, input_ids, attention_mask, token_type_ids)
     if attention_mask is None:
         warn_if_padded(model, input_ids)
+    else:
+        warn_if_segment_ids(model, input_ids, attention_mask)
     input_ids = input_ids.to(device)
     batch, tokens = input_ids.shape
     token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids.to(device)
@@ -81,7 +86,56 @@ def warn_if_padded(model, input_ids: torch.Tensor) -> None:
         warnings.warn(
             f"input_ids contain the pad id {pad} at the start or end of a sequence and no attention_mask was "
             "given, so padding is attended to like text: pass the tokenizer's attention_mask",
-            stacklevel=4,
+            stacklevel=_users_frame(),
+        )
+
+
+def warn_if_segment_ids(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+    """Once per model: an attention mask that masks out a real token at position 0 ([CLS]) is
+    almost surely segment ids passed second, in pytorch-pretrained-bert's positional order
+    (input_ids, token_type_ids, attention_mask), as Chris McCormick's word-embeddings notebook does:
+    sentence A is then hidden from every token, silently. Left padding is not this mistake (the
+    masked position 0 holds the pad id); a real mask, padded or all ones, never masks position 0."""
+    if getattr(model, "_warned_segment_ids", False):
+        return
+    pad = model.config.pad_token_id
+    hidden_first = (attention_mask[:, 0] == 0) & (input_ids[:, 0] != (-1 if pad is None else pad))  # (B,)
+    if not bool(hidden_first.any()):
+        return
+    model._warned_segment_ids = True
+    row = int(hidden_first.nonzero()[0, 0])
+    values = attention_mask[row].tolist()
+    runs = [(value, len(list(group))) for value, group in itertools.groupby(values)]  # [(0, 10), (1, 12)]
+    pair = [value for value, _ in runs] == [0, 1]
+    looks = "a pair's segment ids (0 for sentence A, then 1 for sentence B)" if pair else "segment ids"
+    shown = ", then ".join(f"{value} × {count}" for value, count in runs[:4]) + (", ..." if len(runs) > 4 else "")
+    warnings.warn(
+        f"attention_mask hides position 0 in row {row}, a real token (id {int(input_ids[row, 0])}, [CLS] in BERT's "
+        f"framing): its values ({shown}) look like {looks} passed where the "
+        "attention mask goes. The positional order is model(input_ids, attention_mask, token_type_ids), as in "
+        "transformers; pytorch-pretrained-bert's was (input_ids, token_type_ids, attention_mask). Pass them by name: "
+        "model(input_ids, token_type_ids=segments), or model(**tokenizer(text_a, text_b, return_tensors='pt'))",
+        stacklevel=_users_frame(),
+    )
+
+
+def _users_frame() -> int:
+    """The ``stacklevel`` of the first caller outside minibert and torch: a warning shows the user's line."""
+    inside = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def refuse_old_arguments(kwargs: dict) -> None:
+    """pytorch-pretrained-bert's call arguments, answered with today's: ``output_all_encoded_layers``."""
+    if "output_all_encoded_layers" in kwargs:
+        raise InputTypeError(
+            "output_all_encoded_layers is pytorch-pretrained-bert's argument; minibert (as transformers) returns "
+            "the last layer as outputs.last_hidden_state, and every layer with output_hidden_states=True: "
+            "outputs = model(input_ids, token_type_ids=segments, output_hidden_states=True); "
+            "encoded_layers = outputs.hidden_states[1:] (hidden_states[0] is the embeddings)"
         )
 
 

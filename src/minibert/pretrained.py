@@ -17,6 +17,27 @@ from torch import nn
 class PretrainedBert(nn.Module):
     config: object  # BertConfig
 
+    def __new__(cls, config=None, *args, **kwargs):
+        """Refuse, before any layer is built, what a learner passes in place of a BertConfig: a
+        checkpoint's name or folder (``BertModel("bert-base-uncased")``) names ``from_pretrained``."""
+        if isinstance(config, (str, os.PathLike)):  # (copy and pickle call __new__ with no config: allowed)
+            from .errors import InputTypeError
+
+            raise InputTypeError(
+                f"{cls.__name__}(config) builds a model with fresh weights from a BertConfig, got the path or name "
+                f"{os.fspath(config)!r}; to load a checkpoint: {cls.__name__}.from_pretrained({os.fspath(config)!r})"
+            )
+        return super().__new__(cls)
+
+    def __call__(self, *args, **kwargs):
+        """nn.Module's call; pytorch-pretrained-bert's ``output_all_encoded_layers=`` is answered
+        with today's spelling (inputs.py)."""
+        if "output_all_encoded_layers" in kwargs:
+            from .inputs import refuse_old_arguments
+
+            refuse_old_arguments(kwargs)
+        return super().__call__(*args, **kwargs)
+
     def init_weights(self) -> None:
         """Fresh weights as BERT initialises them (normal, std 0.02; biases 0); from_pretrained overwrites them."""
         for module in self.modules():

@@ -83,6 +83,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"minibert: error: {message} (see '{self.prog} --help')\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with the command's hint for words left over (``tokenize "A" "B"``: use --pair)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}{getattr(parsed, 'extras_hint', '')}")
+        return parsed
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
@@ -102,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     tokenize = commands.add_parser("tokenize", parents=[common], help="show tokens, ids, type ids and mask")
     tokenize.add_argument("text", help="the text to tokenize")
     tokenize.add_argument("--pair", help="second text of a pair")
-    tokenize.set_defaults(run=cmd_tokenize)
+    tokenize.set_defaults(run=cmd_tokenize, extras_hint="; tokenize takes one text: for a pair of texts, "
+                          'minibert tokenize "first text" --pair "second text"')
 
     embedding = _embedding_flags()
     _add_embed_command(commands, parents=[common, embedding])
@@ -385,12 +393,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.run(args)
         return 0
-    except KeyboardInterrupt:
-        print("minibert: interrupted; no output file was written", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:  # a command may say what it left on disk (pretrain: its checkpoint)
+        print(f"minibert: interrupted; {getattr(interrupt, 'on_disk', 'no output file was written')}", file=sys.stderr)
         return 130
     except _Stopped as stopped:
         name = signal.Signals(stopped.signum).name
-        print(f"minibert: stopped by {name}; no output file was written", file=sys.stderr)
+        print(f"minibert: stopped by {name}; {getattr(stopped, 'on_disk', 'no output file was written')}",
+              file=sys.stderr)  # fmt: skip
         return 128 + stopped.signum
     except BrokenPipeError:
         sys.stderr.close()  # e.g. `minibert embed ... | head`: not an error

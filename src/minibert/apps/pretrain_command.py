@@ -45,6 +45,8 @@ def add_parser(commands) -> None:
     pretrain.add_argument(
         "--bf16", action="store_true", help="forward in bfloat16 autocast (faster with AMX; a warning where it is not)"
     )
+    pretrain.add_argument("--allow-wrap", action="store_true",
+                          help="allow a --batch-size larger than the data (each batch repeats instances)")  # fmt: skip
     pretrain.set_defaults(run=cmd_pretrain)
 
     plot = commands.add_parser("plot", help="draw a pretrain run's loss curve: RUN/loss.png (the plot extra)")
@@ -62,7 +64,7 @@ def cmd_pretrain(args) -> None:
         config=args.config, vocab=args.vocab, do_lower_case=not args.cased, learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps, weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
         dropout=args.dropout, seed=args.seed, save_every=args.save_every, accumulate=args.accumulate,
-        resume=args.resume, bf16=args.bf16,
+        resume=args.resume, bf16=args.bf16, allow_wrap=args.allow_wrap,
     )  # fmt: skip
     pretrain(options)
 

@@ -42,6 +42,9 @@ def add_parser(commands) -> None:
     command.add_argument("--whole-word-mask", action="store_true", help="mask all pieces of a word together")
     command.add_argument("--cased", action="store_true", help="keep case and accents (default: lowercase, "
                                                               "as Google's --do_lower_case=True)")  # fmt: skip
+    command.add_argument("--preserve-unused-tokens", action="store_true",
+                         help="keep a word that is exactly a vocabulary entry [unused<N>] as one piece "
+                              "(Google's --preserve_unused_tokens)")  # fmt: skip
     command.add_argument("--invalid-utf8", choices=["error", "ignore"], default="error",
                          help="bytes that are not UTF-8: stop naming the file and line (default), or drop "
                               "them as Google's convert_to_unicode does")  # fmt: skip
@@ -65,7 +68,8 @@ def cmd_pretraining_data(args) -> None:
         whole_word_mask=args.whole_word_mask,
     )
     summary = create_pretraining_data(args.input, args.vocab, outputs, options, args.random_seed,
-                                      do_lower_case=not args.cased, invalid_utf8=args.invalid_utf8)  # fmt: skip
+                                      do_lower_case=not args.cased, invalid_utf8=args.invalid_utf8,
+                                      preserve_unused_tokens=args.preserve_unused_tokens)  # fmt: skip
     where = outputs[0] if len(outputs) == 1 else f"{len(outputs)} files ({', '.join(map(str, summary.per_file))})"
     print(f"minibert: {summary.instances:,} instances from {summary.documents:,} documents "
           f"({summary.sentences:,} sentences) written to {where}", file=sys.stderr)  # fmt: skip

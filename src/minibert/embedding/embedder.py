@@ -60,10 +60,10 @@ import numpy as np
 import torch
 
 from ..model import BertModel
-from ..tokenizer.algorithm import BasicTokenizer
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from ..tokenizer.encoding import window_starts
+from ..tokenizer.fast_basic import FastBasicTokenizer
 from .batches import TOKENS_PER_TEXT, length_sorted_batches, token_budget_batches  # noqa: F401 (re-exported)
 from .options import POOLINGS, EmbedOptions  # noqa: F401 (POOLINGS: re-exported for the CLI's choices)
 from .recipe import SentenceRecipe, read_recipe, similarity
@@ -92,7 +92,7 @@ class Embedder:
             # tokenizer stays as it was (the pieces cache is keyed by lowercased words: shared safely).
             basic = tokenizer.basic
             tokenizer = copy.copy(tokenizer)
-            tokenizer.basic = BasicTokenizer(True, basic.strip_accents, basic.tokenize_chinese_chars)
+            tokenizer.basic = FastBasicTokenizer(True, basic.strip_accents, basic.tokenize_chinese_chars)
         self.tokenizer = tokenizer
         # Longest input in tokens, used when embed() is not given max_length: the model's own
         # training length for sentence-transformers models (max_seq_length), else the tokenizer's.

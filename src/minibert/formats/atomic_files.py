@@ -8,11 +8,14 @@ new file, the old file's mode for one that is overwritten (a temporary file star
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from ..errors import FileWriteError
 
 
 @contextlib.contextmanager
@@ -25,22 +28,49 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=directory)
+    with naming_the_file(path):
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=directory)
     try:
-        try:
-            mode = os.stat(path).st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o666 & ~current_umask()
-        os.fchmod(descriptor, mode)
-        with os.fdopen(descriptor, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        with naming_the_file(path, temporary):
+            try:
+                mode = os.stat(path).st_mode & 0o7777
+            except FileNotFoundError:
+                mode = 0o666 & ~current_umask()
+            os.fchmod(descriptor, mode)
+            with os.fdopen(descriptor, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+# The errors of writing a file, as the operating system gives them: a full disk names no file.
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+@contextlib.contextmanager
+def naming_the_file(path: str | os.PathLike, *also: str | os.PathLike) -> Iterator[None]:
+    """Re-raise an error of writing ``path`` (disk full, permission denied, read-only file system)
+    as a FileWriteError whose message names ``path``: "cannot write run/model.safetensors: No space
+    left on device". Errors that name another file (an input read inside the block) pass as they are."""
+    try:
+        yield
+    except FileWriteError:
+        raise
+    except OSError as error:
+        name = error.filename
+        temporary = isinstance(name, str) and name.endswith(".partial")  # .NAME.xxxx.partial, from mkstemp
+        ours = name in {None, os.fspath(path), *map(os.fspath, also)} or (
+            temporary and os.path.basename(name).startswith(f".{Path(path).name}.")
+        )
+        if error.errno not in WRITE_ERRORS or not ours:
+            raise
+        reason = error.strerror or os.strerror(error.errno)
+        raise FileWriteError(error.errno, f"cannot write {path}: {reason}") from error
 
 
 def current_umask() -> int:

@@ -150,8 +150,8 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
             how = "the hub could not be reached"
         raise ModelNotFoundError(
             f"the model {repo_id} is not in the local Hugging Face cache ({filename} is missing) and {how}. "
-            f"Download it once with network access (e.g. `hf download {repo_id}`), "
-            f"or pass the path of a local directory that holds the checkpoint."
+            f"{_did_you_mean(repo_id)}Download it once with network access (e.g. `hf download {repo_id}`), "
+            f"or pass the path of a local directory that holds the checkpoint. {_offline_models_line()}"
         ) from None
     except hub_errors.RevisionNotFoundError:
         raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
@@ -221,6 +221,30 @@ def _resolves(endpoint: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def offline_models() -> list[str]:
+    """The model names that load with no network: the bundled ones, then the Hugging Face cache's."""
+    from huggingface_hub import constants
+
+    cache = Path(constants.HF_HUB_CACHE)
+    cached = sorted(folder.name.removeprefix("models--").replace("--", "/") for folder in cache.glob("models--*")
+                    if (folder / "snapshots").is_dir()) if cache.is_dir() else []  # fmt: skip
+    return [*BUNDLED_MODELS, *cached]
+
+
+def _offline_models_line() -> str:
+    return f"Models that load offline here: {', '.join(offline_models())}."
+
+
+def _did_you_mean(name: str) -> str:
+    """'Did you mean minibert/fortunes-mini? ' for a name close to one that loads offline, else ''."""
+    import difflib
+
+    models = offline_models()
+    same_tail = [model for model in models if model.rsplit("/", 1)[-1].lower() == name.rsplit("/", 1)[-1].lower()]
+    near = same_tail or difflib.get_close_matches(name, models, n=1, cutoff=0.75)
+    return f"Did you mean {near[0]}? " if near and near[0] != name else ""
 
 
 def _cached_repo_has_files(repo_id: str) -> bool:

@@ -22,7 +22,7 @@ import torch
 from ..errors import ModelNotFoundError
 from ..formats.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, bundled_path
 from ..heads import BertForMaskedLM, BertForNextSentencePrediction, BertForPreTraining
-from .loading import load_for_task
+from .loading import load_for_task, warn_if_cut
 
 # What the tasks (a warning) and the commands (a line on stderr) say when they use the bundled toy.
 BUNDLED_FALLBACK_NOTE = (
@@ -57,10 +57,19 @@ def fill_mask(text: str, *, model=None, top_k: int = 5) -> list[dict] | list[lis
     if tokenizer.mask_token_id is None:
         vocabulary = tokenizer.vocab_file.name
         raise ValueError(f"cannot fill a mask: the vocabulary {vocabulary} has no {tokenizer.mask_token} piece")
-    batch = tokenizer(text, truncation=True, return_tensors="pt")
-    positions = (batch["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten().tolist()
+    limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
+    pieces = tokenizer(text, verbose=False)["input_ids"]  # [CLS] text [SEP], not cut
+    positions = [position for position, piece in enumerate(pieces) if piece == tokenizer.mask_token_id]
     if not positions:
         raise ValueError(f"the text has no {tokenizer.mask_token} token to fill: {text!r}")
+    if positions[-1] > limit - 2:  # cut to the model's positions, pieces 0 .. limit-2 stay, then [SEP]
+        raise ValueError(
+            f"the {tokenizer.mask_token} is piece {positions[-1]} of the text's {len(pieces)} (counting [CLS] as 0), "
+            f"beyond the model's {limit} positions (max_position_embeddings): pieces 0 to {limit - 2} and a closing "
+            f"[SEP] fit; shorten the text before the {tokenizer.mask_token}"
+        )
+    warn_if_cut("fill_mask", len(pieces), limit, f"the {tokenizer.mask_token}s are before the cut")
+    batch = tokenizer(text, truncation=True, max_length=limit, return_tensors="pt")
     with torch.inference_mode():
         out = bert(**batch)
         logits = (out.prediction_logits if hasattr(out, "prediction_logits") else out.logits)[0].float()  # (T, V)
@@ -81,7 +90,10 @@ def next_sentence(first: str, second: str, *, model=None) -> float:
     """Probability, by BERT's next-sentence head, that ``second`` follows ``first`` in a text.
     ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
     bert, tokenizer = load_with_fallback(model, BertForNextSentencePrediction, "nsp_head")
-    batch = tokenizer(first, second, truncation=True, return_tensors="pt")
+    limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
+    pieces = len(tokenizer(first, second, verbose=False)["input_ids"])
+    warn_if_cut("next_sentence", pieces, limit, "the longer text loses its end first")
+    batch = tokenizer(first, second, truncation=True, max_length=limit, return_tensors="pt")
     with torch.inference_mode():
         out = bert(**batch)
         logits = getattr(out, "seq_relationship_logits", None)

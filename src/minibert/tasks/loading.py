@@ -11,6 +11,7 @@ import contextlib
 import functools
 import os
 import threading
+import warnings
 
 import numpy as np
 import torch
@@ -67,6 +68,14 @@ def check_lengths(rows: list[list[int]], limit: int, truncation_hint: str) -> No
         if len(ids) > limit:
             raise ValueError(f"input {number} is {len(ids)} tokens long, more than the {limit} this model takes; "
                              f"{truncation_hint}")  # fmt: skip
+
+
+def warn_if_cut(task: str, pieces: int, limit: int, what_stays: str) -> None:
+    """One warning when a text of ``pieces`` pieces (with [CLS] and [SEP]) is cut to the model's
+    ``limit`` positions: the task then reads less than it was given, which it must not do silently."""
+    if pieces > limit:
+        warnings.warn(f"{task}: the text is {pieces} pieces long (with [CLS] and [SEP]), more than the model's "
+                      f"{limit} positions: {pieces - limit} pieces were cut; {what_stays}", stacklevel=3)  # fmt: skip
 
 
 def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, list[list]], batch_size: int,

@@ -30,7 +30,7 @@ import numpy as np
 from ..formats.hub import DEFAULT_MODEL
 from ..heads import BertForTokenClassification
 from .classify import softmax
-from .loading import load_for_task, run_rows
+from .loading import load_for_task, run_rows, warn_if_cut
 
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
 
@@ -60,6 +60,13 @@ def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", igno
                      return_special_tokens_mask=True, return_overflowing_tokens=stride is not None,
                      stride=stride or 0)  # fmt: skip
     windows_of = rows["overflow_to_sample_mapping"] if stride is not None else list(range(len(texts)))
+    if stride is None:  # a row cut at the limit: warn for the first text that lost its end
+        cut = [(number, len(tokenizer.piece_ids(texts[number])) + 2) for number, ids in enumerate(rows["input_ids"])
+               if len(ids) == limit]  # fmt: skip
+        cut = [(number, pieces) for number, pieces in cut if pieces > limit]
+        if cut:
+            warn_if_cut(f"tag, text {cut[0][0]}", cut[0][1], limit, "its end is not tagged; stride= (with an "
+                        "aggregation_strategy) reads a long text in windows")  # fmt: skip
     results = run_rows(bert, tokenizer, rows, batch_size)
     id2label = bert.labels.id2label
     entities: list[list[dict]] = [[] for _ in texts]

@@ -4,9 +4,13 @@
 
 The modules, read in this order:
 
-* ``algorithm.py`` — the algorithm: ``BasicTokenizer`` (clean, strip accents, lower-case, split on
-  whitespace and punctuation: one rule per character, which also gives offsets) and
-  ``WordPieceTokenizer`` (greedy longest-match-first);
+* ``algorithm.py`` — the algorithm, plain, as Google's tokenization.py writes it: ``BasicTokenizer``
+  (clean, space out CJK ideographs, strip accents, lower-case, split on whitespace and punctuation)
+  and ``WordPieceTokenizer`` (greedy longest-match-first);
+* ``fast_basic.py`` — ``FastBasicTokenizer``, the same words through ``str.translate`` tables, with
+  offsets: what ``BertTokenizer`` runs (a test proves it equal to the plain one);
+* ``google.py`` — ``google_tokenizer``: Google's ``FullTokenizer`` character for character, for
+  outputs that must equal Google's (``pretraining-data``);
 * ``bert_tokenizer.py`` — ``BertTokenizer``, a thin core: the vocabulary, special tokens, ids back
   to text;
 * ``added_tokens.py`` — what ``add_tokens`` adds: pieces cut out of a text before the two stages,
@@ -15,8 +19,9 @@ The modules, read in this order:
 * ``call_api.py`` — transformers' call API: one ``CallRequest`` per call, framing, truncation,
   overflow windows, padding, ``pad``; ``encoding.py`` — ``BatchEncoding`` and the maps back to words
   and characters, truncation plans and padding;
-* ``wordpiece_trainer.py`` — learning a vocabulary from text as ``tokenizers`` does
-  (``train_wordpiece``), over the word counts of ``word_counts.py``;
+* ``wordpiece_plain.py`` — learning a vocabulary from text as ``tokenizers`` does, plainly
+  (``learn_vocabulary_plainly``); ``wordpiece_trainer.py`` — the same, fast (``train_wordpiece``,
+  what ``minibert vocab`` runs), over the word counts of ``word_counts.py``;
 * ``files.py`` — vocab.txt, tokenizer_config.json, the casing of Google's checkpoints;
   ``directory.py`` — the files ``from_pretrained`` reads and ``save_pretrained`` writes;
   ``tokenizer_json.py`` — a repository's ``tokenizer.json`` when it has no ``vocab.txt``;
@@ -27,6 +32,7 @@ from .added_tokens import AddedToken
 from .algorithm import BasicTokenizer, WordPieceTokenizer, is_punctuation, is_removed_in_cleaning
 from .bert_tokenizer import BertTokenizer
 from .encoding import BatchEncoding
+from .fast_basic import FastBasicTokenizer
 from .files import google_lower_case, load_vocab
 from .wordpiece_trainer import save_vocabulary, train_wordpiece
 
@@ -35,6 +41,7 @@ __all__ = [
     "BasicTokenizer",
     "BatchEncoding",
     "BertTokenizer",
+    "FastBasicTokenizer",
     "WordPieceTokenizer",
     "google_lower_case",
     "is_punctuation",

@@ -18,11 +18,12 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from .added_tokens import AddedToken, AddedTokens, Unit
-from .algorithm import BasicTokenizer, WordPieceTokenizer, join_pieces, piece_spans
+from .algorithm import WordPieceTokenizer, join_pieces, piece_spans
 from .arguments import check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
 from .directory import read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces, check_side
+from .fast_basic import FastBasicTokenizer
 from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, load_vocab
 
 
@@ -75,7 +76,7 @@ class BertTokenizer(TransformersCallAPI):
         self.truncation_side = check_side(truncation_side, "truncation_side")
         self.do_basic_tokenize = do_basic_tokenize
         self.strip_accents = strip_accents  # as given (None: follow do_lower_case)
-        self.basic = BasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
+        self.basic = FastBasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
         self.added = AddedTokens(self.vocab, self.ids_to_tokens, self.basic)  # added_tokens.py: the rules
         source = added_tokens_file or vocab_file
         self.added.restore(sorted(added_tokens, key=lambda entry: entry[0]), source)  # before the roles: they may

@@ -18,9 +18,10 @@ Running the basic tokenizer over every line in Python would be the slow part. In
 
 Real text repeats itself: 20 MB of English has ~4 million pieces but ~400,000 distinct ones. The
 input is read in blocks of 1 MiB, so memory is bounded by the number of distinct pieces, not by the
-corpus: one line of a gigabyte is fine, as long as it has whitespace now and then (a run of more
-than ``MAX_RUN_CHARS`` characters without any is refused: the learner would hold it as one word).
-Invalid UTF-8 is refused, naming the file and the line (``CorpusError``).
+corpus (a run of more than ``MAX_RUN_CHARS`` characters without whitespace is refused: the learner
+would hold it as one word). Invalid UTF-8 is refused, naming the file and the line
+(``CorpusError``); a file that is not text — UTF-16, binary, megabytes without a line break — naming
+the file and the byte offset (``NotTextError``, formats/plain_text.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from ..errors import CorpusError
+from ..formats.plain_text import TextCheck
 from .algorithm import BasicTokenizer
 
 BLOCK_BYTES = 1 << 20  # read 1 MiB at a time (its pieces, as Python strings, take ~20 MB)
@@ -95,12 +97,16 @@ def _count_pieces(path: str | os.PathLike, pieces: Counter[str]) -> Iterable[int
     A block is cut after its last whitespace; the rest (the start of a piece) is carried into the
     next block. The UTF-8 decoder is incremental: a character split between two blocks is whole."""
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    check = TextCheck(path)  # UTF-16, binary, megabytes without a line break: NotTextError
     carried = ""
     line = 1  # of the block's start, for error messages
     try:
         with open(path, "rb") as handle:
             while True:
                 block = handle.read(BLOCK_BYTES)
+                check.feed(block)
+                if len(block) < BLOCK_BYTES:  # the last block
+                    check.finish()
                 pending = decoder.getstate()[0]  # bytes of a character the last block cut
                 try:
                     text = carried + decoder.decode(block, final=not block)

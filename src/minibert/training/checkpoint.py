@@ -23,14 +23,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from ..errors import DataError, TrainingStateError
-from ..formats.atomic_files import write_atomically
+from ..formats.atomic_files import naming_the_file, write_atomically
 
 STATE_FILE = "training_state.pt"
 METRICS_FILE = "metrics.jsonl"
@@ -143,6 +142,7 @@ class RunDirectory:
         self.path = Path(path)
         self.state_path = self.path / STATE_FILE
         self.metrics_path = self.path / METRICS_FILE
+        self.saved_step: int | None = None  # the step of the training state on disk, once known
 
     def holds_run(self) -> bool:
         return any((self.path / name).exists() for name in RUN_FILES)
@@ -159,6 +159,7 @@ class RunDirectory:
         if hub_files:
             model.save_pretrained(self.path)
         write_atomically(self.state_path, state.to_bytes())
+        self.saved_step = state.step
 
     def remove_leftovers(self) -> list[str]:
         """Delete the temporary files of a write that a kill interrupted (``.NAME.xxxx.partial``:
@@ -186,7 +187,8 @@ class RunDirectory:
         write_atomically(self.metrics_path, "".join(kept).encode("utf-8"))
 
     def append_metrics(self, record: dict) -> None:
-        clean = {key: (value if not isinstance(value, float) or math.isfinite(value) else None)
-                 for key, value in record.items()}  # fmt: skip
-        with open(self.metrics_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(clean) + "\n")
+        """One line per step. A NaN or infinite number is written as JSON's common extension
+        (``NaN``, ``Infinity``, ``-Infinity``: Python's json, JavaScript's JSON5, pandas read it),
+        which ``read_metrics`` and ``minibert plot`` read back."""
+        with naming_the_file(self.metrics_path), open(self.metrics_path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, allow_nan=True) + "\n")

@@ -37,10 +37,12 @@ def create_pretraining_data(
     random_seed: int = 12345,
     do_lower_case: bool = True,
     invalid_utf8: str = "error",
+    preserve_unused_tokens: bool = False,
 ) -> PretrainingDataSummary:
     """Read the text, cut and mask the instances with ``random.Random(random_seed)``, write them
     round-robin over ``output_files``: the instances of Google's ``create_pretraining_data.py``
-    with the same flags (``--do_lower_case`` = ``do_lower_case``). Everything is checked before
+    with the same flags (``--do_lower_case`` = ``do_lower_case``, ``--preserve_unused_tokens`` =
+    ``preserve_unused_tokens``). Everything is checked before
     anything is written; nothing is written on an error (``DataError`` naming the file or flag)."""
     options = options or InstanceOptions()
     if not input_files or not output_files:
@@ -59,7 +61,7 @@ def create_pretraining_data(
         for source, what in [*((path, "input file") for path in input_files), (vocab_file, "vocabulary file")]:
             if output.exists() and Path(source).exists() and os.path.samefile(output, source):
                 raise DataError(f"output {output} is the {what} {source}: it would be overwritten")
-    vocabulary = PretrainingVocabulary.load(vocab_file, do_lower_case)
+    vocabulary = PretrainingVocabulary.load(vocab_file, do_lower_case, preserve_unused_tokens)
     documents = read_documents(input_files, vocabulary.piece_ids, invalid_utf8)
     rng = random.Random(random_seed)
     frame_ids = (vocabulary.cls_id, vocabulary.sep_id)

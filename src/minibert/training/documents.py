@@ -19,9 +19,11 @@ Google's rules, kept exactly (each changes which instances come out):
 - Files are read one after the other *without* a break between them: a file that does not start
   with a blank line continues the last document of the file before it.
 
-Invalid UTF-8 stops the run, naming the file and line (``invalid_utf8="error"``), or its bytes are
-dropped (``"ignore"``, what Google's ``convert_to_unicode`` does to bytes; under TensorFlow 2 its
-file reader decodes strictly first, so the script itself dies with a UnicodeDecodeError).
+A file that is not text (UTF-16, binary, megabytes without a line break) stops the run, naming the
+file and the byte offset (``NotTextError``, formats/plain_text.py). Invalid UTF-8 stops the run,
+naming the file and line (``invalid_utf8="error"``), or its bytes are dropped (``"ignore"``, what
+Google's ``convert_to_unicode`` does to bytes; under TensorFlow 2 its file reader decodes strictly
+first, so the script itself dies with a UnicodeDecodeError).
 
 All documents are held in memory, as in Google's script: a sentence is a list of int ids.
 """
@@ -33,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import DataError
+from ..formats.plain_text import read_text_lines
 
 Document = list[list[int]]  # sentences, each a list of piece ids
 INVALID_UTF8 = ("error", "ignore")
@@ -73,12 +76,12 @@ def read_documents(
 
 
 def _lines(path: Path):
-    """The file's lines as bytes, split at b"\\n" only; a missing file is a DataError."""
+    """The file's lines as bytes, split at b"\\n" only; a missing file is a DataError, a file that is
+    not text (formats/plain_text.py) a NotTextError."""
     if not path.is_file():
         problem = "does not exist" if not path.exists() else "is not a file"
         raise DataError(f"input file {path} {problem}")
     try:
-        with open(path, "rb") as handle:
-            yield from handle  # binary files split at b"\n" alone
+        yield from read_text_lines(path)
     except OSError as error:
         raise DataError(f"cannot read input file {path}: {error.strerror}") from None

@@ -11,9 +11,10 @@ process runs it (distributed.py).
 
 from __future__ import annotations
 
+import contextlib
 import math
-import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -21,13 +22,15 @@ import numpy as np
 import torch
 
 from ..config import BertConfig
-from ..errors import DataError
+from ..errors import DataError, TrainingDivergedError
 from ..heads import BertForPreTraining
 from ..tokenizer import BertTokenizer
 from .checkpoint import RunDirectory, TrainingState, check_state
 from .data import Instances, read_instances
 from .distributed import World
 from .precision import check_bf16
+from .report import Progress, check_finite, resume_command, stopped_note
+from .run_lock import run_folder_lock
 from .step import MLM_EPSILON, AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters, pretraining_sums
 
 
@@ -53,6 +56,7 @@ class PretrainOptions:
     accumulate: int = 1  # micro-batches per update in each process (gradient accumulation)
     resume: bool = False
     bf16: bool = False  # forward in bfloat16 autocast (faster with AMX; slower on avx512_bf16 alone: precision.py)
+    allow_wrap: bool = False  # a --batch-size above the instances' count (each batch repeats instances)
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
 
     def check(self, processes: int) -> None:
@@ -85,7 +89,8 @@ class PretrainOptions:
     def settings(self, processes: int) -> dict:
         """What a resumed run must share with the run it continues."""
         kept = asdict(self)
-        for name in ("data", "output", "resume", "progress", "config", "vocab", "do_lower_case", "save_every"):
+        for name in ("data", "output", "resume", "progress", "config", "vocab", "do_lower_case", "save_every",
+                     "allow_wrap"):  # fmt: skip
             kept.pop(name)
         return {**kept, "processes": processes}
 
@@ -93,20 +98,27 @@ class PretrainOptions:
 def pretrain(options: PretrainOptions) -> Path:
     """Train; returns the run directory. Every process of a torchrun group calls this."""
     world = World.from_environment()
+    run = RunDirectory(Path(options.output))
     try:
-        return _pretrain(options, world)
+        options.check(world.size)
+        # one run per folder: rank 0 holds the folder's lock (the other processes write nothing)
+        with run_folder_lock(options.output) if world.is_main else contextlib.nullcontext():
+            return _pretrain(options, world, run)
+    except BaseException as stop:  # Ctrl-C, SIGTERM: the step in flight is abandoned; say what is on disk
+        if world.is_main and not isinstance(stop, Exception) and run.saved_step is not None:
+            stop.on_disk = stopped_note(run.path, run.saved_step, options.steps, resume_command(options, world.size))
+        raise
     finally:
         world.close()
 
 
-def _pretrain(options: PretrainOptions, world: World) -> Path:
-    options.check(world.size)
-    run = RunDirectory(Path(options.output))
+def _pretrain(options: PretrainOptions, world: World, run: RunDirectory) -> Path:
     if not options.resume:
         run.check_new()
     torch.manual_seed(options.seed)  # the same random weights (--config) in every process
     model, tokenizer = build_model(options)
     instances = read_instances(options.data, model.config)  # every record checked before any step
+    check_batch_fits(options, len(instances), world)
     world.same_weights(model)
     named = hub_named_parameters(model)
     parameters = [parameter for _, parameter in named]
@@ -117,10 +129,17 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
 
     if options.resume:
         state = TrainingState.from_file(run.state_path)
-        check_state(state, run.state_path, settings=settings, config=config, fingerprint=instances.fingerprint,
+        # the rate may be changed on resume (a run that diverged continues with a lower one), nothing else
+        same = {name: value for name, value in settings.items() if name != "learning_rate"}
+        check_state(state, run.state_path, settings=same, config=config, fingerprint=instances.fingerprint,
                     model=model, instances=len(instances), hub_names=[name for name, _ in named])  # fmt: skip
+        if state.settings.get("learning_rate") != options.learning_rate and world.is_main:
+            warnings.warn(f"resuming at step {state.step} with --learning-rate {options.learning_rate:g} (the run "
+                          f"was made with {state.settings.get('learning_rate')!r}): the steps after follow the new "
+                          "rate's schedule", stacklevel=2)  # fmt: skip
         restore(model, optimizer, state, world)
         done = state.step
+        run.saved_step = done  # on disk from here on (a stop says so)
         if world.is_main:
             run.remove_leftovers()
             run.keep_metrics_up_to(done)
@@ -140,7 +159,16 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
     world.wait()
 
     model.train()
-    show_progress = sys.stderr.isatty() if options.progress is None else options.progress
+    progress = _train(options, world, run, model, optimizer, schedule, instances, parameters, (settings, config), done)
+    if world.is_main:
+        progress.summary(run.path, progress.elapsed, write_loss_picture(run.path))
+    return run.path
+
+
+def _train(options, world, run, model, optimizer, schedule, instances, parameters, saved_with, done):
+    """Steps done + 1 … options.steps: forward, backward, sum over processes, clip, check, update,
+    log, checkpoint. Returns the Progress (its first and last records)."""
+    progress = Progress(options.steps, done, options.progress)
     started = time.perf_counter()
     for step in range(done + 1, options.steps + 1):
         step_started = time.perf_counter()
@@ -158,28 +186,44 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
         world.sum_gradients(parameters)
         world.sum(sums)
         gradient_norm = clip_by_global_norm(parameters, options.max_grad_norm)
-        optimizer.step(rate)
-        optimizer.zero_grad()
-
-        seconds = time.perf_counter() - step_started
-        tokens = options.batch_size * instances.sequence_length
         mlm_loss, nsp_loss, mlm_correct, nsp_correct = sums.tolist()
         record = {"step": step, "loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
                   "mlm_accuracy": mlm_correct / max(mlm_denominator - MLM_EPSILON, 1e-12),
                   "nsp_accuracy": nsp_correct / options.batch_size, "learning_rate": rate,
-                  "gradient_norm": gradient_norm, "tokens_per_second": tokens / seconds,
-                  "seconds": seconds}  # fmt: skip
+                  "gradient_norm": gradient_norm}  # fmt: skip
+        try:  # every process sees the same sums and norm, so all stop together
+            lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
+            check_finite(record, options.learning_rate, run.path, run.saved_step if world.is_main else None,
+                         resume_command(options, world.size, learning_rate=lower))  # fmt: skip
+        except TrainingDivergedError:
+            if world.is_main:
+                run.append_metrics(record)
+            raise
+        optimizer.step(rate)
+        optimizer.zero_grad()
+
+        seconds = time.perf_counter() - step_started
+        record.update(tokens_per_second=options.batch_size * instances.sequence_length / seconds, seconds=seconds)
         if world.is_main:
             run.append_metrics(record)
-            if show_progress:
-                print_progress(record, step, options.steps, time.perf_counter() - started, step - done)
+            progress.show(record, time.perf_counter() - started)
         if step % options.save_every == 0 or step == options.steps:
-            save(run, model, optimizer, instances, settings, config, step, world)
+            save(run, model, optimizer, instances, *saved_with, step, world)
+    progress.elapsed = time.perf_counter() - started
+    return progress
+
+
+def check_batch_fits(options: PretrainOptions, count: int, world: World) -> None:
+    """A global batch larger than the data holds some instances several times over (batches wrap
+    around the data's end): refused unless ``--allow-wrap``, and then said once."""
+    if options.batch_size <= count:
+        return
+    said = (f"--batch-size {options.batch_size} is larger than the {count} instances of --data: every batch would "
+            f"hold each instance up to {math.ceil(options.batch_size / count)} times")  # fmt: skip
+    if not options.allow_wrap:
+        raise DataError(f"{said}; make more instances or a smaller batch, or pass --allow-wrap to train so")
     if world.is_main:
-        if show_progress:
-            print(file=sys.stderr)
-        write_loss_picture(run.path)
-    return run.path
+        warnings.warn(f"{said} (--allow-wrap)", stacklevel=2)
 
 
 def build_model(options: PretrainOptions):
@@ -216,7 +260,12 @@ def save(run: RunDirectory, model, optimizer, instances: Instances, settings, co
          hub_files: bool = True) -> None:  # fmt: skip
     """A checkpoint (rank 0 writes; every process contributes its random-number state). The first
     one (step 0) is the training state alone, written before anything else: a run killed at any
-    moment after it can be resumed, and a folder without it holds no run yet."""
+    moment after it can be resumed, and a folder without it holds no run yet. Weights that are not
+    all finite are never saved over a good checkpoint."""
+    if not all(bool(torch.isfinite(parameter).all()) for parameter in model.parameters()):
+        raise TrainingDivergedError(f"step {step}: the weights hold NaN or infinite values; not saved: {run.path} "
+                                    f"keeps the checkpoint of step {run.saved_step}; resume with a lower "
+                                    "--learning-rate")  # fmt: skip
     rng = world.random_states()
     if world.is_main:
         moments = optimizer.moments
@@ -231,13 +280,6 @@ def restore(model, optimizer, state: TrainingState, world: World) -> None:
         model.load_state_dict(state.weights)
     optimizer.moments = {name: (m.clone(), v.clone()) for name, (m, v) in state.moments.items()}
     torch.set_rng_state(state.rng[world.rank])
-
-
-def print_progress(record: dict, step: int, steps: int, elapsed: float, steps_here: int) -> None:
-    left = elapsed / steps_here * (steps - step)
-    print(f"\rstep {step}/{steps}  loss {record['loss']:.4f}  rate {record['learning_rate']:.3g}  "
-          f"{record['tokens_per_second']:,.0f} tokens/s  {left / 60:.1f} min left   ", end="",
-          file=sys.stderr)  # fmt: skip
 
 
 def write_loss_picture(run: Path) -> Path | None:

@@ -1,48 +1,94 @@
-"""The loss curve of a run: metrics.jsonl → loss.png (matplotlib, the optional "plot" extra)."""
+"""The loss curve of a run: metrics.jsonl → loss.png (matplotlib, the optional "plot" extra).
+
+The metrics file is read line by line and never held whole: a run of a million steps is drawn from
+at most ``POINTS`` points per curve, each the mean of a stretch of consecutive steps
+(``BucketedMeans``), so memory stays the same whatever the length of the run.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import math
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import DataError
 from ..formats.atomic_files import write_atomically
 
 LOSSES = ("loss", "mlm_loss", "nsp_loss")
+POINTS = 2000  # at most this many points per curve (a 7-inch figure at 100 dpi is 700 pixels wide)
 
 
-def read_metrics(run: str | Path) -> list[dict]:
-    """The lines of ``RUN/metrics.jsonl`` (one per step). A last line without its newline was being
-    written when the run was killed: it is left out. Any other line that is not a step's JSON
-    object (an integer "step", numbers for the losses) is a DataError naming the file and line."""
+def iter_metrics(run: str | Path) -> Iterator[dict]:
+    """The lines of ``RUN/metrics.jsonl`` (one per step), read one at a time. A last line without
+    its newline was being written when the run was killed: it is left out. Any other line that is
+    not a step's JSON object (an integer "step", numbers for the losses: NaN and Infinity as
+    written for a diverged step, null as older runs wrote them) is a DataError naming the file and line."""
     path = Path(run) / "metrics.jsonl"
     try:
-        data = path.read_bytes()
+        handle = open(path, "rb")
     except FileNotFoundError:
         raise DataError(f"{path} does not exist: {run} is not a minibert pretrain run") from None
     except IsADirectoryError:
         raise DataError(f"{path} is a directory, not a run's metrics file") from None
-    lines = data.split(b"\n")
-    records = []
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as error:
-            if number == len(lines):  # no newline after it: cut short by a kill
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
                 continue
-            problem = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not valid JSON"
-            raise DataError(f"{path}, line {number}: {problem}") from None
-        numbers = isinstance(record, dict) and all(
-            isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool) for key in LOSSES
-        )
-        if not numbers or not isinstance(record.get("step"), int):
-            raise DataError(f'{path}, line {number}: a step\'s line holds an integer "step" and the numbers '
-                            f"{', '.join(LOSSES)}")  # fmt: skip
-        records.append(record)
-    return records
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as error:
+                if not raw.endswith(b"\n"):  # the last line, cut short by a kill
+                    continue
+                problem = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not valid JSON"
+                raise DataError(f"{path}, line {number}: {problem}") from None
+            numbers = isinstance(record, dict) and all(
+                record.get(key) is None or (isinstance(record[key], (int, float)) and not isinstance(record[key], bool))
+                for key in LOSSES
+            )
+            if not numbers or not isinstance(record.get("step"), int) or isinstance(record["step"], bool):
+                raise DataError(f'{path}, line {number}: a step\'s line holds an integer "step" and the numbers '
+                                f"{', '.join(LOSSES)}")  # fmt: skip
+            yield record
+
+
+def read_metrics(run: str | Path) -> list[dict]:
+    """Every line of ``RUN/metrics.jsonl`` as a list (``iter_metrics`` reads them one at a time)."""
+    return list(iter_metrics(run))
+
+
+class BucketedMeans:
+    """Any number of rows of numbers kept as at most ``limit`` points: each point is the mean of
+    ``width`` consecutive rows; when the points would exceed the limit, neighbours are merged in
+    pairs and the width doubles. Below the limit every row is its own point (exact).
+
+    >>> means = BucketedMeans(limit=4)
+    >>> for step in range(1, 11): means.add((step, 10.0 * step))
+    >>> means.width, means.points()
+    (4, [(2.5, 25.0), (6.5, 65.0), (9.5, 95.0)])
+    """
+
+    def __init__(self, limit: int = POINTS):
+        self.limit, self.width = limit, 1
+        self.sums: list[list[float]] = []  # per point, the sum of each column
+        self.counts: list[int] = []
+
+    def add(self, row: tuple[float, ...]) -> None:
+        if self.counts and self.counts[-1] < self.width:
+            self.sums[-1] = [total + value for total, value in zip(self.sums[-1], row)]
+            self.counts[-1] += 1
+            return
+        self.sums.append(list(row))
+        self.counts.append(1)
+        if len(self.counts) > self.limit:
+            self.sums = [[a + b for a, b in zip(*self.sums[i : i + 2])] if i + 1 < len(self.sums) else self.sums[i]
+                         for i in range(0, len(self.sums), 2)]  # fmt: skip
+            self.counts = [sum(self.counts[i : i + 2]) for i in range(0, len(self.counts), 2)]
+            self.width *= 2
+
+    def points(self) -> list[tuple[float, ...]]:
+        return [tuple(total / count for total in sums) for sums, count in zip(self.sums, self.counts)]
 
 
 def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
@@ -53,14 +99,16 @@ def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = read_metrics(run)
-    if not records:
+    means = BucketedMeans()
+    for record in iter_metrics(run):  # a missing number (null) drawn as a gap, as NaN is
+        means.add((record["step"], *(math.nan if record.get(key) is None else record[key] for key in LOSSES)))
+    if not means.counts:
         raise DataError(f"{Path(run) / 'metrics.jsonl'} holds no steps yet: nothing to plot")
-    steps = [record["step"] for record in records]
+    columns = list(zip(*means.points()))  # step, loss, mlm_loss, nsp_loss
     figure, axis = plt.subplots(figsize=(7, 4), dpi=100)
-    for key, label in (("loss", "total"), ("mlm_loss", "masked LM"), ("nsp_loss", "next sentence")):
-        axis.plot(steps, [record.get(key) for record in records], label=label, linewidth=1)
-    axis.set_xlabel("step")
+    for values, label in zip(columns[1:], ("total", "masked LM", "next sentence")):
+        axis.plot(columns[0], values, label=label, linewidth=1)
+    axis.set_xlabel("step" if means.width == 1 else f"step (each point the mean of {means.width} steps)")
     axis.set_ylabel("loss (nats)")
     axis.set_title(f"minibert pretrain: {Path(run).name}")
     axis.legend()

@@ -6,18 +6,12 @@ random entry of the *whole* vocabulary (``[PAD]``, ``[unused7]`` and the special
 Here a piece is its id from the start: a sentence is a list of ids, and ``random_piece`` is simply
 a random id, because in a vocabulary without repeated lines the line number is the id.
 
-minibert's own tokenizer (``BasicTokenizer`` + ``WordPieceTokenizer``) does the work, set up as
-Google's: a word of more than 200 characters is one ``[UNK]`` (Google's limit; transformers uses
-100), and ``[MASK]`` typed in the text is text like any other (Google splits it into ``[``,
-``mask``, ``]``; minibert's ``BertTokenizer`` would keep it whole). Where minibert's tokenizer
-follows Hugging Face ``tokenizers`` rather than Google (docs/tokenizer.md), the text is made to
-give Google's pieces or refused:
-
-- Σ: Google lowercases whole words with ``str.lower`` (a final Σ becomes ς), minibert each
-  character (σ): a lowercased line with a Σ is lowercased Google's way first.
-- Private-use characters (category Co) and U+2B820–U+2B91F (a CJK range ``tokenizers`` mistyped):
-  Google keeps the first and spaces out the second, minibert does neither; a line with one is
-  refused (``DataError``), as its pieces would not be Google's.
+The tokenizer is Google's, character for character (tokenizer/google.py: ``google_tokenizer``):
+private-use characters are text, U+2B820–U+2B91F are ideographs, a word-final Σ lowercases to ς,
+a word of more than 200 characters is one ``[UNK]`` (transformers: 100), and ``[MASK]`` typed in
+the text is text like any other (Google splits it into ``[``, ``mask``, ``]``; minibert's
+``BertTokenizer`` would keep it whole). ``preserve_unused_tokens`` is Google's flag of that name:
+a word that is exactly a vocabulary entry ``[unused<digits>]`` stays one piece.
 
 >>> import pathlib, tempfile
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "vocab.txt"
@@ -30,19 +24,14 @@ give Google's pieces or refused:
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DataError
-from ..tokenizer.algorithm import BasicTokenizer, WordPieceTokenizer
 from ..tokenizer.files import load_vocab
+from ..tokenizer.google import google_tokenizer
 
-GOOGLE_MAX_CHARS_PER_WORD = 200  # google-research/bert's WordpieceTokenizer default
 NEEDED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
-# Characters minibert's tokenizer treats unlike Google's: private use (Co) and the CJK range that
-# tokenizers' table starts at 0x2B920 where Google's starts at 0x2B820.
-UNLIKE_GOOGLE = re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd\U0002b820-\U0002b91f]")
 
 
 @dataclass
@@ -52,6 +41,7 @@ class PretrainingVocabulary:
     path: Path
     tokens: list[str]
     do_lower_case: bool = True
+    preserve_unused_tokens: bool = False  # Google's flag: [unused0] typed in the text stays one piece
     unk_id: int = field(init=False)
     cls_id: int = field(init=False)
     sep_id: int = field(init=False)
@@ -62,11 +52,11 @@ class PretrainingVocabulary:
         ids = {token: index for index, token in enumerate(self.tokens)}
         self.unk_id, self.cls_id, self.sep_id, self.mask_id = (ids[token] for token in NEEDED_TOKENS)
         self.is_continuation = [token.startswith("##") for token in self.tokens]
-        self._basic = BasicTokenizer(do_lower_case=self.do_lower_case)
-        self._wordpiece = WordPieceTokenizer(ids, self.unk_id, GOOGLE_MAX_CHARS_PER_WORD)
+        self._tokenizer = google_tokenizer(ids, self.do_lower_case, self.preserve_unused_tokens)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, do_lower_case: bool = True) -> PretrainingVocabulary:
+    def load(cls, path: str | os.PathLike, do_lower_case: bool = True,
+             preserve_unused_tokens: bool = False) -> PretrainingVocabulary:  # fmt: skip
         """Read and check vocab.txt: it must exist, be UTF-8, hold [UNK] [CLS] [SEP] [MASK], and
         list each piece once (with a repeated line, ids depend on which of Google's versions reads
         it: google-research/bert keeps the last line's id, bert-tensorflow 1.0.4 the first and
@@ -94,18 +84,11 @@ class PretrainingVocabulary:
         if missing:
             raise DataError(f"vocabulary file {path} lacks {', '.join(missing)}: pre-training instances need "
                             f"{', '.join(NEEDED_TOKENS)}")  # fmt: skip
-        return cls(path, tokens, do_lower_case)
+        return cls(path, tokens, do_lower_case, preserve_unused_tokens)
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     def piece_ids(self, text: str) -> list[int]:
         """The ids of ``text``'s word pieces, as Google's ``FullTokenizer.tokenize`` + ids give them."""
-        unlike = UNLIKE_GOOGLE.search(text)
-        if unlike:
-            raise DataError(f"U+{ord(unlike.group()):04X} (a private-use or U+2B820-U+2B91F character) is tokenized "
-                            "differently by Google's FullTokenizer and minibert: remove it from the text")  # fmt: skip
-        if self.do_lower_case and "Σ" in text:  # Google lowercases words whole: Python's final ς
-            text = " ".join(word.lower() for word in self._basic.clean(text).split())
-        pieces = self._wordpiece.pieces
-        return [piece for word in self._basic.tokenize(text) for piece in pieces(word)]
+        return self._tokenizer.piece_ids(text)

@@ -1,0 +1,141 @@
+"""transformers' ``Auto`` names, for BERT checkpoints: the tutorials run with only the import changed.
+
+transformers' tutorials begin with ``AutoTokenizer`` and ``AutoModel``, which read ``config.json``
+and pick the class of its ``model_type``. minibert implements one architecture, so each ``Auto``
+name here stands for one BERT class and loads exactly as that class does; a checkpoint of another
+architecture (``model_type`` "roberta", "gpt2", ...) is refused with a ``CheckpointError`` that
+names its model_type:
+
+    >>> from minibert import AutoModel, AutoTokenizer
+    >>> tokenizer = AutoTokenizer.from_pretrained("minibert/fortunes-mini")    # a BertTokenizer
+    >>> model = AutoModel.from_pretrained("minibert/fortunes-mini")            # a BertModel
+    >>> model(**tokenizer("Hello world", return_tensors="pt")).last_hidden_state.shape
+    torch.Size([1, 4, 256])
+
+    AutoModel                              → BertModel
+    AutoModelForPreTraining                → BertForPreTraining
+    AutoModelForMaskedLM                   → BertForMaskedLM
+    AutoModelForNextSentencePrediction     → BertForNextSentencePrediction
+    AutoModelForSequenceClassification     → BertForSequenceClassification
+    AutoModelForTokenClassification        → BertForTokenClassification
+    AutoModelForQuestionAnswering          → BertForQuestionAnswering
+    AutoModelForMultipleChoice             → BertForMultipleChoice
+    AutoTokenizer                          → BertTokenizer
+    AutoConfig                             → BertConfig
+
+One difference stays, as in the named classes: a head the checkpoint lacks (a classifier on
+bert-base) is an error unless ``new_heads=True`` asks for fresh weights (transformers starts them
+with a warning).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import heads
+from .config import BertConfig
+from .errors import CheckpointError
+from .formats.hub import resolve_file
+from .formats.json_files import parse_json
+from .model import BertModel
+from .tokenizer import BertTokenizer
+
+
+def _config_file(name_or_path, revision: str | None, required: bool = True):
+    """config.json of a directory or hub repository (bert_config.json in Google's unpacked zips)."""
+    google = os.path.join(os.fspath(name_or_path), "bert_config.json")
+    if os.path.isfile(google) and not os.path.isfile(os.path.join(os.fspath(name_or_path), "config.json")):
+        return google
+    return resolve_file(name_or_path, "config.json", revision=revision, required=required)
+
+
+def _refuse_other_architectures(auto_name: str, name_or_path, revision: str | None, required: bool = True) -> None:
+    """A ``CheckpointError`` naming the model_type when config.json describes another architecture."""
+    config_file = _config_file(name_or_path, revision, required)
+    if config_file is None:
+        return
+    try:
+        values = parse_json(Path(config_file).read_bytes())
+    except (OSError, ValueError):
+        return  # the class's own loading names the broken file
+    model_type = values.get("model_type", "bert") if isinstance(values, dict) else "bert"
+    if model_type != "bert":
+        raise CheckpointError(
+            f"{auto_name}: {os.fspath(name_or_path)} is a {model_type!r} checkpoint (config.json model_type), but "
+            f"minibert implements BERT only (model_type 'bert'); load it with transformers' {auto_name}"
+        )
+
+
+class _AutoClass:
+    """One ``Auto`` name: ``from_pretrained`` checks the architecture, then loads as ``bert_class``."""
+
+    bert_class: type
+
+    def __init__(self, *args, **kwargs):
+        name = type(self).__name__
+        raise OSError(  # as transformers: an Auto class is never built directly
+            f"{name} is not built directly: use {name}.from_pretrained(name_or_path)"
+        )
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *args, revision: str | None = None, **kwargs):
+        """``bert_class.from_pretrained(name_or_path, ...)``, after refusing another architecture."""
+        _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
+        return cls.bert_class.from_pretrained(name_or_path, *args, revision=revision, **kwargs)
+
+
+class _AutoModelClass(_AutoClass):
+    @classmethod
+    def from_config(cls, config: BertConfig):
+        """A model with fresh weights, as ``bert_class(config)`` builds it."""
+        return cls.bert_class(config)
+
+
+class AutoModel(_AutoModelClass):
+    bert_class = BertModel
+
+
+class AutoModelForPreTraining(_AutoModelClass):
+    bert_class = heads.BertForPreTraining
+
+
+class AutoModelForMaskedLM(_AutoModelClass):
+    bert_class = heads.BertForMaskedLM
+
+
+class AutoModelForNextSentencePrediction(_AutoModelClass):
+    bert_class = heads.BertForNextSentencePrediction
+
+
+class AutoModelForSequenceClassification(_AutoModelClass):
+    bert_class = heads.BertForSequenceClassification
+
+
+class AutoModelForTokenClassification(_AutoModelClass):
+    bert_class = heads.BertForTokenClassification
+
+
+class AutoModelForQuestionAnswering(_AutoModelClass):
+    bert_class = heads.BertForQuestionAnswering
+
+
+class AutoModelForMultipleChoice(_AutoModelClass):
+    bert_class = heads.BertForMultipleChoice
+
+
+class AutoTokenizer(_AutoClass):
+    """``BertTokenizer.from_pretrained``; a folder with a config.json of another model_type is refused."""
+
+    bert_class = BertTokenizer
+
+
+class AutoConfig(_AutoClass):
+    """``BertConfig`` read from a checkpoint's config.json (bert_config.json in Google's zips)."""
+
+    bert_class = BertConfig
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None) -> BertConfig:
+        _refuse_other_architectures(cls.__name__, name_or_path, revision)
+        return BertConfig.from_json_file(_config_file(name_or_path, revision))

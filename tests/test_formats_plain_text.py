@@ -1,0 +1,96 @@
+"""formats/plain_text.py: a file that is not text (UTF-16, binary, megabytes without a line break) is
+refused by every reader of text corpora — ``minibert vocab`` and ``minibert pretraining-data`` —
+with one line naming the file and the byte offset, exit 1, ``NotTextError``. Real text with a few
+stray control characters (which the tokenizer removes, as Google's does) is still text."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from minibert.errors import DataError, NotTextError
+from minibert.formats import plain_text
+from minibert.formats.plain_text import TextCheck, read_text_lines
+
+TEXT = "The cat sat on the mat.\nIt was warm there.\n\nStocks fell on Monday.\nTraders were calm.\n" * 30
+VOCAB = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n"
+
+
+def _commands(path, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(VOCAB, encoding="utf-8")
+    (tmp_path / "out").mkdir(exist_ok=True)
+    return {
+        "vocab": ["vocab", "--input", str(path), "--output", str(tmp_path / "out"), "--vocab-size", "100"],
+        "pretraining-data": ["pretraining-data", "--input", str(path), "--vocab", str(vocab),
+                             "--output", str(tmp_path / "out.tfrecord")],  # fmt: skip
+    }
+
+
+def _run(arguments):
+    return subprocess.run([sys.executable, "-m", "minibert", *arguments], capture_output=True, text=True)
+
+
+NOT_TEXT = {
+    "utf-16": (lambda: TEXT.encode("utf-16"), "is it UTF-16?", "byte offset 3"),  # checked before decoding
+    "utf-16-le without a byte-order mark": (lambda: TEXT.encode("utf-16-le"), "is it UTF-16?", "byte offset 1"),
+    "utf-32-le": (lambda: TEXT.encode("utf-32-le"), "NUL or control bytes", "byte offset 1"),
+    "control characters": (lambda: (b"\x01\x02\x03\x04 ab\n" * 2000), "is it a binary file?", "byte offset 0"),
+    "mostly text, then a control-heavy window": (
+        lambda: TEXT.encode() * 30 + b"\x00\x1b" * 40_000, "NUL or control bytes", "bytes 65,536"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(NOT_TEXT))
+@pytest.mark.parametrize("command", ["vocab", "pretraining-data"])
+def test_not_text_is_refused_by_name_with_the_offset(name, command, tmp_path):
+    make, *expected = NOT_TEXT[name]
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(make())
+    done = _run(_commands(path, tmp_path)[command])
+    assert done.returncode == 1, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert str(path) in done.stderr and all(part in done.stderr for part in expected), done.stderr
+    assert not (tmp_path / "out.tfrecord").exists() and not (tmp_path / "out" / "vocab.txt").exists()
+
+
+def test_no_line_break_in_megabytes(tmp_path, monkeypatch):
+    monkeypatch.setattr(plain_text, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(plain_text, "BLOCK_BYTES", 256)  # the run spans blocks
+    path = tmp_path / "one-line.txt"
+    path.write_bytes(b"a first line\n" + b"word " * 300)
+    with pytest.raises(NotTextError, match=r"one-line.txt is not text: no line break .* from byte offset 13;"):
+        list(read_text_lines(path))
+
+
+@pytest.mark.parametrize("command", ["vocab", "pretraining-data"])
+def test_no_line_break_in_eight_megabytes_by_the_commands(command, tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"The cat sat.\n" + b"the cat " * (plain_text.MAX_LINE_BYTES // 8 + 1))
+    done = _run(_commands(path, tmp_path)[command])
+    assert done.returncode == 1 and "no line break in the 8 MiB from byte offset 13" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_real_text_with_stray_controls_is_text(tmp_path):
+    """A NUL, an escape, a form feed here and there: text (the tokenizer removes them)."""
+    data = TEXT.replace("warm", "wa\x00rm").replace("calm", "\x1b[1mcalm\x0c").encode()
+    check = TextCheck("x")
+    check.feed(data)
+    check.finish()
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(data)
+    assert b"".join(read_text_lines(path)) == data
+
+
+def test_lines_split_at_line_feed_only_across_blocks(tmp_path, monkeypatch):
+    monkeypatch.setattr(plain_text, "BLOCK_BYTES", 5)
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"one\r\ntwo\x0cthree\u2028\n\nlast".replace(b"\\u2028", "\u2028".encode()))
+    assert list(read_text_lines(path)) == [b"one\r\n", "two\x0cthree\u2028\n".encode(), b"\n", b"last"]
+
+
+def test_not_text_error_is_a_data_error():
+    assert issubclass(NotTextError, DataError)

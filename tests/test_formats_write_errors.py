@@ -1,0 +1,114 @@
+"""Every write error names the file being written (issue 45, item 6): a full disk used to give
+"[Errno 28] No space left on device" and nothing else (vocab, pretraining-data, pretrain). Every
+file minibert writes goes through formats/atomic_files.py (or the metrics' append, which uses the
+same guard), so that is where the error is named. A real ENOSPC comes from /dev/full (the kernel's
+always-full device); permission and read-only errors are simulated (the tests run as root, whom a
+read-only folder does not stop), as is a full disk in the middle of a command."""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+
+import pytest
+
+from helpers import run_minibert
+from minibert.errors import FileWriteError
+from minibert.formats import atomic_files
+from minibert.formats.atomic_files import naming_the_file, write_atomically
+from minibert.training import checkpoint
+from pretraining_data import random_instances, write_instances
+
+TINY = "tests/data/tiny_hub"
+
+
+def failing(code: int, filename=None):
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code), filename)
+
+    return fail
+
+
+def test_a_real_full_disk_is_named():
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with pytest.raises(FileWriteError) as caught:
+        with naming_the_file("/dev/full"), open("/dev/full", "wb") as handle:
+            handle.write(b"x" * 10)
+    assert str(caught.value) == "cannot write /dev/full: No space left on device"
+    assert caught.value.errno == errno.ENOSPC and isinstance(caught.value, OSError)
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EIO])
+def test_a_full_disk_while_writing_names_the_file_and_leaves_nothing(tmp_path, monkeypatch, code):
+    target = tmp_path / "vocab.txt"
+    monkeypatch.setattr(os, "fsync", failing(code))
+    with pytest.raises(FileWriteError, match=f"^cannot write {target}: {os.strerror(code)}$"):
+        write_atomically(target, b"[PAD]\n")
+    assert list(tmp_path.iterdir()) == []  # no target, no temporary file
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EROFS, errno.EPERM])
+def test_a_folder_that_cannot_be_written_is_named_with_the_file(tmp_path, monkeypatch, code):
+    target = tmp_path / "model.safetensors"
+    temporary = str(tmp_path / ".model.safetensors.x1y2.partial")  # the name mkstemp was making
+    monkeypatch.setattr(atomic_files.tempfile, "mkstemp", failing(code, temporary))
+    with pytest.raises(FileWriteError, match=f"^cannot write {target}: {os.strerror(code)}$"):
+        write_atomically(target, b"x")
+
+
+def test_a_read_only_target_when_renaming_is_named(tmp_path, monkeypatch):
+    target = tmp_path / "config.json"
+    monkeypatch.setattr(atomic_files.os, "replace", failing(errno.EROFS))
+    with pytest.raises(FileWriteError, match="^cannot write .*config.json: Read-only file system$"):
+        write_atomically(target, b"{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_about_another_file_passes_unchanged(tmp_path):
+    with pytest.raises(PermissionError) as caught:
+        with atomic_files.atomic_output(tmp_path / "out.txt"):
+            raise PermissionError(errno.EACCES, "Permission denied", "/some/input.txt")
+    assert not isinstance(caught.value, FileWriteError) and caught.value.filename == "/some/input.txt"
+
+
+def one_error_line(result) -> str:
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("minibert: error: "), lines
+    return lines[-1]
+
+
+def test_pretrain_on_a_full_disk_names_the_checkpoint_file(tmp_path, monkeypatch):
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16))
+    monkeypatch.setattr(os, "fsync", failing(errno.ENOSPC))
+    result = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(tmp_path / "run"),
+                          "--steps", "1", "--batch-size", "4")  # fmt: skip
+    assert one_error_line(result) == (f"minibert: error: cannot write {tmp_path / 'run' / 'training_state.pt'}: "
+                                      "No space left on device")  # fmt: skip
+
+
+def test_pretrain_whose_metrics_meet_a_full_disk_names_metrics_jsonl(tmp_path, monkeypatch):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16))
+
+    def full(path, *args, **kwargs):  # the metrics' appends go to the kernel's full device
+        return builtins.open("/dev/full", *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "open", full, raising=False)
+    run = tmp_path / "run"
+    result = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(run),
+                          "--steps", "1", "--batch-size", "4")  # fmt: skip
+    assert one_error_line(result) == f"minibert: error: cannot write {run / 'metrics.jsonl'}: No space left on device"
+
+
+def test_vocab_on_a_full_disk_names_the_vocabulary_file(tmp_path, monkeypatch):
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat\n\nthe dog sat on the log\n" * 20)
+    (tmp_path / "vocab").mkdir()
+    monkeypatch.setattr(os, "fsync", failing(errno.ENOSPC))
+    result = run_minibert("vocab", "--input", str(text), "--output", str(tmp_path / "vocab"), "--vocab-size", "60")
+    line = one_error_line(result)
+    assert line.startswith(f"minibert: error: cannot write {tmp_path / 'vocab'}") and "No space left" in line, line

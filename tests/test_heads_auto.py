@@ -1,0 +1,152 @@
+"""transformers' ``Auto`` names in minibert: the tutorials' code runs with only the import changed.
+
+Each tutorial below is written ONCE, as a function of the library it imports from (``lib`` is
+``transformers`` or ``minibert``), and run with both on the same checkpoint; its results are
+compared. The tutorials are transformers' quick tour (AutoTokenizer + AutoModel →
+last_hidden_state), its masked-language-modeling inference (AutoModelForMaskedLM, top 3 for a
+[MASK]) and its text-classification inference (AutoModelForSequenceClassification →
+``model.config.id2label[logits.argmax().item()]``).
+
+Tolerance: fp32 forward passes of two implementations of the same formulas differ by the order of
+their float sums: ~1e-7 relative per operation, a few 1e-6 absolute after six layers at the hidden
+states' magnitudes (|h| ≲ 10); 1e-5, the bound tests/test_model.py uses for the same comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+import minibert
+from helpers import assert_close
+from minibert.errors import CheckpointError
+
+transformers = pytest.importorskip("transformers")
+ATOL = 1e-5
+AUTO_MODELS = ["AutoModel", "AutoModelForPreTraining", "AutoModelForMaskedLM", "AutoModelForNextSentencePrediction",
+               "AutoModelForSequenceClassification", "AutoModelForTokenClassification",
+               "AutoModelForQuestionAnswering", "AutoModelForMultipleChoice"]  # fmt: skip
+
+
+def fortunes_dir():
+    from minibert.formats.hub import BUNDLED_FOLDER
+
+    return BUNDLED_FOLDER / "fortunes-mini"
+
+
+# ----------------------------------------------------------------------------- the tutorials, written once
+
+
+def quick_tour(lib, path):
+    tokenizer = lib.AutoTokenizer.from_pretrained(path)
+    model = lib.AutoModel.from_pretrained(path)
+    outputs = model(**tokenizer("Hello world", return_tensors="pt"))
+    return outputs.last_hidden_state
+
+
+def masked_lm_tutorial(lib, path, text="the fool doth think he is [MASK], but the wise man knows himself.", **load):
+    tokenizer = lib.AutoTokenizer.from_pretrained(path)
+    inputs = tokenizer(text, return_tensors="pt")
+    mask_token_index = torch.where(inputs["input_ids"] == tokenizer.mask_token_id)[1]
+    model = lib.AutoModelForMaskedLM.from_pretrained(path, **load)
+    logits = model(**inputs).logits
+    mask_token_logits = logits[0, mask_token_index, :]
+    top_3_tokens = torch.topk(mask_token_logits, 3, dim=1).indices[0].tolist()
+    return mask_token_logits, [text.replace(tokenizer.mask_token, tokenizer.decode([token])) for token in top_3_tokens]
+
+
+def text_classification_tutorial(lib, path, text="This was a masterpiece. Not completely faithful, but enjoyable."):
+    tokenizer = lib.AutoTokenizer.from_pretrained(path)
+    inputs = tokenizer(text, return_tensors="pt")
+    model = lib.AutoModelForSequenceClassification.from_pretrained(path)
+    with torch.no_grad():
+        logits = model(**inputs).logits
+    predicted_class_id = logits.argmax().item()
+    return logits, model.config.id2label[predicted_class_id]
+
+
+# ----------------------------------------------------------------------------- the same results
+
+
+@torch.no_grad()
+def test_quick_tour_runs_with_only_the_import_changed(minilm_dir):
+    ours, theirs = quick_tour(minibert, minilm_dir), quick_tour(transformers, minilm_dir)
+    assert ours.shape == theirs.shape == (1, 4, 384)  # [CLS] hello world [SEP]
+    print("quick tour: max |Δ| last_hidden_state", assert_close(ours, theirs, "last_hidden_state", ATOL))
+
+
+@torch.no_grad()
+def test_masked_lm_tutorial_runs_with_only_the_import_changed():
+    """fortunes-mini's weights are stored in bfloat16: transformers 5 computes in the stored dtype,
+    minibert in float32 unless asked; the reference is asked for float32, the numbers minibert gives."""
+    ours, our_guesses = masked_lm_tutorial(minibert, fortunes_dir())
+    theirs, their_guesses = masked_lm_tutorial(transformers, fortunes_dir(), dtype=torch.float32)
+    print("masked LM: max |Δ| logits", assert_close(ours, theirs, "[MASK] logits", ATOL), our_guesses)
+    assert our_guesses == their_guesses and len(our_guesses) == 3
+
+
+def test_text_classification_tutorial_runs_with_only_the_import_changed(minilm_dir, tmp_path):
+    """A classifier head made here (transformers' fresh head, seeded, saved with three named labels)."""
+    torch.manual_seed(0)
+    labels = {0: "sad", 1: "neutral", 2: "happy"}
+    made = transformers.BertForSequenceClassification.from_pretrained(str(minilm_dir), id2label=labels)
+    made.save_pretrained(tmp_path)
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if (minilm_dir / name).is_file():
+            shutil.copy(minilm_dir / name, tmp_path / name)
+    (ours, our_label), (theirs, their_label) = (text_classification_tutorial(lib, tmp_path)
+                                                for lib in (minibert, transformers))  # fmt: skip
+    print("classification: max |Δ| logits", assert_close(ours, theirs, "logits", ATOL), our_label)
+    assert our_label == their_label and our_label in labels.values()
+
+
+@pytest.mark.parametrize("auto_name", AUTO_MODELS)
+def test_each_auto_model_loads_as_its_bert_class(auto_name):
+    """Same class, same tensors as the named class's from_pretrained (fortunes-mini has MLM + NSP heads;
+    the others get fresh heads, asked for by new_heads=True as with the named class)."""
+    auto = getattr(minibert, auto_name)
+    options = {} if auto_name in ("AutoModel", "AutoModelForPreTraining", "AutoModelForMaskedLM",
+                                  "AutoModelForNextSentencePrediction") else {"new_heads": True}  # fmt: skip
+    torch.manual_seed(0)
+    model = auto.from_pretrained("minibert/fortunes-mini", **options)
+    torch.manual_seed(0)
+    named = auto.bert_class.from_pretrained("minibert/fortunes-mini", **options)
+    assert type(model) is auto.bert_class
+    expected = "BertModel" if auto_name == "AutoModel" else auto_name.replace("AutoModel", "Bert")
+    assert auto.bert_class.__name__ == expected
+    ours, theirs = model.state_dict(), named.state_dict()
+    assert list(ours) == list(theirs) and all(torch.equal(ours[key], theirs[key]) for key in ours)
+    reference = getattr(transformers, auto_name).from_pretrained(str(fortunes_dir()))  # transformers picks ...
+    assert type(reference).__name__ == auto.bert_class.__name__  # ... the class of the same name
+
+
+def test_auto_config_and_tokenizer_are_berts(minilm_dir):
+    config = minibert.AutoConfig.from_pretrained(minilm_dir)
+    assert config == minibert.BertConfig.from_json_file(minilm_dir / "config.json")
+    assert config.hidden_size == transformers.AutoConfig.from_pretrained(str(minilm_dir)).hidden_size == 384
+    tokenizer = minibert.AutoTokenizer.from_pretrained(minilm_dir)
+    assert isinstance(tokenizer, minibert.BertTokenizer)
+    text = "Hello world, the bank robber fled to the river bank."
+    reference = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    assert tokenizer(text)["input_ids"] == reference(text)["input_ids"]
+    assert isinstance(minibert.AutoModel.from_config(config), minibert.BertModel)
+    with pytest.raises(OSError, match=r"AutoModel is not built directly: use AutoModel.from_pretrained"):
+        minibert.AutoModel(config)
+
+
+# ----------------------------------------------------------------------------- other architectures refused
+
+
+@pytest.mark.parametrize("model_type", ["roberta", "gpt2"])
+@pytest.mark.parametrize("auto_name", [*AUTO_MODELS, "AutoTokenizer", "AutoConfig"])
+def test_other_architectures_are_refused_naming_the_model_type(tmp_path, auto_name, model_type):
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copy(fortunes_dir() / name, tmp_path / name)
+    config = json.loads((fortunes_dir() / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+    with pytest.raises(CheckpointError, match=rf"{auto_name}: .* is a '{model_type}' checkpoint \(config.json "
+                       rf"model_type\), but minibert implements BERT only .*transformers' {auto_name}$"):  # fmt: skip
+        getattr(minibert, auto_name).from_pretrained(tmp_path)

@@ -1,0 +1,181 @@
+"""One run per folder (issue 45, item 1): `minibert pretrain` holds an exclusive lock on its
+--output folder (training/run_lock.py). A second command into the same folder is refused at once,
+naming the folder and the process that holds it; the first run is left intact; a SIGKILLed holder
+leaves no stale lock (the operating system releases a flock when its process dies)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import minibert
+from helpers import run_minibert
+from minibert.errors import RunFolderBusyError
+from minibert.training.run_lock import LOCK_FILE, run_folder_lock
+from pretraining_data import random_instances, write_instances
+
+SRC = str(Path(minibert.__file__).parent.parent)
+TINY = "tests/data/tiny_hub"
+
+
+def pretrain_args(data: Path, output: Path, *extra: str) -> list[str]:
+    return ["pretrain", "--data", str(data), "--init", TINY, "--output", str(output), "--steps", "4",
+            "--batch-size", "4", "--save-every", "2", *extra]  # fmt: skip
+
+
+def environment() -> dict:
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def wait_for_holder(lock: Path, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if lock.exists() and lock.read_text().strip() == str(process.pid):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {process.pid} never took {lock} (exit {process.poll()})")
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    return write_instances(tmp_path / "data.tfrecord", random_instances(12, vocab_size=111, seq_len=16, seed=3))
+
+
+def test_a_second_pretrain_into_a_held_folder_is_refused_naming_the_folder_and_the_holder(tmp_path, data):
+    run = tmp_path / "run"
+    with run_folder_lock(run):
+        result = run_minibert(*pretrain_args(data, run, "--seed", "999"))
+        assert result.returncode == 1, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("minibert: error:"), result.stderr
+        assert str(run) in lines[0] and f"process {os.getpid()}" in lines[0], lines[0]
+        assert sorted(entry.name for entry in run.iterdir()) == [LOCK_FILE]  # nothing written
+
+
+def test_two_pretrain_runs_into_one_folder_leave_one_intact_run_and_one_refusal(tmp_path, data):
+    run = tmp_path / "same"
+    first = subprocess.Popen([sys.executable, "-m", "minibert", *pretrain_args(data, run)], env=environment(),
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_for_holder(run / LOCK_FILE, first)
+        second = run_minibert(*pretrain_args(data, run, "--seed", "999"))
+    finally:
+        _, first_errors = first.communicate(timeout=600)
+    assert first.returncode == 0, first_errors
+    assert second.returncode == 1 and f"process {first.pid}" in second.stderr, second.stderr
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]  # each step once: one run wrote them
+    resumed = run_minibert(*pretrain_args(data, run, "--resume"))  # the run is whole (and ended)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_sigkilled_holder_leaves_no_stale_lock(tmp_path, data):
+    run = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from minibert.training.run_lock import "
+                               "run_folder_lock\nwith run_folder_lock(sys.argv[1]): time.sleep(600)", str(run)],
+                              env=environment())  # fmt: skip
+    wait_for_holder(run / LOCK_FILE, holder)
+    with pytest.raises(RunFolderBusyError, match=f"process {holder.pid}"):
+        with run_folder_lock(run):
+            pass
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    result = run_minibert(*pretrain_args(data, run))
+    assert result.returncode == 0, result.stderr
+    assert (run / "training_state.pt").exists()
+
+
+def test_the_lock_is_released_at_the_end_and_a_folder_it_made_is_removed_when_nothing_was_written(tmp_path):
+    folder = tmp_path / "new" / "run"
+    with pytest.raises(ValueError):
+        with run_folder_lock(folder):
+            assert (folder / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+            raise ValueError("the command failed before writing")
+    assert not folder.exists()
+    with run_folder_lock(folder):
+        (folder / "metrics.jsonl").write_text("")
+    with run_folder_lock(folder):  # released: taken again at once
+        pass
+    assert sorted(entry.name for entry in folder.iterdir()) == [LOCK_FILE, "metrics.jsonl"]
+
+
+def test_a_file_where_the_folder_should_be_is_named(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(Exception, match="--output .*file exists and is not a directory"):
+        with run_folder_lock(tmp_path / "file"):
+            pass
+
+
+# ------------------------------------------------------------------ the lock attacked
+
+
+def test_a_symbolic_link_in_place_of_the_lock_file_is_refused_and_its_target_untouched(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).symlink_to(target)
+    with pytest.raises(Exception, match=f"cannot open its lock file {run / LOCK_FILE}"):
+        with run_folder_lock(run):
+            pass
+    assert target.read_text() == "keep me"
+
+
+def test_a_directory_in_place_of_the_lock_file_is_named(tmp_path):
+    (tmp_path / LOCK_FILE).mkdir()
+    with pytest.raises(Exception, match=f"cannot open its lock file {tmp_path / LOCK_FILE}: Is a directory"):
+        with run_folder_lock(tmp_path):
+            pass
+
+
+@pytest.mark.parametrize("content", ["", "not a pid", "\x00\xff" * 1000, "12 34"])
+def test_a_holder_whose_lock_file_does_not_hold_a_pid_is_called_unknown(tmp_path, content):
+    with run_folder_lock(tmp_path):
+        (tmp_path / LOCK_FILE).write_text(content, errors="replace")
+        with pytest.raises(RunFolderBusyError, match=r"in use by another run \(process unknown holds"):
+            with run_folder_lock(tmp_path):
+                pass
+
+
+def test_the_same_process_asking_twice_is_refused_too(tmp_path):
+    with run_folder_lock(tmp_path, flag="--output-dir"):
+        with pytest.raises(RunFolderBusyError, match=f"^--output-dir {tmp_path} is in use .*process {os.getpid()}"):
+            with run_folder_lock(tmp_path, flag="--output-dir"):
+                pass
+
+
+def test_the_pid_left_by_an_ended_run_does_not_hold_the_folder(tmp_path):
+    (tmp_path / LOCK_FILE).write_text("999999999\n")  # a run that ended (or was killed) long ago
+    with run_folder_lock(tmp_path):
+        assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+def test_a_folder_that_existed_is_kept_when_the_command_fails(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with run_folder_lock(tmp_path):
+            raise KeyboardInterrupt
+    assert tmp_path.is_dir()
+
+
+def test_a_folder_the_failed_command_wrote_into_is_kept(tmp_path):
+    folder = tmp_path / "run"
+    with pytest.raises(RuntimeError):
+        with run_folder_lock(folder):
+            (folder / "training_state.pt").write_bytes(b"x")
+            raise RuntimeError
+    assert (folder / "training_state.pt").exists()
+
+
+def test_a_folder_holding_a_run_is_still_refused_without_resume_under_the_lock(tmp_path, data):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    result = run_minibert(*pretrain_args(data, run))
+    assert result.returncode == 1 and "already holds a run" in result.stderr, result.stderr

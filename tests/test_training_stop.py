@@ -1,0 +1,58 @@
+"""Stopping tells the truth (issue 45, item 3): Ctrl-C or SIGTERM during `minibert pretrain` used to
+print "no output file was written" while the folder held a resumable checkpoint. Now the step in
+flight is abandoned and the one line says what is on disk (the checkpoint's step, read back here
+from training_state.pt) and the exact command that continues the run — which is then run."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import minibert
+from helpers import run_minibert
+from minibert.training.checkpoint import TrainingState
+from pretraining_data import random_instances, write_instances
+
+SRC = str(Path(minibert.__file__).parent.parent)
+TINY = "tests/data/tiny_hub"
+STEPS = 60
+
+
+@pytest.mark.parametrize("signum, code, said", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "stopped by SIGTERM")])  # fmt: skip
+def test_a_stopped_pretrain_names_its_last_checkpoint_and_the_command_that_resumes_it(tmp_path, signum, code, said):
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(12, vocab_size=111, seq_len=16, seed=3))
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "minibert", "pretrain", "--data", str(data), "--init", TINY, "--output", str(run),
+               "--steps", str(STEPS), "--batch-size", "4", "--save-every", "2"]  # fmt: skip
+    environment = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    process = subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True)
+    metrics = run / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:  # a few steps and checkpoints in
+        if metrics.exists() and metrics.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.02)
+    process.send_signal(signum)
+    _, errors = process.communicate(timeout=300)
+    assert process.returncode == code, errors
+    last = errors.strip().splitlines()[-1]
+    saved = TrainingState.from_file(run / "training_state.pt").step
+    assert 2 <= saved < STEPS
+    assert last.startswith(f"minibert: {said}; {run} holds the checkpoint of step {saved} of {STEPS} "
+                           "(training_state.pt); continue with: minibert pretrain "), last  # fmt: skip
+    assert "no output file" not in errors
+    resume = shlex.split(last.split("continue with: ", 1)[1])
+    assert resume[-1] == "--resume"
+    resumed = run_minibert(*resume[1:], "--steps", str(saved + 1))  # (a later --steps: only its limit differs)
+    assert resumed.returncode == 1 and "steps = 60, this command gives" in resumed.stderr  # the same run...
+    resumed = run_minibert(*resume[1:])  # ... continued by the command as printed
+    assert resumed.returncode == 0, resumed.stderr
+    assert TrainingState.from_file(run / "training_state.pt").step == STEPS
