@@ -24,33 +24,6 @@ from .errors import CheckpointError, TransformersNameError
 from .formats.json_files import parse_json
 
 
-def labels_by_id(extra: dict) -> tuple[dict[int, str], str | None]:
-    """({id: label name}, a note when num_labels overrides id2label) from config.json's fields:
-    ``id2label`` (its keys are strings in JSON), else ``num_labels`` (default 2, as transformers)
-    with labels LABEL_0, LABEL_1, ... A malformed field is a ``CheckpointError`` naming it."""
-    count = extra.get("num_labels", extra.get("_num_labels"))
-    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1_000_000):
-        raise CheckpointError(f"config field num_labels = {count!r}: must be an integer from 1 to 1,000,000")
-    raw = extra.get("id2label")
-    if raw is None:
-        return {index: f"LABEL_{index}" for index in range(2 if count is None else count)}, None
-    if not isinstance(raw, dict) or not raw:
-        raise CheckpointError(f"config field id2label must be a non-empty object, got {raw!r:.60}")
-    try:
-        id2label = {int(key): str(value) for key, value in raw.items()}
-    except (TypeError, ValueError):
-        raise CheckpointError(f"config field id2label has a key that is not a number: {raw!r:.60}") from None
-    if sorted(id2label) != list(range(len(id2label))):
-        raise CheckpointError(f"config field id2label must number its labels 0 to {len(id2label) - 1}")
-    if count is not None and count != len(id2label):
-        # transformers 2 and 3 wrote num_labels and left id2label at its 2-label default (rxnfp's
-        # classifier: num_labels 50, id2label LABEL_0, LABEL_1): the number was written on purpose.
-        note = (f"num_labels = {count} but id2label names {len(id2label)} labels; using {count} labels "
-                f"LABEL_0 ... LABEL_{count - 1}")  # fmt: skip
-        return {index: f"LABEL_{index}" for index in range(count)}, note
-    return id2label, None
-
-
 @dataclass
 class BertConfig:
     """The shape of a BERT. Defaults are bert-base-uncased's."""
@@ -175,6 +148,33 @@ class BertConfig:
         from .formats.atomic_files import write_atomically
 
         write_atomically(path, (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+
+
+def labels_by_id(extra: dict) -> tuple[dict[int, str], str | None]:
+    """({id: label name}, a note when num_labels overrides id2label) from config.json's fields:
+    ``id2label`` (its keys are strings in JSON), else ``num_labels`` (default 2, as transformers)
+    with labels LABEL_0, LABEL_1, ... A malformed field is a ``CheckpointError`` naming it."""
+    count = extra.get("num_labels", extra.get("_num_labels"))
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1_000_000):
+        raise CheckpointError(f"config field num_labels = {count!r}: must be an integer from 1 to 1,000,000")
+    raw = extra.get("id2label")
+    if raw is None:
+        return {index: f"LABEL_{index}" for index in range(2 if count is None else count)}, None
+    if not isinstance(raw, dict) or not raw:
+        raise CheckpointError(f"config field id2label must be a non-empty object, got {raw!r:.60}")
+    try:
+        id2label = {int(key): str(value) for key, value in raw.items()}
+    except (TypeError, ValueError):
+        raise CheckpointError(f"config field id2label has a key that is not a number: {raw!r:.60}") from None
+    if sorted(id2label) != list(range(len(id2label))):
+        raise CheckpointError(f"config field id2label must number its labels 0 to {len(id2label) - 1}")
+    if count is not None and count != len(id2label):
+        # transformers 2 and 3 wrote num_labels and left id2label at its 2-label default (rxnfp's
+        # classifier: num_labels 50, id2label LABEL_0, LABEL_1): the number was written on purpose.
+        note = (f"num_labels = {count} but id2label names {len(id2label)} labels; using {count} labels "
+                f"LABEL_0 ... LABEL_{count - 1}")  # fmt: skip
+        return {index: f"LABEL_{index}" for index in range(count)}, note
+    return id2label, None
 
 
 def _short(value) -> str:
