@@ -18,7 +18,7 @@ from minibert.errors import FileWriteError
 from minibert.formats import atomic_files
 from minibert.formats.atomic_files import naming_the_file, write_atomically
 from minibert.training import checkpoint
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"
 

@@ -14,7 +14,7 @@ import pytest
 from helpers import run_minibert
 from minibert.training.checkpoint import RunDirectory
 from minibert.training.plot import read_metrics
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"
 CHECKPOINT_FILES = ("training_state.pt", "model.safetensors", "config.json")

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import run_minibert
 from minibert.training.report import Progress
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"
 

@@ -19,7 +19,7 @@ import minibert
 from helpers import run_minibert
 from minibert.errors import RunFolderBusyError
 from minibert.training.run_lock import LOCK_FILE, run_folder_lock
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"

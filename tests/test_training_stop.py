@@ -18,7 +18,7 @@ import pytest
 import minibert
 from helpers import run_minibert
 from minibert.training.checkpoint import TrainingState
-from pretraining_data import random_instances, write_instances
+from random_instances import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"
