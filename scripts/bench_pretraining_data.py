@@ -73,7 +73,7 @@ def compare(name: str, reference: list[str], ours: list[str], rounds: int, envir
 
 def pretraining_data_rows(quick: bool, rounds: int) -> list[dict]:
     """Google's create_pretraining_data.py vs minibert pretraining-data, same corpus, flags, seed."""
-    from test_pretraining_data import fortune_documents, train_vocab, write_corpus
+    from test_training_pretraining_data import fortune_documents, train_vocab, write_corpus
     from tf_reference import google_master_script, tf_python
 
     directory = Path(tempfile.mkdtemp(prefix="bench-pretraining-"))

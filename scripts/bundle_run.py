@@ -12,7 +12,7 @@ Writes five of the folder's six files (its README.md, with the licence, is kept)
 * ``tokenizer_config.json`` with ``model_max_length`` set to the model's positions (a run writes
   512, BERT's usual; the toy has 64, so ``fill_mask``'s truncation cuts a text where the model can
   take it);
-* ``training.json``, the record of how it was made, which tests/test_fortunes_mini_recipe.py compares
+* ``training.json``, the record of how it was made, which tests/test_training_fortunes_mini_recipe.py compares
   a new run of the recipe with: the SHA-256 of the text, of ``vocab.txt``, of the instances and of
   the run's float32 and the folder's bfloat16 weights; the run's settings (training_state.pt); the
   first step's figures and the means of the last 100 steps (metrics.jsonl); the seconds the steps

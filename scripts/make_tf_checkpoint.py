@@ -12,7 +12,7 @@ converter): ``layer.N`` → ``layer_N``, ``.`` → ``/``, ``LayerNorm/weight|bia
 
 ``--adam`` adds what a pre-training checkpoint carries besides the model: ``.../adam_m`` and
 ``.../adam_v`` for every variable, and ``global_step``. tests/data/uncased_L-2_H-32_A-2 was
-written with this script from tests/data/tiny_hub (see tests/test_tf_checkpoint.py).
+written with this script from tests/data/tiny_hub (see tests/test_formats_tf_checkpoint.py).
 
     python scripts/make_tf_checkpoint.py --foreign tests/data
 

@@ -1,4 +1,4 @@
-"""One case of tests/test_grad_modes.py, run in a fresh process (a fresh GEMM cache, no earlier
+"""One case of tests/test_speed_grad_modes.py, run in a fresh process (a fresh GEMM cache, no earlier
 choice, no packed weights): ``python grad_mode_worker.py CASE MODEL_DIR INPUTS OUT``.
 
 MINIBERT_GEMM and MINIBERT_CACHE_DIR come from the environment. INPUTS is a torch file with the

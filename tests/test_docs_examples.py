@@ -42,7 +42,7 @@ PRETRAINING_VOCAB = Path(__file__).parent / "data" / "qa_reference" / "vocab.txt
 ROOT = Path(__file__).resolve().parents[1]
 # Pages run by a test of their own, written with the page.
 EXCLUDED = {
-    "docs/walkthrough.md": "tests/test_walkthrough.py runs it as doctests, printed values included",
+    "docs/walkthrough.md": "tests/test_docs_walkthrough.py runs it as doctests, printed values included",
     "docs/pretraining.md": "its own test, written with the page (the pre-training round)",
     "docs/explore.md": "its own test, written with the page (the explorer round)",
     "docs/migrating.md": "tests/test_docs_migrating.py runs it as doctests, printed values included",

@@ -2,7 +2,7 @@
 pytorch-pretrained-bert's call changed as the page says, on all-MiniLM-L6-v2 (its printed values:
 the three "bank"s, the layers, the shapes; the warning the old call gets), and transformers' quick
 tour with the Auto names. The model is compared with transformers in tests/test_model.py; the
-page's mistakes table is checked against the messages in tests/test_mistakes.py."""
+page's mistakes table is checked against the messages in tests/test_model_mistakes.py."""
 
 from __future__ import annotations
 

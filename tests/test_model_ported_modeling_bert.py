@@ -1,7 +1,7 @@
 """transformers' ``tests/models/bert/test_modeling_bert.py``, ported: BertModelTester's configs and
 shapes, every head minibert has, here also compared value by value with transformers (1e-5, the
 parity bound of tests/test_model.py). Each test names its upstream test; the tokenizers' suites are
-ported in test_ported_suites.py."""
+ported in test_tokenizer_ported_suites.py."""
 
 from __future__ import annotations
 

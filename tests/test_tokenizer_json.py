@@ -105,7 +105,7 @@ def _break(field: str):
             pair = values["post_processor"]["pair"]
             values["post_processor"]["pair"] = pair[:2] + pair[3:]
         elif field == "added_tokens":
-            # Matched as a whole word only (ordinary added tokens load: test_added_tokens.py).
+            # Matched as a whole word only (ordinary added tokens load: test_tokenizer_added_tokens.py).
             values["added_tokens"].append({"id": 30522, "content": "<new>", "special": True, "single_word": True,
                                            "lstrip": False, "rstrip": False, "normalized": False})  # fmt: skip
 

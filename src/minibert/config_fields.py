@@ -4,7 +4,7 @@ Every field that transformers' BERT code (or an older BERT config on the hub) ha
 a field of ``BertConfig`` (implemented), or in ``IGNORED`` (it changes nothing minibert computes,
 with the reason), or in ``REFUSED_UNLESS`` (a value that asks for something minibert does not
 compute: loading stops with a ``CheckpointError`` naming the field and its value).
-tests/test_config.py checks the accounting against transformers' ``BertConfig``.
+tests/test_model_config.py checks the accounting against transformers' ``BertConfig``.
 """
 
 # Fields that change nothing minibert computes, and why.

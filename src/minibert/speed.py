@@ -3,7 +3,7 @@
 ``BertModel(config)`` built by hand is model.py's code and nothing else. ``from_pretrained``
 (weights.py) ends with one call, ``speed_up(model, gemm)``, and this is everything it changes; each
 change computes the same numbers as the book's modules, up to the order of float sums
-(tests/test_book_modules.py compares both with transformers on real weights):
+(tests/test_speed_book_modules.py compares both with transformers on real weights):
 
 ====================================  ===============================================  ==========================
 what is swapped                       into                                             why

@@ -80,7 +80,7 @@ def test_add_special_tokens_and_resize_as_transformers(minilm_dir, tmp_path):
     for reloaded in (minibert.BertTokenizer.from_pretrained(tmp_path / "saved"),
                      transformers.AutoTokenizer.from_pretrained(str(tmp_path / "saved"))):  # fmt: skip
         assert reloaded(texts[0])["input_ids"] == theirs(texts[0])["input_ids"]
-    assert ours.add_tokens(["newword"]) == theirs.add_tokens(["newword"]) == 1  # more: test_added_tokens.py
+    assert ours.add_tokens(["newword"]) == theirs.add_tokens(["newword"]) == 1  # more: test_tokenizer_added_tokens.py
     assert ours("newwords")["input_ids"] == theirs("newwords")["input_ids"]
 
     model = minibert.BertModel.from_pretrained(minilm_dir)

@@ -67,7 +67,7 @@ def test_the_explore_step_runs(tmp_path):
     assert (ROOT / "docs" / "explore.md").is_file()
 
 
-@pytest.mark.slow  # the same doctest runs in the default suite as tests/test_walkthrough.py
+@pytest.mark.slow  # the same doctest runs in the default suite as tests/test_docs_walkthrough.py
 def test_the_walkthrough_step_runs(tmp_path):
     (command,) = commands(steps()[0])
     result = run(command, ROOT)

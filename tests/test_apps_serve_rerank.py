@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 import numpy as np
 import pytest
-from test_serve import NAME, Server
+from test_apps_serve import NAME, Server
 from test_tasks import DOCUMENTS, cross_encoder_dir, make  # noqa: F401  (make: the fixture)
 
 pytest.importorskip("starlette")

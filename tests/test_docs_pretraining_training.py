@@ -8,7 +8,7 @@ Two runs of it: the default suite's reads two of the recipe's eighteen fortune f
 loop's list: about 1,700 instances instead of 15,532; 2,000 pieces, the config's vocab_size too),
 runs the blocks made only of ``minibert`` commands in this process (``cli.main``, what the
 ``minibert`` script calls: a subprocess would spend seconds importing torch for each) and leaves
-out the torchrun block (two processes importing torch: half a minute; tests/test_pretrain_parallel.py
+out the torchrun block (two processes importing torch: half a minute; tests/test_training_pretrain_parallel.py
 runs torchrun); the slow one runs the whole page as written, every block in bash.
 """
 
@@ -113,7 +113,7 @@ def test_section_3_runs_as_written(tmp_path, monkeypatch, capsys, whole):
         else:
             block = small(block, checkpoints, few_files=not whole)
             if block.startswith("torchrun") and not whole:
-                continue  # two processes starting torch: half a minute (test_pretrain_parallel runs torchrun)
+                continue  # two processes starting torch: half a minute (test_training_pretrain_parallel runs torchrun)
             in_process = None if whole else only_minibert_commands(block)
             for argv in in_process or []:
                 result = run_minibert(*argv[1:])

@@ -185,7 +185,7 @@ def test_a_model_moved_after_loading_still_computes(minilm_dir, real_texts):
         real = batch["attention_mask"].bool()
         if dtype == torch.float64:  # both on F.linear: fp64 rounding at most
             assert_close(got[real], want[real], "onednn-fused model moved to float64", 1e-9)
-        else:  # 8 (bf16) or 11 (fp16) bits of mantissa: compared as vectors, as test_embed compares bf16
+        else:  # 8 (bf16) or 11 (fp16) bits of mantissa: compared as vectors, as test_embedding_embedder compares bf16
             cosine = torch.nn.functional.cosine_similarity(got[real].float(), want[real].float(), dim=-1)
             assert float(cosine.min()) >= 0.999, (dtype, float(cosine.min()))
 

@@ -2,7 +2,7 @@
 one line on stderr, exit 1 (2 only for argparse's usage errors), a DataError-family message naming
 the file, line, flag or limit, and nothing written. The inputs at their limits that are not errors
 (one-sentence documents, one enormous sentence, flags at their bounds) give instances that keep
-the rules every instance must keep. (Equality with Google's script: test_pretraining_data.py.)
+the rules every instance must keep. (Equality with Google's script: test_training_pretraining_data.py.)
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from test_serve import NAME, Server
+from test_apps_serve import NAME, Server
 
 pytest.importorskip("starlette")
 
@@ -108,7 +108,7 @@ def test_a_normal_request_still_works_after_all_that(limited):
     assert response.status_code == 200
 
 
-# --limit-concurrency counts requests being served, not sockets: test_serve_idle.py (round 3's test
+# --limit-concurrency counts requests being served, not sockets: test_apps_serve_idle.py (round 3's test
 # here counted connections with unfinished headers, which no longer count).
 
 

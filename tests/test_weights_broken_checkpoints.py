@@ -104,7 +104,7 @@ def test_unknown_repo_offline(monkeypatch, tmp_path):
 def test_tensorflow_style_names(checkpoint):
     from safetensors.torch import save_file
 
-    # Google's names are read through the rename table's TensorFlow column (tests/test_tf_checkpoint.py);
+    # Google's names are read through the rename table's TensorFlow column (tests/test_formats_tf_checkpoint.py);
     # a file with only one of them, of the wrong shape, names what is missing and mis-shaped.
     save_file({"bert/embeddings/word_embeddings": torch.zeros(2, 2)}, str(checkpoint / "model.safetensors"))
     with pytest.raises(CheckpointError, match=r"(?s)missing tensors \(\d+\): .*wrong shape \(1\): embeddings"):

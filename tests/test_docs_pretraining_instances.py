@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from minibert.formats.tfrecord import read_examples
-from test_pretraining_data import fortune_documents, train_vocab, write_corpus
+from test_training_pretraining_data import fortune_documents, train_vocab, write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "pretraining.md").read_text(encoding="utf-8")

@@ -5,7 +5,7 @@ TFRecords, malformed protobufs. Each is a ``TFRecordError`` naming the file and 
 against the file before anything is allocated for it. (The feature-level cases, missing or
 mistyped features and ids beyond the vocabulary, belong to the training reader.)
 
-The same damaged files are given to TensorFlow's own reader in test_pretraining_data.py: it
+The same damaged files are given to TensorFlow's own reader in test_training_pretraining_data.py: it
 refuses every one whose damage is in the framing, which shows the cases are real damage.
 """
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_tfrecord_hostile import CASES as TFRECORD_CASES
-from test_tfrecord_hostile import TENSORFLOW_DIES, damaged_files
+from test_formats_tfrecord_hostile import CASES as TFRECORD_CASES
+from test_formats_tfrecord_hostile import TENSORFLOW_DIES, damaged_files
 from unicode_text import every_category_lines, vocabulary_of
 
 from minibert.formats.tfrecord import read_examples
@@ -229,7 +229,7 @@ def test_google_under_tensorflow_2_dies_on_invalid_utf8(reference):
 
 
 def test_tensorflow_refuses_the_damaged_tfrecords_too(reference):
-    """The file-level hostile cases of test_tfrecord_hostile.py (cut files, wrong CRCs, lengths past
+    """The file-level hostile cases of test_formats_tfrecord_hostile.py (cut files, wrong CRCs, lengths past
     the file) are damage by TensorFlow's judgement as well: its reader refuses each, except a file
     that ends inside a record header, which TensorFlow takes for the end of the file (the records
     before it are read, the cut one silently dropped). minibert refuses that too."""
@@ -267,7 +267,7 @@ def test_sweep_of_lengths_seeds_and_masking_equals_google(tmp_path_factory):
 def test_tensorflow_dies_on_a_terabyte_length_that_minibert_refuses(tmp_path):
     """A length field of 2**40 with a correct CRC: TensorFlow's reader tries to allocate it and the
     process dies (measured with tensorflow-cpu 2.21); minibert compares it with the file's size
-    first (test_tfrecord_hostile.py: a TFRecordError, nothing allocated)."""
+    first (test_formats_tfrecord_hostile.py: a TFRecordError, nothing allocated)."""
     path = tmp_path / "terabyte.tfrecord"
     path.write_bytes(TFRECORD_CASES[TENSORFLOW_DIES][0])
     code = f"import tensorflow as tf\nprint(sum(1 for _ in tf.data.TFRecordDataset([{str(path)!r}])))"
