@@ -29,7 +29,8 @@ CORE = {"config", "activations", "inputs", "fast_path", "gemm", "speed", "pretra
         "transformers_names"}  # fmt: skip
 # Each optional room in apps/, and the only modules allowed to import it.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
-            "apps.http_limits": {"apps.serve"}, "explore": {"apps.explore_command"}}  # fmt: skip
+            "apps.http_limits": {"apps.serve"}, "explore": {"apps.explore_command"},
+            "training.finetune": {"apps.finetune_command"}}  # fmt: skip
 
 
 def module_name(path: Path) -> str:
@@ -133,3 +134,13 @@ def test_the_import_graph_has_no_cycle():
 
     for module in GRAPH:
         visit(module)
+
+
+def test_import_minibert_does_not_import_fine_tuning():
+    """Fine-tuning (training/finetune/) is loaded by ``minibert finetune`` alone."""
+    import subprocess
+    import sys
+
+    code = "import sys, minibert; print(sorted(m for m in sys.modules if m.startswith('minibert.training')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -28,7 +28,7 @@ from .checkpoint import RunDirectory, TrainingState, check_state
 from .data import Instances, read_instances
 from .distributed import World
 from .precision import check_bf16
-from .step import MLM_EPSILON, AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters, pretraining_sums
+from .step import MLM_EPSILON, AdamWeightDecay, Schedule, hub_named_parameters, pretraining_sums, update
 
 
 @dataclass(frozen=True)
@@ -155,11 +155,8 @@ def _pretrain(options: PretrainOptions, world: World) -> Path:
             result.loss.backward()
             sums += torch.tensor([result.mlm_loss, result.nsp_loss, result.mlm_correct, result.nsp_correct],
                                  dtype=torch.float64)  # fmt: skip
-        world.sum_gradients(parameters)
         world.sum(sums)
-        gradient_norm = clip_by_global_norm(parameters, options.max_grad_norm)
-        optimizer.step(rate)
-        optimizer.zero_grad()
+        gradient_norm = update(parameters, optimizer, rate, world, options.max_grad_norm)
 
         seconds = time.perf_counter() - step_started
         tokens = options.batch_size * instances.sequence_length

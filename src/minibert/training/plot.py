@@ -1,4 +1,7 @@
-"""The loss curve of a run: metrics.jsonl → loss.png (matplotlib, the optional "plot" extra)."""
+"""The loss curve of a run: metrics.jsonl → loss.png (matplotlib, the optional "plot" extra).
+
+A pre-training run's lines hold the three losses; a fine-tuning run's (they carry an "epoch") the
+loss, and the dev figures (``dev_accuracy``, ...) where it was evaluated, drawn on a second axis."""
 
 from __future__ import annotations
 
@@ -35,8 +38,9 @@ def read_metrics(run: str | Path) -> list[dict]:
                 continue
             problem = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not valid JSON"
             raise DataError(f"{path}, line {number}: {problem}") from None
+        needed = LOSSES[:1] if isinstance(record, dict) and "epoch" in record else LOSSES  # fine-tuning: loss
         numbers = isinstance(record, dict) and all(
-            isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool) for key in LOSSES
+            isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool) for key in needed
         )
         if not numbers or not isinstance(record.get("step"), int):
             raise DataError(f'{path}, line {number}: a step\'s line holds an integer "step" and the numbers '
@@ -59,10 +63,19 @@ def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
     steps = [record["step"] for record in records]
     figure, axis = plt.subplots(figsize=(7, 4), dpi=100)
     for key, label in (("loss", "total"), ("mlm_loss", "masked LM"), ("nsp_loss", "next sentence")):
-        axis.plot(steps, [record.get(key) for record in records], label=label, linewidth=1)
+        if key in records[0]:
+            axis.plot(steps, [record.get(key) for record in records], label=label, linewidth=1)
+    dev = sorted({key for record in records for key in record if key.startswith("dev_")})
+    if dev:  # a fine-tuning run's dev figures, at the steps where they were measured
+        right = axis.twinx()
+        for key in dev:
+            points = [(record["step"], record[key]) for record in records if record.get(key) is not None]
+            right.plot(*zip(*points), marker="o", linestyle="--", label=key.removeprefix("dev_") + " (dev)")
+        right.set_ylabel("dev")
+        right.legend(loc="center right")
     axis.set_xlabel("step")
     axis.set_ylabel("loss (nats)")
-    axis.set_title(f"minibert pretrain: {Path(run).name}")
+    axis.set_title(f"minibert {'finetune' if dev or 'epoch' in records[0] else 'pretrain'}: {Path(run).name}")
     axis.legend()
     axis.grid(alpha=0.3)
     buffer = io.BytesIO()
