@@ -12,12 +12,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tf_reference import tf_python
 
 from minibert.errors import DataError
 from minibert.training.finetune.examples import ExampleFormat, check_labels, label_list, read_examples
 from minibert.training.finetune.features import make_features
 from minibert.training.finetune.head import load_vocabulary
+from tf_reference import tf_python
 
 FORTUNES = Path("/usr/share/games/fortunes/fortunes")
 RUNNER = Path(__file__).parent / "tf_google_classifier_runner.py"
@@ -88,7 +88,8 @@ def test_glue_features_equal_googles_convert_single_example(tmp_path, minilm_dir
             assert features.segment_ids[row].tolist() == segments, f"{processor} example {row}: segments differ"
             assert int(features.label_ids[row]) == label
         full = (features.input_mask.sum(1) == max_seq_length).mean()
-        assert full > 0.25, f"{processor}: only {full:.0%} of the examples reach the limit; the test needs long ones"
+        long_enough = processor == "ColaProcessor" or full > 0.25  # CoLA: single sentences, mostly short
+        assert long_enough, f"{processor}: only {full:.0%} of the examples reach the limit; the test needs long ones"
 
 
 def write(path: Path, text: str) -> Path:
@@ -100,7 +101,8 @@ def write(path: Path, text: str) -> Path:
 # column numbers are written here as that file has them: (file lines, expected (text_a, text_b, label)).
 TRANSFORMERS_LAYOUTS = {
     "sst-2": ("sentence\tlabel\nit is good\t1\n", [("it is good", None, "1")]),
-    "sts-b": ("\t".join(f"h{k}" for k in range(10)) + "\n0\ta\tb\tc\td\te\tf\tone\ttwo\t3.8\n", [("one", "two", "3.8")]),
+    "sts-b": ("\t".join(f"h{k}" for k in range(10)) + "\n0\ta\tb\tc\td\te\tf\tone\ttwo\t3.8\n",
+              [("one", "two", "3.8")]),
     "qqp": ("id\tqid1\tqid2\tq1\tq2\tis_duplicate\n1\t1\t2\tWhy?\tHow?\t0\nshort\tline\n", [("Why?", "How?", "0")]),
     "qnli": ("index\tquestion\tsentence\tlabel\n7\tWho?\tHe did.\tentailment\n", [("Who?", "He did.", "entailment")]),
     "rte": ("index\ts1\ts2\tlabel\n7\tA cat.\tAn animal.\tentailment\n", [("A cat.", "An animal.", "entailment")]),
@@ -141,7 +143,7 @@ def test_generic_files_name_their_columns(tmp_path):
 @pytest.mark.parametrize(
     ("name", "text", "form", "message"),
     [
-        ("empty.csv", "", ExampleFormat(), "holds no examples"),
+        ("empty.csv", "", ExampleFormat(), "is empty: it holds no examples"),
         ("header.csv", "text,label\n", ExampleFormat(), "holds no examples"),
         ("cols.csv", "sentence,label\nhi,a\n", ExampleFormat(), "line 1: no column 'text' (--text-column)"),
         ("short.csv", "text,label\nhi,a\nhello\n", ExampleFormat(), "line 3: the row has no field 'label'"),

@@ -118,7 +118,7 @@ def test_resume_after_sigkill_ends_with_identical_weights(tmp_path):
     ("case", "message"),
     [
         ("dev-label", "--dev {dev}, line 3: label 'soggy' is not among the training labels (dry, wet)"),
-        ("empty", "{train} holds no examples"),
+        ("empty", "{train} is empty: it holds no examples"),
         ("column", "{train}, line 1: no column 'sentence' (--text-column)"),
         ("epochs", "--epochs must be a number above 0, got 0.0"),
         ("no-vocab", "has no usable vocabulary (vocab.txt)"),

@@ -112,6 +112,8 @@ def read_examples(path: str | os.PathLike, form: ExampleFormat) -> list[Example]
     except UnicodeDecodeError as error:
         line = path.read_bytes()[: error.start].count(b"\n") + 1
         raise DataError(f"{path}, line {line}: not UTF-8 text ({error.reason})") from None
+    if not text.strip():
+        raise DataError(f"{path} is empty: it holds no examples")
     if form.glue is not None:
         examples = _glue_examples(path, text, form)
     elif path.suffix.lower() == ".jsonl":
