@@ -13,7 +13,8 @@ Everything here is what google-research/bert (bert-tensorflow 1.0.4) computes, i
       update = m / (√v + 1e-6) + 0.01 · param          (no decay for LayerNorm and bias tensors)
       param ← param − rate · update
     fine-tuning: loss = mean CE(label) over the batch, from the pooled [CLS] vector after dropout
-      (regression: mean squared error; several labels per text: mean sigmoid cross-entropy)
+      (regression: mean squared error; several labels per text: mean sigmoid cross-entropy;
+      tagging: mean CE over the labelled pieces of the batch)
     rate = peak · s / warmup while s < warmup, else peak · (1 − s / steps)
       s = updates done *before* this one (the first update of a warmup uses rate 0)
 
@@ -120,6 +121,20 @@ def classification_sums(model, batch: dict[str, torch.Tensor], batch_size: int, 
     else:
         loss = F.cross_entropy(logits, labels, reduction="sum") / batch_size
         correct = float((logits.argmax(-1) == labels).sum())
+    return loss, loss.detach().item(), correct
+
+
+def token_classification_sums(model, batch: dict[str, torch.Tensor], labelled: int
+                              ) -> tuple[torch.Tensor, float, float]:  # fmt: skip
+    """Tagging's loss on a piece of a global batch: cross-entropy at every labelled piece (label
+    -100: not labelled), summed and divided by ``labelled``, the global batch's count of labelled
+    pieces — the mean over them, as transformers' BertForTokenClassification computes for one batch.
+    Returns (loss, loss as a number, correct labelled pieces)."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    logits = model.classifier(model.dropout(out.last_hidden_state)).float()  # (B, T, K)
+    labels = batch["label_ids"]  # (B, T), -100 where no label counts
+    loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum") / labelled
+    correct = float(((logits.argmax(-1) == labels) & (labels != -100)).sum())
     return loss, loss.detach().item(), correct
 
 

@@ -60,7 +60,7 @@ class Features:
     input_ids: np.ndarray  # (N, T) int64
     input_mask: np.ndarray  # (N, T) int64: 1 real, 0 padding
     segment_ids: np.ndarray  # (N, T) int64
-    label_ids: np.ndarray  # (N,) int64 class ids; (N,) float32 scores for regression
+    label_ids: np.ndarray  # (N,) int64 class ids; (N,) float32 scores for regression; (N, T) tags (tagging.py)
 
     def __len__(self) -> int:
         return len(self.label_ids)
@@ -77,8 +77,9 @@ class Features:
         """The rows, cut to the longest real sequence among them: the columns cut are padding in
         every row, which attention ignores, so the outputs are those of Google's padded batch."""
         length = max(int(self.input_mask[rows].sum(1).max()), 1)
+        labels = self.label_ids[rows, :length] if self.label_ids.ndim == 2 else self.label_ids[rows]
         return {"input_ids": self.input_ids[rows, :length], "input_mask": self.input_mask[rows, :length],
-                "segment_ids": self.segment_ids[rows, :length], "label_ids": self.label_ids[rows]}  # fmt: skip
+                "segment_ids": self.segment_ids[rows, :length], "label_ids": labels}  # fmt: skip
 
 
 def make_features(examples: list[Example], vocabulary: PretrainingVocabulary, max_seq_length: int,

@@ -19,7 +19,7 @@ from ...config import BertConfig
 from ...errors import CheckpointError, DataError
 from ...formats.safetensors import safetensors_shapes
 from ...formats.weight_files import read_state_dict
-from ...heads import BertForSequenceClassification, Labels
+from ...heads import BertForSequenceClassification, BertForTokenClassification, Labels
 from ...tokenizer import BertTokenizer
 from ...weights import find_checkpoint
 from ..vocabulary import NEEDED_TOKENS, PretrainingVocabulary
@@ -80,13 +80,17 @@ def load_vocabulary(model: str) -> tuple[BertTokenizer, PretrainingVocabulary]:
 
 
 def load_classifier(model: str, labels: list[str] | None, problem: str, continues: bool, dropout: float | None,
-                    seed: int) -> BertForSequenceClassification:  # fmt: skip
-    """The network, in float32 and training mode; a new head initialised as Google's (seeded)."""
+                    seed: int) -> BertForSequenceClassification | BertForTokenClassification:  # fmt: skip
+    """The network (a token classifier for tagging), in float32 and training mode; a new head
+    initialised as Google's (seeded)."""
     id2label = {0: "score"} if labels is None else dict(enumerate(labels))
     label_config = {"id2label": id2label, "label2id": {label: index for index, label in id2label.items()},
-                    "problem_type": problem, "classifier_dropout": GOOGLE_CLASSIFIER_DROPOUT}  # fmt: skip
+                    "classifier_dropout": GOOGLE_CLASSIFIER_DROPOUT}  # fmt: skip
+    cls = BertForTokenClassification if problem == "token_classification" else BertForSequenceClassification
+    if cls is BertForSequenceClassification:
+        label_config["problem_type"] = problem
     torch.manual_seed(seed)  # a pooler the checkpoint lacks starts from these random numbers
-    network = BertForSequenceClassification.from_pretrained(model, new_heads=True, **label_config).float()
+    network = cls.from_pretrained(model, new_heads=True, **label_config).float()
     if not continues:
         torch.manual_seed(seed)
         with torch.no_grad():

@@ -33,13 +33,21 @@ from ...formats.atomic_files import write_atomically
 from ..checkpoint import RunDirectory, TrainingState, check_state
 from ..distributed import World
 from ..loop import restore, save, write_loss_picture
-from ..step import AdamWeightDecay, Schedule, classification_sums, hub_named_parameters, update
+from ..step import (
+    AdamWeightDecay,
+    Schedule,
+    classification_sums,
+    hub_named_parameters,
+    token_classification_sums,
+    update,
+)
 from .examples import check_labels, label_list, read_examples
 from .features import Features, make_features
 from .head import fit_labels, load_classifier, load_vocabulary
 from .metrics import main_metric, task_metrics
 from .options import FinetuneOptions
 from .order import TrainingOrder
+from .tagging import check_tags, read_conll, tag_features, tag_metrics
 
 BEST_FOLDER = "best"
 RUN_NOTE = "finetune.json"
@@ -69,6 +77,35 @@ def finetune(options: FinetuneOptions) -> Path:
 def prepare(options: FinetuneOptions, world_size: int) -> tuple[Prepared, object]:
     """Read the files, fix the labels, make the features: every error before anything is written."""
     options.check(world_size)
+    if options.task == "tag":
+        train, dev, labels, continues, tokenizer = prepare_tagging(options)
+    else:
+        train, dev, labels, continues, tokenizer = prepare_classification(options)
+    steps = int(len(train) / options.batch_size * options.epochs)  # Google's num_train_steps
+    if steps < 1:
+        raise DataError(f"--train {options.train} has {len(train)} examples: {options.epochs:g} epoch(s) of "
+                        f"--batch-size {options.batch_size} make no full step; lower --batch-size")  # fmt: skip
+    return Prepared(labels, continues, train, dev, steps, int(steps * options.warmup_proportion)), tokenizer
+
+
+def prepare_tagging(options: FinetuneOptions):
+    """CoNLL files → sentences → pieces with the first piece of each word labelled (tagging.py)."""
+    train_sentences = read_conll(options.train)
+    dev_sentences = read_conll(options.dev) if options.dev else None
+    labels = list(options.labels) if options.labels else sorted({tag for s in train_sentences for tag in s.tags})
+    labels, continues = fit_labels(options.model, labels, options.problem, bool(options.labels))
+    check_tags(train_sentences, labels, options.train, "--train")
+    if dev_sentences:
+        check_tags(dev_sentences, labels, options.dev, "--dev")
+    tokenizer, vocabulary = load_vocabulary(options.model)
+    length, every = options.max_seq_length, options.label_all_pieces
+    train = tag_features(train_sentences, vocabulary, length, labels, options.train, every)
+    dev = tag_features(dev_sentences, vocabulary, length, labels, options.dev) if dev_sentences else None
+    return train, dev, labels, continues, tokenizer
+
+
+def prepare_classification(options: FinetuneOptions):
+    """Labelled texts or pairs → Google's features (examples.py, features.py)."""
     train_examples = read_examples(options.train, options.example_format("train"))
     dev_examples = read_examples(options.dev, options.example_format("dev")) if options.dev else None
     labels = None
@@ -83,11 +120,7 @@ def prepare(options: FinetuneOptions, world_size: int) -> tuple[Prepared, object
     tokenizer, vocabulary = load_vocabulary(options.model)
     train = make_features(train_examples, vocabulary, options.max_seq_length, labels, options.train)
     dev = make_features(dev_examples, vocabulary, options.max_seq_length, labels, options.dev) if dev_examples else None
-    steps = int(len(train) / options.batch_size * options.epochs)  # Google's num_train_steps
-    if steps < 1:
-        raise DataError(f"--train {options.train} has {len(train)} examples: {options.epochs:g} epoch(s) of "
-                        f"--batch-size {options.batch_size} make no full step; lower --batch-size")  # fmt: skip
-    return Prepared(labels, continues, train, dev, steps, int(steps * options.warmup_proportion)), tokenizer
+    return train, dev, labels, continues, tokenizer
 
 
 def _finetune(options: FinetuneOptions, world: World) -> Path:
@@ -170,7 +203,11 @@ def train_steps(session: Session, done: int) -> None:
         rate = session.schedule.rate(step - 1)  # Google's global step before the update
         rows = session.order.rows(step - 1)[world.rank * share : (world.rank + 1) * share]
         batch = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in data.train.batch(rows).items()}
-        loss, loss_value, correct = classification_sums(model, batch, options.batch_size, options.problem)
+        if options.task == "tag":  # the mean over the global batch's labelled pieces
+            labelled = int((data.train.label_ids[session.order.rows(step - 1)] != -100).sum())
+            loss, loss_value, correct = token_classification_sums(model, batch, max(labelled, 1))
+        else:
+            loss, loss_value, correct = classification_sums(model, batch, options.batch_size, options.problem)
         loss.backward()
         sums = world.sum(torch.tensor([loss_value, correct], dtype=torch.float64))
         gradient_norm = update(session.parameters, session.optimizer, rate, world, options.max_grad_norm)
@@ -178,11 +215,13 @@ def train_steps(session: Session, done: int) -> None:
         record = {"step": step, "epoch": step * options.batch_size / len(data.train), "loss": sums[0].item(),
                   "learning_rate": rate, "gradient_norm": gradient_norm, "seconds": seconds,
                   "examples_per_second": options.batch_size / seconds}  # fmt: skip
-        if options.problem != "regression":
+        if options.problem == "token_classification":
+            record["accuracy"] = sums[1].item() / max(labelled, 1)
+        elif options.problem != "regression":
             record["accuracy"] = sums[1].item() / options.batch_size
         end_of_epoch = session.order.ends_epoch(step) or step == data.steps
         if data.dev is not None and (end_of_epoch or _every(options.eval_every, step)) and world.is_main:
-            figures = task_metrics(data.dev.label_ids, predict(model, data.dev), options.glue, options.problem)
+            figures = evaluate(model, data, options)
             record.update({f"dev_{name}": value for name, value in figures.items()})
             if figures[session.metric] > session.best:
                 session.best = figures[session.metric]
@@ -198,21 +237,32 @@ def train_steps(session: Session, done: int) -> None:
         print(file=sys.stderr)
 
 
+def evaluate(model, data: Prepared, options: FinetuneOptions) -> dict[str, float]:
+    """The dev figures of the task (metrics.py; tagging.py for tags)."""
+    logits = predict(model, data.dev)
+    if options.task == "tag":
+        return tag_metrics(data.dev.label_ids, logits, data.labels)
+    return task_metrics(data.dev.label_ids, logits, options.glue, options.problem)
+
+
 def _every(every: int | None, step: int) -> bool:
     return bool(every) and step % every == 0
 
 
 @torch.no_grad()
 def predict(model, features: Features, batch_size: int = 64) -> np.ndarray:
-    """The logits (N, K) of every example, in eval mode (no dropout); the model is left in training mode."""
+    """The logits (N, K) — (N, T, K) for tags — of every example, in eval mode (no dropout); the
+    model is left in training mode."""
     model.eval()
     logits = []
     for start in range(0, len(features), batch_size):
         batch = features.batch(np.arange(start, min(start + batch_size, len(features))))
         tensors = {name: torch.from_numpy(np.ascontiguousarray(batch[name]))
                    for name in ("input_ids", "input_mask", "segment_ids")}  # fmt: skip
-        out = model(tensors["input_ids"], tensors["input_mask"], tensors["segment_ids"])
-        logits.append(out.logits.float().numpy())
+        out = model(tensors["input_ids"], tensors["input_mask"], tensors["segment_ids"]).logits.float().numpy()
+        if out.ndim == 3:  # tags (B, T', K): the batch was cut to its longest row; back to T columns
+            out = np.pad(out, ((0, 0), (0, features.input_ids.shape[1] - out.shape[1]), (0, 0)))
+        logits.append(out)
     model.train()
     return np.concatenate(logits)
 

@@ -21,6 +21,8 @@ MAIN_METRIC = {"mrpc": "f1", "qqp": "f1", "cola": "matthews", "sts-b": "spearman
 
 
 def main_metric(glue: str | None, problem: str) -> str:
+    if problem == "token_classification":
+        return "f1"  # seqeval's entity F1 (tagging.py)
     if problem == "regression":
         return "spearman"
     return MAIN_METRIC.get(glue or "", "accuracy")

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from ...errors import DataError
 from .examples import GLUE, REGRESSION_TASKS, ExampleFormat
 
-PROBLEMS = {"classify": "single_label_classification", "regress": "regression"}
+PROBLEMS = {"classify": "single_label_classification", "regress": "regression", "tag": "token_classification"}
 
 
 @dataclass(frozen=True)
@@ -18,13 +18,14 @@ class FinetuneOptions:
     model: str  # a hub folder or id, Google's TF checkpoint, a minibert pretrain run
     train: str  # the labelled training file
     output: str  # the run folder (a hub-layout checkpoint with the head)
-    task: str = "classify"  # classify (one label per text or pair) or regress (a score)
+    task: str = "classify"  # classify (one label per text or pair), regress (a score), tag (a label per word)
     dev: str | None = None  # evaluated with the task's metric at each epoch's end (and --eval-every)
     glue: str | None = None  # a GLUE task's file layout (examples.py), else a generic CSV/TSV/JSONL file
     text_column: str = "text"
     pair_column: str | None = None
     label_column: str = "label"
     labels: tuple[str, ...] | None = None  # the labels in id order (default: the GLUE task's, or sorted)
+    label_all_pieces: bool = False  # tag: every piece of a word carries its tag (default: the first only)
     epochs: float = 3.0  # Google's num_train_epochs (steps = int(examples / batch × epochs))
     batch_size: int = 32
     learning_rate: float = 2e-5
@@ -54,6 +55,8 @@ class FinetuneOptions:
         if (self.glue in REGRESSION_TASKS) != (self.task == "regress") and self.glue is not None:
             wanted = "regress" if self.glue in REGRESSION_TASKS else "classify"
             raise DataError(f"--glue {self.glue} is a {wanted} task: give --task {wanted}")
+        if self.task == "tag" and (self.glue is not None or self.pair_column is not None):
+            raise DataError("--task tag reads CoNLL files (a word and its tag per line): no --glue, no --pair-column")
         if self.task == "regress" and self.labels:
             raise DataError("--labels names classes; --task regress learns one score")
         for name in ("batch_size", "max_seq_length", "eval_every", "save_every"):
