@@ -1,6 +1,6 @@
 """docs/finetuning.md runs as written, at small sizes: the lesson (real sentences from Django's
-catalogues, all-MiniLM-L6-v2), its plot and classify commands, and the GLUE recipes on small
-MRPC and STS-B files written here in GLUE's layouts."""
+catalogues, all-MiniLM-L6-v2), its plot and classify commands, and the recipes on small MRPC and
+STS-B files written here in GLUE's layouts and a CoNLL file."""
 
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ def write_glue(directory: Path) -> None:
         for task, lines in (("MRPC", mrpc), ("STS-B", stsb)):
             (directory / "glue" / task).mkdir(parents=True, exist_ok=True)
             (directory / "glue" / task / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (directory / "conll").mkdir(exist_ok=True)
+    for name in ("train.txt", "valid.txt"):
+        (directory / "conll" / name).write_text(CONLL * 4, encoding="utf-8")
+
+
+CONLL = ("-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\nGerman JJ B-MISC\ncall NN O\n\n"
+         "Peter NNP B-PER\nBlackburn NNP I-PER\n")
 
 
 def test_the_page_has_its_examples():
@@ -84,3 +91,5 @@ def test_the_glue_recipes_run(scratch):
     stsb = [json.loads(line) for line in (scratch / "stsb-run" / "metrics.jsonl").read_text().splitlines()]
     assert {"dev_pearson", "dev_spearman"} <= set(stsb[-1])
     assert json.loads((scratch / "stsb-run" / "config.json").read_text())["problem_type"] == "regression"
+    ner = [json.loads(line) for line in (scratch / "ner-run" / "metrics.jsonl").read_text().splitlines()]
+    assert {"dev_precision", "dev_recall", "dev_f1"} <= set(ner[-1])

@@ -15,7 +15,7 @@ import pytest
 
 from minibert.errors import DataError
 from minibert.training.finetune.examples import ExampleFormat, check_labels, label_list, read_examples
-from minibert.training.finetune.features import make_features
+from minibert.training.finetune.features import make_features, write_features
 from minibert.training.finetune.head import load_vocabulary
 from tf_reference import tf_python
 
@@ -61,17 +61,24 @@ def google_features(request: dict) -> list[dict]:
 @pytest.mark.parametrize("max_seq_length", [24])
 def test_glue_features_equal_googles_convert_single_example(tmp_path, minilm_dir, max_seq_length):
     """MRPC, CoLA, MNLI and XNLI: the same examples (guid, texts, label), label list and features as
-    Google's processors + convert_single_example; over a quarter exceed the limit (checked)."""
+    Google's processors + convert_single_example, and ``--write-features``' TFRecord file parsed by
+    TensorFlow with run_classifier's feature spec gives them too; over a quarter exceed the limit (checked)."""
     texts = fortunes(400)
     write_glue_files(tmp_path, texts)
     jobs = [("MrpcProcessor", "mrpc", tmp_path / "mrpc" / "train.tsv"),
             ("ColaProcessor", "cola", tmp_path / "cola" / "train.tsv"),
             ("MnliProcessor", "mnli", tmp_path / "mnli" / "train.tsv"),
             ("XnliProcessor", "xnli", tmp_path / "xnli" / "multinli" / "multinli.train.zh.tsv")]  # fmt: skip
-    request = {"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, "max_seq_length": max_seq_length,
-               "jobs": [{"processor": p, "data_dir": str(tmp_path / name), "set": "train"} for p, name, _ in jobs]}
-    google = google_features(request)
     _, vocabulary = load_vocabulary(str(minilm_dir))
+    for _, name, path in jobs:  # --write-features: read back by TensorFlow as run_classifier's input_fn reads it
+        examples = read_examples(path, ExampleFormat(glue=name))
+        labels = label_list(examples, ExampleFormat(glue=name))
+        features = make_features(examples, vocabulary, max_seq_length, labels, str(path))
+        write_features(features, str(tmp_path / f"{name}.tfrecord"))
+    request = {"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, "max_seq_length": max_seq_length,
+               "jobs": [{"processor": p, "data_dir": str(tmp_path / name), "set": "train",
+                         "tfrecord": str(tmp_path / f"{name}.tfrecord")} for p, name, _ in jobs]}  # fmt: skip
+    google = google_features(request)
     for (processor, name, path), reference in zip(jobs, google):
         form = ExampleFormat(glue=name)
         examples = read_examples(path, form)
@@ -87,6 +94,7 @@ def test_glue_features_equal_googles_convert_single_example(tmp_path, minilm_dir
             assert features.input_mask[row].tolist() == mask, f"{processor} example {row}: mask differs"
             assert features.segment_ids[row].tolist() == segments, f"{processor} example {row}: segments differ"
             assert int(features.label_ids[row]) == label
+        assert reference["read_back"] == [[*row, 1] for row in theirs], f"{processor}: the TFRecord file differs"
         full = (features.input_mask.sum(1) == max_seq_length).mean()
         long_enough = processor == "ColaProcessor" or full > 0.25  # CoLA: single sentences, mostly short
         assert long_enough, f"{processor}: only {full:.0%} of the examples reach the limit; the test needs long ones"

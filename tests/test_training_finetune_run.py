@@ -154,3 +154,22 @@ def test_bad_input_one_line_exit_1_nothing_written(tmp_path, capsys, case, messa
         assert (run / "metrics.jsonl").read_text() == "kept\n"
     else:
         assert not run.exists()
+
+
+def test_write_features_writes_googles_layout_and_stops(tmp_path, capsys):
+    """--write-features: the training features as TFRecord (TensorFlow's own reading of them is
+    checked in test_training_finetune_features.py); neither it nor --output is a usage error."""
+    from minibert.formats.tfrecord import read_examples
+
+    train, path = write_examples(tmp_path / "train.csv", 6), tmp_path / "train.tfrecord"
+    argv = flags(train, tmp_path / "run")
+    argv[argv.index("--output") : argv.index("--output") + 2] = ["--write-features", str(path)]
+    assert main(argv) == 0
+    records = list(read_examples(path))
+    assert len(records) == 6 and not (tmp_path / "run").exists()
+    assert sorted(records[0]) == ["input_ids", "input_mask", "is_real_example", "label_ids", "segment_ids"]
+    assert len(records[0]["input_ids"]) == 16 and records[0]["input_ids"][0] == 2  # [CLS]
+    capsys.readouterr()
+    del argv[argv.index("--write-features") : argv.index("--write-features") + 2]
+    assert main(argv) == 2
+    assert "give --output (to fine-tune) or --write-features" in capsys.readouterr().err

@@ -27,7 +27,9 @@ def add_parser(commands) -> None:
     finetune.add_argument("--model", required=True, help="a hub folder or id, Google's TF checkpoint, a pretrain run")
     finetune.add_argument("--train", required=True, help="labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl")
     finetune.add_argument("--dev", help="examples evaluated at each epoch's end with the task's metric")
-    finetune.add_argument("--output", required=True, help="the run folder (a hub-layout checkpoint with the head)")
+    finetune.add_argument("--output", help="the run folder (a hub-layout checkpoint with the head)")
+    finetune.add_argument("--write-features", metavar="FILE.tfrecord",
+                          help="write --train's features in Google's TFRecord layout, then stop")  # fmt: skip
     finetune.add_argument("--glue", help="read --train/--dev as this GLUE task's files (mrpc, cola, mnli, xnli, "
                           "xnli-dev, sst-2, sts-b, qqp, qnli, rte, wnli)")  # fmt: skip
     finetune.add_argument("--text-column", default="text", help="a generic file's text column (default text)")
@@ -54,11 +56,14 @@ def add_parser(commands) -> None:
 
 
 def cmd_finetune(args) -> None:
-    from ..training.finetune import FinetuneOptions, finetune
+    from ..training.finetune import FinetuneOptions, finetune, write_training_features
+    from .commands import CommandError
 
+    if (args.output is None) == (args.write_features is None):
+        raise CommandError("give --output (to fine-tune) or --write-features FILE.tfrecord (to write the features)")
     labels = tuple(label.strip() for label in args.labels.split(",")) if args.labels else None
     options = FinetuneOptions(
-        model=args.model, train=args.train, output=args.output, task=args.task, dev=args.dev, glue=args.glue,
+        model=args.model, train=args.train, output=args.output or "", task=args.task, dev=args.dev, glue=args.glue,
         text_column=args.text_column, pair_column=args.pair_column, label_column=args.label_column, labels=labels,
         label_all_pieces=args.label_all_pieces,
         epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
@@ -66,4 +71,8 @@ def cmd_finetune(args) -> None:
         weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm, dropout=args.dropout, seed=args.seed,
         eval_every=args.eval_every, save_every=args.save_every, resume=args.resume,
     )  # fmt: skip
+    if args.write_features:
+        count = write_training_features(options, args.write_features)
+        print(f"{args.write_features}: {count} examples")
+        return
     print(finetune(options))

@@ -6,6 +6,7 @@ Read top-down:
     examples.py   labelled files → examples: the GLUE processors' layouts, generic CSV/TSV/JSONL
     features.py   examples → input ids, mask, segment ids (Google's convert_single_example)
     head.py       the checkpoint under a classifier for the task's labels (new, or continued)
+    tagging.py    CoNLL files, the first-piece rule, seqeval's entity precision/recall/F1
     order.py      the order of the examples: a seeded shuffle per epoch, written to the run
     metrics.py    each task's dev figure: accuracy, F1, Matthews, Pearson and Spearman
     options.py    FinetuneOptions: the command's flags as one checked value
@@ -14,7 +15,7 @@ Read top-down:
 ``import minibert`` does not import this room; ``minibert finetune`` does.
 """
 
-__all__ = ["FinetuneOptions", "finetune"]
+__all__ = ["FinetuneOptions", "finetune", "write_training_features"]
 
 
 def __getattr__(name: str):
@@ -22,8 +23,8 @@ def __getattr__(name: str):
         from .options import FinetuneOptions
 
         return FinetuneOptions
-    if name == "finetune":
-        from .loop import finetune
+    if name in ("finetune", "write_training_features"):
+        from . import loop
 
-        return finetune
+        return getattr(loop, name)
     raise AttributeError(f"module 'minibert.training.finetune' has no attribute {name!r}")

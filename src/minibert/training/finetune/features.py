@@ -82,6 +82,22 @@ class Features:
                 "segment_ids": self.segment_ids[rows, :length], "label_ids": labels}  # fmt: skip
 
 
+def write_features(features: Features, path: str) -> int:
+    """The features as Google's ``file_based_convert_examples_to_features`` writes them: one
+    tf.train.Example per example with ``input_ids``, ``input_mask``, ``segment_ids`` (T ints each),
+    ``label_ids`` (one int; T ints for tags; one float for a score) and ``is_real_example`` (1).
+    Written atomically; returns the count."""
+    from ...formats.atomic_files import atomic_output
+    from ...formats.tfrecord import encode_examples, frame_records
+
+    labels = features.label_ids if features.label_ids.ndim == 2 else features.label_ids[:, None]
+    columns = {"input_ids": features.input_ids, "input_mask": features.input_mask, "segment_ids": features.segment_ids,
+               "label_ids": labels, "is_real_example": np.ones((len(features), 1), dtype=np.int64)}  # fmt: skip
+    with atomic_output(path) as handle:
+        handle.write(frame_records(encode_examples(columns)))
+    return len(features)
+
+
 def make_features(examples: list[Example], vocabulary: PretrainingVocabulary, max_seq_length: int,
                   labels: list[str] | None, path: str) -> Features:  # fmt: skip
     """Every example's features; ``labels`` None: the label is a score (regression)."""

@@ -42,7 +42,7 @@ from ..step import (
     update,
 )
 from .examples import check_labels, label_list, read_examples
-from .features import Features, make_features
+from .features import Features, make_features, write_features
 from .head import fit_labels, load_classifier, load_vocabulary
 from .metrics import main_metric, task_metrics
 from .options import FinetuneOptions
@@ -121,6 +121,12 @@ def prepare_classification(options: FinetuneOptions):
     train = make_features(train_examples, vocabulary, options.max_seq_length, labels, options.train)
     dev = make_features(dev_examples, vocabulary, options.max_seq_length, labels, options.dev) if dev_examples else None
     return train, dev, labels, continues, tokenizer
+
+
+def write_training_features(options: FinetuneOptions, path: str) -> int:
+    """``--write-features``: the training file's features in Google's TFRecord layout, no training."""
+    data, _ = prepare(options, 1)
+    return write_features(data.train, path)
 
 
 def _finetune(options: FinetuneOptions, world: World) -> Path:
