@@ -1,5 +1,5 @@
 """Fine-tuning's step against Google's arithmetic, written out here on transformers' models
-(classify, regress, tag).
+(classify, regress, multilabel, tag).
 
 The run (``minibert finetune`` as a function) and the reference start from the same weights — a
 checkpoint saved by transformers' ``BertForSequenceClassification`` with its head, which the run
@@ -34,6 +34,8 @@ TEXTS = [("the machine drank water", "pos"), ("a bank of the river", "neg"), ("i
 LABELS = ["neg", "pos"]
 SCORES = [0.5, 3.0, 1.5, 4.0, 2.0, 2.5, 0.0, 5.0]
 TAGS = ["B-PLACE", "B-THING", "O"]
+TOPICS = ["drink", "money", "place"]
+MULTI = ["drink", "money|place", "place", "money", "drink", "", "drink|place", "money|place"]
 
 
 def tag_of(word: str) -> str:
@@ -47,7 +49,8 @@ def start_checkpoint(directory: Path, task: str) -> Path:
     """transformers' model of the task on the tiny BERT, its head drawn by transformers."""
     torch.manual_seed(7)
     cls, labels = getattr(transformers, TASKS[task][0]), TASKS[task][1]
-    extra = {"problem_type": "regression"} if task == "regress" else {}
+    extra = {"regress": {"problem_type": "regression"}, "multilabel": {"problem_type": "multi_label_classification"}}
+    extra = extra.get(task, {})
     model = cls.from_pretrained(TINY, num_labels=len(labels), id2label=dict(enumerate(labels)),
                                 label2id={k: i for i, k in enumerate(labels)}, attn_implementation="eager",
                                 **extra)  # fmt: skip
@@ -76,6 +79,13 @@ def regression_loss(model, tokenizer, rows: list[int]) -> torch.Tensor:
     batch = tokenizer([TEXTS[row][0] for row in rows], padding=True, return_tensors="pt")
     scores = torch.tensor([SCORES[row] for row in rows])
     return ((model(**batch).logits[:, 0] - scores) ** 2).mean()
+
+
+def multilabel_loss(model, tokenizer, rows: list[int]) -> torch.Tensor:
+    """Mean over the batch and the labels of the sigmoid cross-entropy."""
+    batch = tokenizer([TEXTS[row][0] for row in rows], padding=True, return_tensors="pt")
+    targets = torch.tensor([[float(label in MULTI[row].split("|")) for label in TOPICS] for row in rows])
+    return torch.nn.functional.binary_cross_entropy_with_logits(model(**batch).logits, targets)
 
 
 def tagging_loss(model, tokenizer, rows: list[int]) -> torch.Tensor:
@@ -127,6 +137,7 @@ def google_steps(start: Path, order: list[list[int]], peak: float, warmup: int, 
 TASKS = {  # --task: (transformers' class, its labels, the reference loss)
     "classify": ("BertForSequenceClassification", LABELS, classification_loss),
     "regress": ("BertForSequenceClassification", ["score"], regression_loss),
+    "multilabel": ("BertForSequenceClassification", TOPICS, multilabel_loss),
     "tag": ("BertForTokenClassification", TAGS, tagging_loss),
 }
 
@@ -137,7 +148,7 @@ def write_train(directory: Path, task: str) -> Path:
         path.write_text("".join("".join(f"{w} {tag_of(w)}\n" for w in t.split()) + "\n" for t, _ in TEXTS))
         return path
     path = directory / "train.csv"
-    labels = SCORES if task == "regress" else [y for _, y in TEXTS]
+    labels = {"regress": SCORES, "multilabel": MULTI}.get(task, [y for _, y in TEXTS])
     path.write_text("text,label\n" + "".join(f"{t},{y}\n" for (t, _), y in zip(TEXTS, labels)), encoding="utf-8")
     return path
 

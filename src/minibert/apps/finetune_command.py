@@ -21,9 +21,9 @@ def add_parser(commands) -> None:
     """Add ``finetune`` to the ``minibert`` command's subparsers."""
     finetune = commands.add_parser("finetune", help="fine-tune a checkpoint on labelled examples (Google's step)")
     finetune.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    finetune.add_argument("--task", default="classify", choices=("classify", "regress", "tag"),
-                          help="classify: one label per text or pair (default); regress: a score; tag: a label per "
-                          "word (CoNLL files)")  # fmt: skip
+    finetune.add_argument("--task", default="classify", choices=("classify", "regress", "multilabel", "tag"),
+                          help="classify: one label per text or pair (default); regress: a score; multilabel: "
+                          "any number of labels per text; tag: a label per word (CoNLL files)")  # fmt: skip
     finetune.add_argument("--model", required=True, help="a hub folder or id, Google's TF checkpoint, a pretrain run")
     finetune.add_argument("--train", required=True, help="labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl")
     finetune.add_argument("--dev", help="examples evaluated at each epoch's end with the task's metric")
@@ -37,6 +37,8 @@ def add_parser(commands) -> None:
     finetune.add_argument("--label-column", default="label", help="a generic file's label column (default label)")
     finetune.add_argument("--labels", help="the labels in id order, comma-separated (default: the GLUE task's, or "
                           "the training file's, sorted)")  # fmt: skip
+    finetune.add_argument("--label-separator", default="|",
+                          help="multilabel: what joins a text's labels in its label field (default |)")  # fmt: skip
     finetune.add_argument("--label-all-pieces", action="store_true",
                           help="tag: every piece of a word carries its tag (default: the first piece)")  # fmt: skip
     finetune.add_argument("--epochs", type=float, default=3.0, help="passes over --train (default 3; may be 0.5)")
@@ -65,7 +67,7 @@ def cmd_finetune(args) -> None:
     options = FinetuneOptions(
         model=args.model, train=args.train, output=args.output or "", task=args.task, dev=args.dev, glue=args.glue,
         text_column=args.text_column, pair_column=args.pair_column, label_column=args.label_column, labels=labels,
-        label_all_pieces=args.label_all_pieces,
+        label_all_pieces=args.label_all_pieces, label_separator=args.label_separator,
         epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
         warmup_proportion=args.warmup_proportion, max_seq_length=args.max_seq_length,
         weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm, dropout=args.dropout, seed=args.seed,

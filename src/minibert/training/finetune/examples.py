@@ -70,6 +70,7 @@ class GlueLayout:
     labels: tuple[str, ...]  # the processor's get_labels(), in its order ((): a score)
     skip_short_lines: bool = False  # QQP: transformers skips lines without the columns (IndexError)
     language: tuple[int, str] | None = None  # xnli-dev: (column, language kept)
+    guid_column: int | None = None  # the guid is "train-" + this column (else + the line's index)
 
 
 NLI = ("contradiction", "entailment", "neutral")
@@ -77,15 +78,15 @@ BINARY = ("0", "1")
 GLUE = {
     "mrpc": GlueLayout(True, 3, 4, 0, BINARY),
     "cola": GlueLayout(False, 3, None, 1, BINARY),
-    "mnli": GlueLayout(True, 8, 9, -1, NLI),
+    "mnli": GlueLayout(True, 8, 9, -1, NLI, guid_column=0),
     "xnli": GlueLayout(True, 0, 1, 2, NLI),
     "xnli-dev": GlueLayout(True, 6, 7, 1, NLI, language=(0, "zh")),
     "sst-2": GlueLayout(True, 0, None, 1, BINARY),
-    "sts-b": GlueLayout(True, 7, 8, -1, ()),
-    "qqp": GlueLayout(True, 3, 4, 5, BINARY, skip_short_lines=True),
-    "qnli": GlueLayout(True, 1, 2, -1, ("entailment", "not_entailment")),
-    "rte": GlueLayout(True, 1, 2, -1, ("entailment", "not_entailment")),
-    "wnli": GlueLayout(True, 1, 2, -1, BINARY),
+    "sts-b": GlueLayout(True, 7, 8, -1, (), guid_column=0),
+    "qqp": GlueLayout(True, 3, 4, 5, BINARY, skip_short_lines=True, guid_column=0),
+    "qnli": GlueLayout(True, 1, 2, -1, ("entailment", "not_entailment"), guid_column=0),
+    "rte": GlueLayout(True, 1, 2, -1, ("entailment", "not_entailment"), guid_column=0),
+    "wnli": GlueLayout(True, 1, 2, -1, BINARY, guid_column=0),
 }
 REGRESSION_TASKS = {"sts-b"}
 
@@ -151,7 +152,8 @@ def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
         if form.glue == "xnli" and label == "contradictory":
             label = "contradiction"
         text_b = row[layout.text_b] if layout.text_b is not None else None
-        examples.append(Example(f"{form.set_type}-{number - 1}", row[layout.text_a], text_b, label, number))
+        guid = row[layout.guid_column] if layout.guid_column is not None else number - 1
+        examples.append(Example(f"{form.set_type}-{guid}", row[layout.text_a], text_b, label, number))
     return examples
 
 
@@ -203,7 +205,8 @@ def _example(form: ExampleFormat, row: dict, number: int) -> Example:
     return Example(f"{form.set_type}-{number}", row[form.text_column], text_b, row[form.label_column].strip(), number)
 
 
-def label_list(train: list[Example], form: ExampleFormat, given: list[str] | None = None) -> list[str]:
+def label_list(train: list[Example], form: ExampleFormat, given: list[str] | None = None,
+               separator: str | None = None) -> list[str]:  # fmt: skip
     """The labels in their stated order: ``--labels`` as given; a GLUE task's own list (its
     processor's ``get_labels()``); otherwise the training file's labels sorted (as strings).
     The position in this list is the label's id (config.json's ``id2label``)."""
@@ -213,13 +216,22 @@ def label_list(train: list[Example], form: ExampleFormat, given: list[str] | Non
         return list(given)
     if form.glue is not None and GLUE[form.glue].labels:
         return list(GLUE[form.glue].labels)
-    return sorted({example.label for example in train})
+    return sorted({label for example in train for label in split_labels(example.label, separator)})
 
 
-def check_labels(examples: list[Example], labels: list[str], path: str | os.PathLike, flag: str) -> None:
+def split_labels(field: str, separator: str | None) -> list[str]:
+    """A label field's labels: itself, or (multilabel) its parts joined by ``separator`` ("" → none)."""
+    if separator is None:
+        return [field]
+    return [part.strip() for part in field.split(separator) if part.strip()]
+
+
+def check_labels(examples: list[Example], labels: list[str], path: str | os.PathLike, flag: str,
+                 separator: str | None = None) -> None:  # fmt: skip
     """Every example's label is one of ``labels``: else a DataError naming the file, line and label."""
     known = set(labels)
     for example in examples:
-        if example.label not in known:
-            raise DataError(f"{flag} {path}, line {example.line}: label {example.label!r} is not among the "
-                            f"training labels ({', '.join(labels)}); give them all with --labels")  # fmt: skip
+        for label in split_labels(example.label, separator):
+            if label not in known:
+                raise DataError(f"{flag} {path}, line {example.line}: label {label!r} is not among the "
+                                f"training labels ({', '.join(labels)}); give them all with --labels")  # fmt: skip

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...errors import DataError
 from ..vocabulary import PretrainingVocabulary
-from .examples import Example
+from .examples import Example, split_labels
 
 
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
@@ -60,7 +60,7 @@ class Features:
     input_ids: np.ndarray  # (N, T) int64
     input_mask: np.ndarray  # (N, T) int64: 1 real, 0 padding
     segment_ids: np.ndarray  # (N, T) int64
-    label_ids: np.ndarray  # (N,) int64 class ids; (N,) float32 scores for regression; (N, T) tags (tagging.py)
+    label_ids: np.ndarray  # (N,) int64 class ids; (N,) float32 scores; (N, K) float32 multi-hot; (N, T) int64 tags
 
     def __len__(self) -> int:
         return len(self.label_ids)
@@ -77,7 +77,8 @@ class Features:
         """The rows, cut to the longest real sequence among them: the columns cut are padding in
         every row, which attention ignores, so the outputs are those of Google's padded batch."""
         length = max(int(self.input_mask[rows].sum(1).max()), 1)
-        labels = self.label_ids[rows, :length] if self.label_ids.ndim == 2 else self.label_ids[rows]
+        is_tags = self.label_ids.ndim == 2 and self.label_ids.dtype == np.int64  # (N, T); multi-hot is (N, K) floats
+        labels = self.label_ids[rows, :length] if is_tags else self.label_ids[rows]
         return {"input_ids": self.input_ids[rows, :length], "input_mask": self.input_mask[rows, :length],
                 "segment_ids": self.segment_ids[rows, :length], "label_ids": labels}  # fmt: skip
 
@@ -99,8 +100,9 @@ def write_features(features: Features, path: str) -> int:
 
 
 def make_features(examples: list[Example], vocabulary: PretrainingVocabulary, max_seq_length: int,
-                  labels: list[str] | None, path: str) -> Features:  # fmt: skip
-    """Every example's features; ``labels`` None: the label is a score (regression)."""
+                  labels: list[str] | None, path: str, separator: str | None = None) -> Features:  # fmt: skip
+    """Every example's features; ``labels`` None: the label is a score (regression); ``separator``:
+    several labels per example (multi-hot label_ids, (N, K) floats)."""
     rows = []
     for example in examples:
         try:
@@ -110,6 +112,10 @@ def make_features(examples: list[Example], vocabulary: PretrainingVocabulary, ma
     ids, mask, segments = (np.array([row[k] for row in rows], dtype=np.int64) for k in range(3))
     if labels is None:
         label_ids = np.array([_score(example, path) for example in examples], dtype=np.float32)
+    elif separator is not None:
+        label_ids = np.zeros((len(examples), len(labels)), dtype=np.float32)
+        for row, example in enumerate(examples):
+            label_ids[row, [labels.index(label) for label in split_labels(example.label, separator)]] = 1.0
     else:
         index = {label: number for number, label in enumerate(labels)}
         label_ids = np.array([index[example.label] for example in examples], dtype=np.int64)

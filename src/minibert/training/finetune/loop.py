@@ -108,18 +108,20 @@ def prepare_classification(options: FinetuneOptions):
     """Labelled texts or pairs → Google's features (examples.py, features.py)."""
     train_examples = read_examples(options.train, options.example_format("train"))
     dev_examples = read_examples(options.dev, options.example_format("dev")) if options.dev else None
+    separator = options.label_separator if options.task == "multilabel" else None
     labels = None
     if options.task != "regress":
-        labels = label_list(train_examples, options.example_format("train"), list(options.labels or []))
+        labels = label_list(train_examples, options.example_format("train"), list(options.labels or []), separator)
     stated = bool(options.labels) or options.glue is not None
     labels, continues = fit_labels(options.model, labels, options.problem, stated)
     if labels is not None:
-        check_labels(train_examples, labels, options.train, "--train")
+        check_labels(train_examples, labels, options.train, "--train", separator)
         if dev_examples:
-            check_labels(dev_examples, labels, options.dev, "--dev")
+            check_labels(dev_examples, labels, options.dev, "--dev", separator)
     tokenizer, vocabulary = load_vocabulary(options.model)
-    train = make_features(train_examples, vocabulary, options.max_seq_length, labels, options.train)
-    dev = make_features(dev_examples, vocabulary, options.max_seq_length, labels, options.dev) if dev_examples else None
+    length = options.max_seq_length
+    train = make_features(train_examples, vocabulary, length, labels, options.train, separator)
+    dev = make_features(dev_examples, vocabulary, length, labels, options.dev, separator) if dev_examples else None
     return train, dev, labels, continues, tokenizer
 
 

@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass, field
 from ...errors import DataError
 from .examples import GLUE, REGRESSION_TASKS, ExampleFormat
 
-PROBLEMS = {"classify": "single_label_classification", "regress": "regression", "tag": "token_classification"}
+PROBLEMS = {"classify": "single_label_classification", "regress": "regression", "tag": "token_classification",
+            "multilabel": "multi_label_classification"}
 
 
 @dataclass(frozen=True)
@@ -18,13 +19,14 @@ class FinetuneOptions:
     model: str  # a hub folder or id, Google's TF checkpoint, a minibert pretrain run
     train: str  # the labelled training file
     output: str  # the run folder (a hub-layout checkpoint with the head)
-    task: str = "classify"  # classify (one label per text or pair), regress (a score), tag (a label per word)
+    task: str = "classify"  # classify (a label per text or pair), regress (a score), multilabel, tag (per word)
     dev: str | None = None  # evaluated with the task's metric at each epoch's end (and --eval-every)
     glue: str | None = None  # a GLUE task's file layout (examples.py), else a generic CSV/TSV/JSONL file
     text_column: str = "text"
     pair_column: str | None = None
     label_column: str = "label"
     labels: tuple[str, ...] | None = None  # the labels in id order (default: the GLUE task's, or sorted)
+    label_separator: str = "|"  # multilabel: a text's labels in one field, "sports|politics"
     label_all_pieces: bool = False  # tag: every piece of a word carries its tag (default: the first only)
     epochs: float = 3.0  # Google's num_train_epochs (steps = int(examples / batch × epochs))
     batch_size: int = 32
@@ -55,6 +57,9 @@ class FinetuneOptions:
         if (self.glue in REGRESSION_TASKS) != (self.task == "regress") and self.glue is not None:
             wanted = "regress" if self.glue in REGRESSION_TASKS else "classify"
             raise DataError(f"--glue {self.glue} is a {wanted} task: give --task {wanted}")
+        if self.task == "multilabel" and (self.glue is not None or not self.label_separator):
+            raise DataError("--task multilabel reads generic files whose label field lists labels joined by "
+                            "--label-separator (not --glue)")  # fmt: skip
         if self.task == "tag" and (self.glue is not None or self.pair_column is not None):
             raise DataError("--task tag reads CoNLL files (a word and its tag per line): no --glue, no --pair-column")
         if self.task == "regress" and self.labels:
