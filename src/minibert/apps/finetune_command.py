@@ -53,6 +53,9 @@ def add_parser(commands) -> None:
     finetune.add_argument("--seed", type=int, default=12345, help="the new head, the order, dropout (default 12345)")
     finetune.add_argument("--eval-every", type=positive_int, help="also evaluate --dev every this many steps")
     finetune.add_argument("--save-every", type=positive_int, help="also checkpoint every this many steps")
+    finetune.add_argument("--seeds", type=positive_int, help="a sweep: this many seeds (--seed, --seed + 1, ...) "
+                          "per learning rate, each its own run in --output, and a table of dev figures")  # fmt: skip
+    finetune.add_argument("--learning-rates", help="a sweep: these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5)")
     finetune.add_argument("--resume", action="store_true", help="continue the run in --output from its checkpoint")
     finetune.set_defaults(run=cmd_finetune)
 
@@ -76,5 +79,15 @@ def cmd_finetune(args) -> None:
     if args.write_features:
         count = write_training_features(options, args.write_features)
         print(f"{args.write_features}: {count} examples")
+        return
+    if args.seeds or args.learning_rates:
+        from ..training.finetune.sweep import sweep
+
+        try:
+            rates = [float(rate) for rate in (args.learning_rates or str(args.learning_rate)).split(",")]
+        except ValueError:
+            raise CommandError(f"--learning-rates {args.learning_rates!r}: numbers joined by commas") from None
+        root = sweep(options, args.seeds or 1, rates)
+        print((root / "sweep.md").read_text(encoding="utf-8"), end="")
         return
     print(finetune(options))

@@ -11,6 +11,7 @@ Read top-down:
     metrics.py    each task's dev figure: accuracy, F1, Matthews, Pearson and Spearman
     options.py    FinetuneOptions: the command's flags as one checked value
     loop.py       finetune(): the loop (the step and the optimizer are pre-training's: ../step.py)
+    sweep.py      seeds × learning rates, each a run, and the table of their dev figures
 
 ``import minibert`` does not import this room; ``minibert finetune`` does.
 """
