@@ -194,3 +194,23 @@ def test_a_sweep_runs_every_seed_and_rate_and_writes_the_table(tmp_path, capsys)
         assert summary["mean"] == statistics.fmean(values) and summary["std"] == statistics.stdev(values)
     assert "| learning rate | mean | std | best (dev accuracy) |" in table
     assert main(argv) == 1 and "already holds a sweep" in capsys.readouterr().err
+
+
+def test_a_head_whose_config_names_no_labels_takes_the_tasks(tmp_path, capsys):
+    """As Google's run_classifier.py checkpoints (bert_config.json has no labels): the head continues
+    with the task's labels in their stated order; a head of another size is refused."""
+    train = write_examples(tmp_path / "train.csv", 8)
+    first = tmp_path / "first"
+    assert main(flags(train, first, "--epochs", "1")) == 0
+    config = json.loads((first / "config.json").read_text())
+    for field in ("id2label", "label2id"):
+        config.pop(field)
+    (first / "config.json").write_text(json.dumps(config))
+    second = tmp_path / "second"
+    assert main(flags(train, second, "--epochs", "1", "--model", str(first), "--labels", "wet,dry")) == 0
+    assert "continuing --model's classifier (2 labels: wet, dry)" in capsys.readouterr().err
+    assert json.loads((second / "config.json").read_text())["id2label"] == {"0": "wet", "1": "dry"}
+    three = tmp_path / "three.csv"
+    three.write_text("text,label\nthe water,wet\nthe bank,dry\nparis,city\nlove,dry\n", encoding="utf-8")
+    assert main(flags(three, tmp_path / "third", "--epochs", "1", "--model", str(first))) == 1
+    assert "has a classifier with 2 outputs; the task needs 3" in capsys.readouterr().err

@@ -9,6 +9,9 @@ zero. minibert's ``BertForSequenceClassification`` is that network (its head is 
 A checkpoint that already has a classifier for these labels (a run fine-tuned before, a model
 shared fine-tuned) continues from it: its labels must be the task's (the same set; the head's order
 is kept), else the task does not fit the head and the run is refused before anything is written.
+A classifier whose config names no labels — Google's ``run_classifier.py`` checkpoints
+(``output_weights``, ``output_bias``; bert_config.json has no labels) — continues with the task's
+labels in their stated order (``--labels``, the GLUE task's, or sorted), when their number fits.
 """
 
 from __future__ import annotations
@@ -29,16 +32,20 @@ GOOGLE_HEAD_STD = 0.02  # output_weights: tf.truncated_normal_initializer(stddev
 HEAD_TENSORS = ("classifier.weight", "output_weights")  # the hub's name, Google's run_classifier.py name
 
 
-def checkpoint_head(model: str) -> tuple[list[str], int] | None:
-    """(the labels config.json names, the outputs of its classifier tensor) when the checkpoint has a
-    classifier, else None."""
+def checkpoint_head(model: str) -> tuple[list[str] | None, int] | None:
+    """(the labels config.json names — None when it names none, as Google's run_classifier.py
+    checkpoints, whose config is bert_config.json —, the outputs of its classifier tensor) when the
+    checkpoint has a classifier, else None."""
     config_file, weights_file = find_checkpoint(model)
     is_safetensors = weights_file.suffix == ".safetensors"
     shapes = safetensors_shapes(weights_file) if is_safetensors else read_state_dict(weights_file)
     for name in HEAD_TENSORS:
         for key in (name, "bert." + name):
             if key in shapes:
-                labels = Labels.of(BertConfig.from_json_file(config_file)).id2label
+                config = BertConfig.from_json_file(config_file)
+                if "id2label" not in config.extra:
+                    return None, int(shapes[key].shape[0])
+                labels = Labels.of(config).id2label
                 return [labels[index] for index in sorted(labels)], int(shapes[key].shape[0])
     return None
 
@@ -52,11 +59,12 @@ def fit_labels(model: str, labels: list[str] | None, problem: str, stated: bool)
     head_labels, outputs = head
     wanted = 1 if labels is None else len(labels)
     if outputs != wanted:
-        raise DataError(f"--model {model} has a classifier with {outputs} outputs ({', '.join(head_labels)}); the "
+        named = f" ({', '.join(head_labels)})" if head_labels else ""
+        raise DataError(f"--model {model} has a classifier with {outputs} outputs{named}; the "
                         f"task needs {wanted}: choose a model without a classifier (its encoder is used) or one "
                         "fitted to these labels")  # fmt: skip
-    if labels is None:
-        return None, True
+    if labels is None or head_labels is None:  # a head without label names takes the task's, in their order
+        return labels, True
     if set(head_labels) != set(labels) or (stated and head_labels != labels):
         raise DataError(f"--model {model}'s classifier predicts {', '.join(head_labels)}; the task's labels are "
                         f"{', '.join(labels)}: they must be the same labels, in the head's order")  # fmt: skip
