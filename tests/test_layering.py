@@ -38,7 +38,7 @@ CORE = {"config", "config_fields", "activations", "inputs", "fast_path", "speed"
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's
 # modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
-            "explorer": {"apps.explore_command"}}  # fmt: skip
+            "explorer": {"apps.explore_command"}, "training.finetune": {"apps.finetune_command"}}  # fmt: skip
 NOT_OPTIONAL = {"apps.serve.settings"}
 
 
@@ -194,3 +194,13 @@ def test_the_scripts_import_no_circle():
     assert "bench" in graph and "corpus" in graph["bench"]  # the parser sees the scripts' imports
     cycle = find_cycle(graph)
     assert cycle is None, f"import cycle among scripts/ and tests/: {' -> '.join(cycle)}"
+
+
+def test_import_minibert_does_not_import_fine_tuning():
+    """Fine-tuning (training/finetune/) is loaded by ``minibert finetune`` alone."""
+    import subprocess
+    import sys
+
+    code = "import sys, minibert; print(sorted(m for m in sys.modules if m.startswith('minibert.training')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

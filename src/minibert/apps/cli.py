@@ -47,6 +47,7 @@ from .commands import (
 )
 from .embed_files import CHUNK, cmd_embed
 from .explore_command import add_parser as add_explore_parser
+from .finetune_command import add_parser as add_finetune_parser
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import cmd_answer, cmd_classify, cmd_rerank, cmd_tag
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pretraining_data_parser(commands)
     add_vocab_command(commands)
     add_pretrain_parsers(commands)
+    add_finetune_parser(commands)
     return parser
 
 

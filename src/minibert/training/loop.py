@@ -31,7 +31,7 @@ from .distributed import World
 from .precision import check_bf16
 from .report import Progress, check_finite, resume_command, stopped_note
 from .run_lock import run_folder_lock
-from .step import MLM_EPSILON, AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters, pretraining_sums
+from .step import MLM_EPSILON, AdamWeightDecay, Schedule, hub_named_parameters, pretraining_sums, update
 
 
 @dataclass(frozen=True)
@@ -183,24 +183,26 @@ def _train(options, world, run, model, optimizer, schedule, instances, parameter
             result.loss.backward()
             sums += torch.tensor([result.mlm_loss, result.nsp_loss, result.mlm_correct, result.nsp_correct],
                                  dtype=torch.float64)  # fmt: skip
-        world.sum_gradients(parameters)
         world.sum(sums)
-        gradient_norm = clip_by_global_norm(parameters, options.max_grad_norm)
         mlm_loss, nsp_loss, mlm_correct, nsp_correct = sums.tolist()
         record = {"step": step, "loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
                   "mlm_accuracy": mlm_correct / max(mlm_denominator - MLM_EPSILON, 1e-12),
-                  "nsp_accuracy": nsp_correct / options.batch_size, "learning_rate": rate,
-                  "gradient_norm": gradient_norm}  # fmt: skip
-        try:  # every process sees the same sums and norm, so all stop together
-            lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
-            check_finite(record, options.learning_rate, run.path, run.saved_step if world.is_main else None,
-                         resume_command(options, world.size, learning_rate=lower))  # fmt: skip
-        except TrainingDivergedError:
-            if world.is_main:
-                run.append_metrics(record)
-            raise
-        optimizer.step(rate)
-        optimizer.zero_grad()
+                  "nsp_accuracy": nsp_correct / options.batch_size, "learning_rate": rate}  # fmt: skip
+
+        def stop_if_not_finite(gradient_norm: float) -> None:
+            """Before the update: a NaN or infinite loss or norm stops every process (they all see the
+            same sums and norm), the last checkpoint left as it is."""
+            record["gradient_norm"] = gradient_norm
+            try:
+                lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
+                check_finite(record, options.learning_rate, run.path, run.saved_step if world.is_main else None,
+                             resume_command(options, world.size, learning_rate=lower))  # fmt: skip
+            except TrainingDivergedError:
+                if world.is_main:
+                    run.append_metrics(record)
+                raise
+
+        update(parameters, optimizer, rate, world, options.max_grad_norm, before_step=stop_if_not_finite)
 
         seconds = time.perf_counter() - step_started
         record.update(tokens_per_second=options.batch_size * instances.sequence_length / seconds, seconds=seconds)

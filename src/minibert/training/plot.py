@@ -3,6 +3,9 @@
 The metrics file is read line by line and never held whole: a run of a million steps is drawn from
 at most ``POINTS`` points per curve, each the mean of a stretch of consecutive steps
 (``BucketedMeans``), so memory stays the same whatever the length of the run.
+
+A pre-training run's lines hold the three losses; a fine-tuning run's (they carry an "epoch") the
+loss, and the dev figures (``dev_accuracy``, ...) where it was evaluated, drawn on a second axis.
 """
 
 from __future__ import annotations
@@ -99,18 +102,29 @@ def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    means = BucketedMeans()
+    means, dev, fine_tuning = BucketedMeans(), {}, False
     for record in iter_metrics(run):  # a missing number (null) drawn as a gap, as NaN is
         means.add((record["step"], *(math.nan if record.get(key) is None else record[key] for key in LOSSES)))
+        fine_tuning = fine_tuning or "epoch" in record
+        for key, value in record.items():  # a fine-tuning run's dev figures, where they were measured
+            if key.startswith("dev_") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                dev.setdefault(key, BucketedMeans()).add((record["step"], value))
     if not means.counts:
         raise DataError(f"{Path(run) / 'metrics.jsonl'} holds no steps yet: nothing to plot")
     columns = list(zip(*means.points()))  # step, loss, mlm_loss, nsp_loss
     figure, axis = plt.subplots(figsize=(7, 4), dpi=100)
     for values, label in zip(columns[1:], ("total", "masked LM", "next sentence")):
-        axis.plot(columns[0], values, label=label, linewidth=1)
+        if not all(math.isnan(value) for value in values):  # fine-tuning has no masked-LM or NSP loss
+            axis.plot(columns[0], values, label=label, linewidth=1)
+    if dev:
+        right = axis.twinx()
+        for key, points in sorted(dev.items()):
+            right.plot(*zip(*points.points()), marker="o", linestyle="--", label=key.removeprefix("dev_") + " (dev)")
+        right.set_ylabel("dev")
+        right.legend(loc="center right")
     axis.set_xlabel("step" if means.width == 1 else f"step (each point the mean of {means.width} steps)")
     axis.set_ylabel("loss (nats)")
-    axis.set_title(f"minibert pretrain: {Path(run).name}")
+    axis.set_title(f"minibert {'finetune' if fine_tuning or dev else 'pretrain'}: {Path(run).name}")
     axis.legend()
     axis.grid(alpha=0.3)
     buffer = io.BytesIO()

@@ -1,7 +1,8 @@
-"""Google's pre-training step, written out: the losses, the learning rate, global clipping, AdamWeightDecay.
+"""Google's training step, written out: the losses, the learning rate, global clipping, AdamWeightDecay.
 
-Everything here is what ``run_pretraining.py`` and ``optimization.py`` of google-research/bert
-(bert-tensorflow 1.0.4) compute, in PyTorch:
+One step serves pre-training (``run_pretraining.py``) and fine-tuning (``run_classifier.py``): only
+the loss differs, and ``update`` (sum over processes, clip, AdamWeightDecay) is the same call.
+Everything here is what google-research/bert (bert-tensorflow 1.0.4) computes, in PyTorch:
 
     loss = MLM + NSP
       MLM = Σ w·CE(masked piece) / (Σ w + 1e-5)       w = masked_lm_weights: 1.0 real, 0.0 padding
@@ -11,6 +12,9 @@ Everything here is what ``run_pretraining.py`` and ``optimization.py`` of google
       m ← 0.9 m + 0.1 g       v ← 0.999 v + 0.001 g²
       update = m / (√v + 1e-6) + 0.01 · param          (no decay for LayerNorm and bias tensors)
       param ← param − rate · update
+    fine-tuning: loss = mean CE(label) over the batch, from the pooled [CLS] vector after dropout
+      (regression: mean squared error; several labels per text: mean sigmoid cross-entropy;
+      tagging: mean CE over the labelled pieces of the batch)
     rate = peak · s / warmup while s < warmup, else peak · (1 − s / steps)
       s = updates done *before* this one (the first update of a warmup uses rate 0)
 
@@ -28,7 +32,7 @@ Shape legend: B = instances in the piece, T = tokens, P = masked positions per i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -96,6 +100,59 @@ def pretraining_sums(model, batch: dict[str, torch.Tensor], mlm_denominator: flo
     return BatchSums(mlm + nsp, mlm.detach().item(), nsp.detach().item(), mlm_correct.item(), nsp_correct.item())
 
 
+def classification_sums(model, batch: dict[str, torch.Tensor], batch_size: int, problem: str
+                        ) -> tuple[torch.Tensor, float, float]:  # fmt: skip
+    """Fine-tuning's loss on a piece of a global batch of ``batch_size`` (``run_classifier.create_model``):
+    the classifier on the pooled output after dropout; the per-example losses summed and divided by
+    the global batch size (so the pieces' gradients add up to the batch's mean). ``problem``:
+    "single_label_classification" (CE), "regression" (squared error, one output) or
+    "multi_label_classification" (sigmoid CE per label, averaged over the labels too).
+    Returns (loss, loss as a number, correct predictions: right argmax, or every label right)."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    logits = model.classifier(model.dropout(out.pooler_output)).float()  # (B, K)
+    labels = batch["label_ids"]  # (B,) ids, (B,) scores, or (B, K) 0/1
+    if problem == "regression":
+        loss = F.mse_loss(logits.squeeze(-1), labels.float(), reduction="sum") / batch_size
+        correct = 0.0
+    elif problem == "multi_label_classification":
+        per_label = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")  # (B, K)
+        loss = per_label.mean(-1).sum() / batch_size
+        correct = float(((logits > 0) == (labels > 0.5)).all(-1).sum())
+    else:
+        loss = F.cross_entropy(logits, labels, reduction="sum") / batch_size
+        correct = float((logits.argmax(-1) == labels).sum())
+    return loss, loss.detach().item(), correct
+
+
+def token_classification_sums(model, batch: dict[str, torch.Tensor], labelled: int
+                              ) -> tuple[torch.Tensor, float, float]:  # fmt: skip
+    """Tagging's loss on a piece of a global batch: cross-entropy at every labelled piece (label
+    -100: not labelled), summed and divided by ``labelled``, the global batch's count of labelled
+    pieces — the mean over them, as transformers' BertForTokenClassification computes for one batch.
+    Returns (loss, loss as a number, correct labelled pieces)."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    logits = model.classifier(model.dropout(out.last_hidden_state)).float()  # (B, T, K)
+    labels = batch["label_ids"]  # (B, T), -100 where no label counts
+    loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum") / labelled
+    correct = float(((logits.argmax(-1) == labels) & (labels != -100)).sum())
+    return loss, loss.detach().item(), correct
+
+
+def update(parameters: list[torch.nn.Parameter], optimizer: AdamWeightDecay, rate: float, world,
+           max_grad_norm: float, before_step: Callable[[float], None] | None = None) -> float:  # fmt: skip
+    """The update after every piece's ``backward()``: gradients summed over the processes (``world``:
+    distributed.py), clipped by their global norm, AdamWeightDecay at ``rate``, gradients cleared.
+    ``before_step(norm)``, if given, sees the norm before the weights change (and may stop the run).
+    Returns the gradient norm before clipping."""
+    world.sum_gradients(parameters)
+    gradient_norm = clip_by_global_norm(parameters, max_grad_norm)
+    if before_step is not None:
+        before_step(gradient_norm)
+    optimizer.step(rate)
+    optimizer.zero_grad()
+    return gradient_norm
+
+
 def clip_by_global_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> float:
     """Scale every gradient by ``max_norm / max(norm, max_norm)``, where ``norm`` is the norm of all
     gradients together (TensorFlow's ``clip_by_global_norm``). Returns that norm (before clipping)."""
@@ -147,8 +204,8 @@ class AdamWeightDecay:
 
 
 def hub_named_parameters(model) -> list[tuple[str, torch.nn.Parameter]]:
-    """A minibert BertForPreTraining's parameters under the hub's names (as saved), which Google's
-    weight-decay exclusion matches: ``bert.layers.0.attention_norm.weight`` →
+    """A minibert model's parameters (BertForPreTraining, BertForSequenceClassification, ...) under
+    the hub's names (as saved), which Google's weight-decay exclusion matches: ``bert.layers.0.attention_norm.weight`` →
     ``bert.encoder.layer.0.attention.output.LayerNorm.weight``."""
     from ..weights import HEAD_PREFIXES, minibert_to_checkpoint
 

@@ -1,0 +1,175 @@
+"""Fine-tuning's inputs: the GLUE files read as Google's processors read them, and every feature
+(input ids, mask, segment ids, label id) equal to Google's ``run_classifier.convert_single_example``
+— compared with Google's own functions (bert-tensorflow 1.0.4, in the TensorFlow venv of
+tf_reference.py) on real text: fortunes (Debian's fortunes-min) paired so that most pairs are longer
+than the limit, which exercises ``_truncate_seq_pair`` on both sides."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from minibert.errors import DataError
+from minibert.training.finetune.examples import ExampleFormat, check_labels, label_list, read_examples
+from minibert.training.finetune.features import make_features, write_features
+from minibert.training.finetune.head import load_vocabulary
+from tf_reference import tf_python
+
+FORTUNES = Path("/usr/share/games/fortunes/fortunes")
+RUNNER = Path(__file__).parent / "tf_google_classifier_runner.py"
+
+
+def fortunes(count: int) -> list[str]:
+    """Real English text: the first ``count`` fortunes, each on one line (tabs and newlines → spaces)."""
+    if not FORTUNES.exists():
+        pytest.skip(f"{FORTUNES} (Debian's fortunes-min) is not installed")
+    entries = FORTUNES.read_text(encoding="utf-8", errors="replace").split("\n%\n")
+    return [" ".join(entry.split()) for entry in entries if entry.strip()][:count]
+
+
+def write_glue_files(directory: Path, texts: list[str]) -> None:
+    """MRPC, CoLA, MNLI and XNLI files in GLUE's layouts, made of the fortunes."""
+    pairs = list(zip(texts[0::2], texts[1::2]))
+    mrpc = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+    mrpc += [f"{i % 2}\t{i}\t{i + 1}\t{a}\t{b}" for i, (a, b) in enumerate(pairs)]
+    cola = [f"source\t{i % 2}\t\t{text}" for i, text in enumerate(texts)]
+    nli = ["contradiction", "entailment", "neutral"]
+    mnli = ["\t".join(["index"] + [f"c{k}" for k in range(1, 8)] + ["sentence1", "sentence2", "gold_label"])]
+    mnli += ["\t".join([str(i)] + ["x"] * 7 + [a, b, nli[i % 3]]) for i, (a, b) in enumerate(pairs)]
+    xnli = ["premise\thypo\tlabel"] + [f"{a}\t{b}\t{['contradictory', 'entailment', 'neutral'][i % 3]}"
+                                       for i, (a, b) in enumerate(pairs)]  # fmt: skip
+    for name, lines in (("mrpc", mrpc), ("cola", cola), ("mnli", mnli)):
+        (directory / name).mkdir()
+        (directory / name / "train.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (directory / "xnli" / "multinli").mkdir(parents=True)
+    (directory / "xnli" / "multinli" / "multinli.train.zh.tsv").write_text("\n".join(xnli) + "\n", encoding="utf-8")
+
+
+def google_features(request: dict) -> list[dict]:
+    with tempfile.TemporaryDirectory() as directory:
+        request_file, result_file = Path(directory) / "request.json", Path(directory) / "result.json"
+        request_file.write_text(json.dumps(request))
+        done = subprocess.run([tf_python(), RUNNER, request_file, result_file], capture_output=True, text=True)
+        assert done.returncode == 0, f"Google's run_classifier failed: {done.stderr[-3000:]}"
+        return json.loads(result_file.read_text())
+
+
+@pytest.mark.parametrize("max_seq_length", [24])
+def test_glue_features_equal_googles_convert_single_example(tmp_path, minilm_dir, max_seq_length):
+    """MRPC, CoLA, MNLI and XNLI: the same examples (guid, texts, label), label list and features as
+    Google's processors + convert_single_example, and ``--write-features``' TFRecord file parsed by
+    TensorFlow with run_classifier's feature spec gives them too; over a quarter exceed the limit (checked)."""
+    texts = fortunes(400)
+    write_glue_files(tmp_path, texts)
+    jobs = [("MrpcProcessor", "mrpc", tmp_path / "mrpc" / "train.tsv"),
+            ("ColaProcessor", "cola", tmp_path / "cola" / "train.tsv"),
+            ("MnliProcessor", "mnli", tmp_path / "mnli" / "train.tsv"),
+            ("XnliProcessor", "xnli", tmp_path / "xnli" / "multinli" / "multinli.train.zh.tsv")]  # fmt: skip
+    _, vocabulary = load_vocabulary(str(minilm_dir))
+    for _, name, path in jobs:  # --write-features: read back by TensorFlow as run_classifier's input_fn reads it
+        examples = read_examples(path, ExampleFormat(glue=name))
+        labels = label_list(examples, ExampleFormat(glue=name))
+        features = make_features(examples, vocabulary, max_seq_length, labels, str(path))
+        write_features(features, str(tmp_path / f"{name}.tfrecord"))
+    request = {"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, "max_seq_length": max_seq_length,
+               "jobs": [{"processor": p, "data_dir": str(tmp_path / name), "set": "train",
+                         "tfrecord": str(tmp_path / f"{name}.tfrecord")} for p, name, _ in jobs]}  # fmt: skip
+    google = google_features(request)
+    for (processor, name, path), reference in zip(jobs, google):
+        form = ExampleFormat(glue=name)
+        examples = read_examples(path, form)
+        labels = label_list(examples, form)
+        assert labels == reference["labels"], processor
+        ours = [[e.guid, e.text_a, e.text_b, e.label] for e in examples]
+        assert ours == reference["examples"], f"{processor}: the examples differ"
+        features = make_features(examples, vocabulary, max_seq_length, labels, str(path))
+        theirs = reference["features"]
+        assert len(features) == len(theirs)
+        for row, (ids, mask, segments, label) in enumerate(theirs):
+            assert features.input_ids[row].tolist() == ids, f"{processor} example {row}: input ids differ"
+            assert features.input_mask[row].tolist() == mask, f"{processor} example {row}: mask differs"
+            assert features.segment_ids[row].tolist() == segments, f"{processor} example {row}: segments differ"
+            assert int(features.label_ids[row]) == label
+        assert reference["read_back"] == [[*row, 1] for row in theirs], f"{processor}: the TFRecord file differs"
+        full = (features.input_mask.sum(1) == max_seq_length).mean()
+        long_enough = processor == "ColaProcessor" or full > 0.25  # CoLA: single sentences, mostly short
+        assert long_enough, f"{processor}: only {full:.0%} of the examples reach the limit; the test needs long ones"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# transformers' glue_processors (transformers 4.x, src/transformers/data/processors/glue.py), whose
+# column numbers are written here as that file has them: (file lines, expected (text_a, text_b, label)).
+TRANSFORMERS_LAYOUTS = {
+    "sst-2": ("sentence\tlabel\nit is good\t1\n", [("it is good", None, "1")]),
+    "sts-b": ("\t".join(f"h{k}" for k in range(10)) + "\n0\ta\tb\tc\td\te\tf\tone\ttwo\t3.8\n",
+              [("one", "two", "3.8")]),
+    "qqp": ("id\tqid1\tqid2\tq1\tq2\tis_duplicate\n1\t1\t2\tWhy?\tHow?\t0\nshort\tline\n", [("Why?", "How?", "0")]),
+    "qnli": ("index\tquestion\tsentence\tlabel\n7\tWho?\tHe did.\tentailment\n", [("Who?", "He did.", "entailment")]),
+    "rte": ("index\ts1\ts2\tlabel\n7\tA cat.\tAn animal.\tentailment\n", [("A cat.", "An animal.", "entailment")]),
+    "wnli": ("index\ts1\ts2\tlabel\n7\tIt fell.\tThe cup fell.\t1\n", [("It fell.", "The cup fell.", "1")]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("task", sorted(TRANSFORMERS_LAYOUTS))
+def test_transformers_glue_layouts(tmp_path, task):
+    """The other GLUE tasks' columns, header and short-line rule (QQP skips them) as transformers reads them."""
+    text, expected = TRANSFORMERS_LAYOUTS[task]
+    examples = read_examples(write(tmp_path / "train.tsv", text), ExampleFormat(glue=task))
+    assert [(e.text_a, e.text_b, e.label) for e in examples] == expected
+
+
+def test_quotes_are_text_in_glue_files(tmp_path):
+    """Google reads GLUE files with quotechar=None: a quote is a character of the text."""
+    examples = read_examples(write(tmp_path / "train.tsv", 'h\th\th\th\th\n1\t1\t2\t"Yes," he said\tno\n'),
+                             ExampleFormat(glue="mrpc"))  # fmt: skip
+    assert examples[0].text_a == '"Yes," he said'
+
+
+def test_generic_files_name_their_columns(tmp_path):
+    rows = [("The film was long.", "It was short.", "no"), ('He said "fine"', "He agreed, mostly", "yes")]
+    csv_file = write(tmp_path / "pairs.csv", "a,b,y\n" + "".join(f'"{a.replace(chr(34), 2 * chr(34))}","{b}",{y}\n'
+                                                              for a, b, y in rows))  # fmt: skip
+    jsonl = write(tmp_path / "pairs.jsonl", "".join(json.dumps({"a": a, "b": b, "y": y}) + "\n" for a, b, y in rows))
+    tsv = write(tmp_path / "pairs.tsv", "a\tb\ty\n" + "".join(f"{a}\t{b}\t{y}\n" for a, b, y in rows))
+    form = ExampleFormat(text_column="a", pair_column="b", label_column="y")
+    for path in (csv_file, jsonl, tsv):
+        examples = read_examples(path, form)
+        assert [(e.text_a, e.text_b, e.label) for e in examples] == rows, path.name
+        assert [e.line for e in examples] == ([1, 2] if path.suffix == ".jsonl" else [2, 3])  # after the header
+        assert label_list(examples, form) == ["no", "yes"]
+        assert label_list(examples, form, ["yes", "no"]) == ["yes", "no"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "form", "message"),
+    [
+        ("empty.csv", "", ExampleFormat(), "is empty: it holds no examples"),
+        ("header.csv", "text,label\n", ExampleFormat(), "holds no examples"),
+        ("cols.csv", "sentence,label\nhi,a\n", ExampleFormat(), "line 1: no column 'text' (--text-column)"),
+        ("short.csv", "text,label\nhi,a\nhello\n", ExampleFormat(), "line 3: the row has no field 'label'"),
+        ("bad.jsonl", '{"text": "a", "label": "x"}\n[1]\n', ExampleFormat(), "line 2: not a JSON object"),
+        ("field.jsonl", '{"text": "a"}\n', ExampleFormat(), "line 1: no field 'label' (--label-column)"),
+        ("mrpc.tsv", "h\nonly\ttwo\n", ExampleFormat(glue="mrpc"), "line 2: MRPC lines have at least 5"),
+        ("file.txt", "a\n", ExampleFormat(), "give a .csv, .tsv or .jsonl file"),
+    ],
+)
+def test_bad_files_name_file_line_and_field(tmp_path, name, text, form, message):
+    path = write(tmp_path / name, text)
+    with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
+        read_examples(path, form)
+    assert str(path) in str(caught.value)
+
+
+def test_a_dev_label_missing_from_train_is_named(tmp_path):
+    dev = write(tmp_path / "dev.csv", "text,label\nfine,pos\nodd,meh\n")
+    examples = read_examples(dev, ExampleFormat(set_type="dev"))
+    with pytest.raises(DataError, match=r"--dev .*dev.csv, line 3: label 'meh' is not among the training labels"):
+        check_labels(examples, ["neg", "pos"], dev, "--dev")

@@ -1,0 +1,49 @@
+"""Each task's dev metric equals the reference's on the same predictions: scikit-learn's accuracy,
+F1 and Matthews correlation, scipy's Pearson and Spearman (with ties), on random labels and scores
+and on the degenerate cases (one class predicted, constant scores)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minibert.training.finetune.metrics import accuracy, f1, matthews, pearson, spearman, task_metrics
+
+metrics = pytest.importorskip("sklearn.metrics")
+stats = pytest.importorskip("scipy.stats")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_classification_metrics_equal_scikit_learns(seed):
+    rng = np.random.default_rng(seed)
+    classes = 2 + seed % 3
+    gold, predicted = rng.integers(classes, size=200), rng.integers(classes, size=200)
+    predicted[:120] = gold[:120]  # better than chance
+    assert accuracy(gold, predicted) == metrics.accuracy_score(gold, predicted)
+    assert matthews(gold, predicted) == pytest.approx(metrics.matthews_corrcoef(gold, predicted), abs=1e-12)
+    if classes == 2:
+        assert f1(gold, predicted) == pytest.approx(metrics.f1_score(gold, predicted), abs=1e-12)
+
+
+def test_degenerate_predictions_match_scikit_learn():
+    gold, predicted = np.array([0, 1, 1, 0]), np.zeros(4, dtype=int)
+    assert matthews(gold, predicted) == metrics.matthews_corrcoef(gold, predicted) == 0.0
+    assert f1(gold, predicted) == metrics.f1_score(gold, predicted, zero_division=0.0) == 0.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_correlations_equal_scipys_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    gold = rng.integers(0, 6, size=150).astype(float)  # STS-B-like scores with many ties
+    scores = gold + rng.normal(size=150)
+    scores[:20] = scores[0]
+    assert pearson(gold, scores) == pytest.approx(stats.pearsonr(gold, scores)[0], abs=1e-12)
+    assert spearman(gold, scores) == pytest.approx(stats.spearmanr(gold, scores)[0], abs=1e-12)
+
+
+def test_each_glue_task_reports_its_own_figure():
+    logits = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    assert set(task_metrics(np.array([1, 0, 0]), logits, "mrpc", "single_label_classification")) == {"accuracy", "f1"}
+    assert set(task_metrics(np.array([1, 0, 0]), logits, "cola", "single_label_classification")) == {
+        "accuracy", "matthews"}  # fmt: skip
+    assert set(task_metrics(np.array([1.0, 2.0, 3.0]), logits[:, :1], "sts-b", "regression")) == {"pearson", "spearman"}

@@ -1,0 +1,52 @@
+"""Fine-tuning under torchrun: two processes, each with half of every batch, end with the weights
+of one process with the whole batch (dropout 0), for a classifier and a tagger — the loss of each
+half is divided by the whole batch's denominators (training/step.py), and the gradients summed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+import minibert
+from minibert.apps.cli import main
+
+SRC = str(Path(minibert.__file__).parent.parent)
+TINY = Path(__file__).parent / "data" / "tiny_hub"
+WORDS = "the machine drank water in paris by the river bank money vault".split()
+
+
+def write_files(directory: Path) -> tuple[Path, Path]:
+    """12 sentences of different lengths (so the halves hold different numbers of tagged pieces)."""
+    csv, conll = ["text,label"], []
+    for index in range(12):
+        words = [WORDS[(index * 5 + k * 3) % len(WORDS)] for k in range(2 + index % 6)]
+        csv.append(f"{' '.join(words)},{'wet' if {'water', 'river'} & set(words) else 'dry'}")
+        conll += [f"{word} {'B-PLACE' if word in ('paris', 'river', 'bank') else 'O'}" for word in words] + [""]
+    (directory / "train.csv").write_text("\n".join(csv) + "\n", encoding="utf-8")
+    (directory / "train.txt").write_text("\n".join(conll), encoding="utf-8")
+    return directory / "train.csv", directory / "train.txt"
+
+
+@pytest.mark.parametrize("task", ["classify", "tag"])
+def test_two_processes_under_torchrun_equal_one_process(tmp_path, task):
+    torchrun = shutil.which("torchrun") or pytest.skip("torchrun is not installed")
+    classify_file, tag_file = write_files(tmp_path)
+    flags = ["finetune", "--task", task, "--model", str(TINY), "--train", str(tag_file if task == "tag" else
+             classify_file), "--batch-size", "4", "--epochs", "1", "--learning-rate", "1e-3", "--dropout", "0",
+             "--max-seq-length", "16"]  # fmt: skip
+    assert main([*flags, "--output", str(tmp_path / "one")]) == 0
+    environment = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", "-m", "minibert", *flags,
+                             "--output", str(tmp_path / "two")], env=environment, capture_output=True, text=True,
+                            timeout=900)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    one, two = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    worst, name = max(((two[k] - one[k]).abs().max().item() / one[k].abs().max().item(), k) for k in one)
+    print(f"\n{task}: torchrun 2 processes vs 1 process: worst max|Δ|/max|w| {worst:.2e} ({name})")
+    assert worst <= 1e-5  # the issue's bound: the batch's sums in another order, through 3 Adam steps
+    assert (tmp_path / "two" / "metrics.jsonl").read_text().count("\n") == 3  # rank 0 alone writes metrics

@@ -1,0 +1,216 @@
+"""``minibert finetune``'s run folder and command: a classifier transformers and minibert load with
+the same logits, ``minibert classify`` uses, resumable bit for bit after SIGKILL; and its refusals
+of bad input (one line on stderr, exit 1, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import minibert
+from minibert.apps.cli import main
+
+SRC = str(Path(minibert.__file__).parent.parent)
+TINY = Path(__file__).parent / "data" / "tiny_hub"  # dropout 0.1 in its config: every step draws random numbers
+WORDS = "the machine drank water bank river money vault paris love thirsty engineer".split()
+
+
+def write_examples(path: Path, count: int, seed: int = 0) -> Path:
+    """A CSV of ``count`` texts of the tiny vocabulary's words, labelled by whether 'water' or 'river' is in them."""
+    generator = torch.Generator().manual_seed(seed)
+    lines = ["text,label"]
+    for _ in range(count):
+        words = [WORDS[int(i)] for i in torch.randint(len(WORDS), (int(torch.randint(2, 9, ())),), generator=generator)]
+        lines.append(f"{' '.join(words)},{'wet' if {'water', 'river'} & set(words) else 'dry'}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def flags(train: Path, output: Path, *extra: str) -> list[str]:
+    return ["finetune", "--model", str(TINY), "--train", str(train), "--output", str(output), "--batch-size", "4",
+            "--learning-rate", "1e-3", "--max-seq-length", "16", *extra]  # fmt: skip
+
+
+def test_the_run_folder_is_a_classifier_transformers_loads_with_the_same_logits(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    train, dev = write_examples(tmp_path / "train.csv", 24), write_examples(tmp_path / "dev.csv", 12, seed=1)
+    run = tmp_path / "run"
+    assert main(flags(train, run, "--dev", str(dev), "--epochs", "2")) == 0
+    captured = capsys.readouterr()
+    assert "a new classifier (2 labels: dry, wet), initialised as Google's: truncated normal 0.02" in captured.err
+    assert captured.out.strip() == str(run)
+    config = json.loads((run / "config.json").read_text())
+    assert config["id2label"] == {"0": "dry", "1": "wet"} and config["label2id"] == {"dry": 0, "wet": 1}
+    note = json.loads((run / "finetune.json").read_text())
+    assert note["head"] == "new" and note["steps"] == 12 and note["warmup_steps"] == 1
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(1, 13))
+    assert [r["step"] for r in records if "dev_accuracy" in r] == [6, 12], "dev at each epoch's end"
+    best = json.loads((run / "best" / "best.json").read_text())
+    assert best["dev_accuracy"] == max(r["dev_accuracy"] for r in records if "dev_accuracy" in r)
+
+    texts = ["the river bank", "money in the vault", "love"]
+    ours = minibert.BertForSequenceClassification.from_pretrained(run)
+    theirs = transformers.BertForSequenceClassification.from_pretrained(run, attn_implementation="eager").eval()
+    batch = minibert.BertTokenizer.from_pretrained(run)(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        difference = (ours(**batch).logits - theirs(**batch).logits).abs().max().item()
+    assert difference < 1e-5, f"logits max |Δ| {difference:.2e}"  # fp32 sums in another order, |logits| ~ 1
+    from minibert.tasks import classify
+
+    assert [result["label"] for result in classify(texts, model=str(run))] == [
+        theirs.config.id2label[int(i)] for i in theirs(**batch).logits.argmax(-1)
+    ]
+
+
+def test_a_head_of_the_task_continues_and_one_that_does_not_fit_is_refused(tmp_path, capsys):
+    train = write_examples(tmp_path / "train.csv", 8)
+    first = tmp_path / "first"
+    assert main(flags(train, first, "--epochs", "1")) == 0
+    assert main(flags(train, tmp_path / "second", "--epochs", "1", "--model", str(first))) == 0
+    assert "continuing --model's classifier (2 labels: dry, wet)" in capsys.readouterr().err
+    three = tmp_path / "three.csv"
+    three.write_text("text,label\nthe water,wet\nthe bank,dry\nparis,city\nlove,dry\n", encoding="utf-8")
+    assert main(flags(three, tmp_path / "third", "--epochs", "1", "--model", str(first))) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has a classifier with 2 outputs (dry, wet); the task needs 3" in err
+    assert not (tmp_path / "third").exists()
+
+
+def environment() -> dict:
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def test_resume_after_sigkill_ends_with_identical_weights(tmp_path):
+    """Dropout on (the tiny config's 0.1): the resumed run must restore the random-number state too."""
+    train = write_examples(tmp_path / "train.csv", 16)
+    extra = ("--epochs", "2", "--save-every", "2")
+    assert main(flags(train, tmp_path / "whole", *extra)) == 0
+    broken = tmp_path / "broken"
+    command = [sys.executable, "-m", "minibert", *flags(train, broken, *extra)]
+    process = subprocess.Popen(command, env=environment(), stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    metrics, deadline = broken / "metrics.jsonl", time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:  # past the checkpoint of step 2
+            break
+        time.sleep(0.01)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert main(flags(train, broken, *extra, "--resume")) == 0
+    whole, resumed = load_file(tmp_path / "whole" / "model.safetensors"), load_file(broken / "model.safetensors")
+    worst = max((whole[name] - resumed[name]).abs().max().item() for name in whole)
+    assert worst == 0.0, f"max |Δ| {worst}"
+    lines = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
+    assert lines == list(range(1, 9))
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("dev-label", "--dev {dev}, line 3: label 'soggy' is not among the training labels (dry, wet)"),
+        ("empty", "{train} is empty: it holds no examples"),
+        ("column", "{train}, line 1: no column 'sentence' (--text-column)"),
+        ("epochs", "--epochs must be a number above 0, got 0.0"),
+        ("no-vocab", "has no usable vocabulary (vocab.txt)"),
+        ("existing", "already holds a run: pass --resume to continue it"),
+    ],
+)
+def test_bad_input_one_line_exit_1_nothing_written(tmp_path, capsys, case, message):
+    train, dev, run = write_examples(tmp_path / "train.csv", 8), tmp_path / "dev.csv", tmp_path / "run"
+    dev.write_text("text,label\nthe water,wet\nthe bank,soggy\n", encoding="utf-8")
+    extra: list[str] = ["--dev", str(dev)] if case == "dev-label" else []
+    model = TINY
+    if case == "empty":
+        train.write_text("", encoding="utf-8")
+    if case == "column":
+        extra = ["--text-column", "sentence"]
+    if case == "epochs":
+        extra = ["--epochs", "0"]
+    if case == "no-vocab":
+        model = tmp_path / "model"
+        model.mkdir()
+        for name in ("config.json", "model.safetensors"):
+            (model / name).write_bytes((TINY / name).read_bytes())
+    if case == "existing":
+        run.mkdir()
+        (run / "metrics.jsonl").write_text("kept\n")
+    argv = flags(train, run, *extra)
+    argv[argv.index("--model") + 1] = str(model)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("minibert: error: "), err
+    assert message.format(train=train, dev=dev) in err
+    if case == "existing":
+        assert (run / "metrics.jsonl").read_text() == "kept\n"
+    else:
+        assert not run.exists()
+
+
+def test_write_features_writes_googles_layout_and_stops(tmp_path, capsys):
+    """--write-features: the training features as TFRecord (TensorFlow's own reading of them is
+    checked in test_training_finetune_features.py); neither it nor --output is a usage error."""
+    from minibert.formats.tfrecord import read_examples
+
+    train, path = write_examples(tmp_path / "train.csv", 6), tmp_path / "train.tfrecord"
+    argv = flags(train, tmp_path / "run")
+    argv[argv.index("--output") : argv.index("--output") + 2] = ["--write-features", str(path)]
+    assert main(argv) == 0
+    records = list(read_examples(path))
+    assert len(records) == 6 and not (tmp_path / "run").exists()
+    assert sorted(records[0]) == ["input_ids", "input_mask", "is_real_example", "label_ids", "segment_ids"]
+    assert len(records[0]["input_ids"]) == 16 and records[0]["input_ids"][0] == 2  # [CLS]
+    capsys.readouterr()
+    del argv[argv.index("--write-features") : argv.index("--write-features") + 2]
+    assert main(argv) == 2
+    assert "give --output (to fine-tune) or --write-features" in capsys.readouterr().err
+
+
+def test_a_sweep_runs_every_seed_and_rate_and_writes_the_table(tmp_path, capsys):
+    train, dev = write_examples(tmp_path / "train.csv", 8), write_examples(tmp_path / "dev.csv", 6, seed=1)
+    sweep = tmp_path / "sweep"
+    argv = flags(train, sweep, "--dev", str(dev), "--epochs", "1", "--seeds", "2", "--learning-rates", "1e-3,1e-4")
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    result = json.loads((sweep / "sweep.json").read_text())
+    assert [(t["learning_rate"], t["seed"]) for t in result["trials"]] == [(1e-3, 12345), (1e-3, 12346),
+                                                                           (1e-4, 12345), (1e-4, 12346)]  # fmt: skip
+    for trial in result["trials"]:  # each trial's figure is its own run's best dev accuracy
+        records = [json.loads(line) for line in (sweep / trial["run"] / "metrics.jsonl").read_text().splitlines()]
+        assert trial["dev_accuracy"] == max(r["dev_accuracy"] for r in records if "dev_accuracy" in r)
+    import statistics
+
+    for summary in result["learning_rates"]:
+        values = [t["dev_accuracy"] for t in result["trials"] if t["learning_rate"] == summary["learning_rate"]]
+        assert summary["mean"] == statistics.fmean(values) and summary["std"] == statistics.stdev(values)
+    assert "| learning rate | mean | std | best (dev accuracy) |" in table
+    assert main(argv) == 1 and "already holds a sweep" in capsys.readouterr().err
+
+
+def test_a_head_whose_config_names_no_labels_takes_the_tasks(tmp_path, capsys):
+    """As Google's run_classifier.py checkpoints (bert_config.json has no labels): the head continues
+    with the task's labels in their stated order; a head of another size is refused."""
+    train = write_examples(tmp_path / "train.csv", 8)
+    first = tmp_path / "first"
+    assert main(flags(train, first, "--epochs", "1")) == 0
+    config = json.loads((first / "config.json").read_text())
+    for field in ("id2label", "label2id"):
+        config.pop(field)
+    (first / "config.json").write_text(json.dumps(config))
+    second = tmp_path / "second"
+    assert main(flags(train, second, "--epochs", "1", "--model", str(first), "--labels", "wet,dry")) == 0
+    assert "continuing --model's classifier (2 labels: wet, dry)" in capsys.readouterr().err
+    assert json.loads((second / "config.json").read_text())["id2label"] == {"0": "wet", "1": "dry"}
+    three = tmp_path / "three.csv"
+    three.write_text("text,label\nthe water,wet\nthe bank,dry\nparis,city\nlove,dry\n", encoding="utf-8")
+    assert main(flags(three, tmp_path / "third", "--epochs", "1", "--model", str(first))) == 1
+    assert "has a classifier with 2 outputs; the task needs 3" in capsys.readouterr().err

@@ -1,0 +1,116 @@
+"""Tagging (``minibert finetune --task tag``): CoNLL files read as the CoNLL-2003 layout says,
+transformers' run_ner rule (the first piece of a word carries its tag) checked against the
+``tokenizers`` library's word ids, entity precision/recall/F1 equal to seqeval's, and a run whose
+folder transformers' BertForTokenClassification loads with the same logits."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import minibert
+from minibert.apps.cli import main
+from minibert.errors import DataError
+from minibert.training.finetune.head import load_vocabulary
+from minibert.training.finetune.tagging import IGNORED, entity_scores, read_conll, tag_features
+
+TINY = Path(__file__).parent / "data" / "tiny_hub"
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+to TO B-VP O
+boycott VB I-VP O
+British JJ B-NP B-MISC
+lamb NN I-NP O
+. . O O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+BRUSSELS NNP B-NP B-LOC
+1996-08-22 CD I-NP O
+"""
+
+
+def test_conll_files_are_read_by_their_layout(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text(CONLL, encoding="utf-8")
+    sentences = read_conll(path)
+    assert [s.words for s in sentences][1:] == [["Peter", "Blackburn"], ["BRUSSELS", "1996-08-22"]]
+    assert sentences[0].tags == ["B-ORG", "O", "B-MISC", "O", "O", "O", "B-MISC", "O", "O"]
+    assert [s.line for s in sentences] == [3, 13, 16]
+    path.write_text("EU B-ORG\nrejects\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"train.txt, line 2: the word 'rejects' has no tag"):
+        read_conll(path)
+
+
+def test_first_piece_rule_equals_transformers_run_ner(tmp_path, minilm_dir):
+    """run_ner's tokenize_and_align_labels: word_ids() of the fast tokenizer; the tag at a word's
+    first piece, -100 at its other pieces and at [CLS]/[SEP]."""
+    tokenizers = pytest.importorskip("transformers")
+    fast = tokenizers.BertTokenizerFast.from_pretrained(minilm_dir)
+    path = tmp_path / "train.txt"
+    path.write_text(CONLL, encoding="utf-8")
+    sentences = read_conll(path)
+    labels = sorted({t for s in sentences for t in s.tags})
+    _, vocabulary = load_vocabulary(str(minilm_dir))
+    features = tag_features(sentences, vocabulary, 32, labels, str(path))
+    for row, sentence in enumerate(sentences):
+        encoded = fast(sentence.words, is_split_into_words=True)
+        expected, previous = [], None
+        for word in encoded.word_ids():
+            expected.append(IGNORED if word is None or word == previous else labels.index(sentence.tags[word]))
+            previous = word
+        length = len(encoded["input_ids"])
+        assert features.input_ids[row, :length].tolist() == encoded["input_ids"]
+        assert features.label_ids[row, :length].tolist() == expected
+        assert (features.label_ids[row, length:] == IGNORED).all()
+
+
+def test_entity_scores_equal_seqevals():
+    metrics = pytest.importorskip("seqeval.metrics")
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "E-PER", "S-LOC", "I-MISC", "B-MISC"]
+    for seed in range(200):
+        rng = random.Random(seed)
+        gold = [[rng.choice(tags) for _ in range(rng.randint(1, 12))] for _ in range(20)]
+        predicted = [[rng.choice(tags) if rng.random() < 0.4 else tag for tag in sentence] for sentence in gold]
+        ours = entity_scores(gold, predicted)
+        assert ours["precision"] == pytest.approx(metrics.precision_score(gold, predicted), abs=1e-12)
+        assert ours["recall"] == pytest.approx(metrics.recall_score(gold, predicted), abs=1e-12)
+        assert ours["f1"] == pytest.approx(metrics.f1_score(gold, predicted), abs=1e-12)
+
+
+def test_a_tagging_run_is_a_token_classifier_transformers_loads(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    words = "the machine drank water in paris by the river bank".split()
+    tags = ["O", "B-THING", "O", "B-THING", "O", "B-PLACE", "O", "O", "B-PLACE", "I-PLACE"]
+    rng = random.Random(0)
+    lines = []
+    for _ in range(12):
+        chosen = sorted(rng.sample(range(len(words)), 5))
+        lines += [f"{words[i]} {tags[i]}" for i in chosen] + [""]
+    (tmp_path / "train.txt").write_text("\n".join(lines), encoding="utf-8")
+    run = tmp_path / "run"
+    argv = ["finetune", "--task", "tag", "--model", str(TINY), "--train", str(tmp_path / "train.txt"), "--dev",
+            str(tmp_path / "train.txt"), "--output", str(run), "--batch-size", "4", "--epochs", "2",
+            "--learning-rate", "1e-3", "--max-seq-length", "16"]  # fmt: skip
+    assert main(argv) == 0
+    assert "a new classifier (4 labels: B-PLACE, B-THING, I-PLACE, O)" in capsys.readouterr().err
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert {"dev_precision", "dev_recall", "dev_f1", "dev_accuracy"} <= set(records[-1])
+    ours = minibert.BertForTokenClassification.from_pretrained(run)
+    theirs = transformers.BertForTokenClassification.from_pretrained(run, attn_implementation="eager").eval()
+    batch = minibert.BertTokenizer.from_pretrained(run)(["the river bank in paris"], return_tensors="pt")
+    with torch.no_grad():
+        difference = (ours(**batch).logits - theirs(**batch).logits).abs().max().item()
+    assert difference < 1e-5, f"logits max |Δ| {difference:.2e}"
+    assert json.loads((run / "config.json").read_text())["id2label"]["0"] == "B-PLACE"
+    assert np.isfinite([r["loss"] for r in records]).all()
