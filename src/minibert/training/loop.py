@@ -16,6 +16,7 @@ import math
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -189,20 +190,8 @@ def _train(options, world, run, model, optimizer, schedule, instances, parameter
                   "mlm_accuracy": mlm_correct / max(mlm_denominator - MLM_EPSILON, 1e-12),
                   "nsp_accuracy": nsp_correct / options.batch_size, "learning_rate": rate}  # fmt: skip
 
-        def stop_if_not_finite(gradient_norm: float) -> None:
-            """Before the update: a NaN or infinite loss or norm stops every process (they all see the
-            same sums and norm), the last checkpoint left as it is."""
-            record["gradient_norm"] = gradient_norm
-            try:
-                lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
-                check_finite(record, options.learning_rate, run.path, run.saved_step if world.is_main else None,
-                             resume_command(options, world.size, learning_rate=lower))  # fmt: skip
-            except TrainingDivergedError:
-                if world.is_main:
-                    run.append_metrics(record)
-                raise
-
-        update(parameters, optimizer, rate, world, options.max_grad_norm, before_step=stop_if_not_finite)
+        update(parameters, optimizer, rate, world, options.max_grad_norm,
+               before_step=partial(stop_if_not_finite, record, options, run, world))  # fmt: skip
 
         seconds = time.perf_counter() - step_started
         record.update(tokens_per_second=options.batch_size * instances.sequence_length / seconds, seconds=seconds)
@@ -213,6 +202,21 @@ def _train(options, world, run, model, optimizer, schedule, instances, parameter
             save(run, model, optimizer, instances, *saved_with, step, world)
     progress.elapsed = time.perf_counter() - started
     return progress
+
+
+def stop_if_not_finite(record: dict, options: PretrainOptions, run: RunDirectory, world: World,
+                       gradient_norm: float) -> None:  # fmt: skip
+    """Before the update: a NaN or infinite loss or gradient norm stops every process (they all see
+    the same sums and norm), the last checkpoint left as it is; the step's line is written first."""
+    record["gradient_norm"] = gradient_norm
+    try:
+        lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
+        check_finite(record, options.learning_rate, run.path, run.saved_step if world.is_main else None,
+                     resume_command(options, world.size, learning_rate=lower))  # fmt: skip
+    except TrainingDivergedError:
+        if world.is_main:
+            run.append_metrics(record)
+        raise
 
 
 def check_batch_fits(options: PretrainOptions, count: int, world: World) -> None:
