@@ -68,8 +68,11 @@ def add_flags(parser, options_class, *, only: list[str] | None = None, groups: d
             if setting.default is not dataclasses.MISSING:
                 options["default"] = setting.default
                 if setting.default is not None and "default" not in options["help"]:
-                    options["help"] += f" (default {setting.default:g})" if isinstance(setting.default, float) \
+                    options["help"] += (
+                        f" (default {setting.default:g})"
+                        if isinstance(setting.default, float)
                         else f" (default {setting.default})"
+                    )
         flag = setting.metadata.get("flag") or "--" + setting.name.replace("_", "-")
         ((groups or {}).get(setting.name) or parser).add_argument(flag, **options)
 

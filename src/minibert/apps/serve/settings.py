@@ -22,13 +22,8 @@ from dataclasses import dataclass, field
 
 from ..flag_types import add_flags, number, positive_int, whole_number
 
-
-def _number_of(unit: str, low: float, high: float):
-    """An argparse type: a number of ``unit`` from ``low`` to ``high``."""
-    return number(low, high, unit)
-
-
 _port = whole_number(0, 65_535)
+_SECONDS = number(0.1, 3600, "seconds")  # every timeout
 
 
 def _flag(help: str, type=None, **argparse_options) -> dict:
@@ -55,7 +50,7 @@ class ServeSettings:
     max_wait_ms: float = field(
         default=5.0,
         metadata=_flag(
-            "how long a request waits for others to batch with", _number_of("milliseconds", 0, 60_000)
+            "how long a request waits for others to batch with", number(0.0, 60_000.0, "milliseconds")
         ),  # fmt: skip
     )
     max_queue: int = field(  # texts waiting for the model
@@ -87,32 +82,21 @@ class ServeSettings:
     )
     read_timeout: float = field(
         default=30.0,
-        metadata=_flag(
-            "seconds for a request's body to arrive (default 30; 408 beyond)", _number_of("seconds", 0.1, 3600)
-        ),
+        metadata=_flag("seconds for a request's body to arrive (default 30; 408 beyond)", _SECONDS),
     )
     header_timeout: float = field(
         default=5.0,
         metadata=_flag(
             "seconds from a connection's start (or a kept-alive one's next byte) to its request's headers "
             "(default 5; then closed, with 408 if part of a request came)",
-            _number_of("seconds", 0.1, 3600),
+            _SECONDS,
         ),  # fmt: skip
     )
     keep_alive_timeout: float = field(
-        default=75.0,
-        metadata=_flag(
-            "seconds an idle kept-alive connection stays open between requests",
-            _number_of("seconds", 0.1, 3600),
-        ),  # fmt: skip
+        default=75.0, metadata=_flag("seconds an idle kept-alive connection stays open between requests", _SECONDS)
     )
-    send_timeout: float = field(
-        default=60.0,
-        metadata=_flag(
-            "seconds a client may read none of an answer waiting for it; then the connection is aborted",
-            _number_of("seconds", 0.1, 3600),
-        ),  # fmt: skip
-    )
+    send_timeout: float = field(default=60.0, metadata=_flag(  # then the connection is aborted
+        "seconds a client may read none of an answer waiting for it; then it is aborted", _SECONDS))  # fmt: skip
     limit_concurrency: int = field(
         default=512,
         metadata=_flag(
