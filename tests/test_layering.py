@@ -6,7 +6,7 @@
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel
-    core         config, activations, tokenizer/, inputs, fast_path, gemm, speed, pretrained, model, weights
+    core         config, activations, tokenizer/, inputs, fast_path, gemm, speed, int8, pretrained, model, weights
     formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, the commands' line files
     base         errors, runtime                                                  (bottom)
 
@@ -25,8 +25,8 @@ import minibert
 PACKAGE = Path(minibert.__file__).parent
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explore", "apps"]
 BASE = {"errors", "runtime", "__init__"}
-CORE = {"config", "activations", "inputs", "fast_path", "gemm", "speed", "pretrained", "model", "weights",
-        "transformers_names"}  # fmt: skip
+CORE = {"config", "activations", "inputs", "fast_path", "gemm", "speed", "int8", "int8_check", "pretrained", "model",
+        "weights", "transformers_names"}  # fmt: skip
 # Each optional room in apps/, and the only modules allowed to import it.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
             "apps.http_limits": {"apps.serve"}, "explore": {"apps.explore_command"}}  # fmt: skip
