@@ -182,8 +182,9 @@ def _parse_dtype(dtype, config: BertConfig) -> torch.dtype | None:
         from .gemm import bf16_is_faster
 
         return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
+    # "int8" loads float32 weights, then quantizes them (speed.py → int8.py)
     names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16, "int8": torch.float32}  # int8: float32, then int8.py
+             "float16": torch.float16, "fp16": torch.float16, "int8": torch.float32}  # fmt: skip
     if dtype not in names:
         raise ValueError(f"dtype must be one of {sorted(names)}, 'auto' or a torch.dtype, got {dtype!r}")
     return names[dtype]
