@@ -714,7 +714,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
     parser.add_argument("--json", help="also write the rows to this file")
-    workloads = "fixed, text, streams, onnx, profile, pretrain, tokenizer, import, cold, memory, tf, window"
+    workloads = "fixed, text, streams, onnx, int8, profile, pretrain, tokenizer, import, cold, memory, tf, window"
     parser.add_argument("--only", nargs="*", help=f"workload names: {workloads}")
     parser.add_argument(
         "--window-sizes",
@@ -745,6 +745,13 @@ def main() -> None:
             rows.append(bench_onnx(texts, rounds, peak_fp32))
         except ModuleNotFoundError as missing:  # an optional peer: the other rows still count
             print(f"ONNX Runtime row skipped: {missing.name} is not installed (pip install onnx onnxruntime)")
+    if "int8" in only:  # only when asked: it exports and quantizes two models (scripts/bench_int8.py)
+        try:
+            from bench_int8 import bench_int8
+
+            rows.extend(bench_int8(texts, rounds))
+        except ModuleNotFoundError as missing:
+            print(f"int8 rows skipped: {missing.name} is not installed (pip install onnx onnxruntime)")
     if "profile" in only:
         bench_profile(texts, peak_fp32)
     if "pretrain" in only:
