@@ -64,10 +64,11 @@ def test_a_backward_pass_through_int8_is_one_clear_error(tiny_dir, own_cache):
         out.sum().backward()
 
 
-def test_bad_dtype_names_int8_and_auto_never_picks_it(tiny_dir):
+def test_bad_dtype_names_int8_and_auto_never_picks_it(tiny_dir, own_cache):
     with pytest.raises(ValueError, match=r"dtype must be one of .*'int8'.*got 'int9'"):
         BertModel.from_pretrained(tiny_dir, dtype="int9")
     assert not int8_layers(BertModel.from_pretrained(tiny_dir, dtype="auto"))
+    assert len(int8_layers(BertModel.from_pretrained(tiny_dir, dtype=torch.int8))) == 12  # the torch.dtype too
 
 
 def test_book_modules_are_the_float32_weights_of_the_file_and_back(tiny_dir, own_cache):
