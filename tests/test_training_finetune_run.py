@@ -158,7 +158,9 @@ def test_bad_input_one_line_exit_1_nothing_written(tmp_path, capsys, case, messa
 def test_a_flag_outside_its_limits_is_a_usage_error_naming_them(tmp_path, capsys, flag, value):
     """The flags come from FinetuneOptions' fields: one parser names the flag and its limits; exit 2."""
     train, run = write_examples(tmp_path / "train.csv", 8), tmp_path / "run"
-    assert main([*flags(train, run), flag, value]) == 2
+    with pytest.raises(SystemExit) as stopped:
+        main([*flags(train, run), flag, value])
+    assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {flag}: must be a" in err and value in err, err
     assert not run.exists()

@@ -147,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=1e-5,
         help="the largest |Δ| that passes (default 1e-5; exit 1 above it)",
     )
+    verify.add_argument("--dtype", default="float32", choices=["float32", "int8"],
+                        help="float32 (default): against transformers; int8: the int8 model against float32 (cosine "
+                             "per text, |Δ| per layer, a classifier's changed labels; exit 1 below the loader's "
+                             "cosine floor)")  # fmt: skip
     verify.set_defaults(run=cmd_verify)
 
     convert = commands.add_parser(
@@ -166,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_pretrain_parsers(commands, parents=[process])
     add_finetune_parser(commands, parents=[process])
     return parser
+
+
+DTYPE_CHOICES = ["float32", "bfloat16", "auto", "int8"]
+DTYPE_HELP = ("compute in float32 (default) or bfloat16; auto: bfloat16 where it is measured faster on this CPU, "
+              "else float32; int8: the encoder's linear layers in int8, checked against float32 at load "
+              "(docs/int8.md)")  # fmt: skip
 
 
 def _process_flags() -> tuple[_Parser, _Parser]:
@@ -189,6 +199,7 @@ def _add_task_commands(commands, parents: list) -> None:
     files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
                                         "(default: print them)")  # fmt: skip
     files.add_argument("--batch-size", type=positive_int, default=32, help="sequences per forward pass (default 32)")
+    files.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES, help=DTYPE_HELP)
 
     classify = commands.add_parser("classify", parents=[files], help="labels and scores of a text classifier")
     classify.add_argument("texts", nargs="*", help="texts to classify (or --input; .jsonl lines may add text_pair)")
@@ -278,9 +289,7 @@ def _embedding_flags() -> _Parser:
     )
     embedding.add_argument("--long-text", default="truncate", choices=LONG_TEXTS,
                            help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
-    embedding.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
-                           help="compute in float32 (default) or bfloat16; auto: bfloat16 where it is measured "
-                                "faster on this CPU, else float32")  # fmt: skip
+    embedding.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES, help=DTYPE_HELP)
 
     return embedding
 

@@ -65,7 +65,9 @@ class ServeSettings:
     dtype: str = field(
         default="float32",
         metadata=_flag(
-            "the model's weights (auto: bfloat16 where the CPU has bf16 units)", choices=["float32", "bfloat16", "auto"]
+            "the model's weights (auto: bfloat16 where measured faster on this CPU; int8: the encoder's linear layers "
+            "in int8, checked against float32 at load)",
+            choices=["float32", "bfloat16", "auto", "int8"],
         ),  # fmt: skip
     )
     auto_truncate: bool = field(  # texts over the model's length are cut unless a request says "truncate": false
