@@ -31,6 +31,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from bench_rows import attention_flops, bert_flops, minilm_dir, row, side_by_side, timed  # noqa: E402
+from onnx_peer import export_onnx  # noqa: E402
 
 import corpus  # noqa: E402
 from minibert.cpu_info import cpu_flags, describe_machine, has_native_bf16  # noqa: E402
@@ -233,7 +234,6 @@ def bench_onnx(texts: list[str], rounds: int, peak: float | None = None):
     import tempfile
 
     import onnxruntime
-    import transformers
     from onnxruntime.transformers import optimizer
 
     from minibert import Embedder, EmbedOptions
@@ -256,26 +256,7 @@ def bench_onnx(texts: list[str], rounds: int, peak: float | None = None):
         batches.append((batch, ids, mask))
 
     with tempfile.TemporaryDirectory() as directory:
-        body = transformers.BertModel.from_pretrained(path, attn_implementation="eager").eval()
-
-        class LastHiddenState(torch.nn.Module):  # the three inputs by name, one output: what the exporter traces
-            def __init__(self, model):
-                super().__init__()
-                self.model = model
-
-            def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                  token_type_ids=token_type_ids).last_hidden_state  # fmt: skip
-
-        _, first_ids, first_mask = batches[0]
-        example = (torch.tensor(first_ids[:2]), torch.tensor(first_mask[:2]), torch.zeros(2, first_ids.shape[1],
-                   dtype=torch.long))  # fmt: skip
-        exported = f"{directory}/model.onnx"
-        axes = {0: "batch", 1: "sequence"}
-        torch.onnx.export(LastHiddenState(body), example, exported, input_names=["input_ids",
-                          "attention_mask", "token_type_ids"], output_names=["last_hidden_state"],
-                          dynamic_axes={name: axes for name in ("input_ids", "attention_mask", "token_type_ids",
-                          "last_hidden_state")}, opset_version=17, dynamo=False)  # fmt: skip
+        exported = str(export_onnx(path, directory))  # tests/onnx_peer.py: the same export as the int8 peer's
         fused = optimizer.optimize_model(exported, model_type="bert", num_heads=12, hidden_size=384)
         fused_path = f"{directory}/model.fused.onnx"
         fused.save_model_to_file(fused_path)
