@@ -9,7 +9,7 @@ from ...errors import DataError
 from .examples import GLUE, REGRESSION_TASKS, ExampleFormat
 
 PROBLEMS = {"classify": "single_label_classification", "regress": "regression", "tag": "token_classification",
-            "multilabel": "multi_label_classification"}
+            "multilabel": "multi_label_classification", "answer": "question_answering"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,10 @@ class FinetuneOptions:
     seed: int = 12345  # the head, the order of the examples, dropout
     eval_every: int | None = None  # also evaluate every this many steps
     save_every: int | None = None  # also checkpoint every this many steps (always: each epoch's end, the last)
+    version_2_with_negative: bool = False  # answer: SQuAD v2.0 (unanswerable questions, is_impossible)
+    doc_stride: int = 128  # answer: pieces between the starts of a long context's windows
+    max_query_length: int = 64  # answer: the question's pieces kept
+    null_score_diff_threshold: float = 0.0  # answer (v2.0): predict no answer when null − best exceeds this
     resume: bool = False
     progress: bool | None = field(default=None, compare=False)
 
@@ -62,9 +66,11 @@ class FinetuneOptions:
                             "--label-separator (not --glue)")  # fmt: skip
         if self.task == "tag" and (self.glue is not None or self.pair_column is not None):
             raise DataError("--task tag reads CoNLL files (a word and its tag per line): no --glue, no --pair-column")
+        if self.task == "answer" and (self.glue is not None or self.pair_column is not None or self.labels):
+            raise DataError("--task answer reads SQuAD JSON files: no --glue, --pair-column or --labels")
         if self.task == "regress" and self.labels:
             raise DataError("--labels names classes; --task regress learns one score")
-        for name in ("batch_size", "max_seq_length", "eval_every", "save_every"):
+        for name in ("batch_size", "max_seq_length", "eval_every", "save_every", "doc_stride", "max_query_length"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise DataError(f"--{name.replace('_', '-')} must be a positive whole number, got {value!r}")
