@@ -21,9 +21,18 @@ def add_parser(commands) -> None:
     """Add ``finetune`` to the ``minibert`` command's subparsers."""
     finetune = commands.add_parser("finetune", help="fine-tune a checkpoint on labelled examples (Google's step)")
     finetune.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    finetune.add_argument("--task", default="classify", choices=("classify", "regress", "multilabel", "tag"),
+    finetune.add_argument("--task", default="classify", choices=("classify", "regress", "multilabel", "tag", "answer"),
                           help="classify: one label per text or pair (default); regress: a score; multilabel: "
-                          "any number of labels per text; tag: a label per word (CoNLL files)")  # fmt: skip
+                          "any number of labels per text; tag: a label per word (CoNLL files); answer: "
+                          "a span of the context (SQuAD JSON files)")  # fmt: skip
+    finetune.add_argument("--version-2-with-negative", action="store_true",
+                          help="answer: SQuAD v2.0 files (questions may be is_impossible)")
+    finetune.add_argument("--doc-stride", type=positive_int, default=128,
+                          help="answer: pieces between the starts of a long context's windows (default 128)")
+    finetune.add_argument("--max-query-length", type=positive_int, default=64,
+                          help="answer: the question's pieces kept (default 64)")
+    finetune.add_argument("--null-score-diff-threshold", type=float, default=0.0,
+                          help="answer, v2.0: predict no answer when null score − best score exceeds this (default 0)")
     finetune.add_argument("--model", required=True, help="a hub folder or id, Google's TF checkpoint, a pretrain run")
     finetune.add_argument("--train", required=True, help="labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl")
     finetune.add_argument("--dev", help="examples evaluated at each epoch's end with the task's metric")
@@ -75,6 +84,8 @@ def cmd_finetune(args) -> None:
         warmup_proportion=args.warmup_proportion, max_seq_length=args.max_seq_length,
         weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm, dropout=args.dropout, seed=args.seed,
         eval_every=args.eval_every, save_every=args.save_every, resume=args.resume,
+        version_2_with_negative=args.version_2_with_negative, doc_stride=args.doc_stride,
+        max_query_length=args.max_query_length, null_score_diff_threshold=args.null_score_diff_threshold,
     )  # fmt: skip
     if args.write_features:
         count = write_training_features(options, args.write_features)
