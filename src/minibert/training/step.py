@@ -14,7 +14,8 @@ Everything here is what google-research/bert (bert-tensorflow 1.0.4) computes, i
       param ← param − rate · update
     fine-tuning: loss = mean CE(label) over the batch, from the pooled [CLS] vector after dropout
       (regression: mean squared error; several labels per text: mean sigmoid cross-entropy;
-      tagging: mean CE over the labelled pieces of the batch)
+      tagging: mean CE over the labelled pieces of the batch;
+      SQuAD: (mean CE(start position) + mean CE(end position)) / 2, softmax over all T positions)
     rate = peak · s / warmup while s < warmup, else peak · (1 − s / steps)
       s = updates done *before* this one (the first update of a warmup uses rate 0)
 
@@ -135,6 +136,21 @@ def token_classification_sums(model, batch: dict[str, torch.Tensor], labelled: i
     labels = batch["label_ids"]  # (B, T), -100 where no label counts
     loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum") / labelled
     correct = float(((logits.argmax(-1) == labels) & (labels != -100)).sum())
+    return loss, loss.detach().item(), correct
+
+
+def answer_sums(model, batch: dict[str, torch.Tensor], batch_size: int) -> tuple[torch.Tensor, float, float]:
+    """SQuAD's loss on a piece of a global batch (``run_squad.create_model``/``model_fn``): a start
+    and an end score per position (``qa_outputs``, no dropout), cross-entropy of each against its
+    position over all T positions, (start + end) / 2, summed and divided by the global batch size.
+    ``label_ids`` (B, 2): start, end. Returns (loss, loss as a number, windows with both ends right)."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    logits = model.qa_outputs(out.last_hidden_state).float()  # (B, T, 2)
+    start_logits, end_logits = logits.unbind(-1)  # (B, T) each
+    starts, ends = batch["label_ids"].unbind(-1)  # (B,) each
+    loss = (F.cross_entropy(start_logits, starts, reduction="sum")
+            + F.cross_entropy(end_logits, ends, reduction="sum")) / (2 * batch_size)  # fmt: skip
+    correct = float(((start_logits.argmax(-1) == starts) & (end_logits.argmax(-1) == ends)).sum())
     return loss, loss.detach().item(), correct
 
 

@@ -12,6 +12,11 @@ Read top-down:
     options.py    FinetuneOptions: the command's flags as one checked value
     loop.py       finetune(): the loop (the step and the optimizer are pre-training's: ../step.py)
     sweep.py      seeds × learning rates, each a run, and the table of their dev figures
+    squad_examples.py     SQuAD JSON → questions on whitespace words (Google's read_squad_examples)
+    squad_features.py     questions → windows of pieces (Google's convert_examples_to_features)
+    squad_predictions.py  start/end logits → answers, n-best, null odds (Google's write_predictions)
+    squad_metrics.py      exact match and F1 (the official SQuAD evaluation)
+    squad_task.py         --task answer: the windows as arrays, BertForQuestionAnswering, dev evaluation
 
 ``import minibert`` does not import this room; ``minibert finetune`` does.
 """

@@ -105,8 +105,14 @@ def load_classifier(model: str, labels: list[str] | None, problem: str, continue
             std = GOOGLE_HEAD_STD
             torch.nn.init.trunc_normal_(network.classifier.weight, std=std, a=-2 * std, b=2 * std)
             network.classifier.bias.zero_()
-    if dropout is not None:  # the modules only: config.json keeps the model's own probabilities
+    return set_dropout(network, dropout).train()
+
+
+def set_dropout(network: torch.nn.Module, dropout: float | None) -> torch.nn.Module:
+    """Every dropout probability set to ``dropout`` (None: kept) — the modules only: config.json
+    keeps the model's own probabilities."""
+    if dropout is not None:
         for module in network.modules():
             if isinstance(module, torch.nn.Dropout):
                 module.p = dropout
-    return network.train()
+    return network

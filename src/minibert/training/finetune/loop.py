@@ -36,6 +36,7 @@ from ..loop import restore, save, write_loss_picture
 from ..step import (
     AdamWeightDecay,
     Schedule,
+    answer_sums,
     classification_sums,
     hub_named_parameters,
     token_classification_sums,
@@ -47,6 +48,7 @@ from .head import fit_labels, load_classifier, load_vocabulary
 from .metrics import main_metric, task_metrics
 from .options import FinetuneOptions
 from .order import TrainingOrder
+from .squad_task import evaluate_answers, load_answerer, prepare_answers
 from .tagging import check_tags, read_conll, tag_features, tag_metrics
 
 BEST_FOLDER = "best"
@@ -79,9 +81,13 @@ def prepare(options: FinetuneOptions, world_size: int) -> tuple[Prepared, object
     options.check(world_size)
     if options.task == "tag":
         train, dev, labels, continues, tokenizer = prepare_tagging(options)
+    elif options.task == "answer":
+        train, dev, labels, continues, tokenizer = prepare_answers(options)
     else:
         train, dev, labels, continues, tokenizer = prepare_classification(options)
-    steps = int(len(train) / options.batch_size * options.epochs)  # Google's num_train_steps
+    # Google's num_train_steps; run_squad.py counts questions (len(train_examples)), not their windows
+    counted = len(train.examples) if options.task == "answer" else len(train)
+    steps = int(counted / options.batch_size * options.epochs)
     if steps < 1:
         raise DataError(f"--train {options.train} has {len(train)} examples: {options.epochs:g} epoch(s) of "
                         f"--batch-size {options.batch_size} make no full step; lower --batch-size")  # fmt: skip
@@ -127,6 +133,9 @@ def prepare_classification(options: FinetuneOptions):
 
 def write_training_features(options: FinetuneOptions, path: str) -> int:
     """``--write-features``: the training file's features in Google's TFRecord layout, no training."""
+    if options.task == "answer":
+        raise DataError("--write-features writes run_classifier.py's layout; run_squad.py's (FeatureWriter: "
+                        "unique_ids, start_positions, end_positions) is not written by this version")  # fmt: skip
     data, _ = prepare(options, 1)
     return write_features(data.train, path)
 
@@ -136,8 +145,11 @@ def _finetune(options: FinetuneOptions, world: World) -> Path:
     if not options.resume:
         run.check_new()
     data, tokenizer = prepare(options, world.size)
-    model = load_classifier(options.model, data.labels, options.problem, data.head_continues, options.dropout,
-                            options.seed)  # fmt: skip
+    if options.task == "answer":
+        model = load_answerer(options.model, data.head_continues, options.seed, options.dropout)
+    else:
+        model = load_classifier(options.model, data.labels, options.problem, data.head_continues, options.dropout,
+                                options.seed)  # fmt: skip
     world.same_weights(model)
     named = hub_named_parameters(model)
     parameters = [parameter for _, parameter in named]
@@ -145,7 +157,7 @@ def _finetune(options: FinetuneOptions, world: World) -> Path:
     schedule = Schedule(options.learning_rate, data.warmup, data.steps)
     order = TrainingOrder(len(data.train), options.batch_size, options.seed)
     settings, config = options.settings(world.size, data.steps), model.config.to_dict()
-    metric = main_metric(options.glue, options.problem)
+    metric = "f1" if options.task == "answer" else main_metric(options.glue, options.problem)
     best = -float("inf")
     if options.resume:
         state = TrainingState.from_file(run.state_path)
@@ -214,6 +226,8 @@ def train_steps(session: Session, done: int) -> None:
         if options.task == "tag":  # the mean over the global batch's labelled pieces
             labelled = int((data.train.label_ids[session.order.rows(step - 1)] != -100).sum())
             loss, loss_value, correct = token_classification_sums(model, batch, max(labelled, 1))
+        elif options.task == "answer":
+            loss, loss_value, correct = answer_sums(model, batch, options.batch_size)
         else:
             loss, loss_value, correct = classification_sums(model, batch, options.batch_size, options.problem)
         loss.backward()
@@ -229,7 +243,7 @@ def train_steps(session: Session, done: int) -> None:
             record["accuracy"] = sums[1].item() / options.batch_size
         end_of_epoch = session.order.ends_epoch(step) or step == data.steps
         if data.dev is not None and (end_of_epoch or _every(options.eval_every, step)) and world.is_main:
-            figures = evaluate(model, data, options)
+            figures = evaluate(model, data, options, run.path)
             record.update({f"dev_{name}": value for name, value in figures.items()})
             if figures[session.metric] > session.best:
                 session.best = figures[session.metric]
@@ -245,8 +259,11 @@ def train_steps(session: Session, done: int) -> None:
         print(file=sys.stderr)
 
 
-def evaluate(model, data: Prepared, options: FinetuneOptions) -> dict[str, float]:
-    """The dev figures of the task (metrics.py; tagging.py for tags)."""
+def evaluate(model, data: Prepared, options: FinetuneOptions, run: Path) -> dict[str, float]:
+    """The dev figures of the task (metrics.py; tagging.py for tags; for answers, squad_task.py,
+    which also writes the dev predictions to the run folder)."""
+    if options.task == "answer":
+        return evaluate_answers(model, data.dev, options, run)
     logits = predict(model, data.dev)
     if options.task == "tag":
         return tag_metrics(data.dev.label_ids, logits, data.labels)
@@ -304,6 +321,9 @@ def write_note(run: Path, options: FinetuneOptions, data: Prepared, metric: str)
 def say_head(options: FinetuneOptions, data: Prepared) -> None:
     """One line on stderr: which head the run trains."""
     labels = "a score (regression)" if data.labels is None else f"{len(data.labels)} labels: {', '.join(data.labels)}"
+    if options.task == "answer":
+        labels = f"answers: a start and an end score per piece; {len(data.train)} windows of " \
+                 f"{len(data.train.examples)} questions, {data.train.skipped} skipped (answer not found in the words)"
     if data.head_continues:
         print(f"finetune: continuing --model's classifier ({labels})", file=sys.stderr)
     else:

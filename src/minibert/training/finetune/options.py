@@ -9,7 +9,7 @@ from ..options import DEFAULT_SEED, LARGEST_SEED, option, refuse_out_of_limits
 from .examples import GLUE, REGRESSION_TASKS, ExampleFormat
 
 PROBLEMS = {"classify": "single_label_classification", "regress": "regression", "tag": "token_classification",
-            "multilabel": "multi_label_classification"}
+            "multilabel": "multi_label_classification", "answer": "question_answering"}
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,8 @@ class FinetuneOptions:
     output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)"))
     task: str = field(default="classify", metadata=option(
         "classify: one label per text or pair; regress: a score; multilabel: any number of labels per text; "
-        "tag: a label per word (CoNLL files)", choices=("classify", "regress", "multilabel", "tag")))  # fmt: skip
+        "tag: a label per word (CoNLL files); answer: a span of the context (SQuAD JSON files)",
+        choices=("classify", "regress", "multilabel", "tag", "answer")))  # fmt: skip
     dev: str | None = field(default=None, metadata=option(
         "examples evaluated with the task's metric at each epoch's end (and --eval-every)"))  # fmt: skip
     glue: str | None = field(default=None, metadata=option(
@@ -59,6 +60,14 @@ class FinetuneOptions:
     eval_every: int | None = field(default=None, metadata=option("also evaluate --dev every this many steps", low=1))
     save_every: int | None = field(default=None, metadata=option(
         "also checkpoint every this many steps (always: each epoch's end and the last)", low=1))  # fmt: skip
+    version_2_with_negative: bool = field(default=False, metadata=option(
+        "answer: SQuAD v2.0 files (questions may be is_impossible)", action="store_true"))  # fmt: skip
+    doc_stride: int = field(default=128, metadata=option(
+        "answer: pieces between the starts of a long context's windows", low=1))  # fmt: skip
+    max_query_length: int = field(default=64, metadata=option("answer: the question's pieces kept", low=1))
+    null_score_diff_threshold: float = field(default=0.0, metadata=option(
+        "answer, v2.0: predict no answer when the null score minus the best answer's exceeds this",
+        type=float))  # fmt: skip
     resume: bool = field(default=False, metadata=option(
         "continue the run in --output from its checkpoint", action="store_true"))  # fmt: skip
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
@@ -83,6 +92,8 @@ class FinetuneOptions:
                             "--label-separator (not --glue)")  # fmt: skip
         if self.task == "tag" and (self.glue is not None or self.pair_column is not None):
             raise DataError("--task tag reads CoNLL files (a word and its tag per line): no --glue, no --pair-column")
+        if self.task == "answer" and (self.glue is not None or self.pair_column is not None or self.labels):
+            raise DataError("--task answer reads SQuAD JSON files: no --glue, --pair-column or --labels")
         if self.task == "regress" and self.labels:
             raise DataError("--labels names classes; --task regress learns one score")
         refuse_out_of_limits(self, flags=True)

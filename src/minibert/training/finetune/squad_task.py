@@ -1,0 +1,110 @@
+"""``--task answer``: SQuAD files → windows (squad_examples.py, squad_features.py) as arrays the
+loop batches, the question-answering network (``BertForQuestionAnswering``: one linear layer giving
+a start and an end score per piece, Google's ``cls/squad/output_weights``), and the dev evaluation:
+the logits → Google's predictions (squad_predictions.py) → exact match and F1 (squad_metrics.py).
+
+Google's batches are padded to ``max_seq_length`` and the start/end softmax runs over every
+position, padding included; a batch cut to its longest row would change that softmax, so SQuAD
+batches keep their full width (``SquadFeatures.batch``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...formats.safetensors import safetensors_shapes
+from ...formats.weight_files import read_state_dict
+from ...heads import BertForQuestionAnswering
+from ...weights import find_checkpoint
+from .features import Features
+from .head import GOOGLE_HEAD_STD, load_vocabulary, set_dropout
+from .squad_examples import SquadExample, read_squad_examples
+from .squad_features import SquadFeature, convert_examples_to_features
+from .squad_metrics import squad_scores
+from .squad_predictions import predict_answers, write_predictions
+
+QA_HEAD_TENSORS = ("qa_outputs.weight", "cls/squad/output_weights")  # the hub's name, Google's run_squad.py name
+
+
+@dataclass
+class SquadFeatures(Features):
+    """The windows as arrays (N windows, T = max_seq_length); ``label_ids`` (N, 2): start, end
+    (training; 0, 0 = [CLS] for no answer in the window). Keeps the examples and windows for predictions."""
+
+    examples: list[SquadExample] = field(default_factory=list)
+    windows: list[SquadFeature] = field(default_factory=list)
+    skipped: int = 0  # training answers that could not be recovered from the words (Google skips them)
+    do_lower_case: bool = True  # the vocabulary's: get_final_text lower-cases the words as the pieces were
+
+    def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows at full width (Google's softmax covers the padding positions too)."""
+        return {"input_ids": self.input_ids[rows], "input_mask": self.input_mask[rows],
+                "segment_ids": self.segment_ids[rows], "label_ids": self.label_ids[rows]}  # fmt: skip
+
+
+def squad_features(path: str, vocabulary, is_training: bool, options) -> SquadFeatures:
+    examples, skipped = read_squad_examples(path, is_training, options.version_2_with_negative)
+    windows = convert_examples_to_features(examples, vocabulary, options.max_seq_length, options.doc_stride,
+                                           options.max_query_length, is_training)  # fmt: skip
+    ids, mask, segments = (np.array([getattr(w, name) for w in windows], dtype=np.int64).reshape(len(windows), -1)
+                           for name in ("input_ids", "input_mask", "segment_ids"))  # fmt: skip
+    positions = [[w.start_position or 0, w.end_position or 0] for w in windows]
+    labels = np.array(positions, dtype=np.int64).reshape(len(windows), 2)
+    return SquadFeatures(ids, mask, segments, labels, examples, windows, skipped, vocabulary.do_lower_case)
+
+
+def prepare_answers(options):
+    """(train, dev, labels None, head continues?, tokenizer) for the loop's ``prepare``."""
+    tokenizer, vocabulary = load_vocabulary(options.model)
+    train = squad_features(options.train, vocabulary, True, options)
+    dev = squad_features(options.dev, vocabulary, False, options) if options.dev else None
+    return train, dev, None, has_answer_head(options.model), tokenizer
+
+
+def has_answer_head(model: str) -> bool:
+    _, weights_file = find_checkpoint(model)
+    is_safetensors = weights_file.suffix == ".safetensors"
+    shapes = safetensors_shapes(weights_file) if is_safetensors else read_state_dict(weights_file)
+    return any(key in shapes for name in QA_HEAD_TENSORS for key in (name, "bert." + name))
+
+
+def load_answerer(model: str, continues: bool, seed: int, dropout: float | None) -> BertForQuestionAnswering:
+    """The network, float32; a new head as Google's run_squad: truncated normal 0.02, bias 0 (seeded)."""
+    torch.manual_seed(seed)
+    network = BertForQuestionAnswering.from_pretrained(model, new_heads=True).float()
+    if not continues:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            torch.nn.init.trunc_normal_(network.qa_outputs.weight, std=GOOGLE_HEAD_STD, a=-2 * GOOGLE_HEAD_STD,
+                                        b=2 * GOOGLE_HEAD_STD)  # fmt: skip
+            network.qa_outputs.bias.zero_()
+    return set_dropout(network, dropout).train()
+
+
+@torch.no_grad()
+def answer_logits(model, features: SquadFeatures, batch_size: int = 64) -> dict[int, tuple[list, list]]:
+    """unique_id → (start logits, end logits) of every window, in eval mode; the model is left training."""
+    model.eval()
+    logits = {}
+    for start in range(0, len(features), batch_size):
+        rows = np.arange(start, min(start + batch_size, len(features)))
+        tensors = [torch.from_numpy(np.ascontiguousarray(a[rows]))
+                   for a in (features.input_ids, features.input_mask, features.segment_ids)]  # fmt: skip
+        out = model(*tensors)
+        for row, starts, ends in zip(rows, out.start_logits.float().tolist(), out.end_logits.float().tolist()):
+            logits[features.windows[row].unique_id] = (starts, ends)
+    model.train()
+    return logits
+
+
+def evaluate_answers(model, dev: SquadFeatures, options, run: Path) -> dict[str, float]:
+    """Dev predictions (written to the run folder as Google's files) and their exact match and F1."""
+    predictions, nbest, null_odds = predict_answers(
+        dev.examples, dev.windows, answer_logits(model, dev), do_lower_case=dev.do_lower_case,
+        version_2=options.version_2_with_negative, null_score_diff_threshold=options.null_score_diff_threshold)
+    write_predictions(run, predictions, nbest, null_odds)
+    return squad_scores({e.qas_id: e.gold_answers for e in dev.examples}, predictions)

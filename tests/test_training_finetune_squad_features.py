@@ -1,0 +1,97 @@
+"""SQuAD's inputs: examples read as Google's ``run_squad.read_squad_examples`` reads them and every
+window equal to Google's ``convert_examples_to_features`` (tokens, ids, mask, segment ids,
+token_to_orig_map, token_is_max_context, start/end positions) — compared with Google's own functions
+(bert-tensorflow 1.0.4, in the TensorFlow venv of tf_reference.py) on real text (tests/squad_files.py):
+long contexts read through many windows, answers at random characters (inside words, at window edges,
+the context's last word), questions longer than max_query_length, v2.0 unanswerable questions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from minibert.errors import DataError
+from minibert.training.finetune.head import load_vocabulary
+from minibert.training.finetune.squad_examples import read_squad_examples
+from minibert.training.finetune.squad_features import convert_examples_to_features
+from squad_files import squad_data, write_squad
+from tf_reference import tf_python
+
+RUNNER = Path(__file__).parent / "tf_google_squad_runner.py"
+
+
+def google_squad(request: dict) -> list[dict]:
+    with tempfile.TemporaryDirectory() as directory:
+        request_file, result_file = Path(directory) / "request.json", Path(directory) / "result.json"
+        request_file.write_text(json.dumps(request))
+        done = subprocess.run([tf_python(), RUNNER, request_file, result_file], capture_output=True, text=True)
+        assert done.returncode == 0, f"Google's run_squad failed: {done.stderr[-3000:]}"
+        return json.loads(result_file.read_text())
+
+
+def as_google(example) -> list:
+    return [example.qas_id, example.question_text, example.doc_tokens, example.orig_answer_text,
+            example.start_position, example.end_position, example.is_impossible]  # fmt: skip
+
+
+def feature_row(feature) -> list:
+    return [feature.unique_id, feature.example_index, feature.doc_span_index, feature.tokens,
+            [list(item) for item in sorted(feature.token_to_orig_map.items())],
+            [list(item) for item in sorted(feature.token_is_max_context.items())],
+            feature.input_ids, feature.input_mask, feature.segment_ids, feature.start_position,
+            feature.end_position]  # fmt: skip
+
+
+@pytest.mark.parametrize("max_seq_length,doc_stride,max_query_length", [(64, 24, 16), (384, 128, 64)])
+def test_squad_features_equal_googles(tmp_path, minilm_dir, max_seq_length, doc_stride, max_query_length):
+    """v1.1 and v2.0, training and evaluation: the same examples and every feature field as Google's;
+    checked to exercise what matters: several windows per example, answers outside a window ([CLS]),
+    answers on a window's first or last piece, pieces not in their best window, questions truncated."""
+    _, vocabulary = load_vocabulary(str(minilm_dir))
+    size = {"paragraphs": 6, "fortunes_per_context": 30 if max_seq_length > 100 else 8, "questions": 9}
+    jobs = []
+    for version_2 in (False, True):
+        for training in (True, False):
+            path = write_squad(tmp_path / f"v{int(version_2)}{int(training)}.json", version_2=version_2,
+                               training=training, **size)  # fmt: skip
+            jobs.append({"file": str(path), "is_training": training, "version_2": version_2})
+    request = {"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, "max_seq_length": max_seq_length,
+               "doc_stride": doc_stride, "max_query_length": max_query_length, "jobs": jobs}  # fmt: skip
+    google = google_squad(request)
+    counts = {"windows>1": 0, "cls": 0, "edge": 0, "not_max": 0, "impossible": 0}
+    for job, expected in zip(jobs, google):
+        examples, _ = read_squad_examples(job["file"], job["is_training"], job["version_2"])
+        assert [as_google(example) for example in examples] == expected["examples"], job
+        features = convert_examples_to_features(examples, vocabulary, max_seq_length, doc_stride, max_query_length,
+                                                job["is_training"])  # fmt: skip
+        rows = [feature_row(feature) for feature in features]
+        assert len(rows) == len(expected["features"])
+        for row, reference in zip(rows, expected["features"]):
+            assert row == reference, f"feature {row[0]} differs from Google's"
+        for feature in features:
+            counts["windows>1"] += feature.doc_span_index > 0
+            counts["not_max"] += not all(feature.token_is_max_context.values())
+            if job["is_training"]:
+                example = examples[feature.example_index]
+                counts["impossible"] += example.is_impossible
+                counts["cls"] += feature.start_position == 0 and not example.is_impossible
+                doc = sorted(feature.token_to_orig_map)
+                counts["edge"] += feature.start_position == doc[0] or feature.end_position == doc[-1]
+    assert all(counts.values()), counts
+
+
+def test_answer_start_not_matching_text_names_file_question_and_field(tmp_path):
+    data = squad_data(paragraphs=1, fortunes_per_context=3, questions=2, version_2=False, training=True)
+    answer = data["data"][0]["paragraphs"][0]["qas"][1]["answers"][0]
+    answer["answer_start"] += 1
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        read_squad_examples(path, is_training=True)
+    message = str(caught.value)
+    assert str(path) in message and "p0q1" in message and "answers[0].answer_start" in message
+    assert "\n" not in message

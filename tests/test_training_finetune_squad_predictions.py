@@ -1,0 +1,52 @@
+"""SQuAD predictions: for the same start/end logits, predictions.json, nbest_predictions.json and
+null_odds.json byte for byte equal to the files Google's ``run_squad.write_predictions`` writes
+(bert-tensorflow 1.0.4 in the TensorFlow venv), v1.1 and v2.0, on real text (tests/squad_files.py)
+read through several windows. The logits are rounded to one decimal so that ties occur: the order
+of equal logits is part of Google's rule (a stable sort)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_training_finetune_squad_features import google_squad
+
+from minibert.training.finetune.head import load_vocabulary
+from minibert.training.finetune.squad_examples import read_squad_examples
+from minibert.training.finetune.squad_features import convert_examples_to_features
+from minibert.training.finetune.squad_predictions import predict_answers, write_predictions
+from squad_files import write_squad
+
+SIZES = {"max_seq_length": 64, "doc_stride": 24, "max_query_length": 16}
+
+
+@pytest.mark.parametrize("version_2,threshold", [(False, 0.0), (True, 0.0), (True, -1.5)])
+def test_predictions_equal_googles_write_predictions(tmp_path, minilm_dir, version_2, threshold):
+    _, vocabulary = load_vocabulary(str(minilm_dir))
+    path = write_squad(tmp_path / "dev.json", paragraphs=4, fortunes_per_context=8, questions=6, version_2=version_2,
+                       training=False)  # fmt: skip
+    examples, _ = read_squad_examples(path, is_training=False, version_2=version_2)
+    features = convert_examples_to_features(examples, vocabulary, is_training=False, **SIZES)
+    generator = np.random.default_rng(0)
+    logits = {}
+    for feature in features:  # (2, T): start and end logits; [CLS] raised so that the null answer wins sometimes
+        rows = np.round(generator.normal(0, 2, (2, SIZES["max_seq_length"])), 1)
+        rows[:, 0] += 5.5
+        logits[feature.unique_id] = rows.astype(np.float32).tolist()
+    (tmp_path / "google").mkdir()
+    job = {"file": str(path), "is_training": False, "version_2": version_2, "null_score_diff_threshold": threshold,
+           "logits": {str(k): v for k, v in logits.items()}, "output_dir": str(tmp_path / "google")}  # fmt: skip
+    google = google_squad({"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, "jobs": [job], **SIZES})[0]
+    predictions, nbest, null_odds = predict_answers(examples, features, logits, version_2=version_2,
+                                                    null_score_diff_threshold=threshold)  # fmt: skip
+    (tmp_path / "ours").mkdir()
+    write_predictions(tmp_path / "ours", predictions, nbest, null_odds)
+    expected_names = {"predictions.json", "nbest_predictions.json"} | ({"null_odds.json"} if version_2 else set())
+    assert set(google["written"]) == expected_names
+    for name, text in google["written"].items():
+        assert (tmp_path / "ours" / name).read_text(encoding="utf-8") == text, name
+    answers = json.loads(google["written"]["predictions.json"]).values()
+    assert len({len(f.tokens) for f in features}) > 1 and any(answers)
+    if version_2:
+        assert "" in answers  # the null rule decided some questions

@@ -1,0 +1,67 @@
+"""``minibert finetune --task answer``'s run folder and command: a BertForQuestionAnswering that
+transformers and minibert load with the same logits and ``minibert answer`` uses; dev exact match and
+F1 in metrics.jsonl with Google's prediction files; and SQuAD files' bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import minibert
+from minibert.apps.cli import main
+from squad_files import squad_data, write_squad
+
+TINY = Path(__file__).parent / "data" / "tiny_hub"
+
+
+def flags(train: Path, output: Path, *extra: str) -> list[str]:
+    return ["finetune", "--task", "answer", "--model", str(TINY), "--train", str(train), "--output", str(output),
+            "--batch-size", "4", "--learning-rate", "1e-3", "--max-seq-length", "48", "--doc-stride", "16",
+            "--max-query-length", "12", *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_the_run_folder_is_a_question_answerer_transformers_loads_with_the_same_logits(tmp_path, capsys, version_2):
+    transformers = pytest.importorskip("transformers")
+    sizes = {"paragraphs": 2, "fortunes_per_context": 3, "questions": 4, "version_2": version_2}
+    train = write_squad(tmp_path / "train.json", training=True, **sizes)
+    dev = write_squad(tmp_path / "dev.json", training=False, seed=1, **sizes)
+    run = tmp_path / "run"
+    extra = ["--version-2-with-negative"] if version_2 else []
+    assert main(flags(train, run, "--dev", str(dev), "--epochs", "1", *extra)) == 0
+    captured = capsys.readouterr()
+    assert "a new classifier (answers: a start and an end score per piece" in captured.err
+    assert captured.out.strip() == str(run)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and {"dev_exact_match", "dev_f1"} <= set(records[-1])  # int(8 questions / 4) steps
+    predictions = json.loads((run / "predictions.json").read_text())
+    assert sorted(predictions) == sorted(f"p{p}q{q}" for p in range(2) for q in range(4))
+    assert (run / "nbest_predictions.json").exists() and (run / "null_odds.json").exists() == version_2
+    assert json.loads((run / "best" / "best.json").read_text())["dev_f1"] == records[-1]["dev_f1"]
+
+    question, context = "who drank the water?", "the machine drank water by the river bank"
+    ours = minibert.BertForQuestionAnswering.from_pretrained(run)
+    theirs = transformers.BertForQuestionAnswering.from_pretrained(run, attn_implementation="eager").eval()
+    batch = minibert.BertTokenizer.from_pretrained(run)([question], [context], return_tensors="pt")
+    with torch.no_grad():
+        mine, reference = ours(**batch), theirs(**batch)
+    for name in ("start_logits", "end_logits"):
+        difference = (getattr(mine, name) - getattr(reference, name)).abs().max().item()
+        assert difference < 1e-5, f"{name} max |Δ| {difference:.2e}"  # fp32 sums in another order, |logits| ~ 1
+    assert main(["answer", "--model", str(run), "--question", question, "--context", context]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[0])
+    assert result["answers"][0]["answer"] in context
+
+
+def test_an_answer_start_that_does_not_match_its_text_is_refused_in_one_line(tmp_path, capsys):
+    data = squad_data(paragraphs=1, fortunes_per_context=3, questions=3, version_2=False, training=True)
+    data["data"][0]["paragraphs"][0]["qas"][2]["answers"][0]["answer_start"] -= 2
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(data), encoding="utf-8")
+    assert main(flags(train, tmp_path / "run", "--epochs", "1")) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(train) in err and "question p0q2" in err
+    assert "answers[0].answer_start" in err and not (tmp_path / "run").exists()
