@@ -19,10 +19,12 @@ process runs it (training/distributed.py). The run folder:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +32,11 @@ import torch
 
 from ...errors import DataError
 from ...formats.atomic_files import write_atomically
-from ..checkpoint import RunDirectory, TrainingState, check_state
+from ..checkpoint import RunDirectory
 from ..distributed import World
-from ..loop import restore, save, write_loss_picture
+from ..loop import read_resumed_state, restore, save, stop_if_not_finite, write_loss_picture
+from ..report import WATCHED_FINETUNE, resume_command, stopped_note
+from ..run_lock import run_folder_lock
 from ..step import (
     AdamWeightDecay,
     Schedule,
@@ -68,8 +72,17 @@ class Prepared:
 def finetune(options: FinetuneOptions) -> Path:
     """Fine-tune; returns the run folder. Every process of a torchrun group calls this."""
     world = World.from_environment()
+    run = RunDirectory(Path(options.output))
+    steps = []  # the run's step count, once known (for the note a stop prints)
     try:
-        return _finetune(options, world)
+        # one run per folder: rank 0 holds the folder's lock (the other processes write nothing)
+        with run_folder_lock(options.output) if world.is_main else contextlib.nullcontext():
+            return _finetune(options, world, run, steps)
+    except BaseException as stop:  # Ctrl-C, SIGTERM: the step in flight is abandoned; say what is on disk
+        if world.is_main and not isinstance(stop, Exception) and run.saved_step is not None:
+            command = resume_command(options, world.size, "finetune")
+            stop.on_disk = stopped_note(run.path, run.saved_step, steps[0], command)
+        raise
     finally:
         world.close()
 
@@ -131,11 +144,11 @@ def write_training_features(options: FinetuneOptions, path: str) -> int:
     return write_features(data.train, path)
 
 
-def _finetune(options: FinetuneOptions, world: World) -> Path:
-    run = RunDirectory(Path(options.output))
+def _finetune(options: FinetuneOptions, world: World, run: RunDirectory, steps: list) -> Path:
     if not options.resume:
         run.check_new()
     data, tokenizer = prepare(options, world.size)
+    steps.append(data.steps)
     model = load_classifier(options.model, data.labels, options.problem, data.head_continues, options.dropout,
                             options.seed)  # fmt: skip
     world.same_weights(model)
@@ -148,11 +161,11 @@ def _finetune(options: FinetuneOptions, world: World) -> Path:
     metric = main_metric(options.glue, options.problem)
     best = -float("inf")
     if options.resume:
-        state = TrainingState.from_file(run.state_path)
-        check_state(state, run.state_path, settings=settings, config=config, fingerprint=data.train.fingerprint,
-                    model=model, instances=len(data.train), hub_names=[name for name, _ in named])  # fmt: skip
+        state = read_resumed_state(run, settings, world, config=config, fingerprint=data.train.fingerprint,
+                                   model=model, instances=len(data.train), hub_names=[name for name, _ in named])
         restore(model, optimizer, state, world)
         done = state.step
+        run.saved_step = done  # on disk from here on (a stop says so)
         if world.is_main:
             run.remove_leftovers()
             run.keep_metrics_up_to(done)
@@ -218,11 +231,14 @@ def train_steps(session: Session, done: int) -> None:
             loss, loss_value, correct = classification_sums(model, batch, options.batch_size, options.problem)
         loss.backward()
         sums = world.sum(torch.tensor([loss_value, correct], dtype=torch.float64))
-        gradient_norm = update(session.parameters, session.optimizer, rate, world, options.max_grad_norm)
-        seconds = time.perf_counter() - started
         record = {"step": step, "epoch": step * options.batch_size / len(data.train), "loss": sums[0].item(),
-                  "learning_rate": rate, "gradient_norm": gradient_norm, "seconds": seconds,
-                  "examples_per_second": options.batch_size / seconds}  # fmt: skip
+                  "learning_rate": rate}  # fmt: skip
+        # a NaN or infinite loss or gradient norm stops the run before the update (training/loop.py)
+        update(session.parameters, session.optimizer, rate, world, options.max_grad_norm,
+               before_step=partial(stop_if_not_finite, record, options, run, world, command="finetune",
+                                   watched=WATCHED_FINETUNE))  # fmt: skip
+        seconds = time.perf_counter() - started
+        record.update(seconds=seconds, examples_per_second=options.batch_size / seconds)
         if options.problem == "token_classification":
             record["accuracy"] = sums[1].item() / max(labelled, 1)
         elif options.problem != "regression":
