@@ -18,11 +18,11 @@ import sys
 import time
 
 import pytest
+from test_training_finetune_run import environment, flags, write_examples
 
 from helpers import run_minibert
 from minibert.training.checkpoint import TrainingState
 from minibert.training.run_lock import LOCK_FILE, run_folder_lock
-from test_training_finetune_run import environment, flags, write_examples
 
 CHECKPOINT_FILES = ("training_state.pt", "model.safetensors", "config.json")
 
@@ -40,7 +40,7 @@ def test_a_huge_learning_rate_stops_before_the_update_and_leaves_the_checkpoint_
     step = 2
     assert line.startswith("minibert: error: step 2: not a finite number (loss nan"), line
     assert "(--learning-rate 1e+30); stopped before updating the weights" in line, line
-    assert f"keeps the checkpoint of step 0, unchanged" in line, line
+    assert "keeps the checkpoint of step 0, unchanged" in line, line
     command = shlex.split(line.split("to continue with a lower rate: ", 1)[1])
     rate = command.index("--learning-rate") + 1
     assert command[:2] == ["minibert", "finetune"] and command[rate] == "1e+29", command

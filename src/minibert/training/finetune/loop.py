@@ -47,7 +47,7 @@ from ..step import (
 )
 from .examples import check_labels, label_list, read_examples
 from .features import Features, make_features, write_features
-from .head import fit_labels, load_classifier, load_vocabulary
+from .head import check_sequence_length, fit_labels, load_classifier, load_vocabulary
 from .metrics import main_metric, task_metrics
 from .options import FinetuneOptions
 from .order import TrainingOrder
@@ -90,6 +90,7 @@ def finetune(options: FinetuneOptions) -> Path:
 def prepare(options: FinetuneOptions, world_size: int) -> tuple[Prepared, object]:
     """Read the files, fix the labels, make the features: every error before anything is written."""
     options.check(world_size)
+    check_sequence_length(options.model, options.max_seq_length)
     if options.task == "tag":
         train, dev, labels, continues, tokenizer = prepare_tagging(options)
     else:

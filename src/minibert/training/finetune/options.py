@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from ...errors import DataError
 from .examples import GLUE, REGRESSION_TASKS, ExampleFormat
 
+MAX_SEED = 2**63 - 1  # torch.manual_seed and numpy's generators take it (the sweep adds the trial's index)
 PROBLEMS = {"classify": "single_label_classification", "regress": "regression", "tag": "token_classification",
             "multilabel": "multi_label_classification"}
 
@@ -74,8 +75,14 @@ class FinetuneOptions:
             raise DataError(f"--epochs must be a number above 0, got {self.epochs!r}")
         if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:
             raise DataError(f"--learning-rate must be a finite number above 0, got {self.learning_rate!r}")
-        if not 0.0 <= self.warmup_proportion <= 1.0:
+        if not 0.0 <= self.warmup_proportion <= 1.0:  # (NaN too)
             raise DataError(f"--warmup-proportion must be from 0 to 1, got {self.warmup_proportion!r}")
+        if not math.isfinite(self.max_grad_norm) or self.max_grad_norm <= 0:
+            raise DataError(f"--max-grad-norm must be a finite number above 0, got {self.max_grad_norm!r}")
+        if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
+            raise DataError(f"--weight-decay must be a finite number, 0 or more, got {self.weight_decay!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise DataError(f"--seed must be a whole number from 0 to {MAX_SEED:,} (2**63 - 1), got {self.seed!r}")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise DataError(f"--dropout must be from 0 up to (not including) 1, got {self.dropout!r}")
         if self.batch_size % processes:
