@@ -192,7 +192,7 @@ def _table_rows(path: Path, reader: csv.DictReader, form: ExampleFormat) -> list
         if None in row:  # DictReader's key for fields past the header's
             raise DataError(f"{path}, line {number}: the row has {len(header) + len(row[None])} fields, the header "
                             f"names {len(header)}")  # fmt: skip
-        examples.append(_example(path, form, row, number))
+        examples.append(_example(form, row, number))
     return examples
 
 
@@ -213,7 +213,7 @@ def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]
             if not isinstance(row[column], (str, int, float)) or isinstance(row[column], bool):
                 raise DataError(f"{path}, line {number}: field {column!r} must be a string or number, "
                                 f"got {type(row[column]).__name__}")  # fmt: skip
-        examples.append(_example(path, form, {key: str(value) for key, value in row.items()}, number))
+        examples.append(_example(form, {key: str(value) for key, value in row.items()}, number))
     return examples
 
 
@@ -222,12 +222,9 @@ def _columns(form: ExampleFormat) -> list[tuple[str, str]]:
     return columns + ([("--pair-column", form.pair_column)] if form.pair_column else [])
 
 
-def _example(path: Path, form: ExampleFormat, row: dict, number: int) -> Example:
+def _example(form: ExampleFormat, row: dict, number: int) -> Example:
     text_b = row[form.pair_column] if form.pair_column else None
-    label = row[form.label_column].strip()
-    if not label:
-        raise DataError(f"{path}, line {number}: the label field {form.label_column!r} (--label-column) is empty")
-    return Example(f"{form.set_type}-{number}", row[form.text_column], text_b, label, number)
+    return Example(f"{form.set_type}-{number}", row[form.text_column], text_b, row[form.label_column].strip(), number)
 
 
 def label_list(train: list[Example], form: ExampleFormat, given: list[str] | None = None,
@@ -236,6 +233,8 @@ def label_list(train: list[Example], form: ExampleFormat, given: list[str] | Non
     processor's ``get_labels()``); otherwise the training file's labels sorted (as strings).
     The position in this list is the label's id (config.json's ``id2label``)."""
     if given:
+        if not all(given):
+            raise DataError(f"--labels names an empty label: {','.join(given)}")
         if len(set(given)) != len(given):
             raise DataError(f"--labels names a label twice: {','.join(given)}")
         return list(given)
@@ -256,6 +255,8 @@ def check_labels(examples: list[Example], labels: list[str], path: str | os.Path
     """Every example's label is one of ``labels``: else a DataError naming the file, line and label."""
     known = set(labels)
     for example in examples:
+        if separator is None and not example.label:  # (multilabel: an empty field is a text with no label)
+            raise DataError(f"{flag} {path}, line {example.line}: the label field is empty")
         for label in split_labels(example.label, separator):
             if label not in known:
                 raise DataError(f"{flag} {path}, line {example.line}: label {label!r} is not among the "
