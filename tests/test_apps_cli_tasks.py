@@ -94,7 +94,7 @@ def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_pat
         (["classify", "--model", "M", "a", "--input", "f.txt"], 2, "not both"),
         (["classify", "--model", "M"], 2, "nothing to do"),
         (["classify", "--model", "M", "a", "--output", "x.npy"], 2, "--output must end in .jsonl"),
-        (["classify", "--model", "M", "--top-k", "0", "a"], 2, "expected a positive number or all"),
+        (["classify", "--model", "M", "--top-k", "0", "a"], 2, "must be a whole number of at least 1 or all, got 0"),
         (["answer", "--model", "M", "--question", "q"], 2, "give --question and --context together"),
     ],
 )  # fmt: skip

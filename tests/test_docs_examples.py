@@ -128,6 +128,11 @@ def world(tmp_path_factory, make, minilm_dir, vocab_file):  # noqa: F811
         "docs.jsonl": records,
         "pairs.jsonl": '{"text": "A man sleeps.", "text_pair": "A person rests."}\n',
         "questions.jsonl": '{"question": "Where do I live?", "context": "I live in Berlin."}\n',
+        # `minibert finetune`'s labelled examples (README): a text and its label per row
+        "train.csv": "text,label\n" + 10 * ("A man eats.,short\nIt rains.,short\n"
+                                            "A man is eating food in the kitchen tonight.,long\n"
+                                            "Berlin has 3.9 million people and many lakes.,long\n"),  # 40 rows
+        "dev.csv": "text,label\nA short one.,short\nA sentence that is rather longer than forty characters.,long\n",
         # the pre-training examples: a corpus (a sentence a line, a blank line between documents), a
         # vocabulary with its special tokens, a small model's config, and instances made for them
         "corpus.txt": "\n\n".join("\n".join(DOCUMENTS[i : i + 3]) for i in range(0, len(DOCUMENTS), 3)) + "\n",

@@ -8,9 +8,9 @@
     heads        the networks with heads on top of BertModel; auto, transformers' Auto names for them
     core         config, activations, tokenizer/, inputs, model, weights, pretrained; speed and what it
                  plugs in (fast_path, gemm, packed_linear, attention_threshold, bf16_speed, cpu_info,
-                 timing, measurement_cache)
+                 timing, measurement_cache, int8, int8_check)
     formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, line files, the text check
-    base         errors, malloc_settings                                          (bottom)
+    base         errors, malloc_settings, limits                                  (bottom)
 
 A module imports only modules of its own room or the rooms below; within apps/, the optional
 rooms (the server, the Ray adapter, the verifier, the explorer) are imported by the commands alone
@@ -31,10 +31,10 @@ import minibert
 PACKAGE = Path(minibert.__file__).parent
 ROOT = PACKAGE.parents[1]
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explorer", "apps"]
-BASE = {"errors", "malloc_settings", "__init__"}
+BASE = {"errors", "malloc_settings", "limits", "__init__"}
 CORE = {"config", "config_fields", "activations", "inputs", "fast_path", "speed", "pretrained", "model", "weights",
         "transformers_names", "gemm", "packed_linear", "attention_threshold", "bf16_speed", "cpu_info", "timing",
-        "measurement_cache"}  # fmt: skip
+        "measurement_cache", "int8", "int8_check"}  # fmt: skip
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's
 # modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},

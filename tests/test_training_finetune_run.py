@@ -120,7 +120,6 @@ def test_resume_after_sigkill_ends_with_identical_weights(tmp_path):
         ("dev-label", "--dev {dev}, line 3: label 'soggy' is not among the training labels (dry, wet)"),
         ("empty", "{train} is empty: it holds no examples"),
         ("column", "{train}, line 1: no column 'sentence' (--text-column)"),
-        ("epochs", "--epochs must be a number above 0, got 0.0"),
         ("no-vocab", "has no usable vocabulary (vocab.txt)"),
         ("existing", "already holds a run: pass --resume to continue it"),
     ],
@@ -134,8 +133,6 @@ def test_bad_input_one_line_exit_1_nothing_written(tmp_path, capsys, case, messa
         train.write_text("", encoding="utf-8")
     if case == "column":
         extra = ["--text-column", "sentence"]
-    if case == "epochs":
-        extra = ["--epochs", "0"]
     if case == "no-vocab":
         model = tmp_path / "model"
         model.mkdir()
@@ -154,6 +151,19 @@ def test_bad_input_one_line_exit_1_nothing_written(tmp_path, capsys, case, messa
         assert (run / "metrics.jsonl").read_text() == "kept\n"
     else:
         assert not run.exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--epochs", "0"), ("--max-seq-length", "2"), ("--dropout", "1"),
+                                         ("--warmup-proportion", "2"), ("--seed", "-1"), ("--batch-size", "²")])
+def test_a_flag_outside_its_limits_is_a_usage_error_naming_them(tmp_path, capsys, flag, value):
+    """The flags come from FinetuneOptions' fields: one parser names the flag and its limits; exit 2."""
+    train, run = write_examples(tmp_path / "train.csv", 8), tmp_path / "run"
+    with pytest.raises(SystemExit) as stopped:
+        main([*flags(train, run), flag, value])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: must be a" in err and value in err, err
+    assert not run.exists()
 
 
 def test_write_features_writes_googles_layout_and_stops(tmp_path, capsys):

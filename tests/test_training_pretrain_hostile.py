@@ -169,15 +169,36 @@ def pretrain(data: Path, output: Path, *extra: str):
 @pytest.mark.parametrize(
     "flags, code, message",
     [
-        (["--init", TINY, "--batch-size", "0"], 2, "--batch-size: must be a positive integer (1 or more), got 0"),
+        (["--init", TINY, "--batch-size", "0"], 2, "--batch-size: must be a whole number of at least 1, got 0"),
         (["--batch-size", "2"], 2, "one of the arguments --init --config is required"),
         (["--init", TINY, "--config", "c.json", "--batch-size", "2"], 2, "not allowed with argument"),
         (["--config", f"{TINY}/config.json", "--batch-size", "2"], 1, "--config needs --vocab"),
         (["--init", TINY, "--batch-size", "3", "--accumulate", "2"], 1, "does not split into 1 process(es)"),
-        (["--init", TINY, "--batch-size", "2", "--dropout", "1.5"], 1, "--dropout must be from 0"),
-        (["--init", TINY, "--batch-size", "2", "--learning-rate", "nan"], 1, "--learning-rate must be a finite"),
-        (["--init", TINY, "--batch-size", "2", "--warmup-steps", "-1"], 1, "--warmup-steps must be 0 or more"),
-        (["--init", TINY, "--batch-size", "2", "--max-grad-norm", "0"], 1, "--max-grad-norm must be a finite"),
+        (
+            ["--init", TINY, "--batch-size", "2", "--dropout", "1.5"],
+            2,
+            "--dropout: must be a number at least 0 and below 1, got 1.5",
+        ),
+        (
+            ["--init", TINY, "--batch-size", "2", "--learning-rate", "nan"],
+            2,
+            "--learning-rate: must be a number above 0, got nan",
+        ),
+        (
+            ["--init", TINY, "--batch-size", "2", "--warmup-steps", "-1"],
+            2,
+            "--warmup-steps: must be a whole number of at least 0, got -1",
+        ),
+        (
+            ["--init", TINY, "--batch-size", "2", "--max-grad-norm", "0"],
+            2,
+            "--max-grad-norm: must be a number above 0, got 0",
+        ),
+        (
+            ["--init", TINY, "--batch-size", "2", "--seed", "100000000000000000000"],
+            2,
+            "--seed: must be a whole number from 0 to 9223372036854775807, got 100000000000000000000",
+        ),
         (["--init", "tests/data/no-such-model", "--batch-size", "2"], 1, "no-such-model"),
         (["--config", "missing.json", "--vocab", f"{TINY}/vocab.txt", "--batch-size", "2"], 1, "missing.json"),
     ],

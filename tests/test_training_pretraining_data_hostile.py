@@ -82,17 +82,6 @@ CASES = {
         "no sentences",
     ),  # fmt: skip
     "invalid UTF-8": (lambda f: (_write(f["corpus"], b"The cat.\nIt \xff was.\n"), _args(f))[1], "line 2: not UTF-8"),
-    "max-seq-length 4": (lambda f: _args(f, "--max-seq-length", "4"), "max_seq_length must be at least 5"),
-    "max-seq-length 0": (lambda f: _args(f, "--max-seq-length", "0"), "max_seq_length must be at least 5"),
-    "max-seq-length negative": (lambda f: _args(f, "--max-seq-length=-128"), "at least 5"),
-    "masked-lm-prob 0": (lambda f: _args(f, "--masked-lm-prob", "0"), "masked_lm_prob must be in (0, 1]"),
-    "masked-lm-prob above 1": (lambda f: _args(f, "--masked-lm-prob", "1.5"), "masked_lm_prob must be in (0, 1]"),
-    "masked-lm-prob negative": (lambda f: _args(f, "--masked-lm-prob=-0.1"), "masked_lm_prob"),
-    "masked-lm-prob nan": (lambda f: _args(f, "--masked-lm-prob", "nan"), "masked_lm_prob"),
-    "short-seq-prob above 1": (lambda f: _args(f, "--short-seq-prob", "1.01"), "short_seq_prob must be in [0, 1]"),
-    "short-seq-prob inf": (lambda f: _args(f, "--short-seq-prob", "inf"), "short_seq_prob"),
-    "dupe-factor 0": (lambda f: _args(f, "--dupe-factor", "0"), "dupe_factor must be at least 1"),
-    "max-predictions 0": (lambda f: _args(f, "--max-predictions-per-seq", "0"), "max_predictions_per_seq"),
     "output directory missing": (lambda f: _args(f, output=str(f["dir"] / "no" / "t.tfrecord")), "does not exist"),
     "output is a directory": (lambda f: _args(f, output=str(f["out"])), "is a directory"),
     "a shard missing its directory": (
@@ -137,11 +126,45 @@ def test_malformed_flags_are_usage_errors(flag, files):
     assert not list(files["out"].iterdir())
 
 
+# A number outside its flag's limits is a usage error naming the flag and the limits (the parser's
+# types come from InstanceOptions' fields: the same limits the library checks).
+OUT_OF_LIMITS = {
+    "max-seq-length 4": (["--max-seq-length", "4"], "--max-seq-length: must be a whole number of at least 5, got 4"),
+    "max-seq-length 0": (["--max-seq-length", "0"], "--max-seq-length: must be a whole number of at least 5"),
+    "max-seq-length negative": (["--max-seq-length=-128"], "at least 5, got -128"),
+    "max-seq-length ²": (["--max-seq-length", "²"], "--max-seq-length: must be a whole number of at least 5, got '²'"),
+    "masked-lm-prob 0": (["--masked-lm-prob", "0"], "--masked-lm-prob: must be a number above 0 and at most 1, got 0"),
+    "masked-lm-prob above 1": (["--masked-lm-prob", "1.5"], "--masked-lm-prob: must be a number above 0 and at most 1"),
+    "masked-lm-prob negative": (["--masked-lm-prob=-0.1"], "--masked-lm-prob"),
+    "masked-lm-prob nan": (["--masked-lm-prob", "nan"], "--masked-lm-prob: must be a number above 0 and at most 1"),
+    "short-seq-prob above 1": (
+        ["--short-seq-prob", "1.01"],
+        "--short-seq-prob: must be a number from 0 to 1, got 1.01",
+    ),
+    "short-seq-prob inf": (["--short-seq-prob", "inf"], "--short-seq-prob: must be a number from 0 to 1, got inf"),
+    "dupe-factor 0": (["--dupe-factor", "0"], "--dupe-factor: must be a whole number of at least 1, got 0"),
+    "max-predictions 0": (["--max-predictions-per-seq", "0"], "--max-predictions-per-seq: must be a whole number"),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_OF_LIMITS))
+def test_a_number_outside_its_limits_is_a_usage_error_naming_them(name, files):
+    flag, expected = OUT_OF_LIMITS[name]
+    result = run(*_args(files, *flag))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and expected in lines[0], result.stderr
+    assert not list(files["out"].iterdir())
+
+
 def test_the_library_raises_documented_errors(files):
     """The same refusals from the library: DataError (vocabulary files that cannot be read:
     CheckpointError, as everywhere in minibert), both MinibertErrors."""
-    with pytest.raises(DataError, match="max_seq_length must be at least 5"):
+    with pytest.raises(DataError, match=r"max_seq_length must be a whole number of at least 5, got 4 \(the smallest"):
         InstanceOptions(max_seq_length=4)
+    with pytest.raises(DataError, match=r"masked_lm_prob must be a number above 0 and at most 1, got nan"):
+        InstanceOptions(masked_lm_prob=float("nan"))
+    with pytest.raises(DataError, match="dupe_factor must be a whole number of at least 1, got 2.0"):
+        InstanceOptions(dupe_factor=2.0)
     with pytest.raises(DataError, match="lacks"):
         _write(files["vocab"], "\n".join(SPECIAL[:3] + WORDS))
         create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])

@@ -95,3 +95,9 @@ class TrainingDivergedError(MinibertError):
 class TrainingStateError(MinibertError):
     """A run's training state (``training_state.pt``) is missing, truncated, altered, or belongs to
     other settings, another model config or other data than the ``--resume`` command gives."""
+
+
+class QuantizationError(MinibertError):
+    """``dtype="int8"`` cannot be used as asked: the CPU or torch build has no int8 engine, the model
+    is not on the CPU, its int8 outputs fall below the cosine floor to float32 (the message gives the
+    measured figure), or a backward pass (training) reached an int8 layer. See docs/int8.md."""

@@ -93,7 +93,9 @@ class PretrainedBert(nn.Module):
 
         ``dtype="auto"`` is bfloat16 where it is measured faster than float32 on this CPU (bf16_speed.py's
         ``bf16_is_faster``; bf16 instructions alone are not enough), else float32: approximate
-        numbers, opted into. ``gemm`` picks the linear layers' matrix library
+        numbers, opted into. ``dtype="int8"`` (never chosen by "auto") runs the encoder's linear
+        layers in int8 after checking the model against float32 (int8.py, int8_check.py, docs/int8.md).
+        ``gemm`` picks the linear layers' matrix library
         ("auto", "mkl", "onednn", "onednn-fused"; default ``$MINIBERT_GEMM`` or "auto": measured on
         this CPU, see gemm.py)."""
         from .weights import load_pretrained
@@ -136,7 +138,9 @@ class PretrainedBert(nn.Module):
         return new
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
-        """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names."""
+        """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names. A model
+        loaded with ``dtype="int8"`` is saved in float32, from its checkpoint: int8 is a loading choice."""
+        from .int8 import float32_twin, is_int8
         from .weights import save_pretrained
 
-        save_pretrained(self, directory)
+        save_pretrained(float32_twin(self) if is_int8(self) else self, directory)

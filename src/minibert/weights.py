@@ -182,8 +182,9 @@ def _parse_dtype(dtype, config: BertConfig) -> torch.dtype | None:
         from .bf16_speed import bf16_is_faster
 
         return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
+    # "int8" loads float32 weights, then quantizes them (speed.py → int8.py)
     names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}  # fmt: skip
+             "float16": torch.float16, "fp16": torch.float16, "int8": torch.float32}  # fmt: skip
     if dtype not in names:
         raise ValueError(f"dtype must be one of {sorted(names)}, 'auto' or a torch.dtype, got {dtype!r}")
     return names[dtype]
@@ -235,6 +236,8 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
+    dtype = "int8" if dtype is torch.int8 else dtype  # torch.int8 means the same: int8 layers, not int8 floats
+    int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): int8.py
     dtype = _parse_dtype(dtype, config) or torch.float32
     unknown = sorted(set(label_config or {}) - set(LABEL_FIELDS))
     call_options = [name for name in unknown if name in ("output_hidden_states", "output_attentions")]
@@ -270,7 +273,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
     if device is not None:
         model.to(device)
-    speed_up(model, gemm)  # the one place where speed is added (speed.py: what is swapped, and why)
+    speed_up(model, gemm, int8_from=weights_file if int8 else None)  # the one place where speed is added (speed.py)
     return model
 
 

@@ -18,7 +18,9 @@ clobbers an existing one.
 This module is the parser and the dispatch (with the signals and warnings a command's process
 owns); the commands are in commands.py, embed_files.py and task_files.py. A new command lives in
 its own module with ``add_parser(commands, parents)`` and its ``cmd_...``, and takes one line in
-``build_parser``: ``add_parser(commands, [process])`` (``process``: the --debug and --gemm flags).
+``build_parser``: ``add_parser(commands, [process])`` (``process``: --debug, the flag every command
+takes; a command that runs a model takes ``[model_run]``: --debug and --gemm). Count flags are
+parsed by flag_types.py (one rule naming the limits).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from .commands import (
 from .embed_files import CHUNK, cmd_embed
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
+from .flag_types import number, positive_int, whole_number
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import cmd_answer, cmd_classify, cmd_rerank, cmd_tag
@@ -97,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors, and the GEMM measurement")
     parser.add_argument("--version", action="version", version=f"minibert {__version__}")
     parser.add_argument("--gemm", choices=GEMM_CHOICES, help=GEMM_HELP)
-    process = _process_flags()
-    common = _Parser(add_help=False, parents=[process])
+    process, model_run = _process_flags()
+    common = _Parser(add_help=False, parents=[model_run])
     common.add_argument(
         "--model",
         help=f"hub id, local directory or minibert/fortunes-mini (default {DEFAULT_MODEL}; when the hub cannot be "
@@ -124,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     fill = commands.add_parser("fill-mask", parents=[common], help="predict the [MASK] token")
     fill.add_argument("text", help="a text with [MASK] in it (one or several)")
-    fill.add_argument("--top-k", type=int, default=5, help="pieces to show per [MASK], most likely first (default 5)")
+    fill.add_argument(
+        "--top-k", type=positive_int, default=5, help="pieces to show per [MASK], most likely first (default 5)"
+    )
     fill.set_defaults(run=cmd_fill_mask)
 
     nsp = commands.add_parser("next-sentence", parents=[common], help="probability that B follows A")
@@ -137,34 +142,52 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--text", action="append", help="a text to compare on (repeatable)")
     verify.add_argument(
-        "--tolerance", type=float, default=1e-5, help="the largest |Δ| that passes (default 1e-5; exit 1 above it)"
+        "--tolerance",
+        type=number(0.0),
+        default=1e-5,
+        help="the largest |Δ| that passes (default 1e-5; exit 1 above it)",
     )
+    verify.add_argument("--dtype", default="float32", choices=["float32", "int8"],
+                        help="float32 (default): against transformers; int8: the int8 model against float32 (cosine "
+                             "per text, |Δ| per layer, a classifier's changed labels; exit 1 below the loader's "
+                             "cosine floor)")  # fmt: skip
     verify.set_defaults(run=cmd_verify)
 
     convert = commands.add_parser(
-        "convert", help="write a checkpoint (e.g. Google's TensorFlow zip, unpacked) in the hub's layout"
+        "convert",
+        parents=[process],
+        help="write a checkpoint (e.g. Google's TensorFlow zip, unpacked) in the hub's layout",
     )
     convert.add_argument("source", help="a directory (Google's bert_config.json + bert_model.ckpt.*) or hub id")
     convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ...")
     convert.set_defaults(run=cmd_convert)
 
-    _add_task_commands(commands, parents=[process])
-    _add_serve_command(commands, parents=[process])
+    _add_task_commands(commands, parents=[model_run])
+    _add_serve_command(commands, parents=[model_run])
     add_explore_parser(commands, parents=[common])
-    add_pretraining_data_parser(commands)
-    add_vocab_command(commands)
-    add_pretrain_parsers(commands)
-    add_finetune_parser(commands)
+    add_pretraining_data_parser(commands, parents=[process])
+    add_vocab_command(commands, parents=[process])
+    add_pretrain_parsers(commands, parents=[process])
+    add_finetune_parser(commands, parents=[process])
     return parser
 
 
-def _process_flags() -> _Parser:
-    """The flags every command takes after its name too (``minibert embed --debug ...``): --debug
-    and --gemm. A command module hooks in with ``add_parser(commands, parents=[process])``."""
+DTYPE_CHOICES = ["float32", "bfloat16", "auto", "int8"]
+DTYPE_HELP = ("compute in float32 (default) or bfloat16; auto: bfloat16 where it is measured faster on this CPU, "
+              "else float32; int8: the encoder's linear layers in int8, checked against float32 at load "
+              "(docs/int8.md)")  # fmt: skip
+
+
+def _process_flags() -> tuple[_Parser, _Parser]:
+    """The flags a command takes after its name too (``minibert vocab ... --debug``), as parents:
+    ``process`` (--debug), which every command takes, and ``model_run`` (--debug and --gemm), which
+    the commands that run a model take. A command module hooks in with
+    ``add_parser(commands, parents=[process])``; tests/test_cli.py checks that every command takes --debug."""
     process = _Parser(add_help=False)
     process.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    process.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
-    return process
+    model_run = _Parser(add_help=False, parents=[process])
+    model_run.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
+    return process, model_run
 
 
 def _add_task_commands(commands, parents: list) -> None:
@@ -175,7 +198,8 @@ def _add_task_commands(commands, parents: list) -> None:
                                        "for stdin")  # fmt: skip
     files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
                                         "(default: print them)")  # fmt: skip
-    files.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass (default 32)")
+    files.add_argument("--batch-size", type=positive_int, default=32, help="sequences per forward pass (default 32)")
+    files.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES, help=DTYPE_HELP)
 
     classify = commands.add_parser("classify", parents=[files], help="labels and scores of a text classifier")
     classify.add_argument("texts", nargs="*", help="texts to classify (or --input; .jsonl lines may add text_pair)")
@@ -196,7 +220,7 @@ def _add_task_commands(commands, parents: list) -> None:
                      help="pieces → words → entities, as transformers' pipeline (default simple)")  # fmt: skip
     tag.add_argument(
         "--stride",
-        type=int,
+        type=whole_number(0),
         default=None,
         help="read long texts in windows sharing this many tokens (default: cut at the model's length)",
     )
@@ -205,30 +229,40 @@ def _add_task_commands(commands, parents: list) -> None:
     answer = commands.add_parser("answer", parents=[files], help="extractive question answering over a context")
     answer.add_argument("--question", help="the question (with --context; or --input FILE.jsonl)")
     answer.add_argument("--context", help="the text to find the answer in")
-    answer.add_argument("--top-k", type=int, default=1, help="answers per question (default 1)")
+    answer.add_argument("--top-k", type=positive_int, default=1, help="answers per question (default 1)")
     answer.add_argument(
         "--doc-stride",
-        type=int,
+        type=whole_number(0),
         default=None,
         help="tokens shared by a long context's windows (default half the window, at most 128)",
     )
-    answer.add_argument("--max-answer-len", type=int, default=15, help="tokens in an answer at most (default 15)")
-    answer.add_argument("--max-seq-len", type=int, default=None, help="tokens per window (default 384 or the model's)")
+    answer.add_argument(
+        "--max-answer-len", type=positive_int, default=15, help="tokens in an answer at most (default 15)"
+    )
+    answer.add_argument(
+        "--max-seq-len", type=positive_int, default=None, help="tokens per window (default 384 or the model's)"
+    )
     answer.add_argument("--impossible", action="store_true", help='"no answer" (an empty answer) may win')
     answer.set_defaults(run=cmd_answer)
 
     rerank = commands.add_parser("rerank", parents=[files], help="documents by relevance to a query (a cross-encoder)")
     rerank.add_argument("query", help="the query")
     rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line)")
-    rerank.add_argument("--top-n", type=int, default=None, help="print only the best N (the file gets every row)")
-    rerank.add_argument("--max-length", type=int, default=None, help="tokens per pair (default: the model's)")
+    rerank.add_argument(
+        "--top-n", type=positive_int, default=None, help="print only the best N (the file gets every row)"
+    )
+    rerank.add_argument("--max-length", type=positive_int, default=None, help="tokens per pair (default: the model's)")
     rerank.set_defaults(run=cmd_rerank)
 
 
 def _top_k(value: str) -> str:
-    if value != "all" and not (value.isdigit() and int(value) > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number or all, got {value!r}")
-    return value
+    """A positive whole number (positive_int's rule), or all."""
+    if value == "all":
+        return value
+    try:
+        return str(positive_int(value))
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(str(error).replace(", got", " or all, got")) from None
 
 
 def _embedding_flags() -> _Parser:
@@ -247,13 +281,15 @@ def _embedding_flags() -> _Parser:
     embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or -1,-2,-3,-4 (the last four layers)")
     embedding.add_argument("--layer-combine", default="concat", choices=LAYER_COMBINES,
                            help="how several --layers become one vector (default concat)")  # fmt: skip
-    embedding.add_argument("--batch-size", type=int, default=32, help="64-token texts per forward pass (default 32)")
-    embedding.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the model's)")
+    embedding.add_argument(
+        "--batch-size", type=positive_int, default=32, help="64-token texts per forward pass (default 32)"
+    )
+    embedding.add_argument(
+        "--max-length", type=positive_int, default=None, help="tokens per text (default: the model's)"
+    )
     embedding.add_argument("--long-text", default="truncate", choices=LONG_TEXTS,
                            help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
-    embedding.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
-                           help="compute in float32 (default) or bfloat16; auto: bfloat16 where it is measured "
-                                "faster on this CPU, else float32")  # fmt: skip
+    embedding.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES, help=DTYPE_HELP)
 
     return embedding
 
@@ -295,7 +331,7 @@ def _add_embed_command(commands, parents: list) -> None:
     )
     embed.add_argument(
         "--commit-every",
-        type=int,
+        type=positive_int,
         default=CHUNK,
         metavar="N",
         help=f"texts embedded, written (and committed with --resume) at a time (default {CHUNK})",

@@ -163,6 +163,8 @@ def cmd_convert(args) -> None:
 
 
 def cmd_verify(args) -> None:
+    if getattr(args, "dtype", "float32") == "int8":
+        return _verify_int8(args)
     from .verify import compare_with_transformers, format_table
 
     name = args.model or DEFAULT_MODEL
@@ -175,6 +177,17 @@ def cmd_verify(args) -> None:
     print(f"max |Δ| over {len(rows)} outputs: {worst:.3e}")
     if worst > args.tolerance:
         raise CommandFailed(f"{name}: outputs differ from transformers by {worst:.3e} > {args.tolerance:g}")
+
+
+def _verify_int8(args) -> None:
+    from ..int8_check import COSINE_FLOOR
+    from .verify_int8 import compare_int8_with_float32, format_report
+
+    report = load_model(args, lambda name: compare_int8_with_float32(name, args.text or None, gemm=gemm_of(args)))
+    print(format_report(report))
+    if report.worst < COSINE_FLOOR:
+        raise CommandFailed(f"{args.model or DEFAULT_MODEL}: int8 reaches a cosine of only {report.worst:.5f} to "
+                            f"float32 on the worst text (floor {COSINE_FLOOR})")  # fmt: skip
 
 
 def cmd_serve(args) -> None:

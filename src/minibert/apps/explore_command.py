@@ -15,7 +15,11 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from .flag_types import positive_int
+from .commands import CommandError
+from .flag_types import positive_int, whole_number
+
+# [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each.
+SHORTEST = {"text": 3, "pair": 5}
 
 
 def add_parser(commands, parents: list) -> None:
@@ -31,8 +35,9 @@ def add_parser(commands, parents: list) -> None:
     explore.add_argument("pair", nargs="?", help="a second text (sentence B of a pair)")
     explore.add_argument("--output", "-o", required=True, help="the page to write (.html); replaced atomically")
     explore.add_argument("--top-k", type=positive_int, default=5, help="guesses per position and layer (default 5)")
-    explore.add_argument("--max-length", type=positive_int, default=None,
-                         help="tokens at most (default: the model's positions)")  # fmt: skip
+    explore.add_argument("--max-length", type=whole_number(SHORTEST["text"]), default=None,
+                         help=f"tokens at most, {SHORTEST['text']} or more ({SHORTEST['pair']} or more for a pair; "
+                              "default: the model's positions)")  # fmt: skip
     explore.add_argument("--truncate", action="store_true",
                          help="cut a text longer than --max-length or the model (default: refuse it)")  # fmt: skip
     explore.add_argument("--cased", action="store_true", help="do not lower-case the text (default: as the model's "
@@ -40,7 +45,7 @@ def add_parser(commands, parents: list) -> None:
     explore.add_argument("--whitespace-words", action="store_true",
                          help="words are what whitespace separates: no punctuation splitting (e.g. SMILES "
                               "pre-split as rxnfp's tokenizer splits them)")  # fmt: skip
-    explore.add_argument("--attention-bits", type=int, choices=[8, 16], default=None,
+    explore.add_argument("--attention-bits", type=whole_number(8, 16), choices=[8, 16], default=None,
                          help="bits per stored attention weight (default: 16 on small pages, 8 on big)")  # fmt: skip
     explore.add_argument("--open", action="store_true", help="open the page in the web browser when written")
     explore.set_defaults(run=cmd_explore)
@@ -59,6 +64,9 @@ def cmd_explore(args) -> None:
     for name, text in (("text", args.text), ("pair", args.pair)):
         if text is not None and not text.strip():
             raise ExplorerInputError(f"the {name} is empty: there is nothing to explore")
+    if args.pair is not None and args.max_length is not None and args.max_length < SHORTEST["pair"]:
+        raise CommandError(f"--max-length {args.max_length} cannot hold a pair: [CLS] A [SEP] B [SEP] with one piece "
+                           f"of each needs {SHORTEST['pair']} or more")  # fmt: skip
     if args.model and _looks_local(args.model) and not os.path.exists(args.model):
         raise ModelNotFoundError(f"--model {args.model}: no such directory")
     logging.getLogger("minibert").setLevel(logging.WARNING)  # a refused input is one line, not the loader's notes

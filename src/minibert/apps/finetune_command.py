@@ -12,51 +12,23 @@ The training room is imported when the command runs, not when the parser is buil
 
 from __future__ import annotations
 
-import argparse
-
-from .flag_types import positive_int
+from .flag_types import add_flags, positive_int, values_of
 
 
-def add_parser(commands) -> None:
-    """Add ``finetune`` to the ``minibert`` command's subparsers."""
-    finetune = commands.add_parser("finetune", help="fine-tune a checkpoint on labelled examples (Google's step)")
-    finetune.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    finetune.add_argument("--task", default="classify", choices=("classify", "regress", "multilabel", "tag"),
-                          help="classify: one label per text or pair (default); regress: a score; multilabel: "
-                          "any number of labels per text; tag: a label per word (CoNLL files)")  # fmt: skip
-    finetune.add_argument("--model", required=True, help="a hub folder or id, Google's TF checkpoint, a pretrain run")
-    finetune.add_argument("--train", required=True, help="labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl")
-    finetune.add_argument("--dev", help="examples evaluated at each epoch's end with the task's metric")
-    finetune.add_argument("--output", help="the run folder (a hub-layout checkpoint with the head)")
+def add_parser(commands, parents: list) -> None:
+    """Add ``finetune`` to the ``minibert`` command's subparsers; ``parents``: the process flags
+    every command takes (--debug). Its flags are FinetuneOptions' fields, and the sweep's and
+    --write-features' own."""
+    from ..training.finetune.options import FinetuneOptions  # no torch: the fields, defaults, limits, help
+
+    finetune = commands.add_parser("finetune", parents=parents,
+                                   help="fine-tune a checkpoint on labelled examples (Google's step)")  # fmt: skip
+    add_flags(finetune, FinetuneOptions)
     finetune.add_argument("--write-features", metavar="FILE.tfrecord",
                           help="write --train's features in Google's TFRecord layout, then stop")  # fmt: skip
-    finetune.add_argument("--glue", help="read --train/--dev as this GLUE task's files (mrpc, cola, mnli, xnli, "
-                          "xnli-dev, sst-2, sts-b, qqp, qnli, rte, wnli)")  # fmt: skip
-    finetune.add_argument("--text-column", default="text", help="a generic file's text column (default text)")
-    finetune.add_argument("--pair-column", help="a generic file's second text (pairs), if any")
-    finetune.add_argument("--label-column", default="label", help="a generic file's label column (default label)")
-    finetune.add_argument("--labels", help="the labels in id order, comma-separated (default: the GLUE task's, or "
-                          "the training file's, sorted)")  # fmt: skip
-    finetune.add_argument("--label-separator", default="|",
-                          help="multilabel: what joins a text's labels in its label field (default |)")  # fmt: skip
-    finetune.add_argument("--label-all-pieces", action="store_true",
-                          help="tag: every piece of a word carries its tag (default: the first piece)")  # fmt: skip
-    finetune.add_argument("--epochs", type=float, default=3.0, help="passes over --train (default 3; may be 0.5)")
-    finetune.add_argument("--batch-size", type=positive_int, default=32, help="examples per update (default 32)")
-    finetune.add_argument("--learning-rate", type=float, default=2e-5, help="the peak rate (default 2e-5)")
-    finetune.add_argument("--warmup-proportion", type=float, default=0.1,
-                          help="the share of the steps warming up from 0 (default 0.1)")  # fmt: skip
-    finetune.add_argument("--max-seq-length", type=positive_int, default=128, help="pieces per example (default 128)")
-    finetune.add_argument("--weight-decay", type=float, default=0.01, help="default 0.01 (never LayerNorm or biases)")
-    finetune.add_argument("--max-grad-norm", type=float, default=1.0, help="global gradient norm clip (default 1.0)")
-    finetune.add_argument("--dropout", type=float, default=None, help="replace every dropout probability (0: exact)")
-    finetune.add_argument("--seed", type=int, default=12345, help="the new head, the order, dropout (default 12345)")
-    finetune.add_argument("--eval-every", type=positive_int, help="also evaluate --dev every this many steps")
-    finetune.add_argument("--save-every", type=positive_int, help="also checkpoint every this many steps")
     finetune.add_argument("--seeds", type=positive_int, help="a sweep: this many seeds (--seed, --seed + 1, ...) "
                           "per learning rate, each its own run in --output, and a table of dev figures")  # fmt: skip
     finetune.add_argument("--learning-rates", help="a sweep: these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5)")
-    finetune.add_argument("--resume", action="store_true", help="continue the run in --output from its checkpoint")
     finetune.set_defaults(run=cmd_finetune)
 
 
@@ -66,16 +38,7 @@ def cmd_finetune(args) -> None:
 
     if (args.output is None) == (args.write_features is None):
         raise CommandError("give --output (to fine-tune) or --write-features FILE.tfrecord (to write the features)")
-    labels = tuple(label.strip() for label in args.labels.split(",")) if args.labels else None
-    options = FinetuneOptions(
-        model=args.model, train=args.train, output=args.output or "", task=args.task, dev=args.dev, glue=args.glue,
-        text_column=args.text_column, pair_column=args.pair_column, label_column=args.label_column, labels=labels,
-        label_all_pieces=args.label_all_pieces, label_separator=args.label_separator,
-        epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
-        warmup_proportion=args.warmup_proportion, max_seq_length=args.max_seq_length,
-        weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm, dropout=args.dropout, seed=args.seed,
-        eval_every=args.eval_every, save_every=args.save_every, resume=args.resume,
-    )  # fmt: skip
+    options = FinetuneOptions(**{**values_of(args, FinetuneOptions), "output": args.output or ""})
     if args.write_features:
         count = write_training_features(options, args.write_features)
         print(f"{args.write_features}: {count} examples")

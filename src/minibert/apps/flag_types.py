@@ -1,23 +1,83 @@
-"""Argument types the commands' flags share: one rule, one message, wherever a flag takes it."""
+"""The commands' flags, made one way: every count, seed and rate flag parsed by one rule that names
+its limits (argparse names the flag: "argument --top-k: must be a whole number of at least 1, got
+0"), and the flags of an options dataclass made from its fields, so that each default, limit and
+help is written once, beside the field (limits.py holds the rule).
+
+>>> positive_int("32")
+32
+>>> whole_number(0, 65_535)("70000")
+Traceback (most recent call last):
+argparse.ArgumentTypeError: must be a whole number from 0 to 65535, got 70000
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+
+from ..limits import Limits, limits_of
 
 
-def positive_int(value: str) -> int:
-    """A whole number of 1 or more (``--steps``, ``--batch-size``, ``--top-k``, ``--max-batch-tokens``, ...).
+def parser_of(limits: Limits):
+    """An argparse type for numbers within ``limits``."""
 
-    >>> positive_int("32")
-    32
-    >>> positive_int("0")
+    def parse(value: str):
+        try:
+            return limits.parse(value)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse.__name__ = "whole number" if limits.kind is int else "number"  # argparse's fallback names the type
+    return parse
+
+
+def whole_number(low: int | None = 1, high: int | None = None):
+    """An argparse type: a whole number from ``low`` to ``high`` (None: no limit on that side).
+
+    >>> whole_number(1)("²")
     Traceback (most recent call last):
-    argparse.ArgumentTypeError: must be a positive integer (1 or more), got 0
+    argparse.ArgumentTypeError: must be a whole number of at least 1, got '²'
     """
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (1 or more), got {value}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (1 or more), got {value}")
-    return number
+    return parser_of(Limits(int, low, high))
+
+
+def number(low: float | None = None, high: float | None = None, unit: str = ""):
+    """An argparse type: a finite number from ``low`` to ``high``, in ``unit``."""
+    return parser_of(Limits(float, low, high, unit=unit))
+
+
+positive_int = whole_number(1)  # --steps, --batch-size, --top-k, --max-batch-tokens, ...
+
+ARGPARSE_KEYS = ("help", "action", "choices", "nargs", "required", "metavar", "type")
+
+
+def add_flags(parser, options_class, *, only: list[str] | None = None, groups: dict | None = None) -> None:
+    """A ``--flag`` for each field of ``options_class`` whose metadata has a ``help``: its type (the
+    metadata's, else its limits' parser), its default (the field's), its ``flag`` name where that is
+    not the field's (``--cased`` for ``do_lower_case``, with ``action="store_false"``). ``only``:
+    these fields alone; ``groups``: {field: the argparse group to add it to}."""
+    for setting in dataclasses.fields(options_class):
+        if "help" not in setting.metadata or (only is not None and setting.name not in only):
+            continue
+        options = {key: setting.metadata[key] for key in ARGPARSE_KEYS if setting.metadata.get(key) is not None}
+        options["dest"] = setting.name
+        if options.get("action") not in ("store_true", "store_false"):
+            limits = limits_of(setting)
+            if "type" not in options and limits is not None:
+                options["type"] = parser_of(limits)
+            if setting.default is not dataclasses.MISSING:
+                options["default"] = setting.default
+                if setting.default is not None and "default" not in options["help"]:
+                    options["help"] += (
+                        f" (default {setting.default:g})"
+                        if isinstance(setting.default, float)
+                        else f" (default {setting.default})"
+                    )
+        flag = setting.metadata.get("flag") or "--" + setting.name.replace("_", "-")
+        ((groups or {}).get(setting.name) or parser).add_argument(flag, **options)
+
+
+def values_of(args: argparse.Namespace, options_class) -> dict:
+    """{field: the parsed flag's value} for each field of ``options_class`` that has a flag."""
+    return {setting.name: getattr(args, setting.name) for setting in dataclasses.fields(options_class)
+            if "help" in setting.metadata and hasattr(args, setting.name)}  # fmt: skip

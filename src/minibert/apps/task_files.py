@@ -87,7 +87,8 @@ def cmd_classify(args) -> None:
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
     _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts],
-         lambda name: load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args)), answer)  # fmt: skip
+         lambda name: load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args),
+                                    dtype=args.dtype), answer)  # fmt: skip
 
 
 def cmd_tag(args) -> None:
@@ -100,7 +101,8 @@ def cmd_tag(args) -> None:
         return [{"text": record["text"], "entities": entities} for record, entities in zip(chunk, found)]
 
     _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts],
-         lambda name: load_for_task(name, BertForTokenClassification, gemm=gemm_of(args)), answer)  # fmt: skip
+         lambda name: load_for_task(name, BertForTokenClassification, gemm=gemm_of(args),
+                                    dtype=args.dtype), answer)  # fmt: skip
 
 
 def cmd_answer(args) -> None:
@@ -121,14 +123,15 @@ def cmd_answer(args) -> None:
         return [] if args.question is None else [{"question": args.question, "context": args.context}]
 
     _run(args, ("question", "context"), (), from_arguments,
-         lambda name: load_for_task(name, BertForQuestionAnswering, gemm=gemm_of(args)), answer_chunk)  # fmt: skip
+         lambda name: load_for_task(name, BertForQuestionAnswering, gemm=gemm_of(args),
+                                    dtype=args.dtype), answer_chunk)  # fmt: skip
 
 
 def cmd_rerank(args) -> None:
     from ..tasks import CrossEncoder
 
     def load(name: str):
-        ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args))
+        ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args), dtype=args.dtype)
         if ranker.num_labels != 1:
             raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
                              f"it has {ranker.num_labels} labels")  # fmt: skip

@@ -10,50 +10,46 @@ transformers' ``AutoTokenizer.from_pretrained(DIR)`` load it. The defaults are t
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
-DEFAULT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # = wordpiece_trainer's (a test checks)
+from .flag_types import positive_int, whole_number
+
 FRAMING_TOKENS = ("[UNK]", "[CLS]", "[SEP]")  # what a BERT tokenizer cannot load without
 
 
-def add_parser(commands) -> None:
-    """Add the ``vocab`` command to the ``minibert`` parser's sub-commands."""
+def add_parser(commands, parents: list) -> None:
+    """Add the ``vocab`` command to the ``minibert`` parser's sub-commands; ``parents``: the process
+    flags every command takes (--debug)."""
     vocab = commands.add_parser(
-        "vocab", help="learn a WordPiece vocabulary from text files (as tokenizers' BertWordPieceTokenizer.train)"
+        "vocab",
+        parents=parents,
+        help="learn a WordPiece vocabulary from text files (as tokenizers' BertWordPieceTokenizer.train)",
     )
     vocab.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
     vocab.add_argument("--output", required=True, metavar="DIR",
                        help="an existing directory: gets vocab.txt and tokenizer_config.json")  # fmt: skip
-    vocab.add_argument("--vocab-size", type=_at_least(1), default=30_000, metavar="N",
+    vocab.add_argument("--vocab-size", type=positive_int, default=30_000, metavar="N",
                        help="pieces in the vocabulary, special tokens included (default 30000)")  # fmt: skip
-    vocab.add_argument("--min-frequency", type=_at_least(0), default=2, metavar="N",
+    vocab.add_argument("--min-frequency", type=whole_number(0), default=2, metavar="N",
                        help="stop merging when the most frequent pair occurs fewer times (default 2)")  # fmt: skip
-    vocab.add_argument("--limit-alphabet", type=_at_least(0), default=1000, metavar="N",
+    vocab.add_argument("--limit-alphabet", type=whole_number(0), default=1000, metavar="N",
                        help="keep only the N most frequent characters (default 1000)")  # fmt: skip
     vocab.add_argument("--cased", action="store_true", help="keep case and accents (default: lowercase, strip accents)")
-    vocab.add_argument("--special-tokens", nargs="+", default=DEFAULT_SPECIAL_TOKENS, metavar="TOKEN",
+    # (The default is the trainer's DEFAULT_SPECIAL_TOKENS, read when the command runs: importing the
+    # tokenizer to build the parser would slow every command. tests/test_vocab.py checks this help.)
+    vocab.add_argument("--special-tokens", nargs="+", default=None, metavar="TOKEN",
                        help="the first ids, in this order (default: [PAD] [UNK] [CLS] [SEP] [MASK])")  # fmt: skip
     vocab.set_defaults(run=cmd_vocab)
-
-
-def _at_least(low: int):
-    def parse(value: str) -> int:
-        number = int(value) if value.isdigit() else -1
-        if number < low:
-            raise argparse.ArgumentTypeError(f"must be an integer of at least {low}, got {value}")
-        return number
-
-    return parse
 
 
 def cmd_vocab(args) -> None:
     from pathlib import Path
 
-    from ..tokenizer.wordpiece_trainer import save_vocabulary, train_wordpiece
+    from ..tokenizer.wordpiece_trainer import DEFAULT_SPECIAL_TOKENS, save_vocabulary, train_wordpiece
 
-    missing = [token for token in FRAMING_TOKENS if token not in args.special_tokens]
+    special_tokens = list(DEFAULT_SPECIAL_TOKENS if args.special_tokens is None else args.special_tokens)
+    missing = [token for token in FRAMING_TOKENS if token not in special_tokens]
     if missing:
         raise ValueError(f"--special-tokens must include {' '.join(missing)}: a BERT tokenizer frames every text "
                          "with them")  # fmt: skip
@@ -65,7 +61,7 @@ def cmd_vocab(args) -> None:
     try:
         pieces = train_wordpiece(args.input, args.vocab_size, min_frequency=args.min_frequency,
                                  limit_alphabet=args.limit_alphabet, lowercase=not args.cased,
-                                 special_tokens=args.special_tokens, progress=progress)  # fmt: skip
+                                 special_tokens=special_tokens, progress=progress)  # fmt: skip
     finally:
         if progress is not None:
             progress.close()

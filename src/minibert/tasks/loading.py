@@ -24,8 +24,10 @@ _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(name_or_path: str, cls: type, gemm: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:
-    model, tokenizer = cls.from_pretrained(name_or_path, gemm=gemm), BertTokenizer.from_pretrained(name_or_path)
+def _load_cached(name_or_path: str, cls: type, gemm: str | None = None,
+                 dtype: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
+    model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype)
+    tokenizer = BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
 
@@ -36,10 +38,12 @@ def _tokenizer_cached(name_or_path: str) -> BertTokenizer:
 
 
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
-                  gemm: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
+                  gemm: str | None = None,
+                  dtype: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
     """``model=`` as a (model, tokenizer) pair whose model is a ``cls`` or has the attribute
     ``head`` (``BertForPreTraining`` has both ``mlm_head`` and ``nsp_head``). A name is loaded
-    with ``gemm``, the linear layers' matrix library (see gemm.py; None: ``$MINIBERT_GEMM`` or auto)."""
+    with ``gemm``, the linear layers' matrix library (see gemm.py; None: ``$MINIBERT_GEMM`` or auto),
+    and ``dtype`` as ``from_pretrained`` takes it ("int8" too); a loaded model keeps its own."""
 
     def has_head(candidate) -> bool:
         return isinstance(candidate, cls) or (head is not None and hasattr(candidate, head))
@@ -57,7 +61,7 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
         return model, _tokenizer_cached(str(source))
     if isinstance(model, (str, os.PathLike)):
         with _lock:  # two threads asking for the same model load it once
-            return _load_cached(os.fspath(model), cls, gemm)
+            return _load_cached(os.fspath(model), cls, gemm, dtype)
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
                     f"got {type(model).__name__}")  # fmt: skip
 

@@ -121,12 +121,12 @@ _cache: dict[str, CrossEncoder] = {}
 
 
 def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
-           return_documents: bool = False) -> list[dict]:  # fmt: skip
-    """``CrossEncoder(model).rank(query, documents, ...)``, the model loaded once per name."""
+           return_documents: bool = False, dtype: str | None = None) -> list[dict]:  # fmt: skip
+    """``CrossEncoder(model, dtype=dtype).rank(query, documents, ...)``, the model loaded once per name and dtype."""
     if not isinstance(model, CrossEncoder):
-        key = os.fspath(model)
+        key = f"{os.fspath(model)}|{dtype}"
         if key not in _cache:
-            _cache[key] = CrossEncoder(key)
+            _cache[key] = CrossEncoder(os.fspath(model), dtype=dtype)
         model = _cache[key]
     return model.rank(query, documents, top_k=top_k, return_documents=return_documents)
 

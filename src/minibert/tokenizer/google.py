@@ -41,7 +41,7 @@ GOOGLE_CJK_RANGES = tuple((0x2B820 if low == 0x2B920 else low, high) for low, hi
 
 
 class GoogleBasicTokenizer(BasicTokenizer):
-    """``BasicTokenizer`` with Google's rules (the table above); ``kept_whole``: words left as they are.
+    """``BasicTokenizer`` with Google's rules (the list above); ``kept_whole``: words left as they are.
 
     >>> GoogleBasicTokenizer().tokenize("ΣΟΦΟΣ \\ue000x")
     ['σοφος', '\\ue000x']

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import DataError
 from .documents import read_documents
 from .instances import create_instances
-from .options import InstanceOptions
+from .options import DEFAULT_SEED, InstanceOptions
 from .records import write_instances
 from .vocabulary import PretrainingVocabulary
 
@@ -34,7 +34,7 @@ def create_pretraining_data(
     vocab_file: str | os.PathLike,
     output_files: Sequence[str | os.PathLike],
     options: InstanceOptions | None = None,
-    random_seed: int = 12345,
+    random_seed: int = DEFAULT_SEED,
     do_lower_case: bool = True,
     invalid_utf8: str = "error",
     preserve_unused_tokens: bool = False,

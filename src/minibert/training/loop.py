@@ -15,7 +15,6 @@ import contextlib
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -29,71 +28,11 @@ from ..tokenizer import BertTokenizer
 from .checkpoint import RunDirectory, TrainingState, check_state
 from .data import Instances, read_instances
 from .distributed import World
+from .options import PretrainOptions
 from .precision import check_bf16
 from .report import WATCHED, Progress, check_finite, resume_command, stopped_note
 from .run_lock import run_folder_lock
 from .step import MLM_EPSILON, AdamWeightDecay, Schedule, hub_named_parameters, pretraining_sums, update
-
-
-@dataclass(frozen=True)
-class PretrainOptions:
-    """The flags of ``minibert pretrain``; defaults are Google's (run_pretraining.py, optimization.py)."""
-
-    data: list[str]  # TFRecord files of instances (create_pretraining_data.py / minibert pretraining-data)
-    output: str  # the run directory
-    steps: int  # updates to make (the schedule reaches 0 there)
-    batch_size: int  # the GLOBAL batch: instances per update, over all processes and micro-batches
-    init: str | None = None  # start from this checkpoint (hub folder, Google's TF checkpoint, a previous run) ...
-    config: str | None = None  # ... or from random weights of this config.json,
-    vocab: str | None = None  # with this vocab.txt
-    do_lower_case: bool = True  # (with --config) the tokenizer config written to the run
-    learning_rate: float = 1e-4  # the peak rate
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0  # global gradient norm clipped to this
-    dropout: float | None = None  # replaces the config's dropout probabilities (0: exact comparisons)
-    seed: int = 12345
-    save_every: int = 1000  # a checkpoint every this many steps (and at the end)
-    accumulate: int = 1  # micro-batches per update in each process (gradient accumulation)
-    resume: bool = False
-    bf16: bool = False  # forward in bfloat16 autocast (faster with AMX; slower on avx512_bf16 alone: precision.py)
-    allow_wrap: bool = False  # a --batch-size above the instances' count (each batch repeats instances)
-    progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
-
-    def check(self, processes: int) -> None:
-        whole = {"steps": self.steps, "batch_size": self.batch_size, "save_every": self.save_every,
-                 "accumulate": self.accumulate}  # fmt: skip
-        for name, value in whole.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DataError(f"--{name.replace('_', '-')} must be a positive whole number, got {value!r}")
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise DataError(f"--warmup-steps must be 0 or more, got {self.warmup_steps!r}")
-        for name, value, low in (
-            ("learning_rate", self.learning_rate, 0.0),
-            ("max_grad_norm", self.max_grad_norm, 0.0),
-        ):
-            if not math.isfinite(value) or value <= low:
-                raise DataError(f"--{name.replace('_', '-')} must be a finite number above 0, got {value!r}")
-        if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
-            raise DataError(f"--weight-decay must be a finite number, 0 or more, got {self.weight_decay!r}")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise DataError(f"--dropout must be from 0 up to (not including) 1, got {self.dropout!r}")
-        if (self.init is None) == (self.config is None):
-            raise DataError("give exactly one of --init (a checkpoint) and --config (random weights)")
-        if self.config is not None and self.vocab is None:
-            raise DataError("--config needs --vocab (the vocab.txt the instances' ids come from)")
-        pieces = processes * self.accumulate
-        if self.batch_size % pieces:
-            raise DataError(f"--batch-size {self.batch_size} does not split into {processes} process(es) × "
-                            f"--accumulate {self.accumulate}: make it a multiple of {pieces}")  # fmt: skip
-
-    def settings(self, processes: int) -> dict:
-        """What a resumed run must share with the run it continues."""
-        kept = asdict(self)
-        for name in ("data", "output", "resume", "progress", "config", "vocab", "do_lower_case", "save_every",
-                     "allow_wrap"):  # fmt: skip
-            kept.pop(name)
-        return {**kept, "processes": processes}
 
 
 def pretrain(options: PretrainOptions) -> Path:

@@ -20,29 +20,10 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from ..flag_types import positive_int
+from ..flag_types import add_flags, number, positive_int, whole_number
 
-
-def _number_of(unit: str, low: float, high: float):
-    """An argparse type: a number of ``unit`` from ``low`` to ``high``."""
-
-    def parse(value: str) -> float:
-        try:
-            number = float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number of {unit}, got {value}") from None
-        if not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g} {unit}, got {value}")
-        return number
-
-    return parse
-
-
-def _port(value: str) -> int:
-    number = int(value) if value.isdigit() else -1
-    if not 0 <= number <= 65_535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {value}")
-    return number
+_port = whole_number(0, 65_535)
+_SECONDS = number(0.1, 3600, "seconds")  # every timeout
 
 
 def _flag(help: str, type=None, **argparse_options) -> dict:
@@ -59,34 +40,34 @@ class ServeSettings:
     host: str = field(
         default="127.0.0.1", metadata=_flag("address to listen on (default 127.0.0.1: this machine only)")
     )
-    port: int = field(default=8080, metadata=_flag("port to listen on (default 8080)", _port))
+    port: int = field(default=8080, metadata=_flag("port to listen on", _port))
     api_key: str | None = field(
         default=None, metadata=_flag("require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)")
     )
     max_batch_tokens: int = field(
-        default=16_384, metadata=_flag("tokens merged into one model batch, at most (default 16384)", positive_int)
+        default=16_384, metadata=_flag("tokens merged into one model batch, at most", positive_int)
     )
     max_wait_ms: float = field(
         default=5.0,
         metadata=_flag(
-            "how long a request waits for others to batch with (default 5)", _number_of("milliseconds", 0, 60_000)
+            "how long a request waits for others to batch with", number(0.0, 60_000.0, "milliseconds")
         ),  # fmt: skip
     )
     max_queue: int = field(  # texts waiting for the model
         default=4_096,
-        metadata=_flag(
-            "texts waiting for the model, at most; beyond, 503 with Retry-After (default 4096)", positive_int
-        ),
+        metadata=_flag("texts waiting for the model, at most; beyond, 503 with Retry-After", positive_int),
     )
     max_body_bytes: int = field(
         default=4 * 1024 * 1024, metadata=_flag("largest request body (default 4 MiB; 413 beyond)", positive_int)
     )
-    max_inputs: int = field(default=2_048, metadata=_flag("texts per request (default 2048)", positive_int))  # OpenAI's
-    max_input_chars: int = field(default=100_000, metadata=_flag("characters per text (default 100000)", positive_int))
+    max_inputs: int = field(default=2_048, metadata=_flag("texts per request", positive_int))  # OpenAI's
+    max_input_chars: int = field(default=100_000, metadata=_flag("characters per text", positive_int))
     dtype: str = field(
         default="float32",
         metadata=_flag(
-            "the model's weights (auto: bfloat16 where the CPU has bf16 units)", choices=["float32", "bfloat16", "auto"]
+            "the model's weights (auto: bfloat16 where measured faster on this CPU; int8: the encoder's linear layers "
+            "in int8, checked against float32 at load)",
+            choices=["float32", "bfloat16", "auto", "int8"],
         ),  # fmt: skip
     )
     auto_truncate: bool = field(  # texts over the model's length are cut unless a request says "truncate": false
@@ -103,32 +84,21 @@ class ServeSettings:
     )
     read_timeout: float = field(
         default=30.0,
-        metadata=_flag(
-            "seconds for a request's body to arrive (default 30; 408 beyond)", _number_of("seconds", 0.1, 3600)
-        ),
+        metadata=_flag("seconds for a request's body to arrive (default 30; 408 beyond)", _SECONDS),
     )
     header_timeout: float = field(
         default=5.0,
         metadata=_flag(
             "seconds from a connection's start (or a kept-alive one's next byte) to its request's headers "
             "(default 5; then closed, with 408 if part of a request came)",
-            _number_of("seconds", 0.1, 3600),
+            _SECONDS,
         ),  # fmt: skip
     )
     keep_alive_timeout: float = field(
-        default=75.0,
-        metadata=_flag(
-            "seconds an idle kept-alive connection stays open between requests (default 75)",
-            _number_of("seconds", 0.1, 3600),
-        ),  # fmt: skip
+        default=75.0, metadata=_flag("seconds an idle kept-alive connection stays open between requests", _SECONDS)
     )
-    send_timeout: float = field(
-        default=60.0,
-        metadata=_flag(
-            "seconds a client may read none of an answer waiting for it; then the connection is aborted (default 60)",
-            _number_of("seconds", 0.1, 3600),
-        ),  # fmt: skip
-    )
+    send_timeout: float = field(default=60.0, metadata=_flag(  # then the connection is aborted
+        "seconds a client may read none of an answer waiting for it; then it is aborted", _SECONDS))  # fmt: skip
     limit_concurrency: int = field(
         default=512,
         metadata=_flag(
@@ -146,13 +116,7 @@ class ServeSettings:
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     """A ``--flag`` for each field of ServeSettings that has one (its help, type, default)."""
-    for setting in dataclasses.fields(ServeSettings):
-        if not setting.metadata:
-            continue
-        options = {key: value for key, value in setting.metadata.items() if value is not None}
-        if setting.default is not dataclasses.MISSING and options.get("action") != "store_true":
-            options["default"] = setting.default
-        parser.add_argument("--" + setting.name.replace("_", "-"), **options)
+    add_flags(parser, ServeSettings)
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:

@@ -2,46 +2,66 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 from ...errors import DataError
+from ..options import DEFAULT_SEED, LARGEST_SEED, option, refuse_out_of_limits
 from .examples import GLUE, REGRESSION_TASKS, ExampleFormat
 
-MAX_SEED = 2**63 - 1  # torch.manual_seed and numpy's generators take it (the sweep adds the trial's index)
 PROBLEMS = {"classify": "single_label_classification", "regress": "regression", "tag": "token_classification",
             "multilabel": "multi_label_classification"}
 
 
 @dataclass(frozen=True)
 class FinetuneOptions:
-    """What to fine-tune on what, and how."""
+    """What to fine-tune on what, and how: each field's default, limits and help written once here;
+    ``minibert finetune``'s flags are made from them (apps/flag_types.py ``add_flags``)."""
 
-    model: str  # a hub folder or id, Google's TF checkpoint, a minibert pretrain run
-    train: str  # the labelled training file
-    output: str  # the run folder (a hub-layout checkpoint with the head)
-    task: str = "classify"  # classify (a label per text or pair), regress (a score), multilabel, tag (per word)
-    dev: str | None = None  # evaluated with the task's metric at each epoch's end (and --eval-every)
-    glue: str | None = None  # a GLUE task's file layout (examples.py), else a generic CSV/TSV/JSONL file
-    text_column: str = "text"
-    pair_column: str | None = None
-    label_column: str = "label"
-    labels: tuple[str, ...] | None = None  # the labels in id order (default: the GLUE task's, or sorted)
-    label_separator: str = "|"  # multilabel: a text's labels in one field, "sports|politics"
-    label_all_pieces: bool = False  # tag: every piece of a word carries its tag (default: the first only)
-    epochs: float = 3.0  # Google's num_train_epochs (steps = int(examples / batch × epochs))
-    batch_size: int = 32
-    learning_rate: float = 2e-5
-    warmup_proportion: float = 0.1  # the share of the steps that warm up linearly from 0
-    max_seq_length: int = 128
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    dropout: float | None = None  # replaces every dropout probability (0: exact comparisons)
-    seed: int = 12345  # the head, the order of the examples, dropout
-    eval_every: int | None = None  # also evaluate every this many steps
-    save_every: int | None = None  # also checkpoint every this many steps (always: each epoch's end, the last)
-    resume: bool = False
-    progress: bool | None = field(default=None, compare=False)
+    model: str = field(metadata=option(
+        "a hub folder or id, Google's TF checkpoint, a minibert pretrain run", required=True))  # fmt: skip
+    train: str = field(metadata=option(
+        "labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl, CoNLL (--task tag)", required=True))  # fmt: skip
+    output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)"))
+    task: str = field(default="classify", metadata=option(
+        "classify: one label per text or pair; regress: a score; multilabel: any number of labels per text; "
+        "tag: a label per word (CoNLL files)", choices=("classify", "regress", "multilabel", "tag")))  # fmt: skip
+    dev: str | None = field(default=None, metadata=option(
+        "examples evaluated with the task's metric at each epoch's end (and --eval-every)"))  # fmt: skip
+    glue: str | None = field(default=None, metadata=option(
+        "read --train/--dev as this GLUE task's files (mrpc, cola, mnli, xnli, xnli-dev, sst-2, sts-b, qqp, qnli, "
+        "rte, wnli); else a generic CSV/TSV/JSONL file"))  # fmt: skip
+    text_column: str = field(default="text", metadata=option("a generic file's text column"))
+    pair_column: str | None = field(default=None, metadata=option("a generic file's second text (pairs), if any"))
+    label_column: str = field(default="label", metadata=option("a generic file's label column"))
+    labels: tuple[str, ...] | None = field(default=None, metadata=option(
+        "the labels in id order, comma-separated (default: the GLUE task's, or the training file's, sorted)",
+        type=lambda text: tuple(label.strip() for label in text.split(","))))  # fmt: skip
+    label_separator: str = field(default="|", metadata=option(
+        "multilabel: what joins a text's labels in its label field"))  # fmt: skip
+    label_all_pieces: bool = field(default=False, metadata=option(
+        "tag: every piece of a word carries its tag (default: the first piece)", action="store_true"))  # fmt: skip
+    epochs: float = field(default=3.0, metadata=option(  # Google's num_train_epochs: steps = int(N / B × epochs)
+        "passes over --train (may be 0.5)", low=0.0, high=1e6, above_low=True))  # fmt: skip
+    batch_size: int = field(default=32, metadata=option("examples per update, over all processes", low=1))
+    learning_rate: float = field(default=2e-5, metadata=option("the peak rate", low=0.0, above_low=True))
+    warmup_proportion: float = field(default=0.1, metadata=option(
+        "the share of the steps warming up linearly from 0", low=0.0, high=1.0))  # fmt: skip
+    max_seq_length: int = field(default=128, metadata=option(
+        "pieces per example, [CLS] and [SEP] included", low=3, high=100_000,
+        why="[CLS] A [SEP] needs one piece of text and two special tokens"))  # fmt: skip
+    weight_decay: float = field(default=0.01, metadata=option("never on LayerNorm or biases", low=0.0))
+    max_grad_norm: float = field(default=1.0, metadata=option(
+        "the global gradient norm is clipped to this", low=0.0, above_low=True))  # fmt: skip
+    dropout: float | None = field(default=None, metadata=option(
+        "replace every dropout probability (0: exact runs)", low=0.0, high=1.0, below_high=True))  # fmt: skip
+    seed: int = field(default=DEFAULT_SEED, metadata=option(
+        "the new head, the order of the examples, dropout", low=0, high=LARGEST_SEED))  # fmt: skip
+    eval_every: int | None = field(default=None, metadata=option("also evaluate --dev every this many steps", low=1))
+    save_every: int | None = field(default=None, metadata=option(
+        "also checkpoint every this many steps (always: each epoch's end and the last)", low=1))  # fmt: skip
+    resume: bool = field(default=False, metadata=option(
+        "continue the run in --output from its checkpoint", action="store_true"))  # fmt: skip
+    progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
 
     @property
     def problem(self) -> str:
@@ -65,26 +85,7 @@ class FinetuneOptions:
             raise DataError("--task tag reads CoNLL files (a word and its tag per line): no --glue, no --pair-column")
         if self.task == "regress" and self.labels:
             raise DataError("--labels names classes; --task regress learns one score")
-        for name in ("batch_size", "max_seq_length", "eval_every", "save_every"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise DataError(f"--{name.replace('_', '-')} must be a positive whole number, got {value!r}")
-        if self.max_seq_length < 3 or self.max_seq_length > 100_000:
-            raise DataError(f"--max-seq-length {self.max_seq_length}: at least 3 ([CLS] A [SEP] B [SEP] needs 5)")
-        if not math.isfinite(self.epochs) or self.epochs <= 0:
-            raise DataError(f"--epochs must be a number above 0, got {self.epochs!r}")
-        if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:
-            raise DataError(f"--learning-rate must be a finite number above 0, got {self.learning_rate!r}")
-        if not 0.0 <= self.warmup_proportion <= 1.0:  # (NaN too)
-            raise DataError(f"--warmup-proportion must be from 0 to 1, got {self.warmup_proportion!r}")
-        if not math.isfinite(self.max_grad_norm) or self.max_grad_norm <= 0:
-            raise DataError(f"--max-grad-norm must be a finite number above 0, got {self.max_grad_norm!r}")
-        if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
-            raise DataError(f"--weight-decay must be a finite number, 0 or more, got {self.weight_decay!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
-            raise DataError(f"--seed must be a whole number from 0 to {MAX_SEED:,} (2**63 - 1), got {self.seed!r}")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise DataError(f"--dropout must be from 0 up to (not including) 1, got {self.dropout!r}")
+        refuse_out_of_limits(self, flags=True)
         if self.batch_size % processes:
             raise DataError(f"--batch-size {self.batch_size} does not split into {processes} processes: make it a "
                             f"multiple of {processes}")  # fmt: skip

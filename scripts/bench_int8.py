@@ -1,0 +1,145 @@
+"""The int8 rows of scripts/bench.py (``--only int8``): minibert's dtype="int8" against ONNX Runtime's
+dynamic int8 model (exported and quantized as sentence-transformers ships it: tests/onnx_peer.py)
+and against minibert float32, on the same length-sorted batches of real text, for all-MiniLM-L6-v2
+and a bert-base shape (random weights, MiniLM's vocabulary); the cosine of each to float32; the
+peak RSS of each after loading and embedding, each in a fresh process.
+
+Run alone: ``python scripts/bench_int8.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # corpus and onnx_peer: the tests' real text and ONNX peer
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import onnx_peer  # noqa: E402
+from bench_rows import bert_flops, minilm_dir, row, side_by_side  # noqa: E402
+
+import corpus  # noqa: E402
+
+
+def bert_base_dir(directory: Path) -> Path:
+    """A bert-base-shaped checkpoint (12 layers, H 768, F 3072) with random weights and MiniLM's vocabulary."""
+    import transformers
+
+    torch.manual_seed(0)
+    transformers.BertModel(transformers.BertConfig()).save_pretrained(directory)
+    shutil.copy(Path(minilm_dir()) / "vocab.txt", directory / "vocab.txt")
+    return directory
+
+
+def bench_int8_model(name: str, path: str, texts: list[str], rounds: int, directory: Path) -> list[dict]:
+    """Three side-by-side rows for one model: int8 vs ONNX Runtime int8, int8 vs float32 (minibert),
+    and the cosines of both int8s to float32 in the notes."""
+    from minibert import Embedder, EmbedOptions
+    from minibert.embedding.batches import TOKENS_PER_TEXT
+
+    fp32, int8 = Embedder.from_pretrained(path), Embedder.from_pretrained(path, dtype="int8")
+    config = fp32.model.config
+    pieces = [fp32.tokenizer.piece_ids(text)[:254] for text in texts]
+    rows = [fp32.tokenizer.build_inputs_with_special_tokens(ids) for ids in pieces]
+    lengths = [len(ids) for ids in rows]
+    batches = onnx_peer.padded_batches(rows, 32 * TOKENS_PER_TEXT)
+    quantized = onnx_peer.quantize_int8(onnx_peer.export_onnx(path, directory))
+    session = onnx_peer.session(quantized, torch.get_num_threads())
+    options = EmbedOptions(pooling="mean", max_length=256, normalize=False)
+
+    def run(embedder):
+        return lambda: embedder.embed_pieces(pieces, options, progress=False)
+
+    def run_ort():
+        return onnx_peer.mean_pooled(session, batches, len(rows), config.hidden_size)
+
+    exact, ours, theirs = run(fp32)(), run(int8)(), run_ort()
+    ours_cos, theirs_cos = onnx_peer.cosines(exact, ours), onnx_peer.cosines(exact, theirs)
+    accuracy = (f"cosine to fp32: minibert int8 mean {ours_cos.mean():.4f} worst {ours_cos.min():.4f}, ORT int8 mean "
+                f"{theirs_cos.mean():.4f} worst {theirs_cos.min():.4f}")  # fmt: skip
+    flops = bert_flops(lengths, config.num_hidden_layers, config.hidden_size, config.intermediate_size)
+    import onnxruntime
+
+    int8_times, ort_times = side_by_side(run(int8), run_ort, rounds)
+    fp32_times, int8_again = side_by_side(run(fp32), run(int8), rounds)
+    return [
+        row(f"{name} forward + mean pool, int8", f"ONNX Runtime {onnxruntime.__version__} dynamic int8 (per-channel "
+            "weights, as sentence-transformers exports it)", int8_times, ort_times, ">= 1.0x", work=sum(lengths),
+            unit="tokens", note=accuracy),
+        row(f"{name} forward + mean pool, int8", f"minibert float32 (GEMM {fp32.model.gemm_backend})", int8_again,
+            fp32_times, ">= 2x", work=sum(lengths), unit="tokens", note=f"{flops / 1e9:.0f} GFLOP per run"),
+    ]  # fmt: skip
+
+
+PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[4])
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+which, path, texts = sys.argv[1], sys.argv[2], json.loads(open(sys.argv[3]).read())
+import torch
+if which == "ort":
+    import onnx_peer
+    session = onnx_peer.session(sys.argv[5], torch.get_num_threads())
+    rows = json.loads(open(sys.argv[6]).read())
+    onnx_peer.mean_pooled(session, onnx_peer.padded_batches(rows, 2048), len(rows), int(sys.argv[7]))
+else:
+    from minibert import Embedder
+    Embedder.from_pretrained(path, dtype=which).embed(texts, progress=False)
+print(json.dumps({"peak": peak()}))
+"""
+
+
+def bench_peak_rss(path: str, texts: list[str], quantized: Path, hidden: int, directory: Path) -> dict:
+    """Peak RSS of a fresh process that loads the model and embeds ``texts``: minibert float32,
+    minibert int8, ONNX Runtime int8."""
+    from minibert import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained(path)
+    rows = [tokenizer.build_inputs_with_special_tokens(tokenizer.piece_ids(text)[:254]) for text in texts]
+    (directory / "texts.json").write_text(json.dumps(texts))
+    (directory / "rows.json").write_text(json.dumps(rows))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    peaks = {}
+    for which in ("float32", "int8", "ort"):
+        out = subprocess.run([sys.executable, "-c", PROBE, which, path, str(directory / "texts.json"),
+                              str(ROOT / "tests"), str(quantized), str(directory / "rows.json"), str(hidden)],
+                             capture_output=True, text=True, check=True, env=env)  # fmt: skip
+        peaks[which] = json.loads(out.stdout.strip().splitlines()[-1])["peak"] / 2**20
+    return peaks
+
+
+def bench_int8(texts: list[str], rounds: int) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        directory = Path(directory)
+        for name, path in (("MiniLM-L6", minilm_dir()), ("bert-base shape", str(bert_base_dir(directory / "base")))):
+            work = directory / name.replace(" ", "-")
+            work.mkdir()
+            found = bench_int8_model(name, path, texts, rounds, work)
+            peaks = bench_peak_rss(path, texts[:200], work / "model_qint8.onnx", 384 if "MiniLM" in name else 768,
+                                   work)  # fmt: skip
+            found[1]["note"] += (f"; peak RSS (load + embed 200 texts): float32 {peaks['float32']:.0f} MiB, int8 "
+                                 f"{peaks['int8']:.0f} MiB, ORT int8 {peaks['ort']:.0f} MiB")  # fmt: skip
+            rows.extend(found)
+            for found_row in found:
+                print(json.dumps(found_row), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    from minibert.cpu_info import describe_machine
+
+    quick = "--quick" in sys.argv
+    print(describe_machine(), flush=True)
+    bench_int8(corpus.benchmark_texts(300 if quick else 3000), 3 if quick else 7)

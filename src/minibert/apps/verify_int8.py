@@ -1,0 +1,87 @@
+"""``minibert verify --dtype int8``: what int8 costs a model, measured against its float32 self.
+
+int8 (int8.py) is an approximation, so it is verified against the float32 model (which ``minibert
+verify`` checks against transformers), on the same texts: the cosine of each text's sentence vector
+(the last hidden states mean-pooled, as the Embedder pools), the largest |Δ| of every layer's hidden
+states over the real tokens, and, for a classifier, how many predicted labels change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..heads import BertForSequenceClassification
+from ..int8_check import CALIBRATION_TEXTS, COSINE_FLOOR, sentence_vectors
+from ..model import BertModel
+from ..tokenizer.bert_tokenizer import BertTokenizer
+
+
+@dataclass
+class Int8Report:
+    """int8 against float32 on ``texts``."""
+
+    texts: list[str]
+    cosines: list[float]  # per text: sentence vector, int8 vs float32
+    layers: list[tuple[str, float, float]]  # (name, max |Δ|, largest |value| in float32 there)
+    labels_changed: int | None = None  # a classifier's argmax labels that differ; None for other models
+
+    @property
+    def worst(self) -> float:
+        return min(self.cosines)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.cosines) / len(self.cosines)
+
+
+def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None, gemm: str | None = None) -> Int8Report:
+    """Load ``name_or_path`` in float32 and in int8 and compare them on ``texts`` (default: the
+    texts the int8 loader calibrates on). A checkpoint of a sequence classifier is loaded with its
+    head, and its labels compared too."""
+    texts = list(texts or CALIBRATION_TEXTS)
+    tokenizer = BertTokenizer.from_pretrained(name_or_path)
+    batch = dict(tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))
+    classifier = _is_classifier(name_or_path)
+    cls = BertForSequenceClassification if classifier else BertModel
+    exact = cls.from_pretrained(name_or_path, gemm=gemm)
+    approximate = cls.from_pretrained(name_or_path, gemm=gemm, dtype="int8")
+    real = batch["attention_mask"].bool()  # (B, T)
+    with torch.inference_mode():
+        a = getattr(exact, "bert", exact)(**batch, output_hidden_states=True).hidden_states
+        b = getattr(approximate, "bert", approximate)(**batch, output_hidden_states=True).hidden_states
+        layers = [("embeddings" if index == 0 else f"layer {index}", (x[real] - y[real]).abs().max().item(),
+                   x[real].abs().max().item()) for index, (x, y) in enumerate(zip(a, b))]  # fmt: skip
+        cosines = F.cosine_similarity(sentence_vectors(exact, batch), sentence_vectors(approximate, batch), dim=1)
+        changed = None
+        if classifier:
+            changed = int((exact(**batch).logits.argmax(-1) != approximate(**batch).logits.argmax(-1)).sum())
+    return Int8Report(texts, cosines.tolist(), layers, changed)
+
+
+def _is_classifier(name_or_path: str) -> bool:
+    from ..config import BertConfig
+    from ..weights import find_checkpoint
+
+    config_file, _ = find_checkpoint(name_or_path)
+    architectures = BertConfig.from_json_file(config_file).extra.get("architectures") or []
+    return "BertForSequenceClassification" in architectures
+
+
+def format_report(report: Int8Report) -> str:
+    lines = [f"{'cosine':>8}  text (int8 sentence vector vs float32)"]
+    for text, cosine in zip(report.texts, report.cosines):
+        shown = text if len(text) <= 70 else text[:67] + "..."
+        lines.append(f"{cosine:8.5f}  {shown}")
+    width = max(len(name) for name, _, _ in report.layers)
+    lines.append(f"{'output':<{width}}  max |Δ|    largest |float32 value|")
+    for name, diff, scale in report.layers:
+        lines.append(f"{name:<{width}}  {diff:.3e}  {scale:.3e}")
+    lines.append(f"cosine to float32 over {len(report.cosines)} texts: mean {report.mean:.5f}, worst "
+                 f"{report.worst:.5f} (the loader's floor: {COSINE_FLOOR})")  # fmt: skip
+    if report.labels_changed is not None:
+        share = report.labels_changed / len(report.texts)
+        lines.append(f"labels changed by int8: {report.labels_changed} of {len(report.texts)} ({share:.1%})")
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""The limits of a number a user gives (a flag, an option): one rule, one sentence naming them.
+
+Options dataclasses put a field's limits in its metadata (``low``, ``high``; ``above_low``: the low
+end excluded, ``below_high``: the high end excluded; ``unit``); ``limits_of(field)`` reads them
+with the field's kind (int or float). The commands' flags are parsed by them (apps/flag_types.py)
+and values made in Python are checked by them (training/options.py): the same numbers, the same words.
+
+>>> Limits(int, 0, 65_535).parse("70000")
+Traceback (most recent call last):
+ValueError: must be a whole number from 0 to 65535, got 70000
+>>> Limits(float, 0.0, 1.0, above_low=True).rule
+'a number above 0 and at most 1'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+_WHOLE = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: int() would take '٣' and reject '²' with a raw message
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    kind: type  # int or float
+    low: float | None = None
+    high: float | None = None
+    above_low: bool = False  # low itself is out
+    below_high: bool = False  # high itself is out
+    unit: str = ""
+
+    @property
+    def rule(self) -> str:
+        """What a good value is, in words: "a whole number from 1 to 512"."""
+        kind = "a whole number" if self.kind is int else "a number"
+        low, high = _shown(self.low), _shown(self.high)
+        unit = f" {self.unit}" if self.unit else ""
+        lower = f"above {low}" if self.above_low else f"at least {low}"
+        upper = f"below {high}" if self.below_high else f"at most {high}"
+        if self.low is not None and self.high is not None:
+            if self.above_low or self.below_high:
+                return f"{kind} {lower} and {upper}{unit}"
+            return f"{kind} from {low} to {high}{unit}"
+        if self.low is not None:
+            return f"{kind} {'above' if self.above_low else 'of at least'} {low}{unit}"
+        if self.high is not None:
+            return f"{kind} {'below' if self.below_high else 'of at most'} {high}{unit}"
+        return f"{kind}{unit and ' of' + unit}"
+
+    def parse(self, text: str):
+        """The number ``text`` says, if it is within the limits; else ValueError saying them."""
+        text = text.strip()
+        if self.kind is int:
+            if not _WHOLE.fullmatch(text):
+                raise ValueError(f"must be {self.rule}, got {text!r}")
+            value = int(text)
+        else:
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError(f"must be {self.rule}, got {text!r}") from None
+        try:
+            self.check(value)
+        except ValueError:
+            raise ValueError(f"must be {self.rule}, got {text}") from None  # as the user wrote it
+        return value
+
+    def check(self, value) -> None:
+        """ValueError unless ``value`` is a number of this kind within the limits."""
+        kinds = (int,) if self.kind is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+            raise ValueError(f"must be {self.rule}, got {value!r}")
+        too_low = self.low is not None and (value <= self.low if self.above_low else value < self.low)
+        too_high = self.high is not None and (value >= self.high if self.below_high else value > self.high)
+        if too_low or too_high:
+            raise ValueError(f"must be {self.rule}, got {value}")
+
+
+def _shown(bound) -> str:
+    return f"{bound:g}" if isinstance(bound, float) else str(bound)
+
+
+def limits_of(setting: dataclasses.Field) -> Limits | None:
+    """The limits of an options field (its metadata's, with its kind: int or float), or None for a
+    field that is not a number."""
+    names = {"int": int, "int | None": int, "float": float, "float | None": float}
+    kind = setting.type if setting.type in (int, float) else names.get(str(setting.type))
+    if kind is None:
+        return None
+    metadata = setting.metadata
+    return Limits(kind, metadata.get("low"), metadata.get("high"), metadata.get("above_low", False),
+                  metadata.get("below_high", False), metadata.get("unit", ""))  # fmt: skip
+
+
+def fields_out_of_limits(options) -> list[tuple[str, str]]:
+    """(field name, what is wrong) for each number field of the dataclass value ``options`` outside
+    its limits (None is allowed where the field's default is None)."""
+    problems = []
+    for setting in dataclasses.fields(options):
+        limits, value = limits_of(setting), getattr(options, setting.name)
+        if limits is None or (value is None and setting.default is None):
+            continue
+        try:
+            limits.check(value)
+        except ValueError as error:
+            problems.append((setting.name, str(error)))
+    return problems

@@ -1,0 +1,96 @@
+"""The commands' flags come from one place each: the process flags (--debug) from one parent parser,
+every number through flag_types' parsers (one rule naming the flag and its limits), and the defaults
+of pretraining-data and pretrain from their options dataclasses."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from helpers import run_minibert
+from minibert.apps import cli
+from minibert.apps.flag_types import parser_of
+from minibert.training.options import InstanceOptions, PretrainOptions
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    [subparsers] = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    return dict(subparsers.choices)
+
+
+def test_every_command_takes_debug():
+    commands = _commands()
+    assert {"embed", "vocab", "pretraining-data", "pretrain", "plot", "convert", "serve", "explore"} <= set(commands)
+    without = [name for name, sub in commands.items() if not any("--debug" in a.option_strings for a in sub._actions)]
+    assert not without, f"these commands refuse --debug: {without}"
+
+
+def test_vocab_takes_debug_after_its_name():
+    """Issue 43: `minibert vocab … --debug` was "unrecognized arguments"."""
+    args = cli.build_parser().parse_args(["vocab", "--input", "a.txt", "--output", "out", "--debug"])
+    assert args.debug is True
+
+
+def test_no_number_flag_is_parsed_by_bare_int_or_float():
+    """int('²') raises 'invalid literal', int('1e30') a ValueError argparse reports as 'invalid int
+    value'; a bare int also has no limits (a seed of 10**20 reached torch). Every number flag goes
+    through flag_types (its parsers are named "whole number" and "number")."""
+    bare = [
+        f"{name} {'/'.join(action.option_strings)}"
+        for name, sub in _commands().items()
+        for action in sub._actions
+        if action.type in (int, float)
+    ]
+    assert not bare, f"number flags without limits: {bare}"
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["pretrain", "--data", "x", "--output", "o", "--steps", "1", "--batch-size", "1", "--init", "m",
+          "--seed", "100000000000000000000"],
+         "argument --seed: must be a whole number from 0 to 9223372036854775807, got 100000000000000000000"),
+        (["vocab", "--input", "x", "--output", "o", "--vocab-size", "²"],
+         "argument --vocab-size: must be a whole number of at least 1, got '²'"),
+        (["explore", "a text", "--output", "p.html", "--max-length", "1", "--truncate"],
+         "argument --max-length: must be a whole number of at least 3, got 1"),
+        (["explore", "a", "b", "--output", "p.html", "--max-length", "4", "--truncate"],
+         "--max-length 4 cannot hold a pair"),
+        (["classify", "--model", "m", "--batch-size", "1e3", "a"],
+         "argument --batch-size: must be a whole number of at least 1, got '1e3'"),
+    ],
+)  # fmt: skip
+def test_raw_messages_of_issue_45_name_the_flag_and_its_limits(argv, expected):
+    """Issue 45 item 6: these said "Overflow when unpacking long long", "invalid parse value: '²'"
+    and "room for -1 pieces"; now one usage line (exit 2) naming the flag and its limits."""
+    done = run_minibert(*argv)  # each refused by the parser: nothing is read or written
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], done.stderr
+
+
+def test_the_options_dataclasses_are_the_flags_defaults():
+    """Each default and limit is written once, in the dataclass: the parsed defaults build the
+    dataclass's own defaults, and the flags' parsers refuse what the dataclass refuses."""
+    commands = _commands()
+    required = ["--data", "d", "--output", "o", "--steps", "3", "--batch-size", "2", "--init", "m"]
+    parsed = commands["pretrain"].parse_args(required)
+    values = {field.name: getattr(parsed, field.name) for field in dataclasses.fields(PretrainOptions)
+              if field.name != "progress"}  # fmt: skip
+    assert PretrainOptions(**values) == PretrainOptions(data=["d"], output="o", steps=3, batch_size=2, init="m")
+    parsed = commands["pretraining-data"].parse_args(["--input", "a", "--vocab", "v", "--output", "o"])
+    values = {field.name: getattr(parsed, field.name) for field in dataclasses.fields(InstanceOptions)}
+    assert InstanceOptions(**values) == InstanceOptions()
+    help_text = " ".join(commands["pretraining-data"].format_help().split())
+    assert "(default 128)" in help_text and "(default 0.15)" in help_text
+
+
+def test_parser_of_uses_the_limits_words():
+    from minibert.limits import Limits
+
+    parse = parser_of(Limits(float, 0.0, 1.0, above_low=True))
+    assert parse("1") == 1.0
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a number above 0 and at most 1, got 0"):
+        parse("0")

@@ -1,0 +1,142 @@
+"""dtype="int8": the encoder's six projections in int8 (int8.py), checked against float32 at load
+(int8_check.py), entered through speed.py only; everything else float32; refusals in one line."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from minibert import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer, int8_check
+from minibert.errors import QuantizationError
+from minibert.int8 import Int8Linear, int8_layers
+
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    """A small random BertModel saved as a checkpoint (no vocabulary: calibrated on random ids)."""
+    torch.manual_seed(0)
+    directory = tmp_path_factory.mktemp("tiny")
+    BertModel(BertConfig(**TINY)).eval().save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(int8_check, "_warned", set())
+
+
+def test_int8_swaps_exactly_the_six_projections_of_each_layer(tiny_dir, own_cache):
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+    names = [name for name, _ in int8_layers(model)]
+    per_layer = ["attention.query", "attention.key", "attention.value", "attention.output",
+                 "feed_forward.intermediate", "feed_forward.output"]  # fmt: skip
+    assert names == [f"layers.{n}.{part}" for n in range(2) for part in per_layer]
+    # attention, LayerNorm, GELU, embeddings, pooler: float32 modules as model.py builds them
+    assert type(model.pooler.dense) is nn.Linear and model.pooler.dense.weight.dtype == torch.float32
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert model.int8_check.reason == "measured" and model.int8_check.worst_cosine > int8_check.COSINE_FLOOR
+
+
+def test_int8_sentence_vectors_stay_close_to_float32_on_real_text(minilm_dir, real_texts):
+    """all-MiniLM-L6-v2 on real sentences of several scripts: the mean-pooled vectors of the int8
+    model against the float32 model's (which tests/test_book_modules.py checks against transformers).
+    The bounds are the floor the loader enforces and the mean it measured (docs/int8.md)."""
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir)
+    batch = dict(tokenizer(real_texts, padding=True, return_tensors="pt"))
+    exact = int8_check.sentence_vectors(BertModel.from_pretrained(minilm_dir), batch)
+    approximate = int8_check.sentence_vectors(BertModel.from_pretrained(minilm_dir, dtype="int8"), batch)
+    cosines = torch.nn.functional.cosine_similarity(exact, approximate, dim=1)
+    print(f"int8 vs float32 cosine: mean {cosines.mean():.4f}, worst {cosines.min():.4f}")
+    assert cosines.min() > int8_check.COSINE_FLOOR and cosines.mean() > 0.98, cosines
+
+
+def test_a_backward_pass_through_int8_is_one_clear_error(tiny_dir, own_cache):
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+    out = model(torch.tensor([[5, 6, 7]])).last_hidden_state  # a forward that autograd records works
+    with pytest.raises(QuantizationError, match="backward pass reached a layer loaded in int8"):
+        out.sum().backward()
+
+
+def test_bad_dtype_names_int8_and_auto_never_picks_it(tiny_dir, own_cache):
+    with pytest.raises(ValueError, match=r"dtype must be one of .*'int8'.*got 'int9'"):
+        BertModel.from_pretrained(tiny_dir, dtype="int9")
+    assert not int8_layers(BertModel.from_pretrained(tiny_dir, dtype="auto"))
+    assert len(int8_layers(BertModel.from_pretrained(tiny_dir, dtype=torch.int8))) == 12  # the torch.dtype too
+
+
+def test_book_modules_are_the_float32_weights_of_the_file_and_back(tiny_dir, own_cache):
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+    stored = load_file(tiny_dir / "model.safetensors")
+    model.use_book_modules()
+    query = model.layers[1].attention.query
+    assert type(query) is nn.Linear and torch.equal(query.weight, stored["encoder.layer.1.attention.self.query.weight"])
+    model.use_book_modules(False)
+    assert isinstance(model.layers[1].attention.query, Int8Linear) and model.gemm_backend == "int8"
+
+
+def test_saving_an_int8_model_writes_the_float32_checkpoint(tiny_dir, own_cache, tmp_path):
+    BertModel.from_pretrained(tiny_dir, dtype="int8").save_pretrained(tmp_path / "saved")
+    original, saved = load_file(tiny_dir / "model.safetensors"), load_file(tmp_path / "saved" / "model.safetensors")
+    assert saved.keys() == original.keys()
+    assert all(torch.equal(saved[name], original[name]) and saved[name].dtype == torch.float32 for name in saved)
+
+
+def outlier_checkpoint(directory, scale: float):
+    """A random BertModel whose value projection's first two channels are ``scale`` times larger and
+    the attention output's matching columns ``scale`` times smaller: the same float32 function, but
+    the attention output's input has two huge channels (the outliers of real LLMs, made on purpose).
+    One 8-bit step for the whole input (per tensor) then leaves the other channels at zero."""
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(**TINY, initializer_range=0.2)).eval()
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.attention.value.weight[:2] *= scale
+            layer.attention.value.bias[:2] *= scale
+            layer.attention.output.weight[:, :2] /= scale
+    model.save_pretrained(directory)
+    return directory
+
+
+def test_a_model_below_the_cosine_floor_is_refused_with_the_figure(own_cache, tmp_path):
+    plain, outliers = outlier_checkpoint(tmp_path / "plain", 1.0), outlier_checkpoint(tmp_path / "outliers", 1000.0)
+    ids = torch.tensor([[5, 17, 33, 99, 4]])
+    same = BertModel.from_pretrained(plain)(ids).last_hidden_state
+    assert (same - BertModel.from_pretrained(outliers)(ids).last_hidden_state).abs().max() < 1e-3  # one function
+    BertModel.from_pretrained(plain, dtype="int8")  # int8 is fine without the outliers
+    with pytest.raises(QuantizationError, match=r"refused for dtype='int8'.* cosine of only 0\.\d+ .*floor is 0\.95"):
+        BertModel.from_pretrained(outliers, dtype="int8")
+
+
+def test_the_check_is_cached_per_checkpoint_file(tiny_dir, own_cache, monkeypatch):
+    first = BertModel.from_pretrained(tiny_dir, dtype="int8").int8_check
+
+    def must_not_run(*args):
+        raise AssertionError("the cached verdict should have been used")
+
+    monkeypatch.setattr(int8_check, "sentence_vectors", must_not_run)
+    second = BertForSequenceClassification.from_pretrained(tiny_dir, dtype="int8", new_heads=True).int8_check
+    assert second.reason == "cached" and second.worst_cosine == first.worst_cosine
+
+
+def test_slower_than_float32_is_said_once(tiny_dir, own_cache, monkeypatch, caplog):
+    monkeypatch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 0.8)
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+    said = [record.getMessage() for record in caplog.records if "buys no speed" in record.getMessage()]
+    assert len(said) == 1 and "0.80x float32" in said[0], said
+
+
+def test_a_cpu_without_the_engine_is_refused(tiny_dir, own_cache, monkeypatch):
+    from minibert import int8
+
+    monkeypatch.setattr(int8, "unavailable_reason", lambda: "this CPU has no AVX2, which FBGEMM's int8 GEMM needs")
+    with pytest.raises(QuantizationError, match="dtype='int8' cannot run here: this CPU has no AVX2"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
