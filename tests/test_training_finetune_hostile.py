@@ -1,7 +1,8 @@
 """``minibert finetune`` attacked as a hostile user would (issue 45's own hostile pass): malformed
 GLUE/CSV/TSV/JSONL/CoNLL files, flags at and past their limits, models and run folders that are not
 what they should be. Each case: ONE line on stderr naming the file, line, field, flag or limit; a
-non-zero exit (2 only for usage errors, as argparse's); nothing written or overwritten. Run in this
+non-zero exit (2 only for usage errors, as argparse's: a flag outside its limits is one, refused by
+the flag parser, training/options.py); nothing written or overwritten. Run in this
 process (helpers.run_minibert): the whole list takes seconds."""
 
 from __future__ import annotations
@@ -59,22 +60,22 @@ CASES = [
      "{train} is not text"),
     ("labels-twice", None, ["--labels", "wet,dry,wet"], 1, "--labels names a label twice"),
     ("labels-missing-one", None, ["--labels", "wet"], 1, "label 'dry' is not among"),
-    ("max-seq-length-2", None, ["--max-seq-length", "2"], 1, "--max-seq-length 2"),
+    ("max-seq-length-2", None, ["--max-seq-length", "2"], 2, "--max-seq-length: must be a whole number from 3"),
     ("max-seq-length-0", None, ["--max-seq-length", "0"], 2, "--max-seq-length"),
     ("max-seq-length-100000", None, ["--max-seq-length", "100000"], 1, "--max-seq-length 100000"),
     ("batch-larger-than-data", None, ["--batch-size", "64"], 1, "--batch-size"),
     ("eval-every-0", None, ["--eval-every", "0"], 2, "--eval-every"),
     ("save-every-0", None, ["--save-every", "0"], 2, "--save-every"),
-    ("seed-huge", None, ["--seed", "100000000000000000000"], 1, "--seed"),
-    ("seed-negative", None, ["--seed", "-1"], 1, "--seed"),
-    ("dropout-1.5", None, ["--dropout", "1.5"], 1, "--dropout"),
-    ("warmup-2", None, ["--warmup-proportion", "2"], 1, "--warmup-proportion"),
-    ("warmup-nan", None, ["--warmup-proportion", "nan"], 1, "--warmup-proportion"),
-    ("learning-rate-nan", None, ["--learning-rate", "nan"], 1, "--learning-rate"),
-    ("learning-rate-negative", None, ["--learning-rate", "-1"], 1, "--learning-rate"),
-    ("epochs-inf", None, ["--epochs", "inf"], 1, "--epochs"),
-    ("max-grad-norm-0", None, ["--max-grad-norm", "0"], 1, "--max-grad-norm"),
-    ("weight-decay-nan", None, ["--weight-decay", "nan"], 1, "--weight-decay"),
+    ("seed-huge", None, ["--seed", "100000000000000000000"], 2, "--seed"),
+    ("seed-negative", None, ["--seed", "-1"], 2, "--seed"),
+    ("dropout-1.5", None, ["--dropout", "1.5"], 2, "--dropout"),
+    ("warmup-2", None, ["--warmup-proportion", "2"], 2, "--warmup-proportion"),
+    ("warmup-nan", None, ["--warmup-proportion", "nan"], 2, "--warmup-proportion"),
+    ("learning-rate-nan", None, ["--learning-rate", "nan"], 2, "--learning-rate"),
+    ("learning-rate-negative", None, ["--learning-rate", "-1"], 2, "--learning-rate"),
+    ("epochs-inf", None, ["--epochs", "inf"], 2, "--epochs"),
+    ("max-grad-norm-0", None, ["--max-grad-norm", "0"], 2, "--max-grad-norm"),
+    ("weight-decay-nan", None, ["--weight-decay", "nan"], 2, "--weight-decay"),
     ("text-column-missing", None, ["--text-column", "sentence"], 1, "{train}, line 1: no column 'sentence'"),
     ("pair-column-missing", None, ["--pair-column", "second"], 1, "{train}, line 1: no column 'second'"),
     ("model-is-a-file", None, ["--model", "{train}"], 1, "{train}"),
