@@ -133,3 +133,35 @@ def test_the_resume_command_quotes_paths_and_gives_the_flags_that_differ():
                                     "run 1", "--steps", "10", "--batch-size", "4", "--config", "c.json", "--vocab",
                                     "v.txt", "--cased", "--learning-rate", "1e-05", "--resume", "--bf16"]  # fmt: skip
     assert resume_command(options, processes=2).startswith("torchrun --nproc_per_node 2 -m minibert pretrain ")
+
+
+@pytest.mark.parametrize(
+    "changes, said",
+    [({"loss": math.nan}, "loss nan"), ({"loss": math.inf}, "loss inf"), ({"gradient_norm": -math.inf},
+     "gradient norm -inf"), ({"loss": math.nan, "gradient_norm": math.nan}, "loss nan, gradient norm nan")],
+)  # fmt: skip
+def test_finetune_watches_its_loss_and_gradient_norm(tmp_path, changes, said):
+    """finetune's record has one loss (no masked-LM/next-sentence parts): the same check, its figures."""
+    from minibert.errors import TrainingDivergedError
+    from minibert.training.report import WATCHED_FINETUNE, check_finite
+
+    record = {"step": 3, "loss": 0.7, "learning_rate": 2e-5, "gradient_norm": 1.5, **changes}
+    expected = f"^step 3: not a finite number \\({said}\\) at learning rate 2e-05"
+    with pytest.raises(TrainingDivergedError, match=expected):
+        check_finite(record, 2e-5, tmp_path, 2, "minibert finetune ... --resume", WATCHED_FINETUNE)
+    check_finite({**record, **{key: 1e30 for key in changes}}, 2e-5, tmp_path, 2, "", WATCHED_FINETUNE)
+
+
+def test_the_finetune_resume_command_gives_its_labels_and_task_and_quotes_paths():
+    import shlex
+
+    from minibert.training.finetune import FinetuneOptions
+    from minibert.training.report import resume_command
+
+    options = FinetuneOptions(model="my model", train="t.tsv", output="run 1", task="classify", glue="mrpc",
+                              labels=("0", "1"), epochs=2.0, learning_rate=3e-5)  # fmt: skip
+    command = shlex.split(resume_command(options, 1, "finetune", learning_rate=3e-6))
+    assert command == ["minibert", "finetune", "--model", "my model", "--train", "t.tsv", "--output", "run 1",
+                       "--glue", "mrpc", "--labels", "0,1", "--epochs", "2.0", "--learning-rate", "3e-06",
+                       "--resume"]  # fmt: skip
+    assert resume_command(options, 2, "finetune").startswith("torchrun --nproc_per_node 2 -m minibert finetune ")

@@ -179,3 +179,27 @@ def test_a_folder_holding_a_run_is_still_refused_without_resume_under_the_lock(t
     (run / "metrics.jsonl").write_text("")
     result = run_minibert(*pretrain_args(data, run))
     assert result.returncode == 1 and "already holds a run" in result.stderr, result.stderr
+
+
+def test_a_finetune_resume_into_a_held_run_is_refused_and_the_run_left_as_it_was(tmp_path):
+    from test_training_finetune_run import flags, write_examples
+
+    train, run = write_examples(tmp_path / "train.csv", 8), tmp_path / "run"
+    assert run_minibert(*flags(train, run, "--epochs", "1")).returncode == 0
+    before = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file() and path.name != LOCK_FILE}
+    with run_folder_lock(run):  # the run's lock was released when it ended: another may take it
+        refused = run_minibert(*flags(train, run, "--epochs", "1", "--resume"))
+    assert refused.returncode == 1 and f"process {os.getpid()} holds" in refused.stderr, refused.stderr
+    after = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file() and path.name != LOCK_FILE}
+    assert after == before
+
+
+def test_finetune_write_features_needs_no_run_folder_lock(tmp_path):
+    """--write-features writes one file, no run: a held folder of the same name does not stop it."""
+    from test_training_finetune_run import flags, write_examples
+
+    train, features = write_examples(tmp_path / "train.csv", 6), tmp_path / "train.tfrecord"
+    argv = flags(train, tmp_path / "run")
+    argv[argv.index("--output") : argv.index("--output") + 2] = ["--write-features", str(features)]
+    with run_folder_lock(tmp_path):
+        assert run_minibert(*argv).returncode == 0 and features.stat().st_size > 0

@@ -30,7 +30,7 @@ from .data import Instances, read_instances
 from .distributed import World
 from .options import PretrainOptions
 from .precision import check_bf16
-from .report import Progress, check_finite, resume_command, stopped_note
+from .report import WATCHED, Progress, check_finite, resume_command, stopped_note
 from .run_lock import run_folder_lock
 from .step import MLM_EPSILON, AdamWeightDecay, Schedule, hub_named_parameters, pretraining_sums, update
 
@@ -68,15 +68,8 @@ def _pretrain(options: PretrainOptions, world: World, run: RunDirectory) -> Path
     config = model.config.to_dict()
 
     if options.resume:
-        state = TrainingState.from_file(run.state_path)
-        # the rate may be changed on resume (a run that diverged continues with a lower one), nothing else
-        same = {name: value for name, value in settings.items() if name != "learning_rate"}
-        check_state(state, run.state_path, settings=same, config=config, fingerprint=instances.fingerprint,
-                    model=model, instances=len(instances), hub_names=[name for name, _ in named])  # fmt: skip
-        if state.settings.get("learning_rate") != options.learning_rate and world.is_main:
-            warnings.warn(f"resuming at step {state.step} with --learning-rate {options.learning_rate:g} (the run "
-                          f"was made with {state.settings.get('learning_rate')!r}): the steps after follow the new "
-                          "rate's schedule", stacklevel=2)  # fmt: skip
+        state = read_resumed_state(run, settings, world, config=config, fingerprint=instances.fingerprint,
+                                   model=model, instances=len(instances), hub_names=[name for name, _ in named])
         restore(model, optimizer, state, world)
         done = state.step
         run.saved_step = done  # on disk from here on (a stop says so)
@@ -143,19 +136,35 @@ def _train(options, world, run, model, optimizer, schedule, instances, parameter
     return progress
 
 
-def stop_if_not_finite(record: dict, options: PretrainOptions, run: RunDirectory, world: World,
-                       gradient_norm: float) -> None:  # fmt: skip
+def stop_if_not_finite(record: dict, options, run: RunDirectory, world: World, gradient_norm: float, *,
+                       command: str = "pretrain", watched: dict[str, str] = WATCHED) -> None:  # fmt: skip
     """Before the update: a NaN or infinite loss or gradient norm stops every process (they all see
-    the same sums and norm), the last checkpoint left as it is; the step's line is written first."""
+    the same sums and norm), the last checkpoint left as it is; the step's line is written first.
+    (``finetune`` uses it too: ``command`` and the record's ``watched`` figures.)"""
     record["gradient_norm"] = gradient_norm
     try:
         lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
         check_finite(record, options.learning_rate, run.path, run.saved_step if world.is_main else None,
-                     resume_command(options, world.size, learning_rate=lower))  # fmt: skip
+                     resume_command(options, world.size, command, learning_rate=lower), watched)  # fmt: skip
     except TrainingDivergedError:
         if world.is_main:
             run.append_metrics(record)
         raise
+
+
+def read_resumed_state(run: RunDirectory, settings: dict, world: World, **checks) -> TrainingState:
+    """The run's training state, checked against this command (``checks``: checkpoint.check_state).
+    The learning rate may change on resume (a run that diverged continues with a lower one), nothing
+    else; a change is said once. ``finetune`` reads its state with this too."""
+    state = TrainingState.from_file(run.state_path)
+    same = {name: value for name, value in settings.items() if name != "learning_rate"}
+    check_state(state, run.state_path, settings=same, **checks)
+    rate = settings["learning_rate"]
+    if state.settings.get("learning_rate") != rate and world.is_main:
+        warnings.warn(f"resuming at step {state.step} with --learning-rate {rate:g} (the run was made with "
+                      f"{state.settings.get('learning_rate')!r}): the steps after follow the new rate's schedule",
+                      stacklevel=3)  # fmt: skip
+    return state
 
 
 def check_batch_fits(options: PretrainOptions, count: int, world: World) -> None:

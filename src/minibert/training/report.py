@@ -21,13 +21,14 @@ from ..errors import TrainingDivergedError
 
 LINES_WHEN_NOT_A_TERMINAL = 20  # progress lines over a whole run written to a file or a pipe
 WATCHED = {"mlm_loss": "masked-LM loss", "nsp_loss": "next-sentence loss", "gradient_norm": "gradient norm"}
+WATCHED_FINETUNE = {"loss": "loss", "gradient_norm": "gradient norm"}
 
 
-def resume_command(options, processes: int = 1, **changes) -> str:
-    """The command that continues this run: the flags given (those that differ from their
-    defaults), then ``--resume`` and any ``changes`` (e.g. ``learning_rate=1e-5``)."""
+def resume_command(options, processes: int = 1, command: str = "pretrain", **changes) -> str:
+    """The ``minibert COMMAND`` that continues this run: the flags given (those that differ from
+    their defaults), then ``--resume`` and any ``changes`` (e.g. ``learning_rate=1e-5``)."""
     words = ["minibert"] if processes == 1 else ["torchrun", "--nproc_per_node", str(processes), "-m", "minibert"]
-    words.append("pretrain")
+    words.append(command)
     values = {**{field.name: getattr(options, field.name) for field in fields(options)}, "resume": True, **changes}
     for field in fields(options):
         value = values[field.name]
@@ -41,15 +42,19 @@ def resume_command(options, processes: int = 1, **changes) -> str:
             words.append(flag)
         elif isinstance(value, list):
             words += [flag, *map(str, value)]
+        elif isinstance(value, tuple):  # finetune's --labels a,b,c
+            words += [flag, ",".join(map(str, value))]
         elif value is not None and value is not False:
             words += [flag, repr(value) if isinstance(value, float) else str(value)]  # repr: the exact float
     return shlex.join(words)
 
 
-def check_finite(record: dict, peak_rate: float, run: Path, saved_step: int | None, command: str) -> None:
+def check_finite(record: dict, peak_rate: float, run: Path, saved_step: int | None, command: str,
+                 watched: dict[str, str] = WATCHED) -> None:  # fmt: skip
     """Stop the run (TrainingDivergedError) at a step whose loss or gradient norm is NaN or infinite,
-    before the update: the last checkpoint on disk stays the last good one."""
-    bad = [f"{label} {record[key]}" for key, label in WATCHED.items() if not math.isfinite(record[key])]
+    before the update: the last checkpoint on disk stays the last good one. ``watched``: the
+    record's figures to check and their names in the message."""
+    bad = [f"{label} {record[key]}" for key, label in watched.items() if not math.isfinite(record[key])]
     if bad:
         kept = f"{run} keeps the checkpoint of step {saved_step}, unchanged; " if saved_step is not None else ""
         raise TrainingDivergedError(

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import DataError
+from ...formats.plain_text import TextCheck
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,7 @@ def read_examples(path: str | os.PathLike, form: ExampleFormat) -> list[Example]
     """Every example of ``path``; a DataError naming the file and line for a missing file, an empty
     one, a missing column or field, or text that is not UTF-8."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise DataError(f"{path}, line {line}: not UTF-8 text ({error.reason})") from None
+    text = read_labelled_text(path)
     if not text.strip():
         raise DataError(f"{path} is empty: it holds no examples")
     if form.glue is not None:
@@ -127,6 +122,22 @@ def read_examples(path: str | os.PathLike, form: ExampleFormat) -> list[Example]
     if not examples:
         raise DataError(f"{path} holds no examples")
     return examples
+
+
+def read_labelled_text(path: Path) -> str:
+    """The file's text (CoNLL files too: tagging.py): refused by name when it is missing, is not
+    text (UTF-16, a binary file: formats/plain_text.py, with the byte offset) or is not UTF-8 (the line)."""
+    if not path.is_file():
+        raise DataError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
+    data = path.read_bytes()
+    check = TextCheck(path)
+    check.feed(data)
+    check.finish()
+    try:  # a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise DataError(f"{path}, line {line}: not UTF-8 text ({error.reason}, byte offset {error.start})") from None
 
 
 def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
@@ -159,6 +170,14 @@ def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
 
 def _table_examples(path: Path, text: str, form: ExampleFormat, delimiter: str) -> list[Example]:
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        return _table_rows(path, reader, form)
+    except csv.Error as error:  # a field over csv's limit (131,072 characters), a stray quote, ...
+        # (line_num counts the lines read before the one the error is on)
+        raise DataError(f"{path}, line {reader.line_num + 1}: {error}") from None
+
+
+def _table_rows(path: Path, reader: csv.DictReader, form: ExampleFormat) -> list[Example]:
     header = reader.fieldnames or []
     for flag, column in _columns(form):
         if column not in header:
@@ -170,6 +189,9 @@ def _table_examples(path: Path, text: str, form: ExampleFormat, delimiter: str) 
         for flag, column in _columns(form):
             if row.get(column) is None:
                 raise DataError(f"{path}, line {number}: the row has no field {column!r} ({flag}): too few columns")
+        if None in row:  # DictReader's key for fields past the header's
+            raise DataError(f"{path}, line {number}: the row has {len(header) + len(row[None])} fields, the header "
+                            f"names {len(header)}")  # fmt: skip
         examples.append(_example(form, row, number))
     return examples
 
@@ -211,6 +233,8 @@ def label_list(train: list[Example], form: ExampleFormat, given: list[str] | Non
     processor's ``get_labels()``); otherwise the training file's labels sorted (as strings).
     The position in this list is the label's id (config.json's ``id2label``)."""
     if given:
+        if not all(given):
+            raise DataError(f"--labels names an empty label: {','.join(given)}")
         if len(set(given)) != len(given):
             raise DataError(f"--labels names a label twice: {','.join(given)}")
         return list(given)
@@ -231,6 +255,8 @@ def check_labels(examples: list[Example], labels: list[str], path: str | os.Path
     """Every example's label is one of ``labels``: else a DataError naming the file, line and label."""
     known = set(labels)
     for example in examples:
+        if separator is None and not example.label:  # (multilabel: an empty field is a text with no label)
+            raise DataError(f"{flag} {path}, line {example.line}: the label field is empty")
         for label in split_labels(example.label, separator):
             if label not in known:
                 raise DataError(f"{flag} {path}, line {example.line}: label {label!r} is not among the "

@@ -50,6 +50,15 @@ def checkpoint_head(model: str) -> tuple[list[str] | None, int] | None:
     return None
 
 
+def check_sequence_length(model: str, length: int) -> None:
+    """``--max-seq-length`` within the positions the model has (its config's max_position_embeddings)."""
+    config_file, _ = find_checkpoint(model)
+    positions = BertConfig.from_json_file(config_file).max_position_embeddings
+    if length > positions:
+        raise DataError(f"--max-seq-length {length} is more than --model {model} has positions for "
+                        f"(max_position_embeddings {positions}): give {positions} or less")  # fmt: skip
+
+
 def fit_labels(model: str, labels: list[str] | None, problem: str, stated: bool) -> tuple[list[str] | None, bool]:
     """(the labels in the order the run uses, whether the checkpoint's head continues). ``labels``
     None: a regression (one output). ``stated``: the order was given (--labels, a GLUE task)."""

@@ -19,10 +19,12 @@ process runs it (training/distributed.py). The run folder:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +32,11 @@ import torch
 
 from ...errors import DataError
 from ...formats.atomic_files import write_atomically
-from ..checkpoint import RunDirectory, TrainingState, check_state
+from ..checkpoint import RunDirectory
 from ..distributed import World
-from ..loop import restore, save, write_loss_picture
+from ..loop import read_resumed_state, restore, save, stop_if_not_finite, write_loss_picture
+from ..report import WATCHED_FINETUNE, resume_command, stopped_note
+from ..run_lock import run_folder_lock
 from ..step import (
     AdamWeightDecay,
     Schedule,
@@ -44,7 +48,7 @@ from ..step import (
 )
 from .examples import check_labels, label_list, read_examples
 from .features import Features, make_features, write_features
-from .head import fit_labels, load_classifier, load_vocabulary
+from .head import check_sequence_length, fit_labels, load_classifier, load_vocabulary
 from .metrics import main_metric, task_metrics
 from .options import FinetuneOptions
 from .order import TrainingOrder
@@ -70,8 +74,17 @@ class Prepared:
 def finetune(options: FinetuneOptions) -> Path:
     """Fine-tune; returns the run folder. Every process of a torchrun group calls this."""
     world = World.from_environment()
+    run = RunDirectory(Path(options.output))
+    steps = []  # the run's step count, once known (for the note a stop prints)
     try:
-        return _finetune(options, world)
+        # one run per folder: rank 0 holds the folder's lock (the other processes write nothing)
+        with run_folder_lock(options.output) if world.is_main else contextlib.nullcontext():
+            return _finetune(options, world, run, steps)
+    except BaseException as stop:  # Ctrl-C, SIGTERM: the step in flight is abandoned; say what is on disk
+        if world.is_main and not isinstance(stop, Exception) and run.saved_step is not None:
+            command = resume_command(options, world.size, "finetune")
+            stop.on_disk = stopped_note(run.path, run.saved_step, steps[0], command)
+        raise
     finally:
         world.close()
 
@@ -79,6 +92,7 @@ def finetune(options: FinetuneOptions) -> Path:
 def prepare(options: FinetuneOptions, world_size: int) -> tuple[Prepared, object]:
     """Read the files, fix the labels, make the features: every error before anything is written."""
     options.check(world_size)
+    check_sequence_length(options.model, options.max_seq_length)
     if options.task == "tag":
         train, dev, labels, continues, tokenizer = prepare_tagging(options)
     elif options.task == "answer":
@@ -140,11 +154,11 @@ def write_training_features(options: FinetuneOptions, path: str) -> int:
     return write_features(data.train, path)
 
 
-def _finetune(options: FinetuneOptions, world: World) -> Path:
-    run = RunDirectory(Path(options.output))
+def _finetune(options: FinetuneOptions, world: World, run: RunDirectory, steps: list) -> Path:
     if not options.resume:
         run.check_new()
     data, tokenizer = prepare(options, world.size)
+    steps.append(data.steps)
     if options.task == "answer":
         model = load_answerer(options.model, data.head_continues, options.seed, options.dropout)
     else:
@@ -160,11 +174,11 @@ def _finetune(options: FinetuneOptions, world: World) -> Path:
     metric = "f1" if options.task == "answer" else main_metric(options.glue, options.problem)
     best = -float("inf")
     if options.resume:
-        state = TrainingState.from_file(run.state_path)
-        check_state(state, run.state_path, settings=settings, config=config, fingerprint=data.train.fingerprint,
-                    model=model, instances=len(data.train), hub_names=[name for name, _ in named])  # fmt: skip
+        state = read_resumed_state(run, settings, world, config=config, fingerprint=data.train.fingerprint,
+                                   model=model, instances=len(data.train), hub_names=[name for name, _ in named])
         restore(model, optimizer, state, world)
         done = state.step
+        run.saved_step = done  # on disk from here on (a stop says so)
         if world.is_main:
             run.remove_leftovers()
             run.keep_metrics_up_to(done)
@@ -232,11 +246,14 @@ def train_steps(session: Session, done: int) -> None:
             loss, loss_value, correct = classification_sums(model, batch, options.batch_size, options.problem)
         loss.backward()
         sums = world.sum(torch.tensor([loss_value, correct], dtype=torch.float64))
-        gradient_norm = update(session.parameters, session.optimizer, rate, world, options.max_grad_norm)
-        seconds = time.perf_counter() - started
         record = {"step": step, "epoch": step * options.batch_size / len(data.train), "loss": sums[0].item(),
-                  "learning_rate": rate, "gradient_norm": gradient_norm, "seconds": seconds,
-                  "examples_per_second": options.batch_size / seconds}  # fmt: skip
+                  "learning_rate": rate}  # fmt: skip
+        # a NaN or infinite loss or gradient norm stops the run before the update (training/loop.py)
+        update(session.parameters, session.optimizer, rate, world, options.max_grad_norm,
+               before_step=partial(stop_if_not_finite, record, options, run, world, command="finetune",
+                                   watched=WATCHED_FINETUNE))  # fmt: skip
+        seconds = time.perf_counter() - started
+        record.update(seconds=seconds, examples_per_second=options.batch_size / seconds)
         if options.problem == "token_classification":
             record["accuracy"] = sums[1].item() / max(labelled, 1)
         elif options.problem != "regression":

@@ -10,17 +10,26 @@ runs every combination, one after another, each as its own run folder ``sweep/lr
 each trial's best dev figure (the task's main metric), and per learning rate the mean, the
 standard deviation (over the seeds, n − 1) and the best. ``--resume`` continues the trials a kill
 interrupted and keeps the finished ones.
+
+The sweep folder is locked as a run folder is (training/run_lock.py: a second sweep into it is
+refused), Ctrl-C or SIGTERM says how many trials are done and the command that continues the
+sweep, and a trial whose loss or gradient norm stops being finite (a rate too high) is a result,
+not the end of the sweep: the table says "diverged" for it and the other trials go on.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import statistics
+import sys
 from pathlib import Path
 
-from ...errors import DataError
+from ...errors import DataError, TrainingDivergedError
 from ...formats.atomic_files import write_atomically
+from ..report import resume_command
+from ..run_lock import run_folder_lock
 from .loop import BEST_FOLDER, finetune
 from .metrics import main_metric
 from .options import FinetuneOptions
@@ -38,13 +47,17 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float]) -> Path:
                         "folder")  # fmt: skip
     metric = main_metric(options.glue, options.problem)
     trials = []
-    for rate in rates:
-        for seed in range(options.seed, options.seed + seeds):
-            run = root / f"lr{rate:g}-seed{seed}"
-            resume = options.resume and (run / "training_state.pt").exists()
-            finetune(dataclasses.replace(options, output=str(run), learning_rate=rate, seed=seed, resume=resume))
-            best = json.loads((run / BEST_FOLDER / "best.json").read_text(encoding="utf-8"))[f"dev_{metric}"]
-            trials.append({"learning_rate": rate, "seed": seed, "run": run.name, f"dev_{metric}": best})
+    try:
+        with run_folder_lock(root):
+            for rate in rates:
+                for seed in range(options.seed, options.seed + seeds):
+                    trials.append(run_trial(options, root / f"lr{rate:g}-seed{seed}", rate, seed, metric))
+    except BaseException as stop:  # Ctrl-C, SIGTERM: what is done, and the command that continues
+        if not isinstance(stop, Exception):
+            again = shlex.join(["--seeds", str(seeds), "--learning-rates", ",".join(map(repr, rates))])
+            stop.on_disk = (f"{root} holds {len(trials)} finished trial(s) of {seeds * len(rates)}; continue the "
+                            f"sweep with: {resume_command(options, 1, 'finetune')} {again}")  # fmt: skip
+        raise
     summary = [summarize(rate, [t[f"dev_{metric}"] for t in trials if t["learning_rate"] == rate]) for rate in rates]
     write_atomically(root / "sweep.json", (json.dumps({"metric": metric, "trials": trials, "learning_rates": summary},
                                                       indent=2) + "\n").encode("utf-8"))  # fmt: skip
@@ -52,14 +65,36 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float]) -> Path:
     return root
 
 
-def summarize(rate: float, values: list[float]) -> dict:
+def run_trial(options: FinetuneOptions, run: Path, rate: float, seed: int, metric: str) -> dict:
+    """One trial fine-tuned (or continued); its best dev figure, or None and why when it diverged."""
+    resume = options.resume and (run / "training_state.pt").exists()
+    trial = {"learning_rate": rate, "seed": seed, "run": run.name}
+    try:
+        finetune(dataclasses.replace(options, output=str(run), learning_rate=rate, seed=seed, resume=resume))
+    except TrainingDivergedError as error:
+        print(f"minibert: sweep: trial {run.name} diverged: {str(error).split('; ')[0]}", file=sys.stderr)
+        return {**trial, f"dev_{metric}": None, "diverged": str(error)}
+    best = json.loads((run / BEST_FOLDER / "best.json").read_text(encoding="utf-8"))[f"dev_{metric}"]
+    return {**trial, f"dev_{metric}": best}
+
+
+def summarize(rate: float, values: list[float | None]) -> dict:
+    """Mean, standard deviation and best over the trials that did not diverge (None: none did not)."""
+    values = [value for value in values if value is not None]
+    if not values:
+        return {"learning_rate": rate, "mean": None, "std": None, "best": None}
     spread = statistics.stdev(values) if len(values) > 1 else 0.0
     return {"learning_rate": rate, "mean": statistics.fmean(values), "std": spread, "best": max(values)}
 
 
 def table(metric: str, trials: list[dict], summary: list[dict]) -> str:
     lines = [f"| learning rate | seed | dev {metric} |", "|---|---|---|"]
-    lines += [f"| {t['learning_rate']:g} | {t['seed']} | {t[f'dev_{metric}']:.4f} |" for t in trials]
+    lines += [f"| {t['learning_rate']:g} | {t['seed']} | {_figure(t[f'dev_{metric}'])} |" for t in trials]
     lines += ["", f"| learning rate | mean | std | best (dev {metric}) |", "|---|---|---|---|"]
-    lines += [f"| {s['learning_rate']:g} | {s['mean']:.4f} | {s['std']:.4f} | {s['best']:.4f} |" for s in summary]
+    lines += [f"| {s['learning_rate']:g} | {_figure(s['mean'])} | {_figure(s['std'])} | {_figure(s['best'])} |"
+              for s in summary]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _figure(value: float | None) -> str:
+    return "diverged" if value is None else f"{value:.4f}"

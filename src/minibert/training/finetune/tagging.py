@@ -30,6 +30,7 @@ import numpy as np
 
 from ...errors import DataError
 from ..vocabulary import PretrainingVocabulary
+from .examples import read_labelled_text
 from .features import Features
 
 IGNORED = -100  # a piece no loss or figure reads (transformers' ignore_index)
@@ -43,13 +44,7 @@ class Sentence:
 
 
 def read_conll(path: str | os.PathLike) -> list[Sentence]:
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not UTF-8 text ({error.reason})") from None
+    text = read_labelled_text(Path(path))
     sentences, words, tags, first = [], [], [], 0
     for number, line in enumerate(text.split("\n") + [""], start=1):
         fields = line.split()

@@ -1,0 +1,173 @@
+"""``minibert finetune`` attacked as a hostile user would (issue 45's own hostile pass): malformed
+GLUE/CSV/TSV/JSONL/CoNLL files, flags at and past their limits, models and run folders that are not
+what they should be. Each case: ONE line on stderr naming the file, line, field, flag or limit; a
+non-zero exit (2 only for usage errors, as argparse's: a flag outside its limits is one, refused by
+the flag parser, training/options.py); nothing written or overwritten. Run in this
+process (helpers.run_minibert): the whole list takes seconds."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from test_training_finetune_run import TINY, flags, write_examples
+
+from helpers import run_minibert
+
+GOOD = "text,label\nthe water,wet\nthe bank,dry\nriver love,wet\nthe vault,dry\n"
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` and its SHA-256 (nothing overwritten: the same afterwards)."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return path
+
+
+# (case, what the train file holds (or None: the good one), extra flags, exit code, what the line names)
+CASES = [
+    ("csv-too-many-columns", "text,label\nthe water,wet,extra\n", [], 1, "{train}, line 2"),
+    ("csv-too-few-columns", "text,label\nthe water\nthe bank,dry\n", [], 1, "{train}, line 2"),
+    ("utf16-with-bom", "text,label\nthe water,wet\n".encode("utf-16"), [], 1, "{train}"),
+    ("utf16-without-bom", "text,label\nthe water,wet\nthe bank,dry\n".encode("utf-16-le"), [], 1,
+     "{train} is not text: 50% of its bytes"),
+    ("binary", bytes(range(32)) * 64, [], 1, "{train} is not text"),
+    ("not-utf8", b"text,label\nthe w\xe9ter,wet\nthe bank,dry\n", [], 1, "{train}, line 2: not UTF-8"),
+    ("huge-field", "text,label\n" + "water " * 40_000 + ",wet\nthe bank,dry\n", [], 1, "{train}, line 2"),
+    ("empty-label", "text,label\nthe water,\nthe bank,dry\n", [], 1,
+     "--train {train}, line 2: the label field is empty"),
+    ("empty-regress-label", "text,label\nthe water,\nthe bank,2\n", ["--task", "regress"], 1,
+     "{train}, line 2: the label '' is not a number"),
+    ("labels-empty-entry", None, ["--labels", "wet,,dry"], 1, "--labels names an empty label"),
+    ("header-only", "text,label\n", [], 1, "{train}"),
+    ("jsonl-broken", '{"text": "the water", "label": "wet"}\n{"text": \n', ["--suffix", ".jsonl"], 1,
+     "{train}, line 2: not a JSON object"),
+    ("jsonl-list", '["the water", "wet"]\n', ["--suffix", ".jsonl"], 1, "{train}, line 1: not a JSON object"),
+    ("jsonl-null-label", '{"text": "the water", "label": null}\n', ["--suffix", ".jsonl"], 1,
+     "{train}, line 1: field 'label'"),
+    ("tsv-wrong-columns", "text\tlabel\nthe water\n", ["--suffix", ".tsv"], 1, "{train}, line 2"),
+    ("glue-mrpc-short-line", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t2\t3\tthe water\n",
+     ["--suffix", ".tsv", "--glue", "mrpc"], 1, "{train}, line 2: MRPC lines have at least 5"),
+    ("conll-no-tag", "EU B-ORG\nrejects\n", ["--suffix", ".conll", "--task", "tag"], 1, "{train}, line 2"),
+    ("conll-utf16", "EU B-ORG\nrejects O\n".encode("utf-16-le"), ["--suffix", ".conll", "--task", "tag"], 1,
+     "{train} is not text"),
+    ("labels-twice", None, ["--labels", "wet,dry,wet"], 1, "--labels names a label twice"),
+    ("labels-missing-one", None, ["--labels", "wet"], 1, "label 'dry' is not among"),
+    ("max-seq-length-2", None, ["--max-seq-length", "2"], 2, "--max-seq-length: must be a whole number from 3"),
+    ("max-seq-length-0", None, ["--max-seq-length", "0"], 2, "--max-seq-length"),
+    ("max-seq-length-100000", None, ["--max-seq-length", "100000"], 1, "--max-seq-length 100000"),
+    ("batch-larger-than-data", None, ["--batch-size", "64"], 1, "--batch-size"),
+    ("eval-every-0", None, ["--eval-every", "0"], 2, "--eval-every"),
+    ("save-every-0", None, ["--save-every", "0"], 2, "--save-every"),
+    ("seed-huge", None, ["--seed", "100000000000000000000"], 2, "--seed"),
+    ("seed-negative", None, ["--seed", "-1"], 2, "--seed"),
+    ("dropout-1.5", None, ["--dropout", "1.5"], 2, "--dropout"),
+    ("warmup-2", None, ["--warmup-proportion", "2"], 2, "--warmup-proportion"),
+    ("warmup-nan", None, ["--warmup-proportion", "nan"], 2, "--warmup-proportion"),
+    ("learning-rate-nan", None, ["--learning-rate", "nan"], 2, "--learning-rate"),
+    ("learning-rate-negative", None, ["--learning-rate", "-1"], 2, "--learning-rate"),
+    ("epochs-inf", None, ["--epochs", "inf"], 2, "--epochs"),
+    ("max-grad-norm-0", None, ["--max-grad-norm", "0"], 2, "--max-grad-norm"),
+    ("weight-decay-nan", None, ["--weight-decay", "nan"], 2, "--weight-decay"),
+    ("text-column-missing", None, ["--text-column", "sentence"], 1, "{train}, line 1: no column 'sentence'"),
+    ("pair-column-missing", None, ["--pair-column", "second"], 1, "{train}, line 1: no column 'second'"),
+    ("model-is-a-file", None, ["--model", "{train}"], 1, "{train}"),
+    ("model-missing", None, ["--model", "{tmp}/nowhere"], 1, "nowhere"),
+    ("output-is-a-file", None, ["--output", "{train}"], 1, "--output {train} exists and is not a directory"),
+    ("train-is-a-folder", None, ["--train", "{tmp}"], 1, "{tmp} is not a file"),
+    ("learning-rates-word", None, ["--learning-rates", "fast", "--dev", "{train}"], 2, "--learning-rates"),
+    ("dev-is-missing", None, ["--dev", "{tmp}/dev.csv"], 1, "{tmp}/dev.csv does not exist"),
+]
+
+
+@pytest.mark.parametrize(("case", "content", "extra", "code", "named"), CASES, ids=[case[0] for case in CASES])
+def test_hostile_input_one_line_exit_code_nothing_written(tmp_path, case, content, extra, code, named):
+    extra = [word.replace("{tmp}", str(tmp_path)) for word in extra]
+    suffix = ".csv"
+    if "--suffix" in extra:
+        suffix = extra[extra.index("--suffix") + 1]
+        del extra[extra.index("--suffix") : extra.index("--suffix") + 2]
+    train = write(tmp_path / f"train{suffix}", GOOD if content is None else content)
+    extra = [word.replace("{train}", str(train)) for word in extra]
+    run = tmp_path / "run"
+    argv = flags(train, run)
+    for flag in ("--model", "--output", "--train"):  # a case may replace these
+        if flag in extra:
+            at = extra.index(flag)
+            argv[argv.index(flag) + 1] = extra[at + 1]
+            del extra[at : at + 2]
+    before = snapshot(tmp_path)
+    result = run_minibert(*argv, *extra)
+    assert result.returncode == code, result.stderr
+    # one error line, the last (a model loaded before the error may have said which head is new)
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and result.stderr.strip().splitlines()[-1] == errors[0], result.stderr
+    named = named.replace("{train}", str(train)).replace("{tmp}", str(tmp_path))
+    assert named in errors[0], errors[0]
+    assert snapshot(tmp_path) == before and not run.exists()
+
+
+def test_a_byte_order_mark_and_crlf_lines_are_read_as_the_same_examples(tmp_path):
+    """Excel's "CSV UTF-8" starts with a BOM and ends lines with CRLF: the same examples as without."""
+    from minibert.training.finetune.examples import ExampleFormat, read_examples
+
+    plain = read_examples(write(tmp_path / "plain.csv", GOOD), ExampleFormat())
+    excel = read_examples(write(tmp_path / "excel.csv", "\ufeff" + GOOD.replace("\n", "\r\n")), ExampleFormat())
+    assert [(e.text_a, e.label) for e in excel] == [(e.text_a, e.label) for e in plain] and len(plain) == 4
+    jsonl = '\ufeff{"text": "the water", "label": "wet"}\r\n{"text": "the bank", "label": "dry"}\r\n'
+    assert [e.label for e in read_examples(write(tmp_path / "t.jsonl", jsonl), ExampleFormat())] == ["wet", "dry"]
+
+
+@pytest.fixture
+def finished_run(tmp_path) -> tuple[list[str], Path]:
+    train, run = write_examples(tmp_path / "train.csv", 8), tmp_path / "run"
+    argv = flags(train, run, "--epochs", "1")
+    assert run_minibert(*argv).returncode == 0
+    return argv, run
+
+
+def refused(argv: list[str], run: Path, named: str) -> None:
+    before = snapshot(run)
+    result = run_minibert(*argv)
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert result.returncode == 1 and len(errors) == 1 and named in errors[0], result.stderr
+    assert snapshot(run) == before
+
+
+def test_resume_with_other_data_is_refused_and_nothing_overwritten(tmp_path, finished_run):
+    argv, run = finished_run
+    other = write_examples(tmp_path / "other.csv", 8, seed=5)
+    moved = [*argv, "--resume"]
+    moved[moved.index("--train") + 1] = str(other)
+    refused(moved, run, "the run was made with train = ")  # another file
+    write_examples(tmp_path / "train.csv", 8, seed=5)  # the same file, other examples
+    refused([*argv, "--resume"], run, "the run was trained on other data")
+
+
+def test_a_training_state_cut_short_by_a_kill_is_named_on_resume(finished_run):
+    argv, run = finished_run
+    state = run / "training_state.pt"
+    state.write_bytes(state.read_bytes()[:1000])
+    refused([*argv, "--resume"], run, f"training state {state} is truncated or was altered")
+
+
+def test_resume_without_a_run_is_named(tmp_path):
+    train = write_examples(tmp_path / "train.csv", 8)
+    result = run_minibert(*flags(train, tmp_path / "run", "--resume"))
+    assert result.returncode == 1 and "nothing to resume" in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_a_model_with_masked_lm_heads_only_gets_a_new_classifier(tmp_path):
+    """tiny_hub holds BertForPreTraining's heads and no classifier: not an error, a new head, said once."""
+    train = write_examples(tmp_path / "train.csv", 8)
+    result = run_minibert(*flags(train, tmp_path / "run", "--epochs", "1"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("finetune: a new classifier (2 labels: dry, wet)") == 1
+    assert str(TINY) in result.stderr  # the heads it had no place for are named, not hidden
