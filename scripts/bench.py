@@ -394,6 +394,96 @@ def bench_pretrain_step(rounds: int) -> list[dict]:
     return rows
 
 
+def finetune_batches(texts: list[str], batches: int, batch_size: int = 32, length: int = 128):
+    """Real text as ``minibert finetune`` feeds it: Features (N, 128) padded to --max-seq-length as
+    Google's, two random labels; and the rows of each batch, in order."""
+    from minibert.tokenizer import BertTokenizer
+    from minibert.training.finetune.features import Features
+
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir())
+    encoded = tokenizer(texts[: batches * batch_size], padding="max_length", truncation=True, max_length=length)
+    ids, mask = np.asarray(encoded["input_ids"], np.int64), np.asarray(encoded["attention_mask"], np.int64)
+    labels = np.random.default_rng(0).integers(0, 2, len(ids))
+    features = Features(ids, mask, np.zeros_like(ids), labels)
+    return features, [np.arange(start, start + batch_size) for start in range(0, len(ids), batch_size)]
+
+
+PROBLEM = "single_label_classification"
+
+
+def finetune_contenders(features, rows: list[np.ndarray]) -> dict:
+    """Each contender: one fine-tuning step on every batch of ``rows`` (dropout 0.1, fp32)."""
+    import transformers
+
+    from minibert.training.distributed import World
+    from minibert.training.finetune.head import load_classifier
+    from minibert.training.step import AdamWeightDecay, classification_sums, hub_named_parameters, update
+
+    def theirs(cut: bool):
+        model = transformers.BertForSequenceClassification.from_pretrained(minilm_dir(), num_labels=2).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01, eps=1e-6)
+        batches = [{k: torch.from_numpy(v) for k, v in features.batch(r).items()} if cut else
+                   {"input_ids": torch.from_numpy(features.input_ids[r]), "input_mask": torch.from_numpy(
+                    features.input_mask[r]), "label_ids": torch.from_numpy(features.label_ids[r])} for r in rows]
+
+        def steps():
+            for batch in batches:
+                loss = model(input_ids=batch["input_ids"], attention_mask=batch["input_mask"],
+                             labels=batch["label_ids"]).loss  # fmt: skip
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            return loss.item()
+
+        return steps
+
+    def ours(cut: bool):
+        model = load_classifier(minilm_dir(), ["0", "1"], PROBLEM, continues=False, dropout=None, seed=0)
+        named, world = hub_named_parameters(model), World()
+        parameters, optimizer = [p for _, p in named], AdamWeightDecay(named)
+        batches = [{k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in features.batch(r).items()} if cut else
+                   {"input_ids": torch.from_numpy(features.input_ids[r]), "input_mask": torch.from_numpy(
+                    features.input_mask[r]), "segment_ids": torch.from_numpy(features.segment_ids[r]),
+                    "label_ids": torch.from_numpy(features.label_ids[r])} for r in rows]  # fmt: skip
+
+        def steps():
+            for batch in batches:
+                loss, value, _ = classification_sums(model, batch, len(batch["label_ids"]), PROBLEM)
+                loss.backward()
+                update(parameters, optimizer, 2e-5, world, 1.0)
+            return value
+
+        return steps
+
+    return {"minibert (finetune: cut to the batch's longest)": ours(True),
+            "transformers + AdamW, padded to the longest": theirs(True),
+            "minibert, padded to 128": ours(False), "transformers + AdamW, padded to 128": theirs(False)}  # fmt: skip
+
+
+def bench_finetune_step(texts: list[str], rounds: int, batches: int = 4) -> list[dict]:
+    """Fine-tuning steps of all-MiniLM-L6-v2 (fp32, batch 32, --max-seq-length 128, real text):
+    minibert's step (training/step.py, as ``minibert finetune`` runs it) against transformers'
+    BertForSequenceClassification + torch.optim.AdamW on the same batches, each padded as it pads
+    by default (minibert: Features.batch cuts to the batch's longest; transformers:
+    DataCollatorWithPadding pads to the longest), and both on batches padded to 128. The four are
+    interleaved (bench_pretrain.interleave); tokens/s counts real tokens."""
+    from bench_pretrain import interleave
+
+    features, rows = finetune_batches(texts, batches)
+    times, _ = interleave(finetune_contenders(features, rows), rounds)
+    names = list(times)
+    real = int(sum(features.input_mask[r].sum() for r in rows))
+    longest = np.mean([features.input_mask[r].sum(1).max() for r in rows])
+    note = (f"{batches} steps of 32 real texts, {real / batches / 32:.0f} real tokens each on average, "
+            f"batches' longest {longest:.0f} on average; dropout 0.1; {torch.get_num_threads()} threads")
+    return [row("fine-tuning steps, MiniLM fp32, each padded by default", "transformers BertForSequenceClassification"
+                " + AdamW, padded to the longest", times[names[0]], times[names[1]], ">= 1.5x (moonshot 2x)",
+                work=real, unit="real tokens", note=note),
+            row("same, both padded to 128", "the same, padded to 128", times[names[2]], times[names[3]], ">= 1.0x",
+                work=real, unit="real tokens", note=note)]  # fmt: skip
+
+
 def bench_tokenizer(texts: list[str], rounds: int):
     """One text per call, real text: minibert (pure Python) vs HF tokenizers (Rust)."""
     from tokenizers import Tokenizer
@@ -609,7 +699,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts and rounds (for CI)")
     parser.add_argument("--json", help="also write the rows to this file")
-    workloads = "fixed, text, streams, onnx, int8, profile, pretrain, tokenizer, import, cold, memory, tf, window"
+    workloads = (
+        "fixed, text, streams, onnx, int8, profile, pretrain, finetune, tokenizer, import, cold, memory, tf, window"
+    )
     parser.add_argument("--only", nargs="*", help=f"workload names: {workloads}")
     parser.add_argument(
         "--window-sizes",
@@ -619,8 +711,8 @@ def main() -> None:
     args = parser.parse_args()
     rounds = 3 if args.quick else 7
     texts = corpus.benchmark_texts(300 if args.quick else 3000)
-    only = set(args.only or ["fixed", "text", "streams", "onnx", "profile", "pretrain", "tokenizer", "import", "cold",
-                             "memory", "tf"])  # fmt: skip
+    only = set(args.only or ["fixed", "text", "streams", "onnx", "profile", "pretrain", "finetune", "tokenizer",
+                             "import", "cold", "memory", "tf"])  # fmt: skip
     print(describe_machine(), flush=True)
     peak_fp32 = peak_bf16 = None
     if only & {"fixed", "text", "onnx", "profile"}:  # the GFLOP/s ceiling (bf16: only with bf16 units)
@@ -651,6 +743,8 @@ def main() -> None:
         bench_profile(texts, peak_fp32)
     if "pretrain" in only:
         rows.extend(bench_pretrain_step(rounds))
+    if "finetune" in only:
+        rows.extend(bench_finetune_step(texts, rounds))
     if "tokenizer" in only:
         rows.append(bench_tokenizer(texts, rounds))
     if "import" in only:

@@ -124,7 +124,13 @@ def time_steps(shapes: Shapes, rounds: int, bf16: bool = True) -> tuple[dict[str
                   "minibert": minibert_step(config, batch, bf16=False)}  # fmt: skip
     if bf16:
         contenders["minibert --bf16"] = minibert_step(config, batch, bf16=True)
-    first_loss = {name: step() for name, step in contenders.items()}  # warm-up
+    return interleave(contenders, rounds)
+
+
+def interleave(contenders: dict, rounds: int) -> tuple[dict[str, list[float]], dict]:
+    """Seconds of each contender (a call) in each round, in turn A B C, then C B A, ..., after one
+    warm-up call each; and what each warm-up call returned."""
+    first = {name: step() for name, step in contenders.items()}  # warm-up
     times: dict[str, list[float]] = {name: [] for name in contenders}
     order = list(contenders)
     for round_ in range(rounds):
@@ -132,7 +138,7 @@ def time_steps(shapes: Shapes, rounds: int, bf16: bool = True) -> tuple[dict[str
             started = time.perf_counter()
             contenders[name]()
             times[name].append(time.perf_counter() - started)
-    return times, first_loss
+    return times, first
 
 
 def main() -> None:
