@@ -16,8 +16,14 @@ from safetensors.torch import load_file
 from torch import nn
 
 from helpers import run_minibert
-from minibert import (BertConfig, BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
-                      BertModel, int8_check)  # fmt: skip
+from minibert import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertModel,  # fmt: skip
+    int8_check,
+)
 from minibert.errors import QuantizationError
 from minibert.int8 import Int8Linear, int8_layers
 
@@ -34,6 +40,15 @@ def _save(cls, directory, seed=0, **fields):
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     return _save(BertModel, tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def int8_model(tiny_dir, tmp_path_factory):
+    """One int8 model for the cases that only run it (loading costs ~2 s on a loaded 2-core machine)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINIBERT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        patch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 2.0)
+        return BertModel.from_pretrained(tiny_dir, dtype="int8")
 
 
 @pytest.fixture(autouse=True)
@@ -112,9 +127,9 @@ def test_casting_an_int8_model_after_loading_is_a_clear_error(tiny_dir, cast):
         model(IDS)
 
 
-def test_moving_an_int8_model_off_the_cpu_is_a_clear_error(tiny_dir):
+def test_moving_an_int8_model_off_the_cpu_is_a_clear_error(int8_model):
     """Before: NotImplementedError "could not find the fake impl" naming a caffe2 module."""
-    layer = BertModel.from_pretrained(tiny_dir, dtype="int8").layers[0].attention.query
+    layer = int8_model.layers[0].attention.query
     with pytest.raises(QuantizationError, match="input on meta: a model loaded with dtype='int8' runs .* on the CPU"):
         layer(torch.zeros(1, 4, 64, device="meta"))
 
@@ -125,19 +140,18 @@ def test_loading_onto_the_meta_device_in_int8_is_refused(tiny_dir):
 
 
 @pytest.mark.parametrize("clone", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))], ids=["deepcopy", "pickle"])
-def test_a_copied_int8_model_gives_the_same_numbers(tiny_dir, clone):
-    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+def test_a_copied_int8_model_gives_the_same_numbers(int8_model, clone):
+    model = int8_model
     with torch.inference_mode():
         assert torch.equal(clone(model)(IDS).last_hidden_state, model(IDS).last_hidden_state)
 
 
-def test_onednn_fused_then_int8_puts_the_activation_back(tiny_dir):
+def test_onednn_fused_then_int8_puts_the_activation_back(tiny_dir, int8_model):
     model = BertModel.from_pretrained(tiny_dir, dtype="int8", gemm="onednn-fused")
     feed_forward = model.layers[0].feed_forward
     assert isinstance(feed_forward.intermediate, Int8Linear) and feed_forward.activation.__name__ != "_applied_already"
-    plain = BertModel.from_pretrained(tiny_dir, dtype="int8", gemm="mkl")
     with torch.inference_mode():
-        assert torch.equal(model(IDS).last_hidden_state, plain(IDS).last_hidden_state)
+        assert torch.equal(model(IDS).last_hidden_state, int8_model(IDS).last_hidden_state)
 
 
 # --- book modules, saving, the checkpoint file ----------------------------------------------------------
@@ -166,8 +180,8 @@ def test_book_modules_refuse_a_checkpoint_changed_since_loading(tmp_path, change
         model.save_pretrained(tmp_path / "saved")
 
 
-def test_saved_then_reloaded_in_int8_is_the_same_model(tiny_dir, tmp_path):
-    first = BertModel.from_pretrained(tiny_dir, dtype="int8")
+def test_saved_then_reloaded_in_int8_is_the_same_model(int8_model, tmp_path):
+    first = int8_model
     first.save_pretrained(tmp_path / "saved")
     again = BertModel.from_pretrained(tmp_path / "saved", dtype="int8")
     with torch.inference_mode():
@@ -209,6 +223,7 @@ def test_a_damaged_cache_file_means_measuring_again(tiny_dir, tmp_path, monkeypa
     assert BertModel.from_pretrained(tiny_dir, dtype="int8").int8_check.reason == "measured"
 
 
+@pytest.mark.slow
 def test_a_cache_dir_that_is_a_file_means_measuring_every_time(tiny_dir, tmp_path, monkeypatch):
     (tmp_path / "a_file").write_text("not a folder")
     monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "a_file"))
@@ -235,12 +250,12 @@ def test_a_forged_passing_entry_for_the_same_file_is_what_the_floor_reads(tmp_pa
 # --- checkpoints, heads, shapes, inputs ----------------------------------------------------------------------
 
 
-def test_pytorch_model_bin_in_int8_equals_the_safetensors_file(tiny_dir, tmp_path):
+def test_pytorch_model_bin_in_int8_equals_the_safetensors_file(tiny_dir, int8_model, tmp_path):
     shutil.copy(tiny_dir / "config.json", tmp_path)
     torch.save(load_file(tiny_dir / "model.safetensors"), tmp_path / "pytorch_model.bin")
     with torch.inference_mode():
         assert torch.equal(BertModel.from_pretrained(tmp_path, dtype="int8")(IDS).last_hidden_state,
-                           BertModel.from_pretrained(tiny_dir, dtype="int8")(IDS).last_hidden_state)  # fmt: skip
+                           int8_model(IDS).last_hidden_state)  # fmt: skip
 
 
 def test_googles_tf_checkpoint_loads_in_int8():
@@ -258,6 +273,7 @@ def test_heads_stay_float32_around_an_int8_encoder(tmp_path, cls):
     assert all(torch.isfinite(tensor).all() for tensor in out.to_tuple())
 
 
+@pytest.mark.slow
 def test_the_bundled_model_loads_in_int8():
     model = BertForMaskedLM.from_pretrained("minibert/fortunes-mini", dtype="int8")
     assert model.int8_check.worst_cosine > int8_check.COSINE_FLOOR
@@ -272,28 +288,28 @@ def test_tiny_and_odd_hidden_sizes_in_int8(tmp_path):
 
 
 @pytest.mark.parametrize("length", [1, 512])
-def test_the_shortest_and_longest_inputs_in_int8(tiny_dir, length):
-    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+def test_the_shortest_and_longest_inputs_in_int8(int8_model, length):
+    model = int8_model
     with torch.inference_mode():
         assert torch.isfinite(model(torch.randint(5, 120, (2, length))).last_hidden_state).all()
 
 
-def test_an_input_longer_than_the_positions_is_refused_by_name(tiny_dir):
+def test_an_input_longer_than_the_positions_is_refused_by_name(int8_model):
     with pytest.raises(ValueError, match="513 tokens is longer than max_position_embeddings=512"):
-        BertModel.from_pretrained(tiny_dir, dtype="int8")(torch.randint(5, 120, (1, 513)))
+        int8_model(torch.randint(5, 120, (1, 513)))
 
 
-def test_an_all_padding_batch_in_int8_is_finite(tiny_dir):
-    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+def test_an_all_padding_batch_in_int8_is_finite(int8_model):
+    model = int8_model
     with torch.inference_mode():
         out = model(torch.zeros(2, 4, dtype=torch.long), attention_mask=torch.zeros(2, 4, dtype=torch.long))
     assert torch.isfinite(out.last_hidden_state).all()
 
 
 @pytest.mark.parametrize("shape", [(0, 4), (2, 0)])
-def test_an_empty_batch_in_int8_is_refused_by_shape(tiny_dir, shape):
+def test_an_empty_batch_in_int8_is_refused_by_shape(int8_model, shape):
     with pytest.raises(ValueError, match=rf"input_ids has shape \({shape[0]}, {shape[1]}\)"):
-        BertModel.from_pretrained(tiny_dir, dtype="int8")(torch.zeros(shape, dtype=torch.long))
+        int8_model(torch.zeros(shape, dtype=torch.long))
 
 
 # --- the command line ----------------------------------------------------------------------------------------

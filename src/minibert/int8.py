@@ -68,7 +68,7 @@ class Int8Linear(nn.Module):
             self.packed = torch.ops.quantized.linear_prepack(quantized, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != torch.float32 or x.device.type != "cpu":  # FBGEMM's own error would name neither the layer nor why
+        if x.dtype != torch.float32 or x.device.type != "cpu":  # FBGEMM's own error names neither layer nor why
             raise QuantizationError(
                 f"an int8 layer ({self.in_features}->{self.out_features}) got a {str(x.dtype).removeprefix('torch.')} "
                 f"input on {x.device}: a model loaded with dtype='int8' runs in float32 on the CPU around its int8 "

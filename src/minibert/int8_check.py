@@ -130,7 +130,7 @@ def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.
 def _check_key(weights_file: Path) -> str | None:
     from .cpu_info import cpu_flags, cpu_name
 
-    signature = file_signature(weights_file)  # size, mtime, inode, ctime: a file replaced or rewritten is measured again
+    signature = file_signature(weights_file)  # size, mtime, inode, ctime: a replaced file is measured again
     if signature is None:
         return None
     size, mtime, inode, ctime = signature
