@@ -334,3 +334,34 @@ def test_verify_int8_on_a_missing_model_is_one_line(tmp_path):
     result = run_minibert("verify", "--dtype", "int8", "--model", str(tmp_path / "nowhere"), "--text", "a")
     assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "nowhere" in result.stderr
+
+
+def test_a_command_on_a_model_refused_for_int8_says_so_in_one_line(tmp_path):
+    from test_speed_int8 import outlier_checkpoint
+
+    directory = outlier_checkpoint(tmp_path / "outliers", 1000.0)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{n}" for n in range(115)]
+    (directory / "vocab.txt").write_text("\n".join(words) + "\n")
+    (directory / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    result = run_minibert("embed", "--model", str(directory), "--dtype", "int8", "word1 word2")
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "refused for dtype='int8'" in result.stderr and "load it in float32" in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body", [{"input": []}, {"input": [{"text": "a"}]}, {"input": None}, {"input": "x" * 200_000}],
+                         ids=["empty", "objects", "null", "huge"])  # fmt: skip
+def test_serve_int8_answers_bad_requests_with_a_json_error_and_keeps_serving(minilm_dir, body):
+    httpx = pytest.importorskip("httpx")
+    from test_apps_serve import Server
+
+    server = Server(minilm_dir, "--dtype", "int8")
+    try:
+        response = httpx.post(f"{server.url}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", **body}, timeout=60)
+        assert 400 <= response.status_code < 500 and "error" in response.json(), response.text
+        assert "Traceback" not in response.text
+        good = httpx.post(f"{server.url}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": ["ok"]},
+                          timeout=60)  # fmt: skip
+        assert good.status_code == 200, good.text
+    finally:
+        server.stop()
