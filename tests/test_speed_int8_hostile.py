@@ -107,6 +107,13 @@ def test_an_optimizer_step_on_a_classifier_head_in_int8_is_refused(tiny_dir):
         loss.backward()
 
 
+def test_book_modules_of_an_int8_model_train_in_float32(tiny_dir):
+    """The way out the error names: the checkpoint's float32 layers back, and a backward pass runs."""
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8").use_book_modules().train()
+    model(IDS).last_hidden_state.sum().backward()
+    assert model.layers[0].attention.query.weight.grad is not None
+
+
 @pytest.mark.parametrize("command", [["pretrain", "--data", "d", "--output", "o", "--steps", "1", "--batch-size", "1",
                                       "--init", "m"], ["finetune", "--model", "m", "--train", "t"]])  # fmt: skip
 def test_training_commands_take_no_dtype_int8(command):
