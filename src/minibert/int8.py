@@ -68,6 +68,12 @@ class Int8Linear(nn.Module):
             self.packed = torch.ops.quantized.linear_prepack(quantized, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32 or x.device.type != "cpu":  # FBGEMM's own error names neither layer nor why
+            raise QuantizationError(
+                f"an int8 layer ({self.in_features}->{self.out_features}) got a {str(x.dtype).removeprefix('torch.')} "
+                f"input on {x.device}: a model loaded with dtype='int8' runs in float32 on the CPU around its int8 "
+                "layers; do not move or cast it (.to(), .half(), .double()) after loading, load it again instead"
+            )
         if torch.is_grad_enabled() and x.requires_grad:  # a forward that autograd records: its backward refuses
             return _NoGradient.apply(x, self.packed)
         return torch.ops.quantized.linear_dynamic(x, self.packed, False)
@@ -119,12 +125,7 @@ def quantize(model: nn.Module) -> int:
     GEMM backend had fused it (gemm.py's ``onednn-fused``)."""
     from .packed_linear import encoder_layers, use_backend
 
-    reason = unavailable_reason()
-    if reason is not None:
-        raise QuantizationError(f"dtype='int8' cannot run here: {reason}")
-    parameter = next(model.parameters())
-    if parameter.device.type != "cpu":
-        raise QuantizationError(f"dtype='int8' runs on the CPU (FBGEMM); this model is on {parameter.device}")
+    refuse_if_unable(model)
     use_backend(model, "mkl")  # plain nn.Linear everywhere, the activation unfused
     count = 0
     for layer in encoder_layers(model):
@@ -135,6 +136,16 @@ def quantize(model: nn.Module) -> int:
                 count += 1
     model.gemm_backend = "int8"
     return count
+
+
+def refuse_if_unable(model: nn.Module) -> None:
+    """QuantizationError where int8 cannot run: no engine or AVX2 here, or the model is not on the CPU."""
+    reason = unavailable_reason()
+    if reason is not None:
+        raise QuantizationError(f"dtype='int8' cannot run here: {reason}")
+    parameter = next(model.parameters())
+    if parameter.device.type != "cpu":
+        raise QuantizationError(f"dtype='int8' runs on the CPU (FBGEMM); this model is on {parameter.device}")
 
 
 def int8_layers(model: nn.Module) -> list[tuple[str, Int8Linear]]:
@@ -153,9 +164,27 @@ def float32_twin(model: nn.Module) -> nn.Module:
     if source is None:
         raise QuantizationError("this int8 model does not know its checkpoint (name_or_path), so its float32 "
                                 "weights cannot be read again; load it with from_pretrained")  # fmt: skip
+    loaded_from = getattr(model, "int8_weights_file", None)  # (path, signature) recorded by int8_check.load_int8
+    if loaded_from is not None and file_signature(loaded_from[0]) != loaded_from[1]:
+        raise QuantizationError(
+            f"{loaded_from[0]} changed (or was removed) since this model was loaded in int8 from it, so its float32 "
+            "weights cannot be read again (they would be another model's); load the model again"
+        )
     twin = type(model).from_pretrained(source, gemm="mkl", new_heads=True, **_label_config(model))
     twin.load_state_dict(model.state_dict(), strict=False)
     return twin
+
+
+def file_signature(path) -> tuple | None:
+    """What tells a checkpoint file apart from the one read earlier at the same path: its size, its
+    modification time, and its inode and change time (which no ``touch`` or copy of times can set back)."""
+    import os
+
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
 
 
 # weights.LABEL_FIELDS, the config fields from_pretrained replaces (not imported: weights.py imports

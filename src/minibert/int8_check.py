@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .errors import QuantizationError
-from .int8 import Int8Linear, has_int8_dot_product, quantize
+from .int8 import Int8Linear, file_signature, has_int8_dot_product, quantize, refuse_if_unable
 
 log = logging.getLogger("minibert.int8")
 
@@ -67,7 +67,10 @@ class Int8Check:
 def load_int8(model: nn.Module, weights_file: Path | None = None) -> Int8Check:
     """Quantize ``model`` (int8.quantize) and check it against float32 on the calibration texts
     (or take the cached verdict for this checkpoint file); refuse it below ``COSINE_FLOOR``."""
+    refuse_if_unable(model)  # before the calibration runs the model (on "meta" it would fail deep inside torch)
     key = _check_key(weights_file) if weights_file is not None else None
+    if weights_file is not None:  # float32_twin reads this file again, and refuses if it has changed since
+        model.int8_weights_file = (Path(weights_file), file_signature(weights_file))
     cached = _cached_check(key)
     if cached is None:
         batch = calibration_batch(model)
@@ -127,13 +130,13 @@ def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.
 def _check_key(weights_file: Path) -> str | None:
     from .cpu_info import cpu_flags, cpu_name
 
-    try:
-        stat = Path(weights_file).stat()
-    except OSError:
+    signature = file_signature(weights_file)  # size, mtime, inode, ctime: a replaced file is measured again
+    if signature is None:
         return None
+    size, mtime, inode, ctime = signature
     flags = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:12]
-    return "|".join(["int8 vs float32", str(Path(weights_file).resolve()), f"{stat.st_size} bytes",
-                     f"mtime {stat.st_mtime_ns}", cpu_name(), f"flags {flags}", f"torch {torch.__version__}",
+    return "|".join(["int8 vs float32", str(Path(weights_file).resolve()), f"{size} bytes", f"mtime {mtime}",
+                     f"inode {inode}", f"ctime {ctime}", cpu_name(), f"flags {flags}", f"torch {torch.__version__}",
                      f"v{CHECK_VERSION}"])  # fmt: skip
 
 

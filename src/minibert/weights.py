@@ -236,7 +236,10 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
-    dtype = "int8" if dtype is torch.int8 else dtype  # torch.int8 means the same: int8 layers, not int8 floats
+    dtype = "int8" if dtype in (torch.int8, torch.qint8) else dtype  # the same: int8 layers, not int8 "floats"
+    if isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
+        raise ValueError(f"dtype {dtype} cannot hold a model's weights: give a floating-point dtype, or "
+                         "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
     int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): int8.py
     dtype = _parse_dtype(dtype, config) or torch.float32
     unknown = sorted(set(label_config or {}) - set(LABEL_FIELDS))

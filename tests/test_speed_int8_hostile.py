@@ -1,0 +1,374 @@
+"""dtype="int8" attacked as a hostile user would (issue 45's own hostile pass): every case ends in a
+clear error of a documented type naming what is wrong (QuantizationError, ValueError, a usage error
+on the command line), or in the right behaviour. Small random checkpoints made here, as
+tests/test_speed_int8.py does."""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from helpers import run_minibert
+from minibert import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertModel,  # fmt: skip
+    int8_check,
+)
+from minibert.errors import QuantizationError
+from minibert.int8 import Int8Linear, int8_layers
+
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
+IDS = torch.tensor([[5, 6, 7, 8]])
+
+
+def _save(cls, directory, seed=0, **fields):
+    torch.manual_seed(seed)
+    cls(BertConfig(**{**TINY, **fields})).eval().save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return _save(BertModel, tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def int8_model(tiny_dir, tmp_path_factory):
+    """One int8 model for the cases that only run it (loading costs ~2 s on a loaded 2-core machine)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINIBERT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        patch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 2.0)
+        return BertModel.from_pretrained(tiny_dir, dtype="int8")
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """A fresh measurement cache per test, and the speed verdict fixed (no timing in these tests)."""
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 2.0)
+
+
+# --- dtype spellings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "int 8", "qint8", " int8", "int9", 8, "int4"])
+def test_a_misspelled_dtype_is_a_value_error_naming_int8_and_the_value(tiny_dir, dtype):
+    with pytest.raises(ValueError, match=rf"dtype must be one of .*'int8'.*got {repr(dtype)}"):
+        BertModel.from_pretrained(tiny_dir, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.qint8])
+def test_torch_int8_dtypes_mean_int8_layers(tiny_dir, dtype):
+    """Before: torch.qint8 failed deep inside torch ("empty_strided not supported on quantized tensors")."""
+    assert len(int8_layers(BertModel.from_pretrained(tiny_dir, dtype=dtype))) == 12
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.bool, torch.quint8])
+def test_an_integer_torch_dtype_is_refused_by_name(tiny_dir, dtype):
+    """Before: a RuntimeError from load_state_dict about copying a parameter."""
+    with pytest.raises(ValueError, match=rf"dtype {dtype} cannot hold a model's weights.*dtype='int8'"):
+        BertModel.from_pretrained(tiny_dir, dtype=dtype)
+
+
+def test_dtype_none_is_float32_without_int8(tiny_dir):
+    model = BertModel.from_pretrained(tiny_dir, dtype=None)
+    assert not int8_layers(model) and model.dtype == torch.float32
+
+
+# --- training calls ------------------------------------------------------------------------------------
+
+
+def test_train_mode_and_backward_is_one_clear_error(tiny_dir):
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8").train()
+    with pytest.raises(QuantizationError, match="backward pass reached a layer loaded in int8"):
+        model(IDS).last_hidden_state.sum().backward()
+
+
+def test_requires_grad_then_backward_is_one_clear_error(tiny_dir):
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8").requires_grad_(True)
+    with pytest.raises(QuantizationError, match="train or fine-tune the float32 model"):
+        model(IDS).last_hidden_state.sum().backward()
+
+
+def test_an_optimizer_step_on_a_classifier_head_in_int8_is_refused(tiny_dir):
+    model = BertForSequenceClassification.from_pretrained(tiny_dir, dtype="int8", new_heads=True, num_labels=2)
+    loss = model(IDS, labels=torch.tensor([1])).loss
+    with pytest.raises(QuantizationError, match="int8"):
+        loss.backward()
+
+
+def test_book_modules_of_an_int8_model_train_in_float32(tiny_dir):
+    """The way out the error names: the checkpoint's float32 layers back, and a backward pass runs."""
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8").use_book_modules().train()
+    model(IDS).last_hidden_state.sum().backward()
+    assert model.layers[0].attention.query.weight.grad is not None
+
+
+@pytest.mark.parametrize("command", [["pretrain", "--data", "d", "--output", "o", "--steps", "1", "--batch-size", "1",
+                                      "--init", "m"], ["finetune", "--model", "m", "--train", "t"]])  # fmt: skip
+def test_training_commands_take_no_dtype_int8(command):
+    """Training runs float32 (or bf16 autocast): an int8 model cannot be trained, so the flag is not there."""
+    result = run_minibert(*command, "--dtype", "int8")
+    assert result.returncode == 2 and "unrecognized arguments: --dtype int8" in result.stderr, result.stderr
+
+
+# --- moving, casting, copying ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cast", [lambda m: m.to(torch.bfloat16), lambda m: m.half(), lambda m: m.double()],
+                         ids=["bf16", "half", "double"])  # fmt: skip
+def test_casting_an_int8_model_after_loading_is_a_clear_error(tiny_dir, cast):
+    """Before: "expected scalar type Float but found BFloat16" from FBGEMM, naming no layer."""
+    model = cast(BertModel.from_pretrained(tiny_dir, dtype="int8"))
+    with pytest.raises(QuantizationError, match=r"int8 layer \(64->64\) got a (bfloat16|float16|float64) input"):
+        model(IDS)
+
+
+def test_moving_an_int8_model_off_the_cpu_is_a_clear_error(int8_model):
+    """Before: NotImplementedError "could not find the fake impl" naming a caffe2 module."""
+    layer = int8_model.layers[0].attention.query
+    with pytest.raises(QuantizationError, match="input on meta: a model loaded with dtype='int8' runs .* on the CPU"):
+        layer(torch.zeros(1, 4, 64, device="meta"))
+
+
+def test_loading_onto_the_meta_device_in_int8_is_refused(tiny_dir):
+    with pytest.raises(QuantizationError, match="runs on the CPU .*this model is on meta"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8", device="meta")
+
+
+@pytest.mark.parametrize("clone", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))], ids=["deepcopy", "pickle"])
+def test_a_copied_int8_model_gives_the_same_numbers(int8_model, clone):
+    model = int8_model
+    with torch.inference_mode():
+        assert torch.equal(clone(model)(IDS).last_hidden_state, model(IDS).last_hidden_state)
+
+
+def test_onednn_fused_then_int8_puts_the_activation_back(tiny_dir, int8_model):
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8", gemm="onednn-fused")
+    feed_forward = model.layers[0].feed_forward
+    assert isinstance(feed_forward.intermediate, Int8Linear) and feed_forward.activation.__name__ != "_applied_already"
+    with torch.inference_mode():
+        assert torch.equal(model(IDS).last_hidden_state, int8_model(IDS).last_hidden_state)
+
+
+# --- book modules, saving, the checkpoint file ----------------------------------------------------------
+
+
+def test_book_modules_twice_and_back_twice(tiny_dir):
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+    model.use_book_modules().use_book_modules()
+    assert type(model.layers[0].attention.query) is nn.Linear
+    model.use_book_modules(False).use_book_modules(False)
+    assert isinstance(model.layers[0].attention.query, Int8Linear) and model.gemm_backend == "int8"
+
+
+@pytest.mark.parametrize("change", ["rewritten", "removed"])
+def test_book_modules_refuse_a_checkpoint_changed_since_loading(tmp_path, change):
+    """Before: the float32 weights were read from whatever file now sat at the path (another model's)."""
+    directory = _save(BertModel, tmp_path / "model")
+    model = BertModel.from_pretrained(directory, dtype="int8")
+    if change == "rewritten":
+        _save(BertModel, directory, seed=1)
+    else:
+        shutil.rmtree(directory)
+    with pytest.raises(QuantizationError, match=r"model\.safetensors changed \(or was removed\) since this model"):
+        model.use_book_modules()
+    with pytest.raises(QuantizationError, match="load the model again"):
+        model.save_pretrained(tmp_path / "saved")
+
+
+def test_saved_then_reloaded_in_int8_is_the_same_model(int8_model, tmp_path):
+    first = int8_model
+    first.save_pretrained(tmp_path / "saved")
+    again = BertModel.from_pretrained(tmp_path / "saved", dtype="int8")
+    with torch.inference_mode():
+        assert torch.equal(first(IDS).last_hidden_state, again(IDS).last_hidden_state)
+
+
+def test_an_int8_model_without_its_checkpoint_name_is_refused_for_book_modules(tiny_dir):
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+    del model.name_or_path
+    with pytest.raises(QuantizationError, match=r"does not know its checkpoint \(name_or_path\)"):
+        model.use_book_modules()
+
+
+# --- the measurement cache --------------------------------------------------------------------------------
+
+
+def test_a_cached_pass_is_not_trusted_for_a_file_replaced_with_the_same_size_and_time(tmp_path):
+    """Before: the cache key was path, size and mtime; a file replaced by another model of the same
+    shape, its mtime set back (cp -p, rsync -t, a restored backup), took the first file's verdict."""
+    from test_speed_int8 import outlier_checkpoint
+
+    good = outlier_checkpoint(tmp_path / "good", 1.0)
+    assert BertModel.from_pretrained(good, dtype="int8").int8_check.reason == "measured"
+    bad = outlier_checkpoint(tmp_path / "bad", 1000.0)
+    weights = good / "model.safetensors"
+    stat = weights.stat()
+    shutil.copyfile(bad / "model.safetensors", weights)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert weights.stat().st_size == stat.st_size
+    with pytest.raises(QuantizationError, match="refused for dtype='int8'"):
+        BertModel.from_pretrained(good, dtype="int8")
+
+
+@pytest.mark.parametrize("content", [b"{garbage", b"[1, 2]", b'{"int8 vs float32": "passes"}', b"\xff\xfe\x00"])
+def test_a_damaged_cache_file_means_measuring_again(tiny_dir, tmp_path, monkeypatch, content):
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "gemm.json").write_bytes(content)
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "damaged"))
+    assert BertModel.from_pretrained(tiny_dir, dtype="int8").int8_check.reason == "measured"
+
+
+@pytest.mark.slow
+def test_a_cache_dir_that_is_a_file_means_measuring_every_time(tiny_dir, tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("not a folder")
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "a_file"))
+    assert BertModel.from_pretrained(tiny_dir, dtype="int8").int8_check.reason == "measured"
+    assert BertModel.from_pretrained(tiny_dir, dtype="int8").int8_check.reason == "measured"
+    assert (tmp_path / "a_file").read_text() == "not a folder"
+
+
+def test_a_forged_passing_entry_for_the_same_file_is_what_the_floor_reads(tmp_path):
+    """A verdict forged with a cosine below the floor (the cache's number is what is compared) refuses."""
+    import json
+
+    from minibert.int8_check import _check_key
+
+    directory = _save(BertModel, tmp_path / "model")
+    key = _check_key(directory / "model.safetensors")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "gemm.json").write_text(json.dumps({key: {"int8_mean_cosine": 0.5, "int8_worst_cosine": 0.4,
+                                                                    "texts": 8}}))  # fmt: skip
+    with pytest.raises(QuantizationError, match=r"cosine of only 0\.400000"):
+        BertModel.from_pretrained(directory, dtype="int8")
+
+
+# --- checkpoints, heads, shapes, inputs ----------------------------------------------------------------------
+
+
+def test_pytorch_model_bin_in_int8_equals_the_safetensors_file(tiny_dir, int8_model, tmp_path):
+    shutil.copy(tiny_dir / "config.json", tmp_path)
+    torch.save(load_file(tiny_dir / "model.safetensors"), tmp_path / "pytorch_model.bin")
+    with torch.inference_mode():
+        assert torch.equal(BertModel.from_pretrained(tmp_path, dtype="int8")(IDS).last_hidden_state,
+                           int8_model(IDS).last_hidden_state)  # fmt: skip
+
+
+def test_googles_tf_checkpoint_loads_in_int8():
+    model = BertModel.from_pretrained("tests/data/uncased_L-2_H-32_A-2", dtype="int8")
+    assert len(int8_layers(model)) == 12 and model.int8_check.worst_cosine > int8_check.COSINE_FLOOR
+
+
+@pytest.mark.parametrize("cls", [BertForMaskedLM, BertForSequenceClassification, BertForQuestionAnswering])
+def test_heads_stay_float32_around_an_int8_encoder(tmp_path, cls):
+    directory = _save(cls, tmp_path / "model")
+    model = cls.from_pretrained(directory, dtype="int8")
+    assert len(int8_layers(model)) == 12 and all(p.dtype == torch.float32 for p in model.parameters())
+    with torch.inference_mode():
+        out = model(IDS)
+    assert all(torch.isfinite(tensor).all() for tensor in out.to_tuple())
+
+
+@pytest.mark.slow
+def test_the_bundled_model_loads_in_int8():
+    model = BertForMaskedLM.from_pretrained("minibert/fortunes-mini", dtype="int8")
+    assert model.int8_check.worst_cosine > int8_check.COSINE_FLOOR
+
+
+def test_tiny_and_odd_hidden_sizes_in_int8(tmp_path):
+    directory = _save(BertModel, tmp_path / "odd", hidden_size=32, num_attention_heads=2, intermediate_size=37,
+                      num_hidden_layers=1)  # fmt: skip
+    model = BertModel.from_pretrained(directory, dtype="int8")
+    with torch.inference_mode():
+        assert model(IDS).last_hidden_state.shape == (1, 4, 32)
+
+
+@pytest.mark.parametrize("length", [1, 512])
+def test_the_shortest_and_longest_inputs_in_int8(int8_model, length):
+    model = int8_model
+    with torch.inference_mode():
+        assert torch.isfinite(model(torch.randint(5, 120, (2, length))).last_hidden_state).all()
+
+
+def test_an_input_longer_than_the_positions_is_refused_by_name(int8_model):
+    with pytest.raises(ValueError, match="513 tokens is longer than max_position_embeddings=512"):
+        int8_model(torch.randint(5, 120, (1, 513)))
+
+
+def test_an_all_padding_batch_in_int8_is_finite(int8_model):
+    model = int8_model
+    with torch.inference_mode():
+        out = model(torch.zeros(2, 4, dtype=torch.long), attention_mask=torch.zeros(2, 4, dtype=torch.long))
+    assert torch.isfinite(out.last_hidden_state).all()
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (2, 0)])
+def test_an_empty_batch_in_int8_is_refused_by_shape(int8_model, shape):
+    with pytest.raises(ValueError, match=rf"input_ids has shape \({shape[0]}, {shape[1]}\)"):
+        int8_model(torch.zeros(shape, dtype=torch.long))
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["INT8", "int 8", ""])
+def test_a_misspelled_dtype_flag_is_a_usage_error(value):
+    result = run_minibert("embed", "x", "--dtype", value)
+    assert result.returncode == 2 and "'int8'" in result.stderr, result.stderr
+
+
+def test_verify_int8_on_a_model_without_a_classifier(tmp_path):
+    directory = _save(BertModel, tmp_path / "plain", vocab_size=10)
+    (directory / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c",
+                                                    "d", "e"]) + "\n")  # fmt: skip
+    result = run_minibert("verify", "--dtype", "int8", "--model", str(directory), "--text", "a b", "--text", "c")
+    assert result.returncode == 0, result.stderr
+    assert "cosine to float32 over 2 texts" in result.stdout and "labels changed" not in result.stdout, result.stdout
+
+
+def test_verify_int8_on_a_missing_model_is_one_line(tmp_path):
+    result = run_minibert("verify", "--dtype", "int8", "--model", str(tmp_path / "nowhere"), "--text", "a")
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "nowhere" in result.stderr
+
+
+def test_a_command_on_a_model_refused_for_int8_says_so_in_one_line(tmp_path):
+    from test_speed_int8 import outlier_checkpoint
+
+    directory = outlier_checkpoint(tmp_path / "outliers", 1000.0)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{n}" for n in range(115)]
+    (directory / "vocab.txt").write_text("\n".join(words) + "\n")
+    (directory / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    result = run_minibert("embed", "--model", str(directory), "--dtype", "int8", "word1 word2")
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "refused for dtype='int8'" in result.stderr and "load it in float32" in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body", [{"input": []}, {"input": [{"text": "a"}]}, {"input": None}, {"input": "x" * 200_000}],
+                         ids=["empty", "objects", "null", "huge"])  # fmt: skip
+def test_serve_int8_answers_bad_requests_with_a_json_error_and_keeps_serving(minilm_dir, body):
+    httpx = pytest.importorskip("httpx")
+    from test_apps_serve import Server
+
+    server = Server(minilm_dir, "--dtype", "int8")
+    try:
+        response = httpx.post(f"{server.url}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", **body}, timeout=60)
+        assert 400 <= response.status_code < 500 and "error" in response.json(), response.text
+        assert "Traceback" not in response.text
+        good = httpx.post(f"{server.url}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": ["ok"]},
+                          timeout=60)  # fmt: skip
+        assert good.status_code == 200, good.text
+    finally:
+        server.stop()
