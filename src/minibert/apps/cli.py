@@ -182,7 +182,7 @@ def _process_flags() -> tuple[_Parser, _Parser]:
     """The flags a command takes after its name too (``minibert vocab ... --debug``), as parents:
     ``process`` (--debug), which every command takes, and ``model_run`` (--debug and --gemm), which
     the commands that run a model take. A command module hooks in with
-    ``add_parser(commands, parents=[process])``; tests/test_cli.py checks that every command takes --debug."""
+    ``add_parser(commands, parents=[process])``; tests/test_apps_flags.py checks that every command takes --debug."""
     process = _Parser(add_help=False)
     process.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     model_run = _Parser(add_help=False, parents=[process])
