@@ -66,8 +66,7 @@ class FinetuneOptions:
         "answer: pieces between the starts of a long context's windows", low=1))  # fmt: skip
     max_query_length: int = field(default=64, metadata=option("answer: the question's pieces kept", low=1))
     null_score_diff_threshold: float = field(default=0.0, metadata=option(
-        "answer, v2.0: predict no answer when the null score minus the best answer's exceeds this",
-        type=float))  # fmt: skip
+        "answer, v2.0: predict no answer when the null score minus the best answer's exceeds this"))  # fmt: skip
     resume: bool = field(default=False, metadata=option(
         "continue the run in --output from its checkpoint", action="store_true"))  # fmt: skip
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
