@@ -141,6 +141,11 @@ COMMANDS = {
             "2",
         ],  # fmt: skip
     ),
+    "finetune": (
+        "model",  # --model DIR: the checkpoint to fine-tune (the labelled examples are good ones)
+        lambda bad: ["finetune", "--model", bad, "--train", str(_examples()), "--output", "run", "--batch-size", "2"],
+        ["finetune", "--model", "m", "--output", "r"],  # no --train
+    ),
     "plot": ("run", lambda bad: ["plot", bad], ["plot"]),
 }
 # What each kind of bad file can be spoiled with; the other columns are "–" in the table. A "run" is
@@ -155,6 +160,14 @@ def _instances() -> Path:
     directory = Path(tempfile.mkdtemp(prefix="exit-codes-"))
     vocab_size = json.loads((TINY / "config.json").read_text())["vocab_size"]
     return write_instances(directory / "good.tfrecord", random_instances(4, vocab_size))
+
+
+@functools.cache
+def _examples() -> Path:
+    """Good labelled examples for finetune (outside every test's directory)."""
+    path = Path(tempfile.mkdtemp(prefix="exit-codes-")) / "train.csv"
+    path.write_text("text,label\n" + "the water is wet,wet\nthe sand is dry,dry\n" * 2, encoding="utf-8")
+    return path
 
 
 def test_every_command_has_a_row_and_every_row_a_command():
