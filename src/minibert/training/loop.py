@@ -68,14 +68,8 @@ def _pretrain(options: PretrainOptions, world: World, run: RunDirectory) -> Path
     config = model.config.to_dict()
 
     if options.resume:
-        state = read_resumed_state(run, settings, world, config=config, fingerprint=instances.fingerprint,
-                                   model=model, instances=len(instances), hub_names=[name for name, _ in named])
-        restore(model, optimizer, state, world)
-        done = state.step
-        run.saved_step = done  # on disk from here on (a stop says so)
-        if world.is_main:
-            run.remove_leftovers()
-            run.keep_metrics_up_to(done)
+        done = resume(run, model, optimizer, settings, world, config=config, fingerprint=instances.fingerprint,
+                      instances=len(instances), hub_names=[name for name, _ in named])  # fmt: skip
     else:
         done = 0
         torch.manual_seed(options.seed + world.rank)  # dropout: each process its own stream
@@ -150,6 +144,20 @@ def stop_if_not_finite(record: dict, options, run: RunDirectory, world: World, g
         if world.is_main:
             run.append_metrics(record)
         raise
+
+
+def resume(run: RunDirectory, network, optimizer, settings: dict, world: World, **checks) -> int:
+    """Continue RUN: its training state checked against this command (``read_resumed_state``; the
+    network is checked too), put back into ``network`` and ``optimizer``; a killed save's leftovers
+    removed and metrics.jsonl cut to the state's step. Returns that step, the checkpoint on disk
+    from here on (a stop says so). ``finetune`` resumes with this too."""
+    state = read_resumed_state(run, settings, world, model=network, **checks)
+    restore(network, optimizer, state, world)
+    run.saved_step = state.step
+    if world.is_main:
+        run.remove_leftovers()
+        run.keep_metrics_up_to(state.step)
+    return state.step
 
 
 def read_resumed_state(run: RunDirectory, settings: dict, world: World, **checks) -> TrainingState:

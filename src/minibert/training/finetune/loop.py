@@ -34,7 +34,7 @@ from ...errors import DataError
 from ...formats.atomic_files import write_atomically
 from ..checkpoint import RunDirectory
 from ..distributed import World
-from ..loop import read_resumed_state, restore, save, stop_if_not_finite, write_loss_picture
+from ..loop import resume, save, stop_if_not_finite, write_loss_picture
 from ..report import WATCHED_FINETUNE, resume_command, stopped_note
 from ..run_lock import run_folder_lock
 from ..step import (
@@ -174,14 +174,9 @@ def _finetune(options: FinetuneOptions, world: World, run: RunDirectory, steps: 
     metric = "f1" if options.task == "answer" else main_metric(options.glue, options.problem)
     best = -float("inf")
     if options.resume:
-        state = read_resumed_state(run, settings, world, config=config, fingerprint=data.train.fingerprint,
-                                   model=model, instances=len(data.train), hub_names=[name for name, _ in named])
-        restore(model, optimizer, state, world)
-        done = state.step
-        run.saved_step = done  # on disk from here on (a stop says so)
+        done = resume(run, model, optimizer, settings, world, config=config, fingerprint=data.train.fingerprint,
+                      instances=len(data.train), hub_names=[name for name, _ in named])  # fmt: skip
         if world.is_main:
-            run.remove_leftovers()
-            run.keep_metrics_up_to(done)
             best = best_so_far(run, metric)
     else:
         done = 0
