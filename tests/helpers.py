@@ -122,3 +122,17 @@ def run_minibert(*args: str, umask: int | None = None, stdin: bytes | None = Non
         if saved_umask is not None:
             os.umask(saved_umask)
     return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def assert_refused_by_the_lock(result, run) -> None:
+    """A command run into a folder this process holds (training/run_lock.py): exit 1, one line that
+    names the folder and this process, and nothing written beside the lock file."""
+    import os
+
+    from minibert.training.run_lock import LOCK_FILE
+
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("minibert: error:"), result.stderr
+    assert str(run) in lines[0] and f"process {os.getpid()}" in lines[0], lines[0]
+    assert sorted(entry.name for entry in run.iterdir()) == [LOCK_FILE]  # nothing written

@@ -7,8 +7,6 @@ than the limit, which exercises ``_truncate_seq_pair`` on both sides."""
 from __future__ import annotations
 
 import json
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from minibert.errors import DataError
 from minibert.training.finetune.examples import ExampleFormat, check_labels, label_list, read_examples
 from minibert.training.finetune.features import make_features, write_features
 from minibert.training.finetune.head import load_vocabulary
-from tf_reference import tf_python
+from tf_reference import run_reference
 
 FORTUNES = Path("/usr/share/games/fortunes/fortunes")
 RUNNER = Path(__file__).parent / "tf_google_classifier_runner.py"
@@ -50,12 +48,7 @@ def write_glue_files(directory: Path, texts: list[str]) -> None:
 
 
 def google_features(request: dict) -> list[dict]:
-    with tempfile.TemporaryDirectory() as directory:
-        request_file, result_file = Path(directory) / "request.json", Path(directory) / "result.json"
-        request_file.write_text(json.dumps(request))
-        done = subprocess.run([tf_python(), RUNNER, request_file, result_file], capture_output=True, text=True)
-        assert done.returncode == 0, f"Google's run_classifier failed: {done.stderr[-3000:]}"
-        return json.loads(result_file.read_text())
+    return run_reference(request, RUNNER)
 
 
 @pytest.mark.parametrize("max_seq_length", [24])

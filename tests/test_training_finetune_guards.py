@@ -20,7 +20,7 @@ import time
 import pytest
 from test_training_finetune_run import environment, flags, write_examples
 
-from helpers import run_minibert
+from helpers import assert_refused_by_the_lock, run_minibert
 from minibert.training.checkpoint import TrainingState
 from minibert.training.run_lock import LOCK_FILE, run_folder_lock
 
@@ -67,11 +67,7 @@ def test_a_second_finetune_into_a_held_folder_is_refused_naming_the_folder_and_t
     train, run = write_examples(tmp_path / "train.csv", 8), tmp_path / "run"
     with run_folder_lock(run):
         result = run_minibert(*flags(train, run, "--epochs", "1"))
-        assert result.returncode == 1, result.stderr
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("minibert: error: --output "), result.stderr
-        assert str(run) in lines[0] and f"process {os.getpid()}" in lines[0], lines[0]
-        assert sorted(entry.name for entry in run.iterdir()) == [LOCK_FILE]  # nothing written
+        assert_refused_by_the_lock(result, run)
 
 
 def start(argv: list[str]) -> subprocess.Popen:

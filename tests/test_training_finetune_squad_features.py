@@ -8,8 +8,6 @@ the context's last word), questions longer than max_query_length, v2.0 unanswera
 from __future__ import annotations
 
 import json
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,18 +17,13 @@ from minibert.training.finetune.head import load_vocabulary
 from minibert.training.finetune.squad_examples import read_squad_examples
 from minibert.training.finetune.squad_features import convert_examples_to_features
 from squad_files import squad_data, write_squad
-from tf_reference import tf_python
+from tf_reference import run_reference
 
 RUNNER = Path(__file__).parent / "tf_google_squad_runner.py"
 
 
 def google_squad(request: dict) -> list[dict]:
-    with tempfile.TemporaryDirectory() as directory:
-        request_file, result_file = Path(directory) / "request.json", Path(directory) / "result.json"
-        request_file.write_text(json.dumps(request))
-        done = subprocess.run([tf_python(), RUNNER, request_file, result_file], capture_output=True, text=True)
-        assert done.returncode == 0, f"Google's run_squad failed: {done.stderr[-3000:]}"
-        return json.loads(result_file.read_text())
+    return run_reference(request, RUNNER)
 
 
 def as_google(example) -> list:

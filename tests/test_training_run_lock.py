@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import minibert
-from helpers import run_minibert
+from helpers import assert_refused_by_the_lock, run_minibert
 from minibert.errors import RunFolderBusyError
 from minibert.training.run_lock import LOCK_FILE, run_folder_lock
 from random_instances import random_instances, write_instances
@@ -52,11 +52,7 @@ def test_a_second_pretrain_into_a_held_folder_is_refused_naming_the_folder_and_t
     run = tmp_path / "run"
     with run_folder_lock(run):
         result = run_minibert(*pretrain_args(data, run, "--seed", "999"))
-        assert result.returncode == 1, result.stderr
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("minibert: error:"), result.stderr
-        assert str(run) in lines[0] and f"process {os.getpid()}" in lines[0], lines[0]
-        assert sorted(entry.name for entry in run.iterdir()) == [LOCK_FILE]  # nothing written
+        assert_refused_by_the_lock(result, run)
 
 
 def test_two_pretrain_runs_into_one_folder_leave_one_intact_run_and_one_refusal(tmp_path, data):

@@ -366,20 +366,11 @@ def one_line_file(path: Path, megabytes: int) -> Counter:
     return Counter({word: count * (repeats // 10_000 * 10_000) for word, count in expected.items()})
 
 
-def test_24_megabytes_in_lines_of_6_in_bounded_memory(tmp_path):
+@pytest.mark.parametrize("megabytes", [24, pytest.param(200, marks=pytest.mark.slow)])
+def test_megabytes_in_lines_of_6_in_bounded_memory(tmp_path, megabytes):
     path = tmp_path / "one-line.txt"
-    expected = one_line_file(path, 24)
+    expected = one_line_file(path, megabytes)
     grown, common = peak_memory_counting(path)
     print(f"\n{path.stat().st_size / 1e6:.0f} MB in lines of 6 MB: peak memory grew by {grown / 1e6:.0f} MB")
     assert common == dict(expected.most_common(10))
     assert grown < 32e6  # a block of 1 MiB split into pieces (Python strings: ~20x its bytes), not the line
-
-
-@pytest.mark.slow
-def test_200_megabytes_in_lines_of_6_in_bounded_memory(tmp_path):
-    path = tmp_path / "one-line.txt"
-    expected = one_line_file(path, 200)
-    grown, common = peak_memory_counting(path)
-    print(f"\n{path.stat().st_size / 1e6:.0f} MB in lines of 6 MB: peak memory grew by {grown / 1e6:.0f} MB")
-    assert common == dict(expected.most_common(10))
-    assert grown < 32e6

@@ -88,11 +88,13 @@ def google_master_script(directory: Path) -> Path:
     return path
 
 
-def run_reference(request: dict) -> dict:
+def run_reference(request: dict, runner: Path = RUNNER) -> dict | list:
+    """``runner`` (a script of tests/ run inside the TensorFlow venv: Google's create_pretraining_data
+    by default, run_classifier's or run_squad's functions) on ``request``; its JSON answer."""
     python = tf_python()
     with tempfile.TemporaryDirectory() as directory:
         request_file, result_file = Path(directory) / "request.json", Path(directory) / "result.json"
         request_file.write_text(json.dumps(request))
-        done = subprocess.run([python, RUNNER, request_file, result_file], capture_output=True, text=True)
-        assert done.returncode == 0, f"the TensorFlow runner failed: {done.stderr[-3000:]}"
+        done = subprocess.run([python, runner, request_file, result_file], capture_output=True, text=True)
+        assert done.returncode == 0, f"{Path(runner).name} failed in the TensorFlow venv: {done.stderr[-3000:]}"
         return json.loads(result_file.read_text())
