@@ -90,8 +90,10 @@ def environment() -> dict:
     return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def test_resume_after_sigkill_ends_with_identical_weights(tmp_path):
-    """Dropout on (the tiny config's 0.1): the resumed run must restore the random-number state too."""
+def test_resume_after_sigkill_ends_with_identical_weights(tmp_path, monkeypatch):
+    """Dropout on (the tiny config's 0.1): the resumed run must restore the random-number state too.
+    The GEMM backend is named: the three processes must not each measure (and maybe pick) another."""
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
     train = write_examples(tmp_path / "train.csv", 16)
     extra = ("--epochs", "2", "--save-every", "2")
     assert main(flags(train, tmp_path / "whole", *extra)) == 0

@@ -22,7 +22,7 @@ from random_instances import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"
-STEPS = 60
+STEPS = 300  # enough that the signal lands mid-run however fast the CPU; the resumed run finishes them
 
 
 @pytest.mark.parametrize("signum, code, said", [(signal.SIGINT, 130, "interrupted"),
@@ -52,7 +52,7 @@ def test_a_stopped_pretrain_names_its_last_checkpoint_and_the_command_that_resum
     resume = shlex.split(last.split("continue with: ", 1)[1])
     assert resume[-1] == "--resume"
     resumed = run_minibert(*resume[1:], "--steps", str(saved + 1))  # (a later --steps: only its limit differs)
-    assert resumed.returncode == 1 and "steps = 60, this command gives" in resumed.stderr  # the same run...
+    assert resumed.returncode == 1 and f"steps = {STEPS}, this command gives" in resumed.stderr  # the same run...
     resumed = run_minibert(*resume[1:])  # ... continued by the command as printed
     assert resumed.returncode == 0, resumed.stderr
     assert TrainingState.from_file(run / "training_state.pt").step == STEPS
