@@ -39,14 +39,24 @@ def pretrain(options: PretrainOptions) -> Path:
     """Train; returns the run directory. Every process of a torchrun group calls this."""
     world = World.from_environment()
     run = RunDirectory(Path(options.output))
-    try:
+    with owning_the_folder(run, world, lambda: (options.steps, resume_command(options, world.size))):
         options.check(world.size)
-        # one run per folder: rank 0 holds the folder's lock (the other processes write nothing)
-        with run_folder_lock(options.output) if world.is_main else contextlib.nullcontext():
-            return _pretrain(options, world, run)
-    except BaseException as stop:  # Ctrl-C, SIGTERM: the step in flight is abandoned; say what is on disk
+        return _pretrain(options, world, run)
+
+
+@contextlib.contextmanager
+def owning_the_folder(run: RunDirectory, world: World, stop_note):
+    """A run's life in its folder, for pretrain and finetune: rank 0 holds the folder's lock (one run
+    per folder; the other processes write nothing); on Ctrl-C or SIGTERM the step in flight is
+    abandoned and the exception says what is on disk (``stop_note()``: the run's step count and its
+    ``--resume`` command); the processes' group is closed at the end."""
+    try:
+        with run_folder_lock(run.path) if world.is_main else contextlib.nullcontext():
+            yield
+    except BaseException as stop:
         if world.is_main and not isinstance(stop, Exception) and run.saved_step is not None:
-            stop.on_disk = stopped_note(run.path, run.saved_step, options.steps, resume_command(options, world.size))
+            steps, command = stop_note()
+            stop.on_disk = stopped_note(run.path, run.saved_step, steps, command)
         raise
     finally:
         world.close()

@@ -19,7 +19,6 @@ process runs it (training/distributed.py). The run folder:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import time
@@ -34,9 +33,8 @@ from ...errors import DataError
 from ...formats.atomic_files import write_atomically
 from ..checkpoint import RunDirectory
 from ..distributed import World
-from ..loop import resume, save, stop_if_not_finite, write_loss_picture
-from ..report import WATCHED_FINETUNE, resume_command, stopped_note
-from ..run_lock import run_folder_lock
+from ..loop import owning_the_folder, resume, save, stop_if_not_finite, write_loss_picture
+from ..report import WATCHED_FINETUNE, resume_command
 from ..step import (
     AdamWeightDecay,
     Schedule,
@@ -76,17 +74,8 @@ def finetune(options: FinetuneOptions) -> Path:
     world = World.from_environment()
     run = RunDirectory(Path(options.output))
     steps = []  # the run's step count, once known (for the note a stop prints)
-    try:
-        # one run per folder: rank 0 holds the folder's lock (the other processes write nothing)
-        with run_folder_lock(options.output) if world.is_main else contextlib.nullcontext():
-            return _finetune(options, world, run, steps)
-    except BaseException as stop:  # Ctrl-C, SIGTERM: the step in flight is abandoned; say what is on disk
-        if world.is_main and not isinstance(stop, Exception) and run.saved_step is not None:
-            command = resume_command(options, world.size, "finetune")
-            stop.on_disk = stopped_note(run.path, run.saved_step, steps[0], command)
-        raise
-    finally:
-        world.close()
+    with owning_the_folder(run, world, lambda: (steps[0], resume_command(options, world.size, "finetune"))):
+        return _finetune(options, world, run, steps)
 
 
 def prepare(options: FinetuneOptions, world_size: int) -> tuple[Prepared, object]:
