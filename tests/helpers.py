@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import sys
 from types import SimpleNamespace
 
@@ -136,3 +137,12 @@ def assert_refused_by_the_lock(result, run) -> None:
     assert len(lines) == 1 and lines[0].startswith("minibert: error:"), result.stderr
     assert str(run) in lines[0] and f"process {os.getpid()}" in lines[0], lines[0]
     assert sorted(entry.name for entry in run.iterdir()) == [LOCK_FILE]  # nothing written
+
+
+def signals_as_from_a_terminal() -> None:
+    """A `preexec_fn` for a child that a test stops with a signal: SIGINT (Ctrl-C) and SIGTERM back to
+    their defaults, as in a terminal. A shell that runs the suite as a background job (CI does) starts
+    it with SIGINT ignored, the child inherits that, and Python then installs no KeyboardInterrupt
+    handler: the signal would be lost and the test would time the run out instead."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import minibert
-from helpers import run_minibert
+from helpers import run_minibert, signals_as_from_a_terminal
 from minibert.training.checkpoint import TrainingState
 from random_instances import random_instances, write_instances
 
@@ -33,7 +33,9 @@ def test_a_stopped_pretrain_names_its_last_checkpoint_and_the_command_that_resum
     command = [sys.executable, "-m", "minibert", "pretrain", "--data", str(data), "--init", TINY, "--output", str(run),
                "--steps", str(STEPS), "--batch-size", "4", "--save-every", "2"]  # fmt: skip
     environment = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    process = subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, env=environment, stderr=subprocess.PIPE, text=True, preexec_fn=signals_as_from_a_terminal
+    )
     metrics = run / "metrics.jsonl"
     deadline = time.monotonic() + 300
     while process.poll() is None and time.monotonic() < deadline:  # a few steps and checkpoints in
