@@ -20,6 +20,7 @@ The training, Google's ``run_pretraining.py`` step written out:
     step.py         losses, AdamWeightDecay, the learning-rate schedule, global-norm clipping
     loop.py         PretrainOptions and pretrain(): the loop, top-down
     checkpoint.py   the run directory and the training state (resume bit for bit)
+    arithmetic.py   the threads and GEMM backend the steps were computed with (a resume follows them)
     distributed.py  torchrun: each process its share of every batch, gradients all-reduced
     precision.py    --bf16: whether bf16 autocast is faster than float32 on this CPU (measured, cached)
     plot.py         the loss curve

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 
 import torch
@@ -50,6 +50,9 @@ class TrainingState:
     weights: dict[str, torch.Tensor]  # the model's state_dict
     moments: dict[str, tuple[torch.Tensor, torch.Tensor]]
     rng: list[torch.Tensor]
+    # How the steps were computed (arithmetic.py): torch's thread count and the linear layers' GEMM
+    # backend. Not checked like the settings: a resume computed otherwise is allowed, and said.
+    arithmetic: dict = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
@@ -73,10 +76,11 @@ class TrainingState:
             raise TrainingStateError(f"training state {path} cannot be read: {error}") from None
         if not isinstance(values, dict) or values.get("format") != FORMAT:
             raise TrainingStateError(f"training state {path}: not a minibert training state of format {FORMAT}")
-        fields = [name for name in cls.__dataclass_fields__ if name not in values]
+        fields = [name for name, spec in cls.__dataclass_fields__.items()
+                  if name not in values and spec.default_factory is MISSING]  # fmt: skip
         if fields:
             raise TrainingStateError(f"training state {path}: missing {', '.join(fields)}")
-        return cls(**{name: values[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: values[name] for name in cls.__dataclass_fields__ if name in values})
 
 
 def check_state(state: TrainingState, path: Path, *, settings: dict, config: dict, fingerprint: str, model,

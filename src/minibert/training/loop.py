@@ -25,6 +25,7 @@ from ..config import BertConfig
 from ..errors import DataError, TrainingDivergedError
 from ..heads import BertForPreTraining
 from ..tokenizer import BertTokenizer
+from .arithmetic import arithmetic_of, follow_the_run
 from .checkpoint import RunDirectory, TrainingState, check_state
 from .data import Instances, read_instances
 from .distributed import World
@@ -163,6 +164,7 @@ def resume(run: RunDirectory, network, optimizer, settings: dict, world: World, 
     from here on (a stop says so). ``finetune`` resumes with this too."""
     state = read_resumed_state(run, settings, world, model=network, **checks)
     restore(network, optimizer, state, world)
+    follow_the_run(network, state.arithmetic, say=world.is_main)
     run.saved_step = state.step
     if world.is_main:
         run.remove_leftovers()
@@ -241,8 +243,9 @@ def save(run: RunDirectory, model, optimizer, instances: Instances, settings, co
     rng = world.random_states()
     if world.is_main:
         moments = optimizer.moments
-        state = TrainingState(step, step * settings["batch_size"] % len(instances), settings, config,
-                              instances.fingerprint, model.state_dict(), moments, rng)  # fmt: skip
+        position = step * settings["batch_size"] % len(instances)
+        state = TrainingState(step, position, settings, config, instances.fingerprint, model.state_dict(), moments,
+                              rng, arithmetic_of(model))  # fmt: skip
         run.save(model, state, hub_files)
     world.wait()
 

@@ -1,0 +1,95 @@
+"""The training state records how the steps were computed (training/arithmetic.py): a resume follows
+the run's GEMM backend, and says when it computes with another thread count or a backend that
+$MINIBERT_GEMM imposes (its steps are then right but not bit-identical to an unbroken run's)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from helpers import run_minibert
+from minibert.heads import BertForPreTraining
+from minibert.packed_linear import use_backend
+from minibert.training.arithmetic import arithmetic_of, follow_the_run
+from minibert.training.checkpoint import TrainingState
+from random_instances import random_instances, write_instances
+
+TINY = "tests/data/tiny_hub"
+
+
+@pytest.fixture
+def other_thread_count():
+    before = torch.get_num_threads()
+    other = 1 if before > 1 else 2
+    yield other
+    torch.set_num_threads(before)
+
+
+def pretrain(data, run, *extra):
+    return run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(run), "--steps", "4",
+                        "--batch-size", "4", "--save-every", "2", *extra)  # fmt: skip
+
+
+def test_the_state_records_the_threads_and_backend_and_a_resume_with_other_threads_says_so(
+    tmp_path, other_thread_count, monkeypatch
+):
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=5))
+    run = tmp_path / "run"
+    assert pretrain(data, run).returncode == 0
+    recorded = TrainingState.from_file(run / "training_state.pt").arithmetic
+    assert recorded == {"threads": torch.get_num_threads(), "gemm": "mkl"}
+    torch.set_num_threads(other_thread_count)
+    resumed = pretrain(data, run, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    said = f"the run was computed with {recorded['threads']} torch threads (this process has {other_thread_count})"
+    assert said in resumed.stderr and "not bit-identical" in resumed.stderr, resumed.stderr
+
+
+def test_a_resume_with_the_same_threads_says_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=5))
+    run = tmp_path / "run"
+    assert pretrain(data, run).returncode == 0
+    resumed = pretrain(data, run, "--resume")
+    assert resumed.returncode == 0 and "bit-identical" not in resumed.stderr, resumed.stderr
+
+
+@pytest.fixture
+def tiny_model():
+    model = BertForPreTraining.from_pretrained(TINY, new_heads=True, gemm="mkl")
+    if "onednn" not in _runnable(model):
+        pytest.skip("oneDNN cannot run this model here: there is no second backend to follow")
+    return model
+
+
+def _runnable(model) -> list[str]:
+    from minibert.gemm import onednn_available
+
+    return ["mkl", "onednn"] if onednn_available(model) else ["mkl"]
+
+
+def test_a_resume_follows_the_runs_backend_when_none_is_asked_for(tiny_model, monkeypatch):
+    monkeypatch.delenv("MINIBERT_GEMM", raising=False)
+    saved = {"threads": torch.get_num_threads(), "gemm": "onednn"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to say: the process computes as the run did
+        follow_the_run(tiny_model, saved)
+    assert arithmetic_of(tiny_model) == saved
+
+
+def test_a_backend_asked_for_is_kept_and_the_difference_said(tiny_model, monkeypatch):
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
+    use_backend(tiny_model, "mkl")
+    with pytest.warns(UserWarning, match=r"the onednn GEMMs \(MINIBERT_GEMM asks for mkl\).*not bit-identical"):
+        follow_the_run(tiny_model, {"threads": torch.get_num_threads(), "gemm": "onednn"})
+    assert tiny_model.gemm_backend == "mkl"
+
+
+def test_a_state_from_before_the_record_is_taken_as_it_is(tiny_model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        follow_the_run(tiny_model, {})
+    assert tiny_model.gemm_backend == "mkl"
