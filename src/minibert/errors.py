@@ -97,6 +97,11 @@ class TrainingStateError(MinibertError):
     other settings, another model config or other data than the ``--resume`` command gives."""
 
 
+class ClusterError(MinibertError):
+    """A Ray cluster cannot be used (``minibert finetune ... --ray``): the ray extra is not installed
+    (the message gives the pip command), or nothing answers at the address given (the message names it)."""
+
+
 class QuantizationError(MinibertError):
     """``dtype="int8"`` cannot be used as asked: the CPU or torch build has no int8 engine, the model
     is not on the CPU, its int8 outputs fall below the cosine floor to float32 (the message gives the

@@ -4,6 +4,7 @@
         --text-column sentence --label-column language --epochs 1 --batch-size 16
     minibert finetune --glue mrpc --model bert-base-uncased --train MRPC/train.tsv --dev MRPC/dev.tsv --output mrpc
     torchrun --nproc_per_node 2 -m minibert finetune ...      # data parallel: the same flags
+    minibert finetune ... --seeds 5 --learning-rates 2e-5,3e-5,5e-5 [--ray [ADDRESS]]  # a sweep
     minibert plot run                                         # run/loss.png
     minibert classify --model run "a text"                    # the run folder is a classifier
 
@@ -29,6 +30,8 @@ def add_parser(commands, parents: list) -> None:
     finetune.add_argument("--seeds", type=positive_int, help="a sweep: this many seeds (--seed, --seed + 1, ...) "
                           "per learning rate, each its own run in --output, and a table of dev figures")  # fmt: skip
     finetune.add_argument("--learning-rates", help="a sweep: these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5)")
+    finetune.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="a sweep's trials as Ray Tune trials, "
+                          "several at once: on a local Ray, or the cluster at ADDRESS (the ray extra)")  # fmt: skip
     finetune.set_defaults(run=cmd_finetune)
 
 
@@ -38,6 +41,8 @@ def cmd_finetune(args) -> None:
 
     if (args.output is None) == (args.write_features is None):
         raise CommandError("give --output (to fine-tune) or --write-features FILE.tfrecord (to write the features)")
+    if args.ray is not None and not (args.seeds or args.learning_rates):
+        raise CommandError("--ray runs a sweep's trials: give --seeds and/or --learning-rates")
     options = FinetuneOptions(**{**values_of(args, FinetuneOptions), "output": args.output or ""})
     if args.write_features:
         count = write_training_features(options, args.write_features)
@@ -50,7 +55,7 @@ def cmd_finetune(args) -> None:
             rates = [float(rate) for rate in (args.learning_rates or str(args.learning_rate)).split(",")]
         except ValueError:
             raise CommandError(f"--learning-rates {args.learning_rates!r}: numbers joined by commas") from None
-        root = sweep(options, args.seeds or 1, rates)
+        root = sweep(options, args.seeds or 1, rates, args.ray)
         print((root / "sweep.md").read_text(encoding="utf-8"), end="")
         return
     print(finetune(options))

@@ -15,6 +15,9 @@ The sweep folder is locked as a run folder is (training/run_lock.py: a second sw
 refused), Ctrl-C or SIGTERM says how many trials are done and the command that continues the
 sweep, and a trial whose loss or gradient norm stops being finite (a rate too high) is a result,
 not the end of the sweep: the table says "diverged" for it and the other trials go on.
+
+``--ray [ADDRESS]`` runs the same trials as Ray Tune trials, several at once, on a local Ray or a
+cluster (ray_trials.py); the folders, the table and the figures are these.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ from .metrics import main_metric
 from .options import FinetuneOptions
 
 
-def sweep(options: FinetuneOptions, seeds: int, rates: list[float]) -> Path:
-    """Every (rate, seed) trial fine-tuned; the table written beside them. Returns the sweep folder."""
+def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address: str | None = None) -> Path:
+    """Every (rate, seed) trial fine-tuned; the table written beside them. Returns the sweep folder.
+    ``ray_address``: None, one trial after another here; else each a Ray Tune trial (ray_trials.py),
+    on a local Ray ("") or the cluster at that address."""
     if options.dev is None:
         raise DataError("--seeds and --learning-rates compare trials on dev: give --dev")
     if seeds < 1 or not rates or any(not rate > 0 for rate in rates):
@@ -46,15 +51,21 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float]) -> Path:
         raise DataError(f"--output {root} already holds a sweep: pass --resume to continue it, or choose another "
                         "folder")  # fmt: skip
     metric = main_metric(options.glue, options.problem)
+    plan = [(rate, seed) for rate in rates for seed in range(options.seed, options.seed + seeds)]
     trials = []
     try:
         with run_folder_lock(root):
-            for rate in rates:
-                for seed in range(options.seed, options.seed + seeds):
-                    trials.append(run_trial(options, root / f"lr{rate:g}-seed{seed}", rate, seed, metric))
+            if ray_address is None:
+                for rate, seed in plan:
+                    trials.append(run_trial(options, root / trial_name(rate, seed), rate, seed, metric))
+            else:
+                from .ray_trials import run_on_ray  # Ray: imported for --ray alone
+
+                run_on_ray(options, root, plan, metric, ray_address, trials)
     except BaseException as stop:  # Ctrl-C, SIGTERM: what is done, and the command that continues
         if not isinstance(stop, Exception):
-            again = shlex.join(["--seeds", str(seeds), "--learning-rates", ",".join(map(repr, rates))])
+            ray = [] if ray_address is None else ["--ray", *([ray_address] if ray_address else [])]
+            again = shlex.join(["--seeds", str(seeds), "--learning-rates", ",".join(map(repr, rates)), *ray])
             stop.on_disk = (f"{root} holds {len(trials)} finished trial(s) of {seeds * len(rates)}; continue the "
                             f"sweep with: {resume_command(options, 1, 'finetune')} {again}")  # fmt: skip
         raise
@@ -63,6 +74,11 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float]) -> Path:
                                                       indent=2) + "\n").encode("utf-8"))  # fmt: skip
     write_atomically(root / "sweep.md", table(metric, trials, summary).encode("utf-8"))
     return root
+
+
+def trial_name(rate: float, seed: int) -> str:
+    """A trial's run folder in the sweep folder: ``lr2e-05-seed12345``."""
+    return f"lr{rate:g}-seed{seed}"
 
 
 def run_trial(options: FinetuneOptions, run: Path, rate: float, seed: int, metric: str) -> dict:

@@ -1,0 +1,158 @@
+"""``minibert finetune ... --seeds N --learning-rates A,B --ray``: the sweep's trials as Ray Tune
+trials on a real local Ray (ray.init(num_cpus=2)). Each trial is the sequential sweep's run_trial at
+1 torch thread, so its run folder, its metrics (every loss, every dev figure) and the table equal,
+bit for bit, those of the sequential sweep run at 1 thread (training/arithmetic.py: the thread count
+decides how sums are rounded); a diverged trial is a "diverged" row in both; a resumed --ray sweep
+continues the finished trials (no new step) as the sequential one does. A bad address and a missing
+ray are one line each, exit 1, and ``import minibert`` (or the sequential sweep) never imports ray."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from test_training_finetune_run import SRC, TINY, environment, write_examples
+
+from helpers import run_minibert
+from minibert.training.checkpoint import TrainingState
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.tune")
+
+RATES = "1e-3,1e30"  # 1e30: the loss is NaN at step 2, a "diverged" row in both sweeps
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # MINIBERT_GEMM: the workers and this process must not each measure (and maybe pick) another backend
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"MINIBERT_GEMM": "mkl", "PYTHONPATH": SRC}})  # fmt: skip
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    return write_examples(folder / "train.csv", 16), write_examples(folder / "dev.csv", 12, seed=1)
+
+
+def sweep_flags(data, output, *extra: str) -> list[str]:
+    train, dev = data
+    return ["finetune", "--model", str(TINY), "--train", str(train), "--dev", str(dev), "--output", str(output),
+            "--batch-size", "4", "--max-seq-length", "16", "--epochs", "1", "--warmup-proportion", "0",
+            "--eval-every", "1", "--seeds", "2", "--learning-rates", RATES, *extra]  # fmt: skip
+
+
+def records(run) -> list[dict]:
+    """A run's metrics lines without the timings."""
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in ("seconds", "examples_per_second")} for line in lines]
+
+
+@pytest.fixture(scope="module")
+def sequential(data, tmp_path_factory):
+    """The sequential sweep at 1 torch thread (as each Ray trial runs)."""
+    output, before = tmp_path_factory.mktemp("sequential") / "sweep", torch.get_num_threads()
+    torch.set_num_threads(1)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MINIBERT_GEMM", "mkl")
+    try:
+        result = run_minibert(*sweep_flags(data, output))
+    finally:
+        torch.set_num_threads(before)
+        mp.undo()
+    assert result.returncode == 0, result.stderr
+    return output
+
+
+def test_ray_trials_equal_the_sequential_sweep_trial_by_trial(cluster, data, sequential, tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
+    output = tmp_path / "sweep"
+    started = time.perf_counter()
+    result = run_minibert(*sweep_flags(data, output, "--ray"))
+    print(f"\nthe --ray sweep: {time.perf_counter() - started:.1f} s")
+    assert result.returncode == 0, result.stderr
+    assert "minibert: sweep: on the Ray this process is connected to (2 CPUs), 1 CPU and torch thread per trial" \
+        in result.stderr  # fmt: skip
+    assert result.stdout == (output / "sweep.md").read_text()  # the table, and nothing of Tune's, on stdout
+    assert (output / "sweep.md").read_text() == (sequential / "sweep.md").read_text()
+    # every trial's dev figure, "diverged" and its message included (which names the trial's folder)
+    ours, theirs = (json.loads((folder / "sweep.json").read_text().replace(str(folder), "SWEEP"))
+                    for folder in (output, sequential))  # fmt: skip
+    assert ours == theirs, (ours, theirs)
+    names = [trial["run"] for trial in ours["trials"]]
+    assert names == ["lr0.001-seed12345", "lr0.001-seed12346", "lr1e+30-seed12345", "lr1e+30-seed12346"]
+    assert [trial["dev_accuracy"] is None for trial in ours["trials"]] == [False, False, True, True]
+    for name in names:  # every step's loss and dev figures, bit for bit
+        assert records(output / name) == records(sequential / name), name
+        state = TrainingState.from_file(output / name / "training_state.pt")
+        assert state.arithmetic["threads"] == 1, (name, state.arithmetic)
+    assert records(output / names[0]) != records(output / names[1])  # the seeds differ: the check can fail
+    assert sorted(entry.name for entry in output.iterdir()) == sorted(entry.name for entry in sequential.iterdir())
+
+    # a resumed sweep continues the finished trials: no new step, the same table
+    steps = {name: len(records(output / name)) for name in names}
+    started = time.perf_counter()
+    again = run_minibert(*sweep_flags(data, output, "--ray", "--resume"))
+    print(f"its resume: {time.perf_counter() - started:.1f} s")
+    assert again.returncode == 0, again.stderr
+    assert {name: len(records(output / name)) for name in names} == steps
+    assert json.loads((output / "sweep.json").read_text().replace(str(output), "SWEEP")) == ours
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_address_where_no_ray_answers_is_one_line_naming_it(data, tmp_path):
+    address = f"127.0.0.1:{free_port()}"
+    result = run_minibert(*sweep_flags(data, tmp_path / "sweep", "--ray", address))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"minibert: error: --ray {address}: no Ray cluster answers there (Connection refused)"]  # fmt: skip
+    assert not (tmp_path / "sweep").exists()  # refused before anything was written
+
+
+def test_without_ray_installed_the_error_gives_the_pip_command(data, tmp_path, monkeypatch):
+    for name in ("ray", "ray.tune"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import ray` now raises ImportError
+    result = run_minibert(*sweep_flags(data, tmp_path / "sweep", "--ray"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "minibert: error: --ray needs the ray extra (ray is not installed): pip install 'minibert[ray]'"]  # fmt: skip
+
+
+def test_ray_without_a_sweep_is_a_usage_error(data, tmp_path):
+    argv = sweep_flags(data, tmp_path / "run", "--ray")
+    for flag in ("--seeds", "--learning-rates"):
+        del argv[argv.index(flag) : argv.index(flag) + 2]
+    result = run_minibert(*argv)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "minibert: error: --ray runs a sweep's trials: give --seeds and/or --learning-rates"]  # fmt: skip
+
+
+def test_neither_minibert_nor_the_sequential_sweep_imports_ray():
+    code = ("import sys, minibert, minibert.apps.cli, minibert.training.finetune.sweep, "
+            "minibert.training.finetune.loop; print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment(), check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.slow
+def test_the_command_starts_a_local_ray_and_prints_the_sequential_table(data, sequential, tmp_path):
+    """`minibert finetune ... --ray` in its own process: a local Ray with this machine's CPUs."""
+    env = {**environment(), "MINIBERT_GEMM": "mkl"}
+    done = subprocess.run([sys.executable, "-m", "minibert", *sweep_flags(data, tmp_path / "sweep", "--ray")],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "minibert: sweep: on a local Ray started for the sweep (" in done.stderr
+    assert done.stdout == (sequential / "sweep.md").read_text()
