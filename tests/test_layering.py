@@ -38,7 +38,8 @@ CORE = {"config", "config_fields", "activations", "inputs", "fast_path", "speed"
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's
 # modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
-            "explorer": {"apps.explore_command"}, "training.finetune": {"apps.finetune_command"}}  # fmt: skip
+            "explorer": {"apps.explore_command"}, "training.finetune": {"apps.finetune_command"},
+            "training.finetune.ray_trials": {"training.finetune.sweep"}}  # fmt: skip
 NOT_OPTIONAL = {"apps.serve.settings"}
 
 

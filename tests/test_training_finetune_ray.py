@@ -52,7 +52,8 @@ def sweep_flags(data, output, *extra: str) -> list[str]:
 def records(run) -> list[dict]:
     """A run's metrics lines without the timings."""
     lines = (run / "metrics.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(line).items() if k not in ("seconds", "examples_per_second")} for line in lines]
+    timings = ("seconds", "examples_per_second")
+    return [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
 
 
 @pytest.fixture(scope="module")
@@ -71,39 +72,57 @@ def sequential(data, tmp_path_factory):
     return output
 
 
-def test_ray_trials_equal_the_sequential_sweep_trial_by_trial(cluster, data, sequential, tmp_path, monkeypatch):
-    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
-    output = tmp_path / "sweep"
+@pytest.fixture(scope="module")
+def ray_sweep(cluster, data, tmp_path_factory):
+    """The same sweep, its trials as Ray Tune trials on the module's local Ray: (folder, the command's result)."""
+    output = tmp_path_factory.mktemp("ray") / "sweep"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MINIBERT_GEMM", "mkl")
     started = time.perf_counter()
-    result = run_minibert(*sweep_flags(data, output, "--ray"))
+    try:
+        result = run_minibert(*sweep_flags(data, output, "--ray"))
+    finally:
+        mp.undo()
     print(f"\nthe --ray sweep: {time.perf_counter() - started:.1f} s")
     assert result.returncode == 0, result.stderr
+    return output, result
+
+
+def table_of(folder) -> dict:
+    """sweep.json, with the sweep's folder (named in a diverged trial's message) written SWEEP."""
+    return json.loads((folder / "sweep.json").read_text().replace(str(folder), "SWEEP"))
+
+
+TRIALS = ["lr0.001-seed12345", "lr0.001-seed12346", "lr1e+30-seed12345", "lr1e+30-seed12346"]
+
+
+def test_ray_trials_equal_the_sequential_sweep_trial_by_trial(ray_sweep, sequential):
+    output, result = ray_sweep
     assert "minibert: sweep: on the Ray this process is connected to (2 CPUs), 1 CPU and torch thread per trial" \
         in result.stderr  # fmt: skip
     assert result.stdout == (output / "sweep.md").read_text()  # the table, and nothing of Tune's, on stdout
     assert (output / "sweep.md").read_text() == (sequential / "sweep.md").read_text()
-    # every trial's dev figure, "diverged" and its message included (which names the trial's folder)
-    ours, theirs = (json.loads((folder / "sweep.json").read_text().replace(str(folder), "SWEEP"))
-                    for folder in (output, sequential))  # fmt: skip
-    assert ours == theirs, (ours, theirs)
-    names = [trial["run"] for trial in ours["trials"]]
-    assert names == ["lr0.001-seed12345", "lr0.001-seed12346", "lr1e+30-seed12345", "lr1e+30-seed12346"]
+    ours = table_of(output)
+    assert ours == table_of(sequential)  # every trial's dev figure, "diverged" and its message included
+    assert [trial["run"] for trial in ours["trials"]] == TRIALS
     assert [trial["dev_accuracy"] is None for trial in ours["trials"]] == [False, False, True, True]
-    for name in names:  # every step's loss and dev figures, bit for bit
+    for name in TRIALS:  # every step's loss and dev figures, bit for bit
         assert records(output / name) == records(sequential / name), name
         state = TrainingState.from_file(output / name / "training_state.pt")
         assert state.arithmetic["threads"] == 1, (name, state.arithmetic)
-    assert records(output / names[0]) != records(output / names[1])  # the seeds differ: the check can fail
+    assert records(output / TRIALS[0]) != records(output / TRIALS[1])  # the seeds differ: the check can fail
     assert sorted(entry.name for entry in output.iterdir()) == sorted(entry.name for entry in sequential.iterdir())
 
-    # a resumed sweep continues the finished trials: no new step, the same table
-    steps = {name: len(records(output / name)) for name in names}
-    started = time.perf_counter()
+
+@pytest.mark.slow
+def test_a_resumed_ray_sweep_continues_the_finished_trials_without_a_step(ray_sweep, data, monkeypatch):
+    output, _ = ray_sweep
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
+    steps, table = {name: len(records(output / name)) for name in TRIALS}, table_of(output)
     again = run_minibert(*sweep_flags(data, output, "--ray", "--resume"))
-    print(f"its resume: {time.perf_counter() - started:.1f} s")
     assert again.returncode == 0, again.stderr
-    assert {name: len(records(output / name)) for name in names} == steps
-    assert json.loads((output / "sweep.json").read_text().replace(str(output), "SWEEP")) == ours
+    assert {name: len(records(output / name)) for name in TRIALS} == steps
+    assert table_of(output) == table
 
 
 def free_port() -> int:
@@ -119,6 +138,14 @@ def test_an_address_where_no_ray_answers_is_one_line_naming_it(data, tmp_path):
     assert result.stderr.strip().splitlines() == [
         f"minibert: error: --ray {address}: no Ray cluster answers there (Connection refused)"]  # fmt: skip
     assert not (tmp_path / "sweep").exists()  # refused before anything was written
+
+
+def test_a_bad_file_is_its_one_line_before_ray_starts(data, tmp_path):
+    argv = sweep_flags(data, tmp_path / "sweep", "--ray")
+    argv[argv.index("--train") + 1] = str(tmp_path / "missing.csv")
+    result = run_minibert(*argv)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"minibert: error: {tmp_path / 'missing.csv'} does not exist"]
 
 
 def test_without_ray_installed_the_error_gives_the_pip_command(data, tmp_path, monkeypatch):
@@ -142,7 +169,7 @@ def test_ray_without_a_sweep_is_a_usage_error(data, tmp_path):
 
 def test_neither_minibert_nor_the_sequential_sweep_imports_ray():
     code = ("import sys, minibert, minibert.apps.cli, minibert.training.finetune.sweep, "
-            "minibert.training.finetune.loop; print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))")  # fmt: skip
+            "minibert.training.finetune.loop; print(sorted(m for m in sys.modules if m.startswith('ray')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment(), check=True)
     assert done.stdout.strip() == "[]", done.stdout
 

@@ -12,6 +12,7 @@ Read top-down:
     options.py    FinetuneOptions: the command's flags as one checked value
     loop.py       finetune(): the loop (the step and the optimizer are pre-training's: ../step.py)
     sweep.py      seeds × learning rates, each a run, and the table of their dev figures
+    ray_trials.py the sweep's trials as Ray Tune trials (--ray; the ray extra, imported there alone)
     squad_examples.py     SQuAD JSON → questions on whitespace words (Google's read_squad_examples)
     squad_features.py     questions → windows of pieces (Google's convert_examples_to_features)
     squad_predictions.py  start/end logits → answers, n-best, null odds (Google's write_predictions)

@@ -37,31 +37,34 @@ import tempfile
 from pathlib import Path
 
 from ...errors import ClusterError
+from .loop import prepare
 from .options import FinetuneOptions
-from .sweep import run_trial, trial_name
 
 CPUS_PER_TRIAL = 1  # Ray's CPUs per trial, and the trial's torch threads
 PROBE_SECONDS = 5.0  # how long an address may take to accept a connection (ray.init itself retries for minutes)
 
 
-def run_on_ray(options: FinetuneOptions, root: Path, plan: list[tuple[float, int]], metric: str, address: str,
-               done: list[dict]) -> None:  # fmt: skip
-    """Run every (rate, seed) of ``plan`` as a Ray Tune trial; ``done`` gets their results in the
-    plan's order (as run_trial gives them). ``address``: "" for a local Ray, else the cluster's."""
+def run_on_ray(options: FinetuneOptions, plan: list[tuple[Path, float, int]], metric: str, address: str,
+               done: list[dict], run_trial) -> None:  # fmt: skip
+    """Run every (run folder, rate, seed) of ``plan`` as a Ray Tune trial, each ``run_trial`` (sweep.py's,
+    passed in: this module imports nothing of the sweep); ``done`` gets their results in the plan's
+    order. ``address``: "" for a local Ray, else the cluster's."""
     ray, tune = import_ray()
+    from ray.tune.logger import JsonLoggerCallback
+
+    prepare(options, 1)  # a bad file or flag: its one line now, not once per trial inside Tune's tracebacks
     started = connect(ray, address)
     try:
         options = with_absolute_paths(options)
-        specs = [{"learning_rate": rate, "seed": seed, "run": str(root.resolve() / trial_name(rate, seed))}
-                 for rate, seed in plan]  # fmt: skip
-        trainable = tune.with_resources(tune.with_parameters(_trial, options=options, metric=metric),
-                                        {"cpu": CPUS_PER_TRIAL})  # fmt: skip
+        specs = [{"learning_rate": rate, "seed": seed, "run": str(run.resolve())} for run, rate, seed in plan]
+        trainable = tune.with_parameters(_trial, options=options, metric=metric, run_trial=run_trial)
+        trainable = tune.with_resources(trainable, {"cpu": CPUS_PER_TRIAL})
         # Tune's boxes go to stdout (the table's place) unless its older, silent reporter is chosen;
-        # its default TensorBoard/CSV loggers would write records nobody reads
+        # of its loggers, the JSON one alone (the results read back; TensorBoard's warns without tensorboardX)
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         with tempfile.TemporaryDirectory(prefix="minibert-tune-") as records:
-            run_config = tune.RunConfig(storage_path=records, name="sweep", verbose=0,
+            run_config = tune.RunConfig(storage_path=records, name="sweep", verbose=0, callbacks=[JsonLoggerCallback()],
                                         failure_config=tune.FailureConfig(fail_fast=True))  # fmt: skip
             tune_config = tune.TuneConfig(trial_name_creator=_named, trial_dirname_creator=_named,
                                           reuse_actors=True)  # a worker imports torch once, not per trial
@@ -73,7 +76,7 @@ def run_on_ray(options: FinetuneOptions, root: Path, plan: list[tuple[float, int
                 raise getattr(result.error, "cause", None) or result.error
             if result.metrics and "trial" in result.metrics:
                 finished[result.metrics["trial"]["run"]] = result.metrics["trial"]
-        done.extend(finished[trial_name(rate, seed)] for rate, seed in plan if trial_name(rate, seed) in finished)
+        done.extend(finished[run.name] for run, _, _ in plan if run.name in finished)
         if len(done) < len(plan):  # Tune stopped early (Ctrl-C): the driver says what is done
             raise KeyboardInterrupt
     finally:
@@ -82,10 +85,10 @@ def run_on_ray(options: FinetuneOptions, root: Path, plan: list[tuple[float, int
 
 
 def _named(trial) -> str:
-    return trial_name(trial.config["trial"]["learning_rate"], trial.config["trial"]["seed"])
+    return Path(trial.config["trial"]["run"]).name
 
 
-def _trial(config: dict, options: FinetuneOptions, metric: str) -> None:
+def _trial(config: dict, options: FinetuneOptions, metric: str, run_trial) -> None:
     """One trial, in a Ray worker: the sequential sweep's run_trial at CPUS_PER_TRIAL threads."""
     import torch
     from ray import tune

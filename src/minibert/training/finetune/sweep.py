@@ -61,7 +61,8 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address:
             else:
                 from .ray_trials import run_on_ray  # Ray: imported for --ray alone
 
-                run_on_ray(options, root, plan, metric, ray_address, trials)
+                runs = [(root / trial_name(rate, seed), rate, seed) for rate, seed in plan]
+                run_on_ray(options, runs, metric, ray_address, trials, run_trial)
     except BaseException as stop:  # Ctrl-C, SIGTERM: what is done, and the command that continues
         if not isinstance(stop, Exception):
             ray = [] if ray_address is None else ["--ray", *([ray_address] if ray_address else [])]
