@@ -70,13 +70,12 @@ def run_on_ray(options: FinetuneOptions, plan: list[tuple[Path, float, int]], me
                                           reuse_actors=True)  # a worker imports torch once, not per trial
             results = tune.Tuner(trainable, param_space={"trial": tune.grid_search(specs)}, tune_config=tune_config,
                                  run_config=run_config).fit()  # fmt: skip
-        finished = {}
-        for result in results:
+        finished = {result.metrics["trial"]["run"]: result.metrics["trial"] for result in results
+                    if result.error is None and "trial" in (result.metrics or {})}  # fmt: skip
+        done.extend(finished[run.name] for run, _, _ in plan if run.name in finished)
+        for result in results:  # a trial that failed (not diverged: that is a result): its error, as sequential
             if result.error is not None:
                 raise getattr(result.error, "cause", None) or result.error
-            if result.metrics and "trial" in result.metrics:
-                finished[result.metrics["trial"]["run"]] = result.metrics["trial"]
-        done.extend(finished[run.name] for run, _, _ in plan if run.name in finished)
         if len(done) < len(plan):  # Tune stopped early (Ctrl-C): the driver says what is done
             raise KeyboardInterrupt
     finally:
