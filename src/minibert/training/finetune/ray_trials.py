@@ -17,12 +17,14 @@ the sequential sweep does. Tune's own records go to a temporary folder, removed 
   must have minibert installed and see ``--model``, ``--train``, ``--dev`` and ``--output`` at the
   same paths (a shared filesystem). A process already connected to a Ray (``ray.init`` in a
   notebook) uses that one.
-- **Threads.** Each trial asks Ray for 1 CPU and sets torch to 1 thread: trials are independent, so
-  N trials at 1 thread keep N cores busier than one trial at N threads (fine-tuning's small batches
-  scale poorly across threads). The thread count decides how sums are rounded
+- **Threads.** Each trial asks Ray for 1 CPU and sets torch to 1 thread, so N CPUs run N trials at
+  once (a choice, not a measurement: independent trials never wait on each other, where one trial's
+  threads meet at every operation). The thread count decides how sums are rounded
   (training/arithmetic.py), so a trial's figures equal those of the sequential sweep run with 1
-  thread (``OMP_NUM_THREADS=1``), bit for bit; at other thread counts they differ in the last bits
-  of the weights, which can move a dev figure (tests/test_training_finetune_ray.py).
+  thread (``OMP_NUM_THREADS=1``) and the same GEMM backend, bit for bit
+  (tests/test_training_finetune_ray.py); at other thread counts they differ in the last bits of the
+  weights, which can move a dev figure. (The backend: ``auto`` picks it per machine, by a cached
+  measurement; ``MINIBERT_GEMM`` in the environment Ray starts with names one for every worker.)
 
 Ray is an optional extra (``pip install 'minibert[ray]'``), imported by this module only, and only
 when a ``--ray`` sweep starts.
