@@ -21,9 +21,12 @@ a kernel not transposed or the erf GELU in place of the tanh one moves logits by
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -46,6 +49,7 @@ DATA = Path(__file__).parent / "data"
 GOOGLE_DIR = DATA / "uncased_L-2_H-32_A-2"
 RUNNER = Path(__file__).parent / "tf_google_finetuned_runner.py"
 LABELS = ["contradiction", "entailment", "neutral"]  # run_classifier.MnliProcessor.get_labels(), in its order
+CACHE = Path.home() / ".cache" / "minibert" / "tf-google-finetuned"  # TensorFlow's results (_cached_run)
 TOLERANCE = 2e-6  # fp32 arithmetic of two implementations (the module docstring says why)
 EVAL_TEXTS = ["the bank robber was thirsty", "i love paris", ("money in the bank", "the river was wet")]
 TRAIN_TEXTS = [("i love paris", "the bank"), ("water in the river", "money"), "the robber drank water",
@@ -72,18 +76,42 @@ def _google_run(directory: Path, script: str) -> dict:
              "end_positions": [2, 5, 3, 9]}  # fmt: skip
     request = {"script": script, "config": config, "num_labels": len(LABELS), "output_dir": str(directory),
                "seed": 0, "learning_rate": 1e-2, "steps": 3, "train": train, "eval": _features(EVAL_TEXTS)}  # fmt: skip
-    result = tf_reference.run_reference(request, RUNNER)
+    result = _cached_run(request)
     (directory / "bert_config.json").write_text(json.dumps({**config, "hidden_act": "gelu_new"}))
     shutil.copyfile(GOOGLE_DIR / "vocab.txt", directory / "vocab.txt")
     return result
 
 
+def _cached_run(request: dict) -> dict:
+    """run_reference, kept between sessions: TensorFlow's checkpoint and answer are a pure function of
+    the request, the runner's source and the venv (~40 s of TensorFlow's start on 2 busy cores, otherwise).
+    Under CI, always run afresh."""
+    output = Path(request["output_dir"])
+    key = json.dumps({**request, "output_dir": ""}, sort_keys=True) + RUNNER.read_text() + str(tf_reference.venv_dir())
+    cache = CACHE / hashlib.sha256(key.encode()).hexdigest()[:16]
+    if not (cache / "result.json").is_file() or os.environ.get("CI", "").lower() == "true":
+        result = tf_reference.run_reference(request, RUNNER)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=CACHE))
+        shutil.copytree(output, staging / "checkpoint_dir")
+        (staging / "checkpoint_dir" / "result.json").write_text(json.dumps(result))
+        shutil.rmtree(cache, ignore_errors=True)
+        os.replace(staging / "checkpoint_dir", cache)
+        shutil.rmtree(staging)
+        return result
+    result = json.loads((cache / "result.json").read_text())
+    for path in cache.iterdir():
+        if path.name != "result.json":
+            shutil.copyfile(path, output / path.name)
+    return result
+
+
 @pytest.fixture(scope="module")
 def google(tmp_path_factory):
-    """{"classifier": (directory, TF's result), "squad": ...}: both runs at once (each ~20 s, mostly
-    TensorFlow's start)."""
+    """{"classifier": (directory, TF's result), "squad": ...}: both runs at once (each ~25 s alone, mostly
+    TensorFlow's start; ~85 s for both on 2 busy cores), or from the cache of an earlier session.
+    Without the TensorFlow venv the tests skip, and fail under CI (tf_reference.py)."""
     root = tmp_path_factory.mktemp("google_finetuned")
-    tf_reference.tf_python()  # made (or the test skipped / failed under CI) before the threads start
     jobs = {"classifier": ("mnli_output", "run_classifier"), "squad": ("squad_output", "run_squad")}
     with ThreadPoolExecutor(2) as pool:
         futures = {key: pool.submit(_google_run, root / name, script) for key, (name, script) in jobs.items()}
@@ -228,3 +256,31 @@ def test_convert_writes_a_question_answering_folder_transformers_loads(google, t
     refused = run_minibert("convert", str(directory), str(tmp_path / "other"), "--labels", "a,b")
     assert refused.returncode == 1 and "has no classifier" in refused.stderr and "BertForQuestionAnswering" in \
         refused.stderr  # fmt: skip
+
+
+def test_finetune_continues_from_run_classifiers_head(google, tmp_path):
+    """``minibert finetune --model`` a run_classifier.py checkpoint with ``--labels``: the run starts from
+    Google's output_weights / output_bias, not a fresh head. One step at a learning rate of 1e-9 moves
+    a weight by at most ~1e-9 (AdamW's step is ≤ lr·(1 + weight decay·|w|)); a fresh head (truncated
+    normal 0.02) would be ~1e-2 away."""
+    from safetensors.torch import load_file
+
+    directory, result = google["classifier"]
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\ni love paris,entailment\nthe bank,neutral\nwater,contradiction\nmoney,neutral\n")
+    run = tmp_path / "run"
+    done = run_minibert("finetune", "--model", str(directory), "--train", str(train), "--output", str(run),
+                        "--labels", ",".join(LABELS), "--batch-size", "4", "--epochs", "1", "--learning-rate", "1e-9",
+                        "--max-seq-length", "16", "--dropout", "0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"continuing --model's classifier (3 labels: {', '.join(LABELS)})" in done.stderr
+    assert json.loads((run / "finetune.json").read_text())["head"] == "continued"
+    assert json.loads((run / "config.json").read_text())["id2label"] == {str(i): label for i, label in
+                                                                         enumerate(LABELS)}  # fmt: skip
+    tensors = load_file(run / "model.safetensors")
+    assert_close(tensors["classifier.weight"], result["head"]["output_weights"], "the head after one step", 1e-7)
+    assert_close(tensors["classifier.bias"], result["head"]["output_bias"], "the bias after one step", 1e-7)
+    refused = run_minibert("finetune", "--model", str(directory), "--train", str(train), "--output",
+                           str(tmp_path / "other"), "--labels", "entailment,neutral", "--max-seq-length",
+                           "16")  # fmt: skip
+    assert refused.returncode == 1 and "has a classifier with 3 outputs; the task needs 2" in refused.stderr
