@@ -34,7 +34,7 @@ ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "
 BASE = {"errors", "malloc_settings", "limits", "__init__"}
 CORE = {"config", "config_fields", "activations", "inputs", "fast_path", "speed", "pretrained", "model", "weights",
         "transformers_names", "gemm", "packed_linear", "attention_threshold", "bf16_speed", "cpu_info", "timing",
-        "measurement_cache", "int8", "int8_check"}  # fmt: skip
+        "measurement_cache", "int8", "int8_check", "head_labels"}  # fmt: skip
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's
 # modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},

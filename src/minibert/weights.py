@@ -29,6 +29,7 @@ from .formats.atomic_files import atomic_output
 from .formats.hub import resolve_file
 from .formats.safetensors import safetensors_shapes
 from .formats.weight_files import read_state_dict
+from .head_labels import labels_for_the_head
 from .speed import speed_up
 
 logger = logging.getLogger("minibert")
@@ -84,6 +85,14 @@ HEADS = {
     "qa_outputs.": "a question-answering head (qa_outputs.*)",
 }
 HEAD_PREFIXES = tuple(HEADS)
+# The same heads as Google's TensorFlow checkpoints name them (run_pretraining.py, run_classifier.py, run_squad.py).
+GOOGLE_HEADS = {
+    "mlm_head.": "the masked-LM head (cls/predictions/*)",
+    "nsp_head.": "the next-sentence head (cls/seq_relationship/*)",
+    "classifier.": "run_classifier.py's classifier (output_weights, output_bias)",
+    "qa_outputs.": "run_squad.py's question-answering head (cls/squad/output_*)",
+}
+TASK_HEADS = ("classifier.", "qa_outputs.")  # the fine-tuned ones: BertModel says it leaves them out
 # The pooler is the encoder's, but classes without a use for it (BertForMaskedLM, token
 # classification, QA) are built without it, as in transformers: it is loaded and reported like a head.
 POOLER, POOLER_NAME = "pooler.", "the pooler (bert.pooler.*)"
@@ -250,16 +259,17 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     if unknown:
         raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; the config fields it "
                         f"replaces are {', '.join(LABEL_FIELDS)}")  # fmt: skip
+    own_fields = dict(config.extra)
     if label_config:
         if "num_labels" in label_config and "id2label" not in label_config:
             config.extra.pop("id2label", None)  # LABEL_0 ... LABEL_{n-1}, as transformers names them
             config.extra.pop("label2id", None)
         config.extra.update(label_config)
-    with torch.device("meta"), _WithoutInitialisation():  # no memory, no random init: the checkpoint's tensors are used
-        try:
-            model = cls(config)
-        except CheckpointError as error:  # a config field this class refuses
-            raise CheckpointError(f"{config_file}: {error}") from None
+    model = _build_on_meta(cls, config, config_file)
+    num_labels = labels_for_the_head(model, own_fields, label_config or {}, weights_file)  # Google's run_classifier
+    if num_labels is not None:
+        config.extra["num_labels"] = num_labels
+        model = _build_on_meta(cls, config, config_file)
     if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
         _rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
                           new_heads=new_heads)  # fmt: skip
@@ -278,6 +288,14 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         model.to(device)
     speed_up(model, gemm, int8_from=weights_file if int8 else None)  # the one place where speed is added (speed.py)
     return model
+
+
+def _build_on_meta(cls, config: BertConfig, config_file: Path):
+    with torch.device("meta"), _WithoutInitialisation():  # no memory, no random init: the checkpoint's tensors are used
+        try:
+            return cls(config)
+        except CheckpointError as error:  # a config field this class refuses
+            raise CheckpointError(f"{config_file}: {error}") from None
 
 
 def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True,
@@ -317,8 +335,9 @@ def _rename_and_check(model, state: dict, weights_file: Path, config_file: Path,
     if missing or misshaped or undescribed:
         problems = {"undescribed": undescribed, "missing": missing, "misshaped": misshaped, "unexpected": unexpected}
         raise CheckpointError(_does_not_fit(weights_file, config_file, prefix, **problems))
-    if warn and prefix and unused_heads:
-        logger.info("%s: %s has no place for %d tensors of the checkpoint's other heads: %s", weights_file,
+    task_heads = [name for name in unused_heads if checkpoint_to_minibert(name).startswith(TASK_HEADS)]
+    if warn and (prefix and unused_heads or task_heads):  # the bare encoder names only fine-tuned heads it ignores
+        logger.info("%s: %s has no place for %d tensors of the checkpoint's other heads (ignored): %s", weights_file,
                     type(model).__name__, len(unused_heads), _first(sorted(unused_heads), 6))  # fmt: skip
     if unexpected and warn:
         warnings.warn(
@@ -395,13 +414,16 @@ def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[
     def heads_of(names) -> set[str]:
         return {head for name in names for head in HEAD_PREFIXES if name.startswith(head)}
 
-    needed = [HEADS[head] for head in HEAD_PREFIXES if head in heads_of(missing)]
-    if any(name.removeprefix("bert.").startswith(POOLER) for name in missing):
-        needed.insert(0, POOLER_NAME)
     present = heads_of(renamed) | heads_of(checkpoint_to_minibert(name) for name in unused_heads)
-    has = " and ".join(HEADS[head] for head in HEAD_PREFIXES if head in present)
+    names = GOOGLE_HEADS if weights_file.suffix == ".index" else HEADS  # as the checkpoint names them
+    needed = [names[head] for head in HEAD_PREFIXES if head in heads_of(missing)]
+    if any(name.removeprefix("bert.").startswith(POOLER) for name in missing):
+        needed.insert(0, POOLER_NAME if names is HEADS else "the pooler (bert/pooler/*)")
+    has = " and ".join(names[head] for head in HEAD_PREFIXES if head in present)
     has = has or "no heads: it holds the encoder only"
     fits = _CLASS_FOR_HEADS.get(frozenset(present))
+    if present == {"classifier."} and weights_file.suffix == ".index":
+        fits = "BertForSequenceClassification"  # run_classifier.py classifies sequences
     advice = f"; load it with {fits}" if fits else ""
     return (f"{weights_file} has no tensors for {' or '.join(needed)}, which {type(model).__name__} needs; "
             f"it has {has}{advice}")  # fmt: skip

@@ -50,7 +50,7 @@ from .commands import (
 from .embed_files import CHUNK, cmd_embed
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
-from .flag_types import number, positive_int, whole_number
+from .flag_types import label_list, number, positive_int, whole_number
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import cmd_answer, cmd_classify, cmd_rerank, cmd_tag
@@ -160,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     convert.add_argument("source", help="a directory (Google's bert_config.json + bert_model.ckpt.*) or hub id")
     convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ...")
+    convert.add_argument("--labels", type=label_list, help="a classifier's labels in id order, comma-separated "
+                         "(Google's run_classifier.py checkpoints name none; default LABEL_0, LABEL_1, ...)")
     convert.set_defaults(run=cmd_convert)
 
     _add_task_commands(commands, parents=[model_run])
@@ -212,6 +214,8 @@ def _add_task_commands(commands, parents: list) -> None:
         help="scores from the logits (default: as transformers' pipeline chooses by the model)",
     )
     classify.add_argument("--truncate", action="store_true", help="cut texts longer than the model (default: refuse)")
+    classify.add_argument("--labels", type=label_list, help="the classifier's labels in id order, comma-separated "
+                          "(for a checkpoint whose config names none: Google's run_classifier.py)")
     classify.set_defaults(run=cmd_classify)
 
     tag = commands.add_parser("tag", parents=[files], help="entities of a token classifier (NER), with offsets")

@@ -157,7 +157,7 @@ def cmd_next_sentence(args) -> None:
 def cmd_convert(args) -> None:
     from .convert import convert_checkpoint
 
-    destination = convert_checkpoint(args.source, args.destination)
+    destination = convert_checkpoint(args.source, args.destination, labels=args.labels)
     print(f"minibert: wrote {destination} (config.json, model.safetensors, vocab.txt, tokenizer_config.json)",
           file=sys.stderr)  # fmt: skip
 

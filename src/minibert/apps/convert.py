@@ -39,15 +39,16 @@ def _looks_like_a_path(name: str) -> bool:
             or (name.count("/") == 1 and path.parent.is_dir()) or bool(GOOGLE_RELEASE.match(path.name)))  # fmt: skip
 
 
-def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike) -> Path:
+def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike,
+                       labels: list[str] | None = None) -> Path:  # fmt: skip
     """Convert ``source`` (a directory or hub id) into ``destination`` (a new directory); returns it.
 
-    The pre-training heads are kept when the checkpoint has them (``BertForPreTraining``), else the
-    encoder alone is written (``BertModel``).
+    The heads are kept, and config.json's ``architectures`` names the class that loads them: the
+    pre-training heads (``BertForPreTraining``), a classifier (Google's run_classifier.py
+    ``output_weights``: ``BertForSequenceClassification``, its labels ``labels`` in id order, else
+    LABEL_0 ...), a question-answering head (run_squad.py's ``cls/squad/*``: ``BertForQuestionAnswering``);
+    without heads the encoder alone (``BertModel``).
     """
-    from ..formats.weight_files import tensor_names
-    from ..heads import BertForPreTraining
-    from ..model import BertModel
     from ..tokenizer.bert_tokenizer import BertTokenizer
     from ..weights import find_checkpoint
 
@@ -63,8 +64,13 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
         raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
                               "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
     _, weights_file = find_checkpoint(source)
-    has_heads = any(name.startswith(("cls.", "cls/", "bert.cls.")) for name in tensor_names(weights_file))
-    model = (BertForPreTraining if has_heads else BertModel).from_pretrained(source)
+    cls = _class_for(weights_file)
+    if labels and cls.__name__ != "BertForSequenceClassification":
+        raise CheckpointError(f"--labels names a classifier's labels; {weights_file} has no classifier "
+                              f"(output_weights or classifier.weight): it converts as {cls.__name__}")  # fmt: skip
+    label_config = {"id2label": dict(enumerate(labels)), "label2id": {label: i for i, label in enumerate(labels)}} \
+        if labels else {}  # fmt: skip
+    model = cls.from_pretrained(source, **label_config)
     tokenizer = BertTokenizer.from_pretrained(source)
 
     staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
@@ -90,3 +96,20 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
             shutil.rmtree(staging)
         raise
     return destination
+
+
+def _class_for(weights_file: Path) -> type:
+    """The class that loads every head the checkpoint has, by its tensor names (hub or Google's)."""
+    from ..formats.weight_files import tensor_names
+    from ..heads import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
+    from ..model import BertModel
+
+    names = {name.removeprefix("bert.").removeprefix("bert/") for name in tensor_names(weights_file)}
+    if any(name.startswith(("cls.predictions", "cls.seq_relationship", "cls/predictions", "cls/seq_relationship"))
+           for name in names):  # fmt: skip
+        return BertForPreTraining
+    if names & {"qa_outputs.weight", "cls/squad/output_weights"}:
+        return BertForQuestionAnswering
+    if names & {"classifier.weight", "output_weights"}:
+        return BertForSequenceClassification
+    return BertModel

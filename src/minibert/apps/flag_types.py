@@ -48,6 +48,23 @@ def number(low: float | None = None, high: float | None = None, unit: str = ""):
 
 positive_int = whole_number(1)  # --steps, --batch-size, --top-k, --max-batch-tokens, ...
 
+
+def label_list(text: str) -> list[str]:
+    """An argparse type: a classifier's labels in id order, comma-separated.
+
+    >>> label_list("contradiction, entailment,neutral")
+    ['contradiction', 'entailment', 'neutral']
+    >>> label_list("yes,,no")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must name each label once, comma-separated, got 'yes,,no'
+    """
+    import argparse
+
+    labels = [label.strip() for label in text.split(",")]
+    if not all(labels) or len(set(labels)) != len(labels):
+        raise argparse.ArgumentTypeError(f"must name each label once, comma-separated, got {text!r}")
+    return labels
+
 ARGPARSE_KEYS = ("help", "action", "choices", "nargs", "required", "metavar", "type")
 
 

@@ -86,9 +86,13 @@ def cmd_classify(args) -> None:
                           truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
-    _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts],
-         lambda name: load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args),
-                                    dtype=args.dtype), answer)  # fmt: skip
+    def load(name):
+        if args.labels:  # the user's names for the head's outputs (weights.py refuses a count that does not fit)
+            name = BertForSequenceClassification.from_pretrained(name, gemm=gemm_of(args), dtype=args.dtype,
+                                                                 id2label=dict(enumerate(args.labels)))  # fmt: skip
+        return load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args), dtype=args.dtype)
+
+    _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts], load, answer)
 
 
 def cmd_tag(args) -> None:
