@@ -35,6 +35,7 @@ class CodePointRanges:
     """A set of code points stored as sorted ranges: ``char in ranges`` by binary search."""
 
     def __init__(self, spans: list[tuple[int, int]]):
+        self.spans = spans  # [(first, last)], sorted
         self._starts = [low for low, _ in spans]
         self._ends = [high for _, high in spans]
 
@@ -52,9 +53,10 @@ class TokenizersUnicode:
         self.whitespace = CodePointRanges(spans["whitespace"])
         self.punctuation = CodePointRanges(spans["punctuation"])
         self.nonspacing_mark = CodePointRanges(spans["nonspacing_mark"])
-        self._decomposition = {chr(int(row[0], 16)): _chars(row[1:]) for row in sections["decomposition"]}
-        self._lowercase = {chr(int(row[0], 16)): _chars(row[1:]) for row in sections["lowercase"]}
-        self._combining_class = {
+        # {character: what it becomes}, for the characters it changes (classes: the non-zero ones)
+        self.decompositions = {chr(int(row[0], 16)): _chars(row[1:]) for row in sections["decomposition"]}
+        self.lowercases = {chr(int(row[0], 16)): _chars(row[1:]) for row in sections["lowercase"]}
+        self.combining_classes = {
             chr(code_point): int(row[1])
             for row in sections["combining_class"]
             for code_point in range(_span(row[0])[0], _span(row[0])[1] + 1)
@@ -81,23 +83,23 @@ class TokenizersUnicode:
         code_point = ord(char)
         if _HANGUL_FIRST <= code_point <= _HANGUL_LAST:
             return _decompose_hangul(code_point)
-        return self._decomposition.get(char, char)
+        return self.decompositions.get(char, char)
 
     def combining_class(self, char: str) -> int:
         """The canonical combining class (0 for a starter), which orders marks in NFD."""
-        return self._combining_class.get(char, 0)
+        return self.combining_classes.get(char, 0)
 
     def reorderable_characters(self) -> list[str]:
         """The spacing marks (not Mn) with a non-zero combining class, and the characters that
         decompose into one: the only characters whose order NFD can change once the nonspacing
         marks are stripped (fast_basic.py takes an exact path for a text holding one)."""
-        spacing = {char for char, value in self._combining_class.items() if value and not self.is_nonspacing_mark(char)}
-        decomposing = [char for char, parts in self._decomposition.items() if spacing.intersection(parts)]
+        spacing = {char for char in self.combining_classes if not self.is_nonspacing_mark(char)}
+        decomposing = [char for char, parts in self.decompositions.items() if spacing.intersection(parts)]
         return sorted(spacing.union(decomposing))
 
     def lowercase(self, char: str) -> str:
         """Rust's ``char::to_lowercase`` of one character (Σ → σ, İ → i + U+0307)."""
-        return self._lowercase.get(char, char)
+        return self.lowercases.get(char, char)
 
 
 def _span(text: str) -> tuple[int, int]:
