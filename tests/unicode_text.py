@@ -77,8 +77,6 @@ def vocabulary_of(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(specials + ["the", "cat", "##s"] + chars + ["##" + char for char in chars]))
 
 
-
-
 @functools.cache
 def python_and_tokenizers_disagree() -> list[str]:
     """Every character on which the running Python's unicodedata and tokenizers' tables

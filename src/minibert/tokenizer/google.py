@@ -153,4 +153,3 @@ def google_tokenizer(vocab: dict[str, int], do_lower_case: bool = True,
     """Google's ``FullTokenizer(vocab_file, do_lower_case)`` over an already-read vocabulary: the
     tokenizer of ``pretraining-data`` and of every output that must equal Google's."""
     return GoogleFullTokenizer(vocab, do_lower_case, preserve_unused_tokens)
-
