@@ -118,8 +118,8 @@ SECTION_NOTES = {
 }
 
 
-def main() -> None:
-    tables = probe()
+def render(tables: dict) -> str:
+    """The text of tokenizers_unicode.txt: a header, then one section per table."""
     lines = [
         "# The Unicode tables of Hugging Face tokenizers' BERT normalizer and pre-tokenizer, as the installed",
         f"# tokenizers {tokenizers.__version__} answers them for every code point. Written by",
@@ -136,7 +136,12 @@ def main() -> None:
                 lines += [f"{span} {value}" for span in ranges({c for c, v in table.items() if v == value})]
         else:
             lines += [f"{ord(char):04X} {hexes(value)}" for char, value in sorted(table.items())]
-    OUTPUT.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    tables = probe()
+    OUTPUT.write_text(render(tables), encoding="ascii")
     sizes = ", ".join(f"{name} {len(table)}" for name, table in tables.items())
     print(f"wrote {OUTPUT} ({sizes})")
 

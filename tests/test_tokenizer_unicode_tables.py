@@ -115,3 +115,17 @@ def test_the_named_differences_from_python(text, words, why):
     assert BertTokenizer("<none>", vocab={token: i for i, token in enumerate(SPECIALS)}).basic.tokenize(text) == words
     if unicodedata.unidata_version == "14.0.0":  # Python 3.11: its rules (Google's) give other words
         assert GoogleBasicTokenizer().tokenize(text) != words, why
+
+
+@pytest.mark.slow
+def test_the_table_is_what_the_installed_tokenizers_answers():
+    """tokenizers_unicode.txt is what scripts/make_tokenizers_unicode_table.py writes today: an upgraded
+    tokenizers with other tables fails here (run the script again)."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "make_tokenizers_unicode_table.py"
+    spec = importlib.util.spec_from_file_location("make_tokenizers_unicode_table", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.render(module.probe()) == module.OUTPUT.read_text(encoding="ascii")
