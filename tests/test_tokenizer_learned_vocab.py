@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from unicode_text import every_category_lines
 
-from minibert.tokenizer import BertTokenizer, save_vocabulary, train_wordpiece
+from minibert.tokenizer import BasicTokenizer, BertTokenizer, save_vocabulary, train_wordpiece
 
 transformers = pytest.importorskip("transformers")
 
@@ -20,7 +20,10 @@ transformers = pytest.importorskip("transformers")
 def _learned(tmp_path, lines, lowercase):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")
-    pieces = train_wordpiece([corpus], vocab_size=9000, min_frequency=1, limit_alphabet=None, lowercase=lowercase)
+    # The whole alphabet is kept (no [UNK] hides a character) with its ## forms, and at least 1,000 merges.
+    alphabet = {char for line in lines for word in BasicTokenizer(lowercase).tokenize(line) for char in word}
+    vocab_size = max(9000, 5 + 2 * len(alphabet) + 1000)
+    pieces = train_wordpiece([corpus], vocab_size, min_frequency=1, limit_alphabet=None, lowercase=lowercase)
     save_vocabulary(tmp_path, pieces, lowercase=lowercase)
     return BertTokenizer.from_pretrained(str(tmp_path)), transformers.BertTokenizerFast.from_pretrained(str(tmp_path))
 
