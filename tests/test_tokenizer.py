@@ -382,12 +382,13 @@ def test_google_test_vocabulary_without_pad_and_mask(tmp_path):
 
 
 def test_the_reorderable_characters_are_the_ones_unicode_says():
-    """fast_basic._REORDERABLE lists the characters whose order NFD's canonical reordering can
+    """google.GOOGLE_REORDERABLE lists the characters whose order NFD's canonical reordering can
     change once nonspacing marks are stripped: spacing marks (not Mn) with a combining class, and
-    what decomposes into them. Computed here from the running Python's Unicode database."""
+    what decomposes into them. Computed here from the running Python's Unicode database (Google's
+    code asks it; tokenizers' own list is checked in tests/test_tokenizer_unicode_tables.py)."""
     import sys
 
-    from minibert.tokenizer.fast_basic import _REORDERABLE
+    from minibert.tokenizer.google import GOOGLE_REORDERABLE as _REORDERABLE
 
     spacing = {c for c in map(chr, range(sys.maxunicode + 1)) if unicodedata.combining(c)
                and unicodedata.category(c) != "Mn"}  # fmt: skip

@@ -50,7 +50,8 @@ def test_fast_equals_plain_on_the_real_text_corpus(step):
 
 def test_fast_equals_plain_on_characters_that_reorder_and_combine():
     for text in ["a\u0316\u0301 x", "\u1715\u0301x", "e\u0301\u0327\u0300", "\U0001d165\u0301\U0001d16d",
-                 "İSTANBUL ǅemal ﬀ Ⅻ ẞ", "a\x00b\ufffd\u200bc", "中文\U0002b820 \ue000x"]:  # fmt: skip
+                 "İSTANBUL ǅemal ﬀ Ⅻ ẞ", "a\x00b\ufffd\u200bc", "中文\U0002b820 \ue000x",
+                 "a\u08d5\u0316\u08d4b \u1734\u0301 \U00011938\u0301"]:  # fmt: skip
         _assert_same(text)
 
 

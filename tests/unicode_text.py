@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
+import string
 import sys
 import unicodedata
 
@@ -74,3 +75,42 @@ def vocabulary_of(lines: list[str]) -> list[str]:
     chars = [char for char in chars if not char.isspace() and char not in "\r\n"]
     specials = ["[PAD]", *(f"[unused{number}]" for number in range(10)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     return list(dict.fromkeys(specials + ["the", "cat", "##s"] + chars + ["##" + char for char in chars]))
+
+
+@functools.cache
+def python_and_tokenizers_disagree() -> list[str]:
+    """Every character on which the running Python's unicodedata and tokenizers' tables
+    (tokenizers_unicode.txt) answer one of BERT's questions differently: control/format/private use,
+    whitespace, punctuation, nonspacing mark, combining class, NFD, lowercase — where minibert's
+    tokenizer went wrong while it asked Python (585 characters under Python 3.11)."""
+    from minibert.tokenizer.tokenizers_unicode import TOKENIZERS_UNICODE as tables
+
+    python: dict[str, set[str]] = {name: set() for name in ("other", "whitespace", "punctuation", "mark", "changed")}
+    for char in map(chr, range(sys.maxunicode + 1)):
+        category = unicodedata.category(char)
+        if category in ("Cc", "Cf", "Co"):
+            python["other"].add(char)
+        elif category[0] == "P" or (category == "Mn"):
+            python["punctuation" if category[0] == "P" else "mark"].add(char)
+        if char.isspace():
+            python["whitespace"].add(char)
+        if unicodedata.combining(char) or unicodedata.decomposition(char) or char.lower() != char:
+            python["changed"].add(char)
+    python["punctuation"].update(string.punctuation)
+
+    def expand(ranges) -> set[str]:
+        return {chr(code_point) for low, high in ranges.spans for code_point in range(low, high + 1)}
+
+    theirs = {"other": tables.other, "whitespace": tables.whitespace, "punctuation": tables.punctuation,
+              "mark": tables.nonspacing_mark}  # fmt: skip
+    found = set().union(*(python[name] ^ expand(ranges) for name, ranges in theirs.items()))
+    changed = python["changed"].union(tables.combining_classes, tables.lowercases, tables.decompositions)
+
+    def python_says(char: str) -> tuple:
+        return unicodedata.combining(char), unicodedata.normalize("NFD", char), char.lower()
+
+    def tables_say(char: str) -> tuple:
+        return tables.combining_class(char), tables.decompose(char), tables.lowercase(char)
+
+    found.update(char for char in changed if python_says(char) != tables_say(char))
+    return sorted(char for char in found if not "\ud800" <= char <= "\udfff")

@@ -29,11 +29,14 @@ Where the reference implementations disagree, these rules follow Hugging Face ``
 ``AutoTokenizer`` gives): private-use characters are removed, accents are stripped before
 lowercasing, and Σ lowercases to σ everywhere (no final-ς rule). ``google_tokenizer`` (google.py)
 follows Google's ``FullTokenizer`` instead, for ``pretraining-data``; docs/tokenizer.md has the table.
+The character classes (control, whitespace, punctuation, nonspacing mark, NFD, lowercase) are
+``tokenizers``' own tables, not the running Python's ``unicodedata``: tokenizers_unicode.py says
+which Unicode versions they are and why.
 """
 
 from __future__ import annotations
 
-import unicodedata
+from .tokenizers_unicode import TOKENIZERS_UNICODE
 
 # Code point ranges of the "CJK Unified Ideographs" blocks, as in Hugging Face tokenizers.
 # (Hangul, Hiragana and Katakana are not ideographs: they go through WordPiece like any word.)
@@ -48,10 +51,6 @@ CJK_RANGES = (
     (0x2F800, 0x2FA1F),
 )
 
-# Characters of these Unicode categories are removed while cleaning: controls (Cc), formatting
-# characters such as zero-width joiners (Cf), private use (Co) and lone surrogates (Cs).
-_REMOVED_CATEGORIES = {"Cc", "Cf", "Co", "Cs"}
-
 MAX_CHARS_PER_WORD = 100  # a longer word becomes a single [UNK]
 
 
@@ -62,22 +61,24 @@ def is_cjk_ideograph(code_point: int) -> bool:
 
 def is_punctuation(char: str) -> bool:
     """BERT's punctuation: every non-alphanumeric printable ASCII character (``$``, ``+``, ``^`` are
-    symbols to Unicode but punctuation to BERT) and every Unicode character of a category P*.
+    symbols to Unicode but punctuation to BERT) and every Unicode character of a category P*
+    (in tokenizers' tables: U+061D, punctuation since Unicode 14, is not).
 
-    >>> [c for c in "a,b$c¿d" if is_punctuation(c)]
+    >>> [c for c in "a,b$c¿d\u061d" if is_punctuation(c)]
     [',', '$', '¿']
     """
     code_point = ord(char)
     if 33 <= code_point <= 47 or 58 <= code_point <= 64 or 91 <= code_point <= 96 or 123 <= code_point <= 126:
         return True
-    return unicodedata.category(char).startswith("P")
+    return TOKENIZERS_UNICODE.is_punctuation_category(char)
 
 
 def is_removed_in_cleaning(char: str) -> bool:
-    """NUL, U+FFFD and control/format/private-use characters, but not tab, newline, carriage return."""
+    """NUL, U+FFFD and control, format or private-use characters (categories Cc, Cf, Co in tokenizers'
+    tables), but not tab, newline, carriage return; and lone surrogates, which tokenizers cannot receive."""
     if char in "\t\n\r":
         return False
-    return char in "\x00\ufffd" or unicodedata.category(char) in _REMOVED_CATEGORIES
+    return char in "\x00\ufffd" or TOKENIZERS_UNICODE.is_other(char) or "\ud800" <= char <= "\udfff"
 
 
 class BasicTokenizer:
@@ -119,7 +120,7 @@ class BasicTokenizer:
 
     def words_of(self, word: str) -> list[str]:
         """One whitespace-separated word of the cleaned text → its normalized words."""
-        return split_on_punctuation(self.normalize(word))
+        return split_on_punctuation(self.normalize(word), self.is_punctuation)
 
     def clean(self, text: str) -> str:
         r"""Drop control characters, turn whitespace into spaces, space out CJK ideographs.
@@ -131,7 +132,7 @@ class BasicTokenizer:
         for char in text:
             if self.is_removed_in_cleaning(char):
                 continue
-            if char.isspace():
+            if self.is_whitespace(char):
                 output.append(" ")
             elif self.tokenize_chinese_chars and self.is_cjk_ideograph(char):
                 output.append(f" {char} ")
@@ -150,15 +151,27 @@ class BasicTokenizer:
         if self.do_lower_case:
             # Each character on its own, as the Rust tokenizer does: Σ is σ even at the end of a word
             # (Python's str.lower would write the final ς).
-            text = text.replace("Σ", "σ").lower()
+            text = "".join(TOKENIZERS_UNICODE.lowercase(char) for char in text)
         return text
 
     # The character classes, as methods so that GoogleBasicTokenizer can say where Google differs.
     def is_removed_in_cleaning(self, char: str) -> bool:
         return is_removed_in_cleaning(char)
 
+    def is_whitespace(self, char: str) -> bool:
+        return TOKENIZERS_UNICODE.is_whitespace(char)
+
     def is_cjk_ideograph(self, char: str) -> bool:
         return is_cjk_ideograph(ord(char))
+
+    def is_punctuation(self, char: str) -> bool:
+        return is_punctuation(char)
+
+    def decompose(self, char: str) -> str:  # NFD of one character, for the fast path (fast_basic.py)
+        return TOKENIZERS_UNICODE.decompose(char)
+
+    def combining_class(self, char: str) -> int:
+        return TOKENIZERS_UNICODE.combining_class(char)
 
 
 def strip_accents(text: str) -> str:
@@ -167,10 +180,36 @@ def strip_accents(text: str) -> str:
     >>> strip_accents("Crème brûlée")
     'Creme brulee'
     """
-    return "".join(char for char in unicodedata.normalize("NFD", text) if unicodedata.category(char) != "Mn")
+    decomposed = canonical_decomposition(text, TOKENIZERS_UNICODE.decompose, TOKENIZERS_UNICODE.combining_class)
+    return "".join(char for char in decomposed if not TOKENIZERS_UNICODE.is_nonspacing_mark(char))
 
 
-def split_on_punctuation(word: str) -> list[str]:
+def canonical_decomposition(text: str, decompose, combining_class) -> str:
+    """NFD: each character decomposed, then the marks put in canonical order (``canonical_order``).
+    ``decompose`` and ``combining_class`` say which Unicode's tables.
+
+    >>> import unicodedata
+    >>> canonical_decomposition("é\u0316", lambda c: unicodedata.normalize("NFD", c), unicodedata.combining)
+    'e\u0316\u0301'
+    """
+    return "".join(canonical_order([part for char in text for part in decompose(char)], combining_class))
+
+
+def canonical_order(items: list, combining_class) -> list:
+    """Unicode's canonical ordering: each run of combining marks (class > 0) sorted by class, the
+    text's order kept between equal classes. ``items`` are characters, or anything ``combining_class``
+    gives a class to (fast_basic.py sorts characters paired with their origins)."""
+    start = 0
+    while start < len(items):
+        end = start
+        while end < len(items) and combining_class(items[end]):
+            end += 1
+        items[start:end] = sorted(items[start:end], key=combining_class)  # sorted() is stable
+        start = end + 1
+    return items
+
+
+def split_on_punctuation(word: str, is_punctuation=is_punctuation) -> list[str]:
     """Cut a word at punctuation; each punctuation character is a word of its own.
 
     >>> split_on_punctuation("can't!")

@@ -12,7 +12,7 @@ time it is seen, so a text of known characters never runs Python per character. 
 applies the same table one character at a time, remembering each output character's origin.
 
 The one place where a per-character rule is not the whole story: NFD puts the combining marks of a
-text in canonical order, which can move a spacing mark past another (``_REORDERABLE``); a text with
+text in canonical order, which can move a spacing mark past another (``reorderable``); a text with
 one of those characters takes an exact, slower path (``_decomposed``). tests/test_tokenizer_fast_basic.py
 proves ``FastBasicTokenizer`` equal to ``BasicTokenizer`` on the real-text corpus and on random
 characters.
@@ -20,20 +20,21 @@ characters.
 
 from __future__ import annotations
 
+import functools
 import re
-import unicodedata
 
-from .algorithm import BasicTokenizer, is_punctuation
+from .algorithm import BasicTokenizer, canonical_order
+from .tokenizers_unicode import TOKENIZERS_UNICODE
 
-# Spacing marks with a non-zero combining class (viramas, two Hangul tone marks, musical symbols),
-# and the characters that decompose into them (Unicode 14, Python 3.11's unicodedata; a test checks
-# the list). NFD puts a text's combining marks in canonical order; once the nonspacing marks (Mn)
-# are stripped, these are the only characters whose order that can change. A text with one of them
-# takes the exact path through ``_decomposed`` (rare: none occurs in the test corpora).
-_REORDERABLE = re.compile(
-    "[\u1715\u1734\u1b44\u1baa\u1bf2\u1bf3\u302e\u302f\ua953\ua9c0\U000111c0\U00011235\U0001134d"
-    "\U000116b6\U0001193d\U00016ff0\U00016ff1\U0001d15e-\U0001d166\U0001d16d-\U0001d172\U0001d1bb-\U0001d1c0]"
-)
+
+@functools.cache
+def tokenizers_reorderable() -> re.Pattern:
+    """Spacing marks with a non-zero combining class (viramas, two Hangul tone marks, musical
+    symbols), and the characters that decompose into them, in tokenizers' tables. NFD puts a text's
+    combining marks in canonical order; once the nonspacing marks (Mn) are stripped, these are the
+    only characters whose order that can change. A text with one of them takes the exact path
+    through ``_decomposed`` (rare: none occurs in the test corpora)."""
+    return re.compile("[" + "".join(map(re.escape, TOKENIZERS_UNICODE.reorderable_characters())) + "]")
 
 
 class _TranslationTable(dict):
@@ -70,7 +71,7 @@ class FastBasicTokenizer(BasicTokenizer):
         self._clean_table = _TranslationTable(lambda char: super(FastBasicTokenizer, self).clean(char) or None)
         self._table = _TranslationTable(self.words_of_char)
         self._normalized_table = _TranslationTable(lambda char: self.normalize(self._clean_table[ord(char)] or ""))
-        self._punctuation_table = _TranslationTable(is_punctuation)
+        self._punctuation_table = _TranslationTable(self.is_punctuation)
 
     def __getstate__(self) -> dict:  # the tables are caches of the rules: rebuilt after unpickling
         return {key: value for key, value in self.__dict__.items() if not key.endswith("_table")}
@@ -89,7 +90,7 @@ class FastBasicTokenizer(BasicTokenizer):
         cleaned = self._clean_table[ord(char)]  # None (removed), " ", the char, or " 中 "
         if not cleaned:
             return ""
-        return "".join(f" {c} " if is_punctuation(c) else c for c in self.normalize(cleaned))
+        return "".join(f" {c} " if self.is_punctuation(c) else c for c in self.normalize(cleaned))
 
     def clean(self, text: str) -> str:
         return text.translate(self._clean_table)
@@ -101,26 +102,23 @@ class FastBasicTokenizer(BasicTokenizer):
 
     def _reorders(self, text: str) -> bool:
         """Whether NFD of the whole text could order it differently than character by character."""
-        return self.strip_accents and not text.isascii() and _REORDERABLE.search(text) is not None
+        return self.strip_accents and not text.isascii() and self.reorderable().search(text) is not None
+
+    def reorderable(self) -> re.Pattern:
+        """The characters whose order NFD of a whole text can change (``tokenizers_reorderable``)."""
+        return tokenizers_reorderable()
 
     def _decomposed(self, text: str, base: int) -> list[tuple[str, int]]:
         """The cleaned text in NFD, as NFD of the whole text gives it, each character with the index
         of the one it came from: decomposed character by character, then every run of combining
         marks sorted (stably) by combining class — Unicode's canonical ordering."""
         pairs = [
-            (char, index)
+            (part, index)
             for index, original in enumerate(text, start=base)
-            for char in unicodedata.normalize("NFD", self._clean_table[ord(original)] or "")
+            for char in self._clean_table[ord(original)] or ""
+            for part in self.decompose(char)
         ]
-        start = 0
-        while start < len(pairs):
-            end = start
-            while end < len(pairs) and unicodedata.combining(pairs[end][0]):
-                end += 1
-            if end > start:
-                pairs[start:end] = sorted(pairs[start:end], key=lambda pair: unicodedata.combining(pair[0]))
-            start = end + 1
-        return pairs
+        return canonical_order(pairs, lambda pair: self.combining_class(pair[0]))
 
     def words_with_origins(self, text: str, base: int = 0) -> list[tuple[str, list[int]]]:
         """``tokenize``, keeping track of where each character came from: for each word, the word

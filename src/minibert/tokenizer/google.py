@@ -12,7 +12,10 @@ changed (docs/tokenizer.md's table lists every difference):
   CJK Extension E at U+2B920);
 - Google lowercases a whole word with ``str.lower`` (a word-final Σ becomes ς), then strips
   accents; ``tokenizers`` strips accents, then lowercases each character (σ);
-- a word of more than 200 characters is ``[UNK]`` (``tokenizers``: 100).
+- a word of more than 200 characters is ``[UNK]`` (``tokenizers``: 100);
+- every character class (control, whitespace, punctuation, nonspacing mark, NFD, lowercase) is the
+  running Python's ``unicodedata``, as Google's code asks it (``tokenizers`` has its own tables,
+  tokenizers_unicode.py).
 
 ``preserve_unused_tokens=True`` is the flag of the same name in Google's tokenization.py (as
 released in bert-tensorflow 1.0.4): a whitespace-separated word that is exactly a vocabulary entry
@@ -30,7 +33,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .algorithm import CJK_RANGES, BasicTokenizer, WordPieceTokenizer, strip_accents
+from .algorithm import CJK_RANGES, BasicTokenizer, WordPieceTokenizer
 from .fast_basic import FastBasicTokenizer
 
 GOOGLE_MAX_CHARS_PER_WORD = 200  # google-research/bert's WordpieceTokenizer default
@@ -38,6 +41,28 @@ UNUSED_TOKEN = re.compile(r"^\[unused\d+\]$")  # Google's _UNUSED_TOKEN_RE, as G
 
 # Google's _is_chinese_char: tokenizers' ranges, but CJK Extension E starts at 0x2B820, not 0x2B920.
 GOOGLE_CJK_RANGES = tuple((0x2B820 if low == 0x2B920 else low, high) for low, high in CJK_RANGES)
+
+# Spacing marks with a non-zero combining class, and the characters that decompose into them, in
+# Python 3.11's unicodedata (Unicode 14; a test checks the list against the running Python): the
+# characters whose order NFD of a whole text can change once nonspacing marks are stripped
+# (fast_basic.py's ``reorderable``; tokenizers' own list comes from its tables).
+GOOGLE_REORDERABLE = re.compile(
+    "[\u1715\u1734\u1b44\u1baa\u1bf2\u1bf3\u302e\u302f\ua953\ua9c0\U000111c0\U00011235\U0001134d"
+    "\U000116b6\U0001193d\U00016ff0\U00016ff1\U0001d15e-\U0001d166\U0001d16d-\U0001d172\U0001d1bb-\U0001d1c0]"
+)
+
+
+def python_strip_accents(text: str) -> str:
+    """Google's _run_strip_accents: NFD, then drop category Mn (the running Python's unicodedata)."""
+    return "".join(char for char in unicodedata.normalize("NFD", text) if unicodedata.category(char) != "Mn")
+
+
+def python_is_punctuation(char: str) -> bool:
+    """Google's _is_punctuation: non-alphanumeric printable ASCII, or a category P* in unicodedata."""
+    code_point = ord(char)
+    if 33 <= code_point <= 47 or 58 <= code_point <= 64 or 91 <= code_point <= 96 or 123 <= code_point <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
 
 
 class GoogleBasicTokenizer(BasicTokenizer):
@@ -59,7 +84,7 @@ class GoogleBasicTokenizer(BasicTokenizer):
 
     def normalize(self, text: str) -> str:
         """Google lowercases a whole word with ``str.lower`` (final ς), then strips accents."""
-        return strip_accents(text.lower()) if self.do_lower_case else text
+        return python_strip_accents(text.lower()) if self.do_lower_case else text
 
     def is_removed_in_cleaning(self, char: str) -> bool:
         """Google's _clean_text: NUL, U+FFFD and categories Cc and Cf, except tab, newline, return."""
@@ -68,6 +93,21 @@ class GoogleBasicTokenizer(BasicTokenizer):
     def is_cjk_ideograph(self, char: str) -> bool:
         code_point = ord(char)
         return any(low <= code_point <= high for low, high in GOOGLE_CJK_RANGES)
+
+    def is_whitespace(self, char: str) -> bool:
+        """Python's str.isspace: Google's _is_whitespace makes " ", tab, newline, return and Zs a
+        space; the other characters isspace() knows are controls (removed) or U+2028/U+2029, on which
+        Google's whitespace_tokenize (str.split) splits all the same."""
+        return char.isspace()
+
+    def is_punctuation(self, char: str) -> bool:
+        return python_is_punctuation(char)
+
+    def decompose(self, char: str) -> str:
+        return unicodedata.normalize("NFD", char)
+
+    def combining_class(self, char: str) -> int:
+        return unicodedata.combining(char)
 
 
 class FastGoogleBasicTokenizer(FastBasicTokenizer, GoogleBasicTokenizer):
@@ -78,6 +118,9 @@ class FastGoogleBasicTokenizer(FastBasicTokenizer, GoogleBasicTokenizer):
     def __init__(self, do_lower_case: bool = True):
         GoogleBasicTokenizer.__init__(self, do_lower_case)
         self._make_tables()
+
+    def reorderable(self) -> re.Pattern:
+        return GOOGLE_REORDERABLE
 
 
 class GoogleFullTokenizer:
@@ -110,4 +153,3 @@ def google_tokenizer(vocab: dict[str, int], do_lower_case: bool = True,
     """Google's ``FullTokenizer(vocab_file, do_lower_case)`` over an already-read vocabulary: the
     tokenizer of ``pretraining-data`` and of every output that must equal Google's."""
     return GoogleFullTokenizer(vocab, do_lower_case, preserve_unused_tokens)
-
