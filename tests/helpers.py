@@ -6,7 +6,10 @@ import contextlib
 import io
 import os
 import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -146,3 +149,17 @@ def signals_as_from_a_terminal() -> None:
     handler: the signal would be lost and the test would time the run out instead."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
+
+
+def sigkill_once_metrics_hold(command: list[str], metrics: Path, lines: int, environment: dict) -> None:
+    """Start ``command`` (a training run), SIGKILL it once its ``metrics`` (metrics.jsonl) holds
+    ``lines`` lines (past a checkpoint, mid-run), and wait for it; fails if it ended first."""
+    process = subprocess.Popen(command, env=environment, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= lines:
+            break
+        time.sleep(0.01)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()

@@ -306,8 +306,8 @@ def test_heads_are_public_names():
 
 
 def test_one_finetuning_step_matches_transformers(tmp_path):
-    """scripts/finetune_classifier.py's train_step (AdamW) on minibert and on transformers, the same
-    checkpoint and batch: the loss, every gradient, and every weight after the step.
+    """One plain step (forward with labels, backward, torch's AdamW) on minibert and on transformers,
+    the same checkpoint and batch: the loss, every gradient, and every weight after the step.
 
     Dropout is off (probability 0) in both: the two libraries draw their dropout masks in a
     different order from one seed, so with dropout the step would differ by design, not by error.
@@ -315,10 +315,13 @@ def test_one_finetuning_step_matches_transformers(tmp_path):
     of each tensor (as test_every_head_... compares them). After one AdamW step a weight moves by
     about lr·sign(gradient): a gradient that is 0 in exact arithmetic (rounding noise in both) can
     move the other way, so the updated weights are compared where |gradient| is above its noise."""
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from finetune_classifier import train_step
+    def train_step(model, optimizer, inputs: dict, labels: torch.Tensor) -> float:
+        loss = model(**inputs, labels=labels).loss  # the head's cross-entropy
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
 
     directory, reference = saved(tmp_path, "BertForSequenceClassification", num_labels=3, hidden_dropout_prob=0.0,
                                  attention_probs_dropout_prob=0.0)  # fmt: skip

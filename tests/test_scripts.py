@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -104,6 +105,18 @@ def test_classifier_on_frozen_features_learns():
     assert result.returncode == 0, result.stderr
     accuracy = float(result.stdout.split("test accuracy of a linear classifier: ")[1].split()[0])
     assert accuracy > 0.6, result.stdout
+
+
+@pytest.mark.slow
+def test_finetune_classifier_script_runs_the_lesson_through_the_python_api(tmp_path):
+    """docs/finetuning.md's language lesson from Python: a run folder with the six languages, and a
+    dev accuracy well above chance (1/6) after one epoch."""
+    result = run_script("finetune_classifier.py", "--output", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    accuracy = float(result.stdout.split("dev accuracy ")[1].split()[0])
+    assert accuracy > 0.5, result.stdout
+    labels = json.loads((tmp_path / "run" / "config.json").read_text())["id2label"].values()
+    assert sorted(labels) == ["de", "es", "fr", "it", "nl", "pt"]
 
 
 @pytest.mark.slow

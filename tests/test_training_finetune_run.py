@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 import minibert
+from helpers import sigkill_once_metrics_hold
 from minibert.apps.cli import main
 
 SRC = str(Path(minibert.__file__).parent.parent)
@@ -98,16 +96,9 @@ def test_resume_after_sigkill_ends_with_identical_weights(tmp_path, monkeypatch)
     extra = ("--epochs", "2", "--save-every", "2")
     assert main(flags(train, tmp_path / "whole", *extra)) == 0
     broken = tmp_path / "broken"
-    command = [sys.executable, "-m", "minibert", *flags(train, broken, *extra)]
-    process = subprocess.Popen(command, env=environment(), stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    metrics, deadline = broken / "metrics.jsonl", time.monotonic() + 600
-    while time.monotonic() < deadline and process.poll() is None:
-        if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:  # past the checkpoint of step 2
-            break
-        time.sleep(0.01)
-    assert process.poll() is None, "the run ended before it could be killed"
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    metrics = broken / "metrics.jsonl"  # killed with 3 lines: past the checkpoint of step 2
+    sigkill_once_metrics_hold([sys.executable, "-m", "minibert", *flags(train, broken, *extra)], metrics, 3,
+                              environment())  # fmt: skip
     assert main(flags(train, broken, *extra, "--resume")) == 0
     whole, resumed = load_file(tmp_path / "whole" / "model.safetensors"), load_file(broken / "model.safetensors")
     worst = max((whole[name] - resumed[name]).abs().max().item() for name in whole)

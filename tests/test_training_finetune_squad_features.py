@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from minibert.apps.cli import main
 from minibert.errors import DataError
 from minibert.training.finetune.head import load_vocabulary
 from minibert.training.finetune.squad_examples import read_squad_examples
@@ -88,3 +89,32 @@ def test_answer_start_not_matching_text_names_file_question_and_field(tmp_path):
     message = str(caught.value)
     assert str(path) in message and "p0q1" in message and "answers[0].answer_start" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_write_features_is_run_squads_feature_writer_file(tmp_path, minilm_dir, capsys, version_2):
+    """``finetune --task answer --write-features``: TensorFlow reads the file back with run_squad's own
+    parsing (input_fn_builder's name_to_features and _decode_record) and gets the windows Google's
+    convert_examples_to_features makes (unique ids, ids, mask, segments, start and end positions); every
+    feature of every record (is_impossible too) equals what Google's FeatureWriter writes for them."""
+    train = write_squad(tmp_path / "train.json", version_2=version_2, training=True, paragraphs=3,
+                        fortunes_per_context=8, questions=6)  # fmt: skip
+    path = tmp_path / "train.tfrecord"
+    argv = ["finetune", "--task", "answer", "--model", str(minilm_dir), "--train", str(train), "--write-features",
+            str(path), "--batch-size", "2", "--max-seq-length", "64", "--doc-stride", "24",
+            "--max-query-length", "16"]  # fmt: skip
+    assert main([*argv, *(["--version-2-with-negative"] if version_2 else [])]) == 0
+    assert capsys.readouterr().out.strip().startswith(f"{path}: ")
+    job = {"file": str(train), "is_training": True, "version_2": version_2, "tfrecord": str(path)}
+    request = {"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, "max_seq_length": 64,
+               "doc_stride": 24, "max_query_length": 16, "jobs": [job]}  # fmt: skip
+    (google,) = google_squad(request)
+    expected = [{"unique_ids": f[0], "input_ids": f[6], "input_mask": f[7], "segment_ids": f[8],
+                 "start_positions": f[9], "end_positions": f[10]} for f in google["features"]]  # fmt: skip
+    assert len(google["read_back"]) == len(expected) > len(google["examples"])  # several windows per question
+    for row, (read, reference) in enumerate(zip(google["read_back"], expected)):
+        assert read == reference, f"record {row} (unique id {reference['unique_ids']}) differs from Google's"
+    ours, theirs = google["records"]
+    assert ours == theirs, "the records differ from those Google's FeatureWriter writes"
+    impossible = sum(record["is_impossible"][1] == [1] for record in ours)
+    assert (impossible > 0) == version_2 and any(row["start_positions"] == 0 for row in expected)

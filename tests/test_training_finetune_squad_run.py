@@ -1,20 +1,26 @@
 """``minibert finetune --task answer``'s run folder and command: a BertForQuestionAnswering that
 transformers and minibert load with the same logits and ``minibert answer`` uses; dev exact match and
-F1 in metrics.jsonl with Google's prediction files; and SQuAD files' bad input refused in one line."""
+F1 in metrics.jsonl with Google's prediction files; resumable bit for bit after SIGKILL; and SQuAD
+files' bad input refused in one line. (torchrun: tests/test_training_finetune_parallel.py.)"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 import minibert
+from helpers import sigkill_once_metrics_hold
 from minibert.apps.cli import main
 from squad_files import squad_data, write_squad
 
-TINY = Path(__file__).parent / "data" / "tiny_hub"
+SRC = str(Path(minibert.__file__).parent.parent)
+TINY = Path(__file__).parent / "data" / "tiny_hub"  # dropout 0.1 in its config: every step draws random numbers
 
 
 def flags(train: Path, output: Path, *extra: str) -> list[str]:
@@ -54,6 +60,35 @@ def test_the_run_folder_is_a_question_answerer_transformers_loads_with_the_same_
     assert main(["answer", "--model", str(run), "--question", question, "--context", context]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[0])
     assert result["answers"][0]["answer"] in context
+
+
+def test_resume_after_sigkill_ends_with_identical_weights(tmp_path, monkeypatch):
+    """A v2.0 run with dev evaluations, SIGKILLed past its checkpoint of step 2 and resumed, ends with
+    the weights, dev figures and prediction files of a run never stopped (max |Δ| = 0): dropout is on,
+    so the random-number state must come back too. The GEMM backend is named: the three processes
+    must not each measure (and maybe pick) another."""
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
+    sizes = {"paragraphs": 2, "fortunes_per_context": 3, "questions": 6, "version_2": True}
+    train = write_squad(tmp_path / "train.json", training=True, **sizes)
+    dev = write_squad(tmp_path / "dev.json", training=False, seed=1, **sizes)
+    extra = ("--dev", str(dev), "--version-2-with-negative", "--epochs", "3", "--save-every", "2",
+             "--eval-every", "4")  # fmt: skip
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert main(flags(train, whole, *extra)) == 0
+    environment = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    sigkill_once_metrics_hold([sys.executable, "-m", "minibert", *flags(train, broken, *extra)],
+                              broken / "metrics.jsonl", 3, environment)  # fmt: skip
+    assert main(flags(train, broken, *extra, "--resume")) == 0
+    ours, reference = load_file(broken / "model.safetensors"), load_file(whole / "model.safetensors")
+    worst = max((ours[name] - reference[name]).abs().max().item() for name in reference)
+    assert worst == 0.0, f"max |Δ| {worst}"
+    records = [json.loads(line) for line in (broken / "metrics.jsonl").read_text().splitlines()]
+    unbroken = [json.loads(line) for line in (whole / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(1, 10))  # int(12 questions / 4 × 3 epochs)
+    dev_figures = [[(k, v) for k, v in r.items() if k.startswith(("dev_", "loss"))] for r in records]
+    assert dev_figures == [[(k, v) for k, v in r.items() if k.startswith(("dev_", "loss"))] for r in unbroken]
+    for name in ("predictions.json", "nbest_predictions.json", "null_odds.json", "best/best.json"):
+        assert (broken / name).read_bytes() == (whole / name).read_bytes(), name
 
 
 def test_an_answer_start_that_does_not_match_its_text_is_refused_in_one_line(tmp_path, capsys):

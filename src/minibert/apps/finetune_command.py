@@ -26,7 +26,8 @@ def add_parser(commands, parents: list) -> None:
                                    help="fine-tune a checkpoint on labelled examples (Google's step)")  # fmt: skip
     add_flags(finetune, FinetuneOptions)
     finetune.add_argument("--write-features", metavar="FILE.tfrecord",
-                          help="write --train's features in Google's TFRecord layout, then stop")  # fmt: skip
+                          help="write --train's features in Google's TFRecord layout (run_classifier.py's; "
+                          "run_squad.py's for --task answer), then stop")  # fmt: skip
     finetune.add_argument("--seeds", type=positive_int, help="a sweep: this many seeds (--seed, --seed + 1, ...) "
                           "per learning rate, each its own run in --output, and a table of dev figures")  # fmt: skip
     finetune.add_argument("--learning-rates", help="a sweep: these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5)")
@@ -46,7 +47,7 @@ def cmd_finetune(args) -> None:
     options = FinetuneOptions(**{**values_of(args, FinetuneOptions), "output": args.output or ""})
     if args.write_features:
         count = write_training_features(options, args.write_features)
-        print(f"{args.write_features}: {count} examples")
+        print(f"{args.write_features}: {count} records")
         return
     if args.seeds or args.learning_rates:
         from ..training.finetune.sweep import sweep

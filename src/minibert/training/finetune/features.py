@@ -82,20 +82,24 @@ class Features:
         return {"input_ids": self.input_ids[rows, :length], "input_mask": self.input_mask[rows, :length],
                 "segment_ids": self.segment_ids[rows, :length], "label_ids": labels}  # fmt: skip
 
+    def tfrecord_columns(self) -> dict[str, np.ndarray]:
+        """Google's TFRecord features, one (N, L) array each, as ``file_based_convert_examples_to_features``
+        writes them: ``input_ids``, ``input_mask``, ``segment_ids`` (T ints each), ``label_ids`` (one
+        int; T ints for tags; one float for a score; K floats multi-hot) and ``is_real_example`` (1)."""
+        labels = self.label_ids if self.label_ids.ndim == 2 else self.label_ids[:, None]
+        return {"input_ids": self.input_ids, "input_mask": self.input_mask, "segment_ids": self.segment_ids,
+                "label_ids": labels, "is_real_example": np.ones((len(self), 1), dtype=np.int64)}  # fmt: skip
+
 
 def write_features(features: Features, path: str) -> int:
-    """The features as Google's ``file_based_convert_examples_to_features`` writes them: one
-    tf.train.Example per example with ``input_ids``, ``input_mask``, ``segment_ids`` (T ints each),
-    ``label_ids`` (one int; T ints for tags; one float for a score) and ``is_real_example`` (1).
-    Written atomically; returns the count."""
+    """The features as a TFRecord file of one tf.train.Example per row, in the layout of the task's
+    Google script (``Features.tfrecord_columns``: run_classifier.py's; SQuAD's windows: run_squad.py's).
+    Written atomically; returns the count of records."""
     from ...formats.atomic_files import atomic_output
     from ...formats.tfrecord import encode_examples, frame_records
 
-    labels = features.label_ids if features.label_ids.ndim == 2 else features.label_ids[:, None]
-    columns = {"input_ids": features.input_ids, "input_mask": features.input_mask, "segment_ids": features.segment_ids,
-               "label_ids": labels, "is_real_example": np.ones((len(features), 1), dtype=np.int64)}  # fmt: skip
     with atomic_output(path) as handle:
-        handle.write(frame_records(encode_examples(columns)))
+        handle.write(frame_records(encode_examples(features.tfrecord_columns())))
     return len(features)
 
 

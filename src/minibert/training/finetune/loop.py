@@ -135,10 +135,8 @@ def prepare_classification(options: FinetuneOptions):
 
 
 def write_training_features(options: FinetuneOptions, path: str) -> int:
-    """``--write-features``: the training file's features in Google's TFRecord layout, no training."""
-    if options.task == "answer":
-        raise DataError("--write-features writes run_classifier.py's layout; run_squad.py's (FeatureWriter: "
-                        "unique_ids, start_positions, end_positions) is not written by this version")  # fmt: skip
+    """``--write-features``: the training file's features in Google's TFRecord layout (run_classifier.py's;
+    run_squad.py's FeatureWriter for ``--task answer``), no training; returns the count of records."""
     data, _ = prepare(options, 1)
     return write_features(data.train, path)
 

@@ -45,6 +45,20 @@ class SquadFeatures(Features):
         return {"input_ids": self.input_ids[rows], "input_mask": self.input_mask[rows],
                 "segment_ids": self.segment_ids[rows], "label_ids": self.label_ids[rows]}  # fmt: skip
 
+    def tfrecord_columns(self) -> dict[str, np.ndarray]:
+        """The training windows as run_squad.py's ``FeatureWriter`` writes them (``is_training``):
+        ``unique_ids`` (one int, from 1000000000), ``input_ids``, ``input_mask``, ``segment_ids`` (T
+        ints each), ``start_positions``, ``end_positions`` (one int each; 0 = [CLS]) and
+        ``is_impossible`` (1 for a v2.0 question without an answer)."""
+
+        def column(values: list[int]) -> np.ndarray:  # (N, 1)
+            return np.array(values, dtype=np.int64).reshape(len(self.windows), 1)
+
+        return {"unique_ids": column([window.unique_id for window in self.windows]), "input_ids": self.input_ids,
+                "input_mask": self.input_mask, "segment_ids": self.segment_ids,
+                "start_positions": self.label_ids[:, :1], "end_positions": self.label_ids[:, 1:],
+                "is_impossible": column([int(window.is_impossible) for window in self.windows])}  # fmt: skip
+
 
 def squad_features(path: str, vocabulary, is_training: bool, options) -> SquadFeatures:
     examples, skipped = read_squad_examples(path, is_training, options.version_2_with_negative)
