@@ -108,8 +108,14 @@ def classification_sums(model, batch: dict[str, torch.Tensor], batch_size: int, 
     the global batch size (so the pieces' gradients add up to the batch's mean). ``problem``:
     "single_label_classification" (CE), "regression" (squared error, one output) or
     "multi_label_classification" (sigmoid CE per label, averaged over the labels too).
-    Returns (loss, loss as a number, correct predictions: right argmax, or every label right)."""
-    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    Returns (loss, loss as a number, correct predictions: right argmax, or every label right).
+
+    The encoder computes the real tokens only (``skip_padding``: fast_path.py packs them, as the
+    embedding path does): the classifier reads [CLS] alone, and a [PAD] row changes no real token
+    (its key is masked out), so the loss and every gradient are those of the padded batch — with
+    about half the work on typical sentence-pair batches (tests/test_training_finetune_padding.py)."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=True,
+                     skip_padding=True)  # fmt: skip
     logits = model.classifier(model.dropout(out.pooler_output)).float()  # (B, K)
     labels = batch["label_ids"]  # (B,) ids, (B,) scores, or (B, K) 0/1
     if problem == "regression":
@@ -130,8 +136,10 @@ def token_classification_sums(model, batch: dict[str, torch.Tensor], labelled: i
     """Tagging's loss on a piece of a global batch: cross-entropy at every labelled piece (label
     -100: not labelled), summed and divided by ``labelled``, the global batch's count of labelled
     pieces — the mean over them, as transformers' BertForTokenClassification computes for one batch.
-    Returns (loss, loss as a number, correct labelled pieces)."""
-    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    Returns (loss, loss as a number, correct labelled pieces). Real tokens only, as ``classification_sums``:
+    a [PAD] piece is never labelled."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=True,
+                     skip_padding=True)  # fmt: skip
     logits = model.classifier(model.dropout(out.last_hidden_state)).float()  # (B, T, K)
     labels = batch["label_ids"]  # (B, T), -100 where no label counts
     loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum") / labelled
