@@ -465,8 +465,9 @@ def bench_finetune_step(texts: list[str], rounds: int, batches: int = 4) -> list
     """Fine-tuning steps of all-MiniLM-L6-v2 (fp32, batch 32, --max-seq-length 128, real text):
     minibert's step (training/step.py, as ``minibert finetune`` runs it) against transformers'
     BertForSequenceClassification + torch.optim.AdamW on the same batches, each padded as it pads
-    by default (minibert: Features.batch cuts to the batch's longest; transformers:
-    DataCollatorWithPadding pads to the longest), and both on batches padded to 128. The four are
+    by default (minibert: Features.batch cuts to the batch's longest, and the encoder computes the
+    real tokens only; transformers: DataCollatorWithPadding pads to the longest), and both on
+    batches padded to 128. The four are
     interleaved (bench_pretrain.interleave); tokens/s counts real tokens."""
     from bench_pretrain import interleave
 

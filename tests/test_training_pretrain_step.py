@@ -173,6 +173,42 @@ def test_weight_decay_spares_exactly_googles_layernorm_and_bias_tensors():
             assert torch.allclose(p, before[name] * (1 - 0.1 * 0.5), rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("chunk", [AdamWeightDecay.CHUNK, 1000])
+def test_clip_and_update_are_the_per_tensor_loop_bit_for_bit(chunk, monkeypatch):
+    """clip_by_global_norm and AdamWeightDecay run each line over many tensors at once (torch._foreach_*,
+    in batches of ``chunk`` elements); the numbers must be exactly those of the formula applied tensor by
+    tensor with the same torch operations (written out here), over 3 updates with clipping and decay."""
+    from minibert.heads import BertForPreTraining
+
+    monkeypatch.setattr(AdamWeightDecay, "CHUNK", chunk)
+    ours, reference = BertForPreTraining.from_pretrained(TINY), BertForPreTraining.from_pretrained(TINY)
+    optimizer = AdamWeightDecay(hub_named_parameters(ours), weight_decay=0.1)
+    named = hub_named_parameters(reference)
+    moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
+    generator = torch.Generator().manual_seed(3)
+    for rate in (1e-2, 5e-3, 2e-3):
+        for (_, p), (_, q) in zip(hub_named_parameters(ours), named):
+            p.grad = torch.randn(p.shape, generator=generator) * 0.3
+            q.grad = p.grad.clone()
+        norm = clip_by_global_norm(list(ours.parameters()), 1.0)
+        with torch.no_grad():
+            expected = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(q.grad) for _, q in named]))
+            scale = 1.0 / max(float(expected), 1.0)
+            for name, q in named:
+                g = q.grad.mul_(scale)
+                m, v = moments[name]
+                m.mul_(0.9).add_(g, alpha=0.1)
+                v.mul_(0.999).addcmul_(g, g, value=0.001)
+                update = m / (v.sqrt() + 1e-6)
+                if not re.search("LayerNorm|layer_norm|bias", name):
+                    update.add_(q, alpha=0.1)
+                q.sub_(update, alpha=rate)
+        optimizer.step(rate)
+        assert norm == float(expected)
+    differing = [name for (name, p), (_, q) in zip(hub_named_parameters(ours), named) if not torch.equal(p, q)]
+    assert not differing, f"not bit-identical to the per-tensor loop: {differing[:5]}"
+
+
 def test_import_minibert_does_not_import_the_training_room():
     import subprocess
     import sys

@@ -108,8 +108,14 @@ def classification_sums(model, batch: dict[str, torch.Tensor], batch_size: int, 
     the global batch size (so the pieces' gradients add up to the batch's mean). ``problem``:
     "single_label_classification" (CE), "regression" (squared error, one output) or
     "multi_label_classification" (sigmoid CE per label, averaged over the labels too).
-    Returns (loss, loss as a number, correct predictions: right argmax, or every label right)."""
-    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    Returns (loss, loss as a number, correct predictions: right argmax, or every label right).
+
+    The encoder computes the real tokens only (``skip_padding``: fast_path.py packs them, as the
+    embedding path does): the classifier reads [CLS] alone, and a [PAD] row changes no real token
+    (its key is masked out), so the loss and every gradient are those of the padded batch — with
+    about half the work on typical sentence-pair batches (tests/test_training_finetune_padding.py)."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=True,
+                     skip_padding=True)  # fmt: skip
     logits = model.classifier(model.dropout(out.pooler_output)).float()  # (B, K)
     labels = batch["label_ids"]  # (B,) ids, (B,) scores, or (B, K) 0/1
     if problem == "regression":
@@ -130,8 +136,10 @@ def token_classification_sums(model, batch: dict[str, torch.Tensor], labelled: i
     """Tagging's loss on a piece of a global batch: cross-entropy at every labelled piece (label
     -100: not labelled), summed and divided by ``labelled``, the global batch's count of labelled
     pieces — the mean over them, as transformers' BertForTokenClassification computes for one batch.
-    Returns (loss, loss as a number, correct labelled pieces)."""
-    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=False)
+    Returns (loss, loss as a number, correct labelled pieces). Real tokens only, as ``classification_sums``:
+    a [PAD] piece is never labelled."""
+    out = model.bert(batch["input_ids"], batch["input_mask"], batch["segment_ids"], use_fast_path=True,
+                     skip_padding=True)  # fmt: skip
     logits = model.classifier(model.dropout(out.last_hidden_state)).float()  # (B, T, K)
     labels = batch["label_ids"]  # (B, T), -100 where no label counts
     loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum") / labelled
@@ -173,11 +181,10 @@ def clip_by_global_norm(parameters: Iterable[torch.nn.Parameter], max_norm: floa
     """Scale every gradient by ``max_norm / max(norm, max_norm)``, where ``norm`` is the norm of all
     gradients together (TensorFlow's ``clip_by_global_norm``). Returns that norm (before clipping)."""
     gradients = [p.grad for p in parameters if p.grad is not None]
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in gradients]))
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(gradients)))  # the norm of the tensors' norms
     scale = max_norm / max(float(norm), max_norm)
     if scale != 1.0:
-        for gradient in gradients:
-            gradient.mul_(scale)
+        torch._foreach_mul_(gradients, scale)
     return float(norm)
 
 
@@ -199,20 +206,45 @@ class AdamWeightDecay:
         self.eps = eps
         self.moments: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
+    CHUNK = 1 << 23  # elements updated per batch of tensors: bounds the two temporaries (2 × 32 MB in fp32)
+
     @torch.no_grad()
     def step(self, rate: float) -> None:
-        for name, p in self.parameters:
-            if p.grad is None:
-                continue
+        """One update of every parameter that has a gradient, at ``rate``."""
+        live = [(name, p) for name, p in self.parameters if p.grad is not None]
+        for name, p in live:
             if name not in self.moments:
                 self.moments[name] = (torch.zeros_like(p), torch.zeros_like(p))
-            m, v = self.moments[name]
-            m.mul_(self.beta1).add_(p.grad, alpha=1.0 - self.beta1)  # m ← β1·m + (1 − β1)·g
-            v.mul_(self.beta2).addcmul_(p.grad, p.grad, value=1.0 - self.beta2)  # v ← β2·v + (1 − β2)·g²
-            update = m / (v.sqrt() + self.eps)
-            if self.decays[name]:
-                update.add_(p, alpha=self.decays[name])  # + decay · param
-            p.sub_(update, alpha=rate)
+        chunk, size = [], 0
+        for name, p in live:  # a batch of tensors at a time, so the temporaries stay small
+            chunk.append((name, p))
+            size += p.numel()
+            if size >= self.CHUNK:
+                self._update(chunk, rate)
+                chunk, size = [], 0
+        if chunk:
+            self._update(chunk, rate)
+
+    def _update(self, named: list[tuple[str, torch.Tensor]], rate: float) -> None:
+        """The formula above for these tensors. Each line runs over all of them at once (``torch._foreach_*``:
+        one call instead of one per tensor); on a CPU it runs the very same per-tensor operation, so the
+        numbers are those of the loop written out (tests/test_training_pretrain_step.py checks, bit for bit)."""
+        parameters = [p for _, p in named]
+        gradients = [p.grad for p in parameters]
+        m = [self.moments[name][0] for name, _ in named]
+        v = [self.moments[name][1] for name, _ in named]
+        torch._foreach_mul_(m, self.beta1)
+        torch._foreach_add_(m, gradients, alpha=1.0 - self.beta1)  # m ← β1·m + (1 − β1)·g
+        torch._foreach_mul_(v, self.beta2)
+        torch._foreach_addcmul_(v, gradients, gradients, value=1.0 - self.beta2)  # v ← β2·v + (1 − β2)·g²
+        denominators = torch._foreach_sqrt(v)
+        torch._foreach_add_(denominators, self.eps)  # √v + ε
+        updates = torch._foreach_div(m, denominators)  # m / (√v + ε)
+        del denominators
+        for decay in {self.decays[name] for name, _ in named} - {0.0}:  # + decay · param
+            chosen = [i for i, (name, _) in enumerate(named) if self.decays[name] == decay]
+            torch._foreach_add_([updates[i] for i in chosen], [parameters[i] for i in chosen], alpha=decay)
+        torch._foreach_sub_(parameters, updates, alpha=rate)  # param ← param − rate · update
 
     def zero_grad(self) -> None:
         for _, p in self.parameters:
