@@ -15,7 +15,6 @@ import ast
 import functools
 import importlib
 import sys
-import warnings
 from pathlib import Path
 
 
