@@ -61,6 +61,13 @@ def bench_int8_model(name: str, path: str, texts: list[str], rounds: int, direct
     def run_ort():
         return onnx_peer.mean_pooled(session, batches, len(rows), config.hidden_size)
 
+    from minibert.int8 import int8_layers
+
+    linear_bytes = sum(param.numel() * 4 for name, param in fp32.model.named_parameters()
+                       if name.startswith("layers.") and "norm" not in name.lower())  # fmt: skip
+    int8_bytes = sum(layer.stored_bytes() for _, layer in int8_layers(int8.model))
+    memory = (f"linear layers by content: int8 {int8_bytes / 2**20:.1f} MiB, float32 {linear_bytes / 2**20:.1f} MiB "
+              f"({int8_bytes / linear_bytes:.3f}x)")  # fmt: skip
     exact, ours, theirs = run(fp32)(), run(int8)(), run_ort()
     ours_cos, theirs_cos = onnx_peer.cosines(exact, ours), onnx_peer.cosines(exact, theirs)
     accuracy = (f"cosine to fp32: minibert int8 mean {ours_cos.mean():.4f} worst {ours_cos.min():.4f}, ORT int8 mean "
@@ -75,16 +82,16 @@ def bench_int8_model(name: str, path: str, texts: list[str], rounds: int, direct
             "weights, as sentence-transformers exports it)", int8_times, ort_times, ">= 1.0x", work=sum(lengths),
             unit="tokens", note=accuracy),
         row(f"{name} forward + mean pool, int8", f"minibert float32 (GEMM {fp32.model.gemm_backend})", int8_again,
-            fp32_times, ">= 2x", work=sum(lengths), unit="tokens", note=f"{flops / 1e9:.0f} GFLOP per run"),
+            fp32_times, ">= 2x", work=sum(lengths), unit="tokens", note=f"{flops / 1e9:.0f} GFLOP per run; {memory}"),
     ]  # fmt: skip
 
 
 PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[4])
-def peak():
+def status(field):
     for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
+        if line.startswith(field):
             return int(line.split()[1]) * 1024
 which, path, texts = sys.argv[1], sys.argv[2], json.loads(open(sys.argv[3]).read())
 import torch
@@ -96,7 +103,8 @@ if which == "ort":
 else:
     from minibert import Embedder
     Embedder.from_pretrained(path, dtype=which).embed(texts, progress=False)
-print(json.dumps({"peak": peak()}))
+import gc; gc.collect()
+print(json.dumps({"peak": status("VmHWM:"), "after": status("VmRSS:")}))
 """
 
 
@@ -115,7 +123,7 @@ def bench_peak_rss(path: str, texts: list[str], quantized: Path, hidden: int, di
         out = subprocess.run([sys.executable, "-c", PROBE, which, path, str(directory / "texts.json"),
                               str(ROOT / "tests"), str(quantized), str(directory / "rows.json"), str(hidden)],
                              capture_output=True, text=True, check=True, env=env)  # fmt: skip
-        peaks[which] = json.loads(out.stdout.strip().splitlines()[-1])["peak"] / 2**20
+        peaks[which] = {key: value / 2**20 for key, value in json.loads(out.stdout.strip().splitlines()[-1]).items()}
     return peaks
 
 
@@ -129,8 +137,8 @@ def bench_int8(texts: list[str], rounds: int) -> list[dict]:
             found = bench_int8_model(name, path, texts, rounds, work)
             peaks = bench_peak_rss(path, texts[:200], work / "model_qint8.onnx", 384 if "MiniLM" in name else 768,
                                    work)  # fmt: skip
-            found[1]["note"] += (f"; peak RSS (load + embed 200 texts): float32 {peaks['float32']:.0f} MiB, int8 "
-                                 f"{peaks['int8']:.0f} MiB, ORT int8 {peaks['ort']:.0f} MiB")  # fmt: skip
+            found[1]["note"] += "; RSS peak / after (load + embed 200 texts, fresh process): " + ", ".join(
+                f"{which} {peak['peak']:.0f} / {peak['after']:.0f} MiB" for which, peak in peaks.items())
             rows.extend(found)
             for found_row in found:
                 print(json.dumps(found_row), flush=True)
@@ -142,4 +150,5 @@ if __name__ == "__main__":
 
     quick = "--quick" in sys.argv
     print(describe_machine(), flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     bench_int8(corpus.benchmark_texts(300 if quick else 3000), 3 if quick else 7)

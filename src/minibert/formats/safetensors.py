@@ -97,13 +97,17 @@ def safetensors_shapes(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """Read a .safetensors file into tensors that share one buffer: no second copy of the weights.
+    """Read a .safetensors file into tensors, each in its own memory: no second copy of the weights.
 
     The format is simple: 8 bytes (little-endian header length N), N bytes of JSON
     ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}}``, then the raw data.
     Every offset and size is checked before the data is read, so a truncated or corrupt file is a
     ``CheckpointError`` that names the file (and the tensor), never a crash; the memory taken is
     what the checked header declares, read from the file (a short read is an error).
+
+    Each tensor is read straight into its own buffer (the ranges tile the data: one sequential
+    read), not sliced out of one buffer of the whole file: a tensor the model later drops (the
+    float32 weights an int8 model replaces, docs/int8.md) gives its memory back.
     """
     path = Path(path)
 
@@ -111,19 +115,12 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         with path.open("rb") as handle:
             header, data_size = _read_safetensors_header(handle, path)
             entries = _safetensors_entries(header, data_size, path)
-            data = bytearray(data_size)
-            if handle.readinto(data) != len(data):
-                raise _corrupt(path, "the file ended early")
+            tensors = {}
+            for name, dtype, shape, start, end in sorted(entries, key=lambda entry: entry[3]):  # file order
+                tensor = torch.empty((end - start) // dtype.itemsize, dtype=dtype)
+                if end > start and handle.readinto(memoryview(tensor.view(torch.uint8).numpy())) != end - start:
+                    raise _corrupt(path, f"the file ended early (in tensor {name})")
+                tensors[name] = tensor.reshape(shape)
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
-    tensors = {}
-    for name, dtype, shape, start, end in entries:
-        item_size = dtype.itemsize
-        count = (end - start) // item_size
-        if count == 0:
-            tensors[name] = torch.empty(shape, dtype=dtype)
-        elif start % item_size:  # misaligned: copy this one tensor
-            tensors[name] = torch.frombuffer(bytearray(data[start:end]), dtype=dtype).reshape(shape)
-        else:
-            tensors[name] = torch.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape)
-    return tensors
+    return {name: tensors[name] for name, *_ in entries}  # the header's order
