@@ -164,7 +164,8 @@ def test_fill_mask_without_a_model_and_a_hub_warns_and_uses_the_bundled_toy(no_h
 
 def test_pyproject_ships_every_file_of_the_bundle():
     section = (ROOT / "pyproject.toml").read_text().split("[tool.setuptools.package-data]", 1)[1]
-    globs = json.loads(re.search(r"^minibert = (\[.*?\])$", section, re.MULTILINE).group(1))  # (tomllib: 3.11+)
+    listed = re.search(r"^minibert = (\[.*?\])$", section, re.MULTILINE | re.DOTALL)  # (tomllib: 3.11+)
+    globs = json.loads(listed.group(1))
     for path in FOLDER.iterdir():
         relative = path.relative_to(ROOT / "src" / "minibert").as_posix()
         assert any(fnmatch.fnmatch(relative, glob) for glob in globs), f"{relative} is not package data"

@@ -409,7 +409,12 @@ def test_pad_rows_are_skipped_only_where_asked_for_by_name(minilm, minilm_dir, m
 
     packed = []
     original = Packing.__init__
-    monkeypatch.setattr(Packing, "__init__", lambda self, mask: packed.append(mask.shape) or original(self, mask))
+
+    def counted(self, mask, *rest, **named):
+        packed.append(mask.shape)
+        original(self, mask, *rest, **named)
+
+    monkeypatch.setattr(Packing, "__init__", counted)
     batch = _batch(minilm_dir, ["I love Paris, the city of light and of long walks by the river.", "Hi"])
     pad = ~batch["attention_mask"].bool()
     with torch.no_grad():
