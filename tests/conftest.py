@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests' own helper modules (corpus, helpers)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tests never reach the real hub
@@ -20,6 +21,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # it (MINIBERT_GEMM, gemm=...); the others see whatever this session measures.
 SESSION_CACHE_DIR = tempfile.mkdtemp(prefix="minibert-test-cache-")
 os.environ["MINIBERT_CACHE_DIR"] = SESSION_CACHE_DIR
+
+
+_GET_NUM_THREADS, _SET_NUM_THREADS = torch.get_num_threads, torch.set_num_threads
 
 
 def pytest_runtest_setup(item):
@@ -35,18 +39,20 @@ def pytest_unconfigure(config):
     shutil.rmtree(SESSION_CACHE_DIR, ignore_errors=True)
 
 
+def _threads_now() -> int:
+    return _GET_NUM_THREADS()  # torch's own count, even while a test monkeypatches torch.get_num_threads
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_as_found():
     """A test that leaves torch's thread count changed fails (and the count is put back): the next
     test would otherwise run its GEMMs and reductions split another way, and a test that compares two
     runs bit for bit (a resumed training run against an uninterrupted one) would see float rounding."""
-    import torch
-
-    before = torch.get_num_threads()
+    before = _threads_now()
     yield
-    after = torch.get_num_threads()
+    after = _threads_now()
     if after != before:
-        torch.set_num_threads(before)
+        _SET_NUM_THREADS(before)
         pytest.fail(f"the test left torch's thread count at {after} (it was {before})", pytrace=False)
 
 
