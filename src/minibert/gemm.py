@@ -82,9 +82,8 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
     """Pick and apply the backend for ``model``'s linear layers: ``gemm`` (an argument), else
     ``$MINIBERT_GEMM``, else the cached measurement for this CPU and shapes, else a new one. The
     same measurement says up to which length attention is written out (``measure_attention``)."""
-    requested = gemm if gemm is not None else os.environ.get("MINIBERT_GEMM", "auto")
+    requested = gemm.strip().lower() or "auto" if gemm is not None else requested_in_environment()
     source = "argument" if gemm is not None else "MINIBERT_GEMM"
-    requested = requested.strip().lower() or "auto"
     if requested != "auto" and requested not in BACKENDS:
         raise ValueError(f"{source} must be one of auto, {', '.join(BACKENDS)}; got {requested!r}")
     if requested not in ("auto", "mkl") and not onednn_available(model):
@@ -115,6 +114,11 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
         return _logged(Choice(requested, source, short_attention=choice.short_attention), model, logging.DEBUG)
     use_backend(model, choice.backend)
     return _logged(choice, model, level=logging.INFO if choice.reason != "cached" else logging.DEBUG)
+
+
+def requested_in_environment() -> str:
+    """``$MINIBERT_GEMM`` as ``choose`` reads it: lower case, "auto" when unset or blank."""
+    return os.environ.get("MINIBERT_GEMM", "auto").strip().lower() or "auto"
 
 
 def _cached(key: str) -> Choice | None:

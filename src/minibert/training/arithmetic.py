@@ -17,11 +17,11 @@ the resumed steps are then right but not bit-identical to the run that was never
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import torch
 
+from ..gemm import requested_in_environment
 from ..packed_linear import BACKENDS, use_backend
 
 
@@ -41,7 +41,7 @@ def follow_the_run(model, saved: dict, *, say: bool = True) -> None:
         return
     now, differences = arithmetic_of(model), []
     backend = saved.get("gemm")
-    requested = os.environ.get("MINIBERT_GEMM", "auto").strip().lower() or "auto"
+    requested = requested_in_environment()
     if backend in BACKENDS and backend != now["gemm"]:
         if requested == "auto":
             use_backend(model, backend)
