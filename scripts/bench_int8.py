@@ -4,7 +4,7 @@ and against minibert float32, on the same length-sorted batches of real text, fo
 and a bert-base shape (random weights, MiniLM's vocabulary); the cosine of each to float32; the
 peak RSS of each after loading and embedding, each in a fresh process.
 
-Run alone: ``python scripts/bench_int8.py [--quick]``.
+Run alone: ``python scripts/bench_int8.py [--quick] [--texts N] [--rounds N] [--models minilm,bert-base]``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # corpus and onnx_peer: the tests' real
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import onnx_peer  # noqa: E402
-from bench_rows import bert_flops, minilm_dir, row, side_by_side  # noqa: E402
+from bench_rows import bert_flops, minilm_dir, row  # noqa: E402
 
 import corpus  # noqa: E402
 
@@ -75,15 +75,36 @@ def bench_int8_model(name: str, path: str, texts: list[str], rounds: int, direct
     flops = bert_flops(lengths, config.num_hidden_layers, config.hidden_size, config.intermediate_size)
     import onnxruntime
 
-    int8_times, ort_times = side_by_side(run(int8), run_ort, rounds)
-    fp32_times, int8_again = side_by_side(run(fp32), run(int8), rounds)
+    times = in_turn({"int8": run(int8), "ort": run_ort, "fp32": run(fp32)}, rounds)
+    ort_name = f"ONNX Runtime {onnxruntime.__version__} dynamic int8 (per-channel weights, as sentence-transformers " \
+               "exports it)"  # fmt: skip
     return [
-        row(f"{name} forward + mean pool, int8", f"ONNX Runtime {onnxruntime.__version__} dynamic int8 (per-channel "
-            "weights, as sentence-transformers exports it)", int8_times, ort_times, ">= 1.0x", work=sum(lengths),
+        row(f"{name} forward + mean pool, int8", ort_name, times["int8"], times["ort"], ">= 1.0x", work=sum(lengths),
             unit="tokens", note=accuracy),
-        row(f"{name} forward + mean pool, int8", f"minibert float32 (GEMM {fp32.model.gemm_backend})", int8_again,
-            fp32_times, ">= 2x", work=sum(lengths), unit="tokens", note=f"{flops / 1e9:.0f} GFLOP per run; {memory}"),
+        row(f"{name} forward + mean pool, int8", f"minibert float32 (GEMM {fp32.model.gemm_backend})", times["int8"],
+            times["fp32"], ">= 2x", work=sum(lengths), unit="tokens",
+            note=f"{flops / 1e9:.0f} GFLOP per run; {memory}"),
+        row(f"{name}: ONNX Runtime int8 (context: what the peer's int8 buys on this CPU)",
+            f"minibert float32 (GEMM {fp32.model.gemm_backend})", times["ort"], times["fp32"], "-", work=sum(lengths),
+            unit="tokens"),
     ]  # fmt: skip
+
+
+def in_turn(runs: dict, rounds: int) -> dict[str, list[float]]:
+    """Each run timed once per round, the order turning every round (a slow spell of a shared
+    machine hits all of them), after one warm-up call each: three sides from the same rounds."""
+    import gc
+
+    from bench_rows import timed
+
+    for run in runs.values():
+        run()
+    names, times = list(runs), {name: [] for name in runs}
+    for index in range(rounds):
+        gc.collect()
+        for name in names[index % len(names):] + names[: index % len(names)]:
+            times[name].append(timed(runs[name]))
+    return times
 
 
 PROBE = """
@@ -127,11 +148,16 @@ def bench_peak_rss(path: str, texts: list[str], quantized: Path, hidden: int, di
     return peaks
 
 
-def bench_int8(texts: list[str], rounds: int) -> list[dict]:
+def bench_int8(texts: list[str], rounds: int, models=("minilm", "bert-base")) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         directory = Path(directory)
-        for name, path in (("MiniLM-L6", minilm_dir()), ("bert-base shape", str(bert_base_dir(directory / "base")))):
+        checkpoints = {"minilm": lambda: ("MiniLM-L6", minilm_dir()),
+                       "bert-base": lambda: ("bert-base shape", str(bert_base_dir(directory / "base")))}  # fmt: skip
+        unknown = sorted(set(models) - set(checkpoints))
+        if unknown:
+            raise SystemExit(f"unknown model {unknown[0]!r}: the models are {', '.join(checkpoints)}")
+        for name, path in (checkpoints[model]() for model in models):
             work = directory / name.replace(" ", "-")
             work.mkdir()
             found = bench_int8_model(name, path, texts, rounds, work)
@@ -146,9 +172,17 @@ def bench_int8(texts: list[str], rounds: int) -> list[dict]:
 
 
 if __name__ == "__main__":
+    import argparse
+
     from minibert.cpu_info import describe_machine
 
-    quick = "--quick" in sys.argv
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="300 texts, 3 rounds (default: 3,000 texts, 7 rounds)")
+    parser.add_argument("--texts", type=int, help="this many real texts instead")
+    parser.add_argument("--rounds", type=int, help="this many interleaved rounds instead")
+    parser.add_argument("--models", default="minilm,bert-base", help="which, comma-separated: minilm, bert-base")
+    args = parser.parse_args()
     print(describe_machine(), flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    bench_int8(corpus.benchmark_texts(300 if quick else 3000), 3 if quick else 7)
+    texts = corpus.benchmark_texts(args.texts or (300 if args.quick else 3000))
+    bench_int8(texts, args.rounds or (3 if args.quick else 7), args.models.split(","))

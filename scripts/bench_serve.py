@@ -4,6 +4,7 @@
     python scripts/bench_serve.py --infinity /opt/infenv/bin/infinity_emb
     python scripts/bench_serve.py --task rerank        # a cross-encoder: 1 query × 32 (or 8) documents
     python scripts/bench_serve.py --servers minibert,minibert-int8,infinity   # with `serve --dtype int8`
+    python scripts/bench_serve.py --servers minibert-int8,infinity-int8      # int8 against infinity's ONNX int8
 
 With ``--task rerank`` both serve a cross-encoder of ms-marco-MiniLM-L-6-v2's shape (no hub here:
 all-MiniLM-L6-v2's encoder under a new one-output classifier, saved by transformers) and each
@@ -166,15 +167,66 @@ def run_minibert(model_dir, texts, settings, path="/v1/embeddings", dtype="float
         process.wait(timeout=60)
 
 
-def run_infinity(executable, model_dir, texts, settings, path="/embeddings") -> list[dict]:
+# infinity-emb 0.0.77's ONNX engine imports optimum 1.x, whose exporter imports names from
+# torch.onnx.symbolic_opset14 that torch 2.13 moved into torch.onnx._internal.torchscript_exporter
+# (_attention_scale, _onnx_symbolic, jit_utils, ...). So the engine is started through this shim: it
+# gives the public module the names it lacks from the module that now holds them, then runs
+# infinity_emb's own command line. Nothing else changes; they serve only to export a model to ONNX.
+INFINITY_ONNX_SHIM = """
+import sys
+import torch.onnx.symbolic_opset14 as public
+import torch.onnx._internal.torchscript_exporter.symbolic_opset14 as moved
+for name in dir(moved):
+    if not hasattr(public, name):
+        setattr(public, name, getattr(moved, name))
+from infinity_emb.cli import cli
+sys.argv[0] = "infinity_emb"
+sys.exit(cli())
+"""
+
+
+def onnx_int8_model_dir(model_dir: str) -> str:
+    """The checkpoint's folder with ONNX Runtime's dynamic int8 model as ``model_quantized.onnx`` (exported
+    and quantized as sentence-transformers ships it: tests/onnx_peer.py), the one ONNX file there: on a
+    CPU, infinity-emb's ONNX engine runs the file whose name says "quantize"."""
+    import tempfile
+
+    import onnx_peer
+
+    out = Path(tempfile.mkdtemp(prefix="minibert-bench-onnx-int8-")) / "model"
+    shutil.copytree(model_dir, out, ignore=shutil.ignore_patterns("*.onnx", "onnx"))  # 1_Pooling/ says: mean
+    work = out / "export"
+    work.mkdir()
+    onnx_peer.quantize_int8(onnx_peer.export_onnx(model_dir, work)).rename(out / "model_quantized.onnx")
+    shutil.rmtree(work)
+    return str(out)
+
+
+def run_infinity(executable, model_dir, texts, settings, path="/embeddings", engine="torch") -> list[dict]:
+    """infinity-emb on ``model_dir``: its torch engine (float32), or ``engine="optimum"``, its ONNX Runtime
+    engine, on the int8 ONNX file placed there by ``onnx_int8_model_dir``. The ONNX engine is given the
+    folder as "." from inside it: infinity-emb 0.0.77 hands optimum 1.27 the file's path as found, and
+    optimum accepts it only when that path is the bare file name. Its own optimization of the file (its
+    default) runs, written under a fresh HF_HOME. It is told to mean-pool, as the model's 1_Pooling/ says and
+    as minibert and infinity-emb's torch engine do: its ONNX engine would otherwise pool the [CLS] vector."""
+    import tempfile
+
     port = free_port()
-    command = [executable, "v2", "--model-id", model_dir, "--engine", "torch", "--device", "cpu", "--port", str(port),
+    where = "." if engine == "optimum" else model_dir
+    options = ["v2", "--model-id", where, "--engine", engine, "--device", "cpu", "--port", str(port),
                "--served-model-name", "bench"]  # fmt: skip
+    if engine == "optimum":  # its ONNX engine pools the [CLS] vector unless told (the torch one reads 1_Pooling/)
+        options += ["--pooling-method", "mean"]
+    python = Path(executable).with_name("python")
+    command = [str(python), "-c", INFINITY_ONNX_SHIM, *options] if engine == "optimum" else [executable, *options]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    if engine == "optimum":
+        env["HF_HOME"] = tempfile.mkdtemp(prefix="minibert-bench-hf-")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                               cwd=model_dir if engine == "optimum" else None)  # fmt: skip
     try:
         wait_ready(f"http://127.0.0.1:{port}/health", process)
-        return measure("infinity", port, path, "bench", texts, settings)
+        return measure("infinity" if engine == "torch" else "infinity-int8", port, path, "bench", texts, settings)
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -245,7 +297,9 @@ def main() -> None:
                         help="the infinity_emb executable (its own environment)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="fewer requests")
     parser.add_argument("--servers", default="minibert,infinity",
-                        help="which servers, comma-separated: minibert, minibert-int8 (serve --dtype int8), infinity")
+                        help="which servers, comma-separated: minibert, minibert-int8 (serve --dtype int8), infinity "
+                             "(its torch engine, float32), infinity-int8 (its ONNX engine on ONNX Runtime's int8 "
+                             "model)")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each server, alternating order (median)")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--rows", help="only these rows, as clients x texts per request: 16x32,64x1")
@@ -271,13 +325,18 @@ def main() -> None:
     print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average; "
           f"{os.cpu_count()} cores", flush=True)  # fmt: skip
     servers = args.servers.split(",")
-    if "infinity" in servers and not Path(args.infinity).exists():
+    if {"infinity", "infinity-int8"} & set(servers) and not Path(args.infinity).exists():
         print(f"infinity-emb not found at {args.infinity}: only minibert measured")
-        servers.remove("infinity")
+        servers = [name for name in servers if not name.startswith("infinity")]
+    if rerank and "infinity-int8" in servers:  # onnx_peer exports the encoder alone, not a classifier
+        print("infinity-int8 serves embeddings only here: not measured with --task rerank")
+        servers.remove("infinity-int8")
     paths = ("/v1/rerank", "/rerank") if rerank else ("/v1/embeddings", "/embeddings")
     runners = {"minibert": lambda: run_minibert(model_dir, texts, settings, paths[0]),
                "minibert-int8": lambda: run_minibert(model_dir, texts, settings, paths[0], dtype="int8"),
-               "infinity": lambda: run_infinity(args.infinity, model_dir, texts, settings, paths[1])}  # fmt: skip
+               "infinity": lambda: run_infinity(args.infinity, model_dir, texts, settings, paths[1]),
+               "infinity-int8": lambda: run_infinity(args.infinity, onnx_dir, texts, settings, paths[1], "optimum")}
+    onnx_dir = onnx_int8_model_dir(model_dir) if "infinity-int8" in servers else None  # fmt: skip
     runs = []
     for round_index in range(args.rounds):  # A B, B A, ...: a slow spell of the machine hits both
         order = servers if round_index % 2 == 0 else servers[::-1]
@@ -288,7 +347,8 @@ def main() -> None:
     ceiling = offline_rerank(model_dir, offline_texts) if rerank else offline(model_dir, offline_texts)
     what = "CrossEncoder.rank" if rerank else "Embedder.embed"
     print(f"\n{what} offline on the same texts: {ceiling:.0f} texts/s\n")
-    pairs = (("minibert", "infinity"), ("minibert-int8", "infinity"), ("minibert-int8", "minibert"))
+    pairs = (("minibert", "infinity"), ("minibert-int8", "infinity-int8"), ("minibert-int8", "infinity"),
+             ("minibert-int8", "minibert"))
     for ours_name, theirs_name in pairs:
         if ours_name in servers and theirs_name in servers:
             print_table(rows, ours_name, theirs_name, ceiling)

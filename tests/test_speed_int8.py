@@ -134,6 +134,25 @@ def test_slower_than_float32_is_said_once(tiny_dir, own_cache, monkeypatch, capl
     assert len(said) == 1 and "0.80x float32" in said[0], said
 
 
+def test_a_cpu_without_int8_dot_products_is_said_once_even_where_int8_is_faster(tiny_dir, own_cache, monkeypatch,
+                                                                                caplog):
+    monkeypatch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 1.5)
+    monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+    said = [record.getMessage() for record in caplog.records if "dot-product" in record.getMessage()]
+    assert len(said) == 1 and "1.50x float32" in said[0] and "emulates" in said[0], said
+
+
+def test_a_cpu_with_int8_dot_products_where_int8_is_faster_says_nothing(tiny_dir, own_cache, monkeypatch, caplog):
+    monkeypatch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 1.5)
+    monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: True)
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING], caplog.text
+
+
 def test_a_cpu_without_the_engine_is_refused(tiny_dir, own_cache, monkeypatch):
     from minibert import int8
 
