@@ -168,7 +168,26 @@ def bench_int8(texts: list[str], rounds: int, models=("minilm", "bert-base")) ->
             rows.extend(found)
             for found_row in found:
                 print(json.dumps(found_row), flush=True)
+    print(classifier_labels(), flush=True)
     return rows
+
+
+def classifier_labels() -> str:
+    """The share of labels int8 changes on a real classification head: rxnfp's 50 reaction classes
+    (rxnfp==0.1.0, installed --no-deps) on 40 real reaction types (tests/reactions.py)."""
+    try:
+        import rxnfp
+    except ImportError:
+        return "classifier: rxnfp is not installed (pip install --no-deps rxnfp==0.1.0): labels not measured"
+    from reactions import REACTIONS, rxnfp_words
+
+    from minibert.apps.verify_int8 import compare_int8_with_float32
+
+    directory = str(Path(rxnfp.__file__).parent / "models" / "transformers" / "bert_ft_10k_25s")
+    report = compare_int8_with_float32(directory, [rxnfp_words(reaction) for reaction in REACTIONS])
+    return (f"classifier (rxnfp's 50 reaction classes, {len(report.texts)} real reactions): labels changed by int8 "
+            f"{report.labels_changed} of {len(report.texts)} ({report.labels_changed / len(report.texts):.1%}); "
+            f"cosine to float32 mean {report.mean:.4f}, worst {report.worst:.4f}")  # fmt: skip
 
 
 if __name__ == "__main__":

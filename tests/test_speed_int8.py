@@ -268,3 +268,30 @@ def test_an_int8_model_holds_a_quarter_of_its_linear_weights_and_no_float32_copy
           f"limit {limit / 2**20:.1f} MiB)")  # fmt: skip
     assert grown <= limit, (grown, limit)
     assert first is not second
+
+
+def test_int8_on_rxnfps_real_classifier_counts_the_labels_it_changes(own_cache):
+    """A real fine-tuned classifier (rxnfp's 50 reaction classes) on 40 real reaction types:
+    ``minibert verify --dtype int8``'s count of changed labels equals the count made here from each
+    model's own logits, and the share is printed (docs/int8.md gives it)."""
+    from pathlib import Path
+
+    from reactions import REACTIONS, rxnfp_words
+
+    from minibert.apps.verify_int8 import compare_int8_with_float32, format_report
+
+    module = pytest.importorskip("rxnfp")
+    directory = str(Path(module.__file__).parent / "models" / "transformers" / "bert_ft_10k_25s")
+    texts = [rxnfp_words(reaction) for reaction in REACTIONS]
+    tokenizer = BertTokenizer.from_pretrained(directory)
+    batch = dict(tokenizer(texts, padding=True, return_tensors="pt"))
+    with torch.inference_mode():
+        labels = [BertForSequenceClassification.from_pretrained(directory, dtype=dtype)(**batch).logits.argmax(-1)
+                  for dtype in (None, "int8")]  # fmt: skip
+    changed = int((labels[0] != labels[1]).sum())
+    report = compare_int8_with_float32(directory, texts)
+    print(f"\nrxnfp's classifier: {changed} of {len(texts)} labels changed by int8; cosine mean {report.mean:.5f}, "
+          f"worst {report.worst:.5f}")  # fmt: skip
+    assert report.labels_changed == changed, (report.labels_changed, changed)
+    assert f"labels changed by int8: {changed} of 40 ({changed / 40:.1%})" in format_report(report)
+    assert len(set(labels[0].tolist())) > 1  # the texts are told apart: not one class for everything
