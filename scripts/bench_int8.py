@@ -85,8 +85,8 @@ def bench_int8_model(name: str, path: str, texts: list[str], rounds: int, direct
             times["fp32"], ">= 2x", work=sum(lengths), unit="tokens",
             note=f"{flops / 1e9:.0f} GFLOP per run; {memory}"),
         row(f"{name}: ONNX Runtime int8 (context: what the peer's int8 buys on this CPU)",
-            f"minibert float32 (GEMM {fp32.model.gemm_backend})", times["ort"], times["fp32"], "-", work=sum(lengths),
-            unit="tokens"),
+            f"minibert float32 (GEMM {fp32.model.gemm_backend})", times["ort"], times["fp32"], "report",
+            work=sum(lengths), unit="tokens"),
     ]  # fmt: skip
 
 
