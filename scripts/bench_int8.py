@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # corpus and onnx_peer: the tests' real
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import onnx_peer  # noqa: E402
-from bench_rows import bert_flops, minilm_dir, row  # noqa: E402
+from bench_rows import bert_flops, in_turn, minilm_dir, row  # noqa: E402
 
 import corpus  # noqa: E402
 
@@ -88,23 +88,6 @@ def bench_int8_model(name: str, path: str, texts: list[str], rounds: int, direct
             f"minibert float32 (GEMM {fp32.model.gemm_backend})", times["ort"], times["fp32"], "report",
             work=sum(lengths), unit="tokens"),
     ]  # fmt: skip
-
-
-def in_turn(runs: dict, rounds: int) -> dict[str, list[float]]:
-    """Each run timed once per round, the order turning every round (a slow spell of a shared
-    machine hits all of them), after one warm-up call each: three sides from the same rounds."""
-    import gc
-
-    from bench_rows import timed
-
-    for run in runs.values():
-        run()
-    names, times = list(runs), {name: [] for name in runs}
-    for index in range(rounds):
-        gc.collect()
-        for name in names[index % len(names):] + names[: index % len(names)]:
-            times[name].append(timed(runs[name]))
-    return times
 
 
 PROBE = """

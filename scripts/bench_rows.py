@@ -24,17 +24,21 @@ def timed(fn) -> float:
 
 def side_by_side(ours, theirs, rounds: int) -> tuple[list[float], list[float]]:
     """Time both, alternating which goes first; one warm-up call each."""
-    ours(), theirs()
-    ours_times, theirs_times = [], []
+    times = in_turn({"ours": ours, "theirs": theirs}, rounds)
+    return times["ours"], times["theirs"]
+
+
+def in_turn(runs: dict, rounds: int) -> dict[str, list[float]]:
+    """Each run timed once per round, the order turning every round (a slow spell of a shared
+    machine hits all of them), after one warm-up call each: several sides from the same rounds."""
+    for run in runs.values():
+        run()
+    names, times = list(runs), {name: [] for name in runs}
     for index in range(rounds):
         gc.collect()
-        if index % 2 == 0:
-            ours_times.append(timed(ours))
-            theirs_times.append(timed(theirs))
-        else:
-            theirs_times.append(timed(theirs))
-            ours_times.append(timed(ours))
-    return ours_times, theirs_times
+        for name in names[index % len(names):] + names[: index % len(names)]:
+            times[name].append(timed(runs[name]))
+    return times
 
 
 def row(name, against, ours_times, theirs_times, target, work=None, unit="items", flops=None, peak=None, note=""):

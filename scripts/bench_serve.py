@@ -212,18 +212,16 @@ def run_infinity(executable, model_dir, texts, settings, path="/embeddings", eng
     import tempfile
 
     port = free_port()
-    where = "." if engine == "optimum" else model_dir
-    options = ["v2", "--model-id", where, "--engine", engine, "--device", "cpu", "--port", str(port),
-               "--served-model-name", "bench"]  # fmt: skip
-    if engine == "optimum":  # its ONNX engine pools the [CLS] vector unless told (the torch one reads 1_Pooling/)
-        options += ["--pooling-method", "mean"]
-    python = Path(executable).with_name("python")
-    command = [str(python), "-c", INFINITY_ONNX_SHIM, *options] if engine == "optimum" else [executable, *options]
+    options = ["v2", "--engine", engine, "--device", "cpu", "--port", str(port), "--served-model-name", "bench"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
     if engine == "optimum":
+        python = Path(executable).with_name("python")  # the shim runs in infinity-emb's own environment
+        command = [str(python), "-c", INFINITY_ONNX_SHIM, *options, "--model-id", ".", "--pooling-method", "mean"]
         env["HF_HOME"] = tempfile.mkdtemp(prefix="minibert-bench-hf-")
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                               cwd=model_dir if engine == "optimum" else None)  # fmt: skip
+        folder = model_dir
+    else:  # the torch engine reads 1_Pooling/ itself
+        command, folder = [executable, *options, "--model-id", model_dir], None
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=folder)
     try:
         wait_ready(f"http://127.0.0.1:{port}/health", process)
         return measure("infinity" if engine == "torch" else "infinity-int8", port, path, "bench", texts, settings)

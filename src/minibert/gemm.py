@@ -82,7 +82,7 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
     """Pick and apply the backend for ``model``'s linear layers: ``gemm`` (an argument), else
     ``$MINIBERT_GEMM``, else the cached measurement for this CPU and shapes, else a new one. The
     same measurement says up to which length attention is written out (``measure_attention``)."""
-    requested = gemm.strip().lower() or "auto" if gemm is not None else requested_in_environment()
+    requested = (gemm.strip().lower() or "auto") if gemm is not None else requested_in_environment()
     source = "argument" if gemm is not None else "MINIBERT_GEMM"
     if requested != "auto" and requested not in BACKENDS:
         raise ValueError(f"{source} must be one of auto, {', '.join(BACKENDS)}; got {requested!r}")

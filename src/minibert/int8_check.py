@@ -53,6 +53,7 @@ CALIBRATION_TEXTS = (
 )
 SPEED_TOKENS = 1024  # rows of the int8-vs-float32 timing: what one embedding batch gives a GEMM
 _warned: set[str] = set()
+INT8_INSTRUCTIONS = "AVX-512 VNNI, AVX-VNNI or AMX"  # what has_int8_dot_product looks for
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,9 @@ def load_int8(model: nn.Module, weights_file: Path | None = None) -> Int8Check:
     else:
         quantize(model)
         check = cached
+    from .malloc_settings import hand_back_freed_memory
+
+    hand_back_freed_memory()  # the float32 projections quantize freed leave the process's RSS (docs/int8.md)
     model.int8_check = check
     source = getattr(model, "name_or_path", "this model")
     if check.worst_cosine < COSINE_FLOOR:
@@ -195,18 +199,18 @@ def _say_what_int8_buys(model: nn.Module) -> None:
 
     config = getattr(model, "bert", model).config
     shapes = f"{config.hidden_size}x{config.intermediate_size}"
-    dot_product = has_int8_dot_product()
     if shapes in _warned:
         return
+    dot_product = has_int8_dot_product()
     speedup = int8_speedup(config.hidden_size, config.intermediate_size)
     if speedup > 1.0 and dot_product:
         return
     _warned.add(shapes)
     if speedup <= 1.0:
-        why = "" if dot_product else " (no int8 dot-product instructions: AVX-512 VNNI, AVX-VNNI or AMX)"
+        why = "" if dot_product else f" (no int8 dot-product instructions: {INT8_INSTRUCTIONS})"
         log.warning("int8 measured %.2fx float32 on %s%s for %s projections: dtype='int8' runs, but buys no speed "
                     "here", speedup, cpu_name(), why, shapes)  # fmt: skip
     else:
         log.warning("int8 measured %.2fx float32 on %s for %s projections: this CPU has no int8 dot-product "
-                    "instructions (AVX-512 VNNI, AVX-VNNI or AMX), so FBGEMM emulates them with AVX2 and int8 gains "
-                    "less here than on a CPU that has them", speedup, cpu_name(), shapes)  # fmt: skip
+                    "instructions (%s), so FBGEMM emulates them with AVX2 and int8 gains less here than on a CPU "
+                    "that has them", speedup, cpu_name(), shapes, INT8_INSTRUCTIONS)  # fmt: skip

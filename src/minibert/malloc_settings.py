@@ -35,14 +35,11 @@ def keep_freed_memory(mmap_threshold: int = 32 * 1024 * 1024) -> bool:
     global _done
     if _done:
         return True
-    if not sys.platform.startswith("linux"):
+    libc = _glibc()
+    if libc is None:
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        applied = libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold) == 1
-        applied = applied and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
-    except (OSError, AttributeError):  # not glibc
-        return False
+    applied = libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold) == 1
+    applied = applied and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
     _done = applied
     return applied
 
@@ -52,10 +49,16 @@ def hand_back_freed_memory() -> bool:
     trim threshold says. Loading in int8 calls it: the float32 projections it frees (three quarters
     of their bytes) would otherwise stay in the process's RSS as free heap. Returns True when memory
     was handed back, False where there was none or this is not glibc."""
+    libc = _glibc()
+    return libc is not None and libc.malloc_trim(0) == 1
+
+
+def _glibc():
+    """The C library when it is glibc (it has mallopt and malloc_trim), else None."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim(0) == 1
-    except (OSError, AttributeError):  # not glibc
-        return False
+    except OSError:
+        return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None

@@ -288,10 +288,6 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         model.to(device)
     del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
     speed_up(model, gemm, int8_from=weights_file if int8 else None)  # the one place where speed is added (speed.py)
-    if int8:
-        from .malloc_settings import hand_back_freed_memory
-
-        hand_back_freed_memory()  # the freed float32 projections leave the process's RSS (docs/int8.md, Memory)
     return model
 
 
