@@ -61,7 +61,7 @@ def bench_int8_model(name: str, path: str, texts: list[str], rounds: int, direct
     def run_ort():
         return onnx_peer.mean_pooled(session, batches, len(rows), config.hidden_size)
 
-    from minibert.int8 import int8_layers
+    from minibert.speed.int8 import int8_layers
 
     linear_bytes = sum(param.numel() * 4 for name, param in fp32.model.named_parameters()
                        if name.startswith("layers.") and "norm" not in name.lower())  # fmt: skip
@@ -176,7 +176,7 @@ def classifier_labels() -> str:
 if __name__ == "__main__":
     import argparse
 
-    from minibert.cpu_info import describe_machine
+    from minibert.speed.cpu import describe_machine
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="300 texts, 3 rounds (default: 3,000 texts, 7 rounds)")

@@ -10,7 +10,7 @@ step time and the per-round ratio. What each step does:
 
     transformers   BertForPreTraining(labels=..., next_sentence_label=...): logits at every position
                    (B, T, V) and its own loss, backward, clip_grad_norm_(1.0), AdamW.step()
-    minibert       the step of `minibert pretrain` (training/step.py): the masked-LM head on the masked
+    minibert       the step of `minibert pretrain` (training/run/optimization.py): the masked-LM head on the masked
                    positions only (as Google's gather_indexes), backward, global clipping, AdamWeightDecay
     minibert bf16  the same under torch.autocast("cpu", bfloat16), as `--bf16`
 
@@ -73,18 +73,21 @@ def transformers_step(config_values: dict, batch: dict):
 def minibert_step(config_values: dict, batch: dict, bf16: bool):
     from minibert.config import BertConfig
     from minibert.heads import BertForPreTraining
-    from minibert.training.step import AdamWeightDecay, clip_by_global_norm, hub_named_parameters, pretraining_sums
+    from minibert.training.run.optimization import AdamWeightDecay, clip_by_global_norm, hub_named_parameters
+    from minibert.training.tasks import task_named
 
     torch.manual_seed(0)
     model = BertForPreTraining(BertConfig.from_dict(config_values)).train()
     optimizer = AdamWeightDecay(hub_named_parameters(model))
     tensors = {key: torch.from_numpy(value) for key, value in batch.items()}
-    denominator = float(batch["masked_lm_weights"].sum()) + 1e-5
+    denominators = {"mlm": float(batch["masked_lm_weights"].sum()) + 1e-5,
+                    "batch_size": float(len(batch["next_sentence_labels"]))}
+    task = task_named("pretraining")
     parameters = list(model.parameters())
 
     def step() -> float:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            sums = pretraining_sums(model, tensors, denominator, len(batch["next_sentence_labels"]))
+            sums = task.sums(model, tensors, denominators)
         sums.loss.backward()
         clip_by_global_norm(parameters, 1.0)
         optimizer.step(1e-4)
@@ -148,7 +151,7 @@ def main() -> None:
         parser.add_argument(f"--{name}", type=int, default=value)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    from minibert.cpu_info import describe_machine, has_native_bf16
+    from minibert.speed.cpu import describe_machine, has_native_bf16
 
     shapes = Shapes(**{name: getattr(args, name) for name in asdict(defaults)})
     print(describe_machine())

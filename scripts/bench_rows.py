@@ -1,6 +1,7 @@
 """What every benchmark row shares: timing both sides interleaved, the row of a table (ratio
 median, min and max; throughput; GFLOP/s against the machine's peak), BERT's FLOPs, the demo
-checkpoint's folder. scripts/bench.py and the benchmarks it runs import these (none imports bench.py).
+checkpoint's folder, the repository's root. scripts/bench.py and the benchmarks it runs import these
+(none imports bench.py).
 """
 
 from __future__ import annotations
@@ -8,6 +9,9 @@ from __future__ import annotations
 import gc
 import statistics
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository: scripts/ and tests/ beneath it
 
 
 def minilm_dir() -> str:

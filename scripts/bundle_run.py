@@ -65,7 +65,7 @@ def bundle(run: Path, output: Path) -> None:
 
 
 def machine() -> dict:
-    from minibert.cpu_info import cpu_flags, cpu_name
+    from minibert.speed.cpu import cpu_flags, cpu_name
 
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16")
     return {"cpu": cpu_name(), "flags": [flag for flag in wanted if flag in cpu_flags()],

@@ -1,7 +1,7 @@
 """Fine-tune BERT to tell which language a sentence is in: docs/finetuning.md's lesson from Python.
 
 The same run as the lesson's ``minibert finetune`` command, through its Python API
-(``minibert.training.finetune``: ``FinetuneOptions``, ``finetune``): scripts/language_examples.py
+(``minibert.training``: ``FinetuneOptions``, ``finetune``): scripts/language_examples.py
 writes Django's translated admin messages to ``OUTPUT-data/train.csv`` and ``dev.csv``, then every
 weight of all-MiniLM-L6-v2 (or ``--model``) trains under a new classifier by Google's step, and
 the dev accuracy is printed. Needs django (the dev extra installs it).
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     import language_examples
     from needs import default_model
 
-    from minibert.training.finetune import FinetuneOptions, finetune
+    from minibert.training import FinetuneOptions, finetune
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="a BERT directory or hub id (default: the bundled MiniLM)")

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # the tests' own helper modules 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tests never reach the real hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# A fresh measurement cache (gemm.json, bf16.json) for the session, inherited by every subprocess:
+# A fresh measurement cache (gemm.json: every verdict) for the session, inherited by every subprocess:
 # no test depends on a measurement made earlier on this machine. A test that needs a backend names
 # it (MINIBERT_GEMM, gemm=...); the others see whatever this session measures.
 SESSION_CACHE_DIR = tempfile.mkdtemp(prefix="minibert-test-cache-")

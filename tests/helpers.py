@@ -78,7 +78,7 @@ def bound_from_exact(theirs, exact, atol: float = 1e-5) -> float:
     measures it (twice its own fp32 error: two fp32 computations are equally likely to land
     furthest). Rounding compounds through the layers (all-MiniLM-L6-v2's layer 5 is 8.5e-6 from
     exact in transformers itself), and another correct GEMM order (oneDNN's, chosen on some CPUs:
-    gemm.py) lands elsewhere in that spread; a wrong weight or function is off by 1e-3 and more."""
+    speed/gemm.py) lands elsewhere in that spread; a wrong weight or function is off by 1e-3 and more."""
     return atol + 2 * max_abs_diff(theirs, exact)
 
 
@@ -129,11 +129,11 @@ def run_minibert(*args: str, umask: int | None = None, stdin: bytes | None = Non
 
 
 def assert_refused_by_the_lock(result, run) -> None:
-    """A command run into a folder this process holds (training/run_lock.py): exit 1, one line that
+    """A command run into a folder this process holds (training/run/lock.py): exit 1, one line that
     names the folder and this process, and nothing written beside the lock file."""
     import os
 
-    from minibert.training.run_lock import LOCK_FILE
+    from minibert.training.run.lock import LOCK_FILE
 
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()

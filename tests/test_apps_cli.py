@@ -14,7 +14,7 @@ import pytest
 import corpus
 from helpers import assert_close, run_minibert
 from minibert import Embedder
-from minibert.apps import cli
+from minibert.apps import cli, embed_files
 
 run = run_minibert  # in this process: the subprocess cases below are the ones that need a process
 
@@ -45,7 +45,7 @@ def test_embed_file_to_npy_matches_sentence_transformers(minilm_dir, tmp_path):
 
 
 def test_embed_jsonl_streams_in_chunks(minilm_dir, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "CHUNK", 3)  # force several chunks
+    monkeypatch.setattr(embed_files, "CHUNK", 3)  # force several chunks (the --commit-every default)
     texts = ["first text", "", "third, with ünïcode", "fourth", "fifth 😀", "sixth", "seventh"]
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(texts)), encoding="utf-8")

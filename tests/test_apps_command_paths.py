@@ -5,7 +5,7 @@ first time) and every call that climbs: a function of a lower room calling one o
 (rooms as tests/test_layering.py orders them). The modules above the core (apps/, tasks/,
 embedding/) and the commands' file room (formats/line_files.py, formats/atomic_files.py), in the
 order first entered, must be the list CONTRIBUTING.md gives for the command; the core beneath
-(tokenizer, model, weights, the other formats) is not listed. The one climb allowed is a function
+(tokenizer, model, loading, the other formats) is not listed. The one climb allowed is a function
 handed down and called back: ``map_in_streams(forward, batches)`` runs the caller's ``forward``.
 
 Only the model's load is left out of the trace where a cache made it instant (the path is the
@@ -174,9 +174,9 @@ def test_the_path_of_a_serve_request():
 
 
 def test_gemm_reaches_the_model_as_an_argument(monkeypatch):
-    """--gemm is passed to from_pretrained, not put in the environment for gemm.py to find."""
-    from minibert import gemm
+    """--gemm is passed to from_pretrained, not put in the environment for speed/gemm.py to find."""
     from minibert.apps.commands import load_embedder
+    from minibert.speed import gemm
 
     monkeypatch.delenv("MINIBERT_GEMM", raising=False)
     seen = []

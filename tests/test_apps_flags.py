@@ -12,7 +12,8 @@ import pytest
 from helpers import run_minibert
 from minibert.apps import cli
 from minibert.apps.flag_types import parser_of
-from minibert.training.options import InstanceOptions, PretrainOptions
+from minibert.training.options import PretrainOptions
+from minibert.training.pretraining_data.options import InstanceOptions
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

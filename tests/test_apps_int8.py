@@ -10,7 +10,7 @@ import torch
 
 from helpers import run_minibert
 from minibert import BertConfig, BertForSequenceClassification, Embedder
-from minibert.int8_check import COSINE_FLOOR
+from minibert.speed.int8_check import COSINE_FLOOR
 
 TEXTS = ["I love Paris", "How do I restart a pod in Kubernetes?", "Der schnelle braune Fuchs springt."]
 WORDS = ["hello", "world", "good", "bad", "movie", "the", "was"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from minibert.gemm import BACKENDS
+from minibert.speed import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
 WALKTHROUGH = ROOT / "docs" / "walkthrough.md"

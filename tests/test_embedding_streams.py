@@ -192,7 +192,7 @@ def test_embedder_runs_its_batches_in_streams_with_the_same_vectors(minilm_dir, 
 def test_an_embed_stopped_midway_leaves_no_stream_computing(minilm_dir, real_texts, two_threads, monkeypatch):
     """An exception while the Embedder collects results (Ctrl-C, a failing progress bar) closes the
     streams at once: nothing queued is computed afterwards for nobody."""
-    import minibert.embedding.embedder
+    import minibert.embedding.hidden_states
 
     embedder = Embedder.from_pretrained(minilm_dir)
     forward = embedder.model.forward
@@ -208,7 +208,7 @@ def test_an_embed_stopped_midway_leaves_no_stream_computing(minilm_dir, real_tex
         raise RuntimeError("stopped by the caller")
 
     embedder.model.forward = slow_forward
-    monkeypatch.setattr(minibert.embedding.embedder, "_progress", stop_after_the_first)
+    monkeypatch.setattr(minibert.embedding.hidden_states, "_progress", stop_after_the_first)
     with pytest.raises(RuntimeError, match="stopped by the caller"):
         embedder.embed(real_texts[:200], batch_size=1, max_length=64)
     stopped_at = len(calls)

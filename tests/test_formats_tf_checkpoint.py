@@ -31,9 +31,9 @@ import tf_reference
 from helpers import assert_close, compare_outputs, exact_reference
 from minibert import BertForPreTraining, BertModel, BertTokenizer, CheckpointError, Embedder
 from minibert.formats.crc32c import crc32c, mask, unmask
-from minibert.formats.tf_checkpoint import read_index, read_tf_checkpoint
+from minibert.loading.names import checkpoint_to_minibert
+from minibert.loading.tf_checkpoint import read_index, read_tf_checkpoint
 from minibert.tokenizer import google_lower_case
-from minibert.weights import checkpoint_to_minibert
 
 transformers = pytest.importorskip("transformers")
 

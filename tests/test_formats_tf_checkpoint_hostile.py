@@ -12,7 +12,7 @@ import pytest
 
 from minibert import BertModel, CheckpointError
 from minibert.formats.crc32c import crc32c, mask
-from minibert.formats.tf_checkpoint import read_index, read_tf_checkpoint
+from minibert.loading.tf_checkpoint import read_index, read_tf_checkpoint
 
 GOOGLE_DIR = Path(__file__).parent / "data" / "uncased_L-2_H-32_A-2"
 FLOAT, INT32 = 1, 3  # TensorFlow's DataType numbers
@@ -126,7 +126,7 @@ def test_an_integer_tensor_where_the_model_has_a_weight(tmp_path):
     entries, _ = read_index(prefix)
     index = Path(f"{prefix}.index")
     # Rebuild the index with every entry as it was but one dtype changed.
-    from minibert.formats import tf_checkpoint
+    from minibert.loading import tf_checkpoint
 
     raw = {}
     file_bytes = index.read_bytes()

@@ -17,7 +17,7 @@ from helpers import run_minibert
 from minibert.errors import FileWriteError
 from minibert.formats import atomic_files
 from minibert.formats.atomic_files import naming_the_file, write_atomically
-from minibert.training import checkpoint
+from minibert.training.run import checkpoint
 from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"

@@ -131,7 +131,7 @@ def test_every_head_matches_transformers_logits_loss_and_gradients(name, tmp_pat
 
 
 def _hub_name(our_name: str, model) -> str:
-    from minibert.weights import HEAD_PREFIXES, minibert_to_checkpoint
+    from minibert.loading.names import HEAD_PREFIXES, minibert_to_checkpoint
 
     body = our_name.removeprefix("bert.")
     hub = minibert_to_checkpoint(body)

@@ -32,7 +32,7 @@ AUTO_MODELS = ["AutoModel", "AutoModelForPreTraining", "AutoModelForMaskedLM", "
 
 
 def fortunes_dir():
-    from minibert.formats.hub import BUNDLED_FOLDER
+    from minibert.loading.hub import BUNDLED_FOLDER
 
     return BUNDLED_FOLDER / "fortunes-mini"
 

@@ -2,7 +2,7 @@
 (src/minibert/bundled/fortunes-mini, docs/fortunes-mini.md):
 
 * the name loads it with every class, offline (``HF_HUB_OFFLINE=1``, a dead ``HF_ENDPOINT``, an
-  empty cache): the rule is in one place, formats/hub.py's ``resolve_file``; a local directory of
+  empty cache): the rule is in one place, loading/hub.py's ``resolve_file``; a local directory of
   that relative path still wins;
 * transformers' ``BertForPreTraining`` loads the same folder and computes the same MLM and NSP
   logits (the parity tolerance of every parity test, helpers.bound_from_exact);
@@ -31,7 +31,7 @@ import torch
 import minibert
 from helpers import assert_close, bound_from_exact, exact_reference, run_minibert
 from minibert.errors import ModelNotFoundError
-from minibert.formats.hub import BUNDLED_FOLDER, bundled_path
+from minibert.loading.hub import BUNDLED_FOLDER, bundled_path
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "minibert/fortunes-mini"
@@ -87,7 +87,7 @@ def test_the_tasks_and_the_explorer_take_the_name_offline(no_hub):
 def test_the_hub_is_never_asked_for_the_bundled_name(no_hub, monkeypatch):
     """Online mode with a dead endpoint, and the hub's download function made to fail: the name
     resolves before any of it is reached."""
-    from minibert.formats import hub
+    from minibert.loading import hub
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
 

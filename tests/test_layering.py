@@ -6,11 +6,12 @@
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel; auto, transformers' Auto names for them
-    core         config, activations, tokenizer/, inputs, model, weights, pretrained; speed and what it
-                 plugs in (fast_path, gemm, packed_linear, attention_threshold, bf16_speed, cpu_info,
-                 timing, measurement_cache, int8, int8_check)
-    formats/     safetensors, .bin, TensorFlow bundles, CRC32C, the hub, atomic files, line files, the text check
-    base         errors, malloc_settings, limits                                  (bottom)
+    core         config, activations, tokenizer/, inputs, model, pretrained, loading/ (hub, checkpoint files,
+                 the rename table, the strict loader, saving); speed/ (what makes the book fast and
+                 plugs in through its seams: the fast path, the GEMM backend, bf16, int8, the one
+                 measurement rule and the one cache, the CPU's facts, malloc settings)
+    formats/     generic file formats: TFRecord, protobuf, CRC32C, JSON, atomic files, line files, the text check
+    base         errors, limits                                                   (bottom)
 
 A module imports only modules of its own room or the rooms below; within apps/, the optional
 rooms (the server, the Ray adapter, the verifier, the explorer) are imported by the commands alone
@@ -31,10 +32,8 @@ import minibert
 PACKAGE = Path(minibert.__file__).parent
 ROOT = PACKAGE.parents[1]
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explorer", "apps"]
-BASE = {"errors", "malloc_settings", "limits", "__init__"}
-CORE = {"config", "config_fields", "activations", "inputs", "fast_path", "speed", "pretrained", "model", "weights",
-        "transformers_names", "gemm", "packed_linear", "attention_threshold", "bf16_speed", "cpu_info", "timing",
-        "measurement_cache", "int8", "int8_check", "head_labels"}  # fmt: skip
+BASE = {"errors", "limits", "__init__"}
+CORE = {"config", "config_fields", "activations", "inputs", "pretrained", "model", "transformers_names"}
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's
 # modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
@@ -44,7 +43,7 @@ NOT_OPTIONAL = {"apps.serve.settings"}
 
 
 def module_name(path: Path) -> str:
-    """src/minibert/formats/hub.py → 'formats.hub'; a package's __init__ → its folder's name."""
+    """src/minibert/loading/hub.py → 'loading.hub'; a package's __init__ → its folder's name."""
     parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
     if parts[-1] == "__init__" and len(parts) > 1:
         parts.pop()
@@ -57,7 +56,7 @@ def room(module: str) -> str:
         return "base"
     if first in ("formats", "embedding", "tasks", "training", "explorer", "apps"):
         return first
-    if first == "tokenizer" or module in CORE:
+    if first in ("tokenizer", "loading", "speed") or module in CORE:
         return "core"
     if module in ("ray", "__main__"):  # the re-export of apps.ray where users import it; python -m minibert
         return "apps"
@@ -108,8 +107,9 @@ def test_every_import_of_minibert_names_a_module_that_exists():
 
 
 def test_the_rooms_are_the_folders_and_every_module_has_one():
-    assert {"formats.hub", "embedding.embedder", "apps.cli", "tokenizer.bert_tokenizer", "model"} <= set(GRAPH)
-    assert GRAPH["embedding.embedder"] >= {"model", "embedding.batches"}  # the parser sees imports
+    assert {"loading.hub", "embedding.embedder", "apps.cli", "tokenizer.bert_tokenizer", "model"} <= set(GRAPH)
+    assert GRAPH["embedding.embedder"] >= {"model", "embedding.hidden_states"}  # the parser sees imports
+    assert GRAPH["embedding.hidden_states"] >= {"embedding.batches"}
     assert GRAPH["apps.serve.service"] >= {"embedding.options"}
     for module in GRAPH:
         assert room(module) in ROOMS, f"{module} belongs to no room"

@@ -16,7 +16,7 @@ from helpers import assert_close, compare_outputs, exact_reference
 from hub_server import HubServer
 from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer
 from minibert.errors import ModelNotFoundError
-from minibert.weights import checkpoint_to_minibert, minibert_to_checkpoint
+from minibert.loading.names import checkpoint_to_minibert, minibert_to_checkpoint
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5
@@ -293,7 +293,7 @@ def test_package_has_no_reference_imports(minilm_dir):
 
 def test_left_padding_takes_the_plain_path_and_matches(minilm, minilm_reference, minilm_exact, minilm_dir, real_texts):
     """Packing applies to right padding only; any other mask runs the plain path, still exact."""
-    from minibert.fast_path import Packing
+    from minibert.speed.fast_path import Packing
 
     right = _batch(minilm_dir, real_texts[:5])
     lengths = right["attention_mask"].sum(1)
@@ -333,7 +333,7 @@ def test_rows_of_very_different_lengths_attend_in_groups_and_match(minilm, minil
     (AttentionGroup), each padded only to its own longest; every layer still matches transformers,
     which pads every row to the batch's longest."""
     import corpus
-    from minibert.fast_path import AttentionGroup, Packing
+    from minibert.speed.fast_path import AttentionGroup, Packing
 
     by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
     texts = [by_length[-1], by_length[-2], *by_length[:6], by_length[len(by_length) // 2], by_length[-40], *real_texts]
@@ -366,7 +366,7 @@ def test_rows_of_very_different_lengths_attend_in_groups_and_match(minilm, minil
 
 
 def test_attention_groups_are_not_made_for_rows_of_similar_length():
-    from minibert.fast_path import AttentionGroup
+    from minibert.speed.fast_path import AttentionGroup
 
     assert AttentionGroup.of(torch.tensor([10, 9, 8, 10])) is None
     groups = AttentionGroup.of(torch.tensor([30, 250, 28, 240, 25]))
@@ -377,14 +377,14 @@ def test_attention_groups_are_not_made_for_rows_of_similar_length():
 
 def test_the_books_plain_path_computes_what_the_fast_path_computes(minilm, minilm_dir, real_texts):
     """model.py's written-out attention on (B, T, H) (``use_fast_path = False``) against the fast
-    path asked to skip padding (fast_path.py: packed tokens, length groups, the fused kernel), on a
+    path asked to skip padding (speed/fast_path.py: packed tokens, length groups, the fused kernel), on a
     batch that takes all three, every layer and the pooler, real tokens only (the packed path leaves
     zeros at [PAD] rows; without ``skip_padding`` they are compared with transformers' in
     test_minilm_every_layer_matches). The two differ only in the order of fp32
     sums: the same bound as the parity tests against transformers (1e-5 at hidden values of
     magnitude ≤ ~10: about 100 fp32 ulps, the reordering of sums of 384–1,536 terms)."""
     import corpus
-    from minibert.fast_path import Packing
+    from minibert.speed.fast_path import Packing
 
     by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
     batch = _batch(minilm_dir, [by_length[-1], *by_length[:4], *real_texts[:4]])
@@ -405,7 +405,7 @@ def test_pad_rows_are_skipped_only_where_asked_for_by_name(minilm, minilm_dir, m
     there, with the real rows unchanged; the Embedder, whose pooling never reads [PAD] rows, asks
     for it (its speed is the packed path's)."""
     from minibert import Embedder
-    from minibert.fast_path import Packing
+    from minibert.speed.fast_path import Packing
 
     packed = []
     original = Packing.__init__

@@ -14,7 +14,7 @@ import torch
 
 from minibert import BertForMaskedLM, BertModel, BertTokenizer, Embedder
 from minibert.errors import InputTypeError, MinibertError, ModelNotFoundError, TransformersNameError
-from minibert.weights import RENAMES
+from minibert.loading.names import RENAMES
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_transformers_names_say_minibert_names(model):
         _ = model.layers[3].attention.self.query
     with pytest.raises(AttributeError, match=r"output.dense → feed_forward.output\n\s+output.LayerNorm → output_norm"):
         _ = model.layers[3].output
-    with pytest.raises(MinibertError, match="the rename table: minibert.weights.RENAMES"):
+    with pytest.raises(MinibertError, match="the rename table: minibert.loading.names.RENAMES"):
         _ = model.layers[3].intermediate
 
 

@@ -1,4 +1,4 @@
-"""The loaded model is the book's code one switch away (speed.py, ``model.use_book_modules()``).
+"""The loaded model is the book's code one switch away (speed/seam.py, ``model.use_book_modules()``).
 
 On real weights (all-MiniLM-L6-v2), per GEMM backend: the model as loaded (speed swapped in), the
 same model after ``use_book_modules()`` (made only of model.py's classes, attention written out),
@@ -15,11 +15,12 @@ import torch
 from torch import nn
 
 from helpers import assert_close, bound_from_exact, exact_reference
-from minibert import BertConfig, BertModel, BertTokenizer, gemm
+from minibert import BertConfig, BertModel, BertTokenizer
 from minibert import model as book
 from minibert.activations import activation
-from minibert.fast_path import FastLayout
-from minibert.packed_linear import PackedLinear
+from minibert.speed import gemm
+from minibert.speed.fast_path import FastLayout
+from minibert.speed.packed_linear import PackedLinear
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5

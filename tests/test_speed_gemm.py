@@ -1,4 +1,4 @@
-"""The linear layers' GEMM backend (gemm.py): every backend against transformers, the choice by
+"""The linear layers' GEMM backend (speed/gemm.py): every backend against transformers, the choice by
 measurement, its cache, its overrides.
 
 Tolerance: the parity bound of tests/test_model.py, 1e-5 absolute per layer. A backend changes
@@ -21,18 +21,11 @@ from torch import nn
 
 from conftest import make_google_checkpoint
 from helpers import assert_close, compare_outputs
-from minibert import (
-    BertForPreTraining,
-    BertModel,
-    BertTokenizer,
-    bf16_speed,
-    cpu_info,
-    gemm,
-    packed_linear,
-    timing,
-)
-from minibert.measurement_cache import cache_file
-from minibert.packed_linear import BACKENDS, PackedLinear
+from minibert import BertForPreTraining, BertModel, BertTokenizer
+from minibert.speed import BACKENDS, bf16, cpu, gemm, measure, packed_linear
+from minibert.speed.cache import cache_file
+from minibert.speed.measure import ProjectionTimes
+from minibert.speed.packed_linear import PackedLinear
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5
@@ -89,7 +82,7 @@ def test_every_backend_matches_transformers_layer_by_layer(backend, minilm_dir, 
             for use_fast in (False, True):
                 layout = None
                 if use_fast:
-                    from minibert.fast_path import FastLayout
+                    from minibert.speed.fast_path import FastLayout
 
                     layout = FastLayout(batch["attention_mask"])
                 hidden = theirs.hidden_states[index]
@@ -210,11 +203,11 @@ def test_the_choice_is_measured_once_then_read_from_the_cache(minilm_dir, caplog
         model = BertModel.from_pretrained(minilm_dir)
     [line] = [r.getMessage() for r in caplog.records if r.name == "minibert.gemm"]
     assert line.startswith(f"linear layers on {model.gemm_backend} (measured: GFLOP/s on one layer's projections")
-    assert cpu_info.cpu_name() in line and "cached in" in line
+    assert cpu.cpu_name() in line and "cached in" in line
     entries = json.loads(cache_file().read_text())
     [(key, record)] = entries.items()
     assert record["backend"] == model.gemm_backend and set(record["gflops"]) <= set(BACKENDS)
-    assert all(part in key for part in (cpu_info.cpu_name(), torch.__version__, "384x1536", "gelu", "float32"))
+    assert all(part in key for part in (cpu.cpu_name(), torch.__version__, "384x1536", "gelu", "float32"))
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("measured again although the cache holds this CPU and shape")
@@ -247,14 +240,14 @@ def test_the_cache_is_invalidated_by_what_the_speed_depends_on(change, minilm_di
         request.addfinalizer(lambda: torch.set_num_threads(before))
         torch.set_num_threads(1 if before > 1 else 2)
     else:
-        info = cpu_info.read_cpuinfo()
+        info = cpu.read_cpuinfo()
         if change == "cpu":
             info["model name"] = "Another CPU"
         else:
             # A flag no CPU has, so the set changes on every machine (appending "avx512f" changed
             # nothing on a CPU that has it).
             info["flags"] = info.get("flags", "") + " minibert_test_only_flag"
-        monkeypatch.setattr(cpu_info, "read_cpuinfo", lambda: info)
+        monkeypatch.setattr(cpu, "read_cpuinfo", lambda: info)
     assert gemm.choose(model).reason == "measured"
     assert len(json.loads(cache_file().read_text())) == 2
 
@@ -286,7 +279,7 @@ def test_measuring_is_bounded_even_for_bert_large_shapes():
     assert choice.backend in BACKENDS and set(choice.gflops) == set(BACKENDS)
     flops = 2 * gemm.calibration_tokens(1024, 4096) * 12 * 1024**2  # 4 H×H + 2 H×4H projections
     slowest_round = sum(2 * flops / (rate * 1e9) for rate in choice.gflops.values())  # 1 and 2 threads
-    assert choice.seconds <= timing.BUDGET_SECONDS + 2 * slowest_round, choice
+    assert choice.seconds <= measure.BUDGET_SECONDS + 2 * slowest_round, choice
 
 
 def test_a_backend_must_beat_f_linear_by_the_margin():
@@ -332,31 +325,32 @@ def test_dtype_auto_is_bfloat16_only_where_bf16_is_measured_faster(minilm_dir, m
                                           ("avx512f avx512_bf16", 2.0, torch.float32),
                                           ("avx512f avx512_bf16", 0.95, torch.float32),  # a tie: exact numbers
                                           ("amx_bf16 amx_tile", 0.5, torch.bfloat16)]:  # fmt: skip
-        cpu = {"flags": flags, "model name": f"test CPU {flags}"}
-        monkeypatch.setattr(cpu_info, "read_cpuinfo", lambda cpu=cpu: cpu)
+        info = {"flags": flags, "model name": f"test CPU {flags}"}
+        monkeypatch.setattr(cpu, "read_cpuinfo", lambda info=info: info)
         cache_file().unlink(missing_ok=True)
 
-        def timed(hidden, intermediate, budget, bf16_seconds=bf16_seconds):
+        def timed(hidden, intermediate, candidate, bf16_seconds=bf16_seconds, **how):
             assert bf16_seconds is not None, "measured on a CPU without bf16 instructions"
-            return 1.0, bf16_seconds
+            assert how["dtype"] == torch.bfloat16 and candidate is bf16.to_bfloat16
+            return ProjectionTimes(1.0, bf16_seconds, flops=0)
 
-        monkeypatch.setattr(bf16_speed, "time_projections_by_dtype", timed)
+        monkeypatch.setattr(bf16, "time_against_float32", timed)
         assert BertModel.from_pretrained(minilm_dir, dtype="auto").dtype == expected, flags
         if bf16_seconds is not None:  # cached: a second load does not measure again
-            monkeypatch.setattr(bf16_speed, "time_projections_by_dtype", lambda *args: pytest.fail("measured twice"))
+            monkeypatch.setattr(bf16, "time_against_float32", lambda *args, **how: pytest.fail("measured twice"))
             assert BertModel.from_pretrained(minilm_dir, dtype="auto").dtype == expected
 
 
 def test_bf16_is_faster_measures_this_cpu():
     """The real measurement runs (both dtypes, this CPU) and its verdict is what the cache holds."""
-    verdict = bf16_speed.bf16_is_faster(64, 256, budget=0.05)
+    verdict = bf16.bf16_is_faster(64, 256, budget=0.05)
     entries = json.loads(cache_file().read_text()).values() if cache_file().exists() else []  # none: not measured
     records = [record for record in entries if "bf16_faster" in record]
-    assert len(records) == (1 if cpu_info.has_native_bf16() else 0)
+    assert len(records) == (1 if cpu.has_native_bf16() else 0)
     if records:
         assert records[0]["bf16_faster"] is verdict
         assert verdict == (
-            records[0]["bfloat16_seconds"] * (1 + bf16_speed.BF16_MARGIN) < records[0]["float32_seconds"]
+            records[0]["bfloat16_seconds"] * (1 + bf16.BF16_MARGIN) < records[0]["float32_seconds"]
         )
     else:
         assert verdict is False
@@ -379,11 +373,11 @@ def test_cli_gemm_flag_reaches_the_model(minilm_dir, monkeypatch, tmp_path):
 
 
 def test_short_sequences_written_out_compute_what_the_fused_kernel_computes(minilm_dir, real_texts):
-    """The fast path's written-out attention (fast_path.written_out, for sequences up to the
+    """The fast path's written-out attention (speed/fast_path.py's written_out, for sequences up to the
     measured length) against the fused kernel, on a batch that packs and attends in length groups
     (masks included): every layer within 1e-5 (the same formula; the sums only ordered otherwise)."""
     import corpus
-    from minibert.fast_path import Packing
+    from minibert.speed.fast_path import Packing
 
     model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
     by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)

@@ -26,7 +26,7 @@ import torch
 from conftest import make_google_checkpoint
 from helpers import assert_close, bound_from_exact, exact_reference
 from minibert import BertTokenizer
-from minibert.packed_linear import BACKENDS
+from minibert.speed import BACKENDS
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5

@@ -1,5 +1,5 @@
 """dtype="int8": the encoder's six projections in int8 (int8.py), checked against float32 at load
-(int8_check.py), entered through speed.py only; everything else float32; refusals in one line."""
+(int8_check.py), entered through speed/seam.py only; everything else float32; refusals in one line."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from minibert import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer, int8_check
+from minibert import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
 from minibert.errors import QuantizationError
-from minibert.int8 import Int8Linear, int8_layers
+from minibert.speed import int8_check
+from minibert.speed.int8 import Int8Linear, int8_layers
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
 
@@ -155,7 +156,7 @@ def test_a_cpu_with_int8_dot_products_where_int8_is_faster_says_nothing(tiny_dir
 
 
 def test_a_cpu_without_the_engine_is_refused(tiny_dir, own_cache, monkeypatch):
-    from minibert import int8
+    from minibert.speed import int8
 
     monkeypatch.setattr(int8, "unavailable_reason", lambda: "this CPU has no AVX2, which FBGEMM's int8 GEMM needs")
     with pytest.raises(QuantizationError, match="dtype='int8' cannot run here: this CPU has no AVX2"):
@@ -202,10 +203,10 @@ def test_loading_in_int8_hands_the_freed_float32_memory_back_and_float32_does_no
                                                                                    monkeypatch):
     """The float32 projections int8 frees would stay in the process's RSS as free heap (glibc keeps
     it): loading in int8 trims the heap once, after the swap; a float32 load leaves the heap alone."""
-    from minibert import malloc_settings
+    from minibert.speed import malloc
 
     calls = []
-    monkeypatch.setattr(malloc_settings, "hand_back_freed_memory", lambda: calls.append("trim") or True)
+    monkeypatch.setattr(malloc, "hand_back_freed_memory", lambda: calls.append("trim") or True)
     BertModel.from_pretrained(tiny_dir)
     assert calls == []
     BertModel.from_pretrained(tiny_dir, dtype="int8")
@@ -217,7 +218,7 @@ def test_hand_back_freed_memory_returns_the_heap_to_the_kernel_on_glibc():
     blocks), and the call hands most of them back (RSS falls by at least half of them)."""
     import ctypes
 
-    from minibert.malloc_settings import hand_back_freed_memory
+    from minibert.speed.malloc import hand_back_freed_memory
 
     if not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "malloc_trim"):
         pytest.skip("not glibc: nothing to hand back")

@@ -22,10 +22,10 @@ from minibert import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertModel,  # fmt: skip
-    int8_check,
 )
 from minibert.errors import QuantizationError
-from minibert.int8 import Int8Linear, int8_layers
+from minibert.speed import int8_check
+from minibert.speed.int8 import Int8Linear, int8_layers
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
 IDS = torch.tensor([[5, 6, 7, 8]])
@@ -243,7 +243,7 @@ def test_a_forged_passing_entry_for_the_same_file_is_what_the_floor_reads(tmp_pa
     """A verdict forged with a cosine below the floor (the cache's number is what is compared) refuses."""
     import json
 
-    from minibert.int8_check import _check_key
+    from minibert.speed.int8_check import _check_key
 
     directory = _save(BertModel, tmp_path / "model")
     key = _check_key(directory / "model.safetensors")

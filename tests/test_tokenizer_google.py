@@ -14,7 +14,7 @@ import pytest
 from unicode_text import SPECIAL_WORDS, categories, every_category_lines, vocabulary_of
 
 from minibert.tokenizer.google import GoogleBasicTokenizer
-from minibert.training.vocabulary import PretrainingVocabulary
+from minibert.training.pretraining_data.full_tokenizer import PretrainingVocabulary
 from tf_reference import run_reference
 
 

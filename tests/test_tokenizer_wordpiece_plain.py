@@ -2,7 +2,7 @@
 of wordpiece_trainer.py (``learn_vocabulary``, the fast one ``minibert vocab`` runs): every piece at
 the same id, on real text — English fortunes by default (1,000 lines, 120 merges, so the plain one takes
 seconds), the multi-script translation catalogue of tests/corpus.py with 1,000 merges in the slow run.
-(wordpiece_trainer.py itself is compared with tokenizers' trainer in test_training_vocab.py.)"""
+(wordpiece_trainer.py itself is compared with tokenizers' trainer in test_tokenizer_wordpiece_trainer.py.)"""
 
 from __future__ import annotations
 

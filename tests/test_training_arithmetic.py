@@ -1,4 +1,4 @@
-"""The training state records how the steps were computed (training/arithmetic.py): a resume follows
+"""The training state records how the steps were computed (training/run/arithmetic.py): a resume follows
 the run's GEMM backend, and says when it computes with another thread count or a backend that
 $MINIBERT_GEMM imposes (its steps are then right but not bit-identical to an unbroken run's)."""
 
@@ -11,9 +11,9 @@ import torch
 
 from helpers import run_minibert
 from minibert.heads import BertForPreTraining
-from minibert.packed_linear import use_backend
-from minibert.training.arithmetic import arithmetic_of, follow_the_run
-from minibert.training.checkpoint import TrainingState
+from minibert.speed.packed_linear import use_backend
+from minibert.training.run.arithmetic import arithmetic_of, follow_the_run
+from minibert.training.run.checkpoint import TrainingState
 from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"
@@ -66,7 +66,7 @@ def tiny_model():
 
 
 def _runnable(model) -> list[str]:
-    from minibert.gemm import onednn_available
+    from minibert.speed.gemm import onednn_available
 
     return ["mkl", "onednn"] if onednn_available(model) else ["mkl"]
 

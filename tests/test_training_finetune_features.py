@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from minibert.errors import DataError
-from minibert.training.finetune.examples import ExampleFormat, check_labels, label_list, read_examples
-from minibert.training.finetune.features import make_features, write_features
-from minibert.training.finetune.head import load_vocabulary
+from minibert.training.tasks.examples import ExampleFormat, check_labels, label_list, read_examples
+from minibert.training.tasks.features import make_features, write_features
+from minibert.training.tasks.head import load_vocabulary
 from tf_reference import run_reference
 
 FORTUNES = Path("/usr/share/games/fortunes/fortunes")

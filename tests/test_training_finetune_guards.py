@@ -21,8 +21,8 @@ import pytest
 from test_training_finetune_run import environment, flags, write_examples
 
 from helpers import assert_refused_by_the_lock, run_minibert, signals_as_from_a_terminal
-from minibert.training.checkpoint import TrainingState
-from minibert.training.run_lock import LOCK_FILE, run_folder_lock
+from minibert.training.run.checkpoint import TrainingState
+from minibert.training.run.lock import LOCK_FILE, run_folder_lock
 
 CHECKPOINT_FILES = ("training_state.pt", "model.safetensors", "config.json")
 
@@ -145,7 +145,7 @@ def test_a_sweep_folder_is_locked(tmp_path):
 
 
 def test_a_stopped_sweep_says_what_is_done_and_how_to_continue(tmp_path, monkeypatch):
-    from minibert.training.finetune import sweep as sweep_module
+    from minibert.training import sweep as sweep_module
 
     real, calls = sweep_module.finetune, []
 

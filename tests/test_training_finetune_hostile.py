@@ -116,7 +116,7 @@ def test_hostile_input_one_line_exit_code_nothing_written(tmp_path, case, conten
 
 def test_a_byte_order_mark_and_crlf_lines_are_read_as_the_same_examples(tmp_path):
     """Excel's "CSV UTF-8" starts with a BOM and ends lines with CRLF: the same examples as without."""
-    from minibert.training.finetune.examples import ExampleFormat, read_examples
+    from minibert.training.tasks.examples import ExampleFormat, read_examples
 
     plain = read_examples(write(tmp_path / "plain.csv", GOOD), ExampleFormat())
     excel = read_examples(write(tmp_path / "excel.csv", "\ufeff" + GOOD.replace("\n", "\r\n")), ExampleFormat())

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minibert.training.finetune.metrics import accuracy, f1, matthews, pearson, spearman, task_metrics
+from minibert.training.tasks import task_named
+from minibert.training.tasks.metrics import accuracy, f1, matthews, pearson, spearman, task_metrics
 
 metrics = pytest.importorskip("sklearn.metrics")
 stats = pytest.importorskip("scipy.stats")
@@ -43,7 +44,8 @@ def test_correlations_equal_scipys_with_ties(seed):
 
 def test_each_glue_task_reports_its_own_figure():
     logits = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
-    assert set(task_metrics(np.array([1, 0, 0]), logits, "mrpc", "single_label_classification")) == {"accuracy", "f1"}
-    assert set(task_metrics(np.array([1, 0, 0]), logits, "cola", "single_label_classification")) == {
-        "accuracy", "matthews"}  # fmt: skip
-    assert set(task_metrics(np.array([1.0, 2.0, 3.0]), logits[:, :1], "sts-b", "regression")) == {"pearson", "spearman"}
+    assert set(task_metrics(np.array([1, 0, 0]), logits, "mrpc")) == {"accuracy", "f1"}
+    assert set(task_metrics(np.array([1, 0, 0]), logits, "cola")) == {"accuracy", "matthews"}
+    assert set(task_metrics(np.array([1, 0, 0]), logits, "sst-2")) == {"accuracy"}
+    regress = task_named("regress")
+    assert set(regress.metrics(np.array([1.0, 2.0, 3.0]), logits[:, :1], None, None)) == {"pearson", "spearman"}

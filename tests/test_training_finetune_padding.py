@@ -21,9 +21,11 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from helpers import assert_close  # noqa: E402
-from minibert.training.finetune.features import Features  # noqa: E402
-from minibert.training.finetune.head import load_classifier  # noqa: E402
-from minibert.training.step import classification_sums, hub_named_parameters  # noqa: E402
+from minibert.training.run.loop import set_dropout  # noqa: E402
+from minibert.training.run.optimization import hub_named_parameters  # noqa: E402
+from minibert.training.tasks import task_named  # noqa: E402
+from minibert.training.tasks.features import Features  # noqa: E402
+from minibert.training.tasks.head import load_classifier  # noqa: E402
 
 TINY = Path(__file__).parent / "data" / "tiny_hub"
 PROBLEM = "single_label_classification"
@@ -40,7 +42,7 @@ def padded_features(vocab: int, width: int, rows: int = 6) -> Features:
 
 
 def test_cut_batch_has_the_padded_batchs_loss_and_gradients(tmp_path):
-    ours = load_classifier(str(TINY), ["a", "b"], PROBLEM, continues=False, dropout=0.0, seed=3)
+    ours = set_dropout(load_classifier(str(TINY), ["a", "b"], PROBLEM, continues=False, seed=3), 0.0).train()
     ours.save_pretrained(tmp_path)
     theirs = transformers.BertForSequenceClassification.from_pretrained(
         tmp_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0).train()
@@ -49,7 +51,7 @@ def test_cut_batch_has_the_padded_batchs_loss_and_gradients(tmp_path):
     cut = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in features.batch(rows).items()}
     assert cut["input_ids"].shape[1] == features.input_mask.sum(1).max() < features.input_ids.shape[1]  # cut
 
-    loss, _, _ = classification_sums(ours, cut, len(rows), PROBLEM)
+    loss = task_named("classify").sums(ours, cut, {"batch_size": float(len(rows))}).loss
     loss.backward()
     reference = theirs(input_ids=torch.from_numpy(features.input_ids), attention_mask=torch.from_numpy(
         features.input_mask), token_type_ids=torch.from_numpy(features.segment_ids),

@@ -1,7 +1,7 @@
 """Fine-tuning under torchrun: two processes, each with half of every batch, end with the weights
 of one process with the whole batch (dropout 0), for a classifier, a tagger and a question answerer
 (SQuAD v2.0 windows) — the loss of each half is divided by the whole batch's denominators
-(training/step.py), and the gradients summed."""
+(training/run/optimization.py), and the gradients summed."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``minibert finetune ... --seeds N --learning-rates A,B --ray``: the sweep's trials as Ray Tune
 trials on a real local Ray (ray.init(num_cpus=2)). Each trial is the sequential sweep's run_trial at
 1 torch thread, so its run folder, its metrics (every loss, every dev figure) and the table equal,
-bit for bit, those of the sequential sweep run at 1 thread (training/arithmetic.py: the thread count
+bit for bit, those of the sequential sweep run at 1 thread (training/run/arithmetic.py: the thread count
 decides how sums are rounded); a diverged trial is a "diverged" row in both; a resumed --ray sweep
 continues the finished trials (no new step) as the sequential one does. A bad address and a missing
 ray are one line each, exit 1, and ``import minibert`` (or the sequential sweep) never imports ray."""
@@ -19,7 +19,7 @@ import torch
 from test_training_finetune_run import SRC, TINY, environment, write_examples
 
 from helpers import run_minibert
-from minibert.training.checkpoint import TrainingState
+from minibert.training.run.checkpoint import TrainingState
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.tune")
@@ -52,7 +52,7 @@ def sweep_flags(data, output, *extra: str) -> list[str]:
 def records(run) -> list[dict]:
     """A run's metrics lines without the timings."""
     lines = (run / "metrics.jsonl").read_text().splitlines()
-    timings = ("seconds", "examples_per_second")
+    timings = ("seconds", "examples_per_second", "tokens_per_second")
     return [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
 
 
@@ -168,8 +168,8 @@ def test_ray_without_a_sweep_is_a_usage_error(data, tmp_path):
 
 
 def test_neither_minibert_nor_the_sequential_sweep_imports_ray():
-    code = ("import sys, minibert, minibert.apps.cli, minibert.training.finetune.sweep, "
-            "minibert.training.finetune.loop; print(sorted(m for m in sys.modules if m.startswith('ray')))")
+    code = ("import sys, minibert, minibert.apps.cli, minibert.training.sweep, "
+            "minibert.training.run.loop; print(sorted(m for m in sys.modules if m.startswith('ray')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment(), check=True)
     assert done.stdout.strip() == "[]", done.stdout
 

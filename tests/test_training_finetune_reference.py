@@ -30,7 +30,7 @@ from test_training_finetune_learns import make_data  # noqa: E402
 from test_training_finetune_step import google_steps  # noqa: E402
 
 from minibert.apps.cli import main  # noqa: E402
-from minibert.training.finetune.head import load_classifier  # noqa: E402
+from minibert.training.tasks.head import load_classifier  # noqa: E402
 
 LENGTH, BATCH, RATE = 32, 8, 1e-4
 
@@ -43,7 +43,8 @@ def read_csv(path: Path) -> tuple[list[str], list[str]]:
 
 def start_folder(minilm_dir: Path, labels: list[str], seed: int, folder: Path) -> Path:
     """The run's start as a hub folder transformers loads: the encoder and the seeded new head."""
-    load_classifier(str(minilm_dir), labels, "single_label_classification", False, 0.0, seed).save_pretrained(folder)
+    torch.manual_seed(seed)  # the loop's seeding before a network is built (training/run/loop.py)
+    load_classifier(str(minilm_dir), labels, "single_label_classification", False, seed).save_pretrained(folder)
     for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
         (folder / name).write_bytes((minilm_dir / name).read_bytes())
     return folder

@@ -14,9 +14,9 @@ import pytest
 
 from minibert.apps.cli import main
 from minibert.errors import DataError
-from minibert.training.finetune.head import load_vocabulary
-from minibert.training.finetune.squad_examples import read_squad_examples
-from minibert.training.finetune.squad_features import convert_examples_to_features
+from minibert.training.tasks.head import load_vocabulary
+from minibert.training.tasks.squad_examples import read_squad_examples
+from minibert.training.tasks.squad_features import convert_examples_to_features
 from squad_files import squad_data, write_squad
 from tf_reference import run_reference
 

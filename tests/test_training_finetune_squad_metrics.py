@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from minibert.training.finetune.squad_metrics import exact_match_score, f1_score, normalize_answer, squad_scores
+from minibert.training.tasks.squad_metrics import exact_match_score, f1_score, normalize_answer, squad_scores
 
 
 @pytest.mark.parametrize("text,normal", [

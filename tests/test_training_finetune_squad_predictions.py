@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from test_training_finetune_squad_features import google_squad
 
-from minibert.training.finetune.head import load_vocabulary
-from minibert.training.finetune.squad_examples import read_squad_examples
-from minibert.training.finetune.squad_features import convert_examples_to_features
-from minibert.training.finetune.squad_predictions import predict_answers, write_predictions
+from minibert.training.tasks.head import load_vocabulary
+from minibert.training.tasks.squad_examples import read_squad_examples
+from minibert.training.tasks.squad_features import convert_examples_to_features
+from minibert.training.tasks.squad_predictions import predict_answers, write_predictions
 from squad_files import write_squad
 
 SIZES = {"max_seq_length": 64, "doc_stride": 24, "max_query_length": 16}

@@ -26,9 +26,9 @@ transformers = pytest.importorskip("transformers")
 
 from test_training_finetune_step import TINY, google_rate, google_steps  # noqa: E402
 
-from minibert.training.finetune import FinetuneOptions, finetune  # noqa: E402
-from minibert.training.finetune.head import load_vocabulary  # noqa: E402
-from minibert.training.finetune.squad_task import squad_features  # noqa: E402
+from minibert.training import FinetuneOptions, finetune  # noqa: E402
+from minibert.training.tasks.answer import squad_features  # noqa: E402
+from minibert.training.tasks.head import load_vocabulary  # noqa: E402
 from squad_files import write_squad  # noqa: E402
 
 

@@ -25,7 +25,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from minibert.training.finetune import FinetuneOptions, finetune  # noqa: E402
+from minibert.training import FinetuneOptions, finetune  # noqa: E402
 
 TINY = Path(__file__).parent / "data" / "tiny_hub"
 TEXTS = [("the machine drank water", "pos"), ("a bank of the river", "neg"), ("i love paris", "pos"),

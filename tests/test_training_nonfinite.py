@@ -12,8 +12,8 @@ import math
 import pytest
 
 from helpers import run_minibert
-from minibert.training.checkpoint import RunDirectory
-from minibert.training.plot import read_metrics
+from minibert.training.run.checkpoint import RunDirectory
+from minibert.training.run.plot import read_metrics
 from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"
@@ -69,16 +69,18 @@ def test_weights_that_are_not_finite_are_never_saved_over_a_checkpoint(tmp_path)
 
     from minibert.errors import TrainingDivergedError
     from minibert.heads import BertForPreTraining
-    from minibert.training.distributed import World
-    from minibert.training.loop import save
+    from minibert.training.run.distributed import World
+    from minibert.training.run.loop import Run, save
+    from minibert.training.tasks import task_named
 
     model = BertForPreTraining.from_pretrained(TINY)
     with torch.no_grad():
         model.bert.embeddings.word_embeddings.weight[3, 1] = math.inf
-    run = RunDirectory(tmp_path)
-    run.saved_step = 4
+    folder = RunDirectory(tmp_path)
+    folder.saved_step = 4
+    run = Run(task_named("pretraining"), None, World(), folder, model=model)
     with pytest.raises(TrainingDivergedError, match="step 5: the weights hold NaN or infinite values.*step 4"):
-        save(run, model, None, None, {"batch_size": 4}, {}, 5, World())
+        save(run, 5)
     assert not any(tmp_path.iterdir())
 
 
@@ -89,6 +91,7 @@ def test_metrics_written_with_null_by_older_runs_are_read_as_missing_numbers(tmp
 
 # ------------------------------------------------------------------ the guard attacked
 
+PRETRAINING_WATCHED = {"mlm_loss": "masked-LM loss", "nsp_loss": "next-sentence loss", "gradient_norm": "gradient norm"}
 GOOD = {"step": 7, "loss": 3.0, "mlm_loss": 2.5, "nsp_loss": 0.5, "learning_rate": 1e-4, "gradient_norm": 1.0}
 
 
@@ -105,25 +108,25 @@ GOOD = {"step": 7, "loss": 3.0, "mlm_loss": 2.5, "nsp_loss": 0.5, "learning_rate
 )
 def test_every_non_finite_number_watched_stops_the_run_naming_it(tmp_path, changes, said):
     from minibert.errors import TrainingDivergedError
-    from minibert.training.report import check_finite
+    from minibert.training.run.report import check_finite
 
     expected = f"^step 7: not a finite number \\({said}\\) at learning rate 0.0001"
     with pytest.raises(TrainingDivergedError, match=expected):
-        check_finite({**GOOD, **changes}, 1e-4, tmp_path, 5, "minibert pretrain ... --resume")
+        check_finite({**GOOD, **changes}, 1e-4, tmp_path, 5, "minibert pretrain ... --resume", PRETRAINING_WATCHED)
 
 
 @pytest.mark.parametrize("changes", [{}, {"mlm_loss": 3e38, "loss": 3e38}, {"gradient_norm": 1e30}, {"nsp_loss": 0.0}])
 def test_large_but_finite_numbers_go_on(tmp_path, changes):
-    from minibert.training.report import check_finite
+    from minibert.training.run.report import check_finite
 
-    check_finite({**GOOD, **changes}, 1e-4, tmp_path, 5, "")
+    check_finite({**GOOD, **changes}, 1e-4, tmp_path, 5, "", PRETRAINING_WATCHED)
 
 
 def test_the_resume_command_quotes_paths_and_gives_the_flags_that_differ():
     import shlex
 
-    from minibert.training.loop import PretrainOptions
-    from minibert.training.report import resume_command
+    from minibert.training import PretrainOptions
+    from minibert.training.run.report import resume_command
 
     options = PretrainOptions(data=["my data/a.tfrecord", "b.tfrecord"], output="run 1", steps=10, batch_size=4,
                               config="c.json", vocab="v.txt", do_lower_case=False, learning_rate=1e-3,
@@ -143,7 +146,10 @@ def test_the_resume_command_quotes_paths_and_gives_the_flags_that_differ():
 def test_finetune_watches_its_loss_and_gradient_norm(tmp_path, changes, said):
     """finetune's record has one loss (no masked-LM/next-sentence parts): the same check, its figures."""
     from minibert.errors import TrainingDivergedError
-    from minibert.training.report import WATCHED_FINETUNE, check_finite
+    from minibert.training.run.report import check_finite
+    from minibert.training.tasks import task_named
+
+    WATCHED_FINETUNE = task_named("classify").watched
 
     record = {"step": 3, "loss": 0.7, "learning_rate": 2e-5, "gradient_norm": 1.5, **changes}
     expected = f"^step 3: not a finite number \\({said}\\) at learning rate 2e-05"
@@ -155,8 +161,8 @@ def test_finetune_watches_its_loss_and_gradient_norm(tmp_path, changes, said):
 def test_the_finetune_resume_command_gives_its_labels_and_task_and_quotes_paths():
     import shlex
 
-    from minibert.training.finetune import FinetuneOptions
-    from minibert.training.report import resume_command
+    from minibert.training import FinetuneOptions
+    from minibert.training.run.report import resume_command
 
     options = FinetuneOptions(model="my model", train="t.tsv", output="run 1", task="classify", glue="mrpc",
                               labels=("0", "1"), epochs=2.0, learning_rate=3e-5)  # fmt: skip

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helpers import run_minibert
-from minibert.training.plot import POINTS, BucketedMeans, iter_metrics
+from minibert.training.run.plot import POINTS, BucketedMeans, iter_metrics
 
 
 def write_metrics(folder, steps: int, bad=None) -> None:

@@ -1,4 +1,4 @@
-"""--bf16 says so where it is slower than float32 (training/precision.py): a measured, cached verdict.
+"""--bf16 says so where it is slower than float32 (training/run/precision.py): a measured, cached verdict.
 
 Whether bf16 is faster is a property of the CPU, not a number a test can expect; what is tested is
 what minibert does with the verdict: one warning line naming the CPU and both speeds where bf16 is
@@ -13,8 +13,9 @@ import json
 import pytest
 
 from helpers import run_minibert
-from minibert import cpu_info
-from minibert.training import precision
+from minibert.speed import cpu
+from minibert.speed.cache import cache_file
+from minibert.training.run import precision
 from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"  # hidden 32, intermediate 37, vocab 111
@@ -30,8 +31,8 @@ def cache_dir(tmp_path, monkeypatch):
 def pretrain_bf16(tmp_path, verdict: dict) -> list[str]:
     """`minibert pretrain --bf16` one step, with this verdict in the cache; its stderr lines."""
     key = precision.cache_key(32, 37, BATCH * SEQ_LEN)
-    precision.cache_file().parent.mkdir(parents=True, exist_ok=True)
-    precision.cache_file().write_text(json.dumps({key: verdict}))
+    cache_file().parent.mkdir(parents=True, exist_ok=True)
+    cache_file().write_text(json.dumps({key: verdict}))
     data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=SEQ_LEN))
     result = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(tmp_path / "run"),
                           "--steps", "1", "--batch-size", str(BATCH), "--bf16")  # fmt: skip
@@ -44,39 +45,39 @@ def test_a_slower_bf16_gets_one_warning_naming_the_cpu_and_both_speeds(tmp_path,
     warned = [line for line in lines if "--bf16" in line]
     print("\n" + "\n".join(warned))
     assert len(warned) == 1, lines
-    if cpu_info.has_native_bf16():
+    if cpu.has_native_bf16():
         assert warned[0].startswith("minibert: warning: --bf16 is slower than float32 on this CPU")
-        assert cpu_info.cpu_name() in warned[0] and "55 GFLOP/s in bf16 against 90 in float32" in warned[0]
-        assert str(precision.cache_file()) in warned[0]
+        assert cpu.cpu_name() in warned[0] and "55 GFLOP/s in bf16 against 90 in float32" in warned[0]
+        assert str(cache_file()) in warned[0]
     else:  # emulated bf16: said without measuring
         assert "without bf16 instructions" in warned[0]
 
 
 def test_a_faster_bf16_runs_without_a_word(tmp_path, cache_dir):
-    if not cpu_info.has_native_bf16():
+    if not cpu.has_native_bf16():
         pytest.skip("this CPU has no bf16 instructions: --bf16 is always warned about")
     lines = pretrain_bf16(tmp_path, {"fp32_gflops": 55.0, "bf16_gflops": 90.0})
     assert not [line for line in lines if "--bf16" in line or "warning" in line], lines
 
 
 def test_the_verdict_is_measured_once_then_read_from_the_cache(cache_dir, recwarn):
-    if not cpu_info.has_native_bf16():
+    if not cpu.has_native_bf16():
         pytest.skip("this CPU has no bf16 instructions: nothing is measured")
     measured = precision.check_bf16(32, 64, 16)
     assert not measured.cached and measured.fp32_gflops > 0 and measured.bf16_gflops > 0
-    record = json.loads(precision.cache_file().read_text())[precision.cache_key(32, 64, 16)]
-    assert record["cpu"] == cpu_info.cpu_name()
+    record = json.loads(cache_file().read_text())[precision.cache_key(32, 64, 16)]
+    assert record["cpu"] == cpu.cpu_name()
     again = precision.check_bf16(32, 64, 16)
     assert again.cached and (again.fp32_gflops, again.bf16_gflops) == (measured.fp32_gflops, measured.bf16_gflops)
-    print(f"\nbf16 autocast {measured.speedup:.2f}x float32 on {cpu_info.cpu_name()} (tiny shapes, under load)")
+    print(f"\nbf16 autocast {measured.speedup:.2f}x float32 on {cpu.cpu_name()} (tiny shapes, under load)")
 
 
 @pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"KEY": {"fp32_gflops": "fast", "bf16_gflops": 1}}'])
 def test_a_damaged_cache_is_measured_again(cache_dir, recwarn, damage):
-    if not cpu_info.has_native_bf16():
+    if not cpu.has_native_bf16():
         pytest.skip("this CPU has no bf16 instructions: nothing is measured")
     cache_dir.mkdir()
-    precision.cache_file().write_text(damage.replace("KEY", precision.cache_key(32, 64, 16)))
+    cache_file().write_text(damage.replace("KEY", precision.cache_key(32, 64, 16)))
     verdict = precision.check_bf16(32, 64, 16)
     assert not verdict.cached and verdict.fp32_gflops > 0
-    assert precision.cache_key(32, 64, 16) in json.loads(precision.cache_file().read_text())
+    assert precision.cache_key(32, 64, 16) in json.loads(cache_file().read_text())

@@ -25,8 +25,8 @@ from minibert.errors import DataError
 from minibert.formats.atomic_files import atomic_output
 from minibert.formats.tfrecord import frame_records
 from minibert.heads import BertForPreTraining
-from minibert.training.checkpoint import TrainingState
-from minibert.training.data import read_instances
+from minibert.training.run.checkpoint import TrainingState
+from minibert.training.tasks.tfrecord_instances import read_instances
 from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"  # vocab_size 111, type_vocab_size 2, max_position_embeddings 64

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from helpers import run_minibert
-from minibert.training.step import AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters
+from minibert.training.run.optimization import AdamWeightDecay, Schedule, clip_by_global_norm, hub_named_parameters
 from random_instances import random_instances, write_instances
 
 transformers = pytest.importorskip("transformers")

@@ -23,12 +23,12 @@ from test_formats_tfrecord_hostile import TENSORFLOW_DIES, damaged_files
 from unicode_text import every_category_lines, vocabulary_of
 
 from minibert.formats.tfrecord import read_examples
-from minibert.training.create import create_pretraining_data
-from minibert.training.instances import instances_from_document, truncate_pair
-from minibert.training.masking import mask_pieces
-from minibert.training.options import InstanceOptions
-from minibert.training.records import FEATURE_NAMES
-from minibert.training.vocabulary import PretrainingVocabulary
+from minibert.training.pretraining_data.create import create_pretraining_data
+from minibert.training.pretraining_data.full_tokenizer import PretrainingVocabulary
+from minibert.training.pretraining_data.instances import instances_from_document, truncate_pair
+from minibert.training.pretraining_data.masking import mask_pieces
+from minibert.training.pretraining_data.options import InstanceOptions
+from minibert.training.pretraining_data.records import FEATURE_NAMES
 from tf_reference import google_master_script, run_reference, tf_python
 
 FORTUNES = Path("/usr/share/games/fortunes")
@@ -420,7 +420,7 @@ EDGE_LINES = [
 
 @pytest.mark.parametrize("case", ["uncased", "cased"])
 def test_pieces_equal_google_full_tokenizer(case, corpus, reference):
-    """minibert's tokenizer set up as Google's (vocabulary.py) = FullTokenizer, line by line."""
+    """minibert's tokenizer set up as Google's (pretraining_data/full_tokenizer.py) = FullTokenizer, line by line."""
     google = reference[f"tokenize-{case}"]["pieces"]
     vocabulary = PretrainingVocabulary.load(corpus[case], do_lower_case=case == "uncased")
     for line, want in zip(reference["lines"], google, strict=True):
@@ -429,7 +429,7 @@ def test_pieces_equal_google_full_tokenizer(case, corpus, reference):
 
 
 def test_docstring_examples():
-    for name in ("options", "vocabulary", "masking", "instances", "records", "documents", "create"):
-        module = importlib.import_module(f"minibert.training.{name}")
+    for name in ("options", "full_tokenizer", "masking", "instances", "records", "documents", "create"):
+        module = importlib.import_module(f"minibert.training.pretraining_data.{name}")
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"

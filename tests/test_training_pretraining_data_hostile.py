@@ -17,8 +17,8 @@ import pytest
 from helpers import run_minibert as run
 from minibert.errors import CheckpointError, DataError
 from minibert.formats.tfrecord import read_examples
-from minibert.training.create import create_pretraining_data
-from minibert.training.options import InstanceOptions
+from minibert.training.pretraining_data.create import create_pretraining_data
+from minibert.training.pretraining_data.options import InstanceOptions
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "##s", "##ed", "it", "was", "warm", "."]

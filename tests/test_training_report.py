@@ -13,7 +13,8 @@ import re
 import pytest
 
 from helpers import run_minibert
-from minibert.training.report import Progress
+from minibert.training.run.report import Progress
+from minibert.training.tasks import task_named
 from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"
@@ -78,7 +79,8 @@ def test_on_a_terminal_the_line_is_rewritten_and_the_summary_follows_on_its_own_
     progress = Progress(steps=30, done=10, enabled=None)
     for step in range(11, 31):
         progress.show(record(step, 10.0 - step / 10), elapsed=step - 10.0)
-    progress.summary(tmp_path, elapsed=120.0, picture=tmp_path / "loss.png")
+    progress.summary(tmp_path, elapsed=120.0, picture=tmp_path / "loss.png", command="pretrain",
+                     detail=task_named("pretraining").summary)
     text = terminal.getvalue()
     assert text.count("\r") == 20 and "\rstep 30/30  loss 7.0000" in text
     lines = text.split("\n")

@@ -1,5 +1,5 @@
 """One run per folder (issue 45, item 1): `minibert pretrain` holds an exclusive lock on its
---output folder (training/run_lock.py). A second command into the same folder is refused at once,
+--output folder (training/run/lock.py). A second command into the same folder is refused at once,
 naming the folder and the process that holds it; the first run is left intact; a SIGKILLed holder
 leaves no stale lock (the operating system releases a flock when its process dies)."""
 
@@ -18,7 +18,7 @@ import pytest
 import minibert
 from helpers import assert_refused_by_the_lock, run_minibert
 from minibert.errors import RunFolderBusyError
-from minibert.training.run_lock import LOCK_FILE, run_folder_lock
+from minibert.training.run.lock import LOCK_FILE, run_folder_lock
 from random_instances import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)
@@ -74,7 +74,7 @@ def test_two_pretrain_runs_into_one_folder_leave_one_intact_run_and_one_refusal(
 
 def test_a_sigkilled_holder_leaves_no_stale_lock(tmp_path, data):
     run = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from minibert.training.run_lock import "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from minibert.training.run.lock import "
                                "run_folder_lock\nwith run_folder_lock(sys.argv[1]): time.sleep(600)", str(run)],
                               env=environment())  # fmt: skip
     wait_for_holder(run / LOCK_FILE, holder)

@@ -17,7 +17,7 @@ import pytest
 
 import minibert
 from helpers import run_minibert, signals_as_from_a_terminal
-from minibert.training.checkpoint import TrainingState
+from minibert.training.run.checkpoint import TrainingState
 from random_instances import random_instances, write_instances
 
 SRC = str(Path(minibert.__file__).parent.parent)

@@ -95,12 +95,12 @@ def test_a_huge_value_is_not_copied_into_the_error(checkpoint):
 )
 def test_config_is_checked_against_the_weights_header_before_the_data_is_read(checkpoint, monkeypatch, field, value,
                                                                              tensor):  # fmt: skip
-    import minibert.weights
+    import minibert.loading.from_pretrained
 
     def no_reading(path):
         raise AssertionError("the weights' data was read before the header was checked against config.json")
 
-    monkeypatch.setattr(minibert.weights, "read_state_dict", no_reading)
+    monkeypatch.setattr(minibert.loading.from_pretrained, "read_state_dict", no_reading)
     _edit_config(checkpoint, **{field: value})
     with pytest.raises(CheckpointError) as caught:
         BertModel.from_pretrained(checkpoint)
@@ -131,7 +131,7 @@ def _safetensors(path, tensors: dict, data: bytes) -> None:
     ],
 )
 def test_safetensors_header_is_checked_against_the_file_before_reading(tmp_path, tensors, data, says):
-    from minibert.formats.safetensors import read_safetensors, safetensors_shapes
+    from minibert.loading.safetensors import read_safetensors, safetensors_shapes
 
     path = tmp_path / "model.safetensors"
     _safetensors(path, tensors, data)
@@ -142,7 +142,7 @@ def test_safetensors_header_is_checked_against_the_file_before_reading(tmp_path,
 
 
 def test_a_well_formed_safetensors_file_reads(tmp_path):
-    from minibert.formats.safetensors import read_safetensors
+    from minibert.loading.safetensors import read_safetensors
 
     path = tmp_path / "model.safetensors"
     _safetensors(path, {"b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
@@ -216,7 +216,7 @@ def test_a_hub_that_never_answers_is_given_up_on_in_bounded_time(silent_hub, tmp
 
 
 def test_the_hub_timeout_setting_is_checked(monkeypatch):
-    from minibert.formats.hub import hub_timeout
+    from minibert.loading.hub import hub_timeout
 
     monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "-5")
     with pytest.raises(ValueError, match="MINIBERT_HUB_TIMEOUT"):
@@ -233,7 +233,7 @@ def test_the_deadline_bounds_small_files_not_a_weights_download(monkeypatch, tmp
     import huggingface_hub
 
     from minibert.errors import ModelNotFoundError
-    from minibert.formats import hub
+    from minibert.loading import hub
 
     def slow_download(repo_id, filename, **options):
         time.sleep(1.0)
@@ -325,7 +325,7 @@ class _CountInitialisation(torch.overrides.TorchFunctionMode):
         self.calls = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        from minibert.weights import _WithoutInitialisation
+        from minibert.loading.from_pretrained import _WithoutInitialisation
 
         if func in _WithoutInitialisation.SKIPPED:
             self.calls.append(getattr(func, "__name__", str(func)))

@@ -36,8 +36,8 @@ from pathlib import Path
 from . import heads
 from .config import BertConfig
 from .errors import CheckpointError
-from .formats.hub import resolve_file
 from .formats.json_files import parse_json
+from .loading.hub import resolve_file
 from .model import BertModel
 from .tokenizer import BertTokenizer
 

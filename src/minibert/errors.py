@@ -31,7 +31,7 @@ class InputTypeError(MinibertError, TypeError):
 class TransformersNameError(MinibertError, AttributeError):
     """A transformers name minibert spells differently: a module (``model.encoder.layer[3]``,
     ``embeddings.LayerNorm``, ``attention.self.query``; the message gives minibert's name, from the
-    rename table ``minibert.weights.RENAMES``), or a method of the older tutorials that transformers
+    rename table ``minibert.loading.names.RENAMES``), or a method of the older tutorials that transformers
     itself removed (``tokenizer.encode_plus``; the message gives what replaces it)."""
 
 
@@ -82,7 +82,7 @@ class FileWriteError(MinibertError, OSError):
 
 
 class RunFolderBusyError(MinibertError):
-    """Another command is writing the run folder (training/run_lock.py): the message names the
+    """Another command is writing the run folder (training/run/lock.py): the message names the
     folder and the process id that holds its lock."""
 
 

@@ -13,7 +13,7 @@ followed sentence A. Fine-tuning puts one small layer on top instead (the paper'
 The names, the outputs (``loss``, ``logits``, ``start_logits``, ...) and the losses given
 ``labels`` are transformers', so switching is one line. The tensors carry the hub's names
 (``cls.predictions.*``, ``cls.seq_relationship.*``, ``classifier.*``, ``qa_outputs.*``); the rename
-table (weights.py) maps them onto ``mlm_head``, ``nsp_head``, ``classifier`` and ``qa_outputs`` here.
+table (loading/names.py) maps them onto ``mlm_head``, ``nsp_head``, ``classifier`` and ``qa_outputs`` here.
 
 Shape legend as in model.py; C = choices, V = vocabulary size, K = labels.
 """

@@ -13,13 +13,13 @@ Shape legend used in the comments:
       └─ last_hidden_state (B, T, H);  Pooler: tanh(W · h[CLS])      → pooler_output (B, H)
 
 What this file leaves to others: checking the inputs (inputs.py), loading pretrained weights
-(weights.py, through the base class in pretrained.py), the task heads (heads.py), and speed. Speed
+(loading/, through the base class in pretrained.py), the task heads (heads.py), and speed. Speed
 enters in two named places, each computing the same numbers as the formulas written out here (up to
 the order of float sums; tests/test_model.py and tests/test_speed_book_modules.py compare them):
 
-* ``layout`` in ``SelfAttention.forward`` (fast_path.py): a fused attention kernel, and, where a
+* ``layout`` in ``SelfAttention.forward`` (speed/fast_path.py): a fused attention kernel, and, where a
   caller asks for it by name (``skip_padding=True``), padding packed away;
-* ``speed_up`` at the end of ``from_pretrained`` (speed.py): a faster GEMM library swapped into the
+* ``speed_up`` at the end of ``from_pretrained`` (speed/seam.py): a faster GEMM library swapped into the
   linear layers. ``model.use_book_modules()`` turns both off: the model is then this file's code alone.
 
 ``TransformersNames`` in the bases only answers transformers' module names (``model.encoder.layer[3]``)
@@ -35,9 +35,9 @@ from torch import nn
 
 from .activations import activation
 from .config import BertConfig
-from .fast_path import FastLayout
 from .inputs import prepare_inputs
 from .pretrained import PretrainedBert
+from .speed.fast_path import FastLayout
 from .transformers_names import TransformersNames
 
 
@@ -88,7 +88,7 @@ class SelfAttention(TransformersNames, nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (B, T, H), mask (B, 1, 1, T) additive → (B, T, H) and the weights (B, N, T, T)."""
         q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, H) each
-        if layout is not None:  # where the fast path enters (fast_path.py): same numbers, no weights kept
+        if layout is not None:  # where the fast path enters (speed/fast_path.py): same numbers, no weights kept
             return self.output(layout.attend(q, k, v, mask, self.num_heads, self.dropout.p * self.training)), None
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, N, T, S) each
         scores = (q @ k.transpose(-1, -2)) * self.head_size**-0.5  # (B, N, T, T): query · key / √S
@@ -195,7 +195,7 @@ class BertModel(TransformersNames, PretrainedBert):
     Every position of ``last_hidden_state`` is computed, [PAD] rows too, as transformers computes
     them. ``model(..., skip_padding=True)`` skips the work on [PAD] rows (zeros there): for callers
     that never read them (pooling, the tasks, the server). ``model.use_book_modules()`` runs this
-    file's modules alone (see speed.py for what ``from_pretrained`` swaps in, and why).
+    file's modules alone (see speed/seam.py for what ``from_pretrained`` swaps in, and why).
     """
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):

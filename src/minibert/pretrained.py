@@ -2,7 +2,7 @@
 
 ``BertModel`` and the networks with heads on top of it (heads.py) subclass ``PretrainedBert``, as
 transformers' classes subclass its ``PreTrainedModel``: ``from_pretrained`` builds the class from
-``config.json`` and fills it through the rename table (weights.py); ``save_pretrained`` writes the
+``config.json`` and fills it through the rename table (loading/); ``save_pretrained`` writes the
 hub's names back. A subclass sets ``self.config`` and calls ``self.init_weights()`` last.
 """
 
@@ -49,9 +49,9 @@ class PretrainedBert(nn.Module):
     def use_book_modules(self, book: bool = True):
         """``True``: run exactly the book's modules (model.py: plain ``nn.Linear``, the feed-forward's
         activation in place, attention written out), undoing the speed ``from_pretrained`` added
-        (speed.py lists it); ``False``: the speed back. The numbers are the same either way, up to
+        (speed/seam.py lists it); ``False``: the speed back. The numbers are the same either way, up to
         the order of float sums. Returns the model: ``model = BertModel.from_pretrained(p).use_book_modules()``."""
-        from .speed import use_book_modules
+        from .speed.seam import use_book_modules
 
         use_book_modules(self, book)
         return self
@@ -82,7 +82,7 @@ class PretrainedBert(nn.Module):
         **label_config,
     ):
         """Build the model from ``config.json`` and load the pretrained weights of a local directory
-        or a hub repository (see ``weights.py``). Returned in eval mode (dropout off).
+        or a hub repository (see ``loading/from_pretrained.py``). Returned in eval mode (dropout off).
 
         To fine-tune a checkpoint that lacks the class's head (a classifier on bert-base, say):
         ``new_heads=True`` starts the missing head tensors (and a missing pooler) from fresh
@@ -91,14 +91,14 @@ class PretrainedBert(nn.Module):
         replace config.json's, as in transformers:
         ``BertForSequenceClassification.from_pretrained(path, new_heads=True, num_labels=6)``.
 
-        ``dtype="auto"`` is bfloat16 where it is measured faster than float32 on this CPU (bf16_speed.py's
+        ``dtype="auto"`` is bfloat16 where it is measured faster than float32 on this CPU (speed/bf16.py's
         ``bf16_is_faster``; bf16 instructions alone are not enough), else float32: approximate
         numbers, opted into. ``dtype="int8"`` (never chosen by "auto") runs the encoder's linear
-        layers in int8 after checking the model against float32 (int8.py, int8_check.py, docs/int8.md).
+        layers in int8 after checking the model against float32 (speed/int8.py, speed/int8_check.py, docs/int8.md).
         ``gemm`` picks the linear layers' matrix library
         ("auto", "mkl", "onednn", "onednn-fused"; default ``$MINIBERT_GEMM`` or "auto": measured on
-        this CPU, see gemm.py)."""
-        from .weights import load_pretrained
+        this CPU, see speed/gemm.py)."""
+        from .loading.from_pretrained import load_pretrained
 
         return load_pretrained(cls, name_or_path, revision=revision, dtype=dtype, device=device,
                                new_heads=new_heads, label_config=label_config, gemm=gemm)  # fmt: skip
@@ -140,7 +140,7 @@ class PretrainedBert(nn.Module):
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names. A model
         loaded with ``dtype="int8"`` is saved in float32, from its checkpoint: int8 is a loading choice."""
-        from .int8 import float32_twin, is_int8
-        from .weights import save_pretrained
+        from .loading.save_pretrained import save_pretrained
+        from .speed.int8 import float32_twin, is_int8
 
         save_pretrained(float32_twin(self) if is_int8(self) else self, directory)

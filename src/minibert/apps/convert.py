@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.atomic_files import current_umask, write_atomically
-from ..formats.hub import resolve_file
+from ..loading.hub import resolve_file
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
 GOOGLE_RELEASE = re.compile(r"^(multi_)?(cased|uncased|wwm_[a-z]+|chinese)_L-\d+_H-\d+_A-\d+")
@@ -49,8 +49,8 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     LABEL_0 ...), a question-answering head (run_squad.py's ``cls/squad/*``: ``BertForQuestionAnswering``);
     without heads the encoder alone (``BertModel``).
     """
+    from ..loading.checkpoint_files import find_checkpoint
     from ..tokenizer.bert_tokenizer import BertTokenizer
-    from ..weights import find_checkpoint
 
     destination = Path(destination)
     if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
@@ -100,8 +100,8 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
 
 def _class_for(weights_file: Path) -> type:
     """The class that loads every head the checkpoint has, by its tensor names (hub or Google's)."""
-    from ..formats.weight_files import tensor_names
     from ..heads import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
+    from ..loading.checkpoint_files import tensor_names
     from ..model import BertModel
 
     names = {name.removeprefix("bert.").removeprefix("bert/") for name in tensor_names(weights_file)}

@@ -4,18 +4,120 @@ The file rules (docs/cli.md): inputs are read as a stream, one text per line (th
 outputs have exactly one row per input line, written atomically (a temporary file renamed into
 place), or, with ``--resume``, committed in chunks that a later run continues (resumable.py).
 Memory stays flat: ``CHUNK`` texts at a time.
+
+The command's flags are here too (``add_parser``), with the embedding flags ``similarity`` shares
+(``embedding_flags``: EmbedOptions' fields, its defaults).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS, EmbedOptions
 from ..errors import InputFileError
 from ..formats.line_files import CHUNK, check_output, count_records, json_line, read_records, spooled_stdin
 from .commands import CommandError, embed_options, load_embedder, report_truncated
+from .flag_types import DTYPE_HELP, DTYPES, positive_int
+
+
+def _pooling(value: str) -> list[str]:
+    modes = value.split(",")
+    unknown = [mode for mode in modes if mode not in POOLINGS]
+    if unknown:
+        choices = ", ".join(POOLINGS)
+        raise argparse.ArgumentTypeError(f"unknown pooling {', '.join(unknown)}: choose from {choices}")
+    return modes
+
+
+def _layers(value: str):
+    try:
+        items = [int(item) for item in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an int or a comma-separated list such as -1,-2,-3,-4, got {value!r}"
+        ) from None
+    return items[0] if len(items) == 1 else items
+
+
+def embedding_flags() -> argparse.ArgumentParser:
+    """The flags of ``embed`` and ``similarity`` that become one EmbedOptions value (its defaults)."""
+    defaults = EmbedOptions()
+    embedding = argparse.ArgumentParser(add_help=False)
+    embedding.add_argument(
+        "--pooling",
+        default=None,
+        type=_pooling,
+        help="mean, cls, max, mean_sqrt_len_tokens, weightedmean, lasttoken, pooler or mean_max, or several "
+        "joined by commas (concatenated); default: the model's own recipe (a sentence-transformers model's "
+        "pooling, Dense layers and normalization), else mean. A mode given here replaces the recipe",
+    )
+    embedding.add_argument("--prompt-name", help="the model's prompt of this name before each text (e5: query)")
+    embedding.add_argument("--prompt", help="this text before each text")
+    embedding.add_argument("--layers", type=_layers, default=defaults.layers,
+                           help="e.g. -1 (the default), or -1,-2,-3,-4 (the last four layers)")  # fmt: skip
+    embedding.add_argument("--layer-combine", default=defaults.layer_combine, choices=LAYER_COMBINES,
+                           help=f"how several --layers make one vector (default {defaults.layer_combine})")  # fmt: skip
+    embedding.add_argument("--batch-size", type=positive_int, default=defaults.batch_size,
+                           help=f"64-token texts per forward pass (default {defaults.batch_size})")  # fmt: skip
+    embedding.add_argument(
+        "--max-length", type=positive_int, default=None, help="tokens per text (default: the model's)"
+    )
+    embedding.add_argument("--long-text", default=defaults.long_text, choices=LONG_TEXTS,
+                           help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
+    embedding.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
+
+    return embedding
+
+
+def add_parser(commands, parents: list) -> None:
+    """Add ``embed`` to the ``minibert`` command's subparsers; ``parents``: the model's flags and
+    embedding_flags()."""
+    embed = commands.add_parser(
+        "embed",
+        parents=parents,
+        help="sentence embeddings",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        '  minibert embed "a text" "another"                 a summary on a terminal, JSON lines when piped\n'
+        "  minibert embed --input texts.txt --output vectors.npy\n"
+        "  minibert embed --input docs.jsonl --output vectors.jsonl --long-text window\n"
+        '  minibert embed "how do pods restart?" --prompt "query: " --model intfloat/e5-small-v2',
+    )
+    embed.add_argument("texts", nargs="*", help="texts to embed; a single - reads texts from stdin, one per line")
+    embed.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (a 'text' field per line), "
+                                       "or - for stdin (one text per line)")  # fmt: skip
+    embed.add_argument("--output", help="write .npy or .jsonl (default: print; .jsonl keeps float32's full precision)")
+    embed.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON lines even on a terminal (default there: a readable summary per text)",
+    )
+    embed.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                       help="unit-length vectors (default: as the model's recipe says)")  # fmt: skip
+    embed.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="texts done / total and an ETA on stderr (default: on a terminal, for long inputs)",
+    )
+    embed.add_argument(
+        "--resume",
+        action="store_true",
+        help="commit progress beside --output; started again with the same arguments after a "
+        "kill, the run continues where it stopped",
+    )
+    embed.add_argument(
+        "--commit-every",
+        type=positive_int,
+        default=CHUNK,
+        metavar="N",
+        help=f"texts embedded, written (and committed with --resume) at a time (default {CHUNK})",
+    )
+    embed.set_defaults(run=cmd_embed)
 
 
 def cmd_embed(args) -> None:
@@ -114,7 +216,7 @@ def _embed(args, output: Path | None) -> None:
 
 def _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress) -> None:
     """Write ``output`` in committed chunks (see resumable.py), continuing an earlier run."""
-    from ..weights import find_checkpoint
+    from ..loading.checkpoint_files import find_checkpoint
     from .resumable import ResumableOutput, ResumeError, file_digest
 
     model = embedder.model.name_or_path  # what was loaded (the bundled model when the default is unreachable)

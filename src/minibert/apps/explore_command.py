@@ -53,7 +53,7 @@ def add_parser(commands, parents: list) -> None:
 
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
-    from ..formats.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL
+    from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL
     from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
     output = Path(args.output)

@@ -1,4 +1,4 @@
-"""``minibert finetune``: a checkpoint fine-tuned on labelled examples by Google's step (training/finetune/).
+"""``minibert finetune``: a checkpoint fine-tuned on labelled examples by Google's step (training/).
 
     minibert finetune --model all-MiniLM-L6-v2 --train train.csv --dev dev.csv --output run \\
         --text-column sentence --label-column language --epochs 1 --batch-size 16
@@ -20,7 +20,7 @@ def add_parser(commands, parents: list) -> None:
     """Add ``finetune`` to the ``minibert`` command's subparsers; ``parents``: the process flags
     every command takes (--debug). Its flags are FinetuneOptions' fields, and the sweep's and
     --write-features' own."""
-    from ..training.finetune.options import FinetuneOptions  # no torch: the fields, defaults, limits, help
+    from ..training.options import FinetuneOptions  # no torch: the fields, defaults, limits, help
 
     finetune = commands.add_parser("finetune", parents=parents,
                                    help="fine-tune a checkpoint on labelled examples (Google's step)")  # fmt: skip
@@ -37,7 +37,7 @@ def add_parser(commands, parents: list) -> None:
 
 
 def cmd_finetune(args) -> None:
-    from ..training.finetune import FinetuneOptions, finetune, write_training_features
+    from ..training import FinetuneOptions, finetune, write_training_features
     from .commands import CommandError
 
     if (args.output is None) == (args.write_features is None):
@@ -50,7 +50,7 @@ def cmd_finetune(args) -> None:
         print(f"{args.write_features}: {count} records")
         return
     if args.seeds or args.learning_rates:
-        from ..training.finetune.sweep import sweep
+        from ..training.sweep import sweep
 
         try:
             rates = [float(rate) for rate in (args.learning_rates or str(args.learning_rate)).split(",")]

@@ -48,6 +48,12 @@ def number(low: float | None = None, high: float | None = None, unit: str = ""):
 
 positive_int = whole_number(1)  # --steps, --batch-size, --top-k, --max-batch-tokens, ...
 
+# --dtype of the commands that run a model (embed, similarity, classify, tag, answer, rerank, serve)
+DTYPES = ("float32", "bfloat16", "auto", "int8")
+DTYPE_HELP = ("the model's weights: float32 (default) or bfloat16; auto: bfloat16 where it is measured faster on this "
+              "CPU, else float32; int8: the encoder's linear layers in int8, checked against float32 at load "
+              "(docs/int8.md)")  # fmt: skip
+
 
 def label_list(text: str) -> list[str]:
     """An argparse type: a classifier's labels in id order, comma-separated.
@@ -64,6 +70,7 @@ def label_list(text: str) -> list[str]:
     if not all(labels) or len(set(labels)) != len(labels):
         raise argparse.ArgumentTypeError(f"must name each label once, comma-separated, got {text!r}")
     return labels
+
 
 ARGPARSE_KEYS = ("help", "action", "choices", "nargs", "required", "metavar", "type")
 

@@ -42,7 +42,7 @@ def cmd_plot(args) -> None:
     from ..errors import MinibertError
 
     try:
-        from ..training.plot import plot_run
+        from ..training.run.plot import plot_run
 
         print(plot_run(args.run_directory, args.output))
     except ImportError:

@@ -18,7 +18,8 @@ from .flag_types import add_flags, values_of, whole_number
 def add_parser(commands, parents: list) -> None:
     """Add ``pretraining-data`` to the ``minibert`` command's subparsers; ``parents``: the process
     flags every command takes (--debug). The instance flags are InstanceOptions' fields."""
-    from ..training.options import DEFAULT_SEED, InstanceOptions  # no torch: the fields, defaults, limits, help
+    from ..training.options import DEFAULT_SEED  # no torch: the fields, defaults, limits, help
+    from ..training.pretraining_data.options import InstanceOptions
 
     command = commands.add_parser(
         "pretraining-data",
@@ -50,8 +51,8 @@ def add_parser(commands, parents: list) -> None:
 
 def cmd_pretraining_data(args) -> None:
     from ..errors import DataError
-    from ..training.create import create_pretraining_data
-    from ..training.options import InstanceOptions
+    from ..training.pretraining_data.create import create_pretraining_data
+    from ..training.pretraining_data.options import InstanceOptions
 
     outputs = args.output.split(",")
     if any(not output for output in outputs):

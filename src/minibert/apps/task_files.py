@@ -6,11 +6,13 @@ rule: split on "\\n" only, a blank line is the empty text), a ``.jsonl`` input o
 (``text``, and ``text_pair`` for classify; ``question`` and ``context`` for answer); the output
 has exactly one JSON line per input line, in input order, written atomically (a temporary file
 renamed into place) with ``--output FILE.jsonl``, else printed. Work goes ``CHUNK`` lines at a
-time, so memory follows the chunk, not the file (rerank keeps one score per document).
+time, so memory follows the chunk, not the file (rerank keeps one score per document). The four
+commands' flags are made here too (``add_parser``).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from collections.abc import Iterator
@@ -18,6 +20,85 @@ from pathlib import Path
 
 from ..formats.line_files import CHUNK, check_output, count_records, json_lines_output, read_records, spooled_stdin
 from .commands import CommandError, gemm_of, load_model
+from .flag_types import DTYPE_HELP, DTYPES, label_list, positive_int, whole_number
+
+
+def add_parser(commands, parents: list) -> None:
+    """Add classify, tag, answer and rerank to the ``minibert`` command's subparsers: a model with
+    the task's head, texts in, JSON lines out; ``parents``: the model's flags (--debug, --gemm)."""
+    files = argparse.ArgumentParser(add_help=False, parents=parents)
+    files.add_argument("--model", help="hub id or local directory of a checkpoint with the task's head (required)")
+    files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
+                                       "for stdin")  # fmt: skip
+    files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
+                                        "(default: print them)")  # fmt: skip
+    files.add_argument("--batch-size", type=positive_int, default=32, help="sequences per forward pass (default 32)")
+    files.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
+
+    classify = commands.add_parser("classify", parents=[files], help="labels and scores of a text classifier")
+    classify.add_argument("texts", nargs="*", help="texts to classify (or --input; .jsonl lines may add text_pair)")
+    classify.add_argument("--top-k", default="1", type=_top_k, help="labels per text, best first: a number or all "
+                                                                    "(default 1)")  # fmt: skip
+    classify.add_argument(
+        "--function",
+        choices=["softmax", "sigmoid", "none"],
+        default=None,
+        help="scores from the logits (default: as transformers' pipeline chooses by the model)",
+    )
+    classify.add_argument("--truncate", action="store_true", help="cut texts longer than the model (default: refuse)")
+    classify.add_argument("--labels", type=label_list, help="the classifier's labels in id order, comma-separated "
+                          "(for a checkpoint whose config names none: Google's run_classifier.py)")
+    classify.set_defaults(run=cmd_classify)
+
+    tag = commands.add_parser("tag", parents=[files], help="entities of a token classifier (NER), with offsets")
+    tag.add_argument("texts", nargs="*", help="texts to tag (or --input)")
+    tag.add_argument("--aggregation", default="simple", choices=["none", "simple", "first", "average", "max"],
+                     help="pieces → words → entities, as transformers' pipeline (default simple)")  # fmt: skip
+    tag.add_argument(
+        "--stride",
+        type=whole_number(0),
+        default=None,
+        help="read long texts in windows sharing this many tokens (default: cut at the model's length)",
+    )
+    tag.set_defaults(run=cmd_tag)
+
+    answer = commands.add_parser("answer", parents=[files], help="extractive question answering over a context")
+    answer.add_argument("--question", help="the question (with --context; or --input FILE.jsonl)")
+    answer.add_argument("--context", help="the text to find the answer in")
+    answer.add_argument("--top-k", type=positive_int, default=1, help="answers per question (default 1)")
+    answer.add_argument(
+        "--doc-stride",
+        type=whole_number(0),
+        default=None,
+        help="tokens shared by a long context's windows (default half the window, at most 128)",
+    )
+    answer.add_argument(
+        "--max-answer-len", type=positive_int, default=15, help="tokens in an answer at most (default 15)"
+    )
+    answer.add_argument(
+        "--max-seq-len", type=positive_int, default=None, help="tokens per window (default 384 or the model's)"
+    )
+    answer.add_argument("--impossible", action="store_true", help='"no answer" (an empty answer) may win')
+    answer.set_defaults(run=cmd_answer)
+
+    rerank = commands.add_parser("rerank", parents=[files], help="documents by relevance to a query (a cross-encoder)")
+    rerank.add_argument("query", help="the query")
+    rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line)")
+    rerank.add_argument(
+        "--top-n", type=positive_int, default=None, help="print only the best N (the file gets every row)"
+    )
+    rerank.add_argument("--max-length", type=positive_int, default=None, help="tokens per pair (default: the model's)")
+    rerank.set_defaults(run=cmd_rerank)
+
+
+def _top_k(value: str) -> str:
+    """A positive whole number (positive_int's rule), or all."""
+    if value == "all":
+        return value
+    try:
+        return str(positive_int(value))
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(str(error).replace(", got", " or all, got")) from None
 
 
 def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
@@ -87,7 +168,7 @@ def cmd_classify(args) -> None:
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
     def load(name):
-        if args.labels:  # the user's names for the head's outputs (weights.py refuses a count that does not fit)
+        if args.labels:  # the user's names for the head's outputs (head_labels.py refuses a count that does not fit)
             name = BertForSequenceClassification.from_pretrained(name, gemm=gemm_of(args), dtype=args.dtype,
                                                                  id2label=dict(enumerate(args.labels)))  # fmt: skip
         return load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args), dtype=args.dtype)

@@ -73,8 +73,7 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _has_heads(name_or_path) -> bool:
-    from ..formats.weight_files import tensor_names
-    from ..weights import find_checkpoint
+    from ..loading.checkpoint_files import find_checkpoint, tensor_names
 
     _, weights_file = find_checkpoint(name_or_path)
     return any(name.startswith(("cls.", "bert.cls.")) for name in tensor_names(weights_file))

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from ..heads import BertForSequenceClassification
-from ..int8_check import CALIBRATION_TEXTS, COSINE_FLOOR, sentence_vectors
 from ..model import BertModel
+from ..speed.int8_check import CALIBRATION_TEXTS, COSINE_FLOOR, sentence_vectors
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
 
@@ -63,7 +63,7 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
 
 def _is_classifier(name_or_path: str) -> bool:
     from ..config import BertConfig
-    from ..weights import find_checkpoint
+    from ..loading.checkpoint_files import find_checkpoint
 
     config_file, _ = find_checkpoint(name_or_path)
     architectures = BertConfig.from_json_file(config_file).extra.get("architectures") or []

@@ -37,7 +37,8 @@ def add_parser(commands, parents: list) -> None:
                        help="keep only the N most frequent characters (default 1000)")  # fmt: skip
     vocab.add_argument("--cased", action="store_true", help="keep case and accents (default: lowercase, strip accents)")
     # (The default is the trainer's DEFAULT_SPECIAL_TOKENS, read when the command runs: importing the
-    # tokenizer to build the parser would slow every command. tests/test_training_vocab.py checks this help.)
+    # tokenizer to build the parser would slow every command. tests/test_tokenizer_wordpiece_trainer.py
+    # checks this help.)
     vocab.add_argument("--special-tokens", nargs="+", default=None, metavar="TOKEN",
                        help="the first ids, in this order (default: [PAD] [UNK] [CLS] [SEP] [MASK])")  # fmt: skip
     vocab.set_defaults(run=cmd_vocab)

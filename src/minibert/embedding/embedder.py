@@ -31,15 +31,16 @@ Texts longer than ``max_length`` tokens are cut (``long_text="truncate"``, with 
 counts them) or embedded in overlapping windows (``long_text="window"``): each token's vector comes
 from the window in which it has the most context on both sides.
 
-The stages, each a method: tokens (``pieces_for_embedding``) → windows (``_windows``) → hidden
-states (``_hidden_states``, in batches) → pooling (``_pooled``) → the recipe's Dense layers and
-normalization (``_embed_pieces``). The options travel as one ``EmbedOptions`` value (options.py).
+The stages, each in its module: tokens (``pieces_for_embedding``) → windows (windows.py) → hidden
+states (hidden_states.py: batches, streams) → pooling (pooling.py) → the recipe's Dense layers and
+normalization (``_embed_pieces``); word vectors merge the pieces' vectors (word_vectors.py). The
+options travel as one ``EmbedOptions`` value (options.py).
 
 Speed: texts are sorted by length and cut into batches by a token budget of ``batch_size`` × 64
 padded tokens (2,048 by default): a batch holds many short texts or a few long ones, so every
 forward pass is large enough to run near the machine's matmul peak yet small enough to stay in
 cache, and memory does not grow with the length of the texts. Little padding is left, and the
-model packs the real tokens of a batch so its per-token layers never touch it (fast_path.py). On
+model packs the real tokens of a batch so its per-token layers never touch it (speed/fast_path.py). On
 a CPU, batches run in parallel streams, two at once on two threads, each on one (streams.py); a
 single batch gets every thread, and so do batches too uneven in work (``batch_cost``) for the
 streams to share out. Results are put back in input order; they do not depend on the batching
@@ -48,13 +49,11 @@ streams to share out. Results are put back in input order; they do not depend on
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
-import sys
 import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -62,13 +61,13 @@ import torch
 from ..model import BertModel
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
-from ..tokenizer.encoding import window_starts
 from ..tokenizer.fast_basic import FastBasicTokenizer
-from .batches import TOKENS_PER_TEXT, length_sorted_batches, token_budget_batches  # noqa: F401 (re-exported)
-from .options import POOLINGS, EmbedOptions  # noqa: F401 (POOLINGS: re-exported for the CLI's choices)
+from .hidden_states import hidden_states
+from .options import EmbedOptions
+from .pooling import pool_text
 from .recipe import SentenceRecipe, read_recipe, similarity
-
-WORD_MERGES = ("mean", "sum", "first", "last")
+from .windows import assemble_tokens, cut_into_windows
+from .word_vectors import check_merge, merge_pieces
 
 
 class Embedder:
@@ -212,11 +211,12 @@ class Embedder:
         if normalize is None:  # the recipe's normalization, or none when the pooling was chosen here
             normalize = recipe.normalize if options.follows_recipe else False
         max_length = self._max_length(options)
-        windows, truncated = self._windows(pieces, max_length, options.long_text)  # stage 2
-        texts = self._hidden_states(windows, options, progress, pooling=modes, skip=skip)  # stage 3 (and 4)
+        windows, truncated = cut_into_windows(pieces, self._room(max_length), options.long_text)  # stage 2
+        texts = hidden_states(self.model, self.tokenizer, windows, options, layers=layer_list, progress=progress,
+                              pooling=modes, skip=skip)  # stage 3 (and 4 for texts of one window)  # fmt: skip
         if not pieces:
             return Embedded(np.zeros((0, self.dimension(options)), np.float32), truncated, max_length)
-        out = torch.from_numpy(np.stack([self._pooled(text, modes, skip) for text in texts]))  # stage 4
+        out = torch.from_numpy(np.stack([pool_text(text, modes, skip) for text in texts]))  # stage 4
         for layer in dense:  # stage 5: the recipe
             out = layer(out)
         if normalize and len(out):
@@ -262,13 +262,15 @@ class Embedder:
         has the most context."""
         text = one_text(text, "embed_tokens", "one call per text, or embed(texts) for one vector per text")
         options = EmbedOptions(layers=layers, layer_combine=layer_combine, max_length=max_length, long_text="window")
-        windows, _ = self._windows([self.tokenizer.piece_ids(text)], self._max_length(options), "window")
-        (states,) = self._hidden_states(windows, options, progress=False, pooling=None, skip=0)
+        room = self._room(self._max_length(options))
+        windows, _ = cut_into_windows([self.tokenizer.piece_ids(text)], room, "window")
+        (states,) = hidden_states(self.model, self.tokenizer, windows, options, layers=self._layer_list(options.layers),
+                                  progress=False, pooling=None, skip=0)  # fmt: skip
         ids: list[int] = []
         for start, window in windows[0]:  # the text's pieces, from its (overlapping) windows
             ids[start:] = window
         tokens = self.tokenizer.convert_ids_to_tokens(self.tokenizer.build_inputs_with_special_tokens(ids))
-        return tokens, _assemble_tokens(states.windows)
+        return tokens, assemble_tokens(states.windows)
 
     def word_vectors(
         self,
@@ -287,23 +289,10 @@ class Embedder:
         ['the', 'embeddings', 'are', 'unbelievable']          # 'em ##bed ##ding ##s' → one vector
         """
         text = one_text(text, "word_vectors", "one call per text, or embed(texts) for one vector per text")
-        if merge not in WORD_MERGES:
-            raise ValueError(f"merge must be one of {WORD_MERGES}, got {merge!r}")
+        check_merge(merge)  # before the forward pass
         words, pieces = self.tokenizer.words_and_pieces(text)
         _, vectors = self.embed_tokens(text, layers=layers, layer_combine=layer_combine, max_length=max_length)
-        vectors = vectors[1:-1]  # drop [CLS] and [SEP]
-        merged, position = [], 0
-        for word_pieces in pieces:
-            chunk = vectors[position : position + len(word_pieces)]
-            position += len(word_pieces)
-            if merge == "mean":
-                merged.append(chunk.mean(axis=0))
-            elif merge == "sum":
-                merged.append(chunk.sum(axis=0))
-            else:
-                merged.append(chunk[0] if merge == "first" else chunk[-1])
-        dim = vectors.shape[1]
-        return words, (np.stack(merged) if merged else np.zeros((0, dim), np.float32)).astype(np.float32)
+        return words, merge_pieces(vectors[1:-1], pieces, merge)  # [CLS] and [SEP] dropped
 
     # ------------------------------------------------------------------ machinery
 
@@ -325,88 +314,9 @@ class Embedder:
             raise ValueError(f"max_length must be an int from 3 to max_position_embeddings={limit}, got {max_length!r}")
         return max_length
 
-    def _windows(
-        self, pieces: Sequence[list[int]], max_length: int, long_text: str
-    ) -> tuple[list[list[tuple[int, list[int]]]], int]:
-        """Stage 2: each text's windows [(start, piece ids)], one unless the text is long and
-        ``long_text`` is "window"; and how many texts were truncated."""
-        room = max_length - self.tokenizer.num_special_tokens_to_add()  # [CLS] and [SEP]
-        windows, truncated = [], 0
-        for ids in pieces:
-            if len(ids) > room and long_text == "truncate":
-                ids, truncated = ids[:room], truncated + 1
-            starts = window_starts(len(ids), room, room // 2)  # windows overlap by half
-            windows.append([(start, ids[start : start + room]) for start in starts])
-        return windows, truncated
-
-    def _hidden_states(self, sequences, options: EmbedOptions, progress, pooling, skip) -> list[TextStates]:
-        """Stage 3: every window of every text through the model, in length-sorted batches.
-
-        Returns, per text, its windows' token vectors — or, for a text that fits in one window when
-        ``pooling`` modes are given, its vector pooled right in the batch (stage 4 done early, the
-        first ``skip`` tokens left out), so the token vectors need not be kept."""
-        layer_list = self._layer_list(options.layers)
-        tokenizer = self.tokenizer
-        windows = [  # (text index, start, [CLS] pieces [SEP])
-            (index, start, tokenizer.build_inputs_with_special_tokens(ids))
-            for index, text_windows in enumerate(sequences)
-            for start, ids in text_windows
-        ]
-        results = [TextStates() for _ in sequences]
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
-
-        def forward(batch: list[int]):
-            """One batch through the model: its token vectors, pooler vectors and pooled vectors."""
-            rows = [windows[i][2] for i in batch]
-            input_ids = torch.full((len(rows), len(rows[0])), pad, dtype=torch.long)
-            attention_mask = torch.zeros_like(input_ids)
-            for row, ids in enumerate(rows):
-                input_ids[row, : len(ids)] = torch.tensor(ids)
-                attention_mask[row, : len(ids)] = 1
-            with torch.inference_mode():
-                out = self.model(
-                    input_ids, attention_mask, output_hidden_states=layer_list != [-1], skip_padding=True
-                )  # pooling reads real tokens only
-                if layer_list == [-1]:
-                    states = out.last_hidden_state.float()
-                else:
-                    states = _combine([out.hidden_states[layer].float() for layer in layer_list], options.layer_combine)
-                pooler = out.pooler_output.float() if pooling and "pooler" in pooling else None
-                mask = attention_mask.to(states.device).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
-                mask[:, :skip] = 0
-                pooled = _pool(states, mask, pooler, pooling).cpu().numpy() if pooling else None
-            return batch, states, pooler, pooled
-
-        # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
-        # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
-        streams = 1 if self.model.device.type != "cpu" or not options.streams else None
-        lengths = [len(window[2]) for window in windows]
-        batches, outputs = length_sorted_batches(lengths, forward, options.batch_size, self.model.config, streams)
-        with contextlib.closing(outputs):
-            for batch, states, pooler, pooled in _progress(outputs, progress, batches):
-                for row, i in enumerate(batch):
-                    index, start, ids = windows[i]
-                    if pooled is not None and len(sequences[index]) == 1:
-                        results[index].pooled = pooled[row]
-                    else:
-                        pooler_row = pooler[row].cpu().numpy() if pooler is not None else None
-                        results[index].windows.append((start, states[row, : len(ids)].cpu().numpy(), pooler_row))
-        for text in results:
-            text.windows.sort(key=lambda window: window[0])
-        return results
-
-    @staticmethod
-    def _pooled(text: TextStates, modes: tuple[str, ...], skip: int) -> np.ndarray:
-        """Stage 4: a text's pooled vector: computed in its batch, or over its assembled windows."""
-        if text.pooled is not None:
-            return text.pooled
-        tokens = torch.from_numpy(_assemble_tokens(text.windows)).unsqueeze(0)  # (1, T, dim)
-        pooler = None
-        if "pooler" in modes:  # one pooler output per window: their mean
-            pooler = torch.from_numpy(np.mean([pooler for _, _, pooler in text.windows], axis=0)).unsqueeze(0)
-        mask = torch.ones(1, tokens.shape[1], 1)
-        mask[:, :skip] = 0
-        return _pool(tokens, mask, pooler, modes)[0].numpy()
+    def _room(self, max_length: int) -> int:
+        """Pieces a window holds: ``max_length`` less [CLS] and [SEP]."""
+        return max_length - self.tokenizer.num_special_tokens_to_add()
 
 
 @dataclass
@@ -416,93 +326,3 @@ class Embedded:
     vectors: np.ndarray  # (N, dim) float32
     truncated: int  # texts longer than max_length that were cut (long_text="truncate")
     max_length: int  # the limit that applied, in tokens with [CLS] and [SEP]
-
-
-@dataclass
-class TextStates:
-    """One text after the forward passes: its pooled vector (when pooled in its batch), or its
-    windows as (start, token vectors (2 + window length, dim), pooler vector or None)."""
-
-    pooled: np.ndarray | None = None
-    windows: list[tuple[int, np.ndarray, np.ndarray | None]] = field(default_factory=list)
-
-
-def _combine(states: list[torch.Tensor], how: str) -> torch.Tensor:
-    if len(states) == 1:
-        return states[0]
-    if how == "concat":
-        return torch.cat(states, dim=-1)
-    stacked = torch.stack(states)  # (layers, B, T, H)
-    return stacked.sum(0) if how == "sum" else stacked.mean(0)
-
-
-def _pool(states: torch.Tensor, mask: torch.Tensor, pooler, modes: tuple[str, ...]) -> torch.Tensor:
-    """states (B, T, dim), mask (B, T, 1): 1 for the tokens to pool → (B, dim · number of modes),
-    each mode as sentence-transformers' Pooling computes it."""
-    return torch.cat([_pool_one(states, mask, pooler, mode) for mode in modes], dim=-1)
-
-
-def _pool_one(states: torch.Tensor, mask: torch.Tensor, pooler, mode: str) -> torch.Tensor:
-    if mode == "pooler":
-        return pooler
-    if mode in ("cls", "lasttoken"):  # the first (or last) pooled token: [CLS] (or [SEP])
-        pooled = mask[..., 0] > 0  # (B, T)
-        first = pooled.int().argmax(1)
-        last = pooled.shape[1] - 1 - pooled.flip(1).int().argmax(1)
-        return states[torch.arange(states.shape[0]), first if mode == "cls" else last]  # (B, dim)
-    if mode == "max":
-        return states.masked_fill(mask == 0, float("-inf")).amax(1)
-    if mode == "weightedmean":  # token i (from 0) weighs i + 1
-        weights = mask * torch.arange(1, states.shape[1] + 1, dtype=mask.dtype).view(1, -1, 1)  # (B, T, 1)
-        return (states * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-    total, count = (states * mask).sum(1), mask.sum(1).clamp(min=1e-9)  # (B, dim), (B, 1)
-    mean = total / count
-    if mode == "mean":
-        return mean
-    if mode == "mean_sqrt_len_tokens":
-        return total / count.sqrt()
-    return torch.cat([mean, states.masked_fill(mask == 0, float("-inf")).amax(1)], dim=-1)  # mean_max
-
-
-def _assemble_tokens(parts) -> np.ndarray:
-    """Token vectors of a whole text from its windows' token vectors.
-
-    ``parts`` = [(start, states (2 + window length, dim), pooler), ...] sorted by start. Each piece
-    takes its vector from the window in which it is farthest from an edge (the most context on its
-    shorter side); [CLS] and [SEP] get the mean of all windows' [CLS] and [SEP]."""
-    if len(parts) == 1:
-        return parts[0][1]
-    length = parts[-1][0] + parts[-1][1].shape[0] - 2
-    out = np.empty((length + 2, parts[0][1].shape[1]), dtype=np.float32)
-    out[0] = np.mean([states[0] for _, states, _ in parts], axis=0)
-    out[-1] = np.mean([states[-1] for _, states, _ in parts], axis=0)
-    # Only the windows that cover a position compete for it (two or three, as windows overlap by
-    # half): `first` is the first window not yet behind the position, so the work is linear in the
-    # text's length, not its square.
-    first = 0
-    for position in range(length):
-        while parts[first][0] + parts[first][1].shape[0] - 2 <= position:
-            first += 1
-        best, best_context = None, -1
-        for index in range(first, len(parts)):
-            start, states, _ = parts[index]
-            if start > position:
-                break
-            size = states.shape[0] - 2
-            context = min(position - start, start + size - 1 - position)
-            if context > best_context:
-                best, best_context = (start, states), context
-        start, states = best
-        out[position + 1] = states[position - start + 1]
-    return out
-
-
-def _progress(results: Iterator, progress: bool | None, batches: list):
-    """A tqdm bar over ``results`` (one per batch) when asked, or by default when stderr is a
-    terminal and the run is long."""
-    show = progress if progress is not None else (sys.stderr.isatty() and len(batches) > 8)
-    if not show:
-        return results
-    from tqdm.auto import tqdm
-
-    return tqdm(results, total=len(batches), desc="embedding", unit="batch", file=sys.stderr)

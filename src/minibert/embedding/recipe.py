@@ -33,8 +33,8 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import CheckpointError
-from ..formats.hub import resolve_file
 from ..formats.json_files import read_json
+from ..loading.hub import resolve_file
 from .options import POOLING_MODES
 
 _LEGACY_POOLING_KEYS = {
@@ -257,7 +257,7 @@ def _module_config(name_or_path, revision, folder, kind: str) -> tuple[dict, os.
 
 
 def _read_dense_weights(name_or_path, revision, folder: str) -> dict:
-    from ..formats.weight_files import read_state_dict
+    from ..loading.checkpoint_files import read_state_dict
 
     for filename in ("model.safetensors", "pytorch_model.bin"):
         path = resolve_file(name_or_path, f"{folder}/{filename}", revision=revision, required=False)

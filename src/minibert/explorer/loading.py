@@ -40,8 +40,8 @@ class EncoderWithoutPooler(BertModel):
 
 def has_masked_lm_head(name_or_path) -> bool:
     """True when the checkpoint's weights include the masked-LM head (``cls.predictions.*``)."""
-    from ..formats.weight_files import tensor_names
-    from ..weights import checkpoint_to_minibert, find_checkpoint
+    from ..loading.checkpoint_files import find_checkpoint, tensor_names
+    from ..loading.names import checkpoint_to_minibert
 
     _, weights_file = find_checkpoint(name_or_path)
     renamed = (checkpoint_to_minibert(name) for name in tensor_names(weights_file))

@@ -1,3 +1,4 @@
-"""The file formats under the core: safetensors, torch's .bin, Google's TensorFlow tensor bundles
-(with the CRC32C they need), the Hugging Face hub and its cache, and atomic file writes. Nothing
-here knows about BERT's layers; weights.py maps these files' names onto the model."""
+"""The generic file formats under the core: TFRecord files, protobuf's wire format, the CRC32C
+TensorFlow puts on its blocks, bounded JSON, atomic file writes, the commands' line files and the
+plain-text check. Nothing here knows about BERT or about loading a model: a checkpoint's files (the
+hub, safetensors, .bin, TensorFlow bundles) are read in loading/, which imports these, never the reverse."""

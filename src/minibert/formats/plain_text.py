@@ -38,7 +38,7 @@ from ..errors import NotTextError
 WINDOW_BYTES = 1 << 16
 MAX_CONTROL_SHARE = 0.2
 MAX_LINE_BYTES = 1 << 23
-BLOCK_BYTES = 1 << 20  # read_text_lines reads 1 MiB at a time
+BLOCK_BYTES = 1 << 20  # corpora are read 1 MiB at a time (read_text_lines; tokenizer/word_counts.py)
 _CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"  # not \t \n \x0b \x0c \r
 _CONTROL = re.compile(b"[" + re.escape(_CONTROL_BYTES) + b"]")
 

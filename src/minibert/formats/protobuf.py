@@ -1,5 +1,5 @@
 """Protocol buffers' wire format, read with every length checked: the one reader of varints and
-fields that TFRecord Examples (tfrecord.py) and TensorFlow's checkpoint index (tf_checkpoint.py) share.
+fields that TFRecord Examples (tfrecord.py) and TensorFlow's checkpoint index (loading/tf_checkpoint.py) share.
 
 A protobuf message is a run of fields, each a *tag* then a value. The tag is a varint holding
 ``field number << 3 | wire type``; the wire type says how the value is stored:
@@ -33,7 +33,7 @@ class WireReader:
     """Bounds-checked reading from ``data``: varints, counted bytes, a message's fields.
 
     ``fail(problem)`` makes the exception raised for a problem ("a number is longer than 10
-    bytes"): tfrecord.py's names the record, tf_checkpoint.py's the index file and block.
+    bytes"): tfrecord.py's names the record, loading/tf_checkpoint.py's the index file and block.
     ``container`` names what the data is, in "a number runs past the end of the record".
     """
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats.hub import DEFAULT_MODEL
 from ..heads import BertForQuestionAnswering
+from ..loading.hub import DEFAULT_MODEL
 from .loading import load_for_task, run_rows
 
 _NO_ANSWER_SCORE = 1_000_000  # "no answer" starts above any probability, then takes the smallest

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats.hub import DEFAULT_MODEL
 from ..heads import BertForSequenceClassification
+from ..loading.hub import DEFAULT_MODEL
 from .loading import check_lengths, load_for_task, run_rows
 
 FUNCTIONS = ("softmax", "sigmoid", "none")

@@ -20,8 +20,8 @@ import warnings
 import torch
 
 from ..errors import ModelNotFoundError
-from ..formats.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, bundled_path
 from ..heads import BertForMaskedLM, BertForNextSentencePrediction, BertForPreTraining
+from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, bundled_path
 from .loading import load_for_task, warn_if_cut
 
 # What the tasks (a warning) and the commands (a line on stderr) say when they use the bundled toy.

@@ -42,7 +42,7 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
                   dtype: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
     """``model=`` as a (model, tokenizer) pair whose model is a ``cls`` or has the attribute
     ``head`` (``BertForPreTraining`` has both ``mlm_head`` and ``nsp_head``). A name is loaded
-    with ``gemm``, the linear layers' matrix library (see gemm.py; None: ``$MINIBERT_GEMM`` or auto),
+    with ``gemm``, the linear layers' matrix library (see speed/gemm.py; None: ``$MINIBERT_GEMM`` or auto),
     and ``dtype`` as ``from_pretrained`` takes it ("int8" too); a loaded model keeps its own."""
 
     def has_head(candidate) -> bool:

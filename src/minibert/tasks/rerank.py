@@ -31,9 +31,9 @@ import os
 import numpy as np
 
 from ..errors import CheckpointError
-from ..formats.hub import resolve_file
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
+from ..loading.hub import resolve_file
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .classify import sigmoid
 from .loading import run_rows

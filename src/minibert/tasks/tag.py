@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats.hub import DEFAULT_MODEL
 from ..heads import BertForTokenClassification
+from ..loading.hub import DEFAULT_MODEL
 from .classify import softmax
 from .loading import load_for_task, run_rows, warn_if_cut
 

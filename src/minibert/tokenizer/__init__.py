@@ -16,8 +16,9 @@ The modules, read in this order:
 * ``added_tokens.py`` — what ``add_tokens`` adds: pieces cut out of a text before the two stages,
   and every rule of adding them (``AddedTokens``);
 * ``framing.py`` — ``[CLS] A [SEP] (B [SEP])``, the segment ids: the one home of BERT's framing;
-* ``call_api.py`` — transformers' call API: one ``CallRequest`` per call, framing, truncation,
-  overflow windows, padding, ``pad``; ``encoding.py`` — ``BatchEncoding`` and the maps back to words
+* ``call_api.py`` — transformers' call API: framing, truncation, overflow windows, padding, ``pad``;
+  ``call_request.py`` — one ``CallRequest`` per call, its arguments parsed and checked once;
+  ``encoding.py`` — ``BatchEncoding`` and the maps back to words
   and characters, truncation plans and padding;
 * ``wordpiece_plain.py`` — learning a vocabulary from text as ``tokenizers`` does, plainly
   (``learn_vocabulary_plainly``); ``wordpiece_trainer.py`` — the same, fast (``train_wordpiece``,

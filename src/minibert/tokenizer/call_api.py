@@ -4,7 +4,8 @@ The algorithm (algorithm.py) turns one text into pieces; this layer does what tr
 ask of a tokenizer call: batches and pairs, framing with [CLS]/[SEP] and segment ids, truncation
 strategies and overflow windows with a stride, padding, ``pad`` for a data collator, tensors, and
 the maps back to words and characters (offsets, ``word_ids``). The arguments are parsed and
-checked once into a ``CallRequest``; ``TransformersCallAPI._rows`` then builds the rows.
+checked once into a ``CallRequest`` (call_request.py); ``TransformersCallAPI._rows`` then builds
+the rows.
 
 A tokenizer that mixes this in provides ``_pieces(text, track)`` (a text's piece ids, and with
 ``track`` their character spans and word numbers), the special token ids and ``model_max_length``.
@@ -16,13 +17,12 @@ import functools
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from ..errors import InputTypeError, TransformersNameError
-from .arguments import check_count, check_flags
+from .arguments import check_count
+from .call_request import CallRequest, padding_mode
 from .encoding import (
     PAD_VALUES,
-    TRUNCATION_STRATEGIES,
     BatchEncoding,
     Pieces,
     check_side,
@@ -35,93 +35,6 @@ from .framing import added_by_framing, frame, segment_ids, special_tokens_mask
 
 logger = logging.getLogger("minibert")
 ALIGNMENT_COLUMNS = ("offset_mapping", "_word_ids", "_sequence_ids")
-
-
-@dataclass(frozen=True)
-class CallRequest:
-    """One tokenizer call's arguments, parsed and checked once."""
-
-    texts: list  # each a str, or a list of words (is_split_into_words)
-    pairs: list | None  # the second texts of pairs, or None
-    batched: bool  # a list came in: a list goes out
-    add_special_tokens: bool
-    truncation: str | None  # None or one of TRUNCATION_STRATEGIES
-    padding: str | None  # None, "longest" or "max_length"
-    max_length: int | None  # resolved: model_max_length where truncation or padding needs one
-    stride: int
-    pad_to_multiple_of: int | None
-    padding_side: str
-    return_tensors: str | None
-    return_token_type_ids: bool | None
-    return_attention_mask: bool | None
-    return_overflowing_tokens: bool
-    return_special_tokens_mask: bool
-    return_offsets_mapping: bool
-    warn_too_long: bool  # log transformers' warning for a row the model cannot take
-
-    @property
-    def special_tokens(self) -> int:
-        """How many tokens the framing adds to a row: [CLS] A [SEP] (B [SEP])."""
-        return added_by_framing(self.pairs is not None) if self.add_special_tokens else 0
-
-    @classmethod
-    def parse(
-        cls,
-        tokenizer,
-        text,
-        text_pair=None,
-        *,
-        is_split_into_words: bool = False,
-        add_special_tokens: bool = True,
-        padding: bool | str = False,
-        truncation: bool | str = False,
-        max_length: int | None = None,
-        stride: int = 0,
-        pad_to_multiple_of: int | None = None,
-        padding_side: str | None = None,
-        return_tensors: str | None = None,
-        return_token_type_ids: bool | None = None,
-        return_attention_mask: bool | None = None,
-        return_overflowing_tokens: bool = False,
-        return_special_tokens_mask: bool = False,
-        return_offsets_mapping: bool = False,
-        verbose: bool = True,
-    ) -> CallRequest:
-        batched, texts, pairs = _texts_and_pairs(text, text_pair, is_split_into_words)
-        check_flags(add_special_tokens=add_special_tokens, is_split_into_words=is_split_into_words,
-                    return_overflowing_tokens=return_overflowing_tokens, verbose=verbose,
-                    return_special_tokens_mask=return_special_tokens_mask,
-                    return_offsets_mapping=return_offsets_mapping)  # fmt: skip
-        check_flags(optional=True, return_token_type_ids=return_token_type_ids,
-                    return_attention_mask=return_attention_mask)  # fmt: skip
-        strategy = truncation_strategy(truncation)
-        mode = padding_mode(padding)
-        check_count(max_length, "max_length", minimum=1, optional=True)
-        check_count(stride, "stride", minimum=0)
-        check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
-        side = check_side(padding_side or tokenizer.padding_side, "padding_side")
-        warn_too_long = strategy is None and max_length is None and verbose
-        if strategy or mode == "max_length":
-            max_length = tokenizer.model_max_length if max_length is None else max_length
-        if strategy and mode and pad_to_multiple_of and max_length % pad_to_multiple_of:
-            raise ValueError(
-                f"truncation to max_length={max_length} and padding to a multiple of {pad_to_multiple_of} "
-                "contradict each other: make max_length a multiple of pad_to_multiple_of"
-            )
-        if return_overflowing_tokens and strategy is None:
-            raise ValueError("return_overflowing_tokens=True needs truncation (and max_length)")
-        request = cls(texts, pairs, batched, add_special_tokens, strategy, mode, max_length, stride,
-                      pad_to_multiple_of, side, return_tensors, return_token_type_ids, return_attention_mask,
-                      return_overflowing_tokens, return_special_tokens_mask, return_offsets_mapping,
-                      warn_too_long)  # fmt: skip
-        room = None if max_length is None else max_length - request.special_tokens
-        if return_overflowing_tokens and stride >= room:  # (stricter than transformers, which only
-            # complains once a text is long enough to need windows)
-            raise ValueError(
-                f"stride={stride} must be smaller than the room for text in each window "
-                f"({room} pieces = max_length minus the special tokens)"
-            )
-        return request
 
 
 class TransformersCallAPI:
@@ -363,62 +276,6 @@ def _columns_to_pad(encoded_inputs, return_tensors: str | None) -> tuple[dict[st
     columns = {key: [list(row) for row in rows] if key in PAD_VALUES or key == "input_ids" else rows
                for key, rows in columns.items()}  # fmt: skip
     return columns, single, return_tensors
-
-
-def _texts_and_pairs(text, text_pair, is_split_into_words: bool) -> tuple[bool, list, list | None]:
-    """(a batch came in, the texts, the second texts of pairs or None): one input or a batch, alike."""
-    batched, texts = _as_batch(text, "text", is_split_into_words)
-    if text_pair is None:
-        return batched, texts, None
-    pair_batched, pairs = _as_batch(text_pair, "text_pair", is_split_into_words)
-    if batched != pair_batched:
-        raise TypeError("text and text_pair must both be one input, or both be batches")
-    if len(pairs) != len(texts):
-        raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
-    return batched, texts, pairs
-
-
-def _as_batch(value, name: str, split_into_words: bool) -> tuple[bool, list]:
-    """(is it a batch, its inputs): each input a str, or (``split_into_words``) a list of words."""
-
-    def words(item) -> bool:
-        return isinstance(item, (list, tuple)) and all(isinstance(word, str) for word in item)
-
-    if not split_into_words:
-        if isinstance(value, str):
-            return False, [value]
-        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
-            return True, list(value)
-        raise TypeError(f"{name} must be a str or a list of str, got {type(value).__name__}")
-    if words(value):
-        return False, [list(value)]
-    if isinstance(value, (list, tuple)) and all(words(item) for item in value):
-        return True, [list(item) for item in value]
-    raise TypeError(
-        f"with is_split_into_words=True, {name} must be a list of words (str) or a list of such lists, "
-        f"got {type(value).__name__}"
-    )
-
-
-def truncation_strategy(truncation) -> str | None:
-    """None (no truncation) or one of the strategies. As in transformers, ``max_length`` alone
-    does not truncate: it is the length for ``truncation`` and ``padding="max_length"``."""
-    if truncation is False or truncation is None or truncation == "do_not_truncate":
-        return None
-    strategy = "longest_first" if truncation is True else truncation
-    if strategy not in TRUNCATION_STRATEGIES:
-        raise ValueError(f"truncation must be True, False or one of {list(TRUNCATION_STRATEGIES)}, got {truncation!r}")
-    return strategy
-
-
-def padding_mode(padding) -> str | None:
-    if padding is False or padding is None or padding == "do_not_pad":
-        return None
-    if padding is True or padding == "longest":
-        return "longest"
-    if padding == "max_length":
-        return "max_length"
-    raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
 
 
 def _call_signature() -> inspect.Signature:

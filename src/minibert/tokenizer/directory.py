@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import ModelNotFoundError
 from ..formats.atomic_files import write_atomically
-from ..formats.hub import resolve_file
+from ..loading.hub import resolve_file
 from .files import SPECIAL_TOKEN_NAMES, google_lower_case, load_vocab, read_tokenizer_config
 from .tokenizer_json import read_tokenizer_json
 

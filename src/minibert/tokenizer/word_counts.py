@@ -33,10 +33,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from ..errors import CorpusError
-from ..formats.plain_text import TextCheck
+from ..formats.plain_text import BLOCK_BYTES, TextCheck  # corpora are read in blocks of 1 MiB
 from .algorithm import BasicTokenizer
 
-BLOCK_BYTES = 1 << 20  # read 1 MiB at a time (its pieces, as Python strings, take ~20 MB)
 MAX_RUN_CHARS = 1_000_000  # a longer run of text without whitespace is refused
 
 # Python's str.split() splits at these, but BERT's cleaning deletes them (they are control

@@ -1,40 +1,37 @@
-"""Making a BERT (the paper's section 3.1): the pre-training data as Google's
-``create_pretraining_data.py`` cuts it, and the training loop with Google's own step.
+"""Making a BERT: the pre-training data (the paper's section 3.1), the training run, and the tasks
+it trains — Google's ``create_pretraining_data.py``, ``run_pretraining.py``, ``run_classifier.py``
+and ``run_squad.py``, written out. Three rooms, read in this order:
 
-BERT was pre-trained on pairs of text segments ``[CLS] A [SEP] B [SEP]`` with two tasks: predict
-the pieces hidden behind ``[MASK]`` (masked LM) and tell whether B followed A in the document or
-was drawn from another one (next-sentence prediction). The data, the same instances Google's
-script makes for the same text, vocabulary, flags and seed:
+    pretraining_data/   text → Google's pre-training instances (TFRecords), as create_pretraining_data.py
+                        cuts them: documents, segments A and B, masking, records
+    tasks/              what a run trains, one module per task, each one record (tasks/task.py):
+                        pre-training (masked LM + next sentence), classify, regress, multilabel, tag, answer
+    run/                the run and its ONE loop (run/loop.py): the folder, seeds, resume, the guard,
+                        progress, checkpoints; Google's optimizer (run/optimization.py); torchrun
 
-    vocabulary.py   vocab.txt and the tokenizer set up as Google's FullTokenizer
-    documents.py    input files → documents → sentences → piece ids (Google's line rules)
-    options.py      InstanceOptions: the script's flags as one checked value
-    instances.py    documents → instances: segments A and B, random next, truncation
-    masking.py      the masked-LM predictions: 80% [MASK], 10% kept, 10% a random piece
-    records.py      instances → padded features → TFRecord files, round-robin over shards
-    create.py       create_pretraining_data: the whole script as one function
+and beside them:
 
-The training, Google's ``run_pretraining.py`` step written out:
+    options.py          PretrainOptions and FinetuneOptions: the commands' flags, each written once
+    sweep.py            fine-tuning's seeds × learning rates, each trial a run, and their table
+    ray_trials.py       the sweep's trials as Ray Tune trials (--ray; the ray extra, imported there alone)
 
-    data.py         the TFRecord instances read and checked, batch k = instances kB … kB+B-1
-    step.py         losses, AdamWeightDecay, the learning-rate schedule, global-norm clipping
-    loop.py         PretrainOptions and pretrain(): the loop, top-down
-    checkpoint.py   the run directory and the training state (resume bit for bit)
-    arithmetic.py   the threads and GEMM backend the steps were computed with (a resume follows them)
-    distributed.py  torchrun: each process its share of every batch, gradients all-reduced
-    precision.py    --bf16: whether bf16 autocast is faster than float32 on this CPU (measured, cached)
-    plot.py         the loss curve
+The learner's path: run/loop.py top-down (one step: tasks' ``sums``, then run/optimization.py's
+``update``), then one task, tasks/pretraining.py or tasks/classify.py.
 
-``import minibert`` does not import this package; the ``minibert pretraining-data`` and ``minibert
-pretrain`` commands do.
+``import minibert`` does not import this package; the ``minibert pretraining-data``, ``pretrain``
+and ``finetune`` commands do.
 """
 
-__all__ = ["PretrainOptions", "pretrain"]
+__all__ = ["FinetuneOptions", "PretrainOptions", "finetune", "pretrain", "write_training_features"]
 
 
 def __getattr__(name: str):
+    if name in ("FinetuneOptions", "PretrainOptions"):  # no torch: the parser reads them
+        from . import options
+
+        return getattr(options, name)
     if name in __all__:  # the loop only when asked for: pretraining-data needs none of it
-        from . import loop
+        from .run import loop
 
         return getattr(loop, name)
     raise AttributeError(f"module 'minibert.training' has no attribute {name!r}")

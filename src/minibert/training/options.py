@@ -1,25 +1,24 @@
-"""The options of pre-training, each a field with its default, limits and help written once:
-``InstanceOptions`` (the flags of Google's ``create_pretraining_data.py``, ``minibert
-pretraining-data``) and ``PretrainOptions`` (``minibert pretrain``). The commands' flags are made
-from these fields (apps/flag_types.py ``add_flags``), and values made in Python are checked by the
-same limits (limits.py). This module imports neither torch nor the loop: the parser reads it.
+"""The options of training, each a field with its default, limits and help written once:
+``PretrainOptions`` (``minibert pretrain``) and ``FinetuneOptions`` (``minibert finetune``), and the
+helpers every options class uses (``InstanceOptions``, ``minibert pretraining-data``'s, lives with
+the data it cuts: pretraining_data/options.py). The commands' flags are made from these fields
+(apps/flag_types.py ``add_flags``), and values made in Python are checked by the same limits
+(limits.py). This module imports neither torch nor the loop: the parser reads it.
 
->>> InstanceOptions(max_seq_length=64, whole_word_mask=True).max_tokens_per_pair
-61
->>> InstanceOptions(max_seq_length=4)  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-minibert.errors.DataError: max_seq_length must be a whole number of at least 5, got 4 (the smallest instance is ...)
+>>> FinetuneOptions(model="m", train="t.csv", output="run", task="regress").problem
+'regression'
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 from ..errors import DataError
 from ..limits import fields_out_of_limits
+from .tasks.examples import GLUE, REGRESSION_TASKS, ExampleFormat
 
-SMALLEST_SEQUENCE = 5  # [CLS] A [SEP] B [SEP] with one piece in A and one in B
 DEFAULT_SEED = 12345  # create_pretraining_data.py's --random_seed; pretrain's too
 LARGEST_SEED = 2**63 - 1  # torch.manual_seed(seed + rank) takes up to 2**64 - 1
 
@@ -30,35 +29,15 @@ def option(help: str, **metadata) -> dict:
     return {"help": help, **metadata}
 
 
-@dataclass(frozen=True)
-class InstanceOptions:
-    """How instances are cut and masked; the defaults are Google's flags' defaults."""
-
-    max_seq_length: int = field(default=128, metadata=option(
-        "pieces per instance, [CLS] and both [SEP] included; shorter ones are padded", low=SMALLEST_SEQUENCE,
-        why="the smallest instance is [CLS] A [SEP] B [SEP] with one piece each in A and B"))  # fmt: skip
-    max_predictions_per_seq: int = field(default=20, metadata=option(
-        "masked pieces per instance, at most (the features' padded length)", low=1,
-        why="at least one piece is masked"))  # fmt: skip
-    masked_lm_prob: float = field(default=0.15, metadata=option(
-        "share of an instance's pieces masked (rounded; at least 1)", low=0.0, high=1.0, above_low=True))  # fmt: skip
-    short_seq_prob: float = field(default=0.1, metadata=option(
-        "how often a shorter target length is drawn from 2..max instead", low=0.0, high=1.0))  # fmt: skip
-    dupe_factor: int = field(default=10, metadata=option(
-        "passes over the corpus, each with other segment cuts and masks", low=1,
-        why="it is the number of passes over the corpus"))  # fmt: skip
-    whole_word_mask: bool = field(default=False, metadata=option(
-        "mask all pieces of a word together (google-research/bert's later flag)", action="store_true"))  # fmt: skip
-
-    def __post_init__(self):
-        refuse_out_of_limits(self, flags=False)
-        if not isinstance(self.whole_word_mask, bool):
-            raise DataError(f"whole_word_mask must be True or False, got {self.whole_word_mask!r}")
-
-    @property
-    def max_tokens_per_pair(self) -> int:
-        """Pieces of A and B together: the sequence less [CLS] and the two [SEP]."""
-        return self.max_seq_length - 3
+def refuse_out_of_limits(options, flags: bool) -> None:
+    """DataError naming the first field outside its limits (as its ``--flag`` when ``flags``), and
+    why the limit is there where the field says."""
+    problems = fields_out_of_limits(options)
+    if problems:
+        name, problem = problems[0]
+        why = {setting.name: setting.metadata.get("why") for setting in dataclasses.fields(options)}[name]
+        shown = "--" + name.replace("_", "-") if flags else name
+        raise DataError(f"{shown} {problem}" + (f" ({why})" if why else ""))
 
 
 @dataclass(frozen=True)
@@ -99,6 +78,7 @@ class PretrainOptions:
     allow_wrap: bool = field(default=False, metadata=option(
         "allow a --batch-size larger than the data (each batch repeats instances)", action="store_true"))  # fmt: skip
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
+    eval_every: ClassVar[None] = None  # (fine-tuning's: pre-training has no dev set)
 
     def check(self, processes: int) -> None:
         refuse_out_of_limits(self, flags=True)
@@ -111,8 +91,8 @@ class PretrainOptions:
             raise DataError(f"--batch-size {self.batch_size} does not split into {processes} process(es) × "
                             f"--accumulate {self.accumulate}: make it a multiple of {pieces}")  # fmt: skip
 
-    def settings(self, processes: int) -> dict:
-        """What a resumed run must share with the run it continues."""
+    def settings(self, processes: int, steps: int) -> dict:
+        """What a resumed run must share with the run it continues (``steps``: --steps, a field here)."""
         kept = asdict(self)
         for name in ("data", "output", "resume", "progress", "config", "vocab", "do_lower_case", "save_every",
                      "allow_wrap"):  # fmt: skip
@@ -120,12 +100,108 @@ class PretrainOptions:
         return {**kept, "processes": processes}
 
 
-def refuse_out_of_limits(options, flags: bool) -> None:
-    """DataError naming the first field outside its limits (as its ``--flag`` when ``flags``), and
-    why the limit is there where the field says."""
-    problems = fields_out_of_limits(options)
-    if problems:
-        name, problem = problems[0]
-        why = {setting.name: setting.metadata.get("why") for setting in dataclasses.fields(options)}[name]
-        shown = "--" + name.replace("_", "-") if flags else name
-        raise DataError(f"{shown} {problem}" + (f" ({why})" if why else ""))
+# The fine-tuning tasks (--task), each with the problem type transformers' heads name it by; the
+# task records that train them are chosen from these names (tasks/__init__.py ``TASKS``).
+PROBLEMS = {"classify": "single_label_classification", "regress": "regression",
+            "multilabel": "multi_label_classification", "tag": "token_classification",
+            "answer": "question_answering"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FinetuneOptions:
+    """What to fine-tune on what, and how: each field's default, limits and help written once here;
+    ``minibert finetune``'s flags are made from them (apps/flag_types.py ``add_flags``)."""
+
+    model: str = field(metadata=option(
+        "a hub folder or id, Google's TF checkpoint, a minibert pretrain run", required=True))  # fmt: skip
+    train: str = field(metadata=option(
+        "labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl, CoNLL (--task tag)", required=True))  # fmt: skip
+    output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)"))
+    task: str = field(default="classify", metadata=option(
+        "classify: one label per text or pair; regress: a score; multilabel: any number of labels per text; "
+        "tag: a label per word (CoNLL files); answer: a span of the context (SQuAD JSON files)",
+        choices=tuple(PROBLEMS)))  # fmt: skip
+    dev: str | None = field(default=None, metadata=option(
+        "examples evaluated with the task's metric at each epoch's end (and --eval-every)"))  # fmt: skip
+    glue: str | None = field(default=None, metadata=option(
+        "read --train/--dev as this GLUE task's files (mrpc, cola, mnli, xnli, xnli-dev, sst-2, sts-b, qqp, qnli, "
+        "rte, wnli); else a generic CSV/TSV/JSONL file"))  # fmt: skip
+    text_column: str = field(default="text", metadata=option("a generic file's text column"))
+    pair_column: str | None = field(default=None, metadata=option("a generic file's second text (pairs), if any"))
+    label_column: str = field(default="label", metadata=option("a generic file's label column"))
+    labels: tuple[str, ...] | None = field(default=None, metadata=option(
+        "the labels in id order, comma-separated (default: the GLUE task's, or the training file's, sorted)",
+        type=lambda text: tuple(label.strip() for label in text.split(","))))  # fmt: skip
+    label_separator: str = field(default="|", metadata=option(
+        "multilabel: what joins a text's labels in its label field"))  # fmt: skip
+    label_all_pieces: bool = field(default=False, metadata=option(
+        "tag: every piece of a word carries its tag (default: the first piece)", action="store_true"))  # fmt: skip
+    epochs: float = field(default=3.0, metadata=option(  # Google's num_train_epochs: steps = int(N / B × epochs)
+        "passes over --train (may be 0.5)", low=0.0, high=1e6, above_low=True))  # fmt: skip
+    batch_size: int = field(default=32, metadata=option("examples per update, over all processes", low=1))
+    learning_rate: float = field(default=2e-5, metadata=option("the peak rate", low=0.0, above_low=True))
+    warmup_proportion: float = field(default=0.1, metadata=option(
+        "the share of the steps warming up linearly from 0", low=0.0, high=1.0))  # fmt: skip
+    max_seq_length: int = field(default=128, metadata=option(
+        "pieces per example, [CLS] and [SEP] included", low=3, high=100_000,
+        why="[CLS] A [SEP] needs one piece of text and two special tokens"))  # fmt: skip
+    weight_decay: float = field(default=0.01, metadata=option("never on LayerNorm or biases", low=0.0))
+    max_grad_norm: float = field(default=1.0, metadata=option(
+        "the global gradient norm is clipped to this", low=0.0, above_low=True))  # fmt: skip
+    dropout: float | None = field(default=None, metadata=option(
+        "replace every dropout probability (0: exact runs)", low=0.0, high=1.0, below_high=True))  # fmt: skip
+    seed: int = field(default=DEFAULT_SEED, metadata=option(
+        "the new head, the order of the examples, dropout", low=0, high=LARGEST_SEED))  # fmt: skip
+    eval_every: int | None = field(default=None, metadata=option("also evaluate --dev every this many steps", low=1))
+    save_every: int | None = field(default=None, metadata=option(
+        "also checkpoint every this many steps (always: each epoch's end and the last)", low=1))  # fmt: skip
+    version_2_with_negative: bool = field(default=False, metadata=option(
+        "answer: SQuAD v2.0 files (questions may be is_impossible)", action="store_true"))  # fmt: skip
+    doc_stride: int = field(default=128, metadata=option(
+        "answer: pieces between the starts of a long context's windows", low=1))  # fmt: skip
+    max_query_length: int = field(default=64, metadata=option("answer: the question's pieces kept", low=1))
+    null_score_diff_threshold: float = field(default=0.0, metadata=option(
+        "answer, v2.0: predict no answer when the null score minus the best answer's exceeds this"))  # fmt: skip
+    resume: bool = field(default=False, metadata=option(
+        "continue the run in --output from its checkpoint", action="store_true"))  # fmt: skip
+    progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
+    # (pre-training's: Google's run_classifier.py accumulates no micro-batches and trains in float32)
+    accumulate: ClassVar[int] = 1
+    bf16: ClassVar[bool] = False
+
+    @property
+    def problem(self) -> str:
+        return PROBLEMS[self.task]
+
+    def example_format(self, set_type: str) -> ExampleFormat:
+        return ExampleFormat(self.glue, self.text_column, self.pair_column, self.label_column, set_type)
+
+    def check(self, processes: int) -> None:
+        if self.task not in PROBLEMS:
+            raise DataError(f"--task {self.task!r}: this version fine-tunes {', '.join(PROBLEMS)}")
+        if self.glue is not None and self.glue not in GLUE:
+            raise DataError(f"--glue {self.glue!r}: one of {', '.join(GLUE)}")
+        if (self.glue in REGRESSION_TASKS) != (self.task == "regress") and self.glue is not None:
+            wanted = "regress" if self.glue in REGRESSION_TASKS else "classify"
+            raise DataError(f"--glue {self.glue} is a {wanted} task: give --task {wanted}")
+        if self.task == "multilabel" and (self.glue is not None or not self.label_separator):
+            raise DataError("--task multilabel reads generic files whose label field lists labels joined by "
+                            "--label-separator (not --glue)")  # fmt: skip
+        if self.task == "tag" and (self.glue is not None or self.pair_column is not None):
+            raise DataError("--task tag reads CoNLL files (a word and its tag per line): no --glue, no --pair-column")
+        if self.task == "answer" and (self.glue is not None or self.pair_column is not None or self.labels):
+            raise DataError("--task answer reads SQuAD JSON files: no --glue, --pair-column or --labels")
+        if self.task == "regress" and self.labels:
+            raise DataError("--labels names classes; --task regress learns one score")
+        refuse_out_of_limits(self, flags=True)
+        if self.batch_size % processes:
+            raise DataError(f"--batch-size {self.batch_size} does not split into {processes} processes: make it a "
+                            f"multiple of {processes}")  # fmt: skip
+
+    def settings(self, processes: int, steps: int) -> dict:
+        """What a resumed run must share with the run it continues."""
+        kept = asdict(self)
+        for name in ("output", "resume", "progress", "eval_every", "save_every"):
+            kept.pop(name)
+        kept["labels"] = list(self.labels) if self.labels else None
+        return {**kept, "processes": processes, "steps": steps}

@@ -122,7 +122,7 @@ class EmbeddingService:
 
 
 def is_sequence_classifier(model: str) -> bool:
-    from ...formats.hub import resolve_file
+    from ...loading.hub import resolve_file
 
     path = resolve_file(model, "config.json")
     try:

@@ -20,7 +20,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from ..flag_types import add_flags, number, positive_int, whole_number
+from ..flag_types import DTYPE_HELP, DTYPES, add_flags, number, positive_int, whole_number
 
 _port = whole_number(0, 65_535)
 _SECONDS = number(0.1, 3600, "seconds")  # every timeout
@@ -62,14 +62,7 @@ class ServeSettings:
     )
     max_inputs: int = field(default=2_048, metadata=_flag("texts per request", positive_int))  # OpenAI's
     max_input_chars: int = field(default=100_000, metadata=_flag("characters per text", positive_int))
-    dtype: str = field(
-        default="float32",
-        metadata=_flag(
-            "the model's weights (auto: bfloat16 where measured faster on this CPU; int8: the encoder's linear layers "
-            "in int8, checked against float32 at load)",
-            choices=["float32", "bfloat16", "auto", "int8"],
-        ),  # fmt: skip
-    )
+    dtype: str = field(default="float32", metadata=_flag(DTYPE_HELP, choices=DTYPES))
     auto_truncate: bool = field(  # texts over the model's length are cut unless a request says "truncate": false
         default=False,
         metadata=_flag(

@@ -1,0 +1,101 @@
+"""The Embedder's stage 3: every window of every text through the model, in batches, in streams.
+
+The windows (windows.py) become rows [CLS] pieces [SEP]; the rows are sorted longest first and cut
+into batches by a budget of padded tokens (batches.py), so a batch holds many short rows or a few
+long ones and carries little padding; on a CPU the batches run in parallel streams (streams.py).
+Each batch's results go back to their texts, so nothing depends on the order the batches ran in.
+
+A text that fits in one window is pooled right in its batch when pooling modes are given (stage 4
+done early: its token vectors need not be kept); a longer text keeps its windows' token vectors,
+to be put back together (windows.assemble_tokens) and pooled afterwards (pooling.pool_text).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .batches import length_sorted_batches
+from .options import EmbedOptions
+from .pooling import combine_layers, pool
+from .windows import Window
+
+
+@dataclass
+class TextStates:
+    """One text after the forward passes: its pooled vector (when pooled in its batch), or its
+    windows as (start, token vectors (2 + window length, dim), pooler vector or None)."""
+
+    pooled: np.ndarray | None = None
+    windows: list[tuple[int, np.ndarray, np.ndarray | None]] = field(default_factory=list)
+
+
+def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: EmbedOptions, *, layers: list[int],
+                  progress: bool | None, pooling: tuple[str, ...] | None, skip: int) -> list[TextStates]:  # fmt: skip
+    """Each text's ``TextStates``, from its windows ``sequences[i]`` run through ``model``.
+
+    ``layers``: negative indices into the hidden states (checked), combined as
+    ``options.layer_combine`` says; ``pooling``: the modes that pool a one-window text in its batch
+    (the first ``skip`` tokens left out), or None to keep every text's token vectors;
+    ``options.batch_size`` and ``options.streams`` shape the batches."""
+    windows = [  # (text index, start, [CLS] pieces [SEP])
+        (index, start, tokenizer.build_inputs_with_special_tokens(ids))
+        for index, text_windows in enumerate(sequences)
+        for start, ids in text_windows
+    ]
+    results = [TextStates() for _ in sequences]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
+
+    def forward(batch: list[int]):
+        """One batch through the model: its token vectors, pooler vectors and pooled vectors."""
+        rows = [windows[i][2] for i in batch]
+        input_ids = torch.full((len(rows), len(rows[0])), pad, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, ids in enumerate(rows):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
+        with torch.inference_mode():
+            out = model(input_ids, attention_mask, output_hidden_states=layers != [-1], skip_padding=True)
+            if layers == [-1]:  # pooling reads real tokens only: the padding's rows are never used
+                states = out.last_hidden_state.float()
+            else:
+                states = combine_layers([out.hidden_states[layer].float() for layer in layers], options.layer_combine)
+            pooler = out.pooler_output.float() if pooling and "pooler" in pooling else None
+            mask = attention_mask.to(states.device).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
+            mask[:, :skip] = 0
+            pooled = pool(states, mask, pooler, pooling).cpu().numpy() if pooling else None
+        return batch, states, pooler, pooled
+
+    # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
+    # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
+    streams = 1 if model.device.type != "cpu" or not options.streams else None
+    lengths = [len(window[2]) for window in windows]
+    batches, outputs = length_sorted_batches(lengths, forward, options.batch_size, model.config, streams)
+    with contextlib.closing(outputs):
+        for batch, states, pooler, pooled in _progress(outputs, progress, batches):
+            for row, i in enumerate(batch):
+                index, start, ids = windows[i]
+                if pooled is not None and len(sequences[index]) == 1:
+                    results[index].pooled = pooled[row]
+                else:
+                    pooler_row = pooler[row].cpu().numpy() if pooler is not None else None
+                    results[index].windows.append((start, states[row, : len(ids)].cpu().numpy(), pooler_row))
+    for text in results:
+        text.windows.sort(key=lambda window: window[0])
+    return results
+
+
+def _progress(results: Iterator, progress: bool | None, batches: list):
+    """A tqdm bar over ``results`` (one per batch) when asked, or by default when stderr is a
+    terminal and the run is long."""
+    show = progress if progress is not None else (sys.stderr.isatty() and len(batches) > 8)
+    if not show:
+        return results
+    from tqdm.auto import tqdm
+
+    return tqdm(results, total=len(batches), desc="embedding", unit="batch", file=sys.stderr)

@@ -1,0 +1,120 @@
+"""A checkpoint's files: which they are, and their tensors under the file's own names.
+
+A checkpoint is a ``config.json`` (the shape: config.py) and one weights file, found in a directory
+or hub repository (hub.py) in this order of preference:
+
+* ``model.safetensors`` (safetensors.py): a JSON header, then raw bytes, read by hand;
+* ``pytorch_model.bin``: torch's pickle, read with ``weights_only=True`` (no code from the file runs);
+* in a directory unpacked from Google's zip, ``bert_config.json`` and a TensorFlow checkpoint
+  named by its ``.index`` file (tf_checkpoint.py).
+
+``read_state_dict`` gives ``{name: tensor}`` with the file's names; names.py renames them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from ..errors import CheckpointError
+from .hub import resolve_file
+from .safetensors import _corrupt, _read_safetensors_header, read_safetensors
+
+# What TensorFlow pre-training checkpoints add: the Adam optimizer's two slots per variable, the step.
+TF_IGNORED = re.compile(r"(/adam_[mv]|^global_step)$")
+# The hub layout's weights files, in the order of preference.
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Path]:
+    """(config file, weights file) of a directory or hub repo: model.safetensors preferred over
+    pytorch_model.bin; in a directory unpacked from Google's zip, ``bert_config.json`` and the
+    TensorFlow checkpoint's ``.index`` file."""
+    google = _google_layout(name_or_path)
+    if google is not None:
+        return google
+    config_file = resolve_file(name_or_path, "config.json", revision=revision)
+    for filename in WEIGHT_FILES:
+        weights_file = resolve_file(name_or_path, filename, revision=revision, required=False)
+        if weights_file is not None:
+            return config_file, weights_file
+    raise CheckpointError(
+        f"{os.fspath(name_or_path)} has config.json but no weights: expected one of {', '.join(WEIGHT_FILES)}"
+    )
+
+
+def _google_layout(name_or_path) -> tuple[Path, Path] | None:
+    """A local directory as Google's zips unpack (bert_config.json, bert_model.ckpt.index,
+    bert_model.ckpt.data-00000-of-00001, vocab.txt): (bert_config.json, the .index file)."""
+    directory = Path(os.fspath(name_or_path))
+    if not directory.is_dir() or any((directory / name).is_file() for name in WEIGHT_FILES):
+        return None
+    from .tf_checkpoint import checkpoint_prefix
+
+    prefix = checkpoint_prefix(directory)
+    if prefix is None:
+        return None
+    for config_name in ("config.json", "bert_config.json"):
+        if (directory / config_name).is_file():
+            return directory / config_name, Path(os.fspath(prefix) + ".index")
+    raise CheckpointError(
+        f"{directory} holds the TensorFlow checkpoint {prefix.name} but no bert_config.json (or config.json) "
+        "describing its shape"
+    )
+
+
+def _torch_load(path: Path):
+    """torch.load with weights_only=True (tensors and plain containers only: no code from the file
+    runs), memory-mapped; torch's legacy format (torch.save before 1.6, or
+    `_use_new_zipfile_serialization=False`) cannot be mapped, so it is read whole."""
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as error:
+        if "mmap can only be used" not in str(error):
+            raise
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+
+
+def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """All tensors of a model.safetensors or pytorch_model.bin file (the .bin with weights_only=True:
+    no code from the file is run), or of a TensorFlow checkpoint given by its ``.index`` file (all
+    but the optimizer slots). A broken file is a ``CheckpointError`` naming it."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        return read_safetensors(path)
+    if path.suffix == ".index":  # Google's TensorFlow checkpoint: PREFIX.index + PREFIX.data-*
+        from .tf_checkpoint import read_tf_checkpoint
+
+        return read_tf_checkpoint(path.with_suffix(""), wanted=lambda name: not TF_IGNORED.search(name))
+    try:
+        state = _torch_load(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"weights file not found: {path}") from None
+    except Exception as error:  # noqa: BLE001 — any parse failure means a corrupt file
+        raise _corrupt(path, f"{type(error).__name__}: {str(error).splitlines()[0][:200]}") from None
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"weights file {path} does not hold a dictionary of tensors")
+    return state
+
+
+def tensor_names(path: str | os.PathLike) -> list[str]:
+    """The tensor names in a weights file (for safetensors, from the header alone)."""
+    path = Path(path)
+    if path.suffix == ".index":
+        from .tf_checkpoint import read_index
+
+        entries, _ = read_index(path.with_suffix(""))
+        return [name for name, entry in entries.items() if entry is not None]
+    if path.suffix == ".safetensors":
+        try:
+            with path.open("rb") as handle:
+                header, _ = _read_safetensors_header(handle, path)
+        except OSError as error:
+            raise CheckpointError(f"cannot read weights file {path}: {error}") from None
+        return [name for name in header if name != "__metadata__"]
+    return list(read_state_dict(path))

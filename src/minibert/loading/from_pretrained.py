@@ -1,0 +1,136 @@
+"""``from_pretrained``'s work, top-down: a checkpoint found, checked and loaded into a fresh model.
+
+``load_pretrained(cls, name_or_path)`` is what ``BertModel.from_pretrained`` (pretrained.py) calls:
+
+1. find the checkpoint's config and weights file (checkpoint_files.py, through hub.py);
+2. read ``config.json`` into a BertConfig, with the caller's label fields (``num_labels=`` ...);
+3. build ``cls`` on the meta device (shapes, no memory, no random initialisation);
+4. fit a classifier to the checkpoint's head when config names no labels (head_labels.py);
+5. check a safetensors header against the model before a byte of data is read, then read the
+   tensors and rename and check them all (strict.py): one error lists every problem;
+6. cast to the dtype asked for, assign the tensors, and add speed (speed/seam.py) as the one last step.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from ..config import BertConfig
+from ..errors import CheckpointError, InputTypeError
+from ..speed.seam import speed_up
+from .checkpoint_files import find_checkpoint, read_state_dict
+from .head_labels import LABEL_FIELDS, labels_for_the_head
+from .safetensors import safetensors_shapes
+from .strict import rename_and_check
+
+
+def _parse_dtype(dtype, config: BertConfig) -> torch.dtype | None:
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":  # approximate numbers where bf16 is measured faster here; exact float32 elsewhere
+        from ..speed.bf16 import bf16_is_faster
+
+        return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
+    # "int8" loads float32 weights, then quantizes them (speed/seam.py → speed/int8.py)
+    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16, "int8": torch.float32}  # fmt: skip
+    if dtype not in names:
+        raise ValueError(f"dtype must be one of {sorted(names)}, 'auto' or a torch.dtype, got {dtype!r}")
+    return names[dtype]
+
+
+class _WithoutInitialisation(torch.overrides.TorchFunctionMode):
+    """Within it, the random initialisation of weights does nothing.
+
+    A model built to receive a checkpoint's tensors is built on the meta device (shapes, no memory)
+    and its weights are then replaced. Its initialisation (nn.Linear's kaiming_uniform_, the
+    model's normal_ and zero_) would compute nothing there, yet cost ~2 s on a cold start: on meta
+    tensors torch runs those ops' reference implementations, which import its compiler. This mode
+    (a torch function mode: it affects this thread only) returns each such call's tensor untouched.
+    """
+
+    SKIPPED = frozenset(
+        [getattr(torch.nn.init, name) for name in ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
+                                                   "zeros_", "eye_", "xavier_uniform_", "xavier_normal_",
+                                                   "kaiming_uniform_", "kaiming_normal_", "orthogonal_")]
+        + [torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.zero_, torch.Tensor.fill_]
+    )  # fmt: skip
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.SKIPPED:
+            tensor = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
+
+
+def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None, new_heads=False, label_config=None,
+                    gemm=None):  # fmt: skip
+    """Build ``cls`` (BertModel or a class with heads) from a checkpoint; see ``PretrainedBert.from_pretrained``.
+
+    Loading inside ``torch.inference_mode()`` (as servers often do) still makes ordinary tensors:
+    the model can later be fine-tuned, and the GEMM backend (packed_linear.py) can tell when a weight changes
+    (an inference tensor keeps no version counter)."""
+    with torch.inference_mode(False):
+        return _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm)
+
+
+def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
+    config_file, weights_file = find_checkpoint(name_or_path, revision)
+    config = BertConfig.from_json_file(config_file)
+    dtype = "int8" if dtype in (torch.int8, torch.qint8) else dtype  # the same: int8 layers, not int8 "floats"
+    if isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
+        raise ValueError(f"dtype {dtype} cannot hold a model's weights: give a floating-point dtype, or "
+                         "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
+    int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
+    dtype = _parse_dtype(dtype, config) or torch.float32
+    unknown = sorted(set(label_config or {}) - set(LABEL_FIELDS))
+    call_options = [name for name in unknown if name in ("output_hidden_states", "output_attentions")]
+    if call_options:  # transformers takes them here too (into the config); minibert only in the call
+        raise InputTypeError(f"from_pretrained() takes no {call_options[0]}: in minibert it is an argument of the "
+                             f"call, model(**batch, {call_options[0]}=True)")  # fmt: skip
+    if unknown:
+        raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; the config fields it "
+                        f"replaces are {', '.join(LABEL_FIELDS)}")  # fmt: skip
+    own_fields = dict(config.extra)
+    if label_config:
+        if "num_labels" in label_config and "id2label" not in label_config:
+            config.extra.pop("id2label", None)  # LABEL_0 ... LABEL_{n-1}, as transformers names them
+            config.extra.pop("label2id", None)
+        config.extra.update(label_config)
+    model = _build_on_meta(cls, config, config_file)
+    num_labels = labels_for_the_head(model, own_fields, label_config or {}, weights_file)  # Google's run_classifier
+    if num_labels is not None:
+        config.extra["num_labels"] = num_labels
+        model = _build_on_meta(cls, config, config_file)
+    if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
+        rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
+                         new_heads=new_heads)  # fmt: skip
+    state = read_state_dict(weights_file)
+    state = rename_and_check(model, state, weights_file, config_file, new_heads=new_heads)
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and tensor.dtype != dtype:
+            tensor = tensor.to(dtype)
+        # A tensor saved as a view (e.g. a transposed weight) is laid out afresh: a matmul over
+        # strided memory rounds differently, and the numbers must not depend on how a file was saved.
+        state[name] = tensor.contiguous()
+    model.load_state_dict(state, strict=True, assign=True)
+    model.eval()
+    model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
+    if device is not None:
+        model.to(device)
+    del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
+    speed_up(model, gemm, int8_from=weights_file if int8 else None)  # speed is added here only (speed/seam.py)
+    return model
+
+
+def _build_on_meta(cls, config: BertConfig, config_file: Path):
+    with torch.device("meta"), _WithoutInitialisation():  # no memory, no random init: the checkpoint's tensors are used
+        try:
+            return cls(config)
+        except CheckpointError as error:  # a config field this class refuses
+            raise CheckpointError(f"{config_file}: {error}") from None

@@ -1,0 +1,78 @@
+"""A checkpoint's classifier and its labels: how many outputs the head has, and whose names they get.
+
+A classifier fine-tuned by Google's ``run_classifier.py`` is saved as two top-level variables,
+``output_weights`` (K, H) and ``output_bias`` (K), beside the encoder; its ``bert_config.json`` says
+nothing about labels (the labels lived in the script's processor: MRPC's "0", "1"; MNLI's
+"contradiction", "entailment", "neutral"). So the number of labels is the head's shape, and their
+names are the user's::
+
+    BertForSequenceClassification.from_pretrained("mnli_output/")                 # LABEL_0 ... LABEL_2
+    BertForSequenceClassification.from_pretrained("mnli_output/", id2label={0: "contradiction",
+                                                  1: "entailment", 2: "neutral"})  # the processor's order
+
+Labels given that do not fit the head (two names for a head of three outputs) are refused, naming both.
+A hub checkpoint whose config.json names its labels is left as it is (a disagreement there is a
+tensor of the wrong shape, reported with the others by strict.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..errors import CheckpointError
+
+logger = logging.getLogger("minibert")
+
+# The config fields from_pretrained(**label_config) replaces, as transformers' from_pretrained does
+# (speed/int8.py keeps them too when it rebuilds a model).
+LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifier_dropout")
+# The classifier's weight as the hub names it, and as Google's run_classifier.py named it.
+CLASSIFIER_WEIGHTS = ("classifier.weight", "bert.classifier.weight", "output_weights")
+LABEL_COUNT_FIELDS = ("num_labels", "_num_labels", "id2label")
+
+
+def classifier_shape(weights_file: Path) -> tuple[str, tuple[int, ...]] | None:
+    """(name, shape) of the checkpoint's classifier weight, read from the file's index alone (a
+    TensorFlow ``.index``, a safetensors header); None when it has none, or for a pickled
+    ``pytorch_model.bin``, which has no index (its shape is then checked when it is read)."""
+    if weights_file.suffix == ".index":
+        from .tf_checkpoint import read_index
+
+        entries, _ = read_index(weights_file.with_suffix(""))
+        shapes = {name: entry.shape for name, entry in entries.items() if entry is not None}
+    elif weights_file.suffix == ".safetensors":
+        from .safetensors import safetensors_shapes
+
+        shapes = {name: tuple(tensor.shape) for name, tensor in safetensors_shapes(weights_file).items()}
+    else:
+        return None
+    for name in CLASSIFIER_WEIGHTS:
+        if name in shapes and len(shapes[name]) == 2:
+            return name, tuple(shapes[name])
+    return None
+
+
+def labels_for_the_head(model, config_extra: dict, label_config: dict, weights_file: Path) -> int | None:
+    """The number of labels to rebuild ``model`` with when its classifier has another number of
+    outputs than the checkpoint's head and nothing named the labels (None: the model fits).
+
+    ``config_extra``: config.json's own fields (before ``label_config``, the caller's id2label /
+    num_labels, replaced any). Raises ``CheckpointError`` when the caller's labels disagree with the head."""
+    classifier = getattr(model, "classifier", None)
+    if classifier is None or classifier.out_features != getattr(model, "num_labels", None):
+        return None  # no classifier with one output per label (BertForMultipleChoice's has one output)
+    found = classifier_shape(weights_file)
+    if found is None or found[1][0] == model.num_labels:
+        return None
+    name, shape = found
+    if any(field in label_config for field in LABEL_COUNT_FIELDS):
+        given = ", ".join(model.labels.id2label[index] for index in sorted(model.labels.id2label))
+        raise CheckpointError(f"{weights_file}: its classifier {name} {shape} has {shape[0]} outputs, one per label; "
+                              f"the labels given are {model.num_labels} ({given}): give {shape[0]} labels, in the "
+                              "order the head was trained with")  # fmt: skip
+    if any(field in config_extra for field in LABEL_COUNT_FIELDS):
+        return None  # config.json names its labels: a head of another shape is reported as misshaped
+    logger.info("%s: the config names no labels; the classifier %s %s has %d outputs: labels LABEL_0 ... LABEL_%d "
+                "(give id2label= to name them)", weights_file, name, shape, shape[0], shape[0] - 1)  # fmt: skip
+    return shape[0]

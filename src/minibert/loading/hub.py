@@ -1,0 +1,262 @@
+"""Finding a checkpoint's files: a local directory, or a repository on the Hugging Face hub.
+
+``name_or_path`` is what users pass to every ``from_pretrained``:
+
+* a directory on disk (``./my-bert``) — files are read from it, nothing touches the network;
+* ``minibert/fortunes-mini``, the model shipped inside the package (a toy English BERT with its
+  pre-training heads: docs/fortunes-mini.md) — its files are read from ``minibert/bundled/``, with
+  no network and no cache; a local directory of that relative path still wins, as directories always do;
+* a hub repository id (``google-bert/bert-base-uncased``) — each file is fetched with
+  ``huggingface_hub.hf_hub_download`` into the standard Hugging Face cache (downloads are resumable
+  and atomic; a second call reads the cache). With ``HF_HUB_OFFLINE=1`` only the cache is used.
+
+``HF_HUB_OFFLINE`` and ``HF_ENDPOINT`` are read at each call, not once at import time, so a program
+(or a test) may set them after importing minibert.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ..errors import ModelNotFoundError
+
+# The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
+DEFAULT_MODEL = "google-bert/bert-base-uncased"
+
+# The models shipped inside the package, by name → their folder in minibert/bundled/.
+BUNDLED_FOLDER = Path(__file__).resolve().parent.parent / "bundled"
+BUNDLED_MODELS = {"minibert/fortunes-mini": "fortunes-mini"}
+# The bundled English BERT with MLM and NSP heads: what fill-mask, next-sentence and explore use
+# when the default cannot be reached.
+BUNDLED_WITH_HEADS = "minibert/fortunes-mini"
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def is_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` asks to use the local cache only."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+
+
+def resolve_file(
+    name_or_path: str | os.PathLike,
+    filename: str,
+    *,
+    revision: str | None = None,
+    required: bool = True,
+) -> Path | None:
+    """Return the local path of ``filename`` in a model directory or hub repository.
+
+    Returns ``None`` when the file does not exist and ``required`` is False; raises
+    ``ModelNotFoundError`` (naming the repository, the file and what to do) otherwise.
+
+    >>> resolve_file("path/to/minilm", "config.json")          # doctest: +SKIP
+    PosixPath('path/to/minilm/config.json')
+    """
+    name = os.fspath(name_or_path)
+    name = os.fspath(bundled_path(name, revision) or name)
+    if os.path.isdir(name):
+        path = Path(name) / filename
+        if path.is_file():
+            return path
+        if required:
+            raise ModelNotFoundError(f"{filename} not found in the directory {name}")
+        return None
+    if os.path.isfile(name):  # a common first mistake: the weights file itself (.../model.safetensors)
+        folder, given = os.path.dirname(name) or ".", os.path.basename(name)
+        holds = given if given == filename else f"{given} and {filename}"
+        raise ModelNotFoundError(
+            f"{name!r} is a file, but a model is loaded from its folder; pass the folder that holds {holds}: {folder!r}"
+        )
+    if _looks_like_a_path(name):
+        raise ModelNotFoundError(
+            f"{name!r} is not an existing directory (and is not a hub repository id like "
+            f"'google-bert/bert-base-uncased')"
+        )
+    return _download(name, filename, revision=revision, required=required)
+
+
+def bundled_path(name: str, revision: str | None = None) -> Path | None:
+    """The package's folder that a bundled model's name stands for, or None for any other name.
+
+    A local directory of the same relative path wins (``./minibert/fortunes-mini`` on disk is read
+    as a directory, as every directory is); the hub is never asked for a bundled name.
+
+    >>> bundled_path("minibert/fortunes-mini").name
+    'fortunes-mini'
+    """
+    if name not in BUNDLED_MODELS or os.path.isdir(name):
+        return None
+    if revision is not None:
+        raise ModelNotFoundError(f"{name} is bundled with minibert: it has no revisions (got revision={revision!r})")
+    return BUNDLED_FOLDER / BUNDLED_MODELS[name]
+
+
+def _looks_like_a_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or os.sep in name.replace("/", "", 1) or name.count("/") > 1 or not name
+
+
+def _download(repo_id: str, filename: str, *, revision: str | None, required: bool) -> Path | None:
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub import errors as hub_errors
+
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    offline = is_offline()
+    unresolvable = not offline and not _resolves(endpoint)  # no DNS: skip huggingface_hub's ~25 s of retries
+    local_only = offline or unresolvable
+    seconds = hub_timeout()
+    try:
+        download = functools.partial(
+            hf_hub_download,
+            repo_id,
+            filename,
+            revision=revision,
+            local_files_only=local_only,
+            endpoint=endpoint,
+            library_name="minibert",
+            etag_timeout=min(10.0, seconds),
+        )
+        # The deadline bounds small files (config.json always comes first: a silent hub is noticed
+        # there); a weights file's download may rightly take minutes and is not cut off.
+        bounded = not local_only and not filename.endswith(WEIGHTS_SUFFIXES)
+        path = _within(seconds, download) if bounded else download()
+        return Path(path)
+    except TimeoutError:
+        raise ModelNotFoundError(
+            f"the hub ({endpoint}) did not answer within {seconds:g} s while resolving {repo_id}/{filename} "
+            f"(the limit is {TIMEOUT_VARIABLE}); to work offline, set HF_HUB_OFFLINE=1 (models already in the "
+            "cache load from it) or pass the path of a local directory"
+        ) from None
+    except hub_errors.HFValidationError as error:
+        raise ModelNotFoundError(
+            f"{repo_id!r} is neither an existing directory nor a valid hub repository id: {error}"
+        ) from None
+    except hub_errors.LocalEntryNotFoundError:
+        # Raised when offline (or the hub is unreachable) and the file is not in the cache. An
+        # optional file of a model in the cache is taken as absent (the cache is all there is);
+        # of a model not in the cache, nothing is known: the true reason is that the hub is out of reach.
+        if not required and _cached_repo_has_files(repo_id):
+            return None
+        raise _not_in_cache(repo_id, filename, endpoint, offline=offline, unresolvable=unresolvable) from None
+    except hub_errors.RevisionNotFoundError:
+        raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
+    except hub_errors.RepositoryNotFoundError:
+        raise ModelNotFoundError(
+            f"{repo_id}: no such repository on the hub (or it is private/gated and no token was given)"
+        ) from None
+    except (hub_errors.EntryNotFoundError, hub_errors.RemoteEntryNotFoundError):
+        if not required:
+            return None
+        raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename}") from None
+    except OSError as error:  # network failure surfaced as an HTTP/OS error
+        raise ModelNotFoundError(f"{repo_id}: could not download {filename}: {error}") from None
+
+
+def _not_in_cache(
+    repo_id: str, filename: str, endpoint: str, *, offline: bool, unresolvable: bool
+) -> ModelNotFoundError:
+    """The error for a file that is not in the cache when the hub cannot be asked: why, and what to do."""
+    if offline:
+        how = "HF_HUB_OFFLINE=1 is set, so only the local cache is used"
+    elif unresolvable:
+        how = f"the hub ({endpoint}) cannot be reached: its host name does not resolve"
+    else:
+        how = "the hub could not be reached"
+    return ModelNotFoundError(
+        f"the model {repo_id} is not in the local Hugging Face cache ({filename} is missing) and {how}. "
+        f"{_did_you_mean(repo_id)}Download it once with network access (e.g. `hf download {repo_id}`), "
+        f"or pass the path of a local directory that holds the checkpoint. {_offline_models_line()}"
+    )
+
+
+TIMEOUT_VARIABLE = "MINIBERT_HUB_TIMEOUT"
+WEIGHTS_SUFFIXES = (".safetensors", ".bin")
+DEFAULT_TIMEOUT = 30.0
+
+
+def hub_timeout() -> float:
+    """Seconds one file's resolution on the hub may take, at most (``MINIBERT_HUB_TIMEOUT``, default 30).
+
+    huggingface_hub retries a host that accepts connections but never answers for minutes; minibert
+    gives up after this long, with one error saying how to work offline."""
+    value = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 86_400:
+        raise ValueError(f"{TIMEOUT_VARIABLE}={value[:40]!r}: must be a number of seconds from 0 (excluded) to 86400")
+    return seconds
+
+
+def _within(seconds: float, function):
+    """``function()``, or TimeoutError after ``seconds``. It runs in a daemon thread, which is left
+    behind on a timeout (a download that finishes later only fills the cache, atomically)."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # noqa: BLE001  (re-raised in the caller's thread)
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="minibert-hub", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+@functools.lru_cache(maxsize=8)
+def _resolves(endpoint: str) -> bool:
+    """Whether the hub's host name resolves (a quick test that the network can reach it at all)."""
+    host = urlparse(endpoint).hostname
+    if not host:
+        return False
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return True
+
+
+def offline_models() -> list[str]:
+    """The model names that load with no network: the bundled ones, then the Hugging Face cache's."""
+    from huggingface_hub import constants
+
+    cache = Path(constants.HF_HUB_CACHE)
+    cached = sorted(folder.name.removeprefix("models--").replace("--", "/") for folder in cache.glob("models--*")
+                    if (folder / "snapshots").is_dir()) if cache.is_dir() else []  # fmt: skip
+    return [*BUNDLED_MODELS, *cached]
+
+
+def _offline_models_line() -> str:
+    return f"Models that load offline here: {', '.join(offline_models())}."
+
+
+def _did_you_mean(name: str) -> str:
+    """'Did you mean minibert/fortunes-mini? ' for a name close to one that loads offline, else ''."""
+    import difflib
+
+    models = offline_models()
+    same_tail = [model for model in models if model.rsplit("/", 1)[-1].lower() == name.rsplit("/", 1)[-1].lower()]
+    near = same_tail or difflib.get_close_matches(name, models, n=1, cutoff=0.75)
+    return f"Did you mean {near[0]}? " if near and near[0] != name else ""
+
+
+def _cached_repo_has_files(repo_id: str) -> bool:
+    """Whether the offline cache knows this repository at all (then a missing optional file is fine)."""
+    from huggingface_hub import constants
+
+    folder = Path(constants.HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
+    return folder.is_dir()

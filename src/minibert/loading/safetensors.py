@@ -1,0 +1,126 @@
+"""The safetensors format, read by hand and checked before a byte of data is trusted.
+
+A .safetensors file is 8 bytes (little-endian header length N), N bytes of JSON
+``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}, "__metadata__": {...}}``,
+then the raw data, tensor after tensor. ``safetensors_shapes`` reads the header alone (enough to
+check a file against a model); ``read_safetensors`` reads each tensor into its own memory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from ..errors import CheckpointError
+from ..formats.json_files import parse_json
+
+# safetensors dtype codes → torch dtypes
+_SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "BOOL": torch.bool,
+}  # fmt: skip
+
+
+def _corrupt(path: Path, problem: str) -> CheckpointError:
+    return CheckpointError(
+        f"cannot read weights file {path}: {problem}; it is truncated or corrupt — delete it and download it again"
+    )
+
+
+def _read_safetensors_header(handle, path: Path) -> tuple[dict, int]:
+    """Read and check a safetensors header from an open file; return it and the data size after it."""
+    file_size = os.fstat(handle.fileno()).st_size
+    prefix = handle.read(8)
+    if len(prefix) < 8:
+        raise _corrupt(path, "shorter than the 8-byte header length")
+    header_size = int.from_bytes(prefix, "little")
+    if header_size > file_size - 8 or header_size > 100_000_000:
+        raise _corrupt(path, f"header length {header_size} exceeds the file size {file_size}")
+    try:
+        header = parse_json(handle.read(header_size))
+    except ValueError as error:
+        raise _corrupt(path, f"malformed header ({error})") from None
+    if not isinstance(header, dict):
+        raise _corrupt(path, "the header is not a JSON object")
+    return header, file_size - 8 - header_size
+
+
+def _safetensors_entries(header: dict, data_size: int, path: Path) -> list[tuple[str, torch.dtype, list, int, int]]:
+    """Each tensor's (name, dtype, shape, start, end), checked against the data's real size before
+    a byte of it is read: every range fits its dtype and shape, and the ranges tile the data exactly
+    (no overlap, no gap, no trailing bytes), as the safetensors library requires."""
+    entries = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = _SAFETENSORS_DTYPES[info["dtype"]]
+            shape = [int(size) for size in info["shape"]]
+            start, end = (int(offset) for offset in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise _corrupt(path, f"tensor {name} has an unreadable entry {str(info)[:120]}") from None
+        item_size = dtype.itemsize
+        if (
+            any(size < 0 for size in shape)
+            or not 0 <= start <= end <= data_size
+            or (end - start != math.prod(shape) * item_size)
+        ):
+            raise _corrupt(path, f"tensor {name} {info['dtype']}{shape} does not fit its byte range [{start}, {end}) "
+                                 f"of {data_size} data bytes")  # fmt: skip
+        entries.append((name, dtype, shape, start, end))
+    covered = 0
+    for name, _, _, start, end in sorted(entries, key=lambda entry: (entry[3], entry[4])):
+        if start != covered:
+            problem = "overlaps the tensor before it" if start < covered else f"leaves a gap at byte {covered}"
+            raise _corrupt(path, f"tensor {name} [{start}, {end}) {problem}")
+        covered = end
+    if covered != data_size:
+        raise _corrupt(path, f"{data_size - covered} trailing bytes after the last tensor (byte {covered})")
+    return entries
+
+
+def safetensors_shapes(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The tensors a .safetensors file declares, as shapes without data ('meta' tensors), from its
+    header alone: enough to check a file against a model before reading it."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            header, data_size = _read_safetensors_header(handle, path)
+    except FileNotFoundError:
+        raise CheckpointError(f"weights file not found: {path}") from None
+    entries = _safetensors_entries(header, data_size, path)
+    return {name: torch.empty(shape, dtype=dtype, device="meta") for name, dtype, shape, _, _ in entries}
+
+
+def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Read a .safetensors file into tensors, each in its own memory: no second copy of the weights.
+
+    The format is simple: 8 bytes (little-endian header length N), N bytes of JSON
+    ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}}``, then the raw data.
+    Every offset and size is checked before the data is read, so a truncated or corrupt file is a
+    ``CheckpointError`` that names the file (and the tensor), never a crash; the memory taken is
+    what the checked header declares, read from the file (a short read is an error).
+
+    Each tensor is read straight into its own buffer (the ranges tile the data: one sequential
+    read), not sliced out of one buffer of the whole file: a tensor the model later drops (the
+    float32 weights an int8 model replaces, docs/int8.md) gives its memory back.
+    """
+    path = Path(path)
+
+    try:
+        with path.open("rb") as handle:
+            header, data_size = _read_safetensors_header(handle, path)
+            entries = _safetensors_entries(header, data_size, path)
+            tensors = {}
+            for name, dtype, shape, start, end in sorted(entries, key=lambda entry: entry[3]):  # file order
+                tensor = torch.empty((end - start) // dtype.itemsize, dtype=dtype)
+                if end > start and handle.readinto(memoryview(tensor.view(torch.uint8).numpy())) != end - start:
+                    raise _corrupt(path, f"the file ended early (in tensor {name})")
+                tensors[name] = tensor.reshape(shape)
+    except FileNotFoundError:
+        raise CheckpointError(f"weights file not found: {path}") from None
+    return {name: tensors[name] for name, *_ in entries}  # the header's order

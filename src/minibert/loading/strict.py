@@ -1,0 +1,182 @@
+"""The strict loader: a checkpoint's tensors renamed onto a model, and every problem listed at once.
+
+Loading is strict, as nanoGPT's ``from_pretrained`` asserts every key and shape: each tensor of the
+checkpoint is renamed by the table (names.py) and must meet a tensor of the model with the same
+shape. What does not fit is not reported one tensor at a time; ``rename_and_check`` raises one
+``CheckpointError`` that lists, by kind, every tensor config.json has no place for, every missing
+one (under the checkpoint's own names, which users can look for), every mis-shaped one and every
+unexpected one::
+
+    bert-tiny/model.safetensors does not fit the model described by bert-tiny/config.json:
+      tensors with the wrong shape (1): embeddings.word_embeddings.weight (30522, 128) (expected (30000, 128))
+      (a shape that disagrees usually means config.json belongs to another model)
+
+Heads are the exception that is explained rather than listed: a class whose head the checkpoint
+lacks is told which heads the file has and which class loads it, or (``new_heads=True``) gets the
+missing tensors fresh, as BERT initialises them, to fine-tune. Tensors of heads the class does not
+have are left out, named in one log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+
+import torch
+
+from ..errors import CheckpointError
+from .names import (
+    GOOGLE_HEADS,
+    HEAD_PREFIXES,
+    HEADS,
+    IGNORED_TENSORS,
+    POOLER,
+    POOLER_NAME,
+    TASK_HEADS,
+    checkpoint_to_minibert,
+    minibert_to_checkpoint,
+)
+
+logger = logging.getLogger("minibert")
+
+
+def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True,
+                     new_heads: bool = False) -> dict:  # fmt: skip
+    """Rename ``state`` to ``model``'s names; raise one error listing every missing, unexpected and
+    mis-shaped tensor. Tensors of heads the model does not have are left out (named in one log line,
+    as transformers warns, unless the model is the bare encoder: every checkpoint with heads has them)."""
+    prefix = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
+    expected = model.state_dict()
+    renamed, unexpected, unused_heads = _renamed(state, expected, prefix)
+    if "mlm_head.bias" in expected and "mlm_head.bias" not in renamed:  # exports that keep only the decoder's bias
+        for name in ("cls.predictions.decoder.bias", "bert.cls.predictions.decoder.bias"):
+            if name in state:
+                renamed["mlm_head.bias"] = state[name]
+    missing = sorted(set(expected) - set(renamed))
+    undescribed = sorted(set(renamed) - set(expected))  # BERT tensors the config has no place for (a 7th layer...)
+    misshaped = [
+        f"{name} {tuple(renamed[name].shape)} (expected {tuple(expected[name].shape)})"
+        for name in sorted(set(expected) & set(renamed))
+        if renamed[name].shape != expected[name].shape
+    ]
+    misshaped += [  # an integer or boolean tensor where the model has a weight: not a number to convert
+        f"{name} of dtype {str(renamed[name].dtype).removeprefix('torch.')} (expected floating point)"
+        for name in sorted(set(expected) & set(renamed))
+        if expected[name].is_floating_point() and not renamed[name].is_floating_point()
+    ]
+    if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped:
+        if not new_heads:
+            advice = " (or pass new_heads=True to start them from fresh weights, to fine-tune)"
+            raise CheckpointError(_missing_heads(model, missing, renamed, unused_heads, weights_file) + advice)
+        if warn:
+            logger.warning("%s: %s starts %d tensors from fresh weights (fine-tune them before use): %s",
+                           weights_file, type(model).__name__, len(missing), _first(missing, 6))  # fmt: skip
+        for name in missing:
+            renamed[name] = _fresh(name, tuple(expected[name].shape), model.config.initializer_range)
+        missing = []
+    if missing or misshaped or undescribed:
+        problems = {"undescribed": undescribed, "missing": missing, "misshaped": misshaped, "unexpected": unexpected}
+        raise CheckpointError(_does_not_fit(weights_file, config_file, prefix, **problems))
+    task_heads = [name for name in unused_heads if checkpoint_to_minibert(name).startswith(TASK_HEADS)]
+    if warn and (prefix and unused_heads or task_heads):  # the bare encoder names only fine-tuned heads it ignores
+        logger.info("%s: %s has no place for %d tensors of the checkpoint's other heads (ignored): %s", weights_file,
+                    type(model).__name__, len(unused_heads), _first(sorted(unused_heads), 6))  # fmt: skip
+    if unexpected and warn:
+        warnings.warn(
+            f"{weights_file}: ignoring {len(unexpected)} tensors minibert does not use: "
+            f"{', '.join(sorted(unexpected)[:10])}",
+            stacklevel=3,
+        )
+    return {name: renamed[name] for name in expected}
+
+
+def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str]]:
+    """(``state`` under minibert's names, TensorFlow kernels transposed; the names the rename table
+    does not know and minibert does not ignore; the tensors of heads this model does not have)."""
+    renamed, unexpected, unused_heads = {}, [], []
+    for name, tensor in state.items():
+        ours = checkpoint_to_minibert(name)
+        if ours is None:
+            if not IGNORED_TENSORS.match(name.removeprefix("bert.")):
+                unexpected.append(name)
+            continue
+        target = ours if ours.startswith(HEAD_PREFIXES) else prefix + ours  # heads sit beside .bert
+        if target not in expected and ours.startswith((*HEAD_PREFIXES, POOLER)):
+            unused_heads.append(name)  # a head (or the pooler) this class does not have
+            continue
+        if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
+            from .tf_checkpoint import transpose_in_place
+
+            tensor = transpose_in_place(tensor)
+        renamed[target] = tensor
+    return renamed, unexpected, unused_heads
+
+
+def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missing, misshaped, unexpected) -> str:
+    """The one message that lists every tensor that does not fit, by kind."""
+    lines = [f"{weights_file} does not fit the model described by {config_file}:"]
+    if undescribed:
+        lines.append(f"  tensors config.json has no place for ({len(undescribed)}): "
+                     f"{_first(_checkpoint_names(undescribed, prefix))}")  # fmt: skip
+    if missing:
+        lines.append(f"  missing tensors ({len(missing)}): {_first(_checkpoint_names(missing, prefix))}")
+    if misshaped:
+        lines.append(f"  tensors with the wrong shape ({len(misshaped)}): {_first(misshaped)}")
+    if unexpected:
+        lines.append(f"  unexpected tensors ({len(unexpected)}): {_first(sorted(unexpected))}")
+    if misshaped:
+        lines.append("  (a shape that disagrees usually means config.json belongs to another model)")
+    return "\n".join(lines)
+
+
+def _fresh(name: str, shape: tuple[int, ...], std: float) -> torch.Tensor:
+    """A new head tensor as BERT initialises it: LayerNorm scales 1, biases 0, weights normal(0, std)."""
+    if name.endswith("layer_norm.weight"):
+        return torch.ones(shape)
+    if name.endswith("bias"):
+        return torch.zeros(shape)
+    return torch.randn(shape) * std
+
+
+# Which class to load a checkpoint with, by the heads it has.
+_CLASS_FOR_HEADS = {
+    frozenset(): "BertModel",
+    frozenset({"mlm_head.", "nsp_head."}): "BertForPreTraining",
+    frozenset({"mlm_head."}): "BertForMaskedLM",
+    frozenset({"nsp_head."}): "BertForNextSentencePrediction",
+    frozenset({"classifier."}): "BertForSequenceClassification, BertForTokenClassification or BertForMultipleChoice",
+    frozenset({"qa_outputs."}): "BertForQuestionAnswering",
+}
+
+
+def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[str], weights_file: Path) -> str:
+    """What is true when only head tensors are missing: which heads the class needs, which the
+    checkpoint has, and the class that loads it."""
+
+    def heads_of(names) -> set[str]:
+        return {head for name in names for head in HEAD_PREFIXES if name.startswith(head)}
+
+    present = heads_of(renamed) | heads_of(checkpoint_to_minibert(name) for name in unused_heads)
+    names = GOOGLE_HEADS if weights_file.suffix == ".index" else HEADS  # as the checkpoint names them
+    needed = [names[head] for head in HEAD_PREFIXES if head in heads_of(missing)]
+    if any(name.removeprefix("bert.").startswith(POOLER) for name in missing):
+        needed.insert(0, POOLER_NAME if names is HEADS else "the pooler (bert/pooler/*)")
+    has = " and ".join(names[head] for head in HEAD_PREFIXES if head in present)
+    has = has or "no heads: it holds the encoder only"
+    fits = _CLASS_FOR_HEADS.get(frozenset(present))
+    if present == {"classifier."} and weights_file.suffix == ".index":
+        fits = "BertForSequenceClassification"  # run_classifier.py classifies sequences
+    advice = f"; load it with {fits}" if fits else ""
+    return (f"{weights_file} has no tensors for {' or '.join(needed)}, which {type(model).__name__} needs; "
+            f"it has {has}{advice}")  # fmt: skip
+
+
+def _first(names: list[str], count: int = 12) -> str:
+    """A list for an error message: the first ``count`` names, then how many more (a short message)."""
+    return ", ".join(names[:count]) + (f", … and {len(names) - count} more" if len(names) > count else "")
+
+
+def _checkpoint_names(names: list[str], prefix: str) -> list[str]:
+    """Name missing tensors as they would appear in the checkpoint, which is what users can look for."""
+    return [minibert_to_checkpoint(name.removeprefix(prefix)) for name in names]

@@ -1,0 +1,196 @@
+"""The fast path: the same numbers as the book's plain attention (model.py), with less work.
+
+A reader learning BERT can skip this file. ``BertModel.forward`` chooses a ``FastLayout`` once per
+call; when it has one, the embeddings and every per-token layer run on ``layout.pack``-ed tensors
+and ``SelfAttention`` hands its q, k, v to ``layout.attend`` instead of the written-out formula.
+That ``if`` in SelfAttention is the one place where speed enters attention (the other place, the linear
+layers' GEMM library, is seam.py's).
+
+Three ideas, each exact (they change only the order of float sums):
+
+1. **Packing** (``Packing``). Most of BERT's FLOPs are in layers that treat each token on its own
+   (the Q/K/V and output projections, the feed-forward network, LayerNorm). For those, a batch
+   (B, T, H) with padding is laid out as (P, H) when the caller asks (``skip_padding=True``: the
+   [PAD] rows of its outputs are then zeros, not transformers' values): only the P real tokens, end to end. Attention is
+   the one place where tokens of a sequence meet; there they are put back in their (B, T) places.
+2. **Length groups** (``AttentionGroup``). Attention's cost grows with the padded length, squared;
+   rows of very different lengths attend in groups, each padded only to its own longest.
+3. **The fused kernel**: ``F.scaled_dot_product_attention`` computes softmax(QKᵀ/√S + mask)·V
+   without keeping the T×T weights. For short sequences the formula written out (two batched
+   matmuls and a softmax) can be faster: the fused kernel splits its work poorly over threads
+   (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
+   ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
+   the written-out formula is used.
+
+Shape legend as in model.py; P = packed tokens: the real tokens of a whole batch laid end to end.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class Packing:
+    """Where the real tokens of a right-padded batch live, so that work on padding can be skipped.
+
+    attention_mask [[1 1 1 0]      index = [0 1 2 4 5]      (B, T, H) --pack--> (P, H)
+                    [1 1 0 0]]                              (P, H) --unpack--> (B, T, H), zeros at pads
+    """
+
+    def __init__(self, attention_mask: torch.Tensor, groups: bool = True):
+        self.batch, self.tokens = attention_mask.shape
+        is_real = attention_mask.reshape(-1).bool()  # (B*T,)
+        self.index = is_real.nonzero().squeeze(1)  # (P,) positions of the real tokens in the flattened (B*T)
+        self.padding_index = (~is_real).nonzero().squeeze(1)  # (B*T - P,) positions of the padding
+        # None: the whole batch attends as one (always, when ``groups`` is False)
+        self.groups = AttentionGroup.of(attention_mask.sum(1)) if groups else None
+
+    @staticmethod
+    def applies_to(attention_mask: torch.Tensor) -> bool:
+        """Packing needs right padding: every row is real tokens first, then padding."""
+        lengths = attention_mask.sum(1, keepdim=True)
+        positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        return bool((lengths > 0).all()) and bool((attention_mask.bool() == (positions < lengths)).all())
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, T, ...) -flatten-> (B*T, ...) -select-> (P, ...)
+        return x.reshape(self.batch * self.tokens, *x.shape[2:]).index_select(0, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        # (P, H) -scatter-> (B*T, H), zeros at padding -view-> (B, T, H)
+        out = x.new_empty(self.batch * self.tokens, x.shape[-1])
+        out.index_copy_(0, self.index, x).index_fill_(0, self.padding_index, 0.0)
+        return out.view(self.batch, self.tokens, x.shape[-1])
+
+
+class AttentionGroup:
+    """Rows of similar length that attend together, padded only to their own longest.
+
+    A batch with one 250-token text and fifteen 30-token ones computes attention as if all sixteen
+    were 250 tokens long (about 60× the real work for the short ones); a server's batches mix
+    lengths like this. So the rows are grouped by length (each row at least ``RATIO`` of its
+    group's longest), and each group gets its own attention call on (b, T_group) instead of (B, T).
+    Exact: a padded key adds exactly nothing to a softmax.
+
+        lengths [250, 240, 30, 28, 25]  ->  groups [rows 0, 1: T=250] [rows 2, 3, 4: T=30]
+    """
+
+    RATIO = 0.8
+
+    def __init__(self, rows: torch.Tensor, lengths: torch.Tensor, starts: torch.Tensor):
+        self.rows, self.tokens = rows, int(lengths.max())
+        positions = torch.arange(self.tokens, device=lengths.device)
+        is_real = positions[None, :] < lengths[:, None]  # (b, T_group)
+        self.full = bool(is_real.all())  # no padding at all: no mask needed
+        self.local = is_real.reshape(-1).nonzero().squeeze(1)  # real positions in the flattened (b*T_group)
+        self.packed = (starts[:, None] + positions[None, :])[is_real]  # the same tokens' positions in (P,)
+
+    @classmethod
+    def of(cls, lengths: torch.Tensor) -> list[AttentionGroup] | None:
+        """The groups of a batch with these lengths, or None when one group (the whole batch) does."""
+        if int(lengths.min()) >= cls.RATIO * int(lengths.max()):
+            return None
+        starts = lengths.cumsum(0) - lengths  # where each row's tokens begin in the packed (P,)
+        order = lengths.argsort(descending=True, stable=True).tolist()
+        values = lengths.tolist()
+        groups, first = [], 0
+        for end in range(1, len(order) + 1):
+            if end == len(order) or values[order[end]] < cls.RATIO * values[order[first]]:
+                rows = torch.tensor(order[first:end], device=lengths.device)
+                groups.append(cls(rows, lengths[rows], starts[rows]))
+                first = end
+        return groups
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        # (P, H) -select this group's tokens-> (p, H) -scatter-> (b*T_group, H) -view-> (b, T_group, H)
+        out = x.new_zeros(len(self.rows) * self.tokens, x.shape[-1])
+        out.index_copy_(0, self.local, x.index_select(0, self.packed))
+        return out.view(len(self.rows), self.tokens, x.shape[-1])
+
+    def mask(self, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """The batch's additive (B, 1, 1, T) mask, cut to this group's rows and length."""
+        if self.full or mask is None:
+            return None
+        return mask.index_select(0, self.rows)[..., : self.tokens]
+
+
+class FastLayout:
+    """How one forward call lays out its tokens, chosen once from the attention mask.
+
+    Without padding (or with padding that is not on the right, or when not asked to ``pack``:
+    then [PAD] rows are computed as transformers computes them) tokens stay (B, T, H) and only the
+    fused kernel is used; with right padding they are packed to (P, H), and attention unpacks them
+    (whole, or in length groups): [PAD] rows come back as zeros.
+    """
+
+    def __init__(
+        self, attention_mask: torch.Tensor | None, short_attention: dict[int, int] | None = None, pack: bool = True
+    ):
+        padded = pack and attention_mask is not None and not bool(attention_mask.all())
+        # Length groups only where no gradient is recorded: under autograd each group's gathers of
+        # q, k, v come back in the backward pass as scatters into the whole (P, H), one per group
+        # and tensor, which cost more than the attention they save (a fine-tuning step of
+        # all-MiniLM-L6-v2, batch 32, lengths 11-128: 8 groups, scatter_add a tenth of the step).
+        groups = not torch.is_grad_enabled()
+        self.packing = Packing(attention_mask, groups) if padded and Packing.applies_to(attention_mask) else None
+        # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
+        self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, ...) → (P, ...) when packing, else unchanged."""
+        return x if self.packing is None else self.packing.pack(x)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """(P, H) → (B, T, H) with zeros at padding, when packing; else unchanged."""
+        return x if self.packing is None else self.packing.unpack(x)
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int, dropout: float
+    ) -> torch.Tensor:
+        """softmax(Q·Kᵀ/√S + mask)·V for q, k, v laid out as ``pack`` left them; the context likewise."""
+        if self.packing is not None and self.packing.groups is not None:  # rows of very different lengths
+            context = torch.empty_like(q)  # (P, H); every real token belongs to exactly one group
+            for group in self.packing.groups:
+                parts = [group.unpack(t) for t in (q, k, v)]  # 3 × (b, T_group, H)
+                attended = self._attention(*parts, group.mask(mask), heads, dropout)  # (b, T_group, H)
+                # (b, T_group, H) -flatten-> (b*T_group, H) -select real-> (p, H) -> its rows of (P, H)
+                context.index_copy_(0, group.packed, attended.reshape(-1, q.shape[-1]).index_select(0, group.local))
+            return context
+        if self.packing is not None:  # (P, H) -> (B, T, H): attention needs each sequence's tokens together
+            q, k, v = self.packing.unpack(q), self.packing.unpack(k), self.packing.unpack(v)
+            return self.packing.pack(self._attention(q, k, v, mask, heads, dropout))
+        return self._attention(q, k, v, mask, heads, dropout)
+
+    def _attention(self, q, k, v, mask, heads: int, dropout: float) -> torch.Tensor:
+        """(B, T, H) each → (B, T, H): the fused kernel, or the formula written out for short T."""
+        if q.shape[1] <= self.short_tokens and not dropout:
+            return written_out(q, k, v, mask, heads)
+        return fused_kernel(q, k, v, mask, heads, dropout)
+
+
+def fused_kernel(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int, dropout: float
+) -> torch.Tensor:
+    """q, k, v (B, T, H) → context (B, T, H) through PyTorch's fused attention kernel."""
+    batch, tokens, hidden = q.shape
+    # (B, T, H) -split-> (B, T, N, S) -transpose-> (B, N, T, S)
+    q, k, v = (t.view(batch, tokens, heads, hidden // heads).transpose(1, 2) for t in (q, k, v))
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, N, T, S)
+    # (B, N, T, S) -transpose-> (B, T, N, S) -merge-> (B, T, H)
+    return context.transpose(1, 2).reshape(batch, tokens, hidden)
+
+
+def written_out(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int
+) -> torch.Tensor:
+    """q, k, v (B, T, H) → context (B, T, H): softmax(Q·Kᵀ/√S + mask)·V as model.py writes it."""
+    batch, tokens, hidden = q.shape
+    # (B, T, H) -split-> (B, T, N, S) -transpose-> (B, N, T, S)
+    q, k, v = (t.view(batch, tokens, heads, hidden // heads).transpose(1, 2) for t in (q, k, v))
+    scores = (q @ k.transpose(-1, -2)).mul_((hidden // heads) ** -0.5)  # (B, N, T, T)
+    if mask is not None:
+        scores.add_(mask)  # (B, 1, 1, T) broadcast: padding keys get the dtype's minimum
+    context = scores.softmax(dim=-1) @ v  # (B, N, T, S)
+    # (B, N, T, S) -transpose-> (B, T, N, S) -merge-> (B, T, H)
+    return context.transpose(1, 2).reshape(batch, tokens, hidden)

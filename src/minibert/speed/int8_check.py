@@ -1,0 +1,193 @@
+"""Loading in int8 without silent wrong numbers: each model is measured against its float32 self.
+
+int8 (int8.py) is an approximation, and how good depends on the model: a checkpoint with a few huge
+activations (outliers) quantizes far worse than one without. So ``load_int8`` runs the model on
+``CALIBRATION_TEXTS`` in float32, quantizes it, runs it again, and compares the two sentence vectors
+of each text (the encoder's last hidden states, mean-pooled over the real tokens: what every head and
+the Embedder read): if the worst cosine falls below ``COSINE_FLOOR`` the model is refused for int8
+with the measured figure, never run. The verdict is cached with the other measurements (cache.py:
+~/.cache/minibert/gemm.json), keyed by the checkpoint file (path, size, modification time, inode,
+change time), the CPU and torch: a later load of the same file pays nothing.
+
+The same module says once per process, as a warning, where int8 is measured slower than float32 on
+this CPU (``int8_speedup``: one layer's six projections, timed by measure.py's one rule like bf16's), or where the CPU
+has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI, AMX) and FBGEMM emulates them: int8
+still runs (it was asked for by name), and the user learns what it buys here. ``dtype="auto"`` never picks
+int8: it changes the numbers more than bfloat16 does, so it is always asked for by name.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import QuantizationError
+from .cache import cache_key, read_cache, write_cache
+from .cpu import cpu_name
+from .int8 import Int8Linear, file_signature, has_int8_dot_product, quantize, refuse_if_unable
+from .measure import time_against_float32
+
+log = logging.getLogger("minibert.int8")
+
+# The worst cosine (int8 vs float32, per calibration text) a model may show and still be run in
+# int8. ONNX Runtime's dynamic int8 export of all-MiniLM-L6-v2 measures 0.969 at worst on 800 real
+# texts (issue 42, Zen 4); minibert's int8 of the models the tests load measures above 0.98 on these
+# texts (docs/int8.md). 0.95 leaves room for models a little harder than those, and refuses the
+# ones where int8 has changed what a text means (cosines of 0.9 and below).
+COSINE_FLOOR = 0.95  # a change of the recipe (int8.py) or the calibration bumps cache.CACHE_VERSION
+CALIBRATION_TEXTS = (
+    "I love Paris",
+    "She is a MachineLearning Engineer and works in California",
+    "After stealing money from the bank vault, the bank robber was seen fishing on the Mississippi river bank.",
+    "Les élèves ont réussi l'examen. Ученики сдали экзамен. 学生们通过了考试。 🎉",
+    "Return a new sorted list from the items in iterable. A custom key function can be supplied to customize "
+    "the sort order, and the reverse flag can be set to request the result in descending order.",
+    "How do I restart a pod in Kubernetes?",
+    "Der schnelle braune Fuchs springt über den faulen Hund.",
+    "1 2 3 4 5 6 7 8 9 10 — numbers, dates (2024-05-01) and $12.50 prices",
+)
+SPEED_TOKENS = 1024  # rows of the int8-vs-float32 timing: what one embedding batch gives a GEMM
+_warned: set[str] = set()
+INT8_INSTRUCTIONS = "AVX-512 VNNI, AVX-VNNI or AMX"  # what has_int8_dot_product looks for
+
+
+@dataclass(frozen=True)
+class Int8Check:
+    """How close a model loaded in int8 stays to its float32 self on the calibration texts."""
+
+    mean_cosine: float
+    worst_cosine: float
+    texts: int
+    reason: str  # "measured" or "cached"
+
+
+def load_int8(model: nn.Module, weights_file: Path | None = None) -> Int8Check:
+    """Quantize ``model`` (int8.quantize) and check it against float32 on the calibration texts
+    (or take the cached verdict for this checkpoint file); refuse it below ``COSINE_FLOOR``."""
+    refuse_if_unable(model)  # before the calibration runs the model (on "meta" it would fail deep inside torch)
+    key = _check_key(weights_file) if weights_file is not None else None
+    if weights_file is not None:  # float32_twin reads this file again, and refuses if it has changed since
+        model.int8_weights_file = (Path(weights_file), file_signature(weights_file))
+    cached = _cached_check(key)
+    if cached is None:
+        batch = calibration_batch(model)
+        before = sentence_vectors(model, batch)  # (texts, H) float32
+        quantize(model)
+        cosines = F.cosine_similarity(before, sentence_vectors(model, batch), dim=1)  # (texts,)
+        check = Int8Check(float(cosines.mean()), float(cosines.min()), len(cosines), "measured")
+        if key is not None:
+            write_cache(key, {"int8_mean_cosine": check.mean_cosine, "int8_worst_cosine": check.worst_cosine,
+                              "texts": check.texts})  # fmt: skip
+    else:
+        quantize(model)
+        check = cached
+    from .malloc import hand_back_freed_memory
+
+    hand_back_freed_memory()  # the float32 projections quantize freed leave the process's RSS (docs/int8.md)
+    model.int8_check = check
+    source = getattr(model, "name_or_path", "this model")
+    if check.worst_cosine < COSINE_FLOOR:
+        raise QuantizationError(
+            f"{source}: refused for dtype='int8': its int8 sentence vectors reach a cosine of only "
+            f"{check.worst_cosine:.6f} to float32 on the worst of {check.texts} calibration texts (mean "
+            f"{check.mean_cosine:.4f}; the floor is {COSINE_FLOOR}); load it in float32"
+        )
+    log.info("%s in int8: cosine to float32 %.4f mean, %.4f worst on %d calibration texts (%s)", source,
+             check.mean_cosine, check.worst_cosine, check.texts, check.reason)  # fmt: skip
+    _say_what_int8_buys(model)
+    return check
+
+
+def calibration_batch(model: nn.Module) -> dict[str, torch.Tensor]:
+    """``CALIBRATION_TEXTS`` through the checkpoint's tokenizer, padded; a checkpoint without one
+    (weights only) gets the same number of rows of seeded random ids of the same lengths."""
+    from ..tokenizer.bert_tokenizer import BertTokenizer
+
+    try:
+        tokenizer = BertTokenizer.from_pretrained(model.name_or_path)
+        return dict(tokenizer(list(CALIBRATION_TEXTS), padding=True, truncation=True, max_length=128,
+                              return_tensors="pt"))  # fmt: skip
+    except Exception as error:  # noqa: BLE001 - no vocabulary beside the weights: random ids still measure
+        log.debug("int8 calibration on random ids (no tokenizer at %s: %s)", getattr(model, "name_or_path", "?"), error)
+    generator = torch.Generator().manual_seed(0)
+    vocab = getattr(model, "bert", model).config.vocab_size
+    first = 1000 if vocab > 2000 else 0  # BERT's vocabularies keep [unused] and special pieces below 1000
+    input_ids = torch.randint(first, vocab, (len(CALIBRATION_TEXTS), 32), generator=generator)
+    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+
+
+def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The encoder's last hidden states mean-pooled over each row's real tokens: (B, H) float32."""
+    body = getattr(model, "bert", model)  # a model with heads holds the encoder as .bert
+    with torch.inference_mode():
+        states = body(**batch).last_hidden_state.float()  # (B, T, H)
+    mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)  # (B, T, 1)
+    return (states * mask).sum(1) / mask.sum(1).clamp_min(1)
+
+
+def _check_key(weights_file: Path) -> str | None:
+    """The cosine verdict's key: the machine (cache.cache_key; no thread count changes a cosine) and the
+    checkpoint file, down to its inode and change time."""
+    signature = file_signature(weights_file)  # size, mtime, inode, ctime: a replaced file is measured again
+    if signature is None:
+        return None
+    size, mtime, inode, ctime = signature
+    return cache_key("int8 vs float32", str(Path(weights_file).resolve()), f"{size} bytes", f"mtime {mtime}",
+                     f"inode {inode}", f"ctime {ctime}", threads=False)  # fmt: skip
+
+
+def _cached_check(key: str | None) -> Int8Check | None:
+    record = read_cache().get(key) if key is not None else None
+    if not isinstance(record, dict):
+        return None
+    mean, worst, texts = record.get("int8_mean_cosine"), record.get("int8_worst_cosine"), record.get("texts")
+    if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in (mean, worst, texts)):
+        return None
+    return Int8Check(float(mean), float(worst), int(texts), "cached")
+
+
+# --- is int8 faster here? -------------------------------------------------------------------------
+
+
+def int8_speedup(hidden: int, intermediate: int, budget: float = 0.4) -> float:
+    """float32 seconds / int8 seconds for one encoder layer's six projections (4 × H→H, H→F, F→H)
+    on ``SPEED_TOKENS`` rows of random data, at the process's thread count: the best of interleaved
+    rounds within ``budget`` seconds (at least two; ``measure.time_against_float32``). Cached per
+    CPU, torch, threads and shapes."""
+    key = cache_key("int8 speed vs float32", f"{hidden}x{intermediate}")
+    record = read_cache().get(key)
+    if isinstance(record, dict) and isinstance(record.get("speedup"), float):
+        return record["speedup"]
+    times = time_against_float32(hidden, intermediate, Int8Linear, tokens=SPEED_TOKENS, budget=budget, max_rounds=8)
+    speedup = round(times.speedup, 3)
+    write_cache(key, {"speedup": speedup})
+    return speedup
+
+
+def _say_what_int8_buys(model: nn.Module) -> None:
+    """One warning per process and shape where int8 is not what it is on a CPU made for it: slower
+    than float32 here (it buys no speed), or faster but without int8 dot-product instructions (FBGEMM
+    emulates them with two AVX2 instructions and a 16-bit intermediate, so it gains far less than the
+    2-4x such CPUs show)."""
+    config = getattr(model, "bert", model).config
+    shapes = f"{config.hidden_size}x{config.intermediate_size}"
+    if shapes in _warned:
+        return
+    dot_product = has_int8_dot_product()
+    speedup = int8_speedup(config.hidden_size, config.intermediate_size)
+    if speedup > 1.0 and dot_product:
+        return
+    _warned.add(shapes)
+    if speedup <= 1.0:
+        why = "" if dot_product else f" (no int8 dot-product instructions: {INT8_INSTRUCTIONS})"
+        log.warning("int8 measured %.2fx float32 on %s%s for %s projections: dtype='int8' runs, but buys no speed "
+                    "here", speedup, cpu_name(), why, shapes)  # fmt: skip
+    else:
+        log.warning("int8 measured %.2fx float32 on %s for %s projections: this CPU has no int8 dot-product "
+                    "instructions (%s), so FBGEMM emulates them with AVX2 and int8 gains less here than on a CPU "
+                    "that has them", speedup, cpu_name(), shapes, INT8_INSTRUCTIONS)  # fmt: skip

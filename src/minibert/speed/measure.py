@@ -1,0 +1,146 @@
+"""The one way minibert times things: fairly, on a busy machine, within a budget.
+
+``best_times`` runs several ways of doing the same work in interleaved rounds, each round in the
+other order than the last, and keeps the best of each (the best of several is what a noisy shared
+machine can be trusted for). gemm.py and attention_threshold.py time with it directly.
+
+``time_against_float32`` is the question every dtype asks ("is X faster than float32 here?"):
+one encoder layer's six projections (Q, K, V and the attention output, H→H; the feed-forward's
+H→F and F→H) on seeded random weights of the model's shapes, float32 against a candidate, at the
+process's thread count. bf16.py (``dtype="auto"``), int8_check.py (``dtype="int8"``) and
+training's ``--bf16`` (training/run/precision.py, forward and backward) ask it, each with its own
+candidate, rows and budget; their verdicts go to one cache (cache.py).
+
+    >>> times = time_against_float32(8, 16, lambda linear: linear, tokens=4, budget=0.0)
+    >>> times.float32 > 0 and times.candidate > 0, times.flops     # float32 against itself
+    (True, 4096)
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+BUDGET_SECONDS = 0.2  # a measurement's share of a cold start (a cached verdict costs a file read)
+
+
+def best_times(
+    runs: dict, thread_counts: list[int], started: float, budget: float, max_rounds: int,
+    sample_seconds: float = 0.0, grad: bool = False, min_rounds: int = 2,
+) -> dict:  # fmt: skip
+    """{(threads, key): best seconds} of each run at each thread count: interleaved rounds (each
+    round in the other order than the last) until the next round would pass ``budget`` seconds
+    since ``started`` or ``max_rounds`` are done, but at least ``min_rounds``; round 0 warms up
+    (oneDNN builds its kernels, pages are touched) and is not counted. The process's thread count
+    is restored.
+
+    ``sample_seconds``: each timed sample repeats its run until it lasts about that long (as many
+    times as the fastest warm-up run fits in it), so that work of microseconds is timed above the
+    clock's noise. ``grad``: the runs record gradients (a training step), so they run outside
+    ``torch.inference_mode()``."""
+    jobs = [(threads, key) for threads in thread_counts for key in runs]
+    best = dict.fromkeys(jobs, float("inf"))
+    warm = dict.fromkeys(jobs, float("inf"))
+    rounds, repeats, previous, round_time = 0, 1, torch.get_num_threads(), 0.0
+    try:
+        with torch.inference_mode(not grad):
+            while rounds < min_rounds or (rounds < max_rounds and time.perf_counter() - started + round_time < budget):
+                round_started = time.perf_counter()
+                for threads, key in jobs if rounds % 2 == 0 else reversed(jobs):
+                    torch.set_num_threads(threads)
+                    start = time.perf_counter()
+                    for _ in range(repeats):
+                        runs[key]()
+                    spent = (time.perf_counter() - start) / repeats
+                    if rounds > 0:
+                        best[threads, key] = min(best[threads, key], spent)
+                    else:
+                        warm[threads, key] = spent
+                if rounds == 0 and sample_seconds:
+                    repeats = max(1, round(sample_seconds / max(min(warm.values()), 1e-6)))
+                round_time = time.perf_counter() - round_started
+                rounds += 1
+    finally:
+        torch.set_num_threads(previous)
+    return best
+
+
+def projection_shapes(hidden: int, intermediate: int) -> list[tuple[int, int]]:
+    """(out, in) of one encoder layer's six projections, as ``nn.Linear`` holds them:
+    Q, K, V and the attention output (H×H), the feed-forward's H→F and F→H.
+
+        >>> projection_shapes(4, 16)
+        [(4, 4), (4, 4), (4, 4), (4, 4), (16, 4), (4, 16)]
+    """
+    return [(hidden, hidden)] * 4 + [(intermediate, hidden), (hidden, intermediate)]
+
+
+@dataclass(frozen=True)
+class ProjectionTimes:
+    """Best seconds of one layer's six projections, float32 and the candidate; ``flops``: one run's work."""
+
+    float32: float
+    candidate: float
+    flops: int
+
+    @property
+    def speedup(self) -> float:
+        """How many times faster the candidate ran: float32's seconds over the candidate's."""
+        return self.float32 / self.candidate
+
+
+def time_against_float32(
+    hidden: int,
+    intermediate: int,
+    candidate: Callable[[nn.Linear], nn.Module],
+    *,
+    tokens: int,
+    budget: float,
+    max_rounds: int = 12,
+    dtype: torch.dtype = torch.float32,
+    backward: bool = False,
+    sample_seconds: float = 0.0,
+    min_rounds: int = 2,
+) -> ProjectionTimes:
+    """Time one encoder layer's six projections (``projection_shapes``) in float32 and as
+    ``candidate`` makes them, at the process's thread count: ``best_times``' interleaved rounds
+    within ``budget`` seconds (at least ``min_rounds``, the first a warm-up), the best of each.
+
+    The float32 projections are ``nn.Linear`` layers with seeded random weights (the global random
+    state is left alone) and ``tokens`` rows of seeded random input; ``candidate(linear)`` gets a
+    copy of each layer and returns the module that runs it (``Int8Linear``, a bfloat16 copy, ...),
+    which is fed inputs of ``dtype``. ``backward``: a training step, forward then the gradients
+    of inputs and weights (``flops`` three times the forward's)."""
+    started = time.perf_counter()  # the set-up is part of the budget: a cold start pays for it
+    generator = torch.Generator().manual_seed(0)
+    layers = []
+    for out_features, in_features in projection_shapes(hidden, intermediate):
+        linear = nn.Linear(in_features, out_features, device="meta").to_empty(device="cpu")  # no global RNG drawn
+        with torch.no_grad():
+            linear.weight.copy_(torch.randn(out_features, in_features, generator=generator) / in_features**0.5)
+            linear.bias.copy_(torch.randn(out_features, generator=generator) * 0.02)
+        layers.append(linear)
+    widths = {hidden, intermediate}
+    inputs = {width: torch.randn(tokens, width, generator=generator) for width in sorted(widths)}  # (tokens, width)
+
+    def run(modules: list[nn.Module], inputs: dict[int, torch.Tensor]) -> Callable[[], None]:
+        def forward() -> list[torch.Tensor]:
+            return [module(inputs[linear.in_features]) for module, linear in zip(modules, layers)]
+
+        if not backward:
+            return forward
+        return lambda: sum(output.float().sum() for output in forward()).backward()
+
+    float32_inputs = {width: x.requires_grad_(backward) for width, x in inputs.items()}
+    candidate_inputs = {width: x.detach().to(dtype).requires_grad_(backward) for width, x in inputs.items()}
+    runs = {"float32": run(layers, float32_inputs),
+            "candidate": run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)}  # fmt: skip
+    threads = torch.get_num_threads()
+    best = best_times(runs, [threads], started, budget, max_rounds, sample_seconds, backward, min_rounds)
+    flops = 2 * tokens * sum(out * inp for out, inp in projection_shapes(hidden, intermediate))
+    return ProjectionTimes(best[threads, "float32"], best[threads, "candidate"], flops * (3 if backward else 1))

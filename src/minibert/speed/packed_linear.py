@@ -1,0 +1,152 @@
+"""How each GEMM backend runs BERT's linear layers; gemm.py chooses among them.
+
+* ``"mkl"``: ``F.linear``, as ``nn.Linear`` calls it (Intel MKL in PyTorch's x86 builds). The bias
+  is copied into the output first, then the product is added to it.
+* ``"onednn"``: oneDNN (``torch.ops.mkldnn._linear_pointwise``), with each weight reordered once
+  into oneDNN's blocked layout ("prepacked") and the bias added inside the GEMM: ``PackedLinear``.
+* ``"onednn-fused"``: the same, with the feed-forward activation (GELU, exact or tanh; ReLU)
+  applied by oneDNN as the GEMM writes its output ("post-op"): one pass over the (tokens × F)
+  tensor fewer.
+
+``use_backend`` swaps the encoder layers' ``nn.Linear`` for ``PackedLinear`` (the same Parameters)
+or back. oneDNN runs only where no gradient is needed (inference under ``torch.no_grad()`` /
+``inference_mode()``); a forward pass that trains falls back to ``F.linear`` with the same weights,
+so fine-tuning a loaded model works unchanged. So does a layer whose weight is an inference tensor
+(no version counter: a change could not be seen).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import BACKENDS
+
+log = logging.getLogger("minibert.gemm")
+
+# hidden_act → oneDNN's post-op (attr, algorithm): the same function, as activations.py defines it.
+FUSIBLE = {
+    "gelu": ("gelu", "none"),  # exact: x·Φ(x) with erf
+    "gelu_python": ("gelu", "none"),
+    "gelu_new": ("gelu", "tanh"),
+    "gelu_pytorch_tanh": ("gelu", "tanh"),
+    "gelu_python_tanh": ("gelu", "tanh"),
+    "gelu_fast": ("gelu", "tanh"),
+    "gelu_accurate": ("gelu", "tanh"),
+    "relu": ("relu", ""),
+}
+
+
+class PackedLinear(nn.Linear):
+    """An ``nn.Linear`` that multiplies through oneDNN with its weight prepacked.
+
+    It holds the very same ``weight`` and ``bias`` Parameters as the layer it replaces (state dicts,
+    optimizers and ``.to()`` see no difference); the packed copy is a cache, rebuilt whenever the
+    weight changes (a new tensor, an in-place update, another dtype). With ``post_op`` it also
+    applies the feed-forward activation.
+    """
+
+    def __init__(self, linear: nn.Linear, post_op: tuple[str, str] | None = None, activation=None):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias
+        self.post_op, self.activation = post_op, activation  # ("gelu", "none"), activations.exact_gelu
+        self._packed, self._packed_for, self._inference_noted = None, None, False
+
+    def packed_weight(self) -> torch.Tensor | None:
+        """The weight in oneDNN's layout, or None where oneDNN cannot take it (e.g. a model moved
+        to bfloat16 on a CPU without AVX-512 after loading), or where a change of the weight could
+        not be seen: an inference tensor (a model moved or copied inside ``torch.inference_mode()``)
+        keeps no version counter, so an in-place update would leave a stale packed copy; such a
+        layer runs on ``F.linear`` (the same numbers; moved or copied outside, it is packed again)."""
+        weight = self.weight
+        if weight.is_inference():
+            if not self._inference_noted:
+                log.info("%s: its weight is an inference tensor (no version counter): running on F.linear", self)
+                self._inference_noted = True
+            return None
+        key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+        if self._packed_for != key:
+            with torch.no_grad():
+                try:
+                    self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+                except RuntimeError:
+                    self._packed = None
+            self._packed_for = key
+        return self._packed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        training = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
+        usable = x.device.type == "cpu" and x.dtype == self.weight.dtype in (torch.float32, torch.bfloat16)
+        packed = self.packed_weight() if usable and not training else None  # autograd needs F.linear
+        if packed is None:
+            y = F.linear(x, self.weight, self.bias)
+            return y if self.activation is None else self.activation(y)
+        attr, algorithm = self.post_op or ("none", "")
+        return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, attr, [], algorithm)
+
+    def __getstate__(self):  # pickling and deepcopy: the cache is rebuilt on first use
+        state = super().__getstate__()
+        state = dict(state, _packed=None, _packed_for=None, _inference_noted=False)
+        return state
+
+    def extra_repr(self) -> str:
+        fused = f", post_op={self.post_op[0]}" if self.post_op else ""
+        return f"{super().extra_repr()}, backend=onednn{fused}"
+
+
+def _applied_already(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    """The feed-forward activation when the intermediate GEMM has applied it as a post-op."""
+    return x
+
+
+def use_backend(model: nn.Module, backend: str) -> None:
+    """Run ``model``'s encoder layers' projections on ``backend`` (one of BACKENDS); undoes any
+    earlier choice. The heads keep ``nn.Linear``: they are a sliver of the work."""
+    if backend not in BACKENDS:
+        raise ValueError(f"gemm backend must be one of {', '.join(BACKENDS)} (or 'auto'), got {backend!r}")
+    for layer in encoder_layers(model):
+        feed_forward = layer.feed_forward
+        feed_forward.activation = feed_forward_activation(feed_forward)  # unfused: the original function back
+        for part in (layer.attention, feed_forward):
+            for name, child in list(part.named_children()):
+                if isinstance(child, nn.Linear):
+                    setattr(part, name, _plain(child) if backend == "mkl" else PackedLinear(child))
+        act = activation_name(feed_forward)
+        if backend == "onednn-fused" and act in FUSIBLE:
+            feed_forward.intermediate = PackedLinear(feed_forward.intermediate, FUSIBLE[act], feed_forward.activation)
+            feed_forward.activation = _applied_already
+    model.gemm_backend = backend
+
+
+def encoder_layers(model: nn.Module) -> list[nn.Module]:
+    """model.py's EncoderLayers (found by their parts: this module sits below model.py)."""
+    return [module for module in model.modules() if hasattr(module, "attention") and hasattr(module, "feed_forward")]
+
+
+def _plain(linear: nn.Linear) -> nn.Linear:
+    if type(linear) is nn.Linear:
+        return linear
+    plain = nn.Linear.__new__(nn.Linear)
+    nn.Module.__init__(plain)
+    plain.in_features, plain.out_features = linear.in_features, linear.out_features
+    plain.weight, plain.bias = linear.weight, linear.bias
+    return plain
+
+
+def feed_forward_activation(feed_forward):
+    """The feed-forward's activation function, also where oneDNN applies it (``onednn-fused``)."""
+    if feed_forward.activation is _applied_already:
+        return feed_forward.intermediate.activation
+    return feed_forward.activation
+
+
+def activation_name(feed_forward) -> str | None:
+    """The config name of the feed-forward's activation function (the first name that means it)."""
+    from ..activations import ACTIVATIONS
+
+    activation = feed_forward_activation(feed_forward)
+    return next((name for name, f in ACTIVATIONS.items() if f is activation), None)

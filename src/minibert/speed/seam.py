@@ -1,0 +1,100 @@
+"""Where speed enters a loaded model, and the one switch that takes it out again.
+
+``BertModel(config)`` built by hand is model.py's code and nothing else. ``from_pretrained``
+(loading/from_pretrained.py) ends with one call, ``speed_up(model, gemm)``, and this is everything it changes; each
+change computes the same numbers as the book's modules, up to the order of float sums
+(tests/test_speed_book_modules.py compares both with transformers on real weights):
+
+====================================  ===============================================  ==========================
+what is swapped                       into                                             why
+====================================  ===============================================  ==========================
+the encoder layers' six ``nn.Linear`` ``PackedLinear`` (packed_linear.py; the same     oneDNN's prepacked GEMM is
+(Q, K, V, attention output, the       Parameters), on the backends ``onednn`` /        up to 2.3x MKL's on some
+feed-forward's two projections)       ``onednn-fused``, when measured faster on this    AVX-512 CPUs
+                                      CPU (gemm.choose)
+``FeedForward.activation``            identity, the activation applied by the            one pass over the
+                                      intermediate GEMM as it writes (``onednn-fused``)  (tokens × F) tensor fewer
+the same six ``nn.Linear``, only      ``int8.Int8Linear``: int8 weights per channel,     asked for by name: an
+with ``dtype="int8"``                 activations int8 per call (FBGEMM), checked        approximation, measured
+                                      against float32 at load (int8_check.py)           (docs/int8.md)
+====================================  ===============================================  ==========================
+
+int8 is the one swap that changes the numbers beyond float rounding, so it is never automatic.
+
+The attention's fast path (fast_path.py: the fused kernel, and packing away padding where a caller
+asks for it by name) is not a swapped module: it is ``BertModel.use_fast_path``, on by default.
+
+``model.use_book_modules()`` gives back the book's exact modules on a loaded model: plain
+``nn.Linear``, the activation in place, and ``use_fast_path = False`` (the attention formula as
+model.py writes it). ``model.use_book_modules(False)`` puts the speed back, as it was loaded:
+
+    >>> from minibert import BertConfig, BertModel
+    >>> model = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    ...                              intermediate_size=64, vocab_size=100))
+    >>> model.use_book_modules().use_fast_path, model.book_modules
+    (False, True)
+    >>> model.use_book_modules(False).use_fast_path, model.book_modules
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Speed:
+    """What a model runs besides the book's modules (kept while it runs them, to be put back)."""
+
+    gemm_backend: str  # speed.BACKENDS: "mkl" = the book's nn.Linear (F.linear, MKL on x86)
+    fast_attention: dict[str, bool]  # each BertModel inside (by module name): its use_fast_path
+    int8: dict[str, nn.Module] = field(default_factory=dict)  # module name → its Int8Linear (dtype="int8")
+
+
+def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None = None) -> None:
+    """The one place where a loaded model gets its speed: the GEMM backend measured on this CPU (or
+    ``gemm``: "auto", "mkl", "onednn", "onednn-fused"; see gemm.py). Attention's fast path is on
+    already (``BertModel.use_fast_path``). ``int8_from`` (the checkpoint file, when loaded with
+    ``dtype="int8"``): the encoder's projections in int8, checked against float32 (int8_check.py)."""
+    if next(model.parameters()).device.type == "cpu":
+        from .gemm import choose
+
+        choose(model, gemm)
+    if int8_from is not None:
+        from .int8_check import load_int8
+
+        load_int8(model, int8_from)
+
+
+def use_book_modules(model: nn.Module, book: bool = True) -> None:
+    """``book=True``: every layer back to model.py's classes (plain ``nn.Linear``, the activation in
+    place) and attention written out (``use_fast_path = False``); ``book=False``: the speed the model
+    had before, back. Either way twice is the same as once."""
+    from .int8 import float32_twin, int8_layers
+    from .packed_linear import use_backend
+
+    saved: Speed | None = getattr(model, "_speed", None)
+    if book and saved is None:
+        encoders = [(name, module) for name, module in model.named_modules() if hasattr(module, "use_fast_path")]
+        fast = {name: encoder.use_fast_path for name, encoder in encoders}
+        int8 = dict(int8_layers(model))
+        if int8:  # the float32 weights were not kept (a quarter of the memory): read again from the checkpoint
+            twin = float32_twin(model)
+            for name in int8:
+                model.set_submodule(name, twin.get_submodule(name))
+        model._speed = Speed(getattr(model, "gemm_backend", "mkl"), fast, int8)
+        use_backend(model, "mkl")
+        for name in fast:
+            model.get_submodule(name).use_fast_path = False
+    elif not book and saved is not None:
+        use_backend(model, "mkl" if saved.int8 else saved.gemm_backend)
+        for name, layer in saved.int8.items():
+            model.set_submodule(name, layer)
+        if saved.int8:
+            model.gemm_backend = saved.gemm_backend
+        for name, fast in saved.fast_attention.items():
+            model.get_submodule(name).use_fast_path = fast
+        model._speed = None

@@ -1,0 +1,49 @@
+"""``InstanceOptions``: the flags of Google's ``create_pretraining_data.py`` (``minibert
+pretraining-data``) as one checked value, each field with its default, limits and help written once.
+
+>>> InstanceOptions(max_seq_length=64, whole_word_mask=True).max_tokens_per_pair
+61
+>>> InstanceOptions(max_seq_length=4)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+minibert.errors.DataError: max_seq_length must be a whole number of at least 5, got 4 (the smallest instance is ...)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...errors import DataError
+from ..options import option, refuse_out_of_limits
+
+SMALLEST_SEQUENCE = 5  # [CLS] A [SEP] B [SEP] with one piece in A and one in B
+
+
+@dataclass(frozen=True)
+class InstanceOptions:
+    """How instances are cut and masked; the defaults are Google's flags' defaults."""
+
+    max_seq_length: int = field(default=128, metadata=option(
+        "pieces per instance, [CLS] and both [SEP] included; shorter ones are padded", low=SMALLEST_SEQUENCE,
+        why="the smallest instance is [CLS] A [SEP] B [SEP] with one piece each in A and B"))  # fmt: skip
+    max_predictions_per_seq: int = field(default=20, metadata=option(
+        "masked pieces per instance, at most (the features' padded length)", low=1,
+        why="at least one piece is masked"))  # fmt: skip
+    masked_lm_prob: float = field(default=0.15, metadata=option(
+        "share of an instance's pieces masked (rounded; at least 1)", low=0.0, high=1.0, above_low=True))  # fmt: skip
+    short_seq_prob: float = field(default=0.1, metadata=option(
+        "how often a shorter target length is drawn from 2..max instead", low=0.0, high=1.0))  # fmt: skip
+    dupe_factor: int = field(default=10, metadata=option(
+        "passes over the corpus, each with other segment cuts and masks", low=1,
+        why="it is the number of passes over the corpus"))  # fmt: skip
+    whole_word_mask: bool = field(default=False, metadata=option(
+        "mask all pieces of a word together (google-research/bert's later flag)", action="store_true"))  # fmt: skip
+
+    def __post_init__(self):
+        refuse_out_of_limits(self, flags=False)
+        if not isinstance(self.whole_word_mask, bool):
+            raise DataError(f"whole_word_mask must be True or False, got {self.whole_word_mask!r}")
+
+    @property
+    def max_tokens_per_pair(self) -> int:
+        """Pieces of A and B together: the sequence less [CLS] and the two [SEP]."""
+        return self.max_seq_length - 3

@@ -1,0 +1,55 @@
+"""How a training step is computed, recorded in the training state so a resumed run computes the same way.
+
+A resumed run repeats an uninterrupted one bit for bit only if every sum is added up in the same
+order. Two things of the process, not of the run's settings, decide that order:
+
+- **torch's thread count.** A reduction (a bias gradient summed over the batch, LayerNorm's mean) is
+  split into one partial sum per thread; 1 thread and 2 threads round differently (about 1e-7 after
+  a few steps of the tiny model).
+- **the GEMM backend** of the encoder's linear layers (gemm.py: MKL, oneDNN, oneDNN with the fused
+  activation). ``auto`` picks it by a measurement on this machine, which a new cache can repeat with
+  another verdict.
+
+So the training state holds both. On resume the backend follows the run's (unless ``$MINIBERT_GEMM``
+names one: then that is used, and the difference said), and a thread count that differs is said:
+the resumed steps are then right but not bit-identical to the run that was never stopped.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from ...speed import BACKENDS
+from ...speed.gemm import requested_in_environment
+from ...speed.packed_linear import use_backend
+
+
+def arithmetic_of(model) -> dict:
+    """This process's way of computing ``model``'s step: {"threads": n, "gemm": backend}."""
+    model = getattr(model, "module", model)  # under DistributedDataParallel
+    return {"threads": torch.get_num_threads(), "gemm": getattr(model, "gemm_backend", "mkl")}
+
+
+def follow_the_run(model, saved: dict, *, say: bool = True) -> None:
+    """Compute the resumed steps as the run computed its first ones: its GEMM backend (unless
+    ``$MINIBERT_GEMM`` asks for another), and a warning for what cannot follow (the threads, a
+    backend that was asked for). A state written before this was recorded (``saved`` empty) is
+    taken as it is."""
+    model = getattr(model, "module", model)
+    if not saved:
+        return
+    now, differences = arithmetic_of(model), []
+    backend = saved.get("gemm")
+    requested = requested_in_environment()
+    if backend in BACKENDS and backend != now["gemm"]:
+        if requested == "auto":
+            use_backend(model, backend)
+        else:
+            differences.append(f"the {backend} GEMMs (MINIBERT_GEMM asks for {now['gemm']})")
+    if isinstance(saved.get("threads"), int) and saved["threads"] != now["threads"]:
+        differences.append(f"{saved['threads']} torch threads (this process has {now['threads']})")
+    if differences and say:
+        warnings.warn(f"the run was computed with {' and '.join(differences)}: the resumed steps round differently "
+                      "from a run that was never stopped (right, but not bit-identical)", stacklevel=3)  # fmt: skip

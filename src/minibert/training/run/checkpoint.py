@@ -1,0 +1,198 @@
+"""The run directory: a hub-layout checkpoint at every save, the training state beside it, the metrics.
+
+    RUN/
+      config.json  model.safetensors          BertForPreTraining, transformers' tensor names: loadable by
+      vocab.txt  tokenizer_config.json ...    transformers, minibert, fill_mask and `minibert serve` as it is
+      training_state.pt                       what --resume needs (below), with a SHA-256 of itself
+      metrics.jsonl                           one JSON line per step (step 1-based, losses, accuracies, rate)
+      loss.png                                the loss curve (written at the end when matplotlib is installed)
+
+The training state holds everything a step depends on, so that a resumed run computes the same
+numbers, bit for bit, as one that was never stopped: the weights (fp32, as trained), AdamWeightDecay's
+moments m and v, the number of updates done, the data position, each process's random-number state
+(dropout), and the settings, the config and the data's fingerprint it was made with (a resume with
+other settings, another config or other data is refused, naming what differs).
+
+Every file is replaced atomically (written beside, then renamed), the training state last. A process
+killed at any moment therefore leaves a resumable run: the state file is the previous checkpoint's or
+this one's, never half of one; metrics lines past the state's step are dropped on resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import MISSING, dataclass, field
+from pathlib import Path
+
+import torch
+
+from ...errors import DataError, TrainingStateError
+from ...formats.atomic_files import naming_the_file, write_atomically
+
+STATE_FILE = "training_state.pt"
+METRICS_FILE = "metrics.jsonl"
+FORMAT = 1
+DIGEST_BYTES = 32  # the SHA-256 of the rest of training_state.pt, at its end
+RUN_FILES = ("config.json", "model.safetensors", STATE_FILE, METRICS_FILE)  # any of them: the folder holds a run
+
+
+@dataclass
+class TrainingState:
+    """What --resume restores. ``moments``: {hub name: (m, v)}; ``rng``: one CPU generator state per process."""
+
+    step: int  # updates done
+    data_position: int  # the first instance of the next global batch
+    settings: dict  # the command's numbers (steps, batch size, rates, seed, ...) and the process count
+    config: dict  # the model's config.json
+    data_fingerprint: str  # Instances.fingerprint()
+    weights: dict[str, torch.Tensor]  # the model's state_dict
+    moments: dict[str, tuple[torch.Tensor, torch.Tensor]]
+    rng: list[torch.Tensor]
+    # How the steps were computed (arithmetic.py): torch's thread count and the linear layers' GEMM
+    # backend. Not checked like the settings: a resume computed otherwise is allowed, and said.
+    arithmetic: dict = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        torch.save({"format": FORMAT, **self.__dict__}, buffer)
+        payload = buffer.getvalue()
+        return payload + hashlib.sha256(payload).digest()
+
+    @classmethod
+    def from_file(cls, path: Path) -> TrainingState:
+        """Read and check the file's integrity (truncation, any changed byte) and its structure."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise TrainingStateError(f"nothing to resume: {path} does not exist (start without --resume)") from None
+        payload, digest = data[:-DIGEST_BYTES], data[-DIGEST_BYTES:]
+        if len(data) <= DIGEST_BYTES or hashlib.sha256(payload).digest() != digest:
+            raise TrainingStateError(f"training state {path} is truncated or was altered (its SHA-256 does not match)")
+        try:
+            values = torch.load(io.BytesIO(payload), weights_only=True)
+        except Exception as error:  # written by another program with a matching digest: still one line
+            raise TrainingStateError(f"training state {path} cannot be read: {error}") from None
+        if not isinstance(values, dict) or values.get("format") != FORMAT:
+            raise TrainingStateError(f"training state {path}: not a minibert training state of format {FORMAT}")
+        fields = [name for name, spec in cls.__dataclass_fields__.items()
+                  if name not in values and spec.default_factory is MISSING]  # fmt: skip
+        if fields:
+            raise TrainingStateError(f"training state {path}: missing {', '.join(fields)}")
+        return cls(**{name: values[name] for name in cls.__dataclass_fields__ if name in values})
+
+
+def check_state(state: TrainingState, path: Path, *, settings: dict, config: dict, fingerprint: str, model,
+                instances: int, hub_names: list[str]) -> None:  # fmt: skip
+    """Refuse a state that does not belong to this command, naming the first thing that differs."""
+    where = f"training state {path}"
+    for name, value in settings.items():
+        if state.settings.get(name) != value:
+            raise TrainingStateError(f"{where}: the run was made with {name} = {state.settings.get(name)!r}, this "
+                                     f"command gives {value!r}; resume with the run's settings")  # fmt: skip
+    if state.config != config:
+        differ = sorted(k for k in set(state.config) | set(config) if state.config.get(k) != config.get(k))
+        raise TrainingStateError(f"{where}: the run's model config differs in {', '.join(differ)}")
+    if state.data_fingerprint != fingerprint:
+        raise TrainingStateError(f"{where}: the run was trained on other data (the instances' SHA-256 differs)")
+    steps, batch = settings["steps"], settings["batch_size"]
+    if not isinstance(state.step, int) or not 0 <= state.step <= steps:
+        raise TrainingStateError(f"{where}: step {state.step!r} is outside 0 … --steps {steps}")
+    position = state.step * batch % instances
+    if state.data_position != position:
+        raise TrainingStateError(f"{where}: data position {state.data_position!r} does not follow from step "
+                                 f"{state.step} (expected {position} of {instances} instances)")  # fmt: skip
+    expected = model.state_dict()
+    _check_tensors(where, "weights", state.weights, {k: v.shape for k, v in expected.items()})
+    shapes = dict(zip(hub_names, (p.shape for p in model.parameters())))
+    if state.step > 0:
+        if not isinstance(state.moments, dict) or set(state.moments) != set(shapes):
+            raise TrainingStateError(f"{where}: the optimizer moments do not name the model's parameters")
+        for name, pair in state.moments.items():
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TrainingStateError(f"{where}: the optimizer moments of {name} are not a pair (m, v)")
+            _check_tensors(
+                where, f"optimizer moments of {name}", dict(zip("mv", pair)), dict.fromkeys("mv", shapes[name])
+            )
+    size = settings["processes"]
+    generator_bytes = torch.get_rng_state().numel()
+    if not isinstance(state.rng, list) or len(state.rng) != size:
+        raise TrainingStateError(f"{where}: the random-number states are missing (expected one per process, {size})")
+    for index, rng in enumerate(state.rng):
+        if not isinstance(rng, torch.Tensor) or rng.dtype != torch.uint8 or rng.numel() != generator_bytes:
+            raise TrainingStateError(f"{where}: random-number state {index} is not a CPU generator state")
+
+
+def _check_tensors(where: str, what: str, found, shapes: dict) -> None:
+    if not isinstance(found, dict) or set(found) != set(shapes):
+        extra = sorted(set(found) - set(shapes)) if isinstance(found, dict) else []
+        missing = sorted(set(shapes) - set(found)) if isinstance(found, dict) else sorted(shapes)
+        raise TrainingStateError(f"{where}: the {what} do not match the model (missing {missing[:3]}, "
+                                 f"unexpected {extra[:3]})")  # fmt: skip
+    for name, shape in shapes.items():
+        tensor = found[name]
+        if not isinstance(tensor, torch.Tensor) or tensor.shape != shape or tensor.dtype != torch.float32:
+            got = f"{tuple(tensor.shape)} {tensor.dtype}" if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise TrainingStateError(f"{where}: {what}: {name} is {got}, expected {tuple(shape)} torch.float32")
+        if not bool(torch.isfinite(tensor).all()):
+            raise TrainingStateError(f"{where}: {what}: {name} holds NaN or infinite values")
+
+
+class RunDirectory:
+    """The output folder of ``minibert pretrain``: refuses to overwrite a run, writes checkpoints."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.state_path = self.path / STATE_FILE
+        self.metrics_path = self.path / METRICS_FILE
+        self.saved_step: int | None = None  # the step of the training state on disk, once known
+
+    def holds_run(self) -> bool:
+        return any((self.path / name).exists() for name in RUN_FILES)
+
+    def check_new(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise DataError(f"--output {self.path} exists and is not a directory")
+        if self.holds_run():
+            raise DataError(f"--output {self.path} already holds a run: pass --resume to continue it, or choose "
+                            "another folder (nothing was overwritten)")  # fmt: skip
+
+    def save(self, model, state: TrainingState, hub_files: bool = True) -> None:
+        """A checkpoint: the hub files first, the training state last (each replaced atomically)."""
+        if hub_files:
+            model.save_pretrained(self.path)
+        write_atomically(self.state_path, state.to_bytes())
+        self.saved_step = state.step
+
+    def remove_leftovers(self) -> list[str]:
+        """Delete the temporary files of a write that a kill interrupted (``.NAME.xxxx.partial``:
+        formats/atomic_files.py); the files they were to replace are whole. Returns their names."""
+        leftovers = [
+            entry for entry in self.path.iterdir() if entry.name.startswith(".") and entry.name.endswith(".partial")
+        ]
+        for entry in leftovers:
+            entry.unlink(missing_ok=True)
+        return [entry.name for entry in leftovers]
+
+    def keep_metrics_up_to(self, step: int) -> None:
+        """Drop metrics lines past ``step`` (written after the last checkpoint by a killed process)
+        and a line cut short by the kill, so the file holds steps 1 … step once each."""
+        if not self.metrics_path.exists():
+            return
+        kept = []
+        for line in self.metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+                kept.append(line + "\n")
+        write_atomically(self.metrics_path, "".join(kept).encode("utf-8"))
+
+    def append_metrics(self, record: dict) -> None:
+        """One line per step. A NaN or infinite number is written as JSON's common extension
+        (``NaN``, ``Infinity``, ``-Infinity``: Python's json, JavaScript's JSON5, pandas read it),
+        which ``read_metrics`` and ``minibert plot`` read back."""
+        with naming_the_file(self.metrics_path), open(self.metrics_path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, allow_nan=True) + "\n")

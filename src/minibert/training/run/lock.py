@@ -1,0 +1,88 @@
+"""One run per folder: an exclusive lock on the output folder of ``pretrain`` (and ``finetune``).
+
+Two commands writing one folder at once would interleave their metrics and keep whichever
+checkpoint was saved last. So a command that writes a run first takes an exclusive ``flock`` on
+``FOLDER/.minibert.lock`` and writes its process id into it; a second command asking for the same
+folder is refused at once, naming the folder and the process that holds it::
+
+    >>> with run_folder_lock("run", flag="--output"):          # doctest: +SKIP
+    ...     train()                                             # a second one: RunFolderBusyError
+
+The operating system releases a ``flock`` when its process ends in any way, SIGKILL included, so
+there is never a stale lock to delete by hand (the file itself stays, holding the last pid; an
+unlocked file means nobody holds it). Under torchrun only rank 0 takes it: the other processes
+write nothing.
+
+A folder the lock had to create is removed again if the command fails before writing anything
+into it (a refused command leaves no empty folder behind).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ...errors import DataError, RunFolderBusyError
+
+LOCK_FILE = ".minibert.lock"
+
+
+@contextlib.contextmanager
+def run_folder_lock(folder: str | os.PathLike, flag: str = "--output") -> Iterator[Path]:
+    """Hold the exclusive lock of ``folder`` (created if missing) for the ``with`` block; yields the
+    folder. ``flag`` names the folder in messages (the command-line flag that gave it)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise DataError(f"{flag} {folder} exists and is not a directory")
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = _locked_handle(folder, flag)
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield folder
+    except BaseException:
+        if created:  # nothing written yet: leave no empty folder behind
+            with contextlib.suppress(OSError):
+                if [entry.name for entry in folder.iterdir()] == [LOCK_FILE]:
+                    (folder / LOCK_FILE).unlink()
+                    folder.rmdir()
+        raise
+    finally:
+        handle.close()  # closing the descriptor releases the lock
+
+
+def _locked_handle(folder: Path, flag: str):
+    """The lock file, open and locked by this process; RunFolderBusyError when another holds it."""
+    path = folder / LOCK_FILE
+    while True:
+        try:  # never through a symbolic link (the file is truncated once locked)
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        except OSError as error:
+            raise DataError(f"{flag} {folder}: cannot open its lock file {path}: {error.strerror}") from None
+        handle = os.fdopen(descriptor, "r+", encoding="ascii", errors="replace")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = handle.read(24).strip()
+            holder = holder if holder.isdigit() else "unknown"
+            handle.close()
+            raise RunFolderBusyError(
+                f"{flag} {folder} is in use by another run (process {holder} holds {path}): wait for it to end, "
+                "or choose another folder (nothing was written)"
+            ) from None
+        # A failed command may have removed the file (and its folder) between our open and our lock:
+        # then we locked a file nobody else can see, so open it again.
+        try:
+            same = os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return handle
+        handle.close()
+        folder.mkdir(parents=True, exist_ok=True)

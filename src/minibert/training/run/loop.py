@@ -1,0 +1,345 @@
+"""The training loop, one for every task, read top-down (the shape of nanoGPT's train.py): set up,
+then one step per global batch — forward, backward, sum over processes, clip, check, update, log,
+evaluate, checkpoint.
+
+    >>> pretrain(PretrainOptions(data=["instances.tfrecord"], config="bert_config.json",    # doctest: +SKIP
+    ...                          vocab="vocab.txt", output="run", steps=300, batch_size=32))
+    >>> finetune(FinetuneOptions(model="bert-base-uncased", train="train.tsv", dev="dev.tsv",  # doctest: +SKIP
+    ...                          glue="mrpc", output="run"))
+
+What differs from task to task — the data, the network, the loss, the figures, the dev evaluation —
+is the task's record (tasks/task.py), chosen by its name from one table (tasks/__init__.py). A
+run's life is written here once, for every task:
+
+    the folder     one run per folder (lock.py); a new run refuses a folder that holds one
+    seeds          new weights (a random model, a new head) and the data's order from --seed;
+                   dropout from --seed + rank: each process its own stream
+    resume         the training state put back (checkpoint.py): the steps after it are bit for bit
+                   those of a run never stopped
+    the guard      a NaN or infinite loss or gradient norm stops the run before the update (report.py)
+    progress       a line on stderr (report.py), and a summary at the end
+    checkpoints    every --save-every steps, at each epoch's end (fine-tuning) and at the last step
+    metrics        one line per step in metrics.jsonl, dev figures where evaluated, best/ the best
+
+``minibert pretrain`` and ``minibert finetune`` (apps/) are these functions with flags; under
+torchrun every process runs them (distributed.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import warnings
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...errors import TrainingDivergedError
+from ...formats.atomic_files import write_atomically
+from ..options import FinetuneOptions, PretrainOptions
+from ..tasks import task_named
+from ..tasks.features import write_features
+from ..tasks.task import Task, TrainingData
+from .arithmetic import arithmetic_of, follow_the_run
+from .checkpoint import RunDirectory, TrainingState, check_state
+from .distributed import World
+from .lock import run_folder_lock
+from .optimization import AdamWeightDecay, Schedule, hub_named_parameters, update
+from .precision import check_bf16
+from .report import Progress, check_finite, resume_command, stopped_note
+
+BEST_FOLDER = "best"
+
+
+def pretrain(options: PretrainOptions) -> Path:
+    """Pre-train (masked LM + next sentence); returns the run folder."""
+    return train(task_named("pretraining"), options)
+
+
+def finetune(options: FinetuneOptions) -> Path:
+    """Fine-tune for ``options.task``; returns the run folder."""
+    return train(task_named(options.task), options)
+
+
+def write_training_features(options: FinetuneOptions, path: str) -> int:
+    """``--write-features``: the training file's features in Google's TFRecord layout (run_classifier.py's;
+    run_squad.py's FeatureWriter for ``--task answer``), no training; returns the count of records."""
+    return write_features(task_named(options.task).prepare(options, World()).train, path)
+
+
+@dataclass
+class Run:
+    """One run: what its steps use, set up once by ``set_up``."""
+
+    task: Task
+    options: PretrainOptions | FinetuneOptions
+    world: World
+    folder: RunDirectory
+    data: TrainingData | None = None  # known once the data is read (a stop's note reads its steps)
+    model: torch.nn.Module | None = None
+    parameters: list[torch.nn.Parameter] = field(default_factory=list)  # in the optimizer's order
+    optimizer: AdamWeightDecay | None = None
+    schedule: Schedule | None = None
+    saved_with: dict = field(default_factory=dict)  # the settings and config a checkpoint records
+    best: float = -float("inf")  # the best value of the task's main dev figure so far
+
+
+def train(task: Task, options) -> Path:
+    """Train ``task``; returns the run folder. Every process of a torchrun group calls this."""
+    world = World.from_environment()
+    run = Run(task, options, world, RunDirectory(Path(options.output)))
+    with owning_the_folder(run):
+        done = set_up(run)
+        progress = steps(run, done)
+        if world.is_main:
+            picture = write_loss_picture(run.folder.path)
+            progress.summary(run.folder.path, progress.elapsed, picture, task.command, task.summary)
+    return run.folder.path
+
+
+@contextlib.contextmanager
+def owning_the_folder(run: Run):
+    """A run's life in its folder: rank 0 holds the folder's lock (one run per folder; the other
+    processes write nothing); on Ctrl-C or SIGTERM the step in flight is abandoned and the exception
+    says what is on disk (the run's step count and its ``--resume`` command); the processes' group
+    is closed at the end."""
+    world, folder = run.world, run.folder
+    try:
+        with run_folder_lock(folder.path) if world.is_main else contextlib.nullcontext():
+            yield
+    except BaseException as stop:
+        if world.is_main and not isinstance(stop, Exception) and folder.saved_step is not None:
+            command = resume_command(run.options, world.size, run.task.command)
+            stop.on_disk = stopped_note(folder.path, folder.saved_step, run.data.steps, command)
+        raise
+    finally:
+        world.close()
+
+
+def set_up(run: Run) -> int:
+    """Read the data, build the network and the optimizer, start the run or resume it. Returns the
+    steps done."""
+    task, options, world, folder = run.task, run.options, run.world, run.folder
+    if not options.resume:
+        folder.check_new()
+    run.data = data = task.prepare(options, world)  # every file read and checked before the folder is touched
+    torch.manual_seed(options.seed)  # new weights (a random model, a new head): from the seed, in every process
+    run.model = model = set_dropout(task.network(options, data), options.dropout)
+    world.same_weights(model)
+    named = hub_named_parameters(model)
+    run.parameters = [parameter for _, parameter in named]
+    run.optimizer = AdamWeightDecay(named, weight_decay=options.weight_decay)
+    run.schedule = Schedule(options.learning_rate, data.warmup, data.steps)
+    run.saved_with = {"settings": options.settings(world.size, data.steps), "config": model.config.to_dict()}
+    if options.resume:
+        done = resume(run, hub_names=[name for name, _ in named])
+    else:
+        done = 0
+        torch.manual_seed(options.seed + world.rank)  # dropout: each process its own stream
+        if world.is_main:
+            folder.path.mkdir(parents=True, exist_ok=True)
+        save(run, done, hub_files=False)  # the training state first: from here on the run can be resumed
+        if world.is_main:
+            task.start(folder.path, options, data)
+    if world.is_main:  # the hub files of the state (a kill may have left none, or newer ones)
+        data.tokenizer.save_pretrained(folder.path)
+        model.save_pretrained(folder.path)
+        if options.bf16:  # a warning where bf16 is slower than float32 here (measured once, cached)
+            micro_batch = options.batch_size // world.size // options.accumulate
+            check_bf16(model.config.hidden_size, model.config.intermediate_size,
+                       micro_batch * data.train.sequence_length)  # fmt: skip
+    world.wait()
+    model.train()
+    return done
+
+
+def steps(run: Run, done: int) -> Progress:
+    """Steps done + 1 … the last: each a global batch, the update, a metrics line; dev figures and
+    checkpoints where due. Returns the Progress (its first and last records)."""
+    task, options, world, data = run.task, run.options, run.world, run.data
+    progress = Progress(data.steps, done, options.progress)
+    started = time.perf_counter()
+    for step in range(done + 1, data.steps + 1):
+        step_started = time.perf_counter()
+        rate = run.schedule.rate(step - 1)  # Google's global step before the update
+        rows = data.order.rows(step - 1)  # the global batch's examples (B,)
+        denominators = task.denominators(data.train, rows)  # the global batch's: the same in every piece
+        sums = forward_and_backward(run, rows, denominators)
+        record = {"step": step, "epoch": step * options.batch_size / len(data.train),
+                  **task.figures(sums, denominators), "learning_rate": rate}  # fmt: skip
+        update(run.parameters, run.optimizer, rate, world, options.max_grad_norm,
+               before_step=partial(stop_if_not_finite, run, record))  # fmt: skip
+
+        seconds = time.perf_counter() - step_started
+        record.update(seconds=seconds, examples_per_second=options.batch_size / seconds,
+                      tokens_per_second=options.batch_size * data.train.sequence_length / seconds)  # fmt: skip
+        end_of_epoch = data.order.ends_epoch(step) or step == data.steps
+        if data.dev is not None and (end_of_epoch or due(options.eval_every, step)) and world.is_main:
+            evaluate(run, step, record)
+        if world.is_main:
+            run.folder.append_metrics(record)
+            progress.show(record, time.perf_counter() - started)
+        if end_of_epoch or due(options.save_every, step):
+            save(run, step)
+    progress.elapsed = time.perf_counter() - started
+    return progress
+
+
+def forward_and_backward(run: Run, rows: np.ndarray, denominators: dict[str, float]) -> dict[str, float]:
+    """This process's share of the global batch, in ``--accumulate`` pieces: forward, the task's
+    loss, backward (the gradients of the pieces add up). Returns the task's figures summed over the
+    pieces and over every process."""
+    options, world = run.options, run.world
+    total = None
+    for piece_rows in my_pieces(rows, world, options.accumulate):
+        piece = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in
+                 run.data.train.batch(piece_rows).items()}  # fmt: skip
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=options.bf16):
+            sums = run.task.sums(run.model, piece, denominators)
+        sums.loss.backward()
+        figures = torch.tensor(list(sums.figures.values()), dtype=torch.float64)
+        total = figures if total is None else total + figures
+    world.sum(total)
+    return dict(zip(sums.figures, total.tolist()))
+
+
+def my_pieces(rows: np.ndarray, world: World, accumulate: int):
+    """This process's rows of the global batch (B,), cut into ``accumulate`` micro-batches."""
+    share = len(rows) // world.size
+    micro = share // accumulate
+    for index in range(accumulate):
+        start = world.rank * share + index * micro
+        yield rows[start : start + micro]
+
+
+def due(every: int | None, step: int) -> bool:
+    return bool(every) and step % every == 0
+
+
+def set_dropout(network: torch.nn.Module, dropout: float | None) -> torch.nn.Module:
+    """Every dropout probability set to ``dropout`` (``--dropout``; None: kept) — the modules only:
+    config.json keeps the model's own probabilities."""
+    if dropout is not None:
+        for module in network.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = dropout
+    return network
+
+
+def stop_if_not_finite(run: Run, record: dict, gradient_norm: float) -> None:
+    """Before the update: a NaN or infinite figure of the task's ``watched`` (its losses) or
+    gradient norm stops every process (they all see the same sums and norm), the last checkpoint
+    left as it is; the step's line is written first."""
+    options, world, folder = run.options, run.world, run.folder
+    record["gradient_norm"] = gradient_norm
+    try:
+        lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
+        check_finite(record, options.learning_rate, folder.path, folder.saved_step if world.is_main else None,
+                     resume_command(options, world.size, run.task.command, learning_rate=lower),
+                     run.task.watched)  # fmt: skip
+    except TrainingDivergedError:
+        if world.is_main:
+            folder.append_metrics(record)
+        raise
+
+
+def evaluate(run: Run, step: int, record: dict) -> None:
+    """The dev figures into the step's record; ``best/`` replaced when the main one is the best so far."""
+    figures = run.task.evaluate(run.model, run.data, run.options, run.folder.path)
+    record.update({f"dev_{name}": value for name, value in figures.items()})
+    metric = run.task.main_metric(run.options)
+    if figures[metric] > run.best:
+        run.best = figures[metric]
+        save_best(run.folder.path, run.model, run.data.tokenizer, step, metric, run.best)
+
+
+def save_best(folder: Path, model, tokenizer, step: int, metric: str, value: float) -> None:
+    """RUN/best/: a hub-layout checkpoint of the best dev figure so far, and which step it was."""
+    best = folder / BEST_FOLDER
+    model.save_pretrained(best)
+    tokenizer.save_pretrained(best)
+    write_atomically(best / "best.json", json.dumps({"step": step, f"dev_{metric}": value}).encode("utf-8"))
+
+
+def save(run: Run, step: int, hub_files: bool = True) -> None:
+    """A checkpoint (rank 0 writes; every process contributes its random-number state). The first
+    one (step 0) is the training state alone, written before anything else: a run killed at any
+    moment after it can be resumed, and a folder without it holds no run yet. Weights that are not
+    all finite are never saved over a good checkpoint."""
+    model, folder = run.model, run.folder
+    if not all(bool(torch.isfinite(parameter).all()) for parameter in model.parameters()):
+        raise TrainingDivergedError(f"step {step}: the weights hold NaN or infinite values; not saved: {folder.path} "
+                                    f"keeps the checkpoint of step {folder.saved_step}; resume with a lower "
+                                    "--learning-rate")  # fmt: skip
+    rng = run.world.random_states()
+    if run.world.is_main:
+        train, settings = run.data.train, run.saved_with["settings"]
+        position = step * settings["batch_size"] % len(train)
+        state = TrainingState(step, position, settings, run.saved_with["config"], train.fingerprint,
+                              model.state_dict(), run.optimizer.moments, rng, arithmetic_of(model))  # fmt: skip
+        folder.save(model, state, hub_files)
+    run.world.wait()
+
+
+def resume(run: Run, hub_names: list[str]) -> int:
+    """Continue the run in the folder: its training state checked against this command (settings,
+    config, data, network), put back into the model and the optimizer; a killed save's leftovers
+    removed and metrics.jsonl cut to the state's step. Returns that step, the checkpoint on disk
+    from here on (a stop says so)."""
+    world, folder, model = run.world, run.folder, run.model
+    state = read_resumed_state(run, model=model, fingerprint=run.data.train.fingerprint,
+                               instances=len(run.data.train), hub_names=hub_names)  # fmt: skip
+    with torch.no_grad():
+        model.load_state_dict(state.weights)
+    run.optimizer.moments = {name: (m.clone(), v.clone()) for name, (m, v) in state.moments.items()}
+    torch.set_rng_state(state.rng[world.rank])
+    follow_the_run(model, state.arithmetic, say=world.is_main)
+    folder.saved_step = state.step
+    if world.is_main:
+        folder.remove_leftovers()
+        folder.keep_metrics_up_to(state.step)
+        metric = run.task.main_metric(run.options)
+        if metric is not None:
+            run.best = best_so_far(folder, metric)
+    return state.step
+
+
+def read_resumed_state(run: Run, **checks) -> TrainingState:
+    """The run's training state, checked against this command (``checks``: checkpoint.check_state).
+    The learning rate may change on resume (a run that diverged continues with a lower one), nothing
+    else; a change is said once."""
+    folder, settings = run.folder, run.saved_with["settings"]
+    state = TrainingState.from_file(folder.state_path)
+    same = {name: value for name, value in settings.items() if name != "learning_rate"}
+    check_state(state, folder.state_path, settings=same, config=run.saved_with["config"], **checks)
+    rate = settings["learning_rate"]
+    if state.settings.get("learning_rate") != rate and run.world.is_main:
+        warnings.warn(f"resuming at step {state.step} with --learning-rate {rate:g} (the run was made with "
+                      f"{state.settings.get('learning_rate')!r}): the steps after follow the new rate's schedule",
+                      stacklevel=4)  # fmt: skip
+    return state
+
+
+def best_so_far(folder: RunDirectory, metric: str) -> float:
+    """The best dev figure among the metrics lines kept on resume."""
+    best = -float("inf")
+    if folder.metrics_path.exists():
+        for line in folder.metrics_path.read_text(encoding="utf-8").splitlines():
+            value = json.loads(line).get(f"dev_{metric}")
+            if isinstance(value, (int, float)):
+                best = max(best, value)
+    return best
+
+
+def write_loss_picture(run: Path) -> Path | None:
+    """loss.png beside metrics.jsonl, when matplotlib (the "plot" extra) is installed."""
+    try:
+        from .plot import plot_run
+
+        return plot_run(run)
+    except ImportError:
+        return None

@@ -1,0 +1,135 @@
+"""The loss curve of a run: metrics.jsonl → loss.png (matplotlib, the optional "plot" extra).
+
+The metrics file is read line by line and never held whole: a run of a million steps is drawn from
+at most ``POINTS`` points per curve, each the mean of a stretch of consecutive steps
+(``BucketedMeans``), so memory stays the same whatever the length of the run.
+
+A pre-training run's lines hold the three losses; a fine-tuning run's (they carry an "epoch") the
+loss, and the dev figures (``dev_accuracy``, ...) where it was evaluated, drawn on a second axis.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+from ...errors import DataError
+from ...formats.atomic_files import write_atomically
+
+LOSSES = ("loss", "mlm_loss", "nsp_loss")
+POINTS = 2000  # at most this many points per curve (a 7-inch figure at 100 dpi is 700 pixels wide)
+
+
+def iter_metrics(run: str | Path) -> Iterator[dict]:
+    """The lines of ``RUN/metrics.jsonl`` (one per step), read one at a time. A last line without
+    its newline was being written when the run was killed: it is left out. Any other line that is
+    not a step's JSON object (an integer "step", numbers for the losses: NaN and Infinity as
+    written for a diverged step, null as older runs wrote them) is a DataError naming the file and line."""
+    path = Path(run) / "metrics.jsonl"
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist: {run} is not a minibert pretrain run") from None
+    except IsADirectoryError:
+        raise DataError(f"{path} is a directory, not a run's metrics file") from None
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as error:
+                if not raw.endswith(b"\n"):  # the last line, cut short by a kill
+                    continue
+                problem = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not valid JSON"
+                raise DataError(f"{path}, line {number}: {problem}") from None
+            numbers = isinstance(record, dict) and all(
+                record.get(key) is None or (isinstance(record[key], (int, float)) and not isinstance(record[key], bool))
+                for key in LOSSES
+            )
+            if not numbers or not isinstance(record.get("step"), int) or isinstance(record["step"], bool):
+                raise DataError(f'{path}, line {number}: a step\'s line holds an integer "step" and the numbers '
+                                f"{', '.join(LOSSES)}")  # fmt: skip
+            yield record
+
+
+def read_metrics(run: str | Path) -> list[dict]:
+    """Every line of ``RUN/metrics.jsonl`` as a list (``iter_metrics`` reads them one at a time)."""
+    return list(iter_metrics(run))
+
+
+class BucketedMeans:
+    """Any number of rows of numbers kept as at most ``limit`` points: each point is the mean of
+    ``width`` consecutive rows; when the points would exceed the limit, neighbours are merged in
+    pairs and the width doubles. Below the limit every row is its own point (exact).
+
+    >>> means = BucketedMeans(limit=4)
+    >>> for step in range(1, 11): means.add((step, 10.0 * step))
+    >>> means.width, means.points()
+    (4, [(2.5, 25.0), (6.5, 65.0), (9.5, 95.0)])
+    """
+
+    def __init__(self, limit: int = POINTS):
+        self.limit, self.width = limit, 1
+        self.sums: list[list[float]] = []  # per point, the sum of each column
+        self.counts: list[int] = []
+
+    def add(self, row: tuple[float, ...]) -> None:
+        if self.counts and self.counts[-1] < self.width:
+            self.sums[-1] = [total + value for total, value in zip(self.sums[-1], row)]
+            self.counts[-1] += 1
+            return
+        self.sums.append(list(row))
+        self.counts.append(1)
+        if len(self.counts) > self.limit:
+            self.sums = [[a + b for a, b in zip(*self.sums[i : i + 2])] if i + 1 < len(self.sums) else self.sums[i]
+                         for i in range(0, len(self.sums), 2)]  # fmt: skip
+            self.counts = [sum(self.counts[i : i + 2]) for i in range(0, len(self.counts), 2)]
+            self.width *= 2
+
+    def points(self) -> list[tuple[float, ...]]:
+        return [tuple(total / count for total in sums) for sums, count in zip(self.sums, self.counts)]
+
+
+def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
+    """Draw the total, masked-LM and next-sentence losses against the step; written atomically
+    to ``output`` (default ``RUN/loss.png``). Raises ImportError without matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    means, dev, fine_tuning = BucketedMeans(), {}, False
+    for record in iter_metrics(run):  # a missing number (null) drawn as a gap, as NaN is
+        means.add((record["step"], *(math.nan if record.get(key) is None else record[key] for key in LOSSES)))
+        fine_tuning = fine_tuning or "epoch" in record
+        for key, value in record.items():  # a fine-tuning run's dev figures, where they were measured
+            if key.startswith("dev_") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                dev.setdefault(key, BucketedMeans()).add((record["step"], value))
+    if not means.counts:
+        raise DataError(f"{Path(run) / 'metrics.jsonl'} holds no steps yet: nothing to plot")
+    columns = list(zip(*means.points()))  # step, loss, mlm_loss, nsp_loss
+    figure, axis = plt.subplots(figsize=(7, 4), dpi=100)
+    for values, label in zip(columns[1:], ("total", "masked LM", "next sentence")):
+        if not all(math.isnan(value) for value in values):  # fine-tuning has no masked-LM or NSP loss
+            axis.plot(columns[0], values, label=label, linewidth=1)
+    if dev:
+        right = axis.twinx()
+        for key, points in sorted(dev.items()):
+            right.plot(*zip(*points.points()), marker="o", linestyle="--", label=key.removeprefix("dev_") + " (dev)")
+        right.set_ylabel("dev")
+        right.legend(loc="center right")
+    axis.set_xlabel("step" if means.width == 1 else f"step (each point the mean of {means.width} steps)")
+    axis.set_ylabel("loss (nats)")
+    axis.set_title(f"minibert {'finetune' if fine_tuning or dev else 'pretrain'}: {Path(run).name}")
+    axis.legend()
+    axis.grid(alpha=0.3)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    plt.close(figure)
+    output = Path(output) if output is not None else Path(run) / "loss.png"
+    write_atomically(output, buffer.getvalue())
+    return output

@@ -1,0 +1,120 @@
+"""What a training run (``minibert pretrain``, ``minibert finetune``) tells its user while it runs
+and when it ends: a progress line, the guard against non-finite numbers, what is on disk when it
+is stopped, and a closing summary.
+
+    step 120/300  loss 7.9312  rate 8.6e-05  2,811 tokens/s  3.1 min left      (live, on a terminal)
+    minibert: step 120/300  loss 7.9312 ...                                    (every N steps, to a file)
+    minibert: pretrain done: 300 steps in 6.9 min, loss 9.51 → 6.73 (masked LM 6.05, next sentence 0.68)
+    minibert:   model    run/  (model.safetensors, config.json, vocab.txt; training_state.pt for --resume)
+    minibert:   metrics  run/metrics.jsonl
+    minibert:   plot     run/loss.png
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+from ...errors import TrainingDivergedError
+
+LINES_WHEN_NOT_A_TERMINAL = 20  # progress lines over a whole run written to a file or a pipe
+
+
+def resume_command(options, processes: int = 1, command: str = "pretrain", **changes) -> str:
+    """The ``minibert COMMAND`` that continues this run: the flags given (those that differ from
+    their defaults), then ``--resume`` and any ``changes`` (e.g. ``learning_rate=1e-5``)."""
+    words = ["minibert"] if processes == 1 else ["torchrun", "--nproc_per_node", str(processes), "-m", "minibert"]
+    words.append(command)
+    values = {**{field.name: getattr(options, field.name) for field in fields(options)}, "resume": True, **changes}
+    for field in fields(options):
+        value = values[field.name]
+        if field.name == "progress" or (field.default is not MISSING and value == field.default):
+            continue
+        if field.name == "do_lower_case":
+            words.append("--cased")
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, list):
+            words += [flag, *map(str, value)]
+        elif isinstance(value, tuple):  # finetune's --labels a,b,c
+            words += [flag, ",".join(map(str, value))]
+        elif value is not None and value is not False:
+            words += [flag, repr(value) if isinstance(value, float) else str(value)]  # repr: the exact float
+    return shlex.join(words)
+
+
+def check_finite(record: dict, peak_rate: float, run: Path, saved_step: int | None, command: str,
+                 watched: dict[str, str]) -> None:  # fmt: skip
+    """Stop the run (TrainingDivergedError) at a step whose loss or gradient norm is NaN or infinite,
+    before the update: the last checkpoint on disk stays the last good one. ``watched``: the
+    record's figures to check and their names in the message (each task's: tasks/task.py)."""
+    bad = [f"{label} {record[key]}" for key, label in watched.items() if not math.isfinite(record[key])]
+    if bad:
+        kept = f"{run} keeps the checkpoint of step {saved_step}, unchanged; " if saved_step is not None else ""
+        raise TrainingDivergedError(
+            f"step {record['step']}: not a finite number ({', '.join(bad)}) at learning rate "
+            f"{record['learning_rate']:.3g} (--learning-rate {peak_rate:g}); stopped before updating the weights; "
+            f"{kept}to continue with a lower rate: {command}"
+        )
+
+
+def stopped_note(run: Path, saved_step: int | None, steps: int, command: str) -> str:
+    """What is on disk when a run is interrupted (Ctrl-C, SIGTERM), and how to continue it."""
+    if saved_step is None:
+        return "no checkpoint was written"
+    return (f"{run} holds the checkpoint of step {saved_step} of {steps} (training_state.pt); "
+            f"continue with: {command}")  # fmt: skip
+
+
+class Progress:
+    """The progress line on stderr. On a terminal: one line rewritten at every step. Otherwise (a
+    file, a pipe, a job's log): a whole line every ``steps / 20`` steps, and at the first and last."""
+
+    def __init__(self, steps: int, done: int, enabled: bool | None):
+        self.steps, self.done = steps, done
+        self.live = sys.stderr.isatty() if enabled is None else enabled
+        self.lines = enabled is None and not self.live
+        self.every = max(1, steps // LINES_WHEN_NOT_A_TERMINAL)
+        self.first: dict | None = None
+        self.last: dict | None = None
+
+    def show(self, record: dict, elapsed: float) -> None:
+        step = record["step"]
+        self.first = self.first or record
+        self.last = record
+        left = elapsed / (step - self.done) * (self.steps - step)
+        line = (f"step {step}/{self.steps}  loss {record['loss']:.4f}  rate {record['learning_rate']:.3g}  "
+                f"{record['tokens_per_second']:,.0f} tokens/s  {left / 60:.1f} min left")  # fmt: skip
+        if self.live:
+            print(f"\r{line}   ", end="", file=sys.stderr, flush=True)
+        elif self.lines and (step == self.done + 1 or step % self.every == 0 or step == self.steps):
+            print(f"minibert: {line}", file=sys.stderr, flush=True)
+
+    def end_line(self) -> None:
+        if self.live and self.last is not None:
+            print(file=sys.stderr)
+
+    def summary(self, run: Path, elapsed: float, picture: Path | None, command: str,
+                detail: Callable[[dict], str]) -> None:  # fmt: skip
+        """Where the model, the metrics and the plot are, and the losses the run went from and to;
+        ``detail(last record)``: what the task adds in parentheses (tasks/task.py ``summary``)."""
+        self.end_line()
+        first, last = self.first, self.last
+        if last is None:
+            print(f"minibert: {command}: nothing to do, {run} has done its {self.steps} steps", file=sys.stderr)
+            return
+        steps = last["step"] - self.done
+        print(f"minibert: {command} done: {steps} steps (to step {last['step']}) in {elapsed / 60:.1f} min, loss "
+              f"{first['loss']:.4g} → {last['loss']:.4g} ({detail(last)})", file=sys.stderr)  # fmt: skip
+        print(f"minibert:   model    {run}/  (model.safetensors, config.json, vocab.txt; training_state.pt for "
+              "--resume)", file=sys.stderr)  # fmt: skip
+        print(f"minibert:   metrics  {run / 'metrics.jsonl'}", file=sys.stderr)
+        plot = picture if picture is not None else f"none (needs matplotlib: pip install 'minibert[plot]'; then " \
+            f"minibert plot {run})"  # fmt: skip
+        print(f"minibert:   plot     {plot}", file=sys.stderr)

@@ -1,0 +1,117 @@
+"""Restarts and learning rates, as the paper chose them: for small datasets it fine-tuned several
+times — random restarts (other seeds: another head, another order, other dropout) at each of a few
+learning rates — and kept the best on dev. Users' MRPC scores swing by points with the seed alone,
+so a table of every trial says more than one run.
+
+    minibert finetune ... --dev dev.tsv --output sweep --seeds 5 --learning-rates 2e-5,3e-5,5e-5
+
+runs every combination, one after another, each as its own run folder ``sweep/lr2e-05-seed12345``
+(seeds ``--seed``, ``--seed`` + 1, ...), and writes ``sweep/sweep.json`` and ``sweep/sweep.md``:
+each trial's best dev figure (the task's main metric), and per learning rate the mean, the
+standard deviation (over the seeds, n − 1) and the best. ``--resume`` continues the trials a kill
+interrupted and keeps the finished ones.
+
+The sweep folder is locked as a run folder is (training/run/lock.py: a second sweep into it is
+refused), Ctrl-C or SIGTERM says how many trials are done and the command that continues the
+sweep, and a trial whose loss or gradient norm stops being finite (a rate too high) is a result,
+not the end of the sweep: the table says "diverged" for it and the other trials go on.
+
+``--ray [ADDRESS]`` runs the same trials as Ray Tune trials, several at once, on a local Ray or a
+cluster (ray_trials.py); the folders, the table and the figures are these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import statistics
+import sys
+from pathlib import Path
+
+from ..errors import DataError, TrainingDivergedError
+from ..formats.atomic_files import write_atomically
+from .options import FinetuneOptions
+from .run.lock import run_folder_lock
+from .run.loop import BEST_FOLDER, finetune
+from .run.report import resume_command
+from .tasks import task_named
+
+
+def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address: str | None = None) -> Path:
+    """Every (rate, seed) trial fine-tuned; the table written beside them. Returns the sweep folder.
+    ``ray_address``: None, one trial after another here; else each a Ray Tune trial (ray_trials.py),
+    on a local Ray ("") or the cluster at that address."""
+    if options.dev is None:
+        raise DataError("--seeds and --learning-rates compare trials on dev: give --dev")
+    if seeds < 1 or not rates or any(not rate > 0 for rate in rates):
+        raise DataError("--seeds must be 1 or more and --learning-rates numbers above 0")
+    root = Path(options.output)
+    if (root / "sweep.json").exists() and not options.resume:
+        raise DataError(f"--output {root} already holds a sweep: pass --resume to continue it, or choose another "
+                        "folder")  # fmt: skip
+    metric = task_named(options.task).main_metric(options)
+    plan = [(rate, seed) for rate in rates for seed in range(options.seed, options.seed + seeds)]
+    trials = []
+    try:
+        with run_folder_lock(root):
+            if ray_address is None:
+                for rate, seed in plan:
+                    trials.append(run_trial(options, root / trial_name(rate, seed), rate, seed, metric))
+            else:
+                from .ray_trials import run_on_ray  # Ray: imported for --ray alone
+
+                runs = [(root / trial_name(rate, seed), rate, seed) for rate, seed in plan]
+                run_on_ray(options, runs, metric, ray_address, trials, run_trial)
+    except BaseException as stop:  # Ctrl-C, SIGTERM: what is done, and the command that continues
+        if not isinstance(stop, Exception):
+            ray = [] if ray_address is None else ["--ray", *([ray_address] if ray_address else [])]
+            again = shlex.join(["--seeds", str(seeds), "--learning-rates", ",".join(map(repr, rates)), *ray])
+            stop.on_disk = (f"{root} holds {len(trials)} finished trial(s) of {seeds * len(rates)}; continue the "
+                            f"sweep with: {resume_command(options, 1, 'finetune')} {again}")  # fmt: skip
+        raise
+    summary = [summarize(rate, [t[f"dev_{metric}"] for t in trials if t["learning_rate"] == rate]) for rate in rates]
+    write_atomically(root / "sweep.json", (json.dumps({"metric": metric, "trials": trials, "learning_rates": summary},
+                                                      indent=2) + "\n").encode("utf-8"))  # fmt: skip
+    write_atomically(root / "sweep.md", table(metric, trials, summary).encode("utf-8"))
+    return root
+
+
+def trial_name(rate: float, seed: int) -> str:
+    """A trial's run folder in the sweep folder: ``lr2e-05-seed12345``."""
+    return f"lr{rate:g}-seed{seed}"
+
+
+def run_trial(options: FinetuneOptions, run: Path, rate: float, seed: int, metric: str) -> dict:
+    """One trial fine-tuned (or continued); its best dev figure, or None and why when it diverged."""
+    resume = options.resume and (run / "training_state.pt").exists()
+    trial = {"learning_rate": rate, "seed": seed, "run": run.name}
+    try:
+        finetune(dataclasses.replace(options, output=str(run), learning_rate=rate, seed=seed, resume=resume))
+    except TrainingDivergedError as error:
+        print(f"minibert: sweep: trial {run.name} diverged: {str(error).split('; ')[0]}", file=sys.stderr)
+        return {**trial, f"dev_{metric}": None, "diverged": str(error)}
+    best = json.loads((run / BEST_FOLDER / "best.json").read_text(encoding="utf-8"))[f"dev_{metric}"]
+    return {**trial, f"dev_{metric}": best}
+
+
+def summarize(rate: float, values: list[float | None]) -> dict:
+    """Mean, standard deviation and best over the trials that did not diverge (None: none did not)."""
+    values = [value for value in values if value is not None]
+    if not values:
+        return {"learning_rate": rate, "mean": None, "std": None, "best": None}
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"learning_rate": rate, "mean": statistics.fmean(values), "std": spread, "best": max(values)}
+
+
+def table(metric: str, trials: list[dict], summary: list[dict]) -> str:
+    lines = [f"| learning rate | seed | dev {metric} |", "|---|---|---|"]
+    lines += [f"| {t['learning_rate']:g} | {t['seed']} | {_figure(t[f'dev_{metric}'])} |" for t in trials]
+    lines += ["", f"| learning rate | mean | std | best (dev {metric}) |", "|---|---|---|---|"]
+    lines += [f"| {s['learning_rate']:g} | {_figure(s['mean'])} | {_figure(s['std'])} | {_figure(s['best'])} |"
+              for s in summary]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _figure(value: float | None) -> str:
+    return "diverged" if value is None else f"{value:.4f}"

@@ -1,0 +1,263 @@
+"""Labelled examples as people have them: the GLUE files as Google's and transformers' processors
+read them, and any CSV, TSV or JSON-lines file with named columns.
+
+An example is one text (``text_a``) or a pair (``text_a``, ``text_b``) and its label, as in Google's
+``run_classifier.py`` (``InputExample``). ``line`` remembers where it came from, so that an error
+can name the file and the line.
+
+The GLUE files (``--glue NAME``), read as the reference processors read them — tab-separated,
+without quote characters (``csv.reader(delimiter="\\t", quotechar=None)``), by column number:
+
+    name    header   text_a  text_b  label    labels                              processor
+    mrpc    skipped  3       4       0        0, 1                                Google's MrpcProcessor
+    cola    none     3       —       1        0, 1                                Google's ColaProcessor
+    mnli    skipped  8       9       last     contradiction, entailment, neutral  Google's MnliProcessor
+    xnli    skipped  0       1       2        contradiction, entailment, neutral  Google's XnliProcessor (train)
+    sst-2   skipped  0       —       1        0, 1                                transformers' Sst2Processor
+    sts-b   skipped  7       8       last     (a score: --task regress)           transformers' StsbProcessor
+    qqp     skipped  3       4       5        0, 1  (short lines skipped)         transformers' QqpProcessor
+    qnli    skipped  1       2       last     entailment, not_entailment          transformers' QnliProcessor
+    rte     skipped  1       2       last     entailment, not_entailment          transformers' RteProcessor
+    wnli    skipped  1       2       last     0, 1                                transformers' WnliProcessor
+
+(XNLI's training file says "contradictory" where its dev file says "contradiction": Google maps
+the first to the second, and so does this reader. XNLI's dev file ``xnli.dev.tsv`` holds every
+language: columns 6 and 7, the label in column 1, the language in column 0 — read with ``xnli-dev``.)
+
+A generic file is chosen by its suffix: ``.csv`` (commas, a header row, quotes as Excel writes
+them), ``.tsv`` (tabs, a header row) or ``.jsonl`` (one JSON object per line). Its columns are
+named by ``--text-column`` (default ``text``), ``--pair-column`` (none by default) and
+``--label-column`` (default ``label``).
+
+>>> import pathlib, tempfile
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "reviews.csv"
+>>> _ = path.write_text('text,label\\n"Great, really",pos\\nDull,neg\\n')
+>>> [(e.text_a, e.label, e.line) for e in read_examples(path, ExampleFormat())]
+[('Great, really', 'pos', 2), ('Dull', 'neg', 3)]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import DataError
+from ...formats.plain_text import TextCheck
+
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled text or pair (Google's ``InputExample``), and the line it was read from."""
+
+    guid: str  # "train-3", as Google's processors name them
+    text_a: str
+    text_b: str | None
+    label: str
+    line: int  # 1-based line of the file (where a CSV record ends)
+
+
+@dataclass(frozen=True)
+class GlueLayout:
+    """Where one GLUE task keeps its fields (column numbers; -1 = the last column)."""
+
+    header: bool  # the first line is a header, skipped
+    text_a: int
+    text_b: int | None
+    label: int
+    labels: tuple[str, ...]  # the processor's get_labels(), in its order ((): a score)
+    skip_short_lines: bool = False  # QQP: transformers skips lines without the columns (IndexError)
+    language: tuple[int, str] | None = None  # xnli-dev: (column, language kept)
+    guid_column: int | None = None  # the guid is "train-" + this column (else + the line's index)
+
+
+NLI = ("contradiction", "entailment", "neutral")
+BINARY = ("0", "1")
+GLUE = {
+    "mrpc": GlueLayout(True, 3, 4, 0, BINARY),
+    "cola": GlueLayout(False, 3, None, 1, BINARY),
+    "mnli": GlueLayout(True, 8, 9, -1, NLI, guid_column=0),
+    "xnli": GlueLayout(True, 0, 1, 2, NLI),
+    "xnli-dev": GlueLayout(True, 6, 7, 1, NLI, language=(0, "zh")),
+    "sst-2": GlueLayout(True, 0, None, 1, BINARY),
+    "sts-b": GlueLayout(True, 7, 8, -1, (), guid_column=0),
+    "qqp": GlueLayout(True, 3, 4, 5, BINARY, skip_short_lines=True, guid_column=0),
+    "qnli": GlueLayout(True, 1, 2, -1, ("entailment", "not_entailment"), guid_column=0),
+    "rte": GlueLayout(True, 1, 2, -1, ("entailment", "not_entailment"), guid_column=0),
+    "wnli": GlueLayout(True, 1, 2, -1, BINARY, guid_column=0),
+}
+REGRESSION_TASKS = {"sts-b"}
+
+
+@dataclass(frozen=True)
+class ExampleFormat:
+    """How to read a file: a GLUE task's layout, or the columns of a generic CSV/TSV/JSONL file."""
+
+    glue: str | None = None  # a key of GLUE
+    text_column: str = "text"
+    pair_column: str | None = None
+    label_column: str = "label"
+    set_type: str = "train"  # the guid's prefix: "train", "dev"
+
+
+def read_examples(path: str | os.PathLike, form: ExampleFormat) -> list[Example]:
+    """Every example of ``path``; a DataError naming the file and line for a missing file, an empty
+    one, a missing column or field, or text that is not UTF-8."""
+    path = Path(path)
+    text = read_labelled_text(path)
+    if not text.strip():
+        raise DataError(f"{path} is empty: it holds no examples")
+    if form.glue is not None:
+        examples = _glue_examples(path, text, form)
+    elif path.suffix.lower() == ".jsonl":
+        examples = _jsonl_examples(path, text, form)
+    elif path.suffix.lower() in (".csv", ".tsv"):
+        examples = _table_examples(path, text, form, "," if path.suffix.lower() == ".csv" else "\t")
+    else:
+        raise DataError(f"{path}: name a GLUE task with --glue, or give a .csv, .tsv or .jsonl file "
+                        f"(its suffix says how to read it)")  # fmt: skip
+    if not examples:
+        raise DataError(f"{path} holds no examples")
+    return examples
+
+
+def read_labelled_text(path: Path) -> str:
+    """The file's text (CoNLL files too: tag.py): refused by name when it is missing, is not
+    text (UTF-16, a binary file: formats/plain_text.py, with the byte offset) or is not UTF-8 (the line)."""
+    if not path.is_file():
+        raise DataError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
+    data = path.read_bytes()
+    check = TextCheck(path)
+    check.feed(data)
+    check.finish()
+    try:  # a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise DataError(f"{path}, line {line}: not UTF-8 text ({error.reason}, byte offset {error.start})") from None
+
+
+def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
+    layout = GLUE[form.glue]
+    lines = text.replace("\r\n", "\n").split("\n")  # a file's lines, as Python's file reader gives them
+    rows = list(csv.reader(lines[:-1] if lines[-1] == "" else lines, delimiter="\t", quotechar=None))
+    examples = []
+    for number, row in enumerate(rows, start=1):
+        if number == 1 and layout.header:
+            continue
+        columns = [layout.text_a, layout.label] + ([layout.text_b] if layout.text_b is not None else [])
+        if layout.language is not None:
+            columns.append(layout.language[0])
+        if any(column >= len(row) for column in columns if column >= 0) or not row:
+            if layout.skip_short_lines:
+                continue
+            needed = max(columns) + 1
+            raise DataError(f"{path}, line {number}: {form.glue.upper()} lines have at least {needed} "
+                            f"tab-separated fields, this one has {len(row)}")  # fmt: skip
+        if layout.language is not None and row[layout.language[0]] != layout.language[1]:
+            continue
+        label = row[layout.label]
+        if form.glue == "xnli" and label == "contradictory":
+            label = "contradiction"
+        text_b = row[layout.text_b] if layout.text_b is not None else None
+        guid = row[layout.guid_column] if layout.guid_column is not None else number - 1
+        examples.append(Example(f"{form.set_type}-{guid}", row[layout.text_a], text_b, label, number))
+    return examples
+
+
+def _table_examples(path: Path, text: str, form: ExampleFormat, delimiter: str) -> list[Example]:
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        return _table_rows(path, reader, form)
+    except csv.Error as error:  # a field over csv's limit (131,072 characters), a stray quote, ...
+        # (line_num counts the lines read before the one the error is on)
+        raise DataError(f"{path}, line {reader.line_num + 1}: {error}") from None
+
+
+def _table_rows(path: Path, reader: csv.DictReader, form: ExampleFormat) -> list[Example]:
+    header = reader.fieldnames or []
+    for flag, column in _columns(form):
+        if column not in header:
+            raise DataError(f"{path}, line 1: no column {column!r} ({flag}); the header names "
+                            f"{', '.join(repr(name) for name in header) or 'nothing'}")  # fmt: skip
+    examples = []
+    for row in reader:
+        number = reader.line_num
+        for flag, column in _columns(form):
+            if row.get(column) is None:
+                raise DataError(f"{path}, line {number}: the row has no field {column!r} ({flag}): too few columns")
+        if None in row:  # DictReader's key for fields past the header's
+            raise DataError(f"{path}, line {number}: the row has {len(header) + len(row[None])} fields, the header "
+                            f"names {len(header)}")  # fmt: skip
+        examples.append(_example(form, row, number))
+    return examples
+
+
+def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
+    examples = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as error:
+            raise DataError(f"{path}, line {number}: not a JSON object ({error})") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}, line {number}: not a JSON object")
+        for flag, column in _columns(form):
+            if column not in row:
+                raise DataError(f"{path}, line {number}: no field {column!r} ({flag})")
+            if not isinstance(row[column], (str, int, float)) or isinstance(row[column], bool):
+                raise DataError(f"{path}, line {number}: field {column!r} must be a string or number, "
+                                f"got {type(row[column]).__name__}")  # fmt: skip
+        examples.append(_example(form, {key: str(value) for key, value in row.items()}, number))
+    return examples
+
+
+def _columns(form: ExampleFormat) -> list[tuple[str, str]]:
+    columns = [("--text-column", form.text_column), ("--label-column", form.label_column)]
+    return columns + ([("--pair-column", form.pair_column)] if form.pair_column else [])
+
+
+def _example(form: ExampleFormat, row: dict, number: int) -> Example:
+    text_b = row[form.pair_column] if form.pair_column else None
+    return Example(f"{form.set_type}-{number}", row[form.text_column], text_b, row[form.label_column].strip(), number)
+
+
+def label_list(train: list[Example], form: ExampleFormat, given: list[str] | None = None,
+               separator: str | None = None) -> list[str]:  # fmt: skip
+    """The labels in their stated order: ``--labels`` as given; a GLUE task's own list (its
+    processor's ``get_labels()``); otherwise the training file's labels sorted (as strings).
+    The position in this list is the label's id (config.json's ``id2label``)."""
+    if given:
+        if not all(given):
+            raise DataError(f"--labels names an empty label: {','.join(given)}")
+        if len(set(given)) != len(given):
+            raise DataError(f"--labels names a label twice: {','.join(given)}")
+        return list(given)
+    if form.glue is not None and GLUE[form.glue].labels:
+        return list(GLUE[form.glue].labels)
+    return sorted({label for example in train for label in split_labels(example.label, separator)})
+
+
+def split_labels(field: str, separator: str | None) -> list[str]:
+    """A label field's labels: itself, or (multilabel) its parts joined by ``separator`` ("" → none)."""
+    if separator is None:
+        return [field]
+    return [part.strip() for part in field.split(separator) if part.strip()]
+
+
+def check_labels(examples: list[Example], labels: list[str], path: str | os.PathLike, flag: str,
+                 separator: str | None = None) -> None:  # fmt: skip
+    """Every example's label is one of ``labels``: else a DataError naming the file, line and label."""
+    known = set(labels)
+    for example in examples:
+        if separator is None and not example.label:  # (multilabel: an empty field is a text with no label)
+            raise DataError(f"{flag} {path}, line {example.line}: the label field is empty")
+        for label in split_labels(example.label, separator):
+            if label not in known:
+                raise DataError(f"{flag} {path}, line {example.line}: label {label!r} is not among the "
+                                f"training labels ({', '.join(labels)}); give them all with --labels")  # fmt: skip

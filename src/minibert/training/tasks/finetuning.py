@@ -1,0 +1,122 @@
+"""What every fine-tuning task shares (the paper's section 4, Google's ``run_classifier.py``): a
+pre-trained BERT, one new layer on top, every weight trained a little on labelled examples.
+
+    read       the task's files → features, labels, whether the checkpoint's head continues (each task's own)
+    steps      Google's num_train_steps = int(N / B × epochs); warmup = int(steps × warmup_proportion)
+    order      a seeded shuffle per epoch (order.py), written to the run as order.jsonl
+    network    the checkpoint under a classifier (head.py): new (truncated normal 0.02, bias 0) or continued
+    evaluate   the dev set's logits → the task's figures; the main one picks ``best/``
+    start      finetune.json (the labels, the steps, the head) and one line on stderr saying which head
+
+A task module (classify.py, regress.py, multilabel.py, tag.py, answer.py) subclasses ``Finetuning``
+with its reading, its loss and its figures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...errors import DataError
+from ...formats.atomic_files import write_atomically
+from ..options import PROBLEMS
+from .head import check_sequence_length, load_classifier
+from .order import TrainingOrder
+from .task import Task, TrainingData
+
+RUN_NOTE = "finetune.json"
+
+
+class Finetuning(Task):
+    """A fine-tuning task: a subclass gives ``read`` (its files → features), ``sums`` (its loss)
+    and ``metrics`` (its dev figures)."""
+
+    @property
+    def problem(self) -> str:
+        """transformers' problem_type of the task's head (options.py ``PROBLEMS``)."""
+        return PROBLEMS[self.name]
+
+    def read(self, options) -> tuple:
+        """(train features, dev features or None, labels or None, head continues?, tokenizer)."""
+        raise NotImplementedError
+
+    def examples_counted(self, train) -> int:
+        """What Google's step count counts: the training examples (SQuAD: its questions)."""
+        return len(train)
+
+    def prepare(self, options, world) -> TrainingData:
+        """Read the files, fix the labels, make the features: every error before anything is written."""
+        options.check(world.size)
+        check_sequence_length(options.model, options.max_seq_length)
+        train, dev, labels, continues, tokenizer = self.read(options)
+        steps = int(self.examples_counted(train) / options.batch_size * options.epochs)
+        if steps < 1:
+            raise DataError(f"--train {options.train} has {len(train)} examples: {options.epochs:g} epoch(s) of "
+                            f"--batch-size {options.batch_size} make no full step; lower --batch-size")  # fmt: skip
+        order = TrainingOrder(len(train), options.batch_size, options.seed)
+        return TrainingData(train, order, steps, int(steps * options.warmup_proportion), tokenizer, dev, labels,
+                            continues)  # fmt: skip
+
+    def network(self, options, data: TrainingData) -> torch.nn.Module:
+        return load_classifier(options.model, data.labels, self.problem, data.head_continues, options.seed)
+
+    def evaluate(self, model, data: TrainingData, options, run: Path) -> dict[str, float]:
+        return self.metrics(data.dev.label_ids, predict(model, data.dev), data, options)
+
+    def metrics(self, gold: np.ndarray, logits: np.ndarray, data: TrainingData, options) -> dict[str, float]:
+        raise NotImplementedError
+
+    def main_metric(self, options) -> str:
+        return "accuracy"
+
+    def start(self, run: Path, options, data: TrainingData) -> None:
+        data.order.write(run, data.steps)
+        write_note(run, options, data, self.main_metric(options))
+        print(f"finetune: {self.describe_head(data)}", file=sys.stderr)
+
+    def describe_head(self, data: TrainingData) -> str:
+        """Which head the run trains, for the line ``start`` prints."""
+        outputs = self.describe_outputs(data)
+        if data.head_continues:
+            return f"continuing --model's classifier ({outputs})"
+        return (f"a new classifier ({outputs}), initialised as Google's: truncated normal 0.02, bias 0; {data.steps} "
+                f"steps, {data.warmup} of warmup")  # fmt: skip
+
+    def describe_outputs(self, data: TrainingData) -> str:
+        if data.labels is None:
+            return "a score (regression)"
+        return f"{len(data.labels)} labels: {', '.join(data.labels)}"
+
+    def summary(self, last: dict) -> str:
+        return f"loss {last['loss']:.4g}"
+
+
+@torch.no_grad()
+def predict(model, features, batch_size: int = 64) -> np.ndarray:
+    """The logits (N, K) — (N, T, K) for tags — of every example, in eval mode (no dropout); the
+    model is left in training mode."""
+    model.eval()
+    logits = []
+    for start in range(0, len(features), batch_size):
+        batch = features.batch(np.arange(start, min(start + batch_size, len(features))))
+        tensors = {name: torch.from_numpy(np.ascontiguousarray(batch[name]))
+                   for name in ("input_ids", "input_mask", "segment_ids")}  # fmt: skip
+        out = model(tensors["input_ids"], tensors["input_mask"], tensors["segment_ids"]).logits.float().numpy()
+        if out.ndim == 3:  # tags (B, T', K): the batch was cut to its longest row; back to T columns
+            out = np.pad(out, ((0, 0), (0, features.input_ids.shape[1] - out.shape[1]), (0, 0)))
+        logits.append(out)
+    model.train()
+    return np.concatenate(logits)
+
+
+def write_note(run: Path, options, data: TrainingData, metric: str) -> None:
+    """finetune.json: the options, the labels, the steps, the head (new or continued)."""
+    note = {"options": asdict(options), "labels": data.labels, "steps": data.steps, "warmup_steps": data.warmup,
+            "train_examples": len(data.train), "dev_examples": len(data.dev) if data.dev else 0,
+            "main_metric": metric, "head": "continued" if data.head_continues else "new"}  # fmt: skip
+    write_atomically(run / RUN_NOTE, (json.dumps(note, indent=2) + "\n").encode("utf-8"))

@@ -1,0 +1,128 @@
+"""The network to fine-tune: the checkpoint's encoder under a classifier for the task's labels.
+
+``run_classifier.create_model`` puts one layer on BERT's pooled [CLS] vector: dropout 0.1, then
+``output_weights`` (K, H) and ``output_bias`` (K), new for the task — the weights drawn from a
+truncated normal of standard deviation 0.02 (values beyond two deviations drawn again), the bias
+zero. minibert's ``BertForSequenceClassification`` is that network (its head is transformers'
+``classifier.weight``/``classifier.bias``).
+
+A checkpoint that already has a classifier for these labels (a run fine-tuned before, a model
+shared fine-tuned) continues from it: its labels must be the task's (the same set; the head's order
+is kept), else the task does not fit the head and the run is refused before anything is written.
+A classifier whose config names no labels — Google's ``run_classifier.py`` checkpoints
+(``output_weights``, ``output_bias``; bert_config.json has no labels) — continues with the task's
+labels in their stated order (``--labels``, the GLUE task's, or sorted), when their number fits.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...config import BertConfig
+from ...errors import CheckpointError, DataError
+from ...heads import BertForSequenceClassification, BertForTokenClassification, Labels
+from ...loading.checkpoint_files import find_checkpoint, read_state_dict
+from ...loading.safetensors import safetensors_shapes
+from ...tokenizer import BertTokenizer
+from ..pretraining_data.full_tokenizer import NEEDED_TOKENS, PretrainingVocabulary
+
+GOOGLE_CLASSIFIER_DROPOUT = 0.1  # run_classifier.create_model: tf.nn.dropout(output_layer, keep_prob=0.9)
+GOOGLE_HEAD_STD = 0.02  # output_weights: tf.truncated_normal_initializer(stddev=0.02)
+HEAD_TENSORS = ("classifier.weight", "output_weights")  # the hub's name, Google's run_classifier.py name
+
+
+def checkpoint_head(model: str) -> tuple[list[str] | None, int] | None:
+    """(the labels config.json names — None when it names none, as Google's run_classifier.py
+    checkpoints, whose config is bert_config.json —, the outputs of its classifier tensor) when the
+    checkpoint has a classifier, else None."""
+    config_file, _ = find_checkpoint(model)
+    shapes = checkpoint_tensors(model)
+    for name in HEAD_TENSORS:
+        for key in (name, "bert." + name):
+            if key in shapes:
+                config = BertConfig.from_json_file(config_file)
+                if "id2label" not in config.extra:
+                    return None, int(shapes[key].shape[0])
+                labels = Labels.of(config).id2label
+                return [labels[index] for index in sorted(labels)], int(shapes[key].shape[0])
+    return None
+
+
+def checkpoint_tensors(model: str) -> dict:
+    """The checkpoint's tensor names → their shapes (safetensors: read from its header alone) or
+    the tensors themselves (.bin, Google's TF checkpoint: anything with a ``.shape``)."""
+    _, weights_file = find_checkpoint(model)
+    if weights_file.suffix == ".safetensors":
+        return safetensors_shapes(weights_file)
+    return read_state_dict(weights_file)
+
+
+def check_sequence_length(model: str, length: int) -> None:
+    """``--max-seq-length`` within the positions the model has (its config's max_position_embeddings)."""
+    config_file, _ = find_checkpoint(model)
+    positions = BertConfig.from_json_file(config_file).max_position_embeddings
+    if length > positions:
+        raise DataError(f"--max-seq-length {length} is more than --model {model} has positions for "
+                        f"(max_position_embeddings {positions}): give {positions} or less")  # fmt: skip
+
+
+def fit_labels(model: str, labels: list[str] | None, problem: str, stated: bool) -> tuple[list[str] | None, bool]:
+    """(the labels in the order the run uses, whether the checkpoint's head continues). ``labels``
+    None: a regression (one output). ``stated``: the order was given (--labels, a GLUE task)."""
+    head = checkpoint_head(model)
+    if head is None:
+        return labels, False
+    head_labels, outputs = head
+    wanted = 1 if labels is None else len(labels)
+    if outputs != wanted:
+        named = f" ({', '.join(head_labels)})" if head_labels else ""
+        raise DataError(f"--model {model} has a classifier with {outputs} outputs{named}; the "
+                        f"task needs {wanted}: choose a model without a classifier (its encoder is used) or one "
+                        "fitted to these labels")  # fmt: skip
+    if labels is None or head_labels is None:  # a head without label names takes the task's, in their order
+        return labels, True
+    if set(head_labels) != set(labels) or (stated and head_labels != labels):
+        raise DataError(f"--model {model}'s classifier predicts {', '.join(head_labels)}; the task's labels are "
+                        f"{', '.join(labels)}: they must be the same labels, in the head's order")  # fmt: skip
+    return head_labels, True
+
+
+def load_vocabulary(model: str) -> tuple[BertTokenizer, PretrainingVocabulary]:
+    """The model's tokenizer files (saved with the run), and its vocabulary set up as Google's
+    FullTokenizer (training/pretraining_data/full_tokenizer.py) for the features."""
+    try:
+        tokenizer = BertTokenizer.from_pretrained(model)
+    except (CheckpointError, OSError) as error:
+        raise DataError(f"--model {model} has no usable vocabulary (vocab.txt): {error}") from None
+    missing = [token for token in NEEDED_TOKENS if token not in tokenizer.vocab]
+    if missing:
+        raise DataError(f"--model {model}: its vocabulary lacks {', '.join(missing)}")
+    tokens = [""] * (max(tokenizer.vocab.values()) + 1)
+    for token, index in tokenizer.vocab.items():
+        tokens[index] = token
+    return tokenizer, PretrainingVocabulary(model, tokens, tokenizer.basic.do_lower_case)
+
+
+def load_classifier(model: str, labels: list[str] | None, problem: str, continues: bool, seed: int
+                    ) -> BertForSequenceClassification | BertForTokenClassification:  # fmt: skip
+    """The network (a token classifier for tagging), in float32; a new head initialised as
+    Google's from ``seed`` (a pooler the checkpoint lacks draws from the loop's seeding before it)."""
+    id2label = {0: "score"} if labels is None else dict(enumerate(labels))
+    label_config = {"id2label": id2label, "label2id": {label: index for index, label in id2label.items()},
+                    "classifier_dropout": GOOGLE_CLASSIFIER_DROPOUT}  # fmt: skip
+    cls = BertForTokenClassification if problem == "token_classification" else BertForSequenceClassification
+    if cls is BertForSequenceClassification:
+        label_config["problem_type"] = problem
+    network = cls.from_pretrained(model, new_heads=True, **label_config).float()
+    if not continues:
+        draw_new_head(network.classifier, seed)
+    return network
+
+
+def draw_new_head(layer: torch.nn.Linear, seed: int) -> None:
+    """A new task layer as Google's (``output_weights``: truncated normal of standard deviation
+    0.02, values beyond two deviations drawn again; ``output_bias``: zero), drawn from ``seed``."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        torch.nn.init.trunc_normal_(layer.weight, std=GOOGLE_HEAD_STD, a=-2 * GOOGLE_HEAD_STD, b=2 * GOOGLE_HEAD_STD)
+        layer.bias.zero_()

@@ -1,0 +1,131 @@
+"""Pre-training (the paper's section 3.1): masked LM + next sentence, Google's ``run_pretraining.py``.
+
+BERT was pre-trained on pairs of segments ``[CLS] A [SEP] B [SEP]`` with two tasks: predict the
+pieces hidden behind ``[MASK]`` (masked LM) and tell whether B followed A in the document or was
+drawn from another one (next-sentence prediction). The instances are Google's TFRecords
+(pretraining_data/, or Google's create_pretraining_data.py), read and checked by
+tfrecord_instances.py, taken in their files' order (order.py ``InstanceOrder``).
+
+    loss = MLM + NSP
+      MLM = Σ w·CE(masked piece) / (Σ w + 1e-5)       w = masked_lm_weights: 1.0 real, 0.0 padding
+      NSP = mean CE(next-sentence label)               over the batch
+
+Google's denominators are the *global* batch's: Σ w over every instance of the batch and the
+batch's size. So each piece computes sums, divides them by the global denominators, and the
+gradients of the pieces are *added*: the result is the gradient of the whole batch's loss.
+(Averaging per-piece losses, each divided by its own Σ w, gives a different gradient whenever the
+pieces hold different numbers of masked positions.)
+
+Shape legend: B = instances in the piece, T = tokens, P = masked positions per instance
+(max_predictions_per_seq), H = hidden size, V = vocabulary size.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...config import BertConfig
+from ...errors import DataError
+from ...heads import BertForPreTraining
+from ...loading.checkpoint_files import find_checkpoint
+from ...tokenizer import BertTokenizer
+from .order import InstanceOrder
+from .task import PieceSums, Task, TrainingData
+from .tfrecord_instances import read_instances
+
+MLM_EPSILON = 1e-5  # Google's: Σ w + 1e-5, so a batch without masked positions has loss 0, not NaN
+
+
+class Pretraining(Task):
+    name = "pretraining"
+    command = "pretrain"
+    watched = {"mlm_loss": "masked-LM loss", "nsp_loss": "next-sentence loss",  # noqa: RUF012
+               "gradient_norm": "gradient norm"}  # fmt: skip
+
+    def prepare(self, options, world) -> TrainingData:
+        """The instances, checked against the model's config (ids within its vocabulary, T within
+        its positions) before any weight is built; the tokenizer saved with every checkpoint."""
+        options.check(world.size)
+        config, tokenizer = config_and_tokenizer(options)
+        instances = read_instances(options.data, config)  # every record checked before any step
+        check_batch_fits(options, len(instances), world.is_main)
+        order = InstanceOrder(len(instances), options.batch_size)
+        return TrainingData(instances, order, options.steps, options.warmup_steps, tokenizer, config=config)
+
+    def network(self, options, data: TrainingData) -> BertForPreTraining:
+        """From ``--init`` (heads it lacks start fresh), or random weights initialised as BERT's
+        (normal 0.02, biases 0, LayerNorm 1 and 0) of ``--config``."""
+        if options.init is not None:
+            return BertForPreTraining.from_pretrained(options.init, new_heads=True).float()
+        return BertForPreTraining(data.config)
+
+    def denominators(self, train, rows: np.ndarray) -> dict[str, float]:
+        """Σ w + 1e-5 over the global batch's masked positions, and its size."""
+        weights = train.arrays["masked_lm_weights"][rows]  # (B, P)
+        return {"mlm": float(weights.astype(np.float64).sum()) + MLM_EPSILON, "batch_size": float(len(rows))}
+
+    def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
+        """Google's losses of ``piece``, divided by the global batch's denominators.
+
+        Only the masked positions go through the masked-LM head (as Google's ``gather_indexes``): a
+        (B, P, V) score tensor instead of (B, T, V). The encoder runs its plain path: the fast path's
+        packing (speed/fast_path.py) gathers and scatters tokens, and in the backward pass those cost
+        more than the padding they skip."""
+        out = model.bert(piece["input_ids"], piece["input_mask"], piece["segment_ids"], use_fast_path=False)
+        hidden = out.last_hidden_state  # (B, T, H)
+        positions = piece["masked_lm_positions"]  # (B, P)
+        gathered = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))  # (B, P, H)
+        mlm_logits = model.mlm_head(gathered, model.bert.embeddings.word_embeddings.weight).float()  # (B, P, V)
+        nsp_logits = model.nsp_head(out.pooler_output).float()  # (B, 2)
+
+        labels, weights = piece["masked_lm_ids"], piece["masked_lm_weights"]  # (B, P), (B, P)
+        per_prediction = F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), reduction="none")  # (B·P,)
+        mlm = (weights.flatten() * per_prediction).sum() / denominators["mlm"]
+        nsp = F.cross_entropy(nsp_logits, piece["next_sentence_labels"], reduction="sum") / denominators["batch_size"]
+        with torch.no_grad():
+            mlm_correct = (weights * (mlm_logits.argmax(-1) == labels)).sum()
+            nsp_correct = (nsp_logits.argmax(-1) == piece["next_sentence_labels"]).sum()
+        figures = {"mlm_loss": mlm.detach().item(), "nsp_loss": nsp.detach().item(),
+                   "mlm_correct": mlm_correct.item(), "nsp_correct": nsp_correct.item()}  # fmt: skip
+        return PieceSums(mlm + nsp, figures)
+
+    def figures(self, sums: dict[str, float], denominators: dict[str, float]) -> dict[str, float]:
+        return {"loss": sums["mlm_loss"] + sums["nsp_loss"], "mlm_loss": sums["mlm_loss"], "nsp_loss": sums["nsp_loss"],
+                "mlm_accuracy": sums["mlm_correct"] / max(denominators["mlm"] - MLM_EPSILON, 1e-12),
+                "nsp_accuracy": sums["nsp_correct"] / denominators["batch_size"]}  # fmt: skip
+
+    def summary(self, last: dict) -> str:
+        return f"masked LM {last['mlm_loss']:.4g}, next sentence {last['nsp_loss']:.4g}"
+
+
+def config_and_tokenizer(options) -> tuple[BertConfig, BertTokenizer]:
+    """The model's config and tokenizer: ``--init``'s, or ``--config`` with a tokenizer of ``--vocab``
+    that cuts texts where the model's positions end (BertTokenizer's default is BERT's 512)."""
+    if options.init is not None:
+        return BertConfig.from_json_file(find_checkpoint(options.init)[0]), BertTokenizer.from_pretrained(options.init)
+    config = BertConfig.from_json_file(options.config)
+    tokenizer = BertTokenizer(options.vocab, do_lower_case=options.do_lower_case,
+                              model_max_length=config.max_position_embeddings)  # fmt: skip
+    config.check_vocabulary(tokenizer.vocab, f"--vocab {options.vocab}")
+    return config, tokenizer
+
+
+def check_batch_fits(options, count: int, say: bool) -> None:
+    """A global batch larger than the data holds some instances several times over (batches wrap
+    around the data's end): refused unless ``--allow-wrap``, and then said once (``say``)."""
+    if options.batch_size <= count:
+        return
+    said = (f"--batch-size {options.batch_size} is larger than the {count} instances of --data: every batch would "
+            f"hold each instance up to {math.ceil(options.batch_size / count)} times")  # fmt: skip
+    if not options.allow_wrap:
+        raise DataError(f"{said}; make more instances or a smaller batch, or pass --allow-wrap to train so")
+    if say:
+        warnings.warn(f"{said} (--allow-wrap)", stacklevel=3)
+
+
+TASK = Pretraining()

@@ -1,0 +1,201 @@
+"""``--task tag``: one label per word (named entities, the paper's CoNLL-2003 experiment).
+
+The files are CoNLL's: a word per line, its tag in the last column, a blank line between
+sentences, ``-DOCSTART-`` lines skipped::
+
+    EU NNP B-NP B-ORG
+    rejects VBZ B-VP O
+    German JJ B-NP B-MISC
+
+A word becomes one or more WordPiece pieces; as in transformers' ``run_ner`` (and the paper's
+section 5.3), the *first* piece of a word carries its tag and the others are ignored by the loss
+and by evaluation (label -100), unless ``label_all_pieces``. A sentence longer than
+``max_seq_length − 2`` pieces is cut, and its cut words are not evaluated (as run_ner).
+
+The dev figures are seqeval's: entities found as ``get_entities`` finds them (IOB1, IOB2 or
+IOBES tags, a change of type ends an entity), and micro precision, recall and F1 over entities —
+an entity counts only when its type, start and end are all right.
+
+>>> get_entities(["B-PER", "I-PER", "O", "B-LOC", "I-ORG"])
+[('PER', 0, 1), ('LOC', 3, 3), ('ORG', 4, 4)]
+
+The loss (transformers' ``BertForTokenClassification``): a classifier on every piece's last hidden
+state after dropout, the cross-entropy at every labelled piece summed and divided by the global
+batch's count of labelled pieces — the mean over them:
+
+    logits = W · dropout(hidden) + b          (B, T, K)
+    loss   = Σ_labelled CE(logits, tag) / (labelled pieces of the global batch)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...errors import DataError
+from ..pretraining_data.full_tokenizer import PretrainingVocabulary
+from .examples import read_labelled_text
+from .features import Features
+from .finetuning import Finetuning
+from .head import fit_labels, load_vocabulary
+from .task import PieceSums, TrainingData
+
+NOT_LABELLED = -100  # a piece no loss or figure reads (transformers' ignore_index)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    words: list[str]
+    tags: list[str]
+    line: int  # the line of its first word
+
+
+def read_conll(path: str | os.PathLike) -> list[Sentence]:
+    text = read_labelled_text(Path(path))
+    sentences, words, tags, first = [], [], [], 0
+    for number, line in enumerate(text.split("\n") + [""], start=1):
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            if words:
+                sentences.append(Sentence(words, tags, first))
+            words, tags = [], []
+            continue
+        if len(fields) < 2:
+            raise DataError(f"{path}, line {number}: the word {fields[0]!r} has no tag (the tag is the last column)")
+        first = first if words else number
+        words.append(fields[0])
+        tags.append(fields[-1])
+    if not sentences:
+        raise DataError(f"{path} holds no sentences")
+    return sentences
+
+
+def tag_features(sentences: list[Sentence], vocabulary: PretrainingVocabulary, max_seq_length: int,
+                 labels: list[str], path: str, label_all_pieces: bool = False) -> Features:  # fmt: skip
+    """Pieces of every sentence, ``[CLS]`` … ``[SEP]``; label_ids (N, T): the tag's id at a word's
+    first piece (every piece with ``label_all_pieces``), -100 elsewhere."""
+    index = {label: number for number, label in enumerate(labels)}
+    rows = np.zeros((len(sentences), max_seq_length), dtype=np.int64)
+    mask, label_ids = np.zeros_like(rows), np.full_like(rows, NOT_LABELLED)
+    for row, sentence in enumerate(sentences):
+        pieces, piece_labels = [vocabulary.cls_id], [NOT_LABELLED]
+        for word, tag in zip(sentence.words, sentence.tags):
+            try:
+                ids = vocabulary.piece_ids(word)
+            except DataError as error:
+                raise DataError(f"{path}, sentence at line {sentence.line}: {error}") from None
+            pieces += ids
+            piece_labels += [index[tag]] + [index[tag] if label_all_pieces else NOT_LABELLED] * (len(ids) - 1)
+        pieces, piece_labels = pieces[: max_seq_length - 1], piece_labels[: max_seq_length - 1]
+        pieces.append(vocabulary.sep_id)
+        piece_labels.append(NOT_LABELLED)
+        rows[row, : len(pieces)], mask[row, : len(pieces)] = pieces, 1
+        label_ids[row, : len(pieces)] = piece_labels
+    return Features(rows, mask, np.zeros_like(rows), label_ids)
+
+
+def check_tags(sentences: list[Sentence], labels: list[str], path: str | os.PathLike, flag: str) -> None:
+    known = set(labels)
+    for sentence in sentences:
+        for offset, tag in enumerate(sentence.tags):
+            if tag not in known:
+                raise DataError(f"{flag} {path}, line {sentence.line + offset}: tag {tag!r} is not among the training "
+                                f"tags ({', '.join(labels)}); give them all with --labels")  # fmt: skip
+
+
+def _end_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
+    return (prev_tag in ("E", "S") or (prev_tag in ("B", "I") and tag in ("B", "S", "O"))
+            or (prev_tag not in ("O", ".") and prev_type != type_))  # fmt: skip
+
+
+def _start_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
+    return (tag in ("B", "S") or (prev_tag in ("E", "S", "O") and tag in ("E", "I"))
+            or (tag not in ("O", ".") and prev_type != type_))  # fmt: skip
+
+
+def get_entities(tags: list[str]) -> list[tuple[str, int, int]]:
+    """(type, first, last) of every entity in a tag sequence, as seqeval's ``get_entities``."""
+    chunks, prev_tag, prev_type, begin = [], "O", "", 0
+    for position, chunk in enumerate([*tags, "O"]):
+        tag, type_ = chunk[0], chunk[1:].split("-", maxsplit=1)[-1] or "_"
+        if _end_of_chunk(prev_tag, tag, prev_type, type_):
+            chunks.append((prev_type, begin, position - 1))
+        if _start_of_chunk(prev_tag, tag, prev_type, type_):
+            begin = position
+        prev_tag, prev_type = tag, type_
+    return chunks
+
+
+def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
+    """Micro precision, recall and F1 over the entities of every sentence (seqeval's default mode)."""
+    true = {(number, *entity) for number, tags in enumerate(gold) for entity in get_entities(tags)}
+    found = {(number, *entity) for number, tags in enumerate(predicted) for entity in get_entities(tags)}
+    right = len(true & found)
+    precision = right / len(found) if found else 0.0
+    recall = right / len(true) if true else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def tag_metrics(label_ids: np.ndarray, logits: np.ndarray, labels: list[str]) -> dict[str, float]:
+    """Dev figures from (N, T) gold ids (-100 where not evaluated) and (N, T, K) logits."""
+    predicted = logits.argmax(-1)
+    gold_tags, predicted_tags, right, total = [], [], 0, 0
+    for gold_row, predicted_row in zip(label_ids, predicted):
+        kept = gold_row != NOT_LABELLED
+        gold_tags.append([labels[i] for i in gold_row[kept]])
+        predicted_tags.append([labels[i] for i in predicted_row[kept]])
+        right, total = right + int((gold_row[kept] == predicted_row[kept]).sum()), total + int(kept.sum())
+    return {**entity_scores(gold_tags, predicted_tags), "accuracy": right / max(total, 1)}
+
+
+class Tag(Finetuning):
+    name = "tag"
+
+    def read(self, options) -> tuple:
+        """CoNLL files → sentences → pieces with the first piece of each word labelled."""
+        train_sentences = read_conll(options.train)
+        dev_sentences = read_conll(options.dev) if options.dev else None
+        stated = bool(options.labels)
+        labels = list(options.labels) if stated else sorted({tag for s in train_sentences for tag in s.tags})
+        labels, continues = fit_labels(options.model, labels, self.problem, stated)
+        check_tags(train_sentences, labels, options.train, "--train")
+        if dev_sentences:
+            check_tags(dev_sentences, labels, options.dev, "--dev")
+        tokenizer, vocabulary = load_vocabulary(options.model)
+        length, every = options.max_seq_length, options.label_all_pieces
+        train = tag_features(train_sentences, vocabulary, length, labels, options.train, every)
+        dev = tag_features(dev_sentences, vocabulary, length, labels, options.dev) if dev_sentences else None
+        return train, dev, labels, continues, tokenizer
+
+    def denominators(self, train, rows: np.ndarray) -> dict[str, float]:
+        """The global batch's labelled pieces (at least 1: a batch of unlabelled pieces has loss 0)."""
+        return {"labelled": float(max(int((train.label_ids[rows] != NOT_LABELLED).sum()), 1))}
+
+    def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
+        """Real tokens only, as classify's: a [PAD] piece is never labelled."""
+        out = model.bert(piece["input_ids"], piece["input_mask"], piece["segment_ids"], use_fast_path=True,
+                         skip_padding=True)  # fmt: skip
+        logits = model.classifier(model.dropout(out.last_hidden_state)).float()  # (B, T, K)
+        labels = piece["label_ids"]  # (B, T), -100 where no label counts
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=NOT_LABELLED,
+                               reduction="sum") / int(denominators["labelled"])  # fmt: skip
+        correct = float(((logits.argmax(-1) == labels) & (labels != NOT_LABELLED)).sum())
+        return PieceSums(loss, {"loss": loss.detach().item(), "correct": correct})
+
+    def figures(self, sums: dict[str, float], denominators: dict[str, float]) -> dict[str, float]:
+        return {"loss": sums["loss"], "accuracy": sums["correct"] / denominators["labelled"]}
+
+    def metrics(self, gold: np.ndarray, logits: np.ndarray, data: TrainingData, options) -> dict[str, float]:
+        return tag_metrics(gold, logits, data.labels)
+
+    def main_metric(self, options) -> str:
+        return "f1"  # seqeval's entity F1
+
+
+TASK = Tag()

@@ -1,0 +1,95 @@
+"""A task: what one training run teaches a BERT, written as one record the loop reads.
+
+The loop (run/loop.py) is the same for every task — set up, then one step per global batch:
+forward, backward, sum over processes, clip, update, log, evaluate, checkpoint. What differs
+between pre-training and fine-tuning, and between one fine-tuning task and another, is what a
+``Task`` says, in this order (the order the loop asks):
+
+    prepare(options, world)           read and check the data, before the run folder is touched
+    network(options, data)            the model with the task's head (new weights: from the seed)
+    denominators(train, rows)         what the global batch's losses are divided by (Google's)
+    sums(model, piece, denominators)  one piece of the batch: its share of the loss, the figures it adds up
+    figures(sums, denominators)       the step's metrics line, from the sums over every piece and process
+    evaluate(model, data, options, run)   the dev figures (fine-tuning; the main one picks best/)
+    start(run, options, data)         what a new run writes and says besides its first checkpoint
+
+Each task is one module of tasks/ (pretraining.py, classify.py, regress.py, multilabel.py, tag.py,
+answer.py), as each dataset is one ``DataProcessor`` in Google's run_classifier.py, and the loop
+chooses it from one table (tasks/__init__.py ``task_named``).
+
+Shape legend: B = examples in a piece of the batch, T = tokens, K = labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+@dataclass
+class TrainingData:
+    """Everything ``prepare`` read and checked: the loop's data, how many steps it makes, and the
+    files the run folder gets (the tokenizer; the labels, for fine-tuning's classifiers)."""
+
+    train: object  # Instances (pre-training) or Features: len(), .fingerprint, .batch(rows), .sequence_length
+    order: object  # which rows each global batch holds: .rows(step), .ends_epoch(step) (tasks/order.py)
+    steps: int  # updates the run makes (the schedule reaches 0 there)
+    warmup: int  # updates that warm the rate up from 0
+    tokenizer: object  # saved with every checkpoint
+    dev: object | None = None  # evaluated at each epoch's end (fine-tuning with --dev)
+    labels: list[str] | None = None  # the classifier's labels in id order; None: a score, or no classifier
+    head_continues: bool = False  # the checkpoint's own head goes on training (else a new one is drawn)
+    config: object | None = None  # pre-training: the BertConfig the instances were checked against
+
+
+@dataclass
+class PieceSums:
+    """What one piece of a global batch adds: its share of the global loss (already divided by
+    the global denominators, so the pieces' gradients add up to the whole batch's) and the figures
+    the step's line is made of, as plain numbers summed over pieces and processes."""
+
+    loss: torch.Tensor
+    figures: dict[str, float]
+
+
+class Task:
+    """The record of one task; the defaults are fine-tuning's (a subclass states what differs)."""
+
+    name: str  # --task (fine-tuning); "pretraining"
+    command: str = "finetune"  # the command that trains it (the resume advice names it)
+    # the step's figures the non-finite guard checks before an update, and their names in its message
+    watched: dict[str, str] = {"loss": "loss", "gradient_norm": "gradient norm"}  # noqa: RUF012
+
+    def prepare(self, options, world) -> TrainingData:
+        raise NotImplementedError
+
+    def network(self, options, data: TrainingData) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def denominators(self, train, rows: np.ndarray) -> dict[str, float]:
+        """Fine-tuning's default: the per-example losses are divided by the global batch's size."""
+        return {"batch_size": float(len(rows))}
+
+    def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
+        raise NotImplementedError
+
+    def figures(self, sums: dict[str, float], denominators: dict[str, float]) -> dict[str, float]:
+        """Fine-tuning's default: the loss, and the share of the batch predicted right."""
+        return {"loss": sums["loss"], "accuracy": sums["correct"] / denominators["batch_size"]}
+
+    def main_metric(self, options) -> str | None:
+        """The dev figure that picks ``best/`` (None: the task has no dev evaluation)."""
+        return None
+
+    def evaluate(self, model, data: TrainingData, options, run: Path) -> dict[str, float]:
+        raise NotImplementedError
+
+    def start(self, run: Path, options, data: TrainingData) -> None:
+        """What a new run writes and says besides its first checkpoint (nothing by default)."""
+
+    def summary(self, last: dict) -> str:
+        """The closing line's detail, from the last step's metrics line."""
+        return f"loss {last['loss']:.4g}"
