@@ -2,7 +2,8 @@
 
     apps/        the command, file outputs, the server, Ray, convert, verify     (top)
     explorer/    the explorer page: what one forward pass shows, and the page that draws it
-    training/    making a BERT: pre-training instances (create_pretraining_data), the training loop
+    training/    making a BERT, in rooms of its own, bottom up: pretraining_data/ (Google's instances),
+                 tasks/ (one record per task), options, run/ (the one loop), the sweeps
     tasks/       one-call tasks: fill_mask, next_sentence, classify, tag, answer, rerank
     embedding/   Embedder, sentence-transformers recipes, streams
     heads        the networks with heads on top of BertModel; auto, transformers' Auto names for them
@@ -33,12 +34,12 @@ PACKAGE = Path(minibert.__file__).parent
 ROOT = PACKAGE.parents[1]
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explorer", "apps"]
 BASE = {"errors", "limits", "__init__"}
-CORE = {"config", "config_fields", "activations", "inputs", "pretrained", "model", "transformers_names"}
+CORE = {"config", "config_fields", "activations", "inputs", "pretrained", "model", "transformers_names",
+        "task_choices"}
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's
 # modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},
-            "explorer": {"apps.explore_command"}, "training.finetune": {"apps.finetune_command"},
-            "training.finetune.ray_trials": {"training.finetune.sweep"}}  # fmt: skip
+            "explorer": {"apps.explore_command"}, "training.ray_trials": {"training.sweep"}}  # fmt: skip
 NOT_OPTIONAL = {"apps.serve.settings"}
 
 
@@ -197,11 +198,31 @@ def test_the_scripts_import_no_circle():
     assert cycle is None, f"import cycle among scripts/ and tests/: {' -> '.join(cycle)}"
 
 
-def test_import_minibert_does_not_import_fine_tuning():
-    """Fine-tuning (training/finetune/) is loaded by ``minibert finetune`` alone."""
+# training/'s own rooms, bottom up: the pre-training data needs nothing of training; the tasks read
+# it; the options name the tasks; the run (its loop) takes a task and its options; the sweeps and
+# the package's re-exports stand on the run.
+TRAINING_ROOMS = ["training.pretraining_data", "training.tasks", "training.options", "training.run", "training"]
+
+
+def training_room(module: str) -> str:
+    return next(inner for inner in TRAINING_ROOMS if _inside(module, inner))
+
+
+def test_training_rooms_point_down():
+    training = {module: imported for module, imported in GRAPH.items() if _inside(module, "training")}
+    assert {"training.run.loop", "training.tasks.classify", "training.pretraining_data.create"} <= set(training)
+    for module, imported in training.items():
+        for target in (target for target in imported if _inside(target, "training")):
+            here, there = TRAINING_ROOMS.index(training_room(module)), TRAINING_ROOMS.index(training_room(target))
+            assert there <= here, f"{module} ({TRAINING_ROOMS[here]}) imports {target} ({TRAINING_ROOMS[there]})"
+
+
+def test_import_minibert_does_not_import_training_serving_or_ray():
+    """Training, the server and Ray are loaded by their commands alone."""
     import subprocess
     import sys
 
-    code = "import sys, minibert; print(sorted(m for m in sys.modules if m.startswith('minibert.training')))"
+    prefixes = ("minibert.training", "minibert.apps.serve", "ray", "starlette", "uvicorn")
+    code = f"import sys, minibert; print(sorted(m for m in sys.modules if m.startswith({prefixes!r})))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout

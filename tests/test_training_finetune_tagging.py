@@ -16,8 +16,9 @@ import torch
 import minibert
 from minibert.apps.cli import main
 from minibert.errors import DataError
+from minibert.heads import IGNORE_INDEX
 from minibert.training.tasks.head import load_vocabulary
-from minibert.training.tasks.tag import NOT_LABELLED, entity_scores, read_conll, tag_features
+from minibert.training.tasks.tag import entity_scores, read_conll, tag_features
 
 TINY = Path(__file__).parent / "data" / "tiny_hub"
 CONLL = """-DOCSTART- -X- -X- O
@@ -67,12 +68,12 @@ def test_first_piece_rule_equals_transformers_run_ner(tmp_path, minilm_dir):
         encoded = fast(sentence.words, is_split_into_words=True)
         expected, previous = [], None
         for word in encoded.word_ids():
-            expected.append(NOT_LABELLED if word is None or word == previous else labels.index(sentence.tags[word]))
+            expected.append(IGNORE_INDEX if word is None or word == previous else labels.index(sentence.tags[word]))
             previous = word
         length = len(encoded["input_ids"])
         assert features.input_ids[row, :length].tolist() == encoded["input_ids"]
         assert features.label_ids[row, :length].tolist() == expected
-        assert (features.label_ids[row, length:] == NOT_LABELLED).all()
+        assert (features.label_ids[row, length:] == IGNORE_INDEX).all()
 
 
 def test_entity_scores_equal_seqevals():

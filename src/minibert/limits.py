@@ -3,7 +3,7 @@
 Options dataclasses put a field's limits in its metadata (``low``, ``high``; ``above_low``: the low
 end excluded, ``below_high``: the high end excluded; ``unit``); ``limits_of(field)`` reads them
 with the field's kind (int or float). The commands' flags are parsed by them (apps/flag_types.py)
-and values made in Python are checked by them (training/options.py): the same numbers, the same words.
+and values made in Python are checked by them (``refuse_out_of_limits``): the same numbers, the same words.
 
 >>> Limits(int, 0, 65_535).parse("70000")
 Traceback (most recent call last):
@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+
+from .errors import DataError
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: int() would take '٣' and reject '²' with a raw message
 
@@ -106,3 +108,20 @@ def fields_out_of_limits(options) -> list[tuple[str, str]]:
         except ValueError as error:
             problems.append((setting.name, str(error)))
     return problems
+
+
+def option(help: str, **metadata) -> dict:
+    """A field's flag: its help, its limits (``low``, ``high``, ``above_low``, ``below_high``) and
+    other argparse options; ``why``: what a limit is for, said when a value passes it."""
+    return {"help": help, **metadata}
+
+
+def refuse_out_of_limits(options, flags: bool) -> None:
+    """DataError naming the first field outside its limits (as its ``--flag`` when ``flags``), and
+    why the limit is there where the field says."""
+    problems = fields_out_of_limits(options)
+    if problems:
+        name, problem = problems[0]
+        why = {setting.name: setting.metadata.get("why") for setting in dataclasses.fields(options)}[name]
+        shown = "--" + name.replace("_", "-") if flags else name
+        raise DataError(f"{shown} {problem}" + (f" ({why})" if why else ""))

@@ -102,14 +102,15 @@ def _class_for(weights_file: Path) -> type:
     """The class that loads every head the checkpoint has, by its tensor names (hub or Google's)."""
     from ..heads import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
     from ..loading.checkpoint_files import tensor_names
+    from ..loading.names import ANSWER_WEIGHTS, CLASSIFIER_WEIGHTS
     from ..model import BertModel
 
     names = {name.removeprefix("bert.").removeprefix("bert/") for name in tensor_names(weights_file)}
     if any(name.startswith(("cls.predictions", "cls.seq_relationship", "cls/predictions", "cls/seq_relationship"))
            for name in names):  # fmt: skip
         return BertForPreTraining
-    if names & {"qa_outputs.weight", "cls/squad/output_weights"}:
+    if names & set(ANSWER_WEIGHTS):
         return BertForQuestionAnswering
-    if names & {"classifier.weight", "output_weights"}:
+    if names & set(CLASSIFIER_WEIGHTS):
         return BertForSequenceClassification
     return BertModel

@@ -18,8 +18,7 @@ from .flag_types import add_flags, values_of, whole_number
 def add_parser(commands, parents: list) -> None:
     """Add ``pretraining-data`` to the ``minibert`` command's subparsers; ``parents``: the process
     flags every command takes (--debug). The instance flags are InstanceOptions' fields."""
-    from ..training.options import DEFAULT_SEED  # no torch: the fields, defaults, limits, help
-    from ..training.pretraining_data.options import InstanceOptions
+    from ..training.pretraining_data.options import DEFAULT_SEED, InstanceOptions  # no torch
 
     command = commands.add_parser(
         "pretraining-data",

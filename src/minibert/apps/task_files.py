@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..formats.line_files import CHUNK, check_output, count_records, json_lines_output, read_records, spooled_stdin
+from ..task_choices import AGGREGATIONS, FUNCTIONS
 from .commands import CommandError, gemm_of, load_model
 from .flag_types import DTYPE_HELP, DTYPES, label_list, positive_int, whole_number
 
@@ -41,7 +42,7 @@ def add_parser(commands, parents: list) -> None:
                                                                     "(default 1)")  # fmt: skip
     classify.add_argument(
         "--function",
-        choices=["softmax", "sigmoid", "none"],
+        choices=FUNCTIONS,
         default=None,
         help="scores from the logits (default: as transformers' pipeline chooses by the model)",
     )
@@ -52,7 +53,7 @@ def add_parser(commands, parents: list) -> None:
 
     tag = commands.add_parser("tag", parents=[files], help="entities of a token classifier (NER), with offsets")
     tag.add_argument("texts", nargs="*", help="texts to tag (or --input)")
-    tag.add_argument("--aggregation", default="simple", choices=["none", "simple", "first", "average", "max"],
+    tag.add_argument("--aggregation", default="simple", choices=AGGREGATIONS,
                      help="pieces → words → entities, as transformers' pipeline (default simple)")  # fmt: skip
     tag.add_argument(
         "--stride",

@@ -85,6 +85,9 @@ GOOGLE_HEADS = {
     "qa_outputs.": "run_squad.py's question-answering head (cls/squad/output_*)",
 }
 TASK_HEADS = ("classifier.", "qa_outputs.")  # the fine-tuned ones: BertModel says it leaves them out
+# A task head's weight as the hub and Google's scripts name it: how a checkpoint shows it has one.
+CLASSIFIER_WEIGHTS = ("classifier.weight", "output_weights")  # the hub's; run_classifier.py's
+ANSWER_WEIGHTS = ("qa_outputs.weight", "cls/squad/output_weights")  # the hub's; run_squad.py's
 # The pooler is the encoder's, but classes without a use for it (BertForMaskedLM, token
 # classification, QA) are built without it, as in transformers: it is loaded and reported like a head.
 POOLER, POOLER_NAME = "pooler.", "the pooler (bert.pooler.*)"

@@ -25,9 +25,9 @@ import numpy as np
 
 from ..heads import BertForSequenceClassification
 from ..loading.hub import DEFAULT_MODEL
+from ..task_choices import FUNCTIONS
 from .loading import check_lengths, load_for_task, run_rows
 
-FUNCTIONS = ("softmax", "sigmoid", "none")
 _BEST_ONLY = object()  # top_k not given: the pipeline's one-best-label answer
 
 

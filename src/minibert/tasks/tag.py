@@ -29,10 +29,9 @@ import numpy as np
 
 from ..heads import BertForTokenClassification
 from ..loading.hub import DEFAULT_MODEL
+from ..task_choices import AGGREGATIONS
 from .classify import softmax
 from .loading import load_for_task, run_rows, warn_if_cut
-
-AGGREGATIONS = ("none", "simple", "first", "average", "max")
 
 
 def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", ignore_labels=("O",),

@@ -11,33 +11,14 @@ the data it cuts: pretraining_data/options.py). The commands' flags are made fro
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from ..errors import DataError
-from ..limits import fields_out_of_limits
+from ..limits import option, refuse_out_of_limits
+from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
+from .tasks import PROBLEMS
 from .tasks.examples import GLUE, REGRESSION_TASKS, ExampleFormat
-
-DEFAULT_SEED = 12345  # create_pretraining_data.py's --random_seed; pretrain's too
-LARGEST_SEED = 2**63 - 1  # torch.manual_seed(seed + rank) takes up to 2**64 - 1
-
-
-def option(help: str, **metadata) -> dict:
-    """A field's flag: its help, its limits (``low``, ``high``, ``above_low``, ``below_high``) and
-    other argparse options; ``why``: what a limit is for, said when a value passes it."""
-    return {"help": help, **metadata}
-
-
-def refuse_out_of_limits(options, flags: bool) -> None:
-    """DataError naming the first field outside its limits (as its ``--flag`` when ``flags``), and
-    why the limit is there where the field says."""
-    problems = fields_out_of_limits(options)
-    if problems:
-        name, problem = problems[0]
-        why = {setting.name: setting.metadata.get("why") for setting in dataclasses.fields(options)}[name]
-        shown = "--" + name.replace("_", "-") if flags else name
-        raise DataError(f"{shown} {problem}" + (f" ({why})" if why else ""))
 
 
 @dataclass(frozen=True)
@@ -100,11 +81,18 @@ class PretrainOptions:
         return {**kept, "processes": processes}
 
 
-# The fine-tuning tasks (--task), each with the problem type transformers' heads name it by; the
-# task records that train them are chosen from these names (tasks/__init__.py ``TASKS``).
-PROBLEMS = {"classify": "single_label_classification", "regress": "regression",
-            "multilabel": "multi_label_classification", "tag": "token_classification",
-            "answer": "question_answering"}  # fmt: skip
+READS_GLUE = ("classify", "regress")  # the tasks whose files may be GLUE's (--glue)
+# Each task's flags that its files make meaningless (refused when given), the flags it needs, and
+# what it reads instead (the refusal's message).
+FLAGS_A_TASK_REFUSES = {
+    "regress": (("labels",), (), "--labels names classes; --task regress learns one score"),
+    "multilabel": (("glue",), ("label_separator",), "--task multilabel reads generic files whose label field lists "
+                   "labels joined by --label-separator (not --glue)"),
+    "tag": (("glue", "pair_column"), (), "--task tag reads CoNLL files (a word and its tag per line): no --glue, no "
+            "--pair-column"),
+    "answer": (("glue", "pair_column", "labels"), (), "--task answer reads SQuAD JSON files: no --glue, "
+               "--pair-column or --labels"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -181,18 +169,13 @@ class FinetuneOptions:
             raise DataError(f"--task {self.task!r}: this version fine-tunes {', '.join(PROBLEMS)}")
         if self.glue is not None and self.glue not in GLUE:
             raise DataError(f"--glue {self.glue!r}: one of {', '.join(GLUE)}")
-        if (self.glue in REGRESSION_TASKS) != (self.task == "regress") and self.glue is not None:
-            wanted = "regress" if self.glue in REGRESSION_TASKS else "classify"
-            raise DataError(f"--glue {self.glue} is a {wanted} task: give --task {wanted}")
-        if self.task == "multilabel" and (self.glue is not None or not self.label_separator):
-            raise DataError("--task multilabel reads generic files whose label field lists labels joined by "
-                            "--label-separator (not --glue)")  # fmt: skip
-        if self.task == "tag" and (self.glue is not None or self.pair_column is not None):
-            raise DataError("--task tag reads CoNLL files (a word and its tag per line): no --glue, no --pair-column")
-        if self.task == "answer" and (self.glue is not None or self.pair_column is not None or self.labels):
-            raise DataError("--task answer reads SQuAD JSON files: no --glue, --pair-column or --labels")
-        if self.task == "regress" and self.labels:
-            raise DataError("--labels names classes; --task regress learns one score")
+        glue_task = "regress" if self.glue in REGRESSION_TASKS else "classify"  # the task a GLUE file is for
+        if self.glue is not None and self.task in READS_GLUE and self.task != glue_task:
+            raise DataError(f"--glue {self.glue} is a {glue_task} task: give --task {glue_task}")
+        refused, needed, said = FLAGS_A_TASK_REFUSES.get(self.task, ((), (), ""))
+        if any(getattr(self, name) not in (None, ()) for name in refused) or not all(getattr(self, name)
+                                                                                for name in needed):  # fmt: skip
+            raise DataError(said)
         refuse_out_of_limits(self, flags=True)
         if self.batch_size % processes:
             raise DataError(f"--batch-size {self.batch_size} does not split into {processes} processes: make it a "

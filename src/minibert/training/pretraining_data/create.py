@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import DataError
-from ..options import DEFAULT_SEED
 from .documents import read_documents
 from .full_tokenizer import PretrainingVocabulary
 from .instances import create_instances
-from .options import InstanceOptions
+from .options import DEFAULT_SEED, InstanceOptions
 from .records import write_instances
 
 

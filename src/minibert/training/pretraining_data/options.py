@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import DataError
-from ..options import option, refuse_out_of_limits
+from ...limits import option, refuse_out_of_limits
 
 SMALLEST_SEQUENCE = 5  # [CLS] A [SEP] B [SEP] with one piece in A and one in B
+DEFAULT_SEED = 12345  # create_pretraining_data.py's --random_seed; pretrain's and finetune's too
+LARGEST_SEED = 2**63 - 1  # torch.manual_seed(seed + rank) takes up to 2**64 - 1
 
 
 @dataclass(frozen=True)

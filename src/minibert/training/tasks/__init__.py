@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import importlib
 
-# task name → the module here whose TASK trains it (fine-tuning's names are options.py's PROBLEMS)
-TASKS = {"pretraining": "pretraining", "classify": "classify", "regress": "regress", "multilabel": "multilabel",
-         "tag": "tag", "answer": "answer"}  # fmt: skip
+# The fine-tuning tasks (finetune --task), each with the problem type transformers' heads name it by.
+PROBLEMS = {"classify": "single_label_classification", "regress": "regression",
+            "multilabel": "multi_label_classification", "tag": "token_classification",
+            "answer": "question_answering"}  # fmt: skip
+# Every task's name → the module here whose TASK trains it.
+TASKS = {"pretraining": "pretraining", **{name: name for name in PROBLEMS}}
 
 
 def task_named(name: str):

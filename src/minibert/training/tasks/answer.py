@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ...heads import BertForQuestionAnswering
+from ...loading.names import ANSWER_WEIGHTS
 from .features import Features
 from .finetuning import Finetuning
 from .head import checkpoint_tensors, draw_new_head, load_vocabulary
@@ -28,8 +29,6 @@ from .squad_features import SquadFeature, convert_examples_to_features
 from .squad_metrics import squad_scores
 from .squad_predictions import predict_answers, write_predictions
 from .task import PieceSums, TrainingData
-
-QA_HEAD_TENSORS = ("qa_outputs.weight", "cls/squad/output_weights")  # the hub's name, Google's run_squad.py name
 
 
 @dataclass
@@ -98,7 +97,7 @@ class Answer(Finetuning):
         train = squad_features(options.train, vocabulary, True, options)
         dev = squad_features(options.dev, vocabulary, False, options) if options.dev else None
         shapes = checkpoint_tensors(options.model)
-        continues = any(key in shapes for name in QA_HEAD_TENSORS for key in (name, "bert." + name))
+        continues = any(key in shapes for name in ANSWER_WEIGHTS for key in (name, "bert." + name))
         return train, dev, None, continues, tokenizer
 
     def examples_counted(self, train: SquadFeatures) -> int:

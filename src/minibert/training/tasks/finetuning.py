@@ -24,7 +24,8 @@ import torch
 
 from ...errors import DataError
 from ...formats.atomic_files import write_atomically
-from ..options import PROBLEMS
+from ...heads import BertForSequenceClassification
+from . import PROBLEMS
 from .head import check_sequence_length, load_classifier
 from .order import TrainingOrder
 from .task import Task, TrainingData
@@ -38,7 +39,7 @@ class Finetuning(Task):
 
     @property
     def problem(self) -> str:
-        """transformers' problem_type of the task's head (options.py ``PROBLEMS``)."""
+        """transformers' problem_type of the task's head (``PROBLEMS``)."""
         return PROBLEMS[self.name]
 
     def read(self, options) -> tuple:
@@ -62,8 +63,11 @@ class Finetuning(Task):
         return TrainingData(train, order, steps, int(steps * options.warmup_proportion), tokenizer, dev, labels,
                             continues)  # fmt: skip
 
+    network_class = BertForSequenceClassification  # the network the task trains: its head on BertModel
+
     def network(self, options, data: TrainingData) -> torch.nn.Module:
-        return load_classifier(options.model, data.labels, self.problem, data.head_continues, options.seed)
+        return load_classifier(options.model, data.labels, self.problem, data.head_continues, options.seed,
+                               self.network_class)  # fmt: skip
 
     def evaluate(self, model, data: TrainingData, options, run: Path) -> dict[str, float]:
         return self.metrics(data.dev.label_ids, predict(model, data.dev), data, options)

@@ -20,15 +20,15 @@ import torch
 
 from ...config import BertConfig
 from ...errors import CheckpointError, DataError
-from ...heads import BertForSequenceClassification, BertForTokenClassification, Labels
+from ...heads import BertForSequenceClassification, Labels
 from ...loading.checkpoint_files import find_checkpoint, read_state_dict
+from ...loading.names import CLASSIFIER_WEIGHTS
 from ...loading.safetensors import safetensors_shapes
 from ...tokenizer import BertTokenizer
 from ..pretraining_data.full_tokenizer import NEEDED_TOKENS, PretrainingVocabulary
 
 GOOGLE_CLASSIFIER_DROPOUT = 0.1  # run_classifier.create_model: tf.nn.dropout(output_layer, keep_prob=0.9)
 GOOGLE_HEAD_STD = 0.02  # output_weights: tf.truncated_normal_initializer(stddev=0.02)
-HEAD_TENSORS = ("classifier.weight", "output_weights")  # the hub's name, Google's run_classifier.py name
 
 
 def checkpoint_head(model: str) -> tuple[list[str] | None, int] | None:
@@ -37,7 +37,7 @@ def checkpoint_head(model: str) -> tuple[list[str] | None, int] | None:
     checkpoint has a classifier, else None."""
     config_file, _ = find_checkpoint(model)
     shapes = checkpoint_tensors(model)
-    for name in HEAD_TENSORS:
+    for name in CLASSIFIER_WEIGHTS:
         for key in (name, "bert." + name):
             if key in shapes:
                 config = BertConfig.from_json_file(config_file)
@@ -103,15 +103,15 @@ def load_vocabulary(model: str) -> tuple[BertTokenizer, PretrainingVocabulary]:
     return tokenizer, PretrainingVocabulary(model, tokens, tokenizer.basic.do_lower_case)
 
 
-def load_classifier(model: str, labels: list[str] | None, problem: str, continues: bool, seed: int
-                    ) -> BertForSequenceClassification | BertForTokenClassification:  # fmt: skip
-    """The network (a token classifier for tagging), in float32; a new head initialised as
-    Google's from ``seed`` (a pooler the checkpoint lacks draws from the loop's seeding before it)."""
+def load_classifier(model: str, labels: list[str] | None, problem: str, continues: bool, seed: int,
+                    cls: type = BertForSequenceClassification) -> torch.nn.Module:  # fmt: skip
+    """The network ``cls`` (BertForTokenClassification for tagging) in float32, its labels and
+    ``problem`` (transformers' problem_type) in its config; a new head initialised as Google's from
+    ``seed`` (a pooler the checkpoint lacks draws from the loop's seeding before it)."""
     id2label = {0: "score"} if labels is None else dict(enumerate(labels))
     label_config = {"id2label": id2label, "label2id": {label: index for index, label in id2label.items()},
                     "classifier_dropout": GOOGLE_CLASSIFIER_DROPOUT}  # fmt: skip
-    cls = BertForTokenClassification if problem == "token_classification" else BertForSequenceClassification
-    if cls is BertForSequenceClassification:
+    if cls is BertForSequenceClassification:  # (a token classifier's config has no problem_type)
         label_config["problem_type"] = problem
     network = cls.from_pretrained(model, new_heads=True, **label_config).float()
     if not continues:

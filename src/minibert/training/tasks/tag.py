@@ -38,14 +38,16 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import DataError
+from ...heads import (  # -100: a piece no loss or figure reads (transformers' ignore_index)
+    IGNORE_INDEX,
+    BertForTokenClassification,
+)
 from ..pretraining_data.full_tokenizer import PretrainingVocabulary
 from .examples import read_labelled_text
 from .features import Features
 from .finetuning import Finetuning
 from .head import fit_labels, load_vocabulary
 from .task import PieceSums, TrainingData
-
-NOT_LABELLED = -100  # a piece no loss or figure reads (transformers' ignore_index)
 
 
 @dataclass(frozen=True)
@@ -81,19 +83,19 @@ def tag_features(sentences: list[Sentence], vocabulary: PretrainingVocabulary, m
     first piece (every piece with ``label_all_pieces``), -100 elsewhere."""
     index = {label: number for number, label in enumerate(labels)}
     rows = np.zeros((len(sentences), max_seq_length), dtype=np.int64)
-    mask, label_ids = np.zeros_like(rows), np.full_like(rows, NOT_LABELLED)
+    mask, label_ids = np.zeros_like(rows), np.full_like(rows, IGNORE_INDEX)
     for row, sentence in enumerate(sentences):
-        pieces, piece_labels = [vocabulary.cls_id], [NOT_LABELLED]
+        pieces, piece_labels = [vocabulary.cls_id], [IGNORE_INDEX]
         for word, tag in zip(sentence.words, sentence.tags):
             try:
                 ids = vocabulary.piece_ids(word)
             except DataError as error:
                 raise DataError(f"{path}, sentence at line {sentence.line}: {error}") from None
             pieces += ids
-            piece_labels += [index[tag]] + [index[tag] if label_all_pieces else NOT_LABELLED] * (len(ids) - 1)
+            piece_labels += [index[tag]] + [index[tag] if label_all_pieces else IGNORE_INDEX] * (len(ids) - 1)
         pieces, piece_labels = pieces[: max_seq_length - 1], piece_labels[: max_seq_length - 1]
         pieces.append(vocabulary.sep_id)
-        piece_labels.append(NOT_LABELLED)
+        piece_labels.append(IGNORE_INDEX)
         rows[row, : len(pieces)], mask[row, : len(pieces)] = pieces, 1
         label_ids[row, : len(pieces)] = piece_labels
     return Features(rows, mask, np.zeros_like(rows), label_ids)
@@ -147,7 +149,7 @@ def tag_metrics(label_ids: np.ndarray, logits: np.ndarray, labels: list[str]) ->
     predicted = logits.argmax(-1)
     gold_tags, predicted_tags, right, total = [], [], 0, 0
     for gold_row, predicted_row in zip(label_ids, predicted):
-        kept = gold_row != NOT_LABELLED
+        kept = gold_row != IGNORE_INDEX
         gold_tags.append([labels[i] for i in gold_row[kept]])
         predicted_tags.append([labels[i] for i in predicted_row[kept]])
         right, total = right + int((gold_row[kept] == predicted_row[kept]).sum()), total + int(kept.sum())
@@ -156,6 +158,7 @@ def tag_metrics(label_ids: np.ndarray, logits: np.ndarray, labels: list[str]) ->
 
 class Tag(Finetuning):
     name = "tag"
+    network_class = BertForTokenClassification
 
     def read(self, options) -> tuple:
         """CoNLL files → sentences → pieces with the first piece of each word labelled."""
@@ -175,7 +178,7 @@ class Tag(Finetuning):
 
     def denominators(self, train, rows: np.ndarray) -> dict[str, float]:
         """The global batch's labelled pieces (at least 1: a batch of unlabelled pieces has loss 0)."""
-        return {"labelled": float(max(int((train.label_ids[rows] != NOT_LABELLED).sum()), 1))}
+        return {"labelled": float(max(int((train.label_ids[rows] != IGNORE_INDEX).sum()), 1))}
 
     def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
         """Real tokens only, as classify's: a [PAD] piece is never labelled."""
@@ -183,9 +186,9 @@ class Tag(Finetuning):
                          skip_padding=True)  # fmt: skip
         logits = model.classifier(model.dropout(out.last_hidden_state)).float()  # (B, T, K)
         labels = piece["label_ids"]  # (B, T), -100 where no label counts
-        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=NOT_LABELLED,
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX,
                                reduction="sum") / int(denominators["labelled"])  # fmt: skip
-        correct = float(((logits.argmax(-1) == labels) & (labels != NOT_LABELLED)).sum())
+        correct = float(((logits.argmax(-1) == labels) & (labels != IGNORE_INDEX)).sum())
         return PieceSums(loss, {"loss": loss.detach().item(), "correct": correct})
 
     def figures(self, sums: dict[str, float], denominators: dict[str, float]) -> dict[str, float]:
