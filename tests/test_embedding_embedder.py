@@ -50,22 +50,28 @@ def test_matches_sentence_transformers(embedder, minilm_dir, texts):
     assert_close(actual, expected, "normalized mean embeddings vs sentence-transformers", 1e-5)
 
 
+@pytest.fixture(scope="module")
+def sample_states(embedder, reference_model, texts) -> list:
+    """transformers' hidden states and pooler output for each of 24 real texts, computed once: the
+    30 poolings × layer choices below read them (the reference does not depend on the choice)."""
+    return [reference_states(reference_model, embedder.tokenizer(text, truncation=True, max_length=256)["input_ids"])
+            for text in texts[:24]]  # fmt: skip
+
+
 @pytest.mark.parametrize("pooling", ["mean", "cls", "pooler", "max", "mean_max"])
 @pytest.mark.parametrize(
     "layers,combine", [(-1, "concat"), (-2, "concat"), (0, "concat"), ([-1, -2, -3, -4], "concat"),
                        ([-1, -2, -3, -4], "sum"), ([-1, -4], "mean")]
 )  # fmt: skip
-def test_pooling_and_layers_match_reference(embedder, reference_model, texts, pooling, layers, combine):
+def test_pooling_and_layers_match_reference(embedder, sample_states, texts, pooling, layers, combine):
     if pooling == "pooler" and layers != -1:
         with pytest.raises(ValueError, match="pooler"):
             embedder.embed(texts[:2], pooling=pooling, layers=layers)
         return
-    sample = texts[:24]
+    sample = texts[: len(sample_states)]
     actual = embedder.embed(sample, pooling=pooling, layers=layers, layer_combine=combine, batch_size=7)
     chosen = [layers] if isinstance(layers, int) else layers
-    for text, vector in zip(sample, actual):
-        ids = embedder.tokenizer(text, truncation=True, max_length=256)["input_ids"]
-        states, pooler = reference_states(reference_model, ids)
+    for text, vector, (states, pooler) in zip(sample, actual, sample_states):
         picked = [states[layer] for layer in chosen]
         tokens = torch.cat(picked, -1) if combine == "concat" else torch.stack(picked).sum(0)
         if combine == "mean":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import pytest
@@ -296,3 +297,18 @@ def test_int8_on_rxnfps_real_classifier_counts_the_labels_it_changes(own_cache):
     assert report.labels_changed == changed, (report.labels_changed, changed)
     assert f"labels changed by int8: {changed} of 40 ({changed / 40:.1%})" in format_report(report)
     assert len(set(labels[0].tolist())) > 1  # the texts are told apart: not one class for everything
+
+
+def test_the_command_caps_onednns_primitive_cache_but_never_over_the_users_setting(monkeypatch):
+    """oneDNN keeps a compiled primitive per GEMM shape (1,024 by default); the command caps it
+    (speed/malloc.py), so a long embed run of ever-new batch shapes stays flat in memory
+    (tests/test_apps_embed_resume.py measures that). A user's own setting is kept."""
+    from minibert.speed.malloc import ONEDNN_PRIMITIVES, bound_onednn_primitive_cache
+
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "")  # recorded, so the test leaves it as it was
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    assert bound_onednn_primitive_cache() is True
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(ONEDNN_PRIMITIVES)
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "7")
+    assert bound_onednn_primitive_cache() is False
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "7"

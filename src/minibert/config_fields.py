@@ -7,6 +7,10 @@ compute: loading stops with a ``CheckpointError`` naming the field and its value
 tests/test_model_config.py checks the accounting against transformers' ``BertConfig``.
 """
 
+# The fields from_pretrained(**label_config) replaces, as transformers' from_pretrained does: the
+# classification heads' labels (loading/from_pretrained.py; speed/int8.py keeps them when it rebuilds).
+LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifier_dropout")
+
 # Fields that change nothing minibert computes, and why.
 IGNORED = {
     "architectures": "names the heads the checkpoint was saved with; the class you load decides",

@@ -249,9 +249,10 @@ def main(argv: list[str] | None = None) -> int:
                 if signal.getsignal(signum) is not signal.SIG_IGN}  # fmt: skip
     previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
     from ..errors import MinibertError
-    from ..speed.malloc import keep_freed_memory
+    from ..speed.malloc import bound_onednn_primitive_cache, keep_freed_memory
 
     keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see speed/malloc.py)
+    bound_onednn_primitive_cache()  # and memory flat over a long run of many batch shapes (the same)
     if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
         # (huggingface_hub sets its level again when first imported, from this variable)

@@ -25,18 +25,21 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.atomic_files import current_umask, write_atomically
-from ..loading.hub import resolve_file
+from ..loading.hub import looks_like_a_path, resolve_file
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
 GOOGLE_RELEASE = re.compile(r"^(multi_)?(cased|uncased|wwm_[a-z]+|chinese)_L-\d+_H-\d+_A-\d+")
 
 
 def _looks_like_a_path(name: str) -> bool:
-    """A name meant as a directory, not a hub id: it has a path's form (./x, /x, ~/x, a/b/c, x\\y),
-    its parent directory exists beside it, or it is named like Google's release zips."""
+    """A name meant as a directory, not a hub id: it has a path's form (the loader's rule,
+    ``looks_like_a_path``: ./x, /x, ~/x, a/b/c, x\\y), or, convert's own addition, its parent directory
+    exists beside it or it is named like Google's release zips. convert's source is nearly always a
+    folder unpacked from Google's zip, so ``out/bert`` (``out/`` exists) or ``uncased_L-12_H-768_A-12``
+    missing is a mistyped folder, reported as such, where the loader would ask the hub for that id."""
     path = Path(name)
-    return (name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
-            or (name.count("/") == 1 and path.parent.is_dir()) or bool(GOOGLE_RELEASE.match(path.name)))  # fmt: skip
+    return (looks_like_a_path(name) or (name.count("/") == 1 and path.parent.is_dir())
+            or bool(GOOGLE_RELEASE.match(path.name)))  # fmt: skip
 
 
 def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike,

@@ -53,7 +53,7 @@ def add_parser(commands, parents: list) -> None:
 
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
-    from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL
+    from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, looks_like_a_path
     from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
     output = Path(args.output)
@@ -67,7 +67,7 @@ def cmd_explore(args) -> None:
     if args.pair is not None and args.max_length is not None and args.max_length < SHORTEST["pair"]:
         raise CommandError(f"--max-length {args.max_length} cannot hold a pair: [CLS] A [SEP] B [SEP] with one piece "
                            f"of each needs {SHORTEST['pair']} or more")  # fmt: skip
-    if args.model and _looks_local(args.model) and not os.path.exists(args.model):
+    if args.model and looks_like_a_path(args.model) and not os.path.exists(args.model):
         raise ModelNotFoundError(f"--model {args.model}: no such directory")
     logging.getLogger("minibert").setLevel(logging.WARNING)  # a refused input is one line, not the loader's notes
     try:
@@ -107,11 +107,6 @@ def file_size(size: int) -> str:
     if size < 1000:
         return f"{size} bytes"
     return f"{size / 1e3:.0f} kB" if size < 999_500 else f"{size / 1e6:.1f} MB"
-
-
-def _looks_local(name: str) -> bool:
-    """A path rather than a hub id ("owner/name"): absolute, relative with ./ or ~, or deeper than one slash."""
-    return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1
 
 
 def _with_options(tokenizer, *, lower: bool, basic: bool):

@@ -18,6 +18,7 @@ from .flag_types import add_flags, values_of, whole_number
 def add_parser(commands, parents: list) -> None:
     """Add ``pretraining-data`` to the ``minibert`` command's subparsers; ``parents``: the process
     flags every command takes (--debug). The instance flags are InstanceOptions' fields."""
+    from ..training.pretraining_data.documents import INVALID_UTF8  # no torch
     from ..training.pretraining_data.options import DEFAULT_SEED, InstanceOptions  # no torch
 
     command = commands.add_parser(
@@ -42,7 +43,7 @@ def add_parser(commands, parents: list) -> None:
     command.add_argument("--preserve-unused-tokens", action="store_true",
                          help="keep a word that is exactly a vocabulary entry [unused<N>] as one piece "
                               "(Google's --preserve_unused_tokens)")  # fmt: skip
-    command.add_argument("--invalid-utf8", choices=["error", "ignore"], default="error",
+    command.add_argument("--invalid-utf8", choices=INVALID_UTF8, default="error",
                          help="bytes that are not UTF-8: stop naming the file and line (default), or drop "
                               "them as Google's convert_to_unicode does")  # fmt: skip
     command.set_defaults(run=cmd_pretraining_data)

@@ -257,13 +257,13 @@ def _module_config(name_or_path, revision, folder, kind: str) -> tuple[dict, os.
 
 
 def _read_dense_weights(name_or_path, revision, folder: str) -> dict:
-    from ..loading.checkpoint_files import read_state_dict
+    from ..loading.checkpoint_files import WEIGHT_FILES, read_state_dict
 
-    for filename in ("model.safetensors", "pytorch_model.bin"):
+    for filename in WEIGHT_FILES:
         path = resolve_file(name_or_path, f"{folder}/{filename}", revision=revision, required=False)
         if path is not None:
             return read_state_dict(path)
-    raise CheckpointError(f"{name_or_path}: {folder}/ has no model.safetensors or pytorch_model.bin")
+    raise CheckpointError(f"{name_or_path}: {folder}/ has no {' or '.join(WEIGHT_FILES)}")
 
 
 def _read_prompts(recipe: SentenceRecipe, name_or_path, revision) -> None:

@@ -16,6 +16,7 @@ from torch import nn
 
 from ..errors import ModelNotFoundError
 from ..heads import BertForMaskedLM, BertWithHeads
+from ..loading.hub import looks_like_a_path
 from ..model import BertModel
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -56,7 +57,7 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None) -> LoadedM
         model, tokenizer = model
     if isinstance(model, (str, os.PathLike)):
         source = os.fspath(model)
-        if not os.path.exists(source) and (os.path.isabs(source) or source.startswith((".", "~"))):
+        if not os.path.exists(source) and looks_like_a_path(source):
             raise ModelNotFoundError(f"model directory not found: {source}")
         cls = BertForMaskedLM if has_masked_lm_head(source) else EncoderWithoutPooler
         model = cls.from_pretrained(source)

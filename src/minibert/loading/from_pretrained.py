@@ -19,10 +19,11 @@ from pathlib import Path
 import torch
 
 from ..config import BertConfig
+from ..config_fields import LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError
 from ..speed.seam import speed_up
 from .checkpoint_files import find_checkpoint, read_state_dict
-from .head_labels import LABEL_FIELDS, labels_for_the_head
+from .head_labels import labels_for_the_head
 from .safetensors import safetensors_shapes
 from .strict import rename_and_check
 

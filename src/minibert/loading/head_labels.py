@@ -21,14 +21,10 @@ import logging
 from pathlib import Path
 
 from ..errors import CheckpointError
+from .names import CLASSIFIER_WEIGHTS
 
 logger = logging.getLogger("minibert")
 
-# The config fields from_pretrained(**label_config) replaces, as transformers' from_pretrained does
-# (speed/int8.py keeps them too when it rebuilds a model).
-LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifier_dropout")
-# The classifier's weight as the hub names it, and as Google's run_classifier.py named it.
-CLASSIFIER_WEIGHTS = ("classifier.weight", "bert.classifier.weight", "output_weights")
 LABEL_COUNT_FIELDS = ("num_labels", "_num_labels", "id2label")
 
 
@@ -47,7 +43,7 @@ def classifier_shape(weights_file: Path) -> tuple[str, tuple[int, ...]] | None:
         shapes = {name: tuple(tensor.shape) for name, tensor in safetensors_shapes(weights_file).items()}
     else:
         return None
-    for name in CLASSIFIER_WEIGHTS:
+    for name in (key for weight in CLASSIFIER_WEIGHTS for key in (weight, "bert." + weight)):
         if name in shapes and len(shapes[name]) == 2:
             return name, tuple(shapes[name])
     return None

@@ -73,7 +73,7 @@ def resolve_file(
         raise ModelNotFoundError(
             f"{name!r} is a file, but a model is loaded from its folder; pass the folder that holds {holds}: {folder!r}"
         )
-    if _looks_like_a_path(name):
+    if looks_like_a_path(name):
         raise ModelNotFoundError(
             f"{name!r} is not an existing directory (and is not a hub repository id like "
             f"'google-bert/bert-base-uncased')"
@@ -97,8 +97,16 @@ def bundled_path(name: str, revision: str | None = None) -> Path | None:
     return BUNDLED_FOLDER / BUNDLED_MODELS[name]
 
 
-def _looks_like_a_path(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or os.sep in name.replace("/", "", 1) or name.count("/") > 1 or not name
+def looks_like_a_path(name: str) -> bool:
+    """True when ``name`` has a path's form rather than a hub id's ("owner/name" or "name"): empty,
+    absolute, ./x, ../x, ~/x, a/b/c, or a\\b where the separator is a backslash (Windows). The one
+    rule for "meant as a local directory"; a missing one is then reported as missing, not asked of the hub.
+
+    >>> [looks_like_a_path(name) for name in ("./my-bert", "a/b/c", "google-bert/bert-base-uncased")]
+    [True, True, False]
+    """
+    return (not name or os.path.isabs(name) or name.startswith((".", "/", "~")) or name.count("/") > 1
+            or os.sep != "/" and os.sep in name)  # fmt: skip
 
 
 def _download(repo_id: str, filename: str, *, revision: str | None, required: bool) -> Path | None:

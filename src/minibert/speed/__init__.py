@@ -22,7 +22,7 @@ The room, read in that order:
     measure.py            THE measurement rule: best_times, and time_against_float32 (the six projections)
     cache.py              THE cache of verdicts: one file, one key function, one version
     cpu.py                the CPU's name and flags (/proc/cpuinfo), and their digest for the cache key
-    malloc.py             glibc malloc settings the command applies (and int8's heap trim)
+    malloc.py             memory settings the command applies: glibc malloc, oneDNN's cache (and int8's heap trim)
 
 Every question "is X faster than float32 here?" (bf16 inference, int8, ``pretrain --bf16``) is asked
 one way: ``measure.time_against_float32`` times one encoder layer's six projections (4 × H→H, H→F,

@@ -38,8 +38,8 @@ import warnings
 import torch
 from torch import nn
 
+from ..config_fields import LABEL_FIELDS  # the config fields from_pretrained replaces
 from ..errors import QuantizationError
-from ..loading.head_labels import LABEL_FIELDS  # the config fields from_pretrained replaces
 
 log = logging.getLogger("minibert.int8")
 
