@@ -30,9 +30,9 @@ from torch import nn
 from .activations import activation
 from .config import BertConfig, labels_by_id
 from .errors import CheckpointError
+from .loading.transformers_names import TransformersNames
 from .model import BertModel, BertOutput, ModelOutput
 from .pretrained import PretrainedBert
-from .transformers_names import TransformersNames
 
 logger = logging.getLogger("minibert")
 IGNORE_INDEX = -100  # labels at this value (padding, sub-word pieces) add nothing to a loss, as in transformers

@@ -23,7 +23,7 @@ the order of float sums; tests/test_model.py and tests/test_speed_book_modules.p
   linear layers. ``model.use_book_modules()`` turns both off: the model is then this file's code alone.
 
 ``TransformersNames`` in the bases only answers transformers' module names (``model.encoder.layer[3]``)
-with these (transformers_names.py).
+with these (loading/transformers_names.py).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from torch import nn
 from .activations import activation
 from .config import BertConfig
 from .inputs import prepare_inputs
+from .loading.transformers_names import TransformersNames
 from .pretrained import PretrainedBert
 from .speed.fast_path import FastLayout
-from .transformers_names import TransformersNames
 
 
 class Embeddings(TransformersNames, nn.Module):

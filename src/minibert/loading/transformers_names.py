@@ -16,7 +16,7 @@ error is raised; what this module adds is only where each class sits in the tree
 
 from __future__ import annotations
 
-from .errors import TransformersNameError
+from ..errors import TransformersNameError
 
 # Where each minibert class sits in BertModel's tree ({n} = a layer's number). Classes not named
 # here are roots: BertModel, and the classes with heads (whose encoder is .bert).
@@ -75,7 +75,7 @@ def renamed_message(module, name: str, error: str) -> str | None:
 def renames_under(module, name: str) -> list[tuple[str, str]]:
     """(transformers' path, minibert's path) of each rename-table row under ``module.<name>``, both
     relative to ``module``, for the rows ``module`` really holds."""
-    from .loading.names import RENAMES  # read when an error is raised: importing minibert stays light
+    from .names import RENAMES  # read when an error is raised: importing minibert stays light
 
     ours_at = WHERE.get(type(module).__name__, "")
     rows = [(hub.rstrip("."), mine.rstrip(".")) for hub, _, mine in RENAMES if mine.startswith(ours_at)]
