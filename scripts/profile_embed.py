@@ -34,10 +34,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from bench_model import matmul_peak  # noqa: E402
+from bench_rows import attention_flops, bert_flops, minilm_dir, timed  # noqa: E402
+from bench_text import mean_pool_in_order  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import corpus  # noqa: E402
-from bench import attention_flops, bert_flops, matmul_peak, mean_pool_in_order, minilm_dir, timed  # noqa: E402
 
 GEMM_OPS = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "mkldnn::_linear_pointwise"}  # MKL or oneDNN
 

@@ -203,3 +203,26 @@ def test_scripts_name_the_package_they_need(tmp_path, script, hidden, says):
                             timeout=300, env=environment)  # fmt: skip
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith(f"{script} {says}") and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_every_name_a_script_imports_from_another_script_is_defined_there():
+    """The scripts import each other's functions by name (``from bench_rows import timed``); a name
+    that moved when a script was split fails here at once, not only in the slow run of that script."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    local = {path.stem: path for folder in ("scripts", "tests") for path in (root / folder).glob("*.py")}
+    missing = []
+    for script in (root / "scripts").glob("*.py"):
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in local):
+                continue
+            tree = ast.parse(local[node.module].read_text(encoding="utf-8"))
+            defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                         ast.ClassDef))}  # fmt: skip
+            defined |= {t.id for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+            defined |= {a.asname or a.name.split(".")[0] for n in ast.walk(tree)
+                        if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}  # fmt: skip
+            missing += [f"{script.name}: {node.module}.{a.name}" for a in node.names if a.name not in defined]
+    assert not missing, missing
