@@ -63,7 +63,8 @@ def finetune_contenders(features, rows: list[np.ndarray]) -> dict:
     import transformers
 
     from minibert.training.run.distributed import World
-    from minibert.training.run.optimization import AdamWeightDecay, classification_sums, hub_named_parameters, update
+    from minibert.training.run.optimization import AdamWeightDecay, hub_named_parameters, update
+    from minibert.training.tasks import task_named
     from minibert.training.tasks.head import load_classifier
 
     def theirs(cut: bool):
@@ -86,7 +87,9 @@ def finetune_contenders(features, rows: list[np.ndarray]) -> dict:
         return steps
 
     def ours(cut: bool):
-        model = load_classifier(minilm_dir(), ["0", "1"], PROBLEM, continues=False, dropout=None, seed=0)
+        torch.manual_seed(0)  # the loop's seeding before a network is built (training/run/loop.py)
+        model = load_classifier(minilm_dir(), ["0", "1"], PROBLEM, continues=False, seed=0).train()
+        classify = task_named("classify")
         named, world = hub_named_parameters(model), World()
         parameters, optimizer = [p for _, p in named], AdamWeightDecay(named)
         batches = [{k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in features.batch(r).items()} if cut else
@@ -96,8 +99,9 @@ def finetune_contenders(features, rows: list[np.ndarray]) -> dict:
 
         def steps():
             for batch in batches:
-                loss, value, _ = classification_sums(model, batch, len(batch["label_ids"]), PROBLEM)
-                loss.backward()
+                sums = classify.sums(model, batch, {"batch_size": float(len(batch["label_ids"]))})
+                sums.loss.backward()
+                value = sums.figures["loss"]
                 update(parameters, optimizer, 2e-5, world, 1.0)
             return value
 
