@@ -96,9 +96,6 @@ class Finetuning(Task):
             return "a score (regression)"
         return f"{len(data.labels)} labels: {', '.join(data.labels)}"
 
-    def summary(self, last: dict) -> str:
-        return f"loss {last['loss']:.4g}"
-
 
 @torch.no_grad()
 def predict(model, features, batch_size: int = 64) -> np.ndarray:
