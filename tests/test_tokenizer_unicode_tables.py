@@ -7,7 +7,7 @@ mark? its NFD, its lowercase) from tokenizers' own tables (tokenizer/tokenizers_
 the running Python's unicodedata: tokenizers' categories are Unicode 8.0, its NFD 9.0, its whitespace
 and lowercase Rust's 17.0. The default run takes every character on which Python 3.11 and those
 tables disagree (585, where minibert used to differ) and every 97th code point; the slow run all
-1,111,998 (about 2.5 CPU-minutes per setting on the Zen 1 EPYC; 17 minutes of wall time for both at load 20).
+1,111,998, packed into long texts and spread over the cores.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 import unicodedata
 
 import pytest
+from spread import split, spread
 from unicode_text import python_and_tokenizers_disagree
 
 from minibert.tokenizer import BertTokenizer
@@ -72,7 +73,15 @@ def test_every_character_python_disagrees_on_and_every_97th(lowercase):
 @pytest.mark.slow
 @pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
 def test_every_code_point(lowercase):
-    _compare(_alone_and_between_letters(_every_code_point(1)), lowercase)
+    """Each character alone and between letters, 256 such words to a text (BERT never looks across
+    a space, so a word's ids do not depend on the other words of its text), on every core."""
+    words = _alone_and_between_letters(_every_code_point(1))
+    texts = [" ".join(words[start : start + 256]) for start in range(0, len(words), 256)]
+    spread(_compare_part, [(part, lowercase) for part in split(texts)])
+
+
+def _compare_part(part: tuple[list[str], bool]) -> None:
+    _compare(*part)
 
 
 @pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
