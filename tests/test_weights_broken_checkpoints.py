@@ -140,3 +140,48 @@ def test_unresolvable_hub_fails_fast(monkeypatch, tmp_path):
     with pytest.raises(ModelNotFoundError, match=r"the hub \(http://hub.invalid\) cannot be reached"):
         BertModel.from_pretrained("someone/some-bert")
     assert time.perf_counter() - start < 10
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # nothing listens there once the socket is closed
+
+
+def test_a_hub_that_refuses_connections_fails_fast_and_says_so(monkeypatch, tmp_path):
+    """A refused connection (a firewall that rejects, a mirror that is down) is known at once: the
+    error says so, instead of "did not answer within 30 s" after huggingface_hub's retries."""
+    import time
+
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    start = time.perf_counter()
+    with pytest.raises(ModelNotFoundError, match=rf"the hub \({endpoint}\) cannot be reached: it refused the conn"):
+        BertModel.from_pretrained("someone/some-bert")
+    assert time.perf_counter() - start < 5
+
+
+def test_behind_a_proxy_the_hub_is_not_probed(monkeypatch):
+    """With HTTPS_PROXY (or ALL_PROXY) set, the proxy is what huggingface_hub's requests reach: a
+    host that neither resolves nor accepts a direct connection is not declared unreachable."""
+    from minibert.loading import hub
+
+    for variable in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    refused, unresolvable = f"https://127.0.0.1:{_closed_port()}", "https://hub.invalid"
+    hub._unreachable.cache_clear()
+    assert "refused" in hub._unreachable(refused) and "resolve" in hub._unreachable(unresolvable)
+    for variable in ("HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(variable, "http://proxy.example:3128")
+        hub._unreachable.cache_clear()
+        assert hub._unreachable(refused) is None and hub._unreachable(unresolvable) is None, variable
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # a host the proxy is bypassed for is probed again
+    hub._unreachable.cache_clear()
+    assert "refused" in hub._unreachable(refused)
+    hub._unreachable.cache_clear()

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import socket
@@ -115,8 +116,8 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
 
     endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
     offline = is_offline()
-    unresolvable = not offline and not _resolves(endpoint)  # no DNS: skip huggingface_hub's ~25 s of retries
-    local_only = offline or unresolvable
+    unreachable = None if offline else _unreachable(endpoint)  # skip huggingface_hub's retries of a dead end
+    local_only = offline or unreachable is not None
     seconds = hub_timeout()
     try:
         download = functools.partial(
@@ -150,7 +151,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         # of a model not in the cache, nothing is known: the true reason is that the hub is out of reach.
         if not required and _cached_repo_has_files(repo_id):
             return None
-        raise _not_in_cache(repo_id, filename, endpoint, offline=offline, unresolvable=unresolvable) from None
+        raise _not_in_cache(repo_id, filename, endpoint, offline=offline, unreachable=unreachable) from None
     except hub_errors.RevisionNotFoundError:
         raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
     except hub_errors.RepositoryNotFoundError:
@@ -166,13 +167,13 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
 
 
 def _not_in_cache(
-    repo_id: str, filename: str, endpoint: str, *, offline: bool, unresolvable: bool
+    repo_id: str, filename: str, endpoint: str, *, offline: bool, unreachable: str | None
 ) -> ModelNotFoundError:
     """The error for a file that is not in the cache when the hub cannot be asked: why, and what to do."""
     if offline:
         how = "HF_HUB_OFFLINE=1 is set, so only the local cache is used"
-    elif unresolvable:
-        how = f"the hub ({endpoint}) cannot be reached: its host name does not resolve"
+    elif unreachable:
+        how = f"the hub ({endpoint}) cannot be reached: {unreachable}"
     else:
         how = "the hub could not be reached"
     return ModelNotFoundError(
@@ -225,17 +226,47 @@ def _within(seconds: float, function):
     return outcome["value"]
 
 
+PROBE_SECONDS = 3.0
+
+
 @functools.lru_cache(maxsize=8)
-def _resolves(endpoint: str) -> bool:
-    """Whether the hub's host name resolves (a quick test that the network can reach it at all)."""
-    host = urlparse(endpoint).hostname
+def _unreachable(endpoint: str) -> str | None:
+    """Why the hub cannot be asked at all, found in milliseconds, or None (ask it).
+
+    huggingface_hub retries a failed connection for about 25 s (and minibert's deadline, 30 s by
+    default, would end it with "did not answer", which is not what happened). Two cases are known at
+    once: a host name that does not resolve (no DNS, no network), and a host that refuses the
+    connection or has no route to it (a firewall that rejects, a local mirror that is down). A host
+    that does not answer the probe within a few seconds is left to the deadline. Behind a proxy
+    (``HTTPS_PROXY`` and the like, which huggingface_hub's requests honour) the proxy is what is
+    reached, so there is nothing to probe here."""
+    parsed = urlparse(endpoint)
+    host = parsed.hostname
     if not host:
-        return False
+        return "its address has no host name"
+    if _through_a_proxy(endpoint, host):
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
-        socket.getaddrinfo(host, None)
+        socket.getaddrinfo(host, port)
     except OSError:
-        return False
-    return True
+        return "its host name does not resolve"
+    try:
+        socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
+    except ConnectionRefusedError:
+        return f"it refused the connection (nothing listens on {host}:{port})"
+    except OSError as error:
+        if error.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return f"there is no route to {host}:{port} ({error.strerror})"
+    return None  # connected, or silent within PROBE_SECONDS: ask, within the deadline
+
+
+def _through_a_proxy(endpoint: str, host: str) -> bool:
+    import urllib.request
+
+    proxies = urllib.request.getproxies()  # from the environment, as requests reads them
+    scheme = urlparse(endpoint).scheme
+    return (scheme in proxies or "all" in proxies) and not urllib.request.proxy_bypass(host)
 
 
 def offline_models() -> list[str]:
