@@ -14,10 +14,12 @@ import doctest
 import importlib
 import random
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
+from spread import cores, split
 from test_formats_tfrecord_hostile import CASES as TFRECORD_CASES
 from test_formats_tfrecord_hostile import TENSORFLOW_DIES, damaged_files
 from unicode_text import every_category_lines, vocabulary_of
@@ -152,17 +154,21 @@ def _paths(value) -> list[Path]:
     return list(value) if isinstance(value, list) else [value]
 
 
-def run_jobs(jobs: list[dict], workdir: Path) -> dict:
-    """Run the jobs in one TensorFlow process per version of Google's script; results by job name."""
-    results = {}
+def run_jobs(jobs: list[dict], workdir: Path, parts: int = 1) -> dict:
+    """Run the jobs in TensorFlow processes, all at once (one per core at a time): one per version
+    of Google's script, each version's jobs split over ``parts`` processes. Results by job name."""
+    master_script = str(google_master_script(workdir)) if any(job["_master"] for job in jobs) else None
+    requests = []
     for master in (False, True):
-        chosen = [job for job in jobs if job["_master"] == master]
-        if chosen:
-            request = {"script": str(google_master_script(workdir)) if master else None,
-                       "jobs": [{k: v for k, v in job.items() if k != "_master"} for job in chosen]}  # fmt: skip
-            for job, result in zip(chosen, run_reference(request)):
-                results[job["name"]] = {**result, "job": job}
-    return results
+        for group in split([job for job in jobs if job["_master"] == master], parts):
+            if group:
+                request = {"script": master_script if master else None,
+                           "jobs": [{k: v for k, v in job.items() if k != "_master"} for job in group]}  # fmt: skip
+                requests.append((group, request))
+    with ThreadPoolExecutor(cores()) as pool:  # each thread waits on its own TensorFlow process
+        answers = list(pool.map(lambda item: run_reference(item[1]), requests))
+    return {job["name"]: {**result, "job": job}
+            for (group, _), answer in zip(requests, answers) for job, result in zip(group, answer)}  # fmt: skip
 
 
 def _as_lists(examples) -> list[dict]:
@@ -171,7 +177,7 @@ def _as_lists(examples) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def reference(corpus, tmp_path_factory):
-    """Every default-suite job against Google's code, in two TensorFlow processes (package, master)."""
+    """Every default-suite job against Google's code, in two TensorFlow processes (package, master) at once."""
     workdir = tmp_path_factory.mktemp("reference")
     jobs = [{**config_job(name, CONFIGS, corpus, workdir), "_master": CONFIGS[name][3]} for name in CONFIGS]
     lines = [line for line in corpus["text"].read_text(encoding="utf-8").split("\n") if line.strip()] + EDGE_LINES
@@ -258,7 +264,7 @@ def test_sweep_of_lengths_seeds_and_masking_equals_google(tmp_path_factory):
     corpus = {"text": text, "uncased": train_vocab(text, directory / "uncased", True, 6000),
               "cased": train_vocab(text, directory / "cased", False, 6000)}  # fmt: skip
     jobs = [{**config_job(name, SWEEP, corpus, directory), "_master": True} for name in SWEEP]
-    for name, result in run_jobs(jobs, directory).items():
+    for name, result in run_jobs(jobs, directory, parts=cores()).items():
         assert result["error"] is None, f"{name}: Google's script failed: {result['error']}"
         assert_same_instances(result["instances"], result["read"], name)
 
