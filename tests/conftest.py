@@ -6,7 +6,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,6 @@ os.environ["MINIBERT_CACHE_DIR"] = SESSION_CACHE_DIR
 
 
 _GET_NUM_THREADS, _SET_NUM_THREADS = torch.get_num_threads, torch.set_num_threads
-
-
-def pytest_runtest_setup(item):
-    """``MINIBERT_TEST_DEADLINE`` (a Unix time; .ci/run sets it for the slow sweeps): a test that
-    would start after it is skipped, saying so, so that CI's time limit ends a long sweep with a
-    report of what ran (a failure before it still fails) instead of a killed run."""
-    deadline = os.environ.get("MINIBERT_TEST_DEADLINE")
-    if deadline and time.time() > float(deadline):
-        pytest.skip("CI's time budget is spent (MINIBERT_TEST_DEADLINE): run it with `python -m pytest -m slow`")
 
 
 def pytest_unconfigure(config):

@@ -315,15 +315,24 @@ def tensorflow_python():
     return python
 
 
-def _write_with_tensorflow(python: str, hub_dir: Path, out_dir: Path, *extra: str) -> None:
-    result = subprocess.run([python, str(SCRIPT), str(hub_dir), str(out_dir), *extra],
-                            capture_output=True, text=True, timeout=900)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
+@pytest.fixture(scope="module")
+def written_by_tensorflow(tensorflow_python, minilm_dir, google_base, tmp_path_factory) -> dict[str, Path]:
+    """all-MiniLM-L6-v2 (with the Adam slots of a pre-training checkpoint) and the bert-base-shaped
+    model with heads, each written by TensorFlow: two processes at once, one per core."""
+    out = tmp_path_factory.mktemp("written-by-tensorflow")
+    jobs = {"uncased_minilm": (minilm_dir, "--adam"), "uncased_L-12_H-768_A-12": (google_base[0],)}
+    running = {}
+    for name, (source, *extra) in jobs.items():
+        with (out / f"{name}.log").open("w") as log:  # (a file, not a pipe: nothing waits on a full pipe)
+            command = [tensorflow_python, str(SCRIPT), str(source), str(out / name), *extra]
+            running[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    for name, process in running.items():
+        assert process.wait(timeout=900) == 0, f"{name}: {(out / f'{name}.log').read_text()[-2000:]}"
+    return {name: out / name for name in jobs}
 
 
-def test_full_size_minilm_written_by_tensorflow(tensorflow_python, minilm_dir, tmp_path, real_texts):
-    out = tmp_path / "uncased_minilm"
-    _write_with_tensorflow(tensorflow_python, minilm_dir, out, "--adam")
+def test_full_size_minilm_written_by_tensorflow(written_by_tensorflow, minilm_dir, real_texts):
+    out = written_by_tensorflow["uncased_minilm"]
     reference = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
     batch = _batch(minilm_dir, real_texts)
     with torch.no_grad():
@@ -335,9 +344,8 @@ def test_full_size_minilm_written_by_tensorflow(tensorflow_python, minilm_dir, t
     compare_outputs(ours, theirs, batch["attention_mask"], "all-MiniLM-L6-v2 via TensorFlow checkpoint", exact=exact)
 
 
-def test_full_size_bert_base_with_heads_written_by_tensorflow(tensorflow_python, google_base, tmp_path, real_texts):
+def test_full_size_bert_base_with_heads_written_by_tensorflow(written_by_tensorflow, google_base, real_texts):
     directory, reference = google_base
-    out = tmp_path / "uncased_L-12_H-768_A-12"
-    _write_with_tensorflow(tensorflow_python, directory, out)
+    out = written_by_tensorflow["uncased_L-12_H-768_A-12"]
     compare_pretraining(BertForPreTraining.from_pretrained(out), reference, _batch(directory, real_texts),
                         "bert-base via TensorFlow checkpoint")  # fmt: skip
