@@ -53,6 +53,15 @@ _EXPORTS = {
     "ModelNotFoundError": "errors",
     "InputTypeError": "errors",
     "TransformersNameError": "errors",
+    "get_linear_schedule_with_warmup": "training.schedules",
+    "get_cosine_schedule_with_warmup": "training.schedules",
+    "get_constant_schedule_with_warmup": "training.schedules",
+}
+
+# Names the tutorials import from transformers that transformers itself removed: what to use instead.
+_REMOVED = {
+    "AdamW": "transformers removed its AdamW (and so has minibert): use torch's, torch.optim.AdamW(model.parameters(), "
+             "lr=2e-5, eps=1e-8), with the same arguments",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -60,6 +69,8 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
+    if name in _REMOVED:  # (an ImportError: `from minibert import AdamW` shows this message as it is)
+        raise ImportError(f"cannot import {name} from minibert: {_REMOVED[name]}", name=name)
     if module is None:
         raise AttributeError(f"module 'minibert' has no attribute {name!r}")
     value = getattr(import_module(f".{module}", __name__), name)

@@ -1,0 +1,93 @@
+"""transformers' learning-rate schedules, for a training loop of your own (the tutorials' loops).
+
+``minibert finetune`` follows Google's schedule (run/optimization.py ``Schedule``). A loop written
+after a transformers tutorial builds torch's AdamW and one of these, and calls ``scheduler.step()``
+after each ``optimizer.step()``:
+
+    >>> import torch
+    >>> weight = torch.nn.Parameter(torch.zeros(1))
+    >>> optimizer = torch.optim.AdamW([weight], lr=1.0)
+    >>> scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=2, num_training_steps=6)
+    >>> rates = []
+    >>> for _ in range(6):
+    ...     rates.append(round(scheduler.get_last_lr()[0], 3))
+    ...     optimizer.step()
+    ...     scheduler.step()
+    >>> rates
+    [0.0, 0.5, 1.0, 0.75, 0.5, 0.25]
+
+Each is a ``torch.optim.lr_scheduler.LambdaLR`` whose factor, at step ``t``, is the formula of
+transformers' ``optimization.py`` (tests/test_training_schedules.py compares them step by step):
+a linear warmup ``t / warmup`` from 0, then
+
+* ``get_linear_schedule_with_warmup``: down to 0 in a straight line at ``num_training_steps``;
+* ``get_cosine_schedule_with_warmup``: half a cosine (``num_cycles=0.5``) down to 0;
+* ``get_constant_schedule_with_warmup``: the optimizer's rate, constant.
+
+transformers' ``AdamW`` is gone (transformers removed it): torch's ``torch.optim.AdamW`` is the one
+to use, and ``from minibert import AdamW`` says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from torch.optim.lr_scheduler import LambdaLR
+
+__all__ = ["get_constant_schedule_with_warmup", "get_cosine_schedule_with_warmup", "get_linear_schedule_with_warmup"]
+
+
+def _steps(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a whole number of steps, 0 or more, got {value!r}")
+    return value
+
+
+def _warmup(step: int, warmup: int) -> float | None:
+    """The factor during the warmup (``step / warmup``, from 0), or None after it."""
+    return step / max(1, warmup) if step < warmup else None
+
+
+def _linear(step: int, *, warmup: int, total: int) -> float:
+    rising = _warmup(step, warmup)
+    return rising if rising is not None else max(0.0, (total - step) / max(1, total - warmup))
+
+
+def _cosine(step: int, *, warmup: int, total: int, cycles: float) -> float:
+    rising = _warmup(step, warmup)
+    if rising is not None:
+        return rising
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * cycles * 2.0 * progress)))
+
+
+def _constant(step: int, *, warmup: int) -> float:
+    rising = _warmup(step, warmup)
+    return rising if rising is not None else 1.0
+
+
+def get_linear_schedule_with_warmup(optimizer, num_warmup_steps: int, num_training_steps: int,
+                                    last_epoch: int = -1) -> LambdaLR:  # fmt: skip
+    """From 0 up to the optimizer's rate over ``num_warmup_steps``, then linearly down to 0 at
+    ``num_training_steps`` (transformers' function of that name)."""
+    factor = functools.partial(_linear, warmup=_steps(num_warmup_steps, "num_warmup_steps"),
+                               total=_steps(num_training_steps, "num_training_steps"))  # fmt: skip
+    return LambdaLR(optimizer, factor, last_epoch)
+
+
+def get_cosine_schedule_with_warmup(optimizer, num_warmup_steps: int, num_training_steps: int,
+                                    num_cycles: float = 0.5, last_epoch: int = -1) -> LambdaLR:  # fmt: skip
+    """From 0 up to the optimizer's rate over ``num_warmup_steps``, then along a cosine to 0 at
+    ``num_training_steps`` (``num_cycles`` cosine periods; 0.5: half a period, transformers' default)."""
+    if isinstance(num_cycles, bool) or not isinstance(num_cycles, (int, float)) or not num_cycles >= 0:
+        raise ValueError(f"num_cycles must be a number, 0 or more, got {num_cycles!r}")
+    warmup, total = _steps(num_warmup_steps, "num_warmup_steps"), _steps(num_training_steps, "num_training_steps")
+    factor = functools.partial(_cosine, warmup=warmup, total=total, cycles=float(num_cycles))
+    return LambdaLR(optimizer, factor, last_epoch)
+
+
+def get_constant_schedule_with_warmup(optimizer, num_warmup_steps: int, last_epoch: int = -1) -> LambdaLR:
+    """From 0 up to the optimizer's rate over ``num_warmup_steps``, then constant."""
+    factor = functools.partial(_constant, warmup=_steps(num_warmup_steps, "num_warmup_steps"))
+    return LambdaLR(optimizer, factor, last_epoch)
