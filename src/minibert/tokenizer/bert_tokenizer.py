@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..errors import InputTypeError
 from .added_tokens import AddedToken, AddedTokens, Unit
 from .algorithm import WordPieceTokenizer, join_pieces, piece_spans
 from .arguments import check_flags, one_text, token_id
@@ -23,7 +24,7 @@ from .call_api import TransformersCallAPI
 from .directory import read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces, check_side
 from .fast_basic import FastBasicTokenizer
-from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, load_vocab
+from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, casing_contradiction, load_vocab
 from .special_tokens import SpecialTokens
 
 
@@ -93,10 +94,25 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
     # ------------------------------------------------------------------ loading and saving
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None) -> BertTokenizer:
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
+                        do_lower_case: bool | None = None) -> BertTokenizer:  # fmt: skip
         """Load ``vocab.txt`` (or, without it, ``tokenizer.json``: see tokenizer_json.py) and
-        ``tokenizer_config.json`` from a directory or a hub repository (files.py)."""
+        ``tokenizer_config.json`` from a directory or a hub repository (files.py).
+
+        ``do_lower_case`` (the tutorials pass it, as transformers takes it) replaces the checkpoint's
+        own setting; a value that contradicts the vocabulary (lowercasing for a cased one, or not for
+        an uncased one: files.py ``casing_contradiction``) is refused with a ValueError, unless it is
+        the checkpoint's own setting already."""
         vocab_file, vocab, settings = read_tokenizer_files(name_or_path, revision)
+        if do_lower_case is not None:
+            if not isinstance(do_lower_case, bool):
+                raise InputTypeError(f"do_lower_case must be True or False, got {do_lower_case!r}")
+            if do_lower_case != settings.get("do_lower_case", True):  # (True: BertTokenizer's default)
+                why = casing_contradiction(vocab or load_vocab(vocab_file), do_lower_case)
+                if why:
+                    raise ValueError(f"do_lower_case={do_lower_case} contradicts {name_or_path}: {why}; leave "
+                                     f"do_lower_case out to use the checkpoint's own casing")  # fmt: skip
+            settings["do_lower_case"] = do_lower_case
         return cls(vocab_file, vocab=vocab, **settings)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:

@@ -49,6 +49,28 @@ def google_lower_case(name: str, vocab: dict[str, int]) -> tuple[bool, str]:
     return True, f"its vocabulary has no capitalised words ({len(capitalised)} of {len(vocab)})"
 
 
+def casing_contradiction(vocab: dict[str, int], lower: bool) -> str | None:
+    """Why ``do_lower_case=lower`` contradicts the vocabulary, or None: lowercasing for a cased
+    vocabulary (its capitalised words are never reached), or not lowercasing for an uncased one (no
+    capitalised word at all, among many lowercase ones: every capitalised word of a text falls apart).
+    A vocabulary without words (amino acids, SMILES) or with few has no casing to contradict.
+
+    >>> casing_contradiction({"the": 0, "The": 1, "Paris": 2, "paris": 3}, True)
+    'its vocabulary is cased (2 of 4 pieces are capitalised words, e.g. The): lowercased text never reaches them'
+    >>> casing_contradiction({"the": 0, "paris": 1, "##s": 2}, True) is None
+    True
+    """
+    capitalised = [token for token in vocab if len(token) > 1 and token[0].isupper() and token[1:].islower()]
+    if lower and len(capitalised) * 100 > len(vocab):
+        return (f"its vocabulary is cased ({len(capitalised)} of {len(vocab)} pieces are capitalised words, "
+                f"e.g. {capitalised[0]}): lowercased text never reaches them")  # fmt: skip
+    lowercase = sum(1 for token in vocab if len(token) > 1 and token.isalpha() and token.islower())
+    if not lower and not capitalised and lowercase * 100 > len(vocab):
+        return (f"its vocabulary is uncased ({lowercase} lowercase words of {len(vocab)} pieces, not one "
+                "capitalised): a capitalised word of a text that is not lowercased falls apart into pieces or [UNK]")
+    return None
+
+
 def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     """Read ``vocab.txt`` (one piece per line; the line number is the id) into {piece: id}."""
     path = Path(vocab_file)

@@ -1,0 +1,73 @@
+"""``BertTokenizer.from_pretrained(path, do_lower_case=...)``, as the tutorials call it: the ids
+equal transformers' tokenizer loaded with the same argument; a value that contradicts the
+vocabulary (lowercasing for a cased one, not lowercasing for an uncased one) is refused, unless it
+is the checkpoint's own setting; a vocabulary with no casing (SMILES, amino acids) takes either."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from minibert import BertTokenizer, InputTypeError
+
+transformers = pytest.importorskip("transformers")
+
+TEXTS = ["Hello World, Paris is NICE.", "The Cat sat", "ÉCOLE naïve Straße"]
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _folder(tmp_path, name: str, pieces: list[str], config: dict | None) -> str:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("\n".join(SPECIALS + pieces) + "\n", encoding="utf-8")
+    if config is not None:
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+def _same_ids_as_transformers(folder: str, lower: bool) -> None:
+    ours = BertTokenizer.from_pretrained(folder, do_lower_case=lower)(TEXTS)["input_ids"]
+    theirs = transformers.BertTokenizerFast.from_pretrained(folder, do_lower_case=lower)(TEXTS)["input_ids"]
+    assert ours == theirs, (folder, lower)
+
+
+def test_the_tutorials_call_on_an_uncased_checkpoint(minilm_dir):
+    _same_ids_as_transformers(str(minilm_dir), True)
+    with pytest.raises(ValueError, match=r"do_lower_case=False contradicts .*vocabulary is uncased \(21722 lowercase"):
+        BertTokenizer.from_pretrained(minilm_dir, do_lower_case=False)
+
+
+CASED = ["The", "Cat", "Paris", "Hello", "World", "the", "cat", "sat", "is", "nice", "##s", ",", "."]
+
+
+def test_a_cased_checkpoint(tmp_path):
+    folder = _folder(tmp_path, "cased", CASED, {"do_lower_case": False})
+    _same_ids_as_transformers(folder, False)
+    with pytest.raises(ValueError, match=r"do_lower_case=True contradicts .*vocabulary is cased \(5 of 18 pieces"):
+        BertTokenizer.from_pretrained(folder, do_lower_case=True)
+
+
+def test_the_checkpoints_own_setting_is_never_refused(tmp_path):
+    """A cased vocabulary whose own config lowercases (a checkpoint made that way): passing its own
+    setting changes nothing and is taken."""
+    folder = _folder(tmp_path, "own", CASED, {"do_lower_case": True})
+    _same_ids_as_transformers(folder, True)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_a_vocabulary_without_casing_takes_either(tmp_path, lower):
+    atoms = ["C", "N", "O", "Cl", "Br", "c", "n", "(", ")", "=", "#", "@", "[", "]"]  # rxnfp's vocabulary in small:
+    folder = _folder(tmp_path, "smiles", atoms + [str(n) for n in range(300)], None)  # 2 of 319 capitalised
+    _same_ids_as_transformers(folder, lower)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None.__class__])
+def test_a_value_that_is_not_a_bool_is_refused(minilm_dir, bad):
+    with pytest.raises(InputTypeError, match="do_lower_case must be True or False"):
+        BertTokenizer.from_pretrained(minilm_dir, do_lower_case=bad)
+
+
+def test_other_keywords_are_still_refused(minilm_dir):
+    with pytest.raises(TypeError, match="use_fast"):
+        BertTokenizer.from_pretrained(minilm_dir, use_fast=True)
