@@ -30,13 +30,24 @@ class PretrainedBert(nn.Module):
         return super().__new__(cls)
 
     def __call__(self, *args, **kwargs):
-        """nn.Module's call; pytorch-pretrained-bert's ``output_all_encoded_layers=`` is answered
-        with today's spelling (inputs.py)."""
+        """nn.Module's call, with transformers' call options around it: ``return_dict=False`` gives
+        the output as a tuple (``return_dict=True``, the default, the output object, which indexes as
+        one too); ``output_hidden_states`` / ``output_attentions`` given to ``from_pretrained`` are
+        the defaults of each call. pytorch-pretrained-bert's ``output_all_encoded_layers=`` is
+        answered with today's spelling (inputs.py)."""
         if "output_all_encoded_layers" in kwargs:
             from .inputs import refuse_old_arguments
 
             refuse_old_arguments(kwargs)
-        return super().__call__(*args, **kwargs)
+        return_dict = kwargs.pop("return_dict", None)
+        if return_dict is not None and not isinstance(return_dict, bool):
+            from .errors import InputTypeError
+
+            raise InputTypeError(f"return_dict must be True or False, got {return_dict!r}")
+        for name, value in getattr(self, "_call_defaults", {}).items():
+            kwargs.setdefault(name, value)
+        output = super().__call__(*args, **kwargs)
+        return output.to_tuple() if return_dict is False else output
 
     def init_weights(self) -> None:
         """Fresh weights as BERT initialises them (normal, std 0.02; biases 0); from_pretrained overwrites them."""
@@ -86,10 +97,12 @@ class PretrainedBert(nn.Module):
 
         To fine-tune a checkpoint that lacks the class's head (a classifier on bert-base, say):
         ``new_heads=True`` starts the missing head tensors (and a missing pooler) from fresh
-        weights, as BERT initialises them, and logs their names; without it they are an error.
-        ``num_labels``, ``id2label``, ``label2id``, ``problem_type`` and ``classifier_dropout``
-        replace config.json's, as in transformers:
-        ``BertForSequenceClassification.from_pretrained(path, new_heads=True, num_labels=6)``.
+        weights, as Google initialises them, and warns with their names; without it they are an
+        error. ``num_labels``, ``id2label``, ``label2id``, ``problem_type`` and ``classifier_dropout``
+        replace config.json's, as in transformers; labels given to a classifier class ask for a new
+        head too, as in transformers (a head the checkpoint has with another number of outputs is
+        still refused): ``BertForSequenceClassification.from_pretrained(path, num_labels=6)``.
+        ``output_hidden_states`` / ``output_attentions`` become the defaults of the model's calls.
 
         ``dtype="auto"`` is bfloat16 where it is measured faster than float32 on this CPU (speed/bf16.py's
         ``bf16_is_faster``; bf16 instructions alone are not enough), else float32: approximate

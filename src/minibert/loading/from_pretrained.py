@@ -23,7 +23,7 @@ from ..config_fields import LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError
 from ..speed.seam import speed_up
 from .checkpoint_files import find_checkpoint, read_state_dict
-from .head_labels import labels_for_the_head
+from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
 from .safetensors import safetensors_shapes
 from .strict import rename_and_check
 
@@ -89,11 +89,9 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
                          "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
     int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
     dtype = _parse_dtype(dtype, config) or torch.float32
-    unknown = sorted(set(label_config or {}) - set(LABEL_FIELDS))
-    call_options = [name for name in unknown if name in ("output_hidden_states", "output_attentions")]
-    if call_options:  # transformers takes them here too (into the config); minibert only in the call
-        raise InputTypeError(f"from_pretrained() takes no {call_options[0]}: in minibert it is an argument of the "
-                             f"call, model(**batch, {call_options[0]}=True)")  # fmt: skip
+    label_config = dict(label_config or {})
+    call_defaults = _call_defaults(label_config)
+    unknown = sorted(set(label_config) - set(LABEL_FIELDS))
     if unknown:
         raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; the config fields it "
                         f"replaces are {', '.join(LABEL_FIELDS)}")  # fmt: skip
@@ -104,7 +102,9 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
             config.extra.pop("label2id", None)
         config.extra.update(label_config)
     model = _build_on_meta(cls, config, config_file)
-    num_labels = labels_for_the_head(model, own_fields, label_config or {}, weights_file)  # Google's run_classifier
+    # labels given to a classifier say a new head is wanted, if the checkpoint has none (transformers' rule)
+    new_heads = new_heads or hasattr(model, "classifier") and any(field in label_config for field in LABEL_COUNT_FIELDS)
+    num_labels = labels_for_the_head(model, own_fields, label_config, weights_file)  # Google's run_classifier
     if num_labels is not None:
         config.extra["num_labels"] = num_labels
         model = _build_on_meta(cls, config, config_file)
@@ -121,12 +121,31 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         state[name] = tensor.contiguous()
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
+    model._call_defaults = call_defaults
     model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
     if device is not None:
         model.to(device)
     del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
     speed_up(model, gemm, int8_from=weights_file if int8 else None)  # speed is added here only (speed/seam.py)
     return model
+
+
+CALL_OPTIONS = ("output_hidden_states", "output_attentions")
+
+
+def _call_defaults(options: dict) -> dict[str, bool]:
+    """``output_hidden_states`` / ``output_attentions`` given to ``from_pretrained`` (taken out of
+    ``options``): transformers keeps them in the config as the calls' defaults; minibert keeps them
+    on the model, and ``PretrainedBert.__call__`` passes them to each call that does not name them."""
+    defaults = {}
+    for name in CALL_OPTIONS:
+        if name in options:
+            value = options.pop(name)
+            if not isinstance(value, bool):
+                raise InputTypeError(f"from_pretrained(): {name} must be True or False, got {value!r}")
+            if value:
+                defaults[name] = value
+    return defaults
 
 
 def _build_on_meta(cls, config: BertConfig, config_file: Path):

@@ -12,8 +12,9 @@ unexpected one::
       (a shape that disagrees usually means config.json belongs to another model)
 
 Heads are the exception that is explained rather than listed: a class whose head the checkpoint
-lacks is told which heads the file has and which class loads it, or (``new_heads=True``) gets the
-missing tensors fresh, as BERT initialises them, to fine-tune. Tensors of heads the class does not
+lacks is told which heads the file has and which class loads it, or (``new_heads=True``, or labels
+given to a classifier: ``num_labels=2``) gets the missing tensors fresh, as Google initialises them,
+to fine-tune. Tensors of heads the class does not
 have are left out, named in one log line.
 """
 
@@ -131,12 +132,14 @@ def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missin
 
 
 def _fresh(name: str, shape: tuple[int, ...], std: float) -> torch.Tensor:
-    """A new head tensor as BERT initialises it: LayerNorm scales 1, biases 0, weights normal(0, std)."""
+    """A new head tensor as Google's code initialises one (modeling.py's ``create_initializer``,
+    run_classifier.py's ``output_weights``): LayerNorm scales 1, biases 0, weights from a normal
+    of standard deviation ``std`` (0.02) truncated at two deviations."""
     if name.endswith("layer_norm.weight"):
         return torch.ones(shape)
     if name.endswith("bias"):
         return torch.zeros(shape)
-    return torch.randn(shape) * std
+    return torch.nn.init.trunc_normal_(torch.empty(shape), std=std, a=-2 * std, b=2 * std)
 
 
 # Which class to load a checkpoint with, by the heads it has.

@@ -1,0 +1,114 @@
+"""transformers 4's call options the tutorials pass (McCormick & Ryan's fine-tuning tutorial among
+them), each giving transformers' numbers:
+
+* ``BertForSequenceClassification.from_pretrained(path, num_labels=2, output_attentions=False,
+  output_hidden_states=False)`` on a checkpoint without a classifier: a new head, drawn as Google
+  draws one (a normal of deviation 0.02 truncated at two deviations, bias 0), with one warning; a
+  classifier the checkpoint has with another number of outputs stays refused;
+* ``output_hidden_states=True`` given to ``from_pretrained``: every call's default, the hidden
+  states transformers' model loaded the same way returns;
+* ``model(..., return_dict=True)``: the output object; ``return_dict=False``: transformers' tuple.
+
+Bounds: 1e-5 beyond fp32's own rounding at MiniLM's depth, as transformers measures it against
+float64 (helpers.bound_from_exact), as in tests/test_model.py.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import minibert
+from helpers import assert_close, bound_from_exact, exact_reference
+from minibert.errors import CheckpointError, InputTypeError
+
+transformers = pytest.importorskip("transformers")
+TEXTS = ["a sentence of the tutorial's data set.", "another, longer one: it is about the weather today"]
+
+
+@pytest.fixture(scope="module")
+def batch(minilm_dir):
+    return minibert.BertTokenizer.from_pretrained(minilm_dir)(TEXTS, padding=True, return_tensors="pt")
+
+
+def test_num_labels_on_an_encoder_makes_a_new_head_with_one_warning(minilm_dir, batch, caplog):
+    torch.manual_seed(0)
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        ours = minibert.BertForSequenceClassification.from_pretrained(
+            minilm_dir, num_labels=2, output_attentions=False, output_hidden_states=False)  # fmt: skip
+    warnings = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "starts 2 tensors from fresh weights" in warnings[0].getMessage(), caplog.text
+    weight = ours.classifier.weight.detach()
+    assert weight.shape == (2, 384) and not ours.classifier.bias.any()
+    assert weight.abs().max() <= 0.04 and 0.012 < float(weight.std()) < 0.02  # truncated at 2σ: σ·0.88
+    theirs = transformers.BertForSequenceClassification.from_pretrained(str(minilm_dir), num_labels=2,
+                                                                        attn_implementation="eager").eval()  # fmt: skip
+    with torch.no_grad():
+        theirs.classifier.weight.copy_(weight)
+        theirs.classifier.bias.zero_()
+        labels = torch.tensor([1, 0])
+        got = ours(batch["input_ids"], token_type_ids=None, attention_mask=batch["attention_mask"], labels=labels,
+                   return_dict=True)  # fmt: skip
+        want = theirs(batch["input_ids"], token_type_ids=None, attention_mask=batch["attention_mask"], labels=labels,
+                      return_dict=True)  # fmt: skip
+        exact = exact_reference(theirs)(**batch, labels=labels)
+    worst = assert_close(got.logits, want.logits, "logits", bound_from_exact(want.logits, exact.logits))
+    assert_close(got.loss, want.loss, "loss", bound_from_exact(want.loss, exact.loss))
+    print(f"\nnew head: logits max |Δ| {worst:.1e}")
+
+
+def test_a_head_with_another_number_of_outputs_stays_refused(minilm_dir, tmp_path):
+    torch.manual_seed(1)
+    minibert.BertForSequenceClassification.from_pretrained(minilm_dir, num_labels=3).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match=r"has 3 outputs, one per label; the labels given are 2"):
+        minibert.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=2)
+    assert minibert.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=3).num_labels == 3
+
+
+def test_a_missing_head_without_labels_is_still_an_error(minilm_dir):
+    with pytest.raises(CheckpointError, match="pass new_heads=True"):
+        minibert.BertForSequenceClassification.from_pretrained(minilm_dir)
+
+
+def test_output_hidden_states_given_at_load_is_every_calls_default(minilm_dir, batch):
+    ours = minibert.BertModel.from_pretrained(minilm_dir, output_hidden_states=True, output_attentions=True)
+    options = {"output_hidden_states": True, "output_attentions": True}
+    theirs = transformers.BertModel.from_pretrained(str(minilm_dir), **options, attn_implementation="eager").eval()
+    with torch.no_grad():
+        got, want = ours(**batch), theirs(**batch)
+        exact = exact_reference(theirs)(**batch)
+        assert ours(**batch, output_hidden_states=False).hidden_states is None  # the call's own choice wins
+    assert len(got.hidden_states) == len(want.hidden_states) == 7 and len(got.attentions) == 6
+    real = batch["attention_mask"].bool()
+    for index, (mine, reference, float64) in enumerate(zip(got.hidden_states, want.hidden_states, exact.hidden_states)):
+        bound = bound_from_exact(reference[real], float64[real])
+        assert_close(mine[real], reference[real], f"hidden_states[{index}]", bound)
+    for index, (mine, reference) in enumerate(zip(got.attentions, want.attentions)):
+        assert_close(mine, reference, f"attentions[{index}]", 1e-5)  # probabilities in [0, 1]
+
+
+def test_return_dict_false_is_transformers_tuple(minilm_dir, batch):
+    torch.manual_seed(2)
+    ours = minibert.BertForSequenceClassification.from_pretrained(minilm_dir, num_labels=2)
+    theirs = transformers.BertForSequenceClassification.from_pretrained(str(minilm_dir), num_labels=2,
+                                                                        attn_implementation="eager").eval()  # fmt: skip
+    theirs.load_state_dict({**theirs.state_dict(), "classifier.weight": ours.classifier.weight.detach(),
+                            "classifier.bias": ours.classifier.bias.detach()})  # fmt: skip
+    labels = torch.tensor([0, 1])
+    with torch.no_grad():
+        got = ours(**batch, labels=labels, return_dict=False)
+        want = theirs(**batch, labels=labels, return_dict=False)
+    assert isinstance(got, tuple) and len(got) == len(want) == 2
+    for mine, reference, name in zip(got, want, ("loss", "logits")):
+        assert_close(mine, reference, name, 1e-4)  # MiniLM's logits: magnitudes below 1, six layers of fp32
+
+
+@pytest.mark.parametrize(("keyword", "value"), [("return_dict", "yes"), ("return_dict", 1)])
+def test_a_call_option_that_is_not_a_bool_is_refused(minilm_dir, batch, keyword, value):
+    model = minibert.BertModel.from_pretrained(minilm_dir)
+    with pytest.raises(InputTypeError, match=f"{keyword} must be True or False"):
+        model(**batch, **{keyword: value})
+    with pytest.raises(InputTypeError, match="output_hidden_states must be True or False"):
+        minibert.BertModel.from_pretrained(minilm_dir, output_hidden_states="yes")
