@@ -81,11 +81,9 @@ def test_from_pretrained_on_a_file_says_pass_its_folder(minilm_dir, load, filena
     assert repr(str(minilm_dir)) in str(raised.value)  # the folder to pass, spelled out
 
 
-def test_from_pretrained_with_a_call_option_says_where_it_goes(minilm_dir, model):
-    # Chris McCormick's tutorial: BertModel.from_pretrained(..., output_hidden_states=True)
-    with pytest.raises(InputTypeError, match=re.escape("model(**batch, output_hidden_states=True)")):
-        BertModel.from_pretrained(minilm_dir, output_hidden_states=True)
-    # ... or model.config.output_hidden_states = True, which transformers' forward reads and minibert's does not
+def test_a_call_option_set_on_the_config_says_where_it_goes(minilm_dir, model):
+    # model.config.output_hidden_states = True, which transformers' forward reads and minibert's does not
+    # (from_pretrained(..., output_hidden_states=True) is taken: tests/test_heads_tutorial_names.py)
     for name in ("output_hidden_states", "output_attentions"):
         with pytest.raises(TransformersNameError, match=re.escape(f"ask in the call: model(**batch, {name}=True)")):
             setattr(model.config, name, True)
@@ -203,15 +201,9 @@ def test_rows_of_different_lengths_say_pad_them(model, tokenizer):
         model(**unpadded)
 
 
-def test_the_older_tutorials_tokenizer_calls_say_what_replaces_them(tokenizer):
-    # Chris McCormick's fine-tuning tutorial: tokenizer.encode_plus(..., pad_to_max_length=True, ...)
-    assert not hasattr(tokenizer, "encode_plus")  # as in transformers 5: code that probes for it is not misled
-    with pytest.raises(
-        TransformersNameError, match=re.escape("transformers 5 removed it and so does minibert; tokenizer(text, ...)")
-    ):
-        tokenizer.encode_plus("I love Paris", add_special_tokens=True)
-    with pytest.raises(AttributeError, match=re.escape("tokenizer(texts, ...) takes the same arguments")):
-        tokenizer.batch_encode_plus(["a", "b"])
+def test_pad_to_max_length_in_todays_call_says_what_replaces_it(tokenizer):
+    """transformers 5's call has no pad_to_max_length (transformers 4's encode_plus, which the
+    tutorials call with it, takes it: tests/test_tokenizer_transformers4_calls.py)."""
     with pytest.raises(InputTypeError, match=re.escape("write padding='max_length'")):
         tokenizer("I love Paris", max_length=8, pad_to_max_length=True)
     batch = tokenizer("I love Paris", max_length=8, padding="max_length", truncation=True)  # what it says works

@@ -18,7 +18,7 @@ import inspect
 import logging
 from collections.abc import Mapping, Sequence
 
-from ..errors import InputTypeError, TransformersNameError
+from ..errors import InputTypeError
 from .arguments import check_count
 from .call_request import CallRequest, padding_mode
 from .encoding import (
@@ -32,27 +32,15 @@ from .encoding import (
     truncation_plan,
 )
 from .framing import added_by_framing, frame, segment_ids, special_tokens_mask
+from .transformers4_calls import Transformers4Calls
 
 logger = logging.getLogger("minibert")
 ALIGNMENT_COLUMNS = ("offset_mapping", "_word_ids", "_sequence_ids")
 
 
-class TransformersCallAPI:
-    """``__call__``, ``encode``, ``pad`` and the framing methods, as transformers' tokenizers have them."""
-
-    # The older tutorials' methods, removed from transformers 5, and what to call instead.
-    REMOVED_METHODS = {
-        "encode_plus": "tokenizer(text, ...) takes the same arguments (pad_to_max_length=True is padding='max_length')",
-        "batch_encode_plus": "tokenizer(texts, ...) takes the same arguments, with a list of texts",
-    }
-
-    def __getattr__(self, name: str):
-        """Only called for a name the tokenizer lacks: a removed method says what replaces it."""
-        instead = TransformersCallAPI.REMOVED_METHODS.get(name)
-        if instead is not None:
-            raise TransformersNameError(f"{type(self).__name__!r} object has no attribute {name!r}: transformers 5 "
-                                        f"removed it and so does minibert; {instead}")  # fmt: skip
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+class TransformersCallAPI(Transformers4Calls):
+    """``__call__``, ``encode``, ``pad`` and the framing methods, as transformers' tokenizers have them
+    (and transformers 4's ``encode_plus`` / ``batch_encode_plus``: transformers4_calls.py)."""
 
     # ------------------------------------------------------------------ framing
 
@@ -82,7 +70,8 @@ class TransformersCallAPI:
           tokens) and ``word_ids()`` maps pieces back to them.
         * ``truncation``: ``True``/``"longest_first"`` (cut the longer of the pair first),
           ``"only_first"``, ``"only_second"``, or ``False``; up to ``max_length`` tokens including
-          [CLS]/[SEP] (default ``model_max_length``, 512). ``tokenizer.truncation_side = "left"``
+          [CLS]/[SEP] (default ``model_max_length``, 512); ``max_length`` given with neither
+          ``truncation`` nor ``padding`` truncates too, as in transformers. ``tokenizer.truncation_side = "left"``
           keeps the end of a text instead. Without truncation, a row longer than
           ``model_max_length`` is logged once (as transformers does): the model cannot take it.
         * ``return_overflowing_tokens=True`` with ``stride=k``: instead of dropping what does not

@@ -57,7 +57,7 @@ class CallRequest:
         is_split_into_words: bool = False,
         add_special_tokens: bool = True,
         padding: bool | str = False,
-        truncation: bool | str = False,
+        truncation: bool | str | None = None,
         max_length: int | None = None,
         stride: int = 0,
         pad_to_multiple_of: int | None = None,
@@ -77,6 +77,8 @@ class CallRequest:
                     return_offsets_mapping=return_offsets_mapping)  # fmt: skip
         check_flags(optional=True, return_token_type_ids=return_token_type_ids,
                     return_attention_mask=return_attention_mask)  # fmt: skip
+        if max_length is not None and padding is False and truncation is None:
+            truncation = "longest_first"  # transformers' rule: max_length alone truncates
         strategy = truncation_strategy(truncation)
         mode = padding_mode(padding)
         check_count(max_length, "max_length", minimum=1, optional=True)
@@ -143,8 +145,8 @@ def _as_batch(value, name: str, split_into_words: bool) -> tuple[bool, list]:
 
 
 def truncation_strategy(truncation) -> str | None:
-    """None (no truncation) or one of the strategies. As in transformers, ``max_length`` alone
-    does not truncate: it is the length for ``truncation`` and ``padding="max_length"``."""
+    """None (no truncation) or one of the strategies. (As in transformers, ``max_length`` given
+    without ``truncation`` and without ``padding`` truncates, longest first: ``CallRequest.parse``.)"""
     if truncation is False or truncation is None or truncation == "do_not_truncate":
         return None
     strategy = "longest_first" if truncation is True else truncation
