@@ -114,13 +114,30 @@ def test_ray_trials_equal_the_sequential_sweep_trial_by_trial(ray_sweep, sequent
     assert sorted(entry.name for entry in output.iterdir()) == sorted(entry.name for entry in sequential.iterdir())
 
 
+@pytest.fixture(scope="module")
+def command_sweep(data, tmp_path_factory):
+    """The same sweep run as a user runs it, ``python -m minibert finetune ... --ray`` in its own
+    process, which starts a local Ray of its own: (folder, the finished process)."""
+    output = tmp_path_factory.mktemp("command") / "sweep"
+    env = {**environment(), "MINIBERT_GEMM": "mkl"}
+    done = subprocess.run([sys.executable, "-m", "minibert", *sweep_flags(data, output, "--ray")],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return output, done
+
+
 @pytest.mark.slow
-def test_a_resumed_ray_sweep_continues_the_finished_trials_without_a_step(ray_sweep, data, monkeypatch):
-    output, _ = ray_sweep
+def test_a_resumed_ray_sweep_continues_the_finished_trials_without_a_step(command_sweep, cluster, data, monkeypatch):
+    """A finished --ray sweep resumed with --ray (on this module's Ray): every trial is found
+    finished, no step is taken, the table is the same. The sweep resumed is the command's, which
+    the slow run makes for the test below anyway: resuming ray_sweep's would train that one too,
+    for nothing more."""
+    output, _ = command_sweep
     monkeypatch.setenv("MINIBERT_GEMM", "mkl")
     steps, table = {name: len(records(output / name)) for name in TRIALS}, table_of(output)
     again = run_minibert(*sweep_flags(data, output, "--ray", "--resume"))
     assert again.returncode == 0, again.stderr
+    assert "minibert: sweep: on the Ray this process is connected to (2 CPUs)" in again.stderr
     assert {name: len(records(output / name)) for name in TRIALS} == steps
     assert table_of(output) == table
 
@@ -175,11 +192,8 @@ def test_neither_minibert_nor_the_sequential_sweep_imports_ray():
 
 
 @pytest.mark.slow
-def test_the_command_starts_a_local_ray_and_prints_the_sequential_table(data, sequential, tmp_path):
+def test_the_command_starts_a_local_ray_and_prints_the_sequential_table(command_sweep, sequential):
     """`minibert finetune ... --ray` in its own process: a local Ray with this machine's CPUs."""
-    env = {**environment(), "MINIBERT_GEMM": "mkl"}
-    done = subprocess.run([sys.executable, "-m", "minibert", *sweep_flags(data, tmp_path / "sweep", "--ray")],
-                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    _, done = command_sweep
     assert "minibert: sweep: on a local Ray started for the sweep (" in done.stderr
     assert done.stdout == (sequential / "sweep.md").read_text()
