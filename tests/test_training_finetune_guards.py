@@ -140,8 +140,9 @@ def test_a_sweep_folder_is_locked(tmp_path):
     argv = sweep_flags(tmp_path, "--seeds", "2")
     with run_folder_lock(tmp_path / "sweep"):
         result = run_minibert(*argv)
+        assert sorted(entry.name for entry in (tmp_path / "sweep").iterdir()) == [LOCK_FILE]  # nothing written
     assert result.returncode == 1 and f"process {os.getpid()} holds" in result.stderr, result.stderr
-    assert sorted(entry.name for entry in (tmp_path / "sweep").iterdir()) == [LOCK_FILE]
+    assert list((tmp_path / "sweep").iterdir()) == []  # the holder's lock file went with it
 
 
 def test_a_stopped_sweep_says_what_is_done_and_how_to_continue(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """What `minibert pretrain` says while it runs and when it ends (issue 44, item 7): to a file or a
-pipe, a whole progress line every steps/20 steps (it used to say nothing for the whole run); on a
+pipe, a whole progress line every tenth of the run or 30 seconds (it used to say nothing); on a
 terminal, one line rewritten in place; in both cases a closing summary naming where the checkpoint,
 the metrics and the plot are, and the losses the run went from and to. And a batch larger than the
 data (issue 45, item 7) is refused naming both numbers, or allowed with --allow-wrap, said once."""
@@ -53,14 +53,26 @@ def test_pretrain_to_a_file_prints_progress_lines_and_a_summary_of_where_everyth
         assert "pip install 'minibert[plot]'" in summary[3]
 
 
-def test_to_a_file_a_line_comes_every_twentieth_of_the_run_and_at_its_first_and_last_steps(monkeypatch):
+def test_to_a_file_a_line_comes_every_tenth_of_the_run_and_at_its_first_and_last_steps(monkeypatch):
     log = io.StringIO()
     monkeypatch.setattr("sys.stderr", log)
     progress = Progress(steps=410, done=5, enabled=None)
     for step in range(6, 411):
-        progress.show(record(step, 3.0), elapsed=float(step))
+        progress.show(record(step, 3.0), elapsed=step / 10)  # a quick run: 41 s in all
     steps = [int(line.split()[2].split("/")[0]) for line in log.getvalue().splitlines()]
-    assert steps == [6, *range(20, 411, 20), 410] and "\r" not in log.getvalue()
+    assert steps == [6, *range(41, 411, 41)] and "\r" not in log.getvalue()
+    assert all(re.search(r"min left$", line) for line in log.getvalue().splitlines())
+
+
+def test_to_a_file_a_slow_run_says_where_it_is_at_least_every_30_seconds(monkeypatch):
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    progress = Progress(steps=100, done=0, enabled=None)
+    for step in range(1, 101):
+        progress.show(record(step, 3.0), elapsed=step * 12.0)  # 12 s a step: a line every 3 steps, and each tenth
+    steps = [int(line.split()[2].split("/")[0]) for line in log.getvalue().splitlines()]
+    assert steps[:5] == [1, 4, 7, 10, 13] and steps[-1] == 100
+    assert all(later - earlier <= 3 for earlier, later in zip(steps, steps[1:]))
 
 
 class Terminal(io.StringIO):

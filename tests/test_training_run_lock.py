@@ -99,7 +99,29 @@ def test_the_lock_is_released_at_the_end_and_a_folder_it_made_is_removed_when_no
         (folder / "metrics.jsonl").write_text("")
     with run_folder_lock(folder):  # released: taken again at once
         pass
-    assert sorted(entry.name for entry in folder.iterdir()) == [LOCK_FILE, "metrics.jsonl"]
+    assert sorted(entry.name for entry in folder.iterdir()) == ["metrics.jsonl"]  # no lock file left behind
+
+
+def test_a_refused_command_leaves_no_lock_file_in_a_folder_it_did_not_make(tmp_path):
+    """A folder that holds something else (a model, say): the command refused inside the lock
+    leaves the folder as it found it, no .minibert.lock in it."""
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError), run_folder_lock(tmp_path):
+        raise ValueError("refused: not a run folder")
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["config.json"]
+
+
+def test_a_waiter_takes_the_lock_after_the_holder_removed_its_file(tmp_path):
+    """The holder removes its file while it still holds it; a command that opened that file in the
+    meantime finds it gone once locked and takes a new one (never two holders at once)."""
+    with run_folder_lock(tmp_path):
+        opened = os.open(tmp_path / LOCK_FILE, os.O_RDWR)
+    try:
+        with run_folder_lock(tmp_path):
+            assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+            assert not os.path.samestat(os.fstat(opened), os.stat(tmp_path / LOCK_FILE))
+    finally:
+        os.close(opened)
 
 
 def test_a_file_where_the_folder_should_be_is_named(tmp_path):

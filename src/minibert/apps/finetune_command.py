@@ -33,6 +33,8 @@ def add_parser(commands, parents: list) -> None:
     finetune.add_argument("--learning-rates", help="a sweep: these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5)")
     finetune.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="a sweep's trials as Ray Tune trials, "
                           "several at once: on a local Ray, or the cluster at ADDRESS (the ray extra)")  # fmt: skip
+    finetune.add_argument("--json", action="store_true", help="print the result as JSON (the folder, the steps, the "
+                          "last metrics line, the best dev figure) instead of the folder's name")  # fmt: skip
     finetune.set_defaults(run=cmd_finetune)
 
 
@@ -59,4 +61,12 @@ def cmd_finetune(args) -> None:
         root = sweep(options, args.seeds or 1, rates, args.ray)
         print((root / "sweep.md").read_text(encoding="utf-8"), end="")
         return
-    print(finetune(options))
+    folder = finetune(options)
+    if args.json:
+        import json
+
+        from ..training.run.report import result_of
+
+        print(json.dumps(result_of(folder)))
+    else:
+        print(folder)

@@ -22,11 +22,13 @@ def add_parser(commands, parents: list) -> None:
                                    help="pre-train BERT (masked LM + next sentence) by Google's step")  # fmt: skip
     start = pretrain.add_mutually_exclusive_group(required=True)
     add_flags(pretrain, PretrainOptions, groups={"init": start, "config": start})
+    pretrain.add_argument("--json", action="store_true", help="print the result as JSON when the run ends (the "
+                          "folder, the steps, the last metrics line)")  # fmt: skip
     pretrain.set_defaults(run=cmd_pretrain)
 
-    plot = commands.add_parser("plot", parents=parents,
-                               help="draw a pretrain run's loss curve: RUN/loss.png (the plot extra)")  # fmt: skip
-    plot.add_argument("run_directory", metavar="RUN", help="a minibert pretrain run directory")
+    plot = commands.add_parser("plot", parents=parents, help="draw a run's loss curve (and dev figures): "
+                               "RUN/loss.png (the plot extra)")  # fmt: skip
+    plot.add_argument("run_directory", metavar="RUN", help="the folder of a minibert pretrain or finetune run")
     plot.add_argument("--output", help="the PNG to write (default RUN/loss.png)")
     plot.set_defaults(run=cmd_plot)
 
@@ -35,7 +37,13 @@ def cmd_pretrain(args) -> None:
     from ..training import pretrain
     from ..training.options import PretrainOptions
 
-    pretrain(PretrainOptions(**values_of(args, PretrainOptions)))
+    folder = pretrain(PretrainOptions(**values_of(args, PretrainOptions)))
+    if args.json:
+        import json
+
+        from ..training.run.report import result_of
+
+        print(json.dumps(result_of(folder)))
 
 
 def cmd_plot(args) -> None:

@@ -79,7 +79,24 @@ def resolve_file(
             f"{name!r} is not an existing directory (and is not a hub repository id like "
             f"'google-bert/bert-base-uncased')"
         )
+    missing_in_a_folder = _missing_in_a_local_folder(name)
+    if missing_in_a_folder:
+        raise ModelNotFoundError(missing_in_a_folder)
     return _download(name, filename, revision=revision, required=required)
+
+
+def _missing_in_a_local_folder(name: str) -> str | None:
+    """What to say of ``RUN/best`` (the form of a hub id, "owner/name") when ``RUN`` is a minibert
+    run folder here and holds no ``best``: a path was meant, not a repository. (Any other folder
+    named like a hub owner, a clone of a library say, leaves the name to the hub.) A fine-tuning run
+    keeps best/ only when it was evaluated (--dev)."""
+    folder, _, inside = name.partition("/")
+    if not inside or os.path.exists(name) or not os.path.isfile(os.path.join(folder, "training_state.pt")):
+        return None
+    if inside == "best" and os.path.isfile(os.path.join(folder, "finetune.json")):
+        return (f"{name!r} does not exist: the run in {folder!r} keeps no best/, because it was made without --dev "
+                f"(or has not been evaluated yet); its model is the run folder itself: {folder!r}")  # fmt: skip
+    return f"{name!r} is not an existing directory: {folder!r} is a minibert run folder, and it holds no {inside!r}"
 
 
 def bundled_path(name: str, revision: str | None = None) -> Path | None:

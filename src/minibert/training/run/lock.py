@@ -9,9 +9,10 @@ folder is refused at once, naming the folder and the process that holds it::
     ...     train()                                             # a second one: RunFolderBusyError
 
 The operating system releases a ``flock`` when its process ends in any way, SIGKILL included, so
-there is never a stale lock to delete by hand (the file itself stays, holding the last pid; an
-unlocked file means nobody holds it). Under torchrun only rank 0 takes it: the other processes
-write nothing.
+there is never a stale lock to delete by hand. A command that ends (finished, refused, stopped)
+removes the file as it lets go, so a finished run's folder holds only the run; after a SIGKILL the
+file stays, unlocked, which means nobody holds it. Under torchrun only rank 0 takes it: the other
+processes write nothing.
 
 A folder the lock had to create is removed again if the command fails before writing anything
 into it (a refused command leaves no empty folder behind).
@@ -50,11 +51,19 @@ def run_folder_lock(folder: str | os.PathLike, flag: str = "--output") -> Iterat
         if created:  # nothing written yet: leave no empty folder behind
             with contextlib.suppress(OSError):
                 if [entry.name for entry in folder.iterdir()] == [LOCK_FILE]:
-                    (folder / LOCK_FILE).unlink()
+                    _remove_if_ours(folder / LOCK_FILE, handle)
                     folder.rmdir()
         raise
     finally:
+        _remove_if_ours(folder / LOCK_FILE, handle)  # while still locked: a waiter then opens a new one
         handle.close()  # closing the descriptor releases the lock
+
+
+def _remove_if_ours(path: Path, handle) -> None:
+    """Remove the lock file this process holds (not one another process made since)."""
+    with contextlib.suppress(OSError):
+        if os.path.samestat(os.fstat(handle.fileno()), os.lstat(path)):
+            path.unlink()
 
 
 def _locked_handle(folder: Path, flag: str):

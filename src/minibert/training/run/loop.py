@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -86,6 +87,7 @@ class Run:
     schedule: Schedule | None = None
     saved_with: dict = field(default_factory=dict)  # the settings and config a checkpoint records
     best: float = -float("inf")  # the best value of the task's main dev figure so far
+    best_step: int | None = None  # and its step
 
 
 def train(task: Task, options) -> Path:
@@ -98,6 +100,7 @@ def train(task: Task, options) -> Path:
         if world.is_main:
             picture = write_loss_picture(run.folder.path)
             progress.summary(run.folder.path, progress.elapsed, picture, task.command, task.summary)
+            report_best(run)
     return run.folder.path
 
 
@@ -252,9 +255,11 @@ def evaluate(run: Run, step: int, record: dict) -> None:
     figures = run.task.evaluate(run.model, run.data, run.options, run.folder.path)
     record.update({f"dev_{name}": value for name, value in figures.items()})
     metric = run.task.main_metric(run.options)
-    if figures[metric] > run.best:
-        run.best = figures[metric]
+    best = figures[metric] > run.best
+    if best:
+        run.best, run.best_step = figures[metric], step
         save_best(run.folder.path, run.model, run.data.tokenizer, step, metric, run.best)
+    report_dev(step, run.data.steps, figures, metric, best)
 
 
 def save_best(folder: Path, model, tokenizer, step: int, metric: str, value: float) -> None:
@@ -304,7 +309,9 @@ def resume(run: Run, hub_names: list[str]) -> int:
         folder.keep_metrics_up_to(state.step)
         metric = run.task.main_metric(run.options)
         if metric is not None:
-            run.best = best_so_far(folder, metric)
+            run.best, run.best_step = best_so_far(folder, metric)
+        print(f"minibert: resuming {folder.path} from its checkpoint of step {state.step} of {run.data.steps} "
+              "(weights, optimizer, data order and random state as they were)", file=sys.stderr)  # fmt: skip
     return state.step
 
 
@@ -324,15 +331,36 @@ def read_resumed_state(run: Run, **checks) -> TrainingState:
     return state
 
 
-def best_so_far(folder: RunDirectory, metric: str) -> float:
-    """The best dev figure among the metrics lines kept on resume."""
-    best = -float("inf")
+def best_so_far(folder: RunDirectory, metric: str) -> tuple[float, int | None]:
+    """The best dev figure among the metrics lines kept on resume, and its step."""
+    best, step = -float("inf"), None
     if folder.metrics_path.exists():
         for line in folder.metrics_path.read_text(encoding="utf-8").splitlines():
-            value = json.loads(line).get(f"dev_{metric}")
-            if isinstance(value, (int, float)):
-                best = max(best, value)
-    return best
+            record = json.loads(line)
+            value = record.get(f"dev_{metric}")
+            if isinstance(value, (int, float)) and value > best:
+                best, step = value, record.get("step")
+    return best, step
+
+
+def report_dev(step: int, steps: int, figures: dict[str, float], metric: str, best: bool) -> None:
+    """One line on stderr per evaluation: every dev figure, the main one first."""
+    names = [metric, *(name for name in figures if name != metric)]
+    shown = "  ".join(f"dev {name} {figures[name]:.4g}" for name in names)
+    print(f"minibert: step {step}/{steps}  {shown}{'  (best so far: best/)' if best else ''}", file=sys.stderr)
+
+
+def report_best(run: Run) -> None:
+    """The closing summary's last line: the best dev figure, its step and its folder."""
+    metric = run.task.main_metric(run.options)
+    if metric is None:
+        return
+    if run.best_step is None:
+        print(f"minibert:   best     none: no --dev, so no {run.folder.path / BEST_FOLDER}/ (the model is "
+              f"{run.folder.path}/)", file=sys.stderr)  # fmt: skip
+        return
+    print(f"minibert:   best     dev {metric} {run.best:.4g} at step {run.best_step}: "
+          f"{run.folder.path / BEST_FOLDER}/", file=sys.stderr)  # fmt: skip
 
 
 def write_loss_picture(run: Path) -> Path | None:

@@ -12,6 +12,7 @@ is stopped, and a closing summary.
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 import sys
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from ...errors import TrainingDivergedError
 
-LINES_WHEN_NOT_A_TERMINAL = 20  # progress lines over a whole run written to a file or a pipe
+LINES_WHEN_NOT_A_TERMINAL = 10  # progress lines over a whole run written to a file or a pipe (every ~10%)
+SECONDS_BETWEEN_LINES = 30.0  # ... and at least one every 30 seconds
 
 
 def resume_command(options, processes: int = 1, command: str = "pretrain", **changes) -> str:
@@ -74,7 +76,8 @@ def stopped_note(run: Path, saved_step: int | None, steps: int, command: str) ->
 
 class Progress:
     """The progress line on stderr. On a terminal: one line rewritten at every step. Otherwise (a
-    file, a pipe, a job's log): a whole line every ``steps / 20`` steps, and at the first and last."""
+    file, a pipe, a job's log): a whole line every ``steps / 10`` steps or 30 seconds, whichever
+    comes first, and at the first and last step."""
 
     def __init__(self, steps: int, done: int, enabled: bool | None):
         self.steps, self.done = steps, done
@@ -83,6 +86,7 @@ class Progress:
         self.every = max(1, steps // LINES_WHEN_NOT_A_TERMINAL)
         self.first: dict | None = None
         self.last: dict | None = None
+        self.printed_at = -float("inf")  # the elapsed seconds of the last whole line
 
     def show(self, record: dict, elapsed: float) -> None:
         step = record["step"]
@@ -93,8 +97,10 @@ class Progress:
                 f"{record['tokens_per_second']:,.0f} tokens/s  {left / 60:.1f} min left")  # fmt: skip
         if self.live:
             print(f"\r{line}   ", end="", file=sys.stderr, flush=True)
-        elif self.lines and (step == self.done + 1 or step % self.every == 0 or step == self.steps):
+        elif self.lines and (step == self.done + 1 or step % self.every == 0 or step == self.steps
+                             or elapsed - self.printed_at >= SECONDS_BETWEEN_LINES):  # fmt: skip
             print(f"minibert: {line}", file=sys.stderr, flush=True)
+            self.printed_at = elapsed
 
     def end_line(self) -> None:
         if self.live and self.last is not None:
@@ -118,3 +124,15 @@ class Progress:
         plot = picture if picture is not None else f"none (needs matplotlib: pip install 'minibert[plot]'; then " \
             f"minibert plot {run})"  # fmt: skip
         print(f"minibert:   plot     {plot}", file=sys.stderr)
+
+
+def result_of(run: Path) -> dict:
+    """What a finished run answers on stdout with ``--json``: its folder, its steps, its last
+    metrics line, and (fine-tuning with --dev) the best dev figure, its step and best/'s path."""
+    run = Path(run)
+    lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if (run / "metrics.jsonl").exists() else []
+    last = json.loads(lines[-1]) if lines else None
+    best_file = run / "best" / "best.json"
+    best = {**json.loads(best_file.read_text(encoding="utf-8")), "folder": str(run / "best")} \
+        if best_file.exists() else None  # fmt: skip
+    return {"output": str(run), "steps": last["step"] if last else 0, "last": last, "best": best}

@@ -67,7 +67,7 @@ class Finetuning(Task):
 
     def network(self, options, data: TrainingData) -> torch.nn.Module:
         return load_classifier(options.model, data.labels, self.problem, data.head_continues, options.seed,
-                               self.network_class)  # fmt: skip
+                               self.network_class, resuming=options.resume)  # fmt: skip
 
     def evaluate(self, model, data: TrainingData, options, run: Path) -> dict[str, float]:
         return self.metrics(data.dev.label_ids, predict(model, data.dev), data, options)
@@ -82,6 +82,9 @@ class Finetuning(Task):
         data.order.write(run, data.steps)
         write_note(run, options, data, self.main_metric(options))
         print(f"finetune: {self.describe_head(data)}", file=sys.stderr)
+        if data.dev is None:
+            print(f"finetune: no --dev: the run is not evaluated and keeps no {run}/best/ (its model is {run}/ "
+                  "itself, as of the last step)", file=sys.stderr)  # fmt: skip
 
     def describe_head(self, data: TrainingData) -> str:
         """Which head the run trains, for the line ``start`` prints."""

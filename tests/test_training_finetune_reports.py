@@ -1,0 +1,70 @@
+"""What ``minibert finetune`` tells when stderr is a file (a log, a notebook, a job): progress lines
+with the time left, each evaluation's dev figures, and at the end the best dev figure, its step and
+its folder; stdout stays the folder's name, or JSON with ``--json``. A run without ``--dev`` says at
+its start that it keeps no best/, and ``RUN/best`` is then named as missing for that reason (not as
+a hub model out of reach). A finished or refused run leaves no lock file; a resumed one says what
+it resumed, not what its first start did (issue 51)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from test_training_finetune_run import flags, write_examples
+
+from helpers import run_minibert
+from minibert.training.run.lock import LOCK_FILE
+
+
+def test_a_run_to_a_log_file_reports_progress_dev_figures_and_the_best(tmp_path):
+    train, dev = write_examples(tmp_path / "train.csv", 24), write_examples(tmp_path / "dev.csv", 12, seed=1)
+    run = tmp_path / "run"
+    done = run_minibert(*flags(train, run, "--dev", str(dev), "--epochs", "2", "--json"))  # stderr: a pipe
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    progress = [line for line in lines if re.match(r"minibert: step \d+/12  loss \S+  rate \S+  .* min left$", line)]
+    assert len(progress) >= 3 and progress[0].startswith("minibert: step 1/12"), lines
+    assert progress[-1].startswith("minibert: step 12/12"), lines
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [record for record in records if "dev_accuracy" in record]
+    dev_lines = [line for line in lines if re.match(r"minibert: step \d+/12  dev accuracy ", line)]
+    assert [int(line.split()[2].split("/")[0]) for line in dev_lines] == [record["step"] for record in evaluated]
+    for line, record in zip(dev_lines, evaluated):
+        assert f"dev accuracy {record['dev_accuracy']:.4g}" in line, (line, record)
+    best = max(evaluated, key=lambda record: record["dev_accuracy"])  # (the first of equals: a later one is not better)
+    best = next(record for record in evaluated if record["dev_accuracy"] == best["dev_accuracy"])
+    assert lines[-1] == (f"minibert:   best     dev accuracy {best['dev_accuracy']:.4g} at step {best['step']}: "
+                         f"{run / 'best'}/")  # fmt: skip
+    answer = json.loads(done.stdout)
+    assert answer["output"] == str(run) and answer["steps"] == 12 and answer["last"] == records[-1]
+    assert answer["best"] == {"step": best["step"], "dev_accuracy": best["dev_accuracy"], "folder": str(run / "best")}
+    assert not (run / LOCK_FILE).exists(), "a finished run leaves no lock file"
+
+
+def test_a_run_without_dev_says_it_keeps_no_best_and_run_best_is_named_so(tmp_path, monkeypatch):
+    train = write_examples(tmp_path / "train.csv", 16)
+    run = tmp_path / "run"
+    done = run_minibert(*flags(train, run))
+    assert done.returncode == 0, done.stderr
+    assert f"finetune: no --dev: the run is not evaluated and keeps no {run}/best/" in done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last == f"minibert:   best     none: no --dev, so no {run / 'best'}/ (the model is {run}/)"
+    assert done.stdout.strip() == str(run)
+    monkeypatch.chdir(tmp_path)
+    classify = run_minibert("classify", "--model", "run/best", "the river")
+    assert classify.returncode == 1
+    assert classify.stderr.strip().splitlines() == [
+        "minibert: error: 'run/best' does not exist: the run in 'run' keeps no best/, because it was made without "
+        "--dev (or has not been evaluated yet); its model is the run folder itself: 'run'"]  # fmt: skip
+    assert run_minibert("classify", "--model", "run", "the river").returncode == 0
+
+
+def test_a_resumed_run_says_what_it_resumed_and_not_that_its_head_is_new(tmp_path):
+    train = write_examples(tmp_path / "train.csv", 16)
+    run = tmp_path / "run"
+    first = run_minibert(*flags(train, run, "--epochs", "1"))
+    assert first.returncode == 0 and "starts 2 tensors from fresh weights" in first.stderr, first.stderr
+    resumed = run_minibert(*flags(train, run, "--epochs", "1", "--resume"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "from fresh weights" not in resumed.stderr and "a new classifier" not in resumed.stderr, resumed.stderr
+    assert f"minibert: resuming {run} from its checkpoint of step 4 of 4" in resumed.stderr, resumed.stderr
