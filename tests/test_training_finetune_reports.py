@@ -68,3 +68,11 @@ def test_a_resumed_run_says_what_it_resumed_and_not_that_its_head_is_new(tmp_pat
     assert resumed.returncode == 0, resumed.stderr
     assert "from fresh weights" not in resumed.stderr and "a new classifier" not in resumed.stderr, resumed.stderr
     assert f"minibert: resuming {run} from its checkpoint of step 4 of 4" in resumed.stderr, resumed.stderr
+
+
+def test_classify_with_a_model_without_a_classifier_advises_a_command_not_a_python_argument(minilm_dir):
+    done = run_minibert("classify", "--model", str(minilm_dir), "a text")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "has no tensors for a classifier" in lines[0], lines
+    assert "new_heads" not in lines[0] and f"minibert finetune --model {minilm_dir} --train FILE" in lines[0], lines

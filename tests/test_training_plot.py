@@ -74,3 +74,57 @@ def test_plot_draws_a_run_with_a_non_finite_step(tmp_path, bad):
     result = run_minibert("plot", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _finetune_metrics(run, dev_steps: dict[int, float], steps: int = 20, name: str = "dev_accuracy") -> None:
+    run.mkdir()
+    lines = []
+    for step in range(1, steps + 1):
+        record = {"step": step, "epoch": step / 10, "loss": 0.7 - step / 100, "learning_rate": 1e-4}
+        if step in dev_steps:
+            record[name] = dev_steps[step]
+        lines.append(json.dumps(record))
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(("dev_steps", "name", "limits"), [
+    ({20: 0.85}, "dev_accuracy", (0.0, 1.02)),  # one evaluation: a single point, with its marker
+    ({10: 0.5, 20: 1.0}, "dev_accuracy", (0.0, 1.02)),
+    ({10: -0.2, 20: 0.4}, "dev_matthews", (-1.0, 1.02)),  # a correlation can be below 0
+    ({10: 41.0, 20: 63.5}, "dev_f1", (0.0, 102.0)),  # SQuAD's figures are percentages
+])  # fmt: skip
+def test_a_finetune_plot_reads_at_a_glance(tmp_path, dev_steps, name, limits):
+    """The dev series in their own colour with a marker at every evaluation, on an axis of the
+    figure's whole range, and one legend outside the plotted area (it hides no point)."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minibert.training.run.plot import draw_run
+
+    _finetune_metrics(tmp_path / "run", dev_steps, name=name)
+    figure = draw_run(tmp_path / "run")
+    try:
+        loss_axis, dev_axis = figure.axes
+        (loss_line,), (dev_line,) = loss_axis.get_lines(), dev_axis.get_lines()
+        assert loss_line.get_label() == "total loss" and dev_line.get_label() == name.removeprefix("dev_") + " (dev)"
+        assert matplotlib.colors.to_hex(loss_line.get_color()) != matplotlib.colors.to_hex(dev_line.get_color())
+        assert dev_line.get_marker() == "o" and list(dev_line.get_xdata()) == sorted(dev_steps)
+        assert dev_axis.get_ylim() == pytest.approx(limits)
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        legend = loss_axis.get_legend()
+        assert [text.get_text() for text in legend.get_texts()] == ["total loss", dev_line.get_label()]
+        legend_box, plot_box = legend.get_window_extent(renderer), loss_axis.get_window_extent(renderer)
+        assert legend_box.x0 > plot_box.x1, "the legend lies outside the plotted area"
+    finally:
+        plt.close(figure)
+    assert run_minibert("plot", str(tmp_path / "run")).returncode == 0
+    assert (tmp_path / "run" / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_help_names_both_kinds_of_run():
+    result = run_minibert("plot", "--help")
+    assert "pretrain or finetune run" in result.stdout

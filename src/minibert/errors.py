@@ -19,6 +19,17 @@ class CheckpointError(MinibertError):
     """A checkpoint file (config.json, vocab.txt, weights) is missing, corrupt or does not fit."""
 
 
+class MissingHeadsError(CheckpointError):
+    """The checkpoint lacks the head tensors the class needs (a classifier on an encoder alone).
+    ``without_advice`` is what is missing and what the file holds; the message adds how to start
+    the head from Python (``new_heads=True``, or labels: ``num_labels=2``); the command line gives
+    its own advice (``minibert finetune``)."""
+
+    def __init__(self, without_advice: str, advice: str):
+        super().__init__(f"{without_advice} {advice}")
+        self.without_advice = without_advice
+
+
 class ModelNotFoundError(CheckpointError):
     """Neither a local directory nor a reachable (or cached) hub repository matches the name."""
 

