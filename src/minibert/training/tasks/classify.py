@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ...errors import DataError
 from .examples import check_labels, label_list, read_examples
 from .features import make_features
 from .finetuning import Finetuning
@@ -44,6 +45,10 @@ class Classify(Finetuning):
             check_labels(train_examples, labels, options.train, "--train", separator)
             if dev_examples:
                 check_labels(dev_examples, labels, options.dev, "--dev", separator)
+            if len(labels) < 2:  # one class: the loss is 0 from the start, nothing is learned
+                where = "--labels names" if options.labels else f"--train {options.train} holds"
+                raise DataError(f"{where} one label only ({', '.join(map(repr, labels)) or 'none'}): a classifier "
+                                "needs at least two")  # fmt: skip
         tokenizer, vocabulary = load_vocabulary(options.model)
         length = options.max_seq_length
         train = make_features(train_examples, vocabulary, length, labels, options.train, separator)

@@ -179,6 +179,10 @@ def _table_examples(path: Path, text: str, form: ExampleFormat, delimiter: str) 
 
 def _table_rows(path: Path, reader: csv.DictReader, form: ExampleFormat) -> list[Example]:
     header = reader.fieldnames or []
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:  # csv.DictReader would keep the last such column's field, silently
+        raise DataError(f"{path}, line 1: the header names {', '.join(repr(name) for name in twice)} more than once; "
+                        "each column needs its own name")  # fmt: skip
     for flag, column in _columns(form):
         if column not in header:
             raise DataError(f"{path}, line 1: no column {column!r} ({flag}); the header names "
@@ -202,7 +206,7 @@ def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, object_pairs_hook=_refusing_duplicate_keys)
         except ValueError as error:
             raise DataError(f"{path}, line {number}: not a JSON object ({error})") from None
         if not isinstance(row, dict):
@@ -215,6 +219,15 @@ def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]
                                 f"got {type(row[column]).__name__}")  # fmt: skip
         examples.append(_example(form, {key: str(value) for key, value in row.items()}, number))
     return examples
+
+
+def _refusing_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object as a dict; a key given twice (json.loads would keep the last) is a ValueError."""
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"the key {twice[0]!r} is given twice")
+    return dict(pairs)
 
 
 def _columns(form: ExampleFormat) -> list[tuple[str, str]]:
