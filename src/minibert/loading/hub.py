@@ -21,6 +21,7 @@ import functools
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -244,10 +245,21 @@ def _within(seconds: float, function):
 
 
 PROBE_SECONDS = 3.0
+PROBE_KEPT_SECONDS = 60.0  # a verdict is reused this long: the network may come back (or go) in a long session
+_probed: dict[str, tuple[float, str | None]] = {}
+_now = time.monotonic  # (a test moves this clock)
 
 
-@functools.lru_cache(maxsize=8)
 def _unreachable(endpoint: str) -> str | None:
+    """``_probe(endpoint)``, remembered for ``PROBE_KEPT_SECONDS`` (one probe for the several files
+    of one load)."""
+    now = _now()
+    if endpoint not in _probed or now - _probed[endpoint][0] > PROBE_KEPT_SECONDS:
+        _probed[endpoint] = (now, _probe(endpoint))
+    return _probed[endpoint][1]
+
+
+def _probe(endpoint: str) -> str | None:
     """Why the hub cannot be asked at all, found in milliseconds, or None (ask it).
 
     huggingface_hub retries a failed connection for about 25 s (and minibert's deadline, 30 s by
