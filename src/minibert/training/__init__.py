@@ -13,6 +13,7 @@ and beside them:
 
     options.py          PretrainOptions and FinetuneOptions: the commands' flags, each written once
     sweep.py            fine-tuning's seeds × learning rates, each trial a run, and their table
+    schedules.py        transformers' learning-rate schedules, for a training loop of your own (the tutorials')
     ray_trials.py       the sweep's trials as Ray Tune trials (--ray; the ray extra, imported there alone)
 
 The learner's path: run/loop.py top-down (one step: tasks' ``sums``, then run/optimization.py's
