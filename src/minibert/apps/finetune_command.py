@@ -63,10 +63,8 @@ def cmd_finetune(args) -> None:
         return
     folder = finetune(options)
     if args.json:
-        import json
+        from ..training.run.report import result_json
 
-        from ..training.run.report import result_of
-
-        print(json.dumps(result_of(folder)))
+        print(result_json(folder))
     else:
         print(folder)

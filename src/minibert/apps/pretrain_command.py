@@ -39,11 +39,9 @@ def cmd_pretrain(args) -> None:
 
     folder = pretrain(PretrainOptions(**values_of(args, PretrainOptions)))
     if args.json:
-        import json
+        from ..training.run.report import result_json
 
-        from ..training.run.report import result_of
-
-        print(json.dumps(result_of(folder)))
+        print(result_json(folder))
 
 
 def cmd_plot(args) -> None:

@@ -273,7 +273,7 @@ def _probe(endpoint: str) -> str | None:
     host = parsed.hostname
     if not host:
         return "its address has no host name"
-    if _through_a_proxy(endpoint, host):
+    if _through_a_proxy(parsed.scheme, host):
         return None
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
@@ -290,11 +290,10 @@ def _probe(endpoint: str) -> str | None:
     return None  # connected, or silent within PROBE_SECONDS: ask, within the deadline
 
 
-def _through_a_proxy(endpoint: str, host: str) -> bool:
+def _through_a_proxy(scheme: str, host: str) -> bool:
     import urllib.request
 
     proxies = urllib.request.getproxies()  # from the environment, as requests reads them
-    scheme = urlparse(endpoint).scheme
     return (scheme in proxies or "all" in proxies) and not urllib.request.proxy_bypass(host)
 
 

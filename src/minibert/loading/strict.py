@@ -139,7 +139,13 @@ def _fresh(name: str, shape: tuple[int, ...], std: float) -> torch.Tensor:
         return torch.ones(shape)
     if name.endswith("bias"):
         return torch.zeros(shape)
-    return torch.nn.init.trunc_normal_(torch.empty(shape), std=std, a=-2 * std, b=2 * std)
+    return google_normal_(torch.empty(shape), std)
+
+
+def google_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:
+    """``tensor`` filled as Google's ``tf.truncated_normal_initializer(stddev=std)``: a normal of
+    deviation ``std``, values beyond two deviations drawn again."""
+    return torch.nn.init.trunc_normal_(tensor, std=std, a=-2 * std, b=2 * std)
 
 
 # Which class to load a checkpoint with, by the heads it has.

@@ -23,6 +23,12 @@ _DEFAULT_SPECIAL_TOKENS = {
 }
 
 
+def capitalised_words(vocab) -> list[str]:
+    """The pieces that are capitalised words ("Paris", not "PARIS" or "##s"): what tells a cased
+    vocabulary from an uncased one (more than 1% of a cased English one; none of an uncased one)."""
+    return [token for token in vocab if len(token) > 1 and token[0].isupper() and token[1:].islower()]
+
+
 def google_lower_case(name: str, vocab: dict[str, int]) -> tuple[bool, str]:
     """Whether to lowercase for a checkpoint that has no tokenizer config (Google's zips), and why.
 
@@ -40,7 +46,7 @@ def google_lower_case(name: str, vocab: dict[str, int]) -> tuple[bool, str]:
         return True, f"the name {Path(name).name!r} says uncased"
     if "cased" in words:
         return False, f"the name {Path(name).name!r} says cased"
-    capitalised = [token for token in vocab if len(token) > 1 and token[0].isupper() and token[1:].islower()]
+    capitalised = capitalised_words(vocab)
     if len(capitalised) * 100 > len(vocab):  # cased English vocabularies: ~15%; uncased: 0
         return (
             False,
@@ -60,7 +66,7 @@ def casing_contradiction(vocab: dict[str, int], lower: bool) -> str | None:
     >>> casing_contradiction({"the": 0, "paris": 1, "##s": 2}, True) is None
     True
     """
-    capitalised = [token for token in vocab if len(token) > 1 and token[0].isupper() and token[1:].islower()]
+    capitalised = capitalised_words(vocab)
     if lower and len(capitalised) * 100 > len(vocab):
         return (f"its vocabulary is cased ({len(capitalised)} of {len(vocab)} pieces are capitalised words, "
                 f"e.g. {capitalised[0]}): lowercased text never reaches them")  # fmt: skip

@@ -126,6 +126,11 @@ class Progress:
         print(f"minibert:   plot     {plot}", file=sys.stderr)
 
 
+def result_json(run: Path) -> str:
+    """``result_of(run)`` as the one JSON line ``--json`` prints."""
+    return json.dumps(result_of(run))
+
+
 def result_of(run: Path) -> dict:
     """What a finished run answers on stdout with ``--json``: its folder, its steps, its last
     metrics line, and (fine-tuning with --dev) the best dev figure, its step and best/'s path."""

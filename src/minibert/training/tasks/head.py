@@ -27,6 +27,7 @@ from ...heads import BertForSequenceClassification, Labels
 from ...loading.checkpoint_files import find_checkpoint, read_state_dict
 from ...loading.names import CLASSIFIER_WEIGHTS
 from ...loading.safetensors import safetensors_shapes
+from ...loading.strict import google_normal_
 from ...tokenizer import BertTokenizer
 from ..pretraining_data.full_tokenizer import NEEDED_TOKENS, PretrainingVocabulary
 
@@ -145,5 +146,5 @@ def draw_new_head(layer: torch.nn.Linear, seed: int) -> None:
     0.02, values beyond two deviations drawn again; ``output_bias``: zero), drawn from ``seed``."""
     torch.manual_seed(seed)
     with torch.no_grad():
-        torch.nn.init.trunc_normal_(layer.weight, std=GOOGLE_HEAD_STD, a=-2 * GOOGLE_HEAD_STD, b=2 * GOOGLE_HEAD_STD)
+        google_normal_(layer.weight, GOOGLE_HEAD_STD)
         layer.bias.zero_()
