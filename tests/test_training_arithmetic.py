@@ -40,7 +40,7 @@ def test_the_state_records_the_threads_and_backend_and_a_resume_with_other_threa
     run = tmp_path / "run"
     assert pretrain(data, run).returncode == 0
     recorded = TrainingState.from_file(run / "training_state.pt").arithmetic
-    assert recorded == {"threads": torch.get_num_threads(), "gemm": "mkl"}
+    assert recorded == {"threads": torch.get_num_threads(), "gemm": "mkl", "device": "cpu"}
     torch.set_num_threads(other_thread_count)
     resumed = pretrain(data, run, "--resume")
     assert resumed.returncode == 0, resumed.stderr
@@ -73,7 +73,7 @@ def _runnable(model) -> list[str]:
 
 def test_a_resume_follows_the_runs_backend_when_none_is_asked_for(tiny_model, monkeypatch):
     monkeypatch.delenv("MINIBERT_GEMM", raising=False)
-    saved = {"threads": torch.get_num_threads(), "gemm": "onednn"}
+    saved = {"threads": torch.get_num_threads(), "gemm": "onednn", "device": "cpu"}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing to say: the process computes as the run did
         follow_the_run(tiny_model, saved)
@@ -93,3 +93,11 @@ def test_a_state_from_before_the_record_is_taken_as_it_is(tiny_model):
         warnings.simplefilter("error")
         follow_the_run(tiny_model, {})
     assert tiny_model.gemm_backend == "mkl"
+
+
+def test_a_run_from_another_device_says_its_resume_is_not_bit_identical(tiny_model):
+    """A state recorded on a GPU, resumed on the CPU (or the other way): right, but its sums and
+    its dropout generator are another device's, and the run says so (the threads are then moot)."""
+    with pytest.warns(UserWarning, match=r"on cuda \(this process runs on cpu: its own order of sums, and its own "
+                      r"generator for dropout\).*not bit-identical"):  # fmt: skip
+        follow_the_run(tiny_model, {"threads": 64, "gemm": "mkl", "device": "cuda"})

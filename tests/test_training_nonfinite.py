@@ -134,7 +134,8 @@ def test_the_resume_command_quotes_paths_and_gives_the_flags_that_differ():
     command = resume_command(options, learning_rate=1e-5)
     assert shlex.split(command) == ["minibert", "pretrain", "--data", "my data/a.tfrecord", "b.tfrecord", "--output",
                                     "run 1", "--steps", "10", "--batch-size", "4", "--config", "c.json", "--vocab",
-                                    "v.txt", "--cased", "--learning-rate", "1e-05", "--resume", "--bf16"]  # fmt: skip
+                                    "v.txt", "--cased", "--learning-rate", "1e-05", "--resume", "--precision",
+                                    "bf16"]  # fmt: skip (--bf16 is --precision bf16 from the start)
     assert resume_command(options, processes=2).startswith("torchrun --nproc_per_node 2 -m minibert pretrain ")
 
 

@@ -53,6 +53,7 @@ _EXPORTS = {
     "ModelNotFoundError": "errors",
     "InputTypeError": "errors",
     "TransformersNameError": "errors",
+    "DeviceError": "errors",
     "get_linear_schedule_with_warmup": "training.schedules",
     "get_cosine_schedule_with_warmup": "training.schedules",
     "get_constant_schedule_with_warmup": "training.schedules",

@@ -34,6 +34,12 @@ class ModelNotFoundError(CheckpointError):
     """Neither a local directory nor a reachable (or cached) hub repository matches the name."""
 
 
+class DeviceError(MinibertError):
+    """The device asked for is not on this machine (devices.py): a torch built without CUDA, no GPU
+    visible, fewer GPUs than the number given, or a precision the device cannot train in (fp16 on a
+    CPU). The message names the device and what is missing."""
+
+
 class InputTypeError(MinibertError, TypeError):
     """An argument of the wrong kind: text where token ids are expected (``model("I love Paris")``),
     a list where one text is (``tokenizer.tokenize(["a", "b"])``). The message names the next step."""

@@ -20,7 +20,7 @@ owns); the commands are in commands.py, embed_files.py and task_files.py (the la
 flags). A new command lives in its own module with ``add_parser(commands, parents)`` and its
 ``cmd_...``, and takes one line in ``build_parser``: ``add_parser(commands, [process])``
 (``process``: --debug, the flag every command takes; a command that runs a model takes
-``[model_run]``: --debug and --gemm). Count flags are parsed by flag_types.py (one rule naming the
+``[model_run]``: --debug, --gemm and --device). Count flags are parsed by flag_types.py (one rule naming the
 limits); --dtype's choices are flag_types' too.
 """
 
@@ -52,7 +52,7 @@ from .embed_files import add_parser as add_embed_parser
 from .embed_files import embedding_flags
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
-from .flag_types import label_list, number, positive_int
+from .flag_types import DEVICE_HELP, device_name, label_list, number, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import add_parser as add_task_parsers
@@ -158,13 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _process_flags() -> tuple[_Parser, _Parser]:
     """The flags a command takes after its name too (``minibert vocab ... --debug``), as parents:
-    ``process`` (--debug), which every command takes, and ``model_run`` (--debug and --gemm), which
-    the commands that run a model take. A command module hooks in with
-    ``add_parser(commands, parents=[process])``; tests/test_apps_flags.py checks that every command takes --debug."""
+    ``process`` (--debug), which every command takes, and ``model_run`` (--debug, --gemm and
+    --device), which the commands that run a model take (pretrain and finetune: their options'
+    --device). A command module hooks in with ``add_parser(commands, parents=[process])``;
+    tests/test_apps_flags.py checks that every command takes --debug."""
     process = _Parser(add_help=False)
     process.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     model_run = _Parser(add_help=False, parents=[process])
     model_run.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
+    model_run.add_argument("--device", type=device_name, default="auto", help=DEVICE_HELP)
     return process, model_run
 
 

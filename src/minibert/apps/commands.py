@@ -42,6 +42,7 @@ def load_model(args, loader, *, needs_heads: str | None = None):
     from ..loading.hub import BUNDLED_WITH_HEADS
 
     name = args.model or DEFAULT_MODEL
+    device_of(args)  # the device first: asking for a GPU that is not there reads nothing
     try:
         loaded = loader(name)
     except MissingHeadsError as error:  # the Python advice (new_heads=True) is no flag: the command's own
@@ -85,10 +86,24 @@ def gemm_of(args) -> str | None:
     return getattr(args, "gemm", None)
 
 
+def device_of(args):
+    """--device as the torch.device this machine has (devices.py), checked once, before any model
+    is loaded or file written: a GPU that is not there is one line, exit 1. A GPU used is named on
+    stderr (``minibert: device cuda:0 (NVIDIA H200)``)."""
+    from ..devices import describe, resolve_device
+
+    if not hasattr(args, "resolved_device"):
+        args.resolved_device = resolve_device(getattr(args, "device", None) or "auto")
+        if args.resolved_device.type != "cpu":
+            print(f"minibert: device {describe(args.resolved_device)}", file=sys.stderr)
+    return args.resolved_device
+
+
 def load_embedder(args):
     from ..embedding.embedder import Embedder
 
-    return load_model(args, lambda name: Embedder.from_pretrained(name, dtype=args.dtype, gemm=gemm_of(args)))
+    return load_model(args, lambda name: Embedder.from_pretrained(name, dtype=args.dtype, gemm=gemm_of(args),
+                                                                  device=device_of(args)))  # fmt: skip
 
 
 def cmd_tokenize(args) -> None:
@@ -135,7 +150,8 @@ def cmd_fill_mask(args) -> None:
     from ..tasks import fill_mask
     from ..tasks.fill_mask_and_next_sentence import load_with_fallback
 
-    loaded = load_model(args, lambda name: load_with_fallback(name, BertForMaskedLM, "mlm_head", gemm=gemm_of(args)),
+    loaded = load_model(args, lambda name: load_with_fallback(name, BertForMaskedLM, "mlm_head", gemm=gemm_of(args),
+                                                              device=device_of(args)),
                         needs_heads="fill-mask")  # fmt: skip
     answers = fill_mask(args.text, model=loaded, top_k=args.top_k)
     groups = answers if answers and isinstance(answers[0], list) else [answers]
@@ -152,7 +168,7 @@ def cmd_next_sentence(args) -> None:
     from ..tasks.fill_mask_and_next_sentence import load_with_fallback
 
     loaded = load_model(args, lambda name: load_with_fallback(name, BertForNextSentencePrediction, "nsp_head",
-                                                              gemm=gemm_of(args)),
+                                                              gemm=gemm_of(args), device=device_of(args)),
                         needs_heads="next-sentence")  # fmt: skip
     print(f"{next_sentence(args.first, args.second, model=loaded):.4f}")
 
@@ -172,7 +188,8 @@ def cmd_verify(args) -> None:
 
     name = args.model or DEFAULT_MODEL
     try:
-        rows = load_model(args, lambda name: compare_with_transformers(name, args.text or None, gemm=gemm_of(args)))
+        rows = load_model(args, lambda name: compare_with_transformers(name, args.text or None, gemm=gemm_of(args),
+                                                                       device=device_of(args)))  # fmt: skip
     except RuntimeError as error:
         raise CommandFailed(str(error)) from None
     print(format_table(rows, args.tolerance))
@@ -186,7 +203,8 @@ def _verify_int8(args) -> None:
     from ..speed.int8_check import COSINE_FLOOR
     from .verify_int8 import compare_int8_with_float32, format_report
 
-    report = load_model(args, lambda name: compare_int8_with_float32(name, args.text or None, gemm=gemm_of(args)))
+    report = load_model(args, lambda name: compare_int8_with_float32(name, args.text or None, gemm=gemm_of(args),
+                                                                     device=device_of(args)))  # fmt: skip
     print(format_report(report))
     if report.worst < COSINE_FLOOR:
         raise CommandFailed(f"{args.model or DEFAULT_MODEL}: int8 reaches a cosine of only {report.worst:.5f} to "
@@ -200,6 +218,7 @@ def cmd_serve(args) -> None:
         settings = settings_from(args)
     except ValueError as error:
         raise CommandError(str(error)) from None
+    settings = dataclasses.replace(settings, device=str(device_of(args)))
     try:
         from .serve.process import serve
     except ImportError as error:

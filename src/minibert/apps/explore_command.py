@@ -15,7 +15,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from .commands import CommandError
+from .commands import CommandError, device_of
 from .flag_types import positive_int, whole_number
 
 # [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each.
@@ -69,6 +69,7 @@ def cmd_explore(args) -> None:
                            f"of each needs {SHORTEST['pair']} or more")  # fmt: skip
     if args.model and looks_like_a_path(args.model) and not os.path.exists(args.model):
         raise ModelNotFoundError(f"--model {args.model}: no such directory")
+    device_of(args)  # a GPU that is not there: one line, before anything is loaded
     logging.getLogger("minibert").setLevel(logging.WARNING)  # a refused input is one line, not the loader's notes
     try:
         page = _explore(args, args.model or DEFAULT_MODEL)
@@ -95,7 +96,7 @@ def _explore(args, model: str):
         tokenizer = _with_options(tokenizer, lower=not args.cased and tokenizer.basic.do_lower_case,
                                   basic=not args.whitespace_words)  # fmt: skip
     return explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
-                   tokenizer=tokenizer, attention_bits=args.attention_bits)  # fmt: skip
+                   tokenizer=tokenizer, attention_bits=args.attention_bits, device=device_of(args))  # fmt: skip
 
 
 def file_size(size: int) -> str:

@@ -49,10 +49,27 @@ def number(low: float | None = None, high: float | None = None, unit: str = ""):
 positive_int = whole_number(1)  # --steps, --batch-size, --top-k, --max-batch-tokens, ...
 
 # --dtype of the commands that run a model (embed, similarity, classify, tag, answer, rerank, serve)
-DTYPES = ("float32", "bfloat16", "auto", "int8")
-DTYPE_HELP = ("the model's weights: float32 (default) or bfloat16; auto: bfloat16 where it is measured faster on this "
-              "CPU, else float32; int8: the encoder's linear layers in int8, checked against float32 at load "
-              "(docs/int8.md)")  # fmt: skip
+DTYPES = ("float32", "bfloat16", "float16", "auto", "int8")
+DTYPE_HELP = ("the model's weights: float32 (default), bfloat16 or float16 (for a GPU); auto: bfloat16 on a GPU that "
+              "has it and where it is measured faster on this CPU, else float32; int8: the encoder's linear layers "
+              "in int8 on the CPU, checked against float32 at load (docs/int8.md)")  # fmt: skip
+
+
+DEVICE_HELP = ("where the model runs: auto (default: CUDA where torch sees a GPU, else the CPU; a GPU used is named "
+               "on stderr), cpu, cuda, cuda:N")  # fmt: skip
+
+
+def device_name(text: str) -> str:
+    """An argparse type: a device name (devices.py; whether the machine has it is checked when the
+    command runs: exit 1, one line).
+
+    >>> device_name("gpu")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: device 'gpu': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0)
+    """
+    from ..devices import device_flag
+
+    return device_flag(text)
 
 
 def label_list(text: str) -> list[str]:

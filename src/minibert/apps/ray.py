@@ -40,8 +40,10 @@ class EmbedBatch:
 
     * ``model``: a hub id or local directory (every node must be able to read it).
     * ``text_column`` / ``output_column``: where the texts are and where the vectors go.
-    * ``dtype``: "float32" (default) or "bfloat16"; ``num_threads``: torch threads per actor
-      (default: what Ray gives the actor, ``num_cpus``).
+    * ``dtype``: "float32" (default), "bfloat16" or "float16"; ``num_threads``: torch threads per
+      actor (default: what Ray gives the actor, ``num_cpus``).
+    * ``device``: where each actor's model runs: "auto", "cpu", "cuda" (give the actors GPUs:
+      ``map_batches(..., num_gpus=1)``; Ray sets each actor's visible GPU). Default the CPU.
     * ``options``: an ``EmbedOptions``; or its fields as keywords (pooling, normalize,
       prompt_name, max_length, long_text, ...), checked once when the actor starts.
     """
@@ -53,6 +55,7 @@ class EmbedBatch:
         text_column: str = "text",
         output_column: str = "embedding",
         dtype: str | None = None,
+        device: str | None = None,
         num_threads: int | None = None,
         options=None,
         **embed_options,
@@ -64,7 +67,7 @@ class EmbedBatch:
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)
-        self.embedder = Embedder.from_pretrained(model, dtype=dtype)
+        self.embedder = Embedder.from_pretrained(model, dtype=dtype, device=device)
         self.text_column, self.output_column = text_column, output_column
         self.options = EmbedOptions.of(options, **embed_options)  # a bad option fails here, once
         self.embedder.embed_pieces([], self.options)  # ... and so does one this model cannot apply (a layer it lacks)

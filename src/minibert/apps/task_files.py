@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..formats.line_files import CHUNK, check_output, count_records, json_lines_output, read_records, spooled_stdin
 from ..task_choices import AGGREGATIONS, FUNCTIONS
-from .commands import CommandError, gemm_of, load_model
+from .commands import CommandError, device_of, gemm_of, load_model
 from .flag_types import DTYPE_HELP, DTYPES, label_list, positive_int, whole_number
 
 
@@ -171,8 +171,10 @@ def cmd_classify(args) -> None:
     def load(name):
         if args.labels:  # the user's names for the head's outputs (head_labels.py refuses a count that does not fit)
             name = BertForSequenceClassification.from_pretrained(name, gemm=gemm_of(args), dtype=args.dtype,
+                                                                 device=device_of(args),
                                                                  id2label=dict(enumerate(args.labels)))  # fmt: skip
-        return load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args), dtype=args.dtype)
+        return load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args), dtype=args.dtype,
+                             device=device_of(args))  # fmt: skip
 
     _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts], load, answer)
 
@@ -188,7 +190,7 @@ def cmd_tag(args) -> None:
 
     _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts],
          lambda name: load_for_task(name, BertForTokenClassification, gemm=gemm_of(args),
-                                    dtype=args.dtype), answer)  # fmt: skip
+                                    dtype=args.dtype, device=device_of(args)), answer)  # fmt: skip
 
 
 def cmd_answer(args) -> None:
@@ -210,14 +212,15 @@ def cmd_answer(args) -> None:
 
     _run(args, ("question", "context"), (), from_arguments,
          lambda name: load_for_task(name, BertForQuestionAnswering, gemm=gemm_of(args),
-                                    dtype=args.dtype), answer_chunk)  # fmt: skip
+                                    dtype=args.dtype, device=device_of(args)), answer_chunk)  # fmt: skip
 
 
 def cmd_rerank(args) -> None:
     from ..tasks import CrossEncoder
 
     def load(name: str):
-        ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args), dtype=args.dtype)
+        ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args), dtype=args.dtype,
+                              device=device_of(args))  # fmt: skip
         if ranker.num_labels != 1:
             raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
                              f"it has {ranker.num_labels} labels")  # fmt: skip

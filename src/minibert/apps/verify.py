@@ -24,11 +24,13 @@ SAMPLE_TEXTS = [
 
 
 def compare_with_transformers(
-    name_or_path: str, texts: list[str] | None = None, heads: bool | None = None, gemm: str | None = None
+    name_or_path: str, texts: list[str] | None = None, heads: bool | None = None, gemm: str | None = None,
+    device=None,
 ) -> list[tuple[str, float]]:
     """Run ``texts`` through minibert and transformers; return [(output name, max |Δ|), ...] over
     the embeddings, every layer, the pooler, every attention map, and (when the checkpoint has
-    them) the masked-LM and next-sentence logits. Real tokens only (padding is not compared)."""
+    them) the masked-LM and next-sentence logits. Real tokens only (padding is not compared). Both
+    models run on ``device`` (default the CPU), in float32."""
     try:
         transformers = importlib.import_module("transformers")
     except ImportError:
@@ -43,14 +45,15 @@ def compare_with_transformers(
     if heads is None:
         heads = _has_heads(name_or_path)
     if heads:
-        ours_full = BertForPreTraining.from_pretrained(name_or_path, gemm=gemm)
+        ours_full = BertForPreTraining.from_pretrained(name_or_path, gemm=gemm, device=device)
         ours = ours_full.bert
         theirs_full = transformers.BertForPreTraining.from_pretrained(str(name_or_path), attn_implementation="eager")
-        theirs = theirs_full.bert
+        theirs = theirs_full.to(ours.device).bert
     else:
-        ours = BertModel.from_pretrained(name_or_path, gemm=gemm)
+        ours = BertModel.from_pretrained(name_or_path, gemm=gemm, device=device)
         theirs = transformers.BertModel.from_pretrained(str(name_or_path), attn_implementation="eager")
-    theirs.eval()
+    theirs.to(ours.device).eval()
+    batch = {key: value.to(ours.device) for key, value in batch.items()}
     real = batch["attention_mask"].bool()
     rows = []
     with torch.inference_mode():

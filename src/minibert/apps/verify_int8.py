@@ -37,17 +37,19 @@ class Int8Report:
         return sum(self.cosines) / len(self.cosines)
 
 
-def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None, gemm: str | None = None) -> Int8Report:
+def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None, gemm: str | None = None,
+                              device=None) -> Int8Report:  # fmt: skip
     """Load ``name_or_path`` in float32 and in int8 and compare them on ``texts`` (default: the
     texts the int8 loader calibrates on). A checkpoint of a sequence classifier is loaded with its
-    head, and its labels compared too."""
+    head, and its labels compared too. int8 runs on the CPU: a ``device`` elsewhere is refused
+    (QuantizationError) before anything is read."""
     texts = list(texts or CALIBRATION_TEXTS)
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
     batch = dict(tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))
     classifier = _is_classifier(name_or_path)
     cls = BertForSequenceClassification if classifier else BertModel
+    approximate = cls.from_pretrained(name_or_path, gemm=gemm, dtype="int8", device=device)
     exact = cls.from_pretrained(name_or_path, gemm=gemm)
-    approximate = cls.from_pretrained(name_or_path, gemm=gemm, dtype="int8")
     real = batch["attention_mask"].bool()  # (B, T)
     with torch.inference_mode():
         a = getattr(exact, "bert", exact)(**batch, output_hidden_states=True).hidden_states

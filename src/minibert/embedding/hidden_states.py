@@ -3,6 +3,9 @@
 The windows (windows.py) become rows [CLS] pieces [SEP]; the rows are sorted longest first and cut
 into batches by a budget of padded tokens (batches.py), so a batch holds many short rows or a few
 long ones and carries little padding; on a CPU the batches run in parallel streams (streams.py).
+On a GPU they run one after another, one ahead: batch i + 1 is padded, copied (from pinned memory,
+without waiting) and queued while the GPU still computes batch i, whose results are copied back
+only then — the GPU never waits for the CPU between batches.
 Each batch's results go back to their texts, so nothing depends on the order the batches ran in.
 
 A text that fits in one window is pooled right in its batch when pooling modes are given (stage 4
@@ -51,14 +54,20 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     results = [TextStates() for _ in sequences]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.unk_token_id  # masked
 
+    on_gpu = model.device.type == "cuda"
+
     def forward(batch: list[int]):
-        """One batch through the model: its token vectors, pooler vectors and pooled vectors."""
+        """One batch through the model: its token vectors, pooler vectors and pooled vectors (on
+        the model's device: a GPU's are copied back by the loop below, after the next batch is queued)."""
         rows = [windows[i][2] for i in batch]
         input_ids = torch.full((len(rows), len(rows[0])), pad, dtype=torch.long)
         attention_mask = torch.zeros_like(input_ids)
         for row, ids in enumerate(rows):
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention_mask[row, : len(ids)] = 1
+        if on_gpu:  # copied without waiting (pinned memory): the GPU may still be busy with the last batch
+            input_ids, attention_mask = (t.pin_memory().to(model.device, non_blocking=True)
+                                         for t in (input_ids, attention_mask))  # fmt: skip
         with torch.inference_mode():
             out = model(input_ids, attention_mask, output_hidden_states=layers != [-1], skip_padding=True)
             if layers == [-1]:  # pooling reads real tokens only: the padding's rows are never used
@@ -68,7 +77,7 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
             pooler = out.pooler_output.float() if pooling and "pooler" in pooling else None
             mask = attention_mask.to(states.device).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
             mask[:, :skip] = 0
-            pooled = pool(states, mask, pooler, pooling).cpu().numpy() if pooling else None
+            pooled = pool(states, mask, pooler, pooling) if pooling else None
         return batch, states, pooler, pooled
 
     # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
@@ -77,7 +86,8 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     lengths = [len(window[2]) for window in windows]
     batches, outputs = length_sorted_batches(lengths, forward, options.batch_size, model.config, streams)
     with contextlib.closing(outputs):
-        for batch, states, pooler, pooled in _progress(outputs, progress, batches):
+        for batch, states, pooler, pooled in _progress(_one_ahead(outputs) if on_gpu else outputs, progress, batches):
+            pooled = None if pooled is None else pooled.cpu().numpy()  # (on a GPU: waits for this batch alone)
             for row, i in enumerate(batch):
                 index, start, ids = windows[i]
                 if pooled is not None and len(sequences[index]) == 1:
@@ -88,6 +98,18 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     for text in results:
         text.windows.sort(key=lambda window: window[0])
     return results
+
+
+def _one_ahead(results: Iterator) -> Iterator:
+    """Each result once the next one has been started: on a GPU, the next batch is queued before
+    this one's results are copied back (which waits for them)."""
+    previous = _NOTHING = object()
+    for result in results:
+        if previous is not _NOTHING:
+            yield previous
+        previous = result
+    if previous is not _NOTHING:
+        yield previous
 
 
 def _progress(results: Iterator, progress: bool | None, batches: list):

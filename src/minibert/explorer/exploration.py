@@ -62,7 +62,7 @@ class Exploration:
 
 def explore(model, text: str, pair: str | None = None, *, top_k: int = 5, max_length: int | None = None,
             truncate: bool = False, tokenizer: BertTokenizer | None = None,
-            attention_bits: int | None = None) -> Exploration:  # fmt: skip
+            attention_bits: int | None = None, device=None) -> Exploration:  # fmt: skip
     """Run ``text`` (and ``pair``) through ``model`` and return what the explorer page shows.
 
     ``model``: a hub id or directory, a minibert model loaded with ``from_pretrained`` (``BertModel``,
@@ -70,7 +70,8 @@ def explore(model, text: str, pair: str | None = None, *, top_k: int = 5, max_le
     with the masked-LM head gets the logit lens (``top_k`` guesses per position and layer); one
     without it gets none. A text longer than the model's positions (or ``max_length``) is refused
     unless ``truncate=True``. ``attention_bits`` (8 or 16; default: 16 up to 4 M weights, else 8)
-    is how precisely the page stores the attention; ``.data`` keeps float32."""
-    loaded = load_for_exploring(model, tokenizer)
+    is how precisely the page stores the attention; ``.data`` keeps float32. ``device``: where a
+    model given by name runs ("cuda", "auto"; default the CPU)."""
+    loaded = load_for_exploring(model, tokenizer, device)
     data = compute(loaded, text, pair, top_k=top_k, max_length=max_length, truncate=truncate)
     return Exploration(data, loaded.tokenizer.cls_token, loaded.tokenizer.sep_token, attention_bits)

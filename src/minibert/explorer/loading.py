@@ -49,10 +49,11 @@ def has_masked_lm_head(name_or_path) -> bool:
     return any(name is not None and name.startswith("mlm_head.") for name in renamed)
 
 
-def load_for_exploring(model, tokenizer: BertTokenizer | None = None) -> LoadedModel:
+def load_for_exploring(model, tokenizer: BertTokenizer | None = None, device=None) -> LoadedModel:
     """``model``: a hub id or directory, a minibert model (``BertModel`` or one with heads, loaded
     with ``from_pretrained``), or a ``(model, tokenizer)`` pair. ``tokenizer`` replaces the
-    checkpoint's (e.g. ``BertTokenizer(vocab, do_lower_case=False)`` for a cased reading)."""
+    checkpoint's (e.g. ``BertTokenizer(vocab, do_lower_case=False)`` for a cased reading);
+    ``device``: where a model given by name runs (a loaded model runs where it is)."""
     if isinstance(model, tuple) and len(model) == 2:
         model, tokenizer = model
     if isinstance(model, (str, os.PathLike)):
@@ -60,7 +61,7 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None) -> LoadedM
         if not os.path.exists(source) and looks_like_a_path(source):
             raise ModelNotFoundError(f"model directory not found: {source}")
         cls = BertForMaskedLM if has_masked_lm_head(source) else EncoderWithoutPooler
-        model = cls.from_pretrained(source)
+        model = cls.from_pretrained(source, device=device)
     if not isinstance(model, (BertModel, BertWithHeads)):
         raise TypeError(f"model must be a hub id, a directory, a minibert model or (model, tokenizer), "
                         f"got {type(model).__name__}")  # fmt: skip

@@ -20,7 +20,8 @@ import torch
 
 from ..config import BertConfig
 from ..config_fields import LABEL_FIELDS
-from ..errors import CheckpointError, InputTypeError
+from ..devices import resolve_device
+from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
 from .checkpoint_files import find_checkpoint, read_state_dict
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
@@ -28,9 +29,11 @@ from .safetensors import safetensors_shapes
 from .strict import rename_and_check
 
 
-def _parse_dtype(dtype, config: BertConfig) -> torch.dtype | None:
+def _parse_dtype(dtype, config: BertConfig, device=None) -> torch.dtype | None:
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
+    if dtype == "auto" and device is not None and device.type == "cuda":  # tensor cores: bf16 where the GPU has it
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     if dtype == "auto":  # approximate numbers where bf16 is measured faster here; exact float32 elsewhere
         from ..speed.bf16 import bf16_is_faster
 
@@ -81,6 +84,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 
 
 def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
+    device = resolve_device(device)  # a GPU that is not there: one line, before anything is read
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
     dtype = "int8" if dtype in (torch.int8, torch.qint8) else dtype  # the same: int8 layers, not int8 "floats"
@@ -88,7 +92,10 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         raise ValueError(f"dtype {dtype} cannot hold a model's weights: give a floating-point dtype, or "
                          "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
     int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
-    dtype = _parse_dtype(dtype, config) or torch.float32
+    if int8 and device is not None and device.type != "cpu":
+        raise QuantizationError(f"dtype='int8' runs on the CPU (FBGEMM, torch's int8 engine, has no GPU kernels); "
+                                f"asked for {device}: load it in float16 or bfloat16 there instead")  # fmt: skip
+    dtype = _parse_dtype(dtype, config, device) or torch.float32
     label_config = dict(label_config or {})
     call_defaults = _call_defaults(label_config)
     unknown = sorted(set(label_config) - set(LABEL_FIELDS))

@@ -37,11 +37,11 @@ _NO_ANSWER_SCORE = 1_000_000  # "no answer" starts above any probability, then t
 
 def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride: int | None = None,
            max_answer_len: int = 15, max_seq_len: int | None = None, handle_impossible_answer: bool = False,
-           align_to_words: bool = True, batch_size: int = 32, dtype: str | None = None):  # fmt: skip
+           align_to_words: bool = True, batch_size: int = 32, dtype: str | None = None, device=None):  # fmt: skip
     """The answer(s) to ``question`` found in ``context`` (see the module's docstring). Lists of
-    questions and contexts (of one length) give one result per pair. ``dtype`` ("int8", ...) loads a
-    model given by name as ``from_pretrained`` does."""
-    bert, tokenizer = load_for_task(model, BertForQuestionAnswering, dtype=dtype)
+    questions and contexts (of one length) give one result per pair. ``dtype`` ("int8", ...) and
+    ``device`` load a model given by name as ``from_pretrained`` does."""
+    bert, tokenizer = load_for_task(model, BertForQuestionAnswering, dtype=dtype, device=device)
     if bert.num_labels != 2:
         raise ValueError(f"a question-answering head scores a start and an end: this one has {bert.num_labels} outputs")
     single = isinstance(question, str) and isinstance(context, str)

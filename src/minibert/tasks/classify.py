@@ -85,12 +85,13 @@ def _texts_and_pairs(inputs) -> tuple[bool, list[str], list[str] | None]:
 
 
 def classify(inputs, *, model=DEFAULT_MODEL, top_k=_BEST_ONLY, function_to_apply: str | None = None,
-             truncation: bool = False, batch_size: int = 32, dtype: str | None = None) -> list:  # fmt: skip
+             truncation: bool = False, batch_size: int = 32, dtype: str | None = None,
+             device=None) -> list:  # fmt: skip
     """Labels and scores for each text (or ``{"text", "text_pair"}``), as the ``text-classification``
     pipeline returns them (see the module's docstring). A text longer than the model takes is an
     error unless ``truncation=True`` (then its end is cut). ``dtype`` ("int8", ...) loads a model
-    given by name as ``from_pretrained`` does."""
-    bert, tokenizer = load_for_task(model, BertForSequenceClassification, dtype=dtype)
+    given by name as ``from_pretrained`` does, and ``device`` ("cuda", "auto", ...) too."""
+    bert, tokenizer = load_for_task(model, BertForSequenceClassification, dtype=dtype, device=device)
     single, texts, pairs = _texts_and_pairs(inputs)
     if top_k is not _BEST_ONLY and top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)
                                                           or top_k < 1):  # fmt: skip

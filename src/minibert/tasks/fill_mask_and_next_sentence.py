@@ -31,27 +31,27 @@ BUNDLED_FALLBACK_NOTE = (
 )
 
 
-def load_with_fallback(model, cls: type, head: str, *, gemm: str | None = None):
+def load_with_fallback(model, cls: type, head: str, *, gemm: str | None = None, device=None):
     """``load_for_task(model, cls, head)``; ``model=None`` is the default model, or the bundled toy
     (with a warning) when the default cannot be reached. The toy is a ``BertForPreTraining`` and is
     loaded as one (both heads): no tensor of it is left unused."""
     if model is None:
         try:
-            return load_for_task(DEFAULT_MODEL, cls, head, gemm=gemm)
+            return load_for_task(DEFAULT_MODEL, cls, head, gemm=gemm, device=device)
         except ModelNotFoundError:
             warnings.warn(BUNDLED_FALLBACK_NOTE, stacklevel=3)
             model = BUNDLED_WITH_HEADS
     if isinstance(model, str) and bundled_path(model) is not None:
         cls = BertForPreTraining
-    return load_for_task(model, cls, head, gemm=gemm)
+    return load_for_task(model, cls, head, gemm=gemm, device=device)
 
 
-def fill_mask(text: str, *, model=None, top_k: int = 5) -> list[dict] | list[list[dict]]:
+def fill_mask(text: str, *, model=None, top_k: int = 5, device=None) -> list[dict] | list[list[dict]]:
     """The ``top_k`` most likely pieces for the [MASK] in ``text``, most likely first:
     ``[{"token": "fashion", "token_id": 4827, "score": 0.107}, ...]`` (scores are softmax
     probabilities over the vocabulary). With several [MASK]s: one such list per mask.
     ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
-    bert, tokenizer = load_with_fallback(model, BertForMaskedLM, "mlm_head")
+    bert, tokenizer = load_with_fallback(model, BertForMaskedLM, "mlm_head", device=device)
     if not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
     if tokenizer.mask_token_id is None:
@@ -86,10 +86,10 @@ def fill_mask(text: str, *, model=None, top_k: int = 5) -> list[dict] | list[lis
     return answers[0] if len(answers) == 1 else answers
 
 
-def next_sentence(first: str, second: str, *, model=None) -> float:
+def next_sentence(first: str, second: str, *, model=None, device=None) -> float:
     """Probability, by BERT's next-sentence head, that ``second`` follows ``first`` in a text.
     ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
-    bert, tokenizer = load_with_fallback(model, BertForNextSentencePrediction, "nsp_head")
+    bert, tokenizer = load_with_fallback(model, BertForNextSentencePrediction, "nsp_head", device=device)
     limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
     pieces = len(tokenizer(first, second, verbose=False)["input_ids"])
     warn_if_cut("next_sentence", pieces, limit, "the longer text loses its end first")

@@ -24,9 +24,9 @@ _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(name_or_path: str, cls: type, gemm: str | None = None,
-                 dtype: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
-    model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype)
+def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: str | None = None,
+                 device: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
+    model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype, device=device)
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
@@ -38,12 +38,13 @@ def _tokenizer_cached(name_or_path: str) -> BertTokenizer:
 
 
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
-                  gemm: str | None = None,
-                  dtype: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
+                  gemm: str | None = None, dtype: str | None = None,
+                  device=None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
     """``model=`` as a (model, tokenizer) pair whose model is a ``cls`` or has the attribute
     ``head`` (``BertForPreTraining`` has both ``mlm_head`` and ``nsp_head``). A name is loaded
     with ``gemm``, the linear layers' matrix library (see speed/gemm.py; None: ``$MINIBERT_GEMM`` or auto),
-    and ``dtype`` as ``from_pretrained`` takes it ("int8" too); a loaded model keeps its own."""
+    and ``dtype`` and ``device`` as ``from_pretrained`` takes them ("int8", "cuda"); a loaded model
+    keeps its own (a ``device`` that is not its device is refused: minibert never moves your model)."""
 
     def has_head(candidate) -> bool:
         return isinstance(candidate, cls) or (head is not None and hasattr(candidate, head))
@@ -51,19 +52,33 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
     if isinstance(model, tuple) and len(model) == 2:
         if not has_head(model[0]):
             raise TypeError(f"this task needs a {cls.__name__}, got a {type(model[0]).__name__}")
+        _check_where_it_is(model[0], device)
         return model
     if isinstance(model, BertWithHeads):
         if not has_head(model):
             raise TypeError(f"this task needs a {cls.__name__}, got a {type(model).__name__}")
+        _check_where_it_is(model, device)
         source = getattr(model, "name_or_path", None)
         if source is None:
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
         return model, _tokenizer_cached(str(source))
     if isinstance(model, (str, os.PathLike)):
         with _lock:  # two threads asking for the same model load it once
-            return _load_cached(os.fspath(model), cls, gemm, dtype)
+            return _load_cached(os.fspath(model), cls, gemm, dtype, None if device is None else str(device))
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
                     f"got {type(model).__name__}")  # fmt: skip
+
+
+def _check_where_it_is(model, device) -> None:
+    """A loaded model runs where it is; ``device=`` naming another place is a mistake, said."""
+    if device is None:
+        return
+    from ..devices import resolve_device
+
+    wanted = resolve_device(device)
+    if wanted.type != model.device.type or (wanted.index is not None and wanted != model.device):
+        raise ValueError(f"device={str(device)!r}, but the model given is on {model.device}: move it first "
+                         f"(model.to({str(wanted)!r})), or leave device out")  # fmt: skip
 
 
 def check_lengths(rows: list[list[int]], limit: int, truncation_hint: str) -> None:

@@ -121,12 +121,13 @@ _cache: dict[str, CrossEncoder] = {}
 
 
 def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
-           return_documents: bool = False, dtype: str | None = None) -> list[dict]:  # fmt: skip
-    """``CrossEncoder(model, dtype=dtype).rank(query, documents, ...)``, the model loaded once per name and dtype."""
+           return_documents: bool = False, dtype: str | None = None, device=None) -> list[dict]:  # fmt: skip
+    """``CrossEncoder(model, dtype=dtype, device=device).rank(query, documents, ...)``, the model
+    loaded once per name, dtype and device."""
     if not isinstance(model, CrossEncoder):
-        key = f"{os.fspath(model)}|{dtype}"
+        key = f"{os.fspath(model)}|{dtype}|{device}"
         if key not in _cache:
-            _cache[key] = CrossEncoder(os.fspath(model), dtype=dtype)
+            _cache[key] = CrossEncoder(os.fspath(model), dtype=dtype, device=device)
         model = _cache[key]
     return model.rank(query, documents, top_k=top_k, return_documents=return_documents)
 

@@ -35,11 +35,11 @@ from .loading import load_for_task, run_rows, warn_if_cut
 
 
 def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", ignore_labels=("O",),
-        stride: int | None = None, batch_size: int = 32, dtype: str | None = None) -> list:  # fmt: skip
+        stride: int | None = None, batch_size: int = 32, dtype: str | None = None, device=None) -> list:  # fmt: skip
     """The entities of a text (a list of dicts), or of each text in a list (a list of such lists);
     see the module's docstring for what each ``aggregation_strategy`` returns. ``dtype`` ("int8",
-    ...) loads a model given by name as ``from_pretrained`` does."""
-    bert, tokenizer = load_for_task(model, BertForTokenClassification, dtype=dtype)
+    ...) and ``device`` load a model given by name as ``from_pretrained`` does."""
+    bert, tokenizer = load_for_task(model, BertForTokenClassification, dtype=dtype, device=device)
     strategy = str(aggregation_strategy).lower()
     if strategy not in AGGREGATIONS:
         raise ValueError(f"aggregation_strategy must be one of {AGGREGATIONS}, got {aggregation_strategy!r}")

@@ -14,11 +14,22 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
+from ..devices import device_flag
 from ..errors import DataError
 from ..limits import option, refuse_out_of_limits
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
 from .tasks import PROBLEMS
 from .tasks.examples import GLUE, REGRESSION_TASKS, ExampleFormat
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISION_HELP = ("the forward pass's arithmetic: fp32 (default), bf16 or fp16 autocast (the weights and the optimizer "
+                  "stay float32; fp16 on a GPU, with a loss scaler)")  # fmt: skip
+DEVICE_HELP = ("where the run trains: auto (default: CUDA where torch sees a GPU, else the CPU), cpu, cuda, cuda:N; "
+               "under torchrun each process takes its own GPU (LOCAL_RANK)")  # fmt: skip
+DETERMINISTIC_HELP = ("on a GPU, torch's deterministic algorithms (slower): a resumed run repeats a never-stopped one "
+                      "bit for bit (on a CPU it does anyway)")  # fmt: skip
+# Where and how a run is computed, not what it is: a run may resume elsewhere (the difference is said: arithmetic.py).
+WHERE_IT_RUNS = ("device", "deterministic")
 
 
 @dataclass(frozen=True)
@@ -53,13 +64,22 @@ class PretrainOptions:
         "micro-batches per update in each process: gradient accumulation", low=1))  # fmt: skip
     resume: bool = field(default=False, metadata=option(
         "continue the run in --output from its last checkpoint", action="store_true"))  # fmt: skip
-    bf16: bool = field(default=False, metadata=option(
-        "forward in bfloat16 autocast (faster with AMX; a warning where it is not: precision.py)",
-        action="store_true"))  # fmt: skip
+    precision: str = field(default="fp32", metadata=option(PRECISION_HELP, choices=PRECISIONS))
+    bf16: bool = field(default=False, metadata=option(  # (set, it becomes precision="bf16" and is False again)
+        "the same as --precision bf16", action="store_true"))  # fmt: skip
+    device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
+    deterministic: bool = field(default=False, metadata=option(DETERMINISTIC_HELP, action="store_true"))
     allow_wrap: bool = field(default=False, metadata=option(
         "allow a --batch-size larger than the data (each batch repeats instances)", action="store_true"))  # fmt: skip
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
     eval_every: ClassVar[None] = None  # (fine-tuning's: pre-training has no dev set)
+
+    def __post_init__(self):
+        if self.bf16:  # the older flag: one name for one setting from here on (settings, resume command)
+            if self.precision not in ("fp32", "bf16"):
+                raise DataError(f"--bf16 and --precision {self.precision} contradict each other: give one")
+            object.__setattr__(self, "precision", "bf16")
+            object.__setattr__(self, "bf16", False)
 
     def check(self, processes: int) -> None:
         refuse_out_of_limits(self, flags=True)
@@ -76,7 +96,7 @@ class PretrainOptions:
         """What a resumed run must share with the run it continues (``steps``: --steps, a field here)."""
         kept = asdict(self)
         for name in ("data", "output", "resume", "progress", "config", "vocab", "do_lower_case", "save_every",
-                     "allow_wrap"):  # fmt: skip
+                     "allow_wrap", "bf16", *WHERE_IT_RUNS):  # fmt: skip
             kept.pop(name)
         return {**kept, "processes": processes}
 
@@ -152,10 +172,12 @@ class FinetuneOptions:
         "answer, v2.0: predict no answer when the null score minus the best answer's exceeds this"))  # fmt: skip
     resume: bool = field(default=False, metadata=option(
         "continue the run in --output from its checkpoint", action="store_true"))  # fmt: skip
+    precision: str = field(default="fp32", metadata=option(PRECISION_HELP, choices=PRECISIONS))
+    device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
+    deterministic: bool = field(default=False, metadata=option(DETERMINISTIC_HELP, action="store_true"))
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
-    # (pre-training's: Google's run_classifier.py accumulates no micro-batches and trains in float32)
+    # (pre-training's: Google's run_classifier.py accumulates no micro-batches)
     accumulate: ClassVar[int] = 1
-    bf16: ClassVar[bool] = False
 
     @property
     def problem(self) -> str:
@@ -184,7 +206,7 @@ class FinetuneOptions:
     def settings(self, processes: int, steps: int) -> dict:
         """What a resumed run must share with the run it continues."""
         kept = asdict(self)
-        for name in ("output", "resume", "progress", "eval_every", "save_every"):
+        for name in ("output", "resume", "progress", "eval_every", "save_every", *WHERE_IT_RUNS):
             kept.pop(name)
         kept["labels"] = list(self.labels) if self.labels else None
         return {**kept, "processes": processes, "steps": steps}

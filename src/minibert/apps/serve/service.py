@@ -52,11 +52,13 @@ class EmbeddingService:
         if is_sequence_classifier(self.settings.model):
             from ...tasks.rerank import CrossEncoder
 
-            self.classifier = CrossEncoder(self.settings.model, dtype=self.settings.dtype, gemm=self.settings.gemm)
+            self.classifier = CrossEncoder(self.settings.model, dtype=self.settings.dtype, gemm=self.settings.gemm,
+                                           device=self.settings.device)  # fmt: skip
             return
         from ...embedding.embedder import Embedder
 
-        embedder = Embedder.from_pretrained(self.settings.model, dtype=self.settings.dtype, gemm=self.settings.gemm)
+        embedder = Embedder.from_pretrained(self.settings.model, dtype=self.settings.dtype, gemm=self.settings.gemm,
+                                            device=self.settings.device)  # fmt: skip
         self.dimension = embedder.dimension(self.options)
         self.embedder = embedder
 

@@ -101,6 +101,7 @@ class ServeSettings:
         ),  # fmt: skip
     )
     gemm: str | None = None  # the linear layers' matrix library (the command's --gemm, a flag of every command)
+    device: str | None = None  # where the model runs (the command's --device, checked before the server starts)
 
     def __post_init__(self):
         if self.max_queue < self.max_inputs:  # else a request of max_inputs texts could never be queued

@@ -10,9 +10,13 @@ order. Two things of the process, not of the run's settings, decide that order:
   activation). ``auto`` picks it by a measurement on this machine, which a new cache can repeat with
   another verdict.
 
-So the training state holds both. On resume the backend follows the run's (unless ``$MINIBERT_GEMM``
-names one: then that is used, and the difference said), and a thread count that differs is said:
-the resumed steps are then right but not bit-identical to the run that was never stopped.
+- **the device.** A GPU adds up in its own order (and, without ``--deterministic``, in an order
+  that may change from run to run), and draws dropout from its own generator.
+
+So the training state holds all three. On resume the backend follows the run's (unless ``$MINIBERT_GEMM``
+names one: then that is used, and the difference said), and a thread count or a device that
+differs is said: the resumed steps are then right but not bit-identical to the run that was never
+stopped (a run from a GPU resumed on a CPU draws its dropout masks from the CPU's generator).
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from ...speed.packed_linear import use_backend
 
 
 def arithmetic_of(model) -> dict:
-    """This process's way of computing ``model``'s step: {"threads": n, "gemm": backend}."""
+    """This process's way of computing ``model``'s step: {"threads": n, "gemm": backend, "device": type}."""
     model = getattr(model, "module", model)  # under DistributedDataParallel
-    return {"threads": torch.get_num_threads(), "gemm": getattr(model, "gemm_backend", "mkl")}
+    device = next(model.parameters()).device.type
+    return {"threads": torch.get_num_threads(), "gemm": getattr(model, "gemm_backend", "mkl"), "device": device}
 
 
 def follow_the_run(model, saved: dict, *, say: bool = True) -> None:
@@ -48,7 +53,10 @@ def follow_the_run(model, saved: dict, *, say: bool = True) -> None:
             use_backend(model, backend)
         else:
             differences.append(f"the {backend} GEMMs (MINIBERT_GEMM asks for {now['gemm']})")
-    if isinstance(saved.get("threads"), int) and saved["threads"] != now["threads"]:
+    if saved.get("device", "cpu") != now["device"]:
+        differences.append(f"on {saved.get('device', 'cpu')} (this process runs on {now['device']}: its own order of "
+                           "sums, and its own generator for dropout)")  # fmt: skip
+    elif now["device"] == "cpu" and isinstance(saved.get("threads"), int) and saved["threads"] != now["threads"]:
         differences.append(f"{saved['threads']} torch threads (this process has {now['threads']})")
     if differences and say:
         warnings.warn(f"the run was computed with {' and '.join(differences)}: the resumed steps round differently "

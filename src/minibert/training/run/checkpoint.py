@@ -40,7 +40,9 @@ RUN_FILES = ("config.json", "model.safetensors", STATE_FILE, METRICS_FILE)  # an
 
 @dataclass
 class TrainingState:
-    """What --resume restores. ``moments``: {hub name: (m, v)}; ``rng``: one CPU generator state per process."""
+    """What --resume restores. ``moments``: {hub name: (m, v)}; ``rng``: one CPU generator state per
+    process; ``device_rng``: one GPU generator state per process (a run on GPUs; else empty);
+    ``loss_scale``: fp16's LossScaler state (precision.py; else None)."""
 
     step: int  # updates done
     data_position: int  # the first instance of the next global batch
@@ -53,6 +55,8 @@ class TrainingState:
     # How the steps were computed (arithmetic.py): torch's thread count and the linear layers' GEMM
     # backend. Not checked like the settings: a resume computed otherwise is allowed, and said.
     arithmetic: dict = field(default_factory=dict)
+    device_rng: list = field(default_factory=list)
+    loss_scale: dict | None = None
 
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
@@ -71,7 +75,8 @@ class TrainingState:
         if len(data) <= DIGEST_BYTES or hashlib.sha256(payload).digest() != digest:
             raise TrainingStateError(f"training state {path} is truncated or was altered (its SHA-256 does not match)")
         try:
-            values = torch.load(io.BytesIO(payload), weights_only=True)
+            # read onto the CPU whatever device wrote it: a run from a GPU resumes on a CPU too
+            values = torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
         except Exception as error:  # written by another program with a matching digest: still one line
             raise TrainingStateError(f"training state {path} cannot be read: {error}") from None
         if not isinstance(values, dict) or values.get("format") != FORMAT:

@@ -1,7 +1,8 @@
 """Data parallel, plainly: one process per share of every global batch, gradients summed by an all-reduce.
 
 Under ``torchrun --nproc_per_node N -m minibert pretrain ...`` each process reads RANK and WORLD_SIZE
-from its environment and joins the group (gloo, the CPU engine of ``torch.distributed``). Every
+from its environment and joins the group (gloo, the CPU engine of ``torch.distributed``; on GPUs
+NCCL, each process on its own GPU, cuda:LOCAL_RANK). Every
 process builds the same model (same seed), takes rows rank·B/N … (rank+1)·B/N − 1 of each global
 batch of B, and computes its share of the *global* loss (the denominators are the whole batch's:
 tasks/pretraining.py). The gradients of the shares are then summed over the processes — one ``all_reduce`` of
@@ -15,7 +16,7 @@ Without torchrun (WORLD_SIZE unset or 1) this is a group of one, and every call 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -25,24 +26,34 @@ import torch.distributed as dist
 class World:
     rank: int = 0  # this process: 0 … size − 1; rank 0 writes checkpoints and metrics
     size: int = 1  # processes
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where this process trains
 
     @classmethod
-    def from_environment(cls) -> World:
+    def from_environment(cls, device: torch.device | None = None) -> World:
+        """This process's place in the group, training on ``device`` (a GPU without a number: this
+        process's own, LOCAL_RANK under torchrun, else torch's current one)."""
+        device = device or torch.device("cpu")
+        if device.type == "cuda":
+            if device.index is None:
+                device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
+            torch.cuda.set_device(device)
         size = int(os.environ.get("WORLD_SIZE", "1"))
         if size <= 1:
-            return cls()
+            return cls(device=device)
         if not dist.is_initialized():
-            dist.init_process_group(backend="gloo")
-        return cls(dist.get_rank(), dist.get_world_size())
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        return cls(dist.get_rank(), dist.get_world_size(), device)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """The sum of ``tensor`` over the processes (in place)."""
+        """The sum of ``tensor`` over the processes (in place; NCCL sums on the GPU)."""
         if self.size > 1:
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            on_device = tensor.to(self.device)
+            dist.all_reduce(on_device, op=dist.ReduceOp.SUM)
+            tensor.copy_(on_device)
         return tensor
 
     def sum_gradients(self, parameters: list[torch.nn.Parameter]) -> None:
@@ -63,14 +74,17 @@ class World:
                 for tensor in model.state_dict().values():
                     dist.broadcast(tensor, src=0)
 
-    def random_states(self) -> list[torch.Tensor]:
-        """Each process's CPU random-number state (dropout), gathered in every process."""
-        state = torch.get_rng_state()
+    def random_states(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Each process's random-number states, gathered in every process: the CPU generator's, and
+        its GPU's (dropout on a GPU draws there; an empty list on the CPU)."""
+        states = (torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None)
         if self.size == 1:
-            return [state]
-        states = [torch.empty_like(state) for _ in range(self.size)]
-        dist.all_gather(states, state)
-        return states
+            gathered = [states]
+        else:
+            gathered = [None] * self.size
+            dist.all_gather_object(gathered, states)
+        cpu = [cpu_state for cpu_state, _ in gathered]
+        return cpu, [gpu_state for _, gpu_state in gathered if gpu_state is not None]
 
     def wait(self) -> None:
         if self.size > 1:

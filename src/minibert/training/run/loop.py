@@ -16,6 +16,7 @@ run's life is written here once, for every task:
                    dropout from --seed + rank: each process its own stream
     resume         the training state put back (checkpoint.py): the steps after it are bit for bit
                    those of a run never stopped
+    the device     --device (a GPU where there is one), --precision (autocast; fp16 with a loss scaler)
     the guard      a NaN or infinite loss or gradient norm stops the run before the update (report.py)
     progress       a line on stderr (report.py), and a summary at the end
     checkpoints    every --save-every steps, at each epoch's end (fine-tuning) and at the last step
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 import warnings
@@ -39,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ...devices import describe, resolve_device
 from ...errors import TrainingDivergedError
 from ...formats.atomic_files import write_atomically
 from ..options import FinetuneOptions, PretrainOptions
@@ -50,7 +53,7 @@ from .checkpoint import RunDirectory, TrainingState, check_state
 from .distributed import World
 from .lock import run_folder_lock
 from .optimization import AdamWeightDecay, Schedule, hub_named_parameters, update
-from .precision import check_bf16
+from .precision import LossScaler, autocast, check_bf16, check_precision
 from .report import Progress, check_finite, resume_command, stopped_note
 
 BEST_FOLDER = "best"
@@ -88,11 +91,17 @@ class Run:
     saved_with: dict = field(default_factory=dict)  # the settings and config a checkpoint records
     best: float = -float("inf")  # the best value of the task's main dev figure so far
     best_step: int | None = None  # and its step
+    scaler: LossScaler | None = None  # fp16's loss scale (--precision fp16)
 
 
 def train(task: Task, options) -> Path:
     """Train ``task``; returns the run folder. Every process of a torchrun group calls this."""
-    world = World.from_environment()
+    device = resolve_device(options.device)  # a GPU that is not there, fp16 on a CPU: one line, nothing written
+    check_precision(options.precision, device)
+    if device.type == "cuda" and options.deterministic:  # (cuBLAS reads this when it starts: before any product)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+    world = World.from_environment(device)
     run = Run(task, options, world, RunDirectory(Path(options.output)))
     with owning_the_folder(run):
         done = set_up(run)
@@ -131,8 +140,9 @@ def set_up(run: Run) -> int:
         folder.check_new()
     run.data = data = task.prepare(options, world)  # every file read and checked before the folder is touched
     torch.manual_seed(options.seed)  # new weights (a random model, a new head): from the seed, in every process
-    run.model = model = set_dropout(task.network(options, data), options.dropout)
+    run.model = model = set_dropout(task.network(options, data), options.dropout).to(world.device)
     world.same_weights(model)
+    run.scaler = LossScaler() if options.precision == "fp16" else None
     named = hub_named_parameters(model)
     run.parameters = [parameter for _, parameter in named]
     run.optimizer = AdamWeightDecay(named, weight_decay=options.weight_decay)
@@ -151,13 +161,27 @@ def set_up(run: Run) -> int:
     if world.is_main:  # the hub files of the state (a kill may have left none, or newer ones)
         data.tokenizer.save_pretrained(folder.path)
         model.save_pretrained(folder.path)
-        if options.bf16:  # a warning where bf16 is slower than float32 here (measured once, cached)
+        say_where(run)
+        if options.precision == "bf16" and world.device.type == "cpu":  # a warning where bf16 is slower here
             micro_batch = options.batch_size // world.size // options.accumulate
             check_bf16(model.config.hidden_size, model.config.intermediate_size,
                        micro_batch * data.train.sequence_length)  # fmt: skip
     world.wait()
     model.train()
     return done
+
+
+def say_where(run: Run) -> None:
+    """One line when the run trains on a GPU: which, how, and whether a resume repeats it bit for bit."""
+    device, options = run.world.device, run.options
+    if device.type != "cuda":
+        return
+    exact = ("deterministic algorithms on: a resumed run repeats a never-stopped one" if options.deterministic else
+             "torch's faster non-deterministic kernels: a resumed run is right but not bit-identical to a "
+             "never-stopped one (--deterministic for that)")  # fmt: skip
+    processes = f", {run.world.size} processes (NCCL)" if run.world.size > 1 else ""
+    print(f"minibert: training on {describe(device)}{processes}, --precision {options.precision}; {exact}",
+          file=sys.stderr)  # fmt: skip
 
 
 def steps(run: Run, done: int) -> Progress:
@@ -174,8 +198,10 @@ def steps(run: Run, done: int) -> Progress:
         sums = forward_and_backward(run, rows, denominators)
         record = {"step": step, "epoch": step * options.batch_size / len(data.train),
                   **task.figures(sums, denominators), "learning_rate": rate}  # fmt: skip
-        update(run.parameters, run.optimizer, rate, world, options.max_grad_norm,
-               before_step=partial(stop_if_not_finite, run, record))  # fmt: skip
+        _, updated = update(run.parameters, run.optimizer, rate, world, options.max_grad_norm,
+                            before_step=partial(stop_if_not_finite, run, record), scaler=run.scaler)  # fmt: skip
+        if run.scaler is not None:
+            record.update(loss_scale=run.scaler.scale, **({} if updated else {"skipped": "fp16 overflow"}))
 
         seconds = time.perf_counter() - step_started
         record.update(seconds=seconds, examples_per_second=options.batch_size / seconds,
@@ -199,11 +225,11 @@ def forward_and_backward(run: Run, rows: np.ndarray, denominators: dict[str, flo
     options, world = run.options, run.world
     total = None
     for piece_rows in my_pieces(rows, world, options.accumulate):
-        piece = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in
-                 run.data.train.batch(piece_rows).items()}  # fmt: skip
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=options.bf16):
+        piece = {name: torch.from_numpy(np.ascontiguousarray(array)).to(world.device, non_blocking=True)
+                 for name, array in run.data.train.batch(piece_rows).items()}  # fmt: skip
+        with autocast(options.precision, world.device):
             sums = run.task.sums(run.model, piece, denominators)
-        sums.loss.backward()
+        (sums.loss if run.scaler is None else run.scaler.scaled(sums.loss)).backward()
         figures = torch.tensor(list(sums.figures.values()), dtype=torch.float64)
         total = figures if total is None else total + figures
     world.sum(total)
@@ -280,12 +306,13 @@ def save(run: Run, step: int, hub_files: bool = True) -> None:
         raise TrainingDivergedError(f"step {step}: the weights hold NaN or infinite values; not saved: {folder.path} "
                                     f"keeps the checkpoint of step {folder.saved_step}; resume with a lower "
                                     "--learning-rate")  # fmt: skip
-    rng = run.world.random_states()
+    rng, device_rng = run.world.random_states()
     if run.world.is_main:
         train, settings = run.data.train, run.saved_with["settings"]
         position = step * settings["batch_size"] % len(train)
         state = TrainingState(step, position, settings, run.saved_with["config"], train.fingerprint,
-                              model.state_dict(), run.optimizer.moments, rng, arithmetic_of(model))  # fmt: skip
+                              model.state_dict(), run.optimizer.moments, rng, arithmetic_of(model), device_rng,
+                              None if run.scaler is None else run.scaler.state())  # fmt: skip
         folder.save(model, state, hub_files)
     run.world.wait()
 
@@ -300,8 +327,14 @@ def resume(run: Run, hub_names: list[str]) -> int:
                                instances=len(run.data.train), hub_names=hub_names)  # fmt: skip
     with torch.no_grad():
         model.load_state_dict(state.weights)
-    run.optimizer.moments = {name: (m.clone(), v.clone()) for name, (m, v) in state.moments.items()}
+    device = world.device
+    run.optimizer.moments = {name: (m.to(device, copy=True), v.to(device, copy=True))
+                             for name, (m, v) in state.moments.items()}  # fmt: skip
     torch.set_rng_state(state.rng[world.rank])
+    if device.type == "cuda" and len(state.device_rng) == world.size:  # the GPU's dropout stream, as it was
+        torch.cuda.set_rng_state(state.device_rng[world.rank], device)
+    if run.scaler is not None and state.loss_scale:
+        run.scaler = LossScaler(state.loss_scale["scale"], state.loss_scale["good_steps"])
     follow_the_run(model, state.arithmetic, say=world.is_main)
     folder.saved_step = state.step
     if world.is_main:
@@ -321,6 +354,8 @@ def read_resumed_state(run: Run, **checks) -> TrainingState:
     else; a change is said once."""
     folder, settings = run.folder, run.saved_with["settings"]
     state = TrainingState.from_file(folder.state_path)
+    if "precision" not in state.settings:  # a run made before --precision: its --bf16 said it
+        state.settings["precision"] = "bf16" if state.settings.pop("bf16", False) else "fp32"
     same = {name: value for name, value in settings.items() if name != "learning_rate"}
     check_state(state, folder.state_path, settings=same, config=run.saved_with["config"], **checks)
     rate = settings["learning_rate"]

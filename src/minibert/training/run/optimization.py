@@ -46,29 +46,45 @@ class Schedule:
 
 
 def update(parameters: list[torch.nn.Parameter], optimizer: AdamWeightDecay, rate: float, world,
-           max_grad_norm: float, before_step: Callable[[float], None] | None = None) -> float:  # fmt: skip
+           max_grad_norm: float, before_step: Callable[[float], None] | None = None,
+           scaler=None) -> tuple[float, bool]:  # fmt: skip
     """The update after every piece's ``backward()``: gradients summed over the processes (``world``:
     distributed.py), clipped by their global norm, AdamWeightDecay at ``rate``, gradients cleared.
     ``before_step(norm)``, if given, sees the norm before the weights change (and may stop the run).
-    Returns the gradient norm before clipping."""
+    ``scaler`` (fp16's LossScaler, precision.py): the gradients are unscaled first, and a step whose
+    gradients overflowed is skipped. Returns the gradient norm before clipping, and whether the
+    weights were updated."""
     world.sum_gradients(parameters)
-    gradient_norm = clip_by_global_norm(parameters, max_grad_norm)
+    if scaler is not None:
+        scaler.unscale(parameters)
+    gradient_norm = global_norm(parameters)
+    if scaler is not None and not scaler.update(gradient_norm):
+        optimizer.zero_grad()  # an fp16 overflow: this step is skipped, with a smaller scale next time
+        return gradient_norm, False
+    clip_by_global_norm(parameters, max_grad_norm, gradient_norm)
     if before_step is not None:
         before_step(gradient_norm)
     optimizer.step(rate)
     optimizer.zero_grad()
-    return gradient_norm
+    return gradient_norm, True
 
 
-def clip_by_global_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> float:
-    """Scale every gradient by ``max_norm / max(norm, max_norm)``, where ``norm`` is the norm of all
-    gradients together (TensorFlow's ``clip_by_global_norm``). Returns that norm (before clipping)."""
+def global_norm(parameters: Iterable[torch.nn.Parameter]) -> float:
+    """The norm of all gradients together: the norm of the tensors' norms."""
     gradients = [p.grad for p in parameters if p.grad is not None]
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(gradients)))  # the norm of the tensors' norms
-    scale = max_norm / max(float(norm), max_norm)
+    return float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(gradients))))
+
+
+def clip_by_global_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float, norm: float | None = None) -> float:
+    """Scale every gradient by ``max_norm / max(norm, max_norm)``, where ``norm`` is the norm of all
+    gradients together (TensorFlow's ``clip_by_global_norm``; given when already known). Returns
+    that norm (before clipping)."""
+    gradients = [p.grad for p in parameters if p.grad is not None]
+    norm = global_norm(parameters) if norm is None else norm
+    scale = max_norm / max(norm, max_norm)
     if scale != 1.0:
         torch._foreach_mul_(gradients, scale)
-    return float(norm)
+    return norm
 
 
 class AdamWeightDecay:

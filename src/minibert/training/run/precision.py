@@ -1,4 +1,13 @@
-"""Whether ``--bf16`` pays on the CPU at hand: measured once, cached, and said in one line when it does not.
+"""A run's arithmetic, ``--precision fp32|bf16|fp16``: autocast on the run's device, fp16's loss
+scaler, and whether bf16 pays on the CPU at hand (measured once, cached, said in one line when it does not).
+
+    fp32   every product in float32 (Google's run_classifier.py and run_pretraining.py)
+    bf16   the forward pass under ``torch.autocast(device, bfloat16)``: matrix products in bfloat16
+           (8 bits of mantissa, float32's range), weights, gradients and the optimizer float32
+    fp16   the same in float16 (11 bits of mantissa, a range up to 65504): small gradients would
+           round to 0, so the loss is multiplied by a scale before backward and the gradients
+           divided by it after (``LossScaler``, torch's GradScaler rule); a GPU only — on a CPU
+           torch's float16 products are slow and there is no reason to prefer them to bf16.
 
 ``--bf16`` runs the forward pass under ``torch.autocast("cpu", bfloat16)``: the matrix products take
 bfloat16 inputs (8 bits of mantissa), the weights and the optimizer stay float32. Whether that is
@@ -26,12 +35,14 @@ another reason (to see what it does to the loss before a run on a machine with A
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from ...errors import DeviceError
 from ...speed.cache import cache_file, read_cache, write_cache
 from ...speed.cache import cache_key as machine_cache_key
 from ...speed.cpu import cpu_name, has_native_bf16
@@ -45,6 +56,64 @@ MAX_TOKENS = 512  # the measurement's rows: enough for the GEMMs' steady speed, 
 TRAINING_BUDGET = 5 * BUDGET_SECONDS
 SAMPLE_SECONDS = 0.02  # each timed sample repeats the step up to about this long
 SLOWER = 0.95  # bf16 below 95% of float32's speed is "slower" (the rounds' noise is a few percent)
+
+
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """fp16 trains on a GPU only (one line, before the run folder is touched)."""
+    if precision == "fp16" and device.type != "cuda":
+        raise DeviceError(f"--precision fp16 trains on a GPU (float16 with a loss scaler); this run is on {device}: "
+                          "use --precision bf16 or fp32 there, or --device cuda")  # fmt: skip
+
+
+def autocast(precision: str, device: torch.device):
+    """The context the forward pass runs in: autocast to the precision's dtype on ``device`` (off for fp32)."""
+    dtype = AUTOCAST_DTYPES[precision]
+    return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+
+
+class LossScaler:
+    """fp16's dynamic loss scale (torch.amp.GradScaler's rule, for the loop's own optimizer): the loss
+    is multiplied by ``scale`` before backward, the gradients divided by it after; a step whose
+    gradients overflowed (an infinite or NaN norm) is skipped and the scale halved; after
+    ``GROWTH_INTERVAL`` good steps in a row the scale doubles. The scale is part of the training
+    state (a resumed run goes on with it).
+
+    >>> scaler = LossScaler()
+    >>> scaler.update(float("inf")), scaler.scale
+    (False, 32768.0)
+    >>> scaler.update(3.5), scaler.scale
+    (True, 32768.0)
+    """
+
+    INITIAL = 2.0**16
+    GROWTH_INTERVAL = 2000
+    SMALLEST = 1.0  # below this an overflow is no longer the scale's: the run has diverged (the guard says so)
+
+    def __init__(self, scale: float = INITIAL, good_steps: int = 0):
+        self.scale, self.good_steps = float(scale), int(good_steps)
+
+    def scaled(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss * self.scale
+
+    def unscale(self, parameters: list[torch.nn.Parameter]) -> None:
+        gradients = [p.grad for p in parameters if p.grad is not None]
+        torch._foreach_mul_(gradients, 1.0 / self.scale)
+
+    def update(self, gradient_norm: float) -> bool:
+        """After unscaling: whether the step may update the weights (False: skip it, the scale halved)."""
+        if not math.isfinite(gradient_norm) and self.scale / 2 >= self.SMALLEST:
+            self.scale, self.good_steps = self.scale / 2, 0
+            return False
+        self.good_steps += 1
+        if self.good_steps == self.GROWTH_INTERVAL:
+            self.scale, self.good_steps = self.scale * 2, 0
+        return True
+
+    def state(self) -> dict:
+        return {"scale": self.scale, "good_steps": self.good_steps}
 
 
 @dataclass(frozen=True)

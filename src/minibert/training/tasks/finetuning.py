@@ -108,9 +108,9 @@ def predict(model, features, batch_size: int = 64) -> np.ndarray:
     logits = []
     for start in range(0, len(features), batch_size):
         batch = features.batch(np.arange(start, min(start + batch_size, len(features))))
-        tensors = {name: torch.from_numpy(np.ascontiguousarray(batch[name]))
+        tensors = {name: torch.from_numpy(np.ascontiguousarray(batch[name])).to(model.device)
                    for name in ("input_ids", "input_mask", "segment_ids")}  # fmt: skip
-        out = model(tensors["input_ids"], tensors["input_mask"], tensors["segment_ids"]).logits.float().numpy()
+        out = model(tensors["input_ids"], tensors["input_mask"], tensors["segment_ids"]).logits.float().cpu().numpy()
         if out.ndim == 3:  # tags (B, T', K): the batch was cut to its longest row; back to T columns
             out = np.pad(out, ((0, 0), (0, features.input_ids.shape[1] - out.shape[1]), (0, 0)))
         logits.append(out)

@@ -1,0 +1,113 @@
+"""Where a model runs: ``device="auto" | "cpu" | "cuda" | "cuda:N"`` (``--device`` on every command that runs one).
+
+A name is checked against the machine before anything is loaded, so that asking for a GPU that is
+not there is one line saying what is missing, not torch's ``AssertionError: Torch not compiled with
+CUDA enabled`` from deep inside a ``.to()``:
+
+    >>> import torch
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    >>> resolve_device("auto") == (torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu"))
+    True
+    >>> resolve_device("gpu")
+    Traceback (most recent call last):
+    ValueError: device 'gpu': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0)
+
+``auto`` is CUDA where torch sees a GPU (``cuda``: torch's current GPU, which torchrun sets per
+process), else the CPU; the commands then say on stderr which device they use
+(``minibert: device cuda:0 (NVIDIA H200)``). ``None`` (the library's default) leaves a model where
+it is built: on the CPU, as transformers does. The names' syntax needs no torch (the parser checks
+it); what the machine has does.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import DeviceError
+
+DEVICE_NAMES = "auto, cpu, cuda or cuda:N"
+NAME = re.compile(r"auto|cpu|cuda(?::(\d+))?")
+
+
+def check_device_name(name: str) -> str:
+    """``name`` when it is a device name minibert knows (auto, cpu, cuda, cuda:N), else ValueError:
+    the syntax only, for the command line's parser (a usage error). Whether the machine has it is
+    ``resolve_device``'s question.
+
+    >>> check_device_name("cuda:1")
+    'cuda:1'
+    >>> check_device_name("cuda:x")
+    Traceback (most recent call last):
+    ValueError: device 'cuda:x': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0)
+    """
+    if not isinstance(name, str) or NAME.fullmatch(name.strip()) is None:
+        raise ValueError(f"device {name!r}: expected {DEVICE_NAMES} (N: the GPU's number, from 0)")
+    return name.strip()
+
+
+def device_flag(text: str) -> str:
+    """``check_device_name`` as an argparse type: a bad name is a usage error naming the flag."""
+    import argparse
+
+    try:
+        return check_device_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def resolve_device(device):
+    """The ``torch.device`` that ``device`` names on this machine (None stays None), or
+    ``DeviceError`` naming what is missing: a torch built without CUDA, no GPU visible, or fewer
+    GPUs than the number asked for. Other kinds of torch device (``"meta"``, ``"mps"``) are
+    passed to torch as they are."""
+    import torch
+
+    if device is None:
+        return None
+    if isinstance(device, str):
+        if device.strip() == "auto":
+            return _auto()
+        if device.strip().split(":")[0] in ("cpu", "cuda"):
+            device = check_device_name(device)
+        try:
+            device = torch.device(device)
+        except RuntimeError:  # torch's own lists every backend it was ever built for
+            check_device_name(device)
+    if not isinstance(device, torch.device):
+        raise TypeError(f"device must be a name ({DEVICE_NAMES}) or a torch.device, got {type(device).__name__}")
+    if device.type == "cuda":
+        _check_cuda(device)
+    return device
+
+
+def _auto():
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _check_cuda(device) -> None:
+    import torch
+
+    name = str(device)
+    if torch.version.cuda is None:
+        raise DeviceError(f"device {name!r}: this torch ({torch.__version__}) is built without CUDA; install a CUDA "
+                          "build of torch (pytorch.org), or use --device cpu")  # fmt: skip
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise DeviceError(f"device {name!r}: torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: no "
+                          "NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them; use --device cpu")  # fmt: skip
+    if device.index is not None and device.index >= count:
+        visible = ", ".join(f"cuda:{index}" for index in range(count))
+        raise DeviceError(f"device {name!r}: this machine has {count} GPU{'s' if count > 1 else ''} ({visible})")
+
+
+def describe(device) -> str:
+    """``cuda:0 (NVIDIA H200)``, ``cpu``: the device as the commands name it."""
+    import torch
+
+    if device.type == "cuda":
+        index = torch.cuda.current_device() if device.index is None else device.index
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+    return str(device)

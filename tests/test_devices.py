@@ -1,0 +1,234 @@
+"""The CPU half of running minibert on a GPU: ``--device`` on every command that runs a model and
+``device=`` on the Python entry points, checked before anything is read or written; what a
+machine without CUDA says; training's ``--precision``; a training state written on a GPU read
+on a CPU; fp16's loss scaler. (tests/test_gpu.py runs the other half where a GPU is.)
+
+"Without CUDA" is made true on any machine by taking CUDA out of torch's version record, the
+first thing devices.py asks: these tests run, and mean the same, on a GPU machine too.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+
+import pytest
+import torch
+
+from helpers import run_minibert
+from minibert import BertModel, DeviceError
+from minibert.devices import check_device_name, resolve_device
+from minibert.errors import DataError, QuantizationError
+from minibert.training.options import FinetuneOptions, PretrainOptions
+from minibert.training.run.checkpoint import TrainingState
+from minibert.training.run.optimization import AdamWeightDecay, update
+from minibert.training.run.precision import LossScaler
+from random_instances import random_instances, write_instances
+
+TINY = "tests/data/tiny_hub"
+
+
+@pytest.fixture
+def without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", None)
+
+
+@pytest.fixture
+def with_one_gpu(monkeypatch):
+    """A CUDA build that sees one GPU (what devices.py asks; nothing runs on it)."""
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+
+
+def test_device_names_are_checked_before_the_machine_is_asked():
+    assert [check_device_name(name) for name in ("auto", "cpu", "cuda", "cuda:0", " cuda:12 ")] == [
+        "auto", "cpu", "cuda", "cuda:0", "cuda:12"]  # fmt: skip
+    for bad in ("gpu", "cuda:", "cuda:-1", "cuda:x", "CPU", "", "cuda 0"):
+        with pytest.raises(ValueError, match="expected auto, cpu, cuda or cuda:N"):
+            check_device_name(bad)
+    with pytest.raises(ValueError, match="expected auto, cpu, cuda or cuda:N"):
+        resolve_device("gpu")  # not torch's list of every backend it was built for
+    assert resolve_device(None) is None and resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(torch.device("meta")) == torch.device("meta")
+
+
+def test_what_is_missing_is_named(without_cuda, monkeypatch):
+    version = re.escape(torch.__version__)
+    with pytest.raises(DeviceError, match=rf"device 'cuda': this torch \({version}\) is built without CUDA"):
+        resolve_device("cuda")
+    assert resolve_device("auto") == torch.device("cpu") or torch.cuda.is_available()
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    with pytest.raises(DeviceError, match=r"\(CUDA 13.0\) sees no GPU: no NVIDIA driver, or CUDA_VISIBLE_DEVICES"):
+        resolve_device(torch.device("cuda", 0))
+
+
+def test_a_gpu_number_beyond_the_machines_is_named(with_one_gpu):
+    with pytest.raises(DeviceError, match=r"device 'cuda:3': this machine has 1 GPU \(cuda:0\)"):
+        resolve_device("cuda:3")
+
+
+def test_from_pretrained_raises_minibert_own_error_before_reading(without_cuda, tmp_path):
+    with pytest.raises(DeviceError, match="built without CUDA"):
+        BertModel.from_pretrained(TINY, device="cuda")
+    with pytest.raises(DeviceError, match="built without CUDA"):  # the device first: even a missing folder waits
+        BertModel.from_pretrained(tmp_path / "nothing here", device="cuda:1")
+
+
+def test_int8_elsewhere_than_the_cpu_is_refused_before_reading():
+    with pytest.raises(QuantizationError, match="dtype='int8' runs on the CPU .* asked for meta"):
+        BertModel.from_pretrained(TINY, device="meta", dtype="int8")
+
+
+def test_a_loaded_model_is_never_moved_by_a_task():
+    from minibert.heads import BertForMaskedLM
+    from minibert.tasks import fill_mask
+
+    model = BertForMaskedLM.from_pretrained(TINY)
+    with pytest.raises(ValueError, match=r"device='meta', but the model given is on cpu: move it first"):
+        fill_mask("a [MASK] b", model=model, device="meta")
+    assert model.device == torch.device("cpu")
+    assert fill_mask("a [MASK] b", model=model, device="cpu")  # where it is: fine
+
+
+def _commands(tmp_path) -> dict[str, tuple[list[str], object]]:
+    """Each command that runs a model: its arguments (without --device) and what it would write."""
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na b,x\nb a,y\n", encoding="utf-8")
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(4, vocab_size=111, seq_len=16, seed=1))
+    out = tmp_path / "out"
+    return {
+        "embed": (["embed", "a text", "--model", TINY, "--output", f"{out}.npy"], f"{out}.npy"),
+        "similarity": (["similarity", "a", "b", "--model", TINY], None),
+        "fill-mask": (["fill-mask", "a [MASK]", "--model", TINY], None),
+        "next-sentence": (["next-sentence", "a", "b", "--model", TINY], None),
+        "verify": (["verify", "--model", TINY], None),
+        "classify": (["classify", "a", "--model", TINY, "--output", f"{out}.jsonl"], f"{out}.jsonl"),
+        "tag": (["tag", "a", "--model", TINY, "--output", f"{out}.jsonl"], f"{out}.jsonl"),
+        "answer": (["answer", "--question", "a", "--context", "b", "--model", TINY], None),
+        "rerank": (["rerank", "a", "b", "c", "--model", TINY], None),
+        "serve": (["serve", "--model", TINY, "--port", "0"], None),
+        "explore": (["explore", "a [MASK]", "--model", TINY, "--output", f"{out}.html"], f"{out}.html"),
+        "pretrain": (["pretrain", "--data", str(data), "--init", TINY, "--output", str(out), "--steps", "1",
+                      "--batch-size", "2"], out),  # fmt: skip
+        "finetune": (["finetune", "--model", TINY, "--train", str(train), "--output", str(out)], out),
+    }
+
+
+def test_every_command_says_in_one_line_that_cuda_is_missing_and_writes_nothing(without_cuda, tmp_path):
+    for name, (arguments, output) in _commands(tmp_path).items():
+        result = run_minibert(*arguments, "--device", "cuda")
+        lines = result.stderr.splitlines()
+        assert result.returncode == 1 and len(lines) == 1, (name, result.stderr)
+        assert lines[0].startswith("minibert: error: device 'cuda': this torch") and "without CUDA" in lines[0], name
+        assert output is None or not (tmp_path / output).exists(), f"{name} wrote {output}"
+        assert result.stdout == "", name
+
+
+def test_a_bad_device_name_is_a_usage_error_on_every_command(tmp_path):
+    for name, (arguments, _) in _commands(tmp_path).items():
+        result = run_minibert(*arguments, "--device", "gpu0")
+        assert result.returncode == 2, (name, result.stderr)
+        assert "argument --device: device 'gpu0': expected auto, cpu, cuda or cuda:N" in result.stderr, name
+
+
+def test_the_cpu_named_runs_as_before(tmp_path):
+    result = run_minibert("embed", "a text", "--model", TINY, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "device" not in result.stderr  # only a GPU is named
+
+
+def test_fp16_training_on_a_cpu_is_one_line_and_no_folder(tmp_path):
+    arguments, output = _commands(tmp_path)["finetune"]
+    result = run_minibert(*arguments, "--device", "cpu", "--precision", "fp16")
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "--precision fp16 trains on a GPU (float16 with a loss scaler); this run is on cpu" in result.stderr
+    assert not output.exists()
+
+
+def test_bf16_is_precision_bf16_and_they_cannot_contradict():
+    options = PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", bf16=True)
+    assert (options.precision, options.bf16) == ("bf16", False)
+    assert options == PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", precision="bf16")
+    with pytest.raises(DataError, match="--bf16 and --precision fp16 contradict"):
+        PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", bf16=True, precision="fp16")
+    settings = FinetuneOptions(model="m", train="t", output="o", device="cuda", precision="bf16").settings(1, 5)
+    assert settings["precision"] == "bf16" and "device" not in settings and "deterministic" not in settings
+
+
+@pytest.fixture
+def tagged_as_written_on_a_gpu():
+    """torch.save tags every CPU storage as cuda:0 while this is on (the file a GPU run writes)."""
+
+    def tagger(storage):
+        return "cuda:0" if getattr(storage, "device", torch.device("meta")).type == "cpu" else None
+
+    torch.serialization.register_package(-100, tagger, lambda storage, location: None)
+    added = torch.serialization._package_registry[0]
+    yield
+    torch.serialization._package_registry.remove(added)
+
+
+def _pretrain(data, run, *extra):
+    return run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(run), "--steps", "4",
+                        "--batch-size", "2", "--save-every", "2", "--device", "cpu", *extra)  # fmt: skip
+
+
+def test_a_training_state_written_on_a_gpu_resumes_on_the_cpu(tmp_path, tagged_as_written_on_a_gpu):
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=3))
+    run = tmp_path / "run"
+    assert _pretrain(data, run).returncode == 0
+    state = TrainingState.from_file(run / "training_state.pt")
+    state.arithmetic["device"] = "cuda"
+    state.device_rng = [torch.zeros(16, dtype=torch.uint8)]
+    (run / "training_state.pt").write_bytes(state.to_bytes())  # every tensor in it tagged cuda:0
+    payload = (run / "training_state.pt").read_bytes()[:-32]
+    if not torch.cuda.is_available():  # the file really says cuda: torch alone cannot read it here
+        with pytest.raises(RuntimeError, match="CUDA"):
+            torch.load(io.BytesIO(payload), weights_only=True)
+    shutil.copytree(run, tmp_path / "again")
+    resumed = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(tmp_path / "again"),
+                           "--steps", "6", "--batch-size", "2", "--save-every", "2", "--device", "cpu", "--resume")
+    assert resumed.returncode != 0 and "steps = 4" in resumed.stderr  # the settings still bind (here: --steps)
+    resumed = _pretrain(data, run, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "the run was computed with on cuda (this process runs on cpu" in resumed.stderr
+    assert "not bit-identical" in resumed.stderr
+
+
+def test_a_resume_with_another_precision_is_refused_and_an_older_state_reads_as_fp32(tmp_path):
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=4))
+    run = tmp_path / "run"
+    assert _pretrain(data, run).returncode == 0
+    refused = _pretrain(data, run, "--resume", "--precision", "bf16")
+    assert refused.returncode == 1 and "the run was made with precision = 'fp32'" in refused.stderr, refused.stderr
+    state = TrainingState.from_file(run / "training_state.pt")
+    del state.settings["precision"]
+    state.settings["bf16"] = False  # as a run made before --precision recorded it
+    (run / "training_state.pt").write_bytes(state.to_bytes())
+    assert _pretrain(data, run, "--resume").returncode == 0
+
+
+def test_the_loss_scaler_skips_an_overflowing_step_and_unscales_the_others():
+    weight = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    optimizer = AdamWeightDecay([("w", weight)], weight_decay=0.0)
+
+    class One:  # a group of one process
+        def sum_gradients(self, parameters):
+            pass
+
+    scaler = LossScaler(scale=8.0)
+    scaler.scaled((weight * torch.tensor([1.0, float("inf")])).sum()).backward()  # an fp16 overflow
+    norm, updated = update([weight], optimizer, 0.1, One(), 1.0, scaler=scaler)
+    assert (norm, updated, scaler.scale) == (float("inf"), False, 4.0)
+    assert weight.tolist() == [1.0, 2.0] and weight.grad is None and optimizer.moments == {}
+    scaler.scaled((weight * torch.tensor([3.0, 4.0])).sum()).backward()  # gradients 4 × (3, 4)
+    norm, updated = update([weight], optimizer, 0.1, One(), 100.0, scaler=scaler)
+    assert (norm, updated) == (5.0, True)  # the norm of the unscaled gradients
+    assert optimizer.moments["w"][0].tolist() == pytest.approx([0.3, 0.4])  # m = 0.1 g: unscaled
+
+
+def test_the_scaler_never_halves_below_one_the_guard_stops_there():
+    scaler = LossScaler(scale=1.0)
+    assert scaler.update(float("nan")) is True and scaler.scale == 1.0  # the loop's guard then stops the run

