@@ -252,7 +252,7 @@ def test_models_named_by_path_are_loaded_once(google_base):
     next_sentence("a", "b", model=str(directory))
     # once per head class: fill_mask loads BertForMaskedLM, next_sentence BertForNextSentencePrediction
     assert tasks._load_cached.cache_info().misses == 2
-    loaded, _ = tasks._load_cached(str(directory), BertForMaskedLM, None, None)  # what fill_mask loaded (a hit)
+    loaded, _ = tasks._load_cached(str(directory), BertForMaskedLM, None, None, None)  # what fill_mask loaded (a hit)
     assert tasks._load_cached.cache_info().misses == 2
     assert fill_mask("a [MASK] b", model=loaded)  # a loaded model finds its tokenizer
 

@@ -35,7 +35,7 @@ ROOT = PACKAGE.parents[1]
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explorer", "apps"]
 BASE = {"errors", "limits", "__init__"}
 CORE = {"config", "config_fields", "activations", "inputs", "pretrained", "model",
-        "task_choices", "devices"}
+        "task_choices"}
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's
 # modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
 OPTIONAL = {"apps.serve": {"apps.commands"}, "apps.verify": {"apps.commands"}, "apps.ray": {"ray"},

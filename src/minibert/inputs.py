@@ -40,11 +40,14 @@ def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -
         warn_if_padded(model, input_ids)
     else:
         warn_if_segment_ids(model, input_ids, attention_mask)
-    input_ids = input_ids.to(device)
+    # checked where they were given (a CPU's tensors: no wait for a GPU); copied without waiting
+    # (from pinned memory the copy overlaps the GPU's work; from other memory torch stages it)
+    input_ids = input_ids.to(device, non_blocking=True)
     batch, tokens = input_ids.shape
-    token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids.to(device)
+    token_type_ids = (torch.zeros_like(input_ids) if token_type_ids is None
+                      else token_type_ids.to(device, non_blocking=True))  # fmt: skip
     position_ids = torch.arange(tokens, device=input_ids.device).expand(batch, tokens)
-    attention_mask = None if attention_mask is None else attention_mask.to(device)
+    attention_mask = None if attention_mask is None else attention_mask.to(device, non_blocking=True)
     return ModelInputs(input_ids, token_type_ids, position_ids, attention_mask)
 
 

@@ -90,7 +90,7 @@ def device_of(args):
     """--device as the torch.device this machine has (devices.py), checked once, before any model
     is loaded or file written: a GPU that is not there is one line, exit 1. A GPU used is named on
     stderr (``minibert: device cuda:0 (NVIDIA H200)``)."""
-    from ..devices import describe, resolve_device
+    from ..loading.devices import describe, resolve_device
 
     if not hasattr(args, "resolved_device"):
         args.resolved_device = resolve_device(getattr(args, "device", None) or "auto")

@@ -67,7 +67,7 @@ def device_name(text: str) -> str:
     Traceback (most recent call last):
     argparse.ArgumentTypeError: device 'gpu': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0)
     """
-    from ..devices import device_flag
+    from ..loading.devices import device_flag
 
     return device_flag(text)
 

@@ -65,9 +65,8 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
         for row, ids in enumerate(rows):
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention_mask[row, : len(ids)] = 1
-        if on_gpu:  # copied without waiting (pinned memory): the GPU may still be busy with the last batch
-            input_ids, attention_mask = (t.pin_memory().to(model.device, non_blocking=True)
-                                         for t in (input_ids, attention_mask))  # fmt: skip
+        if on_gpu:  # pinned: checked here on the CPU, then copied without waiting for the GPU's last batch
+            input_ids, attention_mask = input_ids.pin_memory(), attention_mask.pin_memory()
         with torch.inference_mode():
             out = model(input_ids, attention_mask, output_hidden_states=layers != [-1], skip_padding=True)
             if layers == [-1]:  # pooling reads real tokens only: the padding's rows are never used

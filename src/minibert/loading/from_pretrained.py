@@ -20,10 +20,10 @@ import torch
 
 from ..config import BertConfig
 from ..config_fields import LABEL_FIELDS
-from ..devices import resolve_device
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
 from .checkpoint_files import find_checkpoint, read_state_dict
+from .devices import resolve_device
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
 from .safetensors import safetensors_shapes
 from .strict import rename_and_check

@@ -73,7 +73,7 @@ def _check_where_it_is(model, device) -> None:
     """A loaded model runs where it is; ``device=`` naming another place is a mistake, said."""
     if device is None:
         return
-    from ..devices import resolve_device
+    from ..loading.devices import resolve_device
 
     wanted = resolve_device(device)
     if wanted.type != model.device.type or (wanted.index is not None and wanted != model.device):

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
-from ..devices import device_flag
 from ..errors import DataError
 from ..limits import option, refuse_out_of_limits
+from ..loading.devices import device_flag
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
 from .tasks import PROBLEMS
 from .tasks.examples import GLUE, REGRESSION_TASKS, ExampleFormat

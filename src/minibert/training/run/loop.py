@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...devices import describe, resolve_device
 from ...errors import TrainingDivergedError
 from ...formats.atomic_files import write_atomically
+from ...loading.devices import resolve_device
 from ..options import FinetuneOptions, PretrainOptions
 from ..tasks import task_named
 from ..tasks.features import write_features
@@ -54,9 +54,16 @@ from .distributed import World
 from .lock import run_folder_lock
 from .optimization import AdamWeightDecay, Schedule, hub_named_parameters, update
 from .precision import LossScaler, autocast, check_bf16, check_precision
-from .report import Progress, check_finite, resume_command, stopped_note
-
-BEST_FOLDER = "best"
+from .report import (
+    BEST_FOLDER,
+    Progress,
+    check_finite,
+    report_best,
+    report_dev,
+    resume_command,
+    say_where,
+    stopped_note,  # fmt: skip
+)
 
 
 def pretrain(options: PretrainOptions) -> Path:
@@ -100,7 +107,7 @@ def train(task: Task, options) -> Path:
     check_precision(options.precision, device)
     if device.type == "cuda" and options.deterministic:  # (cuBLAS reads this when it starts: before any product)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
+        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without such a kernel: warned, once
     world = World.from_environment(device)
     run = Run(task, options, world, RunDirectory(Path(options.output)))
     with owning_the_folder(run):
@@ -169,19 +176,6 @@ def set_up(run: Run) -> int:
     world.wait()
     model.train()
     return done
-
-
-def say_where(run: Run) -> None:
-    """One line when the run trains on a GPU: which, how, and whether a resume repeats it bit for bit."""
-    device, options = run.world.device, run.options
-    if device.type != "cuda":
-        return
-    exact = ("deterministic algorithms on: a resumed run repeats a never-stopped one" if options.deterministic else
-             "torch's faster non-deterministic kernels: a resumed run is right but not bit-identical to a "
-             "never-stopped one (--deterministic for that)")  # fmt: skip
-    processes = f", {run.world.size} processes (NCCL)" if run.world.size > 1 else ""
-    print(f"minibert: training on {describe(device)}{processes}, --precision {options.precision}; {exact}",
-          file=sys.stderr)  # fmt: skip
 
 
 def steps(run: Run, done: int) -> Progress:
@@ -376,26 +370,6 @@ def best_so_far(folder: RunDirectory, metric: str) -> tuple[float, int | None]:
             if isinstance(value, (int, float)) and value > best:
                 best, step = value, record.get("step")
     return best, step
-
-
-def report_dev(step: int, steps: int, figures: dict[str, float], metric: str, best: bool) -> None:
-    """One line on stderr per evaluation: every dev figure, the main one first."""
-    names = [metric, *(name for name in figures if name != metric)]
-    shown = "  ".join(f"dev {name} {figures[name]:.4g}" for name in names)
-    print(f"minibert: step {step}/{steps}  {shown}{'  (best so far: best/)' if best else ''}", file=sys.stderr)
-
-
-def report_best(run: Run) -> None:
-    """The closing summary's last line: the best dev figure, its step and its folder."""
-    metric = run.task.main_metric(run.options)
-    if metric is None:
-        return
-    if run.best_step is None:
-        print(f"minibert:   best     none: no --dev, so no {run.folder.path / BEST_FOLDER}/ (the model is "
-              f"{run.folder.path}/)", file=sys.stderr)  # fmt: skip
-        return
-    print(f"minibert:   best     dev {metric} {run.best:.4g} at step {run.best_step}: "
-          f"{run.folder.path / BEST_FOLDER}/", file=sys.stderr)  # fmt: skip
 
 
 def write_loss_picture(run: Path) -> Path | None:

@@ -21,9 +21,12 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from ...errors import TrainingDivergedError
+from ...loading.devices import describe
 
 LINES_WHEN_NOT_A_TERMINAL = 10  # progress lines over a whole run written to a file or a pipe (every ~10%)
 SECONDS_BETWEEN_LINES = 30.0  # ... and at least one every 30 seconds
+
+BEST_FOLDER = "best"  # RUN/best/: the checkpoint of the best dev figure
 
 
 def resume_command(options, processes: int = 1, command: str = "pretrain", **changes) -> str:
@@ -141,3 +144,36 @@ def result_of(run: Path) -> dict:
     best = {**json.loads(best_file.read_text(encoding="utf-8")), "folder": str(run / "best")} \
         if best_file.exists() else None  # fmt: skip
     return {"output": str(run), "steps": last["step"] if last else 0, "last": last, "best": best}
+
+
+def say_where(run) -> None:
+    """One line when the run trains on a GPU: which, how, and whether a resume repeats it bit for bit."""
+    device, options = run.world.device, run.options
+    if device.type != "cuda":
+        return
+    exact = ("deterministic algorithms on: a resumed run repeats a never-stopped one" if options.deterministic else
+             "torch's faster non-deterministic kernels: a resumed run is right but not bit-identical to a "
+             "never-stopped one (--deterministic for that)")  # fmt: skip
+    processes = f", {run.world.size} processes (NCCL)" if run.world.size > 1 else ""
+    print(f"minibert: training on {describe(device)}{processes}, --precision {options.precision}; {exact}",
+          file=sys.stderr)  # fmt: skip
+
+
+def report_dev(step: int, steps: int, figures: dict[str, float], metric: str, best: bool) -> None:
+    """One line on stderr per evaluation: every dev figure, the main one first."""
+    names = [metric, *(name for name in figures if name != metric)]
+    shown = "  ".join(f"dev {name} {figures[name]:.4g}" for name in names)
+    print(f"minibert: step {step}/{steps}  {shown}{'  (best so far: best/)' if best else ''}", file=sys.stderr)
+
+
+def report_best(run) -> None:
+    """The closing summary's last line: the best dev figure, its step and its folder."""
+    metric = run.task.main_metric(run.options)
+    if metric is None:
+        return
+    if run.best_step is None:
+        print(f"minibert:   best     none: no --dev, so no {run.folder.path / BEST_FOLDER}/ (the model is "
+              f"{run.folder.path}/)", file=sys.stderr)  # fmt: skip
+        return
+    print(f"minibert:   best     dev {metric} {run.best:.4g} at step {run.best_step}: "
+          f"{run.folder.path / BEST_FOLDER}/", file=sys.stderr)  # fmt: skip

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import DeviceError
+from ..errors import DeviceError
 
 DEVICE_NAMES = "auto, cpu, cuda or cuda:N"
 NAME = re.compile(r"auto|cpu|cuda(?::(\d+))?")
