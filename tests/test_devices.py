@@ -18,8 +18,8 @@ import torch
 
 from helpers import run_minibert
 from minibert import BertModel, DeviceError
-from minibert.loading.devices import check_device_name, resolve_device
 from minibert.errors import DataError, QuantizationError
+from minibert.loading.devices import check_device_name, resolve_device
 from minibert.training.options import FinetuneOptions, PretrainOptions
 from minibert.training.run.checkpoint import TrainingState
 from minibert.training.run.optimization import AdamWeightDecay, update
