@@ -27,8 +27,19 @@ Shape legend as in model.py; P = packed tokens: the real tokens of a whole batch
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# On a GPU, torch's fused attention without cuDNN's kernel: cuDNN builds a plan for every new
+# shape it meets (tens of milliseconds each), and a run of length-sorted batches is mostly new
+# shapes. On an H200 (torch 2.11), 4,096 texts embedded in float16 took 4.4 s the first time
+# through, 0.66 s once every shape had its plan; the flash and memory-efficient kernels need none.
+# None: torch's own choice.
+GPU_ATTENTION: tuple[SDPBackend, ...] | None = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                                                SDPBackend.MATH)  # fmt: skip
 
 
 class Packing:
@@ -176,7 +187,9 @@ def fused_kernel(
     batch, tokens, hidden = q.shape
     # (B, T, H) -split-> (B, T, N, S) -transpose-> (B, N, T, S)
     q, k, v = (t.view(batch, tokens, heads, hidden // heads).transpose(1, 2) for t in (q, k, v))
-    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, N, T, S)
+    backends = sdpa_kernel(list(GPU_ATTENTION)) if q.is_cuda and GPU_ATTENTION else contextlib.nullcontext()
+    with backends:
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, N, T, S)
     # (B, N, T, S) -transpose-> (B, T, N, S) -merge-> (B, T, H)
     return context.transpose(1, 2).reshape(batch, tokens, hidden)
 
