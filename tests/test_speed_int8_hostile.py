@@ -372,3 +372,60 @@ def test_serve_int8_answers_bad_requests_with_a_json_error_and_keeps_serving(min
         assert good.status_code == 200, good.text
     finally:
         server.stop()
+
+
+# --- broken weights (issue 53, item 3) -----------------------------------------------------------------------
+
+BROKEN = {  # a name in the checkpoint, where in it, what is put there
+    "inf in a feed-forward weight": ("encoder.layer.0.intermediate.dense.weight", (3, 5), float("inf")),
+    "-inf in an output projection": ("encoder.layer.1.output.dense.weight", (0, 0), float("-inf")),
+    "NaN in a query weight": ("encoder.layer.0.attention.self.query.weight", (1, 2), float("nan")),
+    "NaN in one word's embedding row": ("embeddings.word_embeddings.weight", (7, slice(None)), float("nan")),
+    "NaN in a LayerNorm": ("embeddings.LayerNorm.weight", (4,), float("nan")),
+    "inf in a bias": ("encoder.layer.1.attention.output.dense.bias", (2,), float("inf")),
+    "NaN in the pooler": ("pooler.dense.weight", (0, 1), float("nan")),
+}
+
+
+def _broken(directory, tmp_path, name, where, value):
+    from safetensors.torch import save_file
+
+    state = load_file(directory / "model.safetensors")
+    state[name] = state[name].clone()
+    state[name][where] = value
+    target = tmp_path / "broken"
+    shutil.copytree(directory, target)
+    save_file(state, target / "model.safetensors")
+    return target
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_int8_refuses_a_non_finite_weight_naming_it_and_float32_warns(tiny_dir, tmp_path, case):
+    name, where, value = BROKEN[case]
+    broken = _broken(tiny_dir, tmp_path, name, where, value)
+    count = 64 if isinstance(where[-1], slice) else 1
+    with pytest.raises(QuantizationError, match=rf"refused for dtype='int8': NaN or infinite weights \(\S*"
+                                                rf"{name.split('.')[-2]}\S* holds {count} of "):  # fmt: skip
+        BertModel.from_pretrained(broken, dtype="int8")
+    cache = tmp_path / "cache" / "gemm.json"
+    assert not cache.exists() or "nan" not in cache.read_text().lower()  # no verdict kept for it
+    with pytest.warns(UserWarning, match=rf"NaN or infinite weights .* holds {count} of .*every output that reads"):
+        model = BertModel.from_pretrained(broken)
+    assert model.dtype == torch.float32  # float32 computes what the checkpoint holds: NaN where it is read
+
+
+def test_the_command_refuses_an_int8_model_with_broken_weights_in_one_line(tmp_path):
+    from pathlib import Path
+
+    broken = _broken(Path("tests/data/tiny_hub"), tmp_path, "bert.encoder.layer.0.intermediate.dense.weight", (3, 5),
+                     float("inf"))  # fmt: skip
+    result = run_minibert("embed", "hello world", "--model", str(broken), "--dtype", "int8")
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "NaN or infinite weights" in result.stderr and "ChooseQuantizationParams" not in result.stderr
+
+
+def test_a_nan_cosine_is_never_a_pass_nor_kept(monkeypatch):
+    nan = float("nan")
+    monkeypatch.setattr(int8_check, "read_cache", lambda: {"k": {"int8_mean_cosine": nan, "int8_worst_cosine": nan,
+                                                                 "texts": 8}})  # fmt: skip
+    assert int8_check._cached_check("k") is None

@@ -96,6 +96,13 @@ CASES = [
     ("train-is-a-folder", None, ["--train", "{tmp}"], 1, "{tmp} is not a file"),
     ("learning-rates-word", None, ["--learning-rates", "fast", "--dev", "{train}"], 2, "--learning-rates"),
     ("dev-is-missing", None, ["--dev", "{tmp}/dev.csv"], 1, "{tmp}/dev.csv does not exist"),
+    # a sweep's values, every trial's checked before the first runs (issue 53, item 7)
+    ("learning-rates-inf", None, ["--learning-rates", "1e-4,inf", "--dev", "{train}"], 1,
+     "the sweep's trial (learning rate inf, seed 12345): --learning-rate must be a number above 0, got inf"),
+    ("learning-rates-1e400", None, ["--learning-rates", "2e-5,1e400", "--dev", "{train}"], 1,
+     "the sweep's trial (learning rate inf"),
+    ("seeds-past-the-last-seed", None, ["--seed", str(2**63 - 2), "--seeds", "3", "--dev", "{train}"], 1,
+     f"the sweep's trial (learning rate 0.001, seed {2**63}): --seed must be a whole number from 0 to"),
 ]
 
 
@@ -183,3 +190,18 @@ def test_a_model_with_masked_lm_heads_only_gets_a_new_classifier(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("finetune: a new classifier (2 labels: dry, wet)") == 1
     assert str(TINY) in result.stderr  # the heads it had no place for are named, not hidden
+
+
+def test_a_sweep_that_would_fill_the_disk_is_refused_before_its_first_trial(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    train = write(tmp_path / "train.csv", GOOD)
+    run = tmp_path / "run"
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**6, 10**6))  # 1 MB free
+    before = snapshot(tmp_path)
+    result = run_minibert(*flags(train, run), "--dev", str(train), "--seeds", "40")
+    assert result.returncode == 1, result.stderr
+    assert "a sweep of 40 trials keeps about" in result.stderr and "0.0 GB free" in result.stderr
+    assert snapshot(tmp_path) == before and not run.exists()

@@ -221,3 +221,84 @@ def test_finetune_write_features_needs_no_run_folder_lock(tmp_path):
     argv[argv.index("--output") : argv.index("--output") + 2] = ["--write-features", str(features)]
     with run_folder_lock(tmp_path):
         assert run_minibert(*argv).returncode == 0 and features.stat().st_size > 0
+
+
+def _tree(folder: Path) -> dict:
+    """Every path under ``folder`` (links not followed) and its size: what a refused run must leave as it was."""
+    return {str(path.relative_to(folder)): path.lstat().st_size for path in sorted(folder.rglob("*"))}
+
+
+def _train_file(tmp_path: Path) -> Path:
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na b,x\nb a,y\nc d,x\nd c,y\n", encoding="utf-8")
+    return train
+
+
+@pytest.mark.parametrize("command", ["finetune", "pretrain"])
+@pytest.mark.parametrize("what", ["a link to a folder with files", "a link to an empty folder", "a link to a link",
+                                  "a dangling link", "a folder of someone's files", "a folder with a hidden file",
+                                  "a folder holding an empty folder", "a model folder (config.json)"])  # fmt: skip
+def test_a_run_writes_only_a_new_or_empty_folder_of_its_own(tmp_path, command, what):
+    """Issue 53, item 1: --output that is not a new or empty folder of its own is refused before anything
+    is written (no run, no lock file, neither in it nor where a link points), naming what is there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    output = tmp_path / "out"
+    if what == "a link to a folder with files":
+        (elsewhere / "precious.txt").write_text("mine")
+        output.symlink_to(elsewhere)
+    elif what == "a link to an empty folder":
+        output.symlink_to(elsewhere)
+    elif what == "a link to a link":
+        (tmp_path / "hop").symlink_to(elsewhere)
+        output.symlink_to(tmp_path / "hop")
+    elif what == "a dangling link":
+        output.symlink_to(tmp_path / "nowhere")
+    else:
+        output.mkdir()
+        name = {"a folder of someone's files": "notes.txt", "a folder with a hidden file": ".env",
+                "a folder holding an empty folder": "sub", "a model folder (config.json)": "config.json"}[what]
+        if name == "sub":
+            (output / name).mkdir()
+        else:
+            (output / name).write_text("{}")
+    before = _tree(tmp_path)
+    if command == "finetune":
+        result = run_minibert("finetune", "--model", TINY, "--train", str(_train_file(tmp_path)), "--output",
+                              str(output), "--device", "cpu")  # fmt: skip
+        before = {**before, "train.csv": (tmp_path / "train.csv").stat().st_size}
+    else:
+        data = write_instances(tmp_path / "data.tfrecord", random_instances(4, vocab_size=111, seq_len=16, seed=1))
+        result = run_minibert(*pretrain_args(data, output), "--device", "cpu")
+        before = {**before, "data.tfrecord": data.stat().st_size}
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+    expected = {"link": "is a symbolic link", "model": "already holds a run"}
+    said = next((text for key, text in expected.items() if key in what), "is not empty")
+    assert f"--output {output} {said}" in result.stderr, result.stderr
+    assert _tree(tmp_path) == before, "a refused run changed the files"
+
+
+def test_an_empty_folder_is_a_new_runs(tmp_path):
+    output = tmp_path / "out"
+    output.mkdir()
+    train = _train_file(tmp_path)
+    result = run_minibert("finetune", "--model", TINY, "--train", str(train), "--output", str(output), "--device",
+                          "cpu", "--epochs", "1", "--batch-size", "2", "--max-seq-length", "16")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (output / "model.safetensors").exists() and not (output / LOCK_FILE).exists()
+
+
+def test_a_resumed_run_writes_the_description_files_a_kill_left_out(tmp_path):
+    """Issue 53, item 6: the training state is written before finetune.json and order.jsonl; a run killed
+    between them gets them when resumed, the same bytes a run never stopped writes."""
+    output = tmp_path / "out"
+    train = _train_file(tmp_path)
+    arguments = ["finetune", "--model", TINY, "--train", str(train), "--output", str(output), "--device", "cpu",
+                 "--epochs", "1", "--batch-size", "2", "--max-seq-length", "16"]  # fmt: skip
+    assert run_minibert(*arguments).returncode == 0
+    written = {name: (output / name).read_bytes() for name in ("finetune.json", "order.jsonl")}
+    for name in written:
+        (output / name).unlink()
+    resumed = run_minibert(*arguments, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert {name: (output / name).read_bytes() for name in written} == written

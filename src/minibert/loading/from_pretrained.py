@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -120,6 +121,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
                          new_heads=new_heads)  # fmt: skip
     state = read_state_dict(weights_file)
     state = rename_and_check(model, state, weights_file, config_file, new_heads=new_heads)
+    refuse_or_warn_non_finite(state, weights_file, int8)
     for name, tensor in state.items():
         if tensor.is_floating_point() and tensor.dtype != dtype:
             tensor = tensor.to(dtype)
@@ -135,6 +137,35 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
     speed_up(model, gemm, int8_from=weights_file if int8 else None)  # speed is added here only (speed/seam.py)
     return model
+
+
+def refuse_or_warn_non_finite(state: dict[str, torch.Tensor], weights_file: Path, int8: bool) -> None:
+    """A weight that holds NaN or an infinity makes every output that reads it NaN or infinite. In
+    float, that is what the checkpoint computes: it loads, with a warning naming the tensors. In
+    int8 it would be hidden (a quantization scale from an infinite range, a NaN rounded to a
+    number): refused, naming them."""
+    bad = [(_as_in_the_file(name), int((~torch.isfinite(tensor)).sum()), tensor.numel())
+           for name, tensor in state.items()
+           if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]  # fmt: skip
+    if not bad:
+        return
+    said = "; ".join(f"{name} holds {count:,} of {numel:,}" for name, count, numel in bad[:5])
+    said += f" (and {len(bad) - 5} more tensors)" if len(bad) > 5 else ""
+    if int8:
+        raise QuantizationError(f"{weights_file}: refused for dtype='int8': NaN or infinite weights ({said}); int8 "
+                                "cannot carry them, and float32 would give NaN where they are read")  # fmt: skip
+    warnings.warn(f"{weights_file}: NaN or infinite weights ({said}): every output that reads them is NaN or "
+                  "infinite", stacklevel=5)  # fmt: skip
+
+
+def _as_in_the_file(name: str) -> str:
+    """A tensor's name as checkpoints spell it (encoder.layer.0.intermediate.dense.weight), for messages."""
+    from .names import HEAD_PREFIXES, minibert_to_checkpoint
+
+    try:
+        return minibert_to_checkpoint(name if name.startswith(HEAD_PREFIXES) else name.removeprefix("bert.")) or name
+    except (KeyError, ValueError):
+        return name
 
 
 CALL_OPTIONS = ("output_hidden_states", "output_attentions")

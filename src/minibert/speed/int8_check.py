@@ -19,6 +19,7 @@ int8: it changes the numbers more than bfloat16 does, so it is always asked for 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def load_int8(model: nn.Module, weights_file: Path | None = None) -> Int8Check:
         quantize(model)
         cosines = F.cosine_similarity(before, sentence_vectors(model, batch), dim=1)  # (texts,)
         check = Int8Check(float(cosines.mean()), float(cosines.min()), len(cosines), "measured")
-        if key is not None:
+        if key is not None and math.isfinite(check.worst_cosine) and math.isfinite(check.mean_cosine):
             write_cache(key, {"int8_mean_cosine": check.mean_cosine, "int8_worst_cosine": check.worst_cosine,
                               "texts": check.texts})  # fmt: skip
     else:
@@ -91,7 +92,7 @@ def load_int8(model: nn.Module, weights_file: Path | None = None) -> Int8Check:
     hand_back_freed_memory()  # the float32 projections quantize freed leave the process's RSS (docs/int8.md)
     model.int8_check = check
     source = getattr(model, "name_or_path", "this model")
-    if check.worst_cosine < COSINE_FLOOR:
+    if not check.worst_cosine >= COSINE_FLOOR:  # (a NaN cosine is no pass)
         raise QuantizationError(
             f"{source}: refused for dtype='int8': its int8 sentence vectors reach a cosine of only "
             f"{check.worst_cosine:.6f} to float32 on the worst of {check.texts} calibration texts (mean "
@@ -146,7 +147,8 @@ def _cached_check(key: str | None) -> Int8Check | None:
     if not isinstance(record, dict):
         return None
     mean, worst, texts = record.get("int8_mean_cosine"), record.get("int8_worst_cosine"), record.get("texts")
-    if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in (mean, worst, texts)):
+    if not all(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+               for value in (mean, worst, texts)):  # fmt: skip
         return None
     return Int8Check(float(mean), float(worst), int(texts), "cached")
 

@@ -46,12 +46,13 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address:
         raise DataError("--seeds and --learning-rates compare trials on dev: give --dev")
     if seeds < 1 or not rates or any(not rate > 0 for rate in rates):
         raise DataError("--seeds must be 1 or more and --learning-rates numbers above 0")
+    plan = [(rate, seed) for rate in rates for seed in range(options.seed, options.seed + seeds)]
+    check_the_plan(options, plan)
     root = Path(options.output)
     if (root / "sweep.json").exists() and not options.resume:
         raise DataError(f"--output {root} already holds a sweep: pass --resume to continue it, or choose another "
                         "folder")  # fmt: skip
     metric = task_named(options.task).main_metric(options)
-    plan = [(rate, seed) for rate in rates for seed in range(options.seed, options.seed + seeds)]
     trials = []
     try:
         with run_folder_lock(root):
@@ -75,6 +76,48 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address:
                                                       indent=2) + "\n").encode("utf-8"))  # fmt: skip
     write_atomically(root / "sweep.md", table(metric, trials, summary).encode("utf-8"))
     return root
+
+
+# What one trial keeps on disk, in copies of the model's float32 weights: the model, best/, and the
+# training state's weights and two optimizer moments.
+COPIES_A_TRIAL_KEEPS = 5
+
+
+def check_the_plan(options: FinetuneOptions, plan: list[tuple[float, int]]) -> None:
+    """Every trial's settings checked before the first one runs (a rate of inf, a seed past the
+    limit), and the disk the trials will fill against the space free where they go."""
+    for rate, seed in plan:
+        try:
+            dataclasses.replace(options, learning_rate=rate, seed=seed, output=options.output).check(processes=1)
+        except DataError as error:
+            raise DataError(f"the sweep's trial (learning rate {rate!r}, seed {seed}): {error}") from None
+    import shutil
+
+    need = len(plan) * COPIES_A_TRIAL_KEEPS * _float32_bytes(options.model)
+    place = Path(options.output).resolve()
+    while not place.exists():
+        place = place.parent
+    free = shutil.disk_usage(place).free
+    if need > free and not options.resume:
+        raise DataError(f"a sweep of {len(plan)} trials keeps about {need / 1e9:.1f} GB ({COPIES_A_TRIAL_KEEPS} "
+                        f"copies of the model's weights each: the model, best/, the training state's weights and "
+                        f"two optimizer moments); {place} has {free / 1e9:.1f} GB free: fewer --seeds or "
+                        "--learning-rates, or another --output")  # fmt: skip
+
+
+def _float32_bytes(model: str) -> int:
+    """The model's weights in float32, from its checkpoint's header (0 when it cannot be told here)."""
+    from ..errors import MinibertError
+    from ..loading.checkpoint_files import find_checkpoint
+    from ..loading.safetensors import safetensors_shapes
+
+    try:
+        _, weights = find_checkpoint(model)
+        if weights.suffix == ".safetensors":
+            return 4 * sum(tensor.numel() for tensor in safetensors_shapes(weights).values())
+        return weights.stat().st_size
+    except (MinibertError, OSError):
+        return 0  # (the trial itself then says what is wrong with the model)
 
 
 def trial_name(rate: float, seed: int) -> str:

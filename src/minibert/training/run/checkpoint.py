@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import torch
 
 from ...errors import DataError, TrainingStateError
 from ...formats.atomic_files import naming_the_file, write_atomically
+from .lock import LOCK_FILE
 
 STATE_FILE = "training_state.pt"
 METRICS_FILE = "metrics.jsonl"
@@ -157,11 +159,22 @@ class RunDirectory:
         return any((self.path / name).exists() for name in RUN_FILES)
 
     def check_new(self) -> None:
+        """A new run's folder is new or empty, and is itself (not a link to somewhere else): a run
+        writes every file of its own inside its folder, and nothing of anyone else's is in there."""
+        if self.path.is_symlink():
+            raise DataError(f"--output {self.path} is a symbolic link (to {os.readlink(self.path)}): a run writes into "
+                            "a folder of its own; give the folder itself, new or empty")  # fmt: skip
         if self.path.exists() and not self.path.is_dir():
             raise DataError(f"--output {self.path} exists and is not a directory")
         if self.holds_run():
             raise DataError(f"--output {self.path} already holds a run: pass --resume to continue it, or choose "
                             "another folder (nothing was overwritten)")  # fmt: skip
+        if self.path.is_dir():
+            others = sorted(entry.name for entry in self.path.iterdir() if entry.name != LOCK_FILE)
+            if others:
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+                raise DataError(f"--output {self.path} is not empty ({shown}) and holds no run: a run needs a new or "
+                                "empty folder of its own (nothing was written)")  # fmt: skip
 
     def save(self, model, state: TrainingState, hub_files: bool = True) -> None:
         """A checkpoint: the hub files first, the training state last (each replaced atomically)."""

@@ -110,6 +110,8 @@ def train(task: Task, options) -> Path:
         torch.use_deterministic_algorithms(True, warn_only=True)  # an op without such a kernel: warned, once
     world = World.from_environment(device)
     run = Run(task, options, world, RunDirectory(Path(options.output)))
+    if not options.resume:  # before the lock: a refused folder is left as it was, without even a lock file
+        run.folder.check_new()
     with owning_the_folder(run):
         done = set_up(run)
         progress = steps(run, done)
@@ -334,6 +336,7 @@ def resume(run: Run, hub_names: list[str]) -> int:
     if world.is_main:
         folder.remove_leftovers()
         folder.keep_metrics_up_to(state.step)
+        run.task.describe_run(folder.path, run.options, run.data)  # a kill before start() wrote them
         metric = run.task.main_metric(run.options)
         if metric is not None:
             run.best, run.best_step = best_so_far(folder, metric)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ from ...formats.atomic_files import write_atomically
 from ...heads import BertForSequenceClassification
 from . import PROBLEMS
 from .head import check_sequence_length, load_classifier
-from .order import TrainingOrder
+from .order import ORDER_FILE, TrainingOrder
 from .task import Task, TrainingData
 
 RUN_NOTE = "finetune.json"
@@ -79,12 +79,20 @@ class Finetuning(Task):
         return "accuracy"
 
     def start(self, run: Path, options, data: TrainingData) -> None:
-        data.order.write(run, data.steps)
-        write_note(run, options, data, self.main_metric(options))
+        self.describe_run(run, options, data)
         print(f"finetune: {self.describe_head(data)}", file=sys.stderr)
         if data.dev is None:
             print(f"finetune: no --dev: the run is not evaluated and keeps no {run}/best/ (its model is {run}/ "
                   "itself, as of the last step)", file=sys.stderr)  # fmt: skip
+
+    def describe_run(self, run: Path, options, data: TrainingData) -> None:
+        """The files the run folder describes its run with, those not there yet: order.jsonl (the
+        examples of each step) and finetune.json (the options, labels, steps). A run killed before
+        it wrote them gets them when resumed."""
+        if not (run / ORDER_FILE).exists():
+            data.order.write(run, data.steps)
+        if not (run / RUN_NOTE).exists():
+            write_note(run, replace(options, resume=False), data, self.main_metric(options))
 
     def describe_head(self, data: TrainingData) -> str:
         """Which head the run trains, for the line ``start`` prints."""

@@ -90,6 +90,9 @@ class Task:
     def start(self, run: Path, options, data: TrainingData) -> None:
         """What a new run writes and says besides its first checkpoint (nothing by default)."""
 
+    def describe_run(self, run: Path, options, data: TrainingData) -> None:
+        """The description files ``start`` writes, those missing (a resumed run killed before them)."""
+
     def summary(self, last: dict) -> str:
         """The closing line's detail, from the last step's metrics line."""
         return f"loss {last['loss']:.4g}"
