@@ -354,7 +354,7 @@ def test_a_tampered_training_state_is_refused_on_resume(case, data, finished, tm
         (["--batch-size", "4"], "made with batch_size = 2, this command gives 4"),
         (["--batch-size", "2", "--seed", "7"], "made with seed = 12345"),
         (["--batch-size", "2", "--dropout", "0"], "made with dropout = None"),
-        (["--batch-size", "2", "--bf16"], "made with bf16 = False"),
+        (["--batch-size", "2", "--bf16"], "made with precision = 'fp32', this command gives 'bf16'"),
     ],
 )
 def test_resume_with_other_settings_is_refused(flags, problem, data, finished, tmp_path):

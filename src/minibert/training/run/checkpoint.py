@@ -159,17 +159,24 @@ class RunDirectory:
         return any((self.path / name).exists() for name in RUN_FILES)
 
     def check_new(self) -> None:
-        """A new run's folder is new or empty, and is itself (not a link to somewhere else): a run
-        writes every file of its own inside its folder, and nothing of anyone else's is in there."""
+        """A new run's folder: ``check_place``, and no run in it (checked under the lock: a run
+        being written by another process is refused by the lock, naming that process)."""
+        self.check_place()
+        if self.holds_run():
+            raise DataError(f"--output {self.path} already holds a run: pass --resume to continue it, or choose "
+                            "another folder (nothing was overwritten)")  # fmt: skip
+
+    def check_place(self) -> None:
+        """A new run's folder is new or empty (or holds a run, which check_new refuses), and is
+        itself, not a link to somewhere else: a run writes every file of its own inside its folder,
+        and nothing of anyone else's is in there. Checked before the lock too: a refused folder is
+        left as it was, without even a lock file."""
         if self.path.is_symlink():
             raise DataError(f"--output {self.path} is a symbolic link (to {os.readlink(self.path)}): a run writes into "
                             "a folder of its own; give the folder itself, new or empty")  # fmt: skip
         if self.path.exists() and not self.path.is_dir():
             raise DataError(f"--output {self.path} exists and is not a directory")
-        if self.holds_run():
-            raise DataError(f"--output {self.path} already holds a run: pass --resume to continue it, or choose "
-                            "another folder (nothing was overwritten)")  # fmt: skip
-        if self.path.is_dir():
+        if self.path.is_dir() and not self.holds_run():
             others = sorted(entry.name for entry in self.path.iterdir() if entry.name != LOCK_FILE)
             if others:
                 shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")

@@ -111,7 +111,7 @@ def train(task: Task, options) -> Path:
     world = World.from_environment(device)
     run = Run(task, options, world, RunDirectory(Path(options.output)))
     if not options.resume:  # before the lock: a refused folder is left as it was, without even a lock file
-        run.folder.check_new()
+        run.folder.check_place()
     with owning_the_folder(run):
         done = set_up(run)
         progress = steps(run, done)
