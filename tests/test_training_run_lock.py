@@ -278,14 +278,21 @@ def test_a_run_writes_only_a_new_or_empty_folder_of_its_own(tmp_path, command, w
     assert _tree(tmp_path) == before, "a refused run changed the files"
 
 
-def test_an_empty_folder_is_a_new_runs(tmp_path):
+@pytest.mark.parametrize("leftovers", [[], [".training_state.pt.x4qt1fjk.partial"],
+                                       [LOCK_FILE, ".training_state.pt.abc.partial"]])  # fmt: skip
+def test_an_empty_folder_or_a_killed_first_write_is_a_new_runs(tmp_path, leftovers):
+    """A run killed while it wrote its first training state leaves a temporary (and, SIGKILLed, its
+    lock file) and no run: started again, the run takes the folder and removes the temporary."""
     output = tmp_path / "out"
     output.mkdir()
+    for name in leftovers:
+        (output / name).write_bytes(b"half a state")
     train = _train_file(tmp_path)
     result = run_minibert("finetune", "--model", TINY, "--train", str(train), "--output", str(output), "--device",
                           "cpu", "--epochs", "1", "--batch-size", "2", "--max-seq-length", "16")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert (output / "model.safetensors").exists() and not (output / LOCK_FILE).exists()
+    assert not [path.name for path in output.iterdir() if path.name.endswith(".partial")]
 
 
 def test_a_resumed_run_writes_the_description_files_a_kill_left_out(tmp_path):

@@ -146,6 +146,12 @@ def _check_tensors(where: str, what: str, found, shapes: dict) -> None:
             raise TrainingStateError(f"{where}: {what}: {name} holds NaN or infinite values")
 
 
+def _a_runs_own_leftover(name: str) -> bool:
+    """A killed run's lock file, or the temporary of a write it did not finish (``.NAME.xxxx.partial``:
+    a kill while the first training state was written leaves one, and no run)."""
+    return name == LOCK_FILE or (name.startswith(".") and name.endswith(".partial"))
+
+
 class RunDirectory:
     """The output folder of ``minibert pretrain``: refuses to overwrite a run, writes checkpoints."""
 
@@ -177,7 +183,7 @@ class RunDirectory:
         if self.path.exists() and not self.path.is_dir():
             raise DataError(f"--output {self.path} exists and is not a directory")
         if self.path.is_dir() and not self.holds_run():
-            others = sorted(entry.name for entry in self.path.iterdir() if entry.name != LOCK_FILE)
+            others = sorted(entry.name for entry in self.path.iterdir() if not _a_runs_own_leftover(entry.name))
             if others:
                 shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
                 raise DataError(f"--output {self.path} is not empty ({shown}) and holds no run: a run needs a new or "
@@ -193,9 +199,8 @@ class RunDirectory:
     def remove_leftovers(self) -> list[str]:
         """Delete the temporary files of a write that a kill interrupted (``.NAME.xxxx.partial``:
         formats/atomic_files.py); the files they were to replace are whole. Returns their names."""
-        leftovers = [
-            entry for entry in self.path.iterdir() if entry.name.startswith(".") and entry.name.endswith(".partial")
-        ]
+        leftovers = [entry for entry in self.path.iterdir()
+                     if entry.name != LOCK_FILE and _a_runs_own_leftover(entry.name)]  # fmt: skip
         for entry in leftovers:
             entry.unlink(missing_ok=True)
         return [entry.name for entry in leftovers]

@@ -164,6 +164,7 @@ def set_up(run: Run) -> int:
         torch.manual_seed(options.seed + world.rank)  # dropout: each process its own stream
         if world.is_main:
             folder.path.mkdir(parents=True, exist_ok=True)
+            folder.remove_leftovers()  # a run killed while it wrote its first state left no run, and a temporary
         save(run, done, hub_files=False)  # the training state first: from here on the run can be resumed
         if world.is_main:
             task.start(folder.path, options, data)
