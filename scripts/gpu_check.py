@@ -38,7 +38,6 @@ seconds, the parts not yet started are skipped.
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import subprocess
 import sys
@@ -48,17 +47,12 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-import torch  # noqa: E402
-from gpu_parity import parity  # noqa: E402
-from gpu_setup import FULL, QUICK, ROOT, Checkpoints, Plan, Report, read_texts, sync, transformers_module  # noqa: E402
+import torch
+from gpu_parity import parity
+from gpu_setup import FULL, QUICK, ROOT, Checkpoints, Plan, Report, read_texts, sync, transformers_module
 from gpu_speed import (
-    embed_call,  # noqa: E402
-    speed,  # noqa: E402
+    embed_call,
+    speed,
 )
 
 

@@ -3,18 +3,12 @@ and fp16, and each against float64; a classifier's logits and a training step's 
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from gpu_setup import (  # noqa: E402
+import torch
+import torch.nn.functional as F
+from gpu_setup import (
     DTYPES,
     MINILM,
     NUM_LABELS,

@@ -12,6 +12,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+# Offline and quiet, set here once: gpu_check.py, gpu_parity.py and gpu_speed.py import this module before
+# anything that reads them (transformers and sentence-transformers are imported where they are used).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -4,20 +4,14 @@ minibert and the reference alternating round by round."""
 from __future__ import annotations
 
 import itertools
-import os
 import statistics
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from gpu_setup import (  # noqa: E402
+import numpy as np
+import torch
+from gpu_setup import (
     DTYPES,
     LEARNING_RATE,
     NUM_LABELS,

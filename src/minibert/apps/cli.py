@@ -35,6 +35,7 @@ import sys
 import warnings
 
 from .. import __version__
+from ..loading.devices import device_flag
 from ..loading.hub import DEFAULT_MODEL
 from ..speed import BACKENDS
 from .commands import (
@@ -52,7 +53,7 @@ from .embed_files import add_parser as add_embed_parser
 from .embed_files import embedding_flags
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
-from .flag_types import DEVICE_HELP, device_name, label_list, number, positive_int
+from .flag_types import DEVICE_HELP, label_list, number, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import add_parser as add_task_parsers
@@ -166,7 +167,7 @@ def _process_flags() -> tuple[_Parser, _Parser]:
     process.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     model_run = _Parser(add_help=False, parents=[process])
     model_run.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
-    model_run.add_argument("--device", type=device_name, default="auto", help=DEVICE_HELP)
+    model_run.add_argument("--device", type=device_flag, default="auto", help=DEVICE_HELP)
     return process, model_run
 
 

@@ -59,19 +59,6 @@ DEVICE_HELP = ("where the model runs: auto (default: CUDA where torch sees a GPU
                "on stderr), cpu, cuda, cuda:N")  # fmt: skip
 
 
-def device_name(text: str) -> str:
-    """An argparse type: a device name (devices.py; whether the machine has it is checked when the
-    command runs: exit 1, one line).
-
-    >>> device_name("gpu")
-    Traceback (most recent call last):
-    argparse.ArgumentTypeError: device 'gpu': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0)
-    """
-    from ..loading.devices import device_flag
-
-    return device_flag(text)
-
-
 def label_list(text: str) -> list[str]:
     """An argparse type: a classifier's labels in id order, comma-separated.
 

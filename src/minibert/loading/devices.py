@@ -47,7 +47,13 @@ def check_device_name(name: str) -> str:
 
 
 def device_flag(text: str) -> str:
-    """``check_device_name`` as an argparse type: a bad name is a usage error naming the flag."""
+    """``check_device_name`` as an argparse type (every command's --device): a bad name is a usage
+    error naming the flag.
+
+    >>> device_flag("gpu")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: device 'gpu': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0)
+    """
     import argparse
 
     try:

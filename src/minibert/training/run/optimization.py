@@ -106,8 +106,6 @@ class AdamWeightDecay:
         self.moments: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     CHUNK = 1 << 23  # elements updated per batch of tensors: bounds the two temporaries (2 × 32 MB in fp32)
-    # On a GPU, all at once: each batch is a dozen kernel launches, and launches, not memory, bound a step there
-    GPU_CHUNK = 1 << 62
 
     @torch.no_grad()
     def step(self, rate: float) -> None:
@@ -117,11 +115,10 @@ class AdamWeightDecay:
             if name not in self.moments:
                 self.moments[name] = (torch.zeros_like(p), torch.zeros_like(p))
         chunk, size = [], 0
-        limit = self.CHUNK if not live or live[0][1].device.type == "cpu" else self.GPU_CHUNK
         for name, p in live:  # a batch of tensors at a time, so the temporaries stay small
             chunk.append((name, p))
             size += p.numel()
-            if size >= limit:
+            if size >= self.CHUNK:
                 self._update(chunk, rate)
                 chunk, size = [], 0
         if chunk:
