@@ -429,3 +429,13 @@ def test_a_nan_cosine_is_never_a_pass_nor_kept(monkeypatch):
     monkeypatch.setattr(int8_check, "read_cache", lambda: {"k": {"int8_mean_cosine": nan, "int8_worst_cosine": nan,
                                                                  "texts": 8}})  # fmt: skip
     assert int8_check._cached_check("k") is None
+
+
+def test_the_finite_check_is_exact_where_a_sum_overflows():
+    """Loading screens each tensor by its sum (speed): a sum that overflows on huge finite weights must
+    not make them count as broken, and one NaN or a pair of opposite infinities must."""
+    from minibert.loading.from_pretrained import _all_finite
+
+    assert _all_finite(torch.full((4,), 3e38)) and _all_finite(torch.tensor([60000.0, 60000.0]).half())
+    for values in ([1.0, float("nan")], [float("inf")], [float("inf"), float("-inf")], [-float("inf"), 2.0]):
+        assert not _all_finite(torch.tensor(values)), values

@@ -145,8 +145,7 @@ def refuse_or_warn_non_finite(state: dict[str, torch.Tensor], weights_file: Path
     int8 it would be hidden (a quantization scale from an infinite range, a NaN rounded to a
     number): refused, naming them."""
     bad = [(_as_in_the_file(name), int((~torch.isfinite(tensor)).sum()), tensor.numel())
-           for name, tensor in state.items()
-           if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]  # fmt: skip
+           for name, tensor in state.items() if tensor.is_floating_point() and not _all_finite(tensor)]
     if not bad:
         return
     said = "; ".join(f"{name} holds {count:,} of {numel:,}" for name, count, numel in bad[:5])
@@ -156,6 +155,13 @@ def refuse_or_warn_non_finite(state: dict[str, torch.Tensor], weights_file: Path
                                 "cannot carry them, and float32 would give NaN where they are read")  # fmt: skip
     warnings.warn(f"{weights_file}: NaN or infinite weights ({said}): every output that reads them is NaN or "
                   "infinite", stacklevel=5)  # fmt: skip
+
+
+def _all_finite(tensor: torch.Tensor) -> bool:
+    """Whether every value is finite. A NaN or an infinity makes the sum NaN or infinite, so a finite
+    sum settles it at a tenth of the elementwise check's time (a sum that overflows is checked
+    elementwise: exact either way)."""
+    return bool(torch.isfinite(tensor.sum())) or bool(torch.isfinite(tensor).all())
 
 
 def _as_in_the_file(name: str) -> str:
