@@ -87,31 +87,6 @@ def test_stdin_is_read_one_text_per_line(minilm_dir, tmp_path, how):
     assert [row["text"] for row in rows] == ["héllo wörld"] and len(rows[0]["embedding"]) == 384
 
 
-def test_the_stdin_copy_is_removed_however_the_command_ends(minilm_dir, tmp_path, monkeypatch):
-    """stdin is spooled to a temporary file (counted, then streamed): it must not outlive the command,
-    whether it succeeds, fails on a bad option after the copy, or is stopped by a signal mid-run."""
-    import signal
-    import tempfile
-
-    from minibert import Embedder
-
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(spool))
-    assert run("embed", "-", "--model", str(minilm_dir), stdin=b"one\ntwo\n").returncode == 0
-    assert run("embed", "-", "--output", str(tmp_path / "o.txt"), stdin=b"x\n").returncode == 2  # bad suffix
-    copies = []
-
-    def stopped_mid_run(self, *args, **kwargs):
-        copies.extend(spool.iterdir())  # the copy exists while the command runs (the test can fail)
-        signal.raise_signal(signal.SIGTERM)
-
-    monkeypatch.setattr(Embedder, "embed_with_report", stopped_mid_run)
-    result = run("embed", "-", "--output", str(tmp_path / "o.npy"), "--model", str(minilm_dir), stdin=b"x\n")
-    assert result.returncode == 128 + signal.SIGTERM and len(copies) == 1
-    assert list(spool.iterdir()) == []
-
-
 def test_resume_from_stdin_is_refused(tmp_path):
     result = run("embed", "--input", "-", "--output", str(tmp_path / "o.npy"), "--resume", stdin=b"x\n")
     assert result.returncode == 2 and "not stdin" in result.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS, EmbedOptions
 from ..errors import InputFileError
-from ..formats.line_files import CHUNK, check_output, count_records, json_line, read_records, spooled_stdin
+from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records, stdin_records
 from .commands import CommandError, embed_options, load_embedder, report_truncated
 from .flag_types import DTYPE_HELP, DTYPES, positive_int
 
@@ -137,17 +137,18 @@ def cmd_embed(args) -> None:
     if not isinstance(args.commit_every, int) or args.commit_every < 1:
         raise CommandError(f"--commit-every must be a positive number of texts, got {args.commit_every}")
     if output is not None:
-        check_output(output, Path(args.input) if args.input and args.input != "-" else None)
-    if args.input != "-":
-        return _embed(args, output)
-    with spooled_stdin() as args.input:
-        return _embed(args, output)
+        check_output(output, Path(args.input) if args.input and args.input != STDIN else None)
+    _embed(args, output)
 
 
 def _embed(args, output: Path | None) -> None:
+    """Embed and write. A file is read twice: counted and checked before the model loads, then
+    embedded; stdin once, as a stream (``count`` None: a bad line stops the command where it is, and
+    an --output file is then not written)."""
     import numpy as np
 
-    count = count_records(Path(args.input)) if args.input else len(args.texts)
+    stdin = stdin_records() if args.input == STDIN else None
+    count = None if stdin else count_records(Path(args.input)) if args.input else len(args.texts)
     embedder = load_embedder(args)
     options = embed_options(args)
     dim = embedder.dimension(options)
@@ -155,7 +156,8 @@ def _embed(args, output: Path | None) -> None:
     truncated = {"texts": 0, "max_length": embedder.max_length}
 
     def chunks(skip: int = 0) -> Iterator[tuple[list[str], np.ndarray]]:
-        texts = (record["text"] for record in read_records(Path(args.input))) if args.input else iter(args.texts)
+        records = stdin or (read_records(Path(args.input)) if args.input else ({"text": t} for t in args.texts))
+        texts = (record["text"] for record in records)
         for _ in zip(range(skip), texts):  # texts an earlier run committed
             pass
         done = skip
@@ -181,6 +183,7 @@ def _embed(args, output: Path | None) -> None:
                     else json_line({"text": text, "embedding": _rounded(vector)})
                 )
                 number += 1
+            sys.stdout.flush()  # a chunk's rows reach a pipe as they are made
         return
 
     def encode(chunk, vectors) -> bytes:
@@ -190,10 +193,11 @@ def _embed(args, output: Path | None) -> None:
         return "".join(lines).encode("utf-8")
 
     header = b""
-    if output.suffix == ".npy":
-        header = _npy_header((count, dim))
+    if output.suffix == ".npy":  # for stdin, the count is written over the header at the end (the same size)
+        header = _npy_header((count or 0, dim))
     if args.resume:
         _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress)
+        written = count  # a resumable input is a file: counted first, and every text checked as written
     else:
         from ..formats.atomic_files import atomic_output
         from .resumable import ResumableOutput
@@ -209,9 +213,12 @@ def _embed(args, output: Path | None) -> None:
             for chunk, vectors in chunks():
                 handle.write(encode(chunk, vectors))
                 written += len(chunk)
-            _check_all_texts_read(args, count, written)
+            if count is None:
+                _count_read_from_stdin(handle, header, written, dim)
+            else:
+                _check_all_texts_read(args, count, written)
     progress.close()
-    print(f"minibert: wrote {count} embeddings of dimension {dim} to {output}", file=sys.stderr)
+    print(f"minibert: wrote {written} embeddings of dimension {dim} to {output}", file=sys.stderr)
 
 
 def _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress) -> None:
@@ -251,6 +258,15 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
         resumable.close()
 
 
+def _count_read_from_stdin(handle, header: bytes, written: int, dim: int) -> None:
+    """stdin's texts are counted as they are read: their count goes into the .npy header."""
+    if header:
+        counted = _npy_header((written, dim))
+        assert len(counted) == len(header), "numpy pads a header to 64 bytes: a longer count fits in the same size"
+        handle.seek(0)
+        handle.write(counted)
+
+
 def _check_all_texts_read(args, count: int, written: int) -> None:
     if written != count:
         raise InputFileError(f"{args.input} changed while it was read ({count} texts counted, {written} read)")
@@ -274,8 +290,8 @@ class _Progress:
     def __init__(self, total: int, wanted: bool | None):
         import time
 
-        self.total, self.clock = total, time.monotonic
-        self.show = wanted if wanted is not None else (sys.stderr.isatty() and total > CHUNK)
+        self.total, self.clock = total, time.monotonic  # total None: stdin, counted as it is read
+        self.show = wanted if wanted is not None else (sys.stderr.isatty() and (total or 0) > CHUNK)
         self.start(0)
 
     def start(self, done: int) -> None:
@@ -286,10 +302,13 @@ class _Progress:
             return
         elapsed = max(self.clock() - self.began, 1e-9)
         rate = (done - self.first) / elapsed
-        left = (self.total - done) / rate if rate > 0 else float("inf")
-        eta = "?" if left == float("inf") else f"{int(left // 60)}m {int(left % 60)}s"
-        line = (f"minibert: embedded {done:,} / {self.total:,} texts ({100 * done / max(self.total, 1):.1f}%), "
-                f"{rate:,.0f} texts/s, ETA {eta}")  # fmt: skip
+        if self.total is None:
+            line = f"minibert: embedded {done:,} texts, {rate:,.0f} texts/s"
+        else:
+            left = (self.total - done) / rate if rate > 0 else float("inf")
+            eta = "?" if left == float("inf") else f"{int(left // 60)}m {int(left % 60)}s"
+            line = (f"minibert: embedded {done:,} / {self.total:,} texts ({100 * done / max(self.total, 1):.1f}%), "
+                    f"{rate:,.0f} texts/s, ETA {eta}")  # fmt: skip
         print(("\r" + line) if sys.stderr.isatty() else line, end="" if sys.stderr.isatty() else "\n",
               file=sys.stderr, flush=True)  # fmt: skip
 

@@ -18,7 +18,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..formats.line_files import CHUNK, check_output, count_records, json_lines_output, read_records, spooled_stdin
+from ..formats import line_files
+from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_lines_output, read_records
 from ..task_choices import AGGREGATIONS, FUNCTIONS
 from .commands import CommandError, device_of, gemm_of, load_model
 from .flag_types import DTYPE_HELP, DTYPES, label_list, positive_int, whole_number
@@ -37,7 +38,8 @@ def add_parser(commands, parents: list) -> None:
     files.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
 
     classify = commands.add_parser("classify", parents=[files], help="labels and scores of a text classifier")
-    classify.add_argument("texts", nargs="*", help="texts to classify (or --input; .jsonl lines may add text_pair)")
+    classify.add_argument("texts", nargs="*", help="texts to classify (or --input; .jsonl lines may add "
+                          "text_pair); a lone - reads stdin")  # fmt: skip
     classify.add_argument("--top-k", default="1", type=_top_k, help="labels per text, best first: a number or all "
                                                                     "(default 1)")  # fmt: skip
     classify.add_argument(
@@ -52,7 +54,7 @@ def add_parser(commands, parents: list) -> None:
     classify.set_defaults(run=cmd_classify)
 
     tag = commands.add_parser("tag", parents=[files], help="entities of a token classifier (NER), with offsets")
-    tag.add_argument("texts", nargs="*", help="texts to tag (or --input)")
+    tag.add_argument("texts", nargs="*", help="texts to tag (or --input); a lone - reads stdin")
     tag.add_argument("--aggregation", default="simple", choices=AGGREGATIONS,
                      help="pieces → words → entities, as transformers' pipeline (default simple)")  # fmt: skip
     tag.add_argument(
@@ -110,6 +112,8 @@ def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
 def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, load, answer, finish=None) -> None:
     """Check the arguments and the files (every input line, before the model loads), then load the
     model (``load(name)``), and write the rows that ``answer(model, chunk of records)`` gives."""
+    if getattr(args, "texts", None) == [STDIN] and not args.input:  # a lone - reads stdin, as embed's does
+        args.texts, args.input = [], STDIN
     given = from_arguments()
     if given and args.input:
         raise CommandError("give texts as arguments or --input FILE, not both")
@@ -120,9 +124,11 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
     output = Path(args.output) if args.output else None
     if output is not None and output.suffix != ".jsonl":
         raise CommandError(f"--output must end in .jsonl, got {output.name}")
-    if args.input == "-":
-        with spooled_stdin() as path:
-            return _answer_file(args, path, output, fields, optional, load, answer, finish)
+    if args.input == STDIN:  # read as a stream: a bad line stops the command there (an --output is not written)
+        if output is not None:
+            check_output(output, None)
+        records = line_files.stdin_records(fields, optional)  # its first block checked before the model loads
+        return _write(records, output, functools.partial(answer, load_model(args, load)), finish)
     if args.input:
         return _answer_file(args, Path(args.input), output, fields, optional, load, answer, finish)
     if output is not None:
@@ -145,6 +151,8 @@ def _write(records: Iterator[dict], output: Path | None, answer_chunk, finish) -
             for chunk in _rows_in_chunks(records):
                 for row in answer_chunk(chunk):
                     lines.write(row)
+                if output is None:
+                    sys.stdout.flush()  # a chunk's rows reach a pipe as they are made
         else:
             rows = [row for chunk in _rows_in_chunks(records) for row in answer_chunk(chunk)]
             for row in finish(rows, output is None):

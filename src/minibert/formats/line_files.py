@@ -29,32 +29,66 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import InputFileError
+from ..errors import InputFileError, NotTextError
 from .json_files import parse_json
+from .plain_text import BLOCK_BYTES, read_text_lines
 
 CHUNK = 2048  # lines a command handles at a time (embedded, answered, written): memory follows the chunk
 
 
-def read_records(path: Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = ()) -> Iterator[dict]:
-    """One dict per line of ``path``, streamed (memory follows one line, not the file).
+STDIN = "-"  # the name that reads standard input, as the commands' --input - and a lone - argument
 
-    A ``.txt`` file gives ``{fields[0]: line}`` and is refused when a record needs several fields;
-    a blank ``.jsonl`` line is ``{fields[0]: ""}`` (and refused when several fields are needed)."""
-    path = Path(path)
-    jsonl = path.suffix == ".jsonl"
+
+def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
+                 optional: tuple[str, ...] = ()) -> Iterator[dict]:  # fmt: skip
+    """One dict per line of ``path`` (``STDIN``: standard input), streamed: memory follows one block
+    of the file, never all of it.
+
+    A ``.txt`` file (and stdin) gives ``{fields[0]: line}`` and is refused when a record needs several
+    fields; a blank ``.jsonl`` line is ``{fields[0]: ""}`` (and refused when several fields are needed).
+    The bytes are checked as text as they are read (``plain_text.TextCheck``: not mostly NUL or control
+    bytes, a line break within 8 MiB), each line as UTF-8."""
+    stdin = str(path) == STDIN
+    name = "stdin" if stdin else Path(path)
+    jsonl = not stdin and Path(path).suffix == ".jsonl"
     if not jsonl and len(fields) > 1:
-        raise InputFileError(f"{path}: this command reads .jsonl lines with {', '.join(fields)} fields")
+        raise InputFileError(f"{name}: this command reads .jsonl lines with {', '.join(fields)} fields")
     try:
-        with path.open(encoding="utf-8", newline="\n") as handle:  # split on "\n" only, translate nothing
-            for number, line in enumerate(handle, start=1):
-                line = line.removesuffix("\n").removesuffix("\r")
-                yield _record(line, fields, optional, f"{path}:{number}") if jsonl else {fields[0]: line}
-    except UnicodeDecodeError as error:
-        raise InputFileError(f"{path} is not UTF-8 text (byte {error.start})") from None
+        lines = read_text_lines(name, sys.stdin.buffer) if stdin else read_text_lines(path)
+        offset = 0
+        for number, raw in enumerate(lines, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                where = f"line {number:,}, byte {offset + error.start:,}"
+                raise InputFileError(f"{name} is not UTF-8 text ({where})") from None
+            offset += len(raw)
+            line = line.removesuffix("\n").removesuffix("\r")
+            yield _record(line, fields, optional, f"{name}:{number}") if jsonl else {fields[0]: line}
+        if stdin and offset == 0:  # a file is refused empty by count_records, before any work
+            raise InputFileError("stdin is empty: no line, nothing to do")
+    except NotTextError as error:
+        raise InputFileError(str(error)) from None
     except IsADirectoryError:
         raise InputFileError(f"input file {path} is a directory") from None
     except FileNotFoundError:
         raise InputFileError(f"input file not found: {path}") from None
+
+
+def stdin_records(fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = ()) -> Iterator[dict]:
+    """``read_records(STDIN)`` with its first ``CHUNK`` lines (or first MiB) already read and checked:
+    call it before loading a model, so that stdin that is empty, not text or not UTF-8 is refused
+    before the wait, as a file is by ``count_records``; the rest is checked as it streams."""
+    import itertools
+
+    records = read_records(STDIN, fields, optional)
+    first, size = [], 0
+    for record in records:  # read_records(STDIN) raises on an empty stdin
+        first.append(record)
+        size += sum(map(len, record.values())) + 1
+        if len(first) == CHUNK or size >= BLOCK_BYTES:
+            break
+    return itertools.chain(first, records)
 
 
 def _record(line: str, fields: tuple[str, ...], optional: tuple[str, ...], where: str) -> dict:
@@ -105,22 +139,6 @@ def same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return Path(a).resolve() == Path(b).resolve()
-
-
-@contextlib.contextmanager
-def spooled_stdin() -> Iterator[Path]:
-    """stdin copied to a temporary .txt file, so it can be counted first, then read as a stream.
-    The file is removed when the command ends, however it ends (an error, a signal, Ctrl-C)."""
-    import shutil
-    import tempfile
-
-    descriptor, name = tempfile.mkstemp(prefix="minibert-stdin-", suffix=".txt")
-    try:
-        with open(descriptor, "wb") as handle:
-            shutil.copyfileobj(sys.stdin.buffer, handle)
-        yield Path(name)
-    finally:
-        os.unlink(name)
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import NotTextError
 
@@ -51,13 +52,15 @@ class TextCheck:
         self.path = path
         self.offset = 0  # bytes fed so far
         self._line_start = 0  # offset of the current line's first byte
+        self._line_breaks = 0  # "\n" bytes fed so far
         self._window = bytearray()
 
     def feed(self, data: bytes) -> None:
         lines = data.split(b"\n")
-        longest = max([len(lines[0]) + self.offset - self._line_start, *map(len, lines[1:])])
-        if longest > MAX_LINE_BYTES:
-            self._refuse_long_line(data)
+        lengths = [len(lines[0]) + self.offset - self._line_start, *map(len, lines[1:])]  # the first goes on a line
+        if max(lengths) > MAX_LINE_BYTES:
+            self._refuse_long_line(lengths)
+        self._line_breaks += len(lines) - 1
         if len(lines) > 1:
             self._line_start = self.offset + len(data) - len(lines[-1])
         position = 0
@@ -86,26 +89,40 @@ class TextCheck:
                                f"{start + len(window):,} are NUL or control bytes (the first at byte offset "
                                f"{first:,}); {hint}")  # fmt: skip
 
-    def _refuse_long_line(self, data: bytes) -> None:
-        raise NotTextError(f"{self.path} is not text: no line break in the {MAX_LINE_BYTES / (1 << 20):,.0f} MiB "
-                           f"from byte offset {self._line_start:,}; text corpora hold one sentence or paragraph "
+    def _refuse_long_line(self, lengths: list[int]) -> None:
+        """Name the first over-long line by the byte offset and the number of the line it starts."""
+        index = next(index for index, length in enumerate(lengths) if length > MAX_LINE_BYTES)
+        start = self._line_start + sum(length + 1 for length in lengths[:index])
+        line = self._line_breaks + index + 1
+        raise NotTextError(f"{self.path} is not text: line {line:,} (from byte offset {start:,}) has no line break "
+                           f"in {MAX_LINE_BYTES / (1 << 20):,.0f} MiB; text corpora hold one sentence or paragraph "
                            "per line")  # fmt: skip
 
 
-def read_text_lines(path: str | os.PathLike) -> Iterator[bytes]:
+def read_text_lines(path: str | os.PathLike, stream: BinaryIO | None = None) -> Iterator[bytes]:
     """The lines of a text file as bytes, each with its ``\\n`` (the last may lack it), split at
-    ``\\n`` only, after ``TextCheck`` has seen them. ``OSError`` for a missing or unreadable file."""
-    check = TextCheck(path)
-    carried = b""
+    ``\\n`` only, after ``TextCheck`` has seen them. ``OSError`` for a missing or unreadable file.
+
+    ``stream``: read it instead of opening ``path`` (standard input; ``path`` is then its name in
+    messages). It is read as it comes, a block at a time: memory follows one block, nothing is copied,
+    and every line given out has been checked (a full block is whole windows; a short one is the end)."""
+    if stream is not None:
+        yield from _checked_lines(TextCheck(path), stream)
+        return
     with open(Path(path), "rb") as handle:
-        while block := handle.read(BLOCK_BYTES):
-            check.feed(block)
-            if len(block) < BLOCK_BYTES:  # the last block: check all of it before yielding its lines
-                check.finish()
-            lines = (carried + block).split(b"\n")
-            carried = lines.pop()
-            for line in lines:
-                yield line + b"\n"
+        yield from _checked_lines(TextCheck(path), handle)
+
+
+def _checked_lines(check: TextCheck, handle: BinaryIO) -> Iterator[bytes]:
+    carried = b""
+    while block := handle.read(BLOCK_BYTES):  # BLOCK_BYTES, or fewer at the end (a pipe's read waits for them)
+        check.feed(block)
+        if len(block) < BLOCK_BYTES:  # the last block: check all of it before yielding its lines
+            check.finish()
+        lines = (carried + block).split(b"\n")
+        carried = lines.pop()
+        for line in lines:
+            yield line + b"\n"
     check.finish()
     if carried:
         yield carried
