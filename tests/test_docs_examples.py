@@ -6,9 +6,11 @@ loopback hub (tests/hub_server.py) serves each hub id from a small checkpoint of
 real all-MiniLM-L6-v2, tiny random classifiers, the QA reference), and the working directory holds
 the placeholders (each a link to such a checkpoint, or a small input file). A Python example runs in
 a fresh process with the names its page takes as already made (``texts``, ``tokenizer``, ...: the
-PRELUDES below); a shell example runs in bash with ``set -e``, so each of its commands must exit 0. A
-``minibert serve`` line starts the server in the background on a free port (for 8080), waits until
-it answers /health, and keeps it for the page's next examples (curl, the OpenAI client).
+PRELUDES below); in the default run that process is forked from one that has imported torch once
+(fork_server.py: the example's own process, as ``python -c`` would make it, less ~3 s of imports). A
+shell example runs in bash with ``set -e``, so each of its commands must exit 0. A ``minibert serve``
+line starts the server in the background on a free port (for 8080), waits until it answers /health,
+and keeps it for the page's next examples (curl, the OpenAI client).
 
 An example that cannot run says why in its page, in an HTML comment right before the fence
 (``<!-- not run: installs packages -->``); NOT_RUN lists them, and the two must agree. Pages with a
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fork_server import ForkServer
 from test_tasks import QA_REFERENCE, make, ner_model  # noqa: F401  (make: the fixture)
 
 import minibert
@@ -223,8 +226,9 @@ def _needs_server(language: str, code: str) -> bool:
     return language == "python" and "8080" in code  # a client of the server a shell example started
 
 
-def _run_page(page: str, world, tmp_path: Path, chosen) -> None:
-    """Run the page's examples that ``chosen(language, code)`` picks, in page order."""
+def _run_page(page: str, world, tmp_path: Path, chosen, forks: ForkServer | None = None) -> None:
+    """Run the page's examples that ``chosen(language, code)`` picks, in page order (the Python
+    examples forked by ``forks`` where given, else each by ``python -c``)."""
     workdir, environment, port = _workdir(world, tmp_path), _environment(world), _free_port()
     ran = 0
     try:
@@ -237,7 +241,11 @@ def _run_page(page: str, world, tmp_path: Path, chosen) -> None:
                 command = [sys.executable, "-c", source]
             else:
                 command = ["bash", "-c", _shell_script(code, port)]
-            result = subprocess.run(command, cwd=workdir, env=environment, capture_output=True, text=True, timeout=600)
+            if forks is not None and language == "python":
+                result = forks.run(source, workdir, timeout=600)
+            else:
+                result = subprocess.run(command, cwd=workdir, env=environment, capture_output=True, text=True,
+                                        timeout=600)  # fmt: skip
             output = f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
             if (workdir / "server.log").exists():
                 output += "\nthe server's output:\n" + (workdir / "server.log").read_text(errors="replace")[-3000:]
@@ -263,10 +271,18 @@ def _shell_or_client(language: str, code: str) -> bool:
     return language == "shell" or _needs_server(language, code)
 
 
+@pytest.fixture(scope="module")
+def forks(world):
+    """One process with torch imported, started with the examples' environment, forking each example."""
+    server = ForkServer(_environment(world))
+    yield server
+    server.close()
+
+
 @pytest.mark.parametrize("page", _pages_with(_python_alone))
-def test_the_python_examples_run(page, world, tmp_path):
+def test_the_python_examples_run(page, world, tmp_path, forks):
     """The pages' Python examples (but the clients of a server, run with the shell examples)."""
-    _run_page(page, world, tmp_path, _python_alone)
+    _run_page(page, world, tmp_path, _python_alone, forks)
 
 
 @pytest.mark.slow
