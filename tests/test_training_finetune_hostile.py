@@ -45,7 +45,7 @@ CASES = [
      "--train {train}, line 2: the label field is empty"),
     ("empty-regress-label", "text,label\nthe water,\nthe bank,2\n", ["--task", "regress"], 1,
      "{train}, line 2: the label '' is not a number"),
-    ("labels-empty-entry", None, ["--labels", "wet,,dry"], 1, "--labels names an empty label"),
+    ("labels-empty-entry", None, ["--labels", "wet,,dry"], 2, "--labels: must name each label once"),
     ("header-only", "text,label\n", [], 1, "{train}"),
     ("jsonl-broken", '{"text": "the water", "label": "wet"}\n{"text": \n', ["--suffix", ".jsonl"], 1,
      "{train}, line 2: not a JSON object"),
@@ -58,7 +58,7 @@ CASES = [
     ("conll-no-tag", "EU B-ORG\nrejects\n", ["--suffix", ".conll", "--task", "tag"], 1, "{train}, line 2"),
     ("conll-utf16", "EU B-ORG\nrejects O\n".encode("utf-16-le"), ["--suffix", ".conll", "--task", "tag"], 1,
      "{train} is not text"),
-    ("labels-twice", None, ["--labels", "wet,dry,wet"], 1, "--labels names a label twice"),
+    ("labels-twice", None, ["--labels", "wet,dry,wet"], 2, "--labels: must name each label once"),
     ("csv-label-column-twice", "text,label,label\nthe water,wet,dry\nthe bank,dry,wet\n", [], 1,
      "{train}, line 1: the header names 'label' more than once"),
     ("csv-text-column-twice", "text,text,label\nthe water,the bank,wet\n", [], 1,
@@ -104,6 +104,70 @@ CASES = [
     ("seeds-past-the-last-seed", None, ["--seed", str(2**63 - 2), "--seeds", "3", "--dev", "{train}"], 1,
      f"the sweep's trial (learning rate 0.001, seed {2**63}): --seed must be a whole number from 0 to"),
 ]
+
+
+def squad(change=None, **question) -> str:
+    """A one-question SQuAD training file, with ``question``'s fields replaced and ``change(data)`` applied."""
+    import json
+
+    qa = {"id": "q1", "question": "What is wet?", "answers": [{"text": "water", "answer_start": 4}], **question}
+    data = {"data": [{"title": "t", "paragraphs": [{"context": "The water is wet.", "qas": [qa]}]}]}
+    if change is not None:
+        change(data)
+    return json.dumps(data)
+
+
+ANSWER = ["--suffix", ".json", "--task", "answer"]
+HOSTILE_READS = [  # issue 53, item 4: SQuAD's types and fields, named by place and question id
+    ("squad-context-a-number", squad(lambda d: d["data"][0]["paragraphs"][0].update(context=7)), ANSWER, 1,
+     "{train}: data[0].paragraphs[0]: 'context' must be a string, got number"),
+    ("squad-qas-an-object", squad(lambda d: d["data"][0]["paragraphs"][0].update(qas={"id": "q1"})), ANSWER, 1,
+     "{train}: data[0].paragraphs[0]: 'qas' must be a list, got object"),
+    ("squad-answers-a-string", squad(answers="water"), ANSWER, 1,
+     "data[0].paragraphs[0].qas[0] (question 'q1'): 'answers' must be a list, got string"),
+    ("squad-no-paragraphs", squad(lambda d: d["data"][0].pop("paragraphs")), ANSWER, 1,
+     "{train}: data[0]: no field 'paragraphs'"),
+    ("squad-no-id", squad(lambda d: d["data"][0]["paragraphs"][0]["qas"][0].pop("id")), ANSWER, 1,
+     "data[0].paragraphs[0].qas[0]: no field 'id'"),
+    ("squad-no-question", squad(lambda d: d["data"][0]["paragraphs"][0]["qas"][0].pop("question")), ANSWER, 1,
+     "(question 'q1'): no field 'question'"),
+    ("squad-top-level-list", "[]", ANSWER, 1, "{train}: the file: must be a JSON object with a 'data' list"),
+    ("squad-article-a-string", '{"data": ["an article"]}', ANSWER, 1,
+     "{train}: data[0]: must be an object, got string"),
+    ("squad-empty-answer", squad(answers=[{"text": "", "answer_start": 0}]), ANSWER, 1,
+     "qas[0].answers[0] (question 'q1'): the answer's text is empty"),
+    ("squad-blank-answer", squad(answers=[{"text": " ", "answer_start": 3}]), ANSWER, 1,
+     "qas[0].answers[0] (question 'q1'): the answer's text is blank"),
+    ("squad-start-a-string", squad(answers=[{"text": "water", "answer_start": "4"}]), ANSWER, 1,
+     "answers[0] (question 'q1'): 'answer_start' must be a number, got string"),
+    ("squad-start-true", squad(answers=[{"text": "water", "answer_start": True}]), ANSWER, 1,
+     "answers[0] (question 'q1'): 'answer_start' must be a number, got true or false"),
+    ("squad-start-negative", squad(answers=[{"text": "water", "answer_start": -13}]), ANSWER, 1,
+     "answers[0] (question 'q1'): answer_start must be a character position (0 or more), got -13"),
+    ("squad-start-4.5", squad(answers=[{"text": "water", "answer_start": 4.5}]), ANSWER, 1,
+     "got 4.5"),
+    ("squad-impossible-a-string", squad(is_impossible="false"), [*ANSWER, "--version-2-with-negative"], 1,
+     "(question 'q1'): 'is_impossible' must be a true or false, got string"),
+    ("squad-v2-no-impossible", squad(), [*ANSWER, "--version-2-with-negative"], 1,
+     "(question 'q1'): no field 'is_impossible'"),
+    ("squad-duplicate-id", squad(lambda d: d["data"][0]["paragraphs"][0]["qas"].append(
+        {"id": "q1", "question": "Is it?", "answers": [{"text": "wet", "answer_start": 13}]})), ANSWER, 1,
+     "data[0].paragraphs[0].qas[1] (question 'q1'): the id is also the id of data[0].paragraphs[0].qas[0]"),
+    # numbers checked in float32, the dtype they are trained in
+    ("regress-1e308", "text,label\nthe water,1e308\nthe bank,2\n", ["--task", "regress"], 1,
+     "{train}, line 2: the label '1e308' is too large"),
+    ("regress-1e20", "text,label\nthe water,2\nthe bank,-1e20\n", ["--task", "regress"], 1,
+     "{train}, line 3: the label '-1e20' is too large"),
+    # labels with commas, and many labels
+    ("labels-quoted-comma", None, ["--labels", 'wet,"dry,damp"'], 1,
+     "label 'dry' is not among the training labels ('wet', 'dry,damp')"),
+    ("labels-stray-quote", None, ["--labels", 'wet,"dry'], 2, "quote a label that holds a comma"),
+    ("labels-5000", None, ["--labels", ",".join(f"l{n}" for n in range(5000))], 1,
+     "training labels (l0, l1, l2, l3, l4, l5, l6, l7, l8, l9, l10, l11, ... and 4,988 more (5,000 labels))"),
+    ("csv-long-line-after-short-ones", "text,label\n" + "the water,wet\n" * 20_000 + "w" * (9 << 20) + ",dry\n",
+     [], 1, "{train} is not text: line 20,002 (from byte offset 280,011) has no line break in 8 MiB"),
+]
+CASES += HOSTILE_READS
 
 
 @pytest.mark.parametrize(("case", "content", "extra", "code", "named"), CASES, ids=[case[0] for case in CASES])
@@ -205,3 +269,30 @@ def test_a_sweep_that_would_fill_the_disk_is_refused_before_its_first_trial(tmp_
     assert result.returncode == 1, result.stderr
     assert "a sweep of 40 trials keeps about" in result.stderr and "0.0 GB free" in result.stderr
     assert snapshot(tmp_path) == before and not run.exists()
+
+
+def test_squad_numbers_as_json_writers_write_them_are_read(tmp_path):
+    """answer_start 0.0 (pandas writes whole numbers as floats) is the character position 0, once
+    called "not a number"; a numeric id is the id as text."""
+    from minibert.training.tasks.squad_examples import read_squad_examples
+
+    path = write(tmp_path / "train.json", squad(id=7, answers=[{"text": "The water", "answer_start": 0.0}]))
+    (example,), skipped = read_squad_examples(path, is_training=True)
+    found = (example.qas_id, example.orig_answer_text, example.start_position, example.end_position)
+    assert found == ("7", "The water", 0, 1)
+    assert skipped == 0
+
+
+def test_a_dev_file_with_one_id_twice_is_refused(tmp_path):
+    """Two dev questions with one id once kept one prediction and scored 100.0 over 1."""
+    from minibert.errors import DataError
+    from minibert.training.tasks.squad_examples import read_squad_examples
+
+    def second_paragraph(data):
+        data["data"].append({"title": "u", "paragraphs": [{"context": "Fire is hot.", "qas": [
+            {"id": "q1", "question": "What is hot?", "answers": [{"text": "Fire", "answer_start": 0}]}]}]})
+
+    path = write(tmp_path / "dev.json", squad(second_paragraph))
+    with pytest.raises(DataError, match=r"dev.json: data\[1\].paragraphs\[0\].qas\[0\] \(question 'q1'\): the id is "
+                                        r"also the id of data\[0\].paragraphs\[0\].qas\[0\]"):  # fmt: skip
+        read_squad_examples(path, is_training=False)

@@ -98,5 +98,5 @@ def test_an_answer_start_that_does_not_match_its_text_is_refused_in_one_line(tmp
     train.write_text(json.dumps(data), encoding="utf-8")
     assert main(flags(train, tmp_path / "run", "--epochs", "1")) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and str(train) in err and "question p0q2" in err
+    assert err.count("\n") == 1 and str(train) in err and "qas[2] (question 'p0q2')" in err
     assert "answers[0].answer_start" in err and not (tmp_path / "run").exists()

@@ -53,27 +53,45 @@ def test_conll_files_are_read_by_their_layout(tmp_path):
         read_conll(path)
 
 
-def test_first_piece_rule_equals_transformers_run_ner(tmp_path, minilm_dir):
-    """run_ner's tokenize_and_align_labels: word_ids() of the fast tokenizer; the tag at a word's
-    first piece, -100 at its other pieces and at [CLS]/[SEP]."""
+# Words that make no WordPiece piece (a zero-width space, a bell, a soft hyphen: the tokenizer removes
+# them), before, between and after tagged words: once a numpy broadcast error, or with a short
+# --max-seq-length every later tag shifted one piece.
+NO_PIECES = """\u200b O
+Anna B-PER
+\x07 O
+Schmidt I-PER
+visited O
+\u00ad B-MISC
+Berlin B-LOC
+\u200b I-LOC
+yesterday O
+"""
+
+
+@pytest.mark.parametrize("length", [32, 5, 7], ids=["whole", "cut after 3 pieces", "cut after 5 pieces"])
+@pytest.mark.parametrize("text", [CONLL, NO_PIECES], ids=["CoNLL-2003", "words without pieces"])
+def test_first_piece_rule_equals_transformers_run_ner(tmp_path, minilm_dir, text, length):
+    """run_ner's tokenize_and_align_labels: word_ids() of the fast tokenizer (truncated as run_ner
+    truncates); the tag at a word's first piece, -100 at its other pieces and at [CLS]/[SEP]; a word
+    without pieces has no label and moves no other."""
     tokenizers = pytest.importorskip("transformers")
     fast = tokenizers.BertTokenizerFast.from_pretrained(minilm_dir)
     path = tmp_path / "train.txt"
-    path.write_text(CONLL, encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     sentences = read_conll(path)
     labels = sorted({t for s in sentences for t in s.tags})
     _, vocabulary = load_vocabulary(str(minilm_dir))
-    features = tag_features(sentences, vocabulary, 32, labels, str(path))
+    features = tag_features(sentences, vocabulary, length, labels, str(path))
     for row, sentence in enumerate(sentences):
-        encoded = fast(sentence.words, is_split_into_words=True)
+        encoded = fast(sentence.words, is_split_into_words=True, truncation=True, max_length=length)
         expected, previous = [], None
         for word in encoded.word_ids():
             expected.append(IGNORE_INDEX if word is None or word == previous else labels.index(sentence.tags[word]))
             previous = word
-        length = len(encoded["input_ids"])
-        assert features.input_ids[row, :length].tolist() == encoded["input_ids"]
-        assert features.label_ids[row, :length].tolist() == expected
-        assert (features.label_ids[row, length:] == IGNORE_INDEX).all()
+        used = len(encoded["input_ids"])
+        assert features.input_ids[row, :used].tolist() == encoded["input_ids"]
+        assert features.label_ids[row, :used].tolist() == expected
+        assert (features.label_ids[row, used:] == IGNORE_INDEX).all()
 
 
 def test_entity_scores_equal_seqevals():

@@ -60,20 +60,22 @@ DEVICE_HELP = ("where the model runs: auto (default: CUDA where torch sees a GPU
 
 
 def label_list(text: str) -> list[str]:
-    """An argparse type: a classifier's labels in id order, comma-separated.
+    """An argparse type: a classifier's labels in id order, comma-separated (a label holding a comma
+    is quoted, as in a CSV row: loading/head_labels.py ``parse_labels``).
 
     >>> label_list("contradiction, entailment,neutral")
     ['contradiction', 'entailment', 'neutral']
-    >>> label_list("yes,,no")
-    Traceback (most recent call last):
-    argparse.ArgumentTypeError: must name each label once, comma-separated, got 'yes,,no'
+    >>> label_list('pos,neg,"a,b"')
+    ['pos', 'neg', 'a,b']
     """
     import argparse
 
-    labels = [label.strip() for label in text.split(",")]
-    if not all(labels) or len(set(labels)) != len(labels):
-        raise argparse.ArgumentTypeError(f"must name each label once, comma-separated, got {text!r}")
-    return labels
+    from ..loading.head_labels import parse_labels
+
+    try:
+        return parse_labels(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 ARGPARSE_KEYS = ("help", "action", "choices", "nargs", "required", "metavar", "type")

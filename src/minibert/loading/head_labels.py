@@ -72,3 +72,41 @@ def labels_for_the_head(model, config_extra: dict, label_config: dict, weights_f
     logger.info("%s: the config names no labels; the classifier %s %s has %d outputs: labels LABEL_0 ... LABEL_%d "
                 "(give id2label= to name them)", weights_file, name, shape, shape[0], shape[0] - 1)  # fmt: skip
     return shape[0]
+
+
+def parse_labels(text: str) -> list[str]:
+    """Labels in id order as a flag gives them: comma-separated, each stripped; a label that holds a
+    comma is quoted, as in a CSV row. ValueError for an empty label, one named twice, or a stray quote.
+
+    >>> parse_labels('pos, neg,"a,b"')
+    ['pos', 'neg', 'a,b']
+    """
+    import csv
+
+    try:
+        labels = [label.strip() for label in next(csv.reader([text], skipinitialspace=True, strict=True))]
+    except (csv.Error, StopIteration):
+        labels = []
+    if not labels or not all(labels) or len(set(labels)) != len(labels):
+        raise ValueError(f"must name each label once, comma-separated (quote a label that holds a comma), got {text!r}")
+    return labels
+
+
+def shown_labels(labels, most: int = 12, quoted: bool = False) -> str:
+    """Labels for a message, at most ``most`` of them and the count of the rest (100,000 labels once
+    made a 789 KB line). Each is quoted when ``quoted``, or when one of them holds a comma or outer
+    spaces or is empty, so that no label can be misread as two.
+
+    >>> shown_labels(["pos", "neg"]), shown_labels(["pos", "a,b"])
+    ('pos, neg', "'pos', 'a,b'")
+    >>> shown_labels([str(n) for n in range(100_000)], most=3)
+    '0, 1, 2, ... and 99,997 more (100,000 labels)'
+    """
+    labels = [str(label) for label in labels]
+    if quoted or any("," in label or label != label.strip() or not label for label in labels):
+        shown = [repr(label) for label in labels[:most]]
+    else:
+        shown = labels[:most]
+    if len(labels) <= most:
+        return ", ".join(shown)
+    return f"{', '.join(shown)}, ... and {len(labels) - most:,} more ({len(labels):,} labels)"

@@ -17,6 +17,7 @@ from typing import ClassVar
 from ..errors import DataError
 from ..limits import option, refuse_out_of_limits
 from ..loading.devices import device_flag
+from ..loading.head_labels import parse_labels
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
 from .tasks import PROBLEMS
 from .tasks.examples import GLUE, REGRESSION_TASKS, ExampleFormat
@@ -30,6 +31,16 @@ DETERMINISTIC_HELP = ("on a GPU, torch's deterministic algorithms (slower): a re
                       "bit for bit (on a CPU it does anyway)")  # fmt: skip
 # Where and how a run is computed, not what it is: a run may resume elsewhere (the difference is said: arithmetic.py).
 WHERE_IT_RUNS = ("device", "deterministic")
+
+
+def _labels_flag(text: str) -> tuple[str, ...]:
+    """--labels: comma-separated, a label holding a comma quoted (head_labels.parse_labels)."""
+    import argparse
+
+    try:
+        return tuple(parse_labels(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -139,7 +150,7 @@ class FinetuneOptions:
     label_column: str = field(default="label", metadata=option("a generic file's label column"))
     labels: tuple[str, ...] | None = field(default=None, metadata=option(
         "the labels in id order, comma-separated (default: the GLUE task's, or the training file's, sorted)",
-        type=lambda text: tuple(label.strip() for label in text.split(","))))  # fmt: skip
+        type=_labels_flag))  # fmt: skip
     label_separator: str = field(default="|", metadata=option(
         "multilabel: what joins a text's labels in its label field"))  # fmt: skip
     label_all_pieces: bool = field(default=False, metadata=option(

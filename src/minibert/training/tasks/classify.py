@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import DataError
+from ...loading.head_labels import shown_labels
 from .examples import check_labels, label_list, read_examples
 from .features import make_features
 from .finetuning import Finetuning
@@ -47,7 +48,7 @@ class Classify(Finetuning):
                 check_labels(dev_examples, labels, options.dev, "--dev", separator)
             if len(labels) < 2:  # one class: the loss is 0 from the start, nothing is learned
                 where = "--labels names" if options.labels else f"--train {options.train} holds"
-                raise DataError(f"{where} one label only ({', '.join(map(repr, labels)) or 'none'}): a classifier "
+                raise DataError(f"{where} one label only ({shown_labels(labels, quoted=True) or 'none'}): a classifier "
                                 "needs at least two")  # fmt: skip
         tokenizer, vocabulary = load_vocabulary(options.model)
         length = options.max_seq_length

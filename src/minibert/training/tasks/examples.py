@@ -47,6 +47,7 @@ from pathlib import Path
 
 from ...errors import DataError
 from ...formats.plain_text import TextCheck
+from ...loading.head_labels import shown_labels
 
 
 @dataclass(frozen=True)
@@ -247,9 +248,9 @@ def label_list(train: list[Example], form: ExampleFormat, given: list[str] | Non
     The position in this list is the label's id (config.json's ``id2label``)."""
     if given:
         if not all(given):
-            raise DataError(f"--labels names an empty label: {','.join(given)}")
+            raise DataError(f"--labels names an empty label: {shown_labels(given)}")
         if len(set(given)) != len(given):
-            raise DataError(f"--labels names a label twice: {','.join(given)}")
+            raise DataError(f"--labels names a label twice: {shown_labels(given)}")
         return list(given)
     if form.glue is not None and GLUE[form.glue].labels:
         return list(GLUE[form.glue].labels)
@@ -273,4 +274,4 @@ def check_labels(examples: list[Example], labels: list[str], path: str | os.Path
         for label in split_labels(example.label, separator):
             if label not in known:
                 raise DataError(f"{flag} {path}, line {example.line}: label {label!r} is not among the "
-                                f"training labels ({', '.join(labels)}); give them all with --labels")  # fmt: skip
+                                f"training labels ({shown_labels(labels)}); give them all with --labels")  # fmt: skip

@@ -138,4 +138,12 @@ def _score(example: Example, path: str) -> float:
                         "(--task regress learns a score)") from None  # fmt: skip
     if not np.isfinite(value):
         raise DataError(f"{path}, line {example.line}: the label {example.label!r} is not a finite number")
+    if abs(value) > LARGEST_SCORE:  # finite in float64, but its squared error is not in float32
+        raise DataError(f"{path}, line {example.line}: the label {example.label!r} is too large: scores are "
+                        f"trained in float32, where the squared error of a score beyond ±{LARGEST_SCORE:.2g} "
+                        "is infinite")  # fmt: skip
     return value
+
+
+# The largest score whose square (the mean squared error of a prediction near 0) is finite in float32.
+LARGEST_SCORE = float(np.sqrt(np.finfo(np.float32).max))

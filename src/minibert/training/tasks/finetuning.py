@@ -25,6 +25,7 @@ import torch
 from ...errors import DataError
 from ...formats.atomic_files import write_atomically
 from ...heads import BertForSequenceClassification
+from ...loading.head_labels import shown_labels
 from . import PROBLEMS
 from .head import check_sequence_length, load_classifier
 from .order import ORDER_FILE, TrainingOrder
@@ -105,7 +106,7 @@ class Finetuning(Task):
     def describe_outputs(self, data: TrainingData) -> str:
         if data.labels is None:
             return "a score (regression)"
-        return f"{len(data.labels)} labels: {', '.join(data.labels)}"
+        return f"{len(data.labels)} labels: {shown_labels(data.labels)}"
 
 
 @torch.no_grad()

@@ -25,6 +25,7 @@ from ...config import BertConfig
 from ...errors import CheckpointError, DataError
 from ...heads import BertForSequenceClassification, Labels
 from ...loading.checkpoint_files import find_checkpoint, read_state_dict
+from ...loading.head_labels import shown_labels
 from ...loading.names import CLASSIFIER_WEIGHTS
 from ...loading.safetensors import safetensors_shapes
 from ...loading.strict import google_normal_
@@ -79,15 +80,15 @@ def fit_labels(model: str, labels: list[str] | None, problem: str, stated: bool)
     head_labels, outputs = head
     wanted = 1 if labels is None else len(labels)
     if outputs != wanted:
-        named = f" ({', '.join(head_labels)})" if head_labels else ""
+        named = f" ({shown_labels(head_labels)})" if head_labels else ""
         raise DataError(f"--model {model} has a classifier with {outputs} outputs{named}; the "
                         f"task needs {wanted}: choose a model without a classifier (its encoder is used) or one "
                         "fitted to these labels")  # fmt: skip
     if labels is None or head_labels is None:  # a head without label names takes the task's, in their order
         return labels, True
     if set(head_labels) != set(labels) or (stated and head_labels != labels):
-        raise DataError(f"--model {model}'s classifier predicts {', '.join(head_labels)}; the task's labels are "
-                        f"{', '.join(labels)}: they must be the same labels, in the head's order")  # fmt: skip
+        raise DataError(f"--model {model}'s classifier predicts {shown_labels(head_labels)}; the task's labels are "
+                        f"{shown_labels(labels)}: they must be the same labels, in the head's order")  # fmt: skip
     return head_labels, True
 
 

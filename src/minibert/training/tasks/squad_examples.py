@@ -66,19 +66,24 @@ def context_words(text: str) -> tuple[list[str], list[int]]:
 def read_squad_examples(path: str | Path, is_training: bool, version_2: bool = False
                         ) -> tuple[list[SquadExample], int]:  # fmt: skip
     """(examples, skipped): every question of the file; ``skipped`` counts the training answers that
-    could not be recovered from the words (Google skips them too)."""
+    could not be recovered from the words (Google skips them too).
+
+    The file is checked as it is read (``SquadFile``): every field Google's reader uses must be there
+    with its type, an answer's text must not be blank, and a question id must be unique — each
+    DataError names the file, the place (``data[0].paragraphs[3].qas[1]``), the question id and the field."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise DataError(f"{path}: not a SQuAD JSON file (a top-level 'data' list): {error}") from None
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DataError(f"{path}: not a SQuAD JSON file: {error}") from None
+    squad = SquadFile(path)
     examples: list[SquadExample] = []
     skipped = 0
-    for article in data:
-        for paragraph in article["paragraphs"]:
-            context = paragraph["context"]
+    for article_place, article in squad.items(data, "data", "", top=True):
+        for place, paragraph in squad.items(article, "paragraphs", article_place):
+            context = squad.field(paragraph, "context", str, place)
             words, offsets = context_words(context)
-            for qa in paragraph["qas"]:
-                example = _example(qa, context, words, offsets, is_training, version_2, path)
+            for qa_place, qa in squad.items(paragraph, "qas", place):
+                example = _example(squad.question(qa, qa_place), context, words, offsets, is_training, version_2, path)
                 if example is None:
                     skipped += 1
                 else:
@@ -86,27 +91,87 @@ def read_squad_examples(path: str | Path, is_training: bool, version_2: bool = F
     return examples, skipped
 
 
+class SquadFile:
+    """The checks of one SQuAD file's structure, with the place of each value for the message."""
+
+    def __init__(self, path):
+        self.path, self.ids = path, {}  # question id → its place (a repeated id is refused)
+
+    def fail(self, place: str, problem: str):
+        raise DataError(f"{self.path}: {place}: {problem}")
+
+    def field(self, record, name: str, kind: type | tuple, place: str):
+        if name not in record:
+            self.fail(place, f"no field {name!r}")
+        value = record[name]
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            wanted = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            self.fail(place, f"{name!r} must be a {_JSON_NAMES.get(wanted, wanted)}, "
+                             f"got {_JSON_NAMES.get(type(value).__name__, type(value).__name__)}")  # fmt: skip
+        return value
+
+    def items(self, record, name: str, place: str, top: bool = False):
+        """(place, object) of each entry of the list ``record[name]``, each checked to be an object."""
+        if not isinstance(record, dict):
+            self.fail(place or "the file", "must be a JSON object" + (" with a 'data' list" if top else ""))
+        for number, item in enumerate(self.field(record, name, list, place or "the file")):
+            here = f"{place}.{name}[{number}]" if place else f"{name}[{number}]"
+            if not isinstance(item, dict):
+                self.fail(here, f"must be an object, got {_JSON_NAMES.get(type(item).__name__, type(item).__name__)}")
+            yield here, item
+
+    def question(self, qa: dict, place: str) -> dict:
+        """A question object, checked: a unique id, a question, answers with non-blank text and a
+        whole-number start (0.0 is 0, as a JSON writer may put it), a true/false is_impossible."""
+        qas_id = self.field(qa, "id", (str, int), place)
+        named = f" (question {qas_id!r})"
+        if str(qas_id) in self.ids:
+            self.fail(place + named, f"the id is also the id of {self.ids[str(qas_id)]}: each question needs its "
+                                     "own (its prediction is stored under it)")  # fmt: skip
+        self.ids[str(qas_id)] = place
+        checked = {"id": str(qas_id), "question": self.field(qa, "question", str, place + named), "answers": []}
+        for answer_place, answer in self.items(qa, "answers", place + named) if "answers" in qa else ():
+            answer_place = answer_place.replace(named, "") + named  # data[0]...qas[1].answers[0] (question 'x')
+            text = self.field(answer, "text", str, answer_place)
+            if not text.strip():
+                self.fail(answer_place, f"the answer's text is {'empty' if not text else 'blank'}")
+            start = self.field(answer, "answer_start", (int, float), answer_place)
+            if isinstance(start, float) and not start.is_integer() or start < 0:
+                self.fail(answer_place, f"answer_start must be a character position (0 or more), got {start!r}")
+            checked["answers"].append({"text": text, "answer_start": int(start)})
+        if "is_impossible" in qa:
+            checked["is_impossible"] = self.field(qa, "is_impossible", bool, place + named)
+        checked["where"] = place + named
+        return checked
+
+
+_JSON_NAMES = {"str": "string", "int": "number", "float": "number", "list": "list", "dict": "object",
+               "bool": "true or false", "NoneType": "null", "int or str": "string or number",
+               "str or int": "string or number", "int or float": "number"}  # fmt: skip
+
+
 def _example(qa: dict, context: str, words: list[str], offsets: list[int], is_training: bool,
              version_2: bool, path) -> SquadExample | None:  # fmt: skip
-    """One question as Google reads it; None for a training answer that cannot be recovered."""
-    qas_id = qa["id"]
-    answers = qa.get("answers", [])
+    """One (checked) question as Google reads it; None for a training answer that cannot be recovered."""
+    qas_id, where = qa["id"], qa["where"]
+    answers = qa["answers"]
     for number, answer in enumerate(answers):
         start, text = answer["answer_start"], answer["text"]
-        if not isinstance(start, int) or context[start:start + len(text)] != text:
-            raise DataError(f"{path}: question {qas_id}: answers[{number}].answer_start is {start!r}, but the "
-                            f"context there is {context[start:start + len(text)]!r}, not the answer's text "
-                            f"{text!r}" if isinstance(start, int) else
-                            f"{path}: question {qas_id}: answers[{number}].answer_start is {start!r}, not a number")
+        if context[start:start + len(text)] != text:
+            raise DataError(f"{path}: {where}: answers[{number}].answer_start is {start!r}, but the context "
+                            f"there is {context[start:start + len(text)]!r}, not the answer's text {text!r}")
     example = SquadExample(qas_id, qa["question"], words, gold_answers=[answer["text"] for answer in answers])
     if not is_training:
         return example
-    example.is_impossible = bool(qa["is_impossible"]) if version_2 else False
+    if version_2 and "is_impossible" not in qa:
+        raise DataError(f"{path}: {where}: no field 'is_impossible' (SQuAD 2.0 training questions say "
+                        "true or false)")  # fmt: skip
+    example.is_impossible = qa.get("is_impossible", False) if version_2 else False
     if example.is_impossible:
         example.orig_answer_text, example.start_position, example.end_position = "", -1, -1
         return example
     if len(answers) != 1:
-        raise DataError(f"{path}: question {qas_id}: a training question has exactly 1 answer, "
+        raise DataError(f"{path}: {where}: a training question has exactly 1 answer, "
                         f"this one has {len(answers)} (field 'answers')")  # fmt: skip
     text, start = answers[0]["text"], answers[0]["answer_start"]
     example.orig_answer_text = text

@@ -9,8 +9,10 @@ sentences, ``-DOCSTART-`` lines skipped::
 
 A word becomes one or more WordPiece pieces; as in transformers' ``run_ner`` (and the paper's
 section 5.3), the *first* piece of a word carries its tag and the others are ignored by the loss
-and by evaluation (label -100), unless ``label_all_pieces``. A sentence longer than
-``max_seq_length − 2`` pieces is cut, and its cut words are not evaluated (as run_ner).
+and by evaluation (label -100), unless ``label_all_pieces``. A word that makes no piece at all (a
+zero-width space, a control character: the tokenizer removes it) has nothing to carry its tag: it
+is left out, as run_ner's ``word_ids`` leave it out, and the words after it keep their own tags. A
+sentence longer than ``max_seq_length − 2`` pieces is cut, and its cut words are not evaluated (as run_ner).
 
 The dev figures are seqeval's: entities found as ``get_entities`` finds them (IOB1, IOB2 or
 IOBES tags, a change of type ends an entity), and micro precision, recall and F1 over entities —
@@ -42,6 +44,7 @@ from ...heads import (  # -100: a piece no loss or figure reads (transformers' i
     IGNORE_INDEX,
     BertForTokenClassification,
 )
+from ...loading.head_labels import shown_labels
 from ..pretraining_data.full_tokenizer import PretrainingVocabulary
 from .examples import read_labelled_text
 from .features import Features
@@ -91,6 +94,8 @@ def tag_features(sentences: list[Sentence], vocabulary: PretrainingVocabulary, m
                 ids = vocabulary.piece_ids(word)
             except DataError as error:
                 raise DataError(f"{path}, sentence at line {sentence.line}: {error}") from None
+            if not ids:  # a word with no pieces (U+200B, a control character): no label, as in run_ner
+                continue
             pieces += ids
             piece_labels += [index[tag]] + [index[tag] if label_all_pieces else IGNORE_INDEX] * (len(ids) - 1)
         pieces, piece_labels = pieces[: max_seq_length - 1], piece_labels[: max_seq_length - 1]
@@ -107,7 +112,7 @@ def check_tags(sentences: list[Sentence], labels: list[str], path: str | os.Path
         for offset, tag in enumerate(sentence.tags):
             if tag not in known:
                 raise DataError(f"{flag} {path}, line {sentence.line + offset}: tag {tag!r} is not among the training "
-                                f"tags ({', '.join(labels)}); give them all with --labels")  # fmt: skip
+                                f"tags ({shown_labels(labels)}); give them all with --labels")  # fmt: skip
 
 
 def _end_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
