@@ -7,7 +7,10 @@ version of Google's script the process imports ("script": google-research/bert's
 or null for bert-tensorflow 1.0.4's module: both define the same absl flags, so not both), and the
 jobs, each a dict with a "mode":
 - "create": Google's ``main`` with "flags" (parsed afresh, defaults reset), then its output files
-  read back; also "read_paths", other TFRecord files, read the same way;
+  read back; also "read_paths", other TFRecord files, read the same way; with "arrays_dir", each
+  file's features are written there as an .npz of arrays (one row an instance) and the result
+  names the files: a sweep's millions of ids cost seconds to send as JSON; with "wait_for", the
+  "read_paths" are read once that file exists (the test makes them while Google's script runs);
 - "read": TFRecord files read with tf.data.TFRecordDataset (CRCs checked) and
   tf.io.parse_single_example (run_pretraining.py's feature spec);
 - "read_each": whether TensorFlow reads each of "paths" or refuses it, and what it says;
@@ -24,14 +27,15 @@ import json
 import os
 import random
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def read_records(paths, max_seq_length, max_predictions):
+def feature_spec(max_seq_length, max_predictions):
     import tensorflow as tf
 
-    spec = {
+    return {
         "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
         "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
@@ -40,6 +44,12 @@ def read_records(paths, max_seq_length, max_predictions):
         "masked_lm_weights": tf.io.FixedLenFeature([max_predictions], tf.float32),
         "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
     }
+
+
+def read_records(paths, max_seq_length, max_predictions):
+    import tensorflow as tf
+
+    spec = feature_spec(max_seq_length, max_predictions)
     files = []
     for path in paths:
         examples = []
@@ -49,6 +59,24 @@ def read_records(paths, max_seq_length, max_predictions):
             examples += [{name: columns[name][row] for name in spec} for row in range(len(columns["input_ids"]))]
         files.append(examples)
     return files
+
+
+def save_arrays(paths, max_seq_length, max_predictions, prefix):
+    """Each file's features, read as read_records reads them, saved as PREFIX{index}.npz: one array
+    per feature, a row per instance, in order. Returns the .npz paths."""
+    import numpy as np
+    import tensorflow as tf
+
+    spec = feature_spec(max_seq_length, max_predictions)
+    saved = []
+    for index, path in enumerate(paths):
+        dataset = tf.data.TFRecordDataset([path]).map(lambda record: tf.io.parse_single_example(record, spec))
+        batches = [{name: batch[name].numpy() for name in spec} for batch in dataset.batch(4096)]
+        columns = {name: np.concatenate([batch[name] for batch in batches]) if batches
+                   else np.zeros((0, *spec[name].shape), spec[name].dtype.as_numpy_dtype) for name in spec}  # fmt: skip
+        saved.append(f"{prefix}{index}.npz")
+        np.savez(saved[-1], **columns)
+    return saved
 
 
 def read_outcome(path):
@@ -80,10 +108,26 @@ def create(google, job):
         result["error"] = f"{type(error).__name__}: {error}"
         return result
     length, predictions = flags["max_seq_length"], flags["max_predictions_per_seq"]
+    if job.get("arrays_dir"):
+        prefix = os.path.join(job["arrays_dir"], "")
+        result["instances"] = save_arrays(flags["output_file"].split(","), length, predictions, prefix + "google")
+        wait_for(job.get("wait_for"))
+        if job.get("read_paths"):
+            result["read"] = save_arrays(job["read_paths"], length, predictions, prefix + "read")
+        return result
     result["instances"] = read_records(flags["output_file"].split(","), length, predictions)
+    wait_for(job.get("wait_for"))
     if job.get("read_paths"):
         result["read"] = read_records(job["read_paths"], length, predictions)
     return result
+
+
+def wait_for(path, seconds=1800):
+    deadline = time.monotonic() + seconds
+    while path and not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear in {seconds} s")
+        time.sleep(0.05)
 
 
 def call(google, job):
