@@ -43,7 +43,8 @@ def test_a_huge_learning_rate_stops_before_the_update_and_leaves_the_checkpoint_
     assert "keeps the checkpoint of step 0, unchanged" in line, line
     command = shlex.split(line.split("to continue with a lower rate: ", 1)[1])
     rate = command.index("--learning-rate") + 1
-    assert command[:2] == ["minibert", "finetune"] and command[rate] == "1e+29", command
+    # a tenth of the rate, and no more than finetune's default 2e-5 (a tenth of 1e30 would diverge again)
+    assert command[:2] == ["minibert", "finetune"] and command[rate] == "2e-05", command
     assert command[-1] == "--resume" and str(run) in command
     saved = TrainingState.from_file(run / "training_state.pt")
     assert saved.step == 0 and all(bool(value.isfinite().all()) for value in saved.weights.values())
@@ -55,12 +56,36 @@ def test_a_huge_learning_rate_stops_before_the_update_and_leaves_the_checkpoint_
     assert again.returncode == 1 and "already holds a run" in again.stderr
     for name in CHECKPOINT_FILES:
         assert (run / name).read_bytes() == before[name], name
-    command[rate] = "1e-3"
-    resumed = run_minibert(*command[1:])
+    resumed = run_minibert(*command[1:])  # the advice as printed
     assert resumed.returncode == 0, resumed.stderr
-    assert "resuming at step 0 with --learning-rate 0.001" in resumed.stderr
+    assert "resuming at step 0 with --learning-rate 2e-05" in resumed.stderr
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, 9))
+
+
+def test_a_checkpoint_is_kept_only_when_its_weights_give_finite_numbers(tmp_path):
+    """--learning-rate 1e30 --save-every 1: step 1's update leaves weights near 1e30, finite one by
+    one, so a check of the loss before the update passes; they once became "the checkpoint of step 1"
+    that classify read as score NaN with exit 0. The weights are run before they are kept: refused,
+    step 0's checkpoint stays, and the advice printed, followed as printed, finishes the run."""
+    import numpy as np
+
+    train, run = write_examples(tmp_path / "train.csv", 16), tmp_path / "run"
+    argv = flags(train, run, "--epochs", "1", "--warmup-proportion", "0", "--save-every", "1")
+    argv[argv.index("--learning-rate") + 1] = "1e30"
+    diverged = run_minibert(*argv)
+    assert diverged.returncode == 1, diverged.stderr
+    line = diverged.stderr.strip().splitlines()[-1]
+    assert line.startswith("minibert: error: step 1: the weights give NaN or infinite outputs; not saved: "), line
+    assert f"{run} keeps the checkpoint of step 0; to continue with a lower rate: " in line, line
+    assert TrainingState.from_file(run / "training_state.pt").step == 0
+    command = shlex.split(line.split("to continue with a lower rate: ", 1)[1])
+    resumed = run_minibert(*command[1:])
+    assert resumed.returncode == 0, resumed.stderr
+    scores = run_minibert("classify", "--model", str(run), "the water", "the bank")
+    assert scores.returncode == 0, scores.stderr
+    values = [label["score"] for row in scores.stdout.splitlines() for label in json.loads(row)["labels"]]
+    assert values and np.isfinite(values).all(), scores.stdout
 
 
 def test_a_second_finetune_into_a_held_folder_is_refused_naming_the_folder_and_the_holder(tmp_path):

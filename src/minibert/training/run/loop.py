@@ -51,13 +51,13 @@ from ..tasks.task import Task, TrainingData
 from .arithmetic import arithmetic_of, follow_the_run
 from .checkpoint import RunDirectory, TrainingState, check_state
 from .distributed import World
+from .guard import gives_finite_numbers, lower_rate_command, stop_if_not_finite
 from .lock import run_folder_lock
 from .optimization import AdamWeightDecay, Schedule, hub_named_parameters, update
 from .precision import LossScaler, autocast, check_bf16, check_precision
 from .report import (
     BEST_FOLDER,
     Progress,
-    check_finite,
     report_best,
     report_dev,
     resume_command,
@@ -256,23 +256,6 @@ def set_dropout(network: torch.nn.Module, dropout: float | None) -> torch.nn.Mod
     return network
 
 
-def stop_if_not_finite(run: Run, record: dict, gradient_norm: float) -> None:
-    """Before the update: a NaN or infinite figure of the task's ``watched`` (its losses) or
-    gradient norm stops every process (they all see the same sums and norm), the last checkpoint
-    left as it is; the step's line is written first."""
-    options, world, folder = run.options, run.world, run.folder
-    record["gradient_norm"] = gradient_norm
-    try:
-        lower = float(f"{options.learning_rate / 10:.3g}")  # the suggestion: a tenth of the rate
-        check_finite(record, options.learning_rate, folder.path, folder.saved_step if world.is_main else None,
-                     resume_command(options, world.size, run.task.command, learning_rate=lower),
-                     run.task.watched)  # fmt: skip
-    except TrainingDivergedError:
-        if world.is_main:
-            folder.append_metrics(record)
-        raise
-
-
 def evaluate(run: Run, step: int, record: dict) -> None:
     """The dev figures into the step's record; ``best/`` replaced when the main one is the best so far."""
     figures = run.task.evaluate(run.model, run.data, run.options, run.folder.path)
@@ -299,10 +282,12 @@ def save(run: Run, step: int, hub_files: bool = True) -> None:
     moment after it can be resumed, and a folder without it holds no run yet. Weights that are not
     all finite are never saved over a good checkpoint."""
     model, folder = run.model, run.folder
-    if not all(bool(torch.isfinite(parameter).all()) for parameter in model.parameters()):
-        raise TrainingDivergedError(f"step {step}: the weights hold NaN or infinite values; not saved: {folder.path} "
-                                    f"keeps the checkpoint of step {folder.saved_step}; resume with a lower "
-                                    "--learning-rate")  # fmt: skip
+    ruined = "hold NaN or infinite values" if not all(bool(torch.isfinite(p).all()) for p in model.parameters()) \
+        else None if step == 0 or gives_finite_numbers(run) else "give NaN or infinite outputs"
+    if ruined:  # the update made them so: the last checkpoint stays the last good one
+        raise TrainingDivergedError(f"step {step}: the weights {ruined}; not saved: {folder.path} keeps the "
+                                    f"checkpoint of step {folder.saved_step}; to continue with a lower rate: "
+                                    f"{lower_rate_command(run)}")  # fmt: skip
     rng, device_rng = run.world.random_states()
     if run.world.is_main:
         train, settings = run.data.train, run.saved_with["settings"]
