@@ -70,8 +70,8 @@ def test_weights_that_are_not_finite_are_never_saved_over_a_checkpoint(tmp_path)
 
     from minibert.errors import TrainingDivergedError
     from minibert.heads import BertForPreTraining
-    from minibert.training.run.distributed import World
     from minibert.training.options import PretrainOptions
+    from minibert.training.run.distributed import World
     from minibert.training.run.loop import Run, save
     from minibert.training.tasks import task_named
 
