@@ -296,3 +296,45 @@ def test_a_dev_file_with_one_id_twice_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"dev.json: data\[1\].paragraphs\[0\].qas\[0\] \(question 'q1'\): the id is "
                                         r"also the id of data\[0\].paragraphs\[0\].qas\[0\]"):  # fmt: skip
         read_squad_examples(path, is_training=False)
+
+
+def test_resume_compares_paths_as_files_not_strings(tmp_path, monkeypatch):
+    """The run's --train given again as an absolute path, through "..", or through a symbolic link
+    is the same file (once refused as "made with train = 'train.csv'"); another file still is not."""
+    monkeypatch.chdir(tmp_path)
+    write_examples(tmp_path / "train.csv", 8)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.csv").symlink_to(tmp_path / "train.csv")
+    argv = flags(Path("train.csv"), Path("run"), "--epochs", "1", "--save-every", "1")
+    assert run_minibert(*argv).returncode == 0
+    state = tmp_path / "run" / "training_state.pt"
+    for same in (tmp_path / "train.csv", Path("sub/../train.csv"), tmp_path / "link.csv"):
+        again = [*argv, "--resume"]
+        again[again.index("--train") + 1] = str(same)
+        before = state.read_bytes()
+        result = run_minibert(*again)
+        assert result.returncode == 0, (same, result.stderr)
+        assert state.read_bytes() == before  # a finished run: nothing to do, nothing rewritten
+    other = write_examples(tmp_path / "other.csv", 8)  # the same examples, another file: refused by name
+    moved = [*argv, "--resume"]
+    moved[moved.index("--train") + 1] = str(other)
+    refused(moved, tmp_path / "run", "the run was made with train = 'train.csv'")
+
+
+def test_resume_into_a_run_of_the_other_command_names_the_command(tmp_path):
+    """finetune --resume on a pretrain run once said "made with model = None"; each command now
+    names the one that made the run."""
+    from random_instances import random_instances, write_instances
+
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=3))
+    pretrained = tmp_path / "pretrained"
+    made = run_minibert("pretrain", "--data", str(data), "--output", str(pretrained), "--steps", "1",
+                        "--batch-size", "4", "--init", str(TINY))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    train = write_examples(tmp_path / "train.csv", 8)
+    refused([*flags(train, pretrained, "--epochs", "1"), "--resume"], pretrained,
+            "the run was made by minibert pretrain, not finetune: continue it with minibert pretrain ... --resume")
+    finetuned = tmp_path / "finetuned"
+    assert run_minibert(*flags(train, finetuned, "--epochs", "1")).returncode == 0
+    refused(["pretrain", "--data", str(data), "--output", str(finetuned), "--steps", "1", "--batch-size", "4",
+             "--init", str(TINY), "--resume"], finetuned, "the run was made by minibert finetune, not pretrain")

@@ -90,12 +90,30 @@ class TrainingState:
         return cls(**{name: values[name] for name in cls.__dataclass_fields__ if name in values})
 
 
+PATH_SETTINGS = ("train", "dev", "model", "init")  # files or folders: the same one however it is written
+
+
+def _same_file(name: str, saved, given) -> bool:
+    """Whether a path setting names the same file or folder as the run's (``train.csv`` and its
+    absolute path, ``./data/../train.csv``, a symbolic link to it): compared as files, not as strings."""
+    if name not in PATH_SETTINGS or not isinstance(saved, str) or not isinstance(given, str):
+        return False
+    try:
+        return os.path.samefile(saved, given)
+    except OSError:  # one is not there (a hub id, a moved file): the strings decide
+        return False
+
+
 def check_state(state: TrainingState, path: Path, *, settings: dict, config: dict, fingerprint: str, model,
                 instances: int, hub_names: list[str]) -> None:  # fmt: skip
     """Refuse a state that does not belong to this command, naming the first thing that differs."""
     where = f"training state {path}"
+    made_by, this = (("finetune" if "task" in given else "pretrain") for given in (state.settings, settings))
+    if made_by != this:  # (a fine-tuning run's settings name its task; pre-training's do not)
+        raise TrainingStateError(f"{where}: the run was made by minibert {made_by}, not {this}: continue it with "
+                                 f"minibert {made_by} ... --resume, or give {this} a new --output")  # fmt: skip
     for name, value in settings.items():
-        if state.settings.get(name) != value:
+        if state.settings.get(name) != value and not _same_file(name, state.settings.get(name), value):
             raise TrainingStateError(f"{where}: the run was made with {name} = {state.settings.get(name)!r}, this "
                                      f"command gives {value!r}; resume with the run's settings")  # fmt: skip
     if state.config != config:
