@@ -4,13 +4,15 @@
     python tf_google_squad_runner.py REQUEST.json RESULT.json
 
 REQUEST: {"vocab": path, "do_lower_case": bool, "max_seq_length": int, "doc_stride": int,
-"max_query_length": int, "jobs": [{"file": path, "is_training": bool, "version_2": bool,
-"logits": optional {unique_id: [start_logits, end_logits]}, "null_score_diff_threshold": float,
-"output_dir": path, "tfrecord": optional path}]}. RESULT: per job, the examples and the features (every
-field); when logits are given, the files write_predictions wrote (predictions, nbest, null odds); when a
-tfrecord (minibert's --write-features file) is given, its records read back as run_squad's input_fn
-reads them ("read_back"), and every feature of its records and of the file Google's FeatureWriter
-writes for the same features ("records": [minibert's, Google's]).
+"max_query_length": int, "jobs": [{"file": path, "is_training": bool, "version_2": bool, "logits":
+optional {unique_id: [start_logits, end_logits]}, "null_score_diff_threshold": float, "output_dir":
+path, "tfrecord": optional path, and optionally its own "max_seq_length", "doc_stride",
+"max_query_length" (the request's otherwise: one run, one TensorFlow import, for jobs of several
+sizes)}]}. RESULT: per job, the examples and the features (every field); when logits are given, the
+files write_predictions wrote (predictions, nbest, null odds); when a tfrecord (minibert's
+--write-features file) is given, its records read back as run_squad's input_fn reads them ("read_back"),
+and every feature of its records and of the file Google's FeatureWriter writes for the same features
+("records": [minibert's, Google's]).
 
 As in tf_google_classifier_runner.py, modeling.py's ``tensorflow.contrib`` import gets an empty stand-in.
 """
@@ -39,8 +41,10 @@ def run_job(job, request, tokenizer):
     flags.FLAGS.null_score_diff_threshold = job.get("null_score_diff_threshold", 0.0)
     examples = run_squad.read_squad_examples(job["file"], is_training=job["is_training"])
     features = []
-    run_squad.convert_examples_to_features(examples, tokenizer, request["max_seq_length"], request["doc_stride"],
-                                           request["max_query_length"], job["is_training"], features.append)
+    max_seq_length, doc_stride, max_query_length = (job.get(name, request[name]) for name in
+                                                    ("max_seq_length", "doc_stride", "max_query_length"))
+    run_squad.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                                           job["is_training"], features.append)
     result = {
         "examples": [[e.qas_id, e.question_text, e.doc_tokens, e.orig_answer_text, e.start_position,
                       e.end_position, e.is_impossible] for e in examples],
@@ -50,7 +54,7 @@ def run_job(job, request, tokenizer):
                      for f in features],
     }
     if job.get("tfrecord"):  # minibert's --write-features file
-        result["read_back"] = read_as_run_squad(job["tfrecord"], request["max_seq_length"], job["is_training"])
+        result["read_back"] = read_as_run_squad(job["tfrecord"], max_seq_length, job["is_training"])
         written = os.path.join(os.path.dirname(job["tfrecord"]), "google-" + os.path.basename(job["tfrecord"]))
         writer = run_squad.FeatureWriter(written, is_training=job["is_training"])
         for feature in features:
