@@ -4,12 +4,14 @@ them: Debian's fortunes → ``minibert vocab`` → ``minibert pretraining-data``
 → ``fill_mask`` and ``minibert plot``. Only the sizes change, through the commands' own flags (fewer steps, smaller
 batches, 64-piece instances and the repo's tiny checkpoints for the released ones).
 
-Two runs of it: the default suite's reads two of the recipe's eighteen fortune files (the ``for``
-loop's list: about 1,700 instances instead of 15,532; 2,000 pieces, the config's vocab_size too),
-runs the blocks made only of ``minibert`` commands in this process (``cli.main``, what the
-``minibert`` script calls: a subprocess would spend seconds importing torch for each) and leaves
+Two runs of it. Both run the blocks made only of ``minibert`` commands in this process
+(``cli.main``, what the ``minibert`` script calls: a subprocess would spend seconds importing torch
+for each, and bash adds nothing to a line of one command and its flags) and every other block in
+bash. The default suite's reads two of the recipe's eighteen fortune files (the ``for`` loop's
+list: about 1,700 instances instead of 15,532; 2,000 pieces, the config's vocab_size too) and leaves
 out the torchrun block (two processes importing torch: half a minute; tests/test_training_pretrain_parallel.py
-runs torchrun); the slow one runs the whole page as written, every block in bash.
+runs torchrun); the slow one runs the whole page as written: all eighteen files, 16,000 pieces,
+and torchrun in bash.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def test_section_3_runs_as_written(tmp_path, monkeypatch, capsys, whole):
             block = small(block, checkpoints, few_files=not whole)
             if block.startswith("torchrun") and not whole:
                 continue  # two processes starting torch: half a minute (test_training_pretrain_parallel runs torchrun)
-            in_process = None if whole else only_minibert_commands(block)
+            in_process = only_minibert_commands(block)
             for argv in in_process or []:
                 result = run_minibert(*argv[1:])
                 assert result.returncode == 0, (argv, result.stderr[-2000:])
