@@ -58,4 +58,3 @@ def shell(block: str, python: str) -> str:
               'printf \'%s\\0\' "$@" > "$_minibert_commands/$_minibert_count"; }\n')  # fmt: skip
     run = f'\n"{python}" -c {shlex.quote(RUNNER)} "$_minibert_commands"\nrm -rf "$_minibert_commands"\n'
     return record + block + run
-
