@@ -70,14 +70,15 @@ def train_vocab(corpus: Path, directory: Path, lowercase: bool, size: int = 3000
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """300 fortunes, and vocabularies learned from them, cased and uncased; two files of odd lines
-    (line-break-like characters inside lines, \r\n, whitespace-only lines, no final newline, the
+    (line-break-like characters inside lines, a bare \r, \r\n, whitespace-only lines, no final newline, the
     second file continuing the first's last document); a file with invalid UTF-8 and the same file
     decoded with errors="ignore"."""
     directory = tmp_path_factory.mktemp("fortunes")
     text = write_corpus(directory / "corpus.txt", fortune_documents(300))
     odd = ["\n".join(lines) for lines in fortune_documents(80, offset=300)]
     odd = [fortune.replace(" the ", " the\x0c", 1).replace(" a ", " a\u2028", 1).replace(", ", ",\x1c\x85 ", 1)
-           for fortune in odd]  # fmt: skip
+           .replace(" and ", " and\r", 1).replace(" of ", " of\x0b", 1).replace("s ", "s\rs ", 1)
+           for fortune in odd]  # fmt: skip  (a bare \r inside a line: TensorFlow drops it, joining words)
     first = "\n \t\n".join(fortune.replace("\n", "\r\n") for fortune in odd[:40]) + "\n"  # \r\n; blank: spaces
     (directory / "odd1.txt").write_bytes(first.encode())  # ends inside a document: odd2.txt continues it
     (directory / "odd2.txt").write_bytes("\n\n".join(odd[40:]).encode())  # no final newline
@@ -87,7 +88,8 @@ def corpus(tmp_path_factory):
     (directory / "cleaned.txt").write_text(dirty.decode("utf-8", "ignore"), encoding="utf-8")
     vocabularies = {"uncased": train_vocab(text, directory / "uncased", True),
                     "cased": train_vocab(text, directory / "cased", False)}  # fmt: skip
-    unicode_lines = every_category_lines(step=211)
+    # (without NUL, which pretraining-data refuses as not text: the tokenizer tests cover its removal)
+    unicode_lines = [line.replace("\x00", "") for line in every_category_lines(step=211)]
     unicode_documents = [unicode_lines[start : start + 8] for start in range(0, len(unicode_lines), 8)]
     vocabularies["unicode"] = write_corpus(directory / "unicode.txt", unicode_documents)
     vocabularies["unicode-vocab"] = directory / "unicode-vocab.txt"

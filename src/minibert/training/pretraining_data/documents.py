@@ -11,7 +11,10 @@ between documents (next-sentence pairs never cross a document boundary)::
 Google's rules, kept exactly (each changes which instances come out):
 
 - Lines end at ``\\n`` only (TensorFlow's file reader), not at the other line breaks Python's
-  ``str.splitlines`` knows (``\\x0c``, ``\\x1c``, U+2028, ...): those are whitespace inside a line.
+  ``str.splitlines`` knows (``\\x0b``, ``\\x0c``, ``\\x1c``, U+2028, ...): those are whitespace inside a line.
+- Every ``\\r`` is dropped, inside a line too: TensorFlow's ``ReadLine`` never appends one, so
+  ``"one\\rtwo"`` is the word ``onetwo`` to Google's script, not two words (measured: ``GFile.readline``
+  of ``b"one two\\rthree"`` is ``"one twothree"``).
 - Each line is ``str.strip()``-ed; a line empty after that starts a new document, even inside a
   run of blank lines (the empty documents are dropped at the end).
 - A line whose pieces are none (only control characters, say) is skipped, but does not end the
@@ -20,7 +23,8 @@ Google's rules, kept exactly (each changes which instances come out):
   with a blank line continues the last document of the file before it.
 
 A file that is not text (UTF-16, binary, megabytes without a line break) stops the run, naming the
-file and the byte offset (``NotTextError``, formats/plain_text.py). Invalid UTF-8 stops the run,
+file and the byte offset (``NotTextError``, formats/plain_text.py); so does a NUL byte anywhere,
+whatever ``invalid_utf8`` says (no text holds one; random bytes hold one in every 256). Invalid UTF-8 stops the run,
 naming the file and line (``invalid_utf8="error"``), or its bytes are dropped (``"ignore"``, what
 Google's ``convert_to_unicode`` does to bytes; under TensorFlow 2 its file reader decodes strictly
 first, so the script itself dies with a UnicodeDecodeError).
@@ -39,6 +43,7 @@ from ...formats.plain_text import read_text_lines
 
 Document = list[list[int]]  # sentences, each a list of piece ids
 INVALID_UTF8 = ("error", "ignore")
+NUL = b"\0"
 
 
 def read_documents(
@@ -54,6 +59,10 @@ def read_documents(
     documents: list[Document] = [[]]
     for path in map(Path, paths):
         for number, line in enumerate(_lines(path), start=1):
+            if NUL in line:
+                raise DataError(f"input file {path}, line {number}: a NUL byte (byte {line.index(NUL)} of the "
+                                "line): not text, whatever --invalid-utf8 says")  # fmt: skip
+            line = line.replace(b"\r", b"")  # TensorFlow's ReadLine drops every \r (above)
             try:
                 text = line.decode("utf-8", errors="strict" if invalid_utf8 == "error" else "ignore").strip()
             except UnicodeDecodeError as error:
