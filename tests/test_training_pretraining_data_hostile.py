@@ -78,9 +78,20 @@ CASES = {
     "empty corpus": (lambda f: (_write(f["corpus"], b""), _args(f))[1], "no sentences"),
     "only blank lines": (lambda f: (_write(f["corpus"], "\n \n\t\n\u2028\n\x0c\n"), _args(f))[1], "no sentences"),
     "only control characters": (
-        lambda f: (_write(f["corpus"], "\x00\x01\u200b\n\x7f\n" + " \n" * 20), _args(f))[1],
+        lambda f: (_write(f["corpus"], "\x01\u200b\n\x7f\n" + " \n" * 20), _args(f))[1],
         "no sentences",
     ),  # fmt: skip
+    # NUL bytes are not text whatever --invalid-utf8 says (random bytes once made instances under ignore)
+    "random bytes under --invalid-utf8 ignore": (
+        lambda f: (_write(f["corpus"], __import__("random").Random(0).randbytes(4096)), _args(f, "--invalid-utf8",
+                                                                                             "ignore"))[1],
+        "a NUL byte",
+    ),  # fmt: skip
+    "one NUL in real text": (lambda f: (_write(f["corpus"], "The cat sat.\nIt was\x00 warm.\n"), _args(f))[1],
+                             "line 2: a NUL byte (byte 6 of the line)"),  # fmt: skip
+    "one NUL under ignore": (lambda f: (_write(f["corpus"], "The cat sat.\n\x00\n"), _args(f, "--invalid-utf8",
+                                                                                         "ignore"))[1],
+                             "line 2: a NUL byte"),  # fmt: skip
     "invalid UTF-8": (lambda f: (_write(f["corpus"], b"The cat.\nIt \xff was.\n"), _args(f))[1], "line 2: not UTF-8"),
     "output directory missing": (lambda f: _args(f, output=str(f["dir"] / "no" / "t.tfrecord")), "does not exist"),
     "output is a directory": (lambda f: _args(f, output=str(f["out"])), "is a directory"),
