@@ -384,7 +384,17 @@ BROKEN = {  # a name in the checkpoint, where in it, what is put there
     "NaN in a LayerNorm": ("embeddings.LayerNorm.weight", (4,), float("nan")),
     "inf in a bias": ("encoder.layer.1.attention.output.dense.bias", (2,), float("inf")),
     "NaN in the pooler": ("pooler.dense.weight", (0, 1), float("nan")),
+    # issue 53's own hostile pass: every kind of tensor the encoder reads, and more than one value
+    "NaN in a position's row": ("embeddings.position_embeddings.weight", (3, slice(None)), float("nan")),
+    "inf in a segment's row": ("embeddings.token_type_embeddings.weight", (1, 0), float("inf")),
+    "-inf in a middle LayerNorm bias": ("encoder.layer.0.attention.output.LayerNorm.bias", (9,), float("-inf")),
+    "inf in a key weight": ("encoder.layer.1.attention.self.key.weight", (10, 11), float("inf")),
+    "NaN in a value bias": ("encoder.layer.0.attention.self.value.bias", (0,), float("nan")),
+    "NaN in a feed-forward bias": ("encoder.layer.1.intermediate.dense.bias", (127,), float("nan")),
+    "NaN in the last output LayerNorm": ("encoder.layer.1.output.LayerNorm.weight", (63,), float("nan")),
+    "a whole weight of NaN": ("encoder.layer.0.output.dense.weight", (slice(None), slice(None)), float("nan")),
 }
+COUNTS = {"a whole weight of NaN": 64 * 128}
 
 
 def _broken(directory, tmp_path, name, where, value):
@@ -403,13 +413,13 @@ def _broken(directory, tmp_path, name, where, value):
 def test_int8_refuses_a_non_finite_weight_naming_it_and_float32_warns(tiny_dir, tmp_path, case):
     name, where, value = BROKEN[case]
     broken = _broken(tiny_dir, tmp_path, name, where, value)
-    count = 64 if isinstance(where[-1], slice) else 1
+    count = COUNTS.get(case, 64 if isinstance(where[-1], slice) else 1)
     with pytest.raises(QuantizationError, match=rf"refused for dtype='int8': NaN or infinite weights \(\S*"
-                                                rf"{name.split('.')[-2]}\S* holds {count} of "):  # fmt: skip
+                                                rf"{name.split('.')[-2]}\S* holds {count:,} of "):  # fmt: skip
         BertModel.from_pretrained(broken, dtype="int8")
     cache = tmp_path / "cache" / "gemm.json"
     assert not cache.exists() or "nan" not in cache.read_text().lower()  # no verdict kept for it
-    with pytest.warns(UserWarning, match=rf"NaN or infinite weights .* holds {count} of .*every output that reads"):
+    with pytest.warns(UserWarning, match=rf"NaN or infinite weights .* holds {count:,} of .*every output that reads"):
         model = BertModel.from_pretrained(broken)
     assert model.dtype == torch.float32  # float32 computes what the checkpoint holds: NaN where it is read
 
@@ -439,3 +449,74 @@ def test_the_finite_check_is_exact_where_a_sum_overflows():
     assert _all_finite(torch.full((4,), 3e38)) and _all_finite(torch.tensor([60000.0, 60000.0]).half())
     for values in ([1.0, float("nan")], [float("inf")], [float("inf"), float("-inf")], [-float("inf"), 2.0]):
         assert not _all_finite(torch.tensor(values)), values
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_a_half_precision_checkpoint_with_an_infinity_is_refused_for_int8(tiny_dir, tmp_path, dtype):
+    """float16 holds only up to 65,504: a checkpoint saved in half precision may carry an inf where the
+    float32 weight was large. Read in int8 it is refused like any other, by the name in the file."""
+    from safetensors.torch import save_file
+
+    state = {name: tensor.to(dtype) for name, tensor in load_file(tiny_dir / "model.safetensors").items()}
+    state["encoder.layer.1.intermediate.dense.weight"][0, 0] = float("inf")
+    target = tmp_path / "half"
+    shutil.copytree(tiny_dir, target)
+    save_file(state, target / "model.safetensors")
+    with pytest.raises(QuantizationError, match=r"encoder\.layer\.1\.intermediate\.dense\.weight holds 1 of "):
+        BertModel.from_pretrained(target, dtype="int8")
+
+
+def test_a_broken_weight_in_a_pickled_checkpoint_is_refused_for_int8(tiny_dir, tmp_path):
+    state = load_file(tiny_dir / "model.safetensors")
+    state["encoder.layer.0.attention.self.query.weight"][2, 2] = float("nan")
+    target = tmp_path / "bin"
+    target.mkdir()
+    shutil.copy(tiny_dir / "config.json", target)
+    torch.save(state, target / "pytorch_model.bin")
+    with pytest.raises(QuantizationError, match=r"query\.weight holds 1 of "):
+        BertModel.from_pretrained(target, dtype="int8")
+
+
+def test_a_broken_classifier_head_is_refused_for_int8_though_the_head_stays_float32(tmp_path):
+    """The head of an int8 model is float32, but a NaN there is still a NaN in every answer."""
+    from safetensors.torch import save_file
+
+    directory = _save(BertForSequenceClassification, tmp_path / "cls")
+    state = load_file(directory / "model.safetensors")
+    state["classifier.weight"][1, 4] = float("nan")
+    save_file(state, directory / "model.safetensors")
+    with pytest.raises(QuantizationError, match=r"classifier\.weight holds 1 of "):
+        BertForSequenceClassification.from_pretrained(directory, dtype="int8")
+    result = run_minibert("classify", "a text", "--model", str(directory), "--dtype", "int8")
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "classifier.weight" in result.stderr and "NaN or infinite weights" in result.stderr
+
+
+def test_the_embedder_and_verify_refuse_a_broken_weight_for_int8(tiny_dir, tmp_path):
+    from minibert import Embedder
+
+    broken = _broken(tiny_dir, tmp_path, "encoder.layer.0.intermediate.dense.weight", (3, 5), float("nan"))
+    (broken / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                                                + [f"w{n}" for n in range(115)]) + "\n")  # fmt: skip
+    (broken / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    with pytest.raises(QuantizationError, match=r"intermediate\.dense\.weight holds 1 of "):
+        Embedder.from_pretrained(broken, dtype="int8")
+    result = run_minibert("verify", "--model", str(broken), "--dtype", "int8")
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "NaN or infinite weights" in result.stderr
+
+
+def test_a_cached_pass_does_not_let_a_broken_file_through(tiny_dir, tmp_path):
+    """The verdict of the check at load is cached by the file's size and time: a broken file written
+    over a good one with the same size and time is still refused (the finite check reads the weights
+    every time, before any cached verdict is looked at)."""
+    good = _broken(tiny_dir, tmp_path / "good", "encoder.layer.1.output.dense.weight", (1, 1), 0.5)  # (finite)
+    BertModel.from_pretrained(good, dtype="int8")  # the verdict is cached
+    weights = good / "model.safetensors"
+    stat = weights.stat()
+    broken = _broken(tiny_dir, tmp_path / "bad", "encoder.layer.1.output.dense.weight", (1, 1), float("nan"))
+    shutil.copyfile(broken / "model.safetensors", weights)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert weights.stat().st_size == stat.st_size
+    with pytest.raises(QuantizationError, match=r"output\.dense\.weight holds 1 of "):
+        BertModel.from_pretrained(good, dtype="int8")
