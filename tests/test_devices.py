@@ -178,7 +178,7 @@ def _pretrain(data, run, *extra):
 def test_a_training_state_written_on_a_gpu_resumes_on_the_cpu(tmp_path, tagged_as_written_on_a_gpu):
     data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=3))
     run = tmp_path / "run"
-    assert _pretrain(data, run).returncode == 0
+    assert _pretrain(data, run, "--keep-state").returncode == 0  # the whole state: its tensors to tag
     state = TrainingState.from_file(run / "training_state.pt")
     state.arithmetic["device"] = "cuda"
     state.device_rng = [torch.zeros(16, dtype=torch.uint8)]

@@ -38,7 +38,7 @@ def test_the_state_records_the_threads_and_backend_and_a_resume_with_other_threa
     monkeypatch.setenv("MINIBERT_GEMM", "mkl")
     data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=5))
     run = tmp_path / "run"
-    assert pretrain(data, run).returncode == 0
+    assert pretrain(data, run, "--keep-state").returncode == 0  # a finished run that keeps its whole state
     recorded = TrainingState.from_file(run / "training_state.pt").arithmetic
     assert recorded == {"threads": torch.get_num_threads(), "gemm": "mkl", "device": "cpu"}
     torch.set_num_threads(other_thread_count)

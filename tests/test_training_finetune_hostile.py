@@ -267,7 +267,8 @@ def test_a_sweep_that_would_fill_the_disk_is_refused_before_its_first_trial(tmp_
     before = snapshot(tmp_path)
     result = run_minibert(*flags(train, run), "--dev", str(train), "--seeds", "40")
     assert result.returncode == 1, result.stderr
-    assert "a sweep of 40 trials keeps about" in result.stderr and "0.0 GB free" in result.stderr
+    assert "a sweep of 40 trials needs about" in result.stderr and "0.0 GB free" in result.stderr
+    assert "83 copies of the model's weights: 2 for each finished trial, 5 for the one running" in result.stderr
     assert snapshot(tmp_path) == before and not run.exists()
 
 

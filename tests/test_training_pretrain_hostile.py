@@ -242,7 +242,7 @@ def test_missing_data_file(tmp_path):
 @pytest.fixture(scope="module")
 def finished(data, tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("finished") / "run"
-    result = pretrain(data, run, "--init", TINY, "--batch-size", "2")
+    result = pretrain(data, run, "--init", TINY, "--batch-size", "2", "--keep-state")  # the whole state, to tamper with
     assert result.returncode == 0, result.stderr
     return run
 

@@ -31,6 +31,9 @@ DETERMINISTIC_HELP = ("on a GPU, torch's deterministic algorithms (slower): a re
                       "bit for bit (on a CPU it does anyway)")  # fmt: skip
 # Where and how a run is computed, not what it is: a run may resume elsewhere (the difference is said: arithmetic.py).
 WHERE_IT_RUNS = ("device", "deterministic")
+AFTER_THE_RUN = ("keep_state",)  # what a finished run keeps: not a setting a resume must share
+KEEP_STATE_HELP = ("keep the whole training state (optimizer moments and random state, about 3x the model) when "
+                   "the run ends; by default a finished run keeps only its step and settings")  # fmt: skip
 
 
 def _labels_flag(text: str) -> tuple[str, ...]:
@@ -80,6 +83,7 @@ class PretrainOptions:
         "the same as --precision bf16", action="store_true"))  # fmt: skip
     device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
     deterministic: bool = field(default=False, metadata=option(DETERMINISTIC_HELP, action="store_true"))
+    keep_state: bool = field(default=False, metadata=option(KEEP_STATE_HELP, action="store_true"))
     allow_wrap: bool = field(default=False, metadata=option(
         "allow a --batch-size larger than the data (each batch repeats instances)", action="store_true"))  # fmt: skip
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
@@ -107,7 +111,7 @@ class PretrainOptions:
         """What a resumed run must share with the run it continues (``steps``: --steps, a field here)."""
         kept = asdict(self)
         for name in ("data", "output", "resume", "progress", "config", "vocab", "do_lower_case", "save_every",
-                     "allow_wrap", "bf16", *WHERE_IT_RUNS):  # fmt: skip
+                     "allow_wrap", "bf16", *WHERE_IT_RUNS, *AFTER_THE_RUN):  # fmt: skip
             kept.pop(name)
         return {**kept, "processes": processes}
 
@@ -186,6 +190,7 @@ class FinetuneOptions:
     precision: str = field(default="fp32", metadata=option(PRECISION_HELP, choices=PRECISIONS))
     device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
     deterministic: bool = field(default=False, metadata=option(DETERMINISTIC_HELP, action="store_true"))
+    keep_state: bool = field(default=False, metadata=option(KEEP_STATE_HELP, action="store_true"))
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
     # (pre-training's: Google's run_classifier.py accumulates no micro-batches)
     accumulate: ClassVar[int] = 1
@@ -217,7 +222,7 @@ class FinetuneOptions:
     def settings(self, processes: int, steps: int) -> dict:
         """What a resumed run must share with the run it continues."""
         kept = asdict(self)
-        for name in ("output", "resume", "progress", "eval_every", "save_every", *WHERE_IT_RUNS):
+        for name in ("output", "resume", "progress", "eval_every", "save_every", *WHERE_IT_RUNS, *AFTER_THE_RUN):
             kept.pop(name)
         kept["labels"] = list(self.labels) if self.labels else None
         return {**kept, "processes": processes, "steps": steps}

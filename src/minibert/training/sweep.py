@@ -78,9 +78,12 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address:
     return root
 
 
-# What one trial keeps on disk, in copies of the model's float32 weights: the model, best/, and the
-# training state's weights and two optimizer moments.
-COPIES_A_TRIAL_KEEPS = 5
+# What a trial holds on disk, in copies of the model's float32 weights: while it runs, the model, best/,
+# and the training state's weights and two optimizer moments; once it is finished, the model and best/
+# at most (the state keeps only its step and settings, and best/ shares the model's file when the last
+# step was the best: checkpoint.py RunDirectory.finish), unless --keep-state.
+COPIES_A_RUNNING_TRIAL_HOLDS = 5
+COPIES_A_FINISHED_TRIAL_KEEPS = 2
 
 
 def check_the_plan(options: FinetuneOptions, plan: list[tuple[float, int]]) -> None:
@@ -93,16 +96,18 @@ def check_the_plan(options: FinetuneOptions, plan: list[tuple[float, int]]) -> N
             raise DataError(f"the sweep's trial (learning rate {rate!r}, seed {seed}): {error}") from None
     import shutil
 
-    need = len(plan) * COPIES_A_TRIAL_KEEPS * _float32_bytes(options.model)
+    kept = COPIES_A_RUNNING_TRIAL_HOLDS if options.keep_state else COPIES_A_FINISHED_TRIAL_KEEPS
+    copies = (len(plan) - 1) * kept + COPIES_A_RUNNING_TRIAL_HOLDS  # the finished trials, and the one running
+    need = copies * _float32_bytes(options.model)
     place = Path(options.output).resolve()
     while not place.exists():
         place = place.parent
     free = shutil.disk_usage(place).free
     if need > free and not options.resume:
-        raise DataError(f"a sweep of {len(plan)} trials keeps about {need / 1e9:.1f} GB ({COPIES_A_TRIAL_KEEPS} "
-                        f"copies of the model's weights each: the model, best/, the training state's weights and "
-                        f"two optimizer moments); {place} has {free / 1e9:.1f} GB free: fewer --seeds or "
-                        "--learning-rates, or another --output")  # fmt: skip
+        raise DataError(f"a sweep of {len(plan)} trials needs about {need / 1e9:.1f} GB ({copies} copies of the "
+                        f"model's weights: {kept} for each finished trial, {COPIES_A_RUNNING_TRIAL_HOLDS} for the one "
+                        f"running, with its optimizer state); {place} has {free / 1e9:.1f} GB free: fewer --seeds "
+                        "or --learning-rates, or another --output")  # fmt: skip
 
 
 def _float32_bytes(model: str) -> int:

@@ -20,6 +20,8 @@ this one's, never half of one; metrics lines past the state's step are dropped o
 
 from __future__ import annotations
 
+import dataclasses
+import filecmp
 import hashlib
 import io
 import json
@@ -59,6 +61,15 @@ class TrainingState:
     arithmetic: dict = field(default_factory=dict)
     device_rng: list = field(default_factory=list)
     loss_scale: dict | None = None
+    # A finished run keeps its state without weights, moments or random states (``finished_state``):
+    # what it was made with and where it ended, so --resume reads it as finished; its weights are
+    # model.safetensors beside it.
+    finished: bool = False
+
+    def finished_state(self) -> TrainingState:
+        """This state as a finished run keeps it: kilobytes instead of three times the model."""
+        return dataclasses.replace(self, weights={}, moments={}, rng=[], device_rng=[], loss_scale=None,
+                                   finished=True)  # fmt: skip
 
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
@@ -128,6 +139,10 @@ def check_state(state: TrainingState, path: Path, *, settings: dict, config: dic
     if state.data_position != position:
         raise TrainingStateError(f"{where}: data position {state.data_position!r} does not follow from step "
                                  f"{state.step} (expected {position} of {instances} instances)")  # fmt: skip
+    if state.finished:
+        if state.step != steps:
+            raise TrainingStateError(f"{where}: a finished run's state at step {state.step!r}, not its last, {steps}")
+        return  # its weights are model.safetensors; nothing is left to restore
     expected = model.state_dict()
     _check_tensors(where, "weights", state.weights, {k: v.shape for k, v in expected.items()})
     shapes = dict(zip(hub_names, (p.shape for p in model.parameters())))
@@ -213,6 +228,25 @@ class RunDirectory:
             model.save_pretrained(self.path)
         write_atomically(self.state_path, state.to_bytes())
         self.saved_step = state.step
+
+    def finish(self, last: TrainingState | None, keep_state: bool, best_weights: Path | None) -> None:
+        """The folder of a run whose last step is saved, made no bigger than its use. ``best_weights``
+        (best/model.safetensors, when the best dev figure is the last step's): the same bytes as the
+        final weights, so it becomes a second name of that file (a hard link: no second copy on disk).
+        ``last`` (the state just saved; None when it is already finished): unless ``keep_state``,
+        replaced by its ``finished_state``. Each change is atomic: a kill leaves the folder before or
+        after it, and a temporary that the next --resume removes."""
+        final = self.path / "model.safetensors"
+        if best_weights is not None and best_weights.exists() and not os.path.samefile(best_weights, final) \
+                and filecmp.cmp(best_weights, final, shallow=False):  # fmt: skip
+            temporary = self.path / f".best-model.{os.getpid()}.partial"
+            try:
+                os.link(final, temporary)
+                os.replace(temporary, best_weights)
+            except OSError:  # a file system without hard links keeps the copy
+                temporary.unlink(missing_ok=True)
+        if last is not None and not keep_state and not last.finished:
+            write_atomically(self.state_path, last.finished_state().to_bytes())
 
     def remove_leftovers(self) -> list[str]:
         """Delete the temporary files of a write that a kill interrupted (``.NAME.xxxx.partial``:

@@ -99,6 +99,8 @@ class Run:
     best: float = -float("inf")  # the best value of the task's main dev figure so far
     best_step: int | None = None  # and its step
     scaler: LossScaler | None = None  # fp16's loss scale (--precision fp16)
+    last_state: TrainingState | None = None  # the state last saved (rank 0), until the run finishes
+    finished: bool = False  # resumed from a finished run: nothing to do
 
 
 def train(task: Task, options) -> Path:
@@ -116,6 +118,8 @@ def train(task: Task, options) -> Path:
         done = set_up(run)
         progress = steps(run, done)
         if world.is_main:
+            best = run.folder.path / BEST_FOLDER / "model.safetensors" if run.best_step == run.data.steps else None
+            run.folder.finish(None if run.finished else run.last_state, options.keep_state, best)
             picture = write_loss_picture(run.folder.path)
             progress.summary(run.folder.path, progress.elapsed, picture, task.command, task.summary)
             report_best(run)
@@ -168,7 +172,7 @@ def set_up(run: Run) -> int:
         save(run, done, hub_files=False)  # the training state first: from here on the run can be resumed
         if world.is_main:
             task.start(folder.path, options, data)
-    if world.is_main:  # the hub files of the state (a kill may have left none, or newer ones)
+    if world.is_main and not run.finished:  # the hub files of the state (a kill may have left none, or newer ones)
         data.tokenizer.save_pretrained(folder.path)
         model.save_pretrained(folder.path)
         say_where(run)
@@ -296,6 +300,7 @@ def save(run: Run, step: int, hub_files: bool = True) -> None:
                               model.state_dict(), run.optimizer.moments, rng, arithmetic_of(model), device_rng,
                               None if run.scaler is None else run.scaler.state())  # fmt: skip
         folder.save(model, state, hub_files)
+        run.last_state = state
     run.world.wait()
 
 
@@ -307,6 +312,18 @@ def resume(run: Run, hub_names: list[str]) -> int:
     world, folder, model = run.world, run.folder, run.model
     state = read_resumed_state(run, model=model, fingerprint=run.data.train.fingerprint,
                                instances=len(run.data.train), hub_names=hub_names)  # fmt: skip
+    run.last_state = state if world.is_main else None  # (a run killed while it finished: finished again)
+    if state.finished:  # its weights are model.safetensors, as the run ended: nothing to restore or to do
+        run.finished, folder.saved_step = True, state.step
+        if world.is_main:
+            folder.remove_leftovers()  # (a kill while the run was finishing)
+            run.task.describe_run(folder.path, run.options, run.data)
+            metric = run.task.main_metric(run.options)
+            if metric is not None:
+                run.best, run.best_step = best_so_far(folder, metric)
+            print(f"minibert: {folder.path} holds a finished run (step {state.step} of {run.data.steps}): "
+                  "nothing to resume", file=sys.stderr)  # fmt: skip
+        return state.step
     with torch.no_grad():
         model.load_state_dict(state.weights)
     device = world.device
