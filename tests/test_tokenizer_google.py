@@ -40,11 +40,11 @@ def _compare_with_google(lines, directory, preserve_unused=(False, True)) -> Non
     with ThreadPoolExecutor() as pool:  # each thread waits on its own TensorFlow process
         answers = [answer for results in pool.map(_run_google, groups) for answer in results]
     by_name = {job["name"]: answer for job, answer in zip([job for group in groups for job in group], answers)}
-    checks = []
+    checks = []  # each part loads the vocabulary (seconds at every code point): one part a case fills the cores
     for lower, preserve in cases:
         google = by_name[f"{lower}-{preserve}"]
         rows = list(zip(lines, google["words"], google["pieces"], strict=True))
-        checks += [(vocab_file, lower, preserve, rows_part) for rows_part in split(rows, parts)]
+        checks += [(vocab_file, lower, preserve, rows_part) for rows_part in split(rows, -(-parts // len(cases)))]
     spread(_check_against_google, checks)
 
 
