@@ -10,7 +10,12 @@ PRELUDES below); in the default run that process is forked from one that has imp
 (fork_server.py: the example's own process, as ``python -c`` would make it, less ~3 s of imports). A
 shell example runs in bash with ``set -e``, so each of its commands must exit 0. A ``minibert serve``
 line starts the server in the background on a free port (for 8080), waits until it answers /health,
-and keeps it for the page's next examples (curl, the OpenAI client).
+and keeps it for the page's next examples (curl, the OpenAI client). A shell example's plain ``minibert``
+lines (no pipe, redirection, ``;``/``&``, command substitution) are recorded as bash reads them and run
+in one Python process with ``cli.main`` (one_process.py's runner: each announced, the first failure
+named), right before the example's next other line and at its end, so the page's order stands, instead
+of paying ~3 s of imports each; an example with a compound command, heredoc or multi-line quote runs as
+it was, every command its own process.
 
 An example that cannot run says why in its page, in an HTML comment right before the fence
 (``<!-- not run: installs packages -->``); NOT_RUN lists them, and the two must agree. Pages with a
@@ -23,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -30,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+import one_process
 import pytest
 from fork_server import ForkServer
 from test_tasks import QA_REFERENCE, make, ner_model  # noqa: F401  (make: the fixture)
@@ -91,6 +98,29 @@ def test_the_excluded_pages_have_their_own_test():
     for page in EXCLUDED:
         if (ROOT / page).exists():
             assert Path(page).name in tests.replace(Path(__file__).read_text(encoding="utf-8"), ""), page
+
+
+def test_only_plain_minibert_lines_are_recorded():
+    """The shell examples' lines run in one process are those whose order and streams recording keeps."""
+    assert _recordable("minibert verify --model x              # per-layer max |Δ| vs transformers")
+    assert _recordable('minibert classify --model DIR "a | b > c; d & e" --top-k all')
+    assert _recordable("minibert answer --question 'Where?' --context \\#1  # {\"question\"} lines")
+    for line in ['echo "a" | minibert embed', "minibert embed x | head -1", "minibert embed x > out.jsonl",
+                 "minibert embed --input - < texts.txt", "minibert embed x && echo done", "minibert embed x; ls",
+                 'minibert embed "$(cat texts.txt)"', "minibert embed `cat texts.txt`", "minibert serve --port 1",
+                 "minibert embed x &", "MODEL=x minibert embed y", "  python -m minibert embed x"]:  # fmt: skip
+        assert not _recordable(line), line
+    assert _simple_lines(["minibert embed x", 'MODEL=$(python -c "print(1)")', "curl -s 'a' -d '{\"b\": 1}'"])
+    unsplit = [["minibert embed x <<EOF", "y", "EOF"], ['minibert embed "x', 'y"'], ["MODEL=$(python -c 1"]]
+    compound = [["for f in a b", "do", "  minibert embed --input $f", "done"], ["if true; then", "minibert x", "fi"]]
+    for lines in unsplit + compound:
+        assert not _simple_lines(lines), lines
+    block = "minibert embed a\nminibert embed b  # b\nls\nminibert embed c | head\nminibert embed d\n"
+    assert _shell_script(block, 1).endswith(
+        "_minibert_record embed a\n_minibert_record embed b  # b\n_minibert_run\n"
+        "ls\nminibert embed c | head\n_minibert_record embed d\n_minibert_run\n"
+    )
+    assert "_minibert_record" not in _shell_script("for f in a b; do\n  minibert embed $f\ndone\n", 1)
 
 
 # ----------------------------------------------------------------------------- the fixtures' world
@@ -208,18 +238,97 @@ stop_server() {
 """
 
 
+# Recorded ``minibert`` lines (_shell_script): each line's argv, NUL-separated, one file a command; run in
+# order, in one process, by one_process.RUNNER before the example's next other line and at its end.
+RECORDING = r"""_minibert_commands=$(mktemp -d)
+trap 'rm -rf "$_minibert_commands"' EXIT
+_minibert_count=0
+_minibert_record() {
+    _minibert_count=$((_minibert_count + 1))
+    printf '%s\0' "$@" > "$_minibert_commands/$_minibert_count"
+}
+_minibert_run() {
+    if [ "$_minibert_count" -gt 0 ]; then
+        _minibert_count=0
+        PYTHON -c RUNNER "$_minibert_commands" || return
+        rm -f "$_minibert_commands"/*
+    fi
+}
+"""
+# A line that starts one of these is part of a compound command: no line of its example is recorded.
+RESERVED = {"if", "then", "elif", "else", "fi", "case", "esac", "for", "select", "while", "until", "do", "done",
+            "function", "time", "coproc", "{", "}", "!", "[["}  # fmt: skip
+
+
+def _shell_line(line: str) -> tuple[str, str] | None:
+    """(``line`` less its comment, the same with quoted and escaped characters blanked), or None where a
+    quote stays open at the line's end (a multi-line string)."""
+    kept, plain, quote, index = [], [], None, 0
+    while index < len(line):
+        char = line[index]
+        if quote is None and char == "#" and (index == 0 or line[index - 1].isspace()):
+            break  # a comment: `#` starting a word
+        if char == "\\" and quote != "'" and index + 1 < len(line):
+            kept.append(line[index : index + 2])
+            plain.append("  ")
+            index += 2
+            continue
+        if char == quote:
+            quote = None
+        elif quote is None and char in "'\"":
+            quote = char
+        kept.append(char)
+        plain.append(char if quote is None and char not in "'\"" else " ")
+        index += 1
+    return None if quote else ("".join(kept), "".join(plain))
+
+
+def _recordable(line: str) -> bool:
+    """A plain ``minibert`` command: not serve (its server runs on), no pipe, redirection, ``;``, ``&``,
+    or command substitution (which would run before the earlier recorded commands)."""
+    kept, plain = _shell_line(line) or ("", "")
+    return (plain.strip().startswith("minibert ") and not re.match(r"\s*minibert serve\b", plain)
+            and not re.search(r"[|<>;&]", plain) and not re.search(r"`|\$\(", kept))  # fmt: skip
+
+
+def _simple_lines(lines: list[str]) -> bool:
+    """Each line a whole simple command or list: no multi-line quote, heredoc, open parenthesis or
+    compound command (where a recorded line's run would land inside or between its parts)."""
+    for line in lines:
+        split = _shell_line(line)
+        if split is None:
+            return False
+        words = split[1].split()
+        if "<<" in split[1] or split[1].count("(") != split[1].count(")") or (words and words[0] in RESERVED):
+            return False
+    return True
+
+
 def _shell_script(code: str, port: int) -> str:
-    """The example as a bash script; a ``minibert serve`` line starts its server in the background."""
+    """The example as a bash script; a ``minibert serve`` line starts its server in the background, and
+    the plain ``minibert`` lines run in one process (RECORDING), where the example is simple lines."""
     lines = []
-    for line in re.sub(r"\\\n\s*", " ", code).splitlines():
+    joined = re.sub(r"\\\n\s*", " ", code).splitlines()
+    simple, waiting, recorded = _simple_lines(joined), False, False  # waiting: recorded, not yet run
+    for line in joined:
         line = line.replace("8080", str(port))
+        if simple and _recordable(line):
+            lines.append(line.replace("minibert", "_minibert_record", 1))
+            waiting = recorded = True
+            continue
+        if waiting and (_shell_line(line) or ("", ""))[0].strip():  # a command: the recorded ones first
+            lines.append("_minibert_run")
+            waiting = False
         if re.match(r"\s*minibert serve\b", line):
             line = re.sub(r"\s+#.*$", "", line)
             # (its output to a file: a pipe it held open would keep the example "running")
             started = f'echo $! > server.pid\nwait_for_server {port} "$(cat server.pid)"'
             line = f"stop_server\n{line} > server.log 2>&1 &\n{started}"
         lines.append(line)
-    return SHELL_PRELUDE + "\n".join(lines) + "\n"
+    if waiting:
+        lines.append("_minibert_run")
+    runner = RECORDING.replace("PYTHON", f'"{sys.executable}"').replace("RUNNER", shlex.quote(one_process.RUNNER))
+    return SHELL_PRELUDE + (runner if recorded else "") + "\n".join(lines) + "\n"
 
 
 def _needs_server(language: str, code: str) -> bool:
@@ -288,6 +397,7 @@ def test_the_python_examples_run(page, world, tmp_path, forks):
 @pytest.mark.slow
 @pytest.mark.parametrize("page", _pages_with(_shell_or_client))
 def test_the_shell_examples_run(page, world, tmp_path):
-    """Every command of the pages' shell examples (each a new process that loads a model: slow), and
-    the Python clients of the server a shell example started, while it is up."""
+    """Every command of the pages' shell examples (each loads a model: slow; the plain ``minibert`` lines
+    of an example in one process, see _shell_script), and the Python clients of the server a shell
+    example started, while it is up."""
     _run_page(page, world, tmp_path, _shell_or_client)
