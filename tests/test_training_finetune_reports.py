@@ -67,7 +67,13 @@ def test_a_resumed_run_says_what_it_resumed_and_not_that_its_head_is_new(tmp_pat
     resumed = run_minibert(*flags(train, run, "--epochs", "1", "--resume"))
     assert resumed.returncode == 0, resumed.stderr
     assert "from fresh weights" not in resumed.stderr and "a new classifier" not in resumed.stderr, resumed.stderr
-    assert f"minibert: resuming {run} from its checkpoint of step 4 of 4" in resumed.stderr, resumed.stderr
+    assert f"minibert: {run} holds a finished run (step 4 of 4): nothing to resume" in resumed.stderr, resumed.stderr
+    kept = tmp_path / "kept"  # a finished run that kept its whole state resumes it, and says which checkpoint
+    assert run_minibert(*flags(train, kept, "--epochs", "1", "--keep-state")).returncode == 0
+    resumed = run_minibert(*flags(train, kept, "--epochs", "1", "--keep-state", "--resume"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "from fresh weights" not in resumed.stderr and "a new classifier" not in resumed.stderr, resumed.stderr
+    assert f"minibert: resuming {kept} from its checkpoint of step 4 of 4" in resumed.stderr, resumed.stderr
 
 
 def test_classify_with_a_model_without_a_classifier_advises_a_command_not_a_python_argument(minilm_dir):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,13 +21,10 @@ from ...errors import TrainingDivergedError
 from .precision import autocast
 from .report import check_finite, resume_command
 
-if TYPE_CHECKING:
-    from .loop import Run
-
 CHECKED_ROWS = 8  # the training rows a checkpoint's weights are run on before they are kept
 
 
-def gives_finite_numbers(run: Run) -> bool:
+def gives_finite_numbers(run) -> bool:  # (run: loop.Run)
     """Whether the weights, finite one by one, also make finite figures: the task's forward and loss
     on the first training rows, as in training but without dropout (an update at a huge rate leaves
     weights of 1e30 that are finite and ruin every output). Every process checks the same rows."""
@@ -44,7 +40,7 @@ def gives_finite_numbers(run: Run) -> bool:
     return bool(torch.isfinite(sums.loss).all()) and all(math.isfinite(value) for value in sums.figures.values())
 
 
-def lower_rate_command(run: Run) -> str:
+def lower_rate_command(run) -> str:  # (run: loop.Run)
     """The command that resumes the run at a lower rate: a tenth of this one, and no more than the
     command's default (a tenth of 1e30 would diverge again)."""
     default = _default_rate(run.options)
@@ -56,7 +52,7 @@ def _default_rate(options) -> float:
     return next(f.default for f in dataclasses.fields(options) if f.name == "learning_rate")
 
 
-def stop_if_not_finite(run: Run, record: dict, gradient_norm: float) -> None:
+def stop_if_not_finite(run, record: dict, gradient_norm: float) -> None:  # (run: loop.Run)
     """Before the update: a NaN or infinite figure of the task's ``watched`` (its losses) or
     gradient norm stops every process (they all see the same sums and norm), the last checkpoint
     left as it is; the step's line is written first."""
