@@ -44,7 +44,7 @@ def test_pretrain_to_a_file_prints_progress_lines_and_a_summary_of_where_everyth
     assert f"loss {records[0]['loss']:.4g} → {records[-1]['loss']:.4g} (masked LM {records[-1]['mlm_loss']:.4g}" \
         in summary[0], summary  # fmt: skip
     assert summary[1] == f"minibert:   model    {run}/  (model.safetensors, config.json, vocab.txt; " \
-        "training_state.pt for --resume)"  # fmt: skip
+        "training_state.pt: the finished run's step and settings)"  # fmt: skip
     assert summary[2] == f"minibert:   metrics  {run / 'metrics.jsonl'}"
     assert summary[3].startswith("minibert:   plot     ") and len(summary) == 4, summary
     if (run / "loss.png").exists():

@@ -108,3 +108,16 @@ def test_a_run_killed_while_it_finishes_finishes_when_resumed(tmp_path, monkeypa
     assert TrainingState.from_file(run / "training_state.pt").finished
     assert os.path.samefile(run / "best" / "model.safetensors", run / "model.safetensors")
     assert not [p.name for p in run.iterdir() if p.name.endswith(".partial")]
+
+
+@pytest.mark.parametrize("keep", [[], ["--keep-state"]], ids=["finished", "--keep-state"])
+def test_the_closing_summary_says_what_the_state_holds(tmp_path, keep):
+    """The summary's model line says what training_state.pt holds now (it said "for --resume" of a
+    state that no longer holds weights), and its first line gives the loss once."""
+    train = write_examples(tmp_path / "train.csv", 16)
+    result = run_minibert(*flags(train, tmp_path / "run", "--epochs", "1"), *keep)
+    assert result.returncode == 0, result.stderr
+    done = next(line for line in result.stderr.splitlines() if " done: " in line)
+    assert done.count("loss") == 1 and "(" not in done.split("min, ")[1], done
+    said = "all of it (--keep-state)" if keep else "the finished run's step and settings"
+    assert f"vocab.txt; training_state.pt{':' if not keep else ','} {said})" in result.stderr, result.stderr

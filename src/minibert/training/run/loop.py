@@ -121,7 +121,8 @@ def train(task: Task, options) -> Path:
             best = run.folder.path / BEST_FOLDER / "model.safetensors" if run.best_step == run.data.steps else None
             run.folder.finish(None if run.finished else run.last_state, options.keep_state, best)
             picture = write_loss_picture(run.folder.path)
-            progress.summary(run.folder.path, progress.elapsed, picture, task.command, task.summary)
+            progress.summary(run.folder.path, progress.elapsed, picture, task.command, task.summary,
+                             keeps_state=options.keep_state)  # fmt: skip
             report_best(run)
     return run.folder.path
 

@@ -111,19 +111,23 @@ class Progress:
             print(file=sys.stderr)
 
     def summary(self, run: Path, elapsed: float, picture: Path | None, command: str,
-                detail: Callable[[dict], str]) -> None:  # fmt: skip
+                detail: Callable[[dict], str], keeps_state: bool = False) -> None:  # fmt: skip
         """Where the model, the metrics and the plot are, and the losses the run went from and to;
-        ``detail(last record)``: what the task adds in parentheses (tasks/task.py ``summary``)."""
+        ``detail(last record)``: what the task adds in parentheses (tasks/task.py ``summary``; none
+        when empty); ``keeps_state``: the run kept its whole training state (--keep-state)."""
         self.end_line()
         first, last = self.first, self.last
         if last is None:
             print(f"minibert: {command}: nothing to do, {run} has done its {self.steps} steps", file=sys.stderr)
             return
         steps = last["step"] - self.done
+        added = f" ({detail(last)})" if detail(last) else ""
         print(f"minibert: {command} done: {steps} steps (to step {last['step']}) in {elapsed / 60:.1f} min, loss "
-              f"{first['loss']:.4g} → {last['loss']:.4g} ({detail(last)})", file=sys.stderr)  # fmt: skip
-        print(f"minibert:   model    {run}/  (model.safetensors, config.json, vocab.txt; training_state.pt for "
-              "--resume)", file=sys.stderr)  # fmt: skip
+              f"{first['loss']:.4g} → {last['loss']:.4g}{added}", file=sys.stderr)  # fmt: skip
+        state = "training_state.pt, all of it (--keep-state)" if keeps_state else \
+            "training_state.pt: the finished run's step and settings"  # fmt: skip
+        print(f"minibert:   model    {run}/  (model.safetensors, config.json, vocab.txt; {state})",
+              file=sys.stderr)  # fmt: skip
         print(f"minibert:   metrics  {run / 'metrics.jsonl'}", file=sys.stderr)
         plot = picture if picture is not None else f"none (needs matplotlib: pip install 'minibert[plot]'; then " \
             f"minibert plot {run})"  # fmt: skip

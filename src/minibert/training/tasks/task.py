@@ -94,5 +94,6 @@ class Task:
         """The description files ``start`` writes, those missing (a resumed run killed before them)."""
 
     def summary(self, last: dict) -> str:
-        """The closing line's detail, from the last step's metrics line."""
-        return f"loss {last['loss']:.4g}"
+        """The closing line's detail, from the last step's metrics line, beside the loss it already
+        gives (pre-training: its two losses); none by default."""
+        return ""
