@@ -287,8 +287,11 @@ def save(run: Run, step: int, hub_files: bool = True) -> None:
     moment after it can be resumed, and a folder without it holds no run yet. Weights that are not
     all finite are never saved over a good checkpoint."""
     model, folder = run.model, run.folder
-    ruined = "hold NaN or infinite values" if not all(bool(torch.isfinite(p).all()) for p in model.parameters()) \
-        else None if step == 0 or gives_finite_numbers(run) else "give NaN or infinite outputs"
+    ruined = None
+    if not all(bool(torch.isfinite(parameter).all()) for parameter in model.parameters()):
+        ruined = "hold NaN or infinite values"
+    elif step > 0 and not gives_finite_numbers(run):  # (step 0: the weights the run starts from)
+        ruined = "give NaN or infinite outputs"
     if ruined:  # the update made them so: the last checkpoint stays the last good one
         raise TrainingDivergedError(f"step {step}: the weights {ruined}; not saved: {folder.path} keeps the "
                                     f"checkpoint of step {folder.saved_step}; to continue with a lower rate: "
@@ -314,17 +317,29 @@ def resume(run: Run, hub_names: list[str]) -> int:
     state = read_resumed_state(run, model=model, fingerprint=run.data.train.fingerprint,
                                instances=len(run.data.train), hub_names=hub_names)  # fmt: skip
     run.last_state = state if world.is_main else None  # (a run killed while it finished: finished again)
-    if state.finished:  # its weights are model.safetensors, as the run ended: nothing to restore or to do
-        run.finished, folder.saved_step = True, state.step
-        if world.is_main:
-            folder.remove_leftovers()  # (a kill while the run was finishing)
-            run.task.describe_run(folder.path, run.options, run.data)
-            metric = run.task.main_metric(run.options)
-            if metric is not None:
-                run.best, run.best_step = best_so_far(folder, metric)
-            print(f"minibert: {folder.path} holds a finished run (step {state.step} of {run.data.steps}): "
-                  "nothing to resume", file=sys.stderr)  # fmt: skip
-        return state.step
+    run.finished = state.finished  # its weights are model.safetensors, as the run ended: nothing to restore
+    if not run.finished:
+        restore(run, state)
+    folder.saved_step = state.step
+    if world.is_main:
+        folder.remove_leftovers()  # (a kill while a checkpoint was written, or while the run finished)
+        if not run.finished:
+            folder.keep_metrics_up_to(state.step)
+        run.task.describe_run(folder.path, run.options, run.data)  # a kill before start() wrote them
+        metric = run.task.main_metric(run.options)
+        if metric is not None:
+            run.best, run.best_step = best_so_far(folder, metric)
+        said = (f"{folder.path} holds a finished run (step {state.step} of {run.data.steps}): nothing to resume"
+                if run.finished else f"resuming {folder.path} from its checkpoint of step {state.step} of "
+                f"{run.data.steps} (weights, optimizer, data order and random state as they were)")  # fmt: skip
+        print(f"minibert: {said}", file=sys.stderr)
+    return state.step
+
+
+def restore(run: Run, state: TrainingState) -> None:
+    """The state put back: the weights, the optimizer's moments, this process's random streams and
+    fp16's loss scale; the arithmetic it was computed with followed (or a difference said)."""
+    world, model = run.world, run.model
     with torch.no_grad():
         model.load_state_dict(state.weights)
     device = world.device
@@ -336,17 +351,6 @@ def resume(run: Run, hub_names: list[str]) -> int:
     if run.scaler is not None and state.loss_scale:
         run.scaler = LossScaler(state.loss_scale["scale"], state.loss_scale["good_steps"])
     follow_the_run(model, state.arithmetic, say=world.is_main)
-    folder.saved_step = state.step
-    if world.is_main:
-        folder.remove_leftovers()
-        folder.keep_metrics_up_to(state.step)
-        run.task.describe_run(folder.path, run.options, run.data)  # a kill before start() wrote them
-        metric = run.task.main_metric(run.options)
-        if metric is not None:
-            run.best, run.best_step = best_so_far(folder, metric)
-        print(f"minibert: resuming {folder.path} from its checkpoint of step {state.step} of {run.data.steps} "
-              "(weights, optimizer, data order and random state as they were)", file=sys.stderr)  # fmt: skip
-    return state.step
 
 
 def read_resumed_state(run: Run, **checks) -> TrainingState:
