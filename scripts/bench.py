@@ -12,7 +12,8 @@ numpy docstrings and Django's translation catalogues (see tests/corpus.py).
 This file is the driver: the flags, the machine's description and GEMM peak, the workloads in
 order, the table. The workloads live in bench_model.py (fixed, profile), bench_text.py (text,
 streams, onnx, tokenizer, window), bench_int8.py (int8), bench_training.py (pretrain, finetune)
-and bench_startup.py (import, cold, memory, tf); bench_rows.py times and builds each row.
+bench_startup.py (import, cold, tf) and bench_memory.py (memory: held and peak beside transformers and ONNX
+Runtime int8); bench_rows.py times and builds each row.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from bench_memory import memory_rows  # noqa: E402
 from bench_model import bench_fixed_shape, bench_profile, matmul_peak  # noqa: E402
-from bench_startup import bench_cold_start, bench_import, bench_memory, bench_tf_checkpoint  # noqa: E402
+from bench_startup import bench_cold_start, bench_import, bench_tf_checkpoint  # noqa: E402
 from bench_text import bench_onnx, bench_real_text, bench_streams, bench_tokenizer, bench_window_scaling  # noqa: E402
 from bench_training import bench_finetune_step, bench_pretrain_step  # noqa: E402
 
@@ -62,7 +64,7 @@ def workloads(args, texts: list[str], rounds: int, peak_fp32: float | None, peak
         "tokenizer": lambda: bench_tokenizer(texts, rounds),
         "import": lambda: bench_import(rounds),
         "cold": lambda: bench_cold_start(rounds),
-        "memory": bench_memory,
+        "memory": lambda: _with_onnx("memory rows", lambda: memory_rows(rounds=1 if args.quick else 3)),
         "tf": lambda: bench_tf_checkpoint(rounds),
         "window": lambda: bench_window_scaling(sizes),
     }

@@ -131,26 +131,3 @@ def bench_tf_checkpoint(rounds: int):
         f"peak memory TF {statistics.median(tf_memory):.2f}x, safetensors {statistics.median(st_memory):.2f}x "
         "the weights",
     }
-
-
-def bench_memory():
-    """Peak RSS above the process baseline while loading bert-base-shaped weights (safetensors)."""
-    import transformers
-
-    torch.manual_seed(0)
-    with tempfile.TemporaryDirectory() as directory:
-        transformers.BertModel(transformers.BertConfig()).save_pretrained(directory)
-        size = (Path(directory) / "model.safetensors").stat().st_size
-        results = {}
-        for which in ("minibert", "transformers"):
-            probe = _probe(which, directory)
-            results[which] = (probe["peak"] - probe["base"]) / size
-    return {
-        "workload": "peak memory loading bert-base weights (440 MB safetensors)",
-        "against": "the weights' size",
-        "target": "<= 1.3x",
-        "ratio_median": results["minibert"],
-        "ratio_min": results["minibert"],
-        "ratio_max": results["minibert"],
-        "note": f"minibert {results['minibert']:.2f}x the file size, transformers {results['transformers']:.2f}x",
-    }

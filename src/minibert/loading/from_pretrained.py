@@ -25,8 +25,9 @@ from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
 from .checkpoint_files import find_checkpoint, read_state_dict
 from .devices import resolve_device
+from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
-from .safetensors import safetensors_shapes
+from .safetensors import map_safetensors, safetensors_shapes
 from .strict import rename_and_check
 
 
@@ -116,18 +117,25 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     if num_labels is not None:
         config.extra["num_labels"] = num_labels
         model = _build_on_meta(cls, config, config_file)
+    pages = None  # a .safetensors file is mapped, not copied (file_pages.py): each weight held once
     if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
         rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
                          new_heads=new_heads)  # fmt: skip
-    state = read_state_dict(weights_file)
+        state, pages = map_safetensors(weights_file)
+    else:
+        state = read_state_dict(weights_file)
+    release = pages.release if pages is not None else _keep
     state = rename_and_check(model, state, weights_file, config_file, new_heads=new_heads)
-    refuse_or_warn_non_finite(state, weights_file, int8)
+    refuse_or_warn_non_finite(state, weights_file, int8, release)
     for name, tensor in state.items():
+        source = tensor
         if tensor.is_floating_point() and tensor.dtype != dtype:
             tensor = tensor.to(dtype)
         # A tensor saved as a view (e.g. a transposed weight) is laid out afresh: a matmul over
         # strided memory rounds differently, and the numbers must not depend on how a file was saved.
         state[name] = tensor.contiguous()
+        if state[name] is not source:
+            release(source)  # the file's bytes were copied out (cast, laid out afresh): not read again
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
     model._call_defaults = call_defaults
@@ -135,17 +143,32 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     if device is not None:
         model.to(device)
     del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
-    speed_up(model, gemm, int8_from=weights_file if int8 else None)  # speed is added here only (speed/seam.py)
+    speed_up(model, gemm, int8_from=weights_file if int8 else None, release=release)  # speed enters here only
+    if pages is not None:  # every page given back: the forward reads what it needs (file_pages.py)
+        pages.release_all([*model.parameters(), *model.buffers()])
+        check = FileUnchanged(pages)
+        for module in model.modules():
+            if hasattr(module, "embeddings") and hasattr(module, "layers"):  # each BertModel inside
+                module.register_forward_pre_hook(check)
     return model
 
 
-def refuse_or_warn_non_finite(state: dict[str, torch.Tensor], weights_file: Path, int8: bool) -> None:
+def _keep(tensor: torch.Tensor) -> None:
+    """``release`` for weights read into memory (a .bin or TF checkpoint): nothing to give back."""
+
+
+def refuse_or_warn_non_finite(state: dict[str, torch.Tensor], weights_file: Path, int8: bool, release=None) -> None:
     """A weight that holds NaN or an infinity makes every output that reads it NaN or infinite. In
     float, that is what the checkpoint computes: it loads, with a warning naming the tensors. In
     int8 it would be hidden (a quantization scale from an infinite range, a NaN rounded to a
-    number): refused, naming them."""
-    bad = [(_as_in_the_file(name), int((~torch.isfinite(tensor)).sum()), tensor.numel())
-           for name, tensor in state.items() if tensor.is_floating_point() and not _all_finite(tensor)]
+    number): refused, naming them. ``release`` gives each tensor's file pages back once it is
+    checked (file_pages.py), so the check never holds the whole file."""
+    bad = []
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not _all_finite(tensor):
+            bad.append((_as_in_the_file(name), int((~torch.isfinite(tensor)).sum()), tensor.numel()))
+        if release is not None:
+            release(tensor)
     if not bad:
         return
     said = "; ".join(f"{name} holds {count:,} of {numel:,}" for name, count, numel in bad[:5])

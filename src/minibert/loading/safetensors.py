@@ -3,7 +3,9 @@
 A .safetensors file is 8 bytes (little-endian header length N), N bytes of JSON
 ``{name: {"dtype": "F32", "shape": [...], "data_offsets": [start, end]}, "__metadata__": {...}}``,
 then the raw data, tensor after tensor. ``safetensors_shapes`` reads the header alone (enough to
-check a file against a model); ``read_safetensors`` reads each tensor into its own memory.
+check a file against a model); ``read_safetensors`` reads each tensor into its own memory;
+``map_safetensors`` maps the file instead, each tensor a view of its pages (file_pages.py: what
+``from_pretrained`` uses, so that a loaded model holds each weight once).
 """
 
 from __future__ import annotations
@@ -124,3 +126,27 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
     return {name: tensors[name] for name, *_ in entries}  # the header's order
+
+
+def map_safetensors(path: str | os.PathLike):
+    """The tensors of a .safetensors file as views of the file mapped copy-on-write (no copy made:
+    file_pages.py), checked as ``read_safetensors`` checks them; returns ``(tensors, pages)``, the
+    ``FilePages`` that can give pages back while the model is loaded."""
+    from .file_pages import FilePages
+
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            header, data_size = _read_safetensors_header(handle, path)
+            first_data_byte = handle.tell()
+    except FileNotFoundError:
+        raise CheckpointError(f"weights file not found: {path}") from None
+    entries = _safetensors_entries(header, data_size, path)
+    if data_size == 0:  # nothing to map (mmap refuses an empty range)
+        return {name: torch.empty(shape, dtype=dtype) for name, dtype, shape, _, _ in entries}, None
+    pages = FilePages(path)
+    if len(pages.map) != first_data_byte + data_size:
+        raise _corrupt(path, "its size changed while it was read")
+    tensors = {name: pages.tensor(dtype, shape, first_data_byte + start, end - start)
+               for name, dtype, shape, start, end in entries}  # fmt: skip
+    return tensors, pages

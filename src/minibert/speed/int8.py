@@ -147,10 +147,11 @@ def has_int8_dot_product() -> bool:
     return bool(cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
-def quantize(model: nn.Module) -> int:
+def quantize(model: nn.Module, release=None) -> int:
     """Swap every encoder layer's six projections for ``Int8Linear`` (the model must be float32,
     on the CPU); returns how many. The feed-forward's activation is put back in place first if the
-    GEMM backend had fused it (gemm.py's ``onednn-fused``)."""
+    GEMM backend had fused it (gemm.py's ``onednn-fused``). ``release``: called on each float32
+    weight once its int8 layer is made (a mapped checkpoint's pages given back: seam.py)."""
     from .packed_linear import encoder_layers, use_backend
 
     refuse_if_unable(model)
@@ -160,7 +161,10 @@ def quantize(model: nn.Module) -> int:
         for part_name, names in PROJECTIONS.items():
             part = getattr(layer, part_name)
             for name in names:
-                setattr(part, name, Int8Linear(getattr(part, name)))
+                linear = getattr(part, name)
+                setattr(part, name, Int8Linear(linear))
+                if release is not None:
+                    release(linear.weight)
                 count += 1
     model.gemm_backend = "int8"
     return count

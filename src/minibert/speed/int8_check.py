@@ -67,9 +67,13 @@ class Int8Check:
     reason: str  # "measured" or "cached"
 
 
-def load_int8(model: nn.Module, weights_file: Path | None = None) -> Int8Check:
+def load_int8(model: nn.Module, weights_file: Path | None = None, release=None) -> Int8Check:
     """Quantize ``model`` (int8.quantize) and check it against float32 on the calibration texts
-    (or take the cached verdict for this checkpoint file); refuse it below ``COSINE_FLOOR``."""
+    (or take the cached verdict for this checkpoint file); refuse it below ``COSINE_FLOOR``.
+
+    ``release`` (a mapped checkpoint's, seam.py): each layer's float32 pages are given back once the
+    float32 reference has run through it, and each projection's once it is in int8, so the whole
+    float32 model is never held beside its int8 layers."""
     refuse_if_unable(model)  # before the calibration runs the model (on "meta" it would fail deep inside torch)
     key = _check_key(weights_file) if weights_file is not None else None
     if weights_file is not None:  # float32_twin reads this file again, and refuses if it has changed since
@@ -77,15 +81,15 @@ def load_int8(model: nn.Module, weights_file: Path | None = None) -> Int8Check:
     cached = _cached_check(key)
     if cached is None:
         batch = calibration_batch(model)
-        before = sentence_vectors(model, batch)  # (texts, H) float32
-        quantize(model)
+        before = sentence_vectors(model, batch, release)  # (texts, H) float32
+        quantize(model, release)
         cosines = F.cosine_similarity(before, sentence_vectors(model, batch), dim=1)  # (texts,)
         check = Int8Check(float(cosines.mean()), float(cosines.min()), len(cosines), "measured")
         if key is not None and math.isfinite(check.worst_cosine) and math.isfinite(check.mean_cosine):
             write_cache(key, {"int8_mean_cosine": check.mean_cosine, "int8_worst_cosine": check.worst_cosine,
                               "texts": check.texts})  # fmt: skip
     else:
-        quantize(model)
+        quantize(model, release)
         check = cached
     from .malloc import hand_back_freed_memory
 
@@ -122,11 +126,24 @@ def calibration_batch(model: nn.Module) -> dict[str, torch.Tensor]:
     return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
 
 
-def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The encoder's last hidden states mean-pooled over each row's real tokens: (B, H) float32."""
+def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=None) -> torch.Tensor:
+    """The encoder's last hidden states mean-pooled over each row's real tokens: (B, H) float32.
+    ``release``: called on each encoder layer's weights once the layer has run."""
+    from .packed_linear import encoder_layers
+
     body = getattr(model, "bert", model)  # a model with heads holds the encoder as .bert
-    with torch.inference_mode():
-        states = body(**batch).last_hidden_state.float()  # (B, T, H)
+
+    def give_back(layer, args, output) -> None:  # (returns None: the layer's output stays as it is)
+        for parameter in layer.parameters():
+            release(parameter)
+
+    hooks = [layer.register_forward_hook(give_back) for layer in (encoder_layers(body) if release else [])]
+    try:
+        with torch.inference_mode():
+            states = body(**batch).last_hidden_state.float()  # (B, T, H)
+    finally:
+        for hook in hooks:
+            hook.remove()
     mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)  # (B, T, 1)
     return (states * mask).sum(1) / mask.sum(1).clamp_min(1)
 

@@ -54,19 +54,29 @@ class Speed:
     int8: dict[str, nn.Module] = field(default_factory=dict)  # module name → its Int8Linear (dtype="int8")
 
 
-def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None = None) -> None:
+def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None = None, release=None) -> None:
     """The one place where a loaded model gets its speed: the GEMM backend measured on this CPU (or
     ``gemm``: "auto", "mkl", "onednn", "onednn-fused"; see gemm.py). Attention's fast path is on
     already (``BertModel.use_fast_path``). ``int8_from`` (the checkpoint file, when loaded with
-    ``dtype="int8"``): the encoder's projections in int8, checked against float32 (int8_check.py)."""
+    ``dtype="int8"``): the encoder's projections in int8, checked against float32 (int8_check.py).
+
+    ``release(tensor)`` (from the loader, for a mapped checkpoint: loading/file_pages.py) gives a
+    weight's pages back once it is no longer read as it is: a projection once packed into oneDNN's
+    layout, or turned into int8. So a loaded model holds each weight once."""
     if next(model.parameters()).device.type == "cpu":
         from .gemm import choose
 
-        choose(model, gemm)
+        choose(model, "mkl" if int8_from is not None else gemm)  # int8 replaces the projections: none packed
     if int8_from is not None:
         from .int8_check import load_int8
 
-        load_int8(model, int8_from)
+        load_int8(model, int8_from, release)
+    elif release is not None:
+        from .packed_linear import PackedLinear
+
+        for module in model.modules():
+            if isinstance(module, PackedLinear) and module.packed_weight() is not None:
+                release(module.weight)  # packed now; its float32 pages come back only if read
 
 
 def use_book_modules(model: nn.Module, book: bool = True) -> None:

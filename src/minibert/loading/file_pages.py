@@ -1,0 +1,128 @@
+"""A weights file mapped into memory: tensors that are the file's pages, and pages given back.
+
+``from_pretrained`` does not copy a .safetensors file into memory. It maps the file (copy-on-write:
+``mmap.ACCESS_COPY``, so a change made to a weight later, by fine-tuning say, stays in this
+process and never reaches the file) and each tensor is a view of its bytes (``torch.frombuffer``).
+A page the model reads comes in from the file (from the page cache, when it was read lately), and
+a page it no longer needs can be given back (``madvise(MADV_DONTNEED)``): the process stops
+holding it, and should the tensor be read again the page comes back from the file, unchanged.
+
+That is how a loaded model holds each weight once (docs/performance.md, "Memory"):
+
+* the six projections of each encoder layer, when the GEMM backend packs them into oneDNN's
+  layout (speed/packed_linear.py), are multiplied in that layout: their float32 pages are given back
+  as soon as each is packed, and come back only if something reads the weight itself (saving,
+  ``state_dict``, training, the book's modules);
+* the embedding tables are read a row per token: given back after loading, only the rows a text
+  uses come back;
+* every page is given back once the loader has checked it (finite numbers), so loading never holds
+  the whole file at once beside what it builds from it (the packed layout, int8's layers).
+
+Only pages nothing has written to are given back, and only while the model is being loaded (a
+written page of a private mapping would lose its change): ``release`` is called by the loader, never
+later. The file must not be written over in place while a model loaded from it lives — minibert
+writes every file by replacing it (formats/atomic_files.py), which leaves a mapped file as it was;
+``check_unchanged`` notices an in-place write (its size or time changed) before a forward pass
+could read it, and refuses.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import weakref
+from pathlib import Path
+
+import torch
+
+from ..errors import CheckpointError
+
+PAGE = mmap.PAGESIZE
+
+
+class FilePages:
+    """One weights file, mapped copy-on-write; ``tensor`` views its bytes, ``release`` gives pages back."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        descriptor = os.open(self.path, os.O_RDONLY)
+        try:
+            self.signature = _signature(os.fstat(descriptor))
+            self.map = mmap.mmap(descriptor, 0, access=mmap.ACCESS_COPY)
+        finally:
+            os.close(descriptor)  # the mapping keeps the file open
+        probe = torch.frombuffer(self.map, dtype=torch.uint8, count=1)
+        self.start = probe.data_ptr()  # the mapping's first address
+        del probe
+
+    def tensor(self, dtype: torch.dtype, shape: list[int], offset: int, nbytes: int) -> torch.Tensor:
+        """The ``nbytes`` at file offset ``offset`` as a tensor of ``dtype`` and ``shape`` (no copy;
+        an empty or misaligned tensor is copied out instead: a kernel may assume alignment)."""
+        if nbytes == 0 or offset % dtype.itemsize:
+            raw = torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes, offset=offset) if nbytes else None
+            copied = torch.empty(nbytes // dtype.itemsize, dtype=dtype)
+            if raw is not None:
+                copied.view(torch.uint8).copy_(raw)
+            return copied.reshape(shape)
+        return torch.frombuffer(self.map, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
+
+    def holds(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor``'s bytes lie in this mapping."""
+        if tensor.device.type != "cpu" or tensor.layout != torch.strided:
+            return False
+        begin = tensor.untyped_storage().data_ptr() - self.start
+        return 0 <= begin and begin + tensor.untyped_storage().nbytes() <= len(self.map)
+
+    def release(self, tensor: torch.Tensor) -> None:
+        """Give back the whole pages of ``tensor``'s storage, if it lies in this mapping (else nothing).
+        The loader calls it on tensors nothing has written to yet; reading them later brings the pages
+        back from the file."""
+        if not self.holds(tensor):
+            return
+        begin = tensor.untyped_storage().data_ptr() - self.start
+        end = begin + tensor.untyped_storage().nbytes()
+        first, last = -(-begin // PAGE) * PAGE, end // PAGE * PAGE  # whole pages only: a neighbour's edge stays
+        if last > first and hasattr(mmap, "MADV_DONTNEED"):  # (Windows has no madvise: the pages stay)
+            self.map.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+    def release_all(self, tensors) -> None:
+        for tensor in tensors:
+            self.release(tensor)
+
+    def check_unchanged(self) -> None:
+        """CheckpointError when the file was written over in place since it was mapped: the pages
+        given back would come back with other numbers (or end the process, if it was cut short)."""
+        try:
+            now = _signature(os.stat(self.path))
+        except OSError:
+            return  # removed or renamed: the mapping keeps the old file, unchanged
+        if now[0] == self.signature[0] and now != self.signature:  # the same file (inode), other bytes
+            raise CheckpointError(f"{self.path} was written over while a model loaded from it was in use (the model "
+                                  "reads the file's pages as it needs them): load the model again")  # fmt: skip
+
+
+class FileUnchanged:
+    """A forward pre-hook that runs ``FilePages.check_unchanged`` while the model still reads the
+    mapping (a model moved to a GPU, or copied, holds its own tensors: then it checks nothing). It
+    holds no tensor and no mapping, only a weak reference: it keeps no memory alive."""
+
+    def __init__(self, pages: FilePages):
+        self.path, self.signature, self.mapping = pages.path, pages.signature, weakref.ref(pages.map)
+
+    def __call__(self, module, args) -> None:
+        if self.mapping() is not None:
+            FilePages.check_unchanged(self)
+
+    def __reduce__(self):  # a pickled or copied model holds copies of the tensors: nothing to check
+        return _NoCheck, ()
+
+
+class _NoCheck:
+    """What ``FileUnchanged`` becomes in a pickled or copied model: a hook that checks nothing."""
+
+    def __call__(self, module, args) -> None:
+        return None
+
+
+def _signature(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns

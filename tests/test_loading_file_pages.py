@@ -1,0 +1,158 @@
+"""A loaded model holds each weight once (loading/file_pages.py): the .safetensors file is mapped,
+not copied; a projection packed into oneDNN's layout, or made int8, gives its float32 pages back,
+and so do the embedding tables; what reads a weight later gets the file's bytes back.
+
+Residency is read from the kernel, not inferred: /proc/self/smaps gives each mapping's resident
+kilobytes, and the mapping of the weights file is found by its path. A page the model needs (a
+LayerNorm, a bias) may be resident; a packed projection's pages must not be, and the test says
+how many kilobytes it found. The small checkpoint (2 layers, 128 wide, 512 feed-forward) is enough:
+the mechanism does not depend on the size, and its projections span whole pages (128 × 512 × 4 B
+= 64 pages each)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from minibert import BertForPreTraining, BertModel
+from minibert.errors import CheckpointError
+from minibert.speed.gemm import onednn_available
+from minibert.speed.int8 import int8_layers, unavailable_reason
+from minibert.speed.packed_linear import PackedLinear
+
+
+def resident_kb(path: Path) -> int:
+    """The resident kilobytes of this process's mappings of ``path`` (smaps' Rss lines)."""
+    total, inside = 0, False
+    target = os.fspath(Path(path).resolve())
+    with open("/proc/self/smaps", encoding="utf-8") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line: address perms offset dev inode [path]
+                inside = len(fields) >= 6 and fields[5] == target
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+def present_pages(tensor: torch.Tensor) -> int:
+    """How many of ``tensor``'s pages this process has mapped in now (/proc/self/pagemap: bit 63 of
+    each virtual page's entry says "present")."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    first = tensor.data_ptr() // page
+    last = (tensor.data_ptr() + tensor.numel() * tensor.element_size() - 1) // page
+    with open("/proc/self/pagemap", "rb") as pagemap:
+        pagemap.seek(first * 8)
+        entries = pagemap.read((last - first + 1) * 8)
+    return sum(entries[i + 7] >> 7 for i in range(0, len(entries), 8))
+
+
+@pytest.fixture
+def checkpoint(google_small, tmp_path) -> Path:
+    """A private copy of the small checkpoint: the tests write over it."""
+    directory = tmp_path / "small"
+    shutil.copytree(google_small[0], directory)
+    return directory
+
+
+def file_tensors(directory: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(directory / "model.safetensors"))
+
+
+def test_packed_projections_and_embeddings_give_their_pages_back(checkpoint):
+    model = BertModel.from_pretrained(checkpoint, gemm="onednn")
+    if not onednn_available(model):
+        pytest.skip("oneDNN cannot run here: nothing is packed")
+    packed = [module for module in model.modules() if isinstance(module, PackedLinear)]
+    assert len(packed) == 12
+    weights = os.path.getsize(checkpoint / "model.safetensors") // 1024
+    resident = resident_kb(checkpoint / "model.safetensors")
+    print(f"after loading: {resident} kB of the {weights} kB file resident")
+    # Every page was given back after loading: at most one page per tensor's edge stays (two tensors
+    # share a page where one ends and the next begins).
+    edges = 4 * len(dict(model.named_parameters()))
+    assert resident <= edges, f"{resident} kB of the weights file resident after loading (edges: {edges} kB)"
+    ids = torch.tensor([[101, 7592, 2088, 102]])
+    with torch.inference_mode():
+        model(input_ids=ids)
+    # A forward pass reads the packed layout, never the float32 weight. The kernel maps a few pages
+    # around each page read (fault-around: 16 pages on Linux's default), so a bias read beside a
+    # weight may map some of it: each feed-forward weight (64 pages) keeps at most those 16 and an edge.
+    feed_forward = [module.weight for module in packed if module.weight.numel() == 128 * 512]
+    present = [present_pages(weight) for weight in feed_forward]
+    print(f"after a forward pass: feed-forward weights' pages present {present} of 64 each")
+    assert len(feed_forward) == 4 and max(present) <= 17, present
+
+
+def test_what_reads_a_released_weight_gets_the_files_bytes(checkpoint, tmp_path):
+    model = BertForPreTraining.from_pretrained(checkpoint, gemm="onednn")
+    stored = file_tensors(checkpoint)
+    ours = model.state_dict()
+    assert model.bert.layers[0].attention.query.weight.data_ptr() != 0
+    from minibert.loading.names import minibert_to_checkpoint
+
+    compared = 0
+    for name, tensor in ours.items():
+        if not name.startswith("bert."):
+            continue
+        in_file = "bert." + minibert_to_checkpoint(name.removeprefix("bert."))  # Google's hub names
+        in_file = in_file.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+        if in_file in stored:
+            assert torch.equal(tensor, stored[in_file]), name
+            compared += 1
+    assert compared == 2 * 16 + 5 + 2, compared  # 16 tensors a layer, 5 embeddings' and 2 the pooler's
+    model.save_pretrained(tmp_path / "saved")
+    again = BertForPreTraining.from_pretrained(tmp_path / "saved", gemm="mkl")
+    for name, tensor in again.state_dict().items():
+        assert torch.equal(tensor, ours[name]), name
+    book = BertModel.from_pretrained(checkpoint, gemm="onednn").use_book_modules()
+    weight = book.layers[1].feed_forward.output.weight
+    assert type(book.layers[1].feed_forward.output) is torch.nn.Linear
+    assert torch.equal(weight, stored["bert.encoder.layer.1.output.dense.weight"])
+
+
+def test_a_change_to_a_weight_stays_in_the_process(checkpoint):
+    """Copy-on-write: a weight changed in place (as training changes it) never reaches the file."""
+    before = (checkpoint / "model.safetensors").read_bytes()
+    model = BertModel.from_pretrained(checkpoint)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(2.0)
+    assert (checkpoint / "model.safetensors").read_bytes() == before
+    stored = file_tensors(checkpoint)
+    query = model.layers[0].attention.query.weight
+    assert torch.equal(query, 2 * stored["bert.encoder.layer.0.attention.self.query.weight"])
+
+
+def test_a_file_written_over_in_place_is_refused_and_a_replaced_one_is_not(checkpoint):
+    ids = torch.tensor([[101, 7592, 2088, 102]])
+    model = BertModel.from_pretrained(checkpoint)
+    with torch.inference_mode():
+        expected = model(input_ids=ids).last_hidden_state
+    weights = checkpoint / "model.safetensors"
+    replacement = weights.with_name("new.safetensors")
+    replacement.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
+    os.replace(replacement, weights)  # a new file under the old name: the mapping keeps the old one
+    with torch.inference_mode():
+        assert torch.equal(model(input_ids=ids).last_hidden_state, expected)
+    model = BertModel.from_pretrained(checkpoint)
+    with open(weights, "r+b") as handle:  # in place: the same file, other bytes
+        handle.seek(-8, os.SEEK_END)
+        handle.write(b"\1" * 8)
+    with pytest.raises(CheckpointError, match="was written over while a model loaded from it was in use"):
+        model(input_ids=ids)
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"int8 cannot run here: {unavailable_reason()}")
+def test_int8_gives_its_float32_pages_back(checkpoint):
+    model = BertModel.from_pretrained(checkpoint, dtype="int8")
+    assert len(int8_layers(model)) == 12
+    resident = resident_kb(checkpoint / "model.safetensors")
+    print(f"int8 after loading: {resident} kB of the weights file resident")
+    assert resident <= 4 * len(dict(model.named_parameters())) + 4 * 12 * 2
