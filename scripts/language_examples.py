@@ -2,14 +2,14 @@
 
 The sentences are Django's admin messages as its translators wrote them (French, German, Spanish,
 Italian, Portuguese, Dutch; the same corpus as scripts/classify_frozen.py), one per row with its
-language: columns ``sentence`` and ``language``, ready for ``minibert finetune``:
+language: columns ``sentence`` and ``language``, ready for ``minibert finetune``. This script made
+the set minibert ships for the fine-tuning lesson (``minibert example-data languages``), from
+Django 5.2.19's catalogues:
 
-    python scripts/language_examples.py --output languages --per-language 60
-    minibert finetune --model MODEL --train languages/train.csv --dev languages/dev.csv \\
-        --text-column sentence --label-column language --output run
+    python scripts/language_examples.py --output src/minibert/bundled/examples/languages --per-language 150
 
 Four fifths of each language's sentences train, one fifth is the dev set. Needs django (the dev
-extra installs it) and the clone's tests/ folder.
+extra installs it) and the clone's tests/ folder; the lesson itself needs neither.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from .commands import (
 )
 from .embed_files import add_parser as add_embed_parser
 from .embed_files import embedding_flags
+from .example_data_command import add_parser as add_example_data_parser
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
 from .flag_types import DEVICE_HELP, label_list, number, positive_int
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_vocab_command(commands, parents=[process])
     add_pretrain_parsers(commands, parents=[process])
     add_finetune_parser(commands, parents=[process])
+    add_example_data_parser(commands, parents=[process])
     return parser
 
 
