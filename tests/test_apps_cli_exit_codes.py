@@ -147,11 +147,16 @@ COMMANDS = {
         ["finetune", "--model", "m", "--output", "r"],  # no --train
     ),
     "plot": ("run", lambda bad: ["plot", bad], ["plot"]),
+    "example-data": (
+        "output",  # --output DIR already holding a file of a sample's name, with other bytes (or a directory)
+        lambda bad: ["example-data", "mrpc", "--output", str(Path(bad).parent)],
+        ["example-data", "no-such-set", "--output", "x"],
+    ),
 }
 # What each kind of bad file can be spoiled with; the other columns are "–" in the table. A "run" is
 # a pretrain run directory, its metrics.jsonl spoiled as an input file is.
 SPOILERS = {"input": INPUT_FILES, "text": TEXT_FILES, "model": MODEL_FILES, "tokenizer": TOKENIZER_FILES,
-            "run": INPUT_FILES}  # fmt: skip
+            "run": INPUT_FILES, "output": TEXT_FILES}  # fmt: skip
 
 
 @functools.cache
@@ -178,7 +183,8 @@ def test_every_command_has_a_row_and_every_row_a_command():
 
 def test_a_class_is_not_applicable_exactly_where_the_file_cannot_have_it():
     for command, (kind, _, _) in COMMANDS.items():
-        applicable = {"missing", "a directory", *SPOILERS[kind], "usage error"}
+        missing = {"missing"} if kind != "output" else set()  # a missing output folder is made: no error
+        applicable = {*missing, "a directory", *SPOILERS[kind], "usage error"}
         not_applicable = {column for column, code in TABLE[command].items() if code is None}
         assert not_applicable == set(TABLE[command]) - applicable, f"{command}: the cells '–' are {not_applicable}"
 
@@ -234,6 +240,9 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
         argv = argv_of(str(_bad_input_file(work, column, kind)))
     elif kind == "run":
         argv = argv_of(str(_bad_run(work, column)))
+    elif kind == "output":
+        (work / "out").mkdir()
+        argv = argv_of(str(_bad_input_file(work / "out", column, "text").rename(work / "out" / "dev.tsv")))
     else:
         argv = argv_of(str(_bad_model(work, column, SPOILERS[kind])))
     before = sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*"))
@@ -246,6 +255,7 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
     assert len(lines) == 1 and lines[0].startswith("minibert: error:"), f"{argv}:\n{result.stderr}"
     assert "Traceback" not in result.stderr and result.stdout == ""
     if column != "usage error":
-        named = {"model": "model", "tokenizer": "model", "input": "bad.jsonl", "run": "run"}.get(kind, "bad.txt")
+        named = {"model": "model", "tokenizer": "model", "input": "bad.jsonl", "run": "run",
+                 "output": "dev.tsv"}.get(kind, "bad.txt")  # fmt: skip
         assert named in lines[0], f"the line should name the file: {lines[0]}"
     assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before, "a failed run wrote files"

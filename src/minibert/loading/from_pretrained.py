@@ -117,6 +117,25 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     if num_labels is not None:
         config.extra["num_labels"] = num_labels
         model = _build_on_meta(cls, config, config_file)
+    state, pages = _read_weights(model, weights_file, config_file, new_heads, int8, dtype)
+    release = pages.release if pages is not None else _keep
+    model.load_state_dict(state, strict=True, assign=True)
+    model.eval()
+    model._call_defaults = call_defaults
+    model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
+    if device is not None:
+        model.to(device)
+    del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
+    speed_up(model, gemm, int8_from=weights_file if int8 else None, release=release)  # speed enters here only
+    if pages is not None:  # every page given back: the forward reads what it needs (file_pages.py)
+        _hand_back_and_watch(model, pages)
+    return model
+
+
+def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool, int8: bool, dtype: torch.dtype):
+    """The checkpoint's tensors renamed to ``model``'s names, checked, in ``dtype`` and laid out
+    contiguously, with the ``FilePages`` of a mapped .safetensors file (None for a file read into
+    memory). Each tensor's pages are given back once it is checked or copied out."""
     pages = None  # a .safetensors file is mapped, not copied (file_pages.py): each weight held once
     if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
         rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
@@ -136,21 +155,17 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         state[name] = tensor.contiguous()
         if state[name] is not source:
             release(source)  # the file's bytes were copied out (cast, laid out afresh): not read again
-    model.load_state_dict(state, strict=True, assign=True)
-    model.eval()
-    model._call_defaults = call_defaults
-    model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
-    if device is not None:
-        model.to(device)
-    del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
-    speed_up(model, gemm, int8_from=weights_file if int8 else None, release=release)  # speed enters here only
-    if pages is not None:  # every page given back: the forward reads what it needs (file_pages.py)
-        pages.release_all([*model.parameters(), *model.buffers()])
-        check = FileUnchanged(pages)
-        for module in model.modules():
-            if hasattr(module, "embeddings") and hasattr(module, "layers"):  # each BertModel inside
-                module.register_forward_pre_hook(check)
-    return model
+    return state, pages
+
+
+def _hand_back_and_watch(model, pages) -> None:
+    """Give back every page of the mapped file, and refuse a forward pass once the file has been
+    written over in place (file_pages.FileUnchanged, on each BertModel inside)."""
+    pages.release_all([*model.parameters(), *model.buffers()])
+    check = FileUnchanged(pages)
+    for module in model.modules():
+        if hasattr(module, "embeddings") and hasattr(module, "layers"):
+            module.register_forward_pre_hook(check)
 
 
 def _keep(tensor: torch.Tensor) -> None:
