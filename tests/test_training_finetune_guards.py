@@ -128,22 +128,22 @@ def test_two_finetune_runs_into_one_folder_leave_one_intact_run_and_one_refusal(
                                                 (signal.SIGTERM, 143, "stopped by SIGTERM")])  # fmt: skip
 def test_a_stopped_finetune_names_its_last_checkpoint_and_the_command_that_resumes_it(tmp_path, signum, code, said):
     train, run = write_examples(tmp_path / "train.csv", 16), tmp_path / "run"
-    process = start(flags(train, run, "--epochs", "50"))  # 200 steps, a checkpoint every 4 (each epoch's end)
+    process = start(flags(train, run, "--epochs", "15"))  # 60 steps, a checkpoint every 4 (each epoch's end)
     wait_for_lines(process, run / "metrics.jsonl", 5)
     process.send_signal(signum)
     _, errors = process.communicate(timeout=300)
     assert process.returncode == code, errors
     last = errors.strip().splitlines()[-1]
     saved = TrainingState.from_file(run / "training_state.pt").step
-    assert 4 <= saved < 200
-    assert last.startswith(f"minibert: {said}; {run} holds the checkpoint of step {saved} of 200 "
+    assert 4 <= saved < 60
+    assert last.startswith(f"minibert: {said}; {run} holds the checkpoint of step {saved} of 60 "
                            "(training_state.pt); continue with: minibert finetune "), last  # fmt: skip
     assert "no output file" not in errors
     resume = shlex.split(last.split("continue with: ", 1)[1])
     assert resume[-1] == "--resume"
     resumed = run_minibert(*resume[1:])
     assert resumed.returncode == 0, resumed.stderr
-    assert TrainingState.from_file(run / "training_state.pt").step == 200
+    assert TrainingState.from_file(run / "training_state.pt").step == 60
 
 
 def sweep_flags(tmp_path, *extra: str) -> list[str]:
