@@ -25,6 +25,7 @@ Read the modules in this order:
     hub.py               a name → a file: a local directory, the bundled toy, or the hub (its cache, offline mode)
     checkpoint_files.py  which files a checkpoint is, and their tensors by the file's own names (.bin read here)
     safetensors.py       the safetensors format, read by hand, every offset checked before a byte is trusted
+    file_pages.py        a weights file mapped, not copied: pages given back once used, so each weight is held once
     tf_checkpoint.py     Google's TensorFlow tensor bundles, read by hand (the CRC32C and protobuf of formats/)
     strict.py            the strict loader: renamed onto the model, every problem listed in one error
     head_labels.py       a checkpoint's classifier: its number of labels when config.json names none

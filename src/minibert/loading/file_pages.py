@@ -90,15 +90,8 @@ class FilePages:
             self.release(tensor)
 
     def check_unchanged(self) -> None:
-        """CheckpointError when the file was written over in place since it was mapped: the pages
-        given back would come back with other numbers (or end the process, if it was cut short)."""
-        try:
-            now = _signature(os.stat(self.path))
-        except OSError:
-            return  # removed or renamed: the mapping keeps the old file, unchanged
-        if now[0] == self.signature[0] and now != self.signature:  # the same file (inode), other bytes
-            raise CheckpointError(f"{self.path} was written over while a model loaded from it was in use (the model "
-                                  "reads the file's pages as it needs them): load the model again")  # fmt: skip
+        """CheckpointError when the file was written over in place since it was mapped."""
+        refuse_if_written_over(self.path, self.signature)
 
 
 class FileUnchanged:
@@ -111,7 +104,7 @@ class FileUnchanged:
 
     def __call__(self, module, args) -> None:
         if self.mapping() is not None:
-            FilePages.check_unchanged(self)
+            refuse_if_written_over(self.path, self.signature)
 
     def __reduce__(self):  # a pickled or copied model holds copies of the tensors: nothing to check
         return _NoCheck, ()
@@ -122,6 +115,19 @@ class _NoCheck:
 
     def __call__(self, module, args) -> None:
         return None
+
+
+def refuse_if_written_over(path: Path, signature: tuple[int, int, int, int]) -> None:
+    """CheckpointError when ``path`` is still the mapped file (its inode) but its size or time changed:
+    the pages given back would come back with other numbers (or end the process, if it was cut short).
+    A file replaced by rename, or removed, leaves the mapping reading the old file, unchanged."""
+    try:
+        now = _signature(os.stat(path))
+    except OSError:
+        return
+    if now[:2] == signature[:2] and now != signature:  # the same file (inode, device), other bytes
+        raise CheckpointError(f"{path} was written over while a model loaded from it was in use (the model reads "
+                              "the file's pages as it needs them): load the model again")  # fmt: skip
 
 
 def _signature(stat: os.stat_result) -> tuple[int, int, int, int]:
