@@ -70,19 +70,6 @@ print(json.dumps({"held": status("VmRSS:"), "peak": status("VmHWM:")}))
 """
 
 
-def bert_base(directory: Path) -> Path:
-    """A bert-base-shaped checkpoint (12 layers, H 768, F 3072) of random weights, in the hub's layout."""
-    import shutil
-
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    transformers.BertModel(transformers.BertConfig()).save_pretrained(directory)
-    shutil.copy(Path(minilm_dir()) / "vocab.txt", directory / "vocab.txt")
-    return directory
-
-
 def probe(kind: str, path: Path, onnx_file: Path) -> dict[str, float]:
     """One fresh process's held and peak resident memory, in MB (10^6 bytes)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
@@ -94,7 +81,14 @@ def probe(kind: str, path: Path, onnx_file: Path) -> dict[str, float]:
     return {key: value / 1e6 for key, value in figures.items()}
 
 
-def measure(name: str, path: Path, directory: Path, rounds: int, kinds=KINDS) -> dict[str, dict[str, float]]:
+def model_path(model: str, directory: Path) -> Path:
+    """The checkpoint a ``--models`` name stands for: bert-base made in ``directory``, or the real MiniLM."""
+    from bench_int8 import bert_base_dir
+
+    return bert_base_dir(directory / "bert-base") if model == "bert-base" else Path(minilm_dir())
+
+
+def measure(path: Path, directory: Path, rounds: int, kinds=KINDS) -> dict[str, dict[str, float]]:
     """{kind: {"held": MB, "peak": MB}}, each the median over ``rounds`` interleaved fresh processes."""
     sys.path.insert(0, str(ROOT / "tests"))
     import onnx_peer
@@ -114,17 +108,15 @@ def memory_rows(models=("bert-base", "minilm"), rounds: int = 3) -> list[dict]:
     rows = []
     for model in models:
         with tempfile.TemporaryDirectory() as directory:
-            directory = Path(directory)
-            path = bert_base(directory / "bert-base") if model == "bert-base" else Path(minilm_dir())
-            figures = measure(model, path, directory, rounds)
+            figures = measure(model_path(model, Path(directory)), Path(directory), rounds)
         print(table(model, figures), flush=True)
         for ours, theirs in (("minibert", "transformers"), ("minibert-int8", "ort-int8")):
-            rows.append({"workload": f"memory, {model}: load + one {ROWS}x{TOKENS} batch ({ours})",
-                         "against": theirs, "target": "peak <= 1.0x", "ratio_median": figures[theirs]["peak"]
-                         / figures[ours]["peak"], "ratio_min": figures[theirs]["held"] / figures[ours]["held"],
-                         "ratio_max": figures[theirs]["peak"] / figures[ours]["peak"],
-                         "note": f"held {figures[ours]['held']:.0f} MB vs {figures[theirs]['held']:.0f}; peak "
-                                 f"{figures[ours]['peak']:.0f} MB vs {figures[theirs]['peak']:.0f}"})  # fmt: skip
+            peak = figures[theirs]["peak"] / figures[ours]["peak"]  # above 1: minibert peaks lower
+            rows.append({"workload": f"memory, {model}: load + one {ROWS}x{TOKENS} batch, peak ({ours})",
+                         "against": theirs, "target": ">= 1.0x", "ratio_median": peak, "ratio_min": peak,
+                         "ratio_max": peak, "note": f"held {figures[ours]['held']:.0f} MB vs "
+                         f"{figures[theirs]['held']:.0f}; peak {figures[ours]['peak']:.0f} MB vs "
+                         f"{figures[theirs]['peak']:.0f} (medians of {rounds} rounds)"})  # fmt: skip
     return rows
 
 
@@ -146,9 +138,8 @@ def main() -> None:
     kinds = tuple(args.kinds.split(","))
     for model in args.models.split(","):
         with tempfile.TemporaryDirectory() as directory:
-            directory = Path(directory)
-            path = bert_base(directory / "bert-base") if model == "bert-base" else Path(minilm_dir())
-            print(table(model, measure(model, path, directory, args.rounds, kinds)), flush=True)
+            figures = measure(model_path(model, Path(directory)), Path(directory), args.rounds, kinds)
+        print(table(model, figures), flush=True)
 
 
 if __name__ == "__main__":

@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     data = Path(f"{args.output}-data")
     write_example_data("languages", data)
     if args.per_language:
-        for name, share in (("train.csv", args.per_language * 4 // 5), ("dev.csv", args.per_language // 5)):
-            keep_first(data / name, share)
+        cut_lesson(data, args.per_language)
     options = FinetuneOptions(model=args.model or default_model(), train=f"{data}/train.csv", dev=f"{data}/dev.csv",
                               output=args.output, text_column="sentence", label_column="language",
                               epochs=args.epochs, batch_size=16, learning_rate=1e-4, max_seq_length=64)  # fmt: skip
@@ -51,17 +50,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{run}: dev accuracy {last['dev_accuracy']:.3f} after {last['step']} steps (chance {1 / 6:.3f})")
 
 
-def keep_first(path: Path, per_language: int) -> None:
-    """Cut a lesson file (header, then rows of sentence,language) to its first rows of each language."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        header, *rows = list(csv.reader(handle))
-    kept, counts = [], Counter()
-    for row in rows:
-        if counts[row[1]] < per_language:
-            kept.append(row)
-            counts[row[1]] += 1
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        csv.writer(handle).writerows([header, *kept])
+def cut_lesson(data: Path, per_language: int, languages: list[str] | None = None) -> Path:
+    """Cut the lesson's train.csv and dev.csv in ``data`` (header, then rows of sentence,language) to
+    the first ``per_language`` × 4/5 training and × 1/5 dev sentences of each language (of
+    ``languages`` only, when given), in the files' order."""
+    for name, share in (("train.csv", per_language * 4 // 5), ("dev.csv", per_language // 5)):
+        with (data / name).open(encoding="utf-8", newline="") as handle:
+            header, *rows = list(csv.reader(handle))
+        kept, counts = [], Counter()
+        for row in rows:
+            if (languages is None or row[1] in languages) and counts[row[1]] < share:
+                kept.append(row)
+                counts[row[1]] += 1
+        with (data / name).open("w", encoding="utf-8", newline="") as handle:
+            csv.writer(handle).writerows([header, *kept])
+    return data
 
 
 if __name__ == "__main__":

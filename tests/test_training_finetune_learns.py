@@ -6,30 +6,26 @@ majority class: 3 languages, 96 training sentences, 6 steps of 16. (The lesson a
 
 from __future__ import annotations
 
-import csv
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from minibert.apps.cli import main
+from minibert.apps.example_data_command import EXAMPLES, write_example_data
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "src" / "minibert" / "bundled" / "examples" / "languages"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from finetune_classifier import cut_lesson  # noqa: E402
 
 
 def make_data(directory: Path, per_language: int, languages: str) -> Path:
     """The lesson's train.csv and dev.csv cut to ``languages`` (comma-separated), the first
-    ``per_language`` × 4/5 training and × 1/5 dev sentences of each."""
-    chosen = languages.split(",")
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, share in (("train.csv", per_language * 4 // 5), ("dev.csv", per_language // 5)):
-        with (EXAMPLES / name).open(encoding="utf-8", newline="") as handle:
-            rows = list(csv.reader(handle))
-        kept = [row for language in chosen for row in [r for r in rows[1:] if r[1] == language][:share]]
-        with (directory / name).open("w", encoding="utf-8", newline="") as handle:
-            csv.writer(handle).writerows([rows[0], *sorted(kept, key=rows.index)])
-    return directory
+    ``per_language`` × 4/5 training and × 1/5 dev sentences of each (the script's own cut)."""
+    write_example_data("languages", directory)
+    return cut_lesson(directory, per_language, languages.split(","))
 
 
 def majority(dev: Path) -> float:
@@ -57,14 +53,13 @@ def test_the_bundled_lesson_set_is_what_the_script_makes_from_django(tmp_path):
     """src/minibert/bundled/examples/languages/ is scripts/language_examples.py's output from Django
     5.2.19's catalogues, byte for byte (another Django translates other messages: then skipped)."""
     import subprocess
-    import sys
 
     django = pytest.importorskip("django")
     if django.__version__ != "5.2.19":
         pytest.skip(f"the set was made from Django 5.2.19's catalogues; this is Django {django.__version__}")
-    script = EXAMPLES.parents[4] / "scripts" / "language_examples.py"
+    script = ROOT / "scripts" / "language_examples.py"
     done = subprocess.run([sys.executable, str(script), "--output", str(tmp_path), "--per-language", "150"],
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     for name in ("train.csv", "dev.csv"):
-        assert (tmp_path / name).read_bytes() == (EXAMPLES / name).read_bytes(), name
+        assert (tmp_path / name).read_bytes() == (EXAMPLES / "languages" / name).read_bytes(), name

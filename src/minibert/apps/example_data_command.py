@@ -65,20 +65,16 @@ def write_example_data(name: str, output: str | Path) -> list[Path]:
     from ..formats.atomic_files import write_atomically
 
     output = Path(output)
-    sources = example_files(name)
-    for source in sources:
-        target = output / source.name
-        if target.is_dir() or (target.exists() and target.read_bytes() != source.read_bytes()):
+    contents = {output / source.name: source.read_bytes() for source in example_files(name)}
+    for target, content in contents.items():
+        if target.is_dir() or (target.exists() and target.read_bytes() != content):
             raise FileExistsError(f"{target} already exists and is not {name}'s example file: nothing written "
                                   "(choose another --output, or move it away)")  # fmt: skip
     output.mkdir(parents=True, exist_ok=True)
-    written = []
-    for source in sources:
-        target = output / source.name
+    for target, content in contents.items():
         if not target.exists():
-            write_atomically(target, source.read_bytes())
-        written.append(target)
-    return written
+            write_atomically(target, content)
+    return list(contents)
 
 
 def cmd_example_data(args) -> None:

@@ -22,7 +22,7 @@ Only pages nothing has written to are given back, and only while the model is be
 written page of a private mapping would lose its change): ``release`` is called by the loader, never
 later. The file must not be written over in place while a model loaded from it lives — minibert
 writes every file by replacing it (formats/atomic_files.py), which leaves a mapped file as it was;
-``check_unchanged`` notices an in-place write (its size or time changed) before a forward pass
+``FileUnchanged`` notices an in-place write (its size or time changed) before a forward pass
 could read it, and refuses.
 """
 
@@ -66,22 +66,22 @@ class FilePages:
             return copied.reshape(shape)
         return torch.frombuffer(self.map, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
 
-    def holds(self, tensor: torch.Tensor) -> bool:
-        """Whether ``tensor``'s bytes lie in this mapping."""
+    def byte_range(self, tensor: torch.Tensor) -> tuple[int, int] | None:
+        """Where ``tensor``'s storage lies in the mapping, as (first byte, end), or None outside it."""
         if tensor.device.type != "cpu" or tensor.layout != torch.strided:
-            return False
+            return None
         begin = tensor.untyped_storage().data_ptr() - self.start
-        return 0 <= begin and begin + tensor.untyped_storage().nbytes() <= len(self.map)
+        end = begin + tensor.untyped_storage().nbytes()
+        return (begin, end) if 0 <= begin and end <= len(self.map) else None
 
     def release(self, tensor: torch.Tensor) -> None:
         """Give back the whole pages of ``tensor``'s storage, if it lies in this mapping (else nothing).
         The loader calls it on tensors nothing has written to yet; reading them later brings the pages
         back from the file."""
-        if not self.holds(tensor):
+        where = self.byte_range(tensor)
+        if where is None:
             return
-        begin = tensor.untyped_storage().data_ptr() - self.start
-        end = begin + tensor.untyped_storage().nbytes()
-        first, last = -(-begin // PAGE) * PAGE, end // PAGE * PAGE  # whole pages only: a neighbour's edge stays
+        first, last = -(-where[0] // PAGE) * PAGE, where[1] // PAGE * PAGE  # whole pages: a neighbour's edge stays
         if last > first and hasattr(mmap, "MADV_DONTNEED"):  # (Windows has no madvise: the pages stay)
             self.map.madvise(mmap.MADV_DONTNEED, first, last - first)
 
@@ -89,13 +89,9 @@ class FilePages:
         for tensor in tensors:
             self.release(tensor)
 
-    def check_unchanged(self) -> None:
-        """CheckpointError when the file was written over in place since it was mapped."""
-        refuse_if_written_over(self.path, self.signature)
-
 
 class FileUnchanged:
-    """A forward pre-hook that runs ``FilePages.check_unchanged`` while the model still reads the
+    """A forward pre-hook that runs ``refuse_if_written_over`` while the model still reads the
     mapping (a model moved to a GPU, or copied, holds its own tensors: then it checks nothing). It
     holds no tensor and no mapping, only a weak reference: it keeps no memory alive."""
 
