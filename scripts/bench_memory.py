@@ -2,6 +2,7 @@
 
     python scripts/bench_memory.py                 # bert-base shape and all-MiniLM-L6-v2
     python scripts/bench_memory.py --models minilm
+    python scripts/bench_memory.py --models bert-base-bin   # the same weights as pytorch_model.bin
 
 Each cell is a fresh process: import, load the model, run one batch of 32 rows of 128 pieces
 (under ``torch.inference_mode()``; ONNX Runtime: one ``session.run``), then read the process's
@@ -28,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
 from bench_rows import ROOT, minilm_dir
 
 ROWS, TOKENS = 32, 128
@@ -82,10 +84,19 @@ def probe(kind: str, path: Path, onnx_file: Path) -> dict[str, float]:
 
 
 def model_path(model: str, directory: Path) -> Path:
-    """The checkpoint a ``--models`` name stands for: bert-base made in ``directory``, or the real MiniLM."""
+    """The checkpoint a ``--models`` name stands for: bert-base made in ``directory`` (``bert-base-bin``:
+    the same saved as pytorch_model.bin, as older hub repositories hold it), or the real MiniLM."""
     from bench_int8 import bert_base_dir
 
-    return bert_base_dir(directory / "bert-base") if model == "bert-base" else Path(minilm_dir())
+    if model == "minilm":
+        return Path(minilm_dir())
+    path = bert_base_dir(directory / "bert-base")
+    if model == "bert-base-bin":
+        from safetensors.torch import load_file
+
+        torch.save(load_file(path / "model.safetensors"), path / "pytorch_model.bin")
+        (path / "model.safetensors").unlink()
+    return path
 
 
 def measure(path: Path, directory: Path, rounds: int, kinds=KINDS) -> dict[str, dict[str, float]]:
@@ -128,7 +139,7 @@ def table(model: str, figures: dict[str, dict[str, float]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="bert-base,minilm", help="bert-base, minilm or both (comma-separated)")
+    parser.add_argument("--models", default="bert-base,minilm", help="bert-base, bert-base-bin, minilm (commas)")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per cell (the median is shown)")
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"a subset of {', '.join(KINDS)}")
     args = parser.parse_args()

@@ -1,6 +1,7 @@
-"""A loaded model holds each weight once (loading/file_pages.py): the .safetensors file is mapped,
-not copied; a projection packed into oneDNN's layout, or made int8, gives its float32 pages back,
-and so do the embedding tables; what reads a weight later gets the file's bytes back.
+"""A loaded model holds each weight once (loading/file_pages.py): the .safetensors file (or the
+pytorch_model.bin, mapped by torch.load) is mapped, not copied; a projection packed into oneDNN's
+layout, or made int8, gives its float32 pages back, and so do the embedding tables; what reads a
+weight later gets the file's bytes back.
 
 Residency is read from the kernel, not inferred: /proc/self/smaps gives each mapping's resident
 kilobytes, and the mapping of the weights file is found by its path. A page the model needs (a
@@ -51,18 +52,29 @@ def present_pages(tensor: torch.Tensor) -> int:
     return sum(entries[i + 7] >> 7 for i in range(0, len(entries), 8))
 
 
-@pytest.fixture
-def checkpoint(google_small, tmp_path) -> Path:
-    """A private copy of the small checkpoint: the tests write over it."""
+@pytest.fixture(params=["safetensors", "bin"])
+def checkpoint(request, tmp_path) -> Path:
+    """A private copy of the small checkpoint, as model.safetensors and as pytorch_model.bin: the
+    tests write over it."""
+    made = request.getfixturevalue("google_small" if request.param == "safetensors" else "google_small_bin")
     directory = tmp_path / "small"
-    shutil.copytree(google_small[0], directory)
+    shutil.copytree(made[0], directory)
     return directory
+
+
+def weights(directory: Path) -> Path:
+    found = [directory / name for name in ("model.safetensors", "pytorch_model.bin") if (directory / name).is_file()]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def file_tensors(directory: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
-    return load_file(str(directory / "model.safetensors"))
+    path = weights(directory)
+    if path.suffix == ".bin":
+        return torch.load(path, weights_only=True)
+    return load_file(str(path))
 
 
 def test_packed_projections_and_embeddings_give_their_pages_back(checkpoint):
@@ -71,9 +83,9 @@ def test_packed_projections_and_embeddings_give_their_pages_back(checkpoint):
         pytest.skip("oneDNN cannot run here: nothing is packed")
     packed = [module for module in model.modules() if isinstance(module, PackedLinear)]
     assert len(packed) == 12
-    weights = os.path.getsize(checkpoint / "model.safetensors") // 1024
-    resident = resident_kb(checkpoint / "model.safetensors")
-    print(f"after loading: {resident} kB of the {weights} kB file resident")
+    size = os.path.getsize(weights(checkpoint)) // 1024
+    resident = resident_kb(weights(checkpoint))
+    print(f"after loading: {resident} kB of the {size} kB file resident")
     # Every page was given back after loading: at most one page per tensor's edge stays (two tensors
     # share a page where one ends and the next begins).
     edges = 4 * len(dict(model.named_parameters()))
@@ -119,12 +131,12 @@ def test_what_reads_a_released_weight_gets_the_files_bytes(checkpoint, tmp_path)
 
 def test_a_change_to_a_weight_stays_in_the_process(checkpoint):
     """Copy-on-write: a weight changed in place (as training changes it) never reaches the file."""
-    before = (checkpoint / "model.safetensors").read_bytes()
+    before = weights(checkpoint).read_bytes()
     model = BertModel.from_pretrained(checkpoint)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.mul_(2.0)
-    assert (checkpoint / "model.safetensors").read_bytes() == before
+    assert weights(checkpoint).read_bytes() == before
     stored = file_tensors(checkpoint)
     query = model.layers[0].attention.query.weight
     assert torch.equal(query, 2 * stored["bert.encoder.layer.0.attention.self.query.weight"])
@@ -135,14 +147,14 @@ def test_a_file_written_over_in_place_is_refused_and_a_replaced_one_is_not(check
     model = BertModel.from_pretrained(checkpoint)
     with torch.inference_mode():
         expected = model(input_ids=ids).last_hidden_state
-    weights = checkpoint / "model.safetensors"
-    replacement = weights.with_name("new.safetensors")
-    replacement.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
-    os.replace(replacement, weights)  # a new file under the old name: the mapping keeps the old one
+    path = weights(checkpoint)
+    replacement = path.with_name("new" + path.suffix)
+    replacement.write_bytes(path.read_bytes()[:-8] + b"\0" * 8)
+    os.replace(replacement, path)  # a new file under the old name: the mapping keeps the old one
     with torch.inference_mode():
         assert torch.equal(model(input_ids=ids).last_hidden_state, expected)
     model = BertModel.from_pretrained(checkpoint)
-    with open(weights, "r+b") as handle:  # in place: the same file, other bytes
+    with open(path, "r+b") as handle:  # in place: the same file, other bytes
         handle.seek(-8, os.SEEK_END)
         handle.write(b"\1" * 8)
     with pytest.raises(CheckpointError, match="was written over while a model loaded from it was in use"):
@@ -153,6 +165,6 @@ def test_a_file_written_over_in_place_is_refused_and_a_replaced_one_is_not(check
 def test_int8_gives_its_float32_pages_back(checkpoint):
     model = BertModel.from_pretrained(checkpoint, dtype="int8")
     assert len(int8_layers(model)) == 12
-    resident = resident_kb(checkpoint / "model.safetensors")
+    resident = resident_kb(weights(checkpoint))
     print(f"int8 after loading: {resident} kB of the weights file resident")
     assert resident <= 4 * len(dict(model.named_parameters())) + 4 * 12 * 2

@@ -24,13 +24,19 @@ later. The file must not be written over in place while a model loaded from it l
 writes every file by replacing it (formats/atomic_files.py), which leaves a mapped file as it was;
 ``FileUnchanged`` notices an in-place write (its size or time changed) before a forward pass
 could read it, and refuses.
+
+A ``pytorch_model.bin`` is mapped the same way by torch itself (``torch.load(mmap=True)``, also
+copy-on-write): ``TorchMappedPages`` finds that mapping in the kernel's list of this process's
+mappings (/proc/self/maps) and gives its pages back by the same rule. Where there is no such list
+(not Linux) or no ``madvise``, nothing is given back: the weights stay mapped, and nothing changes
+but the memory held.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
-import weakref
 from pathlib import Path
 
 import torch
@@ -40,20 +46,55 @@ from ..errors import CheckpointError
 PAGE = mmap.PAGESIZE
 
 
-class FilePages:
-    """One weights file, mapped copy-on-write; ``tensor`` views its bytes, ``release`` gives pages back."""
+class MappedPages:
+    """The pages of one weights file mapped copy-on-write at ``[start, end)`` in this process:
+    ``release`` gives a tensor's pages back, ``still_read_by`` tells whether a tensor lies in them."""
+
+    def __init__(self, path: Path, signature: tuple[int, int, int, int], start: int, end: int):
+        self.path, self.signature, self.start, self.end = path, signature, start, end
+
+    def byte_range(self, tensor: torch.Tensor) -> tuple[int, int] | None:
+        """Where ``tensor``'s storage lies in the mapping, as (first byte, end), or None outside it."""
+        if tensor.device.type != "cpu" or tensor.layout != torch.strided:
+            return None
+        begin = tensor.untyped_storage().data_ptr() - self.start
+        end = begin + tensor.untyped_storage().nbytes()
+        return (begin, end) if 0 <= begin and end <= self.end - self.start else None
+
+    def still_read_by(self, tensor: torch.Tensor) -> bool:
+        return self.byte_range(tensor) is not None
+
+    def release(self, tensor: torch.Tensor) -> None:
+        """Give back the whole pages of ``tensor``'s storage, if it lies in this mapping (else nothing).
+        The loader calls it on tensors nothing has written to yet; reading them later brings the pages
+        back from the file."""
+        where = self.byte_range(tensor)
+        if where is None:
+            return
+        first, last = -(-where[0] // PAGE) * PAGE, where[1] // PAGE * PAGE  # whole pages: a neighbour's edge stays
+        if last > first:
+            _dont_need(self.start + first, last - first)
+
+    def release_all(self, tensors) -> None:
+        for tensor in tensors:
+            self.release(tensor)
+
+
+class FilePages(MappedPages):
+    """A .safetensors file, mapped here copy-on-write; ``tensor`` views its bytes."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        descriptor = os.open(self.path, os.O_RDONLY)
+        path = Path(path)
+        descriptor = os.open(path, os.O_RDONLY)
         try:
-            self.signature = _signature(os.fstat(descriptor))
+            signature = _signature(os.fstat(descriptor))
             self.map = mmap.mmap(descriptor, 0, access=mmap.ACCESS_COPY)
         finally:
             os.close(descriptor)  # the mapping keeps the file open
         probe = torch.frombuffer(self.map, dtype=torch.uint8, count=1)
-        self.start = probe.data_ptr()  # the mapping's first address
+        start = probe.data_ptr()  # the mapping's first address
         del probe
+        super().__init__(path, signature, start, start + len(self.map))
 
     def tensor(self, dtype: torch.dtype, shape: list[int], offset: int, nbytes: int) -> torch.Tensor:
         """The ``nbytes`` at file offset ``offset`` as a tensor of ``dtype`` and ``shape`` (no copy;
@@ -66,41 +107,63 @@ class FilePages:
             return copied.reshape(shape)
         return torch.frombuffer(self.map, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
 
-    def byte_range(self, tensor: torch.Tensor) -> tuple[int, int] | None:
-        """Where ``tensor``'s storage lies in the mapping, as (first byte, end), or None outside it."""
-        if tensor.device.type != "cpu" or tensor.layout != torch.strided:
-            return None
-        begin = tensor.untyped_storage().data_ptr() - self.start
-        end = begin + tensor.untyped_storage().nbytes()
-        return (begin, end) if 0 <= begin and end <= len(self.map) else None
 
-    def release(self, tensor: torch.Tensor) -> None:
-        """Give back the whole pages of ``tensor``'s storage, if it lies in this mapping (else nothing).
-        The loader calls it on tensors nothing has written to yet; reading them later brings the pages
-        back from the file."""
-        where = self.byte_range(tensor)
-        if where is None:
-            return
-        first, last = -(-where[0] // PAGE) * PAGE, where[1] // PAGE * PAGE  # whole pages: a neighbour's edge stays
-        if last > first and hasattr(mmap, "MADV_DONTNEED"):  # (Windows has no madvise: the pages stay)
-            self.map.madvise(mmap.MADV_DONTNEED, first, last - first)
+def torch_mapped_pages(path: Path, tensors) -> MappedPages | None:
+    """The mapping ``torch.load(path, mmap=True)`` made, found in /proc/self/maps as the private
+    mapping of ``path``'s inode that holds the first tensor; None where it cannot be found (not
+    Linux, a file read whole, no tensors): then nothing is given back."""
+    tensors = [tensor for tensor in tensors if tensor.device.type == "cpu" and tensor.numel()]
+    if not tensors or not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    try:
+        signature = _signature(os.stat(path))
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return None
+    address = tensors[0].untyped_storage().data_ptr()
+    for line in lines:  # "start-end perms offset major:minor inode path"
+        fields = line.split(maxsplit=5)
+        start, end = (int(part, 16) for part in fields[0].split("-"))
+        if start <= address < end:
+            private_from_the_first_byte = fields[1].endswith("p") and int(fields[2], 16) == 0
+            if len(fields) == 6 and int(fields[4]) == signature[0] and private_from_the_first_byte:
+                return MappedPages(path, signature, start, end)
+            return None  # the tensor lies in other memory (the file was read whole)
+    return None
 
-    def release_all(self, tensors) -> None:
-        for tensor in tensors:
-            self.release(tensor)
+
+def _dont_need(address: int, length: int) -> None:
+    """madvise(MADV_DONTNEED): the pages of a private file mapping are dropped, and read back from
+    the file when touched again (Windows has no madvise: the pages stay)."""
+    if _LIBC is not None and hasattr(mmap, "MADV_DONTNEED"):
+        _LIBC.madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), ctypes.c_int(mmap.MADV_DONTNEED))
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _libc()
 
 
 class FileUnchanged:
     """A forward pre-hook that runs ``refuse_if_written_over`` while the model still reads the
-    mapping (a model moved to a GPU, or copied, holds its own tensors: then it checks nothing). It
-    holds no tensor and no mapping, only a weak reference: it keeps no memory alive."""
+    mapping (a model cast, moved to a GPU, or copied holds its own tensors: then it checks nothing).
+    It holds no tensor and no mapping, only where the mapping lies: it keeps no memory alive."""
 
-    def __init__(self, pages: FilePages):
-        self.path, self.signature, self.mapping = pages.path, pages.signature, weakref.ref(pages.map)
+    def __init__(self, pages: MappedPages):
+        self.pages = MappedPages(pages.path, pages.signature, pages.start, pages.end)
 
     def __call__(self, module, args) -> None:
-        if self.mapping() is not None:
-            refuse_if_written_over(self.path, self.signature)
+        first = next(module.parameters(), None)
+        if first is not None and self.pages.still_read_by(first):
+            refuse_if_written_over(self.pages.path, self.pages.signature)
 
     def __reduce__(self):  # a pickled or copied model holds copies of the tensors: nothing to check
         return _NoCheck, ()

@@ -25,7 +25,7 @@ from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
 from .checkpoint_files import find_checkpoint, read_state_dict
 from .devices import resolve_device
-from .file_pages import FileUnchanged
+from .file_pages import FileUnchanged, torch_mapped_pages
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
 from .safetensors import map_safetensors, safetensors_shapes
 from .strict import rename_and_check
@@ -134,15 +134,18 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
 
 def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool, int8: bool, dtype: torch.dtype):
     """The checkpoint's tensors renamed to ``model``'s names, checked, in ``dtype`` and laid out
-    contiguously, with the ``FilePages`` of a mapped .safetensors file (None for a file read into
-    memory). Each tensor's pages are given back once it is checked or copied out."""
-    pages = None  # a .safetensors file is mapped, not copied (file_pages.py): each weight held once
+    contiguously, with the ``MappedPages`` of a mapped .safetensors or .bin file (None for a file
+    read into memory: a TensorFlow checkpoint, torch's legacy format). Each tensor's pages are given
+    back once it is checked or copied out."""
+    pages = None  # a .safetensors or .bin file is mapped, not copied (file_pages.py): each weight held once
     if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
         rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
                          new_heads=new_heads)  # fmt: skip
         state, pages = map_safetensors(weights_file)
     else:
-        state = read_state_dict(weights_file)
+        state = read_state_dict(weights_file)  # a .bin: mapped by torch.load(mmap=True)
+        if weights_file.suffix != ".index":
+            pages = torch_mapped_pages(weights_file, state.values())
     release = pages.release if pages is not None else _keep
     state = rename_and_check(model, state, weights_file, config_file, new_heads=new_heads)
     refuse_or_warn_non_finite(state, weights_file, int8, release)
@@ -169,7 +172,7 @@ def _hand_back_and_watch(model, pages) -> None:
 
 
 def _keep(tensor: torch.Tensor) -> None:
-    """``release`` for weights read into memory (a .bin or TF checkpoint): nothing to give back."""
+    """``release`` for weights read into memory (a TF checkpoint, torch's legacy format): nothing to give back."""
 
 
 def refuse_or_warn_non_finite(state: dict[str, torch.Tensor], weights_file: Path, int8: bool, release=None) -> None:
