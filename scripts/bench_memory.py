@@ -3,6 +3,8 @@
     python scripts/bench_memory.py                 # bert-base shape and all-MiniLM-L6-v2
     python scripts/bench_memory.py --models minilm
     python scripts/bench_memory.py --models bert-base-bin   # the same weights as pytorch_model.bin
+    python scripts/bench_memory.py --models bert-base-tf --kinds minibert,minibert-mkl,minibert-int8
+                                                            # as Google's TF checkpoint (transformers cannot read it)
 
 Each cell is a fresh process: import, load the model, run one batch of 32 rows of 128 pieces
 (under ``torch.inference_mode()``; ONNX Runtime: one ``session.run``), then read the process's
@@ -96,7 +98,38 @@ def model_path(model: str, directory: Path) -> Path:
 
         torch.save(load_file(path / "model.safetensors"), path / "pytorch_model.bin")
         (path / "model.safetensors").unlink()
+    elif model == "bert-base-tf":
+        path = tf_checkpoint_dir(path, directory / "bert-base-tf")
     return path
+
+
+def tf_checkpoint_dir(source: Path, directory: Path) -> Path:
+    """``source``'s weights as Google's release holds them (bert_config.json, bert_model.ckpt.*,
+    kernels (in, out)), under the names of the TF checkpoint in tests/data, one per layer."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tf_bundles import write_checkpoint
+
+    from minibert import BertModel
+    from minibert.loading.names import checkpoint_to_minibert
+    from minibert.loading.tf_checkpoint import read_index
+
+    state = BertModel.from_pretrained(source, gemm="mkl").state_dict()
+    layers = BertModel.from_pretrained(source, gemm="mkl").config.num_hidden_layers
+    names, _ = read_index(ROOT / "tests" / "data" / "uncased_L-2_H-32_A-2" / "bert_model.ckpt")
+    tensors = {}
+    for name in names:
+        for layer in range(layers) if "/layer_0/" in name else [None]:
+            tf_name = name.replace("/layer_0/", f"/layer_{layer}/") if layer is not None else name
+            ours = checkpoint_to_minibert(tf_name)
+            if ours in state:
+                tensors[tf_name] = state[ours].t() if tf_name.endswith("/kernel") else state[ours]
+    directory.mkdir(parents=True)
+    shutil.copy(source / "config.json", directory / "bert_config.json")
+    shutil.copy(source / "vocab.txt", directory / "vocab.txt")
+    write_checkpoint(directory / "bert_model.ckpt", tensors)
+    return directory
 
 
 def measure(path: Path, directory: Path, rounds: int, kinds=KINDS) -> dict[str, dict[str, float]]:
@@ -139,7 +172,7 @@ def table(model: str, figures: dict[str, dict[str, float]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="bert-base,minilm", help="bert-base, bert-base-bin, minilm (commas)")
+    parser.add_argument("--models", default="bert-base,minilm", help="bert-base, bert-base-bin, bert-base-tf, minilm")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per cell (the median is shown)")
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"a subset of {', '.join(KINDS)}")
     args = parser.parse_args()

@@ -18,38 +18,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from page_tables import assert_forward_reads_no_packed_weight, resident_kb
 
 from minibert import BertForPreTraining, BertModel
 from minibert.errors import CheckpointError
 from minibert.speed.gemm import onednn_available
 from minibert.speed.int8 import int8_layers, unavailable_reason
 from minibert.speed.packed_linear import PackedLinear
-
-
-def resident_kb(path: Path) -> int:
-    """The resident kilobytes of this process's mappings of ``path`` (smaps' Rss lines)."""
-    total, inside = 0, False
-    target = os.fspath(Path(path).resolve())
-    with open("/proc/self/smaps", encoding="utf-8") as smaps:
-        for line in smaps:
-            fields = line.split()
-            if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line: address perms offset dev inode [path]
-                inside = len(fields) >= 6 and fields[5] == target
-            elif inside and fields[0] == "Rss:":
-                total += int(fields[1])
-    return total
-
-
-def present_pages(tensor: torch.Tensor) -> int:
-    """How many of ``tensor``'s pages this process has mapped in now (/proc/self/pagemap: bit 63 of
-    each virtual page's entry says "present")."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    first = tensor.data_ptr() // page
-    last = (tensor.data_ptr() + tensor.numel() * tensor.element_size() - 1) // page
-    with open("/proc/self/pagemap", "rb") as pagemap:
-        pagemap.seek(first * 8)
-        entries = pagemap.read((last - first + 1) * 8)
-    return sum(entries[i + 7] >> 7 for i in range(0, len(entries), 8))
 
 
 @pytest.fixture(params=["safetensors", "bin"])
@@ -90,16 +65,7 @@ def test_packed_projections_and_embeddings_give_their_pages_back(checkpoint):
     # share a page where one ends and the next begins).
     edges = 4 * len(dict(model.named_parameters()))
     assert resident <= edges, f"{resident} kB of the weights file resident after loading (edges: {edges} kB)"
-    ids = torch.tensor([[101, 7592, 2088, 102]])
-    with torch.inference_mode():
-        model(input_ids=ids)
-    # A forward pass reads the packed layout, never the float32 weight. The kernel maps a few pages
-    # around each page read (fault-around: 16 pages on Linux's default), so a bias read beside a
-    # weight may map some of it: each feed-forward weight (64 pages) keeps at most those 16 and an edge.
-    feed_forward = [module.weight for module in packed if module.weight.numel() == 128 * 512]
-    present = [present_pages(weight) for weight in feed_forward]
-    print(f"after a forward pass: feed-forward weights' pages present {present} of 64 each")
-    assert len(feed_forward) == 4 and max(present) <= 17, present
+    assert_forward_reads_no_packed_weight(model, packed)
 
 
 def test_what_reads_a_released_weight_gets_the_files_bytes(checkpoint, tmp_path):

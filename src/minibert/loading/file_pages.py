@@ -89,6 +89,8 @@ class FilePages(MappedPages):
         try:
             signature = _signature(os.fstat(descriptor))
             self.map = mmap.mmap(descriptor, 0, access=mmap.ACCESS_COPY)
+            if hasattr(mmap, "MADV_RANDOM"):
+                self.map.madvise(mmap.MADV_RANDOM)
         finally:
             os.close(descriptor)  # the mapping keeps the file open
         probe = torch.frombuffer(self.map, dtype=torch.uint8, count=1)

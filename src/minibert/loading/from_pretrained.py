@@ -23,7 +23,7 @@ from ..config import BertConfig
 from ..config_fields import LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
-from .checkpoint_files import find_checkpoint, read_state_dict
+from .checkpoint_files import TF_IGNORED, find_checkpoint, read_state_dict
 from .devices import resolve_device
 from .file_pages import FileUnchanged, torch_mapped_pages
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
@@ -117,8 +117,10 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     if num_labels is not None:
         config.extra["num_labels"] = num_labels
         model = _build_on_meta(cls, config, config_file)
-    state, pages = _read_weights(model, weights_file, config_file, new_heads, int8, dtype)
-    release = pages.release if pages is not None else _keep
+    # a kernel stored transposed (TensorFlow's) stays a view of its file where oneDNN may pack it
+    keep_views = dtype == torch.float32 and (device is None or device.type == "cpu")
+    state, pages = _read_weights(model, weights_file, config_file, new_heads, int8, dtype, keep_views)
+    release = _releaser(pages)
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
     model._call_defaults = call_defaults
@@ -127,38 +129,66 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         model.to(device)
     del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
     speed_up(model, gemm, int8_from=weights_file if int8 else None, release=release)  # speed enters here only
-    if pages is not None:  # every page given back: the forward reads what it needs (file_pages.py)
-        _hand_back_and_watch(model, pages)
+    for one in pages:  # every page given back: the forward reads what it needs (file_pages.py)
+        _hand_back_and_watch(model, one)
+    if weights_file.suffix == ".index":  # the CRC32C checks' and lay-outs' freed buffers: out of the RSS
+        from ..speed.malloc import hand_back_freed_memory
+
+        hand_back_freed_memory()
     return model
 
 
-def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool, int8: bool, dtype: torch.dtype):
+def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool, int8: bool, dtype: torch.dtype,
+                  keep_views: bool):  # fmt: skip
     """The checkpoint's tensors renamed to ``model``'s names, checked, in ``dtype`` and laid out
-    contiguously, with the ``MappedPages`` of a mapped .safetensors or .bin file (None for a file
-    read into memory: a TensorFlow checkpoint, torch's legacy format). Each tensor's pages are given
-    back once it is checked or copied out."""
-    pages = None  # a .safetensors or .bin file is mapped, not copied (file_pages.py): each weight held once
+    contiguously, with the ``MappedPages`` of each mapped file (none for torch's legacy format, read
+    into memory). Each tensor's pages are given back once it is checked or copied out.
+
+    A tensor stored in another layout (a TensorFlow kernel, (in, out); a view saved in a .bin) is
+    laid out afresh: a matmul over strided memory may round differently, and the numbers must not
+    depend on how a file was saved. With ``keep_views`` such a tensor stays a view of the file for
+    now: speed_up packs it (a layout of its own) or lays it out afresh (packed_linear.py)."""
     if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
         rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
                          new_heads=new_heads)  # fmt: skip
-        state, pages = map_safetensors(weights_file)
+        state, one = map_safetensors(weights_file)
+        pages = [one] if one is not None else []
+    elif weights_file.suffix == ".index":  # Google's TensorFlow checkpoint: each shard mapped
+        from .tf_checkpoint import map_tf_checkpoint
+
+        state, pages = map_tf_checkpoint(weights_file.with_suffix(""), wanted=lambda name: not TF_IGNORED.search(name))
     else:
         state = read_state_dict(weights_file)  # a .bin: mapped by torch.load(mmap=True)
-        if weights_file.suffix != ".index":
-            pages = torch_mapped_pages(weights_file, state.values())
-    release = pages.release if pages is not None else _keep
+        one = torch_mapped_pages(weights_file, state.values())
+        pages = [one] if one is not None else []
+    release = _releaser(pages)
+    read = list(state.values())
     state = rename_and_check(model, state, weights_file, config_file, new_heads=new_heads)
+    kept = {tensor.data_ptr() for tensor in state.values()}
+    for tensor in read:
+        if tensor.data_ptr() not in kept:
+            release(tensor)  # a head this class has not (TF's checksum read its pages), or a name ignored
     refuse_or_warn_non_finite(state, weights_file, int8, release)
     for name, tensor in state.items():
         source = tensor
         if tensor.is_floating_point() and tensor.dtype != dtype:
             tensor = tensor.to(dtype)
-        # A tensor saved as a view (e.g. a transposed weight) is laid out afresh: a matmul over
-        # strided memory rounds differently, and the numbers must not depend on how a file was saved.
-        state[name] = tensor.contiguous()
+        state[name] = tensor if keep_views else tensor.contiguous()
+        if tensor.dim() <= 1 and pages and tensor is source:  # a bias, a LayerNorm, read at every forward,
+            state[name] = tensor.clone()  # from its own memory: a read of the file maps its neighbours' pages too
         if state[name] is not source:
             release(source)  # the file's bytes were copied out (cast, laid out afresh): not read again
     return state, pages
+
+
+def _releaser(pages: list):
+    """``release(tensor)``: give the tensor's pages back to whichever mapped file holds them."""
+
+    def release(tensor: torch.Tensor) -> None:
+        for one in pages:
+            one.release(tensor)
+
+    return release
 
 
 def _hand_back_and_watch(model, pages) -> None:
@@ -169,10 +199,6 @@ def _hand_back_and_watch(model, pages) -> None:
     for module in model.modules():
         if hasattr(module, "embeddings") and hasattr(module, "layers"):
             module.register_forward_pre_hook(check)
-
-
-def _keep(tensor: torch.Tensor) -> None:
-    """``release`` for weights read into memory (a TF checkpoint, torch's legacy format): nothing to give back."""
 
 
 def refuse_or_warn_non_finite(state: dict[str, torch.Tensor], weights_file: Path, int8: bool, release=None) -> None:

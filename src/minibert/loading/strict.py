@@ -107,9 +107,7 @@ def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str],
             unused_heads.append(name)  # a head (or the pooler) this class does not have
             continue
         if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
-            from .tf_checkpoint import transpose_in_place
-
-            tensor = transpose_in_place(tensor)
+            tensor = tensor.t()  # a view: the loader lays it out afresh, or packs it (from_pretrained.py)
         renamed[target] = tensor
     return renamed, unexpected, unused_heads
 

@@ -34,11 +34,14 @@ DataType enum: 1 float32, 2 float64, 3 int32, 9 int64, 14 bfloat16, 19 float16, 
 CRC32C of the bytes, ``((crc >> 15 | crc << 17) + 0xa282ead8) mod 2³²``) and ``slices`` (7, for
 partitioned variables, which BERT does not use and minibert refuses).
 
-minibert reads the index whole (it is small), then only the tensors the model needs — not the
-optimizer slots (``.../adam_m``, ``.../adam_v``) that pre-training checkpoints carry, which would
-triple the memory — into one buffer the parameters share, and checks every tensor's CRC32C as
-TensorFlow does, so a flipped byte does not load (Python has no CRC32C: formats/crc32c.py computes it
-with numpy, thousands of byte streams at once).
+minibert reads the index whole (it is small), then maps the data shards (loading/file_pages.py:
+each tensor a view of the file's pages, nothing copied) and uses only the tensors the model needs —
+not the optimizer slots (``.../adam_m``, ``.../adam_v``) that pre-training checkpoints carry, which
+would triple the memory — and checks every tensor's CRC32C as TensorFlow does, so a flipped byte
+does not load (Python has no CRC32C: formats/crc32c.py computes it with numpy, thousands of byte
+streams at once). A kernel is stored (in, out); the model's Linear weight is (out, in): its
+transpose, laid out afresh by the loader (or packed by oneDNN straight from the view:
+speed/packed_linear.py).
 
 >>> entries, num_shards = read_index("uncased_L-12_H-768_A-12/bert_model.ckpt")   # doctest: +SKIP
 >>> entries["bert/pooler/dense/kernel"]                                          # doctest: +SKIP
@@ -280,10 +283,16 @@ def shard_path(prefix: str | os.PathLike, shard: int, num_shards: int) -> Path:
 
 def read_tf_checkpoint(prefix: str | os.PathLike, wanted=lambda name: True) -> dict[str, torch.Tensor]:
     """The tensors of a TensorFlow checkpoint whose names ``wanted`` accepts, by Google's names
-    (``bert/encoder/layer_0/attention/self/query/kernel``), as stored (kernels are (in, out)).
+    (``bert/encoder/layer_0/attention/self/query/kernel``), as stored (kernels are (in, out)):
+    ``map_tf_checkpoint``'s tensors."""
+    return map_tf_checkpoint(prefix, wanted)[0]
 
-    They share one buffer sized by the index's entries — each checked against the real size of
-    its shard file first, so memory never follows a size the index merely claims — and each
+
+def map_tf_checkpoint(prefix: str | os.PathLike, wanted=lambda name: True):
+    """``(tensors, pages)``: the tensors ``wanted`` accepts as views of the data shards mapped
+    copy-on-write (file_pages.py: nothing is copied, and the loader gives each tensor's pages back
+    once it has used them), and each shard's ``FilePages``. Every entry is checked against the real
+    size of its shard file first (memory never follows a size the index merely claims), and each
     tensor's CRC32C is verified."""
     prefix = Path(prefix)
     entries, num_shards = read_index(prefix)
@@ -295,7 +304,7 @@ def read_tf_checkpoint(prefix: str | os.PathLike, wanted=lambda name: True) -> d
         )
     chosen = [entry for name, entry in entries.items() if entry is not None and wanted(name)]
     _check_byte_ranges(chosen, prefix, num_shards)
-    return _read_tensors(chosen, prefix, num_shards)
+    return _map_tensors(chosen, prefix, num_shards)
 
 
 def _check_byte_ranges(chosen: list[TensorEntry], prefix: Path, num_shards: int) -> None:
@@ -331,47 +340,28 @@ def _check_byte_ranges(chosen: list[TensorEntry], prefix: Path, num_shards: int)
         previous = entry
 
 
-def _read_tensors(chosen: list[TensorEntry], prefix: Path, num_shards: int) -> dict[str, torch.Tensor]:
-    """The checked entries' bytes read into one buffer, each tensor at an offset aligned to 64 bytes,
-    in file order, every CRC32C verified; the tensors are views of that buffer."""
-    placements, total = [], 0
-    for entry in chosen:
-        placements.append(total)
-        total += (entry.size + 63) // 64 * 64
-    buffer = bytearray(total)
-    view = memoryview(buffer)
-    tensors = {}
-    handles = {}
-    try:
-        for entry, start in sorted(zip(chosen, placements), key=lambda pair: (pair[0].shard, pair[0].offset)):
-            handle = handles.get(entry.shard)
-            if handle is None:
-                handle = handles[entry.shard] = shard_path(prefix, entry.shard, num_shards).open("rb")
-            handle.seek(entry.offset)
-            if handle.readinto(view[start : start + entry.size]) != entry.size:
-                raise CheckpointError(f"TensorFlow checkpoint {handle.name}: the file ended inside tensor {entry.name}")
-            if entry.crc32c is not None and crc32c(view[start : start + entry.size]) != entry.crc32c:
+def _map_tensors(chosen: list[TensorEntry], prefix: Path, num_shards: int):
+    """The checked entries as views of their shards, mapped (one ``FilePages`` a shard), every
+    CRC32C verified on the mapped bytes (a tensor's pages are read, then given back)."""
+    from .file_pages import FilePages
+
+    shards, tensors = {}, {}
+    for entry in sorted(chosen, key=lambda entry: (entry.shard, entry.offset)):  # file order
+        if entry.size == 0:
+            tensors[entry.name] = torch.empty(entry.shape, dtype=entry.dtype)
+            continue
+        if entry.shard not in shards:
+            shards[entry.shard] = FilePages(shard_path(prefix, entry.shard, num_shards))
+        pages = shards[entry.shard]
+        if entry.crc32c is not None:
+            with memoryview(pages.map) as whole:
+                stored = whole[entry.offset : entry.offset + entry.size]
+                matches = crc32c(stored) == entry.crc32c
+                stored.release()
+            if not matches:
                 raise CheckpointError(
-                    f"TensorFlow checkpoint {handle.name}: tensor {entry.name} fails its CRC32C checksum: "
+                    f"TensorFlow checkpoint {pages.path}: tensor {entry.name} fails its CRC32C checksum: "
                     "the file is corrupt — download it again"
                 )
-            count = entry.size // max(1, torch.empty((), dtype=entry.dtype).element_size())
-            if count == 0:
-                tensors[entry.name] = torch.empty(entry.shape, dtype=entry.dtype)
-            else:
-                tensors[entry.name] = torch.frombuffer(buffer, dtype=entry.dtype, count=count, offset=start).reshape(
-                    entry.shape
-                )
-    finally:
-        for handle in handles.values():
-            handle.close()
-    return tensors
-
-
-def transpose_in_place(kernel: torch.Tensor) -> torch.Tensor:
-    """A TensorFlow dense kernel (in, out) as PyTorch's Linear weight (out, in), rewritten in its
-    own memory (so the shared buffer stays the only copy of the weights)."""
-    transposed = kernel.t().contiguous()  # (out, in): a temporary of one tensor's size
-    target = kernel.reshape(-1).view(transposed.shape)  # the same memory, read as (out, in)
-    target.copy_(transposed)
-    return target
+        tensors[entry.name] = pages.tensor(entry.dtype, list(entry.shape), entry.offset, entry.size)
+    return {entry.name: tensors[entry.name] for entry in chosen}, list(shards.values())

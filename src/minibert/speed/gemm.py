@@ -191,12 +191,15 @@ def measure(model: nn.Module, layer=None, budget: float = BUDGET_SECONDS) -> Cho
     activation = feed_forward_activation(feed_forward)
     act = activation_name(feed_forward)
     weights = [attention.query, attention.key, attention.value, attention.output]
+    # F.linear timed on contiguous weights, as it would run them (a TF kernel loads as a transposed view)
+    linears = [*weights, feed_forward.intermediate, feed_forward.output]
+    dense = {linear: linear.weight.contiguous() for linear in linears}
 
     def plain():
         for linear in weights:
-            F.linear(x, linear.weight, linear.bias)
-        F.linear(activation(F.linear(x, feed_forward.intermediate.weight, feed_forward.intermediate.bias)),
-                 feed_forward.output.weight, feed_forward.output.bias)  # fmt: skip
+            F.linear(x, dense[linear], linear.bias)
+        F.linear(activation(F.linear(x, dense[feed_forward.intermediate], feed_forward.intermediate.bias)),
+                 dense[feed_forward.output], feed_forward.output.bias)  # fmt: skip
 
     packed = {name: PackedLinear(linear) for name, linear in zip("qkvo", weights)}
     packed_in, packed_out = PackedLinear(feed_forward.intermediate), PackedLinear(feed_forward.output)

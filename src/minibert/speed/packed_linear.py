@@ -83,10 +83,30 @@ class PackedLinear(nn.Linear):
         usable = x.device.type == "cpu" and x.dtype == self.weight.dtype in (torch.float32, torch.bfloat16)
         packed = self.packed_weight() if usable and not training else None  # autograd needs F.linear
         if packed is None:
+            self.lay_out_weight()
             y = F.linear(x, self.weight, self.bias)
             return y if self.activation is None else self.activation(y)
         attr, algorithm = self.post_op or ("none", "")
         return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, attr, [], algorithm)
+
+    def lay_out_weight(self) -> None:
+        """The weight in its own contiguous (out, in) memory, as everything but the packed GEMM reads
+        it. A kernel stored transposed (TensorFlow's (in, out)) stays a view of its file while only
+        its packed copy is multiplied (one copy held: ``lay_out_unpacked``); the moment anything
+        else would multiply it (training, the book's modules, a move), it is laid out, so the
+        numbers never depend on how the file stored it. The packed copy stays valid: same values."""
+        weight = self.weight
+        if weight.is_contiguous():
+            return
+        packed_for_this = self._packed_for == (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+        with torch.no_grad():
+            weight.data = weight.data.contiguous()
+        if packed_for_this:
+            self._packed_for = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+
+    def _apply(self, fn, recurse=True):  # .to(), .half(), .cuda(): from the laid-out weight
+        self.lay_out_weight()
+        return super()._apply(fn, recurse)
 
     def __getstate__(self):  # pickling and deepcopy: the cache is rebuilt on first use
         state = super().__getstate__()
@@ -130,6 +150,7 @@ def encoder_layers(model: nn.Module) -> list[nn.Module]:
 def _plain(linear: nn.Linear) -> nn.Linear:
     if type(linear) is nn.Linear:
         return linear
+    linear.lay_out_weight()
     plain = nn.Linear.__new__(nn.Linear)
     nn.Module.__init__(plain)
     plain.in_features, plain.out_features = linear.in_features, linear.out_features
@@ -150,3 +171,20 @@ def activation_name(feed_forward) -> str | None:
 
     activation = feed_forward_activation(feed_forward)
     return next((name for name, f in ACTIVATIONS.items() if f is activation), None)
+
+
+def lay_out_unpacked(model: nn.Module, release=None) -> None:
+    """Lay out afresh every weight that is still a view in another layout (a TensorFlow kernel as
+    loaded) unless the packed GEMM is the only thing that multiplies it; ``release`` (the loader's)
+    gives the view's file pages back. A packed projection keeps its view, with its pages given
+    back: oneDNN's copy is the one held."""
+    packed = {id(module.weight) for module in model.modules()
+              if isinstance(module, PackedLinear) and module.packed_weight() is not None}  # fmt: skip
+    for module in model.modules():
+        for tensor in [*module._parameters.values(), *module._buffers.values()]:
+            if tensor is not None and not tensor.is_contiguous() and id(tensor) not in packed:
+                view = tensor.data
+                with torch.no_grad():
+                    tensor.data = view.contiguous()
+                if release is not None:
+                    release(view)

@@ -77,6 +77,9 @@ def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None =
         for module in model.modules():
             if isinstance(module, PackedLinear) and module.packed_weight() is not None:
                 release(module.weight)  # packed now; its float32 pages come back only if read
+    from .packed_linear import lay_out_unpacked
+
+    lay_out_unpacked(model, release)  # a weight stored transposed: laid out, unless only its packed copy is read
 
 
 def use_book_modules(model: nn.Module, book: bool = True) -> None:
