@@ -97,7 +97,8 @@ def test_the_same_numbers_as_the_same_weights_in_safetensors(google_tf, google_s
 
 def test_training_and_moving_lay_the_kernels_out(google_tf, google_small):
     """A training forward (F.linear, for autograd) lays each packed kernel out before it multiplies:
-    the gradients are those of the safetensors model, bit for bit. ``.to()`` does too."""
+    the gradients are those of the safetensors model, bit for bit. ``.train()`` and ``.to()`` lay
+    them out too (a weight broadcast to other processes must be contiguous)."""
     grads = []
     for source in (google_tf, google_small[0]):
         model = BertModel.from_pretrained(source, gemm="onednn").train()
@@ -108,6 +109,7 @@ def test_training_and_moving_lay_the_kernels_out(google_tf, google_small):
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 30
     for name, grad in grads[0].items():
         assert torch.equal(grad, grads[1][name]), name
+    assert all(parameter.is_contiguous() for parameter in BertModel.from_pretrained(google_tf).train().parameters())
     moved = BertModel.from_pretrained(google_tf, gemm="onednn").to(torch.float64)
     assert all(parameter.is_contiguous() for parameter in moved.parameters())
     twin = BertModel.from_pretrained(google_small[0], gemm="onednn").to(torch.float64)

@@ -108,6 +108,11 @@ class PackedLinear(nn.Linear):
         self.lay_out_weight()
         return super()._apply(fn, recurse)
 
+    def train(self, mode: bool = True):  # training multiplies through F.linear (and may broadcast the weight)
+        if mode:
+            self.lay_out_weight()
+        return super().train(mode)
+
     def __getstate__(self):  # pickling and deepcopy: the cache is rebuilt on first use
         state = super().__getstate__()
         state = dict(state, _packed=None, _packed_for=None, _inference_noted=False)
