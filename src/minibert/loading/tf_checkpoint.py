@@ -342,7 +342,8 @@ def _check_byte_ranges(chosen: list[TensorEntry], prefix: Path, num_shards: int)
 
 def _map_tensors(chosen: list[TensorEntry], prefix: Path, num_shards: int):
     """The checked entries as views of their shards, mapped (one ``FilePages`` a shard), every
-    CRC32C verified on the mapped bytes (a tensor's pages are read, then given back)."""
+    CRC32C verified on the mapped bytes (a tensor's pages are read, then given back: the file is
+    never resident whole)."""
     from .file_pages import FilePages
 
     shards, tensors = {}, {}
@@ -364,4 +365,5 @@ def _map_tensors(chosen: list[TensorEntry], prefix: Path, num_shards: int):
                     "the file is corrupt — download it again"
                 )
         tensors[entry.name] = pages.tensor(entry.dtype, list(entry.shape), entry.offset, entry.size)
+        pages.release(tensors[entry.name])  # checked: its pages given back before the next is read
     return {entry.name: tensors[entry.name] for entry in chosen}, list(shards.values())
