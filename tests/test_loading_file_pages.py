@@ -134,3 +134,54 @@ def test_int8_gives_its_float32_pages_back(checkpoint):
     resident = resident_kb(weights(checkpoint))
     print(f"int8 after loading: {resident} kB of the weights file resident")
     assert resident <= 4 * len(dict(model.named_parameters())) + 4 * 12 * 2
+
+
+def test_a_bin_saved_in_the_other_byte_order_keeps_its_swapped_pages(google_small, tmp_path):
+    """torch.load swaps a big-endian .bin's bytes in place (a write to the private mapping): those
+    pages must not be given back, or they would revert to the file's bytes (NaN and nonsense)."""
+    import sys
+
+    from safetensors.torch import load_file
+
+    directory = tmp_path / "big-endian"
+    directory.mkdir()
+    shutil.copy(google_small[0] / "config.json", directory)
+    stored = load_file(str(google_small[0] / "model.safetensors"))
+    swapped = {name: torch.from_numpy(tensor.numpy().byteswap().copy()).view(tensor.dtype)
+               for name, tensor in stored.items()}  # fmt: skip
+    native, sys.byteorder = sys.byteorder, "big"  # as torch.save writes it on a big-endian machine
+    try:
+        torch.save(swapped, directory / "pytorch_model.bin")
+    finally:
+        sys.byteorder = native
+    expected = BertModel.from_pretrained(google_small[0], gemm="mkl")
+    model = BertModel.from_pretrained(directory, gemm="onednn")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, expected.state_dict()[name]), name
+
+
+def test_a_new_embedding_table_does_not_stop_the_in_place_check(checkpoint):
+    """The check watches every tensor that lay in the file, not only the first: with the word
+    embeddings replaced, the packed projections still read the file's pages."""
+    model = BertModel.from_pretrained(checkpoint, gemm="onednn")
+    if not onednn_available(model):
+        pytest.skip("oneDNN cannot run here: nothing is packed")
+    old = model.embeddings.word_embeddings
+    model.embeddings.word_embeddings = torch.nn.Embedding.from_pretrained(old.weight.detach().clone(), freeze=False)
+    del old
+    with open(weights(checkpoint), "r+b") as handle:  # in place: the same file, other bytes
+        handle.seek(-8, os.SEEK_END)
+        handle.write(b"\1" * 8)
+    with pytest.raises(CheckpointError, match="was written over while a model loaded from it was in use"):
+        model(input_ids=torch.tensor([[101, 7592, 102]]))
+
+
+def test_a_mapping_whose_path_is_not_utf8_does_not_stop_a_bin_load(google_small_bin, tmp_path):
+    """/proc/self/maps lists every mapping's path as bytes; another one's need not be UTF-8."""
+    import mmap
+
+    odd = tmp_path / os.fsdecode(b"caf\xe9.dat")
+    odd.write_bytes(bytes(mmap.PAGESIZE))
+    with open(odd, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ):
+        model = BertModel.from_pretrained(google_small_bin[0])
+    assert model.layers[0].attention.query.weight.shape == (128, 128)

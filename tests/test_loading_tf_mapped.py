@@ -82,6 +82,8 @@ def test_packed_kernels_stay_views_of_the_file_with_their_pages_given_back(googl
 @pytest.mark.parametrize("gemm", ["onednn", "onednn-fused", "mkl"])
 def test_the_same_numbers_as_the_same_weights_in_safetensors(google_tf, google_small, gemm):
     from_tf = BertModel.from_pretrained(google_tf, gemm=gemm)
+    if gemm != "mkl" and not onednn_available(from_tf):
+        pytest.skip("oneDNN cannot run here: every kernel is laid out, none kept as a view")
     from_safetensors = BertModel.from_pretrained(google_small[0], gemm=gemm)
     expected = outputs(from_safetensors)
     assert torch.equal(outputs(from_tf), expected)
@@ -127,3 +129,22 @@ def test_int8_quantizes_the_kernels_from_the_file_as_from_safetensors(google_tf,
     from_safetensors = BertModel.from_pretrained(google_small[0], dtype="int8")
     assert len(int8_layers(from_tf)) == 12
     assert torch.equal(outputs(from_tf), outputs(from_safetensors))
+
+
+def test_kernels_laid_out_under_inference_mode_are_ordinary_tensors(google_tf, google_small):
+    """Laid out inside ``torch.inference_mode()`` (the book's modules asked for there, or a forward
+    that falls back to F.linear under bfloat16 autocast), a weight is still an ordinary tensor:
+    packable again afterwards, and trainable."""
+    model = BertModel.from_pretrained(google_tf, gemm="onednn")
+    if not onednn_available(model):
+        pytest.skip("oneDNN cannot run here: nothing is packed")
+    with torch.inference_mode():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(input_ids=IDS, attention_mask=MASK)
+        model.use_book_modules()
+    assert not any(parameter.is_inference() for parameter in model.parameters())
+    assert all(parameter.is_contiguous() for parameter in model.parameters())
+    model.use_book_modules(False)
+    packed = [module for module in model.modules() if isinstance(module, PackedLinear)]
+    assert len(packed) == 12 and all(module.packed_weight() is not None for module in packed)
+    assert torch.equal(outputs(model), outputs(BertModel.from_pretrained(google_small[0], gemm="onednn")))

@@ -37,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import weakref
 from pathlib import Path
 
 import torch
@@ -89,8 +90,6 @@ class FilePages(MappedPages):
         try:
             signature = _signature(os.fstat(descriptor))
             self.map = mmap.mmap(descriptor, 0, access=mmap.ACCESS_COPY)
-            if hasattr(mmap, "MADV_RANDOM"):
-                self.map.madvise(mmap.MADV_RANDOM)
         finally:
             os.close(descriptor)  # the mapping keeps the file open
         probe = torch.frombuffer(self.map, dtype=torch.uint8, count=1)
@@ -113,26 +112,47 @@ class FilePages(MappedPages):
 def torch_mapped_pages(path: Path, tensors) -> MappedPages | None:
     """The mapping ``torch.load(path, mmap=True)`` made, found in /proc/self/maps as the private
     mapping of ``path``'s inode that holds the first tensor; None where it cannot be found (not
-    Linux, a file read whole, no tensors): then nothing is given back."""
+    Linux, a file read whole, no tensors) or must not be given back: a file saved in the other byte
+    order, which torch swapped in place (a write: given back, the pages would revert to the file's
+    bytes)."""
     tensors = [tensor for tensor in tensors if tensor.device.type == "cpu" and tensor.numel()]
-    if not tensors or not hasattr(mmap, "MADV_DONTNEED"):
+    if not tensors or not hasattr(mmap, "MADV_DONTNEED") or _swapped_by_torch(path):
         return None
     try:
         signature = _signature(os.stat(path))
-        with open("/proc/self/maps", encoding="utf-8") as maps:
+        with open("/proc/self/maps", "rb") as maps:  # bytes: another mapping's path may not be UTF-8
             lines = maps.read().splitlines()
     except OSError:
         return None
     address = tensors[0].untyped_storage().data_ptr()
     for line in lines:  # "start-end perms offset major:minor inode path"
         fields = line.split(maxsplit=5)
-        start, end = (int(part, 16) for part in fields[0].split("-"))
+        start, end = (int(part, 16) for part in fields[0].split(b"-"))
         if start <= address < end:
-            private_from_the_first_byte = fields[1].endswith("p") and int(fields[2], 16) == 0
+            private_from_the_first_byte = fields[1].endswith(b"p") and int(fields[2], 16) == 0
             if len(fields) == 6 and int(fields[4]) == signature[0] and private_from_the_first_byte:
                 return MappedPages(path, signature, start, end)
             return None  # the tensor lies in other memory (the file was read whole)
     return None
+
+
+def _swapped_by_torch(path: Path) -> bool:
+    """Whether torch.load byte-swaps this file's storages (its ``byteorder`` record, or torch's
+    default for a file without one, is not this machine's)."""
+    import sys
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = [name for name in archive.namelist() if name.endswith("/byteorder") or name == "byteorder"]
+            stored = archive.read(records[0]).decode("ascii", "replace").strip() if records else None
+    except (OSError, zipfile.BadZipFile, KeyError):
+        return True  # not what torch.load(mmap=True) maps: keep every page
+    if stored is None:
+        default = torch.serialization.get_default_load_endianness()
+        stored = None if default is None else ("little" if default == torch.serialization.LoadEndianness.LITTLE
+                                               else "big")  # fmt: skip
+    return stored is not None and stored != sys.byteorder
 
 
 def _dont_need(address: int, length: int) -> None:
@@ -156,16 +176,23 @@ _LIBC = _libc()
 
 class FileUnchanged:
     """A forward pre-hook that runs ``refuse_if_written_over`` while the model still reads the
-    mapping (a model cast, moved to a GPU, or copied holds its own tensors: then it checks nothing).
-    It holds no tensor and no mapping, only where the mapping lies: it keeps no memory alive."""
+    mapping: while any of the tensors that lay in it at loading still does (a model cast, moved to a
+    GPU, or copied holds its own tensors; a new embedding table leaves the projections that still
+    read the file). It holds weak references only: no tensor and no mapping is kept alive by it."""
 
-    def __init__(self, pages: MappedPages):
+    def __init__(self, pages: MappedPages, tensors):
         self.pages = MappedPages(pages.path, pages.signature, pages.start, pages.end)
+        self.mapping = weakref.ref(pages.map) if isinstance(pages, FilePages) else None  # torch's: no handle
+        self.watched = [weakref.ref(tensor) for tensor in tensors if pages.still_read_by(tensor)]
 
     def __call__(self, module, args) -> None:
-        first = next(module.parameters(), None)
-        if first is not None and self.pages.still_read_by(first):
-            refuse_if_written_over(self.pages.path, self.pages.signature)
+        if self.mapping is not None and self.mapping() is None:
+            return  # unmapped: nothing reads the file
+        for reference in self.watched:  # the first one, nearly always
+            tensor = reference()
+            if tensor is not None and self.pages.still_read_by(tensor):
+                refuse_if_written_over(self.pages.path, self.pages.signature)
+                return
 
     def __reduce__(self):  # a pickled or copied model holds copies of the tensors: nothing to check
         return _NoCheck, ()

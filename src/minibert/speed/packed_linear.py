@@ -99,7 +99,7 @@ class PackedLinear(nn.Linear):
         if weight.is_contiguous():
             return
         packed_for_this = self._packed_for == (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
-        with torch.no_grad():
+        with torch.inference_mode(False), torch.no_grad():  # an ordinary tensor, even under inference_mode
             weight.data = weight.data.contiguous()
         if packed_for_this:
             self._packed_for = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
@@ -189,7 +189,7 @@ def lay_out_unpacked(model: nn.Module, release=None) -> None:
         for tensor in [*module._parameters.values(), *module._buffers.values()]:
             if tensor is not None and not tensor.is_contiguous() and id(tensor) not in packed:
                 view = tensor.data
-                with torch.no_grad():
+                with torch.inference_mode(False), torch.no_grad():
                     tensor.data = view.contiguous()
                 if release is not None:
                     release(view)
