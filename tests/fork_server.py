@@ -48,6 +48,7 @@ for line in sys.stdin:
         print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
         continue
     os.chdir(request["cwd"])
+    os.environ.update(request["environ"])
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_TRUNC),
                             (2, request["stderr"], os.O_WRONLY | os.O_TRUNC)):
         os.dup2(os.open(path, flags), fd)
@@ -74,13 +75,16 @@ class ForkServer:
                                         stdout=subprocess.PIPE, text=True)  # fmt: skip
         self.pending = b""
 
-    def run(self, source: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-        """``python -c source`` in ``cwd``, forked: its exit status, stdout and stderr."""
+    def run(self, source: str, cwd: Path, timeout: float = 600, environ: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
+        """``python -c source`` in ``cwd``, forked: its exit status, stdout and stderr. ``environ``:
+        variables set in the child (over the server's environment) before the source runs."""
         with tempfile.TemporaryDirectory() as directory:
             out, err = Path(directory) / "stdout", Path(directory) / "stderr"
             out.touch()
             err.touch()
-            request = {"source": source, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+            request = {"source": source, "cwd": str(cwd), "stdout": str(out), "stderr": str(err),
+                       "environ": environ or {}}
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
             pid = int(self._line(60))

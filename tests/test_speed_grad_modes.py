@@ -1,7 +1,8 @@
 """Loading and running under every grad mode, on every GEMM backend (issue 36, item 1).
 
 Each case runs in a fresh process (tests/grad_mode_worker.py) with a fresh GEMM cache, so the
-measurement, the packing of the weights and the choice happen exactly as for a user's first run;
+measurement, the packing of the weights and the choice happen exactly as for a user's first run
+(forked from one that has imported torch and nothing of minibert's: tests/fork_server.py);
 its numbers are compared here with transformers' own (eager attention, float32), within the parity
 bound of tests/test_model.py: 1e-5 beyond fp32's own rounding at MiniLM's depth, as transformers
 measures it against float64 (helpers.bound_from_exact; a wrong weight or function is off by 1e-3).
@@ -16,12 +17,11 @@ The default suite runs a few representative cases; the whole matrix is ``slow``.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from fork_server import ForkServer
 
 from conftest import make_google_checkpoint
 from helpers import assert_close, bound_from_exact, exact_reference
@@ -37,6 +37,15 @@ CASES = ("load_and_run", "embed", "train", "bf16_and_back", "copies", "head", "f
 QUICK = {("load_and_run", "auto"), ("train", "onednn"), ("bf16_and_back", "onednn-fused"),
          ("copies", "onednn-fused"), ("float16", "onednn")}  # fmt: skip
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+
+
+@pytest.fixture(scope="module")
+def fork_server():
+    """Each case's process, forked from one Python that has imported torch (~3 s a case saved)."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    server = ForkServer(dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])))
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +66,13 @@ def heads_checkpoint(tmp_path_factory, vocab_file):
     return directory, model.eval()
 
 
-def run_case(case, backend, model_dir, batch, tmp_path) -> dict:
+def run_case(fork_server, case, backend, model_dir, batch, tmp_path) -> dict:
     inputs, out = tmp_path / "inputs.pt", tmp_path / "out.pt"
     torch.save({"batch": dict(batch), "texts": TEXTS}, inputs)
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = dict(os.environ, MINIBERT_GEMM=backend, MINIBERT_CACHE_DIR=str(tmp_path / "cache"))
-    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, str(WORKER), case, str(model_dir), str(inputs), str(out)],
-                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    argv = [str(WORKER), case, str(model_dir), str(inputs), str(out)]
+    source = f"import runpy, sys\nsys.argv = {argv!r}\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
+    environ = {"MINIBERT_GEMM": backend, "MINIBERT_CACHE_DIR": str(tmp_path / "cache")}
+    done = fork_server.run(source, tmp_path, timeout=300, environ=environ)
     assert done.returncode == 0, f"{case} on {backend} failed:\n{done.stderr[-3000:]}"
     return torch.load(out)
 
@@ -97,9 +105,9 @@ def _matrix():
 
 
 @pytest.mark.parametrize(("case", "backend"), list(_matrix()))
-def test_grad_mode_case(case, backend, minilm_dir, batch, reference, heads_checkpoint, tmp_path):
+def test_grad_mode_case(case, backend, minilm_dir, batch, reference, heads_checkpoint, fork_server, tmp_path):
     model_dir = heads_checkpoint[0] if case == "head" else minilm_dir
-    result = run_case(case, backend, model_dir, batch, tmp_path)
+    result = run_case(fork_server, case, backend, model_dir, batch, tmp_path)
     CHECKS[case](result, backend, batch, reference, heads_checkpoint, tmp_path)
 
 

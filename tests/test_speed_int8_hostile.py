@@ -355,23 +355,28 @@ def test_a_command_on_a_model_refused_for_int8_says_so_in_one_line(tmp_path):
     assert "refused for dtype='int8'" in result.stderr and "load it in float32" in result.stderr, result.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("body", [{"input": []}, {"input": [{"text": "a"}]}, {"input": None}, {"input": "x" * 200_000}],
-                         ids=["empty", "objects", "null", "huge"])  # fmt: skip
-def test_serve_int8_answers_bad_requests_with_a_json_error_and_keeps_serving(minilm_dir, body):
-    httpx = pytest.importorskip("httpx")
+@pytest.fixture(scope="module")
+def int8_server(minilm_dir):
+    """One `minibert serve --dtype int8` for the bad requests below: each is answered and the server
+    keeps serving, so the next request (a good one after each bad one) finds it as a fresh one would."""
     from test_apps_serve import Server
 
     server = Server(minilm_dir, "--dtype", "int8")
-    try:
-        response = httpx.post(f"{server.url}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", **body}, timeout=60)
-        assert 400 <= response.status_code < 500 and "error" in response.json(), response.text
-        assert "Traceback" not in response.text
-        good = httpx.post(f"{server.url}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": ["ok"]},
-                          timeout=60)  # fmt: skip
-        assert good.status_code == 200, good.text
-    finally:
-        server.stop()
+    yield server
+    server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body", [{"input": []}, {"input": [{"text": "a"}]}, {"input": None}, {"input": "x" * 200_000}],
+                         ids=["empty", "objects", "null", "huge"])  # fmt: skip
+def test_serve_int8_answers_bad_requests_with_a_json_error_and_keeps_serving(int8_server, body):
+    httpx = pytest.importorskip("httpx")
+    response = httpx.post(f"{int8_server.url}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", **body}, timeout=60)
+    assert 400 <= response.status_code < 500 and "error" in response.json(), response.text
+    assert "Traceback" not in response.text
+    good = httpx.post(f"{int8_server.url}/v1/embeddings", json={"model": "all-MiniLM-L6-v2", "input": ["ok"]},
+                      timeout=60)  # fmt: skip
+    assert good.status_code == 200, good.text
 
 
 # --- broken weights (issue 53, item 3) -----------------------------------------------------------------------

@@ -10,7 +10,6 @@ import unicodedata
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spread import split, spread
 
 import corpus
 from minibert import BertTokenizer
@@ -236,47 +235,11 @@ def test_decode_matches_reference(uncased, reference):
 # ----------------------------------------------------------------------------- all of Unicode
 
 
-def _unicode_disagreements(part: tuple[str, list[int]]) -> list[int]:
-    """Those of ``code_points`` that minibert and `tokenizers` treat differently (uncased). Packed
-    256 to a text; a text that differs is taken apart, one code point at a time."""
-    vocab_file, code_points = part
-    ours, reference = BertTokenizer(vocab_file), transformers.BertTokenizerFast(vocab_file, do_lower_case=True)
-    chunks = [code_points[i : i + 256] for i in range(0, len(code_points), 256)]
-    texts = [" ".join(f"x{chr(c)}y {chr(c)}" for c in chunk) for chunk in chunks]
-    bad = []
-    for chunk, want, got in zip(chunks, reference(texts)["input_ids"], ours(texts)["input_ids"]):
-        if want != got:
-            singles = [f"x{chr(c)}y {chr(c)}" for c in chunk]
-            for c, w, g in zip(chunk, reference(singles)["input_ids"], ours(singles)["input_ids"]):
-                if w != g:
-                    bad.append(c)
-    return bad
-
-
-@pytest.mark.slow
-def test_every_code_point(vocab_file, reference):
-    """Each of the 1,111,998 code points tokenizes as in `tokenizers`, except characters its
-    (older) Unicode tables do not know: those it treats as unassigned letters. The README
-    documents this choice: minibert follows the Unicode database of the running Python. The code
-    points are spread over the cores."""
-    unassigned = reference[True].tokenize("x\u0378y \u0378")  # U+0378 is unassigned in every version
-    code_points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]  # `tokenizers` cannot take surrogates
-    parts = [(str(vocab_file), part) for part in split(code_points)]
-    disagreements = {c for found in spread(_unicode_disagreements, parts) for c in found}
-    # categories changed after tokenizers' tables: Po → So, Mn → Mc (Unicode 14), Po → Mn
-    recategorized = {0x166D, 0x1734, 0x111C9}
-    assert len(disagreements) < 600, f"{len(disagreements)} code points disagree"
-    for code_point in disagreements - recategorized:
-        assert reference[True].tokenize(f"x{chr(code_point)}y {chr(code_point)}") == unassigned, (
-            f"U+{code_point:04X} ({unicodedata.name(chr(code_point), '?')}) tokenizes differently "
-            "and is not a character newer than tokenizers' Unicode tables"
-        )
-
-
 @pytest.fixture(scope="module")
 def disagrees(uncased, reference):
-    """Whether minibert and `tokenizers` treat one character differently (the sweep above finds
-    them all; here, one character at a time, as hypothesis draws them)."""
+    """Whether minibert and `tokenizers` treat one character differently (every character, alone
+    and between letters, is compared in test_tokenizer_unicode_tables.py; here, one character at a
+    time, as hypothesis draws them)."""
 
     @functools.cache
     def check(char: str) -> bool:
