@@ -22,6 +22,18 @@ SESSION_CACHE_DIR = tempfile.mkdtemp(prefix="minibert-test-cache-")
 os.environ["MINIBERT_CACHE_DIR"] = SESSION_CACHE_DIR
 
 
+# Under pytest-xdist (`-n 2`, the README's test command), the cores are shared out: each worker's torch,
+# and every process it starts, gets cores // workers threads (1 on a 2-core machine). Two workers each
+# running torch on every core contend for them (the default run took longer under -n 2 than without
+# it); with one thread each they run side by side, and the waits of one (a server starting, a
+# subprocess importing torch) are the other's time to compute. Tests that depend on the thread count
+# set it themselves.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ["OMP_NUM_THREADS"] = str(max(1, _CORES // _WORKERS))
+    torch.set_num_threads(max(1, _CORES // _WORKERS))
+
 _GET_NUM_THREADS, _SET_NUM_THREADS = torch.get_num_threads, torch.set_num_threads
 
 
