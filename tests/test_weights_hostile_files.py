@@ -100,7 +100,7 @@ def test_config_is_checked_against_the_weights_header_before_the_data_is_read(ch
     def no_reading(path):
         raise AssertionError("the weights' data was read before the header was checked against config.json")
 
-    monkeypatch.setattr(minibert.loading.from_pretrained, "read_state_dict", no_reading)
+    monkeypatch.setattr(minibert.loading.from_pretrained, "map_state_dict", no_reading)  # where every format is read
     _edit_config(checkpoint, **{field: value})
     with pytest.raises(CheckpointError) as caught:
         BertModel.from_pretrained(checkpoint)

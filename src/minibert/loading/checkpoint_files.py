@@ -20,8 +20,9 @@ from pathlib import Path
 import torch
 
 from ..errors import CheckpointError
+from .file_pages import MappedPages, torch_mapped_pages
 from .hub import resolve_file
-from .safetensors import _corrupt, _read_safetensors_header, read_safetensors
+from .safetensors import _corrupt, _read_safetensors_header, map_safetensors, read_safetensors
 
 # What TensorFlow pre-training checkpoints add: the Adam optimizer's two slots per variable, the step.
 TF_IGNORED = re.compile(r"(/adam_[mv]|^global_step)$")
@@ -100,6 +101,24 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"weights file {path} does not hold a dictionary of tensors")
     return state
+
+
+def map_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], list[MappedPages]]:
+    """``read_state_dict``'s tensors, as views of the file wherever it is mapped (copy-on-write), and
+    the ``MappedPages`` of each mapped file: a safetensors file and each TensorFlow shard mapped here,
+    a .bin as ``torch.load(mmap=True)`` maps it. None where nothing is mapped (torch's legacy format,
+    read into memory). from_pretrained gives each tensor's pages back once it is copied or packed."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        state, pages = map_safetensors(path)
+        return state, [pages] if pages is not None else []
+    if path.suffix == ".index":
+        from .tf_checkpoint import map_tf_checkpoint
+
+        return map_tf_checkpoint(path.with_suffix(""), wanted=lambda name: not TF_IGNORED.search(name))
+    state = read_state_dict(path)
+    pages = torch_mapped_pages(path, state.values())
+    return state, [pages] if pages is not None else []
 
 
 def tensor_names(path: str | os.PathLike) -> list[str]:

@@ -23,11 +23,11 @@ from ..config import BertConfig
 from ..config_fields import LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
-from .checkpoint_files import TF_IGNORED, find_checkpoint, read_state_dict
+from .checkpoint_files import find_checkpoint, map_state_dict
 from .devices import resolve_device
-from .file_pages import FileUnchanged, torch_mapped_pages
+from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
-from .safetensors import map_safetensors, safetensors_shapes
+from .safetensors import safetensors_shapes
 from .strict import rename_and_check
 
 
@@ -151,16 +151,7 @@ def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool,
     if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
         rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
                          new_heads=new_heads)  # fmt: skip
-        state, one = map_safetensors(weights_file)
-        pages = [one] if one is not None else []
-    elif weights_file.suffix == ".index":  # Google's TensorFlow checkpoint: each shard mapped
-        from .tf_checkpoint import map_tf_checkpoint
-
-        state, pages = map_tf_checkpoint(weights_file.with_suffix(""), wanted=lambda name: not TF_IGNORED.search(name))
-    else:
-        state = read_state_dict(weights_file)  # a .bin: mapped by torch.load(mmap=True)
-        one = torch_mapped_pages(weights_file, state.values())
-        pages = [one] if one is not None else []
+    state, pages = map_state_dict(weights_file)
     release = _releaser(pages)
     read = list(state.values())
     state = rename_and_check(model, state, weights_file, config_file, new_heads=new_heads)
