@@ -30,9 +30,11 @@ os.environ["MINIBERT_CACHE_DIR"] = SESSION_CACHE_DIR
 # set it themselves.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
-    _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    os.environ["OMP_NUM_THREADS"] = str(max(1, _CORES // _WORKERS))
-    torch.set_num_threads(max(1, _CORES // _WORKERS))
+    from spread import cores
+
+    _THREADS = max(1, cores() // _WORKERS)
+    os.environ["OMP_NUM_THREADS"] = str(_THREADS)
+    torch.set_num_threads(_THREADS)
 
 _GET_NUM_THREADS, _SET_NUM_THREADS = torch.get_num_threads, torch.set_num_threads
 

@@ -16,12 +16,12 @@ The default suite runs a few representative cases; the whole matrix is ``slow``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
 from fork_server import ForkServer
+from test_training_finetune_run import environment
 
 from conftest import make_google_checkpoint
 from helpers import assert_close, bound_from_exact, exact_reference
@@ -42,8 +42,7 @@ needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reas
 @pytest.fixture(scope="module")
 def fork_server():
     """Each case's process, forked from one Python that has imported torch (~3 s a case saved)."""
-    src = Path(__file__).resolve().parents[1] / "src"
-    server = ForkServer(dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])))
+    server = ForkServer(environment())  # this checkout's src/ first on the path, as the other subprocess tests
     yield server
     server.close()
 

@@ -86,10 +86,8 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     path = Path(path)
     if path.suffix == ".safetensors":
         return read_safetensors(path)
-    if path.suffix == ".index":  # Google's TensorFlow checkpoint: PREFIX.index + PREFIX.data-*
-        from .tf_checkpoint import read_tf_checkpoint
-
-        return read_tf_checkpoint(path.with_suffix(""), wanted=lambda name: not TF_IGNORED.search(name))
+    if path.suffix == ".index":  # Google's TensorFlow checkpoint: PREFIX.index + PREFIX.data-*, mapped
+        return map_state_dict(path)[0]
     try:
         state = _torch_load(path)
     except FileNotFoundError:
