@@ -83,7 +83,10 @@ def test_pooling_and_layers_match_reference(embedder, sample_states, texts, pool
             "max": tokens.max(0).values,
             "mean_max": torch.cat([tokens.mean(0), tokens.max(0).values]),
         }[pooling]
-        assert_close(vector, expected, f"{pooling} layers={layers} {combine}: {text[:40]!r}", 1e-5)
+        # Each layer is within 1e-5 of transformers' (the model's parity bound); a sum of n layers adds
+        # n such errors (up to 4.3e-6 a layer, 1.29e-5 summed, on an AVX-512 Xeon), a mean or max does not.
+        tolerance = 1e-5 * (len(picked) if combine == "sum" else 1)
+        assert_close(vector, expected, f"{pooling} layers={layers} {combine}: {text[:40]!r}", tolerance)
 
 
 @pytest.mark.parametrize("merge", ["mean", "sum", "first", "last"])
