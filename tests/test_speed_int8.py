@@ -14,7 +14,7 @@ from torch import nn
 
 from minibert import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
 from minibert.errors import QuantizationError
-from minibert.speed import int8_check
+from minibert.speed import int8, int8_check
 from minibert.speed.int8 import Int8Linear, int8_layers
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
@@ -129,7 +129,7 @@ def test_the_check_is_cached_per_checkpoint_file(tiny_dir, own_cache, monkeypatc
 
 
 def test_slower_than_float32_is_said_once(tiny_dir, own_cache, monkeypatch, caplog):
-    monkeypatch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 0.8)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 0.8, "onednn": 0.7})
     with caplog.at_level(logging.WARNING, logger="minibert"):
         BertModel.from_pretrained(tiny_dir, dtype="int8")
         BertModel.from_pretrained(tiny_dir, dtype="int8")
@@ -139,7 +139,7 @@ def test_slower_than_float32_is_said_once(tiny_dir, own_cache, monkeypatch, capl
 
 def test_a_cpu_without_int8_dot_products_is_said_once_even_where_int8_is_faster(tiny_dir, own_cache, monkeypatch,
                                                                                 caplog):
-    monkeypatch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 1.5)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 1.5})
     monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: False)
     with caplog.at_level(logging.WARNING, logger="minibert"):
         BertModel.from_pretrained(tiny_dir, dtype="int8")
@@ -149,7 +149,7 @@ def test_a_cpu_without_int8_dot_products_is_said_once_even_where_int8_is_faster(
 
 
 def test_a_cpu_with_int8_dot_products_where_int8_is_faster_says_nothing(tiny_dir, own_cache, monkeypatch, caplog):
-    monkeypatch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 1.5)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 1.5})
     monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: True)
     with caplog.at_level(logging.WARNING, logger="minibert"):
         BertModel.from_pretrained(tiny_dir, dtype="int8")
@@ -170,15 +170,179 @@ def test_int8_packing_does_not_depend_on_the_process_quantized_engine(own_cache)
     the engine back: the outputs are bit-identical whatever engine was set before."""
     torch.manual_seed(0)
     linear, x = nn.Linear(384, 1536), torch.randn(50, 384)
-    reference = Int8Linear(linear)(x)
     before = torch.backends.quantized.engine
-    try:
-        for engine in torch.backends.quantized.supported_engines:
-            torch.backends.quantized.engine = engine
-            delta = (Int8Linear(linear)(x) - reference).abs().max().item()
-            assert delta == 0.0 and torch.backends.quantized.engine == engine, (engine, delta)
-    finally:
-        torch.backends.quantized.engine = before
+    for library in LIBRARIES_HERE:  # oneDNN's int8 matmul does not read the engine at all
+        reference = Int8Linear(linear, library)(x)
+        try:
+            for engine in torch.backends.quantized.supported_engines:
+                torch.backends.quantized.engine = engine
+                delta = (Int8Linear(linear, library)(x) - reference).abs().max().item()
+                assert delta == 0.0 and torch.backends.quantized.engine == engine, (library, engine, delta)
+        finally:
+            torch.backends.quantized.engine = before
+
+
+# --- the int8 library: FBGEMM or oneDNN, chosen by measurement --------------------------------------------
+
+LIBRARIES_HERE = [library for library in int8.LIBRARIES if int8.library_unavailable(library) is None]
+
+
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_each_int8_library_computes_the_recipe_exactly_where_the_cpu_has_int8_dot_products(library):
+    """The recipe, in float64: x quantized per tensor to 8 bits with a zero point (torch's rule, the
+    one FBGEMM applies inside), W per output channel, the products summed exactly, scaled back, the
+    bias added. With int8 dot-product instructions both libraries sum in int32 exactly, so what is
+    left is float32's rounding of the scaling and the bias: a few units of 2^-24 of the sum of the
+    terms' magnitudes (8 allowed). Without them FBGEMM sums pairs in 16 bits first, and saturates."""
+    if not int8.has_int8_dot_product():
+        pytest.skip("no int8 dot-product instructions here: FBGEMM's 16-bit pair sums may saturate (docs/int8.md)")
+    torch.manual_seed(0)
+    linear, x = nn.Linear(384, 1536), torch.randn(3, 50, 384) * 4
+    layer = Int8Linear(linear, library)
+    assert layer.library == library and f"library={library}" in repr(layer)
+    weight = linear.weight.detach().double()
+    scale = (weight.abs().amax(1) / 127).float().double()  # (out,) as Int8Linear keeps it
+    quantized_weight = torch.clamp(torch.round(weight / scale[:, None]), -128, 127)  # (out, in)
+    qx = torch.quantize_per_tensor_dynamic(x, torch.quint8, False)
+    steps = qx.int_repr().double() - qx.q_zero_point()  # (3, 50, in)
+    products = steps @ quantized_weight.T  # exact: integers far below 2^53
+    expected = products * qx.q_scale() * scale + linear.bias.detach().double()
+    magnitude = (steps.abs() @ quantized_weight.abs().T) * qx.q_scale() * scale + linear.bias.detach().double().abs()
+    delta = (layer(x).double() - expected).abs()
+    print(f"{library}: max |Δ| {delta.max():.3g}, largest |y| {expected.abs().max():.3g}")
+    assert (delta <= 8 * 2**-24 * magnitude).all(), delta.max()
+
+
+def _torchs_quantization(x: torch.Tensor):
+    quantized = torch.quantize_per_tensor_dynamic(x, torch.quint8, False)
+    return quantized.int_repr(), quantized.q_scale(), quantized.q_zero_point()
+
+
+@pytest.mark.parametrize("x", [
+    torch.zeros(4, 8), torch.full((3, 5), 2.5), torch.full((3, 5), -7.0), torch.tensor([[1e-9, -3e-9, 2e-9]]),
+    torch.tensor([[1e-7, 4e-7]]), torch.tensor([[-2e-6, 0.0]]), torch.tensor([[1e30, -1e30, 3.0]]),
+    torch.tensor([[1e-40, -2e-41]]), torch.tensor([[0.0, 254.5, 255.0]]), torch.tensor([[-1.0, 3.0]]),
+    torch.randn(2, 7, 33) * 50 + 3, torch.randn(40, 64).t(),  # three dimensions; not contiguous
+], ids=["zeros", "positive", "negative", "tiny", "small", "small-negative", "huge", "subnormal", "ends", "doc",
+        "3d", "transposed"])  # fmt: skip
+def test_oneDNNs_activation_steps_are_the_ones_torch_chooses(x):
+    """int8.quantize_activations ports torch's ChooseQuantizationParams (the rule FBGEMM's dynamic
+    linear uses inside): the scale, the zero point and every step must equal torch's own call's,
+    including its special cases (a zero range, a scale below 6.1e-5, a range far from 0)."""
+    steps, scale, zero_point = int8.quantize_activations(x)
+    expected_steps, expected_scale, expected_zero_point = _torchs_quantization(x)
+    assert (scale, zero_point) == (expected_scale, expected_zero_point)
+    assert steps.dtype == torch.uint8 and steps.shape == x.shape and torch.equal(steps, expected_steps)
+
+
+def test_oneDNNs_activation_steps_match_torch_on_random_ranges():
+    """The same on 2,000 random tensors whose ranges span 40 orders of magnitude, one side or both."""
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2000):
+        low_exponent, span = torch.randint(-30, 10, (2,), generator=generator).tolist()
+        x = torch.randn(3, 17, generator=generator) * 10.0**low_exponent * 10.0 ** (span % 5)
+        x = x + torch.randn(1, generator=generator) * 10.0 ** (low_exponent + span % 7)  # off-centre
+        steps, scale, zero_point = int8.quantize_activations(x)
+        expected_steps, expected_scale, expected_zero_point = _torchs_quantization(x)
+        assert (scale, zero_point) == (expected_scale, expected_zero_point), x
+        assert torch.equal(steps, expected_steps)
+
+
+def test_the_library_named_in_the_environment_is_used_and_a_bad_name_refused(tiny_dir, own_cache, monkeypatch):
+    for library in LIBRARIES_HERE:
+        monkeypatch.setenv("MINIBERT_INT8", library)
+        model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+        assert model.int8_library == library and {layer.library for _, layer in int8_layers(model)} == {library}
+    monkeypatch.setenv("MINIBERT_INT8", "int9")
+    with pytest.raises(ValueError, match=r"MINIBERT_INT8 must be one of auto, fbgemm, onednn; got 'int9'"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+    monkeypatch.setenv("MINIBERT_INT8", "onednn")
+    monkeypatch.setattr(int8_check, "library_unavailable", lambda library: "torch 9.9 is built without oneDNN")
+    with pytest.raises(QuantizationError, match="MINIBERT_INT8 asks for onednn, which cannot run here: torch 9.9 "):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+
+
+@pytest.mark.parametrize("speedups,chosen", [({"fbgemm": 1.5, "onednn": 3.0}, "onednn"),
+                                             ({"fbgemm": 1.5, "onednn": 1.52}, "fbgemm"),  # within the margin
+                                             ({"fbgemm": 1.5}, "fbgemm")])  # fmt: skip
+def test_the_library_is_the_one_measured_fastest(tiny_dir, own_cache, monkeypatch, speedups, chosen):
+    monkeypatch.delenv("MINIBERT_INT8", raising=False)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: speedups)
+    assert BertModel.from_pretrained(tiny_dir, dtype="int8").int8_library == chosen
+
+
+def test_the_speed_of_each_library_is_measured_once_and_cached(own_cache, monkeypatch):
+    timed = []
+    real = int8_check.time_candidates_against_float32
+
+    def counted(hidden, intermediate, candidates, **kwargs):
+        timed.append(sorted(candidates))  # every library in the same interleaved rounds
+        return real(hidden, intermediate, candidates, **kwargs)
+
+    monkeypatch.setattr(int8_check, "time_candidates_against_float32", counted)
+    first = int8_check.int8_speedups(32, 64, budget=0.0)
+    assert set(first) == set(LIBRARIES_HERE) and timed == [sorted(LIBRARIES_HERE)]
+    assert all(isinstance(value, float) and value > 0 for value in first.values())
+    assert int8_check.int8_speedups(32, 64, budget=0.0) == first and len(timed) == 1  # read back, not timed
+
+
+def test_the_cosine_verdict_is_kept_per_library(tiny_dir, own_cache, monkeypatch):
+    """Two libraries may round differently (and without int8 dot products, sum differently): each
+    is checked against float32 on its own, never under the other's verdict."""
+    if len(LIBRARIES_HERE) < 2:
+        pytest.skip("one int8 library runs here")
+    reasons = []
+    for library in ("fbgemm", "onednn", "fbgemm"):
+        monkeypatch.setenv("MINIBERT_INT8", library)
+        reasons.append(BertModel.from_pretrained(tiny_dir, dtype="int8").int8_check.reason)
+    assert reasons == ["measured", "measured", "cached"]
+
+
+def test_a_measurement_first_settles_glibcs_malloc_so_runs_are_not_page_faulted_afresh():
+    """measure.settle_the_allocator: in a fresh process a 4 MiB tensor comes from mmap (glibc's
+    default threshold is 128 KiB: freed, it goes back to the kernel, and the next run page-faults it
+    again); after the settling block is freed, glibc's own adaptive rule serves a 16 MiB one from
+    the heap."""
+    import subprocess
+
+    program = """
+import ctypes, torch
+from minibert.speed.measure import settle_the_allocator
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+libc = ctypes.CDLL("libc.so.6"); libc.mallinfo2.restype = Info
+def mapped_for(size):  # (freeing the block at return raises glibc's threshold to its size)
+    before = libc.mallinfo2().hblkhd
+    block = torch.empty(size, dtype=torch.uint8)
+    return libc.mallinfo2().hblkhd - before
+first = mapped_for(4 * 2**20)
+settle_the_allocator()
+print(first, mapped_for(16 * 2**20))  # above what the first block taught glibc: only the settling explains 0
+"""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's malloc")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout.split()
+    before, after = map(int, out)
+    assert before >= 4 * 2**20 and after == 0, (before, after)
+
+
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_an_int8_model_on_each_library_copies_pickles_and_refuses_a_backward_pass(tiny_dir, own_cache, monkeypatch,
+                                                                                   library):
+    import copy
+    import pickle
+
+    monkeypatch.setenv("MINIBERT_INT8", library)
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+    ids = torch.tensor([[5, 17, 33, 99, 4]])
+    with torch.inference_mode():
+        expected = model(ids).last_hidden_state
+        for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+            assert clone.layers[0].attention.query.library == library
+            assert torch.equal(clone(ids).last_hidden_state, expected)
+    with pytest.raises(QuantizationError, match="backward pass reached a layer loaded in int8"):
+        model(ids).last_hidden_state.sum().backward()
 
 
 def _heap_in_use() -> int:

@@ -47,7 +47,7 @@ def int8_model(tiny_dir, tmp_path_factory):
     """One int8 model for the cases that only run it (loading costs ~2 s on a loaded 2-core machine)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MINIBERT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        patch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 2.0)
+        patch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 2.0})
         return BertModel.from_pretrained(tiny_dir, dtype="int8")
 
 
@@ -55,7 +55,7 @@ def int8_model(tiny_dir, tmp_path_factory):
 def own_cache(tmp_path, monkeypatch):
     """A fresh measurement cache per test, and the speed verdict fixed (no timing in these tests)."""
     monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(int8_check, "int8_speedup", lambda hidden, intermediate: 2.0)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 2.0})
 
 
 # --- dtype spellings ---------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def test_a_forged_passing_entry_for_the_same_file_is_what_the_floor_reads(tmp_pa
     from minibert.speed.int8_check import _check_key
 
     directory = _save(BertModel, tmp_path / "model")
-    key = _check_key(directory / "model.safetensors")
+    key = _check_key(directory / "model.safetensors", "fbgemm")  # own_cache: FBGEMM measured fastest
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "gemm.json").write_text(json.dumps({key: {"int8_mean_cosine": 0.5, "int8_worst_cosine": 0.4,
                                                                     "texts": 8}}))  # fmt: skip

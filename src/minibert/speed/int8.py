@@ -19,10 +19,20 @@ projections) become ``Int8Linear``: ``y = x·Wᵀ + b`` with
 Attention's scores and softmax, LayerNorm, GELU, the residual stream, the embeddings, the pooler and
 the task heads stay float32: they are a sliver of the FLOPs and most of the sensitivity.
 
-The GEMM is FBGEMM's (Facebook's int8 matrix library, inside PyTorch's x86 builds), reached
-through ``torch.ops.quantized.linear_dynamic`` on weights packed once by
-``torch.ops.quantized.linear_prepack``: a library made for it, not a kernel written here. Why this
-one, and the measured alternatives: docs/int8.md.
+The GEMM comes from a library made for it, not a kernel written here, and which one is measured
+per CPU (int8_check.choose_library, like the float32 GEMM's library in gemm.py), among the two
+inside PyTorch's x86 builds (``LIBRARIES``):
+
+* ``"fbgemm"``: FBGEMM (Facebook's int8 matrix library) through ``torch.ops.quantized.linear_dynamic``
+  on weights packed once by ``torch.ops.quantized.linear_prepack``; it quantizes x itself. Its
+  kernels use AVX2 and AVX-512 VNNI, never AMX.
+* ``"onednn"``: oneDNN's int8 matmul through ``torch.ops.onednn.qlinear_pointwise`` on weights packed
+  once by ``torch.ops.onednn.qlinear_prepack``; x is quantized by ``torch.quantize_per_tensor_dynamic``,
+  the same rule FBGEMM applies inside. It uses AMX where the CPU has it: 2.5-3x FBGEMM there.
+
+Both multiply the same int8 weights by the same int8 activations. Where the CPU has int8 dot-product
+instructions both sum the products exactly in int32, so they differ only in float32 rounding;
+without them FBGEMM sums pairs in 16 bits first (docs/int8.md). Measurements: docs/int8.md.
 
 An int8 model only runs forward: there is no gradient through an int8 weight, and a backward pass
 raises ``QuantizationError`` (fine-tune the float32 model, then load it in int8). Saving writes the
@@ -33,8 +43,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import warnings
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -45,6 +57,7 @@ log = logging.getLogger("minibert.int8")
 
 # The quantized engines that run FBGEMM's dynamic int8 linear (x86 = FBGEMM + oneDNN, picked per op).
 ENGINES = ("x86", "fbgemm")
+LIBRARIES = ("fbgemm", "onednn")  # the int8 GEMMs to choose from, by measurement (int8_check.choose_library)
 PROJECTIONS = {"attention": ("query", "key", "value", "output"), "feed_forward": ("intermediate", "output")}
 
 
@@ -54,12 +67,14 @@ class Int8Linear(nn.Module):
 
         >>> linear = nn.Linear(4, 3)
         >>> Int8Linear(linear)
-        Int8Linear(in_features=4, out_features=3, weight=int8 per channel, activations=int8 dynamic)
+        Int8Linear(in_features=4, out_features=3, weight=int8 per channel, activations=int8 dynamic, library=fbgemm)
     """
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear, library: str = "fbgemm"):
         super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
+        if library not in LIBRARIES:
+            raise ValueError(f"the int8 library must be one of {', '.join(LIBRARIES)}; got {library!r}")
+        self.in_features, self.out_features, self.library = linear.in_features, linear.out_features, library
         weight = linear.weight.detach().float()  # (out, in)
         scale = (weight.abs().amax(dim=1) / 127).clamp_min(torch.finfo(torch.float32).tiny)  # (out,)
         bias = None if linear.bias is None else linear.bias.detach().float().clone()
@@ -67,8 +82,42 @@ class Int8Linear(nn.Module):
             warnings.simplefilter("ignore", UserWarning)
             zero_points = torch.zeros(self.out_features, dtype=torch.long)
             quantized = torch.quantize_per_channel(weight, scale.double(), zero_points, 0, torch.qint8)
-            with fbgemm_engine():
-                self.packed = torch.ops.quantized.linear_prepack(quantized, bias)
+            if library == "fbgemm":
+                with fbgemm_engine():
+                    self.packed = torch.ops.quantized.linear_prepack(quantized, bias)
+            else:
+                self._pack_onednn(quantized.int_repr(), quantized.q_per_channel_scales().float(), bias)
+
+    def _pack_onednn(self, weight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None) -> None:
+        """oneDNN's packed int8 weight (its own blocked layout, one byte a weight; no other copy is
+        kept) from the int8 weight (out, in), with its scale per output channel and the bias."""
+        self.packed = torch.ops.onednn.qlinear_prepack(weight, None)
+        self.weight_scale, self.bias = scale, bias  # (out,) float32; (out,) float32 or None
+        self.weight_zero_point = torch.zeros(self.out_features, dtype=torch.long)  # symmetric: all 0
+
+    def __getstate__(self) -> dict:
+        """A copy or a pickle holds oneDNN's weight as the plain int8 matrix (oneDNN's packed tensor has
+        no storage to copy): ``__setstate__`` packs it again. FBGEMM's packed weight pickles itself."""
+        state = self.__dict__.copy()
+        if self.library == "onednn":
+            state["packed"] = self.packed.to_dense().t().contiguous()  # (in, out) blocked → (out, in) int8
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if self.library == "onednn":
+            self._pack_onednn(self.packed, self.weight_scale, self.bias)
+
+    def multiply(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., in) float32 → x·Wᵀ + b (..., out) float32, in the layer's int8 library: x quantized
+        to 8 bits (unsigned, with a zero point) from its own minimum and maximum, per call."""
+        if self.library == "fbgemm":
+            return torch.ops.quantized.linear_dynamic(x, self.packed, False)
+        steps, scale, zero_point = quantize_activations(x)
+        return torch.ops.onednn.qlinear_pointwise(
+            steps, scale, zero_point, self.packed, self.weight_scale, self.weight_zero_point,
+            self.bias, 1.0, 0, torch.float32, "none", [], "",
+        )  # fmt: skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != torch.float32 or x.device.type != "cpu":  # FBGEMM's own error names neither layer nor why
@@ -78,19 +127,73 @@ class Int8Linear(nn.Module):
                 "layers; do not move or cast it (.to(), .half(), .double()) after loading, load it again instead"
             )
         if torch.is_grad_enabled() and x.requires_grad:  # a forward that autograd records: its backward refuses
-            return _NoGradient.apply(x, self.packed)
-        return torch.ops.quantized.linear_dynamic(x, self.packed, False)
+            return _NoGradient.apply(x, self)
+        return self.multiply(x)
 
     def stored_bytes(self) -> int:
-        """The bytes this layer's weights hold by content: one int8 per weight, and per output
-        channel a float32 scale, an int32 zero point, FBGEMM's int32 column sum and the float32
-        bias. (FBGEMM's packed layout also pads the input dimension to its block of rows, 512 on
-        AVX2: measured heap in docs/int8.md.)"""
+        """The bytes this layer's weights hold by content: one int8 per weight, and 16 bytes per
+        output channel (FBGEMM: a float32 scale, an int32 zero point, its int32 column sum and the
+        float32 bias; oneDNN: the float32 scale and bias and an int64 zero point). (FBGEMM's packed
+        layout also pads the input dimension to its block of rows, 512 on AVX2: measured heap in
+        docs/int8.md.)"""
         return self.in_features * self.out_features + 16 * self.out_features
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, weight=int8 per channel, "
-                "activations=int8 dynamic")  # fmt: skip
+                f"activations=int8 dynamic, library={self.library}")  # fmt: skip
+
+
+# torch's ChooseQuantizationParams (ATen/native/quantized/cpu/QuantUtils.h) raises a scale below this.
+_SMALL_SCALE = np.float32(6.1e-5)
+
+
+def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, float, int]:
+    """x (..., in) float32 → its 8-bit steps (..., in) uint8, with the scale and zero point that
+    ``torch.quantize_per_tensor_dynamic(x, torch.quint8, reduce_range=False)`` would choose (so the
+    same numbers as FBGEMM's dynamic linear): x ≈ scale · (steps − zero_point), all 256 levels.
+
+    Twice as fast as that call followed by ``int_repr()`` (measured on 2,048×3,072: 1.5 against
+    3.1 ms): one parallel pass for the range (``aminmax``, where torch's call makes two serial
+    ones), and the quantized tensor's bytes taken as they are instead of copied."""
+    lowest, highest = (float(value) for value in torch.aminmax(x))
+    if not (math.isfinite(lowest) and math.isfinite(highest)):  # torch's own call, and its own error
+        quantized = torch.quantize_per_tensor_dynamic(x, torch.quint8, False)
+        return quantized.int_repr(), quantized.q_scale(), quantized.q_zero_point()
+    scale, zero_point = choose_quantization_params(lowest, highest)
+    quantized = torch.quantize_per_tensor(x, scale, zero_point, torch.quint8)
+    steps = torch.empty(0, dtype=torch.uint8).set_(quantized.untyped_storage(), 0, quantized.shape, quantized.stride())
+    return steps, scale, zero_point
+
+
+def choose_quantization_params(lowest: float, highest: float) -> tuple[float, int]:
+    """torch's ``ChooseQuantizationParams(min, max, 0, 255)`` (QuantUtils.h), step by step, in its
+    own float32 and float64 arithmetic: the range widened to hold 0, the scale (max − min) / 255 (a
+    tiny one raised to 6.1e-5, the range stretched with it), the zero point from whichever end adds
+    the smaller error, rounded half to even into 0..255.
+
+        >>> choose_quantization_params(-1.0, 3.0)
+        (0.01568627450980392, 64)
+    """
+    f32 = np.float32
+    low, high = min(f32(lowest), f32(0)), max(f32(highest), f32(0))
+    scale = (float(high) - float(low)) / 255
+    with np.errstate(divide="ignore", over="ignore"):
+        if f32(scale) == 0 or math.isinf(f32(1) / f32(scale)):
+            scale = 0.1
+    if scale < _SMALL_SCALE:
+        original = f32(scale)
+        scale = float(_SMALL_SCALE)
+        if low == 0:
+            high = _SMALL_SCALE * f32(255)
+        elif high == 0:
+            low = -_SMALL_SCALE * f32(255)
+        else:
+            amplifier = _SMALL_SCALE / original
+            low, high = low * amplifier, high * amplifier  # float32, as in C++
+    from_min, from_max = 0 - float(low) / scale, 255 - float(high) / scale
+    error_min, error_max = 0 - abs(float(low) / scale), 255 - abs(float(high) / scale)
+    zero_point = from_min if error_min < error_max else from_max
+    return scale, 0 if zero_point < 0 else 255 if zero_point > 255 else round(zero_point)  # half to even
 
 
 @contextlib.contextmanager
@@ -115,8 +218,8 @@ class _NoGradient(torch.autograd.Function):
     """The int8 product, recorded so that a backward pass through it says why it cannot run."""
 
     @staticmethod
-    def forward(ctx, x, packed):
-        return torch.ops.quantized.linear_dynamic(x, packed, False)
+    def forward(ctx, x, layer):
+        return layer.multiply(x)
 
     @staticmethod
     def backward(ctx, grad):
@@ -147,11 +250,26 @@ def has_int8_dot_product() -> bool:
     return bool(cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
-def quantize(model: nn.Module, release=None) -> int:
-    """Swap every encoder layer's six projections for ``Int8Linear`` (the model must be float32,
-    on the CPU); returns how many. The feed-forward's activation is put back in place first if the
-    GEMM backend had fused it (gemm.py's ``onednn-fused``). ``release``: called on each float32
-    weight once its int8 layer is made (a mapped checkpoint's pages given back: seam.py)."""
+def library_unavailable(library: str) -> str | None:
+    """Why this int8 library cannot run here, or None (FBGEMM: ``unavailable_reason``; oneDNN's int8
+    matmul also needs torch built with oneDNN, and is tried once on a tiny layer)."""
+    reason = unavailable_reason()
+    if reason is not None or library == "fbgemm":
+        return reason
+    if not torch.backends.mkldnn.is_available():
+        return f"torch {torch.__version__} is built without oneDNN"
+    try:
+        Int8Linear(nn.Linear(4, 4), "onednn")(torch.ones(1, 4))
+    except (RuntimeError, AttributeError) as error:  # AttributeError: no such operator in this torch
+        return f"oneDNN's int8 matmul does not run here ({str(error).splitlines()[0][:160]})"
+    return None
+
+
+def quantize(model: nn.Module, release=None, library: str = "fbgemm") -> int:
+    """Swap every encoder layer's six projections for ``Int8Linear`` on ``library`` (the model must
+    be float32, on the CPU); returns how many. The feed-forward's activation is put back in place
+    first if the GEMM backend had fused it (gemm.py's ``onednn-fused``). ``release``: called on each
+    float32 weight once its int8 layer is made (a mapped checkpoint's pages given back: seam.py)."""
     from .packed_linear import encoder_layers, use_backend
 
     refuse_if_unable(model)
@@ -162,11 +280,11 @@ def quantize(model: nn.Module, release=None) -> int:
             part = getattr(layer, part_name)
             for name in names:
                 linear = getattr(part, name)
-                setattr(part, name, Int8Linear(linear))
+                setattr(part, name, Int8Linear(linear, library))
                 if release is not None:
                     release(linear.weight)
                 count += 1
-    model.gemm_backend = "int8"
+    model.gemm_backend, model.int8_library = "int8", library
     return count
 
 

@@ -9,17 +9,25 @@ with the measured figure, never run. The verdict is cached with the other measur
 ~/.cache/minibert/gemm.json), keyed by the checkpoint file (path, size, modification time, inode,
 change time), the CPU and torch: a later load of the same file pays nothing.
 
+Before quantizing, ``choose_library`` picks the int8 GEMM library (int8.LIBRARIES: FBGEMM or oneDNN)
+the way gemm.py picks float32's: each one that runs here is timed against float32 on one layer's six
+projections (``int8_speedups``: measure.py's one rule, like bf16's), once per CPU, torch, thread
+count and shapes, and cached; ``$MINIBERT_INT8`` (fbgemm, onednn, auto) names one instead. The
+cosine verdict is kept per library, since their numbers may differ (docs/int8.md).
+
 The same module says once per process, as a warning, where int8 is measured slower than float32 on
-this CPU (``int8_speedup``: one layer's six projections, timed by measure.py's one rule like bf16's), or where the CPU
-has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI, AMX) and FBGEMM emulates them: int8
-still runs (it was asked for by name), and the user learns what it buys here. ``dtype="auto"`` never picks
-int8: it changes the numbers more than bfloat16 does, so it is always asked for by name.
+this CPU, or where the CPU has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI, AMX) and FBGEMM
+emulates them: int8 still runs (it was asked for by name), and the user learns what it buys here.
+``dtype="auto"`` never picks int8: it changes the numbers more than bfloat16 does, so it is always
+asked for by name.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +38,16 @@ from torch import nn
 from ..errors import QuantizationError
 from .cache import cache_key, read_cache, write_cache
 from .cpu import cpu_name
-from .int8 import Int8Linear, file_signature, has_int8_dot_product, quantize, refuse_if_unable
-from .measure import time_against_float32
+from .int8 import (
+    LIBRARIES,
+    Int8Linear,
+    file_signature,
+    has_int8_dot_product,
+    library_unavailable,
+    quantize,
+    refuse_if_unable,
+)
+from .measure import time_candidates_against_float32
 
 log = logging.getLogger("minibert.int8")
 
@@ -53,8 +69,20 @@ CALIBRATION_TEXTS = (
     "1 2 3 4 5 6 7 8 9 10 — numbers, dates (2024-05-01) and $12.50 prices",
 )
 SPEED_TOKENS = 1024  # rows of the int8-vs-float32 timing: what one embedding batch gives a GEMM
+# oneDNN must be this much faster than FBGEMM to be chosen: FBGEMM is the library the accuracy figures
+# were first measured on (docs/int8.md), and a tie should not flip between runs with the machine's noise.
+LIBRARY_MARGIN = 0.05
 _warned: set[str] = set()
 INT8_INSTRUCTIONS = "AVX-512 VNNI, AVX-VNNI or AMX"  # what has_int8_dot_product looks for
+
+
+@dataclass(frozen=True)
+class Int8Library:
+    """The int8 GEMM library a model runs on, and what it measured against float32 here."""
+
+    name: str  # int8.LIBRARIES
+    speedup: float  # float32 seconds / int8 seconds, one layer's six projections (int8_speedups)
+    reason: str  # "measured" (this process or cached: the same verdict) or "MINIBERT_INT8"
 
 
 @dataclass(frozen=True)
@@ -75,21 +103,23 @@ def load_int8(model: nn.Module, weights_file: Path | None = None, release=None) 
     float32 reference has run through it, and each projection's once it is in int8, so the whole
     float32 model is never held beside its int8 layers."""
     refuse_if_unable(model)  # before the calibration runs the model (on "meta" it would fail deep inside torch)
-    key = _check_key(weights_file) if weights_file is not None else None
+    config = getattr(model, "bert", model).config
+    library = choose_library(config.hidden_size, config.intermediate_size)
+    key = _check_key(weights_file, library.name) if weights_file is not None else None
     if weights_file is not None:  # float32_twin reads this file again, and refuses if it has changed since
         model.int8_weights_file = (Path(weights_file), file_signature(weights_file))
     cached = _cached_check(key)
     if cached is None:
         batch = calibration_batch(model)
         before = sentence_vectors(model, batch, release)  # (texts, H) float32
-        quantize(model, release)
+        quantize(model, release, library.name)
         cosines = F.cosine_similarity(before, sentence_vectors(model, batch), dim=1)  # (texts,)
         check = Int8Check(float(cosines.mean()), float(cosines.min()), len(cosines), "measured")
         if key is not None and math.isfinite(check.worst_cosine) and math.isfinite(check.mean_cosine):
             write_cache(key, {"int8_mean_cosine": check.mean_cosine, "int8_worst_cosine": check.worst_cosine,
                               "texts": check.texts})  # fmt: skip
     else:
-        quantize(model, release)
+        quantize(model, release, library.name)
         check = cached
     from .malloc import hand_back_freed_memory
 
@@ -102,9 +132,9 @@ def load_int8(model: nn.Module, weights_file: Path | None = None, release=None) 
             f"{check.worst_cosine:.6f} to float32 on the worst of {check.texts} calibration texts (mean "
             f"{check.mean_cosine:.4f}; the floor is {COSINE_FLOOR}); load it in float32"
         )
-    log.info("%s in int8: cosine to float32 %.4f mean, %.4f worst on %d calibration texts (%s)", source,
-             check.mean_cosine, check.worst_cosine, check.texts, check.reason)  # fmt: skip
-    _say_what_int8_buys(model)
+    log.info("%s in int8: cosine to float32 %.4f mean, %.4f worst on %d calibration texts (%s; %s's int8 GEMMs)",
+             source, check.mean_cosine, check.worst_cosine, check.texts, check.reason, library.name)  # fmt: skip
+    _say_what_int8_buys(config, library)
     return check
 
 
@@ -148,15 +178,15 @@ def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=N
     return (states * mask).sum(1) / mask.sum(1).clamp_min(1)
 
 
-def _check_key(weights_file: Path) -> str | None:
-    """The cosine verdict's key: the machine (cache.cache_key; no thread count changes a cosine) and the
-    checkpoint file, down to its inode and change time."""
+def _check_key(weights_file: Path, library: str) -> str | None:
+    """The cosine verdict's key: the machine (cache.cache_key; no thread count changes a cosine), the
+    int8 library, and the checkpoint file, down to its inode and change time."""
     signature = file_signature(weights_file)  # size, mtime, inode, ctime: a replaced file is measured again
     if signature is None:
         return None
     size, mtime, inode, ctime = signature
-    return cache_key("int8 vs float32", str(Path(weights_file).resolve()), f"{size} bytes", f"mtime {mtime}",
-                     f"inode {inode}", f"ctime {ctime}", threads=False)  # fmt: skip
+    return cache_key("int8 vs float32", f"library {library}", str(Path(weights_file).resolve()), f"{size} bytes",
+                     f"mtime {mtime}", f"inode {inode}", f"ctime {ctime}", threads=False)  # fmt: skip
 
 
 def _cached_check(key: str | None) -> Int8Check | None:
@@ -173,40 +203,63 @@ def _cached_check(key: str | None) -> Int8Check | None:
 # --- is int8 faster here? -------------------------------------------------------------------------
 
 
-def int8_speedup(hidden: int, intermediate: int, budget: float = 0.4) -> float:
-    """float32 seconds / int8 seconds for one encoder layer's six projections (4 × H→H, H→F, F→H)
-    on ``SPEED_TOKENS`` rows of random data, at the process's thread count: the best of interleaved
-    rounds within ``budget`` seconds (at least two; ``measure.time_against_float32``). Cached per
-    CPU, torch, threads and shapes."""
+def choose_library(hidden: int, intermediate: int) -> Int8Library:
+    """The int8 GEMM library for a model of these shapes: ``$MINIBERT_INT8`` where it names one
+    (refused if it cannot run here), else the one measured fastest against float32 here
+    (``int8_speedups``), FBGEMM unless oneDNN is ``LIBRARY_MARGIN`` faster."""
+    requested = os.environ.get("MINIBERT_INT8", "auto").strip().lower() or "auto"
+    if requested != "auto" and requested not in LIBRARIES:
+        raise ValueError(f"MINIBERT_INT8 must be one of auto, {', '.join(LIBRARIES)}; got {requested!r}")
+    if requested != "auto":
+        reason = library_unavailable(requested)
+        if reason is not None:
+            raise QuantizationError(f"MINIBERT_INT8 asks for {requested}, which cannot run here: {reason}")
+        return Int8Library(requested, int8_speedups(hidden, intermediate)[requested], "MINIBERT_INT8")
+    speedups = int8_speedups(hidden, intermediate)
+    faster = speedups.get("onednn", 0.0) > speedups["fbgemm"] * (1 + LIBRARY_MARGIN)
+    name = "onednn" if faster else "fbgemm"
+    return Int8Library(name, speedups[name], "measured")
+
+
+def int8_speedups(hidden: int, intermediate: int, budget: float = 0.4) -> dict[str, float]:
+    """{library: float32 seconds / int8 seconds} for one encoder layer's six projections (4 × H→H,
+    H→F, F→H) on ``SPEED_TOKENS`` rows of random data, at the process's thread count, for each int8
+    library that runs here: the best of the same interleaved rounds, float32 and every library, within
+    ``budget`` seconds per library (at least three, the first a warm-up:
+    ``measure.time_candidates_against_float32``). Cached per CPU, torch, threads and shapes."""
     key = cache_key("int8 speed vs float32", f"{hidden}x{intermediate}")
     record = read_cache().get(key)
-    if isinstance(record, dict) and isinstance(record.get("speedup"), float):
-        return record["speedup"]
-    times = time_against_float32(hidden, intermediate, Int8Linear, tokens=SPEED_TOKENS, budget=budget, max_rounds=8)
-    speedup = round(times.speedup, 3)
-    write_cache(key, {"speedup": speedup})
-    return speedup
+    speedups = record.get("speedups") if isinstance(record, dict) else None
+    if (isinstance(speedups, dict) and isinstance(speedups.get("fbgemm"), float)
+            and all(name in LIBRARIES and isinstance(value, float) for name, value in speedups.items())):  # fmt: skip
+        return speedups
+    candidates = {library: functools.partial(Int8Linear, library=library) for library in LIBRARIES
+                  if library_unavailable(library) is None}  # fmt: skip
+    times = time_candidates_against_float32(hidden, intermediate, candidates, tokens=SPEED_TOKENS,
+                                            budget=budget * len(candidates), max_rounds=24, min_rounds=3)  # fmt: skip
+    speedups = {library: round(measured.speedup, 3) for library, measured in times.items()}
+    write_cache(key, {"speedups": speedups})
+    return speedups
 
 
-def _say_what_int8_buys(model: nn.Module) -> None:
+def _say_what_int8_buys(config, library: Int8Library) -> None:
     """One warning per process and shape where int8 is not what it is on a CPU made for it: slower
     than float32 here (it buys no speed), or faster but without int8 dot-product instructions (FBGEMM
     emulates them with two AVX2 instructions and a 16-bit intermediate, so it gains far less than the
     2-4x such CPUs show)."""
-    config = getattr(model, "bert", model).config
     shapes = f"{config.hidden_size}x{config.intermediate_size}"
     if shapes in _warned:
         return
     dot_product = has_int8_dot_product()
-    speedup = int8_speedup(config.hidden_size, config.intermediate_size)
+    speedup = library.speedup
     if speedup > 1.0 and dot_product:
         return
     _warned.add(shapes)
     if speedup <= 1.0:
         why = "" if dot_product else f" (no int8 dot-product instructions: {INT8_INSTRUCTIONS})"
-        log.warning("int8 measured %.2fx float32 on %s%s for %s projections: dtype='int8' runs, but buys no speed "
-                    "here", speedup, cpu_name(), why, shapes)  # fmt: skip
+        log.warning("int8 (%s) measured %.2fx float32 on %s%s for %s projections: dtype='int8' runs, but buys no "
+                    "speed here", library.name, speedup, cpu_name(), why, shapes)  # fmt: skip
     else:
-        log.warning("int8 measured %.2fx float32 on %s for %s projections: this CPU has no int8 dot-product "
+        log.warning("int8 (%s) measured %.2fx float32 on %s for %s projections: this CPU has no int8 dot-product "
                     "instructions (%s), so FBGEMM emulates them with AVX2 and int8 gains less here than on a CPU "
-                    "that has them", speedup, cpu_name(), shapes, INT8_INSTRUCTIONS)  # fmt: skip
+                    "that has them", library.name, speedup, cpu_name(), shapes, INT8_INSTRUCTIONS)  # fmt: skip

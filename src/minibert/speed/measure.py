@@ -31,7 +31,7 @@ BUDGET_SECONDS = 0.2  # a measurement's share of a cold start (a cached verdict 
 
 def best_times(
     runs: dict, thread_counts: list[int], started: float, budget: float, max_rounds: int,
-    sample_seconds: float = 0.0, grad: bool = False, min_rounds: int = 2,
+    sample_seconds: float = 0.0, grad: bool = False, min_rounds: int = 2, warm_each: bool = False,
 ) -> dict:  # fmt: skip
     """{(threads, key): best seconds} of each run at each thread count: interleaved rounds (each
     round in the other order than the last) until the next round would pass ``budget`` seconds
@@ -42,7 +42,10 @@ def best_times(
     ``sample_seconds``: each timed sample repeats its run until it lasts about that long (as many
     times as the fastest warm-up run fits in it), so that work of microseconds is timed above the
     clock's noise. ``grad``: the runs record gradients (a training step), so they run outside
-    ``torch.inference_mode()``."""
+    ``torch.inference_mode()``. ``warm_each``: each run is run once more, untimed, right before its
+    timed sample, so that it is timed as it runs in a model that uses only it, not just after another
+    library (on an Intel Xeon with AMX, oneDNN's int8 GEMMs ran 1.6x slower right after FBGEMM's)."""
+    settle_the_allocator()
     jobs = [(threads, key) for threads in thread_counts for key in runs]
     best = dict.fromkeys(jobs, float("inf"))
     warm = dict.fromkeys(jobs, float("inf"))
@@ -53,6 +56,8 @@ def best_times(
                 round_started = time.perf_counter()
                 for threads, key in jobs if rounds % 2 == 0 else reversed(jobs):
                     torch.set_num_threads(threads)
+                    if warm_each:
+                        runs[key]()
                     start = time.perf_counter()
                     for _ in range(repeats):
                         runs[key]()
@@ -68,6 +73,27 @@ def best_times(
     finally:
         torch.set_num_threads(previous)
     return best
+
+
+# glibc serves a block this large or larger from mmap and, when one is freed, raises its threshold to it
+# (its own adaptive rule, capped at 32 MiB on 64-bit): the largest size that rule still follows.
+_SETTLING_BYTES = 32 * 2**20 - 2**16
+
+
+def settle_the_allocator() -> None:
+    """Put glibc's malloc where it settles anyway in a program that has freed one large tensor.
+
+    By default glibc serves blocks of more than 128 KiB with ``mmap`` and hands them back when freed,
+    so each run's outputs are page-faulted afresh, by an amount that depends on what ran before. It
+    made timings bimodal: oneDNN's int8 projections (MiniLM's shapes, 1,024 rows, on an Intel Xeon
+    with AMX) measured 4.5 ms in one process and 8.5-9 ms in the next, every round of the
+    measurement alike, and picked the slower library. Freeing one block of just under 32 MiB raises
+    glibc's own thresholds (mmap to that size, trim to twice it), as the first large tensor a program
+    frees does; blocks below it then come from the heap, and the runs time what they compute. No
+    setting is made: with ``keep_freed_memory`` (malloc.py) or a user's ``mallopt`` it changes nothing.
+    Untouched, the block costs no page faults."""
+    block = torch.empty(_SETTLING_BYTES, dtype=torch.uint8)
+    del block
 
 
 def projection_shapes(hidden: int, intermediate: int) -> list[tuple[int, int]]:
@@ -116,6 +142,30 @@ def time_against_float32(
     copy of each layer and returns the module that runs it (``Int8Linear``, a bfloat16 copy, ...),
     which is fed inputs of ``dtype``. ``backward``: a training step, forward then the gradients
     of inputs and weights (``flops`` three times the forward's)."""
+    return time_candidates_against_float32(
+        hidden, intermediate, {"candidate": candidate}, tokens=tokens, budget=budget, max_rounds=max_rounds,
+        dtype=dtype, backward=backward, sample_seconds=sample_seconds, min_rounds=min_rounds,
+    )["candidate"]  # fmt: skip
+
+
+def time_candidates_against_float32(
+    hidden: int,
+    intermediate: int,
+    candidates: dict[str, Callable[[nn.Linear], nn.Module]],
+    *,
+    tokens: int,
+    budget: float,
+    max_rounds: int = 12,
+    dtype: torch.dtype = torch.float32,
+    backward: bool = False,
+    sample_seconds: float = 0.0,
+    min_rounds: int = 2,
+    warm_each: bool = False,
+) -> dict[str, ProjectionTimes]:
+    """``time_against_float32`` for several candidates at once ({name: candidate} → {name: times}),
+    all in the same interleaved rounds beside float32, so that a burst of load from elsewhere falls
+    on every one of them alike (int8_check.py times its two libraries so, with ``warm_each``:
+    ``best_times``)."""
     started = time.perf_counter()  # the set-up is part of the budget: a cold start pays for it
     generator = torch.Generator().manual_seed(0)
     layers = []
@@ -138,9 +188,10 @@ def time_against_float32(
 
     float32_inputs = {width: x.requires_grad_(backward) for width, x in inputs.items()}
     candidate_inputs = {width: x.detach().to(dtype).requires_grad_(backward) for width, x in inputs.items()}
-    runs = {"float32": run(layers, float32_inputs),
-            "candidate": run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)}  # fmt: skip
+    runs = {"float32": run(layers, float32_inputs)}
+    for name, candidate in candidates.items():
+        runs[name] = run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)
     threads = torch.get_num_threads()
-    best = best_times(runs, [threads], started, budget, max_rounds, sample_seconds, backward, min_rounds)
-    flops = 2 * tokens * sum(out * inp for out, inp in projection_shapes(hidden, intermediate))
-    return ProjectionTimes(best[threads, "float32"], best[threads, "candidate"], flops * (3 if backward else 1))
+    best = best_times(runs, [threads], started, budget, max_rounds, sample_seconds, backward, min_rounds, warm_each)
+    flops = 2 * tokens * sum(out * inp for out, inp in projection_shapes(hidden, intermediate)) * (3 if backward else 1)
+    return {name: ProjectionTimes(best[threads, "float32"], best[threads, name], flops) for name in candidates}
