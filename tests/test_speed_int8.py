@@ -298,6 +298,43 @@ def test_the_cosine_verdict_is_kept_per_library(tiny_dir, own_cache, monkeypatch
     assert reasons == ["measured", "measured", "cached"]
 
 
+@pytest.mark.skipif("onednn" not in LIBRARIES_HERE, reason="oneDNN's int8 matmul does not run here")
+@pytest.mark.parametrize("act", ["gelu", "gelu_new", "relu"])
+def test_onednns_int8_layer_applies_the_activation_as_the_function_would(act):
+    """The feed-forward's activation as oneDNN's post-op: the same function of the same float32
+    product (within float32's rounding of erf/tanh: 4 units of 2^-24 of each value, 1e-6 near 0)."""
+    from minibert.activations import ACTIVATIONS
+    from minibert.speed.packed_linear import FUSIBLE
+
+    torch.manual_seed(0)
+    linear, x = nn.Linear(64, 256), torch.randn(40, 64) * 3
+    fused = Int8Linear(linear, "onednn", FUSIBLE[act], ACTIVATIONS[act])
+    expected = ACTIVATIONS[act](Int8Linear(linear, "onednn")(x))
+    delta = (fused(x) - expected).abs()
+    assert "then" in repr(fused) and (delta <= 4 * 2**-24 * expected.abs() + 1e-6).all(), delta.max()
+    with pytest.raises(ValueError, match="FBGEMM's has no post-op"):
+        Int8Linear(linear, "fbgemm", FUSIBLE[act], ACTIVATIONS[act])
+
+
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_book_modules_and_back_on_each_library(tiny_dir, own_cache, monkeypatch, library):
+    """The book's float32 model (the activation in place, computing what from_pretrained in float32
+    does), then the int8 layers back, computing what they did, the activation fused again on oneDNN."""
+    monkeypatch.setenv("MINIBERT_INT8", library)
+    model, ids = BertModel.from_pretrained(tiny_dir, dtype="int8"), torch.tensor([[5, 17, 33, 99, 4]])
+    feed_forward = model.layers[0].feed_forward
+    assert (feed_forward.intermediate.post_op is not None) == (library == "onednn")
+    with torch.inference_mode():
+        before = model(ids).last_hidden_state
+        book = model.use_book_modules()(ids).last_hidden_state
+        float32 = BertModel.from_pretrained(tiny_dir)(ids).last_hidden_state
+        assert feed_forward.activation.__name__ != "_applied_already" and type(feed_forward.intermediate) is nn.Linear
+        assert (book - float32).abs().max() < 1e-5
+        after = model.use_book_modules(False)(ids).last_hidden_state
+    assert torch.equal(after, before) and model.gemm_backend == "int8"
+    assert (model.layers[0].feed_forward.activation.__name__ == "_applied_already") == (library == "onednn")
+
+
 def test_a_measurement_first_settles_glibcs_malloc_so_runs_are_not_page_faulted_afresh():
     """measure.settle_the_allocator: in a fresh process a 4 MiB tensor comes from mmap (glibc's
     default threshold is 128 KiB: freed, it goes back to the kernel, and the next run page-faults it

@@ -86,20 +86,20 @@ def use_book_modules(model: nn.Module, book: bool = True) -> None:
     """``book=True``: every layer back to model.py's classes (plain ``nn.Linear``, the activation in
     place) and attention written out (``use_fast_path = False``); ``book=False``: the speed the model
     had before, back. Either way twice is the same as once."""
-    from .int8 import float32_twin, int8_layers
+    from .int8 import float32_twin, fuse_activations, int8_layers
     from .packed_linear import use_backend
 
     saved: Speed | None = getattr(model, "_speed", None)
     if book and saved is None:
         encoders = [(name, module) for name, module in model.named_modules() if hasattr(module, "use_fast_path")]
         fast = {name: encoder.use_fast_path for name, encoder in encoders}
-        int8 = dict(int8_layers(model))
+        int8, backend = dict(int8_layers(model)), getattr(model, "gemm_backend", "mkl")
+        use_backend(model, "mkl")  # (first: an int8 layer that applies the activation gives it back)
         if int8:  # the float32 weights were not kept (a quarter of the memory): read again from the checkpoint
             twin = float32_twin(model)
             for name in int8:
                 model.set_submodule(name, twin.get_submodule(name))
-        model._speed = Speed(getattr(model, "gemm_backend", "mkl"), fast, int8)
-        use_backend(model, "mkl")
+        model._speed = Speed(backend, fast, int8)
         for name in fast:
             model.get_submodule(name).use_fast_path = False
     elif not book and saved is not None:
@@ -107,6 +107,7 @@ def use_book_modules(model: nn.Module, book: bool = True) -> None:
         for name, layer in saved.int8.items():
             model.set_submodule(name, layer)
         if saved.int8:
+            fuse_activations(model)
             model.gemm_backend = saved.gemm_backend
         for name, fast in saved.fast_attention.items():
             model.get_submodule(name).use_fast_path = fast
