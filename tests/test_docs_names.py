@@ -52,7 +52,8 @@ def _instances() -> dict[str, list]:
     heads = minibert.BertForSequenceClassification.from_pretrained(TINY, new_heads=True, num_labels=2)
     return {
         "tokenizer": [minibert.BertTokenizer.from_pretrained(TINY)],
-        "model": [minibert.BertModel.from_pretrained(TINY), heads],
+        "model": [minibert.BertModel.from_pretrained(TINY), heads,
+                  minibert.BertModel.from_pretrained(TINY, dtype="int8")],  # docs/int8.md: model.int8_library
         "embedder": [minibert.Embedder.from_pretrained(TINY)],
         "config": [minibert.BertModel.from_pretrained(TINY).config],
         "page": [minibert.explore(TINY, "the river bank")],  # docs/explore.md's Exploration

@@ -95,7 +95,8 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
                          "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
     int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
     if int8 and device is not None and device.type != "cpu":
-        raise QuantizationError(f"dtype='int8' runs on the CPU (FBGEMM, torch's int8 engine, has no GPU kernels); "
+        raise QuantizationError(f"dtype='int8' runs on the CPU (torch's int8 kernels, FBGEMM's and oneDNN's, "
+                                f"have none for a GPU); "
                                 f"asked for {device}: load it in float16 or bfloat16 there instead")  # fmt: skip
     dtype = _parse_dtype(dtype, config, device) or torch.float32
     label_config = dict(label_config or {})

@@ -17,8 +17,8 @@ The room, read in that order:
     packed_linear.py      the GEMM backends themselves: PackedLinear (oneDNN, prepacked), use_backend
     attention_threshold.py  up to which length attention is faster written out than fused
     bf16.py               dtype="auto": is bfloat16 measured faster than float32 here?
-    int8.py               dtype="int8": Int8Linear, FBGEMM's int8 projections
-    int8_check.py         int8 checked against float32 at load (cosine floor), and what it buys here
+    int8.py               dtype="int8": Int8Linear, the int8 projections (FBGEMM or oneDNN)
+    int8_check.py         int8 checked against float32 at load (cosine floor), its library measured, what it buys
     measure.py            THE measurement rule: best_times, and time_against_float32 (the six projections)
     cache.py              THE cache of verdicts: one file, one key function, one version
     cpu.py                the CPU's name and flags (/proc/cpuinfo), and their digest for the cache key

@@ -15,8 +15,8 @@ feed-forward's two projections)       ``onednn-fused``, when measured faster on 
 ``FeedForward.activation``            identity, the activation applied by the            one pass over the
                                       intermediate GEMM as it writes (``onednn-fused``)  (tokens × F) tensor fewer
 the same six ``nn.Linear``, only      ``int8.Int8Linear``: int8 weights per channel,     asked for by name: an
-with ``dtype="int8"``                 activations int8 per call (FBGEMM), checked        approximation, measured
-                                      against float32 at load (int8_check.py)           (docs/int8.md)
+with ``dtype="int8"``                 activations int8 per call (FBGEMM or oneDNN),     approximation, measured
+                                      checked against float32 at load (int8_check.py)   (docs/int8.md)
 ====================================  ===============================================  ==========================
 
 int8 is the one swap that changes the numbers beyond float rounding, so it is never automatic.
