@@ -76,3 +76,17 @@ def test_serve_dtype_int8_answers_with_int8_vectors(minilm_dir):
     cosines = _cosines(vectors, exact)
     assert COSINE_FLOOR < cosines.min() and cosines.max() < 1 - 1e-7, cosines  # int8's numbers: close, not equal
     assert returncode == 0 and "in int8: cosine to float32" in log, log
+
+
+@pytest.mark.parametrize("value,says", [("int9", "MINIBERT_INT8 must be one of auto, fbgemm, onednn; got 'int9'"),
+                                        ("onednn", "MINIBERT_INT8 asks for onednn, which cannot run here: torch 9")])
+def test_a_bad_or_impossible_int8_library_is_one_line_and_exit_1(tiny_classifier, monkeypatch, tmp_path, value, says):
+    from minibert.speed import int8_check
+
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MINIBERT_INT8", value)
+    monkeypatch.setattr(int8_check, "library_unavailable", lambda library: "torch 9.9 is built without oneDNN")
+    result = run_minibert("classify", "--model", str(tiny_classifier), "--dtype", "int8", "hello world")
+    assert result.returncode == 1 and result.stdout == "", result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("minibert: error: ") and says in lines[0], result.stderr

@@ -21,6 +21,10 @@ the cache with primitives it never reuses: embedding 20,000 texts held 110 MB mo
 of 64. The command sets it, as ``keep_freed_memory``; it acts only before the process's first
 oneDNN primitive, and never over a ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` the user set.
 
+(measure.py's ``settle_the_allocator``, before a measurement, changes no setting either: it frees one
+block of just under 32 MiB, which raises glibc's own adaptive thresholds as freeing any large
+tensor does, so that what is measured is not page faults.)
+
 ``hand_back_freed_memory()`` does the opposite once, and changes no setting: the heap's free memory
 goes back to the kernel now. Loading a model in int8 calls it, so that the float32 weights it has
 just freed leave the process's RSS.
