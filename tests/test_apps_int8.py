@@ -81,12 +81,15 @@ def test_serve_dtype_int8_answers_with_int8_vectors(minilm_dir):
 @pytest.mark.parametrize("value,says", [("int9", "MINIBERT_INT8 must be one of auto, fbgemm, onednn; got 'int9'"),
                                         ("onednn", "MINIBERT_INT8 asks for onednn, which cannot run here: torch 9")])
 def test_a_bad_or_impossible_int8_library_is_one_line_and_exit_1(tiny_classifier, monkeypatch, tmp_path, value, says):
+    import shutil
+
     from minibert.speed import int8_check
 
+    model = shutil.copytree(tiny_classifier, tmp_path / "model")  # a path no earlier command has loaded (and kept)
     monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("MINIBERT_INT8", value)
     monkeypatch.setattr(int8_check, "library_unavailable", lambda library: "torch 9.9 is built without oneDNN")
-    result = run_minibert("classify", "--model", str(tiny_classifier), "--dtype", "int8", "hello world")
+    result = run_minibert("classify", "--model", str(model), "--dtype", "int8", "hello world")
     assert result.returncode == 1 and result.stdout == "", result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("minibert: error: ") and says in lines[0], result.stderr
