@@ -27,8 +27,9 @@ inside PyTorch's x86 builds (``LIBRARIES``):
   on weights packed once by ``torch.ops.quantized.linear_prepack``; it quantizes x itself. Its
   kernels use AVX2 and AVX-512 VNNI, never AMX.
 * ``"onednn"``: oneDNN's int8 matmul through ``torch.ops.onednn.qlinear_pointwise`` on weights packed
-  once by ``torch.ops.onednn.qlinear_prepack``; x is quantized by ``torch.quantize_per_tensor_dynamic``,
-  the same rule FBGEMM applies inside. It uses AMX where the CPU has it: 2.5-3x FBGEMM there.
+  once by ``torch.ops.onednn.qlinear_prepack``; x is quantized by ``quantize_activations``, to the
+  steps ``torch.quantize_per_tensor_dynamic`` chooses: the rule FBGEMM applies inside. It uses AMX
+  where the CPU has it: 2.5-3x FBGEMM there.
 
 Both multiply the same int8 weights by the same int8 activations. Where the CPU has int8 dot-product
 instructions both sum the products exactly in int32, so they differ only in float32 rounding;

@@ -31,7 +31,7 @@ BUDGET_SECONDS = 0.2  # a measurement's share of a cold start (a cached verdict 
 
 def best_times(
     runs: dict, thread_counts: list[int], started: float, budget: float, max_rounds: int,
-    sample_seconds: float = 0.0, grad: bool = False, min_rounds: int = 2, warm_each: bool = False,
+    sample_seconds: float = 0.0, grad: bool = False, min_rounds: int = 2,
 ) -> dict:  # fmt: skip
     """{(threads, key): best seconds} of each run at each thread count: interleaved rounds (each
     round in the other order than the last) until the next round would pass ``budget`` seconds
@@ -42,9 +42,7 @@ def best_times(
     ``sample_seconds``: each timed sample repeats its run until it lasts about that long (as many
     times as the fastest warm-up run fits in it), so that work of microseconds is timed above the
     clock's noise. ``grad``: the runs record gradients (a training step), so they run outside
-    ``torch.inference_mode()``. ``warm_each``: each run is run once more, untimed, right before its
-    timed sample, so that it is timed as it runs in a model that uses only it, not just after another
-    library (on an Intel Xeon with AMX, oneDNN's int8 GEMMs ran 1.6x slower right after FBGEMM's)."""
+    ``torch.inference_mode()``."""
     settle_the_allocator()
     jobs = [(threads, key) for threads in thread_counts for key in runs]
     best = dict.fromkeys(jobs, float("inf"))
@@ -56,8 +54,6 @@ def best_times(
                 round_started = time.perf_counter()
                 for threads, key in jobs if rounds % 2 == 0 else reversed(jobs):
                     torch.set_num_threads(threads)
-                    if warm_each:
-                        runs[key]()
                     start = time.perf_counter()
                     for _ in range(repeats):
                         runs[key]()
@@ -121,31 +117,19 @@ class ProjectionTimes:
 
 
 def time_against_float32(
-    hidden: int,
-    intermediate: int,
-    candidate: Callable[[nn.Linear], nn.Module],
-    *,
-    tokens: int,
-    budget: float,
-    max_rounds: int = 12,
-    dtype: torch.dtype = torch.float32,
-    backward: bool = False,
-    sample_seconds: float = 0.0,
-    min_rounds: int = 2,
+    hidden: int, intermediate: int, candidate: Callable[[nn.Linear], nn.Module], **options
 ) -> ProjectionTimes:
     """Time one encoder layer's six projections (``projection_shapes``) in float32 and as
     ``candidate`` makes them, at the process's thread count: ``best_times``' interleaved rounds
     within ``budget`` seconds (at least ``min_rounds``, the first a warm-up), the best of each.
+    ``options`` are ``time_candidates_against_float32``'s (``tokens`` and ``budget`` required).
 
     The float32 projections are ``nn.Linear`` layers with seeded random weights (the global random
     state is left alone) and ``tokens`` rows of seeded random input; ``candidate(linear)`` gets a
     copy of each layer and returns the module that runs it (``Int8Linear``, a bfloat16 copy, ...),
     which is fed inputs of ``dtype``. ``backward``: a training step, forward then the gradients
     of inputs and weights (``flops`` three times the forward's)."""
-    return time_candidates_against_float32(
-        hidden, intermediate, {"candidate": candidate}, tokens=tokens, budget=budget, max_rounds=max_rounds,
-        dtype=dtype, backward=backward, sample_seconds=sample_seconds, min_rounds=min_rounds,
-    )["candidate"]  # fmt: skip
+    return time_candidates_against_float32(hidden, intermediate, {"candidate": candidate}, **options)["candidate"]
 
 
 def time_candidates_against_float32(
@@ -160,12 +144,10 @@ def time_candidates_against_float32(
     backward: bool = False,
     sample_seconds: float = 0.0,
     min_rounds: int = 2,
-    warm_each: bool = False,
 ) -> dict[str, ProjectionTimes]:
     """``time_against_float32`` for several candidates at once ({name: candidate} → {name: times}),
     all in the same interleaved rounds beside float32, so that a burst of load from elsewhere falls
-    on every one of them alike (int8_check.py times its two libraries so, with ``warm_each``:
-    ``best_times``)."""
+    on every one of them alike (int8_check.py times its two libraries so)."""
     started = time.perf_counter()  # the set-up is part of the budget: a cold start pays for it
     generator = torch.Generator().manual_seed(0)
     layers = []
@@ -192,6 +174,6 @@ def time_candidates_against_float32(
     for name, candidate in candidates.items():
         runs[name] = run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)
     threads = torch.get_num_threads()
-    best = best_times(runs, [threads], started, budget, max_rounds, sample_seconds, backward, min_rounds, warm_each)
+    best = best_times(runs, [threads], started, budget, max_rounds, sample_seconds, backward, min_rounds)
     flops = 2 * tokens * sum(out * inp for out, inp in projection_shapes(hidden, intermediate)) * (3 if backward else 1)
     return {name: ProjectionTimes(best[threads, "float32"], best[threads, name], flops) for name in candidates}
