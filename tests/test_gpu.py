@@ -160,6 +160,32 @@ def test_in_half_precision_minibert_is_as_close_to_the_truth_as_transformers(che
         assert ours_error <= 2 * theirs_error + 4 * unit, (layer, ours_error, theirs_error)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_under_autocast_minibert_is_as_close_to_the_truth_as_transformers(checkpoint, dtype):
+    """Mixed precision as training runs it (``--precision``): products in half precision, the residual
+    stream float32 (tests/test_model_autocast.py, the CPU's half), with a gradient recorded (Q, K, V as
+    one product) and padding skipped, against transformers under the same autocast."""
+    if DEVICE.type == "cpu" and dtype == torch.float16:
+        pytest.skip("float16 is a GPU's")
+    batch = _batch(checkpoint, DEVICE)
+    real = batch["attention_mask"].bool()
+    truth = BertForPreTraining.from_pretrained(checkpoint, device=DEVICE, dtype=torch.float64)
+    ours = BertForPreTraining.from_pretrained(checkpoint, device=DEVICE)
+    theirs = _theirs("BertForPreTraining", checkpoint, torch.float32)
+    with torch.inference_mode():
+        exact = truth(**batch, output_hidden_states=True).hidden_states
+    with torch.autocast(DEVICE.type, dtype=dtype):
+        a = ours(**batch, output_hidden_states=True, skip_padding=True).hidden_states
+        b = theirs(**batch, output_hidden_states=True).hidden_states
+    for layer, (t, x, y) in enumerate(zip(exact, a, b)):
+        assert x.dtype == torch.float32, (layer, x.dtype)
+        ours_error = (x[real].double() - t[real]).abs().max().item()
+        theirs_error = (y[real].double() - t[real]).abs().max().item()
+        print(f"autocast {dtype} layer {layer}: minibert {ours_error:.3e}, transformers {theirs_error:.3e}")
+        unit = torch.finfo(dtype).eps * t[real].abs().max().item()
+        assert ours_error <= 2 * theirs_error + 4 * unit, (layer, ours_error, theirs_error)
+
+
 def test_embed_and_classify_commands_run_on_the_device(tmp_path, checkpoint):
     vectors = tmp_path / "v.npy"
     result = run_minibert("embed", *TEXTS, "--model", TINY, "--device", str(DEVICE), "--output", str(vectors))

@@ -76,7 +76,7 @@ def test_use_book_modules_both_ways_on_real_weights(backend, minilm_dir, expecte
     assert model.use_book_modules() is model and model.book_modules
     assert is_book(model) and not model.use_fast_path and model.gemm_backend == "mkl"
     with monkeypatch.context() as patch:  # the book's attention formula runs, not the fast path's
-        patch.setattr(FastLayout, "attend", lambda *args: pytest.fail("the fast path ran in book mode"))
+        patch.setattr(FastLayout, "self_attention", lambda *args: pytest.fail("the fast path ran in book mode"))
         plain = check(model, expected, f"{backend} -> book modules")
     model.use_book_modules()  # twice is once
     assert is_book(model)

@@ -87,9 +87,9 @@ class SelfAttention(TransformersNames, nn.Module):
         self, x: torch.Tensor, mask: torch.Tensor | None, layout: FastLayout | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (B, T, H), mask (B, 1, 1, T) additive → (B, T, H) and the weights (B, N, T, T)."""
-        q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, H) each
         if layout is not None:  # where the fast path enters (speed/fast_path.py): same numbers, no weights kept
-            return self.output(layout.attend(q, k, v, mask, self.num_heads, self.dropout.p * self.training)), None
+            return self.output(layout.self_attention(x, self, mask)), None
+        q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, H) each
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, N, T, S) each
         scores = (q @ k.transpose(-1, -2)) * self.head_size**-0.5  # (B, N, T, T): query · key / √S
         if mask is not None:
@@ -141,8 +141,9 @@ class EncoderLayer(TransformersNames, nn.Module):
         self, x: torch.Tensor, mask: torch.Tensor | None, layout: FastLayout | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attended, weights = self.attention(x, mask, layout)
-        x = self.attention_norm(self.dropout(attended).add_(x))  # LayerNorm(x + attended), summed in place
-        x = self.output_norm(self.dropout(self.feed_forward(x)).add_(x))
+        # (the sum in x's dtype: under autocast the products are bfloat16 and the residual stream stays float32)
+        x = self.attention_norm(x + self.dropout(attended))
+        x = self.output_norm(x + self.dropout(self.feed_forward(x)))
         return x, weights
 
 

@@ -2,11 +2,11 @@
 
 A reader learning BERT can skip this file. ``BertModel.forward`` chooses a ``FastLayout`` once per
 call; when it has one, the embeddings and every per-token layer run on ``layout.pack``-ed tensors
-and ``SelfAttention`` hands its q, k, v to ``layout.attend`` instead of the written-out formula.
+and ``SelfAttention`` hands its input to ``layout.self_attention`` instead of the written-out formula.
 That ``if`` in SelfAttention is the one place where speed enters attention (the other place, the linear
 layers' GEMM library, is seam.py's).
 
-Three ideas, each exact (they change only the order of float sums):
+Four ideas, each exact (they change only the order of float sums):
 
 1. **Packing** (``Packing``). Most of BERT's FLOPs are in layers that treat each token on its own
    (the Q/K/V and output projections, the feed-forward network, LayerNorm). For those, a batch
@@ -21,6 +21,14 @@ Three ideas, each exact (they change only the order of float sums):
    (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
    ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
    the written-out formula is used.
+4. **One product for Q, K and V** (``fused_projections``), where a gradient is recorded (training):
+   x·[Wq; Wk; Wv]ᵀ is the three products side by side, one GEMM of 3H columns instead of three of H,
+   and one layout change of (P, 3H) instead of three of (P, H). A training step is mostly the
+   launching of small operations on a GPU (a bert-base step on 32 sentences, bf16: the GPU busy 10
+   of 40 ms), and this takes about a sixth of them away: forward, backward and autocast's casts.
+   The weights change every step, so putting them side by side each forward costs what a kept
+   copy would, without the copy; at inference the three products stay apart (a kept copy would
+   double the memory of Q, K and V; seam.py's packed GEMMs run them on a CPU).
 
 Shape legend as in model.py; P = packed tokens: the real tokens of a whole batch laid end to end.
 """
@@ -31,6 +39,7 @@ import contextlib
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # On a GPU, torch's fused attention without cuDNN's kernel: cuDNN builds a plan for every new
@@ -156,15 +165,28 @@ class FastLayout:
         """(P, H) → (B, T, H) with zeros at padding, when packing; else unchanged."""
         return x if self.packing is None else self.packing.unpack(x)
 
+    def self_attention(self, x: torch.Tensor, attention: nn.Module, mask: torch.Tensor | None) -> torch.Tensor:
+        """``attention`` (model.py's SelfAttention) on x laid out as ``pack`` left it: the Q, K, V
+        projections and softmax(Q·Kᵀ/√S + mask)·V; the context likewise (before the output projection)."""
+        heads, dropout = attention.num_heads, attention.dropout.p * attention.training
+        qkv = fused_projections(x, attention)  # (P, 3H) or (B, T, 3H); None: three products
+        if qkv is None:
+            return self.attend(attention.query(x), attention.key(x), attention.value(x), mask, heads, dropout)
+        if self.packing is not None and self.packing.groups is None:  # (P, 3H) -> (B, T, 3H): one scatter, not three
+            q, k, v = self.packing.unpack(qkv).chunk(3, dim=-1)  # (B, T, H) each, views
+            return self.packing.pack(self._attention(q, k, v, mask, heads, dropout))
+        return self.attend(*qkv.chunk(3, dim=-1), mask, heads, dropout)
+
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int, dropout: float
     ) -> torch.Tensor:
         """softmax(Q·Kᵀ/√S + mask)·V for q, k, v laid out as ``pack`` left them; the context likewise."""
         if self.packing is not None and self.packing.groups is not None:  # rows of very different lengths
-            context = torch.empty_like(q)  # (P, H); every real token belongs to exactly one group
+            context = None  # (P, H), in attention's dtype (bfloat16 under autocast); every real token is in one group
             for group in self.packing.groups:
                 parts = [group.unpack(t) for t in (q, k, v)]  # 3 × (b, T_group, H)
                 attended = self._attention(*parts, group.mask(mask), heads, dropout)  # (b, T_group, H)
+                context = attended.new_empty(q.shape) if context is None else context
                 # (b, T_group, H) -flatten-> (b*T_group, H) -select real-> (p, H) -> its rows of (P, H)
                 context.index_copy_(0, group.packed, attended.reshape(-1, q.shape[-1]).index_select(0, group.local))
             return context
@@ -178,6 +200,21 @@ class FastLayout:
         if q.shape[1] <= self.short_tokens and not dropout:
             return written_out(q, k, v, mask, heads)
         return fused_kernel(q, k, v, mask, heads, dropout)
+
+
+def fused_projections(x: torch.Tensor, attention: nn.Module) -> torch.Tensor | None:
+    """x (…, H) → [q k v] (…, 3H): the query, key and value projections as one product, where a
+    gradient is recorded and the three are linear layers that multiply by ``F.linear`` there
+    (``nn.Linear``, and seam.py's ``PackedLinear``, which trains through it); else None (int8)."""
+    layers = (attention.query, attention.key, attention.value)
+    if not torch.is_grad_enabled() or not all(isinstance(layer, nn.Linear) for layer in layers):
+        return None
+    weight = torch.cat([layer.weight for layer in layers])  # (3H, H): Wq, Wk, Wv stacked
+    biases = [layer.bias for layer in layers]
+    bias = torch.cat(biases) if all(b is not None for b in biases) else None  # (3H,)
+    if bias is None and any(b is not None for b in biases):
+        return None
+    return F.linear(x, weight, bias)
 
 
 def fused_kernel(

@@ -1,0 +1,110 @@
+"""Mixed precision (``torch.autocast``, what ``--precision bf16`` trains under): the matrix products
+run in bfloat16 and everything between them (the residual sums, LayerNorm, the stream of hidden
+states) stays float32, as in transformers. Two things are checked, on the model's every path (the
+fast path with and without padding skipped, with a gradient recorded or not, and the book's
+modules):
+
+- every hidden state comes out float32;
+- its error against the float64 truth is no larger than transformers' own under the same autocast
+  (within twice it: the same roundings, in another order; or a few bfloat16 units of the states'
+  magnitude where both are tiny).
+
+Both once failed: the residual sums were taken in place into the attention's (and the feed-forward's)
+bfloat16 output, so the residual stream was rounded to 8 bits of mantissa at every layer. On a CPU
+LayerNorm then ran in bfloat16 too, and the states came out bfloat16, 40-60x further from the truth
+than transformers' (all-MiniLM-L6-v2, 13 texts).
+
+The Q, K, V projections as one product (speed/fast_path.py's ``fused_projections``, where a gradient
+is recorded) are checked here too: it runs exactly there, and its gradients are the three products'.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minibert import BertModel, BertTokenizer
+from minibert.speed import fast_path
+
+transformers = pytest.importorskip("transformers")
+
+BF16_UNIT = 2.0**-8  # bfloat16's unit roundoff (8 bits of mantissa, one implicit)
+
+
+def _states(model, batch: dict, skip_padding: bool, grad: bool):
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.set_grad_enabled(grad):
+        if isinstance(model, BertModel):
+            out = model(**batch, output_hidden_states=True, skip_padding=skip_padding)
+        else:
+            out = model(**batch, output_hidden_states=True)
+    return [state.detach() for state in out.hidden_states]
+
+
+@pytest.fixture(scope="module")
+def models(minilm_dir, real_texts):
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir)
+    batch = dict(tokenizer(real_texts, padding=True, truncation=True, max_length=64, return_tensors="pt"))
+    truth = BertModel.from_pretrained(minilm_dir, dtype=torch.float64).eval()
+    with torch.no_grad():
+        exact = truth(**batch, output_hidden_states=True).hidden_states
+    theirs = transformers.BertModel.from_pretrained(minilm_dir, dtype=torch.float32).eval()
+    reference = _states(theirs, batch, skip_padding=False, grad=False)
+    return batch, exact, reference
+
+
+@pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "skip_padding"])
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "gradient"])
+@pytest.mark.parametrize("book", [False, True], ids=["fast", "book"])
+def test_under_autocast_the_residual_stream_stays_float32(minilm_dir, models, skip_padding, grad, book):
+    batch, exact, reference = models
+    ours = BertModel.from_pretrained(minilm_dir).eval()
+    if book:
+        ours.use_book_modules()
+    states = _states(ours, batch, skip_padding, grad)
+    real = batch["attention_mask"].bool()
+    for layer, (x, y, t) in enumerate(zip(states, reference, exact)):
+        assert x.dtype == torch.float32, f"hidden state {layer} is {x.dtype} under autocast"
+        ours_error = (x[real].double() - t[real]).abs().max().item()
+        theirs_error = (y[real].double() - t[real]).abs().max().item()
+        unit = BF16_UNIT * t[real].abs().max().item()
+        print(f"layer {layer}: minibert {ours_error:.3e}, transformers {theirs_error:.3e} from float64")
+        assert ours_error <= 2 * theirs_error + 4 * unit, (layer, ours_error, theirs_error)
+
+
+def test_q_k_v_are_one_product_where_a_gradient_is_recorded(minilm_dir, models, monkeypatch):
+    batch, _, _ = models
+    calls = []
+    original = fast_path.fused_projections
+    monkeypatch.setattr(fast_path, "fused_projections", lambda x, attention: calls.append(
+        original(x, attention) is not None) or original(x, attention))  # fmt: skip
+    model = BertModel.from_pretrained(minilm_dir).eval()
+    with torch.no_grad():
+        model(**batch)
+    assert calls == [False] * model.config.num_hidden_layers  # inference: three products (seam.py's)
+    calls.clear()
+    model(**batch, skip_padding=True)
+    assert calls == [True] * model.config.num_hidden_layers
+
+
+@pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "skip_padding"])
+def test_one_product_gives_the_three_products_gradients(minilm_dir, models, monkeypatch, skip_padding):
+    """float32: the gradients of Wq, Wk, Wv and every other weight, one product against three. The
+    same sums in another order (a GEMM of 3H columns blocks its work otherwise): 1e-5 of each
+    tensor's largest gradient, or of a thousandth of the largest anywhere (the key bias's gradient
+    is 0 in exact arithmetic, so what is left is the rounding of sums that cancel)."""
+    batch, _, _ = models
+    gradients = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(fast_path, "fused_projections", lambda x, attention: None)
+        model = BertModel.from_pretrained(minilm_dir).eval()
+        out = model(**batch, skip_padding=skip_padding)
+        (out.last_hidden_state.square().mean() + out.pooler_output.sum()).backward()
+        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+    one, three = gradients
+    assert one.keys() == three.keys() and any(".query." in name for name in one)
+    largest = max(g.abs().max().item() for g in three.values())
+    worst = max((one[name] - g).abs().max().item() / max(g.abs().max().item(), 1e-3 * largest)
+                for name, g in three.items())  # fmt: skip
+    print(f"{len(one)} gradients, worst relative max |Δ| {worst:.2e}")
+    assert worst <= 1e-5
