@@ -93,7 +93,8 @@ def speed_embedding(report: Report, checkpoints: Checkpoints, device: torch.devi
     warm = texts[: min(256, max(8, len(texts) // 8))]
     vectors: dict[str, np.ndarray] = {}
     contenders = {}
-    for name in ("minibert fp32", "ST fp32", "minibert fp16", "ST fp16"):  # each loaded and warmed up, guarded
+    names = ("minibert fp32", "ST fp32", "minibert fp16", "ST fp16", "minibert fp16 by sequence")
+    for name in names:  # each loaded and warmed up, guarded
         call = report.run(f"speed: embedding, {name} ready", embed_contender, folder, device, name, texts, warm,
                           vectors)  # fmt: skip
         if call is not None:
@@ -105,11 +106,13 @@ def speed_embedding(report: Report, checkpoints: Checkpoints, device: torch.devi
     pairs = (("minibert fp32", "ST fp32", f"Embedder.embed minilm {n} texts fp32"),
              ("minibert fp16", "ST fp16", f"Embedder.embed minilm {n} texts fp16"),
              ("minibert fp16", "minibert fp32", "minibert fp16 against minibert fp32"),
+             ("minibert fp16 by sequence", "ST fp16", f"Embedder.embed minilm {n} texts fp16, speed/varlen.py"),
              ("ST fp16", "ST fp32", "ST fp16 against ST fp32"))  # fmt: skip
     for ours, theirs, what in pairs:
         if ours in times and theirs in times:
             speed_row(report, what, times, ours, theirs, n, "texts")
     pairs = (("minibert fp32", "ST fp32"), ("minibert fp16", "ST fp16"), ("minibert fp16", "ST fp32"),
+             ("minibert fp16 by sequence", "minibert fp16"),
              ("ST fp16", "ST fp32"))  # fmt: skip
     present = [(a, b) for a, b in pairs if a in vectors and b in vectors]
     cosines = {f"{a} / {b}": min_cosine(vectors[a], vectors[b]) for a, b in present}
@@ -123,12 +126,13 @@ def embed_contender(folder: Path, device: torch.device, name: str, texts: list[s
                     vectors: dict) -> embed_call:  # fmt: skip
     """minibert's ``Embedder.embed`` or sentence-transformers' ``encode``, in fp32 or fp16 (``name``), run
     once on the ``warm`` texts."""
-    fp16 = name.endswith("fp16")
+    fp16 = "fp16" in name
     if name.startswith("minibert"):
         from minibert import Embedder
 
         embedder = Embedder.from_pretrained(folder, dtype="float16" if fp16 else "float32", device=device)
-        call = embed_call(vectors, name, embedder.embed, texts)
+        embed = by_sequence(embedder.embed) if name.endswith("by sequence") else embedder.embed
+        call = embed_call(vectors, name, embed, texts)
     else:
         from sentence_transformers import SentenceTransformer
 
@@ -136,6 +140,20 @@ def embed_contender(folder: Path, device: torch.device, name: str, texts: list[s
         model = model.half() if fp16 else model
         call = embed_call(vectors, name, model.encode, texts, convert_to_numpy=True, show_progress_bar=False)
     call.on(warm)()
+    return call
+
+
+def by_sequence(function):
+    """``function`` with packed sequences attending by sequence (speed/varlen.py) while it runs."""
+    from minibert.speed import varlen
+
+    def call(*args, **options):
+        varlen.ON_GPU = True
+        try:
+            return function(*args, **options)
+        finally:
+            varlen.ON_GPU = False
+
     return call
 
 
@@ -188,8 +206,8 @@ def speed_training(report: Report, checkpoints: Checkpoints, device: torch.devic
     for name in ("fp32", "bf16"):
         autocast = torch.bfloat16 if name == "bf16" else None
 
-        def ours_step(batches, skip_padding, autocast=autocast):
-            return cycling(batches, minibert_step, ours, ours_optimizer, device, autocast, skip_padding)
+        def ours_step(batches, skip_padding, autocast=autocast, by_sequence=False):
+            return cycling(batches, minibert_step, ours, ours_optimizer, device, autocast, skip_padding, by_sequence)
 
         def theirs_step(batches, autocast=autocast):
             return cycling(batches, transformers_step, theirs, theirs_optimizer, device, autocast)
@@ -200,13 +218,15 @@ def speed_training(report: Report, checkpoints: Checkpoints, device: torch.devic
                                                 "transformers": theirs_step(padded_random)}, "minibert")  # fmt: skip
         contenders = {  # (finetune skips padding; "padded" keeps it, as transformers does: which pays on this GPU)
             "minibert skip_padding": ours_step(longest, True),
+            "minibert by sequence": ours_step(longest, True, by_sequence=True),  # speed/varlen.py
             "minibert padded": ours_step(longest, False),
             f"minibert {length}+skip_padding": ours_step(padded, True),
             "transformers": theirs_step(longest),
         }
         report.run(f"speed: training {name} real text", train_loop, report, plan, device,
                    f"{what}, text ({real_tokens:.0f} tokens/row, longest {padded_to:.0f})", contenders,
-                   "minibert skip_padding", "minibert padded", f"minibert {length}+skip_padding")  # fmt: skip
+                   "minibert skip_padding", "minibert by sequence", "minibert padded",
+                   f"minibert {length}+skip_padding")  # fmt: skip
 
 
 def cycling(batches: list[dict], step, *arguments):
@@ -219,13 +239,18 @@ def autocast_context(device: torch.device, dtype):
     return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
 
 
-def minibert_step(model, optimizer, device, autocast, skip_padding: bool, batch: dict) -> None:
+def minibert_step(model, optimizer, device, autocast, skip_padding: bool, by_sequence: bool, batch: dict) -> None:
+    from minibert.speed import varlen
     from minibert.training.run.optimization import clip_by_global_norm
 
-    with autocast_context(device, autocast):
-        loss = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
-                     skip_padding=skip_padding).loss  # fmt: skip
-    loss.backward()
+    varlen.ON_GPU = by_sequence  # (read as each forward lays out its tokens)
+    try:
+        with autocast_context(device, autocast):
+            loss = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                         labels=batch["labels"], skip_padding=skip_padding).loss  # fmt: skip
+        loss.backward()
+    finally:
+        varlen.ON_GPU = False
     clip_by_global_norm(list(model.parameters()), 1.0)
     optimizer.step(LEARNING_RATE)
     optimizer.zero_grad()

@@ -186,6 +186,53 @@ def test_under_autocast_minibert_is_as_close_to_the_truth_as_transformers(checkp
         assert ours_error <= 2 * theirs_error + 4 * unit, (layer, ours_error, theirs_error)
 
 
+def _by_sequence(monkeypatch, checkpoint, on: bool, dtype, dropout: float = 0.0):
+    """The encoder's last states and every gradient of a loss, padding skipped, with packed sequences
+    attending by sequence (speed/varlen.py's CUDA kernels) or laid out again in each layer."""
+    from minibert.speed import fast_path, varlen
+
+    monkeypatch.setattr(varlen, "ON_GPU", on)
+    unpacked = []
+    original = fast_path.Packing.unpack
+    monkeypatch.setattr(fast_path.Packing, "unpack", lambda self, x: unpacked.append(1) or original(self, x))
+    half = dtype in (torch.bfloat16, torch.float16)  # float32 weights under autocast, as training runs
+    model = BertForPreTraining.from_pretrained(checkpoint, device=DEVICE, dtype=torch.float32 if half else dtype)
+    for module in model.train().modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = dropout
+    with torch.autocast(DEVICE.type, dtype=dtype if half else torch.bfloat16, enabled=half):
+        out = model.bert(**_batch(checkpoint, DEVICE), skip_padding=True)
+    (out.last_hidden_state.float().square().mean() + out.pooler_output.float().sum()).backward()
+    gradients = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    return out.last_hidden_state.detach(), gradients, len(unpacked)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_packed_sequences_attend_by_sequence_on_the_gpu(checkpoint, monkeypatch, dtype):
+    """speed/varlen.py's kernels (flash in half precision, memory-efficient in float32) against the
+    packed path that lays the tokens out as (B, T, H) in each layer, and against float64."""
+    if DEVICE.type != "cuda":
+        pytest.skip("the CUDA kernels (tests/test_speed_varlen.py runs the CPU's stand-in)")
+    real = _batch(checkpoint, DEVICE)["attention_mask"].bool()
+    exact, _, _ = _by_sequence(monkeypatch, checkpoint, False, torch.float64)
+    laid_out, laid_out_gradients, _ = _by_sequence(monkeypatch, checkpoint, False, dtype)
+    ours, ours_gradients, unpacked = _by_sequence(monkeypatch, checkpoint, True, dtype)
+    assert unpacked == 1  # the last hidden state only: the layers attended as the tokens lie
+    ours_error = (ours[real].double() - exact[real]).abs().max().item()
+    laid_out_error = (laid_out[real].double() - exact[real]).abs().max().item()
+    print(f"{dtype} by sequence {ours_error:.3e}, laid out {laid_out_error:.3e} from float64")
+    if dtype == torch.float32:  # the same float32 sums in another order
+        assert (ours[real] - laid_out[real]).abs().max().item() <= 1e-5
+        largest = max(g.abs().max().item() for g in laid_out_gradients.values())
+        worst = max((ours_gradients[n] - g).abs().max().item() / max(g.abs().max().item(), 1e-3 * largest)
+                    for n, g in laid_out_gradients.items())  # fmt: skip
+        assert worst <= 1e-4, worst
+    unit = torch.finfo(dtype).eps * exact[real].abs().max().item()
+    assert ours_error <= 2 * laid_out_error + 4 * unit
+    _, dropped, _ = _by_sequence(monkeypatch, checkpoint, True, dtype, dropout=0.1)
+    assert all(bool(torch.isfinite(g).all()) for g in dropped.values())
+
+
 def test_embed_and_classify_commands_run_on_the_device(tmp_path, checkpoint):
     vectors = tmp_path / "v.npy"
     result = run_minibert("embed", *TEXTS, "--model", TINY, "--device", str(DEVICE), "--output", str(vectors))

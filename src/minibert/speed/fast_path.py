@@ -30,6 +30,9 @@ Four ideas, each exact (they change only the order of float sums):
    copy would, without the copy; at inference the three products stay apart (a kept copy would
    double the memory of Q, K and V; seam.py's packed GEMMs run them on a CPU).
 
+On a GPU, packed tokens can also attend as they lie, each sequence by itself (varlen.py: no layout
+change at all in the layers; off until a device has measured it).
+
 Shape legend as in model.py; P = packed tokens: the real tokens of a whole batch laid end to end.
 """
 
@@ -41,6 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from . import varlen
 
 # On a GPU, torch's fused attention without cuDNN's kernel: cuDNN builds a plan for every new
 # shape it meets (tens of milliseconds each), and a run of length-sorted batches is mostly new
@@ -153,7 +158,11 @@ class FastLayout:
         # and tensor, which cost more than the attention they save (a fine-tuning step of
         # all-MiniLM-L6-v2, batch 32, lengths 11-128: 8 groups, scatter_add a tenth of the step).
         groups = not torch.is_grad_enabled()
-        self.packing = Packing(attention_mask, groups) if padded and Packing.applies_to(attention_mask) else None
+        packs = padded and Packing.applies_to(attention_mask)
+        # On a GPU (when turned on: varlen.py), packed sequences attend as they lie, without groups
+        by_sequence = packs and varlen.applies(attention_mask.device)
+        self.packing = Packing(attention_mask, groups and not by_sequence) if packs else None
+        self.sequences = varlen.Sequences.of(attention_mask.sum(1)) if by_sequence else None
         # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
         self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
 
@@ -171,11 +180,15 @@ class FastLayout:
         heads, dropout = attention.num_heads, attention.dropout.p * attention.training
         qkv = fused_projections(x, attention)  # (P, 3H) or (B, T, 3H); None: three products
         if qkv is None:
-            return self.attend(attention.query(x), attention.key(x), attention.value(x), mask, heads, dropout)
-        if self.packing is not None and self.packing.groups is None:  # (P, 3H) -> (B, T, 3H): one scatter, not three
-            q, k, v = self.packing.unpack(qkv).chunk(3, dim=-1)  # (B, T, H) each, views
+            q, k, v = attention.query(x), attention.key(x), attention.value(x)
+        else:
+            q, k, v = qkv.chunk(3, dim=-1)  # views
+        if self.sequences is not None and varlen.takes(attention.head_size):  # packed, each sequence by itself
+            return varlen.attention(q, k, v, self.sequences, heads, dropout)
+        if qkv is not None and self.packing is not None and self.packing.groups is None:
+            q, k, v = self.packing.unpack(qkv).chunk(3, dim=-1)  # (P, 3H) -> (B, T, 3H): one scatter, not three
             return self.packing.pack(self._attention(q, k, v, mask, heads, dropout))
-        return self.attend(*qkv.chunk(3, dim=-1), mask, heads, dropout)
+        return self.attend(q, k, v, mask, heads, dropout)
 
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int, dropout: float
