@@ -5,7 +5,8 @@ each computes the same numbers as the book's plain path, up to the order of floa
 (tests/test_speed_book_modules.py compares both with transformers on real weights):
 
 * ``layout`` in ``SelfAttention.forward``: the fast path (fast_path.py): the fused attention kernel,
-  the real tokens packed end to end when a caller asks (``skip_padding``), length groups.
+  the real tokens packed end to end when a caller asks (``skip_padding``), length groups, Q, K and V
+  as one product when training, and on a GPU packed sequences attending as they lie (varlen.py).
 * ``speed_up`` at the end of ``from_pretrained`` (seam.py): the linear layers' GEMM library chosen
   for this CPU, and int8 when asked for by name. ``model.use_book_modules()`` takes it all out.
 
@@ -13,6 +14,7 @@ The room, read in that order:
 
     seam.py               the one place where a loaded model gets its speed; use_book_modules()
     fast_path.py          FastLayout: packing, length groups, the fused kernel or attention written out
+    varlen.py             a GPU's variable-length kernels: packed sequences attend with no padding at all
     gemm.py               which GEMM library multiplies the projections: measured on this CPU, cached
     packed_linear.py      the GEMM backends themselves: PackedLinear (oneDNN, prepacked), use_backend
     attention_threshold.py  up to which length attention is faster written out than fused

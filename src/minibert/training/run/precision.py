@@ -3,7 +3,8 @@ scaler, and whether bf16 pays on the CPU at hand (measured once, cached, said in
 
     fp32   every product in float32 (Google's run_classifier.py and run_pretraining.py)
     bf16   the forward pass under ``torch.autocast(device, bfloat16)``: matrix products in bfloat16
-           (8 bits of mantissa, float32's range), weights, gradients and the optimizer float32
+           (8 bits of mantissa, float32's range); the residual stream, LayerNorm, weights,
+           gradients and the optimizer float32 (tests/test_model_autocast.py)
     fp16   the same in float16 (11 bits of mantissa, a range up to 65504): small gradients would
            round to 0, so the loss is multiplied by a scale before backward and the gradients
            divided by it after (``LossScaler``, torch's GradScaler rule); a GPU only — on a CPU
