@@ -84,6 +84,10 @@ def test_q_k_v_are_one_product_where_a_gradient_is_recorded(minilm_dir, models, 
     calls.clear()
     model(**batch, skip_padding=True)
     assert calls == [True] * model.config.num_hidden_layers
+    calls.clear()
+    model.requires_grad_(False)  # frozen: nothing to record, even with gradients on (a tutorial's plain call)
+    model(**batch)
+    assert calls == [False] * model.config.num_hidden_layers
 
 
 @pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "skip_padding"])

@@ -217,10 +217,12 @@ class FastLayout:
 
 def fused_projections(x: torch.Tensor, attention: nn.Module) -> torch.Tensor | None:
     """x (…, H) → [q k v] (…, 3H): the query, key and value projections as one product, where a
-    gradient is recorded and the three are linear layers that multiply by ``F.linear`` there
-    (``nn.Linear``, and seam.py's ``PackedLinear``, which trains through it); else None (int8)."""
+    gradient is recorded (of the weights or of x) and the three are linear layers that multiply by
+    ``F.linear`` there (``nn.Linear``, and seam.py's ``PackedLinear``, which trains through it);
+    else None (inference, frozen weights, int8)."""
     layers = (attention.query, attention.key, attention.value)
-    if not torch.is_grad_enabled() or not all(isinstance(layer, nn.Linear) for layer in layers):
+    recorded = torch.is_grad_enabled() and (x.requires_grad or any(layer.weight.requires_grad for layer in layers))
+    if not recorded or not all(isinstance(layer, nn.Linear) for layer in layers):
         return None
     weight = torch.cat([layer.weight for layer in layers])  # (3H, H): Wq, Wk, Wv stacked
     biases = [layer.bias for layer in layers]
