@@ -103,6 +103,15 @@ def assert_same_ids(ours, reference, texts: list[str], label: str, *, pairs: int
     print(f"\n{label}: {len(texts)} texts and {len(pairs_of_texts)} pairs, ids identical ({unknown:.1%} [UNK])")
 
 
+def child_environment(*first: str, **variables: str) -> dict[str, str]:
+    """``os.environ`` for a child process (a command, a script, torchrun) that must import the minibert
+    under test: its src/ first on PYTHONPATH (after the ``first`` folders), then what the path held;
+    ``variables`` set on top."""
+    source = str(Path(__import__("minibert").__file__).resolve().parents[1])
+    path = [*first, source, os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(part for part in path if part), **variables}
+
+
 def run_minibert(*args: str, umask: int | None = None, stdin: bytes | None = None) -> SimpleNamespace:
     """`minibert ARGS` run in this process (the command is cli.main; a subprocess would spend
     seconds importing torch again): .returncode, .stdout and .stderr (str). Optionally under

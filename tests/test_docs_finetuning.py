@@ -20,7 +20,6 @@ first on the path).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import one_process
 import pytest
+
+from helpers import child_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8")
@@ -51,8 +52,7 @@ def run_shell(script: str, directory: Path) -> subprocess.CompletedProcess:
     no_django = directory / "no-django"
     (no_django / "django").mkdir(parents=True, exist_ok=True)
     (no_django / "django" / "__init__.py").write_text('raise ImportError("django is not installed here")\n')
-    path = [str(no_django), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    environment = child_environment(str(no_django))
     prelude = f'python() {{ "{sys.executable}" "$@"; }}\nset -e\n'
     return subprocess.run(["bash", "-c", prelude + one_process.shell(script, sys.executable)], cwd=directory,
                           env=environment, capture_output=True, text=True, timeout=1200)  # fmt: skip

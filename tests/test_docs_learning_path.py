@@ -3,7 +3,6 @@ commands run as written (from a clone's root; pictures are written into a tempor
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -11,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import child_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -29,7 +30,7 @@ def run(command: str, cwd: Path) -> subprocess.CompletedProcess:
     """A README command with its repository paths made absolute, run in ``cwd``."""
     words = [str(ROOT / word) if (ROOT / word).exists() and "/" in word else word for word in shlex.split(command)]
     words[0] = sys.executable if words[0] == "python" else words[0]
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    environment = child_environment()
     return subprocess.run(words, capture_output=True, text=True, timeout=600, cwd=cwd, env=environment)
 
 

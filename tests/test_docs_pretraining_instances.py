@@ -4,7 +4,6 @@ learned by tokenizers, in a scratch directory."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_environment
 from minibert.formats.tfrecord import read_examples
 from test_training_pretraining_data import fortune_documents, train_vocab, write_corpus
 
@@ -35,7 +35,7 @@ def scratch(tmp_path_factory):
 
 def run_shell(script: str, directory: Path) -> subprocess.CompletedProcess:
     """``minibert`` is the command of the Python running the tests (its src/ first on the path)."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    environment = child_environment()
     prelude = f'minibert() {{ "{sys.executable}" -m minibert "$@"; }}\nset -e\n'
     return subprocess.run(["bash", "-c", prelude + script], cwd=directory, env=environment, capture_output=True,
                           text=True, timeout=600)  # fmt: skip

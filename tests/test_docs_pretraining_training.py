@@ -17,7 +17,6 @@ and torchrun in bash.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_minibert
+from helpers import child_environment, run_minibert
 from minibert.formats.tfrecord import read_examples
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +84,7 @@ def run_bash(block: str) -> subprocess.CompletedProcess:
     torchrun = shutil.which("torchrun") or "torchrun"
     prelude = (f'minibert() {{ "{sys.executable}" -m minibert "$@"; }}\n'
                f'torchrun() {{ OMP_NUM_THREADS=1 "{torchrun}" "$@"; }}\nset -eo pipefail\n')  # fmt: skip
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    environment = child_environment()
     return subprocess.run(["bash", "-c", prelude + block], env=environment, capture_output=True, text=True,
                           timeout=600)  # fmt: skip
 

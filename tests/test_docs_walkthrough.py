@@ -11,7 +11,6 @@ result never depends on a measurement made earlier on the machine."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_environment
 from minibert.speed import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,8 +34,7 @@ print(result.attempted, result.failed, torch.is_grad_enabled())
 
 @pytest.mark.parametrize("backend", ["auto", *BACKENDS])
 def test_the_walkthrough_runs_as_written_on_every_backend(backend, tmp_path):
-    environment = {**os.environ, "MINIBERT_GEMM": backend, "MINIBERT_CACHE_DIR": str(tmp_path / "cache"),
-                   "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    environment = child_environment(MINIBERT_GEMM=backend, MINIBERT_CACHE_DIR=str(tmp_path / "cache"))
     result = subprocess.run([sys.executable, "-c", RUN_PAGE, str(WALKTHROUGH)], capture_output=True, text=True,
                             timeout=600, env=environment)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
-import os
 import re
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import pytest
 
 import minibert
 from explore_reference import check_guesses, random_masked_lm, reference_outputs, unpack
-from helpers import assert_close, run_minibert
+from helpers import assert_close, child_environment, run_minibert
 from minibert.errors import ExplorerInputError
 
 transformers = pytest.importorskip("transformers")
@@ -333,10 +332,7 @@ def test_the_explorer_pages_examples_run(tmp_path, monkeypatch):
     for block in dict.fromkeys(_blocks(page, "bash") + _blocks(section, "bash")):  # (the same command runs once)
         (tmp_path / "bank.html").unlink(missing_ok=True)
         script = block.replace("minibert explore", f"{sys.executable} -m minibert explore")
-        environment = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-        }
+        environment = child_environment()
         done = subprocess.run(
             ["bash", "-e", "-c", script], capture_output=True, text=True, timeout=300, env=environment
         )

@@ -21,7 +21,7 @@ import torch
 
 import minibert
 from explore_reference import check_guesses, random_masked_lm, reference_outputs
-from helpers import assert_close
+from helpers import assert_close, child_environment
 
 transformers = pytest.importorskip("transformers")
 
@@ -475,7 +475,7 @@ def test_the_benchmark_script_runs(browser):
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+    environment = child_environment()
     done = subprocess.run([sys.executable, str(root / "scripts" / "bench_explore.py"), "--positions", "64",
                            "--rounds", "1", "--chromium", CHROMIUM], capture_output=True, text=True, timeout=900,
                           env=environment)  # fmt: skip

@@ -28,14 +28,13 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 import minibert
-from helpers import run_minibert
+from helpers import child_environment, run_minibert
 from minibert import BertForPreTraining, BertForSequenceClassification, Embedder
 from minibert.training.run.optimization import hub_named_parameters
 
 DEVICE = torch.device(os.environ.get("MINIBERT_TEST_DEVICE", "cuda"))
 NO_GPU = DEVICE.type == "cuda" and not torch.cuda.is_available()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU, reason="no CUDA GPU here (test_devices.py: the CPU half)")]
-SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"
 TEXTS = ["The cat sat on the mat.", "A much longer sentence, with commas, numbers like 1234 and words.",
          "short", "Paris is the capital of France and a city of museums."]  # fmt: skip
@@ -279,19 +278,15 @@ def test_finetune_trains_on_the_device_in_each_precision(tmp_path, train_file, p
         assert all("loss_scale" in record for record in records)
 
 
-def _environment() -> dict:
-    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
 def test_a_run_killed_on_the_device_resumes_there_bit_for_bit_and_on_the_cpu(tmp_path, train_file):
     unbroken = tmp_path / "unbroken"
     arguments = _finetune_command(train_file, unbroken, "--deterministic")
-    result = subprocess.run([sys.executable, "-m", "minibert", *arguments], env=_environment(), capture_output=True,
-                            text=True)  # fmt: skip
+    result = subprocess.run([sys.executable, "-m", "minibert", *arguments], env=child_environment(),
+                            capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
     broken = tmp_path / "broken"
     arguments = _finetune_command(train_file, broken, "--deterministic")
-    process = subprocess.Popen([sys.executable, "-m", "minibert", *arguments], env=_environment(),
+    process = subprocess.Popen([sys.executable, "-m", "minibert", *arguments], env=child_environment(),
                                stderr=subprocess.DEVNULL)  # fmt: skip
     deadline, metrics = time.monotonic() + 300, broken / "metrics.jsonl"
     while process.poll() is None and time.monotonic() < deadline:
@@ -303,7 +298,7 @@ def test_a_run_killed_on_the_device_resumes_there_bit_for_bit_and_on_the_cpu(tmp
     assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     on_cpu = tmp_path / "on-cpu"
     subprocess.run(["cp", "-r", str(broken), str(on_cpu)], check=True)
-    resumed = subprocess.run([sys.executable, "-m", "minibert", *arguments, "--resume"], env=_environment(),
+    resumed = subprocess.run([sys.executable, "-m", "minibert", *arguments, "--resume"], env=child_environment(),
                              capture_output=True, text=True)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     ours, expected = load_file(broken / "model.safetensors"), load_file(unbroken / "model.safetensors")

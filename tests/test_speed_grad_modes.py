@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 import torch
 from fork_server import ForkServer
-from test_training_finetune_run import environment
 
 from conftest import make_google_checkpoint
-from helpers import assert_close, bound_from_exact, exact_reference
+from helpers import assert_close, bound_from_exact, child_environment, exact_reference
 from minibert import BertTokenizer
 from minibert.speed import BACKENDS
 
@@ -42,7 +41,7 @@ needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reas
 @pytest.fixture(scope="module")
 def fork_server():
     """Each case's process, forked from one Python that has imported torch (~3 s a case saved)."""
-    server = ForkServer(environment())  # this checkout's src/ first on the path, as the other subprocess tests
+    server = ForkServer(child_environment())  # this checkout's src/ first on the path, as the other subprocess tests
     yield server
     server.close()
 

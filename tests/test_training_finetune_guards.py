@@ -18,9 +18,9 @@ import sys
 import time
 
 import pytest
-from test_training_finetune_run import environment, flags, write_examples
+from test_training_finetune_run import flags, write_examples
 
-from helpers import assert_refused_by_the_lock, run_minibert, signals_as_from_a_terminal
+from helpers import assert_refused_by_the_lock, child_environment, run_minibert, signals_as_from_a_terminal
 from minibert.training.run.checkpoint import TrainingState
 from minibert.training.run.lock import LOCK_FILE, run_folder_lock
 
@@ -96,7 +96,7 @@ def test_a_second_finetune_into_a_held_folder_is_refused_naming_the_folder_and_t
 
 
 def start(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "minibert", *argv], env=environment(), stderr=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "minibert", *argv], env=child_environment(), stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True, preexec_fn=signals_as_from_a_terminal)  # fmt: skip
 
 

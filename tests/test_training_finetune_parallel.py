@@ -5,7 +5,6 @@ of one process with the whole batch (dropout 0), for a classifier, a tagger and 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,11 +12,10 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-import minibert
+from helpers import child_environment
 from minibert.apps.cli import main
 from squad_files import write_squad
 
-SRC = str(Path(minibert.__file__).parent.parent)
 TINY = Path(__file__).parent / "data" / "tiny_hub"
 WORDS = "the machine drank water in paris by the river bank money vault".split()
 
@@ -51,7 +49,7 @@ def test_two_processes_under_torchrun_equal_one_process(tmp_path, task):
     flags = ["finetune", "--task", task, "--model", str(TINY), *train_flags(task, tmp_path), "--batch-size", "4",
              "--epochs", "1", "--learning-rate", "1e-3", "--dropout", "0"]  # fmt: skip
     assert main([*flags, "--output", str(tmp_path / "one")]) == 0
-    environment = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    environment = child_environment(OMP_NUM_THREADS="1")
     result = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", "-m", "minibert", *flags,
                              "--output", str(tmp_path / "two")], env=environment, capture_output=True, text=True,
                             timeout=900)  # fmt: skip

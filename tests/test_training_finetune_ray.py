@@ -16,9 +16,9 @@ import time
 
 import pytest
 import torch
-from test_training_finetune_run import SRC, TINY, environment, write_examples
+from test_training_finetune_run import TINY, write_examples
 
-from helpers import run_minibert
+from helpers import child_environment, run_minibert
 from minibert.training.run.checkpoint import TrainingState
 
 ray = pytest.importorskip("ray")
@@ -30,8 +30,9 @@ RATES = "1e-3,1e30"  # 1e30: the loss is NaN at step 2, a "diverged" row in both
 @pytest.fixture(scope="module")
 def cluster():
     # MINIBERT_GEMM: the workers and this process must not each measure (and maybe pick) another backend
+    path = child_environment()["PYTHONPATH"]  # this checkout's src/ first, in the workers too
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"MINIBERT_GEMM": "mkl", "PYTHONPATH": SRC}})  # fmt: skip
+             runtime_env={"env_vars": {"MINIBERT_GEMM": "mkl", "PYTHONPATH": path}})  # fmt: skip
     yield
     ray.shutdown()
 
@@ -119,7 +120,7 @@ def command_sweep(data, tmp_path_factory):
     """The same sweep run as a user runs it, ``python -m minibert finetune ... --ray`` in its own
     process, which starts a local Ray of its own: (folder, the finished process)."""
     output = tmp_path_factory.mktemp("command") / "sweep"
-    env = {**environment(), "MINIBERT_GEMM": "mkl"}
+    env = child_environment(MINIBERT_GEMM="mkl")
     done = subprocess.run([sys.executable, "-m", "minibert", *sweep_flags(data, output, "--ray")],
                           capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -187,7 +188,8 @@ def test_ray_without_a_sweep_is_a_usage_error(data, tmp_path):
 def test_neither_minibert_nor_the_sequential_sweep_imports_ray():
     code = ("import sys, minibert, minibert.apps.cli, minibert.training.sweep, "
             "minibert.training.run.loop; print(sorted(m for m in sys.modules if m.startswith('ray')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment(), check=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_environment(),
+                          check=True)  # fmt: skip
     assert done.stdout.strip() == "[]", done.stdout
 
 

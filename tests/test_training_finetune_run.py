@@ -5,7 +5,6 @@ of bad input (one line on stderr, exit 1, nothing written)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -14,10 +13,9 @@ import torch
 from safetensors.torch import load_file
 
 import minibert
-from helpers import sigkill_once_metrics_hold
+from helpers import child_environment, sigkill_once_metrics_hold
 from minibert.apps.cli import main
 
-SRC = str(Path(minibert.__file__).parent.parent)
 TINY = Path(__file__).parent / "data" / "tiny_hub"  # dropout 0.1 in its config: every step draws random numbers
 WORDS = "the machine drank water bank river money vault paris love thirsty engineer".split()
 
@@ -84,10 +82,6 @@ def test_a_head_of_the_task_continues_and_one_that_does_not_fit_is_refused(tmp_p
     assert not (tmp_path / "third").exists()
 
 
-def environment() -> dict:
-    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
 def test_resume_after_sigkill_ends_with_identical_weights(tmp_path, monkeypatch):
     """Dropout on (the tiny config's 0.1): the resumed run must restore the random-number state too.
     The GEMM backend is named: the three processes must not each measure (and maybe pick) another."""
@@ -98,7 +92,7 @@ def test_resume_after_sigkill_ends_with_identical_weights(tmp_path, monkeypatch)
     broken = tmp_path / "broken"
     metrics = broken / "metrics.jsonl"  # killed with 3 lines: past the checkpoint of step 2
     sigkill_once_metrics_hold([sys.executable, "-m", "minibert", *flags(train, broken, *extra)], metrics, 3,
-                              environment())  # fmt: skip
+                              child_environment())  # fmt: skip
     assert main(flags(train, broken, *extra, "--resume")) == 0
     whole, resumed = load_file(tmp_path / "whole" / "model.safetensors"), load_file(broken / "model.safetensors")
     worst = max((whole[name] - resumed[name]).abs().max().item() for name in whole)

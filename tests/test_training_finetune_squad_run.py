@@ -6,7 +6,6 @@ files' bad input refused in one line. (torchrun: tests/test_training_finetune_pa
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -15,11 +14,10 @@ import torch
 from safetensors.torch import load_file
 
 import minibert
-from helpers import sigkill_once_metrics_hold
+from helpers import child_environment, sigkill_once_metrics_hold
 from minibert.apps.cli import main
 from squad_files import squad_data, write_squad
 
-SRC = str(Path(minibert.__file__).parent.parent)
 TINY = Path(__file__).parent / "data" / "tiny_hub"  # dropout 0.1 in its config: every step draws random numbers
 
 
@@ -75,7 +73,7 @@ def test_resume_after_sigkill_ends_with_identical_weights(tmp_path, monkeypatch)
              "--eval-every", "4")  # fmt: skip
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     assert main(flags(train, whole, *extra)) == 0
-    environment = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    environment = child_environment()
     sigkill_once_metrics_hold([sys.executable, "-m", "minibert", *flags(train, broken, *extra)],
                               broken / "metrics.jsonl", 3, environment)  # fmt: skip
     assert main(flags(train, broken, *extra, "--resume")) == 0

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 import pytest
 
 import minibert
+from helpers import child_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "src" / "minibert" / "bundled" / "fortunes-mini"
@@ -70,7 +70,7 @@ def test_the_recipe_makes_the_bundled_model(tmp_path):
     if not FORTUNES.is_dir():
         pytest.fail("the recipe's text is Debian's fortunes: apt-get install fortunes")
     (tmp_path / "scripts").symlink_to(ROOT / "scripts")
-    environment = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    environment = child_environment()
     result = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe_block()], cwd=tmp_path, env=environment,
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

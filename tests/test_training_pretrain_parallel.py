@@ -14,11 +14,9 @@ import numpy as np
 import pytest
 from safetensors.torch import load_file
 
-import minibert
-from helpers import run_minibert
+from helpers import child_environment, run_minibert
 from random_instances import random_instances, write_instances
 
-SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"
 BATCH, STEPS = 8, 4
 
@@ -55,7 +53,7 @@ def relative_difference(run: Path, reference: Path) -> tuple[float, str]:
 def test_two_processes_under_torchrun_equal_one_process(uneven, one_process, tmp_path):
     torchrun = shutil.which("torchrun") or pytest.skip("torchrun is not installed")
     run = tmp_path / "run"
-    environment = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    environment = child_environment(OMP_NUM_THREADS="1")
     result = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", "-m", "minibert", *flags(uneven, run)],
                             env=environment, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -81,7 +79,7 @@ def test_a_torchrun_group_killed_after_a_checkpoint_resumes_bit_for_bit(uneven, 
     import time
 
     torchrun = shutil.which("torchrun") or pytest.skip("torchrun is not installed")
-    environment = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    environment = child_environment(OMP_NUM_THREADS="1")
 
     def launch(run: Path, *extra: str) -> subprocess.Popen:
         argv = [

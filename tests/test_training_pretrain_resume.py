@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-import minibert
+from helpers import child_environment
 from random_instances import random_instances, write_instances
 
-SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"  # its config keeps dropout 0.1: every step draws random numbers
 STEPS = 16
 
@@ -31,7 +30,7 @@ def command(data: Path, output: Path, *extra: str) -> list[str]:
 
 
 def environment() -> dict:
-    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return child_environment()
 
 
 def kill_when(process: subprocess.Popen, moment: str, run: Path, rng: random.Random) -> bool:

@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import minibert
-from helpers import assert_refused_by_the_lock, run_minibert
+from helpers import assert_refused_by_the_lock, child_environment, run_minibert
 from minibert.errors import RunFolderBusyError
 from minibert.training.run.lock import LOCK_FILE, run_folder_lock
 from random_instances import random_instances, write_instances
 
-SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"
 
 
@@ -31,7 +29,7 @@ def pretrain_args(data: Path, output: Path, *extra: str) -> list[str]:
 
 
 def environment() -> dict:
-    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return child_environment()
 
 
 def wait_for_holder(lock: Path, process: subprocess.Popen) -> None:

@@ -5,22 +5,18 @@ from training_state.pt) and the exact command that continues the run — which i
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-import minibert
-from helpers import run_minibert, signals_as_from_a_terminal
+from helpers import child_environment, run_minibert, signals_as_from_a_terminal
 from minibert.training.run.checkpoint import TrainingState
 from random_instances import random_instances, write_instances
 
-SRC = str(Path(minibert.__file__).parent.parent)
 TINY = "tests/data/tiny_hub"
 STEPS = 60  # the signal lands mid-run (here after step 2 of 60); the resumed run finishes them
 
@@ -32,7 +28,7 @@ def test_a_stopped_pretrain_names_its_last_checkpoint_and_the_command_that_resum
     run = tmp_path / "run"
     command = [sys.executable, "-m", "minibert", "pretrain", "--data", str(data), "--init", TINY, "--output", str(run),
                "--steps", str(STEPS), "--batch-size", "4", "--save-every", "2"]  # fmt: skip
-    environment = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    environment = child_environment()
     process = subprocess.Popen(
         command, env=environment, stderr=subprocess.PIPE, text=True, preexec_fn=signals_as_from_a_terminal
     )

@@ -11,7 +11,6 @@ it saves loads in transformers and gives the same logits on the validation sente
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -20,11 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import assert_close
+from helpers import assert_close, child_environment
 
 transformers = pytest.importorskip("transformers")
 TUTORIAL = Path(__file__).parent / "data" / "tutorials" / "mccormick_finetuning.py"
-SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def _sentences(path: Path, count: int = 96) -> None:
@@ -49,7 +47,7 @@ def test_the_tutorial_runs_with_its_imports_changed(tmp_path, minilm_dir):
                        "from minibert import get_linear_schedule_with_warmup"], changed  # fmt: skip
     (tmp_path / "tutorial.py").write_text(ours, encoding="utf-8")
     _sentences(tmp_path / "sentences.tsv")
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    environment = child_environment()
     done = subprocess.run([sys.executable, "tutorial.py", str(minilm_dir), "2", "32"], cwd=tmp_path, env=environment,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
