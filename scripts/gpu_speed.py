@@ -148,11 +148,11 @@ def by_sequence(function):
     from minibert.speed import varlen
 
     def call(*args, **options):
-        varlen.ON_GPU = True
+        before, varlen.ON_GPU = varlen.ON_GPU, True
         try:
             return function(*args, **options)
         finally:
-            varlen.ON_GPU = False
+            varlen.ON_GPU = before
 
     return call
 
@@ -243,14 +243,14 @@ def minibert_step(model, optimizer, device, autocast, skip_padding: bool, by_seq
     from minibert.speed import varlen
     from minibert.training.run.optimization import clip_by_global_norm
 
-    varlen.ON_GPU = by_sequence  # (read as each forward lays out its tokens)
+    before, varlen.ON_GPU = varlen.ON_GPU, by_sequence  # (read as each forward lays out its tokens)
     try:
         with autocast_context(device, autocast):
             loss = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
                          labels=batch["labels"], skip_padding=skip_padding).loss  # fmt: skip
         loss.backward()
     finally:
-        varlen.ON_GPU = False
+        varlen.ON_GPU = before
     clip_by_global_norm(list(model.parameters()), 1.0)
     optimizer.step(LEARNING_RATE)
     optimizer.zero_grad()

@@ -67,6 +67,17 @@ def test_a_backward_pass_through_int8_is_one_clear_error(tiny_dir, own_cache):
         out.sum().backward()
 
 
+def test_a_frozen_int8_model_runs_with_gradients_on(tiny_dir, own_cache):
+    """A plain call (no torch.no_grad) of a model frozen as docs/walkthrough.md freezes one: the int8
+    layers compute their own products (speed/fast_path.py's one product for Q, K, V is not theirs)."""
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8").requires_grad_(False)
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
+    with torch.no_grad():
+        expected = model(ids, (ids != 0).long()).last_hidden_state
+    out = model(ids, (ids != 0).long()).last_hidden_state
+    assert torch.equal(out, expected)
+
+
 def test_bad_dtype_names_int8_and_auto_never_picks_it(tiny_dir, own_cache):
     with pytest.raises(ValueError, match=r"dtype must be one of .*'int8'.*got 'int9'"):
         BertModel.from_pretrained(tiny_dir, dtype="int9")

@@ -98,7 +98,7 @@ def test_a_head_size_the_kernels_do_not_take_keeps_the_packed_path(by_sequence, 
     with torch.no_grad():
         out = model(ids, mask, skip_padding=True).last_hidden_state
         plain = model(ids, mask, use_fast_path=False).last_hidden_state
-    assert not ran and not varlen.takes(12)
+    assert not ran and not varlen.takes(out, 12)
     assert (out[mask.bool()] - plain[mask.bool()]).abs().max().item() <= 1e-5
 
 
@@ -109,9 +109,12 @@ def test_it_applies_on_a_gpu_when_turned_on_and_not_under_deterministic_algorith
     assert not varlen.applies(gpu)
     monkeypatch.setattr(varlen, "ON_GPU", True)
     assert varlen.applies(gpu) and not varlen.applies(torch.device("cpu"))
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         assert not varlen.applies(gpu)
     finally:
-        torch.use_deterministic_algorithms(False)
-    assert varlen.takes(64) and not varlen.takes(12) and not varlen.takes(256)
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    heads = torch.zeros(3, 2, 64)
+    assert varlen.takes(heads, 64) and not varlen.takes(heads, 12) and not varlen.takes(heads, 256)
+    assert varlen.takes(heads.half(), 64) and not varlen.takes(heads.double(), 64)  # float64 is not the kernels'

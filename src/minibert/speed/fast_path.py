@@ -25,10 +25,12 @@ Four ideas, each exact (they change only the order of float sums):
    x·[Wq; Wk; Wv]ᵀ is the three products side by side, one GEMM of 3H columns instead of three of H,
    and one layout change of (P, 3H) instead of three of (P, H). A training step is mostly the
    launching of small operations on a GPU (a bert-base step on 32 sentences, bf16: the GPU busy 10
-   of 40 ms), and this takes about a sixth of them away: forward, backward and autocast's casts.
-   The weights change every step, so putting them side by side each forward costs what a kept
-   copy would, without the copy; at inference the three products stay apart (a kept copy would
-   double the memory of Q, K and V; seam.py's packed GEMMs run them on a CPU).
+   of 40 ms), and this takes 14-20% of them away (counted: docs/gpu.md): forward, backward and
+   autocast's casts. The weights change every step, so they are stacked afresh each forward; in
+   float32 the stacked copy is kept for the backward pass (3H² floats a layer, 85 MB for
+   bert-base), under autocast it replaces the casts kept anyway. At inference the three products
+   stay apart (a kept copy would double the memory of Q, K and V; seam.py's packed GEMMs run them
+   on a CPU), and so do layers that are not plain (int8, an adapter, hooks: ``fused_projections``).
 
 On a GPU, packed tokens can also attend as they lie, each sequence by itself (varlen.py: no layout
 change at all in the layers; off until a device has measured it).
@@ -44,8 +46,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.modules.module import _global_forward_hooks, _global_forward_pre_hooks
 
 from . import varlen
+from .packed_linear import PackedLinear
 
 # On a GPU, torch's fused attention without cuDNN's kernel: cuDNN builds a plan for every new
 # shape it meets (tens of milliseconds each), and a run of length-sorted batches is mostly new
@@ -183,7 +187,7 @@ class FastLayout:
             q, k, v = attention.query(x), attention.key(x), attention.value(x)
         else:
             q, k, v = qkv.chunk(3, dim=-1)  # views
-        if self.sequences is not None and varlen.takes(attention.head_size):  # packed, each sequence by itself
+        if self.sequences is not None and varlen.takes(q, attention.head_size):  # packed, each sequence by itself
             return varlen.attention(q, k, v, self.sequences, heads, dropout)
         if qkv is not None and self.packing is not None and self.packing.groups is None:
             q, k, v = self.packing.unpack(qkv).chunk(3, dim=-1)  # (P, 3H) -> (B, T, 3H): one scatter, not three
@@ -217,19 +221,31 @@ class FastLayout:
 
 def fused_projections(x: torch.Tensor, attention: nn.Module) -> torch.Tensor | None:
     """x (…, H) → [q k v] (…, 3H): the query, key and value projections as one product, where a
-    gradient is recorded (of the weights or of x) and the three are linear layers that multiply by
-    ``F.linear`` there (``nn.Linear``, and seam.py's ``PackedLinear``, which trains through it);
-    else None (inference, frozen weights, int8)."""
+    gradient is recorded (of the weights or of x) and the three are plain linear layers that
+    multiply by ``F.linear`` there: ``nn.Linear`` itself, or seam.py's ``PackedLinear``, which trains
+    through it. Anything else computes its own product (None): int8 layers, a subclass with its own
+    forward (a LoRA adapter), a layer with hooks (torch's pruning, weight norm), inference."""
     layers = (attention.query, attention.key, attention.value)
-    recorded = torch.is_grad_enabled() and (x.requires_grad or any(layer.weight.requires_grad for layer in layers))
-    if not recorded or not all(isinstance(layer, nn.Linear) for layer in layers):
+    if not torch.is_grad_enabled() or not all(_plain_linear(layer) for layer in layers):
         return None
-    weight = torch.cat([layer.weight for layer in layers])  # (3H, H): Wq, Wk, Wv stacked
+    if not (x.requires_grad or any(layer.weight.requires_grad for layer in layers)):
+        return None  # frozen weights: seam.py's products (packed on a CPU) are the faster ones
     biases = [layer.bias for layer in layers]
-    bias = torch.cat(biases) if all(b is not None for b in biases) else None  # (3H,)
-    if bias is None and any(b is not None for b in biases):
+    if any(b is None for b in biases) and any(b is not None for b in biases):
         return None
+    for layer in layers:
+        if isinstance(layer, PackedLinear):
+            layer.lay_out_weight()  # as its own forward would before F.linear (a TF kernel read as a view)
+    weight = torch.cat([layer.weight for layer in layers])  # (3H, H): Wq, Wk, Wv stacked
+    bias = torch.cat(biases) if biases[0] is not None else None  # (3H,)
     return F.linear(x, weight, bias)
+
+
+def _plain_linear(layer: nn.Module) -> bool:
+    """A layer whose forward is exactly F.linear(x, weight, bias) while training, with no hook to run."""
+    plain = type(layer) is nn.Linear or (type(layer) is PackedLinear and layer.activation is None)
+    hooked = layer._forward_hooks or layer._forward_pre_hooks or _global_forward_hooks or _global_forward_pre_hooks
+    return plain and not hooked
 
 
 def fused_kernel(

@@ -51,8 +51,12 @@ def applies(device: torch.device) -> bool:
     return device.type == "cuda" and ON_GPU and not torch.are_deterministic_algorithms_enabled()
 
 
-def takes(head_size: int) -> bool:
-    return head_size in HEAD_SIZES
+def takes(q: torch.Tensor, head_size: int) -> bool:
+    """Whether the kernels take these heads: a head size of 8 to 128 in steps of 8, float32, float16
+    or bfloat16 (float64 is not theirs), and bfloat16 only on Ampere and later."""
+    if head_size not in HEAD_SIZES or q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return False
+    return not (q.is_cuda and q.dtype == torch.bfloat16) or torch.cuda.get_device_capability(q.device) >= (8, 0)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sequences: Sequences, heads: int,
