@@ -14,8 +14,9 @@ bfloat16 output, so the residual stream was rounded to 8 bits of mantissa at eve
 LayerNorm then ran in bfloat16 too, and the states came out bfloat16, 40-60x further from the truth
 than transformers' (all-MiniLM-L6-v2, 13 texts).
 
-The Q, K, V projections as one product (speed/fast_path.py's ``fused_projections``, where a gradient
-is recorded) are checked here too: it runs exactly there, and its gradients are the three products'.
+The Q, K, V projections as one product (speed/fast_path.py's ``fused_projections``: on a GPU, where
+a gradient is recorded) are checked here too, turned on for the CPU (``one_product``): it runs
+exactly there, its gradients are the three products', and layers that are not plain keep theirs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ from minibert.speed import fast_path
 transformers = pytest.importorskip("transformers")
 
 BF16_UNIT = 2.0**-8  # bfloat16's unit roundoff (8 bits of mantissa, one implicit)
+
+
+@pytest.fixture
+def one_product(monkeypatch):
+    """Q, K, V as one product on this CPU too (by default only where launches bind: a GPU)."""
+    monkeypatch.setattr(fast_path, "ONE_PRODUCT_ON", frozenset({"cpu", "cuda"}))
 
 
 def _states(model, batch: dict, skip_padding: bool, grad: bool):
@@ -57,7 +64,7 @@ def models(minilm_dir, real_texts):
 @pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "skip_padding"])
 @pytest.mark.parametrize("grad", [False, True], ids=["inference", "gradient"])
 @pytest.mark.parametrize("book", [False, True], ids=["fast", "book"])
-def test_under_autocast_the_residual_stream_stays_float32(minilm_dir, models, skip_padding, grad, book):
+def test_under_autocast_the_residual_stream_stays_float32(minilm_dir, models, one_product, skip_padding, grad, book):
     batch, exact, reference = models
     ours = BertModel.from_pretrained(minilm_dir).eval()
     if book:
@@ -75,6 +82,8 @@ def test_under_autocast_the_residual_stream_stays_float32(minilm_dir, models, sk
 
 def test_q_k_v_are_one_product_where_a_gradient_is_recorded(minilm_dir, models, monkeypatch):
     batch, _, _ = models
+    assert fast_path.ONE_PRODUCT_ON == {"cuda"}  # the default: a GPU's steps are launch-bound, a CPU's are not
+    monkeypatch.setattr(fast_path, "ONE_PRODUCT_ON", frozenset({"cpu"}))
     calls = []
     original = fast_path.fused_projections
     monkeypatch.setattr(fast_path, "fused_projections", lambda x, attention: calls.append(
@@ -93,7 +102,7 @@ def test_q_k_v_are_one_product_where_a_gradient_is_recorded(minilm_dir, models, 
 
 
 @pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "skip_padding"])
-def test_one_product_gives_the_three_products_gradients(minilm_dir, models, monkeypatch, skip_padding):
+def test_one_product_gives_the_three_products_gradients(minilm_dir, models, monkeypatch, one_product, skip_padding):
     """float32: the gradients of Wq, Wk, Wv and every other weight, one product against three. The
     same sums in another order (a GEMM of 3H columns blocks its work otherwise): 1e-5 of each
     tensor's largest gradient, or of a thousandth of the largest anywhere (the key bias's gradient
@@ -129,7 +138,7 @@ class LowRankAdapted(nn.Linear):
         return super().forward(x) + (x @ self.down.T) @ self.up.T
 
 
-def test_layers_with_their_own_forward_or_hooks_compute_their_own_products(minilm_dir, models):
+def test_layers_with_their_own_forward_or_hooks_compute_their_own_products(minilm_dir, models, one_product):
     """One product for Q, K, V is only for plain linear layers: a subclass with its own forward (a
     LoRA adapter) and a layer with a forward pre-hook (torch's pruning, which rebuilds the weight on
     every call) run themselves, so training sees what inference sees and trains what it should."""

@@ -67,9 +67,12 @@ def test_a_backward_pass_through_int8_is_one_clear_error(tiny_dir, own_cache):
         out.sum().backward()
 
 
-def test_a_frozen_int8_model_runs_with_gradients_on(tiny_dir, own_cache):
+def test_a_frozen_int8_model_runs_with_gradients_on(tiny_dir, own_cache, monkeypatch):
     """A plain call (no torch.no_grad) of a model frozen as docs/walkthrough.md freezes one: the int8
     layers compute their own products (speed/fast_path.py's one product for Q, K, V is not theirs)."""
+    from minibert.speed import fast_path
+
+    monkeypatch.setattr(fast_path, "ONE_PRODUCT_ON", frozenset({"cpu", "cuda"}))  # (a GPU's rule, here)
     model = BertModel.from_pretrained(tiny_dir, dtype="int8").requires_grad_(False)
     ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
     with torch.no_grad():

@@ -18,7 +18,7 @@ enters in two named places, each computing the same numbers as the formulas writ
 the order of float sums; tests/test_model.py and tests/test_speed_book_modules.py compare them):
 
 * ``layout`` in ``SelfAttention.forward`` (speed/fast_path.py): a fused attention kernel, Q, K and V
-  as one product where a gradient is recorded, and, where a caller asks for it by name
+  as one product where a GPU trains, and, where a caller asks for it by name
   (``skip_padding=True``), padding packed away;
 * ``speed_up`` at the end of ``from_pretrained`` (speed/seam.py): a faster GEMM library swapped into the
   linear layers. ``model.use_book_modules()`` turns both off: the model is then this file's code alone.

@@ -6,7 +6,7 @@ each computes the same numbers as the book's plain path, up to the order of floa
 
 * ``layout`` in ``SelfAttention.forward``: the fast path (fast_path.py): the fused attention kernel,
   the real tokens packed end to end when a caller asks (``skip_padding``), length groups, Q, K and V
-  as one product when training, and on a GPU packed sequences attending as they lie (varlen.py).
+  as one product when training on a GPU, and there packed sequences attending as they lie (varlen.py).
 * ``speed_up`` at the end of ``from_pretrained`` (seam.py): the linear layers' GEMM library chosen
   for this CPU, and int8 when asked for by name. ``model.use_book_modules()`` takes it all out.
 

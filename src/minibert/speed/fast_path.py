@@ -21,16 +21,19 @@ Four ideas, each exact (they change only the order of float sums):
    (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
    ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
    the written-out formula is used.
-4. **One product for Q, K and V** (``fused_projections``), where a gradient is recorded (training):
+4. **One product for Q, K and V** (``fused_projections``), on a GPU where a gradient is recorded (training):
    x·[Wq; Wk; Wv]ᵀ is the three products side by side, one GEMM of 3H columns instead of three of H,
    and one layout change of (P, 3H) instead of three of (P, H). A training step is mostly the
    launching of small operations on a GPU (a bert-base step on 32 sentences, bf16: the GPU busy 10
    of 40 ms), and this takes 14-20% of them away (counted: docs/gpu.md): forward, backward and
    autocast's casts. The weights change every step, so they are stacked afresh each forward; in
    float32 the stacked copy is kept for the backward pass (3H² floats a layer, 85 MB for
-   bert-base), under autocast it replaces the casts kept anyway. At inference the three products
-   stay apart (a kept copy would double the memory of Q, K and V; seam.py's packed GEMMs run them
-   on a CPU), and so do layers that are not plain (int8, an adapter, hooks: ``fused_projections``).
+   bert-base), under autocast it replaces the casts kept anyway. On a CPU, where a step's time is
+   its arithmetic, it bought nothing measurable (fine-tuning all-MiniLM-L6-v2 against transformers:
+   1.46-1.47x without, 1.45-1.46x with, Intel Xeon with AMX), so there the three stay apart and
+   the copy is not made (``ONE_PRODUCT_ON``). At inference the three products stay apart too (a kept
+   copy would double the memory of Q, K and V), and so do layers that are not plain (int8, an
+   adapter, hooks: ``fused_projections``).
 
 On a GPU, packed tokens can also attend as they lie, each sequence by itself (varlen.py: no layout
 change at all in the layers; off until a device has measured it).
@@ -58,6 +61,11 @@ from .packed_linear import PackedLinear
 # None: torch's own choice.
 GPU_ATTENTION: tuple[SDPBackend, ...] | None = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
                                                 SDPBackend.MATH)  # fmt: skip
+
+
+# Where Q, K and V are one product in training (fused_projections): where a step is bound by launching
+# operations rather than by arithmetic.
+ONE_PRODUCT_ON = frozenset({"cuda"})
 
 
 class Packing:
@@ -220,13 +228,16 @@ class FastLayout:
 
 
 def fused_projections(x: torch.Tensor, attention: nn.Module) -> torch.Tensor | None:
-    """x (…, H) → [q k v] (…, 3H): the query, key and value projections as one product, where a
-    gradient is recorded (of the weights or of x) and the three are plain linear layers that
-    multiply by ``F.linear`` there: ``nn.Linear`` itself, or seam.py's ``PackedLinear``, which trains
-    through it. Anything else computes its own product (None): int8 layers, a subclass with its own
-    forward (a LoRA adapter), a layer with hooks (torch's pruning, weight norm), inference."""
+    """x (…, H) → [q k v] (…, 3H): the query, key and value projections as one product, on a device
+    of ``ONE_PRODUCT_ON``, where a gradient is recorded (of the weights or of x) and the three are
+    plain linear layers that multiply by ``F.linear`` there: ``nn.Linear`` itself, or seam.py's
+    ``PackedLinear``, which trains through it. Anything else computes its own product (None): int8
+    layers, a subclass with its own forward (a LoRA adapter), a layer with hooks (torch's pruning,
+    weight norm), inference, a CPU."""
     layers = (attention.query, attention.key, attention.value)
-    if not torch.is_grad_enabled() or not all(_plain_linear(layer) for layer in layers):
+    if x.device.type not in ONE_PRODUCT_ON or not torch.is_grad_enabled():
+        return None
+    if not all(_plain_linear(layer) for layer in layers):
         return None
     if not (x.requires_grad or any(layer.weight.requires_grad for layer in layers)):
         return None  # frozen weights: seam.py's products (packed on a CPU) are the faster ones
