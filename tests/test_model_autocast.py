@@ -64,8 +64,11 @@ def models(minilm_dir, real_texts):
 @pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "skip_padding"])
 @pytest.mark.parametrize("grad", [False, True], ids=["inference", "gradient"])
 @pytest.mark.parametrize("book", [False, True], ids=["fast", "book"])
-def test_under_autocast_the_residual_stream_stays_float32(minilm_dir, models, one_product, skip_padding, grad, book):
+@pytest.mark.parametrize("one", [False, True], ids=["three-products", "one-product"])
+def test_under_autocast_the_residual_stream_stays_float32(minilm_dir, models, monkeypatch, skip_padding, grad, book,
+                                                          one):  # fmt: skip
     batch, exact, reference = models
+    monkeypatch.setattr(fast_path, "ONE_PRODUCT_ON", frozenset({"cpu"}) if one else frozenset())
     ours = BertModel.from_pretrained(minilm_dir).eval()
     if book:
         ours.use_book_modules()
@@ -138,28 +141,66 @@ class LowRankAdapted(nn.Linear):
         return super().forward(x) + (x @ self.down.T) @ self.up.T
 
 
-def test_layers_with_their_own_forward_or_hooks_compute_their_own_products(minilm_dir, models, one_product):
-    """One product for Q, K, V is only for plain linear layers: a subclass with its own forward (a
-    LoRA adapter) and a layer with a forward pre-hook (torch's pruning, which rebuilds the weight on
-    every call) run themselves, so training sees what inference sees and trains what it should."""
-    batch, _, _ = models
-    model = BertModel.from_pretrained(minilm_dir).eval()
+def _adapted(model):
     for layer in model.layers:
         layer.attention.value = LowRankAdapted(layer.attention.value)
-    prune.l1_unstructured(model.layers[0].attention.key, "weight", amount=0.5)
+    return lambda: model.layers[0].attention.value.down.grad is not None  # the adapter is trained
+
+
+def _pruned(model):
+    prune.l1_unstructured(model.layers[0].attention.key, "weight", amount=0.5)  # a forward pre-hook
+    return lambda: model.layers[0].attention.key.weight_orig.grad is not None  # the kept weights are trained
+
+
+def _backward_hooked(model):
+    seen = []
+    model.layers[0].attention.query.register_full_backward_hook(lambda module, into, out: seen.append(1))
+    return lambda: bool(seen)  # the hook saw the layer's gradient
+
+
+def _forward_replaced(model):
+    query = model.layers[0].attention.query  # as accelerate wraps a forward on the instance
+    query.forward = lambda x, plain=query.forward: plain(x) * 0.5
+    return lambda: True  # (what is checked: the states match the call that ran it)
+
+
+@pytest.mark.parametrize("change", [_adapted, _pruned, _backward_hooked, _forward_replaced],
+                         ids=["lora-adapter", "pruned", "backward-hook", "forward-replaced"])  # fmt: skip
+def test_layers_with_their_own_forward_or_hooks_compute_their_own_products(minilm_dir, models, one_product,
+                                                                          change):  # fmt: skip
+    """One product for Q, K, V is only for plain linear layers: a subclass with its own forward (a
+    LoRA adapter), a forward replaced on the instance, a forward pre-hook (torch's pruning, which
+    rebuilds the weight on every call) and a backward hook each make the layer run itself, so
+    training computes what inference computes, trains what it should, and runs every hook."""
+    batch, _, _ = models
+    model = BertModel.from_pretrained(minilm_dir).eval()
+    done = change(model)
     real = batch["attention_mask"].bool()
     with torch.no_grad():
         expected = model(**batch).last_hidden_state
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     for step in range(2):  # pruning's rebuilt weight is a new tensor each call: a second step must work
         out = model(**batch).last_hidden_state
-        if step == 0:  # the adapter and the pruning ran: the states of the call without a gradient
+        if step == 0:  # the layer's own call ran: the states of the call without a gradient
             # (real tokens; that call multiplies through seam.py's GEMM library, this one through F.linear:
             # each within tests/test_model.py's 1e-5 of transformers, so within 2e-5 of each other. The
             # adapter's term skipped moved them by 4e-2.)
             assert (out - expected)[real].abs().max().item() <= 2e-5
         out.square().mean().backward()
-        assert model.layers[0].attention.value.down.grad is not None  # the adapter is trained
-        assert model.layers[0].attention.key.weight_orig.grad is not None
+        assert done()
         optimizer.step()
         optimizer.zero_grad()
+
+
+def test_weights_of_different_dtypes_are_not_stacked_into_one(one_product):
+    """Three products of a float32 and a bfloat16 weight refuse (F.linear wants one dtype); a stack
+    would cast them to one without a word. So they stay three, and refuse as the book's layers do."""
+    from minibert import BertConfig
+
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64))  # fmt: skip
+    model.layers[0].attention.key.to(torch.bfloat16)
+    x = torch.randn(1, 3, 32, requires_grad=True)
+    assert fast_path.fused_projections(x, model.layers[0].attention) is None
+    with pytest.raises(RuntimeError):
+        model(torch.tensor([[2, 5, 7]]))

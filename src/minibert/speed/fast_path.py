@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.modules.module import _global_forward_hooks, _global_forward_pre_hooks
+from torch.nn.modules import module as torch_module
 
 from . import varlen
 from .packed_linear import PackedLinear
@@ -244,6 +244,9 @@ def fused_projections(x: torch.Tensor, attention: nn.Module) -> torch.Tensor | N
     biases = [layer.bias for layer in layers]
     if any(b is None for b in biases) and any(b is not None for b in biases):
         return None
+    tensors = [t for layer in layers for t in (layer.weight, layer.bias) if t is not None]
+    if len({(t.dtype, t.device) for t in tensors}) > 1:  # (three products would refuse; a stack would cast)
+        return None
     for layer in layers:
         if isinstance(layer, PackedLinear):
             layer.lay_out_weight()  # as its own forward would before F.linear (a TF kernel read as a view)
@@ -253,10 +256,16 @@ def fused_projections(x: torch.Tensor, attention: nn.Module) -> torch.Tensor | N
 
 
 def _plain_linear(layer: nn.Module) -> bool:
-    """A layer whose forward is exactly F.linear(x, weight, bias) while training, with no hook to run."""
+    """A layer whose call is exactly F.linear(x, weight, bias) while training: nn.Linear or a
+    PackedLinear without an activation, its forward not replaced on the instance (accelerate's
+    offloading wraps it so), and no hook of any kind to run (torch calls a module's forward
+    directly only then: pruning and weight norm use forward pre-hooks, gradient inspection
+    backward hooks)."""
     plain = type(layer) is nn.Linear or (type(layer) is PackedLinear and layer.activation is None)
-    hooked = layer._forward_hooks or layer._forward_pre_hooks or _global_forward_hooks or _global_forward_pre_hooks
-    return plain and not hooked
+    hooks = (layer._forward_hooks, layer._forward_pre_hooks, layer._backward_hooks, layer._backward_pre_hooks,
+             torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
+             torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks)  # fmt: skip
+    return plain and "forward" not in vars(layer) and not any(hooks)
 
 
 def fused_kernel(
