@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -143,16 +143,24 @@ def embed_contender(folder: Path, device: torch.device, name: str, texts: list[s
     return call
 
 
-def by_sequence(function):
-    """``function`` with packed sequences attending by sequence (speed/varlen.py) while it runs."""
+@contextmanager
+def attending_by_sequence(on: bool):
+    """speed/varlen.py on or off while the block runs (it is read as each forward lays out its tokens)."""
     from minibert.speed import varlen
 
+    before, varlen.ON_GPU = varlen.ON_GPU, on
+    try:
+        yield
+    finally:
+        varlen.ON_GPU = before
+
+
+def by_sequence(function):
+    """``function`` with packed sequences attending by sequence while it runs."""
+
     def call(*args, **options):
-        before, varlen.ON_GPU = varlen.ON_GPU, True
-        try:
+        with attending_by_sequence(True):
             return function(*args, **options)
-        finally:
-            varlen.ON_GPU = before
 
     return call
 
@@ -240,17 +248,12 @@ def autocast_context(device: torch.device, dtype):
 
 
 def minibert_step(model, optimizer, device, autocast, skip_padding: bool, by_sequence: bool, batch: dict) -> None:
-    from minibert.speed import varlen
     from minibert.training.run.optimization import clip_by_global_norm
 
-    before, varlen.ON_GPU = varlen.ON_GPU, by_sequence  # (read as each forward lays out its tokens)
-    try:
-        with autocast_context(device, autocast):
-            loss = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                         labels=batch["labels"], skip_padding=skip_padding).loss  # fmt: skip
-        loss.backward()
-    finally:
-        varlen.ON_GPU = before
+    with attending_by_sequence(by_sequence), autocast_context(device, autocast):
+        loss = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
+                     skip_padding=skip_padding).loss  # fmt: skip
+    loss.backward()
     clip_by_global_norm(list(model.parameters()), 1.0)
     optimizer.step(LEARNING_RATE)
     optimizer.zero_grad()

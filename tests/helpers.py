@@ -103,6 +103,16 @@ def assert_same_ids(ours, reference, texts: list[str], label: str, *, pairs: int
     print(f"\n{label}: {len(texts)} texts and {len(pairs_of_texts)} pairs, ids identical ({unknown:.1%} [UNK])")
 
 
+def worst_relative_difference(ours: list, reference: list) -> float:
+    """The largest max |Δ| of paired gradient tensors, each relative to the reference tensor's own
+    largest entry, or to a thousandth of the largest gradient anywhere, whichever is more. A gradient
+    that is 0 in exact arithmetic (the key biases: softmax ignores a shift shared by every key) comes
+    out as the rounding noise of sums that cancel, whose terms are the size of the other gradients."""
+    largest = max(r.abs().max().item() for r in reference)
+    return max((o - r).abs().max().item() / max(r.abs().max().item(), 1e-3 * largest)
+               for o, r in zip(ours, reference))  # fmt: skip
+
+
 def child_environment(*first: str, **variables: str) -> dict[str, str]:
     """``os.environ`` for a child process (a command, a script, torchrun) that must import the minibert
     under test: its src/ first on PYTHONPATH (after the ``first`` folders), then what the path held;

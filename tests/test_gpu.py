@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 import minibert
-from helpers import child_environment, run_minibert
+from helpers import child_environment, run_minibert, worst_relative_difference
 from minibert import BertForPreTraining, BertForSequenceClassification, Embedder
+from minibert.training.run.loop import set_dropout
 from minibert.training.run.optimization import hub_named_parameters
 
 DEVICE = torch.device(os.environ.get("MINIBERT_TEST_DEVICE", "cuda"))
@@ -120,13 +121,7 @@ def test_a_classifier_and_its_training_step_match_transformers(checkpoint):
     theirs_named = dict(theirs.named_parameters())
     pairs = [(parameter.grad, theirs_named[name].grad) for name, parameter in hub_named_parameters(ours)
              if name in theirs_named and parameter.grad is not None]  # fmt: skip
-    largest = max(theirs_grad.abs().max().item() for _, theirs_grad in pairs)
-    # A gradient that is 0 in exact arithmetic (the key biases: softmax ignores a shift shared by
-    # every key) comes out as the rounding noise of sums that cancel, whose terms are the size of
-    # the other gradients: each tensor is measured against its own largest entry, or a thousandth
-    # of the largest gradient anywhere, whichever is more.
-    worst = max((ours_grad - theirs_grad).abs().max().item() / max(theirs_grad.abs().max().item(), 1e-3 * largest)
-                for ours_grad, theirs_grad in pairs)  # fmt: skip
+    worst = worst_relative_difference(*zip(*pairs))  # (a gradient exactly 0 is measured by the largest's scale)
     matched = len(pairs)
     print(f"\n{DEVICE}: logits max |Δ| {logits:.2e}; {matched} gradients, worst relative max |Δ| {worst:.2e}")
     assert matched == len(theirs_named)
@@ -196,9 +191,7 @@ def _by_sequence(monkeypatch, checkpoint, on: bool, dtype, dropout: float = 0.0)
     monkeypatch.setattr(fast_path.Packing, "unpack", lambda self, x: unpacked.append(1) or original(self, x))
     half = dtype in (torch.bfloat16, torch.float16)  # float32 weights under autocast, as training runs
     model = BertForPreTraining.from_pretrained(checkpoint, device=DEVICE, dtype=torch.float32 if half else dtype)
-    for module in model.train().modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = dropout
+    set_dropout(model.train(), dropout)
     with torch.autocast(DEVICE.type, dtype=dtype if half else torch.bfloat16, enabled=half):
         out = model.bert(**_batch(checkpoint, DEVICE), skip_padding=True)
     (out.last_hidden_state.float().square().mean() + out.pooler_output.float().sum()).backward()
@@ -222,9 +215,8 @@ def test_packed_sequences_attend_by_sequence_on_the_gpu(checkpoint, monkeypatch,
     print(f"{dtype} by sequence {ours_error:.3e}, laid out {laid_out_error:.3e} from float64")
     if dtype == torch.float32:  # the same float32 sums in another order
         assert (ours[real] - laid_out[real]).abs().max().item() <= 1e-5
-        largest = max(g.abs().max().item() for g in laid_out_gradients.values())
-        worst = max((ours_gradients[n] - g).abs().max().item() / max(g.abs().max().item(), 1e-3 * largest)
-                    for n, g in laid_out_gradients.items())  # fmt: skip
+        names = list(laid_out_gradients)
+        worst = worst_relative_difference([ours_gradients[n] for n in names], [laid_out_gradients[n] for n in names])
         assert worst <= 1e-4, worst
     unit = torch.finfo(dtype).eps * exact[real].abs().max().item()
     assert ours_error <= 2 * laid_out_error + 4 * unit
