@@ -32,6 +32,7 @@ TINY = "tests/data/tiny_hub"
 @pytest.fixture
 def without_cuda(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # (so on a GPU machine too)
 
 
 @pytest.fixture
@@ -39,6 +40,9 @@ def with_one_gpu(monkeypatch):
     """A CUDA build that sees one GPU (what devices.py asks; nothing runs on it)."""
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA Stand-In")
 
 
 def test_device_names_are_checked_before_the_machine_is_asked():
@@ -57,7 +61,7 @@ def test_what_is_missing_is_named(without_cuda, monkeypatch):
     version = re.escape(torch.__version__)
     with pytest.raises(DeviceError, match=rf"device 'cuda': this torch \({version}\) is built without CUDA"):
         resolve_device("cuda")
-    assert resolve_device("auto") == torch.device("cpu") or torch.cuda.is_available()
+    assert resolve_device("auto") == torch.device("cpu")
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     with pytest.raises(DeviceError, match=r"\(CUDA 13.0\) sees no GPU: no NVIDIA driver, or CUDA_VISIBLE_DEVICES"):
@@ -151,8 +155,14 @@ def test_bf16_is_precision_bf16_and_they_cannot_contradict():
     options = PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", bf16=True)
     assert (options.precision, options.bf16) == ("bf16", False)
     assert options == PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", precision="bf16")
-    with pytest.raises(DataError, match="--bf16 and --precision fp16 contradict"):
-        PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", bf16=True, precision="fp16")
+    for other in ("fp16", "fp32"):  # fp32 given is not fp32 by default
+        with pytest.raises(DataError, match=f"--bf16 and --precision {other} contradict"):
+            PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", bf16=True, precision=other)
+    assert PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i").precision == "fp32"
+    for given in (["--bf16", "--precision", "fp32"], ["--precision", "fp16", "--bf16"]):  # a usage error
+        result = run_minibert("pretrain", "--data", "d", "--init", "i", "--output", "o", "--steps", "1",
+                              "--batch-size", "1", *given)  # fmt: skip
+        assert result.returncode == 2 and "not allowed with argument" in result.stderr, result.stderr
     settings = FinetuneOptions(model="m", train="t", output="o", device="cuda", precision="bf16").settings(1, 5)
     assert settings["precision"] == "bf16" and "device" not in settings and "deterministic" not in settings
 
@@ -232,3 +242,126 @@ def test_the_loss_scaler_skips_an_overflowing_step_and_unscales_the_others():
 def test_the_scaler_never_halves_below_one_the_guard_stops_there():
     scaler = LossScaler(scale=1.0)
     assert scaler.update(float("nan")) is True and scaler.scale == 1.0  # the loop's guard then stops the run
+
+
+# ---------------------------------------------------------------- the device through every entry point
+
+
+def _loaders():
+    """Every public entry point that loads a model by name, called with ``device``."""
+    import minibert
+    from minibert.apps.ray import EmbedBatch
+
+    def task(function, *arguments):
+        return lambda path, device: function(*arguments, model=path, device=device)
+
+    def model(cls):
+        return lambda path, device: cls.from_pretrained(path, device=device)
+
+    loaders = {name: model(getattr(minibert, name)) for name in minibert.__all__
+               if name.startswith(("Bert", "AutoModel")) and hasattr(getattr(minibert, name), "from_pretrained")
+               and name != "BertTokenizer"}  # fmt: skip
+    loaders.update({
+        "Embedder": lambda path, device: minibert.Embedder.from_pretrained(path, device=device),
+        "CrossEncoder": lambda path, device: minibert.CrossEncoder(path, device=device),
+        "EmbedBatch": lambda path, device: EmbedBatch(path, device=device),
+        "explore": lambda path, device: minibert.explore(path, "a [MASK]", device=device),
+        "fill_mask": task(minibert.fill_mask, "a [MASK]"),
+        "next_sentence": task(minibert.next_sentence, "a", "b"),
+        "classify": task(minibert.classify, "a"),
+        "tag": task(minibert.tag, "a"),
+        "answer": task(minibert.answer, "a?", "b"),
+        "rerank": task(minibert.rerank, "a", ["b"]),
+    })  # fmt: skip
+    return loaders
+
+
+def test_every_entry_point_names_the_missing_gpu_before_it_reads_a_file(without_cuda, tmp_path):
+    loaders = _loaders()
+    assert len(loaders) >= 24  # the models, the Auto names, the Embedder, the tasks
+    for name, load in loaders.items():
+        for where in (tmp_path / "no such folder", TINY):  # nothing read: a missing folder is not what is said
+            with pytest.raises(DeviceError, match="device 'cuda': this torch .* is built without CUDA"):
+                load(where, "cuda")
+            assert name  # (the name is in the traceback of a failure)
+
+
+def test_a_loaded_model_elsewhere_than_the_device_named_is_refused_by_every_task():
+    import minibert
+    from minibert.config import BertConfig
+    from minibert.heads import BertForMaskedLM, BertForNextSentencePrediction
+
+    config = BertConfig.from_json_file(f"{TINY}/config.json")
+    classifier = minibert.BertForSequenceClassification(config)
+    cross_encoder = minibert.CrossEncoder.__new__(minibert.CrossEncoder)  # a loaded one (no files needed)
+    cross_encoder.model = classifier
+    calls = {
+        "fill_mask": lambda: minibert.fill_mask("a [MASK]", model=BertForMaskedLM(config), device="meta"),
+        "next_sentence": lambda: minibert.next_sentence("a", "b", model=BertForNextSentencePrediction(config),
+                                                        device="meta"),  # fmt: skip
+        "classify": lambda: minibert.classify("a", model=classifier, device="meta"),
+        "tag": lambda: minibert.tag("a", model=minibert.BertForTokenClassification(config), device="meta"),
+        "answer": lambda: minibert.answer("a?", "b", model=minibert.BertForQuestionAnswering(config), device="meta"),
+        "rerank": lambda: minibert.rerank("a", ["b"], model=cross_encoder, device="meta"),
+        "explore": lambda: minibert.explore(BertForMaskedLM(config), "a [MASK]", device="meta"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=r"device='meta', but the model given is on cpu: move it first"):
+            call()
+        assert name
+
+
+def test_every_pooling_mode_computes_where_its_states_are():
+    """A GPU's states pooled on the GPU: every tensor a mode makes is made there. Meta tensors
+    stand in for another device (torch refuses to mix them with the CPU's, as it refuses a GPU's)."""
+    from minibert.embedding.options import POOLINGS
+    from minibert.embedding.pooling import pool
+
+    states, mask = torch.empty(2, 5, 8, device="meta"), torch.empty(2, 5, 1, device="meta")
+    pooler = torch.empty(2, 8, device="meta")
+    for mode in POOLINGS:
+        pooled = pool(states, mask, pooler, (mode,))
+        assert pooled.device.type == "meta" and pooled.shape[0] == 2, mode
+
+
+def test_auto_runs_int8_on_the_cpu_and_names_a_gpu_it_uses(with_one_gpu, capsys):
+    from argparse import Namespace
+
+    from minibert.apps.commands import device_of
+    from minibert.loading.devices import placement
+
+    assert placement("auto", "int8") == torch.device("cpu") == placement("auto", torch.int8)
+    assert placement("auto", None) == torch.device("cuda")
+    with pytest.raises(QuantizationError, match="asked for cuda:0"):
+        placement("cuda:0", "int8")
+    assert device_of(Namespace(device="auto", dtype="int8")) == torch.device("cpu")
+    assert capsys.readouterr().err == ""  # the CPU is not named
+    assert device_of(Namespace(device="auto", dtype=None)) == torch.device("cuda")
+    assert capsys.readouterr().err == "minibert: device cuda:0 (NVIDIA Stand-In)\n"
+    result = run_minibert("embed", "a text", "--model", TINY, "--dtype", "int8")  # auto: here, the CPU
+    assert result.returncode == 0 and "device" not in result.stderr, result.stderr
+
+
+def test_torchrun_joins_by_nccl_on_gpus_and_gloo_on_cpus(with_one_gpu, monkeypatch):
+    from minibert.training.run import distributed
+
+    joined, placed = [], []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda backend: joined.append(backend))
+    monkeypatch.setattr(distributed.dist, "get_rank", lambda: 1)
+    monkeypatch.setattr(distributed.dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", placed.append)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    world = distributed.World.from_environment(torch.device("cuda"))
+    assert (joined, placed, world.device, world.rank, world.size) == (["nccl"], [torch.device("cuda", 1)],
+                                                                      torch.device("cuda", 1), 1, 2)  # fmt: skip
+    assert distributed.World.from_environment(torch.device("cpu")).device == torch.device("cpu")
+    assert joined == ["nccl", "gloo"]
+    with pytest.raises(DeviceError, match=r"--device cuda:0 under torchrun: the 2 processes on this machine would "
+                                          r"all train on that one GPU; give --device cuda"):  # fmt: skip
+        distributed.World.from_environment(torch.device("cuda", 0))
+    assert joined == ["nccl", "gloo"]  # refused before joining
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # one process a machine: its number is the user's to choose
+    assert distributed.World.from_environment(torch.device("cuda", 0)).device == torch.device("cuda", 0)

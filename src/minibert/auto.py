@@ -80,7 +80,12 @@ class _AutoClass:
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *args, revision: str | None = None, **kwargs):
-        """``bert_class.from_pretrained(name_or_path, ...)``, after refusing another architecture."""
+        """``bert_class.from_pretrained(name_or_path, ...)``, after refusing another architecture
+        (and, first of all, a ``device`` that is not there)."""
+        if "device" in kwargs:
+            from .loading.devices import placement
+
+            kwargs["device"] = placement(kwargs["device"], kwargs.get("dtype"))
         _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
         return cls.bert_class.from_pretrained(name_or_path, *args, revision=revision, **kwargs)
 

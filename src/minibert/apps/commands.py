@@ -88,12 +88,13 @@ def gemm_of(args) -> str | None:
 
 def device_of(args):
     """--device as the torch.device this machine has (devices.py), checked once, before any model
-    is loaded or file written: a GPU that is not there is one line, exit 1. A GPU used is named on
-    stderr (``minibert: device cuda:0 (NVIDIA H200)``)."""
-    from ..loading.devices import describe, resolve_device
+    is loaded or file written: a GPU that is not there is one line, exit 1 (so is ``--dtype int8``
+    on a GPU named; with ``auto`` int8 runs on the CPU). A GPU used is named on stderr
+    (``minibert: device cuda:0 (NVIDIA H200)``)."""
+    from ..loading.devices import describe, placement
 
     if not hasattr(args, "resolved_device"):
-        args.resolved_device = resolve_device(getattr(args, "device", None) or "auto")
+        args.resolved_device = placement(getattr(args, "device", None) or "auto", getattr(args, "dtype", None))
         if args.resolved_device.type != "cpu":
             print(f"minibert: device {describe(args.resolved_device)}", file=sys.stderr)
     return args.resolved_device

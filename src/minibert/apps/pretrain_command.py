@@ -21,7 +21,9 @@ def add_parser(commands, parents: list) -> None:
     pretrain = commands.add_parser("pretrain", parents=parents,
                                    help="pre-train BERT (masked LM + next sentence) by Google's step")  # fmt: skip
     start = pretrain.add_mutually_exclusive_group(required=True)
-    add_flags(pretrain, PretrainOptions, groups={"init": start, "config": start})
+    precision = pretrain.add_mutually_exclusive_group()  # --bf16 is --precision bf16: one of the two
+    add_flags(pretrain, PretrainOptions, groups={"init": start, "config": start, "precision": precision,
+                                                 "bf16": precision})  # fmt: skip
     pretrain.add_argument("--json", action="store_true", help="print the result as JSON when the run ends (the "
                           "folder, the steps, the last metrics line)")  # fmt: skip
     pretrain.set_defaults(run=cmd_pretrain)

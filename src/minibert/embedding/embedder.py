@@ -58,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..loading.devices import placement
 from ..model import BertModel
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
@@ -109,7 +110,8 @@ class Embedder:
         gemm: str | None = None,
     ) -> Embedder:
         """Load the tokenizer and model of a local directory or a hub repository (``dtype`` and
-        ``gemm`` as ``BertModel.from_pretrained`` takes them)."""
+        ``gemm`` as ``BertModel.from_pretrained`` takes them; ``device`` is checked first)."""
+        device = placement(device, dtype)  # a GPU that is not there: said before a file is read
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
         model = BertModel.from_pretrained(name_or_path, revision=revision, dtype=dtype, device=device, gemm=gemm)
         recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)

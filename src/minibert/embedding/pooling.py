@@ -44,11 +44,12 @@ def _pool_one(states: torch.Tensor, mask: torch.Tensor, pooler, mode: str) -> to
         pooled = mask[..., 0] > 0  # (B, T)
         first = pooled.int().argmax(1)
         last = pooled.shape[1] - 1 - pooled.flip(1).int().argmax(1)
-        return states[torch.arange(states.shape[0]), first if mode == "cls" else last]  # (B, dim)
+        return states[torch.arange(states.shape[0], device=states.device), first if mode == "cls" else last]  # (B, dim)
     if mode == "max":
         return states.masked_fill(mask == 0, float("-inf")).amax(1)
     if mode == "weightedmean":  # token i (from 0) weighs i + 1
-        weights = mask * torch.arange(1, states.shape[1] + 1, dtype=mask.dtype).view(1, -1, 1)  # (B, T, 1)
+        positions = torch.arange(1, states.shape[1] + 1, dtype=mask.dtype, device=mask.device)  # (T,): 1 … T
+        weights = mask * positions.view(1, -1, 1)  # (B, T, 1)
         return (states * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
     total, count = (states * mask).sum(1), mask.sum(1).clamp(min=1e-9)  # (B, dim), (B, 1)
     mean = total / count

@@ -16,6 +16,7 @@ from torch import nn
 
 from ..errors import ModelNotFoundError
 from ..heads import BertForMaskedLM, BertWithHeads
+from ..loading.devices import check_model_is_on, placement
 from ..loading.hub import looks_like_a_path
 from ..model import BertModel
 from ..tokenizer.bert_tokenizer import BertTokenizer
@@ -53,10 +54,12 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None, device=Non
     """``model``: a hub id or directory, a minibert model (``BertModel`` or one with heads, loaded
     with ``from_pretrained``), or a ``(model, tokenizer)`` pair. ``tokenizer`` replaces the
     checkpoint's (e.g. ``BertTokenizer(vocab, do_lower_case=False)`` for a cased reading);
-    ``device``: where a model given by name runs (a loaded model runs where it is)."""
+    ``device``: where a model given by name runs (a loaded model runs where it is: another
+    ``device`` named for it is refused)."""
     if isinstance(model, tuple) and len(model) == 2:
         model, tokenizer = model
     if isinstance(model, (str, os.PathLike)):
+        device = placement(device)  # a GPU that is not there: said before a file is read
         source = os.fspath(model)
         if not os.path.exists(source) and looks_like_a_path(source):
             raise ModelNotFoundError(f"model directory not found: {source}")
@@ -65,6 +68,7 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None, device=Non
     if not isinstance(model, (BertModel, BertWithHeads)):
         raise TypeError(f"model must be a hub id, a directory, a minibert model or (model, tokenizer), "
                         f"got {type(model).__name__}")  # fmt: skip
+    check_model_is_on(model, device)
     source = getattr(model, "name_or_path", None)
     if tokenizer is None:
         if source is None:

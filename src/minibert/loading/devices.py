@@ -87,6 +87,54 @@ def resolve_device(device):
     return device
 
 
+def placement(device, dtype=None):
+    """Where a model loaded with ``device`` and ``dtype`` runs, checked before anything is read: the
+    ``torch.device`` (None: where it is built, the CPU), or ``DeviceError`` / ``QuantizationError``.
+
+    int8 runs on the CPU (torch's int8 kernels, FBGEMM's and oneDNN's, have none for a GPU): with
+    ``device="auto"`` it goes there, as ``auto`` means "the best place for this model"; a GPU named
+    for it is refused. Every loading entry point (the models, ``Embedder``, ``CrossEncoder``, the
+    explorer, the commands) asks this first, so a wrong place is said before a file is opened.
+
+    >>> placement("auto", "int8")
+    device(type='cpu')
+    >>> placement("meta", "int8")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    minibert.errors.QuantizationError: dtype='int8' runs on the CPU (...); asked for meta: load it in float16 or ...
+    """
+    import torch
+
+    int8 = dtype in ("int8", torch.int8, torch.qint8)
+    if int8 and isinstance(device, str) and device.strip() == "auto":
+        return torch.device("cpu")
+    device = resolve_device(device)
+    if int8 and device is not None and device.type != "cpu":
+        from ..errors import QuantizationError
+
+        raise QuantizationError(f"dtype='int8' runs on the CPU (torch's int8 kernels, FBGEMM's and oneDNN's, have "
+                                f"none for a GPU); asked for {device}: load it in float16 or bfloat16 there "
+                                "instead")  # fmt: skip
+    return device
+
+
+def check_model_is_on(model, device) -> None:
+    """A loaded model runs where it is: ``device=`` naming another place is a mistake, said
+    (minibert never moves your model). None: wherever it is.
+
+    >>> import torch
+    >>> check_model_is_on(torch.nn.Linear(1, 1), "meta")
+    Traceback (most recent call last):
+    ValueError: device='meta', but the model given is on cpu: move it first (model.to('meta')), or leave device out
+    """
+    if device is None:
+        return
+    wanted = resolve_device(device)
+    where = next(model.parameters()).device
+    if wanted.type != where.type or (wanted.index is not None and wanted != where):
+        raise ValueError(f"device={str(device)!r}, but the model given is on {where}: move it first "
+                         f"(model.to({str(wanted)!r})), or leave device out")  # fmt: skip
+
+
 def _auto():
     import torch
 

@@ -24,7 +24,7 @@ from ..config_fields import LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
 from .checkpoint_files import find_checkpoint, map_state_dict
-from .devices import resolve_device
+from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
 from .safetensors import safetensors_shapes
@@ -86,7 +86,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 
 
 def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
-    device = resolve_device(device)  # a GPU that is not there: one line, before anything is read
+    device = placement(device, dtype)  # a GPU that is not there, or int8 on one: said before anything is read
     config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
     dtype = "int8" if dtype in (torch.int8, torch.qint8) else dtype  # the same: int8 layers, not int8 "floats"
@@ -94,10 +94,6 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         raise ValueError(f"dtype {dtype} cannot hold a model's weights: give a floating-point dtype, or "
                          "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
     int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
-    if int8 and device is not None and device.type != "cpu":
-        raise QuantizationError(f"dtype='int8' runs on the CPU (torch's int8 kernels, FBGEMM's and oneDNN's, "
-                                f"have none for a GPU); "
-                                f"asked for {device}: load it in float16 or bfloat16 there instead")  # fmt: skip
     dtype = _parse_dtype(dtype, config, device) or torch.float32
     label_config = dict(label_config or {})
     call_defaults = _call_defaults(label_config)

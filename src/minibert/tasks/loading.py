@@ -18,6 +18,7 @@ import torch
 
 from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
+from ..loading.devices import check_model_is_on
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
 _lock = threading.Lock()
@@ -52,12 +53,12 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
     if isinstance(model, tuple) and len(model) == 2:
         if not has_head(model[0]):
             raise TypeError(f"this task needs a {cls.__name__}, got a {type(model[0]).__name__}")
-        _check_where_it_is(model[0], device)
+        check_model_is_on(model[0], device)
         return model
     if isinstance(model, BertWithHeads):
         if not has_head(model):
             raise TypeError(f"this task needs a {cls.__name__}, got a {type(model).__name__}")
-        _check_where_it_is(model, device)
+        check_model_is_on(model, device)
         source = getattr(model, "name_or_path", None)
         if source is None:
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
@@ -67,18 +68,6 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
             return _load_cached(os.fspath(model), cls, gemm, dtype, None if device is None else str(device))
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
                     f"got {type(model).__name__}")  # fmt: skip
-
-
-def _check_where_it_is(model, device) -> None:
-    """A loaded model runs where it is; ``device=`` naming another place is a mistake, said."""
-    if device is None:
-        return
-    from ..loading.devices import resolve_device
-
-    wanted = resolve_device(device)
-    if wanted.type != model.device.type or (wanted.index is not None and wanted != model.device):
-        raise ValueError(f"device={str(device)!r}, but the model given is on {model.device}: move it first "
-                         f"(model.to({str(wanted)!r})), or leave device out")  # fmt: skip
 
 
 def check_lengths(rows: list[list[int]], limit: int, truncation_hint: str) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import CheckpointError
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
+from ..loading.devices import check_model_is_on
 from ..loading.hub import resolve_file
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .classify import sigmoid
@@ -123,8 +124,10 @@ _cache: dict[str, CrossEncoder] = {}
 def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
            return_documents: bool = False, dtype: str | None = None, device=None) -> list[dict]:  # fmt: skip
     """``CrossEncoder(model, dtype=dtype, device=device).rank(query, documents, ...)``, the model
-    loaded once per name, dtype and device."""
-    if not isinstance(model, CrossEncoder):
+    loaded once per name, dtype and device (a CrossEncoder given runs where it is)."""
+    if isinstance(model, CrossEncoder):
+        check_model_is_on(model.model, device)
+    else:
         key = f"{os.fspath(model)}|{dtype}|{device}"
         if key not in _cache:
             _cache[key] = CrossEncoder(os.fspath(model), dtype=dtype, device=device)

@@ -78,7 +78,8 @@ class PretrainOptions:
         "micro-batches per update in each process: gradient accumulation", low=1))  # fmt: skip
     resume: bool = field(default=False, metadata=option(
         "continue the run in --output from its last checkpoint", action="store_true"))  # fmt: skip
-    precision: str = field(default="fp32", metadata=option(PRECISION_HELP, choices=PRECISIONS))
+    precision: str = field(default=None, metadata=option(  # None: fp32, or bf16 where --bf16 says so
+        PRECISION_HELP, choices=PRECISIONS))  # fmt: skip
     bf16: bool = field(default=False, metadata=option(  # (set, it becomes precision="bf16" and is False again)
         "the same as --precision bf16", action="store_true"))  # fmt: skip
     device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
@@ -91,10 +92,12 @@ class PretrainOptions:
 
     def __post_init__(self):
         if self.bf16:  # the older flag: one name for one setting from here on (settings, resume command)
-            if self.precision not in ("fp32", "bf16"):
+            if self.precision not in (None, "bf16"):  # (the command line's parser refuses both: a usage error)
                 raise DataError(f"--bf16 and --precision {self.precision} contradict each other: give one")
             object.__setattr__(self, "precision", "bf16")
             object.__setattr__(self, "bf16", False)
+        elif self.precision is None:
+            object.__setattr__(self, "precision", "fp32")
 
     def check(self, processes: int) -> None:
         refuse_out_of_limits(self, flags=True)

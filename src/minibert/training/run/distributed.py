@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from ...errors import DeviceError
+
 
 @dataclass
 class World:
@@ -34,6 +36,11 @@ class World:
         process's own, LOCAL_RANK under torchrun, else torch's current one)."""
         device = device or torch.device("cpu")
         if device.type == "cuda":
+            on_this_machine = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+            if device.index is not None and on_this_machine > 1:  # (NCCL refuses two ranks on one GPU)
+                raise DeviceError(f"--device {device} under torchrun: the {on_this_machine} processes on this machine "
+                                  "would all train on that one GPU; give --device cuda (each process takes its own, "
+                                  "cuda:LOCAL_RANK)")  # fmt: skip
             if device.index is None:
                 device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
             torch.cuda.set_device(device)
