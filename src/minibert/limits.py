@@ -112,7 +112,8 @@ def fields_out_of_limits(options) -> list[tuple[str, str]]:
 
 def option(help: str, **metadata) -> dict:
     """A field's flag: its help, its limits (``low``, ``high``, ``above_low``, ``below_high``) and
-    other argparse options; ``why``: what a limit is for, said when a value passes it."""
+    other argparse options; ``why``: what a limit is for, said when a value passes it;
+    ``unset_means``: the value a default of None becomes (a resume command leaves it out too)."""
     return {"help": help, **metadata}
 
 

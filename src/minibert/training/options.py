@@ -79,7 +79,7 @@ class PretrainOptions:
     resume: bool = field(default=False, metadata=option(
         "continue the run in --output from its last checkpoint", action="store_true"))  # fmt: skip
     precision: str = field(default=None, metadata=option(  # None: fp32, or bf16 where --bf16 says so
-        PRECISION_HELP, choices=PRECISIONS))  # fmt: skip
+        PRECISION_HELP, choices=PRECISIONS, unset_means="fp32"))  # fmt: skip
     bf16: bool = field(default=False, metadata=option(  # (set, it becomes precision="bf16" and is False again)
         "the same as --precision bf16", action="store_true"))  # fmt: skip
     device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))

@@ -37,7 +37,8 @@ def resume_command(options, processes: int = 1, command: str = "pretrain", **cha
     values = {**{field.name: getattr(options, field.name) for field in fields(options)}, "resume": True, **changes}
     for field in fields(options):
         value = values[field.name]
-        default = field.default is not MISSING and value == field.default and field.name not in changes
+        unset = (field.default, field.metadata.get("unset_means", field.default))  # (precision: None is fp32)
+        default = field.default is not MISSING and value in unset and field.name not in changes
         if field.name == "progress" or default:  # (a change is written even when it is the default)
             continue
         if field.name == "do_lower_case":
