@@ -155,6 +155,20 @@ def attending_by_sequence(on: bool):
         varlen.ON_GPU = before
 
 
+@contextmanager
+def attending_in_groups(on: bool):
+    """Length groups in training on the GPU too (speed/fast_path.py's GROUPS_IN_TRAINING_ON, the CPU's
+    only by default) while the block runs: whether they pay where a step is mostly launches."""
+    from minibert.speed import fast_path
+
+    before = fast_path.GROUPS_IN_TRAINING_ON
+    fast_path.GROUPS_IN_TRAINING_ON = before | {"cuda"} if on else before
+    try:
+        yield
+    finally:
+        fast_path.GROUPS_IN_TRAINING_ON = before
+
+
 def by_sequence(function):
     """``function`` with packed sequences attending by sequence while it runs."""
 
@@ -214,8 +228,9 @@ def speed_training(report: Report, checkpoints: Checkpoints, device: torch.devic
     for name in ("fp32", "bf16"):
         autocast = torch.bfloat16 if name == "bf16" else None
 
-        def ours_step(batches, skip_padding, autocast=autocast, by_sequence=False):
-            return cycling(batches, minibert_step, ours, ours_optimizer, device, autocast, skip_padding, by_sequence)
+        def ours_step(batches, skip_padding, autocast=autocast, by_sequence=False, in_groups=False):
+            return cycling(batches, minibert_step, ours, ours_optimizer, device, autocast, skip_padding, by_sequence,
+                           in_groups)  # fmt: skip
 
         def theirs_step(batches, autocast=autocast):
             return cycling(batches, transformers_step, theirs, theirs_optimizer, device, autocast)
@@ -227,13 +242,14 @@ def speed_training(report: Report, checkpoints: Checkpoints, device: torch.devic
         contenders = {  # (finetune skips padding; "padded" keeps it, as transformers does: which pays on this GPU)
             "minibert skip_padding": ours_step(longest, True),
             "minibert by sequence": ours_step(longest, True, by_sequence=True),  # speed/varlen.py
+            "minibert in groups": ours_step(longest, True, in_groups=True),  # as on a CPU: fast_path.py
             "minibert padded": ours_step(longest, False),
             f"minibert {length}+skip_padding": ours_step(padded, True),
             "transformers": theirs_step(longest),
         }
         report.run(f"speed: training {name} real text", train_loop, report, plan, device,
                    f"{what}, text ({real_tokens:.0f} tokens/row, longest {padded_to:.0f})", contenders,
-                   "minibert skip_padding", "minibert by sequence", "minibert padded",
+                   "minibert skip_padding", "minibert by sequence", "minibert in groups", "minibert padded",
                    f"minibert {length}+skip_padding")  # fmt: skip
 
 
@@ -247,10 +263,11 @@ def autocast_context(device: torch.device, dtype):
     return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
 
 
-def minibert_step(model, optimizer, device, autocast, skip_padding: bool, by_sequence: bool, batch: dict) -> None:
+def minibert_step(model, optimizer, device, autocast, skip_padding: bool, by_sequence: bool, in_groups: bool,
+                  batch: dict) -> None:  # fmt: skip
     from minibert.training.run.optimization import clip_by_global_norm
 
-    with attending_by_sequence(by_sequence), autocast_context(device, autocast):
+    with attending_by_sequence(by_sequence), attending_in_groups(in_groups), autocast_context(device, autocast):
         loss = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
                      skip_padding=skip_padding).loss  # fmt: skip
     loss.backward()

@@ -224,6 +224,32 @@ def test_packed_sequences_attend_by_sequence_on_the_gpu(checkpoint, monkeypatch,
     assert all(bool(torch.isfinite(g).all()) for g in dropped.values())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_length_groups_in_training_give_one_groups_numbers_on_the_device(checkpoint, monkeypatch, dtype):
+    """Length groups where a gradient is recorded (a CPU's default; turned on here for the device,
+    whose "minibert in groups" speed row in gpu_check.py says whether they pay there) against the
+    batch attending as one group, and against float64."""
+    from minibert.speed import fast_path
+
+    real = _batch(checkpoint, DEVICE)["attention_mask"].bool()
+    assert fast_path.Packing(real.long()).groups is not None  # "short" and the long sentence: groups
+    monkeypatch.setattr(fast_path, "GROUPS_IN_TRAINING_ON", frozenset())
+    exact, _, _ = _by_sequence(monkeypatch, checkpoint, False, torch.float64)
+    whole, whole_gradients, _ = _by_sequence(monkeypatch, checkpoint, False, dtype)
+    monkeypatch.setattr(fast_path, "GROUPS_IN_TRAINING_ON", frozenset({DEVICE.type}))
+    grouped, grouped_gradients, _ = _by_sequence(monkeypatch, checkpoint, False, dtype)
+    grouped_error = (grouped[real].double() - exact[real]).abs().max().item()
+    whole_error = (whole[real].double() - exact[real]).abs().max().item()
+    print(f"{dtype} in groups {grouped_error:.3e}, as one group {whole_error:.3e} from float64")
+    if dtype == torch.float32:  # the same float32 sums in another order
+        assert (grouped[real] - whole[real]).abs().max().item() <= 1e-5
+        names = list(whole_gradients)
+        worst = worst_relative_difference([grouped_gradients[n] for n in names], [whole_gradients[n] for n in names])
+        assert worst <= 1e-4, worst
+    unit = torch.finfo(dtype).eps * exact[real].abs().max().item()
+    assert grouped_error <= 2 * whole_error + 4 * unit
+
+
 def test_embed_and_classify_commands_run_on_the_device(tmp_path, checkpoint):
     vectors = tmp_path / "v.npy"
     result = run_minibert("embed", *TEXTS, "--model", TINY, "--device", str(DEVICE), "--output", str(vectors))
