@@ -311,6 +311,15 @@ def test_a_loaded_model_elsewhere_than_the_device_named_is_refused_by_every_task
         assert name
 
 
+def test_auto_takes_a_loaded_model_where_it_is(with_one_gpu):
+    import minibert
+    from minibert.heads import BertForMaskedLM
+
+    model = BertForMaskedLM.from_pretrained(TINY)  # on the CPU, on a machine with a GPU: "auto" is fine
+    assert minibert.fill_mask("a [MASK] b", model=model, device="auto")
+    assert minibert.explore(model, "a [MASK] b", device="auto").data.model_name
+
+
 def test_every_pooling_mode_computes_where_its_states_are():
     """A GPU's states pooled on the GPU: every tensor a mode makes is made there. Meta tensors
     stand in for another device (torch refuses to mix them with the CPU's, as it refuses a GPU's)."""

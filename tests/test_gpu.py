@@ -235,9 +235,10 @@ def test_length_groups_in_training_give_one_groups_numbers_on_the_device(checkpo
     assert fast_path.Packing(real.long()).groups is not None  # "short" and the long sentence: groups
     monkeypatch.setattr(fast_path, "GROUPS_IN_TRAINING_ON", frozenset())
     exact, _, _ = _by_sequence(monkeypatch, checkpoint, False, torch.float64)
-    whole, whole_gradients, _ = _by_sequence(monkeypatch, checkpoint, False, dtype)
+    whole, whole_gradients, laid_out = _by_sequence(monkeypatch, checkpoint, False, dtype)
     monkeypatch.setattr(fast_path, "GROUPS_IN_TRAINING_ON", frozenset({DEVICE.type}))
-    grouped, grouped_gradients, _ = _by_sequence(monkeypatch, checkpoint, False, dtype)
+    grouped, grouped_gradients, unpacked = _by_sequence(monkeypatch, checkpoint, False, dtype)
+    assert unpacked == 1 < laid_out  # in groups, no layer laid the whole batch out (B, T, H) again
     grouped_error = (grouped[real].double() - exact[real]).abs().max().item()
     whole_error = (whole[real].double() - exact[real]).abs().max().item()
     print(f"{dtype} in groups {grouped_error:.3e}, as one group {whole_error:.3e} from float64")

@@ -6,7 +6,9 @@ in groups, each padded only to its own longest, where a gradient is recorded too
 - a model training in groups gives the hidden states and every gradient of the packed path that
   attends as one group (the path fine-tuning took before) and of the book's plain path, in float32
   within the rounding of sums in another order, and in float64 to the last digits;
-- with dropout on, a step in groups is still a step: the same seed, the same gradients.
+- with dropout on, a step in groups is still a step: the same seed, the same gradients;
+- torch.func's transforms go through them (``setup_context``), and without a gradient the groups
+  attend one at a time (one group's tensors alive, not all of them).
 
 Tolerances: float32 sums in another order (softmax over a group's padded row or the batch's, GEMMs
 of other shapes): 1e-5 absolute on the O(1) LayerNorm'd states, as tests/test_model.py's parity;
@@ -105,3 +107,32 @@ def test_a_step_in_groups_with_dropout_repeats_with_its_seed(mixed_batch, minilm
     model.eval()
     _, undropped = _step(model, mixed_batch, skip_padding=True)
     assert worst_relative_difference(list(first.values()), list(undropped.values())) > 1e-3  # dropout did drop
+
+
+def test_torch_func_goes_through_the_groups(mixed_batch, minilm_dir, monkeypatch):
+    _in_groups(True, monkeypatch)
+    model = BertModel.from_pretrained(minilm_dir).eval()
+    real = mixed_batch["attention_mask"].bool()
+    parameters = {name: p.detach() for name, p in model.named_parameters()}
+
+    def loss(weights):
+        out = torch.func.functional_call(model, weights, (), {**mixed_batch, "skip_padding": True})
+        return out.last_hidden_state[real].square().mean() + out.pooler_output.sum()
+
+    by_func = torch.func.grad(loss)(parameters)
+    _, by_backward = _step(model, mixed_batch, skip_padding=True)
+    assert worst_relative_difference([by_func[n] for n in by_backward], list(by_backward.values())) <= 1e-6
+
+
+def test_without_a_gradient_the_groups_attend_one_at_a_time(mixed_batch, minilm_dir, monkeypatch):
+    calls = []
+    original = fast_path._ToGroups.forward
+    monkeypatch.setattr(fast_path._ToGroups, "forward", lambda *args: calls.append(1) or original(*args))
+    model = BertModel.from_pretrained(minilm_dir).eval()
+    with torch.no_grad():
+        unrecorded = model(**mixed_batch, skip_padding=True).last_hidden_state
+    assert calls == []  # the loop of one group at a time, not the autograd functions' all at once
+    recorded = _step(model, mixed_batch, skip_padding=True)[0]
+    assert len(calls) == model.config.num_hidden_layers
+    real = mixed_batch["attention_mask"].bool()  # the same numbers (torch's CPU attention kernel without a
+    assert (unrecorded[real] - recorded[real]).abs().max().item() <= 1e-5  # gradient is another: 1e-5, as above)

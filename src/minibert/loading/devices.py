@@ -7,7 +7,7 @@ CUDA enabled`` from deep inside a ``.to()``:
     >>> import torch
     >>> resolve_device("cpu")
     device(type='cpu')
-    >>> resolve_device("auto") == (torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu"))
+    >>> resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     True
     >>> resolve_device("gpu")
     Traceback (most recent call last):
@@ -119,14 +119,14 @@ def placement(device, dtype=None):
 
 def check_model_is_on(model, device) -> None:
     """A loaded model runs where it is: ``device=`` naming another place is a mistake, said
-    (minibert never moves your model). None: wherever it is.
+    (minibert never moves your model). None and "auto": wherever it is.
 
     >>> import torch
     >>> check_model_is_on(torch.nn.Linear(1, 1), "meta")
     Traceback (most recent call last):
     ValueError: device='meta', but the model given is on cpu: move it first (model.to('meta')), or leave device out
     """
-    if device is None:
+    if device is None or isinstance(device, str) and device.strip() == "auto":
         return
     wanted = resolve_device(device)
     where = next(model.parameters()).device

@@ -154,6 +154,12 @@ class AttentionGroup:
         out.index_copy_(0, self.local, x.index_select(0, self.packed))
         return out.view(len(self.rows), self.tokens, x.shape[-1])
 
+    def pack_into(self, out: torch.Tensor, part: torch.Tensor) -> torch.Tensor:
+        """``unpack``'s inverse: this group's (b, T_group, C) written to its tokens' rows of the packed
+        ``out`` (P, C); the padding is left out."""
+        # (b, T_group, C) -flatten-> (b*T_group, C) -select real-> (p, C) -> its rows of (P, C)
+        return out.index_copy_(0, self.packed, part.reshape(-1, part.shape[-1]).index_select(0, self.local))
+
     def mask(self, mask: torch.Tensor | None) -> torch.Tensor | None:
         """The batch's additive (B, 1, 1, T) mask, cut to this group's rows and length."""
         if self.full or mask is None:
@@ -167,9 +173,12 @@ class _ToGroups(torch.autograd.Function):
     one group), instead of autograd's scatter of a whole (P, C) per group and tensor."""
 
     @staticmethod
-    def forward(ctx, groups, *packed):
-        ctx.groups, ctx.shapes = groups, [t.shape for t in packed]
+    def forward(groups, *packed):
         return tuple(group.unpack(t) for group in groups for t in packed)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # (apart from forward: torch.func's transforms work too)
+        ctx.groups, ctx.shapes = inputs[0], [t.shape for t in inputs[1:]]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -179,8 +188,7 @@ class _ToGroups(torch.autograd.Function):
             grad = None
             for number, group in enumerate(ctx.groups):
                 part = grads[number * count + which]  # (b, T_group, C)
-                grad = part.new_empty(shape) if grad is None else grad
-                grad.index_copy_(0, group.packed, part.reshape(-1, shape[-1]).index_select(0, group.local))
+                grad = group.pack_into(part.new_empty(shape) if grad is None else grad, part)
             out.append(grad)
         return (None, *out)
 
@@ -190,13 +198,15 @@ class _FromGroups(torch.autograd.Function):
     gradient laid out by group again (zeros at padding: the padded rows were not kept)."""
 
     @staticmethod
-    def forward(ctx, groups, *parts):
-        ctx.groups = groups
+    def forward(groups, *parts):
         out = parts[0].new_empty(sum(len(group.packed) for group in groups), parts[0].shape[-1])  # (P, C)
         for group, part in zip(groups, parts):
-            # (b, T_group, C) -flatten-> (b*T_group, C) -select real-> (p, C) -> its rows of (P, C)
-            out.index_copy_(0, group.packed, part.reshape(-1, part.shape[-1]).index_select(0, group.local))
+            group.pack_into(out, part)
         return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.groups = inputs[0]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -263,11 +273,18 @@ class FastLayout:
     ) -> torch.Tensor:
         """softmax(Q·Kᵀ/√S + mask)·V for q, k, v laid out as ``pack`` left them; the context likewise."""
         groups = self.packing.groups if self.packing is not None else None
-        if groups is not None:  # rows of very different lengths: (P, H) -> (b, T_group, H) for each group
+        if groups is not None and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):  # training
             parts = _ToGroups.apply(groups, q, k, v)  # q, k, v of group 0, then of group 1, ...
             attended = [self._attention(*parts[3 * number : 3 * number + 3], group.mask(mask), heads, dropout)
                         for number, group in enumerate(groups)]  # fmt: skip
             return _FromGroups.apply(groups, *attended)  # (P, H), in attention's dtype (bf16 under autocast)
+        if groups is not None:  # the same without a gradient: one group's tensors alive at a time
+            context = None  # (P, H), in attention's dtype (bfloat16 under autocast); every real token is in one group
+            for group in groups:
+                parts = [group.unpack(t) for t in (q, k, v)]  # 3 × (b, T_group, H)
+                attended = self._attention(*parts, group.mask(mask), heads, dropout)  # (b, T_group, H)
+                context = group.pack_into(attended.new_empty(q.shape) if context is None else context, attended)
+            return context
         if self.packing is not None:  # (P, H) -> (B, T, H): attention needs each sequence's tokens together
             q, k, v = self.packing.unpack(q), self.packing.unpack(k), self.packing.unpack(v)
             return self.packing.pack(self._attention(q, k, v, mask, heads, dropout))
