@@ -278,7 +278,7 @@ def _loaders():
 
 def test_every_entry_point_names_the_missing_gpu_before_it_reads_a_file(without_cuda, tmp_path):
     loaders = _loaders()
-    assert len(loaders) >= 24  # the models, the Auto names, the Embedder, the tasks
+    assert len(loaders) >= 26  # the models, the Auto names, the Embedder, the tasks
     for name, load in loaders.items():
         for where in (tmp_path / "no such folder", TINY):  # nothing read: a missing folder is not what is said
             with pytest.raises(DeviceError, match="device 'cuda': this torch .* is built without CUDA"):
