@@ -162,7 +162,11 @@ def test_bf16_is_precision_bf16_and_they_cannot_contradict():
     for given in (["--bf16", "--precision", "fp32"], ["--precision", "fp16", "--bf16"]):  # a usage error
         result = run_minibert("pretrain", "--data", "d", "--init", "i", "--output", "o", "--steps", "1",
                               "--batch-size", "1", *given)  # fmt: skip
-        assert result.returncode == 2 and "not allowed with argument" in result.stderr, result.stderr
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert f"--bf16 and --precision {given[given.index('--precision') + 1]} contradict" in result.stderr
+    agreeing = run_minibert("pretrain", "--data", "d", "--init", "i", "--output", "o", "--steps", "1",
+                            "--batch-size", "1", "--bf16", "--precision", "bf16")  # fmt: skip
+    assert agreeing.returncode == 1 and "contradict" not in agreeing.stderr  # (then the missing data: exit 1)
     settings = FinetuneOptions(model="m", train="t", output="o", device="cuda", precision="bf16").settings(1, 5)
     assert settings["precision"] == "bf16" and "device" not in settings and "deterministic" not in settings
 

@@ -21,9 +21,7 @@ def add_parser(commands, parents: list) -> None:
     pretrain = commands.add_parser("pretrain", parents=parents,
                                    help="pre-train BERT (masked LM + next sentence) by Google's step")  # fmt: skip
     start = pretrain.add_mutually_exclusive_group(required=True)
-    precision = pretrain.add_mutually_exclusive_group()  # --bf16 is --precision bf16: one of the two
-    add_flags(pretrain, PretrainOptions, groups={"init": start, "config": start, "precision": precision,
-                                                 "bf16": precision})  # fmt: skip
+    add_flags(pretrain, PretrainOptions, groups={"init": start, "config": start})
     pretrain.add_argument("--json", action="store_true", help="print the result as JSON when the run ends (the "
                           "folder, the steps, the last metrics line)")  # fmt: skip
     pretrain.set_defaults(run=cmd_pretrain)
@@ -38,7 +36,10 @@ def add_parser(commands, parents: list) -> None:
 def cmd_pretrain(args) -> None:
     from ..training import pretrain
     from ..training.options import PretrainOptions
+    from .commands import CommandError
 
+    if args.bf16 and args.precision not in (None, "bf16"):  # --bf16 is --precision bf16: a usage error
+        raise CommandError(f"--bf16 and --precision {args.precision} contradict each other: give one")
     folder = pretrain(PretrainOptions(**values_of(args, PretrainOptions)))
     if args.json:
         from ..training.run.report import result_json
