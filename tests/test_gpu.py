@@ -199,6 +199,23 @@ def _by_sequence(monkeypatch, checkpoint, on: bool, dtype, dropout: float = 0.0)
     return out.last_hidden_state.detach(), gradients, len(unpacked)
 
 
+def _assert_as_close(dtype, real, exact, ours: tuple, reference: tuple) -> None:
+    """``ours`` (name, last states, gradients) as close to the float64 ``exact`` states as the
+    ``reference`` path within rounding; in float32 the same numbers as the reference's (the same
+    sums in another order: states 1e-5, gradients 1e-4 of each tensor's largest)."""
+    (name, states, gradients), (reference_name, reference_states, reference_gradients) = ours, reference
+    error = (states[real].double() - exact[real]).abs().max().item()
+    reference_error = (reference_states[real].double() - exact[real]).abs().max().item()
+    print(f"{dtype} {name} {error:.3e}, {reference_name} {reference_error:.3e} from float64")
+    if dtype == torch.float32:
+        assert (states[real] - reference_states[real]).abs().max().item() <= 1e-5
+        names = list(reference_gradients)
+        worst = worst_relative_difference([gradients[n] for n in names], [reference_gradients[n] for n in names])
+        assert worst <= 1e-4, worst
+    unit = torch.finfo(dtype).eps * exact[real].abs().max().item()
+    assert error <= 2 * reference_error + 4 * unit
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_packed_sequences_attend_by_sequence_on_the_gpu(checkpoint, monkeypatch, dtype):
     """speed/varlen.py's kernels (flash in half precision, memory-efficient in float32) against the
@@ -210,16 +227,8 @@ def test_packed_sequences_attend_by_sequence_on_the_gpu(checkpoint, monkeypatch,
     laid_out, laid_out_gradients, _ = _by_sequence(monkeypatch, checkpoint, False, dtype)
     ours, ours_gradients, unpacked = _by_sequence(monkeypatch, checkpoint, True, dtype)
     assert unpacked == 1  # the last hidden state only: the layers attended as the tokens lie
-    ours_error = (ours[real].double() - exact[real]).abs().max().item()
-    laid_out_error = (laid_out[real].double() - exact[real]).abs().max().item()
-    print(f"{dtype} by sequence {ours_error:.3e}, laid out {laid_out_error:.3e} from float64")
-    if dtype == torch.float32:  # the same float32 sums in another order
-        assert (ours[real] - laid_out[real]).abs().max().item() <= 1e-5
-        names = list(laid_out_gradients)
-        worst = worst_relative_difference([ours_gradients[n] for n in names], [laid_out_gradients[n] for n in names])
-        assert worst <= 1e-4, worst
-    unit = torch.finfo(dtype).eps * exact[real].abs().max().item()
-    assert ours_error <= 2 * laid_out_error + 4 * unit
+    _assert_as_close(dtype, real, exact, ("by sequence", ours, ours_gradients),
+                     ("laid out", laid_out, laid_out_gradients))  # fmt: skip
     _, dropped, _ = _by_sequence(monkeypatch, checkpoint, True, dtype, dropout=0.1)
     assert all(bool(torch.isfinite(g).all()) for g in dropped.values())
 
@@ -239,16 +248,8 @@ def test_length_groups_in_training_give_one_groups_numbers_on_the_device(checkpo
     monkeypatch.setattr(fast_path, "GROUPS_IN_TRAINING_ON", frozenset({DEVICE.type}))
     grouped, grouped_gradients, unpacked = _by_sequence(monkeypatch, checkpoint, False, dtype)
     assert unpacked == 1 < laid_out  # in groups, no layer laid the whole batch out (B, T, H) again
-    grouped_error = (grouped[real].double() - exact[real]).abs().max().item()
-    whole_error = (whole[real].double() - exact[real]).abs().max().item()
-    print(f"{dtype} in groups {grouped_error:.3e}, as one group {whole_error:.3e} from float64")
-    if dtype == torch.float32:  # the same float32 sums in another order
-        assert (grouped[real] - whole[real]).abs().max().item() <= 1e-5
-        names = list(whole_gradients)
-        worst = worst_relative_difference([grouped_gradients[n] for n in names], [whole_gradients[n] for n in names])
-        assert worst <= 1e-4, worst
-    unit = torch.finfo(dtype).eps * exact[real].abs().max().item()
-    assert grouped_error <= 2 * whole_error + 4 * unit
+    _assert_as_close(dtype, real, exact, ("in groups", grouped, grouped_gradients),
+                     ("as one group", whole, whole_gradients))  # fmt: skip
 
 
 def test_embed_and_classify_commands_run_on_the_device(tmp_path, checkpoint):

@@ -71,9 +71,9 @@ def resolve_device(device):
 
     if device is None:
         return None
+    if _is_auto(device):
+        return _auto()
     if isinstance(device, str):
-        if device.strip() == "auto":
-            return _auto()
         if device.strip().split(":")[0] in ("cpu", "cuda"):
             device = check_device_name(device)
         try:
@@ -105,7 +105,7 @@ def placement(device, dtype=None):
     import torch
 
     int8 = dtype in ("int8", torch.int8, torch.qint8)
-    if int8 and isinstance(device, str) and device.strip() == "auto":
+    if int8 and _is_auto(device):
         return torch.device("cpu")
     device = resolve_device(device)
     if int8 and device is not None and device.type != "cpu":
@@ -126,13 +126,17 @@ def check_model_is_on(model, device) -> None:
     Traceback (most recent call last):
     ValueError: device='meta', but the model given is on cpu: move it first (model.to('meta')), or leave device out
     """
-    if device is None or isinstance(device, str) and device.strip() == "auto":
+    if device is None or _is_auto(device):
         return
     wanted = resolve_device(device)
     where = next(model.parameters()).device
     if wanted.type != where.type or (wanted.index is not None and wanted != where):
         raise ValueError(f"device={str(device)!r}, but the model given is on {where}: move it first "
                          f"(model.to({str(wanted)!r})), or leave device out")  # fmt: skip
+
+
+def _is_auto(device) -> bool:
+    return isinstance(device, str) and device.strip() == "auto"
 
 
 def _auto():
