@@ -20,6 +20,7 @@ class HubServer:
     def __init__(self, repos: dict[str, Path]):
         self.repos = {repo: Path(path) for repo, path in repos.items()}
         self.requests: Counter = Counter()
+        self.authorizations: dict[str, list[str]] = {}  # file → the Authorization headers it was asked with
         self.commit = hashlib.sha1(b"minibert-test-commit").hexdigest()
         server = self
 
@@ -39,6 +40,8 @@ class HubServer:
                     return self._error(404, "RepoNotFound")
                 repo, filename = "/".join(parts[:2]), "/".join(parts[4:])
                 server.requests[(self.command, repo, filename)] += 1
+                if self.headers.get("Authorization"):
+                    server.authorizations.setdefault(filename, []).append(self.headers["Authorization"])
                 if repo not in server.repos:
                     return self._error(404, "RepoNotFound")
                 path = server.repos[repo] / filename

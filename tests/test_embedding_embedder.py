@@ -226,9 +226,9 @@ def test_fill_mask_matches_transformers(heads_model):
     with torch.no_grad():
         probabilities = reference(**batch).prediction_logits[0, position].softmax(-1)
     scores, ids = probabilities.topk(5)
-    assert [answer["token_id"] for answer in answers] == ids.tolist()
+    assert [answer["token"] for answer in answers] == ids.tolist()
     assert_close([answer["score"] for answer in answers], scores, "fill-mask scores", 1e-6)
-    assert answers[0]["token"] == tokenizer.convert_ids_to_tokens(ids[0].item())
+    assert answers[0]["token_str"] == tokenizer.convert_ids_to_tokens(ids[0].item())
     two = fill_mask("[MASK] is the [MASK] of France.", model=(model, tokenizer), top_k=3)
     assert len(two) == 2 and len(two[0]) == 3
     with pytest.raises(ValueError, match="has no \\[MASK\\] token"):

@@ -326,9 +326,11 @@ def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():
     pipeline = transformers.pipeline("fill-mask", model=masked_lm, tokenizer=tokenizer, top_k=5)
     text = "c c ( = o ) o . o c c [MASK] c c o c ( c ) = o"
     ours = minibert.fill_mask(text, model=directory, top_k=5)
-    theirs = [{"token": row["token_str"].replace(" ", ""), "token_id": row["token"], "score": row["score"]}
-              for row in pipeline(text)]  # fmt: skip
-    same(ours, theirs, "fill-mask")
+    same(ours, pipeline(text), "fill-mask")  # score, token (the id), token_str, sequence: the pipeline's keys
+    many = minibert.fill_mask([text, "c c [MASK] c ( c ) = o"], model=directory, top_k=5)  # a list: one each
+    same(many, pipeline([text, "c c [MASK] c ( c ) = o"]), "fill-mask of a list")
+    two_masks = "c c ( = o ) o . o c c [MASK] c c o c ( c ) = [MASK]"  # each sequence fills its own mask
+    same(minibert.fill_mask(two_masks, model=directory, top_k=5), pipeline(two_masks), "fill-mask of two masks")
     first, second = "c c ( = o ) o", "c c o c ( c ) = o"
     with torch.no_grad():
         expected = reference(**tokenizer(first, second, return_tensors="pt")).seq_relationship_logits.softmax(-1)

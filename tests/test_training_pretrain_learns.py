@@ -59,7 +59,7 @@ PROBES = [("the", "what is [MASK] meaning of life?"), ("of", "the end [MASK] the
 
 def best_pieces(model: Path) -> list[list[str]]:
     """fill_mask's 5 best pieces for each probe."""
-    return [[answer["token"] for answer in minibert.fill_mask(text, model=str(model))] for _word, text in PROBES]
+    return [[answer["token_str"] for answer in minibert.fill_mask(text, model=str(model))] for _word, text in PROBES]
 
 
 def frequent_pieces(data: Path, vocab: Path, instances: int, count: int = 20) -> set[str]:

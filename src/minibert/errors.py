@@ -25,9 +25,10 @@ class MissingHeadsError(CheckpointError):
     the head from Python (``new_heads=True``, or labels: ``num_labels=2``); the command line gives
     its own advice (``minibert finetune``)."""
 
-    def __init__(self, without_advice: str, advice: str):
+    def __init__(self, without_advice: str, advice: str, only_the_pooler: bool = False):
         super().__init__(f"{without_advice} {advice}")
         self.without_advice = without_advice
+        self.only_the_pooler = only_the_pooler  # the pooler is all that is missing (an MLM-trained encoder)
 
 
 class ModelNotFoundError(CheckpointError):

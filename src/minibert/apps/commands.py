@@ -160,7 +160,7 @@ def cmd_fill_mask(args) -> None:
         if len(groups) > 1:
             print(f"[MASK] {number}:")
         for answer in group:
-            print(f"{answer['score']:.4f}  {answer['token']}")
+            print(f"{answer['score']:.4f}  {answer['token_str']}")
 
 
 def cmd_next_sentence(args) -> None:

@@ -50,14 +50,16 @@ streams to share out. Results are put back in input order; they do not depend on
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ..errors import MissingHeadsError
 from ..loading.devices import placement
 from ..model import BertModel
 from ..tokenizer.arguments import one_text
@@ -113,7 +115,14 @@ class Embedder:
         ``gemm`` as ``BertModel.from_pretrained`` takes them; ``device`` is checked first)."""
         device = placement(device, dtype)  # a GPU that is not there: said before a file is read
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
-        model = BertModel.from_pretrained(name_or_path, revision=revision, dtype=dtype, device=device, gemm=gemm)
+        load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, dtype=dtype,
+                                 device=device, gemm=gemm)  # fmt: skip
+        try:
+            model = load()
+        except MissingHeadsError as error:  # an encoder saved without its pooler (an MLM-trained BERT):
+            if not error.only_the_pooler:  # only pooling="pooler" reads it, and says so then
+                raise
+            model = load(add_pooling_layer=False)
         recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
         return cls(model, tokenizer, recipe=recipe)
 
@@ -165,9 +174,15 @@ class Embedder:
         self, texts: Sequence[str], options: EmbedOptions | None = None, progress: bool | None = None
     ) -> Embedded:
         """``embed`` for a list of texts, returning the vectors with what happened to the texts."""
+        if isinstance(texts, str):
+            raise TypeError("embed_with_report takes a sequence of texts: pass [text] (embed takes one str too)")
+        if isinstance(texts, bytes) or not isinstance(texts, Iterable):
+            raise TypeError(f"texts must be a str or a sequence of str, got {type(texts).__name__}")
         texts = list(texts)
-        if not all(isinstance(text, str) for text in texts):
-            raise TypeError("texts must be a str or a sequence of str")
+        wrong = next((index for index, text in enumerate(texts) if not isinstance(text, str)), None)
+        if wrong is not None:
+            kind = type(texts[wrong]).__name__
+            raise TypeError(f"texts must be a str or a sequence of str: item {wrong} is a {kind}")
         options = EmbedOptions.of(options)
         pieces, skip = self.pieces_for_embedding(texts, options)
         return self._embed_pieces(pieces, options, skip, progress)
@@ -204,6 +219,9 @@ class Embedder:
         recipe = self.recipe
         modes = recipe.pooling if options.follows_recipe else options.pooling
         layer_list = self._layer_list(options.layers)
+        if "pooler" in modes and getattr(self.model, "pooler", None) is None:
+            raise ValueError("pooling='pooler' reads BERT's pooler, which this model has not (its checkpoint was saved "
+                             "without one); pool the tokens instead: 'cls', 'mean' or 'max'")  # fmt: skip
         if "pooler" in modes and layer_list != [-1]:
             raise ValueError("pooling='pooler' uses the last layer; it cannot be combined with layers")
         dense = recipe.dense if options.follows_recipe else []

@@ -1,10 +1,13 @@
 """A checkpoint's files: which they are, and their tensors under the file's own names.
 
 A checkpoint is a ``config.json`` (the shape: config.py) and one weights file, found in a directory
-or hub repository (hub.py) in this order of preference:
+or hub repository (hub.py) in this order of preference (transformers'):
 
 * ``model.safetensors`` (safetensors.py): a JSON header, then raw bytes, read by hand;
-* ``pytorch_model.bin``: torch's pickle, read with ``weights_only=True`` (no code from the file runs);
+* ``model.safetensors.index.json``: the same, in shards (``save_pretrained(max_shard_size=...)``);
+  the index's ``weight_map`` names each tensor's shard, and every shard is read;
+* ``pytorch_model.bin`` (or its shards, ``pytorch_model.bin.index.json``): torch's pickle, read
+  with ``weights_only=True`` (no code from the file runs);
 * in a directory unpacked from Google's zip, ``bert_config.json`` and a TensorFlow checkpoint
   named by its ``.index`` file (tf_checkpoint.py).
 
@@ -13,6 +16,7 @@ or hub repository (hub.py) in this order of preference:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -22,12 +26,14 @@ import torch
 from ..errors import CheckpointError
 from .file_pages import MappedPages, torch_mapped_pages
 from .hub import resolve_file
-from .safetensors import _corrupt, _read_safetensors_header, map_safetensors, read_safetensors
+from .safetensors import _corrupt, _read_safetensors_header, map_safetensors, read_safetensors, safetensors_shapes
 
 # What TensorFlow pre-training checkpoints add: the Adam optimizer's two slots per variable, the step.
 TF_IGNORED = re.compile(r"(/adam_[mv]|^global_step)$")
-# The hub layout's weights files, in the order of preference.
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# The hub layout's weights files, in the order of preference: one file, else its shards' index.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")  # fmt: skip
+SHARDS_INDEX = ".index.json"  # how an index of shards is named: FILE.index.json
 
 
 def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Path]:
@@ -41,10 +47,67 @@ def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Pa
     for filename in WEIGHT_FILES:
         weights_file = resolve_file(name_or_path, filename, revision=revision, required=False)
         if weights_file is not None:
+            for shard in shard_names(weights_file) if is_sharded(weights_file) else ():
+                resolve_file(name_or_path, shard, revision=revision)  # each beside the index (fetched from the hub)
             return config_file, weights_file
     raise CheckpointError(
         f"{os.fspath(name_or_path)} has config.json but no weights: expected one of {', '.join(WEIGHT_FILES)}"
     )
+
+
+def is_sharded(path: Path) -> bool:
+    """Whether ``path`` is an index of shards (model.safetensors.index.json, pytorch_model.bin.index.json)."""
+    return path.name.endswith(SHARDS_INDEX)
+
+
+def shard_names(index_file: Path) -> list[str]:
+    """The shard files an index names, in order: its ``weight_map`` maps each tensor to one, e.g.
+    ``{"embeddings.word_embeddings.weight": "model-00001-of-00002.safetensors", ...}``. A shard is a
+    file beside the index, of the index's own kind."""
+    try:
+        index = json.loads(index_file.read_bytes())
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"cannot read the shards' index {index_file}: {error}") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{index_file}: weight_map must be an object naming each tensor's shard file")
+    kind = index_file.name.removesuffix(SHARDS_INDEX).rsplit(".", 1)[-1]  # "safetensors" or "bin"
+    names = sorted(set(weight_map.values()), key=str)
+    for name in names:
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") \
+                or not name.endswith("." + kind):  # fmt: skip
+            raise CheckpointError(f"{index_file}: weight_map names {name!r}, which is not a .{kind} file beside it")
+    return names
+
+
+def _shards(index_file: Path) -> list[Path]:
+    return [index_file.parent / name for name in shard_names(index_file)]
+
+
+def _merged(index_file: Path, states: list[dict]) -> dict:
+    """One dictionary of every shard's tensors; a tensor in two shards, or the index's tensors not
+    all there, is an error naming them."""
+    merged: dict = {}
+    for shard, state in zip(_shards(index_file), states):
+        twice = sorted(set(merged) & set(state))
+        if twice:
+            raise CheckpointError(f"{shard} holds tensors another shard of {index_file.name} holds too: {twice[:5]}")
+        merged.update(state)
+    listed = json.loads(index_file.read_bytes())["weight_map"]
+    absent = sorted(set(listed) - set(merged))
+    if absent:
+        raise CheckpointError(f"{index_file} lists tensors that no shard holds ({len(absent)}): {absent[:5]}")
+    return merged
+
+
+def declared_shapes(path: Path) -> dict[str, torch.Tensor] | None:
+    """A safetensors checkpoint's tensors as shapes without data ('meta' tensors), from its
+    header(s) alone (one file, or every shard of an index); None for a file with no header to read."""
+    if path.suffix == ".safetensors":
+        return safetensors_shapes(path)
+    if is_sharded(path) and path.name.endswith(".safetensors" + SHARDS_INDEX):
+        return _merged(path, [safetensors_shapes(shard) for shard in _shards(path)])
+    return None
 
 
 def _google_layout(name_or_path) -> tuple[Path, Path] | None:
@@ -84,6 +147,8 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     no code from the file is run), or of a TensorFlow checkpoint given by its ``.index`` file (all
     but the optimizer slots). A broken file is a ``CheckpointError`` naming it."""
     path = Path(path)
+    if is_sharded(path):
+        return _merged(path, [read_state_dict(shard) for shard in _shards(path)])
     if path.suffix == ".safetensors":
         return read_safetensors(path)
     if path.suffix == ".index":  # Google's TensorFlow checkpoint: PREFIX.index + PREFIX.data-*, mapped
@@ -107,6 +172,13 @@ def map_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], li
     a .bin as ``torch.load(mmap=True)`` maps it. None where nothing is mapped (torch's legacy format,
     read into memory). from_pretrained gives each tensor's pages back once it is copied or packed."""
     path = Path(path)
+    if is_sharded(path):  # each shard mapped as one file is
+        states, pages = [], []
+        for shard in _shards(path):
+            state, shard_pages = map_state_dict(shard)
+            states.append(state)
+            pages += shard_pages
+        return _merged(path, states), pages
     if path.suffix == ".safetensors":
         state, pages = map_safetensors(path)
         return state, [pages] if pages is not None else []
@@ -122,6 +194,8 @@ def map_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], li
 def tensor_names(path: str | os.PathLike) -> list[str]:
     """The tensor names in a weights file (for safetensors, from the header alone)."""
     path = Path(path)
+    if is_sharded(path):
+        return [name for shard in _shards(path) for name in tensor_names(shard)]
     if path.suffix == ".index":
         from .tf_checkpoint import read_index
 

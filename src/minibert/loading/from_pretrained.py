@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from pathlib import Path
@@ -23,12 +24,13 @@ from ..config import BertConfig
 from ..config_fields import LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
-from .checkpoint_files import find_checkpoint, map_state_dict
+from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict
 from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
-from .safetensors import safetensors_shapes
+from .hub import hub_options
 from .strict import rename_and_check
+from .transformers_keywords import TRANSFORMERS_KEYWORDS, model_keywords
 
 
 def _parse_dtype(dtype, config: BertConfig, device=None) -> torch.dtype | None:
@@ -86,8 +88,12 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 
 
 def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
+    label_config = dict(label_config or {})
+    dtype, device, hub = model_keywords(label_config, dtype=dtype, device=device)  # transformers' spellings
+    add_pooling_layer = _add_pooling_layer(cls, label_config)
     device = placement(device, dtype)  # a GPU that is not there, or int8 on one: said before anything is read
-    config_file, weights_file = find_checkpoint(name_or_path, revision)
+    with hub_options(hub):
+        config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
     dtype = "int8" if dtype in (torch.int8, torch.qint8) else dtype  # the same: int8 layers, not int8 "floats"
     if isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
@@ -95,25 +101,25 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
                          "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
     int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
     dtype = _parse_dtype(dtype, config, device) or torch.float32
-    label_config = dict(label_config or {})
     call_defaults = _call_defaults(label_config)
     unknown = sorted(set(label_config) - set(LABEL_FIELDS))
     if unknown:
-        raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; the config fields it "
-                        f"replaces are {', '.join(LABEL_FIELDS)}")  # fmt: skip
+        raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; besides its own, it takes "
+                        f"the config fields {', '.join(LABEL_FIELDS)}, and transformers' keywords "
+                        f"{', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
     own_fields = dict(config.extra)
     if label_config:
         if "num_labels" in label_config and "id2label" not in label_config:
             config.extra.pop("id2label", None)  # LABEL_0 ... LABEL_{n-1}, as transformers names them
             config.extra.pop("label2id", None)
         config.extra.update(label_config)
-    model = _build_on_meta(cls, config, config_file)
+    model = _build_on_meta(cls, config, config_file, add_pooling_layer)
     # labels given to a classifier say a new head is wanted, if the checkpoint has none (transformers' rule)
     new_heads = new_heads or hasattr(model, "classifier") and any(field in label_config for field in LABEL_COUNT_FIELDS)
     num_labels = labels_for_the_head(model, own_fields, label_config, weights_file)  # Google's run_classifier
     if num_labels is not None:
         config.extra["num_labels"] = num_labels
-        model = _build_on_meta(cls, config, config_file)
+        model = _build_on_meta(cls, config, config_file, add_pooling_layer)
     # a kernel stored transposed (TensorFlow's) stays a view of its file where oneDNN may pack it
     keep_views = dtype == torch.float32 and (device is None or device.type == "cpu")
     state, pages = _read_weights(model, weights_file, config_file, new_heads, int8, dtype, keep_views)
@@ -145,9 +151,9 @@ def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool,
     laid out afresh: a matmul over strided memory may round differently, and the numbers must not
     depend on how a file was saved. With ``keep_views`` such a tensor stays a view of the file for
     now: speed_up packs it (a layout of its own) or lays it out afresh (packed_linear.py)."""
-    if weights_file.suffix == ".safetensors":  # its header against the model first: nothing read that does not fit
-        rename_and_check(model, safetensors_shapes(weights_file), weights_file, config_file, warn=False,
-                         new_heads=new_heads)  # fmt: skip
+    declared = declared_shapes(weights_file)  # a safetensors header (or its shards'): checked before a byte is read
+    if declared is not None:
+        rename_and_check(model, declared, weights_file, config_file, warn=False, new_heads=new_heads)
     state, pages = map_state_dict(weights_file)
     release = _releaser(pages)
     read = list(state.values())
@@ -248,9 +254,24 @@ def _call_defaults(options: dict) -> dict[str, bool]:
     return defaults
 
 
-def _build_on_meta(cls, config: BertConfig, config_file: Path):
+def _add_pooling_layer(cls, keywords: dict) -> bool | None:
+    """transformers' ``BertModel.from_pretrained(..., add_pooling_layer=False)``: the encoder without
+    its pooler (no ``pooler_output``; a checkpoint's pooler tensors are left out). Only BertModel
+    takes it: each class with heads builds the pooler exactly when its head reads it."""
+    if "add_pooling_layer" not in keywords:
+        return None
+    value = keywords.pop("add_pooling_layer")
+    if not isinstance(value, bool):
+        raise TypeError(f"add_pooling_layer must be True or False, got {value!r}")
+    if "add_pooling_layer" not in inspect.signature(cls.__init__).parameters:  # BertModel's (heads.py's take none)
+        raise TypeError(f"{cls.__name__}.from_pretrained() takes no add_pooling_layer: only BertModel does (a class "
+                        "with heads builds the pooler exactly when its head reads it)")  # fmt: skip
+    return value
+
+
+def _build_on_meta(cls, config: BertConfig, config_file: Path, add_pooling_layer: bool | None = None):
     with torch.device("meta"), _WithoutInitialisation():  # no memory, no random init: the checkpoint's tensors are used
         try:
-            return cls(config)
+            return cls(config) if add_pooling_layer is None else cls(config, add_pooling_layer=add_pooling_layer)
         except CheckpointError as error:  # a config field this class refuses
             raise CheckpointError(f"{config_file}: {error}") from None

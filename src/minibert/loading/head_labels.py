@@ -37,12 +37,13 @@ def classifier_shape(weights_file: Path) -> tuple[str, tuple[int, ...]] | None:
 
         entries, _ = read_index(weights_file.with_suffix(""))
         shapes = {name: entry.shape for name, entry in entries.items() if entry is not None}
-    elif weights_file.suffix == ".safetensors":
-        from .safetensors import safetensors_shapes
-
-        shapes = {name: tuple(tensor.shape) for name, tensor in safetensors_shapes(weights_file).items()}
     else:
-        return None
+        from .checkpoint_files import declared_shapes
+
+        declared = declared_shapes(weights_file)
+        if declared is None:
+            return None
+        shapes = {name: tuple(tensor.shape) for name, tensor in declared.items()}
     for name in (key for weight in CLASSIFIER_WEIGHTS for key in (weight, "bert." + weight)):
         if name in shapes and len(shapes[name]) == 2:
             return name, tuple(shapes[name])

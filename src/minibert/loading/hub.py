@@ -16,12 +16,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import functools
 import os
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -38,6 +41,30 @@ BUNDLED_MODELS = {"minibert/fortunes-mini": "fortunes-mini"}
 BUNDLED_WITH_HEADS = "minibert/fortunes-mini"
 
 _TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    """transformers' download keywords, for the files a ``from_pretrained`` call reads from the hub:
+    ``cache_dir`` (instead of the standard cache), ``local_files_only`` (the cache only, as
+    ``HF_HUB_OFFLINE=1`` for one call) and ``token`` (a private or gated repository)."""
+
+    cache_dir: str | None = None
+    local_files_only: bool = False
+    token: str | bool | None = None
+
+
+_HUB_OPTIONS: contextvars.ContextVar[HubOptions | None] = contextvars.ContextVar("minibert_hub_options", default=None)
+
+
+@contextlib.contextmanager
+def hub_options(options: HubOptions):
+    """Within it, every hub download of this thread uses ``options`` (a local directory ignores them)."""
+    reset = _HUB_OPTIONS.set(options)
+    try:
+        yield
+    finally:
+        _HUB_OPTIONS.reset(reset)
 
 
 def is_offline() -> bool:
@@ -133,7 +160,8 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
     from huggingface_hub import errors as hub_errors
 
     endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
-    offline = is_offline()
+    options = _HUB_OPTIONS.get() or HubOptions()
+    offline = is_offline() or options.local_files_only
     unreachable = None if offline else _unreachable(endpoint)  # skip huggingface_hub's retries of a dead end
     local_only = offline or unreachable is not None
     seconds = hub_timeout()
@@ -144,6 +172,8 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
             filename,
             revision=revision,
             local_files_only=local_only,
+            cache_dir=options.cache_dir,
+            token=options.token,
             endpoint=endpoint,
             library_name="minibert",
             etag_timeout=min(10.0, seconds),
@@ -167,9 +197,10 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         # Raised when offline (or the hub is unreachable) and the file is not in the cache. An
         # optional file of a model in the cache is taken as absent (the cache is all there is);
         # of a model not in the cache, nothing is known: the true reason is that the hub is out of reach.
-        if not required and _cached_repo_has_files(repo_id):
+        if not required and _cached_repo_has_files(repo_id, options.cache_dir):
             return None
-        raise _not_in_cache(repo_id, filename, endpoint, offline=offline, unreachable=unreachable) from None
+        raise _not_in_cache(repo_id, filename, endpoint, offline=offline, unreachable=unreachable,
+                            local_files_only=options.local_files_only) from None  # fmt: skip
     except hub_errors.RevisionNotFoundError:
         raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
     except hub_errors.RepositoryNotFoundError:
@@ -185,10 +216,12 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
 
 
 def _not_in_cache(
-    repo_id: str, filename: str, endpoint: str, *, offline: bool, unreachable: str | None
+    repo_id: str, filename: str, endpoint: str, *, offline: bool, unreachable: str | None, local_files_only: bool
 ) -> ModelNotFoundError:
     """The error for a file that is not in the cache when the hub cannot be asked: why, and what to do."""
-    if offline:
+    if local_files_only:
+        how = "local_files_only=True was passed, so only the local cache is used"
+    elif offline:
         how = "HF_HUB_OFFLINE=1 is set, so only the local cache is used"
     elif unreachable:
         how = f"the hub ({endpoint}) cannot be reached: {unreachable}"
@@ -321,9 +354,9 @@ def _did_you_mean(name: str) -> str:
     return f"Did you mean {near[0]}? " if near and near[0] != name else ""
 
 
-def _cached_repo_has_files(repo_id: str) -> bool:
+def _cached_repo_has_files(repo_id: str, cache_dir: str | None = None) -> bool:
     """Whether the offline cache knows this repository at all (then a missing optional file is fine)."""
     from huggingface_hub import constants
 
-    folder = Path(constants.HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
+    folder = Path(cache_dir or constants.HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
     return folder.is_dir()

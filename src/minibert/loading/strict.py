@@ -50,6 +50,8 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
     prefix = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
     expected = model.state_dict()
     renamed, unexpected, unused_heads = _renamed(state, expected, prefix)
+    if "mlm_head.bias" in expected:
+        _refuse_an_untied_decoder(state, weights_file)
     if "mlm_head.bias" in expected and "mlm_head.bias" not in renamed:  # exports that keep only the decoder's bias
         for name in ("cls.predictions.decoder.bias", "bert.cls.predictions.decoder.bias"):
             if name in state:
@@ -69,7 +71,13 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
     if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped:
         if not new_heads:
             advice = "(or pass new_heads=True to start them from fresh weights, to fine-tune)"
-            raise MissingHeadsError(_missing_heads(model, missing, renamed, unused_heads, weights_file), advice)
+            only_the_pooler = all(name.startswith(prefix + POOLER) for name in missing)
+            if only_the_pooler and not prefix:  # the bare encoder, saved without its pooler
+                advice = ("(pass add_pooling_layer=False to load it without one, as transformers' "
+                          "BertModel(config, add_pooling_layer=False) saved it, or new_heads=True to start it "
+                          "from fresh weights)")  # fmt: skip
+            raise MissingHeadsError(_missing_heads(model, missing, renamed, unused_heads, weights_file), advice,
+                                    only_the_pooler)  # fmt: skip
         if warn:
             logger.warning("%s: %s starts %d tensors from fresh weights (fine-tune them before use): %s",
                            weights_file, type(model).__name__, len(missing), _first(missing, 6))  # fmt: skip
@@ -90,6 +98,29 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
             stacklevel=3,
         )
     return {name: renamed[name] for name in expected}
+
+
+# The masked-LM decoder as checkpoints may store it, beside what BERT ties it to.
+_DECODER_TIES = (("cls.predictions.decoder.weight", "embeddings.word_embeddings.weight"),
+                 ("cls.predictions.decoder.bias", "cls.predictions.bias"))  # fmt: skip
+
+
+def _refuse_an_untied_decoder(state: dict, weights_file: Path) -> None:
+    """BERT's masked-LM decoder is the word embedding matrix (and its bias cls.predictions.bias):
+    minibert computes it so, and ignores a stored copy. A stored decoder that differs from what it
+    is tied to is another model (transformers then unties the two and uses the copy): refused."""
+    names = {name.removeprefix("bert."): tensor for name, tensor in state.items()}
+    for decoder, tied_to in _DECODER_TIES:
+        stored, tied = names.get(decoder), names.get(tied_to)
+        if stored is None or tied is None or stored.is_meta or tied.is_meta or stored.shape != tied.shape:
+            continue  # nothing to compare (a shape that differs is reported with the others)
+        if not torch.equal(stored, tied):
+            difference = (stored.float() - tied.float()).abs().max().item()
+            raise CheckpointError(
+                f"{weights_file}: {decoder} differs from {tied_to} (max |Δ| {difference:.3g}): this checkpoint's "
+                "masked-LM decoder is untied from BERT's, which minibert does not compute (its decoder is "
+                f"{tied_to}, as in BERT; transformers would use the stored {decoder})"
+            )
 
 
 def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str]]:
@@ -174,7 +205,7 @@ def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[
     fits = _CLASS_FOR_HEADS.get(frozenset(present))
     if present == {"classifier."} and weights_file.suffix == ".index":
         fits = "BertForSequenceClassification"  # run_classifier.py classifies sequences
-    advice = f"; load it with {fits}" if fits else ""
+    advice = f"; load it with {fits}" if fits and fits != type(model).__name__ else ""
     return (f"{weights_file} has no tensors for {' or '.join(needed)}, which {type(model).__name__} needs; "
             f"it has {has}{advice}")  # fmt: skip
 

@@ -2,7 +2,7 @@
 sentence follows another.
 
     >>> fill_mask("Paris is the [MASK] of France.", model="google-bert/bert-base-uncased")  # doctest: +SKIP
-    [{'token': 'capital', 'token_id': 3007, 'score': 0.997}, ...]
+    [{'score': 0.997, 'token': 3007, 'token_str': 'capital', 'sequence': 'paris is the capital of france.'}, ...]
     >>> next_sentence("I was thirsty.", "I drank water.")                                   # doctest: +SKIP
     0.9999...
 
@@ -46,17 +46,29 @@ def load_with_fallback(model, cls: type, head: str, *, gemm: str | None = None, 
     return load_for_task(model, cls, head, gemm=gemm, device=device)
 
 
-def fill_mask(text: str, *, model=None, top_k: int = 5, device=None) -> list[dict] | list[list[dict]]:
-    """The ``top_k`` most likely pieces for the [MASK] in ``text``, most likely first:
-    ``[{"token": "fashion", "token_id": 4827, "score": 0.107}, ...]`` (scores are softmax
-    probabilities over the vocabulary). With several [MASK]s: one such list per mask.
+def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, device=None) -> list:
+    """The ``top_k`` most likely pieces for the [MASK] in ``text``, most likely first, as
+    transformers' ``pipeline("fill-mask")`` gives them: ``[{"score": 0.107, "token": 4827,
+    "token_str": "fashion", "sequence": "i love fashion."}, ...]`` (``token`` is the id; scores are
+    softmax probabilities over the vocabulary; ``sequence`` is the text with the piece in place).
+    With several [MASK]s: one such list per mask (each ``sequence`` filling that mask alone, with
+    [CLS] and [SEP] kept, as the pipeline does). A list of texts gives one result per text.
     ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
     bert, tokenizer = load_with_fallback(model, BertForMaskedLM, "mlm_head", device=device)
-    if not isinstance(top_k, int) or top_k < 1:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
     if tokenizer.mask_token_id is None:
         vocabulary = tokenizer.vocab_file.name
         raise ValueError(f"cannot fill a mask: the vocabulary {vocabulary} has no {tokenizer.mask_token} piece")
+    if isinstance(text, (list, tuple)) and all(isinstance(one, str) for one in text):
+        return [_fill_one(bert, tokenizer, one, top_k) for one in text]
+    if not isinstance(text, str):
+        raise TypeError(f"fill_mask takes a text (str) or a list of texts, got {type(text).__name__}")
+    return _fill_one(bert, tokenizer, text, top_k)
+
+
+def _fill_one(bert, tokenizer, text: str, top_k: int) -> list:
+    """``fill_mask`` of one text."""
     limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
     pieces = tokenizer(text, verbose=False)["input_ids"]  # [CLS] text [SEP], not cut
     positions = [position for position, piece in enumerate(pieces) if piece == tokenizer.mask_token_id]
@@ -73,16 +85,15 @@ def fill_mask(text: str, *, model=None, top_k: int = 5, device=None) -> list[dic
     with torch.inference_mode():
         out = bert(**batch)
         logits = (out.prediction_logits if hasattr(out, "prediction_logits") else out.logits)[0].float()  # (T, V)
+    ids = batch["input_ids"][0].tolist()
     answers = []
     for position in positions:
         probabilities = logits[position].softmax(-1)
-        scores, ids = probabilities.topk(min(top_k, probabilities.numel()))
-        answers.append(
-            [
-                {"token": tokenizer.convert_ids_to_tokens(int(i)), "token_id": int(i), "score": float(s)}
-                for s, i in zip(scores, ids)
-            ]
-        )
+        scores, best = probabilities.topk(min(top_k, probabilities.numel()))
+        answers.append([{"score": float(score), "token": int(piece), "token_str": tokenizer.decode([int(piece)]),
+                         "sequence": tokenizer.decode(ids[:position] + [int(piece)] + ids[position + 1 :],
+                                                      skip_special_tokens=len(positions) == 1)}
+                        for score, piece in zip(scores, best)])  # fmt: skip
     return answers[0] if len(answers) == 1 else answers
 
 

@@ -29,6 +29,7 @@ import logging
 import os
 
 import numpy as np
+import torch
 
 from ..errors import CheckpointError
 from ..formats.json_files import read_json_object
@@ -51,8 +52,9 @@ _SHORT_NAMES = {"sigmoid": "torch.nn.modules.activation.Sigmoid", "identity": "t
 
 class CrossEncoder:
     """A sentence-transformers cross-encoder folder (or any ``BertForSequenceClassification``
-    checkpoint), scoring text pairs. ``max_length`` and ``activation_fn`` (a class path or
-    ``"sigmoid"``/``"identity"``/``"tanh"``) override the folder's."""
+    checkpoint), scoring text pairs. ``max_length`` and ``activation_fn`` (a class path,
+    ``"sigmoid"``/``"identity"``/``"tanh"``, or the torch module itself: ``torch.nn.Identity()``)
+    override the folder's."""
 
     def __init__(self, model_name_or_path: str | os.PathLike, *, max_length: int | None = None,
                  activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None,
@@ -169,11 +171,14 @@ def _read_settings(source: str, revision: str | None) -> dict:
     return settings
 
 
-def _activation(asked: str | None, settings: dict, num_labels: int, source: str) -> str:
+def _activation(asked, settings: dict, num_labels: int, source: str) -> str:
     """The activation's class path: as asked, else the folder's, else sigmoid for one label and
     identity for several."""
     default = "torch.nn.modules.activation.Sigmoid" if num_labels == 1 else "torch.nn.modules.linear.Identity"
     if asked is not None:
+        if isinstance(asked, torch.nn.Module) or isinstance(asked, type) and issubclass(asked, torch.nn.Module):
+            kind = asked if isinstance(asked, type) else type(asked)  # torch.nn.Identity() as sentence-transformers
+            asked = f"{kind.__module__}.{kind.__qualname__}"  # takes it, or the class itself
         path = _SHORT_NAMES.get(str(asked).lower(), asked)
         if path not in SCORE_ACTIVATIONS:
             raise ValueError(f"activation_fn must be one of {sorted(_SHORT_NAMES)} or {sorted(SCORE_ACTIVATIONS)}, "

@@ -310,6 +310,21 @@ def join_pieces(tokens) -> str:
     return "".join(parts)
 
 
+def clean_up_tokenization(text: str) -> str:
+    """transformers' ``clean_up_tokenization`` (what ``decode(clean_up_tokenization_spaces=True)``
+    applies after the decoder): the space before punctuation and English contractions removed.
+
+    >>> clean_up_tokenization("it ' s a dog , isn ' t it ?")
+    "it's a dog, isn't it?"
+    """
+    for spaced, glued in _TRANSFORMERS_CLEANUPS:
+        text = text.replace(spaced, glued)
+    return text
+
+
+_TRANSFORMERS_CLEANUPS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                          (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))  # fmt: skip
+
 # The WordPiece decoder's clean-up, applied to each piece with the space before it (tokenizers'
 # decoders/wordpiece.rs).
 _CLEANUPS = (

@@ -17,8 +17,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import InputTypeError
+from ..loading.hub import hub_options
+from ..loading.transformers_keywords import tokenizer_keywords
 from .added_tokens import AddedToken, AddedTokens, Unit
-from .algorithm import WordPieceTokenizer, join_pieces, piece_spans
+from .algorithm import WordPieceTokenizer, clean_up_tokenization, join_pieces, piece_spans
 from .arguments import check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
 from .directory import read_tokenizer_files, write_tokenizer_files
@@ -49,6 +51,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         model_max_length: int = 512,
         padding_side: str = "right",
         truncation_side: str = "right",
+        clean_up_tokenization_spaces: bool = False,
         vocab: dict[str, int] | None = None,
         additional_special_tokens: Iterable[str] = (),
         added_tokens: Iterable[tuple[int, AddedToken]] = (),
@@ -75,6 +78,8 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         self.model_max_length = model_max_length
         self.padding_side = check_side(padding_side, "padding_side")
         self.truncation_side = check_side(truncation_side, "truncation_side")
+        check_flags(clean_up_tokenization_spaces=clean_up_tokenization_spaces)
+        self.clean_up_tokenization_spaces = clean_up_tokenization_spaces  # decode's default
         self.do_basic_tokenize = do_basic_tokenize
         self.strip_accents = strip_accents  # as given (None: follow do_lower_case)
         self.basic = FastBasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
@@ -95,15 +100,26 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None,
-                        do_lower_case: bool | None = None) -> BertTokenizer:  # fmt: skip
+                        do_lower_case: bool | None = None, **keywords) -> BertTokenizer:  # fmt: skip
         """Load ``vocab.txt`` (or, without it, ``tokenizer.json``: see tokenizer_json.py) and
         ``tokenizer_config.json`` from a directory or a hub repository (files.py).
 
         ``do_lower_case`` (the tutorials pass it, as transformers takes it) replaces the checkpoint's
         own setting; a value that contradicts the vocabulary (lowercasing for a cased one, or not for
         an uncased one: files.py ``casing_contradiction``) is refused with a ValueError, unless it is
-        the checkpoint's own setting already."""
-        vocab_file, vocab, settings = read_tokenizer_files(name_or_path, revision)
+        the checkpoint's own setting already. ``model_max_length``, ``padding_side``,
+        ``truncation_side`` and ``clean_up_tokenization_spaces`` replace tokenizer_config.json's, as
+        in transformers; so do its download keywords (``cache_dir``, ``local_files_only``, ``token``),
+        and ``use_fast`` / ``trust_remote_code`` change nothing (loading/transformers_keywords.py)."""
+        hub = tokenizer_keywords(keywords)
+        replaced = {name: keywords.pop(name) for name in _REPLACEABLE if name in keywords}
+        if keywords:
+            raise TypeError(f"BertTokenizer.from_pretrained() got unexpected keyword arguments {sorted(keywords)}; "
+                            f"it takes revision, do_lower_case, {', '.join(_REPLACEABLE)}, and transformers' "
+                            "cache_dir, local_files_only, token, use_fast, trust_remote_code")  # fmt: skip
+        with hub_options(hub):
+            vocab_file, vocab, settings = read_tokenizer_files(name_or_path, revision)
+        settings.update(replaced)
         if do_lower_case is not None:
             if not isinstance(do_lower_case, bool):
                 raise InputTypeError(f"do_lower_case must be True or False, got {do_lower_case!r}")
@@ -247,19 +263,37 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
             raise ValueError(f"token id {index} is outside the vocabulary [0, {self.vocab_size})")
         return token
 
-    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        """Ids back to text (``convert_tokens_to_string`` of their pieces), without the special
-        tokens if asked.
+    def decode(self, ids: Iterable[int] | int, skip_special_tokens: bool = False,
+               clean_up_tokenization_spaces: bool | None = None) -> str:  # fmt: skip
+        """Ids (a list, a 1-D tensor or array, or one id) back to text (``convert_tokens_to_string``
+        of their pieces), without the special tokens if asked. ``clean_up_tokenization_spaces=True``
+        then applies transformers' ``clean_up_tokenization`` to the text ("it ' s" → "it's", "said 'hi"
+        → "said'hi": English contractions, at a cost to quotes); None follows the tokenizer's
+        ``clean_up_tokenization_spaces`` (tokenizer_config.json's, False where it is absent, as in transformers 5).
 
         >>> tok.decode([101, 1045, 2293, 3000, 102], skip_special_tokens=True)   # doctest: +SKIP
         'i love paris'
         """
+        check_flags(skip_special_tokens=skip_special_tokens)
+        check_flags(optional=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces)
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
+        if not isinstance(ids, (list, tuple)):
+            ids = [token_id(ids)]  # one id
         special = self.added.skipped_when_decoding if skip_special_tokens else ()
-        return self.convert_tokens_to_string(
-            [self._token(index) for index in map(token_id, ids) if index not in special]
-        )
+        tokens = [self._token(index) for index in map(token_id, ids) if index not in special]
+        text = self.convert_tokens_to_string(tokens)
+        if clean_up_tokenization_spaces is None:
+            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
+        return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
+
+    def batch_decode(self, sequences, skip_special_tokens: bool = False,
+                     clean_up_tokenization_spaces: bool | None = None) -> list[str]:  # fmt: skip
+        """``decode`` of each row of ``sequences`` (a list of id lists, or a 2-D tensor or array):
+        a generation's or a batch's ids back to texts, as transformers' ``batch_decode``."""
+        if hasattr(sequences, "tolist"):
+            sequences = sequences.tolist()
+        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
     def convert_tokens_to_string(self, tokens: Iterable[str]) -> str:
         """Pieces back to text, as transformers' WordPiece decoder does it: a ``##`` piece is glued
@@ -270,6 +304,10 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         'lovely paris!'
         """
         return join_pieces(tokens)
+
+
+# tokenizer_config.json's settings a from_pretrained keyword replaces, as in transformers.
+_REPLACEABLE = ("model_max_length", "padding_side", "truncation_side", "clean_up_tokenization_spaces")
 
 
 def _check_arguments(special_tokens: dict, do_lower_case, strip_accents, tokenize_chinese_chars, do_basic_tokenize,

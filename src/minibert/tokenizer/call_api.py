@@ -38,6 +38,25 @@ logger = logging.getLogger("minibert")
 ALIGNMENT_COLUMNS = ("offset_mapping", "_word_ids", "_sequence_ids")
 
 
+# transformers' call arguments minibert leaves out, and why (the rest are a plain TypeError naming the call).
+_NOT_TAKEN = {
+    "split_special_tokens": "minibert always reads a [CLS], [SEP], [MASK] ... written in a text as that special "
+    "token (transformers' default, split_special_tokens=False)",
+}
+
+
+def _check_argument_names(arguments: dict) -> None:
+    """A TypeError naming the tokenizer call (not the parser behind it) for an argument it does not take."""
+    taken = inspect.signature(CallRequest.parse).parameters
+    for name in arguments:
+        if name == "split_special_tokens" and not arguments[name]:
+            continue  # the default, which minibert does
+        if name in _NOT_TAKEN:
+            raise TypeError(f"tokenizer() does not take {name}=: {_NOT_TAKEN[name]}")
+        if name not in taken or name in ("cls", "tokenizer", "text", "text_pair"):
+            raise TypeError(f"tokenizer() got an unexpected keyword argument {name!r}")
+
+
 class TransformersCallAPI(Transformers4Calls):
     """``__call__``, ``encode``, ``pad`` and the framing methods, as transformers' tokenizers have them
     (and transformers 4's ``encode_plus`` / ``batch_encode_plus``: transformers4_calls.py)."""
@@ -85,11 +104,14 @@ class TransformersCallAPI(Transformers4Calls):
           and pads. ``.word_ids(i)`` / ``.sequence_ids(i)`` of the result work in any case.
         * ``return_tensors``: ``None`` (lists), ``"pt"`` (torch tensors) or ``"np"`` (numpy);
           ``return_token_type_ids`` / ``return_attention_mask``: False leaves them out.
-        * ``add_special_tokens=False``: no [CLS]/[SEP]; ``verbose=False``: no too-long warning.
+        * ``add_special_tokens=False``: no [CLS]/[SEP]; ``verbose=False``: no too-long warning;
+          ``return_length``: each row's length, padding included (a list, even for one text).
+        * ``text`` may also be a batch of pairs, ``[(text, text_pair), ...]``, as in transformers.
         """
         if "pad_to_max_length" in arguments:  # the older tutorials' spelling (transformers removed it)
             raise InputTypeError("pad_to_max_length is the older transformers' argument; write padding='max_length' "
                                  "(with max_length=..., and truncation=True to cut longer texts)")  # fmt: skip
+        _check_argument_names(arguments)
         request = CallRequest.parse(self, text, text_pair, **arguments)
         columns, sample_of_row = self._rows(request, track=request.return_offsets_mapping)
         values = {"input_ids": columns["input_ids"]}
@@ -101,10 +123,12 @@ class TransformersCallAPI(Transformers4Calls):
             values["special_tokens_mask"] = columns["special_tokens_mask"]
         if request.return_offsets_mapping:
             values["offset_mapping"] = columns["offset_mapping"]
+        if request.return_length:  # each row's length, padding included: a list even for one text (as transformers)
+            values["length"] = [len(ids) for ids in columns["input_ids"]]
         if request.return_overflowing_tokens:
             values["overflow_to_sample_mapping"] = sample_of_row
         if not request.batched and not request.return_overflowing_tokens and request.return_tensors is None:
-            values = {key: value[0] for key, value in values.items()}
+            values = {key: value if key == "length" else value[0] for key, value in values.items()}
         elif request.return_tensors is not None:
             values = to_tensors(values, request.return_tensors)
         encoding = BatchEncoding(values)

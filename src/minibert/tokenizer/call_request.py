@@ -40,6 +40,7 @@ class CallRequest:
     return_overflowing_tokens: bool
     return_special_tokens_mask: bool
     return_offsets_mapping: bool
+    return_length: bool  # each row's length (padding included), as transformers counts it
     warn_too_long: bool  # log transformers' warning for a row the model cannot take
 
     @property
@@ -68,13 +69,15 @@ class CallRequest:
         return_overflowing_tokens: bool = False,
         return_special_tokens_mask: bool = False,
         return_offsets_mapping: bool = False,
+        return_length: bool = False,
         verbose: bool = True,
+        split_special_tokens: bool = False,  # only False (call_api.py refuses True): special tokens stay whole
     ) -> CallRequest:
         batched, texts, pairs = _texts_and_pairs(text, text_pair, is_split_into_words)
         check_flags(add_special_tokens=add_special_tokens, is_split_into_words=is_split_into_words,
                     return_overflowing_tokens=return_overflowing_tokens, verbose=verbose,
                     return_special_tokens_mask=return_special_tokens_mask,
-                    return_offsets_mapping=return_offsets_mapping)  # fmt: skip
+                    return_offsets_mapping=return_offsets_mapping, return_length=return_length)  # fmt: skip
         check_flags(optional=True, return_token_type_ids=return_token_type_ids,
                     return_attention_mask=return_attention_mask)  # fmt: skip
         if max_length is not None and padding is False and truncation is None:
@@ -98,8 +101,13 @@ class CallRequest:
         request = cls(texts, pairs, batched, add_special_tokens, strategy, mode, max_length, stride,
                       pad_to_multiple_of, side, return_tensors, return_token_type_ids, return_attention_mask,
                       return_overflowing_tokens, return_special_tokens_mask, return_offsets_mapping,
-                      warn_too_long)  # fmt: skip
+                      return_length, warn_too_long)  # fmt: skip
         room = None if max_length is None else max_length - request.special_tokens
+        if return_overflowing_tokens and room < 1:
+            raise ValueError(
+                f"max_length={max_length} leaves no room for text beside the {request.special_tokens} special "
+                "tokens: the windows of return_overflowing_tokens need at least one piece each"
+            )
         if return_overflowing_tokens and stride >= room:  # (stricter than transformers, which only
             # complains once a text is long enough to need windows)
             raise ValueError(
@@ -111,6 +119,8 @@ class CallRequest:
 
 def _texts_and_pairs(text, text_pair, is_split_into_words: bool) -> tuple[bool, list, list | None]:
     """(a batch came in, the texts, the second texts of pairs or None): one input or a batch, alike."""
+    if text_pair is None and not is_split_into_words and _pairs_in_a_batch(text):  # [(a, b), ...], as transformers
+        return True, [a for a, _ in text], [b for _, b in text]
     batched, texts = _as_batch(text, "text", is_split_into_words)
     if text_pair is None:
         return batched, texts, None
@@ -133,6 +143,10 @@ def _as_batch(value, name: str, split_into_words: bool) -> tuple[bool, list]:
             return False, [value]
         if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
             return True, list(value)
+        if isinstance(value, (list, tuple)):
+            index, item = next((i, item) for i, item in enumerate(value) if not isinstance(item, str))
+            raise TypeError(f"{name} must be a str or a list of str (or of (text, text_pair) pairs): "
+                            f"item {index} is a {type(item).__name__}")  # fmt: skip
         raise TypeError(f"{name} must be a str or a list of str, got {type(value).__name__}")
     if words(value):
         return False, [list(value)]
@@ -142,6 +156,14 @@ def _as_batch(value, name: str, split_into_words: bool) -> tuple[bool, list]:
         f"with is_split_into_words=True, {name} must be a list of words (str) or a list of such lists, "
         f"got {type(value).__name__}"
     )
+
+
+def _pairs_in_a_batch(value) -> bool:
+    """Whether ``value`` is a batch of pairs, ``[("text", "text pair"), ...]`` (transformers' other
+    spelling of ``text=[...], text_pair=[...]``)."""
+    return (isinstance(value, (list, tuple)) and len(value) > 0 and all(
+        isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(part, str) for part in item)
+        for item in value))  # fmt: skip
 
 
 def truncation_strategy(truncation) -> str | None:

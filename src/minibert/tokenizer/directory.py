@@ -70,6 +70,7 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
         "model_max_length": tokenizer.model_max_length,
         "padding_side": tokenizer.padding_side,
         "truncation_side": tokenizer.truncation_side,
+        "clean_up_tokenization_spaces": tokenizer.clean_up_tokenization_spaces,
         **specials,
         **({"added_tokens_decoder": added} if tokenizer.added.tokens else {}),
     }

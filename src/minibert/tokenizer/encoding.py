@@ -97,7 +97,16 @@ class BatchEncoding(dict):
         try:
             return self[name]
         except KeyError:
-            raise AttributeError(name) from None
+            raise AttributeError(f"'BatchEncoding' object has no attribute or key {name!r}; its keys are "
+                                 f"{', '.join(self)}") from None  # fmt: skip
+
+    def to(self, device) -> BatchEncoding:
+        """Move every tensor to ``device`` (a model's ``.device``, "cuda", ...), in place, and return
+        the encoding: ``model(**tokenizer(texts, return_tensors="pt").to(model.device))``."""
+        for key, value in self.items():
+            if hasattr(value, "to") and hasattr(value, "device"):  # a torch tensor (lists and arrays stay)
+                self[key] = value.to(device)
+        return self
 
     def _aligned(self, key: str, batch_index: int) -> list:
         if self._rows is None:
@@ -242,9 +251,12 @@ def truncation_plan(
     >>> truncation_plan(7, None, 4, "longest_first", 1, "right", overflow=True)
     [((0, 4), None), ((3, 7), None)]
     """
-    if budget <= 0:
-        raise ValueError(f"max_length is too small to hold even the special tokens (room for {budget} pieces)")
+    if budget < 0:
+        raise ValueError(f"max_length is too small to hold even the special tokens ({-budget} too short)")
     if length_b is None:
+        if strategy == "only_second" and length_a > budget:  # as tokenizers: only a cut that is needed fails
+            raise ValueError("truncation='only_second' was asked for, but no second text was given "
+                             f"(text_pair), and the text's {length_a} pieces need cutting to {budget}")  # fmt: skip
         return [(part, None) for part in _parts(length_a, budget, stride, side, overflow)]
     whole_a, whole_b = (0, length_a), (0, length_b)
     excess = length_a + length_b - budget

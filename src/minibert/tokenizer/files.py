@@ -112,7 +112,7 @@ def read_tokenizer_config(config_file: Path) -> dict:
     except ValueError as error:
         raise CheckpointError(f"malformed tokenizer config {config_file}: {error}") from None
     settings = {}
-    for key in ("do_lower_case", "tokenize_chinese_chars", "do_basic_tokenize"):
+    for key in ("do_lower_case", "tokenize_chinese_chars", "do_basic_tokenize", "clean_up_tokenization_spaces"):
         if isinstance(config.get(key), bool):
             settings[key] = config[key]
     if config.get("strip_accents") in (True, False, None):  # None: follow do_lower_case

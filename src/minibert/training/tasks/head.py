@@ -24,10 +24,9 @@ import torch
 from ...config import BertConfig
 from ...errors import CheckpointError, DataError
 from ...heads import BertForSequenceClassification, Labels
-from ...loading.checkpoint_files import find_checkpoint, read_state_dict
+from ...loading.checkpoint_files import declared_shapes, find_checkpoint, read_state_dict
 from ...loading.head_labels import shown_labels
 from ...loading.names import CLASSIFIER_WEIGHTS
-from ...loading.safetensors import safetensors_shapes
 from ...loading.strict import google_normal_
 from ...tokenizer import BertTokenizer
 from ..pretraining_data.full_tokenizer import NEEDED_TOKENS, PretrainingVocabulary
@@ -57,9 +56,8 @@ def checkpoint_tensors(model: str) -> dict:
     """The checkpoint's tensor names → their shapes (safetensors: read from its header alone) or
     the tensors themselves (.bin, Google's TF checkpoint: anything with a ``.shape``)."""
     _, weights_file = find_checkpoint(model)
-    if weights_file.suffix == ".safetensors":
-        return safetensors_shapes(weights_file)
-    return read_state_dict(weights_file)
+    declared = declared_shapes(weights_file)
+    return declared if declared is not None else read_state_dict(weights_file)
 
 
 def check_sequence_length(model: str, length: int) -> None:

@@ -1,0 +1,90 @@
+"""transformers' ``from_pretrained`` keywords that minibert spells otherwise, or needs not.
+
+Code written for transformers passes keywords a minibert loader has under another name, or has
+no use for: ``torch_dtype=torch.float16``, ``local_files_only=True``, ``use_fast=True``. Each is
+taken here, once, into what minibert means by it; a value minibert cannot honour is refused with
+the reason, never dropped:
+
+    keyword                              in minibert
+    torch_dtype                          dtype (transformers' older name for it)
+    device_map="cpu" / 0 / {"": 0}       device: one device (a map that splits the model is refused)
+    cache_dir, local_files_only, token   the hub download (hub.py's HubOptions)
+    attn_implementation="eager"/"sdpa"   nothing to do: minibert's attention gives the same numbers
+    low_cpu_mem_usage                    nothing to do: the model is built on the meta device and
+                                         the file mapped, always
+    trust_remote_code                    nothing to do: minibert runs no code from a checkpoint
+    use_fast (tokenizers)                nothing to do: minibert's one tokenizer gives the ids of both
+
+>>> options = {"torch_dtype": "float16", "local_files_only": True, "num_labels": 2}
+>>> model_keywords(options, dtype=None, device=None)
+('float16', None, HubOptions(cache_dir=None, local_files_only=True, token=None))
+>>> options   # what is left is minibert's own (the config fields a classifier replaces)
+{'num_labels': 2}
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .hub import HubOptions
+
+# What a model's from_pretrained takes of transformers' (add_pooling_layer: from_pretrained.py, BertModel's only).
+TRANSFORMERS_KEYWORDS = ("torch_dtype", "device_map", "cache_dir", "local_files_only", "token", "attn_implementation",
+                         "low_cpu_mem_usage", "trust_remote_code", "add_pooling_layer")  # fmt: skip
+_ATTENTION = ("eager", "sdpa")  # transformers' two that compute BERT's attention on every device
+_NOTHING_TO_DO = ("low_cpu_mem_usage", "trust_remote_code")
+
+
+def hub_keywords(keywords: dict) -> HubOptions:
+    """Take ``cache_dir``, ``local_files_only`` and ``token`` out of ``keywords``."""
+    cache_dir = keywords.pop("cache_dir", None)
+    local_files_only = keywords.pop("local_files_only", False)
+    token = keywords.pop("token", None)
+    if cache_dir is not None and not isinstance(cache_dir, (str, bytes)) and not hasattr(cache_dir, "__fspath__"):
+        raise TypeError(f"cache_dir must be a path, got {type(cache_dir).__name__}")
+    if not isinstance(local_files_only, bool):
+        raise TypeError(f"local_files_only must be True or False, got {local_files_only!r}")
+    if token is not None and not isinstance(token, (str, bool)):
+        raise TypeError(f"token must be a str (or True: the saved login), got {type(token).__name__}")
+    return HubOptions(None if cache_dir is None else str(cache_dir), local_files_only, token)
+
+
+def _nothing_to_do(keywords: dict, names: tuple[str, ...]) -> None:
+    """Take out the keywords that change nothing in minibert (each must still be a bool)."""
+    for name in names:
+        value = keywords.pop(name, None)
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def model_keywords(keywords: dict, *, dtype, device) -> tuple:
+    """(dtype, device, HubOptions), transformers' keywords taken out of ``keywords``."""
+    if "torch_dtype" in keywords:
+        torch_dtype = keywords.pop("torch_dtype")
+        if dtype is not None and dtype != torch_dtype:
+            raise TypeError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree: pass dtype= alone")
+        dtype = torch_dtype
+    if "device_map" in keywords:
+        device_map = keywords.pop("device_map")
+        if isinstance(device_map, dict) and list(device_map) == [""]:  # {"": 0}: the whole model on one device
+            device_map = device_map[""]
+        if isinstance(device_map, int) and not isinstance(device_map, bool):  # a GPU's number, as transformers
+            device_map = f"cuda:{device_map}"
+        if not isinstance(device_map, (str, torch.device)):
+            raise ValueError(f"device_map={device_map!r} splits a model over devices; minibert loads it on one: "
+                             "pass device='cpu', 'cuda', 'cuda:N' or 'auto'")  # fmt: skip
+        if device is not None and str(device) != str(device_map):
+            raise TypeError(f"device={device!r} and device_map={device_map!r} disagree: pass device= alone")
+        device = device_map
+    attention = keywords.pop("attn_implementation", None)
+    if attention is not None and attention not in _ATTENTION:
+        raise ValueError(f"attn_implementation={attention!r} is not minibert's: its attention (the book's, or its "
+                         f"fast path) computes what {' and '.join(_ATTENTION)} compute; leave it out")  # fmt: skip
+    _nothing_to_do(keywords, _NOTHING_TO_DO)
+    return dtype, device, hub_keywords(keywords)
+
+
+def tokenizer_keywords(keywords: dict) -> HubOptions:
+    """HubOptions, transformers' tokenizer keywords minibert needs not taken out of ``keywords``."""
+    _nothing_to_do(keywords, (*_NOTHING_TO_DO, "use_fast"))
+    return hub_keywords(keywords)

@@ -1,0 +1,194 @@
+"""Checkpoints and keywords as transformers writes and takes them: sharded checkpoints, an encoder
+saved without its pooler, a stored masked-LM decoder, and transformers' ``from_pretrained``
+keywords (loading/transformers_keywords.py). Each either gives transformers' numbers (max |Δ|
+reported; a load of the same float32 tensors runs the same float32 arithmetic, so the bound is
+float32 rounding of a few sums, 1e-5 at these magnitudes) or is refused with a message that is true.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from minibert import BertForMaskedLM, BertModel, BertTokenizer, Embedder
+from minibert.errors import CheckpointError, MissingHeadsError, ModelNotFoundError
+
+transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+BOUND = 1e-5  # float32 rounding of the same sums (see the module's docstring)
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(94)]
+IDS = torch.tensor([[2, 5, 7, 9, 11, 3]])
+
+
+def _config():
+    return transformers.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=37)  # fmt: skip
+
+
+def _saved(model, directory, **save):
+    model.save_pretrained(directory, **save)
+    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    return directory
+
+
+def _max_delta(ours, theirs) -> float:
+    return (ours - theirs).abs().max().item()
+
+
+def _as_bin_shards(directory) -> None:
+    """transformers 5 writes safetensors shards only; its 4's pytorch_model-0000k-of-0000n.bin shards
+    and pytorch_model.bin.index.json, made from them (the same tensors, torch's pickle)."""
+    index = json.loads((directory / "model.safetensors.index.json").read_text())
+    for shard in sorted(set(index["weight_map"].values())):
+        state = safetensors_torch.load_file(str(directory / shard))
+        torch.save(state, directory / shard.replace("model-", "pytorch_model-").replace(".safetensors", ".bin"))
+        (directory / shard).unlink()
+    index["weight_map"] = {name: shard.replace("model-", "pytorch_model-").replace(".safetensors", ".bin")
+                           for name, shard in index["weight_map"].items()}  # fmt: skip
+    (directory / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    (directory / "model.safetensors.index.json").unlink()
+
+
+@pytest.mark.parametrize("kind", ["safetensors", "bin"])
+def test_a_sharded_checkpoint_loads_every_shard(tmp_path, kind):
+    torch.manual_seed(0)
+    reference = transformers.BertModel(_config()).eval()
+    directory = _saved(reference, tmp_path / "sharded", max_shard_size="20KB")
+    if kind == "bin":
+        _as_bin_shards(directory)
+    assert (directory / f"{'model.safetensors' if kind == 'safetensors' else 'pytorch_model.bin'}.index.json").is_file()
+    assert len(list(directory.glob(f"*-of-*.{kind}"))) > 2, sorted(os.listdir(directory))
+    with torch.no_grad():
+        ours = BertModel.from_pretrained(directory)(IDS).last_hidden_state
+        delta = _max_delta(ours, reference(IDS).last_hidden_state)
+    assert delta <= BOUND, f"sharded checkpoint: max |Δ| {delta:.3g} against transformers"
+
+
+def test_a_missing_or_foreign_shard_is_named(tmp_path):
+    torch.manual_seed(0)
+    directory = _saved(transformers.BertModel(_config()), tmp_path / "sharded", max_shard_size="20KB")
+    shard = sorted(directory.glob("model-*-of-*.safetensors"))[1]
+    shard.unlink()
+    with pytest.raises(ModelNotFoundError, match=f"{shard.name} not found in the directory"):
+        BertModel.from_pretrained(directory)
+    (directory / "model.safetensors.index.json").write_text('{"weight_map": {"a": "../elsewhere.safetensors"}}')
+    with pytest.raises(CheckpointError, match="not a .safetensors file beside it"):
+        BertModel.from_pretrained(directory)
+
+
+def test_an_encoder_saved_without_its_pooler(tmp_path):
+    """BertModel refuses it with advice that works (not "load it with BertModel"); add_pooling_layer=False
+    loads it; the Embedder loads it by itself (mean pooling never reads the pooler), as sentence-transformers does."""
+    torch.manual_seed(0)
+    reference = transformers.BertModel(_config(), add_pooling_layer=False).eval()
+    directory = _saved(reference, tmp_path / "no-pooler")
+    with pytest.raises(MissingHeadsError) as caught:
+        BertModel.from_pretrained(directory)
+    assert "add_pooling_layer=False" in str(caught.value) and "load it with BertModel" not in str(caught.value)
+    model = BertModel.from_pretrained(directory, add_pooling_layer=False)
+    with torch.no_grad():
+        out = model(IDS)
+        delta = _max_delta(out.last_hidden_state, reference(IDS).last_hidden_state)
+    assert out.pooler_output is None and delta <= BOUND, f"max |Δ| {delta:.3g}"
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    texts = ["w1 w2 w3", "w7"]
+    ours = Embedder.from_pretrained(directory).embed(texts)
+    theirs = sentence_transformers.SentenceTransformer(str(directory), device="cpu").encode(texts)
+    assert np.abs(ours - theirs).max() <= BOUND, f"Embedder vs sentence-transformers: {np.abs(ours - theirs).max()}"
+    with pytest.raises(ValueError, match="pooling='pooler' reads BERT's pooler, which this model has not"):
+        Embedder.from_pretrained(directory).embed(texts, pooling="pooler")
+    with pytest.raises(TypeError, match="only BertModel does"):
+        BertForMaskedLM.from_pretrained(directory, add_pooling_layer=False)
+
+
+@pytest.mark.parametrize("stored", ["cls.predictions.decoder.weight", "cls.predictions.decoder.bias"])
+def test_a_stored_decoder_that_is_not_the_tied_one_is_refused(tmp_path, stored):
+    """transformers unties a stored decoder that differs and uses it (logits 20 away); minibert's
+    decoder is the word embeddings (and cls.predictions.bias): it refuses rather than differ."""
+    torch.manual_seed(0)
+    directory = _saved(transformers.BertForMaskedLM(_config()), tmp_path / "decoder")
+    state = safetensors_torch.load_file(str(directory / "model.safetensors"))
+    tied = state["bert.embeddings.word_embeddings.weight" if stored.endswith("weight") else "cls.predictions.bias"]
+    state[stored] = tied.clone()  # stored, and equal to what it is tied to: loads
+    safetensors_torch.save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    BertForMaskedLM.from_pretrained(directory)
+    state[stored] = tied + 0.5
+    safetensors_torch.save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=f"{stored} differs from .* untied"):
+        BertForMaskedLM.from_pretrained(directory)
+    BertModel.from_pretrained(directory, new_heads=True)  # the encoder alone never reads the decoder
+
+
+def test_transformers_keywords_mean_what_they_mean_there(minilm_dir):
+    reference = BertModel.from_pretrained(minilm_dir)
+    model = BertModel.from_pretrained(minilm_dir, torch_dtype=torch.float16, device_map="cpu",
+                                      attn_implementation="sdpa", low_cpu_mem_usage=True, trust_remote_code=False,
+                                      local_files_only=True)  # fmt: skip
+    assert model.dtype == torch.float16 and model.device.type == "cpu" and reference.dtype == torch.float32
+    assert BertModel.from_pretrained(minilm_dir, device_map={"": "cpu"}).device.type == "cpu"
+    refused = [
+        (dict(device_map={"embeddings": 0, "encoder": 1}), ValueError, "splits a model over devices"),
+        (dict(attn_implementation="flash_attention_2"), ValueError, "is not minibert's"),
+        (dict(torch_dtype=torch.float16, dtype=torch.float32), TypeError, "disagree"),
+        (dict(local_files_only="yes"), TypeError, "local_files_only must be True or False"),
+        (dict(output_scores=True), TypeError, r"unexpected keyword arguments \['output_scores'\].*torch_dtype"),
+    ]
+    for keywords, kind, message in refused:
+        with pytest.raises(kind, match=message):
+            BertModel.from_pretrained(minilm_dir, **keywords)
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir, use_fast=True, model_max_length=128, padding_side="left",
+                                              truncation_side="left", clean_up_tokenization_spaces=True)  # fmt: skip
+    assert (tokenizer.model_max_length, tokenizer.padding_side, tokenizer.truncation_side) == (128, "left", "left")
+    assert tokenizer.clean_up_tokenization_spaces is True
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['legacy'\]"):
+        BertTokenizer.from_pretrained(minilm_dir, legacy=False)
+    with pytest.raises(ModelNotFoundError, match="local_files_only=True was passed"):
+        BertModel.from_pretrained("some-org/never-downloaded", local_files_only=True)
+
+
+def test_cache_dir_and_token_reach_the_hub(minilm_dir, tmp_path):
+    """cache_dir= puts the download there (not in HF_HOME), token= is sent: a loopback hub sees both."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    from hub_server import HubServer
+
+    code = (
+        "import sys, minibert\n"
+        "m = minibert.BertModel.from_pretrained('some-org/some-bert', cache_dir=sys.argv[1], token='hf_test')\n"
+        "t = minibert.BertTokenizer.from_pretrained('some-org/some-bert', cache_dir=sys.argv[1])\n"
+        "print(m.config.hidden_size, len(t))\n"
+    )
+    with HubServer({"some-org/some-bert": minilm_dir}) as hub:
+        env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
+                   HF_HUB_DISABLE_XET="1")  # fmt: skip
+        run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "mine")], env=env, capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["384", "30522"]
+    assert list((tmp_path / "mine").glob("models--some-org--some-bert/snapshots/*/model.safetensors"))
+    assert not (tmp_path / "hf" / "hub").exists(), "cache_dir= must replace the standard cache"
+    assert hub.authorizations and all(value == "Bearer hf_test" for value in hub.authorizations["model.safetensors"])
+
+
+def test_cross_encoder_takes_torch_modules_as_activation(minilm_dir):
+    """sentence-transformers' documented form, activation_fn=torch.nn.Identity(), and the class itself."""
+    rerank = importlib.import_module("minibert.tasks.rerank")
+    assert rerank._activation(torch.nn.Identity(), {}, 1, "") == "torch.nn.modules.linear.Identity"
+    assert rerank._activation(torch.nn.Sigmoid, {}, 1, "") == "torch.nn.modules.activation.Sigmoid"
+    with pytest.raises(ValueError, match="activation_fn must be one of"):
+        rerank._activation(torch.nn.ReLU(), {}, 1, "")
+
+
+@pytest.mark.parametrize("texts", [None, 5, b"bytes", ["fine", 3]])
+def test_embed_names_what_is_not_a_text(minilm_dir, texts):
+    embedder = Embedder.from_pretrained(minilm_dir)
+    with pytest.raises(TypeError, match="texts must be a str or a sequence of str"):
+        embedder.embed(texts)
+

@@ -1,0 +1,116 @@
+"""The tokenizer call at its edges, against transformers' own tokenizer on the same vocabulary:
+a max_length that holds the special tokens alone, ``only_second`` without a second text,
+``return_length``, a batch of (text, pair) tuples, ``decode`` / ``batch_decode`` with
+``clean_up_tokenization_spaces``, ``BatchEncoding.to``, and arguments the call does not take
+(named as the tokenizer's, not an internal parser's). Ids are compared exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minibert import BertTokenizer
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def both(minilm_dir):
+    return BertTokenizer.from_pretrained(minilm_dir), transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+
+
+def _outcome(tokenizer, *args, **kwargs):
+    try:
+        return dict(tokenizer(*args, **kwargs))
+    except Exception as error:  # noqa: BLE001 — the outcome compared is "it raised"
+        return type(error).__name__
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("hello world",), dict(truncation=True, max_length=2)),  # [CLS] [SEP]: room for no piece, and no error
+        (("hello world", "foo bar"), dict(truncation=True, max_length=3)),
+        (("a b",), dict(truncation="only_second", max_length=5)),  # no cut needed: no error in either
+        ((["a b", "c"],), dict(return_length=True, padding=True)),
+        (("a b",), dict(return_length=True, padding="max_length", max_length=8)),
+        (("a b c d e f",), dict(return_length=True, truncation=True, max_length=4, return_overflowing_tokens=True,
+                                stride=1)),
+        (([("a", "b"), ("c d", "e")],), {}),  # a batch of pairs, as tuples
+        (([["a", "b"], ["c d", "e"]],), {}),  # ... or as lists of two texts
+        (([("a", "b c d e"), ("c d", "e")],), dict(padding=True, truncation="only_second", max_length=6)),
+    ],
+)
+def test_the_same_ids_as_transformers(both, args, kwargs):
+    ours, theirs = both
+    assert _outcome(ours, *args, **kwargs) == _outcome(theirs, *args, **kwargs)
+
+
+def test_return_length_as_tensors(both):
+    ours, theirs = both
+    arguments = dict(return_length=True, padding=True, return_tensors="pt")
+    assert torch.equal(ours(["a b", "c"], **arguments)["length"], theirs(["a b", "c"], **arguments)["length"])
+
+
+def test_only_second_without_a_second_text_is_refused_when_it_must_cut(both):
+    ours, theirs = both
+    with pytest.raises(Exception, match="Second sequence not provided"):
+        theirs("the quick brown fox jumps", truncation="only_second", max_length=5)
+    with pytest.raises(ValueError, match="no second text was given"):  # it used to cut the first text, silently
+        ours("the quick brown fox jumps", truncation="only_second", max_length=5)
+
+
+def test_too_small_a_max_length_says_what_is_true(both):
+    ours, _ = both
+    with pytest.raises(ValueError, match="too small to hold even the special tokens"):
+        ours("hello world", truncation=True, max_length=1)
+    with pytest.raises(ValueError, match="max_length=2 leaves no room for text beside the 2 special tokens"):
+        ours("hello world", truncation=True, max_length=2, return_overflowing_tokens=True)
+
+
+def test_arguments_the_call_does_not_take_are_named_as_the_tokenizers(both):
+    ours, _ = both
+    with pytest.raises(TypeError, match=r"^tokenizer\(\) got an unexpected keyword argument 'return_lenght'$"):
+        ours("hi", return_lenght=True)
+    with pytest.raises(TypeError, match="does not take split_special_tokens="):
+        ours("hi", split_special_tokens=True)
+    assert ours("a [MASK]", split_special_tokens=False)["input_ids"] == ours("a [MASK]")["input_ids"]
+    with pytest.raises(TypeError, match="item 1 is a int"):
+        ours(["a", 3])
+
+
+@pytest.mark.parametrize("clean_up", [None, True, False])
+@pytest.mark.parametrize("skip_special_tokens", [False, True])
+def test_decode_and_batch_decode(both, clean_up, skip_special_tokens):
+    ours, theirs = both
+    texts = ["It's a dog, isn't it? I'm sure! We've seen they're here.", "He said 'hi' . ok", "héllo 日本語 ##x"]
+    keywords = {} if clean_up is None else {"clean_up_tokenization_spaces": clean_up}
+    ids = theirs(texts, padding=True, return_tensors="pt")["input_ids"]
+    for row in ids:
+        assert ours.decode(row, skip_special_tokens, **keywords) == theirs.decode(row, skip_special_tokens, **keywords)
+    assert ours.batch_decode(ids, skip_special_tokens=skip_special_tokens, **keywords) == theirs.batch_decode(
+        ids, skip_special_tokens=skip_special_tokens, **keywords
+    )
+    assert ours.decode(7592) == theirs.decode(7592) == "hello"  # one id
+
+
+def test_clean_up_setting_is_read_and_saved(both, tmp_path):
+    """tokenizer_config.json's clean_up_tokenization_spaces is decode's default, both ways."""
+    ours, theirs = both
+    theirs_cleaning = transformers.AutoTokenizer.from_pretrained(theirs.name_or_path, clean_up_tokenization_spaces=True)
+    theirs_cleaning.save_pretrained(tmp_path / "theirs")
+    loaded = BertTokenizer.from_pretrained(tmp_path / "theirs")
+    ids = theirs("It's a dog , isn't it ?")["input_ids"]
+    assert loaded.clean_up_tokenization_spaces is True and loaded.decode(ids) == theirs_cleaning.decode(ids)
+    loaded.save_pretrained(tmp_path / "ours")
+    assert transformers.AutoTokenizer.from_pretrained(str(tmp_path / "ours")).clean_up_tokenization_spaces is True
+
+
+def test_batch_encoding_to_a_device(both):
+    ours, _ = both
+    encoding = ours(["a b", "c"], padding=True, return_tensors="pt")
+    moved = encoding.to("meta")  # another device than the CPU, on any machine
+    assert moved is encoding and all(value.device.type == "meta" for value in moved.values())
+    assert ours("a b").to("meta")["input_ids"] == ours("a b")["input_ids"]  # lists stay lists
+    with pytest.raises(AttributeError, match="no attribute or key 'pixel_values'; its keys are input_ids"):
+        _ = encoding.pixel_values
