@@ -247,6 +247,37 @@ def test_bad_requests_get_their_status_and_a_json_error(server, path, body, head
     assert "Traceback" not in response.text
 
 
+def test_metrics_count_routes_not_paths_and_the_log_escapes_them(server):
+    """Each path a client invents used to become a label of /metrics, kept forever (unbounded
+    memory, even from clients without the key), and went unescaped into /metrics and the log:
+    a newline in a path wrote a metric of its own. Now every path that is no route is "other"."""
+    import http.client
+    import re
+
+    injections = ["/a%0Aminibert_fake_metric%201", "/a%22%7D%20evil%7Bx%3D%22", '/q"uote']
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        for path in [f"/{number}-" + "x" * 2000 for number in range(60)] + injections:
+            connection.request("GET", path)  # no key: 401, counted all the same
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 401
+    finally:
+        connection.close()
+    metrics = httpx.get(f"{server.url}/metrics", headers=AUTH, timeout=30).text
+    counted = [line for line in metrics.splitlines() if line.startswith("minibert_requests_total")]
+    routes = "/v1/embeddings|/v1/models|/embed|/tokenize|/rerank|/predict|/v1/rerank|/health|/metrics|other"
+    for line in counted:
+        assert re.fullmatch(rf'minibert_requests_total\{{path="({routes})",status="\d{{3}}"\}} \d+', line), line
+    assert len(counted) < 40, counted  # routes x statuses, whatever the paths
+    assert not any(line.startswith(("minibert_fake_metric", "evil")) for line in metrics.splitlines())
+    log = server.output().splitlines()
+    assert not any(line.startswith("minibert_fake_metric") for line in log)
+    assert any('"GET /a%0Aminibert_fake_metric%201 HTTP/1.1" 401' in line for line in log)  # as sent: one line
+    assert any('"GET /q\\x22uote HTTP/1.1" 401' in line for line in log)  # a quote cannot end the field
+    assert max(map(len, log)) < 1500  # a path is cut in the log (paths may be 64 KiB)
+
+
 def test_body_too_large_is_413_without_reading_it_all(server):
     body = b'{"model": "x", "input": "' + b"a" * 400_000 + b'"}'
     response = httpx.post(f"{server.url}/v1/embeddings", content=body, headers=AUTH, timeout=30)
@@ -339,6 +370,49 @@ def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
     assert returncode == 0, log
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{server.url}/health", timeout=2)
+
+
+def test_sigterm_beyond_the_graceful_timeout_answers_503_json_and_exits_1(minilm_dir):
+    """Requests still running when the grace (--graceful-timeout) ends used to get uvicorn's plain
+    text 500, two tracebacks in the log and exit 0; they are answered 503 in JSON with
+    Retry-After, and the command says how many and exits 1."""
+    server = Server(minilm_dir, "--graceful-timeout", "1")
+    texts = [f"text number {number} " + "word " * 60 for number in range(300)]  # seconds of work each
+
+    async def main():
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+            calls = [asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": texts}))
+                     for _ in range(3)]  # fmt: skip
+            await asyncio.sleep(1.0)  # in flight
+            server.process.send_signal(signal.SIGTERM)
+            return await asyncio.gather(*calls)
+
+    try:
+        responses = asyncio.run(main())
+        server.process.wait(timeout=120)
+    finally:
+        returncode, log = server.stop()
+    cut = [response for response in responses if response.status_code == 503]
+    assert cut and all(response.status_code in (200, 503) for response in responses), [r.text for r in responses]
+    for response in cut:
+        assert response.json()["error"]["code"] == "shutting_down" and response.headers["retry-after"] == "1"
+        assert "--graceful-timeout" in response.json()["error"]["message"]
+    assert "Traceback" not in log and "Internal Server Error" not in log, log
+    assert returncode == 1, log
+    assert log.rstrip().splitlines()[-1] == (f"minibert: error: stopped with {len(cut)} request(s) unfinished after "
+                                             "the 1 s grace (--graceful-timeout); they were answered 503")  # fmt: skip
+
+
+def test_a_port_in_use_is_one_error_line_and_exit_1(minilm_dir):
+    """uvicorn's own bind error used to come after a "serving on" line, with exit status 3."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "minibert", "serve", "--model", str(minilm_dir), "--port",
+                                 str(port)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [f"minibert: error: cannot listen on 127.0.0.1:{port}: the port is in use"]
 
 
 # ----------------------------------------------------------------------------- the batcher alone

@@ -8,6 +8,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .access_log import request_target
 from .batching import Overloaded
 from .guard import Guard
 from .http_errors import ClientGone, RequestError, error_response
@@ -22,6 +23,8 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
     """The ASGI app. The model loads in the background after start-up (``/health`` says when)."""
     service = EmbeddingService(settings)
     routes = Routes(service, on_fatal)
+    table = routes.routes()
+    service.metrics.routes = frozenset(route.path for route in table)  # counted by route; any other path: "other"
 
     async def request_error(request: Request, error: RequestError) -> Response:
         return error_response(request.url.path, error)
@@ -34,10 +37,11 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
         return Response(status_code=499)  # nobody reads it (nginx's code for "client closed request")
 
     async def internal(request: Request, error: Exception) -> Response:
-        logger.error("internal error on %s: %s: %s", request.url.path, type(error).__name__, error)
+        target = request_target(request.scope.get("raw_path") or request.url.path.encode())
+        logger.error("internal error on %s: %s: %s", target, type(error).__name__, error)
         return error_response(request.url.path, RequestError(500, "internal server error", code="internal_error"))
 
     handlers = {RequestError: request_error, Overloaded: overloaded, ClientGone: client_gone, Exception: internal}
-    app = Starlette(routes=routes.routes(), lifespan=routes.lifespan, exception_handlers=handlers)
+    app = Starlette(routes=table, lifespan=routes.lifespan, exception_handlers=handlers)
     app.state.service = service
     return Guard(app, service)

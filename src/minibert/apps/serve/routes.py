@@ -63,6 +63,9 @@ class Routes:
                 self.service.batcher.cancel(job)
                 raise ClientGone
             return job.future.result()
+        except asyncio.CancelledError:  # a stop's grace ran out (guard.py answers 503): skip the job if it waits
+            self.service.batcher.cancel(job)
+            raise
         finally:
             gone.cancel()
 

@@ -92,6 +92,14 @@ class ServeSettings:
     )
     send_timeout: float = field(default=60.0, metadata=_flag(  # then the connection is aborted
         "seconds a client may read none of an answer waiting for it; then it is aborted", _SECONDS))  # fmt: skip
+    graceful_timeout: float = field(
+        default=30.0,
+        metadata=_flag(
+            "seconds a stop (SIGTERM, Ctrl-C) waits for the requests in flight (default 30); those unfinished "
+            "then are answered 503 and the command exits 1",
+            _SECONDS,
+        ),  # fmt: skip
+    )
     limit_concurrency: int = field(
         default=512,
         metadata=_flag(
