@@ -75,7 +75,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(minilm_dir):
     running = Server(minilm_dir, "--api-key", KEY, "--max-inputs", "64", "--max-input-chars", "5000",
-                     "--max-body-bytes", "300000")  # fmt: skip
+                     "--max-body-bytes", "300000", "--max-tokenize-tokens", "3000")  # fmt: skip
     yield running
     returncode, stderr = running.stop()
     assert returncode == 0, stderr
@@ -224,6 +224,25 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
         ("/v1/embeddings", {"model": NAME, "input": [[1, 99999]]}, AUTH, 422, "token id 99999, outside"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "encoding_format": "hex"}, AUTH, 422, "encoding_format"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": 128}, AUTH, 422, "384 dimensions"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": "384"}, AUTH, 422,
+         r'dimensions must be an integer, got a string \("384"\)'),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": True}, AUTH, 422,
+         r"dimensions must be an integer, got a boolean \(true\)"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": 500}, AUTH, 422,
+         "dimensions is 500, but this model's vectors have 384 dimensions"),
+        ("/v1/embeddings", b'{"model": "%s", "input": "a", "dimensions": NaN}' % NAME.encode(), AUTH, 400,
+         "NaN is not JSON"),
+        ("/v1/embeddings", b'{"model": "%s", "input": "a", "dimensions": -Infinity}' % NAME.encode(), AUTH, 400,
+         "-Infinity is not JSON"),
+        ("/embed", b'{"inputs": "a", "x": 1e999}', AUTH, 400, "1e999 is too large"),
+        ("/v1/embeddings", {"model": NAME, "input": [101, 7592, 2088, 102]}, AUTH, 400,
+         r"input\[0\] has token id 101 \(\[CLS\]\) at position 0: send a text's pieces without \[CLS\]"),
+        ("/v1/embeddings", {"model": NAME, "input": [[7592], [7592, 2088, 102]]}, AUTH, 400,
+         r"input\[1\] has token id 102 \(\[SEP\]\) at position 2"),
+        ("/v1/embeddings", {"model": NAME, "input": [[7592, 0, 0]]}, AUTH, 400,
+         r"token id 0 \(\[PAD\]\) at position 1"),
+        ("/tokenize", {"inputs": ["\u4e2d" * 2000, "\u4e2d" * 1500]}, AUTH, 413,
+         "more than 3000 tokens .* the limit of one /tokenize request"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "truncate": "yes"}, AUTH, 422, "truncate must be true"),
         ("/v1/embeddings", {"model": "gpt-4", "input": "a"}, AUTH, 404, "'gpt-4' is not served here"),
         ("/v1/embeddings", {"model": NAME, "input": "a"}, {}, 401, "API key is required"),
@@ -245,6 +264,31 @@ def test_bad_requests_get_their_status_and_a_json_error(server, path, body, head
     message = payload["error"]["message"] if isinstance(payload["error"], dict) else payload["error"]
     assert __import__("re").search(words, message), message
     assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize(
+    "method,path,status,shape,words,allow",
+    [
+        ("GET", "/v1/foo", 404, "openai", "no endpoint GET /v1/foo; this server answers POST /v1/embeddings", None),
+        ("POST", "/nothing/here", 404, "tei", "no endpoint POST /nothing/here", None),
+        ("OPTIONS", "/v1/embeddings", 405, "openai", "OPTIONS /v1/embeddings is not allowed", "POST"),
+        ("GET", "/v1/embeddings", 405, "openai", "takes POST", "POST"),
+        ("PUT", "/embed", 405, "tei", "PUT /embed is not allowed", "POST"),
+        ("POST", "/health", 405, "tei", "takes GET", "GET, HEAD"),
+    ],
+)  # fmt: skip
+def test_unknown_routes_and_wrong_methods_are_json_errors(server, method, path, status, shape, words, allow):
+    """Starlette's own 404 and 405 are plain text ("Not Found"); the server's are JSON in the
+    dialect's shape, and a 405 names the methods the route takes (Allow)."""
+    response = httpx.request(method, server.url + path, headers=AUTH, timeout=30)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json", response.headers
+    error = response.json()["error"]
+    if shape == "openai":
+        assert error["type"] == "invalid_request_error" and words in error["message"], error
+    else:
+        assert response.json()["error_type"] == "Validation" and words in error, error
+    assert response.headers.get("allow") == allow
 
 
 def test_metrics_count_routes_not_paths_and_the_log_escapes_them(server):

@@ -140,6 +140,15 @@ def test_after_an_answer_to_an_unread_body_the_connection_closes(limited, head, 
     assert seconds is not None and seconds < 2 + 2, seconds  # --read-timeout, and a margin for a busy machine
 
 
+def test_a_request_that_is_not_http_gets_a_json_400(limited):
+    """h11 refuses a Content-Length of -1 (or two of them); uvicorn answered in plain text."""
+    for header in (b"Content-Length: -1\r\n", b"Content-Length: 5\r\nContent-Length: 6\r\n"):
+        answer = _raw(limited, b"POST /embed HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n")
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in head, answer[:300]
+        assert "not valid HTTP/1.1" in json.loads(body)["error"]
+
+
 def test_a_normal_request_still_works_after_all_that(limited):
     response = httpx.post(limited.url + "/v1/embeddings", json={"model": NAME, "input": ["still here"]})
     assert response.status_code == 200

@@ -33,6 +33,8 @@ reuse of idle connections when it runs out of them):
   half-close), then reads and discards what still arrives, until the client closes its side or
   ``linger_seconds`` pass (``LingeringTransport``). A client trickling a body a byte at a time
   holds its connection no longer than that, and meanwhile it may be closed to make room.
+* Requests that are not HTTP (a bad Content-Length, a malformed request line) get ``400`` as JSON,
+  and the connection is closed.
 
 Between requests, a kept-alive connection is closed after uvicorn's ``timeout_keep_alive``
 (``--keep-alive-timeout``); a request's body has its own bound (``--read-timeout``,
@@ -217,6 +219,11 @@ class BoundedH11Protocol(H11Protocol):
         may be closed sooner to make room."""
         self._linger_timer = self.loop.call_later(self.linger_seconds, self.transport.close)
         self._note_waiting()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not an HTTP request (h11 cannot parse them), as JSON."""
+        self._refuse(400, "Bad Request", "the request is not valid HTTP/1.1 (its request line, a header or its "
+                                         "Content-Length is malformed)")  # fmt: skip
 
     def connection_lost(self, exc) -> None:
         self._headers_done()

@@ -62,6 +62,12 @@ class ServeSettings:
     )
     max_inputs: int = field(default=2_048, metadata=_flag("texts per request", positive_int))  # OpenAI's
     max_input_chars: int = field(default=100_000, metadata=_flag("characters per text", positive_int))
+    max_tokenize_tokens: int = field(  # /tokenize answers a row per token: its answer is bounded by this
+        default=131_072,
+        metadata=_flag(
+            "tokens one /tokenize request may produce, all texts together (default 131072; 413 beyond)", positive_int
+        ),  # fmt: skip
+    )
     dtype: str = field(default="float32", metadata=_flag(DTYPE_HELP, choices=DTYPES))
     auto_truncate: bool = field(  # texts over the model's length are cut unless a request says "truncate": false
         default=False,
