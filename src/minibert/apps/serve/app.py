@@ -36,9 +36,12 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
 
     async def http_exception(request: Request, error: HTTPException) -> Response:
         """Starlette's own errors (no such route: 404; a route without that method: 405) as JSON."""
-        message = _http_error_message(request, error, table)
+        headers = dict(error.headers or {})
+        if "Allow" in headers:  # (Starlette joins a set of methods: its order changed from run to run)
+            headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
+        message = _http_error_message(request, error, headers.get("Allow", ""), table)
         failure = RequestError(error.status_code, message, code=_HTTP_ERROR_CODES.get(error.status_code))
-        return error_response(request.url.path, failure, headers=error.headers)
+        return error_response(request.url.path, failure, headers=headers)
 
     async def client_gone(request: Request, error: ClientGone) -> Response:
         return Response(status_code=499)  # nobody reads it (nginx's code for "client closed request")
@@ -59,12 +62,12 @@ _HTTP_ERROR_CODES = {404: "not_found", 405: "method_not_allowed"}
 _PATH_SHOWN = 200  # characters of a client's path repeated in a message, at most
 
 
-def _http_error_message(request: Request, error: HTTPException, table) -> str:
+def _http_error_message(request: Request, error: HTTPException, allow: str, table) -> str:
     """What a 404 or 405 says: the request, and what the server does answer."""
     asked = f"{request.method} {request.url.path[:_PATH_SHOWN]}"
     if error.status_code == 404:
         answered = ", ".join(f"{'/'.join(sorted(route.methods - {'HEAD'}))} {route.path}" for route in table)
         return f"no endpoint {asked}; this server answers {answered}"
     if error.status_code == 405:
-        return f"{asked} is not allowed: {request.url.path[:_PATH_SHOWN]} takes {error.headers.get('Allow', '')}"
+        return f"{asked} is not allowed: {request.url.path[:_PATH_SHOWN]} takes {allow}"
     return f"{asked}: {error.detail}"
