@@ -75,7 +75,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(minilm_dir):
     running = Server(minilm_dir, "--api-key", KEY, "--max-inputs", "64", "--max-input-chars", "5000",
-                     "--max-body-bytes", "300000")  # fmt: skip
+                     "--max-body-bytes", "300000", "--max-tokenize-tokens", "3000")  # fmt: skip
     yield running
     returncode, stderr = running.stop()
     assert returncode == 0, stderr
@@ -224,6 +224,25 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
         ("/v1/embeddings", {"model": NAME, "input": [[1, 99999]]}, AUTH, 422, "token id 99999, outside"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "encoding_format": "hex"}, AUTH, 422, "encoding_format"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": 128}, AUTH, 422, "384 dimensions"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": "384"}, AUTH, 422,
+         r'dimensions must be an integer, got a string \("384"\)'),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": True}, AUTH, 422,
+         r"dimensions must be an integer, got a boolean \(true\)"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": 500}, AUTH, 422,
+         "dimensions is 500, but this model's vectors have 384 dimensions"),
+        ("/v1/embeddings", b'{"model": "%s", "input": "a", "dimensions": NaN}' % NAME.encode(), AUTH, 400,
+         "NaN is not JSON"),
+        ("/v1/embeddings", b'{"model": "%s", "input": "a", "dimensions": -Infinity}' % NAME.encode(), AUTH, 400,
+         "-Infinity is not JSON"),
+        ("/embed", b'{"inputs": "a", "x": 1e999}', AUTH, 400, "1e999 is too large"),
+        ("/v1/embeddings", {"model": NAME, "input": [101, 7592, 2088, 102]}, AUTH, 400,
+         r"input\[0\] has token id 101 \(\[CLS\]\) at position 0: send a text's pieces without \[CLS\]"),
+        ("/v1/embeddings", {"model": NAME, "input": [[7592], [7592, 2088, 102]]}, AUTH, 400,
+         r"input\[1\] has token id 102 \(\[SEP\]\) at position 2"),
+        ("/v1/embeddings", {"model": NAME, "input": [[7592, 0, 0]]}, AUTH, 400,
+         r"token id 0 \(\[PAD\]\) at position 1"),
+        ("/tokenize", {"inputs": ["\u4e2d" * 2000, "\u4e2d" * 1500]}, AUTH, 413,
+         "more than 3000 tokens .* the limit of one /tokenize request"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "truncate": "yes"}, AUTH, 422, "truncate must be true"),
         ("/v1/embeddings", {"model": "gpt-4", "input": "a"}, AUTH, 404, "'gpt-4' is not served here"),
         ("/v1/embeddings", {"model": NAME, "input": "a"}, {}, 401, "API key is required"),
@@ -245,6 +264,62 @@ def test_bad_requests_get_their_status_and_a_json_error(server, path, body, head
     message = payload["error"]["message"] if isinstance(payload["error"], dict) else payload["error"]
     assert __import__("re").search(words, message), message
     assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize(
+    "method,path,status,shape,words,allow",
+    [
+        ("GET", "/v1/foo", 404, "openai", "no endpoint GET /v1/foo; this server answers POST /v1/embeddings", None),
+        ("POST", "/nothing/here", 404, "tei", "no endpoint POST /nothing/here", None),
+        ("OPTIONS", "/v1/embeddings", 405, "openai", "OPTIONS /v1/embeddings is not allowed", "POST"),
+        ("GET", "/v1/embeddings", 405, "openai", "takes POST", "POST"),
+        ("PUT", "/embed", 405, "tei", "PUT /embed is not allowed", "POST"),
+        ("POST", "/health", 405, "tei", "takes GET", "GET, HEAD"),
+    ],
+)  # fmt: skip
+def test_unknown_routes_and_wrong_methods_are_json_errors(server, method, path, status, shape, words, allow):
+    """Starlette's own 404 and 405 are plain text ("Not Found"); the server's are JSON in the
+    dialect's shape, and a 405 names the methods the route takes (Allow)."""
+    response = httpx.request(method, server.url + path, headers=AUTH, timeout=30)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json", response.headers
+    error = response.json()["error"]
+    if shape == "openai":
+        assert error["type"] == "invalid_request_error" and words in error["message"], error
+    else:
+        assert response.json()["error_type"] == "Validation" and words in error, error
+    assert response.headers.get("allow") == allow
+
+
+def test_metrics_count_routes_not_paths_and_the_log_escapes_them(server):
+    """Each path a client invents used to become a label of /metrics, kept forever (unbounded
+    memory, even from clients without the key), and went unescaped into /metrics and the log:
+    a newline in a path wrote a metric of its own. Now every path that is no route is "other"."""
+    import http.client
+    import re
+
+    injections = ["/a%0Aminibert_fake_metric%201", "/a%22%7D%20evil%7Bx%3D%22", '/q"uote']
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        for path in [f"/{number}-" + "x" * 2000 for number in range(60)] + injections:
+            connection.request("GET", path)  # no key: 401, counted all the same
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 401
+    finally:
+        connection.close()
+    metrics = httpx.get(f"{server.url}/metrics", headers=AUTH, timeout=30).text
+    counted = [line for line in metrics.splitlines() if line.startswith("minibert_requests_total")]
+    routes = "/v1/embeddings|/v1/models|/embed|/tokenize|/rerank|/predict|/v1/rerank|/health|/metrics|other"
+    for line in counted:
+        assert re.fullmatch(rf'minibert_requests_total\{{path="({routes})",status="\d{{3}}"\}} \d+', line), line
+    assert len(counted) < 40, counted  # routes x statuses, whatever the paths
+    assert not any(line.startswith(("minibert_fake_metric", "evil")) for line in metrics.splitlines())
+    log = server.output().splitlines()
+    assert not any(line.startswith("minibert_fake_metric") for line in log)
+    assert any('"GET /a%0Aminibert_fake_metric%201 HTTP/1.1" 401' in line for line in log)  # as sent: one line
+    assert any('"GET /q\\x22uote HTTP/1.1" 401' in line for line in log)  # a quote cannot end the field
+    assert max(map(len, log)) < 1500  # a path is cut in the log (paths may be 64 KiB)
 
 
 def test_body_too_large_is_413_without_reading_it_all(server):
@@ -339,6 +414,49 @@ def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
     assert returncode == 0, log
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{server.url}/health", timeout=2)
+
+
+def test_sigterm_beyond_the_graceful_timeout_answers_503_json_and_exits_1(minilm_dir):
+    """Requests still running when the grace (--graceful-timeout) ends used to get uvicorn's plain
+    text 500, two tracebacks in the log and exit 0; they are answered 503 in JSON with
+    Retry-After, and the command says how many and exits 1."""
+    server = Server(minilm_dir, "--graceful-timeout", "1")
+    texts = [f"text number {number} " + "word " * 60 for number in range(300)]  # seconds of work each
+
+    async def main():
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+            calls = [asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": texts}))
+                     for _ in range(3)]  # fmt: skip
+            await asyncio.sleep(1.0)  # in flight
+            server.process.send_signal(signal.SIGTERM)
+            return await asyncio.gather(*calls)
+
+    try:
+        responses = asyncio.run(main())
+        server.process.wait(timeout=120)
+    finally:
+        returncode, log = server.stop()
+    cut = [response for response in responses if response.status_code == 503]
+    assert cut and all(response.status_code in (200, 503) for response in responses), [r.text for r in responses]
+    for response in cut:
+        assert response.json()["error"]["code"] == "shutting_down" and response.headers["retry-after"] == "1"
+        assert "--graceful-timeout" in response.json()["error"]["message"]
+    assert "Traceback" not in log and "Internal Server Error" not in log, log
+    assert returncode == 1, log
+    assert log.rstrip().splitlines()[-1] == (f"minibert: error: stopped with {len(cut)} request(s) unfinished after "
+                                             "the 1 s grace (--graceful-timeout); they were answered 503")  # fmt: skip
+
+
+def test_a_port_in_use_is_one_error_line_and_exit_1(minilm_dir):
+    """uvicorn's own bind error used to come after a "serving on" line, with exit status 3."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "minibert", "serve", "--model", str(minilm_dir), "--port",
+                                 str(port)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [f"minibert: error: cannot listen on 127.0.0.1:{port}: the port is in use"]
 
 
 # ----------------------------------------------------------------------------- the batcher alone

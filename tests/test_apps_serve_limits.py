@@ -103,6 +103,52 @@ def test_a_body_trickled_slowly_is_cut_with_408(limited):
     assert b"did not arrive within 2 s" in answer and time.monotonic() - started < 6
 
 
+def _seconds_until_closed(sock: socket.socket, piece: bytes, pause: float, limit: float) -> float | None:
+    """Go on sending ``piece`` every ``pause`` seconds; the seconds until the server has closed the
+    connection (a send fails), or None if it is still open after ``limit`` seconds."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        try:
+            sock.sendall(piece)
+        except OSError:  # EPIPE or ECONNRESET: the server has closed it
+            return time.monotonic() - started
+        time.sleep(pause)
+    return None
+
+
+@pytest.mark.parametrize(
+    "head,status,piece",
+    [
+        (b"Content-Length: 1000\r\n\r\n" + b'{"model":', 408, b"x"),  # a body trickled: 408 at 2 s
+        (b"Content-Length: 5000000\r\n\r\n" + b'{"model":', 413, b"x" * 100_000),  # declared too large: 413 at once
+        (b"Transfer-Encoding: chunked\r\n\r\n" + b"400001\r\n" + b"a" * 0x400001 + b"\r\n", 413,
+         b"10000\r\n" + b"a" * 0x10000 + b"\r\n"),  # chunks past the limit: 413 as they arrive
+    ],
+    ids=["408", "413", "413-chunked"],
+)  # fmt: skip
+def test_after_an_answer_to_an_unread_body_the_connection_closes(limited, head, status, piece):
+    """408 and 413 are sent before the body is read: the connection says ``Connection: close`` and
+    closes within --read-timeout (2 s), whatever the client goes on sending. It used to stay open
+    as long as the client trickled bytes (or read and discarded 300 MiB of chunks), so such clients
+    held their connections forever."""
+    with socket.create_connection(("127.0.0.1", limited.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + head)
+        answer = _read_response(sock)
+        assert answer.startswith(b"HTTP/1.1 %d" % status), answer[:200]
+        assert b"connection: close" in answer.lower(), answer[:300]
+        seconds = _seconds_until_closed(sock, piece, pause=0.2, limit=12)
+    assert seconds is not None and seconds < 2 + 2, seconds  # --read-timeout, and a margin for a busy machine
+
+
+def test_a_request_that_is_not_http_gets_a_json_400(limited):
+    """h11 refuses a Content-Length of -1 (or two of them); uvicorn answered in plain text."""
+    for header in (b"Content-Length: -1\r\n", b"Content-Length: 5\r\nContent-Length: 6\r\n"):
+        answer = _raw(limited, b"POST /embed HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n")
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in head, answer[:300]
+        assert "not valid HTTP/1.1" in json.loads(body)["error"]
+
+
 def test_a_normal_request_still_works_after_all_that(limited):
     response = httpx.post(limited.url + "/v1/embeddings", json={"model": NAME, "input": ["still here"]})
     assert response.status_code == 200

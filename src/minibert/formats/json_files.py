@@ -6,11 +6,23 @@ Python's parser recurses once per nested list or object: 100,000 levels raise a 
 from deep inside it, and a few hundred that do parse still break later code that walks the value
 (``json.dumps`` in an error message, say). No file or request minibert reads nests deeper than a
 handful of levels, so ``MAX_NESTING`` (64) refuses such input up front, whatever reads it.
+
+Python's parser also reads ``NaN``, ``Infinity`` and ``-Infinity``, which are not JSON, and turns
+``1e999`` into infinity. Files written by Python may hold them, so files are read as Python reads
+them; a request is read ``strict``ly, as RFC 8259 defines JSON (and as other servers read it):
+
+>>> parse_json('{"dimensions": NaN}', strict=True)
+Traceback (most recent call last):
+ValueError: NaN is not JSON (JSON has no NaN or Infinity)
+>>> parse_json("[1e999]", strict=True)
+Traceback (most recent call last):
+ValueError: the number 1e999 is too large for a 64-bit float
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 
 from ..errors import CheckpointError
@@ -18,11 +30,12 @@ from ..errors import CheckpointError
 MAX_NESTING = 64
 
 
-def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING):
+def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING, *, strict: bool = False):
     """The value of ``text``, or ValueError (not JSON, not UTF-8, or nested deeper than
-    ``max_nesting`` lists and objects)."""
+    ``max_nesting`` lists and objects; ``strict``: NaN, Infinity or a number beyond a float)."""
+    hooks = {"parse_constant": _not_json, "parse_float": _finite_float} if strict else {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, **hooks)
     except RecursionError:
         raise ValueError(f"nested deeper than {max_nesting} levels") from None
     except UnicodeDecodeError as error:
@@ -58,3 +71,14 @@ def _depth(value, limit: int = MAX_NESTING + 1) -> int:
         children = [child for item in level for child in (item.values() if isinstance(item, dict) else item)]
         level = [child for child in children if isinstance(child, (dict, list))]
     return deepest
+
+
+def _not_json(name: str):
+    raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large for a 64-bit float")
+    return value

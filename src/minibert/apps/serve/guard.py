@@ -1,16 +1,19 @@
 """``Guard``, around the app: the API key, the number of requests served at once, and each request's
-access-log line and metrics."""
+access-log line and metrics; and the two ways a request can end without the app answering it."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 
 from starlette.applications import Starlette
 
-from .access_log import access_logger
+from .access_log import access_logger, request_target
 from .http_errors import RequestError, error_response
 from .service import EmbeddingService
+
+CLOSE = (b"connection", b"close")
 
 
 class Guard:
@@ -21,36 +24,53 @@ class Guard:
     A request counts from the moment its whole body is in until its answer is sent: connections
     without a request, and requests whose bodies are still arriving (bounded by --read-timeout
     instead), hold no place, so clients trickling bodies cannot fill the limit; nor do requests
-    without a body (/health, /metrics, /v1/models: a saturated server can still be watched)."""
+    without a body (/health, /metrics, /v1/models: a saturated server can still be watched).
+
+    Two endings the app does not write itself:
+
+    * An answer sent before the request's body was read (408 for a body too slow, 413 for one
+      too large, 401, 404 ...) says ``Connection: close``: the rest of that body is never read, so
+      the connection cannot carry another request. uvicorn then closes it (http_limits.py's
+      ``LingeringTransport`` first lets the client read the answer).
+    * A stop (SIGTERM) that outlasts ``--graceful-timeout`` cancels the requests still in flight:
+      each is answered 503 ``shutting_down`` (JSON, with Retry-After and ``Connection: close``),
+      counted in ``cut_off``, and ends quietly instead of as a traceback and a plain-text 500.
+    """
 
     def __init__(self, app: Starlette, service: EmbeddingService):
         self.app, self.service = app, service
         key = service.settings.api_key
         self.expected = f"Bearer {key}".encode() if key else None
+        self.cut_off = 0  # requests answered 503 because a stop's grace ran out (serve() reports them)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
         path = scope["path"]
-        status = [500]
+        status, answering = [500], [False]  # the status sent (500 if none), and whether an answer has begun
         scope.setdefault("state", {})
+        body_unread = [_has_body(scope["headers"])]  # until the app has received the last of it
 
         async def send_tracked(message):
             if message["type"] == "http.response.start":
-                status[0] = message["status"]
+                status[0], answering[0] = message["status"], True
+                if body_unread[0]:
+                    message = {**message, "headers": [*message.get("headers", []), CLOSE]}
             await send(message)
 
         metrics, counted = self.service.metrics, [False]
 
         async def receive_counted():
             message = await receive()
-            if message["type"] == "http.request" and not message.get("more_body") and not counted[0]:
-                counted[0] = True  # the body is in: from now on the request is being served
-                metrics.in_flight += 1
-                if metrics.in_flight > (limit := self.service.settings.limit_concurrency):
-                    raise RequestError(503, f"the server is serving {limit} requests at once, its limit "
-                                            "(--limit-concurrency); retry shortly", code="overloaded")  # fmt: skip
+            if message["type"] == "http.request" and not message.get("more_body"):
+                body_unread[0] = False
+                if not counted[0]:
+                    counted[0] = True  # the body is in: from now on the request is being served
+                    metrics.in_flight += 1
+                    if metrics.in_flight > (limit := self.service.settings.limit_concurrency):
+                        raise RequestError(503, f"the server is serving {limit} requests at once, its limit "
+                                                "(--limit-concurrency); retry shortly", code="overloaded")  # fmt: skip
             return message
 
         try:
@@ -60,16 +80,34 @@ class Guard:
                 await error_response(path, error)(scope, receive, send_tracked)
             else:
                 await self.app(scope, receive_counted, send_tracked)
+        except asyncio.CancelledError:  # a stop's grace ran out (uvicorn cancels what is in flight)
+            self.cut_off += 1
+            if answering[0]:
+                return  # an answer had begun: uvicorn closes the connection
+            body_unread[0] = True  # (say Connection: close: the server is going away)
+            grace = self.service.settings.graceful_timeout
+            error = RequestError(503, f"the server is stopping and this request did not finish within its {grace:g} s "
+                                      "grace (--graceful-timeout); retry", code="shutting_down")  # fmt: skip
+            await error_response(path, error)(scope, receive, send_tracked)
         finally:
             metrics.in_flight -= counted[0]
             seconds = time.perf_counter() - started
             texts, tokens = scope["state"].get("counts", (0, 0))
             client = scope.get("client") or ("-", 0)
+            target = request_target(scope.get("raw_path") or path.encode())
             access_logger.info('%s:%s - "%s %s HTTP/%s" %d %d texts %d tokens %.1fms', client[0], client[1],
-                        scope["method"], path, scope.get("http_version", "1.1"), status[0], texts, tokens,
-                        seconds * 1000)  # fmt: skip
+                               request_target(scope["method"].encode()), target, scope.get("http_version", "1.1"),
+                               status[0], texts, tokens, seconds * 1000)  # fmt: skip
             self.service.metrics.request(path, status[0], seconds, texts, tokens)
 
     def _authorized(self, scope) -> bool:
         given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
         return hmac.compare_digest(given, self.expected)
+
+
+def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request has a body to read: a Content-Length above 0, or Transfer-Encoding."""
+    for name, value in headers:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0")):
+            return True
+    return False

@@ -18,16 +18,18 @@ class RequestError(Exception):
         self.status, self.message, self.param, self.code = status, message, param, code
 
 
-def error_response(path: str, error: RequestError) -> JSONResponse:
-    """An error as JSON: OpenAI's shape under /v1/, text-embeddings-inference's elsewhere."""
+def error_response(path: str, error: RequestError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error as JSON: OpenAI's shape under /v1/, text-embeddings-inference's elsewhere (whose
+    ``error_type`` is ``Validation`` for a client's mistake, ``Backend`` for the server's)."""
     if path.startswith("/v1/"):
         kinds = {401: "authentication_error", 503: "server_error", 500: "server_error"}
         body = {"error": {"message": error.message, "type": kinds.get(error.status, "invalid_request_error"),
                           "param": error.param, "code": error.code}}  # fmt: skip
     else:
-        kinds = {413: "Validation", 422: "Validation", 503: "Overloaded", 401: "Unauthorized", 400: "Validation"}
-        body = {"error": error.message, "error_type": kinds.get(error.status, "Backend")}
-    headers = {}
+        kinds = {503: "Overloaded", 401: "Unauthorized"}
+        body = {"error": error.message,
+                "error_type": kinds.get(error.status, "Validation" if error.status < 500 else "Backend")}  # fmt: skip
+    headers = dict(headers or {})
     if error.status == 503:
         headers["Retry-After"] = "1"
     if error.status == 401:

@@ -25,6 +25,17 @@ reuse of idle connections when it runs out of them):
   one beyond that closes the connection that has waited longest without a request in progress
   (never one whose request is being served).
 
+* ``linger_seconds`` (``--read-timeout``): an answer sent before its request's body was read (408
+  for a body too slow, 413 for one too large: guard.py marks it ``Connection: close``) ends the
+  connection, since the rest of that body would be read as the next request. Closing at once
+  while the client is still sending would reset the connection, and the client could lose the
+  answer; so, as nginx's ``lingering_close``, the server sends the answer and its end (a
+  half-close), then reads and discards what still arrives, until the client closes its side or
+  ``linger_seconds`` pass (``LingeringTransport``). A client trickling a body a byte at a time
+  holds its connection no longer than that, and meanwhile it may be closed to make room.
+* Requests that are not HTTP (a bad Content-Length, a malformed request line) get ``400`` as JSON,
+  and the connection is closed.
+
 Between requests, a kept-alive connection is closed after uvicorn's ``timeout_keep_alive``
 (``--keep-alive-timeout``); a request's body has its own bound (``--read-timeout``,
 request_parsing.py's ``read_json``), and the requests served at once theirs (``--limit-concurrency``,
@@ -33,6 +44,7 @@ guard.py's ``Guard``): sockets do not count, requests do.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -91,6 +103,30 @@ class ConnectionRoom:
                 f"minibert_connections_send_timeout_total {self.unread}"]  # fmt: skip
 
 
+class LingeringTransport:
+    """A connection's transport as uvicorn sees it, with one change: ``close()`` while the client
+    is still sending a request's body lingers first (the module's docstring says why). Every other
+    attribute is the real transport's."""
+
+    def __init__(self, transport: asyncio.Transport, connection: BoundedH11Protocol):
+        self._transport, self._connection = transport, connection
+        self.lingering = False
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self.lingering or self._transport.is_closing() or self._connection.conn.their_state is not h11.SEND_BODY:
+            return self._transport.close()
+        self.lingering = True
+        self._transport.write_eof()  # the answer, then its end: the client reads it before anything is reset
+        self._transport.resume_reading()  # (what arrives now is discarded: BoundedH11Protocol.data_received)
+        self._connection.lingering_started()
+
+
 class BoundedH11Protocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol (one instance per connection) with the bounds above; serve()
     makes a subclass carrying the flags' values and the shared ConnectionRoom (``with_limits``)."""
@@ -98,23 +134,26 @@ class BoundedH11Protocol(H11Protocol):
     max_header_bytes = 64 * 1024
     header_seconds = 5.0
     send_seconds = 60.0
+    linger_seconds = 30.0
     room = ConnectionRoom(capacity=1 << 62)
 
     @classmethod
-    def with_limits(cls, max_header_bytes: int, header_seconds: float, send_seconds: float,
+    def with_limits(cls, max_header_bytes: int, header_seconds: float, send_seconds: float, linger_seconds: float,
                     room: ConnectionRoom) -> type:  # fmt: skip
         limits = {"max_header_bytes": max_header_bytes, "header_seconds": header_seconds,
-                  "send_seconds": send_seconds, "room": room}  # fmt: skip
+                  "send_seconds": send_seconds, "linger_seconds": linger_seconds, "room": room}  # fmt: skip
         return type(cls.__name__, (cls,), limits)
 
     def connection_made(self, transport) -> None:
-        super().connection_made(transport)
+        super().connection_made(LingeringTransport(transport, self))
         self._header_bytes, self._tail = 0, b""
-        self._send_timer, self._unsent = None, 0
+        self._send_timer, self._unsent, self._linger_timer = None, 0, None
         self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
         self.room.arrived(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.transport.lingering:  # the rest of a body that will never be read
+            return
         if self.conn.their_state is h11.IDLE:  # the next request's line and headers are arriving
             if self._header_timer is None:  # (a kept-alive connection: its clock starts now)
                 self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
@@ -175,14 +214,30 @@ class BoundedH11Protocol(H11Protocol):
             self._send_timer.cancel()
             self._send_timer = None
 
+    def lingering_started(self) -> None:
+        """The answer is sent and the connection is ending: it closes within linger_seconds, and
+        may be closed sooner to make room."""
+        self._linger_timer = self.loop.call_later(self.linger_seconds, self.transport.close)
+        self._note_waiting()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not an HTTP request (h11 cannot parse them), as JSON."""
+        self._refuse(400, "Bad Request", "the request is not valid HTTP/1.1 (its request line, a header or its "
+                                         "Content-Length is malformed)")  # fmt: skip
+
     def connection_lost(self, exc) -> None:
         self._headers_done()
         self._stop_send_clock()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         self.room.gone(self)
         super().connection_lost(exc)
 
     def _note_waiting(self) -> None:
-        """In the room's waiting list while no request is in progress on this connection."""
+        """In the room's waiting list while no request is in progress on this connection (or it is
+        only lingering before it closes)."""
+        if self.transport.lingering:
+            return self.room.set_waiting(self, True)
         waiting = self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete)
         self.room.set_waiting(self, waiting and not self.transport.is_closing())
 

@@ -1,12 +1,21 @@
 """``serve``: the server process, from start to a graceful stop. The app is built (app.py), the
-access log's thread started, the connections' limits set (http_limits.py), and uvicorn runs until
-SIGTERM or SIGINT; then it stops accepting, finishes the requests in flight, and exits."""
+access log's thread started, the connections' limits set (http_limits.py), the address bound, and
+uvicorn runs until SIGTERM or SIGINT; then it stops accepting, finishes the requests in flight, and
+exits.
+
+The address is bound here, before uvicorn starts and before "serving on" is logged: a port in use
+is one ``OSError`` naming host:port (the command's one error line, exit 1), not uvicorn's own
+line and its exit status 3. A stop waits ``--graceful-timeout`` seconds for the requests in flight;
+those still unfinished are answered 503 (guard.py) and the stop is an error (exit 1) that says
+how many, since work that was accepted was not done."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import logging.handlers
 import signal
+import socket
 
 from .access_log import DroppingQueueHandler, access_logger
 from .app import build_app
@@ -16,11 +25,14 @@ logger = logging.getLogger("minibert.serve")
 
 
 def serve(settings: ServeSettings) -> None:
-    """Run the server until SIGTERM/SIGINT: then stop accepting, finish the requests in flight, exit."""
+    """Run the server until SIGTERM/SIGINT: then stop accepting, finish the requests in flight
+    (waiting up to ``--graceful-timeout``), exit."""
     import uvicorn
 
     from .http_limits import BoundedH11Protocol, ConnectionRoom, connection_capacity, raise_open_files_limit
 
+    listener = bind(settings.host, settings.port)  # first: a port in use stops the command before anything starts
+    port = listener.getsockname()[1]  # (--port 0: the one the system chose)
     failure: list[BaseException] = []
     server: uvicorn.Server | None = None
 
@@ -47,17 +59,17 @@ def serve(settings: ServeSettings) -> None:
     room = ConnectionRoom(connection_capacity(limits and limits[1]))
     app.app.state.service.metrics.connection_lines = room.prometheus_lines
     protocol = BoundedH11Protocol.with_limits(settings.max_header_bytes, settings.header_timeout,
-                                              settings.send_timeout, room)  # fmt: skip
+                                              settings.send_timeout, settings.read_timeout, room)  # fmt: skip
     config = uvicorn.Config(app, host=settings.host, port=settings.port, access_log=False, log_level="warning",
-                            timeout_graceful_shutdown=30, timeout_keep_alive=settings.keep_alive_timeout,
-                            lifespan="on", http=protocol, ws="none",
+                            timeout_graceful_shutdown=settings.graceful_timeout,
+                            timeout_keep_alive=settings.keep_alive_timeout, lifespan="on", http=protocol, ws="none",
                             h11_max_incomplete_event_size=settings.max_header_bytes + 1024)  # fmt: skip
     server = uvicorn.Server(config)
     # uvicorn handles SIGINT/SIGTERM while it runs (graceful shutdown) and raises the signal again
     # once it has stopped: ignored then, so a requested stop exits with status 0.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
-    logger.info("serving on http://%s:%d (model %s loading)%s", settings.host, settings.port, settings.model,
+    logger.info("serving on http://%s:%d (model %s loading)%s", settings.host, port, settings.model,
                 "" if settings.api_key else "; no API key: anyone who can reach this port can use it")  # fmt: skip
     if limits is not None and room.capacity < 1 << 40:  # (no line where nothing limits open files)
         before, after = limits
@@ -65,11 +77,36 @@ def serve(settings: ServeSettings) -> None:
                     "closed)", f"raised from {before} to {after}" if after != before else f"{after}",
                     room.capacity)  # fmt: skip
     try:
-        server.run()
+        server.run(sockets=[listener])
+    except SystemExit as exit:  # uvicorn's own start-up failure (its exit status 3), said in its log line
+        raise OSError(f"the server could not start on {settings.host}:{port} (uvicorn exit {exit.code})") from None
     finally:
+        listener.close()
         writer.stop()  # the lines still queued are written first
         access_logger.removeHandler(access)
     if failure:
         raise failure[0]
-    if not server.started:
-        raise OSError(f"could not listen on {settings.host}:{settings.port} (is the port in use?)")
+    if app.cut_off:
+        grace = settings.graceful_timeout
+        raise RuntimeError(f"stopped with {app.cut_off} request(s) unfinished after the {grace:g} s grace "
+                           "(--graceful-timeout); they were answered 503")  # fmt: skip
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (IPv4 or IPv6, as the address says), bound before anything
+    else starts; OSError naming host:port and why if it cannot be (in use, not this machine's)."""
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]  # fmt: skip
+        listener = socket.socket(family, kind, protocol)
+    except OSError as error:
+        raise OSError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (a restart reuses the port at once)
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError as error:
+        listener.close()
+        reason = "the port is in use" if error.errno == errno.EADDRINUSE else error.strerror or str(error)
+        raise OSError(f"cannot listen on {host}:{port}: {reason}") from None
+    return listener

@@ -15,8 +15,8 @@ from .settings import ServeSettings
 
 async def read_json(request: Request, limit: int, seconds: float = 30.0):
     """The body as JSON, read up to ``limit`` bytes (413 past it) within ``seconds`` (408 past it;
-    a client trickling its body holds no connection longer); 400 if it is not JSON or nests
-    deeper than 64 levels."""
+    the answer closes the connection, guard.py: a client trickling its body holds it no longer);
+    400 if it is not JSON (NaN and Infinity are not), or nests deeper than 64 levels."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"the request body has {int(declared)} bytes, more than the limit of {limit}")
@@ -32,7 +32,7 @@ async def read_json(request: Request, limit: int, seconds: float = 30.0):
     except TimeoutError:
         raise RequestError(408, f"the request body did not arrive within {seconds:g} s") from None
     try:
-        value = parse_json(bytes(body))
+        value = parse_json(bytes(body), strict=True)
     except ValueError as error:
         raise RequestError(400, f"the request body is not valid JSON: {error}") from None
     if not isinstance(value, dict):
@@ -81,6 +81,18 @@ def text_field(body: dict, name: str, settings: ServeSettings) -> str:
 
 def is_token_id(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def json_type(value) -> str:
+    """The name JSON gives a value's type, for messages (``"384"`` is a string, not an integer).
+
+    >>> json_type("384"), json_type(True), json_type(1.5), json_type(None)
+    ('a string', 'a boolean', 'a number', 'null')
+    """
+    if isinstance(value, bool):
+        return "a boolean"
+    kinds = {str: "a string", int: "an integer", float: "a number", list: "an array", dict: "an object"}
+    return kinds.get(type(value), "null")
 
 
 def bool_field(body: dict, name: str, default: bool) -> bool:

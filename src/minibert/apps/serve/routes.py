@@ -20,8 +20,8 @@ from starlette.routing import Route
 from ...embedding.options import EmbedOptions
 from .batching import DynamicBatcher
 from .http_errors import ClientGone, RequestError
-from .request_parsing import bool_field, is_token_id, parse_inputs, read_json, text_field
-from .service import EmbeddingService, PairPieces
+from .request_parsing import bool_field, is_token_id, json_type, parse_inputs, read_json, text_field
+from .service import EmbeddingService, PairPieces, tokens_answer
 
 logger = logging.getLogger("minibert.serve")
 
@@ -63,6 +63,9 @@ class Routes:
                 self.service.batcher.cancel(job)
                 raise ClientGone
             return job.future.result()
+        except asyncio.CancelledError:  # a stop's grace ran out (guard.py answers 503): skip the job if it waits
+            self.service.batcher.cancel(job)
+            raise
         finally:
             gone.cancel()
 
@@ -204,12 +207,9 @@ class Routes:
         inputs = parse_inputs(body["input"], "input", self.settings, allow_ids=True)
         encoding = body.get("encoding_format", "float")
         if encoding not in ("float", "base64"):
-            raise RequestError(422, f"encoding_format must be 'float' or 'base64', got {encoding!r}",
+            raise RequestError(422, f'encoding_format must be "float" or "base64", got {json.dumps(encoding)[:40]}',
                                "encoding_format")  # fmt: skip
-        dimensions = body.get("dimensions")
-        if dimensions is not None and dimensions != self.service.dimension:
-            raise RequestError(422, f"dimensions={dimensions!r}: this model's vectors have {self.service.dimension} "
-                                    "dimensions and it cannot shorten them", "dimensions")  # fmt: skip
+        self.check_dimensions(body.get("dimensions"))
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
         pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input")
         request.state.counts = (len(inputs), tokens)
@@ -225,6 +225,19 @@ class Routes:
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         })  # fmt: skip
 
+    def check_dimensions(self, dimensions) -> None:
+        """OpenAI's ``dimensions``: absent, or this model's own (a BERT's vectors cannot be cut)."""
+        if dimensions is None:
+            return
+        if not is_token_id(dimensions):  # (an int, not a bool)
+            raise RequestError(422, f"dimensions must be an integer, got {json_type(dimensions)} "
+                                    f"({json.dumps(dimensions)[:40]})", "dimensions")  # fmt: skip
+        size = self.service.dimension
+        if dimensions != size:
+            raise RequestError(422, f"dimensions is {dimensions}, but this model's vectors have {size} dimensions "
+                                    f"and it cannot change that: send {size} or leave dimensions out",
+                               "dimensions")  # fmt: skip
+
     async def tei_embed(self, request: Request) -> Response:
         self.ready()
         body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
@@ -238,6 +251,9 @@ class Routes:
         return JSONResponse((await self.embed_job(request, pieces, skip, normalize)).tolist())
 
     async def tei_tokenize(self, request: Request) -> Response:
+        """text-embeddings-inference's POST /tokenize: each text's tokens (id, text, special, start,
+        stop), at most --max-tokenize-tokens in all (413 beyond); the answer is built in the
+        tokenizing thread (service.py's ``tokens_answer``), never on the event loop."""
         self.ready("any")
         body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         if "inputs" not in body:
@@ -245,20 +261,10 @@ class Routes:
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
         special = bool_field(body, "add_special_tokens", True)
         tokenizer = (self.service.embedder or self.service.classifier).tokenizer
-        encoding = await self.service.tokenize(
-            lambda: tokenizer(inputs, add_special_tokens=special, return_offsets_mapping=True, verbose=False)
-        )
-        rows = []
-        for row, ids in enumerate(encoding["input_ids"]):
-            sequence = encoding.sequence_ids(row)
-            rows.append([
-                {"id": i, "text": tokenizer.convert_ids_to_tokens(i), "special": sequence[t] is None,
-                 "start": None if sequence[t] is None else encoding["offset_mapping"][row][t][0],
-                 "stop": None if sequence[t] is None else encoding["offset_mapping"][row][t][1]}
-                for t, i in enumerate(ids)
-            ])  # fmt: skip
-        request.state.counts = (len(inputs), sum(map(len, rows)))
-        return JSONResponse(rows)
+        answer, tokens = await self.service.tokenize(tokens_answer, tokenizer, inputs, special,
+                                                     self.settings.max_tokenize_tokens)  # fmt: skip
+        request.state.counts = (len(inputs), tokens)
+        return Response(answer, media_type="application/json")
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [

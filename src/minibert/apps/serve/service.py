@@ -4,6 +4,7 @@ as a cross-encoder reranker), the tokenizing thread, and the work of one merged 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -98,19 +99,15 @@ class EmbeddingService:
         return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
 
     def pieces_of(self, inputs: list, truncate: bool, field: str) -> tuple[list[list[int]], int, int]:
-        """Each input's piece ids (texts tokenized with the model's prompt; id arrays checked),
-        cut to the model's length or refused; and the pooling skip and the token count."""
+        """Each input's piece ids (texts tokenized with the model's prompt; id arrays checked:
+        ``check_piece_ids``), cut to the model's length or refused; and the pooling skip and the
+        token count."""
         embedder = self.embedder
         room = embedder.max_length - 2
         if isinstance(inputs[0], str):
             pieces, skip = embedder.pieces_for_embedding(inputs, self.options)
         else:
-            vocab = embedder.tokenizer.vocab_size
-            for index, ids in enumerate(inputs):
-                bad = next((i for i in ids if not 0 <= i < vocab), None)
-                if bad is not None:
-                    raise RequestError(422, f"{field}[{index}] has token id {bad}, outside the vocabulary "
-                                            f"[0, {vocab})", field)  # fmt: skip
+            check_piece_ids(inputs, embedder.tokenizer, field)
             pieces, skip = [list(ids) for ids in inputs], 0
         for index, ids in enumerate(pieces):
             if len(ids) > room:
@@ -121,6 +118,55 @@ class EmbeddingService:
                     )  # fmt: skip
                 pieces[index] = ids[:room]
         return pieces, skip, sum(len(ids) + 2 for ids in pieces)
+
+
+def check_piece_ids(inputs: list[list[int]], tokenizer, field: str) -> None:
+    """Token-id input is a text's pieces, as ``tokenizer.piece_ids(text)`` gives them: the server
+    frames each as ``[CLS] pieces [SEP]`` itself. So an id outside the vocabulary is refused (422),
+    and so is [CLS], [SEP] or [PAD] (400): a tokenizer's ``input_ids`` (``[101, 7592, ..., 102]``)
+    would otherwise be framed twice and silently give another vector."""
+    vocab = tokenizer.vocab_size
+    framing = {tokenizer.cls_token_id: "[CLS]", tokenizer.sep_token_id: "[SEP]", tokenizer.pad_token_id: "[PAD]"}
+    framing.pop(None, None)  # (a vocabulary without one of them)
+    for index, ids in enumerate(inputs):
+        bad = next((i for i in ids if not 0 <= i < vocab), None)
+        if bad is not None:
+            raise RequestError(422, f"{field}[{index}] has token id {bad}, outside the vocabulary [0, {vocab})", field)
+        position = next((position for position, i in enumerate(ids) if i in framing), None)
+        if position is not None:
+            special = ids[position]
+            raise RequestError(400, f"{field}[{index}] has token id {special} ({framing[special]}) at position "
+                                    f"{position}: send a text's pieces without [CLS], [SEP] or padding (a "
+                                    "tokenizer's input_ids[1:-1]); the server adds [CLS] and [SEP] itself",
+                               field, "special_token_in_input")  # fmt: skip
+
+
+def tokens_answer(tokenizer, texts: list[str], add_special_tokens: bool, limit: int) -> tuple[bytes, int]:
+    """/tokenize's answer as JSON bytes, and its token count: for each text, a row per token
+    ``{"id", "text", "special", "start", "stop"}`` (offsets in characters; None for [CLS], [SEP]).
+
+    A row is a few hundred bytes of Python and some 60 of JSON, and a 4 MiB body of Chinese text is
+    1.4 million tokens: so texts are tokenized one at a time and counted, and past ``limit``
+    tokens in all the request is refused (413) before a row is built. Run it in a thread."""
+    encodings, total = [], 0
+    for index, text in enumerate(texts):
+        encoding = tokenizer([text], add_special_tokens=add_special_tokens, return_offsets_mapping=True,
+                             verbose=False)  # fmt: skip
+        total += len(encoding["input_ids"][0])
+        if total > limit:
+            raise RequestError(413, f"inputs has more than {limit} tokens (the first {index + 1} texts hold {total}), "
+                                    "the limit of one /tokenize request (--max-tokenize-tokens): send fewer or "
+                                    "shorter texts", "inputs", "too_many_tokens")  # fmt: skip
+        encodings.append(encoding)
+    rows = []
+    for encoding in encodings:
+        sequence, offsets = encoding.sequence_ids(0), encoding["offset_mapping"][0]
+        rows.append([{"id": i, "text": tokenizer.convert_ids_to_tokens(i), "special": sequence[t] is None,
+                      "start": None if sequence[t] is None else offsets[t][0],
+                      "stop": None if sequence[t] is None else offsets[t][1]}
+                     for t, i in enumerate(encoding["input_ids"][0])])  # fmt: skip
+    answer = json.dumps(rows, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()  # (as JSONResponse)
+    return answer, total
 
 
 def is_sequence_classifier(model: str) -> bool:

@@ -62,6 +62,12 @@ class ServeSettings:
     )
     max_inputs: int = field(default=2_048, metadata=_flag("texts per request", positive_int))  # OpenAI's
     max_input_chars: int = field(default=100_000, metadata=_flag("characters per text", positive_int))
+    max_tokenize_tokens: int = field(  # /tokenize answers a row per token: its answer is bounded by this
+        default=131_072,
+        metadata=_flag(
+            "tokens one /tokenize request may produce, all texts together (default 131072; 413 beyond)", positive_int
+        ),  # fmt: skip
+    )
     dtype: str = field(default="float32", metadata=_flag(DTYPE_HELP, choices=DTYPES))
     auto_truncate: bool = field(  # texts over the model's length are cut unless a request says "truncate": false
         default=False,
@@ -92,6 +98,14 @@ class ServeSettings:
     )
     send_timeout: float = field(default=60.0, metadata=_flag(  # then the connection is aborted
         "seconds a client may read none of an answer waiting for it; then it is aborted", _SECONDS))  # fmt: skip
+    graceful_timeout: float = field(
+        default=30.0,
+        metadata=_flag(
+            "seconds a stop (SIGTERM, Ctrl-C) waits for the requests in flight (default 30); those unfinished "
+            "then are answered 503 and the command exits 1",
+            _SECONDS,
+        ),  # fmt: skip
+    )
     limit_concurrency: int = field(
         default=512,
         metadata=_flag(
