@@ -171,6 +171,31 @@ def test_bf16_is_precision_bf16_and_they_cannot_contradict():
     assert settings["precision"] == "bf16" and "device" not in settings and "deterministic" not in settings
 
 
+@pytest.mark.parametrize("field, value, said", [
+    ("precision", "fp8", "--precision 'fp8': must be one of fp32, bf16, fp16"),
+    ("precision", "FP16", "--precision 'FP16': must be one of fp32, bf16, fp16"),
+    ("device", "tpu", "--device 'tpu': expected auto, cpu, cuda or cuda:N"),
+    ("device", "cuda:x", "--device 'cuda:x': expected auto, cpu, cuda or cuda:N"),
+])  # fmt: skip
+def test_options_made_in_python_refuse_another_precision_or_device_name_when_made(tmp_path, monkeypatch, field,
+                                                                                  value, said):  # fmt: skip
+    """The command line's parser refuses these (argparse's choices, --device's type); a value made in
+    Python once passed check(), wrote the run folder, then failed at the first step with a bare
+    KeyError: 'fp8' (or a ValueError for the device), leaving a folder that blocked a rerun. Now it is
+    the options' DataError naming the flag, when they are made (dataclasses.replace too): before any
+    file is read or written."""
+    import dataclasses
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match=re.escape(said)):
+        FinetuneOptions(model=TINY, train="train.csv", output="run", **{field: value})
+    with pytest.raises(DataError, match=re.escape(said)):
+        PretrainOptions(data=["d.tfrecord"], output="run", steps=1, batch_size=1, init=TINY, **{field: value})
+    with pytest.raises(DataError, match=re.escape(said)):
+        dataclasses.replace(FinetuneOptions(model=TINY, train="train.csv", output="run"), **{field: value})
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture
 def tagged_as_written_on_a_gpu():
     """torch.save tags every CPU storage as cuda:0 while this is on (the file a GPU run writes)."""

@@ -7,6 +7,7 @@ than the limit, which exercises ``_truncate_seq_pair`` on both sides."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,34 @@ def test_a_dev_label_missing_from_train_is_named(tmp_path):
     examples = read_examples(dev, ExampleFormat(set_type="dev"))
     with pytest.raises(DataError, match=r"--dev .*dev.csv, line 3: label 'meh' is not among the training labels"):
         check_labels(examples, ["neg", "pos"], dev, "--dev")
+
+
+def test_jsonl_labels_that_are_equal_numbers_are_one_label(tmp_path):
+    """JSON numbers are labels by value: 1, 1.0 and 1e0 were three classes ('1', '1.0', '1e0' by
+    str()), while 1 and "1" were one. Equal numbers are one label now, spelled as the number."""
+    path = tmp_path / "train.jsonl"
+    labels = ["1", "1.0", "1e0", "2", "2.50", "-0.0"]  # as JSON writes them: numbers, not strings
+    path.write_text("".join(f'{{"text": "t{i}", "label": {label}}}\n' for i, label in enumerate(labels)),
+                    encoding="utf-8")  # fmt: skip
+    examples = read_examples(path, ExampleFormat())
+    assert [example.label for example in examples] == ["1", "1", "1", "2", "2.5", "0"]
+    assert label_list(examples, ExampleFormat()) == ["0", "1", "2", "2.5"]
+
+
+def test_jsonl_labels_given_as_numbers_and_as_strings_of_numbers_are_refused(tmp_path):
+    """1 on one line and "1.0" on another would be two classes by spelling: refused, naming both
+    lines. Strings that are not numbers may sit beside numbers; a regression reads every label as a
+    score, however it is written."""
+    from minibert.training.tasks.examples import check_label_kinds
+
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "a", "label": 1}\n{"text": "b", "label": "other"}\n{"text": "c", "label": " 1.0"}\n',
+                    encoding="utf-8")  # fmt: skip
+    examples = read_examples(path, ExampleFormat())
+    with pytest.raises(DataError, match=rf"^--train {path}, line 3: the label '1.0' is a string of a number, line 1's "
+                                        r"label a JSON number \(1\)"):  # fmt: skip
+        check_label_kinds(examples, path, "--train")
+    check_label_kinds(examples[:2], path, "--train")  # a number and a word: no spelling to confuse
+    multilabel = [*examples[:1], replace(examples[1], label="2|x")]  # (multilabel: each label of the field)
+    with pytest.raises(DataError, match="line 2: the label '2|x' is a string of a number"):
+        check_label_kinds(multilabel, path, "--train", "|")

@@ -8,6 +8,7 @@ process (helpers.run_minibert): the whole list takes seconds."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -96,13 +97,34 @@ CASES = [
     ("train-is-a-folder", None, ["--train", "{tmp}"], 1, "{tmp} is not a file"),
     ("learning-rates-word", None, ["--learning-rates", "fast", "--dev", "{train}"], 2, "--learning-rates"),
     ("dev-is-missing", None, ["--dev", "{tmp}/dev.csv"], 1, "{tmp}/dev.csv does not exist"),
-    # a sweep's values, every trial's checked before the first runs (issue 53, item 7)
-    ("learning-rates-inf", None, ["--learning-rates", "1e-4,inf", "--dev", "{train}"], 1,
-     "the sweep's trial (learning rate inf, seed 12345): --learning-rate must be a number above 0, got inf"),
-    ("learning-rates-1e400", None, ["--learning-rates", "2e-5,1e400", "--dev", "{train}"], 1,
-     "the sweep's trial (learning rate inf"),
+    # a sweep's values: each rate checked by the flag's parser, every trial's before the first runs (issue 53, item 7)
+    ("learning-rates-inf", None, ["--learning-rates", "1e-4,inf", "--dev", "{train}"], 2,
+     "argument --learning-rates: each rate must be a number above 0, got inf (in '1e-4,inf')"),
+    ("learning-rates-1e400", None, ["--learning-rates", "2e-5,1e400", "--dev", "{train}"], 2,
+     "each rate must be a number above 0, got 1e400"),
     ("seeds-past-the-last-seed", None, ["--seed", str(2**63 - 2), "--seeds", "3", "--dev", "{train}"], 1,
      f"the sweep's trial (learning rate 0.001, seed {2**63}): --seed must be a whole number from 0 to"),
+    # a sweep's rates are usage errors naming the value, before any trial (a repeated rate once ran a
+    # whole trial and then failed on the second's folder; -1 and nan said "numbers above 0" with exit 1;
+    # an empty list ran no sweep at the default rate)
+    ("learning-rates-twice", None, ["--learning-rates", "1e-3,1e-3", "--dev", "{train}"], 2,
+     "argument --learning-rates: 1e-3 is given 2 times: give each once"),
+    ("learning-rates-one-number-twice", None, ["--learning-rates", "1e-3,0.001", "--dev", "{train}"], 2,
+     "1e-3 and 0.001 are the same number: give each once"),
+    ("learning-rates-one-folder", None, ["--learning-rates", "1e-5,1.0000001e-5", "--dev", "{train}"], 2,
+     "1e-5 and 1.0000001e-5 print alike (1e-05, as a sweep names its trial folders)"),
+    ("learning-rates-negative", None, ["--learning-rates", "1e-3,-1", "--dev", "{train}"], 2,
+     "each rate must be a number above 0, got -1 (in '1e-3,-1')"),
+    ("learning-rates-nan", None, ["--learning-rates", "1e-3,nan", "--dev", "{train}"], 2,
+     "each rate must be a number above 0, got nan"),
+    ("learning-rates-zero", None, ["--learning-rates", "0", "--dev", "{train}"], 2,
+     "each rate must be a number above 0, got 0"),
+    ("learning-rates-empty", None, ["--learning-rates", "", "--dev", "{train}"], 2,
+     "argument --learning-rates: names no value: give one or more, joined by commas"),
+    # JSON-lines labels: a number is a label by its value; numbers and strings of numbers are not mixed
+    ("jsonl-number-and-string-label", '{"text": "the water", "label": 1}\n{"text": "the bank", "label": "1.0"}\n'
+     '{"text": "the vault", "label": 2}\n', ["--suffix", ".jsonl"], 1,
+     "--train {train}, line 2: the label '1.0' is a string of a number, line 1's label a JSON number (1)"),
 ]
 
 
@@ -189,9 +211,9 @@ def test_hostile_input_one_line_exit_code_nothing_written(tmp_path, case, conten
     before = snapshot(tmp_path)
     result = run_minibert(*argv, *extra)
     assert result.returncode == code, result.stderr
-    # one error line, the last (a model loaded before the error may have said which head is new)
+    # one line on stderr, the error (what a model loaded before it said is not said)
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and result.stderr.strip().splitlines()[-1] == errors[0], result.stderr
+    assert len(errors) == 1 and result.stderr.splitlines() == errors, result.stderr
     named = named.replace("{train}", str(train)).replace("{tmp}", str(tmp_path))
     assert named in errors[0], errors[0]
     assert snapshot(tmp_path) == before and not run.exists()
@@ -217,10 +239,12 @@ def finished_run(tmp_path) -> tuple[list[str], Path]:
 
 
 def refused(argv: list[str], run: Path, named: str) -> None:
+    """Exit 1, ONE line on stderr (not the notices of the model loaded before the refusal), naming
+    ``named``, and the run left byte for byte."""
     before = snapshot(run)
     result = run_minibert(*argv)
-    errors = [line for line in result.stderr.splitlines() if "error:" in line]
-    assert result.returncode == 1 and len(errors) == 1 and named in errors[0], result.stderr
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and "error:" in lines[0] and named in lines[0], result.stderr
     assert snapshot(run) == before
 
 
@@ -231,7 +255,98 @@ def test_resume_with_other_data_is_refused_and_nothing_overwritten(tmp_path, fin
     moved[moved.index("--train") + 1] = str(other)
     refused(moved, run, "the run was made with train = ")  # another file
     write_examples(tmp_path / "train.csv", 8, seed=5)  # the same file, other examples
-    refused([*argv, "--resume"], run, "the run was trained on other data")
+    refused([*argv, "--resume"], run, f"the run was trained on other data: --train {tmp_path / 'train.csv'} is "
+            "not what it was")  # fmt: skip
+
+
+def test_resume_with_another_dev_set_is_refused_naming_it_and_how(tmp_path):
+    """The run's dev figures and best/ were measured on its --dev: a resume on another dev file (the
+    same name, other rows) once went on and mixed two dev sets' figures in metrics.jsonl and best/."""
+    train, dev, run = write_examples(tmp_path / "train.csv", 8), tmp_path / "dev.csv", tmp_path / "run"
+    write_examples(dev, 6, seed=1)
+    argv = [*flags(train, run, "--epochs", "1", "--dev", str(dev)), "--resume"]
+    assert run_minibert(*argv[:-1]).returncode == 0
+    assert run_minibert(*argv).returncode == 0  # the same dev file: a finished run, nothing to do
+    write_examples(dev, 7, seed=1)  # one row more
+    refused(argv, run, f"--dev {dev} is not the dev set the run was evaluated on: it now makes 7 examples, the "
+            "run's made 6 (the SHA-256 of its features differs)")  # fmt: skip
+    write_examples(dev, 6, seed=2)  # as many rows, others
+    refused(argv, run, f"--dev {dev} is not the dev set the run was evaluated on: it makes as many examples as the "
+            "run's, 6, with other texts or labels")  # fmt: skip
+
+
+def test_a_training_state_from_before_dev_fingerprints_still_resumes(tmp_path):
+    """A state written before the dev set was fingerprinted has no ``dev_data``: it is read (its dev
+    file cannot be checked), not refused as "missing"."""
+    import hashlib as sha
+    import io
+
+    import torch
+
+    from minibert.training.run.checkpoint import TrainingState
+
+    train, dev, run = write_examples(tmp_path / "train.csv", 8), write_examples(tmp_path / "dev.csv", 6), tmp_path / "r"
+    argv = flags(train, run, "--epochs", "1", "--dev", str(dev))
+    assert run_minibert(*argv).returncode == 0
+    state = TrainingState.from_file(run / "training_state.pt")
+    buffer = io.BytesIO()
+    torch.save({"format": 1, **{k: v for k, v in state.__dict__.items() if k != "dev_data"}}, buffer)
+    (run / "training_state.pt").write_bytes(buffer.getvalue() + sha.sha256(buffer.getvalue()).digest())
+    assert TrainingState.from_file(run / "training_state.pt").dev_data is None
+    resumed = run_minibert(*argv, "--resume")
+    assert resumed.returncode == 0 and "holds a finished run" in resumed.stderr, resumed.stderr
+
+
+def test_a_squad_dev_set_with_other_gold_answers_has_another_fingerprint():
+    """A SQuAD dev file's windows carry no answer (their label ids are 0): its gold answers are part
+    of what a resume compares, or another answer key would be scored against the same windows."""
+    import numpy as np
+
+    from minibert.training.tasks import task_named
+    from minibert.training.tasks.answer import SquadFeatures
+    from minibert.training.tasks.squad_examples import SquadExample
+    from minibert.training.tasks.task import TrainingData
+
+    def described(answer: str) -> dict:
+        arrays = [np.zeros((1, 8), dtype=np.int64) for _ in range(3)]
+        example = SquadExample("q1", "What is wet?", ["The", "water"], gold_answers=[answer])
+        dev = SquadFeatures(*arrays, np.zeros((1, 2), dtype=np.int64), examples=[example])
+        return task_named("answer").dev_fingerprint(TrainingData(None, None, 1, 0, None, dev=dev))
+
+    assert described("water")["fingerprint"] != described("The water")["fingerprint"]
+    assert described("water") == described("water") and described("water")["examples"] == 1
+
+
+def test_a_full_disk_at_the_first_checkpoint_is_one_line(tmp_path, monkeypatch):
+    """The model's loading notices (fresh head, ignored tensors) were said before the error: three
+    lines for a full disk; they are held until the run has set up."""
+    import errno
+    import os
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    train, run = write_examples(tmp_path / "train.csv", 8), tmp_path / "run"
+    monkeypatch.setattr(os, "fsync", full)
+    result = run_minibert(*flags(train, run, "--epochs", "1"))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [f"minibert: error: cannot write {run / 'training_state.pt'}: No space "
+                                          "left on device"]  # fmt: skip
+
+
+def test_a_sweep_in_python_refuses_one_trial_twice_before_the_first(tmp_path):
+    from minibert.errors import DataError
+    from minibert.training import FinetuneOptions
+    from minibert.training.sweep import sweep
+
+    train = write(tmp_path / "train.csv", GOOD)
+    options = FinetuneOptions(model=str(TINY), train=str(train), dev=str(train), output=str(tmp_path / "sweep"),
+                              batch_size=2, max_seq_length=16)  # fmt: skip
+    for rates, said in (([1e-3, 1e-3], "0.001 and 0.001: one trial folder (lr0.001-seed12345)"),
+                        ([], "--learning-rates names no rate"), ([1e-3, -1.0], "got -1.0")):  # fmt: skip
+        with pytest.raises(DataError, match=re.escape(said)):
+            sweep(options, 1, rates)
+        assert not (tmp_path / "sweep").exists()
 
 
 def test_a_training_state_cut_short_by_a_kill_is_named_on_resume(finished_run):

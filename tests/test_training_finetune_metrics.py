@@ -1,6 +1,6 @@
 """Each task's dev metric equals the reference's on the same predictions: scikit-learn's accuracy,
 F1 and Matthews correlation, scipy's Pearson and Spearman (with ties), on random labels and scores
-and on the degenerate cases (one class predicted, constant scores)."""
+and on the degenerate cases (one class predicted, constant scores: scipy's NaN, not a made-up 0)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,21 @@ def test_correlations_equal_scipys_with_ties(seed):
     scores[:20] = scores[0]
     assert pearson(gold, scores) == pytest.approx(stats.pearsonr(gold, scores)[0], abs=1e-12)
     assert spearman(gold, scores) == pytest.approx(stats.spearmanr(gold, scores)[0], abs=1e-12)
+
+
+@pytest.mark.parametrize("gold, scores", [([1.0], [0.3]), ([1.0, 1.0], [0.3, 0.5]), ([1.0, 2.0, 3.0], [0.4] * 3),
+                                          ([2.0, 2.0, 2.0], [2.0, 2.0, 2.0])])  # fmt: skip
+def test_an_undefined_correlation_is_nan_as_scipys_not_zero(gold, scores):
+    """Constant gold scores (a one-row dev file) or constant predictions: 0/0. scipy says NaN (and
+    warns); minibert once said 0.0, which the run then reported and could pick best/ on."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy's ConstantInputWarning / DegenerateDataWarning
+        expected = (stats.pearsonr(gold, scores)[0] if len(gold) > 1 else np.nan,
+                    stats.spearmanr(gold, scores)[0] if len(gold) > 1 else np.nan)  # fmt: skip
+    assert np.isnan(expected).all()
+    assert np.isnan(pearson(gold, scores)) and np.isnan(spearman(gold, scores))
 
 
 def test_each_glue_task_reports_its_own_figure():

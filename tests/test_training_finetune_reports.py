@@ -76,6 +76,50 @@ def test_a_resumed_run_says_what_it_resumed_and_not_that_its_head_is_new(tmp_pat
     assert f"minibert: resuming {kept} from its checkpoint of step 4 of 4" in resumed.stderr, resumed.stderr
 
 
+def test_an_undefined_dev_figure_is_null_undefined_and_never_the_best(tmp_path, monkeypatch):
+    """A dev Spearman that is 0/0 (here one dev row: constant gold scores) was recorded and said as 0
+    and picked best/. It is null in metrics.jsonl, "undefined" on the dev line, never the best: with
+    a defined figure at another evaluation, best/ is that one's; undefined at every evaluation, the
+    run keeps no best/ and says why; a sweep's table says "undefined" for such a trial."""
+    from minibert.training.tasks import regress
+
+    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+    train.write_text("text,label\nthe water,1.0\nthe bank,2.0\nriver love,3.0\nthe vault,0.5\n", encoding="utf-8")
+    dev.write_text("text,label\nthe water,1.0\n", encoding="utf-8")
+    run = tmp_path / "run"
+    argv = [*flags(train, run, "--task", "regress", "--dev", str(dev), "--batch-size", "2", "--epochs", "2")]
+    done = run_minibert(*argv, "--json")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [record for record in records if "dev_spearman" in record]
+    assert [record["step"] for record in evaluated] == [2, 4]
+    assert all(record["dev_spearman"] is None and record["dev_pearson"] is None for record in evaluated), evaluated
+    assert "minibert: step 2/4  dev spearman undefined  dev pearson undefined" in done.stderr.splitlines()
+    assert not (run / "best").exists() and json.loads(done.stdout)["best"] is None
+    assert done.stderr.splitlines()[-1] == (f"minibert:   best     none: dev spearman was undefined at every "
+                                            f"evaluation (see metrics.jsonl), so no {run / 'best'}/ (the model is "
+                                            f"{run}/)")  # fmt: skip
+
+    sweep = run_minibert(*[word if word != str(run) else str(tmp_path / "sweep") for word in argv],
+                         "--learning-rates", "1e-3")  # fmt: skip
+    assert sweep.returncode == 0, sweep.stderr
+    assert "| 0.001 | 12345 | undefined |" in sweep.stdout and "| 0.001 | undefined | undefined | undefined |" in \
+        sweep.stdout, sweep.stdout  # fmt: skip
+
+    calls = []  # defined at the first evaluation (step 2), undefined at the second (step 4): best/ is step 2's
+
+    def first_defined(gold, scores):
+        calls.append(1)
+        return 0.5 if len(calls) == 1 else float("nan")
+
+    monkeypatch.setattr(regress, "spearman", first_defined)
+    mixed = tmp_path / "mixed"
+    done = run_minibert(*[word if word != str(run) else str(mixed) for word in argv])
+    assert done.returncode == 0, done.stderr
+    assert json.loads((mixed / "best" / "best.json").read_text()) == {"step": 2, "dev_spearman": 0.5}
+    assert done.stderr.splitlines()[-1] == f"minibert:   best     dev spearman 0.5 at step 2: {mixed / 'best'}/"
+
+
 def test_classify_with_a_model_without_a_classifier_advises_a_command_not_a_python_argument(minilm_dir):
     done = run_minibert("classify", "--model", str(minilm_dir), "a text")
     assert done.returncode == 1

@@ -127,7 +127,7 @@ def test_bad_input_one_line_exit_1_nothing_written(tmp_path, capsys, case, messa
             (model / name).write_bytes((TINY / name).read_bytes())
     if case == "existing":
         run.mkdir()
-        (run / "metrics.jsonl").write_text("kept\n")
+        (run / "training_state.pt").write_text("kept\n")  # a run is its training state
     argv = flags(train, run, *extra)
     argv[argv.index("--model") + 1] = str(model)
     assert main(argv) == 1
@@ -135,7 +135,7 @@ def test_bad_input_one_line_exit_1_nothing_written(tmp_path, capsys, case, messa
     assert err.count("\n") == 1 and err.startswith("minibert: error: "), err
     assert message.format(train=train, dev=dev) in err
     if case == "existing":
-        assert (run / "metrics.jsonl").read_text() == "kept\n"
+        assert (run / "training_state.pt").read_text() == "kept\n" and len(list(run.iterdir())) == 1
     else:
         assert not run.exists()
 

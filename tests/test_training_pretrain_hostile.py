@@ -265,6 +265,28 @@ def test_resume_with_nothing_to_resume(data, tmp_path):
     assert "nothing to resume" in line and "training_state.pt" in line
 
 
+
+def test_resume_with_another_vocabulary_or_casing_is_refused(data, tmp_path):
+    """--config and --vocab (and --cased) are not settings a resume compares by name: another
+    vocab.txt of the same size (two pieces swapped) or the other casing once resumed silently and
+    saved that tokenizer beside weights trained on the first one's ids."""
+    vocab = tmp_path / "vocab.txt"
+    shutil.copy(Path(TINY) / "vocab.txt", vocab)
+    run = tmp_path / "run"
+    argv = ["--config", str(Path(TINY) / "config.json"), "--vocab", str(vocab), "--batch-size", "2", "--keep-state"]
+    assert pretrain(data, run, *argv).returncode == 0
+    before = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()}
+    pieces = vocab.read_text(encoding="utf-8").splitlines()
+    pieces[-1], pieces[-2] = pieces[-2], pieces[-1]
+    vocab.write_text("\n".join(pieces) + "\n", encoding="utf-8")
+    line = one_line_error(pretrain(data, run, *argv, "--resume"))
+    assert "the tokenizer this command gives (--vocab and --cased) is not the run's" in line, line
+    shutil.copy(Path(TINY) / "vocab.txt", vocab)
+    line = one_line_error(pretrain(data, run, *argv, "--cased", "--resume"))
+    assert "the tokenizer this command gives (--vocab and --cased) is not the run's" in line, line
+    assert {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()} == before
+    assert pretrain(data, run, *argv, "--resume").returncode == 0  # the run's own vocabulary: resumed
+
 def rewrite(change):
     """A state rewritten with a valid SHA-256: the structure checks alone must catch ``change``."""
 

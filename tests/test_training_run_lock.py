@@ -192,7 +192,7 @@ def test_a_folder_the_failed_command_wrote_into_is_kept(tmp_path):
 def test_a_folder_holding_a_run_is_still_refused_without_resume_under_the_lock(tmp_path, data):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "metrics.jsonl").write_text("")
+    (run / "training_state.pt").write_bytes(b"")  # a run is its training state (a model folder is not one)
     result = run_minibert(*pretrain_args(data, run))
     assert result.returncode == 1 and "already holds a run" in result.stderr, result.stderr
 
@@ -270,10 +270,37 @@ def test_a_run_writes_only_a_new_or_empty_folder_of_its_own(tmp_path, command, w
         result = run_minibert(*pretrain_args(data, output), "--device", "cpu")
         before = {**before, "data.tfrecord": data.stat().st_size}
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
-    expected = {"link": "is a symbolic link", "model": "already holds a run"}
+    expected = {"link": "is a symbolic link", "model": "holds a model (config.json), not a run"}
     said = next((text for key, text in expected.items() if key in what), "is not empty")
     assert f"--output {output} {said}" in result.stderr, result.stderr
     assert _tree(tmp_path) == before, "a refused run changed the files"
+
+
+@pytest.mark.parametrize("command", ["finetune", "pretrain"])
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_model_folder_is_named_a_model_with_or_without_resume(tmp_path, command, resume):
+    """A checkpoint folder (config.json, model.safetensors, vocab.txt, no training state) as --output
+    was called a folder that "already holds a run: pass --resume", and with --resume "nothing to
+    resume ... (start without --resume)": each advice pointed at the other. It is a model, not a
+    run, and both say so, with the one way out (another folder)."""
+    import shutil
+
+    output = tmp_path / "model"
+    shutil.copytree(TINY, output)
+    before = _tree(output)
+    if command == "finetune":
+        argv = ["finetune", "--model", TINY, "--train", str(_train_file(tmp_path)), "--output", str(output)]
+    else:
+        data = write_instances(tmp_path / "data.tfrecord", random_instances(4, vocab_size=111, seq_len=16, seed=1))
+        argv = pretrain_args(data, output)
+    result = run_minibert(*argv, "--device", "cpu", *(["--resume"] if resume else []))
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+    said = (f"--output {output} holds a model (config.json, model.safetensors, tokenizer_config.json and 1 more), "
+            "not a run (it has no training_state.pt)")  # fmt: skip
+    assert said in result.stderr, result.stderr
+    assert "pass --resume" not in result.stderr and "start without --resume" not in result.stderr
+    assert result.stderr.rstrip().endswith("without --resume" if resume else "choose another (nothing was written)")
+    assert _tree(output) == before
 
 
 @pytest.mark.parametrize("leftovers", [[], [".training_state.pt.x4qt1fjk.partial"],

@@ -4,6 +4,8 @@ Options dataclasses put a field's limits in its metadata (``low``, ``high``; ``a
 end excluded, ``below_high``: the high end excluded; ``unit``); ``limits_of(field)`` reads them
 with the field's kind (int or float). The commands' flags are parsed by them (apps/flag_types.py)
 and values made in Python are checked by them (``refuse_out_of_limits``): the same numbers, the same words.
+A field whose metadata lists ``choices`` (``--precision``: fp32, bf16, fp16) is checked the same way
+(``refuse_other_choices``): argparse refuses another word on the command line, this in Python.
 
 >>> Limits(int, 0, 65_535).parse("70000")
 Traceback (most recent call last):
@@ -126,3 +128,14 @@ def refuse_out_of_limits(options, flags: bool) -> None:
         why = {setting.name: setting.metadata.get("why") for setting in dataclasses.fields(options)}[name]
         shown = "--" + name.replace("_", "-") if flags else name
         raise DataError(f"{shown} {problem}" + (f" ({why})" if why else ""))
+
+
+def refuse_other_choices(options, flags: bool) -> None:
+    """DataError naming the first field whose value is not among its metadata's ``choices`` (as its
+    ``--flag`` when ``flags``), and the choices; None passes where the field's default is None."""
+    for setting in dataclasses.fields(options):
+        choices, value = setting.metadata.get("choices"), getattr(options, setting.name)
+        if choices is None or (value is None and setting.default is None) or value in choices:
+            continue
+        shown = "--" + setting.name.replace("_", "-") if flags else setting.name
+        raise DataError(f"{shown} {value!r}: must be one of {', '.join(map(str, choices))}")

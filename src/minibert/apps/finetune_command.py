@@ -13,7 +13,10 @@ The training room is imported when the command runs, not when the parser is buil
 
 from __future__ import annotations
 
-from .flag_types import add_flags, positive_int, values_of
+import dataclasses
+
+from ..limits import limits_of
+from .flag_types import add_flags, number_list, positive_int, values_of
 
 
 def add_parser(commands, parents: list) -> None:
@@ -30,7 +33,9 @@ def add_parser(commands, parents: list) -> None:
                           "run_squad.py's for --task answer), then stop")  # fmt: skip
     finetune.add_argument("--seeds", type=positive_int, help="a sweep: this many seeds (--seed, --seed + 1, ...) "
                           "per learning rate, each its own run in --output, and a table of dev figures")  # fmt: skip
-    finetune.add_argument("--learning-rates", help="a sweep: these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5)")
+    rate = next(setting for setting in dataclasses.fields(FinetuneOptions) if setting.name == "learning_rate")
+    finetune.add_argument("--learning-rates", type=number_list(limits_of(rate), "each rate"), help="a sweep: "
+                          "these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5), each once")  # fmt: skip
     finetune.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="a sweep's trials as Ray Tune trials, "
                           "several at once: on a local Ray, or the cluster at ADDRESS (the ray extra)")  # fmt: skip
     finetune.add_argument("--json", action="store_true", help="print the result as JSON (the folder, the steps, the "
@@ -44,21 +49,18 @@ def cmd_finetune(args) -> None:
 
     if (args.output is None) == (args.write_features is None):
         raise CommandError("give --output (to fine-tune) or --write-features FILE.tfrecord (to write the features)")
-    if args.ray is not None and not (args.seeds or args.learning_rates):
+    sweeps = args.seeds is not None or args.learning_rates is not None
+    if args.ray is not None and not sweeps:
         raise CommandError("--ray runs a sweep's trials: give --seeds and/or --learning-rates")
     options = FinetuneOptions(**{**values_of(args, FinetuneOptions), "output": args.output or ""})
     if args.write_features:
         count = write_training_features(options, args.write_features)
         print(f"{args.write_features}: {count} records")
         return
-    if args.seeds or args.learning_rates:
+    if sweeps:
         from ..training.sweep import sweep
 
-        try:
-            rates = [float(rate) for rate in (args.learning_rates or str(args.learning_rate)).split(",")]
-        except ValueError:
-            raise CommandError(f"--learning-rates {args.learning_rates!r}: numbers joined by commas") from None
-        root = sweep(options, args.seeds or 1, rates, args.ray)
+        root = sweep(options, args.seeds or 1, args.learning_rates or [args.learning_rate], args.ray)
         print((root / "sweep.md").read_text(encoding="utf-8"), end="")
         return
     folder = finetune(options)

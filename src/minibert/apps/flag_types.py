@@ -48,6 +48,41 @@ def number(low: float | None = None, high: float | None = None, unit: str = ""):
 
 positive_int = whole_number(1)  # --steps, --batch-size, --top-k, --max-batch-tokens, ...
 
+
+def number_list(limits: Limits, each: str = "each value"):
+    """An argparse type: one or more numbers joined by commas, each within ``limits``, none twice
+    (nor two that print alike with ``:g``, as a sweep names its trial folders: 1e-05 and 1.0000001e-05).
+
+    >>> number_list(Limits(float, 0.0, above_low=True), "each rate")("2e-5, 3e-5")
+    [2e-05, 3e-05]
+    >>> number_list(Limits(float, 0.0, above_low=True), "each rate")("1e-3,-1")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: each rate must be a number above 0, got -1 (in '1e-3,-1')
+    """
+
+    def parse(text: str) -> list:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"names no value: give one or more, joined by commas (got {text!r})")
+        values = []
+        for word in text.split(","):
+            try:
+                values.append(limits.parse(word))
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(f"{each} {error} (in {text!r})") from None
+        spelled = [f"{value:g}" for value in values]
+        twice = next((word for word in spelled if spelled.count(word) > 1), None)
+        if twice is not None:
+            given = [word.strip() for word, printed in zip(text.split(","), spelled) if printed == twice]
+            alike = {value for value, printed in zip(values, spelled) if printed == twice}
+            said = (f"{given[0]} is given {len(given)} times" if len(set(given)) == 1 else
+                    f"{' and '.join(given)} are the same number" if len(alike) == 1 else
+                    f"{' and '.join(given)} print alike ({twice}, as a sweep names its trial folders)")  # fmt: skip
+            raise argparse.ArgumentTypeError(f"{said}: give each once")
+        return values
+
+    parse.__name__ = "list of numbers"
+    return parse
+
 # --dtype of the commands that run a model (embed, similarity, classify, tag, answer, rerank, serve)
 DTYPES = ("float32", "bfloat16", "float16", "auto", "int8")
 DTYPE_HELP = ("the model's weights: float32 (default), bfloat16 or float16 (for a GPU); auto: bfloat16 on a GPU that "

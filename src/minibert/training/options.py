@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from ..errors import DataError
-from ..limits import option, refuse_out_of_limits
-from ..loading.devices import device_flag
+from ..limits import option, refuse_other_choices, refuse_out_of_limits
+from ..loading.devices import DEVICE_NAMES, check_device_name, device_flag
 from ..loading.head_labels import parse_labels
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
 from .tasks import PROBLEMS
@@ -34,6 +34,17 @@ WHERE_IT_RUNS = ("device", "deterministic")
 AFTER_THE_RUN = ("keep_state",)  # what a finished run keeps: not a setting a resume must share
 KEEP_STATE_HELP = ("keep the whole training state (optimizer moments and random state, about 3x the model) when "
                    "the run ends; by default a finished run keeps only its step and settings")  # fmt: skip
+
+
+def refuse_unknown_words(options) -> None:
+    """A value made in Python checked as the command line's parser checks the flag, when the
+    options are made (before a model is read or a folder written): each field with ``choices``
+    (``precision``, ``task``), and the device's name. DataError naming the flag."""
+    refuse_other_choices(options, flags=True)
+    try:
+        check_device_name(options.device)
+    except ValueError:
+        raise DataError(f"--device {options.device!r}: expected {DEVICE_NAMES} (N: the GPU's number, from 0)") from None
 
 
 def _labels_flag(text: str) -> tuple[str, ...]:
@@ -98,6 +109,7 @@ class PretrainOptions:
             object.__setattr__(self, "bf16", False)
         elif self.precision is None:
             object.__setattr__(self, "precision", "fp32")
+        refuse_unknown_words(self)
 
     def check(self, processes: int) -> None:
         refuse_out_of_limits(self, flags=True)
@@ -198,6 +210,9 @@ class FinetuneOptions:
     # (pre-training's: Google's run_classifier.py accumulates no micro-batches)
     accumulate: ClassVar[int] = 1
 
+    def __post_init__(self):
+        refuse_unknown_words(self)
+
     @property
     def problem(self) -> str:
         return PROBLEMS[self.task]
@@ -206,8 +221,6 @@ class FinetuneOptions:
         return ExampleFormat(self.glue, self.text_column, self.pair_column, self.label_column, set_type)
 
     def check(self, processes: int) -> None:
-        if self.task not in PROBLEMS:
-            raise DataError(f"--task {self.task!r}: this version fine-tunes {', '.join(PROBLEMS)}")
         if self.glue is not None and self.glue not in GLUE:
             raise DataError(f"--glue {self.glue!r}: one of {', '.join(GLUE)}")
         glue_task = "regress" if self.glue in REGRESSION_TASKS else "classify"  # the task a GLUE file is for

@@ -44,8 +44,10 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address:
     on a local Ray ("") or the cluster at that address."""
     if options.dev is None:
         raise DataError("--seeds and --learning-rates compare trials on dev: give --dev")
-    if seeds < 1 or not rates or any(not rate > 0 for rate in rates):
-        raise DataError("--seeds must be 1 or more and --learning-rates numbers above 0")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise DataError(f"--seeds must be a whole number of at least 1, got {seeds!r}")
+    if not rates:
+        raise DataError("--learning-rates names no rate: give one or more, joined by commas")
     plan = [(rate, seed) for rate in rates for seed in range(options.seed, options.seed + seeds)]
     check_the_plan(options, plan)
     root = Path(options.output)
@@ -88,7 +90,14 @@ COPIES_A_FINISHED_TRIAL_KEEPS = 2
 
 def check_the_plan(options: FinetuneOptions, plan: list[tuple[float, int]]) -> None:
     """Every trial's settings checked before the first one runs (a rate of inf, a seed past the
-    limit), and the disk the trials will fill against the space free where they go."""
+    limit, two rates that are one trial folder), and the disk the trials will fill against the
+    space free where they go."""
+    names = [trial_name(rate, seed) for rate, seed in plan]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:  # (the same rate twice, or two that print alike: 1e-05 and 1.0000001e-05)
+        same = [repr(rate) for (rate, _), name in zip(plan, names) if name == twice]
+        raise DataError(f"--learning-rates gives {' and '.join(same)}: one trial folder ({twice}); give each rate "
+                        "once")  # fmt: skip
     for rate, seed in plan:
         try:
             dataclasses.replace(options, learning_rate=rate, seed=seed, output=options.output).check(processes=1)
@@ -139,12 +148,15 @@ def run_trial(options: FinetuneOptions, run: Path, rate: float, seed: int, metri
     except TrainingDivergedError as error:
         print(f"minibert: sweep: trial {run.name} diverged: {str(error).split('; ')[0]}", file=sys.stderr)
         return {**trial, f"dev_{metric}": None, "diverged": str(error)}
+    if not (run / BEST_FOLDER / "best.json").exists():  # the figure was undefined at every evaluation
+        return {**trial, f"dev_{metric}": None, "undefined": True}
     best = json.loads((run / BEST_FOLDER / "best.json").read_text(encoding="utf-8"))[f"dev_{metric}"]
     return {**trial, f"dev_{metric}": best}
 
 
 def summarize(rate: float, values: list[float | None]) -> dict:
-    """Mean, standard deviation and best over the trials that did not diverge (None: none did not)."""
+    """Mean, standard deviation and best over the trials with a figure (None: none has one: each
+    diverged, or its figure was undefined at every evaluation)."""
     values = [value for value in values if value is not None]
     if not values:
         return {"learning_rate": rate, "mean": None, "std": None, "best": None}
@@ -154,12 +166,17 @@ def summarize(rate: float, values: list[float | None]) -> dict:
 
 def table(metric: str, trials: list[dict], summary: list[dict]) -> str:
     lines = [f"| learning rate | seed | dev {metric} |", "|---|---|---|"]
-    lines += [f"| {t['learning_rate']:g} | {t['seed']} | {_figure(t[f'dev_{metric}'])} |" for t in trials]
+    lines += [f"| {t['learning_rate']:g} | {t['seed']} | {_figure(t[f'dev_{metric}'], [t])} |" for t in trials]
     lines += ["", f"| learning rate | mean | std | best (dev {metric}) |", "|---|---|---|---|"]
-    lines += [f"| {s['learning_rate']:g} | {_figure(s['mean'])} | {_figure(s['std'])} | {_figure(s['best'])} |"
-              for s in summary]  # fmt: skip
+    for s in summary:
+        of_rate = [t for t in trials if t["learning_rate"] == s["learning_rate"]]
+        lines.append(f"| {s['learning_rate']:g} | {_figure(s['mean'], of_rate)} | {_figure(s['std'], of_rate)} | "
+                     f"{_figure(s['best'], of_rate)} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
-def _figure(value: float | None) -> str:
-    return "diverged" if value is None else f"{value:.4f}"
+def _figure(value: float | None, trials: list[dict]) -> str:
+    """A figure of the table; None says why the trials it sums up have none."""
+    if value is not None:
+        return f"{value:.4f}"
+    return " or ".join(sorted({"diverged" if "diverged" in trial else "undefined" for trial in trials}))

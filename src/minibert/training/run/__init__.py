@@ -3,6 +3,7 @@
     loop.py          pretrain(), finetune(), train(task, options): the loop, top-down
     optimization.py  Google's step after the loss: the rate's schedule, global-norm clipping, AdamWeightDecay
     checkpoint.py    the run folder and the training state (resume bit for bit)
+    resume.py        --resume: the state checked against the command (never two runs mixed), then restored
     lock.py          one run per folder
     report.py        the progress line, the non-finite guard's message, the closing summary
     distributed.py   torchrun: each process its share of every batch, gradients all-reduced

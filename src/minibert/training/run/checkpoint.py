@@ -10,8 +10,9 @@
 The training state holds everything a step depends on, so that a resumed run computes the same
 numbers, bit for bit, as one that was never stopped: the weights (fp32, as trained), AdamWeightDecay's
 moments m and v, the number of updates done, the data position, each process's random-number state
-(dropout), and the settings, the config and the data's fingerprint it was made with (a resume with
-other settings, another config or other data is refused, naming what differs).
+(dropout), and the settings, the config and the fingerprints of the training data and the dev set it
+was made with (a resume with other settings, another config, other data or another dev set is
+refused, naming what differs: a resumed run never mixes two runs).
 
 Every file is replaced atomically (written beside, then renamed), the training state last. A process
 killed at any moment therefore leaves a resumable run: the state file is the previous checkpoint's or
@@ -39,7 +40,7 @@ STATE_FILE = "training_state.pt"
 METRICS_FILE = "metrics.jsonl"
 FORMAT = 1
 DIGEST_BYTES = 32  # the SHA-256 of the rest of training_state.pt, at its end
-RUN_FILES = ("config.json", "model.safetensors", STATE_FILE, METRICS_FILE)  # any of them: the folder holds a run
+MODEL_FILES = ("config.json", "model.safetensors")  # without a training state: a model, not a run
 
 
 @dataclass
@@ -65,6 +66,13 @@ class TrainingState:
     # what it was made with and where it ended, so --resume reads it as finished; its weights are
     # model.safetensors beside it.
     finished: bool = False
+    # The dev set's {"fingerprint": SHA-256 of its features, "examples": its count} (Task.dev_fingerprint):
+    # its figures and best/ were measured on it. None: no --dev, or a state written before dev sets
+    # were fingerprinted (a resume of such a run cannot check its dev file).
+    dev_data: dict | None = None
+    # The SHA-256 of the tokenizer saved with every checkpoint (vocabulary_fingerprint): the weights
+    # learned its ids. None: a state written before it was recorded (not checked).
+    vocabulary: str | None = None
 
     def finished_state(self) -> TrainingState:
         """This state as a finished run keeps it: kilobytes instead of three times the model."""
@@ -94,8 +102,9 @@ class TrainingState:
             raise TrainingStateError(f"training state {path} cannot be read: {error}") from None
         if not isinstance(values, dict) or values.get("format") != FORMAT:
             raise TrainingStateError(f"training state {path}: not a minibert training state of format {FORMAT}")
+        # (a field with a default was added after FORMAT 1's first states: absent, it takes the default)
         fields = [name for name, spec in cls.__dataclass_fields__.items()
-                  if name not in values and spec.default_factory is MISSING]  # fmt: skip
+                  if name not in values and spec.default is MISSING and spec.default_factory is MISSING]  # fmt: skip
         if fields:
             raise TrainingStateError(f"training state {path}: missing {', '.join(fields)}")
         return cls(**{name: values[name] for name in cls.__dataclass_fields__ if name in values})
@@ -115,9 +124,22 @@ def _same_file(name: str, saved, given) -> bool:
         return False
 
 
-def check_state(state: TrainingState, path: Path, *, settings: dict, config: dict, fingerprint: str, model,
-                instances: int, hub_names: list[str]) -> None:  # fmt: skip
-    """Refuse a state that does not belong to this command, naming the first thing that differs."""
+def vocabulary_fingerprint(tokenizer) -> str:
+    """The SHA-256 of what a run's tokenizer makes of text: its pieces in id order, its added tokens
+    and its casing (--vocab and --cased, or the model's files). A resume with another would save
+    the other beside weights trained on the first's ids, silently."""
+    basic = tokenizer.basic
+    described = [sorted(tokenizer.vocab.items(), key=lambda item: item[1]), basic.do_lower_case, basic.strip_accents,
+                 basic.tokenize_chinese_chars, sorted((index, str(token)) for index, token in
+                                                      tokenizer.added_tokens_decoder.items())]  # fmt: skip
+    return hashlib.sha256(json.dumps(described).encode("utf-8")).hexdigest()
+
+
+def check_state(state: TrainingState, path: Path, *, settings: dict, config: dict, fingerprint: str,
+                dev: dict | None, vocabulary: str, model, instances: int, hub_names: list[str]) -> None:  # fmt: skip
+    """Refuse a state that does not belong to this command, naming the first thing that differs
+    (``fingerprint``: the training data's; ``dev``: the dev set's, as TrainingState.dev_data;
+    ``vocabulary``: the tokenizer's, vocabulary_fingerprint)."""
     where = f"training state {path}"
     made_by, this = (("finetune" if "task" in given else "pretrain") for given in (state.settings, settings))
     if made_by != this:  # (a fine-tuning run's settings name its task; pre-training's do not)
@@ -131,7 +153,16 @@ def check_state(state: TrainingState, path: Path, *, settings: dict, config: dic
         differ = sorted(k for k in set(state.config) | set(config) if state.config.get(k) != config.get(k))
         raise TrainingStateError(f"{where}: the run's model config differs in {', '.join(differ)}")
     if state.data_fingerprint != fingerprint:
-        raise TrainingStateError(f"{where}: the run was trained on other data (the instances' SHA-256 differs)")
+        data = f"--train {settings['train']}" if "train" in settings else "--data"
+        raise TrainingStateError(f"{where}: the run was trained on other data: {data} is not what it was (the "
+                                 "SHA-256 of its instances differs); resume with the run's data")  # fmt: skip
+    _check_dev(where, state.dev_data, dev, settings.get("dev"))
+    if state.vocabulary is not None and state.vocabulary != vocabulary:  # (None: a state from before it was kept)
+        given = (f"--model {settings['model']}" if "model" in settings else
+                 f"--init {settings['init']}" if settings.get("init") else "--vocab and --cased")  # fmt: skip
+        raise TrainingStateError(f"{where}: the tokenizer this command gives ({given}) is not the run's: other "
+                                 "pieces, ids or casing than its weights were trained on; resume with the run's "
+                                 "vocabulary")  # fmt: skip
     steps, batch = settings["steps"], settings["batch_size"]
     if not isinstance(state.step, int) or not 0 <= state.step <= steps:
         raise TrainingStateError(f"{where}: step {state.step!r} is outside 0 … --steps {steps}")
@@ -162,6 +193,19 @@ def check_state(state: TrainingState, path: Path, *, settings: dict, config: dic
     for index, rng in enumerate(state.rng):
         if not isinstance(rng, torch.Tensor) or rng.dtype != torch.uint8 or rng.numel() != generator_bytes:
             raise TrainingStateError(f"{where}: random-number state {index} is not a CPU generator state")
+
+
+def _check_dev(where: str, saved: dict | None, given: dict | None, path: str | None) -> None:
+    """The dev set the run was evaluated on is the one given: its figures in metrics.jsonl and best/
+    were measured on it, and the figures after the resume are compared with them."""
+    if saved is None or given is None or saved.get("fingerprint") == given["fingerprint"]:
+        return  # (no --dev: the settings compared that; an older state: no fingerprint to compare)
+    then, now = saved.get("examples"), given["examples"]
+    how = (f"it now makes {now} examples, the run's made {then}" if then != now else
+           f"it makes as many examples as the run's, {now}, with other texts or labels")  # fmt: skip
+    raise TrainingStateError(f"{where}: --dev {path} is not the dev set the run was evaluated on: {how} (the "
+                             "SHA-256 of its features differs); resume with the run's dev file, or give a new "
+                             "--output: the dev figures and best/ of two dev sets cannot be compared")  # fmt: skip
 
 
 def _check_tensors(where: str, what: str, found, shapes: dict) -> None:
@@ -195,7 +239,9 @@ class RunDirectory:
         self.saved_step: int | None = None  # the step of the training state on disk, once known
 
     def holds_run(self) -> bool:
-        return any((self.path / name).exists() for name in RUN_FILES)
+        """A run is its training state: written before anything else (a folder without it holds no
+        run yet) and kept when the run ends. A model folder (config.json, model.safetensors) is not one."""
+        return self.state_path.exists()
 
     def check_new(self) -> None:
         """A new run's folder: ``check_place``, and no run in it (checked under the lock: a run
@@ -216,11 +262,35 @@ class RunDirectory:
         if self.path.exists() and not self.path.is_dir():
             raise DataError(f"--output {self.path} exists and is not a directory")
         if self.path.is_dir() and not self.holds_run():
-            others = sorted(entry.name for entry in self.path.iterdir() if not _a_runs_own_leftover(entry.name))
-            if others:
-                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-                raise DataError(f"--output {self.path} is not empty ({shown}) and holds no run: a run needs a new or "
-                                "empty folder of its own (nothing was written)")  # fmt: skip
+            held = self._what_is_there()
+            if held:
+                raise DataError(f"--output {self.path} {held}: a run needs a new or empty folder of its own; choose "
+                                "another (nothing was written)")  # fmt: skip
+
+    def check_resumable(self) -> None:
+        """``--resume``: a run is there to continue (its training state). A folder without one is
+        named for what it holds (a model is not a run), so that the advice is what to do instead."""
+        if self.holds_run():
+            return
+        held = self._what_is_there() if self.path.is_dir() else ""
+        if not held:
+            raise TrainingStateError(f"nothing to resume: {self.state_path} does not exist (start without --resume)")
+        raise TrainingStateError(f"nothing to resume: --output {self.path} {held}: give a new or empty folder, "
+                                 "without --resume")  # fmt: skip
+
+    def _what_is_there(self) -> str:
+        """What a folder without a training state holds, in words ("" when nothing but a killed
+        run's leftovers): a model (config.json, model.safetensors), or other files."""
+        others = sorted(entry.name for entry in self.path.iterdir() if not _a_runs_own_leftover(entry.name))
+        if not others:
+            return ""
+        others.sort(key=lambda name: name not in MODEL_FILES)  # a model's own files named first
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        if any(name in others for name in MODEL_FILES):
+            return f"holds a model ({shown}), not a run (it has no {STATE_FILE})"
+        if METRICS_FILE in others:
+            return f"holds a run's files ({shown}) but no {STATE_FILE}, so no run that can be continued"
+        return f"is not empty ({shown}) and holds no run"
 
     def save(self, model, state: TrainingState, hub_files: bool = True) -> None:
         """A checkpoint: the hub files first, the training state last (each replaced atomically)."""

@@ -14,13 +14,14 @@ run's life is written here once, for every task:
     the folder     one run per folder (lock.py); a new run refuses a folder that holds one
     seeds          new weights (a random model, a new head) and the data's order from --seed;
                    dropout from --seed + rank: each process its own stream
-    resume         the training state put back (checkpoint.py): the steps after it are bit for bit
-                   those of a run never stopped
+    resume         the training state checked and put back (resume.py, checkpoint.py): the steps
+                   after it are bit for bit those of a run never stopped
     the device     --device (a GPU where there is one), --precision (autocast; fp16 with a loss scaler)
     the guard      a NaN or infinite loss or gradient norm stops the run before the update (report.py)
     progress       a line on stderr (report.py), and a summary at the end
     checkpoints    every --save-every steps, at each epoch's end (fine-tuning) and at the last step
-    metrics        one line per step in metrics.jsonl, dev figures where evaluated, best/ the best
+    metrics        one line per step in metrics.jsonl, dev figures where evaluated (null where
+                   undefined), best/ the best defined one
 
 ``minibert pretrain`` and ``minibert finetune`` (apps/) are these functions with flags; under
 torchrun every process runs them (distributed.py).
@@ -30,10 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
-import sys
 import time
-import warnings
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -48,8 +48,8 @@ from ..options import FinetuneOptions, PretrainOptions
 from ..tasks import task_named
 from ..tasks.features import write_features
 from ..tasks.task import Task, TrainingData
-from .arithmetic import arithmetic_of, follow_the_run
-from .checkpoint import RunDirectory, TrainingState, check_state
+from .arithmetic import arithmetic_of
+from .checkpoint import RunDirectory, TrainingState, vocabulary_fingerprint
 from .distributed import World
 from .guard import gives_finite_numbers, lower_rate_command, stop_if_not_finite
 from .lock import run_folder_lock
@@ -58,12 +58,14 @@ from .precision import LossScaler, autocast, check_bf16, check_precision
 from .report import (
     BEST_FOLDER,
     Progress,
+    held_notices,
     report_best,
     report_dev,
     resume_command,
     say_where,
     stopped_note,  # fmt: skip
 )
+from .resume import resume
 
 
 def pretrain(options: PretrainOptions) -> Path:
@@ -95,7 +97,7 @@ class Run:
     parameters: list[torch.nn.Parameter] = field(default_factory=list)  # in the optimizer's order
     optimizer: AdamWeightDecay | None = None
     schedule: Schedule | None = None
-    saved_with: dict = field(default_factory=dict)  # the settings and config a checkpoint records
+    saved_with: dict = field(default_factory=dict)  # the settings, config and vocabulary a checkpoint records
     best: float = -float("inf")  # the best value of the task's main dev figure so far
     best_step: int | None = None  # and its step
     scaler: LossScaler | None = None  # fp16's loss scale (--precision fp16)
@@ -112,10 +114,13 @@ def train(task: Task, options) -> Path:
         torch.use_deterministic_algorithms(True, warn_only=True)  # an op without such a kernel: warned, once
     world = World.from_environment(device)
     run = Run(task, options, world, RunDirectory(Path(options.output)))
-    if not options.resume:  # before the lock: a refused folder is left as it was, without even a lock file
+    if options.resume:  # before the lock, as the folder's place: a model folder is named, not "nothing to resume"
+        run.folder.check_resumable()
+    else:  # before the lock: a refused folder is left as it was, without even a lock file
         run.folder.check_place()
     with owning_the_folder(run):
-        done = set_up(run)
+        with held_notices():  # a set-up that fails says one line, its error (not the model's loading notices)
+            done = set_up(run)
         progress = steps(run, done)
         if world.is_main:
             best = run.folder.path / BEST_FOLDER / "model.safetensors" if run.best_step == run.data.steps else None
@@ -161,7 +166,8 @@ def set_up(run: Run) -> int:
     run.parameters = [parameter for _, parameter in named]
     run.optimizer = AdamWeightDecay(named, weight_decay=options.weight_decay)
     run.schedule = Schedule(options.learning_rate, data.warmup, data.steps)
-    run.saved_with = {"settings": options.settings(world.size, data.steps), "config": model.config.to_dict()}
+    run.saved_with = {"settings": options.settings(world.size, data.steps), "config": model.config.to_dict(),
+                      "vocabulary": vocabulary_fingerprint(data.tokenizer)}  # fmt: skip
     if options.resume:
         done = resume(run, hub_names=[name for name, _ in named])
     else:
@@ -263,10 +269,12 @@ def set_dropout(network: torch.nn.Module, dropout: float | None) -> torch.nn.Mod
 
 def evaluate(run: Run, step: int, record: dict) -> None:
     """The dev figures into the step's record; ``best/`` replaced when the main one is the best so far."""
-    figures = run.task.evaluate(run.model, run.data, run.options, run.folder.path)
+    measured = run.task.evaluate(run.model, run.data, run.options, run.folder.path)
+    figures = {name: value if math.isfinite(value) else None  # None: undefined (a correlation of constant scores)
+               for name, value in measured.items()}  # fmt: skip
     record.update({f"dev_{name}": value for name, value in figures.items()})
     metric = run.task.main_metric(run.options)
-    best = figures[metric] > run.best
+    best = figures[metric] is not None and figures[metric] > run.best  # an undefined figure is never the best
     if best:
         run.best, run.best_step = figures[metric], step
         save_best(run.folder.path, run.model, run.data.tokenizer, step, metric, run.best)
@@ -302,85 +310,12 @@ def save(run: Run, step: int, hub_files: bool = True) -> None:
         position = step * settings["batch_size"] % len(train)
         state = TrainingState(step, position, settings, run.saved_with["config"], train.fingerprint,
                               model.state_dict(), run.optimizer.moments, rng, arithmetic_of(model), device_rng,
-                              None if run.scaler is None else run.scaler.state())  # fmt: skip
+                              None if run.scaler is None else run.scaler.state(),
+                              dev_data=run.task.dev_fingerprint(run.data),
+                              vocabulary=run.saved_with["vocabulary"])  # fmt: skip
         folder.save(model, state, hub_files)
         run.last_state = state
     run.world.wait()
-
-
-def resume(run: Run, hub_names: list[str]) -> int:
-    """Continue the run in the folder: its training state checked against this command (settings,
-    config, data, network), put back into the model and the optimizer; a killed save's leftovers
-    removed and metrics.jsonl cut to the state's step. Returns that step, the checkpoint on disk
-    from here on (a stop says so)."""
-    world, folder, model = run.world, run.folder, run.model
-    state = read_resumed_state(run, model=model, fingerprint=run.data.train.fingerprint,
-                               instances=len(run.data.train), hub_names=hub_names)  # fmt: skip
-    run.last_state = state if world.is_main else None  # (a run killed while it finished: finished again)
-    run.finished = state.finished  # its weights are model.safetensors, as the run ended: nothing to restore
-    if not run.finished:
-        restore(run, state)
-    folder.saved_step = state.step
-    if world.is_main:
-        folder.remove_leftovers()  # (a kill while a checkpoint was written, or while the run finished)
-        if not run.finished:
-            folder.keep_metrics_up_to(state.step)
-        run.task.describe_run(folder.path, run.options, run.data)  # a kill before start() wrote them
-        metric = run.task.main_metric(run.options)
-        if metric is not None:
-            run.best, run.best_step = best_so_far(folder, metric)
-        said = (f"{folder.path} holds a finished run (step {state.step} of {run.data.steps}): nothing to resume"
-                if run.finished else f"resuming {folder.path} from its checkpoint of step {state.step} of "
-                f"{run.data.steps} (weights, optimizer, data order and random state as they were)")  # fmt: skip
-        print(f"minibert: {said}", file=sys.stderr)
-    return state.step
-
-
-def restore(run: Run, state: TrainingState) -> None:
-    """The state put back: the weights, the optimizer's moments, this process's random streams and
-    fp16's loss scale; the arithmetic it was computed with followed (or a difference said)."""
-    world, model = run.world, run.model
-    with torch.no_grad():
-        model.load_state_dict(state.weights)
-    device = world.device
-    run.optimizer.moments = {name: (m.to(device, copy=True), v.to(device, copy=True))
-                             for name, (m, v) in state.moments.items()}  # fmt: skip
-    torch.set_rng_state(state.rng[world.rank])
-    if device.type == "cuda" and len(state.device_rng) == world.size:  # the GPU's dropout stream, as it was
-        torch.cuda.set_rng_state(state.device_rng[world.rank], device)
-    if run.scaler is not None and state.loss_scale:
-        run.scaler = LossScaler(state.loss_scale["scale"], state.loss_scale["good_steps"])
-    follow_the_run(model, state.arithmetic, say=world.is_main)
-
-
-def read_resumed_state(run: Run, **checks) -> TrainingState:
-    """The run's training state, checked against this command (``checks``: checkpoint.check_state).
-    The learning rate may change on resume (a run that diverged continues with a lower one), nothing
-    else; a change is said once."""
-    folder, settings = run.folder, run.saved_with["settings"]
-    state = TrainingState.from_file(folder.state_path)
-    if "precision" not in state.settings:  # a run made before --precision: its --bf16 said it
-        state.settings["precision"] = "bf16" if state.settings.pop("bf16", False) else "fp32"
-    same = {name: value for name, value in settings.items() if name != "learning_rate"}
-    check_state(state, folder.state_path, settings=same, config=run.saved_with["config"], **checks)
-    rate = settings["learning_rate"]
-    if state.settings.get("learning_rate") != rate and run.world.is_main:
-        warnings.warn(f"resuming at step {state.step} with --learning-rate {rate:g} (the run was made with "
-                      f"{state.settings.get('learning_rate')!r}): the steps after follow the new rate's schedule",
-                      stacklevel=4)  # fmt: skip
-    return state
-
-
-def best_so_far(folder: RunDirectory, metric: str) -> tuple[float, int | None]:
-    """The best dev figure among the metrics lines kept on resume, and its step."""
-    best, step = -float("inf"), None
-    if folder.metrics_path.exists():
-        for line in folder.metrics_path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            value = record.get(f"dev_{metric}")
-            if isinstance(value, (int, float)) and value > best:
-                best, step = value, record.get("step")
-    return best, step
 
 
 def write_loss_picture(run: Path) -> Path | None:

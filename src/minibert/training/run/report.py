@@ -12,10 +12,14 @@ is stopped, and a closing summary.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import math
 import shlex
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -165,10 +169,46 @@ def say_where(run) -> None:
           file=sys.stderr)  # fmt: skip
 
 
-def report_dev(step: int, steps: int, figures: dict[str, float], metric: str, best: bool) -> None:
+@contextlib.contextmanager
+def held_notices():
+    """What a run says while it sets up (the model's loading notices, which head it trains, what it
+    resumed, warnings), held until the set-up has succeeded, then said; a set-up that fails (a resume
+    refused, a full disk at the first checkpoint) says one line, its error, and nothing else."""
+    logger, records = logging.getLogger("minibert"), []
+    handlers = list(logger.handlers)
+
+    def hold(record: logging.LogRecord) -> bool:
+        records.append(record)
+        return False
+
+    said = io.StringIO()
+    for handler in handlers:
+        handler.addFilter(hold)
+    try:
+        with contextlib.redirect_stderr(said), warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(hold)
+    for record in records:  # (reached only when the set-up succeeded)
+        for handler in handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+    sys.stderr.write(said.getvalue())
+    for warning in caught:  # (through the filters and whoever shows or records warnings, again)
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def shown_figure(value: float | None) -> str:
+    """A dev figure as the progress line shows it; None is a figure that is undefined (Pearson's or
+    Spearman's correlation when the gold scores or the predictions are all equal: 0/0)."""
+    return "undefined" if value is None else f"{value:.4g}"
+
+
+def report_dev(step: int, steps: int, figures: dict[str, float | None], metric: str, best: bool) -> None:
     """One line on stderr per evaluation: every dev figure, the main one first."""
     names = [metric, *(name for name in figures if name != metric)]
-    shown = "  ".join(f"dev {name} {figures[name]:.4g}" for name in names)
+    shown = "  ".join(f"dev {name} {shown_figure(figures[name])}" for name in names)
     print(f"minibert: step {step}/{steps}  {shown}{'  (best so far: best/)' if best else ''}", file=sys.stderr)
 
 
@@ -178,7 +218,9 @@ def report_best(run) -> None:
     if metric is None:
         return
     if run.best_step is None:
-        print(f"minibert:   best     none: no --dev, so no {run.folder.path / BEST_FOLDER}/ (the model is "
+        why = (f"dev {metric} was undefined at every evaluation (see metrics.jsonl)" if run.data.dev is not None
+               else "no --dev")  # fmt: skip
+        print(f"minibert:   best     none: {why}, so no {run.folder.path / BEST_FOLDER}/ (the model is "
               f"{run.folder.path}/)", file=sys.stderr)  # fmt: skip
         return
     print(f"minibert:   best     dev {metric} {run.best:.4g} at step {run.best_step}: "

@@ -12,6 +12,8 @@ batches keep their full width (``SquadFeatures.batch``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,8 +102,18 @@ class Answer(Finetuning):
         continues = any(key in shapes for name in ANSWER_WEIGHTS for key in (name, "bert." + name))
         return train, dev, None, continues, tokenizer
 
-    def examples_counted(self, train: SquadFeatures) -> int:
-        return len(train.examples)  # run_squad.py's num_train_steps counts questions, not their windows
+    def examples_counted(self, features: SquadFeatures) -> int:
+        return len(features.examples)  # run_squad.py's num_train_steps counts questions, not their windows
+
+    def dev_fingerprint(self, data: TrainingData) -> dict | None:
+        """The dev windows' SHA-256 with the questions' ids and gold answers (a dev file's windows
+        carry no answer: another answer would score the same windows otherwise)."""
+        described = super().dev_fingerprint(data)
+        if described is not None:
+            gold = json.dumps([(example.qas_id, example.gold_answers) for example in data.dev.examples])
+            both = described["fingerprint"] + hashlib.sha256(gold.encode("utf-8")).hexdigest()
+            described["fingerprint"] = hashlib.sha256(both.encode("ascii")).hexdigest()
+        return described
 
     def network(self, options, data: TrainingData) -> BertForQuestionAnswering:
         """The network, float32; a new head as Google's run_squad (head.py ``draw_new_head``)."""

@@ -29,6 +29,11 @@ them), ``.tsv`` (tabs, a header row) or ``.jsonl`` (one JSON object per line). I
 named by ``--text-column`` (default ``text``), ``--pair-column`` (none by default) and
 ``--label-column`` (default ``label``).
 
+A JSON-lines label may be a string or a number. A number is a label by its value: equal numbers
+are one label (``1``, ``1.0`` and ``1e0`` are the label "1"; ``0.5`` is "0.5"). A classifier's file
+that gives some labels as numbers and others as strings of numbers (``1`` and ``"1.0"``) is refused,
+naming both lines (``check_label_kinds``): whether they are one class would depend on spelling.
+
 >>> import pathlib, tempfile
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "reviews.csv"
 >>> _ = path.write_text('text,label\\n"Great, really",pos\\nDull,neg\\n')
@@ -42,7 +47,7 @@ import csv
 import io
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...errors import DataError
@@ -59,6 +64,7 @@ class Example:
     text_b: str | None
     label: str
     line: int  # 1-based line of the file (where a CSV record ends)
+    label_is_number: bool = False  # it was a JSON number (a .jsonl file), spelled by its value (label_of_number)
 
 
 @dataclass(frozen=True)
@@ -218,8 +224,47 @@ def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]
             if not isinstance(row[column], (str, int, float)) or isinstance(row[column], bool):
                 raise DataError(f"{path}, line {number}: field {column!r} must be a string or number, "
                                 f"got {type(row[column]).__name__}")  # fmt: skip
-        examples.append(_example(form, {key: str(value) for key, value in row.items()}, number))
+        label = row[form.label_column]
+        is_number = not isinstance(label, str)  # (a bool was refused above)
+        fields = {**{key: str(value) for key, value in row.items()},
+                  form.label_column: label_of_number(label) if is_number else label}  # fmt: skip
+        examples.append(replace(_example(form, fields, number), label_is_number=is_number))
     return examples
+
+
+def label_of_number(value: int | float) -> str:
+    """A JSON number as a label, by its value: equal numbers are one label.
+
+    >>> [label_of_number(value) for value in (1, 1.0, 1e0, -0.0, 0.5, 2.5e-7)]
+    ['1', '1', '1', '0', '0.5', '2.5e-07']
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:  # (exact as a whole number)
+        return str(int(value))
+    return repr(value)
+
+
+def check_label_kinds(examples: list[Example], path: str | os.PathLike, flag: str, separator: str | None = None
+                      ) -> None:  # fmt: skip
+    """A classifier's labels given one way in a file: a JSON number on one line and a string that
+    reads as a number on another (``1`` and ``"1.0"``) is a DataError naming both lines, since
+    whether they are one class would otherwise depend on how each was spelled."""
+    number = next((example for example in examples if example.label_is_number), None)
+    if number is None:
+        return
+    for example in examples:
+        spelled = [] if example.label_is_number else split_labels(example.label, separator)
+        if any(_reads_as_number(label) for label in spelled):
+            raise DataError(f"{flag} {path}, line {example.line}: the label {example.label!r} is a string of a "
+                            f"number, line {number.line}'s label a JSON number ({number.label}): give the labels "
+                            "one way, all numbers or all strings (1 and \"1.0\" would be two labels)")  # fmt: skip
+
+
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _refusing_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:

@@ -47,16 +47,12 @@ class Finetuning(Task):
         """(train features, dev features or None, labels or None, head continues?, tokenizer)."""
         raise NotImplementedError
 
-    def examples_counted(self, train) -> int:
-        """What Google's step count counts: the training examples (SQuAD: its questions)."""
-        return len(train)
-
     def prepare(self, options, world) -> TrainingData:
         """Read the files, fix the labels, make the features: every error before anything is written."""
         options.check(world.size)
         check_sequence_length(options.model, options.max_seq_length)
         train, dev, labels, continues, tokenizer = self.read(options)
-        steps = int(self.examples_counted(train) / options.batch_size * options.epochs)
+        steps = int(self.examples_counted(train) / options.batch_size * options.epochs)  # (SQuAD: questions)
         if steps < 1:
             raise DataError(f"--train {options.train} has {len(train)} examples: {options.epochs:g} epoch(s) of "
                             f"--batch-size {options.batch_size} make no full step; lower --batch-size")  # fmt: skip

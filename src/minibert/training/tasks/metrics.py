@@ -10,7 +10,9 @@
 
 The main metric (the one that picks the best checkpoint) is accuracy, except F1 for MRPC and QQP,
 and Matthews for CoLA (``MAIN_METRIC``); a regression's is Spearman's (regress.py). Plain numpy: the test compares
-every figure with scikit-learn's and scipy's on the same predictions.
+every figure with scikit-learn's and scipy's on the same predictions. Where a figure is undefined
+scikit-learn and scipy disagree in kind: F1 and Matthews are 0.0 by scikit-learn's convention (kept
+here), a correlation of constant scores is NaN in scipy (kept too: the loop says "undefined").
 """
 
 from __future__ import annotations
@@ -46,10 +48,19 @@ def matthews(gold, predicted) -> float:
 
 
 def pearson(gold, predicted) -> float:
+    """cov(gold, predicted) / (σ_gold · σ_predicted); NaN, as scipy's, when it is 0/0: the gold scores
+    or the predictions are all equal (a one-row dev file, say), where no correlation is defined.
+    The loop records such a figure as undefined (null in metrics.jsonl), never as a number.
+
+    >>> pearson([1.0, 1.0], [0.3, 0.5])
+    nan
+    """
     gold, predicted = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
+    if (gold == gold[0]).all() or (predicted == predicted[0]).all():  # (as scipy: the mean's rounding is no spread)
+        return float("nan")
     gold, predicted = gold - gold.mean(), predicted - predicted.mean()
     denominator = np.sqrt((gold @ gold) * (predicted @ predicted))
-    return float(gold @ predicted / denominator) if denominator else 0.0
+    return float(gold @ predicted / denominator) if denominator else float("nan")
 
 
 def _ranks(values) -> np.ndarray:
@@ -67,7 +78,7 @@ def _ranks(values) -> np.ndarray:
 
 
 def spearman(gold, predicted) -> float:
-    """Pearson's correlation of the ranks."""
+    """Pearson's correlation of the ranks (NaN where that is undefined: either side's ranks all tied)."""
     return pearson(_ranks(gold), _ranks(predicted))
 
 

@@ -11,6 +11,7 @@ between pre-training and fine-tuning, and between one fine-tuning task and anoth
     sums(model, piece, denominators)  one piece of the batch: its share of the loss, the figures it adds up
     figures(sums, denominators)       the step's metrics line, from the sums over every piece and process
     evaluate(model, data, options, run)   the dev figures (fine-tuning; the main one picks best/)
+    dev_fingerprint(data)             what identifies the dev set (a resume must evaluate on the same one)
     start(run, options, data)         what a new run writes and says besides its first checkpoint
 
 Each task is one module of tasks/ (pretraining.py, classify.py, regress.py, multilabel.py, tag.py,
@@ -86,6 +87,18 @@ class Task:
 
     def evaluate(self, model, data: TrainingData, options, run: Path) -> dict[str, float]:
         raise NotImplementedError
+
+    def dev_fingerprint(self, data: TrainingData) -> dict | None:
+        """What identifies the dev set, kept in the training state so that a resume evaluates on the
+        same one (run/checkpoint.py): the SHA-256 of its features, as the training data's, and the
+        count of its examples (said when they differ). None without a dev set."""
+        if data.dev is None:
+            return None
+        return {"fingerprint": data.dev.fingerprint, "examples": self.examples_counted(data.dev)}
+
+    def examples_counted(self, features) -> int:
+        """The examples a set of features holds (SQuAD: its questions, not their windows)."""
+        return len(features)
 
     def start(self, run: Path, options, data: TrainingData) -> None:
         """What a new run writes and says besides its first checkpoint (nothing by default)."""

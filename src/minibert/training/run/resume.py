@@ -1,0 +1,102 @@
+"""``--resume``: a run continued from its training state (checkpoint.py), as if it had never stopped.
+
+    read       training_state.pt, its SHA-256 and structure checked
+    check      against this command: its settings (the learning rate may change, said once), the
+               model's config, the fingerprints of the training data, the dev set and the tokenizer,
+               the network's tensors
+    restore    the weights, the optimizer's moments, each process's random streams, fp16's loss scale
+    tidy       a killed save's temporaries removed, metrics.jsonl cut to the state's step, and the best
+               dev figure so far read back from it (best/ goes on from there)
+
+A state that does not belong to the command is refused before anything is written, naming what
+differs: a resumed run never mixes two runs' data, settings or dev figures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+import torch
+
+from .arithmetic import follow_the_run
+from .checkpoint import RunDirectory, TrainingState, check_state
+from .precision import LossScaler
+
+
+def resume(run, hub_names: list[str]) -> int:
+    """Continue the run (loop.py's Run) in the folder: its training state checked against this command (settings,
+    config, data, network), put back into the model and the optimizer; a killed save's leftovers
+    removed and metrics.jsonl cut to the state's step. Returns that step, the checkpoint on disk
+    from here on (a stop says so)."""
+    world, folder, model = run.world, run.folder, run.model
+    state = read_resumed_state(run, model=model, fingerprint=run.data.train.fingerprint,
+                               dev=run.task.dev_fingerprint(run.data), vocabulary=run.saved_with["vocabulary"],
+                               instances=len(run.data.train), hub_names=hub_names)  # fmt: skip
+    run.last_state = state if world.is_main else None  # (a run killed while it finished: finished again)
+    run.finished = state.finished  # its weights are model.safetensors, as the run ended: nothing to restore
+    if not run.finished:
+        restore(run, state)
+    folder.saved_step = state.step
+    if world.is_main:
+        folder.remove_leftovers()  # (a kill while a checkpoint was written, or while the run finished)
+        if not run.finished:
+            folder.keep_metrics_up_to(state.step)
+        run.task.describe_run(folder.path, run.options, run.data)  # a kill before start() wrote them
+        metric = run.task.main_metric(run.options)
+        if metric is not None:
+            run.best, run.best_step = best_so_far(folder, metric)
+        said = (f"{folder.path} holds a finished run (step {state.step} of {run.data.steps}): nothing to resume"
+                if run.finished else f"resuming {folder.path} from its checkpoint of step {state.step} of "
+                f"{run.data.steps} (weights, optimizer, data order and random state as they were)")  # fmt: skip
+        print(f"minibert: {said}", file=sys.stderr)
+    return state.step
+
+
+def restore(run, state: TrainingState) -> None:
+    """The state put back: the weights, the optimizer's moments, this process's random streams and
+    fp16's loss scale; the arithmetic it was computed with followed (or a difference said)."""
+    world, model = run.world, run.model
+    with torch.no_grad():
+        model.load_state_dict(state.weights)
+    device = world.device
+    run.optimizer.moments = {name: (m.to(device, copy=True), v.to(device, copy=True))
+                             for name, (m, v) in state.moments.items()}  # fmt: skip
+    torch.set_rng_state(state.rng[world.rank])
+    if device.type == "cuda" and len(state.device_rng) == world.size:  # the GPU's dropout stream, as it was
+        torch.cuda.set_rng_state(state.device_rng[world.rank], device)
+    if run.scaler is not None and state.loss_scale:
+        run.scaler = LossScaler(state.loss_scale["scale"], state.loss_scale["good_steps"])
+    follow_the_run(model, state.arithmetic, say=world.is_main)
+
+
+def read_resumed_state(run, **checks) -> TrainingState:
+    """The run's training state, checked against this command (``checks``: checkpoint.check_state).
+    The learning rate may change on resume (a run that diverged continues with a lower one), nothing
+    else; a change is said once."""
+    folder, settings = run.folder, run.saved_with["settings"]
+    state = TrainingState.from_file(folder.state_path)
+    if "precision" not in state.settings:  # a run made before --precision: its --bf16 said it
+        state.settings["precision"] = "bf16" if state.settings.pop("bf16", False) else "fp32"
+    same = {name: value for name, value in settings.items() if name != "learning_rate"}
+    check_state(state, folder.state_path, settings=same, config=run.saved_with["config"], **checks)
+    rate = settings["learning_rate"]
+    if state.settings.get("learning_rate") != rate and run.world.is_main:
+        warnings.warn(f"resuming at step {state.step} with --learning-rate {rate:g} (the run was made with "
+                      f"{state.settings.get('learning_rate')!r}): the steps after follow the new rate's schedule",
+                      stacklevel=4)  # fmt: skip
+    return state
+
+
+def best_so_far(folder: RunDirectory, metric: str) -> tuple[float, int | None]:
+    """The best dev figure among the metrics lines kept on resume, and its step (an undefined
+    figure, null in metrics.jsonl, is never the best, as when it was measured)."""
+    best, step = -float("inf"), None
+    if folder.metrics_path.exists():
+        for line in folder.metrics_path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            value = record.get(f"dev_{metric}")
+            if isinstance(value, (int, float)) and value > best:
+                best, step = value, record.get("step")
+    return best, step
