@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model  # noqa: F401  (make: the fixture)
+import transformers
+from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model, same  # noqa: F401  (make: the fixture)
 
 import minibert
 from helpers import run_minibert as run
@@ -29,6 +30,21 @@ def test_classify_from_a_jsonl_file_with_pairs_to_a_file(make, tmp_path):  # noq
     rows = lines(output.read_text(encoding="utf-8"))
     expected = minibert.classify(records, model=directory, top_k=None)
     assert [row["labels"] for row in rows] == expected and [row["text"] for row in rows] == ["a man sleeps", "", "cats"]
+
+
+def test_classify_a_chunk_mixing_pairs_and_single_texts_classifies_each_line_as_itself(make, tmp_path):  # noqa: F811
+    """A line without text_pair is a single text ([CLS] a [SEP]) whatever its neighbours hold, as
+    transformers' pipeline does the same mixed list (it was encoded as the pair (a, ""))."""
+    directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
+    records = [{"text": "a man sleeps"}, {"text": "cats", "text_pair": "dogs"}, {"text": "a person rests"}]
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    result = run("classify", "--model", str(directory), "--input", str(source), "--top-k", "all")
+    assert result.returncode == 0, result.stderr
+    theirs = transformers.pipeline("text-classification", model=str(directory))(records, top_k=None)
+    rows = lines(result.stdout)
+    assert [{k: v for k, v in row.items() if k != "labels"} for row in rows] == records
+    same([row["labels"] for row in rows], theirs, "mixed chunk")
 
 
 def test_classify_texts_refuses_long_ones_unless_truncate(make):  # noqa: F811

@@ -168,12 +168,18 @@ def cmd_classify(args) -> None:
     top_k = None if args.top_k == "all" else int(args.top_k)
 
     def answer(loaded, chunk: list[dict]) -> list[dict]:
-        if any("text_pair" in record for record in chunk):
-            inputs = [{"text": r["text"], "text_pair": r.get("text_pair", "")} for r in chunk]
-        else:
-            inputs = [record["text"] for record in chunk]
-        labels = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
-                          truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
+        """Each line as itself, as transformers' pipeline does a mixed list: the lines with a
+        text_pair classified as pairs, the others as single texts, each group in one call."""
+        labels = [None] * len(chunk)
+        for paired in (False, True):
+            numbers = [n for n, record in enumerate(chunk) if ("text_pair" in record) == paired]
+            if not numbers:
+                continue
+            inputs = [chunk[n] if paired else chunk[n]["text"] for n in numbers]
+            found = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
+                             truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
+            for n, labels_found in zip(numbers, found):
+                labels[n] = labels_found
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
     def load(name):
