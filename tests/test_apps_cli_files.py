@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import pipe_holding
 from helpers import run_minibert as run
 from minibert.apps import cli
 
@@ -85,6 +86,25 @@ def test_stdin_is_read_one_text_per_line(minilm_dir, tmp_path, how):
     result = run("embed", *how, "--model", str(minilm_dir), stdin="héllo wörld\n".encode())
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [row["text"] for row in rows] == ["héllo wörld"] and len(rows[0]["embedding"]) == 384
+
+
+@pytest.mark.parametrize("kind", ["pipe", "fifo"])
+def test_a_pipe_as_input_is_read_once_as_stdin_is(minilm_dir, tmp_path, kind):
+    """--input <(cmd) or a named FIFO: every line embedded, as from a file (a pipe read to count its
+    lines was empty when read again: "changed while it was read"; a FIFO opened again waited forever)."""
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\n\nthree\n", encoding="utf-8")
+    reference = tmp_path / "reference.npy"
+    assert run("embed", "--input", str(source), "--output", str(reference), "--model", str(minilm_dir)).returncode == 0
+    out = tmp_path / "out.npy"
+    with pipe_holding(source.read_bytes(), tmp_path / "fifo.txt" if kind == "fifo" else None) as path:
+        result = run("embed", "--input", path, "--output", str(out), "--model", str(minilm_dir))
+    assert result.returncode == 0, result.stderr
+    assert "wrote 4 embeddings" in result.stderr
+    np.testing.assert_array_equal(np.load(out), np.load(reference))  # the same texts, the same batches
+    with pipe_holding(b"x\n") as path:
+        refused = run("embed", "--input", path, "--output", str(tmp_path / "r.npy"), "--resume")
+    assert refused.returncode == 2 and "a pipe" in refused.stderr and len(refused.stderr.splitlines()) == 1
 
 
 def test_resume_from_stdin_is_refused(tmp_path):

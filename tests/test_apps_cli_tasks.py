@@ -10,6 +10,7 @@ import transformers
 from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model, same  # noqa: F401  (make: the fixture)
 
 import minibert
+from helpers import pipe_holding
 from helpers import run_minibert as run
 
 
@@ -101,6 +102,24 @@ def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_pat
     assert max(abs(rows[e["corpus_id"]]["score"] - e["score"]) for e in expected) <= 1e-6
     printed = run("rerank", query, *documents, "--model", str(directory), "--top-n", "2")
     assert [row["index"] for row in lines(printed.stdout)] == [e["corpus_id"] for e in expected[:2]]
+
+
+@pytest.mark.parametrize("command", ["classify", "tag", "rerank"])
+def test_a_pipe_as_input_gives_a_row_per_line(command, make, tmp_path):  # noqa: F811
+    """--input <(cmd): every line answered, as from the file (the pipe was read to its end to check
+    it, then read again, empty: exit 0 with zero rows)."""
+    made = {"classify": lambda: make("BertForSequenceClassification", scale=5.0, num_labels=3),
+            "tag": lambda: ner_model(make), "rerank": lambda: cross_encoder_dir(make, tmp_path, "saved")}  # fmt: skip
+    directory = made[command]()
+    query = ["a query"] if command == "rerank" else []
+    source = tmp_path / "in.txt"
+    source.write_text("Ada Lovelace in London\n\nCharles Babbage\n", encoding="utf-8")
+    from_file = run(command, *query, "--model", str(directory), "--input", str(source))
+    assert from_file.returncode == 0 and len(lines(from_file.stdout)) == 3, from_file.stderr
+    with pipe_holding(source.read_bytes()) as path:
+        piped = run(command, *query, "--model", str(directory), "--input", path)
+    assert piped.returncode == 0, piped.stderr
+    assert lines(piped.stdout) == lines(from_file.stdout)
 
 
 @pytest.mark.parametrize(

@@ -124,10 +124,10 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
     output = Path(args.output) if args.output else None
     if output is not None and output.suffix != ".jsonl":
         raise CommandError(f"--output must end in .jsonl, got {output.name}")
-    if args.input == STDIN:  # read as a stream: a bad line stops the command there (an --output is not written)
-        if output is not None:
-            check_output(output, None)
-        records = line_files.stdin_records(fields, optional)  # its first block checked before the model loads
+    if args.input and line_files.is_stream(args.input):  # stdin or a pipe, read once as it comes: a bad line
+        if output is not None:  # stops the command there (an --output is not written)
+            check_output(output, None if args.input == STDIN else Path(args.input))
+        records = line_files.stream_records(args.input, fields, optional)  # the first block checked before loading
         return _write(records, output, functools.partial(answer, load_model(args, load)), finish)
     if args.input:
         return _answer_file(args, Path(args.input), output, fields, optional, load, answer, finish)
