@@ -104,6 +104,38 @@ def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_pat
     assert [row["index"] for row in lines(printed.stdout)] == [e["corpus_id"] for e in expected[:2]]
 
 
+@pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin"])
+def test_labels_of_another_count_than_the_head_are_refused_naming_both(make, tmp_path, weights):  # noqa: F811
+    """--labels a,b for a three-output head whose config.json names its three labels: an error naming
+    both counts, in classify and convert (they were replaced by LABEL_0 ... LABEL_2 with a warning
+    that blamed config.json, and convert wrote num_labels 3 beside a two-label id2label)."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    names = {0: "x", 1: "y", 2: "z"}
+    made = make("BertForSequenceClassification", scale=5.0, id2label=names, label2id={v: k for k, v in names.items()})
+    directory = tmp_path / "classifier"
+    shutil.copytree(made, directory)
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    config["num_labels"] = 3  # as transformers 2-4 wrote it (rxnfp's classifier), beside id2label
+    (directory / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    if weights == "pytorch_model.bin":  # no index to read the head's shape from
+        import torch
+
+        torch.save(load_file(directory / "model.safetensors"), directory / weights)
+        (directory / "model.safetensors").unlink()
+    classified = run("classify", "--model", str(directory), "a text", "--labels", "a,b")
+    assert classified.returncode == 1 and "has 3 outputs" in classified.stderr, classified.stderr
+    assert "the labels given are 2 (a, b)" in classified.stderr and "config.json" not in classified.stderr
+    assert len(classified.stderr.strip().splitlines()) == 1, classified.stderr
+    converted = run("convert", str(directory), str(tmp_path / "converted"), "--labels", "a,b")
+    assert converted.returncode == 1 and "has 3 outputs" in converted.stderr and "(a, b)" in converted.stderr
+    assert not (tmp_path / "converted").exists()
+    named = run("classify", "--model", str(directory), "a text", "--labels", "p,q,r", "--top-k", "all")
+    assert named.returncode == 0 and {entry["label"] for entry in lines(named.stdout)[0]["labels"]} == {"p", "q", "r"}
+
+
 @pytest.mark.parametrize("command", ["classify", "tag", "rerank"])
 def test_a_pipe_as_input_gives_a_row_per_line(command, make, tmp_path):  # noqa: F811
     """--input <(cmd): every line answered, as from the file (the pipe was read to its end to check
