@@ -259,3 +259,23 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
                  "output": "dev.tsv"}.get(kind, "bad.txt")  # fmt: skip
         assert named in lines[0], f"the line should name the file: {lines[0]}"
     assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before, "a failed run wrote files"
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["embed", "hi", "--model", ""], "--model"),  # --model "$MODEL" with the variable unset: no fallback
+        (["fill-mask", "a [MASK]", "--model", ""], "--model"),
+        (["next-sentence", "a", "b", "--model", " "], "--model"),
+        (["classify", "a", "--model", ""], "--model"),
+        (["tokenize", "a", "--model", ""], "--model"),
+        (["embed", "hi", "--model", str(TINY), "--device", "cuda:99999999999999999999"], "--device"),
+        (["embed", "hi", "--model", str(TINY), "--device", "cuda:256"], "--device"),  # torch would read cuda:0
+    ],
+)  # fmt: skip
+def test_a_flag_value_that_cannot_be_meant_is_a_usage_error_naming_the_flag(argv, flag, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run(*argv)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and f"argument {flag}:" in lines[0], result.stderr
+    assert "using the bundled" not in result.stderr and result.stdout == ""

@@ -22,14 +22,15 @@ from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_lines_output, read_records
 from ..task_choices import AGGREGATIONS, FUNCTIONS
 from .commands import CommandError, device_of, gemm_of, load_model
-from .flag_types import DTYPE_HELP, DTYPES, label_list, positive_int, whole_number
+from .flag_types import DTYPE_HELP, DTYPES, label_list, model_name, positive_int, whole_number
 
 
 def add_parser(commands, parents: list) -> None:
     """Add classify, tag, answer and rerank to the ``minibert`` command's subparsers: a model with
     the task's head, texts in, JSON lines out; ``parents``: the model's flags (--debug, --gemm)."""
     files = argparse.ArgumentParser(add_help=False, parents=parents)
-    files.add_argument("--model", help="hub id or local directory of a checkpoint with the task's head (required)")
+    files.add_argument("--model", type=model_name,
+                       help="hub id or local directory of a checkpoint with the task's head (required)")
     files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
                                        "for stdin")  # fmt: skip
     files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
