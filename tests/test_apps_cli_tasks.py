@@ -104,6 +104,15 @@ def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_pat
     assert [row["index"] for row in lines(printed.stdout)] == [e["corpus_id"] for e in expected[:2]]
 
 
+def test_classify_with_a_token_classifier_names_only_the_class_that_loads_it(make):  # noqa: F811
+    """A token classifier has no pooler: the advice is BertForTokenClassification alone, never the
+    class the message has just said cannot load it (nor BertForMultipleChoice, which reads the pooler)."""
+    result = run("classify", "--model", str(ner_model(make)), "a text")
+    line = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "has no tensors for the pooler" in line, result.stderr
+    assert "load it with BertForTokenClassification;" in line and "MultipleChoice" not in line, line
+
+
 @pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin"])
 def test_labels_of_another_count_than_the_head_are_refused_naming_both(make, tmp_path, weights):  # noqa: F811
     """--labels a,b for a three-output head whose config.json names its three labels: an error naming
