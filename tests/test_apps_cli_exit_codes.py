@@ -271,6 +271,8 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
         (["tokenize", "a", "--model", ""], "--model"),
         (["embed", "hi", "--model", str(TINY), "--device", "cuda:99999999999999999999"], "--device"),
         (["embed", "hi", "--model", str(TINY), "--device", "cuda:256"], "--device"),  # torch would read cuda:0
+        (["embed", "hi", "--model", str(TINY), "--max-length", "2"], "--max-length"),  # [CLS] [SEP] and no room
+        (["rerank", "q", "a", "--model", str(TINY), "--max-length", "1"], "--max-length"),
     ],
 )  # fmt: skip
 def test_a_flag_value_that_cannot_be_meant_is_a_usage_error_naming_the_flag(argv, flag, tmp_path, monkeypatch):

@@ -57,6 +57,28 @@ def test_classify_texts_refuses_long_ones_unless_truncate(make):  # noqa: F811
     assert cut.returncode == 0 and len(lines(cut.stdout)) == 2
 
 
+def test_a_text_too_long_is_named_by_its_line_and_the_flag(make, tmp_path):  # noqa: F811
+    """The line (not the input's place in its group, from 0) and --truncate (not truncation=True)."""
+    directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
+    source = tmp_path / "in.jsonl"
+    records = [{"text": "a", "text_pair": "b"}, {"text": "short"}, {"text": "word " * 200}]
+    source.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    refused = run("classify", "--model", str(directory), "--input", str(source))
+    line = refused.stderr.strip().splitlines()[-1]
+    assert refused.returncode == 1 and f"line 3 of {source} is 202 tokens long" in line, refused.stderr
+    assert line.endswith("pass --truncate to cut it") and "truncation" not in line
+
+
+def test_rerank_a_lone_dash_reads_the_documents_from_stdin(make, tmp_path):  # noqa: F811
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    documents = ["Berlin has about 3.9 million inhabitants.", "Cats sleep a lot."]
+    given = run("rerank", "How many people live in Berlin?", *documents, "--model", str(directory))
+    piped = run("rerank", "How many people live in Berlin?", "-", "--model", str(directory),
+                stdin="\n".join(documents).encode())  # fmt: skip
+    assert piped.returncode == 0 and lines(piped.stdout) == lines(given.stdout), piped.stderr
+    assert [row["text"] for row in lines(piped.stdout)] != ["-"]
+
+
 def test_tag_keeps_one_row_per_line_blank_lines_included(make, tmp_path):  # noqa: F811
     directory = ner_model(make)
     source = tmp_path / "in.txt"

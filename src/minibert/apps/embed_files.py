@@ -22,7 +22,7 @@ from ..errors import InputFileError
 from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records
 from .commands import CommandError, embed_options, load_embedder, report_truncated
-from .flag_types import DTYPE_HELP, DTYPES, positive_int
+from .flag_types import DTYPE_HELP, DTYPES, positive_int, whole_number
 
 
 def _pooling(value: str) -> list[str]:
@@ -65,7 +65,7 @@ def embedding_flags() -> argparse.ArgumentParser:
     embedding.add_argument("--batch-size", type=positive_int, default=defaults.batch_size,
                            help=f"64-token texts per forward pass (default {defaults.batch_size})")  # fmt: skip
     embedding.add_argument(
-        "--max-length", type=positive_int, default=None, help="tokens per text (default: the model's)"
+        "--max-length", type=whole_number(3), default=None, help="tokens per text, at least 3 (default: the model's)"
     )
     embedding.add_argument("--long-text", default=defaults.long_text, choices=LONG_TEXTS,
                            help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip

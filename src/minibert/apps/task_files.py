@@ -87,11 +87,12 @@ def add_parser(commands, parents: list) -> None:
 
     rerank = commands.add_parser("rerank", parents=[files], help="documents by relevance to a query (a cross-encoder)")
     rerank.add_argument("query", help="the query")
-    rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line)")
+    rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line); a lone - reads stdin")
     rerank.add_argument(
         "--top-n", type=positive_int, default=None, help="print only the best N (the file gets every row)"
     )
-    rerank.add_argument("--max-length", type=positive_int, default=None, help="tokens per pair (default: the model's)")
+    rerank.add_argument("--max-length", type=whole_number(3), default=None,
+                        help="tokens per pair, at least 3 (default: the model's)")  # fmt: skip
     rerank.set_defaults(run=cmd_rerank)
 
 
@@ -163,10 +164,14 @@ def _write(records: Iterator[dict], output: Path | None, answer_chunk, finish) -
 
 
 def cmd_classify(args) -> None:
+    from ..errors import InputFileError
     from ..heads import BertForSequenceClassification
     from ..tasks import classify, load_for_task
+    from ..tasks.loading import TooLongError
 
     top_k = None if args.top_k == "all" else int(args.top_k)
+
+    done = [0]  # the lines of the chunks before this one: a text too long is named by its line
 
     def answer(loaded, chunk: list[dict]) -> list[dict]:
         """Each line as itself, as transformers' pipeline does a mixed list: the lines with a
@@ -177,10 +182,18 @@ def cmd_classify(args) -> None:
             if not numbers:
                 continue
             inputs = [chunk[n] if paired else chunk[n]["text"] for n in numbers]
-            found = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
-                             truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
+            try:
+                found = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
+                                 truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
+            except TooLongError as error:
+                place = done[0] + numbers[error.number] + 1
+                where = (f"line {place:,} of {'stdin' if args.input == STDIN else args.input}" if args.input
+                         else f"text {place}")  # fmt: skip
+                raise InputFileError(f"{where} is {error.length} tokens long, more than the {error.limit} this "
+                                     "model takes; pass --truncate to cut it") from None  # fmt: skip
             for n, labels_found in zip(numbers, found):
                 labels[n] = labels_found
+        done[0] += len(chunk)
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
     def load(name):
@@ -254,4 +267,6 @@ def cmd_rerank(args) -> None:
             rows[index] = {"index": index, "rank": rank, **rows[index]}
         return [rows[index] for index in order[: args.top_n]] if printing else rows
 
+    if args.documents == [STDIN] and not args.input:  # a lone - reads the documents from stdin, as the others do
+        args.documents, args.input = [], STDIN
     _run(args, ("text",), (), lambda: [{"text": text} for text in args.documents], load, answer, ranked)
