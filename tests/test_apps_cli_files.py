@@ -164,3 +164,19 @@ def test_warnings_are_one_line_in_the_commands_terms(tmp_path):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("minibert: warning: 1 of 2 texts") and "--long-text window" in lines[0], lines[0]
     assert "long_text=" not in result.stderr and "warnings.warn" not in result.stderr
+
+
+def test_an_output_of_the_wrong_kind_is_one_line_naming_it_before_any_work(tmp_path):
+    """embed --output DIR.npy (a directory) and example-data --output FILE: said at once, naming the
+    path (they were errno messages: the directory's only after every text was embedded, naming the
+    temporary file)."""
+    (tmp_path / "d.npy").mkdir()
+    embedded = run("embed", "hi", "--output", str(tmp_path / "d.npy"), "--model", str(tmp_path / "no model"))
+    assert embedded.returncode == 1 and embedded.stderr.strip().splitlines() == [
+        f"minibert: error: --output {tmp_path / 'd.npy'} is a directory: give the name of a file to write"]
+    (tmp_path / "texts.txt").write_text("kept\n", encoding="utf-8")
+    written = run("example-data", "languages", "--output", str(tmp_path / "texts.txt"))
+    assert written.returncode == 1 and written.stderr.strip().splitlines() == [
+        f"minibert: error: --output {tmp_path / 'texts.txt'} is a file, not a folder: give a folder for the data "
+        "set's files"]  # fmt: skip
+    assert (tmp_path / "texts.txt").read_text(encoding="utf-8") == "kept\n"

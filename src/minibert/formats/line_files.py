@@ -193,9 +193,11 @@ class JsonLines:
 
 
 def check_output(output: Path, source: Path | None) -> None:
-    """Refuse, before anything is read or loaded, an output whose directory does not exist or that
-    names the input file (directly, through "..", a symbolic link or a hard link)."""
+    """Refuse, before anything is read or loaded, an output whose directory does not exist, that is
+    a directory itself, or that names the input file (directly, through "..", a symbolic link or a hard link)."""
     if not output.parent.exists():
         raise InputFileError(f"the output directory {output.parent} does not exist")
+    if output.is_dir():  # found before the work, not at the rename after it
+        raise InputFileError(f"--output {output} is a directory: give the name of a file to write")
     if source is not None and same_file(source, output):
         raise InputFileError(f"--output {output} is the input file {source}: writing it would destroy the input")
