@@ -147,6 +147,39 @@ def run_minibert(*args: str, umask: int | None = None, stdin: bytes | None = Non
     return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
+@contextlib.contextmanager
+def pipe_holding(data: bytes, fifo: Path | None = None):
+    """A path that can be read once, as a shell's ``<(printf ...)`` gives: ``/dev/fd/N`` of a pipe
+    already holding ``data`` (less than the pipe's 64 KiB, so the write does not wait), or, with
+    ``fifo``, a named FIFO made there that a thread writes when a reader opens it."""
+    import threading
+
+    if fifo is None:
+        read_end, write_end = os.pipe()
+        os.write(write_end, data)
+        os.close(write_end)
+        try:
+            yield f"/dev/fd/{read_end}"
+        finally:
+            os.close(read_end)
+        return
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as handle:  # waits for the reader
+            handle.write(data)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        yield str(fifo)
+    finally:
+        if writer.is_alive():  # never opened: a reader of our own lets the writer finish
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(timeout=5)
+
+
 def assert_refused_by_the_lock(result, run) -> None:
     """A command run into a folder this process holds (training/run/lock.py): exit 1, one line that
     names the folder and this process, and nothing written beside the lock file."""

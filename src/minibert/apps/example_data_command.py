@@ -78,6 +78,10 @@ def write_example_data(name: str, output: str | Path) -> list[Path]:
 
 
 def cmd_example_data(args) -> None:
+    from ..errors import InputFileError
+
+    if Path(args.output).exists() and not Path(args.output).is_dir():
+        raise InputFileError(f"--output {args.output} is a file, not a folder: give a folder for the data set's files")
     for path in write_example_data(args.name, args.output):
         print(path)
     what, where = SOURCES[args.name]

@@ -90,6 +90,20 @@ DTYPE_HELP = ("the model's weights: float32 (default), bfloat16 or float16 (for 
               "in int8 on the CPU, checked against float32 at load (docs/int8.md)")  # fmt: skip
 
 
+def model_name(text: str) -> str:
+    """An argparse type for --model: a hub id or a directory, never empty (``--model "$MODEL"`` with
+    the variable unset is a usage error naming the flag, not "no --model": that would load another
+    model, the default or a bundled one).
+
+    >>> model_name("")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: is empty: give a hub id or a local directory
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a hub id or a local directory")
+    return text
+
+
 DEVICE_HELP = ("where the model runs: auto (default: CUDA where torch sees a GPU, else the CPU; a GPU used is named "
                "on stderr), cpu, cuda, cuda:N")  # fmt: skip
 

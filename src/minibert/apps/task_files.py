@@ -22,14 +22,15 @@ from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_lines_output, read_records
 from ..task_choices import AGGREGATIONS, FUNCTIONS
 from .commands import CommandError, device_of, gemm_of, load_model
-from .flag_types import DTYPE_HELP, DTYPES, label_list, positive_int, whole_number
+from .flag_types import DTYPE_HELP, DTYPES, label_list, model_name, positive_int, whole_number
 
 
 def add_parser(commands, parents: list) -> None:
     """Add classify, tag, answer and rerank to the ``minibert`` command's subparsers: a model with
     the task's head, texts in, JSON lines out; ``parents``: the model's flags (--debug, --gemm)."""
     files = argparse.ArgumentParser(add_help=False, parents=parents)
-    files.add_argument("--model", help="hub id or local directory of a checkpoint with the task's head (required)")
+    files.add_argument("--model", type=model_name,
+                       help="hub id or local directory of a checkpoint with the task's head (required)")
     files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
                                        "for stdin")  # fmt: skip
     files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
@@ -86,11 +87,12 @@ def add_parser(commands, parents: list) -> None:
 
     rerank = commands.add_parser("rerank", parents=[files], help="documents by relevance to a query (a cross-encoder)")
     rerank.add_argument("query", help="the query")
-    rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line)")
+    rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line); a lone - reads stdin")
     rerank.add_argument(
         "--top-n", type=positive_int, default=None, help="print only the best N (the file gets every row)"
     )
-    rerank.add_argument("--max-length", type=positive_int, default=None, help="tokens per pair (default: the model's)")
+    rerank.add_argument("--max-length", type=whole_number(3), default=None,
+                        help="tokens per pair, at least 3 (default: the model's)")  # fmt: skip
     rerank.set_defaults(run=cmd_rerank)
 
 
@@ -124,10 +126,10 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
     output = Path(args.output) if args.output else None
     if output is not None and output.suffix != ".jsonl":
         raise CommandError(f"--output must end in .jsonl, got {output.name}")
-    if args.input == STDIN:  # read as a stream: a bad line stops the command there (an --output is not written)
-        if output is not None:
-            check_output(output, None)
-        records = line_files.stdin_records(fields, optional)  # its first block checked before the model loads
+    if args.input and line_files.is_stream(args.input):  # stdin or a pipe, read once as it comes: a bad line
+        if output is not None:  # stops the command there (an --output is not written)
+            check_output(output, None if args.input == STDIN else Path(args.input))
+        records = line_files.stream_records(args.input, fields, optional)  # the first block checked before loading
         return _write(records, output, functools.partial(answer, load_model(args, load)), finish)
     if args.input:
         return _answer_file(args, Path(args.input), output, fields, optional, load, answer, finish)
@@ -162,18 +164,36 @@ def _write(records: Iterator[dict], output: Path | None, answer_chunk, finish) -
 
 
 def cmd_classify(args) -> None:
+    from ..errors import InputFileError
     from ..heads import BertForSequenceClassification
     from ..tasks import classify, load_for_task
+    from ..tasks.loading import TooLongError
 
     top_k = None if args.top_k == "all" else int(args.top_k)
 
+    done = [0]  # the lines of the chunks before this one: a text too long is named by its line
+
     def answer(loaded, chunk: list[dict]) -> list[dict]:
-        if any("text_pair" in record for record in chunk):
-            inputs = [{"text": r["text"], "text_pair": r.get("text_pair", "")} for r in chunk]
-        else:
-            inputs = [record["text"] for record in chunk]
-        labels = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
-                          truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
+        """Each line as itself, as transformers' pipeline does a mixed list: the lines with a
+        text_pair classified as pairs, the others as single texts, each group in one call."""
+        labels = [None] * len(chunk)
+        for paired in (False, True):
+            numbers = [n for n, record in enumerate(chunk) if ("text_pair" in record) == paired]
+            if not numbers:
+                continue
+            inputs = [chunk[n] if paired else chunk[n]["text"] for n in numbers]
+            try:
+                found = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
+                                 truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
+            except TooLongError as error:
+                place = done[0] + numbers[error.number] + 1
+                where = (f"line {place:,} of {'stdin' if args.input == STDIN else args.input}" if args.input
+                         else f"text {place}")  # fmt: skip
+                raise InputFileError(f"{where} is {error.length} tokens long, more than the {error.limit} this "
+                                     "model takes; pass --truncate to cut it") from None  # fmt: skip
+            for n, labels_found in zip(numbers, found):
+                labels[n] = labels_found
+        done[0] += len(chunk)
         return [{**record, "labels": found} for record, found in zip(chunk, labels)]
 
     def load(name):
@@ -247,4 +267,6 @@ def cmd_rerank(args) -> None:
             rows[index] = {"index": index, "rank": rank, **rows[index]}
         return [rows[index] for index in order[: args.top_n]] if printing else rows
 
+    if args.documents == [STDIN] and not args.input:  # a lone - reads the documents from stdin, as the others do
+        args.documents, args.input = [], STDIN
     _run(args, ("text",), (), lambda: [{"text": text} for text in args.documents], load, answer, ranked)

@@ -49,6 +49,7 @@ def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
     The bytes are checked as text as they are read (``plain_text.TextCheck``: not mostly NUL or control
     bytes, a line break within 8 MiB), each line as UTF-8."""
     stdin = str(path) == STDIN
+    streamed = stdin or is_stream(path)  # a pipe is read once, as it comes, as stdin is
     name = "stdin" if stdin else Path(path)
     jsonl = not stdin and Path(path).suffix == ".jsonl"
     if not jsonl and len(fields) > 1:
@@ -65,8 +66,8 @@ def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
             offset += len(raw)
             line = line.removesuffix("\n").removesuffix("\r")
             yield _record(line, fields, optional, f"{name}:{number}") if jsonl else {fields[0]: line}
-        if stdin and offset == 0:  # a file is refused empty by count_records, before any work
-            raise InputFileError("stdin is empty: no line, nothing to do")
+        if streamed and offset == 0:  # a file is refused empty by count_records, before any work
+            raise InputFileError(f"{name} is empty: no line, nothing to do")
     except NotTextError as error:
         raise InputFileError(str(error)) from None
     except IsADirectoryError:
@@ -75,15 +76,33 @@ def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
         raise InputFileError(f"input file not found: {path}") from None
 
 
-def stdin_records(fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = ()) -> Iterator[dict]:
-    """``read_records(STDIN)`` with its first ``CHUNK`` lines (or first MiB) already read and checked:
-    call it before loading a model, so that stdin that is empty, not text or not UTF-8 is refused
-    before the wait, as a file is by ``count_records``; the rest is checked as it streams."""
+def is_stream(path: Path | str) -> bool:
+    """Whether ``path`` is stdin or a pipe that can be read only once (``<(cmd)``, ``/dev/stdin`` on
+    a pipe, a named FIFO): not a regular file, a directory or a missing path. A stream is read as
+    stdin is (``stream_records``), never counted first and then read again: a second read of a pipe
+    finds it empty, and a second open of a FIFO waits for a writer forever."""
+    import stat
+
+    if str(path) == STDIN:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
+def stream_records(source: Path | str = STDIN, fields: tuple[str, ...] = ("text",),
+                   optional: tuple[str, ...] = ()) -> Iterator[dict]:  # fmt: skip
+    """``read_records(source)`` of stdin or a pipe (``is_stream``) with its first ``CHUNK`` lines (or
+    first MiB) already read and checked: call it before loading a model, so that a stream that is
+    empty, not text or not UTF-8 is refused before the wait, as a file is by ``count_records``; the
+    rest is checked as it streams."""
     import itertools
 
-    records = read_records(STDIN, fields, optional)
+    records = read_records(source, fields, optional)
     first, size = [], 0
-    for record in records:  # read_records(STDIN) raises on an empty stdin
+    for record in records:  # read_records raises on an empty stream
         first.append(record)
         size += sum(map(len, record.values())) + 1
         if len(first) == CHUNK or size >= BLOCK_BYTES:
@@ -174,9 +193,11 @@ class JsonLines:
 
 
 def check_output(output: Path, source: Path | None) -> None:
-    """Refuse, before anything is read or loaded, an output whose directory does not exist or that
-    names the input file (directly, through "..", a symbolic link or a hard link)."""
+    """Refuse, before anything is read or loaded, an output whose directory does not exist, that is
+    a directory itself, or that names the input file (directly, through "..", a symbolic link or a hard link)."""
     if not output.parent.exists():
         raise InputFileError(f"the output directory {output.parent} does not exist")
+    if output.is_dir():  # found before the work, not at the rename after it
+        raise InputFileError(f"--output {output} is a directory: give the name of a file to write")
     if source is not None and same_file(source, output):
         raise InputFileError(f"--output {output} is the input file {source}: writing it would destroy the input")

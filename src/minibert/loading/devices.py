@@ -28,6 +28,7 @@ from ..errors import DeviceError
 
 DEVICE_NAMES = "auto, cpu, cuda or cuda:N"
 NAME = re.compile(r"auto|cpu|cuda(?::(\d+))?")
+MAX_DEVICE_INDEX = 127  # torch keeps a device's number in 8 bits: cuda:128 would be cuda:-128, cuda:256 cuda:0
 
 
 def check_device_name(name: str) -> str:
@@ -40,9 +41,16 @@ def check_device_name(name: str) -> str:
     >>> check_device_name("cuda:x")
     Traceback (most recent call last):
     ValueError: device 'cuda:x': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0)
+    >>> check_device_name("cuda:256")
+    Traceback (most recent call last):
+    ValueError: device 'cuda:256': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0 to 127)
     """
-    if not isinstance(name, str) or NAME.fullmatch(name.strip()) is None:
+    matched = NAME.fullmatch(name.strip()) if isinstance(name, str) else None
+    if matched is None:
         raise ValueError(f"device {name!r}: expected {DEVICE_NAMES} (N: the GPU's number, from 0)")
+    if matched.group(1) is not None and int(matched.group(1)) > MAX_DEVICE_INDEX:
+        raise ValueError(f"device {name.strip()[:40]!r}: expected {DEVICE_NAMES} (N: the GPU's number, from 0 to "
+                         f"{MAX_DEVICE_INDEX})")  # fmt: skip
     return name.strip()
 
 

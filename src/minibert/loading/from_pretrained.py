@@ -112,6 +112,9 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         if "num_labels" in label_config and "id2label" not in label_config:
             config.extra.pop("id2label", None)  # LABEL_0 ... LABEL_{n-1}, as transformers names them
             config.extra.pop("label2id", None)
+        if "id2label" in label_config and not {"num_labels", "_num_labels"} & set(label_config):
+            config.extra.pop("num_labels", None)  # the labels given are the count (transformers' num_labels is
+            config.extra.pop("_num_labels", None)  # len(id2label)): a head of another size is refused, not renamed
         config.extra.update(label_config)
     model = _build_on_meta(cls, config, config_file, add_pooling_layer)
     # labels given to a classifier say a new head is wanted, if the checkpoint has none (transformers' rule)

@@ -28,15 +28,21 @@ logger = logging.getLogger("minibert")
 LABEL_COUNT_FIELDS = ("num_labels", "_num_labels", "id2label")
 
 
-def classifier_shape(weights_file: Path) -> tuple[str, tuple[int, ...]] | None:
+def classifier_shape(weights_file: Path, read_pickle: bool = False) -> tuple[str, tuple[int, ...]] | None:
     """(name, shape) of the checkpoint's classifier weight, read from the file's index alone (a
     TensorFlow ``.index``, a safetensors header); None when it has none, or for a pickled
-    ``pytorch_model.bin``, which has no index (its shape is then checked when it is read)."""
+    ``pytorch_model.bin``, which has no index (its shape is then checked when it is read), unless
+    ``read_pickle``: then the file is opened (memory-mapped) for its shapes."""
     if weights_file.suffix == ".index":
         from .tf_checkpoint import read_index
 
         entries, _ = read_index(weights_file.with_suffix(""))
         shapes = {name: entry.shape for name, entry in entries.items() if entry is not None}
+    elif read_pickle and weights_file.suffix == ".bin":
+        from .checkpoint_files import _torch_load
+
+        shapes = {name: tuple(tensor.shape) for name, tensor in _torch_load(weights_file).items()
+                  if hasattr(tensor, "shape")}  # fmt: skip
     else:
         from .checkpoint_files import declared_shapes
 
@@ -59,11 +65,12 @@ def labels_for_the_head(model, config_extra: dict, label_config: dict, weights_f
     classifier = getattr(model, "classifier", None)
     if classifier is None or classifier.out_features != getattr(model, "num_labels", None):
         return None  # no classifier with one output per label (BertForMultipleChoice's has one output)
-    found = classifier_shape(weights_file)
+    given = any(field in label_config for field in LABEL_COUNT_FIELDS)
+    found = classifier_shape(weights_file, read_pickle=given)  # labels given: their count checked here
     if found is None or found[1][0] == model.num_labels:
         return None
     name, shape = found
-    if any(field in label_config for field in LABEL_COUNT_FIELDS):
+    if given:
         given = ", ".join(model.labels.id2label[index] for index in sorted(model.labels.id2label))
         raise CheckpointError(f"{weights_file}: its classifier {name} {shape} has {shape[0]} outputs, one per label; "
                               f"the labels given are {model.num_labels} ({given}): give {shape[0]} labels, in the "

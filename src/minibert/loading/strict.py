@@ -188,6 +188,11 @@ _CLASS_FOR_HEADS = {
 }
 
 
+# The classes whose head reads the pooler output: never the advice for a checkpoint without a pooler.
+_READ_THE_POOLER = {"BertForPreTraining", "BertForNextSentencePrediction", "BertForSequenceClassification",
+                    "BertForMultipleChoice"}  # fmt: skip
+
+
 def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[str], weights_file: Path) -> str:
     """What is true when only head tensors are missing: which heads the class needs, which the
     checkpoint has, and the class that loads it."""
@@ -205,7 +210,12 @@ def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[
     fits = _CLASS_FOR_HEADS.get(frozenset(present))
     if present == {"classifier."} and weights_file.suffix == ".index":
         fits = "BertForSequenceClassification"  # run_classifier.py classifies sequences
-    advice = f"; load it with {fits}" if fits and fits != type(model).__name__ else ""
+    no_pooler = not any(name.removeprefix("bert.").startswith(POOLER) for name in renamed) and not any(
+        (checkpoint_to_minibert(name) or "").startswith(POOLER) for name in unused_heads)  # the checkpoint has none
+    candidates = [name for name in (fits or "").replace(" or ", ", ").split(", ") if name
+                  and name != type(model).__name__ and not (no_pooler and name in _READ_THE_POOLER)]  # fmt: skip
+    listed = ", ".join(candidates[:-1]) + " or " + candidates[-1] if len(candidates) > 1 else "".join(candidates)
+    advice = f"; load it with {listed}" if candidates else ""
     return (f"{weights_file} has no tensors for {' or '.join(needed)}, which {type(model).__name__} needs; "
             f"it has {has}{advice}")  # fmt: skip
 

@@ -70,12 +70,22 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
                     f"got {type(model).__name__}")  # fmt: skip
 
 
+class TooLongError(ValueError):
+    """An input longer than the model takes: ``number`` (its place among the inputs, from 0), its
+    ``length`` in tokens and the model's ``limit``, as data, so that a command can name the line
+    and its own flag (``--truncate``) instead of the Python parameter."""
+
+    def __init__(self, number: int, length: int, limit: int, truncation_hint: str):
+        super().__init__(f"input {number} is {length} tokens long, more than the {limit} this model takes; "
+                         f"{truncation_hint}")  # fmt: skip
+        self.number, self.length, self.limit = number, length, limit
+
+
 def check_lengths(rows: list[list[int]], limit: int, truncation_hint: str) -> None:
     """Refuse, by number and length, the first row longer than the model takes (``limit``)."""
     for number, ids in enumerate(rows):
         if len(ids) > limit:
-            raise ValueError(f"input {number} is {len(ids)} tokens long, more than the {limit} this model takes; "
-                             f"{truncation_hint}")  # fmt: skip
+            raise TooLongError(number, len(ids), limit, truncation_hint)
 
 
 def warn_if_cut(task: str, pieces: int, limit: int, what_stays: str) -> None:
