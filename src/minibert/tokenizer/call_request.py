@@ -102,19 +102,24 @@ class CallRequest:
                       pad_to_multiple_of, side, return_tensors, return_token_type_ids, return_attention_mask,
                       return_overflowing_tokens, return_special_tokens_mask, return_offsets_mapping,
                       return_length, warn_too_long)  # fmt: skip
-        room = None if max_length is None else max_length - request.special_tokens
-        if return_overflowing_tokens and room < 1:
+        if return_overflowing_tokens:
+            request.check_room_for_windows()
+        return request
+
+    def check_room_for_windows(self) -> None:
+        """Overflow windows hold at least one piece each, and more than ``stride`` (stricter than
+        transformers, which only complains once a text is long enough to need windows)."""
+        room = self.max_length - self.special_tokens
+        if room < 1:
             raise ValueError(
-                f"max_length={max_length} leaves no room for text beside the {request.special_tokens} special "
+                f"max_length={self.max_length} leaves no room for text beside the {self.special_tokens} special "
                 "tokens: the windows of return_overflowing_tokens need at least one piece each"
             )
-        if return_overflowing_tokens and stride >= room:  # (stricter than transformers, which only
-            # complains once a text is long enough to need windows)
+        if self.stride >= room:
             raise ValueError(
-                f"stride={stride} must be smaller than the room for text in each window "
+                f"stride={self.stride} must be smaller than the room for text in each window "
                 f"({room} pieces = max_length minus the special tokens)"
             )
-        return request
 
 
 def _texts_and_pairs(text, text_pair, is_split_into_words: bool) -> tuple[bool, list, list | None]:

@@ -9,9 +9,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .access_log import request_target
 from .batching import Overloaded
-from .guard import Guard
+from .guard import Guard, request_target
 from .http_errors import ClientGone, RequestError, error_response
 from .routes import Routes
 from .service import EmbeddingService

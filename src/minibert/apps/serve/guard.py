@@ -9,7 +9,7 @@ import time
 
 from starlette.applications import Starlette
 
-from .access_log import access_logger, request_target
+from .access_log import access_logger
 from .http_errors import RequestError, error_response
 from .service import EmbeddingService
 
@@ -111,3 +111,24 @@ def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
         if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0")):
             return True
     return False
+
+
+TARGET_CHARACTERS = 1_000  # a request target's characters in a log line, at most (a path may be 64 KiB)
+
+
+def request_target(raw: bytes, limit: int = TARGET_CHARACTERS) -> str:
+    r"""A request's path as the client sent it, safe to write between the quotes of a log line: as it
+    came on the request line (still percent-encoded, so ``%0A`` stays three characters and never
+    starts a line of its own), with bytes outside printable ASCII, ``"`` and ``\`` as ``\xHH``
+    (nginx's escaping), and at most ``limit`` characters (then ``...`` and the length).
+
+    >>> print(request_target(b"/v1/embeddings"))
+    /v1/embeddings
+    >>> print(request_target(b'/a%0Ab"c\x01'))
+    /a%0Ab\x22c\x01
+    >>> print(request_target(b"/" + b"x" * 30_000, limit=8))
+    /xxxxxxx...(30001 bytes)
+    """
+    escaped = (chr(byte) if 0x20 < byte < 0x7F and byte not in b'"\\' else f"\\x{byte:02X}" for byte in raw[:limit])
+    text = "".join(escaped)
+    return text[:limit] + (f"...({len(raw)} bytes)" if len(raw) > limit or len(text) > limit else "")
