@@ -107,9 +107,50 @@ CASES = {
         lambda f: _args(f, output=f"{f['out']}/a.tfrecord,,{f['out']}/b.tfrecord"),
         "empty file name",
     ),  # fmt: skip
+    "output is a FIFO": (
+        lambda f: (os.mkfifo(f["out"] / "t.tfrecord"), _args(f, output=str(f["out"] / "t.tfrecord")))[1],
+        "t.tfrecord: it is a FIFO (named pipe), not a regular file",
+    ),  # fmt: skip
+    "a shard is a FIFO": (
+        lambda f: (os.mkfifo(f["out"] / "b"), _args(f, output=f"{f['out']}/a.tfrecord,{f['out']}/b"))[1],
+        "it is a FIFO",
+    ),  # fmt: skip
+    "output directory is a file": (
+        lambda f: _args(f, output=str(f["corpus"] / "t.tfrecord")),
+        "corpus.txt is a file, not a directory",
+    ),  # fmt: skip
     "output is the input": (lambda f: _args(f, output=str(f["corpus"])), "is the input file"),
     "output is the vocab": (lambda f: _args(f, output=str(f["vocab"])), "is the vocabulary file"),
 }
+
+
+def test_a_fifo_or_device_as_output_is_refused_and_left_as_it_is(files, monkeypatch):
+    # As root, `--output /dev/null` replaced the system's /dev/null with a regular file: the rename
+    # of the finished output went over whatever the path named. A FIFO is real here; a character
+    # device is a stubbed stat (never a real device node: a failure would replace it).
+    import stat as stats
+
+    from minibert.formats import atomic_files
+
+    fifo = files["out"] / "pipe.tfrecord"
+    os.mkfifo(fifo)
+    result = run(*_args(files, output=str(fifo)))
+    assert result.returncode == 1 and f"cannot write {fifo}: it is a FIFO" in result.stderr, result.stderr
+    assert stats.S_ISFIFO(os.lstat(fifo).st_mode) and os.listdir(files["out"]) == ["pipe.tfrecord"]
+    device = files["out"] / "null"
+    device.write_bytes(b"")
+    real_stat = os.stat
+
+    def device_stat(path, *args, **kwargs):
+        found = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == os.fspath(device):
+            return os.stat_result((stats.S_IFCHR | 0o666, *tuple(found)[1:]))
+        return found
+
+    monkeypatch.setattr(atomic_files.os, "stat", device_stat)
+    result = run(*_args(files, output=str(device)))
+    assert result.returncode == 1 and f"cannot write {device}: it is a character device" in result.stderr
+    assert device.read_bytes() == b""  # never written, never replaced
 
 
 def _snapshot(directory: Path) -> dict:
