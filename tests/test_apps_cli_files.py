@@ -54,6 +54,22 @@ def test_output_that_is_the_input_is_refused_before_reading(minilm_dir, tmp_path
         assert source.read_bytes() == before
 
 
+@pytest.mark.parametrize("command", [["embed", "hello"], ["classify", "hello"], ["explore", "hello"]])
+def test_an_output_that_is_a_fifo_or_under_a_file_is_refused_before_loading(tmp_path, command):
+    # `embed "hi" --output ff.jsonl` with ff.jsonl a FIFO embedded, then renamed a regular file over it.
+    fifo = tmp_path / ("page.html" if command[0] == "explore" else "vectors.jsonl")
+    os.mkfifo(fifo)
+    result = run(*command, "--output", str(fifo), "--model", str(tmp_path / "nothing"))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert f"cannot write {fifo}: it is a FIFO (named pipe), not a regular file" in lines[0], lines[0]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.listdir(tmp_path) == [fifo.name]
+    text = tmp_path / "notes.txt"
+    text.write_text("x\n")
+    result = run(*command, "--output", str(text / fifo.name), "--model", str(tmp_path / "nothing"))
+    assert result.returncode == 1 and f"{text} is a file, not a directory" in result.stderr, result.stderr
+
+
 def _texts_of(jsonl_output) -> list[str]:
     return [json.loads(line)["text"] for line in jsonl_output.read_text(encoding="utf-8").splitlines()]
 

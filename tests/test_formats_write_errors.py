@@ -73,6 +73,46 @@ def test_an_error_about_another_file_passes_unchanged(tmp_path):
     assert not isinstance(caught.value, FileWriteError) and caught.value.filename == "/some/input.txt"
 
 
+def _kind_stat(target, kind: int):
+    """os.stat, but ``target`` seems to be of ``kind`` (stat.S_IFCHR ...): no real device is touched."""
+    real_stat = os.stat
+
+    def fake(path, *args, **kwargs):
+        found = real_stat(path, *args, **kwargs)
+        return os.stat_result((kind | 0o666, *tuple(found)[1:])) if os.fspath(path) == os.fspath(target) else found
+
+    return fake
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "directory", "socket", "character device", "block device"])
+def test_what_is_not_a_regular_file_is_never_replaced(tmp_path, monkeypatch, kind):
+    # `--output /dev/null` as root made /dev/null a regular file: os.replace goes over anything.
+    import socket
+    import stat
+
+    target = tmp_path / "out.bin"
+    if kind == "FIFO":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "socket":
+        target = tmp_path / "s"  # a socket's path is at most 107 bytes
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(target))  # the socket's node stays when it is closed
+        monkeypatch.chdir(tmp_path)
+        target = target.relative_to(tmp_path)
+    else:
+        target.write_bytes(b"")  # seen as a device through a stubbed stat
+        code = stat.S_IFCHR if kind == "character device" else stat.S_IFBLK
+        monkeypatch.setattr(atomic_files.os, "stat", _kind_stat(target, code))
+    before = os.lstat(target)
+    with pytest.raises(FileWriteError, match=f"^cannot write {target}: it is a {kind}.*, not a regular file"):
+        write_atomically(target, b"data")
+    after = os.lstat(target)
+    assert (after.st_ino, after.st_mode, after.st_size) == (before.st_ino, before.st_mode, before.st_size)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [os.path.basename(target)]  # no temporary file left
+
+
 def one_error_line(result) -> str:
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()

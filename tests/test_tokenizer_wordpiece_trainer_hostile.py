@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import unicodedata
@@ -298,7 +299,47 @@ def test_output_directory_that_does_not_exist(tmp_path):
 
 def test_output_that_is_a_file(tmp_path):
     result = run_minibert("vocab", "--input", str(corpus(tmp_path, TEXT)), "--output", str(corpus(tmp_path, "x", "f")))
-    assert result.returncode == 1 and "is not a directory" in result.stderr
+    assert result.returncode == 1 and "is a file, not a directory" in result.stderr
+
+
+def assert_one_line(result, words: str) -> None:
+    assert result.returncode == 1 and result.stdout == "", (result.returncode, result.stderr)
+    assert result.stderr.splitlines() == [result.stderr.strip()] and words in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", ["vocab.txt", "tokenizer_config.json"])
+def test_an_input_that_the_output_would_overwrite_is_refused_before_learning(tmp_path, monkeypatch, name):
+    # A second `minibert vocab --input gd/*.txt --output gd` picked up the first run's vocab.txt as text,
+    # learned another vocabulary from it and replaced it; a corpus named vocab.txt was destroyed.
+    from minibert.tokenizer import wordpiece_trainer
+
+    def learned(*arguments, **keywords):
+        raise AssertionError("the learning ran")
+
+    monkeypatch.setattr(wordpiece_trainer, "train_wordpiece", learned)
+    output = tmp_path / "out"
+    output.mkdir()
+    text = corpus(output, TEXT, name)
+    for given in (text, output / "." / name):
+        result = run_minibert("vocab", "--input", str(corpus(tmp_path, TEXT)), str(given), "--output", str(output))
+        assert_one_line(result, f"--output {output} would overwrite the input file {given}")
+        assert text.read_text() == TEXT and sorted(os.listdir(output)) == [name]
+
+
+def test_an_output_file_that_is_a_fifo_is_refused_and_kept(tmp_path):
+    output = tmp_path / "out"
+    output.mkdir()
+    os.mkfifo(output / "tokenizer_config.json")
+    result = run_minibert("vocab", "--input", str(corpus(tmp_path, TEXT)), "--output", str(output))
+    assert_one_line(result, f"cannot write {output / 'tokenizer_config.json'}: it is a FIFO")
+    assert os.listdir(output) == ["tokenizer_config.json"]
+    assert stat.S_ISFIFO(os.lstat(output / "tokenizer_config.json").st_mode)
+
+
+def test_output_under_a_file_says_the_file_is_not_a_folder(tmp_path):
+    path = corpus(tmp_path, TEXT)
+    result = run_minibert("vocab", "--input", str(path), "--output", str(path / "out"))
+    assert_one_line(result, f"output directory {path / 'out'} does not exist ({path} is a file, not a directory)")
 
 
 def test_interrupted_run_writes_nothing(tmp_path, monkeypatch):

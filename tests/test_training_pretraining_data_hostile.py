@@ -107,9 +107,50 @@ CASES = {
         lambda f: _args(f, output=f"{f['out']}/a.tfrecord,,{f['out']}/b.tfrecord"),
         "empty file name",
     ),  # fmt: skip
+    "output is a FIFO": (
+        lambda f: (os.mkfifo(f["out"] / "t.tfrecord"), _args(f, output=str(f["out"] / "t.tfrecord")))[1],
+        "t.tfrecord: it is a FIFO (named pipe), not a regular file",
+    ),  # fmt: skip
+    "a shard is a FIFO": (
+        lambda f: (os.mkfifo(f["out"] / "b"), _args(f, output=f"{f['out']}/a.tfrecord,{f['out']}/b"))[1],
+        "it is a FIFO",
+    ),  # fmt: skip
+    "output directory is a file": (
+        lambda f: _args(f, output=str(f["corpus"] / "t.tfrecord")),
+        "corpus.txt is a file, not a directory",
+    ),  # fmt: skip
     "output is the input": (lambda f: _args(f, output=str(f["corpus"])), "is the input file"),
     "output is the vocab": (lambda f: _args(f, output=str(f["vocab"])), "is the vocabulary file"),
 }
+
+
+def test_a_fifo_or_device_as_output_is_refused_and_left_as_it_is(files, monkeypatch):
+    # As root, `--output /dev/null` replaced the system's /dev/null with a regular file: the rename
+    # of the finished output went over whatever the path named. A FIFO is real here; a character
+    # device is a stubbed stat (never a real device node: a failure would replace it).
+    import stat as stats
+
+    from minibert.formats import atomic_files
+
+    fifo = files["out"] / "pipe.tfrecord"
+    os.mkfifo(fifo)
+    result = run(*_args(files, output=str(fifo)))
+    assert result.returncode == 1 and f"cannot write {fifo}: it is a FIFO" in result.stderr, result.stderr
+    assert stats.S_ISFIFO(os.lstat(fifo).st_mode) and os.listdir(files["out"]) == ["pipe.tfrecord"]
+    device = files["out"] / "null"
+    device.write_bytes(b"")
+    real_stat = os.stat
+
+    def device_stat(path, *args, **kwargs):
+        found = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == os.fspath(device):
+            return os.stat_result((stats.S_IFCHR | 0o666, *tuple(found)[1:]))
+        return found
+
+    monkeypatch.setattr(atomic_files.os, "stat", device_stat)
+    result = run(*_args(files, output=str(device)))
+    assert result.returncode == 1 and f"cannot write {device}: it is a character device" in result.stderr
+    assert device.read_bytes() == b""  # never written, never replaced
 
 
 def _snapshot(directory: Path) -> dict:
@@ -140,10 +181,24 @@ def test_malformed_flags_are_usage_errors(flag, files):
 # A number outside its flag's limits is a usage error naming the flag and the limits (the parser's
 # types come from InstanceOptions' fields: the same limits the library checks).
 OUT_OF_LIMITS = {
-    "max-seq-length 4": (["--max-seq-length", "4"], "--max-seq-length: must be a whole number of at least 5, got 4"),
-    "max-seq-length 0": (["--max-seq-length", "0"], "--max-seq-length: must be a whole number of at least 5"),
-    "max-seq-length negative": (["--max-seq-length=-128"], "at least 5, got -128"),
-    "max-seq-length ²": (["--max-seq-length", "²"], "--max-seq-length: must be a whole number of at least 5, got '²'"),
+    "max-seq-length 4": (["--max-seq-length", "4"], "--max-seq-length: must be a whole number from 5 to 512, got 4"),
+    "max-seq-length 0": (["--max-seq-length", "0"], "--max-seq-length: must be a whole number from 5 to 512"),
+    "max-seq-length negative": (["--max-seq-length=-128"], "from 5 to 512, got -128"),
+    "max-seq-length ²": (["--max-seq-length", "²"], "--max-seq-length: must be a whole number from 5 to 512, got '²'"),
+    # Upper limits: 10⁹ pieces took 15.8 GB and ended in 'internal error: MemoryError'; 10²¹ and a
+    # --max-predictions-per-seq of 10²¹ said 'Maximum allowed dimension exceeded'; --dupe-factor 10²⁰
+    # ran for minutes, growing, writing nothing.
+    "max-seq-length 513": (["--max-seq-length", "513"], "--max-seq-length: must be a whole number from 5 to 512, "
+                                                        "got 513"),
+    "max-seq-length 10^9": (["--max-seq-length", "1000000000"], "--max-seq-length: must be a whole number from 5 to "
+                                                                "512, got 1000000000"),
+    "max-seq-length 10^21": (["--max-seq-length", "1" + "0" * 21], "--max-seq-length: must be a whole number from 5"),
+    "max-predictions 10^21": (["--max-predictions-per-seq", "1" + "0" * 21],
+                              "--max-predictions-per-seq: must be a whole number from 1 to 512"),
+    "max-predictions above the length": (["--max-seq-length", "32", "--max-predictions-per-seq", "33"],
+                                         "--max-predictions-per-seq 33 is more than --max-seq-length 32"),
+    "dupe-factor 101": (["--dupe-factor", "101"], "--dupe-factor: must be a whole number from 1 to 100, got 101"),
+    "dupe-factor 10^20": (["--dupe-factor", "1" + "0" * 20], "--dupe-factor: must be a whole number from 1 to 100"),
     "masked-lm-prob 0": (["--masked-lm-prob", "0"], "--masked-lm-prob: must be a number above 0 and at most 1, got 0"),
     "masked-lm-prob above 1": (["--masked-lm-prob", "1.5"], "--masked-lm-prob: must be a number above 0 and at most 1"),
     "masked-lm-prob negative": (["--masked-lm-prob=-0.1"], "--masked-lm-prob"),
@@ -153,7 +208,7 @@ OUT_OF_LIMITS = {
         "--short-seq-prob: must be a number from 0 to 1, got 1.01",
     ),
     "short-seq-prob inf": (["--short-seq-prob", "inf"], "--short-seq-prob: must be a number from 0 to 1, got inf"),
-    "dupe-factor 0": (["--dupe-factor", "0"], "--dupe-factor: must be a whole number of at least 1, got 0"),
+    "dupe-factor 0": (["--dupe-factor", "0"], "--dupe-factor: must be a whole number from 1 to 100, got 0"),
     "max-predictions 0": (["--max-predictions-per-seq", "0"], "--max-predictions-per-seq: must be a whole number"),
 }
 
@@ -170,11 +225,15 @@ def test_a_number_outside_its_limits_is_a_usage_error_naming_them(name, files):
 def test_the_library_raises_documented_errors(files):
     """The same refusals from the library: DataError (vocabulary files that cannot be read:
     CheckpointError, as everywhere in minibert), both MinibertErrors."""
-    with pytest.raises(DataError, match=r"max_seq_length must be a whole number of at least 5, got 4 \(the smallest"):
+    with pytest.raises(DataError, match=r"max_seq_length must be a whole number from 5 to 512, got 4 \(from the "):
         InstanceOptions(max_seq_length=4)
+    with pytest.raises(DataError, match=r"max_seq_length must be .* to 512, got 100000 \(.* 512 positions of BERT's"):
+        InstanceOptions(max_seq_length=100_000)
+    with pytest.raises(DataError, match=r"dupe_factor must be a whole number from 1 to 100, got 101 \(.*in memory"):
+        InstanceOptions(dupe_factor=101)
     with pytest.raises(DataError, match=r"masked_lm_prob must be a number above 0 and at most 1, got nan"):
         InstanceOptions(masked_lm_prob=float("nan"))
-    with pytest.raises(DataError, match="dupe_factor must be a whole number of at least 1, got 2.0"):
+    with pytest.raises(DataError, match="dupe_factor must be a whole number from 1 to 100, got 2.0"):
         InstanceOptions(dupe_factor=2.0)
     with pytest.raises(DataError, match="lacks"):
         _write(files["vocab"], "\n".join(SPECIAL[:3] + WORDS))
@@ -243,6 +302,26 @@ def test_flags_at_their_limits(files):
     check_rules(_instances(files, masked_lm_prob=1.0, max_predictions_per_seq=200, max_seq_length=24), 24, 200)
     check_rules(_instances(files, max_predictions_per_seq=1, short_seq_prob=1.0), 128, 1)
     check_rules(_instances(files, short_seq_prob=0.0, whole_word_mask=True, seed=-7), 128, 20)
+    check_rules(_instances(files, max_seq_length=512, max_predictions_per_seq=512, dupe_factor=100), 512, 512)
+
+
+def test_write_batches_are_bounded_in_bytes_not_records(files, monkeypatch):
+    # Batches were 1,024 records padded to max_seq_length whatever it was: 100,000 pieces on a
+    # 300 KB corpus peaked at 4.1 GB. Now a batch's padded arrays stay within WRITE_BATCH_BYTES,
+    # and the batch size does not change a byte of the output.
+    from minibert.training.pretraining_data import records
+
+    for length, predictions in [(5, 1), (128, 20), (512, 80), (512, 512)]:
+        rows = records.batch_rows(length, predictions)
+        padded = records.padded_columns([], length, predictions)  # the arrays' row widths, as written
+        row_bytes = sum(column.itemsize * (column.shape[1] if column.ndim == 2 else 1) for column in padded.values())
+        assert rows >= 1 and 2 * rows * row_bytes <= records.WRITE_BATCH_BYTES, (length, predictions, rows)
+    assert records.batch_rows(512, 80) < records.batch_rows(128, 20)
+    whole = _instances(files, max_seq_length=64, dupe_factor=5)
+    written = (files["out"] / "t.tfrecord").read_bytes()
+    monkeypatch.setattr(records, "WRITE_BATCH_BYTES", 1)  # one record a batch
+    assert _instances(files, max_seq_length=64, dupe_factor=5) == whole
+    assert (files["out"] / "t.tfrecord").read_bytes() == written
 
 
 def test_invalid_utf8_ignored_on_request_is_the_text_without_those_bytes(files):

@@ -91,7 +91,9 @@ class InputFileError(MinibertError):
 
 
 class FileWriteError(MinibertError, OSError):
-    """A file could not be written: the disk is full, the folder is read-only or not the user's.
+    """A file could not be written: the disk is full, the folder is read-only or not the user's, or
+    the path names something that is not a regular file (a directory, a FIFO, a device such as
+    /dev/null, a socket), which an atomic write would replace with a file.
     The message names the file (the operating system's own error names none for a full disk);
     ``errno`` is the system's (``errno.ENOSPC``, ``errno.EACCES``, ``errno.EROFS`` ...)."""
 

@@ -144,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a checkpoint (e.g. Google's TensorFlow zip, unpacked) in the hub's layout",
     )
     convert.add_argument("source", help="a directory (Google's bert_config.json + bert_model.ckpt.*) or hub id")
-    convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ...")
+    convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ... "
+                         "(and a sentence-transformers model's recipe: modules.json, 1_Pooling/, ...)")  # fmt: skip
     convert.add_argument("--labels", type=label_list, help="a classifier's labels in id order, comma-separated "
                          "(Google's run_classifier.py checkpoints name none; default LABEL_0, LABEL_1, ...)")
     convert.set_defaults(run=cmd_convert)

@@ -9,6 +9,11 @@ turns the directory unpacked from Google's zip (``bert_config.json``, the Tensor
     out/vocab.txt                copied as it is
     out/tokenizer_config.json    do_lower_case as minibert's tokenizer decided it (and logged why)
 
+A sentence-transformers model (a folder or hub id with ``modules.json``) keeps its recipe:
+``modules.json``, ``sentence_bert_config.json``, ``config_sentence_transformers.json``, README.md and
+each module's folder (``1_Pooling/``, ``2_Dense/``) are copied, so ``minibert embed`` on the result
+gives the vectors it gave on the source; a recipe ``embed`` cannot follow is refused before writing.
+
 The whole directory is written beside the destination, then renamed into place in one step: an
 error or interruption leaves nothing behind, and an existing non-empty destination is refused.
 """
@@ -24,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import CheckpointError
-from ..formats.atomic_files import current_umask, write_atomically
+from ..formats.atomic_files import current_umask, naming_the_file, why_not_a_folder, write_atomically
 from ..loading.hub import looks_like_a_path, resolve_file
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
@@ -59,8 +64,9 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
         raise CheckpointError(f"the destination {destination} already exists and is not an empty directory")
     parent = destination.parent if str(destination.parent) else Path(".")
-    if not parent.is_dir():
-        raise CheckpointError(f"the destination's parent directory {parent} does not exist")
+    reason = why_not_a_folder(parent)
+    if reason:
+        raise CheckpointError(f"the destination's parent directory {parent} {reason}")
 
     name = os.fspath(source)
     if not os.path.isdir(name) and _looks_like_a_path(name):
@@ -75,11 +81,16 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
         if labels else {}  # fmt: skip
     model = cls.from_pretrained(source, **label_config)
     tokenizer = BertTokenizer.from_pretrained(source)
+    recipe_files = sentence_transformers_files(source, model.config.hidden_size)
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
+    with naming_the_file(destination):  # a read-only or foreign folder: "cannot write DESTINATION: ..."
+        staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
     try:
         os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
         model.save_pretrained(staging)
+        for name in recipe_files:  # the sentence-transformers recipe: embed pools and normalises as before
+            (staging / name).parent.mkdir(mode=0o777, parents=True, exist_ok=True)
+            write_atomically(staging / name, resolve_file(source, name).read_bytes())
         vocab = resolve_file(source, "vocab.txt")
         write_atomically(staging / "vocab.txt", Path(vocab).read_bytes())
         settings = {
@@ -91,14 +102,44 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
             "model_max_length": min(tokenizer.model_max_length, model.config.max_position_embeddings),
         }  # fmt: skip
         write_atomically(staging / "tokenizer_config.json", (json.dumps(settings, indent=2) + "\n").encode())
-        if destination.is_dir():
-            destination.rmdir()  # empty (checked above): the rename puts the whole directory in its place
-        os.replace(staging, destination)
+        with naming_the_file(destination, staging):
+            if destination.is_dir():
+                destination.rmdir()  # empty (checked above): the rename puts the whole directory in its place
+            os.replace(staging, destination)
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(staging)
         raise
     return destination
+
+
+# A sentence-transformers model's files beside the BERT: its pipeline and settings (embedding/recipe.py)
+# and its model card. Each module's folder (1_Pooling/, 2_Dense/) is copied as the recipe reads it.
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+                               "README.md")  # fmt: skip
+MODULE_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")  # what a Pooling, Dense or Normalize holds
+
+
+def sentence_transformers_files(source: str | os.PathLike, hidden_size: int) -> list[str]:
+    """The sentence-transformers files of ``source`` that convert copies (relative names, those that
+    exist), after checking that minibert's ``embed`` reads its recipe: a recipe it cannot follow is
+    a CheckpointError before anything is written, never a converted model that embeds otherwise."""
+    from ..embedding.recipe import read_recipe
+    from ..formats.json_files import read_json
+
+    try:
+        read_recipe(source, hidden_size=hidden_size)
+    except CheckpointError as error:
+        raise CheckpointError(f"{source} is a sentence-transformers model whose recipe minibert cannot follow, so "
+                              f"the converted model would embed otherwise: {error}") from error  # fmt: skip
+    names = [name for name in SENTENCE_TRANSFORMERS_FILES if resolve_file(source, name, required=False)]
+    if "modules.json" in names:
+        modules = read_json(resolve_file(source, "modules.json"))  # checked by read_recipe
+        for folder in (module.get("path", "") for module in modules[1:]):
+            if isinstance(folder, str) and folder and not folder.startswith("/") and ".." not in folder.split("/"):
+                names += [f"{folder}/{name}" for name in MODULE_FILES
+                          if resolve_file(source, f"{folder}/{name}", required=False)]  # fmt: skip
+    return names
 
 
 def _class_for(weights_file: Path) -> type:

@@ -53,14 +53,17 @@ def add_parser(commands, parents: list) -> None:
 
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
+    from ..formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
     from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, looks_like_a_path
     from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
     output = Path(args.output)
-    if not output.parent.is_dir():  # before any model is loaded: nothing is written
-        raise FileNotFoundError(f"the output directory {output.parent} does not exist (for --output {output})")
+    reason = why_not_a_folder(output.parent)
+    if reason:  # before any model is loaded: nothing is written
+        raise FileNotFoundError(f"the output directory {output.parent} {reason} (for --output {output})")
     if output.is_dir():
         raise IsADirectoryError(f"--output {output} is a directory: name the page's file, e.g. {output}/page.html")
+    refuse_what_is_not_a_file(output)
     for name, text in (("text", args.text), ("pair", args.pair)):
         if text is not None and not text.strip():
             raise ExplorerInputError(f"the {name} is empty: there is nothing to explore")

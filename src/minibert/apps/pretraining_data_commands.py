@@ -53,10 +53,15 @@ def cmd_pretraining_data(args) -> None:
     from ..errors import DataError
     from ..training.pretraining_data.create import create_pretraining_data
     from ..training.pretraining_data.options import InstanceOptions
+    from .commands import CommandError
 
     outputs = args.output.split(",")
     if any(not output for output in outputs):
         raise DataError(f"--output {args.output!r} has an empty file name")
+    default = InstanceOptions().max_predictions_per_seq  # Google's 20 stays allowed with a shorter --max-seq-length
+    if args.max_predictions_per_seq > max(args.max_seq_length, default):
+        raise CommandError(f"--max-predictions-per-seq {args.max_predictions_per_seq} is more than --max-seq-length "
+                           f"{args.max_seq_length}: an instance cannot have more predictions than pieces")  # fmt: skip
     options = InstanceOptions(**values_of(args, InstanceOptions))
     summary = create_pretraining_data(args.input, args.vocab, outputs, options, args.random_seed,
                                       do_lower_case=not args.cased, invalid_utf8=args.invalid_utf8,

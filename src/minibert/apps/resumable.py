@@ -27,7 +27,7 @@ import json
 import os
 from pathlib import Path
 
-from ..formats.atomic_files import current_umask, write_atomically
+from ..formats.atomic_files import current_umask, refuse_what_is_not_a_file, write_atomically
 from ..formats.json_files import parse_json
 
 STATE_VERSION = 1
@@ -115,6 +115,7 @@ class ResumableOutput:
         self.handle.flush()
         os.fsync(self.handle.fileno())
         self.handle.close()
+        refuse_what_is_not_a_file(self.path)  # made a FIFO or a device since the start: never replaced
         if self.path.exists():  # an overwritten file keeps its mode
             os.chmod(self.partial, self.path.stat().st_mode & 0o7777)
         os.replace(self.partial, self.path)

@@ -10,12 +10,14 @@ transformers' ``AutoTokenizer.from_pretrained(DIR)`` load it. The defaults are t
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 from .flag_types import positive_int, whole_number
 
 FRAMING_TOKENS = ("[UNK]", "[CLS]", "[SEP]")  # what a BERT tokenizer cannot load without
+VOCABULARY_FILES = ("vocab.txt", "tokenizer_config.json")  # what save_vocabulary writes into --output
 
 
 def add_parser(commands, parents: list) -> None:
@@ -47,6 +49,9 @@ def add_parser(commands, parents: list) -> None:
 def cmd_vocab(args) -> None:
     from pathlib import Path
 
+    from ..errors import InputFileError
+    from ..formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
+    from ..formats.line_files import same_file
     from ..tokenizer.wordpiece_trainer import DEFAULT_SPECIAL_TOKENS, save_vocabulary, train_wordpiece
 
     special_tokens = list(DEFAULT_SPECIAL_TOKENS if args.special_tokens is None else args.special_tokens)
@@ -55,9 +60,17 @@ def cmd_vocab(args) -> None:
         raise ValueError(f"--special-tokens must include {' '.join(missing)}: a BERT tokenizer frames every text "
                          "with them")  # fmt: skip
     output = Path(args.output)
-    if not output.is_dir():  # checked before the work, not after
-        kind = "is not a directory" if output.exists() else "does not exist"
-        raise FileNotFoundError(f"output directory {output} {kind}: create it first")
+    reason = why_not_a_folder(output)
+    if reason:  # checked before the work, not after
+        raise FileNotFoundError(f"output directory {output} {reason}: create it first")
+    for name in VOCABULARY_FILES:  # what the learning will write, checked before it
+        written = output / name
+        refuse_what_is_not_a_file(written)
+        for source in args.input:
+            if same_file(Path(source), written):
+                also = "" if os.fspath(source) == os.fspath(written) else f" (as {written})"
+                raise InputFileError(f"--output {output} would overwrite the input file {source}{also}: move the "
+                                     "text out of that directory, or write the vocabulary elsewhere")  # fmt: skip
     progress = _ProgressLine() if sys.stderr.isatty() else None
     try:
         pieces = train_wordpiece(args.input, args.vocab_size, min_frequency=args.min_frequency,

@@ -3,6 +3,10 @@ flush it to disk, then rename it over the target in one atomic step.
 
 The result gets the mode a plain ``open(path, "w")`` would give: 0666 less the user's umask for a
 new file, the old file's mode for one that is overwritten (a temporary file starts as 0600).
+
+Only a regular file is ever replaced: a path that names a directory, a FIFO, a device (``/dev/null``)
+or a socket is refused (``refuse_what_is_not_a_file``), since the rename would put a plain file in
+its place. Commands call it on their outputs before any work, and ``atomic_output`` again.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +33,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
+    refuse_what_is_not_a_file(path)
     with naming_the_file(path):
         descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=directory)
     try:
@@ -46,6 +52,55 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+KINDS = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
+         stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
+
+
+def refuse_what_is_not_a_file(path: str | os.PathLike) -> None:
+    """FileWriteError naming ``path`` when it exists and is not a regular file (through a symbolic
+    link too): writing it atomically would replace a directory, FIFO, device or socket with a file.
+
+    >>> refuse_what_is_not_a_file("/dev/null")      # doctest: +SKIP
+    minibert.errors.FileWriteError: cannot write /dev/null: it is a character device, not a regular file (...)
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return  # a new file (a missing folder is the caller's or mkstemp's error)
+    except OSError:
+        return  # unreadable or too long a name: mkstemp names the error
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in KINDS.items() if test(mode)), "not a regular file")
+    code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EEXIST
+    raise FileWriteError(code, f"cannot write {path}: it is {kind}, not a regular file (the output is written "
+                               "beside it and renamed into place, which would replace it)")  # fmt: skip
+
+
+def why_not_a_folder(directory: str | os.PathLike) -> str | None:
+    """What keeps ``directory`` from holding an output, in words ("does not exist", "is a file, not a
+    directory"), or None when it is a directory: for the messages of the commands' early checks.
+
+    >>> why_not_a_folder("/no/such/folder"), why_not_a_folder("/")
+    ('does not exist', None)
+    """
+    try:
+        mode = os.stat(directory).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        above = Path(directory).parent  # tiny.txt/out/: say that tiny.txt is a file
+        reason = why_not_a_folder(above) if above != Path(directory) else None
+        return f"does not exist ({above} {reason})" if reason and not reason.startswith("does not") \
+            else "does not exist"  # fmt: skip
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    if stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISREG(mode):
+        return "is a file, not a directory"
+    kind = next((name for test, name in KINDS.items() if test(mode)), "something else")
+    return f"is {kind}, not a directory"
 
 
 # The errors of writing a file, as the operating system gives them: a full disk names no file.

@@ -193,11 +193,17 @@ class JsonLines:
 
 
 def check_output(output: Path, source: Path | None) -> None:
-    """Refuse, before anything is read or loaded, an output whose directory does not exist, that is
-    a directory itself, or that names the input file (directly, through "..", a symbolic link or a hard link)."""
-    if not output.parent.exists():
-        raise InputFileError(f"the output directory {output.parent} does not exist")
+    """Refuse, before anything is read or loaded, an output whose directory does not exist (or is a
+    file), that is a directory itself or another thing that is not a regular file (a FIFO, a
+    device), or that names the input file (directly, through "..", a symbolic link or a hard link)."""
+    from .atomic_files import refuse_what_is_not_a_file, why_not_a_folder
+
+    folder = output.parent if str(output.parent) else Path(".")
+    reason = why_not_a_folder(folder)
+    if reason:
+        raise InputFileError(f"--output {output}: the output directory {folder} {reason}")
     if output.is_dir():  # found before the work, not at the rename after it
         raise InputFileError(f"--output {output} is a directory: give the name of a file to write")
+    refuse_what_is_not_a_file(output)  # a FIFO, a device: the rename after the work would replace it
     if source is not None and same_file(source, output):
         raise InputFileError(f"--output {output} is the input file {source}: writing it would destroy the input")

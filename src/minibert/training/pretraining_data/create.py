@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import DataError
+from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
 from .documents import read_documents
 from .full_tokenizer import PretrainingVocabulary
 from .instances import create_instances
@@ -51,10 +52,12 @@ def create_pretraining_data(
         raise DataError(f"random_seed must be an integer, got {random_seed!r}")
     for path in map(Path, output_files):
         directory = path.parent if str(path.parent) else Path(".")
-        if not directory.is_dir():
-            raise DataError(f"output {path}: the directory {directory} does not exist")
+        reason = why_not_a_folder(directory)
+        if reason:
+            raise DataError(f"output {path}: the directory {directory} {reason}")
         if path.is_dir():
             raise DataError(f"output {path} is a directory, not a file")
+        refuse_what_is_not_a_file(path)  # a FIFO, a device (/dev/null): the rename would replace it
     if len({os.path.abspath(path) for path in output_files}) != len(output_files):
         raise DataError("the output files must be different files (one per shard)")
     for output in map(Path, output_files):

@@ -5,7 +5,7 @@ pretraining-data``) as one checked value, each field with its default, limits an
 61
 >>> InstanceOptions(max_seq_length=4)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-minibert.errors.DataError: max_seq_length must be a whole number of at least 5, got 4 (the smallest instance is ...)
+minibert.errors.DataError: max_seq_length must be a whole number from 5 to 512, got 4 (from the smallest instance, ...)
 """
 
 from __future__ import annotations
@@ -16,6 +16,12 @@ from ...errors import DataError
 from ...limits import option, refuse_out_of_limits
 
 SMALLEST_SEQUENCE = 5  # [CLS] A [SEP] B [SEP] with one piece in A and one in B
+# The positions of BERT's models: every config Google released (and minibert's default) has
+# max_position_embeddings 512, and Google's run_pretraining.py refuses a longer max_seq_length. Google's
+# create_pretraining_data.py has no limit, but its records are padded to the length: a longer one
+# costs memory and disk for no model that can read it.
+LONGEST_SEQUENCE = 512
+MOST_PASSES = 100  # --dupe-factor: Google's default is 10 (5 in its README); each pass holds its instances in memory
 DEFAULT_SEED = 12345  # create_pretraining_data.py's --random_seed; pretrain's and finetune's too
 LARGEST_SEED = 2**63 - 1  # torch.manual_seed(seed + rank) takes up to 2**64 - 1
 
@@ -26,17 +32,20 @@ class InstanceOptions:
 
     max_seq_length: int = field(default=128, metadata=option(
         "pieces per instance, [CLS] and both [SEP] included; shorter ones are padded", low=SMALLEST_SEQUENCE,
-        why="the smallest instance is [CLS] A [SEP] B [SEP] with one piece each in A and B"))  # fmt: skip
+        high=LONGEST_SEQUENCE,
+        why=f"from the smallest instance, [CLS] A [SEP] B [SEP] with one piece each in A and B, to the "
+            f"{LONGEST_SEQUENCE} positions of BERT's models, their max_position_embeddings"))  # fmt: skip
     max_predictions_per_seq: int = field(default=20, metadata=option(
-        "masked pieces per instance, at most (the features' padded length)", low=1,
-        why="at least one piece is masked"))  # fmt: skip
+        "masked pieces per instance, at most (the features' padded length)", low=1, high=LONGEST_SEQUENCE,
+        why=f"at least one piece is masked, and no instance has more than {LONGEST_SEQUENCE} pieces"))  # fmt: skip
     masked_lm_prob: float = field(default=0.15, metadata=option(
         "share of an instance's pieces masked (rounded; at least 1)", low=0.0, high=1.0, above_low=True))  # fmt: skip
     short_seq_prob: float = field(default=0.1, metadata=option(
         "how often a shorter target length is drawn from 2..max instead", low=0.0, high=1.0))  # fmt: skip
     dupe_factor: int = field(default=10, metadata=option(
-        "passes over the corpus, each with other segment cuts and masks", low=1,
-        why="it is the number of passes over the corpus"))  # fmt: skip
+        "passes over the corpus, each with other segment cuts and masks", low=1, high=MOST_PASSES,
+        why=f"the number of passes over the corpus; every pass's instances are held in memory, so more than "
+            f"{MOST_PASSES} is refused: shard the corpus, or run again with another random seed"))  # fmt: skip
     whole_word_mask: bool = field(default=False, metadata=option(
         "mask all pieces of a word together (google-research/bert's later flag)", action="store_true"))  # fmt: skip
 

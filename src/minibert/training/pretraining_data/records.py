@@ -28,7 +28,9 @@ from ...formats.atomic_files import atomic_output
 from ...formats.tfrecord import encode_examples, frame_records
 from .instances import TrainingInstance
 
-WRITE_BATCH = 1024  # records encoded, framed (CRCs computed together) and written at a time
+# Records are encoded, framed (CRCs computed together) and written a batch at a time; a batch's
+# padded arrays (and encode_examples' copies of them) take about this many bytes, whatever the lengths.
+WRITE_BATCH_BYTES = 8 * 2**20
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
                  "masked_lm_weights", "next_sentence_labels")  # fmt: skip
@@ -79,15 +81,29 @@ def write_instances(
     max_predictions: int,
 ) -> list[int]:
     """Write the instances round-robin over ``paths`` as TFRecords; the count written to each.
-    Streamed: ``WRITE_BATCH`` records are encoded at a time (together: encode_examples), whatever
-    ``max_seq_length``."""
+    Streamed: records are encoded together (encode_examples) in batches of about ``WRITE_BATCH_BYTES``
+    of padded arrays, so the writer's memory does not grow with ``max_seq_length``."""
     counts = [0] * len(paths)
+    rows = batch_rows(max_seq_length, max_predictions)
     with contextlib.ExitStack() as stack:  # all files renamed into place together, or none
         handles = [stack.enter_context(atomic_output(path)) for path in paths]
         for shard, handle in enumerate(handles):
             mine = instances[shard :: len(paths)]  # instance k goes to file k mod n
-            for start in range(0, len(mine), WRITE_BATCH):
-                batch = mine[start : start + WRITE_BATCH]
+            for start in range(0, len(mine), rows):
+                batch = mine[start : start + rows]
                 handle.write(frame_records(encode_examples(padded_columns(batch, max_seq_length, max_predictions))))
             counts[shard] = len(mine)
     return counts
+
+
+def batch_rows(max_seq_length: int, max_predictions: int) -> int:
+    """Instances per write batch: as many as fit ``WRITE_BATCH_BYTES`` of padded columns (int64
+    (N, T) three times, (N, P) twice, float32 (N, P), the label), counted twice for encode_examples'
+    copies; at least one. 128 pieces and 20 predictions: 1,205; 512 and 80: 301 (it was 1,024 whatever
+    the lengths, so 100,000 pieces took gigabytes).
+
+    >>> batch_rows(128, 20), batch_rows(512, 80)
+    (1205, 301)
+    """
+    row_bytes = 8 * (3 * max_seq_length + 2 * max_predictions) + 4 * max_predictions + 8
+    return max(1, WRITE_BATCH_BYTES // (2 * row_bytes))

@@ -1,0 +1,114 @@
+"""``minibert convert``'s destination and what it carries over: a read-only place, or a parent that
+is a file, is one line naming the destination and why; a sentence-transformers model keeps its
+recipe (modules.json, 1_Pooling/, sentence_bert_config.json, ...), so ``embed`` on the converted
+folder gives the vectors it gave on the source, and a recipe embed cannot follow is refused first.
+(Google's checkpoints converted: test_formats_tf_checkpoint.py; labels: test_apps_cli_tasks.py.)"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import numpy as np
+import pytest
+
+from helpers import run_minibert as run
+from minibert.apps import convert
+
+GOOGLE = "tests/data/uncased_L-2_H-32_A-2"
+
+
+def one_error_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and lines and lines[-1].startswith("minibert: error: "), result.stderr
+    assert not any(line.startswith("minibert: error") for line in lines[:-1]), result.stderr
+    return lines[-1].removeprefix("minibert: error: ")
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
+def test_a_read_only_place_names_the_destination(tmp_path, monkeypatch, code):
+    # It said "[Errno 30] Read-only file system: 'romnt/.x.dqyhcw6s.partial'": the staging folder, not x.
+    destination = tmp_path / "x"
+
+    def refused(prefix, suffix, dir):
+        raise OSError(code, os.strerror(code), os.path.join(dir, f"{prefix}dqyhcw6s{suffix}"))
+
+    monkeypatch.setattr(convert.tempfile, "mkdtemp", refused)
+    message = one_error_line(run("convert", GOOGLE, str(destination)))
+    assert message == f"cannot write {destination}: {os.strerror(code)}"
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_parent_that_is_a_file_is_said_to_be_a_file(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x\n")
+    message = one_error_line(run("convert", GOOGLE, str(notes / "x")))
+    assert message == f"the destination's parent directory {notes} is a file, not a directory"
+
+
+def _embedded(model, tmp_path, name) -> np.ndarray:
+    output = tmp_path / f"{name}.npy"
+    result = run("embed", "hello world", "A second, longer text to embed.", "--model", str(model), "--output",
+                 str(output))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return np.load(output)
+
+
+def test_a_sentence_transformers_model_keeps_its_recipe_and_its_vectors(minilm_dir, tmp_path):
+    # The converted all-MiniLM-L6-v2 embedded without its normalisation and its 256-piece limit:
+    # "hello world" began -0.197446 instead of -0.034477, and nothing said so.
+    converted = tmp_path / "mini"
+    result = run("convert", str(minilm_dir), str(converted))
+    assert result.returncode == 0, result.stderr
+    assert "the sentence-transformers recipe: 1_Pooling/, README.md" in result.stderr
+    for name in ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
+                 "config_sentence_transformers.json"):  # fmt: skip
+        assert (converted / name).read_bytes() == (minilm_dir / name).read_bytes(), name
+    before, after = _embedded(minilm_dir, tmp_path, "before"), _embedded(converted, tmp_path, "after")
+    print(f"max |Δ| {np.abs(before - after).max():.3e}")
+    assert np.array_equal(before, after)
+    assert np.allclose(np.linalg.norm(after, axis=1), 1.0, atol=1e-5)  # the Normalize module kept
+
+
+def _copy_of(minilm_dir, tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    for entry in minilm_dir.iterdir():
+        (source / entry.name).symlink_to(entry)
+    return source
+
+
+def test_a_dense_module_is_copied_with_its_weights(minilm_dir, tmp_path):
+    from safetensors.numpy import save_file
+
+    source = _copy_of(minilm_dir, tmp_path)
+    modules = json.loads((minilm_dir / "modules.json").read_text())
+    dense = {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+    (source / "modules.json").unlink()
+    (source / "modules.json").write_text(json.dumps(modules[:2] + [dense] + [{**modules[2], "idx": 3}]))
+    (source / "2_Dense").mkdir()
+    (source / "2_Dense" / "config.json").write_text(json.dumps(
+        {"in_features": 384, "out_features": 8, "bias": True,
+         "activation_function": "torch.nn.modules.activation.Tanh"}))  # fmt: skip
+    rng = np.random.default_rng(0)
+    save_file({"linear.weight": rng.standard_normal((8, 384)).astype(np.float32),
+               "linear.bias": rng.standard_normal(8).astype(np.float32)},
+              str(source / "2_Dense" / "model.safetensors"))  # fmt: skip
+    converted = tmp_path / "converted"
+    assert run("convert", str(source), str(converted)).returncode == 0
+    assert sorted(os.listdir(converted / "2_Dense")) == ["config.json", "model.safetensors"]
+    before, after = _embedded(source, tmp_path, "before"), _embedded(converted, tmp_path, "after")
+    assert before.shape == (2, 8) and np.array_equal(before, after)
+
+
+def test_a_recipe_embed_cannot_follow_is_refused_before_writing(minilm_dir, tmp_path):
+    source = _copy_of(minilm_dir, tmp_path)
+    (source / "modules.json").unlink()
+    modules = json.loads((minilm_dir / "modules.json").read_text())
+    (source / "modules.json").write_text(json.dumps(modules + [{"idx": 3, "name": "3", "path": "3_Odd",
+                                                               "type": "my_package.OddModule"}]))  # fmt: skip
+    message = one_error_line(run("convert", str(source), str(tmp_path / "out")))
+    assert message.startswith(f"{source} is a sentence-transformers model whose recipe minibert cannot follow")
+    assert "my_package.OddModule" in message
+    assert sorted(os.listdir(tmp_path)) == ["source"]
