@@ -181,20 +181,20 @@ def test_malformed_flags_are_usage_errors(flag, files):
 # A number outside its flag's limits is a usage error naming the flag and the limits (the parser's
 # types come from InstanceOptions' fields: the same limits the library checks).
 OUT_OF_LIMITS = {
-    "max-seq-length 4": (["--max-seq-length", "4"], "--max-seq-length: must be a whole number from 5 to 512, got 4"),
-    "max-seq-length 0": (["--max-seq-length", "0"], "--max-seq-length: must be a whole number from 5 to 512"),
-    "max-seq-length negative": (["--max-seq-length=-128"], "from 5 to 512, got -128"),
-    "max-seq-length ²": (["--max-seq-length", "²"], "--max-seq-length: must be a whole number from 5 to 512, got '²'"),
+    "max-seq-length 4": (["--max-seq-length", "4"], "--max-seq-length: must be a whole number from 5 to 8192, got 4"),
+    "max-seq-length 0": (["--max-seq-length", "0"], "--max-seq-length: must be a whole number from 5 to 8192"),
+    "max-seq-length negative": (["--max-seq-length=-128"], "from 5 to 8192, got -128"),
+    "max-seq-length ²": (["--max-seq-length", "²"], "--max-seq-length: must be a whole number from 5 to 8192, got '²'"),
     # Upper limits: 10⁹ pieces took 15.8 GB and ended in 'internal error: MemoryError'; 10²¹ and a
     # --max-predictions-per-seq of 10²¹ said 'Maximum allowed dimension exceeded'; --dupe-factor 10²⁰
     # ran for minutes, growing, writing nothing.
-    "max-seq-length 513": (["--max-seq-length", "513"], "--max-seq-length: must be a whole number from 5 to 512, "
-                                                        "got 513"),
+    "max-seq-length 8193": (["--max-seq-length", "8193"], "--max-seq-length: must be a whole number from 5 to 8192, "
+                                                        "got 8193"),
     "max-seq-length 10^9": (["--max-seq-length", "1000000000"], "--max-seq-length: must be a whole number from 5 to "
-                                                                "512, got 1000000000"),
+                                                                "8192, got 1000000000"),
     "max-seq-length 10^21": (["--max-seq-length", "1" + "0" * 21], "--max-seq-length: must be a whole number from 5"),
     "max-predictions 10^21": (["--max-predictions-per-seq", "1" + "0" * 21],
-                              "--max-predictions-per-seq: must be a whole number from 1 to 512"),
+                              "--max-predictions-per-seq: must be a whole number from 1 to 8192"),
     "max-predictions above the length": (["--max-seq-length", "32", "--max-predictions-per-seq", "33"],
                                          "--max-predictions-per-seq 33 is more than --max-seq-length 32"),
     "dupe-factor 101": (["--dupe-factor", "101"], "--dupe-factor: must be a whole number from 1 to 100, got 101"),
@@ -225,9 +225,9 @@ def test_a_number_outside_its_limits_is_a_usage_error_naming_them(name, files):
 def test_the_library_raises_documented_errors(files):
     """The same refusals from the library: DataError (vocabulary files that cannot be read:
     CheckpointError, as everywhere in minibert), both MinibertErrors."""
-    with pytest.raises(DataError, match=r"max_seq_length must be a whole number from 5 to 512, got 4 \(from the "):
+    with pytest.raises(DataError, match=r"max_seq_length must be a whole number from 5 to 8192, got 4 \(from the "):
         InstanceOptions(max_seq_length=4)
-    with pytest.raises(DataError, match=r"max_seq_length must be .* to 512, got 100000 \(.* 512 positions of BERT's"):
+    with pytest.raises(DataError, match=r"max_seq_length must be .* to 8192, got 100000 \(.* 8192 positions, 16 times"):
         InstanceOptions(max_seq_length=100_000)
     with pytest.raises(DataError, match=r"dupe_factor must be a whole number from 1 to 100, got 101 \(.*in memory"):
         InstanceOptions(dupe_factor=101)
@@ -303,6 +303,7 @@ def test_flags_at_their_limits(files):
     check_rules(_instances(files, max_predictions_per_seq=1, short_seq_prob=1.0), 128, 1)
     check_rules(_instances(files, short_seq_prob=0.0, whole_word_mask=True, seed=-7), 128, 20)
     check_rules(_instances(files, max_seq_length=512, max_predictions_per_seq=512, dupe_factor=100), 512, 512)
+    check_rules(_instances(files, max_seq_length=8192, max_predictions_per_seq=8192, dupe_factor=1), 8192, 8192)
 
 
 def test_write_batches_are_bounded_in_bytes_not_records(files, monkeypatch):

@@ -16,11 +16,11 @@ from ...errors import DataError
 from ...limits import option, refuse_out_of_limits
 
 SMALLEST_SEQUENCE = 5  # [CLS] A [SEP] B [SEP] with one piece in A and one in B
-# The positions of BERT's models: every config Google released (and minibert's default) has
-# max_position_embeddings 512, and Google's run_pretraining.py refuses a longer max_seq_length. Google's
-# create_pretraining_data.py has no limit, but its records are padded to the length: a longer one
-# costs memory and disk for no model that can read it.
-LONGEST_SEQUENCE = 512
+# Every config Google released (and minibert's default) has max_position_embeddings 512, but
+# `minibert pretrain --config` builds a model with more positions, and instances for it are made
+# here. Google's create_pretraining_data.py has no limit; its records are padded to the length, so a
+# typo (1e9) would cost memory and disk without end. 8,192 is 16 times BERT's positions.
+LONGEST_SEQUENCE = 8192
 MOST_PASSES = 100  # --dupe-factor: Google's default is 10 (5 in its README); each pass holds its instances in memory
 DEFAULT_SEED = 12345  # create_pretraining_data.py's --random_seed; pretrain's and finetune's too
 LARGEST_SEED = 2**63 - 1  # torch.manual_seed(seed + rank) takes up to 2**64 - 1
@@ -34,7 +34,7 @@ class InstanceOptions:
         "pieces per instance, [CLS] and both [SEP] included; shorter ones are padded", low=SMALLEST_SEQUENCE,
         high=LONGEST_SEQUENCE,
         why=f"from the smallest instance, [CLS] A [SEP] B [SEP] with one piece each in A and B, to the "
-            f"{LONGEST_SEQUENCE} positions of BERT's models, their max_position_embeddings"))  # fmt: skip
+            f"{LONGEST_SEQUENCE} positions, 16 times BERT's 512 (pretrain --config may build more)"))  # fmt: skip
     max_predictions_per_seq: int = field(default=20, metadata=option(
         "masked pieces per instance, at most (the features' padded length)", low=1, high=LONGEST_SEQUENCE,
         why=f"at least one piece is masked, and no instance has more than {LONGEST_SEQUENCE} pieces"))  # fmt: skip
