@@ -162,12 +162,7 @@ class Embedder:
         """
         single = isinstance(texts, str)
         result = self.embed_with_report([texts] if single else texts, EmbedOptions.of(options, **changes), progress)
-        if result.truncated:
-            warnings.warn(
-                f"{result.truncated} of {len(result.vectors)} texts are longer than max_length={result.max_length} "
-                "tokens and were truncated; pass long_text='window' to embed all of each text",
-                stacklevel=2,
-            )
+        _warn_if_truncated(result)
         return result.vectors[0] if single else result.vectors
 
     def embed_with_report(
@@ -199,6 +194,15 @@ class Embedder:
         skip = 0
         if prefix and options.follows_recipe and not self.recipe.include_prompt:
             skip = 1 + len(self.tokenizer.piece_ids(prefix))
+            max_length = self._max_length(options)
+            if options.long_text == "truncate" and skip >= max_length - 1:  # before any text is tokenized
+                # Every text would be cut to the prompt alone, which the recipe leaves out: nothing to pool.
+                # (sentence-transformers pools [SEP] alone there, with a prompt length it caches; not followed.)
+                raise ValueError(
+                    f"the prompt {prefix!r:.60} is {skip} tokens with [CLS], and max_length={max_length} holds "
+                    f"{max_length - 1} before [SEP]: no token of the text is left to pool (this model's pooling "
+                    "leaves the prompt out); pass a larger max_length, a shorter prompt or long_text='window'"
+                )
         return [self.tokenizer.piece_ids(prefix + text if prefix else text) for text in texts], skip
 
     def embed_pieces(
@@ -211,8 +215,32 @@ class Embedder:
         **changes,
     ) -> np.ndarray:
         """The second half of ``embed``: (N, dim) vectors of texts given as piece ids (without
-        [CLS]/[SEP]); the options are ``embed``'s (an EmbedOptions, or its fields as keywords)."""
-        return self._embed_pieces(pieces, EmbedOptions.of(options, **changes), skip, progress).vectors
+        [CLS]/[SEP]); the options are ``embed``'s (an EmbedOptions, or its fields as keywords).
+        ``skip``: how many leading tokens ([CLS] first) the pooling leaves out, as
+        ``pieces_for_embedding`` returns it. Texts longer than max_length are truncated with
+        ``embed``'s warning (or embedded in windows: ``long_text="window"``)."""
+        options = EmbedOptions.of(options, **changes)
+        self._check_pieces(pieces)
+        result = self._embed_pieces(pieces, options, skip, progress)
+        _warn_if_truncated(result)
+        return result.vectors
+
+    def _check_pieces(self, pieces) -> None:
+        """Piece ids from outside (``embed_pieces``): a sequence of lists of ints in the vocabulary,
+        checked before any forward pass (the tokenizer's own are not checked again)."""
+        if isinstance(pieces, (str, bytes)) or not isinstance(pieces, Sequence):
+            raise TypeError(f"pieces must be a list of texts' piece ids (lists of ints), got {type(pieces).__name__}")
+        vocab_size = self.model.config.vocab_size
+        for index, ids in enumerate(pieces):
+            if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+                raise TypeError(f"pieces[{index}] must be a list of piece ids (ints), got {type(ids).__name__}")
+            for position, piece in enumerate(ids):
+                if not isinstance(piece, (int, np.integer)) or isinstance(piece, bool):
+                    raise TypeError(f"pieces[{index}][{position}] is {piece!r} ({type(piece).__name__}): "
+                                    "piece ids must be ints")  # fmt: skip
+                if not 0 <= piece < vocab_size:
+                    raise ValueError(f"pieces[{index}][{position}] is {piece}, outside the vocabulary "
+                                     f"[0, {vocab_size})")  # fmt: skip
 
     def _embed_pieces(self, pieces: Sequence[list[int]], options: EmbedOptions, skip: int, progress) -> Embedded:
         """Stages 2 to 5: windows → hidden states → pooling → the recipe's Dense layers and normalization."""
@@ -231,7 +259,9 @@ class Embedder:
         if normalize is None:  # the recipe's normalization, or none when the pooling was chosen here
             normalize = recipe.normalize if options.follows_recipe else False
         max_length = self._max_length(options)
-        windows, truncated = cut_into_windows(pieces, self._room(max_length), options.long_text)  # stage 2
+        room = self._room(max_length)
+        self._check_skip(skip, pieces, room, max_length, options.long_text)
+        windows, truncated = cut_into_windows(pieces, room, options.long_text)  # stage 2
         texts = hidden_states(self.model, self.tokenizer, windows, options, layers=layer_list, progress=progress,
                               pooling=modes, skip=skip)  # stage 3 (and 4 for texts of one window)  # fmt: skip
         if not pieces:
@@ -334,6 +364,23 @@ class Embedder:
             raise ValueError(f"max_length must be an int from 3 to max_position_embeddings={limit}, got {max_length!r}")
         return max_length
 
+    @staticmethod
+    def _check_skip(skip, pieces: Sequence[list[int]], room: int, max_length: int, long_text: str) -> None:
+        """Each text must keep a token to pool after the first ``skip`` are left out (a mean of
+        nothing is a zero vector, a max of nothing NaN: refused, not returned)."""
+        if not isinstance(skip, int) or isinstance(skip, bool):
+            raise TypeError(f"skip must be an int (the leading tokens the pooling leaves out), got {skip!r}")
+        if skip < 0:
+            raise ValueError(f"skip (the leading tokens the pooling leaves out) must be 0 or more, got {skip}")
+        if long_text == "truncate" and skip > room:
+            raise ValueError(f"skip={skip} leaves out every piece a text keeps within max_length={max_length} "
+                             f"({room} pieces besides [CLS] and [SEP]): skip must be from 0 to {room}")  # fmt: skip
+        for index, ids in enumerate(pieces):
+            kept = min(len(ids), room) if long_text == "truncate" else len(ids)
+            if skip > kept + 1:  # [CLS] pieces [SEP]: position kept + 1 is [SEP]
+                raise ValueError(f"text {index} is {kept + 2} tokens with [CLS] and [SEP]: skip={skip} leaves "
+                                 "none of them to pool")  # fmt: skip
+
     def _room(self, max_length: int) -> int:
         """Pieces a window holds: ``max_length`` less [CLS] and [SEP]."""
         return max_length - self.tokenizer.num_special_tokens_to_add()
@@ -346,3 +393,13 @@ class Embedded:
     vectors: np.ndarray  # (N, dim) float32
     truncated: int  # texts longer than max_length that were cut (long_text="truncate")
     max_length: int  # the limit that applied, in tokens with [CLS] and [SEP]
+
+
+def _warn_if_truncated(result: Embedded) -> None:
+    """``embed``'s warning (and ``embed_pieces``'), from the count ``embed_with_report`` returns."""
+    if result.truncated:
+        warnings.warn(
+            f"{result.truncated} of {len(result.vectors)} texts are longer than max_length={result.max_length} "
+            "tokens and were truncated; pass long_text='window' to embed all of each text",
+            stacklevel=3,
+        )
