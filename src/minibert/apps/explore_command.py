@@ -9,6 +9,7 @@ The explorer is imported when the command runs, not when the parser is built.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -18,8 +19,21 @@ from pathlib import Path
 from .commands import CommandError, device_of
 from .flag_types import positive_int, whole_number
 
-# [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each.
+# [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each (the same as
+# explorer/data.py's, which explore() checks; that module imports torch, so not imported to build the parser).
 SHORTEST = {"text": 3, "pair": 5}
+
+
+def attention_bits(text: str) -> int:
+    """An argparse type for --attention-bits: 8 or 16 (what explore() takes).
+
+    >>> attention_bits("12")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must be 8 or 16, got 12
+    """
+    if text.strip() not in ("8", "16"):
+        raise argparse.ArgumentTypeError(f"must be 8 or 16, got {text}")
+    return int(text)
 
 
 def add_parser(commands, parents: list) -> None:
@@ -45,7 +59,7 @@ def add_parser(commands, parents: list) -> None:
     explore.add_argument("--whitespace-words", action="store_true",
                          help="words are what whitespace separates: no punctuation splitting (e.g. SMILES "
                               "pre-split as rxnfp's tokenizer splits them)")  # fmt: skip
-    explore.add_argument("--attention-bits", type=whole_number(8, 16), choices=[8, 16], default=None,
+    explore.add_argument("--attention-bits", type=attention_bits, default=None,
                          help="bits per stored attention weight (default: 16 on small pages, 8 on big)")  # fmt: skip
     explore.add_argument("--open", action="store_true", help="open the page in the web browser when written")
     explore.set_defaults(run=cmd_explore)
