@@ -69,7 +69,7 @@ from .hidden_states import hidden_states
 from .options import EmbedOptions
 from .pooling import pool_text
 from .recipe import SentenceRecipe, read_recipe, similarity
-from .windows import assemble_tokens, cut_into_windows
+from .windows import assemble_tokens, check_piece_ids, check_skip, cut_into_windows
 from .word_vectors import check_merge, merge_pieces
 
 
@@ -220,27 +220,10 @@ class Embedder:
         ``pieces_for_embedding`` returns it. Texts longer than max_length are truncated with
         ``embed``'s warning (or embedded in windows: ``long_text="window"``)."""
         options = EmbedOptions.of(options, **changes)
-        self._check_pieces(pieces)
+        check_piece_ids(pieces, self.model.config.vocab_size)
         result = self._embed_pieces(pieces, options, skip, progress)
         _warn_if_truncated(result)
         return result.vectors
-
-    def _check_pieces(self, pieces) -> None:
-        """Piece ids from outside (``embed_pieces``): a sequence of lists of ints in the vocabulary,
-        checked before any forward pass (the tokenizer's own are not checked again)."""
-        if isinstance(pieces, (str, bytes)) or not isinstance(pieces, Sequence):
-            raise TypeError(f"pieces must be a list of texts' piece ids (lists of ints), got {type(pieces).__name__}")
-        vocab_size = self.model.config.vocab_size
-        for index, ids in enumerate(pieces):
-            if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-                raise TypeError(f"pieces[{index}] must be a list of piece ids (ints), got {type(ids).__name__}")
-            for position, piece in enumerate(ids):
-                if not isinstance(piece, (int, np.integer)) or isinstance(piece, bool):
-                    raise TypeError(f"pieces[{index}][{position}] is {piece!r} ({type(piece).__name__}): "
-                                    "piece ids must be ints")  # fmt: skip
-                if not 0 <= piece < vocab_size:
-                    raise ValueError(f"pieces[{index}][{position}] is {piece}, outside the vocabulary "
-                                     f"[0, {vocab_size})")  # fmt: skip
 
     def _embed_pieces(self, pieces: Sequence[list[int]], options: EmbedOptions, skip: int, progress) -> Embedded:
         """Stages 2 to 5: windows → hidden states → pooling → the recipe's Dense layers and normalization."""
@@ -260,7 +243,7 @@ class Embedder:
             normalize = recipe.normalize if options.follows_recipe else False
         max_length = self._max_length(options)
         room = self._room(max_length)
-        self._check_skip(skip, pieces, room, max_length, options.long_text)
+        check_skip(skip, pieces, room, max_length, options.long_text)
         windows, truncated = cut_into_windows(pieces, room, options.long_text)  # stage 2
         texts = hidden_states(self.model, self.tokenizer, windows, options, layers=layer_list, progress=progress,
                               pooling=modes, skip=skip)  # stage 3 (and 4 for texts of one window)  # fmt: skip
@@ -363,23 +346,6 @@ class Embedder:
         if not isinstance(max_length, int) or isinstance(max_length, bool) or not 3 <= max_length <= limit:
             raise ValueError(f"max_length must be an int from 3 to max_position_embeddings={limit}, got {max_length!r}")
         return max_length
-
-    @staticmethod
-    def _check_skip(skip, pieces: Sequence[list[int]], room: int, max_length: int, long_text: str) -> None:
-        """Each text must keep a token to pool after the first ``skip`` are left out (a mean of
-        nothing is a zero vector, a max of nothing NaN: refused, not returned)."""
-        if not isinstance(skip, int) or isinstance(skip, bool):
-            raise TypeError(f"skip must be an int (the leading tokens the pooling leaves out), got {skip!r}")
-        if skip < 0:
-            raise ValueError(f"skip (the leading tokens the pooling leaves out) must be 0 or more, got {skip}")
-        if long_text == "truncate" and skip > room:
-            raise ValueError(f"skip={skip} leaves out every piece a text keeps within max_length={max_length} "
-                             f"({room} pieces besides [CLS] and [SEP]): skip must be from 0 to {room}")  # fmt: skip
-        for index, ids in enumerate(pieces):
-            kept = min(len(ids), room) if long_text == "truncate" else len(ids)
-            if skip > kept + 1:  # [CLS] pieces [SEP]: position kept + 1 is [SEP]
-                raise ValueError(f"text {index} is {kept + 2} tokens with [CLS] and [SEP]: skip={skip} leaves "
-                                 "none of them to pool")  # fmt: skip
 
     def _room(self, max_length: int) -> int:
         """Pieces a window holds: ``max_length`` less [CLS] and [SEP]."""
