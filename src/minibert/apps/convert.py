@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import CheckpointError
-from ..formats.atomic_files import current_umask, write_atomically
+from ..formats.atomic_files import current_umask, naming_the_file, write_atomically
 from ..loading.hub import looks_like_a_path, resolve_file
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
@@ -73,11 +73,13 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
                               f"(output_weights or classifier.weight): it converts as {cls.__name__}")  # fmt: skip
     label_config = {"id2label": dict(enumerate(labels)), "label2id": {label: i for i, label in enumerate(labels)}} \
         if labels else {}  # fmt: skip
-    model = cls.from_pretrained(source, **label_config)
-    tokenizer = BertTokenizer.from_pretrained(source)
-
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
+    # The staging folder first, before the weights are read: a parent that cannot be written to (read-only,
+    # no permission) is one line naming the destination, not an errno message naming the temporary folder.
+    with naming_the_file(destination):
+        staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
     try:
+        model = cls.from_pretrained(source, **label_config)
+        tokenizer = BertTokenizer.from_pretrained(source)
         os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
         model.save_pretrained(staging)
         vocab = resolve_file(source, "vocab.txt")
