@@ -269,6 +269,12 @@ def test_the_exit_code_is_the_tables(command, column, tmp_path, monkeypatch):
         (["next-sentence", "a", "b", "--model", " "], "--model"),
         (["classify", "a", "--model", ""], "--model"),
         (["tokenize", "a", "--model", ""], "--model"),
+        # serve: --port 70000 after it, so that a server never starts here if --model "" were let through
+        (["serve", "--model", "", "--port", "70000"], "--model"),
+        (["finetune", "--model", "", "--train", "t.csv", "--output", "run"], "--model"),
+        (["pretrain", "--init", "", "--data", "x", "--output", "run", "--steps", "1", "--batch-size", "1"], "--init"),
+        (["embed", "hi", "--model", str(TINY), "--prompt", "q: ", "--prompt-name", "x"], "--prompt-name"),
+        (["explore", "a", "--model", str(TINY), "-o", ""], "--output/-o"),  # it said '--output . is a directory'
         (["embed", "hi", "--model", str(TINY), "--device", "cuda:99999999999999999999"], "--device"),
         (["embed", "hi", "--model", str(TINY), "--device", "cuda:256"], "--device"),  # torch would read cuda:0
         (["embed", "hi", "--model", str(TINY), "--max-length", "2"], "--max-length"),  # [CLS] [SEP] and no room

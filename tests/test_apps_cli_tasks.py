@@ -108,6 +108,33 @@ def test_answer_from_arguments_and_from_jsonl(tmp_path):
                                                               str(text_file)).stderr  # fmt: skip
 
 
+def test_a_question_that_fills_max_seq_len_is_named_not_the_stride(tmp_path):
+    """A question as long as --max-seq-len leaves the context no room: the line says so, naming the
+    question (and its line) and --max-seq-len; it blamed stride=2, a value derived from the default
+    that the user never gave. The library's error says the same with the parameter's name."""
+    result = run("answer", "--model", str(QA_REFERENCE), "--question", "C C C C C C", "--context", "C C O",
+                 "--max-seq-len", "5")  # fmt: skip
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 1 and len(errors) == 1 and "stride" not in result.stderr, result.stderr
+    line = errors[0]
+    assert "the question is 6 pieces: with [CLS] and two [SEP] it leaves no room for the context in " \
+           "--max-seq-len 5" in line  # fmt: skip
+    source = tmp_path / "qa.jsonl"
+    source.write_text('{"question": "Who?", "context": "Babbage."}\n{"question": "C C C C", "context": "C"}\n')
+    result = run("answer", "--model", str(QA_REFERENCE), "--input", str(source), "--max-seq-len", "7")
+    assert result.returncode == 1 and f"the question on line 2 of {source} is 4 pieces" in result.stderr
+    with pytest.raises(ValueError, match="question 0 is 6 pieces: .* no room for the context in max_seq_len=9"):
+        minibert.answer("C C C C C C", "C C O", model=QA_REFERENCE, max_seq_len=9)
+    with pytest.raises(ValueError, match="leaves 1 pieces for the context in max_seq_len=9, not more than "
+                                         r"doc_stride=4 \(the default"):  # fmt: skip
+        minibert.answer("C C C C C", "C C O", model=QA_REFERENCE, max_seq_len=9)
+    result = run("answer", "--model", str(QA_REFERENCE), "--question", "C C C C C", "--context", "C C O",
+                 "--max-seq-len", "9", "--doc-stride", "1")  # fmt: skip
+    assert result.returncode == 1 and "1 pieces for the context in --max-seq-len 9, not more than --doc-stride 1;" \
+        in result.stderr  # fmt: skip
+    assert "answer" in minibert.answer("C C C C C", "C C O", model=QA_REFERENCE, max_seq_len=9, doc_stride=0)
+
+
 def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_path):  # noqa: F811
     directory = cross_encoder_dir(make, tmp_path, "saved")
     documents = ["Berlin has about 3.9 million inhabitants.", "Cats sleep a lot.", "", "Berlin"]

@@ -120,6 +120,55 @@ def test_options_and_columns(cluster, minilm_dir, rows):
                             compute=ray.data.ActorPoolStrategy(size=1)).take_all()  # fmt: skip
 
 
+def test_every_option_is_checked_once_in_the_constructor(minilm_dir):
+    """Options are refused when the actor starts, not batch after batch: a prompt this model lacks,
+    both prompt spellings, a column that is not a name, an output column that would replace the
+    texts; num_threads is checked before torch's thread count (the whole process's) is touched, and
+    an option the model refuses leaves it as it was. No Ray cluster: the class is called directly."""
+    import pandas as pd
+    import torch
+
+    from minibert.ray import EmbedBatch
+
+    model = str(minilm_dir)
+    with pytest.raises(ValueError, match="prompt_name 'query' is not one of this model's prompts"):
+        EmbedBatch(model, prompt_name="query")
+    with pytest.raises(ValueError, match="pass prompt or prompt_name, not both"):
+        EmbedBatch(model, prompt="q: ", prompt_name="query")
+    with pytest.raises(TypeError, match="EmbedBatch: text_column must be a column name .* got 5"):
+        EmbedBatch(model, text_column=5)
+    with pytest.raises(ValueError, match="output_column and text_column are both 'text'"):
+        EmbedBatch(model, output_column="text")
+    threads = torch.get_num_threads()
+    for bad in (0, -3, 1.5, True):
+        with pytest.raises(ValueError, match=f"EmbedBatch: num_threads must be a positive int, got {bad!r}"):
+            EmbedBatch(model, num_threads=bad)
+    with pytest.raises(ValueError, match="layer 9 does not exist"):
+        EmbedBatch(model, num_threads=threads + 1, layers=9)
+    assert torch.get_num_threads() == threads
+    embed = EmbedBatch(model)
+    assert embed(pd.DataFrame({"text": ["a"]}))["embedding"][0].shape == (384,)
+
+
+def test_an_output_column_already_in_the_batch_is_refused_in_every_format(minilm_dir):
+    """pandas and numpy replaced an existing 'embedding' column, pyarrow added a second one of the
+    same name: every format now refuses it, naming the column, before embedding."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from minibert.ray import EmbedBatch
+
+    embed = EmbedBatch(str(minilm_dir))
+    batches = [  # pandas, pyarrow, numpy
+        pd.DataFrame({"text": ["a"], "embedding": [1]}),
+        pa.table({"text": ["a"], "embedding": [1]}),
+        {"text": np.array(["a"]), "embedding": np.array([1])},
+    ]
+    for batch in batches:
+        with pytest.raises(ValueError, match="this batch already has a column 'embedding'; set output_column="):
+            embed(batch)
+
+
 def _embedding_actor_pids() -> list[int]:
     """Processes of EmbedBatch actors: Ray titles them 'ray::MapWorker(MapBatches(EmbedBatch))'."""
     pids = []

@@ -149,6 +149,33 @@ def test_truncation_is_never_silent(embedder):
         embedder.embed([long_text], max_length=128, long_text="window")
 
 
+def test_embed_pieces_checks_its_input_and_says_when_it_truncates(embedder):
+    """embed_pieces is embed's second half for callers that tokenize themselves: float, bool or
+    out-of-vocabulary ids, a str and a skip that leaves nothing to pool are refused, naming the
+    place, before the forward pass; a cut text is warned about as embed warns."""
+    with pytest.warns(UserWarning, match="1 of 1 texts are longer than max_length=256 tokens and were truncated"):
+        assert embedder.embed_pieces([[2000] * 600]).shape == (1, 384)
+    with pytest.raises(TypeError, match=r"pieces\[0\]\[1\] is 1.7 \(float\): piece ids must be ints"):
+        embedder.embed_pieces([[2000, 1.7]])
+    with pytest.raises(TypeError, match=r"pieces\[1\]\[0\] is True \(bool\)"):
+        embedder.embed_pieces([[2000], [True]])
+    with pytest.raises(TypeError, match="pieces must be a list of texts' piece ids .* got str"):
+        embedder.embed_pieces("abc")
+    with pytest.raises(TypeError, match=r"pieces\[0\] must be a list of piece ids .* got str"):
+        embedder.embed_pieces(["abc"])
+    with pytest.raises(ValueError, match=r"pieces\[0\]\[0\] is 30522, outside the vocabulary \[0, 30522\)"):
+        embedder.embed_pieces([[30522]])
+    pieces, _ = embedder.pieces_for_embedding(["a man is eating some food today"])  # 7 pieces
+    with pytest.raises(ValueError, match="skip .* must be 0 or more, got -1"):
+        embedder.embed_pieces(pieces, skip=-1)
+    with pytest.raises(ValueError, match="text 0 is 9 tokens with .CLS. and .SEP.: skip=9 leaves none of them"):
+        embedder.embed_pieces(pieces, skip=9)
+    with pytest.raises(ValueError, match="skip must be from 0 to 6"):
+        embedder.embed_pieces([[2000] * 20], skip=7, max_length=8)
+    vectors = embedder.embed_pieces(pieces, skip=8)  # [SEP] alone is left: allowed, as pieces_for_embedding can ask
+    assert np.isfinite(vectors).all() and np.linalg.norm(vectors) > 0.5
+
+
 def test_default_max_length_follows_sentence_transformers_config(embedder):
     assert embedder.max_length == 256  # all-MiniLM-L6-v2's max_seq_length
 

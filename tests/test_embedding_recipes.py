@@ -196,6 +196,31 @@ def test_prompt_arguments_are_checked(saved):
         embedder.embed("x", prompt_name="query", prompt="query: ")
 
 
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls", "lasttoken", "weightedmean"])
+def test_a_prompt_that_fills_max_length_is_refused(saved, tmp_path, pooling):
+    """With include_prompt false the prompt's tokens are left out of the pooling; a prompt that
+    fills max_length leaves no token of the text (mean gave zeros, max NaN, cls [CLS]): refused,
+    naming the prompt's length and max_length. In windows the text still has tokens of its own."""
+    directory = _copy_of(saved("prompts_excluded_weightedmean"), tmp_path)
+    pooling_config = {"word_embedding_dimension": 384, "pooling_mode": pooling, "include_prompt": False}
+    (directory / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config))
+    _edit_json(directory / "config_sentence_transformers.json",
+               lambda values: values["prompts"].update(doc="passage of a long document: "))  # fmt: skip
+    embedder = Embedder.from_pretrained(directory)
+    with pytest.raises(
+        ValueError,
+        match="the prompt 'passage of a long document: ' is 7 tokens with .CLS., and "
+        "max_length=6 holds 5 before .SEP.: no token of the text is left to pool",
+    ):
+        embedder.embed(["A man is eating food."], prompt_name="doc", max_length=6)
+    with pytest.raises(ValueError, match="is 7 tokens .* max_length=8 holds 7"):
+        embedder.embed(["A man is eating food."], prompt_name="doc", max_length=8)
+    vectors = _embed(embedder, ["A man is eating food."], prompt_name="doc", max_length=9)  # one piece of the text
+    assert np.isfinite(vectors).all() and abs(np.linalg.norm(vectors) - 1) < 1e-5
+    vectors = embedder.embed(["A man is eating food."], prompt_name="doc", max_length=6, long_text="window")
+    assert np.isfinite(vectors).all() and abs(np.linalg.norm(vectors) - 1) < 1e-5
+
+
 def _copy_of(directory: Path, tmp_path: Path) -> Path:
     target = tmp_path / "model"
     shutil.copytree(directory, target, symlinks=True)

@@ -200,8 +200,9 @@ LONG = " ".join(["word"] * 80)  # 82 tokens: more than the test model's 64 posit
         (["x", "--output", "{tmp}"], "is a directory"),
         ([LONG], "82 tokens long, more than the model's 64 positions; pass --truncate"),
         ([LONG, "--max-length", "20"], "more than max_length 20; pass --truncate"),
-        (["x", "--max-length", "65"], "max_length must be an int from 1 to the model's 64 positions"),
+        (["x", "--max-length", "65"], "max_length must be an int from 3 ([CLS] a piece [SEP]) to the model's 64"),
         ([""], "the text is empty"),
+        (["\u200b"], "the text gives no tokens (the tokenizer drops each of its characters)"),
         (["   \t"], "the text is empty"),
         (["x", " "], "the pair is empty"),
         (["caf\udce9"], "the text is not valid Unicode: a lone surrogate '\\udce9' at character 3"),
@@ -214,6 +215,7 @@ LONG = " ".join(["word"] * 80)  # 82 tokens: more than the test model's 64 posit
         "longer than --max-length",
         "max-length beyond the model",
         "empty text",
+        "no tokens",
         "blank text",
         "empty pair",
         "not UTF-8",
@@ -241,6 +243,32 @@ def test_truncate_cuts_to_the_limit(masked_lm, tmp_path):
                         "--max-length", "20")  # fmt: skip
     assert done.returncode == 0 and "cut to 20 tokens" in done.stderr
     assert minibert.explore(directory, LONG, truncate=True, max_length=20).data.tokens[-1] == "[SEP]"
+
+
+def test_python_and_cli_take_the_same_limits_before_the_forward_pass(masked_lm, tmp_path):
+    """attention_bits is checked by explore() before the model is loaded (it failed at save() or in
+    Jupyter's display); max_length's lower bound is the true one in the message and the check (1 was
+    called valid, then refused with another error type; 2 explored [CLS] [SEP]); a text the tokenizer
+    drops entirely is refused like an empty one; the CLI's --attention-bits says the values it takes."""
+    directory, _ = masked_lm
+    for bits in (9, 4, True, 8.0, "8"):
+        with pytest.raises(ExplorerInputError, match=f"attention_bits must be 8, 16 or None, got {bits!r}"):
+            minibert.explore(str(tmp_path / "no-such-model"), "hello there", attention_bits=bits)
+    for max_length in (1, 2):
+        with pytest.raises(ExplorerInputError, match=r"max_length must be an int from 3 \(\[CLS\] a piece \[SEP\]\)"):
+            minibert.explore(directory, "hello there my friend", max_length=max_length, truncate=True)
+    assert minibert.explore(directory, "hello there my friend", max_length=3, truncate=True).data.tokens[1] == "hello"
+    with pytest.raises(ExplorerInputError, match=r"max_length must be an int from 5 \(\[CLS\] A \[SEP\] B \[SEP\]"):
+        minibert.explore(directory, "hello there", "my friend", max_length=4, truncate=True)
+    with pytest.raises(ExplorerInputError, match="the text gives no tokens"):
+        minibert.explore(directory, "\x00\u200b")
+    with pytest.raises(ExplorerInputError, match="the pair gives no tokens"):
+        minibert.explore(directory, "hello", "\u200b")
+    for bits in ("4", "12", "8.0"):
+        done = run_minibert("explore", "x", "--output", str(tmp_path / "p.html"), "--attention-bits", bits)
+        assert done.returncode == 2, done.stderr
+        assert f"argument --attention-bits: must be 8 or 16, got {bits}" in done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_usage_errors_exit_2():

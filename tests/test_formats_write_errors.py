@@ -58,6 +58,38 @@ def test_a_folder_that_cannot_be_written_is_named_with_the_file(tmp_path, monkey
         write_atomically(target, b"x")
 
 
+@pytest.mark.parametrize("command", ["convert", "example-data", "finetune"])
+def test_an_output_folder_in_a_read_only_parent_is_one_line_naming_it(tmp_path, monkeypatch, command):
+    """Commands whose --output is a folder (convert's staging folder, example-data's and a run's
+    mkdir) said "[Errno 30] Read-only file system: '…/.conv.xxxx.partial'", naming a temporary
+    folder the user never gave, or gave a raw errno; now one line naming the output and why. The
+    folder is made before any model is read (convert read the weights first)."""
+    from minibert.apps import convert
+
+    output = tmp_path / "out"
+    monkeypatch.setattr(convert.tempfile, "mkdtemp", failing(errno.EROFS, str(tmp_path / ".out.ab12.partial")))
+    real_mkdir = type(tmp_path).mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if self == output:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tmp_path), "mkdir", mkdir)
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na good film,1\na bad film,0\n", encoding="utf-8")
+    argv = {
+        "convert": ["convert", TINY, str(output)],
+        "example-data": ["example-data", "languages", "--output", str(output)],
+        "finetune": ["finetune", "--model", TINY, "--train", str(train), "--output", str(output)],
+    }[command]
+    result = run_minibert(*argv)
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 1 and errors == [f"minibert: error: cannot write {output}: Read-only file system"], \
+        result.stderr  # fmt: skip
+    assert ".partial" not in result.stderr and "Errno" not in result.stderr
+
+
 def test_a_read_only_target_when_renaming_is_named(tmp_path, monkeypatch):
     target = tmp_path / "config.json"
     monkeypatch.setattr(atomic_files.os, "replace", failing(errno.EROFS))

@@ -16,6 +16,7 @@ ValueError: must be a whole number from 0 to 65535, got 70000
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import re
@@ -139,3 +140,17 @@ def refuse_other_choices(options, flags: bool) -> None:
             continue
         shown = "--" + setting.name.replace("_", "-") if flags else setting.name
         raise DataError(f"{shown} {value!r}: must be one of {', '.join(map(str, choices))}")
+
+
+def model_name(text: str) -> str:
+    """An argparse type for --model (and pretrain's --init): a hub id or a directory, never empty
+    (``--model "$MODEL"`` with the variable unset is a usage error naming the flag, not "no --model":
+    that would load another model, the default or a bundled one).
+
+    >>> model_name("")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: is empty: give a hub id or a local directory
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a hub id or a local directory")
+    return text

@@ -79,13 +79,14 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
                               f"(output_weights or classifier.weight): it converts as {cls.__name__}")  # fmt: skip
     label_config = {"id2label": dict(enumerate(labels)), "label2id": {label: i for i, label in enumerate(labels)}} \
         if labels else {}  # fmt: skip
-    model = cls.from_pretrained(source, **label_config)
-    tokenizer = BertTokenizer.from_pretrained(source)
-    recipe_files = sentence_transformers_files(source, model.config.hidden_size)
-
-    with naming_the_file(destination):  # a read-only or foreign folder: "cannot write DESTINATION: ..."
+    # The staging folder first, before the weights are read: a parent that cannot be written to (read-only,
+    # no permission) is one line naming the destination, not an errno message naming the temporary folder.
+    with naming_the_file(destination):
         staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
     try:
+        model = cls.from_pretrained(source, **label_config)
+        tokenizer = BertTokenizer.from_pretrained(source)
+        recipe_files = sentence_transformers_files(source, model.config.hidden_size)
         os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
         model.save_pretrained(staging)
         for name in recipe_files:  # the sentence-transformers recipe: embed pools and normalises as before

@@ -56,8 +56,9 @@ def embedding_flags() -> argparse.ArgumentParser:
         "joined by commas (concatenated); default: the model's own recipe (a sentence-transformers model's "
         "pooling, Dense layers and normalization), else mean. A mode given here replaces the recipe",
     )
-    embedding.add_argument("--prompt-name", help="the model's prompt of this name before each text (e5: query)")
-    embedding.add_argument("--prompt", help="this text before each text")
+    prompt = embedding.add_mutually_exclusive_group()  # both: a usage error naming the two flags (exit 2)
+    prompt.add_argument("--prompt-name", help="the model's prompt of this name before each text (e5: query)")
+    prompt.add_argument("--prompt", help="this text before each text (not with --prompt-name)")
     embedding.add_argument("--layers", type=_layers, default=defaults.layers,
                            help="e.g. -1 (the default), or -1,-2,-3,-4 (the last four layers)")  # fmt: skip
     embedding.add_argument("--layer-combine", default=defaults.layer_combine, choices=LAYER_COMBINES,

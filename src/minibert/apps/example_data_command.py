@@ -62,7 +62,7 @@ def example_files(name: str) -> list[Path]:
 def write_example_data(name: str, output: str | Path) -> list[Path]:
     """Copy data set ``name``'s files into ``output`` (made if missing) and return their new paths.
     Raises FileExistsError, before writing any, when a file there holds other bytes."""
-    from ..formats.atomic_files import write_atomically
+    from ..formats.atomic_files import naming_the_file, write_atomically
 
     output = Path(output)
     contents = {output / source.name: source.read_bytes() for source in example_files(name)}
@@ -70,7 +70,8 @@ def write_example_data(name: str, output: str | Path) -> list[Path]:
         if target.is_dir() or (target.exists() and target.read_bytes() != content):
             raise FileExistsError(f"{target} already exists and is not {name}'s example file: nothing written "
                                   "(choose another --output, or move it away)")  # fmt: skip
-    output.mkdir(parents=True, exist_ok=True)
+    with naming_the_file(output):  # a read-only parent: "cannot write OUTPUT: Read-only file system"
+        output.mkdir(parents=True, exist_ok=True)
     for target, content in contents.items():
         if not target.exists():
             write_atomically(target, content)

@@ -9,6 +9,7 @@ The explorer is imported when the command runs, not when the parser is built.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -18,8 +19,33 @@ from pathlib import Path
 from .commands import CommandError, device_of
 from .flag_types import positive_int, whole_number
 
-# [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each.
+# [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each (the same as
+# explorer/data.py's, which explore() checks; that module imports torch, so not imported to build the parser).
 SHORTEST = {"text": 3, "pair": 5}
+
+
+def attention_bits(text: str) -> int:
+    """An argparse type for --attention-bits: 8 or 16 (what explore() takes).
+
+    >>> attention_bits("12")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must be 8 or 16, got 12
+    """
+    if text.strip() not in ("8", "16"):
+        raise argparse.ArgumentTypeError(f"must be 8 or 16, got {text}")
+    return int(text)
+
+
+def page_file(text: str) -> str:
+    """An argparse type for --output: a file name, never empty (``-o ""`` was read as the folder ".").
+
+    >>> page_file("")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: is empty: name the page's file, e.g. page.html
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name the page's file, e.g. page.html")
+    return text
 
 
 def add_parser(commands, parents: list) -> None:
@@ -33,7 +59,8 @@ def add_parser(commands, parents: list) -> None:
     )
     explore.add_argument("text", help="the text to explore (put [MASK] where the model should guess)")
     explore.add_argument("pair", nargs="?", help="a second text (sentence B of a pair)")
-    explore.add_argument("--output", "-o", required=True, help="the page to write (.html); replaced atomically")
+    explore.add_argument("--output", "-o", required=True, type=page_file,
+                         help="the page to write (.html); replaced atomically")  # fmt: skip
     explore.add_argument("--top-k", type=positive_int, default=5, help="guesses per position and layer (default 5)")
     explore.add_argument("--max-length", type=whole_number(SHORTEST["text"]), default=None,
                          help=f"tokens at most, {SHORTEST['text']} or more ({SHORTEST['pair']} or more for a pair; "
@@ -45,7 +72,7 @@ def add_parser(commands, parents: list) -> None:
     explore.add_argument("--whitespace-words", action="store_true",
                          help="words are what whitespace separates: no punctuation splitting (e.g. SMILES "
                               "pre-split as rxnfp's tokenizer splits them)")  # fmt: skip
-    explore.add_argument("--attention-bits", type=whole_number(8, 16), choices=[8, 16], default=None,
+    explore.add_argument("--attention-bits", type=attention_bits, default=None,
                          help="bits per stored attention weight (default: 16 on small pages, 8 on big)")  # fmt: skip
     explore.add_argument("--open", action="store_true", help="open the page in the web browser when written")
     explore.set_defaults(run=cmd_explore)

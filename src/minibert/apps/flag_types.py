@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ..limits import Limits, limits_of
+from ..limits import Limits, limits_of, model_name  # noqa: F401 (--model's type, used by the commands)
 
 
 def parser_of(limits: Limits):
@@ -88,20 +88,6 @@ DTYPES = ("float32", "bfloat16", "float16", "auto", "int8")
 DTYPE_HELP = ("the model's weights: float32 (default), bfloat16 or float16 (for a GPU); auto: bfloat16 on a GPU that "
               "has it and where it is measured faster on this CPU, else float32; int8: the encoder's linear layers "
               "in int8 on the CPU, checked against float32 at load (docs/int8.md)")  # fmt: skip
-
-
-def model_name(text: str) -> str:
-    """An argparse type for --model: a hub id or a directory, never empty (``--model "$MODEL"`` with
-    the variable unset is a usage error naming the flag, not "no --model": that would load another
-    model, the default or a bundled one).
-
-    >>> model_name("")
-    Traceback (most recent call last):
-    argparse.ArgumentTypeError: is empty: give a hub id or a local directory
-    """
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty: give a hub id or a local directory")
-    return text
 
 
 DEVICE_HELP = ("where the model runs: auto (default: CUDA where torch sees a GPU, else the CPU; a GPU used is named "

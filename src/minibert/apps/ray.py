@@ -20,9 +20,10 @@ class, so each actor loads the model once and then embeds batch after batch::
 
 Each batch's text column (``text_column``, default ``"text"``) becomes an ``embedding`` column of
 fixed-size float32 vectors, computed as ``Embedder.embed`` computes them (the model's own recipe
-unless ``embed_options`` say otherwise); every other column passes through untouched. pandas,
-pyarrow and numpy batch formats all work. Ray is an optional extra (``pip install minibert[ray]``);
-only this module imports it, and only when it is imported.
+unless ``embed_options`` say otherwise); every other column passes through untouched (an
+``output_column`` the batch already has is refused). pandas, pyarrow and numpy batch formats all
+work. Ray is an optional extra (``pip install minibert[ray]``); only this module imports it, and
+only when it is imported.
 
 Why a callable class and not a function: Ray Data runs a class in a pool of long-lived actors and
 calls ``__init__`` once per actor, so the model is loaded once per process, not once per batch.
@@ -65,12 +66,29 @@ class EmbedBatch:
         from ..embedding.embedder import Embedder
         from ..embedding.options import EmbedOptions
 
+        # Every option is checked here, once per actor, not batch after batch: first those that need
+        # no model, before anything changes (torch's thread count is the whole process's) ...
+        if num_threads is not None and (not isinstance(num_threads, int) or isinstance(num_threads, bool)
+                                        or num_threads < 1):  # fmt: skip
+            raise ValueError(f"EmbedBatch: num_threads must be a positive int, got {num_threads!r}")
+        for name, column in (("text_column", text_column), ("output_column", output_column)):
+            if not isinstance(column, str) or not column:
+                raise TypeError(f"EmbedBatch: {name} must be a column name (a non-empty str), got {column!r}")
+        if output_column == text_column:
+            raise ValueError(f"EmbedBatch: output_column and text_column are both {text_column!r}; the vectors "
+                             "would replace the texts: name another output_column")  # fmt: skip
+        self.text_column, self.output_column = text_column, output_column
+        self.options = EmbedOptions.of(options, **embed_options)
+        threads = torch.get_num_threads()
         if num_threads is not None:
             torch.set_num_threads(num_threads)
-        self.embedder = Embedder.from_pretrained(model, dtype=dtype, device=device)
-        self.text_column, self.output_column = text_column, output_column
-        self.options = EmbedOptions.of(options, **embed_options)  # a bad option fails here, once
-        self.embedder.embed_pieces([], self.options)  # ... and so does one this model cannot apply (a layer it lacks)
+        try:  # ... then those this model may refuse (a prompt_name it lacks, a layer it lacks)
+            self.embedder = Embedder.from_pretrained(model, dtype=dtype, device=device)
+            _, skip = self.embedder.pieces_for_embedding([], self.options)
+            self.embedder.embed_pieces([], self.options, skip=skip)
+        except BaseException:
+            torch.set_num_threads(threads)  # a refused actor leaves the process as it found it
+            raise
 
     def __call__(self, batch):
         """pandas.DataFrame, pyarrow.Table or dict of numpy arrays in → the same type out."""
@@ -91,6 +109,12 @@ class EmbedBatch:
         return batch
 
     def _column(self, batch, columns: list) -> list:
+        """The batch's texts, checked (and its columns: the output column must be a new one, so
+        every batch format gives the same result) before any is embedded."""
+        if self.output_column in columns:
+            raise ValueError(f"EmbedBatch: this batch already has a column {self.output_column!r}; set "
+                             "output_column= to a new name (the vectors would replace it, or with pyarrow "
+                             "sit beside it under the same name)")  # fmt: skip
         if self.text_column not in columns:
             raise ValueError(f"EmbedBatch: no column {self.text_column!r} in this batch (columns: {columns}); "
                              "set text_column=")  # fmt: skip

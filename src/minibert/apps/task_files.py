@@ -222,17 +222,35 @@ def cmd_tag(args) -> None:
 
 
 def cmd_answer(args) -> None:
+    from ..errors import InputFileError
     from ..heads import BertForQuestionAnswering
     from ..tasks import answer, load_for_task
+    from ..tasks.answer import QuestionTooLongError
 
     if (args.question is None) != (args.context is None):
         raise CommandError("give --question and --context together (or --input FILE.jsonl)")
 
+    done = [0]  # the lines of the chunks before this one: a question too long is named by its line
+
     def answer_chunk(loaded, chunk: list[dict]) -> list[dict]:
-        found = answer([r["question"] for r in chunk], [r["context"] for r in chunk], model=loaded,
-                       top_k=args.top_k, doc_stride=args.doc_stride, max_answer_len=args.max_answer_len,
-                       max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
-                       batch_size=args.batch_size)  # fmt: skip
+        try:
+            found = answer([r["question"] for r in chunk], [r["context"] for r in chunk], model=loaded,
+                           top_k=args.top_k, doc_stride=args.doc_stride, max_answer_len=args.max_answer_len,
+                           max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
+                           batch_size=args.batch_size)  # fmt: skip
+        except QuestionTooLongError as error:
+            place = done[0] + error.number + 1
+            where = (f"the question on line {place:,} of {'stdin' if args.input == STDIN else args.input}"
+                     if args.input else "the question")  # fmt: skip
+            said = f"{where} is {error.pieces} pieces: with [CLS] and two [SEP] it leaves "
+            if error.doc_stride is None:
+                raise InputFileError(said + f"no room for the context in --max-seq-len {error.max_seq_len}; give a "
+                                     "larger --max-seq-len") from None  # fmt: skip
+            default = "" if error.stride_given else " (the default: half the window, at most 128)"
+            raise InputFileError(said + f"{error.room} pieces for the context in --max-seq-len {error.max_seq_len}, "
+                                 f"not more than --doc-stride {error.doc_stride}{default}; give a larger "
+                                 "--max-seq-len or a smaller --doc-stride") from None  # fmt: skip
+        done[0] += len(chunk)
         return [{"question": r["question"], "answers": a if isinstance(a, list) else [a]} for r, a in zip(chunk, found)]
 
     def from_arguments():

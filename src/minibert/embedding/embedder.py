@@ -69,7 +69,7 @@ from .hidden_states import hidden_states
 from .options import EmbedOptions
 from .pooling import pool_text
 from .recipe import SentenceRecipe, read_recipe, similarity
-from .windows import assemble_tokens, cut_into_windows
+from .windows import assemble_tokens, check_piece_ids, check_skip, cut_into_windows
 from .word_vectors import check_merge, merge_pieces
 
 
@@ -162,12 +162,7 @@ class Embedder:
         """
         single = isinstance(texts, str)
         result = self.embed_with_report([texts] if single else texts, EmbedOptions.of(options, **changes), progress)
-        if result.truncated:
-            warnings.warn(
-                f"{result.truncated} of {len(result.vectors)} texts are longer than max_length={result.max_length} "
-                "tokens and were truncated; pass long_text='window' to embed all of each text",
-                stacklevel=2,
-            )
+        _warn_if_truncated(result)
         return result.vectors[0] if single else result.vectors
 
     def embed_with_report(
@@ -199,6 +194,15 @@ class Embedder:
         skip = 0
         if prefix and options.follows_recipe and not self.recipe.include_prompt:
             skip = 1 + len(self.tokenizer.piece_ids(prefix))
+            max_length = self._max_length(options)
+            if options.long_text == "truncate" and skip >= max_length - 1:  # before any text is tokenized
+                # Every text would be cut to the prompt alone, which the recipe leaves out: nothing to pool.
+                # (sentence-transformers pools [SEP] alone there, with a prompt length it caches; not followed.)
+                raise ValueError(
+                    f"the prompt {prefix!r:.60} is {skip} tokens with [CLS], and max_length={max_length} holds "
+                    f"{max_length - 1} before [SEP]: no token of the text is left to pool (this model's pooling "
+                    "leaves the prompt out); pass a larger max_length, a shorter prompt or long_text='window'"
+                )
         return [self.tokenizer.piece_ids(prefix + text if prefix else text) for text in texts], skip
 
     def embed_pieces(
@@ -211,8 +215,15 @@ class Embedder:
         **changes,
     ) -> np.ndarray:
         """The second half of ``embed``: (N, dim) vectors of texts given as piece ids (without
-        [CLS]/[SEP]); the options are ``embed``'s (an EmbedOptions, or its fields as keywords)."""
-        return self._embed_pieces(pieces, EmbedOptions.of(options, **changes), skip, progress).vectors
+        [CLS]/[SEP]); the options are ``embed``'s (an EmbedOptions, or its fields as keywords).
+        ``skip``: how many leading tokens ([CLS] first) the pooling leaves out, as
+        ``pieces_for_embedding`` returns it. Texts longer than max_length are truncated with
+        ``embed``'s warning (or embedded in windows: ``long_text="window"``)."""
+        options = EmbedOptions.of(options, **changes)
+        check_piece_ids(pieces, self.model.config.vocab_size)
+        result = self._embed_pieces(pieces, options, skip, progress)
+        _warn_if_truncated(result)
+        return result.vectors
 
     def _embed_pieces(self, pieces: Sequence[list[int]], options: EmbedOptions, skip: int, progress) -> Embedded:
         """Stages 2 to 5: windows → hidden states → pooling → the recipe's Dense layers and normalization."""
@@ -231,7 +242,9 @@ class Embedder:
         if normalize is None:  # the recipe's normalization, or none when the pooling was chosen here
             normalize = recipe.normalize if options.follows_recipe else False
         max_length = self._max_length(options)
-        windows, truncated = cut_into_windows(pieces, self._room(max_length), options.long_text)  # stage 2
+        room = self._room(max_length)
+        check_skip(skip, pieces, room, max_length, options.long_text)
+        windows, truncated = cut_into_windows(pieces, room, options.long_text)  # stage 2
         texts = hidden_states(self.model, self.tokenizer, windows, options, layers=layer_list, progress=progress,
                               pooling=modes, skip=skip)  # stage 3 (and 4 for texts of one window)  # fmt: skip
         if not pieces:
@@ -346,3 +359,13 @@ class Embedded:
     vectors: np.ndarray  # (N, dim) float32
     truncated: int  # texts longer than max_length that were cut (long_text="truncate")
     max_length: int  # the limit that applied, in tokens with [CLS] and [SEP]
+
+
+def _warn_if_truncated(result: Embedded) -> None:
+    """``embed``'s warning (and ``embed_pieces``'), from the count ``embed_with_report`` returns."""
+    if result.truncated:
+        warnings.warn(
+            f"{result.truncated} of {len(result.vectors)} texts are longer than max_length={result.max_length} "
+            "tokens and were truncated; pass long_text='window' to embed all of each text",
+            stacklevel=3,
+        )

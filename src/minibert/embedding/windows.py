@@ -14,6 +14,10 @@ piece then takes its vector from the window in which it has the most context on 
 ([[(0, [1, 2, 3, 4]), (2, [3, 4, 5, 6]), (4, [5, 6, 7])]], 0)
 >>> cut_into_windows([[1, 2, 3, 4, 5, 6, 7]], room=4, long_text="truncate")
 ([[(0, [1, 2, 3, 4])]], 1)
+
+Piece ids given from outside (``Embedder.embed_pieces``) are checked here before they are cut:
+ints in the vocabulary (``check_piece_ids``), and a pooling ``skip`` that leaves each text, as cut,
+a token to pool (``check_skip``).
 """
 
 from __future__ import annotations
@@ -78,3 +82,37 @@ def assemble_tokens(parts) -> np.ndarray:
         start, states = best
         out[position + 1] = states[position - start + 1]
     return out
+
+
+def check_piece_ids(pieces, vocab_size: int) -> None:
+    """Piece ids from outside (``embed_pieces``): a sequence of lists of ints in the vocabulary,
+    checked before any forward pass (the tokenizer's own are not checked again)."""
+    if isinstance(pieces, (str, bytes)) or not isinstance(pieces, Sequence):
+        raise TypeError(f"pieces must be a list of texts' piece ids (lists of ints), got {type(pieces).__name__}")
+    for index, ids in enumerate(pieces):
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise TypeError(f"pieces[{index}] must be a list of piece ids (ints), got {type(ids).__name__}")
+        for position, piece in enumerate(ids):
+            if not isinstance(piece, (int, np.integer)) or isinstance(piece, bool):
+                raise TypeError(f"pieces[{index}][{position}] is {piece!r} ({type(piece).__name__}): "
+                                "piece ids must be ints")  # fmt: skip
+            if not 0 <= piece < vocab_size:
+                raise ValueError(f"pieces[{index}][{position}] is {piece}, outside the vocabulary "
+                                 f"[0, {vocab_size})")  # fmt: skip
+
+
+def check_skip(skip, pieces: Sequence[list[int]], room: int, max_length: int, long_text: str) -> None:
+    """Each text must keep a token to pool after the first ``skip`` are left out (a mean of
+    nothing is a zero vector, a max of nothing NaN: refused, not returned)."""
+    if not isinstance(skip, int) or isinstance(skip, bool):
+        raise TypeError(f"skip must be an int (the leading tokens the pooling leaves out), got {skip!r}")
+    if skip < 0:
+        raise ValueError(f"skip (the leading tokens the pooling leaves out) must be 0 or more, got {skip}")
+    if long_text == "truncate" and skip > room:
+        raise ValueError(f"skip={skip} leaves out every piece a text keeps within max_length={max_length} "
+                         f"({room} pieces besides [CLS] and [SEP]): skip must be from 0 to {room}")  # fmt: skip
+    for index, ids in enumerate(pieces):
+        kept = min(len(ids), room) if long_text == "truncate" else len(ids)
+        if skip > kept + 1:  # [CLS] pieces [SEP]: position kept + 1 is [SEP]
+            raise ValueError(f"text {index} is {kept + 2} tokens with [CLS] and [SEP]: skip={skip} leaves "
+                             "none of them to pool")  # fmt: skip

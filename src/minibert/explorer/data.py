@@ -88,13 +88,20 @@ class ExplorationData:
         ]
 
 
+# The shortest max_length: [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each
+# (apps/explore_command.py's --max-length says the same).
+SHORTEST = {"text": 3, "pair": 5}
+
+
 def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: bool):
     """The tokenizer's output for the text (and pair), cut to the model's positions only when asked."""
     model_positions = loaded.encoder.config.max_position_embeddings
     limit = model_positions if max_length is None else max_length
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= model_positions:
-        raise ExplorerInputError(f"max_length must be an int from 1 to the model's {model_positions} positions, "
-                                 f"got {max_length!r}")  # fmt: skip
+    shortest = SHORTEST["text" if pair is None else "pair"]
+    if not isinstance(limit, int) or isinstance(limit, bool) or not shortest <= limit <= model_positions:
+        what = "[CLS] A [SEP] B [SEP] with a piece of each" if pair is not None else "[CLS] a piece [SEP]"
+        raise ExplorerInputError(f"max_length must be an int from {shortest} ({what}) to the model's "
+                                 f"{model_positions} positions, got {max_length!r}")  # fmt: skip
     for name, value in (("text", text), ("pair", pair)):
         if value is None and name == "pair":
             continue
@@ -107,6 +114,9 @@ def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: b
         except UnicodeEncodeError as error:  # e.g. a command-line argument whose bytes are not UTF-8
             raise ExplorerInputError(f"the {name} is not valid Unicode: a lone surrogate {value[error.start]!r} at "
                                      f"character {error.start} (bytes that are not UTF-8?)") from None  # fmt: skip
+        if not loaded.tokenizer.tokenize(value):  # only characters the tokenizer drops ("\x00\u200b")
+            raise ExplorerInputError(f"the {name} gives no tokens (the tokenizer drops each of its characters): "
+                                     "there is nothing to explore")  # fmt: skip
     arguments = dict(return_offsets_mapping=True, verbose=False)
     encoding = loaded.tokenizer(text, pair, **arguments)
     length = len(encoding["input_ids"])

@@ -20,7 +20,7 @@ from ..tokenizer.bert_tokenizer import BertTokenizer
 from .data import ExplorationData, compute
 from .loading import load_for_exploring
 from .page import render
-from .payload import page_payload
+from .payload import check_attention_bits, page_payload
 
 
 class Exploration:
@@ -72,6 +72,7 @@ def explore(model, text: str, pair: str | None = None, *, top_k: int = 5, max_le
     unless ``truncate=True``. ``attention_bits`` (8 or 16; default: 16 up to 4 M weights, else 8)
     is how precisely the page stores the attention; ``.data`` keeps float32. ``device``: where a
     model given by name runs ("cuda", "auto"; default the CPU)."""
+    check_attention_bits(attention_bits)  # before the model is loaded, not when the page is drawn
     loaded = load_for_exploring(model, tokenizer, device)
     data = compute(loaded, text, pair, top_k=top_k, max_length=max_length, truncate=truncate)
     return Exploration(data, loaded.tokenizer.cls_token, loaded.tokenizer.sep_token, attention_bits)

@@ -19,6 +19,7 @@ import zlib
 
 import numpy as np
 
+from ..errors import ExplorerInputError
 from .data import ExplorationData
 from .statistics import HEAD_STATISTICS, head_statistics, lead_layers, similarities
 
@@ -55,11 +56,16 @@ def _base64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def check_attention_bits(requested) -> None:
+    """``explore(attention_bits=...)``: 8, 16 or None (checked before the forward pass)."""
+    if requested is not None and (type(requested) is not int or requested not in (8, 16)):
+        raise ExplorerInputError(f"attention_bits must be 8, 16 or None, got {requested!r}")
+
+
 def attention_bits(data: ExplorationData, requested: int | None) -> int:
     """8 or 16 bits a weight: as requested, else 16 for small pages and 8 for large ones."""
     if requested is not None:
-        if requested not in (8, 16):
-            raise ValueError(f"attention_bits must be 8, 16 or None, got {requested!r}")
+        check_attention_bits(requested)
         return requested
     return 16 if data.attention.size <= SIXTEEN_BITS_UP_TO else 8
 

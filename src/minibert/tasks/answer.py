@@ -35,6 +35,26 @@ from .loading import load_for_task, run_rows
 _NO_ANSWER_SCORE = 1_000_000  # "no answer" starts above any probability, then takes the smallest
 
 
+class QuestionTooLongError(ValueError):
+    """A question that leaves its context no room in a window, or (``doc_stride`` not None) room not
+    more than the windows' overlap while the context needs several windows: ``number`` (its place
+    among the questions, from 0), its ``pieces``, ``max_seq_len``, ``room`` for the context and
+    ``stride_given``, as data, so that a command can name the line and its own flags."""
+
+    def __init__(self, number: int, pieces: int, max_seq_len: int, doc_stride: int | None = None,
+                 stride_given: bool = False):  # fmt: skip
+        self.number, self.pieces, self.max_seq_len = number, pieces, max_seq_len
+        self.room, self.doc_stride, self.stride_given = max(max_seq_len - 3 - pieces, 0), doc_stride, stride_given
+        said = f"question {number} is {pieces} pieces: with [CLS] and two [SEP] it leaves "
+        if doc_stride is None:
+            super().__init__(said + f"no room for the context in max_seq_len={max_seq_len}; pass a larger max_seq_len")
+        else:
+            default = "" if stride_given else " (the default: half of max_seq_len, at most 128)"
+            super().__init__(said + f"{self.room} pieces for the context in max_seq_len={max_seq_len}, not more than "
+                             f"doc_stride={doc_stride}{default}, the overlap of its windows; pass a larger "
+                             "max_seq_len or a smaller doc_stride")  # fmt: skip
+
+
 def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride: int | None = None,
            max_answer_len: int = 15, max_seq_len: int | None = None, handle_impossible_answer: bool = False,
            align_to_words: bool = True, batch_size: int = 32, dtype: str | None = None, device=None):  # fmt: skip
@@ -58,9 +78,17 @@ def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride
     max_seq_len = min(limit, 384) if max_seq_len is None else max_seq_len
     if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or not 4 <= max_seq_len <= limit:
         raise ValueError(f"max_seq_len must be an int from 4 to {limit} (the model's length), got {max_seq_len!r}")
+    stride_given = doc_stride is not None
     doc_stride = min(max_seq_len // 2, 128) if doc_stride is None else doc_stride
     if not isinstance(doc_stride, int) or isinstance(doc_stride, bool) or doc_stride < 0:
         raise ValueError(f"doc_stride must be a non-negative int, got {doc_stride!r}")
+    for number, text in enumerate(questions):  # before the forward pass, naming the question (not stride=...)
+        pieces = len(tokenizer.piece_ids(text))
+        room = max_seq_len - 3 - pieces  # [CLS] question [SEP] context [SEP]
+        if room < 1:
+            raise QuestionTooLongError(number, pieces, max_seq_len)
+        if room <= doc_stride and len(tokenizer.piece_ids(contexts[number])) > room:  # windows that never advance
+            raise QuestionTooLongError(number, pieces, max_seq_len, doc_stride, stride_given)
     rows = tokenizer(list(questions), list(contexts), truncation="only_second", max_length=max_seq_len,
                      stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True)  # fmt: skip
     results = run_rows(bert, tokenizer, rows, batch_size, fields=("start_logits", "end_logits"))

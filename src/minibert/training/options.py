@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from ..errors import DataError
-from ..limits import option, refuse_other_choices, refuse_out_of_limits
+from ..limits import model_name, option, refuse_other_choices, refuse_out_of_limits
 from ..loading.devices import DEVICE_NAMES, check_device_name, device_flag
 from ..loading.head_labels import parse_labels
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
@@ -69,7 +69,7 @@ class PretrainOptions:
     batch_size: int = field(metadata=option(  # the GLOBAL batch
         "instances per update, over all processes and micro-batches", low=1, required=True))  # fmt: skip
     init: str | None = field(default=None, metadata=option(
-        "start from this checkpoint: a hub folder or id, Google's TF checkpoint, a run"))  # fmt: skip
+        "start from this checkpoint: a hub folder or id, Google's TF checkpoint, a run", type=model_name))  # fmt: skip
     config: str | None = field(default=None, metadata=option(
         "start from random weights of this config.json (with --vocab)"))  # fmt: skip
     vocab: str | None = field(default=None, metadata=option("with --config: the vocab.txt of the instances' ids"))
@@ -150,8 +150,8 @@ class FinetuneOptions:
     """What to fine-tune on what, and how: each field's default, limits and help written once here;
     ``minibert finetune``'s flags are made from them (apps/flag_types.py ``add_flags``)."""
 
-    model: str = field(metadata=option(
-        "a hub folder or id, Google's TF checkpoint, a minibert pretrain run", required=True))  # fmt: skip
+    model: str = field(metadata=option("a hub folder or id, Google's TF checkpoint, a minibert pretrain run",
+                                       required=True, type=model_name))  # fmt: skip
     train: str = field(metadata=option(
         "labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl, CoNLL (--task tag)", required=True))  # fmt: skip
     output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)"))

@@ -20,7 +20,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from ..flag_types import DTYPE_HELP, DTYPES, add_flags, number, positive_int, whole_number
+from ..flag_types import DTYPE_HELP, DTYPES, add_flags, model_name, number, positive_int, whole_number
 
 _port = whole_number(0, 65_535)
 _SECONDS = number(0.1, 3600, "seconds")  # every timeout
@@ -33,7 +33,7 @@ def _flag(help: str, type=None, **argparse_options) -> dict:
 
 @dataclass
 class ServeSettings:
-    model: str = field(metadata=_flag("hub id or local directory of the model to serve", required=True))
+    model: str = field(metadata=_flag("hub id or local directory of the model to serve", model_name, required=True))
     served_model_name: str | None = field(
         default=None, metadata=_flag("the model id clients send (default: the model directory's name)")
     )

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import DataError, RunFolderBusyError
+from ...formats.atomic_files import naming_the_file
 
 LOCK_FILE = ".minibert.lock"
 
@@ -39,7 +40,8 @@ def run_folder_lock(folder: str | os.PathLike, flag: str = "--output") -> Iterat
     if folder.exists() and not folder.is_dir():
         raise DataError(f"{flag} {folder} exists and is not a directory")
     created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
+    with naming_the_file(folder):  # a read-only parent: "cannot write RUN: Read-only file system", not an errno
+        folder.mkdir(parents=True, exist_ok=True)
     handle = _locked_handle(folder, flag)
     try:
         handle.seek(0)
