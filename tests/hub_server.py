@@ -9,6 +9,7 @@ huggingface_hub reads (``X-Repo-Commit``, ``ETag``, ``Content-Length``), 404 wit
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,6 +68,10 @@ class HubServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def environment(self, hf_home: Path) -> dict[str, str]:
+        """The environment of a process that asks this server as its hub, with its cache in ``hf_home``."""
+        return dict(os.environ, HF_ENDPOINT=self.url, HF_HOME=str(hf_home), HF_HUB_OFFLINE="0", HF_HUB_DISABLE_XET="1")
 
     def __enter__(self) -> HubServer:
         self.thread.start()

@@ -166,8 +166,7 @@ def test_cache_dir_and_token_reach_the_hub(minilm_dir, tmp_path):
         "print(m.config.hidden_size, len(t))\n"
     )
     with HubServer({"some-org/some-bert": minilm_dir}) as hub:
-        env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
-                   HF_HUB_DISABLE_XET="1")  # fmt: skip
+        env = hub.environment(tmp_path / "hf")
         run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "mine")], env=env, capture_output=True,
                              text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0, run.stderr

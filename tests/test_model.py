@@ -225,8 +225,7 @@ def test_hub_download_then_offline_cache(minilm_dir, tmp_path):
         "    print(f'{type(error).__name__}: {error}', file=sys.stderr)\n"
     )
     with HubServer({"some-org/some-bert": minilm_dir}) as hub:
-        env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
-                   HF_HUB_DISABLE_XET="1")  # fmt: skip
+        env = hub.environment(tmp_path / "hf")
         online = _run(code, env, "some-org/absent")
         assert online.returncode == 0, online.stderr
         assert hub.requests[("GET", "some-org/some-bert", "model.safetensors")] == 1
@@ -246,8 +245,7 @@ def test_hub_download_then_offline_cache(minilm_dir, tmp_path):
 def test_hub_falls_back_to_pytorch_model_bin(google_small_bin, tmp_path):
     directory, _ = google_small_bin
     with HubServer({"google-like/bert": directory}) as hub:
-        env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
-                   HF_HUB_DISABLE_XET="1")  # fmt: skip
+        env = hub.environment(tmp_path / "hf")
         result = _run(
             "import minibert; m = minibert.BertForPreTraining.from_pretrained('google-like/bert'); "
             "print(m.config.num_hidden_layers)",
