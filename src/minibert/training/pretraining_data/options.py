@@ -5,7 +5,7 @@ pretraining-data``) as one checked value, each field with its default, limits an
 61
 >>> InstanceOptions(max_seq_length=4)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-minibert.errors.DataError: max_seq_length must be a whole number from 5 to 512, got 4 (from the smallest instance, ...)
+minibert.errors.DataError: max_seq_length must be a whole number from 5 to 8192, got 4 (from the smallest instance, ...)
 """
 
 from __future__ import annotations
