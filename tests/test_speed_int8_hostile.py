@@ -25,7 +25,7 @@ from minibert import (
 )
 from minibert.errors import QuantizationError
 from minibert.speed import int8_check
-from minibert.speed.int8 import Int8Linear, int8_layers
+from minibert.speed.int8 import Int8Linear, float32_twin, int8_layers
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
 IDS = torch.tensor([[5, 6, 7, 8]])
@@ -252,6 +252,35 @@ def test_a_forged_passing_entry_for_the_same_file_is_what_the_floor_reads(tmp_pa
                                                                     "texts": 8}}))  # fmt: skip
     with pytest.raises(QuantizationError, match=r"cosine of only 0\.400000"):
         BertModel.from_pretrained(directory, dtype="int8")
+
+
+def test_a_replaced_shard_means_measuring_again(tmp_path):
+    """A sharded checkpoint's verdict is keyed by every shard, not the index alone: a shard written
+    anew (another inode) is another checkpoint, measured again, and its float32 twin is refused."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    directory = _save(BertModel, tmp_path / "model")
+    state = load_file(directory / "model.safetensors")
+    names = sorted(state)
+    halves = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2 :]}  # fmt: skip
+    for shard, shard_names in halves.items():
+        save_file({name: state[name] for name in shard_names}, directory / shard, metadata={"format": "pt"})
+    weight_map = {name: shard for shard, shard_names in halves.items() for name in shard_names}
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    (directory / "model.safetensors").unlink()
+    loaded = BertModel.from_pretrained(directory, dtype="int8")
+    assert loaded.int8_check.reason == "measured"
+    assert BertModel.from_pretrained(directory, dtype="int8").int8_check.reason == "cached"
+    second = directory / "model-00002-of-00002.safetensors"
+    replacement = directory / "replacement.safetensors"
+    replacement.write_bytes(second.read_bytes())
+    os.replace(replacement, second)  # the same bytes, another file
+    assert BertModel.from_pretrained(directory, dtype="int8").int8_check.reason == "measured"
+    with pytest.raises(QuantizationError, match="changed .* since this model was loaded in int8"):
+        float32_twin(loaded)
 
 
 # --- checkpoints, heads, shapes, inputs ----------------------------------------------------------------------

@@ -84,6 +84,16 @@ def _shards(index_file: Path) -> list[Path]:
     return [index_file.parent / name for name in shard_names(index_file)]
 
 
+def files_read(weights_file: Path) -> list[Path]:
+    """Every file a checkpoint's tensors are read from: the weights file itself; an index and its
+    shards; a TensorFlow ``.index`` and its ``.data-*`` shards."""
+    if is_sharded(weights_file):
+        return [weights_file, *_shards(weights_file)]
+    if weights_file.suffix == ".index":
+        return [weights_file, *sorted(weights_file.parent.glob(weights_file.stem + ".data-*"))]
+    return [weights_file]
+
+
 def _merged(index_file: Path, states: list[dict]) -> dict:
     """One dictionary of every shard's tensors; a tensor in two shards, or the index's tensors not
     all there, is an error naming them."""

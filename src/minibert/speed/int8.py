@@ -46,6 +46,7 @@ import contextlib
 import logging
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -354,15 +355,22 @@ def float32_twin(model: nn.Module) -> nn.Module:
 
 
 def file_signature(path) -> tuple | None:
-    """What tells a checkpoint file apart from the one read earlier at the same path: its size, its
-    modification time, and its inode and change time (which no ``touch`` or copy of times can set back)."""
+    """What tells a checkpoint apart from the one read earlier at the same path: for each file its
+    tensors are read from (the file; a sharded checkpoint's index and every shard; a TensorFlow
+    index and its data), the size, modification time, inode and change time (which no ``touch``
+    or copy of times can set back). None when one of them is gone."""
     import os
 
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return (stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
+    from ..loading.checkpoint_files import files_read
+
+    signatures = []
+    for one in files_read(Path(path)):
+        try:
+            stat = os.stat(one)
+        except OSError:
+            return None
+        signatures.append((stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns))
+    return tuple(signatures)
 
 
 def _label_config(model: nn.Module) -> dict:

@@ -181,12 +181,12 @@ def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=N
 def _check_key(weights_file: Path, library: str) -> str | None:
     """The cosine verdict's key: the machine (cache.cache_key; no thread count changes a cosine), the
     int8 library, and the checkpoint file, down to its inode and change time."""
-    signature = file_signature(weights_file)  # size, mtime, inode, ctime: a replaced file is measured again
+    signature = file_signature(weights_file)  # size, mtime, inode, ctime of each file: a replaced one is measured again
     if signature is None:
         return None
-    size, mtime, inode, ctime = signature
-    return cache_key("int8 vs float32", f"library {library}", str(Path(weights_file).resolve()), f"{size} bytes",
-                     f"mtime {mtime}", f"inode {inode}", f"ctime {ctime}", threads=False)  # fmt: skip
+    files = [f"{size} bytes, mtime {mtime}, inode {inode}, ctime {ctime}" for size, mtime, inode, ctime in signature]
+    return cache_key("int8 vs float32", f"library {library}", str(Path(weights_file).resolve()), *files,
+                     threads=False)  # fmt: skip
 
 
 def _cached_check(key: str | None) -> Int8Check | None:
