@@ -61,9 +61,14 @@ def is_sharded(path: Path) -> bool:
 
 
 def shard_names(index_file: Path) -> list[str]:
-    """The shard files an index names, in order: its ``weight_map`` maps each tensor to one, e.g.
-    ``{"embeddings.word_embeddings.weight": "model-00001-of-00002.safetensors", ...}``. A shard is a
-    file beside the index, of the index's own kind."""
+    """The shard files an index names, in order (``model-00001-of-00002.safetensors``, ...)."""
+    return [shard.name for shard in _index(index_file)[1]]
+
+
+def _index(index_file: Path) -> tuple[dict, list[Path]]:
+    """(its ``weight_map``, the shards' paths), an index read and checked once: the weight map
+    names each tensor's shard, e.g. ``{"embeddings.word_embeddings.weight":
+    "model-00001-of-00002.safetensors", ...}``; a shard is a file beside the index, of its own kind."""
     try:
         index = json.loads(index_file.read_bytes())
     except (OSError, ValueError) as error:
@@ -77,34 +82,31 @@ def shard_names(index_file: Path) -> list[str]:
         if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") \
                 or not name.endswith("." + kind):  # fmt: skip
             raise CheckpointError(f"{index_file}: weight_map names {name!r}, which is not a .{kind} file beside it")
-    return names
-
-
-def _shards(index_file: Path) -> list[Path]:
-    return [index_file.parent / name for name in shard_names(index_file)]
+    return weight_map, [index_file.parent / name for name in names]
 
 
 def files_read(weights_file: Path) -> list[Path]:
     """Every file a checkpoint's tensors are read from: the weights file itself; an index and its
     shards; a TensorFlow ``.index`` and its ``.data-*`` shards."""
     if is_sharded(weights_file):
-        return [weights_file, *_shards(weights_file)]
+        return [weights_file, *_index(weights_file)[1]]
     if weights_file.suffix == ".index":
         return [weights_file, *sorted(weights_file.parent.glob(weights_file.stem + ".data-*"))]
     return [weights_file]
 
 
-def _merged(index_file: Path, states: list[dict]) -> dict:
-    """One dictionary of every shard's tensors; a tensor in two shards, or the index's tensors not
-    all there, is an error naming them."""
+def _merged(index_file: Path, read) -> dict:
+    """One dictionary of every shard's tensors, each shard read by ``read(shard)``; a tensor in two
+    shards, or the index's tensors not all there, is an error naming them."""
+    weight_map, shards = _index(index_file)
     merged: dict = {}
-    for shard, state in zip(_shards(index_file), states):
+    for shard in shards:
+        state = read(shard)
         twice = sorted(set(merged) & set(state))
         if twice:
             raise CheckpointError(f"{shard} holds tensors another shard of {index_file.name} holds too: {twice[:5]}")
         merged.update(state)
-    listed = json.loads(index_file.read_bytes())["weight_map"]
-    absent = sorted(set(listed) - set(merged))
+    absent = sorted(set(weight_map) - set(merged))
     if absent:
         raise CheckpointError(f"{index_file} lists tensors that no shard holds ({len(absent)}): {absent[:5]}")
     return merged
@@ -116,7 +118,7 @@ def declared_shapes(path: Path) -> dict[str, torch.Tensor] | None:
     if path.suffix == ".safetensors":
         return safetensors_shapes(path)
     if is_sharded(path) and path.name.endswith(".safetensors" + SHARDS_INDEX):
-        return _merged(path, [safetensors_shapes(shard) for shard in _shards(path)])
+        return _merged(path, safetensors_shapes)
     return None
 
 
@@ -158,7 +160,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     but the optimizer slots). A broken file is a ``CheckpointError`` naming it."""
     path = Path(path)
     if is_sharded(path):
-        return _merged(path, [read_state_dict(shard) for shard in _shards(path)])
+        return _merged(path, read_state_dict)
     if path.suffix == ".safetensors":
         return read_safetensors(path)
     if path.suffix == ".index":  # Google's TensorFlow checkpoint: PREFIX.index + PREFIX.data-*, mapped
@@ -183,12 +185,14 @@ def map_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], li
     read into memory). from_pretrained gives each tensor's pages back once it is copied or packed."""
     path = Path(path)
     if is_sharded(path):  # each shard mapped as one file is
-        states, pages = [], []
-        for shard in _shards(path):
+        pages = []
+
+        def mapped(shard: Path) -> dict:
             state, shard_pages = map_state_dict(shard)
-            states.append(state)
-            pages += shard_pages
-        return _merged(path, states), pages
+            pages.extend(shard_pages)
+            return state
+
+        return _merged(path, mapped), pages
     if path.suffix == ".safetensors":
         state, pages = map_safetensors(path)
         return state, [pages] if pages is not None else []
@@ -205,7 +209,7 @@ def tensor_names(path: str | os.PathLike) -> list[str]:
     """The tensor names in a weights file (for safetensors, from the header alone)."""
     path = Path(path)
     if is_sharded(path):
-        return [name for shard in _shards(path) for name in tensor_names(shard)]
+        return [name for shard in _index(path)[1] for name in tensor_names(shard)]
     if path.suffix == ".index":
         from .tf_checkpoint import read_index
 

@@ -38,15 +38,12 @@ def classifier_shape(weights_file: Path, read_pickle: bool = False) -> tuple[str
 
         entries, _ = read_index(weights_file.with_suffix(""))
         shapes = {name: entry.shape for name, entry in entries.items() if entry is not None}
-    elif read_pickle and weights_file.suffix == ".bin":
-        from .checkpoint_files import _torch_load
-
-        shapes = {name: tuple(tensor.shape) for name, tensor in _torch_load(weights_file).items()
-                  if hasattr(tensor, "shape")}  # fmt: skip
     else:
-        from .checkpoint_files import declared_shapes
+        from .checkpoint_files import declared_shapes, read_state_dict
 
         declared = declared_shapes(weights_file)
+        if declared is None and read_pickle:  # a pickle (or its shards), memory-mapped: read_state_dict's checks
+            declared = read_state_dict(weights_file)
         if declared is None:
             return None
         shapes = {name: tuple(tensor.shape) for name, tensor in declared.items()}

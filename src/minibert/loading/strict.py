@@ -177,15 +177,16 @@ def google_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:
     return torch.nn.init.trunc_normal_(tensor, std=std, a=-2 * std, b=2 * std)
 
 
-# Which class to load a checkpoint with, by the heads it has.
+# Which classes load a checkpoint, by the heads it has.
 _CLASS_FOR_HEADS = {
-    frozenset(): "BertModel",
-    frozenset({"mlm_head.", "nsp_head."}): "BertForPreTraining",
-    frozenset({"mlm_head."}): "BertForMaskedLM",
-    frozenset({"nsp_head."}): "BertForNextSentencePrediction",
-    frozenset({"classifier."}): "BertForSequenceClassification, BertForTokenClassification or BertForMultipleChoice",
-    frozenset({"qa_outputs."}): "BertForQuestionAnswering",
-}
+    frozenset(): ("BertModel",),
+    frozenset({"mlm_head.", "nsp_head."}): ("BertForPreTraining",),
+    frozenset({"mlm_head."}): ("BertForMaskedLM",),
+    frozenset({"nsp_head."}): ("BertForNextSentencePrediction",),
+    frozenset({"classifier."}): ("BertForSequenceClassification", "BertForTokenClassification",
+                                 "BertForMultipleChoice"),
+    frozenset({"qa_outputs."}): ("BertForQuestionAnswering",),
+}  # fmt: skip
 
 
 # The classes whose head reads the pooler output: never the advice for a checkpoint without a pooler.
@@ -207,13 +208,13 @@ def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[
         needed.insert(0, POOLER_NAME if names is HEADS else "the pooler (bert/pooler/*)")
     has = " and ".join(names[head] for head in HEAD_PREFIXES if head in present)
     has = has or "no heads: it holds the encoder only"
-    fits = _CLASS_FOR_HEADS.get(frozenset(present))
+    fits = _CLASS_FOR_HEADS.get(frozenset(present), ())
     if present == {"classifier."} and weights_file.suffix == ".index":
-        fits = "BertForSequenceClassification"  # run_classifier.py classifies sequences
+        fits = ("BertForSequenceClassification",)  # run_classifier.py classifies sequences
     no_pooler = not any(name.removeprefix("bert.").startswith(POOLER) for name in renamed) and not any(
         (checkpoint_to_minibert(name) or "").startswith(POOLER) for name in unused_heads)  # the checkpoint has none
-    candidates = [name for name in (fits or "").replace(" or ", ", ").split(", ") if name
-                  and name != type(model).__name__ and not (no_pooler and name in _READ_THE_POOLER)]  # fmt: skip
+    candidates = [name for name in fits
+                  if name != type(model).__name__ and not (no_pooler and name in _READ_THE_POOLER)]  # fmt: skip
     listed = ", ".join(candidates[:-1]) + " or " + candidates[-1] if len(candidates) > 1 else "".join(candidates)
     advice = f"; load it with {listed}" if candidates else ""
     return (f"{weights_file} has no tensors for {' or '.join(needed)}, which {type(model).__name__} needs; "

@@ -45,15 +45,18 @@ _NOT_TAKEN = {
 }
 
 
+# The call's keyword arguments: CallRequest.parse's, read once (not at every call).
+_TAKEN = frozenset(inspect.signature(CallRequest.parse).parameters) - {"cls", "tokenizer", "text", "text_pair"}
+
+
 def _check_argument_names(arguments: dict) -> None:
     """A TypeError naming the tokenizer call (not the parser behind it) for an argument it does not take."""
-    taken = inspect.signature(CallRequest.parse).parameters
     for name in arguments:
         if name == "split_special_tokens" and not arguments[name]:
             continue  # the default, which minibert does
         if name in _NOT_TAKEN:
             raise TypeError(f"tokenizer() does not take {name}=: {_NOT_TAKEN[name]}")
-        if name not in taken or name in ("cls", "tokenizer", "text", "text_pair"):
+        if name not in _TAKEN:
             raise TypeError(f"tokenizer() got an unexpected keyword argument {name!r}")
 
 
