@@ -13,8 +13,6 @@ The training room is imported when the command runs, not when the parser is buil
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..limits import limits_of
 from .flag_types import add_flags, number_list, positive_int, values_of
 
@@ -33,7 +31,7 @@ def add_parser(commands, parents: list) -> None:
                           "run_squad.py's for --task answer), then stop")  # fmt: skip
     finetune.add_argument("--seeds", type=positive_int, help="a sweep: this many seeds (--seed, --seed + 1, ...) "
                           "per learning rate, each its own run in --output, and a table of dev figures")  # fmt: skip
-    rate = next(setting for setting in dataclasses.fields(FinetuneOptions) if setting.name == "learning_rate")
+    rate = FinetuneOptions.__dataclass_fields__["learning_rate"]
     finetune.add_argument("--learning-rates", type=number_list(limits_of(rate), "each rate"), help="a sweep: "
                           "these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5), each once")  # fmt: skip
     finetune.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="a sweep's trials as Ray Tune trials, "

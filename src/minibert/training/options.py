@@ -103,7 +103,7 @@ class PretrainOptions:
 
     def __post_init__(self):
         if self.bf16:  # the older flag: one name for one setting from here on (settings, resume command)
-            if self.precision not in (None, "bf16"):  # (the command line's parser refuses both: a usage error)
+            if self.precision not in (None, "bf16"):  # (minibert pretrain refuses both first, a usage error)
                 raise DataError(f"--bf16 and --precision {self.precision} contradict each other: give one")
             object.__setattr__(self, "precision", "bf16")
             object.__setattr__(self, "bf16", False)

@@ -97,7 +97,7 @@ class Run:
     parameters: list[torch.nn.Parameter] = field(default_factory=list)  # in the optimizer's order
     optimizer: AdamWeightDecay | None = None
     schedule: Schedule | None = None
-    saved_with: dict = field(default_factory=dict)  # the settings, config and vocabulary a checkpoint records
+    saved_with: dict = field(default_factory=dict)  # what a checkpoint records of the run: settings, config, data
     best: float = -float("inf")  # the best value of the task's main dev figure so far
     best_step: int | None = None  # and its step
     scaler: LossScaler | None = None  # fp16's loss scale (--precision fp16)
@@ -166,8 +166,10 @@ def set_up(run: Run) -> int:
     run.parameters = [parameter for _, parameter in named]
     run.optimizer = AdamWeightDecay(named, weight_decay=options.weight_decay)
     run.schedule = Schedule(options.learning_rate, data.warmup, data.steps)
+    # (the data's fingerprints hashed once: the features never change in a run, and every checkpoint records them)
     run.saved_with = {"settings": options.settings(world.size, data.steps), "config": model.config.to_dict(),
-                      "vocabulary": vocabulary_fingerprint(data.tokenizer)}  # fmt: skip
+                      "vocabulary": vocabulary_fingerprint(data.tokenizer), "data": data.train.fingerprint,
+                      "dev": task.dev_fingerprint(data)}  # fmt: skip
     if options.resume:
         done = resume(run, hub_names=[name for name, _ in named])
     else:
@@ -308,10 +310,10 @@ def save(run: Run, step: int, hub_files: bool = True) -> None:
     if run.world.is_main:
         train, settings = run.data.train, run.saved_with["settings"]
         position = step * settings["batch_size"] % len(train)
-        state = TrainingState(step, position, settings, run.saved_with["config"], train.fingerprint,
+        state = TrainingState(step, position, settings, run.saved_with["config"], run.saved_with["data"],
                               model.state_dict(), run.optimizer.moments, rng, arithmetic_of(model), device_rng,
                               None if run.scaler is None else run.scaler.state(),
-                              dev_data=run.task.dev_fingerprint(run.data),
+                              dev_data=run.saved_with["dev"],
                               vocabulary=run.saved_with["vocabulary"])  # fmt: skip
         folder.save(model, state, hub_files)
         run.last_state = state

@@ -31,8 +31,8 @@ def resume(run, hub_names: list[str]) -> int:
     removed and metrics.jsonl cut to the state's step. Returns that step, the checkpoint on disk
     from here on (a stop says so)."""
     world, folder, model = run.world, run.folder, run.model
-    state = read_resumed_state(run, model=model, fingerprint=run.data.train.fingerprint,
-                               dev=run.task.dev_fingerprint(run.data), vocabulary=run.saved_with["vocabulary"],
+    state = read_resumed_state(run, model=model, fingerprint=run.saved_with["data"], dev=run.saved_with["dev"],
+                               vocabulary=run.saved_with["vocabulary"],
                                instances=len(run.data.train), hub_names=hub_names)  # fmt: skip
     run.last_state = state if world.is_main else None  # (a run killed while it finished: finished again)
     run.finished = state.finished  # its weights are model.safetensors, as the run ended: nothing to restore

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from ...errors import DataError
 from ...loading.head_labels import shown_labels
-from .examples import check_label_kinds, check_labels, label_list, read_examples
+from .examples import check_labels, label_list, read_examples
 from .features import make_features
 from .finetuning import Finetuning
 from .head import fit_labels, load_vocabulary
@@ -43,10 +43,8 @@ class Classify(Finetuning):
         stated = bool(options.labels) or options.glue is not None
         labels, continues = fit_labels(options.model, labels, self.problem, stated)
         if labels is not None:
-            check_label_kinds(train_examples, options.train, "--train", separator)
             check_labels(train_examples, labels, options.train, "--train", separator)
             if dev_examples:
-                check_label_kinds(dev_examples, options.dev, "--dev", separator)
                 check_labels(dev_examples, labels, options.dev, "--dev", separator)
             if len(labels) < 2:  # one class: the loss is 0 from the start, nothing is learned
                 where = "--labels names" if options.labels else f"--train {options.train} holds"

@@ -311,7 +311,9 @@ def split_labels(field: str, separator: str | None) -> list[str]:
 
 def check_labels(examples: list[Example], labels: list[str], path: str | os.PathLike, flag: str,
                  separator: str | None = None) -> None:  # fmt: skip
-    """Every example's label is one of ``labels``: else a DataError naming the file, line and label."""
+    """Every example's label is one of ``labels``, given one way (``check_label_kinds``): else a
+    DataError naming the file, line and label."""
+    check_label_kinds(examples, path, flag, separator)
     known = set(labels)
     for example in examples:
         if separator is None and not example.label:  # (multilabel: an empty field is a text with no label)
