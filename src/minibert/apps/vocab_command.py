@@ -17,7 +17,6 @@ import time
 from .flag_types import positive_int, whole_number
 
 FRAMING_TOKENS = ("[UNK]", "[CLS]", "[SEP]")  # what a BERT tokenizer cannot load without
-VOCABULARY_FILES = ("vocab.txt", "tokenizer_config.json")  # what save_vocabulary writes into --output
 
 
 def add_parser(commands, parents: list) -> None:
@@ -52,7 +51,7 @@ def cmd_vocab(args) -> None:
     from ..errors import InputFileError
     from ..formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
     from ..formats.line_files import same_file
-    from ..tokenizer.wordpiece_trainer import DEFAULT_SPECIAL_TOKENS, save_vocabulary, train_wordpiece
+    from ..tokenizer.wordpiece_trainer import DEFAULT_SPECIAL_TOKENS, VOCABULARY_FILES, save_vocabulary, train_wordpiece
 
     special_tokens = list(DEFAULT_SPECIAL_TOKENS if args.special_tokens is None else args.special_tokens)
     missing = [token for token in FRAMING_TOKENS if token not in special_tokens]
@@ -61,7 +60,7 @@ def cmd_vocab(args) -> None:
                          "with them")  # fmt: skip
     output = Path(args.output)
     reason = why_not_a_folder(output)
-    if reason:  # checked before the work, not after
+    if reason:  # checked before the work, not after (save_vocabulary checks it so too)
         raise FileNotFoundError(f"output directory {output} {reason}: create it first")
     for name in VOCABULARY_FILES:  # what the learning will write, checked before it
         written = output / name

@@ -61,7 +61,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import VocabularySizeError
-from ..formats.atomic_files import write_atomically
+from ..formats.atomic_files import why_not_a_folder, write_atomically
 from .fast_basic import FastBasicTokenizer
 from .word_counts import Progress, count_words
 
@@ -296,6 +296,9 @@ def merge_in_word(word: list[int], left: int, right: int, new_id: int) -> tuple[
     return removed, added
 
 
+VOCABULARY_FILES = ("vocab.txt", "tokenizer_config.json")  # what save_vocabulary writes into its directory
+
+
 def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowercase: bool = True) -> tuple[str, str]:
     """Write ``vocab.txt`` (one piece per line) and ``tokenizer_config.json`` into an existing
     directory, each atomically, so that minibert's ``BertTokenizer.from_pretrained`` and
@@ -304,9 +307,9 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
     The config names the special tokens' roles ([UNK], [SEP], [PAD], [CLS], [MASK], those the
     vocabulary has) and ``model_max_length`` 512 (BERT's positions)."""
     directory = Path(directory)
-    if not directory.is_dir():
-        kind = "is not a directory" if directory.exists() else "does not exist"
-        raise FileNotFoundError(f"output directory {directory} {kind}: create it first")
+    reason = why_not_a_folder(directory)
+    if reason:
+        raise FileNotFoundError(f"output directory {directory} {reason}: create it first")
     roles = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
              "mask_token": "[MASK]"}  # fmt: skip
     config = {
@@ -317,7 +320,7 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
         "model_max_length": 512,
         **{role: token for role, token in roles.items() if token in pieces},
     }
-    vocab_file, config_file = directory / "vocab.txt", directory / "tokenizer_config.json"
+    vocab_file, config_file = (directory / name for name in VOCABULARY_FILES)
     write_atomically(vocab_file, "".join(piece + "\n" for piece in pieces).encode("utf-8"))
     write_atomically(config_file, (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     return str(vocab_file), str(config_file)
