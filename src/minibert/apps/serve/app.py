@@ -25,6 +25,7 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
     routes = Routes(service, on_fatal)
     table = routes.routes()
     service.metrics.routes = frozenset(route.path for route in table)  # counted by route; any other path: "other"
+    answered = ", ".join(f"{'/'.join(sorted(route.methods - {'HEAD'}))} {route.path}" for route in table)  # (404s)
 
     async def request_error(request: Request, error: RequestError) -> Response:
         return error_response(request.url.path, error)
@@ -38,7 +39,7 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
         headers = dict(error.headers or {})
         if "Allow" in headers:  # (Starlette joins a set of methods: its order changed from run to run)
             headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
-        message = _http_error_message(request, error, headers.get("Allow", ""), table)
+        message = _http_error_message(request, error, headers.get("Allow", ""), answered)
         failure = RequestError(error.status_code, message, code=_HTTP_ERROR_CODES.get(error.status_code))
         return error_response(request.url.path, failure, headers=headers)
 
@@ -61,11 +62,10 @@ _HTTP_ERROR_CODES = {404: "not_found", 405: "method_not_allowed"}
 _PATH_SHOWN = 200  # characters of a client's path repeated in a message, at most
 
 
-def _http_error_message(request: Request, error: HTTPException, allow: str, table) -> str:
-    """What a 404 or 405 says: the request, and what the server does answer."""
+def _http_error_message(request: Request, error: HTTPException, allow: str, answered: str) -> str:
+    """What a 404 or 405 says: the request, and what the server does answer (``answered``: its routes)."""
     asked = f"{request.method} {request.url.path[:_PATH_SHOWN]}"
     if error.status_code == 404:
-        answered = ", ".join(f"{'/'.join(sorted(route.methods - {'HEAD'}))} {route.path}" for route in table)
         return f"no endpoint {asked}; this server answers {answered}"
     if error.status_code == 405:
         return f"{asked} is not allowed: {request.url.path[:_PATH_SHOWN]} takes {allow}"

@@ -59,15 +59,12 @@ class Routes:
         gone = asyncio.ensure_future(_client_gone(request))
         try:
             done, _ = await asyncio.wait({job.future, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if job.future not in done:  # the client left: its job is skipped if it has not run
-                self.service.batcher.cancel(job)
+            if job.future not in done:  # the client left
                 raise ClientGone
             return job.future.result()
-        except asyncio.CancelledError:  # a stop's grace ran out (guard.py answers 503): skip the job if it waits
+        finally:  # the client left, or a stop's grace ran out (guard.py answers 503): the job is skipped if it
+            gone.cancel()  # has not run (cancel does nothing to a job that has)
             self.service.batcher.cancel(job)
-            raise
-        finally:
-            gone.cancel()
 
     def ready(self, kind: str = "embeddings") -> None:
         """The model is loaded and is of the ``kind`` the endpoint needs: "embeddings" or "classifier"."""

@@ -160,8 +160,8 @@ def tokens_answer(tokenizer, texts: list[str], add_special_tokens: bool, limit: 
         encodings.append(encoding)
     rows = []
     for encoding in encodings:
-        sequence, offsets = encoding.sequence_ids(0), encoding["offset_mapping"][0]
-        rows.append([{"id": i, "text": tokenizer.convert_ids_to_tokens(i), "special": sequence[t] is None,
+        sequence, offsets, pieces = encoding.sequence_ids(0), encoding["offset_mapping"][0], encoding.tokens(0)
+        rows.append([{"id": i, "text": pieces[t], "special": sequence[t] is None,
                       "start": None if sequence[t] is None else offsets[t][0],
                       "stop": None if sequence[t] is None else offsets[t][1]}
                      for t, i in enumerate(encoding["input_ids"][0])])  # fmt: skip
