@@ -106,6 +106,11 @@ def _top_k(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error).replace(", got", " or all, got")) from None
 
 
+def _input_line(args, place: int) -> str:
+    """'line N of FILE' (or of stdin): an --input line named in a message."""
+    return f"line {place:,} of {'stdin' if args.input == STDIN else args.input}"
+
+
 def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
     while chunk := [record for _, record in zip(range(CHUNK), records)]:
         yield chunk
@@ -187,8 +192,7 @@ def cmd_classify(args) -> None:
                                  truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
             except TooLongError as error:
                 place = done[0] + numbers[error.number] + 1
-                where = (f"line {place:,} of {'stdin' if args.input == STDIN else args.input}" if args.input
-                         else f"text {place}")  # fmt: skip
+                where = _input_line(args, place) if args.input else f"text {place}"
                 raise InputFileError(f"{where} is {error.length} tokens long, more than the {error.limit} this "
                                      "model takes; pass --truncate to cut it") from None  # fmt: skip
             for n, labels_found in zip(numbers, found):
@@ -240,8 +244,7 @@ def cmd_answer(args) -> None:
                            batch_size=args.batch_size)  # fmt: skip
         except QuestionTooLongError as error:
             place = done[0] + error.number + 1
-            where = (f"the question on line {place:,} of {'stdin' if args.input == STDIN else args.input}"
-                     if args.input else "the question")  # fmt: skip
+            where = f"the question on {_input_line(args, place)}" if args.input else "the question"
             said = f"{where} is {error.pieces} pieces: with [CLS] and two [SEP] it leaves "
             if error.doc_stride is None:
                 raise InputFileError(said + f"no room for the context in --max-seq-len {error.max_seq_len}; give a "

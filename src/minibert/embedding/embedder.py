@@ -220,7 +220,9 @@ class Embedder:
         ``pieces_for_embedding`` returns it. Texts longer than max_length are truncated with
         ``embed``'s warning (or embedded in windows: ``long_text="window"``)."""
         options = EmbedOptions.of(options, **changes)
-        check_piece_ids(pieces, self.model.config.vocab_size)
+        check_piece_ids(pieces, self.model.config.vocab_size)  # from outside: embed's own are made right
+        max_length = self._max_length(options)
+        check_skip(skip, pieces, self._room(max_length), max_length, options.long_text)
         result = self._embed_pieces(pieces, options, skip, progress)
         _warn_if_truncated(result)
         return result.vectors
@@ -242,9 +244,7 @@ class Embedder:
         if normalize is None:  # the recipe's normalization, or none when the pooling was chosen here
             normalize = recipe.normalize if options.follows_recipe else False
         max_length = self._max_length(options)
-        room = self._room(max_length)
-        check_skip(skip, pieces, room, max_length, options.long_text)
-        windows, truncated = cut_into_windows(pieces, room, options.long_text)  # stage 2
+        windows, truncated = cut_into_windows(pieces, self._room(max_length), options.long_text)  # stage 2
         texts = hidden_states(self.model, self.tokenizer, windows, options, layers=layer_list, progress=progress,
                               pooling=modes, skip=skip)  # stage 3 (and 4 for texts of one window)  # fmt: skip
         if not pieces:
