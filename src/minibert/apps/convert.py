@@ -125,7 +125,7 @@ def sentence_transformers_files(source: str | os.PathLike, hidden_size: int) -> 
     """The sentence-transformers files of ``source`` that convert copies (relative names, those that
     exist), after checking that minibert's ``embed`` reads its recipe: a recipe it cannot follow is
     a CheckpointError before anything is written, never a converted model that embeds otherwise."""
-    from ..embedding.recipe import read_recipe
+    from ..embedding.recipe import is_a_module_folder, read_recipe
     from ..formats.json_files import read_json
 
     try:
@@ -137,7 +137,7 @@ def sentence_transformers_files(source: str | os.PathLike, hidden_size: int) -> 
     if "modules.json" in names:
         modules = read_json(resolve_file(source, "modules.json"))  # checked by read_recipe
         for folder in (module.get("path", "") for module in modules[1:]):
-            if isinstance(folder, str) and folder and not folder.startswith("/") and ".." not in folder.split("/"):
+            if is_a_module_folder(folder):
                 names += [f"{folder}/{name}" for name in MODULE_FILES
                           if resolve_file(source, f"{folder}/{name}", required=False)]  # fmt: skip
     return names

@@ -246,8 +246,17 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
     )
 
 
+def is_a_module_folder(folder) -> bool:
+    """Whether modules.json's ``path`` names a folder inside the model's (relative, no ``..``).
+
+    >>> is_a_module_folder("1_Pooling"), is_a_module_folder("../elsewhere"), is_a_module_folder("/etc")
+    (True, False, False)
+    """
+    return isinstance(folder, str) and bool(folder) and not folder.startswith("/") and ".." not in folder.split("/")
+
+
 def _module_config(name_or_path, revision, folder, kind: str) -> tuple[dict, os.PathLike]:
-    if not isinstance(folder, str) or not folder or folder.startswith("/") or ".." in folder.split("/"):
+    if not is_a_module_folder(folder):
         raise CheckpointError(f"{name_or_path}: modules.json gives the {kind} module the folder {folder!r}")
     path = resolve_file(name_or_path, f"{folder}/config.json", revision=revision)
     values = _read_json(path)

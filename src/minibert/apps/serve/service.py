@@ -100,14 +100,14 @@ class EmbeddingService:
 
     def pieces_of(self, inputs: list, truncate: bool, field: str) -> tuple[list[list[int]], int, int]:
         """Each input's piece ids (texts tokenized with the model's prompt; id arrays checked:
-        ``check_piece_ids``), cut to the model's length or refused; and the pooling skip and the
+        ``check_request_piece_ids``), cut to the model's length or refused; and the pooling skip and the
         token count."""
         embedder = self.embedder
         room = embedder.max_length - 2
         if isinstance(inputs[0], str):
             pieces, skip = embedder.pieces_for_embedding(inputs, self.options)
         else:
-            check_piece_ids(inputs, embedder.tokenizer, field)
+            check_request_piece_ids(inputs, embedder.tokenizer, field)
             pieces, skip = [list(ids) for ids in inputs], 0
         for index, ids in enumerate(pieces):
             if len(ids) > room:
@@ -120,7 +120,7 @@ class EmbeddingService:
         return pieces, skip, sum(len(ids) + 2 for ids in pieces)
 
 
-def check_piece_ids(inputs: list[list[int]], tokenizer, field: str) -> None:
+def check_request_piece_ids(inputs: list[list[int]], tokenizer, field: str) -> None:
     """Token-id input is a text's pieces, as ``tokenizer.piece_ids(text)`` gives them: the server
     frames each as ``[CLS] pieces [SEP]`` itself. So an id outside the vocabulary is refused (422),
     and so is [CLS], [SEP] or [PAD] (400): a tokenizer's ``input_ids`` (``[101, 7592, ..., 102]``)
