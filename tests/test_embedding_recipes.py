@@ -219,6 +219,17 @@ def test_a_prompt_that_fills_max_length_is_refused(saved, tmp_path, pooling):
     assert np.isfinite(vectors).all() and abs(np.linalg.norm(vectors) - 1) < 1e-5
     vectors = embedder.embed(["A man is eating food."], prompt_name="doc", max_length=6, long_text="window")
     assert np.isfinite(vectors).all() and abs(np.linalg.norm(vectors) - 1) < 1e-5
+    # The command says it with its flags, as a usage error, before any text is embedded; no file is written.
+    output, texts = tmp_path / "vectors.npy", tmp_path / "texts.txt"
+    texts.write_text("A man is eating food.\n")
+    result = run_minibert("embed", "--model", str(directory), "--prompt-name", "doc", "--max-length", "6",
+                          "--input", str(texts), "--output", str(output))  # fmt: skip
+    assert result.returncode == 2 and not output.exists(), result
+    assert result.stderr.strip().splitlines()[-1] == (
+        "minibert: error: --prompt-name doc: the prompt 'passage of a long document: ' is 7 tokens with [CLS], and "
+        "--max-length 6 holds 5 before [SEP]: no token of a text is left to pool (this model's pooling leaves the "
+        "prompt out); give a larger --max-length, a shorter prompt or --long-text window"
+    )
 
 
 def _copy_of(directory: Path, tmp_path: Path) -> Path:

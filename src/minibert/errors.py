@@ -84,6 +84,16 @@ class VocabularySizeError(MinibertError):
     the corpus holds (the special tokens, the alphabet and its ``##`` forms); the message names both."""
 
 
+class PromptFillsMaxLengthError(MinibertError, ValueError):
+    """A prompt that the recipe leaves out of the pooling (``include_prompt: false``) takes every
+    token ``max_length`` holds, so no token of the text would be left to pool. ``prompt``,
+    ``tokens`` (the prompt's, with [CLS]) and ``max_length`` say by how much (docs/embedder.md)."""
+
+    def __init__(self, message: str, prompt: str, tokens: int, max_length: int):
+        super().__init__(message)
+        self.prompt, self.tokens, self.max_length = prompt, tokens, max_length
+
+
 class InputFileError(MinibertError):
     """A file a command reads or writes cannot be used: missing, a directory, not UTF-8 text,
     malformed JSON lines, a missing or mistyped field, empty, or an output that would destroy its

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS, EmbedOptions
-from ..errors import InputFileError
+from ..errors import InputFileError, PromptFillsMaxLengthError
 from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records
 from .commands import CommandError, embed_options, load_embedder, report_truncated
@@ -144,6 +144,26 @@ def cmd_embed(args) -> None:
     _embed(args, output)
 
 
+def _check_prompt_room(embedder, options: EmbedOptions, args) -> None:
+    """A prompt that the model's pooling leaves out and that fills the max length leaves no token of
+    any text to pool: a usage error, said with the flags (the library's error names its options),
+    before any text is read."""
+    try:
+        embedder.pieces_for_embedding([], options)
+    except PromptFillsMaxLengthError as error:
+        flag = f"--prompt-name {args.prompt_name}" if args.prompt_name else "--prompt"
+        given = args.max_length is not None
+        length = f"--max-length {error.max_length} holds" if given else f"the model's {error.max_length} tokens hold"
+        room = ["a shorter prompt", "--long-text window"]
+        if error.max_length < embedder.model.config.max_position_embeddings:
+            room.insert(0, "a larger --max-length")
+        raise CommandError(
+            f"{flag}: the prompt {error.prompt!r:.60} is {error.tokens} tokens with [CLS], and {length} "
+            f"{error.max_length - 1} before [SEP]: no token of a text is left to pool (this model's pooling leaves "
+            f"the prompt out); give {', '.join(room[:-1])} or {room[-1]}"
+        ) from None
+
+
 def _embed(args, output: Path | None) -> None:
     """Embed and write. A file is read twice: counted and checked before the model loads, then
     embedded; stdin or a pipe once, as a stream (``count`` None: a bad line stops the command where
@@ -154,6 +174,7 @@ def _embed(args, output: Path | None) -> None:
     count = None if stdin else count_records(Path(args.input)) if args.input else len(args.texts)
     embedder = load_embedder(args)
     options = embed_options(args)
+    _check_prompt_room(embedder, options, args)
     dim = embedder.dimension(options)
     progress = _Progress(count, args.progress)
     truncated = {"texts": 0, "max_length": embedder.max_length}

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import MissingHeadsError
+from ..errors import MissingHeadsError, PromptFillsMaxLengthError
 from ..loading.devices import placement
 from ..model import BertModel
 from ..tokenizer.arguments import one_text
@@ -198,10 +198,11 @@ class Embedder:
             if options.long_text == "truncate" and skip >= max_length - 1:  # before any text is tokenized
                 # Every text would be cut to the prompt alone, which the recipe leaves out: nothing to pool.
                 # (sentence-transformers pools [SEP] alone there, with a prompt length it caches; not followed.)
-                raise ValueError(
+                raise PromptFillsMaxLengthError(
                     f"the prompt {prefix!r:.60} is {skip} tokens with [CLS], and max_length={max_length} holds "
                     f"{max_length - 1} before [SEP]: no token of the text is left to pool (this model's pooling "
-                    "leaves the prompt out); pass a larger max_length, a shorter prompt or long_text='window'"
+                    "leaves the prompt out); pass a larger max_length, a shorter prompt or long_text='window'",
+                    prefix, skip, max_length,
                 )
         return [self.tokenizer.piece_ids(prefix + text if prefix else text) for text in texts], skip
 
