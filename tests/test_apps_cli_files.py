@@ -196,3 +196,24 @@ def test_an_output_of_the_wrong_kind_is_one_line_naming_it_before_any_work(tmp_p
         f"minibert: error: --output {tmp_path / 'texts.txt'} is a file, not a folder: give a folder for the data "
         "set's files"]  # fmt: skip
     assert (tmp_path / "texts.txt").read_text(encoding="utf-8") == "kept\n"
+
+
+def test_a_name_too_long_for_the_file_system_is_said_without_python_s_errno(tmp_path):
+    """A name longer than the file system allows (NAME_MAX, 255 bytes on ext4 and tmpfs) was
+    ``[Errno 36] File name too long: '...'``, and vocab added "create it first" to it: now the path,
+    then why, and advice only where it is true."""
+    long_name = "a" * (os.pathconf(tmp_path, "PC_NAME_MAX") + 1)
+    too_long = tmp_path / long_name
+    embedded = run("embed", "hi", "--output", f"{too_long}.npy", "--model", str(tmp_path / "no model"))
+    assert embedded.returncode == 1 and embedded.stderr.strip().splitlines() == [
+        f"minibert: error: {too_long}.npy: File name too long"], embedded.stderr
+    converted = run("convert", str(tmp_path / "no model"), str(too_long))
+    assert converted.returncode == 1 and converted.stderr.strip().splitlines() == [
+        f"minibert: error: {too_long}: File name too long"], converted.stderr
+    (tmp_path / "corpus.txt").write_text("a few words\n", encoding="utf-8")
+    learned = run("vocab", "--input", str(tmp_path / "corpus.txt"), "--output", str(too_long))
+    assert learned.returncode == 1 and learned.stderr.strip().splitlines() == [
+        f"minibert: error: output directory {too_long} cannot be read (File name too long)"], learned.stderr
+    learned = run("vocab", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "corpus.txt"))
+    assert learned.stderr.strip().splitlines() == [
+        f"minibert: error: output directory {tmp_path / 'corpus.txt'} is a file, not a directory"], learned.stderr

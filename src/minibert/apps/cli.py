@@ -282,8 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CommandError, CommandFailed, MinibertError, ValueError, TypeError, OSError, RuntimeError) as error:
         if args.debug:
             raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"minibert: error: {message}", file=sys.stderr)
+        print(f"minibert: error: {_message_of(error)}", file=sys.stderr)
         return 2 if isinstance(error, CommandError) else 1  # 2: a usage error, as argparse's (docs/cli.md)
     except Exception as error:  # a bug in minibert: still one line, with the way to the details
         if args.debug:
@@ -296,6 +295,16 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal_handler)
         logging.getLogger("minibert").removeHandler(log_handler)
         warnings.showwarning = previous_showwarning
+
+
+def _message_of(error: Exception) -> str:
+    """An error as one line. A bare OSError from the system is said as what it is about and why
+    (``/tmp/x.npy: File name too long``), not as Python writes it (``[Errno 36] File name too long:
+    '/tmp/x.npy'``); minibert's own errors and OSErrors made with a message stay as they are."""
+    if type(error).__str__ is OSError.__str__ and error.strerror and error.filename is not None:
+        about = f"{error.filename} -> {error.filename2}" if error.filename2 is not None else f"{error.filename}"
+        return " ".join(f"{about}: {error.strerror}".split())
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 if __name__ == "__main__":

@@ -49,9 +49,15 @@ def cmd_vocab(args) -> None:
     from pathlib import Path
 
     from ..errors import InputFileError
-    from ..formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
+    from ..formats.atomic_files import refuse_what_is_not_a_file
     from ..formats.line_files import same_file
-    from ..tokenizer.wordpiece_trainer import DEFAULT_SPECIAL_TOKENS, VOCABULARY_FILES, save_vocabulary, train_wordpiece
+    from ..tokenizer.wordpiece_trainer import (
+        DEFAULT_SPECIAL_TOKENS,
+        VOCABULARY_FILES,
+        check_vocabulary_folder,
+        save_vocabulary,
+        train_wordpiece,
+    )
 
     special_tokens = list(DEFAULT_SPECIAL_TOKENS if args.special_tokens is None else args.special_tokens)
     missing = [token for token in FRAMING_TOKENS if token not in special_tokens]
@@ -59,9 +65,7 @@ def cmd_vocab(args) -> None:
         raise ValueError(f"--special-tokens must include {' '.join(missing)}: a BERT tokenizer frames every text "
                          "with them")  # fmt: skip
     output = Path(args.output)
-    reason = why_not_a_folder(output)
-    if reason:  # checked before the work, not after (save_vocabulary checks it so too)
-        raise FileNotFoundError(f"output directory {output} {reason}: create it first")
+    check_vocabulary_folder(output)  # before the work, not after (save_vocabulary checks it so too)
     for name in VOCABULARY_FILES:  # what the learning will write, checked before it
         written = output / name
         refuse_what_is_not_a_file(written)

@@ -299,6 +299,15 @@ def merge_in_word(word: list[int], left: int, right: int, new_id: int) -> tuple[
 VOCABULARY_FILES = ("vocab.txt", "tokenizer_config.json")  # what save_vocabulary writes into its directory
 
 
+def check_vocabulary_folder(directory: str | os.PathLike) -> None:
+    """FileNotFoundError unless ``directory`` is a folder to save a vocabulary in, saying why (the
+    advice to create it only where it does not exist)."""
+    reason = why_not_a_folder(directory)
+    if reason:
+        advice = ": create it first" if reason.startswith("does not exist") else ""
+        raise FileNotFoundError(f"output directory {directory} {reason}{advice}")
+
+
 def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowercase: bool = True) -> tuple[str, str]:
     """Write ``vocab.txt`` (one piece per line) and ``tokenizer_config.json`` into an existing
     directory, each atomically, so that minibert's ``BertTokenizer.from_pretrained`` and
@@ -307,9 +316,7 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
     The config names the special tokens' roles ([UNK], [SEP], [PAD], [CLS], [MASK], those the
     vocabulary has) and ``model_max_length`` 512 (BERT's positions)."""
     directory = Path(directory)
-    reason = why_not_a_folder(directory)
-    if reason:
-        raise FileNotFoundError(f"output directory {directory} {reason}: create it first")
+    check_vocabulary_folder(directory)
     roles = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
              "mask_token": "[MASK]"}  # fmt: skip
     config = {
