@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import tracemalloc
 
 import numpy as np
@@ -128,3 +130,29 @@ def test_a_finetune_plot_reads_at_a_glance(tmp_path, dev_steps, name, limits):
 def test_plot_help_names_both_kinds_of_run():
     result = run_minibert("plot", "--help")
     assert "pretrain or finetune run" in result.stdout
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_drawing(tmp_path, monkeypatch):
+    """`plot --output` naming a FIFO, a folder or a file in a missing folder: one line naming it,
+    before the run is read and drawn (a FIFO was found only at the write, after the drawing)."""
+    pytest.importorskip("matplotlib")
+    from minibert.training.run import plot
+
+    def not_drawn(run):
+        raise AssertionError("drawn before the output was checked")
+
+    monkeypatch.setattr(plot, "draw_run", not_drawn)
+    (tmp_path / "run").mkdir()
+    write_metrics(tmp_path / "run", 10)
+    os.mkfifo(tmp_path / "fifo.png")
+    (tmp_path / "folder.png").mkdir()
+    for output, message in [
+        (tmp_path / "fifo.png", f"cannot write {tmp_path / 'fifo.png'}: it is a FIFO (named pipe)"),
+        (tmp_path / "folder.png", f"cannot write {tmp_path / 'folder.png'}: it is a directory"),
+        (tmp_path / "missing" / "loss.png", f"cannot write {tmp_path / 'missing' / 'loss.png'}: the directory "
+                                            f"{tmp_path / 'missing'} does not exist"),
+    ]:  # fmt: skip
+        result = run_minibert("plot", str(tmp_path / "run"), "--output", str(output))
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and len(lines) == 1 and message in lines[0], result.stderr
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo.png").st_mode)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import DataError
-from ...formats.atomic_files import write_atomically
+from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder, write_atomically
 
 LOSSES = ("loss", "mlm_loss", "nsp_loss")
 POINTS = 2000  # at most this many points per curve (a 7-inch figure at 100 dpi is 700 pixels wide)
@@ -96,7 +96,14 @@ class BucketedMeans:
 
 def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
     """Draw the run (``draw_run``) and write it atomically to ``output`` (default ``RUN/loss.png``).
-    Raises ImportError without matplotlib."""
+    Raises ImportError without matplotlib. An output that cannot be written (a FIFO, a folder, a
+    missing folder) is refused before the drawing."""
+    if output is not None:  # (the run's own folder is the drawing's to check)
+        reason = why_not_a_folder(Path(output).parent)
+        if reason:
+            raise FileNotFoundError(f"cannot write {output}: the directory {Path(output).parent} {reason}")
+    output = Path(output) if output is not None else Path(run) / "loss.png"
+    refuse_what_is_not_a_file(output)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,7 +113,6 @@ def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight")  # (tight: the legend outside is kept)
     plt.close(figure)
-    output = Path(output) if output is not None else Path(run) / "loss.png"
     write_atomically(output, buffer.getvalue())
     return output
 
