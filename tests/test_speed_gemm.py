@@ -143,6 +143,41 @@ def test_backends_switch_back_and_forth_and_the_packed_weight_follows_the_parame
 
 
 @needs_onednn
+@pytest.mark.parametrize("write", ["data.zero_", "data.add_", "data =", "pickled, then data.mul_"])
+def test_a_write_through_data_is_seen_by_the_packed_copy(minilm_dir, real_texts, write):
+    """``w.data.zero_()`` or an old-style ``p.data.add_(...)`` step shares the storage but not the
+    version counter: the packed copy stayed as it was, so the onednn path (and use_fast_path=False,
+    which keeps it) gave the old weights' numbers, 0.83 away from F.linear on MiniLM. The packed
+    weight is a WatchedWeight, whose .data counts as a change; back on mkl it is a plain Parameter."""
+    model = BertModel.from_pretrained(minilm_dir, gemm="onednn")
+    batch = _batch(minilm_dir, real_texts[:4])
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        before = model(**batch).last_hidden_state[real]  # packs every weight
+        if write.startswith("pickled"):
+            model = pickle.loads(pickle.dumps(model))  # a plain Parameter again: watched once packed again
+            model(**batch)
+        layer = model.layers[0]
+        weights = (layer.attention.query.weight, layer.feed_forward.intermediate.weight)
+        for weight in weights:
+            assert type(weight) is packed_linear.WatchedWeight and isinstance(weight, nn.Parameter)
+            if write == "data.zero_":
+                weight.data.zero_()
+            elif write == "data.add_":
+                weight.data.add_(torch.randn_like(weight), alpha=0.05)
+            elif write == "data =":
+                weight.data = weight.detach() * 0.5
+            else:
+                weight.data.mul_(0.5)
+        changed = model(**batch).last_hidden_state[real]
+        packed_linear.use_backend(model, "mkl")
+        assert all(type(weight) is nn.Parameter for weight in weights)
+        assert_close(changed, model(**batch).last_hidden_state[real], f"onednn after a write by {write}", ATOL)
+    assert float((changed - before).abs().max()) > 1e-2  # the change mattered: this comparison can fail
+    assert repr(weights[0]).startswith("Parameter containing:\ntensor(")
+
+
+@needs_onednn
 def test_training_runs_on_f_linear_with_the_same_gradients(minilm_dir, real_texts):
     """A forward pass that needs gradients takes F.linear (oneDNN's op has no autograd here): the
     loss and every gradient are those of the mkl backend, bit for bit."""

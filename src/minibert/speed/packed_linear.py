@@ -40,13 +40,44 @@ FUSIBLE = {
 }
 
 
+class WatchedWeight(nn.Parameter):
+    """The Parameter class a packed layer's weight takes while it is packed: the same tensor, and it
+    counts each time its ``.data`` is handed out or replaced. A write through ``.data``
+    (``w.data.zero_()``, ``p.data.add_(...)`` in an old optimizer or a hand-written SGD step) shares
+    the storage but not the version counter, so it would leave the packed copy stale without a
+    word; any such access counts as a change, and the next packed forward packs again. (A write
+    through memory shared outside torch, such as ``w.detach().numpy()``, is not seen: after one,
+    call ``model.use_book_modules()`` or load again.) Back on ``nn.Linear``, it is a plain
+    ``nn.Parameter`` again."""
+
+    @property
+    def data(self) -> torch.Tensor:
+        self.__dict__["_data_handed_out"] = self.__dict__.get("_data_handed_out", 0) + 1
+        return torch._C.TensorBase.data.__get__(self)
+
+    @data.setter
+    def data(self, value: torch.Tensor) -> None:
+        self.__dict__["_data_handed_out"] = self.__dict__.get("_data_handed_out", 0) + 1
+        torch._C.TensorBase.data.__set__(self, value)
+
+    def __repr__(self) -> str:  # as nn.Parameter's, not "Parameter(WatchedWeight(...))"
+        return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
+
+
+def _weight_key(weight: torch.Tensor) -> tuple:
+    """What tells a weight's values apart from those packed: its memory, its version counter (every
+    in-place torch op bumps it), the writes through ``.data`` (WatchedWeight), dtype and shape."""
+    handed_out = weight.__dict__.get("_data_handed_out", 0)
+    return (weight.data_ptr(), weight._version, handed_out, weight.dtype, tuple(weight.shape))
+
+
 class PackedLinear(nn.Linear):
     """An ``nn.Linear`` that multiplies through oneDNN with its weight prepacked.
 
     It holds the very same ``weight`` and ``bias`` Parameters as the layer it replaces (state dicts,
     optimizers and ``.to()`` see no difference); the packed copy is a cache, rebuilt whenever the
-    weight changes (a new tensor, an in-place update, another dtype). With ``post_op`` it also
-    applies the feed-forward activation.
+    weight changes (a new tensor, an in-place update, a write through ``.data``: WatchedWeight,
+    another dtype). With ``post_op`` it also applies the feed-forward activation.
     """
 
     def __init__(self, linear: nn.Linear, post_op: tuple[str, str] | None = None, activation=None):
@@ -61,14 +92,22 @@ class PackedLinear(nn.Linear):
         to bfloat16 on a CPU without AVX-512 after loading), or where a change of the weight could
         not be seen: an inference tensor (a model moved or copied inside ``torch.inference_mode()``)
         keeps no version counter, so an in-place update would leave a stale packed copy; such a
-        layer runs on ``F.linear`` (the same numbers; moved or copied outside, it is packed again)."""
+        layer runs on ``F.linear`` (the same numbers; moved or copied outside, it is packed again).
+        So does a weight of another Parameter class than torch's, whose ``.data`` cannot be watched."""
         weight = self.weight
+        if type(weight) is nn.Parameter:  # (again after pickling, which rebuilds a plain Parameter)
+            weight.__class__ = WatchedWeight
+        unseen = None
         if weight.is_inference():
+            unseen = "an inference tensor (no version counter)"
+        elif type(weight) is not WatchedWeight:
+            unseen = f"a {type(weight).__name__} (writes through its .data unseen)"
+        if unseen:
             if not self._inference_noted:
-                log.info("%s: its weight is an inference tensor (no version counter): running on F.linear", self)
+                log.info("%s: its weight is %s: running on F.linear", self, unseen)
                 self._inference_noted = True
             return None
-        key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+        key = _weight_key(weight)
         if self._packed_for != key:
             with torch.no_grad():
                 try:
@@ -98,11 +137,11 @@ class PackedLinear(nn.Linear):
         weight = self.weight
         if weight.is_contiguous():
             return
-        packed_for_this = self._packed_for == (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+        packed_for_this = self._packed_for == _weight_key(weight)
         with torch.inference_mode(False), torch.no_grad():  # an ordinary tensor, even under inference_mode
             weight.data = weight.data.contiguous()
         if packed_for_this:
-            self._packed_for = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+            self._packed_for = _weight_key(weight)
 
     def _apply(self, fn, recurse=True):  # .to(), .half(), .cuda(): from the laid-out weight
         self.lay_out_weight()
@@ -156,6 +195,8 @@ def _plain(linear: nn.Linear) -> nn.Linear:
     if type(linear) is nn.Linear:
         return linear
     linear.lay_out_weight()
+    if type(linear.weight) is WatchedWeight:  # the book's own class back
+        linear.weight.__class__ = nn.Parameter
     plain = nn.Linear.__new__(nn.Linear)
     nn.Module.__init__(plain)
     plain.in_features, plain.out_features = linear.in_features, linear.out_features
