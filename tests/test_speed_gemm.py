@@ -178,6 +178,44 @@ def test_a_write_through_data_is_seen_by_the_packed_copy(minilm_dir, real_texts,
 
 
 @needs_onednn
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("hook", ["the layer's", "global", "removes itself"])
+def test_a_forward_hook_sees_the_projection_and_the_output_is_unchanged(minilm_dir, real_texts, backend, hook):
+    """A hook on feed_forward.intermediate (transformers' intermediate.dense) holds what that
+    projection gave: the GELU ran in place over it (17.1 away, no_grad), and onednn-fused applies
+    GELU inside the GEMM. Now a hooked projection gives its own output and the feed-forward applies
+    the activation, once: the model's output is that of the unhooked model."""
+    model = BertModel.from_pretrained(minilm_dir, gemm=backend)
+    batch = _batch(minilm_dir, real_texts[:4])
+    real = batch["attention_mask"].bool()
+    intermediate = model.layers[0].feed_forward.intermediate
+    seen = []
+
+    def keep(module, inputs, output):
+        if module is intermediate:
+            seen.append((inputs[0], output))
+            if hook == "removes itself":
+                handle.remove()
+
+    with torch.no_grad():
+        expected = model(**batch).last_hidden_state[real]
+        if hook == "global":
+            handle = torch.nn.modules.module.register_module_forward_hook(keep)
+        else:
+            handle = intermediate.register_forward_hook(keep)
+        try:
+            hooked = model(**batch).last_hidden_state[real]
+        finally:
+            handle.remove()
+        (x, output), = seen
+        projection = torch.nn.functional.linear(x, intermediate.weight, intermediate.bias)
+        assert_close(output, projection, f"{backend}: the hooked projection's output", ATOL)
+        assert float(output.min()) < -1.0  # below GELU's floor (-0.17): not the activation's output
+        assert_close(hooked, expected, f"{backend}: the output with the hook", ATOL)
+        assert_close(model(**batch).last_hidden_state[real], expected, f"{backend}: unhooked again", ATOL)
+
+
+@needs_onednn
 def test_training_runs_on_f_linear_with_the_same_gradients(minilm_dir, real_texts):
     """A forward pass that needs gradients takes F.linear (oneDNN's op has no autograd here): the
     loss and every gradient are those of the mkl backend, bit for bit."""

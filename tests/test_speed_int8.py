@@ -16,6 +16,7 @@ from minibert import BertConfig, BertForSequenceClassification, BertModel, BertT
 from minibert.errors import QuantizationError
 from minibert.speed import int8, int8_check
 from minibert.speed.int8 import Int8Linear, int8_layers
+from minibert.speed.packed_linear import AppliedBy
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
 
@@ -342,11 +343,50 @@ def test_book_modules_and_back_on_each_library(tiny_dir, own_cache, monkeypatch,
         before = model(ids).last_hidden_state
         book = model.use_book_modules()(ids).last_hidden_state
         float32 = BertModel.from_pretrained(tiny_dir)(ids).last_hidden_state
-        assert feed_forward.activation.__name__ != "_applied_already" and type(feed_forward.intermediate) is nn.Linear
+        assert not isinstance(feed_forward.activation, AppliedBy) and type(feed_forward.intermediate) is nn.Linear
         assert (book - float32).abs().max() < 1e-5
         after = model.use_book_modules(False)(ids).last_hidden_state
     assert torch.equal(after, before) and model.gemm_backend == "int8"
-    assert (model.layers[0].feed_forward.activation.__name__ == "_applied_already") == (library == "onednn")
+    assert isinstance(model.layers[0].feed_forward.activation, AppliedBy) == (library == "onednn")
+
+
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_a_hooked_int8_projection_gives_its_own_output_and_the_model_the_same(tiny_dir, own_cache, monkeypatch,
+                                                                               library):  # fmt: skip
+    """oneDNN's int8 intermediate applies GELU as it writes: a forward hook on it held GELU's output,
+    not the projection's (transformers' intermediate.dense). Hooked, it gives the projection, and the
+    feed-forward applies the activation: the model's output is bit for bit the unhooked one's."""
+    monkeypatch.setenv("MINIBERT_INT8", library)
+    model, ids = BertModel.from_pretrained(tiny_dir, dtype="int8"), torch.tensor([[5, 17, 33, 99, 4]])
+    intermediate = model.layers[0].feed_forward.intermediate
+    seen = []
+    with torch.inference_mode():
+        expected = model(ids).last_hidden_state
+        handle = intermediate.register_forward_hook(lambda module, inputs, output: seen.append((inputs[0], output)))
+        try:
+            hooked = model(ids).last_hidden_state
+        finally:
+            handle.remove()
+        (x, output), = seen
+        assert torch.equal(hooked, expected) and torch.equal(model(ids).last_hidden_state, expected)
+        intermediate.applied = False  # (what a hook asks for: the product alone, as multiply gives it then)
+        assert torch.equal(output, intermediate.multiply(x))
+    assert float(output.min()) < -0.2  # below GELU's floor (-0.17): the projection, not the activation
+
+
+def test_int8_under_autocast_runs_between_float32_tensors(tiny_dir, own_cache):
+    """Under torch.autocast (bfloat16 on the CPU), attention's output reached the int8 projection in
+    bfloat16 and was refused with advice about casting the model, which the user never did: an int8
+    layer now takes its input in float32, as autocast does for an op without a low-precision kernel."""
+    model, ids = BertModel.from_pretrained(tiny_dir, dtype="int8"), torch.tensor([[5, 17, 33, 99, 4]])
+    with torch.inference_mode():
+        plain = model(ids).last_hidden_state
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed = model(ids).last_hidden_state.float()
+    cosine = torch.nn.functional.cosine_similarity(mixed, plain, dim=-1)
+    assert float(cosine.min()) > 0.99, cosine  # bfloat16's 8 bits around the int8 layers: vectors, not digits
+    with pytest.raises(QuantizationError, match="got a bfloat16 input"):  # a cast model is refused, as before
+        model.layers[0].attention.output(torch.ones(1, 64, dtype=torch.bfloat16))
 
 
 def test_a_measurement_first_settles_glibcs_malloc_so_runs_are_not_page_faulted_afresh():

@@ -9,13 +9,20 @@ transformers' ``ACT2FN`` gives it (the tests compare each one with ``ACT2FN``), 
 is refused.
 
 Each function is ``f(x, inplace=False)``; ``inplace=True`` may overwrite x (one buffer fewer), and
-is only passed for tensors no gradient flows through.
+is only passed where nothing else holds x: no gradient flows through it, and no forward hook
+(``is_hooked``) was shown it.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+
+def is_hooked(module: torch.nn.Module) -> bool:
+    """Whether a forward hook sees ``module``'s output: one of its own, or one registered for every
+    module (``torch.nn.modules.module.register_module_forward_hook``)."""
+    return bool(module._forward_hooks or torch.nn.modules.module._global_forward_hooks)
 
 
 def exact_gelu(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import nn
 
-from .activations import activation
+from .activations import activation, is_hooked
 from .config import BertConfig
 from .inputs import prepare_inputs
 from .loading.transformers_names import TransformersNames
@@ -118,9 +118,10 @@ class FeedForward(TransformersNames, nn.Module):
         self.activation = activation(config.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shown = is_hooked(self.intermediate)  # a forward hook keeps the pre-activation (asked before: it may go)
         hidden = self.intermediate(x)  # (B, T, F): the largest tensor of the layer
-        # (in place when no gradient needs the pre-activation: one fresh (B, T, F) buffer fewer)
-        return self.output(self.activation(hidden, inplace=not hidden.requires_grad))
+        # (in place when nothing else holds the pre-activation, no gradient nor hook: one (B, T, F) buffer fewer)
+        return self.output(self.activation(hidden, inplace=not hidden.requires_grad and not shown))
 
 
 class EncoderLayer(TransformersNames, nn.Module):

@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..activations import is_hooked
 from ..config_fields import LABEL_FIELDS  # the config fields from_pretrained replaces
 from ..errors import QuantizationError
 
@@ -83,6 +84,7 @@ class Int8Linear(nn.Module):
         # With post_op (packed_linear.FUSIBLE's (name, algorithm)), the feed-forward's activation is applied
         # as the product is written; ``activation`` keeps the function it stands for (packed_linear's protocol).
         self.post_op, self.activation = post_op, activation
+        self.applied = post_op is not None  # whether the last call applied the activation (AppliedBy)
         weight = linear.weight.detach().float()  # (out, in)
         scale = (weight.abs().amax(dim=1) / 127).clamp_min(torch.finfo(torch.float32).tiny)  # (out,)
         bias = None if linear.bias is None else linear.bias.detach().float().clone()
@@ -122,19 +124,23 @@ class Int8Linear(nn.Module):
         if self.library == "fbgemm":
             return torch.ops.quantized.linear_dynamic(x, self.packed, False)
         steps, scale, zero_point = quantize_activations(x)
-        post_op, algorithm = self.post_op or ("none", "")
+        post_op, algorithm = self.post_op if self.post_op and self.applied else ("none", "")
         return torch.ops.onednn.qlinear_pointwise(
             steps, scale, zero_point, self.packed, self.weight_scale, self.weight_zero_point,
             self.bias, 1.0, 0, torch.float32, post_op, [], algorithm,
         )  # fmt: skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type == "cpu" and x.dtype != torch.float32 and torch.is_autocast_enabled("cpu"):
+            x = x.float()  # under autocast int8 runs between float32 tensors, as autocast runs ops it has no kernel for
         if x.dtype != torch.float32 or x.device.type != "cpu":  # FBGEMM's own error names neither layer nor why
             raise QuantizationError(
                 f"an int8 layer ({self.in_features}->{self.out_features}) got a {str(x.dtype).removeprefix('torch.')} "
                 f"input on {x.device}: a model loaded with dtype='int8' runs in float32 on the CPU around its int8 "
                 "layers; do not move or cast it (.to(), .half(), .double()) after loading, load it again instead"
             )
+        # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
+        self.applied = self.post_op is not None and not is_hooked(self)
         if torch.is_grad_enabled() and x.requires_grad:  # a forward that autograd records: its backward refuses
             return _NoGradient.apply(x, self)
         return self.multiply(x)
@@ -307,14 +313,14 @@ def quantize(model: nn.Module, release=None, library: str = "fbgemm") -> int:
 def fuse_activations(model: nn.Module) -> None:
     """Where an int8 intermediate projection applies the activation as it writes (oneDNN's post-op,
     measured 0.4 ms of 2.2 saved on MiniLM's at 2,048 rows), the feed-forward's own activation
-    becomes packed_linear's ``_applied_already`` marker, as for float32's ``onednn-fused``; its
+    becomes packed_linear's ``AppliedBy`` marker, as for float32's ``onednn-fused``; its
     ``use_backend`` puts the function back from the layer's ``activation``."""
-    from .packed_linear import _applied_already, encoder_layers
+    from .packed_linear import AppliedBy, encoder_layers
 
     for layer in encoder_layers(model):
         intermediate = layer.feed_forward.intermediate
         if isinstance(intermediate, Int8Linear) and intermediate.post_op is not None:
-            layer.feed_forward.activation = _applied_already
+            layer.feed_forward.activation = AppliedBy(intermediate)
 
 
 def refuse_if_unable(model: nn.Module) -> None:

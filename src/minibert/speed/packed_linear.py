@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..activations import is_hooked
 from . import BACKENDS
 
 log = logging.getLogger("minibert.gemm")
@@ -86,6 +87,7 @@ class PackedLinear(nn.Linear):
         self.weight, self.bias = linear.weight, linear.bias
         self.post_op, self.activation = post_op, activation  # ("gelu", "none"), activations.exact_gelu
         self._packed, self._packed_for, self._inference_noted = None, None, False
+        self.applied = activation is not None  # whether the last call applied the activation (AppliedBy)
 
     def packed_weight(self) -> torch.Tensor | None:
         """The weight in oneDNN's layout, or None where oneDNN cannot take it (e.g. a model moved
@@ -121,11 +123,13 @@ class PackedLinear(nn.Linear):
         training = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
         usable = x.device.type == "cpu" and x.dtype == self.weight.dtype in (torch.float32, torch.bfloat16)
         packed = self.packed_weight() if usable and not training else None  # autograd needs F.linear
+        # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
+        self.applied = self.activation is not None and not is_hooked(self)
         if packed is None:
             self.lay_out_weight()
             y = F.linear(x, self.weight, self.bias)
-            return y if self.activation is None else self.activation(y)
-        attr, algorithm = self.post_op or ("none", "")
+            return self.activation(y) if self.applied else y
+        attr, algorithm = self.post_op if self.applied else ("none", "")
         return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, attr, [], algorithm)
 
     def lay_out_weight(self) -> None:
@@ -162,9 +166,17 @@ class PackedLinear(nn.Linear):
         return f"{super().extra_repr()}, backend=onednn{fused}"
 
 
-def _applied_already(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
-    """The feed-forward activation when the intermediate GEMM has applied it as a post-op."""
-    return x
+class AppliedBy:
+    """The feed-forward's activation where its intermediate projection ``layer`` applies it as the
+    GEMM writes (a post-op, or the layer's own call of the function): nothing is left to do, unless
+    the layer, hooked, gave the projection itself on its last call (``layer.applied`` False), so
+    that the hook saw what transformers' ``intermediate.dense`` gives."""
+
+    def __init__(self, layer: nn.Module):
+        self.layer = layer
+
+    def __call__(self, x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+        return x if self.layer.applied else self.layer.activation(x, inplace)
 
 
 def use_backend(model: nn.Module, backend: str) -> None:
@@ -182,7 +194,7 @@ def use_backend(model: nn.Module, backend: str) -> None:
         act = activation_name(feed_forward)
         if backend == "onednn-fused" and act in FUSIBLE:
             feed_forward.intermediate = PackedLinear(feed_forward.intermediate, FUSIBLE[act], feed_forward.activation)
-            feed_forward.activation = _applied_already
+            feed_forward.activation = AppliedBy(feed_forward.intermediate)
     model.gemm_backend = backend
 
 
@@ -206,7 +218,7 @@ def _plain(linear: nn.Linear) -> nn.Linear:
 
 def feed_forward_activation(feed_forward):
     """The feed-forward's activation function, also where oneDNN applies it (``onednn-fused``)."""
-    if feed_forward.activation is _applied_already:
+    if isinstance(feed_forward.activation, AppliedBy):
         return feed_forward.intermediate.activation
     return feed_forward.activation
 
