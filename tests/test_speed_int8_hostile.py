@@ -244,15 +244,32 @@ def test_a_forged_passing_entry_for_the_same_file_is_what_the_floor_reads(tmp_pa
     """A verdict forged with a cosine below the floor (the cache's number is what is compared) refuses."""
     import json
 
-    from minibert.speed.int8_check import _check_key
+    from minibert.speed.int8_check import _check_key, calibration_batch
 
     directory = _save(BertModel, tmp_path / "model")
-    key = _check_key(directory / "model.safetensors", "fbgemm")  # own_cache: FBGEMM measured fastest
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "gemm.json").write_text(json.dumps({key: {"int8_mean_cosine": 0.5, "int8_worst_cosine": 0.4,
-                                                                    "texts": 8}}))  # fmt: skip
+    model = BertModel.from_pretrained(directory)
+    key = _check_key(directory / "model.safetensors", "fbgemm", model.config, calibration_batch(model))  # own_cache:
+    # FBGEMM measured fastest
+    cache = tmp_path / "cache" / "gemm.json"  # (loading in float32 measured the GEMM choice into it)
+    entries = json.loads(cache.read_text()) if cache.exists() else {}
+    cache.parent.mkdir(exist_ok=True)
+    cache.write_text(json.dumps({**entries, key: {"int8_mean_cosine": 0.5, "int8_worst_cosine": 0.4, "texts": 8}}))
     with pytest.raises(QuantizationError, match=r"cosine of only 0\.400000"):
         BertModel.from_pretrained(directory, dtype="int8")
+
+
+def test_a_config_changed_beside_the_same_weights_means_measuring_again(tmp_path):
+    """The verdict was keyed by the weights file alone, so a config.json changed beside it (hub
+    revisions that change only the config share one weights blob) reused a pass measured under the
+    old config: a model int8 breaks under the new one (cosine 0.67) loaded. The config is in the key."""
+    import json
+
+    directory = _save(BertModel, tmp_path / "model")
+    assert BertModel.from_pretrained(directory, dtype="int8").int8_check.reason == "measured"
+    assert BertModel.from_pretrained(directory, dtype="int8").int8_check.reason == "cached"
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(dict(config, hidden_act="relu")))
+    assert BertModel.from_pretrained(directory, dtype="int8").int8_check.reason == "measured"
 
 
 def test_a_replaced_shard_means_measuring_again(tmp_path):

@@ -25,6 +25,8 @@ asked for by name.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
 import math
 import os
@@ -105,12 +107,12 @@ def load_int8(model: nn.Module, weights_file: Path | None = None, release=None) 
     refuse_if_unable(model)  # before the calibration runs the model (on "meta" it would fail deep inside torch)
     config = getattr(model, "bert", model).config
     library = choose_library(config.hidden_size, config.intermediate_size)
-    key = _check_key(weights_file, library.name) if weights_file is not None else None
+    batch = calibration_batch(model)
+    key = _check_key(weights_file, library.name, config, batch) if weights_file is not None else None
     if weights_file is not None:  # float32_twin reads this file again, and refuses if it has changed since
         model.int8_weights_file = (Path(weights_file), file_signature(weights_file))
     cached = _cached_check(key)
     if cached is None:
-        batch = calibration_batch(model)
         before = sentence_vectors(model, batch, release)  # (texts, H) float32
         quantize(model, release, library.name)
         cosines = F.cosine_similarity(before, sentence_vectors(model, batch), dim=1)  # (texts,)
@@ -178,15 +180,19 @@ def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=N
     return (states * mask).sum(1) / mask.sum(1).clamp_min(1)
 
 
-def _check_key(weights_file: Path, library: str) -> str | None:
+def _check_key(weights_file: Path, library: str, config, batch: dict[str, torch.Tensor]) -> str | None:
     """The cosine verdict's key: the machine (cache.cache_key; no thread count changes a cosine), the
-    int8 library, and the checkpoint file, down to its inode and change time."""
+    int8 library, the checkpoint file, down to its inode and change time, and what else decides the
+    cosine: the config the weights run under (``hidden_act``, ``layer_norm_eps``, ...: hub revisions
+    that change only config.json share one weights file) and the calibration ids (the vocabulary)."""
     signature = file_signature(weights_file)  # size, mtime, inode, ctime of each file: a replaced one is measured again
     if signature is None:
         return None
     files = [f"{size} bytes, mtime {mtime}, inode {inode}, ctime {ctime}" for size, mtime, inode, ctime in signature]
+    settings = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    ids = hashlib.sha256(batch["input_ids"].numpy().tobytes()).hexdigest()[:16]
     return cache_key("int8 vs float32", f"library {library}", str(Path(weights_file).resolve()), *files,
-                     threads=False)  # fmt: skip
+                     f"config {settings}", f"calibration ids {ids}", threads=False)  # fmt: skip
 
 
 def _cached_check(key: str | None) -> Int8Check | None:
