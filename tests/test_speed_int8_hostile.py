@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from helpers import run_minibert
+from helpers import assert_close, run_minibert
 from minibert import (
     BertConfig,
     BertForMaskedLM,
@@ -113,6 +113,35 @@ def test_book_modules_of_an_int8_model_train_in_float32(tiny_dir):
     model = BertModel.from_pretrained(tiny_dir, dtype="int8").use_book_modules().train()
     model(IDS).last_hidden_state.sum().backward()
     assert model.layers[0].attention.query.weight.grad is not None
+
+
+@pytest.mark.parametrize("update", ["an optimizer step", "a write through .data"])
+def test_an_int8_model_trained_in_its_book_modules_does_not_go_back_to_int8(tiny_dir, tmp_path, update):
+    """use_book_modules(False) put back the int8 layers of the weights as loaded beside the trained
+    LayerNorms and embeddings, a mix that never existed (0.25 from the trained model), and
+    save_pretrained wrote that mix. Now it is refused, the model keeps its float32 modules, and what
+    it saves is the trained model; untrained, the way back still works."""
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
+    with torch.no_grad():
+        int8_output = model(IDS).last_hidden_state
+    assert torch.equal(model.use_book_modules().use_book_modules(False)(IDS).last_hidden_state, int8_output)
+    model.use_book_modules().train()
+    if update == "an optimizer step":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(IDS).last_hidden_state[0, 0, 0].backward()
+        optimizer.step()
+    else:
+        model.layers[0].attention.query.weight.data.mul_(0.5)
+    model.eval()
+    with torch.no_grad():
+        trained = model(IDS).last_hidden_state
+    with pytest.raises(QuantizationError, match=r"float32 weights changed since use_book_modules\(\).*save_pretrained"):
+        model.use_book_modules(False)
+    assert model.book_modules and not int8_layers(model)
+    model.save_pretrained(tmp_path / "trained")
+    with torch.no_grad():
+        saved = BertModel.from_pretrained(tmp_path / "trained", gemm="mkl")(IDS).last_hidden_state
+    assert_close(saved, trained, "the trained model saved and loaded", 1e-5)
 
 
 @pytest.mark.parametrize("command", [["pretrain", "--data", "d", "--output", "o", "--steps", "1", "--batch-size", "1",

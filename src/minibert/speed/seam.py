@@ -42,7 +42,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from torch import nn
+
+from ..errors import QuantizationError
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,14 @@ class Speed:
     gemm_backend: str  # speed.BACKENDS: "mkl" = the book's nn.Linear (F.linear, MKL on x86)
     fast_attention: dict[str, bool]  # each BertModel inside (by module name): its use_fast_path
     int8: dict[str, nn.Module] = field(default_factory=dict)  # module name → its Int8Linear (dtype="int8")
+    weights: dict[str, tuple] = field(default_factory=dict)  # an int8 model's parameters as swapped: fingerprints
+
+
+def fingerprints(model: nn.Module) -> dict[str, tuple]:
+    """Each parameter's version counter and float64 sum: what tells whether a model was trained (or
+    written through ``.data``, which bumps no version) since. One pass over the weights, no copy."""
+    return {name: (parameter._version, float(parameter.detach().sum(dtype=torch.float64)).hex())
+            for name, parameter in model.named_parameters()}  # fmt: skip
 
 
 def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None = None, release=None) -> None:
@@ -99,10 +110,17 @@ def use_book_modules(model: nn.Module, book: bool = True) -> None:
             twin = float32_twin(model)
             for name in int8:
                 model.set_submodule(name, twin.get_submodule(name))
-        model._speed = Speed(backend, fast, int8)
+        model._speed = Speed(backend, fast, int8, fingerprints(model) if int8 else {})
         for name in fast:
             model.get_submodule(name).use_fast_path = False
     elif not book and saved is not None:
+        if saved.int8 and fingerprints(model) != saved.weights:
+            changed = [name for name, print_ in fingerprints(model).items() if saved.weights.get(name) != print_]
+            raise QuantizationError(
+                f"this int8 model's float32 weights changed since use_book_modules() ({len(changed)} tensors, e.g. "
+                f"{changed[0]}): its int8 layers hold the weights as loaded, so going back would run a mix of both; "
+                "keep the book's modules, or save_pretrained() the model and load that with dtype='int8'"
+            )
         use_backend(model, "mkl" if saved.int8 else saved.gemm_backend)
         for name, layer in saved.int8.items():
             model.set_submodule(name, layer)
