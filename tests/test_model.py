@@ -429,3 +429,34 @@ def test_pad_rows_are_skipped_only_where_asked_for_by_name(minilm, minilm_dir, m
     packed.clear()
     Embedder.from_pretrained(minilm_dir).embed(["a short text", "a much longer text than the first one is"])
     assert packed, "the Embedder no longer packs away padding"
+
+
+@pytest.mark.parametrize("padding", ["right", "left", "a row with no real token"])
+@pytest.mark.parametrize("path", ["fast path", "output_attentions", "use_fast_path=False", "book modules"])
+def test_skip_padding_leaves_zeros_at_every_pad_row_on_every_path(minilm, minilm_dir, padding, path):
+    """``skip_padding=True`` promises zeros at the [PAD] rows of ``last_hidden_state`` and of every
+    ``hidden_states``, whatever the path: packing gives them only for right padding on the fast path,
+    so left padding, a row whose mask is all zeros, the written-out attention (``output_attentions``,
+    ``use_fast_path=False``) and the book's modules set them. The real rows are those of the same call
+    without ``skip_padding`` (1e-5: packing reorders fp32 sums)."""
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir)
+    texts = ["I love Paris", "I was thirsty, so I drank some water today", "Hi there"]
+    batch = tokenizer(texts, padding=True, return_tensors="pt", padding_side="left" if padding == "left" else "right")
+    if padding == "a row with no real token":
+        batch["input_ids"][2], batch["attention_mask"][2] = tokenizer.pad_token_id, 0
+    pad = ~batch["attention_mask"].bool()
+    use_fast_path = False if path == "use_fast_path=False" else None  # None: the model's own
+    options = {"output_attentions": path == "output_attentions", "use_fast_path": use_fast_path}
+    if path == "book modules":
+        minilm.use_book_modules()
+    try:
+        with torch.no_grad():
+            skipped = minilm(**batch, **options, output_hidden_states=True, skip_padding=True)
+            computed = minilm(**batch, **options, output_hidden_states=True)
+    finally:
+        minilm.use_book_modules(False)
+    for layer, (state, full) in enumerate(zip(skipped.hidden_states, computed.hidden_states)):
+        worst = float(state[pad].abs().max())
+        assert worst == 0.0, f"{padding}, {path}: hidden state {layer} has |value| {worst:.3g} at a [PAD] row"
+        assert_close(state[~pad], full[~pad], f"{padding}, {path}: hidden state {layer}, real rows", ATOL)
+    assert torch.equal(skipped.last_hidden_state, skipped.hidden_states[-1])

@@ -11,8 +11,10 @@ Four ideas, each exact (they change only the order of float sums):
 1. **Packing** (``Packing``). Most of BERT's FLOPs are in layers that treat each token on its own
    (the Q/K/V and output projections, the feed-forward network, LayerNorm). For those, a batch
    (B, T, H) with padding is laid out as (P, H) when the caller asks (``skip_padding=True``: the
-   [PAD] rows of its outputs are then zeros, not transformers' values): only the P real tokens, end to end. Attention is
-   the one place where tokens of a sequence meet; there they are put back in their (B, T) places.
+   [PAD] rows of its outputs are then zeros, not transformers' values) and the padding is on the
+   right with a real token in every row: only the P real tokens, end to end. (Any other batch is
+   computed whole, and model.py sets its [PAD] rows to zeros.) Attention is the one place where
+   tokens of a sequence meet; there they are put back in their (B, T) places.
 2. **Length groups** (``AttentionGroup``). Attention's cost grows with the padded length, squared;
    rows of very different lengths attend in groups, each padded only to its own longest. In
    training (on a CPU) too: laying the tokens out by group and packing them back are each other's
@@ -217,10 +219,11 @@ class _FromGroups(torch.autograd.Function):
 class FastLayout:
     """How one forward call lays out its tokens, chosen once from the attention mask.
 
-    Without padding (or with padding that is not on the right, or when not asked to ``pack``:
-    then [PAD] rows are computed as transformers computes them) tokens stay (B, T, H) and only the
-    fused kernel is used; with right padding they are packed to (P, H), and attention unpacks them
-    (whole, or in length groups): [PAD] rows come back as zeros.
+    Without padding (or with padding that is not on the right, a row with no real token, or when
+    not asked to ``pack``: then [PAD] rows are computed as transformers computes them, and model.py
+    zeros them if the caller asked to skip them) tokens stay (B, T, H) and only the fused kernel is
+    used; with right padding they are packed to (P, H), and attention unpacks them (whole, or in
+    length groups): [PAD] rows come back as zeros.
     """
 
     def __init__(
