@@ -15,7 +15,8 @@ Shape legend used in the comments:
 What this file leaves to others: checking the inputs (inputs.py), loading pretrained weights
 (loading/, through the base class in pretrained.py), the task heads (heads.py), and speed. Speed
 enters in two named places, each computing the same numbers as the formulas written out here (up to
-the order of float sums; tests/test_model.py and tests/test_speed_book_modules.py compare them):
+the order of float sums, except in a float16 row with no real token: speed/fast_path.py;
+tests/test_model.py and tests/test_speed_book_modules.py compare them):
 
 * ``layout`` in ``SelfAttention.forward`` (speed/fast_path.py): a fused attention kernel, Q, K and V
   as one product where a GPU trains, and, where a caller asks for it by name

@@ -6,7 +6,8 @@ and ``SelfAttention`` hands its input to ``layout.self_attention`` instead of th
 That ``if`` in SelfAttention is the one place where speed enters attention (the other place, the linear
 layers' GEMM library, is seam.py's).
 
-Four ideas, each exact (they change only the order of float sums):
+Four ideas, each exact (they change only the order of float sums; the one row where the numbers
+differ, a float16 row with no real token, is in 3.):
 
 1. **Packing** (``Packing``). Most of BERT's FLOPs are in layers that treat each token on its own
    (the Q/K/V and output projections, the feed-forward network, LayerNorm). For those, a batch
@@ -28,6 +29,13 @@ Four ideas, each exact (they change only the order of float sums):
    (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
    ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
    the written-out formula is used.
+   One row is not the same: in float16, a row with no real token (attention_mask all zeros). The
+   book adds the mask (-65504, float16's minimum) to the scores in float16, where the sums round to
+   steps of 32 and the scores are mostly lost; the fused kernel adds it to scores it holds in
+   float32, where they survive, so that row attends as if nothing were masked (torch's CPU kernel;
+   Δ about 2 on all-MiniLM-L6-v2). In float32 and bfloat16 the minimum (-3.4e38) swallows every
+   score on both paths: every key weighs the same. Such a row carries no text, and with
+   ``skip_padding=True`` it is zeros on both paths (tests/test_model.py pins all three dtypes).
 4. **One product for Q, K and V** (``fused_projections``), on a GPU where a gradient is recorded (training):
    x·[Wq; Wk; Wv]ᵀ is the three products side by side, one GEMM of 3H columns instead of three of H,
    and one layout change of (P, 3H) instead of three of (P, H). A training step is mostly the
