@@ -268,8 +268,16 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
     def _token(self, index: int) -> str:
         token = self.added.spellings.get(index) or self.ids_to_tokens.get(index)
         if token is None:
-            raise ValueError(f"token id {index} is outside the vocabulary [0, {self.vocab_size})")
+            raise ValueError(f"token id {index} is {self._not_an_id(index)}")
         return token
+
+    def _not_an_id(self, index: int) -> str:
+        """Why no piece has this id: it is outside [0, len(tokenizer)) (the added tokens counted),
+        or, in a vocabulary whose ids have gaps (a tokenizer.json may list them so), one of the gaps."""
+        end = max(self.ids_to_tokens, default=-1) + 1  # len(self) unless the ids have gaps
+        if 0 <= index < end:
+            return f"not in the vocabulary (its {len(self)} pieces have ids in [0, {end}), with gaps)"
+        return f"outside the vocabulary [0, {end})"
 
     def decode(self, ids: Iterable[int] | int, skip_special_tokens: bool = False,
                clean_up_tokenization_spaces: bool | None = None) -> str:  # fmt: skip
