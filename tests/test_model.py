@@ -429,3 +429,63 @@ def test_pad_rows_are_skipped_only_where_asked_for_by_name(minilm, minilm_dir, m
     packed.clear()
     Embedder.from_pretrained(minilm_dir).embed(["a short text", "a much longer text than the first one is"])
     assert packed, "the Embedder no longer packs away padding"
+
+
+@pytest.mark.parametrize("padding", ["right", "left", "a row with no real token"])
+@pytest.mark.parametrize("path", ["fast path", "output_attentions", "use_fast_path=False", "book modules"])
+def test_skip_padding_leaves_zeros_at_every_pad_row_on_every_path(minilm, minilm_dir, padding, path):
+    """``skip_padding=True`` promises zeros at the [PAD] rows of ``last_hidden_state`` and of every
+    ``hidden_states``, whatever the path: packing gives them only for right padding on the fast path,
+    so left padding, a row whose mask is all zeros, the written-out attention (``output_attentions``,
+    ``use_fast_path=False``) and the book's modules set them. The real rows are those of the same call
+    without ``skip_padding`` (1e-5: packing reorders fp32 sums)."""
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir)
+    texts = ["I love Paris", "I was thirsty, so I drank some water today", "Hi there"]
+    batch = tokenizer(texts, padding=True, return_tensors="pt", padding_side="left" if padding == "left" else "right")
+    if padding == "a row with no real token":
+        batch["input_ids"][2], batch["attention_mask"][2] = tokenizer.pad_token_id, 0
+    pad = ~batch["attention_mask"].bool()
+    use_fast_path = False if path == "use_fast_path=False" else None  # None: the model's own
+    options = {"output_attentions": path == "output_attentions", "use_fast_path": use_fast_path}
+    if path == "book modules":
+        minilm.use_book_modules()
+    try:
+        with torch.no_grad():
+            skipped = minilm(**batch, **options, output_hidden_states=True, skip_padding=True)
+            computed = minilm(**batch, **options, output_hidden_states=True)
+    finally:
+        minilm.use_book_modules(False)
+    for layer, (state, full) in enumerate(zip(skipped.hidden_states, computed.hidden_states)):
+        worst = float(state[pad].abs().max())
+        assert worst == 0.0, f"{padding}, {path}: hidden state {layer} has |value| {worst:.3g} at a [PAD] row"
+        assert_close(state[~pad], full[~pad], f"{padding}, {path}: hidden state {layer}, real rows", ATOL)
+    assert torch.equal(skipped.last_hidden_state, skipped.hidden_states[-1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_a_row_with_no_real_token_differs_between_the_paths_in_float16_only(minilm_dir, dtype):
+    """The fast path (the fused kernel) and the book's written-out attention on a batch whose row 0
+    has no real token (attention_mask all zeros). Every key of that row is masked: in float32 and
+    bfloat16 the dtype's minimum (-3.4e38) swallows every score on both paths (each key weighs the
+    same), so the row agrees like the real one (within the dtype's rounding: 1e-5, 0.125). In float16
+    the book adds -65504 in float16, where the sum rounds to steps of 32, and the kernel adds it to
+    scores it holds in float32, where they survive: the row then attends as if unmasked, and differs
+    from the book's (speed/fast_path.py says so). With ``skip_padding=True`` it is zeros on both."""
+    tolerance = {torch.float32: ATOL, torch.bfloat16: 0.125, torch.float16: 0.01}[dtype]
+    batch = _batch(minilm_dir, ["I love Paris", "I was thirsty, so I drank some water today"])
+    empty = batch["attention_mask"].clone()
+    batch["input_ids"][0], empty[0] = 0, 0  # row 0: [PAD] only
+    book = BertModel.from_pretrained(minilm_dir, dtype=dtype).use_book_modules()
+    fast = BertModel.from_pretrained(minilm_dir, dtype=dtype)
+    with torch.no_grad():
+        written, fused = (model(batch["input_ids"], empty).last_hidden_state for model in (book, fast))
+        unmasked = fast(batch["input_ids"], torch.ones_like(empty)).last_hidden_state
+        skipped = [model(batch["input_ids"], empty, skip_padding=True).last_hidden_state for model in (book, fast)]
+    assert_close(fused[1], written[1], f"{dtype}: the real row, fast vs book", tolerance)
+    if dtype == torch.float16:
+        assert_close(fused[0], unmasked[0], "float16: the empty row (fast) vs the same row unmasked", tolerance)
+        worst = float((fused[0].float() - written[0].float()).abs().max())
+        assert worst > 0.5, f"float16's empty row now agrees (max |Δ| {worst:.3g}): update speed/fast_path.py"
+    else:
+        assert_close(fused[0], written[0], f"{dtype}: the empty row, fast vs book", tolerance)
+    assert all(bool((out[0] == 0).all()) for out in skipped), "skip_padding: the empty row is not zeros"

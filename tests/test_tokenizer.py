@@ -119,6 +119,34 @@ def test_show_work(uncased):
     assert steps["input_ids"] == uncased("Héllo,  WORLD 中文!")["input_ids"]
 
 
+@pytest.mark.parametrize(
+    ("setting", "text", "normalized", "words"),
+    [
+        ("basic", "Héllo, unaffable!", "hello, unaffable!", ["hello", ",", "unaffable", "!"]),
+        ("do_basic_tokenize=False", "Héllo WORLD, hi", "Héllo WORLD, hi", ["Héllo", "WORLD,", "hi"]),
+        ("special token added", "A[E1]B", "a[E1]b", ["a", "[E1]", "b"]),
+        ("token added", "Hi COVID-19!", "hi covid-19!", ["hi", "covid-19", "!"]),
+    ],
+    ids=["basic", "do_basic_tokenize=False", "special token added", "token added"],
+)
+def test_show_work_reports_the_steps_the_tokenizer_took(vocab_file, setting, text, normalized, words):
+    """``normalized`` is the text as stage 1 normalized it, not as it might have: nothing is
+    lowercased or accent-stripped with ``do_basic_tokenize=False`` (those words become [UNK]), a
+    special token stays as typed, an ordinary added token is matched normalized; the words are
+    that text split. ``word_pieces`` are the pieces of each word (bert-base-uncased's vocabulary)."""
+    tokenizer = BertTokenizer(vocab_file, do_basic_tokenize=setting != "do_basic_tokenize=False")
+    if setting == "special token added":
+        tokenizer.add_tokens(["[E1]"], special_tokens=True)
+    if setting == "token added":
+        tokenizer.add_tokens(["COVID-19"])
+    steps = tokenizer.encode_and_show_work(text)
+    assert (steps["normalized"], steps["basic_tokens"]) == (normalized, words)
+    assert "".join(steps["basic_tokens"]) == "".join(steps["normalized"].split())
+    assert steps["input_ids"] == tokenizer(text)["input_ids"]
+    if setting == "basic":  # the docstring's example
+        assert steps["word_pieces"] == [["hello"], [","], ["una", "##ffa", "##ble"], ["!"]]
+
+
 # ----------------------------------------------------------------------------- corpus parity
 
 

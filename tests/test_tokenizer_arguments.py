@@ -46,6 +46,28 @@ def test_decode_and_convert_ids_refuse_ids_outside_the_vocabulary(ids):
             method(ids)
 
 
+def test_an_unknown_id_is_refused_with_the_ids_that_exist(vocab_file):
+    """decode's error names the ids that exist: [0, len(tokenizer)), the added tokens counted
+    (``vocab_size`` leaves them out), so the last added id decodes and the next one is refused; in a
+    vocabulary with gaps (TINY's vocab.txt lists "a" and "i" twice, so ids 6 and 66 have no piece)
+    a gap is named as one, and the range is the ids' own."""
+    from minibert import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab_file)  # bert-base-uncased's 30,522 pieces, ids without gaps
+    assert tokenizer.add_tokens(["covid-19", "sars-cov-2"]) == 2 and len(tokenizer) == 30524
+    assert tokenizer.decode([30523]) == "sars-cov-2"
+    for method in (tokenizer.decode, tokenizer.convert_ids_to_tokens):
+        with pytest.raises(ValueError, match=r"token id 30524 is outside the vocabulary \[0, 30524\)$"):
+            method([30524])
+    with_gaps = BertTokenizer.from_pretrained(TINY)
+    assert len(with_gaps) == 109 and max(with_gaps.ids_to_tokens) == 110
+    gap = r"token id 66 is not in the vocabulary \(its 109 pieces have ids in \[0, 111\), with gaps\)$"
+    with pytest.raises(ValueError, match=gap):
+        with_gaps.decode([66])
+    with pytest.raises(ValueError, match=r"token id 111 is outside the vocabulary \[0, 111\)$"):
+        with_gaps.decode([111])
+
+
 # ----------------------------------------------------------------------------- vocabulary corner cases
 
 

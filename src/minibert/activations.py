@@ -1,8 +1,9 @@
 """The feed-forward non-linearities a config.json can name in ``hidden_act``.
 
-BERT uses the exact GELU, ``x·Φ(x)`` with Φ the Gaussian CDF written with erf. Google's first
-TensorFlow code used the tanh approximation ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``, which
-transformers calls ``gelu_new`` (and ``gelu_pytorch_tanh``, ``gelu_fast``, ``gelu_accurate``,
+BERT uses the exact GELU, ``x·Φ(x)`` with Φ the Gaussian CDF written with erf, as Google's first
+TensorFlow code did (``0.5·(1 + erf(x/√2))``; transformers' ``gelu``). Google's later code
+(modeling.py's ``gelu`` today) uses the tanh approximation ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``,
+which transformers calls ``gelu_new`` (and ``gelu_pytorch_tanh``, ``gelu_fast``, ``gelu_accurate``,
 ``gelu_python_tanh``: the same function written five ways). The two differ by up to ~1e-3, so
 confusing them is a silently wrong number: every name below means exactly the function that
 transformers' ``ACT2FN`` gives it (the tests compare each one with ``ACT2FN``), and any other name

@@ -39,8 +39,8 @@ class BertConfig:
     max_position_embeddings: int = 512  # longest sequence the position table covers
     type_vocab_size: int = 2  # segment (token type) ids: 0 = sentence A, 1 = sentence B
     layer_norm_eps: float = 1e-12  # BERT's epsilon; PyTorch's default 1e-5 silently breaks parity
-    pad_token_id: int | None = 0  # id of [PAD] (None: no padding row in the embedding table)
-    initializer_range: float = 0.02  # std of the normal init for freshly created weights
+    pad_token_id: int | None = 0  # id of [PAD]: the word-embedding row no gradient updates (padding_idx; None: none)
+    initializer_range: float = 0.02  # std of the normal init of fresh weights (init_weights: the [PAD] row drawn too)
     extra: dict = field(default_factory=dict, repr=False)  # other config.json fields, kept as they are
 
     def __setattr__(self, name: str, value) -> None:

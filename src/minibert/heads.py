@@ -312,7 +312,8 @@ class BertForTokenClassification(BertWithHeads):
 class BertForQuestionAnswering(BertWithHeads):
     """Extractive question answering: for ``[CLS] question [SEP] context [SEP]``, a start and an end
     score per token; the answer is the best span of context tokens. ``start_positions`` /
-    ``end_positions`` (B,): positions outside the sequence are clamped to T and ignored."""
+    ``end_positions`` (B,), clamped to [0, T] as transformers does: a position past the end becomes T
+    and is ignored; a negative one becomes 0, the [CLS] answer, and counts in the loss."""
 
     def __init__(self, config: BertConfig):
         super().__init__(config, add_pooling_layer=False)
@@ -333,7 +334,7 @@ class BertForQuestionAnswering(BertWithHeads):
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T)
         loss = None
         if with_loss:
-            ignored = start_logits.shape[1]  # a position past the end: no loss
+            ignored = start_logits.shape[1]  # a position past the end: no loss (a negative one is 0: [CLS])
             start, end = (self._on_device(p).reshape(-1).clamp(0, ignored) for p in (start_positions, end_positions))
             loss = (F.cross_entropy(start_logits, start, ignore_index=ignored)
                     + F.cross_entropy(end_logits, end, ignore_index=ignored)) / 2  # fmt: skip

@@ -15,7 +15,8 @@ Shape legend used in the comments:
 What this file leaves to others: checking the inputs (inputs.py), loading pretrained weights
 (loading/, through the base class in pretrained.py), the task heads (heads.py), and speed. Speed
 enters in two named places, each computing the same numbers as the formulas written out here (up to
-the order of float sums; tests/test_model.py and tests/test_speed_book_modules.py compare them):
+the order of float sums, except in a float16 row with no real token: speed/fast_path.py;
+tests/test_model.py and tests/test_speed_book_modules.py compare them):
 
 * ``layout`` in ``SelfAttention.forward`` (speed/fast_path.py): a fused attention kernel, Q, K and V
   as one product where a GPU trains, and, where a caller asks for it by name
@@ -167,6 +168,19 @@ def additive_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Ten
     return (1.0 - keep) * torch.finfo(dtype).min
 
 
+def as_outputs(layout: FastLayout | None, zeros_where_padding: torch.Tensor | None):
+    """How the layers' states become outputs (B, T, H): packed tokens put back in their places, zeros
+    at [PAD] rows (speed/fast_path.py); where nothing was packed (left padding, a row with no real
+    token, attention written out) and ``zeros_where_padding`` (the attention mask, with
+    ``skip_padding``) is given, the [PAD] rows set to zeros, so that promise holds on every path."""
+    if layout is not None and layout.packing is not None:
+        return layout.unpack  # (P, H) -> (B, T, H), zeros at padding
+    if zeros_where_padding is not None:
+        is_padding = ~zeros_where_padding.bool()[:, :, None]  # (B, T, 1)
+        return lambda states: states.masked_fill(is_padding, 0.0)
+    return lambda states: states
+
+
 class ModelOutput:
     """Attribute access plus transformers-style tuple indexing (``outputs[0]``) of set fields."""
 
@@ -196,9 +210,10 @@ class BertModel(TransformersNames, PretrainedBert):
     (torch.Size([1, 5, 768]), torch.Size([1, 768]))
 
     Every position of ``last_hidden_state`` is computed, [PAD] rows too, as transformers computes
-    them. ``model(..., skip_padding=True)`` skips the work on [PAD] rows (zeros there): for callers
-    that never read them (pooling, the tasks, the server). ``model.use_book_modules()`` runs this
-    file's modules alone (see speed/seam.py for what ``from_pretrained`` swaps in, and why).
+    them. ``model(..., skip_padding=True)`` is for callers that never read [PAD] rows (pooling, the
+    tasks, the server): those rows are zeros then, and their work is skipped where the fast path can
+    pack the batch (see ``forward``). ``model.use_book_modules()`` runs this file's modules alone
+    (see speed/seam.py for what ``from_pretrained`` swaps in, and why).
     """
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
@@ -225,7 +240,10 @@ class BertModel(TransformersNames, PretrainedBert):
         """input_ids (B, T) → BertOutput(last_hidden_state (B, T, H), pooler_output (B, H), ...).
 
         ``use_fast_path`` (default: the model's): False writes attention out as above. ``skip_padding``:
-        the fast path computes the real tokens only, and [PAD] rows of the outputs are zeros."""
+        the [PAD] rows (attention_mask 0) of ``last_hidden_state`` and of every ``hidden_states`` are
+        zeros, on every path (the attention weights are left as computed). The fast path with right
+        padding and a real token in every row computes the real tokens only (speed/fast_path.py
+        packs them); otherwise every row is computed and the [PAD] rows are set to zeros."""
         ids, token_types, positions, attention_mask = prepare_inputs(self, input_ids, attention_mask, token_type_ids)
         padded = attention_mask is not None and not bool(attention_mask.all())
 
@@ -237,7 +255,7 @@ class BertModel(TransformersNames, PretrainedBert):
         x = self.embeddings(ids, token_types, positions)  # (B, T, H)
         mask = additive_mask(attention_mask, x.dtype) if padded else None  # (B, 1, 1, T)
 
-        unpack = layout.unpack if layout is not None else (lambda states: states)  # back to (B, T, H)
+        unpack = as_outputs(layout, attention_mask if skip_padding and padded else None)  # back to (B, T, H)
         hidden_states = [unpack(x)] if output_hidden_states else None
         attentions = [] if output_attentions else None
         for layer in self.layers:

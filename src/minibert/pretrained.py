@@ -50,7 +50,15 @@ class PretrainedBert(nn.Module):
         return output.to_tuple() if return_dict is False else output
 
     def init_weights(self) -> None:
-        """Fresh weights as BERT initialises them (normal, std 0.02; biases 0); from_pretrained overwrites them."""
+        """Fresh weights for a model built from a config (pre-training from scratch); from_pretrained
+        overwrites them. Every Linear and Embedding weight is drawn from a normal of std
+        ``initializer_range`` (0.02), every bias is 0 and every LayerNorm 1 and 0: transformers'
+        init of BERT, but for one row. transformers then zeros the [PAD] row of the word embeddings
+        (``padding_idx``); here it keeps its draw, as in Google's code, which has no padding row
+        (a [PAD] position reaches no loss, so no step changes that row in any of the three). Google's
+        ``create_initializer`` draws from a truncated normal (``tf.truncated_normal_initializer``:
+        values beyond two deviations drawn again), as minibert draws a new head on a checkpoint
+        (loading/strict.py ``google_normal_``); this draws the plain normal."""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, std=self.config.initializer_range)

@@ -6,13 +6,16 @@ and ``SelfAttention`` hands its input to ``layout.self_attention`` instead of th
 That ``if`` in SelfAttention is the one place where speed enters attention (the other place, the linear
 layers' GEMM library, is seam.py's).
 
-Four ideas, each exact (they change only the order of float sums):
+Four ideas, each exact (they change only the order of float sums; the one row where the numbers
+differ, a float16 row with no real token, is in 3.):
 
 1. **Packing** (``Packing``). Most of BERT's FLOPs are in layers that treat each token on its own
    (the Q/K/V and output projections, the feed-forward network, LayerNorm). For those, a batch
    (B, T, H) with padding is laid out as (P, H) when the caller asks (``skip_padding=True``: the
-   [PAD] rows of its outputs are then zeros, not transformers' values): only the P real tokens, end to end. Attention is
-   the one place where tokens of a sequence meet; there they are put back in their (B, T) places.
+   [PAD] rows of its outputs are then zeros, not transformers' values) and the padding is on the
+   right with a real token in every row: only the P real tokens, end to end. (Any other batch is
+   computed whole, and model.py sets its [PAD] rows to zeros.) Attention is the one place where
+   tokens of a sequence meet; there they are put back in their (B, T) places.
 2. **Length groups** (``AttentionGroup``). Attention's cost grows with the padded length, squared;
    rows of very different lengths attend in groups, each padded only to its own longest. In
    training (on a CPU) too: laying the tokens out by group and packing them back are each other's
@@ -26,6 +29,13 @@ Four ideas, each exact (they change only the order of float sums):
    (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
    ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
    the written-out formula is used.
+   One row is not the same: in float16, a row with no real token (attention_mask all zeros). The
+   book adds the mask (-65504, float16's minimum) to the scores in float16, where the sums round to
+   steps of 32 and the scores are mostly lost; the fused kernel adds it to scores it holds in
+   float32, where they survive, so that row attends as if nothing were masked (torch's CPU kernel;
+   Δ about 2 on all-MiniLM-L6-v2). In float32 and bfloat16 the minimum (-3.4e38) swallows every
+   score on both paths: every key weighs the same. Such a row carries no text, and with
+   ``skip_padding=True`` it is zeros on both paths (tests/test_model.py pins all three dtypes).
 4. **One product for Q, K and V** (``fused_projections``), on a GPU where a gradient is recorded (training):
    x·[Wq; Wk; Wv]ᵀ is the three products side by side, one GEMM of 3H columns instead of three of H,
    and one layout change of (P, 3H) instead of three of (P, H). A training step is mostly the
@@ -217,10 +227,11 @@ class _FromGroups(torch.autograd.Function):
 class FastLayout:
     """How one forward call lays out its tokens, chosen once from the attention mask.
 
-    Without padding (or with padding that is not on the right, or when not asked to ``pack``:
-    then [PAD] rows are computed as transformers computes them) tokens stay (B, T, H) and only the
-    fused kernel is used; with right padding they are packed to (P, H), and attention unpacks them
-    (whole, or in length groups): [PAD] rows come back as zeros.
+    Without padding (or with padding that is not on the right, a row with no real token, or when
+    not asked to ``pack``: then [PAD] rows are computed as transformers computes them, and model.py
+    zeros them if the caller asked to skip them) tokens stay (B, T, H) and only the fused kernel is
+    used; with right padding they are packed to (P, H), and attention unpacks them (whole, or in
+    length groups): [PAD] rows come back as zeros.
     """
 
     def __init__(

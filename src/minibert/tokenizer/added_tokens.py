@@ -249,11 +249,33 @@ class AddedTokens:
         for index, part, start in self._segments(text):
             if index is not None:
                 units.append((index, part, list(range(start, start + len(part))) if track else None))
-            elif self.after_normalization and self.after_normalization.occurs_in(self.normalized(part)):
+            elif self._matched_after_normalization(part):
                 units.extend(self._cut_normalized(part, start))
             else:
                 units.extend(words(part, start, track))
         return units
+
+    def cleaned_and_normalized(self, text: str, basic_tokenize: bool) -> tuple[str, str]:
+        """``text`` cleaned, then normalized, part by part as ``units`` treats it (what
+        ``encode_and_show_work`` shows): a special token, or a token matched as typed, stays as
+        typed; the parts between are cleaned and normalized where the basic tokenizer runs
+        (``basic_tokenize``) or where added tokens are matched after normalization in them, and
+        otherwise stay as typed (``do_basic_tokenize=False``: words are what whitespace separates).
+
+            "A[E1]B" with [E1] added as special  →  ("A[E1]B", "a[E1]b")"""
+        cleaned, normalized = [], []
+        for index, part, _ in self._segments(text):
+            if index is None and (basic_tokenize or self._matched_after_normalization(part)):
+                cleaned.append(self.basic.clean(part))
+                normalized.append(self.basic.normalize(cleaned[-1]))
+            else:
+                cleaned.append(part)
+                normalized.append(part)
+        return "".join(cleaned), "".join(normalized)
+
+    def _matched_after_normalization(self, part: str) -> bool:
+        """Whether a token added with ``normalized=True`` occurs in ``part`` once it is normalized."""
+        return bool(self.after_normalization) and self.after_normalization.occurs_in(self.normalized(part))
 
     def _segments(self, text: str):
         """(the id of a token matched as typed or None, part, where it starts), left to right."""

@@ -7,7 +7,8 @@ pieces happens in two stages, exactly as in google-research/bert's ``tokenizatio
 1. **Basic tokenization** (``BasicTokenizer``) cuts the text into words and punctuation marks:
    clean it (drop NUL, U+FFFD and control characters; every kind of whitespace becomes a space),
    put spaces around Chinese/Japanese/Korean *ideographs* (each is its own word), for uncased
-   vocabularies strip accents (Unicode NFD, then drop the combining marks) and lowercase, then
+   vocabularies strip accents (Unicode NFD, then drop the nonspacing marks, category Mn: spacing
+   and enclosing marks, Mc and Me, stay) and lowercase, then
    split on whitespace and make every punctuation character a token of its own::
 
        "Héllo, WORLD!"  →  ["hello", ",", "world", "!"]
@@ -141,7 +142,7 @@ class BasicTokenizer:
         return "".join(output)
 
     def normalize(self, text: str) -> str:
-        """Strip accents (NFD, then drop combining marks) and lowercase, as the vocabulary expects.
+        """Strip accents (NFD, then drop nonspacing marks, Mn) and lowercase, as the vocabulary expects.
 
         >>> BasicTokenizer().normalize("Crème BRÛLÉE")
         'creme brulee'

@@ -223,15 +223,23 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         return self.convert_ids_to_tokens(self.piece_ids(text))
 
     def encode_and_show_work(self, text: str) -> dict:
-        """Every intermediate step of tokenizing ``text``, for learning and debugging.
+        """Every intermediate step of tokenizing ``text``, for learning and debugging: the text
+        ``cleaned`` and ``normalized`` (stage 1's first two steps, as this tokenizer runs them), the
+        ``basic_tokens`` (words), each word's ``word_pieces`` (stage 2), then the ``tokens`` and
+        ``input_ids`` with [CLS] and [SEP].
 
         >>> steps = tok.encode_and_show_work("Héllo, unaffable!")     # doctest: +SKIP
-        >>> steps["basic_tokens"], steps["word_pieces"]                # doctest: +SKIP
-        (['hello', ',', 'una', ...
+        >>> steps["normalized"], steps["basic_tokens"]                 # doctest: +SKIP
+        ('hello, unaffable!', ['hello', ',', 'unaffable', '!'])
+        >>> steps["word_pieces"]                                       # doctest: +SKIP
+        [['hello'], [','], ['una', '##ffa', '##ble'], ['!']]
+
+        Special and added tokens are kept as they are matched (``[MASK]`` as typed, an ordinary
+        added token normalized), and with ``do_basic_tokenize=False`` there is no cleaning or
+        normalizing: ``cleaned`` and ``normalized`` are the text as typed.
         """
         text = one_text(text, "encode_and_show_work", "one call per text")
-        cleaned = self.basic.clean(text)
-        normalized = self.basic.normalize(cleaned)
+        cleaned, normalized = self.added.cleaned_and_normalized(text, self.do_basic_tokenize)
         words, piece_ids = self.words_and_pieces(text)
         word_pieces = [self.convert_ids_to_tokens(ids) for ids in piece_ids]
         ids = self.build_inputs_with_special_tokens(self.piece_ids(text))
@@ -260,8 +268,16 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
     def _token(self, index: int) -> str:
         token = self.added.spellings.get(index) or self.ids_to_tokens.get(index)
         if token is None:
-            raise ValueError(f"token id {index} is outside the vocabulary [0, {self.vocab_size})")
+            raise ValueError(f"token id {index} is {self._not_an_id(index)}")
         return token
+
+    def _not_an_id(self, index: int) -> str:
+        """Why no piece has this id: it is outside [0, len(tokenizer)) (the added tokens counted),
+        or, in a vocabulary whose ids have gaps (a tokenizer.json may list them so), one of the gaps."""
+        end = max(self.ids_to_tokens, default=-1) + 1  # len(self) unless the ids have gaps
+        if 0 <= index < end:
+            return f"not in the vocabulary (its {len(self)} pieces have ids in [0, {end}), with gaps)"
+        return f"outside the vocabulary [0, {end})"
 
     def decode(self, ids: Iterable[int] | int, skip_special_tokens: bool = False,
                clean_up_tokenization_spaces: bool | None = None) -> str:  # fmt: skip

@@ -58,8 +58,8 @@ class Pretraining(Task):
         return TrainingData(instances, order, options.steps, options.warmup_steps, tokenizer, config=config)
 
     def network(self, options, data: TrainingData) -> BertForPreTraining:
-        """From ``--init`` (heads it lacks start fresh), or random weights initialised as BERT's
-        (normal 0.02, biases 0, LayerNorm 1 and 0) of ``--config``."""
+        """From ``--init`` (heads it lacks start fresh), or random weights of ``--config`` (normal
+        0.02, biases 0, LayerNorm 1 and 0: ``PretrainedBert.init_weights``)."""
         if options.init is not None:
             return BertForPreTraining.from_pretrained(options.init, new_heads=True).float()
         return BertForPreTraining(data.config)
