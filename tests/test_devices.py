@@ -73,6 +73,154 @@ def test_a_gpu_number_beyond_the_machines_is_named(with_one_gpu):
         resolve_device("cuda:3")
 
 
+TORCH_READS = ["cuda:0", "cuda:7", "cuda:10", "cuda:127"]
+TORCH_REFUSES = ["cuda:01", "cuda:00", "cuda:007", "cuda:\u0661", "cuda:\u0660", "cuda:+1", "cuda:1e0", "cuda:0x1",
+                 "cuda: 1", "cuda::1", "cuda:1:2", "cuda:"]  # fmt: skip
+
+
+def test_the_names_minibert_takes_are_the_names_torch_reads():
+    """``cuda:01`` and ``cuda:\u0661`` (an Arabic-Indic one: a digit to Python's ``\\d``) passed the
+    syntax check, then torch refused them and the error said "got str" (a TypeError): now minibert
+    refuses exactly what torch refuses, saying the rule broken."""
+    for name in TORCH_READS + TORCH_REFUSES:
+        try:
+            torch.device(name)
+            torch_reads = True
+        except RuntimeError:
+            torch_reads = False
+        try:
+            check_device_name(name)
+            minibert_takes = True
+        except ValueError:
+            minibert_takes = False
+        assert minibert_takes == torch_reads, name
+    with pytest.raises(ValueError, match=re.escape("from 0, without a leading zero: cuda:1)")):
+        check_device_name("cuda:01")
+    with pytest.raises(ValueError, match=re.escape("from 0, in the digits 0-9)")):
+        check_device_name("cuda:\u0661")
+
+
+@pytest.mark.parametrize("name", ["cuda:01", "cuda:00", "cuda:\u0661"])
+def test_a_number_torch_does_not_read_is_a_usage_error_and_a_value_error(name, tmp_path):
+    from minibert import BertForSequenceClassification, Embedder, classify
+
+    result = run_minibert("embed", "a", "--model", TINY, "--output", str(tmp_path / "x.npy"), "--device", name)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert f"argument --device: device {name!r}: expected auto, cpu, cuda or cuda:N" in result.stderr
+    said = re.escape(f"device {name!r}: expected auto, cpu, cuda or cuda:N")
+    for load in (lambda: resolve_device(name),
+                 lambda: BertForSequenceClassification.from_pretrained(TINY, device=name),
+                 lambda: BertForSequenceClassification.from_pretrained(TINY, device_map=name),
+                 lambda: Embedder.from_pretrained(TINY, device=name),
+                 lambda: classify(["a text"], model=TINY, device=name)):  # fmt: skip
+        with pytest.raises(ValueError, match=said):  # (not a TypeError saying "got str")
+            load()
+    with pytest.raises(DataError, match=re.escape(f"--device {name!r}: expected")):
+        FinetuneOptions(model=TINY, train="train.csv", output=str(tmp_path / "run"), device=name)
+    assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def without_other_accelerators(monkeypatch):
+    """No XPU, no Apple GPU, no hpu backend (whatever this machine has; torch.accelerator: 2.6+)."""
+    if hasattr(torch, "xpu"):
+        monkeypatch.setattr(torch.xpu, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.delattr(torch, "hpu", raising=False)
+    if hasattr(torch, "accelerator"):
+        monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+
+
+def _entry_points(tmp_path) -> dict:
+    """Each Python entry point that loads a model, given a folder that does not exist: a device
+    checked first is refused before the folder is looked for."""
+    from minibert import AutoModel, BertForSequenceClassification, Embedder, classify, fill_mask
+    from minibert.explorer.loading import load_for_exploring
+    from minibert.tasks import CrossEncoder
+
+    missing = str(tmp_path / "no such model")
+    return {
+        "from_pretrained": lambda device: BertForSequenceClassification.from_pretrained(missing, device=device),
+        "device_map": lambda device: BertForSequenceClassification.from_pretrained(missing, device_map=device),
+        "AutoModel": lambda device: AutoModel.from_pretrained(missing, device=device),
+        "Embedder": lambda device: Embedder.from_pretrained(missing, device=device),
+        "classify": lambda device: classify(["a text"], model=missing, device=device),
+        "fill_mask": lambda device: fill_mask("a [MASK]", model=missing, device=device),
+        "CrossEncoder": lambda device: CrossEncoder(missing, device=device),
+        "explorer": lambda device: load_for_exploring(missing, device=device),
+    }
+
+
+@pytest.mark.parametrize("device, said", [
+    ("xpu", "device 'xpu': this torch .* sees no XPU device"),
+    ("xpu:1", "device 'xpu:1': this torch .* sees no XPU device"),
+    ("mps", "device 'mps': this torch .* sees no MPS device"),
+    ("hpu", r"device 'hpu': this torch .* sees no HPU device \(no backend for it is loaded\)"),
+])  # fmt: skip
+def test_other_accelerators_are_checked_before_any_file_is_read(without_other_accelerators, tmp_path, device, said):
+    """xpu, mps and hpu were passed to torch unchecked: the checkpoint was read, then torch's own
+    AssertionError, RuntimeError or ModuleNotFoundError came from inside ``model.to()`` (and a
+    missing folder was said before the device)."""
+    for name, load in _entry_points(tmp_path).items():
+        with pytest.raises(DeviceError, match=said):
+            load(device)
+        assert "--device" not in said, name
+
+
+def test_an_accelerator_torch_has_is_taken_and_its_number_checked(monkeypatch):
+    if not hasattr(torch, "xpu"):
+        pytest.skip("this torch has no torch.xpu")
+    monkeypatch.setattr(torch.xpu, "is_available", lambda: True)
+    monkeypatch.setattr(torch.xpu, "device_count", lambda: 1)
+    assert resolve_device("xpu") == torch.device("xpu") and resolve_device("xpu:0") == torch.device("xpu", 0)
+    with pytest.raises(DeviceError, match=re.escape("device 'xpu:1': this machine has 1 XPU device (xpu:0)")):
+        resolve_device("xpu:1")
+
+
+def test_meta_builds_a_model_to_inspect_and_nothing_computes_there(tmp_path):
+    """A model on meta holds shapes, no numbers: from_pretrained makes one; a task, the Embedder, a
+    CrossEncoder or the explorer would fail at their first number (``Tensor.item() cannot be called
+    on meta tensors``), so they refuse it before loading (a missing folder is not looked for)."""
+    from minibert import BertTokenizer, fill_mask
+    from minibert.heads import BertForMaskedLM
+
+    assert BertModel.from_pretrained(TINY, device="meta").device == torch.device("meta")
+    for name, load in _entry_points(tmp_path).items():
+        if name in ("from_pretrained", "device_map", "AutoModel"):
+            continue
+        with pytest.raises(DeviceError, match="device 'meta' holds a model's shapes, not its numbers: .* cannot run"):
+            load("meta")
+    on_meta = BertForMaskedLM.from_pretrained(TINY, device="meta")
+    with pytest.raises(DeviceError, match="device 'meta' holds a model's shapes"):
+        fill_mask("a [MASK] b", model=(on_meta, BertTokenizer.from_pretrained(TINY)))
+
+
+def test_python_is_told_device_cpu_and_the_command_line_the_flag(without_cuda, tmp_path, monkeypatch):
+    """The advice at the end of a missing GPU's message was "use --device cpu" in Python too."""
+    from minibert import Embedder, classify
+    from minibert.training import finetune
+
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na b,x\nb a,y\n", encoding="utf-8")
+    options = FinetuneOptions(model=TINY, train=str(train), output=str(tmp_path / "run"), device="cuda")
+    for load in (lambda: BertModel.from_pretrained(TINY, device="cuda"),
+                 lambda: Embedder.from_pretrained(TINY, device="cuda"),
+                 lambda: classify(["a text"], model=TINY, device="cuda"),
+                 lambda: finetune(options)):  # fmt: skip
+        with pytest.raises(DeviceError, match=re.escape("or use device='cpu'")) as raised:
+            load()
+        assert "--device" not in str(raised.value)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    with pytest.raises(DeviceError, match=re.escape("hides them; use device='cpu'")):
+        BertModel.from_pretrained(TINY, device="cuda")
+    commands = _commands(tmp_path)
+    for name in ("embed", "finetune", "pretrain"):
+        result = run_minibert(*commands[name][0], "--device", "cuda")
+        assert result.returncode == 1 and result.stderr.rstrip().endswith("; use --device cpu"), (name, result.stderr)
+    assert not (tmp_path / "run").exists()
+
+
 def test_from_pretrained_raises_minibert_own_error_before_reading(without_cuda, tmp_path):
     with pytest.raises(DeviceError, match="built without CUDA"):
         BertModel.from_pretrained(TINY, device="cuda")
@@ -85,12 +233,14 @@ def test_int8_elsewhere_than_the_cpu_is_refused_before_reading():
         BertModel.from_pretrained(TINY, device="meta", dtype="int8")
 
 
-def test_a_loaded_model_is_never_moved_by_a_task():
+def test_a_loaded_model_is_never_moved_by_a_task(with_one_gpu):
     from minibert.heads import BertForMaskedLM
     from minibert.tasks import fill_mask
 
     model = BertForMaskedLM.from_pretrained(TINY)
-    with pytest.raises(ValueError, match=r"device='meta', but the model given is on cpu: move it first"):
+    with pytest.raises(ValueError, match=r"device='cuda', but the model given is on cpu: move it first"):
+        fill_mask("a [MASK] b", model=model, device="cuda")
+    with pytest.raises(DeviceError, match=r"device 'meta' holds a model's shapes"):  # (moving it would not help)
         fill_mask("a [MASK] b", model=model, device="meta")
     assert model.device == torch.device("cpu")
     assert fill_mask("a [MASK] b", model=model, device="cpu")  # where it is: fine
@@ -126,6 +276,7 @@ def test_every_command_says_in_one_line_that_cuda_is_missing_and_writes_nothing(
         lines = result.stderr.splitlines()
         assert result.returncode == 1 and len(lines) == 1, (name, result.stderr)
         assert lines[0].startswith("minibert: error: device 'cuda': this torch") and "without CUDA" in lines[0], name
+        assert lines[0].endswith("or use --device cpu"), name
         assert output is None or not (tmp_path / output).exists(), f"{name} wrote {output}"
         assert result.stdout == "", name
 
@@ -315,7 +466,7 @@ def test_every_entry_point_names_the_missing_gpu_before_it_reads_a_file(without_
             assert name  # (the name is in the traceback of a failure)
 
 
-def test_a_loaded_model_elsewhere_than_the_device_named_is_refused_by_every_task():
+def test_a_loaded_model_elsewhere_than_the_device_named_is_refused_by_every_task(with_one_gpu):
     import minibert
     from minibert.config import BertConfig
     from minibert.heads import BertForMaskedLM, BertForNextSentencePrediction
@@ -325,18 +476,21 @@ def test_a_loaded_model_elsewhere_than_the_device_named_is_refused_by_every_task
     cross_encoder = minibert.CrossEncoder.__new__(minibert.CrossEncoder)  # a loaded one (no files needed)
     cross_encoder.model = classifier
     calls = {
-        "fill_mask": lambda: minibert.fill_mask("a [MASK]", model=BertForMaskedLM(config), device="meta"),
-        "next_sentence": lambda: minibert.next_sentence("a", "b", model=BertForNextSentencePrediction(config),
-                                                        device="meta"),  # fmt: skip
-        "classify": lambda: minibert.classify("a", model=classifier, device="meta"),
-        "tag": lambda: minibert.tag("a", model=minibert.BertForTokenClassification(config), device="meta"),
-        "answer": lambda: minibert.answer("a?", "b", model=minibert.BertForQuestionAnswering(config), device="meta"),
-        "rerank": lambda: minibert.rerank("a", ["b"], model=cross_encoder, device="meta"),
-        "explore": lambda: minibert.explore(BertForMaskedLM(config), "a [MASK]", device="meta"),
+        "fill_mask": lambda device: minibert.fill_mask("a [MASK]", model=BertForMaskedLM(config), device=device),
+        "next_sentence": lambda device: minibert.next_sentence("a", "b", model=BertForNextSentencePrediction(config),
+                                                               device=device),  # fmt: skip
+        "classify": lambda device: minibert.classify("a", model=classifier, device=device),
+        "tag": lambda device: minibert.tag("a", model=minibert.BertForTokenClassification(config), device=device),
+        "answer": lambda device: minibert.answer("a?", "b", model=minibert.BertForQuestionAnswering(config),
+                                                 device=device),  # fmt: skip
+        "rerank": lambda device: minibert.rerank("a", ["b"], model=cross_encoder, device=device),
+        "explore": lambda device: minibert.explore(BertForMaskedLM(config), "a [MASK]", device=device),
     }
     for name, call in calls.items():
-        with pytest.raises(ValueError, match=r"device='meta', but the model given is on cpu: move it first"):
-            call()
+        with pytest.raises(ValueError, match=r"device='cuda', but the model given is on cpu: move it first"):
+            call("cuda")
+        with pytest.raises(DeviceError, match=r"device 'meta' holds a model's shapes, not its numbers"):
+            call("meta")  # (moving it there would not help)
         assert name
 
 

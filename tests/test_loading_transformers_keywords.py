@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -152,6 +153,19 @@ def test_transformers_keywords_mean_what_they_mean_there(minilm_dir):
         BertTokenizer.from_pretrained(minilm_dir, legacy=False)
     with pytest.raises(ModelNotFoundError, match="local_files_only=True was passed"):
         BertModel.from_pretrained("some-org/never-downloaded", local_files_only=True)
+
+
+def test_device_map_none_is_no_map_and_an_empty_map_names_no_device(tmp_path):
+    """transformers' default is device_map=None, and code that forwards its own ``device_map=args.device_map``
+    passes it: it means no map (the model stays where it is built), as leaving it out does; it was
+    refused as "splits a model over devices". An empty map is refused by transformers too (it asks
+    for accelerate, or accelerate's lookup fails with KeyError ''): here a ValueError saying so."""
+    tiny = "tests/data/tiny_hub"
+    model = BertModel.from_pretrained(tiny, device_map=None, torch_dtype=None)
+    assert model.device.type == "cpu"
+    assert BertModel.from_pretrained(tiny, device_map=None, device="cpu").device.type == "cpu"
+    with pytest.raises(ValueError, match=re.escape("device_map={} names no device")):
+        BertModel.from_pretrained(tmp_path / "never read", device_map={})
 
 
 def test_cache_dir_and_token_reach_the_hub(minilm_dir, tmp_path):

@@ -210,6 +210,23 @@ def test_bad_flags(data, tmp_path, flags, code, message):
     assert not output.exists()
 
 
+def test_a_warmup_longer_than_the_run_runs_as_google_and_says_so(data, tmp_path):
+    """Google's run_pretraining.py takes a warmup longer than the run (the rate rises throughout,
+    never reaching the peak nor decaying); it ran silently, under a --steps help that said the
+    schedule reaches 0 there. Now it runs the same rates and one warning line says so."""
+    output = tmp_path / "run"
+    result = pretrain(data, output, "--init", TINY, "--batch-size", "2", "--warmup-steps", "5", "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if line.startswith("minibert: warning:")]
+    assert warned == ["minibert: warning: --warmup-steps 5 is more than --steps 2: the rate rises for the whole run "
+                      "(to 2e-05 at the last update), never reaching --learning-rate 0.0001 nor decaying to 0 "
+                      "(Google's rule allows it)"], result.stderr  # fmt: skip
+    rates = [json.loads(line)["learning_rate"] for line in (output / "metrics.jsonl").read_text().splitlines()]
+    assert rates == [0.0, 2e-05]  # peak · s / warmup, s = 0, 1
+    quiet = pretrain(data, tmp_path / "quiet", "--init", TINY, "--batch-size", "2", "--warmup-steps", "2")
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
+
+
 def test_a_vocabulary_larger_than_the_config_is_refused(data, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text(

@@ -37,8 +37,9 @@ class ModelNotFoundError(CheckpointError):
 
 class DeviceError(MinibertError):
     """The device asked for is not on this machine (devices.py): a torch built without CUDA, no GPU
-    visible, fewer GPUs than the number given, or a precision the device cannot train in (fp16 on a
-    CPU). The message names the device and what is missing."""
+    visible, fewer GPUs than the number given (likewise an XPU, Apple's MPS or another kind of torch
+    device), a precision the device cannot train in (fp16 on a CPU), or the meta device asked to
+    compute (it holds shapes, not numbers). The message names the device and what is missing."""
 
 
 class InputTypeError(MinibertError, TypeError):

@@ -109,7 +109,8 @@ def device_of(args):
     from ..loading.devices import describe, placement
 
     if not hasattr(args, "resolved_device"):
-        args.resolved_device = placement(getattr(args, "device", None) or "auto", getattr(args, "dtype", None))
+        args.resolved_device = placement(getattr(args, "device", None) or "auto", getattr(args, "dtype", None),
+                                         flags=True)  # fmt: skip
         if args.resolved_device.type != "cpu":
             print(f"minibert: device {describe(args.resolved_device)}", file=sys.stderr)
     return args.resolved_device

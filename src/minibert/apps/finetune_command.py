@@ -42,6 +42,7 @@ def add_parser(commands, parents: list) -> None:
 
 
 def cmd_finetune(args) -> None:
+    from ..loading.devices import resolve_device
     from ..training import FinetuneOptions, finetune, write_training_features
     from .commands import CommandError
 
@@ -55,6 +56,7 @@ def cmd_finetune(args) -> None:
         count = write_training_features(options, args.write_features)
         print(f"{args.write_features}: {count} records")
         return
+    resolve_device(options.device, flags=True)  # a GPU that is not there, said as the command says it (--device)
     if sweeps:
         from ..training.sweep import sweep
 

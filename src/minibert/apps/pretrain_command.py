@@ -34,13 +34,16 @@ def add_parser(commands, parents: list) -> None:
 
 
 def cmd_pretrain(args) -> None:
+    from ..loading.devices import resolve_device
     from ..training import pretrain
     from ..training.options import PretrainOptions
     from .commands import CommandError
 
     if args.bf16 and args.precision not in (None, "bf16"):  # --bf16 is --precision bf16: a usage error
         raise CommandError(f"--bf16 and --precision {args.precision} contradict each other: give one")
-    folder = pretrain(PretrainOptions(**values_of(args, PretrainOptions)))
+    options = PretrainOptions(**values_of(args, PretrainOptions))
+    resolve_device(options.device, flags=True)  # a GPU that is not there, said as the command says it (--device)
+    folder = pretrain(options)
     if args.json:
         from ..training.run.report import result_json
 

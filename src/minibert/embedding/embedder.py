@@ -113,7 +113,7 @@ class Embedder:
     ) -> Embedder:
         """Load the tokenizer and model of a local directory or a hub repository (``dtype`` and
         ``gemm`` as ``BertModel.from_pretrained`` takes them; ``device`` is checked first)."""
-        device = placement(device, dtype)  # a GPU that is not there: said before a file is read
+        device = placement(device, dtype, computes="the Embedder")  # a GPU that is not there: said before reading
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
         load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, dtype=dtype,
                                  device=device, gemm=gemm)  # fmt: skip

@@ -59,7 +59,7 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None, device=Non
     if isinstance(model, tuple) and len(model) == 2:
         model, tokenizer = model
     if isinstance(model, (str, os.PathLike)):
-        device = placement(device)  # a GPU that is not there: said before a file is read
+        device = placement(device, computes="the explorer")  # a GPU that is not there: said before a file is read
         source = os.fspath(model)
         if not os.path.exists(source) and looks_like_a_path(source):
             raise ModelNotFoundError(f"model directory not found: {source}")
@@ -68,7 +68,7 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None, device=Non
     if not isinstance(model, (BertModel, BertWithHeads)):
         raise TypeError(f"model must be a hub id, a directory, a minibert model or (model, tokenizer), "
                         f"got {type(model).__name__}")  # fmt: skip
-    check_model_is_on(model, device)
+    check_model_is_on(model, device, "the explorer")
     source = getattr(model, "name_or_path", None)
     if tokenizer is None:
         if source is None:

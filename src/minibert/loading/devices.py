@@ -9,15 +9,22 @@ CUDA enabled`` from deep inside a ``.to()``:
     device(type='cpu')
     >>> resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     True
-    >>> resolve_device("gpu")
+    >>> resolve_device("gpu")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: device 'gpu': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0)
+    ValueError: device 'gpu': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0), or another kind ...
 
 ``auto`` is CUDA where torch sees a GPU (``cuda``: torch's current GPU, which torchrun sets per
 process), else the CPU; the commands then say on stderr which device they use
 (``minibert: device cuda:0 (NVIDIA H200)``). ``None`` (the library's default) leaves a model where
 it is built: on the CPU, as transformers does. The names' syntax needs no torch (the parser checks
 it); what the machine has does.
+
+Python takes torch's other kinds of device too (``"mps"``, ``"xpu"``, ``"hpu"``), checked the same
+way before a file is read (``DeviceError``: ``this torch (2.13.0+cpu) sees no XPU device``), and
+``"meta"``, which holds a model's shapes and no numbers: ``from_pretrained`` builds a model there
+to inspect, while what computes (the tasks, the Embedder, a CrossEncoder, the explorer) refuses
+it before loading. A missing device's advice is worded for the caller: ``use --device cpu`` on the
+command line, ``use device='cpu'`` in Python.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ import re
 from ..errors import DeviceError
 
 DEVICE_NAMES = "auto, cpu, cuda or cuda:N"
-NAME = re.compile(r"auto|cpu|cuda(?::(\d+))?")
+NAME = re.compile(r"auto|cpu|cuda(?::(0|[1-9][0-9]*))?")  # N as torch reads it: 0-9 only, no leading zero
+OTHER_KINDS = ", or another kind of device torch has (mps, xpu, meta, ...)"  # in Python only: torch.device's
 MAX_DEVICE_INDEX = 127  # torch keeps a device's number in 8 bits: cuda:128 would be cuda:-128, cuda:256 cuda:0
 
 
@@ -44,14 +52,33 @@ def check_device_name(name: str) -> str:
     >>> check_device_name("cuda:256")
     Traceback (most recent call last):
     ValueError: device 'cuda:256': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0 to 127)
+    >>> check_device_name("cuda:01")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: device 'cuda:01': expected ... (N: the GPU's number, from 0, without a leading zero: cuda:1)
     """
     matched = NAME.fullmatch(name.strip()) if isinstance(name, str) else None
-    if matched is None:
-        raise ValueError(f"device {name!r}: expected {DEVICE_NAMES} (N: the GPU's number, from 0)")
-    if matched.group(1) is not None and int(matched.group(1)) > MAX_DEVICE_INDEX:
-        raise ValueError(f"device {name.strip()[:40]!r}: expected {DEVICE_NAMES} (N: the GPU's number, from 0 to "
-                         f"{MAX_DEVICE_INDEX})")  # fmt: skip
+    if matched is None or (matched.group(1) is not None and int(matched.group(1)) > MAX_DEVICE_INDEX):
+        raise ValueError(refusal(name))
     return name.strip()
+
+
+def refusal(name, others: str = "") -> str:
+    """Why ``name`` is not a device name minibert knows, with the rule for N that it breaks;
+    ``others``: what else is accepted where the message is read (Python takes torch's other kinds).
+
+    >>> refusal("cuda:١")   # an Arabic-Indic one: a digit to Python, not to torch
+    "device 'cuda:١': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0, in the digits 0-9)"
+    """
+    rule = "from 0"
+    kind, _, number = name.strip()[:40].partition(":") if isinstance(name, str) else ("", "", "")
+    if number.isdigit() and not number.isascii():
+        rule = "from 0, in the digits 0-9"
+    elif number.isdigit() and len(number) > 1 and number.startswith("0"):
+        rule = f"from 0, without a leading zero: {kind}:{int(number)}"
+    elif number.isdigit() and int(number) > MAX_DEVICE_INDEX:
+        rule = f"from 0 to {MAX_DEVICE_INDEX}"
+    shown = name.strip()[:40] if isinstance(name, str) else name
+    return f"device {shown!r}: expected {DEVICE_NAMES} (N: the GPU's number, {rule}){others}"
 
 
 def device_flag(text: str) -> str:
@@ -70,11 +97,19 @@ def device_flag(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def resolve_device(device):
+def resolve_device(device, flags: bool = False):
     """The ``torch.device`` that ``device`` names on this machine (None stays None), or
     ``DeviceError`` naming what is missing: a torch built without CUDA, no GPU visible, or fewer
-    GPUs than the number asked for. Other kinds of torch device (``"meta"``, ``"mps"``) are
-    passed to torch as they are."""
+    GPUs than the number asked for. Torch's other kinds of device (``"mps"``, ``"xpu"``, ``"hpu"``)
+    are asked for in Python only, and checked the same way: the device must be there (``"meta"``,
+    which holds shapes and no numbers, always is). A name torch does not read (``"cuda:01"``) is a
+    ValueError saying what is expected. ``flags``: the advice names ``--device`` (the commands),
+    else ``device=`` (Python).
+
+    >>> resolve_device("cuda:01")  # torch refuses it too (N is written as torch writes it)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: device 'cuda:01': expected ... (N: the GPU's number, from 0, without a leading zero: cuda:1)
+    """
     import torch
 
     if device is None:
@@ -82,22 +117,28 @@ def resolve_device(device):
     if _is_auto(device):
         return _auto()
     if isinstance(device, str):
-        if device.strip().split(":")[0] in ("cpu", "cuda"):
-            device = check_device_name(device)
+        name = device.strip()
+        if name.partition(":")[0] in ("cpu", "cuda"):
+            name = check_device_name(name)  # minibert's own rule, said precisely
         try:
-            device = torch.device(device)
-        except RuntimeError:  # torch's own lists every backend it was ever built for
-            check_device_name(device)
+            device = torch.device(name)
+        except RuntimeError:  # torch's own message lists every backend it was ever built for
+            raise ValueError(refusal(name, OTHER_KINDS)) from None
     if not isinstance(device, torch.device):
         raise TypeError(f"device must be a name ({DEVICE_NAMES}) or a torch.device, got {type(device).__name__}")
     if device.type == "cuda":
-        _check_cuda(device)
+        _check_cuda(device, flags)
+    elif device.type not in ("cpu", "meta"):
+        _check_other_accelerator(device, flags)
     return device
 
 
-def placement(device, dtype=None):
+def placement(device, dtype=None, *, flags: bool = False, computes: str | None = None):
     """Where a model loaded with ``device`` and ``dtype`` runs, checked before anything is read: the
     ``torch.device`` (None: where it is built, the CPU), or ``DeviceError`` / ``QuantizationError``.
+    ``flags``: as ``resolve_device``; ``computes``: what will compute with the model (``"classify"``),
+    which the meta device cannot do (``check_computes_on``). ``from_pretrained`` computes nothing: a
+    model on meta is its shapes, to look at.
 
     int8 runs on the CPU (torch's int8 kernels, FBGEMM's and oneDNN's, have none for a GPU): with
     ``device="auto"`` it goes there, as ``auto`` means "the best place for this model"; a GPU named
@@ -115,7 +156,9 @@ def placement(device, dtype=None):
     int8 = dtype in ("int8", torch.int8, torch.qint8)
     if int8 and _is_auto(device):
         return torch.device("cpu")
-    device = resolve_device(device)
+    device = resolve_device(device, flags)
+    if computes is not None:
+        check_computes_on(device, computes)
     if int8 and device is not None and device.type != "cpu":
         from ..errors import QuantizationError
 
@@ -125,22 +168,38 @@ def placement(device, dtype=None):
     return device
 
 
-def check_model_is_on(model, device) -> None:
-    """A loaded model runs where it is: ``device=`` naming another place is a mistake, said
-    (minibert never moves your model). None and "auto": wherever it is.
+def check_computes_on(device, what: str) -> None:
+    """DeviceError when ``device`` is the meta device: it holds a model's shapes, not its numbers, so
+    ``what`` (a task, the Embedder, the explorer) cannot run there. Said before a model is read.
 
     >>> import torch
-    >>> check_model_is_on(torch.nn.Linear(1, 1), "meta")
+    >>> check_computes_on(torch.device("meta"), "classify")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: device='meta', but the model given is on cpu: move it first (model.to('meta')), or leave device out
+    minibert.errors.DeviceError: device 'meta' holds a model's shapes, not its numbers: classify cannot run there; ...
     """
-    if device is None or _is_auto(device):
-        return
-    wanted = resolve_device(device)
+    if device is not None and device.type == "meta":
+        raise DeviceError(f"device 'meta' holds a model's shapes, not its numbers: {what} cannot run there; "
+                          "use 'cpu' or 'cuda' (from_pretrained(device='meta') builds one to inspect)")  # fmt: skip
+
+
+def check_model_is_on(model, device, what: str) -> None:
+    """A loaded model runs where it is: ``device=`` naming another place is a mistake, said
+    (minibert never moves your model). None and "auto": wherever it is. ``what`` runs the model,
+    so neither the device named nor the model may be on meta (``check_computes_on``).
+
+    >>> import torch
+    >>> check_model_is_on(torch.nn.Linear(1, 1, device="meta"), "cpu", "classify")
+    Traceback (most recent call last):
+    ValueError: device='cpu', but the model given is on meta: move it first (model.to('cpu')), or leave device out
+    """
     where = next(model.parameters()).device
-    if wanted.type != where.type or (wanted.index is not None and wanted != where):
-        raise ValueError(f"device={str(device)!r}, but the model given is on {where}: move it first "
-                         f"(model.to({str(wanted)!r})), or leave device out")  # fmt: skip
+    if device is not None and not _is_auto(device):
+        wanted = resolve_device(device)
+        check_computes_on(wanted, what)
+        if wanted.type != where.type or (wanted.index is not None and wanted != where):
+            raise ValueError(f"device={str(device)!r}, but the model given is on {where}: move it first "
+                             f"(model.to({str(wanted)!r})), or leave device out")  # fmt: skip
+    check_computes_on(where, what)
 
 
 def _is_auto(device) -> bool:
@@ -153,20 +212,69 @@ def _auto():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _check_cuda(device) -> None:
+def use_the_cpu(flags: bool) -> str:
+    """The advice that ends a missing GPU's message, as the caller asks for a device.
+
+    >>> use_the_cpu(flags=True), use_the_cpu(flags=False)
+    ('use --device cpu', "use device='cpu'")
+    """
+    return "use --device cpu" if flags else "use device='cpu'"
+
+
+def _check_cuda(device, flags: bool) -> None:
     import torch
 
     name = str(device)
     if torch.version.cuda is None:
         raise DeviceError(f"device {name!r}: this torch ({torch.__version__}) is built without CUDA; install a CUDA "
-                          "build of torch (pytorch.org), or use --device cpu")  # fmt: skip
+                          f"build of torch (pytorch.org), or {use_the_cpu(flags)}")  # fmt: skip
     count = torch.cuda.device_count()
     if count == 0:
         raise DeviceError(f"device {name!r}: torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: no "
-                          "NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them; use --device cpu")  # fmt: skip
-    if device.index is not None and device.index >= count:
-        visible = ", ".join(f"cuda:{index}" for index in range(count))
-        raise DeviceError(f"device {name!r}: this machine has {count} GPU{'s' if count > 1 else ''} ({visible})")
+                          f"NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them; {use_the_cpu(flags)}")  # fmt: skip
+    _check_index(device, count, "GPU")
+
+
+def _check_other_accelerator(device, flags: bool) -> None:
+    """mps, xpu, hpu, ...: there when torch's module for it says so (``torch.xpu.is_available()``),
+    or when it is torch's current accelerator (a plugin's, such as Intel Gaudi's hpu)."""
+    import torch
+
+    kind = device.type
+    count = _devices_of_kind(kind)
+    if count == 0:
+        if kind == "mps":
+            why = "no Apple GPU here, or macOS before 12.3" if torch.backends.mps.is_built() else "built without it"
+        elif hasattr(getattr(torch, kind, None), "is_available"):
+            why = "no such device on this machine, or this torch is built without it"
+        else:
+            why = "no backend for it is loaded"
+        raise DeviceError(f"device {str(device)!r}: this torch ({torch.__version__}) sees no {kind.upper()} device "
+                          f"({why}); {use_the_cpu(flags)}")  # fmt: skip
+    _check_index(device, count, f"{kind.upper()} device")
+
+
+def _devices_of_kind(kind: str) -> int:
+    """How many devices of ``kind`` torch can run on here (0: none, or no backend for it)."""
+    import torch
+
+    if kind == "mps":  # Apple's one GPU
+        return int(torch.backends.mps.is_available())
+    module = getattr(torch, kind, None)
+    if hasattr(module, "is_available") and hasattr(module, "device_count"):
+        return module.device_count() if module.is_available() else 0
+    accelerator = getattr(torch, "accelerator", None)  # (torch 2.6+)
+    if accelerator is not None and accelerator.is_available() and accelerator.current_accelerator().type == kind:
+        return accelerator.device_count()
+    return 0
+
+
+def _check_index(device, count: int, what: str) -> None:
+    """``device``'s number among the ``count`` devices of its kind (none given: the current one)."""
+    if device.index is not None and not 0 <= device.index < count:
+        visible = ", ".join(f"{device.type}:{index}" for index in range(count))
+        raise DeviceError(f"device {str(device)!r}: this machine has {count} {what}{'s' if count > 1 else ''} "
+                          f"({visible})")  # fmt: skip
 
 
 def describe(device) -> str:

@@ -8,6 +8,7 @@ the reason, never dropped:
     keyword                              in minibert
     torch_dtype                          dtype (transformers' older name for it)
     device_map="cpu" / 0 / {"": 0}       device: one device (a map that splits the model is refused)
+    device_map=None                      no map (transformers' default): as if left out
     cache_dir, local_files_only, token   the hub download (hub.py's HubOptions)
     attn_implementation="eager"/"sdpa"   nothing to do: minibert's attention gives the same numbers
     low_cpu_mem_usage                    nothing to do: the model is built on the meta device and
@@ -64,24 +65,39 @@ def model_keywords(keywords: dict, *, dtype, device) -> tuple:
         if dtype is not None and dtype != torch_dtype:
             raise TypeError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree: pass dtype= alone")
         dtype = torch_dtype
-    if "device_map" in keywords:
-        device_map = keywords.pop("device_map")
-        if isinstance(device_map, dict) and list(device_map) == [""]:  # {"": 0}: the whole model on one device
-            device_map = device_map[""]
-        if isinstance(device_map, int) and not isinstance(device_map, bool):  # a GPU's number, as transformers
-            device_map = f"cuda:{device_map}"
-        if not isinstance(device_map, (str, torch.device)):
-            raise ValueError(f"device_map={device_map!r} splits a model over devices; minibert loads it on one: "
-                             "pass device='cpu', 'cuda', 'cuda:N' or 'auto'")  # fmt: skip
-        if device is not None and str(device) != str(device_map):
-            raise TypeError(f"device={device!r} and device_map={device_map!r} disagree: pass device= alone")
-        device = device_map
+    device_map = keywords.pop("device_map", None)  # None: no map, transformers' default (code passes it on)
+    if device_map is not None:
+        device = _one_device(device_map, device)
     attention = keywords.pop("attn_implementation", None)
     if attention is not None and attention not in _ATTENTION:
         raise ValueError(f"attn_implementation={attention!r} is not minibert's: its attention (the book's, or its "
                          f"fast path) computes what {' and '.join(_ATTENTION)} compute; leave it out")  # fmt: skip
     _nothing_to_do(keywords, _NOTHING_TO_DO)
     return dtype, device, hub_keywords(keywords)
+
+
+def _one_device(device_map, device):
+    """The one device ``device_map`` names (``"cuda"``, ``0``, ``{"": 0}``), agreeing with ``device``.
+
+    >>> _one_device({"": 0}, None)
+    'cuda:0'
+    >>> _one_device({}, None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: device_map={} names no device (transformers fails on it too, ...
+    """
+    if isinstance(device_map, dict) and not device_map:  # transformers: "requires accelerate", or KeyError ''
+        raise ValueError("device_map={} names no device (transformers fails on it too, in accelerate's lookup): "
+                         "leave it out or pass None for no map, or {'': 'cuda:0'} for one device")  # fmt: skip
+    if isinstance(device_map, dict) and list(device_map) == [""]:  # {"": 0}: the whole model on one device
+        device_map = device_map[""]
+    if isinstance(device_map, int) and not isinstance(device_map, bool):  # a GPU's number, as transformers
+        device_map = f"cuda:{device_map}"
+    if not isinstance(device_map, (str, torch.device)):
+        raise ValueError(f"device_map={device_map!r} splits a model over devices; minibert loads it on one: "
+                         "pass device='cpu', 'cuda', 'cuda:N' or 'auto'")  # fmt: skip
+    if device is not None and str(device) != str(device_map):
+        raise TypeError(f"device={device!r} and device_map={device_map!r} disagree: pass device= alone")
+    return device_map
 
 
 def tokenizer_keywords(keywords: dict) -> HubOptions:

@@ -18,10 +18,11 @@ import torch
 
 from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
-from ..loading.devices import check_model_is_on
+from ..loading.devices import check_computes_on, check_model_is_on, resolve_device
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
 _lock = threading.Lock()
+TASKS = "a task (classify, tag, answer, fill_mask, next_sentence)"  # what the meta device cannot run
 
 
 @functools.lru_cache(maxsize=4)
@@ -53,17 +54,18 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
     if isinstance(model, tuple) and len(model) == 2:
         if not has_head(model[0]):
             raise TypeError(f"this task needs a {cls.__name__}, got a {type(model[0]).__name__}")
-        check_model_is_on(model[0], device)
+        check_model_is_on(model[0], device, TASKS)
         return model
     if isinstance(model, BertWithHeads):
         if not has_head(model):
             raise TypeError(f"this task needs a {cls.__name__}, got a {type(model).__name__}")
-        check_model_is_on(model, device)
+        check_model_is_on(model, device, TASKS)
         source = getattr(model, "name_or_path", None)
         if source is None:
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
         return model, _tokenizer_cached(str(source))
     if isinstance(model, (str, os.PathLike)):
+        check_computes_on(resolve_device(device), TASKS)  # (and a device that is not there): before anything is read
         with _lock:  # two threads asking for the same model load it once
             return _load_cached(os.fspath(model), cls, gemm, dtype, None if device is None else str(device))
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "

@@ -34,7 +34,7 @@ import torch
 from ..errors import CheckpointError
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
-from ..loading.devices import check_model_is_on
+from ..loading.devices import check_model_is_on, placement
 from ..loading.hub import resolve_file
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .classify import sigmoid
@@ -60,6 +60,7 @@ class CrossEncoder:
                  activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None,
                  gemm: str | None = None):  # fmt: skip
         source = os.fspath(model_name_or_path)
+        device = placement(device, dtype, computes="a CrossEncoder")  # said before a file is read
         self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
                                                                    device=device, gemm=gemm).eval()  # fmt: skip
         self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision)
@@ -128,7 +129,7 @@ def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
     """``CrossEncoder(model, dtype=dtype, device=device).rank(query, documents, ...)``, the model
     loaded once per name, dtype and device (a CrossEncoder given runs where it is)."""
     if isinstance(model, CrossEncoder):
-        check_model_is_on(model.model, device)
+        check_model_is_on(model.model, device, "a CrossEncoder")
     else:
         key = f"{os.fspath(model)}|{dtype}|{device}"
         if key not in _cache:

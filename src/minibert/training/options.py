@@ -65,7 +65,8 @@ class PretrainOptions:
         "TFRecord files of instances (minibert pretraining-data; Google's script)", nargs="+", required=True,
         metavar="FILE"))  # fmt: skip
     output: str = field(metadata=option("the run directory (a hub-layout checkpoint at every save)", required=True))
-    steps: int = field(metadata=option("updates to make (the schedule reaches 0 there)", low=1, required=True))
+    steps: int = field(metadata=option(  # (a --warmup-steps beyond it is allowed, as Google's, and warned of)
+        "updates to make (after --warmup-steps, the rate decays to 0 there)", low=1, required=True))  # fmt: skip
     batch_size: int = field(metadata=option(  # the GLOBAL batch
         "instances per update, over all processes and micro-batches", low=1, required=True))  # fmt: skip
     init: str | None = field(default=None, metadata=option(

@@ -44,6 +44,21 @@ class Schedule:
             return self.peak * done / self.warmup
         return self.peak * (1.0 - min(done, self.steps) / self.steps)
 
+    def never_peaks(self) -> str | None:
+        """A warmup longer than the run (Google's rule allows it): the rate rises for the whole run,
+        never reaching ``peak`` nor decaying; said as a warning (None: the rate peaks, then decays).
+
+        >>> print(Schedule(peak=1e-4, warmup=10, steps=3).never_peaks())  # doctest: +ELLIPSIS
+        --warmup-steps 10 is more than --steps 3: the rate rises for the whole run (to 2e-05 at the last update), ...
+        >>> Schedule(peak=1e-4, warmup=3, steps=3).never_peaks() is None  # Google's warmup_proportion 1.0
+        True
+        """
+        if self.warmup <= self.steps:
+            return None
+        return (f"--warmup-steps {self.warmup} is more than --steps {self.steps}: the rate rises for the whole run "
+                f"(to {self.rate(self.steps - 1):g} at the last update), never reaching --learning-rate "
+                f"{self.peak:g} nor decaying to 0 (Google's rule allows it)")  # fmt: skip
+
 
 def update(parameters: list[torch.nn.Parameter], optimizer: AdamWeightDecay, rate: float, world,
            max_grad_norm: float, before_step: Callable[[float], None] | None = None,
