@@ -215,6 +215,20 @@ def test_a_forward_hook_sees_the_projection_and_the_output_is_unchanged(minilm_d
         assert_close(model(**batch).last_hidden_state[real], expected, f"{backend}: unhooked again", ATOL)
 
 
+@pytest.mark.slow  # (inductor compiles for ~10 s)
+@needs_onednn
+def test_torch_compile_of_a_packed_model_computes_what_it_computes(minilm_dir, real_texts):
+    """torch.compile of a model on oneDNN failed in inductor (a LoweringException on the packed
+    op); compiling, the projections go through F.linear, which inductor packs its own way."""
+    model = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused")
+    batch = _batch(minilm_dir, real_texts[:3])
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = model(**batch).last_hidden_state[real]
+        compiled = torch.compile(model)(**batch).last_hidden_state[real]
+    assert_close(compiled, expected, "torch.compile of the onednn-fused model", ATOL)
+
+
 @needs_onednn
 def test_training_runs_on_f_linear_with_the_same_gradients(minilm_dir, real_texts):
     """A forward pass that needs gradients takes F.linear (oneDNN's op has no autograd here): the

@@ -122,7 +122,8 @@ class PackedLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         training = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
         usable = x.device.type == "cpu" and x.dtype == self.weight.dtype in (torch.float32, torch.bfloat16)
-        packed = self.packed_weight() if usable and not training else None  # autograd needs F.linear
+        # autograd needs F.linear; so does torch.compile, whose inductor packs weights its own way
+        packed = self.packed_weight() if usable and not training and not torch.compiler.is_compiling() else None
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
         self.applied = self.activation is not None and not is_hooked(self)
         if packed is None:
