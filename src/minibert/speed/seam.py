@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -59,10 +60,17 @@ class Speed:
 
 
 def fingerprints(model: nn.Module) -> dict[str, tuple]:
-    """Each parameter's version counter and float64 sum: what tells whether a model was trained (or
-    written through ``.data``, which bumps no version) since. One pass over the weights, no copy."""
-    return {name: (parameter._version, float(parameter.detach().sum(dtype=torch.float64)).hex())
-            for name, parameter in model.named_parameters()}  # fmt: skip
+    """Each parameter's version counter and the sum of its bit patterns as integers: what tells
+    whether a model was trained (or written through ``.data``, which bumps no version) since. One
+    pass over the weights (~20 ms for MiniLM's 23 M), no copy."""
+    return {name: (parameter._version, _bits_sum(parameter)) for name, parameter in model.named_parameters()}
+
+
+def _bits_sum(tensor: torch.Tensor) -> int:
+    """The tensor's elements read as integers of their width, summed in int64: any one value
+    changed changes it (a float sum can absorb a small change)."""
+    integers = {2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]
+    return int(tensor.detach().contiguous().view(integers).numpy().sum(dtype=np.int64))
 
 
 def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None = None, release=None) -> None:
