@@ -25,7 +25,7 @@ import pytest
 
 from hub_server import HubServer
 from minibert import BertModel, BertTokenizer, Embedder
-from minibert.errors import HubDownloadError, ModelNotFoundError
+from minibert.errors import CheckpointError, HubDownloadError, ModelNotFoundError
 
 TINY = Path(__file__).parent / "data" / "tiny_hub"  # config.json, model.safetensors, tokenizer_config.json, vocab.txt
 
@@ -184,6 +184,23 @@ def test_arguments_are_checked_before_any_download(hub, keywords):
 
 
 # ----------------------------------------------------------------------------- 5. messages
+
+
+def test_weights_only_as_tf_model_h5_are_named_not_fetched(hub, tmp_path):
+    """A repository with tf_model.h5 and flax_model.msgpack only: the error names them (asked with
+    HEAD: neither is downloaded) and how to convert them."""
+    repo = tmp_path / "tfonly"
+    repo.mkdir()
+    shutil.copy(TINY / "config.json", repo / "config.json")
+    (repo / "tf_model.h5").write_bytes(b"\x89HDF")
+    (repo / "flax_model.msgpack").write_bytes(b"\x80")
+    hub.repos["org/tfonly"] = repo
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained("org/tfonly")
+    message = str(raised.value)
+    assert "only as tf_model.h5 (Keras (TensorFlow 2) weights), flax_model.msgpack (Flax weights)" in message
+    assert "minibert does not read" in message and "from_tf=True" in message, message
+    assert _gets(hub, "tf_model.h5") == _gets(hub, "flax_model.msgpack") == 0, hub.requests
 
 
 def test_offline_a_revision_not_in_the_cache_names_the_revision(hub, monkeypatch):

@@ -227,6 +227,31 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         raise download_failed(repo_id, filename, error) from None
 
 
+def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | None = None) -> bool:
+    """Whether a directory or hub repository is known to hold ``filename``, asked without fetching it
+    (the hub answers a HEAD request; offline, the cache says): for messages about a file minibert
+    does not read, such as ``tf_model.h5``. False where it cannot be known."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+
+    name = os.fspath(name_or_path)
+    if os.path.isdir(name):
+        return (Path(name) / filename).is_file()
+    options = _HUB_OPTIONS.get() or HubOptions()
+    if looks_like_a_path(name) or name in BUNDLED_MODELS:
+        return False
+    if isinstance(try_to_load_from_cache(name, filename, cache_dir=options.cache_dir, revision=revision), str):
+        return True
+    if is_offline() or options.local_files_only:
+        return False
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    try:
+        url = hf_hub_url(name, filename, revision=revision, endpoint=endpoint)
+        get_hf_file_metadata(url, token=options.token, timeout=min(10.0, hub_timeout()), endpoint=endpoint)
+    except Exception:  # noqa: BLE001  (absent, or not known: either way not said to be there)
+        return False
+    return True
+
+
 def _as_the_cache_says(repo_id: str, filename: str, revision: str | None, required: bool,
                        failure: Exception | None, endpoint: str, unreachable: str | None,
                        options: HubOptions) -> ModelNotFoundError | None:  # fmt: skip
