@@ -3,7 +3,12 @@ real download path (huggingface_hub → cache → offline reuse) runs in tests w
 
 It answers ``HEAD``/``GET /{org}/{name}/resolve/{revision}/{filename}`` with the headers
 huggingface_hub reads (``X-Repo-Commit``, ``ETag``, ``Content-Length``), 404 with the hub's
-``X-Error-Code`` for unknown repositories and files, and counts requests per file.
+``X-Error-Code`` for unknown repositories and files (a file's 404 carries ``X-Repo-Commit``, as the
+hub's does: huggingface_hub then records the absence in the cache's ``.no_exist``), and counts
+requests per file.
+
+``fail(repo, filename, ...)`` makes it fail as a real hub can: an HTTP status with the hub's error
+code (500, or 403 ``GatedRepo``), a connection closed before any answer, or a body cut short.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ class HubServer:
         self.requests: Counter = Counter()
         self.authorizations: dict[str, list[str]] = {}  # file → the Authorization headers it was asked with
         self.commit = hashlib.sha1(b"minibert-test-commit").hexdigest()
+        self.failures: dict[tuple[str, str, str], tuple] = {}  # (method, repo, filename) → how (see fail)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,11 +49,17 @@ class HubServer:
                 server.requests[(self.command, repo, filename)] += 1
                 if self.headers.get("Authorization"):
                     server.authorizations.setdefault(filename, []).append(self.headers["Authorization"])
+                failure = server.failure(self.command, repo, filename)
+                if failure and failure[0] == "close":
+                    self.close_connection = True
+                    return
+                if failure and failure[0] == "status":
+                    return self._error(*failure[1:])
                 if repo not in server.repos:
                     return self._error(404, "RepoNotFound")
                 path = server.repos[repo] / filename
                 if not path.is_file():
-                    return self._error(404, "EntryNotFound")
+                    return self._error(404, "EntryNotFound", commit=True)
                 data = path.read_bytes()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
@@ -55,19 +67,41 @@ class HubServer:
                 self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
                 self.send_header("X-Repo-Commit", server.commit)
                 self.end_headers()
-                if body:
+                if body and failure and failure[0] == "truncate":  # the promised length, then the connection ends
+                    self.wfile.write(data[: failure[1]])
+                    self.close_connection = True
+                elif body:
                     self.wfile.write(data)
 
-            def _error(self, status: int, code: str):
+            def _error(self, status: int, code: str | None, message: str | None = None, commit: bool = False):
                 self.send_response(status)
-                self.send_header("X-Error-Code", code)
-                self.send_header("X-Error-Message", code)
+                if code:
+                    self.send_header("X-Error-Code", code)
+                    self.send_header("X-Error-Message", message or code)
+                if commit:
+                    self.send_header("X-Repo-Commit", server.commit)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def fail(self, repo: str, filename: str = "*", *, method: str = "*", status: int | None = None,
+             code: str | None = None, message: str | None = None, truncate: int | None = None,
+             close: bool = False) -> None:  # fmt: skip
+        """From now on, answer ``method`` (HEAD, GET or "*") for ``filename`` ("*": every file) of
+        ``repo`` with ``status`` (and the hub's ``X-Error-Code``/``X-Error-Message``), with a body cut
+        after ``truncate`` bytes, or by closing the connection without an answer (``close``)."""
+        how = ("status", status, code, message) if status else ("truncate", truncate) if truncate else ("close",)
+        assert status or truncate or close, "say how to fail"
+        self.failures[(method, repo, filename)] = how
+
+    def failure(self, method: str, repo: str, filename: str) -> tuple | None:
+        for key in ((method, repo, filename), ("*", repo, filename), (method, repo, "*"), ("*", repo, "*")):
+            if key in self.failures:
+                return self.failures[key]
+        return None
 
     def environment(self, hf_home: Path) -> dict[str, str]:
         """The environment of a process that asks this server as its hub, with its cache in ``hf_home``."""

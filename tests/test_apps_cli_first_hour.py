@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -34,26 +35,42 @@ def test_an_unreachable_hub_is_said_not_a_tokenizer_without_files(tmp_path):
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.parametrize("record", [".no_exist", "trees", None])
 @pytest.mark.parametrize("offline", [True, False])
-def test_a_cached_model_without_an_optional_file_still_loads(tmp_path, minilm_dir, offline):
-    """The other side: a model in the cache whose optional files (here tokenizer.json) are absent
-    loads from the cache, online-but-unreachable as offline."""
-    from huggingface_hub import constants
-
-    snapshot = tmp_path / "hub" / "models--someone--cached-bert" / "snapshots" / ("0" * 40)
+def test_a_cached_model_without_an_optional_file_still_loads(tmp_path, minilm_dir, offline, record):
+    """The other side: a model in the cache whose optional files (here tokenizer.json and
+    tokenizer_config.json) are absent loads from the cache, online-but-unreachable as offline, when
+    the cache records their absence: huggingface_hub's .no_exist markers (left by the hub's 404) or
+    the file list `hf download` keeps (trees/COMMIT.json). With no record, nobody asked the hub:
+    whether the repository has them is unknown, and the error says so (a cased model's
+    tokenizer_config.json taken as absent would lowercase every text)."""
+    commit = "0" * 40
+    folder = tmp_path / "hub" / "models--someone--cached-bert"
+    snapshot = folder / "snapshots" / commit
     snapshot.mkdir(parents=True)
     for name in ("config.json", "vocab.txt", "model.safetensors"):
         (snapshot / name).symlink_to(minilm_dir / name)
-    (snapshot.parent.parent / "refs").mkdir()
-    (snapshot.parent.parent / "refs" / "main").write_text("0" * 40)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commit)
+    if record == ".no_exist":
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (folder / ".no_exist" / commit).mkdir(parents=True, exist_ok=True)
+            (folder / ".no_exist" / commit / name).touch()
+    elif record == "trees":
+        files = {name: {"size": 1, "blob_id": "0"} for name in ("config.json", "vocab.txt", "model.safetensors")}
+        (folder / "trees").mkdir()
+        (folder / "trees" / f"{commit}.json").write_text(json.dumps({"format_version": 1, "files": files}))
     env = {**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_CACHE": str(tmp_path / "hub"),
            "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}  # fmt: skip
     env.pop("HF_HUB_OFFLINE", None)
     if offline:
         env["HF_HUB_OFFLINE"] = "1"
-    assert constants  # (the cache layout is huggingface_hub's)
     result = subprocess.run([sys.executable, "-m", "minibert", "tokenize", "hello", "--model", "someone/cached-bert"],
                             capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    if record is None:
+        assert result.returncode == 1, result.stderr
+        assert "without tokenizer_config.json" in result.stderr and "is unknown" in result.stderr, result.stderr
+        return
     assert result.returncode == 0, result.stderr
     assert "hello" in result.stdout
 

@@ -314,6 +314,21 @@ def test_several_checkpoints_need_the_state_file(tmp_path):
     assert BertModel.from_pretrained(directory).config.hidden_size == 32
 
 
+def test_a_state_file_naming_a_deleted_checkpoint_says_so(tmp_path):
+    """The 'checkpoint' file is there but names a checkpoint that is gone (model.ckpt-3000, deleted
+    to save space): the error says that, not "no 'checkpoint' file"."""
+    directory = _copy(GOOGLE_DIR, tmp_path / "uncased_run")
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copyfile(directory / f"bert_model.ckpt{suffix}", directory / f"model.ckpt-2000{suffix}")
+    (directory / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-3000"\n'
+                                          'all_model_checkpoint_paths: "model.ckpt-2000"\n')  # fmt: skip
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained(directory)
+    message = str(raised.value)
+    assert "its 'checkpoint' file names model.ckpt-3000, which is not there" in message, message
+    assert "no 'checkpoint' file" not in message, message
+
+
 # ----------------------------------------------------------------------------- full size, written by TensorFlow
 
 

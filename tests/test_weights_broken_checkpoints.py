@@ -87,6 +87,18 @@ def test_directory_without_weights(checkpoint):
         BertModel.from_pretrained(checkpoint)
 
 
+def test_weights_only_in_formats_minibert_does_not_read_are_named(checkpoint):
+    """A folder with tf_model.h5 / flax_model.msgpack has weights: the error names them, says minibert
+    does not read them and how transformers converts them, instead of "no weights"."""
+    (checkpoint / "model.safetensors").rename(checkpoint / "tf_model.h5")  # (only the name is looked at)
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained(checkpoint)
+    message = str(raised.value)
+    assert "no weights" not in message, message
+    assert "only as tf_model.h5 (Keras (TensorFlow 2) weights), which minibert does not read" in message, message
+    assert "from_tf=True" in message, message
+
+
 def test_directory_without_config(tmp_path):
     with pytest.raises(ModelNotFoundError, match="config.json not found in the directory"):
         BertModel.from_pretrained(tmp_path)

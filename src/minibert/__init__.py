@@ -51,6 +51,7 @@ _EXPORTS = {
     "MinibertError": "errors",
     "CheckpointError": "errors",
     "ModelNotFoundError": "errors",
+    "HubDownloadError": "errors",
     "InputTypeError": "errors",
     "TransformersNameError": "errors",
     "DeviceError": "errors",

@@ -32,7 +32,16 @@ class MissingHeadsError(CheckpointError):
 
 
 class ModelNotFoundError(CheckpointError):
-    """Neither a local directory nor a reachable (or cached) hub repository matches the name."""
+    """Neither a local directory nor a reachable (or cached) hub repository matches the name; or
+    the repository is gated, or private to a token not given; or a file it may hold cannot be had
+    (offline, not in the cache: then whether it has the file is unknown, and it is not taken as absent)."""
+
+
+class HubDownloadError(ModelNotFoundError):
+    """The hub could not give a file it may well hold: it answered with an error (HTTP 500, 503),
+    the connection was refused, dropped mid-transfer or timed out. The message names the repository,
+    the file and what happened; nothing is loaded in its place (a file the hub could not give is
+    never taken as absent). Trying again later may work."""
 
 
 class DeviceError(MinibertError):

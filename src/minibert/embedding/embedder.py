@@ -61,6 +61,7 @@ import torch
 
 from ..errors import MissingHeadsError, PromptFillsMaxLengthError
 from ..loading.devices import placement
+from ..loading.from_pretrained import check_dtype
 from ..model import BertModel
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
@@ -112,8 +113,8 @@ class Embedder:
         gemm: str | None = None,
     ) -> Embedder:
         """Load the tokenizer and model of a local directory or a hub repository (``dtype`` and
-        ``gemm`` as ``BertModel.from_pretrained`` takes them; ``device`` is checked first)."""
-        device = placement(device, dtype, computes="the Embedder")  # a GPU that is not there: said before reading
+        ``gemm`` as ``BertModel.from_pretrained`` takes them; ``dtype`` and ``device`` are checked first)."""
+        device = placement(device, check_dtype(dtype), computes="the Embedder")  # said before a file is read
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
         load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, dtype=dtype,
                                  device=device, gemm=gemm)  # fmt: skip

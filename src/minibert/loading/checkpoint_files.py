@@ -25,7 +25,7 @@ import torch
 
 from ..errors import CheckpointError
 from .file_pages import MappedPages, torch_mapped_pages
-from .hub import resolve_file
+from .hub import has_file, resolve_file
 from .safetensors import _corrupt, _read_safetensors_header, map_safetensors, read_safetensors, safetensors_shapes
 
 # What TensorFlow pre-training checkpoints add: the Adam optimizer's two slots per variable, the step.
@@ -50,8 +50,28 @@ def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Pa
             for shard in shard_names(weights_file) if is_sharded(weights_file) else ():
                 resolve_file(name_or_path, shard, revision=revision)  # each beside the index (fetched from the hub)
             return config_file, weights_file
-    raise CheckpointError(
-        f"{os.fspath(name_or_path)} has config.json but no weights: expected one of {', '.join(WEIGHT_FILES)}"
+    raise _no_weights_read(name_or_path, revision)
+
+
+# Weights formats of transformers that minibert does not read: file → what it is and transformers' keyword.
+UNREAD_WEIGHTS = {"tf_model.h5": ("Keras (TensorFlow 2) weights", "from_tf=True"),
+                  "flax_model.msgpack": ("Flax weights", "from_flax=True")}  # fmt: skip
+
+
+def _no_weights_read(name_or_path, revision: str | None) -> CheckpointError:
+    """The error for a folder or repository with none of WEIGHT_FILES: it has no weights at all,
+    or only weights in a format minibert does not read (then how to convert them)."""
+    name = os.fspath(name_or_path)
+    unread = [filename for filename in UNREAD_WEIGHTS if has_file(name_or_path, filename, revision=revision)]
+    if not unread:
+        return CheckpointError(f"{name} has config.json but no weights: expected one of {', '.join(WEIGHT_FILES)}")
+    kinds = ", ".join(f"{filename} ({UNREAD_WEIGHTS[filename][0]})" for filename in unread)
+    keyword = UNREAD_WEIGHTS[unread[0]][1]
+    return CheckpointError(
+        f"{name} holds its weights only as {kinds}, which minibert does not read (it reads "
+        f"{', '.join(WEIGHT_FILES)}, and Google's TensorFlow checkpoints, bert_model.ckpt.index/.data). Convert "
+        f"them once with transformers: transformers.BertModel.from_pretrained({name!r}, {keyword})"
+        ".save_pretrained('DIR'), then load DIR"
     )
 
 

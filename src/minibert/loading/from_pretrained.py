@@ -32,8 +32,33 @@ from .hub import hub_options
 from .strict import rename_and_check
 from .transformers_keywords import TRANSFORMERS_KEYWORDS, model_keywords
 
+# dtype names from_pretrained takes; "int8" loads float32 weights, then quantizes them (speed/seam.py → speed/int8.py)
+DTYPE_NAMES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+               "float16": torch.float16, "fp16": torch.float16, "int8": torch.float32}  # fmt: skip
+
+
+def check_dtype(dtype):
+    """``dtype`` as asked, checked before any file is fetched (a typo is not worth a 1.3 GB download):
+    None, a floating-point torch.dtype, "auto" or a name of DTYPE_NAMES; torch.int8 is "int8" (int8
+    layers, not int8 "floats").
+
+    >>> check_dtype(torch.int8), check_dtype("bf16")
+    ('int8', 'bf16')
+    """
+    if dtype in (torch.int8, torch.qint8):
+        return "int8"
+    if isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
+        raise ValueError(f"dtype {dtype} cannot hold a model's weights: give a floating-point dtype, or "
+                         "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
+    named = isinstance(dtype, str) and (dtype == "auto" or dtype in DTYPE_NAMES)
+    if dtype is None or isinstance(dtype, torch.dtype) or named:
+        return dtype
+    raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, 'auto' or a torch.dtype, got {dtype!r}")
+
 
 def _parse_dtype(dtype, config: BertConfig, device=None) -> torch.dtype | None:
+    """The torch.dtype a checked ``dtype`` (``check_dtype``) stands for, "auto" chosen for this
+    model's size and ``device``."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto" and device is not None and device.type == "cuda":  # tensor cores: bf16 where the GPU has it
@@ -42,12 +67,7 @@ def _parse_dtype(dtype, config: BertConfig, device=None) -> torch.dtype | None:
         from ..speed.bf16 import bf16_is_faster
 
         return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
-    # "int8" loads float32 weights, then quantizes them (speed/seam.py → speed/int8.py)
-    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16, "int8": torch.float32}  # fmt: skip
-    if dtype not in names:
-        raise ValueError(f"dtype must be one of {sorted(names)}, 'auto' or a torch.dtype, got {dtype!r}")
-    return names[dtype]
+    return DTYPE_NAMES[dtype]
 
 
 class _WithoutInitialisation(torch.overrides.TorchFunctionMode):
@@ -91,22 +111,19 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     label_config = dict(label_config or {})
     dtype, device, hub = model_keywords(label_config, dtype=dtype, device=device)  # transformers' spellings
     add_pooling_layer = _add_pooling_layer(cls, label_config)
+    dtype = check_dtype(dtype)
+    call_defaults = _call_defaults(label_config)
+    unknown = sorted(set(label_config) - set(LABEL_FIELDS))
+    if unknown:  # every argument is checked before a file is fetched
+        raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; besides its own, it takes "
+                        f"the config fields {', '.join(LABEL_FIELDS)}, and transformers' keywords "
+                        f"{', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
     device = placement(device, dtype)  # a GPU that is not there, or int8 on one: said before anything is read
     with hub_options(hub):
         config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
-    dtype = "int8" if dtype in (torch.int8, torch.qint8) else dtype  # the same: int8 layers, not int8 "floats"
-    if isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
-        raise ValueError(f"dtype {dtype} cannot hold a model's weights: give a floating-point dtype, or "
-                         "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
-    int8 = isinstance(dtype, str) and dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
+    int8 = dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
     dtype = _parse_dtype(dtype, config, device) or torch.float32
-    call_defaults = _call_defaults(label_config)
-    unknown = sorted(set(label_config) - set(LABEL_FIELDS))
-    if unknown:
-        raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; besides its own, it takes "
-                        f"the config fields {', '.join(LABEL_FIELDS)}, and transformers' keywords "
-                        f"{', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
     own_fields = dict(config.extra)
     if label_config:
         if "num_labels" in label_config and "id2label" not in label_config:

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..errors import ModelNotFoundError
+from ..errors import HubDownloadError, ModelNotFoundError
+from .hub_failures import (
+    download_failed,
+    is_a_transfer_failure,
+    known_absent,
+    not_in_cache,
+    refused_repository,
+    token_sent,
+)
 
 # The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
 DEFAULT_MODEL = "google-bert/bert-base-uncased"
@@ -81,8 +89,11 @@ def resolve_file(
 ) -> Path | None:
     """Return the local path of ``filename`` in a model directory or hub repository.
 
-    Returns ``None`` when the file does not exist and ``required`` is False; raises
-    ``ModelNotFoundError`` (naming the repository, the file and what to do) otherwise.
+    Returns ``None`` when the file is known not to exist and ``required`` is False: a local folder
+    without it, the hub's 404, or the cache's record of one (hub_failures.py). Raises
+    ``ModelNotFoundError`` (naming the repository, the file and what to do) otherwise: a file the
+    hub failed to give (``HubDownloadError``), or that the cache lacks while the hub cannot be
+    asked, is never taken as absent.
 
     >>> resolve_file("path/to/minilm", "config.json")          # doctest: +SKIP
     PosixPath('path/to/minilm/config.json')
@@ -156,6 +167,9 @@ def looks_like_a_path(name: str) -> bool:
 
 
 def _download(repo_id: str, filename: str, *, revision: str | None, required: bool) -> Path | None:
+    """The cached path of one hub file, fetched if need be; None for an optional file the hub (or the
+    cache's record of it) says the repository lacks. Any other failure is an error that says what
+    happened (hub_failures.py): a file that could not be had is never taken as absent."""
     from huggingface_hub import constants, hf_hub_download
     from huggingface_hub import errors as hub_errors
 
@@ -184,7 +198,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         path = _within(seconds, download) if bounded else download()
         return Path(path)
     except TimeoutError:
-        raise ModelNotFoundError(
+        raise HubDownloadError(
             f"the hub ({endpoint}) did not answer within {seconds:g} s while resolving {repo_id}/{filename} "
             f"(the limit is {TIMEOUT_VARIABLE}); to work offline, set HF_HUB_OFFLINE=1 (models already in the "
             "cache load from it) or pass the path of a local directory"
@@ -193,45 +207,73 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         raise ModelNotFoundError(
             f"{repo_id!r} is neither an existing directory nor a valid hub repository id: {error}"
         ) from None
-    except hub_errors.LocalEntryNotFoundError:
-        # Raised when offline (or the hub is unreachable) and the file is not in the cache. An
-        # optional file of a model in the cache is taken as absent (the cache is all there is);
-        # of a model not in the cache, nothing is known: the true reason is that the hub is out of reach.
-        if not required and _cached_repo_has_files(repo_id, options.cache_dir):
+    except hub_errors.LocalEntryNotFoundError as error:  # not in the cache; the hub not asked, or failing
+        failure = None if local_only else error.__cause__  # (HTTP 500, a timeout ...)
+        problem = _as_the_cache_says(repo_id, filename, revision, required, failure, endpoint, unreachable, options)
+        if problem is None:
             return None
-        raise _not_in_cache(repo_id, filename, endpoint, offline=offline, unreachable=unreachable,
-                            local_files_only=options.local_files_only) from None  # fmt: skip
+        raise problem from None
     except hub_errors.RevisionNotFoundError:
         raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
-    except hub_errors.RepositoryNotFoundError:
-        raise ModelNotFoundError(
-            f"{repo_id}: no such repository on the hub (or it is private/gated and no token was given)"
-        ) from None
+    except hub_errors.RepositoryNotFoundError as error:  # GatedRepoError is one: told apart there
+        raise refused_repository(repo_id, endpoint, error, token_sent(options.token)) from None
     except (hub_errors.EntryNotFoundError, hub_errors.RemoteEntryNotFoundError):
         if not required:
             return None
         raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename}") from None
-    except OSError as error:  # network failure surfaced as an HTTP/OS error
-        raise ModelNotFoundError(f"{repo_id}: could not download {filename}: {error}") from None
+    except Exception as error:
+        if not is_a_transfer_failure(error):  # a network failure, as an HTTP or OS error (or the HTTP library's)
+            raise
+        raise download_failed(repo_id, filename, error) from None
 
 
-def _not_in_cache(
-    repo_id: str, filename: str, endpoint: str, *, offline: bool, unreachable: str | None, local_files_only: bool
-) -> ModelNotFoundError:
-    """The error for a file that is not in the cache when the hub cannot be asked: why, and what to do."""
+def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | None = None) -> bool:
+    """Whether a directory or hub repository is known to hold ``filename``, asked without fetching it
+    (the hub answers a HEAD request; offline, the cache says): for messages about a file minibert
+    does not read, such as ``tf_model.h5``. False where it cannot be known."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+
+    name = os.fspath(name_or_path)
+    if os.path.isdir(name):
+        return (Path(name) / filename).is_file()
+    options = _HUB_OPTIONS.get() or HubOptions()
+    if looks_like_a_path(name) or name in BUNDLED_MODELS:
+        return False
+    if isinstance(try_to_load_from_cache(name, filename, cache_dir=options.cache_dir, revision=revision), str):
+        return True
+    if is_offline() or options.local_files_only:
+        return False
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    try:
+        url = hf_hub_url(name, filename, revision=revision, endpoint=endpoint)
+        get_hf_file_metadata(url, token=options.token, timeout=min(10.0, hub_timeout()), endpoint=endpoint)
+    except Exception:  # noqa: BLE001  (absent, or not known: either way not said to be there)
+        return False
+    return True
+
+
+def _as_the_cache_says(repo_id: str, filename: str, revision: str | None, required: bool,
+                       failure: Exception | None, endpoint: str, unreachable: str | None,
+                       options: HubOptions) -> ModelNotFoundError | None:  # fmt: skip
+    """None for an optional file the cache records as absent (the hub's 404, or `hf download`'s file
+    list); otherwise the error to raise: the hub's ``failure``, or a file the cache lacks while the
+    hub cannot be asked, whose existence is unknown."""
+    if known_absent(repo_id, filename, revision, options.cache_dir):
+        return None if not required else ModelNotFoundError(
+            f"{repo_id}: the repository has no file {filename} (the local cache records the hub's answer)")  # fmt: skip
+    if failure is not None:
+        return download_failed(repo_id, filename, failure)
+    how = _why_only_the_cache(endpoint, unreachable, options.local_files_only)
+    return not_in_cache(repo_id, filename, revision, options.cache_dir, how, offline_models())
+
+
+def _why_only_the_cache(endpoint: str, unreachable: str | None, local_files_only: bool) -> str:
+    """Why only the local cache was read: the words that end "... is not in the cache, and ___"."""
     if local_files_only:
-        how = "local_files_only=True was passed, so only the local cache is used"
-    elif offline:
-        how = "HF_HUB_OFFLINE=1 is set, so only the local cache is used"
-    elif unreachable:
-        how = f"the hub ({endpoint}) cannot be reached: {unreachable}"
-    else:
-        how = "the hub could not be reached"
-    return ModelNotFoundError(
-        f"the model {repo_id} is not in the local Hugging Face cache ({filename} is missing) and {how}. "
-        f"{_did_you_mean(repo_id)}Download it once with network access (e.g. `hf download {repo_id}`), "
-        f"or pass the path of a local directory that holds the checkpoint. {_offline_models_line()}"
-    )
+        return "local_files_only=True was passed, so only the local cache is used"
+    if unreachable:
+        return f"the hub ({endpoint}) cannot be reached: {unreachable}"
+    return "HF_HUB_OFFLINE=1 is set, so only the local cache is used"
 
 
 TIMEOUT_VARIABLE = "MINIBERT_HUB_TIMEOUT"
@@ -338,25 +380,3 @@ def offline_models() -> list[str]:
     cached = sorted(folder.name.removeprefix("models--").replace("--", "/") for folder in cache.glob("models--*")
                     if (folder / "snapshots").is_dir()) if cache.is_dir() else []  # fmt: skip
     return [*BUNDLED_MODELS, *cached]
-
-
-def _offline_models_line() -> str:
-    return f"Models that load offline here: {', '.join(offline_models())}."
-
-
-def _did_you_mean(name: str) -> str:
-    """'Did you mean minibert/fortunes-mini? ' for a name close to one that loads offline, else ''."""
-    import difflib
-
-    models = offline_models()
-    same_tail = [model for model in models if model.rsplit("/", 1)[-1].lower() == name.rsplit("/", 1)[-1].lower()]
-    near = same_tail or difflib.get_close_matches(name, models, n=1, cutoff=0.75)
-    return f"Did you mean {near[0]}? " if near and near[0] != name else ""
-
-
-def _cached_repo_has_files(repo_id: str, cache_dir: str | None = None) -> bool:
-    """Whether the offline cache knows this repository at all (then a missing optional file is fine)."""
-    from huggingface_hub import constants
-
-    folder = Path(cache_dir or constants.HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
-    return folder.is_dir()

@@ -98,23 +98,34 @@ def checkpoint_prefix(directory: str | os.PathLike) -> Path | None:
     """
     directory = Path(directory)
     indexes = sorted(directory.glob("*.index"))
-    if not indexes:
-        return None
+    if len(indexes) <= 1:
+        return indexes[0].with_suffix("") if indexes else None
+    names = ", ".join(index.name for index in indexes)
     state = directory / "checkpoint"
-    if len(indexes) > 1 and state.is_file():
-        for line in state.read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model_checkpoint_path":
-                prefix = directory / Path(value.strip().strip('"')).name
-                if prefix.with_name(prefix.name + ".index").is_file():
-                    return prefix
-    if len(indexes) > 1:
-        names = ", ".join(index.name for index in indexes)
+    named = _newest_named(state) if state.is_file() else None
+    if named is None:
         raise CheckpointError(
             f"{directory} holds several TensorFlow checkpoints ({names}) and no 'checkpoint' file naming one: "
             "keep one of them in the directory"
         )
-    return indexes[0].with_suffix("")
+    prefix = directory / Path(named).name
+    if not prefix.with_name(prefix.name + ".index").is_file():
+        raise CheckpointError(
+            f"{directory} holds several TensorFlow checkpoints ({names}), and its 'checkpoint' file names "
+            f"{prefix.name}, which is not there (deleted?): keep the one you want in the directory, or name it "
+            "in 'checkpoint' (model_checkpoint_path)"
+        )
+    return prefix
+
+
+def _newest_named(state: Path) -> str | None:
+    """The checkpoint TensorFlow's ``checkpoint`` state file names as the newest
+    (``model_checkpoint_path: "model.ckpt-2000"``), or None when it names none."""
+    for line in state.read_text(encoding="utf-8", errors="replace").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model_checkpoint_path":
+            return value.strip().strip('"') or None
+    return None
 
 
 # ----------------------------------------------------------------------------- the index file

@@ -1,0 +1,190 @@
+"""What a hub request that did not give the file means, said in one true line.
+
+hub.py asks huggingface_hub for one file at a time. When the answer is not the file, three
+different things may be true, and this module tells them apart:
+
+* **the file is absent**: the hub answered 404 for it (``EntryNotFoundError``), or the cache
+  records that it did: huggingface_hub writes ``.no_exist/COMMIT/FILE`` after a 404, and
+  ``hf download`` keeps the repository's whole file list in ``trees/COMMIT.json``. An optional
+  file (tokenizer_config.json, modules.json, a weights format further down the list) is then skipped;
+* **nothing is known**: the hub failed (HTTP 500, a dropped connection, a timeout) or could not be
+  asked (offline, unreachable), and the cache has no record of the file. The file may well exist:
+  skipping it would load other weights, another casing or another pooling without a word, so it
+  is an error naming the repository, the file and what happened (``HubDownloadError``, or
+  ``ModelNotFoundError`` for a file not in the cache when the hub cannot be asked);
+* **the repository cannot be read**: it does not exist, it is gated (its terms are accepted on its
+  page, then a token of that account is passed), or the token given has no access to it.
+
+>>> what_happened(TimeoutError("timed out"))
+'the hub did not answer in time (timed out)'
+"""
+
+from __future__ import annotations
+
+import http
+import json
+import sys
+from pathlib import Path
+
+from ..errors import HubDownloadError, ModelNotFoundError
+
+
+def known_absent(repo_id: str, filename: str, revision: str | None, cache_dir: str | None) -> bool:
+    """Whether the local cache records that the repository has no ``filename`` at ``revision``:
+    huggingface_hub's ``.no_exist`` marker (left by a 404), or the file list of the snapshot that
+    ``hf download`` fetched (``trees/COMMIT.json``), which does not name it. A file the cache
+    merely lacks is not absent: nobody asked the hub about it."""
+    from huggingface_hub import _CACHED_NO_EXIST, try_to_load_from_cache
+
+    if try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir, revision=revision) is _CACHED_NO_EXIST:
+        return True
+    folder = repo_folder(repo_id, cache_dir)
+    commit = cached_commit(folder, revision)
+    if commit is None:
+        return False
+    try:
+        listing = json.loads((folder / "trees" / f"{commit}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    files = listing.get("files") if isinstance(listing, dict) else None
+    return isinstance(files, dict) and filename not in files
+
+
+def repo_folder(repo_id: str, cache_dir: str | None) -> Path:
+    """The repository's folder in the Hugging Face cache: ``HF_HUB_CACHE/models--org--name``."""
+    from huggingface_hub import constants
+
+    return Path(cache_dir or constants.HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
+
+
+def cached_commit(folder: Path, revision: str | None) -> str | None:
+    """The commit the cache holds for ``revision`` (a branch or tag through ``refs/``, or a commit
+    hash itself), or None when the cache holds no snapshot of it."""
+    revision = revision or "main"
+    try:
+        commit = (folder / "refs" / revision).read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
+        commit = revision
+    return commit if (folder / "snapshots" / commit).is_dir() else None
+
+
+def cached_revisions(folder: Path) -> list[str]:
+    """The branches and tags the cache holds a snapshot of (``['main']``), for messages."""
+    refs = folder / "refs"
+    if not refs.is_dir():
+        return []
+    names = sorted(path.relative_to(refs).as_posix() for path in refs.rglob("*") if path.is_file())
+    return [name for name in names if cached_commit(folder, name) is not None]
+
+
+def what_happened(error: BaseException) -> str:
+    """One line of what a failed transfer met: the hub's HTTP status, a timeout, a refused or
+    dropped connection. The HTTP library's classes are told by name (huggingface_hub has used
+    requests, httpx and httpx2), so no version of it is imported here."""
+    names = {cls.__name__ for cls in type(error).__mro__}
+    detail = _first_line(error)
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(status, int):
+        server = _first_line(getattr(error, "server_message", None) or "")
+        return f"the hub answered HTTP {status} ({_phrase(status)})" + (f": {server}" if server else "")
+    if isinstance(error, TimeoutError) or names & {"TimeoutException", "Timeout"}:
+        return f"the hub did not answer in time ({detail})"
+    if names & {"ConnectError", "ConnectionError"} and not names & {"ProtocolError", "ReadError"}:
+        return f"could not connect to the hub ({detail})"
+    if names & {"ProtocolError", "ReadError", "WriteError", "ChunkedEncodingError", "NetworkError"}:
+        return f"the connection was closed before the transfer ended ({detail})"
+    return detail or type(error).__name__
+
+
+def is_a_transfer_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a network or HTTP failure: an OSError (huggingface_hub's HTTP errors
+    are), or any error of the HTTP library huggingface_hub has imported (httpx2's
+    RemoteProtocolError for a dropped connection is not an OSError)."""
+    if isinstance(error, OSError):
+        return True
+    library = type(error).__module__.split(".")[0]
+    return library in ("httpx", "httpx2", "httpcore", "requests", "urllib3") and library in sys.modules
+
+
+def download_failed(repo_id: str, filename: str, error: BaseException) -> HubDownloadError:
+    """'org/tiny: could not download model.safetensors: the hub answered HTTP 500 (...)': the file
+    may exist, so it is not taken as absent; trying again later is the remedy (a file already in
+    the cache is read from it when the hub fails, so the cache has no copy of this one)."""
+    return HubDownloadError(
+        f"{repo_id}: could not download {filename}: {what_happened(error)}. The repository may hold it, so "
+        "nothing was loaded in its place; try again later"
+    )
+
+
+def refused_repository(repo_id: str, endpoint: str, error: BaseException, token_sent: bool) -> ModelNotFoundError:
+    """The hub would not show the repository: gated (checked first: a ``GatedRepoError`` is a kind of
+    ``RepositoryNotFoundError``), or not found, which for a private repository reads the same."""
+    page = f"{endpoint.rstrip('/')}/{repo_id}"
+    if type(error).__name__ == "GatedRepoError":
+        has = "the token given has no access to it yet" if token_sent else "no token was given"
+        return ModelNotFoundError(
+            f"{repo_id} is a gated repository and {has}: accept its terms on {page} with your account, then "
+            "pass a token of that account (token=..., HF_TOKEN, or `hf auth login`)"
+        )
+    if token_sent:
+        return ModelNotFoundError(f"{repo_id}: no such repository on the hub, or it is private and the token given "
+                                  "has no access to it")  # fmt: skip
+    return ModelNotFoundError(f"{repo_id}: no such repository on the hub (or it is private and no token was given: "
+                              "pass token=..., set HF_TOKEN, or run `hf auth login`)")  # fmt: skip
+
+
+def token_sent(token: str | bool | None) -> bool:
+    """Whether huggingface_hub sends a token for ``token=``: the one given, else HF_TOKEN or the
+    one ``hf auth login`` stored (``token=False`` sends none)."""
+    if token is False:
+        return False
+    if isinstance(token, str):
+        return bool(token)
+    from huggingface_hub import get_token
+
+    return get_token() is not None
+
+
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "an unknown status"
+
+
+def _first_line(error) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+def not_in_cache(repo_id: str, filename: str, revision: str | None, cache_dir: str | None, how: str,
+                 offline: list[str]) -> ModelNotFoundError:  # fmt: skip
+    """The error for a file that is not in the cache when the hub cannot be asked (``how`` says
+    why): the model is not cached at all, not at this revision, or cached without this file (then
+    whether the repository has it is unknown). ``offline`` names the models that load offline."""
+    folder = repo_folder(repo_id, cache_dir)
+    at = f" at revision {revision!r}" if revision else ""
+    fetch = f"`hf download {repo_id}" + (f" --revision {revision}`" if revision else "`")
+    if cached_commit(folder, revision) is not None:
+        return ModelNotFoundError(
+            f"{repo_id}{at} is in the local Hugging Face cache without {filename}, and {how}: whether the repository "
+            f"has {filename} is unknown (the cache records only the files the hub said it lacks). Download the "
+            f"whole repository once with network access ({fetch}), or pass the path of a local directory"
+        )
+    held = cached_revisions(folder) if revision else []
+    holds = f"; the cache holds it at {', '.join(held)} only" if held else ""
+    return ModelNotFoundError(
+        f"the model {repo_id}{at} is not in the local Hugging Face cache ({filename} is missing{holds}) and {how}. "
+        f"{'' if held else _did_you_mean(repo_id, offline)}Download it once with network access (e.g. {fetch}), "
+        f"or pass the path of a local directory that holds the checkpoint. "
+        f"Models that load offline here: {', '.join(offline)}."
+    )
+
+
+def _did_you_mean(name: str, models: list[str]) -> str:
+    """'Did you mean minibert/fortunes-mini? ' for a name close to one of ``models``, else ''."""
+    import difflib
+
+    same_tail = [model for model in models if model.rsplit("/", 1)[-1].lower() == name.rsplit("/", 1)[-1].lower()]
+    near = same_tail or difflib.get_close_matches(name, models, n=1, cutoff=0.75)
+    return f"Did you mean {near[0]}? " if near and near[0] != name else ""

@@ -1,0 +1,232 @@
+"""The hub when it fails (loading/hub.py, loading/hub_failures.py), on a loopback hub (hub_server.py).
+
+An optional file (a weights format further down the list, tokenizer_config.json, modules.json) is
+absent only when the hub answered 404 for it, or the cache records that it did. Any other failure (a
+server error, a dropped connection, offline with the file not in the cache) is an error that names
+the repository, the file and what happened: skipping the file would load other weights, another
+casing or another pooling without a word. A gated repository is said to be gated; arguments are
+checked before a byte is downloaded.
+
+The tests run in this process (a subprocess per case would spend seconds importing torch):
+huggingface_hub reads HF_HUB_OFFLINE and its cache folder when it is imported, so the fixture sets
+them on its ``constants``; its retries of a server error (about 23 s of waiting) are made without
+the waits.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hub_server import HubServer
+from minibert import BertModel, BertTokenizer, Embedder
+from minibert.errors import CheckpointError, HubDownloadError, ModelNotFoundError
+
+TINY = Path(__file__).parent / "data" / "tiny_hub"  # config.json, model.safetensors, tokenizer_config.json, vocab.txt
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    """A loopback hub serving tests/data/tiny_hub as org/tiny, this process's cache in tmp_path."""
+    from huggingface_hub import constants
+
+    with HubServer({"org/tiny": TINY}) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", lambda seconds: None)  # retries, no waits
+        yield server
+
+
+def _offline(monkeypatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
+def _gets(server: HubServer, filename: str) -> int:
+    return sum(count for (method, _, name), count in server.requests.items() if method == "GET" and name == filename)
+
+
+# ----------------------------------------------------------------------------- 1. a failure is not an absence
+
+
+def test_a_server_error_on_the_weights_is_not_taken_for_no_weights(hub, tmp_path):
+    """A 500 on model.safetensors: the error names the file and the status; pytorch_model.bin (here
+    holding other numbers) is not loaded in its place, and no "has no weights" is said."""
+    both = shutil.copytree(TINY, tmp_path / "both")
+    shutil.copy(TINY / "model.safetensors", both / "pytorch_model.bin")  # (never read: never fetched)
+    hub.repos["org/both"] = both
+    hub.fail("org/both", "model.safetensors", status=500)
+    with pytest.raises(HubDownloadError) as raised:
+        BertModel.from_pretrained("org/both")
+    message = str(raised.value)
+    assert "org/both: could not download model.safetensors: the hub answered HTTP 500" in message, message
+    assert "no weights" not in message, message
+    assert _gets(hub, "pytorch_model.bin") == 0, hub.requests
+
+
+def test_a_server_error_on_tokenizer_config_is_said_not_lowercased(hub, tmp_path):
+    """A cased model's tokenizer_config.json answered with 503: an error, not a tokenizer that
+    lowercases (Google's rule for a folder without a config)."""
+    hub.fail("org/tiny", "tokenizer_config.json", status=503)
+    with pytest.raises(HubDownloadError, match=r"could not download tokenizer_config.json: .*HTTP 503"):
+        BertTokenizer.from_pretrained("org/tiny")
+
+
+def test_a_server_error_on_the_recipe_is_said_not_plain_mean_pooling(hub):
+    """A 500 on modules.json: an error, not an Embedder without the model's recipe (all-MiniLM's
+    normalisation dropped, every vector of the wrong length)."""
+    hub.fail("org/tiny", "modules.json", status=500)
+    with pytest.raises(HubDownloadError, match=r"could not download modules.json: .*HTTP 500"):
+        Embedder.from_pretrained("org/tiny")
+
+
+def test_a_file_the_hub_says_is_absent_is_absent_online_and_offline(hub, monkeypatch):
+    """The other side: a 404 (tiny_hub has no modules.json) is an absent optional file; the cache
+    records it (.no_exist), so offline the same model loads, asking nothing."""
+    Embedder.from_pretrained("org/tiny")
+    asked = sum(hub.requests.values())
+    _offline(monkeypatch)
+    Embedder.from_pretrained("org/tiny")
+    assert sum(hub.requests.values()) == asked
+
+
+def test_offline_a_file_the_cache_lacks_is_unknown_not_absent(hub, monkeypatch):
+    """A cache holding config.json only (a first download cut short): offline, the weights are not
+    "absent" (nobody asked the hub): the error says the cache lacks model.safetensors and that
+    whether the repository has it is unknown."""
+    from huggingface_hub import hf_hub_download
+
+    hf_hub_download("org/tiny", "config.json", endpoint=hub.url)
+    _offline(monkeypatch)
+    with pytest.raises(ModelNotFoundError) as raised:
+        BertModel.from_pretrained("org/tiny")
+    message = str(raised.value)
+    assert "org/tiny is in the local Hugging Face cache without model.safetensors" in message, message
+    assert "is unknown" in message and "HF_HUB_OFFLINE=1" in message and "no weights" not in message, message
+
+
+# ----------------------------------------------------------------------------- 2. a dropped connection
+
+
+@pytest.mark.parametrize(("method", "filename", "how"), [("GET", "model.safetensors", {"truncate": 100}),
+                                                         ("HEAD", "config.json", {"close": True})])  # fmt: skip
+def test_a_dropped_connection_is_a_download_error(hub, method, filename, how):
+    """A body cut short, or a connection closed with no answer: huggingface_hub lets the HTTP
+    library's error out (httpx2.RemoteProtocolError, not an OSError); minibert says what happened."""
+    hub.fail("org/tiny", filename, method=method, **how)
+    with pytest.raises(HubDownloadError) as raised:
+        BertModel.from_pretrained("org/tiny")
+    message = str(raised.value)
+    assert f"could not download {filename}: the connection was closed before the transfer ended" in message, message
+
+
+def test_the_command_line_says_a_dropped_connection_in_one_line(tmp_path):
+    """The CLI prints minibert's error (exit 1), not "internal error"."""
+    with HubServer({"org/tiny": TINY}) as server:
+        server.fail("org/tiny", "model.safetensors", method="GET", truncate=100)
+        result = subprocess.run([sys.executable, "-m", "minibert", "embed", "--model", "org/tiny", "hello"],
+                                env=server.environment(tmp_path / "hf"), capture_output=True, text=True,
+                                timeout=300)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    ours = [line for line in result.stderr.splitlines() if line.startswith("minibert:")]
+    assert len(ours) == 1 and "internal error" not in ours[0], result.stderr
+    assert "could not download model.safetensors: the connection was closed" in ours[0], ours
+
+
+# ----------------------------------------------------------------------------- 3. gated, private, absent
+
+
+@pytest.mark.parametrize("token", ["hf_not_allowed", False])
+def test_a_gated_repository_is_said_to_be_gated(hub, token):
+    """403 GatedRepo: "a gated repository", where to accept its terms, and, when a token was sent,
+    not "no token was given"."""
+    hub.fail("org/tiny", status=403, code="GatedRepo", message="Access to model org/tiny is restricted.")
+    with pytest.raises(ModelNotFoundError) as raised:
+        BertModel.from_pretrained("org/tiny", token=token)
+    message = str(raised.value)
+    assert "org/tiny is a gated repository" in message and f"{hub.url}/org/tiny" in message, message
+    assert "no such repository" not in message, message
+    assert ("no token was given" in message) == (token is False), message
+    if token:
+        assert hub.authorizations["config.json"] == [f"Bearer {token}"]
+
+
+def test_a_repository_not_found_with_a_token_does_not_say_no_token(hub):
+    with pytest.raises(ModelNotFoundError) as raised:
+        BertModel.from_pretrained("org/absent", token="hf_some_token")
+    message = str(raised.value)
+    assert "no such repository on the hub, or it is private and the token given has no access" in message, message
+    with pytest.raises(ModelNotFoundError, match=r"no token was given"):
+        BertModel.from_pretrained("org/absent", token=False)
+
+
+# ----------------------------------------------------------------------------- 4. arguments before downloads
+
+
+@pytest.mark.parametrize("keywords", [{"dtype": "float33"}, {"num_label": 3}, {"dtype": "int32"}])
+def test_arguments_are_checked_before_any_download(hub, keywords):
+    """A misspelt keyword or dtype is refused before config.json, let alone the weights, is fetched."""
+    with pytest.raises((TypeError, ValueError)):
+        BertModel.from_pretrained("org/tiny", **keywords)
+    with pytest.raises((TypeError, ValueError)):
+        Embedder.from_pretrained("org/tiny", dtype=keywords.get("dtype", "fp33"))
+    assert not hub.requests, hub.requests
+
+
+# ----------------------------------------------------------------------------- 5. messages
+
+
+def test_weights_only_as_tf_model_h5_are_named_not_fetched(hub, tmp_path):
+    """A repository with tf_model.h5 and flax_model.msgpack only: the error names them (asked with
+    HEAD: neither is downloaded) and how to convert them."""
+    repo = tmp_path / "tfonly"
+    repo.mkdir()
+    shutil.copy(TINY / "config.json", repo / "config.json")
+    (repo / "tf_model.h5").write_bytes(b"\x89HDF")
+    (repo / "flax_model.msgpack").write_bytes(b"\x80")
+    hub.repos["org/tfonly"] = repo
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained("org/tfonly")
+    message = str(raised.value)
+    assert "only as tf_model.h5 (Keras (TensorFlow 2) weights), flax_model.msgpack (Flax weights)" in message
+    assert "minibert does not read" in message and "from_tf=True" in message, message
+    assert _gets(hub, "tf_model.h5") == _gets(hub, "flax_model.msgpack") == 0, hub.requests
+
+
+def test_offline_a_revision_not_in_the_cache_names_the_revision(hub, monkeypatch):
+    BertModel.from_pretrained("org/tiny")  # main, in the cache
+    _offline(monkeypatch)
+    with pytest.raises(ModelNotFoundError) as raised:
+        BertModel.from_pretrained("org/tiny", revision="v1")
+    message = str(raised.value)
+    assert "the model org/tiny at revision 'v1' is not in the local Hugging Face cache" in message, message
+    assert "the cache holds it at main only" in message and "--revision v1" in message, message
+
+
+def test_offline_a_snapshot_listing_says_which_files_are_absent(hub, monkeypatch, tmp_path):
+    """``hf download`` keeps the repository's file list (trees/COMMIT.json): offline, a file it does
+    not name is absent (modules.json here), one it names but the cache lacks is unknown."""
+    BertModel.from_pretrained("org/tiny")
+    BertTokenizer.from_pretrained("org/tiny")
+    folder = tmp_path / "hub" / "models--org--tiny"
+    shutil.rmtree(folder / ".no_exist", ignore_errors=True)
+    listing = {"format_version": 1, "files": {path.name: {"size": path.stat().st_size, "blob_id": "0"}
+                                              for path in TINY.iterdir()}}  # fmt: skip
+    (folder / "trees").mkdir(exist_ok=True)
+    (folder / "trees" / f"{hub.commit}.json").write_text(json.dumps(listing))
+    _offline(monkeypatch)
+    Embedder.from_pretrained("org/tiny")  # modules.json & co: absent, as the listing says
+    listing["files"]["modules.json"] = {"size": 10, "blob_id": "0"}
+    (folder / "trees" / f"{hub.commit}.json").write_text(json.dumps(listing))
+    with pytest.raises(ModelNotFoundError, match=r"without modules.json, .*whether the repository has modules.json"):
+        Embedder.from_pretrained("org/tiny")
