@@ -143,6 +143,21 @@ def test_the_command_line_says_a_dropped_connection_in_one_line(tmp_path):
     assert "could not download model.safetensors: the connection was closed" in ours[0], ours
 
 
+@pytest.mark.parametrize("status", [401, 403])
+@pytest.mark.parametrize("token", ["hf_expired", False])
+def test_refused_credentials_are_said_with_the_token_s_remedy_not_try_again_later(hub, status, token):
+    """A 401 or 403 on a file (a bad or expired token) was 'try again later', which cannot help:
+    the remedy is the token, told apart by whether one was sent."""
+    hub.fail("org/tiny", "model.safetensors", method="GET", status=status)
+    with pytest.raises(HubDownloadError) as raised:
+        BertModel.from_pretrained("org/tiny", token=token)
+    message = str(raised.value)
+    assert f"could not download model.safetensors: the hub answered HTTP {status}" in message, message
+    assert "try again later" not in message, message
+    remedy = "the token given was refused" if token else "the hub asks for a token: pass one"
+    assert remedy in message and "HF_TOKEN" in message, message
+
+
 # ----------------------------------------------------------------------------- 3. gated, private, absent
 
 

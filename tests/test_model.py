@@ -460,6 +460,9 @@ def test_skip_padding_leaves_zeros_at_every_pad_row_on_every_path(minilm, minilm
         assert worst == 0.0, f"{padding}, {path}: hidden state {layer} has |value| {worst:.3g} at a [PAD] row"
         assert_close(state[~pad], full[~pad], f"{padding}, {path}: hidden state {layer}, real rows", ATOL)
     assert torch.equal(skipped.last_hidden_state, skipped.hidden_states[-1])
+    # The pooler reads position 0 as computed (with left padding a [PAD] row, as transformers reads it),
+    # not the zeroed output row: tanh(bias) alone, the same for every text, before.
+    assert_close(skipped.pooler_output, computed.pooler_output, f"{padding}, {path}: pooler_output", ATOL)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)

@@ -144,6 +144,24 @@ def test_an_int8_model_trained_in_its_book_modules_does_not_go_back_to_int8(tiny
     assert_close(saved, trained, "the trained model saved and loaded", 1e-5)
 
 
+def test_an_int8_model_whose_head_alone_was_trained_goes_back_to_int8(tmp_path):
+    """Only the int8 projections can be out of date: a classifier (or LayerNorm) trained in the book
+    modules beside frozen projections goes back to int8, its training kept."""
+    directory = _save(BertModel, tmp_path / "encoder")
+    model = BertForSequenceClassification.from_pretrained(directory, dtype="int8", new_heads=True, num_labels=2)
+    model.use_book_modules()
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(name.startswith("classifier."))
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
+    model(IDS, labels=torch.tensor([1])).loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        book = model(IDS).logits
+        back = model.use_book_modules(False)(IDS).logits
+    assert int8_layers(model) and not model.book_modules
+    assert float((back - book).abs().max()) < 0.05  # int8's error only (the head's step moved them by more)
+
+
 @pytest.mark.parametrize("command", [["pretrain", "--data", "d", "--output", "o", "--steps", "1", "--batch-size", "1",
                                       "--init", "m"], ["finetune", "--model", "m", "--train", "t"]])  # fmt: skip
 def test_training_commands_take_no_dtype_int8(command):

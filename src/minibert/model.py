@@ -264,11 +264,14 @@ class BertModel(TransformersNames, PretrainedBert):
                 hidden_states.append(unpack(x))
             if output_attentions:
                 attentions.append(weights)
+        # The pooler reads position 0 as computed: with left padding a [PAD] row (transformers reads it
+        # too), which skip_padding zeroes only in the outputs. Packed, position 0 is every row's [CLS].
+        computed = x if x.dim() == 3 else None  # (B, T, H), or None: packed (P, H)
         x = hidden_states[-1] if output_hidden_states else unpack(x)
 
         return BertOutput(
             last_hidden_state=x,
-            pooler_output=self.pooler(x) if self.pooler is not None else None,
+            pooler_output=self.pooler(x if computed is None else computed) if self.pooler is not None else None,
             hidden_states=tuple(hidden_states) if hidden_states is not None else None,
             attentions=tuple(attentions) if attentions is not None else None,
         )

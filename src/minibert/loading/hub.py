@@ -224,7 +224,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
     except Exception as error:
         if not is_a_transfer_failure(error):  # a network failure, as an HTTP or OS error (or the HTTP library's)
             raise
-        raise download_failed(repo_id, filename, error) from None
+        raise download_failed(repo_id, filename, error, token_sent(options.token)) from None
 
 
 def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | None = None) -> bool:

@@ -106,13 +106,21 @@ def is_a_transfer_failure(error: BaseException) -> bool:
     return library in ("httpx", "httpx2", "httpcore", "requests", "urllib3") and library in sys.modules
 
 
-def download_failed(repo_id: str, filename: str, error: BaseException) -> HubDownloadError:
+def download_failed(repo_id: str, filename: str, error: BaseException, token_sent: bool = False) -> HubDownloadError:
     """'org/tiny: could not download model.safetensors: the hub answered HTTP 500 (...)': the file
     may exist, so it is not taken as absent; trying again later is the remedy (a file already in
-    the cache is read from it when the hub fails, so the cache has no copy of this one)."""
+    the cache is read from it when the hub fails, so the cache has no copy of this one), except
+    where the hub refused the credentials (401, 403): then the token is."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if status in (401, 403):
+        remedy = ("the token given was refused (expired, revoked, or without access to this repository): pass a "
+                  "valid one" if token_sent else "the hub asks for a token: pass one")  # fmt: skip
+        remedy += " (token=..., HF_TOKEN, or `hf auth login`)"
+    else:
+        remedy = "try again later"
     return HubDownloadError(
         f"{repo_id}: could not download {filename}: {what_happened(error)}. The repository may hold it, so "
-        "nothing was loaded in its place; try again later"
+        f"nothing was loaded in its place; {remedy}"
     )
 
 

@@ -124,14 +124,14 @@ class Int8Linear(nn.Module):
         if self.library == "fbgemm":
             return torch.ops.quantized.linear_dynamic(x, self.packed, False)
         steps, scale, zero_point = quantize_activations(x)
-        post_op, algorithm = self.post_op if self.post_op and self.applied else ("none", "")
+        post_op, algorithm = self.post_op if self.applied else ("none", "")
         return torch.ops.onednn.qlinear_pointwise(
             steps, scale, zero_point, self.packed, self.weight_scale, self.weight_zero_point,
             self.bias, 1.0, 0, torch.float32, post_op, [], algorithm,
         )  # fmt: skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type == "cpu" and x.dtype != torch.float32 and torch.is_autocast_enabled("cpu"):
+        if x.device.type == "cpu" and x.dtype != torch.float32 and _cpu_autocast():
             x = x.float()  # under autocast int8 runs between float32 tensors, as autocast runs ops it has no kernel for
         if x.dtype != torch.float32 or x.device.type != "cpu":  # FBGEMM's own error names neither layer nor why
             raise QuantizationError(
@@ -228,6 +228,14 @@ def fbgemm_engine():
         yield
     finally:
         torch.backends.quantized.engine = before
+
+
+def _cpu_autocast() -> bool:
+    """Whether torch.autocast is on for the CPU (``is_autocast_enabled(device)`` from torch 2.4)."""
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch 2.2, 2.3
+        return torch.is_autocast_cpu_enabled()
 
 
 class _NoGradient(torch.autograd.Function):

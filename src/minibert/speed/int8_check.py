@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config_fields import LABEL_FIELDS
 from ..errors import QuantizationError
 from .cache import cache_key, read_cache, write_cache
 from .cpu import cpu_name
@@ -189,7 +190,8 @@ def _check_key(weights_file: Path, library: str, config, batch: dict[str, torch.
     if signature is None:
         return None
     files = [f"{size} bytes, mtime {mtime}, inode {inode}, ctime {ctime}" for size, mtime, inode, ctime in signature]
-    settings = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    computed = {name: value for name, value in config.to_dict().items() if name not in LABEL_FIELDS}  # (not labels)
+    settings = hashlib.sha256(json.dumps(computed, sort_keys=True, default=str).encode()).hexdigest()[:16]
     ids = hashlib.sha256(batch["input_ids"].numpy().tobytes()).hexdigest()[:16]
     return cache_key("int8 vs float32", f"library {library}", str(Path(weights_file).resolve()), *files,
                      f"config {settings}", f"calibration ids {ids}", threads=False)  # fmt: skip

@@ -28,6 +28,9 @@ from . import BACKENDS
 
 log = logging.getLogger("minibert.gemm")
 
+# Whether torch.compile is tracing (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before).
+is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
 # hidden_act → oneDNN's post-op (attr, algorithm): the same function, as activations.py defines it.
 FUSIBLE = {
     "gelu": ("gelu", "none"),  # exact: x·Φ(x) with erf
@@ -123,7 +126,7 @@ class PackedLinear(nn.Linear):
         training = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
         usable = x.device.type == "cpu" and x.dtype == self.weight.dtype in (torch.float32, torch.bfloat16)
         # autograd needs F.linear; so does torch.compile, whose inductor packs weights its own way
-        packed = self.packed_weight() if usable and not training and not torch.compiler.is_compiling() else None
+        packed = self.packed_weight() if usable and not training and not is_compiling() else None
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
         self.applied = self.activation is not None and not is_hooked(self)
         if packed is None:
