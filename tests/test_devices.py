@@ -155,7 +155,8 @@ def _entry_points(tmp_path) -> dict:
     ("xpu", "device 'xpu': this torch .* sees no XPU device"),
     ("xpu:1", "device 'xpu:1': this torch .* sees no XPU device"),
     ("mps", "device 'mps': this torch .* sees no MPS device"),
-    ("hpu", r"device 'hpu': this torch .* sees no HPU device \(no backend for it is loaded\)"),
+    ("hpu", r"device 'hpu': this torch .* sees no HPU device \(no backend for it is loaded: torch cannot make a "
+            r"tensor there\)"),
 ])  # fmt: skip
 def test_other_accelerators_are_checked_before_any_file_is_read(without_other_accelerators, tmp_path, device, said):
     """xpu, mps and hpu were passed to torch unchecked: the checkpoint was read, then torch's own
@@ -557,3 +558,14 @@ def test_torchrun_joins_by_nccl_on_gpus_and_gloo_on_cpus(with_one_gpu, monkeypat
     assert joined == ["nccl", "gloo"]  # refused before joining
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # one process a machine: its number is the user's to choose
     assert distributed.World.from_environment(torch.device("cuda", 0)).device == torch.device("cuda", 0)
+
+
+def test_a_kind_only_a_plugin_knows_is_taken_where_torch_can_make_a_tensor_there(monkeypatch):
+    """xla (torch_xla) has no torch.xla module to ask and is not torch.accelerator's: it was always
+    refused as 'no backend loaded', even where torch_xla is. Now it is taken where torch can make a
+    tensor there, and refused, saying so, where it cannot."""
+    with pytest.raises(DeviceError, match=r"sees no XLA device \(no backend for it is loaded"):
+        resolve_device("xla")
+    made = []
+    monkeypatch.setattr(torch, "empty", lambda *size, device=None, **options: made.append(str(device)))
+    assert resolve_device("xla") == torch.device("xla") and made == ["xla"]

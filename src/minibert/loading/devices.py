@@ -242,20 +242,27 @@ def _check_other_accelerator(device, flags: bool) -> None:
 
     kind = device.type
     count = _devices_of_kind(kind)
+    if count is None:  # a kind only a plugin knows (torch_xla's xla, ...): there if torch can make a tensor there
+        try:
+            torch.empty(0, device=device)
+            return
+        except Exception:  # noqa: BLE001 - torch's RuntimeError, or an ImportError of torch.<kind>: no backend
+            raise DeviceError(f"device {str(device)!r}: this torch ({torch.__version__}) sees no {kind.upper()} "
+                              f"device (no backend for it is loaded: torch cannot make a tensor there); "
+                              f"{use_the_cpu(flags)}") from None  # fmt: skip
     if count == 0:
         if kind == "mps":
             why = "no Apple GPU here, or macOS before 12.3" if torch.backends.mps.is_built() else "built without it"
-        elif hasattr(getattr(torch, kind, None), "is_available"):
-            why = "no such device on this machine, or this torch is built without it"
         else:
-            why = "no backend for it is loaded"
+            why = "no such device on this machine, or this torch is built without it"
         raise DeviceError(f"device {str(device)!r}: this torch ({torch.__version__}) sees no {kind.upper()} device "
                           f"({why}); {use_the_cpu(flags)}")  # fmt: skip
     _check_index(device, count, f"{kind.upper()} device")
 
 
-def _devices_of_kind(kind: str) -> int:
-    """How many devices of ``kind`` torch can run on here (0: none, or no backend for it)."""
+def _devices_of_kind(kind: str) -> int | None:
+    """How many devices of ``kind`` torch can run on here (0: none, or no backend for it; None: torch
+    has no way to count them, a kind that only a plugin such as torch_xla knows)."""
     import torch
 
     if kind == "mps":  # Apple's one GPU
@@ -266,7 +273,7 @@ def _devices_of_kind(kind: str) -> int:
     accelerator = getattr(torch, "accelerator", None)  # (torch 2.6+)
     if accelerator is not None and accelerator.is_available() and accelerator.current_accelerator().type == kind:
         return accelerator.device_count()
-    return 0
+    return None
 
 
 def _check_index(device, count: int, what: str) -> None:

@@ -18,7 +18,7 @@ import torch
 
 from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
-from ..loading.devices import check_computes_on, check_model_is_on, resolve_device
+from ..loading.devices import check_model_is_on, placement
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
 _lock = threading.Lock()
@@ -65,7 +65,7 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
         return model, _tokenizer_cached(str(source))
     if isinstance(model, (str, os.PathLike)):
-        check_computes_on(resolve_device(device), TASKS)  # (and a device that is not there): before anything is read
+        placement(device, dtype, computes=TASKS)  # a device not there, meta, int8 on a GPU: before anything is read
         with _lock:  # two threads asking for the same model load it once
             return _load_cached(os.fspath(model), cls, gemm, dtype, None if device is None else str(device))
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "

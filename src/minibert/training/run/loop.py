@@ -167,8 +167,9 @@ def set_up(run: Run) -> int:
     run.parameters = [parameter for _, parameter in named]
     run.optimizer = AdamWeightDecay(named, weight_decay=options.weight_decay)
     run.schedule = Schedule(options.learning_rate, data.warmup, data.steps)
-    if world.is_main and run.schedule.never_peaks():  # (pretrain's --warmup-steps; a proportion cannot)
-        warnings.warn(run.schedule.never_peaks(), stacklevel=2)
+    never_peaks = run.schedule.never_peaks()  # (pretrain's --warmup-steps; a proportion cannot)
+    if world.is_main and never_peaks:
+        warnings.warn(never_peaks, stacklevel=2)
     # (the data's fingerprints hashed once: the features never change in a run, and every checkpoint records them)
     run.saved_with = {"settings": options.settings(world.size, data.steps), "config": model.config.to_dict(),
                       "vocabulary": vocabulary_fingerprint(data.tokenizer), "data": data.train.fingerprint,
