@@ -54,7 +54,7 @@ from .embed_files import embedding_flags
 from .example_data_command import add_parser as add_example_data_parser
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
-from .flag_types import DEVICE_HELP, label_list, model_name, number, positive_int
+from .flag_types import DEVICE_HELP, label_list, model_name, number, output_name, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import add_parser as add_task_parsers
@@ -144,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a checkpoint (e.g. Google's TensorFlow zip, unpacked) in the hub's layout",
     )
     convert.add_argument("source", help="a directory (Google's bert_config.json + bert_model.ckpt.*) or hub id")
-    convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ... "
-                         "(and a sentence-transformers model's recipe: modules.json, 1_Pooling/, ...)")  # fmt: skip
+    convert.add_argument("destination", type=output_name, help="a new directory: config.json, model.safetensors, "
+                         "vocab.txt, ... (and a sentence-transformers model's recipe: modules.json, 1_Pooling/, "
+                         "...)")  # fmt: skip
     convert.add_argument("--labels", type=label_list, help="a classifier's labels in id order, comma-separated "
                          "(Google's run_classifier.py checkpoints name none; default LABEL_0, LABEL_1, ...)")
     convert.set_defaults(run=cmd_convert)

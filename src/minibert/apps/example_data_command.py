@@ -21,6 +21,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .flag_types import output_name
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "bundled" / "examples"
 
 # name → (what it is, where the real data set is)
@@ -48,7 +50,9 @@ def add_parser(commands, parents: list) -> None:
                                   help="write the small labelled files the fine-tuning lesson and recipes use",
                                   description=f"Write a bundled data set into a folder: {names}.")  # fmt: skip
     example.add_argument("name", choices=list(SOURCES), help="which data set")
-    example.add_argument("--output", required=True, metavar="DIR", help="the folder for its files (made if missing)")
+    example.add_argument(
+        "--output", required=True, metavar="DIR", type=output_name, help="the folder for its files (made if missing)"
+    )
     example.set_defaults(run=cmd_example_data)
 
 

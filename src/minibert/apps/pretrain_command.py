@@ -10,7 +10,7 @@ The training room is imported when the command runs, not when the parser is buil
 
 from __future__ import annotations
 
-from .flag_types import add_flags, values_of
+from .flag_types import add_flags, output_name, values_of
 
 
 def add_parser(commands, parents: list) -> None:
@@ -29,7 +29,7 @@ def add_parser(commands, parents: list) -> None:
     plot = commands.add_parser("plot", parents=parents, help="draw a run's loss curve (and dev figures): "
                                "RUN/loss.png (the plot extra)")  # fmt: skip
     plot.add_argument("run_directory", metavar="RUN", help="the folder of a minibert pretrain or finetune run")
-    plot.add_argument("--output", help="the PNG to write (default RUN/loss.png)")
+    plot.add_argument("--output", type=output_name, help="the PNG to write (default RUN/loss.png)")
     plot.set_defaults(run=cmd_plot)
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from ..errors import DataError
-from ..limits import model_name, option, refuse_other_choices, refuse_out_of_limits
+from ..limits import model_name, option, output_name, refuse_other_choices, refuse_out_of_limits
 from ..loading.devices import DEVICE_NAMES, check_device_name, device_flag
 from ..loading.head_labels import parse_labels
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
@@ -64,7 +64,8 @@ class PretrainOptions:
     data: list[str] = field(metadata=option(  # TFRecord files (create_pretraining_data.py / minibert pretraining-data)
         "TFRecord files of instances (minibert pretraining-data; Google's script)", nargs="+", required=True,
         metavar="FILE"))  # fmt: skip
-    output: str = field(metadata=option("the run directory (a hub-layout checkpoint at every save)", required=True))
+    output: str = field(metadata=option(
+        "the run directory (a hub-layout checkpoint at every save)", required=True, type=output_name))  # fmt: skip
     steps: int = field(metadata=option("updates to make (the schedule reaches 0 there)", low=1, required=True))
     batch_size: int = field(metadata=option(  # the GLOBAL batch
         "instances per update, over all processes and micro-batches", low=1, required=True))  # fmt: skip
@@ -154,7 +155,7 @@ class FinetuneOptions:
                                        required=True, type=model_name))  # fmt: skip
     train: str = field(metadata=option(
         "labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl, CoNLL (--task tag)", required=True))  # fmt: skip
-    output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)"))
+    output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)", type=output_name))
     task: str = field(default="classify", metadata=option(
         "classify: one label per text or pair; regress: a score; multilabel: any number of labels per text; "
         "tag: a label per word (CoNLL files); answer: a span of the context (SQuAD JSON files)",
