@@ -13,12 +13,13 @@ from __future__ import annotations
 from .flag_types import add_flags, output_name, values_of
 
 
-def add_parser(commands, parents: list) -> None:
+def add_parser(commands, parents: list, trains: list) -> None:
     """Add ``pretrain`` and ``plot`` to the ``minibert`` command's subparsers; ``parents``: the
-    process flags every command takes (--debug). ``pretrain``'s flags are PretrainOptions' fields."""
+    process flags every command takes (--debug), ``trains``: those and --gemm (pretrain's).
+    ``pretrain``'s other flags are PretrainOptions' fields."""
     from ..training.options import PretrainOptions  # no torch: the fields, their defaults, limits and help
 
-    pretrain = commands.add_parser("pretrain", parents=parents,
+    pretrain = commands.add_parser("pretrain", parents=trains,
                                    help="pre-train BERT (masked LM + next sentence) by Google's step")  # fmt: skip
     start = pretrain.add_mutually_exclusive_group(required=True)
     add_flags(pretrain, PretrainOptions, groups={"init": start, "config": start})
@@ -36,11 +37,11 @@ def add_parser(commands, parents: list) -> None:
 def cmd_pretrain(args) -> None:
     from ..training import pretrain
     from ..training.options import PretrainOptions
-    from .commands import CommandError
+    from .commands import CommandError, gemm_of
 
     if args.bf16 and args.precision not in (None, "bf16"):  # --bf16 is --precision bf16: a usage error
         raise CommandError(f"--bf16 and --precision {args.precision} contradict each other: give one")
-    folder = pretrain(PretrainOptions(**values_of(args, PretrainOptions)))
+    folder = pretrain(PretrainOptions(**values_of(args, PretrainOptions), gemm=gemm_of(args)))
     if args.json:
         from ..training.run.report import result_json
 

@@ -30,7 +30,7 @@ DEVICE_HELP = ("where the run trains: auto (default: CUDA where torch sees a GPU
 DETERMINISTIC_HELP = ("on a GPU, torch's deterministic algorithms (slower): a resumed run repeats a never-stopped one "
                       "bit for bit (on a CPU it does anyway)")  # fmt: skip
 # Where and how a run is computed, not what it is: a run may resume elsewhere (the difference is said: arithmetic.py).
-WHERE_IT_RUNS = ("device", "deterministic")
+WHERE_IT_RUNS = ("device", "deterministic", "gemm")
 AFTER_THE_RUN = ("keep_state",)  # what a finished run keeps: not a setting a resume must share
 KEEP_STATE_HELP = ("keep the whole training state (optimizer moments and random state, about 3x the model) when "
                    "the run ends; by default a finished run keeps only its step and settings")  # fmt: skip
@@ -97,6 +97,7 @@ class PretrainOptions:
     device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
     deterministic: bool = field(default=False, metadata=option(DETERMINISTIC_HELP, action="store_true"))
     keep_state: bool = field(default=False, metadata=option(KEEP_STATE_HELP, action="store_true"))
+    gemm: str | None = None  # the linear layers' matrix library (--gemm; None: $MINIBERT_GEMM, else measured)
     allow_wrap: bool = field(default=False, metadata=option(
         "allow a --batch-size larger than the data (each batch repeats instances)", action="store_true"))  # fmt: skip
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
@@ -207,6 +208,7 @@ class FinetuneOptions:
     device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
     deterministic: bool = field(default=False, metadata=option(DETERMINISTIC_HELP, action="store_true"))
     keep_state: bool = field(default=False, metadata=option(KEEP_STATE_HELP, action="store_true"))
+    gemm: str | None = None  # the linear layers' matrix library (--gemm; None: $MINIBERT_GEMM, else measured)
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
     # (pre-training's: Google's run_classifier.py accumulates no micro-batches)
     accumulate: ClassVar[int] = 1
