@@ -79,7 +79,7 @@ def test_the_options_dataclasses_are_the_flags_defaults():
     required = ["--data", "d", "--output", "o", "--steps", "3", "--batch-size", "2", "--init", "m"]
     parsed = commands["pretrain"].parse_args(required)
     values = {field.name: getattr(parsed, field.name) for field in dataclasses.fields(PretrainOptions)
-              if field.name != "progress"}  # fmt: skip
+              if field.name not in ("progress", "gemm")}  # fmt: skip  (--gemm: the process's flag, not a field's)
     assert PretrainOptions(**values) == PretrainOptions(data=["d"], output="o", steps=3, batch_size=2, init="m")
     parsed = commands["pretraining-data"].parse_args(["--input", "a", "--vocab", "v", "--output", "o"])
     values = {field.name: getattr(parsed, field.name) for field in dataclasses.fields(InstanceOptions)}
