@@ -9,6 +9,7 @@ made by scripts/language_examples.py.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -187,4 +188,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()
