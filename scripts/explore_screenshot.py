@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
+import argparse
 import io
-import sys
 import tempfile
 from pathlib import Path
 
@@ -68,4 +68,6 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "docs")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", nargs="?", default="docs", help="where the PNGs go (default docs)")
+    main(parser.parse_args().folder)

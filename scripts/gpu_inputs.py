@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import random
 import shutil
 import sys
@@ -51,4 +52,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     sys.exit(main())

@@ -13,8 +13,8 @@ of the cases' own words, so the folder is small enough to keep in git), its toke
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
@@ -74,4 +74,7 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/qa_reference"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output", nargs="?", default="tests/data/qa_reference",
+                        help="the folder to write (default tests/data/qa_reference)")  # fmt: skip
+    main(Path(parser.parse_args().output))

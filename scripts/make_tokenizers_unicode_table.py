@@ -25,6 +25,7 @@ tests/test_tokenizer_unicode_tables.py then say whether minibert still equals it
 
 from __future__ import annotations
 
+import argparse
 import sys
 import unicodedata
 from pathlib import Path
@@ -147,4 +148,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help: what it writes
     main()

@@ -70,6 +70,7 @@ def test_predict_gives_pipeline_scores_for_texts_and_pairs(reranker):
         ("/rerank", {"query": QUERY, "texts": ["a"] * 17}, 422, "more than the limit of 16"),
         ("/v1/rerank", {"query": QUERY, "documents": ["a"], "top_n": 0}, 422, "top_n must be a positive integer"),
         ("/v1/rerank", {"query": QUERY, "documents": [{"txt": "a"}]}, 422, "documents must be strings or"),
+        ("/v1/rerank", {"query": QUERY, "documents": ["a", {"text": "b"}]}, 422, "objects, not a mix"),
         ("/v1/rerank", {"model": "other", "query": QUERY, "documents": ["a"]}, 404, "is not served here"),
         ("/predict", {"inputs": [["a", "b"], ["c"]]}, 422, "all be texts, or all be pairs"),
         ("/embed", {"inputs": ["a"]}, 400, "is a sequence classifier"),

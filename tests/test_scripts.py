@@ -236,3 +236,44 @@ def test_every_name_a_script_imports_from_another_script_is_defined_there():
                         if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}  # fmt: skip
             missing += [f"{script.name}: {node.module}.{a.name}" for a in node.names if a.name not in defined]
     assert not missing, missing
+
+
+def _runnable_scripts() -> list[str]:
+    """Every script a reader runs (the others are modules the benchmarks and gpu_check.py import)."""
+    return sorted(path.name for path in SCRIPTS.glob("*.py")
+                  if 'if __name__ == "__main__"' in path.read_text(encoding="utf-8"))  # fmt: skip
+
+
+# The scripts that once wrote on --help (or took no flags): checked in every run; the others'
+# --help (argparse's from the start; most import torch, ~3 s each) in the slow run.
+ONCE_WROTE = {"make_qa_reference.py", "make_tokenizers_unicode_table.py", "gpu_inputs.py", "example_samples.py",
+              "explore_screenshot.py"}  # fmt: skip
+
+
+def _written_state() -> dict:
+    """What a script could have written: each tracked file's and each file's under .gpu/ (its time
+    and size), and git's list of untracked and ignored files (a new folder named --help among them)."""
+    root = SCRIPTS.parent
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    files = [root / name for name in listed.decode().split("\0") if name]
+    files += [path for path in (root / ".gpu").rglob("*") if path.is_file()]
+    stats = {str(path): (path.stat().st_mtime_ns, path.stat().st_size) for path in files if path.exists()}
+    untracked = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return {"files": stats, "untracked": sorted(line for line in untracked.splitlines() if line[:2] in ("??", "!!"))}
+
+
+@pytest.mark.parametrize("script", [name if name in ONCE_WROTE else pytest.param(name, marks=pytest.mark.slow)
+                                    for name in _runnable_scripts()])  # fmt: skip
+def test_every_script_prints_its_help_and_writes_nothing(script, tmp_path):
+    """``--help`` prints the usage and exits 0, touching nothing: make_qa_reference.py wrote a
+    checkpoint into a folder named --help, make_tokenizers_unicode_table.py and gpu_inputs.py
+    rewrote their outputs."""
+    assert len(_runnable_scripts()) > 20
+    before = _written_state()
+    result = run_script(script, "--help", cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.startswith("usage:"), (result.stdout[-500:], result.stderr[-2000:])
+    assert list(tmp_path.iterdir()) == [], "the script wrote into its working directory"
+    after = _written_state()
+    changed = [name for name, stat in after["files"].items() if before["files"].get(name) != stat]
+    assert not changed and after["untracked"] == before["untracked"], (changed, after["untracked"])

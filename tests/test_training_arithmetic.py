@@ -101,3 +101,62 @@ def test_a_run_from_another_device_says_its_resume_is_not_bit_identical(tiny_mod
     with pytest.warns(UserWarning, match=r"on cuda \(this process runs on cpu: its own order of sums, and its own "
                       r"generator for dropout\).*not bit-identical"):  # fmt: skip
         follow_the_run(tiny_model, {"threads": 64, "gemm": "mkl", "device": "cuda"})
+
+
+def write_pairs(path, count: int = 8):
+    """A generic CSV of ``count`` labelled texts of the tiny vocabulary's words."""
+    rows = [f"the {'river' if i % 2 else 'money'} bank {i},{'wet' if i % 2 else 'dry'}" for i in range(count)]
+    path.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+# (where --gemm goes, the backend it asks for, the one $MINIBERT_GEMM asks for): the flag must win
+ASKED = [("before", "mkl", "onednn"), ("after", "mkl", "onednn"), ("before", "onednn", "mkl"),
+         ("after", "onednn", "mkl")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("where", "asked", "environment"), ASKED, ids=["-".join(case) for case in ASKED])
+def test_finetune_computes_with_the_gemm_asked_for_before_or_after_the_command(
+    where, asked, environment, tiny_model, tmp_path, monkeypatch
+):
+    """docs/cli.md: --gemm is taken by every command that loads a model; before `finetune` it was
+    parsed and then ignored (the state recorded what $MINIBERT_GEMM or the measurement picked)."""
+    monkeypatch.setenv("MINIBERT_GEMM", environment)
+    run = tmp_path / "run"
+    command = ["finetune", "--model", TINY, "--train", str(write_pairs(tmp_path / "train.csv")), "--output", str(run),
+               "--batch-size", "4", "--epochs", "1", "--max-seq-length", "16", "--keep-state"]  # fmt: skip
+    flag = ["--gemm", asked]
+    result = run_minibert(*(flag + command if where == "before" else command + flag))
+    assert result.returncode == 0, result.stderr
+    assert TrainingState.from_file(run / "training_state.pt").arithmetic["gemm"] == asked
+
+
+@pytest.mark.parametrize("init", [True, False], ids=["init", "config"])
+def test_pretrain_computes_with_the_gemm_asked_for(init, tiny_model, tmp_path, monkeypatch):
+    """From a checkpoint (--init) and from random weights (--config, where only the flag changes the
+    book's nn.Linear)."""
+    monkeypatch.setenv("MINIBERT_GEMM", "mkl")
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=5))
+    start = ["--init", TINY] if init else ["--config", f"{TINY}/config.json", "--vocab", f"{TINY}/vocab.txt"]
+    run = tmp_path / "run"
+    result = run_minibert("--gemm", "onednn", "pretrain", "--data", str(data), *start, "--output", str(run),
+                          "--steps", "2", "--batch-size", "4", "--keep-state")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert TrainingState.from_file(run / "training_state.pt").arithmetic["gemm"] == "onednn"
+
+
+def test_a_resume_keeps_the_gemm_the_command_asks_for_and_says_so(tiny_model, monkeypatch):
+    monkeypatch.delenv("MINIBERT_GEMM", raising=False)
+    use_backend(tiny_model, "mkl")
+    with pytest.warns(UserWarning, match=r"the onednn GEMMs \(--gemm asks for mkl\).*not bit-identical"):
+        follow_the_run(tiny_model, {"threads": torch.get_num_threads(), "gemm": "onednn"}, gemm="mkl")
+    assert tiny_model.gemm_backend == "mkl"
+
+
+@pytest.mark.parametrize("command", [["vocab", "--input", "a.txt", "--output", "v"], ["tokenize", "a text"],
+                                     ["convert", "source", "destination"]], ids=lambda argv: argv[0])  # fmt: skip
+def test_gemm_before_a_command_that_runs_no_model_is_a_usage_error(command):
+    """The top-level parser takes --gemm for every command; one that computes with no model says so
+    (exit 2) rather than ignore it."""
+    result = run_minibert("--gemm", "mkl", *command)
+    assert result.returncode == 2 and f"minibert {command[0]} runs none" in result.stderr, result.stderr

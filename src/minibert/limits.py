@@ -154,3 +154,36 @@ def model_name(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty: give a hub id or a local directory")
     return text
+
+
+def output_name(text: str) -> str:
+    """An argparse type for every --output (and convert's destination): a file or folder name, never
+    empty. ``--output "$OUT"`` with the variable unset must not become ``Path("")``, the current
+    folder (files scattered into it), nor "no --output" (printed instead of written): it is a usage
+    error naming the flag, and nothing is written.
+
+    >>> output_name("run")
+    'run'
+    >>> output_name(" ")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: is empty: name the file or folder to write (a variable left unset?)
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name the file or folder to write (a variable left unset?)")
+    return text
+
+
+def output_names(text: str) -> str:
+    """An argparse type for an --output that may name several files joined by commas (pretraining-data
+    writes its instances round-robin over them): none of them empty.
+
+    >>> output_names("a.tfrecord,b.tfrecord")
+    'a.tfrecord,b.tfrecord'
+    >>> output_names("a.tfrecord,")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: names an empty file in 'a.tfrecord,': join file names by single commas
+    """
+    output_name(text)
+    if any(not name.strip() for name in text.split(",")):
+        raise argparse.ArgumentTypeError(f"names an empty file in {text!r}: join file names by single commas")
+    return text

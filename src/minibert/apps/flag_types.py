@@ -15,7 +15,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ..limits import Limits, limits_of, model_name  # noqa: F401 (--model's type, used by the commands)
+from ..limits import (  # noqa: F401 (model_name, output_name, output_names: the commands' types for --model, --output)
+    Limits,
+    limits_of,
+    model_name,
+    output_name,
+    output_names,
+)
 
 
 def parser_of(limits: Limits):

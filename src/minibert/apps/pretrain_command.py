@@ -10,15 +10,16 @@ The training room is imported when the command runs, not when the parser is buil
 
 from __future__ import annotations
 
-from .flag_types import add_flags, values_of
+from .flag_types import add_flags, output_name, values_of
 
 
-def add_parser(commands, parents: list) -> None:
+def add_parser(commands, parents: list, trains: list) -> None:
     """Add ``pretrain`` and ``plot`` to the ``minibert`` command's subparsers; ``parents``: the
-    process flags every command takes (--debug). ``pretrain``'s flags are PretrainOptions' fields."""
+    process flags every command takes (--debug), ``trains``: those and --gemm (pretrain's).
+    ``pretrain``'s other flags are PretrainOptions' fields."""
     from ..training.options import PretrainOptions  # no torch: the fields, their defaults, limits and help
 
-    pretrain = commands.add_parser("pretrain", parents=parents,
+    pretrain = commands.add_parser("pretrain", parents=trains,
                                    help="pre-train BERT (masked LM + next sentence) by Google's step")  # fmt: skip
     start = pretrain.add_mutually_exclusive_group(required=True)
     add_flags(pretrain, PretrainOptions, groups={"init": start, "config": start})
@@ -29,7 +30,7 @@ def add_parser(commands, parents: list) -> None:
     plot = commands.add_parser("plot", parents=parents, help="draw a run's loss curve (and dev figures): "
                                "RUN/loss.png (the plot extra)")  # fmt: skip
     plot.add_argument("run_directory", metavar="RUN", help="the folder of a minibert pretrain or finetune run")
-    plot.add_argument("--output", help="the PNG to write (default RUN/loss.png)")
+    plot.add_argument("--output", type=output_name, help="the PNG to write (default RUN/loss.png)")
     plot.set_defaults(run=cmd_plot)
 
 
@@ -37,11 +38,11 @@ def cmd_pretrain(args) -> None:
     from ..loading.devices import resolve_device
     from ..training import pretrain
     from ..training.options import PretrainOptions
-    from .commands import CommandError
+    from .commands import CommandError, gemm_of
 
     if args.bf16 and args.precision not in (None, "bf16"):  # --bf16 is --precision bf16: a usage error
         raise CommandError(f"--bf16 and --precision {args.precision} contradict each other: give one")
-    options = PretrainOptions(**values_of(args, PretrainOptions))
+    options = PretrainOptions(**values_of(args, PretrainOptions), gemm=gemm_of(args))
     resolve_device(options.device, flags=True)  # a GPU that is not there, said as the command says it (--device)
     folder = pretrain(options)
     if args.json:

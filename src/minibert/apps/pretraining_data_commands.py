@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from .flag_types import add_flags, values_of, whole_number
+from .flag_types import add_flags, output_names, values_of, whole_number
 
 
 def add_parser(commands, parents: list) -> None:
@@ -32,8 +32,8 @@ def add_parser(commands, parents: list) -> None:
     )
     command.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files, read in order")
     command.add_argument("--vocab", required=True, help="the vocab.txt the model will be trained with")
-    command.add_argument("--output", required=True, help="the TFRecord file, or several joined by commas "
-                                                         "(instances go round-robin over them)")  # fmt: skip
+    command.add_argument("--output", required=True, type=output_names, help="the TFRecord file, or several joined "
+                         "by commas (instances go round-robin over them)")  # fmt: skip
     command.add_argument("--format", default="tfrecord", choices=["tfrecord"], help="the output format (tfrecord)")
     add_flags(command, InstanceOptions)
     command.add_argument("--random-seed", type=whole_number(None), default=DEFAULT_SEED,
@@ -50,14 +50,11 @@ def add_parser(commands, parents: list) -> None:
 
 
 def cmd_pretraining_data(args) -> None:
-    from ..errors import DataError
     from ..training.pretraining_data.create import create_pretraining_data
     from ..training.pretraining_data.options import InstanceOptions
     from .commands import CommandError
 
-    outputs = args.output.split(",")
-    if any(not output for output in outputs):
-        raise DataError(f"--output {args.output!r} has an empty file name")
+    outputs = args.output.split(",")  # (none empty: the flag's type, output_names)
     default = InstanceOptions().max_predictions_per_seq  # Google's 20 stays allowed with a shorter --max-seq-length
     if args.max_predictions_per_seq > max(args.max_seq_length, default):
         raise CommandError(f"--max-predictions-per-seq {args.max_predictions_per_seq} is more than --max-seq-length "

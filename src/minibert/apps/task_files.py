@@ -22,7 +22,7 @@ from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_lines_output, read_records
 from ..task_choices import AGGREGATIONS, FUNCTIONS
 from .commands import CommandError, device_of, gemm_of, load_model
-from .flag_types import DTYPE_HELP, DTYPES, label_list, model_name, positive_int, whole_number
+from .flag_types import DTYPE_HELP, DTYPES, label_list, model_name, output_name, positive_int, whole_number
 
 
 def add_parser(commands, parents: list) -> None:
@@ -33,8 +33,8 @@ def add_parser(commands, parents: list) -> None:
                        help="hub id or local directory of a checkpoint with the task's head (required)")
     files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
                                        "for stdin")  # fmt: skip
-    files.add_argument("--output", help="write JSON lines to this .jsonl file, one per input line, atomically "
-                                        "(default: print them)")  # fmt: skip
+    files.add_argument("--output", type=output_name, help="write JSON lines to this .jsonl file, one per input "
+                       "line, atomically (default: print them)")  # fmt: skip
     files.add_argument("--batch-size", type=positive_int, default=32, help="sequences per forward pass (default 32)")
     files.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
 

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from .flag_types import positive_int, whole_number
+from .flag_types import output_name, positive_int, whole_number
 
 FRAMING_TOKENS = ("[UNK]", "[CLS]", "[SEP]")  # what a BERT tokenizer cannot load without
 
@@ -28,7 +28,7 @@ def add_parser(commands, parents: list) -> None:
         help="learn a WordPiece vocabulary from text files (as tokenizers' BertWordPieceTokenizer.train)",
     )
     vocab.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
-    vocab.add_argument("--output", required=True, metavar="DIR",
+    vocab.add_argument("--output", required=True, metavar="DIR", type=output_name,
                        help="an existing directory: gets vocab.txt and tokenizer_config.json")  # fmt: skip
     vocab.add_argument("--vocab-size", type=positive_int, default=30_000, metavar="N",
                        help="pieces in the vocabulary, special tokens included (default 30000)")  # fmt: skip

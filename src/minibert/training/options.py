@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from ..errors import DataError
-from ..limits import model_name, option, refuse_other_choices, refuse_out_of_limits
+from ..limits import model_name, option, output_name, refuse_other_choices, refuse_out_of_limits
 from ..loading.devices import DEVICE_NAMES, check_device_name, device_flag
 from ..loading.head_labels import parse_labels
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
@@ -30,7 +30,7 @@ DEVICE_HELP = ("where the run trains: auto (default: CUDA where torch sees a GPU
 DETERMINISTIC_HELP = ("on a GPU, torch's deterministic algorithms (slower): a resumed run repeats a never-stopped one "
                       "bit for bit (on a CPU it does anyway)")  # fmt: skip
 # Where and how a run is computed, not what it is: a run may resume elsewhere (the difference is said: arithmetic.py).
-WHERE_IT_RUNS = ("device", "deterministic")
+WHERE_IT_RUNS = ("device", "deterministic", "gemm")
 AFTER_THE_RUN = ("keep_state",)  # what a finished run keeps: not a setting a resume must share
 KEEP_STATE_HELP = ("keep the whole training state (optimizer moments and random state, about 3x the model) when "
                    "the run ends; by default a finished run keeps only its step and settings")  # fmt: skip
@@ -64,7 +64,8 @@ class PretrainOptions:
     data: list[str] = field(metadata=option(  # TFRecord files (create_pretraining_data.py / minibert pretraining-data)
         "TFRecord files of instances (minibert pretraining-data; Google's script)", nargs="+", required=True,
         metavar="FILE"))  # fmt: skip
-    output: str = field(metadata=option("the run directory (a hub-layout checkpoint at every save)", required=True))
+    output: str = field(metadata=option(
+        "the run directory (a hub-layout checkpoint at every save)", required=True, type=output_name))  # fmt: skip
     steps: int = field(metadata=option(  # (a --warmup-steps beyond it is allowed, as Google's, and warned of)
         "updates to make (after --warmup-steps, the rate decays to 0 there)", low=1, required=True))  # fmt: skip
     batch_size: int = field(metadata=option(  # the GLOBAL batch
@@ -97,6 +98,7 @@ class PretrainOptions:
     device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
     deterministic: bool = field(default=False, metadata=option(DETERMINISTIC_HELP, action="store_true"))
     keep_state: bool = field(default=False, metadata=option(KEEP_STATE_HELP, action="store_true"))
+    gemm: str | None = None  # the linear layers' matrix library (--gemm; None: $MINIBERT_GEMM, else measured)
     allow_wrap: bool = field(default=False, metadata=option(
         "allow a --batch-size larger than the data (each batch repeats instances)", action="store_true"))  # fmt: skip
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
@@ -155,7 +157,7 @@ class FinetuneOptions:
                                        required=True, type=model_name))  # fmt: skip
     train: str = field(metadata=option(
         "labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl, CoNLL (--task tag)", required=True))  # fmt: skip
-    output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)"))
+    output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)", type=output_name))
     task: str = field(default="classify", metadata=option(
         "classify: one label per text or pair; regress: a score; multilabel: any number of labels per text; "
         "tag: a label per word (CoNLL files); answer: a span of the context (SQuAD JSON files)",
@@ -207,6 +209,7 @@ class FinetuneOptions:
     device: str = field(default="auto", metadata=option(DEVICE_HELP, type=device_flag))
     deterministic: bool = field(default=False, metadata=option(DETERMINISTIC_HELP, action="store_true"))
     keep_state: bool = field(default=False, metadata=option(KEEP_STATE_HELP, action="store_true"))
+    gemm: str | None = None  # the linear layers' matrix library (--gemm; None: $MINIBERT_GEMM, else measured)
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
     # (pre-training's: Google's run_classifier.py accumulates no micro-batches)
     accumulate: ClassVar[int] = 1

@@ -117,8 +117,9 @@ class Routes:
 
     async def v1_rerank(self, request: Request) -> Response:
         """The rerank API of Cohere, Jina, infinity-emb and vLLM: {"model"?, "query", "documents"
-        (strings or {"text"} objects), "top_n"?, "return_documents"?} → {"results": [{"index",
-        "relevance_score", "document"?: {"text"}}], best first}."""
+        (all strings or all {"text"} objects: vLLM's and infinity's lists are one or the other),
+        "top_n"?, "return_documents"?} → {"results": [{"index", "relevance_score", "document"?:
+        {"text"}}], best first}."""
         self.ready("classifier")
         body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         model = body.get("model")
@@ -133,6 +134,9 @@ class Routes:
             if not all(set(d) == {"text"} and isinstance(d["text"], str) for d in documents):
                 raise RequestError(422, 'documents must be strings or {"text": string} objects', "documents")
             documents = [d["text"] for d in documents]
+        elif isinstance(documents, list) and any(isinstance(d, dict) for d in documents):
+            raise RequestError(422, 'documents must be all strings or all {"text": string} objects, not a mix',
+                               "documents")  # fmt: skip
         documents = parse_inputs(documents, "documents", self.settings, allow_ids=False)
         top_n = body.get("top_n")
         if top_n is not None and (not is_token_id(top_n) or top_n < 1):

@@ -13,8 +13,8 @@ order. Two things of the process, not of the run's settings, decide that order:
 - **the device.** A GPU adds up in its own order (and, without ``--deterministic``, in an order
   that may change from run to run), and draws dropout from its own generator.
 
-So the training state holds all three. On resume the backend follows the run's (unless ``$MINIBERT_GEMM``
-names one: then that is used, and the difference said), and a thread count or a device that
+So the training state holds all three. On resume the backend follows the run's (unless ``--gemm`` or
+``$MINIBERT_GEMM`` names one: then that is used, and the difference said), and a thread count or a device that
 differs is said: the resumed steps are then right but not bit-identical to the run that was never
 stopped (a run from a GPU resumed on a CPU draws its dropout masks from the CPU's generator).
 """
@@ -37,22 +37,23 @@ def arithmetic_of(model) -> dict:
     return {"threads": torch.get_num_threads(), "gemm": getattr(model, "gemm_backend", "mkl"), "device": device}
 
 
-def follow_the_run(model, saved: dict, *, say: bool = True) -> None:
+def follow_the_run(model, saved: dict, *, say: bool = True, gemm: str | None = None) -> None:
     """Compute the resumed steps as the run computed its first ones: its GEMM backend (unless
-    ``$MINIBERT_GEMM`` asks for another), and a warning for what cannot follow (the threads, a
-    backend that was asked for). A state written before this was recorded (``saved`` empty) is
-    taken as it is."""
+    ``gemm``, the command's --gemm, or else ``$MINIBERT_GEMM`` asks for another), and a warning for
+    what cannot follow (the threads, a backend that was asked for). A state written before this was
+    recorded (``saved`` empty) is taken as it is."""
     model = getattr(model, "module", model)
     if not saved:
         return
     now, differences = arithmetic_of(model), []
     backend = saved.get("gemm")
-    requested = requested_in_environment()
+    asker = "--gemm" if gemm is not None else "MINIBERT_GEMM"
+    requested = gemm.strip().lower() if gemm is not None else requested_in_environment()
     if backend in BACKENDS and backend != now["gemm"]:
         if requested == "auto":
             use_backend(model, backend)
         else:
-            differences.append(f"the {backend} GEMMs (MINIBERT_GEMM asks for {now['gemm']})")
+            differences.append(f"the {backend} GEMMs ({asker} asks for {now['gemm']})")
     if saved.get("device", "cpu") != now["device"]:
         differences.append(f"on {saved.get('device', 'cpu')} (this process runs on {now['device']}: its own order of "
                            "sums, and its own generator for dropout)")  # fmt: skip

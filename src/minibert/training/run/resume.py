@@ -68,7 +68,7 @@ def restore(run, state: TrainingState) -> None:
         torch.cuda.set_rng_state(state.device_rng[world.rank], device)
     if run.scaler is not None and state.loss_scale:
         run.scaler = LossScaler(state.loss_scale["scale"], state.loss_scale["good_steps"])
-    follow_the_run(model, state.arithmetic, say=world.is_main)
+    follow_the_run(model, state.arithmetic, say=world.is_main, gemm=run.options.gemm)
 
 
 def read_resumed_state(run, **checks) -> TrainingState:

@@ -117,7 +117,7 @@ class Answer(Finetuning):
 
     def network(self, options, data: TrainingData) -> BertForQuestionAnswering:
         """The network, float32; a new head as Google's run_squad (head.py ``draw_new_head``)."""
-        network = BertForQuestionAnswering.from_pretrained(options.model, new_heads=True).float()
+        network = BertForQuestionAnswering.from_pretrained(options.model, new_heads=True, gemm=options.gemm).float()
         if not data.head_continues:
             draw_new_head(network.qa_outputs, options.seed)
         return network

@@ -64,7 +64,7 @@ class Finetuning(Task):
 
     def network(self, options, data: TrainingData) -> torch.nn.Module:
         return load_classifier(options.model, data.labels, self.problem, data.head_continues, options.seed,
-                               self.network_class, resuming=options.resume)  # fmt: skip
+                               self.network_class, resuming=options.resume, gemm=options.gemm)  # fmt: skip
 
     def evaluate(self, model, data: TrainingData, options, run: Path) -> dict[str, float]:
         return self.metrics(data.dev.label_ids, predict(model, data.dev), data, options)

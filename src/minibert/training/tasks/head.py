@@ -107,19 +107,21 @@ def load_vocabulary(model: str) -> tuple[BertTokenizer, PretrainingVocabulary]:
 
 
 def load_classifier(model: str, labels: list[str] | None, problem: str, continues: bool, seed: int,
-                    cls: type = BertForSequenceClassification, resuming: bool = False) -> torch.nn.Module:  # fmt: skip
+                    cls: type = BertForSequenceClassification, resuming: bool = False,
+                    gemm: str | None = None) -> torch.nn.Module:  # fmt: skip
     """The network ``cls`` (BertForTokenClassification for tagging) in float32, its labels and
     ``problem`` (transformers' problem_type) in its config; a new head initialised as Google's from
     ``seed`` (a pooler the checkpoint lacks draws from the loop's seeding before it). ``resuming``:
     the weights come from the run's checkpoint next, so the new head is not announced (the loop
-    says what it resumed)."""
+    says what it resumed). ``gemm``: the linear layers' library (--gemm; None: $MINIBERT_GEMM, else
+    measured)."""
     id2label = {0: "score"} if labels is None else dict(enumerate(labels))
     label_config = {"id2label": id2label, "label2id": {label: index for index, label in id2label.items()},
                     "classifier_dropout": GOOGLE_CLASSIFIER_DROPOUT}  # fmt: skip
     if cls is BertForSequenceClassification:  # (a token classifier's config has no problem_type)
         label_config["problem_type"] = problem
     with _without_the_new_head_warning() if resuming else contextlib.nullcontext():
-        network = cls.from_pretrained(model, new_heads=True, **label_config).float()
+        network = cls.from_pretrained(model, new_heads=True, gemm=gemm, **label_config).float()
     if not continues:
         draw_new_head(network.classifier, seed)
     return network

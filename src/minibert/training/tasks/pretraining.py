@@ -33,6 +33,7 @@ from ...config import BertConfig
 from ...errors import DataError
 from ...heads import BertForPreTraining
 from ...loading.checkpoint_files import find_checkpoint
+from ...speed.seam import speed_up
 from ...tokenizer import BertTokenizer
 from .order import InstanceOrder
 from .task import PieceSums, Task, TrainingData
@@ -59,10 +60,14 @@ class Pretraining(Task):
 
     def network(self, options, data: TrainingData) -> BertForPreTraining:
         """From ``--init`` (heads it lacks start fresh), or random weights of ``--config`` (normal
-        0.02, biases 0, LayerNorm 1 and 0: ``PretrainedBert.init_weights``)."""
+        0.02, biases 0, LayerNorm 1 and 0: ``PretrainedBert.init_weights``). ``--gemm`` picks the
+        linear layers' library of either (random weights without it: the book's nn.Linear, MKL)."""
         if options.init is not None:
-            return BertForPreTraining.from_pretrained(options.init, new_heads=True).float()
-        return BertForPreTraining(data.config)
+            return BertForPreTraining.from_pretrained(options.init, new_heads=True, gemm=options.gemm).float()
+        network = BertForPreTraining(data.config)
+        if options.gemm is not None:
+            speed_up(network, options.gemm)
+        return network
 
     def denominators(self, train, rows: np.ndarray) -> dict[str, float]:
         """Σ w + 1e-5 over the global batch's masked positions, and its size."""

@@ -10,7 +10,8 @@ words "Steve Smith's" → "Steve Smith"), with their softmax probabilities.
 SQuAD v2.0: the null answer (start = end = [CLS]) scores the lowest start[0] + end[0] over the
 windows; the answer is "" when that null score minus the best non-null score exceeds
 ``null_score_diff_threshold``, and the difference is written to ``null_odds.json`` (a question
-whose only valid answer is the null one is answered "" and has no odds).
+whose only valid answer is the null one is answered "" and has no odds; the file is written for
+every v2.0 evaluation, ``{}`` when no question has odds, as Google's run_squad.py writes it).
 
 >>> final_text("steve smith", "Steve Smith's", do_lower_case=True)
 'Steve Smith'
@@ -99,8 +100,9 @@ def _text(candidate: Candidate, feature: SquadFeature, example: SquadExample, do
 def predict_answers(examples: list[SquadExample], features: list[SquadFeature], logits: dict, *,
                     n_best_size: int = 20, max_answer_length: int = 30, do_lower_case: bool = True,
                     version_2: bool = False, null_score_diff_threshold: float = 0.0
-                    ) -> tuple[dict, dict, dict]:  # fmt: skip
-    """(predictions, nbest, null_odds) keyed by question id; ``logits``: unique_id → (starts, ends)."""
+                    ) -> tuple[dict, dict, dict | None]:  # fmt: skip
+    """(predictions, nbest, null_odds) keyed by question id (null_odds: None for v1.1); ``logits``:
+    unique_id → (starts, ends)."""
     by_example = defaultdict(list)
     for feature in features:
         by_example[feature.example_index].append(feature)
@@ -133,16 +135,16 @@ def predict_answers(examples: list[SquadExample], features: list[SquadFeature], 
             continue
         null_odds[example.qas_id] = null_score - best[1] - best[2]
         predictions[example.qas_id] = "" if null_odds[example.qas_id] > null_score_diff_threshold else best[0]
-    return predictions, nbest_all, null_odds
+    return predictions, nbest_all, null_odds if version_2 else None
 
 
-def write_predictions(directory: str | Path, predictions: dict, nbest: dict, null_odds: dict) -> None:
+def write_predictions(directory: str | Path, predictions: dict, nbest: dict, null_odds: dict | None) -> None:
     """predictions.json, nbest_predictions.json (and null_odds.json for v2.0), Google's layout
     (``json.dumps(..., indent=4)`` and a newline), each written atomically."""
     from ...formats.atomic_files import atomic_output
 
     files = {"predictions.json": predictions, "nbest_predictions.json": nbest}
-    if null_odds:
+    if null_odds is not None:  # v2.0 (an untrained head may leave every question without odds: {})
         files["null_odds.json"] = null_odds
     for name, content in files.items():
         with atomic_output(str(Path(directory) / name)) as handle:
