@@ -187,13 +187,19 @@ class AddedTokens:
                 del spellings[normalized]
             return
         if not normalized:
-            raise ValueError(f"add_tokens: {token.content!r} is empty once normalized (cleaning removes control and "
-                             "format characters), so it would match between every two characters")  # fmt: skip
+            raise ValueError(f"add_tokens: {token.content!r} is empty once normalized ({self._emptied_by(token)}), so "
+                             "it would match between every two characters")  # fmt: skip
         other = spellings.setdefault(normalized, token.content)
         if other != token.content:
             raise ValueError(f"add_tokens: {token.content!r} and the added token {other!r} are both "
                              f"{normalized!r} once normalized: which id such text gets is not defined "
                              "(transformers picks one at random per process)")  # fmt: skip
+
+    def _emptied_by(self, token: AddedToken) -> str:
+        """Which step of normalization leaves nothing of ``token`` (for the refusal's message)."""
+        if not self.basic.clean(token.content):
+            return "cleaning removes control and format characters"
+        return "stripping accents removes nonspacing marks (Unicode category Mn), such as U+0301"
 
     def add(self, tokens: list[AddedToken], specials: set[str]) -> int:
         """``add_tokens``: every token checked first (a refused call adds nothing), then each new
