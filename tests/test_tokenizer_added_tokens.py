@@ -148,8 +148,10 @@ def test_what_minibert_refuses(pair_of):
     with pytest.raises(ValueError, match="both 'fresh1' once normalized"):
         ours.add_tokens(["Fresh0", "Fresh1", "FRESH1"])  # the clash inside one call
     assert len(ours) == size and "fresh0" not in ours.tokenize("fresh0")  # a refused call adds nothing
-    with pytest.raises(ValueError, match="empty once normalized"):
+    with pytest.raises(ValueError, match=r"empty once normalized \(cleaning removes control and format"):
         ours.add_tokens(["\u200b"])  # transformers: matches between every two characters
+    with pytest.raises(ValueError, match=r"empty once normalized \(stripping accents removes nonspacing marks"):
+        ours.add_tokens(["\u0301"])  # a combining acute accent: cleaning keeps it, the uncased vocabulary strips it
     with pytest.raises(ValueError, match="is a special token"):
         ours.add_tokens(["[MASK]"])  # transformers: [MASK] becomes an ordinary token, "[mask]" matches it
     for option in ("single_word", "lstrip", "rstrip"):

@@ -25,6 +25,7 @@ The modules, read in this order:
   what ``minibert vocab`` runs), over the word counts of ``word_counts.py``;
 * ``files.py`` — vocab.txt, tokenizer_config.json, the casing of Google's checkpoints;
   ``directory.py`` — the files ``from_pretrained`` reads and ``save_pretrained`` writes;
+  ``added_token_files.py`` — where a folder keeps its added tokens, as transformers 5 reads them;
   ``tokenizer_json.py`` — a repository's ``tokenizer.json`` when it has no ``vocab.txt``;
   ``arguments.py`` — the checks of what users pass.
 """

@@ -147,9 +147,10 @@ class AddedTokens:
             self.spellings.pop(index, None)
 
     def restore(self, entries, source) -> None:
-        """Added tokens read from a file (tokenizer_config.json's ``added_tokens_decoder``,
-        tokenizer.json's ``added_tokens``): (id, AddedToken) in the order of their ids, each under
-        the id the file gives: a piece of the vocabulary keeps its id, a new one takes the next."""
+        """Added tokens read from the files (tokenizer_config.json's ``added_tokens_decoder``,
+        tokenizer.json's ``added_tokens``, added_tokens.json: files.py, added_token_files.py):
+        (id, AddedToken) in the order transformers adds them (their ids'), each under the id the
+        file gives: a piece of the vocabulary keeps its id, a new one takes the next."""
         for index, token in entries:
             known = self.vocab.get(token.content)
             if known is None and index != self.next_id:
@@ -160,13 +161,16 @@ class AddedTokens:
                                       f"gives it {known}")  # fmt: skip
             self.register(token, index)
 
-    def check_restored(self, specials: set[str], source) -> None:
-        """The ordinary added tokens read from a file, checked once the special tokens are known."""
+    def check_restored(self, source) -> None:
+        """The ordinary added tokens read from a file, checked. One that is also a special token
+        by name is kept as the file has it (matched after normalization, and not skipped by
+        decode), as transformers loads it: e.g. ``<e1>`` in added_tokens.json and listed in
+        special_tokens_map.json's ``additional_special_tokens``."""
         spellings: dict[str, str] = {}
         for token in self.tokens.values():
             if not token.special:
                 try:
-                    self.check_addable(token, specials, spellings)
+                    self.check_addable(token, set(), spellings)
                 except ValueError as error:
                     raise CheckpointError(f"{source}: {error}") from None
 
@@ -183,13 +187,19 @@ class AddedTokens:
                 del spellings[normalized]
             return
         if not normalized:
-            raise ValueError(f"add_tokens: {token.content!r} is empty once normalized (cleaning removes control and "
-                             "format characters), so it would match between every two characters")  # fmt: skip
+            raise ValueError(f"add_tokens: {token.content!r} is empty once normalized ({self._emptied_by(token)}), so "
+                             "it would match between every two characters")  # fmt: skip
         other = spellings.setdefault(normalized, token.content)
         if other != token.content:
             raise ValueError(f"add_tokens: {token.content!r} and the added token {other!r} are both "
                              f"{normalized!r} once normalized: which id such text gets is not defined "
                              "(transformers picks one at random per process)")  # fmt: skip
+
+    def _emptied_by(self, token: AddedToken) -> str:
+        """Which step of normalization leaves nothing of ``token`` (for the refusal's message)."""
+        if not self.basic.clean(token.content):
+            return "cleaning removes control and format characters"
+        return "stripping accents removes nonspacing marks (Unicode category Mn), such as U+0301"
 
     def add(self, tokens: list[AddedToken], specials: set[str]) -> int:
         """``add_tokens``: every token checked first (a refused call adds nothing), then each new
@@ -212,21 +222,13 @@ class AddedTokens:
             self.register(token, self.next_id if index is None else index)
         return len(accepted)  # (a special one is matched as typed, but is not an additional special token)
 
-    def add_special(self, content: str) -> bool:
-        """``add_special_tokens``' rule for one piece: new → the next id; an ordinary added token →
-        special from now on (matched as typed). True when the piece was new."""
-        if content not in self.vocab:
-            self.register(AddedToken(content, normalized=False, special=True), self.next_id)
-            return True
-        if content in self.tokens and not self.tokens[content].special:
-            self.register(AddedToken(content, normalized=False, special=True), self.vocab[content])
-        return False
-
-    def make_matchers(self, specials: list[str]) -> None:
-        """What is cut out of a text before the basic tokenizer: the special tokens and the added
-        tokens matched as typed, then the added tokens matched after normalization. decode's
-        ``skip_special_tokens`` also skips the tokens added as special (as in transformers 5)."""
-        as_typed = {token: self.vocab[token] for token in specials}
+    def make_matchers(self, roles: list[str]) -> None:
+        """What is cut out of a text before the basic tokenizer: the roles ([CLS], [SEP], ...) and
+        the added tokens matched as typed, then the added tokens matched after normalization (a
+        token a file gives as normalized stays so, even if it is also named special). decode's
+        ``skip_special_tokens`` skips the roles and the tokens added as special (as ``tokenizers``
+        does, which transformers 5 decodes with)."""
+        as_typed = {token: self.vocab[token] for token in roles if token not in self.tokens}
         normalized: dict[str, int] = {}
         for content, token in self.tokens.items():
             if token.normalized:
@@ -235,7 +237,7 @@ class AddedTokens:
                 as_typed[content] = self.vocab[content]
         self.as_typed, self.after_normalization = Matcher(as_typed), Matcher(normalized)
         added_as_special = {self.vocab[content] for content, token in self.tokens.items() if token.special}
-        self.skipped_when_decoding = frozenset({self.vocab[token] for token in specials} | added_as_special)
+        self.skipped_when_decoding = frozenset({self.vocab[token] for token in roles} | added_as_special)
 
     def none_in(self, text: str) -> bool:
         """No added or special token can occur in ``text`` (the tokenizer's fast path)."""

@@ -54,6 +54,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         clean_up_tokenization_spaces: bool = False,
         vocab: dict[str, int] | None = None,
         additional_special_tokens: Iterable[str] = (),
+        extra_special_tokens: Iterable[str] | None = None,
         added_tokens: Iterable[tuple[int, AddedToken]] = (),
         added_tokens_file: str | os.PathLike | None = None,
         **special_tokens: str,
@@ -62,8 +63,13 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         the file it came from as ``vocab_file`` (named in error messages).
 
         ``added_tokens``: (id, ``AddedToken``) beyond the vocabulary or marking its pieces (what
-        ``add_tokens`` made, as tokenizer_config.json's ``added_tokens_decoder`` keeps it), read
+        ``add_tokens`` made, as tokenizer_config.json's ``added_tokens_decoder`` keeps it), in the
+        order they are added (a new one takes the next id, which must be the one given), read
         from ``added_tokens_file`` (named in error messages).
+
+        ``extra_special_tokens`` (transformers 5's name; ``additional_special_tokens`` is
+        transformers 4's, used when it is not given): special tokens beyond the roles, each cut out
+        whole; one the vocabulary lacks is added with the next id, as transformers does.
 
         ``do_basic_tokenize=False`` skips stage 1 (no cleaning, lowercasing or punctuation
         splitting): words are what whitespace separates, as in transformers' slow BertTokenizer."""
@@ -85,12 +91,13 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         self.basic = FastBasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
         self.added = AddedTokens(self.vocab, self.ids_to_tokens, self.basic)  # added_tokens.py: the rules
         source = added_tokens_file or vocab_file
-        self.added.restore(sorted(added_tokens, key=lambda entry: entry[0]), source)  # before the roles: they may
-        # be among them
-        self._set_special_tokens({**_DEFAULT_SPECIAL_TOKENS, **special_tokens}, list(additional_special_tokens))
+        self.added.restore(added_tokens, source)  # before the roles: they may be among them
+        extra = additional_special_tokens if extra_special_tokens is None else extra_special_tokens
+        self._set_special_tokens({**_DEFAULT_SPECIAL_TOKENS, **special_tokens}, _token_strings(extra))
         # WordPiece sees the vocabulary it was trained with: added tokens are cut out before it runs.
         self.wordpiece = WordPieceTokenizer(self._base_vocab, self.unk_token_id)
-        self.added.check_restored(set(self._special_tokens()), source)
+        self.added.check_restored(source)
+        self._register_extra_special_tokens()
         self._make_matchers()
         self._warned_too_long = False
 
@@ -217,10 +224,16 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
                  for index, word, _ in self._units(text, track=False)]  # fmt: skip
         return [word for word, _ in units], [ids for _, ids in units]
 
-    def tokenize(self, text: str) -> list[str]:
-        """The word pieces of ``text`` as strings (no [CLS]/[SEP])."""
+    def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False) -> list[str]:
+        """The word pieces of ``text`` as strings (no [CLS]/[SEP]); as in transformers, ``pair``
+        adds a second text's, and ``add_special_tokens=True`` frames them: ``[CLS] ... [SEP]``.
+        (transformers also takes the call's other arguments here, ``truncation`` among them, and
+        ignores them; minibert takes none: ``tokenizer(text, ...).tokens()`` applies them.)"""
         text = one_text(text, "tokenize", "[tokenizer.tokenize(text) for text in texts], or tokenizer(texts) for ids")
-        return self.convert_ids_to_tokens(self.piece_ids(text))
+        check_flags(add_special_tokens=add_special_tokens)
+        if pair is None and not add_special_tokens:
+            return self.convert_ids_to_tokens(self.piece_ids(text))
+        return self(text, pair, add_special_tokens=add_special_tokens).tokens()
 
     def encode_and_show_work(self, text: str) -> dict:
         """Every intermediate step of tokenizing ``text``, for learning and debugging: the text
@@ -258,12 +271,16 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
             return self.vocab.get(tokens, self.unk_token_id)
         return [self.vocab.get(token, self.unk_token_id) for token in tokens]
 
-    def convert_ids_to_tokens(self, ids: int | Iterable[int]) -> str | list[str]:
+    def convert_ids_to_tokens(self, ids: int | Iterable[int], skip_special_tokens: bool = False) -> str | list[str]:
+        """The pieces of ``ids`` (one id gives one str); ``skip_special_tokens`` leaves out the ids
+        of ``all_special_ids`` from a list, as transformers does."""
+        check_flags(skip_special_tokens=skip_special_tokens)
         if isinstance(ids, int):
             return self._token(token_id(ids))
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
-        return [self._token(token_id(index)) for index in ids]
+        skipped = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self._token(index) for index in map(token_id, ids) if index not in skipped]
 
     def _token(self, index: int) -> str:
         token = self.added.spellings.get(index) or self.ids_to_tokens.get(index)
@@ -303,14 +320,6 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
             clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
         return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
 
-    def batch_decode(self, sequences, skip_special_tokens: bool = False,
-                     clean_up_tokenization_spaces: bool | None = None) -> list[str]:  # fmt: skip
-        """``decode`` of each row of ``sequences`` (a list of id lists, or a 2-D tensor or array):
-        a generation's or a batch's ids back to texts, as transformers' ``batch_decode``."""
-        if hasattr(sequences, "tolist"):
-            sequences = sequences.tolist()
-        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
-
     def convert_tokens_to_string(self, tokens: Iterable[str]) -> str:
         """Pieces back to text, as transformers' WordPiece decoder does it: a ``##`` piece is glued
         to the piece before it (the first piece keeps its ``##``), other pieces follow a space, and
@@ -320,6 +329,16 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         'lovely paris!'
         """
         return join_pieces(tokens)
+
+
+def _token_strings(tokens: Iterable) -> list[str]:
+    """Special tokens given as str or AddedToken (minibert's or ``tokenizers``'), as str."""
+    if isinstance(tokens, str):
+        raise InputTypeError(f"extra_special_tokens must be a list of tokens, got the str {tokens!r}")
+    strings = [getattr(token, "content", token) for token in tokens]
+    if not all(isinstance(token, str) and token for token in strings):
+        raise InputTypeError(f"extra_special_tokens must be non-empty strings or AddedTokens, got {list(tokens)!r}")
+    return strings
 
 
 # tokenizer_config.json's settings a from_pretrained keyword replaces, as in transformers.

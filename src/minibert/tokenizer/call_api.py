@@ -64,6 +64,12 @@ class TransformersCallAPI(Transformers4Calls):
     """``__call__``, ``encode``, ``pad`` and the framing methods, as transformers' tokenizers have them
     (and transformers 4's ``encode_plus`` / ``batch_encode_plus``: transformers4_calls.py)."""
 
+    # transformers' scripts and pipelines ask is_fast before they use what only its Rust-backed
+    # tokenizers had: offset_mapping, word_ids(), char_to_token (run_ner.py and run_qa.py refuse a
+    # tokenizer without them; token-classification pipelines need offsets to aggregate). minibert
+    # is pure Python, but it has all of them, with the fast tokenizer's results: True.
+    is_fast = True
+
     # ------------------------------------------------------------------ framing
 
     def build_inputs_with_special_tokens(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
@@ -74,9 +80,19 @@ class TransformersCallAPI(Transformers4Calls):
         """How many tokens the framing adds: 2 ([CLS] A [SEP]) or 3 for a pair."""
         return added_by_framing(pair)
 
-    def get_special_tokens_mask(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
-        """1 where ``build_inputs_with_special_tokens`` puts [CLS]/[SEP], 0 on the text's pieces."""
-        return special_tokens_mask(len(ids_a), None if ids_b is None else len(ids_b))
+    def get_special_tokens_mask(self, token_ids_0: list[int], token_ids_1: list[int] | None = None,
+                                already_has_special_tokens: bool = False) -> list[int]:  # fmt: skip
+        """1 where ``build_inputs_with_special_tokens`` puts [CLS]/[SEP], 0 on the text's pieces.
+
+        ``already_has_special_tokens=True`` (what transformers' ``DataCollatorForLanguageModeling``
+        passes, with framed ids): 1 on each id of ``all_special_ids``, as transformers marks them."""
+        if already_has_special_tokens:
+            if token_ids_1 is not None:
+                raise ValueError("get_special_tokens_mask: with already_has_special_tokens=True the ids are one "
+                                 "framed sequence; token_ids_1 must be None")  # fmt: skip
+            special = set(self.all_special_ids)
+            return [1 if int(index) in special else 0 for index in token_ids_0]
+        return special_tokens_mask(len(token_ids_0), None if token_ids_1 is None else len(token_ids_1))
 
     def encode(self, text: str, text_pair: str | None = None, **kwargs) -> list[int]:
         """The framed ids of one text (or pair), e.g. ``[101, 1045, 2293, 3000, 102]``."""
@@ -221,6 +237,16 @@ class TransformersCallAPI(Transformers4Calls):
         columns["offset_mapping"].append(offsets)
         columns["_word_ids"].append(words)
         columns["_sequence_ids"].append(sequences)
+
+    # ------------------------------------------------------------------ ids back to texts
+
+    def batch_decode(self, sequences, skip_special_tokens: bool = False,
+                     clean_up_tokenization_spaces: bool | None = None) -> list[str]:  # fmt: skip
+        """``decode`` of each row of ``sequences`` (a list of id lists, or a 2-D tensor or array):
+        a generation's or a batch's ids back to texts, as transformers' ``batch_decode``."""
+        if hasattr(sequences, "tolist"):
+            sequences = sequences.tolist()
+        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
     # ------------------------------------------------------------------ padding what is tokenized
 

@@ -1,5 +1,6 @@
 """A tokenizer's directory: which files ``BertTokenizer.from_pretrained`` reads (vocab.txt, or
-tokenizer.json; tokenizer_config.json; Google's casing rule without one) and the files
+tokenizer.json; tokenizer_config.json; Google's casing rule without one; the added tokens, from
+whichever files transformers 5 reads them: added_token_files.py) and the files
 ``save_pretrained`` writes, as transformers writes them."""
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ import logging
 import os
 from pathlib import Path
 
-from ..errors import ModelNotFoundError
+from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import write_atomically
 from ..loading.hub import resolve_file
+from .added_token_files import merge_legacy_files
 from .files import SPECIAL_TOKEN_NAMES, google_lower_case, load_vocab, read_tokenizer_config
-from .tokenizer_json import read_tokenizer_json
+from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
 
 logger = logging.getLogger("minibert")
 
@@ -21,15 +23,24 @@ logger = logging.getLogger("minibert")
 def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Path, dict | None, dict]:
     """(vocab file, {piece: id} when read from tokenizer.json else None, BertTokenizer's keyword
     arguments) of a directory or hub repository: ``vocab.txt`` (or, without it, ``tokenizer.json``)
-    and ``tokenizer_config.json``; without a config, Google's casing rule (``google_lower_case``)."""
-    vocab_file = resolve_file(name_or_path, "vocab.txt", revision=revision, required=False)
-    vocab, from_json = None, {}
+    and ``tokenizer_config.json``; without a config, Google's casing rule (``google_lower_case``);
+    the added tokens from whichever files transformers 5 reads them (added_token_files.py)."""
+
+    def find(name):
+        return resolve_file(name_or_path, name, revision=revision, required=False)
+
+    vocab_file, json_file = find("vocab.txt"), find("tokenizer.json")
+    vocab, from_json, json_added = None, {}, []
     if vocab_file is None:
-        vocab_file = resolve_file(name_or_path, "tokenizer.json", revision=revision, required=False)
-        if vocab_file is None:
+        if json_file is None:
             raise ModelNotFoundError(f"{name_or_path} has neither vocab.txt nor tokenizer.json")
-        vocab, from_json = read_tokenizer_json(vocab_file)
-    config_file = resolve_file(name_or_path, "tokenizer_config.json", revision=revision, required=False)
+        vocab_file = json_file
+        vocab, from_json = read_tokenizer_json(json_file)
+        json_added = from_json.pop("added_tokens", [])
+    elif json_file is not None:  # transformers 5 takes the vocabulary (and added tokens) from tokenizer.json
+        json_vocab, json_added = read_vocab_and_added_tokens(json_file)
+        _check_same_vocabulary(load_vocab(vocab_file), vocab_file, json_vocab, json_file)
+    config_file = find("tokenizer_config.json")
     settings = {}
     if config_file is not None:
         settings = read_tokenizer_config(Path(config_file))
@@ -39,9 +50,23 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
                     "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
     settings.update(from_json)  # tokenizer.json's pipeline is what `tokenizers` runs: it wins
-    if "added_tokens" in settings:
-        settings["added_tokens_file"] = vocab_file if "added_tokens" in from_json else config_file
+    if "added_tokens" in settings:  # the config's added_tokens_decoder: transformers reads no other file for them
+        settings["added_tokens_file"] = config_file
+    else:
+        settings = merge_legacy_files(settings, find, json_added, json_file)
     return Path(vocab_file), vocab, settings
+
+
+def _check_same_vocabulary(vocab: dict, vocab_file, json_vocab: dict, json_file) -> None:
+    """vocab.txt and tokenizer.json's ``model.vocab`` must agree: transformers 5 reads the second,
+    minibert the first."""
+    if vocab != json_vocab:
+        differing = [piece for piece in vocab if json_vocab.get(piece) != vocab[piece]]
+        piece = (differing or [piece for piece in json_vocab if piece not in vocab])[0]
+        raise CheckpointError(f"{json_file}'s model.vocab differs from {vocab_file} (e.g. {piece!r}: id "
+                              f"{json_vocab.get(piece)} there, {vocab.get(piece)} in vocab.txt); transformers 5 takes "
+                              "the vocabulary from tokenizer.json, so minibert refuses the folder rather than give "
+                              "other ids")  # fmt: skip
 
 
 def tokenizer_files(tokenizer) -> dict[str, bytes]:

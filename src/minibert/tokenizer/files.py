@@ -125,17 +125,11 @@ def read_tokenizer_config(config_file: Path) -> dict:
             if config[key] not in SIDES:
                 raise CheckpointError(f"{config_file}: {key} must be 'right' or 'left', got {config[key]!r}")
             settings[key] = config[key]
-    # transformers 5 writes them as extra_special_tokens (a list, or {name: token}); 4 as additional_...
-    additional = config.get("additional_special_tokens") or config.get("extra_special_tokens") or []
-    if isinstance(additional, dict):
-        additional = list(additional.values())
-    additional = [token.get("content") if isinstance(token, dict) else token for token in additional] \
-        if isinstance(additional, list) else None  # fmt: skip
-    if additional is None or not all(isinstance(token, str) for token in additional):
-        raise CheckpointError(f"{config_file}: additional_special_tokens (or extra_special_tokens) must be a list of "
-                              "strings")  # fmt: skip
-    if additional:
-        settings["additional_special_tokens"] = additional
+    # transformers 5 writes them as extra_special_tokens (a list, or {name: token}); 4 as additional_...;
+    # given both, transformers 5 takes extra_special_tokens unless it is empty.
+    if "extra_special_tokens" in config or "additional_special_tokens" in config:
+        extra = config.get("extra_special_tokens") or config.get("additional_special_tokens") or []
+        settings["additional_special_tokens"] = special_token_list(extra, f"{config_file}: extra_special_tokens")
     if "added_tokens_decoder" in config:
         where = f"{config_file}: added_tokens_decoder"
         settings["added_tokens"] = read_added_tokens(config["added_tokens_decoder"], where)
@@ -148,14 +142,31 @@ def read_tokenizer_config(config_file: Path) -> dict:
     return settings
 
 
+def special_token_list(tokens, where: str) -> list[str]:
+    """A file's list of special tokens (str, or serialized AddedToken dicts; transformers 5 may
+    write {name: token}) as a list of str, or a CheckpointError naming the file."""
+    if isinstance(tokens, dict):
+        tokens = list(tokens.values())
+    tokens = [token.get("content") if isinstance(token, dict) else token for token in tokens] \
+        if isinstance(tokens, list) else None  # fmt: skip
+    if tokens is None or not all(isinstance(token, str) for token in tokens):
+        raise CheckpointError(f"{where} must be a list of strings")
+    return tokens
+
+
 _ADDED_TOKEN_FLAGS = ("single_word", "lstrip", "rstrip", "normalized", "special")
 
 
-def read_added_tokens(entries, where: str, *, listed: bool = False) -> list[tuple[int, AddedToken]]:
+def read_added_tokens(entries, where: str, *, listed: bool = False, vocab=()) -> list[tuple[int, AddedToken]]:
     """(id, AddedToken) from ``{"30522": {"content": ..., "normalized": ..., ...}}``
-    (tokenizer_config.json's ``added_tokens_decoder``) or, ``listed``, from
-    ``[{"id": 30522, "content": ..., ...}]`` (tokenizer.json's ``added_tokens``), every field's type
-    checked."""
+    (tokenizer_config.json's ``added_tokens_decoder``: sorted by id, as transformers adds them) or,
+    ``listed``, from ``[{"id": 30522, "content": ..., ...}]`` (tokenizer.json's ``added_tokens``),
+    every field's type checked.
+
+    A list whose new tokens (those not in ``vocab``) are out of id order is refused: ``tokenizers``
+    gives each new token the next id in *list* order (the ``id`` fields are not read), while
+    transformers' BertTokenizer (a folder with a tokenizer_config.json) adds them in *id* order, so
+    the two give such a file different ids."""
     if listed and isinstance(entries, list):
         items = [(entry.get("id") if isinstance(entry, dict) else None, entry) for entry in entries]
     elif not listed and isinstance(entries, dict):
@@ -177,4 +188,14 @@ def read_added_tokens(entries, where: str, *, listed: bool = False) -> list[tupl
             tokens.append((index, AddedToken.of(AddedToken(entry["content"], **flags), special=False)))
         except NotImplementedError as error:
             raise CheckpointError(f"{where}: {error}") from None
+    if not listed:
+        return sorted(tokens, key=lambda entry: entry[0])
+    new = [(index, token) for index, token in tokens if token.content not in vocab]
+    for (index, token), (next_index, next_token) in zip(new, new[1:]):
+        if next_index <= index:
+            raise CheckpointError(
+                f"{where}: not in id order ({token.content!r}, id {index}, is listed before {next_token.content!r}, "
+                f"id {next_index}): `tokenizers` numbers added tokens in list order, transformers' BertTokenizer in "
+                "id order, so the two libraries give this file different ids; minibert refuses it"
+            )  # fmt: skip
     return tokens

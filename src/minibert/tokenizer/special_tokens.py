@@ -18,53 +18,99 @@ class SpecialTokens:
     """The roles, their ids, and the added tokens; mixed into ``BertTokenizer`` (bert_tokenizer.py),
     which provides ``vocab``, ``vocab_file``, ``added`` and ``do_basic_tokenize``."""
 
-    def _set_special_tokens(self, tokens: dict[str, str], additional: list[str]) -> None:
-        """The roles ([UNK], [SEP], [PAD], [CLS], [MASK]) and their ids. [UNK], [CLS] and [SEP] frame
-        every input; [PAD] and [MASK] are only needed to pad and to mask, so a vocabulary without
-        them (Google's test vocabularies) loads, and padding or fill_mask then raise, naming the
-        missing piece."""
+    def _set_special_tokens(self, tokens: dict[str, str], extra: list[str]) -> None:
+        """The roles ([UNK], [SEP], [PAD], [CLS], [MASK]) and their ids, and the extra special tokens
+        (``extra_special_tokens``, transformers 4's ``additional_special_tokens``). [UNK], [CLS] and
+        [SEP] frame every input; [PAD] and [MASK] are only needed to pad and to mask, so a vocabulary
+        without them (Google's test vocabularies) loads, and padding or fill_mask then raise, naming
+        the missing piece. An extra special token the tokenizer lacks is added, taking the next id
+        (``_register_extra_special_tokens``), as transformers 5's constructor adds it."""
         missing = [tokens[name] for name in ("unk_token", "sep_token", "cls_token") if tokens[name] not in self.vocab]
         if missing:
             raise CheckpointError(f"vocabulary file {self.vocab_file} lacks the special tokens {missing}")
         for name in SPECIAL_TOKEN_NAMES:
             setattr(self, name, tokens[name])
             setattr(self, name.replace("_token", "_token_id"), self.vocab.get(tokens[name]))  # None: cannot pad/mask
-        absent = [token for token in additional if token not in self.vocab]
-        if absent:
-            raise CheckpointError(f"additional special tokens {absent} are not in the vocabulary {self.vocab_file}")
-        self.additional_special_tokens = additional
+        self._extra_special_tokens = list(dict.fromkeys(extra))
+
+    def _register_extra_special_tokens(self) -> None:
+        """Each extra special token not yet an added token becomes one, matched as typed (a new
+        piece takes the next id; a piece of the vocabulary keeps its own, e.g. ``[unused0]``); one a
+        file already lists as an added token stays as the file has it (transformers 5 does both)."""
+        tokens = self._extra_special_tokens
+        self.added.add([AddedToken(token, special=True) for token in tokens if token not in self.added.tokens],
+                       set(self._roles()))  # fmt: skip
+
+    def _roles(self) -> list[str]:
+        """The role tokens the vocabulary has, in transformers' order (unk, sep, pad, cls, mask)."""
+        return list(dict.fromkeys(token for token in self.special_tokens_map.values() if token in self.vocab))
 
     def _special_tokens(self) -> list[str]:
-        roles = [getattr(self, name) for name in SPECIAL_TOKEN_NAMES]
-        return list(dict.fromkeys(t for t in [*roles, *self.additional_special_tokens] if t in self.vocab))
+        return self.all_special_tokens
 
     def _make_matchers(self) -> None:
-        specials = self._special_tokens()
-        self.added.make_matchers(specials)
-        self.all_special_ids = sorted({self.vocab[token] for token in specials})
+        self.added.make_matchers(self._roles())
 
     def _normalized(self, text: str) -> str:
         return self.added.normalized(text)
 
-    def add_special_tokens(self, special_tokens_dict: dict) -> int:
-        """Add special tokens, as transformers does: ``{"additional_special_tokens": ["<e1>", ...]}``
-        and/or a role (``"mask_token": "[MASK]"``, ...). A new piece gets the next id; in a text it
-        is kept whole, matched exactly (not lowercased). Returns how many pieces were new: grow
-        the model's embeddings by as many (``model.resize_token_embeddings(len(tokenizer))``)."""
-        unknown = set(special_tokens_dict) - {"additional_special_tokens", *SPECIAL_TOKEN_NAMES}
+    @property
+    def extra_special_tokens(self) -> list[str]:
+        """The special tokens beyond the roles (``<e1>``, ...): transformers 5's name. Assigning a
+        list only changes which tokens count as special (``all_special_ids``), as in transformers;
+        ``add_special_tokens`` also adds them."""
+        return list(self._extra_special_tokens)
+
+    @extra_special_tokens.setter
+    def extra_special_tokens(self, tokens) -> None:
+        self._extra_special_tokens = list(tokens or [])
+
+    additional_special_tokens = extra_special_tokens  # transformers 4's name for the same list
+
+    @property
+    def extra_special_tokens_ids(self) -> list[int]:
+        return self.convert_tokens_to_ids(self._extra_special_tokens)
+
+    def add_special_tokens(self, special_tokens_dict: dict, replace_extra_special_tokens: bool = True) -> int:
+        """Add special tokens, as transformers 5 does: ``{"extra_special_tokens": ["<e1>", ...]}``
+        (or transformers 4's key ``additional_special_tokens``) and/or a role (``"mask_token":
+        "[MASK]"``, ...). A new piece gets the next id; in a text it is kept whole, matched exactly
+        (not lowercased). The list given *replaces* ``extra_special_tokens``
+        (``replace_extra_special_tokens=False``: extends it); a token it drops stays an added token
+        (still cut out whole and skipped by decode) but no longer counts in ``all_special_ids``.
+        Returns how many tokens were added or changed, as transformers counts them (a piece of the
+        vocabulary not yet an added token counts): grow the model's embeddings with
+        ``model.resize_token_embeddings(len(tokenizer))``."""
+        tokens_dict = dict(special_tokens_dict)
+        if "additional_special_tokens" in tokens_dict and not tokens_dict.get("extra_special_tokens"):
+            tokens_dict["extra_special_tokens"] = tokens_dict.pop("additional_special_tokens")
+        unknown = set(tokens_dict) - {"extra_special_tokens", *SPECIAL_TOKEN_NAMES}
         if unknown:
-            raise ValueError(f"add_special_tokens: unknown keys {sorted(unknown)}")
-        added = 0
-        for name, value in special_tokens_dict.items():
-            tokens = list(value) if name == "additional_special_tokens" else [value]
-            if not all(isinstance(token, str) and token for token in tokens):
+            raise ValueError(f"add_special_tokens: unknown keys {sorted(unknown)}; the keys are "
+                             f"{', '.join(SPECIAL_TOKEN_NAMES)} and extra_special_tokens")  # fmt: skip
+        tokens: list[AddedToken] = []
+        roles: dict[str, str] = {}
+        for name, value in tokens_dict.items():
+            values = value if name == "extra_special_tokens" else [value]
+            if name == "extra_special_tokens" and not isinstance(value, (list, tuple)):
+                raise TypeError(f"add_special_tokens: extra_special_tokens must be a list, got {value!r}")
+            given = [AddedToken.of(token, special=True) for token in values]
+            if not all(token.content for token in given):
                 raise TypeError(f"add_special_tokens: {name} must be non-empty strings, got {value!r}")
-            added += sum(self.added.add_special(token) for token in tokens)
-            if name == "additional_special_tokens":
-                self.additional_special_tokens = list(dict.fromkeys([*self.additional_special_tokens, *tokens]))
+            if name == "extra_special_tokens":
+                known = [] if replace_extra_special_tokens else self._extra_special_tokens
+                given = [token for token in given if token.content not in known]
+                if replace_extra_special_tokens and given:
+                    self._extra_special_tokens = list(dict.fromkeys(token.content for token in given))
+                else:
+                    self._extra_special_tokens.extend(token.content for token in given)
             else:
-                setattr(self, name, tokens[0])
-                setattr(self, name.replace("_token", "_token_id"), self.vocab[tokens[0]])
+                roles[name] = given[0].content
+            tokens.extend(given)
+        added = self.added.add(tokens, set(self._roles()))
+        for name, token in roles.items():
+            setattr(self, name, token)
+            setattr(self, name.replace("_token", "_token_id"), self.vocab[token])
         self._make_matchers()
         return added
 
@@ -94,18 +140,33 @@ class SpecialTokens:
 
     @property
     def added_tokens_decoder(self) -> dict[int, AddedToken]:
-        """{id: AddedToken}: the special tokens and every added token, as transformers lists them."""
-        tokens = {self.vocab[t]: AddedToken(t, normalized=False, special=True) for t in self._special_tokens()}
+        """{id: AddedToken}: the roles and every added token, by id, as transformers lists them."""
+        tokens = {self.vocab[t]: AddedToken(t, normalized=False, special=True) for t in self._roles()}
         tokens.update({self.vocab[content]: token for content, token in self.added.tokens.items()})
         return dict(sorted(tokens.items()))
 
     @property
+    def added_tokens_encoder(self) -> dict[str, int]:
+        """{token: id} of ``added_tokens_decoder``, in id order (transformers' name)."""
+        return {token.content: index for index, token in self.added_tokens_decoder.items()}
+
+    def get_added_vocab(self) -> dict[str, int]:
+        """{token: id} of the roles and the added tokens, in id order, as transformers 5 gives it."""
+        return self.added_tokens_encoder
+
+    @property
     def special_tokens_map(self) -> dict[str, str]:
-        """{"unk_token": "[UNK]", "sep_token": "[SEP]", ...}: the special tokens by role."""
-        return dict(zip(SPECIAL_TOKEN_NAMES, (self.unk_token, self.sep_token, self.pad_token, self.cls_token,
-                                              self.mask_token)))  # fmt: skip
+        """{"unk_token": "[UNK]", "sep_token": "[SEP]", ...}: the special tokens by role (as in
+        transformers 5, the extra special tokens are not in it: ``extra_special_tokens``)."""
+        return {name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES}
 
     @property
     def all_special_tokens(self) -> list[str]:
-        """The special tokens the vocabulary has, in the roles' order (as transformers lists them)."""
-        return list(dict.fromkeys(token for token in self.special_tokens_map.values() if token in self.vocab))
+        """The roles the vocabulary has, in transformers' order (unk, sep, pad, cls, mask), then the
+        extra special tokens, each once: as transformers 5 lists them."""
+        return list(dict.fromkeys([*self._roles(), *self._extra_special_tokens]))
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        """The ids of ``all_special_tokens``, in its order (transformers' ``all_special_ids``)."""
+        return self.convert_tokens_to_ids(self.all_special_tokens)

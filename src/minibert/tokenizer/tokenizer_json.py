@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.json_files import parse_json
+from .added_tokens import AddedToken
 from .algorithm import MAX_CHARS_PER_WORD  # WordPiece's limit; a file with another one is refused
 from .files import read_added_tokens
 
@@ -64,10 +65,27 @@ def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
     if values.get("pre_tokenizer") != {"type": "BertPreTokenizer"}:
         refuse("pre_tokenizer", values.get("pre_tokenizer"), "not BERT's whitespace-and-punctuation split")
     settings.update(_framing(values.get("post_processor"), vocab, refuse))
-    added = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens", listed=True)
+    added = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens", listed=True, vocab=vocab)
     if any(vocab.get(token.content) != index or not token.special for index, token in added):
         settings["added_tokens"] = added  # beyond the vocabulary, or matched after normalization
     return vocab, settings
+
+
+def read_vocab_and_added_tokens(path: str | os.PathLike) -> tuple[dict, list[tuple[int, AddedToken]]]:
+    """Only ``model.vocab`` and ``added_tokens`` of a tokenizer.json lying beside a vocab.txt:
+    transformers 5 takes its BertTokenizer's vocabulary from it, and (without an
+    ``added_tokens_decoder`` in tokenizer_config.json) its added tokens (added_token_files.py)."""
+    path = Path(path)
+    try:
+        values = parse_json(path.read_bytes())
+    except ValueError as error:
+        raise CheckpointError(f"malformed tokenizer file {path}: {error}") from None
+    model = values.get("model") if isinstance(values, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if not isinstance(vocab, dict):
+        raise CheckpointError(f"{path}: model.vocab is missing or not a JSON object {{piece: id}}")
+    added = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens", listed=True, vocab=vocab)
+    return vocab, added
 
 
 def _normalizer_settings(normalizer, refuse) -> dict:
