@@ -149,6 +149,17 @@ def test_an_empty_output_is_a_usage_error_naming_the_flag_and_nothing_is_written
     assert result.stdout == "" and sorted(tmp_path.iterdir()) == before
 
 
+def test_an_empty_write_features_is_a_usage_error_not_a_run_in_the_current_folder(tmp_path, monkeypatch):
+    """finetune --write-features "" fine-tuned into the current folder (exit 0), or named an
+    --output never given: the file it names is an output, refused empty like every --output."""
+    monkeypatch.chdir(tmp_path)
+    result = run_minibert("finetune", "--model", "enc", "--train", "train.tsv", "--glue", "mrpc",
+                          "--write-features", "")  # fmt: skip
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "argument --write-features: is empty" in lines[0], lines
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("output", ["a.tfrecord,", "a.tfrecord,,b.tfrecord", ","])
 def test_pretraining_data_refuses_an_empty_name_among_its_outputs_as_a_usage_error(output, tmp_path):
     result = run_minibert("pretraining-data", "--input", "t.txt", "--vocab", "v.txt", "--output", output)

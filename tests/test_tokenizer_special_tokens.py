@@ -120,3 +120,18 @@ def test_is_fast(both):
     text = "Hello, World!"
     same(lambda t: t(text, return_offsets_mapping=True)["offset_mapping"], ours, theirs)
     same(lambda t: t(text).word_ids(), ours, theirs)
+
+
+def test_a_refused_call_changes_nothing_and_a_str_is_not_a_list(both):
+    """add_special_tokens with one bad key changed extra_special_tokens before refusing (and a save
+    then held one token more than the model's embeddings); a plain str assigned to
+    extra_special_tokens was split into its characters ("e" counted as special). Both are refused
+    with nothing changed, as transformers refuses a str there."""
+    ours, _ = both
+    before = (ours.extra_special_tokens, ours.all_special_ids, len(ours))
+    with pytest.raises(TypeError, match="mask_token must be non-empty"):
+        ours.add_special_tokens({"extra_special_tokens": ["<e1>"], "mask_token": ""})
+    assert (ours.extra_special_tokens, ours.all_special_ids, len(ours)) == before
+    with pytest.raises(TypeError, match="must be a list of tokens, got the str '<e1>'"):
+        ours.extra_special_tokens = "<e1>"
+    assert (ours.extra_special_tokens, ours.all_special_ids, len(ours)) == before

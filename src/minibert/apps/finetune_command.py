@@ -21,12 +21,13 @@ def add_parser(commands, parents: list) -> None:
     """Add ``finetune`` to the ``minibert`` command's subparsers; ``parents``: the process flags
     every command takes (--debug) and --gemm. Its flags are FinetuneOptions' fields, and the sweep's and
     --write-features' own."""
+    from ..limits import output_name
     from ..training.options import FinetuneOptions  # no torch: the fields, defaults, limits, help
 
     finetune = commands.add_parser("finetune", parents=parents,
                                    help="fine-tune a checkpoint on labelled examples (Google's step)")  # fmt: skip
     add_flags(finetune, FinetuneOptions)
-    finetune.add_argument("--write-features", metavar="FILE.tfrecord",
+    finetune.add_argument("--write-features", metavar="FILE.tfrecord", type=output_name,
                           help="write --train's features in Google's TFRecord layout (run_classifier.py's; "
                           "run_squad.py's for --task answer), then stop")  # fmt: skip
     finetune.add_argument("--seeds", type=positive_int, help="a sweep: this many seeds (--seed, --seed + 1, ...) "

@@ -27,7 +27,7 @@ from .directory import read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces, check_side
 from .fast_basic import FastBasicTokenizer
 from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, casing_contradiction, load_vocab
-from .special_tokens import SpecialTokens
+from .special_tokens import SpecialTokens, token_strings
 
 
 class BertTokenizer(SpecialTokens, TransformersCallAPI):
@@ -93,7 +93,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         source = added_tokens_file or vocab_file
         self.added.restore(added_tokens, source)  # before the roles: they may be among them
         extra = additional_special_tokens if extra_special_tokens is None else extra_special_tokens
-        self._set_special_tokens({**_DEFAULT_SPECIAL_TOKENS, **special_tokens}, _token_strings(extra))
+        self._set_special_tokens({**_DEFAULT_SPECIAL_TOKENS, **special_tokens}, token_strings(extra))
         # WordPiece sees the vocabulary it was trained with: added tokens are cut out before it runs.
         self.wordpiece = WordPieceTokenizer(self._base_vocab, self.unk_token_id)
         self.added.check_restored(source)
@@ -329,16 +329,6 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         'lovely paris!'
         """
         return join_pieces(tokens)
-
-
-def _token_strings(tokens: Iterable) -> list[str]:
-    """Special tokens given as str or AddedToken (minibert's or ``tokenizers``'), as str."""
-    if isinstance(tokens, str):
-        raise InputTypeError(f"extra_special_tokens must be a list of tokens, got the str {tokens!r}")
-    strings = [getattr(token, "content", token) for token in tokens]
-    if not all(isinstance(token, str) and token for token in strings):
-        raise InputTypeError(f"extra_special_tokens must be non-empty strings or AddedTokens, got {list(tokens)!r}")
-    return strings
 
 
 # tokenizer_config.json's settings a from_pretrained keyword replaces, as in transformers.

@@ -9,7 +9,9 @@ the class itself reads as the algorithm and its files.
 
 from __future__ import annotations
 
-from ..errors import CheckpointError
+from collections.abc import Iterable
+
+from ..errors import CheckpointError, InputTypeError
 from .added_tokens import AddedToken
 from .files import SPECIAL_TOKEN_NAMES
 
@@ -63,7 +65,7 @@ class SpecialTokens:
 
     @extra_special_tokens.setter
     def extra_special_tokens(self, tokens) -> None:
-        self._extra_special_tokens = list(tokens or [])
+        self._extra_special_tokens = token_strings(tokens or [])  # (a str is refused, not split into characters)
 
     additional_special_tokens = extra_special_tokens  # transformers 4's name for the same list
 
@@ -90,6 +92,7 @@ class SpecialTokens:
                              f"{', '.join(SPECIAL_TOKEN_NAMES)} and extra_special_tokens")  # fmt: skip
         tokens: list[AddedToken] = []
         roles: dict[str, str] = {}
+        extra = list(self._extra_special_tokens)  # changed only once every key has been checked and added
         for name, value in tokens_dict.items():
             values = value if name == "extra_special_tokens" else [value]
             if name == "extra_special_tokens" and not isinstance(value, (list, tuple)):
@@ -98,16 +101,17 @@ class SpecialTokens:
             if not all(token.content for token in given):
                 raise TypeError(f"add_special_tokens: {name} must be non-empty strings, got {value!r}")
             if name == "extra_special_tokens":
-                known = [] if replace_extra_special_tokens else self._extra_special_tokens
+                known = [] if replace_extra_special_tokens else extra
                 given = [token for token in given if token.content not in known]
                 if replace_extra_special_tokens and given:
-                    self._extra_special_tokens = list(dict.fromkeys(token.content for token in given))
+                    extra = list(dict.fromkeys(token.content for token in given))
                 else:
-                    self._extra_special_tokens.extend(token.content for token in given)
+                    extra.extend(token.content for token in given)
             else:
                 roles[name] = given[0].content
             tokens.extend(given)
         added = self.added.add(tokens, set(self._roles()))
+        self._extra_special_tokens = extra
         for name, token in roles.items():
             setattr(self, name, token)
             setattr(self, name.replace("_token", "_token_id"), self.vocab[token])
@@ -170,3 +174,13 @@ class SpecialTokens:
     def all_special_ids(self) -> list[int]:
         """The ids of ``all_special_tokens``, in its order (transformers' ``all_special_ids``)."""
         return self.convert_tokens_to_ids(self.all_special_tokens)
+
+
+def token_strings(tokens: Iterable) -> list[str]:
+    """Special tokens given as str or AddedToken (minibert's or ``tokenizers``'), as str."""
+    if isinstance(tokens, str):
+        raise InputTypeError(f"extra_special_tokens must be a list of tokens, got the str {tokens!r}")
+    strings = [getattr(token, "content", token) for token in tokens]
+    if not all(isinstance(token, str) and token for token in strings):
+        raise InputTypeError(f"extra_special_tokens must be non-empty strings or AddedTokens, got {list(tokens)!r}")
+    return strings
