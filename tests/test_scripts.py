@@ -151,6 +151,46 @@ def test_profile_embed_splits_the_time(monkeypatch, capsys):
     assert "at most" in stdout
 
 
+# ----------------------------------------------------------------------------- what the benchmarks measure
+# (how they measure, never how fast: no test here reads a timing)
+
+
+def test_bench_tokenizer_times_new_text_on_a_fresh_tokenizer_each_round(monkeypatch):
+    """The tokenizer row times what a user gets: each round's minibert tokenizer meets the texts for
+    the first time (its word cache empty when the clock starts), not a warm-up that already cached
+    every word. The second row, labelled as repeated text, times one tokenizer that has seen them."""
+    import bench_rows
+    import bench_text
+
+    from minibert.tokenizer.algorithm import WordPieceTokenizer
+
+    calls, clock = [], []  # per timed call: {a minibert word cache: its size when that call first used it}
+    timed, pieces = bench_rows.timed, WordPieceTokenizer.pieces
+
+    def spying_timed(fn):
+        calls.append({})
+        clock.append("running")
+        try:
+            return timed(fn)
+        finally:
+            clock.pop()
+
+    def spying_pieces(self, word):
+        if clock:  # only what the clock times: not the warm-ups, nor the loading of fresh tokenizers
+            calls[-1].setdefault(id(self), len(self._cache))
+        return pieces(self, word)
+
+    monkeypatch.setattr(bench_rows, "timed", spying_timed)
+    monkeypatch.setattr(WordPieceTokenizer, "pieces", spying_pieces)
+    texts = ["The quick brown fox jumps over the lazy dog.", "Unaffable tokenizers tokenize real text!"] * 3
+    new_text, again = bench_text.bench_tokenizer(texts, rounds=3)
+    ours = [sizes for sizes in calls if sizes]  # the Rust calls never reach WordPieceTokenizer
+    assert len(calls) == 12 and len(ours) == 6 and all(len(sizes) == 1 for sizes in ours), calls
+    assert [list(sizes.values())[0] == 0 for sizes in ours] == [True] * 3 + [False] * 3, ours
+    assert "new texts" in new_text["workload"] and "fresh tokenizer each round" in new_text["workload"]
+    assert new_text["target"] == ">= 1.0x" and again["target"] == "report" and "again" in again["workload"]
+
+
 # ----------------------------------------------------------------------------- the learning scripts' edges
 
 
