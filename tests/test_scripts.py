@@ -191,6 +191,34 @@ def test_bench_tokenizer_times_new_text_on_a_fresh_tokenizer_each_round(monkeypa
     assert new_text["target"] == ">= 1.0x" and again["target"] == "report" and "again" in again["workload"]
 
 
+def test_bench_import_ratio_reads_in_the_direction_of_its_target(monkeypatch):
+    """The import row's target is minibert's share of transformers' time (<= 0.6x the time); its
+    ratio cells hold that share, not its inverse (a row reading 2.35x against <= 0.6x)."""
+    import bench_startup
+
+    monkeypatch.setattr(bench_startup, "missing_modules", lambda *modules: [])
+    monkeypatch.setattr(bench_startup, "side_by_side", lambda ours, theirs, rounds: ([0.3, 0.4, 0.5], [1.0] * 3))
+    result = bench_startup.bench_import(3)
+    assert result["target"] == "<= 0.6x the time"
+    assert (result["ratio_median"], result["ratio_min"], result["ratio_max"]) == (0.4, 0.3, 0.5)
+    assert "minibert's time over transformers'" in result["note"]
+
+
+def test_start_up_rows_run_this_checkout_and_keep_the_users_path(monkeypatch, tmp_path):
+    """The processes of the import, cold and tf rows import the minibert beside the script (src/ of
+    this checkout, whatever is installed), with the user's own PYTHONPATH after it."""
+    import bench_startup
+
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    env = bench_startup.checkout_env()
+    source = SCRIPTS.parent / "src"
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(source), str(tmp_path)]
+    found = subprocess.run([sys.executable, "-c", "import minibert; print(minibert.__file__)"], env=env,
+                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout  # fmt: skip
+    assert Path(found.strip()).resolve().is_relative_to(source.resolve()), found
+    assert bench_startup.missing_modules("minibert", "no_such_module_here") == ["no_such_module_here"]
+
+
 # ----------------------------------------------------------------------------- the learning scripts' edges
 
 
