@@ -44,7 +44,7 @@ def in_turn(runs: dict, rounds: int, before: dict | None = None) -> dict[str, li
     names, times = list(runs), {name: [] for name in runs}
     for index in range(rounds):
         gc.collect()
-        for name in names[index % len(names) :] + names[: index % len(names)]:
+        for name in round_order(names, index):
             before.get(name, _nothing)()
             times[name].append(timed(runs[name]))
     return times
@@ -52,6 +52,16 @@ def in_turn(runs: dict, rounds: int, before: dict | None = None) -> dict[str, li
 
 def _nothing() -> None:
     pass
+
+
+def round_order(sides: list, index: int) -> list:
+    """The order of round ``index``: the sides turned by one place each round (A B, B A, ...).
+
+    >>> [round_order(["A", "B", "C"], index) for index in range(3)]
+    [['A', 'B', 'C'], ['B', 'C', 'A'], ['C', 'A', 'B']]
+    """
+    turn = index % len(sides)
+    return sides[turn:] + sides[:turn]
 
 
 def row(name, against, ours_times, theirs_times, target, work=None, unit="items", flops=None, peak=None, note=""):

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from bench_rows import ROOT, minilm_dir, row, side_by_side
+from bench_rows import ROOT, minilm_dir, round_order, row, side_by_side
 
 
 def checkout_env() -> dict:
@@ -141,8 +141,9 @@ def bench_tf_checkpoint(rounds: int):
                        check=True, capture_output=True)  # fmt: skip
         size = (hub / "model.safetensors").stat().st_size
         tf_times, st_times, tf_memory, st_memory = [], [], [], []
-        for _ in range(rounds):
-            for source, times, memory in ((google, tf_times, tf_memory), (hub, st_times, st_memory)):
+        sides = [(google, tf_times, tf_memory), (hub, st_times, st_memory)]
+        for index in range(rounds):  # A B, B A, ...: a drift of the machine within a round hits both
+            for source, times, memory in round_order(sides, index):
                 probe = _probe("minibert", source)
                 times.append(probe["seconds"])
                 memory.append((probe["peak"] - probe["base"]) / size)

@@ -191,6 +191,23 @@ def test_bench_tokenizer_times_new_text_on_a_fresh_tokenizer_each_round(monkeypa
     assert new_text["target"] == ">= 1.0x" and again["target"] == "report" and "again" in again["workload"]
 
 
+def test_in_turn_turns_the_order_and_runs_before_untimed(monkeypatch):
+    """bench_rows.in_turn: one warm-up call each, then A B, B A, ...; ``before`` runs ahead of every
+    call of its side, outside the timed call."""
+    import bench_rows
+
+    events = []
+    monkeypatch.setattr(bench_rows, "timed", lambda fn: events.append("clock") or fn() or 0.0)
+    times = bench_rows.in_turn({"A": lambda: events.append("A"), "B": lambda: events.append("B")}, 3,
+                               before={"A": lambda: events.append("fresh A")})  # fmt: skip
+    assert events == ["fresh A", "A", "B",  # the warm-ups
+                      "fresh A", "clock", "A", "clock", "B",
+                      "clock", "B", "fresh A", "clock", "A",
+                      "fresh A", "clock", "A", "clock", "B"]  # fmt: skip
+    assert {name: len(values) for name, values in times.items()} == {"A": 3, "B": 3}
+    assert bench_rows.round_order(["tf", "safetensors"], 1) == ["safetensors", "tf"]
+
+
 def test_bench_import_ratio_reads_in_the_direction_of_its_target(monkeypatch):
     """The import row's target is minibert's share of transformers' time (<= 0.6x the time); its
     ratio cells hold that share, not its inverse (a row reading 2.35x against <= 0.6x)."""
