@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument(
         "--window-sizes",
         default="1000,10000,100000,1000000",
-        help="token counts for the 'window' workload (comma-separated)",
+        help="token counts for the 'window' workload, the model's and the assembly's (comma-separated)",
     )
     args = parser.parse_args()
     unknown = sorted(set(args.only or ()) - set(WORKLOADS))

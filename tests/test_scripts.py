@@ -236,6 +236,17 @@ def test_start_up_rows_run_this_checkout_and_keep_the_users_path(monkeypatch, tm
     assert bench_startup.missing_modules("minibert", "no_such_module_here") == ["no_such_module_here"]
 
 
+def test_bench_window_sizes_bound_the_assembly_too(capsys):
+    """``--window-sizes 300`` embeds and assembles 300 tokens only (the assembly ran to 1M tokens,
+    ~2.9 GB, whatever was asked)."""
+    import bench_text
+
+    bench_text.bench_window_scaling([300])
+    printed = capsys.readouterr().out
+    assembly = printed.split("assembly of windows alone:")[1].strip().splitlines()
+    assert [line.split("tokens:")[0].strip() for line in assembly] == ["300"], printed
+
+
 # ----------------------------------------------------------------------------- the learning scripts' edges
 
 
