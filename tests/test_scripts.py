@@ -140,6 +140,8 @@ def test_profile_embed_splits_the_time(monkeypatch, capsys):
     (a subprocess spent ~10 s importing torch, transformers and sentence-transformers again)."""
     import profile_embed
 
+    from minibert.speed.cpu import describe_machine
+
     monkeypatch.setattr(sys, "argv", ["profile_embed.py", "--texts", "40"])
     profile_embed.main()
     stdout = capsys.readouterr().out
@@ -149,6 +151,8 @@ def test_profile_embed_splits_the_time(monkeypatch, capsys):
     seconds = [float(part[part.index("s") - 1]) for part in parts]
     assert len(seconds) == 3 and abs(sum(seconds) - total) < 0.15, stdout
     assert "at most" in stdout
+    assert lines[0] == describe_machine(), stdout  # the CPU named before the figures
+    assert "medians of 3 interleaved rounds" in stdout and stdout.count("x now (") == 2, stdout
 
 
 # ----------------------------------------------------------------------------- what the benchmarks measure
