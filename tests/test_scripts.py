@@ -251,6 +251,19 @@ def test_bench_window_sizes_bound_the_assembly_too(capsys):
     assert [line.split("tokens:")[0].strip() for line in assembly] == ["300"], printed
 
 
+@pytest.mark.slow
+def test_bench_serve_names_the_cpu(tmp_path):
+    """docs/serving.md quotes bench_serve.py's figures: its output and its --json name the CPU they
+    were measured on (one small row, minibert alone)."""
+    from minibert.speed.cpu import cpu_name
+
+    result = run_script("bench_serve.py", "--quick", "--servers", "minibert", "--rounds", "1", "--rows", "1x1",
+                        "--json", str(tmp_path / "rows.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[0].startswith(cpu_name()), result.stdout
+    assert json.loads((tmp_path / "rows.json").read_text())["machine"].startswith(cpu_name())
+
+
 # ----------------------------------------------------------------------------- the learning scripts' edges
 
 
