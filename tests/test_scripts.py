@@ -264,6 +264,29 @@ def test_bench_serve_names_the_cpu(tmp_path):
     assert json.loads((tmp_path / "rows.json").read_text())["machine"].startswith(cpu_name())
 
 
+@pytest.mark.slow
+def test_bench_explore_times_the_peer_over_the_rounds(tmp_path):
+    """bench_explore.py's bertviz figure is a median of --rounds runs, like minibert's (it was one run,
+    after all of minibert's). A stand-in bertviz counts its calls; the real one is not needed."""
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("needs Chromium at /usr/bin/chromium")
+    pytest.importorskip("playwright")
+    (tmp_path / "bertviz").mkdir()
+    (tmp_path / "bertviz" / "__init__.py").write_text(
+        "import types\ncalls = []\n"
+        "def model_view(attention, tokens, html_action):\n"
+        "    calls.append(1)\n"
+        "    print(f'stand-in model_view call {len(calls)}')\n"
+        "    return types.SimpleNamespace(data='<html></html>')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, str(SCRIPTS / "bench_explore.py"), "--positions", "16", "--rounds", "2"],
+                            capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "stand-in model_view call 2" in result.stdout and "call 3" not in result.stdout, result.stdout
+    assert "median of 2 rounds" in result.stdout, result.stdout
+
+
 # ----------------------------------------------------------------------------- the learning scripts' edges
 
 
