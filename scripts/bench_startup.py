@@ -15,32 +15,59 @@ import tempfile
 from pathlib import Path
 
 import torch
-from bench_rows import ROOT, minilm_dir, row, side_by_side
+from bench_rows import ROOT, minilm_dir, round_order, row, side_by_side
+
+
+def checkout_env() -> dict:
+    """The environment of every process these rows start: this checkout's src/ first on PYTHONPATH
+    (the minibert beside this script, whatever is installed), the user's own PYTHONPATH after it."""
+    paths = [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+
+
+def missing_modules(*modules: str) -> list[str]:
+    """Those of ``modules`` that a process started with ``checkout_env()`` cannot import."""
+    env = checkout_env()
+
+    def importable(module: str) -> bool:
+        return subprocess.run([sys.executable, "-c", f"import {module}"], env=env, capture_output=True).returncode == 0
+
+    return [module for module in modules if not importable(module)]
 
 
 def bench_import(rounds: int):
+    """``import minibert`` against ``import transformers``, each in fresh processes. The target is
+    minibert's share of the peer's time, so this row's ratio is minibert's time over transformers'
+    (below 1: minibert is faster), the other way round from the rows of bench_rows.row."""
+    missing = missing_modules("minibert", "transformers")
+    if missing:
+        print(f"import: skipped ({', '.join(missing)} cannot be imported)", flush=True)
+        return None
     ours_code = "import minibert; minibert.BertModel"
     theirs_code = "import transformers; transformers.BertModel"
 
     def run(code):
-        return lambda: subprocess.run(
-            [sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
-        )
+        return lambda: subprocess.run([sys.executable, "-c", code], check=True, env=checkout_env())
 
     ours_times, theirs_times = side_by_side(run(ours_code), run(theirs_code), rounds)
     result = row(
         "import minibert (+ BertModel)", "import transformers + BertModel", ours_times, theirs_times, "<= 0.6x the time"
     )
-    result["note"] = f"time ratio minibert/transformers = {1 / result['ratio_median']:.2f}"
+    time_ratios = sorted(ours / theirs for ours, theirs in zip(ours_times, theirs_times))
+    result.update(ratio_median=statistics.median(time_ratios), ratio_min=time_ratios[0], ratio_max=time_ratios[-1],
+                  note="ratio: minibert's time over transformers' (below 1: minibert is faster)")  # fmt: skip
     return result
 
 
 def bench_cold_start(rounds: int):
     """One sentence through the CLI, from a cold process, against the floor every torch program
     pays: `python -c "import torch"`. Target: at most that + 0.8 s on the bundled MiniLM."""
+    if missing_modules("minibert"):
+        print("cold: skipped (minibert cannot be imported)", flush=True)
+        return None
     command = [sys.executable, "-m", "minibert", "embed", "--model", minilm_dir(), "one sentence"]
     floor = [sys.executable, "-c", "import torch"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = checkout_env()
 
     def run(argv):
         return lambda: subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -89,7 +116,7 @@ def _probe(which: str, directory) -> dict:
         capture_output=True,
         text=True,
         check=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        env=checkout_env(),
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -114,8 +141,9 @@ def bench_tf_checkpoint(rounds: int):
                        check=True, capture_output=True)  # fmt: skip
         size = (hub / "model.safetensors").stat().st_size
         tf_times, st_times, tf_memory, st_memory = [], [], [], []
-        for _ in range(rounds):
-            for source, times, memory in ((google, tf_times, tf_memory), (hub, st_times, st_memory)):
+        sides = [(google, tf_times, tf_memory), (hub, st_times, st_memory)]
+        for index in range(rounds):  # A B, B A, ...: a drift of the machine within a round hits both
+            for source, times, memory in round_order(sides, index):
                 probe = _probe("minibert", source)
                 times.append(probe["seconds"])
                 memory.append((probe["peak"] - probe["base"]) / size)

@@ -88,7 +88,9 @@ def scaling(model: str, count: int = 800) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     import corpus
     from minibert import Embedder
+    from minibert.speed.cpu import describe_machine
 
+    print(describe_machine(), flush=True)  # the CPU, named beside the figures below
     texts = corpus.benchmark_texts(count)
     quiet_ray()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
@@ -127,10 +129,11 @@ def main() -> None:
     parser.add_argument("--pooling", default=None, help="override the model's recipe (see minibert embed)")
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--scaling", action="store_true", help="measure 1 vs 2 actors on this machine")
+    parser.add_argument("--scaling-texts", type=int, default=800, help="how many real texts --scaling embeds")
     args = parser.parse_args()
     model = args.model or _bundled_model()
     if args.scaling:
-        scaling(model)
+        scaling(model, args.scaling_texts)
         return
     if len(args.inputs) < 2:
         parser.error("give input files or directories and an output directory")

@@ -11,16 +11,19 @@ profiler and splits its time into three parts:
 * the fused attention kernel (``scaled_dot_product_attention``);
 * everything else: LayerNorm, GELU, packing, bias copies, tokenization, Python.
 
-It then times transformers batching the same texts in order (padded to the longest of each batch
-of 32) and sentence-transformers, once each, and prints the ratio they reach today and the ratio
-minibert would reach if everything but the matmuls and the attention kernel took no time at all:
-a ceiling for any further work that keeps fp32 and PyTorch's kernels.
+It then times minibert, transformers batching the same texts in order (padded to the longest of
+each batch of 32) and sentence-transformers side by side: one warm-up call each, then --rounds
+rounds, the order turning every round (bench_rows.in_turn, as scripts/bench.py times). It prints
+the ratio they reach today (median of the rounds, min–max) and the ratio minibert would reach if
+everything but the matmuls and the attention kernel took no time at all: a ceiling for any further
+work that keeps fp32 and PyTorch's kernels. The CPU is printed first.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 import warnings
@@ -29,17 +32,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's minibert, whatever is installed
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from bench_model import matmul_peak  # noqa: E402
-from bench_rows import attention_flops, bert_flops, minilm_dir, timed  # noqa: E402
+from bench_rows import attention_flops, bert_flops, in_turn, minilm_dir  # noqa: E402
 from bench_text import mean_pool_in_order  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import corpus  # noqa: E402
+from minibert.speed.cpu import describe_machine  # noqa: E402
 
 GEMM_OPS = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "mkldnn::_linear_pointwise"}  # MKL or oneDNN
 
@@ -47,7 +51,9 @@ GEMM_OPS = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "mkldnn::_l
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--texts", type=int, default=3000, help="how many real texts (default 3000)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the comparison (default 3)")
     args = parser.parse_args()
+    print(describe_machine(), flush=True)
     warnings.simplefilter("ignore")  # the truncation warning is expected here
 
     import transformers
@@ -79,16 +85,17 @@ def main() -> None:
     attention = sum(e.self_cpu_time_total for e in events if "scaled_dot_product" in e.key) / 1e6
     other = total - gemm - attention  # also holds the profiler's own overhead: the ceiling below is generous
 
-    ours = timed(run_ours)
-
     st_model = SentenceTransformer(path, device="cpu")
     st_model.max_seq_length = 256
-    st_model.encode(texts[:64], batch_size=32)  # warm-up
-    st = timed(lambda: st_model.encode(texts, batch_size=32, show_progress_bar=False))
-
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.BertModel.from_pretrained(path, attn_implementation="sdpa").eval()
-    in_order = timed(lambda: mean_pool_in_order(tokenizer, model, texts))
+    times = in_turn({  # one warm-up call each, then A B C, B C A, ...: a slow spell of the machine hits all three
+        "minibert": run_ours,
+        "sentence-transformers": lambda: st_model.encode(texts, batch_size=32, show_progress_bar=False),
+        "transformers in order": lambda: mean_pool_in_order(tokenizer, model, texts),
+    }, args.rounds)  # fmt: skip
+    ours, st, in_order = (statistics.median(times[name]) for name in ("minibert", "sentence-transformers",
+                                                                       "transformers in order"))  # fmt: skip
 
     peak = matmul_peak(torch.float32)
     print(f"{len(texts)} texts, {sum(lengths):,} real tokens; matmul peak {peak:.0f} GFLOP/s fp32")
@@ -101,10 +108,12 @@ def main() -> None:
     ):  # fmt: skip
         print(f"  {name:<24} {seconds:6.1f} s  {100 * seconds / total:4.1f}%  {note}")
     floor = ours * (gemm + attention) / total  # this run's time with "everything else" free (shares of one stream)
-    print(f"\nwithout the profiler: minibert {ours:.1f} s, sentence-transformers {st:.1f} s, "
-          f"transformers in order {in_order:.1f} s")  # fmt: skip
-    print(f"ratio vs sentence-transformers: {st / ours:.2f}x now, at most {st / floor:.2f}x with everything else free")
-    print(f"ratio vs transformers in order: {in_order / ours:.2f}x now, at most {in_order / floor:.2f}x")
+    print(f"\nwithout the profiler, medians of {args.rounds} interleaved rounds: minibert {ours:.1f} s, "
+          f"sentence-transformers {st:.1f} s, transformers in order {in_order:.1f} s")  # fmt: skip
+    for name, ceiling in (("sentence-transformers", " with everything else free"), ("transformers in order", "")):
+        ratios = sorted(theirs / mine for mine, theirs in zip(times["minibert"], times[name]))
+        print(f"ratio vs {name}: {statistics.median(ratios):.2f}x now ({ratios[0]:.2f}–{ratios[-1]:.2f}), at most "
+              f"{statistics.median(times[name]) / floor:.2f}x{ceiling}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -219,6 +219,19 @@ def test_import_minibert_never_imports_ray():
 
 
 @pytest.mark.slow
+def test_corpus_script_scaling_names_the_cpu(minilm_dir):
+    """docs/embedder.md quotes ``embed_corpus_ray.py --scaling``: the CPU is printed before its figures."""
+    from minibert.speed.cpu import cpu_name
+
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "embed_corpus_ray.py")
+    result = subprocess.run([sys.executable, script, "--scaling", "--scaling-texts", "40", "--model", str(minilm_dir)],
+                            capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(cpu_name()) and len(lines) == 7, result.stdout
+
+
+@pytest.mark.slow
 def test_corpus_script_reads_embeds_and_writes_parquet(minilm_dir, tmp_path):
     import pyarrow.parquet as pq
 

@@ -140,6 +140,8 @@ def test_profile_embed_splits_the_time(monkeypatch, capsys):
     (a subprocess spent ~10 s importing torch, transformers and sentence-transformers again)."""
     import profile_embed
 
+    from minibert.speed.cpu import describe_machine
+
     monkeypatch.setattr(sys, "argv", ["profile_embed.py", "--texts", "40"])
     profile_embed.main()
     stdout = capsys.readouterr().out
@@ -149,6 +151,140 @@ def test_profile_embed_splits_the_time(monkeypatch, capsys):
     seconds = [float(part[part.index("s") - 1]) for part in parts]
     assert len(seconds) == 3 and abs(sum(seconds) - total) < 0.15, stdout
     assert "at most" in stdout
+    assert lines[0] == describe_machine(), stdout  # the CPU named before the figures
+    assert "medians of 3 interleaved rounds" in stdout and stdout.count("x now (") == 2, stdout
+
+
+# ----------------------------------------------------------------------------- what the benchmarks measure
+# (how they measure, never how fast: no test here reads a timing)
+
+
+def test_bench_tokenizer_times_new_text_on_a_fresh_tokenizer_each_round(monkeypatch):
+    """The tokenizer row times what a user gets: each round's minibert tokenizer meets the texts for
+    the first time (its word cache empty when the clock starts), not a warm-up that already cached
+    every word. The second row, labelled as repeated text, times one tokenizer that has seen them."""
+    import bench_rows
+    import bench_text
+
+    from minibert.tokenizer.algorithm import WordPieceTokenizer
+
+    calls, clock = [], []  # per timed call: {a minibert word cache: its size when that call first used it}
+    timed, pieces = bench_rows.timed, WordPieceTokenizer.pieces
+
+    def spying_timed(fn):
+        calls.append({})
+        clock.append("running")
+        try:
+            return timed(fn)
+        finally:
+            clock.pop()
+
+    def spying_pieces(self, word):
+        if clock:  # only what the clock times: not the warm-ups, nor the loading of fresh tokenizers
+            calls[-1].setdefault(id(self), len(self._cache))
+        return pieces(self, word)
+
+    monkeypatch.setattr(bench_rows, "timed", spying_timed)
+    monkeypatch.setattr(WordPieceTokenizer, "pieces", spying_pieces)
+    texts = ["The quick brown fox jumps over the lazy dog.", "Unaffable tokenizers tokenize real text!"] * 3
+    new_text, again = bench_text.bench_tokenizer(texts, rounds=3)
+    ours = [sizes for sizes in calls if sizes]  # the Rust calls never reach WordPieceTokenizer
+    assert len(calls) == 12 and len(ours) == 6 and all(len(sizes) == 1 for sizes in ours), calls
+    assert [list(sizes.values())[0] == 0 for sizes in ours] == [True] * 3 + [False] * 3, ours
+    assert "new texts" in new_text["workload"] and "fresh tokenizer each round" in new_text["workload"]
+    assert new_text["target"] == ">= 1.0x" and again["target"] == "report" and "again" in again["workload"]
+
+
+def test_in_turn_turns_the_order_and_runs_before_untimed(monkeypatch):
+    """bench_rows.in_turn: one warm-up call each, then A B, B A, ...; ``before`` runs ahead of every
+    call of its side, outside the timed call."""
+    import bench_rows
+
+    events = []
+    monkeypatch.setattr(bench_rows, "timed", lambda fn: events.append("clock") or fn() or 0.0)
+    times = bench_rows.in_turn({"A": lambda: events.append("A"), "B": lambda: events.append("B")}, 3,
+                               before={"A": lambda: events.append("fresh A")})  # fmt: skip
+    assert events == ["fresh A", "A", "B",  # the warm-ups
+                      "fresh A", "clock", "A", "clock", "B",
+                      "clock", "B", "fresh A", "clock", "A",
+                      "fresh A", "clock", "A", "clock", "B"]  # fmt: skip
+    assert {name: len(values) for name, values in times.items()} == {"A": 3, "B": 3}
+    assert bench_rows.round_order(["tf", "safetensors"], 1) == ["safetensors", "tf"]
+
+
+def test_bench_import_ratio_reads_in_the_direction_of_its_target(monkeypatch):
+    """The import row's target is minibert's share of transformers' time (<= 0.6x the time); its
+    ratio cells hold that share, not its inverse (a row reading 2.35x against <= 0.6x)."""
+    import bench_startup
+
+    monkeypatch.setattr(bench_startup, "missing_modules", lambda *modules: [])
+    monkeypatch.setattr(bench_startup, "side_by_side", lambda ours, theirs, rounds: ([0.3, 0.4, 0.5], [1.0] * 3))
+    result = bench_startup.bench_import(3)
+    assert result["target"] == "<= 0.6x the time"
+    assert (result["ratio_median"], result["ratio_min"], result["ratio_max"]) == (0.4, 0.3, 0.5)
+    assert "minibert's time over transformers'" in result["note"]
+
+
+def test_start_up_rows_run_this_checkout_and_keep_the_users_path(monkeypatch, tmp_path):
+    """The processes of the import, cold and tf rows import the minibert beside the script (src/ of
+    this checkout, whatever is installed), with the user's own PYTHONPATH after it."""
+    import bench_startup
+
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    env = bench_startup.checkout_env()
+    source = SCRIPTS.parent / "src"
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(source), str(tmp_path)]
+    found = subprocess.run([sys.executable, "-c", "import minibert; print(minibert.__file__)"], env=env,
+                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout  # fmt: skip
+    assert Path(found.strip()).resolve().is_relative_to(source.resolve()), found
+    assert bench_startup.missing_modules("minibert", "no_such_module_here") == ["no_such_module_here"]
+
+
+def test_bench_window_sizes_bound_the_assembly_too(capsys):
+    """``--window-sizes 300`` embeds and assembles 300 tokens only (the assembly ran to 1M tokens,
+    ~2.9 GB, whatever was asked)."""
+    import bench_text
+
+    bench_text.bench_window_scaling([300])
+    printed = capsys.readouterr().out
+    assembly = printed.split("assembly of windows alone:")[1].strip().splitlines()
+    assert [line.split("tokens:")[0].strip() for line in assembly] == ["300"], printed
+
+
+@pytest.mark.slow
+def test_bench_serve_names_the_cpu(tmp_path):
+    """docs/serving.md quotes bench_serve.py's figures: its output and its --json name the CPU they
+    were measured on (one small row, minibert alone)."""
+    from minibert.speed.cpu import cpu_name
+
+    result = run_script("bench_serve.py", "--quick", "--servers", "minibert", "--rounds", "1", "--rows", "1x1",
+                        "--json", str(tmp_path / "rows.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[0].startswith(cpu_name()), result.stdout
+    assert json.loads((tmp_path / "rows.json").read_text())["machine"].startswith(cpu_name())
+
+
+@pytest.mark.slow
+def test_bench_explore_times_the_peer_over_the_rounds(tmp_path):
+    """bench_explore.py's bertviz figure is a median of --rounds runs, like minibert's (it was one run,
+    after all of minibert's). A stand-in bertviz counts its calls; the real one is not needed."""
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("needs Chromium at /usr/bin/chromium")
+    pytest.importorskip("playwright")
+    (tmp_path / "bertviz").mkdir()
+    (tmp_path / "bertviz" / "__init__.py").write_text(
+        "import types\ncalls = []\n"
+        "def model_view(attention, tokens, html_action):\n"
+        "    calls.append(1)\n"
+        "    print(f'stand-in model_view call {len(calls)}')\n"
+        "    return types.SimpleNamespace(data='<html></html>')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, str(SCRIPTS / "bench_explore.py"), "--positions", "16", "--rounds", "2"],
+                            capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "stand-in model_view call 2" in result.stdout and "call 3" not in result.stdout, result.stdout
+    assert "median of 2 rounds" in result.stdout, result.stdout
 
 
 # ----------------------------------------------------------------------------- the learning scripts' edges
