@@ -41,7 +41,8 @@ class _TranslationTable(dict):
     """A ``str.translate`` table that computes each code point's replacement on first sight.
 
     ``str.translate`` runs in C; only characters never seen before call back into Python. That is
-    what makes the pure-Python tokenizer as fast as the Rust one on real text.
+    what, with the word cache, brings the pure-Python tokenizer to about the Rust one's speed over a
+    corpus of real text (docs/performance.md measures it; over a few hundred texts it is slower).
     """
 
     def __init__(self, rule):
