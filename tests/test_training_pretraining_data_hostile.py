@@ -103,10 +103,6 @@ CASES = {
         lambda f: _args(f, output=f"{f['out']}/a.tfrecord,{f['out']}/a.tfrecord"),
         "must be different files",
     ),  # fmt: skip
-    "an empty shard name": (
-        lambda f: _args(f, output=f"{f['out']}/a.tfrecord,,{f['out']}/b.tfrecord"),
-        "empty file name",
-    ),  # fmt: skip
     "output is a FIFO": (
         lambda f: (os.mkfifo(f["out"] / "t.tfrecord"), _args(f, output=str(f["out"] / "t.tfrecord")))[1],
         "t.tfrecord: it is a FIFO (named pipe), not a regular file",

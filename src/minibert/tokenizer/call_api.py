@@ -65,7 +65,7 @@ class TransformersCallAPI(Transformers4Calls):
     (and transformers 4's ``encode_plus`` / ``batch_encode_plus``: transformers4_calls.py)."""
 
     # transformers' scripts and pipelines ask is_fast before they use what only its Rust-backed
-    # tokenizers had: offset_mapping, word_ids(), char_to_token (run_ner.py and run_qa.py refuse a
+    # tokenizers had: offset_mapping, word_ids(), char_to_token (the run_ner and run_qa examples refuse a
     # tokenizer without them; token-classification pipelines need offsets to aggregate). minibert
     # is pure Python, but it has all of them, with the fast tokenizer's results: True.
     is_fast = True
