@@ -166,14 +166,22 @@ def looks_like_a_path(name: str) -> bool:
             or os.sep != "/" and os.sep in name)  # fmt: skip
 
 
+def _endpoint() -> str:
+    """The hub's address: ``$HF_ENDPOINT`` as it is now (read at each call, as the module says), else
+    huggingface_hub's."""
+    from huggingface_hub import constants
+
+    return os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+
+
 def _download(repo_id: str, filename: str, *, revision: str | None, required: bool) -> Path | None:
     """The cached path of one hub file, fetched if need be; None for an optional file the hub (or the
     cache's record of it) says the repository lacks. Any other failure is an error that says what
     happened (hub_failures.py): a file that could not be had is never taken as absent."""
-    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub import errors as hub_errors
+    from huggingface_hub import hf_hub_download
 
-    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    endpoint = _endpoint()
     options = _HUB_OPTIONS.get() or HubOptions()
     offline = is_offline() or options.local_files_only
     unreachable = None if offline else _unreachable(endpoint)  # skip huggingface_hub's retries of a dead end
@@ -231,7 +239,7 @@ def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | 
     """Whether a directory or hub repository is known to hold ``filename``, asked without fetching it
     (the hub answers a HEAD request; offline, the cache says): for messages about a file minibert
     does not read, such as ``tf_model.h5``. False where it cannot be known."""
-    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
 
     name = os.fspath(name_or_path)
     if os.path.isdir(name):
@@ -243,7 +251,7 @@ def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | 
         return True
     if is_offline() or options.local_files_only:
         return False
-    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    endpoint = _endpoint()
     try:
         url = hf_hub_url(name, filename, revision=revision, endpoint=endpoint)
         get_hf_file_metadata(url, token=options.token, timeout=min(10.0, hub_timeout()), endpoint=endpoint)
@@ -262,7 +270,7 @@ def _as_the_cache_says(repo_id: str, filename: str, revision: str | None, requir
         return None if not required else ModelNotFoundError(
             f"{repo_id}: the repository has no file {filename} (the local cache records the hub's answer)")  # fmt: skip
     if failure is not None:
-        return download_failed(repo_id, filename, failure)
+        return download_failed(repo_id, filename, failure, token_sent(options.token))
     how = _why_only_the_cache(endpoint, unreachable, options.local_files_only)
     return not_in_cache(repo_id, filename, revision, options.cache_dir, how, offline_models())
 

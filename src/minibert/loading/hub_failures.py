@@ -106,7 +106,7 @@ def is_a_transfer_failure(error: BaseException) -> bool:
     return library in ("httpx", "httpx2", "httpcore", "requests", "urllib3") and library in sys.modules
 
 
-def download_failed(repo_id: str, filename: str, error: BaseException, token_sent: bool = False) -> HubDownloadError:
+def download_failed(repo_id: str, filename: str, error: BaseException, token_sent: bool) -> HubDownloadError:
     """'org/tiny: could not download model.safetensors: the hub answered HTTP 500 (...)': the file
     may exist, so it is not taken as absent; trying again later is the remedy (a file already in
     the cache is read from it when the hub fails, so the cache has no copy of this one), except

@@ -27,9 +27,9 @@ transformers 5 (``PreTrainedTokenizerBase._from_pretrained``) reads them so, and
 from __future__ import annotations
 
 from ..errors import CheckpointError
-from ..formats.json_files import parse_json
 from .added_tokens import AddedToken
 from .files import SPECIAL_TOKEN_NAMES, special_token_list
+from .tokenizer_json import read_json_object
 
 
 def merge_legacy_files(settings: dict, find, json_added: list | None, json_file) -> dict:
@@ -41,7 +41,7 @@ def merge_legacy_files(settings: dict, find, json_added: list | None, json_file)
     known_extra = list(settings.get("additional_special_tokens", []))
     map_file = find("special_tokens_map.json")
     if map_file is not None:
-        values = _json_object(map_file)
+        values = read_json_object(map_file)
         for name in SPECIAL_TOKEN_NAMES:
             if name in values:
                 settings[name] = _token_content(values[name], f"{map_file}: {name}")
@@ -71,23 +71,13 @@ def merge_legacy_files(settings: dict, find, json_added: list | None, json_file)
 def _read_added_tokens_json(path, special: set[str]) -> dict[int, AddedToken]:
     """added_tokens.json, {token: id}, as {id: AddedToken}: special (matched as typed) if named in
     ``special``, else matched after normalization, as transformers reads it."""
-    values = _json_object(path)
+    values = read_json_object(path)
     tokens = {}
     for content, index in values.items():
         if isinstance(index, bool) or not isinstance(index, int) or index < 0 or not content:
             raise CheckpointError(f"{path}: {content[:40]!r}: {str(index)[:40]} is not a token id")
         tokens[index] = AddedToken(content, normalized=content not in special, special=content in special)
     return tokens
-
-
-def _json_object(path) -> dict:
-    try:
-        values = parse_json(open(path, "rb").read())
-    except (ValueError, OSError) as error:
-        raise CheckpointError(f"malformed tokenizer file {path}: {error}") from None
-    if not isinstance(values, dict):
-        raise CheckpointError(f"malformed tokenizer file {path}: the top level is not a JSON object")
-    return values
 
 
 def _token_content(value, where: str) -> str:

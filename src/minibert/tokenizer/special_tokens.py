@@ -47,9 +47,6 @@ class SpecialTokens:
         """The role tokens the vocabulary has, in transformers' order (unk, sep, pad, cls, mask)."""
         return list(dict.fromkeys(token for token in self.special_tokens_map.values() if token in self.vocab))
 
-    def _special_tokens(self) -> list[str]:
-        return self.all_special_tokens
-
     def _make_matchers(self) -> None:
         self.added.make_matchers(self._roles())
 
@@ -138,7 +135,7 @@ class SpecialTokens:
         if not self.do_basic_tokenize and any(token.normalized for token in tokens):
             raise NotImplementedError("add_tokens with do_basic_tokenize=False is not implemented (transformers' "
                                       "fast tokenizer, which minibert follows here, always normalizes)")  # fmt: skip
-        count = self.added.add(tokens, set(self._special_tokens()))
+        count = self.added.add(tokens, set(self.all_special_tokens))
         self._make_matchers()
         return count
 

@@ -34,15 +34,25 @@ from .algorithm import MAX_CHARS_PER_WORD  # WordPiece's limit; a file with anot
 from .files import read_added_tokens
 
 
-def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
-    """(vocabulary {piece: id}, BertTokenizer keyword settings) from a BERT tokenizer.json."""
-    path = Path(path)
+def read_json_object(path: str | os.PathLike) -> dict:
+    """A tokenizer file's JSON object (tokenizer.json, added_tokens.json, special_tokens_map.json),
+    or CheckpointError naming the file: unreadable (as files.py says of a vocabulary), not JSON, or
+    not an object at the top."""
     try:
-        values = parse_json(path.read_bytes())
+        values = parse_json(Path(path).read_bytes())
+    except OSError as error:
+        raise CheckpointError(f"cannot read tokenizer file {path}: {error.strerror}") from None
     except ValueError as error:
         raise CheckpointError(f"malformed tokenizer file {path}: {error}") from None
     if not isinstance(values, dict):
         raise CheckpointError(f"malformed tokenizer file {path}: the top level is not a JSON object")
+    return values
+
+
+def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
+    """(vocabulary {piece: id}, BertTokenizer keyword settings) from a BERT tokenizer.json."""
+    path = Path(path)
+    values = read_json_object(path)
 
     def refuse(field: str, value, meaning: str):
         raise CheckpointError(f"{path}: {field} = {json.dumps(value)[:200]}: {meaning}; minibert's BERT tokenizer "
@@ -75,12 +85,8 @@ def read_vocab_and_added_tokens(path: str | os.PathLike) -> tuple[dict, list[tup
     """Only ``model.vocab`` and ``added_tokens`` of a tokenizer.json lying beside a vocab.txt:
     transformers 5 takes its BertTokenizer's vocabulary from it, and (without an
     ``added_tokens_decoder`` in tokenizer_config.json) its added tokens (added_token_files.py)."""
-    path = Path(path)
-    try:
-        values = parse_json(path.read_bytes())
-    except ValueError as error:
-        raise CheckpointError(f"malformed tokenizer file {path}: {error}") from None
-    model = values.get("model") if isinstance(values, dict) else None
+    values = read_json_object(path)
+    model = values.get("model")
     vocab = model.get("vocab") if isinstance(model, dict) else None
     if not isinstance(vocab, dict):
         raise CheckpointError(f"{path}: model.vocab is missing or not a JSON object {{piece: id}}")
