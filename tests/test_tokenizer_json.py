@@ -137,3 +137,27 @@ def test_vocab_txt_wins_when_both_are_there(vocab_file, tmp_path):
     shutil.copy(vocab_file, directory / "vocab.txt")
     _edit(directory, _break("normalizer"))  # would be refused if it were read
     assert len(BertTokenizer.from_pretrained(directory)) == 30522
+
+
+def test_each_file_is_read_once_when_both_are_there(minilm_dir, monkeypatch):
+    """A folder with vocab.txt and tokenizer.json (every sentence-transformers repository): vocab.txt
+    is read once (it was read twice, ~40 ms a load), and a save still writes its own bytes."""
+    import minibert.tokenizer.bert_tokenizer as bert_tokenizer
+    import minibert.tokenizer.directory as directory
+    import minibert.tokenizer.tokenizer_json as tokenizer_json
+
+    reads = []
+
+    def counting(read, name):
+        def wrapper(*args, **kwargs):
+            reads.append(name)
+            return read(*args, **kwargs)
+        return wrapper
+
+    for module in (directory, bert_tokenizer):
+        monkeypatch.setattr(module, "load_vocab", counting(module.load_vocab, "vocab.txt"))
+    monkeypatch.setattr(directory, "read_vocab_and_added_tokens",
+                        counting(tokenizer_json.read_vocab_and_added_tokens, "tokenizer.json"))  # fmt: skip
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir)
+    assert sorted(reads) == ["tokenizer.json", "vocab.txt"]
+    assert tokenizer._vocab_is_file and len(tokenizer) == 30522

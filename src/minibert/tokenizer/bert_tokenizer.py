@@ -125,18 +125,20 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
                             f"it takes revision, do_lower_case, {', '.join(_REPLACEABLE)}, and transformers' "
                             "cache_dir, local_files_only, token, use_fast, trust_remote_code")  # fmt: skip
         with hub_options(hub):
-            vocab_file, vocab, settings = read_tokenizer_files(name_or_path, revision)
+            vocab_file, vocab, vocab_is_file, settings = read_tokenizer_files(name_or_path, revision)
         settings.update(replaced)
         if do_lower_case is not None:
             if not isinstance(do_lower_case, bool):
                 raise InputTypeError(f"do_lower_case must be True or False, got {do_lower_case!r}")
             if do_lower_case != settings.get("do_lower_case", True):  # (True: BertTokenizer's default)
-                why = casing_contradiction(vocab or load_vocab(vocab_file), do_lower_case)
+                why = casing_contradiction(vocab, do_lower_case)
                 if why:
                     raise ValueError(f"do_lower_case={do_lower_case} contradicts {name_or_path}: {why}; leave "
                                      f"do_lower_case out to use the checkpoint's own casing")  # fmt: skip
             settings["do_lower_case"] = do_lower_case
-        return cls(vocab_file, vocab=vocab, **settings)
+        tokenizer = cls(vocab_file, vocab=vocab, **settings)
+        tokenizer._vocab_is_file = vocab_is_file  # vocab.txt's own bytes are saved (a piece listed twice kept)
+        return tokenizer
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
         """Write ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json`` to a

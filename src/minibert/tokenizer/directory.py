@@ -20,32 +20,36 @@ from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
 logger = logging.getLogger("minibert")
 
 
-def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Path, dict | None, dict]:
-    """(vocab file, {piece: id} when read from tokenizer.json else None, BertTokenizer's keyword
-    arguments) of a directory or hub repository: ``vocab.txt`` (or, without it, ``tokenizer.json``)
-    and ``tokenizer_config.json``; without a config, Google's casing rule (``google_lower_case``);
-    the added tokens from whichever files transformers 5 reads them (added_token_files.py)."""
+def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Path, dict, bool, dict]:
+    """(vocab file, its {piece: id}, whether that file is vocab.txt (else tokenizer.json),
+    BertTokenizer's keyword arguments) of a directory or hub repository: ``vocab.txt`` (or, without
+    it, ``tokenizer.json``) and ``tokenizer_config.json``; without a config, Google's casing rule
+    (``google_lower_case``); the added tokens from whichever files transformers 5 reads them
+    (added_token_files.py). Each file is read once."""
 
     def find(name):
         return resolve_file(name_or_path, name, revision=revision, required=False)
 
     vocab_file, json_file = find("vocab.txt"), find("tokenizer.json")
-    vocab, from_json, json_added = None, {}, []
-    if vocab_file is None:
-        if json_file is None:
-            raise ModelNotFoundError(f"{name_or_path} has neither vocab.txt nor tokenizer.json")
+    from_json, json_added = {}, []
+    if vocab_file is not None:
+        vocab = load_vocab(vocab_file)
+        if json_file is not None:  # transformers 5 takes the vocabulary (and added tokens) from tokenizer.json
+            json_vocab, json_added = read_vocab_and_added_tokens(json_file)
+            _check_same_vocabulary(vocab, vocab_file, json_vocab, json_file)
+    elif json_file is None:
+        raise ModelNotFoundError(f"{name_or_path} has neither vocab.txt nor tokenizer.json")
+    else:
         vocab_file = json_file
         vocab, from_json = read_tokenizer_json(json_file)
         json_added = from_json.pop("added_tokens", [])
-    elif json_file is not None:  # transformers 5 takes the vocabulary (and added tokens) from tokenizer.json
-        json_vocab, json_added = read_vocab_and_added_tokens(json_file)
-        _check_same_vocabulary(load_vocab(vocab_file), vocab_file, json_vocab, json_file)
+    vocab_is_file = vocab_file != json_file
     config_file = find("tokenizer_config.json")
     settings = {}
     if config_file is not None:
         settings = read_tokenizer_config(Path(config_file))
-    elif vocab is None and os.path.isdir(name_or_path):  # e.g. unpacked from Google's zip: no tokenizer config
-        lower, reason = google_lower_case(os.path.abspath(name_or_path), load_vocab(vocab_file))
+    elif vocab_is_file and os.path.isdir(name_or_path):  # e.g. unpacked from Google's zip: no tokenizer config
+        lower, reason = google_lower_case(os.path.abspath(name_or_path), vocab)
         settings["do_lower_case"] = lower
         logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
                     "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
@@ -54,7 +58,7 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         settings["added_tokens_file"] = config_file
     else:
         settings = merge_legacy_files(settings, find, json_added, json_file)
-    return Path(vocab_file), vocab, settings
+    return Path(vocab_file), vocab, vocab_is_file, settings
 
 
 def _check_same_vocabulary(vocab: dict, vocab_file, json_vocab: dict, json_file) -> None:
