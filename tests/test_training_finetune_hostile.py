@@ -32,6 +32,8 @@ def write(path: Path, content: str | bytes) -> Path:
     return path
 
 
+MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+
 # (case, what the train file holds (or None: the good one), extra flags, exit code, what the line names)
 CASES = [
     ("csv-too-many-columns", "text,label\nthe water,wet,extra\n", [], 1, "{train}, line 2"),
@@ -56,6 +58,15 @@ CASES = [
     ("tsv-wrong-columns", "text\tlabel\nthe water\n", ["--suffix", ".tsv"], 1, "{train}, line 2"),
     ("glue-mrpc-short-line", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t2\t3\tthe water\n",
      ["--suffix", ".tsv", "--glue", "mrpc"], 1, "{train}, line 2: MRPC lines have at least 5"),
+    ("glue-mrpc-huge-field", MRPC_HEADER + "1\t2\t3\t" + "water " * 30_000 + "\tthe bank\n",
+     ["--suffix", ".tsv", "--glue", "mrpc"], 1, "{train}, line 2: field larger than field limit (131072)"),
+    ("glue-mrpc-lone-carriage-return", MRPC_HEADER + "1\t2\t3\tthe wa\rter\tthe bank\n",
+     ["--suffix", ".tsv", "--glue", "mrpc"], 1, "{train}, line 2: new-line character seen in unquoted field"),
+    ("glue-xnli-dev-no-chinese", "language\tgold_label\t2\t3\t4\t5\tsentence1\tsentence2\n"
+     "de\tneutral\t\t\t\t\tdas Wasser\tdie Bank\n", ["--suffix", ".tsv", "--glue", "xnli-dev"], 1,
+     "{train} holds no examples in 'zh', the only language --glue xnli-dev keeps (its rows are in 'de')"),
+    ("tsv-unclosed-quote", 'text\tlabel\nthe water\twet\n"the bank\tdry\nriver\twet\n', ["--suffix", ".tsv"], 1,
+     "{train}, lines 3-4 (one row: a quoted field spans them): the row has no field 'label'"),
     ("conll-no-tag", "EU B-ORG\nrejects\n", ["--suffix", ".conll", "--task", "tag"], 1, "{train}, line 2"),
     ("conll-utf16", "EU B-ORG\nrejects O\n".encode("utf-16-le"), ["--suffix", ".conll", "--task", "tag"], 1,
      "{train} is not text"),
@@ -228,6 +239,20 @@ def test_a_byte_order_mark_and_crlf_lines_are_read_as_the_same_examples(tmp_path
     assert [(e.text_a, e.label) for e in excel] == [(e.text_a, e.label) for e in plain] and len(plain) == 4
     jsonl = '\ufeff{"text": "the water", "label": "wet"}\r\n{"text": "the bank", "label": "dry"}\r\n'
     assert [e.label for e in read_examples(write(tmp_path / "t.jsonl", jsonl), ExampleFormat())] == ["wet", "dry"]
+
+
+def test_a_squad_file_with_a_byte_order_mark_is_read_as_without(tmp_path):
+    """Notepad saves JSON with a UTF-8 byte-order mark: read as the other readers read it (json.loads
+    refused it: 'Unexpected UTF-8 BOM'); a missing file is said to be missing, not 'not SQuAD JSON'."""
+    from minibert.errors import DataError
+    from minibert.training.tasks.squad_examples import read_squad_examples
+
+    plain, _ = read_squad_examples(write(tmp_path / "plain.json", squad()), is_training=True)
+    marked, _ = read_squad_examples(write(tmp_path / "bom.json", "\ufeff" + squad()), is_training=True)
+    assert [(e.qas_id, e.question_text, e.orig_answer_text) for e in marked] == \
+        [(e.qas_id, e.question_text, e.orig_answer_text) for e in plain] == [("q1", "What is wet?", "water")]
+    with pytest.raises(DataError, match="missing.json does not exist"):
+        read_squad_examples(tmp_path / "missing.json", is_training=True)
 
 
 @pytest.fixture

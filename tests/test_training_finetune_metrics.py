@@ -59,8 +59,21 @@ def test_an_undefined_correlation_is_nan_as_scipys_not_zero(gold, scores):
 
 def test_each_glue_task_reports_its_own_figure():
     logits = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
-    assert set(task_metrics(np.array([1, 0, 0]), logits, "mrpc")) == {"accuracy", "f1"}
-    assert set(task_metrics(np.array([1, 0, 0]), logits, "cola")) == {"accuracy", "matthews"}
-    assert set(task_metrics(np.array([1, 0, 0]), logits, "sst-2")) == {"accuracy"}
+    assert set(task_metrics(np.array([1, 0, 0]), logits, "mrpc", ["0", "1"])) == {"accuracy", "f1"}
+    assert set(task_metrics(np.array([1, 0, 0]), logits, "cola", ["0", "1"])) == {"accuracy", "matthews"}
+    assert set(task_metrics(np.array([1, 0, 0]), logits, "sst-2", ["0", "1"])) == {"accuracy"}
     regress = task_named("regress")
     assert set(regress.metrics(np.array([1.0, 2.0, 3.0]), logits[:, :1], None, None)) == {"pearson", "spearman"}
+
+
+@pytest.mark.parametrize("glue", ["mrpc", "qqp"])
+@pytest.mark.parametrize("labels", [["0", "1"], ["1", "0"]])
+def test_the_f1_is_the_label_1s_whatever_its_id(glue, labels):
+    """MRPC's and QQP's F1 is the positive class's, the label "1" (scikit-learn's pos_label): with
+    ``--labels 1,0`` that is id 0, and the figure was the negative class's (0.67 for a true 0.0)."""
+    names = np.array(labels)
+    gold, predicted = np.array([0, 1, 0, 1, 1, 0]), np.array([1, 1, 1, 1, 0, 0])
+    logits = np.eye(2)[predicted]
+    expected = metrics.f1_score(names[gold], names[predicted], pos_label="1")
+    assert task_metrics(gold, logits, glue, labels)["f1"] == pytest.approx(expected, abs=1e-12)
+    assert task_metrics(gold, logits, glue, ["a", "b"])["f1"] == 0.0  # no "1": never gold nor predicted

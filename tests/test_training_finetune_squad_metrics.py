@@ -36,6 +36,20 @@ def test_file_scores_best_over_gold_and_v2_empty_answers():
             "q4": ["1966"],                          # pred "" → 0, 0
             "q5": ["Levi's Stadium"]}                # no prediction → 0, 0 (counted in the mean)
     predictions = {"q1": "Broncos", "q2": "Santa Clara", "q3": "", "q4": ""}
-    scores = squad_scores(gold, predictions)
+    scores = squad_scores(gold, predictions, version_2=True)
     assert scores["exact_match"] == pytest.approx(100 * 2 / 5, abs=1e-12)
     assert scores["f1"] == pytest.approx(100 * (1 + 0.8 + 1) / 5, abs=1e-12)
+
+
+def test_v1_1_keeps_gold_answers_that_normalise_to_nothing():
+    """evaluate-v1.1.py keeps every gold answer and its F1 is 0 where no word is shared, empty texts
+    too; v2.0 drops such gold answers and scores two empty texts 1 (the finetune run scored v1.1 files
+    by v2.0's rules). Each figure below is worked from the two scripts' code."""
+    gold, predictions = {"q1": ["The"], "q2": ["The", "cat"]}, {"q1": "the", "q2": "a"}
+    # v1.1: q1 "the" vs "The": EM 1 (both normalise to ""), F1 0 (nothing shared); q2 "a" vs "The": EM 1, F1 0
+    v1 = squad_scores(gold, predictions, version_2=False)
+    assert v1 == {"exact_match": 100.0, "f1": 0.0}
+    # v2.0: q1's gold becomes [""]: EM 1, F1 1; q2's becomes ["cat"]: EM 0, F1 0
+    v2 = squad_scores(gold, predictions, version_2=True)
+    assert v2 == {"exact_match": 50.0, "f1": 50.0}
+    assert f1_score("", "", version_2=False) == 0.0 and f1_score("the", "a", version_2=True) == 1.0

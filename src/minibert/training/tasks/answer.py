@@ -142,7 +142,8 @@ class Answer(Finetuning):
             dev.examples, dev.windows, answer_logits(model, dev), do_lower_case=dev.do_lower_case,
             version_2=options.version_2_with_negative, null_score_diff_threshold=options.null_score_diff_threshold)
         write_predictions(run, predictions, nbest, null_odds)
-        return squad_scores({e.qas_id: e.gold_answers for e in dev.examples}, predictions)
+        return squad_scores({e.qas_id: e.gold_answers for e in dev.examples}, predictions,
+                            version_2=options.version_2_with_negative)
 
     def main_metric(self, options) -> str:
         return "f1"

@@ -79,7 +79,7 @@ class Classify(Finetuning):
         return PieceSums(loss, {"loss": loss.detach().item(), "correct": correct})
 
     def metrics(self, gold: np.ndarray, logits: np.ndarray, data: TrainingData, options) -> dict[str, float]:
-        return task_metrics(gold, logits, options.glue)
+        return task_metrics(gold, logits, options.glue, data.labels)
 
     def main_metric(self, options) -> str:
         return MAIN_METRIC.get(options.glue or "", "accuracy")

@@ -25,9 +25,9 @@ the first to the second, and so does this reader. XNLI's dev file ``xnli.dev.tsv
 language: columns 6 and 7, the label in column 1, the language in column 0 — read with ``xnli-dev``.)
 
 A generic file is chosen by its suffix: ``.csv`` (commas, a header row, quotes as Excel writes
-them), ``.tsv`` (tabs, a header row) or ``.jsonl`` (one JSON object per line). Its columns are
-named by ``--text-column`` (default ``text``), ``--pair-column`` (none by default) and
-``--label-column`` (default ``label``).
+them), ``.tsv`` (tabs, a header row; quotes as in a .csv, as pandas and ``datasets`` read it) or
+``.jsonl`` (one JSON object per line). Its columns are named by ``--text-column`` (default
+``text``), ``--pair-column`` (none by default) and ``--label-column`` (default ``label``).
 
 A JSON-lines label may be a string or a number. A number is a label by its value: equal numbers
 are one label (``1``, ``1.0`` and ``1e0`` are the label "1"; ``0.5`` is "0.5"). A classifier's file
@@ -150,8 +150,12 @@ def read_labelled_text(path: Path) -> str:
 def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
     layout = GLUE[form.glue]
     lines = text.replace("\r\n", "\n").split("\n")  # a file's lines, as Python's file reader gives them
-    rows = list(csv.reader(lines[:-1] if lines[-1] == "" else lines, delimiter="\t", quotechar=None))
-    examples = []
+    reader = csv.reader(lines[:-1] if lines[-1] == "" else lines, delimiter="\t", quotechar=None)
+    try:
+        rows = list(reader)
+    except csv.Error as error:  # a field over csv's limit (131,072 characters), a carriage return alone
+        raise DataError(f"{path}, line {reader.line_num}: {error}") from None  # (the line it read last)
+    examples, languages = [], set()
     for number, row in enumerate(rows, start=1):
         if number == 1 and layout.header:
             continue
@@ -165,6 +169,7 @@ def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
             raise DataError(f"{path}, line {number}: {form.glue.upper()} lines have at least {needed} "
                             f"tab-separated fields, this one has {len(row)}")  # fmt: skip
         if layout.language is not None and row[layout.language[0]] != layout.language[1]:
+            languages.add(row[layout.language[0]])
             continue
         label = row[layout.label]
         if form.glue == "xnli" and label == "contradictory":
@@ -172,6 +177,9 @@ def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
         text_b = row[layout.text_b] if layout.text_b is not None else None
         guid = row[layout.guid_column] if layout.guid_column is not None else number - 1
         examples.append(Example(f"{form.set_type}-{guid}", row[layout.text_a], text_b, label, number))
+    if not examples and languages:
+        raise DataError(f"{path} holds no examples in {layout.language[1]!r}, the only language --glue {form.glue} "
+                        f"keeps (its rows are in {', '.join(sorted(map(repr, languages))[:10])})")  # fmt: skip
     return examples
 
 
@@ -194,17 +202,25 @@ def _table_rows(path: Path, reader: csv.DictReader, form: ExampleFormat) -> list
         if column not in header:
             raise DataError(f"{path}, line 1: no column {column!r} ({flag}); the header names "
                             f"{', '.join(repr(name) for name in header) or 'nothing'}")  # fmt: skip
-    examples = []
-    for row in reader:
-        number = reader.line_num
+    examples, last = [], reader.line_num
+    for row in reader:  # (not after the last row's end: a quote never closed takes the file's final line break)
+        breaks = sum(_line_breaks(field) for field in row.values() if isinstance(field, str))
+        number, last = max(reader.line_num - breaks, last + 1), reader.line_num
+        where = f"line {number}" if number == last else f"lines {number}-{last} (one row: a quoted field spans them)"
         for flag, column in _columns(form):
             if row.get(column) is None:
-                raise DataError(f"{path}, line {number}: the row has no field {column!r} ({flag}): too few columns")
+                raise DataError(f"{path}, {where}: the row has no field {column!r} ({flag}): too few columns")
         if None in row:  # DictReader's key for fields past the header's
-            raise DataError(f"{path}, line {number}: the row has {len(header) + len(row[None])} fields, the header "
+            raise DataError(f"{path}, {where}: the row has {len(header) + len(row[None])} fields, the header "
                             f"names {len(header)}")  # fmt: skip
         examples.append(_example(form, row, number))
     return examples
+
+
+def _line_breaks(field: str) -> int:
+    """Line breaks inside a quoted field (\n, \r\n or \r, as csv counts lines): lines the row spans
+    beyond its first."""
+    return field.count("\n") + field.count("\r") - field.count("\r\n")
 
 
 def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:

@@ -1,7 +1,7 @@
 """Each task's own dev metric, as the GLUE benchmark and the BERT paper report it.
 
     accuracy            the share of examples whose label is predicted (every classification task)
-    f1                  F1 of the positive class, label id 1 (MRPC, QQP: their classes are unbalanced)
+    f1                  F1 of the positive class, the label "1" (MRPC, QQP: their classes are unbalanced)
     matthews            Matthews correlation, the balance of all four cells (CoLA)
     pearson, spearman   correlation of the predicted scores with the gold ones (STS-B; regression)
 
@@ -82,14 +82,24 @@ def spearman(gold, predicted) -> float:
     return pearson(_ranks(gold), _ranks(predicted))
 
 
-GLUE_FIGURES = {"mrpc": {"f1": f1}, "qqp": {"f1": f1}, "cola": {"matthews": matthews}}  # beside accuracy
+POSITIVE_LABEL = "1"  # MRPC's "equivalent", QQP's "duplicate": the class whose F1 GLUE reports
 
 
-def task_metrics(gold: np.ndarray, logits: np.ndarray, glue: str | None) -> dict[str, float]:
-    """A classifier's dev figures from the gold label ids (N,) and its logits (N, K): accuracy,
-    and the GLUE task's own figure (``GLUE_FIGURES``)."""
+def _positive_f1(gold, predicted, labels: list[str]) -> float:
+    """F1 of the label "1" at whatever id it has (``--labels 1,0`` gives it id 0); 0.0, as where it
+    is never gold nor predicted, when the labels have no "1"."""
+    return f1(gold, predicted, labels.index(POSITIVE_LABEL)) if POSITIVE_LABEL in labels else 0.0
+
+
+GLUE_FIGURES = {"mrpc": {"f1": _positive_f1}, "qqp": {"f1": _positive_f1},
+                "cola": {"matthews": lambda gold, predicted, labels: matthews(gold, predicted)}}  # fmt: skip
+
+
+def task_metrics(gold: np.ndarray, logits: np.ndarray, glue: str | None, labels: list[str]) -> dict[str, float]:
+    """A classifier's dev figures from the gold label ids (N,), its logits (N, K) and its labels in
+    id order: accuracy, and the GLUE task's own figure (``GLUE_FIGURES``)."""
     predicted = logits.argmax(-1)
     figures = {"accuracy": accuracy(gold, predicted)}
     for name, figure in GLUE_FIGURES.get(glue or "", {}).items():
-        figures[name] = figure(gold, predicted)
+        figures[name] = figure(gold, predicted, labels)
     return figures

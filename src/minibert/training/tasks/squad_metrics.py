@@ -1,8 +1,13 @@
 """SQuAD's exact match and F1, as the official evaluation scripts (evaluate-v1.1.py, evaluate-v2.0.py)
 define them: both texts normalised (lower case, punctuation removed, the articles a/an/the removed,
 whitespace collapsed), exact match 1 if equal, F1 over the bag of normalised words; each question
-scores its best over the gold answers, and the file's figures are the means × 100. A v2.0 question
-without answers has the gold answer "" (only an empty prediction scores, both 1 or both 0).
+scores its best over the gold answers, and the file's figures are the means × 100.
+
+The two scripts differ where a text normalises to nothing. evaluate-v2.0.py drops such gold answers
+(a question left without any has the gold answer "", which only an empty prediction matches) and
+scores two empty texts F1 1; evaluate-v1.1.py keeps every gold answer and scores F1 0 wherever no
+word is shared, two empty texts too. ``version_2`` says which (finetune's
+``--version-2-with-negative``): gold "The" and prediction "the" is F1 1 under v2.0, 0 under v1.1.
 
 >>> normalize_answer("The  Cat's, hat!")
 'cats hat'
@@ -30,10 +35,10 @@ def exact_match_score(prediction: str, gold: str) -> float:
     return float(normalize_answer(prediction) == normalize_answer(gold))
 
 
-def f1_score(prediction: str, gold: str) -> float:
-    """Word-bag F1 of the normalised texts; two empty texts score 1, one empty text 0 (v2.0's rule)."""
+def f1_score(prediction: str, gold: str, version_2: bool = True) -> float:
+    """Word-bag F1 of the normalised texts; an empty text scores 0, and two score 1 under v2.0's rule."""
     predicted, expected = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    if not predicted or not expected:
+    if version_2 and (not predicted or not expected):
         return float(predicted == expected)
     common = sum((Counter(predicted) & Counter(expected)).values())
     if common == 0:
@@ -42,16 +47,19 @@ def f1_score(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def squad_scores(gold_answers: dict[str, list[str]], predictions: dict[str, str]) -> dict[str, float]:
+def squad_scores(gold_answers: dict[str, list[str]], predictions: dict[str, str], *,
+                 version_2: bool) -> dict[str, float]:  # fmt: skip
     """{"exact_match", "f1"} in percent over every question of ``gold_answers`` (a missing prediction
-    scores 0); each question's best over its gold answers, [""] when it has none (v2.0)."""
+    scores 0); each question's best over its gold answers, by evaluate-v2.0.py's rules or
+    evaluate-v1.1.py's (``version_2``: see above)."""
     exact = f1 = 0.0
     for qas_id, answers in gold_answers.items():
-        answers = [answer for answer in answers if normalize_answer(answer)] or [""]
+        if version_2:
+            answers = [answer for answer in answers if normalize_answer(answer)] or [""]
         prediction = predictions.get(qas_id)
-        if prediction is None:
+        if prediction is None or not answers:  # (v1.1 files give every question an answer: read_squad_examples)
             continue
         exact += max(exact_match_score(prediction, answer) for answer in answers)
-        f1 += max(f1_score(prediction, answer) for answer in answers)
+        f1 += max(f1_score(prediction, answer, version_2) for answer in answers)
     count = max(len(gold_answers), 1)
     return {"exact_match": 100.0 * exact / count, "f1": 100.0 * f1 / count}
