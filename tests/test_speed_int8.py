@@ -85,7 +85,7 @@ def test_a_frozen_int8_model_runs_with_gradients_on(tiny_dir, own_cache, monkeyp
 def test_bad_dtype_names_int8_and_auto_never_picks_it(tiny_dir, own_cache):
     with pytest.raises(ValueError, match=r"dtype must be one of .*'int8'.*got 'int9'"):
         BertModel.from_pretrained(tiny_dir, dtype="int9")
-    assert not int8_layers(BertModel.from_pretrained(tiny_dir, dtype="auto"))
+    assert not int8_layers(BertModel.from_pretrained(tiny_dir, dtype="fastest"))
     assert len(int8_layers(BertModel.from_pretrained(tiny_dir, dtype=torch.int8))) == 12  # the torch.dtype too
 
 

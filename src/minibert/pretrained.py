@@ -114,9 +114,11 @@ class PretrainedBert(nn.Module):
 
         ``device``: "cpu", "cuda", "cuda:N", "auto" (CUDA where torch sees a GPU) or a torch.device;
         a GPU that is not there raises ``DeviceError`` before anything is read (devices.py).
-        ``dtype="auto"`` is bfloat16 on a GPU that has it, and where it is measured faster than float32 on
-        this CPU (speed/bf16.py's ``bf16_is_faster``; bf16 instructions alone are not enough), else float32:
-        approximate numbers, opted into. ``dtype="int8"`` (never chosen by "auto") runs the encoder's linear
+        ``dtype="auto"`` (``torch_dtype="auto"``) is transformers' own: the dtype the checkpoint was saved
+        in (config.json's ``dtype`` / ``torch_dtype``, else its weights'). ``dtype="fastest"`` is bfloat16
+        on a GPU that has it, and where it is measured faster than float32 on this CPU (speed/bf16.py's
+        ``bf16_is_faster``; bf16 instructions alone are not enough), else float32: approximate numbers,
+        opted into. ``dtype="int8"`` (never chosen by "fastest") runs the encoder's linear
         layers in int8 after checking the model against float32 (speed/int8.py, speed/int8_check.py, docs/int8.md).
         ``gemm`` picks the linear layers' matrix library
         ("auto", "mkl", "onednn", "onednn-fused"; default ``$MINIBERT_GEMM`` or "auto": measured on

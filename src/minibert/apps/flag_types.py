@@ -90,10 +90,11 @@ def number_list(limits: Limits, each: str = "each value"):
     return parse
 
 # --dtype of the commands that run a model (embed, similarity, classify, tag, answer, rerank, serve)
-DTYPES = ("float32", "bfloat16", "float16", "auto", "int8")
-DTYPE_HELP = ("the model's weights: float32 (default), bfloat16 or float16 (for a GPU); auto: bfloat16 on a GPU that "
-              "has it and where it is measured faster on this CPU, else float32; int8: the encoder's linear layers "
-              "in int8 on the CPU, checked against float32 at load (docs/int8.md)")  # fmt: skip
+DTYPES = ("float32", "bfloat16", "float16", "auto", "fastest", "int8")
+DTYPE_HELP = ("the model's weights: float32 (default), bfloat16 or float16 (for a GPU); auto: the checkpoint's own "
+              "(as transformers' dtype='auto'); fastest: bfloat16 on a GPU that has it and where it is measured "
+              "faster on this CPU, else float32; int8: the encoder's linear layers in int8 on the CPU, checked "
+              "against float32 at load (docs/int8.md)")  # fmt: skip
 
 
 DEVICE_HELP = ("where the model runs: auto (default: CUDA where torch sees a GPU, else the CPU; a GPU used is named "

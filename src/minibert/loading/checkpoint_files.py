@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -223,6 +224,25 @@ def map_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], li
     state = read_state_dict(path)
     pages = torch_mapped_pages(path, state.values())
     return state, [pages] if pages is not None else []
+
+
+def stored_dtypes(path: str | os.PathLike) -> Iterator[torch.dtype]:
+    """The dtype of each tensor in a weights file, in the file's order, read as needed (a safetensors
+    header or a TensorFlow index alone; a .bin as torch.load maps it), for ``dtype="auto"``."""
+    path = Path(path)
+    declared = declared_shapes(path)
+    if declared is not None:
+        yield from (tensor.dtype for tensor in declared.values())
+    elif is_sharded(path):
+        for shard in _index(path)[1]:
+            yield from stored_dtypes(shard)
+    elif path.suffix == ".index":
+        from .tf_checkpoint import read_index
+
+        entries, _ = read_index(path.with_suffix(""))
+        yield from (entry.dtype for name, entry in entries.items() if entry is not None and not TF_IGNORED.search(name))
+    else:
+        yield from (tensor.dtype for tensor in read_state_dict(path).values())
 
 
 def tensor_names(path: str | os.PathLike) -> list[str]:

@@ -24,7 +24,7 @@ from ..config import BertConfig
 from ..config_fields import LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
-from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict
+from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
 from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
@@ -39,8 +39,8 @@ DTYPE_NAMES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torc
 
 def check_dtype(dtype):
     """``dtype`` as asked, checked before any file is fetched (a typo is not worth a 1.3 GB download):
-    None, a floating-point torch.dtype, "auto" or a name of DTYPE_NAMES; torch.int8 is "int8" (int8
-    layers, not int8 "floats").
+    None, a floating-point torch.dtype, "auto", "fastest" or a name of DTYPE_NAMES; torch.int8 is
+    "int8" (int8 layers, not int8 "floats").
 
     >>> check_dtype(torch.int8), check_dtype("bf16")
     ('int8', 'bf16')
@@ -50,24 +50,41 @@ def check_dtype(dtype):
     if isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
         raise ValueError(f"dtype {dtype} cannot hold a model's weights: give a floating-point dtype, or "
                          "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
-    named = isinstance(dtype, str) and (dtype == "auto" or dtype in DTYPE_NAMES)
+    named = isinstance(dtype, str) and (dtype in ("auto", "fastest") or dtype in DTYPE_NAMES)
     if dtype is None or isinstance(dtype, torch.dtype) or named:
         return dtype
-    raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, 'auto' or a torch.dtype, got {dtype!r}")
+    raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, 'auto', 'fastest' or a torch.dtype, got {dtype!r}")
 
 
-def _parse_dtype(dtype, config: BertConfig, device=None) -> torch.dtype | None:
-    """The torch.dtype a checked ``dtype`` (``check_dtype``) stands for, "auto" chosen for this
-    model's size and ``device``."""
+def _parse_dtype(dtype, config: BertConfig, config_file: Path, weights_file: Path, device=None) -> torch.dtype | None:
+    """The torch.dtype a checked ``dtype`` (``check_dtype``) stands for: "auto" the checkpoint's own
+    (``saved_dtype``), "fastest" chosen for this model's size and ``device``."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
-    if dtype == "auto" and device is not None and device.type == "cuda":  # tensor cores: bf16 where the GPU has it
+    if dtype == "auto":
+        return saved_dtype(config, config_file, weights_file)
+    if dtype == "fastest" and device is not None and device.type == "cuda":  # tensor cores: bf16 where the GPU has it
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
-    if dtype == "auto":  # approximate numbers where bf16 is measured faster here; exact float32 elsewhere
+    if dtype == "fastest":  # approximate numbers where bf16 is measured faster here; exact float32 elsewhere
         from ..speed.bf16 import bf16_is_faster
 
         return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
     return DTYPE_NAMES[dtype]
+
+
+def saved_dtype(config: BertConfig, config_file: Path, weights_file: Path) -> torch.dtype:
+    """transformers' ``dtype="auto"`` (``torch_dtype="auto"``): the dtype config.json names (its
+    ``dtype`` field, or transformers 4's ``torch_dtype``), else that of the first floating-point
+    tensor in the weights file: the model computes in the type it was saved in."""
+    for field in ("dtype", "torch_dtype"):
+        named = config.extra.get(field)
+        if named is not None:
+            dtype = getattr(torch, named, None) if isinstance(named, str) else None
+            if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+                raise CheckpointError(f"{config_file}: {field} {named!r} is not a floating-point torch "
+                                      "dtype, so dtype='auto' cannot follow it; give one (dtype=torch.float32, say)")
+            return dtype
+    return next((dtype for dtype in stored_dtypes(weights_file) if dtype.is_floating_point), torch.float32)
 
 
 class _WithoutInitialisation(torch.overrides.TorchFunctionMode):
@@ -122,8 +139,8 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     with hub_options(hub):
         config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
-    int8 = dtype == "int8"  # asked for by name only (never by "auto"): speed/int8.py
-    dtype = _parse_dtype(dtype, config, device) or torch.float32
+    int8 = dtype == "int8"  # asked for by name only (never by "fastest"): speed/int8.py
+    dtype = _parse_dtype(dtype, config, config_file, weights_file, device) or torch.float32
     own_fields = dict(config.extra)
     if label_config:
         if "num_labels" in label_config and "id2label" not in label_config:

@@ -18,7 +18,7 @@ The room, read in that order:
     gemm.py               which GEMM library multiplies the projections: measured on this CPU, cached
     packed_linear.py      the GEMM backends themselves: PackedLinear (oneDNN, prepacked), use_backend
     attention_threshold.py  up to which length attention is faster written out than fused
-    bf16.py               dtype="auto": is bfloat16 measured faster than float32 here?
+    bf16.py               dtype="fastest": is bfloat16 measured faster than float32 here?
     int8.py               dtype="int8": Int8Linear, the int8 projections (FBGEMM or oneDNN)
     int8_check.py         int8 checked against float32 at load (cosine floor), its library measured, what it buys
     measure.py            THE measurement rule: best_times, and time_against_float32 (the six projections)

@@ -1,4 +1,4 @@
-"""Whether bfloat16 runs BERT's projections faster than float32 on this CPU: ``dtype="auto"``'s
+"""Whether bfloat16 runs BERT's projections faster than float32 on this CPU: ``dtype="fastest"``'s
 question, measured once (measure.py's one rule) and cached (cache.py)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ BF16_MARGIN = 0.10  # bfloat16 must be this much faster: its numbers are approxi
 
 def bf16_is_faster(hidden: int, intermediate: int, budget: float = 2 * BUDGET_SECONDS) -> bool:
     """Whether bfloat16 runs one encoder layer's projections (4 × H→H, H→F, F→H) faster than
-    float32 on this CPU: ``dtype="auto"``'s question. Having bf16 instructions is not enough:
+    float32 on this CPU: ``dtype="fastest"``'s question. Having bf16 instructions is not enough:
     AVX-512 BF16's ``vdpbf16ps`` does no more multiply-adds per cycle than float32's two FMA ports,
     and on an Intel Xeon without AMX (family 6, model 207) oneDNN's bf16 GEMMs ran at 0.6× float32;
     AMX, or AMD Zen 4's bf16 units (1.6× on a real embedding run), are where it pays. So: measured

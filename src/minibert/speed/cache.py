@@ -1,7 +1,7 @@
 """The measurements' one cache: a JSON file of verdicts, one per key, so that a measurement made once
 on a machine is read back by later processes (``~/.cache/minibert/gemm.json``, under
 ``$XDG_CACHE_HOME`` or ``$MINIBERT_CACHE_DIR``). Every verdict lives here: the GEMM backend and
-attention's threshold (gemm.py), bf16 for ``dtype="auto"`` (bf16.py), int8's check and speed
+attention's threshold (gemm.py), bf16 for ``dtype="fastest"`` (bf16.py), int8's check and speed
 (int8_check.py), ``pretrain --bf16``'s (training/run/precision.py).
 
 A key holds everything the verdict depends on (``cache_key``: the machine, then what was measured,

@@ -18,7 +18,7 @@ cosine verdict is kept per library, since their numbers may differ (docs/int8.md
 The same module says once per process, as a warning, where int8 is measured slower than float32 on
 this CPU, or where the CPU has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI, AMX) and FBGEMM
 emulates them: int8 still runs (it was asked for by name), and the user learns what it buys here.
-``dtype="auto"`` never picks int8: it changes the numbers more than bfloat16 does, so it is always
+``dtype="fastest"`` never picks int8: it changes the numbers more than bfloat16 does, so it is always
 asked for by name.
 """
 

@@ -7,7 +7,7 @@ machine can be trusted for). gemm.py and attention_threshold.py time with it dir
 ``time_against_float32`` is the question every dtype asks ("is X faster than float32 here?"):
 one encoder layer's six projections (Q, K, V and the attention output, H→H; the feed-forward's
 H→F and F→H) on seeded random weights of the model's shapes, float32 against a candidate, at the
-process's thread count. bf16.py (``dtype="auto"``), int8_check.py (``dtype="int8"``) and
+process's thread count. bf16.py (``dtype="fastest"``), int8_check.py (``dtype="int8"``) and
 training's ``--bf16`` (training/run/precision.py, forward and backward) ask it, each with its own
 candidate, rows and budget; their verdicts go to one cache (cache.py).
 
