@@ -15,6 +15,7 @@ derivatives are at most 1/4 and 1).
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import shutil
@@ -279,6 +280,20 @@ def test_rerank_is_cross_encoder_rank(variant, make, tmp_path):
     assert scores.max() - scores.min() > 0.1, "the documents' scores should differ: the order tests something"
     if variant == "legacy identity":  # the raw logit: outside [0, 1] for this sharpened head
         assert ours.activation_fn.endswith("Identity") and max(abs(scores)) > 1
+
+
+def test_rerank_keeps_one_model_per_folder_and_four_at_most(make, tmp_path, monkeypatch):
+    """rerank kept every model it was called with, keyed by the path's spelling: one folder five times
+    (``ce``, its absolute path, with ``/`` and ``//`` after it, ``device=None`` and ``"cpu"``), never freed."""
+    module = importlib.import_module("minibert.tasks.rerank")  # (minibert.tasks.rerank is also the function)
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    module._cross_encoder_cached.cache_clear()
+    monkeypatch.chdir(directory.parent)
+    for model, device in [(directory, None), (directory, "cpu"), (f"{directory}/", None), (f"{directory}//", None),
+                          (directory.name, None)]:  # fmt: skip
+        minibert.rerank("q", ["a", "b"], model=model, device=device)
+    assert module._cross_encoder_cached.cache_info().currsize == 1
+    assert module._cross_encoder_cached.cache_info().maxsize == 4
 
 
 def test_cross_encoder_with_several_labels_predicts_rows(make, tmp_path):

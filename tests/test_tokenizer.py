@@ -101,6 +101,10 @@ def test_wordpiece_limits():
     wordpiece = WordPieceTokenizer(vocab, unk_id=0)
     assert wordpiece.pieces("a" * 100) == [1] + [2] * 99
     assert wordpiece.pieces("a" * 101) == [0]  # longer than 100 characters
+    # such a word is no cache key: 3,000 distinct 50 kB words held 143 MB of keys (3 MB a request in serve)
+    before = len(wordpiece._cache)
+    assert all(wordpiece.pieces(f"{i:06d}" + "a" * 5_000) == [0] for i in range(100))
+    assert len(wordpiece._cache) == before
 
 
 def test_special_tokens_are_never_split(uncased):

@@ -21,7 +21,7 @@ from ..heads import BertWithHeads
 from ..loading.devices import check_model_is_on, placement
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
-_lock = threading.Lock()
+loading_lock = threading.Lock()  # two threads asking for the same model load it once
 TASKS = "a task (classify, tag, answer, fill_mask, next_sentence)"  # what the meta device cannot run
 
 
@@ -37,6 +37,15 @@ def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: s
 @functools.lru_cache(maxsize=8)
 def _tokenizer_cached(name_or_path: str) -> BertTokenizer:
     return BertTokenizer.from_pretrained(name_or_path)
+
+
+def cache_key(model: str | os.PathLike, device, dtype, computes: str) -> tuple[str, str]:
+    """(name, device) under which a task function keeps a model it loaded: a folder by its real path
+    and ``device`` as it resolves (checked here, before anything is read: a device not there, meta,
+    int8 on a GPU), so that ``"m"``, ``"./m/"`` and ``"/abs/m"``, or ``None`` and ``"cpu"``, are one model."""
+    where = placement(device, dtype, computes=computes)
+    name = os.fspath(model)
+    return (os.path.realpath(name) if os.path.isdir(name) else name), str(where or "cpu")
 
 
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
@@ -65,9 +74,9 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
         return model, _tokenizer_cached(str(source))
     if isinstance(model, (str, os.PathLike)):
-        placement(device, dtype, computes=TASKS)  # a device not there, meta, int8 on a GPU: before anything is read
-        with _lock:  # two threads asking for the same model load it once
-            return _load_cached(os.fspath(model), cls, gemm, dtype, None if device is None else str(device))
+        name, where = cache_key(model, device, dtype, TASKS)
+        with loading_lock:
+            return _load_cached(name, cls, gemm, dtype, where)
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
                     f"got {type(model).__name__}")  # fmt: skip
 

@@ -25,6 +25,7 @@ Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -38,7 +39,7 @@ from ..loading.devices import check_model_is_on, placement
 from ..loading.hub import resolve_file
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .classify import sigmoid
-from .loading import run_rows
+from .loading import cache_key, loading_lock, run_rows
 
 logger = logging.getLogger("minibert")
 SCORE_ACTIVATIONS = {  # the torch class paths sentence-transformers saves for a score, and what each computes
@@ -121,20 +122,22 @@ class CrossEncoder:
         return sorted(results, key=lambda result: result["score"], reverse=True)[:top_k]
 
 
-_cache: dict[str, CrossEncoder] = {}
+@functools.lru_cache(maxsize=4)  # as the other task functions keep theirs (loading.py)
+def _cross_encoder_cached(name_or_path: str, dtype: str | None, device: str) -> CrossEncoder:
+    return CrossEncoder(name_or_path, dtype=dtype, device=device)
 
 
 def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
            return_documents: bool = False, dtype: str | None = None, device=None) -> list[dict]:  # fmt: skip
     """``CrossEncoder(model, dtype=dtype, device=device).rank(query, documents, ...)``, the model
-    loaded once per name, dtype and device (a CrossEncoder given runs where it is)."""
+    loaded once per folder (or hub id), dtype and device, the last four kept (a CrossEncoder given
+    runs where it is)."""
     if isinstance(model, CrossEncoder):
         check_model_is_on(model.model, device, "a CrossEncoder")
     else:
-        key = f"{os.fspath(model)}|{dtype}|{device}"
-        if key not in _cache:
-            _cache[key] = CrossEncoder(os.fspath(model), dtype=dtype, device=device)
-        model = _cache[key]
+        name, where = cache_key(model, device, dtype, "a CrossEncoder")
+        with loading_lock:  # two threads asking for the same model load it once
+            model = _cross_encoder_cached(name, dtype, where)
     return model.rank(query, documents, top_k=top_k, return_documents=return_documents)
 
 

@@ -246,6 +246,8 @@ class WordPieceTokenizer:
 
     def pieces(self, word: str) -> list[int]:
         """The ids of ``word``'s pieces (cached: real text repeats its words)."""
+        if len(word) > self.max_chars_per_word:  # [UNK] at once, and never a cache key: the cache's memory
+            return [self.unk_id]  # is bounded by its count of words of at most max_chars_per_word characters
         cached = self._cache.get(word)
         if cached is not None:
             return cached
@@ -256,8 +258,6 @@ class WordPieceTokenizer:
         return ids
 
     def _segment(self, word: str) -> list[int]:
-        if len(word) > self.max_chars_per_word:
-            return [self.unk_id]
         vocab = self.vocab
         ids = []
         start = 0
