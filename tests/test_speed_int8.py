@@ -558,12 +558,18 @@ def test_the_command_caps_onednns_primitive_cache_but_never_over_the_users_setti
     """oneDNN keeps a compiled primitive per GEMM shape (1,024 by default); the command caps it
     (speed/malloc.py), so a long embed run of ever-new batch shapes stays flat in memory
     (tests/test_apps_embed_resume.py measures that). A user's own setting is kept."""
-    from minibert.speed.malloc import ONEDNN_PRIMITIVES, bound_onednn_primitive_cache
+    from minibert.speed.malloc import ONEDNN_PRIMITIVES, PRIMITIVE_CACHES, bound_onednn_primitive_cache
 
-    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "")  # recorded, so the test leaves it as it was
-    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
-    assert bound_onednn_primitive_cache() is True
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(ONEDNN_PRIMITIVES)
-    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "7")
-    assert bound_onednn_primitive_cache() is False
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "7"
+    assert PRIMITIVE_CACHES == ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")  # oneDNN's and ideep's
+    for user_set in PRIMITIVE_CACHES:
+        for name in PRIMITIVE_CACHES:
+            monkeypatch.setenv(name, "")  # recorded, so the test leaves it as it was
+            monkeypatch.delenv(name)
+        assert bound_onednn_primitive_cache() is True
+        assert all(os.environ[name] == str(ONEDNN_PRIMITIVES) for name in PRIMITIVE_CACHES)
+        for name in PRIMITIVE_CACHES:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv(user_set, "7")
+        assert bound_onednn_primitive_cache() is False
+        assert os.environ[user_set] == "7" and all(name not in os.environ for name in PRIMITIVE_CACHES
+                                                   if name != user_set)  # fmt: skip

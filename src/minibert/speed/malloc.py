@@ -13,13 +13,17 @@ program that embeds a lot:
     >>> minibert.speed.malloc.keep_freed_memory()      # doctest: +SKIP
     True
 
-``bound_onednn_primitive_cache()`` caps the GEMM shapes oneDNN keeps compiled (its default is
-1,024). oneDNN, one of the backends speed/gemm.py measures and picks per CPU, keeps a primitive
-per GEMM shape; the Embedder's batches each hold a new count of real tokens, so a long run fills
-the cache with primitives it never reuses: embedding 20,000 texts held 110 MB more than 2,000
-(all-MiniLM-L6-v2 on a 2-core AMD EPYC Zen 3, where oneDNN is picked), and 9 MB more with a cap
-of 64. The command sets it, as ``keep_freed_memory``; it acts only before the process's first
-oneDNN primitive, and never over a ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` the user set.
+``bound_onednn_primitive_cache()`` caps the GEMM shapes oneDNN keeps compiled. oneDNN, one of the
+backends speed/gemm.py measures and picks per CPU, keeps a primitive per GEMM shape, twice over:
+in oneDNN's own cache (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, 1,024 by default) and in ideep's,
+torch's wrapper around it, which the prepacked linear layers use (``LRU_CACHE_CAPACITY``, 1,024
+too). The Embedder's batches each hold a new count of real tokens, so a long run fills both with
+primitives it never reuses: embedding 20,000 texts held 110 MB more than 2,000 (all-MiniLM-L6-v2
+on a 2-core AMD EPYC Zen 3, where oneDNN is picked), and 9 MB more with oneDNN's cache at 64; on
+an Intel Xeon (family 6, model 167, where onednn-fused is picked) 600 calls of 1–4 random texts
+grew 282 → 628 MB with only that cap, and stayed at 389 MB with ideep's at 64 too. The command sets
+both, as ``keep_freed_memory``; they act only before the process's first oneDNN primitive, and
+never over a value the user set.
 
 (measure.py's ``settle_the_allocator``, before a measurement, changes no setting either: it frees one
 block of just under 32 MiB, which raises glibc's own adaptive thresholds as freeing any large
@@ -58,14 +62,17 @@ def keep_freed_memory(mmap_threshold: int = 32 * 1024 * 1024) -> bool:
 
 
 ONEDNN_PRIMITIVES = 64  # GEMM shapes oneDNN keeps compiled when the command runs (oneDNN's default: 1,024)
+# oneDNN's own primitive cache, and ideep's (torch's wrapper: the prepacked linear layers' primitives)
+PRIMITIVE_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 
 
 def bound_onednn_primitive_cache(capacity: int = ONEDNN_PRIMITIVES) -> bool:
-    """Cap oneDNN's primitive cache at ``capacity`` shapes (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``,
-    read at the first primitive). Returns False, changing nothing, where the user set it."""
-    if "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ:
+    """Cap oneDNN's and ideep's primitive caches at ``capacity`` shapes (``PRIMITIVE_CACHES``, read
+    at the first primitive). Returns False, changing nothing, where the user set either."""
+    if any(name in os.environ for name in PRIMITIVE_CACHES):
         return False
-    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(capacity)
+    for name in PRIMITIVE_CACHES:
+        os.environ[name] = str(capacity)
     return True
 
 
