@@ -128,14 +128,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
             vocab_file, vocab, vocab_is_file, settings = read_tokenizer_files(name_or_path, revision)
         settings.update(replaced)
         if do_lower_case is not None:
-            if not isinstance(do_lower_case, bool):
-                raise InputTypeError(f"do_lower_case must be True or False, got {do_lower_case!r}")
-            if do_lower_case != settings.get("do_lower_case", True):  # (True: BertTokenizer's default)
-                why = casing_contradiction(vocab, do_lower_case)
-                if why:
-                    raise ValueError(f"do_lower_case={do_lower_case} contradicts {name_or_path}: {why}; leave "
-                                     f"do_lower_case out to use the checkpoint's own casing")  # fmt: skip
-            settings["do_lower_case"] = do_lower_case
+            settings["do_lower_case"] = _casing_asked(do_lower_case, settings, vocab, name_or_path)
         tokenizer = cls(vocab_file, vocab=vocab, **settings)
         tokenizer._vocab_is_file = vocab_is_file  # vocab.txt's own bytes are saved (a piece listed twice kept)
         return tokenizer
@@ -349,3 +342,16 @@ def _check_arguments(special_tokens: dict, do_lower_case, strip_accents, tokeniz
         raise TypeError(f"strip_accents must be True, False or None, got {strip_accents!r}")
     if isinstance(model_max_length, bool) or not isinstance(model_max_length, int) or model_max_length < 1:
         raise ValueError(f"model_max_length must be a positive int, got {model_max_length!r}")
+
+
+def _casing_asked(do_lower_case, settings: dict, vocab: dict, name_or_path) -> bool:
+    """``from_pretrained(..., do_lower_case=...)``: a bool, and not one that contradicts the
+    vocabulary (files.py ``casing_contradiction``) unless it is the checkpoint's own setting."""
+    if not isinstance(do_lower_case, bool):
+        raise InputTypeError(f"do_lower_case must be True or False, got {do_lower_case!r}")
+    if do_lower_case != settings.get("do_lower_case", True):  # (True: BertTokenizer's default)
+        why = casing_contradiction(vocab, do_lower_case)
+        if why:
+            raise ValueError(f"do_lower_case={do_lower_case} contradicts {name_or_path}: {why}; leave "
+                             f"do_lower_case out to use the checkpoint's own casing")  # fmt: skip
+    return do_lower_case
