@@ -292,3 +292,18 @@ def test_example_data_on_a_full_disk_leaves_no_part_of_the_set(tmp_path, monkeyp
     assert run_minibert("example-data", "squad", "--output", str(output)).returncode == 0
     assert _folder(output) == {source.name: source.read_bytes() for source in example_files("squad")}
 
+
+def test_a_symbolic_link_is_written_where_it_points(tmp_path):
+    """os.replace over a link replaces the link: the output went to a new file of the link's name and
+    the file the link named kept its old bytes. Now the target gets the bytes (and keeps its mode)."""
+    import stat
+
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "config.json"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o600)
+    link = tmp_path / "config.json"
+    link.symlink_to("real/config.json")
+    write_atomically(link, b"new")
+    assert link.is_symlink() and target.read_bytes() == b"new" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert os.listdir(tmp_path / "real") == ["config.json"] and sorted(os.listdir(tmp_path)) == ["config.json", "real"]
