@@ -217,3 +217,32 @@ def test_a_name_too_long_for_the_file_system_is_said_without_python_s_errno(tmp_
     learned = run("vocab", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "corpus.txt"))
     assert learned.stderr.strip().splitlines() == [
         f"minibert: error: output directory {tmp_path / 'corpus.txt'} is a file, not a directory"], learned.stderr
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_an_output_that_is_a_symbolic_link_is_written_where_it_points(minilm_dir, tmp_path, resume):
+    """`--output link.npy` replaced the link itself with a regular file and left its target as it was
+    (the rename goes over whatever has the name). As the shell's `>`, `cp` and np.save do, the vectors
+    now go to the link's target, in its folder, and the link stays; `--resume` too."""
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\nthree\n", encoding="utf-8")
+    flags = ["--resume"] if resume else []
+    plain = tmp_path / "plain.npy"
+    assert run("embed", "--input", str(source), "--output", str(plain), "--model", str(minilm_dir)).returncode == 0
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "elsewhere" / "vectors.npy"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o604)
+    link = tmp_path / "link.npy"
+    link.symlink_to(os.path.relpath(target, tmp_path))
+    result = run("embed", "--input", str(source), "--output", str(link), "--model", str(minilm_dir), *flags)
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and os.readlink(link) == os.path.relpath(target, tmp_path)
+    assert target.read_bytes() == plain.read_bytes() and _mode(target) == 0o604
+    assert sorted(os.listdir(tmp_path / "elsewhere")) == ["vectors.npy"]  # no temporary, state or lock left
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere", "in.txt", "link.npy", "plain.npy"]
+    dangling = tmp_path / "dangling.npy"
+    dangling.symlink_to("elsewhere/new.npy")  # a link to a file not made yet: the file is made, as `>` makes it
+    result = run("embed", "--input", str(source), "--output", str(dangling), "--model", str(minilm_dir), *flags)
+    assert result.returncode == 0, result.stderr
+    assert dangling.is_symlink() and (tmp_path / "elsewhere" / "new.npy").read_bytes() == plain.read_bytes()

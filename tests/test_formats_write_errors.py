@@ -184,3 +184,126 @@ def test_vocab_on_a_full_disk_names_the_vocabulary_file(tmp_path, monkeypatch):
     result = run_minibert("vocab", "--input", str(text), "--output", str(tmp_path / "vocab"), "--vocab-size", "60")
     line = one_error_line(result)
     assert line.startswith(f"minibert: error: cannot write {tmp_path / 'vocab'}") and "No space left" in line, line
+
+
+def _folder(path) -> dict:
+    """Every entry of a folder (hidden ones too) and its bytes."""
+    return {entry.name: entry.read_bytes() for entry in sorted(path.iterdir())}
+
+
+def failing_on(function, nth: int, code: int):
+    """``function``, but its ``nth`` call (1-based) fails with ``code``."""
+    calls = []
+
+    def fail(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == nth:
+            raise OSError(code, os.strerror(code))
+        return function(*args, **kwargs)
+
+    return fail
+
+
+def _learn(folder, text, *flags) -> object:
+    return run_minibert("vocab", "--input", str(text), "--output", str(folder), "--vocab-size", "60", *flags)
+
+
+@pytest.fixture
+def vocabulary(tmp_path):
+    """A folder holding a lowercasing vocabulary (vocab.txt and its tokenizer_config.json), and a text."""
+    text = tmp_path / "text.txt"
+    text.write_text("The Cat sat on the Mat\n\nthe Dog sat on the Log\n" * 20)
+    (tmp_path / "vocab").mkdir()
+    assert _learn(tmp_path / "vocab", text).returncode == 0
+    return tmp_path / "vocab", text
+
+
+def test_vocab_whose_config_meets_a_full_disk_leaves_the_old_pair(vocabulary, monkeypatch):
+    """vocab wrote vocab.txt, then tokenizer_config.json: a full disk at the second left a new cased
+    vocab.txt beside the old lowercasing config, which tokenizes the cased pieces away. Both files are
+    now on disk before either is renamed into place."""
+    folder, text = vocabulary
+    before = _folder(folder)
+    monkeypatch.setattr(os, "fsync", failing_on(os.fsync, 2, errno.ENOSPC))  # the second file's
+    line = one_error_line(_learn(folder, text, "--cased"))
+    assert line == f"minibert: error: cannot write {folder / 'tokenizer_config.json'}: No space left on device"
+    assert _folder(folder) == before  # the old pair, and no temporary file
+
+
+@pytest.mark.parametrize("failure", ["immutable", "Ctrl-C"])
+def test_vocab_whose_second_rename_fails_puts_the_first_file_back(vocabulary, monkeypatch, failure):
+    """`chattr +i tokenizer_config.json` (or Ctrl-C between the two renames): vocab.txt was already
+    replaced. It is put back, so the folder still holds the pair that tokenizes as before."""
+    from transformers import BertTokenizer as Reference
+
+    folder, text = vocabulary
+    before = _folder(folder)
+    expected = Reference.from_pretrained(folder).tokenize("The Cat sat")
+    real_replace = os.replace
+
+    def replace(source, destination, *args, **kwargs):
+        if os.fspath(destination).endswith("tokenizer_config.json"):
+            if failure == "Ctrl-C":
+                raise KeyboardInterrupt
+            raise OSError(errno.EPERM, os.strerror(errno.EPERM), os.fspath(source), os.fspath(destination))
+        return real_replace(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    result = _learn(folder, text, "--cased")
+    monkeypatch.undo()
+    if failure == "Ctrl-C":
+        assert result.returncode == 130, result.stderr
+    else:
+        assert one_error_line(result) == (f"minibert: error: cannot write {folder / 'tokenizer_config.json'}: "
+                                          "Operation not permitted")  # fmt: skip
+    assert _folder(folder) == before
+    assert Reference.from_pretrained(folder).tokenize("The Cat sat") == expected
+
+
+def test_vocab_into_a_new_folder_on_a_full_disk_leaves_it_empty(tmp_path, monkeypatch):
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat\n" * 20)
+    (tmp_path / "vocab").mkdir()
+    monkeypatch.setattr(os, "fsync", failing_on(os.fsync, 2, errno.ENOSPC))
+    one_error_line(_learn(tmp_path / "vocab", text))
+    assert _folder(tmp_path / "vocab") == {}  # vocab.txt alone used to stay
+
+
+def test_example_data_on_a_full_disk_leaves_no_part_of_the_set(tmp_path, monkeypatch):
+    """example-data squad wrote its four files one by one: a full disk at the third left the two dev
+    files in a new folder. Now nothing: not the files, not the folders it made (nor one made before,
+    nor a file of the set that was already there)."""
+    output = tmp_path / "made" / "squad"
+    monkeypatch.setattr(os, "fsync", failing_on(os.fsync, 3, errno.ENOSPC))
+    result = run_minibert("example-data", "squad", "--output", str(output))
+    assert one_error_line(result).endswith(": No space left on device")
+    assert os.listdir(tmp_path) == []
+
+    from minibert.apps.example_data_command import example_files
+
+    output.mkdir(parents=True)
+    first = example_files("squad")[0]
+    (output / first.name).write_bytes(first.read_bytes())  # already there, the same bytes: left alone
+    before = _folder(output)
+    monkeypatch.setattr(os, "fsync", failing_on(os.fsync, 2, errno.ENOSPC))
+    one_error_line(run_minibert("example-data", "squad", "--output", str(output)))
+    assert _folder(output) == before
+    monkeypatch.undo()
+    assert run_minibert("example-data", "squad", "--output", str(output)).returncode == 0
+    assert _folder(output) == {source.name: source.read_bytes() for source in example_files("squad")}
+
+
+def test_a_symbolic_link_is_written_where_it_points(tmp_path):
+    """os.replace over a link replaces the link: the output went to a new file of the link's name and
+    the file the link named kept its old bytes. Now the target gets the bytes (and keeps its mode)."""
+    import stat
+
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "config.json"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o600)
+    link = tmp_path / "config.json"
+    link.symlink_to("real/config.json")
+    write_atomically(link, b"new")
+    assert link.is_symlink() and target.read_bytes() == b"new" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert os.listdir(tmp_path / "real") == ["config.json"] and sorted(os.listdir(tmp_path)) == ["config.json", "real"]

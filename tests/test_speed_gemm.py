@@ -353,6 +353,85 @@ def test_a_damaged_or_unwritable_cache_only_means_measuring_again(minilm_dir, tm
     assert gemm.choose(model).reason == "measured"
 
 
+def _write_entries(first: int, count: int) -> None:
+    """Write ``count`` cache entries, slowly: each writer reads, waits, then writes back."""
+    import time
+
+    from minibert.speed import cache
+
+    real_write = cache.write_atomically
+
+    def slow_write(path, data):
+        time.sleep(0.02)  # another process's turn would fall here without the lock
+        real_write(path, data)
+
+    cache.write_atomically = slow_write
+    for index in range(first, first + count):
+        cache.write_cache(f"key {index}", {"index": index})
+
+
+def test_processes_writing_the_cache_at_once_keep_every_entry():
+    """Each process reads gemm.json, adds its verdict and writes the whole file back: four at once
+    kept 24 of 80 entries (the last rename won), so the lost verdicts were measured again by the
+    next process. An exclusive lock beside the file makes the turns one after the other."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_write_entries, args=(first, 5)) for first in range(0, 20, 5)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+    assert [writer.exitcode for writer in writers] == [0, 0, 0, 0]
+    assert sorted(json.loads(cache_file().read_text())) == sorted(f"key {index}" for index in range(20))
+
+
+def test_a_cache_lock_held_too_long_only_means_not_caching(monkeypatch):
+    """A process stopped while it holds the lock (SIGSTOP, a debugger) must not stop the others:
+    after LOCK_SECONDS the verdict is simply not cached."""
+    import fcntl
+    import os
+
+    from minibert.speed import cache
+
+    cache.write_cache("first", {"x": 1})
+    monkeypatch.setattr(cache, "LOCK_SECONDS", 0.2)
+    holder = os.open(f"{cache_file()}.lock", os.O_RDWR)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # another open file: flock conflicts even within one process
+        cache.write_cache("second", {"x": 2})
+    finally:
+        os.close(holder)
+    assert list(cache.read_cache()) == ["first"]
+    cache.write_cache("second", {"x": 2})
+    assert sorted(cache.read_cache()) == ["first", "second"]
+
+
+@pytest.mark.parametrize("name", ["gemm.json", "gemm.json.lock"])
+def test_a_fifo_in_the_cache_is_no_cache_and_never_blocks(name):
+    """A FIFO where gemm.json is made every model load hang in open() (it waits for a writer). The
+    cache's files are opened only when they are regular files; a FIFO is left as it is."""
+    import os
+    import stat
+    import threading
+
+    from minibert.speed import cache
+
+    cache_file().parent.mkdir(parents=True)
+    fifo = cache_file().parent / name
+    os.mkfifo(fifo)
+    results = []
+    worker = threading.Thread(target=lambda: results.append((cache.write_cache("k", {"x": 1}), cache.read_cache())),
+                              daemon=True)  # fmt: skip
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # blocked: open the FIFO's other end so the thread can end, then fail
+        with open(fifo, "wb" if name == "gemm.json" else "rb"):
+            pass
+        pytest.fail(f"the cache blocked on a FIFO at {name}")
+    assert results == [(None, {})] and stat.S_ISFIFO(os.lstat(fifo).st_mode)  # nothing cached, the FIFO kept
+
+
 @needs_onednn
 def test_measuring_is_bounded_even_for_bert_large_shapes():
     """The measurement's rows shrink with the model, so a bert-large layer costs what a MiniLM

@@ -230,10 +230,11 @@ def _embed(args, output: Path | None) -> None:
         from ..formats.atomic_files import atomic_output
         from .resumable import ResumableOutput
 
-        if ResumableOutput(output, {}).has_state():
+        unfinished = ResumableOutput(output, {})
+        if unfinished.has_state():
             raise InputFileError(
                 f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
-                f".{output.name}.resume.json and .{output.name}.partial"
+                f"{unfinished.state_path.name} and {unfinished.partial.name}"
             )
         with atomic_output(output) as handle:
             handle.write(header)

@@ -18,6 +18,8 @@ command before anything is written (it is someone's data, perhaps the real data 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -65,8 +67,10 @@ def example_files(name: str) -> list[Path]:
 
 def write_example_data(name: str, output: str | Path) -> list[Path]:
     """Copy data set ``name``'s files into ``output`` (made if missing) and return their new paths.
-    Raises FileExistsError, before writing any, when a file there holds other bytes."""
-    from ..formats.atomic_files import naming_the_file, write_atomically
+    Raises FileExistsError, before writing any, when a file there holds other bytes. The files are
+    written together or not at all (a full disk leaves no part of the set, nor a folder it made)."""
+    from ..formats.atomic_files import naming_the_file
+    from ..formats.file_sets import write_files_together
 
     output = Path(output)
     contents = {output / source.name: source.read_bytes() for source in example_files(name)}
@@ -74,11 +78,16 @@ def write_example_data(name: str, output: str | Path) -> list[Path]:
         if target.is_dir() or (target.exists() and target.read_bytes() != content):
             raise FileExistsError(f"{target} already exists and is not {name}'s example file: nothing written "
                                   "(choose another --output, or move it away)")  # fmt: skip
-    with naming_the_file(output):  # a read-only parent: "cannot write OUTPUT: Read-only file system"
-        output.mkdir(parents=True, exist_ok=True)
-    for target, content in contents.items():
-        if not target.exists():
-            write_atomically(target, content)
+    made = [folder for folder in (output, *output.parents) if not os.path.lexists(folder)]  # innermost first
+    try:
+        with naming_the_file(output):  # a read-only parent: "cannot write OUTPUT: Read-only file system"
+            output.mkdir(parents=True, exist_ok=True)
+        write_files_together({target: content for target, content in contents.items() if not target.exists()})
+    except BaseException:
+        for folder in made:  # only the folders this call made, and only if empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return list(contents)
 
 

@@ -58,12 +58,15 @@ class ResumableOutput:
 
     One run owns an output: ``start`` takes an exclusive lock (``flock`` on ``.OUT.resume.lock``,
     released by the kernel however the process ends, so a killed run leaves no stale lock) and a
-    second run is refused at once. Nothing is written through a symlink (``O_NOFOLLOW``).
+    second run is refused at once. The partial file is never written through a symlink (``O_NOFOLLOW``);
+    an output ``path`` that is a link is resolved first, so the output lands where the link points.
     """
 
     def __init__(self, path: str | os.PathLike, fingerprint: dict, *, row_size: int | None = None,
                  lines: bool = False, total: int | None = None):  # fmt: skip
-        self.path = Path(path)
+        # An output that is a symbolic link is written where it points (as formats/atomic_files.py
+        # writes): the partial file, the state and the lock live beside the link's target.
+        self.path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
         self.partial = self.path.with_name(f".{self.path.name}.partial")
         self.state_path = self.path.with_name(f".{self.path.name}.resume.json")
         self.lock_path = self.path.with_name(f".{self.path.name}.resume.lock")

@@ -7,6 +7,10 @@ new file, the old file's mode for one that is overwritten (a temporary file star
 Only a regular file is ever replaced: a path that names a directory, a FIFO, a device (``/dev/null``)
 or a socket is refused (``refuse_what_is_not_a_file``), since the rename would put a plain file in
 its place. Commands call it on their outputs before any work, and ``atomic_output`` again.
+
+A path that is a symbolic link is written where the link points, as the shell's ``>``, ``cp`` and
+``np.save`` write through it: the temporary file goes beside the link's target and is renamed over
+the target; the link stays a link.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     ...     handle.write(data)
     """
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else path  # renaming over a link replaces it
+    directory = target.parent if str(target.parent) else Path(".")
     refuse_what_is_not_a_file(path)
     with naming_the_file(path):
         descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=directory)
@@ -47,7 +52,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
                 yield handle
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temporary, path)
+            os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)

@@ -13,9 +13,18 @@ then ``CACHE_VERSION``); a missing or damaged file only means measuring again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock (a lost entry is only measured again)
+    fcntl = None
 
 import torch
 
@@ -49,22 +58,61 @@ def cache_file() -> Path:
 
 
 def read_cache() -> dict:
-    """The cache's entries ({key: record}); none yet, or a damaged file: {} (measure again)."""
+    """The cache's entries ({key: record}); none yet, a damaged file, or something that is not a
+    regular file (a FIFO there would block every model load in ``open``): {} (measure again)."""
+    path = cache_file()
     try:
-        return read_json_object(cache_file(), "measurement cache")
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            log.debug("measurement cache %s is not a regular file: not read", path)
+            return {}
+        return read_json_object(path, "measurement cache")
     except (OSError, ValueError, CheckpointError):
         return {}
 
 
 def write_cache(key: str, record: dict) -> None:
-    """Add ``record`` under ``key`` (written atomically); a read-only home only means measuring again."""
+    """Add ``record`` under ``key`` (written atomically); a read-only home only means measuring again.
+
+    Processes that measure at the same time (workers, CI jobs) each read the file, add their entry
+    and write it back: an exclusive lock on ``gemm.json.lock`` beside it makes those turns one after
+    the other, so that no process writes over another's entry. A lock held longer than
+    ``LOCK_SECONDS`` (a process stopped while it holds it) only means this verdict is not cached."""
     import json
 
     path = cache_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        entries = read_cache()
-        entries[key] = record
-        write_atomically(path, json.dumps(entries, indent=1, sort_keys=True).encode())
+        with _locked(path.with_name(path.name + ".lock")):
+            entries = read_cache()
+            entries[key] = record
+            write_atomically(path, json.dumps(entries, indent=1, sort_keys=True).encode())
     except OSError as error:
         log.debug("measurement not cached in %s (%s)", path, error)
+
+
+LOCK_SECONDS = 10.0
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` (made if missing; never through a link, never a
+    FIFO or device: OSError). TimeoutError after ``LOCK_SECONDS``. Without fcntl (Windows), no lock."""
+    if fcntl is None:
+        yield
+        return
+    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{lock_path} is not a regular file")
+        deadline = time.monotonic() + LOCK_SECONDS
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{lock_path} held by another process for {LOCK_SECONDS:.0f} s") from None
+                time.sleep(0.01)
+        yield  # (closing the descriptor releases the lock)
+    finally:
+        os.close(descriptor)

@@ -61,7 +61,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import VocabularySizeError
-from ..formats.atomic_files import why_not_a_folder, write_atomically
+from ..formats.atomic_files import why_not_a_folder
+from ..formats.file_sets import write_files_together
 from .fast_basic import FastBasicTokenizer
 from .word_counts import Progress, count_words
 
@@ -310,7 +311,7 @@ def check_vocabulary_folder(directory: str | os.PathLike) -> None:
 
 def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowercase: bool = True) -> tuple[str, str]:
     """Write ``vocab.txt`` (one piece per line) and ``tokenizer_config.json`` into an existing
-    directory, each atomically, so that minibert's ``BertTokenizer.from_pretrained`` and
+    directory, together or not at all (formats/file_sets.py), so that minibert's ``BertTokenizer.from_pretrained`` and
     transformers' ``AutoTokenizer`` load it with the casing it was learned with.
 
     The config names the special tokens' roles ([UNK], [SEP], [PAD], [CLS], [MASK], those the
@@ -328,6 +329,8 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
         **{role: token for role, token in roles.items() if token in pieces},
     }
     vocab_file, config_file = (directory / name for name in VOCABULARY_FILES)
-    write_atomically(vocab_file, "".join(piece + "\n" for piece in pieces).encode("utf-8"))
-    write_atomically(config_file, (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    write_files_together({  # a new vocab.txt beside an old config would tokenize with the old casing
+        vocab_file: "".join(piece + "\n" for piece in pieces).encode("utf-8"),
+        config_file: (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+    })
     return str(vocab_file), str(config_file)

@@ -1,0 +1,86 @@
+"""Writing several files that belong together (a vocabulary's ``vocab.txt`` and
+``tokenizer_config.json``, a data set's files) so that they land together or not at all.
+
+Each file is written as formats/atomic_files.py writes one (a temporary file beside it, fsync'ed,
+renamed into place), but every temporary file is complete and on disk before the first rename: a
+full disk, a quota or Ctrl-C while writing leaves every file as it was. The renames come last, one
+after the other (POSIX has no rename of two files at once). Should one of them fail (a file made
+immutable, say) or be interrupted, the files already renamed are put back: a replaced file from a
+second name (a hard link) taken before, a new file by deleting it. Only SIGKILL or a power cut in
+the instant between two renames can leave a mix, which no program can prevent.
+
+    >>> write_files_together({"v/vocab.txt": b"[PAD]\\n", "v/tokenizer_config.json": b"{}"})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from .atomic_files import atomic_output, naming_the_file
+
+
+def write_files_together(files: Mapping[str | os.PathLike, bytes]) -> None:
+    """Write each ``{path: bytes}`` of ``files``; on any error (or KeyboardInterrupt) every path
+    holds what it held before, and the error is raised as atomic_output raises it."""
+    seconds: dict[Path, Path | None] = {}  # each file's second name (None: no file there yet)
+    ours: dict[Path, tuple[int, int]] = {}  # each temporary file's identity (device, inode)
+    try:
+        for path in files:
+            seconds[_target(path)] = _second_name(_target(path))
+        with contextlib.ExitStack() as stack:
+            for path, data in files.items():
+                handle = stack.enter_context(atomic_output(path))
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())  # every file on disk before the first rename (at the stack's end)
+                found = os.fstat(handle.fileno())
+                ours[_target(path)] = (found.st_dev, found.st_ino)
+    except BaseException:
+        for target, identity in ours.items():
+            _put_back(target, identity, seconds[target])
+        raise
+    finally:
+        for second in seconds.values():
+            if second is not None:
+                second.unlink(missing_ok=True)
+
+
+def _target(path: str | os.PathLike) -> Path:
+    """Where atomic_output puts ``path``'s file: a symbolic link's target, else ``path``."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+
+
+def _second_name(path: Path) -> Path | None:
+    """A hidden second name for the file at ``path`` (a hard link: no copy, no space), or a copy on a
+    file system without hard links; None when there is no file at ``path``."""
+    if not path.is_file():
+        return None
+    second = path.with_name(f".{path.name}.{os.getpid()}.before.partial")  # .NAME.*.partial: a leftover's name
+    second.unlink(missing_ok=True)
+    with naming_the_file(path, second):
+        try:
+            os.link(path, second)
+        except OSError:
+            try:
+                shutil.copy2(path, second)
+            except BaseException:
+                second.unlink(missing_ok=True)
+                raise
+    return second
+
+
+def _put_back(path: Path, identity: tuple[int, int], second: Path | None) -> None:
+    """Undo a rename: if the file at ``path`` is the one written (``identity``), ``path`` gets its
+    old file back (``second``), or is removed if there was none."""
+    with contextlib.suppress(OSError):
+        found = os.stat(path)
+        if (found.st_dev, found.st_ino) != identity:
+            return  # its rename was never made
+        if second is None:
+            os.unlink(path)
+        else:
+            os.replace(second, path)
