@@ -38,6 +38,10 @@ CASES = [
      "top_k": 3},
     {"question": "Who?", "context": "Babbage.", "handle_impossible_answer": True},
     {"question": QUESTIONS[0], "context": CONTEXT[:120], "top_k": 30},
+    # a doc_stride past the room beside the question, with a context that fits one window: the pipeline answers
+    {"question": QUESTIONS[0], "context": CONTEXT[:40], "doc_stride": 126},
+    # an explicit max_seq_len is honoured (tests/test_tasks.py reads this one on a copy whose tokenizer says 64)
+    {"question": QUESTIONS[1], "context": CONTEXT, "max_seq_len": 100, "top_k": 2},
 ]  # fmt: skip
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import corpus
+import minibert
 from helpers import assert_close, run_minibert
 from minibert import Embedder
 from minibert.apps import cli, embed_files
@@ -77,6 +78,9 @@ def test_fill_mask_command(google_base, capsys):
     directory, _ = google_base
     assert cli.main(["fill-mask", "I [MASK] your father.", "--model", str(directory), "--top-k", "3"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3
+    assert cli.main(["fill-mask", "I [MASK] your father.", "--model", str(directory), "--targets", "love", "am"]) == 0
+    expected = minibert.fill_mask("I [MASK] your father.", model=directory, targets=["love", "am"])
+    assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == [a["token_str"] for a in expected]
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,8 @@ def test_classify_a_chunk_mixing_pairs_and_single_texts_classifies_each_line_as_
     """A line without text_pair is a single text ([CLS] a [SEP]) whatever its neighbours hold, as
     transformers' pipeline does the same mixed list (it was encoded as the pair (a, ""))."""
     directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
-    records = [{"text": "a man sleeps"}, {"text": "cats", "text_pair": "dogs"}, {"text": "a person rests"}]
+    records = [{"text": "a man sleeps"}, {"text": "cats", "text_pair": "dogs"}, {"text": "a person rests"},
+               {"text": "birds", "text_pair": ""}]  # an empty text_pair: no pair, as the pipeline tokenizes it
     source = tmp_path / "mixed.jsonl"
     source.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
     result = run("classify", "--model", str(directory), "--input", str(source), "--top-k", "all")
@@ -133,6 +134,64 @@ def test_a_question_that_fills_max_seq_len_is_named_not_the_stride(tmp_path):
     assert result.returncode == 1 and "1 pieces for the context in --max-seq-len 9, not more than --doc-stride 1;" \
         in result.stderr  # fmt: skip
     assert "answer" in minibert.answer("C C C C C", "C C O", model=QA_REFERENCE, max_seq_len=9, doc_stride=0)
+
+
+def test_an_empty_question_or_context_is_named_by_its_line_before_the_model_loads(tmp_path):
+    records = [{"question": "Who?", "context": "Babbage."}] * 5 + [{"question": "Who?", "context": " "}]
+    source = tmp_path / "qa.jsonl"
+    source.write_text("\n".join(json.dumps(record) for record in records) + "\n", encoding="utf-8")
+    result = run("answer", "--model", str(QA_REFERENCE), "--input", str(source))
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"minibert: error: the context on line 6 of {source} is empty: a question and its context must hold text"]
+    result = run("answer", "--model", str(QA_REFERENCE), "--question", "", "--context", "Babbage.")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "minibert: error: --question is empty: a question and its context must hold text"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["answer", "--question", "q", "--context", "I live", "--max-seq-len", "500"],
+         "--max-seq-len must be an int from 4 to 128 (the model's max_position_embeddings), got 500"),
+        (["answer", "--question", "q", "--context", "I live", "--doc-stride", "200"],
+         "--doc-stride must be at most the window's 128 tokens, got 200"),
+        (["answer", "--question", "q", "--context", "I live", "--max-seq-len", "100", "--doc-stride", "101"],
+         "--doc-stride must be at most the window's 100 tokens (--max-seq-len), got 101"),  # before the model loads
+        (["tag", "a", "--stride", "200"], "--stride must be an int from 0 to 125 (the window is 128 tokens), got 200"),
+        (["tag", "a", "--aggregation", "none", "--stride", "5"],
+         "--stride reads a text in windows, whose pieces only an --aggregation other than none can join: choose one"),
+        (["rerank", "q", "a", "--max-length", "500"], "--max-length must be an int from 3 to 128 (the model's "
+                                                      "positions), got 500"),
+    ],
+)  # fmt: skip
+def test_a_flag_out_of_the_models_range_is_named_as_the_flag(argv, message, make, tmp_path):  # noqa: F811
+    """The messages named the Python parameters (max_seq_len, stride=, max_length) and exited 1."""
+    model = {"answer": lambda: QA_REFERENCE, "tag": lambda: ner_model(make),
+             "rerank": lambda: cross_encoder_dir(make, tmp_path, "saved")}[argv[0]]()  # fmt: skip
+    result = run(*argv, "--model", str(model))
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 2 and errors == [f"minibert: error: {message}"], result.stderr
+
+
+def test_a_doc_stride_past_the_room_with_a_short_context_answers_as_the_pipeline(tmp_path):
+    """transformers 4.57.1 answers it (the context needs no second window); minibert refused it with
+    the tokenizer's stride=/max_length= message and a room (125) the question's own message put at 124."""
+    result = run("answer", "--model", str(QA_REFERENCE), "--question", "Where was Ada born?", "--context",
+                 "Ada Lovelace was born in London in 1815.", "--doc-stride", "126")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = minibert.answer("Where was Ada born?", "Ada Lovelace was born in London in 1815.", model=QA_REFERENCE,
+                               doc_stride=126)  # fmt: skip
+    assert lines(result.stdout) == [{"question": "Where was Ada born?", "answers": [expected]}]
+
+
+def test_tag_names_the_line_of_a_cut_text_and_the_flag(make, tmp_path):  # noqa: F811
+    source = tmp_path / "in.txt"
+    source.write_text("Ada Lovelace\n" + "word " * 200 + "\n", encoding="utf-8")
+    result = run("tag", "--model", str(ner_model(make)), "--input", str(source))
+    warned = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert result.returncode == 0 and len(warned) == 1, result.stderr
+    assert warned[0].startswith(f"minibert: warning: line 2 of {source} is 202 pieces long") and "--stride" in warned[0]
+    assert "stride=" not in warned[0] and "aggregation_strategy" not in warned[0]
 
 
 def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_path):  # noqa: F811

@@ -26,7 +26,7 @@ import pytest
 import torch
 
 import minibert
-from minibert.errors import CheckpointError
+from minibert.errors import CheckpointError, TaskArgumentError
 
 transformers = pytest.importorskip("transformers")
 
@@ -112,7 +112,9 @@ def test_classify_gives_the_text_classification_pipelines_results(kind, make):
     calls = [{}, {"top_k": 2}, {"top_k": None}, {"function_to_apply": "none"}, {"function_to_apply": "sigmoid"},
              {"function_to_apply": "softmax", "top_k": None}]  # fmt: skip
     for arguments in calls:
-        for inputs in (TEXTS[0], TEXTS, {"text": TEXTS[0], "text_pair": TEXTS[1]}):
+        for inputs in (TEXTS[0], TEXTS, {"text": TEXTS[0], "text_pair": TEXTS[1]},
+                       {"text": TEXTS[0], "text_pair": ""},  # one input: the tokenizer drops an empty pair
+                       [{"text": "a", "text_pair": ""}, {"text": "b", "text_pair": "c"}]):  # each alone, as one input
             theirs = pipeline(inputs, **arguments)
             ours = minibert.classify(inputs, model=directory, **arguments)
             same(ours, theirs, f"{kind} {arguments} {str(inputs)[:20]}")
@@ -128,6 +130,19 @@ def test_classify_on_rxnfps_real_fifty_label_classifier():
     pipeline = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer)
     reactions = ["C C ( = O ) O . O C C >> C C O C ( C ) = O", "c 1 c c c c c 1 >> c 1 c c c c c 1 Br"]
     same(minibert.classify(reactions, model=directory, top_k=3), pipeline(reactions, top_k=3), "rxnfp")
+
+
+def test_classify_reads_up_to_the_models_positions_and_cuts_where_the_pipeline_cuts(make):
+    """A tokenizer that says 64 on a model of 128 positions: the pipeline computes a 100-token text
+    whole (the tokenizer only logs), and truncation=True cuts it at 64; a text past the model's 128
+    positions is refused, as the model cannot compute it (minibert refused at 64, the tokenizer's)."""
+    directory = make("BertForSequenceClassification", scale=5.0, max_length=64, num_labels=3)
+    pipeline = transformers.pipeline("text-classification", model=str(directory))
+    text = "word " * 98  # 100 tokens with [CLS] and [SEP]
+    same(minibert.classify(text, model=directory, top_k=None), pipeline(text, top_k=None), "100 of 128 positions")
+    same(minibert.classify(text, model=directory, truncation=True), pipeline(text, truncation=True), "cut at 64")
+    with pytest.raises(ValueError, match=r"input 0 is 140 tokens long, more than the 128 this model takes"):
+        minibert.classify("word " * 138, model=directory)
 
 
 def test_classify_refuses_what_it_would_get_wrong(make):
@@ -188,6 +203,18 @@ def test_tag_with_ignore_labels(make):
     directory = ner_model(make)
     pipeline = transformers.pipeline("token-classification", model=str(directory), ignore_labels=[])
     same(minibert.tag(TEXTS[0], model=directory, ignore_labels=[]), pipeline(TEXTS[0]), "ignore nothing")
+    default = transformers.pipeline("token-classification", model=str(directory))  # None: the default ["O"]
+    same(minibert.tag(TEXTS[0], model=directory, ignore_labels=None), default(TEXTS[0], ignore_labels=None), "None")
+
+
+def test_tag_stride_beyond_the_window_is_a_task_argument_error(make):
+    """Checked once the window (the model's length) is known, as data a command turns into --stride."""
+    with pytest.raises(ValueError, match="only an aggregation_strategy other than"):  # before the model loads
+        minibert.tag("a", model="/no/such/model", stride=8)
+    with pytest.raises(TaskArgumentError, match=r"^stride must be an int from 0 to 125 \(the window is 128 tokens\), "
+                       "got 126$") as raised:  # fmt: skip
+        minibert.tag("a", model=ner_model(make), aggregation_strategy="simple", stride=126)
+    assert (raised.value.parameter, raised.value.value) == ("stride", 126)
 
 
 # ----------------------------------------------------------------------------- answer
@@ -212,10 +239,30 @@ def test_answer_refuses_bad_arguments():
         minibert.answer("q", "c", model=QA_REFERENCE, max_answer_len=0)
     with pytest.raises(ValueError, match=r"max_seq_len must be an int from 4 to 128"):
         minibert.answer("q", "c", model=QA_REFERENCE, max_seq_len=1000)
-    with pytest.raises(ValueError, match="must not be empty"):
-        minibert.answer("q", " ", model=QA_REFERENCE)
+    with pytest.raises(ValueError, match=r"^context 1 is empty: a question and its context must hold text$"):
+        minibert.answer(["q", "r"], ["c", " "], model="/no/such/model")  # said before the model loads
     with pytest.raises(TypeError, match="two lists of texts of one length"):
         minibert.answer(["q", "r"], ["c"], model=QA_REFERENCE)
+    with pytest.raises(TaskArgumentError, match=r"^doc_stride must be at most the window's 128 tokens, got 129$"):
+        minibert.answer("q", "c", model=QA_REFERENCE, doc_stride=129)  # the pipeline's own check
+    with pytest.raises(TaskArgumentError, match=r"^max_seq_len must be an int from 4 to 128 \(the model's "
+                       r"max_position_embeddings\), got 129$"):  # fmt: skip
+        minibert.answer("q", "c", model=QA_REFERENCE, max_seq_len=129)
+
+
+def test_answer_honours_a_max_seq_len_past_the_tokenizers_length(tmp_path):
+    """The tokenizer says 64, the model has 128 positions: an explicit max_seq_len=100 is read as
+    transformers 4.57.1's pipeline reads it (its answer is the reference's case, made with 100 on the
+    same weights); minibert refused it as more than "the model's length", 64."""
+    folder = tmp_path / "qa64"
+    shutil.copytree(QA_REFERENCE, folder)
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**settings, "model_max_length": 64}), encoding="utf-8")
+    reference = json.loads((QA_REFERENCE / "expected.json").read_text(encoding="utf-8"))
+    case = next(case for case in reference["cases"] if case["arguments"].get("max_seq_len") == 100)
+    arguments = dict(case["arguments"])
+    question, context = arguments.pop("question"), arguments.pop("context")
+    same(minibert.answer(question, context, model=folder, **arguments), case["expected"], "max_seq_len=100 of 128")
 
 
 # ----------------------------------------------------------------------------- rerank
@@ -346,6 +393,16 @@ def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():
     same(many, pipeline([text, "c c [MASK] c ( c ) = o"]), "fill-mask of a list")
     two_masks = "c c ( = o ) o . o c c [MASK] c c o c ( c ) = [MASK]"  # each sequence fills its own mask
     same(minibert.fill_mask(two_masks, model=directory, top_k=5), pipeline(two_masks), "fill-mask of two masks")
+    for targets in ("o", ["o", "n"], ["n", "o", "c", "o"], ["o", "cl"]):  # "cl" is no piece: its first, [UNK]
+        for given, top_k in ((text, 5), (two_masks, 2), ([text, "c c [MASK] c ( c ) = o"], 1)):
+            ours = minibert.fill_mask(given, model=directory, top_k=top_k, targets=targets)
+            same(ours, pipeline(given, top_k=top_k, targets=targets), f"fill-mask targets={targets} top_k={top_k}")
+    with pytest.warns(UserWarning, match=r"the target 'cl' is not in the vocabulary: its first piece '\[UNK\]'"):
+        minibert.fill_mask(text, model=directory, targets=["o", "cl"])
+    with pytest.raises(ValueError, match="targets must name at least one piece"), pytest.warns(UserWarning):
+        minibert.fill_mask(text, model=directory, targets=[""])
+    with pytest.raises(TypeError, match="targets must be a str or a list of str"):
+        minibert.fill_mask(text, model=directory, targets=3)
     first, second = "c c ( = o ) o", "c c o c ( c ) = o"
     with torch.no_grad():
         expected = reference(**tokenizer(first, second, return_tensors="pt")).seq_relationship_logits.softmax(-1)

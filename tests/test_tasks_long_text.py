@@ -79,7 +79,7 @@ def test_tag_warns_when_a_text_is_cut_and_not_with_stride(make):  # noqa: F811
     limit = min(tokenizer.model_max_length, 512)
     long = "Ada Lovelace was born in London. " * (limit // 4)
     _, caught = _caught(lambda: minibert.tag(["Ada was born in London.", long], model=directory))
-    assert len(caught) == 1 and re.search(rf"tag, text 1: the text is \d+ pieces long .* more than the model's {limit} "
-                                          r"positions: .* its end is not tagged; stride=", caught[0])  # fmt: skip
+    assert len(caught) == 1 and re.search(rf"tag, text 1: the text is \d+ pieces long .* more than the {limit} this "
+                                          r"model takes: .* its end is not tagged; stride=", caught[0])  # fmt: skip
     _, windows = _caught(lambda: minibert.tag(long, model=directory, aggregation_strategy="simple", stride=16))
     assert windows == []

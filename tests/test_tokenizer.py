@@ -300,8 +300,10 @@ def test_documented_differences_from_google(uncased):
     assert uncased.tokenize("a\ud800b") == ["ab"]
     # Σ lowercases to σ everywhere, as in `tokenizers` (Python's str.lower would give final ς).
     assert uncased.basic.normalize("ΟΔΟΣ") == "οδοσ"
-    # An empty second text still gets its [SEP] (the batch path of transformers agrees).
-    assert uncased("hi", "")["input_ids"] == [101, 7632, 102, 102]
+    # An empty second text: one input drops it, as transformers' single-input path does; a batch keeps its [SEP]
+    # (tests/test_tokenizer_call_edges.py compares both with transformers).
+    assert uncased("hi", "")["input_ids"] == [101, 7632, 102]
+    assert uncased(["hi"], [""])["input_ids"] == [[101, 7632, 102, 102]]
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -21,7 +21,8 @@ def both(minilm_dir):
 
 def _outcome(tokenizer, *args, **kwargs):
     try:
-        return dict(tokenizer(*args, **kwargs))
+        return {key: value.tolist() if hasattr(value, "tolist") else value  # tensors compared as lists
+                for key, value in tokenizer(*args, **kwargs).items()}  # fmt: skip
     except Exception as error:  # noqa: BLE001 — the outcome compared is "it raised"
         return type(error).__name__
 
@@ -39,11 +40,27 @@ def _outcome(tokenizer, *args, **kwargs):
         (([("a", "b"), ("c d", "e")],), {}),  # a batch of pairs, as tuples
         (([["a", "b"], ["c d", "e"]],), {}),  # ... or as lists of two texts
         (([("a", "b c d e"), ("c d", "e")],), dict(padding=True, truncation="only_second", max_length=6)),
+        # an empty text_pair: one input drops it ([CLS] a [SEP]), a batch keeps its [SEP]
+        (("a", ""), {}),
+        (("", ""), {}),
+        ((), dict(text="a", text_pair="", return_offsets_mapping=True, return_special_tokens_mask=True)),
+        (("a", ""), dict(return_tensors="pt")),
+        (("a", ""), dict(return_tensors="np", padding="max_length", max_length=6)),
+        (("a", []), {}),
+        ((["a", "b"], []), dict(is_split_into_words=True)),
+        ((["a", "b"], ["", "c"]), {}),
+        ((["a"], [""]), dict(return_tensors="pt")),
+        (([("a", ""), ("b", "c")],), {}),
     ],
 )
 def test_the_same_ids_as_transformers(both, args, kwargs):
     ours, theirs = both
     assert _outcome(ours, *args, **kwargs) == _outcome(theirs, *args, **kwargs)
+
+
+def test_encode_of_an_empty_text_pair(both):
+    ours, theirs = both
+    assert ours.encode("a", "") == theirs.encode("a", "") == ours.encode("a")
 
 
 def test_return_length_as_tensors(both):
@@ -58,6 +75,10 @@ def test_only_second_without_a_second_text_is_refused_when_it_must_cut(both):
         theirs("the quick brown fox jumps", truncation="only_second", max_length=5)
     with pytest.raises(ValueError, match="no second text was given"):  # it used to cut the first text, silently
         ours("the quick brown fox jumps", truncation="only_second", max_length=5)
+    with pytest.raises(Exception, match="Second sequence not provided"):  # an empty one is none, in one input
+        theirs("the quick brown fox jumps", "", truncation="only_second", max_length=5)
+    with pytest.raises(ValueError, match="no second text was given"):
+        ours("the quick brown fox jumps", "", truncation="only_second", max_length=5)
 
 
 def test_too_small_a_max_length_says_what_is_true(both):

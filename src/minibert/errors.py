@@ -104,6 +104,17 @@ class PromptFillsMaxLengthError(MinibertError, ValueError):
         self.prompt, self.tokens, self.max_length = prompt, tokens, max_length
 
 
+class TaskArgumentError(MinibertError, ValueError):
+    """A task's argument outside what its model allows (``answer(max_seq_len=500)`` on a model of 128
+    positions, ``tag(stride=200)``): ``parameter`` (the Python name), ``value`` and ``allowed`` (what it
+    must be, in words that name no other parameter), as data, so that a command says it of its own
+    flag (``--max-seq-len must be an int from 4 to 128 ...``) instead of the Python parameter."""
+
+    def __init__(self, parameter: str, value, allowed: str):
+        super().__init__(f"{parameter} must be {allowed}, got {value!r}")
+        self.parameter, self.value, self.allowed = parameter, value, allowed
+
+
 class InputFileError(MinibertError):
     """A file a command reads or writes cannot be used: missing, a directory, not UTF-8 text,
     malformed JSON lines, a missing or mistyped field, empty, or an output that would destroy its

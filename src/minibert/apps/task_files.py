@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..errors import TaskArgumentError
 from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_lines_output, read_records
 from ..task_choices import AGGREGATIONS, FUNCTIONS
@@ -79,9 +80,8 @@ def add_parser(commands, parents: list) -> None:
     answer.add_argument(
         "--max-answer-len", type=positive_int, default=15, help="tokens in an answer at most (default 15)"
     )
-    answer.add_argument(
-        "--max-seq-len", type=positive_int, default=None, help="tokens per window (default 384 or the model's)"
-    )
+    answer.add_argument("--max-seq-len", type=whole_number(4), default=None,
+                        help="tokens per window, at least 4 (default the model's length, at most 384)")  # fmt: skip
     answer.add_argument("--impossible", action="store_true", help='"no answer" (an empty answer) may win')
     answer.set_defaults(run=cmd_answer)
 
@@ -116,12 +116,29 @@ def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
         yield chunk
 
 
-def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, load, answer, finish=None) -> None:
-    """Check the arguments and the files (every input line, before the model loads), then load the
-    model (``load(name)``), and write the rows that ``answer(model, chunk of records)`` gives."""
+def _checked(records: Iterator[dict], check) -> Iterator[dict]:
+    """The records, each passed to ``check(record, place)`` (its line, from 1) as it is read."""
+    for place, record in enumerate(records, start=1):
+        if check is not None:
+            check(record, place)
+        yield record
+
+
+def _flag_error(error: TaskArgumentError) -> CommandError:
+    """A task's argument out of its model's range, said of the flag that gave it: ``--max-seq-len``
+    for ``max_seq_len`` (each command's flag is its parameter's name)."""
+    return CommandError(f"--{error.parameter.replace('_', '-')} must be {error.allowed}, got {error.value}")
+
+
+def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, load, answer, finish=None,
+         check=None) -> None:  # fmt: skip
+    """Check the arguments and the files (every input line, before the model loads; ``check(record,
+    place)``: the command's own rule for a line), then load the model (``load(name)``), and write the
+    rows that ``answer(model, chunk of records)`` gives."""
+
     if getattr(args, "texts", None) == [STDIN] and not args.input:  # a lone - reads stdin, as embed's does
         args.texts, args.input = [], STDIN
-    given = from_arguments()
+    given = list(_checked(from_arguments(), check))
     if given and args.input:
         raise CommandError("give texts as arguments or --input FILE, not both")
     if not given and not args.input:
@@ -135,18 +152,19 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
         if output is not None:  # stops the command there (an --output is not written)
             check_output(output, None if args.input == STDIN else Path(args.input))
         records = line_files.stream_records(args.input, fields, optional)  # the first block checked before loading
+        records = _checked(records, check)  # (the command's own rule, as the lines stream)
         return _write(records, output, functools.partial(answer, load_model(args, load)), finish)
     if args.input:
-        return _answer_file(args, Path(args.input), output, fields, optional, load, answer, finish)
+        return _answer_file(args, Path(args.input), output, fields, optional, load, answer, finish, check)
     if output is not None:
         check_output(output, None)
     _write(iter(given), output, functools.partial(answer, load_model(args, load)), finish)
 
 
-def _answer_file(args, path: Path, output, fields, optional, load, answer, finish) -> None:
+def _answer_file(args, path: Path, output, fields, optional, load, answer, finish, check) -> None:
     if output is not None:
         check_output(output, path)
-    count_records(path, fields, optional)  # every line checked before the model loads
+    count_records(path, fields, optional, check)  # every line checked before the model loads
     _write(read_records(path, fields, optional), output, functools.partial(answer, load_model(args, load)), finish)
 
 
@@ -212,12 +230,34 @@ def cmd_classify(args) -> None:
 
 
 def cmd_tag(args) -> None:
+    import warnings
+
     from ..heads import BertForTokenClassification
     from ..tasks import load_for_task, tag
+    from ..tasks.tag import TextCutWarning
+
+    if args.stride is not None and args.aggregation == "none":
+        raise CommandError("--stride reads a text in windows, whose pieces only an --aggregation other than none can "
+                           "join: choose one")  # fmt: skip
+    done = [0]  # the lines of the chunks before this one: a text cut is named by its line
 
     def answer(loaded, chunk: list[dict]) -> list[dict]:
-        found = tag([record["text"] for record in chunk], model=loaded, aggregation_strategy=args.aggregation,
-                    stride=args.stride, batch_size=args.batch_size)  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                found = tag([record["text"] for record in chunk], model=loaded, aggregation_strategy=args.aggregation,
+                            stride=args.stride, batch_size=args.batch_size)  # fmt: skip
+            except TaskArgumentError as error:
+                raise _flag_error(error) from None
+        for warning in caught:  # the library's warnings, said again, a cut text's of its line and --stride
+            if isinstance(warning.message, TextCutWarning):
+                cut, place = warning.message, done[0] + warning.message.number + 1
+                where = _input_line(args, place) if args.input else f"text {place}"
+                print(f"minibert: warning: {where} is {cut.pieces} pieces long (with [CLS] and [SEP]), more than the "
+                      f"{cut.limit} this model takes: its last {cut.pieces - cut.limit} pieces are not tagged; "
+                      "--stride N reads a long text in windows", file=sys.stderr)  # fmt: skip
+            else:
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        done[0] += len(chunk)
         return [{"text": record["text"], "entities": entities} for record, entities in zip(chunk, found)]
 
     _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts],
@@ -234,7 +274,19 @@ def cmd_answer(args) -> None:
     if (args.question is None) != (args.context is None):
         raise CommandError("give --question and --context together (or --input FILE.jsonl)")
 
+    if args.doc_stride is not None and args.max_seq_len is not None and args.doc_stride > args.max_seq_len:
+        raise CommandError(f"--doc-stride must be at most the window's {args.max_seq_len} tokens (--max-seq-len), "
+                           f"got {args.doc_stride}")  # fmt: skip
     done = [0]  # the lines of the chunks before this one: a question too long is named by its line
+
+    def not_empty(record: dict, place: int) -> None:
+        """A question and its context hold text: checked on every line before the model loads."""
+        for field in ("question", "context"):
+            if not record[field].strip():
+                if not args.input:
+                    raise CommandError(f"--{field} is empty: a question and its context must hold text")
+                raise InputFileError(f"the {field} on {_input_line(args, place)} is empty: a question and its "
+                                     "context must hold text")  # fmt: skip
 
     def answer_chunk(loaded, chunk: list[dict]) -> list[dict]:
         try:
@@ -242,6 +294,8 @@ def cmd_answer(args) -> None:
                            top_k=args.top_k, doc_stride=args.doc_stride, max_answer_len=args.max_answer_len,
                            max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
                            batch_size=args.batch_size)  # fmt: skip
+        except TaskArgumentError as error:
+            raise _flag_error(error) from None
         except QuestionTooLongError as error:
             place = done[0] + error.number + 1
             where = f"the question on {_input_line(args, place)}" if args.input else "the question"
@@ -260,16 +314,19 @@ def cmd_answer(args) -> None:
         return [] if args.question is None else [{"question": args.question, "context": args.context}]
 
     _run(args, ("question", "context"), (), from_arguments,
-         lambda name: load_for_task(name, BertForQuestionAnswering, gemm=gemm_of(args),
-                                    dtype=args.dtype, device=device_of(args)), answer_chunk)  # fmt: skip
+         lambda name: load_for_task(name, BertForQuestionAnswering, gemm=gemm_of(args), dtype=args.dtype,
+                                    device=device_of(args)), answer_chunk, check=not_empty)  # fmt: skip
 
 
 def cmd_rerank(args) -> None:
     from ..tasks import CrossEncoder
 
     def load(name: str):
-        ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args), dtype=args.dtype,
-                              device=device_of(args))  # fmt: skip
+        try:
+            ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args), dtype=args.dtype,
+                                  device=device_of(args))  # fmt: skip
+        except TaskArgumentError as error:
+            raise _flag_error(error) from None
         if ranker.num_labels != 1:
             raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
                              f"it has {ranker.num_labels} labels")  # fmt: skip

@@ -129,13 +129,18 @@ def _record(line: str, fields: tuple[str, ...], optional: tuple[str, ...], where
     return {name: record[name] for name in (*fields, *optional) if name in record}
 
 
-def count_records(path: Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = ()) -> int:
+def count_records(path: Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = (),
+                  check=None) -> int:  # fmt: skip
     """Read the whole file once, checking every line: its number of records, before any work starts.
-    A file without a single line is refused (there is nothing to do)."""
+    A file without a single line is refused (there is nothing to do). ``check(record, line)``, when
+    given, is a command's own rule for a line (``minibert answer``: a question that is not empty)."""
     path = Path(path)
     if not path.exists():
         raise InputFileError(f"input file not found: {path}")
-    count = sum(1 for _ in read_records(path, fields, optional))
+    count = 0
+    for count, record in enumerate(read_records(path, fields, optional), start=1):
+        if check is not None:
+            check(record, count)
     if count == 0:
         raise InputFileError(f"input file {path} is empty: no line, nothing to do")
     return count

@@ -8,9 +8,9 @@ best span of context tokens, mapped back to the context's characters.
 What transformers' ``question-answering`` pipeline computed (transformers 4.x; version 5 removed
 it), step by step:
 
-1. A context too long for one sequence of ``max_seq_len`` tokens (default the model's length,
-   at most 384) is read in windows that share ``doc_stride`` tokens (default half the length,
-   at most 128); the question is in every window.
+1. A context too long for one sequence of ``max_seq_len`` tokens (default the tokenizer's
+   ``model_max_length``, at most 384 and the model's positions) is read in windows that share
+   ``doc_stride`` tokens (default half the length, at most 128); the question is in every window.
 2. In each window, only context tokens (and [CLS], which stands for "no answer") may be part of
    an answer: the others' scores are set to -10000. Softmax over the start scores, and over the
    end scores, give probabilities; a span's score is P(start) · P(end), for spans with
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import TaskArgumentError
 from ..heads import BertForQuestionAnswering
 from ..loading.hub import DEFAULT_MODEL
 from .loading import load_for_task, run_rows
@@ -60,10 +61,13 @@ def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride
            align_to_words: bool = True, batch_size: int = 32, dtype: str | None = None, device=None):  # fmt: skip
     """The answer(s) to ``question`` found in ``context`` (see the module's docstring). Lists of
     questions and contexts (of one length) give one result per pair. ``dtype`` ("int8", ...) and
-    ``device`` load a model given by name as ``from_pretrained`` does."""
-    bert, tokenizer = load_for_task(model, BertForQuestionAnswering, dtype=dtype, device=device)
-    if bert.num_labels != 2:
-        raise ValueError(f"a question-answering head scores a start and an end: this one has {bert.num_labels} outputs")
+    ``device`` load a model given by name as ``from_pretrained`` does.
+
+    The arguments are checked before the model loads, but for the limits the model sets:
+    ``max_seq_len`` up to its ``max_position_embeddings`` (an explicit one is honoured, as the
+    pipeline does; the default is the tokenizer's ``model_max_length``, at most 384), ``doc_stride``
+    at most ``max_seq_len`` (a ``TaskArgumentError``), and a question must leave its context room in
+    a window, more than ``doc_stride`` when the context needs several (a ``QuestionTooLongError``)."""
     single = isinstance(question, str) and isinstance(context, str)
     questions, contexts = ([question], [context]) if single else (question, context)
     if not isinstance(questions, (list, tuple)) or not isinstance(contexts, (list, tuple)) or len(questions) != len(
@@ -72,16 +76,29 @@ def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride
     for name, value in (("top_k", top_k), ("max_answer_len", max_answer_len)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if any(not text.strip() for text in [*questions, *contexts]):
-        raise ValueError("a question and its context must not be empty")
-    limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
-    max_seq_len = min(limit, 384) if max_seq_len is None else max_seq_len
-    if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or not 4 <= max_seq_len <= limit:
-        raise ValueError(f"max_seq_len must be an int from 4 to {limit} (the model's length), got {max_seq_len!r}")
+    for number, pair in enumerate(zip(questions, contexts)):
+        for name, text in zip(("question", "context"), pair):
+            if not text.strip():
+                raise ValueError(f"{name} {number} is empty: a question and its context must hold text")
+    if max_seq_len is not None and (not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool)
+                                    or max_seq_len < 4):  # fmt: skip
+        raise ValueError(f"max_seq_len must be an int of at least 4 ([CLS], a question, [SEP], [SEP]), "
+                         f"got {max_seq_len!r}")  # fmt: skip
+    if doc_stride is not None and (not isinstance(doc_stride, int) or isinstance(doc_stride, bool) or doc_stride < 0):
+        raise ValueError(f"doc_stride must be a non-negative int, got {doc_stride!r}")
+    bert, tokenizer = load_for_task(model, BertForQuestionAnswering, dtype=dtype, device=device)
+    if bert.num_labels != 2:
+        raise ValueError(f"a question-answering head scores a start and an end: this one has {bert.num_labels} outputs")
+    positions = bert.config.max_position_embeddings  # what the model can compute, whatever its tokenizer says
+    if max_seq_len is None:  # the pipeline's default, never past the model's positions
+        max_seq_len = min(tokenizer.model_max_length, 384, positions)
+    elif max_seq_len > positions:
+        raise TaskArgumentError("max_seq_len", max_seq_len, f"an int from 4 to {positions} (the model's "
+                                "max_position_embeddings)")  # fmt: skip
     stride_given = doc_stride is not None
     doc_stride = min(max_seq_len // 2, 128) if doc_stride is None else doc_stride
-    if not isinstance(doc_stride, int) or isinstance(doc_stride, bool) or doc_stride < 0:
-        raise ValueError(f"doc_stride must be a non-negative int, got {doc_stride!r}")
+    if doc_stride > max_seq_len:  # the pipeline's own check
+        raise TaskArgumentError("doc_stride", doc_stride, f"at most the window's {max_seq_len} tokens")
     for number, text in enumerate(questions):  # before the forward pass, naming the question (not stride=...)
         pieces = len(tokenizer.piece_ids(text))
         room = max_seq_len - 3 - pieces  # [CLS] question [SEP] context [SEP]
@@ -89,6 +106,9 @@ def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride
             raise QuestionTooLongError(number, pieces, max_seq_len)
         if room <= doc_stride and len(tokenizer.piece_ids(contexts[number])) > room:  # windows that never advance
             raise QuestionTooLongError(number, pieces, max_seq_len, doc_stride, stride_given)
+    # A context that fits one window is read whatever doc_stride says, as the pipeline reads it; those that need
+    # several have room > doc_stride (above), so the tokenizer's own bound (max_seq_len - 3) only meets unused strides.
+    doc_stride = min(doc_stride, max_seq_len - 4)
     rows = tokenizer(list(questions), list(contexts), truncation="only_second", max_length=max_seq_len,
                      stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True)  # fmt: skip
     results = run_rows(bert, tokenizer, rows, batch_size, fields=("start_logits", "end_logits"))

@@ -88,21 +88,25 @@ def classify(inputs, *, model=DEFAULT_MODEL, top_k=_BEST_ONLY, function_to_apply
              truncation: bool = False, batch_size: int = 32, dtype: str | None = None,
              device=None) -> list:  # fmt: skip
     """Labels and scores for each text (or ``{"text", "text_pair"}``), as the ``text-classification``
-    pipeline returns them (see the module's docstring). A text longer than the model takes is an
-    error unless ``truncation=True`` (then its end is cut). ``dtype`` ("int8", ...) loads a model
-    given by name as ``from_pretrained`` does, and ``device`` ("cuda", "auto", ...) too."""
-    bert, tokenizer = load_for_task(model, BertForSequenceClassification, dtype=dtype, device=device)
+    pipeline returns them (see the module's docstring). A text longer than the model's positions is
+    an error unless ``truncation=True`` (then its end is cut at the tokenizer's ``model_max_length``,
+    as the pipeline cuts). ``dtype`` ("int8", ...) loads a model given by name as ``from_pretrained``
+    does, and ``device`` ("cuda", "auto", ...) too."""
     single, texts, pairs = _texts_and_pairs(inputs)
     if top_k is not _BEST_ONLY and top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)
                                                           or top_k < 1):  # fmt: skip
         raise ValueError(f"top_k must be a positive int or None (every label), got {top_k!r}")
+    if function_to_apply is not None:  # refuse an unknown function before the model loads
+        scores_of(np.zeros(1, dtype=np.float32), str(function_to_apply).lower())
+    bert, tokenizer = load_for_task(model, BertForSequenceClassification, dtype=dtype, device=device)
     function = default_function(bert) if function_to_apply is None else str(function_to_apply).lower()
-    scores_of(np.zeros(1, dtype=np.float32), function)  # refuse an unknown function before any work
-    limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
-    rows = tokenizer(
-        texts, pairs, truncation=truncation or None, max_length=limit if truncation else None, verbose=False
-    )  # (the length is checked below, with an error that says what to do)
-    check_lengths(rows["input_ids"], limit, "pass truncation=True to cut it")
+    positions = bert.config.max_position_embeddings
+    cut_at = min(tokenizer.model_max_length, positions)  # truncation=True cuts where the pipeline's tokenizer cuts
+    # Each input alone, as the pipeline tokenizes it: one call drops an empty text_pair ([CLS] a [SEP]).
+    encoded = [tokenizer(text, pair, truncation=truncation or None, max_length=cut_at if truncation else None,
+                         verbose=False) for text, pair in zip(texts, pairs or [None] * len(texts))]  # fmt: skip
+    rows = {key: [one[key] for one in encoded] for key in ("input_ids", "token_type_ids")}
+    check_lengths(rows["input_ids"], positions, "pass truncation=True to cut it")  # what the model cannot compute
     id2label = bert.labels.id2label
     answers = []
     for result in run_rows(bert, tokenizer, rows, batch_size):

@@ -46,30 +46,62 @@ def load_with_fallback(model, cls: type, head: str, *, gemm: str | None = None, 
     return load_for_task(model, cls, head, gemm=gemm, device=device)
 
 
-def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, device=None) -> list:
+def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, targets: str | list[str] | None = None,
+              device=None) -> list:  # fmt: skip
     """The ``top_k`` most likely pieces for the [MASK] in ``text``, most likely first, as
     transformers' ``pipeline("fill-mask")`` gives them: ``[{"score": 0.107, "token": 4827,
     "token_str": "fashion", "sequence": "i love fashion."}, ...]`` (``token`` is the id; scores are
     softmax probabilities over the vocabulary; ``sequence`` is the text with the piece in place).
     With several [MASK]s: one such list per mask (each ``sequence`` filling that mask alone, with
     [CLS] and [SEP] kept, as the pipeline does). A list of texts gives one result per text.
-    ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
-    bert, tokenizer = load_with_fallback(model, BertForMaskedLM, "mlm_head", device=device)
+    ``targets`` (a word or a list) limits the answers to those pieces, with their probabilities over
+    the whole vocabulary, at most one per target; a target not in the vocabulary is tokenized and its
+    first piece used, with a warning (as the pipeline does). The text is read whole, as the pipeline
+    reads it, up to the model's positions. ``model=None``: google-bert/bert-base-uncased, else the
+    bundled toy (see above)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+    texts = [text] if isinstance(text, str) else text
+    if not isinstance(texts, (list, tuple)) or not all(isinstance(one, str) for one in texts):
+        raise TypeError(f"fill_mask takes a text (str) or a list of texts, got {type(text).__name__}")
+    wanted = [targets] if isinstance(targets, str) else targets
+    if targets is not None and (not isinstance(wanted, (list, tuple)) or not all(isinstance(one, str)
+                                                                                 for one in wanted)):  # fmt: skip
+        raise TypeError(f"targets must be a str or a list of str, got {type(targets).__name__}")
+    bert, tokenizer = load_with_fallback(model, BertForMaskedLM, "mlm_head", device=device)
     if tokenizer.mask_token_id is None:
         vocabulary = tokenizer.vocab_file.name
         raise ValueError(f"cannot fill a mask: the vocabulary {vocabulary} has no {tokenizer.mask_token} piece")
-    if isinstance(text, (list, tuple)) and all(isinstance(one, str) for one in text):
-        return [_fill_one(bert, tokenizer, one, top_k) for one in text]
-    if not isinstance(text, str):
-        raise TypeError(f"fill_mask takes a text (str) or a list of texts, got {type(text).__name__}")
-    return _fill_one(bert, tokenizer, text, top_k)
+    target_ids = None if targets is None else _target_ids(tokenizer, wanted)
+    answers = [_fill_one(bert, tokenizer, one, top_k, target_ids) for one in texts]
+    return answers[0] if isinstance(text, str) else answers
 
 
-def _fill_one(bert, tokenizer, text: str, top_k: int) -> list:
+def _target_ids(tokenizer, targets: list[str]) -> torch.Tensor:
+    """The pieces ``targets`` name, as the pipeline finds them: a word of the vocabulary is its piece;
+    another is tokenized and its first piece taken (with a warning), or left out if it has none."""
+    vocabulary = tokenizer.get_vocab()
+    ids = []
+    for target in targets:
+        piece = vocabulary.get(target)
+        if piece is None:
+            pieces = tokenizer(target, add_special_tokens=False, max_length=1, truncation=True)["input_ids"]
+            if not pieces:
+                warnings.warn(f"the target {target!r} is not in the vocabulary and has no piece: it is left out",
+                              stacklevel=3)  # fmt: skip
+                continue
+            piece = pieces[0]
+            warnings.warn(f"the target {target!r} is not in the vocabulary: its first piece "
+                          f"{tokenizer.convert_ids_to_tokens(piece)!r} is used", stacklevel=3)  # fmt: skip
+        ids.append(piece)
+    if not ids:
+        raise ValueError("targets must name at least one piece of the vocabulary, got none")
+    return torch.tensor(list(set(ids)))  # each piece once, in the pipeline's order (its list(set(...)))
+
+
+def _fill_one(bert, tokenizer, text: str, top_k: int, target_ids: torch.Tensor | None) -> list:
     """``fill_mask`` of one text."""
-    limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
+    limit = bert.config.max_position_embeddings  # the pipeline does not cut: only what the model cannot take is
     pieces = tokenizer(text, verbose=False)["input_ids"]  # [CLS] text [SEP], not cut
     positions = [position for position, piece in enumerate(pieces) if piece == tokenizer.mask_token_id]
     if not positions:
@@ -88,8 +120,12 @@ def _fill_one(bert, tokenizer, text: str, top_k: int) -> list:
     ids = batch["input_ids"][0].tolist()
     answers = []
     for position in positions:
-        probabilities = logits[position].softmax(-1)
+        probabilities = logits[position].softmax(-1)  # (V,): over the whole vocabulary, targets or not
+        if target_ids is not None:
+            probabilities = probabilities[target_ids]  # (targets,)
         scores, best = probabilities.topk(min(top_k, probabilities.numel()))
+        if target_ids is not None:
+            best = target_ids[best]
         answers.append([{"score": float(score), "token": int(piece), "token_str": tokenizer.decode([int(piece)]),
                          "sequence": tokenizer.decode(ids[:position] + [int(piece)] + ids[position + 1 :],
                                                       skip_special_tokens=len(positions) == 1)}
@@ -101,7 +137,7 @@ def next_sentence(first: str, second: str, *, model=None, device=None) -> float:
     """Probability, by BERT's next-sentence head, that ``second`` follows ``first`` in a text.
     ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
     bert, tokenizer = load_with_fallback(model, BertForNextSentencePrediction, "nsp_head", device=device)
-    limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
+    limit = bert.config.max_position_embeddings  # as fill_mask: what the model can take, whatever its tokenizer says
     pieces = len(tokenizer(first, second, verbose=False)["input_ids"])
     warn_if_cut("next_sentence", pieces, limit, "the longer text loses its end first")
     batch = tokenizer(first, second, truncation=True, max_length=limit, return_tensors="pt")

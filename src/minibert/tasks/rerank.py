@@ -32,7 +32,7 @@ import os
 import numpy as np
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, TaskArgumentError
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
 from ..loading.devices import check_model_is_on, placement
@@ -71,7 +71,7 @@ class CrossEncoder:
         length = settings.get("max_seq_length") if max_length is None else max_length
         length = min(self.tokenizer.model_max_length, limit) if length is None else length
         if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= limit:
-            raise ValueError(f"max_length must be an int from 3 to {limit} (the model's positions), got {length!r}")
+            raise TaskArgumentError("max_length", length, f"an int from 3 to {limit} (the model's positions)")
         self.max_length = length
         self.activation_fn = _activation(activation_fn, settings, self.num_labels, source)
 

@@ -18,44 +18,51 @@ The results are transformers' ``token-classification`` pipeline's, key for key:
   ``simple``.
 
 Labels in ``ignore_labels`` (default ``["O"]``, outside any entity) are left out. Without
-``stride`` a text is cut at the model's length; with ``stride=k`` it is read in overlapping
+``stride`` a text is cut at the model's length (the tokenizer's ``model_max_length``, as the pipeline
+cuts, and never past the model's positions); with ``stride=k`` it is read in overlapping
 windows that share ``k`` pieces, and of two entities that overlap the longer (then the more
 confident) is kept, as the pipeline does.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from ..errors import TaskArgumentError
 from ..heads import BertForTokenClassification
 from ..loading.hub import DEFAULT_MODEL
 from ..task_choices import AGGREGATIONS
 from .classify import softmax
-from .loading import load_for_task, run_rows, warn_if_cut
+from .loading import load_for_task, run_rows
 
 
 def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", ignore_labels=("O",),
         stride: int | None = None, batch_size: int = 32, dtype: str | None = None, device=None) -> list:  # fmt: skip
     """The entities of a text (a list of dicts), or of each text in a list (a list of such lists);
-    see the module's docstring for what each ``aggregation_strategy`` returns. ``dtype`` ("int8",
-    ...) and ``device`` load a model given by name as ``from_pretrained`` does."""
-    bert, tokenizer = load_for_task(model, BertForTokenClassification, dtype=dtype, device=device)
+    see the module's docstring for what each ``aggregation_strategy`` returns (``ignore_labels=None``
+    is the default ``["O"]``, as in the pipeline). ``dtype`` ("int8", ...) and ``device`` load a
+    model given by name as ``from_pretrained`` does. The arguments are checked before the model
+    loads, but for ``stride``'s limit, which the window (the model's length) sets."""
     strategy = str(aggregation_strategy).lower()
     if strategy not in AGGREGATIONS:
         raise ValueError(f"aggregation_strategy must be one of {AGGREGATIONS}, got {aggregation_strategy!r}")
+    ignore_labels = ("O",) if ignore_labels is None else ignore_labels
     single = isinstance(inputs, str)
     texts = [inputs] if single else inputs
     if not isinstance(texts, (list, tuple)) or not all(isinstance(text, str) for text in texts):
         raise TypeError("inputs must be a text or a list of texts")
-    limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)
     if stride is not None:
         if strategy == "none":
             raise ValueError('stride reads a text in windows, whose pieces only an aggregation_strategy other than '
                              '"none" can join: choose one')  # fmt: skip
-        if not isinstance(stride, int) or isinstance(stride, bool) or not 0 <= stride < limit - 2:
-            raise ValueError(
-                f"stride must be an int from 0 to {limit - 3} (the window is {limit} tokens), got {stride!r}"
-            )
+        if not isinstance(stride, int) or isinstance(stride, bool) or stride < 0:
+            raise ValueError(f"stride must be a non-negative int, got {stride!r}")
+    bert, tokenizer = load_for_task(model, BertForTokenClassification, dtype=dtype, device=device)
+    limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)  # the pipeline cuts at the former
+    if stride is not None and stride >= limit - 2:
+        raise TaskArgumentError("stride", stride, f"an int from 0 to {limit - 3} (the window is {limit} tokens)")
     rows = tokenizer(list(texts), truncation=True, max_length=limit, return_offsets_mapping=True,
                      return_special_tokens_mask=True, return_overflowing_tokens=stride is not None,
                      stride=stride or 0)  # fmt: skip
@@ -65,8 +72,7 @@ def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", igno
                if len(ids) == limit]  # fmt: skip
         cut = [(number, pieces) for number, pieces in cut if pieces > limit]
         if cut:
-            warn_if_cut(f"tag, text {cut[0][0]}", cut[0][1], limit, "its end is not tagged; stride= (with an "
-                        "aggregation_strategy) reads a long text in windows")  # fmt: skip
+            warnings.warn(TextCutWarning(*cut[0], limit), stacklevel=2)
     results = run_rows(bert, tokenizer, rows, batch_size)
     id2label = bert.labels.id2label
     entities: list[list[dict]] = [[] for _ in texts]
@@ -80,6 +86,18 @@ def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", igno
         windows[text_number] += 1
     entities = [_merge_overlapping(found) if count > 1 else found for found, count in zip(entities, windows)]
     return entities[0] if single else entities
+
+
+class TextCutWarning(UserWarning):
+    """A text longer than the model takes, tagged up to the cut: ``number`` (its place among the
+    texts, from 0), its ``pieces`` (with [CLS] and [SEP]) and the model's ``limit``, as data, so that
+    a command can name the line and its own flags (``--stride``) instead of the Python parameters."""
+
+    def __init__(self, number: int, pieces: int, limit: int):
+        super().__init__(f"tag, text {number}: the text is {pieces} pieces long (with [CLS] and [SEP]), more than the "
+                         f"{limit} this model takes: {pieces - limit} pieces were cut; its end is not tagged; stride= "
+                         "(with an aggregation_strategy) reads a long text in windows")  # fmt: skip
+        self.number, self.pieces, self.limit = number, pieces, limit
 
 
 def _pieces(tokenizer, text: str, rows, row: int, scores: np.ndarray) -> list[dict]:

@@ -103,7 +103,9 @@ class TransformersCallAPI(Transformers4Calls):
     def __call__(self, text, text_pair=None, **arguments) -> BatchEncoding:
         """Tokenize one text, a pair, or a batch, and frame, truncate, window and pad the result.
 
-        * ``text`` / ``text_pair``: a str each, or lists of str of the same length (a batch).
+        * ``text`` / ``text_pair``: a str each, or lists of str of the same length (a batch). As in
+          transformers, one text with an empty ``text_pair`` (``""``) is encoded as one text
+          (``[CLS] a [SEP]``); in a batch, an empty second text keeps its [SEP].
           With ``is_split_into_words=True``, each input is a list of words (e.g. an NER dataset's
           tokens) and ``word_ids()`` maps pieces back to them.
         * ``truncation``: ``True``/``"longest_first"`` (cut the longer of the pair first),

@@ -123,12 +123,14 @@ class CallRequest:
 
 
 def _texts_and_pairs(text, text_pair, is_split_into_words: bool) -> tuple[bool, list, list | None]:
-    """(a batch came in, the texts, the second texts of pairs or None): one input or a batch, alike."""
+    """(a batch came in, the texts, the second texts of pairs or None): one input or a batch, alike,
+    but for an empty ``text_pair`` ("" or no words): as transformers, one input drops it (``("a", "")``
+    is ``[CLS] a [SEP]``) while a batch keeps it (``(["a"], [""])`` is ``[CLS] a [SEP] [SEP]``)."""
     if text_pair is None and not is_split_into_words and _pairs_in_a_batch(text):  # [(a, b), ...], as transformers
         return True, [a for a, _ in text], [b for _, b in text]
     batched, texts = _as_batch(text, "text", is_split_into_words)
-    if text_pair is None:
-        return batched, texts, None
+    if text_pair is None or (not batched and isinstance(text_pair, (str, list, tuple)) and not text_pair):
+        return batched, texts, None  # one input with an empty second text is no pair (transformers), a batch's is
     pair_batched, pairs = _as_batch(text_pair, "text_pair", is_split_into_words)
     if batched != pair_batched:
         raise TypeError("text and text_pair must both be one input, or both be batches")
