@@ -14,6 +14,8 @@ rounding noise)."""
 from __future__ import annotations
 
 import importlib
+import itertools
+import json
 import logging
 from pathlib import Path
 
@@ -174,6 +176,120 @@ def test_labels_come_from_config(tmp_path):
     ours = minibert.BertForSequenceClassification.from_pretrained(directory)
     assert ours.labels.id2label == labels and ours.labels.label2id == {v: k for k, v in labels.items()}
     assert ours.num_labels == 3 and ours.classifier.out_features == 3
+
+
+# ----------------------------------------------------------------------------- the config set after loading
+
+MULTI_HOT = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]])  # floats: multi-label unless told
+
+
+@pytest.mark.parametrize(
+    "problem, labels",
+    [("regression", MULTI_HOT), ("multi_label_classification", MULTI_HOT),
+     ("single_label_classification", torch.tensor([2, 0, 1]))],
+)  # fmt: skip
+def test_problem_type_set_after_loading_picks_the_loss_and_is_saved(problem, labels, tmp_path):
+    """transformers' classification examples set ``model.config.problem_type`` after loading: the
+    loss of the next call follows it (float labels with "regression": the mean squared error, not the
+    multi-label loss float labels suggest), and save_pretrained writes it, as transformers does."""
+    directory, _ = saved(tmp_path, "BertForSequenceClassification", num_labels=3)
+    reference = transformers.BertForSequenceClassification.from_pretrained(directory).eval()
+    ours = minibert.BertForSequenceClassification.from_pretrained(directory)
+    inputs = batch()
+    for model in (reference, ours):
+        model.config.problem_type = problem
+    assert_close(ours(**inputs, labels=labels).loss, reference(**inputs, labels=labels).loss, f"{problem} loss", ATOL)
+    reference.save_pretrained(tmp_path / "theirs")
+    ours.save_pretrained(tmp_path / "ours")
+    written = [json.loads((tmp_path / who / "config.json").read_text())["problem_type"] for who in ("theirs", "ours")]
+    assert written == [problem, problem]
+    assert transformers.AutoConfig.from_pretrained(tmp_path / "ours").problem_type == problem
+
+
+def test_problem_type_the_first_labels_decide_is_kept_in_the_config(tmp_path):
+    """With no problem_type, the first labels decide it (float labels: multi-label) and transformers
+    keeps that in the config, so a later call with other labels keeps the loss; the same here."""
+    directory, _ = saved(tmp_path, "BertForSequenceClassification", num_labels=3)
+    reference = transformers.BertForSequenceClassification.from_pretrained(directory).eval()
+    ours = minibert.BertForSequenceClassification.from_pretrained(directory)
+    inputs, regression = batch(), torch.tensor([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3], [1.0, 1.0, -1.0]])
+    for labels in (MULTI_HOT, regression):
+        assert_close(ours(**inputs, labels=labels).loss, reference(**inputs, labels=labels).loss, "loss", ATOL)
+    assert ours.config.problem_type == reference.config.problem_type == "multi_label_classification"
+    with pytest.raises(ValueError, match="problem_type must be None or one of single_label_classification"):
+        ours.config.problem_type = "ranking"
+
+
+def test_labels_named_after_loading_as_transformers(tmp_path):
+    """``model.config.id2label = {...}; model.config.label2id = {...}`` before save_pretrained (a
+    standard fine-tuning step): num_labels follows, the heads' labels are the new names, and the files
+    transformers reads back name them; ``config.num_labels = n`` renames as transformers does; labels
+    of another number than the head's outputs are an error at the next call."""
+    directory, _ = saved(tmp_path, "BertForSequenceClassification", num_labels=3)
+    reference = transformers.BertForSequenceClassification.from_pretrained(directory).eval()
+    ours = minibert.BertForSequenceClassification.from_pretrained(directory)
+    names = {0: "neg", 1: "neu", 2: "pos"}
+    for model in (reference, ours):
+        model.config.id2label = names
+        model.config.label2id = {name: index for index, name in names.items()}
+    assert (ours.config.id2label, ours.config.label2id, ours.config.num_labels) == (
+        reference.config.id2label, reference.config.label2id, reference.config.num_labels)  # fmt: skip
+    assert ours.labels.id2label == names and ours.num_labels == 3
+    ours.save_pretrained(tmp_path / "ours")
+    assert transformers.AutoConfig.from_pretrained(tmp_path / "ours").id2label == names
+    assert minibert.BertForSequenceClassification.from_pretrained(tmp_path / "ours").labels.id2label == names
+    for count in (3, 4):  # the same number keeps the names; another gives LABEL_0 ... as transformers
+        for model in (reference, ours):
+            model.config.num_labels = count
+        assert ours.config.id2label == reference.config.id2label and ours.config.num_labels == count
+    with pytest.raises(ValueError, match="config.id2label names 4 labels but the classifier has 3 outputs"):
+        ours(**batch())
+
+
+@pytest.mark.parametrize("name", HEADS + ["BertModel"])
+def test_transformers_model_members(name, tmp_path):
+    """What transformers' users call on a model besides forward: num_parameters (every flag, and with
+    the embeddings frozen), get_input_embeddings, get_output_embeddings (the masked-LM decoder: the
+    word embedding matrix and the head's bias), base_model and main_input_name, as transformers answers."""
+    directory, reference = saved(tmp_path, name)
+    ours = getattr(minibert, name).from_pretrained(directory)
+    for frozen in (False, True):
+        for model in (reference, ours):
+            model.get_input_embeddings().requires_grad_(not frozen)
+        for only_trainable, exclude_embeddings in itertools.product((False, True), repeat=2):
+            flags = dict(only_trainable=only_trainable, exclude_embeddings=exclude_embeddings)
+            assert ours.num_parameters(**flags) == reference.num_parameters(**flags), (flags, frozen)
+    assert torch.equal(ours.get_input_embeddings().weight, reference.get_input_embeddings().weight)
+    assert type(ours.base_model).__name__ == type(reference.base_model).__name__ == "BertModel"
+    assert ours.main_input_name == reference.main_input_name == "input_ids"
+    decoder, their_decoder = ours.get_output_embeddings(), reference.get_output_embeddings()
+    assert (decoder is None) == (their_decoder is None)
+    if decoder is not None:
+        assert decoder.weight is ours.get_input_embeddings().weight and decoder.bias is ours.mlm_head.bias
+        assert torch.equal(decoder.weight, their_decoder.weight) and torch.equal(decoder.bias, their_decoder.bias)
+        hidden = torch.randn(2, 3, 32)
+        assert_close(decoder(ours.mlm_head.layer_norm(ours.mlm_head.activation(ours.mlm_head.transform(hidden)))),
+                     their_decoder(reference.cls.predictions.transform(hidden)), "decoder", ATOL)  # fmt: skip
+    ours.tie_weights()  # always tied: nothing to do, nothing changed
+    assert ours.get_output_embeddings() is None or ours.get_output_embeddings().weight is decoder.weight
+
+
+def test_set_input_embeddings_as_transformers(tmp_path):
+    """A new word table: the model reads it (ids past the old vocabulary too: config.vocab_size follows),
+    as transformers' does; under a masked-LM head a table of another number of rows is refused."""
+    directory, reference = saved(tmp_path, "BertModel")
+    ours = minibert.BertModel.from_pretrained(directory)
+    torch.manual_seed(2)
+    table = torch.nn.Embedding(104, 32, padding_idx=0)
+    ours.set_input_embeddings(table)
+    reference.set_input_embeddings(torch.nn.Embedding.from_pretrained(table.weight.detach().clone(), freeze=False))
+    assert ours.get_input_embeddings() is table and ours.config.vocab_size == 104
+    ids = torch.tensor([[2, 100, 103, 7, 3]])
+    with torch.no_grad():
+        assert_close(ours(ids).last_hidden_state, reference(ids).last_hidden_state, "new table", ATOL)
+    masked_lm = minibert.BertForMaskedLM.from_pretrained(saved(tmp_path, "BertForMaskedLM")[0])
+    with pytest.raises(ValueError, match="resize_token_embeddings"):
+        masked_lm.set_input_embeddings(table)
 
 
 def test_saved_heads_load_in_transformers_with_the_same_logits(tmp_path):

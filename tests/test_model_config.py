@@ -266,3 +266,28 @@ def test_other_activations_are_refused_naming_them(name, tmp_path):
 @pytest.mark.parametrize("name", ["gelu_python", "quick_gelu", "gelu_10", "mish", "gelu_fast"])
 def test_model_with_other_activation_matches_transformers(name, tmp_path):
     _compare_with_transformers(_checkpoint(tmp_path, hidden_act=name), f"hidden_act={name}")
+
+
+SET_FIELDS = {"problem_type": "regression", "classifier_dropout": 0.3, "num_labels": 3, "finetuning_task": "sst-2",
+              "architectures": ["BertForMaskedLM"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("fields", [{}, SET_FIELDS], ids=["defaults", "set"])
+def test_config_json_fields_read_as_transformers_config_attributes(tmp_path, fields):
+    """transformers' users read config.json's other fields as attributes (``config.model_type``,
+    ``config.is_decoder``, ``config.problem_type``, ...): the value the file gives, else transformers'
+    default, as transformers answers; ``to_json_string()`` is the config.json save_pretrained writes."""
+    from minibert.config_fields import READABLE
+
+    directory = _checkpoint(tmp_path, **fields)
+    ours = BertConfig.from_json_file(directory / "config.json")
+    theirs = transformers.AutoConfig.from_pretrained(directory)
+    for name in [*READABLE, "model_type", "use_return_dict", "id2label", "label2id", "num_labels"]:
+        if name in ("position_embedding_type", "finetuning_task") and not hasattr(theirs, name):
+            assert getattr(ours, name) == READABLE[name], name  # transformers 5 has them only when the file does
+        else:
+            assert getattr(ours, name) == getattr(theirs, name), name
+    assert json.loads(ours.to_json_string()) == ours.to_dict()
+    ours.to_json_file(tmp_path / "config.json")
+    assert (tmp_path / "config.json").read_text() == ours.to_json_string()
+    assert BertModel.from_pretrained(directory).config.name_or_path == str(directory)

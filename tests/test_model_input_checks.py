@@ -141,3 +141,34 @@ def test_ids_as_lists_or_numpy_mean_the_same_and_text_is_refused(tiny_reference)
     for value in ("2 17 3", [[2, "x"]], object()):
         with pytest.raises(TypeError, match="input_ids"):
             model(value)
+
+
+# ----------------------------------------------------------------------------- transformers' other call arguments
+
+
+def test_position_ids_as_transformers(tiny_reference):
+    """transformers' ``position_ids``: arange (its default) gives the plain call's numbers; shifted,
+    per row, or one row for every row, the numbers transformers computes; outside the position table
+    or of another shape, a ValueError naming it. Also positionally (4th, as in transformers)."""
+    transformers = pytest.importorskip("transformers")
+    model, ids, expected = tiny_reference
+    reference = transformers.BertModel.from_pretrained(TINY_CHECKPOINT, attn_implementation="eager").eval()
+    mask = (ids != 0).long()
+    tokens = ids.shape[1]
+    arange = torch.arange(tokens)
+    for positions in (arange[None], arange, arange[None] + 3, torch.stack([arange + 1, arange.flip(0)]),
+                      arange[None].expand(2, tokens).numpy()):  # fmt: skip
+        with torch.no_grad():
+            ours = model(ids, mask, None, positions).last_hidden_state
+            given = torch.as_tensor(positions).reshape(-1, tokens)  # (transformers takes 2-D ones only)
+            theirs = reference(ids, attention_mask=mask, position_ids=given).last_hidden_state
+        assert float((ours - theirs).abs().max()) <= 1e-5, positions
+        if torch.equal(torch.as_tensor(positions).expand(2, tokens), arange.expand(2, tokens)):
+            assert torch.equal(ours, expected)
+    for positions, message in ((arange[None] + 60, "position_ids contains 65, outside"),
+                               (arange[:4], r"position_ids has shape \(1, 4\)"),
+                               (torch.zeros(3, tokens, dtype=torch.long), r"position_ids has shape \(3, 6\)"),
+                               (arange.float(), "position_ids must hold integers")):  # fmt: skip
+        with pytest.raises((ValueError, TypeError), match=message):
+            model(ids, attention_mask=mask, position_ids=positions)
+

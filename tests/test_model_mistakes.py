@@ -90,6 +90,42 @@ def test_a_call_option_set_on_the_config_says_where_it_goes(minilm_dir, model):
         assert not hasattr(model.config, name)
 
 
+def test_a_config_setting_that_would_change_nothing_is_refused(model):
+    """Setting a config.json field minibert does not read after the model is built (a typo, a decoder,
+    return_dict, the classifier's dropout) would change nothing and not be saved: each is refused,
+    saying what to do instead; what it reads (problem_type, id2label, ...) is taken (tests/test_heads.py)."""
+    for name, value, words in (("return_dict", False, "model(**batch, return_dict=False)"),
+                               ("is_decoder", True, "minibert computes only is_decoder = False"),
+                               ("classifier_dropout", 0.2, "from_pretrained(path, classifier_dropout=0.2)"),
+                               ("hidden_dropout", 0.2, "not a field minibert reads")):  # fmt: skip
+        with pytest.raises(TransformersNameError, match=re.escape(words)):
+            setattr(model.config, name, value)
+        assert name not in model.config.to_dict() or model.config.to_dict()[name] != value
+
+
+def test_head_mask_and_inputs_embeds(model, tokenizer):
+    """``head_mask=None`` / ``inputs_embeds=None`` mean "not given", in transformers too: taken.
+    A head mask (which transformers 5 ignores without a word) or vectors in place of ids are refused
+    with an InputTypeError that names what the call takes."""
+    batch = tokenizer(["I love Paris", "hi"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**batch).last_hidden_state
+        assert torch.equal(model(**batch, head_mask=None, inputs_embeds=None).last_hidden_state, expected)
+    for name, value in (("head_mask", torch.ones(6, 12)), ("inputs_embeds", torch.zeros(2, 5, 384))):
+        with pytest.raises(InputTypeError, match=f"BertModel does not take {name}: .* The call takes input_ids, "
+                                                 "attention_mask, token_type_ids, position_ids"):  # fmt: skip
+            model(**batch, **{name: value})
+
+
+def test_gradient_checkpointing_says_it_is_not_implemented(model):
+    """transformers' gradient_checkpointing_enable (and its new name) has no minibert counterpart: an
+    AttributeError that says so and what to do, never a silent no-op."""
+    for name in ("gradient_checkpointing_enable", "activation_checkpointing_enable"):
+        with pytest.raises(TransformersNameError, match="does not implement gradient checkpointing"):
+            getattr(model, name)()
+        assert not hasattr(model, name)
+
+
 # ----------------------------------------------------------------------------- transformers' module names
 
 

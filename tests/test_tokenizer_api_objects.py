@@ -110,3 +110,21 @@ def test_resize_grows_the_masked_lm_bias(tmp_path):
     model.resize_token_embeddings(103)
     logits = model(torch.tensor([[1, 100, 102, 2]])).logits
     assert logits.shape == (1, 4, 103) and not model.mlm_head.bias[99:].any()
+
+
+@pytest.mark.parametrize("new_num_tokens, multiple", [(103, 8), (None, 8), (104, 8), (100, 1), (None, None)])
+def test_resize_pads_to_a_multiple_as_transformers(tmp_path, new_num_tokens, multiple):
+    """``resize_token_embeddings(n, pad_to_multiple_of=m)``: n rounded up to a multiple of m (the
+    current size when n is None), as transformers computes it; with neither, the table as it is."""
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=37)  # fmt: skip
+    transformers.BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    model = minibert.BertForMaskedLM.from_pretrained(tmp_path / "mlm")
+    reference = transformers.BertForMaskedLM.from_pretrained(str(tmp_path / "mlm"))
+    table = model.resize_token_embeddings(new_num_tokens, pad_to_multiple_of=multiple)
+    theirs = reference.resize_token_embeddings(new_num_tokens, pad_to_multiple_of=multiple)
+    assert table is model.get_input_embeddings() and table.num_embeddings == theirs.num_embeddings
+    assert model.config.vocab_size == reference.config.vocab_size == theirs.num_embeddings
+    assert model(torch.tensor([[1, 2]])).logits.shape[-1] == theirs.num_embeddings
+    with pytest.raises(ValueError, match="pad_to_multiple_of must be a positive int"):
+        model.resize_token_embeddings(100, pad_to_multiple_of=2.5)

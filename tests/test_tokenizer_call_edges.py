@@ -1,11 +1,13 @@
 """The tokenizer call at its edges, against transformers' own tokenizer on the same vocabulary:
 a max_length that holds the special tokens alone, ``only_second`` without a second text,
 ``return_length``, a batch of (text, pair) tuples, ``decode`` / ``batch_decode`` with
-``clean_up_tokenization_spaces``, ``BatchEncoding.to``, and arguments the call does not take
-(named as the tokenizer's, not an internal parser's). Ids are compared exactly."""
+``clean_up_tokenization_spaces``, ``decode`` of rows of ids, ``return_tensors="np"`` without padding,
+``BatchEncoding.to`` and ``.data``, and arguments the call does not take (named as the tokenizer's,
+not an internal parser's). Ids are compared exactly."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -135,3 +137,69 @@ def test_batch_encoding_to_a_device(both):
     assert ours("a b").to("meta")["input_ids"] == ours("a b")["input_ids"]  # lists stay lists
     with pytest.raises(AttributeError, match="no attribute or key 'pixel_values'; its keys are input_ids"):
         _ = encoding.pixel_values
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [[101, 7592, 102]],
+        [[101, 7592, 102], [101, 102]],
+        [[101]],
+        [[]],
+        [],
+        101,
+        (101, 7592),
+        torch.tensor([[101, 7592, 102]]),
+        np.array([[101, 7592, 102], [101, 2088, 102]]),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("skip_special_tokens", [False, True])
+def test_decode_of_rows_gives_a_list_as_transformers_5(both, ids, skip_special_tokens):
+    """transformers 5's decode: rows of ids (a list of lists, a 2-D tensor or array) give one text
+    per row, as batch_decode; one row or one id, a text."""
+    ours, theirs = both
+    mine, reference = (tokenizer.decode(ids, skip_special_tokens=skip_special_tokens) for tokenizer in both)
+    assert mine == reference and type(mine) is type(reference)
+    for nested in ([[[101]]], [[101, [7592]]]):  # deeper: a TypeError in both
+        with pytest.raises(TypeError):
+            theirs.decode(nested)
+        with pytest.raises(TypeError):
+            ours.decode(nested)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((["Short one.", "A much longer text here"],), {}),
+        ((["Short one.", "A much longer text here"], ["x", "y z"]), {}),
+        (
+            (["Short one.", "A much longer text"],),
+            dict(return_offsets_mapping=True, return_special_tokens_mask=True, return_length=True),
+        ),
+        ((["a b c d e f g h", "x"],), dict(truncation=True, max_length=6, return_overflowing_tokens=True, stride=1)),
+        ((["Short one.", "Short two."],), {}),  # equal lengths: (B, T) int64, as ever
+    ],
+)
+def test_numpy_rows_of_different_lengths_as_transformers(both, args, kwargs):
+    """``return_tensors="np"`` without padding: transformers gives each column as a (B,) object array
+    of the rows' own int64 arrays (ragged), not an error; the same here, array by array."""
+    ours, theirs = both
+    mine, reference = ours(*args, return_tensors="np", **kwargs), theirs(*args, return_tensors="np", **kwargs)
+    assert list(mine) == list(reference)
+    for key in reference:
+        a, b = mine[key], reference[key]
+        assert (type(a), a.dtype, a.shape) == (type(b), b.dtype, b.shape), key
+        for row_a, row_b in zip(a, b) if a.dtype == object else [(a, b)]:
+            assert (row_a.dtype, row_a.shape) == (row_b.dtype, row_b.shape) and np.array_equal(row_a, row_b), key
+    with pytest.raises(ValueError, match="different lengths; pass padding=True"):  # a tensor has one length
+        ours(["Short one.", "A much longer text here"], return_tensors="pt")
+
+
+def test_batch_encoding_data_is_its_dict(both):
+    """transformers' BatchEncoding is a UserDict: ``.data`` is the dict of its keys."""
+    ours, theirs = both
+    encoding = ours(["a b", "c"], padding=True)
+    assert encoding.data == theirs(["a b", "c"], padding=True).data
+    encoding.data["labels"] = [0, 1]
+    assert encoding["labels"] == [0, 1]

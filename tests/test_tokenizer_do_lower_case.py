@@ -27,9 +27,13 @@ def _folder(tmp_path, name: str, pieces: list[str], config: dict | None) -> str:
 
 
 def _same_ids_as_transformers(folder: str, lower: bool) -> None:
-    ours = BertTokenizer.from_pretrained(folder, do_lower_case=lower)(TEXTS)["input_ids"]
-    theirs = transformers.BertTokenizerFast.from_pretrained(folder, do_lower_case=lower)(TEXTS)["input_ids"]
-    assert ours == theirs, (folder, lower)
+    """The ids and ``tokenizer.do_lower_case`` as transformers': given ``lower``, and the checkpoint's own."""
+    ours = BertTokenizer.from_pretrained(folder, do_lower_case=lower)
+    theirs = transformers.BertTokenizerFast.from_pretrained(folder, do_lower_case=lower)
+    assert ours(TEXTS)["input_ids"] == theirs(TEXTS)["input_ids"], (folder, lower)
+    assert ours.do_lower_case is theirs.do_lower_case is lower
+    own = BertTokenizer.from_pretrained(folder).do_lower_case
+    assert own is transformers.BertTokenizerFast.from_pretrained(folder).do_lower_case, folder
 
 
 def test_the_tutorials_call_on_an_uncased_checkpoint(minilm_dir):

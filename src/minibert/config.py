@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config_fields import INTEGER_RANGES, REAL_RANGES, REFUSED_UNLESS
+from .config_fields import IGNORED, INTEGER_RANGES, PROBLEM_TYPES, READABLE, REAL_RANGES, REFUSED_UNLESS, SETTABLE
 from .errors import CheckpointError, TransformersNameError
 from .formats.json_files import parse_json
 
@@ -43,13 +43,65 @@ class BertConfig:
     initializer_range: float = 0.02  # std of the normal init of fresh weights (init_weights: the [PAD] row drawn too)
     extra: dict = field(default_factory=dict, repr=False)  # other config.json fields, kept as they are
 
+    model_type = "bert"  # transformers' config.model_type (a class attribute, not a field)
+
     def __setattr__(self, name: str, value) -> None:
-        """transformers' tutorials set ``config.output_hidden_states = True``; minibert's forward
-        takes it as an argument, so setting it here would silently change nothing: refused."""
-        if name in ("output_hidden_states", "output_attentions"):
-            raise TransformersNameError(f"minibert's config has no {name} (it would change nothing); ask in the "
-                                        f"call: model(**batch, {name}=True)")  # fmt: skip
-        super().__setattr__(name, value)
+        """The dataclass's fields are set as they are. Of config.json's other fields, those the heads
+        read at use (``SETTABLE``: ``problem_type``, ``id2label``, ``label2id``, ``num_labels``) are
+        checked and kept in ``extra``, so that they take effect and ``save_pretrained`` writes them.
+        Any other (``config.output_hidden_states = True``, ``config.is_decoder = True``, a typo) would
+        change nothing minibert computes, nor be saved: refused, naming what to do instead."""
+        if name in _FIELD_NAMES:
+            super().__setattr__(name, value)
+        elif name in SETTABLE:
+            getattr(self, f"_set_{name}")(value)
+        else:
+            raise TransformersNameError(f"config.{name} cannot be set on minibert's config: {_why_not(name)}")
+
+    def __getattr__(self, name: str):
+        """config.json's other fields that transformers' config has as attributes (``READABLE``):
+        ``config.is_decoder``, ``config.problem_type``, ...: config.json's value, else transformers' default."""
+        if name not in READABLE and name not in ("use_return_dict", "name_or_path"):
+            raise AttributeError(f"'BertConfig' object has no attribute {name!r}")
+        extra = self.__dict__.get("extra", {})  # (a config being unpickled has no extra yet)
+        if name == "use_return_dict":
+            return extra.get("return_dict", True)
+        if name == "name_or_path":
+            return self.__dict__.get("_name_or_path", "")  # where from_pretrained read it (loading/from_pretrained.py)
+        return extra.get(name, READABLE[name])
+
+    def _set_problem_type(self, value) -> None:
+        if value is not None and value not in PROBLEM_TYPES:
+            raise ValueError(f"problem_type must be None or one of {', '.join(PROBLEM_TYPES)}, got {value!r}")
+        self.extra["problem_type"] = value
+
+    def _set_id2label(self, value) -> None:
+        """transformers' ``config.id2label = {0: "neg", 1: "pos"}``: the labels' names by id (keys
+        ints, or their strings as in JSON); ``num_labels`` follows, and ``label2id`` becomes its inverse."""
+        try:
+            id2label, _ = labels_by_id({"id2label": value})
+        except CheckpointError as error:
+            raise ValueError(str(error).replace("config field ", "")) from None
+        for name in ("num_labels", "_num_labels"):
+            self.extra.pop(name, None)
+        self.extra["id2label"] = id2label
+        self.extra["label2id"] = {label: index for index, label in id2label.items()}
+
+    def _set_label2id(self, value) -> None:
+        """Metadata (no computation reads it; the heads name their outputs by ``id2label``), saved as given."""
+        if not isinstance(value, dict) or not all(
+            isinstance(key, str) and isinstance(index, int) and not isinstance(index, bool)
+            for key, index in value.items()
+        ):
+            raise ValueError(f"label2id must be a dict of label names to ids, got {_short(value)}")
+        self.extra["label2id"] = dict(value)
+
+    def _set_num_labels(self, value) -> None:
+        """As transformers: labels LABEL_0 ... LABEL_{n-1}, unless id2label already names ``value`` labels."""
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+            raise ValueError(f"num_labels must be an integer from 1 to 1,000,000, got {_short(value)}")
+        if value != self.num_labels:
+            self._set_id2label({index: f"LABEL_{index}" for index in range(value)})
 
     def __post_init__(self):
         from .activations import check_activation
@@ -107,6 +159,10 @@ class BertConfig:
 
     @property
     def label2id(self) -> dict[str, int]:
+        """The inverse of ``id2label``, or what was set (``config.label2id = ...``, saved as given)."""
+        given = self.extra.get("label2id")
+        if isinstance(given, dict) and "id2label" in self.extra and len(given) == self.num_labels:
+            return dict(given)
         return {label: index for index, label in self.id2label.items()}
 
     @property
@@ -144,10 +200,19 @@ class BertConfig:
         except (TypeError, ValueError, CheckpointError) as error:
             raise CheckpointError(f"{path}: {error}") from None
 
+    def to_json_string(self, use_diff: bool = True) -> str:
+        """config.json's text, as ``save_pretrained`` writes it (keys sorted, indented by 2). Every
+        field is written, whatever ``use_diff`` says (transformers' True leaves out the fields at its
+        defaults; the values of the fields written agree either way)."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
     def to_json_file(self, path: str | os.PathLike) -> None:
         from .formats.atomic_files import write_atomically
 
-        write_atomically(path, (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+        write_atomically(path, self.to_json_string().encode())
+
+
+_FIELD_NAMES = {f.name for f in dataclasses.fields(BertConfig)}
 
 
 def labels_by_id(extra: dict) -> tuple[dict[int, str], str | None]:
@@ -175,6 +240,29 @@ def labels_by_id(extra: dict) -> tuple[dict[int, str], str | None]:
                 f"LABEL_0 ... LABEL_{count - 1}")  # fmt: skip
         return {index: f"LABEL_{index}" for index in range(count)}, note
     return id2label, None
+
+
+def _why_not(name: str) -> str:
+    """Why setting ``config.<name>`` is refused, and what to write instead."""
+    if name in ("output_hidden_states", "output_attentions", "return_dict", "use_return_dict"):
+        value = "False" if "return_dict" in name else "True"
+        return (
+            f"it would change nothing (the model's call decides); ask in the call: model(**batch, "
+            f"{name.replace('use_', '')}={value})"
+        )
+    if name == "classifier_dropout":
+        return (
+            "the head's dropout is built when the model is (model.dropout); give it when loading: "
+            "from_pretrained(path, classifier_dropout=0.2)"
+        )
+    if name in REFUSED_UNLESS:
+        return f"minibert computes only {name} = {REFUSED_UNLESS[name][0][0]!r} ({REFUSED_UNLESS[name][1]})"
+    if name in IGNORED:
+        return f"it would change nothing ({IGNORED[name]})"
+    return (
+        f"not a field minibert reads, so it would change nothing and would not be saved (what may be set "
+        f"besides the dataclass's numbers: {', '.join(SETTABLE)})"
+    )
 
 
 def _short(value) -> str:

@@ -11,6 +11,32 @@ tests/test_model_config.py checks the accounting against transformers' ``BertCon
 # classification heads' labels (loading/from_pretrained.py; speed/int8.py keeps them when it rebuilds).
 LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifier_dropout")
 
+# Fields of config.json that read as attributes (``config.is_decoder``), as transformers' config has
+# them: config.json's value, else transformers' default (position_embedding_type and finetuning_task,
+# which transformers 5 has only when config.json does: what minibert computes, and None). ``model_type``
+# is always "bert".
+READABLE = {
+    "architectures": None,
+    "is_decoder": False,
+    "add_cross_attention": False,
+    "is_encoder_decoder": False,
+    "position_embedding_type": "absolute",
+    "tie_word_embeddings": True,
+    "use_cache": True,
+    "return_dict": True,
+    "chunk_size_feed_forward": 0,
+    "problem_type": None,
+    "classifier_dropout": None,
+    "finetuning_task": None,
+    "bos_token_id": None,
+    "eos_token_id": None,
+    "transformers_version": None,
+}
+# The fields that may be set on a built model's config because minibert reads them at use (config.py):
+# the classification heads' labels and their loss.
+SETTABLE = ("problem_type", "id2label", "label2id", "num_labels")
+PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+
 # Fields that change nothing minibert computes, and why.
 IGNORED = {
     "architectures": "names the heads the checkpoint was saved with; the class you load decides",
@@ -31,7 +57,7 @@ IGNORED = {
     "label2id": "the inverse of id2label, which the heads read",
     "num_labels": "read by the classification heads when there is no id2label",
     "_num_labels": "older name of num_labels",
-    "problem_type": "read by BertForSequenceClassification for its loss",
+    "problem_type": "read by BertForSequenceClassification for its loss (at each call with labels)",
     "finetuning_task": "metadata",
     "bos_token_id": "generation setting; an encoder does not generate",
     "eos_token_id": "generation setting",

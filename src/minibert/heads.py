@@ -29,6 +29,7 @@ from torch import nn
 
 from .activations import activation
 from .config import BertConfig, labels_by_id
+from .config_fields import PROBLEM_TYPES
 from .errors import CheckpointError
 from .loading.transformers_names import TransformersNames
 from .model import BertModel, BertOutput, ModelOutput
@@ -105,19 +106,12 @@ class BertWithHeads(TransformersNames, PretrainedBert):
         return self.bert.embeddings
 
     def encode(self, input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-               skip_padding: bool = False) -> BertOutput:  # fmt: skip
+               skip_padding: bool = False, position_ids=None) -> BertOutput:  # fmt: skip
         """The encoder's outputs; ``skip_padding``: zeros at [PAD] rows, for callers that never read
         them (the tasks): see BertModel.forward."""
-        return self.bert(input_ids, attention_mask, token_type_ids, output_hidden_states=output_hidden_states,
-                         output_attentions=output_attentions, skip_padding=skip_padding)  # fmt: skip
-
-    def _add_classifier(self, outputs: int | None = None) -> None:
-        """The fine-tuning heads' one layer: dropout, then Linear(H, outputs) (default: one output
-        per label of config.json)."""
-        self.labels = Labels.of(self.config)
-        self.num_labels = self.labels.num_labels
-        self.dropout = nn.Dropout(self.labels.classifier_dropout)
-        self.classifier = nn.Linear(self.config.hidden_size, self.num_labels if outputs is None else outputs)
+        return self.bert(input_ids, attention_mask, token_type_ids, position_ids,
+                         output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+                         skip_padding=skip_padding)  # fmt: skip
 
     def _on_device(self, labels) -> torch.Tensor:
         return torch.as_tensor(labels).to(self.device)
@@ -152,12 +146,11 @@ class BertForPreTraining(BertWithHeads):
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.init_weights()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 next_sentence_label=None, output_hidden_states: bool = False,
                 output_attentions: bool = False, skip_padding: bool = False) -> BertPreTrainingOutput:  # fmt: skip
-        out = self.encode(
-            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
-        )
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
+                          skip_padding, position_ids)  # fmt: skip
         prediction_logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
@@ -178,12 +171,11 @@ class BertForMaskedLM(BertWithHeads):
         self.mlm_head = MaskedLMHead(config)
         self.init_weights()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(
-            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
-        )
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
+                          skip_padding, position_ids)  # fmt: skip
         logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else _masked_lm_loss(logits, self._on_device(labels))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
@@ -197,12 +189,11 @@ class BertForNextSentencePrediction(BertWithHeads):
         self.nsp_head = nn.Linear(config.hidden_size, 2)
         self.init_weights()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(
-            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
-        )
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
+                          skip_padding, position_ids)  # fmt: skip
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None if labels is None else F.cross_entropy(logits.view(-1, 2), self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
@@ -228,15 +219,16 @@ class Labels:
         return {label: index for index, label in self.id2label.items()}
 
     @classmethod
-    def of(cls, config: BertConfig) -> Labels:
+    def of(cls, config: BertConfig, announce: bool = False) -> Labels:
         """From config.json: ``id2label`` (its keys are strings in JSON), else ``num_labels``
-        (default 2, as transformers) with labels LABEL_0, LABEL_1, ..."""
+        (default 2, as transformers) with labels LABEL_0, LABEL_1, ...; ``announce``: log (once, as
+        the head is built) when num_labels overrides id2label."""
         id2label, note = labels_by_id(config.extra)
-        if note:
+        if note and announce:
             logger.info("config.json: %s", note)
         extra = config.extra
         problem = extra.get("problem_type")
-        if problem not in (None, "single_label_classification", "multi_label_classification", "regression"):
+        if problem is not None and problem not in PROBLEM_TYPES:
             raise CheckpointError(f"config field problem_type = {problem!r}: must be single_label_classification, "
                                   "multi_label_classification or regression")  # fmt: skip
         dropout = extra.get("classifier_dropout")
@@ -246,7 +238,40 @@ class Labels:
         return cls(id2label, problem, float(dropout))
 
 
-class BertForSequenceClassification(BertWithHeads):
+class BertWithClassifier(BertWithHeads):
+    """The fine-tuning heads, whose outputs are config.json's labels. ``labels`` and ``num_labels`` are
+    read from ``self.config`` at each use, as transformers reads them: ``model.config.id2label = {...}``
+    renames the labels (a number of labels other than the head's outputs is an error at the next call);
+    ``model.config.problem_type = "regression"`` picks the loss of the next call."""
+
+    @property
+    def labels(self) -> Labels:
+        return Labels.of(self.config)
+
+    @property
+    def num_labels(self) -> int:
+        return self.config.num_labels
+
+    def _add_classifier(self, outputs: int | None = None) -> None:
+        """The fine-tuning heads' one layer: dropout, then Linear(H, outputs) (default: one output
+        per label of config.json)."""
+        labels = Labels.of(self.config, announce=True)
+        self.dropout = nn.Dropout(labels.classifier_dropout)
+        self.classifier = nn.Linear(self.config.hidden_size, labels.num_labels if outputs is None else outputs)
+
+    def _checked_num_labels(self) -> int:
+        """The classifier's outputs, which must be as many as config.json's labels (one per label)."""
+        built, named = self.classifier.out_features, self.config.num_labels
+        if built != named:
+            raise ValueError(
+                f"config.id2label names {named} labels but the classifier has {built} outputs, one per label: "
+                f"give config.id2label {built} names, or, for a new head of {named} labels, load one: "
+                f"{type(self).__name__}.from_pretrained(path, num_labels={named})"
+            )
+        return built
+
+
+class BertForSequenceClassification(BertWithClassifier):
     """One label (or score) per text, from the pooler output: sentiment, NLI, intent, reranking.
 
     ``labels`` (B,): class ids (single-label: cross-entropy), or (B, K) of 0/1 floats (multi-label:
@@ -256,37 +281,43 @@ class BertForSequenceClassification(BertWithHeads):
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self._add_classifier()
-        self.problem_type = self.labels.problem_type
         self.init_weights()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+    @property
+    def problem_type(self) -> str | None:
+        """``config.problem_type``: the loss's kind, set or decided by the first labels seen."""
+        return self.config.problem_type
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(
-            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
-        )
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
+                          skip_padding, position_ids)  # fmt: skip
+        self._checked_num_labels()
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
         loss = None if labels is None else self._loss(logits, self._on_device(labels))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        if self.problem_type is None:  # decided by the first labels seen, as transformers does
-            if self.num_labels == 1:
-                self.problem_type = "regression"
+        """The loss ``config.problem_type`` names, read at each call (as transformers reads it)."""
+        num_labels = logits.shape[-1]
+        if self.config.problem_type is None:  # decided by the first labels seen, kept in the config (transformers)
+            if num_labels == 1:
+                self.config.problem_type = "regression"
             elif labels.dtype in (torch.long, torch.int):
-                self.problem_type = "single_label_classification"
+                self.config.problem_type = "single_label_classification"
             else:
-                self.problem_type = "multi_label_classification"
-        if self.problem_type == "regression":
-            if self.num_labels == 1:
+                self.config.problem_type = "multi_label_classification"
+        if self.config.problem_type == "regression":
+            if num_labels == 1:
                 return F.mse_loss(logits.squeeze(), labels.squeeze())
             return F.mse_loss(logits, labels)
-        if self.problem_type == "single_label_classification":
-            return F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        if self.config.problem_type == "single_label_classification":
+            return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
         return F.binary_cross_entropy_with_logits(logits, labels)
 
 
-class BertForTokenClassification(BertWithHeads):
+class BertForTokenClassification(BertWithClassifier):
     """One label per token (named entities, parts of speech): logits (B, T, K); ``labels`` (B, T)
     with -100 where no label counts (padding, the pieces after a word's first)."""
 
@@ -295,21 +326,21 @@ class BertForTokenClassification(BertWithHeads):
         self._add_classifier()
         self.init_weights()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(
-            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, skip_padding
-        )
+        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
+                          skip_padding, position_ids)  # fmt: skip
+        num_labels = self._checked_num_labels()
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
             labels = self._on_device(labels)
-            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1), ignore_index=IGNORE_INDEX)
+            loss = F.cross_entropy(logits.view(-1, num_labels), labels.view(-1), ignore_index=IGNORE_INDEX)
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
 
-class BertForQuestionAnswering(BertWithHeads):
+class BertForQuestionAnswering(BertWithClassifier):
     """Extractive question answering: for ``[CLS] question [SEP] context [SEP]``, a start and an end
     score per token; the answer is the best span of context tokens. ``start_positions`` /
     ``end_positions`` (B,), clamped to [0, T] as transformers does: a position past the end becomes T
@@ -317,19 +348,17 @@ class BertForQuestionAnswering(BertWithHeads):
 
     def __init__(self, config: BertConfig):
         super().__init__(config, add_pooling_layer=False)
-        self.labels = Labels.of(config)
-        self.num_labels = self.labels.num_labels  # 2: start, end
-        self.qa_outputs = nn.Linear(config.hidden_size, self.num_labels)
+        self.qa_outputs = nn.Linear(config.hidden_size, Labels.of(config, announce=True).num_labels)  # 2: start, end
         self.init_weights()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, start_positions=None,
                 end_positions=None, output_hidden_states: bool = False,
                 output_attentions: bool = False, skip_padding: bool = False) -> QuestionAnsweringOutput:  # fmt: skip
         # The loss is a softmax over every position, padding included (as transformers computes it):
         # with positions given, padded positions are computed even when asked to skip them.
         with_loss = start_positions is not None and end_positions is not None
         out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-                          skip_padding and not with_loss)  # fmt: skip
+                          skip_padding and not with_loss, position_ids)  # fmt: skip
         logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T)
         loss = None
@@ -341,7 +370,7 @@ class BertForQuestionAnswering(BertWithHeads):
         return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
 
 
-class BertForMultipleChoice(BertWithHeads):
+class BertForMultipleChoice(BertWithClassifier):
     """One score per choice: inputs (B, C, T), each choice framed with its question; logits (B, C);
     ``labels`` (B,): the right choice's index."""
 
@@ -350,7 +379,7 @@ class BertForMultipleChoice(BertWithHeads):
         self._add_classifier(outputs=1)  # one score per choice
         self.init_weights()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, labels=None,
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
         input_ids = torch.as_tensor(input_ids)
@@ -362,7 +391,7 @@ class BertForMultipleChoice(BertWithHeads):
             return None if value is None else torch.as_tensor(value).reshape(-1, input_ids.shape[-1])
 
         out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), output_hidden_states,
-                          output_attentions, skip_padding)  # fmt: skip
+                          output_attentions, skip_padding, flat(position_ids))  # fmt: skip
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, choices)  # (B·C, 1) -> (B, C)
         loss = None if labels is None else F.cross_entropy(logits, self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)

@@ -28,14 +28,16 @@ from .errors import InputTypeError
 class ModelInputs(NamedTuple):
     input_ids: torch.Tensor  # (B, T) int64: word-piece ids
     token_type_ids: torch.Tensor  # (B, T) int64: 0 for sentence A, 1 for sentence B
-    position_ids: torch.Tensor  # (B, T) int64: 0, 1, ..., T-1 in every row
+    position_ids: torch.Tensor  # (B, T) int64: 0, 1, ..., T-1 in every row, unless given
     attention_mask: torch.Tensor | None  # (B, T): 1 = real token, 0 = padding; None = no padding given
 
 
-def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -> ModelInputs:
+def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None, position_ids=None) -> ModelInputs:
     """Validated inputs on ``model``'s device; token types default to 0 and positions count from 0."""
     config, device = model.config, model.device
     input_ids, attention_mask, token_type_ids = validate_inputs(config, input_ids, attention_mask, token_type_ids)
+    if position_ids is not None:
+        position_ids = _position_ids(config, position_ids, input_ids)
     if attention_mask is None:
         warn_if_padded(model, input_ids)
     else:
@@ -46,7 +48,10 @@ def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -
     batch, tokens = input_ids.shape
     token_type_ids = (torch.zeros_like(input_ids) if token_type_ids is None
                       else token_type_ids.to(device, non_blocking=True))  # fmt: skip
-    position_ids = torch.arange(tokens, device=input_ids.device).expand(batch, tokens)
+    if position_ids is None:
+        position_ids = torch.arange(tokens, device=input_ids.device).expand(batch, tokens)
+    else:
+        position_ids = position_ids.to(device, non_blocking=True)
     attention_mask = None if attention_mask is None else attention_mask.to(device, non_blocking=True)
     return ModelInputs(input_ids, token_type_ids, position_ids, attention_mask)
 
@@ -76,6 +81,21 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
         if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
             raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
     return input_ids, attention_mask, token_type_ids
+
+
+def _position_ids(config: BertConfig, position_ids, input_ids: torch.Tensor) -> torch.Tensor:
+    """transformers' ``position_ids``: (B, T), or (T,) / (1, T) for every row, each in [0, max_position_embeddings)."""
+    positions = _as_int64(_as_tensor(position_ids, "position_ids"), "position_ids")
+    if positions.dim() == 1:
+        positions = positions.unsqueeze(0)
+    batch, tokens = input_ids.shape
+    if positions.dim() != 2 or positions.shape[1] != tokens or positions.shape[0] not in (1, batch):
+        shape = tuple(input_ids.shape)
+        raise ValueError(f"position_ids has shape {tuple(positions.shape)}; for input_ids of shape {shape} it "
+                         f"takes ({batch}, {tokens}), or (1, {tokens}) for every row")  # fmt: skip
+    limit = config.max_position_embeddings
+    _check_range(positions, "position_ids", limit, f"[0, max_position_embeddings={limit})")
+    return positions.expand(batch, tokens)
 
 
 def warn_if_padded(model, input_ids: torch.Tensor) -> None:
@@ -131,8 +151,28 @@ def _users_frame() -> int:
     return level
 
 
-def refuse_old_arguments(kwargs: dict) -> None:
-    """pytorch-pretrained-bert's call arguments, answered with today's: ``output_all_encoded_layers``."""
+# transformers' call arguments minibert does not take, and why (``refuse_old_arguments``).
+NOT_TAKEN = {
+    "inputs_embeds": "minibert's model looks the word vectors up from input_ids itself (model.get_input_embeddings()); "
+    "vectors given in their place are not taken",
+    "head_mask": "masking attention heads is not implemented (transformers 5 ignores head_mask as well)",
+}
+
+
+def refuse_old_arguments(model, kwargs: dict) -> None:
+    """pytorch-pretrained-bert's call arguments, answered with today's: ``output_all_encoded_layers``;
+    transformers' ``inputs_embeds`` and ``head_mask`` (``NOT_TAKEN``): None (what transformers' own
+    callers pass when they mean "not given") is dropped, any other value is an InputTypeError naming what
+    the call takes."""
+    for name in NOT_TAKEN:
+        if name in kwargs and kwargs[name] is None:
+            del kwargs[name]
+        elif name in kwargs:
+            import inspect
+
+            parameters = [p for p in inspect.signature(type(model).forward).parameters if p not in ("self", "kwargs")]
+            raise InputTypeError(f"{type(model).__name__} does not take {name}: {NOT_TAKEN[name]}. The call takes "
+                                 f"{', '.join(parameters)} (and return_dict); see docs/migrating.md")  # fmt: skip
     if "output_all_encoded_layers" in kwargs:
         raise InputTypeError(
             "output_all_encoded_layers is pytorch-pretrained-bert's argument; minibert (as transformers) returns "

@@ -231,6 +231,7 @@ class BertModel(TransformersNames, PretrainedBert):
         input_ids,
         attention_mask=None,
         token_type_ids=None,
+        position_ids=None,
         *,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
@@ -238,13 +239,16 @@ class BertModel(TransformersNames, PretrainedBert):
         skip_padding: bool = False,
     ) -> BertOutput:
         """input_ids (B, T) → BertOutput(last_hidden_state (B, T, H), pooler_output (B, H), ...).
+        ``position_ids`` (B, T): the row of the position table each token reads (default 0, 1, ..., T-1).
 
         ``use_fast_path`` (default: the model's): False writes attention out as above. ``skip_padding``:
         the [PAD] rows (attention_mask 0) of ``last_hidden_state`` and of every ``hidden_states`` are
         zeros, on every path (the attention weights are left as computed). The fast path with right
         padding and a real token in every row computes the real tokens only (speed/fast_path.py
         packs them); otherwise every row is computed and the [PAD] rows are set to zeros."""
-        ids, token_types, positions, attention_mask = prepare_inputs(self, input_ids, attention_mask, token_type_ids)
+        ids, token_types, positions, attention_mask = prepare_inputs(
+            self, input_ids, attention_mask, token_type_ids, position_ids
+        )
         padded = attention_mask is not None and not bool(attention_mask.all())
 
         # The fast path keeps no attention weights, so asking for them runs the plain formula.

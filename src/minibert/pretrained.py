@@ -34,11 +34,12 @@ class PretrainedBert(nn.Module):
         the output as a tuple (``return_dict=True``, the default, the output object, which indexes as
         one too); ``output_hidden_states`` / ``output_attentions`` given to ``from_pretrained`` are
         the defaults of each call. pytorch-pretrained-bert's ``output_all_encoded_layers=`` is
-        answered with today's spelling (inputs.py)."""
-        if "output_all_encoded_layers" in kwargs:
+        answered with today's spelling, and transformers' ``head_mask=None`` / ``inputs_embeds=None`` dropped (any
+        other value of them refused: inputs.py)."""
+        if kwargs.keys() & {"output_all_encoded_layers", "inputs_embeds", "head_mask"}:
             from .inputs import refuse_old_arguments
 
-            refuse_old_arguments(kwargs)
+            refuse_old_arguments(self, kwargs)
         return_dict = kwargs.pop("return_dict", None)
         if return_dict is not None and not isinstance(return_dict, bool):
             from .errors import InputTypeError
@@ -79,6 +80,57 @@ class PretrainedBert(nn.Module):
     def book_modules(self) -> bool:
         """Whether the model runs the book's modules only (after ``use_book_modules()``)."""
         return getattr(self, "_speed", None) is not None
+
+    # ------------------------------------------------------------------ transformers' PreTrainedModel members
+
+    main_input_name = "input_ids"  # what the model reads first (transformers' Trainer and pipelines ask)
+
+    @property
+    def base_model(self) -> nn.Module:
+        """The encoder: ``self.bert`` under heads, the model itself for ``BertModel`` (transformers' ``base_model``)."""
+        return getattr(self, "bert", self)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The word embedding table (V, H): ``embeddings.word_embeddings``."""
+        return self.base_model.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        """Put ``value`` in place of the word embedding table; ``config.vocab_size`` follows its rows (minibert
+        checks ids against it). Under a masked-LM head, whose bias has a row per word, the number of rows
+        must stay: ``resize_token_embeddings`` changes both."""
+        if not isinstance(value, nn.Embedding) or value.embedding_dim != self.config.hidden_size:
+            raise TypeError(f"the input embeddings must be an nn.Embedding of width hidden_size = "
+                            f"{self.config.hidden_size}, got {value!r}")  # fmt: skip
+        head = getattr(self, "mlm_head", None)
+        if head is not None and value.num_embeddings != head.bias.shape[0]:
+            raise ValueError(f"the masked-LM head scores {head.bias.shape[0]} words and the table given has "
+                             f"{value.num_embeddings} rows: model.resize_token_embeddings(n) resizes both")  # fmt: skip
+        self.base_model.embeddings.word_embeddings = value
+        self.config.vocab_size = value.num_embeddings
+
+    def get_output_embeddings(self) -> nn.Linear | None:
+        """The masked-LM decoder, as transformers' ``cls.predictions.decoder``: a Linear(H, V) whose weight
+        IS the word embedding table and whose bias is the head's (the same Parameters: changing their
+        values changes the model's; it scores ``mlm_head``'s transformed vectors). None without a masked-LM head."""
+        head = getattr(self, "mlm_head", None)
+        if head is None:
+            return None
+        weight = self.get_input_embeddings().weight  # (V, H)
+        decoder = nn.Linear(weight.shape[1], weight.shape[0], device="meta")  # allocates nothing
+        decoder.weight, decoder.bias = weight, head.bias
+        return decoder
+
+    def tie_weights(self) -> None:
+        """Nothing to do: minibert's masked-LM decoder is the word embedding matrix itself (always tied;
+        a config that unties them is refused, see heads.py)."""
+
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
+        """The number of parameters, each shared one once, as transformers counts: ``only_trainable``
+        those with ``requires_grad``; ``exclude_embeddings`` without the three embedding tables."""
+        tables = {id(module.weight) for module in self.modules() if isinstance(module, nn.Embedding)}
+        return sum(parameter.numel() for parameter in self.parameters()
+                   if (parameter.requires_grad or not only_trainable)
+                   and not (exclude_embeddings and id(parameter) in tables))  # fmt: skip
 
     @property
     def dtype(self) -> torch.dtype:
@@ -128,19 +180,30 @@ class PretrainedBert(nn.Module):
         return load_pretrained(cls, name_or_path, revision=revision, dtype=dtype, device=device,
                                new_heads=new_heads, label_config=label_config, gemm=gemm)  # fmt: skip
 
-    def resize_token_embeddings(self, new_num_tokens: int, mean_resizing: bool = True) -> nn.Embedding:
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None,
+                                mean_resizing: bool = True) -> nn.Embedding:  # fmt: skip
         """Give the word embedding table ``new_num_tokens`` rows (after ``tokenizer.add_special_tokens``:
         ``len(tokenizer)``), as transformers does: old rows kept; new rows the mean of the old ones
         (``mean_resizing``, transformers' default, which samples within 1e-9 × their covariance of
         that mean) or drawn as BERT initialises weights. A masked-LM head's bias grows with zeros.
+        ``pad_to_multiple_of``: the number of rows rounded up to a multiple of it (of the current number
+        when ``new_num_tokens`` is None), as transformers rounds it; with neither, the table is returned as it is.
         Inside ``torch.inference_mode()`` too, the new tables are ordinary tensors (they can be trained)."""
-        if isinstance(new_num_tokens, bool) or not isinstance(new_num_tokens, int) or new_num_tokens < 1:
+        if pad_to_multiple_of is not None:
+            if not _is_positive_int(pad_to_multiple_of):
+                raise ValueError(f"pad_to_multiple_of must be a positive int, got {pad_to_multiple_of!r}")
+            rows = self.get_input_embeddings().num_embeddings if new_num_tokens is None else new_num_tokens
+            if _is_positive_int(rows):
+                new_num_tokens = -(-rows // pad_to_multiple_of) * pad_to_multiple_of  # rounded up
+        elif new_num_tokens is None:
+            return self.get_input_embeddings()
+        if not _is_positive_int(new_num_tokens):
             raise ValueError(f"new_num_tokens must be a positive int, got {new_num_tokens!r}")
         with torch.inference_mode(False):
             return self._resize_word_embeddings(new_num_tokens, mean_resizing)
 
     def _resize_word_embeddings(self, new_num_tokens: int, mean_resizing: bool) -> nn.Embedding:
-        embeddings = getattr(self, "bert", self).embeddings
+        embeddings = self.base_model.embeddings
         old = embeddings.word_embeddings
         kept = min(old.num_embeddings, new_num_tokens)
         new = nn.Embedding(new_num_tokens, old.embedding_dim, padding_idx=old.padding_idx,
@@ -169,3 +232,7 @@ class PretrainedBert(nn.Module):
         from .speed.int8 import float32_twin, is_int8
 
         save_pretrained(float32_twin(self) if is_int8(self) else self, directory)
+
+
+def _is_positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

@@ -139,6 +139,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     with hub_options(hub):
         config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
+    object.__setattr__(config, "_name_or_path", os.fspath(name_or_path))  # config.name_or_path, as transformers'
     int8 = dtype == "int8"  # asked for by name only (never by "fastest"): speed/int8.py
     dtype = _parse_dtype(dtype, config, config_file, weights_file, device) or torch.float32
     own_fields = dict(config.extra)
@@ -149,6 +150,8 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         if "id2label" in label_config and not {"num_labels", "_num_labels"} & set(label_config):
             config.extra.pop("num_labels", None)  # the labels given are the count (transformers' num_labels is
             config.extra.pop("_num_labels", None)  # len(id2label)): a head of another size is refused, not renamed
+        if "id2label" in label_config and "label2id" not in label_config:
+            config.extra.pop("label2id", None)  # config.json's, for its own labels: the inverse of those given
         config.extra.update(label_config)
     model = _build_on_meta(cls, config, config_file, add_pooling_layer)
     # labels given to a classifier say a new head is wanted, if the checkpoint has none (transformers' rule)

@@ -28,6 +28,15 @@ WHERE = {
 }
 
 
+# transformers' model methods minibert does not have, and what to do instead (docs/migrating.md's Mistakes).
+NOT_IMPLEMENTED = {
+    "gradient_checkpointing_enable": "minibert does not implement gradient checkpointing (recomputing each layer's "
+    "activations in the backward pass to save memory); to fit in memory, train on smaller batches and "
+    "accumulate their gradients (several loss.backward() before each optimizer.step())",
+}
+NOT_IMPLEMENTED["activation_checkpointing_enable"] = NOT_IMPLEMENTED["gradient_checkpointing_enable"]
+
+
 class TransformersNames:
     """Mixin for minibert's modules (before ``nn.Module`` in the bases): a missing attribute that is
     a transformers name raises ``TransformersNameError`` naming minibert's; any other stays a plain
@@ -53,6 +62,8 @@ def renamed_message(module, name: str, error: str) -> str | None:
     holds under another name; None when it is not."""
     if name.startswith("_"):  # private probes (getattr(model, "_warned", False)) stay fast
         return None
+    if name in NOT_IMPLEMENTED and hasattr(module, "config"):  # a whole model, not one of its modules
+        return f"{error}: {NOT_IMPLEMENTED[name]}"
     pairs = renames_under(module, name)
     if not pairs:
         return None

@@ -142,6 +142,12 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
     # ------------------------------------------------------------------ text → pieces
 
     @property
+    def do_lower_case(self) -> bool:
+        """Whether stage 1 lowercases the text (transformers' ``tokenizer.do_lower_case``); fixed once
+        made: ``BertTokenizer.from_pretrained(path, do_lower_case=...)`` for the other."""
+        return self.basic.do_lower_case
+
+    @property
     def vocab_size(self) -> int:
         """The vocabulary's size without the pieces added since loading (as transformers counts);
         ``len(tokenizer)`` counts them."""
@@ -291,17 +297,8 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
             return f"not in the vocabulary (its {len(self)} pieces have ids in [0, {end}), with gaps)"
         return f"outside the vocabulary [0, {end})"
 
-    def decode(self, ids: Iterable[int] | int, skip_special_tokens: bool = False,
-               clean_up_tokenization_spaces: bool | None = None) -> str:  # fmt: skip
-        """Ids (a list, a 1-D tensor or array, or one id) back to text (``convert_tokens_to_string``
-        of their pieces), without the special tokens if asked. ``clean_up_tokenization_spaces=True``
-        then applies transformers' ``clean_up_tokenization`` to the text ("it ' s" → "it's", "said 'hi"
-        → "said'hi": English contractions, at a cost to quotes); None follows the tokenizer's
-        ``clean_up_tokenization_spaces`` (tokenizer_config.json's, False where it is absent, as in transformers 5).
-
-        >>> tok.decode([101, 1045, 2293, 3000, 102], skip_special_tokens=True)   # doctest: +SKIP
-        'i love paris'
-        """
+    def _decode_row(self, ids, skip_special_tokens: bool, clean_up_tokenization_spaces: bool | None) -> str:
+        """``decode`` of one row of ids (or one id): see ``decode`` (call_api.py)."""
         check_flags(skip_special_tokens=skip_special_tokens)
         check_flags(optional=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces)
         if hasattr(ids, "tolist"):

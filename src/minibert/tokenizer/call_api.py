@@ -242,13 +242,32 @@ class TransformersCallAPI(Transformers4Calls):
 
     # ------------------------------------------------------------------ ids back to texts
 
+    def decode(self, ids: Sequence[int] | int, skip_special_tokens: bool = False,
+               clean_up_tokenization_spaces: bool | None = None) -> str | list[str]:  # fmt: skip
+        """Ids (a list, a 1-D tensor or array, or one id) back to text (``convert_tokens_to_string``
+        of their pieces), without the special tokens if asked. ``clean_up_tokenization_spaces=True``
+        then applies transformers' ``clean_up_tokenization`` to the text ("it ' s" → "it's", "said 'hi"
+        → "said'hi": English contractions, at a cost to quotes); None follows the tokenizer's
+        ``clean_up_tokenization_spaces`` (tokenizer_config.json's, False where it is absent, as in transformers 5).
+        Rows of ids (a list of lists, a 2-D tensor or array) give a list of texts, as ``batch_decode``
+        (transformers 5 does the same).
+
+        >>> tok.decode([101, 1045, 2293, 3000, 102], skip_special_tokens=True)   # doctest: +SKIP
+        'i love paris'
+        """
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if isinstance(ids, (list, tuple)) and ids and isinstance(ids[0], (list, tuple)):
+            return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
+        return self._decode_row(ids, skip_special_tokens, clean_up_tokenization_spaces)
+
     def batch_decode(self, sequences, skip_special_tokens: bool = False,
                      clean_up_tokenization_spaces: bool | None = None) -> list[str]:  # fmt: skip
         """``decode`` of each row of ``sequences`` (a list of id lists, or a 2-D tensor or array):
         a generation's or a batch's ids back to texts, as transformers' ``batch_decode``."""
         if hasattr(sequences, "tolist"):
             sequences = sequences.tolist()
-        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
+        return [self._decode_row(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
     # ------------------------------------------------------------------ padding what is tokenized
 

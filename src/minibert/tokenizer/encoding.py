@@ -100,6 +100,11 @@ class BatchEncoding(dict):
             raise AttributeError(f"'BatchEncoding' object has no attribute or key {name!r}; its keys are "
                                  f"{', '.join(self)}") from None  # fmt: skip
 
+    @property
+    def data(self) -> dict:
+        """The encoding's dict itself (transformers' BatchEncoding keeps its keys in ``.data``)."""
+        return self
+
     def to(self, device) -> BatchEncoding:
         """Move every tensor to ``device`` (a model's ``.device``, "cuda", ...), in place, and return
         the encoding: ``model(**tokenizer(texts, return_tensors="pt").to(model.device))``."""
@@ -322,8 +327,12 @@ def pad_rows(columns: dict[str, list[list]], target: int, side: str, pad_id: int
 
 
 def to_tensors(encoding: dict, kind: str) -> dict:
-    """Rows of equal length → ``"pt"`` torch or ``"np"`` numpy int64 arrays ((B, T), offsets (B, T, 2))."""
+    """Rows of equal length → ``"pt"`` torch or ``"np"`` numpy int64 arrays ((B, T), offsets (B, T, 2)).
+    Rows of different lengths (no padding asked for) → for ``"np"``, as transformers gives them, a
+    (B,) array of objects, each row's own int64 array; for ``"pt"``, a ValueError (a tensor has one length)."""
     lengths = {len(row) for row in encoding["input_ids"]}
+    if len(lengths) > 1 and kind == "np":
+        return {key: _ragged_array(value) for key, value in encoding.items()}
     if len(lengths) > 1:
         raise ValueError("rows have different lengths; pass padding=True to return tensors")
     if kind == "pt":
@@ -337,6 +346,19 @@ def to_tensors(encoding: dict, kind: str) -> dict:
     else:
         raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {kind!r}")
     return {key: convert(value) for key, value in encoding.items()}
+
+
+def _ragged_array(rows: list):
+    """A column of rows of different lengths as numpy object array of int64 rows, as transformers'
+    ``return_tensors="np"`` gives them unpadded (a column of one number per row, ``length``: int64)."""
+    import numpy as np
+
+    if not any(isinstance(row, (list, tuple)) for row in rows):
+        return np.array(rows, dtype=np.int64)
+    column = np.empty(len(rows), dtype=object)  # (filled one by one: numpy would try to broadcast the rows)
+    for index, row in enumerate(rows):
+        column[index] = np.array(row, dtype=np.int64)
+    return column
 
 
 def window_starts(length: int, size: int, stride: int) -> list[int]:
