@@ -83,6 +83,20 @@ def test_a_text_pair_on_a_random_masked_lm_equals_transformers(masked_lm):
     np.testing.assert_array_equal(unpack(payload["probabilities"]), data.prediction_probabilities)
 
 
+def test_a_model_in_training_mode_is_explored_without_dropout_and_left_in_training_mode(masked_lm):
+    """A model just fine-tuned is still in training mode: with dropout on, the page showed attention
+    rows summing to 0.007 or 1.11 and other numbers on each call. It is explored in eval mode (the
+    numbers of transformers' eval-mode model), and left in training mode."""
+    directory, reference_model = masked_lm
+    model = minibert.BertForMaskedLM.from_pretrained(directory).train()
+    data = minibert.explore(model, *PAIR).data
+    reference = reference_outputs(reference_model, data.input_ids, data.token_type_ids)
+    assert_close(data.attention, reference["attention"], "attention of a model in training mode", atol=1e-5)
+    pieces = vocabulary(minibert.BertTokenizer.from_pretrained(directory))
+    check_guesses(data.predictions(data.layers), reference["probabilities"][data.layers], pieces, "training mode")
+    assert model.training and model.bert.layers[0].training and model.mlm_head.training
+
+
 def test_the_lead_layer_is_where_the_final_guess_stays_best(masked_lm):
     directory, reference_model = masked_lm
     exploration = minibert.explore(directory, *PAIR)

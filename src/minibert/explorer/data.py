@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ..errors import ExplorerInputError
+from ..pretrained import evaluating
 from .loading import LoadedModel
 
 MIN_GUESSES = 3  # the page's contract promises at least three guesses per position
@@ -142,7 +143,8 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
     ids = torch.tensor([encoding["input_ids"]])  # (1, T)
     token_types = torch.tensor([encoding["token_type_ids"]])  # (1, T)
     encoder = loaded.encoder
-    with torch.inference_mode():
+    model = loaded.masked_lm if loaded.masked_lm is not None else encoder  # the encoder, with the head if any
+    with evaluating(model), torch.inference_mode():  # one forward pass as inference runs it: dropout off
         out = encoder(ids.to(encoder.device), token_type_ids=token_types.to(encoder.device),
                       output_hidden_states=True, output_attentions=True)  # fmt: skip
         attention = torch.cat(out.attentions).float().cpu().numpy()  # L × (1, A, T, T) → (L, A, T, T)
