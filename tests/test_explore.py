@@ -250,6 +250,20 @@ def test_bad_input_is_one_line_exit_1_and_no_file(masked_lm, tmp_path, arguments
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_folder_that_takes_no_file_is_said_before_the_model_is_read(tmp_path):
+    """--output /proc/x.html: the error named the temporary ".x.html.XXXX.partial" and "No such file or
+    directory" of /proc, after the model had run; now the page's file and its folder, first (the
+    model here is a folder with no checkpoint, which would be the error were it read)."""
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    folder = tmp_path / "not-a-checkpoint"
+    folder.mkdir()
+    done = run_minibert("explore", "x", "--model", str(folder), "--output", "/proc/page.html")
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        "minibert: error: cannot write /proc/page.html: the folder /proc takes no new file (No such file or directory)"
+    ], done.stderr
+
+
 def test_truncate_cuts_to_the_limit(masked_lm, tmp_path):
     directory, _ = masked_lm
     output = tmp_path / "page.html"
@@ -438,6 +452,23 @@ def test_without_model_and_hub_the_command_uses_the_bundled_toy_with_its_guesses
     page = json.loads(data)
     assert page["tokens"] == expected.tokens and page["predictions"] is not None
     assert set(page["predictions"]["pieces"]) >= {piece for row in expected.predictions(4) for piece, _ in row}
+
+
+def test_without_model_and_hub_a_refused_input_is_one_line_naming_the_bundled_toy(tmp_path, monkeypatch):
+    """Offline, without --model, an input the bundled toy refuses: the fallback note came first, then
+    the error (two lines); now one line, the refusal and the model that refused it."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.chdir(tmp_path)
+    done = run_minibert("explore", "I [MASK] your father.", "--output", str(tmp_path / "page.html"),
+                        "--max-length", "600")  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("minibert: error: max_length must be an int from 3") and lines[0].endswith(
+        "to the model's 64 positions, got 600 (the model: the bundled minibert/fortunes-mini, as "
+        "google-bert/bert-base-uncased is not reachable)"
+    ), lines[0]
+    assert not (tmp_path / "page.html").exists()
 
 
 def test_googles_tensorflow_checkpoint_with_ids_its_vocabulary_does_not_name(tmp_path):

@@ -68,7 +68,7 @@ def add_parser(commands, parents: list) -> None:
 
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
-    from ..formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
+    from ..formats.atomic_files import atomic_output, refuse_what_is_not_a_file, why_not_a_folder
     from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, looks_like_a_path
     from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
@@ -89,16 +89,23 @@ def cmd_explore(args) -> None:
         raise ModelNotFoundError(f"--model {args.model}: no such directory")
     device_of(args)  # a GPU that is not there: one line, before anything is loaded
     logging.getLogger("minibert").setLevel(logging.WARNING)  # a refused input is one line, not the loader's notes
-    try:
-        page = _explore(args, args.model or DEFAULT_MODEL)
-    except ModelNotFoundError:
-        if args.model:
-            raise
-        print(f"minibert: {BUNDLED_FALLBACK_NOTE}", file=sys.stderr)
-        page = _explore(args, BUNDLED_WITH_HEADS)
-    if page.data.truncated:
-        print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)", file=sys.stderr)
-    page.save(output)
+    # The page's temporary file first: a folder that takes no file is said before the model runs.
+    with atomic_output(output) as handle:
+        try:
+            page = _explore(args, args.model or DEFAULT_MODEL)
+        except ModelNotFoundError:
+            if args.model:
+                raise
+            try:
+                page = _explore(args, BUNDLED_WITH_HEADS)
+            except ExplorerInputError as error:  # one line: the refusal, and which model refused it
+                raise ExplorerInputError(f"{error} (the model: the bundled {BUNDLED_WITH_HEADS}, as "
+                                         f"{DEFAULT_MODEL} is not reachable)") from error  # fmt: skip
+            print(f"minibert: {BUNDLED_FALLBACK_NOTE}", file=sys.stderr)  # the run goes on: said once, here
+        if page.data.truncated:
+            print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)",
+                  file=sys.stderr)  # fmt: skip
+        handle.write(page.html().encode("utf-8"))
     print(f"minibert: wrote {output} ({file_size(output.stat().st_size)}): {page!r}", file=sys.stderr)
     if args.open:
         webbrowser.open(output.resolve().as_uri())
