@@ -58,7 +58,7 @@ class ExplorationData:
     top_k: int  # how many guesses the page shows (K may be larger: at least MIN_GUESSES are kept)
     truncated: bool  # the text was cut to the model's positions (truncate=True)
     max_positions: int  # the longest input the model takes
-    dtype: str = "float32"  # what the model computed in ("bfloat16": approximate numbers, opted into)
+    dtype: str = "float32"  # what the model computed in ("bfloat16", "float16": approximate numbers, opted into)
 
     @property
     def layers(self) -> int:
