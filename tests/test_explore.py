@@ -435,6 +435,35 @@ def test_the_command_reads_smiles_cased_and_split_on_whitespace(tmp_path):
     assert "[UNK]" in json.loads(data)["tokens"]
 
 
+def test_cased_keeps_the_tokens_added_to_the_tokenizer_as_transformers_does(tmp_path, minilm_dir):
+    """--cased re-reads the checkpoint's tokenizer without lower-casing. Its added tokens (a normalized
+    "foobarbaz", a special "[ENT]") became ordinary word pieces ("[ENT]" split into "[", "[UNK]", "]",
+    "foobarbazz" into "foobarbaz ##z"): the ids are now transformers' with do_lower_case=False.
+    --whitespace-words with a normalized added token has no transformers reading: refused in one line."""
+    import json
+
+    reference = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    reference.add_tokens(["foobarbaz"])
+    reference.add_special_tokens({"additional_special_tokens": ["[ENT]"]})
+    directory = tmp_path / "added"
+    random_masked_lm(directory, ["[PAD]"] * len(reference))  # the weights: only the vocabulary's size matters
+    (directory / "vocab.txt").unlink()
+    reference.save_pretrained(directory)
+    text = "Hi THERE [ENT] foobarbazz xfoobarbaz FooBarBaz"
+    output = tmp_path / "page.html"
+    done = run_minibert("explore", text, "--model", str(directory), "--cased", "--output", str(output))
+    assert done.returncode == 0, done.stderr
+    page = json.loads(output.read_text(encoding="utf-8").split('id="minibert-data">', 1)[1].split("</script>", 1)[0])
+    expected = transformers.AutoTokenizer.from_pretrained(str(directory), do_lower_case=False)(text)["input_ids"]
+    assert page["inputIds"] == expected, (page["tokens"], expected)
+    assert {len(reference) - 2, len(reference) - 1} <= set(page["inputIds"])  # foobarbaz and [ENT], each one token
+    refused = run_minibert("explore", text, "--model", str(directory), "--whitespace-words", "--output", str(output))
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        "minibert: error: --whitespace-words is not implemented for a tokenizer with tokens added as normalized "
+        "(foobarbaz): transformers' tokenizer always normalizes and splits the words around them"
+    ], refused.stderr
+
+
 def test_without_model_and_hub_the_command_uses_the_bundled_toy_with_its_guesses(tmp_path, monkeypatch):
     """Offline, without --model: the bundled minibert/fortunes-mini, which has the masked-LM head,
     so the page holds every layer's guesses (the logit lens), as minibert.explore computes them."""

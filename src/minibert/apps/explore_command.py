@@ -113,13 +113,10 @@ def cmd_explore(args) -> None:
 
 def _explore(args, model: str):
     from ..explorer import explore
-    from ..tokenizer.bert_tokenizer import BertTokenizer
 
     tokenizer = None
     if args.cased or args.whitespace_words:
-        tokenizer = BertTokenizer.from_pretrained(model)
-        tokenizer = _with_options(tokenizer, lower=not args.cased and tokenizer.basic.do_lower_case,
-                                  basic=not args.whitespace_words)  # fmt: skip
+        tokenizer = _with_options(model, cased=args.cased, whitespace_words=args.whitespace_words)
     return explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
                    tokenizer=tokenizer, attention_bits=args.attention_bits, device=device_of(args))  # fmt: skip
 
@@ -135,9 +132,24 @@ def file_size(size: int) -> str:
     return f"{size / 1e3:.0f} kB" if size < 999_500 else f"{size / 1e6:.1f} MB"
 
 
-def _with_options(tokenizer, *, lower: bool, basic: bool):
-    """The checkpoint's tokenizer read again with lower-casing or basic tokenization switched off."""
+def _with_options(model: str, *, cased: bool, whitespace_words: bool):
+    """The checkpoint's tokenizer read again with lower-casing (``cased``) or basic tokenization
+    (``whitespace_words``) switched off, as transformers reads it with ``BertTokenizer.from_pretrained(model,
+    do_lower_case=False)``: its added and special tokens kept, cut out of the text before the rest is
+    split (an added ``[ENT]`` stays one token). Words split on whitespace alone with tokens added as
+    normalized is refused, as ``add_tokens`` refuses it (special_tokens.py): transformers has no such reading."""
     from ..tokenizer.bert_tokenizer import BertTokenizer
+    from ..tokenizer.directory import read_tokenizer_files
 
-    return BertTokenizer(tokenizer.vocab_file, do_lower_case=lower, do_basic_tokenize=basic, vocab=tokenizer.vocab,
-                         model_max_length=tokenizer.model_max_length)  # fmt: skip
+    vocab_file, vocab, _, settings = read_tokenizer_files(model)
+    if cased:
+        settings["do_lower_case"] = False
+    if whitespace_words:
+        settings["do_basic_tokenize"] = False
+    tokenizer = BertTokenizer(vocab_file, vocab=vocab, **settings)
+    normalized = sorted(content for content, token in tokenizer.added.tokens.items() if token.normalized)
+    if whitespace_words and normalized:
+        raise CommandError(f"--whitespace-words is not implemented for a tokenizer with tokens added as normalized "
+                           f"({', '.join(normalized[:3])}{', ...' if len(normalized) > 3 else ''}): transformers' "
+                           "tokenizer always normalizes and splits the words around them")  # fmt: skip
+    return tokenizer
