@@ -58,25 +58,36 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from minibert import BertModel, BertTokenizer
-    from minibert.formats.atomic_files import write_atomically
+    from minibert.errors import MinibertError
+    from minibert.explorer.loading import load_for_exploring
+    from minibert.formats.atomic_files import why_not_a_folder, write_atomically
 
-    model_name = args.model or default_model()
-    tokenizer = BertTokenizer.from_pretrained(model_name)
-    model = BertModel.from_pretrained(model_name).use_book_modules()  # the attention model.py writes out
-    batch = tokenizer(args.text, return_tensors="pt")
-    with torch.inference_mode():
-        out = model(**batch, output_attentions=True, output_hidden_states=True)
-    try:
+    script = Path(sys.argv[0]).name
+    reason = why_not_a_folder(args.out)
+    if reason:  # before the model is loaded
+        raise SystemExit(f"{script}: --out {args.out} {reason}")
+    try:  # every checkpoint's encoder, with a pooler or without (a BertForMaskedLM), as `minibert explore` loads it
+        loaded = load_for_exploring(args.model or default_model())
+        model, tokenizer = loaded.encoder.use_book_modules(), loaded.tokenizer  # the attention model.py writes out
+        batch = tokenizer(args.text, return_tensors="pt", verbose=False)
+        length, limit = batch["input_ids"].shape[1], model.config.max_position_embeddings
+        if length > limit:
+            raise ValueError(f"--text is {length} tokens long (with [CLS] and [SEP]), more than the model's {limit} "
+                             "positions: shorten it")  # fmt: skip
+        with torch.inference_mode():
+            out = model(**batch, output_attentions=True, output_hidden_states=True)
         weights = attention_map(out, args.layer, args.head)
-    except ValueError as error:
-        raise SystemExit(f"{Path(sys.argv[0]).name}: {error}") from None
+    except (MinibertError, OSError, ValueError) as error:
+        raise SystemExit(f"{script}: {error}") from None
     tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
 
     def save(figure, name, what):
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
-        write_atomically(Path(args.out) / name, buffer.getvalue())
+        try:
+            write_atomically(Path(args.out) / name, buffer.getvalue())
+        except OSError as error:  # a full disk, a read-only folder: named with the file (atomic_files.py)
+            raise SystemExit(f"{script}: {error}") from None
         print(f"wrote {Path(args.out) / name}: {what}")
 
     title = attention_title(args.layer, args.head, out)

@@ -272,6 +272,34 @@ def test_next_sentence_matches_transformers(heads_model):
     assert_close(probability, expected, "next-sentence probability", 1e-6)
 
 
+def test_a_model_in_training_mode_is_run_without_dropout_and_left_in_training_mode(minilm_dir, heads_model, texts):
+    """A model just fine-tuned is still in training mode (dropout on): Embedder, fill_mask and
+    next_sentence gave other numbers on each call. They run it in eval mode, as sentence-transformers'
+    encode does (and transformers' eval-mode model), and leave it in training mode."""
+    st = pytest.importorskip("sentence_transformers")
+    embedder = Embedder.from_pretrained(minilm_dir)
+    embedder.model.train()
+    expected = st.SentenceTransformer(str(minilm_dir), device="cpu").encode(texts[:24], normalize_embeddings=True)
+    assert_close(embedder.embed(texts[:24], normalize=True), expected, "Embedder of a model in training mode", 1e-5)
+    assert embedder.model.training and embedder.model.layers[0].training
+    model, tokenizer, reference = heads_model
+    text, first, second = "Hello I'm a [MASK] model.", "I was thirsty!", "I drank water :D"
+    batch, pair = tokenizer(text, return_tensors="pt"), tokenizer(first, second, return_tensors="pt")
+    with torch.no_grad():
+        position = batch["input_ids"][0].tolist().index(tokenizer.mask_token_id)
+        expected_scores = reference(**batch).prediction_logits[0, position].softmax(-1).topk(5).values
+        expected_probability = reference(**pair).seq_relationship_logits[0].softmax(-1)[0]
+    try:
+        model.train()
+        scores = [answer["score"] for answer in fill_mask(text, model=(model, tokenizer), top_k=5)]
+        probability = next_sentence(first, second, model=(model, tokenizer))
+        assert model.training and model.bert.layers[0].training
+    finally:
+        model.eval()  # the fixture is shared
+    assert_close(scores, expected_scores, "fill-mask scores of a model in training mode", 1e-6)
+    assert_close(probability, expected_probability, "next-sentence probability of a model in training mode", 1e-6)
+
+
 def test_models_named_by_path_are_loaded_once(google_base):
     directory, _ = google_base
     from minibert import BertForMaskedLM

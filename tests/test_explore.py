@@ -83,6 +83,20 @@ def test_a_text_pair_on_a_random_masked_lm_equals_transformers(masked_lm):
     np.testing.assert_array_equal(unpack(payload["probabilities"]), data.prediction_probabilities)
 
 
+def test_a_model_in_training_mode_is_explored_without_dropout_and_left_in_training_mode(masked_lm):
+    """A model just fine-tuned is still in training mode: with dropout on, the page showed attention
+    rows summing to 0.007 or 1.11 and other numbers on each call. It is explored in eval mode (the
+    numbers of transformers' eval-mode model), and left in training mode."""
+    directory, reference_model = masked_lm
+    model = minibert.BertForMaskedLM.from_pretrained(directory).train()
+    data = minibert.explore(model, *PAIR).data
+    reference = reference_outputs(reference_model, data.input_ids, data.token_type_ids)
+    assert_close(data.attention, reference["attention"], "attention of a model in training mode", atol=1e-5)
+    pieces = vocabulary(minibert.BertTokenizer.from_pretrained(directory))
+    check_guesses(data.predictions(data.layers), reference["probabilities"][data.layers], pieces, "training mode")
+    assert model.training and model.bert.layers[0].training and model.mlm_head.training
+
+
 def test_the_lead_layer_is_where_the_final_guess_stays_best(masked_lm):
     directory, reference_model = masked_lm
     exploration = minibert.explore(directory, *PAIR)
@@ -234,6 +248,20 @@ def test_bad_input_is_one_line_exit_1_and_no_file(masked_lm, tmp_path, arguments
     assert len(lines) == 1 and lines[0].startswith("minibert: error: "), lines
     assert message.replace("{tmp}", str(tmp_path)) in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_folder_that_takes_no_file_is_said_before_the_model_is_read(tmp_path):
+    """--output /proc/x.html: the error named the temporary ".x.html.XXXX.partial" and "No such file or
+    directory" of /proc, after the model had run; now the page's file and its folder, first (the
+    model here is a folder with no checkpoint, which would be the error were it read)."""
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    folder = tmp_path / "not-a-checkpoint"
+    folder.mkdir()
+    done = run_minibert("explore", "x", "--model", str(folder), "--output", "/proc/page.html")
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        "minibert: error: cannot write /proc/page.html: the folder /proc takes no new file (No such file or directory)"
+    ], done.stderr
 
 
 def test_truncate_cuts_to_the_limit(masked_lm, tmp_path):
@@ -407,6 +435,35 @@ def test_the_command_reads_smiles_cased_and_split_on_whitespace(tmp_path):
     assert "[UNK]" in json.loads(data)["tokens"]
 
 
+def test_cased_keeps_the_tokens_added_to_the_tokenizer_as_transformers_does(tmp_path, minilm_dir):
+    """--cased re-reads the checkpoint's tokenizer without lower-casing. Its added tokens (a normalized
+    "foobarbaz", a special "[ENT]") became ordinary word pieces ("[ENT]" split into "[", "[UNK]", "]",
+    "foobarbazz" into "foobarbaz ##z"): the ids are now transformers' with do_lower_case=False.
+    --whitespace-words with a normalized added token has no transformers reading: refused in one line."""
+    import json
+
+    reference = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    reference.add_tokens(["foobarbaz"])
+    reference.add_special_tokens({"additional_special_tokens": ["[ENT]"]})
+    directory = tmp_path / "added"
+    random_masked_lm(directory, ["[PAD]"] * len(reference))  # the weights: only the vocabulary's size matters
+    (directory / "vocab.txt").unlink()
+    reference.save_pretrained(directory)
+    text = "Hi THERE [ENT] foobarbazz xfoobarbaz FooBarBaz"
+    output = tmp_path / "page.html"
+    done = run_minibert("explore", text, "--model", str(directory), "--cased", "--output", str(output))
+    assert done.returncode == 0, done.stderr
+    page = json.loads(output.read_text(encoding="utf-8").split('id="minibert-data">', 1)[1].split("</script>", 1)[0])
+    expected = transformers.AutoTokenizer.from_pretrained(str(directory), do_lower_case=False)(text)["input_ids"]
+    assert page["inputIds"] == expected, (page["tokens"], expected)
+    assert {len(reference) - 2, len(reference) - 1} <= set(page["inputIds"])  # foobarbaz and [ENT], each one token
+    refused = run_minibert("explore", text, "--model", str(directory), "--whitespace-words", "--output", str(output))
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        "minibert: error: --whitespace-words is not implemented for a tokenizer with tokens added as normalized "
+        "(foobarbaz): transformers' tokenizer always normalizes and splits the words around them"
+    ], refused.stderr
+
+
 def test_without_model_and_hub_the_command_uses_the_bundled_toy_with_its_guesses(tmp_path, monkeypatch):
     """Offline, without --model: the bundled minibert/fortunes-mini, which has the masked-LM head,
     so the page holds every layer's guesses (the logit lens), as minibert.explore computes them."""
@@ -424,6 +481,23 @@ def test_without_model_and_hub_the_command_uses_the_bundled_toy_with_its_guesses
     page = json.loads(data)
     assert page["tokens"] == expected.tokens and page["predictions"] is not None
     assert set(page["predictions"]["pieces"]) >= {piece for row in expected.predictions(4) for piece, _ in row}
+
+
+def test_without_model_and_hub_a_refused_input_is_one_line_naming_the_bundled_toy(tmp_path, monkeypatch):
+    """Offline, without --model, an input the bundled toy refuses: the fallback note came first, then
+    the error (two lines); now one line, the refusal and the model that refused it."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.chdir(tmp_path)
+    done = run_minibert("explore", "I [MASK] your father.", "--output", str(tmp_path / "page.html"),
+                        "--max-length", "600")  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("minibert: error: max_length must be an int from 3") and lines[0].endswith(
+        "to the model's 64 positions, got 600 (the model: the bundled minibert/fortunes-mini, as "
+        "google-bert/bert-base-uncased is not reachable)"
+    ), lines[0]
+    assert not (tmp_path / "page.html").exists()
 
 
 def test_googles_tensorflow_checkpoint_with_ids_its_vocabulary_does_not_name(tmp_path):

@@ -437,6 +437,23 @@ def test_hostile_vocabulary_and_extreme_shapes(browser, tmp_path, shape):
     page.close()
 
 
+@pytest.mark.parametrize(("dtype", "says"), [
+    (torch.float32, ", masked-LM head"), (torch.float64, ", computed in float64, masked-LM head"),
+    (torch.bfloat16, ", computed in bfloat16 (approximate numbers), masked-LM head"),
+    (torch.float16, ", computed in float16 (approximate numbers), masked-LM head"),
+])  # fmt: skip
+def test_the_summary_calls_only_less_precise_numbers_approximate(browser, masked_lm, tmp_path, dtype, says):
+    """A float64 model's page said "computed in float64 (approximate numbers)": only a type with
+    fewer bits than the float32 reference is approximate."""
+    directory, _ = masked_lm
+    model = minibert.BertForMaskedLM.from_pretrained(directory).to(dtype)
+    path = minibert.explore(model, "Paris is the [MASK] of France.").save(tmp_path / "page.html")
+    page = OpenPage(browser, path)
+    summary = page.page.locator("#summary").inner_text()
+    assert summary.startswith("2 layers × 4 heads, 9 tokens" + says), summary
+    page.close()
+
+
 def test_exports_and_a_chosen_token_in_chromium(browser, tiny, tmp_path):
     """Export PNG / SVG / JSON of the open head (the JSON's attention is window.minibert's; the SVG
     is well-formed XML with the tokens as text); clicking a token isolates its row."""

@@ -58,6 +58,23 @@ def test_a_folder_that_cannot_be_written_is_named_with_the_file(tmp_path, monkey
         write_atomically(target, b"x")
 
 
+def test_a_folder_that_takes_no_new_file_is_said_of_the_folder_not_the_temporary_file(tmp_path):
+    """/proc exists, but creating a file there gives ENOENT: the error named the temporary
+    ".x.html.XXXX.partial" the user never gave, and "No such file or directory" of a folder that is
+    there. A folder removed meanwhile "does not exist"."""
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc here")
+    with pytest.raises(FileWriteError) as caught:
+        write_atomically("/proc/x.html", b"x")
+    expected = "cannot write /proc/x.html: the folder /proc takes no new file (No such file or directory)"
+    assert str(caught.value) == expected
+    assert caught.value.errno == errno.ENOENT and ".partial" not in str(caught.value)
+    gone = tmp_path / "gone" / "page.html"
+    with pytest.raises(FileWriteError, match=f"^cannot write {gone}: the folder {gone.parent} does not exist$"):
+        with naming_the_file(gone), open(gone, "wb"):
+            pass
+
+
 @pytest.mark.parametrize("command", ["convert", "example-data", "finetune"])
 def test_an_output_folder_in_a_read_only_parent_is_one_line_naming_it(tmp_path, monkeypatch, command):
     """Commands whose --output is a folder (convert's staging folder, example-data's and a run's

@@ -335,6 +335,43 @@ def test_plot_attention_refuses_what_the_model_lacks_in_one_line(tmp_path, argum
     assert not list(tmp_path.iterdir())  # nothing written
 
 
+def test_plot_attention_draws_a_masked_lm_saved_without_a_pooler(tmp_path, vocab_file):
+    """transformers' BertForMaskedLM.save_pretrained has no pooler: `minibert explore` opened it and
+    the script (BertModel.from_pretrained) did not. The script loads what the explorer loads."""
+    pytest.importorskip("matplotlib")
+    from explore_reference import random_masked_lm
+
+    model = tmp_path / "masked-lm"
+    random_masked_lm(model, Path(vocab_file).read_text(encoding="utf-8").splitlines())
+    result = run_script("plot_attention.py", "--model", str(model), "--layer", "2", "--head", "3", "--out",
+                        str(tmp_path))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "attention.png: attention weights of layer 2 of 2 (its output is hidden_states[2]), head 3" in result.stdout
+    for name in ("attention.png", "hidden_values.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("arguments", "says"), [
+    (["--out", "{tmp}/no-such-folder"], "--out {tmp}/no-such-folder does not exist"),
+    (["--model", "{tmp}/no-such-model"], "model directory not found: {tmp}/no-such-model"),
+    (["--text", "word " * 600], "--text is 602 tokens long (with [CLS] and [SEP]), more than the model's 512"),
+    (["--out", "/proc"], "cannot write /proc/attention.png: the folder /proc takes no new file"),
+], ids=["missing --out folder", "missing model", "text too long", "folder that takes no file"])  # fmt: skip
+def test_plot_attention_failures_are_one_line(tmp_path, arguments, says):
+    """Each ended in a Python traceback (a missing --out named a hidden .partial file)."""
+    pytest.importorskip("matplotlib")
+    if "/proc" in arguments and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    arguments = [argument.replace("{tmp}", str(tmp_path)) for argument in arguments]
+    if "--out" not in arguments:
+        arguments += ["--out", str(tmp_path)]
+    result = run_script("plot_attention.py", *arguments)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"plot_attention.py: {says.replace('{tmp}', str(tmp_path))}"), lines[0]
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
 @pytest.mark.parametrize(("script", "hidden", "says"), [
     ("classify_frozen.py", "django", "needs django for its sentences (Django's translation catalogues): "
                                      "pip install django"),

@@ -410,3 +410,69 @@ def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():
     pair = (model, minibert.BertTokenizer.from_pretrained(directory))
     probability = minibert.next_sentence(first, second, model=pair)
     assert abs(probability - float(expected[0, 0])) <= SCORE_TOLERANCE
+
+
+# ----------------------------------------------------------------------------- a model in training mode
+
+
+def in_training_mode(model):
+    """``model`` as a fine-tuning loop leaves it: in training mode (dropout on), but for the
+    embeddings, which the caller froze in eval mode: both modes must be there after the task."""
+    model.train()
+    model.bert.embeddings.eval()
+    return model
+
+
+def left_as_it_was(model) -> None:
+    assert model.training and model.bert.layers[0].training, "the task left training mode"
+    assert not model.bert.embeddings.training and not model.bert.embeddings.dropout.training
+
+
+@pytest.mark.parametrize("task", ["classify", "tag", "answer", "CrossEncoder"])
+def test_a_model_in_training_mode_is_run_without_dropout_and_left_in_training_mode(task, make, tmp_path):
+    """A model just fine-tuned is still in training mode: its dropout drops a tenth of the activations
+    at random, and the task gave other scores on each call (not the pipeline's). Each task runs it in
+    eval mode, as the pipeline's eval-mode model, and puts every submodule's mode back."""
+    if task == "classify":
+        directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
+        model = in_training_mode(minibert.BertForSequenceClassification.from_pretrained(directory))
+        ours = minibert.classify(TEXTS, model=(model, minibert.BertTokenizer.from_pretrained(directory)), top_k=None)
+        theirs = transformers.pipeline("text-classification", model=str(directory))(TEXTS, top_k=None)
+    elif task == "tag":
+        directory = ner_model(make)
+        model = in_training_mode(minibert.BertForTokenClassification.from_pretrained(directory))
+        ours = minibert.tag(TEXTS, model=(model, minibert.BertTokenizer.from_pretrained(directory)))
+        theirs = transformers.pipeline("token-classification", model=str(directory))(TEXTS)
+    elif task == "answer":
+        model = in_training_mode(minibert.BertForQuestionAnswering.from_pretrained(QA_REFERENCE))
+        case = json.loads((QA_REFERENCE / "expected.json").read_text(encoding="utf-8"))["cases"][0]
+        arguments = dict(case["arguments"])
+        question, context = arguments.pop("question"), arguments.pop("context")
+        pair = (model, minibert.BertTokenizer.from_pretrained(QA_REFERENCE))
+        ours, theirs = minibert.answer(question, context, model=pair, **arguments), case["expected"]
+    else:
+        sentence_transformers = pytest.importorskip("sentence_transformers")
+        directory = cross_encoder_dir(make, tmp_path, "saved")
+        ranker = minibert.CrossEncoder(directory)
+        model = in_training_mode(ranker.model)
+        query = "How many people live in Berlin?"
+        ours = ranker.rank(query, DOCUMENTS, return_documents=True)
+        theirs = sentence_transformers.CrossEncoder(str(directory)).rank(query, DOCUMENTS, return_documents=True)
+    same(ours, theirs, task)
+    left_as_it_was(model)
+
+
+def test_runs_that_overlap_share_one_switch_to_eval_mode():
+    """Two threads running one model in training mode: the first to end must not put dropout back
+    on under the second; the modes come back when the last run ends, each submodule's own."""
+    from minibert.pretrained import evaluating
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1)).train()
+    model[0].eval()
+    first, second = evaluating(model), evaluating(model)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert not model.training and not model[1].training, "the second run lost eval mode"
+    second.__exit__(None, None, None)
+    assert model.training and model[1].training and not model[0].training

@@ -8,7 +8,9 @@ hub's names back. A subclass sets ``self.config`` and calls ``self.init_weights(
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 
 import torch
 from torch import nn
@@ -236,3 +238,43 @@ class PretrainedBert(nn.Module):
 
 def _is_positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+_evaluations: dict[nn.Module, list] = {}  # model → [runs under way, each submodule's mode before the first]
+_evaluations_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module):
+    """The model in eval mode for the block, each submodule's own mode put back after it: what every
+    minibert function that computes with a model it was given (fill_mask, classify, tag, answer,
+    CrossEncoder, Embedder, explore) runs its forward passes under.
+
+    A model left in training mode (just fine-tuned, or ``.train()`` called) keeps dropout on: a
+    tenth of its activations dropped at random, other numbers on each call, attention rows that do
+    not sum to 1. sentence-transformers' ``encode`` and ``predict`` call ``model.eval()`` for the
+    same reason (and leave the model so); this leaves it as it was, so that a training loop can
+    call a task between steps. Runs that overlap (threads, one model) share one switch: the modes
+    come back when the last of them ends. ``from_pretrained`` models are in eval mode already.
+
+        >>> model = torch.nn.Sequential(torch.nn.Dropout(0.1)).train()
+        >>> with evaluating(model):
+        ...     model.training
+        False
+        >>> model.training
+        True
+    """
+    with _evaluations_lock:
+        run = _evaluations.setdefault(model, [0, [(module, module.training) for module in model.modules()]])
+        run[0] += 1
+        model.eval()
+    try:
+        yield model
+    finally:
+        with _evaluations_lock:
+            run[0] -= 1
+            if run[0] == 0:
+                del _evaluations[model]
+                for module, mode in run[1]:  # parents first: a parent's .train(mode) sets its children, then theirs
+                    if module.training != mode:
+                        module.train(mode)

@@ -68,7 +68,7 @@ def add_parser(commands, parents: list) -> None:
 
 def cmd_explore(args) -> None:
     from ..errors import ExplorerInputError, ModelNotFoundError
-    from ..formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
+    from ..formats.atomic_files import atomic_output, refuse_what_is_not_a_file, why_not_a_folder
     from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, looks_like_a_path
     from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
@@ -89,16 +89,23 @@ def cmd_explore(args) -> None:
         raise ModelNotFoundError(f"--model {args.model}: no such directory")
     device_of(args)  # a GPU that is not there: one line, before anything is loaded
     logging.getLogger("minibert").setLevel(logging.WARNING)  # a refused input is one line, not the loader's notes
-    try:
-        page = _explore(args, args.model or DEFAULT_MODEL)
-    except ModelNotFoundError:
-        if args.model:
-            raise
-        print(f"minibert: {BUNDLED_FALLBACK_NOTE}", file=sys.stderr)
-        page = _explore(args, BUNDLED_WITH_HEADS)
-    if page.data.truncated:
-        print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)", file=sys.stderr)
-    page.save(output)
+    # The page's temporary file first: a folder that takes no file is said before the model runs.
+    with atomic_output(output) as handle:
+        try:
+            page = _explore(args, args.model or DEFAULT_MODEL)
+        except ModelNotFoundError:
+            if args.model:
+                raise
+            try:
+                page = _explore(args, BUNDLED_WITH_HEADS)
+            except ExplorerInputError as error:  # one line: the refusal, and which model refused it
+                raise ExplorerInputError(f"{error} (the model: the bundled {BUNDLED_WITH_HEADS}, as "
+                                         f"{DEFAULT_MODEL} is not reachable)") from error  # fmt: skip
+            print(f"minibert: {BUNDLED_FALLBACK_NOTE}", file=sys.stderr)  # the run goes on: said once, here
+        if page.data.truncated:
+            print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)",
+                  file=sys.stderr)  # fmt: skip
+        handle.write(page.html().encode("utf-8"))
     print(f"minibert: wrote {output} ({file_size(output.stat().st_size)}): {page!r}", file=sys.stderr)
     if args.open:
         webbrowser.open(output.resolve().as_uri())
@@ -106,13 +113,10 @@ def cmd_explore(args) -> None:
 
 def _explore(args, model: str):
     from ..explorer import explore
-    from ..tokenizer.bert_tokenizer import BertTokenizer
 
     tokenizer = None
     if args.cased or args.whitespace_words:
-        tokenizer = BertTokenizer.from_pretrained(model)
-        tokenizer = _with_options(tokenizer, lower=not args.cased and tokenizer.basic.do_lower_case,
-                                  basic=not args.whitespace_words)  # fmt: skip
+        tokenizer = _with_options(model, cased=args.cased, whitespace_words=args.whitespace_words)
     return explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
                    tokenizer=tokenizer, attention_bits=args.attention_bits, device=device_of(args))  # fmt: skip
 
@@ -128,9 +132,24 @@ def file_size(size: int) -> str:
     return f"{size / 1e3:.0f} kB" if size < 999_500 else f"{size / 1e6:.1f} MB"
 
 
-def _with_options(tokenizer, *, lower: bool, basic: bool):
-    """The checkpoint's tokenizer read again with lower-casing or basic tokenization switched off."""
+def _with_options(model: str, *, cased: bool, whitespace_words: bool):
+    """The checkpoint's tokenizer read again with lower-casing (``cased``) or basic tokenization
+    (``whitespace_words``) switched off, as transformers reads it with ``BertTokenizer.from_pretrained(model,
+    do_lower_case=False)``: its added and special tokens kept, cut out of the text before the rest is
+    split (an added ``[ENT]`` stays one token). Words split on whitespace alone with tokens added as
+    normalized is refused, as ``add_tokens`` refuses it (special_tokens.py): transformers has no such reading."""
     from ..tokenizer.bert_tokenizer import BertTokenizer
+    from ..tokenizer.directory import read_tokenizer_files
 
-    return BertTokenizer(tokenizer.vocab_file, do_lower_case=lower, do_basic_tokenize=basic, vocab=tokenizer.vocab,
-                         model_max_length=tokenizer.model_max_length)  # fmt: skip
+    vocab_file, vocab, _, settings = read_tokenizer_files(model)
+    if cased:
+        settings["do_lower_case"] = False
+    if whitespace_words:
+        settings["do_basic_tokenize"] = False
+    tokenizer = BertTokenizer(vocab_file, vocab=vocab, **settings)
+    normalized = sorted(content for content, token in tokenizer.added.tokens.items() if token.normalized)
+    if whitespace_words and normalized:
+        raise CommandError(f"--whitespace-words is not implemented for a tokenizer with tokens added as normalized "
+                           f"({', '.join(normalized[:3])}{', ...' if len(normalized) > 3 else ''}): transformers' "
+                           "tokenizer always normalizes and splits the words around them")  # fmt: skip
+    return tokenizer

@@ -88,7 +88,7 @@ class Embedder:
     ):
         # The tokenizer must not produce ids the model has no embedding for (refused now, not at a rare word).
         model.config.check_vocabulary(tokenizer.vocab, getattr(model, "name_or_path", "Embedder"))
-        self.model = model.eval()
+        self.model = model  # run in eval mode, and left in its own (pretrained.evaluating)
         self.recipe = recipe or SentenceRecipe()
         if self.recipe.do_lower_case and not tokenizer.basic.do_lower_case:
             # sentence-transformers lowercases first (accents are kept); on a copy: the caller's

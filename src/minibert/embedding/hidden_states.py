@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..pretrained import evaluating
 from .batches import length_sorted_batches
 from .options import EmbedOptions
 from .pooling import combine_layers, pool
@@ -84,7 +85,7 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     streams = 1 if model.device.type != "cpu" or not options.streams else None
     lengths = [len(window[2]) for window in windows]
     batches, outputs = length_sorted_batches(lengths, forward, options.batch_size, model.config, streams)
-    with contextlib.closing(outputs):
+    with evaluating(model), contextlib.closing(outputs):  # dropout off, the model's mode put back after
         for batch, states, pooler, pooled in _progress(_one_ahead(outputs) if on_gpu else outputs, progress, batches):
             pooled = None if pooled is None else pooled.cpu().numpy()  # (on a GPU: waits for this batch alone)
             for row, i in enumerate(batch):

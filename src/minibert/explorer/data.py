@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ..errors import ExplorerInputError
+from ..pretrained import evaluating
 from .loading import LoadedModel
 
 MIN_GUESSES = 3  # the page's contract promises at least three guesses per position
@@ -57,7 +58,7 @@ class ExplorationData:
     top_k: int  # how many guesses the page shows (K may be larger: at least MIN_GUESSES are kept)
     truncated: bool  # the text was cut to the model's positions (truncate=True)
     max_positions: int  # the longest input the model takes
-    dtype: str = "float32"  # what the model computed in ("bfloat16": approximate numbers, opted into)
+    dtype: str = "float32"  # what the model computed in ("bfloat16", "float16": approximate numbers, opted into)
 
     @property
     def layers(self) -> int:
@@ -142,7 +143,8 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
     ids = torch.tensor([encoding["input_ids"]])  # (1, T)
     token_types = torch.tensor([encoding["token_type_ids"]])  # (1, T)
     encoder = loaded.encoder
-    with torch.inference_mode():
+    model = loaded.masked_lm if loaded.masked_lm is not None else encoder  # the encoder, with the head if any
+    with evaluating(model), torch.inference_mode():  # one forward pass as inference runs it: dropout off
         out = encoder(ids.to(encoder.device), token_type_ids=token_types.to(encoder.device),
                       output_hidden_states=True, output_attentions=True)  # fmt: skip
         attention = torch.cat(out.attentions).float().cpu().numpy()  # L × (1, A, T, T) → (L, A, T, T)

@@ -116,7 +116,11 @@ WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACC
 def naming_the_file(path: str | os.PathLike, *also: str | os.PathLike) -> Iterator[None]:
     """Re-raise an error of writing ``path`` (disk full, permission denied, read-only file system)
     as a FileWriteError whose message names ``path``: "cannot write run/model.safetensors: No space
-    left on device". Errors that name another file (an input read inside the block) pass as they are."""
+    left on device". Errors that name another file (an input read inside the block) pass as they are.
+
+    A file that cannot be created where its folder is (ENOENT) is said of the folder: it "does not
+    exist" (removed meanwhile), or it "takes no new file" (``/proc``, where ``open`` answers "No such
+    file or directory" of a folder that is there); never of the temporary file, which the user did not name."""
     try:
         yield
     except FileWriteError:
@@ -127,9 +131,12 @@ def naming_the_file(path: str | os.PathLike, *also: str | os.PathLike) -> Iterat
         ours = name in {None, os.fspath(path), *map(os.fspath, also)} or (
             temporary and os.path.basename(name).startswith(f".{Path(path).name}.")
         )
-        if error.errno not in WRITE_ERRORS or not ours:
+        if error.errno not in WRITE_ERRORS | {errno.ENOENT} or not ours:
             raise
         reason = error.strerror or os.strerror(error.errno)
+        if error.errno == errno.ENOENT:
+            folder = Path(path).parent
+            reason = f"the folder {folder} {why_not_a_folder(folder) or f'takes no new file ({reason})'}"
         raise FileWriteError(error.errno, f"cannot write {path}: {reason}") from error
 
 

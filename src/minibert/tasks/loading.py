@@ -19,6 +19,7 @@ import torch
 from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
 from ..loading.devices import check_model_is_on, placement
+from ..pretrained import evaluating
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
 loading_lock = threading.Lock()  # two threads asking for the same model load it once
@@ -128,7 +129,7 @@ def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, lis
     results: list[dict[str, np.ndarray]] = [{} for _ in lengths]
     streams = 1 if model.device.type != "cpu" else None
     _, outputs = length_sorted_batches(lengths, forward, batch_size, model.config, streams)
-    with contextlib.closing(outputs):
+    with evaluating(model), contextlib.closing(outputs):  # dropout off, the model's mode put back after
         for chosen, values in outputs:
             for field, value in values.items():  # (b, K), (b, T, K) or (b, T)
                 per_token = value.ndim == 3 or field in ("start_logits", "end_logits")

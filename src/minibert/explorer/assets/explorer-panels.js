@@ -283,13 +283,16 @@ const MinibertPanels = (function () {
   }
 
   // ----------------------------------------------------------------------------- start
+  // The reference computes in float32: fewer bits are approximate, float64's more are not.
+  const LESS_PRECISE_THAN_FLOAT32 = ["bfloat16", "float16"];
   function draw(decoded) {
     data = decoded;
     const m = window.minibert, T = data.T;
     $("model-name").textContent = m.model;
     $("summary").textContent = `${m.layers} layers × ${m.heads} heads, ${T} tokens` +
       (m.truncated ? " (the text was cut to the model's length)" : "") +
-      (data.raw.dtype !== "float32" ? `, computed in ${data.raw.dtype} (approximate numbers)` : "") +
+      (data.raw.dtype !== "float32" ? `, computed in ${data.raw.dtype}` : "") +
+      (LESS_PRECISE_THAN_FLOAT32.includes(data.raw.dtype) ? " (approximate numbers)" : "") +
       (data.K ? `, masked-LM head: yes (top ${m.topK} guesses)` : ", masked-LM head: none");
     $("attention-bits").textContent = String(m.attentionBits);
     $("attention-error").textContent = m.attentionMaxError.toPrecision(2);
