@@ -246,3 +246,8 @@ def test_an_output_that_is_a_symbolic_link_is_written_where_it_points(minilm_dir
     result = run("embed", "--input", str(source), "--output", str(dangling), "--model", str(minilm_dir), *flags)
     assert result.returncode == 0, result.stderr
     assert dangling.is_symlink() and (tmp_path / "elsewhere" / "new.npy").read_bytes() == plain.read_bytes()
+    if resume:  # an unfinished run through the link: its files are named where they are, beside the target
+        state = tmp_path / "elsewhere" / ".vectors.npy.resume.json"
+        state.write_text("{}")
+        result = run("embed", "--input", str(source), "--output", str(link), "--model", str(minilm_dir))
+        assert result.returncode == 1 and f"or delete {state} and " in result.stderr, result.stderr

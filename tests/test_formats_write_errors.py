@@ -324,3 +324,7 @@ def test_a_symbolic_link_is_written_where_it_points(tmp_path):
     write_atomically(link, b"new")
     assert link.is_symlink() and target.read_bytes() == b"new" and stat.S_IMODE(target.stat().st_mode) == 0o600
     assert os.listdir(tmp_path / "real") == ["config.json"] and sorted(os.listdir(tmp_path)) == ["config.json", "real"]
+    nowhere = tmp_path / "to-nowhere.json"
+    nowhere.symlink_to("missing/file.json")  # the folder that is not there is the target's, not the link's
+    with pytest.raises(FileWriteError, match=f"cannot write {nowhere}: the folder {tmp_path / 'missing'} does not"):
+        write_atomically(nowhere, b"new")

@@ -65,6 +65,8 @@ CASES = [
     ("glue-xnli-dev-no-chinese", "language\tgold_label\t2\t3\t4\t5\tsentence1\tsentence2\n"
      "de\tneutral\t\t\t\t\tdas Wasser\tdie Bank\n", ["--suffix", ".tsv", "--glue", "xnli-dev"], 1,
      "{train} holds no examples in 'zh', the only language --glue xnli-dev keeps (its rows are in 'de')"),
+    ("csv-extra-field-spanning-lines", 'text,label\nfine,pos\n"t\nu",1,"e\nf"\n', [], 1,
+     "{train}, lines 3-5 (one row: a quoted field spans them): the row has 3 fields"),
     ("tsv-unclosed-quote", 'text\tlabel\nthe water\twet\n"the bank\tdry\nriver\twet\n', ["--suffix", ".tsv"], 1,
      "{train}, lines 3-4 (one row: a quoted field spans them): the row has no field 'label'"),
     ("conll-no-tag", "EU B-ORG\nrejects\n", ["--suffix", ".conll", "--task", "tag"], 1, "{train}, line 2"),
@@ -253,6 +255,15 @@ def test_a_squad_file_with_a_byte_order_mark_is_read_as_without(tmp_path):
         [(e.qas_id, e.question_text, e.orig_answer_text) for e in plain] == [("q1", "What is wet?", "water")]
     with pytest.raises(DataError, match="missing.json does not exist"):
         read_squad_examples(tmp_path / "missing.json", is_training=True)
+    # SQuAD's own files are one line of JSON (train-v1.1.json: 30 MB): past a text file's 8 MiB line limit
+    import json
+
+    paragraph = json.loads(squad())["data"][0]["paragraphs"][0]
+    articles = [{"title": "t", "paragraphs": [{**paragraph, "qas": [{**paragraph["qas"][0], "id": f"q{n}"}]}]}
+                for n in range(60_000)]  # fmt: skip
+    big = write(tmp_path / "one-line.json", json.dumps({"data": articles}))
+    assert big.stat().st_size > 8 << 20 and b"\n" not in big.read_bytes()
+    assert len(read_squad_examples(big, is_training=False)[0]) == 60_000
 
 
 @pytest.fixture

@@ -234,7 +234,7 @@ def _embed(args, output: Path | None) -> None:
         if unfinished.has_state():
             raise InputFileError(
                 f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
-                f"{unfinished.state_path.name} and {unfinished.partial.name}"
+                f"{_beside(output, unfinished.state_path)} and {_beside(output, unfinished.partial)}"
             )
         with atomic_output(output) as handle:
             handle.write(header)
@@ -360,3 +360,9 @@ def _rounded(vector) -> list[float]:
     """Six decimals for the terminal. round(-4e-7, 6) is -0.0, a sign the rounding made up: adding
     0.0 turns it into 0.0 (an exact -0.0 from the model stays in the .npy and .jsonl outputs)."""
     return [round(float(value), 6) + 0.0 for value in vector]
+
+
+def _beside(output, path: Path) -> str:
+    """``path`` (a resumable run's state or partial file) as the user finds it: its bare name where it
+    sits beside ``output``, its whole path where ``output`` is a link and it sits beside the target."""
+    return path.name if path.parent == Path(output).parent else str(path)

@@ -27,7 +27,7 @@ import json
 import os
 from pathlib import Path
 
-from ..formats.atomic_files import current_umask, refuse_what_is_not_a_file, write_atomically
+from ..formats.atomic_files import current_umask, link_target, refuse_what_is_not_a_file, write_atomically
 from ..formats.json_files import parse_json
 
 STATE_VERSION = 1
@@ -66,7 +66,7 @@ class ResumableOutput:
                  lines: bool = False, total: int | None = None):  # fmt: skip
         # An output that is a symbolic link is written where it points (as formats/atomic_files.py
         # writes): the partial file, the state and the lock live beside the link's target.
-        self.path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+        self.path = link_target(path)
         self.partial = self.path.with_name(f".{self.path.name}.partial")
         self.state_path = self.path.with_name(f".{self.path.name}.resume.json")
         self.lock_path = self.path.with_name(f".{self.path.name}.resume.lock")

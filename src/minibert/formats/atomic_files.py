@@ -27,6 +27,12 @@ from typing import BinaryIO
 from ..errors import FileWriteError
 
 
+def link_target(path: str | os.PathLike) -> Path:
+    """Where a file written to ``path`` lands: a symbolic link's target (as ``>`` and ``cp`` write
+    through a link), else ``path`` itself."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """Open a temporary file for writing; on success it replaces ``path``, on any error (or
@@ -36,7 +42,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     ...     handle.write(data)
     """
     path = Path(path)
-    target = Path(os.path.realpath(path)) if os.path.islink(path) else path  # renaming over a link replaces it
+    target = link_target(path)  # renaming over a link would replace it
     directory = target.parent if str(target.parent) else Path(".")
     refuse_what_is_not_a_file(path)
     with naming_the_file(path):
@@ -135,7 +141,7 @@ def naming_the_file(path: str | os.PathLike, *also: str | os.PathLike) -> Iterat
             raise
         reason = error.strerror or os.strerror(error.errno)
         if error.errno == errno.ENOENT:
-            folder = Path(path).parent
+            folder = link_target(path).parent  # (a link's file is made beside its target)
             reason = f"the folder {folder} {why_not_a_folder(folder) or f'takes no new file ({reason})'}"
         raise FileWriteError(error.errno, f"cannot write {path}: {reason}") from error
 

@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from .atomic_files import atomic_output, naming_the_file
+from .atomic_files import atomic_output, link_target, naming_the_file
 
 
 def write_files_together(files: Mapping[str | os.PathLike, bytes]) -> None:
@@ -28,9 +28,10 @@ def write_files_together(files: Mapping[str | os.PathLike, bytes]) -> None:
     holds what it held before, and the error is raised as atomic_output raises it."""
     seconds: dict[Path, Path | None] = {}  # each file's second name (None: no file there yet)
     ours: dict[Path, tuple[int, int]] = {}  # each temporary file's identity (device, inode)
+    targets = {path: link_target(path) for path in files}  # where each lands (through a link: its target)
     try:
-        for path in files:
-            seconds[_target(path)] = _second_name(_target(path))
+        for target in targets.values():
+            seconds[target] = _second_name(target)
         with contextlib.ExitStack() as stack:
             for path, data in files.items():
                 handle = stack.enter_context(atomic_output(path))
@@ -38,7 +39,7 @@ def write_files_together(files: Mapping[str | os.PathLike, bytes]) -> None:
                 handle.flush()
                 os.fsync(handle.fileno())  # every file on disk before the first rename (at the stack's end)
                 found = os.fstat(handle.fileno())
-                ours[_target(path)] = (found.st_dev, found.st_ino)
+                ours[targets[path]] = (found.st_dev, found.st_ino)
     except BaseException:
         for target, identity in ours.items():
             _put_back(target, identity, seconds[target])
@@ -47,11 +48,6 @@ def write_files_together(files: Mapping[str | os.PathLike, bytes]) -> None:
         for second in seconds.values():
             if second is not None:
                 second.unlink(missing_ok=True)
-
-
-def _target(path: str | os.PathLike) -> Path:
-    """Where atomic_output puts ``path``'s file: a symbolic link's target, else ``path``."""
-    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
 
 
 def _second_name(path: Path) -> Path | None:

@@ -63,7 +63,7 @@ class Example:
     text_a: str
     text_b: str | None
     label: str
-    line: int  # 1-based line of the file (where a CSV record ends)
+    line: int  # 1-based line of the file (where a CSV record starts: a quoted field may span lines)
     label_is_number: bool = False  # it was a JSON number (a .jsonl file), spelled by its value (label_of_number)
 
 
@@ -204,7 +204,8 @@ def _table_rows(path: Path, reader: csv.DictReader, form: ExampleFormat) -> list
                             f"{', '.join(repr(name) for name in header) or 'nothing'}")  # fmt: skip
     examples, last = [], reader.line_num
     for row in reader:  # (not after the last row's end: a quote never closed takes the file's final line break)
-        breaks = sum(_line_breaks(field) for field in row.values() if isinstance(field, str))
+        fields = [field for value in row.values() for field in (value if isinstance(value, list) else [value])]
+        breaks = sum(_line_breaks(field) for field in fields if isinstance(field, str))  # (row[None]: extra fields)
         number, last = max(reader.line_num - breaks, last + 1), reader.line_num
         where = f"line {number}" if number == last else f"lines {number}-{last} (one row: a quoted field spans them)"
         for flag, column in _columns(form):
