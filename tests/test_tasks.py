@@ -476,3 +476,23 @@ def test_runs_that_overlap_share_one_switch_to_eval_mode():
     assert not model.training and not model[1].training, "the second run lost eval mode"
     second.__exit__(None, None, None)
     assert model.training and model[1].training and not model[0].training
+
+
+def test_runs_on_a_model_and_on_its_encoder_count_per_module():
+    """classify(model) and an Embedder on model.bert overlapping, the first started ending first: the
+    switch was keyed by the object given, so the classify run's end put the whole tree back in training
+    under the Embedder (dropout on), and the Embedder's end left model.bert in eval for good."""
+    from minibert.heads import BertForSequenceClassification
+    from minibert.pretrained import evaluating
+
+    config = minibert.BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32)  # fmt: skip
+    model = BertForSequenceClassification(config).train()
+    on_model, on_encoder = evaluating(model), evaluating(model.bert)
+    on_model.__enter__()
+    on_encoder.__enter__()
+    on_model.__exit__(None, None, None)
+    assert not any(module.training for module in model.bert.modules()), "dropout back on under the Embedder"
+    assert model.training and model.classifier.training  # what no run holds any more is back
+    on_encoder.__exit__(None, None, None)
+    assert all(module.training for module in model.modules())

@@ -240,8 +240,8 @@ def _is_positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-_evaluations: dict[nn.Module, list] = {}  # model → [runs under way, each submodule's mode before the first]
-_evaluations_lock = threading.Lock()
+_held: dict[nn.Module, list] = {}  # module → [runs under way that hold it in eval, its own mode before the first]
+_held_lock = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -254,8 +254,9 @@ def evaluating(model: nn.Module):
     tenth of its activations dropped at random, other numbers on each call, attention rows that do
     not sum to 1. sentence-transformers' ``encode`` and ``predict`` call ``model.eval()`` for the
     same reason (and leave the model so); this leaves it as it was, so that a training loop can
-    call a task between steps. Runs that overlap (threads, one model) share one switch: the modes
-    come back when the last of them ends. ``from_pretrained`` models are in eval mode already.
+    call a task between steps. Runs that overlap (threads; one on a model, one on its encoder) count
+    per module: each module's mode comes back when the last run holding it ends. (A training step
+    taken in another thread meanwhile runs in eval mode too.)
 
         >>> model = torch.nn.Sequential(torch.nn.Dropout(0.1)).train()
         >>> with evaluating(model):
@@ -264,17 +265,27 @@ def evaluating(model: nn.Module):
         >>> model.training
         True
     """
-    with _evaluations_lock:
-        run = _evaluations.setdefault(model, [0, [(module, module.training) for module in model.modules()]])
-        run[0] += 1
+    modules = list(model.modules())  # (as they are now: a module swapped in meanwhile is not ours)
+    with _held_lock:
+        for module in modules:
+            _held.setdefault(module, [0, module.training])[0] += 1
         model.eval()
     try:
         yield model
     finally:
-        with _evaluations_lock:
-            run[0] -= 1
-            if run[0] == 0:
-                del _evaluations[model]
-                for module, mode in run[1]:  # parents first: a parent's .train(mode) sets its children, then theirs
-                    if module.training != mode:
-                        module.train(mode)
+        with _held_lock:
+            for module in modules:
+                held = _held[module]
+                held[0] -= 1
+                if held[0] == 0:
+                    del _held[module]
+                    _put_back(module, held[1])
+
+
+def _put_back(module: nn.Module, mode: bool) -> None:
+    """``module``'s own flag only (``.train(mode)`` would set its children too, which another run may
+    still hold), or its own ``train`` where its class has one (packed_linear.py's, without children)."""
+    if type(module).train is nn.Module.train:
+        module.training = mode
+    else:
+        module.train(mode)
