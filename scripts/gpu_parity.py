@@ -43,9 +43,15 @@ def named_outputs(hidden_states, pooler, mlm, nsp) -> dict[str, torch.Tensor]:
 
 
 def minibert_outputs(model, batch: dict, **options) -> dict[str, torch.Tensor]:
-    out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], output_hidden_states=True,
-                **options)  # fmt: skip
-    return named_outputs(out.hidden_states, out.pooler_output, out.prediction_logits, out.seq_relationship_logits)
+    bodies = []  # the encoder's own output, with its pooler (the pre-training output holds the heads' fields only)
+    hook = model.bert.register_forward_hook(lambda module, args, output: bodies.append(output))
+    try:
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], output_hidden_states=True,
+                    **options)  # fmt: skip
+    finally:
+        hook.remove()
+    pooler = bodies[0].pooler_output
+    return named_outputs(out.hidden_states, pooler, out.prediction_logits, out.seq_relationship_logits)
 
 
 def transformers_outputs(model, batch: dict) -> dict[str, torch.Tensor]:

@@ -38,6 +38,21 @@ def assert_close(actual, expected, name: str, atol: float = 1e-5, rtol: float = 
     return worst
 
 
+def run_with_body(model, batch: dict, **options):
+    """A model with heads run once: (its output, its encoder's output). A heads' output holds the heads'
+    fields only (in minibert as in transformers); the encoder's (hidden states, pooler) is taken by a
+    hook on ``model.bert`` as the heads' forward calls it."""
+    bodies = []
+    hook = model.bert.register_forward_hook(lambda module, args, output: bodies.append(output))
+    try:
+        with torch.no_grad():
+            output = model(**batch, **options)
+    finally:
+        hook.remove()
+    (body,) = bodies
+    return output, body
+
+
 def compare_outputs(ours, theirs, mask, label: str, atol: float = 1e-5, exact=None) -> dict:
     """Compare every hidden state, the pooler and the attention weights.
 

@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import tf_reference
-from helpers import assert_close, compare_outputs, exact_reference
+from helpers import assert_close, compare_outputs, exact_reference, run_with_body
 from minibert import BertForPreTraining, BertModel, BertTokenizer, CheckpointError, Embedder
 from minibert.formats.crc32c import crc32c, mask, unmask
 from minibert.loading.names import checkpoint_to_minibert
@@ -59,19 +59,12 @@ def reference():
 
 
 def compare_pretraining(model, reference, batch, label: str) -> dict:
-    """Every hidden state, the pooler, masked-LM and NSP logits, on real tokens. The reference runs
+    """Every hidden state, the pooler, masked-LM and NSP logits, on real tokens. Each model runs
     once: its body's own output (last hidden state, pooler, hidden states) is taken by a hook on
-    ``reference.bert`` as the heads' forward calls it."""
-    bodies = []
-    hook = reference.bert.register_forward_hook(lambda module, args, output: bodies.append(output))
-    try:
-        with torch.no_grad():
-            ours = model(**batch, output_hidden_states=True)
-            theirs = reference(**batch, output_hidden_states=True)
-    finally:
-        hook.remove()
-    (theirs_body,) = bodies
-    report = compare_outputs(ours, theirs_body, batch["attention_mask"], label)
+    ``.bert`` as the heads' forward calls it (helpers.run_with_body)."""
+    ours, ours_body = run_with_body(model, batch, output_hidden_states=True)
+    theirs, theirs_body = run_with_body(reference, batch, output_hidden_states=True)
+    report = compare_outputs(ours_body, theirs_body, batch["attention_mask"], label)
     real = batch["attention_mask"].bool()
     report["mlm"] = assert_close(ours.prediction_logits[real], theirs.prediction_logits[real], f"{label} MLM logits")
     report["nsp"] = assert_close(ours.seq_relationship_logits, theirs.seq_relationship_logits, f"{label} NSP logits")

@@ -8,6 +8,9 @@ them), each giving transformers' numbers:
 * ``output_hidden_states=True`` given to ``from_pretrained``: every call's default, the hidden
   states transformers' model loaded the same way returns;
 * ``model(..., return_dict=True)``: the output object; ``return_dict=False``: transformers' tuple.
+* the output object is a mapping of the fields computed, as transformers' ModelOutput: the same keys
+  in the same order, ``in``, ``len``, ``dict(out)``, ``get``, ``out[0]``, ``out[1:]``, ``to_tuple()``,
+  for the encoder and every head.
 
 Bounds: 1e-5 beyond fp32's own rounding at MiniLM's depth, as transformers measures it against
 float64 (helpers.bound_from_exact), as in tests/test_model.py.
@@ -15,6 +18,7 @@ float64 (helpers.bound_from_exact), as in tests/test_model.py.
 
 from __future__ import annotations
 
+import collections.abc
 import logging
 
 import pytest
@@ -112,3 +116,43 @@ def test_a_call_option_that_is_not_a_bool_is_refused(minilm_dir, batch, keyword,
         model(**batch, **{keyword: value})
     with pytest.raises(InputTypeError, match="output_hidden_states must be True or False"):
         minibert.BertModel.from_pretrained(minilm_dir, output_hidden_states="yes")
+
+
+OUTPUT_CASES = [
+    ("BertModel", {}),
+    ("BertModel", {"output_hidden_states": True}),
+    ("BertForSequenceClassification", {"labels": torch.tensor([0, 1])}),
+    ("BertForSequenceClassification", {"output_hidden_states": True, "output_attentions": True}),
+    ("BertForTokenClassification", {"labels": torch.tensor([[0] * 13, [1] * 13])}),
+    ("BertForQuestionAnswering", {"start_positions": torch.tensor([1, 2]), "end_positions": torch.tensor([2, 3])}),
+    ("BertForMaskedLM", {"output_hidden_states": True}),
+    ("BertForNextSentencePrediction", {}),
+    ("BertForPreTraining", {"output_hidden_states": True}),  # transformers' fields only: no last_hidden_state
+]
+
+
+@pytest.mark.parametrize(("name", "options"), OUTPUT_CASES, ids=[f"{n}-{'-'.join(o)}" for n, o in OUTPUT_CASES])
+def test_the_output_is_a_mapping_as_transformers(minilm_dir, batch, tmp_path, name, options):
+    """``"hidden_states" in out`` was False whatever was asked, ``for key in out`` gave tensors and
+    ``dict(out)`` a dict keyed by tensor rows; ``out[2]`` of BertForPreTraining was last_hidden_state."""
+    torch.manual_seed(3)
+    getattr(transformers, name).from_pretrained(str(minilm_dir)).save_pretrained(tmp_path)  # heads drawn once
+    ours = getattr(minibert, name).from_pretrained(tmp_path)
+    theirs = getattr(transformers, name).from_pretrained(str(tmp_path), attn_implementation="eager").eval()
+    assert batch["input_ids"].shape[1] == 13  # the token-classification labels above
+    with torch.no_grad():
+        got, want = ours(**batch, **options), theirs(**batch, **options)
+    assert isinstance(got, collections.abc.Mapping) and isinstance(want, collections.abc.Mapping)
+    assert list(got) == list(got.keys()) == list(dict(got)) == list(want.keys()), (list(got), list(want))
+    assert len(got) == len(want) and [key for key, _ in got.items()] == list(want)
+    for key in ("loss", "logits", "hidden_states", "attentions", "pooler_output", "last_hidden_state", 0):
+        assert (key in got) == (key in want), key
+        assert (got.get(key) is None) == (want.get(key) is None), key
+    with pytest.raises(KeyError):
+        got["cross_attentions"]
+    assert len(got.to_tuple()) == len(want.to_tuple()) and len(got[1:]) == len(want[1:])
+    for key, mine, reference in zip(want, got.to_tuple(), want.to_tuple()):
+        assert got[key] is getattr(got, key) is dict(got)[key]
+        for index, (a, b) in enumerate(zip(*(t if isinstance(t, tuple) else (t,) for t in (mine, reference)))):
+            assert_close(a, b, f"{name} {key}[{index}]", 1e-4)  # MiniLM's magnitudes, six layers of fp32
+    assert_close(got[0], want[0], f"{name} out[0]", 1e-4)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import make_google_checkpoint
-from helpers import assert_close, compare_outputs, exact_reference
+from helpers import assert_close, compare_outputs, exact_reference, run_with_body
 from hub_server import HubServer
 from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer
 from minibert.errors import ModelNotFoundError
@@ -103,11 +103,9 @@ def test_bert_base_google_layout_with_heads(fixture, request, real_texts):
     shape = (model.config.num_hidden_layers, model.config.hidden_size)
     assert shape == (reference.config.num_hidden_layers, reference.config.hidden_size)
     batch = _batch(directory, real_texts)
-    with torch.no_grad():
-        ours = model(**batch, output_hidden_states=True, output_attentions=True)
-        theirs = reference(**batch)
-        theirs_body = reference.bert(**batch, output_hidden_states=True, output_attentions=True)
-    report = compare_outputs(ours, theirs_body, batch["attention_mask"], f"bert-base ({fixture})")
+    ours, ours_body = run_with_body(model, batch, output_hidden_states=True, output_attentions=True)
+    theirs, theirs_body = run_with_body(reference, batch, output_hidden_states=True, output_attentions=True)
+    report = compare_outputs(ours_body, theirs_body, batch["attention_mask"], f"bert-base ({fixture})")
     report["mlm"] = assert_close(ours.prediction_logits, theirs.prediction_logits, "masked-LM logits", ATOL)
     report["nsp"] = assert_close(ours.seq_relationship_logits, theirs.seq_relationship_logits, "NSP logits", ATOL)
     print(f"heads: max |Δ| mlm {report['mlm']:.1e}, nsp {report['nsp']:.1e}")

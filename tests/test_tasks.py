@@ -355,6 +355,60 @@ def test_cross_encoder_with_several_labels_predicts_rows(make, tmp_path):
         ours.rank("q", ["d"])
 
 
+@pytest.mark.parametrize("variant", ["saved", "three labels"])
+def test_cross_encoder_predict_takes_sentence_transformers_keywords(variant, make, tmp_path, capsys):
+    """sentence-transformers 6's predict keywords, each giving what it gives (type, shape, dtype,
+    values), for a list of pairs, one pair and no pair: they were a TypeError 'unexpected keyword'."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    directory = cross_encoder_dir(make, tmp_path, variant)
+    theirs, ours = sentence_transformers.CrossEncoder(str(directory)), minibert.CrossEncoder(directory)
+    query = "How many people live in Berlin?"
+    pairs = [[query, document] for document in DOCUMENTS]
+
+    def same_as_theirs(got, want, label):
+        assert type(got) is type(want), f"{label}: {type(got).__name__}, theirs {type(want).__name__}"
+        if isinstance(want, list):
+            assert len(got) == len(want), label
+            for a, b in zip(got, want):
+                same_as_theirs(a, b, label)
+            return
+        assert got.shape == want.shape and got.dtype == want.dtype, (label, got.shape, want.shape, got.dtype)
+        if isinstance(want, torch.Tensor):
+            assert got.device == want.device, label
+            got, want = got.numpy(), want.numpy()
+        np.testing.assert_allclose(got, want, atol=SCORE_TOLERANCE, rtol=0, err_msg=label)
+
+    for arguments in (
+        {"convert_to_tensor": True},
+        {"convert_to_numpy": False},
+        {"convert_to_numpy": True},
+        {"convert_to_numpy": False, "convert_to_tensor": True},
+        {"show_progress_bar": False},
+        {"convert_to_tensor": True, "apply_softmax": True},
+        {"device": "cpu", "prompt": None},
+    ):
+        for given in (pairs, pairs[0]):
+            label = f"{arguments}, {'one pair' if given is pairs[0] else 'a list'}"
+            same_as_theirs(ours.predict(given, **arguments), theirs.predict(given, **arguments), label)
+    assert list(ours.predict([], convert_to_tensor=True)) == list(theirs.predict([], convert_to_tensor=True)) == []
+    assert ours.predict([], convert_to_numpy=False) == theirs.predict([], convert_to_numpy=False) == []
+    capsys.readouterr()
+    ours.predict(pairs, show_progress_bar=True, batch_size=2)
+    assert "Batches" in capsys.readouterr().err  # tqdm's bar, as sentence-transformers shows it
+    same_as_theirs(ours.predict(sentences=pairs), theirs.predict(pairs), "sentences=, the older name of inputs")
+    same_as_theirs(ours.predict(inputs=pairs), theirs.predict(inputs=pairs), "inputs=")
+    for name, value, refused in [
+        ("prompt", "query: ", "has no prompts"),
+        ("pool", {}, "a pool of processes"),
+        ("chunk_size", 8, "uses none"),
+        ("device", ["cpu", "cpu"], "a pool of processes"),
+    ]:
+        with pytest.raises(ValueError, match=refused):
+            ours.predict(pairs, **{name: value})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'processing_kwargs'"):
+        ours.predict(pairs, processing_kwargs={"text": {"max_length": 16}})
+
+
 def test_cross_encoder_settings_that_cannot_be_followed_are_refused(make, tmp_path, caplog):
     directory = cross_encoder_dir(make, tmp_path, "saved")
     settings = directory / "config_sentence_transformers.json"

@@ -203,3 +203,25 @@ def test_batch_encoding_data_is_its_dict(both):
     assert encoding.data == theirs(["a b", "c"], padding=True).data
     encoding.data["labels"] = [0, 1]
     assert encoding["labels"] == [0, 1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_batch_encoding_to_a_dtype_keeps_the_ids(both, dtype, caplog):
+    """``inputs.to(model.dtype)``: transformers logs and keeps the ids as int64; a cast to float16 would
+    turn 2829 ("brown") into 2828, and 14523 into 14520."""
+    ours, theirs = both
+    text = "the quick brown fox jumps over 123 dogs"
+    expected = theirs(text, return_tensors="pt").to(dtype)
+    with caplog.at_level("WARNING", logger="minibert"):
+        moved = ours(text, return_tensors="pt").to(dtype)
+    assert all(moved[key].dtype == expected[key].dtype == torch.int64 for key in expected)
+    assert all(torch.equal(moved[key], expected[key]) for key in expected)
+    assert f"Attempting to cast a BatchEncoding to type {dtype}. This is not supported." in caplog.text
+
+
+def test_batch_encoding_to_takes_non_blocking_and_a_device_index(both):
+    ours, theirs = both
+    expected = theirs(["a b", "c"], padding=True, return_tensors="pt").to(torch.device("cpu"), non_blocking=True)
+    moved = ours(["a b", "c"], padding=True, return_tensors="pt").to("cpu", non_blocking=True)
+    assert all(torch.equal(moved[key], expected[key]) for key in expected)
+    assert ours("a b", return_tensors="pt").to(torch.device("meta"))["input_ids"].device.type == "meta"

@@ -44,11 +44,12 @@ IGNORE_INDEX = -100  # labels at this value (padding, sub-word pieces) add nothi
 
 @dataclass
 class BertPreTrainingOutput(ModelOutput):
+    """transformers' fields, in its order (``out[2]`` is the same in both): the encoder's own output
+    is ``model.bert(...)``, its last layer also ``hidden_states[-1]``."""
+
     loss: torch.Tensor | None = None  # masked-LM loss + next-sentence loss, when labels are given
     prediction_logits: torch.Tensor | None = None  # (B, T, V): masked-LM scores of every piece at each position
     seq_relationship_logits: torch.Tensor | None = None  # (B, 2): [is next sentence, is random sentence]
-    last_hidden_state: torch.Tensor | None = None
-    pooler_output: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
 
@@ -158,8 +159,9 @@ class BertForPreTraining(BertWithHeads):
             loss = _masked_lm_loss(prediction_logits, self._on_device(labels)) + F.cross_entropy(
                 seq_relationship_logits.view(-1, 2), self._on_device(next_sentence_label).view(-1)
             )
-        return BertPreTrainingOutput(loss, prediction_logits, seq_relationship_logits, out.last_hidden_state,
-                                     out.pooler_output, out.hidden_states, out.attentions)  # fmt: skip
+        return BertPreTrainingOutput(
+            loss, prediction_logits, seq_relationship_logits, out.hidden_states, out.attentions
+        )
 
 
 class BertForMaskedLM(BertWithHeads):

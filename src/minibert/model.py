@@ -30,6 +30,7 @@ with these (loading/transformers_names.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import torch
@@ -181,16 +182,41 @@ def as_outputs(layout: FastLayout | None, zeros_where_padding: torch.Tensor | No
     return lambda states: states
 
 
-class ModelOutput:
-    """Attribute access plus transformers-style tuple indexing (``outputs[0]``) of set fields."""
+class ModelOutput(Mapping):
+    """What a model returns: a dataclass read by attribute (``out.pooler_output``) that is also, as
+    transformers' ModelOutput, an ordered mapping of the fields that were computed (the ones not None):
+
+    >>> out = model(**inputs, output_hidden_states=True)                          # doctest: +SKIP
+    >>> list(out), len(out), "attentions" in out                                  # doctest: +SKIP
+    (['last_hidden_state', 'pooler_output', 'hidden_states'], 3, False)
+    >>> out["pooler_output"] is out.pooler_output is out[1]                       # doctest: +SKIP
+    True
+
+    So ``dict(out)``, ``out.items()`` and ``out.get("attentions")`` work as there, and an integer or a
+    slice indexes the computed fields in order: ``out[1:]``, or ``to_tuple()`` for all of them (what
+    ``return_dict=False`` returns)."""
+
+    def __iter__(self):  # the names of the computed fields, in the dataclass's order
+        return (field.name for field in fields(self) if getattr(self, field.name) is not None)
+
+    def __len__(self) -> int:
+        return len(self.to_tuple())
+
+    def __contains__(self, name) -> bool:
+        return name in tuple(self)
+
+    def __getitem__(self, key):
+        if not isinstance(key, str):
+            return self.to_tuple()[key]  # an index or a slice
+        if key not in self:
+            raise KeyError(f"{key!r} is not in this {type(self).__name__}: it holds {', '.join(self)}")
+        return getattr(self, key)
+
+    def get(self, name, default=None):  # by name only, as a dict's (``out.get(0)`` is the default)
+        return getattr(self, name) if name in self else default
 
     def to_tuple(self) -> tuple:
-        return tuple(getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None)
-
-    def __getitem__(self, index):
-        if isinstance(index, str):
-            return getattr(self, index)
-        return self.to_tuple()[index]
+        return tuple(getattr(self, name) for name in self)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import threading
 import warnings
 
@@ -109,11 +110,12 @@ def warn_if_cut(task: str, pieces: int, limit: int, what_stays: str) -> None:
 
 
 def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, list[list]], batch_size: int,
-             fields: tuple[str, ...] = ("logits",)) -> list[dict[str, np.ndarray]]:  # fmt: skip
+             fields: tuple[str, ...] = ("logits",), progress: bool = False) -> list[dict[str, np.ndarray]]:  # fmt: skip
     """The model on tokenized rows (``input_ids``, ``token_type_ids``), batched as the Embedder
     batches texts: longest first, ``batch_size`` × 64 padded tokens per forward pass, batches in
     parallel streams on a CPU (embedding/streams.py). Per row, each output field as float32 numpy,
-    cut to the row's own length where the field has one value per token."""
+    cut to the row's own length where the field has one value per token. ``progress``: a tqdm bar
+    over the batches, on stderr."""
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lengths = [len(ids) for ids in rows["input_ids"]]
@@ -128,9 +130,14 @@ def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, lis
 
     results: list[dict[str, np.ndarray]] = [{} for _ in lengths]
     streams = 1 if model.device.type != "cpu" else None
-    _, outputs = length_sorted_batches(lengths, forward, batch_size, model.config, streams)
+    batches, outputs = length_sorted_batches(lengths, forward, batch_size, model.config, streams)
     with evaluating(model), contextlib.closing(outputs):  # dropout off, the model's mode put back after
-        for chosen, values in outputs:
+        shown = outputs
+        if progress:
+            from tqdm.auto import tqdm
+
+            shown = tqdm(outputs, total=len(batches), desc="Batches", file=sys.stderr)
+        for chosen, values in shown:
             for field, value in values.items():  # (b, K), (b, T, K) or (b, T)
                 per_token = value.ndim == 3 or field in ("start_logits", "end_logits")
                 for position, row in enumerate(chosen):

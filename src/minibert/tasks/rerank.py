@@ -79,28 +79,45 @@ class CrossEncoder:
     def num_labels(self) -> int:
         return self.model.num_labels
 
-    def predict(self, sentences, *, batch_size: int = 32, apply_softmax: bool = False,
-                activation_fn: str | None = None) -> np.ndarray | float:  # fmt: skip
+    def predict(self, inputs=None, *, batch_size: int = 32, show_progress_bar: bool | None = None,
+                activation_fn: str | None = None, apply_softmax: bool = False, convert_to_numpy: bool = True,
+                convert_to_tensor: bool = False, device=None, sentences=None, **others):  # fmt: skip
         """Scores of text pairs: one float per pair (``num_labels`` floats per pair for a classifier
         with several labels; ``apply_softmax`` turns those into probabilities). One pair in, one
-        score (or one row) out."""
-        single = isinstance(sentences, (list, tuple)) and len(sentences) == 2 and all(
-            isinstance(text, str) for text in sentences)  # fmt: skip
-        pairs = [sentences] if single else list(sentences)
+        score (or one row) out.
+
+        The keywords are sentence-transformers 6's, with its meanings: a numpy float32 array by
+        default; ``convert_to_tensor=True``, one tensor on the model's device; ``convert_to_numpy=False``,
+        a list of tensors, one per pair. ``show_progress_bar``: a bar over the batches (None: when the
+        "minibert" logger shows INFO). ``device``: where the model already is, or None (minibert never
+        moves it). ``sentences=`` is the older name of ``inputs``. Its multi-process ``pool`` and
+        ``chunk_size`` and its ``prompt``/``prompt_name`` are refused with a value, as is a keyword it
+        forwards to the model."""
+        inputs = _sentence_transformers_keywords(inputs, sentences, device, others)
+        check_model_is_on(self.model, device, "a CrossEncoder")
+        single = isinstance(inputs, (list, tuple)) and len(inputs) == 2 and all(
+            isinstance(text, str) for text in inputs)  # fmt: skip
+        pairs = [inputs] if single else list(inputs)
         for number, pair in enumerate(pairs):
             if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(t, str) for t in pair):
                 raise TypeError(f"pair {number} must be two texts, got {pair!r:.80}")
-        if not pairs:
-            return np.zeros((0,), dtype=np.float32)
         function = self.activation_fn if activation_fn is None else _activation(activation_fn, {}, self.num_labels, "")
-        rows = self.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True, max_length=self.max_length)
-        logits = np.stack([row["logits"] for row in run_rows(self.model, self.tokenizer, rows, batch_size)])  # (N, K)
-        scores = SCORE_ACTIVATIONS[function](logits).astype(np.float32)
-        if self.num_labels == 1:
-            scores = scores[:, 0]
-        elif apply_softmax:
-            shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
-            scores = shifted / shifted.sum(axis=1, keepdims=True)
+        if show_progress_bar is None:  # as sentence-transformers decides, from its own logger
+            show_progress_bar = logger.getEffectiveLevel() in (logging.INFO, logging.DEBUG)
+        scores = np.zeros((0,), dtype=np.float32)
+        if pairs:
+            rows = self.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True,
+                                  max_length=self.max_length)  # fmt: skip
+            results = run_rows(self.model, self.tokenizer, rows, batch_size, progress=show_progress_bar)
+            scores = SCORE_ACTIVATIONS[function](np.stack([row["logits"] for row in results])).astype(np.float32)
+            if self.num_labels == 1:
+                scores = scores[:, 0]  # (N, 1) -> (N,)
+            elif apply_softmax:
+                shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
+                scores = shifted / shifted.sum(axis=1, keepdims=True)
+        if convert_to_tensor or not convert_to_numpy:
+            scores = torch.from_numpy(scores).to(self.model.device)  # (N,) or (N, K)
+            scores = scores if convert_to_tensor else list(scores)  # a tensor per pair
         return scores[0] if single else scores
 
     def rank(self, query: str, documents: list[str], *, top_k: int | None = None, return_documents: bool = False,
@@ -120,6 +137,39 @@ class CrossEncoder:
             for result in results:
                 result["text"] = documents[result["corpus_id"]]
         return sorted(results, key=lambda result: result["score"], reverse=True)[:top_k]
+
+
+_REFUSED_KEYWORDS = {  # sentence-transformers' predict keywords minibert does not compute, but for their default None
+    "prompt": "a text sentence-transformers puts before each input; minibert's CrossEncoder has no prompts",
+    "prompt_name": "the name of a prompt saved with the model; minibert's CrossEncoder has no prompts",
+    "pool": "a pool of processes; minibert runs the batches in parallel streams by itself (on a CPU)",
+    "chunk_size": "the inputs per process of a pool; minibert uses none",
+}
+
+
+def _sentence_transformers_keywords(inputs, sentences, device, others: dict):
+    """The pairs given to predict, once sentence-transformers' other keywords are checked: those
+    minibert does not compute are refused when given a value, by name and with the reason."""
+    if sentences is not None:
+        if inputs is not None:
+            raise TypeError("CrossEncoder.predict got both inputs and sentences (its older name): give one")
+        inputs = sentences
+    if inputs is None:
+        raise TypeError("CrossEncoder.predict needs the pairs: predict([[query, document], ...])")
+    if isinstance(device, (list, tuple)):
+        raise ValueError(f"device={device!r}: several devices mean a pool of processes in sentence-transformers; "
+                         "minibert's CrossEncoder runs on the model's own device")  # fmt: skip
+    for name, value in others.items():
+        if name in _REFUSED_KEYWORDS and value is not None:
+            raise ValueError(f"CrossEncoder.predict({name}={value!r:.40}): {_REFUSED_KEYWORDS[name]}")
+        if name not in _REFUSED_KEYWORDS:
+            raise TypeError(
+                f"CrossEncoder.predict got an unexpected keyword argument {name!r} (sentence-transformers forwards "
+                "such keywords to its model; minibert takes inputs, batch_size, show_progress_bar, activation_fn, "
+                "apply_softmax, convert_to_numpy, convert_to_tensor and device)"
+            )
+    return inputs
+
 
 
 @functools.lru_cache(maxsize=4)  # as the other task functions keep theirs (loading.py)

@@ -21,9 +21,12 @@ transformers' fast tokenizers (the Rust ``tokenizers``) do:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
+
+logger = logging.getLogger("minibert")
 
 SIDES = ("right", "left")
 TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
@@ -105,12 +108,21 @@ class BatchEncoding(dict):
         """The encoding's dict itself (transformers' BatchEncoding keeps its keys in ``.data``)."""
         return self
 
-    def to(self, device) -> BatchEncoding:
-        """Move every tensor to ``device`` (a model's ``.device``, "cuda", ...), in place, and return
-        the encoding: ``model(**tokenizer(texts, return_tensors="pt").to(model.device))``."""
+    def to(self, device, *, non_blocking: bool = False) -> BatchEncoding:
+        """Move every tensor to ``device`` (a model's ``.device``, "cuda", 0, ...), in place, and return
+        the encoding: ``model(**tokenizer(texts, return_tensors="pt").to(model.device))``.
+
+        Only a device moves them, as in transformers: ``.to(torch.float16)`` (or ``.to(model.dtype)``)
+        would turn token id 2829 into 2828, so a dtype leaves every tensor as it is and logs a warning
+        (transformers' words). The model's half precision applies to its weights, never to the ids."""
+        import torch
+
+        if not isinstance(device, (str, int, torch.device)):
+            logger.warning(f"Attempting to cast a BatchEncoding to type {device}. This is not supported.")
+            return self
         for key, value in self.items():
-            if hasattr(value, "to") and hasattr(value, "device"):  # a torch tensor (lists and arrays stay)
-                self[key] = value.to(device)
+            if isinstance(value, torch.Tensor):  # lists and arrays stay
+                self[key] = value.to(device=device, non_blocking=non_blocking)
         return self
 
     def _aligned(self, key: str, batch_index: int) -> list:
