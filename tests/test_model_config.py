@@ -291,3 +291,21 @@ def test_config_json_fields_read_as_transformers_config_attributes(tmp_path, fie
     ours.to_json_file(tmp_path / "config.json")
     assert (tmp_path / "config.json").read_text() == ours.to_json_string()
     assert BertModel.from_pretrained(directory).config.name_or_path == str(directory)
+
+
+def test_a_copys_labels_and_problem_type_are_its_own():
+    """copy.copy and dataclasses.replace share the config's dict of other fields: a setter (or the
+    loss choosing problem_type from the first labels) wrote into it, so the original changed too,
+    where transformers leaves it alone."""
+    import copy
+    import dataclasses
+
+    original = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=32)  # fmt: skip
+    shallow, replaced = copy.copy(original), dataclasses.replace(original, hidden_dropout_prob=0.0)
+    shallow.problem_type = "regression"
+    shallow.id2label = {0: "x", 1: "y", 2: "z"}
+    replaced.label2id = {"a": 0, "b": 1}
+    assert original.problem_type is None and original.num_labels == 2 and original.label2id == {"LABEL_0": 0,
+                                                                                               "LABEL_1": 1}
+    assert shallow.problem_type == "regression" and shallow.num_labels == 3 and replaced.label2id == {"a": 0, "b": 1}

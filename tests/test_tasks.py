@@ -26,6 +26,7 @@ import pytest
 import torch
 
 import minibert
+from helpers import run_minibert
 from minibert.errors import CheckpointError, TaskArgumentError
 
 transformers = pytest.importorskip("transformers")
@@ -429,6 +430,12 @@ def test_cross_encoder_settings_that_cannot_be_followed_are_refused(make, tmp_pa
     settings.write_text(json.dumps(values))
     with pytest.raises(CheckpointError, match="max_seq_length must be an int"):
         minibert.CrossEncoder(directory)
+    # past the model's positions: the folder's file is named (it was a --max-length the user never gave, exit 2)
+    (directory / "sentence_bert_config.json").write_text('{"max_seq_length": 100000}')
+    with pytest.raises(CheckpointError, match=r"sentence_bert_config.json: max_seq_length 100000 is more than"):
+        minibert.CrossEncoder(directory)
+    result = run_minibert("rerank", "--model", str(directory), "q", "doc one")
+    assert result.returncode == 1 and "--max-length" not in result.stderr, result.stderr
 
 
 def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():

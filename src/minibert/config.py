@@ -73,7 +73,7 @@ class BertConfig:
     def _set_problem_type(self, value) -> None:
         if value is not None and value not in PROBLEM_TYPES:
             raise ValueError(f"problem_type must be None or one of {', '.join(PROBLEM_TYPES)}, got {value!r}")
-        self.extra["problem_type"] = value
+        self._update_extra(problem_type=value)
 
     def _set_id2label(self, value) -> None:
         """transformers' ``config.id2label = {0: "neg", 1: "pos"}``: the labels' names by id (keys
@@ -82,10 +82,8 @@ class BertConfig:
             id2label, _ = labels_by_id({"id2label": value})
         except CheckpointError as error:
             raise ValueError(str(error).replace("config field ", "")) from None
-        for name in ("num_labels", "_num_labels"):
-            self.extra.pop(name, None)
-        self.extra["id2label"] = id2label
-        self.extra["label2id"] = {label: index for index, label in id2label.items()}
+        self._update_extra(id2label=id2label, label2id={label: index for index, label in id2label.items()},
+                           dropped=("num_labels", "_num_labels"))  # fmt: skip
 
     def _set_label2id(self, value) -> None:
         """Metadata (no computation reads it; the heads name their outputs by ``id2label``), saved as given."""
@@ -94,7 +92,13 @@ class BertConfig:
             for key, index in value.items()
         ):
             raise ValueError(f"label2id must be a dict of label names to ids, got {_short(value)}")
-        self.extra["label2id"] = dict(value)
+        self._update_extra(label2id=dict(value))
+
+    def _update_extra(self, dropped: tuple[str, ...] = (), **fields) -> None:
+        """A new ``extra`` with ``fields`` set and ``dropped`` gone: a copy of this config
+        (``copy.copy``, ``dataclasses.replace``) shares the old dict, and keeps its own values."""
+        extra = {name: value for name, value in self.extra.items() if name not in dropped}
+        object.__setattr__(self, "extra", {**extra, **fields})
 
     def _set_num_labels(self, value) -> None:
         """As transformers: labels LABEL_0 ... LABEL_{n-1}, unless id2label already names ``value`` labels."""
@@ -161,7 +165,7 @@ class BertConfig:
     def label2id(self) -> dict[str, int]:
         """The inverse of ``id2label``, or what was set (``config.label2id = ...``, saved as given)."""
         given = self.extra.get("label2id")
-        if isinstance(given, dict) and "id2label" in self.extra and len(given) == self.num_labels:
+        if isinstance(given, dict) and len(given) == self.num_labels:
             return dict(given)
         return {label: index for index, label in self.id2label.items()}
 

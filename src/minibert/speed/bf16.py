@@ -40,7 +40,7 @@ def bf16_is_faster(hidden: int, intermediate: int, budget: float = 2 * BUDGET_SE
                                  dtype=torch.bfloat16)  # fmt: skip
     float32_seconds, bfloat16_seconds = times.float32, times.candidate
     faster = bfloat16_seconds * (1 + BF16_MARGIN) < float32_seconds  # a tie keeps float32's exact numbers
-    log.info("bfloat16 %.2fx float32 on %s (%dx%d projections): dtype='auto' is %s",
+    log.info("bfloat16 %.2fx float32 on %s (%dx%d projections): dtype='fastest' is %s",
              float32_seconds / bfloat16_seconds, cpu_name(), hidden, intermediate,
              "bfloat16" if faster else "float32")  # fmt: skip
     write_cache(key, {"bf16_faster": faster, "float32_seconds": float32_seconds,

@@ -102,10 +102,15 @@ def classify(inputs, *, model=DEFAULT_MODEL, top_k=_BEST_ONLY, function_to_apply
     function = default_function(bert) if function_to_apply is None else str(function_to_apply).lower()
     positions = bert.config.max_position_embeddings
     cut_at = min(tokenizer.model_max_length, positions)  # truncation=True cuts where the pipeline's tokenizer cuts
-    # Each input alone, as the pipeline tokenizes it: one call drops an empty text_pair ([CLS] a [SEP]).
-    encoded = [tokenizer(text, pair, truncation=truncation or None, max_length=cut_at if truncation else None,
-                         verbose=False) for text, pair in zip(texts, pairs or [None] * len(texts))]  # fmt: skip
-    rows = {key: [one[key] for one in encoded] for key in ("input_ids", "token_type_ids")}
+    # One batch call; a row with an empty text_pair again alone, as the pipeline tokenizes each input:
+    # a single call drops an empty pair ([CLS] a [SEP]), where a batch keeps its [SEP].
+    cut = {"truncation": truncation or None, "max_length": cut_at if truncation else None, "verbose": False}
+    encoded = tokenizer(texts, pairs, **cut)
+    rows = {key: list(encoded[key]) for key in ("input_ids", "token_type_ids")}
+    for row, pair in enumerate(pairs or []):
+        if pair == "":
+            alone = tokenizer(texts[row], pair, **cut)
+            rows["input_ids"][row], rows["token_type_ids"][row] = alone["input_ids"], alone["token_type_ids"]
     check_lengths(rows["input_ids"], positions, "pass truncation=True to cut it")  # what the model cannot compute
     id2label = bert.labels.id2label
     answers = []

@@ -68,7 +68,11 @@ class CrossEncoder:
         self.model.config.check_vocabulary(self.tokenizer.vocab, source)
         settings = _read_settings(source, revision)
         limit = self.model.config.max_position_embeddings
-        length = settings.get("max_seq_length") if max_length is None else max_length
+        saved = settings.get("max_seq_length")
+        if max_length is None and saved is not None and saved > limit:  # the folder's, not the caller's: no flag
+            raise CheckpointError(f"{settings['max_seq_length_file']}: max_seq_length {saved} is more than the "
+                                  f"model's {limit} positions")  # fmt: skip
+        length = saved if max_length is None else max_length
         length = min(self.tokenizer.model_max_length, limit) if length is None else length
         if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= limit:
             raise TaskArgumentError("max_length", length, f"an int from 3 to {limit} (the model's positions)")
@@ -222,6 +226,7 @@ def _read_settings(source: str, revision: str | None) -> dict:
         if not isinstance(length, int) or isinstance(length, bool) or length < 3:
             raise CheckpointError(f"{plain_path}: max_seq_length must be an int ≥ 3, got {length!r:.40}")
         settings["max_seq_length"] = length
+        settings["max_seq_length_file"] = plain_path
     return settings
 
 
