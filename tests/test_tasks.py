@@ -330,6 +330,14 @@ def test_rerank_is_cross_encoder_rank(variant, make, tmp_path):
         assert ours.activation_fn.endswith("Identity") and max(abs(scores)) > 1
 
 
+def test_cross_encoder_predict_refuses_a_plain_string(make, tmp_path):
+    """predict("") returned an empty array without a word, and predict("ab") named a pair 'a'."""
+    ranker = minibert.CrossEncoder(cross_encoder_dir(make, tmp_path, "saved"))
+    for text in ("", "ab", "a query and a document"):
+        with pytest.raises(TypeError, match="takes text pairs, \\[query, document\\] or a list of them, got a str"):
+            ranker.predict(text)
+
+
 def test_rerank_keeps_one_model_per_folder_and_four_at_most(make, tmp_path, monkeypatch):
     """rerank kept every model it was called with, keyed by the path's spelling: one folder five times
     (``ce``, its absolute path, with ``/`` and ``//`` after it, ``device=None`` and ``"cpu"``), never freed."""

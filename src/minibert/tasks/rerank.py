@@ -99,6 +99,9 @@ class CrossEncoder:
         forwards to the model."""
         inputs = _sentence_transformers_keywords(inputs, sentences, device, others)
         check_model_is_on(self.model, device, "a CrossEncoder")
+        if isinstance(inputs, str):  # ("" gave no scores, "ab" the pairs 'a' and 'b')
+            raise TypeError(f"CrossEncoder.predict takes text pairs, [query, document] or a list of them, got a str "
+                            f"{inputs!r:.40}")  # fmt: skip
         single = isinstance(inputs, (list, tuple)) and len(inputs) == 2 and all(
             isinstance(text, str) for text in inputs)  # fmt: skip
         pairs = [inputs] if single else list(inputs)
