@@ -16,7 +16,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from .commands import CommandError, device_of
+from .commands import CommandError, CommandFailed, device_of
 from .flag_types import output_name, positive_int, whole_number
 
 # [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each (the same as
@@ -149,7 +149,7 @@ def _with_options(model: str, *, cased: bool, whitespace_words: bool):
     tokenizer = BertTokenizer(vocab_file, vocab=vocab, **settings)
     normalized = sorted(content for content, token in tokenizer.added.tokens.items() if token.normalized)
     if whitespace_words and normalized:
-        raise CommandError(f"--whitespace-words is not implemented for a tokenizer with tokens added as normalized "
+        raise CommandFailed(f"--whitespace-words is not implemented for a tokenizer with tokens added as normalized "
                            f"({', '.join(normalized[:3])}{', ...' if len(normalized) > 3 else ''}): transformers' "
                            "tokenizer always normalizes and splits the words around them")  # fmt: skip
     return tokenizer

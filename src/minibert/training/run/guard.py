@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ...errors import TrainingDivergedError
+from ...pretrained import evaluating
 from .precision import autocast
 from .report import check_finite, resume_command
 
@@ -31,12 +32,8 @@ def gives_finite_numbers(run) -> bool:  # (run: loop.Run)
     rows = np.arange(min(CHECKED_ROWS, len(run.data.train)))
     piece = {name: torch.from_numpy(np.ascontiguousarray(array)).to(run.world.device)
              for name, array in run.data.train.batch(rows).items()}  # fmt: skip
-    run.model.eval()
-    try:
-        with torch.no_grad(), autocast(run.options.precision, run.world.device):
-            sums = run.task.sums(run.model, piece, run.task.denominators(run.data.train, rows))
-    finally:
-        run.model.train()
+    with evaluating(run.model), torch.no_grad(), autocast(run.options.precision, run.world.device):
+        sums = run.task.sums(run.model, piece, run.task.denominators(run.data.train, rows))
     return bool(torch.isfinite(sums.loss).all()) and all(math.isfinite(value) for value in sums.figures.values())
 
 

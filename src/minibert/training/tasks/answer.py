@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from ...heads import BertForQuestionAnswering
 from ...loading.names import ANSWER_WEIGHTS
+from ...pretrained import evaluating
 from .features import Features
 from .finetuning import Finetuning
 from .head import checkpoint_tensors, draw_new_head, load_vocabulary
@@ -76,17 +77,16 @@ def squad_features(path: str, vocabulary, is_training: bool, options) -> SquadFe
 
 @torch.no_grad()
 def answer_logits(model, features: SquadFeatures, batch_size: int = 64) -> dict[int, tuple[list, list]]:
-    """unique_id → (start logits, end logits) of every window, in eval mode; the model is left training."""
-    model.eval()
+    """unique_id → (start logits, end logits) of every window, in eval mode (the model's mode put back after)."""
     logits = {}
-    for start in range(0, len(features), batch_size):
-        rows = np.arange(start, min(start + batch_size, len(features)))
-        tensors = [torch.from_numpy(np.ascontiguousarray(a[rows]))
-                   for a in (features.input_ids, features.input_mask, features.segment_ids)]  # fmt: skip
-        out = model(*tensors)
-        for row, starts, ends in zip(rows, out.start_logits.float().tolist(), out.end_logits.float().tolist()):
-            logits[features.windows[row].unique_id] = (starts, ends)
-    model.train()
+    with evaluating(model):
+        for start in range(0, len(features), batch_size):
+            rows = np.arange(start, min(start + batch_size, len(features)))
+            tensors = [torch.from_numpy(np.ascontiguousarray(a[rows]))
+                       for a in (features.input_ids, features.input_mask, features.segment_ids)]  # fmt: skip
+            out = model(*tensors)
+            for row, starts, ends in zip(rows, out.start_logits.float().tolist(), out.end_logits.float().tolist()):
+                logits[features.windows[row].unique_id] = (starts, ends)
     return logits
 
 
