@@ -156,3 +156,19 @@ def test_the_output_is_a_mapping_as_transformers(minilm_dir, batch, tmp_path, na
         for index, (a, b) in enumerate(zip(*(t if isinstance(t, tuple) else (t,) for t in (mine, reference)))):
             assert_close(a, b, f"{name} {key}[{index}]", 1e-4)  # MiniLM's magnitudes, six layers of fp32
     assert_close(got[0], want[0], f"{name} out[0]", 1e-4)
+
+
+def test_an_output_rebuilt_from_its_items_keeps_them(minilm_dir, batch):
+    """torch's default_collate and pin_memory and transformers' nested_detach rebuild a mapping as
+    ``type(out)({name: value})``: the dict became the first field (loss={...}, logits None), as
+    transformers' ModelOutput avoids with its __post_init__; now the fields are set from it."""
+    from torch.utils.data import default_collate
+
+    model = minibert.BertForSequenceClassification.from_pretrained(minilm_dir, num_labels=3)
+    with torch.no_grad():
+        out = model(**batch)
+    rebuilt = type(out)(dict(out))
+    assert list(rebuilt) == ["logits"] and rebuilt.logits is out.logits and rebuilt.loss is None
+    collated = default_collate([out, out])
+    assert list(collated) == ["logits"] and collated.logits.shape == (2, *out.logits.shape)
+    assert torch.equal(collated.logits[1], out.logits)

@@ -196,6 +196,21 @@ class ModelOutput(Mapping):
     slice indexes the computed fields in order: ``out[1:]``, or ``to_tuple()`` for all of them (what
     ``return_dict=False`` returns)."""
 
+    def __post_init__(self):
+        """``type(out)({name: value, ...})``, as torch's default_collate and pin_memory and transformers'
+        nested_detach rebuild a mapping, sets those fields (as transformers' ModelOutput does), not the
+        first field to the dict."""
+        first, *others = fields(self)
+        given = getattr(self, first.name)
+        if (
+            isinstance(given, Mapping)
+            and set(given) <= {f.name for f in fields(self)}
+            and all(getattr(self, field.name) is None for field in others)
+        ):
+            setattr(self, first.name, None)
+            for name, value in given.items():
+                setattr(self, name, value)
+
     def __iter__(self):  # the names of the computed fields, in the dataclass's order
         return (field.name for field in fields(self) if getattr(self, field.name) is not None)
 

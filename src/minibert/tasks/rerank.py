@@ -178,7 +178,6 @@ def _sentence_transformers_keywords(inputs, sentences, device, others: dict):
     return inputs
 
 
-
 @functools.lru_cache(maxsize=4)  # as the other task functions keep theirs (loading.py)
 def _cross_encoder_cached(name_or_path: str, dtype: str | None, device: str) -> CrossEncoder:
     return CrossEncoder(name_or_path, dtype=dtype, device=device)
