@@ -38,7 +38,8 @@ GOOGLE_FLAGS = {"--do_lower_case", "--do_whole_word_mask", "--random_seed", "--d
                 "--vocab_file", "--preserve_unused_tokens", "--output_dir"}  # fmt: skip
 # Names of other libraries that the pages name as such: transformers' module and method names (which
 # minibert answers with a TransformersNameError that says its own name), playwright's Page.
-OTHER_LIBRARIES_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.wait_for_selector"}
+OTHER_LIBRARIES_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.wait_for_selector",
+                         "model.gradient_checkpointing_enable", "model.config.output_hidden_states"}  # fmt: skip
 # Flags that are not minibert's: pip's (the set-up lines).
 PIP_FLAGS = {"--index-url", "--no-deps", "--dry-run"}
 # Heads of dotted names that are another package, though minibert has a module of that name.
