@@ -157,6 +157,7 @@ NOT_TAKEN = {
     "vectors given in their place are not taken",
     "head_mask": "masking attention heads is not implemented (transformers 5 ignores head_mask as well)",
 }
+OLD_ARGUMENTS = ("output_all_encoded_layers", *NOT_TAKEN)  # what refuse_old_arguments answers
 
 
 def refuse_old_arguments(model, kwargs: dict) -> None:

@@ -15,6 +15,8 @@ import threading
 import torch
 from torch import nn
 
+from .inputs import OLD_ARGUMENTS
+
 
 class PretrainedBert(nn.Module):
     config: object  # BertConfig
@@ -38,7 +40,7 @@ class PretrainedBert(nn.Module):
         the defaults of each call. pytorch-pretrained-bert's ``output_all_encoded_layers=`` is
         answered with today's spelling, and transformers' ``head_mask=None`` / ``inputs_embeds=None`` dropped (any
         other value of them refused: inputs.py)."""
-        if kwargs.keys() & {"output_all_encoded_layers", "inputs_embeds", "head_mask"}:
+        if kwargs.keys() & set(OLD_ARGUMENTS):
             from .inputs import refuse_old_arguments
 
             refuse_old_arguments(self, kwargs)
