@@ -106,8 +106,8 @@ class BertWithHeads(TransformersNames, PretrainedBert):
     def embeddings(self):
         return self.bert.embeddings
 
-    def encode(self, input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-               skip_padding: bool = False, position_ids=None) -> BertOutput:  # fmt: skip
+    def encode(self, input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+               output_attentions, skip_padding: bool = False) -> BertOutput:  # fmt: skip
         """The encoder's outputs; ``skip_padding``: zeros at [PAD] rows, for callers that never read
         them (the tasks): see BertModel.forward."""
         return self.bert(input_ids, attention_mask, token_type_ids, position_ids,
@@ -150,8 +150,8 @@ class BertForPreTraining(BertWithHeads):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 next_sentence_label=None, output_hidden_states: bool = False,
                 output_attentions: bool = False, skip_padding: bool = False) -> BertPreTrainingOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-                          skip_padding, position_ids)  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          output_attentions, skip_padding)  # fmt: skip
         prediction_logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
@@ -176,8 +176,8 @@ class BertForMaskedLM(BertWithHeads):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-                          skip_padding, position_ids)  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          output_attentions, skip_padding)  # fmt: skip
         logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else _masked_lm_loss(logits, self._on_device(labels))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
@@ -194,8 +194,8 @@ class BertForNextSentencePrediction(BertWithHeads):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-                          skip_padding, position_ids)  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          output_attentions, skip_padding)  # fmt: skip
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None if labels is None else F.cross_entropy(logits.view(-1, 2), self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
@@ -293,9 +293,9 @@ class BertForSequenceClassification(BertWithClassifier):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-                          skip_padding, position_ids)  # fmt: skip
-        self._checked_num_labels()
+        self._checked_num_labels()  # before the encoder's work, which a wrong head would waste
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          output_attentions, skip_padding)  # fmt: skip
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
         loss = None if labels is None else self._loss(logits, self._on_device(labels))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
@@ -331,9 +331,9 @@ class BertForTokenClassification(BertWithClassifier):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-                          skip_padding, position_ids)  # fmt: skip
         num_labels = self._checked_num_labels()
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          output_attentions, skip_padding)  # fmt: skip
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
@@ -359,8 +359,8 @@ class BertForQuestionAnswering(BertWithClassifier):
         # The loss is a softmax over every position, padding included (as transformers computes it):
         # with positions given, padded positions are computed even when asked to skip them.
         with_loss = start_positions is not None and end_positions is not None
-        out = self.encode(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions,
-                          skip_padding and not with_loss, position_ids)  # fmt: skip
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          output_attentions, skip_padding and not with_loss)  # fmt: skip
         logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T)
         loss = None
@@ -392,8 +392,8 @@ class BertForMultipleChoice(BertWithClassifier):
         def flat(value):  # (B, C, T) -> (B·C, T)
             return None if value is None else torch.as_tensor(value).reshape(-1, input_ids.shape[-1])
 
-        out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), output_hidden_states,
-                          output_attentions, skip_padding, flat(position_ids))  # fmt: skip
+        out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
+                          output_hidden_states, output_attentions, skip_padding)  # fmt: skip
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, choices)  # (B·C, 1) -> (B, C)
         loss = None if labels is None else F.cross_entropy(logits, self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
