@@ -61,11 +61,14 @@ def _compare_with_transformers(directory: Path, label: str) -> None:
 
 
 def _compare_models(model, reference, batch, label: str) -> None:
+    """Every output of the two, asked for by name: config.json's call defaults (return_dict, ...)
+    decide only what a call that does not name them returns (tests/test_model_mistakes.py)."""
+    asked = {"return_dict": True, "output_hidden_states": False, "output_attentions": False}
     with torch.no_grad():
-        ours = model.bert(**batch, output_hidden_states=True, output_attentions=True)
+        ours = model.bert(**batch, output_hidden_states=True, output_attentions=True, return_dict=True)
         theirs = reference.bert(**batch, output_hidden_states=True, output_attentions=True)
         compare_outputs(ours, theirs, batch["attention_mask"], label)
-        ours, theirs = model(**batch), reference(**batch)
+        ours, theirs = model(**batch, **asked), reference(**batch, **asked)
     assert_close(ours.prediction_logits, theirs.prediction_logits, f"{label} masked-LM logits (every position)")
     assert_close(ours.seq_relationship_logits, theirs.seq_relationship_logits, f"{label} NSP logits")
 

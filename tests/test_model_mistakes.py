@@ -6,6 +6,7 @@ against transformers' own module tree."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -70,6 +71,59 @@ def test_model_called_on_word_pieces_says_convert_them(model, tokenizer):
         model(["I love Paris", "I was thirsty!"])
 
 
+def test_multiple_choice_checks_its_inputs_as_the_model_does(minilm_dir, tokenizer):
+    """BertForMultipleChoice flattens (B, C, T) to rows for the encoder: its inputs are checked first,
+    so text and the tokenizer's whole output get the model's InputTypeError, and shapes are named as
+    passed, (B, C, T), not as the flattened (B·C, T)."""
+    from minibert import BertForMultipleChoice
+
+    choices = BertForMultipleChoice.from_pretrained(minilm_dir, new_heads=True)
+    batch = tokenizer(["a question"] * 3, ["one", "two", "three"], padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"][None], batch["attention_mask"][None]  # (1, 3, T)
+    with pytest.raises(InputTypeError, match=re.escape("tokenize first")):
+        choices("I love Paris")
+    with pytest.raises(InputTypeError, match=re.escape("unpack it: model(**batch)")):
+        choices(batch)
+    with pytest.raises(InputTypeError, match="is a list of strings"):
+        choices([["a question", "one"]])
+    shape = tuple(ids.shape)
+    wrong = f"attention_mask has shape {tuple(mask[0].shape)} but input_ids has {shape}"
+    with pytest.raises(ValueError, match=re.escape(wrong)):
+        choices(ids, attention_mask=mask[0])
+    for empty in (ids[:, :0], ids[..., :0]):
+        named = f"(batch, choices, tokens), each at least 1, got {tuple(empty.shape)}"
+        with pytest.raises(ValueError, match=re.escape(named)):
+            choices(empty)
+    assert choices(ids, attention_mask=mask).logits.shape == (1, 3)  # the right call still runs
+
+
+def test_extended_masks_are_taken_as_transformers_takes_them_and_masks_per_query_refused(minilm_dir, model, tokenizer):
+    """transformers adds a (B, 1, 1, T) float mask of 0 and the dtype's minimum to the scores
+    (model.get_extended_attention_mask's): minibert reads it as the (B, T) mask it stands for, the
+    same numbers as transformers on it (1e-5: fp32 sums in another order). A mask per query (3-D,
+    4-D (B, 1, T, T)), other additive values (they weigh keys, not hide them) and a boolean 4-D mask
+    (transformers' eager and sdpa attention read it differently) are refused, saying what is taken."""
+    import transformers
+
+    batch = tokenizer(["I love Paris", "I was thirsty, so I drank some water"], padding=True, return_tensors="pt")
+    mask = batch["attention_mask"]
+    extended = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min  # (B, 1, 1, T)
+    reference = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
+    with torch.no_grad():
+        theirs = reference(batch["input_ids"], attention_mask=extended).last_hidden_state
+        ours = model(batch["input_ids"], attention_mask=extended).last_hidden_state
+        plain = model(batch["input_ids"], attention_mask=mask).last_hidden_state
+    real = mask.bool()
+    worst = float((ours - theirs)[real].abs().max())
+    assert worst <= 1e-5, f"extended mask: max |Δ| {worst:.2e} against transformers"
+    assert torch.equal(ours, plain)
+    tokens = mask.shape[1]
+    for wrong in (mask[:, None, :].expand(-1, tokens, -1), mask[:, None, None, :].expand(-1, 1, tokens, -1).float(),
+                  (1.0 - mask[:, None, None, :].float()) * -10000.0, mask[:, None, None, :].bool()):  # fmt: skip
+        with pytest.raises(ValueError, match="takes one value per token.*a mask per query .3-D or 4-D. is not taken"):
+            model(batch["input_ids"], attention_mask=wrong)
+
+
 # ----------------------------------------------------------------------------- a file where a folder is taken
 
 
@@ -81,20 +135,67 @@ def test_from_pretrained_on_a_file_says_pass_its_folder(minilm_dir, load, filena
     assert repr(str(minilm_dir)) in str(raised.value)  # the folder to pass, spelled out
 
 
-def test_a_call_option_set_on_the_config_says_where_it_goes(minilm_dir, model):
-    # model.config.output_hidden_states = True, which transformers' forward reads and minibert's does not
-    # (from_pretrained(..., output_hidden_states=True) is taken: tests/test_heads_tutorial_names.py)
-    for name in ("output_hidden_states", "output_attentions"):
-        with pytest.raises(TransformersNameError, match=re.escape(f"ask in the call: model(**batch, {name}=True)")):
-            setattr(model.config, name, True)
-        assert not hasattr(model.config, name)
+def _output_form(output) -> list:
+    """What a call returned, comparable across libraries: a tuple's length and each item's kind, or
+    an output object's field names."""
+    if isinstance(output, tuple):
+        return ["tuple", *(type(item).__name__ for item in output)]
+    return list(output.keys())
+
+
+@pytest.mark.parametrize("where", ["config.json", "from_pretrained", "set on the config"])
+def test_the_configs_call_defaults_decide_what_a_call_returns_as_in_transformers(tmp_path, where):
+    """transformers keeps output_hidden_states, output_attentions and return_dict in the config as the
+    default of each call: set on it, given to from_pretrained, or read from a config.json that
+    transformers saved after loading with them. minibert does the same (they used to be ignored:
+    tuples unpacked as field names, hidden states missing), the call's own argument wins, and
+    save_pretrained writes them; its own callers (the Embedder) are not changed by them."""
+    import transformers
+
+    from minibert import BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=37, num_labels=3)  # fmt: skip
+    transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "plain")
+    options = {"output_hidden_states": True, "output_attentions": True, "return_dict": False}
+    folder = tmp_path / "plain"
+    if where == "config.json":
+        folder = tmp_path / "saved"
+        loaded = transformers.BertForSequenceClassification.from_pretrained(tmp_path / "plain", **options)
+        loaded.save_pretrained(folder)
+    keywords = options if where == "from_pretrained" else {}
+    theirs = transformers.BertForSequenceClassification.from_pretrained(folder, attn_implementation="eager", **keywords)
+    ours = BertForSequenceClassification.from_pretrained(folder, **keywords)
+    if where == "set on the config":
+        for name, value in options.items():
+            setattr(theirs.config, name, value)
+            setattr(ours.config, name, value)
+    ids, labels = torch.tensor([[2, 5, 7, 3], [2, 9, 3, 0]]), torch.tensor([0, 2])
+    mask = (ids != 0).long()
+    for call in ({}, {"labels": labels}, {"return_dict": True}, {"output_hidden_states": False}):
+        got, expected = ours(ids, attention_mask=mask, **call), theirs(ids, attention_mask=mask, **call)
+        assert _output_form(got) == _output_form(expected), f"{where}, call {sorted(call)}"
+    loss, logits, hidden_states, attentions = ours(ids, attention_mask=mask, labels=labels)
+    assert len(hidden_states) == 3 and len(attentions) == 2 and logits.shape == (2, 3) and loss.dim() == 0
+    ours.save_pretrained(tmp_path / "ours")
+    saved = json.loads((tmp_path / "ours" / "config.json").read_text())
+    assert {name: saved.get(name) for name in options} == options
+    with pytest.raises(ValueError, match='config.return_dict must be True or False, got "no"'):
+        ours.config.return_dict = "no"
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"word{n}" for n in range(94))]
+    for saved_folder in (tmp_path / "plain", tmp_path / "ours"):
+        (saved_folder / "vocab.txt").write_text("\n".join(vocabulary) + "\n")
+    texts = ["word1 word2 word3", "word4"]
+    plain, with_defaults = (Embedder.from_pretrained(tmp_path / name).embed(texts) for name in ("plain", "ours"))
+    assert (plain == with_defaults).all(), "the Embedder's own call was changed by the config's call defaults"
 
 
 def test_a_config_setting_that_would_change_nothing_is_refused(model):
     """Setting a config.json field minibert does not read after the model is built (a typo, a decoder,
-    return_dict, the classifier's dropout) would change nothing and not be saved: each is refused,
+    use_return_dict, the classifier's dropout) would change nothing and not be saved: each is refused,
     saying what to do instead; what it reads (problem_type, id2label, ...) is taken (tests/test_heads.py)."""
-    for name, value, words in (("return_dict", False, "model(**batch, return_dict=False)"),
+    for name, value, words in (("use_return_dict", False, "set config.return_dict"),
                                ("is_decoder", True, "minibert computes only is_decoder = False"),
                                ("classifier_dropout", 0.2, "from_pretrained(path, classifier_dropout=0.2)"),
                                ("hidden_dropout", 0.2, "not a field minibert reads")):  # fmt: skip

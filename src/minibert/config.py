@@ -19,7 +19,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config_fields import IGNORED, INTEGER_RANGES, PROBLEM_TYPES, READABLE, REAL_RANGES, REFUSED_UNLESS, SETTABLE
+from .config_fields import (
+    CALL_DEFAULTS,
+    IGNORED,
+    INTEGER_RANGES,
+    PROBLEM_TYPES,
+    READABLE,
+    REAL_RANGES,
+    REFUSED_UNLESS,
+    SETTABLE,
+)
 from .errors import CheckpointError, TransformersNameError
 from .formats.json_files import parse_json
 
@@ -46,13 +55,18 @@ class BertConfig:
     model_type = "bert"  # transformers' config.model_type (a class attribute, not a field)
 
     def __setattr__(self, name: str, value) -> None:
-        """The dataclass's fields are set as they are. Of config.json's other fields, those the heads
-        read at use (``SETTABLE``: ``problem_type``, ``id2label``, ``label2id``, ``num_labels``) are
-        checked and kept in ``extra``, so that they take effect and ``save_pretrained`` writes them.
-        Any other (``config.output_hidden_states = True``, ``config.is_decoder = True``, a typo) would
-        change nothing minibert computes, nor be saved: refused, naming what to do instead."""
+        """The dataclass's fields are set as they are. Of config.json's other fields, those read at use
+        (``SETTABLE``: the heads' ``problem_type``, ``id2label``, ``label2id``, ``num_labels``; each
+        call's defaults ``output_hidden_states``, ``output_attentions``, ``return_dict``) are checked
+        and kept in ``extra``, so that they take effect and ``save_pretrained`` writes them. Any other
+        (``config.is_decoder = True``, a typo) would change nothing minibert computes, nor be saved:
+        refused, naming what to do instead."""
         if name in _FIELD_NAMES:
             super().__setattr__(name, value)
+        elif name in CALL_DEFAULTS:
+            if not isinstance(value, bool):
+                raise ValueError(f"config.{name} must be True or False, got {_short(value)}")
+            self._update_extra(**{name: value})
         elif name in SETTABLE:
             getattr(self, f"_set_{name}")(value)
         else:
@@ -117,6 +131,9 @@ class BertConfig:
                     f"config field {name} = {_short(self.extra[name])}: {meaning}; minibert refuses it "
                     "rather than compute something else"
                 )
+        for name in CALL_DEFAULTS:
+            if self.extra.get(name) is not None and not isinstance(self.extra[name], bool):
+                raise ValueError(f"field {name} = {_short(self.extra[name])}: must be true or false")
         self.check_domains()
 
     def check_domains(self) -> None:
@@ -248,12 +265,8 @@ def labels_by_id(extra: dict) -> tuple[dict[int, str], str | None]:
 
 def _why_not(name: str) -> str:
     """Why setting ``config.<name>`` is refused, and what to write instead."""
-    if name in ("output_hidden_states", "output_attentions", "return_dict", "use_return_dict"):
-        value = "False" if "return_dict" in name else "True"
-        return (
-            f"it would change nothing (the model's call decides); ask in the call: model(**batch, "
-            f"{name.replace('use_', '')}={value})"
-        )
+    if name == "use_return_dict":
+        return "it is read from return_dict (as transformers' property is): set config.return_dict"
     if name == "classifier_dropout":
         return (
             "the head's dropout is built when the model is (model.dropout); give it when loading: "

@@ -11,6 +11,10 @@ tests/test_model_config.py checks the accounting against transformers' ``BertCon
 # classification heads' labels (loading/from_pretrained.py; speed/int8.py keeps them when it rebuilds).
 LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifier_dropout")
 
+# transformers' defaults of each call, kept in the config (``config.output_hidden_states = True``,
+# or config.json's): a call that names them decides (pretrained.py: PretrainedBert.__call__).
+CALL_DEFAULTS = ("output_hidden_states", "output_attentions", "return_dict")
+
 # Fields of config.json that read as attributes (``config.is_decoder``), as transformers' config has
 # them: config.json's value, else transformers' default (position_embedding_type and finetuning_task,
 # which transformers 5 has only when config.json does: what minibert computes, and None). ``model_type``
@@ -24,6 +28,8 @@ READABLE = {
     "tie_word_embeddings": True,
     "use_cache": True,
     "return_dict": True,
+    "output_hidden_states": False,
+    "output_attentions": False,
     "chunk_size_feed_forward": 0,
     "problem_type": None,
     "classifier_dropout": None,
@@ -34,7 +40,7 @@ READABLE = {
 }
 # The fields that may be set on a built model's config because minibert reads them at use (config.py):
 # the classification heads' labels and their loss.
-SETTABLE = ("problem_type", "id2label", "label2id", "num_labels")
+SETTABLE = ("problem_type", "id2label", "label2id", "num_labels", *CALL_DEFAULTS)
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 # Fields that change nothing minibert computes, and why.
@@ -47,9 +53,9 @@ IGNORED = {
     "torch_dtype": "older name of dtype",
     "use_cache": "key/value caching for decoders, which minibert refuses",
     "chunk_size_feed_forward": "computes the per-token feed-forward in chunks: the same function",
-    "output_attentions": "a default for forward(); minibert's forward arguments decide what is returned",
-    "output_hidden_states": "a default for forward(); minibert's forward arguments decide what is returned",
-    "return_dict": "a default for forward()'s output type",
+    "output_attentions": "the default of each call (its own output_attentions= decides): what is returned",
+    "output_hidden_states": "the default of each call (its own output_hidden_states= decides): what is returned",
+    "return_dict": "the default of each call's output type (its own return_dict= decides)",
     "use_return_dict": "older name of return_dict",
     "torchscript": "export setting",
     "classifier_dropout": "read by the classification heads (heads.py: Labels); the encoder ignores it",

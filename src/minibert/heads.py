@@ -31,6 +31,7 @@ from .activations import activation
 from .config import BertConfig, labels_by_id
 from .config_fields import PROBLEM_TYPES
 from .errors import CheckpointError
+from .inputs import choices_as_rows
 from .loading.transformers_names import TransformersNames
 from .model import BertModel, BertOutput, ModelOutput
 from .pretrained import PretrainedBert
@@ -112,7 +113,7 @@ class BertWithHeads(TransformersNames, PretrainedBert):
         them (the tasks): see BertModel.forward."""
         return self.bert(input_ids, attention_mask, token_type_ids, position_ids,
                          output_hidden_states=output_hidden_states, output_attentions=output_attentions,
-                         skip_padding=skip_padding)  # fmt: skip
+                         skip_padding=skip_padding, return_dict=True)  # fmt: skip
 
     def _on_device(self, labels) -> torch.Tensor:
         return torch.as_tensor(labels).to(self.device)
@@ -384,16 +385,8 @@ class BertForMultipleChoice(BertWithClassifier):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        input_ids = torch.as_tensor(input_ids)
-        if input_ids.dim() != 3:
-            raise ValueError(f"input_ids must have shape (batch, choices, tokens), got {tuple(input_ids.shape)}")
-        choices = input_ids.shape[1]
-
-        def flat(value):  # (B, C, T) -> (B·C, T)
-            return None if value is None else torch.as_tensor(value).reshape(-1, input_ids.shape[-1])
-
-        out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
-                          output_hidden_states, output_attentions, skip_padding)  # fmt: skip
+        choices, rows = choices_as_rows(input_ids, attention_mask, token_type_ids, position_ids)  # (B·C, T) each
+        out = self.encode(*rows, output_hidden_states, output_attentions, skip_padding)
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, choices)  # (B·C, 1) -> (B, C)
         loss = None if labels is None else F.cross_entropy(logits, self._on_device(labels).view(-1))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)

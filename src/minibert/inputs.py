@@ -77,10 +77,53 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
         limit = config.type_vocab_size
         _check_range(token_type_ids, "token_type_ids", limit, f"[0, type_vocab_size={limit})")
     if attention_mask is not None:
-        attention_mask = _like_input_ids(attention_mask, "attention_mask", input_ids)
+        attention_mask = _like_input_ids(_per_token(attention_mask, input_ids), "attention_mask", input_ids)
         if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
             raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
     return input_ids, attention_mask, token_type_ids
+
+
+def _per_token(attention_mask, input_ids: torch.Tensor):
+    """transformers' extended mask, (B, 1, 1, T) added to the scores: 0 where a key is attended to and
+    the dtype's minimum where not (``model.get_extended_attention_mask``'s), as the (B, T) mask of 1 and
+    0 it stands for. Any other mask with more than two dimensions (a mask per query, (B, T, T) or
+    (B, 1, T, T); other additive values, which weigh keys rather than hide them; a boolean one, which
+    transformers' eager and sdpa attention read differently) is a ValueError saying what is taken."""
+    mask = _as_tensor(attention_mask, "attention_mask")
+    if mask.dim() <= 2:
+        return mask
+    batch, tokens = input_ids.shape
+    lowest = torch.finfo(mask.dtype).min if mask.dtype.is_floating_point else None
+    if mask.shape == (batch, 1, 1, tokens) and lowest is not None and bool(((mask == 0) | (mask == lowest)).all()):
+        return (mask == 0).reshape(batch, tokens).long()  # (B, 1, 1, T) additive -> (B, T) of 1 and 0
+    raise ValueError(
+        f"attention_mask has shape {tuple(mask.shape)} ({mask.dtype}); minibert takes one value per token, the "
+        f"tokenizer's (batch, tokens) = ({batch}, {tokens}) mask of 1 (real token) and 0 (padding), or transformers' "
+        f"extended (batch, 1, 1, tokens) float mask of 0 and the dtype's minimum; a mask per query (3-D or 4-D) "
+        "is not taken"
+    )
+
+
+def choices_as_rows(input_ids, *others) -> tuple[int, list]:
+    """BertForMultipleChoice's inputs, (B, C, T) each, as the encoder's rows (B·C, T): checked as the
+    caller passed them first, so that a mistake is named in their shape (text, the tokenizer's whole
+    output, ragged lists, a tensor of another shape). ``others`` (attention_mask, token_type_ids,
+    position_ids) may be None; position_ids may also be (T,) for every row, as the encoder takes it.
+    Returns C and the rows."""
+    input_ids = _as_int64(_as_tensor(input_ids, "input_ids"), "input_ids")
+    if input_ids.dim() != 3 or 0 in input_ids.shape:
+        shape = tuple(input_ids.shape)
+        raise ValueError(f"input_ids must have shape (batch, choices, tokens), each at least 1, got {shape}")
+    rows = [input_ids.reshape(-1, input_ids.shape[-1])]  # (B, C, T) -> (B·C, T)
+    for name, value in zip(("attention_mask", "token_type_ids", "position_ids"), others):
+        if value is None or (name == "position_ids" and _as_tensor(value, name).dim() == 1):
+            rows.append(value)
+            continue
+        tensor = _as_tensor(value, name)
+        if tensor.shape != input_ids.shape:
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has {tuple(input_ids.shape)}")
+        rows.append(tensor.reshape(rows[0].shape))
+    return input_ids.shape[1], rows
 
 
 def _position_ids(config: BertConfig, position_ids, input_ids: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,11 @@ from torch import nn
 
 from .inputs import OLD_ARGUMENTS
 
+# What minibert's own callers (the Embedder, the tasks, training) ask of a model, whatever its config's
+# call defaults say: a folder saved by transformers with output_attentions=True or return_dict=False
+# would otherwise turn the fast path off, or give them tuples.
+AS_ASKED = {"return_dict": True, "output_attentions": False, "output_hidden_states": False}
+
 
 class PretrainedBert(nn.Module):
     config: object  # BertConfig
@@ -36,10 +41,11 @@ class PretrainedBert(nn.Module):
     def __call__(self, *args, **kwargs):
         """nn.Module's call, with transformers' call options around it: ``return_dict=False`` gives
         the output as a tuple (``return_dict=True``, the default, the output object, which indexes as
-        one too); ``output_hidden_states`` / ``output_attentions`` given to ``from_pretrained`` are
-        the defaults of each call. pytorch-pretrained-bert's ``output_all_encoded_layers=`` is
-        answered with today's spelling, and transformers' ``head_mask=None`` / ``inputs_embeds=None`` dropped (any
-        other value of them refused: inputs.py)."""
+        one too); the config's ``output_hidden_states`` / ``output_attentions`` / ``return_dict``
+        (config.json's, or given to ``from_pretrained``, or set) are the defaults of each call.
+        pytorch-pretrained-bert's ``output_all_encoded_layers=`` is answered with today's spelling, and
+        transformers' ``head_mask=None`` / ``inputs_embeds=None`` dropped (any other value of them
+        refused: inputs.py)."""
         if kwargs.keys() & set(OLD_ARGUMENTS):
             from .inputs import refuse_old_arguments
 
@@ -49,8 +55,13 @@ class PretrainedBert(nn.Module):
             from .errors import InputTypeError
 
             raise InputTypeError(f"return_dict must be True or False, got {return_dict!r}")
-        for name, value in getattr(self, "_call_defaults", {}).items():
-            kwargs.setdefault(name, value)
+        defaults = self.config.extra  # transformers' call defaults kept in the config (config_fields.CALL_DEFAULTS)
+        if defaults.get("output_hidden_states"):
+            kwargs.setdefault("output_hidden_states", True)
+        if defaults.get("output_attentions"):
+            kwargs.setdefault("output_attentions", True)
+        if return_dict is None:
+            return_dict = defaults.get("return_dict", True)
         output = super().__call__(*args, **kwargs)
         return output.to_tuple() if return_dict is False else output
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..pretrained import evaluating
+from ..pretrained import AS_ASKED, evaluating
 from .batches import length_sorted_batches
 from .options import EmbedOptions
 from .pooling import combine_layers, pool
@@ -69,7 +69,8 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
         if on_gpu:  # pinned: checked here on the CPU, then copied without waiting for the GPU's last batch
             input_ids, attention_mask = input_ids.pin_memory(), attention_mask.pin_memory()
         with torch.inference_mode():
-            out = model(input_ids, attention_mask, output_hidden_states=layers != [-1], skip_padding=True)
+            asked = {**AS_ASKED, "output_hidden_states": layers != [-1]}
+            out = model(input_ids, attention_mask, skip_padding=True, **asked)
             if layers == [-1]:  # pooling reads real tokens only: the padding's rows are never used
                 states = out.last_hidden_state.float()
             else:

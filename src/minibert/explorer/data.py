@@ -146,7 +146,7 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
     model = loaded.masked_lm if loaded.masked_lm is not None else encoder  # the encoder, with the head if any
     with evaluating(model), torch.inference_mode():  # one forward pass as inference runs it: dropout off
         out = encoder(ids.to(encoder.device), token_type_ids=token_types.to(encoder.device),
-                      output_hidden_states=True, output_attentions=True)  # fmt: skip
+                      output_hidden_states=True, output_attentions=True, return_dict=True)  # fmt: skip
         attention = torch.cat(out.attentions).float().cpu().numpy()  # L × (1, A, T, T) → (L, A, T, T)
         hidden = torch.cat(out.hidden_states)  # (L + 1) × (1, T, H) → (L + 1, T, H)
         guesses = None

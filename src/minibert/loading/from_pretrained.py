@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from ..config import BertConfig
-from ..config_fields import LABEL_FIELDS
+from ..config_fields import CALL_DEFAULTS, LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
 from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
@@ -153,6 +153,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         if "id2label" in label_config and "label2id" not in label_config:
             config.extra.pop("label2id", None)  # config.json's, for its own labels: the inverse of those given
         config.extra.update(label_config)
+    config.extra.update(call_defaults)
     model = _build_on_meta(cls, config, config_file, add_pooling_layer)
     # labels given to a classifier say a new head is wanted, if the checkpoint has none (transformers' rule)
     new_heads = new_heads or hasattr(model, "classifier") and any(field in label_config for field in LABEL_COUNT_FIELDS)
@@ -166,7 +167,6 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     release = _releaser(pages)
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
-    model._call_defaults = call_defaults
     model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
     if device is not None:
         model.to(device)
@@ -276,21 +276,17 @@ def _as_in_the_file(name: str) -> str:
         return name
 
 
-CALL_OPTIONS = ("output_hidden_states", "output_attentions")
-
-
 def _call_defaults(options: dict) -> dict[str, bool]:
-    """``output_hidden_states`` / ``output_attentions`` given to ``from_pretrained`` (taken out of
-    ``options``): transformers keeps them in the config as the calls' defaults; minibert keeps them
-    on the model, and ``PretrainedBert.__call__`` passes them to each call that does not name them."""
+    """``output_hidden_states`` / ``output_attentions`` / ``return_dict`` given to ``from_pretrained``
+    (taken out of ``options``): as transformers, they replace config.json's, the defaults of each call
+    (``PretrainedBert.__call__`` reads them from the config), and are saved with it."""
     defaults = {}
-    for name in CALL_OPTIONS:
+    for name in CALL_DEFAULTS:
         if name in options:
             value = options.pop(name)
             if not isinstance(value, bool):
                 raise InputTypeError(f"from_pretrained(): {name} must be True or False, got {value!r}")
-            if value:
-                defaults[name] = value
+            defaults[name] = value
     return defaults
 
 

@@ -22,7 +22,7 @@ import torch
 from ..errors import ModelNotFoundError
 from ..heads import BertForMaskedLM, BertForNextSentencePrediction, BertForPreTraining
 from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, bundled_path
-from ..pretrained import evaluating
+from ..pretrained import AS_ASKED, evaluating
 from .loading import load_for_task, warn_if_cut
 
 # What the tasks (a warning) and the commands (a line on stderr) say when they use the bundled toy.
@@ -116,7 +116,7 @@ def _fill_one(bert, tokenizer, text: str, top_k: int, target_ids: torch.Tensor |
     warn_if_cut("fill_mask", len(pieces), limit, f"the {tokenizer.mask_token}s are before the cut")
     batch = tokenizer(text, truncation=True, max_length=limit, return_tensors="pt")
     with evaluating(bert), torch.inference_mode():  # dropout off, the model's mode put back after
-        out = bert(**batch)
+        out = bert(**batch, **AS_ASKED)
         logits = (out.prediction_logits if hasattr(out, "prediction_logits") else out.logits)[0].float()  # (T, V)
     ids = batch["input_ids"][0].tolist()
     answers = []
@@ -143,7 +143,7 @@ def next_sentence(first: str, second: str, *, model=None, device=None) -> float:
     warn_if_cut("next_sentence", pieces, limit, "the longer text loses its end first")
     batch = tokenizer(first, second, truncation=True, max_length=limit, return_tensors="pt")
     with evaluating(bert), torch.inference_mode():  # dropout off, the model's mode put back after
-        out = bert(**batch)
+        out = bert(**batch, **AS_ASKED)
         logits = getattr(out, "seq_relationship_logits", None)
         logits = (out.logits if logits is None else logits)[0].float()  # index 0 = "is next"
     return float(logits.softmax(-1)[0])

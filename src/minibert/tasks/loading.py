@@ -20,7 +20,7 @@ import torch
 from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
 from ..loading.devices import check_model_is_on, placement
-from ..pretrained import evaluating
+from ..pretrained import AS_ASKED, evaluating
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
 loading_lock = threading.Lock()  # two threads asking for the same model load it once
@@ -125,7 +125,7 @@ def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, lis
                               return_tensors="pt")  # fmt: skip
         with torch.inference_mode():
             inputs = {key: value.to(model.device) for key, value in batch.items()}
-            out = model(**inputs, skip_padding=True)  # each row is cut to its own length below
+            out = model(**inputs, skip_padding=True, **AS_ASKED)  # each row is cut to its own length below
         return chosen, {field: getattr(out, field).float().cpu().numpy() for field in fields}
 
     results: list[dict[str, np.ndarray]] = [{} for _ in lengths]

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from ...heads import BertForQuestionAnswering
 from ...loading.names import ANSWER_WEIGHTS
-from ...pretrained import evaluating
+from ...pretrained import AS_ASKED, evaluating
 from .features import Features
 from .finetuning import Finetuning
 from .head import checkpoint_tensors, draw_new_head, load_vocabulary
@@ -84,7 +84,7 @@ def answer_logits(model, features: SquadFeatures, batch_size: int = 64) -> dict[
             rows = np.arange(start, min(start + batch_size, len(features)))
             tensors = [torch.from_numpy(np.ascontiguousarray(a[rows]))
                        for a in (features.input_ids, features.input_mask, features.segment_ids)]  # fmt: skip
-            out = model(*tensors)
+            out = model(*tensors, **AS_ASKED)
             for row, starts, ends in zip(rows, out.start_logits.float().tolist(), out.end_logits.float().tolist()):
                 logits[features.windows[row].unique_id] = (starts, ends)
     return logits
@@ -126,7 +126,7 @@ class Answer(Finetuning):
         """SQuAD's loss (``run_squad.create_model``/``model_fn``): a start and an end score per position
         (``qa_outputs``, no dropout), cross-entropy of each against its position over all T positions,
         (start + end) / 2, summed and divided by the global batch size. ``label_ids`` (B, 2): start, end."""
-        out = model.bert(piece["input_ids"], piece["input_mask"], piece["segment_ids"], use_fast_path=False)
+        out = model.bert(piece["input_ids"], piece["input_mask"], piece["segment_ids"], use_fast_path=False, **AS_ASKED)
         logits = model.qa_outputs(out.last_hidden_state).float()  # (B, T, 2)
         start_logits, end_logits = logits.unbind(-1)  # (B, T) each
         starts, ends = piece["label_ids"].unbind(-1)  # (B,) each

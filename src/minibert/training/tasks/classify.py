@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from ...errors import DataError
 from ...loading.head_labels import shown_labels
+from ...pretrained import AS_ASKED
 from .examples import check_labels, label_list, read_examples
 from .features import make_features
 from .finetuning import Finetuning
@@ -69,7 +70,7 @@ class Classify(Finetuning):
         batch — with about half the work on typical sentence-pair batches
         (tests/test_training_finetune_padding.py)."""
         out = model.bert(piece["input_ids"], piece["input_mask"], piece["segment_ids"], use_fast_path=True,
-                         skip_padding=True)  # fmt: skip
+                         skip_padding=True, **AS_ASKED)  # fmt: skip
         return model.classifier(model.dropout(out.pooler_output)).float()
 
     def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:

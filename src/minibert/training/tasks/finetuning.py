@@ -26,7 +26,7 @@ from ...errors import DataError
 from ...formats.atomic_files import write_atomically
 from ...heads import BertForSequenceClassification
 from ...loading.head_labels import shown_labels
-from ...pretrained import evaluating
+from ...pretrained import AS_ASKED, evaluating
 from . import PROBLEMS
 from .head import check_sequence_length, load_classifier
 from .order import ORDER_FILE, TrainingOrder
@@ -116,7 +116,7 @@ def predict(model, features, batch_size: int = 64) -> np.ndarray:
             batch = features.batch(np.arange(start, min(start + batch_size, len(features))))
             tensors = {name: torch.from_numpy(np.ascontiguousarray(batch[name])).to(model.device)
                        for name in ("input_ids", "input_mask", "segment_ids")}  # fmt: skip
-            out = model(tensors["input_ids"], tensors["input_mask"], tensors["segment_ids"]).logits
+            out = model(tensors["input_ids"], tensors["input_mask"], tensors["segment_ids"], **AS_ASKED).logits
             out = out.float().cpu().numpy()
             if out.ndim == 3:  # tags (B, T', K): the batch was cut to its longest row; back to T columns
                 out = np.pad(out, ((0, 0), (0, features.input_ids.shape[1] - out.shape[1]), (0, 0)))

@@ -33,6 +33,7 @@ from ...config import BertConfig
 from ...errors import DataError
 from ...heads import BertForPreTraining
 from ...loading.checkpoint_files import find_checkpoint
+from ...pretrained import AS_ASKED
 from ...speed.seam import speed_up
 from ...tokenizer import BertTokenizer
 from .order import InstanceOrder
@@ -81,7 +82,7 @@ class Pretraining(Task):
         (B, P, V) score tensor instead of (B, T, V). The encoder runs its plain path: the fast path's
         packing (speed/fast_path.py) gathers and scatters tokens, and in the backward pass those cost
         more than the padding they skip."""
-        out = model.bert(piece["input_ids"], piece["input_mask"], piece["segment_ids"], use_fast_path=False)
+        out = model.bert(piece["input_ids"], piece["input_mask"], piece["segment_ids"], use_fast_path=False, **AS_ASKED)
         hidden = out.last_hidden_state  # (B, T, H)
         positions = piece["masked_lm_positions"]  # (B, P)
         gathered = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))  # (B, P, H)

@@ -45,6 +45,7 @@ from ...heads import (  # -100: a piece no loss or figure reads (transformers' i
     BertForTokenClassification,
 )
 from ...loading.head_labels import shown_labels
+from ...pretrained import AS_ASKED
 from ..pretraining_data.full_tokenizer import PretrainingVocabulary
 from .examples import read_labelled_text
 from .features import Features
@@ -188,7 +189,7 @@ class Tag(Finetuning):
     def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
         """Real tokens only, as classify's: a [PAD] piece is never labelled."""
         out = model.bert(piece["input_ids"], piece["input_mask"], piece["segment_ids"], use_fast_path=True,
-                         skip_padding=True)  # fmt: skip
+                         skip_padding=True, **AS_ASKED)  # fmt: skip
         logits = model.classifier(model.dropout(out.last_hidden_state)).float()  # (B, T, K)
         labels = piece["label_ids"]  # (B, T), -100 where no label counts
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX,
