@@ -57,15 +57,15 @@ def compare_with_transformers(
     real = batch["attention_mask"].bool()
     rows = []
     with torch.inference_mode():
-        a = ours(**batch, output_hidden_states=True, output_attentions=True)
-        b = theirs(**batch, output_hidden_states=True, output_attentions=True)
+        every = {"output_hidden_states": True, "output_attentions": True, "return_dict": True}  # whatever config says
+        a, b = ours(**batch, **every), theirs(**batch, **every)
         for index, (x, y) in enumerate(zip(a.hidden_states, b.hidden_states)):
             rows.append(("embeddings" if index == 0 else f"layer {index}", _max_diff(x[real], y[real])))
         rows.append(("pooler_output", _max_diff(a.pooler_output, b.pooler_output)))
         for index, (x, y) in enumerate(zip(a.attentions, b.attentions)):
             rows.append((f"attention {index + 1}", _max_diff(x.transpose(1, 2)[real], y.transpose(1, 2)[real])))
         if heads:
-            c, d = ours_full(**batch), theirs_full.eval()(**batch)
+            c, d = ours_full(**batch, return_dict=True), theirs_full.eval()(**batch, return_dict=True)
             rows.append(("masked-LM logits", _max_diff(c.prediction_logits[real], d.prediction_logits[real])))
             rows.append(("next-sentence logits", _max_diff(c.seq_relationship_logits, d.seq_relationship_logits)))
     return rows

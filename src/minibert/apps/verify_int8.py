@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from ..heads import BertForSequenceClassification
 from ..model import BertModel
+from ..pretrained import AS_ASKED
 from ..speed.int8_check import CALIBRATION_TEXTS, COSINE_FLOOR, sentence_vectors
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -52,14 +53,16 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
     exact = cls.from_pretrained(name_or_path, gemm=gemm)
     real = batch["attention_mask"].bool()  # (B, T)
     with torch.inference_mode():
-        a = getattr(exact, "bert", exact)(**batch, output_hidden_states=True).hidden_states
-        b = getattr(approximate, "bert", approximate)(**batch, output_hidden_states=True).hidden_states
+        asked = {**AS_ASKED, "output_hidden_states": True}  # whatever the checkpoint's config says
+        a = getattr(exact, "bert", exact)(**batch, **asked).hidden_states
+        b = getattr(approximate, "bert", approximate)(**batch, **asked).hidden_states
         layers = [("embeddings" if index == 0 else f"layer {index}", (x[real] - y[real]).abs().max().item(),
                    x[real].abs().max().item()) for index, (x, y) in enumerate(zip(a, b))]  # fmt: skip
         cosines = F.cosine_similarity(sentence_vectors(exact, batch), sentence_vectors(approximate, batch), dim=1)
         changed = None
         if classifier:
-            changed = int((exact(**batch).logits.argmax(-1) != approximate(**batch).logits.argmax(-1)).sum())
+            exact_logits, approximate_logits = (model(**batch, **AS_ASKED).logits for model in (exact, approximate))
+            changed = int((exact_logits.argmax(-1) != approximate_logits.argmax(-1)).sum())
     return Int8Report(texts, cosines.tolist(), layers, changed)
 
 

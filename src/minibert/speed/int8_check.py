@@ -173,7 +173,8 @@ def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=N
     hooks = [layer.register_forward_hook(give_back) for layer in (encoder_layers(body) if release else [])]
     try:
         with torch.inference_mode():
-            states = body(**batch).last_hidden_state.float()  # (B, T, H)
+            out = body(**batch, return_dict=True, output_hidden_states=False, output_attentions=False)  # not config's
+            states = out.last_hidden_state.float()  # (B, T, H)
     finally:
         for hook in hooks:
             hook.remove()
