@@ -369,3 +369,44 @@ def test_the_public_spellings_from_before_embed_options_still_work(embedder):
     assert embedder.dimension(pooling="mean_max", layers=[-1, -2], layer_combine="sum") == 2 * 384
     with pytest.raises(TypeError, match="must be an EmbedOptions"):
         embedder.embed_with_report(texts, {"pooling": "mean"})
+
+
+@pytest.fixture(scope="module")
+def long_model(tmp_path_factory, vocab_file):
+    """A random BERT of 1024 positions saved by transformers, with a vocab.txt and no
+    tokenizer_config.json: its tokenizer has transformers' "no limit" (model_max_length int(1e30))."""
+    folder = tmp_path_factory.mktemp("long1024")
+    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+                                     max_position_embeddings=1024)  # fmt: skip
+    torch.manual_seed(0)
+    transformers.BertModel(config).save_pretrained(folder)
+    (folder / "vocab.txt").write_bytes(vocab_file.read_bytes())
+    return folder
+
+
+def test_a_tokenizer_without_a_length_reads_past_512_as_transformers(long_model):
+    """truncation=True cut such a text at 512 (minibert's old default) where transformers does not
+    cut: other ids and another pooled vector, without a word."""
+    text = "word " * 800
+    mine = BertTokenizer.from_pretrained(long_model)(text, truncation=True, return_tensors="pt")
+    theirs = transformers.BertTokenizerFast.from_pretrained(str(long_model))(text, truncation=True, return_tensors="pt")
+    assert mine["input_ids"].shape == theirs["input_ids"].shape == (1, 802)
+    assert torch.equal(mine["input_ids"], theirs["input_ids"])
+    with torch.no_grad():
+        got = BertModel.from_pretrained(long_model)(**mine)
+        want = transformers.BertModel.from_pretrained(str(long_model)).eval()(**theirs)
+    assert_close(got.last_hidden_state, want.last_hidden_state, "last_hidden_state, 802 tokens", 1e-5)
+    assert_close(got.pooler_output, want.pooler_output, "pooler_output, 802 tokens", 1e-5)
+
+
+def test_an_embedder_without_a_tokenizer_length_reads_the_models_positions_as_sentence_transformers(long_model):
+    """sentence-transformers caps the tokenizer's length at max_position_embeddings: 1024 here (the
+    Embedder took the tokenizer's 512, and nothing like a 1e30-token allocation now)."""
+    st = pytest.importorskip("sentence_transformers")
+    reference = st.SentenceTransformer(str(long_model), device="cpu")
+    embedder = Embedder.from_pretrained(long_model)
+    assert embedder.max_length == reference.max_seq_length == 1024
+    texts = ["word " * 1100, "word " * 700, "a short text"]
+    with pytest.warns(UserWarning, match="1 of 3 texts are longer than max_length=1024 tokens and were truncated"):
+        got = embedder.embed(texts)
+    assert_close(got, reference.encode(texts), "mean embeddings, texts past 512 tokens", 1e-5)

@@ -10,7 +10,7 @@ them), each giving transformers' numbers:
 * ``model(..., return_dict=True)``: the output object; ``return_dict=False``: transformers' tuple.
 * the output object is a mapping of the fields computed, as transformers' ModelOutput: the same keys
   in the same order, ``in``, ``len``, ``dict(out)``, ``get``, ``out[0]``, ``out[1:]``, ``to_tuple()``,
-  for the encoder and every head.
+  ``keys()`` printed as there, for the encoder and every head.
 
 Bounds: 1e-5 beyond fp32's own rounding at MiniLM's depth, as transformers measures it against
 float64 (helpers.bound_from_exact), as in tests/test_model.py.
@@ -145,6 +145,11 @@ def test_the_output_is_a_mapping_as_transformers(minilm_dir, batch, tmp_path, na
     assert isinstance(got, collections.abc.Mapping) and isinstance(want, collections.abc.Mapping)
     assert list(got) == list(got.keys()) == list(dict(got)) == list(want.keys()), (list(got), list(want))
     assert len(got) == len(want) and [key for key, _ in got.items()] == list(want)
+    assert repr(got.keys()) == repr(want.keys())  # odict_keys(['logits', ...]), not the whole output printed
+    for view in ("values", "items"):  # the tensors themselves, as there, each once (not the output around them)
+        printed, reference = repr(getattr(got, view)()), repr(getattr(want, view)())
+        assert printed.split("(", 2)[:2] == reference.split("(", 2)[:2] and type(got).__name__ not in printed, view
+        assert printed.count("tensor(") == reference.count("tensor("), view
     for key in ("loss", "logits", "hidden_states", "attentions", "pooler_output", "last_hidden_state", 0):
         assert (key in got) == (key in want), key
         assert (got.get(key) is None) == (want.get(key) is None), key

@@ -163,6 +163,42 @@ def test_classify_refuses_what_it_would_get_wrong(make):
         minibert.classify("a", model=make("BertForTokenClassification", num_labels=3))
 
 
+def test_a_tokenizer_without_a_length_is_read_up_to_the_models_positions(make, tmp_path):
+    """A model of 600 positions whose folder gives no model_max_length (transformers' "no limit",
+    int(1e30)): truncation=True cuts at the model's 600 positions, where sentence-transformers caps
+    the tokenizer (min(model_max_length, max_position_embeddings)); minibert cut at 512, the length
+    it gave such a tokenizer. The pipelines are told that cap (they would run the model past it)."""
+    torch.manual_seed(0)
+    labels = dict(id2label=dict(enumerate(NER_LABELS)), label2id={label: i for i, label in enumerate(NER_LABELS)})
+    folders = {}
+    for name, config in (("BertForSequenceClassification", {"num_labels": 1}),
+                         ("BertForTokenClassification", labels)):  # fmt: skip
+        model = getattr(transformers, name)(transformers.BertConfig(**{**TINY, "max_position_embeddings": 600},
+                                                                    **config))  # fmt: skip
+        with torch.no_grad():
+            model.classifier.weight.mul_(40.0)
+        folders[name] = tmp_path / name
+        model.save_pretrained(folders[name])
+        shutil.copy(minilm_tokenizer_dir() / "vocab.txt", folders[name] / "vocab.txt")  # no tokenizer_config.json
+    classifier, tagger = folders["BertForSequenceClassification"], folders["BertForTokenClassification"]
+    text = "word " * 640  # 642 tokens: past 512 and past 600
+    pipeline = transformers.pipeline("text-classification", model=str(classifier))
+    pipeline.tokenizer.model_max_length = 600
+    same(minibert.classify(text, model=classifier, truncation=True), pipeline(text, truncation=True), "cut at 600")
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    reference = sentence_transformers.CrossEncoder(str(classifier))
+    ranker = minibert.CrossEncoder(classifier)
+    assert ranker.max_length == reference.max_seq_length == 600
+    pair = [["a question", "word " * 560], ["a question", "word " * 640]]
+    np.testing.assert_allclose(ranker.predict(pair), reference.predict(pair), atol=SCORE_TOLERANCE, rtol=0)
+    pipeline = transformers.pipeline("token-classification", model=str(tagger), aggregation_strategy="simple")
+    pipeline.tokenizer.model_max_length = 600
+    long_text = " ".join(TEXTS * 20)  # 600 tokens and more
+    with pytest.warns(UserWarning, match="more than the 600 this model takes"):
+        ours = minibert.tag(long_text, model=tagger, aggregation_strategy="simple")
+    same(ours, pipeline(long_text), "tag, cut at 600")
+
+
 # ----------------------------------------------------------------------------- tag
 
 

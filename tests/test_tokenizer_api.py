@@ -2,10 +2,12 @@
 `tokenizers`) on real text: offsets, word ids and the other alignment maps, special-tokens masks,
 left padding and truncation, pad_to_multiple_of, tokenizer.pad, overflow windows of pairs,
 is_split_into_words, do_basic_tokenize=False (against the slow tokenizer, which has it),
-save_pretrained, and the too-long warning."""
+save_pretrained, a folder with no model_max_length (no limit), repr and max_len_*, and the too-long
+warning."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -17,6 +19,7 @@ import torch
 
 import corpus
 from minibert import BertTokenizer
+from minibert.errors import CheckpointError
 
 transformers = pytest.importorskip("transformers")
 
@@ -294,6 +297,86 @@ def test_save_pretrained_from_tokenizer_json(vocab_file, tmp_path):
     mine = BertTokenizer.from_pretrained(tmp_path / "json")
     mine.save_pretrained(tmp_path / "out")
     assert (tmp_path / "out" / "vocab.txt").read_bytes() == vocab_file.read_bytes()
+
+
+# ----------------------------------------------------------------------------- no model_max_length: no limit
+
+NO_LIMIT_CONFIGS = {  # tokenizer_config.json's model_max_length, as checkpoints give it
+    "no tokenizer_config.json": None,
+    "no model_max_length": {},
+    "null": {"model_max_length": None},
+    "transformers' int(1e30)": {"model_max_length": int(1e30)},
+    "a float 1e30": {"model_max_length": 1e30},
+}
+
+
+@pytest.mark.parametrize("config", NO_LIMIT_CONFIGS.values(), ids=NO_LIMIT_CONFIGS)
+def test_a_folder_without_a_length_has_no_limit_as_transformers(vocab_file, tmp_path, config, long_texts):
+    """transformers' "no limit" (model_max_length int(1e30), what a folder without one gets):
+    truncation=True and padding="max_length" without a max_length neither cut nor pad, windows
+    are one per text; minibert cut at 512 and save_pretrained wrote 512 into the copy."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "vocab.txt").write_bytes(vocab_file.read_bytes())
+    if config is not None:
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    mine = BertTokenizer.from_pretrained(folder)
+    theirs = transformers.BertTokenizerFast.from_pretrained(str(folder))
+    assert mine.model_max_length == int(theirs.model_max_length) == int(1e30) == 1000000000000000019884624838656
+    if not isinstance(theirs.model_max_length, float):  # (transformers keeps a float 1e30: its 1e30 - 2 is 1e30)
+        assert (mine.max_len_single_sentence, mine.max_len_sentences_pair) == (
+            theirs.max_len_single_sentence, theirs.max_len_sentences_pair)  # fmt: skip
+    long = [" ".join(long_texts[:6]), long_texts[6]]  # 1,000 pieces and more: past 512
+    assert len(theirs(long[0])["input_ids"]) > 600
+    for arguments in ({"truncation": True}, {"truncation": "only_first"}, {"padding": "max_length"},
+                      {"truncation": True, "padding": "max_length", "pad_to_multiple_of": 8},
+                      {"truncation": True, "return_overflowing_tokens": True, "stride": 4}):  # fmt: skip
+        want = theirs(long, **arguments)
+        got = mine(long, **arguments)
+        assert sorted(got) == sorted(want), arguments
+        for key in want:
+            assert got[key] == want[key], f"{arguments}: {key} differs"
+        got, want = mine(long[0], long[1], **arguments), theirs(long[0], long[1], **arguments)
+        assert got["input_ids"] == want["input_ids"], f"a pair, {arguments}"
+    rows = [{"input_ids": [101, 7592, 102]}, {"input_ids": [101, 102]}]
+    assert mine.pad(rows, padding="max_length")["input_ids"] == theirs.pad(rows, padding="max_length")["input_ids"]
+    mine.save_pretrained(tmp_path / "mine")
+    theirs.save_pretrained(str(tmp_path / "theirs"))
+    written, reference = (json.loads((tmp_path / name / "tokenizer_config.json").read_text())["model_max_length"]
+                          for name in ("mine", "theirs"))  # fmt: skip
+    assert written == int(reference) == int(1e30)  # (a float 1e30 read is written as transformers' int)
+    assert BertTokenizer.from_pretrained(tmp_path / "mine").model_max_length == int(1e30)
+
+
+def test_a_tokenizer_made_without_a_length_has_no_limit_as_transformers(vocab_file):
+    mine, theirs = BertTokenizer(vocab_file), transformers.BertTokenizerFast(str(vocab_file))
+    assert mine.model_max_length == theirs.model_max_length == int(1e30)
+    text = "word " * 600
+    assert mine(text, truncation=True)["input_ids"] == theirs(text, truncation=True)["input_ids"]
+
+
+@pytest.mark.parametrize("value", ["512", 0, -1, 512.0, True, [512]])
+def test_a_model_max_length_that_is_no_length_is_refused(vocab_file, tmp_path, value):
+    """Such a value was skipped (and 512 used); now nothing would be cut: refused, naming the file."""
+    (tmp_path / "vocab.txt").write_bytes(vocab_file.read_bytes())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": value}))
+    with pytest.raises(CheckpointError, match=r"tokenizer_config.json: model_max_length must be a positive int"):
+        BertTokenizer.from_pretrained(tmp_path)
+
+
+def test_repr_and_max_len_as_transformers(minilm_dir, vocab_file):
+    """``print(tokenizer)`` showed ``<...BertTokenizer object at 0x...>``; ``max_len_single_sentence``
+    and ``max_len_sentences_pair`` (older code's block_size) were AttributeErrors."""
+    for mine, theirs in ((BertTokenizer.from_pretrained(minilm_dir), transformers.BertTokenizerFast.from_pretrained(
+            str(minilm_dir))), (BertTokenizer(vocab_file, model_max_length=64),
+                                transformers.BertTokenizerFast(str(vocab_file), model_max_length=64))):  # fmt: skip
+        assert repr(mine) == repr(theirs).split(", added_tokens_decoder=")[0] + ")"  # (its added-token list left out)
+        assert (mine.max_len_single_sentence, mine.max_len_sentences_pair) == (
+            theirs.max_len_single_sentence, theirs.max_len_sentences_pair)  # fmt: skip
+    assert (mine.max_len_single_sentence, mine.max_len_sentences_pair) == (62, 61)
+    assert str(BertTokenizer.from_pretrained(minilm_dir)).startswith(
+        f"BertTokenizer(name_or_path='{minilm_dir}', vocab_size=30522, model_max_length=512,"
+    )
 
 
 # ----------------------------------------------------------------------------- the too-long warning

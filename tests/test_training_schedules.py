@@ -1,10 +1,15 @@
 """The tutorials' learning-rate schedules (training/schedules.py) against transformers' own
 (``transformers.optimization``): the rate of every step, from the same optimizer, equal bit for bit
 (the same float formula), for warmups of 0, 1 and several steps, past the last step, and after a
-resume from the scheduler's state; and ``from minibert import AdamW`` names torch's."""
+resume from the scheduler's state, with numpy ints and float step counts; and ``from minibert import
+AdamW`` names torch's and the defaults that differ."""
 
 from __future__ import annotations
 
+import inspect
+import math
+
+import numpy as np
 import pytest
 import torch
 
@@ -65,16 +70,45 @@ def test_a_resumed_scheduler_goes_on_where_it_stopped():
     assert again.get_last_lr() == scheduler.get_last_lr() == [1e-3 * 5 / 6]
 
 
-@pytest.mark.parametrize("bad", [-1, 2.5, True, "10", None])
-def test_a_step_count_that_is_not_one_is_refused(bad):
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(("warmup", "total"), [(np.int64(2), np.int64(10)), (np.int32(3), 10), (0.1 * 128, 128),
+                                               (2.5, 7.5), (0.5, 4)])  # fmt: skip
+def test_numpy_ints_and_float_step_counts_as_transformers(name, warmup, total):
+    """transformers takes numpy's ints and floats (a warmup of ``0.1 * num_training_steps``) and
+    computes its formulas with them: the same rates, step by step."""
+    ours, theirs = getattr(minibert, name), getattr(transformers, name)
+    arguments = _arguments(name, warmup, total)
+    want = _rates(lambda optimizer: theirs(optimizer, **arguments), int(total) + 3)
+    got = _rates(lambda optimizer: ours(optimizer, **arguments), int(total) + 3)
+    assert got == want, f"{name} warmup={warmup!r} total={total!r}:\n  transformers {want}\n  minibert     {got}"
+
+
+@pytest.mark.parametrize(("bad", "error", "message"), [
+    (-1, ValueError, "0 or more, and finite, got -1"), (float("nan"), ValueError, "0 or more, and finite, got nan"),
+    (math.inf, ValueError, "0 or more, and finite, got inf"), (np.int64(-3), ValueError, "got -3"),
+    (True, TypeError, r"a number of steps \(an int, or a float\), got True"), ("10", TypeError, "got '10'"),
+    (None, TypeError, "got None"),
+])  # fmt: skip
+def test_a_step_count_that_is_not_one_is_refused(bad, error, message):
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
-    with pytest.raises(ValueError, match="num_warmup_steps must be a whole number of steps"):
+    with pytest.raises(error, match=f"num_warmup_steps must be .*{message}"):
         minibert.get_linear_schedule_with_warmup(optimizer, bad, 10)
-    with pytest.raises(ValueError, match="num_training_steps must be a whole number of steps"):
+    with pytest.raises(error, match=f"num_training_steps must be .*{message}"):
         minibert.get_cosine_schedule_with_warmup(optimizer, 0, bad)
 
 
-def test_adamw_names_torchs():
-    with pytest.raises(ImportError, match=r"transformers removed its AdamW .* torch\.optim\.AdamW\(model\.parameters"):
+def test_adamw_names_torchs_and_the_defaults_that_differ():
+    """The message's facts: transformers removed AdamW; torch's defaults are the ones it names, and
+    not transformers 4's (``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0,
+    correct_bias=True)``), so the call it gives states weight_decay=0.0."""
+    with pytest.raises(ImportError) as caught:
         from minibert import AdamW  # noqa: F401
+    message = str(caught.value)
+    assert "transformers removed its AdamW" in message and "correct_bias=False has no equivalent" in message
+    assert "transformers' AdamW: weight_decay=0.0, eps=1e-6; torch's: 0.01 and 1e-8" in message
+    assert "torch.optim.AdamW(model.parameters(), lr=2e-5, eps=1e-8, weight_decay=0.0)" in message
+    assert "with the same arguments" not in message
+    defaults = inspect.signature(torch.optim.AdamW).parameters
+    assert (defaults["weight_decay"].default, defaults["eps"].default) == (0.01, 1e-8)
+    assert "correct_bias" not in defaults
     assert not hasattr(transformers, "AdamW")  # (transformers removed it: the message is true)

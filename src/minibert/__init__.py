@@ -62,8 +62,13 @@ _EXPORTS = {
 
 # Names the tutorials import from transformers that transformers itself removed: what to use instead.
 _REMOVED = {
-    "AdamW": "transformers removed its AdamW (and so has minibert): use torch's, torch.optim.AdamW(model.parameters(), "
-             "lr=2e-5, eps=1e-8), with the same arguments",
+    "AdamW": "transformers removed its AdamW (and so has minibert): use torch.optim.AdamW, and give weight_decay and "
+             "eps, whose defaults differ (transformers' AdamW: weight_decay=0.0, eps=1e-6; torch's: 0.01 and 1e-8). "
+             "The tutorials' AdamW(model.parameters(), lr=2e-5, eps=1e-8) becomes "
+             "torch.optim.AdamW(model.parameters(), lr=2e-5, eps=1e-8, weight_decay=0.0): the same steps but where "
+             "a gradient is as small as eps "
+             "(transformers added eps before the bias correction, torch after). correct_bias=False has no "
+             "equivalent: torch always corrects the bias",
 }
 
 __all__ = sorted(_EXPORTS)

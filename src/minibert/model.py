@@ -30,7 +30,7 @@ with these (loading/transformers_names.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import ItemsView, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, fields
 
 import torch
@@ -192,9 +192,9 @@ class ModelOutput(Mapping):
     >>> out["pooler_output"] is out.pooler_output is out[1]                       # doctest: +SKIP
     True
 
-    So ``dict(out)``, ``out.items()`` and ``out.get("attentions")`` work as there, and an integer or a
-    slice indexes the computed fields in order: ``out[1:]``, or ``to_tuple()`` for all of them (what
-    ``return_dict=False`` returns)."""
+    So ``dict(out)``, ``out.items()`` and ``out.get("attentions")`` work as there (``out.keys()`` prints
+    ``odict_keys(['last_hidden_state', ...])``), and an integer or a slice indexes the computed fields
+    in order: ``out[1:]``, or ``to_tuple()`` for all of them (what ``return_dict=False`` returns)."""
 
     def __post_init__(self):
         """``type(out)({name: value, ...})``, as torch's default_collate and pin_memory and transformers'
@@ -230,8 +230,34 @@ class ModelOutput(Mapping):
     def get(self, name, default=None):  # by name only, as a dict's (``out.get(0)`` is the default)
         return getattr(self, name) if name in self else default
 
+    def keys(self) -> KeysView:  # printed as transformers': odict_keys(['last_hidden_state', ...])
+        return _Keys(self)
+
+    def values(self) -> ValuesView:
+        return _Values(self)
+
+    def items(self) -> ItemsView:
+        return _Items(self)
+
     def to_tuple(self) -> tuple:
         return tuple(getattr(self, name) for name in self)
+
+
+# The views of a ModelOutput print what they hold, as transformers' (an OrderedDict's) do; a plain
+# view of a mapping prints the whole mapping, every tensor of the output included.
+class _Keys(KeysView):
+    def __repr__(self) -> str:
+        return f"odict_keys({list(self)!r})"
+
+
+class _Values(ValuesView):
+    def __repr__(self) -> str:
+        return f"odict_values({list(self)!r})"
+
+
+class _Items(ItemsView):
+    def __repr__(self) -> str:
+        return f"odict_items({list(self)!r})"
 
 
 @dataclass

@@ -26,7 +26,9 @@ embedding layer; a list such as ``[-1, -2, -3, -4]`` combines several (``layer_c
 sum or mean), as in the tutorials' "sum of the last four layers".
 
 ``max_length`` defaults to the model's own limit: ``max_seq_length`` of a sentence-transformers
-model (256 for all-MiniLM-L6-v2), else the tokenizer's ``model_max_length`` (512 for BERT).
+model (256 for all-MiniLM-L6-v2), else the tokenizer's ``model_max_length`` (512 for BERT), at most
+the model's ``max_position_embeddings``, as sentence-transformers caps it (a tokenizer without a
+length, transformers' "no limit" 1e30, gives the positions).
 Texts longer than ``max_length`` tokens are cut (``long_text="truncate"``, with a warning that
 counts them) or embedded in overlapping windows (``long_text="window"``): each token's vector comes
 from the window in which it has the most context on both sides.

@@ -20,7 +20,9 @@ Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`
   sigmoid for one label and none for several; a class path outside ``torch.`` is not trusted
   (sentence-transformers ignores it too) and one minibert does not compute is refused;
 * the length: ``max_seq_length`` in ``sentence_bert_config.json``, else the tokenizer's
-  ``model_max_length``; a pair longer than that is cut, the longer text first.
+  ``model_max_length`` capped at the model's positions, as sentence-transformers caps it (a folder
+  without one, transformers' "no limit", gives the positions); a pair longer than that is cut, the
+  longer text first.
 """
 
 from __future__ import annotations

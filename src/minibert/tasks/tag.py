@@ -19,7 +19,8 @@ The results are transformers' ``token-classification`` pipeline's, key for key:
 
 Labels in ``ignore_labels`` (default ``["O"]``, outside any entity) are left out. Without
 ``stride`` a text is cut at the model's length (the tokenizer's ``model_max_length``, as the pipeline
-cuts, and never past the model's positions); with ``stride=k`` it is read in overlapping
+cuts, and never past the model's positions: a tokenizer without a length, transformers' "no limit",
+is read up to them, as sentence-transformers caps it); with ``stride=k`` it is read in overlapping
 windows that share ``k`` pieces, and of two entities that overlap the longer (then the more
 confident) is kept, as the pipeline does.
 """

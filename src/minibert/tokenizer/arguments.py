@@ -48,3 +48,22 @@ def check_count(value, name: str, *, minimum: int, optional: bool = False) -> No
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}{' or None' if optional else ''}, got {value!r}")
+
+
+# transformers' ``model_max_length`` for "no limit": what a tokenizer gets when its folder states
+# none (``VERY_LARGE_INTEGER``, int(1e30) = 1000000000000000019884624838656, the number its
+# save_pretrained then writes). Any value above ``LARGE_INTEGER`` means "no limit" to transformers'
+# call: ``truncation=True`` without ``max_length`` does not cut, ``padding="max_length"`` does not pad.
+VERY_LARGE_INTEGER = int(1e30)
+LARGE_INTEGER = int(1e20)
+
+
+def has_length_limit(model_max_length) -> bool:
+    """Whether a tokenizer's ``model_max_length`` is a length (False: transformers' "no limit").
+    A caller that needs a length takes the model's ``max_position_embeddings`` when it is not, as
+    sentence-transformers does: ``min(tokenizer.model_max_length, config.max_position_embeddings)``.
+
+    >>> has_length_limit(512), has_length_limit(VERY_LARGE_INTEGER)
+    (True, False)
+    """
+    return model_max_length <= LARGE_INTEGER

@@ -21,7 +21,7 @@ from ..loading.hub import hub_options
 from ..loading.transformers_keywords import tokenizer_keywords
 from .added_tokens import AddedToken, AddedTokens, Unit
 from .algorithm import WordPieceTokenizer, clean_up_tokenization, join_pieces, piece_spans
-from .arguments import check_flags, one_text, token_id
+from .arguments import VERY_LARGE_INTEGER, check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
 from .directory import read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces, check_side
@@ -38,6 +38,9 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
     [101, 1045, 2293, 3000, 102]
     >>> tok.tokenize("She is a MachineLearning Engineer")                      # doctest: +SKIP
     ['she', 'is', 'a', 'machine', '##lea', '##rn', '##ing', 'engineer']
+
+    ``model_max_length`` (where ``truncation=True`` cuts without a ``max_length``) defaults to
+    transformers' "no limit", int(1e30), as does a folder that gives none: nothing is cut then.
     """
 
     def __init__(
@@ -48,7 +51,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         tokenize_chinese_chars: bool = True,
         *,
         do_basic_tokenize: bool = True,
-        model_max_length: int = 512,
+        model_max_length: int = VERY_LARGE_INTEGER,
         padding_side: str = "right",
         truncation_side: str = "right",
         clean_up_tokenization_spaces: bool = False,
@@ -102,6 +105,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         self._warned_too_long = False
 
     model_input_names = ["input_ids", "token_type_ids", "attention_mask"]  # what BertModel takes
+    name_or_path = ""  # what from_pretrained was given, as in transformers ("" for one made here)
 
     # ------------------------------------------------------------------ loading and saving
 
@@ -131,6 +135,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
             settings["do_lower_case"] = _casing_asked(do_lower_case, settings, vocab, name_or_path)
         tokenizer = cls(vocab_file, vocab=vocab, **settings)
         tokenizer._vocab_is_file = vocab_is_file  # vocab.txt's own bytes are saved (a piece listed twice kept)
+        tokenizer.name_or_path = os.fspath(name_or_path)
         return tokenizer
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from ..errors import InputTypeError
-from .arguments import check_count
+from .arguments import check_count, has_length_limit
 from .call_request import CallRequest, padding_mode
 from .encoding import (
     PAD_VALUES,
@@ -80,6 +80,26 @@ class TransformersCallAPI(Transformers4Calls):
         """How many tokens the framing adds: 2 ([CLS] A [SEP]) or 3 for a pair."""
         return added_by_framing(pair)
 
+    def __repr__(self) -> str:
+        """As transformers prints a tokenizer, without its list of added tokens:
+        ``BertTokenizer(name_or_path='bert-base-uncased', vocab_size=30522, model_max_length=512, ...)``."""
+        return (
+            f"{type(self).__name__}(name_or_path='{self.name_or_path}', vocab_size={self.vocab_size}, "
+            f"model_max_length={self.model_max_length}, padding_side='{self.padding_side}', "
+            f"truncation_side='{self.truncation_side}', special_tokens={self.special_tokens_map})"
+        )
+
+    @property
+    def max_len_single_sentence(self) -> int:
+        """The most pieces one text may have in a row of ``model_max_length``: that minus [CLS] and
+        [SEP] (510 for 512), as transformers computes it (older code picks ``block_size`` from it)."""
+        return self.model_max_length - self.num_special_tokens_to_add(pair=False)
+
+    @property
+    def max_len_sentences_pair(self) -> int:
+        """The most pieces a pair's two texts may have together: ``model_max_length`` minus 3 (509)."""
+        return self.model_max_length - self.num_special_tokens_to_add(pair=True)
+
     def get_special_tokens_mask(self, token_ids_0: list[int], token_ids_1: list[int] | None = None,
                                 already_has_special_tokens: bool = False) -> list[int]:  # fmt: skip
         """1 where ``build_inputs_with_special_tokens`` puts [CLS]/[SEP], 0 on the text's pieces.
@@ -109,10 +129,10 @@ class TransformersCallAPI(Transformers4Calls):
           With ``is_split_into_words=True``, each input is a list of words (e.g. an NER dataset's
           tokens) and ``word_ids()`` maps pieces back to them.
         * ``truncation``: ``True``/``"longest_first"`` (cut the longer of the pair first),
-          ``"only_first"``, ``"only_second"``, or ``False``; up to ``max_length`` tokens including
-          [CLS]/[SEP] (default ``model_max_length``, 512); ``max_length`` given with neither
-          ``truncation`` nor ``padding`` truncates too, as in transformers. ``tokenizer.truncation_side = "left"``
-          keeps the end of a text instead. Without truncation, a row longer than
+          ``"only_first"``, ``"only_second"``, or ``False``; up to ``max_length`` tokens with [CLS]/[SEP]
+          (default ``model_max_length``; none if it is transformers' "no limit", 1e30); ``max_length``
+          given with neither ``truncation`` nor ``padding`` truncates too, as in transformers.
+          ``tokenizer.truncation_side = "left"`` keeps the end of a text instead. Without truncation, a row longer than
           ``model_max_length`` is logged once (as transformers does): the model cannot take it.
         * ``return_overflowing_tokens=True`` with ``stride=k``: instead of dropping what does not
           fit, return every window of the long text, consecutive windows sharing ``k`` tokens;
@@ -298,6 +318,8 @@ class TransformersCallAPI(Transformers4Calls):
         check_count(max_length, "max_length", minimum=1, optional=True)
         check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
         side = check_side(padding_side or self.padding_side, "padding_side")
+        if mode == "max_length" and max_length is None and not has_length_limit(self.model_max_length):
+            mode = None  # as transformers: no length to pad to (no model_max_length: its 1e30)
         if mode is not None and columns["input_ids"]:
             max_length = self.model_max_length if mode == "max_length" and max_length is None else max_length
             longest = max(map(len, columns["input_ids"]))

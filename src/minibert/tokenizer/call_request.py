@@ -4,7 +4,8 @@
 transformers' tokenizers do. They are read here, once, into one frozen value: one text or a batch
 (each text a str, or a list of words with ``is_split_into_words``), the truncation strategy and the
 padding mode in their canonical spellings, ``max_length`` resolved to the model's where truncation
-or padding needs one, and every contradiction refused with a message that names the arguments.
+or padding needs one (a tokenizer with no ``model_max_length``, transformers' 1e30, then neither
+cuts nor pads, as in transformers), and every contradiction refused with a message that names the arguments.
 call_api.py then builds the rows from the value alone.
 
 >>> truncation_strategy(True), padding_mode("max_length"), padding_mode(False)
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arguments import check_count, check_flags
+from .arguments import check_count, check_flags, has_length_limit
 from .encoding import TRUNCATION_STRATEGIES, check_side
 from .framing import added_by_framing
 
@@ -89,20 +90,23 @@ class CallRequest:
         check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
         side = check_side(padding_side or tokenizer.padding_side, "padding_side")
         warn_too_long = strategy is None and max_length is None and verbose
-        if strategy or mode == "max_length":
+        if return_overflowing_tokens and strategy is None:
+            raise ValueError("return_overflowing_tokens=True needs truncation (and max_length)")
+        if max_length is None and not has_length_limit(tokenizer.model_max_length):
+            strategy = None  # as transformers (model_max_length 1e30): no cut, one window per text; no padding
+            mode = None if mode == "max_length" else mode
+        elif strategy or mode == "max_length":
             max_length = tokenizer.model_max_length if max_length is None else max_length
         if strategy and mode and pad_to_multiple_of and max_length % pad_to_multiple_of:
             raise ValueError(
                 f"truncation to max_length={max_length} and padding to a multiple of {pad_to_multiple_of} "
                 "contradict each other: make max_length a multiple of pad_to_multiple_of"
             )
-        if return_overflowing_tokens and strategy is None:
-            raise ValueError("return_overflowing_tokens=True needs truncation (and max_length)")
         request = cls(texts, pairs, batched, add_special_tokens, strategy, mode, max_length, stride,
                       pad_to_multiple_of, side, return_tensors, return_token_type_ids, return_attention_mask,
                       return_overflowing_tokens, return_special_tokens_mask, return_offsets_mapping,
                       return_length, warn_too_long)  # fmt: skip
-        if return_overflowing_tokens:
+        if return_overflowing_tokens and strategy:
             request.check_room_for_windows()
         return request
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import CheckpointError
 from ..formats.json_files import parse_json
 from .added_tokens import AddedToken
+from .arguments import LARGE_INTEGER, VERY_LARGE_INTEGER
 from .encoding import SIDES
 
 SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -103,6 +104,18 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     return vocab
 
 
+def _model_max_length(value, config_file: Path) -> int:
+    """tokenizer_config.json's ``model_max_length``: a positive int, kept as it is (transformers'
+    "no limit", int(1e30), included); a float above 1e20 (a file that says ``1e30``) means no limit
+    to transformers too and is read as int(1e30). Anything else is refused: no length to cut at."""
+    if isinstance(value, float) and value > LARGE_INTEGER:
+        return VERY_LARGE_INTEGER
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise CheckpointError(f"{config_file}: model_max_length must be a positive int (or 1e30, transformers' \"no "
+                          f"limit\"), got {value!r}")  # fmt: skip
+
+
 def read_tokenizer_config(config_file: Path) -> dict:
     """The settings minibert takes from tokenizer_config.json (others are ignored)."""
     try:
@@ -117,9 +130,8 @@ def read_tokenizer_config(config_file: Path) -> dict:
             settings[key] = config[key]
     if config.get("strip_accents") in (True, False, None):  # None: follow do_lower_case
         settings["strip_accents"] = config.get("strip_accents")
-    max_length = config.get("model_max_length")
-    if isinstance(max_length, int) and 0 < max_length < 1_000_000:  # transformers writes 1e30 for "none"
-        settings["model_max_length"] = max_length
+    if config.get("model_max_length") is not None:  # (absent or null: transformers' "no limit", the default)
+        settings["model_max_length"] = _model_max_length(config["model_max_length"], config_file)
     for key in ("padding_side", "truncation_side"):
         if key in config:
             if config[key] not in SIDES:

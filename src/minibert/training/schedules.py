@@ -24,45 +24,57 @@ a linear warmup ``t / warmup`` from 0, then
 * ``get_cosine_schedule_with_warmup``: half a cosine (``num_cycles=0.5``) down to 0;
 * ``get_constant_schedule_with_warmup``: the optimizer's rate, constant.
 
+The step counts are ints (numpy's too) or floats, as transformers takes them: a warmup of
+``0.1 * num_training_steps`` (12.8 of 128 steps) rises by 1/12.8 a step.
+
 transformers' ``AdamW`` is gone (transformers removed it): torch's ``torch.optim.AdamW`` is the one
-to use, and ``from minibert import AdamW`` says so.
+to use, and ``from minibert import AdamW`` says so, and which defaults differ (weight_decay, eps).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import numbers
+import operator
 
 from torch.optim.lr_scheduler import LambdaLR
 
 __all__ = ["get_constant_schedule_with_warmup", "get_cosine_schedule_with_warmup", "get_linear_schedule_with_warmup"]
 
 
-def _steps(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a whole number of steps, 0 or more, got {value!r}")
+def _steps(value, name: str) -> int | float:
+    """A number of steps as transformers takes one: an int (numpy's too: ``operator.index``) or a
+    float (``num_warmup_steps=0.1 * num_training_steps``: the formulas are the same for it, as there);
+    refused: a bool, something not a number, a negative number, NaN or infinity (no schedule to compute)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = operator.index(value)
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of steps (an int, or a float), got {value!r}")
+    if not 0 <= value < math.inf:  # (NaN fails both)
+        raise ValueError(f"{name} must be 0 or more, and finite, got {value!r}")
     return value
 
 
-def _warmup(step: int, warmup: int) -> float | None:
+def _warmup(step: int, warmup: int | float) -> float | None:
     """The factor during the warmup (``step / warmup``, from 0), or None after it."""
-    return step / max(1, warmup) if step < warmup else None
+    return float(step) / float(max(1, warmup)) if step < warmup else None
 
 
-def _linear(step: int, *, warmup: int, total: int) -> float:
+def _linear(step: int, *, warmup: int | float, total: int | float) -> float:
     rising = _warmup(step, warmup)
-    return rising if rising is not None else max(0.0, (total - step) / max(1, total - warmup))
+    return rising if rising is not None else max(0.0, float(total - step) / float(max(1, total - warmup)))
 
 
-def _cosine(step: int, *, warmup: int, total: int, cycles: float) -> float:
+def _cosine(step: int, *, warmup: int | float, total: int | float, cycles: float) -> float:
     rising = _warmup(step, warmup)
     if rising is not None:
         return rising
-    progress = (step - warmup) / max(1, total - warmup)
+    progress = float(step - warmup) / float(max(1, total - warmup))
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * cycles * 2.0 * progress)))
 
 
-def _constant(step: int, *, warmup: int) -> float:
+def _constant(step: int, *, warmup: int | float) -> float:
     rising = _warmup(step, warmup)
     return rising if rising is not None else 1.0
 
