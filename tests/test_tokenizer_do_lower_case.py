@@ -77,3 +77,25 @@ def test_other_keywords_are_still_refused(minilm_dir):
     assert BertTokenizer.from_pretrained(minilm_dir, use_fast=True)("Hello")["input_ids"] == [101, 7592, 102]
     with pytest.raises(TypeError, match=r"unexpected keyword arguments \['add_prefix_space'\]"):
         BertTokenizer.from_pretrained(minilm_dir, add_prefix_space=True)
+
+
+@pytest.mark.parametrize("field", ["do_lower_case", "strip_accents", "tokenize_chinese_chars", "do_basic_tokenize",
+                                   "clean_up_tokenization_spaces"])  # fmt: skip
+@pytest.mark.parametrize("value", ["false", 0, "true"])
+def test_a_flag_in_tokenizer_config_that_is_not_a_bool_is_refused(tmp_path, field, value):
+    """``"do_lower_case": "false"`` in tokenizer_config.json used to be skipped, so a cased model was
+    lowercased (other ids, other vectors, exit 0); transformers refuses the file. Each flag must be
+    true or false (null: the default); a CheckpointError names the file, the field and the value."""
+    from minibert.errors import CheckpointError
+
+    folder = _folder(tmp_path, "cased", ["Hello", "hello", "World", "world"], {field: value})
+    with pytest.raises(CheckpointError, match=f"tokenizer_config.json: {field} must be true or false, got "
+                                              f"{json.dumps(value)}"):  # fmt: skip
+        BertTokenizer.from_pretrained(folder)
+    if field == "do_lower_case" and value == "false":
+        settings = {field: value, "tokenizer_class": "BertTokenizer"}
+        reference = _folder(tmp_path, "reference", ["Hello", "hello"], settings)
+        with pytest.raises(TypeError):  # the reference refuses it too
+            transformers.AutoTokenizer.from_pretrained(reference)
+    _folder(tmp_path, "null", ["Hello", "hello"], {field: None})
+    assert BertTokenizer.from_pretrained(tmp_path / "null")("Hello")["input_ids"] == [2, 6, 3]  # default: lowercased

@@ -4,6 +4,7 @@ tokenizer_json.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -125,11 +126,13 @@ def read_tokenizer_config(config_file: Path) -> dict:
     except ValueError as error:
         raise CheckpointError(f"malformed tokenizer config {config_file}: {error}") from None
     settings = {}
-    for key in ("do_lower_case", "tokenize_chinese_chars", "do_basic_tokenize", "clean_up_tokenization_spaces"):
-        if isinstance(config.get(key), bool):
-            settings[key] = config[key]
-    if config.get("strip_accents") in (True, False, None):  # None: follow do_lower_case
-        settings["strip_accents"] = config.get("strip_accents")
+    for key in ("do_lower_case", "tokenize_chinese_chars", "do_basic_tokenize", "clean_up_tokenization_spaces",
+                "strip_accents"):  # fmt: skip
+        value = config.get(key)
+        if value is not None and not isinstance(value, bool):  # "false" is no flag (transformers refuses it too)
+            raise CheckpointError(f"{config_file}: {key} must be true or false, got {_short_json(value)}")
+        if value is not None or key == "strip_accents":  # strip_accents None: follow do_lower_case
+            settings[key] = value
     if config.get("model_max_length") is not None:  # (absent or null: transformers' "no limit", the default)
         settings["model_max_length"] = _model_max_length(config["model_max_length"], config_file)
     for key in ("padding_side", "truncation_side"):
@@ -211,3 +214,8 @@ def read_added_tokens(entries, where: str, *, listed: bool = False, vocab=()) ->
                 "id order, so the two libraries give this file different ids; minibert refuses it"
             )  # fmt: skip
     return tokens
+
+
+def _short_json(value) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
