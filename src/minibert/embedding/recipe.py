@@ -193,8 +193,9 @@ def _read_pooling(recipe: SentenceRecipe, name_or_path, revision, folder: str, h
     if "pooling_mode" in values:
         modes = values["pooling_mode"]
         modes = [modes] if isinstance(modes, str) else modes
-    else:  # older configs: one boolean per mode
-        modes = [mode for key, mode in _LEGACY_POOLING_KEYS.items() if values.get(key) is True] or ["mean"]
+    else:  # older configs: one boolean per mode. sentence-transformers takes any truthy value (1, "false")
+        # as on; minibert refuses what is not true or false rather than read a different recipe.
+        modes = [mode for key, mode in _LEGACY_POOLING_KEYS.items() if _boolean(values, key, False, path)] or ["mean"]
     if not isinstance(modes, list) or not modes or not all(mode in POOLING_MODES for mode in modes):
         raise CheckpointError(f"{path}: pooling_mode {values.get('pooling_mode')!r} is not one of {POOLING_MODES}")
     width = values.get("embedding_dimension", values.get("word_embedding_dimension", hidden_size))
