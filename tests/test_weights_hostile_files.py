@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import re
 import shutil
 import struct
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -163,6 +166,86 @@ def test_a_tokenizer_shorter_than_the_model_vocabulary_is_fine(checkpoint):
     lines = (checkpoint / "vocab.txt").read_text(encoding="utf-8").splitlines()
     (checkpoint / "vocab.txt").write_text("\n".join(lines[:-100]) + "\n", encoding="utf-8")
     assert Embedder.from_pretrained(checkpoint).embed("hello world").shape == (384,)
+
+
+# ----------------------------------------------------------------------------- a name that is not a file
+
+
+@pytest.fixture
+def sentence_model(tmp_path, minilm_dir):
+    """A copy of all-MiniLM-L6-v2 with its recipe (mean pooling, then Normalize); the weights linked."""
+    directory = tmp_path / "minilm"
+    shutil.copytree(minilm_dir, directory, ignore=shutil.ignore_patterns("model.safetensors", "README.md"))
+    (directory / "model.safetensors").symlink_to(minilm_dir / "model.safetensors")
+    return directory
+
+
+def _replace(path: Path, kind: str) -> None:
+    path.unlink()
+    if kind == "a directory":
+        path.mkdir()
+    elif kind == "a FIFO (named pipe)":
+        os.mkfifo(path)  # opening it would wait for a writer: only stat may look at it
+    else:
+        path.symlink_to("/dev/zero")
+
+
+KINDS = ["a directory", "a FIFO (named pipe)", "a link to /dev/zero, a character device"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["modules.json", "tokenizer_config.json", "1_Pooling/config.json", "config.json"])
+def test_a_name_that_is_there_but_not_a_file_is_refused_saying_what_it_is(sentence_model, name, kind):
+    """An optional file (modules.json, tokenizer_config.json) that is there but is not a regular
+    file was taken as absent: all-MiniLM embedded without its Normalize step (norm 5.7, not 1), or
+    with the casing guessed. A required one was "not found". Now it is named for what it is, at once."""
+    _replace(sentence_model / name, kind)
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError) as caught:
+        Embedder.from_pretrained(sentence_model)
+    assert time.perf_counter() - started < 5, "a FIFO must not be opened"
+    assert str(caught.value) == f"{name} in the directory {sentence_model} is {kind}, not a regular file"
+
+
+def test_sentence_transformers_refuses_a_modules_json_directory_too(sentence_model):
+    from sentence_transformers import SentenceTransformer
+
+    _replace(sentence_model / "modules.json", "a directory")
+    with pytest.raises(IsADirectoryError, match="modules.json"):
+        SentenceTransformer(str(sentence_model), device="cpu")
+
+
+def test_weights_that_are_a_fifo_are_not_passed_over_for_the_bin_beside_them(sentence_model, tiny_reference):
+    """model.safetensors as a FIFO gave "has config.json but no weights", or with a
+    pytorch_model.bin beside it loaded the .bin silently; a shard named by the index likewise."""
+    _replace(sentence_model / "model.safetensors", "a FIFO (named pipe)")
+    message = f"model.safetensors in the directory {sentence_model} is a FIFO (named pipe), not a regular file"
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        BertModel.from_pretrained(sentence_model)
+    torch.save(tiny_reference[0], sentence_model / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        BertModel.from_pretrained(sentence_model)
+    (sentence_model / "model.safetensors").unlink()
+    (sentence_model / "pytorch_model.bin").unlink()
+    shard = "model-00001-of-00001.safetensors"
+    index = {"metadata": {}, "weight_map": {"embeddings.word_embeddings.weight": shard}}
+    (sentence_model / "model.safetensors.index.json").write_text(json.dumps(index))
+    os.mkfifo(sentence_model / shard)
+    with pytest.raises(CheckpointError, match=re.escape(f"{shard} in the directory {sentence_model} is a FIFO")):
+        BertModel.from_pretrained(sentence_model)
+
+
+def test_a_dangling_link_is_absent_as_in_sentence_transformers(sentence_model):
+    """A link to nothing is absent for sentence-transformers (os.path.exists), so minibert too:
+    without modules.json both embed with mean pooling and no Normalize."""
+    from sentence_transformers import SentenceTransformer
+
+    (sentence_model / "modules.json").unlink()
+    (sentence_model / "modules.json").symlink_to(sentence_model / "nowhere.json")
+    expected = SentenceTransformer(str(sentence_model), device="cpu").encode(["hello world"])[0]
+    actual = Embedder.from_pretrained(sentence_model).embed("hello world")
+    assert abs(float(np.linalg.norm(expected)) - 1) > 0.1  # no Normalize, in both
+    assert np.abs(actual - expected).max() < 1e-5, np.abs(actual - expected).max()
 
 
 # ----------------------------------------------------------------------------- a hub that never answers
