@@ -300,6 +300,19 @@ def test_an_older_pooling_flag_that_is_not_a_boolean_is_refused(saved, tmp_path,
         Embedder.from_pretrained(directory)
 
 
+def test_a_dense_weight_in_float8_is_refused_not_cast(saved, tmp_path):
+    """A Dense weight of a dtype minibert does not compute from (float8: a quantized model's, to be
+    scaled) is named with its dtype; it was cast to float32 as it was."""
+    from safetensors.torch import load_file, save_file
+
+    directory = _copy_of(saved("mean+tanh_dense+normalize"), tmp_path)
+    weights = directory / "2_Dense" / "model.safetensors"
+    state = load_file(str(weights))
+    save_file({**state, "linear.weight": state["linear.weight"].to(torch.float8_e4m3fn)}, str(weights))
+    with pytest.raises(CheckpointError, match=r"2_Dense/ do not match .*linear.weight of dtype float8_e4m3fn"):
+        Embedder.from_pretrained(directory)
+
+
 def test_cli_embed_and_similarity_use_the_recipe(saved, texts, tmp_path):
     directory = saved("mean+tanh_dense+normalize")
     reference = st.SentenceTransformer(str(directory), device="cpu")

@@ -129,7 +129,7 @@ def _safetensors(path, tensors: dict, data: bytes) -> None:
             "overlaps",
         ),  # fmt: skip
         ({"a": {"dtype": "F32", "shape": [2**40], "data_offsets": [0, 2**42]}}, b"\0" * 8, "does not fit"),
-        ({"a": {"dtype": "F32", "shape": [-2, -1], "data_offsets": [0, 8]}}, b"\0" * 8, "does not fit"),
+        ({"a": {"dtype": "F32", "shape": [-2, -1], "data_offsets": [0, 8]}}, b"\0" * 8, "whole numbers from 0"),
         ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4, "does not fit"),
     ],
 )
@@ -142,6 +142,121 @@ def test_safetensors_header_is_checked_against_the_file_before_reading(tmp_path,
         with pytest.raises(CheckpointError, match="model.safetensors") as caught:
             read(path)
         assert says in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize(
+    ("shape", "offsets", "says"),
+    [
+        ([2**70, 0], [0, 0], "whole numbers from 0 to 2**63 - 1"),  # no element, no byte: every range fits
+        ([2**62, 2**62, 0], [0, 0], "multiply past 2**63"),  # torch: "Storage size calculation overflowed"
+        ([2**61, 2], [0, 8], "multiply past 2**63"),
+        ([62.9], [0, 248], "whole numbers"),  # int() took it as 62
+        (["62"], [0, 248], "whole numbers"),
+        ([True], [0, 4], "whole numbers"),
+        ([1], [0.0, 4.0], "whole numbers"),
+        (7, [0, 4], "whole numbers"),
+    ],
+)
+def test_a_shape_that_is_not_whole_numbers_or_overflows_is_refused_as_the_library_refuses_it(tmp_path, shape, offsets,
+                                                                                            says):  # fmt: skip
+    """A shape the safetensors library refuses (a float, a string, a bool, dimensions whose product
+    overflows 64 bits even when one is 0) escaped as torch's TypeError or RuntimeError, with C++
+    frames and no file named, or was read as another shape (62.9 as 62). Now one CheckpointError
+    naming the file and the tensor, from every reader and from the command."""
+    from safetensors import SafetensorError, safe_open
+
+    from helpers import run_minibert
+    from minibert.loading.safetensors import map_safetensors, read_safetensors, safetensors_shapes
+
+    directory = tmp_path / "model"
+    shutil.copytree(TINY, directory)
+    weights = directory / "model.safetensors"
+    raw = weights.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header, data = json.loads(raw[8 : 8 + size]), raw[8 + size :]
+    end = len(data) + int(offsets[1])
+    header["extra"] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data) + offsets[0], end]}
+    header["extra"]["data_offsets"] = [type(offsets[0])(len(data) + offsets[0]), type(offsets[1])(end)]
+    _safetensors(weights, header, data + b"\0" * int(offsets[1]))
+    with pytest.raises(SafetensorError):  # the reference refuses the file
+        with safe_open(str(weights), "pt") as handle:
+            handle.get_tensor("extra")
+    for read in (read_safetensors, safetensors_shapes, map_safetensors):
+        with pytest.raises(CheckpointError, match="model.safetensors: tensor extra") as caught:
+            read(weights)
+        assert says in str(caught.value), caught.value
+    _refused(directory, "model.safetensors: tensor extra", says)
+    result = run_minibert("embed", "hello", "--model", str(directory))
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "tensor extra" in result.stderr and "frame #" not in result.stderr, result.stderr
+
+
+def _with_extra(tmp_path, name: str, tensor: torch.Tensor):
+    """A copy of the tiny checkpoint with one more tensor, saved by the safetensors library."""
+    from safetensors.torch import load_file, save_file
+
+    directory = tmp_path / "model"
+    shutil.copytree(TINY, directory)
+    state = load_file(str(directory / "model.safetensors"))
+    save_file({**state, name: tensor}, str(directory / "model.safetensors"))
+    return directory
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64]
+)
+def test_an_unused_tensor_of_a_dtype_minibert_does_not_compute_from_is_ignored_as_in_transformers(
+    tmp_path, tiny_reference, dtype
+):
+    """A valid file with a tensor the model does not use (a float8 scale, an unsigned count) was
+    "truncated or corrupt — download it again". transformers loads the file and reports the tensor
+    unexpected; minibert loads it too, with its usual warning, and computes the same numbers."""
+    transformers = pytest.importorskip("transformers")
+    _, ids, expected = tiny_reference
+    directory = _with_extra(tmp_path, "extra.scale", torch.zeros(4, dtype=torch.float32).to(dtype))
+    reference = transformers.BertModel.from_pretrained(directory)  # loads: extra.scale is unexpected
+    with pytest.warns(UserWarning, match="ignoring 1 tensors minibert does not use: extra.scale"):
+        model = BertModel.from_pretrained(directory)
+    with torch.no_grad():
+        got = model(ids, attention_mask=(ids != 0).long()).last_hidden_state
+        theirs = reference(ids, attention_mask=(ids != 0).long()).last_hidden_state
+    assert torch.equal(got, expected), (got - expected).abs().max()
+    assert (got - theirs).abs().max() < 1e-5, (got - theirs).abs().max()
+    with pytest.warns(UserWarning, match="ignoring 1"):  # the first floating-point tensor is not the float8 one
+        model = BertModel.from_pretrained(directory, dtype="auto")
+    assert model.embeddings.word_embeddings.weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.uint32])
+def test_a_weight_in_a_dtype_minibert_does_not_compute_from_is_refused_naming_it(tmp_path, dtype):
+    """A float8 word-embedding matrix (a quantized model's, meant to be scaled) is refused by dtype,
+    not cast as it is, and not called corrupt."""
+    from safetensors.torch import load_file, save_file
+
+    directory = tmp_path / "model"
+    shutil.copytree(TINY, directory)
+    state = load_file(str(directory / "model.safetensors"))
+    name = next(name for name in state if name.endswith("word_embeddings.weight"))
+    state[name] = state[name].to(dtype) if dtype.is_floating_point else state[name].view(dtype)
+    save_file(state, str(directory / "model.safetensors"))
+    with pytest.raises(CheckpointError) as caught:  # the strict loader's list of what does not fit
+        BertModel.from_pretrained(directory)
+    message = str(caught.value)
+    assert ("tensors of a dtype minibert does not compute from (1): embeddings.word_embeddings.weight of dtype "
+            f"{str(dtype).removeprefix('torch.')} (it reads a weight from float32") in message, message  # fmt: skip
+    assert "corrupt" not in message and "wrong shape" not in message, message
+
+
+@pytest.mark.parametrize(("code", "dtype"), [("C64", torch.complex64), ("F8_E8M0", torch.float8_e8m0fnu)])
+def test_a_dtype_transformers_does_not_read_either_is_named(tmp_path, code, dtype):
+    """Dtypes of the format that transformers 5 does not load either ("unknown dtype"): said by
+    name, not "truncated or corrupt"."""
+    transformers = pytest.importorskip("transformers")
+    directory = _with_extra(tmp_path, "extra.scale", torch.zeros(4).to(dtype))
+    with pytest.raises(ValueError, match=f"unknown dtype {code}"):
+        transformers.BertModel.from_pretrained(directory)
+    message = _refused(directory, f"tensor extra.scale has dtype {code}, which minibert does not read")
+    assert "corrupt" not in message, message
 
 
 def test_a_well_formed_safetensors_file_reads(tmp_path):

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from ..errors import CheckpointError
 from ..formats.json_files import read_json
 from ..loading.hub import resolve_file
+from ..loading.strict import WEIGHT_DTYPES
 from .options import POOLING_MODES
 
 _LEGACY_POOLING_KEYS = {
@@ -235,6 +236,9 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
         for name, shape in expected.items()
         if name not in state or tuple(state[name].shape) != shape
     ]
+    problems += [f"{name} of dtype {str(state[name].dtype).removeprefix('torch.')} (minibert computes from "
+                 "float32, float16, bfloat16, float64)" for name in expected
+                 if name in state and state[name].dtype not in WEIGHT_DTYPES]  # fmt: skip
     problems += [f"{name} unexpected" for name in state if name not in expected]
     if problems:
         raise CheckpointError(f"the weights in {folder}/ do not match {path}: {'; '.join(problems)}")
