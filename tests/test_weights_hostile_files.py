@@ -8,10 +8,14 @@ from __future__ import annotations
 import collections
 import json
 import os
+import pickle
 import re
 import shutil
 import struct
+import subprocess
+import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -513,6 +517,72 @@ def test_a_pickle_that_runs_code_is_refused_with_minibert_error(tmp_path, tiny_r
     directory = _bin_checkpoint(tmp_path, {**state, "payload": collections.Counter("abc")})
     with pytest.raises(CheckpointError, match="pytorch_model.bin"):
         BertModel.from_pretrained(directory)
+
+
+class _RunsCode:  # what a hostile pickle holds: unpickling it would call os.system
+    def __reduce__(self):
+        return os.system, ("touch RAN",)
+
+
+def _hostile_pickle(path: Path, zipped: bool) -> None:
+    """A pytorch_model.bin whose pickle asks for os.system: a bare pickle (protocol 2), or torch's zip
+    format with data.pkl replaced."""
+    if not zipped:
+        path.write_bytes(pickle.dumps({"x": _RunsCode()}, protocol=2))
+        return
+    torch.save({"a": torch.zeros(2)}, path)
+    with zipfile.ZipFile(path) as archive:
+        members = [(info, archive.read(info.filename)) for info in archive.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for info, data in members:
+            archive.writestr(info, pickle.dumps({"x": _RunsCode()}, protocol=2) if info.filename.endswith("data.pkl")
+                             else data)  # fmt: skip
+
+
+@pytest.mark.parametrize("zipped", [False, True], ids=["bare-pickle", "zip-format"])
+def test_a_pickle_that_asks_for_code_is_refused_saying_so(tmp_path, zipped, monkeypatch):
+    """torch refuses it (weights_only=True), and minibert said "truncated or corrupt", quoting torch's
+    first line, which reads as if minibert re-ran the load with weights_only=False. Now it says what
+    the pickle asks for and that minibert will not run it; the command prints that one line only
+    (not torch's "Detected pickle protocol" warning), and nothing of the file runs."""
+    directory = _bin_checkpoint(tmp_path, {})
+    _hostile_pickle(directory / "pytorch_model.bin", zipped)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL posix.system"):  # torch's own verdict
+        torch.load(directory / "pytorch_model.bin", weights_only=True)
+    with pytest.raises(CheckpointError) as caught:
+        BertModel.from_pretrained(directory)
+    message = str(caught.value)
+    assert message.startswith(f"cannot read weights file {directory / 'pytorch_model.bin'}: its pickle asks for the "
+                              "Python global posix.system, code a weights-only load"), message  # fmt: skip
+    assert "minibert runs no code from a weights file" in message and "corrupt" not in message, message
+    assert "Re-running" not in message and "\n" not in message, message
+    result = subprocess.run([sys.executable, "-m", "minibert", "embed", "hello", "--model", str(directory)],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 1 and result.stderr.splitlines() == [f"minibert: error: {message}"], result.stderr
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_a_pickle_protocol_torch_does_not_read_weights_only_is_named(tmp_path, monkeypatch):
+    """A bare protocol-4 pickle (pickle.dumps's default): torch's weights-only unpickler stops at its
+    FRAME instruction, after warning "Detected pickle protocol 4": the command says one line."""
+    directory = _bin_checkpoint(tmp_path, {})
+    (directory / "pytorch_model.bin").write_bytes(pickle.dumps({"x": _RunsCode()}, protocol=4))
+    message = _refused(directory, "its pickle uses the instruction FRAME (pickle protocol 4), which torch's "
+                                  "weights-only load")  # fmt: skip
+    assert "corrupt" not in message and "Re-running" not in message, message
+    monkeypatch.chdir(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "minibert", "embed", "hello", "--model", str(directory)],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 1 and result.stderr.splitlines() == [f"minibert: error: {message}"], result.stderr
+    assert not (tmp_path / "RAN").exists()
+
+
+@pytest.mark.parametrize(("content", "says"), [(b"", "EOFError"), (b"\xa1 not a pickle", "the byte 0xa1 is no pickle")])
+def test_a_bin_that_is_not_a_pickle_is_still_corrupt(tmp_path, content, says):
+    directory = _bin_checkpoint(tmp_path, {})
+    (directory / "pytorch_model.bin").write_bytes(content)
+    _refused(directory, says, "truncated or corrupt")
 
 
 # ----------------------------------------------------------------------------- cold start
