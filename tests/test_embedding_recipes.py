@@ -276,6 +276,43 @@ def test_recipe_files_that_minibert_does_not_compute_are_refused(saved, tmp_path
     assert "Traceback" not in str(caught.value)
 
 
+def test_older_pooling_flags_are_read_as_sentence_transformers_reads_true_and_false(saved, texts, tmp_path):
+    """Older 1_Pooling configs write one flag per mode: real true / false flags give what
+    sentence-transformers gives (here max and mean, concatenated in its order)."""
+    directory = _copy_of(saved("mean"), tmp_path)
+    flags = {"pooling_mode_cls_token": False, "pooling_mode_max_tokens": True, "pooling_mode_mean_tokens": True}
+    (directory / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 384, **flags}))
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    assert reference.get_embedding_dimension() == 768
+    compare(_embed(Embedder.from_pretrained(directory), texts), reference.encode(texts), "older flags: max+mean")
+
+
+@pytest.mark.parametrize(("key", "value"), [("pooling_mode_max_tokens", 1), ("pooling_mode_cls_token", "false")])
+def test_an_older_pooling_flag_that_is_not_a_boolean_is_refused(saved, tmp_path, key, value):
+    """sentence-transformers takes any truthy value as on (1 and "false" both add a mode: 768
+    dimensions); reading it as off gave 384 dimensions of another recipe, silently. minibert refuses
+    it, naming the file and the field."""
+    directory = _copy_of(saved("mean"), tmp_path)
+    flags = {"pooling_mode_mean_tokens": True, key: value}
+    (directory / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 384, **flags}))
+    assert st.SentenceTransformer(str(directory), device="cpu").get_embedding_dimension() == 768
+    with pytest.raises(CheckpointError, match=rf"1_Pooling/config\.json: {key} must be true or false, got {value!r}"):
+        Embedder.from_pretrained(directory)
+
+
+def test_a_dense_weight_in_float8_is_refused_not_cast(saved, tmp_path):
+    """A Dense weight of a dtype minibert does not compute from (float8: a quantized model's, to be
+    scaled) is named with its dtype; it was cast to float32 as it was."""
+    from safetensors.torch import load_file, save_file
+
+    directory = _copy_of(saved("mean+tanh_dense+normalize"), tmp_path)
+    weights = directory / "2_Dense" / "model.safetensors"
+    state = load_file(str(weights))
+    save_file({**state, "linear.weight": state["linear.weight"].to(torch.float8_e4m3fn)}, str(weights))
+    with pytest.raises(CheckpointError, match=r"2_Dense/ do not match .*linear.weight of dtype float8_e4m3fn"):
+        Embedder.from_pretrained(directory)
+
+
 def test_cli_embed_and_similarity_use_the_recipe(saved, texts, tmp_path):
     directory = saved("mean+tanh_dense+normalize")
     reference = st.SentenceTransformer(str(directory), device="cpu")

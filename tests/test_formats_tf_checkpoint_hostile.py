@@ -5,7 +5,9 @@ TypeError, OverflowError, RuntimeError, or memory that follows the entry count."
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -88,5 +90,21 @@ def test_an_integer_tensor_where_the_model_has_a_weight(tmp_path):
     target = entries[name]
     raw[name.encode()] = entry(dtype=INT32, shape=target.shape, offset=target.offset, size=target.size)
     index.write_bytes(table(list(raw.items())))
-    with pytest.raises(CheckpointError, match=r"query.weight of dtype int32 \(expected floating point\)"):
+    with pytest.raises(CheckpointError, match=r"does not compute from \(1\): .*query.weight of dtype int32 \(it reads"):
         BertModel.from_pretrained(directory)
+
+
+@pytest.mark.parametrize("kind", ["a FIFO (named pipe)", "a directory"])
+def test_a_data_shard_that_is_not_a_file_is_named_for_what_it_is(tmp_path, kind):
+    """A data shard that is a FIFO was "a 0-byte file: it is truncated or corrupt" (stat's size of
+    a FIFO); now it is named for what it is, found without opening it (a FIFO would wait for a writer)."""
+    directory = tmp_path / "google"
+    shutil.copytree(GOOGLE_DIR, directory)
+    shard = directory / "bert_model.ckpt.data-00000-of-00001"
+    shard.unlink()
+    os.mkfifo(shard) if kind.startswith("a FIFO") else shard.mkdir()
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError) as caught:
+        BertModel.from_pretrained(directory)
+    assert time.perf_counter() - started < 5
+    assert str(caught.value) == f"TensorFlow checkpoint data file {shard} is {kind}, not a regular file"

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import pickle
+import re
 import shutil
 import struct
+import subprocess
+import sys
 import time
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -126,7 +133,7 @@ def _safetensors(path, tensors: dict, data: bytes) -> None:
             "overlaps",
         ),  # fmt: skip
         ({"a": {"dtype": "F32", "shape": [2**40], "data_offsets": [0, 2**42]}}, b"\0" * 8, "does not fit"),
-        ({"a": {"dtype": "F32", "shape": [-2, -1], "data_offsets": [0, 8]}}, b"\0" * 8, "does not fit"),
+        ({"a": {"dtype": "F32", "shape": [-2, -1], "data_offsets": [0, 8]}}, b"\0" * 8, "whole numbers from 0"),
         ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4, "does not fit"),
     ],
 )
@@ -139,6 +146,121 @@ def test_safetensors_header_is_checked_against_the_file_before_reading(tmp_path,
         with pytest.raises(CheckpointError, match="model.safetensors") as caught:
             read(path)
         assert says in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize(
+    ("shape", "offsets", "says"),
+    [
+        ([2**70, 0], [0, 0], "whole numbers from 0 to 2**63 - 1"),  # no element, no byte: every range fits
+        ([2**62, 2**62, 0], [0, 0], "multiply past 2**63"),  # torch: "Storage size calculation overflowed"
+        ([2**61, 2], [0, 8], "multiply past 2**63"),
+        ([62.9], [0, 248], "whole numbers"),  # int() took it as 62
+        (["62"], [0, 248], "whole numbers"),
+        ([True], [0, 4], "whole numbers"),
+        ([1], [0.0, 4.0], "whole numbers"),
+        (7, [0, 4], "whole numbers"),
+    ],
+)
+def test_a_shape_that_is_not_whole_numbers_or_overflows_is_refused_as_the_library_refuses_it(tmp_path, shape, offsets,
+                                                                                            says):  # fmt: skip
+    """A shape the safetensors library refuses (a float, a string, a bool, dimensions whose product
+    overflows 64 bits even when one is 0) escaped as torch's TypeError or RuntimeError, with C++
+    frames and no file named, or was read as another shape (62.9 as 62). Now one CheckpointError
+    naming the file and the tensor, from every reader and from the command."""
+    from safetensors import SafetensorError, safe_open
+
+    from helpers import run_minibert
+    from minibert.loading.safetensors import map_safetensors, read_safetensors, safetensors_shapes
+
+    directory = tmp_path / "model"
+    shutil.copytree(TINY, directory)
+    weights = directory / "model.safetensors"
+    raw = weights.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header, data = json.loads(raw[8 : 8 + size]), raw[8 + size :]
+    end = len(data) + int(offsets[1])
+    header["extra"] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data) + offsets[0], end]}
+    header["extra"]["data_offsets"] = [type(offsets[0])(len(data) + offsets[0]), type(offsets[1])(end)]
+    _safetensors(weights, header, data + b"\0" * int(offsets[1]))
+    with pytest.raises(SafetensorError):  # the reference refuses the file
+        with safe_open(str(weights), "pt") as handle:
+            handle.get_tensor("extra")
+    for read in (read_safetensors, safetensors_shapes, map_safetensors):
+        with pytest.raises(CheckpointError, match="model.safetensors: tensor extra") as caught:
+            read(weights)
+        assert says in str(caught.value), caught.value
+    _refused(directory, "model.safetensors: tensor extra", says)
+    result = run_minibert("embed", "hello", "--model", str(directory))
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "tensor extra" in result.stderr and "frame #" not in result.stderr, result.stderr
+
+
+def _with_extra(tmp_path, name: str, tensor: torch.Tensor):
+    """A copy of the tiny checkpoint with one more tensor, saved by the safetensors library."""
+    from safetensors.torch import load_file, save_file
+
+    directory = tmp_path / "model"
+    shutil.copytree(TINY, directory)
+    state = load_file(str(directory / "model.safetensors"))
+    save_file({**state, name: tensor}, str(directory / "model.safetensors"))
+    return directory
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64]
+)
+def test_an_unused_tensor_of_a_dtype_minibert_does_not_compute_from_is_ignored_as_in_transformers(
+    tmp_path, tiny_reference, dtype
+):
+    """A valid file with a tensor the model does not use (a float8 scale, an unsigned count) was
+    "truncated or corrupt — download it again". transformers loads the file and reports the tensor
+    unexpected; minibert loads it too, with its usual warning, and computes the same numbers."""
+    transformers = pytest.importorskip("transformers")
+    _, ids, expected = tiny_reference
+    directory = _with_extra(tmp_path, "extra.scale", torch.zeros(4, dtype=torch.float32).to(dtype))
+    reference = transformers.BertModel.from_pretrained(directory)  # loads: extra.scale is unexpected
+    with pytest.warns(UserWarning, match="ignoring 1 tensors minibert does not use: extra.scale"):
+        model = BertModel.from_pretrained(directory)
+    with torch.no_grad():
+        got = model(ids, attention_mask=(ids != 0).long()).last_hidden_state
+        theirs = reference(ids, attention_mask=(ids != 0).long()).last_hidden_state
+    assert torch.equal(got, expected), (got - expected).abs().max()
+    assert (got - theirs).abs().max() < 1e-5, (got - theirs).abs().max()
+    with pytest.warns(UserWarning, match="ignoring 1"):  # the first floating-point tensor is not the float8 one
+        model = BertModel.from_pretrained(directory, dtype="auto")
+    assert model.embeddings.word_embeddings.weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.uint32])
+def test_a_weight_in_a_dtype_minibert_does_not_compute_from_is_refused_naming_it(tmp_path, dtype):
+    """A float8 word-embedding matrix (a quantized model's, meant to be scaled) is refused by dtype,
+    not cast as it is, and not called corrupt."""
+    from safetensors.torch import load_file, save_file
+
+    directory = tmp_path / "model"
+    shutil.copytree(TINY, directory)
+    state = load_file(str(directory / "model.safetensors"))
+    name = next(name for name in state if name.endswith("word_embeddings.weight"))
+    state[name] = state[name].to(dtype) if dtype.is_floating_point else state[name].view(dtype)
+    save_file(state, str(directory / "model.safetensors"))
+    with pytest.raises(CheckpointError) as caught:  # the strict loader's list of what does not fit
+        BertModel.from_pretrained(directory)
+    message = str(caught.value)
+    assert ("tensors of a dtype minibert does not compute from (1): embeddings.word_embeddings.weight of dtype "
+            f"{str(dtype).removeprefix('torch.')} (it reads a weight from float32") in message, message  # fmt: skip
+    assert "corrupt" not in message and "wrong shape" not in message, message
+
+
+@pytest.mark.parametrize(("code", "dtype"), [("C64", torch.complex64), ("F8_E8M0", torch.float8_e8m0fnu)])
+def test_a_dtype_transformers_does_not_read_either_is_named(tmp_path, code, dtype):
+    """Dtypes of the format that transformers 5 does not load either ("unknown dtype"): said by
+    name, not "truncated or corrupt"."""
+    transformers = pytest.importorskip("transformers")
+    directory = _with_extra(tmp_path, "extra.scale", torch.zeros(4).to(dtype))
+    with pytest.raises(ValueError, match=f"unknown dtype {code}"):
+        transformers.BertModel.from_pretrained(directory)
+    message = _refused(directory, f"tensor extra.scale has dtype {code}, which minibert does not read")
+    assert "corrupt" not in message, message
 
 
 def test_a_well_formed_safetensors_file_reads(tmp_path):
@@ -163,6 +285,86 @@ def test_a_tokenizer_shorter_than_the_model_vocabulary_is_fine(checkpoint):
     lines = (checkpoint / "vocab.txt").read_text(encoding="utf-8").splitlines()
     (checkpoint / "vocab.txt").write_text("\n".join(lines[:-100]) + "\n", encoding="utf-8")
     assert Embedder.from_pretrained(checkpoint).embed("hello world").shape == (384,)
+
+
+# ----------------------------------------------------------------------------- a name that is not a file
+
+
+@pytest.fixture
+def sentence_model(tmp_path, minilm_dir):
+    """A copy of all-MiniLM-L6-v2 with its recipe (mean pooling, then Normalize); the weights linked."""
+    directory = tmp_path / "minilm"
+    shutil.copytree(minilm_dir, directory, ignore=shutil.ignore_patterns("model.safetensors", "README.md"))
+    (directory / "model.safetensors").symlink_to(minilm_dir / "model.safetensors")
+    return directory
+
+
+def _replace(path: Path, kind: str) -> None:
+    path.unlink()
+    if kind == "a directory":
+        path.mkdir()
+    elif kind == "a FIFO (named pipe)":
+        os.mkfifo(path)  # opening it would wait for a writer: only stat may look at it
+    else:
+        path.symlink_to("/dev/zero")
+
+
+KINDS = ["a directory", "a FIFO (named pipe)", "a link to /dev/zero, a character device"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["modules.json", "tokenizer_config.json", "1_Pooling/config.json", "config.json"])
+def test_a_name_that_is_there_but_not_a_file_is_refused_saying_what_it_is(sentence_model, name, kind):
+    """An optional file (modules.json, tokenizer_config.json) that is there but is not a regular
+    file was taken as absent: all-MiniLM embedded without its Normalize step (norm 5.7, not 1), or
+    with the casing guessed. A required one was "not found". Now it is named for what it is, at once."""
+    _replace(sentence_model / name, kind)
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError) as caught:
+        Embedder.from_pretrained(sentence_model)
+    assert time.perf_counter() - started < 5, "a FIFO must not be opened"
+    assert str(caught.value) == f"{name} in the directory {sentence_model} is {kind}, not a regular file"
+
+
+def test_sentence_transformers_refuses_a_modules_json_directory_too(sentence_model):
+    from sentence_transformers import SentenceTransformer
+
+    _replace(sentence_model / "modules.json", "a directory")
+    with pytest.raises(IsADirectoryError, match="modules.json"):
+        SentenceTransformer(str(sentence_model), device="cpu")
+
+
+def test_weights_that_are_a_fifo_are_not_passed_over_for_the_bin_beside_them(sentence_model, tiny_reference):
+    """model.safetensors as a FIFO gave "has config.json but no weights", or with a
+    pytorch_model.bin beside it loaded the .bin silently; a shard named by the index likewise."""
+    _replace(sentence_model / "model.safetensors", "a FIFO (named pipe)")
+    message = f"model.safetensors in the directory {sentence_model} is a FIFO (named pipe), not a regular file"
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        BertModel.from_pretrained(sentence_model)
+    torch.save(tiny_reference[0], sentence_model / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        BertModel.from_pretrained(sentence_model)
+    (sentence_model / "model.safetensors").unlink()
+    (sentence_model / "pytorch_model.bin").unlink()
+    shard = "model-00001-of-00001.safetensors"
+    index = {"metadata": {}, "weight_map": {"embeddings.word_embeddings.weight": shard}}
+    (sentence_model / "model.safetensors.index.json").write_text(json.dumps(index))
+    os.mkfifo(sentence_model / shard)
+    with pytest.raises(CheckpointError, match=re.escape(f"{shard} in the directory {sentence_model} is a FIFO")):
+        BertModel.from_pretrained(sentence_model)
+
+
+def test_a_dangling_link_is_absent_as_in_sentence_transformers(sentence_model):
+    """A link to nothing is absent for sentence-transformers (os.path.exists), so minibert too:
+    without modules.json both embed with mean pooling and no Normalize."""
+    from sentence_transformers import SentenceTransformer
+
+    (sentence_model / "modules.json").unlink()
+    (sentence_model / "modules.json").symlink_to(sentence_model / "nowhere.json")
+    expected = SentenceTransformer(str(sentence_model), device="cpu").encode(["hello world"])[0]
+    actual = Embedder.from_pretrained(sentence_model).embed("hello world")
+    assert abs(float(np.linalg.norm(expected)) - 1) > 0.1  # no Normalize, in both
+    assert np.abs(actual - expected).max() < 1e-5, np.abs(actual - expected).max()
 
 
 # ----------------------------------------------------------------------------- a hub that never answers
@@ -315,6 +517,72 @@ def test_a_pickle_that_runs_code_is_refused_with_minibert_error(tmp_path, tiny_r
     directory = _bin_checkpoint(tmp_path, {**state, "payload": collections.Counter("abc")})
     with pytest.raises(CheckpointError, match="pytorch_model.bin"):
         BertModel.from_pretrained(directory)
+
+
+class _RunsCode:  # what a hostile pickle holds: unpickling it would call os.system
+    def __reduce__(self):
+        return os.system, ("touch RAN",)
+
+
+def _hostile_pickle(path: Path, zipped: bool) -> None:
+    """A pytorch_model.bin whose pickle asks for os.system: a bare pickle (protocol 2), or torch's zip
+    format with data.pkl replaced."""
+    if not zipped:
+        path.write_bytes(pickle.dumps({"x": _RunsCode()}, protocol=2))
+        return
+    torch.save({"a": torch.zeros(2)}, path)
+    with zipfile.ZipFile(path) as archive:
+        members = [(info, archive.read(info.filename)) for info in archive.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for info, data in members:
+            archive.writestr(info, pickle.dumps({"x": _RunsCode()}, protocol=2) if info.filename.endswith("data.pkl")
+                             else data)  # fmt: skip
+
+
+@pytest.mark.parametrize("zipped", [False, True], ids=["bare-pickle", "zip-format"])
+def test_a_pickle_that_asks_for_code_is_refused_saying_so(tmp_path, zipped, monkeypatch):
+    """torch refuses it (weights_only=True), and minibert said "truncated or corrupt", quoting torch's
+    first line, which reads as if minibert re-ran the load with weights_only=False. Now it says what
+    the pickle asks for and that minibert will not run it; the command prints that one line only
+    (not torch's "Detected pickle protocol" warning), and nothing of the file runs."""
+    directory = _bin_checkpoint(tmp_path, {})
+    _hostile_pickle(directory / "pytorch_model.bin", zipped)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL posix.system"):  # torch's own verdict
+        torch.load(directory / "pytorch_model.bin", weights_only=True)
+    with pytest.raises(CheckpointError) as caught:
+        BertModel.from_pretrained(directory)
+    message = str(caught.value)
+    assert message.startswith(f"cannot read weights file {directory / 'pytorch_model.bin'}: its pickle asks for the "
+                              "Python global posix.system, code a weights-only load"), message  # fmt: skip
+    assert "minibert runs no code from a weights file" in message and "corrupt" not in message, message
+    assert "Re-running" not in message and "\n" not in message, message
+    result = subprocess.run([sys.executable, "-m", "minibert", "embed", "hello", "--model", str(directory)],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 1 and result.stderr.splitlines() == [f"minibert: error: {message}"], result.stderr
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_a_pickle_protocol_torch_does_not_read_weights_only_is_named(tmp_path, monkeypatch):
+    """A bare protocol-4 pickle (pickle.dumps's default): torch's weights-only unpickler stops at its
+    FRAME instruction, after warning "Detected pickle protocol 4": the command says one line."""
+    directory = _bin_checkpoint(tmp_path, {})
+    (directory / "pytorch_model.bin").write_bytes(pickle.dumps({"x": _RunsCode()}, protocol=4))
+    message = _refused(directory, "its pickle uses the instruction FRAME (pickle protocol 4), which torch's "
+                                  "weights-only load")  # fmt: skip
+    assert "corrupt" not in message and "Re-running" not in message, message
+    monkeypatch.chdir(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "minibert", "embed", "hello", "--model", str(directory)],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 1 and result.stderr.splitlines() == [f"minibert: error: {message}"], result.stderr
+    assert not (tmp_path / "RAN").exists()
+
+
+@pytest.mark.parametrize(("content", "says"), [(b"", "EOFError"), (b"\xa1 not a pickle", "the byte 0xa1 is no pickle")])
+def test_a_bin_that_is_not_a_pickle_is_still_corrupt(tmp_path, content, says):
+    directory = _bin_checkpoint(tmp_path, {})
+    (directory / "pytorch_model.bin").write_bytes(content)
+    _refused(directory, says, "truncated or corrupt")
 
 
 # ----------------------------------------------------------------------------- cold start

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from ..errors import CheckpointError
 from ..formats.json_files import read_json
 from ..loading.hub import resolve_file
+from ..loading.strict import WEIGHT_DTYPES
 from .options import POOLING_MODES
 
 _LEGACY_POOLING_KEYS = {
@@ -193,8 +194,9 @@ def _read_pooling(recipe: SentenceRecipe, name_or_path, revision, folder: str, h
     if "pooling_mode" in values:
         modes = values["pooling_mode"]
         modes = [modes] if isinstance(modes, str) else modes
-    else:  # older configs: one boolean per mode
-        modes = [mode for key, mode in _LEGACY_POOLING_KEYS.items() if values.get(key) is True] or ["mean"]
+    else:  # older configs: one boolean per mode. sentence-transformers takes any truthy value (1, "false")
+        # as on; minibert refuses what is not true or false rather than read a different recipe.
+        modes = [mode for key, mode in _LEGACY_POOLING_KEYS.items() if _boolean(values, key, False, path)] or ["mean"]
     if not isinstance(modes, list) or not modes or not all(mode in POOLING_MODES for mode in modes):
         raise CheckpointError(f"{path}: pooling_mode {values.get('pooling_mode')!r} is not one of {POOLING_MODES}")
     width = values.get("embedding_dimension", values.get("word_embedding_dimension", hidden_size))
@@ -234,6 +236,9 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
         for name, shape in expected.items()
         if name not in state or tuple(state[name].shape) != shape
     ]
+    problems += [f"{name} of dtype {str(state[name].dtype).removeprefix('torch.')} (minibert computes from "
+                 "float32, float16, bfloat16, float64)" for name in expected
+                 if name in state and state[name].dtype not in WEIGHT_DTYPES]  # fmt: skip
     problems += [f"{name} unexpected" for name in state if name not in expected]
     if problems:
         raise CheckpointError(f"the weights in {folder}/ do not match {path}: {'; '.join(problems)}")

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import pickletools
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,12 +170,40 @@ def _torch_load(path: Path):
     """torch.load with weights_only=True (tensors and plain containers only: no code from the file
     runs), memory-mapped; torch's legacy format (torch.save before 1.6, or
     `_use_new_zipfile_serialization=False`) cannot be mapped, so it is read whole."""
-    try:
-        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
-    except RuntimeError as error:
-        if "mmap can only be used" not in str(error):
-            raise
-        return torch.load(str(path), map_location="cpu", weights_only=True)
+    with warnings.catch_warnings():  # "Detected pickle protocol 4 ...": torch's note to itself, not the user's
+        warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        try:
+            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as error:
+            if "mmap can only be used" not in str(error):
+                raise
+            return torch.load(str(path), map_location="cpu", weights_only=True)
+
+
+def _refused_pickle(path: Path, torch_says: str) -> CheckpointError:
+    """What is true when torch's weights-only unpickler refuses a .bin: its pickle asks for a Python
+    global (a class or function: ``os.system``, a whole ``nn.Module``) or uses an instruction that the
+    weights-only load does not run, and minibert runs no other unpickler; a pickle instruction that
+    does not exist means the file is not a pickle at all (corrupt). torch's own text advises
+    re-running with ``weights_only=False``: not quoted."""
+    named = re.search(r"GLOBAL ([\w.]+)", torch_says)
+    operand = re.search(r"Unsupported operand (\d+)", torch_says)
+    if named:
+        refused = (f"its pickle asks for the Python global {named.group(1)}, code a weights-only load (torch.load "
+                   "with weights_only=True) does not run, and minibert runs no code from a weights file")
+    elif operand and int(operand.group(1)) < 256 and chr(int(operand.group(1))) in pickletools.code2op:
+        instruction = pickletools.code2op[chr(int(operand.group(1)))]
+        refused = (f"its pickle uses the instruction {instruction.name} (pickle protocol {instruction.proto}), which "
+                   "torch's weights-only load (weights_only=True, the only load minibert makes) does not read")
+    elif operand:
+        return _corrupt(path, f"it is not a pickle (the byte {int(operand.group(1)):#04x} is no pickle instruction)")
+    else:
+        return _corrupt(path, "torch's weights-only unpickler refused it")
+    return CheckpointError(
+        f"cannot read weights file {path}: {refused}. If you trust where the file came from, convert it once with "
+        "a tool you trust: torch.load(path, weights_only=False), then safetensors.torch.save_file(tensors, "
+        "'model.safetensors')"
+    )
 
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
@@ -190,8 +221,11 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         state = _torch_load(path)
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
-    except Exception as error:  # noqa: BLE001 — any parse failure means a corrupt file
-        raise _corrupt(path, f"{type(error).__name__}: {str(error).splitlines()[0][:200]}") from None
+    except pickle.UnpicklingError as error:
+        raise _refused_pickle(path, str(error)) from None
+    except Exception as error:  # noqa: BLE001 — any other parse failure means a corrupt file
+        said = (str(error).splitlines() or [""])[0][:200]  # an empty file's EOFError says nothing
+        raise _corrupt(path, f"{type(error).__name__}: {said}" if said else type(error).__name__) from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):

@@ -29,7 +29,7 @@ from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
 from .hub import hub_options
-from .strict import rename_and_check
+from .strict import WEIGHT_DTYPES, rename_and_check
 from .transformers_keywords import TRANSFORMERS_KEYWORDS, model_keywords
 
 # dtype names from_pretrained takes; "int8" loads float32 weights, then quantizes them (speed/seam.py → speed/int8.py)
@@ -75,7 +75,8 @@ def _parse_dtype(dtype, config: BertConfig, config_file: Path, weights_file: Pat
 def saved_dtype(config: BertConfig, config_file: Path, weights_file: Path) -> torch.dtype:
     """transformers' ``dtype="auto"`` (``torch_dtype="auto"``): the dtype config.json names (its
     ``dtype`` field, or transformers 4's ``torch_dtype``), else that of the first floating-point
-    tensor in the weights file: the model computes in the type it was saved in."""
+    tensor in the weights file (one of WEIGHT_DTYPES: not a float8 tensor the model does not use):
+    the model computes in the type it was saved in."""
     for field in ("dtype", "torch_dtype"):
         named = config.extra.get(field)
         if named is not None:
@@ -84,7 +85,7 @@ def saved_dtype(config: BertConfig, config_file: Path, weights_file: Path) -> to
                 raise CheckpointError(f"{config_file}: {field} {named!r} is not a floating-point torch "
                                       "dtype, so dtype='auto' cannot follow it; give one (dtype=torch.float32, say)")
             return dtype
-    return next((dtype for dtype in stored_dtypes(weights_file) if dtype.is_floating_point), torch.float32)
+    return next((dtype for dtype in stored_dtypes(weights_file) if dtype in WEIGHT_DTYPES), torch.float32)
 
 
 class _WithoutInitialisation(torch.overrides.TorchFunctionMode):

@@ -22,13 +22,14 @@ import errno
 import functools
 import os
 import socket
+import stat
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..errors import HubDownloadError, ModelNotFoundError
+from ..errors import CheckpointError, HubDownloadError, ModelNotFoundError
 from .hub_failures import (
     download_failed,
     is_a_transfer_failure,
@@ -104,6 +105,9 @@ def resolve_file(
         path = Path(name) / filename
         if path.is_file():
             return path
+        kind = not_a_file(path)
+        if kind:  # there, but a directory, a FIFO, a device: never taken as absent
+            raise CheckpointError(f"{filename} in the directory {name} is {kind}, not a regular file")
         if required:
             raise ModelNotFoundError(f"{filename} not found in the directory {name}")
         return None
@@ -122,6 +126,32 @@ def resolve_file(
     if missing_in_a_folder:
         raise ModelNotFoundError(missing_in_a_folder)
     return _download(name, filename, revision=revision, required=required)
+
+
+def not_a_file(path: str | os.PathLike) -> str | None:
+    """What ``path`` is when a name is there but is not a regular file, said for an error: "a
+    directory", "a FIFO (named pipe)", "a link to /dev/zero, a character device"; None for a regular
+    file or a name that is absent (missing, or a link to nothing, which sentence-transformers'
+    ``os.path.exists`` also takes as absent). Only ``stat`` is asked, so a FIFO is never opened
+    (opening one waits for a writer).
+
+    >>> not_a_file("/"), not_a_file("/no/such/file")
+    ('a directory', None)
+    """
+    try:
+        mode = os.stat(path).st_mode  # follows links: a link to /dev/zero is a device
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # links in a loop lead nowhere: absent, as a dangling link
+            return None
+        raise CheckpointError(f"cannot look at {os.fspath(path)}: {error.strerror or error}") from None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
+    kind = next((name for test, name in kinds.items() if test(mode)), f"a special file (mode {oct(mode)})")
+    return f"a link to {os.path.realpath(path)}, {kind}" if os.path.islink(path) else kind
 
 
 def _missing_in_a_local_folder(name: str) -> str | None:

@@ -25,6 +25,15 @@ _SAFETENSORS_DTYPES = {
     "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
     "BOOL": torch.bool,
 }  # fmt: skip
+# Dtypes of the format that no BERT weight of minibert is computed from, those transformers 5 reads
+# (modeling_utils.str_to_torch_dtype): read, range-checked by their item size, so that a tensor the
+# model does not use is ignored with the other unexpected ones, as transformers ignores it; one where
+# a weight goes is refused by name (strict.py). Any other dtype (C64, F8_E8M0, F4: transformers says
+# "unknown dtype") is refused naming it.
+_SAFETENSORS_DTYPES.update({code: getattr(torch, name) for code, name in {
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "U16": "uint16", "U32": "uint32", "U64": "uint64",
+}.items() if hasattr(torch, name)})  # fmt: skip
+_INT64_LIMIT = 2**63  # torch's sizes, strides and byte counts are int64
 
 
 def _corrupt(path: Path, problem: str) -> CheckpointError:
@@ -59,19 +68,25 @@ def _safetensors_entries(header: dict, data_size: int, path: Path) -> list[tuple
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        try:
-            dtype = _SAFETENSORS_DTYPES[info["dtype"]]
-            shape = [int(size) for size in info["shape"]]
-            start, end = (int(offset) for offset in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise _corrupt(path, f"tensor {name} has an unreadable entry {str(info)[:120]}") from None
+        if not isinstance(info, dict) or not all(key in info for key in ("dtype", "shape", "data_offsets")):
+            raise _corrupt(path, f"tensor {name} has an unreadable entry {str(info)[:120]}")
+        code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if isinstance(code, str) and code not in _SAFETENSORS_DTYPES and code.isascii() and len(code) <= 16:
+            raise CheckpointError(f"cannot read weights file {path}: tensor {name} has dtype {code}, which minibert "
+                                  "does not read")
+        if not _counts(shape) or not _counts(offsets) or len(offsets) != 2 or code not in _SAFETENSORS_DTYPES:
+            raise _corrupt(path, f"tensor {name} has an unreadable entry {str(info)[:120]} (shapes and offsets are "
+                                 "lists of whole numbers from 0 to 2**63 - 1)")  # fmt: skip
+        dtype, (start, end) = _SAFETENSORS_DTYPES[code], offsets
         item_size = dtype.itemsize
+        if math.prod(max(size, 1) for size in shape) * item_size >= _INT64_LIMIT:  # a 0 would hide the others
+            raise _corrupt(path, f"tensor {name} {code}{str(shape)[:120]}: its dimensions multiply past 2**63, more "
+                                 "than torch can count")  # fmt: skip
         if (
-            any(size < 0 for size in shape)
-            or not 0 <= start <= end <= data_size
+            not 0 <= start <= end <= data_size
             or (end - start != math.prod(shape) * item_size)
         ):
-            raise _corrupt(path, f"tensor {name} {info['dtype']}{shape} does not fit its byte range [{start}, {end}) "
+            raise _corrupt(path, f"tensor {name} {code}{str(shape)[:120]} does not fit its byte range [{start}, {end}) "
                                  f"of {data_size} data bytes")  # fmt: skip
         entries.append((name, dtype, shape, start, end))
     covered = 0
@@ -83,6 +98,16 @@ def _safetensors_entries(header: dict, data_size: int, path: Path) -> list[tuple
     if covered != data_size:
         raise _corrupt(path, f"{data_size - covered} trailing bytes after the last tensor (byte {covered})")
     return entries
+
+
+def _counts(values) -> bool:
+    """Whether ``values`` is a list of whole numbers from 0 below 2⁶³, as a shape or a byte range is
+    (not 62.9, "62" or true, which a lenient int() would take).
+
+    >>> _counts([30522, 384]), _counts([62.9]), _counts(["62"]), _counts([True]), _counts([2**70])
+    (True, False, False, False, False)
+    """
+    return isinstance(values, list) and all(type(value) is int and 0 <= value < _INT64_LIMIT for value in values)
 
 
 def safetensors_shapes(path: str | os.PathLike) -> dict[str, torch.Tensor]:

@@ -40,6 +40,10 @@ from .names import (
 )
 
 logger = logging.getLogger("minibert")
+# The dtypes a weight is read from. A float8 weight is a quantized model's, meant to be multiplied by a
+# scale stored beside it (config.json's quantization_config), which minibert does not apply: refused by
+# name with the integer and boolean dtypes, never cast as it is.
+WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True,
@@ -63,12 +67,13 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
         for name in sorted(set(expected) & set(renamed))
         if renamed[name].shape != expected[name].shape
     ]
-    misshaped += [  # an integer or boolean tensor where the model has a weight: not a number to convert
-        f"{name} of dtype {str(renamed[name].dtype).removeprefix('torch.')} (expected floating point)"
+    wrong_dtype = [  # an integer, boolean or float8 tensor where the model has a weight: refused, not converted
+        f"{name} of dtype {str(renamed[name].dtype).removeprefix('torch.')}"
         for name in sorted(set(expected) & set(renamed))
-        if expected[name].is_floating_point() and not renamed[name].is_floating_point()
+        if expected[name].is_floating_point() and renamed[name].dtype not in WEIGHT_DTYPES
     ]
-    if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped:
+    if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) \
+            and not misshaped and not wrong_dtype:  # fmt: skip
         if not new_heads:
             advice = "(or pass new_heads=True to start them from fresh weights, to fine-tune)"
             only_the_pooler = all(name.startswith(prefix + POOLER) for name in missing)
@@ -84,8 +89,9 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
         for name in missing:
             renamed[name] = _fresh(name, tuple(expected[name].shape), model.config.initializer_range)
         missing = []
-    if missing or misshaped or undescribed:
-        problems = {"undescribed": undescribed, "missing": missing, "misshaped": misshaped, "unexpected": unexpected}
+    if missing or misshaped or wrong_dtype or undescribed:
+        problems = {"undescribed": undescribed, "missing": missing, "misshaped": misshaped, "wrong_dtype": wrong_dtype,
+                    "unexpected": unexpected}  # fmt: skip
         raise CheckpointError(_does_not_fit(weights_file, config_file, prefix, **problems))
     task_heads = [name for name in unused_heads if checkpoint_to_minibert(name).startswith(TASK_HEADS)]
     if warn and (prefix and unused_heads or task_heads):  # the bare encoder names only fine-tuned heads it ignores
@@ -143,7 +149,8 @@ def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str],
     return renamed, unexpected, unused_heads
 
 
-def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missing, misshaped, unexpected) -> str:
+def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missing, misshaped, wrong_dtype,
+                  unexpected) -> str:  # fmt: skip
     """The one message that lists every tensor that does not fit, by kind."""
     lines = [f"{weights_file} does not fit the model described by {config_file}:"]
     if undescribed:
@@ -153,6 +160,9 @@ def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missin
         lines.append(f"  missing tensors ({len(missing)}): {_first(_checkpoint_names(missing, prefix))}")
     if misshaped:
         lines.append(f"  tensors with the wrong shape ({len(misshaped)}): {_first(misshaped)}")
+    if wrong_dtype:
+        lines.append(f"  tensors of a dtype minibert does not compute from ({len(wrong_dtype)}): {_first(wrong_dtype)} "
+                     f"(it reads a weight from {', '.join(str(d).removeprefix('torch.') for d in WEIGHT_DTYPES)})")
     if unexpected:
         lines.append(f"  unexpected tensors ({len(unexpected)}): {_first(sorted(unexpected))}")
     if misshaped:

@@ -60,6 +60,7 @@ import torch
 from ..errors import CheckpointError
 from ..formats.crc32c import crc32c, unmask
 from ..formats.protobuf import FIXED_SIZES, WireReader
+from .hub import not_a_file
 
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48  # two block handles padded to 40 bytes, then the 8-byte magic number
@@ -325,6 +326,9 @@ def _check_byte_ranges(chosen: list[TensorEntry], prefix: Path, num_shards: int)
     for entry in chosen:
         if entry.shard not in shard_sizes:
             data_path = shard_path(prefix, entry.shard, num_shards)
+            kind = not_a_file(data_path)  # stat only: a FIFO is not opened, nor its size of 0 believed
+            if kind:
+                raise CheckpointError(f"TensorFlow checkpoint data file {data_path} is {kind}, not a regular file")
             try:
                 shard_sizes[entry.shard] = data_path.stat().st_size
             except FileNotFoundError:
