@@ -94,7 +94,11 @@ def test_multiple_choice_checks_its_inputs_as_the_model_does(minilm_dir, tokeniz
         named = f"(batch, choices, tokens), each at least 1, got {tuple(empty.shape)}"
         with pytest.raises(ValueError, match=re.escape(named)):
             choices(empty)
-    assert choices(ids, attention_mask=mask).logits.shape == (1, 3)  # the right call still runs
+    logits = choices(ids, attention_mask=mask).logits  # the right call still runs
+    assert logits.shape == (1, 3)
+    positions = torch.arange(ids.shape[-1])
+    for every_row in (positions, positions[None]):  # (T,) and (1, T): every row's, as the encoder takes them
+        assert torch.allclose(choices(ids, attention_mask=mask, position_ids=every_row).logits, logits, atol=1e-5)
 
 
 def test_extended_masks_are_taken_as_transformers_takes_them_and_masks_per_query_refused(minilm_dir, model, tokenizer):

@@ -114,12 +114,13 @@ def choices_as_rows(input_ids, *others) -> tuple[int, list]:
     if input_ids.dim() != 3 or 0 in input_ids.shape:
         shape = tuple(input_ids.shape)
         raise ValueError(f"input_ids must have shape (batch, choices, tokens), each at least 1, got {shape}")
-    rows = [input_ids.reshape(-1, input_ids.shape[-1])]  # (B, C, T) -> (B·C, T)
+    tokens = input_ids.shape[-1]
+    rows = [input_ids.reshape(-1, tokens)]  # (B, C, T) -> (B·C, T)
     for name, value in zip(("attention_mask", "token_type_ids", "position_ids"), others):
-        if value is None or (name == "position_ids" and _as_tensor(value, name).dim() == 1):
+        tensor = None if value is None else _as_tensor(value, name)
+        if tensor is None or name == "position_ids" and tensor.shape in ((tokens,), (1, tokens)):  # (T,): every row's
             rows.append(value)
             continue
-        tensor = _as_tensor(value, name)
         if tensor.shape != input_ids.shape:
             raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has {tuple(input_ids.shape)}")
         rows.append(tensor.reshape(rows[0].shape))

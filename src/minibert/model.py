@@ -320,6 +320,9 @@ class BertModel(TransformersNames, PretrainedBert):
 
         # The fast path keeps no attention weights, so asking for them runs the plain formula.
         fast = (self.use_fast_path if use_fast_path is None else use_fast_path) and not output_attentions
+        # A row with no real token, where a gradient is recorded, runs the plain formula too: there torch's
+        # fused kernel's backward is not the formula's (speed/fast_path.py, 3.).
+        fast = fast and not (padded and torch.is_grad_enabled() and not bool(attention_mask.any(dim=1).all()))
         layout = FastLayout(attention_mask, self.short_attention, pack=skip_padding) if fast else None
         if layout is not None:  # (B, T) → (P,): the real tokens only, when packing applies
             ids, token_types, positions = layout.pack(ids), layout.pack(token_types), layout.pack(positions)

@@ -8,6 +8,7 @@ package needs transformers.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import torch
 
@@ -42,16 +43,22 @@ def compare_with_transformers(
     texts = texts or SAMPLE_TEXTS
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
     batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+    from ..loading.checkpoint_files import find_checkpoint, tensor_names
+
+    config_file, weights_file = find_checkpoint(name_or_path)  # the files minibert reads, fetched or bundled
+    folder = str(Path(config_file).parent)  # what transformers reads: the same files (a bundled name is no hub id)
     if heads is None:
-        heads = _has_heads(name_or_path)
+        heads = any(name.startswith(("cls.", "bert.cls.")) for name in tensor_names(weights_file))
     if heads:
         ours_full = BertForPreTraining.from_pretrained(name_or_path, gemm=gemm, device=device)
         ours = ours_full.bert
-        theirs_full = transformers.BertForPreTraining.from_pretrained(str(name_or_path), attn_implementation="eager")
+        # float32 as minibert's default (transformers 5 keeps a checkpoint's stored dtype: bfloat16 for some)
+        theirs_full = transformers.BertForPreTraining.from_pretrained(folder, attn_implementation="eager")
+        theirs_full = theirs_full.float()
         theirs = theirs_full.to(ours.device).bert
     else:
         ours = BertModel.from_pretrained(name_or_path, gemm=gemm, device=device)
-        theirs = transformers.BertModel.from_pretrained(str(name_or_path), attn_implementation="eager")
+        theirs = transformers.BertModel.from_pretrained(folder, attn_implementation="eager").float()
     theirs.to(ours.device).eval()
     batch = {key: value.to(ours.device) for key, value in batch.items()}
     real = batch["attention_mask"].bool()
@@ -73,13 +80,6 @@ def compare_with_transformers(
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.double() - b.double()).abs().max().item()
-
-
-def _has_heads(name_or_path) -> bool:
-    from ..loading.checkpoint_files import find_checkpoint, tensor_names
-
-    _, weights_file = find_checkpoint(name_or_path)
-    return any(name.startswith(("cls.", "bert.cls.")) for name in tensor_names(weights_file))
 
 
 def format_table(rows: list[tuple[str, float]], tolerance: float = 1e-5) -> str:

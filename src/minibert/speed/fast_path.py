@@ -29,9 +29,10 @@ differ, a float16 row with no real token, is in 3.):
    (2-core AMD EPYC, 2 threads, 64 sequences of 32 tokens: 4.4 ms fused, 2.7 ms written out).
    ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
    the written-out formula is used.
-   A row with no real token attends written out where a gradient is recorded: there the fused
-   kernel's backward is not the formula's (torch's CPU kernel: dQ 4x the written-out one).
-   Otherwise one row is not the same: in float16, a row with no real token (attention_mask all zeros). The
+   A batch with a row of no real token, where a gradient is recorded, is not given a layout at all
+   (model.py runs the book's formula): there the fused kernel's backward is not the formula's
+   (torch's CPU kernel: dQ 4x the written-out one). Otherwise one row is not the same: in float16,
+   a row with no real token (attention_mask all zeros). The
    book adds the mask (-65504, float16's minimum) to the scores in float16, where the sums round to
    steps of 32 and the scores are mostly lost; the fused kernel adds it to scores it holds in
    float32, where they survive, so that row attends as if nothing were masked (torch's CPU kernel;
@@ -256,11 +257,6 @@ class FastLayout:
         self.sequences = varlen.Sequences.of(attention_mask.sum(1)) if by_sequence else None
         # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
         self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
-        # A row with no real token, where a gradient is recorded, attends written out: there torch's
-        # fused kernel's backward is not the formula's (on a CPU its dQ was 4x the written-out one, and
-        # a layer's weight gradient 20x transformers'), though its forward is.
-        self.written_for_gradients = torch.is_grad_enabled() and attention_mask is not None and not bool(
-            attention_mask.any(dim=1).all())  # fmt: skip
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) → (P, ...) when packing, else unchanged."""
@@ -310,8 +306,8 @@ class FastLayout:
 
     def _attention(self, q, k, v, mask, heads: int, dropout: float) -> torch.Tensor:
         """(B, T, H) each → (B, T, H): the fused kernel, or the formula written out for short T."""
-        if self.written_for_gradients or (q.shape[1] <= self.short_tokens and not dropout):
-            return written_out(q, k, v, mask, heads, dropout)
+        if q.shape[1] <= self.short_tokens and not dropout:
+            return written_out(q, k, v, mask, heads)
         return fused_kernel(q, k, v, mask, heads, dropout)
 
 
@@ -371,15 +367,15 @@ def fused_kernel(
 
 
 def written_out(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int, dropout: float = 0.0
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, heads: int
 ) -> torch.Tensor:
-    """q, k, v (B, T, H) → context (B, T, H): dropout(softmax(Q·Kᵀ/√S + mask))·V as model.py writes it."""
+    """q, k, v (B, T, H) → context (B, T, H): softmax(Q·Kᵀ/√S + mask)·V as model.py writes it."""
     batch, tokens, hidden = q.shape
     # (B, T, H) -split-> (B, T, N, S) -transpose-> (B, N, T, S)
     q, k, v = (t.view(batch, tokens, heads, hidden // heads).transpose(1, 2) for t in (q, k, v))
     scores = (q @ k.transpose(-1, -2)).mul_((hidden // heads) ** -0.5)  # (B, N, T, T)
     if mask is not None:
         scores.add_(mask)  # (B, 1, 1, T) broadcast: padding keys get the dtype's minimum
-    context = F.dropout(scores.softmax(dim=-1), dropout) @ v if dropout else scores.softmax(dim=-1) @ v  # (B, N, T, S)
+    context = scores.softmax(dim=-1) @ v  # (B, N, T, S)
     # (B, N, T, S) -transpose-> (B, T, N, S) -merge-> (B, T, H)
     return context.transpose(1, 2).reshape(batch, tokens, hidden)

@@ -39,6 +39,7 @@ from torch import nn
 
 from ..config_fields import LABEL_FIELDS
 from ..errors import QuantizationError
+from ..pretrained import AS_ASKED
 from .cache import cache_key, read_cache, write_cache
 from .cpu import cpu_name
 from .int8 import (
@@ -173,7 +174,7 @@ def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=N
     hooks = [layer.register_forward_hook(give_back) for layer in (encoder_layers(body) if release else [])]
     try:
         with torch.inference_mode():
-            out = body(**batch, return_dict=True, output_hidden_states=False, output_attentions=False)  # not config's
+            out = body(**batch, **AS_ASKED)  # not config's
             states = out.last_hidden_state.float()  # (B, T, H)
     finally:
         for hook in hooks:
