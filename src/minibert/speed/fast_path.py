@@ -68,6 +68,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.modules import module as torch_module
 
+from ..inputs import recording_graph
 from . import varlen
 from .packed_linear import PackedLinear
 
@@ -259,8 +260,9 @@ class FastLayout:
         # A row with no real token, where a gradient is recorded, attends written out: there torch's
         # fused kernel's backward is not the formula's (on a CPU its dQ was 4x the written-out one, and
         # a layer's weight gradient 20x transformers'), though its forward is.
-        self.written_for_gradients = torch.is_grad_enabled() and attention_mask is not None and not bool(
-            attention_mask.any(dim=1).all())  # fmt: skip
+        # (While a graph is recorded, which cannot read the mask's values: wherever a mask is given.)
+        self.written_for_gradients = torch.is_grad_enabled() and attention_mask is not None and (
+            recording_graph() or not bool(attention_mask.any(dim=1).all()))  # fmt: skip
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) → (P, ...) when packing, else unchanged."""
