@@ -34,6 +34,13 @@ def _config():
                                    intermediate_size=37)  # fmt: skip
 
 
+def _our_config():
+    import minibert
+
+    return minibert.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=37)  # fmt: skip
+
+
 def _saved(model, directory, **save):
     model.save_pretrained(directory, **save)
     (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
@@ -245,3 +252,54 @@ def test_dtype_auto_with_a_config_dtype_that_is_no_float_is_named(tmp_path):
     directory = _saved_as(tmp_path / "model", torch.float32, "int64")
     with pytest.raises(CheckpointError, match=r"config.json: dtype 'int64' is not a floating-point torch dtype"):
         BertModel.from_pretrained(directory, dtype="auto")
+
+
+@pytest.mark.parametrize("names", ["transformers' state_dict()", "Google's (gamma, beta)", "minibert's own"])
+@pytest.mark.parametrize("kind", ["BertModel", "BertForPreTraining"])
+def test_load_state_dict_takes_transformers_and_googles_names(tmp_path, names, kind):
+    """``model.load_state_dict(torch.load("pytorch_model.bin"))``, a fine-tuning script's habit: minibert's module
+    names are not transformers', so a transformers state dict was refused with torch's key error, and with
+    strict=False loaded nothing, silently (every key missing and unexpected, the model unchanged). The keys are
+    now renamed by the table from_pretrained reads: strict loads, and the model computes transformers' numbers."""
+    import minibert
+
+    torch.manual_seed(0)
+    theirs = getattr(transformers, kind)(_config()).eval()
+    state = theirs.state_dict()
+    if names.startswith("Google"):  # the hub's oldest files: LayerNorm.gamma / .beta, every tensor under bert.
+        google = {r"LayerNorm\.weight$": "LayerNorm.gamma", r"LayerNorm\.bias$": "LayerNorm.beta"}
+        for pattern, name in google.items():
+            state = {re.sub(pattern, name, key): value for key, value in state.items()}
+        state = {("" if key.startswith(("bert.", "cls.")) else "bert.") + key: value for key, value in state.items()}
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    ours = getattr(minibert, kind)(_our_config()).eval()  # fresh weights of its own
+    if names == "minibert's own":
+        ours.load_state_dict(state)
+        torch.save(ours.state_dict(), tmp_path / "pytorch_model.bin")
+        ours = getattr(minibert, kind)(_our_config()).eval()
+    loaded = ours.load_state_dict(torch.load(tmp_path / "pytorch_model.bin"))
+    assert not loaded.missing_keys and not loaded.unexpected_keys
+    with torch.no_grad():
+        mine, reference = ours(IDS), theirs(IDS)
+    for field in ("last_hidden_state", "pooler_output", "prediction_logits", "seq_relationship_logits"):
+        if field in reference:
+            assert _max_delta(mine[field], reference[field]) <= BOUND, f"{field} after load_state_dict ({names})"
+    fresh = getattr(minibert, kind)(_our_config())
+    loaded = fresh.load_state_dict(theirs.state_dict(), strict=False)  # nothing left unloaded, quietly
+    assert not loaded.missing_keys and not loaded.unexpected_keys
+
+
+def test_load_state_dict_still_names_what_does_not_fit():
+    """A key the rename table does not know stays as given: torch reports it (strict), or returns it."""
+    import minibert
+
+    ours = minibert.BertModel(_our_config())
+    state = dict(transformers.BertModel(_config()).state_dict(), **{"encoder.layer.0.extra.weight": torch.zeros(1)})
+    with pytest.raises(RuntimeError, match="Unexpected key.*encoder.layer.0.extra.weight"):
+        ours.load_state_dict(state)
+    assert ours.load_state_dict(state, strict=False).unexpected_keys == ["encoder.layer.0.extra.weight"]
+    masked_lm = minibert.BertForMaskedLM(_our_config())
+    state = transformers.BertForMaskedLM(_config()).state_dict()
+    state["cls.predictions.decoder.weight"] = state["cls.predictions.decoder.weight"] + 0.5  # untied: not BERT's
+    with pytest.raises(CheckpointError, match="cls.predictions.decoder.weight differs from .* untied"):
+        masked_lm.load_state_dict(state)

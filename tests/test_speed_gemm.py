@@ -178,6 +178,36 @@ def test_a_write_through_data_is_seen_by_the_packed_copy(minilm_dir, real_texts,
 
 
 @needs_onednn
+@pytest.mark.parametrize("tool", ["nn.Parameter(w), then its .data.mul_", "parametrizations.weight_norm"])
+def test_torchs_weight_tools_take_a_packed_weight(minilm_dir, reference, real_texts, tool):
+    """``nn.Parameter(w)`` and torch's ``parametrizations.weight_norm`` (which calls it) refused a packed weight
+    (a WatchedWeight, whose ``detach()`` gave a plain Tensor: torch then takes no subclass as a Parameter); on
+    mkl both worked. Now both work on the packed layers, and the model computes what transformers computes
+    after the same step (an edit through the new Parameter's ``.data`` is seen by the packed copy too)."""
+    model = BertModel.from_pretrained(minilm_dir, gemm="onednn")
+    theirs = copy.deepcopy(reference)
+    batch = _batch(minilm_dir, real_texts[:4])
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        model(**batch)  # packs every weight
+    ours, their = model.layers[0].attention.query, theirs.encoder.layer[0].attention.self.query
+    if tool.startswith("nn.Parameter"):
+        for layer in (ours, their):
+            made = nn.Parameter(layer.weight)
+            assert isinstance(made, nn.Parameter) and made.data_ptr() == layer.weight.data_ptr()
+            made.data.mul_(0.5)
+    else:
+        for layer in (ours, their):
+            torch.nn.utils.parametrizations.weight_norm(layer)
+            with torch.no_grad():
+                layer.parametrizations.weight.original0.mul_(0.5)  # the norms g: half of each row
+    with torch.no_grad():
+        expected, before = theirs(**batch).last_hidden_state[real], reference(**batch).last_hidden_state[real]
+        assert_close(model(**batch).last_hidden_state[real], expected, f"onednn after {tool}", ATOL)
+    assert float((expected - before).abs().max()) > 1e-2  # the change mattered: this comparison can fail
+
+
+@needs_onednn
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("hook", ["the layer's", "global", "removes itself"])
 def test_a_forward_hook_sees_the_projection_and_the_output_is_unchanged(minilm_dir, real_texts, backend, hook):
@@ -217,16 +247,18 @@ def test_a_forward_hook_sees_the_projection_and_the_output_is_unchanged(minilm_d
 
 @pytest.mark.slow  # (inductor compiles for ~10 s)
 @needs_onednn
-def test_torch_compile_of_a_packed_model_computes_what_it_computes(minilm_dir, real_texts):
+def test_torch_compile_of_a_packed_model_computes_what_it_computes(minilm_dir, reference, real_texts):
     """torch.compile of a model on oneDNN failed in inductor (a LoweringException on the packed
-    op); compiling, the projections go through F.linear, which inductor packs its own way."""
+    op); compiling, the projections go through F.linear, which inductor packs its own way. Compiled
+    first on a batch without padding, then given padded ones: transformers' numbers on each."""
     model = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused")
-    batch = _batch(minilm_dir, real_texts[:3])
-    real = batch["attention_mask"].bool()
-    with torch.no_grad():
-        expected = model(**batch).last_hidden_state[real]
-        compiled = torch.compile(model)(**batch).last_hidden_state[real]
-    assert_close(compiled, expected, "torch.compile of the onednn-fused model", ATOL)
+    compiled = torch.compile(model)
+    for texts in (["Hello world", "Good morning"], real_texts[:3], real_texts[-3:]):
+        batch = _batch(minilm_dir, texts)
+        real = batch["attention_mask"].bool()
+        with torch.no_grad():
+            expected = reference(**batch).last_hidden_state[real]
+            assert_close(compiled(**batch).last_hidden_state[real], expected, "torch.compile, onednn-fused", ATOL)
 
 
 @needs_onednn
@@ -584,3 +616,82 @@ def test_a_fused_model_has_the_same_cache_key_and_calibration(minilm_dir):
     layer_plain, layer_fused = packed_linear.encoder_layers(plain)[0], packed_linear.encoder_layers(fused)[0]
     assert gemm.backend_cache_key(layer_fused) == gemm.backend_cache_key(layer_plain)
     assert "onednn-fused" in gemm.measure(fused).gflops
+
+
+# ----------------------------------------------------------------------------- tracing and export
+
+
+def _traced_model(directory, backend: str) -> BertModel:
+    """A model loaded to be traced (tuples out, as transformers' ``torchscript=True`` gives): ``backend`` is a
+    GEMM backend, or "book" for the book's modules."""
+    model = BertModel.from_pretrained(directory, gemm="mkl" if backend == "book" else backend, return_dict=False)
+    return model.use_book_modules() if backend == "book" else model
+
+
+def _args(batch) -> tuple:
+    return batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+
+
+@pytest.mark.parametrize("backend", ["mkl", "book", pytest.param("onednn-fused", marks=needs_onednn)])
+def test_a_trace_of_an_unpadded_example_masks_a_padded_batch(backend, minilm_dir, reference, real_texts):
+    """torch.jit.trace records one call. minibert chose in Python whether a batch had padding, so a trace of one
+    unpadded sentence (as export tutorials trace) held no attention mask at all: a padded batch run through it
+    was 0.49-1.5 from transformers at real tokens (mkl, the book's modules); on oneDNN the trace failed (the packed
+    weight is no tensor a graph can hold). While tracing, the mask is always applied and the layers run on
+    F.linear: transformers' numbers, here and on a batch of another length."""
+    model = _traced_model(minilm_dir, backend)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, _args(_batch(minilm_dir, "Hello world")))
+        for texts in (real_texts[:4], real_texts[-3:]):
+            batch = _batch(minilm_dir, texts)
+            real = batch["attention_mask"].bool()
+            assert not real.all()
+            hidden, pooled = traced(*_args(batch))
+            theirs = reference(**batch)
+            assert_close(hidden[real], theirs.last_hidden_state[real], f"{backend}: traced, on a padded batch", ATOL)
+            assert_close(pooled, theirs.pooler_output, f"{backend}: traced, the pooler", ATOL)
+
+
+@needs_onednn
+def test_torch_export_of_the_default_load_computes_transformers_numbers(minilm_dir, reference, real_texts):
+    """torch.export.export stopped in the input checks (``int(ids.min())``: a value an exported graph cannot
+    know) and in the choice of a mask. The checks now run in eager calls only; the exported program of the
+    model as loaded (oneDNN on this CPU), with dynamic batch and length, traced on an unpadded batch,
+    computes transformers' numbers on padded batches."""
+    model = BertModel.from_pretrained(minilm_dir, gemm="onednn", return_dict=False)
+    example = _batch(minilm_dir, ["Hello world", "Good morning"])
+    assert example["attention_mask"].bool().all()
+    dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("tokens", max=512)}
+    with torch.no_grad():
+        program = torch.export.export(model, _args(example), dynamic_shapes=(dims, dims, dims)).module()
+        for texts in (real_texts[:4], real_texts[-3:]):
+            batch = _batch(minilm_dir, texts)
+            real = batch["attention_mask"].bool()
+            hidden, pooled = program(*_args(batch))
+            theirs = reference(**batch)
+            assert_close(hidden[real], theirs.last_hidden_state[real], "torch.export, on a padded batch", ATOL)
+            assert_close(pooled, theirs.pooler_output, "torch.export, the pooler", ATOL)
+    with pytest.raises(ValueError, match="outside the vocabulary"):  # eager calls still check
+        model(torch.tensor([[101, 10**6, 102]]))
+
+
+def test_the_legacy_onnx_export_of_an_unpadded_example_takes_the_mask(minilm_dir, reference, real_texts, tmp_path):
+    """torch.onnx.export(dynamo=False) traces as torch.jit.trace does: the graph exported from one unpadded
+    sentence had no attention_mask input, and gave onnxruntime 0.49 from transformers on a padded batch."""
+    onnxruntime = pytest.importorskip("onnxruntime")
+    model = BertModel.from_pretrained(minilm_dir, gemm="mkl", return_dict=False)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    example = _args(_batch(minilm_dir, "Hello world"))
+    with torch.no_grad():
+        traced = torch.jit.trace(model, example)  # (the legacy exporter fills keyword-only parameters in by position)
+        torch.onnx.export(traced, example, tmp_path / "model.onnx", dynamo=False,
+                          input_names=names, output_names=["last_hidden_state", "pooler_output"],
+                          dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names})  # fmt: skip
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"))
+    assert [graph_input.name for graph_input in session.get_inputs()] == names
+    batch = _batch(minilm_dir, real_texts[:4])
+    hidden, _ = session.run(None, {name: batch[name].numpy() for name in names})
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        theirs = reference(**batch).last_hidden_state[real]
+    assert_close(torch.from_numpy(hidden)[real], theirs, "onnxruntime, on a padded batch", ATOL)

@@ -8,6 +8,12 @@ ids outside [0, type_vocab_size) and sequences longer than max_position_embeddin
 names the problem and the limit. Text, word pieces or the tokenizer's whole output passed as ids
 raise ``InputTypeError`` (a ``TypeError``) naming the next step: ``model(**tokenizer(text,
 return_tensors="pt"))``.
+
+Every check that reads the tensors' values runs where the model runs eagerly. While torch records the
+call as a graph (``recording_graph``: ``torch.jit.trace``, the legacy ``torch.onnx.export``,
+``torch.export``, ``torch.compile``) they are left out: a recorded check would hold only for the
+example it was recorded on (jit's tracer keeps its answer as a constant; torch.export refuses a value
+it cannot know). The graph then computes what it is given, unchecked.
 """
 
 from __future__ import annotations
@@ -32,13 +38,26 @@ class ModelInputs(NamedTuple):
     attention_mask: torch.Tensor | None  # (B, T): 1 = real token, 0 = padding; None = no padding given
 
 
+def recording_graph() -> bool:
+    """Whether torch is recording this call as a graph instead of running it (``torch.jit.trace`` and
+    the legacy ``torch.onnx.export``, which trace; ``torch.export`` and ``torch.compile``, which
+    compile): then no choice may depend on the tensors' values, which the graph would not hold."""
+    return torch.jit.is_tracing() or _is_compiling()
+
+
+# (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before)
+_is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
+
 def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None, position_ids=None) -> ModelInputs:
     """Validated inputs on ``model``'s device; token types default to 0 and positions count from 0."""
     config, device = model.config, model.device
     input_ids, attention_mask, token_type_ids = validate_inputs(config, input_ids, attention_mask, token_type_ids)
     if position_ids is not None:
         position_ids = _position_ids(config, position_ids, input_ids)
-    if attention_mask is None:
+    if recording_graph():
+        pass  # (the warnings read the values: eager calls only)
+    elif attention_mask is None:
         warn_if_padded(model, input_ids)
     else:
         warn_if_segment_ids(model, input_ids, attention_mask)
@@ -78,7 +97,7 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
         _check_range(token_type_ids, "token_type_ids", limit, f"[0, type_vocab_size={limit})")
     if attention_mask is not None:
         attention_mask = _like_input_ids(_per_token(attention_mask, input_ids), "attention_mask", input_ids)
-        if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+        if not recording_graph() and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
             raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
     return input_ids, attention_mask, token_type_ids
 
@@ -94,7 +113,8 @@ def _per_token(attention_mask, input_ids: torch.Tensor):
         return mask
     batch, tokens = input_ids.shape
     lowest = torch.finfo(mask.dtype).min if mask.dtype.is_floating_point else None
-    if mask.shape == (batch, 1, 1, tokens) and lowest is not None and bool(((mask == 0) | (mask == lowest)).all()):
+    extended = mask.shape == (batch, 1, 1, tokens) and lowest is not None
+    if extended and (recording_graph() or bool(((mask == 0) | (mask == lowest)).all())):
         return (mask == 0).reshape(batch, tokens).long()  # (B, 1, 1, T) additive -> (B, T) of 1 and 0
     raise ValueError(
         f"attention_mask has shape {tuple(mask.shape)} ({mask.dtype}); minibert takes one value per token, the "
@@ -235,7 +255,9 @@ def _as_int64(ids: torch.Tensor, name: str) -> torch.Tensor:
 
 
 def _check_range(ids: torch.Tensor, name: str, limit: int, allowed: str) -> None:
-    """All ids in [0, limit): else a ValueError naming the offending value and the range."""
+    """All ids in [0, limit): else a ValueError naming the offending value and the range (eager calls only)."""
+    if recording_graph():
+        return
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= limit:
         raise ValueError(f"{name} contains {low if low < 0 else high}, outside {allowed}")

@@ -38,7 +38,7 @@ from torch import nn
 
 from .activations import activation, is_hooked
 from .config import BertConfig
-from .inputs import prepare_inputs
+from .inputs import prepare_inputs, recording_graph
 from .loading.transformers_names import TransformersNames
 from .pretrained import PretrainedBert
 from .speed.fast_path import FastLayout
@@ -122,8 +122,10 @@ class FeedForward(TransformersNames, nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shown = is_hooked(self.intermediate)  # a forward hook keeps the pre-activation (asked before: it may go)
         hidden = self.intermediate(x)  # (B, T, F): the largest tensor of the layer
-        # (in place when nothing else holds the pre-activation, no gradient nor hook: one (B, T, F) buffer fewer)
-        return self.output(self.activation(hidden, inplace=not hidden.requires_grad and not shown))
+        # (in place when nothing else holds the pre-activation, no gradient nor hook: one (B, T, F) buffer fewer;
+        # not while jit traces, whose check runs the call again without gradients and compares the graphs)
+        inplace = not hidden.requires_grad and not shown and not torch.jit.is_tracing()
+        return self.output(self.activation(hidden, inplace=inplace))
 
 
 class EncoderLayer(TransformersNames, nn.Module):
@@ -316,14 +318,21 @@ class BertModel(TransformersNames, PretrainedBert):
         ids, token_types, positions, attention_mask = prepare_inputs(
             self, input_ids, attention_mask, token_type_ids, position_ids
         )
-        padded = attention_mask is not None and not bool(attention_mask.all())
+        # While torch records the call as a graph (jit.trace, onnx.export, torch.export, torch.compile), no
+        # choice may read the mask's values: the graph would keep the example's answer (no mask at all, when
+        # it had no padding). The mask is then always added (0 at real tokens: the same scores), nothing is
+        # packed away, and jit's tracer records the book's attention.
+        recording = recording_graph()
+        padded = attention_mask is not None and (recording or not bool(attention_mask.all()))
 
         # The fast path keeps no attention weights, so asking for them runs the plain formula.
         fast = (self.use_fast_path if use_fast_path is None else use_fast_path) and not output_attentions
         # A row with no real token, where a gradient is recorded, runs the plain formula too: there torch's
-        # fused kernel's backward is not the formula's (speed/fast_path.py, 3.).
-        fast = fast and not (padded and torch.is_grad_enabled() and not bool(attention_mask.any(dim=1).all()))
-        layout = FastLayout(attention_mask, self.short_attention, pack=skip_padding) if fast else None
+        # fused kernel's backward is not the formula's (speed/fast_path.py, 3.). While a graph is recorded
+        # (which cannot read the mask's values), wherever a mask is given with a gradient.
+        empty_row = padded and torch.is_grad_enabled() and (recording or not bool(attention_mask.any(dim=1).all()))
+        fast = fast and not torch.jit.is_tracing() and not empty_row
+        layout = FastLayout(attention_mask, self.short_attention, pack=skip_padding and not recording) if fast else None
         if layout is not None:  # (B, T) → (P,): the real tokens only, when packing applies
             ids, token_types, positions = layout.pack(ids), layout.pack(token_types), layout.pack(positions)
         x = self.embeddings(ids, token_types, positions)  # (B, T, H)

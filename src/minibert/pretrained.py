@@ -65,6 +65,15 @@ class PretrainedBert(nn.Module):
         output = super().__call__(*args, **kwargs)
         return output.to_tuple() if return_dict is False else output
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """``load_state_dict`` takes transformers' and Google's tensor names too, renamed by the table
+        ``from_pretrained`` reads (loading/names.py): ``model.load_state_dict(torch.load("pytorch_model.bin"))``
+        or a transformers model's ``state_dict()`` loads as it does there, with ``strict=True``."""
+        from .loading.strict import rename_in_place
+
+        rename_in_place(self, state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def init_weights(self) -> None:
         """Fresh weights for a model built from a config (pre-training from scratch); from_pretrained
         overwrites them. Every Linear and Embedding weight is drawn from a normal of std

@@ -129,6 +129,32 @@ def _refuse_an_untied_decoder(state: dict, weights_file: Path) -> None:
             )
 
 
+def rename_in_place(model, state: dict, prefix: str = "") -> None:
+    """``model.load_state_dict(state)`` given transformers' or Google's names (a transformers model's
+    ``state_dict()``, a hub ``pytorch_model.bin`` through ``torch.load``): the tensors under ``prefix`` renamed
+    in ``state`` (torch's own copy of the caller's dict) by the rename table, as ``from_pretrained`` renames
+    them; TensorFlow kernels transposed; the buffers and the tied decoder minibert does not hold left out
+    (a decoder untied from the word embeddings refused, as there). minibert's own names, and names the table
+    does not know, stay as they are: torch then reports what does not fit, as for any module."""
+    own = {name for name, _ in model.named_parameters()} | {name for name, _ in model.named_buffers()}
+    encoder = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
+    theirs = {key[len(prefix):]: key for key in state if key.startswith(prefix) and key[len(prefix):] not in own}
+    if not theirs:
+        return
+    _refuse_an_untied_decoder({key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)},
+                              "the state dict given")  # fmt: skip
+    for name, key in theirs.items():
+        ours = checkpoint_to_minibert(name)
+        if ours is None:
+            if IGNORED_TENSORS.match(name.removeprefix("bert.")):
+                del state[key]
+            continue
+        target = prefix + (ours if ours.startswith(HEAD_PREFIXES) else encoder + ours)
+        if target[len(prefix):] in own and target not in state:
+            tensor = state.pop(key)
+            state[target] = tensor.t() if name.endswith("/kernel") and tensor.dim() == 2 else tensor
+
+
 def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str]]:
     """(``state`` under minibert's names, TensorFlow kernels transposed; the names the rename table
     does not know and minibert does not ignore; the tensors of heads this model does not have)."""

@@ -18,6 +18,7 @@ so fine-tuning a loaded model works unchanged. So does a layer whose weight is a
 from __future__ import annotations
 
 import logging
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -51,27 +52,45 @@ class WatchedWeight(nn.Parameter):
     the storage but not the version counter, so it would leave the packed copy stale without a
     word; any such access counts as a change, and the next packed forward packs again. (A write
     through memory shared outside torch, such as ``w.detach().numpy()``, is not seen: after one,
-    call ``model.use_book_modules()`` or load again.) Back on ``nn.Linear``, it is a plain
-    ``nn.Parameter`` again."""
+    call ``model.use_book_modules()`` or load again; docs/performance.md.) Back on ``nn.Linear``, it
+    is a plain ``nn.Parameter`` again.
+
+    ``nn.Parameter(w)`` (as torch's parametrizations call it: ``weight_norm``) makes a Parameter of
+    another class than torch's own from ``w.detach()``, and takes it only if it keeps the class; so
+    there ``detach`` gives a WatchedWeight of the same memory that shares this one's count."""
 
     @property
     def data(self) -> torch.Tensor:
-        self.__dict__["_data_handed_out"] = self.__dict__.get("_data_handed_out", 0) + 1
+        self._handed_out()[0] += 1
         return torch._C.TensorBase.data.__get__(self)
 
     @data.setter
     def data(self, value: torch.Tensor) -> None:
-        self.__dict__["_data_handed_out"] = self.__dict__.get("_data_handed_out", 0) + 1
+        self._handed_out()[0] += 1
         torch._C.TensorBase.data.__set__(self, value)
+
+    def _handed_out(self) -> list[int]:
+        """[how many times ``.data`` was handed out or replaced], shared with the Parameters made from it."""
+        return self.__dict__.setdefault("_data_handed_out", [0])
+
+    def detach(self) -> torch.Tensor:
+        if sys._getframe(1).f_code is not _PARAMETER_NEW:
+            return super().detach()  # (a plain Tensor, as a Parameter's)
+        twin = torch.Tensor._make_subclass(WatchedWeight, self, False)  # the same memory and version counter
+        twin.__dict__["_data_handed_out"] = self._handed_out()
+        return twin
 
     def __repr__(self) -> str:  # as nn.Parameter's, not "Parameter(WatchedWeight(...))"
         return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
 
 
+_PARAMETER_NEW = nn.Parameter.__new__.__code__  # where nn.Parameter(w) asks w.detach() to keep w's class
+
+
 def _weight_key(weight: torch.Tensor) -> tuple:
     """What tells a weight's values apart from those packed: its memory, its version counter (every
     in-place torch op bumps it), the writes through ``.data`` (WatchedWeight), dtype and shape."""
-    handed_out = weight.__dict__.get("_data_handed_out", 0)
+    handed_out = weight.__dict__.get("_data_handed_out", [0])[0]
     return (weight.data_ptr(), weight._version, handed_out, weight.dtype, tuple(weight.shape))
 
 
@@ -125,8 +144,11 @@ class PackedLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         training = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
         usable = x.device.type == "cpu" and x.dtype == self.weight.dtype in (torch.float32, torch.bfloat16)
-        # autograd needs F.linear; so does torch.compile, whose inductor packs weights its own way
-        packed = self.packed_weight() if usable and not training and not is_compiling() else None
+        # autograd needs F.linear; so does torch.compile, whose inductor packs weights its own way, and so
+        # do torch.export and jit's tracer (torch.jit.trace, the legacy torch.onnx.export): a graph holds
+        # no oneDNN-packed tensor
+        recording = is_compiling() or torch.jit.is_tracing()
+        packed = self.packed_weight() if usable and not training and not recording else None
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
         self.applied = self.activation is not None and not is_hooked(self)
         if packed is None:
