@@ -30,6 +30,10 @@ import torch
 from .config import BertConfig
 from .errors import InputTypeError
 
+# What minibert's own callers (the Embedder, the tasks, training) ask of a model, whatever its config's
+# call defaults say: a folder saved by transformers with output_attentions=True or return_dict=False
+# would otherwise turn the fast path off, or give them tuples.
+AS_ASKED = {"return_dict": True, "output_attentions": False, "output_hidden_states": False}
 
 class ModelInputs(NamedTuple):
     input_ids: torch.Tensor  # (B, T) int64: word-piece ids

@@ -17,11 +17,6 @@ from torch import nn
 
 from .inputs import OLD_ARGUMENTS
 
-# What minibert's own callers (the Embedder, the tasks, training) ask of a model, whatever its config's
-# call defaults say: a folder saved by transformers with output_attentions=True or return_dict=False
-# would otherwise turn the fast path off, or give them tuples.
-AS_ASKED = {"return_dict": True, "output_attentions": False, "output_hidden_states": False}
-
 
 class PretrainedBert(nn.Module):
     config: object  # BertConfig

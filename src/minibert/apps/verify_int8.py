@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from ..heads import BertForSequenceClassification
+from ..inputs import AS_ASKED
 from ..model import BertModel
-from ..pretrained import AS_ASKED
 from ..speed.int8_check import CALIBRATION_TEXTS, COSINE_FLOOR, sentence_vectors
 from ..tokenizer.bert_tokenizer import BertTokenizer
 

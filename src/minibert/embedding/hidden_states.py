@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..pretrained import AS_ASKED, evaluating
+from ..inputs import AS_ASKED
+from ..pretrained import evaluating
 from .batches import length_sorted_batches
 from .options import EmbedOptions
 from .pooling import combine_layers, pool

@@ -22,7 +22,6 @@ import errno
 import functools
 import os
 import socket
-import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from .hub_failures import (
     refused_repository,
     token_sent,
 )
+from .local_files import missing_in_a_local_folder, not_a_file
 
 # The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
 DEFAULT_MODEL = "google-bert/bert-base-uncased"
@@ -122,50 +122,10 @@ def resolve_file(
             f"{name!r} is not an existing directory (and is not a hub repository id like "
             f"'google-bert/bert-base-uncased')"
         )
-    missing_in_a_folder = _missing_in_a_local_folder(name)
+    missing_in_a_folder = missing_in_a_local_folder(name)
     if missing_in_a_folder:
         raise ModelNotFoundError(missing_in_a_folder)
     return _download(name, filename, revision=revision, required=required)
-
-
-def not_a_file(path: str | os.PathLike) -> str | None:
-    """What ``path`` is when a name is there but is not a regular file, said for an error: "a
-    directory", "a FIFO (named pipe)", "a link to /dev/zero, a character device"; None for a regular
-    file or a name that is absent (missing, or a link to nothing, which sentence-transformers'
-    ``os.path.exists`` also takes as absent). Only ``stat`` is asked, so a FIFO is never opened
-    (opening one waits for a writer).
-
-    >>> not_a_file("/"), not_a_file("/no/such/file")
-    ('a directory', None)
-    """
-    try:
-        mode = os.stat(path).st_mode  # follows links: a link to /dev/zero is a device
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as error:
-        if error.errno == errno.ELOOP:  # links in a loop lead nowhere: absent, as a dangling link
-            return None
-        raise CheckpointError(f"cannot look at {os.fspath(path)}: {error.strerror or error}") from None
-    if stat.S_ISREG(mode):
-        return None
-    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
-             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
-    kind = next((name for test, name in kinds.items() if test(mode)), f"a special file (mode {oct(mode)})")
-    return f"a link to {os.path.realpath(path)}, {kind}" if os.path.islink(path) else kind
-
-
-def _missing_in_a_local_folder(name: str) -> str | None:
-    """What to say of ``RUN/best`` (the form of a hub id, "owner/name") when ``RUN`` is a minibert
-    run folder here and holds no ``best``: a path was meant, not a repository. (Any other folder
-    named like a hub owner, a clone of a library say, leaves the name to the hub.) A fine-tuning run
-    keeps best/ only when it was evaluated (--dev)."""
-    folder, _, inside = name.partition("/")
-    if not inside or os.path.exists(name) or not os.path.isfile(os.path.join(folder, "training_state.pt")):
-        return None
-    if inside == "best" and os.path.isfile(os.path.join(folder, "finetune.json")):
-        return (f"{name!r} does not exist: the run in {folder!r} keeps no best/, because it was made without --dev "
-                f"(or has not been evaluated yet); its model is the run folder itself: {folder!r}")  # fmt: skip
-    return f"{name!r} is not an existing directory: {folder!r} is a minibert run folder, and it holds no {inside!r}"
 
 
 def bundled_path(name: str, revision: str | None = None) -> Path | None:

@@ -60,7 +60,7 @@ import torch
 from ..errors import CheckpointError
 from ..formats.crc32c import crc32c, unmask
 from ..formats.protobuf import FIXED_SIZES, WireReader
-from .hub import not_a_file
+from .local_files import not_a_file
 
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48  # two block handles padded to 40 bytes, then the 8-byte magic number

@@ -39,7 +39,7 @@ from torch import nn
 
 from ..config_fields import LABEL_FIELDS
 from ..errors import QuantizationError
-from ..pretrained import AS_ASKED
+from ..inputs import AS_ASKED
 from .cache import cache_key, read_cache, write_cache
 from .cpu import cpu_name
 from .int8 import (

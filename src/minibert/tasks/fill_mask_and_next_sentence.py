@@ -21,8 +21,9 @@ import torch
 
 from ..errors import ModelNotFoundError
 from ..heads import BertForMaskedLM, BertForNextSentencePrediction, BertForPreTraining
+from ..inputs import AS_ASKED
 from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, bundled_path
-from ..pretrained import AS_ASKED, evaluating
+from ..pretrained import evaluating
 from .loading import load_for_task, warn_if_cut
 
 # What the tasks (a warning) and the commands (a line on stderr) say when they use the bundled toy.

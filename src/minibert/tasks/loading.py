@@ -19,8 +19,9 @@ import torch
 
 from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
+from ..inputs import AS_ASKED
 from ..loading.devices import check_model_is_on, placement
-from ..pretrained import AS_ASKED, evaluating
+from ..pretrained import evaluating
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
 loading_lock = threading.Lock()  # two threads asking for the same model load it once

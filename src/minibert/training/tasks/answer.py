@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from ...heads import BertForQuestionAnswering
+from ...inputs import AS_ASKED
 from ...loading.names import ANSWER_WEIGHTS
-from ...pretrained import AS_ASKED, evaluating
+from ...pretrained import evaluating
 from .features import Features
 from .finetuning import Finetuning
 from .head import checkpoint_tensors, draw_new_head, load_vocabulary

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import DataError
+from ...inputs import AS_ASKED
 from ...loading.head_labels import shown_labels
-from ...pretrained import AS_ASKED
 from .examples import check_labels, label_list, read_examples
 from .features import make_features
 from .finetuning import Finetuning

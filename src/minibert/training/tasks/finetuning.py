@@ -25,8 +25,9 @@ import torch
 from ...errors import DataError
 from ...formats.atomic_files import write_atomically
 from ...heads import BertForSequenceClassification
+from ...inputs import AS_ASKED
 from ...loading.head_labels import shown_labels
-from ...pretrained import AS_ASKED, evaluating
+from ...pretrained import evaluating
 from . import PROBLEMS
 from .head import check_sequence_length, load_classifier
 from .order import ORDER_FILE, TrainingOrder

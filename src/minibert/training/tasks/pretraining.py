@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from ...config import BertConfig
 from ...errors import DataError
 from ...heads import BertForPreTraining
+from ...inputs import AS_ASKED
 from ...loading.checkpoint_files import find_checkpoint
-from ...pretrained import AS_ASKED
 from ...speed.seam import speed_up
 from ...tokenizer import BertTokenizer
 from .order import InstanceOrder

@@ -44,8 +44,8 @@ from ...heads import (  # -100: a piece no loss or figure reads (transformers' i
     IGNORE_INDEX,
     BertForTokenClassification,
 )
+from ...inputs import AS_ASKED
 from ...loading.head_labels import shown_labels
-from ...pretrained import AS_ASKED
 from ..pretraining_data.full_tokenizer import PretrainingVocabulary
 from .examples import read_labelled_text
 from .features import Features
