@@ -24,6 +24,10 @@ def test_verify_passes_whatever_dtype_the_checkpoint_was_stored_in(tmp_path, sto
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     result = run_minibert("verify", "--model", str(folder), "--text", "w1 w2 w3", "--text", "w4")
     assert result.returncode == 0, result.stderr + result.stdout
+    # a folder without tokenizer_config.json sets no length limit (as transformers): a long text is cut
+    # where the model's positions end, not refused
+    result = run_minibert("verify", "--model", str(folder), "--text", "w1 " * 600)
+    assert result.returncode == 0, result.stderr + result.stdout
 
 
 def test_verify_passes_on_the_bundled_model():

@@ -263,6 +263,18 @@ def test_a_dtype_transformers_does_not_read_either_is_named(tmp_path, code, dtyp
     assert "corrupt" not in message, message
 
 
+@pytest.mark.parametrize("code", [["F32"], {"F32": 1}, 32, None], ids=["list", "object", "number", "null"])
+def test_a_dtype_that_is_not_a_string_is_a_corrupt_header(tmp_path, code):
+    """A header's dtype that is no string (a list, an object: unhashable) is a corrupt file, never a
+    raw TypeError from the dtype table's lookup."""
+    from minibert.loading.safetensors import read_safetensors
+
+    path = tmp_path / "model.safetensors"
+    _safetensors(path, {"a": {"dtype": code, "shape": [1], "data_offsets": [0, 4]}}, struct.pack("<f", 1.5))
+    with pytest.raises(CheckpointError, match="tensor a has an unreadable entry"):
+        read_safetensors(path)
+
+
 def test_a_well_formed_safetensors_file_reads(tmp_path):
     from minibert.loading.safetensors import read_safetensors
 

@@ -30,7 +30,7 @@ from .config_fields import (
     SETTABLE,
 )
 from .errors import CheckpointError, TransformersNameError
-from .formats.json_files import parse_json
+from .formats.json_files import parse_json, short_json
 
 
 @dataclass
@@ -65,7 +65,7 @@ class BertConfig:
             super().__setattr__(name, value)
         elif name in CALL_DEFAULTS:
             if not isinstance(value, bool):
-                raise ValueError(f"config.{name} must be True or False, got {_short(value)}")
+                raise ValueError(f"config.{name} must be True or False, got {short_json(value)}")
             self._update_extra(**{name: value})
         elif name in SETTABLE:
             getattr(self, f"_set_{name}")(value)
@@ -105,7 +105,7 @@ class BertConfig:
             isinstance(key, str) and isinstance(index, int) and not isinstance(index, bool)
             for key, index in value.items()
         ):
-            raise ValueError(f"label2id must be a dict of label names to ids, got {_short(value)}")
+            raise ValueError(f"label2id must be a dict of label names to ids, got {short_json(value)}")
         self._update_extra(label2id=dict(value))
 
     def _update_extra(self, dropped: tuple[str, ...] = (), **fields) -> None:
@@ -117,7 +117,7 @@ class BertConfig:
     def _set_num_labels(self, value) -> None:
         """As transformers: labels LABEL_0 ... LABEL_{n-1}, unless id2label already names ``value`` labels."""
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
-            raise ValueError(f"num_labels must be an integer from 1 to 1,000,000, got {_short(value)}")
+            raise ValueError(f"num_labels must be an integer from 1 to 1,000,000, got {short_json(value)}")
         if value != self.num_labels:
             self._set_id2label({index: f"LABEL_{index}" for index in range(value)})
 
@@ -128,12 +128,12 @@ class BertConfig:
         for name, (computed, meaning) in REFUSED_UNLESS.items():
             if name in self.extra and self.extra[name] not in computed:
                 raise CheckpointError(
-                    f"config field {name} = {_short(self.extra[name])}: {meaning}; minibert refuses it "
+                    f"config field {name} = {short_json(self.extra[name])}: {meaning}; minibert refuses it "
                     "rather than compute something else"
                 )
         for name in CALL_DEFAULTS:
             if self.extra.get(name) is not None and not isinstance(self.extra[name], bool):
-                raise ValueError(f"field {name} = {_short(self.extra[name])}: must be true or false")
+                raise ValueError(f"field {name} = {short_json(self.extra[name])}: must be true or false")
         self.check_domains()
 
     def check_domains(self) -> None:
@@ -142,13 +142,13 @@ class BertConfig:
         for name, (low, high) in INTEGER_RANGES.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-                raise ValueError(f"field {name} = {_short(value)}: must be an integer from {low:,} to {high:,}")
+                raise ValueError(f"field {name} = {short_json(value)}: must be an integer from {low:,} to {high:,}")
         for name, (low, high, low_open) in REAL_RANGES.items():
             value = getattr(self, name)
             number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             if not number or not (low < value if low_open else low <= value) or value > high:
                 bound = f"greater than {low:g}" if low_open else f"from {low:g}"
-                raise ValueError(f"field {name} = {_short(value)}: must be a finite number {bound} to {high:g}")
+                raise ValueError(f"field {name} = {short_json(value)}: must be a finite number {bound} to {high:g}")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"field hidden_size = {self.hidden_size} is not a multiple of num_attention_heads = "
@@ -157,7 +157,7 @@ class BertConfig:
         pad = self.pad_token_id
         if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool) or not 0 <= pad < self.vocab_size):
             vocabulary = f"[0, {self.vocab_size})"
-            raise ValueError(f"field pad_token_id = {_short(pad)}: must be an id in the vocabulary {vocabulary}")
+            raise ValueError(f"field pad_token_id = {short_json(pad)}: must be an id in the vocabulary {vocabulary}")
 
     def check_vocabulary(self, vocab: dict[str, int], source: str) -> None:
         """Refuse a tokenizer whose vocabulary ({piece: id}) can produce ids the model has no
@@ -282,10 +282,3 @@ def _why_not(name: str) -> str:
     )
 
 
-def _short(value) -> str:
-    """A value as JSON, cut to 60 characters: an error line never carries a megabyte of config."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):  # not JSON (a value set from Python, not read from a file)
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -92,7 +92,8 @@ def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_ty
     if tokens > config.max_position_embeddings:
         raise ValueError(
             f"sequence of {tokens} tokens is longer than max_position_embeddings={config.max_position_embeddings}; "
-            "truncate it (tokenizer truncation=True) or embed it in windows (Embedder long_text='window')"
+            f"truncate it (tokenizer truncation=True, max_length={config.max_position_embeddings}) or embed it in "
+            "windows (Embedder long_text='window')"
         )
     _check_range(input_ids, "input_ids", config.vocab_size, f"the vocabulary [0, {config.vocab_size})")
     if token_type_ids is not None:

@@ -42,7 +42,6 @@ def compare_with_transformers(
     transformers.utils.logging.set_verbosity_error()
     texts = texts or SAMPLE_TEXTS
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
-    batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
     from ..loading.checkpoint_files import find_checkpoint, tensor_names
 
     config_file, weights_file = find_checkpoint(name_or_path)  # the files minibert reads, fetched or bundled
@@ -60,6 +59,8 @@ def compare_with_transformers(
         ours = BertModel.from_pretrained(name_or_path, gemm=gemm, device=device)
         theirs = transformers.BertModel.from_pretrained(folder, attn_implementation="eager").float()
     theirs.to(ours.device).eval()
+    longest = min(tokenizer.model_max_length, ours.config.max_position_embeddings)  # (a tokenizer may set no limit)
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt")
     batch = {key: value.to(ours.device) for key, value in batch.items()}
     real = batch["attention_mask"].bool()
     rows = []

@@ -46,11 +46,12 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
     (QuantizationError) before anything is read."""
     texts = list(texts or CALIBRATION_TEXTS)
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
-    batch = dict(tokenizer(texts, padding=True, truncation=True, return_tensors="pt"))
     classifier = _is_classifier(name_or_path)
     cls = BertForSequenceClassification if classifier else BertModel
     approximate = cls.from_pretrained(name_or_path, gemm=gemm, dtype="int8", device=device)
     exact = cls.from_pretrained(name_or_path, gemm=gemm)
+    longest = min(tokenizer.model_max_length, exact.config.max_position_embeddings)  # (a tokenizer may set no limit)
+    batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt"))
     real = batch["attention_mask"].bool()  # (B, T)
     with torch.inference_mode():
         asked = {**AS_ASKED, "output_hidden_states": True}  # whatever the checkpoint's config says

@@ -236,8 +236,9 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
         for name, shape in expected.items()
         if name not in state or tuple(state[name].shape) != shape
     ]
+    computed_from = ", ".join(str(dtype).removeprefix("torch.") for dtype in WEIGHT_DTYPES)
     problems += [f"{name} of dtype {str(state[name].dtype).removeprefix('torch.')} (minibert computes from "
-                 "float32, float16, bfloat16, float64)" for name in expected
+                 f"{computed_from})" for name in expected
                  if name in state and state[name].dtype not in WEIGHT_DTYPES]  # fmt: skip
     problems += [f"{name} unexpected" for name in state if name not in expected]
     if problems:

@@ -82,3 +82,12 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:40]} is too large for a 64-bit float")
     return value
+
+
+def short_json(value) -> str:
+    """A value as JSON, cut to 60 characters: an error line never carries a megabyte of config."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # not JSON (a value set from Python, not read from a file)
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

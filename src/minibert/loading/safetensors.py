@@ -74,7 +74,8 @@ def _safetensors_entries(header: dict, data_size: int, path: Path) -> list[tuple
         if isinstance(code, str) and code not in _SAFETENSORS_DTYPES and code.isascii() and len(code) <= 16:
             raise CheckpointError(f"cannot read weights file {path}: tensor {name} has dtype {code}, which minibert "
                                   "does not read")
-        if not _counts(shape) or not _counts(offsets) or len(offsets) != 2 or code not in _SAFETENSORS_DTYPES:
+        if not _counts(shape) or not _counts(offsets) or len(offsets) != 2 or not isinstance(code, str) \
+                or code not in _SAFETENSORS_DTYPES:  # fmt: skip
             raise _corrupt(path, f"tensor {name} has an unreadable entry {str(info)[:120]} (shapes and offsets are "
                                  "lists of whole numbers from 0 to 2**63 - 1)")  # fmt: skip
         dtype, (start, end) = _SAFETENSORS_DTYPES[code], offsets

@@ -4,13 +4,12 @@ tokenizer_json.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
 from ..errors import CheckpointError
-from ..formats.json_files import parse_json
+from ..formats.json_files import parse_json, short_json
 from .added_tokens import AddedToken
 from .arguments import LARGE_INTEGER, VERY_LARGE_INTEGER
 from .encoding import SIDES
@@ -130,7 +129,7 @@ def read_tokenizer_config(config_file: Path) -> dict:
                 "strip_accents"):  # fmt: skip
         value = config.get(key)
         if value is not None and not isinstance(value, bool):  # "false" is no flag (transformers refuses it too)
-            raise CheckpointError(f"{config_file}: {key} must be true or false, got {_short_json(value)}")
+            raise CheckpointError(f"{config_file}: {key} must be true or false, got {short_json(value)}")
         if value is not None or key == "strip_accents":  # strip_accents None: follow do_lower_case
             settings[key] = value
     if config.get("model_max_length") is not None:  # (absent or null: transformers' "no limit", the default)
@@ -214,8 +213,3 @@ def read_added_tokens(entries, where: str, *, listed: bool = False, vocab=()) ->
                 "id order, so the two libraries give this file different ids; minibert refuses it"
             )  # fmt: skip
     return tokens
-
-
-def _short_json(value) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 40 else text[:37] + "..."
