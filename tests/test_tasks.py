@@ -351,7 +351,7 @@ def test_rerank_is_cross_encoder_rank(variant, make, tmp_path):
     directory = cross_encoder_dir(make, tmp_path, variant)
     theirs = sentence_transformers.CrossEncoder(str(directory))
     ours = minibert.CrossEncoder(directory)
-    assert ours.max_length == theirs.max_seq_length == 48  # the third document is cut there
+    assert ours.max_length == ours.max_seq_length == theirs.max_seq_length == 48  # the third document is cut there
     query = "How many people live in Berlin?"
     expected = theirs.rank(query, DOCUMENTS, return_documents=True)
     same(ours.rank(query, DOCUMENTS, return_documents=True), expected, variant)
@@ -364,6 +364,9 @@ def test_rerank_is_cross_encoder_rank(variant, make, tmp_path):
     assert scores.max() - scores.min() > 0.1, "the documents' scores should differ: the order tests something"
     if variant == "legacy identity":  # the raw logit: outside [0, 1] for this sharpened head
         assert ours.activation_fn.endswith("Identity") and max(abs(scores)) > 1
+    ours.max_seq_length = theirs.max_seq_length = 8  # sentence-transformers 6's name, set: pairs cut shorter
+    np.testing.assert_allclose(ours.predict(pairs), theirs.predict(pairs), atol=SCORE_TOLERANCE, rtol=0)
+    assert not np.allclose(ours.predict(pairs), scores), "cut at 8 tokens, the scores should change"
 
 
 def test_cross_encoder_predict_refuses_a_plain_string(make, tmp_path):

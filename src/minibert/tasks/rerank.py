@@ -85,6 +85,16 @@ class CrossEncoder:
     def num_labels(self) -> int:
         return self.model.num_labels
 
+    @property
+    def max_seq_length(self) -> int:
+        """sentence-transformers 6's name of ``max_length`` (which it keeps as a deprecated alias):
+        the longest pair scored, in tokens; a longer one is cut, the longer text first."""
+        return self.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        self.max_length = value
+
     def predict(self, inputs=None, *, batch_size: int = 32, show_progress_bar: bool | None = None,
                 activation_fn: str | None = None, apply_softmax: bool = False, convert_to_numpy: bool = True,
                 convert_to_tensor: bool = False, device=None, sentences=None, **others):  # fmt: skip
