@@ -303,3 +303,17 @@ def test_load_state_dict_still_names_what_does_not_fit():
     state["cls.predictions.decoder.weight"] = state["cls.predictions.decoder.weight"] + 0.5  # untied: not BERT's
     with pytest.raises(CheckpointError, match="cls.predictions.decoder.weight differs from .* untied"):
         masked_lm.load_state_dict(state)
+
+
+def test_load_state_dict_renames_nothing_in_minibert_own_dict_of_another_class():
+    """A head model's own dict given to BertModel (names with "bert."): a few of them
+    (bert.embeddings.word_embeddings.weight) read as transformers' names too. Renaming those alone
+    loaded the embeddings and the pooler and no layer, quietly with strict=False: now nothing is
+    renamed, and torch reports every key, as for any module."""
+    import minibert
+
+    ours = minibert.BertModel(_our_config())
+    state = minibert.BertForSequenceClassification(_our_config()).state_dict()
+    loaded = ours.load_state_dict(state, strict=False)
+    assert len(loaded.missing_keys) == len(ours.state_dict())
+    assert sorted(loaded.unexpected_keys) == sorted(state)

@@ -172,3 +172,15 @@ def test_position_ids_as_transformers(tiny_reference):
         with pytest.raises((ValueError, TypeError), match=message):
             model(ids, attention_mask=mask, position_ids=positions)
 
+
+
+def test_another_threads_compile_does_not_turn_this_threads_checks_off(tiny, monkeypatch):
+    """torch's is_compiling() is one flag for the whole process (torch 2.13): while another thread
+    compiled or exported, an eager call here skipped its checks and computed a mask of 2s unchecked.
+    The checks are left out only where this thread records a graph (its own tracing context)."""
+    import minibert.inputs
+
+    monkeypatch.setattr(minibert.inputs, "_is_compiling", lambda: True)  # as while another thread compiles
+    assert not minibert.inputs.recording_graph()
+    with pytest.raises(ValueError, match="attention_mask must hold only 0"):
+        tiny(torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[1, 2, 1]]))

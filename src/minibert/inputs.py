@@ -46,11 +46,19 @@ def recording_graph() -> bool:
     """Whether torch is recording this call as a graph instead of running it (``torch.jit.trace`` and
     the legacy ``torch.onnx.export``, which trace; ``torch.export`` and ``torch.compile``, which
     compile): then no choice may depend on the tensors' values, which the graph would not hold."""
-    return torch.jit.is_tracing() or _is_compiling()
+    return torch.jit.is_tracing() or (_is_compiling() and _this_thread_compiles())
 
 
 # (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before)
 _is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
+
+def _this_thread_compiles() -> bool:
+    """torch's is_compiling() is one flag for the whole process (torch 2.13): while one thread compiles
+    or exports, an eager call in another would skip its checks. The tracing context is this thread's
+    (torch._guards, private: where a torch lacks it, is_compiling() alone decides, as before)."""
+    context = getattr(getattr(torch, "_guards", None), "TracingContext", None)
+    return context is None or context.try_get() is not None
 
 
 def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None, position_ids=None) -> ModelInputs:

@@ -139,7 +139,11 @@ def rename_in_place(model, state: dict, prefix: str = "") -> None:
     own = {name for name, _ in model.named_parameters()} | {name for name, _ in model.named_buffers()}
     encoder = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
     theirs = {key[len(prefix):]: key for key in state if key.startswith(prefix) and key[len(prefix):] not in own}
-    if not theirs:
+    # minibert's own names with the encoder's "bert." added or taken away (a head model's dict given to
+    # BertModel, or the reverse): not transformers', though a few (bert.embeddings.word_embeddings.weight)
+    # read as both; renaming those alone would load them and not the layers
+    if not theirs or any(checkpoint_to_minibert(name) is None and (name.removeprefix("bert.") in own
+                                                                   or "bert." + name in own) for name in theirs):
         return
     _refuse_an_untied_decoder({key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)},
                               "the state dict given")  # fmt: skip

@@ -17,6 +17,7 @@ so fine-tuning a loaded model works unchanged. So does a layer whose weight is a
 
 from __future__ import annotations
 
+import copy
 import logging
 import sys
 
@@ -25,12 +26,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..activations import is_hooked
+from ..inputs import recording_graph
 from . import BACKENDS
 
 log = logging.getLogger("minibert.gemm")
-
-# Whether torch.compile is tracing (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before).
-is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
 
 # hidden_act → oneDNN's post-op (attr, algorithm): the same function, as activations.py defines it.
 FUSIBLE = {
@@ -147,7 +146,7 @@ class PackedLinear(nn.Linear):
         # autograd needs F.linear; so does torch.compile, whose inductor packs weights its own way, and so
         # do torch.export and jit's tracer (torch.jit.trace, the legacy torch.onnx.export): a graph holds
         # no oneDNN-packed tensor
-        recording = is_compiling() or torch.jit.is_tracing()
+        recording = recording_graph()
         packed = self.packed_weight() if usable and not training and not recording else None
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
         self.applied = self.activation is not None and not is_hooked(self)
@@ -186,6 +185,16 @@ class PackedLinear(nn.Linear):
         state = super().__getstate__()
         state = dict(state, _packed=None, _packed_for=None, _inference_noted=False)
         return state
+
+    def __deepcopy__(self, memo):
+        """As ``__getstate__``: the cache left out (oneDNN's packed tensor cannot be copied). Its own,
+        since torch's parametrizations (weight_norm) give a class without one a ``__deepcopy__`` that
+        copies ``__dict__`` whole."""
+        replica = self.__new__(type(self))
+        memo[id(self)] = replica
+        cache_left_out = dict(self.__dict__, _packed=None, _packed_for=None, _inference_noted=False)
+        replica.__dict__ = copy.deepcopy(cache_left_out, memo)  # (not __getstate__: parametrize's refuses)
+        return replica
 
     def extra_repr(self) -> str:
         fused = f", post_op={self.post_op[0]}" if self.post_op else ""
