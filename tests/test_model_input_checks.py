@@ -184,3 +184,15 @@ def test_another_threads_compile_does_not_turn_this_threads_checks_off(tiny, mon
     assert not minibert.inputs.recording_graph()
     with pytest.raises(ValueError, match="attention_mask must hold only 0"):
         tiny(torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[1, 2, 1]]))
+
+
+def test_recording_graph_is_true_in_what_torch_compile_traces_and_false_when_run():
+    """torch.compile's dynamo sees recording_graph() as True (no choice may read the tensors' values
+    there); run eagerly, in any thread, it is False (the checks run)."""
+    import minibert.inputs
+
+    def which(x):
+        return x + 1 if minibert.inputs.recording_graph() else x - 1
+
+    assert which(torch.zeros(1)).item() == -1
+    assert torch.compile(which, backend="eager")(torch.zeros(1)).item() == 1

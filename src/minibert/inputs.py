@@ -46,11 +46,13 @@ def recording_graph() -> bool:
     """Whether torch is recording this call as a graph instead of running it (``torch.jit.trace`` and
     the legacy ``torch.onnx.export``, which trace; ``torch.export`` and ``torch.compile``, which
     compile): then no choice may depend on the tensors' values, which the graph would not hold."""
-    return torch.jit.is_tracing() or (_is_compiling() and _this_thread_compiles())
+    return torch.jit.is_tracing() or _dynamo_traces() or (_is_compiling() and _this_thread_compiles())
 
 
 # (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before)
 _is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+# True only in code dynamo traces (torch.compile), False when run: never another thread's (torch 2.3+)
+_dynamo_traces = getattr(torch.compiler, "is_dynamo_compiling", None) or (lambda: False)
 
 
 def _this_thread_compiles() -> bool:

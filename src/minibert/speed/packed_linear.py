@@ -29,6 +29,9 @@ from ..activations import is_hooked
 from ..inputs import recording_graph
 from . import BACKENDS
 
+# Whether torch.compile is at work in the process (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before).
+is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
 log = logging.getLogger("minibert.gemm")
 
 # hidden_act → oneDNN's post-op (attr, algorithm): the same function, as activations.py defines it.
@@ -146,7 +149,7 @@ class PackedLinear(nn.Linear):
         # autograd needs F.linear; so does torch.compile, whose inductor packs weights its own way, and so
         # do torch.export and jit's tracer (torch.jit.trace, the legacy torch.onnx.export): a graph holds
         # no oneDNN-packed tensor
-        recording = recording_graph()
+        recording = recording_graph() or is_compiling()  # (another thread's compile too: only the kernel changes)
         packed = self.packed_weight() if usable and not training and not recording else None
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
         self.applied = self.activation is not None and not is_hooked(self)
