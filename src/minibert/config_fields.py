@@ -39,7 +39,7 @@ READABLE = {
     "transformers_version": None,
 }
 # The fields that may be set on a built model's config because minibert reads them at use (config.py):
-# the classification heads' labels and their loss.
+# the classification heads' labels and their loss, and each call's defaults.
 SETTABLE = ("problem_type", "id2label", "label2id", "num_labels", *CALL_DEFAULTS)
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 

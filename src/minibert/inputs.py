@@ -35,6 +35,7 @@ from .errors import InputTypeError
 # would otherwise turn the fast path off, or give them tuples.
 AS_ASKED = {"return_dict": True, "output_attentions": False, "output_hidden_states": False}
 
+
 class ModelInputs(NamedTuple):
     input_ids: torch.Tensor  # (B, T) int64: word-piece ids
     token_type_ids: torch.Tensor  # (B, T) int64: 0 for sentence A, 1 for sentence B

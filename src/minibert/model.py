@@ -318,11 +318,12 @@ class BertModel(TransformersNames, PretrainedBert):
         ids, token_types, positions, attention_mask = prepare_inputs(
             self, input_ids, attention_mask, token_type_ids, position_ids
         )
-        recording = recording_graph()  # jit.trace, onnx.export, torch.export, torch.compile: see fast_layout
+        recording = recording_graph()  # jit.trace, onnx.export, torch.export, torch.compile: FastLayout.for_call
         padded = attention_mask is not None and (recording or not bool(attention_mask.all()))
         # The fast path keeps no attention weights, so asking for them runs the plain formula.
         fast = (self.use_fast_path if use_fast_path is None else use_fast_path) and not output_attentions
-        layout = self.fast_layout(attention_mask, padded, recording, skip_padding) if fast else None
+        layout = FastLayout.for_call(attention_mask, padded, recording, skip_padding, self.short_attention) \
+            if fast else None  # fmt: skip
         if layout is not None:  # (B, T) → (P,): the real tokens only, when packing applies
             ids, token_types, positions = layout.pack(ids), layout.pack(token_types), layout.pack(positions)
         x = self.embeddings(ids, token_types, positions)  # (B, T, H)
@@ -348,16 +349,3 @@ class BertModel(TransformersNames, PretrainedBert):
             hidden_states=tuple(hidden_states) if hidden_states is not None else None,
             attentions=tuple(attentions) if attentions is not None else None,
         )
-
-    def fast_layout(self, attention_mask, padded: bool, recording: bool, skip_padding: bool) -> FastLayout | None:
-        """The fast path's layout for this call, or None: the plain formula. While torch records the
-        call as a graph (``recording``), no choice may read the mask's values: the graph would keep the
-        example's answer (no mask at all, when it had no padding); the mask is then always added (0 at
-        real tokens: the same scores), nothing is packed away, and jit's tracer records the plain
-        formula. A row with no real token where a gradient is recorded runs the plain formula too (while
-        recording: wherever a mask is given): there torch's fused kernel's backward is not the formula's
-        (speed/fast_path.py, 3.)."""
-        empty_row = padded and torch.is_grad_enabled() and (recording or not bool(attention_mask.any(dim=1).all()))
-        if torch.jit.is_tracing() or empty_row:
-            return None
-        return FastLayout(attention_mask, self.short_attention, pack=skip_padding and not recording)

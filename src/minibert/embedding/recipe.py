@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from ..errors import CheckpointError
 from ..formats.json_files import read_json
 from ..loading.hub import resolve_file
-from ..loading.strict import WEIGHT_DTYPES
+from ..loading.strict import WEIGHT_DTYPE_NAMES, WEIGHT_DTYPES
 from .options import POOLING_MODES
 
 _LEGACY_POOLING_KEYS = {
@@ -236,9 +236,8 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
         for name, shape in expected.items()
         if name not in state or tuple(state[name].shape) != shape
     ]
-    computed_from = ", ".join(str(dtype).removeprefix("torch.") for dtype in WEIGHT_DTYPES)
     problems += [f"{name} of dtype {str(state[name].dtype).removeprefix('torch.')} (minibert computes from "
-                 f"{computed_from})" for name in expected
+                 f"{WEIGHT_DTYPE_NAMES})" for name in expected
                  if name in state and state[name].dtype not in WEIGHT_DTYPES]  # fmt: skip
     problems += [f"{name} unexpected" for name in state if name not in expected]
     if problems:

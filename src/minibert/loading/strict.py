@@ -44,6 +44,7 @@ logger = logging.getLogger("minibert")
 # scale stored beside it (config.json's quantization_config), which minibert does not apply: refused by
 # name with the integer and boolean dtypes, never cast as it is.
 WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+WEIGHT_DTYPE_NAMES = ", ".join(str(dtype).removeprefix("torch.") for dtype in WEIGHT_DTYPES)  # for messages
 
 
 def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True,
@@ -192,7 +193,7 @@ def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missin
         lines.append(f"  tensors with the wrong shape ({len(misshaped)}): {_first(misshaped)}")
     if wrong_dtype:
         lines.append(f"  tensors of a dtype minibert does not compute from ({len(wrong_dtype)}): {_first(wrong_dtype)} "
-                     f"(it reads a weight from {', '.join(str(d).removeprefix('torch.') for d in WEIGHT_DTYPES)})")
+                     f"(it reads a weight from {WEIGHT_DTYPE_NAMES})")
     if unexpected:
         lines.append(f"  unexpected tensors ({len(unexpected)}): {_first(sorted(unexpected))}")
     if misshaped:

@@ -30,7 +30,7 @@ differ, a float16 row with no real token, is in 3.):
    ``short_attention`` (measured per CPU and thread count: attention_threshold.py) says up to which length
    the written-out formula is used.
    A batch with a row of no real token, where a gradient is recorded, is not given a layout at all
-   (model.py runs the book's formula): there the fused kernel's backward is not the formula's
+   (``FastLayout.for_call``: model.py runs the book's formula): there the fused kernel's backward is not the formula's
    (torch's CPU kernel: dQ 4x the written-out one). Otherwise one row is not the same: in float16,
    a row with no real token (attention_mask all zeros). The
    book adds the mask (-65504, float16's minimum) to the scores in float16, where the sums round to
@@ -257,6 +257,21 @@ class FastLayout:
         self.sequences = varlen.Sequences.of(attention_mask.sum(1)) if by_sequence else None
         # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
         self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
+
+    @classmethod
+    def for_call(cls, attention_mask: torch.Tensor | None, padded: bool, recording: bool, skip_padding: bool,
+                 short_attention: dict[int, int] | None) -> FastLayout | None:  # fmt: skip
+        """The layout of one call of BertModel.forward, or None: the book's formula. While torch records
+        the call as a graph (``recording``), no choice may read the mask's values: the graph would keep
+        the example's answer (no mask at all, when it had no padding); the mask is then always added (0
+        at real tokens: the same scores), nothing is packed away, and jit's tracer records the book's
+        formula. A row with no real token where a gradient is recorded runs the book's formula too
+        (while recording: wherever a mask is given): there the fused kernel's backward is not the
+        formula's (3. above)."""
+        empty_row = padded and torch.is_grad_enabled() and (recording or not bool(attention_mask.any(dim=1).all()))
+        if torch.jit.is_tracing() or empty_row:
+            return None
+        return cls(attention_mask, short_attention, pack=skip_padding and not recording)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) → (P, ...) when packing, else unchanged."""

@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..activations import is_hooked
-from ..inputs import recording_graph
 from . import BACKENDS
 
 # Whether torch.compile is at work in the process (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before).
@@ -89,6 +88,9 @@ class WatchedWeight(nn.Parameter):
 _PARAMETER_NEW = nn.Parameter.__new__.__code__  # where nn.Parameter(w) asks w.detach() to keep w's class
 
 
+_CACHE_LEFT_OUT = {"_packed": None, "_packed_for": None, "_inference_noted": False}  # what copies rebuild on use
+
+
 def _weight_key(weight: torch.Tensor) -> tuple:
     """What tells a weight's values apart from those packed: its memory, its version counter (every
     in-place torch op bumps it), the writes through ``.data`` (WatchedWeight), dtype and shape."""
@@ -149,7 +151,7 @@ class PackedLinear(nn.Linear):
         # autograd needs F.linear; so does torch.compile, whose inductor packs weights its own way, and so
         # do torch.export and jit's tracer (torch.jit.trace, the legacy torch.onnx.export): a graph holds
         # no oneDNN-packed tensor
-        recording = recording_graph() or is_compiling()  # (another thread's compile too: only the kernel changes)
+        recording = is_compiling() or torch.jit.is_tracing()  # (another thread's compile too: only the kernel changes)
         packed = self.packed_weight() if usable and not training and not recording else None
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
         self.applied = self.activation is not None and not is_hooked(self)
@@ -186,17 +188,15 @@ class PackedLinear(nn.Linear):
 
     def __getstate__(self):  # pickling and deepcopy: the cache is rebuilt on first use
         state = super().__getstate__()
-        state = dict(state, _packed=None, _packed_for=None, _inference_noted=False)
-        return state
+        return dict(state, **_CACHE_LEFT_OUT)
 
     def __deepcopy__(self, memo):
         """As ``__getstate__``: the cache left out (oneDNN's packed tensor cannot be copied). Its own,
         since torch's parametrizations (weight_norm) give a class without one a ``__deepcopy__`` that
-        copies ``__dict__`` whole."""
+        copies ``__dict__`` whole, and a ``__getstate__`` that refuses."""
         replica = self.__new__(type(self))
         memo[id(self)] = replica
-        cache_left_out = dict(self.__dict__, _packed=None, _packed_for=None, _inference_noted=False)
-        replica.__dict__ = copy.deepcopy(cache_left_out, memo)  # (not __getstate__: parametrize's refuses)
+        replica.__dict__ = copy.deepcopy(dict(self.__dict__, **_CACHE_LEFT_OUT), memo)
         return replica
 
     def extra_repr(self) -> str:
