@@ -21,12 +21,15 @@ this one's, never half of one; metrics lines past the state's step are dropped o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import filecmp
 import hashlib
 import io
 import json
 import os
+import signal
+import threading
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 
@@ -293,11 +296,16 @@ class RunDirectory:
         return f"is not empty ({shown}) and holds no run"
 
     def save(self, model, state: TrainingState, hub_files: bool = True) -> None:
-        """A checkpoint: the hub files first, the training state last (each replaced atomically)."""
+        """A checkpoint: the hub files first, the training state last (each replaced atomically).
+        The state on disk and ``saved_step`` change together: a Ctrl-C or SIGTERM that lands while the
+        state is written (its rename done, the folder's fsync not yet) is handled after, so the line
+        that names the step on disk never names the one before."""
         if hub_files:
             model.save_pretrained(self.path)
-        write_atomically(self.state_path, state.to_bytes())
-        self.saved_step = state.step
+        payload = state.to_bytes()
+        with _stops_held():
+            write_atomically(self.state_path, payload)
+            self.saved_step = state.step
 
     def finish(self, last: TrainingState | None, keep_state: bool, best_weights: Path | None) -> None:
         """The folder of a run whose last step is saved, made no bigger than its use. ``best_weights``
@@ -348,3 +356,23 @@ class RunDirectory:
         which ``read_metrics`` and ``minibert plot`` read back."""
         with naming_the_file(self.metrics_path), open(self.metrics_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, allow_nan=True) + "\n")
+
+
+@contextlib.contextmanager
+def _stops_held():
+    """SIGINT and SIGTERM noted during the block and raised again after it, to the handlers that
+    were there (Python runs signal handlers in the main thread only: elsewhere, nothing to hold)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    held = [signum for signum in (signal.SIGINT, signal.SIGTERM)
+            if signal.getsignal(signum) not in (None, signal.SIG_IGN)]  # (None: a handler set outside Python)
+    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in held}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in caught:
+            signal.raise_signal(signum)
