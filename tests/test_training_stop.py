@@ -75,5 +75,5 @@ def test_a_stop_while_the_state_is_written_is_handled_after_it():
         "    print('raised after', reached, signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], env=child_environment(), capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=120, preexec_fn=signals_as_from_a_terminal)  # (a background job ignores SIGINT)
     assert done.stdout.strip() == "raised after ['end'] True", done.stdout + done.stderr
