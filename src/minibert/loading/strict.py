@@ -154,10 +154,9 @@ def rename_in_place(model, state: dict, prefix: str = "") -> None:
             if IGNORED_TENSORS.match(name.removeprefix("bert.")):
                 del state[key]
             continue
-        target = prefix + (ours if ours.startswith(HEAD_PREFIXES) else encoder + ours)
+        target = prefix + _placed(ours, encoder)
         if target[len(prefix):] in own and target not in state:
-            tensor = state.pop(key)
-            state[target] = tensor.t() if name.endswith("/kernel") and tensor.dim() == 2 else tensor
+            state[target] = _as_linear(name, state.pop(key))
 
 
 def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str]]:
@@ -170,14 +169,24 @@ def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str],
             if not IGNORED_TENSORS.match(name.removeprefix("bert.")):
                 unexpected.append(name)
             continue
-        target = ours if ours.startswith(HEAD_PREFIXES) else prefix + ours  # heads sit beside .bert
+        target = _placed(ours, prefix)
         if target not in expected and ours.startswith((*HEAD_PREFIXES, POOLER)):
             unused_heads.append(name)  # a head (or the pooler) this class does not have
             continue
-        if name.endswith("/kernel") and tensor.dim() == 2:  # TensorFlow's (in, out) → Linear's (out, in)
-            tensor = tensor.t()  # a view: the loader lays it out afresh, or packs it (from_pretrained.py)
-        renamed[target] = tensor
+        renamed[target] = _as_linear(name, tensor)
     return renamed, unexpected, unused_heads
+
+
+def _placed(ours: str, encoder: str) -> str:
+    """Where minibert's name ``ours`` sits in a model whose encoder is under ``encoder`` ("bert." in a
+    model with heads, "" in the bare encoder): the heads sit beside the encoder, not in it."""
+    return ours if ours.startswith(HEAD_PREFIXES) else encoder + ours
+
+
+def _as_linear(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """A TensorFlow kernel, stored (in, out), as Linear's weight (out, in); any other tensor as it is.
+    The transpose is a view: the loader lays it out afresh, or packs it (from_pretrained.py)."""
+    return tensor.t() if name.endswith("/kernel") and tensor.dim() == 2 else tensor
 
 
 def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missing, misshaped, wrong_dtype,
