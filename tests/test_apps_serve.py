@@ -513,3 +513,15 @@ def test_import_minibert_does_not_import_the_server_stack():
     code = ("import sys, minibert; minibert.Embedder; "
             "print([m for m in ('uvicorn', 'starlette', 'fastapi', 'httpx') if m in sys.modules])")  # fmt: skip
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("missing", ["starlette", "uvicorn", "h11"])
+def test_serve_without_a_library_of_the_extra_names_the_extra(missing):
+    """Any library of the serve extra missing (uvicorn without starlette's, as FastAPI users have it) is
+    the one line naming the extra, exit 1, before the model loads: not "internal error"."""
+    program = (f"import sys; sys.modules[{missing!r}] = None; from minibert.apps.cli import main; "
+               "sys.exit(main(['serve', '--model', 'minibert/fortunes-mini', '--port', '0']))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [f"minibert: error: minibert serve needs the serve extra ({missing} is not "
+                                          "installed): pip install 'minibert[serve]'"]  # fmt: skip

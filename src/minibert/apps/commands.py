@@ -241,6 +241,7 @@ def cmd_serve(args) -> None:
     try:
         from .serve.process import serve
     except ImportError as error:
-        raise CommandFailed(f"minibert serve needs the serve extra ({error.name} is not installed): "
+        library = (error.name or "a library").split(".")[0]  # the package, not the submodule that failed
+        raise CommandFailed(f"minibert serve needs the serve extra ({library} is not installed): "
                             "pip install 'minibert[serve]'") from None  # fmt: skip
     serve(settings)

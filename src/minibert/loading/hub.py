@@ -168,8 +168,8 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
     """The cached path of one hub file, fetched if need be; None for an optional file the hub (or the
     cache's record of it) says the repository lacks. Any other failure is an error that says what
     happened (hub_failures.py): a file that could not be had is never taken as absent."""
-    from huggingface_hub import errors as hub_errors
     from huggingface_hub import hf_hub_download
+    from huggingface_hub import utils as hub_errors  # where every release since 0.23 keeps them
 
     endpoint = _endpoint()
     options = _HUB_OPTIONS.get() or HubOptions()
@@ -215,7 +215,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
     except hub_errors.RepositoryNotFoundError as error:  # GatedRepoError is one: told apart there
         raise refused_repository(repo_id, endpoint, error, token_sent(options.token)) from None
-    except (hub_errors.EntryNotFoundError, hub_errors.RemoteEntryNotFoundError):
+    except _absent_file_errors():
         if not required:
             return None
         raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename}") from None
@@ -223,6 +223,19 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         if not is_a_transfer_failure(error):  # a network failure, as an HTTP or OS error (or the HTTP library's)
             raise
         raise download_failed(repo_id, filename, error, token_sent(options.token)) from None
+
+
+def _absent_file_errors() -> tuple[type[Exception], ...]:
+    """huggingface_hub's errors for a file the repository lacks: ``EntryNotFoundError``, which before
+    1.0 was the hub's HTTP 404 itself, and from 1.0 on ``RemoteEntryNotFoundError``, that 404's own
+    class (``EntryNotFoundError`` then also stands for a file missing elsewhere)."""
+    from huggingface_hub import utils
+
+    try:
+        from huggingface_hub.errors import RemoteEntryNotFoundError
+    except ImportError:  # huggingface_hub before 1.0
+        return (utils.EntryNotFoundError,)
+    return (utils.EntryNotFoundError, RemoteEntryNotFoundError)
 
 
 def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | None = None) -> bool:
@@ -244,7 +257,8 @@ def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | 
     endpoint = _endpoint()
     try:
         url = hf_hub_url(name, filename, revision=revision, endpoint=endpoint)
-        get_hf_file_metadata(url, token=options.token, timeout=min(10.0, hub_timeout()), endpoint=endpoint)
+        # (no endpoint= here: before 1.0 it was not taken, and it only names the Xet server, which a HEAD needs not)
+        get_hf_file_metadata(url, token=options.token, timeout=min(10.0, hub_timeout()))
     except Exception:  # noqa: BLE001  (absent, or not known: either way not said to be there)
         return False
     return True

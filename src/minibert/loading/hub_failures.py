@@ -80,8 +80,10 @@ def cached_revisions(folder: Path) -> list[str]:
 def what_happened(error: BaseException) -> str:
     """One line of what a failed transfer met: the hub's HTTP status, a timeout, a refused or
     dropped connection. The HTTP library's classes are told by name (huggingface_hub has used
-    requests, httpx and httpx2), so no version of it is imported here."""
-    names = {cls.__name__ for cls in type(error).__mro__}
+    requests, httpx and httpx2), so no version of it is imported here; requests' ConnectionError
+    holds urllib3's error as its first argument, which tells a dropped connection from a refused one."""
+    causes = [error, *(arg for arg in error.args if isinstance(arg, BaseException))]
+    names = {cls.__name__ for cause in causes for cls in type(cause).__mro__}
     detail = _first_line(error)
     status = getattr(getattr(error, "response", None), "status_code", None)
     if isinstance(status, int):

@@ -17,8 +17,11 @@ import logging.handlers
 import signal
 import socket
 
+import uvicorn  # here, not in serve(): a missing uvicorn is the serve extra's one line (commands.py)
+
 from .access_log import DroppingQueueHandler, access_logger
 from .app import build_app
+from .http_limits import BoundedH11Protocol, ConnectionRoom, connection_capacity, raise_open_files_limit
 from .settings import ServeSettings
 
 logger = logging.getLogger("minibert.serve")
@@ -27,10 +30,6 @@ logger = logging.getLogger("minibert.serve")
 def serve(settings: ServeSettings) -> None:
     """Run the server until SIGTERM/SIGINT: then stop accepting, finish the requests in flight
     (waiting up to ``--graceful-timeout``), exit."""
-    import uvicorn
-
-    from .http_limits import BoundedH11Protocol, ConnectionRoom, connection_capacity, raise_open_files_limit
-
     listener = bind(settings.host, settings.port)  # first: a port in use stops the command before anything starts
     port = listener.getsockname()[1]  # (--port 0: the one the system chose)
     failure: list[BaseException] = []

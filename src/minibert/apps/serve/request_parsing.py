@@ -20,16 +20,11 @@ async def read_json(request: Request, limit: int, seconds: float = 30.0):
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"the request body has {int(declared)} bytes, more than the limit of {limit}")
-    body = bytearray()
     try:
-        async with asyncio.timeout(seconds):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise RequestError(413, f"the request body is larger than the limit of {limit} bytes")
+        body = await asyncio.wait_for(_body(request, limit), seconds)  # (asyncio.timeout is Python 3.11's)
     except ClientDisconnect:
         raise RequestError(400, "the client disconnected while sending the body") from None
-    except TimeoutError:
+    except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on; its own class on 3.10
         raise RequestError(408, f"the request body did not arrive within {seconds:g} s") from None
     try:
         value = parse_json(bytes(body), strict=True)
@@ -38,6 +33,16 @@ async def read_json(request: Request, limit: int, seconds: float = 30.0):
     if not isinstance(value, dict):
         raise RequestError(422, "the request body must be a JSON object")
     return value
+
+
+async def _body(request: Request, limit: int) -> bytearray:
+    """The body's bytes as they arrive, refused (413) once they pass ``limit``."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise RequestError(413, f"the request body is larger than the limit of {limit} bytes")
+    return body
 
 
 def parse_inputs(value, field: str, settings: ServeSettings, allow_ids: bool) -> list:
