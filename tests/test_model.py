@@ -162,6 +162,69 @@ def test_save_pretrained_round_trip(google_small, tmp_path, real_texts):
     assert not list(tmp_path.glob("**/*.partial"))
 
 
+def _transformers_bf16_copy(google_small, directory):
+    """google_small's encoder as transformers saves it in bfloat16 (config.json: ``"dtype": "bfloat16"``)."""
+    source, _ = google_small
+    transformers.BertModel.from_pretrained(str(source), dtype=torch.bfloat16).save_pretrained(directory)
+    BertTokenizer.from_pretrained(source).save_pretrained(directory)
+    return directory
+
+
+def test_saved_config_names_the_dtype_written_not_the_sources(google_small, tmp_path, real_texts):
+    """A bfloat16 checkpoint loaded in float32, trained and saved: config.json said "bfloat16" (the
+    source's), so transformers (dtype="auto", its default) and sentence-transformers loaded the
+    float32 weights in bfloat16 (1e-2 away). It names the tensors' dtype, as transformers' save does."""
+    import json
+
+    source = _transformers_bf16_copy(google_small, tmp_path / "bf16")
+    model = BertModel.from_pretrained(source, dtype=torch.float32, gemm="mkl")  # (transformers' matrix products)
+    with torch.no_grad():
+        torch.manual_seed(0)
+        for parameter in model.parameters():  # trained: values bfloat16 cannot hold
+            parameter.add_(torch.randn_like(parameter) * 1e-3)
+    model.save_pretrained(tmp_path / "out")
+    BertTokenizer.from_pretrained(source).save_pretrained(tmp_path / "out")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["dtype"] == "float32" and "torch_dtype" not in config
+    theirs = transformers.AutoModel.from_pretrained(str(tmp_path / "out"), attn_implementation="eager").eval()
+    assert theirs.dtype == torch.float32
+    _assert_same_tensors(model, theirs)
+    batch = _batch(source, real_texts)
+    with torch.no_grad():
+        assert_close(model(**batch).last_hidden_state, theirs(**batch).last_hidden_state, "transformers' load", ATOL)
+    assert BertModel.from_pretrained(tmp_path / "out", dtype="auto").dtype == torch.float32
+    st = pytest.importorskip("sentence_transformers")
+    from minibert import Embedder
+
+    reference = st.SentenceTransformer(str(tmp_path / "out"), device="cpu")
+    embedded = Embedder(model, BertTokenizer.from_pretrained(source)).embed(real_texts)
+    assert_close(embedded, reference.encode(real_texts), "mean embeddings vs sentence-transformers", ATOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_a_model_saved_in_half_precision_says_so(google_small, tmp_path, dtype):
+    """Loaded in bfloat16 or float16 (from a float32 checkpoint) and saved: config.json names that dtype,
+    and transformers' ``dtype="auto"`` load holds the very tensors minibert holds."""
+    import json
+
+    source, _ = google_small
+    model = BertModel.from_pretrained(source, dtype=dtype)
+    model.save_pretrained(tmp_path / "out")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["dtype"] == str(dtype).removeprefix("torch.") and "torch_dtype" not in config
+    theirs = transformers.AutoModel.from_pretrained(str(tmp_path / "out"))
+    assert theirs.dtype == dtype
+    _assert_same_tensors(model, theirs)
+
+
+def _assert_same_tensors(model, reference):
+    """Every tensor of minibert's model is, bit for bit and in its dtype, the reference's of the same hub name."""
+    theirs = reference.state_dict()
+    for name, tensor in model.state_dict().items():
+        other = theirs[minibert_to_checkpoint(name)]
+        assert other.dtype == tensor.dtype and torch.equal(other, tensor), name
+
+
 # ----------------------------------------------------------------------------- names, modes, config
 
 

@@ -106,6 +106,59 @@ def test_saving_an_int8_model_writes_the_float32_checkpoint(tiny_dir, own_cache,
     assert all(torch.equal(saved[name], original[name]) and saved[name].dtype == torch.float32 for name in saved)
 
 
+@pytest.fixture(scope="module")
+def tiny_classifier_dir(tmp_path_factory):
+    torch.manual_seed(1)
+    directory = tmp_path_factory.mktemp("tiny-classifier")
+    BertForSequenceClassification(BertConfig(**TINY)).eval().save_pretrained(directory)
+    return directory
+
+
+def _changed(model):
+    """What a user changes after loading: call defaults, a dropout, the labels' names, three added tokens."""
+    model.config.output_hidden_states = True
+    model.config.hidden_dropout_prob = 0.3
+    model.config.id2label = {0: "negative", 1: "positive"}
+    model.resize_token_embeddings(TINY["vocab_size"] + 3)
+    return model
+
+
+def test_saving_an_int8_model_writes_its_config_and_embeddings_as_changed(tiny_classifier_dir, own_cache, tmp_path):
+    """The int8 model's float32 twin was built from the checkpoint's config: every change made after
+    loading was lost (output_hidden_states, dropout, labels), and a resized embedding table was torch's
+    raw RuntimeError ("size mismatch ... from checkpoint"). It saves what the float32 model saves,
+    which transformers reads back as changed."""
+    import json
+
+    reference = _changed(BertForSequenceClassification.from_pretrained(tiny_classifier_dir))
+    reference.save_pretrained(tmp_path / "float32")
+    _changed(BertForSequenceClassification.from_pretrained(tiny_classifier_dir, dtype="int8")).save_pretrained(
+        tmp_path / "int8"
+    )
+    saved = json.loads((tmp_path / "int8" / "config.json").read_text())
+    assert saved == json.loads((tmp_path / "float32" / "config.json").read_text())
+    transformers = pytest.importorskip("transformers")
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "int8"))
+    assert theirs.config.output_hidden_states and theirs.config.hidden_dropout_prob == 0.3
+    assert theirs.config.id2label == {0: "negative", 1: "positive"} and theirs.config.vocab_size == 123
+    stored = theirs.state_dict()
+    written = load_file(tmp_path / "float32" / "model.safetensors")
+    assert written.keys() <= stored.keys()
+    assert all(torch.equal(stored[name], tensor) for name, tensor in written.items())
+    ids = torch.tensor([[2, 121, 122, 7, 3]])  # two of the added tokens
+    with torch.no_grad():
+        assert torch.allclose(theirs.eval()(ids).logits, reference(ids).logits, atol=1e-5)
+
+
+def test_saving_an_int8_model_with_a_head_of_another_shape_is_refused_by_name(tiny_classifier_dir, own_cache,
+                                                                              tmp_path):  # fmt: skip
+    model = BertForSequenceClassification.from_pretrained(tiny_classifier_dir, dtype="int8")
+    model.classifier = nn.Linear(TINY["hidden_size"], 5)
+    with pytest.raises(QuantizationError, match=r"classifier\.weight is \(5, 64\).* has \(2, 64\)"):
+        model.save_pretrained(tmp_path / "saved")
+    assert not (tmp_path / "saved").exists()
+
+
 def outlier_checkpoint(directory, scale: float):
     """A random BertModel whose value projection's first two channels are ``scale`` times larger and
     the attention output's matching columns ``scale`` times smaller: the same float32 function, but

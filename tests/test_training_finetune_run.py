@@ -68,6 +68,29 @@ def test_the_run_folder_is_a_classifier_transformers_loads_with_the_same_logits(
     ]
 
 
+def test_a_run_from_a_bfloat16_checkpoint_says_float32_as_it_saves_it(tmp_path, capsys):
+    """The model is loaded and trained in float32: config.json said the source's "bfloat16", so
+    transformers' default load (dtype="auto") read the run's float32 weights in bfloat16."""
+    import shutil
+
+    transformers = pytest.importorskip("transformers")
+    source = tmp_path / "bf16"
+    transformers.AutoModel.from_pretrained(str(TINY), dtype=torch.bfloat16).save_pretrained(source)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copy(TINY / name, source)
+    run = tmp_path / "run"
+    argv = flags(write_examples(tmp_path / "train.csv", 8), run, "--epochs", "1")
+    assert main([*argv[:2], str(source), *argv[3:]]) == 0
+    capsys.readouterr()
+    assert json.loads((run / "config.json").read_text())["dtype"] == "float32"
+    ours = minibert.BertForSequenceClassification.from_pretrained(run)
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(run, attn_implementation="eager").eval()
+    assert theirs.dtype == torch.float32
+    batch = minibert.BertTokenizer.from_pretrained(run)(["the river bank", "love"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        difference = (ours(**batch).logits - theirs(**batch).logits).abs().max().item()
+    assert difference < 1e-5, f"logits max |Δ| {difference:.2e}"
+
 def test_a_head_of_the_task_continues_and_one_that_does_not_fit_is_refused(tmp_path, capsys):
     train = write_examples(tmp_path / "train.csv", 8)
     first = tmp_path / "first"

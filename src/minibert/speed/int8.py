@@ -43,6 +43,7 @@ float32 checkpoint it was loaded from (quantization is a loading choice, never a
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import warnings
@@ -350,9 +351,14 @@ def is_int8(model: nn.Module) -> bool:
 
 
 def float32_twin(model: nn.Module) -> nn.Module:
-    """The same model in float32: its checkpoint read again (the float32 weights are not kept in
-    memory, that is int8's point), with every tensor the int8 model holds copied over it (the
-    embeddings and heads, in case they were changed after loading)."""
+    """The same model in float32, as ``save_pretrained`` writes it: its checkpoint read again (the
+    float32 weights are not kept in memory, that is int8's point), with every tensor the int8 model
+    holds copied over it (the embeddings and heads, in case they were changed after loading: a word
+    embedding table resized after ``add_tokens`` too) and the model's config as it is now
+    (``config.output_hidden_states = True``, a dropout changed, labels renamed).
+
+    Another tensor of a shape the checkpoint's model does not have (a head swapped for one of
+    another size) is a ``QuantizationError`` naming it: the twin would be another network."""
     source = getattr(model, "name_or_path", None)
     if source is None:
         raise QuantizationError("this int8 model does not know its checkpoint (name_or_path), so its float32 "
@@ -364,7 +370,19 @@ def float32_twin(model: nn.Module) -> nn.Module:
             "weights cannot be read again (they would be another model's); load the model again"
         )
     twin = type(model).from_pretrained(source, gemm="mkl", new_heads=True, **_label_config(model))
-    twin.load_state_dict(model.state_dict(), strict=False)
+    rows = model.get_input_embeddings().num_embeddings
+    if twin.get_input_embeddings().num_embeddings != rows:
+        twin.resize_token_embeddings(rows)  # (its rows are the int8 model's, copied below)
+    state, twin_state = model.state_dict(), twin.state_dict()
+    for name, tensor in state.items():
+        if name in twin_state and twin_state[name].shape != tensor.shape:
+            raise QuantizationError(
+                f"this int8 model's {name} is {tuple(tensor.shape)}, but the model its checkpoint {source} builds "
+                f"has {tuple(twin_state[name].shape)}, so its float32 weights cannot be read again around it; "
+                "change the model in float32, save it, then load that with dtype='int8'"
+            )
+    twin.load_state_dict(state, strict=False)
+    twin.config = copy.deepcopy(model.config)  # the config as changed since loading, not the checkpoint's
     return twin
 
 
