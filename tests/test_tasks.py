@@ -586,6 +586,61 @@ def test_runs_that_overlap_share_one_switch_to_eval_mode():
     assert model.training and model[1].training and not model[0].training
 
 
+def test_a_train_made_while_a_run_holds_the_model_ends_the_run_and_is_kept():
+    """model.train() while a run holds the model (another thread's training loop): the run's numbers
+    may have had dropout, so it raises instead of returning them, and the train() is not undone (it was
+    put back to eval when the run ended, so the loop trained without dropout, and nothing said so)."""
+    from minibert.errors import ModeChangedError
+    from minibert.pretrained import evaluating
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1)).eval()
+    with pytest.raises(ModeChangedError, match=r"Sequential was put in training mode .*copy.deepcopy"):
+        with evaluating(model):
+            model.train()  # what the other thread does
+    assert model.training and model[1].training
+    with evaluating(model):  # an ordinary run is untouched
+        pass
+    assert model.training
+
+
+def test_an_embedder_beside_a_training_loop_gives_the_eval_numbers_or_refuses():
+    """One thread calls model.train() over and over (a training loop) while this one embeds: every
+    call gives the eval-mode vector exactly or raises ModeChangedError, never a vector with dropout
+    (100 of 100 calls differed on all-MiniLM-L6-v2, cosine down to 0.938)."""
+    import threading
+    import time
+
+    from minibert.errors import ModeChangedError
+
+    embedder = minibert.Embedder.from_pretrained(Path(__file__).parent / "data" / "tiny_hub")
+    texts = ["the paris love", "a longer text about the weather in paris today"]
+    expected = embedder.embed(texts)
+    stop = threading.Event()
+
+    def training_loop():
+        while not stop.is_set():
+            embedder.model.train()
+            time.sleep(0.0005)  # (each step of a real loop takes a while)
+
+    trainer = threading.Thread(target=training_loop)
+    trainer.start()
+    refused = returned = 0
+    try:
+        for _ in range(100):
+            try:
+                vectors = embedder.embed(texts)
+            except ModeChangedError:
+                refused += 1
+                continue
+            returned += 1
+            np.testing.assert_array_equal(vectors, expected)
+    finally:
+        stop.set()
+        trainer.join()
+    assert refused > 0, "the training loop never met a run: the test saw nothing"
+    print(f"\n{returned} runs gave the eval numbers, {refused} refused")
+
+
 def test_runs_on_a_model_and_on_its_encoder_count_per_module():
     """classify(model) and an Embedder on model.bert overlapping, the first started ending first: the
     switch was keyed by the object given, so the classify run's end put the whole tree back in training

@@ -148,6 +148,12 @@ class TrainingStateError(MinibertError):
     other settings, another model config or other data than the ``--resume`` command gives."""
 
 
+class ModeChangedError(MinibertError, RuntimeError):
+    """A model was put in training mode (``.train()``, by a training loop in another thread) while a
+    minibert function computed with it in eval mode (pretrained.py's ``evaluating``): its numbers may
+    have had dropout, so none is returned. The ``train()`` made meanwhile is kept."""
+
+
 class ClusterError(MinibertError):
     """A Ray cluster cannot be used (``minibert finetune ... --ray``): the ray extra is not installed
     (the message gives the pip command), or nothing answers at the address given (the message names it)."""

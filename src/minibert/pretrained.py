@@ -15,6 +15,7 @@ import threading
 import torch
 from torch import nn
 
+from .errors import ModeChangedError
 from .inputs import OLD_ARGUMENTS
 
 
@@ -272,8 +273,14 @@ def evaluating(model: nn.Module):
     not sum to 1. sentence-transformers' ``encode`` and ``predict`` call ``model.eval()`` for the
     same reason (and leave the model so); this leaves it as it was, so that a training loop can
     call a task between steps. Runs that overlap (threads; one on a model, one on its encoder) count
-    per module: each module's mode comes back when the last run holding it ends. (A training step
-    taken in another thread meanwhile runs in eval mode too.)
+    per module: each module's mode comes back when the last run holding it ends.
+
+    The mode is the modules' own flag, shared by every thread: a model trained in one thread while
+    another runs a task on it is not supported (its weights change under the run too). What can be
+    seen is refused: a ``train()`` made while a run holds the model (a training loop's, each epoch)
+    ends that run with ``ModeChangedError`` rather than numbers that may have had dropout, and is
+    kept. A training step taken in another thread during the run runs in eval mode; to train and
+    use one model at once, run the task on a copy (``copy.deepcopy(model)``).
 
         >>> model = torch.nn.Sequential(torch.nn.Dropout(0.1)).train()
         >>> with evaluating(model):
@@ -287,16 +294,26 @@ def evaluating(model: nn.Module):
         for module in modules:
             _held.setdefault(module, [0, module.training])[0] += 1
         model.eval()
+    computed = False
     try:
         yield model
+        computed = True
     finally:
         with _held_lock:
+            switched = [module for module in modules if module.training]  # a train() made while held
             for module in modules:
                 held = _held[module]
                 held[0] -= 1
                 if held[0] == 0:
                     del _held[module]
-                    _put_back(module, held[1])
+                    if not module.training:  # (a train() made meanwhile is kept)
+                        _put_back(module, held[1])
+    if switched and computed:
+        raise ModeChangedError(
+            f"{type(model).__name__} was put in training mode ({type(switched[0]).__name__}.train(), in another "
+            "thread?) while minibert computed with it in eval mode: its numbers may have had dropout, so none is "
+            "returned. Run tasks on a copy of a model being trained (copy.deepcopy(model))"
+        )
 
 
 def _put_back(module: nn.Module, mode: bool) -> None:
