@@ -104,6 +104,29 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     return vocab
 
 
+def repeated_line(vocab_file: str | os.PathLike) -> str | None:
+    """Where ``vocab.txt`` lists a piece a second time, or None: "line 86 repeats line 7 ('a')".
+    ``load_vocab`` gives such a piece its last line's id, so the file has fewer pieces than lines
+    and the earlier line's id belongs to no piece.
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "vocab.txt"
+    >>> _ = path.write_text("[UNK]\\na\\nb\\na\\n")
+    >>> repeated_line(path)
+    "line 4 repeats line 2 ('a')"
+    """
+    lines = Path(vocab_file).read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":  # the final newline ends the last line (as load_vocab reads it)
+        lines.pop()
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        token = line.rstrip("\r")
+        if token in seen:
+            return f"line {number} repeats line {seen[token]} ({token!r})"
+        seen[token] = number
+    return None
+
+
 def _model_max_length(value, config_file: Path) -> int:
     """tokenizer_config.json's ``model_max_length``: a positive int, kept as it is (transformers'
     "no limit", int(1e30), included); a float above 1e20 (a file that says ``1e30``) means no limit
