@@ -23,6 +23,10 @@ _DEFAULT_SPECIAL_TOKENS = {
     "mask_token": "[MASK]",
 }
 
+# What minibert's savers do not write but every reader prefers to what they write (transformers and
+# `tokenizers` read tokenizer.json before vocab.txt): one left from another save is removed with them.
+STALE_FILES = ("tokenizer.json",)
+
 
 def capitalised_words(vocab) -> list[str]:
     """The pieces that are capitalised words ("Paris", not "PARIS" or "##s"): what tells a cased
