@@ -1,7 +1,8 @@
 """``minibert convert``'s destination and what it carries over: a read-only place, or a parent that
 is a file, is one line naming the destination and why; a sentence-transformers model keeps its
 recipe (modules.json, 1_Pooling/, sentence_bert_config.json, ...), so ``embed`` on the converted
-folder gives the vectors it gave on the source, and a recipe embed cannot follow is refused first.
+folder gives the vectors it gave on the source, and a recipe embed cannot follow is refused first;
+the tokenizer is written as its save_pretrained writes it (added tokens, roles, settings).
 (Google's checkpoints converted: test_formats_tf_checkpoint.py; labels: test_apps_cli_tasks.py.)"""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import pytest
 
 from helpers import run_minibert as run
 from minibert.apps import convert
+
+transformers = pytest.importorskip("transformers")
 
 GOOGLE = "tests/data/uncased_L-2_H-32_A-2"
 
@@ -112,3 +115,51 @@ def test_a_recipe_embed_cannot_follow_is_refused_before_writing(minilm_dir, tmp_
     assert message.startswith(f"{source} is a sentence-transformers model whose recipe minibert cannot follow")
     assert "my_package.OddModule" in message
     assert sorted(os.listdir(tmp_path)) == ["source"]
+
+
+def _tokenizer_with_added_tokens(minilm_dir):
+    from minibert import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained(minilm_dir, model_max_length=100_000, padding_side="left",
+                                              truncation_side="left", clean_up_tokenization_spaces=True)  # fmt: skip
+    tokenizer.add_tokens(["zebrafish"])
+    tokenizer.add_special_tokens({"extra_special_tokens": ["[E1]"], "unk_token": "[unused1]"})
+    return tokenizer
+
+
+def _tokenizer_without_basic_tokenization(minilm_dir):
+    from minibert import BertTokenizer
+
+    return BertTokenizer(minilm_dir / "vocab.txt", do_basic_tokenize=False, extra_special_tokens=["[E1]"])
+
+
+@pytest.mark.parametrize("make", [_tokenizer_with_added_tokens, _tokenizer_without_basic_tokenization])
+def test_the_converted_folder_tokenizes_as_the_source(minilm_dir, tmp_path, make):
+    """convert wrote a tokenizer_config.json of its own and copied vocab.txt: added tokens, roles,
+    do_basic_tokenize and the sides were lost ("a zebrafish [E1]" gave [101, 1037, 29145, 7529, 1031,
+    ...] instead of [101, 1037, 30522, 30523, 102]), so the resized embedding rows were never reached.
+    Now transformers and minibert read the converted folder as transformers reads the source."""
+    from minibert import BertModel, BertTokenizer
+
+    tokenizer = make(minilm_dir)
+    model = BertModel.from_pretrained(minilm_dir)
+    model.resize_token_embeddings(len(tokenizer))
+    source, converted = tmp_path / "source", tmp_path / "converted"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    result = run("convert", str(source), str(converted))
+    assert result.returncode == 0, result.stderr
+    assert "special_tokens_map.json)" in result.stderr and "recipe" not in result.stderr  # a file of the tokenizer's
+    texts = ["a zebrafish [E1]", "Hello, world!", "ZEBRAFISH [unused1] café", "x" * 30]
+    reference = transformers.AutoTokenizer.from_pretrained(str(source))
+    expected = reference(texts, padding=True)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(converted))
+    ours = BertTokenizer.from_pretrained(converted)
+    for loaded in (theirs, ours):
+        assert loaded(texts, padding=True)["input_ids"] == expected["input_ids"], type(loaded).__name__
+        assert loaded(texts, padding=True)["attention_mask"] == expected["attention_mask"]
+        assert loaded.decode(expected["input_ids"][2]) == reference.decode(expected["input_ids"][2])
+        assert (loaded.padding_side, loaded.truncation_side, loaded.unk_token) == \
+            (reference.padding_side, reference.truncation_side, reference.unk_token)  # fmt: skip
+        assert loaded.model_max_length == min(tokenizer.model_max_length, 512)  # capped at the positions
+    assert expected["input_ids"][0][-3] != reference.unk_token_id  # [E1] reaches its own row

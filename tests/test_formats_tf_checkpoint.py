@@ -188,7 +188,7 @@ def test_convert_writes_what_transformers_loads_identically(tmp_path, reference)
     out = tmp_path / "converted"
     assert main(["convert", str(GOOGLE_DIR), str(out)]) == 0
     assert sorted(path.name for path in out.iterdir()) == [
-        "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"
+        "config.json", "model.safetensors", "special_tokens_map.json", "tokenizer_config.json", "vocab.txt"
     ]  # fmt: skip
     converted = transformers.BertForPreTraining.from_pretrained(str(out), attn_implementation="eager").eval()
     batch = _batch(HUB_DIR)

@@ -145,8 +145,8 @@ def test_other_activations(hidden_act, tmp_path, vocab_file, real_texts):
 def test_save_pretrained_round_trip(google_small, tmp_path, real_texts):
     directory, reference = google_small
     model = BertForPreTraining.from_pretrained(directory)
-    model.save_pretrained(tmp_path / "heads")
-    model.bert.save_pretrained(tmp_path / "body")
+    model.save_pretrained(save_directory=tmp_path / "heads")  # transformers' keyword
+    model.bert.save_pretrained(tmp_path / "body")  # and positionally
     batch = _batch(directory, real_texts)
     with torch.no_grad():
         expected = reference(**batch)

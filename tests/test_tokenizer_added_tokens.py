@@ -191,6 +191,42 @@ def test_added_tokens_from_files_are_checked(minilm_dir, tmp_path):
         assert "tokenizer_config.json" in str(caught.value)
 
 
+TINY_HUB = "tests/data/tiny_hub"  # its vocab.txt lists 'a' and 'i' twice: 111 lines, 109 pieces
+REPEATED = r"tiny_hub/vocab.txt: line 86 repeats line 7 \('a'\)"
+
+
+def test_no_new_id_on_a_vocab_txt_that_lists_a_piece_twice(tmp_path):
+    """Each piece keeps its last line's id, so ids run to 110 over 109 pieces. transformers numbers a
+    new token from the count of pieces (109, also the id of the piece on line 110), minibert after
+    the last line (111): it gave and saved 111, which transformers read back as 109. Now no token
+    gets a new id there, by add_tokens, add_special_tokens or a file: a CheckpointError names the
+    repeated line, as `minibert pretraining-data` does."""
+    ours = BertTokenizer.from_pretrained(TINY_HUB)
+    theirs = transformers.AutoTokenizer.from_pretrained(TINY_HUB)
+    theirs.add_tokens(["zebra"])
+    assert theirs.convert_tokens_to_ids("zebra") == len(ours) == 109 < max(ours.vocab.values()) + 1 == 111
+    size = len(ours)
+    with pytest.raises(CheckpointError, match=REPEATED + ".*109 pieces with ids up to 110"):
+        ours.add_tokens(["zebra"])
+    with pytest.raises(CheckpointError, match=REPEATED):
+        ours.add_special_tokens({"extra_special_tokens": ["[E1]"]})
+    with pytest.raises(CheckpointError, match=REPEATED):
+        BertTokenizer(f"{TINY_HUB}/vocab.txt", extra_special_tokens=["[E1]"])
+    assert len(ours) == size and "zebra" not in ours.get_vocab()  # a refused call adds nothing
+    assert ours.add_tokens(["a"]) == theirs.add_tokens(["a"]) == 1  # a piece it has keeps its id: allowed
+    assert ours("a")["input_ids"] == theirs("a")["input_ids"]
+    theirs.save_pretrained(str(tmp_path / "theirs"))  # tokenizer.json (its vocabulary with gaps), zebra at 109
+    with pytest.raises(CheckpointError, match="theirs/tokenizer.json: the vocabulary's ids have gaps"):
+        BertTokenizer.from_pretrained(tmp_path / "theirs")
+    saved_before = tmp_path / "saved_before"  # what minibert wrote before: vocab.txt, zebra at 111
+    saved_before.mkdir()
+    (saved_before / "vocab.txt").write_bytes((ours.vocab_file).read_bytes())
+    zebra = {"content": "zebra", "normalized": True, "special": False}
+    (saved_before / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": {"111": zebra}}))
+    with pytest.raises(CheckpointError, match=r"saved_before/vocab.txt: line 86 repeats line 7"):
+        BertTokenizer.from_pretrained(saved_before)
+
+
 def test_a_tokenizer_with_added_tokens_pickles(pair_of):
     import pickle
 

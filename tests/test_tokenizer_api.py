@@ -259,6 +259,25 @@ def test_do_basic_tokenize_false_matches_the_slow_tokenizer(vocab_file, texts):
     assert offsets == [(0, 0), (0, 2), (4, 6), (0, 0)]
 
 
+def test_do_basic_tokenize_false_is_saved_for_the_class_that_honours_it(vocab_file, tmp_path, texts):
+    """transformers 5's BertTokenizer (also what use_fast=False gives) ignores do_basic_tokenize
+    without a word: the folder names BertTokenizerLegacy, so AutoTokenizer gives minibert's ids;
+    minibert reads its own folder back alike."""
+    mine = BertTokenizer(vocab_file, do_basic_tokenize=False)
+    mine.save_pretrained(tmp_path / "saved")
+    config = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "BertTokenizerLegacy" and config["do_basic_tokenize"] is False
+    again = BertTokenizer.from_pretrained(tmp_path / "saved")
+    sample = texts[::25] + ["Hello, world!", "tab\there\u00a0now"]
+    expected = mine(sample)["input_ids"]
+    assert again.do_basic_tokenize is False and again(sample)["input_ids"] == expected
+    for use_fast in (True, False):
+        theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "saved"), use_fast=use_fast)
+        assert theirs(sample)["input_ids"] == expected, type(theirs).__name__
+    BertTokenizer(vocab_file).save_pretrained(tmp_path / "basic")  # the usual tokenizer keeps the usual class
+    assert json.loads((tmp_path / "basic" / "tokenizer_config.json").read_text())["tokenizer_class"] == "BertTokenizer"
+
+
 # ----------------------------------------------------------------------------- save_pretrained
 
 
@@ -297,6 +316,31 @@ def test_save_pretrained_from_tokenizer_json(vocab_file, tmp_path):
     mine = BertTokenizer.from_pretrained(tmp_path / "json")
     mine.save_pretrained(tmp_path / "out")
     assert (tmp_path / "out" / "vocab.txt").read_bytes() == vocab_file.read_bytes()
+
+
+def test_save_pretrained_over_a_transformers_5_folder_removes_its_tokenizer_json(vocab_file, tmp_path, texts):
+    """transformers 5 saves tokenizer.json, which transformers and `tokenizers` read before
+    vocab.txt (and minibert takes added tokens from when the config lists none): saving another
+    tokenizer into that folder removes it, as transformers' own save replaces it, so every reader
+    gets the tokenizer saved, not the one before."""
+    folder = tmp_path / "folder"
+    before = transformers.AutoTokenizer.from_pretrained(str(vocab_file.parent))  # uncased, with a token added
+    before.add_tokens(["zebrafish"])
+    before.save_pretrained(str(folder))
+    assert (folder / "tokenizer.json").exists()
+    mine = BertTokenizer(vocab_file, do_lower_case=False)  # another tokenizer: cased, no added token
+    files = mine.save_pretrained(folder)
+    assert not (folder / "tokenizer.json").exists() and not list(folder.glob(".*partial"))
+    reference = transformers.BertTokenizer(vocab=str(vocab_file), do_lower_case=False)  # transformers' of mine
+    sample = texts[::40] + ["A zebrafish Café"]
+    expected = reference(sample)["input_ids"]
+    assert mine(sample)["input_ids"] == expected
+    assert BertTokenizer.from_pretrained(folder)(sample)["input_ids"] == expected
+    for use_fast in (True, False):
+        theirs = transformers.AutoTokenizer.from_pretrained(str(folder), use_fast=use_fast)
+        assert theirs(sample)["input_ids"] == expected, type(theirs).__name__
+    assert sorted(os.path.basename(f) for f in files) == ["special_tokens_map.json", "tokenizer_config.json",
+                                                          "vocab.txt"]  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- no model_max_length: no limit

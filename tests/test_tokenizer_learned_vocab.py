@@ -9,6 +9,8 @@ tests/test_tokenizer_unicode_tables.py.)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from unicode_text import every_category_lines
 
@@ -48,3 +50,45 @@ def test_a_learned_vocabulary_reads_the_same_in_both_tokenizers(tmp_path, lowerc
 def test_a_learned_vocabulary_reads_the_same_on_every_code_point(tmp_path):
     lines = every_category_lines(step=3)
     _compare(tmp_path, lines, True)
+
+
+def test_a_vocabulary_saved_over_a_transformers_5_folder_removes_its_tokenizer_json(tmp_path):
+    """``minibert vocab`` into a folder where transformers 5 saved a tokenizer (tokenizer.json, which
+    transformers reads before vocab.txt): that file goes, so transformers reads the new vocabulary."""
+    lines = ["the cat sat on the mat", "Zebrafish swim in schools", "a cat and a zebrafish"] * 20
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pieces = train_wordpiece([corpus], 120, min_frequency=1, limit_alphabet=None, lowercase=False)
+    old = tmp_path / "old-vocab.txt"
+    old.write_text("".join(piece + "\n" for piece in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat"]))
+    folder = tmp_path / "folder"
+    transformers.BertTokenizerFast(str(old)).save_pretrained(str(folder))
+    assert (folder / "tokenizer.json").exists()
+    save_vocabulary(folder, pieces, lowercase=False)
+    assert not (folder / "tokenizer.json").exists()
+    ours = BertTokenizer.from_pretrained(str(folder))
+    reference = transformers.BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=False)
+    assert transformers.AutoTokenizer.from_pretrained(str(folder))(lines)["input_ids"] == \
+        reference(lines)["input_ids"] == ours(lines)["input_ids"]  # fmt: skip
+
+
+def test_a_vocabulary_save_that_fails_puts_the_removed_tokenizer_json_back(tmp_path, monkeypatch):
+    """The removal is part of the save (formats/file_sets.py): interrupted after it, every file,
+    tokenizer.json included, is what it was."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    old = {"vocab.txt": "old\n", "tokenizer_config.json": "{}", "tokenizer.json": '{"old": 1}'}
+    for name, text in old.items():
+        (folder / name).write_text(text)
+    unlink = Path.unlink
+
+    def interrupted(path, missing_ok=False):
+        unlink(path, missing_ok=missing_ok)
+        if path.name == "tokenizer.json":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "unlink", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_vocabulary(folder, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "new"])
+    monkeypatch.undo()
+    assert {path.name: path.read_text() for path in folder.iterdir()} == old

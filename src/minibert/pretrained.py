@@ -245,13 +245,14 @@ class PretrainedBert(nn.Module):
         self.config.vocab_size = new_num_tokens
         return new
 
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names. A model
-        loaded with ``dtype="int8"`` is saved in float32, from its checkpoint: int8 is a loading choice."""
+    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
+        """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names into
+        ``save_directory`` (transformers' name; created if needed). A model loaded with
+        ``dtype="int8"`` is saved in float32, from its checkpoint: int8 is a loading choice."""
         from .loading.save_pretrained import save_pretrained
         from .speed.int8 import float32_twin, is_int8
 
-        save_pretrained(float32_twin(self) if is_int8(self) else self, directory)
+        save_pretrained(float32_twin(self) if is_int8(self) else self, save_directory)
 
 
 def _is_positive_int(value) -> bool:

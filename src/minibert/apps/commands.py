@@ -194,7 +194,7 @@ def cmd_convert(args) -> None:
     from .convert import convert_checkpoint
 
     destination = convert_checkpoint(args.source, args.destination, labels=args.labels)
-    written = ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"]
+    written = ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"]
     recipe = sorted(entry.name + "/" * entry.is_dir() for entry in destination.iterdir() if entry.name not in written)
     also = f"; the sentence-transformers recipe: {', '.join(recipe)}" if recipe else ""
     print(f"minibert: wrote {destination} ({', '.join(written)}{also})", file=sys.stderr)

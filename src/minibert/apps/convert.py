@@ -6,8 +6,10 @@ turns the directory unpacked from Google's zip (``bert_config.json``, the Tensor
 
     out/config.json              model_type "bert", the architecture, Google's numbers
     out/model.safetensors        the hub's tensor names (``bert.`` prefix, ``cls.*`` heads if present)
-    out/vocab.txt                copied as it is
-    out/tokenizer_config.json    do_lower_case as minibert's tokenizer decided it (and logged why)
+    out/vocab.txt, out/tokenizer_config.json, out/special_tokens_map.json
+                                 the tokenizer, as ``BertTokenizer.save_pretrained`` writes it: its casing
+                                 (for Google's zips as minibert decided it, and logged why), added tokens,
+                                 roles and settings; model_max_length at most the model's positions
 
 A sentence-transformers model (a folder or hub id with ``modules.json``) keeps its recipe:
 ``modules.json``, ``sentence_bert_config.json``, ``config_sentence_transformers.json``, README.md and
@@ -21,7 +23,6 @@ error or interruption leaves nothing behind, and an existing non-empty destinati
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -92,17 +93,10 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
         for name in recipe_files:  # the sentence-transformers recipe: embed pools and normalises as before
             (staging / name).parent.mkdir(mode=0o777, parents=True, exist_ok=True)
             write_atomically(staging / name, resolve_file(source, name).read_bytes())
-        vocab = resolve_file(source, "vocab.txt")
-        write_atomically(staging / "vocab.txt", Path(vocab).read_bytes())
-        settings = {
-            "tokenizer_class": "BertTokenizer",
-            "do_lower_case": tokenizer.basic.do_lower_case,
-            "strip_accents": None if tokenizer.basic.strip_accents == tokenizer.basic.do_lower_case
-            else tokenizer.basic.strip_accents,
-            "tokenize_chinese_chars": tokenizer.basic.tokenize_chinese_chars,
-            "model_max_length": min(tokenizer.model_max_length, model.config.max_position_embeddings),
-        }  # fmt: skip
-        write_atomically(staging / "tokenizer_config.json", (json.dumps(settings, indent=2) + "\n").encode())
+        # The tokenizer as its save_pretrained writes it (added tokens, roles and every setting kept), its
+        # length no more than the model's positions: a Google folder gives none ("no limit").
+        tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
+        tokenizer.save_pretrained(staging)
         with naming_the_file(destination, staging):
             if destination.is_dir():
                 destination.rmdir()  # empty (checked above): the rename puts the whole directory in its place

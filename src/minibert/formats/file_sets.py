@@ -9,6 +9,9 @@ immutable, say) or be interrupted, the files already renamed are put back: a rep
 second name (a hard link) taken before, a new file by deleting it. Only SIGKILL or a power cut in
 the instant between two renames can leave a mix, which no program can prevent.
 
+A file the new ones make stale (a tokenizer's old ``tokenizer.json``, which every reader prefers
+to vocab.txt) can be removed with them: after the last rename, and put back like the others.
+
     >>> write_files_together({"v/vocab.txt": b"[PAD]\\n", "v/tokenizer_config.json": b"{}"})  # doctest: +SKIP
 """
 
@@ -17,20 +20,23 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .atomic_files import atomic_output, link_target, naming_the_file
 
 
-def write_files_together(files: Mapping[str | os.PathLike, bytes]) -> None:
-    """Write each ``{path: bytes}`` of ``files``; on any error (or KeyboardInterrupt) every path
-    holds what it held before, and the error is raised as atomic_output raises it."""
+def write_files_together(files: Mapping[str | os.PathLike, bytes], remove: Iterable[str | os.PathLike] = ()) -> None:
+    """Write each ``{path: bytes}`` of ``files``, then remove each file of ``remove`` (a link
+    itself, not its target; a path with no file is left alone); on any error (or KeyboardInterrupt)
+    every path holds what it held before, and the error is raised as atomic_output raises it."""
     seconds: dict[Path, Path | None] = {}  # each file's second name (None: no file there yet)
     ours: dict[Path, tuple[int, int]] = {}  # each temporary file's identity (device, inode)
     targets = {path: link_target(path) for path in files}  # where each lands (through a link: its target)
+    stale = [Path(path) for path in remove]
+    removed: list[Path] = []
     try:
-        for target in targets.values():
+        for target in [*targets.values(), *stale]:
             seconds[target] = _second_name(target)
         with contextlib.ExitStack() as stack:
             for path, data in files.items():
@@ -40,9 +46,17 @@ def write_files_together(files: Mapping[str | os.PathLike, bytes]) -> None:
                 os.fsync(handle.fileno())  # every file on disk before the first rename (at the stack's end)
                 found = os.fstat(handle.fileno())
                 ours[targets[path]] = (found.st_dev, found.st_ino)
+        for path in stale:
+            if seconds[path] is not None:
+                removed.append(path)  # (before: an interruption inside unlink is put back too)
+                with naming_the_file(path):
+                    path.unlink(missing_ok=True)
     except BaseException:
         for target, identity in ours.items():
             _put_back(target, identity, seconds[target])
+        for path in removed:
+            with contextlib.suppress(OSError):
+                os.replace(seconds[path], path)
         raise
     finally:
         for second in seconds.values():

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import CheckpointError
 
@@ -122,10 +123,11 @@ class AddedTokens:
 
     It shares the tokenizer's ``vocab`` ({piece: id}) and ``ids_to_tokens``, and enters each added
     piece there; ``basic`` (algorithm.BasicTokenizer) is the normalization an ordinary added token
-    is matched after."""
+    is matched after; ``vocab_file``, the file the vocabulary was read from (vocab.txt, or a
+    tokenizer.json), is named when a new id cannot be given."""
 
-    def __init__(self, vocab: dict[str, int], ids_to_tokens: dict[int, str], basic):
-        self.vocab, self.ids_to_tokens, self.basic = vocab, ids_to_tokens, basic
+    def __init__(self, vocab: dict[str, int], ids_to_tokens: dict[int, str], basic, vocab_file=None):
+        self.vocab, self.ids_to_tokens, self.basic, self.vocab_file = vocab, ids_to_tokens, basic, vocab_file
         self.tokens: dict[str, AddedToken] = {}  # content → token, in the order added
         self.spellings: dict[int, str] = {}  # id → the piece as shown, where it is not vocab.txt's line
         self.next_id = max(len(vocab), max(ids_to_tokens, default=-1) + 1)  # kept by register
@@ -153,6 +155,8 @@ class AddedTokens:
         file gives: a piece of the vocabulary keeps its id, a new one takes the next."""
         for index, token in entries:
             known = self.vocab.get(token.content)
+            if known is None:
+                self.check_new_ids(source)
             if known is None and index != self.next_id:
                 raise CheckpointError(f"{source}: added token {token.content!r} has id {index}; the next free id "
                                       f"is {self.next_id} (added ids continue the vocabulary)")  # fmt: skip
@@ -160,6 +164,23 @@ class AddedTokens:
                 raise CheckpointError(f"{source}: added token {token.content!r} has id {index}, but the vocabulary "
                                       f"gives it {known}")  # fmt: skip
             self.register(token, index)
+
+    def check_new_ids(self, source) -> None:
+        """A new token's id: transformers 5 gives it the count of pieces, ``len(vocab)``; minibert
+        the id after the largest. The two agree where the ids run 0, 1, 2 ... without a gap, which
+        a vocab.txt that lists a piece twice lacks (each piece keeps its last line's id: files.py
+        ``load_vocab``). There no token gets a new id: a CheckpointError names the repeated line (as
+        ``minibert pretraining-data`` refuses such a file), rather than ids transformers reads otherwise."""
+        if self.next_id == len(self.vocab):
+            return
+        from .files import repeated_line  # (files.py imports this module)
+
+        lines = self.vocab_file is not None and Path(self.vocab_file).suffix != ".json"  # (JSON has no lines)
+        repeat = repeated_line(self.vocab_file) if lines else None
+        why = f"{self.vocab_file}: {repeat}" if repeat else f"{source}: the vocabulary's ids have gaps"
+        raise CheckpointError(f"{why}, so it has {len(self.vocab)} pieces with ids up to {self.next_id - 1}: "
+                              f"transformers would number a new added token {len(self.vocab)}, minibert "
+                              f"{self.next_id}; no token can be added (list each piece once)")  # fmt: skip
 
     def check_restored(self, source) -> None:
         """The ordinary added tokens read from a file, checked. One that is also a special token
@@ -217,6 +238,8 @@ class AddedTokens:
             self.check_addable(token, specials, spellings)
             accepted.append(token)
             pending[token.content] = token
+        if any(token.content not in self.vocab for token in accepted):
+            self.check_new_ids(self.vocab_file)
         for token in accepted:
             index = self.vocab.get(token.content)
             self.register(token, self.next_id if index is None else index)

@@ -92,7 +92,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         self.do_basic_tokenize = do_basic_tokenize
         self.strip_accents = strip_accents  # as given (None: follow do_lower_case)
         self.basic = FastBasicTokenizer(do_lower_case, strip_accents, tokenize_chinese_chars)
-        self.added = AddedTokens(self.vocab, self.ids_to_tokens, self.basic)  # added_tokens.py: the rules
+        self.added = AddedTokens(self.vocab, self.ids_to_tokens, self.basic, self.vocab_file)  # added_tokens.py
         source = added_tokens_file or vocab_file
         self.added.restore(added_tokens, source)  # before the roles: they may be among them
         extra = additional_special_tokens if extra_special_tokens is None else extra_special_tokens

@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 from ..errors import CheckpointError, ModelNotFoundError
-from ..formats.atomic_files import write_atomically
+from ..formats.file_sets import write_files_together
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
-from .files import SPECIAL_TOKEN_NAMES, google_lower_case, load_vocab, read_tokenizer_config
+from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, google_lower_case, load_vocab, read_tokenizer_config
 from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
 
 logger = logging.getLogger("minibert")
@@ -91,7 +91,7 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
         specials["additional_special_tokens"] = list(tokenizer.additional_special_tokens)
     added = {str(index): token.as_json() for index, token in tokenizer.added_tokens_decoder.items()}
     config = {
-        "tokenizer_class": "BertTokenizer",
+        "tokenizer_class": tokenizer_class(tokenizer),
         "do_lower_case": tokenizer.basic.do_lower_case,
         "strip_accents": tokenizer.strip_accents,
         "tokenize_chinese_chars": tokenizer.basic.tokenize_chinese_chars,
@@ -111,13 +111,25 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
     return files
 
 
+def tokenizer_class(tokenizer) -> str:
+    """tokenizer_config.json's ``tokenizer_class``: the transformers class that gives this
+    tokenizer's ids. transformers 5's ``BertTokenizer`` (fast and slow alike) always runs the basic
+    tokenizer and ignores ``do_basic_tokenize`` without a word, so a tokenizer without it is saved
+    as ``BertTokenizerLegacy``, transformers 5's class that honours it. (transformers 4 has no such
+    class and refuses the folder, loudly, where its fast BertTokenizer would also ignore the flag.)"""
+    return "BertTokenizer" if tokenizer.do_basic_tokenize else "BertTokenizerLegacy"
+
+
 def write_tokenizer_files(tokenizer, save_directory) -> tuple[str, ...]:
-    """``BertTokenizer.save_pretrained``: the directory (created if needed), each file atomically."""
+    """``BertTokenizer.save_pretrained``: the directory (created if needed), the files together or
+    not at all (formats/file_sets.py). A ``tokenizer.json`` already there (transformers 5 saves
+    one) is removed with them: transformers and ``tokenizers`` read it before vocab.txt, and
+    minibert its added tokens, so left there it would tokenize as the tokenizer saved before."""
     directory = Path(save_directory)
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"save_pretrained: {directory} exists and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
     files = tokenizer_files(tokenizer)
-    for name, data in files.items():
-        write_atomically(directory / name, data)
+    write_files_together({directory / name: data for name, data in files.items()},
+                         remove=[directory / name for name in STALE_FILES])  # fmt: skip
     return tuple(str(directory / name) for name in files)

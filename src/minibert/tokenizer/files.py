@@ -23,6 +23,10 @@ _DEFAULT_SPECIAL_TOKENS = {
     "mask_token": "[MASK]",
 }
 
+# What minibert's savers do not write but every reader prefers to what they write (transformers and
+# `tokenizers` read tokenizer.json before vocab.txt): one left from another save is removed with them.
+STALE_FILES = ("tokenizer.json",)
+
 
 def capitalised_words(vocab) -> list[str]:
     """The pieces that are capitalised words ("Paris", not "PARIS" or "##s"): what tells a cased
@@ -102,6 +106,29 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     if not vocab:
         raise CheckpointError(f"vocabulary file {path} is empty")
     return vocab
+
+
+def repeated_line(vocab_file: str | os.PathLike) -> str | None:
+    """Where ``vocab.txt`` lists a piece a second time, or None: "line 86 repeats line 7 ('a')".
+    ``load_vocab`` gives such a piece its last line's id, so the file has fewer pieces than lines
+    and the earlier line's id belongs to no piece.
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "vocab.txt"
+    >>> _ = path.write_text("[UNK]\\na\\nb\\na\\n")
+    >>> repeated_line(path)
+    "line 4 repeats line 2 ('a')"
+    """
+    lines = Path(vocab_file).read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":  # the final newline ends the last line (as load_vocab reads it)
+        lines.pop()
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        token = line.rstrip("\r")
+        if token in seen:
+            return f"line {number} repeats line {seen[token]} ({token!r})"
+        seen[token] = number
+    return None
 
 
 def _model_max_length(value, config_file: Path) -> int:

@@ -64,6 +64,7 @@ from ..errors import VocabularySizeError
 from ..formats.atomic_files import why_not_a_folder
 from ..formats.file_sets import write_files_together
 from .fast_basic import FastBasicTokenizer
+from .files import STALE_FILES
 from .word_counts import Progress, count_words
 
 DEFAULT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -311,8 +312,10 @@ def check_vocabulary_folder(directory: str | os.PathLike) -> None:
 
 def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowercase: bool = True) -> tuple[str, str]:
     """Write ``vocab.txt`` (one piece per line) and ``tokenizer_config.json`` into an existing
-    directory, together or not at all (formats/file_sets.py), so that minibert's ``BertTokenizer.from_pretrained`` and
-    transformers' ``AutoTokenizer`` load it with the casing it was learned with.
+    directory, together or not at all (formats/file_sets.py; a ``tokenizer.json`` there from
+    another save is removed with them: files.py ``STALE_FILES``), so that minibert's
+    ``BertTokenizer.from_pretrained`` and transformers' ``AutoTokenizer`` load it with the casing it
+    was learned with.
 
     The config names the special tokens' roles ([UNK], [SEP], [PAD], [CLS], [MASK], those the
     vocabulary has) and ``model_max_length`` 512 (BERT's positions)."""
@@ -329,8 +332,9 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
         **{role: token for role, token in roles.items() if token in pieces},
     }
     vocab_file, config_file = (directory / name for name in VOCABULARY_FILES)
-    write_files_together({  # a new vocab.txt beside an old config would tokenize with the old casing
+    files = {  # a new vocab.txt beside an old config would tokenize with the old casing
         vocab_file: "".join(piece + "\n" for piece in pieces).encode("utf-8"),
         config_file: (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-    })
+    }
+    write_files_together(files, remove=[directory / name for name in STALE_FILES])
     return str(vocab_file), str(config_file)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import DataError
-from ...tokenizer.files import load_vocab
+from ...tokenizer.files import load_vocab, repeated_line
 from ...tokenizer.google import google_tokenizer
 
 NEEDED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -70,13 +70,7 @@ class PretrainingVocabulary:
         for token, index in pieces.items():
             tokens[index] = token
         if len(pieces) != len(tokens):
-            seen: dict[str, int] = {}
-            for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-                token = line.rstrip("\r")
-                if token in seen:
-                    raise DataError(f"vocabulary file {path}: line {number} repeats line {seen[token]} "
-                                    f"({token!r}); each piece must be listed once")  # fmt: skip
-                seen[token] = number
+            raise DataError(f"vocabulary file {path}: {repeated_line(path)}; each piece must be listed once")
         for number, token in enumerate(tokens, start=1):
             if token != token.strip():
                 raise DataError(f"vocabulary file {path}: line {number} ({token!r}) has spaces around the piece")
