@@ -53,6 +53,13 @@ def _outcome(tokenizer, *args, **kwargs):
         ((["a", "b"], ["", "c"]), {}),
         ((["a"], [""]), dict(return_tensors="pt")),
         (([("a", ""), ("b", "c")],), {}),
+        # return_overflowing_tokens without truncation: every row whole, overflow_to_sample_mapping its index
+        ((["a b", "c"],), dict(return_overflowing_tokens=True)),
+        ((["a b c", "c"],), dict(return_overflowing_tokens=True, truncation=False, padding=True)),
+        (("a b c d e f",), dict(return_overflowing_tokens=True, truncation="do_not_truncate", max_length=3, stride=1)),
+        (("a b", "c d"), dict(return_overflowing_tokens=True, truncation=False, return_tensors="pt")),
+        ((["a b", "c"], ["d", "e f"]), dict(return_overflowing_tokens=True, padding="max_length", max_length=9,
+                                            return_offsets_mapping=True, return_special_tokens_mask=True)),
     ],
 )
 def test_the_same_ids_as_transformers(both, args, kwargs):
