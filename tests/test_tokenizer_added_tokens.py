@@ -212,6 +212,26 @@ def test_a_token_re_added_with_other_options(content, first, second, pair_of, tm
     assert added(ours) == added(theirs)
 
 
+@pytest.mark.parametrize("special_first", [True, False], ids=["special-first", "ordinary-first"])
+def test_an_ordinary_token_shown_as_a_special_one_is_skipped_by_decode(special_first, pair_of, tmp_path):
+    """decode(skip_special_tokens=True) skips a token by the piece it shows (tokenizers looks the
+    piece up among the special tokens' contents): "NewWord", ordinary, shows as ``newword``, and is
+    skipped once "newword" is added as special, in memory and once saved and reloaded."""
+    ours, theirs = pair_of()
+    calls = [(["newword"], True), (["NewWord"], False)]
+    for tokens, special in calls if special_first else calls[::-1]:
+        assert ours.add_tokens(tokens, special_tokens=special) == theirs.add_tokens(tokens, special_tokens=special)
+    texts = ["a NewWord newword xNEWWORDs"]
+    assert_same(ours, theirs, texts)
+    ours.save_pretrained(tmp_path / "ours")
+    theirs.save_pretrained(tmp_path / "theirs")
+    ids = theirs(texts[0])["input_ids"]
+    for directory in (tmp_path / "ours", tmp_path / "theirs"):
+        reloaded_ours, reloaded_theirs = pair_of(directory)
+        assert_same(reloaded_ours, reloaded_theirs, texts)
+        assert reloaded_ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+
+
 def test_tokenizers_added_token_objects_are_accepted(pair_of):
     import tokenizers
 

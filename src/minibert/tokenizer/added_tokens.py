@@ -247,8 +247,10 @@ class AddedTokens:
         """What is cut out of a text before the basic tokenizer: the roles ([CLS], [SEP], ...) and
         the added tokens matched as typed, then the added tokens matched after normalization (a
         token a file gives as normalized stays so, even if it is also named special). decode's
-        ``skip_special_tokens`` skips the roles and the tokens added as special (as ``tokenizers``
-        does, which transformers 5 decodes with)."""
+        ``skip_special_tokens`` skips, as ``tokenizers`` does (which transformers 5 decodes with),
+        each token whose shown piece is a special token's content — a role or a token added as
+        special: so also an ordinary token shown in the spelling of a special one (``"NewWord"``,
+        shown ``newword``, once ``"newword"`` is added as special)."""
         as_typed = {token: self.vocab[token] for token in roles if token not in self.tokens}
         normalized: dict[str, int] = {}
         for content, token in self.tokens.items():
@@ -257,8 +259,10 @@ class AddedTokens:
             else:
                 as_typed[content] = self.vocab[content]
         self.as_typed, self.after_normalization = Matcher(as_typed), Matcher(normalized)
-        added_as_special = {self.vocab[content] for content, token in self.tokens.items() if token.special}
-        self.skipped_when_decoding = frozenset({self.vocab[token] for token in roles} | added_as_special)
+        special = set(roles) | {content for content, token in self.tokens.items() if token.special}
+        shown = {index: self.spellings.get(index, self.ids_to_tokens[index])
+                 for index in (self.vocab[token] for token in (*roles, *self.tokens))}  # fmt: skip
+        self.skipped_when_decoding = frozenset(index for index, piece in shown.items() if piece in special)
 
     def none_in(self, text: str) -> bool:
         """No added or special token can occur in ``text`` (the tokenizer's fast path)."""
