@@ -415,16 +415,23 @@ def test_the_reorderable_characters_are_the_ones_unicode_says():
         "a\U0001d16d\u0301\U0001d165b x",  # a stripped accent between them
         "Ça\U0001d16d\u200d\U0001d165b, \U0001d15fé",  # a removed ZWJ between them; a note that decomposes
         "\u1b44\u1b34x \u302e\u302f",  # a virama and a nukta; Hangul tone marks
+        "xy\u08d6\ua953 z",  # a virama (class 9) moves before a mark (230) that tokenizers keeps
+        " \ua953\U0001e94a",  # the same in an [UNK] word
+        "\u032f\ua953",  # ... before a mark it strips: the virama keeps the first place
+        "x\u1e09\ua953\u0344",  # a virama moves into a decomposition's place (c, U+0327, U+0301)
     ],
 )
 @pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
 def test_canonical_reordering_matches_tokenizers(text, lowercase, uncased, cased, reference):
     """NFD of the whole text (what `tokenizers` runs) can reorder marks of neighbouring characters;
-    the per-character rule takes the exact path for such texts, in ids and in offsets alike."""
+    the per-character rule takes the exact path for such texts, in ids and in offsets alike (and in
+    what derives from offsets: char_to_token)."""
     ours = uncased if lowercase else cased
     theirs = reference[lowercase](text, return_offsets_mapping=True)
     mine = ours(text, return_offsets_mapping=True)
     assert mine["input_ids"] == theirs["input_ids"]
+    assert mine["offset_mapping"] == theirs["offset_mapping"]
+    assert [mine.char_to_token(i) for i in range(len(text))] == [theirs.char_to_token(i) for i in range(len(text))]
     words = [word for word, _ in ours.basic.words_with_origins(text)]
     assert words == ours.basic.tokenize(text)
 

@@ -1,5 +1,6 @@
 """The tokenizer call at its edges, against transformers' own tokenizer on the same vocabulary:
-a max_length that holds the special tokens alone, ``only_second`` without a second text,
+a max_length that holds the special tokens alone (for a pair too, with ``only_first`` /
+``only_second``), ``only_second`` without a second text, ``return_overflowing_tokens`` without truncation,
 ``return_length``, a batch of (text, pair) tuples, ``decode`` / ``batch_decode`` with
 ``clean_up_tokenization_spaces``, ``decode`` of rows of ids, ``return_tensors="np"`` without padding,
 ``BatchEncoding.to`` and ``.data``, and arguments the call does not take (named as the tokenizer's,
@@ -34,6 +35,12 @@ def _outcome(tokenizer, *args, **kwargs):
     [
         (("hello world",), dict(truncation=True, max_length=2)),  # [CLS] [SEP]: room for no piece, and no error
         (("hello world", "foo bar"), dict(truncation=True, max_length=3)),
+        # no room at all: tokenizers empties both texts whatever the strategy ([CLS] [SEP] [SEP])
+        (("hello", "x"), dict(truncation="only_second", max_length=3, return_offsets_mapping=True)),
+        (("x", "hello world"), dict(truncation="only_first", max_length=3)),
+        (("", "x"), dict(truncation="only_first", max_length=3)),
+        ((["hello world", "a"], ["x", "b c"]), dict(truncation="only_second", max_length=3, padding="max_length")),
+        (("hello world",), dict(truncation="only_second", max_length=2)),  # no second text, yet no error
         (("a b",), dict(truncation="only_second", max_length=5)),  # no cut needed: no error in either
         ((["a b", "c"],), dict(return_length=True, padding=True)),
         (("a b",), dict(return_length=True, padding="max_length", max_length=8)),
@@ -53,6 +60,13 @@ def _outcome(tokenizer, *args, **kwargs):
         ((["a", "b"], ["", "c"]), {}),
         ((["a"], [""]), dict(return_tensors="pt")),
         (([("a", ""), ("b", "c")],), {}),
+        # return_overflowing_tokens without truncation: every row whole, overflow_to_sample_mapping its index
+        ((["a b", "c"],), dict(return_overflowing_tokens=True)),
+        ((["a b c", "c"],), dict(return_overflowing_tokens=True, truncation=False, padding=True)),
+        (("a b c d e f",), dict(return_overflowing_tokens=True, truncation="do_not_truncate", max_length=3, stride=1)),
+        (("a b", "c d"), dict(return_overflowing_tokens=True, truncation=False, return_tensors="pt")),
+        ((["a b", "c"], ["d", "e f"]), dict(return_overflowing_tokens=True, padding="max_length", max_length=9,
+                                            return_offsets_mapping=True, return_special_tokens_mask=True)),
     ],
 )
 def test_the_same_ids_as_transformers(both, args, kwargs):

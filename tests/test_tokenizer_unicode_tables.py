@@ -1,4 +1,4 @@
-"""Every Unicode character, alone and between letters, gets the same ids from minibert's
+"""Every Unicode character, alone and between letters, gets the same ids and offsets from minibert's
 BertTokenizer as from Hugging Face ``tokenizers`` (what transformers' BertTokenizerFast runs), for a
 vocabulary that holds every piece ``tokenizers`` makes of them.
 
@@ -38,7 +38,7 @@ def _reference_pipeline(lowercase: bool):
 
 def _compare(texts: list[str], lowercase: bool) -> None:
     """Build a vocabulary of every piece tokenizers makes of ``texts`` (each word's characters, the
-    first alone and the others as ``##`` pieces), then compare the ids of both tokenizers."""
+    first alone and the others as ``##`` pieces), then compare the ids and offsets of both tokenizers."""
     from tokenizers import Tokenizer, models
 
     normalizer, pre_tokenizer = _reference_pipeline(lowercase)
@@ -50,8 +50,9 @@ def _compare(texts: list[str], lowercase: bool) -> None:
     reference = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     reference.normalizer, reference.pre_tokenizer = normalizer, pre_tokenizer
     ours = BertTokenizer("<every piece of the texts>", do_lower_case=lowercase, vocab=vocab)
-    want = [encoding.ids for encoding in reference.encode_batch(texts, add_special_tokens=False)]
-    got = ours(texts, add_special_tokens=False)["input_ids"]
+    want = [(encoding.ids, encoding.offsets) for encoding in reference.encode_batch(texts, add_special_tokens=False)]
+    got = ours(texts, add_special_tokens=False, return_offsets_mapping=True)
+    got = list(zip(got["input_ids"], got["offset_mapping"]))
     differing = [(f"U+{ord(text[len(text) // 2]):04X}", text, w, g) for text, w, g in zip(texts, want, got) if w != g]
     assert not differing, f"{len(differing)} of {len(texts)} texts differ, e.g. {differing[:5]}"
 
@@ -89,7 +90,9 @@ def test_combining_marks_in_every_order(lowercase):
     """NFD reorders the marks of a text by combining class: every pair of the characters whose order
     that can change in tokenizers' tables (spacing marks with a class, and what decomposes into
     them), with nonspacing marks of several classes, marks newer than tokenizers' NFD (class 0 to
-    it) and one that is a mark to its NFD but not to its categories (U+08D4)."""
+    it) and one that is a mark to its NFD but not to its categories (U+08D4). The offsets too: a
+    reordered character takes the place (the original index) of the one it moved over, as in
+    tokenizers, so a word's span still covers all of its characters."""
     marks = TOKENIZERS_UNICODE.reorderable_characters() + list("\u0301\u0316\u0334\u0345\u05b0\u1df6\u1abf\u0c3c")
     texts = [f"a{first}{second}b" for first in marks for second in marks]
     _compare(texts + [f"{first}x{second}" for first in marks for second in marks[::7]], lowercase)

@@ -26,8 +26,9 @@ Where several added tokens could match, the leftmost wins, then the longest (``"
 ``"ab"``), as in ``tokenizers``' Aho-Corasick matcher. What that library does and minibert refuses
 rather than guess: tokens that only match whole words or swallow the spaces around them
 (``single_word``, ``lstrip``, ``rstrip``), a token that normalizes to nothing, two tokens that
-normalize to the same text (``tokenizers`` then picks one at random per process), and turning a
-special token into an ordinary one.
+normalize to the same text (``tokenizers`` then picks one at random per process), turning a
+role (``[MASK]``) into an ordinary token, and re-adding a token with options that leave
+transformers' tokenizer disagreeing with its own saved copy (``check_readdable``).
 """
 
 from __future__ import annotations
@@ -216,6 +217,23 @@ class AddedTokens:
                              f"{normalized!r} once normalized: which id such text gets is not defined "
                              "(transformers picks one at random per process)")  # fmt: skip
 
+    def check_readdable(self, previous: AddedToken, token: AddedToken) -> None:
+        """Refuse re-adding a token with other options where transformers' tokenizer then disagrees
+        with its own saved copy (what minibert's state is): ``tokenizers`` never takes a token out of
+        its set of special ones, which decode's ``skip_special_tokens`` looks the shown spelling up
+        in, and goes on showing a token first matched after normalization in its normalized spelling
+        (``convert_ids_to_tokens``, ``decode``) — until the tokenizer is saved and reloaded."""
+        spelling = self.normalized(token.content)
+        respelled = token.normalized and spelling != token.content  # shown as `spelling`: no longer skipped
+        if previous.special and not token.special and not respelled:
+            raise ValueError(f"add_tokens: {token.content!r} was added as a special token; re-added as an ordinary "
+                             "one, transformers goes on skipping it in decode(skip_special_tokens=True) but saves "
+                             "it as ordinary, which minibert does not reproduce")  # fmt: skip
+        if previous.normalized and not token.normalized and spelling != token.content:
+            raise ValueError(f"add_tokens: {token.content!r} was added to be matched after normalization; re-added "
+                             f"to be matched as typed, transformers goes on showing and decoding it as {spelling!r} "
+                             "until it is saved and reloaded, which minibert does not reproduce")  # fmt: skip
+
     def _emptied_by(self, token: AddedToken) -> str:
         """Which step of normalization leaves nothing of ``token`` (for the refusal's message)."""
         if not self.basic.clean(token.content):
@@ -231,10 +249,13 @@ class AddedTokens:
         accepted: list[AddedToken] = []
         pending: dict[str, AddedToken] = {}  # content → the token accepted last for it in this call
         for token in tokens:
-            if not token.content or pending.get(token.content, self.tokens.get(token.content)) == token:
+            previous = pending.get(token.content, self.tokens.get(token.content))
+            if not token.content or previous == token:
                 continue  # as transformers: empty, or already added alike; not counted
             if token.special and token.content in specials:
                 continue
+            if previous is not None:
+                self.check_readdable(previous, token)
             self.check_addable(token, specials, spellings)
             accepted.append(token)
             pending[token.content] = token
@@ -249,8 +270,10 @@ class AddedTokens:
         """What is cut out of a text before the basic tokenizer: the roles ([CLS], [SEP], ...) and
         the added tokens matched as typed, then the added tokens matched after normalization (a
         token a file gives as normalized stays so, even if it is also named special). decode's
-        ``skip_special_tokens`` skips the roles and the tokens added as special (as ``tokenizers``
-        does, which transformers 5 decodes with)."""
+        ``skip_special_tokens`` skips, as ``tokenizers`` does (which transformers 5 decodes with),
+        each token whose shown piece is a special token's content — a role or a token added as
+        special: so also an ordinary token shown in the spelling of a special one (``"NewWord"``,
+        shown ``newword``, once ``"newword"`` is added as special)."""
         as_typed = {token: self.vocab[token] for token in roles if token not in self.tokens}
         normalized: dict[str, int] = {}
         for content, token in self.tokens.items():
@@ -259,8 +282,10 @@ class AddedTokens:
             else:
                 as_typed[content] = self.vocab[content]
         self.as_typed, self.after_normalization = Matcher(as_typed), Matcher(normalized)
-        added_as_special = {self.vocab[content] for content, token in self.tokens.items() if token.special}
-        self.skipped_when_decoding = frozenset({self.vocab[token] for token in roles} | added_as_special)
+        special = set(roles) | {content for content, token in self.tokens.items() if token.special}
+        shown = {index: self.spellings.get(index, self.ids_to_tokens[index])
+                 for index in (self.vocab[token] for token in (*roles, *self.tokens))}  # fmt: skip
+        self.skipped_when_decoding = frozenset(index for index, piece in shown.items() if piece in special)
 
     def none_in(self, text: str) -> bool:
         """No added or special token can occur in ``text`` (the tokenizer's fast path)."""

@@ -136,7 +136,8 @@ class TransformersCallAPI(Transformers4Calls):
           ``model_max_length`` is logged once (as transformers does): the model cannot take it.
         * ``return_overflowing_tokens=True`` with ``stride=k``: instead of dropping what does not
           fit, return every window of the long text, consecutive windows sharing ``k`` tokens;
-          ``overflow_to_sample_mapping`` says which input each window came from.
+          ``overflow_to_sample_mapping`` says which input each window came from. (Without
+          truncation, each input is one whole row, as in transformers.)
         * ``padding``: ``True``/``"longest"`` pads to the longest row, ``"max_length"`` to
           ``max_length``, rounded up to a multiple of ``pad_to_multiple_of``; pads are ``[PAD]``
           with ``attention_mask`` 0, at the end (``padding_side="left"``: at the start).
@@ -227,7 +228,7 @@ class TransformersCallAPI(Transformers4Calls):
             logger.warning(
                 "Token indices sequence length is longer than the specified maximum sequence length for this "
                 "model (%d > %d): minibert's BertModel refuses a row longer than its max_position_embeddings with a "
-                "ValueError (it never cuts one silently). Pass truncation=True to keep the first %d tokens, or "
+                "ValueError (it never cuts one silently). Pass truncation=True to keep the first %d tokens, and "
                 "return_overflowing_tokens=True with a stride to get every window; Embedder.embed windows long texts "
                 "by itself",
                 length, self.model_max_length, self.model_max_length,

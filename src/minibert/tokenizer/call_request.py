@@ -90,8 +90,6 @@ class CallRequest:
         check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
         side = check_side(padding_side or tokenizer.padding_side, "padding_side")
         warn_too_long = strategy is None and max_length is None and verbose
-        if return_overflowing_tokens and strategy is None:
-            raise ValueError("return_overflowing_tokens=True needs truncation (and max_length)")
         if max_length is None and not has_length_limit(tokenizer.model_max_length):
             strategy = None  # as transformers (model_max_length 1e30): no cut, one window per text; no padding
             mode = None if mode == "max_length" else mode

@@ -7,8 +7,9 @@ transformers' fast tokenizers (the Rust ``tokenizers``) do:
 
 * **Truncation** keeps ``budget`` pieces (``max_length`` minus [CLS]/[SEP]). For a pair,
   ``longest_first`` lets the shorter text keep what it can and cuts the longer; when both are too
-  long, each gets half. ``only_first`` / ``only_second`` cut one text. ``side="left"`` keeps the
-  end of a text instead of its start.
+  long, each gets half. ``only_first`` / ``only_second`` cut one text (a budget of 0 empties both,
+  whatever the strategy, as in ``tokenizers``). ``side="left"`` keeps the end of a text instead of
+  its start.
 * **Overflow windows** (``return_overflowing_tokens``): instead of dropping what does not fit,
   cut the text into windows that share ``stride`` pieces. For a ``longest_first`` pair, both texts
   are windowed and the rows are the Rust library's combinations (see ``truncation_plan``).
@@ -270,6 +271,8 @@ def truncation_plan(
     """
     if budget < 0:
         raise ValueError(f"max_length is too small to hold even the special tokens ({-budget} too short)")
+    if budget == 0:  # as tokenizers' truncate_encodings: no room empties both texts, whatever the strategy
+        return [((0, 0), None if length_b is None else (0, 0))]  # (overflow windows need room: refused before)
     if length_b is None:
         if strategy == "only_second" and length_a > budget:  # as tokenizers: only a cut that is needed fails
             raise ValueError("truncation='only_second' was asked for, but no second text was given "

@@ -112,14 +112,30 @@ class FastBasicTokenizer(BasicTokenizer):
     def _decomposed(self, text: str, base: int) -> list[tuple[str, int]]:
         """The cleaned text in NFD, as NFD of the whole text gives it, each character with the index
         of the one it came from: decomposed character by character, then every run of combining
-        marks sorted (stably) by combining class — Unicode's canonical ordering."""
-        pairs = [
-            (part, index)
+        marks sorted (stably) by combining class — Unicode's canonical ordering.
+
+        Where each character came from follows tokenizers' rule, not the characters: each cleaned
+        character is a slot, and the first part of a decomposition takes the next slot, wherever the
+        sorting moved it; the other parts of a decomposition share the slot before them. So a word's
+        origins still increase, and its span covers all of its characters, as in transformers:
+
+        >>> decomposed = FastBasicTokenizer()._decomposed("\u032f\ua953", 0)  # classes 220, 9: swapped
+        >>> [(f"U+{ord(char):04X}", origin) for char, origin in decomposed]  # the slots stay in place
+        [('U+A953', 0), ('U+032F', 1)]
+        """
+        parts = [  # (character, index of the cleaned character it came from, first part of its decomposition?)
+            (part, index, number == 0)
             for index, original in enumerate(text, start=base)
             for char in self._clean_table[ord(original)] or ""
-            for part in self.decompose(char)
+            for number, part in enumerate(self.decompose(char))
         ]
-        return canonical_order(pairs, lambda pair: self.combining_class(pair[0]))
+        slots = iter([index for _, index, first in parts if first])
+        ordered = []
+        for part, _, first in canonical_order(parts, lambda item: self.combining_class(item[0])):
+            if first:  # a text's first part always is: a decomposition's own parts are in canonical order
+                origin = next(slots)
+            ordered.append((part, origin))
+        return ordered
 
     def words_with_origins(self, text: str, base: int = 0) -> list[tuple[str, list[int]]]:
         """``tokenize``, keeping track of where each character came from: for each word, the word
