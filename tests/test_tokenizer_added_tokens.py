@@ -297,6 +297,16 @@ def test_no_new_id_on_a_vocab_txt_that_lists_a_piece_twice(tmp_path):
         BertTokenizer.from_pretrained(saved_before)
 
 
+def test_a_vocabulary_with_gaps_given_as_a_dict_is_refused_without_reading_a_file(tmp_path):
+    """The check names the repeated line by reading vocab.txt; a vocabulary given as a dict (beside a
+    vocab_file that does not exist), or a file gone since, has no lines to read: the same
+    CheckpointError, naming the gap, not FileNotFoundError."""
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 6}
+    tokenizer = BertTokenizer(tmp_path / "vocab.txt", vocab=vocab)
+    with pytest.raises(CheckpointError, match="the vocabulary's ids have gaps, so it has 6 pieces with ids up to 6"):
+        tokenizer.add_tokens(["newtok"])
+
+
 def test_a_tokenizer_with_added_tokens_pickles(pair_of):
     import pickle
 

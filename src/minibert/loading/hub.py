@@ -215,7 +215,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
     except hub_errors.RepositoryNotFoundError as error:  # GatedRepoError is one: told apart there
         raise refused_repository(repo_id, endpoint, error, token_sent(options.token)) from None
-    except _absent_file_errors():
+    except hub_errors.EntryNotFoundError:  # (from 1.0 on, the hub's 404 is its subclass RemoteEntryNotFoundError)
         if not required:
             return None
         raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename}") from None
@@ -223,19 +223,6 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         if not is_a_transfer_failure(error):  # a network failure, as an HTTP or OS error (or the HTTP library's)
             raise
         raise download_failed(repo_id, filename, error, token_sent(options.token)) from None
-
-
-def _absent_file_errors() -> tuple[type[Exception], ...]:
-    """huggingface_hub's errors for a file the repository lacks: ``EntryNotFoundError``, which before
-    1.0 was the hub's HTTP 404 itself, and from 1.0 on ``RemoteEntryNotFoundError``, that 404's own
-    class (``EntryNotFoundError`` then also stands for a file missing elsewhere)."""
-    from huggingface_hub import utils
-
-    try:
-        from huggingface_hub.errors import RemoteEntryNotFoundError
-    except ImportError:  # huggingface_hub before 1.0
-        return (utils.EntryNotFoundError,)
-    return (utils.EntryNotFoundError, RemoteEntryNotFoundError)
 
 
 def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | None = None) -> bool:

@@ -176,8 +176,12 @@ class AddedTokens:
             return
         from .files import repeated_line  # (files.py imports this module)
 
-        lines = self.vocab_file is not None and Path(self.vocab_file).suffix != ".json"  # (JSON has no lines)
-        repeat = repeated_line(self.vocab_file) if lines else None
+        repeat = None
+        if self.vocab_file is not None and Path(self.vocab_file).suffix != ".json":  # (JSON has no lines)
+            try:  # (the vocabulary may have come as a dict, or its file be gone since)
+                repeat = repeated_line(self.vocab_file)
+            except (OSError, ValueError):
+                pass
         why = f"{self.vocab_file}: {repeat}" if repeat else f"{source}: the vocabulary's ids have gaps"
         raise CheckpointError(f"{why}, so it has {len(self.vocab)} pieces with ids up to {self.next_id - 1}: "
                               f"transformers would number a new added token {len(self.vocab)}, minibert "

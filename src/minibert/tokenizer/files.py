@@ -95,17 +95,23 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
         ) from None
     except OSError as error:
         raise CheckpointError(f"cannot read vocabulary file {path}: {error.strerror}") from None
-    tokens = text.split("\n")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
     vocab: dict[str, int] = {}
-    for index, token in enumerate(tokens):
+    for index, token in enumerate(_pieces(text)):
         # A piece listed twice keeps its last line's id, as in Google's load_vocab, transformers and
         # `tokenizers` (each fills a dict line by line).
-        vocab[token.rstrip("\r")] = index
+        vocab[token] = index
     if not vocab:
         raise CheckpointError(f"vocabulary file {path} is empty")
     return vocab
+
+
+def _pieces(text: str) -> list[str]:
+    """vocab.txt's lines, one piece each: the final newline ends the last line, and a line's
+    trailing carriage return (a file written on Windows) is not part of its piece."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
 
 
 def repeated_line(vocab_file: str | os.PathLike) -> str | None:
@@ -119,12 +125,8 @@ def repeated_line(vocab_file: str | os.PathLike) -> str | None:
     >>> repeated_line(path)
     "line 4 repeats line 2 ('a')"
     """
-    lines = Path(vocab_file).read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":  # the final newline ends the last line (as load_vocab reads it)
-        lines.pop()
     seen: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        token = line.rstrip("\r")
+    for number, token in enumerate(_pieces(Path(vocab_file).read_text(encoding="utf-8")), start=1):
         if token in seen:
             return f"line {number} repeats line {seen[token]} ({token!r})"
         seen[token] = number
