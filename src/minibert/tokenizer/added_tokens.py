@@ -205,7 +205,7 @@ class AddedTokens:
         the normalized spelling → content of each added token matched after normalization so far;
         the token's own is recorded in it (one lookup per token, however many were added)."""
         if token.content in specials and not token.special:
-            raise ValueError(f"add_tokens: {token.content!r} is a special token; transformers would turn it into an "
+            raise ValueError(f"{token.content!r} is a special token; transformers would turn it into an "
                              "ordinary token matched after normalization, which minibert does not do")  # fmt: skip
         normalized = self.normalized(token.content)
         if not token.normalized:
@@ -213,11 +213,11 @@ class AddedTokens:
                 del spellings[normalized]
             return
         if not normalized:
-            raise ValueError(f"add_tokens: {token.content!r} is empty once normalized ({self._emptied_by(token)}), so "
+            raise ValueError(f"{token.content!r} is empty once normalized ({self._emptied_by(token)}), so "
                              "it would match between every two characters")  # fmt: skip
         other = spellings.setdefault(normalized, token.content)
         if other != token.content:
-            raise ValueError(f"add_tokens: {token.content!r} and the added token {other!r} are both "
+            raise ValueError(f"{token.content!r} and the added token {other!r} are both "
                              f"{normalized!r} once normalized: which id such text gets is not defined "
                              "(transformers picks one at random per process)")  # fmt: skip
 
@@ -230,11 +230,11 @@ class AddedTokens:
         spelling = self.normalized(token.content)
         respelled = token.normalized and spelling != token.content  # shown as `spelling`: no longer skipped
         if previous.special and not token.special and not respelled:
-            raise ValueError(f"add_tokens: {token.content!r} was added as a special token; re-added as an ordinary "
+            raise ValueError(f"{token.content!r} was added as a special token; re-added as an ordinary "
                              "one, transformers goes on skipping it in decode(skip_special_tokens=True) but saves "
                              "it as ordinary, which minibert does not reproduce")  # fmt: skip
         if previous.normalized and not token.normalized and spelling != token.content:
-            raise ValueError(f"add_tokens: {token.content!r} was added to be matched after normalization; re-added "
+            raise ValueError(f"{token.content!r} was added to be matched after normalization; re-added "
                              f"to be matched as typed, transformers goes on showing and decoding it as {spelling!r} "
                              "until it is saved and reloaded, which minibert does not reproduce")  # fmt: skip
 
@@ -244,10 +244,24 @@ class AddedTokens:
             return "cleaning removes control and format characters"
         return "stripping accents removes nonspacing marks (Unicode category Mn), such as U+0301"
 
-    def add(self, tokens: list[AddedToken], specials: set[str]) -> int:
+    def add(self, tokens: list[AddedToken], specials: set[str], caller: str = "add_tokens") -> int:
         """``add_tokens``: every token checked first (a refused call adds nothing), then each new
         or changed one registered (the next id, or the vocabulary's). Returns how many, as
-        transformers counts them; the caller makes the matchers again."""
+        transformers counts them; the caller makes the matchers again. A refusal's ValueError
+        begins with ``caller``, the method the user called."""
+        try:
+            accepted = self._accepted(tokens, specials)
+        except ValueError as error:
+            raise ValueError(f"{caller}: {error}") from None
+        if any(token.content not in self.vocab for token in accepted):
+            self.check_new_ids(self.vocab_file)
+        for token in accepted:
+            index = self.vocab.get(token.content)
+            self.register(token, self.next_id if index is None else index)
+        return len(accepted)  # (a special one is matched as typed, but is not an additional special token)
+
+    def _accepted(self, tokens: list[AddedToken], specials: set[str]) -> list[AddedToken]:
+        """The tokens of one call that are new or changed, each checked (ValueError: refused)."""
         spellings = {self.spellings[self.vocab[content]]: content for content, token in self.tokens.items()
                      if token.normalized}  # fmt: skip
         accepted: list[AddedToken] = []
@@ -263,12 +277,7 @@ class AddedTokens:
             self.check_addable(token, specials, spellings)
             accepted.append(token)
             pending[token.content] = token
-        if any(token.content not in self.vocab for token in accepted):
-            self.check_new_ids(self.vocab_file)
-        for token in accepted:
-            index = self.vocab.get(token.content)
-            self.register(token, self.next_id if index is None else index)
-        return len(accepted)  # (a special one is matched as typed, but is not an additional special token)
+        return accepted
 
     def make_matchers(self, roles: list[str]) -> None:
         """What is cut out of a text before the basic tokenizer: the roles ([CLS], [SEP], ...) and

@@ -41,7 +41,7 @@ class SpecialTokens:
         file already lists as an added token stays as the file has it (transformers 5 does both)."""
         tokens = self._extra_special_tokens
         self.added.add([AddedToken(token, special=True) for token in tokens if token not in self.added.tokens],
-                       set(self._roles()))  # fmt: skip
+                       set(self._roles()), "BertTokenizer(extra_special_tokens=...)")  # fmt: skip
 
     def _roles(self) -> list[str]:
         """The role tokens the vocabulary has, in transformers' order (unk, sep, pad, cls, mask)."""
@@ -107,7 +107,7 @@ class SpecialTokens:
             else:
                 roles[name] = given[0].content
             tokens.extend(given)
-        added = self.added.add(tokens, set(self._roles()))
+        added = self.added.add(tokens, set(self._roles()), "add_special_tokens")
         self._extra_special_tokens = extra
         for name, token in roles.items():
             setattr(self, name, token)
