@@ -35,13 +35,17 @@ def assert_loaded_alike(directory, texts):
     """ids, pieces, len, the special ids, the added vocabulary and decoding, as transformers 5."""
     ours, theirs = BertTokenizer.from_pretrained(directory), transformers.AutoTokenizer.from_pretrained(str(directory))
     assert len(ours) == len(theirs)
-    assert ours.all_special_ids == theirs.all_special_ids
+    assert ours.all_special_tokens == theirs.all_special_tokens and ours.all_special_ids == theirs.all_special_ids
     assert ours.get_added_vocab() == theirs.get_added_vocab()
     for text in texts:
-        a, b = ours(text)["input_ids"], theirs(text)["input_ids"]
-        assert a == b and ours.tokenize(text) == theirs.tokenize(text), text
+        a, b = ours(text, return_special_tokens_mask=True), theirs(text, return_special_tokens_mask=True)
+        assert a["input_ids"] == b["input_ids"] and ours.tokenize(text) == theirs.tokenize(text), text
+        assert a["special_tokens_mask"] == b["special_tokens_mask"], text
+        ids = a["input_ids"]
+        mask = ours.get_special_tokens_mask(ids, already_has_special_tokens=True)
+        assert mask == theirs.get_special_tokens_mask(ids, already_has_special_tokens=True), text
         for skip in (False, True):
-            assert ours.decode(a, skip_special_tokens=skip) == theirs.decode(b, skip_special_tokens=skip), text
+            assert ours.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip), text
     return ours
 
 
@@ -157,3 +161,90 @@ def test_tokenizer_json_added_tokens_out_of_id_order_are_refused(tmp_path, minil
         with pytest.raises(CheckpointError, match=r"tokenizer.json: added_tokens: not in id order \('qqyy', id 30523"):
             BertTokenizer.from_pretrained(directory)
         shutil.rmtree(directory)
+
+
+# A piece the vocabulary already has ("cafe", id 7668; "[unused0]", id 1), added as special or not:
+# it keeps its id, and is cut out whole wherever it occurs ("bcafec": b cafe c), as transformers does.
+ADD_A_VOCABULARY_PIECE = {
+    "special": lambda tok: tok.add_tokens(["cafe"], special_tokens=True),
+    "special, not a role": lambda tok: tok.add_tokens(["[unused0]"], special_tokens=True),
+    "extra special": lambda tok: tok.add_special_tokens({"additional_special_tokens": ["cafe"]}),
+    "a role re-added": lambda tok: tok.add_tokens(["[MASK]"], special_tokens=True),
+    "a role as extra special": lambda tok: tok.add_special_tokens({"additional_special_tokens": ["[SEP]"]}),
+    "ordinary": lambda tok: tok.add_tokens(["cafe"]),
+    "ordinary, normalized=False": lambda tok: tok.add_tokens([tokenizers.AddedToken("cafe", normalized=False)]),
+    "ordinary, normalized=True": lambda tok: tok.add_tokens([tokenizers.AddedToken("Cafe", normalized=True)]),
+    "special and new ones": lambda tok: [
+        tok.add_tokens(["cafe", "<e1>"], special_tokens=True),
+        tok.add_tokens(["newword"]),
+    ],
+}
+PIECE_TEXTS = ["bcafec cafe CAFE Café", "cafe", "x[unused0]y [UNUSED0] [MASK] [mask] [SEP] <e1> <E1> newwords"]
+
+
+@pytest.mark.parametrize("add", ADD_A_VOCABULARY_PIECE.values(), ids=ADD_A_VOCABULARY_PIECE)
+def test_transformers5_folder_with_a_vocabulary_piece_added(tmp_path, minilm_dir, add):
+    """transformers 5 saves tokenizer.json + tokenizer_config.json: the piece is listed only in
+    tokenizer.json's added_tokens, beside the roles (which it resembles: in the vocabulary, special).
+    The folder loads as transformers loads it, and as minibert's own add_tokens made it in memory."""
+    theirs = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    add(theirs)
+    theirs.save_pretrained(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
+    ours = assert_loaded_alike(tmp_path, PIECE_TEXTS)
+    in_memory = BertTokenizer.from_pretrained(minilm_dir)
+    add(in_memory)
+    for text in PIECE_TEXTS:
+        ids = theirs(text)["input_ids"]
+        assert in_memory(text)["input_ids"] == ours(text)["input_ids"] == ids, text
+        for skip in (False, True):
+            assert in_memory.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+    assert in_memory.all_special_tokens == theirs.all_special_tokens
+
+
+def _entry(content, special, normalized):
+    return {"content": content, "single_word": False, "lstrip": False, "rstrip": False, "normalized": normalized,
+            "special": special}  # fmt: skip
+
+
+@pytest.mark.parametrize("special, normalized", [(True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("vocab_txt", [True, False], ids=["vocab.txt", "tokenizer.json alone"])
+@pytest.mark.parametrize("listed_in", ["tokenizer.json", "added_tokens_decoder", "both", "both, disagreeing"])
+def test_a_vocabulary_piece_listed_in_each_file(tmp_path, minilm_dir, special, normalized, vocab_txt, listed_in):
+    """The piece "cafe" listed in tokenizer.json's added_tokens, in tokenizer_config.json's
+    added_tokens_decoder (which then wins: transformers reads no other file), or in both (the
+    config's entry the opposite kind where they disagree), with and without vocab.txt."""
+    tokenizer_json = json.loads((minilm_dir / "tokenizer.json").read_text())
+    config = json.loads((minilm_dir / "tokenizer_config.json").read_text())
+    roles = {
+        str(entry.pop("id")): entry for entry in json.loads((minilm_dir / "tokenizer.json").read_text())["added_tokens"]
+    }
+    cafe = _entry("cafe", special, normalized)
+    if listed_in != "added_tokens_decoder":
+        tokenizer_json["added_tokens"].append({"id": 7668, **cafe})
+    if listed_in != "tokenizer.json":
+        in_config = _entry("cafe", not special, special) if listed_in == "both, disagreeing" else cafe
+        config["added_tokens_decoder"] = {**roles, "7668": in_config}
+    files = ("vocab.txt",) if vocab_txt else ()
+    directory = folder(tmp_path, minilm_dir, files=files, tokenizer__json=tokenizer_json, tokenizer_config__json=config)
+    ours = assert_loaded_alike(directory, PIECE_TEXTS)
+    assert ours.tokenize("bcafec") == ["b", "cafe", "c"]
+
+
+@pytest.mark.parametrize("in_map", [True, False], ids=["named special", "not named"])
+@pytest.mark.parametrize("listed_in", [("added_tokens.json",), ("tokenizer.json",), ("added_tokens.json",
+                                                                                     "tokenizer.json")])  # fmt: skip
+def test_transformers4_folder_with_a_vocabulary_piece_added(tmp_path, minilm_dir, in_map, listed_in):
+    """transformers 4's layout, written as 4.x writes it: vocab.txt, a config without
+    added_tokens_decoder, special_tokens_map.json (naming "cafe" an additional special token, or
+    not), and "cafe" in added_tokens.json (where transformers 5 reads it as special if the map names
+    it) and/or tokenizer.json (special, as 4.x's fast tokenizer saves add_tokens(special_tokens=True))."""
+    special_tokens_map = {**ROLES, **({"additional_special_tokens": ["cafe"]} if in_map else {})}
+    contents = {"special_tokens_map__json": special_tokens_map}
+    if "added_tokens.json" in listed_in:
+        contents["added_tokens__json"] = {"cafe": 7668}
+    if "tokenizer.json" in listed_in:
+        tokenizer_json = json.loads((minilm_dir / "tokenizer.json").read_text())
+        tokenizer_json["added_tokens"].append({"id": 7668, **_entry("cafe", True, False)})
+        contents["tokenizer__json"] = tokenizer_json
+    assert_loaded_alike(folder(tmp_path, minilm_dir, **contents), PIECE_TEXTS)

@@ -75,9 +75,10 @@ def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
     if values.get("pre_tokenizer") != {"type": "BertPreTokenizer"}:
         refuse("pre_tokenizer", values.get("pre_tokenizer"), "not BERT's whitespace-and-punctuation split")
     settings.update(_framing(values.get("post_processor"), vocab, refuse))
-    added = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens", listed=True, vocab=vocab)
-    if any(vocab.get(token.content) != index or not token.special for index, token in added):
-        settings["added_tokens"] = added  # beyond the vocabulary, or matched after normalization
+    # Every entry, the roles' ([PAD]: in the vocabulary, special) included: a piece of the vocabulary
+    # added as special (add_tokens(["cafe"], special_tokens=True)) is listed just like them.
+    settings["added_tokens"] = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens",
+                                                 listed=True, vocab=vocab)  # fmt: skip
     return vocab, settings
 
 
