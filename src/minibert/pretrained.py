@@ -292,9 +292,13 @@ def evaluating(model: nn.Module):
     """
     modules = list(model.modules())  # (as they are now: a module swapped in meanwhile is not ours)
     with _held_lock:
-        for module in modules:
-            _held.setdefault(module, [0, module.training])[0] += 1
-        model.eval()
+        # A model all in eval mode that no other run holds (an Embedder's, every call) is left alone:
+        # switching and putting back ~40 modules' modes cost as much as a forward pass of a tiny model
+        switching = any(module.training or module in _held for module in modules)
+        if switching:
+            for module in modules:
+                _held.setdefault(module, [0, module.training])[0] += 1
+            model.eval()
     computed = False
     try:
         yield model
@@ -302,7 +306,7 @@ def evaluating(model: nn.Module):
     finally:
         with _held_lock:
             switched = [module for module in modules if module.training]  # a train() made while held
-            for module in modules:
+            for module in modules if switching else ():
                 held = _held[module]
                 held[0] -= 1
                 if held[0] == 0:
