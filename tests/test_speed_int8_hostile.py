@@ -25,7 +25,8 @@ from minibert import (
 )
 from minibert.errors import QuantizationError
 from minibert.speed import int8_check
-from minibert.speed.int8 import Int8Linear, float32_twin, int8_layers
+from minibert.speed.int8 import Int8Linear, int8_layers
+from minibert.speed.int8_twin import float32_twin
 from minibert.speed.packed_linear import AppliedBy
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)

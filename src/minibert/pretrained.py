@@ -250,7 +250,8 @@ class PretrainedBert(nn.Module):
         ``save_directory`` (transformers' name; created if needed). A model loaded with
         ``dtype="int8"`` is saved in float32, from its checkpoint: int8 is a loading choice."""
         from .loading.save_pretrained import save_pretrained
-        from .speed.int8 import float32_twin, is_int8
+        from .speed.int8 import is_int8
+        from .speed.int8_twin import float32_twin
 
         save_pretrained(float32_twin(self) if is_int8(self) else self, save_directory)
 

@@ -45,12 +45,12 @@ from .cpu import cpu_name
 from .int8 import (
     LIBRARIES,
     Int8Linear,
-    file_signature,
     has_int8_dot_product,
     library_unavailable,
     quantize,
     refuse_if_unable,
 )
+from .int8_twin import file_signature
 from .measure import time_candidates_against_float32
 
 log = logging.getLogger("minibert.int8")

@@ -108,7 +108,8 @@ def use_book_modules(model: nn.Module, book: bool = True) -> None:
     """``book=True``: every layer back to model.py's classes (plain ``nn.Linear``, the activation in
     place) and attention written out (``use_fast_path = False``); ``book=False``: the speed the model
     had before, back. Either way twice is the same as once."""
-    from .int8 import float32_twin, fuse_activations, int8_layers
+    from .int8 import fuse_activations, int8_layers
+    from .int8_twin import float32_twin
     from .packed_linear import use_backend
 
     saved: Speed | None = getattr(model, "_speed", None)

@@ -35,7 +35,8 @@ from .algorithm import BasicTokenizer, WordPieceTokenizer, is_punctuation, is_re
 from .bert_tokenizer import BertTokenizer
 from .encoding import BatchEncoding
 from .fast_basic import FastBasicTokenizer
-from .files import google_lower_case, load_vocab
+from .files import google_lower_case
+from .vocab_file import load_vocab
 from .wordpiece_trainer import save_vocabulary, train_wordpiece
 
 __all__ = [

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CheckpointError
+from .vocab_file import repeated_line
 
 
 @dataclass(frozen=True)
@@ -174,8 +175,6 @@ class AddedTokens:
         ``minibert pretraining-data`` refuses such a file), rather than ids transformers reads otherwise."""
         if self.next_id == len(self.vocab):
             return
-        from .files import repeated_line  # (files.py imports this module)
-
         repeat = None
         if self.vocab_file is not None and Path(self.vocab_file).suffix != ".json":  # (JSON has no lines)
             try:  # (the vocabulary may have come as a dict, or its file be gone since)

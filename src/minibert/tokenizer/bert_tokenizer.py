@@ -26,8 +26,9 @@ from .call_api import TransformersCallAPI
 from .directory import read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces, check_side
 from .fast_basic import FastBasicTokenizer
-from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, casing_contradiction, load_vocab
+from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, casing_contradiction
 from .special_tokens import SpecialTokens, token_strings
+from .vocab_file import load_vocab
 
 
 class BertTokenizer(SpecialTokens, TransformersCallAPI):

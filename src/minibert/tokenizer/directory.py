@@ -14,8 +14,9 @@ from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.file_sets import write_files_together
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
-from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, google_lower_case, load_vocab, read_tokenizer_config
+from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, google_lower_case, read_tokenizer_config
 from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
+from .vocab_file import load_vocab
 
 logger = logging.getLogger("minibert")
 

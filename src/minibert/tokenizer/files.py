@@ -4,7 +4,6 @@ tokenizer_json.py)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -79,57 +78,6 @@ def casing_contradiction(vocab: dict[str, int], lower: bool) -> str | None:
     if not lower and not capitalised and lowercase * 100 > len(vocab):
         return (f"its vocabulary is uncased ({lowercase} lowercase words of {len(vocab)} pieces, not one "
                 "capitalised): a capitalised word of a text that is not lowercased falls apart into pieces or [UNK]")
-    return None
-
-
-def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
-    """Read ``vocab.txt`` (one piece per line; the line number is the id) into {piece: id}."""
-    path = Path(vocab_file)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CheckpointError(f"vocabulary file not found: {path}") from None
-    except UnicodeDecodeError as error:
-        raise CheckpointError(
-            f"vocabulary file {path} is not UTF-8 text ({error.reason} at byte {error.start})"
-        ) from None
-    except OSError as error:
-        raise CheckpointError(f"cannot read vocabulary file {path}: {error.strerror}") from None
-    vocab: dict[str, int] = {}
-    for index, token in enumerate(_pieces(text)):
-        # A piece listed twice keeps its last line's id, as in Google's load_vocab, transformers and
-        # `tokenizers` (each fills a dict line by line).
-        vocab[token] = index
-    if not vocab:
-        raise CheckpointError(f"vocabulary file {path} is empty")
-    return vocab
-
-
-def _pieces(text: str) -> list[str]:
-    """vocab.txt's lines, one piece each: the final newline ends the last line, and a line's
-    trailing carriage return (a file written on Windows) is not part of its piece."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
-
-
-def repeated_line(vocab_file: str | os.PathLike) -> str | None:
-    """Where ``vocab.txt`` lists a piece a second time, or None: "line 86 repeats line 7 ('a')".
-    ``load_vocab`` gives such a piece its last line's id, so the file has fewer pieces than lines
-    and the earlier line's id belongs to no piece.
-
-    >>> import pathlib, tempfile
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "vocab.txt"
-    >>> _ = path.write_text("[UNK]\\na\\nb\\na\\n")
-    >>> repeated_line(path)
-    "line 4 repeats line 2 ('a')"
-    """
-    seen: dict[str, int] = {}
-    for number, token in enumerate(_pieces(Path(vocab_file).read_text(encoding="utf-8")), start=1):
-        if token in seen:
-            return f"line {number} repeats line {seen[token]} ({token!r})"
-        seen[token] = number
     return None
 
 

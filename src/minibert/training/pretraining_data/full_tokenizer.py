@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import DataError
-from ...tokenizer.files import load_vocab, repeated_line
 from ...tokenizer.google import google_tokenizer
+from ...tokenizer.vocab_file import load_vocab, repeated_line
 
 NEEDED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
