@@ -178,6 +178,7 @@ REFUSED_VALUES = {
     "is_encoder_decoder": [True],
     "pruned_heads": [{"0": [1]}],
     "quantization_config": [{"quant_method": "bitsandbytes", "load_in_8bit": True}],
+    "per_layer_config": [{"1": {"hidden_act": "relu"}}],  # (layer 1 in ReLU: transformers refuses it for BERT)
 }
 REFUSED_CASES = [(field, value) for field, values in REFUSED_VALUES.items() for value in values]
 

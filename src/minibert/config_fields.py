@@ -94,6 +94,8 @@ REFUSED_UNLESS = {
     "is_encoder_decoder": ([False], "encoder-decoder models are out of scope"),
     "pruned_heads": ([{}], "pruned attention heads are not implemented"),
     "quantization_config": ([None], "quantized weights are not implemented"),
+    "per_layer_config": ([None, {}], "per-layer overrides of the config (transformers 5's PreTrainedConfig field) are "
+                         "not implemented; minibert computes every layer from the config's own fields"),
 }  # fmt: skip
 
 

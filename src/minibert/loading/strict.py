@@ -8,7 +8,7 @@ one (under the checkpoint's own names, which users can look for), every mis-shap
 unexpected one::
 
     bert-tiny/model.safetensors does not fit the model described by bert-tiny/config.json:
-      tensors with the wrong shape (1): embeddings.word_embeddings.weight (30522, 128) (expected (30000, 128))
+      tensors with the wrong shape (1): bert.embeddings.word_embeddings.weight (30522, 128) (expected (30000, 128))
       (a shape that disagrees usually means config.json belongs to another model)
 
 Heads are the exception that is explained rather than listed: a class whose head the checkpoint
@@ -54,22 +54,22 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
     as transformers warns, unless the model is the bare encoder: every checkpoint with heads has them)."""
     prefix = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
     expected = model.state_dict()
-    renamed, unexpected, unused_heads = _renamed(state, expected, prefix)
+    renamed, unexpected, unused_heads, stored_as = _renamed(state, expected, prefix)
     if "mlm_head.bias" in expected:
         _refuse_an_untied_decoder(state, weights_file)
     if "mlm_head.bias" in expected and "mlm_head.bias" not in renamed:  # exports that keep only the decoder's bias
         for name in ("cls.predictions.decoder.bias", "bert.cls.predictions.decoder.bias"):
             if name in state:
-                renamed["mlm_head.bias"] = state[name]
+                renamed["mlm_head.bias"], stored_as["mlm_head.bias"] = state[name], name
     missing = sorted(set(expected) - set(renamed))
     undescribed = sorted(set(renamed) - set(expected))  # BERT tensors the config has no place for (a 7th layer...)
-    misshaped = [
-        f"{name} {tuple(renamed[name].shape)} (expected {tuple(expected[name].shape)})"
+    misshaped = [  # (under the checkpoint's own names, which users can look for, as the other lists)
+        f"{stored_as[name]} {tuple(renamed[name].shape)} (expected {tuple(expected[name].shape)})"
         for name in sorted(set(expected) & set(renamed))
         if renamed[name].shape != expected[name].shape
     ]
     wrong_dtype = [  # an integer, boolean or float8 tensor where the model has a weight: refused, not converted
-        f"{name} of dtype {str(renamed[name].dtype).removeprefix('torch.')}"
+        f"{stored_as[name]} of dtype {str(renamed[name].dtype).removeprefix('torch.')}"
         for name in sorted(set(expected) & set(renamed))
         if expected[name].is_floating_point() and renamed[name].dtype not in WEIGHT_DTYPES
     ]
@@ -159,10 +159,11 @@ def rename_in_place(model, state: dict, prefix: str = "") -> None:
             state[target] = _as_linear(name, state.pop(key))
 
 
-def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str]]:
+def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str], dict[str, str]]:
     """(``state`` under minibert's names, TensorFlow kernels transposed; the names the rename table
-    does not know and minibert does not ignore; the tensors of heads this model does not have)."""
-    renamed, unexpected, unused_heads = {}, [], []
+    does not know and minibert does not ignore; the tensors of heads this model does not have; each
+    renamed tensor's name in the checkpoint)."""
+    renamed, unexpected, unused_heads, stored_as = {}, [], [], {}
     for name, tensor in state.items():
         ours = checkpoint_to_minibert(name)
         if ours is None:
@@ -173,8 +174,8 @@ def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str],
         if target not in expected and ours.startswith((*HEAD_PREFIXES, POOLER)):
             unused_heads.append(name)  # a head (or the pooler) this class does not have
             continue
-        renamed[target] = _as_linear(name, tensor)
-    return renamed, unexpected, unused_heads
+        renamed[target], stored_as[target] = _as_linear(name, tensor), name
+    return renamed, unexpected, unused_heads, stored_as
 
 
 def _placed(ours: str, encoder: str) -> str:
