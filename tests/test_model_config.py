@@ -313,3 +313,23 @@ def test_a_copys_labels_and_problem_type_are_its_own():
     assert original.problem_type is None and original.num_labels == 2 and original.label2id == {"LABEL_0": 0,
                                                                                                "LABEL_1": 1}
     assert shallow.problem_type == "regression" and shallow.num_labels == 3 and replaced.label2id == {"a": 0, "b": 1}
+
+
+def test_use_cache_is_set_as_transformers_trainer_sets_it(tmp_path):
+    """transformers' Trainer sets ``model.config.use_cache = args.use_cache`` (False by default) on every
+    model it is given: taken, as by transformers' BertConfig, and saved; the outputs are the same as
+    transformers' with either value (an encoder has no key/value cache); only True or False is taken."""
+    directory = _checkpoint(tmp_path)
+    reference = transformers.BertForPreTraining.from_pretrained(str(directory), attn_implementation="eager").eval()
+    model = BertForPreTraining.from_pretrained(directory)
+    for value in (False, True):
+        model.config.use_cache = reference.config.use_cache = value
+        assert model.config.use_cache is value
+        _compare_models(model, reference, _batch(directory), f"use_cache={value}")
+    model.config.use_cache = False
+    model.save_pretrained(tmp_path / "saved")
+    assert json.loads((tmp_path / "saved" / "config.json").read_text())["use_cache"] is False
+    assert transformers.AutoConfig.from_pretrained(tmp_path / "saved").use_cache is False
+    assert BertForPreTraining.from_pretrained(tmp_path / "saved").config.use_cache is False
+    with pytest.raises(ValueError, match="config.use_cache must be True or False, got 1"):
+        model.config.use_cache = 1

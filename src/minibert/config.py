@@ -58,7 +58,9 @@ class BertConfig:
         """The dataclass's fields are set as they are. Of config.json's other fields, those read at use
         (``SETTABLE``: the heads' ``problem_type``, ``id2label``, ``label2id``, ``num_labels``; each
         call's defaults ``output_hidden_states``, ``output_attentions``, ``return_dict``) are checked
-        and kept in ``extra``, so that they take effect and ``save_pretrained`` writes them. Any other
+        and kept in ``extra``, so that they take effect and ``save_pretrained`` writes them; so is
+        ``use_cache`` (True or False), which transformers' ``Trainer`` sets on every model it is given and
+        which changes nothing here: BERT is an encoder, with no key/value cache to keep. Any other
         (``config.is_decoder = True``, a typo) would change nothing minibert computes, nor be saved:
         refused, naming what to do instead."""
         if name in _FIELD_NAMES:
@@ -98,6 +100,14 @@ class BertConfig:
             raise ValueError(str(error).replace("config field ", "")) from None
         self._update_extra(id2label=id2label, label2id={label: index for index, label in id2label.items()},
                            dropped=("num_labels", "_num_labels"))  # fmt: skip
+
+    def _set_use_cache(self, value) -> None:
+        """transformers' ``config.use_cache``: whether a decoder keeps its keys and values between calls
+        of ``generate``. An encoder reads every token at once and has none to keep, so either value computes
+        the same (transformers' BERT reads it only as a decoder, which minibert refuses); kept and saved."""
+        if not isinstance(value, bool):
+            raise ValueError(f"config.use_cache must be True or False, got {short_json(value)}")
+        self._update_extra(use_cache=value)
 
     def _set_label2id(self, value) -> None:
         """Metadata (no computation reads it; the heads name their outputs by ``id2label``), saved as given."""

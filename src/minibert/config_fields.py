@@ -39,8 +39,9 @@ READABLE = {
     "transformers_version": None,
 }
 # The fields that may be set on a built model's config because minibert reads them at use (config.py):
-# the classification heads' labels and their loss, and each call's defaults.
-SETTABLE = ("problem_type", "id2label", "label2id", "num_labels", *CALL_DEFAULTS)
+# the classification heads' labels and their loss, and each call's defaults; and use_cache, which changes
+# nothing an encoder computes but which transformers' Trainer sets on every model it is given (kept, and saved).
+SETTABLE = ("problem_type", "id2label", "label2id", "num_labels", *CALL_DEFAULTS, "use_cache")
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 # Fields that change nothing minibert computes, and why.
@@ -51,7 +52,8 @@ IGNORED = {
     "_name_or_path": "metadata",
     "dtype": "the stored weights' dtype; minibert computes in the dtype you ask for (fp32 by default)",
     "torch_dtype": "older name of dtype",
-    "use_cache": "key/value caching for decoders, which minibert refuses",
+    "use_cache": "key/value caching for decoders; an encoder has no cache (settable, as transformers' Trainer "
+    "sets it, and saved)",
     "chunk_size_feed_forward": "computes the per-token feed-forward in chunks: the same function",
     "output_attentions": "the default of each call (its own output_attentions= decides): what is returned",
     "output_hidden_states": "the default of each call (its own output_hidden_states= decides): what is returned",

@@ -21,6 +21,7 @@ Shape legend as in model.py; C = choices, V = vocabulary size, K = labels.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import torch
@@ -30,14 +31,13 @@ from torch import nn
 from .activations import activation
 from .config import BertConfig, labels_by_id
 from .config_fields import PROBLEM_TYPES
-from .errors import CheckpointError
-from .inputs import choices_as_rows
+from .errors import CheckpointError, InputTypeError
+from .inputs import IGNORE_INDEX, choices_as_rows, class_ids, labels_at_padding
 from .loading.transformers_names import TransformersNames
 from .model import BertModel, BertOutput, ModelOutput
 from .pretrained import PretrainedBert
 
 logger = logging.getLogger("minibert")
-IGNORE_INDEX = -100  # labels at this value (padding, sub-word pieces) add nothing to a loss, as in transformers
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -115,8 +115,30 @@ class BertWithHeads(TransformersNames, PretrainedBert):
                          output_hidden_states=output_hidden_states, output_attentions=output_attentions,
                          skip_padding=skip_padding, return_dict=True)  # fmt: skip
 
-    def _on_device(self, labels) -> torch.Tensor:
-        return torch.as_tensor(labels).to(self.device)
+    def _class_ids(self, labels, name: str, shape: torch.Size, classes: int | None, meaning: str) -> torch.Tensor:
+        """``labels`` checked as ids (inputs.class_ids: any integer dtype, as many as ``shape``, each in
+        [0, classes) or -100; ``meaning`` says so in the error), as int64 on the model's device."""
+        return class_ids(labels, name, tuple(shape), classes, meaning).to(self.device)
+
+    def _piece_ids(self, labels, logits: torch.Tensor) -> torch.Tensor:
+        """The masked-LM labels (B, T) for its scores (B, T, V)."""
+        vocab = logits.shape[-1]
+        return self._class_ids(labels, "labels", logits.shape[:2], vocab, f"the original piece's id at each position "
+                               f"(B, T), in [0, vocab_size={vocab}), or -100 where no loss counts")  # fmt: skip
+
+    def _next_sentence_ids(self, labels, name: str, logits: torch.Tensor) -> torch.Tensor:
+        """The next-sentence labels (B,) for its scores (B, 2)."""
+        return self._class_ids(labels, name, logits.shape[:1], 2, "one per pair (B,): 0 (sentence B follows A), "
+                               "1 (B is random), or -100 (no loss)")  # fmt: skip
+
+    @staticmethod
+    def _skips_padding(skip_padding: bool, attention_mask, labels) -> bool:
+        """``skip_padding``, unless a label at a [PAD] position counts in the loss: a skipped [PAD] row
+        is zeros, and its scores would enter the loss; then the [PAD] rows are computed, as transformers
+        computes them (the same loss, at the cost of the skipped work)."""
+        if not skip_padding or labels is None or attention_mask is None:
+            return skip_padding
+        return not labels_at_padding(attention_mask, labels)
 
     def _decode_words(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.mlm_head(hidden_states, self.bert.embeddings.word_embeddings.weight)
@@ -151,14 +173,17 @@ class BertForPreTraining(BertWithHeads):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 next_sentence_label=None, output_hidden_states: bool = False,
                 output_attentions: bool = False, skip_padding: bool = False) -> BertPreTrainingOutput:  # fmt: skip
+        with_loss = labels is not None and next_sentence_label is not None
+        skip_padding = self._skips_padding(skip_padding, attention_mask, labels if with_loss else None)
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         prediction_logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
-        if labels is not None and next_sentence_label is not None:
-            loss = _masked_lm_loss(prediction_logits, self._on_device(labels)) + F.cross_entropy(
-                seq_relationship_logits.view(-1, 2), self._on_device(next_sentence_label).view(-1)
+        if with_loss:
+            next_sentence = self._next_sentence_ids(next_sentence_label, "next_sentence_label", seq_relationship_logits)
+            loss = _masked_lm_loss(prediction_logits, self._piece_ids(labels, prediction_logits)) + F.cross_entropy(
+                seq_relationship_logits, next_sentence
             )
         return BertPreTrainingOutput(
             loss, prediction_logits, seq_relationship_logits, out.hidden_states, out.attentions
@@ -177,10 +202,11 @@ class BertForMaskedLM(BertWithHeads):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
+        skip_padding = self._skips_padding(skip_padding, attention_mask, labels)
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
-        loss = None if labels is None else _masked_lm_loss(logits, self._on_device(labels))
+        loss = None if labels is None else _masked_lm_loss(logits, self._piece_ids(labels, logits))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -198,7 +224,7 @@ class BertForNextSentencePrediction(BertWithHeads):
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
-        loss = None if labels is None else F.cross_entropy(logits.view(-1, 2), self._on_device(labels).view(-1))
+        loss = None if labels is None else F.cross_entropy(logits, self._next_sentence_ids(labels, "labels", logits))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -279,7 +305,9 @@ class BertForSequenceClassification(BertWithClassifier):
 
     ``labels`` (B,): class ids (single-label: cross-entropy), or (B, K) of 0/1 floats (multi-label:
     binary cross-entropy per label), or (B,) floats with one label (regression: mean squared error),
-    as ``problem_type`` in config.json says or, like transformers, as the labels' dtype suggests."""
+    as ``problem_type`` in config.json says or, like transformers, as the labels' dtype suggests
+    (integers of any dtype: class ids). Labels of another shape, or ids outside [0, K), are a
+    ``ValueError`` naming what the loss takes (inputs.class_ids), as for every head."""
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -298,26 +326,56 @@ class BertForSequenceClassification(BertWithClassifier):
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
-        loss = None if labels is None else self._loss(logits, self._on_device(labels))
+        loss = None if labels is None else self._loss(logits, labels)
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
-    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The loss ``config.problem_type`` names, read at each call (as transformers reads it)."""
+    def _loss(self, logits: torch.Tensor, labels) -> torch.Tensor:
+        """The loss ``config.problem_type`` names, read at each call (as transformers reads it); when it
+        is None, the labels decide, as in transformers, and the config keeps what they decided (once the
+        loss is computed: a call whose labels are refused decides nothing)."""
         num_labels = logits.shape[-1]
-        if self.config.problem_type is None:  # decided by the first labels seen, kept in the config (transformers)
-            if num_labels == 1:
-                self.config.problem_type = "regression"
-            elif labels.dtype in (torch.long, torch.int):
-                self.config.problem_type = "single_label_classification"
+        problem = self.config.problem_type or self._problem_of(labels, num_labels)
+        if problem == "single_label_classification":
+            labels = self._class_ids(labels, "labels", logits.shape[:1], num_labels, "one class id per text (B,), "
+                                     f"in [0, num_labels={num_labels}), or -100 (no loss); for several labels per "
+                                     "text, floats (B, num_labels) of 0 and 1")  # fmt: skip
+            loss = F.cross_entropy(logits, labels)
+        else:
+            regression = problem == "regression"
+            shape = logits.shape[:1] if regression and num_labels == 1 else logits.shape  # (B,) or (B, K)
+            target = self._targets(labels, shape, logits.dtype, problem)
+            if regression:
+                loss = F.mse_loss(logits.squeeze(), target.squeeze()) if num_labels == 1 else F.mse_loss(logits, target)
             else:
-                self.config.problem_type = "multi_label_classification"
-        if self.config.problem_type == "regression":
-            if num_labels == 1:
-                return F.mse_loss(logits.squeeze(), labels.squeeze())
-            return F.mse_loss(logits, labels)
-        if self.config.problem_type == "single_label_classification":
-            return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-        return F.binary_cross_entropy_with_logits(logits, labels)
+                loss = F.binary_cross_entropy_with_logits(logits, target)
+        if self.config.problem_type is None:
+            self.config.problem_type = problem
+        return loss
+
+    @staticmethod
+    def _problem_of(labels, num_labels: int) -> str:
+        """transformers' guess from the labels' dtype: one output is regression; integer labels are class
+        ids, of any integer dtype (transformers reads int64 and int32 so, then fails on int32, and reads
+        int16 or uint8 as multi-label, then fails); floats (and booleans) are multi-label."""
+        if num_labels == 1:
+            return "regression"
+        dtype = labels.dtype if isinstance(labels, torch.Tensor) else torch.as_tensor(labels).dtype
+        integers = not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+        return "single_label_classification" if integers else "multi_label_classification"
+
+    def _targets(self, labels, shape: torch.Size, dtype: torch.dtype, problem: str) -> torch.Tensor:
+        """Regression's or multi-label's targets, of ``shape`` ((B,) for one output; else exactly the
+        scores', which transformers' losses would broadcast or refuse in torch's words), on the model's
+        device; integer or boolean ones (0 and 1 per label) in the scores' ``dtype``, the same numbers."""
+        tensor = torch.as_tensor(labels)
+        if tensor.dtype.is_complex:
+            raise InputTypeError(f"labels must be real numbers, got dtype {tensor.dtype}")
+        if tensor.numel() != math.prod(shape) or (len(shape) == 2 and tensor.shape != shape):
+            meaning = "a score per text" if problem == "regression" else "0 or 1 per text and label"
+            raise ValueError(f"labels has shape {tuple(tensor.shape)}; for these inputs {problem} takes "
+                             f"{tuple(shape)}: {meaning}")  # fmt: skip
+        tensor = tensor.to(self.device)
+        return tensor if tensor.dtype.is_floating_point else tensor.to(dtype)
 
 
 class BertForTokenClassification(BertWithClassifier):
@@ -333,12 +391,14 @@ class BertForTokenClassification(BertWithClassifier):
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
         num_labels = self._checked_num_labels()
+        skip_padding = self._skips_padding(skip_padding, attention_mask, labels)
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
-            labels = self._on_device(labels)
+            labels = self._class_ids(labels, "labels", logits.shape[:2], num_labels, "one label id per token (B, T), "
+                                     f"in [0, num_labels={num_labels}), or -100 where none counts")  # fmt: skip
             loss = F.cross_entropy(logits.view(-1, num_labels), labels.view(-1), ignore_index=IGNORE_INDEX)
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
@@ -367,7 +427,10 @@ class BertForQuestionAnswering(BertWithClassifier):
         loss = None
         if with_loss:
             ignored = start_logits.shape[1]  # a position past the end: no loss (a negative one is 0: [CLS])
-            start, end = (self._on_device(p).reshape(-1).clamp(0, ignored) for p in (start_positions, end_positions))
+            given = {"start_positions": start_positions, "end_positions": end_positions}
+            meaning = "one token position per question (B,), clamped to [0, T]: past the end, ignored"
+            start, end = (self._class_ids(positions, name, start_logits.shape[:1], None, meaning).clamp(0, ignored)
+                          for name, positions in given.items())  # fmt: skip
             loss = (F.cross_entropy(start_logits, start, ignore_index=ignored)
                     + F.cross_entropy(end_logits, end, ignore_index=ignored)) / 2  # fmt: skip
         return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
@@ -388,5 +451,9 @@ class BertForMultipleChoice(BertWithClassifier):
         choices, rows = choices_as_rows(input_ids, attention_mask, token_type_ids, position_ids)  # (B·C, T) each
         out = self.encode(*rows, output_hidden_states, output_attentions, skip_padding)
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, choices)  # (B·C, 1) -> (B, C)
-        loss = None if labels is None else F.cross_entropy(logits, self._on_device(labels).view(-1))
+        loss = None
+        if labels is not None:
+            labels = self._class_ids(labels, "labels", logits.shape[:1], choices, "the right choice's index per "
+                                     f"question (B,), in [0, choices={choices}), or -100 (no loss)")  # fmt: skip
+            loss = F.cross_entropy(logits, labels)
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)

@@ -18,7 +18,9 @@ it cannot know). The graph then computes what it is given, unchecked.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import os
 import sys
 import warnings
@@ -237,21 +239,27 @@ NOT_TAKEN = {
     "vectors given in their place are not taken",
     "head_mask": "masking attention heads is not implemented (transformers 5 ignores head_mask as well)",
 }
-OLD_ARGUMENTS = ("output_all_encoded_layers", *NOT_TAKEN)  # what refuse_old_arguments answers
+# pytorch-pretrained-bert's names of the heads' labels (transformers 4 still took next_sentence_label on
+# BertForNextSentencePrediction; transformers 5 drops both without a word, and computes no loss).
+OLD_LABEL_NAMES = ("masked_lm_labels", "next_sentence_label")
+OLD_ARGUMENTS = ("output_all_encoded_layers", *NOT_TAKEN, *OLD_LABEL_NAMES)  # what refuse_old_arguments answers
 
 
 def refuse_old_arguments(model, kwargs: dict) -> None:
     """pytorch-pretrained-bert's call arguments, answered with today's: ``output_all_encoded_layers``;
     transformers' ``inputs_embeds`` and ``head_mask`` (``NOT_TAKEN``): None (what transformers' own
     callers pass when they mean "not given") is dropped, any other value is an InputTypeError naming what
-    the call takes."""
+    the call takes; pytorch-pretrained-bert's label names (``OLD_LABEL_NAMES``) where the call does not
+    take them (BertForPreTraining's ``next_sentence_label`` is today's name too) are an InputTypeError naming
+    ``labels=``."""
+    parameters = _call_parameters(type(model))
+    for name in OLD_LABEL_NAMES:
+        if name in kwargs and name not in parameters:
+            raise InputTypeError(_old_label_name(type(model).__name__, name))
     for name in NOT_TAKEN:
         if name in kwargs and kwargs[name] is None:
             del kwargs[name]
         elif name in kwargs:
-            import inspect
-
-            parameters = [p for p in inspect.signature(type(model).forward).parameters if p not in ("self", "kwargs")]
             raise InputTypeError(f"{type(model).__name__} does not take {name}: {NOT_TAKEN[name]}. The call takes "
                                  f"{', '.join(parameters)} (and return_dict); see docs/migrating.md")  # fmt: skip
     if "output_all_encoded_layers" in kwargs:
@@ -261,6 +269,73 @@ def refuse_old_arguments(model, kwargs: dict) -> None:
             "outputs = model(input_ids, token_type_ids=segments, output_hidden_states=True); "
             "encoded_layers = outputs.hidden_states[1:] (hidden_states[0] is the embeddings)"
         )
+
+
+IGNORE_INDEX = -100  # a label at this value (padding, sub-word pieces) adds nothing to a loss, as in transformers
+
+
+def class_ids(labels, name: str, shape: tuple[int, ...], classes: int | None, meaning: str) -> torch.Tensor:
+    """A head's labels (``labels``, ``next_sentence_label``, ``start_positions``, ...) as int64 ids, checked
+    where they were given (a CPU's: no wait for a GPU). Integers of any dtype (int32, uint8, numpy's, a
+    list) are the same ids in int64, returned in ``shape``, the head's scores' (any shape of as many is
+    taken, as transformers flattens them: (B, 1) for (B,)); each in [0, classes) or -100 (no loss); ``classes``
+    None: any integer (question answering's positions, clamped by the head). Anything else is refused
+    before torch's loss meets it, naming ``name`` and ``meaning`` (what the head takes, in words):
+    floats or booleans an ``InputTypeError``, a wrong count or value a ``ValueError``. The values are
+    read where the model runs eagerly (see ``recording_graph``).
+
+    >>> class_ids(torch.tensor([2, 0], dtype=torch.int32), "labels", (2,), 3, "one class id per text")
+    tensor([2, 0])
+    """
+    tensor = _as_tensor(labels, name)
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
+        raise InputTypeError(f"{name} must be integer ids, got dtype {tensor.dtype}: {meaning}")
+    if tensor.numel() != math.prod(shape):
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)}; for these inputs the head takes {shape}: {meaning}")
+    tensor = (tensor if tensor.dtype == torch.int64 else tensor.to(torch.int64)).reshape(shape)
+    if classes is not None and not recording_graph():
+        outside = ((tensor < 0) & (tensor != IGNORE_INDEX)) | (tensor >= classes)  # one pass, one check
+        if bool(outside.any()):
+            raise ValueError(f"{name} contains {int(tensor[outside][0])}; the head takes {meaning}")
+    return tensor
+
+
+def labels_at_padding(attention_mask, labels) -> bool:
+    """Whether a label at a [PAD] position (mask 0; in transformers' extended (B, 1, 1, T) mask, not 0)
+    counts in the loss (is not -100). ``skip_padding`` leaves zeros at [PAD] rows: a head whose loss
+    reads such a label computes them instead. Inputs that do not fit (which the head then refuses,
+    naming them) count as True: every row computed. Never while torch records a graph (True)."""
+    if recording_graph():
+        return True
+    mask, labels = _as_tensor(attention_mask, "attention_mask"), _as_tensor(labels, "labels")
+    if mask.numel() != labels.numel():
+        return True
+    padding = mask != 0 if mask.dim() == 4 else mask == 0
+    return bool((padding.reshape(-1) & (labels.reshape(-1).to(padding.device) != IGNORE_INDEX)).any())
+
+
+@functools.cache
+def _call_parameters(model_class) -> tuple[str, ...]:
+    """What ``model_class.forward`` takes by name (self and **kwargs left out), once per class."""
+    import inspect
+
+    return tuple(p for p in inspect.signature(model_class.forward).parameters if p not in ("self", "kwargs"))
+
+
+# Where each old label name went: (name, the class called) → what to write instead.
+_LABELS_NOW = {
+    ("masked_lm_labels", "BertForMaskedLM"): "pass labels=: model(ids, labels=masked_lm_labels)",
+    ("masked_lm_labels", "BertForPreTraining"): "pass labels= (next_sentence_label= keeps its name)",
+    ("next_sentence_label", "BertForNextSentencePrediction"): "pass labels=: model(ids, labels=next_sentence_label)",
+}
+
+
+def _old_label_name(model: str, name: str) -> str:
+    """What to write instead of pytorch-pretrained-bert's ``masked_lm_labels=`` / ``next_sentence_label=``."""
+    head = "masked-LM" if name == "masked_lm_labels" else "next-sentence"
+    instead = _LABELS_NOW.get((name, model), f"{model} has no {head} head to take them (BertForPreTraining has both)")
+    return (f"{name} is pytorch-pretrained-bert's name of the {head} labels (transformers 5 ignores it and computes "
+            f"no loss); as in transformers, {instead}")  # fmt: skip
 
 
 def _as_int64(ids: torch.Tensor, name: str) -> torch.Tensor:

@@ -81,6 +81,15 @@ def is_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
 
 
+def _trainer_weights(missing: Path) -> str:
+    """What to add when the missing config.json's folder is transformers' ``Trainer.save_model``'s: for a
+    model that is not transformers' own class it writes the state dict alone (and training_args.bin)."""
+    if missing.name != "config.json" or not (missing.parent / "training_args.bin").is_file():
+        return ""
+    return ("; it looks written by transformers' Trainer.save_model, which saves only the weights of a model "
+            "that is not transformers' own: save with trainer.model.save_pretrained(folder) (docs/migrating.md)")
+
+
 def resolve_file(
     name_or_path: str | os.PathLike,
     filename: str,
@@ -109,7 +118,7 @@ def resolve_file(
         if kind:  # there, but a directory, a FIFO, a device: never taken as absent
             raise CheckpointError(f"{filename} in the directory {name} is {kind}, not a regular file")
         if required:
-            raise ModelNotFoundError(f"{filename} not found in the directory {name}")
+            raise ModelNotFoundError(f"{filename} not found in the directory {name}{_trainer_weights(path)}")
         return None
     if os.path.isfile(name):  # a common first mistake: the weights file itself (.../model.safetensors)
         folder, given = os.path.dirname(name) or ".", os.path.basename(name)
