@@ -13,6 +13,7 @@ rounding noise)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import itertools
 import json
@@ -475,7 +476,7 @@ def test_skip_padding_with_labels_at_padding_gives_transformers_loss(name, tmp_p
     into the loss (``labels = input_ids.clone()``, a common hand-made masked-LM recipe): such a call
     computes the [PAD] rows, as transformers does, and gives its loss; with padding labelled -100 the
     rows are skipped and the loss is the same."""
-    from minibert.inputs import labels_at_padding
+    from minibert.losses import labels_at_padding
 
     reference, ours, inputs, labels = _pair(tmp_path, name)
     everywhere = dict(labels, labels=inputs["input_ids"] % (3 if name == "BertForTokenClassification" else 99))
@@ -664,3 +665,18 @@ def test_transformers_trainer_trains_as_it_trains_transformers(tmp_path):
     loaded = transformers.BertForSequenceClassification.from_pretrained(tmp_path / "save_pretrained").eval()
     with torch.no_grad():
         assert_close(ours.eval()(**inputs).logits, loaded(**inputs).logits, "saved, loaded in transformers", ATOL)
+
+
+def test_a_head_whose_config_asks_for_what_it_cannot_compute_says_so():
+    """A question-answering head of other than 2 outputs (transformers builds it, then every call
+    fails unpacking), and a one-output classifier told single_label_classification (its cross-entropy
+    is 0 for every input, so training learns nothing; transformers refuses the config): each a
+    ValueError naming the field, not a raw error or a silent zero."""
+    config = minibert.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32)  # fmt: skip
+    with pytest.raises(ValueError, match="num_labels must be 2, not 3"):
+        minibert.BertForQuestionAnswering(dataclasses.replace(config, extra={"num_labels": 3}))
+    one = minibert.BertForSequenceClassification(dataclasses.replace(config, extra={"num_labels": 1}))
+    one.config.problem_type = "single_label_classification"
+    with pytest.raises(ValueError, match="needs two labels or more"):
+        one(torch.tensor([[2, 5, 3]]), labels=torch.tensor([0]))

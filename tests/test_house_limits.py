@@ -2,8 +2,8 @@
 so none grows past the size a reader takes in at once.
 
 * no module of src/minibert or scripts/ over 400 lines;
-* no function over 60 lines in the core (the book a newcomer reads: model.py, heads.py, config.py,
-  config_fields.py, activations.py, inputs.py, tokenizer/, loading/), none over 100 anywhere in
+* no function over 60 lines in the core (the book a newcomer reads: model.py, heads.py, losses.py,
+  config.py, activations.py, inputs.py, tokenizer/, loading/), none over 100 anywhere in
   src/ and scripts/;
 * no class over 300 lines;
 * at most 12 modules directly in src/minibert/ (the rest live in the folders that show the layers).
@@ -28,7 +28,7 @@ MAX_CORE_FUNCTION_LINES = 60
 MAX_FUNCTION_LINES = 100
 MAX_CLASS_LINES = 300
 MAX_TOP_LEVEL_MODULES = 12
-CORE_FILES = ("model.py", "heads.py", "config.py", "config_fields.py", "activations.py", "inputs.py")
+CORE_FILES = ("model.py", "heads.py", "losses.py", "config.py", "activations.py", "inputs.py")
 CORE_FOLDERS = ("tokenizer", "loading")
 
 

@@ -34,7 +34,7 @@ PACKAGE = Path(minibert.__file__).parent
 ROOT = PACKAGE.parents[1]
 ROOMS = ["base", "formats", "core", "heads", "embedding", "tasks", "training", "explorer", "apps"]
 BASE = {"errors", "limits", "__init__"}
-CORE = {"config", "config_fields", "activations", "inputs", "pretrained", "model",
+CORE = {"config", "activations", "inputs", "pretrained", "model",
         "task_choices"}
 # Each optional room in apps/, and the only modules outside it allowed to import it (a package's
 # modules import each other freely); apps.serve.settings is not optional: the parser builds its flags.
@@ -61,7 +61,8 @@ def room(module: str) -> str:
         return "core"
     if module in ("ray", "__main__"):  # the re-export of apps.ray where users import it; python -m minibert
         return "apps"
-    return "heads" if module == "auto" else module  # heads (auto.py: transformers' Auto names for them)
+    # heads (auto.py: transformers' Auto names for them; losses.py: their losses, the labels checked)
+    return "heads" if module in ("auto", "losses") else module
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}

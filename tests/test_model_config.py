@@ -21,7 +21,7 @@ import torch
 from helpers import assert_close, compare_outputs
 from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer, CheckpointError
 from minibert.activations import ACTIVATIONS, REFUSED
-from minibert.config_fields import IGNORED, REFUSED_UNLESS
+from minibert.loading.config_fields import IGNORED, REFUSED_UNLESS
 
 transformers = pytest.importorskip("transformers")
 
@@ -281,7 +281,7 @@ def test_config_json_fields_read_as_transformers_config_attributes(tmp_path, fie
     """transformers' users read config.json's other fields as attributes (``config.model_type``,
     ``config.is_decoder``, ``config.problem_type``, ...): the value the file gives, else transformers'
     default, as transformers answers; ``to_json_string()`` is the config.json save_pretrained writes."""
-    from minibert.config_fields import READABLE
+    from minibert.loading.config_fields import READABLE
 
     directory = _checkpoint(tmp_path, **fields)
     ours = BertConfig.from_json_file(directory / "config.json")

@@ -2,7 +2,7 @@
 
 A config.json carries more fields than the numbers that define the network. Every field that
 transformers' BERT code (or an older BERT config on the hub) has is accounted for: it is one of
-the dataclass fields below (implemented), or in config_fields.py, with the reason, as ignored (it
+the dataclass fields below (implemented), or in loading/config_fields.py, with the reason, as ignored (it
 changes nothing minibert computes) or refused (a value that asks for something minibert does not
 compute, such as relative position embeddings or a decoder: loading stops with a
 ``CheckpointError`` naming the field and its value, rather than computing something else). Fields
@@ -19,7 +19,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config_fields import (
+from .errors import CheckpointError, TransformersNameError
+from .formats.json_files import parse_json, short_json
+from .loading.config_fields import (
     CALL_DEFAULTS,
     IGNORED,
     INTEGER_RANGES,
@@ -29,8 +31,6 @@ from .config_fields import (
     REFUSED_UNLESS,
     SETTABLE,
 )
-from .errors import CheckpointError, TransformersNameError
-from .formats.json_files import parse_json, short_json
 
 
 @dataclass

@@ -21,7 +21,6 @@ Shape legend as in model.py; C = choices, V = vocabulary size, K = labels.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 
 import torch
@@ -30,10 +29,11 @@ from torch import nn
 
 from .activations import activation
 from .config import BertConfig, labels_by_id
-from .config_fields import PROBLEM_TYPES
-from .errors import CheckpointError, InputTypeError
-from .inputs import IGNORE_INDEX, choices_as_rows, class_ids, labels_at_padding
+from .errors import CheckpointError
+from .inputs import choices_as_rows
+from .loading.config_fields import PROBLEM_TYPES
 from .loading.transformers_names import TransformersNames
+from .losses import IGNORE_INDEX, class_ids, classification_loss, masked_lm_loss, skips_padding
 from .model import BertModel, BertOutput, ModelOutput
 from .pretrained import PretrainedBert
 
@@ -116,7 +116,7 @@ class BertWithHeads(TransformersNames, PretrainedBert):
                          skip_padding=skip_padding, return_dict=True)  # fmt: skip
 
     def _class_ids(self, labels, name: str, shape: torch.Size, classes: int | None, meaning: str) -> torch.Tensor:
-        """``labels`` checked as ids (inputs.class_ids: any integer dtype, as many as ``shape``, each in
+        """``labels`` checked as ids (losses.class_ids: any integer dtype, as many as ``shape``, each in
         [0, classes) or -100; ``meaning`` says so in the error), as int64 on the model's device."""
         return class_ids(labels, name, tuple(shape), classes, meaning).to(self.device)
 
@@ -131,15 +131,6 @@ class BertWithHeads(TransformersNames, PretrainedBert):
         return self._class_ids(labels, name, logits.shape[:1], 2, "one per pair (B,): 0 (sentence B follows A), "
                                "1 (B is random), or -100 (no loss)")  # fmt: skip
 
-    @staticmethod
-    def _skips_padding(skip_padding: bool, attention_mask, labels) -> bool:
-        """``skip_padding``, unless a label at a [PAD] position counts in the loss: a skipped [PAD] row
-        is zeros, and its scores would enter the loss; then the [PAD] rows are computed, as transformers
-        computes them (the same loss, at the cost of the skipped work)."""
-        if not skip_padding or labels is None or attention_mask is None:
-            return skip_padding
-        return not labels_at_padding(attention_mask, labels)
-
     def _decode_words(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.mlm_head(hidden_states, self.bert.embeddings.word_embeddings.weight)
 
@@ -150,11 +141,6 @@ def _refuse_untied(config: BertConfig) -> None:
             "config field tie_word_embeddings = false: a masked-LM decoder with weights of its own is "
             "not implemented; minibert's decoder is the word embedding matrix, as in BERT"
         )
-
-
-def _masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy over the vocabulary at the positions whose label is not -100 (the masked ones)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX)
 
 
 class BertForPreTraining(BertWithHeads):
@@ -174,7 +160,7 @@ class BertForPreTraining(BertWithHeads):
                 next_sentence_label=None, output_hidden_states: bool = False,
                 output_attentions: bool = False, skip_padding: bool = False) -> BertPreTrainingOutput:  # fmt: skip
         with_loss = labels is not None and next_sentence_label is not None
-        skip_padding = self._skips_padding(skip_padding, attention_mask, labels if with_loss else None)
+        skip_padding = skips_padding(skip_padding, attention_mask, labels if with_loss else None)
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         prediction_logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
@@ -182,7 +168,7 @@ class BertForPreTraining(BertWithHeads):
         loss = None
         if with_loss:
             next_sentence = self._next_sentence_ids(next_sentence_label, "next_sentence_label", seq_relationship_logits)
-            loss = _masked_lm_loss(prediction_logits, self._piece_ids(labels, prediction_logits)) + F.cross_entropy(
+            loss = masked_lm_loss(prediction_logits, self._piece_ids(labels, prediction_logits)) + F.cross_entropy(
                 seq_relationship_logits, next_sentence
             )
         return BertPreTrainingOutput(
@@ -202,11 +188,11 @@ class BertForMaskedLM(BertWithHeads):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
-        skip_padding = self._skips_padding(skip_padding, attention_mask, labels)
+        skip_padding = skips_padding(skip_padding, attention_mask, labels)
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         logits = self._decode_words(out.last_hidden_state)  # (B, T, V)
-        loss = None if labels is None else _masked_lm_loss(logits, self._piece_ids(labels, logits))
+        loss = None if labels is None else masked_lm_loss(logits, self._piece_ids(labels, logits))
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -307,7 +293,7 @@ class BertForSequenceClassification(BertWithClassifier):
     binary cross-entropy per label), or (B,) floats with one label (regression: mean squared error),
     as ``problem_type`` in config.json says or, like transformers, as the labels' dtype suggests
     (integers of any dtype: class ids). Labels of another shape, or ids outside [0, K), are a
-    ``ValueError`` naming what the loss takes (inputs.class_ids), as for every head."""
+    ``ValueError`` naming what the loss takes (losses.class_ids), as for every head."""
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -326,56 +312,8 @@ class BertForSequenceClassification(BertWithClassifier):
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
-        loss = None if labels is None else self._loss(logits, labels)
+        loss = None if labels is None else classification_loss(self.config, logits, labels, self.device)
         return HeadOutput(loss, logits, out.hidden_states, out.attentions)
-
-    def _loss(self, logits: torch.Tensor, labels) -> torch.Tensor:
-        """The loss ``config.problem_type`` names, read at each call (as transformers reads it); when it
-        is None, the labels decide, as in transformers, and the config keeps what they decided (once the
-        loss is computed: a call whose labels are refused decides nothing)."""
-        num_labels = logits.shape[-1]
-        problem = self.config.problem_type or self._problem_of(labels, num_labels)
-        if problem == "single_label_classification":
-            labels = self._class_ids(labels, "labels", logits.shape[:1], num_labels, "one class id per text (B,), "
-                                     f"in [0, num_labels={num_labels}), or -100 (no loss); for several labels per "
-                                     "text, floats (B, num_labels) of 0 and 1")  # fmt: skip
-            loss = F.cross_entropy(logits, labels)
-        else:
-            regression = problem == "regression"
-            shape = logits.shape[:1] if regression and num_labels == 1 else logits.shape  # (B,) or (B, K)
-            target = self._targets(labels, shape, logits.dtype, problem)
-            if regression:
-                loss = F.mse_loss(logits.squeeze(), target.squeeze()) if num_labels == 1 else F.mse_loss(logits, target)
-            else:
-                loss = F.binary_cross_entropy_with_logits(logits, target)
-        if self.config.problem_type is None:
-            self.config.problem_type = problem
-        return loss
-
-    @staticmethod
-    def _problem_of(labels, num_labels: int) -> str:
-        """transformers' guess from the labels' dtype: one output is regression; integer labels are class
-        ids, of any integer dtype (transformers reads int64 and int32 so, then fails on int32, and reads
-        int16 or uint8 as multi-label, then fails); floats (and booleans) are multi-label."""
-        if num_labels == 1:
-            return "regression"
-        dtype = labels.dtype if isinstance(labels, torch.Tensor) else torch.as_tensor(labels).dtype
-        integers = not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
-        return "single_label_classification" if integers else "multi_label_classification"
-
-    def _targets(self, labels, shape: torch.Size, dtype: torch.dtype, problem: str) -> torch.Tensor:
-        """Regression's or multi-label's targets, of ``shape`` ((B,) for one output; else exactly the
-        scores', which transformers' losses would broadcast or refuse in torch's words), on the model's
-        device; integer or boolean ones (0 and 1 per label) in the scores' ``dtype``, the same numbers."""
-        tensor = torch.as_tensor(labels)
-        if tensor.dtype.is_complex:
-            raise InputTypeError(f"labels must be real numbers, got dtype {tensor.dtype}")
-        if tensor.numel() != math.prod(shape) or (len(shape) == 2 and tensor.shape != shape):
-            meaning = "a score per text" if problem == "regression" else "0 or 1 per text and label"
-            raise ValueError(f"labels has shape {tuple(tensor.shape)}; for these inputs {problem} takes "
-                             f"{tuple(shape)}: {meaning}")  # fmt: skip
-        tensor = tensor.to(self.device)
-        return tensor if tensor.dtype.is_floating_point else tensor.to(dtype)
 
 
 class BertForTokenClassification(BertWithClassifier):
@@ -391,7 +329,7 @@ class BertForTokenClassification(BertWithClassifier):
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 skip_padding: bool = False) -> HeadOutput:  # fmt: skip
         num_labels = self._checked_num_labels()
-        skip_padding = self._skips_padding(skip_padding, attention_mask, labels)
+        skip_padding = skips_padding(skip_padding, attention_mask, labels)
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                           output_attentions, skip_padding)  # fmt: skip
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
@@ -411,7 +349,10 @@ class BertForQuestionAnswering(BertWithClassifier):
 
     def __init__(self, config: BertConfig):
         super().__init__(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, Labels.of(config, announce=True).num_labels)  # 2: start, end
+        outputs = Labels.of(config, announce=True).num_labels  # 2: start, end (transformers fails at each call)
+        if outputs != 2:
+            raise ValueError(f"BertForQuestionAnswering scores a start and an end: num_labels must be 2, not {outputs}")
+        self.qa_outputs = nn.Linear(config.hidden_size, outputs)
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, start_positions=None,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 import os
 import sys
 import warnings
@@ -269,49 +268,6 @@ def refuse_old_arguments(model, kwargs: dict) -> None:
             "outputs = model(input_ids, token_type_ids=segments, output_hidden_states=True); "
             "encoded_layers = outputs.hidden_states[1:] (hidden_states[0] is the embeddings)"
         )
-
-
-IGNORE_INDEX = -100  # a label at this value (padding, sub-word pieces) adds nothing to a loss, as in transformers
-
-
-def class_ids(labels, name: str, shape: tuple[int, ...], classes: int | None, meaning: str) -> torch.Tensor:
-    """A head's labels (``labels``, ``next_sentence_label``, ``start_positions``, ...) as int64 ids, checked
-    where they were given (a CPU's: no wait for a GPU). Integers of any dtype (int32, uint8, numpy's, a
-    list) are the same ids in int64, returned in ``shape``, the head's scores' (any shape of as many is
-    taken, as transformers flattens them: (B, 1) for (B,)); each in [0, classes) or -100 (no loss); ``classes``
-    None: any integer (question answering's positions, clamped by the head). Anything else is refused
-    before torch's loss meets it, naming ``name`` and ``meaning`` (what the head takes, in words):
-    floats or booleans an ``InputTypeError``, a wrong count or value a ``ValueError``. The values are
-    read where the model runs eagerly (see ``recording_graph``).
-
-    >>> class_ids(torch.tensor([2, 0], dtype=torch.int32), "labels", (2,), 3, "one class id per text")
-    tensor([2, 0])
-    """
-    tensor = _as_tensor(labels, name)
-    if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
-        raise InputTypeError(f"{name} must be integer ids, got dtype {tensor.dtype}: {meaning}")
-    if tensor.numel() != math.prod(shape):
-        raise ValueError(f"{name} has shape {tuple(tensor.shape)}; for these inputs the head takes {shape}: {meaning}")
-    tensor = (tensor if tensor.dtype == torch.int64 else tensor.to(torch.int64)).reshape(shape)
-    if classes is not None and not recording_graph():
-        outside = ((tensor < 0) & (tensor != IGNORE_INDEX)) | (tensor >= classes)  # one pass, one check
-        if bool(outside.any()):
-            raise ValueError(f"{name} contains {int(tensor[outside][0])}; the head takes {meaning}")
-    return tensor
-
-
-def labels_at_padding(attention_mask, labels) -> bool:
-    """Whether a label at a [PAD] position (mask 0; in transformers' extended (B, 1, 1, T) mask, not 0)
-    counts in the loss (is not -100). ``skip_padding`` leaves zeros at [PAD] rows: a head whose loss
-    reads such a label computes them instead. Inputs that do not fit (which the head then refuses,
-    naming them) count as True: every row computed. Never while torch records a graph (True)."""
-    if recording_graph():
-        return True
-    mask, labels = _as_tensor(attention_mask, "attention_mask"), _as_tensor(labels, "labels")
-    if mask.numel() != labels.numel():
-        return True
-    padding = mask != 0 if mask.dim() == 4 else mask == 0
-    return bool((padding.reshape(-1) & (labels.reshape(-1).to(padding.device) != IGNORE_INDEX)).any())
 
 
 @functools.cache

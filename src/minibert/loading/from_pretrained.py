@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 
 from ..config import BertConfig
-from ..config_fields import CALL_DEFAULTS, LABEL_FIELDS
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
 from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
+from .config_fields import CALL_DEFAULTS, LABEL_FIELDS
 from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head

@@ -37,9 +37,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config_fields import LABEL_FIELDS
 from ..errors import QuantizationError
 from ..inputs import AS_ASKED
+from ..loading.config_fields import LABEL_FIELDS
 from .cache import cache_key, read_cache, write_cache
 from .cpu import cpu_name
 from .int8 import (

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from torch import nn
 
-from ..config_fields import LABEL_FIELDS  # the config fields from_pretrained replaces
 from ..errors import QuantizationError
+from ..loading.config_fields import LABEL_FIELDS  # the config fields from_pretrained replaces
 
 
 def float32_twin(model: nn.Module) -> nn.Module:
