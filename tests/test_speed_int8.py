@@ -21,13 +21,18 @@ from minibert.speed.packed_linear import AppliedBy
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
 
 
+def _saved(tmp_path_factory, model_class, seed: int, name: str):
+    """A small random ``model_class`` (TINY) saved as a checkpoint, drawn from ``seed``."""
+    torch.manual_seed(seed)
+    directory = tmp_path_factory.mktemp(name)
+    model_class(BertConfig(**TINY)).eval().save_pretrained(directory)
+    return directory
+
+
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     """A small random BertModel saved as a checkpoint (no vocabulary: calibrated on random ids)."""
-    torch.manual_seed(0)
-    directory = tmp_path_factory.mktemp("tiny")
-    BertModel(BertConfig(**TINY)).eval().save_pretrained(directory)
-    return directory
+    return _saved(tmp_path_factory, BertModel, 0, "tiny")
 
 
 @pytest.fixture
@@ -108,10 +113,7 @@ def test_saving_an_int8_model_writes_the_float32_checkpoint(tiny_dir, own_cache,
 
 @pytest.fixture(scope="module")
 def tiny_classifier_dir(tmp_path_factory):
-    torch.manual_seed(1)
-    directory = tmp_path_factory.mktemp("tiny-classifier")
-    BertForSequenceClassification(BertConfig(**TINY)).eval().save_pretrained(directory)
-    return directory
+    return _saved(tmp_path_factory, BertForSequenceClassification, 1, "tiny-classifier")
 
 
 def _changed(model):
