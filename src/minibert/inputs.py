@@ -93,7 +93,7 @@ def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None, p
 
 def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_type_ids=None):
     """(input_ids, attention_mask, token_type_ids) as tensors of shape (B, T), checked."""
-    input_ids = _as_int64(_as_tensor(input_ids, "input_ids"), "input_ids")
+    input_ids = _as_int64(as_tensor(input_ids, "input_ids"), "input_ids")
     if input_ids.dim() == 1:
         input_ids = input_ids.unsqueeze(0)  # one sequence: add the batch dimension
     if input_ids.dim() != 2:
@@ -125,7 +125,7 @@ def _per_token(attention_mask, input_ids: torch.Tensor):
     0 it stands for. Any other mask with more than two dimensions (a mask per query, (B, T, T) or
     (B, 1, T, T); other additive values, which weigh keys rather than hide them; a boolean one, which
     transformers' eager and sdpa attention read differently) is a ValueError saying what is taken."""
-    mask = _as_tensor(attention_mask, "attention_mask")
+    mask = as_tensor(attention_mask, "attention_mask")
     if mask.dim() <= 2:
         return mask
     batch, tokens = input_ids.shape
@@ -147,14 +147,14 @@ def choices_as_rows(input_ids, *others) -> tuple[int, list]:
     output, ragged lists, a tensor of another shape). ``others`` (attention_mask, token_type_ids,
     position_ids) may be None; position_ids may also be (T,) for every row, as the encoder takes it.
     Returns C and the rows."""
-    input_ids = _as_int64(_as_tensor(input_ids, "input_ids"), "input_ids")
+    input_ids = _as_int64(as_tensor(input_ids, "input_ids"), "input_ids")
     if input_ids.dim() != 3 or 0 in input_ids.shape:
         shape = tuple(input_ids.shape)
         raise ValueError(f"input_ids must have shape (batch, choices, tokens), each at least 1, got {shape}")
     tokens = input_ids.shape[-1]
     rows = [input_ids.reshape(-1, tokens)]  # (B, C, T) -> (B·C, T)
     for name, value in zip(("attention_mask", "token_type_ids", "position_ids"), others):
-        tensor = None if value is None else _as_tensor(value, name)
+        tensor = None if value is None else as_tensor(value, name)
         if tensor is None or name == "position_ids" and tensor.shape in ((tokens,), (1, tokens)):  # (T,): every row's
             rows.append(value)
             continue
@@ -166,7 +166,7 @@ def choices_as_rows(input_ids, *others) -> tuple[int, list]:
 
 def _position_ids(config: BertConfig, position_ids, input_ids: torch.Tensor) -> torch.Tensor:
     """transformers' ``position_ids``: (B, T), or (T,) / (1, T) for every row, each in [0, max_position_embeddings)."""
-    positions = _as_int64(_as_tensor(position_ids, "position_ids"), "position_ids")
+    positions = _as_int64(as_tensor(position_ids, "position_ids"), "position_ids")
     if positions.dim() == 1:
         positions = positions.unsqueeze(0)
     batch, tokens = input_ids.shape
@@ -310,7 +310,9 @@ def _check_range(ids: torch.Tensor, name: str, limit: int, allowed: str) -> None
         raise ValueError(f"{name} contains {low if low < 0 else high}, outside {allowed}")
 
 
-def _as_tensor(value, name: str) -> torch.Tensor:
+def as_tensor(value, name: str) -> torch.Tensor:
+    """``value`` (a tensor, or a nested list of ints) as a tensor; text, rows of different lengths
+    or anything else torch cannot read is refused with an error naming ``name``."""
     if isinstance(value, torch.Tensor):
         return value
     _refuse_text(value, name)
@@ -328,7 +330,7 @@ def _as_tensor(value, name: str) -> torch.Tensor:
 
 def _like_input_ids(value, name: str, input_ids: torch.Tensor) -> torch.Tensor:
     """``value`` as a tensor of the same (B, T) shape as input_ids, or a ValueError naming both."""
-    tensor = _as_tensor(value, name)
+    tensor = as_tensor(value, name)
     if tensor.dim() == 1:
         tensor = tensor.unsqueeze(0)
     if tensor.shape != input_ids.shape:

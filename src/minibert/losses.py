@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .errors import InputTypeError
-from .inputs import _as_tensor, recording_graph
+from .inputs import as_tensor, recording_graph
 
 IGNORE_INDEX = -100  # a label at this value (padding, sub-word pieces) adds nothing to a loss, as in transformers
 
@@ -35,7 +35,7 @@ def class_ids(labels, name: str, shape: tuple[int, ...], classes: int | None, me
     >>> class_ids(torch.tensor([2, 0], dtype=torch.int32), "labels", (2,), 3, "one class id per text")
     tensor([2, 0])
     """
-    tensor = _as_tensor(labels, name)
+    tensor = as_tensor(labels, name)
     if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
         raise InputTypeError(f"{name} must be integer ids, got dtype {tensor.dtype}: {meaning}")
     if tensor.numel() != math.prod(shape):
@@ -64,7 +64,7 @@ def labels_at_padding(attention_mask, labels) -> bool:
     naming them) count as True: every row computed. Never while torch records a graph (True)."""
     if recording_graph():
         return True
-    mask, labels = _as_tensor(attention_mask, "attention_mask"), _as_tensor(labels, "labels")
+    mask, labels = as_tensor(attention_mask, "attention_mask"), as_tensor(labels, "labels")
     if mask.numel() != labels.numel():
         return True
     padding = mask != 0 if mask.dim() == 4 else mask == 0
