@@ -164,3 +164,22 @@ def test_an_empty_write_features_is_a_usage_error_not_a_run_in_the_current_folde
 def test_pretraining_data_refuses_an_empty_name_among_its_outputs_as_a_usage_error(output, tmp_path):
     result = run_minibert("pretraining-data", "--input", "t.txt", "--vocab", "v.txt", "--output", output)
     assert result.returncode == 2 and "argument --output: names an empty file in" in result.stderr, result.stderr
+
+
+def test_a_list_flag_given_twice_joins_its_lists():
+    """argparse's default for `nargs="+"` keeps the last list only: `vocab --input a.txt --input b.txt`
+    learned from b.txt alone, without a word. Every list flag extends instead."""
+    dropping = [f"{name} {action.option_strings[0]}" for name, sub in _commands().items() for action in sub._actions
+                if action.option_strings and action.nargs in ("+", "*")
+                and not isinstance(action, argparse._ExtendAction)]  # fmt: skip
+    assert not dropping, f"given twice, these keep only the last list: {dropping}"
+    parser = cli.build_parser()
+    assert parser.parse_args(["vocab", "--input", "a", "--input", "b", "c", "--output", "o"]).input == ["a", "b", "c"]
+    argv = ["pretraining-data", "--input", "a", "--input", "b", "--vocab", "v", "--output", "o"]
+    assert parser.parse_args(argv).input == ["a", "b"]
+    argv = ["pretrain", "--data", "a", "--data", "b", "--output", "o", "--steps", "1", "--batch-size", "1"]
+    argv += ["--init", "m"]
+    assert parser.parse_args(argv).data == ["a", "b"]
+    assert parser.parse_args(["fill-mask", "a [MASK]", "--targets", "x", "--targets", "y"]).targets == ["x", "y"]
+    assert parser.parse_args(["fill-mask", "a [MASK]"]).targets is None
+    assert parser.parse_args(["vocab", "--input", "a", "--output", "o"]).special_tokens is None

@@ -92,3 +92,23 @@ def test_a_vocabulary_save_that_fails_puts_the_removed_tokenizer_json_back(tmp_p
         save_vocabulary(folder, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "new"])
     monkeypatch.undo()
     assert {path.name: path.read_text() for path in folder.iterdir()} == old
+
+
+def test_a_vocabulary_without_pad_and_mask_has_no_id_past_its_end_in_either_library(tmp_path):
+    """Special tokens without [PAD] and [MASK] (`minibert vocab --special-tokens [UNK] [CLS] [SEP]`):
+    tokenizer_config.json says those roles are none (null), as transformers itself saves them, so
+    transformers adds no [PAD]/[MASK] of its own past the end of vocab.txt (it did: ids 33 and 34 of a
+    33-piece vocabulary) and gives minibert's ids; saved again by minibert, the same."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("hello world hello world\nthe cat the cat\n", encoding="utf-8")
+    pieces = train_wordpiece([corpus], 100, special_tokens=["[UNK]", "[CLS]", "[SEP]"])
+    save_vocabulary(tmp_path, pieces)
+    text = "hello [MASK] world [PAD]"
+    for folder in (tmp_path, tmp_path / "saved-again"):
+        ours = BertTokenizer.from_pretrained(str(folder))
+        theirs = transformers.AutoTokenizer.from_pretrained(str(folder))
+        assert len(theirs) == len(ours) == len(pieces)
+        assert theirs.pad_token is None and theirs.mask_token is None
+        assert theirs(text)["input_ids"] == ours(text)["input_ids"]
+        assert max(theirs(text)["input_ids"]) < len(pieces)
+        ours.save_pretrained(str(tmp_path / "saved-again"))

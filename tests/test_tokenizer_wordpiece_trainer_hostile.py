@@ -214,6 +214,66 @@ def test_a_run_longer_than_the_limit_across_blocks(tmp_path, monkeypatch):
         count_words([path], BasicTokenizer())
 
 
+# Whitespace beyond ASCII (each category Zs or Zl/Zp: str.split() and tokenizers split there, and
+# BERT's cleaning keeps it): it ends a run as " " does, and the refusal does not depend on the blocks.
+UNICODE_SPACES = ["\u3000", "\xa0", "\u2028", "\u2029", "\u2009", "\u1680", "\u202f", "\u205f"]
+
+
+@pytest.mark.parametrize("space", UNICODE_SPACES + [" "], ids=lambda space: f"U+{ord(space):04X}")
+def test_unicode_whitespace_ends_a_run_wherever_the_blocks_fall(tmp_path, monkeypatch, space):
+    monkeypatch.setattr(word_counts_module, "MAX_RUN_CHARS", 8)
+    words = ["日本語", "abcdefgh", "éa\x0bb", "x", "Ünï", "zz,yy"] * 7  # "éa\x0bb": 4 characters once \x0b is deleted
+    allowed = corpus(tmp_path, "first line\n" + space.join(words) + "\n", "allowed.txt")
+    refused = corpus(tmp_path, "first line\n" + space.join(words + ["y" * 9] + words) + "\n", "refused.txt")
+    for block_bytes in (1, 2, 3, 5, 7, 64, 1 << 20):
+        monkeypatch.setattr(word_counts_module, "BLOCK_BYTES", block_bytes)
+        assert count_words([allowed], BasicTokenizer()) == reference_word_counts([allowed]), block_bytes
+        with pytest.raises(CorpusError, match="refused.txt, line 2: more than 8 characters without whitespace"):
+            count_words([refused], BasicTokenizer())
+
+
+def test_a_megabyte_line_of_words_between_ideographic_spaces(tmp_path):
+    """1.5 million characters on one line, in words of two separated by U+3000 (as Japanese text may
+    be): learned as tokenizers learns it, not refused as a run without whitespace."""
+    line = "\u3000".join(("東京", "大阪", "言葉", "ab")[index % 4] for index in range(500_000))
+    path = corpus(tmp_path, line + "\n")
+    assert len(line) > MAX_RUN_CHARS
+    assert count_words([path], BasicTokenizer()) == reference_word_counts([path])
+    assert train_wordpiece([path], 100) == reference_vocabulary([path], 100)
+
+
+# ----------------------------------------------------------------------------- which files
+
+
+def test_one_path_is_one_file_as_tokenizers_takes_it(tmp_path, monkeypatch):
+    """tokenizers' train(files) takes one path as a list of one; so does train_wordpiece (a str was
+    read as a list of its characters: "input c is a directory", where a folder c/ exists)."""
+    monkeypatch.chdir(tmp_path)
+    path = corpus(tmp_path, TEXT)
+    (tmp_path / "c").mkdir()
+    expected = train_wordpiece(["corpus.txt"], 60, min_frequency=1)
+    assert train_wordpiece("corpus.txt", 60, min_frequency=1) == expected
+    assert train_wordpiece(Path("corpus.txt"), 60, min_frequency=1) == expected
+    assert train_wordpiece(path, 60, min_frequency=1) == expected
+
+
+@pytest.mark.parametrize("files", [[], ()], ids=["list", "tuple"])
+def test_no_input_file_is_a_clear_error(files):
+    with pytest.raises(ValueError, match="no input file given"):
+        train_wordpiece(files, 100)
+
+
+def test_input_given_twice_reads_the_files_of_both(tmp_path):
+    """`--input a --input b` learns from a and b, as `--input a b` does (argparse kept only b)."""
+    first = corpus(tmp_path, "alpha beta alpha beta\n", "a1.txt")
+    second = corpus(tmp_path, "gamma delta gamma delta\n", "a2.txt")
+    result = vocab(tmp_path, "--input", str(first), "--input", str(second), "--vocab-size", "100")
+    assert result.returncode == 0, result.stderr
+    written = (result.output / "vocab.txt").read_text().splitlines()
+    assert {"alpha", "beta", "gamma", "delta"} <= set(written)
+    assert written == train_wordpiece([first, second], 100)
+
+
 # ----------------------------------------------------------------------------- sizes and limits
 
 

@@ -115,8 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument(
         "--top-k", type=positive_int, default=5, help="pieces to show per [MASK], most likely first (default 5)"
     )
-    fill.add_argument("--targets", nargs="+", metavar="WORD", help="only these pieces (a word not in the vocabulary: "
-                      "its first piece, with a warning), as the pipeline's targets")  # fmt: skip
+    fill.add_argument("--targets", nargs="+", action="extend", metavar="WORD",
+                      help="only these pieces (a word not in the vocabulary: its first piece, with a warning), as "
+                           "the pipeline's targets")  # fmt: skip
     fill.set_defaults(run=cmd_fill_mask)
 
     nsp = commands.add_parser("next-sentence", parents=[common], help="probability that B follows A")

@@ -30,7 +30,8 @@ def add_parser(commands, parents: list) -> None:
         "same text, vocabulary, flags and seed. All documents are held in memory (as in Google's script): for a "
         "big corpus run one process per input shard.",
     )
-    command.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files, read in order")
+    command.add_argument("--input", nargs="+", action="extend", required=True, metavar="FILE",
+                         help="text files, read in order (--input given again adds its files)")  # fmt: skip
     command.add_argument("--vocab", required=True, help="the vocab.txt the model will be trained with")
     command.add_argument("--output", required=True, type=output_names, help="the TFRecord file, or several joined "
                          "by commas (instances go round-robin over them)")  # fmt: skip

@@ -27,7 +27,9 @@ def add_parser(commands, parents: list) -> None:
         parents=parents,
         help="learn a WordPiece vocabulary from text files (as tokenizers' BertWordPieceTokenizer.train)",
     )
-    vocab.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    # action="extend": `--input a.txt --input b.txt` reads both (argparse's default keeps the last list only)
+    vocab.add_argument("--input", nargs="+", action="extend", required=True, metavar="FILE",
+                       help="UTF-8 text files (all of them, also where --input is given again)")  # fmt: skip
     vocab.add_argument("--output", required=True, metavar="DIR", type=output_name,
                        help="an existing directory: gets vocab.txt and tokenizer_config.json")  # fmt: skip
     vocab.add_argument("--vocab-size", type=positive_int, default=30_000, metavar="N",
@@ -40,8 +42,9 @@ def add_parser(commands, parents: list) -> None:
     # (The default is the trainer's DEFAULT_SPECIAL_TOKENS, read when the command runs: importing the
     # tokenizer to build the parser would slow every command. tests/test_tokenizer_wordpiece_trainer.py
     # checks this help.)
-    vocab.add_argument("--special-tokens", nargs="+", default=None, metavar="TOKEN",
-                       help="the first ids, in this order (default: [PAD] [UNK] [CLS] [SEP] [MASK])")  # fmt: skip
+    vocab.add_argument("--special-tokens", nargs="+", action="extend", default=None, metavar="TOKEN",
+                       help="the first ids, in this order (default: [PAD] [UNK] [CLS] [SEP] [MASK]); a role "
+                            "([PAD], [MASK]) left out is saved as none, so that no library adds it")  # fmt: skip
     vocab.set_defaults(run=cmd_vocab)
 
 

@@ -87,7 +87,10 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
             gap = next(i for i, index in enumerate(ids) if i != index)
             raise ValueError(f"cannot write vocab.txt: {tokenizer.vocab_file}'s vocabulary has no piece with id {gap}")
         vocab_bytes = "".join(pieces[index] + "\n" for index in ids).encode("utf-8")
-    specials = {name: getattr(tokenizer, name) for name in SPECIAL_TOKEN_NAMES}
+    # A role with no id (a vocabulary without [PAD] or [MASK]) is written as null, as transformers writes
+    # it: a name there would make transformers add that token past the end of vocab.txt.
+    specials = {name: getattr(tokenizer, name) if getattr(tokenizer, f"{name}_id") is not None else None
+                for name in SPECIAL_TOKEN_NAMES}  # fmt: skip
     if tokenizer.additional_special_tokens:
         specials["additional_special_tokens"] = list(tokenizer.additional_special_tokens)
     added = {str(index): token.as_json() for index, token in tokenizer.added_tokens_decoder.items()}
@@ -104,10 +107,11 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
         **specials,
         **({"added_tokens_decoder": added} if tokenizer.added.tokens else {}),
     }
+    named = {name: token for name, token in specials.items() if token is not None}  # (the map names tokens)
     files = {
         "vocab.txt": vocab_bytes,
         "tokenizer_config.json": (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-        "special_tokens_map.json": (json.dumps(specials, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+        "special_tokens_map.json": (json.dumps(named, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     }
     return files
 

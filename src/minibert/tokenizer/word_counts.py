@@ -43,15 +43,17 @@ MAX_RUN_CHARS = 1_000_000  # a longer run of text without whitespace is refused
 # piece. (Every other character str.split() splits at, BERT turns into a space; a test checks this.)
 _SPLIT_BUT_DELETED = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
 _SPLIT_BUT_DELETED_TABLE = dict.fromkeys(map(ord, "\x0b\x0c\x1c\x1d\x1e\x1f\x85"))
-_WHITESPACE = (" ", "\n", "\t", "\r")  # where a block may be cut: BERT splits there
+# Once those are deleted, whitespace is what str.split() splits at (str.isspace(): " ", "\t", "\n",
+# U+00A0, U+3000, U+2028, ...): a block is cut, and a run of text measured, at exactly those.
 
 Progress = Callable[[str], None]
 
 
 def count_words(
-    files: Iterable[str | os.PathLike], basic: BasicTokenizer, progress: Progress | None = None
+    files: str | os.PathLike | Iterable[str | os.PathLike], basic: BasicTokenizer, progress: Progress | None = None
 ) -> Counter[str]:
     """{word: number of occurrences} over all ``files`` (UTF-8 text), words as ``basic`` makes them.
+    One path (a str or a ``pathlib.Path``) is one file, as ``tokenizers``' ``train(files)`` takes it.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "corpus.txt"
@@ -59,7 +61,7 @@ def count_words(
     >>> count_words([path], BasicTokenizer(do_lower_case=True))
     Counter({'the': 2, 'cat': 2, '.': 1, '!': 1})
     """
-    files = list(files)
+    files = input_files(files)
     total_bytes = sum(_size(path) for path in files)
     pieces: Counter[str] = Counter()
     done = 0
@@ -77,6 +79,18 @@ def count_words(
         raise CorpusError(f"no words in {', '.join(map(str, files))}: the corpus is empty (or only whitespace "
                           "and control characters)")  # fmt: skip
     return words
+
+
+def input_files(files: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str | os.PathLike]:
+    """``files`` as a list: one path is a list of one (not of its characters); none is a ValueError.
+
+    >>> input_files("corpus.txt"), input_files(("a.txt", "b.txt"))
+    (['corpus.txt'], ['a.txt', 'b.txt'])
+    """
+    files = [files] if isinstance(files, (str, os.PathLike)) else list(files)
+    if not files:
+        raise ValueError("no input file given: files is empty (give a path, or a list of paths)")
+    return files
 
 
 def _size(path: str | os.PathLike) -> int:
@@ -108,27 +122,42 @@ def _count_pieces(path: str | os.PathLike, pieces: Counter[str]) -> Iterable[int
                     check.finish()
                 pending = decoder.getstate()[0]  # bytes of a character the last block cut
                 try:
-                    text = carried + decoder.decode(block, final=not block)
+                    text = carried + _deleted(decoder.decode(block, final=not block))
                 except UnicodeDecodeError as error:
                     where = line + (pending + block)[: error.start].count(b"\n")
                     raise CorpusError(f"{path}, line {where}: not UTF-8 text ({error.reason})") from None
                 if not block:
                     _add_pieces(text, pieces, path, line)
                     return
-                cut = max(text.rfind(space) for space in _WHITESPACE)  # -1: no whitespace at all
+                cut = len(text) - len(_last_run(text))  # where the run the text ends with starts
                 if len(text) - cut > MAX_RUN_CHARS:  # the carried run is too long already
-                    _refuse_long_run(path, line + text[: cut + 1].count("\n"))
-                _add_pieces(text[: cut + 1], pieces, path, line)
-                carried = text[cut + 1 :]
+                    _refuse_long_run(path, line + text[:cut].count("\n"))
+                _add_pieces(text[:cut], pieces, path, line)
+                carried = text[cut:]
                 line += block.count(b"\n")
                 yield len(block)
     except OSError as error:
         raise CorpusError(f"cannot read input file {path}: {error.strerror}") from None
 
 
+def _deleted(text: str) -> str:
+    """``text`` without the control characters BERT's cleaning deletes but str.split() splits at."""
+    return text.translate(_SPLIT_BUT_DELETED_TABLE) if _SPLIT_BUT_DELETED.search(text) else text
+
+
+def _last_run(text: str) -> str:
+    """The characters after the last whitespace of ``text`` ("" if it ends with whitespace, all of it
+    if it has none): the start of a piece that may go on in the next block.
+
+    >>> _last_run("ab cd"), _last_run("ab\u3000cd"), _last_run("ab "), _last_run("abcd")
+    ('cd', 'cd', '', 'abcd')
+    """
+    if not text or text[-1].isspace():
+        return ""
+    return text.rsplit(None, 1)[-1]  # (rsplit scans from the end: the last piece, then its whitespace)
+
+
 def _add_pieces(text: str, pieces: Counter[str], path, line: int) -> None:
-    if _SPLIT_BUT_DELETED.search(text):
-        text = text.translate(_SPLIT_BUT_DELETED_TABLE)
     split = text.split()
     if split and max(map(len, split)) > MAX_RUN_CHARS:
         longest = max(split, key=len)

@@ -73,7 +73,7 @@ _RIGHT = 1 << 32  # a pair (left, right) of piece ids is the int left * _RIGHT +
 
 
 def train_wordpiece(
-    files: Iterable[str | os.PathLike],
+    files: str | os.PathLike | Iterable[str | os.PathLike],
     vocab_size: int = 30_000,
     *,
     min_frequency: int = 2,
@@ -83,7 +83,8 @@ def train_wordpiece(
     progress: Progress | None = None,
 ) -> list[str]:
     """The WordPiece vocabulary of text files, as ``tokenizers``' ``BertWordPieceTokenizer.train``
-    learns it (same defaults): the list of pieces, id = position.
+    learns it (same defaults): the list of pieces, id = position. ``files``: a list of paths, or one
+    path (a str or ``pathlib.Path``, as tokenizers takes it).
 
     ``lowercase=False`` for a cased vocabulary (no lowercasing, no accent stripping).
     ``progress``, if given, is called with a line of text now and then.
@@ -317,8 +318,12 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
     ``BertTokenizer.from_pretrained`` and transformers' ``AutoTokenizer`` load it with the casing it
     was learned with.
 
-    The config names the special tokens' roles ([UNK], [SEP], [PAD], [CLS], [MASK], those the
-    vocabulary has) and ``model_max_length`` 512 (BERT's positions)."""
+    The config names the special tokens' roles ([UNK], [SEP], [PAD], [CLS], [MASK]) and
+    ``model_max_length`` 512 (BERT's positions). A role whose token the pieces lack (``[PAD]`` and
+    ``[MASK]`` when the special tokens leave them out) is written as ``null``: transformers would
+    otherwise fall back to its default ``[PAD]``/``[MASK]`` and add them past the end of vocab.txt,
+    ids a model of this vocabulary cannot embed, where minibert (and ``tokenizers``) read them as
+    ``[UNK]``."""
     directory = Path(directory)
     check_vocabulary_folder(directory)
     roles = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
@@ -329,7 +334,7 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
         "strip_accents": None,  # follows do_lower_case, as in tokenizers' BertWordPieceTokenizer
         "tokenize_chinese_chars": True,
         "model_max_length": 512,
-        **{role: token for role, token in roles.items() if token in pieces},
+        **{role: token if token in pieces else None for role, token in roles.items()},
     }
     vocab_file, config_file = (directory / name for name in VOCABULARY_FILES)
     files = {  # a new vocab.txt beside an old config would tokenize with the old casing

@@ -62,8 +62,8 @@ class PretrainOptions:
     """The flags of ``minibert pretrain``; defaults are Google's (run_pretraining.py, optimization.py)."""
 
     data: list[str] = field(metadata=option(  # TFRecord files (create_pretraining_data.py / minibert pretraining-data)
-        "TFRecord files of instances (minibert pretraining-data; Google's script)", nargs="+", required=True,
-        metavar="FILE"))  # fmt: skip
+        "TFRecord files of instances (minibert pretraining-data; Google's script)", nargs="+", action="extend",
+        required=True, metavar="FILE"))  # fmt: skip
     output: str = field(metadata=option(
         "the run directory (a hub-layout checkpoint at every save)", required=True, type=output_name))  # fmt: skip
     steps: int = field(metadata=option(  # (a --warmup-steps beyond it is allowed, as Google's, and warned of)
