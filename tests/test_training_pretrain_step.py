@@ -237,3 +237,44 @@ def test_bf16_autocast_trains_with_the_loss_bf16_allows(four_steps, tmp_path):
     print(f"\nfirst-step loss: fp32 {losses['fp32']:.6f}, bf16 {losses['bf16']:.6f}")
     assert losses["bf16"] != losses["fp32"]  # autocast did run in bfloat16
     assert abs(losses["bf16"] - losses["fp32"]) <= 0.02 * losses["fp32"]
+
+
+def test_records_without_predictions_train_next_sentence_alone_as_google(tmp_path):
+    """Google's script with --max_predictions_per_seq=0 writes the three masked-LM features empty
+    (TensorFlow reads them with FixedLenFeature([0])). minibert refused them ("has 0 values, expected
+    0"); run_pretraining.py trains on them, its masked-LM loss Σ w·CE / (Σ w + 1e-5) = 0: the step's
+    loss is the next-sentence loss alone, here on transformers' model."""
+    from minibert.heads import BertForPreTraining
+    from minibert.training.tasks.tfrecord_instances import read_instances
+    from tf_reference import run_reference
+
+    words = [line.strip() for line in open(f"{TINY}/vocab.txt", encoding="utf-8")][5:60]
+    sentences = [" ".join(words[(7 * i + j) % len(words)] for j in range(3 + i % 4)) + " ." for i in range(24)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(sentences[i : i + 4]) for i in range(0, 24, 4)) + "\n", encoding="utf-8")
+    data = tmp_path / "google.tfrecord"
+    flags = {"input_file": str(corpus), "vocab_file": f"{TINY}/vocab.txt", "output_file": str(data),
+             "max_seq_length": 16, "max_predictions_per_seq": 0, "dupe_factor": 2, "random_seed": 3,
+             "do_lower_case": True, "masked_lm_prob": 0.15, "short_seq_prob": 0.1}  # fmt: skip
+    [result] = run_reference({"script": None, "jobs": [{"mode": "create", "flags": flags, "name": "p0"}]})
+    assert result["error"] is None, result["error"]
+    [google] = result["instances"]  # as TensorFlow parses them
+    instances = read_instances([data], BertForPreTraining.from_pretrained(TINY).config)
+    assert instances.predictions == 0 and len(instances) == len(google) >= 8
+    assert instances.arrays["input_ids"].tolist() == [example["input_ids"] for example in google]
+
+    count = len(google)
+    run = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(tmp_path / "run"), "--steps",
+                       "1", "--batch-size", str(count), "--dropout", "0")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    [record] = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    reference = transformers.BertForPreTraining.from_pretrained(TINY, attn_implementation="eager").eval()
+    arrays = {name: [example[name] for example in google] for name in google[0]}
+    batch = {name: torch.tensor(values, dtype=torch.float32 if name == "masked_lm_weights" else torch.long)
+             for name, values in arrays.items()}  # fmt: skip
+    assert batch["masked_lm_positions"].shape == (count, 0)
+    batch["next_sentence_labels"] = batch["next_sentence_labels"][:, 0]
+    with torch.no_grad():
+        expected = google_losses(reference, batch).item()
+    assert record["mlm_loss"] == 0.0
+    assert record["loss"] == pytest.approx(expected, rel=1e-5) and record["nsp_loss"] == record["loss"]

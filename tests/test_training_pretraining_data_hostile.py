@@ -8,6 +8,7 @@ the rules every instance must keep. (Equality with Google's script: test_trainin
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -113,7 +114,7 @@ CASES = {
     ),  # fmt: skip
     "output directory is a file": (
         lambda f: _args(f, output=str(f["corpus"] / "t.tfrecord")),
-        "corpus.txt is a file, not a directory",
+        "corpus.txt' is a file, not a directory",  # quoted (repr)
     ),  # fmt: skip
     "output is the input": (lambda f: _args(f, output=str(f["corpus"])), "is the input file"),
     "output is the vocab": (lambda f: _args(f, output=str(f["vocab"])), "is the vocabulary file"),
@@ -191,8 +192,13 @@ OUT_OF_LIMITS = {
     "max-seq-length 10^21": (["--max-seq-length", "1" + "0" * 21], "--max-seq-length: must be a whole number from 5"),
     "max-predictions 10^21": (["--max-predictions-per-seq", "1" + "0" * 21],
                               "--max-predictions-per-seq: must be a whole number from 1 to 8192"),
+    # the rule: not above the larger of --max-seq-length and Google's default 20 (20 > 10 is accepted)
     "max-predictions above the length": (["--max-seq-length", "32", "--max-predictions-per-seq", "33"],
-                                         "--max-predictions-per-seq 33 is more than --max-seq-length 32"),
+                                         "--max-predictions-per-seq 33 is more than 32, the larger of "
+                                         "--max-seq-length (32) and Google's default 20"),
+    "max-predictions above 20, length 10": (["--max-seq-length", "10", "--max-predictions-per-seq", "21"],
+                                            "--max-predictions-per-seq 21 is more than 20, the larger of "
+                                            "--max-seq-length (10) and Google's default 20"),
     "dupe-factor 101": (["--dupe-factor", "101"], "--dupe-factor: must be a whole number from 1 to 100, got 101"),
     "dupe-factor 10^20": (["--dupe-factor", "1" + "0" * 20], "--dupe-factor: must be a whole number from 1 to 100"),
     "masked-lm-prob 0": (["--masked-lm-prob", "0"], "--masked-lm-prob: must be a number above 0 and at most 1, got 0"),
@@ -238,6 +244,42 @@ def test_the_library_raises_documented_errors(files):
         _write(files["vocab"], "")
         create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])
     assert not list(files["out"].iterdir())
+
+
+def test_the_library_checks_its_arguments_as_the_command_does(files):
+    """What the command's parser rules out is a DataError naming the argument, before anything is
+    read: "False" for do_lower_case lowercased (any truthy value did), and a bad invalid_utf8 was a
+    ValueError raised after the vocabulary was loaded."""
+    out = files["out"] / "t.tfrecord"
+    for name, value in [("do_lower_case", "False"), ("do_lower_case", 0), ("preserve_unused_tokens", "no"),
+                        ("preserve_unused_tokens", None)]:  # fmt: skip
+        with pytest.raises(DataError, match=f"^{name} must be True or False, got {value!r}$"):
+            create_pretraining_data([files["corpus"]], files["vocab"], [out], **{name: value})
+    with pytest.raises(DataError, match=r"^invalid_utf8 must be one of \('error', 'ignore'\), got 'replace'$"):
+        create_pretraining_data([files["corpus"]], files["dir"] / "missing-vocab.txt", [out], invalid_utf8="replace")
+    for inputs, outputs, problem in [(b"corpus.txt", [out], "input_files must be a path or a list of paths, got bytes"),
+                                     ([files["corpus"]], [out, 3], "output_files must be paths (str or Path), got 3")]:
+        with pytest.raises(DataError, match=f"^{re.escape(problem)}$"):
+            create_pretraining_data(inputs, files["vocab"], outputs)
+    assert not list(files["out"].iterdir())
+
+
+def test_one_path_is_one_file_as_a_list_of_one(files, monkeypatch):
+    """A str was a Sequence of one-character paths: output "xy" wrote shards "x" and "y"."""
+    monkeypatch.chdir(files["out"])
+    create_pretraining_data([files["corpus"]], files["vocab"], ["listed.tfrecord"])
+    for name, make in [("xy", str), ("path.tfrecord", Path)]:
+        summary = create_pretraining_data(make(files["corpus"]), make(files["vocab"]), make(name))
+        assert len(summary.per_file) == 1 and (files["out"] / name).read_bytes() == Path("listed.tfrecord").read_bytes()
+    assert sorted(os.listdir(files["out"])) == ["listed.tfrecord", "path.tfrecord", "xy"]
+
+
+def test_a_stray_space_in_the_output_list_shows_in_the_quoted_directory(files):
+    """--output "a.tfrecord, b.tfrecord": the second directory starts with a space; unquoted, the
+    message read "the directory out does not exist" beside an existing out."""
+    result = run(*_args(files, output=f"{files['out']}/a.tfrecord, {files['out']}/b.tfrecord"))
+    assert f"the directory ' {files['out']}' does not exist" in result.stderr, result.stderr
+    assert result.returncode == 1 and not list(files["out"].iterdir())
 
 
 # --- inputs at their limits that are not errors ---------------------------------------------------
@@ -355,6 +397,22 @@ def test_cli_writes_round_robin_shards_with_the_umask(files):
     for index, shard in enumerate(shards):
         assert [example["input_ids"].tolist() for example in read_examples(shard)] == everything[index::3]
         assert os.stat(shard).st_mode & 0o777 == 0o640
+
+
+def test_the_tokenizer_pretraining_data_and_vocab_do_not_load_torch(files):
+    """None of them uses torch: a loading module imported it at the top, and the tokenizer imports
+    that module, so `minibert pretraining-data` took 200 MB more peak memory and seconds longer
+    (docs/pretraining.md's figures). Each runs in a fresh process, torch never imported."""
+    pretraining = _args(files)
+    vocab = ["vocab", "--input", str(files["corpus"]), "--output", str(files["out"]), "--vocab-size", "60",
+             "--min-frequency", "1"]  # fmt: skip
+    code = ("import sys, minibert.tokenizer; from minibert import BertTokenizer; from minibert.apps.cli import main\n"
+            f"assert BertTokenizer({str(files['vocab'])!r})('The cat sat.')['input_ids']\n"
+            "assert 'torch' not in sys.modules, 'the tokenizer imported torch'\n"
+            f"print(main({pretraining!r}), main({vocab!r}), [m for m in sys.modules if m.split('.')[0] == 'torch'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "0 0 []", done.stdout + done.stderr
 
 
 def test_import_minibert_and_the_cli_do_not_load_the_training_room():

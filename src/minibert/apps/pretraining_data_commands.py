@@ -57,9 +57,11 @@ def cmd_pretraining_data(args) -> None:
 
     outputs = args.output.split(",")  # (none empty: the flag's type, output_names)
     default = InstanceOptions().max_predictions_per_seq  # Google's 20 stays allowed with a shorter --max-seq-length
-    if args.max_predictions_per_seq > max(args.max_seq_length, default):
-        raise CommandError(f"--max-predictions-per-seq {args.max_predictions_per_seq} is more than --max-seq-length "
-                           f"{args.max_seq_length}: an instance cannot have more predictions than pieces")  # fmt: skip
+    most = max(args.max_seq_length, default)
+    if args.max_predictions_per_seq > most:
+        raise CommandError(f"--max-predictions-per-seq {args.max_predictions_per_seq} is more than {most}, the larger "
+                           f"of --max-seq-length ({args.max_seq_length}) and Google's default {default}: an instance "
+                           "has fewer pieces than --max-seq-length to predict")  # fmt: skip
     options = InstanceOptions(**values_of(args, InstanceOptions))
     summary = create_pretraining_data(args.input, args.vocab, outputs, options, args.random_seed,
                                       do_lower_case=not args.cased, invalid_utf8=args.invalid_utf8,

@@ -25,8 +25,6 @@ the reason, never dropped:
 
 from __future__ import annotations
 
-import torch
-
 from .hub import HubOptions
 
 # What a model's from_pretrained takes of transformers' (add_pooling_layer: from_pretrained.py, BertModel's only).
@@ -85,6 +83,8 @@ def _one_device(device_map, device):
     Traceback (most recent call last):
     ValueError: device_map={} names no device (transformers fails on it too, ...
     """
+    import torch  # here, not at the top: the tokenizer imports this module, and it works without torch
+
     if isinstance(device_map, dict) and not device_map:  # transformers: "requires accelerate", or KeyError ''
         raise ValueError("device_map={} names no device (transformers fails on it too, in accelerate's lookup): "
                          "leave it out or pass None for no map, or {'': 'cuda:0'} for one device")  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
-from .documents import read_documents
+from .documents import check_invalid_utf8, read_documents
 from .full_tokenizer import PretrainingVocabulary
 from .instances import create_instances
 from .options import DEFAULT_SEED, InstanceOptions
@@ -31,9 +31,9 @@ class PretrainingDataSummary:
 
 
 def create_pretraining_data(
-    input_files: Sequence[str | os.PathLike],
+    input_files: str | os.PathLike | Sequence[str | os.PathLike],
     vocab_file: str | os.PathLike,
-    output_files: Sequence[str | os.PathLike],
+    output_files: str | os.PathLike | Sequence[str | os.PathLike],
     options: InstanceOptions | None = None,
     random_seed: int = DEFAULT_SEED,
     do_lower_case: bool = True,
@@ -43,24 +43,30 @@ def create_pretraining_data(
     """Read the text, cut and mask the instances with ``random.Random(random_seed)``, write them
     round-robin over ``output_files``: the instances of Google's ``create_pretraining_data.py``
     with the same flags (``--do_lower_case`` = ``do_lower_case``, ``--preserve_unused_tokens`` =
-    ``preserve_unused_tokens``). Everything is checked before
-    anything is written; nothing is written on an error (``DataError`` naming the file or flag)."""
+    ``preserve_unused_tokens``). One path (a ``str`` or ``Path``) for ``input_files`` or
+    ``output_files`` is one file, as a list of one. Everything is checked before anything is
+    written; nothing is written on an error (``DataError`` naming the file or flag)."""
     options = options or InstanceOptions()
+    input_files, output_files = _paths(input_files, "input_files"), _paths(output_files, "output_files")
     if not input_files or not output_files:
         raise DataError("pre-training data needs at least one input file and one output file")
     if isinstance(random_seed, bool) or not isinstance(random_seed, int):
         raise DataError(f"random_seed must be an integer, got {random_seed!r}")
-    for path in map(Path, output_files):
+    for name, value in [("do_lower_case", do_lower_case), ("preserve_unused_tokens", preserve_unused_tokens)]:
+        if not isinstance(value, bool):  # "False" is truthy: it would lowercase, silently
+            raise DataError(f"{name} must be True or False, got {value!r}")
+    check_invalid_utf8(invalid_utf8)  # before the vocabulary is read
+    for path in output_files:
         directory = path.parent if str(path.parent) else Path(".")
         reason = why_not_a_folder(directory)
-        if reason:
-            raise DataError(f"output {path}: the directory {directory} {reason}")
+        if reason:  # quoted: a stray space (--output "a.tfrecord, out/b.tfrecord") shows
+            raise DataError(f"output {str(path)!r}: the directory {str(directory)!r} {reason}")
         if path.is_dir():
             raise DataError(f"output {path} is a directory, not a file")
         refuse_what_is_not_a_file(path)  # a FIFO, a device (/dev/null): the rename would replace it
     if len({os.path.abspath(path) for path in output_files}) != len(output_files):
         raise DataError("the output files must be different files (one per shard)")
-    for output in map(Path, output_files):
+    for output in output_files:
         for source, what in [*((path, "input file") for path in input_files), (vocab_file, "vocabulary file")]:
             if output.exists() and Path(source).exists() and os.path.samefile(output, source):
                 raise DataError(f"output {output} is the {what} {source}: it would be overwritten")
@@ -72,3 +78,15 @@ def create_pretraining_data(
     per_file = write_instances(instances, output_files, options.max_seq_length, options.max_predictions_per_seq)
     sentences = sum(len(document) for document in documents)
     return PretrainingDataSummary(len(documents), sentences, len(instances), tuple(per_file))
+
+
+def _paths(files, name: str) -> list[Path]:
+    """``files`` as a list of Paths: one path (str, Path) is one file, never one path per character."""
+    if isinstance(files, (str, os.PathLike)):
+        return [Path(files)]
+    if isinstance(files, bytes) or not isinstance(files, Sequence):
+        raise DataError(f"{name} must be a path or a list of paths, got {type(files).__name__}")
+    for path in files:
+        if not isinstance(path, (str, os.PathLike)):
+            raise DataError(f"{name} must be paths (str or Path), got {path!r}")
+    return [Path(path) for path in files]

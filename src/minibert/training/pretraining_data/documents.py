@@ -54,8 +54,7 @@ def read_documents(
     """The documents of ``paths`` (read in order), each a list of sentences of piece ids; documents
     without sentences are dropped. Raises ``DataError`` for a missing file, invalid UTF-8 (unless
     ``invalid_utf8="ignore"``) or a corpus without a single sentence."""
-    if invalid_utf8 not in INVALID_UTF8:
-        raise ValueError(f"invalid_utf8 must be one of {INVALID_UTF8}, got {invalid_utf8!r}")
+    check_invalid_utf8(invalid_utf8)
     documents: list[Document] = [[]]
     for path in map(Path, paths):
         for number, line in enumerate(_lines(path), start=1):
@@ -82,6 +81,12 @@ def read_documents(
     if not documents:
         raise DataError(f"no sentences in the input ({', '.join(map(str, paths))}): nothing to make instances of")
     return documents
+
+
+def check_invalid_utf8(invalid_utf8) -> None:
+    """Refuse an ``invalid_utf8`` that is neither "error" nor "ignore" (a DataError, as every bad argument)."""
+    if not isinstance(invalid_utf8, str) or invalid_utf8 not in INVALID_UTF8:
+        raise DataError(f"invalid_utf8 must be one of {INVALID_UTF8}, got {invalid_utf8!r}")
 
 
 def _lines(path: Path):

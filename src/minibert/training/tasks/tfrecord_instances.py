@@ -11,6 +11,10 @@ per instance, with these features (T = max_seq_length, P = max_predictions_per_s
     masked_lm_weights     float (P,)   1.0 for a real prediction, 0.0 for padding
     next_sentence_labels  int64 (1,)   0 = B follows A, 1 = B is a random sentence
 
+P may be 0: Google's script writes the three masked-LM features empty under
+``--max_predictions_per_seq=0``. Such instances train the next-sentence head alone: the masked-LM
+loss is Google's Σ w·CE / (Σ w + 1e-5) = 0 / 1e-5 = 0, as in run_pretraining.py.
+
 Every record of every file is read and checked before the first step (a bad record found at step
 90,000 would waste a day): CRCs (formats/tfrecord.py), then each feature's presence, type and size,
 then the values against the model (ids within the vocabulary, segments within type_vocab_size,
@@ -114,8 +118,10 @@ def _feature(example: dict, name: str, where: str, shapes: dict[str, int], first
     group = "T" if name in SEQUENCE_FEATURES else "P" if name in PREDICTION_FEATURES else "1"
     size = shapes.setdefault(group, 1 if group == "1" else len(value))
     first.setdefault(group, f"{name} of the first record")
-    if len(value) != size or size == 0:
+    if len(value) != size:
         raise DataError(f"{where}: feature {name!r} has {len(value)} values, expected {size} (as {first[group]})")
+    if size == 0 and group == "T":  # (P = 0 is Google's --max_predictions_per_seq=0: no masked-LM predictions)
+        raise DataError(f"{where}: feature {name!r} is empty: an instance without tokens")
     return value
 
 
