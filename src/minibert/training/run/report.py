@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ...errors import TrainingDivergedError
 from ...loading.devices import describe
+from ...loading.head_labels import labels_text
 
 LINES_WHEN_NOT_A_TERMINAL = 10  # progress lines over a whole run written to a file or a pipe (every ~10%)
 SECONDS_BETWEEN_LINES = 30.0  # ... and at least one every 30 seconds
@@ -53,11 +54,14 @@ def resume_command(options, processes: int = 1, command: str = "pretrain", **cha
             words.append(flag)
         elif isinstance(value, list):
             words += [flag, *map(str, value)]
-        elif isinstance(value, tuple):  # finetune's --labels a,b,c
-            words += [flag, ",".join(map(str, value))]
         elif value is not None and value is not False:
-            words += [flag, repr(value) if isinstance(value, float) else str(value)]  # repr: the exact float
-    return shlex.join(words)
+            if isinstance(value, tuple):  # finetune's --labels, as it parses them: a,"b, c"
+                text = labels_text(value)
+            else:
+                text = repr(value) if isinstance(value, float) else str(value)  # repr: the exact float
+            # (a value that starts with "-", labels -1,1 say, would be read as a flag: glued to its flag)
+            words += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+    return shlex.join(words)  # (each word quoted for the shell)
 
 
 def check_finite(record: dict, peak_rate: float, run: Path, saved_step: int | None, command: str,
