@@ -126,3 +126,46 @@ def test_classify_with_a_model_without_a_classifier_advises_a_command_not_a_pyth
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "has no tensors for a classifier" in lines[0], lines
     assert "new_heads" not in lines[0] and f"minibert finetune --model {minilm_dir} --train FILE" in lines[0], lines
+
+
+def test_a_resumed_run_reports_the_best_that_best_holds_and_keeps_its_eval_every(tmp_path, monkeypatch):
+    """best/ is not cut back to the checkpoint: a run stopped after an evaluation that made best/
+    (step 3, the checkpoint being step 2's) used to rebuild its best from the metrics lines kept
+    (step 1's) and, resumed, said "best ... at step 1: best/" while best/ held step 3 (and --json
+    said step 3). The best is now read from best/best.json; and a resume that changes --eval-every
+    (the evaluations best/ is chosen from) is refused, as the other settings are."""
+    from minibert.training.run import loop
+    from minibert.training.tasks import regress
+
+    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+    train.write_text("text,label\nthe water,1.0\nthe bank,2.0\nriver love,3.0\nthe vault,0.5\n", encoding="utf-8")
+    dev.write_text("text,label\nthe water,1.0\nthe bank,2.0\nriver love,3.0\n", encoding="utf-8")
+    run = tmp_path / "run"
+    argv = flags(train, run, "--task", "regress", "--dev", str(dev), "--batch-size", "2", "--epochs", "2",
+                 "--save-every", "2")  # fmt: skip
+    figures = iter([0.5, 0.1, 0.9])  # steps 1, 2, 3: step 3's is the best, after the checkpoint of step 2
+    monkeypatch.setattr(regress, "spearman", lambda gold, scores: next(figures, 0.2))
+    said = loop.report_dev
+
+    def stopped_after_step_3(step, *args):
+        said(step, *args)
+        if step == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "report_dev", stopped_after_step_3)
+    stopped = run_minibert(*argv, "--eval-every", "1")
+    assert stopped.returncode == 130 and "holds the checkpoint of step 2 of 4" in stopped.stderr, stopped.stderr
+    assert json.loads((run / "best" / "best.json").read_text()) == {"step": 3, "dev_spearman": 0.9}
+    monkeypatch.setattr(loop, "report_dev", said)
+
+    # resumed at a lower rate (which a resume may change): its evaluations (0.2) are not better than best/'s
+    resumed = run_minibert(*argv, "--eval-every", "1", "--resume", "--learning-rate", "1e-4", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run / "best" / "best.json").read_text()) == {"step": 3, "dev_spearman": 0.9}
+    assert resumed.stderr.splitlines()[-1] == f"minibert:   best     dev spearman 0.9 at step 3: {run / 'best'}/"
+    assert json.loads(resumed.stdout)["best"] == {"step": 3, "dev_spearman": 0.9, "folder": str(run / "best")}
+
+    refused = run_minibert(*argv, "--learning-rate", "1e-4", "--resume")  # --eval-every left out
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith("the run was made with eval_every = 1, this command gives None; resume "
+                                           "with the run's settings"), refused.stderr  # fmt: skip

@@ -176,3 +176,28 @@ def test_the_finetune_resume_command_gives_its_labels_and_task_and_quotes_paths(
                        "--glue", "mrpc", "--labels", "0,1", "--epochs", "2.0", "--learning-rate", "3e-06",
                        "--resume"]  # fmt: skip
     assert resume_command(options, 2, "finetune").startswith("torchrun --nproc_per_node 2 -m minibert finetune ")
+
+
+@pytest.mark.parametrize("labels", [("dry", "wet, very"), ('say "hi"', "bye"), ("-1", "1"), ("0", "1")])
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_printed_resume_command_parses_back_to_the_same_run(labels, processes):
+    """The command printed on a stop, a divergence or a sweep's stop is run as printed: the CLI's own
+    parser reads it back to the same options. Labels holding a comma were joined without quotes
+    (`--labels 'dry,wet, very'`: three labels, refused by the run); a value starting with "-" would
+    be read as a flag (`--labels -1,1`)."""
+    import dataclasses
+    import shlex
+
+    from minibert.apps.cli import build_parser
+    from minibert.apps.flag_types import values_of
+    from minibert.training import FinetuneOptions
+    from minibert.training.run.report import resume_command
+
+    options = FinetuneOptions(model="my model", train="t t.csv", dev="d.csv", output="run 1", labels=labels,
+                              epochs=2.0, eval_every=3, null_score_diff_threshold=-1.5)  # fmt: skip
+    words = shlex.split(resume_command(options, processes, "finetune", learning_rate=2e-6))
+    words = words[words.index("minibert") + 1 :]  # (torchrun's own flags before it)
+    args = build_parser().parse_args(words)
+    assert args.labels == labels
+    back = FinetuneOptions(**values_of(args, FinetuneOptions))
+    assert back == dataclasses.replace(options, resume=True, learning_rate=2e-6)

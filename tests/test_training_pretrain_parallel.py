@@ -110,3 +110,66 @@ def test_a_torchrun_group_killed_after_a_checkpoint_resumes_bit_for_bit(uneven, 
     print(f"\ntorchrun group killed after step 3, resumed: max |Δ| vs unbroken = {worst}")
     assert worst == 0.0
     assert [line.count('"step"') for line in metrics.read_text().splitlines()] == [1] * STEPS
+
+
+def rank_pid(launcher: int, rank: int) -> int:
+    """The process id of torchrun's worker of ``rank`` (a child of the launcher, RANK in its environment)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text()
+            environment = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if f"\nPPid:\t{launcher}\n" in status and f"RANK={rank}".encode() in environment:
+            return int(entry.name)
+    raise AssertionError(f"no worker of rank {rank} under process {launcher}")
+
+
+def test_a_stopped_torchrun_group_says_once_what_is_on_disk_even_when_a_process_dies(uneven, tmp_path):
+    """Under torchrun a SIGTERM made two lines, rank 0's (the checkpoint, the command) and rank 1's
+    false "no output file was written"; now rank 0 alone speaks. A worker SIGKILLed made the other
+    print gloo's raw text ("[.../pair.cc:537] Read error ... GLHF!"); now its one line says what
+    failed, the checkpoint on disk and the command that resumes, as for a signal. (The printed
+    command is run as the second launch; --monitor-interval 5: torchrun's own SIGTERM to the
+    survivor comes after it has met the dead peer.)"""
+    import shlex
+    import signal
+    import time
+
+    from minibert.training.run.checkpoint import TrainingState
+
+    torchrun = shutil.which("torchrun") or pytest.skip("torchrun is not installed")
+    environment = child_environment(OMP_NUM_THREADS="1")
+    launch_flags = [torchrun, "--standalone", "--monitor-interval", "5"]
+    run, steps = tmp_path / "run", 200
+    argv = flags(uneven, run, "--steps", str(steps), "--save-every", "2")
+
+    def launch(words: list[str], lines: int) -> subprocess.Popen:
+        process = subprocess.Popen(words, env=environment, stderr=subprocess.PIPE, text=True)
+        metrics = run / "metrics.jsonl"
+        while process.poll() is None and not (metrics.exists() and metrics.read_text().count("\n") >= lines):
+            time.sleep(0.01)
+        return process
+
+    def said(process: subprocess.Popen) -> list[str]:
+        _, errors = process.communicate(timeout=300)
+        ours = [line for line in errors.splitlines() if line.startswith("minibert: ")]
+        return [line for line in ours if not line.startswith(("minibert: step ", "minibert: resuming "))]
+
+    process = launch([*launch_flags, "--nproc_per_node", "2", "-m", "minibert", *argv], 3)
+    process.send_signal(signal.SIGTERM)  # to the launcher, which sends it to each worker
+    lines, saved = said(process), TrainingState.from_file(run / "training_state.pt").step
+    assert len(lines) == 1, lines
+    held = f"{run} holds the checkpoint of step {saved} of {steps} (training_state.pt); continue with: "
+    assert lines[0].startswith(f"minibert: stopped by SIGTERM; {held}torchrun --nproc_per_node 2 -m minibert "), lines
+    command = shlex.split(lines[0].split("continue with: ", 1)[1])
+
+    process = launch([*launch_flags, *command[1:]], saved + 4)  # the printed command (torchrun: this one's)
+    os.kill(rank_pid(process.pid, 1), signal.SIGKILL)
+    lines, saved = said(process), TrainingState.from_file(run / "training_state.pt").step
+    assert process.returncode != 0 and len(lines) == 1, lines
+    assert lines[0].startswith("minibert: error: rank 0 of 2: "), lines
+    assert "another process of the torchrun group stopped or cannot be reached (" in lines[0], lines
+    assert lines[0].endswith(f"; {run} holds the checkpoint of step {saved} of {steps} (training_state.pt); continue "
+                             f"with: {shlex.join(command)}"), lines  # fmt: skip
+    assert "GLHF" not in lines[0] and "pair.cc" not in lines[0], lines

@@ -143,6 +143,12 @@ class TrainingDivergedError(MinibertError):
     number, the rate, and the command that continues with a lower rate)."""
 
 
+class ProcessGroupError(MinibertError, RuntimeError):
+    """Under torchrun, an operation every process takes part in (the sum of the gradients, a
+    barrier) failed: another process of the group stopped or cannot be reached. The message of
+    rank 0, which writes the run, names the checkpoint on disk and the command that resumes it."""
+
+
 class TrainingStateError(MinibertError):
     """A run's training state (``training_state.pt``) is missing, truncated, altered, or belongs to
     other settings, another model config or other data than the ``--resume`` command gives."""

@@ -280,13 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.run(args)
         return 0
-    except KeyboardInterrupt as interrupt:  # a command may say what it left on disk (pretrain: its checkpoint)
-        print(f"minibert: interrupted; {getattr(interrupt, 'on_disk', 'no output file was written')}", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        _say_stopped("interrupted", interrupt)
         return 130
     except _Stopped as stopped:
-        name = signal.Signals(stopped.signum).name
-        print(f"minibert: stopped by {name}; {getattr(stopped, 'on_disk', 'no output file was written')}",
-              file=sys.stderr)  # fmt: skip
+        _say_stopped(f"stopped by {signal.Signals(stopped.signum).name}", stopped)
         return 128 + stopped.signum
     except BrokenPipeError:
         sys.stderr.close()  # e.g. `minibert embed ... | head`: not an error
@@ -307,6 +305,15 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal_handler)
         logging.getLogger("minibert").removeHandler(log_handler)
         warnings.showwarning = previous_showwarning
+
+
+def _say_stopped(how: str, stop: BaseException) -> None:
+    """The one line of a run stopped by Ctrl-C or a signal. A command may say what it left on disk
+    (``stop.on_disk``: pretrain's checkpoint and the command that resumes it), or that another
+    process says it (None: under torchrun, rank 0 alone speaks for the run)."""
+    on_disk = getattr(stop, "on_disk", "no output file was written")
+    if on_disk is not None:
+        print(f"minibert: {how}; {on_disk}", file=sys.stderr)
 
 
 def _message_of(error: Exception) -> str:

@@ -97,6 +97,23 @@ def parse_labels(text: str) -> list[str]:
     return labels
 
 
+def labels_text(labels) -> str:
+    """The text ``parse_labels`` reads back as ``labels``: comma-separated, a label that holds a
+    comma or a quote CSV-quoted (what a printed ``--labels`` must be to be run again).
+
+    >>> labels_text(["pos", "neg", "a,b"])
+    'pos,neg,"a,b"'
+    >>> parse_labels(labels_text(["pos", 'a "b"', "c,d"]))
+    ['pos', 'a "b"', 'c,d']
+    """
+    import csv
+    import io
+
+    text = io.StringIO()
+    csv.writer(text, lineterminator="").writerow([str(label) for label in labels])
+    return text.getvalue()
+
+
 def shown_labels(labels, most: int = 12, quoted: bool = False) -> str:
     """Labels for a message, at most ``most`` of them and the count of the rest (100,000 labels once
     made a 789 KB line). Each is quoted when ``quoted``, or when one of them holds a comma or outer

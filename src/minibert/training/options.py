@@ -240,9 +240,10 @@ class FinetuneOptions:
                             f"multiple of {processes}")  # fmt: skip
 
     def settings(self, processes: int, steps: int) -> dict:
-        """What a resumed run must share with the run it continues."""
+        """What a resumed run must share with the run it continues (--eval-every too: best/ is the best
+        of the evaluations at those steps, and a resume must make the same ones)."""
         kept = asdict(self)
-        for name in ("output", "resume", "progress", "eval_every", "save_every", *WHERE_IT_RUNS, *AFTER_THE_RUN):
+        for name in ("output", "resume", "progress", "save_every", *WHERE_IT_RUNS, *AFTER_THE_RUN):
             kept.pop(name)
         kept["labels"] = list(self.labels) if self.labels else None
         return {**kept, "processes": processes, "steps": steps}

@@ -11,17 +11,22 @@ DistributedDataParallel would average instead of sum, and overlaps the all-reduc
 backward pass; for a readable loop the sum written out is clearer.)
 
 Without torchrun (WORLD_SIZE unset or 1) this is a group of one, and every call is a no-op.
+
+A process that dies (killed, out of memory) leaves the others waiting in a collective: gloo then
+raises its transport's text ("Connection closed by peer"), which is said as a ProcessGroupError
+naming what failed (loop.py adds, on rank 0, the checkpoint on disk and the command that resumes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
-from ...errors import DeviceError
+from ...errors import DeviceError, ProcessGroupError
 
 
 @dataclass
@@ -59,7 +64,8 @@ class World:
         """The sum of ``tensor`` over the processes (in place; NCCL sums on the GPU)."""
         if self.size > 1:
             on_device = tensor.to(self.device)
-            dist.all_reduce(on_device, op=dist.ReduceOp.SUM)
+            with self.together("summing over the processes"):
+                dist.all_reduce(on_device, op=dist.ReduceOp.SUM)
             tensor.copy_(on_device)
         return tensor
 
@@ -77,7 +83,7 @@ class World:
     def same_weights(self, model: torch.nn.Module) -> None:
         """Rank 0's weights in every process (they are equal already when built from one seed)."""
         if self.size > 1:
-            with torch.no_grad():
+            with torch.no_grad(), self.together("sending rank 0's weights to every process"):
                 for tensor in model.state_dict().values():
                     dist.broadcast(tensor, src=0)
 
@@ -89,13 +95,26 @@ class World:
             gathered = [states]
         else:
             gathered = [None] * self.size
-            dist.all_gather_object(gathered, states)
+            with self.together("gathering the processes' random states"):
+                dist.all_gather_object(gathered, states)
         cpu = [cpu_state for cpu_state, _ in gathered]
         return cpu, [gpu_state for _, gpu_state in gathered if gpu_state is not None]
 
     def wait(self) -> None:
         if self.size > 1:
-            dist.barrier()
+            with self.together("waiting for every process"):
+                dist.barrier()
+
+    @contextlib.contextmanager
+    def together(self, what: str):
+        """A collective operation: its failure said as what failed and gloo's (or NCCL's) first
+        sentence, not the transport's file and line and advice (ProcessGroupError)."""
+        try:
+            yield
+        except RuntimeError as error:  # (torch's DistBackendError is one)
+            said = str(error).split("] ", 1)[-1].split(". ", 1)[0].strip()  # "[.../pair.cc:553] Connection ..."
+            raise ProcessGroupError(f"rank {self.rank} of {self.size}: {what} failed: another process of the "
+                                    f"torchrun group stopped or cannot be reached ({said})") from error  # fmt: skip
 
     def close(self) -> None:
         if self.size > 1 and dist.is_initialized():

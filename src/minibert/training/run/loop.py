@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...errors import TrainingDivergedError
+from ...errors import ProcessGroupError, TrainingDivergedError
 from ...formats.atomic_files import write_atomically
 from ...loading.devices import resolve_device
 from ..options import FinetuneOptions, PretrainOptions
@@ -137,16 +137,22 @@ def train(task: Task, options) -> Path:
 def owning_the_folder(run: Run):
     """A run's life in its folder: rank 0 holds the folder's lock (one run per folder; the other
     processes write nothing); on Ctrl-C or SIGTERM the step in flight is abandoned and the exception
-    says what is on disk (the run's step count and its ``--resume`` command); the processes' group
-    is closed at the end."""
+    says what is on disk (the run's step count and its ``--resume`` command), and so does the error
+    of a torchrun group that lost a process; the processes' group is closed at the end. Under
+    torchrun rank 0 alone says it: it alone knows the checkpoint it wrote."""
     world, folder = run.world, run.folder
     try:
         with run_folder_lock(folder.path) if world.is_main else contextlib.nullcontext():
             yield
     except BaseException as stop:
-        if world.is_main and not isinstance(stop, Exception) and folder.saved_step is not None:
+        note = None
+        if world.is_main and folder.saved_step is not None:
             command = resume_command(run.options, world.size, run.task.command)
-            stop.on_disk = stopped_note(folder.path, folder.saved_step, run.data.steps, command)
+            note = stopped_note(folder.path, folder.saved_step, run.data.steps, command)
+        if not isinstance(stop, Exception) and (note is not None or not world.is_main):  # Ctrl-C, SIGTERM
+            stop.on_disk = note  # (None: another process says it; apps/cli.py prints nothing)
+        elif isinstance(stop, ProcessGroupError) and note is not None:  # a process of the group stopped or is lost
+            raise ProcessGroupError(f"{stop}; {note}") from stop.__cause__
         raise
     finally:
         world.close()

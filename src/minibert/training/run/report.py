@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ...errors import TrainingDivergedError
 from ...loading.devices import describe
+from ...loading.head_labels import labels_text
 
 LINES_WHEN_NOT_A_TERMINAL = 10  # progress lines over a whole run written to a file or a pipe (every ~10%)
 SECONDS_BETWEEN_LINES = 30.0  # ... and at least one every 30 seconds
@@ -53,11 +54,14 @@ def resume_command(options, processes: int = 1, command: str = "pretrain", **cha
             words.append(flag)
         elif isinstance(value, list):
             words += [flag, *map(str, value)]
-        elif isinstance(value, tuple):  # finetune's --labels a,b,c
-            words += [flag, ",".join(map(str, value))]
         elif value is not None and value is not False:
-            words += [flag, repr(value) if isinstance(value, float) else str(value)]  # repr: the exact float
-    return shlex.join(words)
+            if isinstance(value, tuple):  # finetune's --labels, as it parses them: a,"b, c"
+                text = labels_text(value)
+            else:
+                text = repr(value) if isinstance(value, float) else str(value)  # repr: the exact float
+            # (a value that starts with "-", labels -1,1 say, would be read as a flag: glued to its flag)
+            words += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+    return shlex.join(words)  # (each word quoted for the shell)
 
 
 def check_finite(record: dict, peak_rate: float, run: Path, saved_step: int | None, command: str,
@@ -150,10 +154,17 @@ def result_of(run: Path) -> dict:
     run = Path(run)
     lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if (run / "metrics.jsonl").exists() else []
     last = json.loads(lines[-1]) if lines else None
-    best_file = run / "best" / "best.json"
-    best = {**json.loads(best_file.read_text(encoding="utf-8")), "folder": str(run / "best")} \
-        if best_file.exists() else None  # fmt: skip
+    best = best_on_disk(run)
+    best = {**best, "folder": str(run / BEST_FOLDER)} if best is not None else None
     return {"output": str(run), "steps": last["step"] if last else 0, "last": last, "best": best}
+
+
+def best_on_disk(run: Path) -> dict | None:
+    """RUN/best/best.json: the step and the dev figure of the checkpoint best/ holds, ``{"step": 3,
+    "dev_accuracy": 0.8}`` (None: no best/ yet). The one record of the best: the closing summary,
+    ``--json`` and a resumed run all read it."""
+    path = Path(run) / BEST_FOLDER / "best.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def say_where(run) -> None:
@@ -217,11 +228,12 @@ def report_best(run) -> None:
     metric = run.task.main_metric(run.options)
     if metric is None:
         return
-    if run.best_step is None:
+    best = best_on_disk(run.folder.path)  # (what best/ holds, as --json says it)
+    if best is None:
         why = (f"dev {metric} was undefined at every evaluation (see metrics.jsonl)" if run.data.dev is not None
                else "no --dev")  # fmt: skip
         print(f"minibert:   best     none: {why}, so no {run.folder.path / BEST_FOLDER}/ (the model is "
               f"{run.folder.path}/)", file=sys.stderr)  # fmt: skip
         return
-    print(f"minibert:   best     dev {metric} {run.best:.4g} at step {run.best_step}: "
+    print(f"minibert:   best     dev {metric} {best[f'dev_{metric}']:.4g} at step {best['step']}: "
           f"{run.folder.path / BEST_FOLDER}/", file=sys.stderr)  # fmt: skip

@@ -6,7 +6,7 @@
                the network's tensors
     restore    the weights, the optimizer's moments, each process's random streams, fp16's loss scale
     tidy       a killed save's temporaries removed, metrics.jsonl cut to the state's step, and the best
-               dev figure so far read back from it (best/ goes on from there)
+               dev figure so far read back from best/best.json (best/ goes on from there)
 
 A state that does not belong to the command is refused before anything is written, naming what
 differs: a resumed run never mixes two runs' data, settings or dev figures.
@@ -14,7 +14,6 @@ differs: a resumed run never mixes two runs' data, settings or dev figures.
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 
@@ -23,6 +22,7 @@ import torch
 from .arithmetic import follow_the_run
 from .checkpoint import RunDirectory, TrainingState, check_state
 from .precision import LossScaler
+from .report import best_on_disk
 
 
 def resume(run, hub_names: list[str]) -> int:
@@ -79,6 +79,8 @@ def read_resumed_state(run, **checks) -> TrainingState:
     state = TrainingState.from_file(folder.state_path)
     if "precision" not in state.settings:  # a run made before --precision: its --bf16 said it
         state.settings["precision"] = "bf16" if state.settings.pop("bf16", False) else "fp32"
+    if "eval_every" in settings and "eval_every" not in state.settings:  # a run made before it was recorded
+        state.settings["eval_every"] = settings["eval_every"]
     same = {name: value for name, value in settings.items() if name != "learning_rate"}
     check_state(state, folder.state_path, settings=same, config=run.saved_with["config"], **checks)
     rate = settings["learning_rate"]
@@ -90,13 +92,12 @@ def read_resumed_state(run, **checks) -> TrainingState:
 
 
 def best_so_far(folder: RunDirectory, metric: str) -> tuple[float, int | None]:
-    """The best dev figure among the metrics lines kept on resume, and its step (an undefined
-    figure, null in metrics.jsonl, is never the best, as when it was measured)."""
-    best, step = -float("inf"), None
-    if folder.metrics_path.exists():
-        for line in folder.metrics_path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            value = record.get(f"dev_{metric}")
-            if isinstance(value, (int, float)) and value > best:
-                best, step = value, record.get("step")
-    return best, step
+    """The best dev figure so far and its step: best/'s, as best/best.json records them (none yet:
+    -inf, None). Not the best of the metrics lines kept: best/ is not cut back to the checkpoint, and
+    an evaluation after it that made best/ stays best/ (the resumed steps repeat it, --eval-every
+    being the run's; a later evaluation replaces it only when better), so the run's summary and
+    ``--json`` name what best/ holds."""
+    best = best_on_disk(folder.path)
+    if best is None or best.get(f"dev_{metric}") is None:
+        return -float("inf"), None
+    return best[f"dev_{metric}"], best["step"]
