@@ -42,6 +42,8 @@ CASES = [
     {"question": QUESTIONS[0], "context": CONTEXT[:40], "doc_stride": 126},
     # an explicit max_seq_len is honoured (tests/test_tasks.py reads this one on a copy whose tokenizer says 64)
     {"question": QUESTIONS[1], "context": CONTEXT, "max_seq_len": 100, "top_k": 2},
+    # a long context read through ~90 windows, each answer text found in many of them (their scores added up)
+    {"question": QUESTIONS[2], "context": " ".join([CONTEXT] * 10), "max_seq_len": 48, "doc_stride": 16, "top_k": 5},
 ]  # fmt: skip
 
 

@@ -188,6 +188,22 @@ HOSTILE_READS = [  # issue 53, item 4: SQuAD's types and fields, named by place 
     ("squad-duplicate-id", squad(lambda d: d["data"][0]["paragraphs"][0]["qas"].append(
         {"id": "q1", "question": "Is it?", "answers": [{"text": "wet", "answer_start": 13}]})), ANSWER, 1,
      "data[0].paragraphs[0].qas[1] (question 'q1'): the id is also the id of data[0].paragraphs[0].qas[0]"),
+    # review r16 (squad): nested past any SQuAD file (a bare RecursionError); a question leaving no room for its
+    # context (finetune hung, its memory growing); a file whose only context gives no word piece (numpy's reshape)
+    ("squad-nested-100000-deep", "[" * 100_000 + "]" * 100_000, ANSWER, 1,
+     "{train}: not a SQuAD JSON file: nested deeper than 64 levels"),
+    ("squad-question-fills-the-window", squad(question="what is the name of the thing that the cat sat on"),
+     [*ANSWER, "--max-seq-length", "15"], 1,
+     "{train}: question 'q1' is 12 pieces, 12 kept (--max-query-length 64): with [CLS] and two [SEP] it leaves no "
+     "room for the context in --max-seq-length 15; pass a --max-seq-length of at least 16 or a --max-query-length "
+     "of at most 11"),
+    ("squad-zero-width-context", squad(lambda d: d["data"][0]["paragraphs"][0].update(context="\u200b"),
+                                       answers=[{"text": "\u200b", "answer_start": 0}]), ANSWER, 1,
+     "{train}: the file gives no windows: none of its questions (1) has a context with a word piece"),
+    ("squad-no-questions", '{"data": []}', ANSWER, 1, "{train}: the file gives no windows: it has no questions"),
+    ("squad-one-question-in-windows", squad(lambda d: d["data"][0]["paragraphs"][0].update(
+        context="The water is wet. " * 20)), ANSWER, 1,  # (its 12 windows were counted as the examples)
+     "--train {train} has 1 examples: 3 epoch(s) of --batch-size 4 make no full step"),
     # numbers checked in float32, the dtype they are trained in
     ("regress-1e308", "text,label\nthe water,1e308\nthe bank,2\n", ["--task", "regress"], 1,
      "{train}, line 2: the label '1e308' is too large"),

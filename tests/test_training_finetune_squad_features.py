@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from minibert.apps.cli import main
 from minibert.errors import DataError
 from minibert.training.tasks.head import load_vocabulary
 from minibert.training.tasks.squad_examples import read_squad_examples
-from minibert.training.tasks.squad_features import convert_examples_to_features
+from minibert.training.tasks.squad_features import convert_examples_to_features, doc_spans, word_pieces
 from squad_files import squad_data, write_squad
 from tf_reference import run_reference
 
@@ -80,10 +81,97 @@ def google(tmp_path_factory, minilm_dir) -> dict:
         if code == 0:  # (else the test says so; Google has no file to read)
             jobs[("write", version_2)] = {"file": str(train), "is_training": True, "version_2": version_2,
                                           "tfrecord": str(path), **WRITE_FEATURES}  # fmt: skip
+    for key, data, sizes in edge_files():  # contexts of no piece; a question leaving the context 1 piece
+        path = directory / f"{'-'.join(map(str, key))}.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        jobs[key] = {"file": str(path), "is_training": key[2], "version_2": key[1], **sizes}
     request = {"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, **WRITE_FEATURES,
                "jobs": list(jobs.values())}  # fmt: skip
     answers = dict(zip(jobs, google_squad(request)))
     return {key: (jobs.get(key), answers.get(key), extra.get(key)) for key in jobs.keys() | extra.keys()}
+
+
+NO_PIECES = [  # an empty context (v2.0: an impossible question), a context of a zero-width space (and its answer)
+    {"context": "", "qas": [{"id": "empty", "question": "what?", "answers": [], "is_impossible": True}]},
+    {"context": "\u200b", "qas": [{"id": "zero-width", "question": "what?", "is_impossible": False,
+                                   "answers": [{"text": "\u200b", "answer_start": 0}]}]},
+]  # fmt: skip
+ROOM_1 = {"max_seq_length": 20, "doc_stride": 8, "max_query_length": 16}  # 16 kept + 3: windows of 1 piece
+
+
+def edge_files() -> list[tuple[tuple, dict, dict]]:
+    """((name, version_2, training), the file's JSON, sizes): questions whose contexts give no piece among
+    others, and questions (longer than 16 pieces) that leave their contexts 1 piece per window."""
+    files = []
+    for version_2, training in ((True, True), (True, False), (False, True), (False, False)):
+        data = squad_data(paragraphs=2, fortunes_per_context=2, questions=3, version_2=version_2, training=training)
+        no_pieces = NO_PIECES if version_2 else NO_PIECES[1:]  # (a v1.1 question needs an answer: not on "")
+        data["data"].append({"title": "no pieces", "paragraphs": no_pieces})
+        files.append((("no-pieces", version_2, training), data, WRITE_FEATURES))
+    room = squad_data(paragraphs=1, fortunes_per_context=1, questions=3, version_2=False, training=True)
+    files.append((("room-1", False, True), room, ROOM_1))
+    return files
+
+
+def test_contexts_without_pieces_and_windows_of_one_piece_equal_googles(google, minilm_dir):
+    """A context with no piece (empty, or a zero-width space) gets no window, as in Google's code (its
+    question is still read); a question keeping 16 pieces in max_seq_length 20 leaves 1 piece per
+    window, and the windows are Google's."""
+    _, vocabulary = load_vocabulary(str(minilm_dir))
+    for key, _, sizes in edge_files():
+        job, expected, _ = google[key]
+        examples, _ = read_squad_examples(job["file"], job["is_training"], job["version_2"])
+        assert [as_google(example) for example in examples] == expected["examples"], key
+        features = convert_examples_to_features(examples, vocabulary, is_training=job["is_training"], **sizes)
+        assert [feature_row(feature) for feature in features] == expected["features"], key
+        windowed = {examples[feature.example_index].qas_id for feature in features}
+        if key[0] == "no-pieces":
+            no_pieces = {"empty", "zero-width"} & {example.qas_id for example in examples}
+            assert no_pieces and not no_pieces & windowed and len(windowed) == len(examples) - len(no_pieces), key
+        else:
+            one_piece = [feature for feature in features if feature.tokens.index("[SEP]") == 17]  # 16 kept
+            assert len(one_piece) > 10 and all(len(f.token_to_orig_map) == 1 for f in one_piece), key
+
+
+def test_a_question_leaving_no_room_for_its_context_is_refused_naming_it(minilm_dir, tmp_path):
+    """Google's window loop never moves on when a question's kept pieces leave the context no room
+    (max_seq_length − min(pieces, max_query_length) − 3 < 1: finetune hung, its memory growing): a
+    DataError naming the file, the question, its pieces and both limits, before any window; the
+    window loop itself refuses a window of no piece."""
+    _, vocabulary = load_vocabulary(str(minilm_dir))
+    data = squad_data(paragraphs=1, fortunes_per_context=1, questions=2, version_2=False, training=True)
+    data["data"][0]["paragraphs"][0]["qas"][1]["question"] = "what is the name of the thing that the cat sat on"
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    examples, _ = read_squad_examples(path, is_training=True)
+    assert len(word_pieces(vocabulary, examples[1].question_text)) == 12
+    convert_examples_to_features(examples[1:], vocabulary, max_seq_length=16, max_query_length=12)  # 1 piece left
+    convert_examples_to_features(examples[1:], vocabulary, max_seq_length=15, max_query_length=11)  # 11 kept: 1 left
+    with pytest.raises(DataError) as caught, alarm_after(5):
+        convert_examples_to_features(examples, vocabulary, max_seq_length=15, max_query_length=64, source="dev.json")
+    assert str(caught.value) == (
+        "dev.json: question 'p0q1' is 12 pieces, 12 kept (--max-query-length 64): with [CLS] and two [SEP] it "
+        "leaves no room for the context in --max-seq-length 15; pass a --max-seq-length of at least 16 or a "
+        "--max-query-length of at most 11")
+    for max_pieces, doc_stride in ((0, 128), (-1, 128), (5, 0)):  # (these looped forever, -1 backwards, growing)
+        with pytest.raises(ValueError, match="a window needs at least 1 piece and a stride of at least 1"), \
+                alarm_after(3):
+            doc_spans(10, max_pieces, doc_stride)
+
+
+@contextlib.contextmanager
+def alarm_after(seconds: int):
+    """A TimeoutError after ``seconds`` (a loop that never ends fails the test instead of hanging it)."""
+    def timed_out(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, timed_out)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize("max_seq_length,doc_stride,max_query_length", SIZES)

@@ -53,3 +53,19 @@ def test_v1_1_keeps_gold_answers_that_normalise_to_nothing():
     v2 = squad_scores(gold, predictions, version_2=True)
     assert v2 == {"exact_match": 50.0, "f1": 50.0}
     assert f1_score("", "", version_2=False) == 0.0 and f1_score("the", "a", version_2=True) == 1.0
+
+
+def test_v1_1_question_without_gold_answers_is_refused_not_scored_zero():
+    """evaluate-v1.1.py scores a question by max(metric(prediction, gold) for gold in its answers): a
+    question without answers fails there (max of nothing). minibert counted it as a wrong answer:
+    one right answer of one gradable question scored 33.3 over three. Now a ValueError naming it;
+    v2.0's rule expects "" for it."""
+    gold, predictions = {"a": ["the mat"], "b": []}, {"a": "the mat", "b": "The cat"}
+    with pytest.raises(ValueError, match=r"^question 'b' has no gold answer: SQuAD v1.1 scores only answered"):
+        squad_scores(gold, predictions, version_2=False)
+    # v2.0: "a" EM 1, F1 1; "b" gold [""], prediction "The cat" → 0, 0 (and "" would score 1, 1)
+    assert squad_scores(gold, predictions, version_2=True) == {"exact_match": 50.0, "f1": 50.0}
+    # v1.1, answered questions: "a" exact → 1, 1; "c" "on the mat" vs "mat": EM 0, F1 P 1/2 R 1 → 2/3
+    scores = squad_scores({"a": ["the mat"], "c": ["mat", "a cat"]}, {"a": "the mat", "c": "on the mat"},
+                          version_2=False)  # fmt: skip
+    assert scores["exact_match"] == 50.0 and scores["f1"] == pytest.approx(100 * (1 + 2 / 3) / 2, abs=1e-12)

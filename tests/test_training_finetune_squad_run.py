@@ -98,3 +98,40 @@ def test_an_answer_start_that_does_not_match_its_text_is_refused_in_one_line(tmp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(train) in err and "qas[2] (question 'p0q2')" in err
     assert "answers[0].answer_start" in err and not (tmp_path / "run").exists()
+
+
+def test_v1_1_dev_question_without_answers_is_refused_in_one_line(tmp_path, capsys):
+    """Such a question was scored as a wrong answer (dev F1 33.3 for the one gradable question
+    answered right), the figures written and best/ picked from them: the official evaluate-v1.1.py
+    cannot score it. The dev file is refused before training, naming the file, the place and the id."""
+    train = write_squad(tmp_path / "train.json", paragraphs=1, fortunes_per_context=3, questions=2, version_2=False,
+                        training=True)  # fmt: skip
+    data = squad_data(paragraphs=1, fortunes_per_context=3, questions=3, version_2=False, training=False)
+    data["data"][0]["paragraphs"][0]["qas"][2]["answers"] = []
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps(data), encoding="utf-8")
+    assert main(flags(train, tmp_path / "run", "--dev", str(dev), "--epochs", "1")) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+    assert f"{dev}: data[0].paragraphs[0].qas[2] (question 'p0q2'): a SQuAD v1.1 dev question needs at least 1 " \
+           "answer to be scored, this one has none (field 'answers')" in err and "--version-2-with-negative" in err
+
+
+def test_v2_dev_question_on_an_empty_context_is_answered_the_empty_answer(tmp_path):
+    """A context of no word piece gives its question no window (as Google's convert_examples_to_features);
+    the dev evaluation crashed on it after training ("internal error: IndexError"). It is answered ""
+    (right: the question is impossible), with no null odds, and scored."""
+    sizes = {"paragraphs": 2, "fortunes_per_context": 3, "questions": 2, "version_2": True}
+    train = write_squad(tmp_path / "train.json", training=True, **sizes)
+    data = squad_data(training=False, seed=1, **sizes)
+    data["data"].append({"title": "empty", "paragraphs": [
+        {"context": "", "qas": [{"id": "empty", "question": "what?", "answers": [], "is_impossible": True}]}]})
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps(data), encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(flags(train, run, "--dev", str(dev), "--epochs", "1", "--version-2-with-negative")) == 0
+    predictions = json.loads((run / "predictions.json").read_text())
+    assert predictions["empty"] == "" and len(predictions) == 5
+    assert "empty" not in json.loads((run / "null_odds.json").read_text())
+    assert json.loads((run / "nbest_predictions.json").read_text())["empty"] == [
+        {"text": "", "probability": 1.0, "start_logit": 0.0, "end_logit": 0.0}]

@@ -112,7 +112,7 @@ def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride
     rows = tokenizer(list(questions), list(contexts), truncation="only_second", max_length=max_seq_len,
                      stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True)  # fmt: skip
     results = run_rows(bert, tokenizer, rows, batch_size, fields=("start_logits", "end_logits"))
-    candidates_per_pair: list[list[dict]] = [[] for _ in questions]
+    candidates_per_pair: list[dict[str, dict]] = [{} for _ in questions]  # lower-cased text → the first found
     no_answer = [_NO_ANSWER_SCORE] * len(questions)
     wanted = top_k * 2 + 10 if align_to_words else top_k  # some spans merge once aligned to words
     for row, pair in enumerate(rows["overflow_to_sample_mapping"]):
@@ -123,13 +123,14 @@ def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride
         for first, last, score in _best_spans(start, end, wanted, max_answer_len, context_mask):
             begin, stop = _characters(rows, row, int(first), int(last), align_to_words)
             text = contexts[pair][begin:stop]
-            same = next((found for found in candidates_per_pair[pair] if found["answer"].lower() == text.lower()), None)
-            if same is not None:
-                same["score"] += float(score)
+            key = text.lower()  # one look-up per span (a dict keeps the first found's place and adds to its score)
+            if key in candidates_per_pair[pair]:
+                candidates_per_pair[pair][key]["score"] += float(score)
             else:
-                candidates_per_pair[pair].append({"score": float(score), "start": begin, "end": stop, "answer": text})
+                candidates_per_pair[pair][key] = {"score": float(score), "start": begin, "end": stop, "answer": text}
     answers = []
-    for candidates, null_score in zip(candidates_per_pair, no_answer):
+    for merged, null_score in zip(candidates_per_pair, no_answer):
+        candidates = list(merged.values())  # in the order first found, as the pipeline's list
         if handle_impossible_answer:
             candidates.append({"score": float(null_score), "start": 0, "end": 0, "answer": ""})
         best = sorted(candidates, key=lambda found: found["score"], reverse=True)[:top_k]

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ...errors import DataError
 from ...heads import BertForQuestionAnswering
 from ...inputs import AS_ASKED
 from ...loading.names import ANSWER_WEIGHTS
@@ -68,7 +69,12 @@ class SquadFeatures(Features):
 def squad_features(path: str, vocabulary, is_training: bool, options) -> SquadFeatures:
     examples, skipped = read_squad_examples(path, is_training, options.version_2_with_negative)
     windows = convert_examples_to_features(examples, vocabulary, options.max_seq_length, options.doc_stride,
-                                           options.max_query_length, is_training)  # fmt: skip
+                                           options.max_query_length, is_training, source=path)  # fmt: skip
+    if not windows:  # no question, or none whose context has a word piece: nothing to train on or to score
+        why = (f"none of its questions ({len(examples)}) has a context with a word piece (each is empty, or "
+               "zero-width characters only)" if examples else f"it has no questions ({skipped} skipped: the answer "
+               "is not in the words)" if skipped else "it has no questions")  # fmt: skip
+        raise DataError(f"{path}: the file gives no windows: {why}")
     ids, mask, segments = (np.array([getattr(w, name) for w in windows], dtype=np.int64).reshape(len(windows), -1)
                            for name in ("input_ids", "input_mask", "segment_ids"))  # fmt: skip
     positions = [[w.start_position or 0, w.end_position or 0] for w in windows]

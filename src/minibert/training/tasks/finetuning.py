@@ -54,9 +54,10 @@ class Finetuning(Task):
         options.check(world.size)
         check_sequence_length(options.model, options.max_seq_length)
         train, dev, labels, continues, tokenizer = self.read(options)
-        steps = int(self.examples_counted(train) / options.batch_size * options.epochs)  # (SQuAD: questions)
+        counted = self.examples_counted(train)  # (SQuAD: questions, not their windows)
+        steps = int(counted / options.batch_size * options.epochs)
         if steps < 1:
-            raise DataError(f"--train {options.train} has {len(train)} examples: {options.epochs:g} epoch(s) of "
+            raise DataError(f"--train {options.train} has {counted} examples: {options.epochs:g} epoch(s) of "
                             f"--batch-size {options.batch_size} make no full step; lower --batch-size")  # fmt: skip
         order = TrainingOrder(len(train), options.batch_size, options.seed)
         return TrainingData(train, order, steps, int(steps * options.warmup_proportion), tokenizer, dev, labels,

@@ -13,7 +13,8 @@ A training answer whose words, joined by spaces, do not contain the answer's own
 (Google logs "Could not find answer"; odd Unicode), and counted. v2.0 questions may say
 ``is_impossible``: no answer, start and end -1. An ``answer_start`` whose characters are not the
 answer's ``text`` is an error naming the file, the question id and the field (Google's code would
-silently train on the wrong words).
+silently train on the wrong words). A v1.1 dev question without answers is refused too: the official
+evaluate-v1.1.py cannot score it (v2.0's questions without answers expect "").
 
 >>> words, offsets = context_words("a  bc d")
 >>> words, offsets
@@ -22,11 +23,11 @@ silently train on the wrong words).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import DataError
+from ...formats.json_files import parse_json
 
 WHITESPACE = (" ", "\t", "\r", "\n", "\u202f")
 
@@ -75,8 +76,8 @@ def read_squad_examples(path: str | Path, is_training: bool, version_2: bool = F
     if not path.is_file():
         raise DataError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
     try:  # (one line of JSON, 30 MB for SQuAD's training file: not read_labelled_text's lines of text)
-        data = json.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a byte-order mark (Notepad's) dropped
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = parse_json(path.read_text(encoding="utf-8-sig"))  # -sig: a byte-order mark (Notepad's) dropped
+    except (OSError, UnicodeDecodeError, ValueError) as error:  # (ValueError: JSONDecodeError, nested too deep)
         raise DataError(f"{path}: not a SQuAD JSON file: {error}") from None
     squad = SquadFile(path)
     examples: list[SquadExample] = []
@@ -164,6 +165,10 @@ def _example(qa: dict, context: str, words: list[str], offsets: list[int], is_tr
             raise DataError(f"{path}: {where}: answers[{number}].answer_start is {start!r}, but the context "
                             f"there is {context[start:start + len(text)]!r}, not the answer's text {text!r}")
     example = SquadExample(qas_id, qa["question"], words, gold_answers=[answer["text"] for answer in answers])
+    if not is_training and not version_2 and not answers:  # evaluate-v1.1.py: max() over no answers fails
+        raise DataError(f"{path}: {where}: a SQuAD v1.1 dev question needs at least 1 answer to be scored, this one "
+                        "has none (field 'answers'); a file with unanswerable questions is SQuAD v2.0 "
+                        "(--version-2-with-negative)")  # fmt: skip
     if not is_training:
         return example
     if version_2 and "is_impossible" not in qa:

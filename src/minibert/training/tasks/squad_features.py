@@ -15,6 +15,12 @@ Training positions: the answer's words become pieces, narrowed by ``_improve_ans
 pieces that spell the answer exactly ("(1895-1943)." → "1895"); in a window that does not hold the
 whole answer, and for an impossible (v2.0) question, start and end point at [CLS] (position 0).
 
+Where Google's code hangs, minibert refuses: a question whose kept pieces leave the context no
+room (``max_seq_length − min(pieces, max_query_length) − 3 < 1``) makes Google's window loop
+stand still forever, so it is a DataError naming the question before any window is made. A
+context of no pieces (empty, or zero-width characters only) gets no window, as in Google's code
+(squad_predictions.py answers it "" under v2.0, Google's placeholder "empty" under v1.1).
+
 >>> spans = [DocSpan(0, 5), DocSpan(3, 5)]
 >>> [check_is_max_context(spans, 1, position) for position in (3, 4, 5)]
 [False, True, True]
@@ -23,8 +29,10 @@ whole answer, and for an impossible (v2.0) question, start and end point at [CLS
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
+from ...errors import DataError
 from ..pretraining_data.full_tokenizer import PretrainingVocabulary
 from .squad_examples import SquadExample
 
@@ -83,7 +91,11 @@ def check_is_max_context(spans: list[DocSpan], span_index: int, position: int) -
 
 
 def doc_spans(piece_count: int, max_pieces: int, doc_stride: int) -> list[DocSpan]:
-    """The windows over ``piece_count`` context pieces: at most ``max_pieces`` each, ``doc_stride`` apart."""
+    """The windows over ``piece_count`` context pieces: at most ``max_pieces`` each, ``doc_stride`` apart.
+    Both must be positive: a window of 0 pieces, or a stride of 0, never moves on (Google's loop hangs)."""
+    if max_pieces < 1 or doc_stride < 1:
+        raise ValueError(f"a window needs at least 1 piece and a stride of at least 1, got max_pieces={max_pieces} "
+                         f"and doc_stride={doc_stride}")  # fmt: skip
     spans, start = [], 0
     while start < piece_count:
         length = min(piece_count - start, max_pieces)
@@ -96,12 +108,18 @@ def doc_spans(piece_count: int, max_pieces: int, doc_stride: int) -> list[DocSpa
 
 def convert_examples_to_features(examples: list[SquadExample], vocabulary: PretrainingVocabulary,
                                  max_seq_length: int = 384, doc_stride: int = 128, max_query_length: int = 64,
-                                 is_training: bool = False) -> list[SquadFeature]:  # fmt: skip
-    """Every window of every example, numbered from Google's first unique id."""
+                                 is_training: bool = False, source: str | Path = "the file"
+                                 ) -> list[SquadFeature]:  # fmt: skip
+    """Every window of every example, numbered from Google's first unique id; a DataError naming
+    ``source`` (the file) and the question when a question leaves its context no room."""
     features: list[SquadFeature] = []
     token_ids = {token: index for index, token in enumerate(vocabulary.tokens)}
-    for example_index, example in enumerate(examples):
-        query = word_pieces(vocabulary, example.question_text)[:max_query_length]
+    queries = [word_pieces(vocabulary, example.question_text) for example in examples]
+    for example, query in zip(examples, queries):  # all checked before any window is made
+        if max_seq_length - min(len(query), max_query_length) - 3 < 1:
+            _no_room(example, len(query), max_seq_length, max_query_length, source)
+    for example_index, (example, query) in enumerate(zip(examples, queries)):
+        query = query[:max_query_length]
         piece_to_word, word_to_piece, pieces = [], [], []
         for word_index, word in enumerate(example.doc_tokens):
             word_to_piece.append(len(pieces))
@@ -140,3 +158,12 @@ def _positions(answer: tuple[int, int] | None, span: DocSpan, doc_offset: int) -
     if answer is None or not (answer[0] >= span.start and answer[1] <= span.start + span.length - 1):
         return 0, 0
     return answer[0] - span.start + doc_offset, answer[1] - span.start + doc_offset
+
+
+def _no_room(example: SquadExample, pieces: int, max_seq_length: int, max_query_length: int, source) -> None:
+    """The DataError for a question whose kept pieces fill the window: what must hold, and the fixes."""
+    kept = min(pieces, max_query_length)
+    shorter = f" or a --max-query-length of at most {max_seq_length - 4}" if max_seq_length > 4 else ""
+    raise DataError(f"{source}: question {example.qas_id!r} is {pieces} pieces, {kept} kept (--max-query-length "
+                    f"{max_query_length}): with [CLS] and two [SEP] it leaves no room for the context in "
+                    f"--max-seq-length {max_seq_length}; pass a --max-seq-length of at least {kept + 4}{shorter}")

@@ -51,13 +51,17 @@ def squad_scores(gold_answers: dict[str, list[str]], predictions: dict[str, str]
                  version_2: bool) -> dict[str, float]:  # fmt: skip
     """{"exact_match", "f1"} in percent over every question of ``gold_answers`` (a missing prediction
     scores 0); each question's best over its gold answers, by evaluate-v2.0.py's rules or
-    evaluate-v1.1.py's (``version_2``: see above)."""
+    evaluate-v1.1.py's (``version_2``: see above). A v1.1 question without gold answers is a
+    ValueError naming it: evaluate-v1.1.py's max over no answers fails (read_squad_examples refuses
+    such a dev file first)."""
     exact = f1 = 0.0
     for qas_id, answers in gold_answers.items():
         if version_2:
             answers = [answer for answer in answers if normalize_answer(answer)] or [""]
+        elif not answers:
+            raise ValueError(f"question {qas_id!r} has no gold answer: SQuAD v1.1 scores only answered questions")
         prediction = predictions.get(qas_id)
-        if prediction is None or not answers:  # (v1.1 files give every question an answer: read_squad_examples)
+        if prediction is None:
             continue
         exact += max(exact_match_score(prediction, answer) for answer in answers)
         f1 += max(f1_score(prediction, answer, version_2) for answer in answers)

@@ -12,6 +12,8 @@ windows; the answer is "" when that null score minus the best non-null score exc
 ``null_score_diff_threshold``, and the difference is written to ``null_odds.json`` (a question
 whose only valid answer is the null one is answered "" and has no odds; the file is written for
 every v2.0 evaluation, ``{}`` when no question has odds, as Google's run_squad.py writes it).
+A question whose context has no piece has no window: v1.1 answers it Google's placeholder
+"empty", v2.0 answers it "" without odds (Google's code stops with an IndexError).
 
 >>> final_text("steve smith", "Steve Smith's", do_lower_case=True)
 'Steve Smith'
@@ -84,7 +86,7 @@ def _candidates(features: list[SquadFeature], logits: dict, n_best_size: int, ma
                          and start <= end < start + max_answer_length)  # fmt: skip
                 if valid:
                     candidates.append(Candidate(feature_index, start, end, starts[start], ends[end]))
-    if version_2:
+    if version_2 and features:  # (a context of no pieces has no window, so no null candidate: answered "")
         candidates.append(null)
     return sorted(candidates, key=lambda c: c.start_logit + c.end_logit, reverse=True), null_score, null
 
