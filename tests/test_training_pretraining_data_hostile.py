@@ -237,6 +237,10 @@ def test_the_library_raises_documented_errors(files):
         InstanceOptions(masked_lm_prob=float("nan"))
     with pytest.raises(DataError, match="dupe_factor must be a whole number from 1 to 100, got 2.0"):
         InstanceOptions(dupe_factor=2.0)
+    with pytest.raises(DataError, match=r"max_predictions_per_seq 5000 is more than 20, the larger of max_seq_length "
+                                        r"\(8\) and Google's default 20"):  # (90 kB for 3 instances, unchecked)
+        InstanceOptions(max_seq_length=8, max_predictions_per_seq=5000)
+    assert InstanceOptions(max_seq_length=8, max_predictions_per_seq=20).max_predictions_per_seq == 20  # Google's
     with pytest.raises(DataError, match="lacks"):
         _write(files["vocab"], "\n".join(SPECIAL[:3] + WORDS))
         create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])
@@ -337,7 +341,7 @@ def test_one_enormous_sentence_is_truncated(files):
 
 def test_flags_at_their_limits(files):
     check_rules(_instances(files, max_seq_length=5, dupe_factor=3), 5, 20)
-    check_rules(_instances(files, masked_lm_prob=1.0, max_predictions_per_seq=200, max_seq_length=24), 24, 200)
+    check_rules(_instances(files, masked_lm_prob=1.0, max_predictions_per_seq=24, max_seq_length=24), 24, 24)
     check_rules(_instances(files, max_predictions_per_seq=1, short_seq_prob=1.0), 128, 1)
     check_rules(_instances(files, short_seq_prob=0.0, whole_word_mask=True, seed=-7), 128, 20)
     check_rules(_instances(files, max_seq_length=512, max_predictions_per_seq=512, dupe_factor=100), 512, 512)

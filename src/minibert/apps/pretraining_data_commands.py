@@ -52,16 +52,15 @@ def add_parser(commands, parents: list) -> None:
 
 def cmd_pretraining_data(args) -> None:
     from ..training.pretraining_data.create import create_pretraining_data
-    from ..training.pretraining_data.options import InstanceOptions
+    from ..training.pretraining_data.options import GOOGLE_PREDICTIONS, InstanceOptions
     from .commands import CommandError
 
     outputs = args.output.split(",")  # (none empty: the flag's type, output_names)
-    default = InstanceOptions().max_predictions_per_seq  # Google's 20 stays allowed with a shorter --max-seq-length
-    most = max(args.max_seq_length, default)
+    most = InstanceOptions.most_predictions(args.max_seq_length)  # (checked here too, to name the flags)
     if args.max_predictions_per_seq > most:
         raise CommandError(f"--max-predictions-per-seq {args.max_predictions_per_seq} is more than {most}, the larger "
-                           f"of --max-seq-length ({args.max_seq_length}) and Google's default {default}: an instance "
-                           "has fewer pieces than --max-seq-length to predict")  # fmt: skip
+                           f"of --max-seq-length ({args.max_seq_length}) and Google's default {GOOGLE_PREDICTIONS}: "
+                           "an instance has fewer pieces than --max-seq-length to predict")  # fmt: skip
     options = InstanceOptions(**values_of(args, InstanceOptions))
     summary = create_pretraining_data(args.input, args.vocab, outputs, options, args.random_seed,
                                       do_lower_case=not args.cased, invalid_utf8=args.invalid_utf8,

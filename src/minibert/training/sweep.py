@@ -33,8 +33,8 @@ from ..errors import DataError, TrainingDivergedError
 from ..formats.atomic_files import write_atomically
 from .options import FinetuneOptions
 from .run.lock import run_folder_lock
-from .run.loop import BEST_FOLDER, finetune
-from .run.report import resume_command
+from .run.loop import finetune
+from .run.report import best_on_disk, resume_command
 from .tasks import task_named
 
 
@@ -148,10 +148,10 @@ def run_trial(options: FinetuneOptions, run: Path, rate: float, seed: int, metri
     except TrainingDivergedError as error:
         print(f"minibert: sweep: trial {run.name} diverged: {str(error).split('; ')[0]}", file=sys.stderr)
         return {**trial, f"dev_{metric}": None, "diverged": str(error)}
-    if not (run / BEST_FOLDER / "best.json").exists():  # the figure was undefined at every evaluation
+    best = best_on_disk(run)
+    if best is None:  # the figure was undefined at every evaluation
         return {**trial, f"dev_{metric}": None, "undefined": True}
-    best = json.loads((run / BEST_FOLDER / "best.json").read_text(encoding="utf-8"))[f"dev_{metric}"]
-    return {**trial, f"dev_{metric}": best}
+    return {**trial, f"dev_{metric}": best[f"dev_{metric}"]}
 
 
 def summarize(rate: float, values: list[float | None]) -> dict:

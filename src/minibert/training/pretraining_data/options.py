@@ -21,6 +21,7 @@ SMALLEST_SEQUENCE = 5  # [CLS] A [SEP] B [SEP] with one piece in A and one in B
 # here. Google's create_pretraining_data.py has no limit; its records are padded to the length, so a
 # typo (1e9) would cost memory and disk without end. 8,192 is 16 times BERT's positions.
 LONGEST_SEQUENCE = 8192
+GOOGLE_PREDICTIONS = 20  # create_pretraining_data.py's --max_predictions_per_seq
 MOST_PASSES = 100  # --dupe-factor: Google's default is 10 (5 in its README); each pass holds its instances in memory
 DEFAULT_SEED = 12345  # create_pretraining_data.py's --random_seed; pretrain's and finetune's too
 LARGEST_SEED = 2**63 - 1  # torch.manual_seed(seed + rank) takes up to 2**64 - 1
@@ -35,7 +36,7 @@ class InstanceOptions:
         high=LONGEST_SEQUENCE,
         why=f"from the smallest instance, [CLS] A [SEP] B [SEP] with one piece each in A and B, to the "
             f"{LONGEST_SEQUENCE} positions, 16 times BERT's 512 (pretrain --config may build more)"))  # fmt: skip
-    max_predictions_per_seq: int = field(default=20, metadata=option(
+    max_predictions_per_seq: int = field(default=GOOGLE_PREDICTIONS, metadata=option(
         "masked pieces per instance, at most (the features' padded length)", low=1, high=LONGEST_SEQUENCE,
         why=f"at least one piece is masked, and no instance has more than {LONGEST_SEQUENCE} pieces"))  # fmt: skip
     masked_lm_prob: float = field(default=0.15, metadata=option(
@@ -53,6 +54,17 @@ class InstanceOptions:
         refuse_out_of_limits(self, flags=False)
         if not isinstance(self.whole_word_mask, bool):
             raise DataError(f"whole_word_mask must be True or False, got {self.whole_word_mask!r}")
+        most = self.most_predictions(self.max_seq_length)
+        if self.max_predictions_per_seq > most:
+            raise DataError(f"max_predictions_per_seq {self.max_predictions_per_seq} is more than {most}, the larger "
+                            f"of max_seq_length ({self.max_seq_length}) and Google's default {GOOGLE_PREDICTIONS}: "
+                            "an instance has fewer pieces than max_seq_length to predict")  # fmt: skip
+
+    @staticmethod
+    def most_predictions(max_seq_length: int) -> int:
+        """The most masked pieces an instance may hold: its length, or Google's default 20 for shorter
+        ones (Google's flags allow 20 with any --max_seq_length; the features are padded to it)."""
+        return max(max_seq_length, GOOGLE_PREDICTIONS)
 
     @property
     def max_tokens_per_pair(self) -> int:
