@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 from test_apps_serve import NAME, Server
-from test_tasks import DOCUMENTS, cross_encoder_dir, make  # noqa: F401  (make: the fixture)
+from test_tasks import DOCUMENTS, cross_encoder_dir, make, resaved_cross_encoder  # noqa: F401  (make: the fixture)
 
 pytest.importorskip("starlette")
 sentence_transformers = pytest.importorskip("sentence_transformers")
@@ -104,3 +104,30 @@ def test_max_queue_below_max_inputs_is_refused_at_start(capsys):
 
     assert main(["serve", "--model", "x", "--max-queue", "8", "--max-inputs", "16"]) == 2
     assert "--max-queue (8) must be at least --max-inputs (16)" in capsys.readouterr().err
+
+
+def test_rerank_follows_the_folders_prompt_and_processing_kwargs(make, tmp_path):  # noqa: F811
+    """A folder with a default prompt and processing_kwargs (only_second, max_length 24), saved by
+    sentence-transformers: the server scored the query without the prompt, cut as the longer text first."""
+
+    def change(model):
+        model[0].processing_kwargs = {"common": {"truncation": "only_second", "max_length": 24}}
+
+    directory = resaved_cross_encoder(cross_encoder_dir(make, tmp_path, "saved"), tmp_path / "prompted", change,
+                                       prompts={"web": "judge: "}, default_prompt_name="web")  # fmt: skip
+    reference = sentence_transformers.CrossEncoder(str(directory))
+    documents = [d for d in DOCUMENTS if d]
+    expected = reference.rank(QUERY, documents)
+    server = Server(directory)
+    try:
+        body = {"query": QUERY, "texts": documents, "truncate": True}
+        tei = httpx.post(f"{server.url}/rerank", json=body, timeout=30)
+        assert tei.status_code == 200, tei.text
+        assert [row["index"] for row in tei.json()] == [row["corpus_id"] for row in expected]
+        assert max(abs(a["score"] - b["score"]) for a, b in zip(tei.json(), expected)) <= TOLERANCE
+        v1 = httpx.post(f"{server.url}/v1/rerank", json={"query": QUERY, "documents": documents, "truncate": True},
+                        timeout=30)  # fmt: skip
+        assert v1.status_code == 200, v1.text
+        assert max(abs(r["relevance_score"] - e["score"]) for r, e in zip(v1.json()["results"], expected)) <= TOLERANCE
+    finally:
+        server.stop()

@@ -76,6 +76,7 @@ VARIANTS = {  # name → (modules after the Transformer, SentenceTransformer opt
         {"prompts": {"query": "Represent this sentence for searching relevant passages: "}},
     ),
     "dot_similarity": (lambda: [Pooling(384, pooling_mode="mean_sqrt_len_tokens")], {"similarity_fn_name": "dot"}),
+    "matryoshka_truncate_dim": (lambda: [Pooling(384), Normalize()], {"truncate_dim": 64}),
 }  # fmt: skip
 
 
@@ -330,3 +331,88 @@ def test_cli_embed_and_similarity_use_the_recipe(saved, texts, tmp_path):
     rows = [line.split()[1:] for line in result.stdout.splitlines()[-3:]]
     expected = reference.similarity(reference.encode(sample[:3]), reference.encode(sample[:3])).numpy()
     assert_close(np.array(rows, dtype=np.float64), expected, "CLI similarity (dot)", atol=5e-3)
+
+
+def test_truncate_dim_is_followed_as_sentence_transformers_follows_it(saved, texts, tmp_path):
+    """truncate_dim in config_sentence_transformers.json (a Matryoshka model's) was ignored: 384
+    values where sentence-transformers gives 64, and other similarities. The saved one, the one
+    given to the constructor and to each call, with normalize (after the cut, as
+    normalize_embeddings), in dimension() and in `minibert embed`."""
+    directory = saved("matryoshka_truncate_dim")
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    embedder = Embedder.from_pretrained(directory)
+    ours, theirs = _embed(embedder, texts), reference.encode(texts)
+    compare(ours, theirs, "truncate_dim 64")
+    assert embedder.dimension() == reference.get_embedding_dimension() == 64
+    assert_close(embedder.similarity(ours, ours), reference.similarity(theirs, theirs).numpy(), "similarity", 2e-5)
+    for call in ({"truncate_dim": 32}, {"truncate_dim": 500}, {"truncate_dim": 16, "normalize": True}):
+        theirs_call = {"normalize_embeddings" if key == "normalize" else key: value for key, value in call.items()}
+        compare(_embed(embedder, texts, **call), reference.encode(texts, **theirs_call), f"embed({call})")
+        assert embedder.dimension(**call) == reference.encode(texts[:1], **theirs_call).shape[1]
+    constructed = st.SentenceTransformer(str(directory), device="cpu", truncate_dim=48)
+    compare(_embed(Embedder.from_pretrained(directory, truncate_dim=48), texts), constructed.encode(texts),
+            "from_pretrained(truncate_dim=48)")  # fmt: skip
+    assert embedder.dimension(pooling="mean") == 384  # pooling= replaces the recipe, its truncate_dim too
+    result = run_minibert("embed", "A man is eating food.", "--model", str(directory), "--json")
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["embedding"]) == 64
+    result = run_minibert("embed", "A man is eating food.", "--model", str(directory), "--json", "--truncate-dim", "8")
+    assert_close(np.array(json.loads(result.stdout)["embedding"]), reference.encode(["A man is eating food."],
+                 truncate_dim=8)[0], "minibert embed --truncate-dim 8", 1e-5)  # fmt: skip
+    broken = _copy_of(directory, tmp_path)
+    _edit_json(broken / "config_sentence_transformers.json", lambda values: values.update(truncate_dim=0))
+    with pytest.raises(CheckpointError, match=r"config_sentence_transformers\.json: truncate_dim must be a positive"):
+        Embedder.from_pretrained(broken)
+
+
+@pytest.mark.parametrize(
+    "processing_kwargs",
+    [{"text": {"max_length": 8}}, {"common": {"truncation": "only_first", "max_length": 8}},
+     {"text": {"max_length": 300, "truncation": True}, "common": {"max_length": 12}}],  # common wins, as there
+)  # fmt: skip
+def test_processing_kwargs_max_length_and_truncation_are_followed(minilm_dir, tmp_path, texts, processing_kwargs):
+    """sentence-transformers 6 calls the tokenizer with a folder's processing_kwargs: its max_length
+    cut every text there while minibert read 128 tokens (0.63 apart), without a word."""
+    transformer = Transformer(str(minilm_dir), max_seq_length=MAX_SEQ_LENGTH, processing_kwargs=processing_kwargs)
+    st.SentenceTransformer(modules=[transformer, Pooling(384)], device="cpu").save(str(tmp_path))
+    assert json.loads((tmp_path / "sentence_bert_config.json").read_text())["processing_kwargs"] == processing_kwargs
+    reference = st.SentenceTransformer(str(tmp_path), device="cpu")
+    compare(_embed(Embedder.from_pretrained(tmp_path), texts), reference.encode(texts), str(processing_kwargs))
+
+
+@pytest.mark.parametrize(
+    ("processing_kwargs", "field"),
+    [({"text": {"padding": "max_length"}}, "processing_kwargs.text.padding"),
+     ({"image": {"size": 224}}, "processing_kwargs.image"),
+     ({"common": {"truncation": False}}, "processing_kwargs.common.truncation False"),
+     ({"text": {"max_length": "long"}}, "processing_kwargs.text.max_length must be an int")],
+)  # fmt: skip
+def test_processing_kwargs_minibert_does_not_follow_are_refused(saved, tmp_path, processing_kwargs, field):
+    directory = _copy_of(saved("mean"), tmp_path)
+    _edit_json(
+        directory / "sentence_bert_config.json", lambda values: values.update(processing_kwargs=processing_kwargs)
+    )
+    with pytest.raises(CheckpointError, match=rf"sentence_bert_config\.json: {field}"):
+        Embedder.from_pretrained(directory)
+
+
+@pytest.mark.parametrize("names", [{"module_input_name": "token_embeddings"}, {"module_output_name": "unit_embedding"}])
+def test_a_normalize_module_of_another_output_is_refused(transformer, tmp_path, names):
+    """Normalize(module_input_name="token_embeddings") normalizes the token vectors, and
+    module_output_name="unit_embedding" writes another output: sentence-transformers' sentence
+    embedding stays unnormalized (norms ~5.6) where minibert normalized it. Refused, naming the field."""
+    st.SentenceTransformer(modules=[transformer, Pooling(384), Normalize(**names)], device="cpu").save(str(tmp_path))
+    reference = st.SentenceTransformer(str(tmp_path), device="cpu").encode(["A man is eating food."])
+    assert np.linalg.norm(reference) > 2  # not normalized there
+    ((key, value),) = names.items()
+    with pytest.raises(CheckpointError, match=rf"2_Normalize/config\.json: {key} = '{value}' is not implemented"):
+        Embedder.from_pretrained(tmp_path)
+
+
+def test_a_dense_activation_by_another_path_of_its_class_is_followed(saved, tmp_path, texts):
+    """sentence-transformers imports the activation's class path, so torch.nn.Tanh is
+    torch.nn.modules.activation.Tanh; minibert refused it, saying Tanh was not implemented."""
+    directory = _copy_of(saved("mean+tanh_dense+normalize"), tmp_path)
+    _edit_json(directory / "2_Dense" / "config.json", lambda values: values.update(activation_function="torch.nn.Tanh"))
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    compare(_embed(Embedder.from_pretrained(directory), texts), reference.encode(texts), "torch.nn.Tanh")

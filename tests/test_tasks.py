@@ -479,7 +479,7 @@ def test_cross_encoder_predict_takes_sentence_transformers_keywords(variant, mak
     same_as_theirs(ours.predict(sentences=pairs), theirs.predict(pairs), "sentences=, the older name of inputs")
     same_as_theirs(ours.predict(inputs=pairs), theirs.predict(inputs=pairs), "inputs=")
     for name, value, refused in [
-        ("prompt", "query: ", "has no prompts"),
+        ("prompt_name", "query", "is not one of this model's prompts"),
         ("pool", {}, "a pool of processes"),
         ("chunk_size", 8, "uses none"),
         ("device", ["cpu", "cpu"], "a pool of processes"),
@@ -516,6 +516,127 @@ def test_cross_encoder_settings_that_cannot_be_followed_are_refused(make, tmp_pa
         minibert.CrossEncoder(directory)
     result = run_minibert("rerank", "--model", str(directory), "q", "doc one")
     assert result.returncode == 1 and "--max-length" not in result.stderr, result.stderr
+
+
+def resaved_cross_encoder(directory: Path, target: Path, change=None, **options) -> Path:
+    """``directory`` loaded by sentence-transformers' CrossEncoder with ``options`` (prompts, ...),
+    ``change(model)`` made with its API, and saved to ``target``."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    model = sentence_transformers.CrossEncoder(str(directory), device="cpu", **options)
+    if change is not None:
+        change(model)
+    model.save(str(target))
+    return target
+
+
+def test_cross_encoder_follows_the_folders_prompts(make, tmp_path):
+    """A folder saved with prompts and a default prompt: sentence-transformers puts the default
+    prompt before each pair's first text; minibert scored the pairs without it (every score and
+    the order differed), in predict, rank, rerank and `minibert rerank` alike."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    prompts = {"web": "Instruct: judge the relevance of a web page. Query: ", "short": "q: "}
+    directory = resaved_cross_encoder(cross_encoder_dir(make, tmp_path, "saved"), tmp_path / "prompted",
+                                       prompts=prompts, default_prompt_name="web")  # fmt: skip
+    assert json.loads((directory / "config_sentence_transformers.json").read_text())["default_prompt_name"] == "web"
+    theirs, ours = sentence_transformers.CrossEncoder(str(directory)), minibert.CrossEncoder(directory)
+    query = "How many people live in Berlin?"
+    pairs = [[query, document] for document in DOCUMENTS]
+    for arguments in ({}, {"prompt_name": "short"}, {"prompt": "Find the population: "}, {"prompt": ""}):
+        np.testing.assert_allclose(ours.predict(pairs, **arguments), theirs.predict(pairs, **arguments),
+                                   atol=SCORE_TOLERANCE, rtol=0, err_msg=str(arguments))  # fmt: skip
+        same(ours.rank(query, DOCUMENTS, **arguments), theirs.rank(query, DOCUMENTS, **arguments), str(arguments))
+    plain = minibert.CrossEncoder(cross_encoder_dir(make, tmp_path, "saved")).predict(pairs)
+    assert np.abs(ours.predict(pairs) - plain).max() > 1e-3, "the prompt should change the scores"
+    same(minibert.rerank(query, DOCUMENTS, model=directory), theirs.rank(query, DOCUMENTS), "rerank()")
+    result = run_minibert("rerank", "--model", str(directory), query, *DOCUMENTS[:3])
+    assert result.returncode == 0, result.stderr
+    rows = {row["index"]: row["score"] for row in map(json.loads, result.stdout.splitlines())}
+    expected = theirs.predict(pairs[:3])
+    assert max(abs(rows[index] - expected[index]) for index in rows) <= SCORE_TOLERANCE
+    with pytest.raises(ValueError, match="not both"):
+        ours.predict(pairs, prompt="a", prompt_name="web")
+
+
+@pytest.mark.parametrize(
+    ("processing_kwargs", "query", "documents"),
+    [({"text": {"max_length": 12}}, "How many people live in Berlin? " * 3, DOCUMENTS),
+     ({"common": {"truncation": "only_second", "max_length": 16}}, "How many people live in Berlin?", DOCUMENTS),
+     ({"text": {"truncation": "only_first", "max_length": 400}, "common": {"max_length": 20}},
+      "How many people live in Berlin? " * 3, [d for d in DOCUMENTS if len(d) < 50])],  # the query can be cut
+)  # fmt: skip
+def test_cross_encoder_follows_processing_kwargs(make, tmp_path, processing_kwargs, query, documents):
+    """sentence-transformers 6 calls the tokenizer with the folder's processing_kwargs (``common``
+    over ``text``): its max_length cut the pairs at 12 tokens where minibert read 48, without a word."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+
+    def change(model):
+        model[0].processing_kwargs = processing_kwargs
+
+    directory = resaved_cross_encoder(cross_encoder_dir(make, tmp_path, "saved"), tmp_path / "pk", change)
+    theirs, ours = sentence_transformers.CrossEncoder(str(directory)), minibert.CrossEncoder(directory)
+    pairs = [[query, document] for document in documents]
+    np.testing.assert_allclose(ours.predict(pairs), theirs.predict(pairs), atol=SCORE_TOLERANCE, rtol=0)
+    full = minibert.CrossEncoder(cross_encoder_dir(make, tmp_path, "saved")).predict(pairs)
+    assert np.abs(ours.predict(pairs) - full).max() > 1e-3, "cut shorter, the scores should change"
+
+
+def test_cross_encoder_refuses_processing_kwargs_it_does_not_follow(make, tmp_path):
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    path = directory / "sentence_bert_config.json"
+    values = json.loads(path.read_text())
+    for processing_kwargs, field in [
+        ({"text": {"padding": "max_length"}}, "processing_kwargs.text.padding"),
+        ({"chat_template": {"x": 1}}, "processing_kwargs.chat_template"),
+        ({"common": {"truncation": "do_not_truncate"}}, "processing_kwargs.common.truncation"),
+        ({"text": {"max_length": 100000}}, "processing_kwargs max_length 100000 is more"),
+    ]:
+        path.write_text(json.dumps({**values, "processing_kwargs": processing_kwargs}))
+        with pytest.raises(CheckpointError, match=rf"sentence_bert_config\.json: {field}"):
+            minibert.CrossEncoder(directory)
+
+
+def test_cross_encoder_activation_by_another_path_of_its_class(make, tmp_path):
+    """sentence-transformers imports the activation's path: torch.nn.Identity is
+    torch.nn.modules.linear.Identity (minibert refused it as not implemented)."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    settings = directory / "config_sentence_transformers.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "activation_fn": "torch.nn.Identity"}))
+    theirs, ours = sentence_transformers.CrossEncoder(str(directory)), minibert.CrossEncoder(directory)
+    pairs = [["How many people live in Berlin?", document] for document in DOCUMENTS]
+    assert ours.activation_fn == "torch.nn.modules.linear.Identity"
+    np.testing.assert_allclose(ours.predict(pairs), theirs.predict(pairs), atol=SCORE_TOLERANCE, rtol=0)
+
+
+def test_cross_encoder_max_length_is_checked_when_set(make, tmp_path):
+    """The setters took 10000, 1 and 'abc'; predict failed later, naming a tokenizer call and an
+    Embedder option the caller never used. Now the constructor's check, at once, by the name set."""
+    ranker = minibert.CrossEncoder(cross_encoder_dir(make, tmp_path, "saved"))
+    for name in ("max_length", "max_seq_length"):
+        for value in (10000, 1, "abc", True):
+            with pytest.raises(TaskArgumentError, match=rf"{name} must be an int from 3 to 128 .the model's positions"):
+                setattr(ranker, name, value)
+        assert ranker.max_length == 48
+    ranker.max_seq_length = 20
+    assert ranker.max_length == 20
+
+
+def test_cross_encoder_shows_no_bar_for_the_log_level(make, tmp_path, capsys):
+    """`minibert rerank` wrote tqdm's "Batches" bar to a file (stderr redirected), for 5 documents:
+    predict showed it whenever the "minibert" logger was at INFO, which the command sets. The bar
+    follows the Embedder's rule now: asked for, or a long run on a terminal."""
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    ranker = minibert.CrossEncoder(directory)
+    logger = logging.getLogger("minibert")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        ranker.predict([["q", document] for document in DOCUMENTS] * 10, batch_size=1)
+    finally:
+        logger.setLevel(level)
+    assert "Batches" not in capsys.readouterr().err
+    result = run_minibert("rerank", "--model", str(directory), "q", *DOCUMENTS[:5])
+    assert result.returncode == 0 and "Batches" not in result.stderr and "%|" not in result.stderr, result.stderr
 
 
 def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():

@@ -70,6 +70,8 @@ def embedding_flags() -> argparse.ArgumentParser:
     )
     embedding.add_argument("--long-text", default=defaults.long_text, choices=LONG_TEXTS,
                            help="texts longer than the model: cut (default) or pooled over windows")  # fmt: skip
+    embedding.add_argument("--truncate-dim", type=positive_int, default=None, metavar="N",
+                           help="keep the first N values of each vector (default: the model's own)")  # fmt: skip
     embedding.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
 
     return embedding

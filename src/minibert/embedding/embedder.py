@@ -52,6 +52,7 @@ streams to share out. Results are put back in input order; they do not depend on
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import os
 import warnings
@@ -69,7 +70,7 @@ from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from ..tokenizer.fast_basic import FastBasicTokenizer
 from .hidden_states import hidden_states
-from .options import EmbedOptions
+from .options import EmbedOptions, check_truncate_dim
 from .pooling import pool_text
 from .recipe import SentenceRecipe, read_recipe, similarity
 from .windows import assemble_tokens, check_piece_ids, check_skip, cut_into_windows
@@ -113,10 +114,15 @@ class Embedder:
         dtype: torch.dtype | str | None = None,
         device: torch.device | str | None = None,
         gemm: str | None = None,
+        truncate_dim: int | None = None,
     ) -> Embedder:
         """Load the tokenizer and model of a local directory or a hub repository (``dtype`` and
-        ``gemm`` as ``BertModel.from_pretrained`` takes them; ``dtype`` and ``device`` are checked first)."""
+        ``gemm`` as ``BertModel.from_pretrained`` takes them; ``dtype`` and ``device`` are checked first).
+        ``truncate_dim``: as sentence-transformers' ``SentenceTransformer(model, truncate_dim=N)``, in
+        place of the model's own."""
         device = placement(device, check_dtype(dtype), computes="the Embedder")  # said before a file is read
+        if truncate_dim is not None:
+            check_truncate_dim(truncate_dim, "truncate_dim")
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
         load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, dtype=dtype,
                                  device=device, gemm=gemm)  # fmt: skip
@@ -127,6 +133,8 @@ class Embedder:
                 raise
             model = load(add_pooling_layer=False)
         recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
+        if truncate_dim is not None:
+            recipe = dataclasses.replace(recipe or SentenceRecipe(), truncate_dim=truncate_dim)
         return cls(model, tokenizer, recipe=recipe)
 
     # ------------------------------------------------------------------ sentence vectors
@@ -159,6 +167,8 @@ class Embedder:
         * ``max_length``: tokens per text including [CLS] and [SEP] (default: the model's).
         * ``long_text``: "truncate" (with a warning that counts the cut texts) or "window".
         * ``streams``: on a CPU, independent batches side by side (default True).
+        * ``truncate_dim``: keep each vector's first values, as sentence-transformers'
+          ``encode(truncate_dim=N)``; None: the model's own ``truncate_dim`` (when its recipe is followed).
 
         ``progress``: a progress bar on stderr; by default only on a terminal and a long run.
         ``embed_with_report`` returns the count of truncated texts as data instead of a warning.
@@ -244,9 +254,6 @@ class Embedder:
         dense = recipe.dense if options.follows_recipe else []
         if dense and (layer_list != [-1]):
             raise ValueError("this model's Dense layers take its pooled last layer; pass pooling= to pool other layers")
-        normalize = options.normalize
-        if normalize is None:  # the recipe's normalization, or none when the pooling was chosen here
-            normalize = recipe.normalize if options.follows_recipe else False
         max_length = self._max_length(options)
         windows, truncated = cut_into_windows(pieces, self._room(max_length), options.long_text)  # stage 2
         texts = hidden_states(self.model, self.tokenizer, windows, options, layers=layer_list, progress=progress,
@@ -256,8 +263,13 @@ class Embedder:
         out = torch.from_numpy(np.stack([pool_text(text, modes, skip) for text in texts]))  # stage 4
         for layer in dense:  # stage 5: the recipe
             out = layer(out)
-        if normalize and len(out):
-            out = out / out.norm(dim=1, keepdim=True).clamp(min=1e-12)
+        if options.normalize is None and options.follows_recipe and recipe.normalize:
+            out = torch.nn.functional.normalize(out, dim=1)  # the recipe's Normalize module, before truncate_dim
+        width = self._truncate_dim(options)
+        if width is not None:
+            out = out[:, :width].contiguous()
+        if options.normalize:  # asked for: after the cut, as sentence-transformers' normalize_embeddings=True
+            out = torch.nn.functional.normalize(out, dim=1)
         return Embedded(out.numpy().astype(np.float32, copy=False), truncated, max_length)
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -278,11 +290,14 @@ class Embedder:
         options = EmbedOptions.of(options, **changes)
         hidden = self.model.config.hidden_size
         if options.follows_recipe and self.recipe.dense:
-            return self.recipe.dimension(hidden)
-        modes = self.recipe.pooling if options.follows_recipe else options.pooling
-        count = len(self._layer_list(options.layers))
-        width = hidden * count if options.layer_combine == "concat" else hidden
-        return width * sum(2 if mode == "mean_max" else 1 for mode in modes)
+            width = self.recipe.dimension(hidden)
+        else:
+            modes = self.recipe.pooling if options.follows_recipe else options.pooling
+            count = len(self._layer_list(options.layers))
+            width = hidden * count if options.layer_combine == "concat" else hidden
+            width *= sum(2 if mode == "mean_max" else 1 for mode in modes)
+        cut = self._truncate_dim(options)
+        return width if cut is None else min(width, cut)
 
     # ------------------------------------------------------------------ token and word vectors
 
@@ -350,6 +365,12 @@ class Embedder:
         if not isinstance(max_length, int) or isinstance(max_length, bool) or not 3 <= max_length <= limit:
             raise ValueError(f"max_length must be an int from 3 to max_position_embeddings={limit}, got {max_length!r}")
         return max_length
+
+    def _truncate_dim(self, options: EmbedOptions) -> int | None:
+        """How many values of each vector are kept: as asked, else the recipe's (when it is followed)."""
+        if options.truncate_dim is not None:
+            return options.truncate_dim
+        return self.recipe.truncate_dim if options.follows_recipe else None
 
     def _room(self, max_length: int) -> int:
         """Pieces a window holds: ``max_length`` less [CLS] and [SEP]."""

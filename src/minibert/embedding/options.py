@@ -41,6 +41,9 @@ class EmbedOptions:
     max_length: int | None = None  # tokens per text with [CLS] and [SEP]; None: the model's (checked by the Embedder)
     long_text: str = "truncate"  # texts over max_length: "truncate" or "window" (overlapping windows)
     streams: bool = True  # on a CPU, run independent batches side by side (streams.py)
+    # Keep the first N values of each vector (a Matryoshka model's), as sentence-transformers'
+    # encode(truncate_dim=N); None: the model's own truncate_dim, if its recipe is followed.
+    truncate_dim: int | None = None
 
     def __post_init__(self):
         # Friendly spellings become the canonical ones: "mean" → ("mean",), -1 → (-1,), lists → tuples.
@@ -59,6 +62,7 @@ class EmbedOptions:
                 raise TypeError(f"{name} must be a str or None, got {value!r}")
         if not _is_int(self.batch_size) or self.batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}")
+        check_truncate_dim(self.truncate_dim, "truncate_dim")
 
     @classmethod
     def of(cls, options: EmbedOptions | None = None, **changes) -> EmbedOptions:
@@ -80,6 +84,19 @@ class EmbedOptions:
     def follows_recipe(self) -> bool:
         """No pooling given: the model's own recipe decides pooling, Dense layers and normalization."""
         return self.pooling is None
+
+
+def check_truncate_dim(value, what: str, error: type[Exception] = ValueError) -> int | None:
+    """``truncate_dim``: None (no cut) or a positive int (sentence-transformers keeps ``[..., :value]``).
+
+    >>> check_truncate_dim(0, "truncate_dim")
+    Traceback (most recent call last):
+    ...
+    ValueError: truncate_dim must be a positive int or None, got 0
+    """
+    if value is not None and (not _is_int(value) or value < 1):
+        raise error(f"{what} must be a positive int or None, got {value!r:.40}")
+    return value
 
 
 def set_field(options: EmbedOptions, name: str, value) -> None:

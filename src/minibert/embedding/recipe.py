@@ -15,13 +15,18 @@ ignored:
   prompt's tokens out of the pooling (instructor models).
 * ``2_Dense/``: ``config.json`` (in_features, out_features, bias, activation_function as a torch
   class path, use_residual) and the weights (``linear.weight``, ``linear.bias``).
-* ``sentence_bert_config.json``: ``max_seq_length`` (texts are cut there) and ``do_lower_case``
-  (lowercase the text first, without stripping accents).
+* ``3_Normalize/config.json``: unit length; its ``module_input_name`` and ``module_output_name``
+  must be ``sentence_embedding`` (another name normalizes something else, or keeps both vectors).
+* ``sentence_bert_config.json``: ``max_seq_length`` (texts are cut there), ``do_lower_case``
+  (lowercase the text first, without stripping accents), and in sentence-transformers 6
+  ``processing_kwargs`` (its ``max_length`` replaces ``max_seq_length``; folder_settings.py).
 * ``config_sentence_transformers.json``: ``prompts`` (e5's ``"query: "`` / ``"passage: "``),
-  ``default_prompt_name`` (prepended when no prompt is given), ``similarity_fn_name``.
+  ``default_prompt_name`` (prepended when no prompt is given), ``similarity_fn_name``, and
+  ``truncate_dim`` (a Matryoshka model's vectors are cut to their first ``truncate_dim`` values,
+  after the Normalize module: they are no longer of unit length).
 
 ``read_recipe`` reads all of it into a ``SentenceRecipe``; ``Embedder`` follows it unless told
-otherwise. A module minibert does not implement is an error, never skipped.
+otherwise. A module or setting minibert does not compute is a CheckpointError, never skipped.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from ..errors import CheckpointError
 from ..formats.json_files import read_json
 from ..loading.hub import resolve_file
 from ..loading.strict import WEIGHT_DTYPE_NAMES, WEIGHT_DTYPES
-from .options import POOLING_MODES
+from .folder_settings import choose_prompt, read_processing_kwargs, read_prompts, torch_class_path
+from .options import POOLING_MODES, check_truncate_dim
 
 _LEGACY_POOLING_KEYS = {
     "pooling_mode_cls_token": "cls",
@@ -91,27 +97,16 @@ class SentenceRecipe:
     prompts: dict[str, str] = field(default_factory=dict)
     default_prompt_name: str | None = None
     similarity_fn_name: str = "cosine"
+    truncate_dim: int | None = None  # the vectors' first values kept (Matryoshka models); None: all
 
     def dimension(self, hidden_size: int) -> int:
+        """The width of the pipeline's vectors, before ``truncate_dim`` cuts them."""
         return self.dense[-1].weight.shape[0] if self.dense else len(self.pooling) * hidden_size
 
     def prompt_for(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to prepend, as sentence-transformers chooses it: ``prompt`` as given, else the
         one named ``prompt_name``, else the model's default prompt, else none."""
-        if prompt is not None and prompt_name is not None:
-            raise ValueError("pass prompt or prompt_name, not both")
-        if prompt is not None:
-            if not isinstance(prompt, str):
-                raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
-            return prompt
-        if prompt_name is None:
-            prompt_name = self.default_prompt_name
-            if prompt_name is None:
-                return ""
-        if prompt_name not in self.prompts:
-            known = ", ".join(repr(name) for name in self.prompts) or "none"
-            raise ValueError(f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})")
-        return self.prompts[prompt_name]
+        return choose_prompt(self.prompts, self.default_prompt_name, prompt, prompt_name)
 
 
 def read_recipe(name_or_path, revision=None, *, hidden_size: int) -> SentenceRecipe | None:
@@ -153,10 +148,11 @@ def read_recipe(name_or_path, revision=None, *, hidden_size: int) -> SentenceRec
             width = recipe.dimension(hidden_size)
             recipe.dense.append(_read_dense(name_or_path, revision, folder, width))
         else:  # Normalize
+            _read_normalize(name_or_path, revision, folder)
             recipe.normalize = True
     if not seen_pooling:
         raise CheckpointError(f"{modules_file}: no Pooling module: the model gives token vectors, not sentence vectors")
-    _read_prompts(recipe, name_or_path, revision)
+    _read_model_config(recipe, name_or_path, revision)
     return recipe
 
 
@@ -186,6 +182,9 @@ def _plain_recipe(name_or_path, revision) -> SentenceRecipe | None:
             raise CheckpointError(f"{path}: max_seq_length must be an int ≥ 3, got {max_seq_length!r}")
         recipe.max_seq_length = max_seq_length
     recipe.do_lower_case = _boolean(values, "do_lower_case", False, path)
+    call = read_processing_kwargs(values.get("processing_kwargs"), path, pair=False)
+    if call.max_length is not None:  # sentence-transformers 6 calls the tokenizer with it, over max_seq_length
+        recipe.max_seq_length = call.max_length
     return recipe
 
 
@@ -214,14 +213,13 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
             f"{path}: in_features {in_features!r} / out_features {out_features!r} do not follow the previous "
             f"module's output width {width}"
         )
-    for key in ("module_input_name", "module_output_name"):
-        if values.get(key, "sentence_embedding") not in ("sentence_embedding", None):
-            raise CheckpointError(f"{path}: {key} = {values[key]!r} is not implemented (only sentence_embedding)")
-    activation = values.get("activation_function", "torch.nn.modules.activation.Tanh")
-    if not isinstance(activation, str) or activation not in DENSE_ACTIVATIONS:
+    _check_sentence_embedding_names(values, path)
+    given = values.get("activation_function", "torch.nn.modules.activation.Tanh")
+    activation = torch_class_path(given)  # torch.nn.Tanh names the class torch.nn.modules.activation.Tanh
+    if activation not in DENSE_ACTIVATIONS:
         raise CheckpointError(
-            f"{path}: activation_function {activation!r} is not implemented; minibert computes "
-            + ", ".join(name.rsplit(".", 1)[-1] for name in DENSE_ACTIVATIONS)
+            f"{path}: activation_function {given!r:.80} is not implemented; minibert computes the torch classes "
+            f"{', '.join(DENSE_ACTIVATIONS)} (or another path of one of them, such as torch.nn.Tanh)"
         )
     has_bias = _boolean(values, "bias", True, path)
     use_residual = _boolean(values, "use_residual", False, path)
@@ -249,6 +247,25 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
         residual=state["residual.weight"].float() if "residual.weight" in state else None,
         use_residual=use_residual,
     )
+
+
+def _read_normalize(name_or_path, revision, folder: str) -> None:
+    """A Normalize module normalizes the sentence embedding in place unless its config names another
+    input or output: refused then (sentence-transformers 6 saves a config.json; older ones none)."""
+    if not is_a_module_folder(folder):
+        raise CheckpointError(f"{name_or_path}: modules.json gives the Normalize module the folder {folder!r}")
+    path = resolve_file(name_or_path, f"{folder}/config.json", revision=revision, required=False)
+    if path is not None:
+        values = _read_json(path)
+        if not isinstance(values, dict):
+            raise CheckpointError(f"malformed {path}: the top level is not a JSON object")
+        _check_sentence_embedding_names(values, path)
+
+
+def _check_sentence_embedding_names(values: dict, path) -> None:
+    for key in ("module_input_name", "module_output_name"):
+        if values.get(key, "sentence_embedding") not in ("sentence_embedding", None):
+            raise CheckpointError(f"{path}: {key} = {values[key]!r} is not implemented (only sentence_embedding)")
 
 
 def is_a_module_folder(folder) -> bool:
@@ -280,23 +297,19 @@ def _read_dense_weights(name_or_path, revision, folder: str) -> dict:
     raise CheckpointError(f"{name_or_path}: {folder}/ has no {' or '.join(WEIGHT_FILES)}")
 
 
-def _read_prompts(recipe: SentenceRecipe, name_or_path, revision) -> None:
+def _read_model_config(recipe: SentenceRecipe, name_or_path, revision) -> None:
     path = resolve_file(name_or_path, "config_sentence_transformers.json", revision=revision, required=False)
     if path is None:
         return
     values = _read_json(path)
     if not isinstance(values, dict):
         raise CheckpointError(f"malformed {path}: the top level is not a JSON object")
-    prompts = values.get("prompts") or {}
-    if not isinstance(prompts, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
-        raise CheckpointError(f"{path}: prompts must map names to strings")
-    default = values.get("default_prompt_name")
-    if default is not None and (not isinstance(default, str) or default not in prompts):
-        raise CheckpointError(f"{path}: default_prompt_name {default!r} is not one of its prompts {sorted(prompts)}")
+    recipe.prompts, recipe.default_prompt_name = read_prompts(values, path)
     similarity = values.get("similarity_fn_name") or "cosine"
     if not isinstance(similarity, str) or similarity not in SIMILARITY_FUNCTIONS:
         raise CheckpointError(f"{path}: similarity_fn_name {similarity!r} is not one of {SIMILARITY_FUNCTIONS}")
-    recipe.prompts, recipe.default_prompt_name, recipe.similarity_fn_name = dict(prompts), default, similarity
+    recipe.similarity_fn_name = similarity
+    recipe.truncate_dim = check_truncate_dim(values.get("truncate_dim"), f"{path}: truncate_dim", CheckpointError)
 
 
 def similarity(a: torch.Tensor, b: torch.Tensor, how: str) -> torch.Tensor:

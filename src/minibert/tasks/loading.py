@@ -111,12 +111,13 @@ def warn_if_cut(task: str, pieces: int, limit: int, what_stays: str) -> None:
 
 
 def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, list[list]], batch_size: int,
-             fields: tuple[str, ...] = ("logits",), progress: bool = False) -> list[dict[str, np.ndarray]]:  # fmt: skip
+             fields: tuple[str, ...] = ("logits",),
+             progress: bool | None = False) -> list[dict[str, np.ndarray]]:  # fmt: skip
     """The model on tokenized rows (``input_ids``, ``token_type_ids``), batched as the Embedder
     batches texts: longest first, ``batch_size`` × 64 padded tokens per forward pass, batches in
     parallel streams on a CPU (embedding/streams.py). Per row, each output field as float32 numpy,
     cut to the row's own length where the field has one value per token. ``progress``: a tqdm bar
-    over the batches, on stderr."""
+    over the batches, on stderr (None: on a terminal, for more than 8 batches, as the Embedder decides)."""
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lengths = [len(ids) for ids in rows["input_ids"]]
@@ -134,6 +135,8 @@ def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, lis
     batches, outputs = length_sorted_batches(lengths, forward, batch_size, model.config, streams)
     with evaluating(model), contextlib.closing(outputs):  # dropout off, the model's mode put back after
         shown = outputs
+        if progress is None:  # the Embedder's rule (embedding/hidden_states.py): a long run, on a terminal
+            progress = sys.stderr.isatty() and len(batches) > 8
         if progress:
             from tqdm.auto import tqdm
 

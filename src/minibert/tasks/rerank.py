@@ -19,10 +19,15 @@ Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`
   ``config.json`` (version 4), else ``sbert_ce_default_activation_function`` (older), else a
   sigmoid for one label and none for several; a class path outside ``torch.`` is not trusted
   (sentence-transformers ignores it too) and one minibert does not compute is refused;
-* the length: ``max_seq_length`` in ``sentence_bert_config.json``, else the tokenizer's
-  ``model_max_length`` capped at the model's positions, as sentence-transformers caps it (a folder
-  without one, transformers' "no limit", gives the positions); a pair longer than that is cut, the
-  longer text first.
+* the length: ``processing_kwargs``' ``max_length`` in ``sentence_bert_config.json``
+  (sentence-transformers 6), else its ``max_seq_length``, else the tokenizer's ``model_max_length``
+  capped at the model's positions, as sentence-transformers caps it (a folder without one,
+  transformers' "no limit", gives the positions); a pair longer than that is cut, the longer text
+  first, or as ``processing_kwargs``' ``truncation`` says (``only_first``, ``only_second``);
+* the prompts: ``prompts`` and ``default_prompt_name`` in ``config_sentence_transformers.json``; the
+  default prompt (or the one ``predict``/``rank`` name) is put before each pair's first text.
+
+Any other ``processing_kwargs`` key is refused (embedding/folder_settings.py reads them).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import os
 import numpy as np
 import torch
 
+from ..embedding.folder_settings import choose_prompt, read_processing_kwargs, read_prompts, torch_class_path
 from ..errors import CheckpointError, TaskArgumentError
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
@@ -57,7 +63,8 @@ class CrossEncoder:
     """A sentence-transformers cross-encoder folder (or any ``BertForSequenceClassification``
     checkpoint), scoring text pairs. ``max_length`` and ``activation_fn`` (a class path,
     ``"sigmoid"``/``"identity"``/``"tanh"``, or the torch module itself: ``torch.nn.Identity()``)
-    override the folder's."""
+    override the folder's. (sentence-transformers lets a folder's ``processing_kwargs`` max_length
+    win over a ``max_length`` given; minibert follows the one given.)"""
 
     def __init__(self, model_name_or_path: str | os.PathLike, *, max_length: int | None = None,
                  activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None,
@@ -72,43 +79,56 @@ class CrossEncoder:
         limit = self.model.config.max_position_embeddings
         saved = settings.get("max_seq_length")
         if max_length is None and saved is not None and saved > limit:  # the folder's, not the caller's: no flag
-            raise CheckpointError(f"{settings['max_seq_length_file']}: max_seq_length {saved} is more than the "
-                                  f"model's {limit} positions")  # fmt: skip
+            raise CheckpointError(f"{settings['max_seq_length_file']}: {settings['max_seq_length_field']} {saved} is "
+                                  f"more than the model's {limit} positions")  # fmt: skip
         length = saved if max_length is None else max_length
-        length = min(self.tokenizer.model_max_length, limit) if length is None else length
-        if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= limit:
-            raise TaskArgumentError("max_length", length, f"an int from 3 to {limit} (the model's positions)")
-        self.max_length = length
+        self.max_length = min(self.tokenizer.model_max_length, limit) if length is None else length
+        self.truncation = settings.get("truncation", "longest_first")  # which text of a long pair is cut
         self.activation_fn = _activation(activation_fn, settings, self.num_labels, source)
+        self.prompts: dict[str, str] = settings.get("prompts", {})  # sentence-transformers' names
+        self.default_prompt_name: str | None = settings.get("default_prompt_name")
 
     @property
     def num_labels(self) -> int:
         return self.model.num_labels
 
     @property
+    def max_length(self) -> int:
+        """The longest pair scored, in tokens with [CLS] and both [SEP]; a longer one is cut as
+        ``truncation`` says (the longer text first, unless the folder says otherwise). Set, it is
+        checked then: an int from 3 to the model's positions."""
+        return self._max_length
+
+    @max_length.setter
+    def max_length(self, value: int) -> None:
+        self._max_length = _checked_length(value, self.model.config.max_position_embeddings, "max_length")
+
+    @property
     def max_seq_length(self) -> int:
-        """sentence-transformers 6's name of ``max_length`` (which it keeps as a deprecated alias):
-        the longest pair scored, in tokens; a longer one is cut, the longer text first."""
-        return self.max_length
+        """sentence-transformers 6's name of ``max_length`` (which it keeps as a deprecated alias)."""
+        return self._max_length
 
     @max_seq_length.setter
     def max_seq_length(self, value: int) -> None:
-        self.max_length = value
+        self._max_length = _checked_length(value, self.model.config.max_position_embeddings, "max_seq_length")
 
-    def predict(self, inputs=None, *, batch_size: int = 32, show_progress_bar: bool | None = None,
-                activation_fn: str | None = None, apply_softmax: bool = False, convert_to_numpy: bool = True,
-                convert_to_tensor: bool = False, device=None, sentences=None, **others):  # fmt: skip
+    def predict(self, inputs=None, *, prompt_name: str | None = None, prompt: str | None = None, batch_size: int = 32,
+                show_progress_bar: bool | None = None, activation_fn: str | None = None, apply_softmax: bool = False,
+                convert_to_numpy: bool = True, convert_to_tensor: bool = False, device=None, sentences=None,
+                **others):  # fmt: skip
         """Scores of text pairs: one float per pair (``num_labels`` floats per pair for a classifier
         with several labels; ``apply_softmax`` turns those into probabilities). One pair in, one
         score (or one row) out.
 
         The keywords are sentence-transformers 6's, with its meanings: a numpy float32 array by
         default; ``convert_to_tensor=True``, one tensor on the model's device; ``convert_to_numpy=False``,
-        a list of tensors, one per pair. ``show_progress_bar``: a bar over the batches (None: when the
-        "minibert" logger shows INFO). ``device``: where the model already is, or None (minibert never
-        moves it). ``sentences=`` is the older name of ``inputs``. Its multi-process ``pool`` and
-        ``chunk_size`` and its ``prompt``/``prompt_name`` are refused with a value, as is a keyword it
-        forwards to the model."""
+        a list of tensors, one per pair. ``prompt_name`` / ``prompt``: the model's prompt of that name,
+        or this text, before each pair's first text; neither: the model's default prompt, if it has
+        one. ``show_progress_bar``: a bar over the batches on stderr (None: on a terminal, for more
+        than 8 batches, as ``Embedder.embed`` decides; sentence-transformers asks its logger's level).
+        ``device``: where the model already is, or None (minibert never moves it). ``sentences=`` is
+        the older name of ``inputs``. Its multi-process ``pool`` and ``chunk_size`` are refused with a
+        value, as is a keyword it forwards to the model."""
         inputs = _sentence_transformers_keywords(inputs, sentences, device, others)
         check_model_is_on(self.model, device, "a CrossEncoder")
         if isinstance(inputs, str):  # ("" gave no scores, "ab" the pairs 'a' and 'b')
@@ -121,11 +141,10 @@ class CrossEncoder:
             if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(t, str) for t in pair):
                 raise TypeError(f"pair {number} must be two texts, got {pair!r:.80}")
         function = self.activation_fn if activation_fn is None else _activation(activation_fn, {}, self.num_labels, "")
-        if show_progress_bar is None:  # as sentence-transformers decides, from its own logger
-            show_progress_bar = logger.getEffectiveLevel() in (logging.INFO, logging.DEBUG)
+        prefix = choose_prompt(self.prompts, self.default_prompt_name, prompt, prompt_name)
         scores = np.zeros((0,), dtype=np.float32)
         if pairs:
-            rows = self.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=True,
+            rows = self.tokenizer([prefix + a for a, _ in pairs], [b for _, b in pairs], truncation=self.truncation,
                                   max_length=self.max_length)  # fmt: skip
             results = run_rows(self.model, self.tokenizer, rows, batch_size, progress=show_progress_bar)
             scores = SCORE_ACTIVATIONS[function](np.stack([row["logits"] for row in results])).astype(np.float32)
@@ -140,9 +159,11 @@ class CrossEncoder:
         return scores[0] if single else scores
 
     def rank(self, query: str, documents: list[str], *, top_k: int | None = None, return_documents: bool = False,
+             prompt_name: str | None = None, prompt: str | None = None,
              batch_size: int = 32) -> list[dict]:  # fmt: skip
         """The documents by relevance to ``query``, best first: ``{"corpus_id": i, "score": s}`` (and
-        ``"text"`` with ``return_documents``), the best ``top_k`` (default all)."""
+        ``"text"`` with ``return_documents``), the best ``top_k`` (default all); the prompt as ``predict``
+        takes it, before the query."""
         if self.num_labels != 1:
             raise ValueError(f"rank needs a model with one output (a relevance score); this one has {self.num_labels} "
                              "labels: use predict")  # fmt: skip
@@ -150,7 +171,8 @@ class CrossEncoder:
             raise TypeError("rank takes a query (str) and a list of documents (str)")
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
-        scores = self.predict([[query, document] for document in documents], batch_size=batch_size)
+        scores = self.predict([[query, document] for document in documents], prompt_name=prompt_name, prompt=prompt,
+                              batch_size=batch_size)  # fmt: skip
         results = [{"corpus_id": i, "score": float(score)} for i, score in enumerate(scores)]
         if return_documents:
             for result in results:
@@ -159,8 +181,6 @@ class CrossEncoder:
 
 
 _REFUSED_KEYWORDS = {  # sentence-transformers' predict keywords minibert does not compute, but for their default None
-    "prompt": "a text sentence-transformers puts before each input; minibert's CrossEncoder has no prompts",
-    "prompt_name": "the name of a prompt saved with the model; minibert's CrossEncoder has no prompts",
     "pool": "a pool of processes; minibert runs the batches in parallel streams by itself (on a CPU)",
     "chunk_size": "the inputs per process of a pool; minibert uses none",
 }
@@ -184,8 +204,8 @@ def _sentence_transformers_keywords(inputs, sentences, device, others: dict):
         if name not in _REFUSED_KEYWORDS:
             raise TypeError(
                 f"CrossEncoder.predict got an unexpected keyword argument {name!r} (sentence-transformers forwards "
-                "such keywords to its model; minibert takes inputs, batch_size, show_progress_bar, activation_fn, "
-                "apply_softmax, convert_to_numpy, convert_to_tensor and device)"
+                "such keywords to its model; minibert takes inputs, prompt_name, prompt, batch_size, "
+                "show_progress_bar, activation_fn, apply_softmax, convert_to_numpy, convert_to_tensor and device)"
             )
     return inputs
 
@@ -209,9 +229,15 @@ def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
     return model.rank(query, documents, top_k=top_k, return_documents=return_documents)
 
 
+def _checked_length(value, limit: int, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 3 <= value <= limit:
+        raise TaskArgumentError(name, value, f"an int from 3 to {limit} (the model's positions)")
+    return value
+
+
 def _read_settings(source: str, revision: str | None) -> dict:
     """The cross-encoder settings in a folder's JSON files: ``activation_fn`` (with the file it came
-    from) and ``max_seq_length``."""
+    from), the prompts, ``max_seq_length`` (with its file and field) and the truncation strategy."""
     settings: dict = {}
 
     def read(filename: str):
@@ -232,6 +258,8 @@ def _read_settings(source: str, revision: str | None) -> dict:
     modern, modern_path = read("config_sentence_transformers.json")
     if modern is not None and modern.get("activation_fn") is not None:
         found.append((modern["activation_fn"], f"{modern_path}: activation_fn"))
+    if modern is not None:
+        settings["prompts"], settings["default_prompt_name"] = read_prompts(modern, modern_path)
     if found:
         settings["activation_fn"] = found[-1]  # the newest format wins
     plain, plain_path = read("sentence_bert_config.json")
@@ -239,8 +267,13 @@ def _read_settings(source: str, revision: str | None) -> dict:
         length = plain["max_seq_length"]
         if not isinstance(length, int) or isinstance(length, bool) or length < 3:
             raise CheckpointError(f"{plain_path}: max_seq_length must be an int ≥ 3, got {length!r:.40}")
-        settings["max_seq_length"] = length
-        settings["max_seq_length_file"] = plain_path
+        settings.update(max_seq_length=length, max_seq_length_file=plain_path, max_seq_length_field="max_seq_length")
+    if plain is not None:
+        call = read_processing_kwargs(plain.get("processing_kwargs"), plain_path, pair=True)
+        settings["truncation"] = call.truncation
+        if call.max_length is not None:  # sentence-transformers 6 calls the tokenizer with it, over max_seq_length
+            settings.update(max_seq_length=call.max_length, max_seq_length_file=plain_path,
+                            max_seq_length_field="processing_kwargs max_length")  # fmt: skip
     return settings
 
 
@@ -252,7 +285,7 @@ def _activation(asked, settings: dict, num_labels: int, source: str) -> str:
         if isinstance(asked, torch.nn.Module) or isinstance(asked, type) and issubclass(asked, torch.nn.Module):
             kind = asked if isinstance(asked, type) else type(asked)  # torch.nn.Identity() as sentence-transformers
             asked = f"{kind.__module__}.{kind.__qualname__}"  # takes it, or the class itself
-        path = _SHORT_NAMES.get(str(asked).lower(), asked)
+        path = _SHORT_NAMES.get(str(asked).lower()) or torch_class_path(asked)
         if path not in SCORE_ACTIVATIONS:
             raise ValueError(f"activation_fn must be one of {sorted(_SHORT_NAMES)} or {sorted(SCORE_ACTIVATIONS)}, "
                              f"got {asked!r}")  # fmt: skip
@@ -266,7 +299,7 @@ def _activation(asked, settings: dict, num_labels: int, source: str) -> str:
         logger.warning("%s: activation %s is not a torch class and is not trusted (as in sentence-transformers); "
                        "using the default %s", where, path, default.rsplit(".", 1)[-1])  # fmt: skip
         return default
-    if path not in SCORE_ACTIVATIONS:
-        raise CheckpointError(f"{where}: activation {path} is not implemented (minibert computes "
-                              f"{', '.join(sorted(SCORE_ACTIVATIONS))})")  # fmt: skip
-    return path
+    if torch_class_path(path) not in SCORE_ACTIVATIONS:  # torch.nn.Sigmoid is torch.nn.modules.activation.Sigmoid
+        raise CheckpointError(f"{where}: activation {path} is not implemented (minibert computes the torch classes "
+                              f"{', '.join(sorted(SCORE_ACTIVATIONS))}, by any of their paths)")  # fmt: skip
+    return torch_class_path(path)

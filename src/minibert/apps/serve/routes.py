@@ -86,6 +86,7 @@ class Routes:
     async def scores_of_pairs(self, request: Request, query: str, documents: list[str], field: str, truncate: bool,
                               raw: bool) -> tuple[np.ndarray, int]:  # fmt: skip
         """Relevance of each document to the query (the cross-encoder's activation unless ``raw``)."""
+        from ...embedding.folder_settings import choose_prompt
         from ...tasks.rerank import SCORE_ACTIVATIONS
 
         classifier = self.service.classifier
@@ -93,6 +94,8 @@ class Routes:
             raise RequestError(400, f"reranking needs a model with one output (a relevance score); "
                                     f"{self.service.model_id!r} has {classifier.num_labels} labels: use /predict",
                                code="model_not_supported")  # fmt: skip
+        # the folder's default prompt before the query, as CrossEncoder.rank puts it
+        query = choose_prompt(classifier.prompts, classifier.default_prompt_name, None, None) + query
         pieces, tokens = await self.service.tokenize(self.service.pair_pieces, [query] * len(documents), documents,
                                                      truncate, field)  # fmt: skip
         request.state.counts = (len(documents), tokens)

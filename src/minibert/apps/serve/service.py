@@ -81,10 +81,12 @@ class EmbeddingService:
         return np.stack([result["logits"] for result in results])
 
     def pair_pieces(self, firsts: list[str], seconds: list[str] | None, truncate: bool, field: str):
-        """Each text (or pair) as PairPieces for the classifier, cut to its length (as the
-        tokenizer's longest_first cuts a pair) or refused; and the token count."""
+        """Each text (or pair) as PairPieces for the classifier, cut to its length (a pair as the
+        CrossEncoder cuts it: longest_first, or the folder's processing_kwargs truncation) or refused;
+        and the token count."""
         tokenizer, limit = self.classifier.tokenizer, self.classifier.max_length
-        encoded = tokenizer(firsts, seconds, truncation=True if truncate else None,
+        strategy = self.classifier.truncation if seconds is not None else True
+        encoded = tokenizer(firsts, seconds, truncation=strategy if truncate else None,
                             max_length=limit if truncate else None, verbose=False)  # fmt: skip
         out = []
         for index, (ids, types) in enumerate(zip(encoded["input_ids"], encoded["token_type_ids"])):
