@@ -181,6 +181,72 @@ def test_jsonl_labels_that_are_equal_numbers_are_one_label(tmp_path):
     assert label_list(examples, ExampleFormat()) == ["0", "1", "2", "2.5"]
 
 
+def test_jsonl_numbers_are_one_label_exactly_when_their_decimal_values_are_equal(tmp_path):
+    """Past 2**53 equal numbers were two labels (1e20 → '1e+20', 100000000000000000000 → its digits),
+    and a float's rounding made unequal ones one. The reference: the JSON texts' values as decimal.Decimal."""
+    from decimal import Decimal
+
+    spelled = ["1", "1.0", "1e0", "10E-1", "1e20", "100000000000000000000", "1.0e20", "100000000000000000001",
+               "1e21", "1000000000000000000000", "9007199254740993", "9007199254740992.0", "0.1", "1e-1",
+               "0.10000000000000001", "-0", "0.0", "2.5e-7", "0.00000025", "1e400", "1.5E+30"]  # fmt: skip
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(f'{{"text": "t", "label": {text}}}\n' for text in spelled), encoding="utf-8")
+    labels = [example.label for example in read_examples(path, ExampleFormat())]
+    for (a, label_a), (b, label_b) in ((x, y) for x in zip(spelled, labels) for y in zip(spelled, labels)):
+        assert (label_a == label_b) == (Decimal(a) == Decimal(b)), (a, label_a, b, label_b)
+    assert labels[4] == labels[5] == "100000000000000000000" and labels[1] == labels[0] == "1"
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_jsonl_nan_and_infinity_are_not_json(tmp_path, constant):
+    """Python's json reads NaN and Infinity (they are not JSON, RFC 8259): a label "inf" became a
+    class, a text "nan" a text; the line is refused, named."""
+    for line in (f'{{"text": "b", "label": {constant}}}', f'{{"text": {constant}, "label": "x"}}'):
+        path = write(tmp_path / "train.jsonl", '{"text": "a", "label": "x"}\n' + line + "\n")
+        with pytest.raises(DataError, match=rf"train.jsonl, line 2: not a JSON object \({constant} is not JSON"):
+            read_examples(path, ExampleFormat())
+
+
+def test_a_score_is_a_decimal_number_as_pandas_reads_one(tmp_path):
+    """--task regress: float() read '1_5' as 15.0 and '٣' as 3.0; pandas (and so datasets and
+    run_glue) reads such a column as text. Each spelling a score exactly when pandas reads it as a number."""
+    pandas = pytest.importorskip("pandas")
+    from minibert.training.tasks.examples import Example
+    from minibert.training.tasks.features import _score
+
+    for text in ["1", "-2.5", "1.", ".5", "+1e-3", "1E5", "+.5e+2", "00012", "1_5", "٣", "１", "½", "0x10", "1e",
+                 "1d5", "1.5.2", "--1", "e5"]:  # fmt: skip
+        column = pandas.read_csv(write(tmp_path / "scores.csv", f"label\n{text}\n"))["label"]
+        try:
+            ours = _score(Example("train-1", "t", None, text, 2), "scores.csv")
+        except DataError as error:
+            assert f"scores.csv, line 2: the label {text!r} is not a number" in str(error)
+            ours = None
+        numeric = pandas.api.types.is_numeric_dtype(column)
+        assert (ours is not None) == numeric, (text, ours, column.iloc[0])
+        assert ours is None or ours == float(column.iloc[0]), text
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", "mrpc"])
+def test_a_field_longer_than_csvs_default_limit_is_read_as_pandas_reads_it(tmp_path, suffix):
+    """Python's csv refuses a field over 131,072 characters by default (raw: 'field larger than field
+    limit'); pandas and datasets read it, and so does a .jsonl file: the same texts as pandas'."""
+    import csv
+
+    pandas = pytest.importorskip("pandas")
+    long = "word " * 30_000
+    if suffix == "mrpc":
+        path = write(tmp_path / "train.tsv", f"Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t2\t3\t{long}\tb\n")
+        theirs = pandas.read_csv(path, sep="\t", quoting=csv.QUOTE_NONE)["#1 String"].tolist()
+    else:
+        separator = "," if suffix == ".csv" else "\t"
+        path = write(tmp_path / f"train{suffix}", f"text{separator}label\n{long}{separator}x\nb{separator}y\n")
+        theirs = pandas.read_csv(path, sep=separator)["text"].tolist()
+    examples = read_examples(path, ExampleFormat(glue="mrpc" if suffix == "mrpc" else None))
+    assert [example.text_a for example in examples] == theirs and len(theirs[0]) == 150_000
+    assert csv.field_size_limit() == 131_072  # put back
+
+
 def test_jsonl_labels_given_as_numbers_and_as_strings_of_numbers_are_refused(tmp_path):
     """1 on one line and "1.0" on another would be two classes by spelling: refused, naming both
     lines. Strings that are not numbers may sit beside numbers; a regression reads every label as a

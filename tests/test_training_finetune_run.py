@@ -105,6 +105,34 @@ def test_a_head_of_the_task_continues_and_one_that_does_not_fit_is_refused(tmp_p
     assert not (tmp_path / "third").exists()
 
 
+
+def test_a_head_of_another_kind_is_refused_naming_both(tmp_path, capsys):
+    """A sentence classifier's head (on the pooled [CLS] vector, a softmax) was "continued" by a tag
+    run, a multilabel run (a sigmoid per label) and a regression; a token classifier's by a classify
+    run. As transformers, the kind is config.json's architectures and problem_type."""
+    train = write_examples(tmp_path / "train.csv", 8)
+    first = tmp_path / "first"
+    assert main(flags(train, first, "--epochs", "1")) == 0
+    conll = tmp_path / "train.txt"
+    conll.write_text("the wet\nbank dry\n\nparis dry\nwater wet\n\n" * 4, encoding="utf-8")
+    capsys.readouterr()
+    tag = ["--task", "tag", "--model", str(first), "--train", str(conll)]
+    for extra, trains in ((tag, "a token classifier"), (["--task", "multilabel", "--model", str(first)],
+                                                         "a multi-label sentence classifier")):  # fmt: skip
+        assert main(flags(train, tmp_path / "refused", "--epochs", "1", *extra)) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--model {first}'s classifier is a sentence classifier (one label per " \
+            f"text, a softmax); the task trains {trains}" in err, err
+        assert not (tmp_path / "refused").exists()
+    tagger = tmp_path / "tagger"
+    assert main(flags(train, tagger, "--epochs", "1", "--task", "tag", "--train", str(conll))) == 0
+    assert json.loads((tagger / "config.json").read_text())["architectures"] == ["BertForTokenClassification"]
+    capsys.readouterr()
+    assert main(flags(train, tmp_path / "refused", "--epochs", "1", "--model", str(tagger))) == 1
+    assert "classifier is a token classifier (a label per word); the task trains a sentence classifier" in \
+        capsys.readouterr().err
+
+
 def test_resume_after_sigkill_ends_with_identical_weights(tmp_path, monkeypatch):
     """Dropout on (the tiny config's 0.1): the resumed run must restore the random-number state too.
     The GEMM backend is named: the three processes must not each measure (and maybe pick) another."""
@@ -184,6 +212,7 @@ def test_write_features_writes_googles_layout_and_stops(tmp_path, capsys):
     train, path = write_examples(tmp_path / "train.csv", 6), tmp_path / "train.tfrecord"
     argv = flags(train, tmp_path / "run")
     argv[argv.index("--output") : argv.index("--output") + 2] = ["--write-features", str(path)]
+    del argv[argv.index("--batch-size") : argv.index("--learning-rate") + 2]  # (a run's: refused)
     assert main(argv) == 0
     records = list(read_examples(path))
     assert len(records) == 6 and not (tmp_path / "run").exists()
@@ -193,6 +222,23 @@ def test_write_features_writes_googles_layout_and_stops(tmp_path, capsys):
     del argv[argv.index("--write-features") : argv.index("--write-features") + 2]
     assert main(argv) == 2
     assert "give --output (to fine-tune) or --write-features" in capsys.readouterr().err
+
+
+def test_write_features_refuses_the_flags_of_a_run_and_needs_no_full_step(tmp_path, capsys):
+    """--write-features writes every training example, whatever the batches: the default --batch-size
+    32 refused a 6-row file ("make no full step"); --dev, --epochs, --learning-rate, --seed (a run's)
+    were dropped unsaid: each a usage error now, naming it."""
+    train, path = write_examples(tmp_path / "train.csv", 6), tmp_path / "train.tfrecord"
+    argv = ["finetune", "--model", str(TINY), "--train", str(train), "--max-seq-length", "16", "--write-features",
+            str(path)]  # fmt: skip
+    assert main(argv) == 0 and "train.tfrecord: 6 records" in capsys.readouterr().out
+    path.unlink()
+    for extra in (["--dev", str(train)], ["--epochs", "7"], ["--batch-size", "2"], ["--learning-rate", "5"],
+                  ["--seed", "3"], ["--eval-every", "3"], ["--json"], ["--seeds", "2"]):  # fmt: skip
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"--write-features does not read {extra[0]}: it writes --train's features and stops" in err, err
+        assert not path.exists()
 
 
 def test_a_sweep_runs_every_seed_and_rate_and_writes_the_table(tmp_path, capsys):

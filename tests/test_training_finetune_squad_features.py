@@ -71,7 +71,7 @@ def google(tmp_path_factory, minilm_dir) -> dict:
                             paragraphs=3, fortunes_per_context=8, questions=6)  # fmt: skip
         path = directory / f"train-v{int(version_2)}.tfrecord"
         argv = ["finetune", "--task", "answer", "--model", str(minilm_dir), "--train", str(train), "--write-features",
-                str(path), "--batch-size", "2", "--max-seq-length", str(WRITE_FEATURES["max_seq_length"]),
+                str(path), "--max-seq-length", str(WRITE_FEATURES["max_seq_length"]),
                 "--doc-stride", str(WRITE_FEATURES["doc_stride"]),
                 "--max-query-length", str(WRITE_FEATURES["max_query_length"])]  # fmt: skip
         out = io.StringIO()

@@ -53,6 +53,38 @@ def test_conll_files_are_read_by_their_layout(tmp_path):
         read_conll(path)
 
 
+def conll2003_reads(path: Path) -> list[tuple[list[str], list[str]]]:
+    """The words and NER tags of the conll2003 loader of ``datasets`` (the CoNLL-2003 files of
+    transformers' run_ner), its _generate_examples: lines as open() reads them, columns split at " "."""
+    sentences, tokens, tags = [], [], []
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            if line.startswith("-DOCSTART-") or line == "" or line == "\n":
+                if tokens:
+                    sentences.append((tokens, tags))
+                    tokens, tags = [], []
+            else:
+                splits = line.split(" ")
+                tokens.append(splits[0])
+                tags.append(splits[3].rstrip())
+    return sentences + ([(tokens, tags)] if tokens else [])
+
+
+def test_columns_are_split_at_spaces_as_the_conll2003_loader_splits_them(tmp_path):
+    """str.split() also splits at a no-break space (French numbers: "10 000"), U+0085, U+2028, U+3000:
+    '10\u00a0000' became the word '10' and '000' a column dropped unsaid. Those stay in their word; CRLF
+    and a tab separate as in CoNLL files."""
+    text = ("10\u00a0000 CD I-NP O\nParis NNP B-NP B-LOC\n\na\x85b NN B-NP O\nthe\u2028cat NN I-NP B-PER\n"
+            "\u3000 SP O O\n\nEU NNP B-NP B-ORG\n")  # fmt: skip
+    path = tmp_path / "train.txt"
+    path.write_text(text, encoding="utf-8")
+    assert [(s.words, s.tags) for s in read_conll(path)] == conll2003_reads(path)
+    assert read_conll(path)[0].words == ["10\u00a0000", "Paris"]
+    tabs = tmp_path / "tabs.txt"
+    tabs.write_bytes(text.replace("\n", "\r\n").replace(" ", "\t").encode("utf-8"))
+    assert [(s.words, s.tags) for s in read_conll(tabs)] == conll2003_reads(path) != []
+
+
 # Words that make no WordPiece piece (a zero-width space, a bell, a soft hyphen: the tokenizer removes
 # them), before, between and after tagged words: once a numpy broadcast error, or with a short
 # --max-seq-length every later tag shifted one piece.

@@ -217,6 +217,7 @@ def test_finetune_write_features_needs_no_run_folder_lock(tmp_path):
     train, features = write_examples(tmp_path / "train.csv", 6), tmp_path / "train.tfrecord"
     argv = flags(train, tmp_path / "run")
     argv[argv.index("--output") : argv.index("--output") + 2] = ["--write-features", str(features)]
+    del argv[argv.index("--batch-size") : argv.index("--learning-rate") + 2]  # (a run's flags: refused)
     with run_folder_lock(tmp_path):
         assert run_minibert(*argv).returncode == 0 and features.stat().st_size > 0
 

@@ -43,6 +43,7 @@ def add_parser(commands, parents: list) -> None:
 
 
 def cmd_finetune(args) -> None:
+    from ..errors import DataError
     from ..loading.devices import resolve_device
     from ..training import FinetuneOptions, finetune, write_training_features
     from .commands import CommandError, gemm_of
@@ -53,7 +54,17 @@ def cmd_finetune(args) -> None:
     if args.ray is not None and not sweeps:
         raise CommandError("--ray runs a sweep's trials: give --seeds and/or --learning-rates")
     options = FinetuneOptions(**{**values_of(args, FinetuneOptions), "output": args.output or ""}, gemm=gemm_of(args))
+    try:  # a flag the task or --write-features does not read: a usage error, as --gemm where no model runs
+        options.refuse_unread_flags(writing_features=args.write_features is not None)
+    except DataError as error:
+        raise CommandError(str(error)) from None
     if args.write_features:
+        run_flags = {"--seeds": args.seeds, "--learning-rates": args.learning_rates, "--ray": args.ray,
+                     "--json": args.json or None}  # fmt: skip
+        unread = [flag for flag, value in run_flags.items() if value is not None]
+        if unread:
+            raise CommandError(f"--write-features does not read {unread[0]}: it writes --train's features and stops "
+                               f"({unread[0]} is for a run: give --output)")  # fmt: skip
         count = write_training_features(options, args.write_features)
         print(f"{args.write_features}: {count} records")
         return

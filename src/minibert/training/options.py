@@ -11,7 +11,7 @@ the data it cuts: pretraining_data/options.py). The commands' flags are made fro
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from typing import ClassVar
 
 from ..errors import DataError
@@ -135,17 +135,35 @@ class PretrainOptions:
 
 
 READS_GLUE = ("classify", "regress")  # the tasks whose files may be GLUE's (--glue)
-# Each task's flags that its files make meaningless (refused when given), the flags it needs, and
-# what it reads instead (the refusal's message).
-FLAGS_A_TASK_REFUSES = {
-    "regress": (("labels",), (), "--labels names classes; --task regress learns one score"),
-    "multilabel": (("glue",), ("label_separator",), "--task multilabel reads generic files whose label field lists "
-                   "labels joined by --label-separator (not --glue)"),
-    "tag": (("glue", "pair_column"), (), "--task tag reads CoNLL files (a word and its tag per line): no --glue, no "
-            "--pair-column"),
-    "answer": (("glue", "pair_column", "labels"), (), "--task answer reads SQuAD JSON files: no --glue, "
-               "--pair-column or --labels"),
+GENERIC = ("classify", "regress", "multilabel")  # the tasks that read generic CSV/TSV/JSONL files
+# The flags only some tasks read, and those tasks. Any other task refuses such a flag when it is
+# given (a value other than its default) rather than ignore it, as commands that run no model
+# refuse --gemm (docs/cli.md); so do GLUE files (read by column number) the column flags.
+TASKS_READING = {
+    "glue": READS_GLUE, "text_column": GENERIC, "pair_column": GENERIC, "label_column": GENERIC,
+    "labels": ("classify", "multilabel", "tag"), "label_separator": ("multilabel",), "label_all_pieces": ("tag",),
+    **dict.fromkeys(("version_2_with_negative", "doc_stride", "max_query_length", "null_score_diff_threshold"),
+                    ("answer",)),
 }  # fmt: skip
+COLUMN_FLAGS = ("text_column", "pair_column", "label_column")
+# What each task reads, as a refused flag's message says it.
+TASK_READS = {
+    "classify": "reads GLUE files (--glue) or generic CSV/TSV/JSONL files, one label per text or pair",
+    "regress": "reads GLUE files (--glue) or generic CSV/TSV/JSONL files, and learns one score (no labels)",
+    "multilabel": "reads generic CSV/TSV/JSONL files whose label field joins labels by --label-separator",
+    "tag": "reads CoNLL files (a word and its tag per line)",
+    "answer": "reads SQuAD JSON files",
+}
+# What --write-features reads: the files, the task's reading of them, the features' size. The rest
+# (the dev set, the schedule, the batches, the device) sets up a run, which --write-features does not make.
+READ_BY_WRITE_FEATURES = ("model", "train", "output", "task", "progress", "glue", *COLUMN_FLAGS, "labels",
+                          "label_separator", "label_all_pieces", "max_seq_length", "version_2_with_negative",
+                          "doc_stride", "max_query_length")  # fmt: skip
+
+
+def flag_of(name: str) -> str:
+    """A field's flag: ``label_all_pieces`` → ``--label-all-pieces``."""
+    return "--" + name.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -230,14 +248,35 @@ class FinetuneOptions:
         glue_task = "regress" if self.glue in REGRESSION_TASKS else "classify"  # the task a GLUE file is for
         if self.glue is not None and self.task in READS_GLUE and self.task != glue_task:
             raise DataError(f"--glue {self.glue} is a {glue_task} task: give --task {glue_task}")
-        refused, needed, said = FLAGS_A_TASK_REFUSES.get(self.task, ((), (), ""))
-        if any(getattr(self, name) not in (None, ()) for name in refused) or not all(getattr(self, name)
-                                                                                for name in needed):  # fmt: skip
-            raise DataError(said)
+        self.refuse_unread_flags()
+        if self.task == "multilabel" and not self.label_separator:
+            raise DataError("--label-separator is empty: --task multilabel needs what joins a text's labels")
         refuse_out_of_limits(self, flags=True)
         if self.batch_size % processes:
             raise DataError(f"--batch-size {self.batch_size} does not split into {processes} processes: make it a "
                             f"multiple of {processes}")  # fmt: skip
+
+    def given(self) -> list[str]:
+        """The fields set to a value other than their default: the flags given."""
+        return [name for name, setting in self.__dataclass_fields__.items()  # (labels=(): none given)
+                if setting.default is not MISSING and getattr(self, name) not in (setting.default, ())]  # fmt: skip
+
+    def refuse_unread_flags(self, writing_features: bool = False) -> None:
+        """A flag given that the task (or ``--write-features``) does not read is a DataError naming
+        it and what reads it, not a setting silently dropped (``minibert finetune`` says it as a
+        usage error, exit 2)."""
+        for name in self.given():
+            tasks = TASKS_READING.get(name, (self.task,))
+            if self.task not in tasks:
+                raise DataError(f"--task {self.task} does not read {flag_of(name)}, which is for --task "
+                                f"{', '.join(tasks)}: it {TASK_READS[self.task]}")  # fmt: skip
+            if self.glue is not None and name in COLUMN_FLAGS:
+                raise DataError(f"--glue {self.glue} does not read {flag_of(name)}: GLUE files are read by column "
+                                f"number, as the task's processor reads them ({flag_of(name)} names a generic "
+                                "CSV/TSV/JSONL file's column)")  # fmt: skip
+            if writing_features and name not in READ_BY_WRITE_FEATURES:
+                raise DataError(f"--write-features does not read {flag_of(name)}: it writes --train's features and "
+                                f"stops ({flag_of(name)} sets up a run: give --output)")  # fmt: skip
 
     def settings(self, processes: int, steps: int) -> dict:
         """What a resumed run must share with the run it continues (--eval-every too: best/ is the best

@@ -81,8 +81,11 @@ def finetune(options: FinetuneOptions) -> Path:
 
 def write_training_features(options: FinetuneOptions, path: str) -> int:
     """``--write-features``: the training file's features in Google's TFRecord layout (run_classifier.py's;
-    run_squad.py's FeatureWriter for ``--task answer``), no training; returns the count of records."""
-    return write_features(task_named(options.task).prepare(options, World()).train, path)
+    run_squad.py's FeatureWriter for ``--task answer``), no training; returns the count of records.
+    The options that set up a run (--dev, --epochs, --batch-size, ...) are refused, not ignored:
+    the file holds every training example, whatever the batches that would read it."""
+    options.refuse_unread_flags(writing_features=True)
+    return write_features(task_named(options.task).read_checked(options)[0], path)
 
 
 @dataclass

@@ -17,13 +17,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ...errors import DataError
 from ...inputs import AS_ASKED
-from ...loading.head_labels import shown_labels
 from .examples import check_labels, label_list, read_examples
 from .features import make_features
 from .finetuning import Finetuning
-from .head import fit_labels, load_vocabulary
+from .head import fit_labels, load_vocabulary, refuse_a_single_label
 from .metrics import MAIN_METRIC, task_metrics
 from .task import PieceSums, TrainingData
 
@@ -47,10 +45,7 @@ class Classify(Finetuning):
             check_labels(train_examples, labels, options.train, "--train", separator)
             if dev_examples:
                 check_labels(dev_examples, labels, options.dev, "--dev", separator)
-            if len(labels) < 2:  # one class: the loss is 0 from the start, nothing is learned
-                where = "--labels names" if options.labels else f"--train {options.train} holds"
-                raise DataError(f"{where} one label only ({shown_labels(labels, quoted=True) or 'none'}): a classifier "
-                                "needs at least two")  # fmt: skip
+            refuse_a_single_label(labels, options)
         tokenizer, vocabulary = load_vocabulary(options.model)
         length = options.max_seq_length
         train = make_features(train_examples, vocabulary, length, labels, options.train, separator)

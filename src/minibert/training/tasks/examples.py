@@ -29,10 +29,14 @@ them), ``.tsv`` (tabs, a header row; quotes as in a .csv, as pandas and ``datase
 ``.jsonl`` (one JSON object per line). Its columns are named by ``--text-column`` (default
 ``text``), ``--pair-column`` (none by default) and ``--label-column`` (default ``label``).
 
-A JSON-lines label may be a string or a number. A number is a label by its value: equal numbers
-are one label (``1``, ``1.0`` and ``1e0`` are the label "1"; ``0.5`` is "0.5"). A classifier's file
-that gives some labels as numbers and others as strings of numbers (``1`` and ``"1.0"``) is refused,
-naming both lines (``check_label_kinds``): whether they are one class would depend on spelling.
+A JSON-lines label may be a string or a number. A number is a label by its exact decimal value
+(read as ``decimal.Decimal``, never rounded to a float): equal numbers are one label (``1``, ``1.0``
+and ``1e0`` are the label "1"; ``1e20`` and ``100000000000000000000`` are one label; ``0.5`` is
+"0.5"). ``NaN`` and ``Infinity``, which Python's ``json`` reads, are not JSON: refused. A
+classifier's file that gives some labels as numbers and others as strings of numbers (``1`` and
+``"1.0"``) is refused, naming both lines (``check_label_kinds``): whether they are one class would
+depend on spelling. A number is written in ASCII digits (``DECIMAL``): ``1_5`` and ``٣``, which
+Python's ``float()`` reads, are not numbers here, as they are not to pandas.
 
 >>> import pathlib, tempfile
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "reviews.csv"
@@ -43,11 +47,14 @@ naming both lines (``check_label_kinds``): whether they are one class would depe
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
+import re
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from pathlib import Path
 
 from ...errors import DataError
@@ -152,8 +159,9 @@ def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
     lines = text.replace("\r\n", "\n").split("\n")  # a file's lines, as Python's file reader gives them
     reader = csv.reader(lines[:-1] if lines[-1] == "" else lines, delimiter="\t", quotechar=None)
     try:
-        rows = list(reader)
-    except csv.Error as error:  # a field over csv's limit (131,072 characters), a carriage return alone
+        with _fields_as_long_as(text):
+            rows = list(reader)
+    except csv.Error as error:  # a carriage return alone
         raise DataError(f"{path}, line {reader.line_num}: {error}") from None  # (the line it read last)
     examples, languages = [], set()
     for number, row in enumerate(rows, start=1):
@@ -186,10 +194,24 @@ def _glue_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]:
 def _table_examples(path: Path, text: str, form: ExampleFormat, delimiter: str) -> list[Example]:
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
-        return _table_rows(path, reader, form)
-    except csv.Error as error:  # a field over csv's limit (131,072 characters), a stray quote, ...
+        with _fields_as_long_as(text):
+            return _table_rows(path, reader, form)
+    except csv.Error as error:  # a stray quote, ...
         # (line_num counts the lines read before the one the error is on)
         raise DataError(f"{path}, line {reader.line_num + 1}: {error}") from None
+
+
+@contextlib.contextmanager
+def _fields_as_long_as(text: str):
+    """``csv`` refuses a field over 131,072 characters (its default ``field_size_limit``), where
+    pandas and ``datasets`` read it: the limit raised to the file's length while it is read (the
+    text is in memory already, so no field costs more), then put back."""
+    before = csv.field_size_limit()
+    csv.field_size_limit(max(before, len(text)))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
 
 
 def _table_rows(path: Path, reader: csv.DictReader, form: ExampleFormat) -> list[Example]:
@@ -229,8 +251,9 @@ def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line, object_pairs_hook=_refusing_duplicate_keys)
+        try:  # (numbers with a point or an exponent as Decimal: a label's exact value, label_of_number)
+            row = json.loads(line, object_pairs_hook=_refusing_duplicate_keys, parse_float=Decimal,
+                             parse_constant=_refusing_constants)  # fmt: skip
         except ValueError as error:
             raise DataError(f"{path}, line {number}: not a JSON object ({error})") from None
         if not isinstance(row, dict):
@@ -238,26 +261,33 @@ def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]
         for flag, column in _columns(form):
             if column not in row:
                 raise DataError(f"{path}, line {number}: no field {column!r} ({flag})")
-            if not isinstance(row[column], (str, int, float)) or isinstance(row[column], bool):
+            if not isinstance(row[column], (str, int, Decimal)) or isinstance(row[column], bool):
                 raise DataError(f"{path}, line {number}: field {column!r} must be a string or number, "
                                 f"got {type(row[column]).__name__}")  # fmt: skip
         label = row[form.label_column]
         is_number = not isinstance(label, str)  # (a bool was refused above)
-        fields = {**{key: str(value) for key, value in row.items()},
+        fields = {**{key: str(float(value) if isinstance(value, Decimal) else value) for key, value in row.items()},
                   form.label_column: label_of_number(label) if is_number else label}  # fmt: skip
         examples.append(replace(_example(form, fields, number), label_is_number=is_number))
     return examples
 
 
-def label_of_number(value: int | float) -> str:
-    """A JSON number as a label, by its value: equal numbers are one label.
+def label_of_number(value: int | Decimal | float) -> str:
+    """A JSON number as a label, by its exact value: equal numbers are one label, other numbers
+    other labels. A whole number below 10**21 is its digits; any other number its shortest
+    decimal spelling, exponent in lower case (a float: the decimal ``repr`` gives, which names it exactly).
 
-    >>> [label_of_number(value) for value in (1, 1.0, 1e0, -0.0, 0.5, 2.5e-7)]
-    ['1', '1', '1', '0', '0.5', '2.5e-07']
+    >>> [label_of_number(Decimal(text)) for text in ("1.0", "1e0", "-0.0", "0.5", "2.5e-7", "1e20", "1.5e30")]
+    ['1', '1', '0', '0.5', '2.5e-7', '100000000000000000000', '1.5e+30']
+    >>> label_of_number(100000000000000000000), label_of_number(10**21), label_of_number(1e21)
+    ('100000000000000000000', '1e+21', '1e+21')
     """
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:  # (exact as a whole number)
-        return str(int(value))
-    return repr(value)
+    number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    if not number.is_finite():
+        raise ValueError(f"{value!r} is not a finite number")
+    if number == number.to_integral_value() and abs(number) < 10**21:
+        return str(int(number))
+    return str(number.normalize()).lower()
 
 
 def check_label_kinds(examples: list[Example], path: str | os.PathLike, flag: str, separator: str | None = None
@@ -276,12 +306,18 @@ def check_label_kinds(examples: list[Example], path: str | os.PathLike, flag: st
                             "one way, all numbers or all strings (1 and \"1.0\" would be two labels)")  # fmt: skip
 
 
+# A number as a label or a score spells it: ASCII digits, an optional sign, point and exponent
+# (what pandas reads as a number; Python's float() also reads "1_5", "٣" and "nan").
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _reads_as_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return DECIMAL.fullmatch(text) is not None
+
+
+def _refusing_constants(name: str):
+    """``json.loads``' reading of NaN, Infinity and -Infinity, which are not JSON: a ValueError."""
+    raise ValueError(f"{name} is not JSON: a JSON number is finite")
 
 
 def _refusing_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:

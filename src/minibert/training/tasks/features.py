@@ -26,7 +26,7 @@ import numpy as np
 
 from ...errors import DataError
 from ..pretraining_data.full_tokenizer import PretrainingVocabulary
-from .examples import Example, split_labels
+from .examples import DECIMAL, Example, split_labels
 
 
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
@@ -131,11 +131,11 @@ def make_features(examples: list[Example], vocabulary: PretrainingVocabulary, ma
 
 
 def _score(example: Example, path: str) -> float:
-    try:
-        value = float(example.label)
-    except ValueError:
+    """A label as a score: a decimal number in ASCII digits (examples.py ``DECIMAL``), finite in float32."""
+    if DECIMAL.fullmatch(example.label) is None:  # (not "1_5", "٣", "nan", which float() reads)
         raise DataError(f"{path}, line {example.line}: the label {example.label!r} is not a number "
-                        "(--task regress learns a score)") from None  # fmt: skip
+                        "(--task regress learns a score, written in ASCII digits: 2, -0.5, 1e-3)")  # fmt: skip
+    value = float(example.label)
     if not np.isfinite(value):
         raise DataError(f"{path}, line {example.line}: the label {example.label!r} is not a finite number")
     if abs(value) > LARGEST_SCORE:  # finite in float64, but its squared error is not in float32

@@ -49,11 +49,15 @@ class Finetuning(Task):
         """(train features, dev features or None, labels or None, head continues?, tokenizer)."""
         raise NotImplementedError
 
+    def read_checked(self, options, processes: int = 1) -> tuple:
+        """``read`` after the options' and --max-seq-length's checks (``--write-features`` stops here)."""
+        options.check(processes)
+        check_sequence_length(options.model, options.max_seq_length)
+        return self.read(options)
+
     def prepare(self, options, world) -> TrainingData:
         """Read the files, fix the labels, make the features: every error before anything is written."""
-        options.check(world.size)
-        check_sequence_length(options.model, options.max_seq_length)
-        train, dev, labels, continues, tokenizer = self.read(options)
+        train, dev, labels, continues, tokenizer = self.read_checked(options, world.size)
         counted = self.examples_counted(train)  # (SQuAD: questions, not their windows)
         steps = int(counted / options.batch_size * options.epochs)
         if steps < 1:

@@ -12,6 +12,9 @@ is kept), else the task does not fit the head and the run is refused before anyt
 A classifier whose config names no labels — Google's ``run_classifier.py`` checkpoints
 (``output_weights``, ``output_bias``; bert_config.json has no labels) — continues with the task's
 labels in their stated order (``--labels``, the GLUE task's, or sorted), when their number fits.
+A head of another kind is refused too: a token classifier (config.json's ``architectures``) reads
+every piece's vector, a sentence classifier the pooled [CLS] one, and a sentence classifier whose
+``problem_type`` names another loss (softmax, sigmoid per label, a score) was trained for it.
 """
 
 from __future__ import annotations
@@ -69,12 +72,39 @@ def check_sequence_length(model: str, length: int) -> None:
                         f"(max_position_embeddings {positions}): give {positions} or less")  # fmt: skip
 
 
+# The kinds of head a task trains (transformers' problem_type; "token_classification": tagging's),
+# as the refusal of a head of another kind names them.
+HEAD_KINDS = {"single_label_classification": "a sentence classifier (one label per text, a softmax)",
+              "multi_label_classification": "a multi-label sentence classifier (a sigmoid per label)",
+              "regression": "a sentence regression head (one score)",
+              "token_classification": "a token classifier (a label per word)"}  # fmt: skip
+
+
+def head_kind(model: str) -> str | None:
+    """The kind of the checkpoint's classifier, a key of ``HEAD_KINDS``: a token classifier when
+    config.json's ``architectures`` says so, else a sentence classifier of its ``problem_type``
+    (None: it names none, as Google's run_classifier.py checkpoints and many hub ones: any of the
+    three sentence kinds fits)."""
+    config = BertConfig.from_json_file(find_checkpoint(model)[0]).extra
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and any(str(name).endswith("ForTokenClassification") for name in architectures):
+        return "token_classification"
+    return config.get("problem_type")
+
+
 def fit_labels(model: str, labels: list[str] | None, problem: str, stated: bool) -> tuple[list[str] | None, bool]:
     """(the labels in the order the run uses, whether the checkpoint's head continues). ``labels``
-    None: a regression (one output). ``stated``: the order was given (--labels, a GLUE task)."""
+    None: a regression (one output). ``problem``: the kind of head the task trains (``HEAD_KINDS``);
+    a head of another kind is refused. ``stated``: the order was given (--labels, a GLUE task)."""
     head = checkpoint_head(model)
     if head is None:
         return labels, False
+    kind = head_kind(model)
+    if kind not in (problem, None) or (kind is None and problem == "token_classification"):
+        described = HEAD_KINDS.get(kind) or "a sentence classifier (on the pooled [CLS] vector)"
+        raise DataError(f"--model {model}'s classifier is {described}; the task trains "
+                        f"{HEAD_KINDS[problem]}: choose a model without a classifier (its encoder is used) or "
+                        "one trained for this task")  # fmt: skip
     head_labels, outputs = head
     wanted = 1 if labels is None else len(labels)
     if outputs != wanted:
@@ -88,6 +118,15 @@ def fit_labels(model: str, labels: list[str] | None, problem: str, stated: bool)
         raise DataError(f"--model {model}'s classifier predicts {shown_labels(head_labels)}; the task's labels are "
                         f"{shown_labels(labels)}: they must be the same labels, in the head's order")  # fmt: skip
     return head_labels, True
+
+
+def refuse_a_single_label(labels: list[str] | None, options) -> None:
+    """A classifier (of texts, of words) needs two labels at least: with one output the softmax is 1
+    whatever the input, the loss is 0 from the first step and nothing is learned."""
+    if labels is not None and len(labels) < 2:
+        where = "--labels names" if options.labels else f"--train {options.train} holds"
+        raise DataError(f"{where} one label only ({shown_labels(labels, quoted=True) or 'none'}): a classifier "
+                        "needs at least two")  # fmt: skip
 
 
 def load_vocabulary(model: str) -> tuple[BertTokenizer, PretrainingVocabulary]:

@@ -7,6 +7,11 @@ sentences, ``-DOCSTART-`` lines skipped::
     rejects VBZ B-VP O
     German JJ B-NP B-MISC
 
+The columns are split at ASCII spaces and tabs only, as the conll2003 reader of ``datasets`` (which
+transformers' run_ner reads) splits them at " ": other white space (a no-break space in "10 000",
+U+2028) stays in its word. A ``.json``, ``.jsonl`` or ``.csv`` file is refused by its suffix (the
+``tokens``/``ner_tags`` JSON of the hub's datasets stores tag ids whose names are not in the file).
+
 A word becomes one or more WordPiece pieces; as in transformers' ``run_ner`` (and the paper's
 section 5.3), the *first* piece of a word carries its tag and the others are ignored by the loss
 and by evaluation (label -100), unless ``label_all_pieces``. A word that makes no piece at all (a
@@ -32,6 +37,7 @@ batch's count of labelled pieces — the mean over them:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +56,7 @@ from ..pretraining_data.full_tokenizer import PretrainingVocabulary
 from .examples import read_labelled_text
 from .features import Features
 from .finetuning import Finetuning
-from .head import fit_labels, load_vocabulary
+from .head import fit_labels, load_vocabulary, refuse_a_single_label
 from .task import PieceSums, TrainingData
 
 
@@ -61,11 +67,19 @@ class Sentence:
     line: int  # the line of its first word
 
 
+COLUMNS = re.compile(r"[ \t]+")  # what separates a CoNLL line's columns
+LINE_BREAKS = re.compile(r"\r\n|\r|\n")  # a text file's line ends, as Python's open() reads them
+NOT_CONLL = (".json", ".jsonl", ".csv")  # files whose suffix says they are another format
+
+
 def read_conll(path: str | os.PathLike) -> list[Sentence]:
+    if Path(path).suffix.lower() in NOT_CONLL:
+        raise DataError(f"{path}: --task tag reads CoNLL files (a word and its tag per line, separated by spaces or "
+                        f"a tab, a blank line between sentences), not {Path(path).suffix} files")  # fmt: skip
     text = read_labelled_text(Path(path))
     sentences, words, tags, first = [], [], [], 0
-    for number, line in enumerate(text.split("\n") + [""], start=1):
-        fields = line.split()
+    for number, line in enumerate(LINE_BREAKS.split(text) + [""], start=1):
+        fields = [field for field in COLUMNS.split(line) if field]
         if not fields or fields[0] == "-DOCSTART-":
             if words:
                 sentences.append(Sentence(words, tags, first))
@@ -176,6 +190,7 @@ class Tag(Finetuning):
         check_tags(train_sentences, labels, options.train, "--train")
         if dev_sentences:
             check_tags(dev_sentences, labels, options.dev, "--dev")
+        refuse_a_single_label(labels, options)
         tokenizer, vocabulary = load_vocabulary(options.model)
         length, every = options.max_seq_length, options.label_all_pieces
         train = tag_features(train_sentences, vocabulary, length, labels, options.train, every)
