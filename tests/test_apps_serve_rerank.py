@@ -129,5 +129,18 @@ def test_rerank_follows_the_folders_prompt_and_processing_kwargs(make, tmp_path)
                         timeout=30)  # fmt: skip
         assert v1.status_code == 200, v1.text
         assert max(abs(r["relevance_score"] - e["score"]) for r, e in zip(v1.json()["results"], expected)) <= TOLERANCE
+        # only_second cannot cut a query that alone is past the limit: sentence-transformers raises;
+        # the server answered 500 (a traceback in its log); now a 422 naming the pair
+        long_query = QUERY * 5
+        with pytest.raises(Exception, match="(?i)truncat"):
+            reference.predict([[long_query, "Berlin"]])
+        for path, key in (("/rerank", "texts"), ("/v1/rerank", "documents")):
+            cut = httpx.post(f"{server.url}{path}", json={"query": long_query, key: ["Berlin"], "truncate": True},
+                             timeout=30)  # fmt: skip
+            assert cut.status_code == 422, cut.text
+            assert f"{key}[0] cannot be cut to the model's limit of 24 tokens" in cut.text
+            assert "truncation='only_second'" in cut.text and "Traceback" not in cut.text
+        assert cut.json()["error"]["code"] == "context_length_exceeded"  # (/v1/'s shape names the code)
     finally:
-        server.stop()
+        returncode, log = server.stop()
+    assert returncode == 0 and "Traceback" not in log, log

@@ -183,12 +183,15 @@ def test_jsonl_labels_that_are_equal_numbers_are_one_label(tmp_path):
 
 def test_jsonl_numbers_are_one_label_exactly_when_their_decimal_values_are_equal(tmp_path):
     """Past 2**53 equal numbers were two labels (1e20 → '1e+20', 100000000000000000000 → its digits),
-    and a float's rounding made unequal ones one. The reference: the JSON texts' values as decimal.Decimal."""
+    and a float's rounding made unequal ones one; past 28 digits Decimal.normalize() rounded
+    (10**30 and 10**30 + 1 were both '1e+30'). The reference: the JSON texts' values as decimal.Decimal."""
     from decimal import Decimal
 
     spelled = ["1", "1.0", "1e0", "10E-1", "1e20", "100000000000000000000", "1.0e20", "100000000000000000001",
                "1e21", "1000000000000000000000", "9007199254740993", "9007199254740992.0", "0.1", "1e-1",
-               "0.10000000000000001", "-0", "0.0", "2.5e-7", "0.00000025", "1e400", "1.5E+30"]  # fmt: skip
+               "0.10000000000000001", "-0", "0.0", "2.5e-7", "0.00000025", "1e400", "1.5E+30",
+               "1000000000000000000000000000000", "1000000000000000000000000000001", "1e30",
+               "0.12345678901234567890123456789012", "0.12345678901234567890123456789011"]  # fmt: skip
     path = tmp_path / "train.jsonl"
     path.write_text("".join(f'{{"text": "t", "label": {text}}}\n' for text in spelled), encoding="utf-8")
     labels = [example.label for example in read_examples(path, ExampleFormat())]

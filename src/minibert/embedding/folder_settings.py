@@ -5,6 +5,8 @@ or refused with a CheckpointError naming the file and the field:
 
 * ``prompts`` and ``default_prompt_name`` (config_sentence_transformers.json): a text put before the
   input (before a pair's first text), chosen as sentence-transformers chooses it (``choose_prompt``);
+* the length texts are cut to (sentence_bert_config.json): ``processing_kwargs``' ``max_length`` over
+  ``max_seq_length``, each an int ≥ 3 (``read_sequence_length``);
 * ``processing_kwargs`` (sentence_bert_config.json, sentence-transformers 6): the keywords its
   Transformer module calls the tokenizer with. minibert follows ``max_length`` and ``truncation``,
   under ``"text"`` or ``"common"`` (``"common"`` wins, as in sentence-transformers), and refuses any
@@ -110,11 +112,24 @@ def read_processing_kwargs(values, path, *, pair: bool) -> TokenizerCall:
     return TokenizerCall(**call)
 
 
+def read_sequence_length(values: dict, path, *, pair: bool) -> tuple[int | None, str, TokenizerCall]:
+    """The length a sentence_bert_config.json (``values``: its object) cuts texts to, or None: its
+    ``processing_kwargs`` ``max_length`` (sentence-transformers 6 calls the tokenizer with it) over its
+    ``max_seq_length``; the field it came from, for errors; and the whole processing_kwargs call."""
+    length, field = values.get("max_seq_length"), "max_seq_length"
+    if length is not None and (not isinstance(length, int) or isinstance(length, bool) or length < 3):
+        raise CheckpointError(f"{path}: max_seq_length must be an int ≥ 3, got {length!r:.40}")
+    call = read_processing_kwargs(values.get("processing_kwargs"), path, pair=pair)
+    if call.max_length is not None:
+        length, field = call.max_length, "processing_kwargs max_length"
+    return length, field, call
+
+
 def torch_class_path(name) -> str | None:
     """The class path sentence-transformers saves for the torch class that ``name`` names (it imports
     the path: ``torch.nn.Tanh`` and ``torch.nn.modules.activation.Tanh`` are one class), or None when
     ``name`` names none. Only modules torch has already imported are looked in: nothing is imported."""
-    if not isinstance(name, str) or not name.startswith("torch.") or "." not in name:
+    if not isinstance(name, str) or not name.startswith("torch."):
         return None
     module_name, _, class_name = name.rpartition(".")
     found = getattr(sys.modules.get(module_name), class_name, None)

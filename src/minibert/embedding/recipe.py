@@ -41,7 +41,7 @@ from ..errors import CheckpointError
 from ..formats.json_files import read_json
 from ..loading.hub import resolve_file
 from ..loading.strict import WEIGHT_DTYPE_NAMES, WEIGHT_DTYPES
-from .folder_settings import choose_prompt, read_processing_kwargs, read_prompts, torch_class_path
+from .folder_settings import choose_prompt, read_prompts, read_sequence_length, torch_class_path
 from .options import POOLING_MODES, check_truncate_dim
 
 _LEGACY_POOLING_KEYS = {
@@ -176,15 +176,8 @@ def _plain_recipe(name_or_path, revision) -> SentenceRecipe | None:
             "the last hidden state of feature-extraction models)"
         )
     recipe = SentenceRecipe()
-    max_seq_length = values.get("max_seq_length")
-    if max_seq_length is not None:
-        if not isinstance(max_seq_length, int) or isinstance(max_seq_length, bool) or max_seq_length < 3:
-            raise CheckpointError(f"{path}: max_seq_length must be an int ≥ 3, got {max_seq_length!r}")
-        recipe.max_seq_length = max_seq_length
+    recipe.max_seq_length, _, _ = read_sequence_length(values, path, pair=False)
     recipe.do_lower_case = _boolean(values, "do_lower_case", False, path)
-    call = read_processing_kwargs(values.get("processing_kwargs"), path, pair=False)
-    if call.max_length is not None:  # sentence-transformers 6 calls the tokenizer with it, over max_seq_length
-        recipe.max_seq_length = call.max_length
     return recipe
 
 

@@ -39,7 +39,7 @@ import os
 import numpy as np
 import torch
 
-from ..embedding.folder_settings import choose_prompt, read_processing_kwargs, read_prompts, torch_class_path
+from ..embedding.folder_settings import choose_prompt, read_prompts, read_sequence_length, torch_class_path
 from ..errors import CheckpointError, TaskArgumentError
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
@@ -263,17 +263,11 @@ def _read_settings(source: str, revision: str | None) -> dict:
     if found:
         settings["activation_fn"] = found[-1]  # the newest format wins
     plain, plain_path = read("sentence_bert_config.json")
-    if plain is not None and plain.get("max_seq_length") is not None:
-        length = plain["max_seq_length"]
-        if not isinstance(length, int) or isinstance(length, bool) or length < 3:
-            raise CheckpointError(f"{plain_path}: max_seq_length must be an int ≥ 3, got {length!r:.40}")
-        settings.update(max_seq_length=length, max_seq_length_file=plain_path, max_seq_length_field="max_seq_length")
     if plain is not None:
-        call = read_processing_kwargs(plain.get("processing_kwargs"), plain_path, pair=True)
+        length, field, call = read_sequence_length(plain, plain_path, pair=True)
         settings["truncation"] = call.truncation
-        if call.max_length is not None:  # sentence-transformers 6 calls the tokenizer with it, over max_seq_length
-            settings.update(max_seq_length=call.max_length, max_seq_length_file=plain_path,
-                            max_seq_length_field="processing_kwargs max_length")  # fmt: skip
+        if length is not None:
+            settings.update(max_seq_length=length, max_seq_length_file=plain_path, max_seq_length_field=field)
     return settings
 
 
@@ -299,7 +293,8 @@ def _activation(asked, settings: dict, num_labels: int, source: str) -> str:
         logger.warning("%s: activation %s is not a torch class and is not trusted (as in sentence-transformers); "
                        "using the default %s", where, path, default.rsplit(".", 1)[-1])  # fmt: skip
         return default
-    if torch_class_path(path) not in SCORE_ACTIVATIONS:  # torch.nn.Sigmoid is torch.nn.modules.activation.Sigmoid
+    resolved = torch_class_path(path)  # torch.nn.Sigmoid is torch.nn.modules.activation.Sigmoid
+    if resolved not in SCORE_ACTIVATIONS:
         raise CheckpointError(f"{where}: activation {path} is not implemented (minibert computes the torch classes "
                               f"{', '.join(sorted(SCORE_ACTIVATIONS))}, by any of their paths)")  # fmt: skip
-    return torch_class_path(path)
+    return resolved

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import decimal
 import io
 import json
 import os
@@ -287,7 +288,9 @@ def label_of_number(value: int | Decimal | float) -> str:
         raise ValueError(f"{value!r} is not a finite number")
     if number == number.to_integral_value() and abs(number) < 10**21:
         return str(int(number))
-    return str(number.normalize()).lower()
+    with decimal.localcontext() as context:  # normalize() rounds to the context's digits (28 by default)
+        context.prec = max(context.prec, len(number.as_tuple().digits))
+        return str(number.normalize()).lower()
 
 
 def check_label_kinds(examples: list[Example], path: str | os.PathLike, flag: str, separator: str | None = None

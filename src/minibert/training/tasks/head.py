@@ -38,10 +38,11 @@ GOOGLE_CLASSIFIER_DROPOUT = 0.1  # run_classifier.create_model: tf.nn.dropout(ou
 GOOGLE_HEAD_STD = 0.02  # output_weights: tf.truncated_normal_initializer(stddev=0.02)
 
 
-def checkpoint_head(model: str) -> tuple[list[str] | None, int] | None:
+def checkpoint_head(model: str) -> tuple[list[str] | None, int, dict] | None:
     """(the labels config.json names — None when it names none, as Google's run_classifier.py
-    checkpoints, whose config is bert_config.json —, the outputs of its classifier tensor) when the
-    checkpoint has a classifier, else None."""
+    checkpoints, whose config is bert_config.json —, the outputs of its classifier tensor, the
+    config's other fields: ``BertConfig.extra``, for ``head_kind``) when the checkpoint has a
+    classifier, else None."""
     config_file, _ = find_checkpoint(model)
     shapes = checkpoint_tensors(model)
     for name in CLASSIFIER_WEIGHTS:
@@ -49,9 +50,9 @@ def checkpoint_head(model: str) -> tuple[list[str] | None, int] | None:
             if key in shapes:
                 config = BertConfig.from_json_file(config_file)
                 if "id2label" not in config.extra:
-                    return None, int(shapes[key].shape[0])
+                    return None, int(shapes[key].shape[0]), config.extra
                 labels = Labels.of(config).id2label
-                return [labels[index] for index in sorted(labels)], int(shapes[key].shape[0])
+                return [labels[index] for index in sorted(labels)], int(shapes[key].shape[0]), config.extra
     return None
 
 
@@ -80,12 +81,11 @@ HEAD_KINDS = {"single_label_classification": "a sentence classifier (one label p
               "token_classification": "a token classifier (a label per word)"}  # fmt: skip
 
 
-def head_kind(model: str) -> str | None:
-    """The kind of the checkpoint's classifier, a key of ``HEAD_KINDS``: a token classifier when
-    config.json's ``architectures`` says so, else a sentence classifier of its ``problem_type``
-    (None: it names none, as Google's run_classifier.py checkpoints and many hub ones: any of the
-    three sentence kinds fits)."""
-    config = BertConfig.from_json_file(find_checkpoint(model)[0]).extra
+def head_kind(config: dict) -> str | None:
+    """The kind of a checkpoint's classifier, a key of ``HEAD_KINDS``, from its config.json's fields
+    (``BertConfig.extra``): a token classifier when ``architectures`` says so, else a sentence
+    classifier of its ``problem_type`` (None: it names none, as Google's run_classifier.py
+    checkpoints and many hub ones: any of the three sentence kinds fits)."""
     architectures = config.get("architectures")
     if isinstance(architectures, list) and any(str(name).endswith("ForTokenClassification") for name in architectures):
         return "token_classification"
@@ -99,13 +99,13 @@ def fit_labels(model: str, labels: list[str] | None, problem: str, stated: bool)
     head = checkpoint_head(model)
     if head is None:
         return labels, False
-    kind = head_kind(model)
+    head_labels, outputs, config = head
+    kind = head_kind(config)
     if kind not in (problem, None) or (kind is None and problem == "token_classification"):
         described = HEAD_KINDS.get(kind) or "a sentence classifier (on the pooled [CLS] vector)"
         raise DataError(f"--model {model}'s classifier is {described}; the task trains "
                         f"{HEAD_KINDS[problem]}: choose a model without a classifier (its encoder is used) or "
                         "one trained for this task")  # fmt: skip
-    head_labels, outputs = head
     wanted = 1 if labels is None else len(labels)
     if outputs != wanted:
         named = f" ({shown_labels(head_labels)})" if head_labels else ""
