@@ -249,6 +249,14 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
         ("/v1/embeddings", {"model": NAME, "input": "a"}, {"Authorization": "Bearer wrong"}, 401, "API key"),
         ("/embed", {"inputs": ["a"], "normalize": 1}, AUTH, 422, "normalize must be true or false"),
         ("/embed", {"texts": ["a"]}, AUTH, 422, "inputs is required"),
+        ("/embed", {"inputs": "a", "truncation_direction": "left"}, AUTH, 422,
+         'truncation_direction must be "Left" or "Right", got "left"'),
+        ("/embed", {"inputs": "a", "prompt_name": "query"}, AUTH, 422,
+         "prompt_name \"query\" is not one of this model's prompts \\(none\\)"),
+        ("/embed", {"inputs": "a", "dimensions": 385}, AUTH, 422, "dimensions must be an integer from 1 to this "
+         "model's 384, got 385"),
+        ("/embed", {"inputs": "a", "dimensions": 0}, AUTH, 422, "dimensions must be an integer from 1"),
+        ("/tokenize", {"inputs": "a", "prompt_name": "query"}, AUTH, 422, "prompt_name is not supported"),
         ("/metrics", None, {}, 401, "API key"),
     ],
 )  # fmt: skip
@@ -271,6 +279,8 @@ def test_bad_requests_get_their_status_and_a_json_error(server, path, body, head
     [
         ("GET", "/v1/foo", 404, "openai", "no endpoint GET /v1/foo; this server answers POST /v1/embeddings", None),
         ("POST", "/nothing/here", 404, "tei", "no endpoint POST /nothing/here", None),
+        ("POST", "/v1/embeddings/", 404, "openai", "no endpoint POST /v1/embeddings/;", None),  # (was a 307 to
+        ("POST", "/embed/", 404, "tei", "no endpoint POST /embed/;", None),  # the client's Host, with no body)
         ("OPTIONS", "/v1/embeddings", 405, "openai", "OPTIONS /v1/embeddings is not allowed", "POST"),
         ("GET", "/v1/embeddings", 405, "openai", "takes POST", "POST"),
         ("PUT", "/embed", 405, "tei", "PUT /embed is not allowed", "POST"),
@@ -289,6 +299,108 @@ def test_unknown_routes_and_wrong_methods_are_json_errors(server, method, path, 
     else:
         assert response.json()["error_type"] == "Validation" and words in error, error
     assert response.headers.get("allow") == allow
+
+
+def test_lone_surrogates_are_refused_naming_the_field_before_any_model_work(server, minilm_dir):
+    """JSON's "\\ud800" without its pair is no character: Hugging Face's tokenizer refuses it, minibert's
+    dropped it ("b\\ud800" embedded as "b"). Every text field refuses it with 422, naming the field
+    and the index, and the tokenizer never sees it (no tokens counted)."""
+    transformers = pytest.importorskip("transformers")
+    with pytest.raises(TypeError):  # the reference
+        transformers.AutoTokenizer.from_pretrained(str(minilm_dir))("b\ud800")
+    import json
+
+    tokens_before = _tokens_counted(server)
+    for path, body, where in [
+        ("/v1/embeddings", {"model": NAME, "input": ["fine", "b\ud800"]}, "input[1]"),
+        ("/embed", {"inputs": "\udc00b"}, "inputs[0]"),
+        ("/tokenize", {"inputs": ["a", "b", "a\ud800b"]}, "inputs[2]"),
+    ]:
+        response = httpx.post(server.url + path, content=json.dumps(body), headers=AUTH, timeout=30)
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        message = error["message"] if isinstance(error, dict) else error
+        assert message.startswith(f"{where} holds a lone UTF-16 surrogate (\\u"), message
+        if isinstance(error, dict):
+            assert error["param"] == where.split("[")[0]
+    assert _tokens_counted(server) == tokens_before
+
+
+def _tokens_counted(server) -> float:
+    import re
+
+    page = httpx.get(f"{server.url}/metrics", headers=AUTH, timeout=30).text
+    return sum(float(value) for value in re.findall(r"^minibert_tokens_total(?:\{[^}]*\})? (\S+)$", page, re.M))
+
+
+def test_embed_follows_truncation_direction_prompt_name_and_dimensions_as_sentence_transformers(minilm_dir, tmp_path):
+    """TEI's /embed fields were ignored (Left gave Right's vectors, an unknown prompt_name and
+    dimensions 8 answered 200 with 384 values). Each is now sentence-transformers' own: a tokenizer
+    with truncation_side="left", encode(prompt_name=...), truncate_dim=N."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    import json
+
+    folder = tmp_path / "prompted"  # MiniLM with prompts: the folder's files linked, its settings rewritten
+    folder.mkdir()
+    for path in minilm_dir.iterdir():
+        if path.name != "config_sentence_transformers.json":
+            (folder / path.name).symlink_to(path)
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({"prompts": {"query": "query: "}}))
+    reference = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    text = "beginning words " + "filler " * 300 + "the very end of the text"
+    server = Server(folder)
+    try:
+        def embed(**fields):
+            response = httpx.post(f"{server.url}/embed", json={"inputs": [text, "hello"], "truncate": True, **fields},
+                                  timeout=60)  # fmt: skip
+            assert response.status_code == 200, response.text
+            return np.array(response.json())
+
+        right, left = embed(truncation_direction="Right"), embed(truncation_direction="Left")
+        query, short = embed(prompt_name="query"), embed(dimensions=8)
+        unknown = httpx.post(f"{server.url}/embed", json={"inputs": "a", "prompt_name": "passage"}, timeout=30)
+    finally:
+        returncode, log = server.stop()
+    assert returncode == 0, log
+    def expected(**options):
+        return reference.encode([text, "hello"], normalize_embeddings=True, **options)
+
+    assert np.abs(right - expected()).max() < 1e-5
+    assert np.abs(query - expected(prompt_name="query")).max() < 1e-5
+    assert short.shape == (2, 8) and np.abs(short - expected(truncate_dim=8)).max() < 1e-5
+    reference.tokenizer.truncation_side = "left"
+    assert np.abs(left - expected()).max() < 1e-5
+    assert np.abs(left[0] - right[0]).max() > 0.01
+    assert unknown.status_code == 422 and unknown.json()["error"] == (
+        "prompt_name \"passage\" is not one of this model's prompts (\"query\")")
+
+
+def test_a_500_is_one_log_line_not_a_traceback_too(minilm_dir, caplog):
+    """Starlette raises an error again after its handler has answered 500: uvicorn wrote its
+    traceback after the server's own line. The error ends in the guard now."""
+    import logging
+
+    from starlette.routing import Route
+
+    from minibert.apps.serve.app import build_app
+    from minibert.apps.serve.settings import ServeSettings
+
+    app = build_app(ServeSettings(model=str(minilm_dir)))
+
+    async def broken(request):
+        raise RuntimeError("a bug")
+
+    app.app.router.routes.append(Route("/broken", broken))
+
+    async def main():  # (ASGITransport raises what the app raises, as uvicorn logs it)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            return await client.get("/broken")
+
+    with caplog.at_level(logging.ERROR, logger="minibert.serve"):
+        response = asyncio.run(main())
+    assert response.status_code == 500
+    assert response.json() == {"error": "internal server error", "error_type": "Backend"}
+    assert [record.getMessage() for record in caplog.records] == ["internal error on /broken: RuntimeError: a bug"]
 
 
 def test_metrics_count_routes_not_paths_and_the_log_escapes_them(server):

@@ -73,6 +73,10 @@ def test_predict_gives_pipeline_scores_for_texts_and_pairs(reranker):
         ("/v1/rerank", {"query": QUERY, "documents": ["a", {"text": "b"}]}, 422, "objects, not a mix"),
         ("/v1/rerank", {"model": "other", "query": QUERY, "documents": ["a"]}, 404, "is not served here"),
         ("/predict", {"inputs": [["a", "b"], ["c"]]}, 422, "all be texts, or all be pairs"),
+        ("/rerank", {"query": QUERY, "texts": ["a"], "truncation_direction": "Left"}, 422,
+         "is not supported here: texts and pairs are cut at their end"),
+        ("/predict", {"inputs": "a", "truncation_direction": "Left"}, 422, "is not supported here"),
+        ("/predict", {"inputs": "a", "truncation_direction": None}, 422, "must be"),
         ("/embed", {"inputs": ["a"]}, 400, "is a sequence classifier"),
         ("/v1/embeddings", {"model": NAME, "input": ["a"]}, 400, "is a sequence classifier"),
     ],
@@ -82,6 +86,34 @@ def test_bad_rerank_requests_get_their_status(reranker, path, body, status, word
     response = httpx.post(f"{server.url}{path}", json=body, timeout=30)
     assert response.status_code == status, response.text
     assert words in response.text
+
+
+@pytest.mark.parametrize(
+    "path, body, where",
+    [
+        ("/v1/rerank", {"query": "a", "documents": ["b\ud800"], "return_documents": True}, "documents[0]"),
+        ("/v1/rerank", {"query": "a", "documents": [{"text": "b"}, {"text": "\udfffc"}]}, "documents[1]"),
+        ("/v1/rerank", {"query": "a\ud800", "documents": ["b"]}, "query"),
+        ("/rerank", {"query": "a", "texts": ["b", "b\ud800"], "return_text": True}, "texts[1]"),
+        ("/rerank", {"query": "\ud800", "texts": ["b"]}, "query"),
+        ("/predict", {"inputs": [["a", "b"], ["c", "d\ud800"]]}, "inputs[1][1]"),
+    ],
+)  # fmt: skip
+def test_lone_surrogates_are_422_naming_the_field_not_500(reranker, path, body, where):
+    """An echoed lone surrogate could not be written as UTF-8 (500 and a traceback in the log,
+    after the model had run); one not echoed was dropped silently. Hugging Face's tokenizer
+    refuses such text: so does every field here, before the model runs."""
+    import json
+
+    server, directory, _ = reranker
+    transformers = pytest.importorskip("transformers")
+    with pytest.raises(TypeError):  # the reference
+        transformers.AutoTokenizer.from_pretrained(str(directory))("b\ud800")
+    response = httpx.post(f"{server.url}{path}", content=json.dumps(body), timeout=30)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    message = error["message"] if isinstance(error, dict) else error
+    assert message.startswith(f"{where} holds a lone UTF-16 surrogate (\\u"), message
 
 
 def test_auto_truncate_cuts_unless_the_request_says_no(make, tmp_path):  # noqa: F811

@@ -189,7 +189,7 @@ def _add_serve_command(commands, parents: list) -> None:
     serve = commands.add_parser("serve", parents=parents, help="a model server: OpenAI embeddings, /embed, "
                                 "/tokenize; for a cross-encoder /rerank, /v1/rerank, /predict")  # fmt: skip
     add_serve_flags(serve)
-    serve.set_defaults(run=cmd_serve)
+    serve.set_defaults(run=cmd_serve, stops_itself=True)
 
 
 class _Stopped(BaseException):
@@ -202,6 +202,22 @@ class _Stopped(BaseException):
 
 def _terminate(signum, frame):
     raise _Stopped(signum)
+
+
+class _StopRequests:
+    """The signal handler of a command that stops itself (``serve``: it finishes the requests in
+    flight first). A signal is recorded, never raised: raised, it would land in whatever the event
+    loop runs, and a signal before the server listens for it would be lost. The command reads
+    ``received`` and sets ``listener``, called with each signal from then on."""
+
+    def __init__(self):
+        self.received: list[int] = []
+        self.listener = None
+
+    def __call__(self, signum, frame) -> None:
+        self.received.append(signum)
+        if self.listener is not None:
+            self.listener(signum)
 
 
 # Every catchable signal whose default action ends the process (SIGKILL cannot be caught: its
@@ -262,23 +278,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--gemm picks the linear layers' library of a model the command runs; minibert {args.command} "
                      "runs none")  # fmt: skip
     log_handler = _show_log_lines(args.debug)
-    # A signal this process was started with set to "ignore" (`nohup` ignores SIGHUP; a shell's
-    # background job, SIGINT) stays ignored: the caller asked for that.
-    previous = {signum: signal.signal(signum, _terminate) for signum in ENDING_SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN}  # fmt: skip
+    # A command that stops itself records its signals from now on (SIGINT too); any other command
+    # unwinds on them. A signal this process was started with set to "ignore" (`nohup` ignores
+    # SIGHUP; a shell's background job, SIGINT) stays ignored: the caller asked for that.
+    stops = args.stops = _StopRequests() if getattr(args, "stops_itself", False) else None
+    previous = {}
     previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
     from ..errors import MinibertError
-    from ..speed.malloc import bound_onednn_primitive_cache, keep_freed_memory
 
-    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see speed/malloc.py)
-    bound_onednn_primitive_cache()  # and memory flat over a long run of many batch shapes (the same)
-    if not args.debug:  # huggingface_hub's retry warnings: the one error line says what failed
-        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
-        # (huggingface_hub sets its level again when first imported, from this variable)
-        os.environ.setdefault("HF_HUB_VERBOSITY", "error")
-
-    try:
+    try:  # (from the first handler on: a signal at any moment is the one line below)
+        for signum in ENDING_SIGNALS + ([signal.SIGINT] if stops else []):
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, stops or _terminate)
+        _prepare_process(args.debug)
         args.run(args)
+        if stops and stops.received and stops.received[0] not in (signal.SIGINT, signal.SIGTERM):
+            stopped = _Stopped(stops.received[0])  # SIGINT and SIGTERM are a server's usual stop: exit 0
+            stopped.on_disk = "the server stopped as on SIGTERM"
+            raise stopped
         return 0
     except KeyboardInterrupt as interrupt:
         _say_stopped("interrupted", interrupt)
@@ -305,6 +322,18 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal_handler)
         logging.getLogger("minibert").removeHandler(log_handler)
         warnings.showwarning = previous_showwarning
+
+
+def _prepare_process(debug: bool) -> None:
+    """The process's settings for a command's run: memory kept, and quiet libraries."""
+    from ..speed.malloc import bound_onednn_primitive_cache, keep_freed_memory
+
+    keep_freed_memory()  # our own process: trade a stable heap for ~5% speed (see speed/malloc.py)
+    bound_onednn_primitive_cache()  # and memory flat over a long run of many batch shapes (the same)
+    if not debug:  # huggingface_hub's retry warnings: the one error line says what failed
+        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+        # (huggingface_hub sets its level again when first imported, from this variable)
+        os.environ.setdefault("HF_HUB_VERBOSITY", "error")
 
 
 def _say_stopped(how: str, stop: BaseException) -> None:

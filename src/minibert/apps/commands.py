@@ -244,4 +244,4 @@ def cmd_serve(args) -> None:
         library = (error.name or "a library").split(".")[0]  # the package, not the submodule that failed
         raise CommandFailed(f"minibert serve needs the serve extra ({library} is not installed): "
                             "pip install 'minibert[serve]'") from None  # fmt: skip
-    serve(settings)
+    serve(settings, args.stops)

@@ -47,6 +47,7 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
         return Response(status_code=499)  # nobody reads it (nginx's code for "client closed request")
 
     async def internal(request: Request, error: Exception) -> Response:
+        """A bug: one log line and a 500 (Starlette raises the error again after it; guard.py ends it there)."""
         target = request_target(request.scope.get("raw_path") or request.url.path.encode())
         logger.error("internal error on %s: %s: %s", target, type(error).__name__, error)
         return error_response(request.url.path, RequestError(500, "internal server error", code="internal_error"))
@@ -54,6 +55,7 @@ def build_app(settings: ServeSettings, *, on_fatal=None) -> Starlette:
     handlers = {RequestError: request_error, Overloaded: overloaded, ClientGone: client_gone,
                 HTTPException: http_exception, Exception: internal}  # fmt: skip
     app = Starlette(routes=table, lifespan=routes.lifespan, exception_handlers=handlers)
+    app.router.redirect_slashes = False  # /v1/embeddings/ is no endpoint: the JSON 404, not a redirect to elsewhere
     app.state.service = service
     return Guard(app, service)
 

@@ -89,6 +89,9 @@ class Guard:
             error = RequestError(503, f"the server is stopping and this request did not finish within its {grace:g} s "
                                       "grace (--graceful-timeout); retry", code="shutting_down")  # fmt: skip
             await error_response(path, error)(scope, receive, send_tracked)
+        except Exception:  # a bug, answered 500 and logged in one line by app.py's handler, which Starlette
+            if not answering[0]:  # raises again: here it ends, not in uvicorn's traceback
+                raise
         finally:
             metrics.in_flight -= counted[0]
             seconds = time.perf_counter() - started

@@ -1,7 +1,7 @@
 """``serve``: the server process, from start to a graceful stop. The app is built (app.py), the
 access log's thread started, the connections' limits set (http_limits.py), the address bound, and
-uvicorn runs until SIGTERM or SIGINT; then it stops accepting, finishes the requests in flight, and
-exits.
+uvicorn runs until a signal (SIGTERM, SIGINT, or any other that ends a command: SIGHUP, ...);
+then it stops accepting, finishes the requests in flight, and exits.
 
 The address is bound here, before uvicorn starts and before "serving on" is logged: a port in use
 is one ``OSError`` naming host:port (the command's one error line, exit 1), not uvicorn's own
@@ -11,10 +11,10 @@ how many, since work that was accepted was not done."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import logging.handlers
-import signal
 import socket
 
 import uvicorn  # here, not in serve(): a missing uvicorn is the serve extra's one line (commands.py)
@@ -27,9 +27,12 @@ from .settings import ServeSettings
 logger = logging.getLogger("minibert.serve")
 
 
-def serve(settings: ServeSettings) -> None:
-    """Run the server until SIGTERM/SIGINT: then stop accepting, finish the requests in flight
-    (waiting up to ``--graceful-timeout``), exit."""
+def serve(settings: ServeSettings, stops) -> None:
+    """Run the server until a signal: then stop accepting, finish the requests in flight (waiting
+    up to ``--graceful-timeout``), return. ``stops``: the command's signal handler (cli.py's
+    ``_StopRequests``), installed since the process started: the signals it has ``received``,
+    and its ``listener``, which tells the server of each new one (a second forces the exit). So no
+    signal is lost between the start and the server's loop, and none is raised inside it."""
     listener = bind(settings.host, settings.port)  # first: a port in use stops the command before anything starts
     port = listener.getsockname()[1]  # (--port 0: the one the system chose)
     failure: list[BaseException] = []
@@ -63,12 +66,16 @@ def serve(settings: ServeSettings) -> None:
                             timeout_graceful_shutdown=settings.graceful_timeout,
                             timeout_keep_alive=settings.keep_alive_timeout, lifespan="on", http=protocol, ws="none",
                             h11_max_incomplete_event_size=settings.max_header_bytes + 1024)  # fmt: skip
-    server = uvicorn.Server(config)
-    # uvicorn handles SIGINT/SIGTERM while it runs (graceful shutdown) and raises the signal again
-    # once it has stopped: ignored then, so a requested stop exits with status 0.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
-    logger.info("serving on http://%s:%d (model %s loading)%s", settings.host, port, settings.model,
+    server = _Server(config)
+
+    def stop(signum: int) -> None:
+        if server.should_exit:
+            server.force_exit = True  # a second signal: stop at once
+        server.should_exit = True
+
+    stops.listener = stop
+    address = f"[{settings.host}]" if ":" in settings.host else settings.host  # (an IPv6 address: in brackets)
+    logger.info("serving on http://%s:%d (model %s loading)%s", address, port, settings.model,
                 "" if settings.api_key else "; no API key: anyone who can reach this port can use it")  # fmt: skip
     if limits is not None and room.capacity < 1 << 40:  # (no line where nothing limits open files)
         before, after = limits
@@ -76,7 +83,8 @@ def serve(settings: ServeSettings) -> None:
                     "closed)", f"raised from {before} to {after}" if after != before else f"{after}",
                     room.capacity)  # fmt: skip
     try:
-        server.run(sockets=[listener])
+        if not stops.received:  # (a signal from now on sets should_exit: the server stops as it starts)
+            server.run(sockets=[listener])
     except SystemExit as exit:  # uvicorn's own start-up failure (its exit status 3), said in its log line
         raise OSError(f"the server could not start on {settings.host}:{port} (uvicorn exit {exit.code})") from None
     finally:
@@ -89,6 +97,13 @@ def serve(settings: ServeSettings) -> None:
         grace = settings.graceful_timeout
         raise RuntimeError(f"stopped with {app.cut_off} request(s) unfinished after the {grace:g} s grace "
                            "(--graceful-timeout); they were answered 503")  # fmt: skip
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, without its own signal handlers: ``serve``'s ``stops`` tells it to exit."""
+
+    def capture_signals(self):
+        return contextlib.nullcontext()
 
 
 def bind(host: str, port: int) -> socket.socket:

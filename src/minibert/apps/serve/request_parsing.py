@@ -70,6 +70,8 @@ def parse_inputs(value, field: str, settings: ServeSettings, allow_ids: bool) ->
         if isinstance(item, str) and len(item) > settings.max_input_chars:
             raise RequestError(422, f"{field}[{index}] has {len(item)} characters, more than the limit of "
                                     f"{settings.max_input_chars}", field, "input_too_long")  # fmt: skip
+        if isinstance(item, str):
+            check_characters(item, f"{field}[{index}]", field)
     return inputs
 
 
@@ -81,7 +83,30 @@ def text_field(body: dict, name: str, settings: ServeSettings) -> str:
         limit = settings.max_input_chars
         raise RequestError(422, f"{name} has {len(value)} characters, more than the limit of {limit}", name,
                            "input_too_long")  # fmt: skip
+    check_characters(value, name, name)
     return value
+
+def check_characters(text: str, where: str, field: str) -> None:
+    r"""A text is refused (422, naming ``where``) if it holds a lone UTF-16 surrogate: JSON's
+    ``"\ud800"`` without the second half of its pair, which Python's JSON reader accepts but which is
+    no character. Hugging Face's tokenizer refuses such a string; minibert's would drop it silently
+    (``"b\ud800"`` scored as ``"b"``), and an answer echoing it could not be written as UTF-8.
+
+    >>> try:
+    ...     check_characters("b\ud800", "documents[0]", "documents")
+    ... except RequestError as error:
+    ...     print(error.status, error.message[:66])
+    422 documents[0] holds a lone UTF-16 surrogate (\ud800) at character 1
+    """
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise RequestError(422, f"{where} holds a lone UTF-16 surrogate (\\u{ord(text[error.start]):04x}) at "
+                                f"character {error.start}, which is not a character: a character beyond U+FFFF is "
+                                "written as a pair (\\ud83d\\ude00), or sent as UTF-8", field,
+                           "invalid_text") from None  # fmt: skip
 
 
 def is_token_id(value) -> bool:

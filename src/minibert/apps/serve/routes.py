@@ -46,9 +46,8 @@ class Routes:
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
 
-    async def embed_job(self, request: Request, pieces, skip: int, normalize: bool | None) -> np.ndarray:
-        options = EmbedOptions.of(self.service.options, normalize=normalize)  # requests that share it batch together
-        return await self.batched(request, pieces, (skip, options))
+    async def embed_job(self, request: Request, pieces, skip: int, options: EmbedOptions) -> np.ndarray:
+        return await self.batched(request, pieces, (skip, options))  # requests that share options batch together
 
     async def logits_job(self, request: Request, pieces: list[PairPieces]) -> np.ndarray:
         return await self.batched(request, pieces, ("logits",))  # (N, labels)
@@ -113,6 +112,7 @@ class Routes:
         texts = parse_inputs(body["texts"], "texts", self.settings, allow_ids=False)
         raw, return_text = bool_field(body, "raw_scores", False), bool_field(body, "return_text", False)
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
+        truncation_left(body, pairs=True)
         scores, _ = await self.scores_of_pairs(request, query, texts, "texts", truncate, raw)
         order = sorted(range(len(texts)), key=lambda i: -scores[i])
         return JSONResponse([{"index": i, "score": float(scores[i]), **({"text": texts[i]} if return_text else {})}
@@ -183,6 +183,7 @@ class Routes:
             parse_inputs(texts, f"inputs[{index}]", self.settings, allow_ids=False)  # empty, too many characters
         raw = bool_field(body, "raw_scores", False)
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
+        truncation_left(body, pairs=True)
         seconds = [p[1] for p in pairs] if len(pairs[0]) == 2 else None
         pieces, tokens = await self.service.tokenize(self.service.pair_pieces, [p[0] for p in pairs], seconds,
                                                      truncate, "inputs")  # fmt: skip
@@ -213,11 +214,11 @@ class Routes:
         if encoding not in ("float", "base64"):
             raise RequestError(422, f'encoding_format must be "float" or "base64", got {json.dumps(encoding)[:40]}',
                                "encoding_format")  # fmt: skip
-        self.check_dimensions(body.get("dimensions"))
+        check_dimensions(body.get("dimensions"), self.service.dimension)
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
         pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input")
         request.state.counts = (len(inputs), tokens)
-        vectors = await self.embed_job(request, pieces, skip, None)
+        vectors = await self.embed_job(request, pieces, skip, self.service.options)
         if encoding == "base64":
             data = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
         else:
@@ -229,20 +230,10 @@ class Routes:
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         })  # fmt: skip
 
-    def check_dimensions(self, dimensions) -> None:
-        """OpenAI's ``dimensions``: absent, or this model's own (a BERT's vectors cannot be cut)."""
-        if dimensions is None:
-            return
-        if not is_token_id(dimensions):  # (an int, not a bool)
-            raise RequestError(422, f"dimensions must be an integer, got {json_type(dimensions)} "
-                                    f"({json.dumps(dimensions)[:40]})", "dimensions")  # fmt: skip
-        size = self.service.dimension
-        if dimensions != size:
-            raise RequestError(422, f"dimensions is {dimensions}, but this model's vectors have {size} dimensions "
-                                    f"and it cannot change that: send {size} or leave dimensions out",
-                               "dimensions")  # fmt: skip
-
     async def tei_embed(self, request: Request) -> Response:
+        """text-embeddings-inference's POST /embed: "inputs", "normalize" (default true), "truncate",
+        "truncation_direction", "prompt_name" and "dimensions" as sentence-transformers' tokenizer
+        truncation_side, ``encode(prompt_name=...)`` and ``truncate_dim`` (docs/serving.md) → [[float]]."""
         self.ready()
         body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         if "inputs" not in body:
@@ -250,9 +241,14 @@ class Routes:
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
         normalize = bool_field(body, "normalize", True)
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
-        pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "inputs")
+        left = truncation_left(body, pairs=False)
+        prompt_name = prompt_name_of(body, self.service.embedder.recipe.prompts)
+        cut = kept_dimensions(body.get("dimensions"), self.service.dimension)
+        options = EmbedOptions.of(self.service.options, normalize=normalize, prompt_name=prompt_name, truncate_dim=cut)
+        pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "inputs",
+                                                           options, left)  # fmt: skip
         request.state.counts = (len(inputs), tokens)
-        return JSONResponse((await self.embed_job(request, pieces, skip, normalize)).tolist())
+        return JSONResponse((await self.embed_job(request, pieces, skip, options)).tolist())
 
     async def tei_tokenize(self, request: Request) -> Response:
         """text-embeddings-inference's POST /tokenize: each text's tokens (id, text, special, start,
@@ -264,6 +260,8 @@ class Routes:
             raise RequestError(422, "inputs is required", "inputs")
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
         special = bool_field(body, "add_special_tokens", True)
+        if body.get("prompt_name") is not None:  # (TEI's field: refused, not ignored)
+            raise RequestError(422, "prompt_name is not supported on /tokenize: texts as sent", "prompt_name")
         tokenizer = (self.service.embedder or self.service.classifier).tokenizer
         answer, tokens = await self.service.tokenize(tokens_answer, tokenizer, inputs, special,
                                                      self.settings.max_tokenize_tokens)  # fmt: skip
@@ -316,6 +314,51 @@ class Routes:
         loading.cancel()
         await self.service.batcher.stop()
         self.service._tokenizing.shutdown(wait=False)
+
+
+def check_dimensions(dimensions, size: int) -> None:
+    """OpenAI's ``dimensions``: absent, or this model's own (a BERT's vectors cannot be cut)."""
+    if dimensions is None:
+        return
+    if not is_token_id(dimensions):  # (an int, not a bool)
+        raise RequestError(422, f"dimensions must be an integer, got {json_type(dimensions)} "
+                                f"({json.dumps(dimensions)[:40]})", "dimensions")  # fmt: skip
+    if dimensions != size:
+        raise RequestError(422, f"dimensions is {dimensions}, but this model's vectors have {size} dimensions "
+                                f"and it cannot change that: send {size} or leave dimensions out",
+                           "dimensions")  # fmt: skip
+
+
+def prompt_name_of(body: dict, prompts: dict[str, str]) -> str | None:
+    """TEI's "prompt_name": absent (the model's default prompt, if it has one), or one of its prompts."""
+    name = body.get("prompt_name")
+    if name is not None and (not isinstance(name, str) or name not in prompts):
+        known = ", ".join(json.dumps(known) for known in prompts) or "none"
+        raise RequestError(422, f"prompt_name {json.dumps(name)[:60]} is not one of this model's prompts "
+                                f"({known})", "prompt_name")  # fmt: skip
+    return name
+
+
+def kept_dimensions(dimensions, size: int) -> int | None:
+    """TEI's "dimensions": absent, or how many of each vector's first values to keep (1 to the model's)."""
+    if dimensions is not None and (not is_token_id(dimensions) or not 1 <= dimensions <= size):
+        raise RequestError(422, f"dimensions must be an integer from 1 to this model's {size}, got "
+                                f"{json.dumps(dimensions)[:40]}", "dimensions")  # fmt: skip
+    return dimensions
+
+
+def truncation_left(body: dict, pairs: bool) -> bool:
+    """TEI's "truncation_direction": "Right" (the default: a long text loses its end) or "Left" (its
+    start; True). Pairs (``pairs``: /rerank, /predict) are cut as the model's folder says, from the
+    end, so "Left" is refused there rather than ignored."""
+    value = body.get("truncation_direction", "Right")
+    if value not in ("Left", "Right"):
+        raise RequestError(422, f'truncation_direction must be "Left" or "Right", got {json.dumps(value)[:40]}',
+                           "truncation_direction")  # fmt: skip
+    if value == "Left" and pairs:
+        raise RequestError(422, 'truncation_direction "Left" is not supported here: texts and pairs are cut at '
+                                'their end ("Right")', "truncation_direction")  # fmt: skip
+    return value == "Left"
 
 
 async def _client_gone(request: Request) -> None:

@@ -116,14 +116,21 @@ class EmbeddingService:
     async def tokenize(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
 
-    def pieces_of(self, inputs: list, truncate: bool, field: str) -> tuple[list[list[int]], int, int]:
-        """Each input's piece ids (texts tokenized with the model's prompt; id arrays checked:
-        ``check_request_piece_ids``), cut to the model's length or refused; and the pooling skip and the
-        token count."""
+    def pieces_of(self, inputs: list, truncate: bool, field: str, options: EmbedOptions | None = None,
+                  left: bool = False) -> tuple[list[list[int]], int, int]:  # fmt: skip
+        """Each input's piece ids (texts tokenized with the prompt ``options`` choose, by default the
+        model's; id arrays checked: ``check_request_piece_ids``), cut to the model's length or refused
+        (cut at the end, or with ``left`` at the start, as a tokenizer with ``truncation_side="left"``
+        cuts); and the pooling skip and the token count."""
+        from ...errors import PromptFillsMaxLengthError
+
         embedder = self.embedder
         room = embedder.max_length - 2
         if isinstance(inputs[0], str):
-            pieces, skip = embedder.pieces_for_embedding(inputs, self.options)
+            try:
+                pieces, skip = embedder.pieces_for_embedding(inputs, options or self.options)
+            except PromptFillsMaxLengthError as error:
+                raise RequestError(422, " ".join(str(error).split()), "prompt_name") from None
         else:
             check_request_piece_ids(inputs, embedder.tokenizer, field)
             pieces, skip = [list(ids) for ids in inputs], 0
@@ -134,7 +141,11 @@ class EmbeddingService:
                         422, f"{field}[{index}] has {len(ids) + 2} tokens, more than the model's limit of "
                         f"{room + 2}; shorten it or send \"truncate\": true", field, "context_length_exceeded",
                     )  # fmt: skip
-                pieces[index] = ids[:room]
+                if left and skip:  # the cut would take the prompt's pieces, which the pooling leaves out
+                    raise RequestError(422, f"{field}[{index}] is longer than the model and truncation_direction "
+                                            "\"Left\" would cut the prompt this model's pooling leaves out: send "
+                                            "\"Right\" or a shorter text", "truncation_direction")  # fmt: skip
+                pieces[index] = ids[len(ids) - room:] if left else ids[:room]
         return pieces, skip, sum(len(ids) + 2 for ids in pieces)
 
 
