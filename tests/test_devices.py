@@ -182,7 +182,7 @@ def test_meta_builds_a_model_to_inspect_and_nothing_computes_there(tmp_path):
     """A model on meta holds shapes, no numbers: from_pretrained makes one; a task, the Embedder, a
     CrossEncoder or the explorer would fail at their first number (``Tensor.item() cannot be called
     on meta tensors``), so they refuse it before loading (a missing folder is not looked for)."""
-    from minibert import BertTokenizer, fill_mask
+    from minibert import BertTokenizer, Embedder, fill_mask
     from minibert.heads import BertForMaskedLM
 
     assert BertModel.from_pretrained(TINY, device="meta").device == torch.device("meta")
@@ -194,6 +194,9 @@ def test_meta_builds_a_model_to_inspect_and_nothing_computes_there(tmp_path):
     on_meta = BertForMaskedLM.from_pretrained(TINY, device="meta")
     with pytest.raises(DeviceError, match="device 'meta' holds a model's shapes"):
         fill_mask("a [MASK] b", model=(on_meta, BertTokenizer.from_pretrained(TINY)))
+    with pytest.raises(DeviceError, match="device 'meta' holds a model's shapes.*: the Embedder cannot run there"):
+        Embedder(BertModel.from_pretrained(TINY, device="meta"), BertTokenizer.from_pretrained(TINY))  # (was
+        # torch's "Tensor.item() cannot be called on meta tensors" at the first embed())
 
 
 def test_python_is_told_device_cpu_and_the_command_line_the_flag(without_cuda, tmp_path, monkeypatch):
@@ -300,7 +303,28 @@ def test_fp16_training_on_a_cpu_is_one_line_and_no_folder(tmp_path):
     result = run_minibert(*arguments, "--device", "cpu", "--precision", "fp16")
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
     assert "--precision fp16 trains on a GPU (float16 with a loss scaler); this run is on cpu" in result.stderr
+    assert ("or --device cuda" in result.stderr) == torch.cuda.is_available(), result.stderr  # (this machine's torch)
     assert not output.exists()
+
+
+def test_fp16_on_a_cpu_offers_the_gpu_only_where_torch_has_one(monkeypatch):
+    """The refusal ended "or --device cuda" on a torch built without CUDA too: followed, that was the
+    next error ("this torch ... is built without CUDA")."""
+    from minibert.training.run.precision import check_precision
+
+    said = re.escape("--precision fp16 trains on a GPU (float16 with a loss scaler); this run is on cpu: use "
+                     "--precision bf16 or fp32 there")  # fmt: skip
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(DeviceError, match=said + re.escape(f" (this torch, {torch.__version__}, is built without "
+                                                           "CUDA)") + "$"):  # fmt: skip
+        check_precision("fp16", torch.device("cpu"))
+    monkeypatch.setattr(torch.version, "cuda", "13.0")  # a CUDA build that sees no GPU
+    with pytest.raises(DeviceError, match=said + re.escape(f" (torch {torch.__version__} sees no GPU here)") + "$"):
+        check_precision("fp16", torch.device("cpu"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU there: the run asked for the CPU
+    with pytest.raises(DeviceError, match=said + ", or --device cuda$"):
+        check_precision("fp16", torch.device("cpu"))
 
 
 def test_bf16_is_precision_bf16_and_they_cannot_contradict():
@@ -569,3 +593,82 @@ def test_a_kind_only_a_plugin_knows_is_taken_where_torch_can_make_a_tensor_there
     made = []
     monkeypatch.setattr(torch, "empty", lambda *size, device=None, **options: made.append(str(device)))
     assert resolve_device("xla") == torch.device("xla") and made == ["xla"]
+
+
+# ------------------------------------------------ one spelling: the CPU as cpu:0, a device as a number
+
+
+@pytest.mark.parametrize("device", [-1, "cpu:0", torch.device("cpu", 0)], ids=["-1", "cpu:0", "torch.device(cpu,0)"])
+def test_the_cpu_by_number_is_the_cpu_on_every_entry_point(device, tmp_path):
+    """``-1`` (transformers' pipeline(device=-1)), ``"cpu:0"`` and ``torch.device("cpu", 0)`` name the
+    CPU: every entry point runs there, as transformers' fill-mask pipeline does given them. ``-1`` was
+    a TypeError ("got int") everywhere, ``device_map=-1`` a ValueError about a device 'cuda:-1' never
+    written, and ``torch.device("cpu", 0)`` a refusal of the string 'cpu:0' by the tasks, or of a
+    loaded model on the CPU ("move it first (model.to('cpu:0'))", which could never succeed)."""
+    import transformers
+
+    import minibert
+    from minibert.errors import MissingHeadsError
+    from minibert.heads import BertForMaskedLM
+
+    for name, load in _loaders().items():
+        try:  # the device taken; what is said of a checkpoint without the head a class needs is the head
+            loaded = load(TINY, device)
+        except MissingHeadsError:
+            continue
+        model = getattr(loaded, "model", getattr(getattr(loaded, "embedder", None), "model", loaded))
+        assert not isinstance(model, torch.nn.Module) or model.device == torch.device("cpu"), name
+    assert BertModel.from_pretrained(TINY, device_map=device).device == torch.device("cpu")
+    pipeline = transformers.pipeline("fill-mask", model=TINY, device=device)
+    theirs = pipeline("a [MASK] b", top_k=3)
+    for model in (TINY, BertForMaskedLM.from_pretrained(TINY)):  # by name, and a model loaded on the CPU
+        ours = minibert.fill_mask("a [MASK] b", model=model, device=device, top_k=3)
+        assert [row["token_str"] for row in ours] == [row["token_str"] for row in theirs]
+        assert [row["score"] for row in ours] == pytest.approx([row["score"] for row in theirs], abs=1e-5)
+    assert minibert.explore(BertForMaskedLM.from_pretrained(TINY), "a [MASK]", device=device).data.model_name
+
+
+def test_a_number_is_a_gpu_as_torch_reads_it_and_said_as_written(without_cuda):
+    from minibert import Embedder, classify, fill_mask
+
+    for load in (lambda: BertModel.from_pretrained(TINY, device=0),
+                 lambda: BertModel.from_pretrained(TINY, device_map=0),
+                 lambda: Embedder.from_pretrained(TINY, device=0), lambda: classify(["a"], model=TINY, device=0),
+                 lambda: fill_mask("a [MASK]", model=TINY, device=0)):  # fmt: skip
+        with pytest.raises(DeviceError, match=re.escape("device 0 (cuda:0): this torch (") + ".* without CUDA"):
+            load()  # (was a TypeError, "got int"; device_map=0 was said as 'cuda:0')
+    for number in (-2, 128):
+        with pytest.raises(ValueError, match=rf"device={number}: expected a GPU's number from 0 to 127 \(cuda:N\), "
+                                             "or -1 for the CPU"):  # fmt: skip
+            BertModel.from_pretrained(TINY, device_map=number)
+    for other in ("cpu:1", torch.device("cpu", 1)):  # torch takes them as the CPU; minibert names it one way
+        with pytest.raises(ValueError, match=re.escape("device 'cpu:1': the CPU is one device: cpu (or cpu:0)")):
+            resolve_device(other)
+    with pytest.raises(TypeError, match="device must be a name .* got bool"):
+        resolve_device(True)
+
+
+def test_a_number_and_a_name_agree_where_they_mean_one_gpu(with_one_gpu):
+    from minibert.heads import BertForMaskedLM
+    from minibert.tasks import fill_mask
+
+    assert resolve_device(0) == torch.device("cuda", 0) == resolve_device("cuda:0")
+    with pytest.raises(DeviceError, match=re.escape("device 1 (cuda:1): this machine has 1 GPU (cuda:0)")):
+        resolve_device(1)
+    with pytest.raises(ValueError, match=re.escape("device=0, but the model given is on cpu: move it first "
+                                                   "(model.to(0))")):  # fmt: skip
+        fill_mask("a [MASK] b", model=BertForMaskedLM.from_pretrained(TINY), device=0)
+    from minibert.loading.transformers_keywords import _one_device
+
+    assert _one_device(0, "cuda:0") == 0 and _one_device({"": -1}, "cpu:0") == -1
+    with pytest.raises(TypeError, match="disagree"):
+        _one_device(0, "cpu")
+
+
+def test_the_command_line_takes_cpu_0_as_the_cpu(tmp_path):
+    assert check_device_name("cpu:0") == "cpu:0" and resolve_device("cpu:0") == torch.device("cpu")
+    result = run_minibert("embed", "a text", "--model", TINY, "--device", "cpu:0")
+    assert result.returncode == 0 and "device" not in result.stderr, result.stderr  # (only a GPU is named)
+    for other in ("cpu:1", "cpu:00"):
+        result = run_minibert("embed", "a text", "--model", TINY, "--device", other)
+        assert result.returncode == 2 and f"device {other!r}: the CPU is one device: cpu (or cpu:0)" in result.stderr

@@ -28,14 +28,14 @@ def cache_dir(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def pretrain_bf16(tmp_path, verdict: dict) -> list[str]:
-    """`minibert pretrain --bf16` one step, with this verdict in the cache; its stderr lines."""
+def pretrain_bf16(tmp_path, verdict: dict, *flag: str) -> list[str]:
+    """`minibert pretrain --bf16` (or ``flag``) one step, with this verdict in the cache; its stderr lines."""
     key = precision.cache_key(32, 37, BATCH * SEQ_LEN)
     cache_file().parent.mkdir(parents=True, exist_ok=True)
     cache_file().write_text(json.dumps({key: verdict}))
     data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=SEQ_LEN))
     result = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(tmp_path / "run"),
-                          "--steps", "1", "--batch-size", str(BATCH), "--bf16")  # fmt: skip
+                          "--steps", "1", "--batch-size", str(BATCH), *(flag or ["--bf16"]))  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result.stderr.splitlines()
 
@@ -51,6 +51,41 @@ def test_a_slower_bf16_gets_one_warning_naming_the_cpu_and_both_speeds(tmp_path,
         assert str(cache_file()) in warned[0]
     else:  # emulated bf16: said without measuring
         assert "without bf16 instructions" in warned[0]
+
+
+def test_the_warning_names_the_flag_given_and_the_speed_as_measured(tmp_path, cache_dir):
+    """``finetune --precision bf16`` was told "without --bf16 this run is faster" (a flag finetune does
+    not have), and a measured 0.0806 GFLOP/s was printed "0 GFLOP/s"."""
+    if not cpu.has_native_bf16():
+        pytest.skip("this CPU has no bf16 instructions: nothing is measured")
+    slow = {"fp32_gflops": 7.13, "bf16_gflops": 0.0806}
+    lines = pretrain_bf16(tmp_path, slow, "--precision", "bf16")
+    warned = [line for line in lines if line.startswith("minibert: warning:")]
+    assert len(warned) == 1 and warned[0].startswith("minibert: warning: --precision bf16 is slower than float32")
+    assert "ran at 0.0806 GFLOP/s in bf16 against 7.13 in float32" in warned[0]
+    assert warned[0].endswith("so without --precision bf16 this run is faster") and "--bf16" not in warned[0]
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na b,x\nb a,y\n", encoding="utf-8")
+    cache_file().write_text(json.dumps({precision.cache_key(32, 37, tokens): slow for tokens in range(1, 513)}))
+    result = run_minibert("finetune", "--model", TINY, "--train", str(train), "--output", str(tmp_path / "ft"),
+                          "--precision", "bf16", "--batch-size", "2", "--max-seq-length", "64")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if line.startswith("minibert: warning:")]
+    assert len(warned) == 1 and warned[0].startswith("minibert: warning: --precision bf16 is slower"), warned
+    assert "0.0806 GFLOP/s" in warned[0] and "--bf16" not in warned[0]
+
+
+def test_the_flag_named_is_the_flag_given(monkeypatch, recwarn):
+    from minibert.training.options import FinetuneOptions, PretrainOptions
+
+    given = {"data": ["d"], "output": "o", "steps": 1, "batch_size": 1, "init": "i"}
+    assert precision.precision_flag(PretrainOptions(**given, bf16=True)) == "--bf16"
+    assert precision.precision_flag(PretrainOptions(**given, precision="bf16")) == "--precision bf16"
+    assert precision.precision_flag(FinetuneOptions(model="m", train="t.csv", output="o", precision="bf16")) == (
+        "--precision bf16")  # fmt: skip
+    monkeypatch.setattr(precision, "has_native_bf16", lambda: False)
+    assert precision.check_bf16(32, 64, 16, "--precision bf16") is None
+    assert str(recwarn.pop(UserWarning).message).startswith("--precision bf16 on a CPU without bf16 instructions")
 
 
 def test_a_faster_bf16_runs_without_a_word(tmp_path, cache_dir):

@@ -63,7 +63,7 @@ import numpy as np
 import torch
 
 from ..errors import MissingHeadsError, PromptFillsMaxLengthError
-from ..loading.devices import placement
+from ..loading.devices import check_model_is_on, placement
 from ..loading.from_pretrained import check_dtype
 from ..model import BertModel
 from ..tokenizer.arguments import one_text
@@ -91,6 +91,7 @@ class Embedder:
     ):
         # The tokenizer must not produce ids the model has no embedding for (refused now, not at a rare word).
         model.config.check_vocabulary(tokenizer.vocab, getattr(model, "name_or_path", "Embedder"))
+        check_model_is_on(model, None, "the Embedder")  # a model on meta: said now, not torch's error at a batch
         self.model = model  # run in eval mode, and left in its own (pretrained.evaluating)
         self.recipe = recipe or SentenceRecipe()
         if self.recipe.do_lower_case and not tokenizer.basic.do_lower_case:

@@ -19,6 +19,12 @@ process), else the CPU; the commands then say on stderr which device they use
 it is built: on the CPU, as transformers does. The names' syntax needs no torch (the parser checks
 it); what the machine has does.
 
+The CPU is one device: ``"cpu:0"`` and ``torch.device("cpu", 0)``, torch's names for it with a
+number, are ``cpu`` everywhere. In Python a number is a device as torch reads one, ``N`` the GPU
+``cuda:N``, and ``-1`` the CPU, as in transformers' ``pipeline(device=-1)``: one rule for
+``device=`` and ``device_map=`` on every entry point (``as_torch_device``). A message names a
+device as it was given (``device 0 (cuda:0): this torch ... is built without CUDA``).
+
 Python takes torch's other kinds of device too (``"mps"``, ``"xpu"``, ``"hpu"``), checked the same
 way before a file is read (``DeviceError``: ``this torch (2.13.0+cpu) sees no XPU device``), and
 ``"meta"``, which holds a model's shapes and no numbers: ``from_pretrained`` builds a model there
@@ -34,7 +40,8 @@ import re
 from ..errors import DeviceError
 
 DEVICE_NAMES = "auto, cpu, cuda or cuda:N"
-NAME = re.compile(r"auto|cpu|cuda(?::(0|[1-9][0-9]*))?")  # N as torch reads it: 0-9 only, no leading zero
+NAME = re.compile(r"auto|cpu(?::0)?|cuda(?::(0|[1-9][0-9]*))?")  # N as torch reads it: 0-9, no leading zero;
+# cpu:0 is the CPU (torch's name for it with a number: the CPU is one device)
 OTHER_KINDS = ", or another kind of device torch has (mps, xpu, meta, ...)"  # in Python only: torch.device's
 MAX_DEVICE_INDEX = 127  # torch keeps a device's number in 8 bits: cuda:128 would be cuda:-128, cuda:256 cuda:0
 
@@ -71,6 +78,8 @@ def refusal(name, others: str = "") -> str:
     """
     rule = "from 0"
     kind, _, number = name.strip()[:40].partition(":") if isinstance(name, str) else ("", "", "")
+    if kind == "cpu" and number:
+        return f"device {name.strip()[:40]!r}: the CPU is one device: cpu (or cpu:0)"
     if number.isdigit() and not number.isascii():
         rule = "from 0, in the digits 0-9"
     elif number.isdigit() and len(number) > 1 and number.startswith("0"):
@@ -98,24 +107,53 @@ def device_flag(text: str) -> str:
 
 
 def resolve_device(device, flags: bool = False):
-    """The ``torch.device`` that ``device`` names on this machine (None stays None), or
-    ``DeviceError`` naming what is missing: a torch built without CUDA, no GPU visible, or fewer
-    GPUs than the number asked for. Torch's other kinds of device (``"mps"``, ``"xpu"``, ``"hpu"``)
-    are asked for in Python only, and checked the same way: the device must be there (``"meta"``,
-    which holds shapes and no numbers, always is). A name torch does not read (``"cuda:01"``) is a
-    ValueError saying what is expected. ``flags``: the advice names ``--device`` (the commands),
-    else ``device=`` (Python).
+    """The ``torch.device`` that ``device`` (a name, a ``torch.device``, a number: ``as_torch_device``)
+    means on this machine (None stays None), or ``DeviceError`` naming what is missing: a torch
+    built without CUDA, no GPU visible, or fewer GPUs than the number asked for. Torch's other
+    kinds of device (``"mps"``, ``"xpu"``, ``"hpu"``) are asked for in Python only, and checked the
+    same way: the device must be there (``"meta"``, which holds shapes and no numbers, always is).
+    A name torch does not read (``"cuda:01"``) is a ValueError saying what is expected. ``flags``:
+    the advice names ``--device`` (the commands), else ``device=`` (Python).
 
     >>> resolve_device("cuda:01")  # torch refuses it too (N is written as torch writes it)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ValueError: device 'cuda:01': expected ... (N: the GPU's number, from 0, without a leading zero: cuda:1)
     """
-    import torch
-
     if device is None:
         return None
     if _is_auto(device):
         return _auto()
+    written = as_written(device)
+    device = as_torch_device(device)
+    if device.type == "cuda":
+        _check_cuda(device, flags, written)
+    elif device.type not in ("cpu", "meta"):
+        _check_other_accelerator(device, flags, written)
+    return device
+
+
+def as_torch_device(device):
+    """The ``torch.device`` that ``device`` (not None or "auto": ``resolve_device`` settles those)
+    means, in one spelling, without asking the machine: a name (torch's other kinds too, in Python),
+    a ``torch.device``, or a number, as torch reads one (``N``: the GPU ``cuda:N``) with transformers'
+    pipelines' ``-1`` for the CPU, so ``device=-1`` and ``device_map=-1`` both mean the CPU, on every
+    entry point. The CPU is one device: ``"cpu:0"`` and ``torch.device("cpu", 0)`` are ``cpu``.
+
+    >>> as_torch_device(-1), as_torch_device(1), as_torch_device("cpu:0")
+    (device(type='cpu'), device(type='cuda', index=1), device(type='cpu'))
+    >>> as_torch_device(-2)
+    Traceback (most recent call last):
+    ValueError: device=-2: expected a GPU's number from 0 to 127 (cuda:N), or -1 for the CPU
+    """
+    import torch
+
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device == -1:  # transformers' pipeline(device=-1)
+            return torch.device("cpu")
+        if not 0 <= device <= MAX_DEVICE_INDEX:
+            raise ValueError(f"device={device}: expected a GPU's number from 0 to {MAX_DEVICE_INDEX} (cuda:N), "
+                             "or -1 for the CPU")  # fmt: skip
+        return torch.device("cuda", device)
     if isinstance(device, str):
         name = device.strip()
         if name.partition(":")[0] in ("cpu", "cuda"):
@@ -125,12 +163,23 @@ def resolve_device(device, flags: bool = False):
         except RuntimeError:  # torch's own message lists every backend it was ever built for
             raise ValueError(refusal(name, OTHER_KINDS)) from None
     if not isinstance(device, torch.device):
-        raise TypeError(f"device must be a name ({DEVICE_NAMES}) or a torch.device, got {type(device).__name__}")
-    if device.type == "cuda":
-        _check_cuda(device, flags)
-    elif device.type not in ("cpu", "meta"):
-        _check_other_accelerator(device, flags)
-    return device
+        raise TypeError(f"device must be a name ({DEVICE_NAMES}), a torch.device or a GPU's number (-1: the CPU), "
+                        f"got {type(device).__name__}")  # fmt: skip
+    if device.type == "cpu" and device.index:  # torch.device("cpu", 1): as "cpu:1", not a name of the CPU
+        raise ValueError(refusal(str(device)))
+    return torch.device("cpu") if device.type == "cpu" else device
+
+
+def as_written(device) -> str:
+    """How a message names ``device``: as the caller wrote it (``'cuda:1'``), and a number with the
+    device it means (``0 (cuda:0)``), never a spelling the caller did not write.
+
+    >>> as_written(" cuda "), as_written(0)
+    ("'cuda'", '0 (cuda:0)')
+    """
+    if isinstance(device, int) and not isinstance(device, bool):
+        return f"{device} (cuda:{device})" if device >= 0 else str(device)
+    return repr(device.strip() if isinstance(device, str) else str(device))
 
 
 def placement(device, dtype=None, *, flags: bool = False, computes: str | None = None):
@@ -197,8 +246,9 @@ def check_model_is_on(model, device, what: str) -> None:
         wanted = resolve_device(device)
         check_computes_on(wanted, what)
         if wanted.type != where.type or (wanted.index is not None and wanted != where):
-            raise ValueError(f"device={str(device)!r}, but the model given is on {where}: move it first "
-                             f"(model.to({str(wanted)!r})), or leave device out")  # fmt: skip
+            spelled = device.strip() if isinstance(device, str) else device if isinstance(device, int) else str(wanted)
+            raise ValueError(f"device={spelled!r}, but the model given is on {where}: move it first "
+                             f"(model.to({spelled!r})), or leave device out")  # fmt: skip
     check_computes_on(where, what)
 
 
@@ -221,21 +271,20 @@ def use_the_cpu(flags: bool) -> str:
     return "use --device cpu" if flags else "use device='cpu'"
 
 
-def _check_cuda(device, flags: bool) -> None:
+def _check_cuda(device, flags: bool, written: str) -> None:
     import torch
 
-    name = str(device)
     if torch.version.cuda is None:
-        raise DeviceError(f"device {name!r}: this torch ({torch.__version__}) is built without CUDA; install a CUDA "
+        raise DeviceError(f"device {written}: this torch ({torch.__version__}) is built without CUDA; install a CUDA "
                           f"build of torch (pytorch.org), or {use_the_cpu(flags)}")  # fmt: skip
     count = torch.cuda.device_count()
     if count == 0:
-        raise DeviceError(f"device {name!r}: torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: no "
+        raise DeviceError(f"device {written}: torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: no "
                           f"NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them; {use_the_cpu(flags)}")  # fmt: skip
-    _check_index(device, count, "GPU")
+    _check_index(device, count, "GPU", written)
 
 
-def _check_other_accelerator(device, flags: bool) -> None:
+def _check_other_accelerator(device, flags: bool, written: str) -> None:
     """mps, xpu, hpu, ...: there when torch's module for it says so (``torch.xpu.is_available()``),
     or when it is torch's current accelerator (a plugin's, such as Intel Gaudi's hpu)."""
     import torch
@@ -247,7 +296,7 @@ def _check_other_accelerator(device, flags: bool) -> None:
             torch.empty(0, device=device)
             return
         except Exception:  # noqa: BLE001 - torch's RuntimeError, or an ImportError of torch.<kind>: no backend
-            raise DeviceError(f"device {str(device)!r}: this torch ({torch.__version__}) sees no {kind.upper()} "
+            raise DeviceError(f"device {written}: this torch ({torch.__version__}) sees no {kind.upper()} "
                               f"device (no backend for it is loaded: torch cannot make a tensor there); "
                               f"{use_the_cpu(flags)}") from None  # fmt: skip
     if count == 0:
@@ -255,9 +304,9 @@ def _check_other_accelerator(device, flags: bool) -> None:
             why = "no Apple GPU here, or macOS before 12.3" if torch.backends.mps.is_built() else "built without it"
         else:
             why = "no such device on this machine, or this torch is built without it"
-        raise DeviceError(f"device {str(device)!r}: this torch ({torch.__version__}) sees no {kind.upper()} device "
+        raise DeviceError(f"device {written}: this torch ({torch.__version__}) sees no {kind.upper()} device "
                           f"({why}); {use_the_cpu(flags)}")  # fmt: skip
-    _check_index(device, count, f"{kind.upper()} device")
+    _check_index(device, count, f"{kind.upper()} device", written)
 
 
 def _devices_of_kind(kind: str) -> int | None:
@@ -276,11 +325,11 @@ def _devices_of_kind(kind: str) -> int | None:
     return None
 
 
-def _check_index(device, count: int, what: str) -> None:
+def _check_index(device, count: int, what: str, written: str) -> None:
     """``device``'s number among the ``count`` devices of its kind (none given: the current one)."""
     if device.index is not None and not 0 <= device.index < count:
         visible = ", ".join(f"{device.type}:{index}" for index in range(count))
-        raise DeviceError(f"device {str(device)!r}: this machine has {count} {what}{'s' if count > 1 else ''} "
+        raise DeviceError(f"device {written}: this machine has {count} {what}{'s' if count > 1 else ''} "
                           f"({visible})")  # fmt: skip
 
 

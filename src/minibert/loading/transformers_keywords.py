@@ -77,8 +77,8 @@ def model_keywords(keywords: dict, *, dtype, device) -> tuple:
 def _one_device(device_map, device):
     """The one device ``device_map`` names (``"cuda"``, ``0``, ``{"": 0}``), agreeing with ``device``.
 
-    >>> _one_device({"": 0}, None)
-    'cuda:0'
+    >>> _one_device({"": 0}, None), _one_device(-1, "cpu")  # a number as device= takes it: N the GPU, -1 the CPU
+    (0, -1)
     >>> _one_device({}, None)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ValueError: device_map={} names no device (transformers fails on it too, ...
@@ -90,14 +90,20 @@ def _one_device(device_map, device):
                          "leave it out or pass None for no map, or {'': 'cuda:0'} for one device")  # fmt: skip
     if isinstance(device_map, dict) and list(device_map) == [""]:  # {"": 0}: the whole model on one device
         device_map = device_map[""]
-    if isinstance(device_map, int) and not isinstance(device_map, bool):  # a GPU's number, as transformers
-        device_map = f"cuda:{device_map}"
-    if not isinstance(device_map, (str, torch.device)):
+    if not isinstance(device_map, (str, torch.device, int)) or isinstance(device_map, bool):
         raise ValueError(f"device_map={device_map!r} splits a model over devices; minibert loads it on one: "
                          "pass device='cpu', 'cuda', 'cuda:N' or 'auto'")  # fmt: skip
-    if device is not None and str(device) != str(device_map):
+    if device is not None and _place(device) != _place(device_map):
         raise TypeError(f"device={device!r} and device_map={device_map!r} disagree: pass device= alone")
     return device_map
+
+
+def _place(device):
+    """A device as two keywords are compared: "auto" as it is, else the ``torch.device`` it means
+    (``0`` and ``"cuda:0"`` agree; devices.py's ``as_torch_device``)."""
+    from .devices import as_torch_device
+
+    return "auto" if isinstance(device, str) and device.strip() == "auto" else as_torch_device(device)
 
 
 def tokenizer_keywords(keywords: dict) -> HubOptions:

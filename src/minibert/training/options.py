@@ -103,6 +103,7 @@ class PretrainOptions:
         "allow a --batch-size larger than the data (each batch repeats instances)", action="store_true"))  # fmt: skip
     progress: bool | None = field(default=None, compare=False)  # a progress line on stderr (default: a terminal)
     eval_every: ClassVar[None] = None  # (fine-tuning's: pre-training has no dev set)
+    bf16_given: ClassVar[bool] = False  # per run, True where --bf16 said bf16: the flag its warnings name
 
     def __post_init__(self):
         if self.bf16:  # the older flag: one name for one setting from here on (settings, resume command)
@@ -110,6 +111,7 @@ class PretrainOptions:
                 raise DataError(f"--bf16 and --precision {self.precision} contradict each other: give one")
             object.__setattr__(self, "precision", "bf16")
             object.__setattr__(self, "bf16", False)
+            object.__setattr__(self, "bf16_given", True)
         elif self.precision is None:
             object.__setattr__(self, "precision", "fp32")
         refuse_unknown_words(self)

@@ -55,7 +55,7 @@ from .distributed import World
 from .guard import gives_finite_numbers, lower_rate_command, stop_if_not_finite
 from .lock import run_folder_lock
 from .optimization import AdamWeightDecay, Schedule, hub_named_parameters, update
-from .precision import LossScaler, autocast, check_bf16, check_precision
+from .precision import LossScaler, autocast, check_bf16, check_precision, precision_flag
 from .report import (
     BEST_FOLDER,
     Progress,
@@ -201,7 +201,7 @@ def set_up(run: Run) -> int:
         if options.precision == "bf16" and world.device.type == "cpu":  # a warning where bf16 is slower here
             micro_batch = options.batch_size // world.size // options.accumulate
             check_bf16(model.config.hidden_size, model.config.intermediate_size,
-                       micro_batch * data.train.sequence_length)  # fmt: skip
+                       micro_batch * data.train.sequence_length, precision_flag(options))  # fmt: skip
     world.wait()
     model.train()
     return done

@@ -10,9 +10,9 @@ scaler, and whether bf16 pays on the CPU at hand (measured once, cached, said in
            divided by it after (``LossScaler``, torch's GradScaler rule); a GPU only — on a CPU
            torch's float16 products are slow and there is no reason to prefer them to bf16.
 
-``--bf16`` runs the forward pass under ``torch.autocast("cpu", bfloat16)``: the matrix products take
-bfloat16 inputs (8 bits of mantissa), the weights and the optimizer stay float32. Whether that is
-faster depends on the CPU's bf16 instructions, not on minibert:
+``--precision bf16`` (``pretrain --bf16``) runs the forward pass under ``torch.autocast("cpu",
+bfloat16)``: the matrix products take bfloat16 inputs (8 bits of mantissa), the weights and the
+optimizer stay float32. Whether that is faster depends on the CPU's bf16 instructions, not on minibert:
 
 * AMX (``amx_bf16``: Intel Xeon from Sapphire Rapids on, when the hypervisor exposes it): tile
   matrix units, several times float32's rate. This is where bf16 training on a CPU pays.
@@ -63,10 +63,23 @@ AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def check_precision(precision: str, device: torch.device) -> None:
-    """fp16 trains on a GPU only (one line, before the run folder is touched)."""
+    """fp16 trains on a GPU only (one line, before the run folder is touched); ``--device cuda`` is
+    offered where torch sees a GPU, else what is missing is said."""
     if precision == "fp16" and device.type != "cuda":
+        if torch.cuda.is_available():
+            elsewhere = ", or --device cuda"
+        elif torch.version.cuda is None:
+            elsewhere = f" (this torch, {torch.__version__}, is built without CUDA)"
+        else:
+            elsewhere = f" (torch {torch.__version__} sees no GPU here)"
         raise DeviceError(f"--precision fp16 trains on a GPU (float16 with a loss scaler); this run is on {device}: "
-                          "use --precision bf16 or fp32 there, or --device cuda")  # fmt: skip
+                          f"use --precision bf16 or fp32 there{elsewhere}")  # fmt: skip
+
+
+def precision_flag(options) -> str:
+    """The flag that asked for the run's precision, as the user gave it (``pretrain --bf16`` is
+    ``--precision bf16``): what a warning about it names."""
+    return "--bf16" if getattr(options, "bf16_given", False) else f"--precision {options.precision}"
 
 
 def autocast(precision: str, device: torch.device):
@@ -130,11 +143,12 @@ class Bf16Verdict:
         return self.bf16_gflops / self.fp32_gflops
 
 
-def check_bf16(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict | None:
-    """Warn (``warnings.warn``, one line) when bf16 autocast is slower than float32 here; the verdict,
-    or None when nothing was measured (no bf16 instructions: emulated, and that warning given)."""
+def check_bf16(hidden: int, intermediate: int, tokens: int, flag: str = "--precision bf16") -> Bf16Verdict | None:
+    """Warn (``warnings.warn``, one line, naming ``flag``, the flag given) when bf16 autocast is slower
+    than float32 here; the verdict, or None when nothing was measured (no bf16 instructions: emulated,
+    and that warning given)."""
     if not has_native_bf16():
-        warnings.warn(f"--bf16 on a CPU without bf16 instructions ({cpu_name()}: no avx512_bf16 or "
+        warnings.warn(f"{flag} on a CPU without bf16 instructions ({cpu_name()}: no avx512_bf16 or "
                       "amx_bf16): torch emulates bfloat16, many times slower than float32", stacklevel=2)  # fmt: skip
         return None
     tokens = max(1, min(tokens, MAX_TOKENS))
@@ -147,13 +161,22 @@ def check_bf16(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict | Non
     log.debug("bf16 autocast %.2fx float32 (%s)", verdict.speedup, "cached" if verdict.cached else "measured")
     if verdict.speedup < SLOWER:
         warnings.warn(
-            f"--bf16 is slower than float32 on this CPU ({cpu_name()}, {torch.get_num_threads()} threads): "
-            f"one encoder layer's matrix products, forward and backward, ran at {verdict.bf16_gflops:.0f} GFLOP/s "
-            f"in bf16 against {verdict.fp32_gflops:.0f} in float32 (measured once, cached in {cache_file()}); "
-            "bf16 pays on CPUs with AMX (amx_bf16) and on GPUs, so without --bf16 this run is faster",
+            f"{flag} is slower than float32 on this CPU ({cpu_name()}, {torch.get_num_threads()} threads): "
+            f"one encoder layer's matrix products, forward and backward, ran at {rate(verdict.bf16_gflops)} GFLOP/s "
+            f"in bf16 against {rate(verdict.fp32_gflops)} in float32 (measured once, cached in {cache_file()}); "
+            f"bf16 pays on CPUs with AMX (amx_bf16) and on GPUs, so without {flag} this run is faster",
             stacklevel=2,
         )
     return verdict
+
+
+def rate(gflops: float) -> str:
+    """A speed as measured, to its three significant digits (a tiny layer on a busy CPU: 0.0806).
+
+    >>> rate(0.0806), rate(7.13), rate(55.0), rate(1234.0)
+    ('0.0806', '7.13', '55', '1,234')
+    """
+    return f"{gflops:.3g}" if gflops < 1000 else f"{gflops:,.0f}"
 
 
 def measure(hidden: int, intermediate: int, tokens: int) -> Bf16Verdict:
