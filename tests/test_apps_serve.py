@@ -223,13 +223,14 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
         ("/v1/embeddings", {"model": NAME, "input": "word " * 1000}, AUTH, 422, "more than the model's limit of 256"),
         ("/v1/embeddings", {"model": NAME, "input": [[1, 99999]]}, AUTH, 422, "token id 99999, outside"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "encoding_format": "hex"}, AUTH, 422, "encoding_format"),
-        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": 128}, AUTH, 422, "384 dimensions"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": 0}, AUTH, 422,
+         "dimensions must be an integer from 1 to this model's 384, got 0"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": "384"}, AUTH, 422,
          r'dimensions must be an integer, got a string \("384"\)'),
         ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": True}, AUTH, 422,
          r"dimensions must be an integer, got a boolean \(true\)"),
         ("/v1/embeddings", {"model": NAME, "input": "a", "dimensions": 500}, AUTH, 422,
-         "dimensions is 500, but this model's vectors have 384 dimensions"),
+         "dimensions must be an integer from 1 to this model's 384, got 500"),
         ("/v1/embeddings", b'{"model": "%s", "input": "a", "dimensions": NaN}' % NAME.encode(), AUTH, 400,
          "NaN is not JSON"),
         ("/v1/embeddings", b'{"model": "%s", "input": "a", "dimensions": -Infinity}' % NAME.encode(), AUTH, 400,
@@ -335,7 +336,8 @@ def _tokens_counted(server) -> float:
 
 def test_embed_follows_truncation_direction_prompt_name_and_dimensions_as_sentence_transformers(minilm_dir, tmp_path):
     """TEI's /embed fields were ignored (Left gave Right's vectors, an unknown prompt_name and
-    dimensions 8 answered 200 with 384 values). Each is now sentence-transformers' own: a tokenizer
+    dimensions 8 answered 200 with 384 values); /v1/embeddings refused every dimensions but 384.
+    Each is now sentence-transformers' own: a tokenizer
     with truncation_side="left", encode(prompt_name=...), truncate_dim=N."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
     import json
@@ -359,6 +361,9 @@ def test_embed_follows_truncation_direction_prompt_name_and_dimensions_as_senten
         right, left = embed(truncation_direction="Right"), embed(truncation_direction="Left")
         query, short = embed(prompt_name="query"), embed(dimensions=8)
         unknown = httpx.post(f"{server.url}/embed", json={"inputs": "a", "prompt_name": "passage"}, timeout=30)
+        model = httpx.get(f"{server.url}/v1/models", timeout=30).json()["data"][0]["id"]
+        openai = httpx.post(f"{server.url}/v1/embeddings", json={"model": model, "input": [text, "hello"],
+                                                                 "truncate": True, "dimensions": 8}, timeout=60)
     finally:
         returncode, log = server.stop()
     assert returncode == 0, log
@@ -368,6 +373,10 @@ def test_embed_follows_truncation_direction_prompt_name_and_dimensions_as_senten
     assert np.abs(right - expected()).max() < 1e-5
     assert np.abs(query - expected(prompt_name="query")).max() < 1e-5
     assert short.shape == (2, 8) and np.abs(short - expected(truncate_dim=8)).max() < 1e-5
+    # OpenAI's dimensions (the model refused every size but 384): the same cut, unit length again
+    # as OpenAI's shortened vectors are, since this model's own vectors are (its Normalize module)
+    shortened = np.array([row["embedding"] for row in openai.json()["data"]])
+    assert shortened.shape == (2, 8) and np.abs(shortened - expected(truncate_dim=8)).max() < 1e-5
     reference.tokenizer.truncation_side = "left"
     assert np.abs(left - expected()).max() < 1e-5
     assert np.abs(left[0] - right[0]).max() > 0.01

@@ -214,11 +214,15 @@ class Routes:
         if encoding not in ("float", "base64"):
             raise RequestError(422, f'encoding_format must be "float" or "base64", got {json.dumps(encoding)[:40]}',
                                "encoding_format")  # fmt: skip
-        check_dimensions(body.get("dimensions"), self.service.dimension)
+        cut = kept_dimensions(body.get("dimensions"), self.service.dimension)
+        # OpenAI's shortened vectors are unit length again: where the model's are (its Normalize
+        # module), the first `dimensions` values are normalized after the cut, as /embed does.
+        options = self.service.options if cut is None else EmbedOptions.of(
+            self.service.options, truncate_dim=cut, normalize=self.service.embedder.recipe.normalize or None)
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
         pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input")
         request.state.counts = (len(inputs), tokens)
-        vectors = await self.embed_job(request, pieces, skip, self.service.options)
+        vectors = await self.embed_job(request, pieces, skip, options)
         if encoding == "base64":
             data = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
         else:
@@ -316,19 +320,6 @@ class Routes:
         self.service._tokenizing.shutdown(wait=False)
 
 
-def check_dimensions(dimensions, size: int) -> None:
-    """OpenAI's ``dimensions``: absent, or this model's own (a BERT's vectors cannot be cut)."""
-    if dimensions is None:
-        return
-    if not is_token_id(dimensions):  # (an int, not a bool)
-        raise RequestError(422, f"dimensions must be an integer, got {json_type(dimensions)} "
-                                f"({json.dumps(dimensions)[:40]})", "dimensions")  # fmt: skip
-    if dimensions != size:
-        raise RequestError(422, f"dimensions is {dimensions}, but this model's vectors have {size} dimensions "
-                                f"and it cannot change that: send {size} or leave dimensions out",
-                           "dimensions")  # fmt: skip
-
-
 def prompt_name_of(body: dict, prompts: dict[str, str]) -> str | None:
     """TEI's "prompt_name": absent (the model's default prompt, if it has one), or one of its prompts."""
     name = body.get("prompt_name")
@@ -340,10 +331,16 @@ def prompt_name_of(body: dict, prompts: dict[str, str]) -> str | None:
 
 
 def kept_dimensions(dimensions, size: int) -> int | None:
-    """TEI's "dimensions": absent, or how many of each vector's first values to keep (1 to the model's)."""
-    if dimensions is not None and (not is_token_id(dimensions) or not 1 <= dimensions <= size):
-        raise RequestError(422, f"dimensions must be an integer from 1 to this model's {size}, got "
-                                f"{json.dumps(dimensions)[:40]}", "dimensions")  # fmt: skip
+    """OpenAI's and TEI's "dimensions": absent, or how many of each vector's first values to keep
+    (1 to the model's), as sentence-transformers' ``truncate_dim``."""
+    if dimensions is None:
+        return None
+    if not is_token_id(dimensions):  # (an int, not a bool)
+        raise RequestError(422, f"dimensions must be an integer, got {json_type(dimensions)} "
+                                f"({json.dumps(dimensions)[:40]})", "dimensions")  # fmt: skip
+    if not 1 <= dimensions <= size:
+        raise RequestError(422, f"dimensions must be an integer from 1 to this model's {size}, got {dimensions}",
+                           "dimensions")  # fmt: skip
     return dimensions
 
 
