@@ -665,6 +665,17 @@ def test_a_number_and_a_name_agree_where_they_mean_one_gpu(with_one_gpu):
         _one_device(0, "cpu")
 
 
+def test_minus_one_is_advised_as_the_device_it_means():
+    """device=-1 (the CPU, as in transformers' pipelines) for a model elsewhere advised model.to(-1),
+    which torch refuses ("Device index must not be negative")."""
+    from minibert.loading.devices import check_model_is_on
+
+    with pytest.raises(ValueError, match=re.escape("device=-1, but the model given is on meta: move it first "
+                                                   "(model.to('cpu'))")):  # fmt: skip
+        check_model_is_on(torch.nn.Linear(1, 1, device="meta"), -1, "classify")
+    torch.nn.Linear(1, 1).to("cpu")  # (the advice works)
+
+
 def test_the_command_line_takes_cpu_0_as_the_cpu(tmp_path):
     assert check_device_name("cpu:0") == "cpu:0" and resolve_device("cpu:0") == torch.device("cpu")
     result = run_minibert("embed", "a text", "--model", TINY, "--device", "cpu:0")

@@ -121,7 +121,7 @@ def resolve_device(device, flags: bool = False):
     """
     if device is None:
         return None
-    if _is_auto(device):
+    if is_auto(device):
         return _auto()
     written = as_written(device)
     device = as_torch_device(device)
@@ -203,7 +203,7 @@ def placement(device, dtype=None, *, flags: bool = False, computes: str | None =
     import torch
 
     int8 = dtype in ("int8", torch.int8, torch.qint8)
-    if int8 and _is_auto(device):
+    if int8 and is_auto(device):
         return torch.device("cpu")
     device = resolve_device(device, flags)
     if computes is not None:
@@ -242,17 +242,19 @@ def check_model_is_on(model, device, what: str) -> None:
     ValueError: device='cpu', but the model given is on meta: move it first (model.to('cpu')), or leave device out
     """
     where = next(model.parameters()).device
-    if device is not None and not _is_auto(device):
+    if device is not None and not is_auto(device):
         wanted = resolve_device(device)
         check_computes_on(wanted, what)
         if wanted.type != where.type or (wanted.index is not None and wanted != where):
             spelled = device.strip() if isinstance(device, str) else device if isinstance(device, int) else str(wanted)
+            target = str(wanted) if spelled == -1 else spelled  # (model.to(-1) is refused: -1 is the CPU here)
             raise ValueError(f"device={spelled!r}, but the model given is on {where}: move it first "
-                             f"(model.to({spelled!r})), or leave device out")  # fmt: skip
+                             f"(model.to({target!r})), or leave device out")  # fmt: skip
     check_computes_on(where, what)
 
 
-def _is_auto(device) -> bool:
+def is_auto(device) -> bool:
+    """Whether ``device`` is "auto": CUDA where there is one, else the CPU."""
     return isinstance(device, str) and device.strip() == "auto"
 
 

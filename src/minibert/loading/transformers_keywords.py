@@ -101,9 +101,9 @@ def _one_device(device_map, device):
 def _place(device):
     """A device as two keywords are compared: "auto" as it is, else the ``torch.device`` it means
     (``0`` and ``"cuda:0"`` agree; devices.py's ``as_torch_device``)."""
-    from .devices import as_torch_device
+    from .devices import as_torch_device, is_auto
 
-    return "auto" if isinstance(device, str) and device.strip() == "auto" else as_torch_device(device)
+    return "auto" if is_auto(device) else as_torch_device(device)
 
 
 def tokenizer_keywords(keywords: dict) -> HubOptions:

@@ -74,16 +74,18 @@ def serve(settings: ServeSettings, stops) -> None:
         server.should_exit = True
 
     stops.listener = stop
+    starting = not stops.received  # (a signal already in: no start to announce, the server stops as it starts)
     address = f"[{settings.host}]" if ":" in settings.host else settings.host  # (an IPv6 address: in brackets)
-    logger.info("serving on http://%s:%d (model %s loading)%s", address, port, settings.model,
-                "" if settings.api_key else "; no API key: anyone who can reach this port can use it")  # fmt: skip
-    if limits is not None and room.capacity < 1 << 40:  # (no line where nothing limits open files)
+    if starting:
+        logger.info("serving on http://%s:%d (model %s loading)%s", address, port, settings.model,
+                    "" if settings.api_key else "; no API key: anyone who can reach this port can use it")  # fmt: skip
+    if starting and limits is not None and room.capacity < 1 << 40:  # (no line where nothing limits open files)
         before, after = limits
         logger.info("open-files limit %s; it can hold about %d connections at once (beyond, the longest idle are "
                     "closed)", f"raised from {before} to {after}" if after != before else f"{after}",
                     room.capacity)  # fmt: skip
     try:
-        if not stops.received:  # (a signal from now on sets should_exit: the server stops as it starts)
+        if starting and not stops.received:  # (a signal from now on sets should_exit: it stops as it starts)
             server.run(sockets=[listener])
     except SystemExit as exit:  # uvicorn's own start-up failure (its exit status 3), said in its log line
         raise OSError(f"the server could not start on {settings.host}:{port} (uvicorn exit {exit.code})") from None

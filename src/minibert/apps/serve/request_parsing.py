@@ -86,6 +86,7 @@ def text_field(body: dict, name: str, settings: ServeSettings) -> str:
     check_characters(value, name, name)
     return value
 
+
 def check_characters(text: str, where: str, field: str) -> None:
     r"""A text is refused (422, naming ``where``) if it holds a lone UTF-16 surrogate: JSON's
     ``"\ud800"`` without the second half of its pair, which Python's JSON reader accepts but which is

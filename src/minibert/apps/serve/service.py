@@ -41,7 +41,7 @@ class EmbeddingService:
         self.model_id = settings.served_model_name or os.path.basename(os.path.normpath(settings.model))
         self.model_ids = {self.model_id, settings.model}
         self._tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibert-tokenize")
-        self.options = EmbedOptions()  # the model's recipe; a request may only change normalize
+        self.options = EmbedOptions()  # the model's recipe; a request may change normalize, prompt_name, truncate_dim
 
     @property
     def loaded(self) -> bool:
