@@ -210,11 +210,12 @@ def assert_refused_by_the_lock(result, run) -> None:
 
 
 def signals_as_from_a_terminal() -> None:
-    """A `preexec_fn` for a child that a test stops with a signal: SIGINT (Ctrl-C) and SIGTERM back to
-    their defaults, as in a terminal. A shell that runs the suite as a background job (CI does) starts
-    it with SIGINT ignored, the child inherits that, and Python then installs no KeyboardInterrupt
-    handler: the signal would be lost and the test would time the run out instead."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    """A `preexec_fn` for a child that a test stops with a signal: SIGINT (Ctrl-C), SIGQUIT, SIGHUP
+    and SIGTERM back to their defaults, as in a terminal. A shell that runs the suite as a background
+    job (CI does) starts it with SIGINT and SIGQUIT ignored, `nohup` with SIGHUP ignored; the child
+    inherits that, and minibert rightly leaves an ignored signal ignored (docs/cli.md): the signal
+    would be lost and the test would time the run out instead."""
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
 
 

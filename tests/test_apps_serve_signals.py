@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from test_apps_serve import _free_port
 
+from helpers import signals_as_from_a_terminal
+
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
@@ -24,7 +26,8 @@ pytest.importorskip("uvicorn")
 def _start(model_dir, *options: str, host: str = "127.0.0.1") -> subprocess.Popen:
     command = [sys.executable, "-m", "minibert", "serve", "--model", str(model_dir), "--host", host,
                "--port", str(_free_port()), *options]  # fmt: skip
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=signals_as_from_a_terminal)  # (CI's background job ignores SIGINT, SIGQUIT)
 
 
 def _read_until(process: subprocess.Popen, words: str) -> str:
