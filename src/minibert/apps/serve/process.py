@@ -85,7 +85,7 @@ def serve(settings: ServeSettings, stops) -> None:
                     "closed)", f"raised from {before} to {after}" if after != before else f"{after}",
                     room.capacity)  # fmt: skip
     try:
-        if starting and not stops.received:  # (a signal from now on sets should_exit: it stops as it starts)
+        if not stops.received:  # (a signal from now on sets should_exit: the server stops as it starts)
             server.run(sockets=[listener])
     except SystemExit as exit:  # uvicorn's own start-up failure (its exit status 3), said in its log line
         raise OSError(f"the server could not start on {settings.host}:{port} (uvicorn exit {exit.code})") from None
