@@ -172,6 +172,10 @@ def test_rerank_follows_the_folders_prompt_and_processing_kwargs(make, tmp_path)
             assert cut.status_code == 422, cut.text
             assert f"{key}[0] cannot be cut to the model's limit of 24 tokens" in cut.text
             assert "truncation='only_second'" in cut.text and "Traceback" not in cut.text
+            # without "truncate" the 422 advised sending "truncate": true, which then gave this 422
+            whole = httpx.post(f"{server.url}{path}", json={"query": long_query, key: ["Berlin"]}, timeout=30)
+            assert whole.status_code == 422, whole.text
+            assert f"{key}[0] cannot be cut" in whole.text and '\\"truncate\\": true' not in whole.text, whole.text
         assert cut.json()["error"]["code"] == "context_length_exceeded"  # (/v1/'s shape names the code)
     finally:
         returncode, log = server.stop()

@@ -90,28 +90,35 @@ class EmbeddingService:
             encoded = tokenizer(firsts, seconds, truncation=strategy if truncate else None,
                                 max_length=limit if truncate else None, verbose=False)  # fmt: skip
         except ValueError:  # only_first / only_second: the text it must keep whole is alone past the limit
-            raise self._uncuttable(firsts, seconds, strategy, field) from None
+            self._uncuttable(firsts, seconds, strategy, field)
         out = []
         for index, (ids, types) in enumerate(zip(encoded["input_ids"], encoded["token_type_ids"])):
             if len(ids) > limit:
+                if seconds is not None and strategy in ("only_first", "only_second"):
+                    self._uncuttable_pair(firsts[index], seconds[index], index, strategy, field)
                 raise RequestError(422, f"{field}[{index}] has {len(ids)} tokens, more than the model's limit of "
                                         f"{limit}; shorten it or send \"truncate\": true", field,
                                    "context_length_exceeded")  # fmt: skip
             out.append(PairPieces(ids, types))
         return out, sum(len(row) + 2 for row in out)
 
-    def _uncuttable(self, firsts: list[str], seconds: list[str], strategy: str, field: str) -> RequestError:
-        """The 422 naming the first pair that the folder's ``truncation`` (``only_first`` or
+    def _uncuttable(self, firsts: list[str], seconds: list[str], strategy: str, field: str) -> None:
+        """Raise the 422 naming the first pair that the folder's ``truncation`` (``only_first`` or
         ``only_second``) cannot cut to the model's length, and why (the tokenizer's words)."""
-        tokenizer, limit = self.classifier.tokenizer, self.classifier.max_length
         for index, pair in enumerate(zip(firsts, seconds)):
-            try:
-                tokenizer(*pair, truncation=strategy, max_length=limit, verbose=False)
-            except ValueError as error:
-                return RequestError(422, f"{field}[{index}] cannot be cut to the model's limit of {limit} tokens as "
-                                         f"the model folder's truncation={strategy!r} says: {error}; shorten it", field,
-                                    "context_length_exceeded")  # fmt: skip
+            self._uncuttable_pair(*pair, index, strategy, field)
         raise AssertionError("a batch the tokenizer refused, each of whose pairs it accepts")
+
+    def _uncuttable_pair(self, first: str, second: str, index: int, strategy: str, field: str) -> None:
+        """Raise the 422 for one pair the folder's ``truncation`` cannot cut (sending ``"truncate":
+        true`` would not help it: the advice is to shorten it); return if it can be cut."""
+        tokenizer, limit = self.classifier.tokenizer, self.classifier.max_length
+        try:
+            tokenizer(first, second, truncation=strategy, max_length=limit, verbose=False)
+        except ValueError as error:
+            raise RequestError(422, f"{field}[{index}] cannot be cut to the model's limit of {limit} tokens as "
+                                    f"the model folder's truncation={strategy!r} says: {error}; shorten it", field,
+                               "context_length_exceeded") from None  # fmt: skip
 
     async def tokenize(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
