@@ -74,7 +74,8 @@ class TFRecordError(DataError):
 
 class ExplorerInputError(MinibertError, ValueError):
     """Input the explorer cannot show: an empty text, a text longer than the model's positions
-    (without truncation), a bad ``top_k`` or ``max_length``."""
+    (without truncation), a bad ``top_k`` (past 100, what a page holds) or ``max_length``, or a
+    model whose outputs are NaN or infinite (the message names the first layer and head)."""
 
 
 class CorpusError(DataError):

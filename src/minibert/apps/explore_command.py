@@ -17,11 +17,13 @@ import webbrowser
 from pathlib import Path
 
 from .commands import CommandError, CommandFailed, device_of
-from .flag_types import output_name, positive_int, whole_number
+from .flag_types import output_name, whole_number
 
 # [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each (the same as
 # explorer/data.py's, which explore() checks; that module imports torch, so not imported to build the parser).
 SHORTEST = {"text": 3, "pair": 5}
+# The most guesses a page keeps per position and layer: explorer/data.py's MAX_TOP_K (the page grows with them).
+MAX_TOP_K = 100
 
 
 def attention_bits(text: str) -> int:
@@ -49,7 +51,9 @@ def add_parser(commands, parents: list) -> None:
     explore.add_argument("pair", nargs="?", help="a second text (sentence B of a pair)")
     explore.add_argument("--output", "-o", required=True, type=output_name,
                          help="the page to write (.html); replaced atomically")  # fmt: skip
-    explore.add_argument("--top-k", type=positive_int, default=5, help="guesses per position and layer (default 5)")
+    explore.add_argument("--top-k", type=whole_number(1, MAX_TOP_K), default=5,
+                         help=f"guesses per position and layer, 1 to {MAX_TOP_K}: the page keeps them all, at every "
+                              "position and layer (default 5)")  # fmt: skip
     explore.add_argument("--max-length", type=whole_number(SHORTEST["text"]), default=None,
                          help=f"tokens at most, {SHORTEST['text']} or more ({SHORTEST['pair']} or more for a pair; "
                               "default: the model's positions)")  # fmt: skip
@@ -58,8 +62,9 @@ def add_parser(commands, parents: list) -> None:
     explore.add_argument("--cased", action="store_true", help="do not lower-case the text (default: as the model's "
                                                               "tokenizer config says)")  # fmt: skip
     explore.add_argument("--whitespace-words", action="store_true",
-                         help="words are what whitespace separates: no punctuation splitting (e.g. SMILES "
-                              "pre-split as rxnfp's tokenizer splits them)")  # fmt: skip
+                         help="words are what whitespace separates, read as typed: no punctuation splitting, and "
+                              "no lower-casing or accent stripping either, as in transformers (so it implies "
+                              "--cased; e.g. SMILES pre-split as rxnfp's tokenizer splits them)")  # fmt: skip
     explore.add_argument("--attention-bits", type=attention_bits, default=None,
                          help="bits per stored attention weight (default: 16 on small pages, 8 on big)")  # fmt: skip
     explore.add_argument("--open", action="store_true", help="open the page in the web browser when written")
@@ -117,8 +122,39 @@ def _explore(args, model: str):
     tokenizer = None
     if args.cased or args.whitespace_words:
         tokenizer = _with_options(model, cased=args.cased, whitespace_words=args.whitespace_words)
-    return explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
+    page = explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
                    tokenizer=tokenizer, attention_bits=args.attention_bits, device=device_of(args))  # fmt: skip
+    typed = _words_it_would_lower(tokenizer, args.text, args.pair) if args.whitespace_words and not args.cased else []
+    if typed:  # said once the page is made, of the model that made it
+        shown = ", ".join(repr(word) for word in typed[:3]) + (", ..." if len(typed) > 3 else "")
+        print(f"minibert: warning: --whitespace-words also skips lower-casing and accent stripping (as transformers "
+              f"does), which this model's tokenizer config asks for: {shown} reach its vocabulary as typed",
+              file=sys.stderr)  # fmt: skip
+    return page
+
+
+def _words_it_would_lower(tokenizer, *texts: str | None) -> list[str]:
+    """The whitespace-separated words of ``texts`` that the tokenizer's config would lower-case or
+    strip of accents (``do_lower_case``, ``strip_accents``): --whitespace-words skips that stage,
+    as transformers' ``do_basic_tokenize=False`` does, so on an uncased model they are read as typed
+    (often [UNK]). Its added and special tokens ([MASK]) are cut out first: they are never lowered."""
+    import re
+
+    from ..tokenizer.algorithm import strip_accents
+
+    lower = tokenizer.do_lower_case
+    strip = lower if tokenizer.strip_accents is None else tokenizer.strip_accents
+    if not (lower or strip):
+        return []
+    added = "|".join(re.escape(content) for content in sorted(tokenizer.added.tokens, key=len, reverse=True))
+    words = [word for text in texts if text for part in (re.split(added, text) if added else [text])
+             for word in part.split()]  # fmt: skip
+
+    def as_the_config_reads(word: str) -> str:
+        word = word.lower() if lower else word
+        return strip_accents(word) if strip else word
+
+    return [word for word in words if as_the_config_reads(word) != word]
 
 
 def file_size(size: int) -> str:

