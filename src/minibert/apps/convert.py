@@ -53,10 +53,13 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     """Convert ``source`` (a directory or hub id) into ``destination`` (a new directory); returns it.
 
     The heads are kept, and config.json's ``architectures`` names the class that loads them: the
-    pre-training heads (``BertForPreTraining``), a classifier (Google's run_classifier.py
-    ``output_weights``: ``BertForSequenceClassification``, its labels ``labels`` in id order, else
-    LABEL_0 ...), a question-answering head (run_squad.py's ``cls/squad/*``: ``BertForQuestionAnswering``);
-    without heads the encoder alone (``BertModel``).
+    source's own ``architectures`` when it names a class whose heads the tensors hold, else the
+    class the tensors call for (``_class_for``): the pre-training heads (``BertForPreTraining``), one
+    of them (``BertForMaskedLM``, ``BertForNextSentencePrediction``), a classifier (Google's
+    run_classifier.py ``output_weights``: ``BertForSequenceClassification``, its labels ``labels``
+    in id order, else LABEL_0 ...; without a pooler ``BertForTokenClassification``), a
+    question-answering head (run_squad.py's ``cls/squad/*``: ``BertForQuestionAnswering``); without
+    heads the encoder alone (``BertModel``, without a pooler if the source has none).
     """
     from ..loading.checkpoint_files import find_checkpoint
     from ..tokenizer.bert_tokenizer import BertTokenizer
@@ -73,19 +76,21 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     if not os.path.isdir(name) and _looks_like_a_path(name):
         raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
                               "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
-    _, weights_file = find_checkpoint(source)
-    cls = _class_for(weights_file)
-    if labels and cls.__name__ != "BertForSequenceClassification":
-        raise CheckpointError(f"--labels names a classifier's labels; {weights_file} has no classifier "
-                              f"(output_weights or classifier.weight): it converts as {cls.__name__}")  # fmt: skip
-    label_config = {"id2label": dict(enumerate(labels)), "label2id": {label: i for i, label in enumerate(labels)}} \
-        if labels else {}  # fmt: skip
+    config_file, weights_file = find_checkpoint(source)
+    cls, keywords = _class_for(config_file, weights_file)
+    if labels and cls.__name__ not in LABELLED:
+        held = "no classifier (output_weights or classifier.weight)" if cls.__name__ != "BertForMultipleChoice" \
+            else "a multiple-choice head (one score per choice, no labels)"  # fmt: skip
+        raise CheckpointError(f"--labels names a classifier's labels; {weights_file} has {held}: it converts as "
+                              f"{cls.__name__}")  # fmt: skip
+    if labels:
+        keywords.update(id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
     # The staging folder first, before the weights are read: a parent that cannot be written to (read-only,
     # no permission) is one line naming the destination, not an errno message naming the temporary folder.
     with naming_the_file(destination):
         staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
     try:
-        model = cls.from_pretrained(source, **label_config)
+        model = cls.from_pretrained(source, **keywords)
         tokenizer = BertTokenizer.from_pretrained(source)
         recipe_files = sentence_transformers_files(source, model.config.hidden_size)
         os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
@@ -137,19 +142,64 @@ def sentence_transformers_files(source: str | os.PathLike, hidden_size: int) -> 
     return names
 
 
-def _class_for(weights_file: Path) -> type:
-    """The class that loads every head the checkpoint has, by its tensor names (hub or Google's)."""
-    from ..heads import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
+# Each class convert writes, and the heads (minibert's prefixes, names.py) its checkpoint holds.
+CLASS_HEADS = {
+    "BertForPreTraining": {"mlm_head.", "nsp_head."},
+    "BertForMaskedLM": {"mlm_head."},
+    "BertForNextSentencePrediction": {"nsp_head."},
+    "BertForSequenceClassification": {"classifier."},
+    "BertForTokenClassification": {"classifier."},
+    "BertForMultipleChoice": {"classifier."},
+    "BertForQuestionAnswering": {"qa_outputs."},
+    "BertModel": set(),
+}
+LABELLED = ("BertForSequenceClassification", "BertForTokenClassification")  # the classes --labels names labels of
+
+
+def _class_for(config_file: Path, weights_file: Path) -> tuple[type, dict]:
+    """(the class that loads every head the checkpoint has, its from_pretrained keywords).
+
+    config.json's ``architectures`` first, when it names a class whose heads are exactly those the
+    tensors hold: a token classifier and a sentence classifier, or a multiple-choice head, hold the
+    same ``classifier.*``, and only the config tells them apart (a class that would drop a head the
+    file holds is not taken: google-bert/bert-base-uncased says BertForMaskedLM beside its
+    next-sentence head). Otherwise by the tensor names (the hub's or Google's): both pre-training
+    heads, one of them, a question-answering head, a classifier (on the pooler: a sentence
+    classifier; without a pooler: a token classifier, as transformers saves it), or the encoder
+    alone (``add_pooling_layer=False`` without a pooler)."""
+    from .. import heads
     from ..loading.checkpoint_files import tensor_names
-    from ..loading.names import ANSWER_WEIGHTS, CLASSIFIER_WEIGHTS
+    from ..loading.names import HEAD_PREFIXES, POOLER, checkpoint_to_minibert
     from ..model import BertModel
 
-    names = {name.removeprefix("bert.").removeprefix("bert/") for name in tensor_names(weights_file)}
-    if any(name.startswith(("cls.predictions", "cls.seq_relationship", "cls/predictions", "cls/seq_relationship"))
-           for name in names):  # fmt: skip
-        return BertForPreTraining
-    if names & set(ANSWER_WEIGHTS):
-        return BertForQuestionAnswering
-    if names & set(CLASSIFIER_WEIGHTS):
-        return BertForSequenceClassification
-    return BertModel
+    names = {checkpoint_to_minibert(name) or "" for name in tensor_names(weights_file)}
+    held = {prefix for prefix in HEAD_PREFIXES if any(name.startswith(prefix) for name in names)}
+    pooled = any(name.startswith(POOLER) for name in names)
+    stated = _architecture(config_file)
+    name = stated if stated in CLASS_HEADS and CLASS_HEADS[stated] == held else _class_by_tensors(held, pooled)
+    if name == "BertModel":
+        return BertModel, {} if pooled else {"add_pooling_layer": False}
+    return getattr(heads, name), {}
+
+
+def _class_by_tensors(held: set[str], pooled: bool) -> str:
+    """The class whose heads are those held (the first of CLASS_HEADS: a classifier is a sentence
+    classifier on a pooler, else a token classifier), or, for heads no one class has (a classifier
+    beside the masked-LM head), the first class that keeps some of them."""
+    exact = [name for name, wanted in CLASS_HEADS.items() if wanted == held]
+    name = (exact or [name for name, wanted in CLASS_HEADS.items() if wanted and wanted <= held])[0]
+    return "BertForTokenClassification" if name == "BertForSequenceClassification" and not pooled else name
+
+
+def _architecture(config_file: Path) -> str | None:
+    """The first class config.json's ``architectures`` names, or None (Google's bert_config.json names
+    none; a config that cannot be read is for from_pretrained to report)."""
+    from ..formats.json_files import parse_json
+
+    try:
+        values = parse_json(config_file.read_bytes())
+    except (OSError, ValueError):
+        return None
+    architectures = values.get("architectures") if isinstance(values, dict) else None
+    first = architectures[0] if isinstance(architectures, list) and architectures else None
+    return first if isinstance(first, str) else None
