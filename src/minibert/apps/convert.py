@@ -29,9 +29,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import current_umask, naming_the_file, why_not_a_folder, write_atomically
 from ..loading.hub import looks_like_a_path, resolve_file
+from ..loading.local_files import a_checkpoint_prefix
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
 GOOGLE_RELEASE = re.compile(r"^(multi_)?(cased|uncased|wwm_[a-z]+|chinese)_L-\d+_H-\d+_A-\d+")
@@ -73,6 +74,9 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
         raise CheckpointError(f"the destination's parent directory {parent} {reason}")
 
     name = os.fspath(source)
+    prefix = a_checkpoint_prefix(name)
+    if prefix:  # DIR/bert_model.ckpt, as Google's README and transformers' converter pass a checkpoint
+        raise ModelNotFoundError(prefix)
     if not os.path.isdir(name) and _looks_like_a_path(name):
         raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
                               "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
