@@ -50,6 +50,36 @@ def test_a_parent_that_is_a_file_is_said_to_be_a_file(tmp_path):
     assert message == f"the destination's parent directory {notes} is a file, not a directory"
 
 
+def test_a_destination_that_is_a_link_is_written_where_it_points(tmp_path, monkeypatch):
+    """A link to an empty directory was said to be "Not a directory" (rmdir of a link), not in the
+    `cannot write DST: ...` form; a link to nothing was named by the staging folder's name
+    (".dang.bev6m0jo.partial -> dang: Not a directory"); both after the whole model was read and
+    saved. Now a link to a directory is written into, as transformers' save_pretrained writes through
+    it (the link stays), and a link to nothing is refused in one line before any work."""
+    target, link = tmp_path / "target", tmp_path / "link"
+    target.mkdir()
+    link.symlink_to(target)
+    result = run("convert", GOOGLE, str(link))
+    assert result.returncode == 0, result.stderr
+    written = ["config.json", "model.safetensors", "special_tokens_map.json", "tokenizer_config.json", "vocab.txt"]
+    assert link.is_symlink() and sorted(os.listdir(target)) == written
+    assert transformers.BertForPreTraining.from_pretrained(str(link)).config.hidden_size == 32
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("staged before the destination was checked")
+
+    monkeypatch.setattr(convert.tempfile, "mkdtemp", no_work)
+    dangling, taken = tmp_path / "dangling", tmp_path / "taken"
+    dangling.symlink_to(tmp_path / "nowhere")
+    message = one_error_line(run("convert", GOOGLE, str(dangling)))
+    assert message.startswith(f"cannot write {dangling}: it is a symbolic link to {tmp_path / 'nowhere'}, which does "
+                              "not exist; convert writes into the directory a link names")  # fmt: skip
+    taken.symlink_to(target)  # full now
+    assert one_error_line(run("convert", GOOGLE, str(taken))) == \
+        f"the destination {taken} already exists and is not an empty directory"  # fmt: skip
+    assert sorted(os.listdir(tmp_path)) == ["dangling", "link", "taken", "target"]
+
+
 def _embedded(model, tmp_path, name) -> np.ndarray:
     output = tmp_path / f"{name}.npy"
     result = run("embed", "hello world", "A second, longer text to embed.", "--model", str(model), "--output",

@@ -23,14 +23,15 @@ error or interruption leaves nothing behind, and an existing non-empty destinati
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import CheckpointError, ModelNotFoundError
-from ..formats.atomic_files import current_umask, naming_the_file, why_not_a_folder, write_atomically
+from ..errors import CheckpointError, FileWriteError, ModelNotFoundError
+from ..formats.atomic_files import current_umask, link_target, naming_the_file, why_not_a_folder, write_atomically
 from ..loading.hub import looks_like_a_path, resolve_file
 from ..loading.local_files import a_checkpoint_prefix
 
@@ -66,12 +67,8 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
     destination = Path(destination)
-    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
-        raise CheckpointError(f"the destination {destination} already exists and is not an empty directory")
-    parent = destination.parent if str(destination.parent) else Path(".")
-    reason = why_not_a_folder(parent)
-    if reason:
-        raise CheckpointError(f"the destination's parent directory {parent} {reason}")
+    target = _place_of(destination)
+    parent = target.parent if str(target.parent) else Path(".")
 
     name = os.fspath(source)
     prefix = a_checkpoint_prefix(name)
@@ -107,14 +104,36 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
         tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
         tokenizer.save_pretrained(staging)
         with naming_the_file(destination, staging):
-            if destination.is_dir():
-                destination.rmdir()  # empty (checked above): the rename puts the whole directory in its place
-            os.replace(staging, destination)
+            if target.is_dir():
+                target.rmdir()  # empty (checked above): the rename puts the whole directory in its place
+            os.replace(staging, target)
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(staging)
         raise
     return destination
+
+
+def _place_of(destination: Path) -> Path:
+    """The directory that convert puts in place: ``destination``, or the directory a symbolic link
+    names (written there, as transformers' save_pretrained and ``cp -r SRC LINK`` write through a
+    link to a directory; the link stays a link). Checked before any work: it must be new or an empty
+    directory, its parent a directory, and a link must lead to a directory."""
+    target = destination
+    if destination.is_symlink():
+        if not destination.exists():  # a link to nothing, or links in a loop
+            raise FileWriteError(errno.ENOENT, f"cannot write {destination}: it is a symbolic link to "
+                                 f"{os.readlink(destination)}, which does not exist; convert writes into the "
+                                 "directory a link names (as save_pretrained does): make it, or pass another "
+                                 "destination")  # fmt: skip
+        target = link_target(destination)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise CheckpointError(f"the destination {destination} already exists and is not an empty directory")
+    parent = target.parent if str(target.parent) else Path(".")
+    reason = why_not_a_folder(parent)
+    if reason:
+        raise CheckpointError(f"the destination's parent directory {parent} {reason}")
+    return target
 
 
 # A sentence-transformers model's files beside the BERT: its pipeline and settings (embedding/recipe.py)
