@@ -94,7 +94,8 @@ def test_a_sentence_transformers_model_keeps_its_recipe_and_its_vectors(minilm_d
     converted = tmp_path / "mini"
     result = run("convert", str(minilm_dir), str(converted))
     assert result.returncode == 0, result.stderr
-    assert "the sentence-transformers recipe: 1_Pooling/, README.md" in result.stderr
+    assert "; the sentence-transformers recipe: 1_Pooling/, config_sentence_transformers.json, modules.json, " \
+        "sentence_bert_config.json; the model card: README.md)" in result.stderr  # fmt: skip
     for name in ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
                  "config_sentence_transformers.json"):  # fmt: skip
         assert (converted / name).read_bytes() == (minilm_dir / name).read_bytes(), name
@@ -102,6 +103,20 @@ def test_a_sentence_transformers_model_keeps_its_recipe_and_its_vectors(minilm_d
     print(f"max |Δ| {np.abs(before - after).max():.3e}")
     assert np.array_equal(before, after)
     assert np.allclose(np.linalg.norm(after, axis=1), 1.0, atol=1e-5)  # the Normalize module kept
+
+
+def test_a_model_card_is_copied_as_a_model_card(tmp_path):
+    """fortunes-mini (no modules.json) was said to carry "the sentence-transformers recipe: README.md":
+    README.md was copied from any source and reported as part of a recipe it has none of. It is the
+    model card (what the model is, its license): copied, and called that."""
+    from minibert.loading.hub import resolve_file
+
+    result = run("convert", "minibert/fortunes-mini", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().endswith("special_tokens_map.json; the model card: README.md)"), result.stderr
+    assert "recipe" not in result.stderr and not (tmp_path / "out" / "modules.json").exists()
+    card = resolve_file("minibert/fortunes-mini", "README.md").read_bytes()
+    assert (tmp_path / "out" / "README.md").read_bytes() == card
 
 
 def _copy_of(minilm_dir, tmp_path):

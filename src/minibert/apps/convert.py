@@ -12,9 +12,10 @@ turns the directory unpacked from Google's zip (``bert_config.json``, the Tensor
                                  roles and settings; model_max_length at most the model's positions
 
 A sentence-transformers model (a folder or hub id with ``modules.json``) keeps its recipe:
-``modules.json``, ``sentence_bert_config.json``, ``config_sentence_transformers.json``, README.md and
-each module's folder (``1_Pooling/``, ``2_Dense/``) are copied, so ``minibert embed`` on the result
-gives the vectors it gave on the source; a recipe ``embed`` cannot follow is refused before writing.
+``modules.json``, ``sentence_bert_config.json``, ``config_sentence_transformers.json`` and each
+module's folder (``1_Pooling/``, ``2_Dense/``) are copied, so ``minibert embed`` on the result gives
+the vectors it gave on the source; a recipe ``embed`` cannot follow is refused before writing. A
+source's model card (README.md: what the model is, its license) is copied too, whatever the model.
 
 The whole directory is written beside the destination, then renamed into place in one step: an
 error or interruption leaves nothing behind, and an existing non-empty destination is refused.
@@ -93,10 +94,11 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     try:
         model = cls.from_pretrained(source, **keywords)
         tokenizer = BertTokenizer.from_pretrained(source)
-        recipe_files = sentence_transformers_files(source, model.config.hidden_size)
+        copied = sentence_transformers_files(source, model.config.hidden_size)
+        copied += [MODEL_CARD] if resolve_file(source, MODEL_CARD, required=False) else []
         os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
         model.save_pretrained(staging)
-        for name in recipe_files:  # the sentence-transformers recipe: embed pools and normalises as before
+        for name in copied:  # the sentence-transformers recipe (embed pools and normalises as before), the card
             (staging / name).parent.mkdir(mode=0o777, parents=True, exist_ok=True)
             write_atomically(staging / name, resolve_file(source, name).read_bytes())
         # The tokenizer as its save_pretrained writes it (added tokens, roles and every setting kept), its
@@ -136,11 +138,11 @@ def _place_of(destination: Path) -> Path:
     return target
 
 
-# A sentence-transformers model's files beside the BERT: its pipeline and settings (embedding/recipe.py)
-# and its model card. Each module's folder (1_Pooling/, 2_Dense/) is copied as the recipe reads it.
-SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-                               "README.md")  # fmt: skip
+# A sentence-transformers model's files beside the BERT: its pipeline and settings (embedding/recipe.py).
+# Each module's folder (1_Pooling/, 2_Dense/) is copied as the recipe reads it.
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
 MODULE_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")  # what a Pooling, Dense or Normalize holds
+MODEL_CARD = "README.md"  # any model's: copied as it is
 
 
 def sentence_transformers_files(source: str | os.PathLike, hidden_size: int) -> list[str]:
