@@ -50,6 +50,36 @@ def test_a_parent_that_is_a_file_is_said_to_be_a_file(tmp_path):
     assert message == f"the destination's parent directory {notes} is a file, not a directory"
 
 
+def test_a_destination_that_is_a_link_is_written_where_it_points(tmp_path, monkeypatch):
+    """A link to an empty directory was said to be "Not a directory" (rmdir of a link), not in the
+    `cannot write DST: ...` form; a link to nothing was named by the staging folder's name
+    (".dang.bev6m0jo.partial -> dang: Not a directory"); both after the whole model was read and
+    saved. Now a link to a directory is written into, as transformers' save_pretrained writes through
+    it (the link stays), and a link to nothing is refused in one line before any work."""
+    target, link = tmp_path / "target", tmp_path / "link"
+    target.mkdir()
+    link.symlink_to(target)
+    result = run("convert", GOOGLE, str(link))
+    assert result.returncode == 0, result.stderr
+    written = ["config.json", "model.safetensors", "special_tokens_map.json", "tokenizer_config.json", "vocab.txt"]
+    assert link.is_symlink() and sorted(os.listdir(target)) == written
+    assert transformers.BertForPreTraining.from_pretrained(str(link)).config.hidden_size == 32
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("staged before the destination was checked")
+
+    monkeypatch.setattr(convert.tempfile, "mkdtemp", no_work)
+    dangling, taken = tmp_path / "dangling", tmp_path / "taken"
+    dangling.symlink_to(tmp_path / "nowhere")
+    message = one_error_line(run("convert", GOOGLE, str(dangling)))
+    assert message.startswith(f"cannot write {dangling}: it is a symbolic link to {tmp_path / 'nowhere'}, which does "
+                              "not exist; convert writes into the directory a link names")  # fmt: skip
+    taken.symlink_to(target)  # full now
+    assert one_error_line(run("convert", GOOGLE, str(taken))) == \
+        f"the destination {taken} already exists and is not an empty directory"  # fmt: skip
+    assert sorted(os.listdir(tmp_path)) == ["dangling", "link", "taken", "target"]
+
+
 def _embedded(model, tmp_path, name) -> np.ndarray:
     output = tmp_path / f"{name}.npy"
     result = run("embed", "hello world", "A second, longer text to embed.", "--model", str(model), "--output",
@@ -64,7 +94,8 @@ def test_a_sentence_transformers_model_keeps_its_recipe_and_its_vectors(minilm_d
     converted = tmp_path / "mini"
     result = run("convert", str(minilm_dir), str(converted))
     assert result.returncode == 0, result.stderr
-    assert "the sentence-transformers recipe: 1_Pooling/, README.md" in result.stderr
+    assert "; the sentence-transformers recipe: 1_Pooling/, config_sentence_transformers.json, modules.json, " \
+        "sentence_bert_config.json; the model card: README.md)" in result.stderr  # fmt: skip
     for name in ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
                  "config_sentence_transformers.json"):  # fmt: skip
         assert (converted / name).read_bytes() == (minilm_dir / name).read_bytes(), name
@@ -72,6 +103,20 @@ def test_a_sentence_transformers_model_keeps_its_recipe_and_its_vectors(minilm_d
     print(f"max |Δ| {np.abs(before - after).max():.3e}")
     assert np.array_equal(before, after)
     assert np.allclose(np.linalg.norm(after, axis=1), 1.0, atol=1e-5)  # the Normalize module kept
+
+
+def test_a_model_card_is_copied_as_a_model_card(tmp_path):
+    """fortunes-mini (no modules.json) was said to carry "the sentence-transformers recipe: README.md":
+    README.md was copied from any source and reported as part of a recipe it has none of. It is the
+    model card (what the model is, its license): copied, and called that."""
+    from minibert.loading.hub import resolve_file
+
+    result = run("convert", "minibert/fortunes-mini", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().endswith("special_tokens_map.json; the model card: README.md)"), result.stderr
+    assert "recipe" not in result.stderr and not (tmp_path / "out" / "modules.json").exists()
+    card = resolve_file("minibert/fortunes-mini", "README.md").read_bytes()
+    assert (tmp_path / "out" / "README.md").read_bytes() == card
 
 
 def _copy_of(minilm_dir, tmp_path):
@@ -163,3 +208,91 @@ def test_the_converted_folder_tokenizes_as_the_source(minilm_dir, tmp_path, make
             (reference.padding_side, reference.truncation_side, reference.unk_token)  # fmt: skip
         assert loaded.model_max_length == min(tokenizer.model_max_length, 512)  # capped at the positions
     assert expected["input_ids"][0][-3] != reference.unk_token_id  # [E1] reaches its own row
+
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]
+
+
+def _saved_by_transformers(cls_name: str, directory, pooler: bool = True):
+    """A folder as transformers' ``CLASS(config).save_pretrained`` writes it (random weights), with a
+    vocab.txt. ``pooler`` False: BertModel(add_pooling_layer=False); True for a token classifier: with
+    bert.pooler.* added, as transformers before 3.0 saved one."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=37, max_position_embeddings=40,
+                                     num_labels=2 if cls_name == "BertForQuestionAnswering" else 5)  # fmt: skip
+    model = getattr(transformers, cls_name)(config, **({} if pooler or cls_name != "BertModel" else
+                                                       {"add_pooling_layer": False}))  # fmt: skip
+    model.save_pretrained(directory)
+    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    if pooler and cls_name == "BertForTokenClassification":
+        tensors = load_file(directory / "model.safetensors")
+        pooled = transformers.BertModel(config).pooler.state_dict()
+        tensors.update({f"bert.pooler.{name}": value for name, value in pooled.items()})
+        save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+    return directory
+
+
+def _outputs(cls_name: str, directory, pooler: bool) -> list:
+    """What transformers' own class computes from ``directory`` on two texts (choices for multiple choice)."""
+    import torch
+
+    keywords = {} if pooler or cls_name != "BertModel" else {"add_pooling_layer": False}
+    model = getattr(transformers, cls_name).from_pretrained(str(directory), **keywords).eval()
+    ids = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 30, 40, 3, 50, 3]])
+    mask, types = (ids != 0).long(), torch.tensor([[0] * 6, [0, 0, 0, 0, 1, 1]])
+    inputs = dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    if cls_name == "BertForMultipleChoice":
+        inputs = {name: value.unsqueeze(0) for name, value in inputs.items()}  # one question, two choices
+    with torch.no_grad():
+        out = model(**inputs)
+    return [value for value in out.values() if isinstance(value, torch.Tensor)]
+
+
+@pytest.mark.parametrize(("cls_name", "pooler"), [
+    ("BertForMaskedLM", True), ("BertForNextSentencePrediction", True), ("BertForTokenClassification", False),
+    ("BertForTokenClassification", True), ("BertForMultipleChoice", True), ("BertModel", False),
+    ("BertModel", True), ("BertForPreTraining", True), ("BertForSequenceClassification", True),
+    ("BertForQuestionAnswering", True)])  # fmt: skip
+def test_the_converted_folder_is_of_its_class_and_computes_as_the_source(tmp_path, cls_name, pooler):
+    """convert chose the class from tensor names alone, and knew four: a masked-LM, next-sentence,
+    token-classification or multiple-choice checkpoint, or an encoder without a pooler, was refused
+    with advice no convert flag could follow, and a token classifier saved with a pooler (transformers
+    before 3.0) was written as BertForSequenceClassification, so finetune trained it as one. Now
+    config.json's architectures says, the tensors otherwise; transformers' own class computes the
+    same numbers, bit for bit, from the converted folder as from the source (the same float32 weights)."""
+    source = _saved_by_transformers(cls_name, tmp_path / "source", pooler)
+    result = run("convert", str(source), str(tmp_path / "converted"))
+    assert result.returncode == 0, result.stderr
+    config = json.loads((tmp_path / "converted" / "config.json").read_text())
+    assert config["architectures"] == [cls_name]
+    if cls_name == "BertForTokenClassification":
+        assert config["id2label"] == json.loads((source / "config.json").read_text())["id2label"]
+    expected, got = _outputs(cls_name, source, pooler), _outputs(cls_name, tmp_path / "converted", pooler)
+    assert len(expected) == len(got) > 0
+    for before, after in zip(expected, got):
+        assert before.shape == after.shape and bool((before == after).all()), (cls_name, (before - after).abs().max())
+
+
+@pytest.mark.parametrize(("cls_name", "pooler", "stated", "written"), [
+    ("BertForMaskedLM", True, ["BertLMHeadModel"], "BertForMaskedLM"),
+    ("BertForNextSentencePrediction", True, None, "BertForNextSentencePrediction"),
+    ("BertForTokenClassification", False, None, "BertForTokenClassification"),
+    ("BertForTokenClassification", True, None, "BertForSequenceClassification"),
+    ("BertModel", False, [], "BertModel"),
+    ("BertForPreTraining", True, ["BertForMaskedLM"], "BertForPreTraining")])  # fmt: skip
+def test_without_a_class_that_fits_the_tensors_choose(tmp_path, cls_name, pooler, stated, written):
+    """A config.json naming no class, one minibert lacks, or one that would drop a head the file holds
+    (google-bert/bert-base-uncased says BertForMaskedLM beside its next-sentence head): the heads the
+    tensors hold. A classifier without a pooler is a token classifier, one on a pooler a sentence
+    classifier (only architectures tells an old token classifier saved with its pooler, or a
+    multiple-choice head, from one)."""
+    source = _saved_by_transformers(cls_name, tmp_path / "source", pooler)
+    config = json.loads((source / "config.json").read_text())
+    config["architectures"] = stated
+    (source / "config.json").write_text(json.dumps(config))
+    assert run("convert", str(source), str(tmp_path / "converted")).returncode == 0
+    assert json.loads((tmp_path / "converted" / "config.json").read_text())["architectures"] == [written]

@@ -109,3 +109,63 @@ def test_a_data_shard_that_is_not_a_file_is_named_for_what_it_is(tmp_path, kind)
         BertModel.from_pretrained(directory)
     assert time.perf_counter() - started < 5
     assert str(caught.value) == f"TensorFlow checkpoint data file {shard} is {kind}, not a regular file"
+
+
+@pytest.mark.parametrize(("layout", "says"), [
+    ("index lost", "bert_model.ckpt.index, which says where each tensor of bert_model.ckpt.data-00000-of-00001 "
+                   "is, is missing"),
+    ("state names a deleted one", "its 'checkpoint' file names model.ckpt-3, which is not there"),
+    ("V1 format", "bert_model.ckpt is TensorFlow's V1 checkpoint format, which minibert does not read"),
+    ("config alone", "no TensorFlow checkpoint index (*.index)")], ids=lambda value: value[:20])  # fmt: skip
+def test_a_google_folder_without_its_index_is_told_so(tmp_path, layout, says):
+    """A folder of Google's whose index is gone (lost in a copy, a 'checkpoint' file naming a deleted
+    checkpoint, TensorFlow 1's V1 format: one file, no index) was read as the hub's layout and told
+    "config.json not found", a file that does not matter there. Now the missing index is named."""
+    from helpers import run_minibert
+
+    directory = tmp_path / "uncased_L-2_H-32_A-2"
+    directory.mkdir()
+    for name in ("bert_config.json", "vocab.txt"):
+        shutil.copyfile(GOOGLE_DIR / name, directory / name)
+    if layout == "index lost":
+        data = "bert_model.ckpt.data-00000-of-00001"
+        shutil.copyfile(GOOGLE_DIR / data, directory / data)
+    elif layout == "state names a deleted one":
+        (directory / "checkpoint").write_text('model_checkpoint_path: "/elsewhere/model.ckpt-3"\n')
+    elif layout == "V1 format":  # tf.compat.v1.train.Saver(write_version=V1): the checkpoint is one file
+        (directory / "bert_model.ckpt").write_bytes(b"\x00" * 64)
+        (directory / "checkpoint").write_text('model_checkpoint_path: "bert_model.ckpt"\n')
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained(directory)
+    message = str(raised.value)
+    assert message.startswith(f"{directory} holds bert_config.json but no TensorFlow checkpoint index (*.index)")
+    assert says in message and "config.json not found" not in message, message
+    for argv in (["convert", str(directory), str(tmp_path / "out")], ["embed", "--model", str(directory), "hi"]):
+        result = run_minibert(*argv)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and lines[-1] == f"minibert: error: {message}", result.stderr
+    assert sorted(os.listdir(tmp_path)) == [directory.name]
+
+
+@pytest.mark.parametrize("form", ["owner/name", "absolute", "./relative"])
+def test_a_checkpoint_prefix_is_told_to_pass_its_folder(tmp_path, monkeypatch, form):
+    """DIR/bert_model.ckpt, as Google's README passes --init_checkpoint (and transformers'
+    converter --tf_checkpoint_path): it has a hub id's form, so the hub was asked for it ("not in the
+    local Hugging Face cache ... hf download"), or it "is not an existing directory"; convert said "no
+    such directory". Now each says it is a checkpoint's prefix and names the folder to pass."""
+    from helpers import run_minibert
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    shutil.copytree(GOOGLE_DIR, tmp_path / "uncased_L-2_H-32_A-2")
+    monkeypatch.chdir(tmp_path)
+    folder = {"owner/name": "uncased_L-2_H-32_A-2", "absolute": str(tmp_path / "uncased_L-2_H-32_A-2"),
+              "./relative": "./uncased_L-2_H-32_A-2"}[form]  # fmt: skip
+    prefix = f"{folder}/bert_model.ckpt"
+    says = f"{prefix!r} is a TensorFlow checkpoint's prefix (bert_model.ckpt.index); pass its folder: {folder!r}"
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained(prefix)
+    assert str(raised.value) == says
+    for argv in (["convert", prefix, "out"], ["embed", "--model", prefix, "hi"]):
+        result = run_minibert(*argv)
+        assert result.returncode == 1 and result.stderr.strip() == f"minibert: error: {says}", result.stderr
+    assert BertModel.from_pretrained(folder).config.hidden_size == 32

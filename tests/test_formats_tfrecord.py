@@ -21,8 +21,42 @@ from minibert.formats.crc32c import crc32c, crc32c_many
 def test_crc32c_many_equals_one_at_a_time():
     rng = np.random.default_rng(0)
     chunks = [rng.integers(0, 256, size=int(n), dtype=np.uint8).tobytes() for n in rng.integers(0, 3000, 300)]
-    chunks += [b"", b"a", b"123456789"]
+    chunks += [b"", b"a", b"123456789", rng.integers(0, 256, size=70_001, dtype=np.uint8).tobytes()]
     assert [int(value) for value in crc32c_many(chunks)] == [crc32c(chunk) for chunk in chunks]
+
+
+def _peak_of_reading(path) -> int:
+    """The most memory (bytes, numpy's arrays included) that reading every record of ``path`` held at once."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        for _ in tfrecord.iter_records(path):
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_long_record_among_short_ones_costs_memory_in_proportion_to_its_length(tmp_path):
+    """The CRCs of a batch of 4,096 records were computed in one array padded to the longest record,
+    for the lengths and the data together: 4,095 tiny records and one of 1 MB (a 1.1 MB file) asked
+    for 7.6 GiB, and one numpy step per 4 bytes of the longest made a 2 MB record take 12 s. Now
+    records go in groups of similar length, a record too long for its group through crc32c (linear),
+    and the lengths apart: one long record adds a few times its length to a read's memory."""
+    tiny = tfrecord.encode_example({"input_ids": [1, 2, 3]})
+    long = bytes(range(256)) * 64  # 16 KiB
+    for name, last in (("short.tfrecord", tiny), ("mixed.tfrecord", long)):
+        (tmp_path / name).write_bytes(b"".join(tfrecord.frame_record(record) for record in [tiny] * 4095 + [last]))
+    assert list(tfrecord.iter_records(tmp_path / "mixed.tfrecord")) == [tiny] * 4095 + [long]
+    added = _peak_of_reading(tmp_path / "mixed.tfrecord") - _peak_of_reading(tmp_path / "short.tfrecord")
+    print(f"a {len(long):,}-byte record among 4,095 of {len(tiny)} bytes adds {added:,} bytes to the peak")
+    assert added < 8 * len(long)  # (it added 8,192 × 16 KiB = 134 MB)
+    damaged = bytearray((tmp_path / "mixed.tfrecord").read_bytes())
+    damaged[-5] ^= 1  # the long record's last data byte
+    (tmp_path / "mixed.tfrecord").write_bytes(bytes(damaged))
+    with pytest.raises(TFRecordError, match="record 4095 .*the CRC of its data does not match"):
+        list(tfrecord.iter_records(tmp_path / "mixed.tfrecord"))
 
 
 def _examples(count: int):

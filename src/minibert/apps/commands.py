@@ -191,12 +191,14 @@ def cmd_next_sentence(args) -> None:
 
 
 def cmd_convert(args) -> None:
-    from .convert import convert_checkpoint
+    from .convert import MODEL_CARD, convert_checkpoint
 
     destination = convert_checkpoint(args.source, args.destination, labels=args.labels)
     written = ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"]
-    recipe = sorted(entry.name + "/" * entry.is_dir() for entry in destination.iterdir() if entry.name not in written)
+    copied = sorted(entry.name + "/" * entry.is_dir() for entry in destination.iterdir() if entry.name not in written)
+    recipe = [name for name in copied if name != MODEL_CARD]
     also = f"; the sentence-transformers recipe: {', '.join(recipe)}" if recipe else ""
+    also += f"; the model card: {MODEL_CARD}" if MODEL_CARD in copied else ""
     print(f"minibert: wrote {destination} ({', '.join(written)}{also})", file=sys.stderr)
 
 

@@ -12,9 +12,10 @@ turns the directory unpacked from Google's zip (``bert_config.json``, the Tensor
                                  roles and settings; model_max_length at most the model's positions
 
 A sentence-transformers model (a folder or hub id with ``modules.json``) keeps its recipe:
-``modules.json``, ``sentence_bert_config.json``, ``config_sentence_transformers.json``, README.md and
-each module's folder (``1_Pooling/``, ``2_Dense/``) are copied, so ``minibert embed`` on the result
-gives the vectors it gave on the source; a recipe ``embed`` cannot follow is refused before writing.
+``modules.json``, ``sentence_bert_config.json``, ``config_sentence_transformers.json`` and each
+module's folder (``1_Pooling/``, ``2_Dense/``) are copied, so ``minibert embed`` on the result gives
+the vectors it gave on the source; a recipe ``embed`` cannot follow is refused before writing. A
+source's model card (README.md: what the model is, its license) is copied too, whatever the model.
 
 The whole directory is written beside the destination, then renamed into place in one step: an
 error or interruption leaves nothing behind, and an existing non-empty destination is refused.
@@ -23,15 +24,17 @@ error or interruption leaves nothing behind, and an existing non-empty destinati
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import CheckpointError
-from ..formats.atomic_files import current_umask, naming_the_file, why_not_a_folder, write_atomically
+from ..errors import CheckpointError, FileWriteError, ModelNotFoundError
+from ..formats.atomic_files import current_umask, link_target, naming_the_file, why_not_a_folder, write_atomically
 from ..loading.hub import looks_like_a_path, resolve_file
+from ..loading.local_files import a_checkpoint_prefix
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
 GOOGLE_RELEASE = re.compile(r"^(multi_)?(cased|uncased|wwm_[a-z]+|chinese)_L-\d+_H-\d+_A-\d+")
@@ -53,44 +56,49 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     """Convert ``source`` (a directory or hub id) into ``destination`` (a new directory); returns it.
 
     The heads are kept, and config.json's ``architectures`` names the class that loads them: the
-    pre-training heads (``BertForPreTraining``), a classifier (Google's run_classifier.py
-    ``output_weights``: ``BertForSequenceClassification``, its labels ``labels`` in id order, else
-    LABEL_0 ...), a question-answering head (run_squad.py's ``cls/squad/*``: ``BertForQuestionAnswering``);
-    without heads the encoder alone (``BertModel``).
+    source's own ``architectures`` when it names a class whose heads the tensors hold, else the
+    class the tensors call for (``_class_for``): the pre-training heads (``BertForPreTraining``), one
+    of them (``BertForMaskedLM``, ``BertForNextSentencePrediction``), a classifier (Google's
+    run_classifier.py ``output_weights``: ``BertForSequenceClassification``, its labels ``labels``
+    in id order, else LABEL_0 ...; without a pooler ``BertForTokenClassification``), a
+    question-answering head (run_squad.py's ``cls/squad/*``: ``BertForQuestionAnswering``); without
+    heads the encoder alone (``BertModel``, without a pooler if the source has none).
     """
     from ..loading.checkpoint_files import find_checkpoint
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
     destination = Path(destination)
-    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
-        raise CheckpointError(f"the destination {destination} already exists and is not an empty directory")
-    parent = destination.parent if str(destination.parent) else Path(".")
-    reason = why_not_a_folder(parent)
-    if reason:
-        raise CheckpointError(f"the destination's parent directory {parent} {reason}")
+    target = _place_of(destination)
+    parent = target.parent if str(target.parent) else Path(".")
 
     name = os.fspath(source)
+    prefix = a_checkpoint_prefix(name)
+    if prefix:  # DIR/bert_model.ckpt, as Google's README and transformers' converter pass a checkpoint
+        raise ModelNotFoundError(prefix)
     if not os.path.isdir(name) and _looks_like_a_path(name):
         raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
                               "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
-    _, weights_file = find_checkpoint(source)
-    cls = _class_for(weights_file)
-    if labels and cls.__name__ != "BertForSequenceClassification":
-        raise CheckpointError(f"--labels names a classifier's labels; {weights_file} has no classifier "
-                              f"(output_weights or classifier.weight): it converts as {cls.__name__}")  # fmt: skip
-    label_config = {"id2label": dict(enumerate(labels)), "label2id": {label: i for i, label in enumerate(labels)}} \
-        if labels else {}  # fmt: skip
+    config_file, weights_file = find_checkpoint(source)
+    cls, keywords = _class_for(config_file, weights_file)
+    if labels and cls.__name__ not in LABELLED:
+        held = "no classifier (output_weights or classifier.weight)" if cls.__name__ != "BertForMultipleChoice" \
+            else "a multiple-choice head (one score per choice, no labels)"  # fmt: skip
+        raise CheckpointError(f"--labels names a classifier's labels; {weights_file} has {held}: it converts as "
+                              f"{cls.__name__}")  # fmt: skip
+    if labels:
+        keywords.update(id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
     # The staging folder first, before the weights are read: a parent that cannot be written to (read-only,
     # no permission) is one line naming the destination, not an errno message naming the temporary folder.
     with naming_the_file(destination):
         staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
     try:
-        model = cls.from_pretrained(source, **label_config)
+        model = cls.from_pretrained(source, **keywords)
         tokenizer = BertTokenizer.from_pretrained(source)
-        recipe_files = sentence_transformers_files(source, model.config.hidden_size)
+        copied = sentence_transformers_files(source, model.config.hidden_size)
+        copied += [MODEL_CARD] if resolve_file(source, MODEL_CARD, required=False) else []
         os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
         model.save_pretrained(staging)
-        for name in recipe_files:  # the sentence-transformers recipe: embed pools and normalises as before
+        for name in copied:  # the sentence-transformers recipe (embed pools and normalises as before), the card
             (staging / name).parent.mkdir(mode=0o777, parents=True, exist_ok=True)
             write_atomically(staging / name, resolve_file(source, name).read_bytes())
         # The tokenizer as its save_pretrained writes it (added tokens, roles and every setting kept), its
@@ -98,9 +106,9 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
         tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
         tokenizer.save_pretrained(staging)
         with naming_the_file(destination, staging):
-            if destination.is_dir():
-                destination.rmdir()  # empty (checked above): the rename puts the whole directory in its place
-            os.replace(staging, destination)
+            if target.is_dir():
+                target.rmdir()  # empty (checked above): the rename puts the whole directory in its place
+            os.replace(staging, target)
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(staging)
@@ -108,11 +116,33 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     return destination
 
 
-# A sentence-transformers model's files beside the BERT: its pipeline and settings (embedding/recipe.py)
-# and its model card. Each module's folder (1_Pooling/, 2_Dense/) is copied as the recipe reads it.
-SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-                               "README.md")  # fmt: skip
+def _place_of(destination: Path) -> Path:
+    """The directory that convert puts in place: ``destination``, or the directory a symbolic link
+    names (written there, as transformers' save_pretrained and ``cp -r SRC LINK`` write through a
+    link to a directory; the link stays a link). Checked before any work: it must be new or an empty
+    directory, its parent a directory, and a link must lead to a directory."""
+    target = destination
+    if destination.is_symlink():
+        if not destination.exists():  # a link to nothing, or links in a loop
+            raise FileWriteError(errno.ENOENT, f"cannot write {destination}: it is a symbolic link to "
+                                 f"{os.readlink(destination)}, which does not exist; convert writes into the "
+                                 "directory a link names (as save_pretrained does): make it, or pass another "
+                                 "destination")  # fmt: skip
+        target = link_target(destination)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise CheckpointError(f"the destination {destination} already exists and is not an empty directory")
+    parent = target.parent if str(target.parent) else Path(".")
+    reason = why_not_a_folder(parent)
+    if reason:
+        raise CheckpointError(f"the destination's parent directory {parent} {reason}")
+    return target
+
+
+# A sentence-transformers model's files beside the BERT: its pipeline and settings (embedding/recipe.py).
+# Each module's folder (1_Pooling/, 2_Dense/) is copied as the recipe reads it.
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
 MODULE_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")  # what a Pooling, Dense or Normalize holds
+MODEL_CARD = "README.md"  # any model's: copied as it is
 
 
 def sentence_transformers_files(source: str | os.PathLike, hidden_size: int) -> list[str]:
@@ -137,19 +167,64 @@ def sentence_transformers_files(source: str | os.PathLike, hidden_size: int) -> 
     return names
 
 
-def _class_for(weights_file: Path) -> type:
-    """The class that loads every head the checkpoint has, by its tensor names (hub or Google's)."""
-    from ..heads import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
+# Each class convert writes, and the heads (minibert's prefixes, names.py) its checkpoint holds.
+CLASS_HEADS = {
+    "BertForPreTraining": {"mlm_head.", "nsp_head."},
+    "BertForMaskedLM": {"mlm_head."},
+    "BertForNextSentencePrediction": {"nsp_head."},
+    "BertForSequenceClassification": {"classifier."},
+    "BertForTokenClassification": {"classifier."},
+    "BertForMultipleChoice": {"classifier."},
+    "BertForQuestionAnswering": {"qa_outputs."},
+    "BertModel": set(),
+}
+LABELLED = ("BertForSequenceClassification", "BertForTokenClassification")  # the classes --labels names labels of
+
+
+def _class_for(config_file: Path, weights_file: Path) -> tuple[type, dict]:
+    """(the class that loads every head the checkpoint has, its from_pretrained keywords).
+
+    config.json's ``architectures`` first, when it names a class whose heads are exactly those the
+    tensors hold: a token classifier and a sentence classifier, or a multiple-choice head, hold the
+    same ``classifier.*``, and only the config tells them apart (a class that would drop a head the
+    file holds is not taken: google-bert/bert-base-uncased says BertForMaskedLM beside its
+    next-sentence head). Otherwise by the tensor names (the hub's or Google's): both pre-training
+    heads, one of them, a question-answering head, a classifier (on the pooler: a sentence
+    classifier; without a pooler: a token classifier, as transformers saves it), or the encoder
+    alone (``add_pooling_layer=False`` without a pooler)."""
+    from .. import heads
     from ..loading.checkpoint_files import tensor_names
-    from ..loading.names import ANSWER_WEIGHTS, CLASSIFIER_WEIGHTS
+    from ..loading.names import HEAD_PREFIXES, POOLER, checkpoint_to_minibert
     from ..model import BertModel
 
-    names = {name.removeprefix("bert.").removeprefix("bert/") for name in tensor_names(weights_file)}
-    if any(name.startswith(("cls.predictions", "cls.seq_relationship", "cls/predictions", "cls/seq_relationship"))
-           for name in names):  # fmt: skip
-        return BertForPreTraining
-    if names & set(ANSWER_WEIGHTS):
-        return BertForQuestionAnswering
-    if names & set(CLASSIFIER_WEIGHTS):
-        return BertForSequenceClassification
-    return BertModel
+    names = {checkpoint_to_minibert(name) or "" for name in tensor_names(weights_file)}
+    held = {prefix for prefix in HEAD_PREFIXES if any(name.startswith(prefix) for name in names)}
+    pooled = any(name.startswith(POOLER) for name in names)
+    stated = _architecture(config_file)
+    name = stated if stated in CLASS_HEADS and CLASS_HEADS[stated] == held else _class_by_tensors(held, pooled)
+    if name == "BertModel":
+        return BertModel, {} if pooled else {"add_pooling_layer": False}
+    return getattr(heads, name), {}
+
+
+def _class_by_tensors(held: set[str], pooled: bool) -> str:
+    """The class whose heads are those held (the first of CLASS_HEADS: a classifier is a sentence
+    classifier on a pooler, else a token classifier), or, for heads no one class has (a classifier
+    beside the masked-LM head), the first class that keeps some of them."""
+    exact = [name for name, wanted in CLASS_HEADS.items() if wanted == held]
+    name = (exact or [name for name, wanted in CLASS_HEADS.items() if wanted and wanted <= held])[0]
+    return "BertForTokenClassification" if name == "BertForSequenceClassification" and not pooled else name
+
+
+def _architecture(config_file: Path) -> str | None:
+    """The first class config.json's ``architectures`` names, or None (Google's bert_config.json names
+    none; a config that cannot be read is for from_pretrained to report)."""
+    from ..formats.json_files import parse_json
+
+    try:
+        values = parse_json(config_file.read_bytes())
+    except (OSError, ValueError):
+        return None
+    architectures = values.get("architectures") if isinstance(values, dict) else None
+    first = architectures[0] if isinstance(architectures, list) and architectures else None
+    return first if isinstance(first, str) else None

@@ -150,26 +150,50 @@ def _initial_term(length: int) -> int:
     return initial ^ 0xFFFFFFFF
 
 
+# What batching costs and saves (measured with numpy on an AVX2 core): one step of ``_run_lanes`` costs
+# ~10 us whatever the lanes, one ``crc32c`` call ~100 us. A group of chunks padded to W bytes takes
+# W/4 steps together, or one call each: together pays when the group has more than ~W/40 chunks.
+LANES_PER_BYTE_OF_WIDTH = 1 / 32
+
+
 def crc32c_many(chunks) -> np.ndarray:
-    """CRC32C of each of many short byte strings at once (uint32 array), as ``crc32c`` gives them.
+    """CRC32C of each of many byte strings at once (uint32 array), as ``crc32c`` gives them.
 
-    One numpy call per string costs ~0.2 ms; a TFRecord file holds two CRCs per record and many
-    thousands of records. Here each string is one lane: zero-padded in front to a common length
-    (zero bytes in front do not move a register started from 0), all lanes run side by side, and
-    each register is XORed with its length's initial term.
+    One numpy call per string costs ~0.1 ms; a TFRecord file holds two CRCs per record and many
+    thousands of records. So strings of similar length go together, each as one lane: zero-padded in
+    front to the group's longest (zero bytes in front do not move a register started from 0), all
+    lanes run side by side four bytes a step, and each register is XORed with its length's initial
+    term. A group spans lengths from L to 2L + 64, so padding at most doubles its bytes; a group too
+    small to pay for its steps (a long record among short ones) goes through ``crc32c`` one string
+    at a time, which is linear in the length. Time and memory follow the bytes given, whatever the
+    mix of lengths.
 
-    >>> chunks = [b"123456789", b"", b"a"]
+    >>> chunks = [b"123456789", b"", b"a", bytes(70_000)]
     >>> [int(value) for value in crc32c_many(chunks)] == [crc32c(chunk) for chunk in chunks]
     True
     """
-    lengths = [len(chunk) for chunk in chunks]
-    if not lengths:
-        return np.zeros(0, dtype=np.uint32)
-    width = -(-max(max(lengths), 1) // 4) * 4
-    padded = np.zeros((len(lengths), width), dtype=np.uint8)
+    lengths = np.array([len(chunk) for chunk in chunks], dtype=np.int64)
+    out = np.zeros(len(lengths), dtype=np.uint32)
+    order = np.argsort(lengths, kind="stable")
+    ordered = lengths[order]
+    start = 0
+    while start < len(order):  # one group per doubling of the length: at most ~log2(longest) groups
+        end = int(np.searchsorted(ordered, 2 * ordered[start] + 64, side="right"))
+        rows = order[start:end]
+        width = -(-max(int(ordered[end - 1]), 1) // 4) * 4
+        if len(rows) >= width * LANES_PER_BYTE_OF_WIDTH:
+            out[rows] = _crc_of_group([chunks[row] for row in rows], width)
+        else:
+            out[rows] = [crc32c(chunks[row]) for row in rows]
+        start = end
+    return out
+
+
+def _crc_of_group(chunks: list, width: int) -> np.ndarray:
+    """CRC32C of chunks of at most ``width`` bytes (a multiple of 4), as lanes side by side."""
+    padded = np.zeros((len(chunks), width), dtype=np.uint8)
     for row, chunk in enumerate(chunks):
-        if chunk:
+        if len(chunk):
             padded[row, width - len(chunk) :] = np.frombuffer(chunk, dtype=np.uint8)
     registers = _run_lanes(padded.view("<u4"))
-    initial = np.array([_initial_term(length) for length in lengths], dtype=np.uint32)
-    return registers ^ initial
+    return registers ^ np.array([_initial_term(len(chunk)) for chunk in chunks], dtype=np.uint32)

@@ -43,7 +43,8 @@ from .protobuf import WireReader
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of it
 FOOTER_BYTES = 4  # uint32 masked CRC of the data
-READ_BATCH = 4096  # records whose CRCs are checked together (crc32c_many)
+READ_BATCH = 4096  # records whose CRCs are checked together (crc32c_many), at most ...
+READ_BATCH_BYTES = 1 << 22  # ... and their bytes, at most (a longer record is a batch of its own)
 
 _ONE_BYTE = [bytes([value]) for value in range(0x80)]
 
@@ -233,11 +234,10 @@ def frame_record(data: bytes) -> bytes:
 def frame_records(records: Sequence[bytes]) -> bytes:
     """Many records framed at once (their CRCs computed together: much faster than one by one)."""
     lengths = [struct.pack("<Q", len(data)) for data in records]
-    crcs = crc32c_many([*lengths, *records])
+    length_crcs, data_crcs = crc32c_many(lengths), crc32c_many(records)
     out = bytearray()
-    for index, (length, data) in enumerate(zip(lengths, records)):
-        out += length + struct.pack("<I", mask(int(crcs[index]))) + data
-        out += struct.pack("<I", mask(int(crcs[len(records) + index])))
+    for length, length_crc, data, data_crc in zip(lengths, length_crcs, records, data_crcs):
+        out += length + struct.pack("<I", mask(int(length_crc))) + data + struct.pack("<I", mask(int(data_crc)))
     return bytes(out)
 
 
@@ -246,7 +246,9 @@ def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[by
 
     Raises ``TFRecordError`` naming the file and the record: a header or data cut short (a truncated
     file), a length larger than what is left of the file (checked before reading it), a CRC that
-    does not match. A batch of records is checked before any of it is yielded.
+    does not match. A batch of records (READ_BATCH of them, READ_BATCH_BYTES at most, or one longer
+    record) is checked before any of it is yielded: memory stays within a few times the larger of
+    READ_BATCH_BYTES and the longest record.
     """
     path = Path(path)
     try:
@@ -261,8 +263,8 @@ def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[by
         size = os.fstat(handle.fileno()).st_size
         index = 0
         while True:
-            batch, headers = [], []
-            while len(batch) < READ_BATCH:
+            batch, headers, batch_bytes = [], [], 0
+            while len(batch) < READ_BATCH and batch_bytes < READ_BATCH_BYTES:
                 header = handle.read(HEADER_BYTES)
                 if not header:
                     break
@@ -275,6 +277,7 @@ def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[by
                 body = handle.read(length + FOOTER_BYTES)
                 headers.append(header)
                 batch.append(body)
+                batch_bytes += len(body)
             if not batch:
                 return
             if check_crc:
@@ -304,15 +307,17 @@ def _refuse_frame(path: Path, record: int, header: bytes, left: int, check_crc: 
 
 
 def _check_crcs(path: Path, first: int, headers: list[bytes], bodies: list[bytes]) -> None:
-    computed = crc32c_many([header[:8] for header in headers] + [body[:-FOOTER_BYTES] for body in bodies])
-    count = len(headers)
-    for offset in range(count):
+    """The CRCs of a batch of records, in order: of each 8-byte length (all together), of each record's
+    data (views of the bodies, not copies; crc32c_many groups them by length)."""
+    length_crcs = crc32c_many([header[:8] for header in headers])
+    data_crcs = crc32c_many([memoryview(body)[:-FOOTER_BYTES] for body in bodies])
+    for offset in range(len(headers)):
         where = f"TFRecord file {path}, record {first + offset} (0-based)"
         (stored_length_crc,) = struct.unpack_from("<I", headers[offset], 8)
-        if unmask(stored_length_crc) != int(computed[offset]):
+        if unmask(stored_length_crc) != int(length_crcs[offset]):
             raise TFRecordError(f"{where}: the CRC of its length does not match: the file is corrupt")
         (stored_data_crc,) = struct.unpack_from("<I", bodies[offset], len(bodies[offset]) - FOOTER_BYTES)
-        if unmask(stored_data_crc) != int(computed[count + offset]):
+        if unmask(stored_data_crc) != int(data_crcs[offset]):
             raise TFRecordError(f"{where}: the CRC of its data does not match: the file is corrupt")
 
 

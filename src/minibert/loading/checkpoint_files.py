@@ -156,6 +156,9 @@ def _google_layout(name_or_path) -> tuple[Path, Path] | None:
 
     prefix = checkpoint_prefix(directory)
     if prefix is None:
+        missing = _no_index(directory)
+        if missing:
+            raise CheckpointError(missing)
         return None
     for config_name in ("config.json", "bert_config.json"):
         if (directory / config_name).is_file():
@@ -164,6 +167,38 @@ def _google_layout(name_or_path) -> tuple[Path, Path] | None:
         f"{directory} holds the TensorFlow checkpoint {prefix.name} but no bert_config.json (or config.json) "
         "describing its shape"
     )
+
+
+# TensorFlow 1's V1 checkpoint, one file per shard and no .index: model.ckpt, model.ckpt-1000-00000-of-00002.
+V1_CHECKPOINT = re.compile(r"\.ckpt(-\d+)?(-\d{5}-of-\d{5})?$")
+
+
+def _no_index(directory: Path) -> str | None:
+    """What is wrong with a directory that has Google's files but no checkpoint index (*.index), in
+    words; None when it has none of them (bert_config.json without config.json, TensorFlow's
+    'checkpoint' state file, a .data-* shard, a V1 checkpoint), and is then read as the hub's layout.
+    The index was lost, the state file names a checkpoint that is not there, or the checkpoint is
+    TensorFlow's V1 format; each is said, rather than that config.json is missing."""
+    from .tf_checkpoint import newest_named
+
+    state = directory / "checkpoint"
+    named = Path(newest_named(state) or "").name if state.is_file() else ""
+    shards = sorted(directory.glob("*.data-*"))
+    v1 = [path for path in sorted(directory.glob("*.ckpt*")) if V1_CHECKPOINT.search(path.name) and path.is_file()]
+    bert_config = (directory / "bert_config.json").is_file()
+    if not (bert_config and not (directory / "config.json").is_file() or state.is_file() or shards or v1):
+        return None
+    holds = "bert_config.json" if bert_config else "TensorFlow's files"
+    message = f"{directory} holds {holds} but no TensorFlow checkpoint index (*.index)"
+    if v1:
+        return (f"{message}: {v1[0].name} is TensorFlow's V1 checkpoint format, which minibert does not read "
+                "(re-save it in the V2 format, tf.compat.v1.train.Saver's default)")  # fmt: skip
+    if named:
+        return f"{message}: its 'checkpoint' file names {named}, which is not there"
+    if shards:
+        index = shards[0].name.split(".data-")[0] + ".index"
+        return f"{message}: {index}, which says where each tensor of {shards[0].name} is, is missing"
+    return message
 
 
 def _torch_load(path: Path):

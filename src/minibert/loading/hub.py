@@ -37,7 +37,7 @@ from .hub_failures import (
     refused_repository,
     token_sent,
 )
-from .local_files import missing_in_a_local_folder, not_a_file
+from .local_files import a_checkpoint_prefix, missing_in_a_local_folder, not_a_file
 
 # The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
 DEFAULT_MODEL = "google-bert/bert-base-uncased"
@@ -126,6 +126,9 @@ def resolve_file(
         raise ModelNotFoundError(
             f"{name!r} is a file, but a model is loaded from its folder; pass the folder that holds {holds}: {folder!r}"
         )
+    prefix = a_checkpoint_prefix(name)
+    if prefix:  # DIR/bert_model.ckpt, as Google's README passes it
+        raise ModelNotFoundError(prefix)
     if looks_like_a_path(name):
         raise ModelNotFoundError(
             f"{name!r} is not an existing directory (and is not a hub repository id like "

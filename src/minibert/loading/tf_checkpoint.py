@@ -103,7 +103,7 @@ def checkpoint_prefix(directory: str | os.PathLike) -> Path | None:
         return indexes[0].with_suffix("") if indexes else None
     names = ", ".join(index.name for index in indexes)
     state = directory / "checkpoint"
-    named = _newest_named(state) if state.is_file() else None
+    named = newest_named(state) if state.is_file() else None
     if named is None:
         raise CheckpointError(
             f"{directory} holds several TensorFlow checkpoints ({names}) and no 'checkpoint' file naming one: "
@@ -119,7 +119,7 @@ def checkpoint_prefix(directory: str | os.PathLike) -> Path | None:
     return prefix
 
 
-def _newest_named(state: Path) -> str | None:
+def newest_named(state: Path) -> str | None:
     """The checkpoint TensorFlow's ``checkpoint`` state file names as the newest
     (``model_checkpoint_path: "model.ckpt-2000"``), or None when it names none."""
     for line in state.read_text(encoding="utf-8", errors="replace").splitlines():
