@@ -466,6 +466,25 @@ def test_bad_api_arguments(vocab_file):
         BatchEncoding(input_ids=[1]).word_ids()
 
 
+@pytest.mark.parametrize("name", ["truncation_side", "padding_side"])
+def test_a_misspelt_side_is_refused_when_assigned(vocab_file, tmp_path, name):
+    """``tokenizer.truncation_side = "rigth"``: transformers raises a ValueError at the call; minibert
+    used to keep the end of every text (any side but "right" was read as "left") and save a
+    tokenizer_config.json it then refused. Now the assignment is refused, the side stays as it was,
+    and the tokenizer (and its saved copy) cut and pad as transformers' does with the side it had."""
+    mine, reference = BertTokenizer(vocab_file), transformers.BertTokenizerFast(str(vocab_file))
+    kwargs = dict(truncation=True, max_length=4, padding="max_length")
+    expected = reference(["a b c d e f", "a"], **kwargs)["input_ids"]
+    setattr(reference, name, "rigth")
+    with pytest.raises(ValueError, match="rigth"):
+        reference(["a b c d e f", "a"], **kwargs)
+    with pytest.raises(ValueError, match=f"{name} must be 'right' or 'left', got 'rigth'"):
+        setattr(mine, name, "rigth")
+    assert getattr(mine, name) == "right" and mine(["a b c d e f", "a"], **kwargs)["input_ids"] == expected
+    mine.save_pretrained(tmp_path / "saved")
+    assert BertTokenizer.from_pretrained(tmp_path / "saved")(["a b c d e f", "a"], **kwargs)["input_ids"] == expected
+
+
 def test_token_maps_past_the_end_answer_none_as_transformers(vocab_file):
     """token_to_word / token_to_sequence / token_to_chars with a token index past a row's end:
     None, as transformers' fast BatchEncoding answers (it used to be an IndexError here); a batch

@@ -24,7 +24,7 @@ from .algorithm import WordPieceTokenizer, clean_up_tokenization, join_pieces, p
 from .arguments import VERY_LARGE_INTEGER, check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
 from .directory import read_tokenizer_files, write_tokenizer_files
-from .encoding import Pieces, check_side
+from .encoding import Pieces
 from .fast_basic import FastBasicTokenizer
 from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, casing_contradiction
 from .special_tokens import SpecialTokens, token_strings
@@ -86,8 +86,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         self._base_vocab = dict(self.vocab)  # what WordPiece was trained with; vocab.txt when saved
         self._base_vocab_size = len(self._base_vocab)
         self.model_max_length = model_max_length
-        self.padding_side = check_side(padding_side, "padding_side")
-        self.truncation_side = check_side(truncation_side, "truncation_side")
+        self.padding_side, self.truncation_side = padding_side, truncation_side  # (checked: call_request.Side)
         check_flags(clean_up_tokenization_spaces=clean_up_tokenization_spaces)
         self.clean_up_tokenization_spaces = clean_up_tokenization_spaces  # decode's default
         self.do_basic_tokenize = do_basic_tokenize

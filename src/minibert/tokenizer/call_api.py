@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import InputTypeError
 from .arguments import check_count, has_length_limit
-from .call_request import CallRequest, padding_mode
+from .call_request import CallRequest, Side, padding_mode
 from .encoding import (
     PAD_VALUES,
     BatchEncoding,
@@ -69,6 +69,9 @@ class TransformersCallAPI(Transformers4Calls):
     # tokenizer without them; token-classification pipelines need offsets to aggregate). minibert
     # is pure Python, but it has all of them, with the fast tokenizer's results: True.
     is_fast = True
+
+    padding_side = Side()  # "right" or "left", checked when assigned (call_request.py)
+    truncation_side = Side()
 
     # ------------------------------------------------------------------ framing
 
