@@ -133,7 +133,9 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         settings.update(replaced)
         if do_lower_case is not None:
             settings["do_lower_case"] = _casing_asked(do_lower_case, settings, vocab, name_or_path)
+        null_roles = settings.pop("null_roles", {})
         tokenizer = cls(vocab_file, vocab=vocab, **settings)
+        tokenizer._null_roles = null_roles  # which file left [PAD] or [MASK] out (named when one is needed)
         tokenizer._vocab_is_file = vocab_is_file  # vocab.txt's own bytes are saved (a piece listed twice kept)
         tokenizer.name_or_path = os.fspath(name_or_path)
         return tokenizer

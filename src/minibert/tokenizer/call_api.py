@@ -220,8 +220,11 @@ class TransformersCallAPI(Transformers4Calls):
         if request.padding is not None and columns["input_ids"]:
             longest = max(map(len, columns["input_ids"]))
             target = padded_length(longest, request.padding, request.max_length, request.pad_to_multiple_of)
-            pad_rows(columns, target, request.padding_side, self.pad_token_id, self.vocab_file.name)
+            pad_rows(columns, target, request.padding_side, self.pad_token_id, self._no_pad())
         return columns, sample_of_row
+
+    def _no_pad(self) -> str:
+        return "" if self.pad_token_id is not None else self.role_missing("pad_token")
 
     def _warn_too_long(self, length: int) -> None:
         """A warning for a row the model cannot take, once per tokenizer (where transformers warns too),
@@ -328,7 +331,7 @@ class TransformersCallAPI(Transformers4Calls):
             max_length = self.model_max_length if mode == "max_length" and max_length is None else max_length
             longest = max(map(len, columns["input_ids"]))
             target = padded_length(longest, mode, max_length, pad_to_multiple_of)
-            pad_rows(columns, target, side, self.pad_token_id, self.vocab_file.name)
+            pad_rows(columns, target, side, self.pad_token_id, self._no_pad())
         if return_attention_mask is False:  # (transformers keeps an unpadded one: ragged, out of step)
             columns.pop("attention_mask", None)
         if return_tensors is not None:

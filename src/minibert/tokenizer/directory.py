@@ -14,7 +14,7 @@ from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.file_sets import write_files_together
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
-from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, google_lower_case, read_tokenizer_config
+from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, check_framing_roles, google_lower_case, read_tokenizer_config
 from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
 from .vocab_file import load_vocab
 
@@ -59,6 +59,7 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         settings["added_tokens_file"] = config_file
     else:
         settings = merge_legacy_files(settings, find, json_added, json_file)
+    check_framing_roles(settings)
     return Path(vocab_file), vocab, vocab_is_file, settings
 
 

@@ -27,6 +27,10 @@ class SpecialTokens:
         without them (Google's test vocabularies) loads, and padding or fill_mask then raise, naming
         the missing piece. An extra special token the tokenizer lacks is added, taking the next id
         (``_register_extra_special_tokens``), as transformers 5's constructor adds it."""
+        for name in ("unk_token", "sep_token", "cls_token"):
+            if tokens[name] is None:
+                raise ValueError(f"{name} cannot be None: BERT frames every input with [CLS] and [SEP] and spells "
+                                 "what its vocabulary lacks as [UNK]")  # fmt: skip
         missing = [tokens[name] for name in ("unk_token", "sep_token", "cls_token") if tokens[name] not in self.vocab]
         if missing:
             raise CheckpointError(f"vocabulary file {self.vocab_file} lacks the special tokens {missing}")
@@ -34,6 +38,17 @@ class SpecialTokens:
             setattr(self, name, tokens[name])
             setattr(self, name.replace("_token", "_token_id"), self.vocab.get(tokens[name]))  # None: cannot pad/mask
         self._extra_special_tokens = list(dict.fromkeys(extra))
+
+    _null_roles: dict[str, str] = {}  # role → the file that sets it null (from_pretrained)
+
+    def role_missing(self, name: str) -> str:
+        """Why the role ``name`` (``"pad_token"``, ``"mask_token"``) has no id, for the error of
+        what needs it (padding, fill_mask): no such role, or a token the vocabulary lacks."""
+        token = getattr(self, name)
+        if token is None:
+            where = self._null_roles.get(name)
+            return f"the tokenizer has no {name} ({where} sets it null)" if where else f"the tokenizer's {name} is None"
+        return f"the vocabulary {self.vocab_file.name} has no {token} piece"
 
     def _register_extra_special_tokens(self) -> None:
         """Each extra special token not yet an added token becomes one, matched as typed (a new
