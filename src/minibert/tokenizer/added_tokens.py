@@ -141,7 +141,7 @@ class AddedTokens:
         self.spellings: dict[int, str] = {}  # id → the piece as shown, where it is not vocab.txt's line
         self.by_spelling: dict[str, str] = {}  # normalized spelling → content, of those matched after it
         self.next_id = max(len(vocab), max(ids_to_tokens, default=-1) + 1)  # kept by register
-        self._roles: list[str] = []
+        self.roles: tuple[str, ...] = ()  # the roles the tokenizer was made with: special from the start
         self._matchers: tuple | None = None  # (as typed, after normalization, skipped); None: to build
 
     def normalized(self, text: str) -> str:
@@ -276,13 +276,14 @@ class AddedTokens:
     def _accepted(self, tokens: list[AddedToken], specials: set[str]) -> list[AddedToken]:
         """The tokens of one call that are new or changed, each checked (ValueError: refused)."""
         spellings = ChainMap({}, self.by_spelling)  # this call's changes over the tokens' (not copied)
+        specials = {*specials, *self.roles}
         accepted: list[AddedToken] = []
         pending: dict[str, AddedToken] = {}  # content → the token accepted last for it in this call
         for token in tokens:
             previous = pending.get(token.content, self.tokens.get(token.content))
             if not token.content or previous == token:
                 continue  # as transformers: empty, or already added alike; not counted
-            if token.special and token.content in specials:
+            if token.special and token.content in self.roles:
                 continue
             if previous is not None:
                 self.check_readdable(previous, token)
@@ -291,21 +292,16 @@ class AddedTokens:
             pending[token.content] = token
         return accepted
 
-    def make_matchers(self, roles: list[str]) -> None:
-        """Build the matchers again (when a text next needs them) with these roles."""
-        self._roles, self._matchers = list(roles), None
+    def set_roles(self, roles: list[str]) -> None:
+        """The roles the tokenizer is made with ([UNK], [SEP], [PAD], [CLS], [MASK]: pieces of the
+        vocabulary): matched as typed and skipped by decode for good, as ``tokenizers`` holds them
+        from the start; a role assigned later (``tokenizer.pad_token = ...``) is not, until saved
+        and loaded again, as in transformers."""
+        self.roles, self._matchers = tuple(roles), None
 
-    @property
-    def as_typed(self) -> Matcher:
-        return self._built()[0]
-
-    @property
-    def after_normalization(self) -> Matcher:
-        return self._built()[1]
-
-    @property
-    def skipped_when_decoding(self) -> frozenset[int]:
-        return self._built()[2]
+    as_typed = property(lambda self: self._built()[0])  # a Matcher (built when first needed: _built)
+    after_normalization = property(lambda self: self._built()[1])  # a Matcher
+    skipped_when_decoding = property(lambda self: self._built()[2])  # frozenset of ids
 
     def _built(self) -> tuple[Matcher, Matcher, frozenset[int]]:
         """What is cut out of a text before the basic tokenizer: the roles ([CLS], [SEP], ...) and
@@ -317,7 +313,7 @@ class AddedTokens:
         shown ``newword``, once ``"newword"`` is added as special)."""
         if self._matchers is not None:
             return self._matchers
-        roles = self._roles
+        roles = self.roles
         as_typed = {token: self.vocab[token] for token in roles if token not in self.tokens}
         normalized: dict[str, int] = {}
         for content, token in self.tokens.items():

@@ -101,7 +101,6 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         self.wordpiece = WordPieceTokenizer(self._base_vocab, self.unk_token_id)
         self.added.check_restored(source)
         self._register_extra_special_tokens()
-        self._make_matchers()
         self._warned_too_long = False
 
     model_input_names = ["input_ids", "token_type_ids", "attention_mask"]  # what BertModel takes
@@ -218,7 +217,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         words: list[int] = []
         for word_index, (added, word, origins) in enumerate(self._units(text, track=True)):
             word_ids = [added] if added is not None else self.wordpiece.pieces(word)
-            if added is not None or word_ids == [self.unk_token_id]:  # the whole word (or [UNK] itself)
+            if added is not None or word_ids == [self.wordpiece.unk_id]:  # the whole word (or [UNK] itself)
                 offsets.append((origins[0], origins[-1] + 1))
             else:
                 offsets.extend(piece_spans([self.ids_to_tokens[piece] for piece in word_ids], origins))

@@ -76,8 +76,9 @@ class TransformersCallAPI(Transformers4Calls):
     # ------------------------------------------------------------------ framing
 
     def build_inputs_with_special_tokens(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
-        """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (framing.py)."""
-        return frame(self.cls_token_id, self.sep_token_id, ids_a, ids_b)
+        """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (framing.py), with the [CLS] and [SEP] the
+        tokenizer was made with (a role assigned since frames once saved and loaded, as in transformers)."""
+        return frame(*self._framing_ids, ids_a, ids_b)
 
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
         """How many tokens the framing adds: 2 ([CLS] A [SEP]) or 3 for a pair."""
