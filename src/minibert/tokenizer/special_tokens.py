@@ -89,7 +89,7 @@ class SpecialTokens:
             raise ValueError(f"{name} = {token!r}: the tokenizer has no such piece (transformers would give it "
                              "[UNK]'s id); add it with tokenizer.add_special_tokens"
                              f"({{{name!r}: {token!r}}})")  # fmt: skip
-        self._role_tokens[name] = token
+        self._role_tokens = {**self._role_tokens, name: token}  # (a new dict: a copy.copy keeps its own)
         self._null_roles = {role: file for role, file in self._null_roles.items() if role != name}
 
     _null_roles: dict[str, str] = {}  # role → the file that sets it null (from_pretrained)
@@ -174,7 +174,7 @@ class SpecialTokens:
             tokens.extend(given)
         added = self.added.add(tokens, set(), "add_special_tokens")
         self._extra_special_tokens = extra
-        self._role_tokens.update(roles)  # (each now a piece: cut out as typed; the framing stays, as in transformers)
+        self._role_tokens = {**self._role_tokens, **roles}  # (cut out as typed now; the framing stays)
         self._null_roles = {role: file for role, file in self._null_roles.items() if role not in roles}
         return added
 
