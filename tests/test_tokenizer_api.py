@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -341,6 +342,41 @@ def test_save_pretrained_over_a_transformers_5_folder_removes_its_tokenizer_json
         assert theirs(sample)["input_ids"] == expected, type(theirs).__name__
     assert sorted(os.path.basename(f) for f in files) == ["special_tokens_map.json", "tokenizer_config.json",
                                                           "vocab.txt"]  # fmt: skip
+
+
+def test_save_pretrained_over_an_added_tokens_json_takes_nothing_from_it(vocab_file, tmp_path, monkeypatch):
+    """A folder holding an added_tokens.json (transformers < 4.34, or transformers' slow tokenizer):
+    save_pretrained of a tokenizer without added tokens wrote no added_tokens_decoder and left the
+    file, which both libraries then read: the saved tokenizer came back with ``newword`` added
+    (``newwords``: ``newword`` + ``s``). Now the config always lists the roles in
+    added_tokens_decoder (as transformers' slow tokenizer writes it) and the file is removed with
+    the save, put back if the save fails."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "added_tokens.json").write_text('{"newword": 30522}')
+    mine = BertTokenizer(vocab_file)
+    expected = transformers.BertTokenizerFast(str(vocab_file))("newwords")["input_ids"]
+    unlink = Path.unlink
+
+    def interrupted(path, missing_ok=False):
+        unlink(path, missing_ok=missing_ok)
+        if path.name == "added_tokens.json":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "unlink", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        mine.save_pretrained(folder)
+    monkeypatch.undo()
+    assert sorted(path.name for path in folder.iterdir()) == ["added_tokens.json"]
+    mine.save_pretrained(folder)
+    assert not (folder / "added_tokens.json").exists()
+    for left in (False, True):  # and if one is put back, no reader takes it (added_tokens_decoder)
+        if left:
+            (folder / "added_tokens.json").write_text('{"newword": 30522}')
+        theirs = transformers.AutoTokenizer.from_pretrained(str(folder))
+        again = BertTokenizer.from_pretrained(folder)
+        assert len(again) == len(theirs) == 30522
+        assert again("newwords")["input_ids"] == theirs("newwords")["input_ids"] == expected
 
 
 # ----------------------------------------------------------------------------- no model_max_length: no limit

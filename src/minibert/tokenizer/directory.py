@@ -136,7 +136,7 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
         "truncation_side": tokenizer.truncation_side,
         "clean_up_tokenization_spaces": tokenizer.clean_up_tokenization_spaces,
         **specials,
-        **({"added_tokens_decoder": added} if tokenizer.added.tokens else {}),
+        "added_tokens_decoder": added,  # always (the roles at least): then no reader takes an older file's
     }
     named = {name: token for name, token in specials.items() if token is not None}  # (the map names tokens)
     files = {
@@ -160,12 +160,14 @@ def write_tokenizer_files(tokenizer, save_directory) -> tuple[str, ...]:
     """``BertTokenizer.save_pretrained``: the directory (created if needed), the files together or
     not at all (formats/file_sets.py). A ``tokenizer.json`` already there (transformers 5 saves
     one) is removed with them: transformers and ``tokenizers`` read it before vocab.txt, and
-    minibert its added tokens, so left there it would tokenize as the tokenizer saved before."""
+    minibert its added tokens, so left there it would tokenize as the tokenizer saved before; so is
+    an ``added_tokens.json`` (files.py ``STALE_FILES``), which a reader takes where a config lacks
+    ``added_tokens_decoder`` (minibert's always has it now, as transformers' slow tokenizer writes it)."""
     directory = Path(save_directory)
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"save_pretrained: {directory} exists and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
     files = tokenizer_files(tokenizer)
     write_files_together({directory / name: data for name, data in files.items()},
-                         remove=[directory / name for name in STALE_FILES])  # fmt: skip
+                         remove=[directory / name for name in STALE_FILES if name not in files])  # fmt: skip
     return tuple(str(directory / name) for name in files)

@@ -22,9 +22,12 @@ _DEFAULT_SPECIAL_TOKENS = {
     "mask_token": "[MASK]",
 }
 
-# What minibert's savers do not write but every reader prefers to what they write (transformers and
-# `tokenizers` read tokenizer.json before vocab.txt): one left from another save is removed with them.
-STALE_FILES = ("tokenizer.json",)
+# Files a reader takes before, or merges into, what minibert's savers write: transformers and
+# `tokenizers` read tokenizer.json before vocab.txt; without added_tokens_decoder in the config (an
+# older save's, or another program's), transformers reads the roles of special_tokens_map.json and the
+# tokens of added_tokens.json. A saver removes each of them it does not write, with the files it writes,
+# so that a folder holds the tokenizer saved, not a mix with the one saved there before.
+STALE_FILES = ("tokenizer.json", "added_tokens.json", "special_tokens_map.json")
 
 
 def capitalised_words(vocab) -> list[str]:
