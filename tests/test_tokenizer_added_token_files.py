@@ -248,3 +248,109 @@ def test_transformers4_folder_with_a_vocabulary_piece_added(tmp_path, minilm_dir
         tokenizer_json["added_tokens"].append({"id": 7668, **_entry("cafe", True, False)})
         contents["tokenizer__json"] = tokenizer_json
     assert_loaded_alike(folder(tmp_path, minilm_dir, **contents), PIECE_TEXTS)
+
+
+ROLE_FLAG_CASES = {  # a role given as a serialized AddedToken whose options transformers honours
+    "single_word": {"single_word": True},  # "the[MASK]of" is not [MASK] to transformers
+    "lstrip": {"lstrip": True},  # "a  [MASK]" swallows the spaces: offsets (1, 9), not (3, 9)
+    "normalized": {"normalized": True},  # transformers shows it as "[mask]"
+}
+
+
+@pytest.mark.parametrize("where", ["special_tokens_map.json", "tokenizer_config.json"])
+@pytest.mark.parametrize("flag", sorted(ROLE_FLAG_CASES))
+def test_a_role_with_options_minibert_does_not_match_is_refused(tmp_path, minilm_dir, where, flag):
+    """A role written as an AddedToken dict kept only its content: transformers honours its
+    single_word / lstrip / normalized (other ids or offsets), so minibert now refuses it, naming the
+    file and the field, as it refuses the same token in added_tokens_decoder. Where the config's
+    added_tokens_decoder lists the token, transformers takes that entry's options: loaded alike."""
+    mask = {"content": "[MASK]", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+            **ROLE_FLAG_CASES[flag]}  # fmt: skip
+    config = {"tokenizer_class": "BertTokenizer", "do_lower_case": True}
+    if where == "tokenizer_config.json":
+        contents = {"tokenizer_config__json": {**config, "mask_token": {**mask, "__type": "AddedToken"}}}
+    else:
+        contents = {"tokenizer_config__json": config, "special_tokens_map__json": {"mask_token": mask}}
+    directory = folder(tmp_path, minilm_dir, files=("vocab.txt",), **contents)
+    text = "a  [MASK] b the[MASK]of"
+    ours_then = BertTokenizer(minilm_dir / "vocab.txt")(text, return_offsets_mapping=True)  # what minibert gave
+    theirs = transformers.AutoTokenizer.from_pretrained(str(directory))(text, return_offsets_mapping=True)
+    seen = [(x["input_ids"], x["offset_mapping"], x.tokens()) for x in (theirs, ours_then)]
+    assert seen[0] != seen[1]  # ids, offsets, or the piece shown ("[mask]")
+    with pytest.raises(CheckpointError, match=rf"{where}: mask_token: added token '\[MASK\]': "):
+        BertTokenizer.from_pretrained(directory)
+    if where == "tokenizer_config.json":
+        listed = {"103": {"content": "[MASK]", "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True}}  # fmt: skip
+        config = {**contents["tokenizer_config__json"], "added_tokens_decoder": listed}
+        (directory / where).write_text(json.dumps(config))
+        assert_loaded_alike(directory, [text])
+
+
+def test_an_extra_special_token_with_options_minibert_does_not_match_is_refused(tmp_path, minilm_dir):
+    """extra_special_tokens entries are checked as the roles are: transformers matches a
+    single_word ``<e1>`` only as a word of its own (not in ``x<e1>y``)."""
+    e1 = {"__type": "AddedToken", "content": "<e1>", "single_word": True, "lstrip": False, "rstrip": False,
+          "normalized": False, "special": True}  # fmt: skip
+    config = {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "extra_special_tokens": [e1]}
+    directory = folder(tmp_path, minilm_dir, files=("vocab.txt",), tokenizer_config__json=config)
+    assert "<e1>" not in transformers.AutoTokenizer.from_pretrained(str(directory)).tokenize("x<e1>y")
+    with pytest.raises(CheckpointError, match="extra_special_tokens: added token '<e1>': single_word=True"):
+        BertTokenizer.from_pretrained(directory)
+
+
+@pytest.mark.parametrize("role", ["pad_token", "mask_token"])
+def test_a_null_pad_or_mask_is_no_such_role(tmp_path, minilm_dir, role):
+    """tokenizer_config.json's ``"pad_token": null`` (or mask_token) was read as the default [PAD]:
+    minibert padded where transformers has no pad token and refuses. Now null is no such role, as
+    in transformers: padding (or fill_mask) raises, naming the file; special_tokens_map.json naming
+    the role wins over the config's null, unless the config has added_tokens_decoder (then the map
+    is not read); a null in the map is no such role too."""
+    config = {**json.loads((minilm_dir / "tokenizer_config.json").read_text()), role: None}
+    listed = {"0": {"content": "[PAD]", "special": True, "normalized": False},
+              "103": {"content": "[MASK]", "special": True, "normalized": False}}  # fmt: skip
+    layouts = {  # name: (config, map, the role's token in transformers)
+        "config null": (config, None, None),
+        "map names it": (config, {role: ROLES[role]}, ROLES[role]),
+        "map null": ({**config, role: ROLES[role]}, {role: None}, None),
+        "decoder, map not read": ({**config, "added_tokens_decoder": listed}, {role: ROLES[role]}, None),
+    }
+    for name, (tokenizer_config, special_tokens_map, token) in layouts.items():
+        contents = {"tokenizer_config__json": tokenizer_config}
+        if special_tokens_map is not None:
+            contents["special_tokens_map__json"] = special_tokens_map
+        directory = folder(tmp_path, minilm_dir, files=("vocab.txt",), **contents)
+        ours = BertTokenizer.from_pretrained(directory)
+        theirs = transformers.AutoTokenizer.from_pretrained(str(directory))
+        assert getattr(theirs, role) == getattr(ours, role) == token, name
+        assert getattr(theirs, f"{role}_id") == getattr(ours, f"{role}_id"), name
+        assert ours.all_special_ids == theirs.all_special_ids, name
+        file = "special_tokens_map.json" if name == "map null" else "tokenizer_config.json"
+        if role == "pad_token" and token is None:
+            with pytest.raises(ValueError, match="padding token"):
+                theirs(["a b", "a"], padding=True)
+            with pytest.raises(ValueError, match=rf"cannot pad: the tokenizer has no pad_token \(.*{file} sets it"):
+                ours(["a b", "a"], padding=True)
+        elif role == "pad_token":
+            assert ours(["a b", "a"], padding=True)["input_ids"] == theirs(["a b", "a"], padding=True)["input_ids"]
+        elif token is None:  # what fill_mask says
+            assert ours.role_missing(role).endswith(f"{file} sets it null)")
+        shutil.rmtree(directory)
+
+
+@pytest.mark.parametrize("role", ["unk_token", "cls_token", "sep_token"])
+def test_a_null_unk_cls_or_sep_is_refused(tmp_path, minilm_dir, role):
+    """A null [CLS] or [SEP]: transformers frames with stand-in ids 2 and 3 ([unused1], [unused2]
+    here), whatever the vocabulary holds; minibert used [CLS]/[SEP] silently. Now refused, naming
+    the file and the field (the map's naming of the role wins, as in transformers)."""
+    config = {**json.loads((minilm_dir / "tokenizer_config.json").read_text()), role: None}
+    directory = folder(tmp_path, minilm_dir, files=("vocab.txt",), tokenizer_config__json=config)
+    if role != "unk_token":
+        assert transformers.AutoTokenizer.from_pretrained(str(directory))("a")["input_ids"] != [101, 1037, 102]
+    with pytest.raises(CheckpointError, match=rf"tokenizer_config.json: {role} is null"):
+        BertTokenizer.from_pretrained(directory)
+    (directory / "special_tokens_map.json").write_text(json.dumps({role: ROLES[role]}))
+    assert_loaded_alike(directory, ["a [CLS] b [SEP] c"])
+    (directory / "special_tokens_map.json").write_text(json.dumps({role: None}))
+    with pytest.raises(CheckpointError, match=rf"special_tokens_map.json: {role} is null"):
+        BertTokenizer.from_pretrained(directory)

@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -343,6 +344,41 @@ def test_save_pretrained_over_a_transformers_5_folder_removes_its_tokenizer_json
                                                           "vocab.txt"]  # fmt: skip
 
 
+def test_save_pretrained_over_an_added_tokens_json_takes_nothing_from_it(vocab_file, tmp_path, monkeypatch):
+    """A folder holding an added_tokens.json (transformers < 4.34, or transformers' slow tokenizer):
+    save_pretrained of a tokenizer without added tokens wrote no added_tokens_decoder and left the
+    file, which both libraries then read: the saved tokenizer came back with ``newword`` added
+    (``newwords``: ``newword`` + ``s``). Now the config always lists the roles in
+    added_tokens_decoder (as transformers' slow tokenizer writes it) and the file is removed with
+    the save, put back if the save fails."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "added_tokens.json").write_text('{"newword": 30522}')
+    mine = BertTokenizer(vocab_file)
+    expected = transformers.BertTokenizerFast(str(vocab_file))("newwords")["input_ids"]
+    unlink = Path.unlink
+
+    def interrupted(path, missing_ok=False):
+        unlink(path, missing_ok=missing_ok)
+        if path.name == "added_tokens.json":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "unlink", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        mine.save_pretrained(folder)
+    monkeypatch.undo()
+    assert sorted(path.name for path in folder.iterdir()) == ["added_tokens.json"]
+    mine.save_pretrained(folder)
+    assert not (folder / "added_tokens.json").exists()
+    for left in (False, True):  # and if one is put back, no reader takes it (added_tokens_decoder)
+        if left:
+            (folder / "added_tokens.json").write_text('{"newword": 30522}')
+        theirs = transformers.AutoTokenizer.from_pretrained(str(folder))
+        again = BertTokenizer.from_pretrained(folder)
+        assert len(again) == len(theirs) == 30522
+        assert again("newwords")["input_ids"] == theirs("newwords")["input_ids"] == expected
+
+
 # ----------------------------------------------------------------------------- no model_max_length: no limit
 
 NO_LIMIT_CONFIGS = {  # tokenizer_config.json's model_max_length, as checkpoints give it
@@ -464,6 +500,25 @@ def test_bad_api_arguments(vocab_file):
         from minibert import BatchEncoding
 
         BatchEncoding(input_ids=[1]).word_ids()
+
+
+@pytest.mark.parametrize("name", ["truncation_side", "padding_side"])
+def test_a_misspelt_side_is_refused_when_assigned(vocab_file, tmp_path, name):
+    """``tokenizer.truncation_side = "rigth"``: transformers raises a ValueError at the call; minibert
+    used to keep the end of every text (any side but "right" was read as "left") and save a
+    tokenizer_config.json it then refused. Now the assignment is refused, the side stays as it was,
+    and the tokenizer (and its saved copy) cut and pad as transformers' does with the side it had."""
+    mine, reference = BertTokenizer(vocab_file), transformers.BertTokenizerFast(str(vocab_file))
+    kwargs = dict(truncation=True, max_length=4, padding="max_length")
+    expected = reference(["a b c d e f", "a"], **kwargs)["input_ids"]
+    setattr(reference, name, "rigth")
+    with pytest.raises(ValueError, match="rigth"):
+        reference(["a b c d e f", "a"], **kwargs)
+    with pytest.raises(ValueError, match=f"{name} must be 'right' or 'left', got 'rigth'"):
+        setattr(mine, name, "rigth")
+    assert getattr(mine, name) == "right" and mine(["a b c d e f", "a"], **kwargs)["input_ids"] == expected
+    mine.save_pretrained(tmp_path / "saved")
+    assert BertTokenizer.from_pretrained(tmp_path / "saved")(["a b c d e f", "a"], **kwargs)["input_ids"] == expected
 
 
 def test_token_maps_past_the_end_answer_none_as_transformers(vocab_file):

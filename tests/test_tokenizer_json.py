@@ -161,3 +161,50 @@ def test_each_file_is_read_once_when_both_are_there(minilm_dir, monkeypatch):
     tokenizer = BertTokenizer.from_pretrained(minilm_dir)
     assert sorted(reads) == ["tokenizer.json", "vocab.txt"]
     assert tokenizer._vocab_is_file and len(tokenizer) == 30522
+
+
+def _edit_config(directory: Path, change) -> Path:
+    path = directory / "tokenizer_config.json"
+    values = json.loads(path.read_text(encoding="utf-8"))
+    change(values)
+    path.write_text(json.dumps(values), encoding="utf-8")
+    return directory
+
+
+CONFIG_DISAGREEMENTS = {  # name: (the setting refused, the tokenizer saved, the config changed)
+    "do_lower_case false": ("do_lower_case", {}, lambda c: c.update(do_lower_case=False)),
+    "do_lower_case left out (true)": ("do_lower_case", {"do_lower_case": False}, lambda c: c.pop("do_lower_case")),
+    "strip_accents false": ("strip_accents", {}, lambda c: c.update(strip_accents=False)),
+    "tokenize_chinese_chars false": ("tokenize_chinese_chars", {}, lambda c: c.update(tokenize_chinese_chars=False)),
+    "cls_token": ("cls_token", {}, lambda c: c.update(cls_token="[unused1]")),
+    "unk_token": ("unk_token", {}, lambda c: c.update(unk_token="[unused2]")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_DISAGREEMENTS))
+def test_a_config_that_disagrees_with_tokenizer_json_is_refused(case, vocab_file, tmp_path):
+    """transformers 5's BertTokenizer rebuilds the normalizer, the framing and [UNK] from
+    tokenizer_config.json and ignores tokenizer.json's; minibert took tokenizer.json's (as the
+    `tokenizers` library does), so a folder whose two files disagree gave other ids than
+    AutoTokenizer. Such a folder is now refused, naming both files and the setting."""
+    name, options, change = CONFIG_DISAGREEMENTS[case]
+    directory = _edit_config(_saved_by_transformers(tmp_path / "tok", vocab_file, **options), change)
+    text = "Héllo 中文 wörld \u2603 [unused1]"
+    file_ids = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json")).encode(text).ids
+    assert transformers.AutoTokenizer.from_pretrained(str(directory))(text)["input_ids"] != file_ids
+    with pytest.raises(CheckpointError, match=rf"tokenizer.json and .*tokenizer_config.json disagree on {name} "):
+        BertTokenizer.from_pretrained(directory)
+
+
+def test_transformers_save_after_a_new_sep_token_is_refused(vocab_file, tmp_path):
+    """transformers' own save after ``add_special_tokens({"sep_token": "[unused6]"})``: tokenizer.json
+    frames with [SEP] (102), the config names [unused6], and transformers' reload frames with 7;
+    minibert framed with 102. Refused, naming sep_token (minibert's own save of the same tokenizer
+    loads, and frames as transformers' reload: test_tokenizer_special_tokens.py)."""
+    reference = transformers.BertTokenizer(vocab=str(vocab_file))
+    reference.add_special_tokens({"sep_token": "[unused6]"})
+    reference.save_pretrained(str(tmp_path / "tok"))
+    reloaded = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
+    assert reloaded("a", "b")["input_ids"] == [101, 1037, 7, 1038, 7]
+    with pytest.raises(CheckpointError, match="disagree on sep_token"):
+        BertTokenizer.from_pretrained(tmp_path / "tok")

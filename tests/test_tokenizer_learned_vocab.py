@@ -72,19 +72,48 @@ def test_a_vocabulary_saved_over_a_transformers_5_folder_removes_its_tokenizer_j
         reference(lines)["input_ids"] == ours(lines)["input_ids"]  # fmt: skip
 
 
-def test_a_vocabulary_save_that_fails_puts_the_removed_tokenizer_json_back(tmp_path, monkeypatch):
-    """The removal is part of the save (formats/file_sets.py): interrupted after it, every file,
-    tokenizer.json included, is what it was."""
+def test_a_vocabulary_saved_over_an_older_save_takes_nothing_from_it(tmp_path, minilm_dir):
+    """``minibert vocab --special-tokens [PAD] [UNK] [CLS] [SEP]`` into a folder holding a tokenizer
+    saved before left its special_tokens_map.json (and an added_tokens.json), which transformers
+    reads where the config has no added_tokens_decoder: the old map's [MASK] replaced the config's
+    null, and transformers added [MASK] past the end of vocab.txt (65 ids for 64 pieces). Now they are
+    removed with the files written, and the config lists the roles in added_tokens_decoder, so
+    neither library reads such a file even if one is put back."""
+    folder = tmp_path / "folder"
+    BertTokenizer.from_pretrained(minilm_dir).save_pretrained(folder)
+    (folder / "added_tokens.json").write_text('{"zebrafish": 30522}')
+    lines = ["the cat sat on the mat", "Zebrafish swim in schools", "a cat and a zebrafish"] * 20
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pieces = train_wordpiece([corpus], 64, min_frequency=1, limit_alphabet=None,
+                             special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"])  # fmt: skip
+    save_vocabulary(folder, pieces)
+    assert sorted(path.name for path in folder.iterdir()) == ["tokenizer_config.json", "vocab.txt"]
+    for left in (None, "special_tokens_map.json"):
+        if left:
+            (folder / left).write_text('{"mask_token": "[MASK]", "pad_token": "[UNK]"}')
+        ours, theirs = BertTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(str(folder))
+        assert len(theirs) == len(ours) == len(pieces) and theirs.mask_token is ours.mask_token is None
+        assert theirs.pad_token == ours.pad_token == "[PAD]"
+        text = "a zebrafish [MASK] cat [PAD]"
+        assert theirs(text)["input_ids"] == ours(text)["input_ids"]
+
+
+@pytest.mark.parametrize("stale", ["tokenizer.json", "special_tokens_map.json", "added_tokens.json"])
+def test_a_vocabulary_save_that_fails_puts_the_removed_files_back(tmp_path, monkeypatch, stale):
+    """The removal is part of the save (formats/file_sets.py): interrupted after removing any of the
+    stale files, every file, the removed ones included, is what it was."""
     folder = tmp_path / "folder"
     folder.mkdir()
-    old = {"vocab.txt": "old\n", "tokenizer_config.json": "{}", "tokenizer.json": '{"old": 1}'}
+    old = {"vocab.txt": "old\n", "tokenizer_config.json": "{}", "tokenizer.json": '{"old": 1}',
+           "special_tokens_map.json": '{"mask_token": "[MASK]"}', "added_tokens.json": '{"x": 6}'}  # fmt: skip
     for name, text in old.items():
         (folder / name).write_text(text)
     unlink = Path.unlink
 
     def interrupted(path, missing_ok=False):
         unlink(path, missing_ok=missing_ok)
-        if path.name == "tokenizer.json":
+        if path.name == stale:
             raise KeyboardInterrupt
 
     monkeypatch.setattr(Path, "unlink", interrupted)

@@ -135,3 +135,80 @@ def test_a_refused_call_changes_nothing_and_a_str_is_not_a_list(both):
     with pytest.raises(TypeError, match="must be a list of tokens, got the str '<e1>'"):
         ours.extra_special_tokens = "<e1>"
     assert (ours.extra_special_tokens, ours.all_special_ids, len(ours)) == before
+
+
+def _seen(tokenizer) -> dict:
+    """What a user sees of a tokenizer's roles: the roles and ids, the special ids, a batch of
+    pairs framed and padded, the special-token mask of framed ids, the pieces of a text holding the
+    pieces in play, and decode skipping special tokens."""
+    text = "a [unused0] b [PAD] c [SEP] d [unused6] e [CLS] [unused1] [unused2] <sep> zzz\u2603"
+    try:
+        batch = tokenizer(["a b", "a"], ["c", "c"], padding=True, return_special_tokens_mask=True)
+        batch = {key: batch[key] for key in ("input_ids", "token_type_ids", "attention_mask", "special_tokens_mask")}
+    except ValueError:  # no pad token (each library says so in its words)
+        batch = "cannot pad"
+    return {
+        "roles": {name: (getattr(tokenizer, name), getattr(tokenizer, f"{name}_id")) for name in ROLE_NAMES},
+        "all_special_ids": tokenizer.all_special_ids,
+        "batch": batch,
+        "framed": tokenizer("a", "b")["input_ids"],
+        "mask": tokenizer.get_special_tokens_mask([101, 5, 102, 7, 1, 0, 2, 3], already_has_special_tokens=True),
+        "tokens": tokenizer.tokenize(text),
+        "decoded": tokenizer.decode([101, 1, 0, 1037, 102, 7, 2, 3, 100], skip_special_tokens=True),
+        "unknown": (tokenizer.convert_tokens_to_ids("qqqzzz"), tokenizer("\u2603")["input_ids"]),
+        "len": len(tokenizer),
+    }
+
+
+ROLE_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+ROLE_CHANGES = {  # as a user changes a role: the attribute (token or id), or add_special_tokens
+    "pad_token = [unused0]": lambda t: setattr(t, "pad_token", "[unused0]"),
+    "pad_token_id = 1": lambda t: setattr(t, "pad_token_id", 1),
+    "pad_token = None": lambda t: setattr(t, "pad_token", None),
+    "mask_token = [unused3]": lambda t: setattr(t, "mask_token", "[unused3]"),
+    "cls_token = [unused1]": lambda t: setattr(t, "cls_token", "[unused1]"),
+    "sep_token_id = 7": lambda t: setattr(t, "sep_token_id", 7),
+    "unk_token = [unused2]": lambda t: setattr(t, "unk_token", "[unused2]"),
+    "then add_special_tokens": lambda t: (setattr(t, "pad_token", "[unused0]"),
+                                          t.add_special_tokens({"pad_token": "[unused0]"}))[1],  # fmt: skip
+    "add_special_tokens sep [unused6]": lambda t: t.add_special_tokens({"sep_token": "[unused6]"}),
+    "add_special_tokens sep <sep>": lambda t: t.add_special_tokens({"sep_token": "<sep>"}),
+    "add_special_tokens cls [unused1]": lambda t: t.add_special_tokens({"cls_token": "[unused1]"}),
+}
+
+
+@pytest.mark.parametrize("change", sorted(ROLE_CHANGES))
+def test_a_role_changed_as_transformers_changes_it(both, tmp_path, change):
+    """``tokenizer.pad_token = "[unused0]"`` left pad_token_id at 0 (padding with [PAD] where
+    transformers pads with [unused0], and disagreeing with minibert's own saved copy), and
+    ``add_special_tokens({"sep_token": ...})`` re-framed every input where transformers keeps its
+    post-processor's [SEP]. Now, as in transformers 5: the role and its id change together (padding,
+    all_special_ids, the mask of framed ids), while the framing, the pieces cut out as typed,
+    decode's skipping and WordPiece's [UNK] stay as the tokenizer was made; saved and loaded again
+    (by either library), the tokenizer takes the new roles for all of them, as transformers' own
+    save does."""
+    ours, theirs = both
+    assert ROLE_CHANGES[change](ours) == ROLE_CHANGES[change](theirs)
+    assert _seen(ours) == _seen(theirs)
+    ours.save_pretrained(tmp_path / "ours")
+    theirs.save_pretrained(str(tmp_path / "theirs"))
+    reloaded = _seen(BertTokenizer.from_pretrained(tmp_path / "ours"))
+    assert reloaded == _seen(transformers.AutoTokenizer.from_pretrained(str(tmp_path / "ours")))
+    assert reloaded == _seen(transformers.AutoTokenizer.from_pretrained(str(tmp_path / "theirs")))
+
+
+def test_a_role_the_tokenizer_cannot_take_is_refused(both, vocab_file):
+    """A piece the tokenizer lacks (transformers silently gives it [UNK]'s id: padding with [UNK]),
+    and no [UNK], [CLS] or [SEP] at all, are refused; the error of padding without a pad piece
+    names the tokenizer's pad_token (it named [PAD] whatever the pad token was)."""
+    ours, _ = both
+    with pytest.raises(ValueError, match=r"pad_token = '<pad>': the tokenizer has no such piece .*add_special_tokens"):
+        ours.pad_token = "<pad>"
+    for name in ("unk_token", "cls_token", "sep_token"):
+        with pytest.raises(ValueError, match=f"{name} cannot be None"):
+            setattr(ours, name, None)
+    with pytest.raises(ValueError, match="no piece has that id"):
+        ours.pad_token_id = 10**6
+    assert ours.pad_token == "[PAD]" and ours(["a b", "a"], padding=True)["input_ids"][1][-1] == 0
+    with pytest.raises(ValueError, match=r"cannot pad: the vocabulary vocab.txt has no <pad> piece"):
+        BertTokenizer(vocab_file, pad_token="<pad>")(["a b", "a"], padding=True)

@@ -72,8 +72,7 @@ def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, targets: str
         raise TypeError(f"targets must be a str or a list of str, got {type(targets).__name__}")
     bert, tokenizer = load_with_fallback(model, BertForMaskedLM, "mlm_head", device=device)
     if tokenizer.mask_token_id is None:
-        vocabulary = tokenizer.vocab_file.name
-        raise ValueError(f"cannot fill a mask: the vocabulary {vocabulary} has no {tokenizer.mask_token} piece")
+        raise ValueError(f"cannot fill a mask: {tokenizer.role_missing('mask_token')}")
     target_ids = None if targets is None else _target_ids(tokenizer, wanted)
     answers = [_fill_one(bert, tokenizer, one, top_k, target_ids) for one in texts]
     return answers[0] if isinstance(text, str) else answers

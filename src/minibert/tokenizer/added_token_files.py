@@ -13,7 +13,8 @@ transformers 5 (``PreTrainedTokenizerBase._from_pretrained``) reads them so, and
 
 1. A config with ``added_tokens_decoder``: those tokens alone. special_tokens_map.json,
    added_tokens.json and tokenizer.json's ``added_tokens`` are not read at all.
-2. Otherwise, in this order: special_tokens_map.json's roles replace the config's, its
+2. Otherwise, in this order: special_tokens_map.json's roles replace the config's (null: no such
+   role, as a null in the config says where the map does not name the role), its
    ``extra_special_tokens`` join the config's, and its ``additional_special_tokens`` count only
    where the config names no extra special tokens; then added_tokens.json, each token special
    (matched as typed) if it is a role or an extra special token known by then (not the map's
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from ..errors import CheckpointError
 from .added_tokens import AddedToken
-from .files import SPECIAL_TOKEN_NAMES, special_token_list
+from .files import SPECIAL_TOKEN_NAMES, role_token, special_token_list
 from .tokenizer_json import read_json_object
 
 
@@ -42,9 +43,14 @@ def merge_legacy_files(settings: dict, find, json_added: list | None, json_file)
     map_file = find("special_tokens_map.json")
     if map_file is not None:
         values = read_json_object(map_file)
+        nulls = dict(settings.get("null_roles", {}))  # role → the file that sets it null
         for name in SPECIAL_TOKEN_NAMES:
             if name in values:
-                settings[name] = _token_content(values[name], f"{map_file}: {name}")
+                settings[name] = role_token(values[name], f"{map_file}: {name}")
+                nulls.pop(name, None)
+                if settings[name] is None:
+                    nulls[name] = str(map_file)
+        settings["null_roles"] = nulls
         if "extra_special_tokens" in values:
             extra = special_token_list(values["extra_special_tokens"], f"{map_file}: extra_special_tokens")
             known_extra += [token for token in extra if token not in known_extra]
@@ -56,7 +62,7 @@ def merge_legacy_files(settings: dict, find, json_added: list | None, json_file)
     sources = []
     added_file = find("added_tokens.json")
     if added_file is not None:
-        special = {settings[name] for name in SPECIAL_TOKEN_NAMES if name in settings} | set(known_extra)
+        special = {settings[name] for name in SPECIAL_TOKEN_NAMES if settings.get(name)} | set(known_extra)
         entries.update(_read_added_tokens_json(added_file, special))
         sources.append(str(added_file))
     if json_added:
@@ -78,11 +84,3 @@ def _read_added_tokens_json(path, special: set[str]) -> dict[int, AddedToken]:
             raise CheckpointError(f"{path}: {content[:40]!r}: {str(index)[:40]} is not a token id")
         tokens[index] = AddedToken(content, normalized=content not in special, special=content in special)
     return tokens
-
-
-def _token_content(value, where: str) -> str:
-    """A role's token: a str, or a serialized AddedToken ({"content": ...})."""
-    content = value.get("content") if isinstance(value, dict) else value
-    if not isinstance(content, str) or not content:
-        raise CheckpointError(f"{where} must be a token (a string), got {str(value)[:80]}")
-    return content

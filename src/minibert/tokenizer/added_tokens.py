@@ -34,6 +34,7 @@ transformers' tokenizer disagreeing with its own saved copy (``check_readdable``
 from __future__ import annotations
 
 import re
+from collections import ChainMap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,15 +127,22 @@ class AddedTokens:
     It shares the tokenizer's ``vocab`` ({piece: id}) and ``ids_to_tokens``, and enters each added
     piece there; ``basic`` (algorithm.BasicTokenizer) is the normalization an ordinary added token
     is matched after; ``vocab_file``, the file the vocabulary was read from (vocab.txt, or a
-    tokenizer.json), is named when a new id cannot be given."""
+    tokenizer.json), is named when a new id cannot be given.
+
+    Adding a token costs the same however many were added before (``add_tokens`` called once per
+    token, in a loop, stays linear): each token is normalized once, when registered, and checked
+    against an index of the spellings kept up to date (``by_spelling``); the matchers, whose regular
+    expressions take time in the number of tokens to compile, are built when a text next needs
+    them, not at every addition."""
 
     def __init__(self, vocab: dict[str, int], ids_to_tokens: dict[int, str], basic, vocab_file=None):
         self.vocab, self.ids_to_tokens, self.basic, self.vocab_file = vocab, ids_to_tokens, basic, vocab_file
         self.tokens: dict[str, AddedToken] = {}  # content → token, in the order added
         self.spellings: dict[int, str] = {}  # id → the piece as shown, where it is not vocab.txt's line
+        self.by_spelling: dict[str, str] = {}  # normalized spelling → content, of those matched after it
         self.next_id = max(len(vocab), max(ids_to_tokens, default=-1) + 1)  # kept by register
-        self.as_typed = self.after_normalization = Matcher({})
-        self.skipped_when_decoding: frozenset[int] = frozenset()
+        self.roles: tuple[str, ...] = ()  # the roles the tokenizer was made with: special from the start
+        self._matchers: tuple | None = None  # (as typed, after normalization, skipped); None: to build
 
     def normalized(self, text: str) -> str:
         return self.basic.normalize(self.basic.clean(text))
@@ -145,10 +153,13 @@ class AddedTokens:
         self.vocab[token.content] = index
         self.ids_to_tokens.setdefault(index, token.content)
         self.next_id = max(self.next_id, len(self.vocab), index + 1)
+        before = self.spellings.pop(index, None)
+        if before is not None and self.by_spelling.get(before) == token.content:
+            del self.by_spelling[before]
         if token.normalized:  # shown as matched: normalized ("NewWord" → "newword", "中" → " 中 ")
-            self.spellings[index] = self.normalized(token.content)
-        else:
-            self.spellings.pop(index, None)
+            self.spellings[index] = spelling = self.normalized(token.content)
+            self.by_spelling[spelling] = token.content
+        self._matchers = None
 
     def restore(self, entries, source) -> None:
         """Added tokens read from the files (tokenizer_config.json's ``added_tokens_decoder``,
@@ -199,22 +210,25 @@ class AddedTokens:
                 except ValueError as error:
                     raise CheckpointError(f"{source}: {error}") from None
 
-    def check_addable(self, token: AddedToken, specials: set[str], spellings: dict[str, str]) -> None:
+    def check_addable(self, token: AddedToken, specials: set[str], spellings) -> None:
         """Refuse what transformers does not do reproducibly (see the module doc). ``spellings``:
-        the normalized spelling → content of each added token matched after normalization so far;
-        the token's own is recorded in it (one lookup per token, however many were added)."""
+        the normalized spelling → content of each added token matched after normalization so far
+        (None: no longer); the token's own is recorded in it (one lookup per token, however many
+        were added)."""
         if token.content in specials and not token.special:
             raise ValueError(f"{token.content!r} is a special token; transformers would turn it into an "
                              "ordinary token matched after normalization, which minibert does not do")  # fmt: skip
         normalized = self.normalized(token.content)
         if not token.normalized:
             if spellings.get(normalized) == token.content:  # it was matched after normalization until now
-                del spellings[normalized]
+                spellings[normalized] = None
             return
         if not normalized:
             raise ValueError(f"{token.content!r} is empty once normalized ({self._emptied_by(token)}), so "
                              "it would match between every two characters")  # fmt: skip
-        other = spellings.setdefault(normalized, token.content)
+        other = spellings.get(normalized)
+        if other is None:
+            spellings[normalized] = other = token.content
         if other != token.content:
             raise ValueError(f"{token.content!r} and the added token {other!r} are both "
                              f"{normalized!r} once normalized: which id such text gets is not defined "
@@ -246,8 +260,8 @@ class AddedTokens:
     def add(self, tokens: list[AddedToken], specials: set[str], caller: str = "add_tokens") -> int:
         """``add_tokens``: every token checked first (a refused call adds nothing), then each new
         or changed one registered (the next id, or the vocabulary's). Returns how many, as
-        transformers counts them; the caller makes the matchers again. A refusal's ValueError
-        begins with ``caller``, the method the user called."""
+        transformers counts them (the matchers are built again when next needed). A refusal's
+        ValueError begins with ``caller``, the method the user called."""
         try:
             accepted = self._accepted(tokens, specials)
         except ValueError as error:
@@ -261,15 +275,15 @@ class AddedTokens:
 
     def _accepted(self, tokens: list[AddedToken], specials: set[str]) -> list[AddedToken]:
         """The tokens of one call that are new or changed, each checked (ValueError: refused)."""
-        spellings = {self.spellings[self.vocab[content]]: content for content, token in self.tokens.items()
-                     if token.normalized}  # fmt: skip
+        spellings = ChainMap({}, self.by_spelling)  # this call's changes over the tokens' (not copied)
+        specials = {*specials, *self.roles}
         accepted: list[AddedToken] = []
         pending: dict[str, AddedToken] = {}  # content → the token accepted last for it in this call
         for token in tokens:
             previous = pending.get(token.content, self.tokens.get(token.content))
             if not token.content or previous == token:
                 continue  # as transformers: empty, or already added alike; not counted
-            if token.special and token.content in specials:
+            if token.special and token.content in self.roles:
                 continue
             if previous is not None:
                 self.check_readdable(previous, token)
@@ -278,7 +292,18 @@ class AddedTokens:
             pending[token.content] = token
         return accepted
 
-    def make_matchers(self, roles: list[str]) -> None:
+    def set_roles(self, roles: list[str]) -> None:
+        """The roles the tokenizer is made with ([UNK], [SEP], [PAD], [CLS], [MASK]: pieces of the
+        vocabulary): matched as typed and skipped by decode for good, as ``tokenizers`` holds them
+        from the start; a role assigned later (``tokenizer.pad_token = ...``) is not, until saved
+        and loaded again, as in transformers."""
+        self.roles, self._matchers = tuple(roles), None
+
+    as_typed = property(lambda self: self._built()[0])  # a Matcher (built when first needed: _built)
+    after_normalization = property(lambda self: self._built()[1])  # a Matcher
+    skipped_when_decoding = property(lambda self: self._built()[2])  # frozenset of ids
+
+    def _built(self) -> tuple[Matcher, Matcher, frozenset[int]]:
         """What is cut out of a text before the basic tokenizer: the roles ([CLS], [SEP], ...) and
         the added tokens matched as typed, then the added tokens matched after normalization (a
         token a file gives as normalized stays so, even if it is also named special). decode's
@@ -286,18 +311,23 @@ class AddedTokens:
         each token whose shown piece is a special token's content — a role or a token added as
         special: so also an ordinary token shown in the spelling of a special one (``"NewWord"``,
         shown ``newword``, once ``"newword"`` is added as special)."""
+        if self._matchers is not None:
+            return self._matchers
+        roles = self.roles
         as_typed = {token: self.vocab[token] for token in roles if token not in self.tokens}
         normalized: dict[str, int] = {}
         for content, token in self.tokens.items():
+            index = self.vocab[content]
             if token.normalized:
-                normalized[self.normalized(content)] = self.vocab[content]
+                normalized[self.spellings[index]] = index
             else:
-                as_typed[content] = self.vocab[content]
-        self.as_typed, self.after_normalization = Matcher(as_typed), Matcher(normalized)
+                as_typed[content] = index
         special = set(roles) | {content for content, token in self.tokens.items() if token.special}
         shown = {index: self.spellings.get(index, self.ids_to_tokens[index])
                  for index in (self.vocab[token] for token in (*roles, *self.tokens))}  # fmt: skip
-        self.skipped_when_decoding = frozenset(index for index, piece in shown.items() if piece in special)
+        skipped = frozenset(index for index, piece in shown.items() if piece in special)
+        self._matchers = (Matcher(as_typed), Matcher(normalized), skipped)
+        return self._matchers
 
     def none_in(self, text: str) -> bool:
         """No added or special token can occur in ``text`` (the tokenizer's fast path)."""

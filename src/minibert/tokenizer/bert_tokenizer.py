@@ -24,7 +24,7 @@ from .algorithm import WordPieceTokenizer, clean_up_tokenization, join_pieces, p
 from .arguments import VERY_LARGE_INTEGER, check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
 from .directory import read_tokenizer_files, write_tokenizer_files
-from .encoding import Pieces, check_side
+from .encoding import Pieces
 from .fast_basic import FastBasicTokenizer
 from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, casing_contradiction
 from .special_tokens import SpecialTokens, token_strings
@@ -86,8 +86,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         self._base_vocab = dict(self.vocab)  # what WordPiece was trained with; vocab.txt when saved
         self._base_vocab_size = len(self._base_vocab)
         self.model_max_length = model_max_length
-        self.padding_side = check_side(padding_side, "padding_side")
-        self.truncation_side = check_side(truncation_side, "truncation_side")
+        self.padding_side, self.truncation_side = padding_side, truncation_side  # (checked: call_request.Side)
         check_flags(clean_up_tokenization_spaces=clean_up_tokenization_spaces)
         self.clean_up_tokenization_spaces = clean_up_tokenization_spaces  # decode's default
         self.do_basic_tokenize = do_basic_tokenize
@@ -102,7 +101,6 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         self.wordpiece = WordPieceTokenizer(self._base_vocab, self.unk_token_id)
         self.added.check_restored(source)
         self._register_extra_special_tokens()
-        self._make_matchers()
         self._warned_too_long = False
 
     model_input_names = ["input_ids", "token_type_ids", "attention_mask"]  # what BertModel takes
@@ -134,7 +132,9 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         settings.update(replaced)
         if do_lower_case is not None:
             settings["do_lower_case"] = _casing_asked(do_lower_case, settings, vocab, name_or_path)
+        null_roles = settings.pop("null_roles", {})
         tokenizer = cls(vocab_file, vocab=vocab, **settings)
+        tokenizer._null_roles = null_roles  # which file left [PAD] or [MASK] out (named when one is needed)
         tokenizer._vocab_is_file = vocab_is_file  # vocab.txt's own bytes are saved (a piece listed twice kept)
         tokenizer.name_or_path = os.fspath(name_or_path)
         return tokenizer
@@ -217,7 +217,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         words: list[int] = []
         for word_index, (added, word, origins) in enumerate(self._units(text, track=True)):
             word_ids = [added] if added is not None else self.wordpiece.pieces(word)
-            if added is not None or word_ids == [self.unk_token_id]:  # the whole word (or [UNK] itself)
+            if added is not None or word_ids == [self.wordpiece.unk_id]:  # the whole word (or [UNK] itself)
                 offsets.append((origins[0], origins[-1] + 1))
             else:
                 offsets.extend(piece_spans([self.ids_to_tokens[piece] for piece in word_ids], origins))

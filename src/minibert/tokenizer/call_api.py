@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import InputTypeError
 from .arguments import check_count, has_length_limit
-from .call_request import CallRequest, padding_mode
+from .call_request import CallRequest, Side, padding_mode
 from .encoding import (
     PAD_VALUES,
     BatchEncoding,
@@ -70,11 +70,15 @@ class TransformersCallAPI(Transformers4Calls):
     # is pure Python, but it has all of them, with the fast tokenizer's results: True.
     is_fast = True
 
+    padding_side = Side()  # "right" or "left", checked when assigned (call_request.py)
+    truncation_side = Side()
+
     # ------------------------------------------------------------------ framing
 
     def build_inputs_with_special_tokens(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
-        """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (framing.py)."""
-        return frame(self.cls_token_id, self.sep_token_id, ids_a, ids_b)
+        """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (framing.py), with the [CLS] and [SEP] the
+        tokenizer was made with (a role assigned since frames once saved and loaded, as in transformers)."""
+        return frame(*self._framing_ids, ids_a, ids_b)
 
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
         """How many tokens the framing adds: 2 ([CLS] A [SEP]) or 3 for a pair."""
@@ -217,8 +221,11 @@ class TransformersCallAPI(Transformers4Calls):
         if request.padding is not None and columns["input_ids"]:
             longest = max(map(len, columns["input_ids"]))
             target = padded_length(longest, request.padding, request.max_length, request.pad_to_multiple_of)
-            pad_rows(columns, target, request.padding_side, self.pad_token_id, self.vocab_file.name)
+            pad_rows(columns, target, request.padding_side, self.pad_token_id, self._no_pad())
         return columns, sample_of_row
+
+    def _no_pad(self) -> str:
+        return "" if self.pad_token_id is not None else self.role_missing("pad_token")
 
     def _warn_too_long(self, length: int) -> None:
         """A warning for a row the model cannot take, once per tokenizer (where transformers warns too),
@@ -325,7 +332,7 @@ class TransformersCallAPI(Transformers4Calls):
             max_length = self.model_max_length if mode == "max_length" and max_length is None else max_length
             longest = max(map(len, columns["input_ids"]))
             target = padded_length(longest, mode, max_length, pad_to_multiple_of)
-            pad_rows(columns, target, side, self.pad_token_id, self.vocab_file.name)
+            pad_rows(columns, target, side, self.pad_token_id, self._no_pad())
         if return_attention_mask is False:  # (transformers keeps an unpadded one: ragged, out of step)
             columns.pop("attention_mask", None)
         if return_tensors is not None:

@@ -21,6 +21,22 @@ from .encoding import TRUNCATION_STRATEGIES, check_side
 from .framing import added_by_framing
 
 
+class Side:
+    """A tokenizer's ``padding_side`` or ``truncation_side`` ("right" or "left"), checked when it is
+    assigned (``tokenizer.truncation_side = "left"``, as the docs show): a misspelt side would
+    otherwise be read as the other one at every call (transformers raises a ValueError at the call),
+    and ``save_pretrained`` would write a tokenizer_config.json that no reader takes."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name, self.attribute = name, f"_{name}"
+
+    def __get__(self, tokenizer, owner=None):
+        return self if tokenizer is None else tokenizer.__dict__.get(self.attribute, "right")
+
+    def __set__(self, tokenizer, value: str) -> None:
+        tokenizer.__dict__[self.attribute] = check_side(value, self.name)
+
+
 @dataclass(frozen=True)
 class CallRequest:
     """One tokenizer call's arguments, parsed and checked once."""

@@ -14,7 +14,7 @@ from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.file_sets import write_files_together
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
-from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, google_lower_case, read_tokenizer_config
+from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, check_framing_roles, google_lower_case, read_tokenizer_config
 from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
 from .vocab_file import load_vocab
 
@@ -54,12 +54,43 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         settings["do_lower_case"] = lower
         logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
                     "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
-    settings.update(from_json)  # tokenizer.json's pipeline is what `tokenizers` runs: it wins
     if "added_tokens" in settings:  # the config's added_tokens_decoder: transformers reads no other file for them
         settings["added_tokens_file"] = config_file
     else:
         settings = merge_legacy_files(settings, find, json_added, json_file)
+    check_framing_roles(settings)
+    if from_json:
+        lowercase_first = from_json.pop("lowercase_first")
+        if config_file is not None:
+            _check_same_settings(from_json, json_file, settings, config_file)
+        settings.update(from_json, do_lower_case=from_json["do_lower_case"] or lowercase_first)
     return Path(vocab_file), vocab, vocab_is_file, settings
+
+
+# What transformers 5's BertTokenizer builds from tokenizer_config.json (its defaults where the file
+# says nothing), ignoring tokenizer.json's normalizer, post-processor and model.unk_token.
+_CONFIG_DEFAULTS = {"do_lower_case": True, "strip_accents": None, "tokenize_chinese_chars": True,
+                    "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}  # fmt: skip
+
+
+def _check_same_settings(from_json: dict, json_file, settings: dict, config_file) -> None:
+    """A folder with tokenizer.json (no vocab.txt) and tokenizer_config.json: transformers 5 rebuilds
+    the normalizer, the [CLS] A [SEP] framing and WordPiece's [UNK] from the config's settings, while
+    ``tokenizers`` (what the file says) runs tokenizer.json's; where the two disagree, the libraries
+    give other ids, and minibert refuses the folder (transformers' own save after
+    ``add_special_tokens({"sep_token": ...})`` is one). A Lowercase step in front of tokenizer.json's
+    BertNormalizer is not compared: sentence-transformers adds it (``do_lower_case`` in its
+    sentence_bert_config.json) to the tokenizer AutoTokenizer gives, and minibert lowercases there,
+    as sentence-transformers does."""
+    config = {name: settings.get(name, default) for name, default in _CONFIG_DEFAULTS.items()}
+    if config["strip_accents"] is None:  # (follows do_lower_case, in both libraries)
+        config["strip_accents"] = config["do_lower_case"]
+    for name, value in config.items():
+        if from_json[name] != value:
+            raise CheckpointError(f"{json_file} and {config_file} disagree on {name} ({from_json[name]!r} in "
+                                  f"tokenizer.json, {value!r} in the config): transformers builds its tokenizer from "
+                                  "the config's settings, the tokenizers library from tokenizer.json's, so the two "
+                                  "give other ids; minibert refuses the folder (make the files agree)")  # fmt: skip
 
 
 def _check_same_vocabulary(vocab: dict, vocab_file, json_vocab: dict, json_file) -> None:
@@ -105,7 +136,7 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
         "truncation_side": tokenizer.truncation_side,
         "clean_up_tokenization_spaces": tokenizer.clean_up_tokenization_spaces,
         **specials,
-        **({"added_tokens_decoder": added} if tokenizer.added.tokens else {}),
+        "added_tokens_decoder": added,  # always (the roles at least): then no reader takes an older file's
     }
     named = {name: token for name, token in specials.items() if token is not None}  # (the map names tokens)
     files = {
@@ -129,12 +160,14 @@ def write_tokenizer_files(tokenizer, save_directory) -> tuple[str, ...]:
     """``BertTokenizer.save_pretrained``: the directory (created if needed), the files together or
     not at all (formats/file_sets.py). A ``tokenizer.json`` already there (transformers 5 saves
     one) is removed with them: transformers and ``tokenizers`` read it before vocab.txt, and
-    minibert its added tokens, so left there it would tokenize as the tokenizer saved before."""
+    minibert its added tokens, so left there it would tokenize as the tokenizer saved before; so is
+    an ``added_tokens.json`` (files.py ``STALE_FILES``), which a reader takes where a config lacks
+    ``added_tokens_decoder`` (minibert's always has it now, as transformers' slow tokenizer writes it)."""
     directory = Path(save_directory)
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"save_pretrained: {directory} exists and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
     files = tokenizer_files(tokenizer)
     write_files_together({directory / name: data for name, data in files.items()},
-                         remove=[directory / name for name in STALE_FILES])  # fmt: skip
+                         remove=[directory / name for name in STALE_FILES if name not in files])  # fmt: skip
     return tuple(str(directory / name) for name in files)

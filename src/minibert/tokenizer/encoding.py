@@ -321,18 +321,17 @@ def padded_length(longest: int, mode: str, max_length: int | None, multiple: int
     return target
 
 
-def pad_rows(columns: dict[str, list[list]], target: int, side: str, pad_id: int | None, vocab_name: str) -> None:
-    """Pad, in place, every row of every column shorter than ``target``."""
+def pad_rows(columns: dict[str, list[list]], target: int, side: str, pad_id: int | None, no_pad: str = "") -> None:
+    """Pad, in place, every row of every column shorter than ``target`` (``no_pad``: why there is
+    no ``pad_id``, for the error a row to pad then raises)."""
     pad_values = {**PAD_VALUES, "input_ids": pad_id}
     for row_index, ids in enumerate(columns["input_ids"]):
         missing = target - len(ids)
         if missing <= 0:
             continue
         if pad_id is None:
-            raise ValueError(
-                f"cannot pad: the vocabulary {vocab_name} has no [PAD] piece "
-                "(pass padding=False, or a pad_token that is in it)"
-            )
+            raise ValueError(f"cannot pad: {no_pad} (pass padding=False, or set tokenizer.pad_token to a piece of "
+                             "the vocabulary)")  # fmt: skip
         for key, rows in columns.items():
             if key not in pad_values:
                 continue

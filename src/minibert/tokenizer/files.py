@@ -22,9 +22,12 @@ _DEFAULT_SPECIAL_TOKENS = {
     "mask_token": "[MASK]",
 }
 
-# What minibert's savers do not write but every reader prefers to what they write (transformers and
-# `tokenizers` read tokenizer.json before vocab.txt): one left from another save is removed with them.
-STALE_FILES = ("tokenizer.json",)
+# Files a reader takes before, or merges into, what minibert's savers write: transformers and
+# `tokenizers` read tokenizer.json before vocab.txt; without added_tokens_decoder in the config (an
+# older save's, or another program's), transformers reads the roles of special_tokens_map.json and the
+# tokens of added_tokens.json. A saver removes each of them it does not write, with the files it writes,
+# so that a folder holds the tokenizer saved, not a mix with the one saved there before.
+STALE_FILES = ("tokenizer.json", "added_tokens.json", "special_tokens_map.json")
 
 
 def capitalised_words(vocab) -> list[str]:
@@ -124,25 +127,60 @@ def read_tokenizer_config(config_file: Path) -> dict:
     if "added_tokens_decoder" in config:
         where = f"{config_file}: added_tokens_decoder"
         settings["added_tokens"] = read_added_tokens(config["added_tokens_decoder"], where)
+    listed = {token.content for _, token in settings.get("added_tokens", [])}
     for name in SPECIAL_TOKEN_NAMES:
-        value = config.get(name)
-        if isinstance(value, dict):  # serialized AddedToken
-            value = value.get("content")
-        if isinstance(value, str):
-            settings[name] = value
+        if name in config:
+            settings[name] = role_token(config[name], f"{config_file}: {name}", listed=listed)
+            if settings[name] is None:
+                settings.setdefault("null_roles", {})[name] = str(config_file)
     return settings
 
 
+def role_token(value, where: str, listed=()) -> str | None:
+    """A role's token as a file gives it (tokenizer_config.json, special_tokens_map.json): a str;
+    null, which transformers reads as no such role (None: a tokenizer without [PAD] cannot pad); or
+    a serialized AddedToken (``{"content": "[MASK]", "lstrip": false, ...}``), whose options
+    transformers honours: one matched in a way minibert does not (``single_word``, ``lstrip``,
+    ``rstrip``, or a special token matched after normalization) is a CheckpointError naming the file
+    and field, as the same token in ``added_tokens_decoder`` is, unless its content is ``listed``
+    there (transformers then takes that entry's options instead)."""
+    if value is None:
+        return None
+    content = value.get("content") if isinstance(value, dict) else value
+    if not isinstance(content, str) or not content:
+        raise CheckpointError(f"{where} must be a token (a string), got {short_json(value)}")
+    if isinstance(value, dict) and content not in listed:
+        flags = {name: value[name] for name in _ADDED_TOKEN_FLAGS if name in value and name != "special"}
+        if not all(isinstance(flag, bool) for flag in flags.values()):
+            raise CheckpointError(f"{where}: non-boolean flags {flags}")
+        try:
+            AddedToken.of(AddedToken(content, **flags), special=True)
+        except NotImplementedError as error:
+            raise CheckpointError(f"{where}: {error}") from None
+    return content
+
+
+def check_framing_roles(settings: dict) -> None:
+    """[UNK], [CLS] and [SEP] a folder's files set to null (``settings["null_roles"]``: which file
+    did) are refused: BERT frames every input with [CLS] and [SEP] and spells a word its vocabulary
+    lacks as [UNK], and transformers, given null, frames with stand-in ids (2 and 3) whatever the
+    vocabulary holds there."""
+    for name in ("unk_token", "cls_token", "sep_token"):
+        if name in settings and settings[name] is None:
+            raise CheckpointError(f"{settings['null_roles'][name]}: {name} is null; BERT needs it to frame (or spell) "
+                                  "every input, and transformers then uses stand-in ids that are not this "
+                                  f"vocabulary's: name the token (\"{_DEFAULT_SPECIAL_TOKENS[name]}\")")  # fmt: skip
+
+
 def special_token_list(tokens, where: str) -> list[str]:
-    """A file's list of special tokens (str, or serialized AddedToken dicts; transformers 5 may
-    write {name: token}) as a list of str, or a CheckpointError naming the file."""
+    """A file's list of special tokens (str, or serialized AddedToken dicts, checked as a role's
+    are: ``role_token``; transformers 5 may write {name: token}) as a list of str, or a
+    CheckpointError naming the file."""
     if isinstance(tokens, dict):
         tokens = list(tokens.values())
-    tokens = [token.get("content") if isinstance(token, dict) else token for token in tokens] \
-        if isinstance(tokens, list) else None  # fmt: skip
-    if tokens is None or not all(isinstance(token, str) for token in tokens):
+    if not isinstance(tokens, list) or not all(isinstance(token, (str, dict)) for token in tokens):
         raise CheckpointError(f"{where} must be a list of strings")
-    return tokens
+    return [role_token(token, where) for token in tokens]
 
 
 _ADDED_TOKEN_FLAGS = ("single_word", "lstrip", "rstrip", "normalized", "special")

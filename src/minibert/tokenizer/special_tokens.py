@@ -5,6 +5,13 @@ cannot spell, ``[PAD]`` and ``[MASK]``. transformers lets a user add pieces to a
 (``add_tokens``, ``add_special_tokens``): each is cut out of every text whole before the word
 pieces are made (added_tokens.py). This mixin holds that part of ``BertTokenizer``'s surface, so
 the class itself reads as the algorithm and its files.
+
+A role is also an attribute, as in transformers: ``tokenizer.pad_token = "[unused0]"`` (or
+``pad_token_id = 1``) changes the role and its id together, so padding, ``all_special_ids`` and the
+saved files follow. As in transformers, what the tokenizer was made with stays: the pieces cut out of
+a text as typed and skipped by ``decode(skip_special_tokens=True)`` (``tokenizers``' added tokens),
+the framing ``[CLS] A [SEP]`` (its post-processor) and the id WordPiece gives an unknown word; the
+tokenizer saved and loaded again takes the new roles for all of them (transformers' does too).
 """
 
 from __future__ import annotations
@@ -13,12 +20,45 @@ from collections.abc import Iterable
 
 from ..errors import CheckpointError, InputTypeError
 from .added_tokens import AddedToken
+from .arguments import token_id
 from .files import SPECIAL_TOKEN_NAMES
+
+FRAMING_ROLES = ("unk_token", "sep_token", "cls_token")  # every input needs them: never None
+
+
+def _role(name: str) -> property:
+    """The attribute ``name`` ("pad_token"): the role's token (None: no such role); assigning it sets
+    the role (``SpecialTokens._set_role``)."""
+    return property(lambda self: self._role_tokens[name], lambda self, token: self._set_role(name, token),
+                    doc=f"The {name.removesuffix('_token')} role's token, or None.")  # fmt: skip
+
+
+def _role_id(name: str) -> property:
+    """The attribute ``name + "_id"``: the role's id (None: no role, or a piece the vocabulary
+    lacks); assigning an id sets the role to that id's piece, as in transformers."""
+
+    def get(self) -> int | None:
+        token = self._role_tokens[name]
+        return None if token is None else self.vocab.get(token)
+
+    def set_id(self, index) -> None:
+        piece = None if index is None else self.ids_to_tokens.get(token_id(index))
+        if index is not None and piece is None:
+            raise ValueError(f"{name}_id = {index!r}: no piece has that id")
+        self._set_role(name, piece)
+
+    return property(get, set_id, doc=f"The id of ``{name}``, or None.")
 
 
 class SpecialTokens:
     """The roles, their ids, and the added tokens; mixed into ``BertTokenizer`` (bert_tokenizer.py),
-    which provides ``vocab``, ``vocab_file``, ``added`` and ``do_basic_tokenize``."""
+    which provides ``vocab``, ``ids_to_tokens``, ``vocab_file``, ``added`` and ``do_basic_tokenize``."""
+
+    unk_token, unk_token_id = _role("unk_token"), _role_id("unk_token")
+    sep_token, sep_token_id = _role("sep_token"), _role_id("sep_token")
+    pad_token, pad_token_id = _role("pad_token"), _role_id("pad_token")
+    cls_token, cls_token_id = _role("cls_token"), _role_id("cls_token")
+    mask_token, mask_token_id = _role("mask_token"), _role_id("mask_token")
 
     def _set_special_tokens(self, tokens: dict[str, str], extra: list[str]) -> None:
         """The roles ([UNK], [SEP], [PAD], [CLS], [MASK]) and their ids, and the extra special tokens
@@ -26,14 +66,42 @@ class SpecialTokens:
         [SEP] frame every input; [PAD] and [MASK] are only needed to pad and to mask, so a vocabulary
         without them (Google's test vocabularies) loads, and padding or fill_mask then raise, naming
         the missing piece. An extra special token the tokenizer lacks is added, taking the next id
-        (``_register_extra_special_tokens``), as transformers 5's constructor adds it."""
-        missing = [tokens[name] for name in ("unk_token", "sep_token", "cls_token") if tokens[name] not in self.vocab]
+        (``_register_extra_special_tokens``), as transformers 5's constructor adds it. The roles the
+        vocabulary has are what is matched as typed from now on, and [CLS] and [SEP] the framing."""
+        for name in FRAMING_ROLES:
+            _check_not_none(name, tokens[name])
+        missing = [tokens[name] for name in FRAMING_ROLES if tokens[name] not in self.vocab]
         if missing:
             raise CheckpointError(f"vocabulary file {self.vocab_file} lacks the special tokens {missing}")
-        for name in SPECIAL_TOKEN_NAMES:
-            setattr(self, name, tokens[name])
-            setattr(self, name.replace("_token", "_token_id"), self.vocab.get(tokens[name]))  # None: cannot pad/mask
+        self._role_tokens = {name: getattr(tokens[name], "content", tokens[name]) for name in SPECIAL_TOKEN_NAMES}
         self._extra_special_tokens = list(dict.fromkeys(extra))
+        self._framing_ids = (self.cls_token_id, self.sep_token_id)  # tokenizers' post-processor: made once
+        self.added.set_roles(self._roles())
+
+    def _set_role(self, name: str, token) -> None:
+        """``tokenizer.pad_token = token``: the role (and so its id) is ``token`` (str or AddedToken;
+        None: no such role, refused for [UNK], [CLS] and [SEP]). A piece the tokenizer lacks is
+        refused (transformers would give it [UNK]'s id): ``add_special_tokens`` adds it."""
+        token = getattr(token, "content", token)
+        if name in FRAMING_ROLES:
+            _check_not_none(name, token)
+        if token is not None and (not isinstance(token, str) or token not in self.vocab):
+            raise ValueError(f"{name} = {token!r}: the tokenizer has no such piece (transformers would give it "
+                             "[UNK]'s id); add it with tokenizer.add_special_tokens"
+                             f"({{{name!r}: {token!r}}})")  # fmt: skip
+        self._role_tokens = {**self._role_tokens, name: token}  # (a new dict: a copy.copy keeps its own)
+        self._null_roles = {role: file for role, file in self._null_roles.items() if role != name}
+
+    _null_roles: dict[str, str] = {}  # role → the file that sets it null (from_pretrained)
+
+    def role_missing(self, name: str) -> str:
+        """Why the role ``name`` (``"pad_token"``, ``"mask_token"``) has no id, for the error of
+        what needs it (padding, fill_mask): no such role, or a token the vocabulary lacks."""
+        token = getattr(self, name)
+        if token is None:
+            where = self._null_roles.get(name)
+            return f"the tokenizer has no {name} ({where} sets it null)" if where else f"the tokenizer's {name} is None"
+        return f"the vocabulary {self.vocab_file.name} has no {token} piece"
 
     def _register_extra_special_tokens(self) -> None:
         """Each extra special token not yet an added token becomes one, matched as typed (a new
@@ -41,14 +109,11 @@ class SpecialTokens:
         file already lists as an added token stays as the file has it (transformers 5 does both)."""
         tokens = self._extra_special_tokens
         self.added.add([AddedToken(token, special=True) for token in tokens if token not in self.added.tokens],
-                       set(self._roles()), "BertTokenizer(extra_special_tokens=...)")  # fmt: skip
+                       set(), "BertTokenizer(extra_special_tokens=...)")  # fmt: skip
 
     def _roles(self) -> list[str]:
         """The role tokens the vocabulary has, in transformers' order (unk, sep, pad, cls, mask)."""
         return list(dict.fromkeys(token for token in self.special_tokens_map.values() if token in self.vocab))
-
-    def _make_matchers(self) -> None:
-        self.added.make_matchers(self._roles())
 
     def _normalized(self, text: str) -> str:
         return self.added.normalized(text)
@@ -107,12 +172,10 @@ class SpecialTokens:
             else:
                 roles[name] = given[0].content
             tokens.extend(given)
-        added = self.added.add(tokens, set(self._roles()), "add_special_tokens")
+        added = self.added.add(tokens, set(), "add_special_tokens")
         self._extra_special_tokens = extra
-        for name, token in roles.items():
-            setattr(self, name, token)
-            setattr(self, name.replace("_token", "_token_id"), self.vocab[token])
-        self._make_matchers()
+        self._role_tokens = {**self._role_tokens, **roles}  # (cut out as typed now; the framing stays)
+        self._null_roles = {role: file for role, file in self._null_roles.items() if role not in roles}
         return added
 
     def add_tokens(self, new_tokens, special_tokens: bool = False) -> int:
@@ -135,14 +198,13 @@ class SpecialTokens:
         if not self.do_basic_tokenize and any(token.normalized for token in tokens):
             raise NotImplementedError("add_tokens with do_basic_tokenize=False is not implemented (transformers' "
                                       "fast tokenizer, which minibert follows here, always normalizes)")  # fmt: skip
-        count = self.added.add(tokens, set(self.all_special_tokens))
-        self._make_matchers()
-        return count
+        return self.added.add(tokens, set(self.all_special_tokens))
 
     @property
     def added_tokens_decoder(self) -> dict[int, AddedToken]:
-        """{id: AddedToken}: the roles and every added token, by id, as transformers lists them."""
-        tokens = {self.vocab[t]: AddedToken(t, normalized=False, special=True) for t in self._roles()}
+        """{id: AddedToken}: the roles the tokenizer was made with and every added token, by id, as
+        transformers lists them."""
+        tokens = {self.vocab[t]: AddedToken(t, normalized=False, special=True) for t in self.added.roles}
         tokens.update({self.vocab[content]: token for content, token in self.added.tokens.items()})
         return dict(sorted(tokens.items()))
 
@@ -159,7 +221,7 @@ class SpecialTokens:
     def special_tokens_map(self) -> dict[str, str]:
         """{"unk_token": "[UNK]", "sep_token": "[SEP]", ...}: the special tokens by role (as in
         transformers 5, the extra special tokens are not in it: ``extra_special_tokens``)."""
-        return {name: getattr(self, name) for name in SPECIAL_TOKEN_NAMES}
+        return dict(self._role_tokens)
 
     @property
     def all_special_tokens(self) -> list[str]:
@@ -181,3 +243,9 @@ def token_strings(tokens: Iterable) -> list[str]:
     if not all(isinstance(token, str) and token for token in strings):
         raise InputTypeError(f"extra_special_tokens must be non-empty strings or AddedTokens, got {list(tokens)!r}")
     return strings
+
+
+def _check_not_none(name: str, token) -> None:
+    if token is None:
+        raise ValueError(f"{name} cannot be None: BERT frames every input with [CLS] and [SEP] and spells what "
+                         "its vocabulary lacks as [UNK]")  # fmt: skip

@@ -97,7 +97,9 @@ def read_vocab_and_added_tokens(path: str | os.PathLike) -> tuple[dict, list[tup
 
 def _normalizer_settings(normalizer, refuse) -> dict:
     """BertNormalizer alone, or a Lowercase in front of one (how sentence-transformers adds
-    do_lower_case: lowercase first, accents kept unless the BertNormalizer strips them)."""
+    do_lower_case: lowercase first, accents kept unless the BertNormalizer strips them).
+    ``do_lower_case`` is the BertNormalizer's own flag; ``lowercase_first`` says a Lowercase is in
+    front (directory.py compares the first with tokenizer_config.json and then applies the second)."""
     steps = normalizer.get("normalizers") if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" \
         else [normalizer]  # fmt: skip
     lowercase_first = False
@@ -117,8 +119,8 @@ def _normalizer_settings(normalizer, refuse) -> dict:
     handle_chinese = bert.get("handle_chinese_chars", True)
     if not isinstance(handle_chinese, bool):
         refuse("normalizer.handle_chinese_chars", handle_chinese, "not true or false")
-    return {"do_lower_case": lowercase or lowercase_first, "strip_accents": strip_accents,
-            "tokenize_chinese_chars": handle_chinese}  # fmt: skip
+    return {"do_lower_case": lowercase, "strip_accents": strip_accents, "tokenize_chinese_chars": handle_chinese,
+            "lowercase_first": lowercase_first}  # fmt: skip
 
 
 def _framing(processor, vocab: dict, refuse) -> dict:

@@ -63,6 +63,7 @@ from pathlib import Path
 from ..errors import VocabularySizeError
 from ..formats.atomic_files import why_not_a_folder
 from ..formats.file_sets import write_files_together
+from .added_tokens import AddedToken
 from .fast_basic import FastBasicTokenizer
 from .files import STALE_FILES
 from .word_counts import Progress, count_words
@@ -313,10 +314,12 @@ def check_vocabulary_folder(directory: str | os.PathLike) -> None:
 
 def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowercase: bool = True) -> tuple[str, str]:
     """Write ``vocab.txt`` (one piece per line) and ``tokenizer_config.json`` into an existing
-    directory, together or not at all (formats/file_sets.py; a ``tokenizer.json`` there from
-    another save is removed with them: files.py ``STALE_FILES``), so that minibert's
-    ``BertTokenizer.from_pretrained`` and transformers' ``AutoTokenizer`` load it with the casing it
-    was learned with.
+    directory, together or not at all (formats/file_sets.py; a ``tokenizer.json``,
+    ``special_tokens_map.json`` or ``added_tokens.json`` there from another save is removed with them:
+    files.py ``STALE_FILES``), so that minibert's ``BertTokenizer.from_pretrained`` and transformers'
+    ``AutoTokenizer`` load it with the casing and the roles it was learned with. The config lists
+    the roles in ``added_tokens_decoder``, as transformers' slow tokenizer saves them: a config with
+    one makes every reader ignore such older files.
 
     The config names the special tokens' roles ([UNK], [SEP], [PAD], [CLS], [MASK]) and
     ``model_max_length`` 512 (BERT's positions). A role whose token the pieces lack (``[PAD]`` and
@@ -336,6 +339,9 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
         "model_max_length": 512,
         **{role: token if token in pieces else None for role, token in roles.items()},
     }
+    ids = {piece: index for index, piece in enumerate(pieces) if piece in roles.values()}
+    config["added_tokens_decoder"] = {str(index): AddedToken(piece, normalized=False, special=True).as_json()
+                                      for piece, index in sorted(ids.items(), key=lambda item: item[1])}  # fmt: skip
     vocab_file, config_file = (directory / name for name in VOCABULARY_FILES)
     files = {  # a new vocab.txt beside an old config would tokenize with the old casing
         vocab_file: "".join(piece + "\n" for piece in pieces).encode("utf-8"),
