@@ -9,6 +9,7 @@ requests per file.
 
 ``fail(repo, filename, ...)`` makes it fail as a real hub can: an HTTP status with the hub's error
 code (500, or 403 ``GatedRepo``), a connection closed before any answer, or a body cut short.
+``SilentHub`` is a host that takes connections and never answers, counting them.
 """
 
 from __future__ import annotations
@@ -114,6 +115,44 @@ class HubServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class SilentHub:
+    """A host that accepts connections and never answers (``url``; ``connections``: how many it took)."""
+
+    def __init__(self):
+        import socket
+
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.server.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.accepted: list = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.accepted.append(self.server.accept()[0])
+            except OSError:
+                pass
+
+    @property
+    def connections(self) -> int:
+        return len(self.accepted)
+
+    def __enter__(self) -> SilentHub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+        for connection in self.accepted:
+            connection.close()
+        self.server.close()
 
 
 if __name__ == "__main__":  # serve a directory by hand: python tests/hub_server.py org/name DIR

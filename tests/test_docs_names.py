@@ -31,6 +31,7 @@ OTHER_PROJECTS_FILES = {
     "create_pretraining_data.py", "run_pretraining.py", "optimization.py", "modeling.py",  # google-research/bert
     "train.py",  # nanoGPT's training loop
     "download_glue_data.py",  # nyu-mll/GLUE-baselines: GLUE's data
+    "run_glue.py",  # transformers' examples/pytorch/text-classification
 }  # fmt: skip
 # Flags of Google's scripts (create_pretraining_data.py, run_pretraining.py), named beside minibert's.
 GOOGLE_FLAGS = {"--do_lower_case", "--do_whole_word_mask", "--random_seed", "--dupe_factor", "--max_seq_length",
@@ -39,7 +40,10 @@ GOOGLE_FLAGS = {"--do_lower_case", "--do_whole_word_mask", "--random_seed", "--d
 # Names of other libraries that the pages name as such: transformers' module and method names (which
 # minibert answers with a TransformersNameError that says its own name), playwright's Page.
 OTHER_LIBRARIES_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.wait_for_selector",
-                         "model.gradient_checkpointing_enable", "model.config.output_hidden_states"}  # fmt: skip
+                         "model.gradient_checkpointing_enable", "model.config.output_hidden_states",
+                         # sentence-transformers' SentenceTransformer (docs/migrating.md's table of its names)
+                         "embedder.encode", "model.get_embedding_dimension", "model.max_seq_length",
+                         "model.similarity"}  # fmt: skip
 # Flags that are not minibert's: pip's (the set-up lines).
 PIP_FLAGS = {"--index-url", "--no-deps", "--dry-run"}
 # Heads of dotted names that are another package, though minibert has a module of that name.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import warnings
 
@@ -234,6 +235,36 @@ def test_bad_arguments(embedder):
         embedder.embed([1, 2])
     assert embedder.embed([]).shape == (0, 384)
     assert embedder.embed("one text").shape == (384,)
+
+
+def test_sentence_transformers_spellings_are_answered_with_minibert_s(embedder, minilm_dir, texts):
+    """sentence-transformers' quickstart with the import changed met Python's bare errors
+    (Embedder(path): "missing 1 required positional argument: 'tokenizer'"; encode; "unknown embedding
+    option(s) normalize_embeddings"): each now names minibert's spelling, which computes what theirs does."""
+    import copy
+
+    from minibert.errors import InputTypeError
+
+    st = pytest.importorskip("sentence_transformers")
+    for path in (minilm_dir, str(minilm_dir)):
+        with pytest.raises(InputTypeError, match=r"as SentenceTransformer\(.*\) does: Embedder.from_pretrained\("):
+            Embedder(path)
+    for name, ours in [("encode", "embed(texts)"), ("get_sentence_embedding_dimension", "dimension()"),
+                       ("max_seq_length", "max_length")]:  # fmt: skip
+        with pytest.raises(AttributeError, match=rf"'{name}' \(sentence-transformers' name\): minibert's is "
+                                                 rf"embedder.{re.escape(ours)}"):  # fmt: skip
+            getattr(embedder, name)
+    with pytest.raises(AttributeError, match="minibert's is embedder.max_length"):
+        embedder.max_seq_length = 64  # (it would change nothing)
+    for keyword, ours in [("normalize_embeddings", "normalize=True"), ("show_progress_bar", "progress=True/False")]:
+        with pytest.raises(TypeError, match=rf"{keyword} is sentence-transformers' name: minibert's is {ours}"):
+            embedder.embed(["a"], **{keyword: True})
+    assert copy.copy(embedder).max_length == embedder.max_length  # (copying builds an Embedder without a path)
+    reference = st.SentenceTransformer(str(minilm_dir), device="cpu")
+    assert (embedder.dimension(), embedder.max_length) == (reference.get_embedding_dimension(),
+                                                           reference.max_seq_length)  # fmt: skip
+    expected = reference.encode(texts[:20], normalize_embeddings=True, show_progress_bar=False)
+    assert_close(embedder.embed(texts[:20], normalize=True, progress=False), expected, "the spellings named", 1e-5)
 
 
 # ----------------------------------------------------------------------------- pre-training heads

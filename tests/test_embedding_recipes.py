@@ -245,6 +245,24 @@ def _edit_json(path: Path, change) -> None:
     path.write_text(json.dumps(values))
 
 
+def test_without_modules_json_the_folder_is_a_plain_bert_as_in_sentence_transformers(saved, tmp_path, texts):
+    """Without modules.json sentence-transformers builds its default Transformer and mean pooling and
+    reads none of its own files; minibert read sentence_bert_config.json there (its max_seq_length 16 cut
+    the long texts, 0.46 apart) and its do_lower_case. Now the folder is a plain BERT, as there: the
+    tokenizer's length, mean pooling; no Normalize, no truncate_dim, no prompt."""
+    directory = _copy_of(saved("matryoshka_truncate_dim"), tmp_path)
+    (directory / "modules.json").unlink()
+    _edit_json(directory / "sentence_bert_config.json", lambda values: values.update(max_seq_length=16,
+                                                                                       do_lower_case=True))  # fmt: skip
+    _edit_json(directory / "config_sentence_transformers.json",
+               lambda values: values.update(prompts={"query": "query: "}, default_prompt_name="query"))  # fmt: skip
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    embedder = Embedder.from_pretrained(directory)
+    assert embedder.max_length == reference.max_seq_length != 16
+    assert embedder.dimension() == reference.get_embedding_dimension() == 384
+    compare(_embed(embedder, texts), reference.encode(texts), "no modules.json")
+
+
 def test_unknown_module_is_refused_naming_it(saved, tmp_path):
     directory = _copy_of(saved("mean"), tmp_path)
     _edit_json(directory / "modules.json", lambda modules: modules.append(

@@ -68,6 +68,17 @@ def text_classification_tutorial(lib, path, text="This was a masterpiece. Not co
     return logits, model.config.id2label[predicted_class_id]
 
 
+def run_glue_loading(lib, path):
+    """transformers' examples/pytorch/text-classification/run_glue.py, its loading lines as written
+    (three MNLI labels; the script's defaults for the hub keywords)."""
+    hub = {"cache_dir": None, "revision": "main", "token": None, "trust_remote_code": False}
+    config = lib.AutoConfig.from_pretrained(path, num_labels=3, finetuning_task="mnli", **hub)
+    tokenizer = lib.AutoTokenizer.from_pretrained(path, use_fast=True, **hub)
+    model = lib.AutoModelForSequenceClassification.from_pretrained(path, config=config, ignore_mismatched_sizes=False,
+                                                                   **hub)  # fmt: skip
+    return config, tokenizer, model
+
+
 # ----------------------------------------------------------------------------- the same results
 
 
@@ -101,6 +112,70 @@ def test_text_classification_tutorial_runs_with_only_the_import_changed(minilm_d
                                                 for lib in (minibert, transformers))  # fmt: skip
     print("classification: max |Δ| logits", assert_close(ours, theirs, "logits", ATOL), our_label)
     assert our_label == their_label and our_label in labels.values()
+
+
+@torch.no_grad()
+def test_run_glue_loading_runs_with_only_the_import_changed(minilm_dir, tmp_path):
+    """run_glue.py's first lines failed at once: AutoConfig.from_pretrained took no num_labels (nor
+    cache_dir, token ...), and from_pretrained no config=. The config read with the task's fields gives
+    the model its three labels (a fresh head: the checkpoint has none), and saves as transformers reads it."""
+    (config, tokenizer, model), (their_config, _, reference) = (run_glue_loading(lib, str(minilm_dir))
+                                                                 for lib in (minibert, transformers))  # fmt: skip
+    for name in ("num_labels", "id2label", "label2id", "hidden_size"):
+        assert getattr(config, name) == getattr(model.config, name) == getattr(their_config, name), name
+    assert config.finetuning_task == "mnli"  # metadata, kept as transformers 4 kept it (5 drops it unused)
+    assert model.classifier.out_features == reference.classifier.out_features == 3
+    inputs = tokenizer("The cat sat.", "A cat was sitting.", return_tensors="pt")
+    ours, theirs = (one(**inputs, output_hidden_states=True).hidden_states[-1] for one in (model, reference))
+    print("run_glue: max |Δ| last hidden state", assert_close(ours, theirs, "last hidden state", ATOL))
+    config.save_pretrained(tmp_path / "saved")
+    assert sorted(path.name for path in (tmp_path / "saved").iterdir()) == ["config.json"]  # (no temporary left)
+    again = transformers.AutoConfig.from_pretrained(str(tmp_path / "saved"))
+    assert (again.num_labels, again.finetuning_task, again.id2label) == (3, "mnli", their_config.id2label)
+    reread = minibert.BertConfig.from_pretrained(tmp_path / "saved")
+    assert (reread.id2label, reread.finetuning_task, reread.hidden_size) == (config.id2label, "mnli", 384)
+
+
+def test_config_fields_given_are_checked_and_what_is_taken_is_named(minilm_dir):
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['num_label'\]; .* config fields .*num_labels"):
+        minibert.AutoConfig.from_pretrained(minilm_dir, num_label=3)
+    with pytest.raises(ValueError, match="hidden_dropout_prob"):
+        minibert.BertConfig.from_pretrained(minilm_dir, hidden_dropout_prob=1.5)
+    with pytest.raises(ValueError, match="num_labels must be an integer"):
+        minibert.AutoConfig.from_pretrained(minilm_dir, num_labels=0)
+    config = minibert.BertConfig.from_pretrained(minilm_dir, num_hidden_layers=2, output_hidden_states=True)
+    assert config.num_hidden_layers == 2 and config.output_hidden_states  # a config: any shape (from_config)
+    with pytest.raises(CheckpointError, match=r"changes the shape of the checkpoint's tensors: num_hidden_layers 2 "
+                       r"\(config.json: 6\)"):  # fmt: skip
+        minibert.AutoModel.from_pretrained(minilm_dir, config=config)
+    with pytest.raises(TypeError, match="config must be minibert's BertConfig"):
+        minibert.AutoModel.from_pretrained(minilm_dir, config=transformers.AutoConfig.from_pretrained(str(minilm_dir)))
+    with pytest.raises(TypeError, match="cannot take hidden_size: the checkpoint's weights fix the shapes"):
+        minibert.BertModel.from_pretrained(minilm_dir, hidden_size=768)
+    with pytest.raises(ValueError, match="ignore_mismatched_sizes=True"):
+        minibert.BertForSequenceClassification.from_pretrained(minilm_dir, ignore_mismatched_sizes=True)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("how", ["keywords", "config"])
+def test_fields_that_keep_the_shapes_build_the_model_as_transformers_does(minilm_dir, how):
+    """from_pretrained(path, hidden_dropout_prob=0.3) was refused, and nothing else changes a dropout
+    (setting config.hidden_dropout_prob after loading changes no module, in transformers too): the
+    model is built with the fields, in transformers' modules' places, and computes as it does."""
+    fields = {"hidden_dropout_prob": 0.3, "attention_probs_dropout_prob": 0.2, "layer_norm_eps": 1e-5}
+    given = {"config": minibert.AutoConfig.from_pretrained(minilm_dir, **fields)} if how == "config" else fields
+    model = minibert.BertForSequenceClassification.from_pretrained(minilm_dir, num_labels=2, **given)
+    reference = transformers.BertForSequenceClassification.from_pretrained(str(minilm_dir), num_labels=2, **fields)
+
+    def built(network):
+        return (sorted({module.p for module in network.modules() if isinstance(module, torch.nn.Dropout)}),
+                sorted({module.eps for module in network.modules() if isinstance(module, torch.nn.LayerNorm)}))
+
+    assert built(model) == built(reference) == ([0.2, 0.3], [1e-5])
+    assert model.config.hidden_dropout_prob == 0.3 and model.config.layer_norm_eps == 1e-5
+    inputs = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))("Hello world", return_tensors="pt")
+    ours, theirs = (one.eval()(**inputs, output_hidden_states=True).hidden_states[-1] for one in (model, reference))
+    print("eps 1e-5: max |Δ| last hidden state", assert_close(ours, theirs, "last hidden state", ATOL))
 
 
 @pytest.mark.parametrize("auto_name", AUTO_MODELS)

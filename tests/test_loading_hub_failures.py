@@ -245,3 +245,42 @@ def test_offline_a_snapshot_listing_says_which_files_are_absent(hub, monkeypatch
     (folder / "trees" / f"{hub.commit}.json").write_text(json.dumps(listing))
     with pytest.raises(ModelNotFoundError, match=r"without modules.json, .*whether the repository has modules.json"):
         Embedder.from_pretrained("org/tiny")
+
+
+# ----------------------------------------------------------------------------- 6. the Auto names read as their classes
+
+
+@pytest.mark.parametrize("cache_dir", [True, False])
+def test_the_auto_names_read_config_json_with_the_calls_cache_dir_and_local_files_only(hub, monkeypatch, tmp_path,
+                                                                                       cache_dir):  # fmt: skip
+    """AutoModel, AutoTokenizer and AutoConfig read config.json for its model_type before the BERT
+    class loads. That read ignored the call's keywords: it looked in the default cache (a false
+    "not in the local Hugging Face cache" for a cache_dir that held it), and asked the hub though
+    local_files_only=True (10 s against a hub that never answers). It now reads as the class does:
+    against a hub that never answers, nothing connects."""
+    from hub_server import SilentHub
+    from minibert import AutoConfig, AutoModel, AutoTokenizer
+
+    where = {"cache_dir": tmp_path / "elsewhere"} if cache_dir else {}
+    BertModel.from_pretrained("org/tiny", **where)  # online, from the loopback hub: the cache filled
+    BertTokenizer.from_pretrained("org/tiny", **where)
+    with SilentHub() as silent:
+        monkeypatch.setenv("HF_ENDPOINT", silent.url)
+        monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "2")
+        model = AutoModel.from_pretrained("org/tiny", local_files_only=True, **where)
+        tokenizer = AutoTokenizer.from_pretrained("org/tiny", local_files_only=True, **where)
+        config = AutoConfig.from_pretrained("org/tiny", local_files_only=True, **where)
+        assert silent.connections == 0
+    assert type(model) is BertModel and type(tokenizer) is BertTokenizer
+    assert config.hidden_size == model.config.hidden_size
+
+
+def test_the_auto_names_send_the_token_when_reading_config_json(hub):
+    """The model_type check asked for config.json without the call's token: a private or gated
+    repository failed there, before the class that would have sent it."""
+    from minibert import AutoConfig, AutoModel, AutoTokenizer
+
+    for auto in (AutoModel, AutoTokenizer, AutoConfig):
+        auto.from_pretrained("org/tiny", token="hf_mine")
+    asked = sum(count for (_, _, name), count in hub.requests.items() if name == "config.json")
+    assert asked and hub.authorizations["config.json"] == ["Bearer hf_mine"] * asked, hub.authorizations

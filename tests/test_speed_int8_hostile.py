@@ -6,6 +6,7 @@ tests/test_speed_int8.py does."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import pickle
 import shutil
@@ -242,6 +243,18 @@ def test_saved_then_reloaded_in_int8_is_the_same_model(int8_model, tmp_path):
     again = BertModel.from_pretrained(tmp_path / "saved", dtype="int8")
     with torch.inference_mode():
         assert torch.equal(first(IDS).last_hidden_state, again(IDS).last_hidden_state)
+
+
+def test_an_int8_model_loaded_with_config_fields_saves_them(tiny_dir, tmp_path):
+    """The float32 twin that save_pretrained writes is built with the fields the int8 model was
+    (from_pretrained(path, hidden_dropout_prob=..., layer_norm_eps=...)), and config.json records them."""
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8", hidden_dropout_prob=0.3, layer_norm_eps=1e-6)
+    twin = float32_twin(model)
+    assert {module.eps for module in twin.modules() if isinstance(module, torch.nn.LayerNorm)} == {1e-6}
+    assert {module.p for module in twin.modules() if isinstance(module, torch.nn.Dropout)} >= {0.3}
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert (saved["hidden_dropout_prob"], saved["layer_norm_eps"]) == (0.3, 1e-6)
 
 
 def test_an_int8_model_without_its_checkpoint_name_is_refused_for_book_modules(tiny_dir):

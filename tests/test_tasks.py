@@ -402,6 +402,25 @@ def test_rerank_is_cross_encoder_rank(variant, make, tmp_path):
     assert not np.allclose(ours.predict(pairs), scores), "cut at 8 tokens, the scores should change"
 
 
+def test_without_modules_json_the_cross_encoder_reads_config_json_alone(make, tmp_path):
+    """sentence-transformers reads a cross-encoder's own files (sentence_bert_config.json's length,
+    config_sentence_transformers.json's activation and prompts) only beside a modules.json; minibert
+    read them anyway, and cut long pairs at another length (0.53 against 0.56), without a word."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    (directory / "modules.json").unlink()
+    (directory / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16}))
+    settings = directory / "config_sentence_transformers.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "prompts": {"q": "query: "},
+                                    "default_prompt_name": "q", "activation_fn": "torch.nn.modules.linear.Identity"}))
+    theirs, ours = sentence_transformers.CrossEncoder(str(directory)), minibert.CrossEncoder(directory)
+    assert ours.max_length == theirs.max_length != 16  # the tokenizer's
+    assert ours.activation_fn.endswith("Sigmoid") and type(theirs.activation_fn).__name__ == "Sigmoid"
+    assert (ours.default_prompt_name, theirs.default_prompt_name) == (None, None)
+    pairs = [["How many people live in Berlin?", document] for document in DOCUMENTS]
+    np.testing.assert_allclose(ours.predict(pairs), theirs.predict(pairs), atol=SCORE_TOLERANCE, rtol=0)
+
+
 def test_cross_encoder_predict_refuses_a_plain_string(make, tmp_path):
     """predict("") returned an empty array without a word, and predict("ab") named a pair 'a'."""
     ranker = minibert.CrossEncoder(cross_encoder_dir(make, tmp_path, "saved"))
@@ -468,8 +487,10 @@ def test_cross_encoder_predict_takes_sentence_transformers_keywords(variant, mak
         {"convert_to_tensor": True, "apply_softmax": True},
         {"device": "cpu", "prompt": None},
     ):
-        for given in (pairs, pairs[0]):
-            label = f"{arguments}, {'one pair' if given is pairs[0] else 'a list'}"
+        # (numpy arrays of texts, as a pandas frame's .values gives them: refused as "not two texts")
+        for kind, given in [("a list", pairs), ("one pair", pairs[0]), ("a 2-D array", np.array(pairs)),
+                            ("a 1-D array", np.array(pairs)[0]), ("an object array", np.array(pairs, dtype=object))]:
+            label = f"{arguments}, {kind}"
             same_as_theirs(ours.predict(given, **arguments), theirs.predict(given, **arguments), label)
     assert list(ours.predict([], convert_to_tensor=True)) == list(theirs.predict([], convert_to_tensor=True)) == []
     assert ours.predict([], convert_to_numpy=False) == theirs.predict([], convert_to_numpy=False) == []
@@ -488,6 +509,22 @@ def test_cross_encoder_predict_takes_sentence_transformers_keywords(variant, mak
             ours.predict(pairs, **{name: value})
     with pytest.raises(TypeError, match="unexpected keyword argument 'processing_kwargs'"):
         ours.predict(pairs, processing_kwargs={"text": {"max_length": 16}})
+
+
+def test_cross_encoder_rank_takes_the_keywords_predict_takes(make, tmp_path):
+    """sentence-transformers 6's rank takes predict's activation_fn, show_progress_bar, device, pool
+    and chunk_size; minibert's rank took none of them (Python's bare TypeError)."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    theirs, ours = sentence_transformers.CrossEncoder(str(directory)), minibert.CrossEncoder(directory)
+    query = "How many people live in Berlin?"
+    for arguments in ({"activation_fn": torch.nn.Identity()}, {"show_progress_bar": False}, {"device": "cpu"},
+                      {"pool": None, "chunk_size": None, "top_k": 3, "return_documents": True}):  # fmt: skip
+        same(ours.rank(query, DOCUMENTS, **arguments), theirs.rank(query, DOCUMENTS, **arguments), str(arguments))
+    same(ours.rank(query, np.array(DOCUMENTS)), theirs.rank(query, np.array(DOCUMENTS)), "documents as an array")
+    for name, value, refused in [("pool", {}, "a pool of processes"), ("chunk_size", 8, "uses none")]:
+        with pytest.raises(ValueError, match=refused):
+            ours.rank(query, DOCUMENTS, **{name: value})
 
 
 def test_cross_encoder_settings_that_cannot_be_followed_are_refused(make, tmp_path, caplog):

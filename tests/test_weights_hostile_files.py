@@ -385,30 +385,10 @@ def test_a_dangling_link_is_absent_as_in_sentence_transformers(sentence_model):
 @pytest.fixture
 def silent_hub():
     """A host that accepts connections and never answers."""
-    import socket
-    import threading
+    from hub_server import SilentHub
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    accepted, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                pass
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for connection in accepted:
-        connection.close()
-    server.close()
+    with SilentHub() as hub:
+        yield hub.url
 
 
 def test_a_hub_that_never_answers_is_given_up_on_in_bounded_time(silent_hub, tmp_path):

@@ -37,22 +37,16 @@ from . import heads
 from .config import BertConfig
 from .errors import CheckpointError
 from .formats.json_files import parse_json
-from .loading.hub import resolve_file
+from .loading.config_files import config_file as config_file_of
+from .loading.hub import hub_options
+from .loading.transformers_keywords import hub_keywords
 from .model import BertModel
 from .tokenizer import BertTokenizer
 
 
-def _config_file(name_or_path, revision: str | None, required: bool = True):
-    """config.json of a directory or hub repository (bert_config.json in Google's unpacked zips)."""
-    google = os.path.join(os.fspath(name_or_path), "bert_config.json")
-    if os.path.isfile(google) and not os.path.isfile(os.path.join(os.fspath(name_or_path), "config.json")):
-        return google
-    return resolve_file(name_or_path, "config.json", revision=revision, required=required)
-
-
 def _refuse_other_architectures(auto_name: str, name_or_path, revision: str | None, required: bool = True) -> None:
     """A ``CheckpointError`` naming the model_type when config.json describes another architecture."""
-    config_file = _config_file(name_or_path, revision, required)
+    config_file = config_file_of(name_or_path, revision, required)
     if config_file is None:
         return
     try:
@@ -81,12 +75,14 @@ class _AutoClass:
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *args, revision: str | None = None, **kwargs):
         """``bert_class.from_pretrained(name_or_path, ...)``, after refusing another architecture
-        (and, first of all, a ``device`` that is not there)."""
+        (and, first of all, a ``device`` that is not there). config.json is read for its model_type
+        as the class reads its files: with the call's ``cache_dir``, ``local_files_only`` and ``token``."""
         if "device" in kwargs:
             from .loading.devices import placement
 
             kwargs["device"] = placement(kwargs["device"], kwargs.get("dtype"))
-        _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
+        with hub_options(hub_keywords(dict(kwargs))):  # (checked here; the class takes them again) read as it reads
+            _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
         return cls.bert_class.from_pretrained(name_or_path, *args, revision=revision, **kwargs)
 
 
@@ -136,11 +132,7 @@ class AutoTokenizer(_AutoClass):
 
 
 class AutoConfig(_AutoClass):
-    """``BertConfig`` read from a checkpoint's config.json (bert_config.json in Google's zips)."""
+    """``BertConfig.from_pretrained``: config.json (bert_config.json in Google's zips) with the fields
+    given, ``AutoConfig.from_pretrained(path, num_labels=3)``."""
 
     bert_class = BertConfig
-
-    @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None) -> BertConfig:
-        _refuse_other_architectures(cls.__name__, name_or_path, revision)
-        return BertConfig.from_json_file(_config_file(name_or_path, revision))

@@ -231,6 +231,23 @@ class BertConfig:
         except (TypeError, ValueError, CheckpointError) as error:
             raise CheckpointError(f"{path}: {error}") from None
 
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None, **fields) -> BertConfig:
+        """transformers' ``BertConfig.from_pretrained``: the config.json of a folder or hub repository
+        (bert_config.json in Google's zips), with ``fields`` set (``num_labels=3``,
+        ``hidden_dropout_prob=0.3``, ...: any field minibert reads) and transformers' download
+        keywords (``cache_dir``, ``local_files_only``, ``token``); loading/config_files.py."""
+        from .loading.config_files import read_config
+
+        return read_config(cls, name_or_path, revision, fields)
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
+        """transformers' ``config.save_pretrained``: ``save_directory/config.json`` (the folder created
+        if needed), written atomically: a reader never sees half a file."""
+        from .loading.config_files import save_config
+
+        save_config(self, save_directory)
+
     def to_json_string(self, use_diff: bool = True) -> str:
         """config.json's text, as ``save_pretrained`` writes it (keys sorted, indented by 2). Every
         field is written, whatever ``use_diff`` says (transformers' True leaves out the fields at its

@@ -182,7 +182,11 @@ class PretrainedBert(nn.Module):
         replace config.json's, as in transformers; labels given to a classifier class ask for a new
         head too, as in transformers (a head the checkpoint has with another number of outputs is
         still refused): ``BertForSequenceClassification.from_pretrained(path, num_labels=6)``.
-        ``output_hidden_states`` / ``output_attentions`` become the defaults of the model's calls.
+        ``output_hidden_states`` / ``output_attentions`` become the defaults of the model's calls. The
+        fields that keep the tensors' shapes (``hidden_dropout_prob``, ``attention_probs_dropout_prob``,
+        ``layer_norm_eps``, ``hidden_act``, ``initializer_range``, ``pad_token_id``) build the model, and
+        ``config=`` a BertConfig of the checkpoint's shapes is read in place of config.json, as in
+        transformers (loading/config_keywords.py).
 
         ``device``: "cpu", "cuda", "cuda:N", "auto" (CUDA where torch sees a GPU) or a torch.device;
         a GPU that is not there raises ``DeviceError`` before anything is read (devices.py).

@@ -55,9 +55,7 @@ import copy
 import dataclasses
 import functools
 import os
-import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -69,17 +67,20 @@ from ..model import BertModel
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from ..tokenizer.fast_basic import FastBasicTokenizer
+from .embedded import Embedded, warn_if_truncated
 from .hidden_states import hidden_states
 from .options import EmbedOptions, check_truncate_dim
 from .pooling import pool_text
 from .recipe import SentenceRecipe, read_recipe, similarity
+from .sentence_transformers_names import AnswersSentenceTransformersNames
 from .windows import assemble_tokens, check_piece_ids, check_skip, cut_into_windows
 from .word_vectors import check_merge, merge_pieces
 
 
-class Embedder:
+class Embedder(AnswersSentenceTransformersNames):
     """A tokenizer and a BertModel, turning texts into vectors (following ``recipe``, a
-    sentence-transformers model's own, by default)."""
+    sentence-transformers model's own, by default). sentence-transformers' names are answered with
+    minibert's (``Embedder(path)``, ``encode``: sentence_transformers_names.py)."""
 
     def __init__(
         self,
@@ -176,7 +177,7 @@ class Embedder:
         """
         single = isinstance(texts, str)
         result = self.embed_with_report([texts] if single else texts, EmbedOptions.of(options, **changes), progress)
-        _warn_if_truncated(result)
+        warn_if_truncated(result)
         return result.vectors[0] if single else result.vectors
 
     def embed_with_report(
@@ -239,7 +240,7 @@ class Embedder:
         max_length = self._max_length(options)
         check_skip(skip, pieces, self._room(max_length), max_length, options.long_text)
         result = self._embed_pieces(pieces, options, skip, progress)
-        _warn_if_truncated(result)
+        warn_if_truncated(result)
         return result.vectors
 
     def _embed_pieces(self, pieces: Sequence[list[int]], options: EmbedOptions, skip: int, progress) -> Embedded:
@@ -376,22 +377,3 @@ class Embedder:
     def _room(self, max_length: int) -> int:
         """Pieces a window holds: ``max_length`` less [CLS] and [SEP]."""
         return max_length - self.tokenizer.num_special_tokens_to_add()
-
-
-@dataclass
-class Embedded:
-    """What ``embed_with_report`` returns: the vectors and what happened to the texts."""
-
-    vectors: np.ndarray  # (N, dim) float32
-    truncated: int  # texts longer than max_length that were cut (long_text="truncate")
-    max_length: int  # the limit that applied, in tokens with [CLS] and [SEP]
-
-
-def _warn_if_truncated(result: Embedded) -> None:
-    """``embed``'s warning (and ``embed_pieces``'), from the count ``embed_with_report`` returns."""
-    if result.truncated:
-        warnings.warn(
-            f"{result.truncated} of {len(result.vectors)} texts are longer than max_length={result.max_length} "
-            "tokens and were truncated; pass long_text='window' to embed all of each text",
-            stacklevel=3,
-        )

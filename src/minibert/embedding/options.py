@@ -67,9 +67,13 @@ class EmbedOptions:
     @classmethod
     def of(cls, options: EmbedOptions | None = None, **changes) -> EmbedOptions:
         """``options`` (or the defaults) with ``changes`` applied: the keyword spelling of a call."""
-        unknown = sorted(set(changes) - {field.name for field in dataclasses.fields(cls)})
-        if unknown:
-            raise TypeError(f"unknown embedding option(s) {', '.join(unknown)}")
+        names = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(changes) - set(names))
+        if unknown:  # sentence-transformers' spellings (normalize_embeddings ...) answered with minibert's
+            from .sentence_transformers_names import spelled_otherwise
+
+            raise TypeError(f"unknown embedding option(s) {', '.join(unknown)}{spelled_otherwise(unknown)} (the "
+                            f"options: {', '.join(names)})")  # fmt: skip
         if options is not None and not isinstance(options, EmbedOptions):
             raise TypeError(f"options must be an EmbedOptions (or its fields as keywords), got {options!r:.60}")
         base = options if options is not None else cls()

@@ -27,6 +27,8 @@ ignored:
 
 ``read_recipe`` reads all of it into a ``SentenceRecipe``; ``Embedder`` follows it unless told
 otherwise. A module or setting minibert does not compute is a CheckpointError, never skipped.
+Without ``modules.json`` none of these files is read (sentence-transformers builds its default
+Transformer and mean pooling there): the folder is a plain BERT.
 """
 
 from __future__ import annotations
@@ -111,10 +113,12 @@ class SentenceRecipe:
 
 def read_recipe(name_or_path, revision=None, *, hidden_size: int) -> SentenceRecipe | None:
     """The recipe of a sentence-transformers model, or None if ``name_or_path`` is not one (no
-    modules.json). Every file is checked; anything minibert does not implement is a CheckpointError."""
+    modules.json: a plain BERT, mean pooled over the tokenizer's length, whatever else lies beside it,
+    as sentence-transformers builds its default modules there and reads none of its own files).
+    Every file is checked; anything minibert does not implement is a CheckpointError."""
     modules_file = resolve_file(name_or_path, "modules.json", revision=revision, required=False)
     if modules_file is None:
-        return _plain_recipe(name_or_path, revision)
+        return None
     modules = _read_json(modules_file)
     if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("type"), str)
                                                  for m in modules):  # fmt: skip
@@ -157,7 +161,7 @@ def read_recipe(name_or_path, revision=None, *, hidden_size: int) -> SentenceRec
 
 
 def _plain_recipe(name_or_path, revision) -> SentenceRecipe | None:
-    """sentence_bert_config.json alone (max_seq_length, do_lower_case), or None without it."""
+    """sentence_bert_config.json (max_seq_length, do_lower_case), or None without it."""
     path = resolve_file(name_or_path, "sentence_bert_config.json", revision=revision, required=False)
     if path is None:
         return None

@@ -30,6 +30,8 @@ Read the modules in this order:
     strict.py            the strict loader: renamed onto the model, every problem listed in one error
     head_labels.py       a checkpoint's classifier: its number of labels when config.json names none
     from_pretrained.py   load_pretrained: from_pretrained's steps, top-down
+    config_keywords.py   config fields given to from_pretrained (hidden_dropout_prob=...), or a config given whole
+    config_files.py      BertConfig.from_pretrained / AutoConfig's (the fields given), config.save_pretrained
     save_pretrained.py   the model written back under the hub's names
 
 Nothing is imported here: ``import minibert`` stays light, and each module is imported where it is used.

@@ -15,6 +15,16 @@ LABEL_FIELDS = ("num_labels", "id2label", "label2id", "problem_type", "classifie
 # or config.json's): a call that names them decides (pretrained.py: PretrainedBert.__call__).
 CALL_DEFAULTS = ("output_hidden_states", "output_attentions", "return_dict")
 
+# The dataclass's fields that decide the tensors' shapes (a checkpoint's weights fix them), and its others:
+# read as each module is built, changing no shape, so that from_pretrained(path, **fields) takes them
+# (loading/config_keywords.py). BertConfig.from_pretrained(path, **fields) takes CONFIG_FIELDS: every field
+# minibert reads, and two it keeps and saves (loading/config_files.py).
+SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size")  # fmt: skip
+BUILD_FIELDS = ("hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
+                "initializer_range", "pad_token_id")  # fmt: skip
+CONFIG_FIELDS = (*SHAPE_FIELDS, *BUILD_FIELDS, *LABEL_FIELDS, *CALL_DEFAULTS, "use_cache", "finetuning_task")
+
 # Fields of config.json that read as attributes (``config.is_decoder``), as transformers' config has
 # them: config.json's value, else transformers' default (position_embedding_type and finetuning_task,
 # which transformers 5 has only when config.json does: what minibert computes, and None). ``model_type``

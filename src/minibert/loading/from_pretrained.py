@@ -3,7 +3,8 @@
 ``load_pretrained(cls, name_or_path)`` is what ``BertModel.from_pretrained`` (pretrained.py) calls:
 
 1. find the checkpoint's config and weights file (checkpoint_files.py, through hub.py);
-2. read ``config.json`` into a BertConfig, with the caller's label fields (``num_labels=`` ...);
+2. read ``config.json`` into a BertConfig (or take the one given, ``config=``), with the caller's
+   fields (``num_labels=``, ``hidden_dropout_prob=`` ...: config_keywords.py);
 3. build ``cls`` on the meta device (shapes, no memory, no random initialisation);
 4. fit a classifier to the checkpoint's head when config names no labels (head_labels.py);
 5. check a safetensors header against the model before a byte of data is read, then read the
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import warnings
@@ -24,7 +26,8 @@ from ..config import BertConfig
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.seam import speed_up
 from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
-from .config_fields import CALL_DEFAULTS, LABEL_FIELDS
+from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, LABEL_FIELDS
+from .config_keywords import in_place_of, replace_label_fields, take_build_fields, take_given_config
 from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
@@ -131,29 +134,25 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     add_pooling_layer = _add_pooling_layer(cls, label_config)
     dtype = check_dtype(dtype)
     call_defaults = _call_defaults(label_config)
+    given, build_fields = take_given_config(label_config), take_build_fields(label_config, cls)
     unknown = sorted(set(label_config) - set(LABEL_FIELDS))
     if unknown:  # every argument is checked before a file is fetched
         raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; besides its own, it takes "
-                        f"the config fields {', '.join(LABEL_FIELDS)}, and transformers' keywords "
-                        f"{', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
+                        f"config=, the config fields {', '.join((*LABEL_FIELDS, *BUILD_FIELDS))}, and transformers' "
+                        f"keywords {', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
     device = placement(device, dtype)  # a GPU that is not there, or int8 on one: said before anything is read
     with hub_options(hub):
         config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
+    own_fields = dict(config.extra)
+    if given is not None:  # transformers' from_pretrained(path, config=config): in place of config.json
+        config, given_labels = in_place_of(config, given, config_file)
+        label_config = {**given_labels, **label_config}
+    config = dataclasses.replace(config, extra=config.extra, **build_fields) if build_fields else config
     object.__setattr__(config, "_name_or_path", os.fspath(name_or_path))  # config.name_or_path, as transformers'
     int8 = dtype == "int8"  # asked for by name only (never by "fastest"): speed/int8.py
     dtype = _parse_dtype(dtype, config, config_file, weights_file, device) or torch.float32
-    own_fields = dict(config.extra)
-    if label_config:
-        if "num_labels" in label_config and "id2label" not in label_config:
-            config.extra.pop("id2label", None)  # LABEL_0 ... LABEL_{n-1}, as transformers names them
-            config.extra.pop("label2id", None)
-        if "id2label" in label_config and not {"num_labels", "_num_labels"} & set(label_config):
-            config.extra.pop("num_labels", None)  # the labels given are the count (transformers' num_labels is
-            config.extra.pop("_num_labels", None)  # len(id2label)): a head of another size is refused, not renamed
-        if "id2label" in label_config and "label2id" not in label_config:
-            config.extra.pop("label2id", None)  # config.json's, for its own labels: the inverse of those given
-        config.extra.update(label_config)
+    replace_label_fields(config, label_config)
     config.extra.update(call_defaults)
     model = _build_on_meta(cls, config, config_file, add_pooling_layer)
     # labels given to a classifier say a new head is wanted, if the checkpoint has none (transformers' rule)

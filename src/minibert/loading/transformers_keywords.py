@@ -15,6 +15,8 @@ the reason, never dropped:
                                          the file mapped, always
     trust_remote_code                    nothing to do: minibert runs no code from a checkpoint
     use_fast (tokenizers)                nothing to do: minibert's one tokenizer gives the ids of both
+    ignore_mismatched_sizes=False        nothing to do: a head of another shape is refused, as transformers'
+                                         False refuses it (True, a fresh head in its place, is refused)
 
 >>> options = {"torch_dtype": "float16", "local_files_only": True, "num_labels": 2}
 >>> model_keywords(options, dtype=None, device=None)
@@ -29,7 +31,8 @@ from .hub import HubOptions
 
 # What a model's from_pretrained takes of transformers' (add_pooling_layer: from_pretrained.py, BertModel's only).
 TRANSFORMERS_KEYWORDS = ("torch_dtype", "device_map", "cache_dir", "local_files_only", "token", "attn_implementation",
-                         "low_cpu_mem_usage", "trust_remote_code", "add_pooling_layer")  # fmt: skip
+                         "low_cpu_mem_usage", "trust_remote_code", "ignore_mismatched_sizes",
+                         "add_pooling_layer")  # fmt: skip
 _ATTENTION = ("eager", "sdpa")  # transformers' two that compute BERT's attention on every device
 _NOTHING_TO_DO = ("low_cpu_mem_usage", "trust_remote_code")
 
@@ -71,6 +74,11 @@ def model_keywords(keywords: dict, *, dtype, device) -> tuple:
         raise ValueError(f"attn_implementation={attention!r} is not minibert's: its attention (the book's, or its "
                          f"fast path) computes what {' and '.join(_ATTENTION)} compute; leave it out")  # fmt: skip
     _nothing_to_do(keywords, _NOTHING_TO_DO)
+    if keywords.pop("ignore_mismatched_sizes", False) is not False:  # run_glue.py passes its flag, False by default
+        raise ValueError("ignore_mismatched_sizes=True (a fresh head where the checkpoint's has another shape) is not "
+                         "minibert's: it loads a head only of the checkpoint's shape. To start a head of another "
+                         "size, save the encoder alone, BertModel.from_pretrained(path).save_pretrained(folder), "
+                         "and load that with the labels: from_pretrained(folder, num_labels=N)")  # fmt: skip
     return dtype, device, hub_keywords(keywords)
 
 
@@ -104,6 +112,12 @@ def _place(device):
     from .devices import as_torch_device, is_auto
 
     return "auto" if is_auto(device) else as_torch_device(device)
+
+
+def config_keywords(keywords: dict) -> HubOptions:
+    """HubOptions, transformers' config keywords minibert needs not (trust_remote_code) taken out of ``keywords``."""
+    _nothing_to_do(keywords, ("trust_remote_code",))
+    return hub_keywords(keywords)
 
 
 def tokenizer_keywords(keywords: dict) -> HubOptions:

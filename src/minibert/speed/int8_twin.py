@@ -11,7 +11,7 @@ from pathlib import Path
 from torch import nn
 
 from ..errors import QuantizationError
-from ..loading.config_fields import LABEL_FIELDS  # the config fields from_pretrained replaces
+from ..loading.config_fields import BUILD_FIELDS, LABEL_FIELDS  # the config fields from_pretrained replaces
 
 
 def float32_twin(model: nn.Module) -> nn.Module:
@@ -70,5 +70,7 @@ def file_signature(path) -> tuple | None:
 
 
 def _label_config(model: nn.Module) -> dict:
+    """The fields the model was built with (its labels; a dropout or layer_norm_eps given to from_pretrained)."""
     extra = getattr(model.config, "extra", {})
-    return {name: extra[name] for name in LABEL_FIELDS if name in extra}
+    return {**{name: extra[name] for name in LABEL_FIELDS if name in extra},
+            **{name: getattr(model.config, name) for name in BUILD_FIELDS}}  # fmt: skip

@@ -12,7 +12,9 @@ candidates fast; a cross-encoder, which sees both texts at once, orders them wel
 tests/test_tasks.py compares both with sentence-transformers' CrossEncoder.)
 
 Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`` and
-``rank(query, documents, top_k, return_documents)``. What the model's folder says is followed:
+``rank(query, documents, top_k, return_documents)``. What the model's folder says is followed (its
+sentence-transformers files, config_sentence_transformers.json and sentence_bert_config.json, only
+in a folder sentence-transformers saved, one with ``modules.json``, as it reads them):
 
 * the activation applied to the logits: ``activation_fn`` in ``config_sentence_transformers.json``
   (sentence-transformers 5 and later), else ``sentence_transformers.activation_fn`` in
@@ -118,7 +120,8 @@ class CrossEncoder:
                 **others):  # fmt: skip
         """Scores of text pairs: one float per pair (``num_labels`` floats per pair for a classifier
         with several labels; ``apply_softmax`` turns those into probabilities). One pair in, one
-        score (or one row) out.
+        score (or one row) out: ``inputs`` is a pair, a list of pairs, or a numpy array of texts (1-D one
+        pair, 2-D a batch: a pandas frame's ``.values``), as sentence-transformers 6 takes them.
 
         The keywords are sentence-transformers 6's, with its meanings: a numpy float32 array by
         default; ``convert_to_tensor=True``, one tensor on the model's device; ``convert_to_numpy=False``,
@@ -134,11 +137,15 @@ class CrossEncoder:
         if isinstance(inputs, str):  # ("" gave no scores, "ab" the pairs 'a' and 'b')
             raise TypeError(f"CrossEncoder.predict takes text pairs, [query, document] or a list of them, got a str "
                             f"{inputs!r:.40}")  # fmt: skip
+        inputs = _texts_of_an_array(inputs)  # df[["query", "doc"]].values: one pair (1-D) or a batch (2-D)
         single = isinstance(inputs, (list, tuple)) and len(inputs) == 2 and all(
             isinstance(text, str) for text in inputs)  # fmt: skip
         pairs = [inputs] if single else list(inputs)
         for number, pair in enumerate(pairs):
-            if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+            if not isinstance(pair, (list, tuple)):
+                raise TypeError(f"pair {number} must be a list or tuple of two texts, got a {type(pair).__name__}: "
+                                f"{pair!r:.80}")  # fmt: skip
+            if len(pair) != 2 or not all(isinstance(text, str) for text in pair):
                 raise TypeError(f"pair {number} must be two texts, got {pair!r:.80}")
         function = self.activation_fn if activation_fn is None else _activation(activation_fn, {}, self.num_labels, "")
         prefix = choose_prompt(self.prompts, self.default_prompt_name, prompt, prompt_name)
@@ -159,20 +166,25 @@ class CrossEncoder:
         return scores[0] if single else scores
 
     def rank(self, query: str, documents: list[str], *, top_k: int | None = None, return_documents: bool = False,
-             prompt_name: str | None = None, prompt: str | None = None,
-             batch_size: int = 32) -> list[dict]:  # fmt: skip
+             prompt_name: str | None = None, prompt: str | None = None, batch_size: int = 32,
+             show_progress_bar: bool | None = None, activation_fn: str | None = None, device=None, pool=None,
+             chunk_size=None) -> list[dict]:  # fmt: skip
         """The documents by relevance to ``query``, best first: ``{"corpus_id": i, "score": s}`` (and
-        ``"text"`` with ``return_documents``), the best ``top_k`` (default all); the prompt as ``predict``
-        takes it, before the query."""
+        ``"text"`` with ``return_documents``), the best ``top_k`` (default all). The other keywords are
+        sentence-transformers 6's, passed to ``predict`` as it passes them: the prompt (before the query),
+        ``batch_size``, ``show_progress_bar``, ``activation_fn`` and ``device``; ``pool`` and
+        ``chunk_size`` are refused with a value, as ``predict`` refuses them."""
         if self.num_labels != 1:
             raise ValueError(f"rank needs a model with one output (a relevance score); this one has {self.num_labels} "
                              "labels: use predict")  # fmt: skip
+        documents = _texts_of_an_array(documents)  # df["doc"].values
         if not isinstance(query, str) or not isinstance(documents, (list, tuple)):
             raise TypeError("rank takes a query (str) and a list of documents (str)")
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
         scores = self.predict([[query, document] for document in documents], prompt_name=prompt_name, prompt=prompt,
-                              batch_size=batch_size)  # fmt: skip
+                              batch_size=batch_size, show_progress_bar=show_progress_bar, activation_fn=activation_fn,
+                              device=device, pool=pool, chunk_size=chunk_size)  # fmt: skip
         results = [{"corpus_id": i, "score": float(score)} for i, score in enumerate(scores)]
         if return_documents:
             for result in results:
@@ -184,6 +196,14 @@ _REFUSED_KEYWORDS = {  # sentence-transformers' predict keywords minibert does n
     "pool": "a pool of processes; minibert runs the batches in parallel streams by itself (on a CPU)",
     "chunk_size": "the inputs per process of a pool; minibert uses none",
 }
+
+
+def _texts_of_an_array(inputs):
+    """A numpy array of texts (dtype str or object: a pandas frame's ``.values``) as the lists it holds,
+    as sentence-transformers reads it (``inputs.tolist()``); anything else as it is."""
+    if isinstance(inputs, np.ndarray) and inputs.dtype.kind in ("U", "O"):
+        return inputs.tolist()
+    return inputs
 
 
 def _sentence_transformers_keywords(inputs, sentences, device, others: dict):
@@ -237,7 +257,9 @@ def _checked_length(value, limit: int, name: str) -> int:
 
 def _read_settings(source: str, revision: str | None) -> dict:
     """The cross-encoder settings in a folder's JSON files: ``activation_fn`` (with the file it came
-    from), the prompts, ``max_seq_length`` (with its file and field) and the truncation strategy."""
+    from), the prompts, ``max_seq_length`` (with its file and field) and the truncation strategy.
+    config_sentence_transformers.json and sentence_bert_config.json are read only beside a
+    modules.json, as sentence-transformers reads them."""
     settings: dict = {}
 
     def read(filename: str):
@@ -255,14 +277,17 @@ def _read_settings(source: str, revision: str | None) -> dict:
         nested = config.get("sentence_transformers")
         if isinstance(nested, dict) and nested.get("activation_fn") is not None:
             found.append((nested["activation_fn"], f"{config_path}: sentence_transformers.activation_fn"))
-    modern, modern_path = read("config_sentence_transformers.json")
+    # sentence-transformers reads its own files in a folder it saved (one with modules.json) only: without
+    # one it builds its default modules from config.json, whatever else lies beside it
+    pipeline = resolve_file(source, "modules.json", revision=revision, required=False) is not None
+    modern, modern_path = read("config_sentence_transformers.json") if pipeline else (None, None)
     if modern is not None and modern.get("activation_fn") is not None:
         found.append((modern["activation_fn"], f"{modern_path}: activation_fn"))
     if modern is not None:
         settings["prompts"], settings["default_prompt_name"] = read_prompts(modern, modern_path)
     if found:
         settings["activation_fn"] = found[-1]  # the newest format wins
-    plain, plain_path = read("sentence_bert_config.json")
+    plain, plain_path = read("sentence_bert_config.json") if pipeline else (None, None)
     if plain is not None:
         length, field, call = read_sequence_length(plain, plain_path, pair=True)
         settings["truncation"] = call.truncation
