@@ -36,7 +36,7 @@ OTHER_PROJECTS_FILES = {
 # Flags of Google's scripts (create_pretraining_data.py, run_pretraining.py), named beside minibert's.
 GOOGLE_FLAGS = {"--do_lower_case", "--do_whole_word_mask", "--random_seed", "--dupe_factor", "--max_seq_length",
                 "--max_predictions_per_seq", "--masked_lm_prob", "--short_seq_prob", "--input_file", "--output_file",
-                "--vocab_file", "--preserve_unused_tokens", "--output_dir"}  # fmt: skip
+                "--vocab_file", "--preserve_unused_tokens", "--output_dir", "--init_checkpoint"}  # fmt: skip
 # Names of other libraries that the pages name as such: transformers' module and method names (which
 # minibert answers with a TransformersNameError that says its own name), playwright's Page.
 OTHER_LIBRARIES_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.wait_for_selector",
