@@ -136,7 +136,9 @@ def cmd_embed(args) -> None:
     if not args.texts and not args.input:
         raise CommandError("nothing to embed: give texts as arguments or --input FILE (- for stdin)")
     output = Path(args.output) if args.output else None
-    if output is not None and output.suffix not in (".npy", ".jsonl"):
+    if args.input and line_files.input_name_problem(args.input):
+        raise CommandError(line_files.input_name_problem(args.input))
+    if output is not None and output.suffix.lower() not in (".npy", ".jsonl"):
         raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
     if args.resume and (output is None or not args.input):
         raise CommandError("--resume needs --input FILE and --output FILE")
@@ -217,13 +219,13 @@ def _embed(args, output: Path | None) -> None:
         return
 
     def encode(chunk, vectors) -> bytes:
-        if output.suffix == ".npy":
+        if output.suffix.lower() == ".npy":
             return np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
         lines = (json_line({"text": t, "embedding": v.tolist()}) + "\n" for t, v in zip(chunk, vectors))
         return "".join(lines).encode("utf-8")
 
     header = b""
-    if output.suffix == ".npy":  # for stdin, the count is written over the header at the end (the same size)
+    if output.suffix.lower() == ".npy":  # for stdin, the count is written over the header at the end (the same size)
         header = _npy_header((count or 0, dim))
     if args.resume:
         _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress)
@@ -268,7 +270,7 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
         ),
         "output format": f"{output.suffix}, dimension {dim}",
     }
-    npy = output.suffix == ".npy"  # float32 rows of one size; .jsonl: one line per text
+    npy = output.suffix.lower() == ".npy"  # float32 rows of one size; .jsonl: one line per text
     resumable = ResumableOutput(output, fingerprint, row_size=4 * dim if npy else None, lines=not npy, total=count)
     try:
         try:

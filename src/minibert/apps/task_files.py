@@ -33,7 +33,7 @@ def add_parser(commands, parents: list) -> None:
     files.add_argument("--model", type=model_name,
                        help="hub id or local directory of a checkpoint with the task's head (required)")
     files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
-                                       "for stdin")  # fmt: skip
+                                       "for stdin (one text per line; answer: JSON lines)")  # fmt: skip
     files.add_argument("--output", type=output_name, help="write JSON lines to this .jsonl file, one per input "
                        "line, atomically (default: print them)")  # fmt: skip
     files.add_argument("--batch-size", type=positive_int, default=32, help="sequences per forward pass (default 32)")
@@ -146,7 +146,9 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
     if not args.model:
         raise CommandError(f"{args.command} needs --model DIR (or a hub id) of a checkpoint with its head")
     output = Path(args.output) if args.output else None
-    if output is not None and output.suffix != ".jsonl":
+    if args.input and line_files.input_name_problem(args.input):
+        raise CommandError(line_files.input_name_problem(args.input))
+    if output is not None and not line_files.is_json_lines(output):
         raise CommandError(f"--output must end in .jsonl, got {output.name}")
     if args.input and line_files.is_stream(args.input):  # stdin or a pipe, read once as it comes: a bad line
         if output is not None:  # stops the command there (an --output is not written)
