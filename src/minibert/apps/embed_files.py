@@ -149,7 +149,21 @@ def cmd_embed(args) -> None:
         raise CommandError(f"--commit-every must be a positive number of texts, got {args.commit_every}")
     if output is not None:
         check_output(output, Path(args.input) if args.input and args.input != STDIN else None)
+        if not args.resume:
+            _refuse_an_unfinished_resume(output)
     _embed(args, output)
+
+
+def _refuse_an_unfinished_resume(output: Path) -> None:
+    """A plain run would clobber an unfinished --resume run's output: refused before the model loads."""
+    from .resumable import ResumableOutput
+
+    unfinished = ResumableOutput(output, {})
+    if unfinished.has_state():
+        raise InputFileError(
+            f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
+            f"{_beside(output, unfinished.state_path)} and {_beside(output, unfinished.partial)}"
+        )
 
 
 def _check_prompt_room(embedder, options: EmbedOptions, args) -> None:
@@ -232,14 +246,7 @@ def _embed(args, output: Path | None) -> None:
         written = count  # a resumable input is a file: counted first, and every text checked as written
     else:
         from ..formats.atomic_files import atomic_output
-        from .resumable import ResumableOutput
 
-        unfinished = ResumableOutput(output, {})
-        if unfinished.has_state():
-            raise InputFileError(
-                f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
-                f"{_beside(output, unfinished.state_path)} and {_beside(output, unfinished.partial)}"
-            )
         with atomic_output(output) as handle:
             handle.write(header)
             written = 0
@@ -269,6 +276,10 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
             {**options.as_dict(), "dtype": args.dtype, "commit_every": args.commit_every}, sort_keys=True
         ),
         "output format": f"{output.suffix}, dimension {dim}",
+        # the library that multiplies, and where: mkl and onednn round differently (1e-7), so chunks
+        # of both would match neither uninterrupted run; a state without these is another run too
+        "GEMM library": _gemm_library(embedder.model),
+        "device": str(embedder.model.device),
     }
     npy = output.suffix.lower() == ".npy"  # float32 rows of one size; .jsonl: one line per text
     resumable = ResumableOutput(output, fingerprint, row_size=4 * dim if npy else None, lines=not npy, total=count)
@@ -289,6 +300,12 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
         resumable.finish()
     finally:
         resumable.close()
+
+
+def _gemm_library(model) -> str:
+    """The library ``model``'s linear layers were given (speed/gemm.py's choice, not the flag asked)."""
+    library = getattr(model, "gemm_backend", None) or "mkl"
+    return f"int8 ({model.int8_library})" if library == "int8" else library
 
 
 def _count_read_from_stdin(handle, header: bytes, written: int, dim: int) -> None:
