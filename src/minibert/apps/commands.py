@@ -90,6 +90,24 @@ def embed_options(args):
     return EmbedOptions(**{name: getattr(args, name) for name in names})
 
 
+def flag_error(error) -> CommandError:
+    """A library argument out of its model's range (a ``TaskArgumentError``), said of the flag that
+    gave it: ``--max-length`` for ``max_length`` (each command's flag is its parameter's name)."""
+    return CommandError(f"--{error.parameter.replace('_', '-')} must be {error.allowed}, got {error.value}")
+
+
+def check_embedding_flags(embedder, options) -> None:
+    """The embedding flags checked against the loaded model before any text is read: a --max-length
+    past its positions, a --layers it does not have, a --prompt-name it does not know are usage
+    errors naming the flag (exit 2). A prompt that fills --max-length is left to the caller."""
+    from ..errors import TaskArgumentError
+
+    try:
+        embedder.embed_with_report([], options)  # no text: the options alone are checked
+    except TaskArgumentError as error:
+        raise flag_error(error) from None
+
+
 def report_truncated(count: int, total: int, max_length: int) -> None:
     if count:
         print(f"minibert: warning: {count} of {total} texts are longer than {max_length} tokens and were "
@@ -146,6 +164,7 @@ def cmd_similarity(args) -> None:
     from ..embedding.recipe import similarity
 
     embedder = load_embedder(args)
+    check_embedding_flags(embedder, embed_options(args))
     result = embedder.embed_with_report(texts, embed_options(args))
     report_truncated(result.truncated, len(texts), result.max_length)
     vectors = result.vectors

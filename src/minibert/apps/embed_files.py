@@ -21,7 +21,7 @@ from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS, EmbedOptio
 from ..errors import InputFileError, PromptFillsMaxLengthError
 from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records
-from .commands import CommandError, embed_options, load_embedder, report_truncated
+from .commands import CommandError, check_embedding_flags, embed_options, load_embedder, report_truncated
 from .flag_types import DTYPE_HELP, DTYPES, output_name, positive_int, whole_number
 
 
@@ -167,11 +167,11 @@ def _refuse_an_unfinished_resume(output: Path) -> None:
 
 
 def _check_prompt_room(embedder, options: EmbedOptions, args) -> None:
-    """A prompt that the model's pooling leaves out and that fills the max length leaves no token of
-    any text to pool: a usage error, said with the flags (the library's error names its options),
-    before any text is read."""
+    """The flags checked against the model (check_embedding_flags), and a prompt that the model's
+    pooling leaves out and that fills the max length, which leaves no token of any text to pool: usage
+    errors, said with the flags (the library's errors name its options), before any text is read."""
     try:
-        embedder.pieces_for_embedding([], options)
+        check_embedding_flags(embedder, options)
     except PromptFillsMaxLengthError as error:
         flag = f"--prompt-name {args.prompt_name}" if args.prompt_name else "--prompt"
         given = args.max_length is not None

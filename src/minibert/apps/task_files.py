@@ -22,7 +22,7 @@ from ..errors import TaskArgumentError
 from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_lines_output, read_records
 from ..task_choices import AGGREGATIONS, FUNCTIONS
-from .commands import CommandError, device_of, gemm_of, load_model
+from .commands import CommandError, device_of, flag_error, gemm_of, load_model
 from .flag_types import DTYPE_HELP, DTYPES, label_list, model_name, output_name, positive_int, whole_number
 
 
@@ -122,12 +122,6 @@ def _checked(records: Iterator[dict], check) -> Iterator[dict]:
         if check is not None:
             check(record, place)
         yield record
-
-
-def _flag_error(error: TaskArgumentError) -> CommandError:
-    """A task's argument out of its model's range, said of the flag that gave it: ``--max-seq-len``
-    for ``max_seq_len`` (each command's flag is its parameter's name)."""
-    return CommandError(f"--{error.parameter.replace('_', '-')} must be {error.allowed}, got {error.value}")
 
 
 def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, load, answer, finish=None,
@@ -249,7 +243,7 @@ def cmd_tag(args) -> None:
                 found = tag([record["text"] for record in chunk], model=loaded, aggregation_strategy=args.aggregation,
                             stride=args.stride, batch_size=args.batch_size)  # fmt: skip
             except TaskArgumentError as error:
-                raise _flag_error(error) from None
+                raise flag_error(error) from None
         for warning in caught:  # the library's warnings, said again, a cut text's of its line and --stride
             if isinstance(warning.message, TextCutWarning):
                 cut, place = warning.message, done[0] + warning.message.number + 1
@@ -297,7 +291,7 @@ def cmd_answer(args) -> None:
                            max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
                            batch_size=args.batch_size)  # fmt: skip
         except TaskArgumentError as error:
-            raise _flag_error(error) from None
+            raise flag_error(error) from None
         except QuestionTooLongError as error:
             place = done[0] + error.number + 1
             where = f"the question on {_input_line(args, place)}" if args.input else "the question"
@@ -328,7 +322,7 @@ def cmd_rerank(args) -> None:
             ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args), dtype=args.dtype,
                                   device=device_of(args))  # fmt: skip
         except TaskArgumentError as error:
-            raise _flag_error(error) from None
+            raise flag_error(error) from None
         if ranker.num_labels != 1:
             raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
                              f"it has {ranker.num_labels} labels")  # fmt: skip
