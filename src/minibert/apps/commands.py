@@ -155,10 +155,17 @@ def cmd_tokenize(args) -> None:
         print(f"{token:<{width}} {index:>6} {type_id:>4} {mask:>4}")
 
 
+SIMILARITY_TEXTS = 256  # a table for people to read: N texts make N x N cells (40,000 asked for 6.4 GB)
+
+
 def cmd_similarity(args) -> None:
     texts = args.texts
     if len(texts) < 2:
         raise CommandError("similarity needs at least two texts")
+    if len(texts) > SIMILARITY_TEXTS:
+        raise CommandError(f"similarity prints a table of every pair: at most {SIMILARITY_TEXTS} texts, got "
+                           f"{len(texts):,}; for more, write their vectors with `minibert embed --input FILE "
+                           "--output vectors.npy` and compare those")  # fmt: skip
     import torch
 
     from ..embedding.recipe import similarity
