@@ -268,3 +268,21 @@ def test_jsonl_is_matched_in_any_case_and_other_structured_inputs_are_refused(mi
         refused = run("embed", "--model", str(minilm_dir), "--input", str(tmp_path / name))
         assert refused.returncode == 2, refused.stderr
         assert refused.stderr.count("\n") == 1 and "is not read by this command: give .txt" in refused.stderr
+
+
+def test_an_undecodable_argument_is_printed_escaped_under_a_strict_utf8_stdout(tmp_path, monkeypatch):
+    # under LANG=en_US.UTF-8 stdout is strict UTF-8: `similarity $'caf\xe9' cafe` printed the table's
+    # header, then died with "surrogates not allowed"; embed's terminal summary did the same
+    from helpers import child_environment
+    from minibert.apps import embed_files
+
+    tiny = Path(__file__).parent / "data" / "tiny_hub"
+    command = [sys.executable, "-m", "minibert", "similarity", b"caf\xe9", "cafe", "--model", str(tiny)]
+    result = subprocess.run(command, capture_output=True, env=child_environment(PYTHONIOENCODING="utf-8"), timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"[0] caf\\udce9\n[1] cafe\n" in result.stdout
+    import io
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    summary = embed_files._summary(0, "a\udcffb", np.ones(3, dtype=np.float32))
+    assert summary.startswith("[0] a\\udcffb\n") and summary.encode("utf-8")

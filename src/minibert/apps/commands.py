@@ -169,6 +169,7 @@ def cmd_similarity(args) -> None:
     import torch
 
     from ..embedding.recipe import similarity
+    from ..formats.line_files import printable
 
     embedder = load_embedder(args)
     check_embedding_flags(embedder, embed_options(args))
@@ -182,7 +183,7 @@ def cmd_similarity(args) -> None:
     matrix = similarity(torch.from_numpy(vectors), torch.from_numpy(vectors), how).numpy()
     labels = [f"[{i}]" for i in range(len(texts))]
     for label, text in zip(labels, texts):
-        print(f"{label} {text}")
+        print(f"{label} {printable(text)}")  # an undecodable argument's bytes as escapes
     print("     " + " ".join(f"{label:>7}" for label in labels))
     for label, row in zip(labels, matrix):
         print(f"{label:>4} " + " ".join(f"{value:7.4f}" for value in row))

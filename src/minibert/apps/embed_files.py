@@ -20,7 +20,7 @@ from pathlib import Path
 from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS, EmbedOptions
 from ..errors import InputFileError, PromptFillsMaxLengthError
 from ..formats import line_files
-from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records
+from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, printable, read_records
 from .commands import CommandError, check_embedding_flags, embed_options, load_embedder, report_truncated
 from .flag_types import DTYPE_HELP, DTYPES, output_name, positive_int, whole_number
 
@@ -372,7 +372,7 @@ def _summary(number: int, text: str, vector) -> str:
     lines, with every value, when piped or with --json)."""
     import numpy as np
 
-    shown = text if len(text) <= 70 else text[:67] + "..."
+    shown = printable(text if len(text) <= 70 else text[:67] + "...")  # an undecodable argument's bytes as escapes
     first = ", ".join(f"{value:.4f}" for value in vector[:6])
     return f"[{number}] {shown}\n    {len(vector)} dimensions, norm {float(np.linalg.norm(vector)):.4f}: [{first}, ...]"
 

@@ -188,6 +188,24 @@ def json_line(record: dict) -> str:
     return line
 
 
+def printable(text: str, encoding: str | None = None) -> str:
+    """``text`` as stdout can print it (``encoding``: stdout's): a character that the encoding cannot
+    write, such as a lone surrogate from an undecodable argument, becomes a backslash escape
+    (``\\udce9``), as ``json_line`` writes it, instead of an error halfway through the output.
+
+    >>> printable("caf\\udce9", "utf-8")
+    'caf\\\\udce9'
+    """
+    encoding = encoding or getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding Python does not know: left to the stream
+        pass
+    return text
+
+
 def same_file(a: Path, b: Path) -> bool:
     """Whether two paths name one file (symlinks, hard links, ./ and ../ included)."""
     try:
