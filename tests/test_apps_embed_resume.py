@@ -318,8 +318,10 @@ def test_the_cli_resumes_a_run_stopped_inside_its_first_chunk(tmp_path, monkeypa
     assert run_minibert(*common, "--output", str(expected)).returncode == 0
     embed = Embedder.embed_with_report
 
-    def stopped(self, *args, **kwargs):
-        raise KeyboardInterrupt
+    def stopped(self, texts, *args, **kwargs):
+        if texts:  # (no text: the flags checked against the model before the run starts)
+            raise KeyboardInterrupt
+        return embed(self, texts, *args, **kwargs)
 
     monkeypatch.setattr(Embedder, "embed_with_report", stopped)
     assert run_minibert(*common, "--output", str(output)).returncode == 130
