@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,8 +91,8 @@ def test_fill_mask_command(google_base, capsys):
         (["embed", "--input", "/no/such/file.txt", "--model", "{minilm}"], "input file not found: /no/such/file.txt"),
         (["embed", "x", "--output", "out.csv", "--model", "{minilm}"], "--output must end in .npy or .jsonl"),
         (["embed", "--model", "{minilm}"], "nothing to embed"),
-        (["embed", "x", "--max-length", "100000", "--model", "{minilm}"], "max_length must be an int from 3"),
-        (["embed", "x", "--layers", "12", "--model", "{minilm}"], "layer 12 does not exist"),
+        (["embed", "x", "--max-length", "100000", "--model", "{minilm}"], "--max-length must be an int from 3"),
+        (["embed", "x", "--layers", "12", "--model", "{minilm}"], "--layers must be a hidden state of this model"),
         (["fill-mask", "no mask", "--model", "{minilm}"], "has no tensors for the masked-LM head"),
         (["tokenize", "x", "--model", "offline-org/never-downloaded"], "not in the local Hugging Face cache"),
     ],
@@ -233,3 +234,15 @@ def test_layers_take_negative_lists_with_or_without_the_equals_sign(minilm_dir):
     last = run_minibert(*common, "--layers", "-1")
     assert spaced.returncode == 0 and joined.returncode == 0, spaced.stderr
     assert spaced.stdout == joined.stdout and spaced.stdout != last.stdout
+
+
+def test_similarity_is_capped_at_a_table_people_read_before_the_model_loads(tmp_path):
+    # 40,000 arguments (230 kB) asked torch for a 6.4 GB matrix, then printed 13 GB of table
+    texts = [f"w{n}" for n in range(257)]
+    refused = run_minibert("similarity", *texts, "--model", str(tmp_path / "no-model"))
+    assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "at most 256 texts, got 257; for more" in refused.stderr
+    assert "minibert embed --input FILE --output vectors.npy" in refused.stderr
+    kept = run_minibert("similarity", *texts[:256], "--model", str(Path(__file__).parent / "data" / "tiny_hub"))
+    assert kept.returncode == 0 and kept.stdout.count("\n") == 1 + 256 + 1 + 256, kept.stderr

@@ -251,3 +251,38 @@ def test_an_output_that_is_a_symbolic_link_is_written_where_it_points(minilm_dir
         state.write_text("{}")
         result = run("embed", "--input", str(source), "--output", str(link), "--model", str(minilm_dir))
         assert result.returncode == 1 and f"or delete {state} and " in result.stderr, result.stderr
+
+
+def test_jsonl_is_matched_in_any_case_and_other_structured_inputs_are_refused(minilm_dir, tmp_path):
+    # DOCS.JSONL was read as plain text: each JSON line itself embedded, while --output x.JSONL was refused
+    (tmp_path / "DOCS.JSONL").write_text('{"text": "one"}\n{"text": "two"}\n', encoding="utf-8")
+    (tmp_path / "docs.txt").write_text("one\ntwo\n", encoding="utf-8")
+    upper = tmp_path / "OUT.JSONL"
+    result = run("embed", "--model", str(minilm_dir), "--input", str(tmp_path / "DOCS.JSONL"), "--output", str(upper))
+    assert result.returncode == 0, result.stderr
+    plain = run("embed", "--model", str(minilm_dir), "--input", str(tmp_path / "docs.txt"), "--json")
+    assert upper.read_text(encoding="utf-8").count("\n") == 2 and _texts_of(upper) == ["one", "two"]
+    assert [row["text"] for row in map(json.loads, plain.stdout.splitlines())] == ["one", "two"]
+    for name in ("docs.json", "docs.ndjson", "docs.csv", "DOCS.TSV"):
+        (tmp_path / name).write_text("text\none\n", encoding="utf-8")
+        refused = run("embed", "--model", str(minilm_dir), "--input", str(tmp_path / name))
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.count("\n") == 1 and "is not read by this command: give .txt" in refused.stderr
+
+
+def test_an_undecodable_argument_is_printed_escaped_under_a_strict_utf8_stdout(tmp_path, monkeypatch):
+    # under LANG=en_US.UTF-8 stdout is strict UTF-8: `similarity $'caf\xe9' cafe` printed the table's
+    # header, then died with "surrogates not allowed"; embed's terminal summary did the same
+    from helpers import child_environment
+    from minibert.apps import embed_files
+
+    tiny = Path(__file__).parent / "data" / "tiny_hub"
+    command = [sys.executable, "-m", "minibert", "similarity", b"caf\xe9", "cafe", "--model", str(tiny)]
+    result = subprocess.run(command, capture_output=True, env=child_environment(PYTHONIOENCODING="utf-8"), timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"[0] caf\\udce9\n[1] cafe\n" in result.stdout
+    import io
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    summary = embed_files._summary(0, "a\udcffb", np.ones(3, dtype=np.float32))
+    assert summary.startswith("[0] a\\udcffb\n") and summary.encode("utf-8")

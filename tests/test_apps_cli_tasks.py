@@ -105,8 +105,25 @@ def test_answer_from_arguments_and_from_jsonl(tmp_path):
     assert bad.returncode == 1 and 'qa.jsonl:2: expected an object with "question", "context" strings' in bad.stderr
     text_file = tmp_path / "qa.txt"
     text_file.write_text("Who?\n", encoding="utf-8")
-    assert "reads .jsonl lines with question, context" in run("answer", "--model", str(QA_REFERENCE), "--input",
-                                                              str(text_file)).stderr  # fmt: skip
+    assert "read as plain text, one text per line, because its name does not end in .jsonl; this command needs " \
+           "JSON lines with question, context" in run("answer", "--model", str(QA_REFERENCE), "--input",
+                                                      str(text_file)).stderr  # fmt: skip
+
+
+def test_answer_reads_json_lines_from_stdin_a_pipe_and_any_case_of_jsonl(tmp_path):
+    # `answer --help` offered "- for stdin", but stdin and <(cat q.jsonl) were read as plain text and
+    # refused as "not .jsonl lines"; Q.JSONL was too (the suffix was matched in lower case only)
+    data = b'{"question": "Who?", "context": "Babbage."}\n{"question": "Where?", "context": "In London."}\n'
+    (tmp_path / "Q.JSONL").write_bytes(data)
+    expected = [{"question": q, "answers": [minibert.answer(q, c, model=QA_REFERENCE)]}
+                for q, c in [("Who?", "Babbage."), ("Where?", "In London.")]]  # fmt: skip
+    from_stdin = run("answer", "--model", str(QA_REFERENCE), "--input", "-", stdin=data)
+    assert from_stdin.returncode == 0 and lines(from_stdin.stdout) == expected, from_stdin.stderr
+    upper = run("answer", "--model", str(QA_REFERENCE), "--input", str(tmp_path / "Q.JSONL"))
+    assert upper.returncode == 0 and lines(upper.stdout) == expected, upper.stderr
+    with pipe_holding(data) as path:
+        piped = run("answer", "--model", str(QA_REFERENCE), "--input", path)
+    assert piped.returncode == 0 and lines(piped.stdout) == expected, piped.stderr
 
 
 def test_a_question_that_fills_max_seq_len_is_named_not_the_stride(tmp_path):
@@ -280,6 +297,11 @@ def test_a_pipe_as_input_gives_a_row_per_line(command, make, tmp_path):  # noqa:
         (["classify", "--model", "M", "a", "--output", "x.npy"], 2, "--output must end in .jsonl"),
         (["classify", "--model", "M", "--top-k", "0", "a"], 2, "must be a whole number of at least 1 or all, got 0"),
         (["answer", "--model", "M", "--question", "q"], 2, "give --question and --context together"),
+        # a structured file that is not JSON lines: each of its lines was classified as a text, header row too
+        (["classify", "--model", "M", "--input", "dev.tsv"], 2, "a .tsv file is not read by this command: give .txt"),
+        (["answer", "--model", "M", "--input", "q.ndjson"], 2, "a .ndjson file is not read"),
+        (["tag", "--model", "M", "--input", "T.CSV"], 2, "a .csv file is not read"),
+        (["rerank", "--model", "M", "q", "--input", "d.json"], 2, "a .json file is not read"),
     ],
 )  # fmt: skip
 def test_task_command_usage_errors_are_one_line(arguments, code, words):

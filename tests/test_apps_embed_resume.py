@@ -166,6 +166,38 @@ def test_a_plain_run_does_not_clobber_an_unfinished_resumable_one(killed_run, tm
     result = _run_here(_command(source, output))
     assert result.returncode == 1 and "unfinished --resume run" in result.stderr
     assert _state(output) is not None
+    command = _command(source, output)
+    command[command.index("--model") + 1] = str(tmp_path / "no-model")  # refused before the model is looked for
+    result = _run_here(command)
+    assert result.returncode == 1 and "unfinished --resume run" in result.stderr, result.stderr
+
+
+def test_resume_under_another_gemm_library_is_refused_and_under_the_same_one_continues(killed_run, tmp_path):
+    # mkl and onednn round differently (1e-7): a run killed under one and resumed under the other
+    # finished without a word, its rows matching neither uninterrupted run
+    outcomes = {}
+    recorded = _state(killed_run / "vectors.npy")["run"].get("GEMM library", "mkl")  # (none before the fix)
+    for library in sorted({"mkl", "onednn", recorded}):
+        source, output = _copy_of(killed_run, tmp_path / library)
+        result = _run_here(_command(source, output, "--resume", "--gemm", library))
+        outcomes[library] = result.returncode
+        if result.returncode:
+            assert result.returncode == 1 and "from a run with another GEMM library;" in result.stderr, result.stderr
+            assert _state(output)["texts"] >= 200
+    assert sorted(outcomes.values()) == [0] + [1] * (len(outcomes) - 1), outcomes  # its own library resumes
+
+
+def test_a_resume_state_from_before_the_gemm_library_was_recorded_is_refused(killed_run, tmp_path):
+    source, output = _copy_of(killed_run, tmp_path)
+    state_file = output.with_name(f".{output.name}.resume.json")
+    state = json.loads(state_file.read_text())
+    for key in ("GEMM library", "device"):
+        state["run"].pop(key, None)
+    state_file.write_text(json.dumps(state))
+    result = _run_here(_command(source, output, "--resume"))
+    assert result.returncode == 1 and "from a run with another GEMM library, device;" in result.stderr.replace(
+        "another device, GEMM library", "another GEMM library, device"), result.stderr
+    assert len(result.stderr.strip().splitlines()[-1:]) == 1 and _state(output)["texts"] >= 200
 
 
 def test_the_copied_killed_run_resumes(killed_run, tmp_path):
@@ -286,8 +318,10 @@ def test_the_cli_resumes_a_run_stopped_inside_its_first_chunk(tmp_path, monkeypa
     assert run_minibert(*common, "--output", str(expected)).returncode == 0
     embed = Embedder.embed_with_report
 
-    def stopped(self, *args, **kwargs):
-        raise KeyboardInterrupt
+    def stopped(self, texts, *args, **kwargs):
+        if texts:  # (no text: the flags checked against the model before the run starts)
+            raise KeyboardInterrupt
+        return embed(self, texts, *args, **kwargs)
 
     monkeypatch.setattr(Embedder, "embed_with_report", stopped)
     assert run_minibert(*common, "--output", str(output)).returncode == 130

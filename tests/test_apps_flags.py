@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +184,27 @@ def test_a_list_flag_given_twice_joins_its_lists():
     assert parser.parse_args(["fill-mask", "a [MASK]", "--targets", "x", "--targets", "y"]).targets == ["x", "y"]
     assert parser.parse_args(["fill-mask", "a [MASK]"]).targets is None
     assert parser.parse_args(["vocab", "--input", "a", "--output", "o"]).special_tokens is None
+
+
+TINY = str(Path(__file__).parent / "data" / "tiny_hub")  # 2 layers, 64 positions, no prompts
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["embed", "x", "--max-length", "1000"], "--max-length must be an int from 3 to max_position_embeddings=64, "
+                                                 "got 1000"),
+        (["similarity", "a", "b", "--max-length", "1000"], "--max-length must be an int from 3 to max_position_"),
+        (["embed", "x", "--layers", "5"], "--layers must be a hidden state of this model, 0..2 (or -1..-3), got 5"),
+        (["similarity", "a", "b", "--layers=-4"], "--layers must be a hidden state of this model"),
+        (["embed", "x", "--prompt-name", "query"], "--prompt-name must be one of this model's prompts (none), got "
+                                                   "query"),
+        (["embed", "--input", "-", "--max-length", "1000"], "--max-length must be"),  # before stdin is embedded
+    ],
+)  # fmt: skip
+def test_an_embedding_flag_outside_the_models_limits_is_a_usage_error_naming_the_flag(argv, expected):
+    # these exited 1 naming the library's keyword (max_length, layer, prompt_name), where rerank,
+    # answer and tag's flags out of their model's range exit 2 naming the flag
+    result = run_minibert(*argv, "--model", TINY, stdin=b"a text\n")
+    assert result.returncode == 2 and expected in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 2 and result.stdout == ""  # "model DIR", then the error

@@ -199,7 +199,7 @@ def _workdir(world, tmp_path: Path) -> Path:
     for name, target in world["placeholders"].items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).symlink_to(Path(target).resolve(), target_is_directory=Path(target).is_dir())
-    (tmp_path / "my-bert").mkdir()  # `minibert vocab --output my-bert/`: an existing directory
+    # (no my-bert/: README's `minibert vocab --output my-bert/` needs its `mkdir -p` first, as a reader's would)
     for name, content in world["files"].items():
         (tmp_path / name).write_text(content, encoding="utf-8")
     return tmp_path

@@ -111,8 +111,8 @@ class TaskArgumentError(MinibertError, ValueError):
     must be, in words that name no other parameter), as data, so that a command says it of its own
     flag (``--max-seq-len must be an int from 4 to 128 ...``) instead of the Python parameter."""
 
-    def __init__(self, parameter: str, value, allowed: str):
-        super().__init__(f"{parameter} must be {allowed}, got {value!r}")
+    def __init__(self, parameter: str, value, allowed: str, message: str | None = None):
+        super().__init__(message or f"{parameter} must be {allowed}, got {value!r}")  # (the library's own words)
         self.parameter, self.value, self.allowed = parameter, value, allowed
 
 

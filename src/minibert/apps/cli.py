@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     similarity = commands.add_parser(
         "similarity", parents=[common, embedding], help="similarity matrix (the model's function; cosine by default)"
     )
-    similarity.add_argument("texts", nargs="+", help="two or more texts to compare")
+    similarity.add_argument("texts", nargs="+", help="two to 256 texts to compare (more: embed --output)")
     similarity.set_defaults(run=cmd_similarity, normalize=None)
 
     fill = commands.add_parser("fill-mask", parents=[common], help="predict the [MASK] token")

@@ -90,6 +90,24 @@ def embed_options(args):
     return EmbedOptions(**{name: getattr(args, name) for name in names})
 
 
+def flag_error(error) -> CommandError:
+    """A library argument out of its model's range (a ``TaskArgumentError``), said of the flag that
+    gave it: ``--max-length`` for ``max_length`` (each command's flag is its parameter's name)."""
+    return CommandError(f"--{error.parameter.replace('_', '-')} must be {error.allowed}, got {error.value}")
+
+
+def check_embedding_flags(embedder, options) -> None:
+    """The embedding flags checked against the loaded model before any text is read: a --max-length
+    past its positions, a --layers it does not have, a --prompt-name it does not know are usage
+    errors naming the flag (exit 2). A prompt that fills --max-length is left to the caller."""
+    from ..errors import TaskArgumentError
+
+    try:
+        embedder.embed_with_report([], options)  # no text: the options alone are checked
+    except TaskArgumentError as error:
+        raise flag_error(error) from None
+
+
 def report_truncated(count: int, total: int, max_length: int) -> None:
     if count:
         print(f"minibert: warning: {count} of {total} texts are longer than {max_length} tokens and were "
@@ -137,15 +155,24 @@ def cmd_tokenize(args) -> None:
         print(f"{token:<{width}} {index:>6} {type_id:>4} {mask:>4}")
 
 
+SIMILARITY_TEXTS = 256  # a table for people to read: N texts make N x N cells (40,000 asked for 6.4 GB)
+
+
 def cmd_similarity(args) -> None:
     texts = args.texts
     if len(texts) < 2:
         raise CommandError("similarity needs at least two texts")
+    if len(texts) > SIMILARITY_TEXTS:
+        raise CommandError(f"similarity prints a table of every pair: at most {SIMILARITY_TEXTS} texts, got "
+                           f"{len(texts):,}; for more, write their vectors with `minibert embed --input FILE "
+                           "--output vectors.npy` and compare those")  # fmt: skip
     import torch
 
     from ..embedding.recipe import similarity
+    from ..formats.line_files import printable
 
     embedder = load_embedder(args)
+    check_embedding_flags(embedder, embed_options(args))
     result = embedder.embed_with_report(texts, embed_options(args))
     report_truncated(result.truncated, len(texts), result.max_length)
     vectors = result.vectors
@@ -156,7 +183,7 @@ def cmd_similarity(args) -> None:
     matrix = similarity(torch.from_numpy(vectors), torch.from_numpy(vectors), how).numpy()
     labels = [f"[{i}]" for i in range(len(texts))]
     for label, text in zip(labels, texts):
-        print(f"{label} {text}")
+        print(f"{label} {printable(text)}")  # an undecodable argument's bytes as escapes
     print("     " + " ".join(f"{label:>7}" for label in labels))
     for label, row in zip(labels, matrix):
         print(f"{label:>4} " + " ".join(f"{value:7.4f}" for value in row))

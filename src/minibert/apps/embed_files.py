@@ -20,8 +20,8 @@ from pathlib import Path
 from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS, EmbedOptions
 from ..errors import InputFileError, PromptFillsMaxLengthError
 from ..formats import line_files
-from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, read_records
-from .commands import CommandError, embed_options, load_embedder, report_truncated
+from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, printable, read_records
+from .commands import CommandError, check_embedding_flags, embed_options, load_embedder, report_truncated
 from .flag_types import DTYPE_HELP, DTYPES, output_name, positive_int, whole_number
 
 
@@ -136,7 +136,9 @@ def cmd_embed(args) -> None:
     if not args.texts and not args.input:
         raise CommandError("nothing to embed: give texts as arguments or --input FILE (- for stdin)")
     output = Path(args.output) if args.output else None
-    if output is not None and output.suffix not in (".npy", ".jsonl"):
+    if args.input and line_files.input_name_problem(args.input):
+        raise CommandError(line_files.input_name_problem(args.input))
+    if output is not None and output.suffix.lower() not in (".npy", ".jsonl"):
         raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
     if args.resume and (output is None or not args.input):
         raise CommandError("--resume needs --input FILE and --output FILE")
@@ -147,15 +149,29 @@ def cmd_embed(args) -> None:
         raise CommandError(f"--commit-every must be a positive number of texts, got {args.commit_every}")
     if output is not None:
         check_output(output, Path(args.input) if args.input and args.input != STDIN else None)
+        if not args.resume:
+            _refuse_an_unfinished_resume(output)
     _embed(args, output)
 
 
+def _refuse_an_unfinished_resume(output: Path) -> None:
+    """A plain run would clobber an unfinished --resume run's output: refused before the model loads."""
+    from .resumable import ResumableOutput
+
+    unfinished = ResumableOutput(output, {})
+    if unfinished.has_state():
+        raise InputFileError(
+            f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
+            f"{_beside(output, unfinished.state_path)} and {_beside(output, unfinished.partial)}"
+        )
+
+
 def _check_prompt_room(embedder, options: EmbedOptions, args) -> None:
-    """A prompt that the model's pooling leaves out and that fills the max length leaves no token of
-    any text to pool: a usage error, said with the flags (the library's error names its options),
-    before any text is read."""
+    """The flags checked against the model (check_embedding_flags), and a prompt that the model's
+    pooling leaves out and that fills the max length, which leaves no token of any text to pool: usage
+    errors, said with the flags (the library's errors name its options), before any text is read."""
     try:
-        embedder.pieces_for_embedding([], options)
+        check_embedding_flags(embedder, options)
     except PromptFillsMaxLengthError as error:
         flag = f"--prompt-name {args.prompt_name}" if args.prompt_name else "--prompt"
         given = args.max_length is not None
@@ -217,27 +233,20 @@ def _embed(args, output: Path | None) -> None:
         return
 
     def encode(chunk, vectors) -> bytes:
-        if output.suffix == ".npy":
+        if output.suffix.lower() == ".npy":
             return np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
         lines = (json_line({"text": t, "embedding": v.tolist()}) + "\n" for t, v in zip(chunk, vectors))
         return "".join(lines).encode("utf-8")
 
     header = b""
-    if output.suffix == ".npy":  # for stdin, the count is written over the header at the end (the same size)
+    if output.suffix.lower() == ".npy":  # for stdin, the count is written over the header at the end (the same size)
         header = _npy_header((count or 0, dim))
     if args.resume:
         _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress)
         written = count  # a resumable input is a file: counted first, and every text checked as written
     else:
         from ..formats.atomic_files import atomic_output
-        from .resumable import ResumableOutput
 
-        unfinished = ResumableOutput(output, {})
-        if unfinished.has_state():
-            raise InputFileError(
-                f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
-                f"{_beside(output, unfinished.state_path)} and {_beside(output, unfinished.partial)}"
-            )
         with atomic_output(output) as handle:
             handle.write(header)
             written = 0
@@ -267,8 +276,12 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
             {**options.as_dict(), "dtype": args.dtype, "commit_every": args.commit_every}, sort_keys=True
         ),
         "output format": f"{output.suffix}, dimension {dim}",
+        # the library that multiplies, and where: mkl and onednn round differently (1e-7), so chunks
+        # of both would match neither uninterrupted run; a state without these is another run too
+        "GEMM library": _gemm_library(embedder.model),
+        "device": str(embedder.model.device),
     }
-    npy = output.suffix == ".npy"  # float32 rows of one size; .jsonl: one line per text
+    npy = output.suffix.lower() == ".npy"  # float32 rows of one size; .jsonl: one line per text
     resumable = ResumableOutput(output, fingerprint, row_size=4 * dim if npy else None, lines=not npy, total=count)
     try:
         try:
@@ -287,6 +300,12 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
         resumable.finish()
     finally:
         resumable.close()
+
+
+def _gemm_library(model) -> str:
+    """The library ``model``'s linear layers were given (speed/gemm.py's choice, not the flag asked)."""
+    library = getattr(model, "gemm_backend", None) or "mkl"
+    return f"int8 ({model.int8_library})" if library == "int8" else library
 
 
 def _count_read_from_stdin(handle, header: bytes, written: int, dim: int) -> None:
@@ -353,7 +372,7 @@ def _summary(number: int, text: str, vector) -> str:
     lines, with every value, when piped or with --json)."""
     import numpy as np
 
-    shown = text if len(text) <= 70 else text[:67] + "..."
+    shown = printable(text if len(text) <= 70 else text[:67] + "...")  # an undecodable argument's bytes as escapes
     first = ", ".join(f"{value:.4f}" for value in vector[:6])
     return f"[{number}] {shown}\n    {len(vector)} dimensions, norm {float(np.linalg.norm(vector)):.4f}: [{first}, ...]"
 

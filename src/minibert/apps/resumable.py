@@ -5,7 +5,7 @@
 * ``.OUT.partial``: the output so far, appended chunk by chunk;
 * ``.OUT.resume.json``: the last *commit*: how many texts are done and how many bytes of the
   partial file hold them, with a fingerprint of the run (the input file's SHA-256, the model, every
-  option that changes the numbers or the layout).
+  option that changes the numbers or the layout, the GEMM library chosen and the device).
 
 A chunk is committed in this order: its bytes are appended and fsync'ed, *then* the state file is
 replaced atomically (write to a temporary file, fsync, rename). Whatever kills the process — Ctrl-C,

@@ -22,7 +22,7 @@ from ..errors import TaskArgumentError
 from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_lines_output, read_records
 from ..task_choices import AGGREGATIONS, FUNCTIONS
-from .commands import CommandError, device_of, gemm_of, load_model
+from .commands import CommandError, device_of, flag_error, gemm_of, load_model
 from .flag_types import DTYPE_HELP, DTYPES, label_list, model_name, output_name, positive_int, whole_number
 
 
@@ -33,7 +33,7 @@ def add_parser(commands, parents: list) -> None:
     files.add_argument("--model", type=model_name,
                        help="hub id or local directory of a checkpoint with the task's head (required)")
     files.add_argument("--input", help="a .txt file (one text per line), a .jsonl file (one object per line), or - "
-                                       "for stdin")  # fmt: skip
+                                       "for stdin (one text per line; answer: JSON lines)")  # fmt: skip
     files.add_argument("--output", type=output_name, help="write JSON lines to this .jsonl file, one per input "
                        "line, atomically (default: print them)")  # fmt: skip
     files.add_argument("--batch-size", type=positive_int, default=32, help="sequences per forward pass (default 32)")
@@ -124,12 +124,6 @@ def _checked(records: Iterator[dict], check) -> Iterator[dict]:
         yield record
 
 
-def _flag_error(error: TaskArgumentError) -> CommandError:
-    """A task's argument out of its model's range, said of the flag that gave it: ``--max-seq-len``
-    for ``max_seq_len`` (each command's flag is its parameter's name)."""
-    return CommandError(f"--{error.parameter.replace('_', '-')} must be {error.allowed}, got {error.value}")
-
-
 def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_arguments, load, answer, finish=None,
          check=None) -> None:  # fmt: skip
     """Check the arguments and the files (every input line, before the model loads; ``check(record,
@@ -146,7 +140,9 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
     if not args.model:
         raise CommandError(f"{args.command} needs --model DIR (or a hub id) of a checkpoint with its head")
     output = Path(args.output) if args.output else None
-    if output is not None and output.suffix != ".jsonl":
+    if args.input and line_files.input_name_problem(args.input):
+        raise CommandError(line_files.input_name_problem(args.input))
+    if output is not None and not line_files.is_json_lines(output):
         raise CommandError(f"--output must end in .jsonl, got {output.name}")
     if args.input and line_files.is_stream(args.input):  # stdin or a pipe, read once as it comes: a bad line
         if output is not None:  # stops the command there (an --output is not written)
@@ -247,7 +243,7 @@ def cmd_tag(args) -> None:
                 found = tag([record["text"] for record in chunk], model=loaded, aggregation_strategy=args.aggregation,
                             stride=args.stride, batch_size=args.batch_size)  # fmt: skip
             except TaskArgumentError as error:
-                raise _flag_error(error) from None
+                raise flag_error(error) from None
         for warning in caught:  # the library's warnings, said again, a cut text's of its line and --stride
             if isinstance(warning.message, TextCutWarning):
                 cut, place = warning.message, done[0] + warning.message.number + 1
@@ -295,7 +291,7 @@ def cmd_answer(args) -> None:
                            max_seq_len=args.max_seq_len, handle_impossible_answer=args.impossible,
                            batch_size=args.batch_size)  # fmt: skip
         except TaskArgumentError as error:
-            raise _flag_error(error) from None
+            raise flag_error(error) from None
         except QuestionTooLongError as error:
             place = done[0] + error.number + 1
             where = f"the question on {_input_line(args, place)}" if args.input else "the question"
@@ -326,7 +322,7 @@ def cmd_rerank(args) -> None:
             ranker = CrossEncoder(name, max_length=args.max_length, gemm=gemm_of(args), dtype=args.dtype,
                                   device=device_of(args))  # fmt: skip
         except TaskArgumentError as error:
-            raise _flag_error(error) from None
+            raise flag_error(error) from None
         if ranker.num_labels != 1:
             raise ValueError(f"{args.model}: rerank needs a model with one output (a relevance score); "
                              f"it has {ranker.num_labels} labels")  # fmt: skip

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ..heads import BertForPreTraining
+from ..heads import BertForMaskedLM, BertForPreTraining
 from ..model import BertModel
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -29,8 +29,8 @@ def compare_with_transformers(
     device=None,
 ) -> list[tuple[str, float]]:
     """Run ``texts`` through minibert and transformers; return [(output name, max |Δ|), ...] over
-    the embeddings, every layer, the pooler, every attention map, and (when the checkpoint has
-    them) the masked-LM and next-sentence logits. Real tokens only (padding is not compared). Both
+    the embeddings, every layer, every attention map and, when the checkpoint has them, the pooler
+    and the masked-LM and next-sentence logits (checkpoint_parts). Real tokens only (padding is not compared). Both
     models run on ``device`` (default the CPU), in float32."""
     try:
         transformers = importlib.import_module("transformers")
@@ -42,22 +42,30 @@ def compare_with_transformers(
     transformers.utils.logging.set_verbosity_error()
     texts = texts or SAMPLE_TEXTS
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
-    from ..loading.checkpoint_files import find_checkpoint, tensor_names
+    from ..loading.checkpoint_files import checkpoint_parts, find_checkpoint, tensor_names
 
     config_file, weights_file = find_checkpoint(name_or_path)  # the files minibert reads, fetched or bundled
     folder = str(Path(config_file).parent)  # what transformers reads: the same files (a bundled name is no hub id)
+    parts = checkpoint_parts(tensor_names(weights_file))
     if heads is None:
-        heads = any(name.startswith(("cls.", "bert.cls.")) for name in tensor_names(weights_file))
+        heads = bool(parts & {"masked-LM", "next-sentence"})
+    pooler = "pooler" in parts
+    if heads and not {"pooler", "next-sentence"} <= parts:  # a masked-LM checkpoint: the MLM head on its own
+        head_class, head_name = BertForMaskedLM, "BertForMaskedLM"
+    elif heads:
+        head_class, head_name = BertForPreTraining, "BertForPreTraining"
     if heads:
-        ours_full = BertForPreTraining.from_pretrained(name_or_path, gemm=gemm, device=device)
+        ours_full = head_class.from_pretrained(name_or_path, gemm=gemm, device=device)
         ours = ours_full.bert
         # float32 as minibert's default (transformers 5 keeps a checkpoint's stored dtype: bfloat16 for some)
-        theirs_full = transformers.BertForPreTraining.from_pretrained(folder, attn_implementation="eager")
+        theirs_full = getattr(transformers, head_name).from_pretrained(folder, attn_implementation="eager")
         theirs_full = theirs_full.float()
         theirs = theirs_full.to(ours.device).bert
-    else:
-        ours = BertModel.from_pretrained(name_or_path, gemm=gemm, device=device)
-        theirs = transformers.BertModel.from_pretrained(folder, attn_implementation="eager").float()
+        pooler = head_class is BertForPreTraining
+    else:  # a token classifier or QA model is saved without a pooler (transformers' add_pooling_layer=False)
+        ours = BertModel.from_pretrained(name_or_path, gemm=gemm, device=device, add_pooling_layer=pooler)
+        theirs = transformers.BertModel.from_pretrained(folder, attn_implementation="eager",
+                                                        add_pooling_layer=pooler).float()  # fmt: skip
     theirs.to(ours.device).eval()
     longest = min(tokenizer.model_max_length, ours.config.max_position_embeddings)  # (a tokenizer may set no limit)
     batch = tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt")
@@ -69,13 +77,18 @@ def compare_with_transformers(
         a, b = ours(**batch, **every), theirs(**batch, **every)
         for index, (x, y) in enumerate(zip(a.hidden_states, b.hidden_states)):
             rows.append(("embeddings" if index == 0 else f"layer {index}", _max_diff(x[real], y[real])))
-        rows.append(("pooler_output", _max_diff(a.pooler_output, b.pooler_output)))
+        if pooler:
+            rows.append(("pooler_output", _max_diff(a.pooler_output, b.pooler_output)))
         for index, (x, y) in enumerate(zip(a.attentions, b.attentions)):
             rows.append((f"attention {index + 1}", _max_diff(x.transpose(1, 2)[real], y.transpose(1, 2)[real])))
         if heads:
             c, d = ours_full(**batch, return_dict=True), theirs_full.eval()(**batch, return_dict=True)
-            rows.append(("masked-LM logits", _max_diff(c.prediction_logits[real], d.prediction_logits[real])))
-            rows.append(("next-sentence logits", _max_diff(c.seq_relationship_logits, d.seq_relationship_logits)))
+            if head_class is BertForMaskedLM:
+                rows.append(("masked-LM logits", _max_diff(c.logits[real], d.logits[real])))
+            else:
+                rows.append(("masked-LM logits", _max_diff(c.prediction_logits[real], d.prediction_logits[real])))
+                rows.append(("next-sentence logits", _max_diff(c.seq_relationship_logits,
+                                                               d.seq_relationship_logits)))  # fmt: skip
     return rows
 
 

@@ -48,8 +48,10 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
     classifier = _is_classifier(name_or_path)
     cls = BertForSequenceClassification if classifier else BertModel
-    approximate = cls.from_pretrained(name_or_path, gemm=gemm, dtype="int8", device=device)
-    exact = cls.from_pretrained(name_or_path, gemm=gemm)
+    # a token classifier, QA or masked-LM checkpoint has no pooler: its encoder is compared without one
+    pooler = {} if classifier else {"add_pooling_layer": _has_pooler(name_or_path)}
+    approximate = cls.from_pretrained(name_or_path, gemm=gemm, dtype="int8", device=device, **pooler)
+    exact = cls.from_pretrained(name_or_path, gemm=gemm, **pooler)
     longest = min(tokenizer.model_max_length, exact.config.max_position_embeddings)  # (a tokenizer may set no limit)
     batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt"))
     real = batch["attention_mask"].bool()  # (B, T)
@@ -74,6 +76,13 @@ def _is_classifier(name_or_path: str) -> bool:
     config_file, _ = find_checkpoint(name_or_path)
     architectures = BertConfig.from_json_file(config_file).extra.get("architectures") or []
     return "BertForSequenceClassification" in architectures
+
+
+def _has_pooler(name_or_path: str) -> bool:
+    from ..loading.checkpoint_files import checkpoint_parts, find_checkpoint, tensor_names
+
+    _, weights_file = find_checkpoint(name_or_path)
+    return "pooler" in checkpoint_parts(tensor_names(weights_file))
 
 
 def format_report(report: Int8Report) -> str:

@@ -60,7 +60,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 
-from ..errors import MissingHeadsError, PromptFillsMaxLengthError
+from ..errors import MissingHeadsError, PromptFillsMaxLengthError, TaskArgumentError
 from ..loading.devices import check_model_is_on, placement
 from ..loading.from_pretrained import check_dtype
 from ..model import BertModel
@@ -355,17 +355,17 @@ class Embedder(AnswersSentenceTransformersNames):
         num_layers = self.model.config.num_hidden_layers
         count = num_layers + 1
         for layer in layers:
-            if not -count <= layer < count:
-                raise ValueError(
-                    f"layer {layer} does not exist: this model has hidden states 0..{num_layers} (or -1..-{count})"
-                )
+            if not -count <= layer < count:  # a TaskArgumentError: a command names its flag (--layers)
+                states = f"0..{num_layers} (or -1..-{count})"
+                raise TaskArgumentError("layers", layer, f"a hidden state of this model, {states}",
+                                        f"layer {layer} does not exist: this model has hidden states {states}")
         return [layer - count if layer >= 0 else layer for layer in layers]
 
     def _max_length(self, options: EmbedOptions) -> int:
         limit = self.model.config.max_position_embeddings
         max_length = self.max_length if options.max_length is None else options.max_length
         if not isinstance(max_length, int) or isinstance(max_length, bool) or not 3 <= max_length <= limit:
-            raise ValueError(f"max_length must be an int from 3 to max_position_embeddings={limit}, got {max_length!r}")
+            raise TaskArgumentError("max_length", max_length, f"an int from 3 to max_position_embeddings={limit}")
         return max_length
 
     def _truncate_dim(self, options: EmbedOptions) -> int | None:

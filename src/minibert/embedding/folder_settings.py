@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, TaskArgumentError
 
 
 def choose_prompt(prompts: dict[str, str], default_prompt_name: str | None, prompt: str | None,
@@ -45,7 +45,8 @@ def choose_prompt(prompts: dict[str, str], default_prompt_name: str | None, prom
             return ""
     if prompt_name not in prompts:
         known = ", ".join(repr(name) for name in prompts) or "none"
-        raise ValueError(f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})")
+        raise TaskArgumentError("prompt_name", prompt_name, f"one of this model's prompts ({known})",
+                                f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})")
     return prompts[prompt_name]
 
 

@@ -37,6 +37,32 @@ CHUNK = 2048  # lines a command handles at a time (embedded, answered, written):
 
 
 STDIN = "-"  # the name that reads standard input, as the commands' --input - and a lone - argument
+JSON_LINES = ".jsonl"  # the one suffix read as JSON lines, in any case (DOCS.JSONL too)
+# Structured files the commands do not read: each line of one would be taken as a text (a CSV header
+# classified, a JSON line embedded as it is), so they are refused by their name (input_name_problem).
+OTHER_FORMATS = (".json", ".ndjson", ".jsonlines", ".csv", ".tsv", ".parquet", ".npy", ".npz", ".xlsx", ".xml",
+                 ".html", ".pdf", ".gz", ".zip")  # fmt: skip
+ACCEPTED = ".txt (one text per line), .jsonl (one JSON object per line) or - for stdin"
+
+
+def is_json_lines(path: Path | str) -> bool:
+    """Whether a file's name says JSON lines: it ends in .jsonl, in any case."""
+    return Path(path).suffix.lower() == JSON_LINES
+
+
+def input_name_problem(path: Path | str) -> str | None:
+    """Why ``--input path`` is refused by its name (a suffix of another structured format), or None.
+
+    >>> print(input_name_problem("pairs.csv"))  # doctest: +NORMALIZE_WHITESPACE
+    --input pairs.csv: a .csv file is not read by this command: give .txt (one text per line),
+    .jsonl (one JSON object per line) or - for stdin
+    >>> input_name_problem("DOCS.JSONL") is None
+    True
+    """
+    suffix = Path(path).suffix.lower()
+    if str(path) == STDIN or suffix not in OTHER_FORMATS:
+        return None
+    return f"--input {path}: a {suffix} file is not read by this command: give {ACCEPTED}"
 
 
 def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
@@ -44,16 +70,21 @@ def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
     """One dict per line of ``path`` (``STDIN``: standard input), streamed: memory follows one block
     of the file, never all of it.
 
-    A ``.txt`` file (and stdin) gives ``{fields[0]: line}`` and is refused when a record needs several
-    fields; a blank ``.jsonl`` line is ``{fields[0]: ""}`` (and refused when several fields are needed).
+    A ``.txt`` file (and stdin) gives ``{fields[0]: line}``; a ``.jsonl`` file (any case) one object
+    per line. A record of several fields (``minibert answer``'s question and context) is read as JSON
+    lines from stdin and from a pipe without a suffix too (``<(cmd)``, ``/dev/stdin``); a file named
+    otherwise is refused, naming why it was read as text. A blank ``.jsonl`` line is
+    ``{fields[0]: ""}`` (and refused when several fields are needed).
     The bytes are checked as text as they are read (``plain_text.TextCheck``: not mostly NUL or control
     bytes, a line break within 8 MiB), each line as UTF-8."""
     stdin = str(path) == STDIN
     streamed = stdin or is_stream(path)  # a pipe is read once, as it comes, as stdin is
     name = "stdin" if stdin else Path(path)
-    jsonl = not stdin and Path(path).suffix == ".jsonl"
-    if not jsonl and len(fields) > 1:
-        raise InputFileError(f"{name}: this command reads .jsonl lines with {', '.join(fields)} fields")
+    several = len(fields) > 1  # only JSON lines can hold them
+    jsonl = is_json_lines(path) or (several and streamed and not Path(path).suffix)
+    if not jsonl and several:
+        raise InputFileError(f"{name} is read as plain text, one text per line, because its name does not end in "
+                             f".jsonl; this command needs JSON lines with {', '.join(fields)} fields")  # fmt: skip
     try:
         lines = read_text_lines(name, sys.stdin.buffer) if stdin else read_text_lines(path)
         offset = 0
@@ -155,6 +186,24 @@ def json_line(record: dict) -> str:
     except UnicodeEncodeError:
         line = json.dumps(record, ensure_ascii=True)
     return line
+
+
+def printable(text: str, encoding: str | None = None) -> str:
+    """``text`` as stdout can print it (``encoding``: stdout's): a character that the encoding cannot
+    write, such as a lone surrogate from an undecodable argument, becomes a backslash escape
+    (``\\udce9``), as ``json_line`` writes it, instead of an error halfway through the output.
+
+    >>> printable("caf\\udce9", "utf-8")
+    'caf\\\\udce9'
+    """
+    encoding = encoding or getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding Python does not know: left to the stream
+        pass
+    return text
 
 
 def same_file(a: Path, b: Path) -> bool:

@@ -332,3 +332,13 @@ def tensor_names(path: str | os.PathLike) -> list[str]:
             raise CheckpointError(f"cannot read weights file {path}: {error}") from None
         return [name for name in header if name != "__metadata__"]
     return list(read_state_dict(path))
+
+
+def checkpoint_parts(names: list[str]) -> set[str]:
+    """Which of "pooler", "masked-LM" and "next-sentence" a checkpoint's tensor ``names`` hold
+    (transformers' names or Google's, with or without the ``bert.`` prefix). A token classifier or
+    QA model has no pooler, a masked-LM save has no pooler and no next-sentence head: each is
+    compared as what it holds, as transformers loads it."""
+    dotted = ["." + name.replace("/", ".") for name in names]
+    wanted = {"pooler": ".pooler.", "masked-LM": ".cls.predictions.", "next-sentence": ".cls.seq_relationship."}
+    return {part for part, marker in wanted.items() if any(marker in name for name in dotted)}
