@@ -237,17 +237,30 @@ def test_a_cpu_without_the_engine_is_refused(tiny_dir, own_cache, monkeypatch):
 def test_int8_packing_does_not_depend_on_the_process_quantized_engine(own_cache):
     """torch.backends.quantized.engine is process-wide; under "qnnpack" the same weights packed
     there give other numbers (|Δ| ~0.5 on this layer). int8.py pins FBGEMM while packing and puts
-    the engine back: the outputs are bit-identical whatever engine was set before."""
+    the engine back: the outputs are bit-identical whatever engine was set before, for a layer
+    made under it and for a copy or a pickle of one made under it (before: torch's own pickling of
+    FBGEMM's packed weight packed the copy again under the engine set then; under qnnpack its
+    outputs were 2.2 off on MiniLM)."""
+    import copy
+    import pickle
+
     torch.manual_seed(0)
     linear, x = nn.Linear(384, 1536), torch.randn(50, 384)
     before = torch.backends.quantized.engine
     for library in LIBRARIES_HERE:  # oneDNN's int8 matmul does not read the engine at all
-        reference = Int8Linear(linear, library)(x)
+        original = Int8Linear(linear, library)
+        reference = original(x)
         try:
             for engine in torch.backends.quantized.supported_engines:
                 torch.backends.quantized.engine = engine
-                delta = (Int8Linear(linear, library)(x) - reference).abs().max().item()
-                assert delta == 0.0 and torch.backends.quantized.engine == engine, (library, engine, delta)
+                made = {"made": Int8Linear(linear, library), "deepcopy": copy.deepcopy(original),
+                        "pickle": pickle.loads(pickle.dumps(original))}  # fmt: skip
+                torch.backends.quantized.engine = before
+                for how, layer in made.items():
+                    delta = (layer(x) - reference).abs().max().item()
+                    assert delta == 0.0, (library, engine, how, delta)
+                torch.backends.quantized.engine = engine
+                assert Int8Linear(linear, library)(x).equal(reference) and torch.backends.quantized.engine == engine
         finally:
             torch.backends.quantized.engine = before
 
@@ -303,6 +316,26 @@ def test_oneDNNs_activation_steps_are_the_ones_torch_chooses(x):
     expected_steps, expected_scale, expected_zero_point = _torchs_quantization(x)
     assert (scale, zero_point) == (expected_scale, expected_zero_point)
     assert steps.dtype == torch.uint8 and steps.shape == x.shape and torch.equal(steps, expected_steps)
+
+
+def test_fbgemm_given_the_range_multiplies_as_its_dynamic_linear_bit_for_bit():
+    """Int8Linear takes x's range itself (the check for NaN) and hands it to FBGEMM
+    (int8._fbgemm_linear), whose dynamic linear would take it again: the outputs must be
+    linear_dynamic's own, bit for bit, on the ranges of the test above and on random ones."""
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    layer = Int8Linear(nn.Linear(33, 20))
+    cases = [torch.zeros(4, 33), torch.full((3, 33), 2.5), torch.full((3, 33), -7.0), torch.randn(2, 7, 33) * 50 + 3,
+             torch.randn(33, 40).t(), torch.randn(5, 33) * 1e-7, torch.randn(5, 33) * 1e-40]  # fmt: skip
+    for _ in range(300):
+        low_exponent, span = torch.randint(-30, 10, (2,), generator=generator).tolist()
+        x = torch.randn(3, 33, generator=generator) * 10.0**low_exponent * 10.0 ** (span % 5)
+        cases.append(x + torch.randn(1, generator=generator) * 10.0 ** (low_exponent + span % 7))
+    for x in cases:
+        extremes = [float(value) for value in torch.aminmax(x)]
+        expected = torch.ops.quantized.linear_dynamic(x, layer.packed, False)
+        assert torch.equal(int8._fbgemm_linear(x, layer.packed, extremes), expected), x
+        assert torch.equal(layer(x), expected)
 
 
 def test_oneDNNs_activation_steps_match_torch_on_random_ranges():

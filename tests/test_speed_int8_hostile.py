@@ -620,3 +620,59 @@ def test_a_cached_pass_does_not_let_a_broken_file_through(tiny_dir, tmp_path):
     assert weights.stat().st_size == stat.st_size
     with pytest.raises(QuantizationError, match=r"output\.dense\.weight holds 1 of "):
         BertModel.from_pretrained(good, dtype="int8")
+
+
+# --- a NaN or an infinity that reaches an int8 projection after loading -----------------------------------
+
+LIBRARIES_HERE = [library for library in int8_check.LIBRARIES if int8_check.library_unavailable(library) is None]
+
+
+def _int8_layers_of(linear):
+    """(an int8 layer of ``linear`` on each library here, the float32 function it stands for): on
+    oneDNN also with GELU applied as the product is written, beside the function's own GELU."""
+    from minibert.activations import ACTIVATIONS
+    from minibert.speed.packed_linear import FUSIBLE
+
+    layers = [(Int8Linear(linear, library), linear) for library in LIBRARIES_HERE]
+    if "onednn" in LIBRARIES_HERE:
+        gelu = ACTIVATIONS["gelu"]
+        layers.append((Int8Linear(linear, "onednn", FUSIBLE["gelu"], gelu), lambda x: gelu(linear(x))))
+    return layers
+
+
+def test_an_int8_layer_is_nan_or_infinite_exactly_where_float32_is():
+    """Before: FBGEMM's quantizer skipped the NaN when it took the range and rounded it to a number
+    (finite outputs, where float32 gives NaN), and oneDNN's raised torch's own "min should be less
+    than or equal to max". Now both give the rows float32 gives NaN or infinite as such, and the
+    other rows the numbers they get without the bad ones in the call."""
+    torch.manual_seed(0)
+    linear = nn.Linear(16, 8)
+    x = torch.randn(2, 3, 16)
+    x[0, 1, 4], x[1, 2, 7], x[1, 0, 2] = float("nan"), float("inf"), -float("inf")
+    clean = torch.cat([x[0, [0, 2]], x[1, [1]]])  # the rows without a NaN or an infinity
+    for layer, function in _int8_layers_of(linear):
+        with torch.inference_mode():
+            out, expected = layer(x), function(x)  # (2, 3, 8)
+            assert torch.equal(out.isfinite(), expected.isfinite()), (layer, out)
+            assert torch.equal(out[0, 1].isnan(), expected[0, 1].isnan())  # a NaN row: NaN throughout
+            assert torch.equal(torch.cat([out[0, [0, 2]], out[1, [1]]]), layer(clean))
+
+
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_a_nan_written_into_an_embedding_after_loading_gives_nan_in_int8_as_in_float32(tiny_dir, monkeypatch,
+                                                                                       library):
+    """The report's case: the embeddings stay float32 and writable; a NaN in one row reaches the
+    int8 projections. float32 gives that text NaN throughout (attention spreads it over its tokens)
+    and the other text of the batch its own numbers: so does int8, on either library, the other
+    text's vectors as close to float32's as int8 keeps any (the loader's floor)."""
+    monkeypatch.setenv("MINIBERT_INT8", library)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 2.0, "onednn": 2.0})
+    models = BertModel.from_pretrained(tiny_dir), BertModel.from_pretrained(tiny_dir, dtype="int8")
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    with torch.inference_mode():
+        for model in models:
+            model.get_input_embeddings().weight[7, 3] = float("nan")
+        exact, approximate = (model(ids).last_hidden_state for model in models)
+    assert exact[0].isnan().all() and exact[1].isfinite().all()
+    assert torch.equal(approximate.isnan(), exact.isnan())
+    assert nn.functional.cosine_similarity(approximate[1], exact[1], dim=-1).min() > int8_check.COSINE_FLOOR
