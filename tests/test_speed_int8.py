@@ -19,6 +19,7 @@ from minibert.speed.int8 import Int8Linear, int8_layers
 from minibert.speed.packed_linear import AppliedBy
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
+LIBRARIES_HERE = [library for library in int8.LIBRARIES if int8.library_unavailable(library) is None]
 
 
 def _saved(tmp_path_factory, model_class, seed: int, name: str):
@@ -218,6 +219,20 @@ def test_a_cpu_without_int8_dot_products_is_said_once_even_where_int8_is_faster(
     assert len(said) == 1 and "1.50x float32" in said[0] and "emulates" in said[0], said
 
 
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_the_warning_about_emulated_dot_products_names_the_library_that_runs(tiny_dir, own_cache, monkeypatch,
+                                                                            caplog, library):
+    """Before: it said "FBGEMM emulates them" with oneDNN's int8 GEMMs running."""
+    monkeypatch.setenv("MINIBERT_INT8", library)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 1.5, "onednn": 1.5})
+    monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+    said = [record.getMessage() for record in caplog.records if "dot-product" in record.getMessage()]
+    name = {"fbgemm": "FBGEMM", "onednn": "oneDNN"}[library]
+    assert len(said) == 1 and f"int8 ({library})" in said[0] and f"so {name} emulates them" in said[0], said
+
+
 def test_a_cpu_with_int8_dot_products_where_int8_is_faster_says_nothing(tiny_dir, own_cache, monkeypatch, caplog):
     monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 1.5})
     monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: True)
@@ -267,7 +282,6 @@ def test_int8_packing_does_not_depend_on_the_process_quantized_engine(own_cache)
 
 # --- the int8 library: FBGEMM or oneDNN, chosen by measurement --------------------------------------------
 
-LIBRARIES_HERE = [library for library in int8.LIBRARIES if int8.library_unavailable(library) is None]
 
 
 @pytest.mark.parametrize("library", LIBRARIES_HERE)

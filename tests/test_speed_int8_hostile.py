@@ -25,7 +25,7 @@ from minibert import (
 )
 from minibert.errors import QuantizationError
 from minibert.speed import int8_check
-from minibert.speed.int8 import Int8Linear, int8_layers
+from minibert.speed.int8 import Int8Linear, int8_layers, is_int8
 from minibert.speed.int8_twin import float32_twin
 from minibert.speed.packed_linear import AppliedBy
 
@@ -203,7 +203,10 @@ def test_a_copied_int8_model_gives_the_same_numbers(int8_model, clone):
 
 
 def test_onednn_fused_then_int8_puts_the_activation_back(tiny_dir, int8_model):
-    model = BertModel.from_pretrained(tiny_dir, dtype="int8", gemm="onednn-fused")
+    from minibert.speed.int8 import quantize
+
+    model = BertModel.from_pretrained(tiny_dir, gemm="onednn-fused")
+    quantize(model)  # (from_pretrained refuses gemm= with dtype="int8": int8 replaces the layers it picks for)
     feed_forward = model.layers[0].feed_forward
     assert isinstance(feed_forward.intermediate, Int8Linear) and not isinstance(feed_forward.activation, AppliedBy)
     with torch.inference_mode():
@@ -676,3 +679,31 @@ def test_a_nan_written_into_an_embedding_after_loading_gives_nan_in_int8_as_in_f
     assert exact[0].isnan().all() and exact[1].isfinite().all()
     assert torch.equal(approximate.isnan(), exact.isnan())
     assert nn.functional.cosine_similarity(approximate[1], exact[1], dim=-1).min() > int8_check.COSINE_FLOOR
+
+
+# --- gemm= beside dtype="int8" ---------------------------------------------------------------------------
+
+
+def test_gemm_is_checked_beside_int8_and_a_library_refused_as_unused(tiny_dir, tmp_path, monkeypatch):
+    """Before: speed_up replaced gemm with "mkl" for int8 before it was looked at, so gemm="bogus"
+    was accepted, and a library named was ignored. Now a bad name is float32's own ValueError, a
+    library named is refused (int8 replaces the layers it picks for), both before a file is read."""
+    from minibert.speed import BACKENDS
+
+    with pytest.raises(ValueError, match=r"argument must be one of auto, mkl, onednn, onednn-fused; got 'bogus'"):
+        BertModel.from_pretrained(tmp_path / "nowhere", dtype="int8", gemm="bogus")
+    for gemm in BACKENDS:
+        with pytest.raises(ValueError, match=rf"gemm='{gemm}' picks the float32 linear layers' library, but "
+                                             r"dtype='int8' runs .* leave gemm out"):  # fmt: skip
+            BertModel.from_pretrained(tmp_path / "nowhere", dtype="int8", gemm=gemm)
+    assert is_int8(BertModel.from_pretrained(tiny_dir, dtype="int8", gemm="auto"))
+    monkeypatch.setenv("MINIBERT_GEMM", "onednn")  # a process-wide wish: int8 runs, as it has its own library
+    assert is_int8(BertModel.from_pretrained(tiny_dir, dtype="int8"))
+    monkeypatch.setenv("MINIBERT_GEMM", "bogus")
+    with pytest.raises(ValueError, match="MINIBERT_GEMM must be one of auto, mkl, onednn, onednn-fused; got 'bogus'"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+
+
+def test_the_command_refuses_gemm_beside_dtype_int8_as_a_usage_error():
+    result = run_minibert("embed", "x", "--dtype", "int8", "--gemm", "onednn-fused")
+    assert result.returncode == 2 and "--gemm onednn-fused picks the float32 linear layers' library" in result.stderr

@@ -277,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.gemm is not None and not getattr(args, "takes_gemm", False):  # `minibert --gemm mkl vocab ...`
         parser.error(f"--gemm picks the linear layers' library of a model the command runs; minibert {args.command} "
                      "runs none")  # fmt: skip
+    if args.gemm not in (None, "auto") and getattr(args, "dtype", None) == "int8":  # (int8 replaces those layers)
+        parser.error(f"--gemm {args.gemm} picks the float32 linear layers' library; --dtype int8 runs the encoder's "
+                     "projections in int8, on a library of their own ($MINIBERT_INT8): leave --gemm out")  # fmt: skip
     log_handler = _show_log_lines(args.debug)
     # A command that stops itself records its signals from now on (SIGINT too); any other command
     # unwinds on them. A signal this process was started with set to "ignore" (`nohup` ignores

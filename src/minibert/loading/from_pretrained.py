@@ -22,7 +22,7 @@ import torch
 
 from ..config import BertConfig
 from ..errors import CheckpointError, InputTypeError, QuantizationError
-from ..speed.seam import speed_up
+from ..speed.seam import refuse_gemm_for_int8, speed_up
 from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
 from .config_fields import CALL_DEFAULTS, LABEL_FIELDS
 from .devices import placement
@@ -137,6 +137,8 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
                         f"the config fields {', '.join(LABEL_FIELDS)}, and transformers' keywords "
                         f"{', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
     device = placement(device, dtype)  # a GPU that is not there, or int8 on one: said before anything is read
+    if dtype == "int8":
+        refuse_gemm_for_int8(gemm)  # (the float32 projections' library, which int8 replaces)
     with hub_options(hub):
         config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)

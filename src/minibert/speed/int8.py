@@ -60,6 +60,7 @@ log = logging.getLogger("minibert.int8")
 # The quantized engines that run FBGEMM's dynamic int8 linear (x86 = FBGEMM + oneDNN, picked per op).
 ENGINES = ("x86", "fbgemm")
 LIBRARIES = ("fbgemm", "onednn")  # the int8 GEMMs to choose from, by measurement (int8_check.choose_library)
+LIBRARY_NAMES = {"fbgemm": "FBGEMM", "onednn": "oneDNN"}  # as messages spell them
 PROJECTIONS = {"attention": ("query", "key", "value", "output"), "feed_forward": ("intermediate", "output")}
 
 

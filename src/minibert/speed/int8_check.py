@@ -44,6 +44,7 @@ from .cache import cache_key, read_cache, write_cache
 from .cpu import cpu_name
 from .int8 import (
     LIBRARIES,
+    LIBRARY_NAMES,
     Int8Linear,
     has_int8_dot_product,
     library_unavailable,
@@ -256,7 +257,7 @@ def _say_what_int8_buys(config, library: Int8Library) -> None:
     """One warning per process and shape where int8 is not what it is on a CPU made for it: slower
     than float32 here (it buys no speed), or faster but without int8 dot-product instructions (FBGEMM
     emulates them with two AVX2 instructions and a 16-bit intermediate, so it gains far less than the
-    2-4x such CPUs show)."""
+    2-4x such CPUs show; the library that runs named: oneDNN emulates them too)."""
     shapes = f"{config.hidden_size}x{config.intermediate_size}"
     if shapes in _warned:
         return
@@ -271,5 +272,6 @@ def _say_what_int8_buys(config, library: Int8Library) -> None:
                     "speed here", library.name, speedup, cpu_name(), why, shapes)  # fmt: skip
     else:
         log.warning("int8 (%s) measured %.2fx float32 on %s for %s projections: this CPU has no int8 dot-product "
-                    "instructions (%s), so FBGEMM emulates them with AVX2 and int8 gains less here than on a CPU "
-                    "that has them", library.name, speedup, cpu_name(), shapes, INT8_INSTRUCTIONS)  # fmt: skip
+                    "instructions (%s), so %s emulates them with AVX2 and int8 gains less here than on a CPU "
+                    "that has them", library.name, speedup, cpu_name(), shapes, INT8_INSTRUCTIONS,
+                    LIBRARY_NAMES[library.name])  # fmt: skip

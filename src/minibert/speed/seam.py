@@ -104,6 +104,21 @@ def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None =
     lay_out_unpacked(model, release)  # a weight stored transposed: laid out, unless only its packed copy is read
 
 
+def refuse_gemm_for_int8(gemm: str | None) -> None:
+    """``gemm`` checked as gemm.choose checks it (a name that is none of its choices, here or in
+    ``$MINIBERT_GEMM``, is the same ValueError), then refused where it names a library: it picks
+    the float32 projections' GEMM, and ``dtype="int8"`` replaces those projections with int8 ones
+    (their library is ``$MINIBERT_INT8``'s, or measured: int8_check.choose_library), so it would
+    not be used. Before a file is read, as every argument of from_pretrained is checked."""
+    from .gemm import requested_backend
+
+    requested, source = requested_backend(gemm)
+    if source == "argument" and requested != "auto":
+        raise ValueError(f"gemm={gemm!r} picks the float32 linear layers' library, but dtype='int8' runs the encoder's "
+                         "projections in int8, on an int8 library of their own (MINIBERT_INT8, docs/int8.md): leave "
+                         "gemm out")  # fmt: skip
+
+
 def use_book_modules(model: nn.Module, book: bool = True) -> None:
     """``book=True``: every layer back to model.py's classes (plain ``nn.Linear``, the activation in
     place) and attention written out (``use_fast_path = False``); ``book=False``: the speed the model
