@@ -247,10 +247,11 @@ def test_saved_then_reloaded_in_int8_is_the_same_model(int8_model, tmp_path):
         assert torch.equal(first(IDS).last_hidden_state, again(IDS).last_hidden_state)
 
 
-def test_an_int8_model_without_its_checkpoint_name_is_refused_for_book_modules(tiny_dir):
+def test_an_int8_model_without_the_record_of_its_files_is_refused_for_book_modules(tiny_dir):
+    """The twin is read from the files recorded at load (int8_twin.Int8Source), not from the name."""
     model = BertModel.from_pretrained(tiny_dir, dtype="int8")
-    del model.name_or_path
-    with pytest.raises(QuantizationError, match=r"does not know its checkpoint \(name_or_path\)"):
+    del model.int8_source
+    with pytest.raises(QuantizationError, match=r"does not know the files it was loaded from \(int8_source"):
         model.use_book_modules()
 
 
@@ -679,6 +680,38 @@ def test_a_nan_written_into_an_embedding_after_loading_gives_nan_in_int8_as_in_f
     assert exact[0].isnan().all() and exact[1].isfinite().all()
     assert torch.equal(approximate.isnan(), exact.isnan())
     assert nn.functional.cosine_similarity(approximate[1], exact[1], dim=-1).min() > int8_check.COSINE_FLOOR
+
+
+# --- the calibration fits the model ------------------------------------------------------------------------
+
+LETTERS = [chr(code) for code in range(ord("a"), ord("z") + 1)]
+PIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *LETTERS, *(f"##{letter}" for letter in LETTERS)]
+
+
+@pytest.mark.parametrize("vocabulary", ["none", "letters", "another model's"])
+def test_a_model_that_loads_in_float32_loads_in_int8_whatever_its_positions_and_tokenizer(tmp_path, vocabulary,
+                                                                                          caplog):
+    """Before: the calibration cut its texts at 128 tokens (and drew 32 random ids without a
+    tokenizer) whatever the model's max_position_embeddings, and used a tokenizer whose ids the
+    model has no embedding for: a model of 16 positions, or beside another model's vocabulary, was
+    refused for int8 with an error about "a sequence of 45 tokens" or "input_ids contains 190" that
+    the user never gave. Now the texts are cut to the model's positions, and such a tokenizer is
+    passed over for random ids (config.check_vocabulary), as no tokenizer is."""
+    import logging
+
+    positions = 512 if vocabulary == "another model's" else 16  # (each case refused for one reason before)
+    directory = _save(BertModel, tmp_path / "short", max_position_embeddings=positions)
+    others = PIECES[:5] + [f"w{n}" for n in range(150)] + PIECES[5:]  # the letters at ids 155 to 206
+    pieces = {"none": [], "letters": PIECES, "another model's": others}[vocabulary]
+    if pieces:  # letters only: each word a piece a letter, every calibration text longer than 16 tokens
+        (directory / "vocab.txt").write_text("\n".join(pieces) + "\n")
+    BertModel.from_pretrained(directory)
+    with caplog.at_level(logging.DEBUG, logger="minibert.int8"):
+        model = BertModel.from_pretrained(directory, dtype="int8")
+    assert model.int8_check.worst_cosine >= int8_check.COSINE_FLOOR
+    assert ("calibration on random ids" in caplog.text) == (vocabulary != "letters"), caplog.text
+    if vocabulary == "another model's":
+        assert "the tokenizer has ids up to 206 but the model's vocab_size is 120" in caplog.text
 
 
 # --- gemm= beside dtype="int8" ---------------------------------------------------------------------------

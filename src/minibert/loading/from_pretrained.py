@@ -22,6 +22,7 @@ import torch
 
 from ..config import BertConfig
 from ..errors import CheckpointError, InputTypeError, QuantizationError
+from ..speed.int8_check import LoadedFrom
 from ..speed.seam import refuse_gemm_for_int8, speed_up
 from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
 from .config_fields import CALL_DEFAULTS, LABEL_FIELDS
@@ -174,7 +175,8 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     if device is not None:
         model.to(device)
     del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
-    speed_up(model, gemm, int8_from=weights_file if int8 else None, release=release)  # speed enters here only
+    int8_from = LoadedFrom(config_file, weights_file, os.fspath(name_or_path), revision, hub) if int8 else None
+    speed_up(model, gemm, int8_from=int8_from, release=release)  # speed enters here only
     for one in pages:  # every page given back: the forward reads what it needs (file_pages.py)
         _hand_back_and_watch(model, one)
     if weights_file.suffix == ".index":  # the CRC32C checks' and lay-outs' freed buffers: out of the RSS
