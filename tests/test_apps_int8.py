@@ -49,6 +49,61 @@ def test_an_unknown_dtype_is_a_usage_error_naming_int8(command):
     assert result.returncode == 2 and "'int8'" in result.stderr and "int9" in result.stderr, result.stderr
 
 
+@pytest.fixture(scope="module")
+def tiny_scorer(tmp_path_factory):
+    """A small random classifier of one output (a reranker's relevance, a regression's value)."""
+    torch.manual_seed(1)
+    directory = tmp_path_factory.mktemp("scorer")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                        vocab_size=len(vocab), extra={"num_labels": 1})  # fmt: skip
+    BertForSequenceClassification(config).eval().save_pretrained(directory)
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    return directory
+
+
+SCORED = ["hello world", "the movie was good", "bad", "the movie was bad", "good good world"]
+
+
+def test_verify_int8_of_a_one_output_model_reports_its_scores(tiny_scorer, monkeypatch, tmp_path):
+    """Before: "labels changed by int8: 0 of N" always (the argmax of one logit is 0): nothing
+    measured. Now the largest |Δ score| and the pairs of texts int8 puts in the other order, each
+    as the two models' own logits give them."""
+    from minibert.apps.verify_int8 import compare_int8_with_float32
+    from minibert.tokenizer.bert_tokenizer import BertTokenizer
+
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    report = compare_int8_with_float32(str(tiny_scorer), SCORED)
+    batch = dict(BertTokenizer.from_pretrained(tiny_scorer)(SCORED, padding=True, return_tensors="pt"))
+    with torch.inference_mode():
+        exact, approximate = (BertForSequenceClassification.from_pretrained(tiny_scorer, dtype=dtype)(**batch)
+                              .logits[:, 0].tolist() for dtype in ("float32", "int8"))  # fmt: skip
+    assert report.labels_changed is None
+    assert report.score_change == max(abs(a - b) for a, b in zip(exact, approximate))
+    pairs = [(i, j) for i in range(len(SCORED)) for j in range(i + 1, len(SCORED))]
+    sign = lambda value: (value > 0) - (value < 0)  # noqa: E731
+    assert report.pairs_reordered == sum(sign(exact[i] - exact[j]) != sign(approximate[i] - approximate[j])
+                                         for i, j in pairs)  # fmt: skip
+    texts = [argument for text in SCORED for argument in ("--text", text)]
+    result = run_minibert("verify", "--dtype", "int8", "--model", str(tiny_scorer), *texts)
+    assert result.returncode == 0, result.stderr
+    assert "labels changed" not in result.stdout, result.stdout
+    assert f"largest |Δ score| by int8 {report.score_change:.3e}" in result.stdout, result.stdout
+    assert f"pairs of texts in another order: {report.pairs_reordered} of 10" in result.stdout, result.stdout
+
+
+def test_verify_int8_tolerance_bounds_a_one_output_models_score_and_is_refused_elsewhere(tiny_scorer,
+                                                                                         tiny_classifier):
+    """Before: --tolerance was accepted with --dtype int8 and ignored (exit 0 at --tolerance 1e-30)."""
+    result = run_minibert("verify", "--dtype", "int8", "--model", str(tiny_scorer), "--text", "hello world",
+                          "--tolerance", "1e-30")  # fmt: skip
+    assert result.returncode == 1 and "int8 changes a score by" in result.stderr and "> 1e-30" in result.stderr
+    result = run_minibert("verify", "--dtype", "int8", "--model", str(tiny_classifier), "--text", "hello world",
+                          "--tolerance", "10")  # fmt: skip
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "--tolerance with --dtype int8 bounds the |Δ score| of a classifier of one output" in result.stderr
+
+
 def test_classify_and_verify_in_int8(tiny_classifier):
     result = run_minibert("classify", "--model", str(tiny_classifier), "--dtype", "int8", "hello world", "bad movie")
     assert result.returncode == 0, result.stderr

@@ -19,6 +19,7 @@ from minibert.speed.int8 import Int8Linear, int8_layers
 from minibert.speed.packed_linear import AppliedBy
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
+LIBRARIES_HERE = [library for library in int8.LIBRARIES if int8.library_unavailable(library) is None]
 
 
 def _saved(tmp_path_factory, model_class, seed: int, name: str):
@@ -218,6 +219,20 @@ def test_a_cpu_without_int8_dot_products_is_said_once_even_where_int8_is_faster(
     assert len(said) == 1 and "1.50x float32" in said[0] and "emulates" in said[0], said
 
 
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_the_warning_about_emulated_dot_products_names_the_library_that_runs(tiny_dir, own_cache, monkeypatch,
+                                                                            caplog, library):
+    """Before: it said "FBGEMM emulates them" with oneDNN's int8 GEMMs running."""
+    monkeypatch.setenv("MINIBERT_INT8", library)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 1.5, "onednn": 1.5})
+    monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+    said = [record.getMessage() for record in caplog.records if "dot-product" in record.getMessage()]
+    name = {"fbgemm": "FBGEMM", "onednn": "oneDNN"}[library]
+    assert len(said) == 1 and f"int8 ({library})" in said[0] and f"so {name} emulates them" in said[0], said
+
+
 def test_a_cpu_with_int8_dot_products_where_int8_is_faster_says_nothing(tiny_dir, own_cache, monkeypatch, caplog):
     monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 1.5})
     monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: True)
@@ -237,24 +252,36 @@ def test_a_cpu_without_the_engine_is_refused(tiny_dir, own_cache, monkeypatch):
 def test_int8_packing_does_not_depend_on_the_process_quantized_engine(own_cache):
     """torch.backends.quantized.engine is process-wide; under "qnnpack" the same weights packed
     there give other numbers (|Δ| ~0.5 on this layer). int8.py pins FBGEMM while packing and puts
-    the engine back: the outputs are bit-identical whatever engine was set before."""
+    the engine back: the outputs are bit-identical whatever engine was set before, for a layer
+    made under it and for a copy or a pickle of one made under it (before: torch's own pickling of
+    FBGEMM's packed weight packed the copy again under the engine set then; under qnnpack its
+    outputs were 2.2 off on MiniLM)."""
+    import copy
+    import pickle
+
     torch.manual_seed(0)
     linear, x = nn.Linear(384, 1536), torch.randn(50, 384)
     before = torch.backends.quantized.engine
     for library in LIBRARIES_HERE:  # oneDNN's int8 matmul does not read the engine at all
-        reference = Int8Linear(linear, library)(x)
+        original = Int8Linear(linear, library)
+        reference = original(x)
         try:
             for engine in torch.backends.quantized.supported_engines:
                 torch.backends.quantized.engine = engine
-                delta = (Int8Linear(linear, library)(x) - reference).abs().max().item()
-                assert delta == 0.0 and torch.backends.quantized.engine == engine, (library, engine, delta)
+                made = {"made": Int8Linear(linear, library), "deepcopy": copy.deepcopy(original),
+                        "pickle": pickle.loads(pickle.dumps(original))}  # fmt: skip
+                torch.backends.quantized.engine = before
+                for how, layer in made.items():
+                    delta = (layer(x) - reference).abs().max().item()
+                    assert delta == 0.0, (library, engine, how, delta)
+                torch.backends.quantized.engine = engine
+                assert Int8Linear(linear, library)(x).equal(reference) and torch.backends.quantized.engine == engine
         finally:
             torch.backends.quantized.engine = before
 
 
 # --- the int8 library: FBGEMM or oneDNN, chosen by measurement --------------------------------------------
 
-LIBRARIES_HERE = [library for library in int8.LIBRARIES if int8.library_unavailable(library) is None]
 
 
 @pytest.mark.parametrize("library", LIBRARIES_HERE)
@@ -303,6 +330,26 @@ def test_oneDNNs_activation_steps_are_the_ones_torch_chooses(x):
     expected_steps, expected_scale, expected_zero_point = _torchs_quantization(x)
     assert (scale, zero_point) == (expected_scale, expected_zero_point)
     assert steps.dtype == torch.uint8 and steps.shape == x.shape and torch.equal(steps, expected_steps)
+
+
+def test_fbgemm_given_the_range_multiplies_as_its_dynamic_linear_bit_for_bit():
+    """Int8Linear takes x's range itself (the check for NaN) and hands it to FBGEMM
+    (int8._fbgemm_linear), whose dynamic linear would take it again: the outputs must be
+    linear_dynamic's own, bit for bit, on the ranges of the test above and on random ones."""
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    layer = Int8Linear(nn.Linear(33, 20))
+    cases = [torch.zeros(4, 33), torch.full((3, 33), 2.5), torch.full((3, 33), -7.0), torch.randn(2, 7, 33) * 50 + 3,
+             torch.randn(33, 40).t(), torch.randn(5, 33) * 1e-7, torch.randn(5, 33) * 1e-40]  # fmt: skip
+    for _ in range(300):
+        low_exponent, span = torch.randint(-30, 10, (2,), generator=generator).tolist()
+        x = torch.randn(3, 33, generator=generator) * 10.0**low_exponent * 10.0 ** (span % 5)
+        cases.append(x + torch.randn(1, generator=generator) * 10.0 ** (low_exponent + span % 7))
+    for x in cases:
+        extremes = [float(value) for value in torch.aminmax(x)]
+        expected = torch.ops.quantized.linear_dynamic(x, layer.packed, False)
+        assert torch.equal(int8._fbgemm_linear(x, layer.packed, extremes), expected), x
+        assert torch.equal(layer(x), expected)
 
 
 def test_oneDNNs_activation_steps_match_torch_on_random_ranges():

@@ -26,7 +26,7 @@ from minibert import (
 )
 from minibert.errors import QuantizationError
 from minibert.speed import int8_check
-from minibert.speed.int8 import Int8Linear, int8_layers
+from minibert.speed.int8 import Int8Linear, int8_layers, is_int8
 from minibert.speed.int8_twin import float32_twin
 from minibert.speed.packed_linear import AppliedBy
 
@@ -204,7 +204,10 @@ def test_a_copied_int8_model_gives_the_same_numbers(int8_model, clone):
 
 
 def test_onednn_fused_then_int8_puts_the_activation_back(tiny_dir, int8_model):
-    model = BertModel.from_pretrained(tiny_dir, dtype="int8", gemm="onednn-fused")
+    from minibert.speed.int8 import quantize
+
+    model = BertModel.from_pretrained(tiny_dir, gemm="onednn-fused")
+    quantize(model)  # (from_pretrained refuses gemm= with dtype="int8": int8 replaces the layers it picks for)
     feed_forward = model.layers[0].feed_forward
     assert isinstance(feed_forward.intermediate, Int8Linear) and not isinstance(feed_forward.activation, AppliedBy)
     with torch.inference_mode():
@@ -257,10 +260,11 @@ def test_an_int8_model_loaded_with_config_fields_saves_them(tiny_dir, tmp_path):
     assert (saved["hidden_dropout_prob"], saved["layer_norm_eps"]) == (0.3, 1e-6)
 
 
-def test_an_int8_model_without_its_checkpoint_name_is_refused_for_book_modules(tiny_dir):
+def test_an_int8_model_without_the_record_of_its_files_is_refused_for_book_modules(tiny_dir):
+    """The twin is read from the files recorded at load (int8_twin.Int8Source), not from the name."""
     model = BertModel.from_pretrained(tiny_dir, dtype="int8")
-    del model.name_or_path
-    with pytest.raises(QuantizationError, match=r"does not know its checkpoint \(name_or_path\)"):
+    del model.int8_source
+    with pytest.raises(QuantizationError, match=r"does not know the files it was loaded from \(int8_source"):
         model.use_book_modules()
 
 
@@ -633,3 +637,119 @@ def test_a_cached_pass_does_not_let_a_broken_file_through(tiny_dir, tmp_path):
     assert weights.stat().st_size == stat.st_size
     with pytest.raises(QuantizationError, match=r"output\.dense\.weight holds 1 of "):
         BertModel.from_pretrained(good, dtype="int8")
+
+
+# --- a NaN or an infinity that reaches an int8 projection after loading -----------------------------------
+
+LIBRARIES_HERE = [library for library in int8_check.LIBRARIES if int8_check.library_unavailable(library) is None]
+
+
+def _int8_layers_of(linear):
+    """(an int8 layer of ``linear`` on each library here, the float32 function it stands for): on
+    oneDNN also with GELU applied as the product is written, beside the function's own GELU."""
+    from minibert.activations import ACTIVATIONS
+    from minibert.speed.packed_linear import FUSIBLE
+
+    layers = [(Int8Linear(linear, library), linear) for library in LIBRARIES_HERE]
+    if "onednn" in LIBRARIES_HERE:
+        gelu = ACTIVATIONS["gelu"]
+        layers.append((Int8Linear(linear, "onednn", FUSIBLE["gelu"], gelu), lambda x: gelu(linear(x))))
+    return layers
+
+
+def test_an_int8_layer_is_nan_or_infinite_exactly_where_float32_is():
+    """Before: FBGEMM's quantizer skipped the NaN when it took the range and rounded it to a number
+    (finite outputs, where float32 gives NaN), and oneDNN's raised torch's own "min should be less
+    than or equal to max". Now both give the rows float32 gives NaN or infinite as such, and the
+    other rows the numbers they get without the bad ones in the call."""
+    torch.manual_seed(0)
+    linear = nn.Linear(16, 8)
+    x = torch.randn(2, 3, 16)
+    x[0, 1, 4], x[1, 2, 7], x[1, 0, 2] = float("nan"), float("inf"), -float("inf")
+    clean = torch.cat([x[0, [0, 2]], x[1, [1]]])  # the rows without a NaN or an infinity
+    for layer, function in _int8_layers_of(linear):
+        with torch.inference_mode():
+            out, expected = layer(x), function(x)  # (2, 3, 8)
+            assert torch.equal(out.isfinite(), expected.isfinite()), (layer, out)
+            assert torch.equal(out[0, 1].isnan(), expected[0, 1].isnan())  # a NaN row: NaN throughout
+            assert torch.equal(torch.cat([out[0, [0, 2]], out[1, [1]]]), layer(clean))
+
+
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_a_nan_written_into_an_embedding_after_loading_gives_nan_in_int8_as_in_float32(tiny_dir, monkeypatch,
+                                                                                       library):
+    """The report's case: the embeddings stay float32 and writable; a NaN in one row reaches the
+    int8 projections. float32 gives that text NaN throughout (attention spreads it over its tokens)
+    and the other text of the batch its own numbers: so does int8, on either library, the other
+    text's vectors as close to float32's as int8 keeps any (the loader's floor)."""
+    monkeypatch.setenv("MINIBERT_INT8", library)
+    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 2.0, "onednn": 2.0})
+    models = BertModel.from_pretrained(tiny_dir), BertModel.from_pretrained(tiny_dir, dtype="int8")
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    with torch.inference_mode():
+        for model in models:
+            model.get_input_embeddings().weight[7, 3] = float("nan")
+        exact, approximate = (model(ids).last_hidden_state for model in models)
+    assert exact[0].isnan().all() and exact[1].isfinite().all()
+    assert torch.equal(approximate.isnan(), exact.isnan())
+    assert nn.functional.cosine_similarity(approximate[1], exact[1], dim=-1).min() > int8_check.COSINE_FLOOR
+
+
+# --- the calibration fits the model ------------------------------------------------------------------------
+
+LETTERS = [chr(code) for code in range(ord("a"), ord("z") + 1)]
+PIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *LETTERS, *(f"##{letter}" for letter in LETTERS)]
+
+
+@pytest.mark.parametrize("vocabulary", ["none", "letters", "another model's"])
+def test_a_model_that_loads_in_float32_loads_in_int8_whatever_its_positions_and_tokenizer(tmp_path, vocabulary,
+                                                                                          caplog):
+    """Before: the calibration cut its texts at 128 tokens (and drew 32 random ids without a
+    tokenizer) whatever the model's max_position_embeddings, and used a tokenizer whose ids the
+    model has no embedding for: a model of 16 positions, or beside another model's vocabulary, was
+    refused for int8 with an error about "a sequence of 45 tokens" or "input_ids contains 190" that
+    the user never gave. Now the texts are cut to the model's positions, and such a tokenizer is
+    passed over for random ids (config.check_vocabulary), as no tokenizer is."""
+    import logging
+
+    positions = 512 if vocabulary == "another model's" else 16  # (each case refused for one reason before)
+    directory = _save(BertModel, tmp_path / "short", max_position_embeddings=positions)
+    others = PIECES[:5] + [f"w{n}" for n in range(150)] + PIECES[5:]  # the letters at ids 155 to 206
+    pieces = {"none": [], "letters": PIECES, "another model's": others}[vocabulary]
+    if pieces:  # letters only: each word a piece a letter, every calibration text longer than 16 tokens
+        (directory / "vocab.txt").write_text("\n".join(pieces) + "\n")
+    BertModel.from_pretrained(directory)
+    with caplog.at_level(logging.DEBUG, logger="minibert.int8"):
+        model = BertModel.from_pretrained(directory, dtype="int8")
+    assert model.int8_check.worst_cosine >= int8_check.COSINE_FLOOR
+    assert ("calibration on random ids" in caplog.text) == (vocabulary != "letters"), caplog.text
+    if vocabulary == "another model's":
+        assert "the tokenizer has ids up to 206 but the model's vocab_size is 120" in caplog.text
+
+
+# --- gemm= beside dtype="int8" ---------------------------------------------------------------------------
+
+
+def test_gemm_is_checked_beside_int8_and_a_library_refused_as_unused(tiny_dir, tmp_path, monkeypatch):
+    """Before: speed_up replaced gemm with "mkl" for int8 before it was looked at, so gemm="bogus"
+    was accepted, and a library named was ignored. Now a bad name is float32's own ValueError, a
+    library named is refused (int8 replaces the layers it picks for), both before a file is read."""
+    from minibert.speed import BACKENDS
+
+    with pytest.raises(ValueError, match=r"argument must be one of auto, mkl, onednn, onednn-fused; got 'bogus'"):
+        BertModel.from_pretrained(tmp_path / "nowhere", dtype="int8", gemm="bogus")
+    for gemm in BACKENDS:
+        with pytest.raises(ValueError, match=rf"gemm='{gemm}' picks the float32 linear layers' library, but "
+                                             r"dtype='int8' runs .* leave gemm out"):  # fmt: skip
+            BertModel.from_pretrained(tmp_path / "nowhere", dtype="int8", gemm=gemm)
+    assert is_int8(BertModel.from_pretrained(tiny_dir, dtype="int8", gemm="auto"))
+    monkeypatch.setenv("MINIBERT_GEMM", "onednn")  # a process-wide wish: int8 runs, as it has its own library
+    assert is_int8(BertModel.from_pretrained(tiny_dir, dtype="int8"))
+    monkeypatch.setenv("MINIBERT_GEMM", "bogus")
+    with pytest.raises(ValueError, match="MINIBERT_GEMM must be one of auto, mkl, onednn, onednn-fused; got 'bogus'"):
+        BertModel.from_pretrained(tiny_dir, dtype="int8")
+
+
+def test_the_command_refuses_gemm_beside_dtype_int8_as_a_usage_error():
+    result = run_minibert("embed", "x", "--dtype", "int8", "--gemm", "onednn-fused")
+    assert result.returncode == 2 and "--gemm onednn-fused picks the float32 linear layers' library" in result.stderr

@@ -255,9 +255,12 @@ class PretrainedBert(nn.Module):
         ``dtype="int8"`` is saved in float32, from its checkpoint: int8 is a loading choice."""
         from .loading.save_pretrained import save_pretrained
         from .speed.int8 import is_int8
-        from .speed.int8_twin import float32_twin
+        from .speed.int8_twin import float32_twin, follow_save
 
-        save_pretrained(float32_twin(self) if is_int8(self) else self, save_directory)
+        if not is_int8(self):
+            return save_pretrained(self, save_directory)
+        save_pretrained(float32_twin(self), save_directory)
+        follow_save(self, save_directory)  # saved into the folder it was loaded from: the files it wrote are its own
 
 
 def _is_positive_int(value) -> bool:

@@ -132,13 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--tolerance",
         type=number(0.0),
-        default=1e-5,
-        help="the largest |Δ| that passes (default 1e-5; exit 1 above it)",
+        help="the largest |Δ| that passes (default 1e-5; exit 1 above it); with --dtype int8, the largest |Δ score| "
+             "of a classifier of one output (a reranker, a regression), refused for other models",
     )
     verify.add_argument("--dtype", default="float32", choices=["float32", "int8"],
                         help="float32 (default): against transformers; int8: the int8 model against float32 (cosine "
-                             "per text, |Δ| per layer, a classifier's changed labels; exit 1 below the loader's "
-                             "cosine floor)")  # fmt: skip
+                             "per text, |Δ| per layer, a classifier's changed labels, or of one output its largest "
+                             "|Δ score| and the pairs it reorders; exit 1 below the loader's cosine "
+                             "floor)")  # fmt: skip
     verify.set_defaults(run=cmd_verify)
 
     convert = commands.add_parser(
@@ -277,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.gemm is not None and not getattr(args, "takes_gemm", False):  # `minibert --gemm mkl vocab ...`
         parser.error(f"--gemm picks the linear layers' library of a model the command runs; minibert {args.command} "
                      "runs none")  # fmt: skip
+    if args.gemm not in (None, "auto") and getattr(args, "dtype", None) == "int8":  # (int8 replaces those layers)
+        parser.error(f"--gemm {args.gemm} picks the float32 linear layers' library; --dtype int8 runs the encoder's "
+                     "projections in int8, on a library of their own ($MINIBERT_INT8): leave --gemm out")  # fmt: skip
     log_handler = _show_log_lines(args.debug)
     # A command that stops itself records its signals from now on (SIGINT too); any other command
     # unwinds on them. A signal this process was started with set to "ignore" (`nohup` ignores

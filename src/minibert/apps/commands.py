@@ -240,23 +240,39 @@ def cmd_verify(args) -> None:
                                                                        device=device_of(args)))  # fmt: skip
     except RuntimeError as error:
         raise CommandFailed(str(error)) from None
-    print(format_table(rows, args.tolerance))
+    tolerance = VERIFY_TOLERANCE if args.tolerance is None else args.tolerance
+    print(format_table(rows, tolerance))
     worst = max(diff for _, diff in rows)
     print(f"max |Δ| over {len(rows)} outputs: {worst:.3e}")
-    if worst > args.tolerance:
-        raise CommandFailed(f"{name}: outputs differ from transformers by {worst:.3e} > {args.tolerance:g}")
+    if worst > tolerance:
+        raise CommandFailed(f"{name}: outputs differ from transformers by {worst:.3e} > {tolerance:g}")
+
+
+VERIFY_TOLERANCE = 1e-5  # verify's --tolerance against transformers, when not given
 
 
 def _verify_int8(args) -> None:
+    """int8 against float32 (verify_int8.py); exit 1 below the loader's cosine floor, or, for a
+    one-output classifier, with ``--tolerance``, above it in |Δ score|. ``--tolerance`` given for
+    another model, whose int8 has no score to bound, is refused (exit 2), not ignored."""
     from ..speed.int8_check import COSINE_FLOOR
-    from .verify_int8 import compare_int8_with_float32, format_report
+    from .verify_int8 import classifier_outputs, compare_int8_with_float32, format_report
 
-    report = load_model(args, lambda name: compare_int8_with_float32(name, args.text or None, gemm=gemm_of(args),
-                                                                     device=device_of(args)))  # fmt: skip
+    def compare(name: str):
+        if args.tolerance is not None and classifier_outputs(name) != 1:
+            raise CommandError(f"--tolerance with --dtype int8 bounds the |Δ score| of a classifier of one output (a "
+                               f"reranker, a regression); {name} is not one, and its int8 is judged by the cosine "
+                               f"floor ({COSINE_FLOOR}): leave --tolerance out")  # fmt: skip
+        return compare_int8_with_float32(name, args.text or None, gemm=gemm_of(args), device=device_of(args))
+
+    report = load_model(args, compare)
     print(format_report(report))
+    name = args.model or DEFAULT_MODEL
     if report.worst < COSINE_FLOOR:
-        raise CommandFailed(f"{args.model or DEFAULT_MODEL}: int8 reaches a cosine of only {report.worst:.5f} to "
-                            f"float32 on the worst text (floor {COSINE_FLOOR})")  # fmt: skip
+        raise CommandFailed(f"{name}: int8 reaches a cosine of only {report.worst:.5f} to float32 on the worst text "
+                            f"(floor {COSINE_FLOOR})")  # fmt: skip
+    if args.tolerance is not None and report.score_change > args.tolerance:
+        raise CommandFailed(f"{name}: int8 changes a score by {report.score_change:.3e} > {args.tolerance:g}")
 
 
 def cmd_serve(args) -> None:

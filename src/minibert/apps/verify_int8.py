@@ -3,7 +3,11 @@
 int8 (int8.py) is an approximation, so it is verified against the float32 model (which ``minibert
 verify`` checks against transformers), on the same texts: the cosine of each text's sentence vector
 (the last hidden states mean-pooled, as the Embedder pools), the largest |Δ| of every layer's hidden
-states over the real tokens, and, for a classifier, how many predicted labels change.
+states over the real tokens, and, for a classifier, how many predicted labels change. A classifier
+of one output (a reranker's relevance, a regression's value) has no label to change: its argmax is
+always 0. What int8 costs it is the score itself, so its report says the largest |Δ score| and how
+many pairs of texts int8 puts in the other order by score (what a reranker returns), and
+``minibert verify --dtype int8 --tolerance T`` bounds that |Δ score|.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ class Int8Report:
     cosines: list[float]  # per text: sentence vector, int8 vs float32
     layers: list[tuple[str, float, float]]  # (name, max |Δ|, largest |value| in float32 there)
     labels_changed: int | None = None  # a classifier's argmax labels that differ; None for other models
+    score_change: float | None = None  # one output (a score): the largest |Δ score|; None for other models
+    largest_score: float | None = None  # one output: the largest |score| in float32
+    pairs_reordered: int | None = None  # one output: pairs of texts in the other order by score (ties broken)
 
     @property
     def worst(self) -> float:
@@ -42,15 +49,16 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
                               device=None) -> Int8Report:  # fmt: skip
     """Load ``name_or_path`` in float32 and in int8 and compare them on ``texts`` (default: the
     texts the int8 loader calibrates on). A checkpoint of a sequence classifier is loaded with its
-    head, and its labels compared too. int8 runs on the CPU: a ``device`` elsewhere is refused
+    head, and its labels compared too (one output: its scores). ``gemm``: the float32 model's GEMM
+    library (int8 runs its own). int8 runs on the CPU: a ``device`` elsewhere is refused
     (QuantizationError) before anything is read."""
     texts = list(texts or CALIBRATION_TEXTS)
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
-    classifier = _is_classifier(name_or_path)
+    classifier = classifier_outputs(name_or_path) is not None
     cls = BertForSequenceClassification if classifier else BertModel
     # a token classifier, QA or masked-LM checkpoint has no pooler: its encoder is compared without one
     pooler = {} if classifier else {"add_pooling_layer": _has_pooler(name_or_path)}
-    approximate = cls.from_pretrained(name_or_path, gemm=gemm, dtype="int8", device=device, **pooler)
+    approximate = cls.from_pretrained(name_or_path, dtype="int8", device=device, **pooler)  # (int8 picks no GEMM)
     exact = cls.from_pretrained(name_or_path, gemm=gemm, **pooler)
     longest = min(tokenizer.model_max_length, exact.config.max_position_embeddings)  # (a tokenizer may set no limit)
     batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt"))
@@ -62,20 +70,34 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
         layers = [("embeddings" if index == 0 else f"layer {index}", (x[real] - y[real]).abs().max().item(),
                    x[real].abs().max().item()) for index, (x, y) in enumerate(zip(a, b))]  # fmt: skip
         cosines = F.cosine_similarity(sentence_vectors(exact, batch), sentence_vectors(approximate, batch), dim=1)
-        changed = None
+        report = Int8Report(texts, cosines.tolist(), layers)
         if classifier:
             exact_logits, approximate_logits = (model(**batch, **AS_ASKED).logits for model in (exact, approximate))
-            changed = int((exact_logits.argmax(-1) != approximate_logits.argmax(-1)).sum())
-    return Int8Report(texts, cosines.tolist(), layers, changed)
+            _compare_heads(report, exact_logits, approximate_logits)
+    return report
 
 
-def _is_classifier(name_or_path: str) -> bool:
+def _compare_heads(report: Int8Report, exact: torch.Tensor, approximate: torch.Tensor) -> None:
+    """A classifier's logits (B, labels), float32 and int8: the labels changed, or for one output
+    the scores' largest |Δ| and the pairs of texts in the other order."""
+    if exact.shape[-1] > 1:
+        report.labels_changed = int((exact.argmax(-1) != approximate.argmax(-1)).sum())
+        return
+    a, b = exact[:, 0], approximate[:, 0]  # (B,)
+    report.score_change, report.largest_score = (a - b).abs().max().item(), a.abs().max().item()
+    before, after = torch.sign(a[:, None] - a[None, :]), torch.sign(b[:, None] - b[None, :])  # (B, B)
+    report.pairs_reordered = int((before != after).triu(1).sum())
+
+
+def classifier_outputs(name_or_path: str) -> int | None:
+    """The number of outputs of a sequence classifier's checkpoint (config.json's labels), or None
+    for a checkpoint of another architecture."""
     from ..config import BertConfig
     from ..loading.checkpoint_files import find_checkpoint
 
     config_file, _ = find_checkpoint(name_or_path)
-    architectures = BertConfig.from_json_file(config_file).extra.get("architectures") or []
-    return "BertForSequenceClassification" in architectures
+    config = BertConfig.from_json_file(config_file)
+    return config.num_labels if "BertForSequenceClassification" in (config.extra.get("architectures") or []) else None
 
 
 def _has_pooler(name_or_path: str) -> bool:
@@ -99,4 +121,9 @@ def format_report(report: Int8Report) -> str:
     if report.labels_changed is not None:
         share = report.labels_changed / len(report.texts)
         lines.append(f"labels changed by int8: {report.labels_changed} of {len(report.texts)} ({share:.1%})")
+    if report.score_change is not None:
+        pairs = len(report.texts) * (len(report.texts) - 1) // 2
+        lines.append(f"one output (a score): largest |Δ score| by int8 {report.score_change:.3e} (largest |float32 "
+                     f"score| {report.largest_score:.3e}); pairs of texts in another order: {report.pairs_reordered} "
+                     f"of {pairs}")  # fmt: skip
     return "\n".join(lines)

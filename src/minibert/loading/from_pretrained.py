@@ -24,7 +24,8 @@ import torch
 
 from ..config import BertConfig
 from ..errors import CheckpointError, InputTypeError, QuantizationError
-from ..speed.seam import speed_up
+from ..speed.int8_check import LoadedFrom
+from ..speed.seam import refuse_gemm_for_int8, speed_up
 from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
 from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, LABEL_FIELDS
 from .config_keywords import in_place_of, replace_label_fields, take_build_fields, take_given_config
@@ -141,6 +142,8 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
                         f"config=, the config fields {', '.join((*LABEL_FIELDS, *BUILD_FIELDS))}, and transformers' "
                         f"keywords {', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
     device = placement(device, dtype)  # a GPU that is not there, or int8 on one: said before anything is read
+    if dtype == "int8":
+        refuse_gemm_for_int8(gemm)  # (the float32 projections' library, which int8 replaces)
     with hub_options(hub):
         config_file, weights_file = find_checkpoint(name_or_path, revision)
     config = BertConfig.from_json_file(config_file)
@@ -171,7 +174,8 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     if device is not None:
         model.to(device)
     del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
-    speed_up(model, gemm, int8_from=weights_file if int8 else None, release=release)  # speed enters here only
+    int8_from = LoadedFrom(config_file, weights_file, os.fspath(name_or_path), revision, hub) if int8 else None
+    speed_up(model, gemm, int8_from=int8_from, release=release)  # speed enters here only
     for one in pages:  # every page given back: the forward reads what it needs (file_pages.py)
         _hand_back_and_watch(model, one)
     if weights_file.suffix == ".index":  # the CRC32C checks' and lay-outs' freed buffers: out of the RSS

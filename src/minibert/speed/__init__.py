@@ -20,7 +20,9 @@ The room, read in that order:
     attention_threshold.py  up to which length attention is faster written out than fused
     bf16.py               dtype="fastest": is bfloat16 measured faster than float32 here?
     int8.py               dtype="int8": Int8Linear, the int8 projections (FBGEMM or oneDNN)
+    int8_steps.py         an activation as 8-bit steps, by torch's rule (oneDNN's int8 layers' input)
     int8_check.py         int8 checked against float32 at load (cosine floor), its library measured, what it buys
+    int8_twin.py          an int8 model's float32 twin, read again from the files it was loaded from
     measure.py            THE measurement rule: best_times, and time_against_float32 (the six projections)
     cache.py              THE cache of verdicts: one file, one key function, one version
     cpu.py                the CPU's name and flags (/proc/cpuinfo), and their digest for the cache key

@@ -82,10 +82,7 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
     """Pick and apply the backend for ``model``'s linear layers: ``gemm`` (an argument), else
     ``$MINIBERT_GEMM``, else the cached measurement for this CPU and shapes, else a new one. The
     same measurement says up to which length attention is written out (``measure_attention``)."""
-    requested = (gemm.strip().lower() or "auto") if gemm is not None else requested_in_environment()
-    source = "argument" if gemm is not None else "MINIBERT_GEMM"
-    if requested != "auto" and requested not in BACKENDS:
-        raise ValueError(f"{source} must be one of auto, {', '.join(BACKENDS)}; got {requested!r}")
+    requested, source = requested_backend(gemm)
     if requested not in ("auto", "mkl") and not onednn_available(model):
         why = f"{source} asks for {requested}, which cannot run here ({_unavailable_reason(model)})"
         if gemm is not None:  # asked for this model: refused
@@ -114,6 +111,18 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
         return _logged(Choice(requested, source, short_attention=choice.short_attention), model, logging.DEBUG)
     use_backend(model, choice.backend)
     return _logged(choice, model, level=logging.INFO if choice.reason != "cached" else logging.DEBUG)
+
+
+def requested_backend(gemm: str | None) -> tuple[str, str]:
+    """(the backend asked for, lower case: "auto" or one of BACKENDS; who asked: "argument" or
+    "MINIBERT_GEMM"), ``gemm`` before ``$MINIBERT_GEMM``; a name that is neither is a ValueError."""
+    if gemm is not None and not isinstance(gemm, str):
+        raise ValueError(f"argument must be one of auto, {', '.join(BACKENDS)}; got {gemm!r}")
+    requested = (gemm.strip().lower() or "auto") if gemm is not None else requested_in_environment()
+    source = "argument" if gemm is not None else "MINIBERT_GEMM"
+    if requested != "auto" and requested not in BACKENDS:
+        raise ValueError(f"{source} must be one of auto, {', '.join(BACKENDS)}; got {requested!r}")
+    return requested, source
 
 
 def requested_in_environment() -> str:

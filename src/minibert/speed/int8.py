@@ -27,7 +27,7 @@ inside PyTorch's x86 builds (``LIBRARIES``):
   on weights packed once by ``torch.ops.quantized.linear_prepack``; it quantizes x itself. Its
   kernels use AVX2 and AVX-512 VNNI, never AMX.
 * ``"onednn"``: oneDNN's int8 matmul through ``torch.ops.onednn.qlinear_pointwise`` on weights packed
-  once by ``torch.ops.onednn.qlinear_prepack``; x is quantized by ``quantize_activations``, to the
+  once by ``torch.ops.onednn.qlinear_prepack``; x is quantized by ``int8_steps.quantize_activations``, to the
   steps ``torch.quantize_per_tensor_dynamic`` chooses: the rule FBGEMM applies inside. It uses AMX
   where the CPU has it: 2.5-3x FBGEMM there.
 
@@ -47,18 +47,20 @@ import logging
 import math
 import warnings
 
-import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..activations import is_hooked
 from ..errors import QuantizationError
+from .int8_steps import choose_quantization_params, quantize_activations
 
 log = logging.getLogger("minibert.int8")
 
 # The quantized engines that run FBGEMM's dynamic int8 linear (x86 = FBGEMM + oneDNN, picked per op).
 ENGINES = ("x86", "fbgemm")
 LIBRARIES = ("fbgemm", "onednn")  # the int8 GEMMs to choose from, by measurement (int8_check.choose_library)
+LIBRARY_NAMES = {"fbgemm": "FBGEMM", "onednn": "oneDNN"}  # as messages spell them
 PROJECTIONS = {"attention": ("query", "key", "value", "output"), "feed_forward": ("intermediate", "output")}
 
 
@@ -91,10 +93,15 @@ class Int8Linear(nn.Module):
             zero_points = torch.zeros(self.out_features, dtype=torch.long)
             quantized = torch.quantize_per_channel(weight, scale.double(), zero_points, 0, torch.qint8)
             if library == "fbgemm":
-                with fbgemm_engine():
-                    self.packed = torch.ops.quantized.linear_prepack(quantized, bias)
+                self._pack_fbgemm(quantized, bias)
             else:
                 self._pack_onednn(quantized.int_repr(), quantized.q_per_channel_scales().float(), bias)
+
+    def _pack_fbgemm(self, quantized: torch.Tensor, bias: torch.Tensor | None) -> None:
+        """FBGEMM's packed weight from the int8 weight (out, in) quantized per output channel, packed
+        under FBGEMM's engine (``fbgemm_engine``), never the one the process has set."""
+        with fbgemm_engine():
+            self.packed = torch.ops.quantized.linear_prepack(quantized, bias)
 
     def _pack_onednn(self, weight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None) -> None:
         """oneDNN's packed int8 weight (its own blocked layout, one byte a weight; no other copy is
@@ -104,29 +111,75 @@ class Int8Linear(nn.Module):
         self.weight_zero_point = torch.zeros(self.out_features, dtype=torch.long)  # symmetric: all 0
 
     def __getstate__(self) -> dict:
-        """A copy or a pickle holds oneDNN's weight as the plain int8 matrix (oneDNN's packed tensor has
-        no storage to copy): ``__setstate__`` packs it again. FBGEMM's packed weight pickles itself."""
+        """A copy or a pickle holds the weight as plain tensors: the int8 matrix (out, in), with (for
+        FBGEMM) its scale per output channel and the bias; ``__setstate__`` packs it again as loading
+        did. Neither packed weight is plain data: oneDNN's has no storage to copy, and FBGEMM's,
+        left to torch's pickling, is packed again under whatever ``torch.backends.quantized.engine``
+        the process has when the copy is made (under qnnpack: outputs 2.2 apart on MiniLM)."""
         state = self.__dict__.copy()
         if self.library == "onednn":
             state["packed"] = self.packed.to_dense().t().contiguous()  # (in, out) blocked → (out, in) int8
+        else:
+            weight, bias = torch.ops.quantized.linear_unpack(self.packed)  # exact: the int8 values as packed
+            state["packed"] = (weight.int_repr(), weight.q_per_channel_scales(), bias)
         return state
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         if self.library == "onednn":
             self._pack_onednn(self.packed, self.weight_scale, self.bias)
+        elif isinstance(self.packed, tuple):  # (a pickle of an older minibert holds the packed weight itself)
+            weight, scale, bias = self.packed
+            zero_points = torch.zeros(self.out_features, dtype=torch.long)
+            with warnings.catch_warnings():  # (torch 2.10+ calls quantized tensors deprecated)
+                warnings.simplefilter("ignore", UserWarning)
+                self._pack_fbgemm(torch._make_per_channel_quantized_tensor(weight, scale, zero_points, 0), bias)
 
     def multiply(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., in) float32 → x·Wᵀ + b (..., out) float32, in the layer's int8 library: x quantized
-        to 8 bits (unsigned, with a zero point) from its own minimum and maximum, per call."""
+        to 8 bits (unsigned, with a zero point) from its own minimum and maximum, per call. Rows
+        holding NaN or an infinity: ``_with_non_finite_rows``."""
+        extremes = None if x.numel() == 0 else [float(value) for value in torch.aminmax(x)]  # one parallel pass
+        if extremes is not None and not all(math.isfinite(value) for value in extremes):
+            return self._with_non_finite_rows(x)
         if self.library == "fbgemm":
-            return torch.ops.quantized.linear_dynamic(x, self.packed, False)
-        steps, scale, zero_point = quantize_activations(x)
+            return _fbgemm_linear(x, self.packed, extremes)
+        steps, scale, zero_point = quantize_activations(x, extremes)
         post_op, algorithm = self.post_op if self.applied else ("none", "")
         return torch.ops.onednn.qlinear_pointwise(
             steps, scale, zero_point, self.packed, self.weight_scale, self.weight_zero_point,
             self.bias, 1.0, 0, torch.float32, post_op, [], algorithm,
         )  # fmt: skip
+
+    def _with_non_finite_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``multiply`` where rows of x hold NaN or an infinity, as float32 computes it: those rows
+        NaN or infinite (computed in float32 against the int8 weights dequantized, so NaN where
+        float32 gives NaN, ±inf where it gives ±inf, but for a weight rounded to 0: NaN there), and
+        the other rows in int8 from their own range, the numbers they get in a call without the
+        bad rows. One range over the whole tensor would not do: FBGEMM's quantizer skips NaN when
+        it takes the range and rounds it to a number (finite outputs where float32 gives NaN), and
+        oneDNN's refuses the range. No cost to a finite input: both libraries' quantizers need that
+        range, and ``multiply`` hands it to them (``_fbgemm_linear``, ``quantize_activations``)."""
+        rows = x.reshape(-1, self.in_features)  # (N, in)
+        finite = torch.isfinite(rows).all(dim=1)  # (N,)
+        out = torch.empty(rows.shape[0], self.out_features, dtype=x.dtype)
+        if bool(finite.any()):
+            out[finite] = self.multiply(rows[finite])
+        weight, bias = self.dequantized()
+        broken = F.linear(rows[~finite], weight, bias)
+        out[~finite] = self.activation(broken) if self.applied else broken  # (oneDNN applies it as it writes)
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def dequantized(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the weight the int8 layer multiplies by, float32 (out, in): each int8 value times its
+        channel's scale; the bias), read back from the packed weight."""
+        with warnings.catch_warnings():  # (torch 2.10+ calls quantized tensors deprecated)
+            warnings.simplefilter("ignore", UserWarning)
+            if self.library == "fbgemm":
+                weight, bias = torch.ops.quantized.linear_unpack(self.packed)
+                return weight.dequantize(), bias
+        weight = self.packed.to_dense().t().float()  # (out, in)
+        return weight * self.weight_scale[:, None], self.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type == "cpu" and x.dtype != torch.float32 and _cpu_autocast():
@@ -157,57 +210,18 @@ class Int8Linear(nn.Module):
                 f"activations=int8 dynamic, library={self.library}{fused}")  # fmt: skip
 
 
-# torch's ChooseQuantizationParams (ATen/native/quantized/cpu/QuantUtils.h) raises a scale below this.
-_SMALL_SCALE = np.float32(6.1e-5)
-
-
-def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, float, int]:
-    """x (..., in) float32 → its 8-bit steps (..., in) uint8, with the scale and zero point that
-    ``torch.quantize_per_tensor_dynamic(x, torch.quint8, reduce_range=False)`` would choose (so the
-    same numbers as FBGEMM's dynamic linear): x ≈ scale · (steps − zero_point), all 256 levels.
-
-    Twice as fast as that call followed by ``int_repr()`` (measured on 2,048×3,072: 1.5 against
-    3.1 ms): one parallel pass for the range (``aminmax``, where torch's call makes two serial
-    ones), and the quantized tensor's bytes taken as they are instead of copied."""
-    lowest, highest = (float(value) for value in torch.aminmax(x))
-    if not (math.isfinite(lowest) and math.isfinite(highest)):  # torch's own call, and its own error
-        quantized = torch.quantize_per_tensor_dynamic(x, torch.quint8, False)
-        return quantized.int_repr(), quantized.q_scale(), quantized.q_zero_point()
-    scale, zero_point = choose_quantization_params(lowest, highest)
-    quantized = torch.quantize_per_tensor(x, scale, zero_point, torch.quint8)
-    steps = torch.empty(0, dtype=torch.uint8).set_(quantized.untyped_storage(), 0, quantized.shape, quantized.stride())
-    return steps, scale, zero_point
-
-
-def choose_quantization_params(lowest: float, highest: float) -> tuple[float, int]:
-    """torch's ``ChooseQuantizationParams(min, max, 0, 255)`` (QuantUtils.h), step by step, in its
-    own float32 and float64 arithmetic: the range widened to hold 0, the scale (max − min) / 255 (a
-    tiny one raised to 6.1e-5, the range stretched with it), the zero point from whichever end adds
-    the smaller error, rounded half to even into 0..255.
-
-        >>> choose_quantization_params(-1.0, 3.0)
-        (0.01568627450980392, 64)
-    """
-    f32 = np.float32
-    low, high = min(f32(lowest), f32(0)), max(f32(highest), f32(0))
-    scale = (float(high) - float(low)) / 255
-    with np.errstate(divide="ignore", over="ignore"):
-        if f32(scale) == 0 or math.isinf(f32(1) / f32(scale)):
-            scale = 0.1
-    if scale < _SMALL_SCALE:
-        original = f32(scale)
-        scale = float(_SMALL_SCALE)
-        if low == 0:
-            high = _SMALL_SCALE * f32(255)
-        elif high == 0:
-            low = -_SMALL_SCALE * f32(255)
-        else:
-            amplifier = _SMALL_SCALE / original
-            low, high = low * amplifier, high * amplifier  # float32, as in C++
-    from_min, from_max = 0 - float(low) / scale, 255 - float(high) / scale
-    error_min, error_max = 0 - abs(float(low) / scale), 255 - abs(float(high) / scale)
-    zero_point = from_min if error_min < error_max else from_max
-    return scale, 0 if zero_point < 0 else 255 if zero_point > 255 else round(zero_point)  # half to even
+def _fbgemm_linear(x: torch.Tensor, packed, extremes: list[float] | None) -> torch.Tensor:
+    """FBGEMM's dynamic linear, x (..., in) → (..., out) float32, from x's range taken already:
+    ``quantized.linear_with_input_q_dq_qweight_dq_output_fp32`` quantizes x to the steps that range
+    gives (``choose_quantization_params``: the rule ``linear_dynamic`` applies inside) and multiplies
+    as ``linear_dynamic`` does, without a pass of its own over x for the range. The same numbers bit
+    for bit (tests/test_speed_int8.py), so the range that finds a NaN costs nothing here. Without
+    that operator (an older torch), or for an empty x, ``linear_dynamic`` itself."""
+    fused = getattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32", None) if extremes else None
+    if fused is None:
+        return torch.ops.quantized.linear_dynamic(x, packed, False)
+    scale, zero_point = choose_quantization_params(*extremes)
+    return fused(x, scale, zero_point, packed)
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ import json
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -40,17 +40,19 @@ from torch import nn
 from ..errors import QuantizationError
 from ..inputs import AS_ASKED
 from ..loading.config_fields import LABEL_FIELDS
+from ..loading.hub import HubOptions
 from .cache import cache_key, read_cache, write_cache
 from .cpu import cpu_name
 from .int8 import (
     LIBRARIES,
+    LIBRARY_NAMES,
     Int8Linear,
     has_int8_dot_product,
     library_unavailable,
     quantize,
     refuse_if_unable,
 )
-from .int8_twin import file_signature
+from .int8_twin import Int8Source, file_signature
 from .measure import time_candidates_against_float32
 
 log = logging.getLogger("minibert.int8")
@@ -99,7 +101,21 @@ class Int8Check:
     reason: str  # "measured" or "cached"
 
 
-def load_int8(model: nn.Module, weights_file: Path | None = None, release=None) -> Int8Check:
+@dataclass(frozen=True)
+class LoadedFrom:
+    """What from_pretrained read a model from: the files it resolved, and the name, revision and hub
+    options it resolved them with, which the calibration's tokenizer is read with too (the same
+    repository, revision and cache). The hub options are used while loading and never kept on the
+    model (a token is a secret): what the model keeps is ``int8_twin.Int8Source``, the files."""
+
+    config_file: Path
+    weights_file: Path
+    name_or_path: str
+    revision: str | None = None
+    hub: HubOptions = field(default_factory=HubOptions)
+
+
+def load_int8(model: nn.Module, loaded_from: LoadedFrom | None = None, release=None) -> Int8Check:
     """Quantize ``model`` (int8.quantize) and check it against float32 on the calibration texts
     (or take the cached verdict for this checkpoint file); refuse it below ``COSINE_FLOOR``.
 
@@ -109,10 +125,11 @@ def load_int8(model: nn.Module, weights_file: Path | None = None, release=None) 
     refuse_if_unable(model)  # before the calibration runs the model (on "meta" it would fail deep inside torch)
     config = getattr(model, "bert", model).config
     library = choose_library(config.hidden_size, config.intermediate_size)
-    batch = calibration_batch(model)
+    batch = calibration_batch(model, loaded_from)
+    weights_file = None if loaded_from is None else loaded_from.weights_file
     key = _check_key(weights_file, library.name, config, batch) if weights_file is not None else None
-    if weights_file is not None:  # float32_twin reads this file again, and refuses if it has changed since
-        model.int8_weights_file = (Path(weights_file), file_signature(weights_file))
+    if loaded_from is not None:  # float32_twin reads these files again, and refuses if they have changed since
+        model.int8_source = Int8Source.of(loaded_from.config_file, weights_file)
     cached = _cached_check(key)
     if cached is None:
         before = sentence_vectors(model, batch, release)  # (texts, H) float32
@@ -142,22 +159,43 @@ def load_int8(model: nn.Module, weights_file: Path | None = None, release=None) 
     return check
 
 
-def calibration_batch(model: nn.Module) -> dict[str, torch.Tensor]:
-    """``CALIBRATION_TEXTS`` through the checkpoint's tokenizer, padded; a checkpoint without one
-    (weights only) gets the same number of rows of seeded random ids of the same lengths."""
+def calibration_batch(model: nn.Module, loaded_from: LoadedFrom | None = None) -> dict[str, torch.Tensor]:
+    """``CALIBRATION_TEXTS`` through the checkpoint's tokenizer (``calibration_tokenizer``), padded
+    and cut to the model's positions (at most 128 tokens); a checkpoint without a tokenizer of its
+    vocabulary (weights only) gets the same number of rows of seeded random ids, 32 of them or as
+    many as the model has positions."""
+    config = getattr(model, "bert", model).config
+    longest = min(128, config.max_position_embeddings)  # a model of 32 positions loads in float32: in int8 too
+    tokenizer = calibration_tokenizer(model, loaded_from)
+    if tokenizer is not None:
+        return dict(tokenizer(list(CALIBRATION_TEXTS), padding=True, truncation=True, max_length=longest,
+                              return_tensors="pt"))  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    first = 1000 if config.vocab_size > 2000 else 0  # BERT's vocabularies keep [unused] and special pieces below 1000
+    input_ids = torch.randint(first, config.vocab_size, (len(CALIBRATION_TEXTS), min(32, longest)), generator=generator)
+    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+
+
+def calibration_tokenizer(model: nn.Module, loaded_from: LoadedFrom | None = None):
+    """The checkpoint's tokenizer, read from where the model was (its name, revision and hub
+    options), or None where there is none, or where its ids reach past the model's ``vocab_size``
+    (``config.check_vocabulary``: the folder's tokenizer is another model's, and the calibration
+    would fail on the model's own input check, as if the user's input were wrong)."""
+    from dataclasses import asdict
+
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
+    name = loaded_from.name_or_path if loaded_from is not None else getattr(model, "name_or_path", None)
     try:
-        tokenizer = BertTokenizer.from_pretrained(model.name_or_path)
-        return dict(tokenizer(list(CALIBRATION_TEXTS), padding=True, truncation=True, max_length=128,
-                              return_tensors="pt"))  # fmt: skip
+        if loaded_from is None:
+            tokenizer = BertTokenizer.from_pretrained(name)
+        else:
+            tokenizer = BertTokenizer.from_pretrained(name, revision=loaded_from.revision, **asdict(loaded_from.hub))
+        getattr(model, "bert", model).config.check_vocabulary(tokenizer.vocab, f"{name}'s tokenizer")
+        return tokenizer
     except Exception as error:  # noqa: BLE001 - no vocabulary beside the weights: random ids still measure
-        log.debug("int8 calibration on random ids (no tokenizer at %s: %s)", getattr(model, "name_or_path", "?"), error)
-    generator = torch.Generator().manual_seed(0)
-    vocab = getattr(model, "bert", model).config.vocab_size
-    first = 1000 if vocab > 2000 else 0  # BERT's vocabularies keep [unused] and special pieces below 1000
-    input_ids = torch.randint(first, vocab, (len(CALIBRATION_TEXTS), 32), generator=generator)
-    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+        log.debug("int8 calibration on random ids (no tokenizer of this model at %s: %s)", name, error)
+        return None
 
 
 def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=None) -> torch.Tensor:
@@ -256,7 +294,7 @@ def _say_what_int8_buys(config, library: Int8Library) -> None:
     """One warning per process and shape where int8 is not what it is on a CPU made for it: slower
     than float32 here (it buys no speed), or faster but without int8 dot-product instructions (FBGEMM
     emulates them with two AVX2 instructions and a 16-bit intermediate, so it gains far less than the
-    2-4x such CPUs show)."""
+    2-4x such CPUs show; the library that runs named: oneDNN emulates them too)."""
     shapes = f"{config.hidden_size}x{config.intermediate_size}"
     if shapes in _warned:
         return
@@ -271,5 +309,6 @@ def _say_what_int8_buys(config, library: Int8Library) -> None:
                     "speed here", library.name, speedup, cpu_name(), why, shapes)  # fmt: skip
     else:
         log.warning("int8 (%s) measured %.2fx float32 on %s for %s projections: this CPU has no int8 dot-product "
-                    "instructions (%s), so FBGEMM emulates them with AVX2 and int8 gains less here than on a CPU "
-                    "that has them", library.name, speedup, cpu_name(), shapes, INT8_INSTRUCTIONS)  # fmt: skip
+                    "instructions (%s), so %s emulates them with AVX2 and int8 gains less here than on a CPU "
+                    "that has them", library.name, speedup, cpu_name(), shapes, INT8_INSTRUCTIONS,
+                    LIBRARY_NAMES[library.name])  # fmt: skip

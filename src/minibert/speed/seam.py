@@ -40,7 +40,6 @@ model.py writes it). ``model.use_book_modules(False)`` puts the speed back, as i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -76,11 +75,12 @@ def _bits_sum(tensor: torch.Tensor) -> int:
     return int(tensor.detach().contiguous().view(integers).numpy().sum(dtype=np.int64))
 
 
-def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None = None, release=None) -> None:
+def speed_up(model: nn.Module, gemm: str | None = None, int8_from=None, release=None) -> None:
     """The one place where a loaded model gets its speed: the GEMM backend measured on this CPU (or
     ``gemm``: "auto", "mkl", "onednn", "onednn-fused"; see gemm.py). Attention's fast path is on
-    already (``BertModel.use_fast_path``). ``int8_from`` (the checkpoint file, when loaded with
-    ``dtype="int8"``): the encoder's projections in int8, checked against float32 (int8_check.py).
+    already (``BertModel.use_fast_path``). ``int8_from`` (``int8_check.LoadedFrom``: the files and
+    name the model was read from, when loaded with ``dtype="int8"``): the encoder's projections in
+    int8, checked against float32 (int8_check.py).
 
     ``release(tensor)`` (from the loader, for a mapped checkpoint: loading/file_pages.py) gives a
     weight's pages back once it is no longer read as it is: a projection once packed into oneDNN's
@@ -102,6 +102,21 @@ def speed_up(model: nn.Module, gemm: str | None = None, int8_from: Path | None =
     from .packed_linear import lay_out_unpacked
 
     lay_out_unpacked(model, release)  # a weight stored transposed: laid out, unless only its packed copy is read
+
+
+def refuse_gemm_for_int8(gemm: str | None) -> None:
+    """``gemm`` checked as gemm.choose checks it (a name that is none of its choices, here or in
+    ``$MINIBERT_GEMM``, is the same ValueError), then refused where it names a library: it picks
+    the float32 projections' GEMM, and ``dtype="int8"`` replaces those projections with int8 ones
+    (their library is ``$MINIBERT_INT8``'s, or measured: int8_check.choose_library), so it would
+    not be used. Before a file is read, as every argument of from_pretrained is checked."""
+    from .gemm import requested_backend
+
+    requested, source = requested_backend(gemm)
+    if source == "argument" and requested != "auto":
+        raise ValueError(f"gemm={gemm!r} picks the float32 linear layers' library, but dtype='int8' runs the encoder's "
+                         "projections in int8, on an int8 library of their own (MINIBERT_INT8, docs/int8.md): leave "
+                         "gemm out")  # fmt: skip
 
 
 def use_book_modules(model: nn.Module, book: bool = True) -> None:
