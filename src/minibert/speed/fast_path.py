@@ -267,11 +267,14 @@ class FastLayout:
         at real tokens: the same scores), nothing is packed away, and jit's tracer records the book's
         formula. A row with no real token where a gradient is recorded runs the book's formula too
         (while recording: wherever a mask is given): there the fused kernel's backward is not the
-        formula's (3. above)."""
+        formula's (3. above). Nor may a choice read the length while recording: the measured
+        ``short_attention`` length (up to which attention is written out) became a guard of the graph
+        (torch.export refused a dynamic length with "tokens <= 16"), so a recorded call always attends
+        through the fused kernel, whatever this CPU measured."""
         empty_row = padded and torch.is_grad_enabled() and (recording or not bool(attention_mask.any(dim=1).all()))
         if torch.jit.is_tracing() or empty_row:
             return None
-        return cls(attention_mask, short_attention, pack=skip_padding and not recording)
+        return cls(attention_mask, None if recording else short_attention, pack=skip_padding and not recording)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) → (P, ...) when packing, else unchanged."""
