@@ -21,17 +21,21 @@ def _cosines(a, b) -> np.ndarray:
     return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
-@pytest.fixture(scope="module")
-def tiny_classifier(tmp_path_factory):
-    """A small random 3-label classifier with a vocabulary of a few words."""
-    torch.manual_seed(0)
-    directory = tmp_path_factory.mktemp("classifier")
+def _small_classifier(directory, labels: int, seed: int):
+    """A small random classifier of ``labels`` outputs with a vocabulary of a few words, saved in ``directory``."""
+    torch.manual_seed(seed)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-                        vocab_size=len(vocab), extra={"num_labels": 3})  # fmt: skip
+                        vocab_size=len(vocab), extra={"num_labels": labels})  # fmt: skip
     BertForSequenceClassification(config).eval().save_pretrained(directory)
     (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
     return directory
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory):
+    """A small random 3-label classifier with a vocabulary of a few words."""
+    return _small_classifier(tmp_path_factory.mktemp("classifier"), labels=3, seed=0)
 
 
 def test_embed_dtype_int8_gives_vectors_close_to_float32(minilm_dir):
@@ -52,14 +56,7 @@ def test_an_unknown_dtype_is_a_usage_error_naming_int8(command):
 @pytest.fixture(scope="module")
 def tiny_scorer(tmp_path_factory):
     """A small random classifier of one output (a reranker's relevance, a regression's value)."""
-    torch.manual_seed(1)
-    directory = tmp_path_factory.mktemp("scorer")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-                        vocab_size=len(vocab), extra={"num_labels": 1})  # fmt: skip
-    BertForSequenceClassification(config).eval().save_pretrained(directory)
-    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    return directory
+    return _small_classifier(tmp_path_factory.mktemp("scorer"), labels=1, seed=1)
 
 
 SCORED = ["hello world", "the movie was good", "bad", "the movie was bad", "good good world"]

@@ -35,8 +35,8 @@ def _saved_by_transformers(directory: Path, vocab_file: Path, **options) -> Path
     return directory
 
 
-def _edit(directory: Path, change) -> Path:
-    path = directory / "tokenizer.json"
+def _edit(directory: Path, change, name: str = "tokenizer.json") -> Path:
+    path = directory / name
     values = json.loads(path.read_text(encoding="utf-8"))
     change(values)
     path.write_text(json.dumps(values), encoding="utf-8")
@@ -164,11 +164,7 @@ def test_each_file_is_read_once_when_both_are_there(minilm_dir, monkeypatch):
 
 
 def _edit_config(directory: Path, change) -> Path:
-    path = directory / "tokenizer_config.json"
-    values = json.loads(path.read_text(encoding="utf-8"))
-    change(values)
-    path.write_text(json.dumps(values), encoding="utf-8")
-    return directory
+    return _edit(directory, change, "tokenizer_config.json")
 
 
 CONFIG_DISAGREEMENTS = {  # name: (the setting refused, the tokenizer saved, the config changed)
