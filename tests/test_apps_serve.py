@@ -564,8 +564,58 @@ def test_sigterm_beyond_the_graceful_timeout_answers_503_json_and_exits_1(minilm
         assert "--graceful-timeout" in response.json()["error"]["message"]
     assert "Traceback" not in log and "Internal Server Error" not in log, log
     assert returncode == 1, log
+    # uvicorn's own "ERROR:    Cancel 3 running task(s), timeout graceful shutdown exceeded" came first
+    assert not [line for line in log.splitlines() if not line.startswith("minibert: ")], log
     assert log.rstrip().splitlines()[-1] == (f"minibert: error: stopped with {len(cut)} request(s) unfinished after "
                                              "the 1 s grace (--graceful-timeout); they were answered 503")  # fmt: skip
+
+
+def test_a_stop_past_its_grace_exits_after_one_batch_not_the_whole_request(minilm_dir):
+    """docs/serving.md: when the grace runs out, the process waits for the batch already in the model,
+    at most --max-batch-tokens. It waited for the whole request (40 texts of 256 tokens, 20 times the
+    512 of --max-batch-tokens: 13.6 s after SIGTERM with a 1 s grace), long after its client was
+    answered 503. Now it exits within the grace and about one batch (measured first, on its own)."""
+    server = Server(minilm_dir, "--graceful-timeout", "1", "--max-batch-tokens", "512")
+    text = "word " * 300  # 256 tokens once cut
+
+    async def main():
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+            started = time.monotonic()
+            one = await http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 2, "truncate": True})
+            batch = time.monotonic() - started  # one batch of 512 tokens, and a request's overhead
+            assert one.status_code == 200, one.text
+            call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 40,
+                                                                           "truncate": True}))  # fmt: skip
+            await asyncio.sleep(1.0)  # in the model
+            server.process.send_signal(signal.SIGTERM)
+            stopped = time.monotonic()
+            response = await call
+            await asyncio.to_thread(server.process.wait, 120)
+            return response, batch, time.monotonic() - stopped
+
+    try:
+        response, batch, seconds = asyncio.run(main())
+    finally:
+        returncode, log = server.stop()
+    assert response.status_code == 503 and returncode == 1, log
+    # the grace, the batch running then (twice the one measured: the machine's load varies), and
+    # the process's own end (uvicorn's shutdown, the interpreter's exit)
+    assert seconds < 1 + 2 * batch + 3, (seconds, batch)
+    print(f"\nstop past a 1 s grace: exit {seconds:.1f} s after SIGTERM; one batch {batch:.2f} s")
+    assert all(line.startswith("minibert: ") for line in log.splitlines()), log  # (no line of uvicorn's own)
+
+
+def test_an_empty_served_model_name_is_a_usage_error(capsys):
+    """--served-model-name "$NAME" with the variable unset served the directory's name silently; an
+    empty --model is a usage error, and so is this now (exit 2, one line)."""
+    from minibert.apps.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "--model", "x", "--served-model-name", ""])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "minibert: error: argument --served-model-name: is empty: give the model id clients send, or leave the "
+        "flag out (the directory's name) (see 'minibert serve --help')"]  # fmt: skip
 
 
 def test_a_port_in_use_is_one_error_line_and_exit_1(minilm_dir):
@@ -628,6 +678,61 @@ def test_batcher_skips_cancelled_jobs_refuses_overload_and_splits_options():
     assert gone.future.cancelled()
     assert ("a", [3]) in seen and ("b", [4]) in seen
     assert all(1 not in ids and 2 not in ids for _, ids in seen)  # the cancelled job cost nothing
+
+
+def test_batcher_keeps_each_batch_within_max_batch_tokens():
+    """A job was added whole while the batch was still under the budget (two jobs of 900 tokens: one
+    batch of 1,800 for --max-batch-tokens 1000), and a request of 9,000 tokens was one batch. Now a
+    batch takes texts while they fit, a larger request runs in several batches, and each caller still
+    gets its own rows in its order. A text longer than the whole budget is a batch alone."""
+    seen = []
+
+    def compute(pieces, options):
+        seen.append(sum(len(ids) + 2 for ids in pieces))
+        return np.array([[ids[0]] for ids in pieces], np.float32)
+
+    sizes = (3, 3, 30, 1)  # texts of 300 tokens each (298 pieces, [CLS], [SEP]); then one of 2,002
+
+    async def main():
+        batcher = DynamicBatcher(compute, max_batch_tokens=1000, max_wait_ms=50, max_queue=100)
+        batcher.start()
+        jobs = [batcher.submit([[100 * j + i] * (298 if size > 1 else 2000) for i in range(size)], "k")
+                for j, size in enumerate(sizes)]  # fmt: skip
+        results = await asyncio.gather(*(job.future for job in jobs))
+        await batcher.stop()
+        return results, batcher.queued_texts
+
+    results, queued = asyncio.run(main())
+    assert sorted(seen) == [900] * 12 + [2002], seen  # 36 texts, 3 a batch; the long one alone
+    for j, size in enumerate(sizes):
+        assert results[j][:, 0].tolist() == [100 * j + i for i in range(size)]
+    assert queued == 0
+
+
+def test_batcher_stop_waits_for_the_batch_in_the_model_not_the_whole_request():
+    """A stop waited for the whole of a request in the model (DynamicBatcher.stop), however large:
+    one request of 20 x 1,000 tokens here, 20 x 0.1 s. It waits for the batch running, one of at most
+    max_batch_tokens (0.1 s), and runs no other."""
+    calls = []
+
+    def compute(pieces, options):
+        calls.append(len(pieces))
+        time.sleep(sum(len(ids) + 2 for ids in pieces) * 1e-4)  # 0.1 ms a token
+        return np.zeros((len(pieces), 1), np.float32)
+
+    async def main():
+        batcher = DynamicBatcher(compute, max_batch_tokens=1000, max_wait_ms=1, max_queue=100)
+        batcher.start()
+        job = batcher.submit([[5] * 998] * 20, "k")
+        while not calls:  # the first batch is in the model
+            await asyncio.sleep(0.005)
+        started = time.monotonic()
+        await batcher.stop()
+        return time.monotonic() - started, job
+
+    seconds, job = asyncio.run(main())
+    assert len(calls) == 1 and calls[0] == 1 and not job.future.done(), calls
+    assert seconds < 1.0, seconds  # one batch: 0.1 s (the whole request: 2 s)
 
 
 def test_import_minibert_does_not_import_the_server_stack():

@@ -67,6 +67,8 @@ def serve(settings: ServeSettings, stops) -> None:
                             timeout_keep_alive=settings.keep_alive_timeout, lifespan="on", http=protocol, ws="none",
                             h11_max_incomplete_event_size=settings.max_header_bytes + 1024)  # fmt: skip
     server = _Server(config)
+    uvicorn_log = logging.getLogger("uvicorn.error")  # (configured by uvicorn.Config, just above)
+    uvicorn_log.addFilter(_said_by_minibert)
 
     def stop(signum: int) -> None:
         if server.should_exit:
@@ -93,12 +95,20 @@ def serve(settings: ServeSettings, stops) -> None:
         listener.close()
         writer.stop()  # the lines still queued are written first
         access_logger.removeHandler(access)
+        uvicorn_log.removeFilter(_said_by_minibert)
     if failure:
         raise failure[0]
     if app.cut_off:
         grace = settings.graceful_timeout
         raise RuntimeError(f"stopped with {app.cut_off} request(s) unfinished after the {grace:g} s grace "
                            "(--graceful-timeout); they were answered 503")  # fmt: skip
+
+
+def _said_by_minibert(record: logging.LogRecord) -> bool:
+    """False for uvicorn's own line when a stop's grace runs out ("Cancel 2 running task(s), timeout
+    graceful shutdown exceeded"): the command says it in its one error line, and the access log has
+    each request's 503 (docs/serving.md, Lifecycle). Every other line of uvicorn's passes."""
+    return not str(record.msg).startswith("Cancel %s running task(s)")
 
 
 class _Server(uvicorn.Server):

@@ -26,6 +26,20 @@ _port = whole_number(0, 65_535)
 _SECONDS = number(0.1, 3600, "seconds")  # every timeout
 
 
+def _model_id(text: str) -> str:
+    """--served-model-name's type: never empty (``--served-model-name "$NAME"`` with the variable
+    unset is a usage error, as an empty --model is, not the directory's name silently).
+
+    >>> _model_id(" ")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: is empty: give the model id clients send, or leave the flag out (the directory's name)
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give the model id clients send, or leave the flag out (the "
+                                         "directory's name)")  # fmt: skip
+    return text
+
+
 def _flag(help: str, type=None, **argparse_options) -> dict:
     """A field's flag: its help, its argparse type and other add_argument options."""
     return {"help": help, "type": type, **argparse_options}
@@ -35,7 +49,7 @@ def _flag(help: str, type=None, **argparse_options) -> dict:
 class ServeSettings:
     model: str = field(metadata=_flag("hub id or local directory of the model to serve", model_name, required=True))
     served_model_name: str | None = field(
-        default=None, metadata=_flag("the model id clients send (default: the model directory's name)")
+        default=None, metadata=_flag("the model id clients send (default: the model directory's name)", _model_id)
     )
     host: str = field(
         default="127.0.0.1", metadata=_flag("address to listen on (default 127.0.0.1: this machine only)")
@@ -45,7 +59,12 @@ class ServeSettings:
         default=None, metadata=_flag("require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)")
     )
     max_batch_tokens: int = field(
-        default=16_384, metadata=_flag("tokens merged into one model batch, at most", positive_int)
+        default=16_384,
+        metadata=_flag(
+            "tokens in one model batch, at most: a larger request runs in several, and a stop waits for one "
+            "(a text longer than this is a batch alone)",
+            positive_int,
+        ),  # fmt: skip
     )
     max_wait_ms: float = field(
         default=5.0,
