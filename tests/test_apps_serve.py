@@ -249,7 +249,9 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
         ("/v1/embeddings", {"model": NAME, "input": "a"}, {}, 401, "API key is required"),
         ("/v1/embeddings", {"model": NAME, "input": "a"}, {"Authorization": "Bearer wrong"}, 401, "API key"),
         ("/embed", {"inputs": ["a"], "normalize": 1}, AUTH, 422, "normalize must be true or false"),
-        ("/embed", {"texts": ["a"]}, AUTH, 422, "inputs is required"),
+        ("/embed", {"normalize": True}, AUTH, 422, "inputs is required"),
+        ("/embed", {"texts": ["a"]}, AUTH, 422, r"texts is not supported on /embed \(it is a field of /rerank\); "
+         "/embed takes inputs, "),  # (rerank's name: "inputs is required" before fields were checked)
         ("/embed", {"inputs": "a", "truncation_direction": "left"}, AUTH, 422,
          'truncation_direction must be "Left" or "Right", got "left"'),
         ("/embed", {"inputs": "a", "prompt_name": "query"}, AUTH, 422,
@@ -258,6 +260,18 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
          "model's 384, got 385"),
         ("/embed", {"inputs": "a", "dimensions": 0}, AUTH, 422, "dimensions must be an integer from 1"),
         ("/tokenize", {"inputs": "a", "prompt_name": "query"}, AUTH, 422, "prompt_name is not supported"),
+        # a field another route applies is refused where it is not applied; they were ignored (200)
+        ("/v1/embeddings", {"model": NAME, "input": "a", "normalize": False}, AUTH, 422,
+         r"normalize is not supported on /v1/embeddings \(it is a field of /embed\); /v1/embeddings takes model, "),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "truncation_direction": "Left"}, AUTH, 422,
+         "truncation_direction is not supported on /v1/embeddings"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "inputs": ["b"]}, AUTH, 422, "inputs is not supported"),
+        ("/v1/embeddings", {"model": NAME, "input": "a", "normalise": False}, AUTH, 422,
+         r'unrecognized field "normalise" \(OpenAI\'s API refuses it too\)'),
+        ("/embed", {"inputs": "a", "encoding_format": "base64"}, AUTH, 422,
+         "encoding_format is not supported on /embed .it is a field of /v1/embeddings."),
+        ("/embed", {"inputs": "a", "model": NAME}, AUTH, 422, "model is not supported on /embed"),
+        ("/tokenize", {"inputs": "a", "truncate": True}, AUTH, 422, "truncate is not supported on /tokenize"),
         ("/metrics", None, {}, 401, "API key"),
     ],
 )  # fmt: skip
@@ -461,6 +475,86 @@ def test_truncate_true_cuts_long_texts(server, embedder):
     with pytest.warns(UserWarning, match="truncated"):
         expected = embedder.embed([text])
     assert _cosines([response.json()["data"][0]["embedding"]], expected)[0] >= 0.99999
+
+
+def test_the_authorization_scheme_is_case_insensitive(server):
+    """RFC 9110 11.1: the scheme is a case-insensitive token, followed by one or more spaces. The key
+    was compared with the whole header, so "bearer KEY" and "BEARER KEY" got 401."""
+    body = {"model": NAME, "input": "a"}
+    for header, status in [(f"bearer {KEY}", 200), (f"BEARER {KEY}", 200), (f"Bearer   {KEY}", 200),
+                           (f"Bearer{KEY}", 401), (f"Basic {KEY}", 401), (f"bearer {KEY}x", 401), ("bearer", 401)]:
+        response = httpx.post(f"{server.url}/v1/embeddings", json=body, headers={"Authorization": header}, timeout=60)
+        assert response.status_code == status, (header, response.text)  # fmt: skip
+
+
+def prompted_minilm(minilm_dir, folder):
+    """MiniLM with the prompts "query: " (its default) and "passage: ", and a pooling that leaves the
+    prompt out (include_prompt false): the folder's files linked, those settings written."""
+    import json
+
+    folder.mkdir()
+    for path in minilm_dir.iterdir():
+        if path.name not in ("config_sentence_transformers.json", "1_Pooling"):
+            (folder / path.name).symlink_to(path)
+    settings = {"prompts": {"query": "query: ", "doc": "passage: "}, "default_prompt_name": "query"}
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(settings))
+    pooling = json.loads((minilm_dir / "1_Pooling" / "config.json").read_text())
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "include_prompt": False}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def prompted(minilm_dir, tmp_path_factory):
+    """The server of a prompted MiniLM (``prompted_minilm``), and sentence-transformers' model of it."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    folder = prompted_minilm(minilm_dir, tmp_path_factory.mktemp("prompted") / "model")
+    running = Server(folder)
+    yield running, sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    returncode, log = running.stop()
+    assert returncode == 0 and "Traceback" not in log, log
+
+
+def _vectors(response) -> np.ndarray:
+    assert response.status_code == 200, response.text
+    return np.array([row["embedding"] for row in response.json()["data"]])
+
+
+def test_token_ids_get_the_models_default_prompt_as_their_text_does(prompted):
+    """Token ids skipped the model's default prompt: a text sent as its pieces (its input_ids[1:-1],
+    as docs/serving.md asks) got encode(prompt="")'s vector, not encode's, and no prompt tokens in
+    usage. Now ids and text give sentence-transformers' encode, prompt included."""
+    server, reference = prompted
+    texts = ["first text", "A second text, with a comma and a longer tail of words."]
+    ids = [reference.tokenizer(text)["input_ids"][1:-1] for text in texts]
+    as_text = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": texts}, timeout=60)
+    as_ids = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": ids, "user": "u"}, timeout=60)
+    one = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": ids[0]}, timeout=60)
+    expected, unprompted = reference.encode(texts), reference.encode(texts, prompt="")
+    assert np.abs(expected - unprompted).max() > 0.01  # (the prompt changes the vectors)
+    # float32 unit vectors of 384 values from two implementations: the parity bound, 1e-5
+    assert np.abs(_vectors(as_text) - expected).max() < 1e-5
+    assert np.abs(_vectors(as_ids) - expected).max() < 1e-5
+    assert np.abs(_vectors(one) - expected[:1]).max() < 1e-5
+    prompted_tokens = sum(len(reference.tokenizer("query: " + text)["input_ids"]) for text in texts)
+    assert as_ids.json()["usage"]["prompt_tokens"] == as_text.json()["usage"]["prompt_tokens"] == prompted_tokens
+
+
+def test_v1_embeddings_refuses_the_embed_fields_it_does_not_apply(prompted):
+    """/v1/embeddings read model, input, encoding_format, dimensions and truncate, and dropped the rest:
+    "prompt_name": "doc" answered 200 with the default prompt's vector. /embed applies it; here it is 422."""
+    server, reference = prompted
+    doc = httpx.post(f"{server.url}/embed", json={"inputs": ["first text"], "prompt_name": "doc"}, timeout=60)
+    assert np.abs(np.array(doc.json()) - reference.encode(["first text"], prompt_name="doc")).max() < 1e-5
+    for field, value in (("prompt_name", "doc"), ("normalize", False), ("truncation_direction", "Left")):
+        response = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": ["first text"],
+                                                                   field: value}, timeout=60)  # fmt: skip
+        assert response.status_code == 422, (field, response.text)
+        error = response.json()["error"]
+        assert error["param"] == field and error["message"].startswith(f"{field} is not supported on /v1/embeddings")
+    body = {"model": NAME, "input": ["first text"], "prompt_name": None, "user": "u"}
+    allowed = httpx.post(f"{server.url}/v1/embeddings", json=body, timeout=60)
+    assert np.abs(_vectors(allowed) - reference.encode(["first text"])).max() < 1e-5  # (null: absent)
 
 
 # ----------------------------------------------------------------------------- overload and SIGTERM

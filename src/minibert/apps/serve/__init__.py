@@ -45,10 +45,12 @@ The package, one concept a module, in the order a request meets them:
     metrics.py       the counters and histograms of /metrics (Prometheus' text format)
     routes.py        the endpoints of each API dialect (OpenAI, text-embeddings-inference, the
                      rerank API of Cohere/Jina), and the app's lifespan
-    request_parsing.py  the body read within its limits, and each field checked by name
+    request_parsing.py  the body read within its limits, and each field checked by name (a field
+                     another route applies is refused, never ignored)
     http_errors.py   a bad request as an exception, and as the JSON each dialect expects
     service.py       the loaded model (an embedder or a classifier), tokenizing, the batches' work
-    batching.py      DynamicBatcher: concurrent requests merged into model batches
+    batching.py      DynamicBatcher: concurrent requests merged into model batches of at most
+                     --max-batch-tokens (a larger request runs in several)
 
 This file imports nothing: the parser imports ``settings.py`` alone, and ``apps/commands.py``
 imports ``process.serve`` when the command runs (``import minibert`` imports none of it).

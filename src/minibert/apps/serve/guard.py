@@ -40,7 +40,7 @@ class Guard:
     def __init__(self, app: Starlette, service: EmbeddingService):
         self.app, self.service = app, service
         key = service.settings.api_key
-        self.expected = f"Bearer {key}".encode() if key else None
+        self.key = key.encode() if key else None
         self.cut_off = 0  # requests answered 503 because a stop's grace ran out (serve() reports them)
 
     async def __call__(self, scope, receive, send):
@@ -74,7 +74,7 @@ class Guard:
             return message
 
         try:
-            if self.expected is not None and path != "/health" and not self._authorized(scope):
+            if self.key is not None and path != "/health" and not self._authorized(scope):
                 error = RequestError(401, "a valid API key is required: send 'Authorization: Bearer KEY'",
                                      code="invalid_api_key")  # fmt: skip
                 await error_response(path, error)(scope, receive, send_tracked)
@@ -104,8 +104,11 @@ class Guard:
             self.service.metrics.request(path, status[0], seconds, texts, tokens)
 
     def _authorized(self, scope) -> bool:
+        """``Authorization: Bearer KEY``: the scheme in any case (``bearer``, ``BEARER``: RFC 9110
+        11.1 makes it case-insensitive), then one or more spaces, then the key, compared in constant time."""
         given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
-        return hmac.compare_digest(given, self.expected)
+        scheme, _, token = given.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.lstrip(b" "), self.key)
 
 
 def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:

@@ -45,6 +45,48 @@ async def _body(request: Request, limit: int) -> bytearray:
     return body
 
 
+# Each route's fields (docs/serving.md). A field that another route here applies is refused where it
+# is not applied (422 naming it), never ignored: "prompt_name" on /v1/embeddings, or "raw_scores" on
+# /v1/rerank, answered 200 with numbers other than the ones asked for. A key that no route here knows is
+# ignored, as text-embeddings-inference ignores it, except on /v1/embeddings: OpenAI's API refuses an
+# unrecognized argument, and so does its route here. A field sent as null counts as absent.
+ROUTE_FIELDS = {
+    "/v1/embeddings": ("model", "input", "encoding_format", "dimensions", "user", "truncate"),
+    "/embed": ("inputs", "normalize", "truncate", "truncation_direction", "prompt_name", "dimensions"),
+    "/tokenize": ("inputs", "add_special_tokens"),
+    "/rerank": ("query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction"),
+    "/v1/rerank": ("model", "query", "documents", "top_n", "return_documents", "truncate"),
+    "/predict": ("inputs", "raw_scores", "truncate", "truncation_direction"),
+}
+REFUSES_UNKNOWN_FIELDS = ("/v1/embeddings",)
+
+
+def check_fields(body: dict, route: str) -> None:
+    """Refuse (422, naming it) a field of ``body`` that ``route`` does not apply but another route of
+    this server does, and on /v1/embeddings any field it does not read (``ROUTE_FIELDS``).
+
+    >>> check_fields({"inputs": ["a"], "colour": "red"}, "/embed")  # (unknown: ignored, as TEI does)
+    >>> try:
+    ...     check_fields({"input": ["a"], "prompt_name": "doc"}, "/v1/embeddings")
+    ... except RequestError as error:
+    ...     print(error.status, error.message)
+    422 prompt_name is not supported on /v1/embeddings (it is a field of /embed); /v1/embeddings takes model, \
+input, encoding_format, dimensions, user, truncate
+    """
+    taken = ROUTE_FIELDS[route]
+    for name, value in body.items():
+        if name in taken or value is None:
+            continue
+        owners = [path for path, fields in ROUTE_FIELDS.items() if name in fields]
+        if owners:
+            raise RequestError(422, f"{name} is not supported on {route} (it is a field of {', '.join(owners)}); "
+                                    f"{route} takes {', '.join(taken)}", name)  # fmt: skip
+        if route in REFUSES_UNKNOWN_FIELDS:
+            shown = json.dumps(name)[:60]
+            raise RequestError(422, f"unrecognized field {shown} (OpenAI's API refuses it too); {route} takes "
+                                    f"{', '.join(taken)}", shown)  # fmt: skip
+
+
 def parse_inputs(value, field: str, settings: ServeSettings, allow_ids: bool) -> list:
     """A str, a list of str, or (``allow_ids``) a list of token ids or a list of such lists."""
     if isinstance(value, str):
@@ -131,3 +173,41 @@ def bool_field(body: dict, name: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise RequestError(422, f"{name} must be true or false, got {json.dumps(value)[:40]}", name)
     return value
+
+
+def prompt_name_of(body: dict, prompts: dict[str, str]) -> str | None:
+    """TEI's "prompt_name": absent (the model's default prompt, if it has one), or one of its prompts."""
+    name = body.get("prompt_name")
+    if name is not None and (not isinstance(name, str) or name not in prompts):
+        known = ", ".join(json.dumps(known) for known in prompts) or "none"
+        raise RequestError(422, f"prompt_name {json.dumps(name)[:60]} is not one of this model's prompts "
+                                f"({known})", "prompt_name")  # fmt: skip
+    return name
+
+
+def kept_dimensions(dimensions, size: int) -> int | None:
+    """OpenAI's and TEI's "dimensions": absent, or how many of each vector's first values to keep
+    (1 to the model's), as sentence-transformers' ``truncate_dim``."""
+    if dimensions is None:
+        return None
+    if not is_token_id(dimensions):  # (an int, not a bool)
+        raise RequestError(422, f"dimensions must be an integer, got {json_type(dimensions)} "
+                                f"({json.dumps(dimensions)[:40]})", "dimensions")  # fmt: skip
+    if not 1 <= dimensions <= size:
+        raise RequestError(422, f"dimensions must be an integer from 1 to this model's {size}, got {dimensions}",
+                           "dimensions")  # fmt: skip
+    return dimensions
+
+
+def truncation_left(body: dict, pairs: bool) -> bool:
+    """TEI's "truncation_direction": "Right" (the default: a long text loses its end) or "Left" (its
+    start; True). Pairs (``pairs``: /rerank, /predict) are cut as the model's folder says, from the
+    end, so "Left" is refused there rather than ignored."""
+    value = body.get("truncation_direction", "Right")
+    if value not in ("Left", "Right"):
+        raise RequestError(422, f'truncation_direction must be "Left" or "Right", got {json.dumps(value)[:40]}',
+                           "truncation_direction")  # fmt: skip
+    if value == "Left" and pairs:
+        raise RequestError(422, 'truncation_direction "Left" is not supported here: texts and pairs are cut at '
+                                'their end ("Right")', "truncation_direction")  # fmt: skip
+    return value == "Left"

@@ -20,7 +20,17 @@ from starlette.routing import Route
 from ...embedding.options import EmbedOptions
 from .batching import DynamicBatcher
 from .http_errors import ClientGone, RequestError
-from .request_parsing import bool_field, is_token_id, json_type, parse_inputs, read_json, text_field
+from .request_parsing import (
+    bool_field,
+    check_fields,
+    is_token_id,
+    kept_dimensions,
+    parse_inputs,
+    prompt_name_of,
+    read_json,
+    text_field,
+    truncation_left,
+)
 from .service import EmbeddingService, PairPieces, tokens_answer
 
 logger = logging.getLogger("minibert.serve")
@@ -45,6 +55,13 @@ class Routes:
             Route("/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
+
+    async def read_body(self, request: Request) -> dict:
+        """The JSON body, read within the limits; a field the route does not apply is refused
+        (request_parsing.py's ``check_fields``), not ignored."""
+        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
+        check_fields(body, request.url.path)
+        return body
 
     async def embed_job(self, request: Request, pieces, skip: int, options: EmbedOptions) -> np.ndarray:
         return await self.batched(request, pieces, (skip, options))  # requests that share options batch together
@@ -105,7 +122,7 @@ class Routes:
         """text-embeddings-inference's POST /rerank: {"query", "texts", "raw_scores", "return_text",
         "truncate"} → [{"index", "score", "text"?}], best first."""
         self.ready("classifier")
-        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
+        body = await self.read_body(request)
         query = text_field(body, "query", self.settings)
         if "texts" not in body:
             raise RequestError(422, "texts is required", "texts")
@@ -160,7 +177,7 @@ class Routes:
         from ...tasks.classify import default_function, scores_of
 
         self.ready("classifier")
-        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
+        body = await self.read_body(request)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
         value = body["inputs"]
@@ -200,7 +217,7 @@ class Routes:
 
     async def openai_embeddings(self, request: Request) -> Response:
         self.ready()
-        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
+        body = await self.read_body(request)
         model = body.get("model")
         if not isinstance(model, str):
             raise RequestError(422, "model must be a string (GET /v1/models lists it)", "model")
@@ -239,7 +256,7 @@ class Routes:
         "truncation_direction", "prompt_name" and "dimensions" as sentence-transformers' tokenizer
         truncation_side, ``encode(prompt_name=...)`` and ``truncate_dim`` (docs/serving.md) → [[float]]."""
         self.ready()
-        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
+        body = await self.read_body(request)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
@@ -259,13 +276,11 @@ class Routes:
         stop), at most --max-tokenize-tokens in all (413 beyond); the answer is built in the
         tokenizing thread (service.py's ``tokens_answer``), never on the event loop."""
         self.ready("any")
-        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
+        body = await self.read_body(request)
         if "inputs" not in body:
             raise RequestError(422, "inputs is required", "inputs")
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
         special = bool_field(body, "add_special_tokens", True)
-        if body.get("prompt_name") is not None:  # (TEI's field: refused, not ignored)
-            raise RequestError(422, "prompt_name is not supported on /tokenize: texts as sent", "prompt_name")
         tokenizer = (self.service.embedder or self.service.classifier).tokenizer
         answer, tokens = await self.service.tokenize(tokens_answer, tokenizer, inputs, special,
                                                      self.settings.max_tokenize_tokens)  # fmt: skip
@@ -318,44 +333,6 @@ class Routes:
         loading.cancel()
         await self.service.batcher.stop()
         self.service._tokenizing.shutdown(wait=False)
-
-
-def prompt_name_of(body: dict, prompts: dict[str, str]) -> str | None:
-    """TEI's "prompt_name": absent (the model's default prompt, if it has one), or one of its prompts."""
-    name = body.get("prompt_name")
-    if name is not None and (not isinstance(name, str) or name not in prompts):
-        known = ", ".join(json.dumps(known) for known in prompts) or "none"
-        raise RequestError(422, f"prompt_name {json.dumps(name)[:60]} is not one of this model's prompts "
-                                f"({known})", "prompt_name")  # fmt: skip
-    return name
-
-
-def kept_dimensions(dimensions, size: int) -> int | None:
-    """OpenAI's and TEI's "dimensions": absent, or how many of each vector's first values to keep
-    (1 to the model's), as sentence-transformers' ``truncate_dim``."""
-    if dimensions is None:
-        return None
-    if not is_token_id(dimensions):  # (an int, not a bool)
-        raise RequestError(422, f"dimensions must be an integer, got {json_type(dimensions)} "
-                                f"({json.dumps(dimensions)[:40]})", "dimensions")  # fmt: skip
-    if not 1 <= dimensions <= size:
-        raise RequestError(422, f"dimensions must be an integer from 1 to this model's {size}, got {dimensions}",
-                           "dimensions")  # fmt: skip
-    return dimensions
-
-
-def truncation_left(body: dict, pairs: bool) -> bool:
-    """TEI's "truncation_direction": "Right" (the default: a long text loses its end) or "Left" (its
-    start; True). Pairs (``pairs``: /rerank, /predict) are cut as the model's folder says, from the
-    end, so "Left" is refused there rather than ignored."""
-    value = body.get("truncation_direction", "Right")
-    if value not in ("Left", "Right"):
-        raise RequestError(422, f'truncation_direction must be "Left" or "Right", got {json.dumps(value)[:40]}',
-                           "truncation_direction")  # fmt: skip
-    if value == "Left" and pairs:
-        raise RequestError(422, 'truncation_direction "Left" is not supported here: texts and pairs are cut at '
-                                'their end ("Right")', "truncation_direction")  # fmt: skip
-    return value == "Left"
 
 
 async def _client_gone(request: Request) -> None:

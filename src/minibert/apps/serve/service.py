@@ -126,21 +126,23 @@ class EmbeddingService:
     def pieces_of(self, inputs: list, truncate: bool, field: str, options: EmbedOptions | None = None,
                   left: bool = False) -> tuple[list[list[int]], int, int]:  # fmt: skip
         """Each input's piece ids (texts tokenized with the prompt ``options`` choose, by default the
-        model's; id arrays checked: ``check_request_piece_ids``), cut to the model's length or refused
+        model's; id arrays checked, ``check_request_piece_ids``, and given that prompt's pieces in front,
+        as ``Embedder.embed`` gives a text's), cut to the model's length or refused
         (cut at the end, or with ``left`` at the start, as a tokenizer with ``truncation_side="left"``
         cuts); and the pooling skip and the token count."""
         from ...errors import PromptFillsMaxLengthError
 
         embedder = self.embedder
         room = embedder.max_length - 2
-        if isinstance(inputs[0], str):
-            try:
-                pieces, skip = embedder.pieces_for_embedding(inputs, options or self.options)
-            except PromptFillsMaxLengthError as error:
-                raise RequestError(422, " ".join(str(error).split()), "prompt_name") from None
-        else:
+        as_ids = not isinstance(inputs[0], str)
+        if as_ids:
             check_request_piece_ids(inputs, embedder.tokenizer, field)
-            pieces, skip = [list(ids) for ids in inputs], 0
+        try:  # (ids: the prompt's pieces alone, as pieces_for_embedding gives them for an empty text)
+            pieces, skip = embedder.pieces_for_embedding([""] if as_ids else inputs, options or self.options)
+        except PromptFillsMaxLengthError as error:
+            raise RequestError(422, " ".join(str(error).split()), "prompt_name") from None
+        if as_ids:  # a text's pieces get the prompt a text gets, in front: the same vector as the text
+            pieces = [pieces[0] + list(row) for row in inputs]
         for index, ids in enumerate(pieces):
             if len(ids) > room:
                 if not truncate:
