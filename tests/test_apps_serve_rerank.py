@@ -6,6 +6,8 @@ steps, so that the documents' scores differ)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import numpy as np
 import pytest
@@ -72,6 +74,18 @@ def test_predict_gives_pipeline_scores_for_texts_and_pairs(reranker):
         ("/v1/rerank", {"query": QUERY, "documents": [{"txt": "a"}]}, 422, "documents must be strings or"),
         ("/v1/rerank", {"query": QUERY, "documents": ["a", {"text": "b"}]}, 422, "objects, not a mix"),
         ("/v1/rerank", {"model": "other", "query": QUERY, "documents": ["a"]}, 404, "is not served here"),
+        # a list or object was looked up in a set: TypeError, a 500; a number was "not served here"
+        ("/v1/rerank", {"model": ["x"], "query": QUERY, "documents": ["a"]}, 422, "model must be a string"),
+        ("/v1/rerank", {"model": {"a": 1}, "query": QUERY, "documents": ["a"]}, 422, "model must be a string"),
+        ("/v1/rerank", {"model": 5, "query": QUERY, "documents": ["a"]}, 422, "model must be a string"),
+        # TEI's fields, which /rerank applies or refuses: /v1/rerank ignored them (200, a sigmoid score)
+        ("/v1/rerank", {"query": QUERY, "documents": ["a"], "raw_scores": True}, 422,
+         "raw_scores is not supported on /v1/rerank (it is a field of /rerank, /predict)"),
+        ("/v1/rerank", {"query": QUERY, "documents": ["a"], "truncation_direction": "Left"}, 422,
+         "truncation_direction is not supported on /v1/rerank"),
+        ("/v1/rerank", {"query": QUERY, "documents": ["a"], "texts": ["b"]}, 422, "texts is not supported"),
+        ("/rerank", {"query": QUERY, "texts": ["a"], "top_n": 1}, 422, "top_n is not supported on /rerank"),
+        ("/predict", {"inputs": "a", "return_text": True}, 422, "return_text is not supported on /predict"),
         ("/predict", {"inputs": [["a", "b"], ["c"]]}, 422, "all be texts, or all be pairs"),
         ("/rerank", {"query": QUERY, "texts": ["a"], "truncation_direction": "Left"}, 422,
          "is not supported here: texts and pairs are cut at their end"),
@@ -170,13 +184,92 @@ def test_rerank_follows_the_folders_prompt_and_processing_kwargs(make, tmp_path)
             cut = httpx.post(f"{server.url}{path}", json={"query": long_query, key: ["Berlin"], "truncate": True},
                              timeout=30)  # fmt: skip
             assert cut.status_code == 422, cut.text
-            assert f"{key}[0] cannot be cut to the model's limit of 24 tokens" in cut.text
+            # (only_second keeps the query whole: the query is what is too long, and is named)
+            assert "query cannot be cut to the model's limit of 24 tokens" in cut.text
             assert "truncation='only_second'" in cut.text and "Traceback" not in cut.text
             # without "truncate" the 422 advised sending "truncate": true, which then gave this 422
             whole = httpx.post(f"{server.url}{path}", json={"query": long_query, key: ["Berlin"]}, timeout=30)
             assert whole.status_code == 422, whole.text
-            assert f"{key}[0] cannot be cut" in whole.text and '\\"truncate\\": true' not in whole.text, whole.text
+            assert "query cannot be cut" in whole.text and '\\"truncate\\": true' not in whole.text, whole.text
         assert cut.json()["error"]["code"] == "context_length_exceeded"  # (/v1/'s shape names the code)
+        assert cut.json()["error"]["param"] == "query"
     finally:
         returncode, log = server.stop()
     assert returncode == 0 and "Traceback" not in log, log
+
+
+def test_a_rerank_query_is_tokenized_once_and_cut_as_cross_encoder_cuts_it(make, tmp_path):  # noqa: F811
+    """/v1/rerank and /rerank sent [query] * len(documents) to the tokenizer: the query was tokenized
+    again for each document, on the one tokenizing thread every endpoint shares (a 107 KB body held
+    it, and every other request, for over a minute). Now each text of a request is tokenized once:
+    the tokenizer reads the body's characters, no more. The pairs are cut as CrossEncoder.rank cuts
+    them (longest_first: a long query, a long document, both), and score as it scores them."""
+    from minibert.apps.serve.app import build_app
+    from minibert.apps.serve.settings import ServeSettings
+
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    reference = sentence_transformers.CrossEncoder(str(directory))
+    app = build_app(ServeSettings(model=str(directory)))
+    service = app.app.state.service
+    long_query = " ".join(f"berlin{n % 89} people" for n in range(2500))  # ~35,000 characters, 48 tokens a pair
+    queries = [("a long query", long_query, ["a", DOCUMENTS[0]] * 100),
+               ("long both", QUERY * 8, [d for d in DOCUMENTS if d]), ("long document", QUERY, DOCUMENTS[:3])]
+    read: list[int] = []
+
+    async def main():
+        async with app.app.router.lifespan_context(app.app):
+            while not service.loaded:
+                await asyncio.sleep(0.05)
+            tokenizer = service.classifier.tokenizer
+            piece_ids = tokenizer.piece_ids
+            tokenizer.piece_ids = lambda text: read.append(len(text)) or piece_ids(text)  # what it reads
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=300) as client:
+                answers = {}
+                for name, query, documents in queries:
+                    before = len(read)
+                    answers[name] = await client.post("/v1/rerank", json={"query": query, "documents": documents,
+                                                                          "truncate": True})  # fmt: skip
+                    assert sum(read[before:]) == len(query) + sum(map(len, documents)), name
+                read.clear()
+                tei = await client.post("/rerank", json={"query": long_query, "texts": queries[0][2], "truncate": True})
+                assert sum(read) == len(long_query) + sum(map(len, queries[0][2]))
+                return answers, tei
+
+    answers, tei = asyncio.run(main())
+    for name, query, documents in queries:
+        distinct = list(dict.fromkeys(documents))
+        expected = dict(zip(distinct, reference.predict([[query, d] for d in distinct])))
+        results = answers[name].json()["results"]
+        assert len(results) == len(documents), name
+        assert max(abs(r["relevance_score"] - expected[documents[r["index"]]]) for r in results) <= TOLERANCE, name
+        if name == "a long query":
+            texts = documents
+            assert max(abs(r["score"] - expected[texts[r["index"]]]) for r in tei.json()) <= TOLERANCE
+
+
+def test_an_over_long_pair_names_the_query_or_the_pair(reranker):
+    """A query past the model's length was reported as "documents[0] has 104 tokens ... shorten it",
+    though the document was one letter. The 422 names the query when it alone leaves no room for a
+    document, and otherwise the pair, with the query's share."""
+    server, _, reference = reranker
+    long_query, long_document = "berlin " * 100, "word " * 60
+    query_pieces = len(reference.tokenizer(QUERY)["input_ids"]) - 2
+    pair = len(reference.tokenizer(QUERY, long_document)["input_ids"])
+    cases = [("/v1/rerank", {"query": long_query, "documents": ["a", "b"]}, "query",
+              "query has 100 word pieces: with [CLS] and two [SEP] they leave no room for a document within the "
+              "model's limit of 48 tokens per pair; shorten it or send \"truncate\": true"),
+             ("/v1/rerank", {"query": QUERY, "documents": ["a", long_document]}, "documents",
+              f"the query and documents[1] together have {pair} tokens with [CLS] and two [SEP] (the query's word "
+              f"pieces: {query_pieces}), more than the model's limit of 48 per pair; shorten them or send "
+              "\"truncate\": true"),
+             ("/rerank", {"query": long_query, "texts": ["a"]}, None, "query has 100 word pieces: "),
+             ("/rerank", {"query": QUERY, "texts": [long_document]}, None, "the query and texts[0] together have ")]
+    for path, body, param, message in cases:
+        response = httpx.post(f"{server.url}{path}", json=body, timeout=30)
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        if param is None:  # (TEI's shape: the message alone)
+            assert error.startswith(message), error
+        else:
+            assert error["message"] == message and error["param"] == param, error

@@ -111,9 +111,9 @@ class Routes:
                                     f"{self.service.model_id!r} has {classifier.num_labels} labels: use /predict",
                                code="model_not_supported")  # fmt: skip
         # the folder's default prompt before the query, as CrossEncoder.rank puts it
-        query = choose_prompt(classifier.prompts, classifier.default_prompt_name, None, None) + query
-        pieces, tokens = await self.service.tokenize(self.service.pair_pieces, [query] * len(documents), documents,
-                                                     truncate, field)  # fmt: skip
+        prompt = choose_prompt(classifier.prompts, classifier.default_prompt_name, None, None)
+        pieces, tokens = await self.service.tokenize(self.service.rerank_pieces, prompt, query, documents, truncate,
+                                                     field)  # fmt: skip
         request.state.counts = (len(documents), tokens)
         logits = (await self.logits_job(request, pieces))[:, 0]
         return (logits if raw else SCORE_ACTIVATIONS[classifier.activation_fn](logits)), tokens
@@ -141,8 +141,10 @@ class Routes:
         "top_n"?, "return_documents"?} → {"results": [{"index", "relevance_score", "document"?:
         {"text"}}], best first}."""
         self.ready("classifier")
-        body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
+        body = await self.read_body(request)
         model = body.get("model")
+        if model is not None and not isinstance(model, str):  # (a list is unhashable: the lookup raised, a 500)
+            raise RequestError(422, "model must be a string (GET /v1/models lists it)", "model")
         if model is not None and model not in self.service.model_ids:
             raise RequestError(404, f"the model {model!r} is not served here; this server has "
                                     f"{self.service.model_id!r}", "model", "model_not_found")  # fmt: skip

@@ -12,6 +12,8 @@ import numpy as np
 
 from ...embedding.options import EmbedOptions
 from ...formats.json_files import parse_json
+from ...tokenizer.encoding import truncation_plan
+from ...tokenizer.framing import added_by_framing, segment_ids
 from .batching import DynamicBatcher
 from .http_errors import RequestError
 from .metrics import Metrics
@@ -26,6 +28,15 @@ class PairPieces(list):
     def __init__(self, framed: list[int], token_types: list[int]):
         super().__init__(framed[1:-1])
         self.framed, self.token_types = framed, token_types
+
+
+class _TooLong(Exception):
+    """A text or pair past the model's length: ``tokens`` framed; ``why``: the tokenizer's words
+    when the folder's truncation cannot cut it, None when the request did not ask for a cut."""
+
+    def __init__(self, tokens: int, why: str | None):
+        super().__init__(why)
+        self.tokens, self.why = tokens, why
 
 
 class EmbeddingService:
@@ -81,44 +92,86 @@ class EmbeddingService:
         return np.stack([result["logits"] for result in results])
 
     def pair_pieces(self, firsts: list[str], seconds: list[str] | None, truncate: bool, field: str):
-        """Each text (or pair) as PairPieces for the classifier, cut to its length (a pair as the
-        CrossEncoder cuts it: longest_first, or the folder's processing_kwargs truncation) or refused;
-        and the token count."""
-        tokenizer, limit = self.classifier.tokenizer, self.classifier.max_length
-        strategy = self.classifier.truncation if seconds is not None else True
-        try:
-            encoded = tokenizer(firsts, seconds, truncation=strategy if truncate else None,
-                                max_length=limit if truncate else None, verbose=False)  # fmt: skip
-        except ValueError:  # only_first / only_second: the text it must keep whole is alone past the limit
-            self._uncuttable(firsts, seconds, strategy, field)
-        out = []
-        for index, (ids, types) in enumerate(zip(encoded["input_ids"], encoded["token_type_ids"])):
-            if len(ids) > limit:
-                if seconds is not None and strategy in ("only_first", "only_second"):
-                    self._uncuttable_pair(firsts[index], seconds[index], index, strategy, field)
-                raise RequestError(422, f"{field}[{index}] has {len(ids)} tokens, more than the model's limit of "
-                                        f"{limit}; shorten it or send \"truncate\": true", field,
-                                   "context_length_exceeded")  # fmt: skip
-            out.append(PairPieces(ids, types))
-        return out, sum(len(row) + 2 for row in out)
+        """/predict's texts (or pairs) as PairPieces for the classifier, each cut to its length (a pair
+        as the CrossEncoder cuts it: longest_first, or the folder's processing_kwargs truncation) or
+        refused; and the token count."""
+        piece_ids = self.classifier.tokenizer.piece_ids
+        rows = []
+        for index, first in enumerate(firsts):
+            second = None if seconds is None else piece_ids(seconds[index])
+            try:
+                rows.append(self._pair_row(piece_ids(first), second, truncate))
+            except _TooLong as error:
+                raise self._too_long(error, f"{field}[{index}]", field) from None
+        return rows, sum(len(row.framed) for row in rows)
 
-    def _uncuttable(self, firsts: list[str], seconds: list[str], strategy: str, field: str) -> None:
-        """Raise the 422 naming the first pair that the folder's ``truncation`` (``only_first`` or
-        ``only_second``) cannot cut to the model's length, and why (the tokenizer's words)."""
-        for index, pair in enumerate(zip(firsts, seconds)):
-            self._uncuttable_pair(*pair, index, strategy, field)
-        raise AssertionError("a batch the tokenizer refused, each of whose pairs it accepts")
+    def rerank_pieces(self, prompt: str, query: str, documents: list[str], truncate: bool, field: str):
+        """Each (prompt + query, document) pair as PairPieces, cut as ``CrossEncoder.rank`` cuts it or
+        refused; and the token count. The query is tokenized once: the tokenizer tokenizes each text
+        of a pair alone and then cuts the pieces (``_pair_row`` does the same), so pairing the text
+        with every document tokenized it again for each, up to --max-inputs times --max-input-chars
+        characters from a body of a few hundred KB, on the one tokenizing thread every request shares."""
+        piece_ids = self.classifier.tokenizer.piece_ids
+        query_ids = piece_ids(prompt + query)
+        rows = []
+        for index, document in enumerate(documents):
+            try:
+                rows.append(self._pair_row(query_ids, piece_ids(document), truncate))
+            except _TooLong as error:
+                raise self._rerank_too_long(error, len(query_ids), bool(prompt), index, field) from None
+        return rows, sum(len(row.framed) for row in rows)
 
-    def _uncuttable_pair(self, first: str, second: str, index: int, strategy: str, field: str) -> None:
-        """Raise the 422 for one pair the folder's ``truncation`` cannot cut (sending ``"truncate":
-        true`` would not help it: the advice is to shorten it); return if it can be cut."""
+    def _pair_row(self, first: list[int], second: list[int] | None, truncate: bool) -> PairPieces:
+        """A text's (or pair's) pieces framed as the tokenizer frames them, cut as its call with
+        ``truncation`` and ``max_length`` cuts them (by the same plan, tokenizer/encoding.py's
+        ``truncation_plan``); ``_TooLong`` if they pass the model's length and are not to be cut,
+        or cannot be cut as the folder's truncation (``only_first``, ``only_second``) says."""
         tokenizer, limit = self.classifier.tokenizer, self.classifier.max_length
-        try:
-            tokenizer(first, second, truncation=strategy, max_length=limit, verbose=False)
-        except ValueError as error:
-            raise RequestError(422, f"{field}[{index}] cannot be cut to the model's limit of {limit} tokens as "
-                                    f"the model folder's truncation={strategy!r} says: {error}; shorten it", field,
-                               "context_length_exceeded") from None  # fmt: skip
+        strategy = "longest_first" if second is None else self.classifier.truncation
+        second_length, added = None if second is None else len(second), added_by_framing(second is not None)
+        tokens = len(first) + (second_length or 0) + added
+        if tokens > limit:
+            try:
+                [(kept, kept_second)] = truncation_plan(len(first), second_length, limit - added, strategy, 0,
+                                                        tokenizer.truncation_side, overflow=False)  # fmt: skip
+            except ValueError as error:  # the text the folder's truncation keeps whole is alone too long
+                raise _TooLong(tokens, str(error)) from None
+            if not truncate:
+                raise _TooLong(tokens, None)
+            first, second = first[slice(*kept)], None if second is None else second[slice(*kept_second)]
+        framed = tokenizer.build_inputs_with_special_tokens(first, second)
+        return PairPieces(framed, segment_ids(len(first), None if second is None else len(second)))
+
+    def _too_long(self, error: _TooLong, where: str, field: str) -> RequestError:
+        """/predict's 422 for an input past the model's length (``where``: ``inputs[3]``)."""
+        limit, strategy = self.classifier.max_length, self.classifier.truncation
+        if error.why is not None:  # "truncate": true would not help it: the advice is to shorten it
+            return RequestError(422, f"{where} cannot be cut to the model's limit of {limit} tokens as the model "
+                                     f"folder's truncation={strategy!r} says: {error.why}; shorten it", field,
+                                "context_length_exceeded")  # fmt: skip
+        return RequestError(422, f"{where} has {error.tokens} tokens, more than the model's limit of {limit}; "
+                                 "shorten it or send \"truncate\": true", field, "context_length_exceeded")  # fmt: skip
+
+    def _rerank_too_long(self, error: _TooLong, query: int, prompt: bool, index: int, field: str) -> RequestError:
+        """The rerank 422 for a pair past the model's length, naming what is too long: the query
+        (``query``: its pieces) when it alone leaves no room for a document, else the pair."""
+        limit, strategy = self.classifier.max_length, self.classifier.truncation
+        cause = " with the model's prompt" if prompt else ""
+        if error.why is not None and strategy == "only_second":  # the query, which it keeps whole, is too long
+            return RequestError(422, f"query cannot be cut to the model's limit of {limit} tokens as the model "
+                                     f"folder's truncation={strategy!r} says: {error.why}; shorten it", "query",
+                                "context_length_exceeded")  # fmt: skip
+        if error.why is not None:  # only_first: the document, which it keeps whole, is too long
+            return self._too_long(error, f"{field}[{index}]", field)
+        if query + added_by_framing(pair=True) >= limit:
+            return RequestError(422, f"query has {query} word pieces{cause}: with [CLS] and two [SEP] they leave no "
+                                     f"room for a document within the model's limit of {limit} tokens per pair; "
+                                     "shorten it or send \"truncate\": true", "query",
+                                "context_length_exceeded")  # fmt: skip
+        return RequestError(422, f"the query and {field}[{index}] together have {error.tokens} tokens with [CLS] and "
+                                 f"two [SEP] (the query's word pieces{cause}: {query}), more than the model's limit "
+                                 f"of {limit} per pair; shorten them or send \"truncate\": true", field,
+                            "context_length_exceeded")  # fmt: skip
 
     async def tokenize(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
