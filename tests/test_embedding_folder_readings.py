@@ -140,6 +140,27 @@ def test_lowercasing_first_matches_added_tokens_on_the_lowercased_text(minilm_di
     _same(_embed(embedder, texts), reference.encode(texts), "cased + do_lower_case + added tokens")
 
 
+def test_the_lowercasing_copy_is_a_tokenizer_of_its_own(minilm_dir):
+    """The copy leaves the tokenizer as it was (the Embedder's caller keeps a cased one), and has its own
+    vocabulary: a token added to one is not in the other (the shallow copy shared the dict, not the
+    matcher). Two added tokens that the lowercasing makes one spelling are refused, as a tokenizer with
+    do_basic_tokenize=False (whose words nothing would lowercase)."""
+    from minibert import BertTokenizer
+
+    cased = BertTokenizer(minilm_dir / "vocab.txt", do_lower_case=False)
+    cased.add_tokens(["FooBar"])
+    lowered = cased.lowercasing_first()
+    assert (cased.tokenize("FOOBAR FooBar"), lowered.tokenize("FOOBAR FooBar")) == (["[UNK]", "FooBar"],
+                                                                                    ["foobar", "foobar"])  # fmt: skip
+    lowered.add_tokens(["newone"])
+    assert "newone" in lowered.vocab and "newone" not in cased.vocab and cased.tokenize("newone") == ["new", "##one"]
+    cased.add_tokens(["foobar"])
+    with pytest.raises(ValueError, match="'foobar' and the added token 'FooBar' are both 'foobar' once normalized"):
+        cased.lowercasing_first()
+    with pytest.raises(NotImplementedError, match="do_basic_tokenize=False"):
+        BertTokenizer(minilm_dir / "vocab.txt", do_lower_case=False, do_basic_tokenize=False).lowercasing_first()
+
+
 # ------------------------------------------------------------------ 3: sentence-transformers 6's save of do_lower_case
 
 

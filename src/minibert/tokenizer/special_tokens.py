@@ -225,6 +225,9 @@ class SpecialTokens:
         copy has its own vocabulary, so a token added to one is not in the other)."""
         if self.basic.do_lower_case:
             return self
+        if not self.do_basic_tokenize:  # words are what whitespace separates: nothing would lowercase them
+            raise NotImplementedError("lowercasing the text first (do_lower_case) on a tokenizer with "
+                                      "do_basic_tokenize=False is not implemented")  # fmt: skip
         before = self.basic
         lowered = copy.copy(self)
         lowered.basic = FastBasicTokenizer(True, before.strip_accents, before.tokenize_chinese_chars)
