@@ -197,8 +197,8 @@ TINY = str(Path(__file__).parent / "data" / "tiny_hub")  # 2 layers, 64 position
         (["similarity", "a", "b", "--max-length", "1000"], "--max-length must be an int from 3 to max_position_"),
         (["embed", "x", "--layers", "5"], "--layers must be a hidden state of this model, 0..2 (or -1..-3), got 5"),
         (["similarity", "a", "b", "--layers=-4"], "--layers must be a hidden state of this model"),
-        (["embed", "x", "--prompt-name", "query"], "--prompt-name must be one of this model's prompts (none), got "
-                                                   "query"),
+        (["embed", "x", "--prompt-name", "passage"], "--prompt-name must be one of this model's prompts ('query', "
+                                                     "'document'), got passage"),
         (["embed", "--input", "-", "--max-length", "1000"], "--max-length must be"),  # before stdin is embedded
     ],
 )  # fmt: skip

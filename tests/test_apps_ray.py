@@ -131,8 +131,8 @@ def test_every_option_is_checked_once_in_the_constructor(minilm_dir):
     from minibert.ray import EmbedBatch
 
     model = str(minilm_dir)
-    with pytest.raises(ValueError, match="prompt_name 'query' is not one of this model's prompts"):
-        EmbedBatch(model, prompt_name="query")
+    with pytest.raises(ValueError, match="prompt_name 'passage' is not one of this model's prompts"):
+        EmbedBatch(model, prompt_name="passage")
     with pytest.raises(ValueError, match="pass prompt or prompt_name, not both"):
         EmbedBatch(model, prompt="q: ", prompt_name="query")
     with pytest.raises(TypeError, match="EmbedBatch: text_column must be a column name .* got 5"):

@@ -254,8 +254,8 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
          "/embed takes inputs, "),  # (rerank's name: "inputs is required" before fields were checked)
         ("/embed", {"inputs": "a", "truncation_direction": "left"}, AUTH, 422,
          'truncation_direction must be "Left" or "Right", got "left"'),
-        ("/embed", {"inputs": "a", "prompt_name": "query"}, AUTH, 422,
-         "prompt_name \"query\" is not one of this model's prompts \\(none\\)"),
+        ("/embed", {"inputs": "a", "prompt_name": "passage"}, AUTH, 422,
+         "prompt_name \"passage\" is not one of this model's prompts \\(\"query\", \"document\"\\)"),
         ("/embed", {"inputs": "a", "dimensions": 385}, AUTH, 422, "dimensions must be an integer from 1 to this "
          "model's 384, got 385"),
         ("/embed", {"inputs": "a", "dimensions": 0}, AUTH, 422, "dimensions must be an integer from 1"),
@@ -395,7 +395,7 @@ def test_embed_follows_truncation_direction_prompt_name_and_dimensions_as_senten
     assert np.abs(left - expected()).max() < 1e-5
     assert np.abs(left[0] - right[0]).max() > 0.01
     assert unknown.status_code == 422 and unknown.json()["error"] == (
-        "prompt_name \"passage\" is not one of this model's prompts (\"query\")")
+        "prompt_name \"passage\" is not one of this model's prompts (\"query\", \"document\")")
 
 
 def test_a_500_is_one_log_line_not_a_traceback_too(minilm_dir, caplog):

@@ -43,7 +43,7 @@ OTHER_LIBRARIES_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.w
                          "model.gradient_checkpointing_enable", "model.config.output_hidden_states",
                          # sentence-transformers' SentenceTransformer (docs/migrating.md's table of its names)
                          "embedder.encode", "model.get_embedding_dimension", "model.max_seq_length",
-                         "model.similarity"}  # fmt: skip
+                         "model.similarity", "model.encode_query", "model.encode_document"}  # fmt: skip
 # Flags that are not minibert's: pip's (the set-up lines).
 PIP_FLAGS = {"--index-url", "--no-deps", "--dry-run"}
 # Heads of dotted names that are another package, though minibert has a module of that name.

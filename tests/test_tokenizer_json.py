@@ -66,15 +66,50 @@ def test_ids_match_tokenizers_on_the_same_file(name, vocab_file, tmp_path, texts
     _compare(_saved_by_transformers(tmp_path / "tok", vocab_file, **SETTINGS[name]), texts, name)
 
 
+def _lowercase_first(values):
+    values["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Lowercase"}, values["normalizer"]]}
+
+
 def test_sentence_transformers_lowercase_in_front(vocab_file, tmp_path, texts):
-    """sentence-transformers' do_lower_case puts Lowercase before a cased BertNormalizer."""
+    """sentence-transformers 6 saves its do_lower_case as a Lowercase step before a cased BertNormalizer.
+    With a config that lowercases too (accents kept, as the step keeps them), tokenizers and
+    transformers agree, and minibert gives their ids."""
     directory = _saved_by_transformers(tmp_path / "tok", vocab_file, do_lower_case=False)
+    _edit(directory, _lowercase_first)
+    _edit(directory, lambda values: values.update(do_lower_case=True, strip_accents=False), "tokenizer_config.json")
+    _compare(directory, texts, "Lowercase + cased BertNormalizer, config lowercases")
+    reference = transformers.AutoTokenizer.from_pretrained(str(directory))
+    ours = BertTokenizer.from_pretrained(directory)
+    assert [ours(text)["input_ids"] for text in texts] == reference(texts)["input_ids"]
 
-    def lowercase_first(values):
-        values["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Lowercase"}, values["normalizer"]]}
 
-    _edit(directory, lowercase_first)
-    _compare(directory, texts, "Lowercase + cased BertNormalizer")
+def test_lowercase_in_front_with_a_cased_config_is_refused(vocab_file, tmp_path, texts):
+    """The same step with tokenizer_config.json's do_lower_case false, as sentence-transformers 6
+    leaves it: transformers 5 (and so sentence-transformers 6.2) rebuilds the normalizer from the
+    config and does not lowercase, tokenizers runs the file and does. minibert followed tokenizers and
+    called it sentence-transformers' reading; now the folder is refused naming both files, and the
+    error's two edits each give one reading, which all three libraries then share."""
+    directory = _edit(_saved_by_transformers(tmp_path / "tok", vocab_file, do_lower_case=False), _lowercase_first)
+    sample = [text for text in texts if text != text.lower()][:50]
+    auto = transformers.AutoTokenizer.from_pretrained(str(directory))
+    raw = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
+    assert auto(sample[0])["input_ids"] != raw.encode(sample[0]).ids  # the references disagree here
+    with pytest.raises(CheckpointError) as caught:
+        BertTokenizer.from_pretrained(directory)
+    message = str(caught.value)
+    assert f"{directory / 'tokenizer.json'} lowercases first" in message
+    assert f"{directory / 'tokenizer_config.json'} says do_lower_case false" in message
+    assert 'remove {"type": "Lowercase"}' in message and '"do_lower_case": true and "strip_accents": false' in message
+    cased = _edit(shutil.copytree(directory, tmp_path / "cased"),
+                  lambda values: values.update(normalizer=values["normalizer"]["normalizers"][1]))  # fmt: skip
+    lowered = _edit(shutil.copytree(directory, tmp_path / "lowered"),
+                    lambda values: values.update(do_lower_case=True, strip_accents=False), "tokenizer_config.json")
+    for folder, lowercases in ((cased, False), (lowered, True)):
+        ours, auto = BertTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(str(folder))
+        raw = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+        assert ours.basic.do_lower_case is lowercases
+        expected = auto(sample)["input_ids"]
+        assert [ours(text)["input_ids"] for text in sample] == expected == [raw.encode(t).ids for t in sample]
 
 
 def test_tokenizer_json_alone_loads_and_settings_come_from_it(vocab_file, tmp_path):

@@ -96,16 +96,43 @@ def flag_error(error) -> CommandError:
     return CommandError(f"--{error.parameter.replace('_', '-')} must be {error.allowed}, got {error.value}")
 
 
-def check_embedding_flags(embedder, options) -> None:
-    """The embedding flags checked against the loaded model before any text is read: a --max-length
-    past its positions, a --layers it does not have, a --prompt-name it does not know are usage
-    errors naming the flag (exit 2). A prompt that fills --max-length is left to the caller."""
-    from ..errors import TaskArgumentError
+def check_embedding_flags(embedder, options, args) -> None:
+    """The embedding flags (``args``, as ``options``) checked against the loaded model before any text
+    is read, by ``embed`` and ``similarity`` alike: a --max-length past its positions, a --layers it
+    does not have, a --prompt-name it does not know, and a prompt that the model's pooling leaves out
+    and that fills the max length (no token of any text left to pool) are usage errors naming the
+    flags (exit 2); the library's errors name its keywords."""
+    from ..errors import PromptFillsMaxLengthError, TaskArgumentError
 
     try:
-        embedder.embed_with_report([], options)  # no text: the options alone are checked
+        embedder.embed_with_report([], options)  # no text: the options alone are checked, the prompt's room too
     except TaskArgumentError as error:
         raise flag_error(error) from None
+    except PromptFillsMaxLengthError as error:
+        raise prompt_room_error(embedder, error, args) from None
+
+
+def prompt_room_error(embedder, error, args) -> CommandError:
+    """A prompt that fills the max length, said with the flags: the one that chose the prompt (or the
+    model's default prompt, which ``--prompt ""`` turns off), and the ones that give room."""
+    if args.prompt_name is not None:
+        prompt, room = f"--prompt-name {args.prompt_name}", ["a shorter prompt"]
+    elif args.prompt is not None:
+        prompt, room = "--prompt", ["a shorter prompt"]
+    else:  # neither flag: the model's own default
+        prompt = (f"the model's default prompt {embedder.recipe.default_prompt_name!r} (default_prompt_name in "
+                  "config_sentence_transformers.json)")  # fmt: skip
+        room = ["another prompt (--prompt-name, or --prompt \"\" for none)"]
+    room.append("--long-text window")
+    if error.max_length < embedder.model.config.max_position_embeddings:
+        room.insert(0, "a larger --max-length")
+    length = f"--max-length {error.max_length} holds" if args.max_length is not None else \
+        f"the model's {error.max_length} tokens hold"  # fmt: skip
+    return CommandError(
+        f"{prompt}: the prompt {error.prompt!r:.60} is {error.tokens} tokens with [CLS], and {length} "
+        f"{error.max_length - 1} before [SEP]: no token of a text is left to pool (this model's pooling leaves "
+        f"the prompt out); give {', '.join(room[:-1])} or {room[-1]}"
+    )
 
 
 def report_truncated(count: int, total: int, max_length: int) -> None:
@@ -172,7 +199,7 @@ def cmd_similarity(args) -> None:
     from ..formats.line_files import printable
 
     embedder = load_embedder(args)
-    check_embedding_flags(embedder, embed_options(args))
+    check_embedding_flags(embedder, embed_options(args), args)
     result = embedder.embed_with_report(texts, embed_options(args))
     report_truncated(result.truncated, len(texts), result.max_length)
     vectors = result.vectors

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..embedding.options import LAYER_COMBINES, LONG_TEXTS, POOLINGS, EmbedOptions
-from ..errors import InputFileError, PromptFillsMaxLengthError
+from ..errors import InputFileError
 from ..formats import line_files
 from ..formats.line_files import CHUNK, STDIN, check_output, count_records, json_line, printable, read_records
 from .commands import CommandError, check_embedding_flags, embed_options, load_embedder, report_truncated
@@ -166,26 +166,6 @@ def _refuse_an_unfinished_resume(output: Path) -> None:
         )
 
 
-def _check_prompt_room(embedder, options: EmbedOptions, args) -> None:
-    """The flags checked against the model (check_embedding_flags), and a prompt that the model's
-    pooling leaves out and that fills the max length, which leaves no token of any text to pool: usage
-    errors, said with the flags (the library's errors name its options), before any text is read."""
-    try:
-        check_embedding_flags(embedder, options)
-    except PromptFillsMaxLengthError as error:
-        flag = f"--prompt-name {args.prompt_name}" if args.prompt_name else "--prompt"
-        given = args.max_length is not None
-        length = f"--max-length {error.max_length} holds" if given else f"the model's {error.max_length} tokens hold"
-        room = ["a shorter prompt", "--long-text window"]
-        if error.max_length < embedder.model.config.max_position_embeddings:
-            room.insert(0, "a larger --max-length")
-        raise CommandError(
-            f"{flag}: the prompt {error.prompt!r:.60} is {error.tokens} tokens with [CLS], and {length} "
-            f"{error.max_length - 1} before [SEP]: no token of a text is left to pool (this model's pooling leaves "
-            f"the prompt out); give {', '.join(room[:-1])} or {room[-1]}"
-        ) from None
-
-
 def _embed(args, output: Path | None) -> None:
     """Embed and write. A file is read twice: counted and checked before the model loads, then
     embedded; stdin or a pipe once, as a stream (``count`` None: a bad line stops the command where
@@ -196,7 +176,7 @@ def _embed(args, output: Path | None) -> None:
     count = None if stdin else count_records(Path(args.input)) if args.input else len(args.texts)
     embedder = load_embedder(args)
     options = embed_options(args)
-    _check_prompt_room(embedder, options, args)
+    check_embedding_flags(embedder, options, args)  # before any text is read
     dim = embedder.dimension(options)
     progress = _Progress(count, args.progress)
     truncated = {"texts": 0, "max_length": embedder.max_length}

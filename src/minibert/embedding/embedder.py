@@ -30,8 +30,9 @@ model (256 for all-MiniLM-L6-v2), else the tokenizer's ``model_max_length`` (512
 the model's ``max_position_embeddings``, as sentence-transformers caps it (a tokenizer without a
 length, transformers' "no limit" 1e30, gives the positions).
 Texts longer than ``max_length`` tokens are cut (``long_text="truncate"``, with a warning that
-counts them) or embedded in overlapping windows (``long_text="window"``): each token's vector comes
-from the window in which it has the most context on both sides.
+counts them; at their end, or at their start where the tokenizer's ``truncation_side`` is "left", as
+sentence-transformers cuts them) or embedded in overlapping windows (``long_text="window"``): each
+token's vector comes from the window in which it has the most context on both sides.
 
 The stages, each in its module: tokens (``pieces_for_embedding``) → windows (windows.py) → hidden
 states (hidden_states.py: batches, streams) → pooling (pooling.py) → the recipe's Dense layers and
@@ -51,7 +52,6 @@ streams to share out. Results are put back in input order; they do not depend on
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import os
@@ -66,7 +66,6 @@ from ..loading.from_pretrained import check_dtype
 from ..model import BertModel
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
-from ..tokenizer.fast_basic import FastBasicTokenizer
 from .embedded import Embedded, warn_if_truncated
 from .hidden_states import hidden_states
 from .options import EmbedOptions, check_truncate_dim
@@ -95,13 +94,8 @@ class Embedder(AnswersSentenceTransformersNames):
         check_model_is_on(model, None, "the Embedder")  # a model on meta: said now, not torch's error at a batch
         self.model = model  # run in eval mode, and left in its own (pretrained.evaluating)
         self.recipe = recipe or SentenceRecipe()
-        if self.recipe.do_lower_case and not tokenizer.basic.do_lower_case:
-            # sentence-transformers lowercases first (accents are kept); on a copy: the caller's
-            # tokenizer stays as it was (the pieces cache is keyed by lowercased words: shared safely).
-            basic = tokenizer.basic
-            tokenizer = copy.copy(tokenizer)
-            tokenizer.basic = FastBasicTokenizer(True, basic.strip_accents, basic.tokenize_chinese_chars)
-        self.tokenizer = tokenizer
+        # sentence-transformers lowercases first (accents kept), added tokens matched after it; a copy.
+        self.tokenizer = tokenizer.lowercasing_first() if self.recipe.do_lower_case else tokenizer
         # Longest input in tokens, used when embed() is not given max_length: the model's own
         # training length for sentence-transformers models (max_seq_length), else the tokenizer's.
         max_length = max_length or self.recipe.max_seq_length or tokenizer.model_max_length
@@ -211,7 +205,8 @@ class Embedder(AnswersSentenceTransformersNames):
             skip = 1 + len(self.tokenizer.piece_ids(prefix))
             max_length = self._max_length(options)
             if options.long_text == "truncate" and skip >= max_length - 1:  # before any text is tokenized
-                # Every text would be cut to the prompt alone, which the recipe leaves out: nothing to pool.
+                # A cut text would keep only the skipped tokens (the prompt, or with a left cut the
+                # first pieces kept), which the recipe leaves out: nothing to pool.
                 # (sentence-transformers pools [SEP] alone there, with a prompt length it caches; not followed.)
                 raise PromptFillsMaxLengthError(
                     f"the prompt {prefix!r:.60} is {skip} tokens with [CLS], and max_length={max_length} holds "
@@ -257,7 +252,8 @@ class Embedder(AnswersSentenceTransformersNames):
         if dense and (layer_list != [-1]):
             raise ValueError("this model's Dense layers take its pooled last layer; pass pooling= to pool other layers")
         max_length = self._max_length(options)
-        windows, truncated = cut_into_windows(pieces, self._room(max_length), options.long_text)  # stage 2
+        windows, truncated = cut_into_windows(pieces, self._room(max_length), options.long_text,
+                                              self.tokenizer.truncation_side)  # stage 2  # fmt: skip
         texts = hidden_states(self.model, self.tokenizer, windows, options, layers=layer_list, progress=progress,
                               pooling=modes, skip=skip)  # stage 3 (and 4 for texts of one window)  # fmt: skip
         if not pieces:

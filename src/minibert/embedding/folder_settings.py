@@ -5,6 +5,8 @@ or refused with a CheckpointError naming the file and the field:
 
 * ``prompts`` and ``default_prompt_name`` (config_sentence_transformers.json): a text put before the
   input (before a pair's first text), chosen as sentence-transformers chooses it (``choose_prompt``);
+  a bi-encoder also has the empty prompts ``query`` and ``document`` where the file gives none
+  (``read_prompts``' defaults);
 * the length texts are cut to (sentence_bert_config.json): ``processing_kwargs``' ``max_length`` over
   ``max_seq_length``, each an int ≥ 3 (``read_sequence_length``);
 * ``processing_kwargs`` (sentence_bert_config.json, sentence-transformers 6): the keywords its
@@ -50,15 +52,19 @@ def choose_prompt(prompts: dict[str, str], default_prompt_name: str | None, prom
     return prompts[prompt_name]
 
 
-def read_prompts(values: dict, path) -> tuple[dict[str, str], str | None]:
-    """``prompts`` and ``default_prompt_name`` of config_sentence_transformers.json, checked."""
+def read_prompts(values: dict, path, defaults: dict[str, str] | None = None) -> tuple[dict[str, str], str | None]:
+    """``prompts`` and ``default_prompt_name`` of config_sentence_transformers.json, checked.
+    ``defaults``: the prompts the model has before the file's replace them, as sentence-transformers
+    starts from its class's (a SentenceTransformer's ``{"query": "", "document": ""}``; a
+    CrossEncoder's none); the default prompt may name one of them."""
     prompts = values.get("prompts") or {}
     if not isinstance(prompts, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
         raise CheckpointError(f"{path}: prompts must map names to strings")
+    prompts = {**(defaults or {}), **prompts}
     default = values.get("default_prompt_name")
     if default is not None and (not isinstance(default, str) or default not in prompts):
         raise CheckpointError(f"{path}: default_prompt_name {default!r} is not one of its prompts {sorted(prompts)}")
-    return dict(prompts), default
+    return prompts, default
 
 
 @dataclass(frozen=True)

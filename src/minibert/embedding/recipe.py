@@ -20,7 +20,9 @@ ignored:
 * ``sentence_bert_config.json``: ``max_seq_length`` (texts are cut there), ``do_lower_case``
   (lowercase the text first, without stripping accents), and in sentence-transformers 6
   ``processing_kwargs`` (its ``max_length`` replaces ``max_seq_length``; folder_settings.py).
-* ``config_sentence_transformers.json``: ``prompts`` (e5's ``"query: "`` / ``"passage: "``),
+* ``config_sentence_transformers.json``: ``prompts`` (e5's ``"query: "`` / ``"passage: "``; every
+  model also has ``"query"`` and ``"document"``, empty where the file does not give them, as
+  sentence-transformers 6 starts each SentenceTransformer from them: ``DEFAULT_PROMPTS``),
   ``default_prompt_name`` (prepended when no prompt is given), ``similarity_fn_name``, and
   ``truncate_dim`` (a Matryoshka model's vectors are cut to their first ``truncate_dim`` values,
   after the Normalize module: they are no longer of unit length).
@@ -64,6 +66,9 @@ DENSE_ACTIVATIONS = {
     "torch.nn.modules.activation.SiLU": F.silu,
 }
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
+# The prompts every SentenceTransformer has (sentence-transformers 6's ``_default_prompts``, made
+# empty strings where a folder gives none): so encode_query's prompt_name="query" works on any model.
+DEFAULT_PROMPTS = {"query": "", "document": ""}
 # modules.json types, by the last part of their class path (sentence_transformers.models.Pooling,
 # sentence_transformers.sentence_transformer.modules.pooling.Pooling, ...).
 _KNOWN_MODULES = ("Transformer", "Pooling", "Dense", "Normalize")
@@ -96,10 +101,13 @@ class SentenceRecipe:
     normalize: bool = False
     max_seq_length: int | None = None
     do_lower_case: bool = False
-    prompts: dict[str, str] = field(default_factory=dict)
+    prompts: dict[str, str] = field(default_factory=dict)  # over DEFAULT_PROMPTS (__post_init__)
     default_prompt_name: str | None = None
     similarity_fn_name: str = "cosine"
     truncate_dim: int | None = None  # the vectors' first values kept (Matryoshka models); None: all
+
+    def __post_init__(self):
+        self.prompts = {**DEFAULT_PROMPTS, **self.prompts}  # as SentenceTransformer(prompts=...) merges them
 
     def dimension(self, hidden_size: int) -> int:
         """The width of the pipeline's vectors, before ``truncate_dim`` cuts them."""
@@ -301,7 +309,7 @@ def _read_model_config(recipe: SentenceRecipe, name_or_path, revision) -> None:
     values = _read_json(path)
     if not isinstance(values, dict):
         raise CheckpointError(f"malformed {path}: the top level is not a JSON object")
-    recipe.prompts, recipe.default_prompt_name = read_prompts(values, path)
+    recipe.prompts, recipe.default_prompt_name = read_prompts(values, path, DEFAULT_PROMPTS)
     similarity = values.get("similarity_fn_name") or "cosine"
     if not isinstance(similarity, str) or similarity not in SIMILARITY_FUNCTIONS:
         raise CheckpointError(f"{path}: similarity_fn_name {similarity!r} is not one of {SIMILARITY_FUNCTIONS}")

@@ -6,6 +6,7 @@ computes, under other names (docs/migrating.md has the table):
     sentence-transformers                          minibert
     SentenceTransformer(m)                         Embedder.from_pretrained(m)
     model.encode(texts)                            embedder.embed(texts)
+    model.encode_query(texts)                      embedder.embed(texts, prompt_name="query")
     encode(texts, normalize_embeddings=True)       embed(texts, normalize=True)
     encode(texts, show_progress_bar=False)         embed(texts, progress=False)
     model.get_sentence_embedding_dimension()       embedder.dimension()
@@ -32,13 +33,19 @@ ENCODE_KEYWORDS = {
     "show_progress_bar": "minibert's is progress=True/False (None: a bar on a terminal for a long run)",
     "convert_to_numpy": "embed returns a numpy array always",
     "convert_to_tensor": "embed returns a numpy array: torch.from_numpy(vectors) makes it a tensor",
-    "output_value": "token vectors are embedder.embed_tokens(text) (output_value='token_embeddings')",
+    "output_value": "token vectors are embedder.embed_tokens(text) (output_value='token_embeddings'), which puts no "
+    "prompt before the text; with encode's prompt (the model's default, or prompt_name=...): "
+    "embedder.embed_tokens(embedder.recipe.prompt_for(prompt, prompt_name) + text)",
     "precision": "embed returns float32 vectors; quantize them yourself",
     "device": "the Embedder computes on its model's device: Embedder.from_pretrained(m, device=...)",
 }
 # SentenceTransformer's attributes that the Embedder names otherwise.
 ATTRIBUTES = {
     "encode": "embed(texts)",
+    # sentence-transformers 5/6's calls: its prompts always hold "query" and "document" (recipe.py
+    # DEFAULT_PROMPTS, "" unless the folder gives them), which these two choose
+    "encode_query": 'embed(texts, prompt_name="query")',
+    "encode_document": 'embed(texts, prompt_name="document")',
     "get_sentence_embedding_dimension": "dimension()",
     "get_embedding_dimension": "dimension()",
     "max_seq_length": "max_length",

@@ -14,6 +14,13 @@ piece then takes its vector from the window in which it has the most context on 
 ([[(0, [1, 2, 3, 4]), (2, [3, 4, 5, 6]), (4, [5, 6, 7])]], 0)
 >>> cut_into_windows([[1, 2, 3, 4, 5, 6, 7]], room=4, long_text="truncate")
 ([[(0, [1, 2, 3, 4])]], 1)
+>>> cut_into_windows([[1, 2, 3, 4, 5, 6, 7]], room=4, long_text="truncate", side="left")
+([[(0, [4, 5, 6, 7])]], 1)
+
+A cut text loses its end, or with ``side="left"`` (a tokenizer's ``truncation_side: "left"``, which
+sentence-transformers follows) its start: then a pooling ``skip`` leaves out the first tokens of
+what is kept, [CLS] and the start of the text's remaining pieces, as sentence-transformers masks the
+first prompt-length positions of the row it was given.
 
 Piece ids given from outside (``Embedder.embed_pieces``) are checked here before they are cut:
 ints in the vocabulary (``check_piece_ids``), and a pooling ``skip`` that leaves each text, as cut,
@@ -32,14 +39,18 @@ from ..tokenizer.encoding import window_starts
 Window = tuple[int, list[int]]
 
 
-def cut_into_windows(pieces: Sequence[list[int]], room: int, long_text: str) -> tuple[list[list[Window]], int]:
+def cut_into_windows(pieces: Sequence[list[int]], room: int, long_text: str,
+                     side: str = "right") -> tuple[list[list[Window]], int]:  # fmt: skip
     """Each text's windows [(start, piece ids)] of at most ``room`` pieces (the model's length less
     [CLS] and [SEP]): one, unless the text is longer and ``long_text`` is "window"; and how many
-    texts were truncated."""
+    texts were truncated. ``side``: which end a truncated text loses ("right": its end, "left": its
+    start, as the tokenizer's ``truncation_side`` says)."""
+    if side not in ("right", "left"):
+        raise ValueError(f"side must be 'right' or 'left' (a tokenizer's truncation_side), got {side!r}")
     windows, truncated = [], 0
     for ids in pieces:
         if len(ids) > room and long_text == "truncate":
-            ids, truncated = ids[:room], truncated + 1
+            ids, truncated = (ids[len(ids) - room :] if side == "left" else ids[:room]), truncated + 1
         starts = window_starts(len(ids), room, room // 2)  # windows overlap by half
         windows.append([(start, ids[start : start + room]) for start in starts])
     return windows, truncated

@@ -60,10 +60,13 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         settings = merge_legacy_files(settings, find, json_added, json_file)
     check_framing_roles(settings)
     if from_json:
-        lowercase_first = from_json.pop("lowercase_first")
+        if from_json.pop("lowercase_first"):  # a Lowercase step in front lowercases, as the BertNormalizer's flag does
+            if config_file is not None:
+                _check_config_lowercases(from_json, json_file, settings, config_file)
+            from_json["do_lower_case"] = True  # (its strip_accents stays the BertNormalizer's own)
         if config_file is not None:
             _check_same_settings(from_json, json_file, settings, config_file)
-        settings.update(from_json, do_lower_case=from_json["do_lower_case"] or lowercase_first)
+        settings.update(from_json)
     return Path(vocab_file), vocab, vocab_is_file, settings
 
 
@@ -79,9 +82,7 @@ def _check_same_settings(from_json: dict, json_file, settings: dict, config_file
     ``tokenizers`` (what the file says) runs tokenizer.json's; where the two disagree, the libraries
     give other ids, and minibert refuses the folder (transformers' own save after
     ``add_special_tokens({"sep_token": ...})`` is one). A Lowercase step in front of tokenizer.json's
-    BertNormalizer is not compared: sentence-transformers adds it (``do_lower_case`` in its
-    sentence_bert_config.json) to the tokenizer AutoTokenizer gives, and minibert lowercases there,
-    as sentence-transformers does."""
+    BertNormalizer counts as its lowercasing (``_check_config_lowercases``)."""
     config = {name: settings.get(name, default) for name, default in _CONFIG_DEFAULTS.items()}
     if config["strip_accents"] is None:  # (follows do_lower_case, in both libraries)
         config["strip_accents"] = config["do_lower_case"]
@@ -91,6 +92,28 @@ def _check_same_settings(from_json: dict, json_file, settings: dict, config_file
                                   f"tokenizer.json, {value!r} in the config): transformers builds its tokenizer from "
                                   "the config's settings, the tokenizers library from tokenizer.json's, so the two "
                                   "give other ids; minibert refuses the folder (make the files agree)")  # fmt: skip
+
+
+def _check_config_lowercases(from_json: dict, json_file, settings: dict, config_file) -> None:
+    """tokenizer.json lowercases first (a Lowercase step in front of its BertNormalizer: how
+    sentence-transformers 6 saves its ``do_lower_case``, dropping it from sentence_bert_config.json)
+    where tokenizer_config.json says ``do_lower_case: false`` (as that save leaves it). The references
+    disagree there: transformers 5 rebuilds the normalizer from the config and drops the Lowercase, so
+    AutoTokenizer and sentence-transformers 6.2 do not lowercase; ``tokenizers`` runs the file and does.
+    Refused, with the edit that gives each reading."""
+    if settings.get("do_lower_case", _CONFIG_DEFAULTS["do_lower_case"]):
+        return  # both lowercase (accents: compared by _check_same_settings)
+    strip = json.dumps(from_json["strip_accents"])
+    raise CheckpointError(
+        f"{json_file} lowercases first (a Lowercase step in front of its BertNormalizer, as sentence-transformers 6 "
+        f"saves do_lower_case) and {config_file} says do_lower_case false: transformers 5 builds the normalizer "
+        "from the config and drops the Lowercase, so AutoTokenizer and sentence-transformers 6.2 do not lowercase, "
+        "while the tokenizers library runs tokenizer.json's and does; minibert refuses the folder rather than pick "
+        'one. To read it cased, as transformers and sentence-transformers 6.2 do: remove {"type": "Lowercase"} '
+        "from tokenizer.json's normalizer; to lowercase it, as tokenizers does (and as the model was trained if "
+        'sentence-transformers saved it from a do_lower_case model): set "do_lower_case": true and '
+        f'"strip_accents": {strip} in tokenizer_config.json'
+    )
 
 
 def _check_same_vocabulary(vocab: dict, vocab_file, json_vocab: dict, json_file) -> None:

@@ -16,11 +16,13 @@ tokenizer saved and loaded again takes the new roles for all of them (transforme
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 
 from ..errors import CheckpointError, InputTypeError
-from .added_tokens import AddedToken
+from .added_tokens import AddedToken, AddedTokens
 from .arguments import token_id
+from .fast_basic import FastBasicTokenizer
 from .files import SPECIAL_TOKEN_NAMES
 
 FRAMING_ROLES = ("unk_token", "sep_token", "cls_token")  # every input needs them: never None
@@ -212,6 +214,36 @@ class SpecialTokens:
     def added_tokens_encoder(self) -> dict[str, int]:
         """{token: id} of ``added_tokens_decoder``, in id order (transformers' name)."""
         return {token.content: index for index, token in self.added_tokens_decoder.items()}
+
+    def lowercasing_first(self):
+        """A copy of this tokenizer that lowercases each text first, accents kept as they were: what
+        sentence-transformers' ``do_lower_case`` makes of a cased tokenizer (a ``Lowercase`` step in
+        front of its normalizer). The added tokens are registered again under that normalization, as
+        ``tokenizers`` refreshes them when its normalizer changes: one matched after normalization
+        matches the lowercased text ("COVID" meets an added ``covid``) and the words around it are
+        lowercased too; special ones are still matched as typed. This tokenizer stays as it was (the
+        copy has its own vocabulary, so a token added to one is not in the other)."""
+        if self.basic.do_lower_case:
+            return self
+        if not self.do_basic_tokenize:  # words are what whitespace separates: nothing would lowercase them
+            raise NotImplementedError("lowercasing the text first (do_lower_case) on a tokenizer with "
+                                      "do_basic_tokenize=False is not implemented")  # fmt: skip
+        before = self.basic
+        lowered = copy.copy(self)
+        lowered.basic = FastBasicTokenizer(True, before.strip_accents, before.tokenize_chinese_chars)
+        lowered.vocab, lowered.ids_to_tokens = dict(self.vocab), dict(self.ids_to_tokens)
+        lowered._extra_special_tokens = list(self._extra_special_tokens)
+        lowered.added = AddedTokens(lowered.vocab, lowered.ids_to_tokens, lowered.basic, self.vocab_file)
+        lowered.added.set_roles(list(self.added.roles))
+        spellings: dict = {}
+        for content, token in self.added.tokens.items():
+            if token.normalized:  # two tokens lowercased alike: tokenizers' match is not defined
+                try:
+                    lowered.added.check_addable(token, set(), spellings)
+                except ValueError as error:
+                    raise ValueError(f"lowercasing the text first (do_lower_case): {error}") from None
+            lowered.added.register(token, self.vocab[content])
+        return lowered
 
     def get_added_vocab(self) -> dict[str, int]:
         """{token: id} of the roles and the added tokens, in id order, as transformers 5 gives it."""

@@ -99,7 +99,7 @@ def _normalizer_settings(normalizer, refuse) -> dict:
     """BertNormalizer alone, or a Lowercase in front of one (how sentence-transformers adds
     do_lower_case: lowercase first, accents kept unless the BertNormalizer strips them).
     ``do_lower_case`` is the BertNormalizer's own flag; ``lowercase_first`` says a Lowercase is in
-    front (directory.py compares the first with tokenizer_config.json and then applies the second)."""
+    front (directory.py counts it as lowercasing, and compares that with tokenizer_config.json)."""
     steps = normalizer.get("normalizers") if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" \
         else [normalizer]  # fmt: skip
     lowercase_first = False
