@@ -557,6 +557,43 @@ def test_v1_embeddings_refuses_the_embed_fields_it_does_not_apply(prompted):
     assert np.abs(_vectors(allowed) - reference.encode(["first text"])).max() < 1e-5  # (null: absent)
 
 
+def test_a_folder_that_cuts_on_the_left_is_cut_on_the_left_as_the_embedder_cuts(minilm_dir, tmp_path):
+    """The server cut every long text at its end unless a request said "Left" (and refused "Left" where
+    the pooling leaves the prompt out), while Embedder.embed and sentence-transformers follow the
+    folder's truncation_side. Now /v1/embeddings and /embed without truncation_direction follow the
+    folder too, and "Left" with a prompt left out of the pooling is sentence-transformers' number."""
+    import json
+
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    folder = prompted_minilm(minilm_dir, tmp_path / "model")
+    (folder / "tokenizer_config.json").unlink()  # (a link to MiniLM's: written anew, cutting on the left)
+    settings = json.loads((minilm_dir / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**settings, "truncation_side": "left"}))
+    reference = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    assert reference.tokenizer.truncation_side == "left"
+    texts = ["the start of the text " + "filler " * 300 + "and the words at its very end", "short"]
+    server = Server(folder)
+    try:
+        openai = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": texts, "truncate": True},
+                            timeout=60)  # fmt: skip
+        tei = {direction: httpx.post(f"{server.url}/embed", json={"inputs": texts, "truncate": True,
+                                                                  **({"truncation_direction": direction}
+                                                                     if direction else {})}, timeout=60)
+               for direction in (None, "Left", "Right")}  # fmt: skip
+    finally:
+        returncode, log = server.stop()
+    assert returncode == 0, log
+    left = reference.encode(texts)
+    reference.tokenizer.truncation_side = "right"
+    right = reference.encode(texts)
+    assert np.abs(left[0] - right[0]).max() > 0.01  # (the side changes the long text's vector)
+    # float32 unit vectors of 384 values from two implementations: the parity bound, 1e-5
+    assert np.abs(_vectors(openai) - left).max() < 1e-5
+    for direction, expected in ((None, left), ("Left", left), ("Right", right)):
+        assert tei[direction].status_code == 200, (direction, tei[direction].text)
+        assert np.abs(np.array(tei[direction].json()) - expected).max() < 1e-5, direction
+
+
 # ----------------------------------------------------------------------------- overload and SIGTERM
 
 

@@ -199,11 +199,14 @@ def kept_dimensions(dimensions, size: int) -> int | None:
     return dimensions
 
 
-def truncation_left(body: dict, pairs: bool) -> bool:
-    """TEI's "truncation_direction": "Right" (the default: a long text loses its end) or "Left" (its
-    start; True). Pairs (``pairs``: /rerank, /predict) are cut as the model's folder says, from the
-    end, so "Left" is refused there rather than ignored."""
-    value = body.get("truncation_direction", "Right")
+def truncation_left(body: dict, pairs: bool, folder_side: str = "right") -> bool:
+    """TEI's "truncation_direction": "Right" (a long text loses its end) or "Left" (its start; True).
+    Absent, the model folder's ``truncation_side`` decides (``folder_side``), so that /embed gives what
+    ``Embedder.embed`` and sentence-transformers give. Pairs (``pairs``: /rerank, /predict) are cut
+    as the model's folder says, from the end, so "Left" is refused there rather than ignored."""
+    value = body.get("truncation_direction")
+    if value is None:
+        return not pairs and folder_side == "left"
     if value not in ("Left", "Right"):
         raise RequestError(422, f'truncation_direction must be "Left" or "Right", got {json.dumps(value)[:40]}',
                            "truncation_direction")  # fmt: skip

@@ -239,7 +239,9 @@ class Routes:
         options = self.service.options if cut is None else EmbedOptions.of(
             self.service.options, truncate_dim=cut, normalize=self.service.embedder.recipe.normalize or None)
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
-        pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input")
+        left = self.service.embedder.tokenizer.truncation_side == "left"  # (as Embedder.embed cuts)
+        pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input",
+                                                           None, left)  # fmt: skip
         request.state.counts = (len(inputs), tokens)
         vectors = await self.embed_job(request, pieces, skip, options)
         if encoding == "base64":
@@ -264,7 +266,7 @@ class Routes:
         inputs = parse_inputs(body["inputs"], "inputs", self.settings, allow_ids=False)
         normalize = bool_field(body, "normalize", True)
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
-        left = truncation_left(body, pairs=False)
+        left = truncation_left(body, pairs=False, folder_side=self.service.embedder.tokenizer.truncation_side)
         prompt_name = prompt_name_of(body, self.service.embedder.recipe.prompts)
         cut = kept_dimensions(body.get("dimensions"), self.service.dimension)
         options = EmbedOptions.of(self.service.options, normalize=normalize, prompt_name=prompt_name, truncate_dim=cut)

@@ -182,7 +182,8 @@ class EmbeddingService:
         model's; id arrays checked, ``check_request_piece_ids``, and given that prompt's pieces in front,
         as ``Embedder.embed`` gives a text's), cut to the model's length or refused
         (cut at the end, or with ``left`` at the start, as a tokenizer with ``truncation_side="left"``
-        cuts); and the pooling skip and the token count."""
+        cuts: then the pooling skip leaves out the first prompt-length tokens of what is kept, as
+        ``Embedder.embed`` and sentence-transformers do); and the pooling skip and the token count."""
         from ...errors import PromptFillsMaxLengthError
 
         embedder = self.embedder
@@ -203,10 +204,6 @@ class EmbeddingService:
                         422, f"{field}[{index}] has {len(ids) + 2} tokens, more than the model's limit of "
                         f"{room + 2}; shorten it or send \"truncate\": true", field, "context_length_exceeded",
                     )  # fmt: skip
-                if left and skip:  # the cut would take the prompt's pieces, which the pooling leaves out
-                    raise RequestError(422, f"{field}[{index}] is longer than the model and truncation_direction "
-                                            "\"Left\" would cut the prompt this model's pooling leaves out: send "
-                                            "\"Right\" or a shorter text", "truncation_direction")  # fmt: skip
                 pieces[index] = ids[len(ids) - room:] if left else ids[:room]
         return pieces, skip, sum(len(ids) + 2 for ids in pieces)
 
