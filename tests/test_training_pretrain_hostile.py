@@ -104,8 +104,11 @@ def test_a_bad_feature_is_refused_naming_file_record_and_feature(case, tmp_path)
 def test_the_first_record_sets_the_sizes_and_a_later_file_is_named(tmp_path):
     good = write_instances(tmp_path / "good.tfrecord", random_instances(4, vocab_size=111, seq_len=16))
     longer = write_instances(tmp_path / "longer.tfrecord", random_instances(3, vocab_size=111, seq_len=20))
-    with pytest.raises(DataError, match=r"longer.tfrecord, record 0 \(0-based\): feature 'input_ids' has 20 values"):
+    with pytest.raises(DataError) as caught:
         read_instances([good, longer], CONFIG)
+    assert str(caught.value) == (  # the size comes from good.tfrecord: "the first record" said record 0 of the other
+        f"TFRecord file {longer}, record 0 (0-based): feature 'input_ids' has 20 values, expected 16 (as input_ids "
+        f"of TFRecord file {good}, record 0 (0-based): the instances of every --data file share one max_seq_length)")
     bad = random_instances(3, vocab_size=111, seq_len=16)
     bad[1]["input_ids"] = np.full(16, 111, np.int64)
     second = write_instances(tmp_path / "second.tfrecord", bad)
