@@ -12,6 +12,7 @@ import copy
 import hashlib
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -211,6 +212,23 @@ def test_bad_flags(data, tmp_path, flags, code, message):
     line = one_line_error(pretrain(data, output, *flags), code)
     assert message in line, line
     assert not output.exists()
+
+
+def test_options_made_in_python_take_one_path_as_one_file(data, tmp_path):
+    """PretrainOptions(data="x.tfrecord") read each character as a file ("TFRecord file c does not
+    exist"), as create_pretraining_data never does: one str or Path is one file; other values are refused."""
+    from minibert.training import PretrainOptions, pretrain
+
+    def options(given, output="run"):
+        return PretrainOptions(data=given, init=TINY, output=str(tmp_path / output), steps=1, batch_size=2)
+
+    assert options(str(data)).data == options(data).data == options((data,)).data == [str(data)]
+    for given, message in [(5, "data must be a TFRecord file's path or a list of paths, got int"),
+                           (b"x.tfrecord", "got bytes"), ([str(data), 7], "data must be paths (str or Path), got 7")]:
+        with pytest.raises(DataError, match=re.escape(message)):
+            options(given)
+    folder = pretrain(options(str(data)))
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 1
 
 
 def test_a_warmup_longer_than_the_run_runs_as_google_and_says_so(data, tmp_path):

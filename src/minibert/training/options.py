@@ -57,6 +57,22 @@ def _labels_flag(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def data_files(data) -> list[str]:
+    """``PretrainOptions.data`` as a list of paths: one path (str, Path) is one file, never one
+    file per character (as ``create_pretraining_data``'s files); anything else a DataError."""
+    import os
+    from collections.abc import Sequence
+
+    if isinstance(data, (str, os.PathLike)):
+        return [os.fspath(data)]
+    if isinstance(data, bytes) or not isinstance(data, Sequence):
+        raise DataError(f"data must be a TFRecord file's path or a list of paths, got {type(data).__name__}")
+    for path in data:
+        if not isinstance(path, (str, os.PathLike)):
+            raise DataError(f"data must be paths (str or Path), got {path!r}")
+    return [os.fspath(path) for path in data]
+
+
 @dataclass(frozen=True)
 class PretrainOptions:
     """The flags of ``minibert pretrain``; defaults are Google's (run_pretraining.py, optimization.py)."""
@@ -114,6 +130,7 @@ class PretrainOptions:
             object.__setattr__(self, "bf16_given", True)
         elif self.precision is None:
             object.__setattr__(self, "precision", "fp32")
+        object.__setattr__(self, "data", data_files(self.data))
         refuse_unknown_words(self)
 
     def check(self, processes: int) -> None:
