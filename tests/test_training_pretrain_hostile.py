@@ -176,8 +176,8 @@ def pretrain(data: Path, output: Path, *extra: str):
         (["--init", TINY, "--batch-size", "0"], 2, "--batch-size: must be a whole number of at least 1, got 0"),
         (["--batch-size", "2"], 2, "one of the arguments --init --config is required"),
         (["--init", TINY, "--config", "c.json", "--batch-size", "2"], 2, "not allowed with argument"),
-        (["--config", f"{TINY}/config.json", "--batch-size", "2"], 1, "--config needs --vocab"),
-        (["--init", TINY, "--batch-size", "3", "--accumulate", "2"], 1, "does not split into 1 process(es)"),
+        (["--config", f"{TINY}/config.json", "--batch-size", "2"], 2, "--config needs --vocab"),  # flags alone decide
+        (["--init", TINY, "--batch-size", "3", "--accumulate", "2"], 2, "does not split into 1 process(es)"),
         (
             ["--init", TINY, "--batch-size", "2", "--dropout", "1.5"],
             2,
