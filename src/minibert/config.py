@@ -50,7 +50,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12  # BERT's epsilon; PyTorch's default 1e-5 silently breaks parity
     pad_token_id: int | None = 0  # id of [PAD]: the word-embedding row no gradient updates (padding_idx; None: none)
     # (but where minibert pretrain trains: Google's step has no padding row, training/tasks/pretraining.py)
-    initializer_range: float = 0.02  # std of fresh weights' normal, truncated at 2 std as Google's (init_weights)
+    initializer_range: float = 0.02  # std of fresh weights' normal (init_weights)
     extra: dict = field(default_factory=dict, repr=False)  # other config.json fields, kept as they are
 
     model_type = "bert"  # transformers' config.model_type (a class attribute, not a field)

@@ -72,19 +72,19 @@ class PretrainedBert(nn.Module):
 
     def init_weights(self) -> None:
         """Fresh weights for a model built from a config (pre-training from scratch); from_pretrained
-        overwrites them. Google's ``create_initializer``: every Linear and Embedding weight, every row
-        of it, is drawn from a normal of std ``initializer_range`` (0.02) truncated at two deviations
-        (``tf.truncated_normal_initializer``: values beyond drawn again; loading/strict.py
-        ``google_normal_``, which also draws a new head on a checkpoint); every bias is 0 and every
-        LayerNorm 1 and 0. transformers draws the plain normal instead and then zeros the [PAD] row
-        of the word embeddings (``padding_idx``). Google's embedding has no padding row, and the
+        overwrites them. Every Linear and Embedding weight is drawn from a normal of std
+        ``initializer_range`` (0.02), every bias is 0 and every LayerNorm 1 and 0: transformers'
+        init of BERT, but for one row. transformers then zeros the [PAD] row of the word embeddings
+        (``padding_idx``); here it keeps its draw, as in Google's code, which has no padding row: the
         [PAD] row is trained like any other where ``minibert pretrain`` trains (masking's random
-        replacement draws [PAD] too: training/tasks/pretraining.py), so it starts with its draw."""
-        from .loading.strict import google_normal_
-
+        replacement draws [PAD] too: training/tasks/pretraining.py). Google's ``create_initializer``
+        draws from a truncated normal (``tf.truncated_normal_initializer``: values beyond two
+        deviations drawn again), as minibert draws a new head on a checkpoint (loading/strict.py
+        ``google_normal_``); this draws the plain normal, which the bundled fortunes-mini's recipe
+        was made with (tests/test_training_fortunes_mini_recipe.py compares its first step)."""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
-                google_normal_(module.weight, std=self.config.initializer_range)
+                nn.init.normal_(module.weight, std=self.config.initializer_range)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
 

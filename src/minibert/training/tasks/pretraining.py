@@ -67,10 +67,9 @@ class Pretraining(Task):
         return TrainingData(instances, order, options.steps, options.warmup_steps, tokenizer, config=config)
 
     def network(self, options, data: TrainingData) -> BertForPreTraining:
-        """From ``--init`` (heads it lacks start fresh), or random weights of ``--config`` (Google's:
-        a normal of std 0.02 truncated at two deviations on every row, biases 0, LayerNorm 1 and 0:
-        ``PretrainedBert.init_weights``). ``--gemm`` picks the linear layers' library of either
-        (random weights without it: the book's nn.Linear, MKL). Either has no padding row."""
+        """From ``--init`` (heads it lacks start fresh), or random weights of ``--config`` (a normal of
+        std 0.02 on every row, [PAD]'s too, biases 0, LayerNorm 1 and 0: ``PretrainedBert.init_weights``).
+        ``--gemm`` picks the linear layers' library of either (random weights without it: the book's nn.Linear, MKL). Either has no padding row."""
         if options.init is not None:
             network = BertForPreTraining.from_pretrained(options.init, new_heads=True, gemm=options.gemm).float()
         else:
