@@ -127,6 +127,33 @@ def test_a_finetune_plot_reads_at_a_glance(tmp_path, dev_steps, name, limits):
     assert (tmp_path / "run" / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_pretrain_runs_plot_is_titled_pretrain(tmp_path):
+    """A real run's lines, not ones written here: every task's carry an "epoch", which the plot took
+    for the mark of fine-tuning, so a pre-training run was titled "minibert finetune" with a fine-tuning
+    run's legend. Only pre-training writes the masked-LM and next-sentence losses."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minibert.training.run.plot import draw_run
+    from random_instances import random_instances, write_instances
+
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=2))
+    result = run_minibert("pretrain", "--data", str(data), "--init", "tests/data/tiny_hub", "--output",
+                          str(tmp_path / "run"), "--steps", "3", "--batch-size", "4")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert all("epoch" in json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
+    figure = draw_run(tmp_path / "run")
+    try:
+        [axis] = figure.axes
+        assert axis.get_title() == "minibert pretrain: run"
+        assert [line.get_label() for line in axis.get_lines()] == ["total", "masked LM", "next sentence"]
+    finally:
+        plt.close(figure)
+
+
 def test_plot_help_names_both_kinds_of_run():
     result = run_minibert("plot", "--help")
     assert "pretrain or finetune run" in result.stdout

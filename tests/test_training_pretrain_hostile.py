@@ -12,6 +12,7 @@ import copy
 import hashlib
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -104,8 +105,11 @@ def test_a_bad_feature_is_refused_naming_file_record_and_feature(case, tmp_path)
 def test_the_first_record_sets_the_sizes_and_a_later_file_is_named(tmp_path):
     good = write_instances(tmp_path / "good.tfrecord", random_instances(4, vocab_size=111, seq_len=16))
     longer = write_instances(tmp_path / "longer.tfrecord", random_instances(3, vocab_size=111, seq_len=20))
-    with pytest.raises(DataError, match=r"longer.tfrecord, record 0 \(0-based\): feature 'input_ids' has 20 values"):
+    with pytest.raises(DataError) as caught:
         read_instances([good, longer], CONFIG)
+    assert str(caught.value) == (  # the size comes from good.tfrecord: "the first record" said record 0 of the other
+        f"TFRecord file {longer}, record 0 (0-based): feature 'input_ids' has 20 values, expected 16 (as input_ids "
+        f"of TFRecord file {good}, record 0 (0-based): the instances of every --data file share one max_seq_length)")
     bad = random_instances(3, vocab_size=111, seq_len=16)
     bad[1]["input_ids"] = np.full(16, 111, np.int64)
     second = write_instances(tmp_path / "second.tfrecord", bad)
@@ -172,8 +176,8 @@ def pretrain(data: Path, output: Path, *extra: str):
         (["--init", TINY, "--batch-size", "0"], 2, "--batch-size: must be a whole number of at least 1, got 0"),
         (["--batch-size", "2"], 2, "one of the arguments --init --config is required"),
         (["--init", TINY, "--config", "c.json", "--batch-size", "2"], 2, "not allowed with argument"),
-        (["--config", f"{TINY}/config.json", "--batch-size", "2"], 1, "--config needs --vocab"),
-        (["--init", TINY, "--batch-size", "3", "--accumulate", "2"], 1, "does not split into 1 process(es)"),
+        (["--config", f"{TINY}/config.json", "--batch-size", "2"], 2, "--config needs --vocab"),  # flags alone decide
+        (["--init", TINY, "--batch-size", "3", "--accumulate", "2"], 2, "does not split into 1 process(es)"),
         (
             ["--init", TINY, "--batch-size", "2", "--dropout", "1.5"],
             2,
@@ -208,6 +212,23 @@ def test_bad_flags(data, tmp_path, flags, code, message):
     line = one_line_error(pretrain(data, output, *flags), code)
     assert message in line, line
     assert not output.exists()
+
+
+def test_options_made_in_python_take_one_path_as_one_file(data, tmp_path):
+    """PretrainOptions(data="x.tfrecord") read each character as a file ("TFRecord file c does not
+    exist"), as create_pretraining_data never does: one str or Path is one file; other values are refused."""
+    from minibert.training import PretrainOptions, pretrain
+
+    def options(given, output="run"):
+        return PretrainOptions(data=given, init=TINY, output=str(tmp_path / output), steps=1, batch_size=2)
+
+    assert options(str(data)).data == options(data).data == options((data,)).data == [str(data)]
+    for given, message in [(5, "data must be a TFRecord file's path or a list of paths, got int"),
+                           (b"x.tfrecord", "got bytes"), ([str(data), 7], "data must be paths (str or Path), got 7")]:
+        with pytest.raises(DataError, match=re.escape(message)):
+            options(given)
+    folder = pretrain(options(str(data)))
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 1
 
 
 def test_a_warmup_longer_than_the_run_runs_as_google_and_says_so(data, tmp_path):

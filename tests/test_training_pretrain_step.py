@@ -83,11 +83,25 @@ def google_steps(model, instances, steps: int) -> None:
 # --------------------------------------------------------------------- the tests
 
 
+def with_padding_ids(instances: list[dict]) -> list[dict]:
+    """Id 0 ([PAD] in tiny_hub's vocabulary) where the loss reads it, as Google's masking puts it
+    there (its random replacement draws from the whole vocabulary): the input at instance 0's first
+    masked position, and a real, unmasked token of instance 1. Google's embedding has no padding
+    row, so its row 0 gets these inputs' gradient; transformers' padding_idx 0 would drop it."""
+    first = instances[0]
+    first["input_ids"][first["masked_lm_positions"][0]] = 0
+    second = instances[1]
+    real = int(second["input_mask"].sum())
+    unmasked = [i for i in range(1, real - 1) if i not in second["masked_lm_positions"] and second["input_ids"][i] > 4]
+    second["input_ids"][unmasked[0]] = 0
+    return instances
+
+
 @pytest.fixture(scope="module")
 def four_steps(tmp_path_factory):
-    """minibert pretrain, 4 steps from tiny_hub, dropout 0; and the instances it read."""
+    """minibert pretrain, 4 steps from tiny_hub, dropout 0; and the instances it read (id 0 at real positions)."""
     folder = tmp_path_factory.mktemp("step")
-    instances = random_instances(COUNT, vocab_size=111, seq_len=16, predictions=4, seed=7)
+    instances = with_padding_ids(random_instances(COUNT, vocab_size=111, seq_len=16, predictions=4, seed=7))
     data = write_instances(folder / "data.tfrecord", instances)
     result = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(folder / "run"),
                           "--steps", str(STEPS), "--batch-size", str(BATCH), "--warmup-steps", str(WARMUP),
@@ -103,6 +117,7 @@ def test_four_steps_equal_googles_arithmetic_on_transformers(four_steps):
     for module in reference.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
+    reference.bert.embeddings.word_embeddings.padding_idx = None  # Google's embedding_lookup: no padding row
     google_steps(reference, instances, STEPS)
 
     trained = transformers.BertForPreTraining.from_pretrained(run)  # the run loads in transformers

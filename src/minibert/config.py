@@ -49,7 +49,8 @@ class BertConfig:
     type_vocab_size: int = 2  # segment (token type) ids: 0 = sentence A, 1 = sentence B
     layer_norm_eps: float = 1e-12  # BERT's epsilon; PyTorch's default 1e-5 silently breaks parity
     pad_token_id: int | None = 0  # id of [PAD]: the word-embedding row no gradient updates (padding_idx; None: none)
-    initializer_range: float = 0.02  # std of the normal init of fresh weights (init_weights: the [PAD] row drawn too)
+    # (but where minibert pretrain trains: Google's step has no padding row, training/tasks/pretraining.py)
+    initializer_range: float = 0.02  # std of fresh weights' normal (init_weights)
     extra: dict = field(default_factory=dict, repr=False)  # other config.json fields, kept as they are
 
     model_type = "bert"  # transformers' config.model_type (a class attribute, not a field)

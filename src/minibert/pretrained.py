@@ -75,11 +75,13 @@ class PretrainedBert(nn.Module):
         overwrites them. Every Linear and Embedding weight is drawn from a normal of std
         ``initializer_range`` (0.02), every bias is 0 and every LayerNorm 1 and 0: transformers'
         init of BERT, but for one row. transformers then zeros the [PAD] row of the word embeddings
-        (``padding_idx``); here it keeps its draw, as in Google's code, which has no padding row
-        (a [PAD] position reaches no loss, so no step changes that row in any of the three). Google's
-        ``create_initializer`` draws from a truncated normal (``tf.truncated_normal_initializer``:
-        values beyond two deviations drawn again), as minibert draws a new head on a checkpoint
-        (loading/strict.py ``google_normal_``); this draws the plain normal."""
+        (``padding_idx``); here it keeps its draw, as in Google's code, which has no padding row: the
+        [PAD] row is trained like any other where ``minibert pretrain`` trains (masking's random
+        replacement draws [PAD] too: training/tasks/pretraining.py). Google's ``create_initializer``
+        draws from a truncated normal (``tf.truncated_normal_initializer``: values beyond two
+        deviations drawn again), as minibert draws a new head on a checkpoint (loading/strict.py
+        ``google_normal_``); this draws the plain normal, which the bundled fortunes-mini's recipe
+        was made with (tests/test_training_fortunes_mini_recipe.py compares its first step)."""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, std=self.config.initializer_range)

@@ -57,6 +57,22 @@ def _labels_flag(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def data_files(data) -> list[str]:
+    """``PretrainOptions.data`` as a list of paths: one path (str, Path) is one file, never one
+    file per character (as ``create_pretraining_data``'s files); anything else a DataError."""
+    import os
+    from collections.abc import Sequence
+
+    if isinstance(data, (str, os.PathLike)):
+        return [os.fspath(data)]
+    if isinstance(data, bytes) or not isinstance(data, Sequence):
+        raise DataError(f"data must be a TFRecord file's path or a list of paths, got {type(data).__name__}")
+    for path in data:
+        if not isinstance(path, (str, os.PathLike)):
+            raise DataError(f"data must be paths (str or Path), got {path!r}")
+    return [os.fspath(path) for path in data]
+
+
 @dataclass(frozen=True)
 class PretrainOptions:
     """The flags of ``minibert pretrain``; defaults are Google's (run_pretraining.py, optimization.py)."""
@@ -74,9 +90,10 @@ class PretrainOptions:
         "start from this checkpoint: a hub folder or id, Google's TF checkpoint, a run", type=model_name))  # fmt: skip
     config: str | None = field(default=None, metadata=option(
         "start from random weights of this config.json (with --vocab)"))  # fmt: skip
-    vocab: str | None = field(default=None, metadata=option("with --config: the vocab.txt of the instances' ids"))
-    do_lower_case: bool = field(default=True, metadata=option(  # (with --config) the tokenizer config written
-        "with --config: the tokenizer keeps case", flag="--cased", action="store_false"))  # fmt: skip
+    vocab: str | None = field(default=None, metadata=option(  # (an --init with a tokenizer brings its own)
+        "with --config, or an --init without a tokenizer: the vocab.txt of the instances' ids"))  # fmt: skip
+    do_lower_case: bool = field(default=True, metadata=option(  # (with --vocab) the tokenizer config written
+        "with --vocab: the tokenizer keeps case", flag="--cased", action="store_false"))  # fmt: skip
     learning_rate: float = field(default=1e-4, metadata=option("the peak rate", low=0.0, above_low=True))
     warmup_steps: int = field(default=0, metadata=option("linear warmup from 0", low=0))
     weight_decay: float = field(default=0.01, metadata=option("never on LayerNorm or biases", low=0.0))
@@ -114,10 +131,16 @@ class PretrainOptions:
             object.__setattr__(self, "bf16_given", True)
         elif self.precision is None:
             object.__setattr__(self, "precision", "fp32")
+        object.__setattr__(self, "data", data_files(self.data))
         refuse_unknown_words(self)
 
     def check(self, processes: int) -> None:
         refuse_out_of_limits(self, flags=True)
+        self.refuse_flag_conflicts(processes)
+
+    def refuse_flag_conflicts(self, processes: int) -> None:
+        """The flags that cannot go together, whatever the files hold: a DataError (``minibert
+        pretrain`` says it first, as a usage error: exit 2). ``processes``: torchrun's WORLD_SIZE."""
         if (self.init is None) == (self.config is None):
             raise DataError("give exactly one of --init (a checkpoint) and --config (random weights)")
         if self.config is not None and self.vocab is None:

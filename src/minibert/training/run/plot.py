@@ -4,8 +4,9 @@ The metrics file is read line by line and never held whole: a run of a million s
 at most ``POINTS`` points per curve, each the mean of a stretch of consecutive steps
 (``BucketedMeans``), so memory stays the same whatever the length of the run.
 
-A pre-training run's lines hold the three losses; a fine-tuning run's (they carry an "epoch") the
-loss, and the dev figures (``dev_accuracy``, ...) where it was evaluated, drawn on a second axis.
+A pre-training run's lines hold the three losses; a fine-tuning run's the loss alone (no masked-LM
+or next-sentence loss: that is how a run is told, since every run's lines carry an "epoch"), and
+the dev figures (``dev_accuracy``, ...) where it was evaluated, drawn on a second axis.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder, write_atomically
 
 LOSSES = ("loss", "mlm_loss", "nsp_loss")
+PRE_TRAINING_LOSSES = frozenset(LOSSES[1:])  # what only a pre-training run's lines hold
 POINTS = 2000  # at most this many points per curve (a 7-inch figure at 100 dpi is 700 pixels wide)
 
 
@@ -128,16 +130,17 @@ def draw_run(run: str | Path):
     legend for both, outside the plotted area, so that it hides no point."""
     import matplotlib.pyplot as plt
 
-    means, dev, fine_tuning = BucketedMeans(), {}, False
+    means, dev, pre_training = BucketedMeans(), {}, False
     for record in iter_metrics(run):  # a missing number (null) drawn as a gap, as NaN is
         means.add((record["step"], *(math.nan if record.get(key) is None else record[key] for key in LOSSES)))
-        fine_tuning = fine_tuning or "epoch" in record
+        pre_training = pre_training or PRE_TRAINING_LOSSES <= record.keys()
         for key, value in record.items():  # a fine-tuning run's dev figures, where they were measured
             if key.startswith("dev_") and isinstance(value, (int, float)) and not isinstance(value, bool):
                 dev.setdefault(key, BucketedMeans()).add((record["step"], value))
     if not means.counts:
         raise DataError(f"{Path(run) / 'metrics.jsonl'} holds no steps yet: nothing to plot")
     columns = list(zip(*means.points()))  # step, loss, mlm_loss, nsp_loss
+    fine_tuning = not pre_training or bool(dev)
     figure, axis = plt.subplots(figsize=(7, 4), dpi=100)
     for values, label, colour in zip(columns[1:], ("total", "masked LM", "next sentence"), LOSS_COLOURS):
         if not all(math.isnan(value) for value in values):  # fine-tuning has no masked-LM or NSP loss
@@ -156,7 +159,7 @@ def draw_run(run: str | Path):
         handles, labels = handles + more_handles, labels + more_labels
     axis.set_xlabel("step" if means.width == 1 else f"step (each point the mean of {means.width} steps)")
     axis.set_ylabel("loss (nats)")
-    axis.set_title(f"minibert {'finetune' if fine_tuning or dev else 'pretrain'}: {Path(run).name}")
+    axis.set_title(f"minibert {'finetune' if fine_tuning else 'pretrain'}: {Path(run).name}")
     axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.13 if dev else 1.02, 1.0), borderaxespad=0)
     axis.grid(alpha=0.3)
     return figure

@@ -16,24 +16,31 @@ gradients of the pieces are *added*: the result is the gradient of the whole bat
 (Averaging per-piece losses, each divided by its own Σ w, gives a different gradient whenever the
 pieces hold different numbers of masked positions.)
 
+Google's word embedding has no padding row, and neither has the network trained here
+(``without_padding_row``): an id at a position the loss reads gets its gradient whatever piece it is.
+
 Shape legend: B = instances in the piece, T = tokens, P = masked positions per instance
 (max_predictions_per_seq), H = hidden size, V = vocabulary size.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ...config import BertConfig
-from ...errors import DataError
+from ...errors import CheckpointError, DataError
+from ...formats.json_files import parse_json
 from ...heads import BertForPreTraining
 from ...inputs import AS_ASKED
 from ...loading.checkpoint_files import find_checkpoint
+from ...loading.hub import resolve_file
 from ...speed.seam import speed_up
 from ...tokenizer import BertTokenizer
 from .order import InstanceOrder
@@ -60,15 +67,16 @@ class Pretraining(Task):
         return TrainingData(instances, order, options.steps, options.warmup_steps, tokenizer, config=config)
 
     def network(self, options, data: TrainingData) -> BertForPreTraining:
-        """From ``--init`` (heads it lacks start fresh), or random weights of ``--config`` (normal
-        0.02, biases 0, LayerNorm 1 and 0: ``PretrainedBert.init_weights``). ``--gemm`` picks the
-        linear layers' library of either (random weights without it: the book's nn.Linear, MKL)."""
+        """From ``--init`` (heads it lacks start fresh), or random weights of ``--config`` (a normal of
+        std 0.02 on every row, [PAD]'s too, biases 0, LayerNorm 1 and 0: ``PretrainedBert.init_weights``).
+        ``--gemm`` picks the linear layers' library of either (random weights without it: the book's nn.Linear, MKL). Either has no padding row."""
         if options.init is not None:
-            return BertForPreTraining.from_pretrained(options.init, new_heads=True, gemm=options.gemm).float()
-        network = BertForPreTraining(data.config)
-        if options.gemm is not None:
-            speed_up(network, options.gemm)
-        return network
+            network = BertForPreTraining.from_pretrained(options.init, new_heads=True, gemm=options.gemm).float()
+        else:
+            network = BertForPreTraining(data.config)
+            if options.gemm is not None:
+                speed_up(network, options.gemm)
+        return without_padding_row(network)
 
     def denominators(self, train, rows: np.ndarray) -> dict[str, float]:
         """Σ w + 1e-5 over the global batch's masked positions, and its size."""
@@ -109,16 +117,99 @@ class Pretraining(Task):
         return f"masked LM {last['mlm_loss']:.4g}, next sentence {last['nsp_loss']:.4g}"
 
 
+def without_padding_row(network: BertForPreTraining) -> BertForPreTraining:
+    """``network`` with a word embedding that gives every row its gradient, as Google's
+    ``embedding_lookup`` does. transformers' (and model.py's) ``padding_idx = pad_token_id`` gives the
+    [PAD] row none from the inputs, which is harmless where [PAD] only pads (a padded position
+    reaches no loss); in pre-training the id also stands where the loss reads it: masking's random
+    replacement draws [PAD] like any piece (Google's rule), and a vocabulary may give that id to
+    another piece ([MASK], [UNK]). config.json keeps its pad_token_id: a model loaded from the run
+    (to fine-tune, in transformers) has transformers' padding row again."""
+    network.get_input_embeddings().padding_idx = None
+    return network
+
+
 def config_and_tokenizer(options) -> tuple[BertConfig, BertTokenizer]:
-    """The model's config and tokenizer: ``--init``'s, or ``--config`` with a tokenizer of ``--vocab``
-    that cuts texts where the model's positions end (BertTokenizer's default is BERT's 512)."""
+    """The model's config and tokenizer: ``--init``'s (``init_tokenizer``), or ``--config`` with a
+    tokenizer of ``--vocab`` and the pad_token_id of its [PAD] (``padding_id``)."""
     if options.init is not None:
-        return BertConfig.from_json_file(find_checkpoint(options.init)[0]), BertTokenizer.from_pretrained(options.init)
+        config = BertConfig.from_json_file(find_checkpoint(options.init)[0])
+        return config, init_tokenizer(options, config)
     config = BertConfig.from_json_file(options.config)
+    tokenizer = vocab_tokenizer(options, config)
+    config.pad_token_id = padding_id(options, config, tokenizer)
+    return config, tokenizer
+
+
+def vocab_tokenizer(options, config: BertConfig) -> BertTokenizer:
+    """A tokenizer of ``--vocab`` (``--cased``) whose ids the model has embeddings for, and that cuts
+    texts where the model's positions end (BertTokenizer's default is BERT's 512)."""
     tokenizer = BertTokenizer(options.vocab, do_lower_case=options.do_lower_case,
                               model_max_length=config.max_position_embeddings)  # fmt: skip
     config.check_vocabulary(tokenizer.vocab, f"--vocab {options.vocab}")
-    return config, tokenizer
+    return tokenizer
+
+
+def padding_id(options, config: BertConfig, tokenizer: BertTokenizer) -> int | None:
+    """The pad_token_id a run from ``--config`` saves: the id of ``--vocab``'s [PAD], None for a
+    vocabulary without one (``minibert vocab --special-tokens`` may leave it out or put it anywhere).
+    A config.json that names another id is refused (CheckpointError): the run's model would tell
+    transformers (and fine-tuning) to freeze the row of a piece that is not [PAD]."""
+    pad = tokenizer.pad_token_id
+    if "pad_token_id" not in parse_json(Path(options.config).read_bytes()) or config.pad_token_id == pad:
+        return pad
+    given, vocabulary = config.pad_token_id, f"--vocab {options.vocab}"
+    if given is None:
+        said = f"null, but {vocabulary} has [PAD] at id {pad}"
+    else:
+        has = f"whose [PAD] is id {pad}" if pad is not None else "which has no [PAD]"
+        said = f"{given}, {_piece(tokenizer.ids_to_tokens, given)} in {vocabulary}, {has}"
+    raise CheckpointError(f"--config {options.config}: pad_token_id is {said}: give \"pad_token_id\": "
+                          f"{json.dumps(pad)}, or leave it out (the run then takes --vocab's [PAD])")  # fmt: skip
+
+
+def init_tokenizer(options, config: BertConfig) -> BertTokenizer:
+    """``--init``'s tokenizer: the checkpoint's own, which a ``--vocab`` or ``--cased`` given must
+    repeat (``refuse_other_tokenizer``); for a checkpoint without one (config and weights alone),
+    ``--vocab``'s, checked as ``--config``'s is."""
+    if not has_tokenizer(options.init):
+        if options.vocab is None:
+            raise CheckpointError(f"--init {options.init} has neither vocab.txt nor tokenizer.json: give --vocab "
+                                  "(the vocab.txt the instances' ids come from)")  # fmt: skip
+        return vocab_tokenizer(options, config)
+    tokenizer = BertTokenizer.from_pretrained(options.init)
+    refuse_other_tokenizer(options, tokenizer)
+    return tokenizer
+
+
+def has_tokenizer(name_or_path: str) -> bool:
+    """Whether a checkpoint (a folder, a hub id) holds vocab.txt or tokenizer.json."""
+    return any(resolve_file(name_or_path, name, required=False) for name in ("vocab.txt", "tokenizer.json"))
+
+
+def refuse_other_tokenizer(options, tokenizer: BertTokenizer) -> None:
+    """A ``--vocab`` or ``--cased`` given with ``--init`` of a checkpoint that has a tokenizer: the
+    run trains and saves the checkpoint's, so a --vocab of other pieces (instances whose ids mean
+    those pieces) or --cased where it lowercases is a DataError naming both (``minibert pretrain``:
+    a usage error), not a flag dropped. One that repeats the checkpoint's is taken."""
+    own = f"--init {options.init}'s tokenizer"
+    if not options.do_lower_case and tokenizer.do_lower_case:
+        raise DataError(f"--cased: {own} lowercases, and a checkpoint with a tokenizer pre-trains with its own; "
+                        "leave out --cased")  # fmt: skip
+    if options.vocab is None:
+        return
+    given, theirs = BertTokenizer(options.vocab).ids_to_tokens, tokenizer.ids_to_tokens  # {id: piece}
+    differing = next((index for index in sorted(given.keys() | theirs.keys()) if given.get(index) != theirs.get(index)),
+                     None)  # fmt: skip
+    if differing is not None:
+        raise DataError(f"--vocab {options.vocab} is not the vocabulary of {own} (id {differing}: "
+                        f"{_piece(given, differing)} in --vocab, {_piece(theirs, differing)} in the checkpoint's): a "
+                        "checkpoint with a tokenizer pre-trains with its own, on instances made with its vocab.txt; "
+                        "leave out --vocab")  # fmt: skip
+
+
+def _piece(pieces: dict[int, str], index: int) -> str:
+    return repr(pieces[index]) if index in pieces else "no piece"
 
 
 def check_batch_fits(options, count: int, say: bool) -> None:

@@ -117,12 +117,20 @@ def _feature(example: dict, name: str, where: str, shapes: dict[str, int], first
         raise DataError(f"{where}: feature {name!r} holds {kind} values, expected {wanted}")
     group = "T" if name in SEQUENCE_FEATURES else "P" if name in PREDICTION_FEATURES else "1"
     size = shapes.setdefault(group, 1 if group == "1" else len(value))
-    first.setdefault(group, f"{name} of the first record")
+    first.setdefault(group, f"{name} of {where}")  # the record that set the size (in another file, maybe)
     if len(value) != size:
-        raise DataError(f"{where}: feature {name!r} has {len(value)} values, expected {size} (as {first[group]})")
+        raise DataError(f"{where}: feature {name!r} has {len(value)} values, expected {size} ({_why(group, first)})")
     if size == 0 and group == "T":  # (P = 0 is Google's --max_predictions_per_seq=0: no masked-LM predictions)
         raise DataError(f"{where}: feature {name!r} is empty: an instance without tokens")
     return value
+
+
+def _why(group: str, first: dict[str, str]) -> str:
+    """Why a feature's size is expected: the record that set it, named with its file."""
+    if group == "1":
+        return "one next-sentence label per instance"
+    kind = "max_seq_length" if group == "T" else "max_predictions_per_seq"
+    return f"as {first[group]}: the instances of every --data file share one {kind}"
 
 
 def _check_values(instances: Instances, config: BertConfig) -> None:
