@@ -69,7 +69,8 @@ class Pretraining(Task):
     def network(self, options, data: TrainingData) -> BertForPreTraining:
         """From ``--init`` (heads it lacks start fresh), or random weights of ``--config`` (a normal of
         std 0.02 on every row, [PAD]'s too, biases 0, LayerNorm 1 and 0: ``PretrainedBert.init_weights``).
-        ``--gemm`` picks the linear layers' library of either (random weights without it: the book's nn.Linear, MKL). Either has no padding row."""
+        ``--gemm`` picks the linear layers' library of either (random weights without it: the book's
+        nn.Linear, MKL). Either has no padding row."""
         if options.init is not None:
             network = BertForPreTraining.from_pretrained(options.init, new_heads=True, gemm=options.gemm).float()
         else:
