@@ -159,6 +159,31 @@ def test_profile_embed_splits_the_time(monkeypatch, capsys):
 # (how they measure, never how fast: no test here reads a timing)
 
 
+def test_profile_embed_counts_written_out_attention_as_attention():
+    """Where this CPU's measured verdict writes attention out (fast_path.written_out: two batched
+    matmuls and a softmax), its ``bmm`` and ``_softmax`` are attention's time, as in bench.py's profile
+    and docs/performance.md: profile_embed put ``bmm`` among the projections' GEMMs (their GFLOP/s too
+    low, attention's too high) and the softmax in "everything else"."""
+    import bench_model
+    import profile_embed
+    from torch.profiler import ProfilerActivity, profile
+
+    from minibert import BertConfig, BertModel
+
+    assert profile_embed.GEMM_OPS is bench_model.GEMM_OPS  # one set for both tools
+    model = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64)).eval()  # fmt: skip
+    model.short_attention = {torch.get_num_threads(): 64}  # attention written out up to 64 tokens
+    ids = torch.randint(5, 100, (2, 12))
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        model(ids, mask)
+    parts = profile_embed.split(prof.key_averages())
+    assert set(parts["matrix multiplications"]) <= bench_model.GEMM_OPS, parts
+    assert {"aten::bmm", "aten::_softmax"} <= set(parts["attention"]), parts
+
+
 def test_bench_tokenizer_times_new_text_on_a_fresh_tokenizer_each_round(monkeypatch):
     """The tokenizer row times what a user gets: each round's minibert tokenizer meets the texts for
     the first time (its word cache empty when the clock starts), not a warm-up that already cached
