@@ -413,6 +413,49 @@ def test_scripts_name_the_package_they_need(tmp_path, script, hidden, says):
     assert result.stderr.startswith(f"{script} {says}") and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+
+@pytest.mark.parametrize(("script", "arguments", "says"), [
+    ("bench_int8.py", ["--texts", "5", "--rounds", "1", "--models", "minilm"],
+     "needs onnxruntime for ONNX Runtime's int8 model, the peer of every row: pip install onnx onnxruntime"),
+    ("bench_memory.py", ["--models", "minilm", "--rounds", "1", "--kinds", "minibert,ort-int8"],
+     "needs onnxruntime for the ort-int8 column (ONNX Runtime's int8 model): pip install onnx onnxruntime"),
+])  # fmt: skip
+def test_benchmarks_that_need_onnx_runtime_say_so_before_loading(tmp_path, script, arguments, says):
+    """Without ONNX Runtime, bench_int8.py loaded both models and exported the ONNX graph (a minute)
+    before a ModuleNotFoundError traceback from the quantization; bench_memory.py died the same way."""
+    result = subprocess.run([sys.executable, str(SCRIPTS / script), *arguments], capture_output=True, text=True,
+                            timeout=600, env=_without(tmp_path, "onnxruntime"), cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr == f"{script} {says}\n", result.stderr[-2000:]
+    assert result.stdout == "", result.stdout  # nothing measured, not even the machine described
+
+
+def test_memory_rows_without_onnx_runtime_still_compare_with_transformers(monkeypatch, capsys):
+    """bench.py's ``memory`` workload was skipped whole without ONNX Runtime (after building and
+    exporting bert-base), though only its ort-int8 column needs it: now that column alone is left out,
+    saying so, and the minibert-against-transformers rows are measured."""
+    import bench_memory
+
+    import bench
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime: ModuleNotFoundError
+    asked = []
+
+    def measure(path, directory, rounds, kinds=bench_memory.KINDS):
+        asked.append(kinds)
+        return {kind: {"held": 100.0, "peak": 200.0} for kind in kinds}
+
+    monkeypatch.setattr(bench_memory, "measure", measure)
+    monkeypatch.setattr(bench_memory, "model_path", lambda model, directory: directory)
+    rows = bench_memory.memory_rows(models=("minilm",), rounds=1)
+    assert asked == [tuple(kind for kind in bench_memory.KINDS if kind != "ort-int8")]
+    assert [row["against"] for row in rows] == ["transformers"], rows
+    said = capsys.readouterr().out
+    assert "ort-int8 not measured: onnxruntime is not installed (pip install onnx onnxruntime)" in said, said
+    ran = []
+    assert bench._with_onnx("int8 rows", lambda: ran.append(1)) is None and ran == []  # skipped before it runs
+    assert capsys.readouterr().out == "int8 rows skipped: onnxruntime is not installed (pip install onnx onnxruntime)\n"
+
 def test_every_name_a_script_imports_from_another_script_is_defined_there():
     """The scripts import each other's functions by name (``from bench_rows import timed``); a name
     that moved when a script was split fails here at once, not only in the slow run of that script."""
