@@ -289,6 +289,76 @@ def test_bench_serve_names_the_cpu(tmp_path):
     assert json.loads((tmp_path / "rows.json").read_text())["machine"].startswith(cpu_name())
 
 
+
+def _serve_without_servers(monkeypatch):
+    """bench_serve's servers and offline ceiling replaced by stand-ins that answer at once with a row per
+    setting (no server starts): what is left is the run's own bookkeeping."""
+    import bench_serve
+
+    def rows(name, settings):
+        return [{"server": name, "clients": clients, "texts_per_request": texts, "texts_per_s": 1.0, "p50_ms": 1.0,
+                 "p99_ms": 1.0} for clients, texts, _ in settings]  # fmt: skip
+
+    monkeypatch.setattr(bench_serve, "run_minibert", lambda model_dir, texts, settings, path, dtype="float32":
+                        rows("minibert" if dtype == "float32" else "minibert-int8", settings))  # fmt: skip
+    monkeypatch.setattr(bench_serve, "measure", lambda name, port, path, model, texts, settings: rows(name, settings))
+    monkeypatch.setattr(bench_serve, "wait_ready", lambda url, process: None)
+    monkeypatch.setattr(bench_serve, "offline", lambda model_dir, texts: 1.0)
+    monkeypatch.setattr(bench_serve, "offline_rerank", lambda model_dir, texts: 1.0)
+    return bench_serve
+
+
+@pytest.mark.parametrize(("arguments", "status", "says"), [
+    (["--servers", "infinity", "--infinity", "{tmp}/nowhere"], 1,
+     "bench_serve.py: nothing to measure of --servers infinity: infinity-emb not found at {tmp}/nowhere "
+     "(install it or pass --infinity PATH)"),
+    (["--servers", "minibert", "--rows", "9x9"], 2, None),  # a usage error: argparse's own two lines
+])  # fmt: skip
+def test_bench_serve_with_nothing_to_measure_stops(monkeypatch, tmp_path, arguments, status, says):
+    """``--servers infinity`` without infinity-emb said "only minibert measured", measured nothing and
+    exited 0 with an empty --json; so did a ``--rows`` that names no row."""
+    bench_serve = _serve_without_servers(monkeypatch)
+    arguments = [argument.replace("{tmp}", str(tmp_path)) for argument in arguments]
+    monkeypatch.setattr(sys, "argv", ["bench_serve.py", "--quick", "--rounds", "1", "--rows", "1x1", *arguments,
+                                      "--json", str(tmp_path / "rows.json")])  # fmt: skip
+    with pytest.raises(SystemExit) as stopped:
+        bench_serve.main()
+    assert (stopped.value.code if says is None else 1) == status
+    if says is not None:
+        assert str(stopped.value) == says.replace("{tmp}", str(tmp_path))
+    assert not (tmp_path / "rows.json").exists()
+
+
+def test_bench_serve_leaves_nothing_in_the_temporary_folder(monkeypatch, tmp_path):
+    """``--task rerank`` left its cross-encoder (88 MB) and ``infinity-int8`` a copy of the model with
+    its int8 ONNX file and infinity-emb's HF_HOME in $TMPDIR after every run. The servers are stand-ins
+    (and infinity-emb's python one that exits at once); the files the run makes are real."""
+    import tempfile
+
+    import onnx_peer
+
+    bench_serve = _serve_without_servers(monkeypatch)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    infinity = tmp_path / "infenv" / "infinity_emb"
+    infinity.parent.mkdir()
+    infinity.write_text("")
+    (infinity.parent / "python").write_text("#!/bin/sh\nexit 0\n")
+    (infinity.parent / "python").chmod(0o755)
+
+    def export_onnx(checkpoint, directory):  # a stand-in file: the export itself is tested elsewhere
+        (Path(directory) / "model.onnx").write_bytes(b"onnx")
+        return Path(directory) / "model.onnx"
+
+    monkeypatch.setattr(onnx_peer, "export_onnx", export_onnx)
+    monkeypatch.setattr(onnx_peer, "quantize_int8", lambda exported: exported.rename(exported.with_name("q.onnx")))
+    for arguments in (["--task", "rerank", "--servers", "minibert", "--rows", "1x32"],
+                      ["--servers", "minibert,infinity-int8", "--infinity", str(infinity), "--rows", "1x1"]):
+        monkeypatch.setattr(sys, "argv", ["bench_serve.py", "--quick", "--rounds", "1", *arguments])
+        bench_serve.main()
+    left = [path.name for path in (tmp_path / "tmp").iterdir()]
+    assert [name for name in left if not name.startswith("torchinductor_")] == [], left  # torch's own cache aside
+
 @pytest.mark.slow
 def test_bench_explore_times_the_peer_over_the_rounds(tmp_path):
     """bench_explore.py's bertviz figure is a median of --rounds runs, like minibert's (it was one run,
