@@ -359,6 +359,23 @@ def test_bench_serve_leaves_nothing_in_the_temporary_folder(monkeypatch, tmp_pat
     left = [path.name for path in (tmp_path / "tmp").iterdir()]
     assert [name for name in left if not name.startswith("torchinductor_")] == [], left  # torch's own cache aside
 
+
+def test_bench_pretrain_contenders_start_from_the_same_weights():
+    """bench_pretrain's "first loss" column read as comparable, but transformers' and minibert's models
+    were each initialised after manual_seed(0) in their own module order: different weights, losses
+    0.11 apart. minibert's models now take transformers' initial weights, so the first losses (before
+    any step, dropout off) agree to float32's rounding: the batch's 20 masked positions and 4 pairs go
+    through the same arithmetic in another order, and minibert's masked-LM mean divides by the weights'
+    sum + 1e-5 (Google's), 5e-7 of the loss, ~4e-6 on a loss of ~8.4; 5e-5 allows ten times that."""
+    import bench_pretrain
+
+    shapes = bench_pretrain.Shapes(layers=2, hidden=64, tokens=32, batch=4, predictions=5, vocab=2000)
+    times, first = bench_pretrain.time_steps(shapes, rounds=1, bf16=True)
+    assert set(times) == set(first) == {"transformers + AdamW", "minibert", "minibert --bf16"}
+    assert abs(first["minibert"] - first["transformers + AdamW"]) < 5e-5, first
+    # bf16 from the same weights: within bf16's rounding (2^-8 relative, 0.03 of a loss of 8.4, at worst)
+    assert abs(first["minibert --bf16"] - first["minibert"]) < 0.05, first
+
 @pytest.mark.slow
 def test_bench_explore_times_the_peer_over_the_rounds(tmp_path):
     """bench_explore.py's bertviz figure is a median of --rounds runs, like minibert's (it was one run,
