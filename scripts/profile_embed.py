@@ -6,16 +6,19 @@
 Runs ``Embedder.embed`` (all-MiniLM-L6-v2, fp32, mean pooling, max_length 256) under the PyTorch
 profiler and splits its time into three parts:
 
-* matrix multiplications (``addmm``/``mm``, or oneDNN's ``_linear_pointwise``: the projections),
-  with their achieved GFLOP/s against this machine's measured matmul peak;
-* the fused attention kernel (``scaled_dot_product_attention``);
+* matrix multiplications (``addmm``/``mm``, or oneDNN's ``_linear_pointwise``: the projections;
+  bench_model.GEMM_OPS, the set of scripts/bench.py's profile), with their achieved GFLOP/s against
+  this machine's measured matmul peak;
+* attention: the fused kernel (``scaled_dot_product_attention``) and, for the short sequences that
+  this CPU's measured verdict writes out (fast_path.written_out), that formula's two batched matmuls
+  (``bmm``) and its ``_softmax``, as docs/performance.md counts them;
 * everything else: LayerNorm, GELU, packing, bias copies, tokenization, Python.
 
 It then times minibert, transformers batching the same texts in order (padded to the longest of
 each batch of 32) and sentence-transformers side by side: one warm-up call each, then --rounds
 rounds, the order turning every round (bench_rows.in_turn, as scripts/bench.py times). It prints
 the ratio they reach today (median of the rounds, min–max) and the ratio minibert would reach if
-everything but the matmuls and the attention kernel took no time at all: a ceiling for any further
+everything but the matmuls and attention took no time at all: a ceiling for any further
 work that keeps fp32 and PyTorch's kernels. The CPU is printed first.
 """
 
@@ -37,7 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from bench_model import matmul_peak  # noqa: E402
+from bench_model import GEMM_OPS, matmul_peak  # noqa: E402
 from bench_rows import attention_flops, bert_flops, in_turn, minilm_dir  # noqa: E402
 from bench_text import mean_pool_in_order  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
@@ -45,7 +48,23 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 import corpus  # noqa: E402
 from minibert.speed.cpu import describe_machine  # noqa: E402
 
-GEMM_OPS = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "mkldnn::_linear_pointwise"}  # MKL or oneDNN
+# The written-out attention's own operations (Q·Kᵀ and ·V, the softmax): attention's time, not the GEMMs'.
+WRITTEN_OUT_ATTENTION = {"aten::bmm", "aten::baddbmm", "aten::_softmax"}
+
+
+def split(events) -> dict[str, dict[str, float]]:
+    """The profiler's events (``prof.key_averages()``) by part: {"matrix multiplications": {operation:
+    seconds of its own time}, "attention": {...}}; what neither holds is "everything else"."""
+    parts: dict[str, dict[str, float]] = {"matrix multiplications": {}, "attention": {}}
+    for event in events:
+        if event.key in GEMM_OPS:
+            part = "matrix multiplications"
+        elif "scaled_dot_product" in event.key or event.key in WRITTEN_OUT_ATTENTION:
+            part = "attention"
+        else:
+            continue
+        parts[part][event.key] = event.self_cpu_time_total / 1e6
+    return parts
 
 
 def main() -> None:
@@ -80,9 +99,8 @@ def main() -> None:
         start = time.perf_counter()
         run_ours(streams=False)
         total = time.perf_counter() - start
-    events = prof.key_averages()
-    gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS) / 1e6
-    attention = sum(e.self_cpu_time_total for e in events if "scaled_dot_product" in e.key) / 1e6
+    parts = split(prof.key_averages())
+    gemm, attention = (sum(parts[part].values()) for part in ("matrix multiplications", "attention"))
     other = total - gemm - attention  # also holds the profiler's own overhead: the ceiling below is generous
 
     st_model = SentenceTransformer(path, device="cpu")
@@ -100,10 +118,10 @@ def main() -> None:
     peak = matmul_peak(torch.float32)
     print(f"{len(texts)} texts, {sum(lengths):,} real tokens; matmul peak {peak:.0f} GFLOP/s fp32")
     print(f"minibert embed: {total:.1f} s under the profiler, on one stream")
-    achieved = dense / gemm / 1e9
+    achieved, operations = dense / gemm / 1e9, ", ".join(sorted(parts["attention"]))
     for name, seconds, note in (
         ("matrix multiplications", gemm, f"{achieved:.0f} GFLOP/s, {100 * achieved / peak:.0f}% of peak"),
-        ("attention kernel", attention, f"{attention_work / attention / 1e9:.0f} GFLOP/s"),
+        ("attention", attention, f"{attention_work / attention / 1e9:.0f} GFLOP/s: {operations}"),
         ("everything else", other, "LayerNorm, GELU, packing, bias copies, tokenizer, Python"),
     ):  # fmt: skip
         print(f"  {name:<24} {seconds:6.1f} s  {100 * seconds / total:4.1f}%  {note}")
