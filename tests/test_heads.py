@@ -517,12 +517,15 @@ def test_rxnfp_pretraining_heads_match_transformers():
 
 def test_rxnfp_fifty_label_classifier_matches_its_weights():
     """config.json says num_labels 50 and id2label LABEL_0, LABEL_1 (transformers 2 left the default
-    there); the classifier's weights have 50 rows. minibert takes the number written on purpose."""
+    there); the classifier's weights have 50 rows. minibert takes the number written on purpose, and
+    so does transformers 5 loading the folder alone (docs/heads.md said it needed num_labels=50 passed)."""
     directory = _package_dir("rxnfp", "models", "transformers", "bert_ft_10k_25s")
     ours = minibert.BertForSequenceClassification.from_pretrained(directory)
     assert ours.num_labels == 50 and ours.labels.id2label[49] == "LABEL_49"
-    reference = transformers.BertForSequenceClassification.from_pretrained(str(directory), num_labels=50).eval()
-    assert reference.classifier.out_features == 50  # (transformers needs num_labels=50 passed: its config keeps 2)
+    reference = transformers.BertForSequenceClassification.from_pretrained(str(directory)).eval()  # nothing passed
+    assert reference.classifier.out_features == 50 and reference.config.id2label == ours.labels.id2label
+    heads_md = (Path(__file__).resolve().parents[1] / "docs" / "heads.md").read_text(encoding="utf-8")
+    assert "transformers 5 does the same (50 labels" in heads_md  # what the page says of it
     inputs = _smiles_batch(directory)
     with torch.no_grad():
         exact = exact_reference(reference)(**inputs)

@@ -443,6 +443,60 @@ def test_rerank_keeps_one_model_per_folder_and_four_at_most(make, tmp_path, monk
     assert module._cross_encoder_cached.cache_info().maxsize == 4
 
 
+def test_a_folder_rewritten_between_two_calls_is_read_again(make, tmp_path):
+    """The tasks kept a folder's model under its path alone: after ``save_pretrained`` into the same
+    folder (a second training run), classify and rerank went on giving the first model's numbers.
+    Each call now compares with a reference loaded fresh from what the folder holds then."""
+    folder = tmp_path / "run"
+    shutil.copytree(make("BertForSequenceClassification", scale=5.0), folder)
+
+    def rewrite(scale: float) -> None:  # the classifier's weights changed, the file saved over
+        reference = transformers.BertForSequenceClassification.from_pretrained(str(folder))
+        with torch.no_grad():
+            reference.classifier.weight.mul_(scale)
+        reference.save_pretrained(folder)
+
+    for step in range(3):  # the first call, then after a rewrite, then after a rewrite of the same size
+        if step:
+            rewrite(3.0 if step == 1 else -1.0)
+        theirs = transformers.pipeline("text-classification", model=str(folder))(TEXTS[0], top_k=None)
+        same(minibert.classify(TEXTS[0], model=folder, top_k=None), theirs, f"classify after {step} rewrites")
+    # the tokenizer's files are part of what is read: cased from now on ("Hello" becomes other pieces)
+    config_file = folder / "tokenizer_config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "do_lower_case": False}))
+    (folder / "tokenizer.json").unlink()  # (its normalizer would still lowercase): the vocabulary from vocab.txt
+    shutil.copy(minilm_tokenizer_dir() / "vocab.txt", folder / "vocab.txt")
+    theirs = transformers.pipeline("text-classification", model=str(folder))("Hello BERT", top_k=None)
+    assert transformers.AutoTokenizer.from_pretrained(str(folder)).tokenize("Hello BERT") != ["hello", "bert"]
+    same(minibert.classify("Hello BERT", model=folder, top_k=None), theirs, "classify after the tokenizer changed")
+
+
+def test_rerank_reads_a_rewritten_folder_again(make, tmp_path):
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    before = minibert.rerank("How many people live in Berlin?", DOCUMENTS, model=directory)
+    reference = sentence_transformers.CrossEncoder(str(directory))
+    with torch.no_grad():
+        reference.model.classifier.weight.mul_(-1.0)  # the order turned round
+    reference.save_pretrained(str(directory))
+    theirs = sentence_transformers.CrossEncoder(str(directory)).rank("How many people live in Berlin?", DOCUMENTS)
+    ours = minibert.rerank("How many people live in Berlin?", DOCUMENTS, model=directory)
+    assert [row["corpus_id"] for row in theirs] != [row["corpus_id"] for row in before]
+    same(ours, theirs, "rerank after the folder was saved over")
+
+
+def test_a_folder_is_kept_while_only_a_run_log_changes(make, tmp_path):
+    """What is not read by a load (a run's metrics.jsonl growing) does not make the folder be read again."""
+    from minibert.tasks import loading
+
+    folder = tmp_path / "run"
+    shutil.copytree(make("BertForSequenceClassification", scale=5.0), folder)
+    minibert.classify("a", model=folder)
+    misses = loading._load_cached.cache_info().misses
+    (folder / "metrics.jsonl").write_text('{"step": 1}\n')
+    minibert.classify("a", model=folder)
+    assert loading._load_cached.cache_info().misses == misses
+
 def test_cross_encoder_with_several_labels_predicts_rows(make, tmp_path):
     sentence_transformers = pytest.importorskip("sentence_transformers")
     directory = cross_encoder_dir(make, tmp_path, "three labels")

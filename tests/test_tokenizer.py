@@ -353,8 +353,10 @@ def test_bad_arguments(uncased):
         uncased(["a", "b"], ["c"])
     with pytest.raises(ValueError, match="truncation must be"):
         uncased("a", truncation="sideways")
-    with pytest.raises(ValueError, match="stride=8 must be smaller"):
-        uncased("a b c", truncation=True, max_length=10, stride=8, return_overflowing_tokens=True)
+    with pytest.raises(ValueError, match="stride=9 is more than max_length=10 minus the 2 special tokens"):
+        uncased("a b c", truncation=True, max_length=10, stride=9)  # any text, any flags, as transformers
+    with pytest.raises(ValueError, match="stride=8 must be smaller than the room for this text"):
+        uncased("a b c d e f g h i", truncation=True, max_length=10, stride=8)  # a text that must be cut
     with pytest.raises(ValueError, match="outside the vocabulary"):
         uncased.decode([10**6])
 

@@ -239,3 +239,49 @@ def test_batch_encoding_to_takes_non_blocking_and_a_device_index(both):
     moved = ours(["a b", "c"], padding=True, return_tensors="pt").to("cpu", non_blocking=True)
     assert all(torch.equal(moved[key], expected[key]) for key in expected)
     assert ours("a b", return_tensors="pt").to(torch.device("meta"))["input_ids"].device.type == "meta"
+
+
+def _refused(tokenizer, *args, **kwargs) -> bool | list:
+    """The ids, or True where the call refuses: a ValueError, or ``tokenizers``' PanicException (a
+    BaseException: its ``Encoding.truncate`` asserts ``stride < max_len`` when it cuts a text)."""
+    try:
+        return tokenizer(*args, **kwargs)["input_ids"]
+    except BaseException as error:  # noqa: BLE001
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise
+        return True
+
+
+STRIDE_TEXTS = [("hello",), ("hello world " * 6,), ("hello", "hi"), ("hello world " * 6, "hi"),
+                ("hi", "hello world " * 6), ("hello world " * 6, "hello world " * 4)]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", STRIDE_TEXTS, ids=["short", "long", "short pair", "long first", "long second",
+                                                     "both long"])  # fmt: skip
+def test_a_stride_is_refused_exactly_where_transformers_refuses_it(both, args):
+    """minibert refused a stride >= the room (max_length minus the special tokens) only with
+    return_overflowing_tokens, and then for any text; transformers (tokenizers 0.23) refuses a stride
+    over max_length - 2 with any text and any flags (even for a pair, even without special tokens),
+    and a stride >= what a text that must be cut keeps (a panic), flags or not. Every combination
+    here of stride, max_length, strategy and flags gives the same ids or a refusal in both, but for
+    the cases docs/tokenizer.md lists: a max_length that leaves no room for windows, or holds not
+    even the special tokens, is refused where transformers returns rows longer than max_length or
+    does not truncate."""
+    ours, theirs = both
+    compared = 0
+    for max_length in (2, 3, 4, 5, 8):
+        for stride in range(8):
+            for strategy in (True, "only_first", "only_second"):
+                for overflow in (False, True):
+                    for special in (True, False):
+                        kwargs = dict(truncation=strategy, max_length=max_length, stride=stride,
+                                      return_overflowing_tokens=overflow, add_special_tokens=special)  # fmt: skip
+                        framing = (3 if len(args) == 2 else 2) if special else 0
+                        if max_length - framing < (1 if overflow else 0):
+                            continue  # documented: no room for windows, or not even for the special tokens
+                        if overflow and len(args) == 2 and strategy is True and max_length - framing == 1:
+                            continue  # documented: a pair's one piece of room leaves one text no room
+                        expected = _refused(theirs, *args, **kwargs)
+                        assert _refused(ours, *args, **kwargs) == expected, kwargs
+                        compared += 1
+    assert compared >= 400

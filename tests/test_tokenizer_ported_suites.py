@@ -452,11 +452,18 @@ def test_tokenizers_encoding_test_char_to_word(encodings):
 def test_tokenizers_encoding_test_truncation(bert_uncased):
     """Upstream cuts a finished encoding to 2 tokens with stride 1 ([CLS] i, then the overflow
     i love): consecutive windows share one token. minibert frames after cutting, so the same
-    windows are taken over the pieces."""
-    out = bert_uncased("I love HuggingFace", add_special_tokens=False, truncation=True, max_length=2, stride=1,
-                       return_overflowing_tokens=True)  # fmt: skip
-    assert bert_uncased.convert_ids_to_tokens(out["input_ids"][0]) == ["i", "love"]
-    assert bert_uncased.convert_ids_to_tokens(out["input_ids"][1]) == ["love", "hugging"]
+    windows are taken over the pieces (encoding.py's ``truncation_plan``). A tokenizer call asking
+    for them (max_length=2, stride=1) is refused, as transformers refuses it: ``tokenizers``'
+    truncation parameters take no stride over max_length - 2 (tests/test_tokenizer_call_edges.py)."""
+    from minibert.tokenizer.encoding import truncation_plan
+
+    pieces = bert_uncased.tokenize("I love HuggingFace")
+    windows = [pieces[start:stop] for (start, stop), _ in truncation_plan(len(pieces), None, 2, "longest_first", 1,
+                                                                          "right", overflow=True)]  # fmt: skip
+    assert windows[:2] == [["i", "love"], ["love", "hugging"]]
+    with pytest.raises(ValueError, match="stride=1 is more than max_length=2"):
+        bert_uncased("I love HuggingFace", add_special_tokens=False, truncation=True, max_length=2, stride=1,
+                     return_overflowing_tokens=True)  # fmt: skip
 
 
 def test_tokenizers_tokenizer_test_encode_formats(bert_uncased):

@@ -9,7 +9,8 @@ and input (and sentence-transformers' ``CrossEncoder`` for reranking):
     rerank("query", ["doc", ...], model=DIR)             a cross-encoder: documents by relevance
 
 Each module is one task: how the model's scores become the answer a person reads. ``model=``
-takes a hub id or a directory (loaded once with the head the task needs), a loaded model with that
+takes a hub id or a directory (loaded once with the head the task needs, and again once the
+directory's files are rewritten), a loaded model with that
 head (its tokenizer comes from where it was loaded), or a ``(model, tokenizer)`` pair.
 """
 

@@ -1,8 +1,10 @@
 """From ``model=`` to a model with the head a task needs, and its tokenizer.
 
 A hub id or a directory is loaded once per (name, head class) and kept, so calling a task in a
-loop loads its model once; a loaded model must have the head; ``(model, tokenizer)`` is taken as
-it is once its head is checked.
+loop loads its model once. A directory is kept with its files' identity (``folder_files``): once
+one of them is rewritten (``save_pretrained`` into the same folder after more training), the next
+call reads the folder again, so a result always comes from what the folder holds. A loaded model
+must have the head; ``(model, tokenizer)`` is taken as it is once its head is checked.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 import sys
 import threading
 import warnings
@@ -30,7 +33,8 @@ TASKS = "a task (classify, tag, answer, fill_mask, next_sentence)"  # what the m
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: str | None = None,
-                 device: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
+                 device: str | None = None, files: tuple = ()) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
+    """The model and tokenizer of ``name_or_path``; ``files`` (``folder_files``) is only part of the key."""
     model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype, device=device)
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
@@ -38,17 +42,52 @@ def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: s
 
 
 @functools.lru_cache(maxsize=8)
-def _tokenizer_cached(name_or_path: str) -> BertTokenizer:
+def _tokenizer_cached(name_or_path: str, files: tuple = ()) -> BertTokenizer:
     return BertTokenizer.from_pretrained(name_or_path)
 
 
-def cache_key(model: str | os.PathLike, device, dtype, computes: str) -> tuple[str, str]:
-    """(name, device) under which a task function keeps a model it loaded: a folder by its real path
-    and ``device`` as it resolves (checked here, before anything is read: a device not there, meta,
-    int8 on a GPU), so that ``"m"``, ``"./m/"`` and ``"/abs/m"``, or ``None`` and ``"cpu"``, are one model."""
+def tokenizer_of(source: str) -> BertTokenizer:
+    """The tokenizer in ``source`` (the folder or hub id a model was loaded from), kept as a model is."""
+    return _tokenizer_cached(source, folder_files(source))
+
+
+# What a load may read in a folder: configs, vocabularies and tokenizer files (.json, .txt), weights
+# (.safetensors, .bin and their shards' .index.json), TensorFlow's checkpoint (*.index, *.data-*, "checkpoint").
+# A run's growing log (metrics.jsonl) or training_state.pt is none of them: writing it loads nothing again.
+READ_BY_A_LOAD = (".json", ".txt", ".safetensors", ".bin", ".index")
+
+
+def folder_files(name: str) -> tuple[tuple[str, int, int, int], ...]:
+    """(name, mtime in ns, size, inode) of each regular file directly in the folder ``name`` that a load
+    may read (``READ_BY_A_LOAD``), sorted; () for a hub id. Part of the key a task keeps a model under:
+    a file rewritten in place changes its time (and mostly its size), a file replaced (an atomic save,
+    a copy over it) its inode, a file added or removed the list, and any of them makes the next call load
+    the folder again. One ``stat`` per file, no file opened: cheap enough for every call."""
+    if not os.path.isdir(name):
+        return ()
+    found = []
+    with os.scandir(name) as entries:
+        for entry in entries:
+            if not (entry.name.endswith(READ_BY_A_LOAD) or ".data-" in entry.name or entry.name == "checkpoint"):
+                continue
+            try:
+                info = entry.stat()  # follows links: the hub cache's snapshot links point at its blobs
+            except OSError:  # a link to nothing: as absent as the loader finds it
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found.append((entry.name, info.st_mtime_ns, info.st_size, info.st_ino))
+    return tuple(sorted(found))
+
+
+def cache_key(model: str | os.PathLike, device, dtype, computes: str) -> tuple[str, str, tuple]:
+    """(name, device, files) under which a task function keeps a model it loaded: a folder by its real
+    path and ``device`` as it resolves (checked here, before anything is read: a device not there, meta,
+    int8 on a GPU), so that ``"m"``, ``"./m/"`` and ``"/abs/m"``, or ``None`` and ``"cpu"``, are one model;
+    ``files``, the folder's files as they are now (``folder_files``), so that a rewritten folder is another."""
     where = placement(device, dtype, computes=computes)
     name = os.fspath(model)
-    return (os.path.realpath(name) if os.path.isdir(name) else name), str(where or "cpu")
+    name = os.path.realpath(name) if os.path.isdir(name) else name
+    return name, str(where or "cpu"), folder_files(name)
 
 
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
@@ -75,11 +114,11 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
         source = getattr(model, "name_or_path", None)
         if source is None:
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
-        return model, _tokenizer_cached(str(source))
+        return model, tokenizer_of(str(source))
     if isinstance(model, (str, os.PathLike)):
-        name, where = cache_key(model, device, dtype, TASKS)
+        name, where, files = cache_key(model, device, dtype, TASKS)
         with loading_lock:
-            return _load_cached(name, cls, gemm, dtype, where)
+            return _load_cached(name, cls, gemm, dtype, where, files)
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
                     f"got {type(model).__name__}")  # fmt: skip
 

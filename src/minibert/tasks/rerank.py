@@ -230,22 +230,22 @@ def _sentence_transformers_keywords(inputs, sentences, device, others: dict):
     return inputs
 
 
-@functools.lru_cache(maxsize=4)  # as the other task functions keep theirs (loading.py)
-def _cross_encoder_cached(name_or_path: str, dtype: str | None, device: str) -> CrossEncoder:
+@functools.lru_cache(maxsize=4)  # as the other task functions keep theirs (loading.py), with the folder's files
+def _cross_encoder_cached(name_or_path: str, dtype: str | None, device: str, files: tuple = ()) -> CrossEncoder:
     return CrossEncoder(name_or_path, dtype=dtype, device=device)
 
 
 def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
            return_documents: bool = False, dtype: str | None = None, device=None) -> list[dict]:  # fmt: skip
     """``CrossEncoder(model, dtype=dtype, device=device).rank(query, documents, ...)``, the model
-    loaded once per folder (or hub id), dtype and device, the last four kept (a CrossEncoder given
-    runs where it is)."""
+    loaded once per folder (or hub id), dtype and device, the last four kept, and read again once the
+    folder's files change (loading.py's ``folder_files``; a CrossEncoder given runs where it is)."""
     if isinstance(model, CrossEncoder):
         check_model_is_on(model.model, device, "a CrossEncoder")
     else:
-        name, where = cache_key(model, device, dtype, "a CrossEncoder")
+        name, where, files = cache_key(model, device, dtype, "a CrossEncoder")
         with loading_lock:  # two threads asking for the same model load it once
-            model = _cross_encoder_cached(name, dtype, where)
+            model = _cross_encoder_cached(name, dtype, where, files)
     return model.rank(query, documents, top_k=top_k, return_documents=return_documents)
 
 

@@ -120,23 +120,35 @@ class CallRequest:
                       pad_to_multiple_of, side, return_tensors, return_token_type_ids, return_attention_mask,
                       return_overflowing_tokens, return_special_tokens_mask, return_offsets_mapping,
                       return_length, warn_too_long)  # fmt: skip
+        if strategy:
+            request.check_stride()
         if return_overflowing_tokens and strategy:
             request.check_room_for_windows()
         return request
 
+    def check_stride(self) -> None:
+        """Refuse, whatever the texts, a ``stride`` over ``max_length`` minus one text's special tokens,
+        as transformers does whenever it truncates (``tokenizers``' truncation parameters: "tokenizer
+        stride set to 7, which is greater than or equal to its effective max length of 6"); it
+        subtracts [CLS] and [SEP] even for a pair, or without ``add_special_tokens``, and checks nothing
+        below a ``max_length`` of 2. A stride equal to that room, or over a pair's, passes here; the
+        cut that needs it refuses it (encoding.py's ``_parts``), where ``tokenizers`` panics."""
+        room = self.max_length - added_by_framing(pair=False)
+        if room >= 0 and self.stride > room:
+            raise ValueError(
+                f"stride={self.stride} is more than max_length={self.max_length} minus the "
+                f"{added_by_framing(pair=False)} special tokens of a text ({room}): windows sharing stride "
+                "pieces cannot fit (transformers refuses it too, with any text)"
+            )
+
     def check_room_for_windows(self) -> None:
-        """Overflow windows hold at least one piece each, and more than ``stride`` (stricter than
-        transformers, which only complains once a text is long enough to need windows)."""
+        """Overflow windows hold at least one piece each (transformers then returns the whole text as
+        one more "window", longer than ``max_length``)."""
         room = self.max_length - self.special_tokens
         if room < 1:
             raise ValueError(
                 f"max_length={self.max_length} leaves no room for text beside the {self.special_tokens} special "
                 "tokens: the windows of return_overflowing_tokens need at least one piece each"
-            )
-        if self.stride >= room:
-            raise ValueError(
-                f"stride={self.stride} must be smaller than the room for text in each window "
-                f"({room} pieces = max_length minus the special tokens)"
             )
 
 

@@ -230,16 +230,24 @@ def check_side(value: str, name: str) -> str:
 
 def _parts(length: int, keep: int, stride: int, side: str, overflow: bool) -> list[tuple[int, int]]:
     """(start, stop) of the kept part of a text of ``length`` pieces (of every window, with
-    ``overflow``); the first is the part a row without overflow keeps."""
+    ``overflow``); the first is the part a row without overflow keeps. A text that must be cut to
+    ``keep`` pieces needs ``stride`` below ``keep``, with or without ``overflow``, as in ``tokenizers``
+    (whose ``Encoding.truncate`` always makes the windows, and panics there); a text that fits needs nothing."""
     if keep >= length:
         return [(0, length)]
+    if keep == 0 and overflow:  # a pair's budget of 1 went to the other text (tokenizers: the whole text, one row)
+        raise ValueError(
+            f"max_length leaves this text of {length} pieces no room beside the other text of the pair: the "
+            "windows of return_overflowing_tokens need at least one piece of each text"
+        )
+    if stride >= keep > 0:  # (no room at all and no windows: tokenizers empties the text)
+        raise ValueError(
+            f"stride={stride} must be smaller than the room for this text in each window ({keep} pieces = "
+            "max_length minus the special tokens, shared between the texts of a pair), for a text of "
+            f"{length} pieces that must be cut"
+        )
     if not overflow:
         return [(0, keep)] if side == "right" else [(length - keep, length)]
-    if stride >= keep:
-        raise ValueError(
-            f"stride={stride} must be smaller than the room for text in each window ({keep} pieces = "
-            "max_length minus the special tokens, shared between the texts of a pair)"
-        )
     step, parts = keep - stride, []
     if side == "right":
         start = 0
