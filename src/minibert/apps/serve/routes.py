@@ -239,9 +239,7 @@ class Routes:
         options = self.service.options if cut is None else EmbedOptions.of(
             self.service.options, truncate_dim=cut, normalize=self.service.embedder.recipe.normalize or None)
         truncate = bool_field(body, "truncate", self.settings.auto_truncate)
-        left = self.service.embedder.tokenizer.truncation_side == "left"  # (as Embedder.embed cuts)
-        pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input",
-                                                           None, left)  # fmt: skip
+        pieces, skip, tokens = await self.service.tokenize(self.service.pieces_of, inputs, truncate, "input")
         request.state.counts = (len(inputs), tokens)
         vectors = await self.embed_job(request, pieces, skip, options)
         if encoding == "base64":

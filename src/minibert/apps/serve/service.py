@@ -177,17 +177,19 @@ class EmbeddingService:
         return await asyncio.get_running_loop().run_in_executor(self._tokenizing, function, *args)
 
     def pieces_of(self, inputs: list, truncate: bool, field: str, options: EmbedOptions | None = None,
-                  left: bool = False) -> tuple[list[list[int]], int, int]:  # fmt: skip
+                  left: bool | None = None) -> tuple[list[list[int]], int, int]:  # fmt: skip
         """Each input's piece ids (texts tokenized with the prompt ``options`` choose, by default the
         model's; id arrays checked, ``check_request_piece_ids``, and given that prompt's pieces in front,
         as ``Embedder.embed`` gives a text's), cut to the model's length or refused
         (cut at the end, or with ``left`` at the start, as a tokenizer with ``truncation_side="left"``
-        cuts: then the pooling skip leaves out the first prompt-length tokens of what is kept, as
-        ``Embedder.embed`` and sentence-transformers do); and the pooling skip and the token count."""
+        cuts, the pooling skip then leaving out the first prompt-length tokens of what is kept, as
+        ``Embedder.embed`` and sentence-transformers do; ``left`` None: the side the model folder's
+        ``truncation_side`` names); and the pooling skip and the token count."""
         from ...errors import PromptFillsMaxLengthError
 
         embedder = self.embedder
         room = embedder.max_length - 2
+        left = embedder.tokenizer.truncation_side == "left" if left is None else left
         as_ids = not isinstance(inputs[0], str)
         if as_ids:
             check_request_piece_ids(inputs, embedder.tokenizer, field)
