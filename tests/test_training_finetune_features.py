@@ -15,7 +15,7 @@ import pytest
 from minibert.errors import DataError
 from minibert.training.tasks.examples import ExampleFormat, check_labels, label_list, read_examples
 from minibert.training.tasks.features import make_features, write_features
-from minibert.training.tasks.head import load_vocabulary
+from minibert.training.tasks.head import load_tokenizer
 from tf_reference import run_reference
 
 FORTUNES = Path("/usr/share/games/fortunes/fortunes")
@@ -63,11 +63,11 @@ def test_glue_features_equal_googles_convert_single_example(tmp_path, minilm_dir
             ("ColaProcessor", "cola", tmp_path / "cola" / "train.tsv"),
             ("MnliProcessor", "mnli", tmp_path / "mnli" / "train.tsv"),
             ("XnliProcessor", "xnli", tmp_path / "xnli" / "multinli" / "multinli.train.zh.tsv")]  # fmt: skip
-    _, vocabulary = load_vocabulary(str(minilm_dir))
+    tokenizer = load_tokenizer(str(minilm_dir))
     for _, name, path in jobs:  # --write-features: read back by TensorFlow as run_classifier's input_fn reads it
         examples = read_examples(path, ExampleFormat(glue=name))
         labels = label_list(examples, ExampleFormat(glue=name))
-        features = make_features(examples, vocabulary, max_seq_length, labels, str(path))
+        features = make_features(examples, tokenizer, max_seq_length, labels, str(path))
         write_features(features, str(tmp_path / f"{name}.tfrecord"))
     request = {"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, "max_seq_length": max_seq_length,
                "jobs": [{"processor": p, "data_dir": str(tmp_path / name), "set": "train",
@@ -80,7 +80,7 @@ def test_glue_features_equal_googles_convert_single_example(tmp_path, minilm_dir
         assert labels == reference["labels"], processor
         ours = [[e.guid, e.text_a, e.text_b, e.label] for e in examples]
         assert ours == reference["examples"], f"{processor}: the examples differ"
-        features = make_features(examples, vocabulary, max_seq_length, labels, str(path))
+        features = make_features(examples, tokenizer, max_seq_length, labels, str(path))
         theirs = reference["features"]
         assert len(features) == len(theirs)
         for row, (ids, mask, segments, label) in enumerate(theirs):

@@ -196,7 +196,8 @@ class FinetuneOptions:
     label_separator: str = field(default="|", metadata=option(
         "multilabel: what joins a text's labels in its label field"))  # fmt: skip
     label_all_pieces: bool = field(default=False, metadata=option(
-        "tag: every piece of a word carries its tag (default: the first piece)", action="store_true"))  # fmt: skip
+        "tag: every piece of a word carries its tag, a later piece of a B-X word I-X (run_ner's label_all_tokens; "
+        "default: the first piece only)", action="store_true"))  # fmt: skip
     epochs: float = field(default=3.0, metadata=option(  # Google's num_train_epochs: steps = int(N / B × epochs)
         "passes over --train (may be 0.5)", low=0.0, high=1e6, above_low=True))  # fmt: skip
     batch_size: int = field(default=32, metadata=option("examples per update, over all processes", low=1))

@@ -28,7 +28,7 @@ from ...loading.names import ANSWER_WEIGHTS
 from ...pretrained import evaluating
 from .features import Features
 from .finetuning import Finetuning
-from .head import checkpoint_tensors, draw_new_head, load_vocabulary
+from .head import checkpoint_tensors, draw_new_head, load_tokenizer
 from .squad_examples import SquadExample, read_squad_examples
 from .squad_features import SquadFeature, convert_examples_to_features
 from .squad_metrics import squad_scores
@@ -44,7 +44,7 @@ class SquadFeatures(Features):
     examples: list[SquadExample] = field(default_factory=list)
     windows: list[SquadFeature] = field(default_factory=list)
     skipped: int = 0  # training answers that could not be recovered from the words (Google skips them)
-    do_lower_case: bool = True  # the vocabulary's: get_final_text lower-cases the words as the pieces were
+    do_lower_case: bool = True  # the tokenizer's: get_final_text lower-cases the words as the pieces were
 
     def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """The rows at full width (Google's softmax covers the padding positions too)."""
@@ -66,9 +66,9 @@ class SquadFeatures(Features):
                 "is_impossible": column([int(window.is_impossible) for window in self.windows])}  # fmt: skip
 
 
-def squad_features(path: str, vocabulary, is_training: bool, options) -> SquadFeatures:
+def squad_features(path: str, tokenizer, is_training: bool, options) -> SquadFeatures:
     examples, skipped = read_squad_examples(path, is_training, options.version_2_with_negative)
-    windows = convert_examples_to_features(examples, vocabulary, options.max_seq_length, options.doc_stride,
+    windows = convert_examples_to_features(examples, tokenizer, options.max_seq_length, options.doc_stride,
                                            options.max_query_length, is_training, source=path)  # fmt: skip
     if not windows:  # no question, or none whose context has a word piece: nothing to train on or to score
         why = (f"none of its questions ({len(examples)}) has a context with a word piece (each is empty, or "
@@ -79,7 +79,7 @@ def squad_features(path: str, vocabulary, is_training: bool, options) -> SquadFe
                            for name in ("input_ids", "input_mask", "segment_ids"))  # fmt: skip
     positions = [[w.start_position or 0, w.end_position or 0] for w in windows]
     labels = np.array(positions, dtype=np.int64).reshape(len(windows), 2)
-    return SquadFeatures(ids, mask, segments, labels, examples, windows, skipped, vocabulary.do_lower_case)
+    return SquadFeatures(ids, mask, segments, labels, examples, windows, skipped, tokenizer.do_lower_case)
 
 
 @torch.no_grad()
@@ -102,9 +102,9 @@ class Answer(Finetuning):
 
     def read(self, options) -> tuple:
         """(train windows, dev windows, no labels, head continues?, tokenizer)."""
-        tokenizer, vocabulary = load_vocabulary(options.model)
-        train = squad_features(options.train, vocabulary, True, options)
-        dev = squad_features(options.dev, vocabulary, False, options) if options.dev else None
+        tokenizer = load_tokenizer(options.model)
+        train = squad_features(options.train, tokenizer, True, options)
+        dev = squad_features(options.dev, tokenizer, False, options) if options.dev else None
         shapes = checkpoint_tensors(options.model)
         continues = any(key in shapes for name in ANSWER_WEIGHTS for key in (name, "bert." + name))
         return train, dev, None, continues, tokenizer

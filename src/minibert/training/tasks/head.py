@@ -32,7 +32,6 @@ from ...loading.head_labels import shown_labels
 from ...loading.names import CLASSIFIER_WEIGHTS
 from ...loading.strict import google_normal_
 from ...tokenizer import BertTokenizer
-from ..pretraining_data.full_tokenizer import NEEDED_TOKENS, PretrainingVocabulary
 
 GOOGLE_CLASSIFIER_DROPOUT = 0.1  # run_classifier.create_model: tf.nn.dropout(output_layer, keep_prob=0.9)
 GOOGLE_HEAD_STD = 0.02  # output_weights: tf.truncated_normal_initializer(stddev=0.02)
@@ -129,20 +128,25 @@ def refuse_a_single_label(labels: list[str] | None, options) -> None:
                         "needs at least two")  # fmt: skip
 
 
-def load_vocabulary(model: str) -> tuple[BertTokenizer, PretrainingVocabulary]:
-    """The model's tokenizer files (saved with the run), and its vocabulary set up as Google's
-    FullTokenizer (training/pretraining_data/full_tokenizer.py) for the features."""
+def load_tokenizer(model: str) -> BertTokenizer:
+    """The model's own tokenizer (vocab.txt or tokenizer.json, tokenizer_config.json, its added
+    tokens): the one the run saves, and so the one that serves the run folder (``minibert
+    classify``/``tag``/``answer``/``serve``, ``minibert.classify``, transformers' pipelines). The
+    features are cut with it, as transformers' run_glue and run_ner tokenize with the model's
+    tokenizer: training sees the ids that serving will send. (Google's run_classifier.py cuts with
+    its FullTokenizer at training and at prediction alike; the two agree on plain text with BERT's
+    settings, and docs/tokenizer.md lists where they differ: a special token or an added token typed
+    in the text, a folder's strip_accents, words of 101-200 characters, a few characters.)"""
     try:
         tokenizer = BertTokenizer.from_pretrained(model)
     except (CheckpointError, OSError) as error:
         raise DataError(f"--model {model} has no usable vocabulary (vocab.txt): {error}") from None
-    missing = [token for token in NEEDED_TOKENS if token not in tokenizer.vocab]
-    if missing:
-        raise DataError(f"--model {model}: its vocabulary lacks {', '.join(missing)}")
-    tokens = [""] * (max(tokenizer.vocab.values()) + 1)
-    for token, index in tokenizer.vocab.items():
-        tokens[index] = token
-    return tokenizer, PretrainingVocabulary(model, tokens, tokenizer.basic.do_lower_case)
+    config_file, _ = find_checkpoint(model)
+    try:  # (an added token whose embedding row was never made: an id the model has no vector for)
+        BertConfig.from_json_file(config_file).check_vocabulary(tokenizer.vocab, f"--model {model}")
+    except CheckpointError as error:
+        raise DataError(str(error)) from None
+    return tokenizer
 
 
 def load_classifier(model: str, labels: list[str] | None, problem: str, continues: bool, seed: int,
