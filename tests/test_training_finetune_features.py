@@ -267,3 +267,29 @@ def test_jsonl_labels_given_as_numbers_and_as_strings_of_numbers_are_refused(tmp
     multilabel = [*examples[:1], replace(examples[1], label="2|x")]  # (multilabel: each label of the field)
     with pytest.raises(DataError, match="line 2: the label '2|x' is a string of a number"):
         check_label_kinds(multilabel, path, "--train", "|")
+
+
+@pytest.mark.parametrize("case", ["csv integers", "jsonl integers", "csv decimals", "tsv words and numbers"])
+def test_number_labels_take_the_ids_run_glue_gives_them(tmp_path, case):
+    """run_glue's label_list: the label column as ``datasets`` reads it (pandas for a CSV/TSV: numbers
+    when every value is one), its unique values sorted. 12 integer classes: class 2 is id 2 (sorted as
+    strings, "10" and "11" came before "2": id 4), and every example's id is run_glue's."""
+    pandas = pytest.importorskip("pandas")
+    values = {"csv integers": [str(i % 12) for i in range(24)], "jsonl integers": [i % 12 for i in range(24)],
+              "csv decimals": ["-1", "0.5", "10", "2", "-0.25", "1e-1"] * 2,
+              "tsv words and numbers": ["10", "2", "b", "1"] * 3}[case]  # fmt: skip
+    suffix = {"csv": ".csv", "jsonl": ".jsonl", "tsv": ".tsv"}[case.split()[0]]
+    path = tmp_path / f"train{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps({"text": f"t {i}", "label": v}) + "\n" for i, v in enumerate(values)))
+        column = pandas.read_json(path, lines=True)["label"]
+    else:
+        separator = "," if suffix == ".csv" else "\t"
+        write(path, f"text{separator}label\n" + "".join(f"t {i}{separator}{v}\n" for i, v in enumerate(values)))
+        column = pandas.read_csv(path, sep=separator)["label"]
+    reference = sorted(column.unique())  # run_glue: label_list = raw_datasets["train"].unique("label"); .sort()
+    examples = read_examples(path, ExampleFormat())
+    labels = label_list(examples, ExampleFormat())
+    assert [labels.index(e.label) for e in examples] == [reference.index(value) for value in column]
+    if case.endswith("integers"):
+        assert labels == [str(i) for i in range(12)]

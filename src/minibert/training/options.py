@@ -191,7 +191,8 @@ class FinetuneOptions:
     pair_column: str | None = field(default=None, metadata=option("a generic file's second text (pairs), if any"))
     label_column: str = field(default="label", metadata=option("a generic file's label column"))
     labels: tuple[str, ...] | None = field(default=None, metadata=option(
-        "the labels in id order, comma-separated (default: the GLUE task's, or the training file's, sorted)",
+        "the labels in id order, comma-separated (default: the GLUE task's, or the training file's, sorted; numbers "
+        "by value)",
         type=_labels_flag))  # fmt: skip
     label_separator: str = field(default="|", metadata=option(
         "multilabel: what joins a text's labels in its label field"))  # fmt: skip

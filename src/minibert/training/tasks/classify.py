@@ -54,7 +54,7 @@ class Classify(Finetuning):
         return train, dev, labels, continues, tokenizer
 
     def labels_of(self, examples, options, separator: str | None) -> list[str] | None:
-        """The labels in id order: --labels, the GLUE task's, or the training file's, sorted."""
+        """The labels in id order: --labels, the GLUE task's, or the training file's, sorted (numbers by value)."""
         return label_list(examples, options.example_format("train"), list(options.labels or []), separator)
 
     def logits(self, model, piece: dict[str, torch.Tensor]) -> torch.Tensor:
