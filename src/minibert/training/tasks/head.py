@@ -10,8 +10,10 @@ A checkpoint that already has a classifier for these labels (a run fine-tuned be
 shared fine-tuned) continues from it: its labels must be the task's (the same set; the head's order
 is kept), else the task does not fit the head and the run is refused before anything is written.
 A classifier whose config names no labels — Google's ``run_classifier.py`` checkpoints
-(``output_weights``, ``output_bias``; bert_config.json has no labels) — continues with the task's
-labels in their stated order (``--labels``, the GLUE task's, or sorted), when their number fits.
+(``output_weights``, ``output_bias``; bert_config.json has no labels), or transformers' placeholder
+names ``LABEL_0`` … ``LABEL_{n-1}`` (what it writes for a head made without names, and what its
+run_glue/run_ner read as no names) — continues with the task's labels in their stated order
+(``--labels``, the GLUE task's, or sorted), when their number fits.
 A head of another kind is refused too: a token classifier (config.json's ``architectures``) reads
 every piece's vector, a sentence classifier the pooled [CLS] one, and a sentence classifier whose
 ``problem_type`` names another loss (softmax, sigmoid per label, a score) was trained for it.
@@ -38,10 +40,10 @@ GOOGLE_HEAD_STD = 0.02  # output_weights: tf.truncated_normal_initializer(stddev
 
 
 def checkpoint_head(model: str) -> tuple[list[str] | None, int, dict] | None:
-    """(the labels config.json names — None when it names none, as Google's run_classifier.py
-    checkpoints, whose config is bert_config.json —, the outputs of its classifier tensor, the
-    config's other fields: ``BertConfig.extra``, for ``head_kind``) when the checkpoint has a
-    classifier, else None."""
+    """(the labels config.json names — None when it names none: Google's run_classifier.py
+    checkpoints, whose config is bert_config.json, and transformers' placeholders ``LABEL_0`` … —,
+    the outputs of its classifier tensor, the config's other fields: ``BertConfig.extra``, for
+    ``head_kind``) when the checkpoint has a classifier, else None."""
     config_file, _ = find_checkpoint(model)
     shapes = checkpoint_tensors(model)
     for name in CLASSIFIER_WEIGHTS:
@@ -51,8 +53,16 @@ def checkpoint_head(model: str) -> tuple[list[str] | None, int, dict] | None:
                 if "id2label" not in config.extra:
                     return None, int(shapes[key].shape[0]), config.extra
                 labels = Labels.of(config).id2label
-                return [labels[index] for index in sorted(labels)], int(shapes[key].shape[0]), config.extra
+                names = [labels[index] for index in sorted(labels)]
+                return None if placeholders(names) else names, int(shapes[key].shape[0]), config.extra
     return None
+
+
+def placeholders(names: list[str]) -> bool:
+    """Are these transformers' names for a head made without any — ``LABEL_0`` … ``LABEL_{n-1}``, in
+    order? run_glue and run_ner read them as no names (their config's label2id equals
+    ``PretrainedConfig(num_labels=n).label2id``) and give the head the task's labels."""
+    return names == [f"LABEL_{index}" for index in range(len(names))]
 
 
 def checkpoint_tensors(model: str) -> dict:
