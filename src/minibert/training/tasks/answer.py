@@ -82,6 +82,21 @@ def squad_features(path: str, tokenizer, is_training: bool, options) -> SquadFea
     return SquadFeatures(ids, mask, segments, labels, examples, windows, skipped, tokenizer.do_lower_case)
 
 
+def has_answer_head(model: str) -> bool:
+    """Whether the checkpoint has a question-answering head to continue (transformers' ``qa_outputs``,
+    run_squad's ``cls/squad/output_weights``); one that does not score a start and an end (2 outputs)
+    is refused, naming --model."""
+    shapes = checkpoint_tensors(model)
+    for key in (key for name in ANSWER_WEIGHTS for key in (name, "bert." + name) if key in shapes):
+        outputs = int(shapes[key].shape[0])
+        if outputs != 2:
+            raise DataError(f"--model {model} has a question-answering head ({key}) of {outputs} outputs; --task "
+                            "answer scores a start and an end (2): choose a model without one (its encoder is "
+                            "used) or one trained for SQuAD")  # fmt: skip
+        return True
+    return False
+
+
 @torch.no_grad()
 def answer_logits(model, features: SquadFeatures, batch_size: int = 64) -> dict[int, tuple[list, list]]:
     """unique_id → (start logits, end logits) of every window, in eval mode (the model's mode put back after)."""
@@ -105,9 +120,7 @@ class Answer(Finetuning):
         tokenizer = load_tokenizer(options.model)
         train = squad_features(options.train, tokenizer, True, options)
         dev = squad_features(options.dev, tokenizer, False, options) if options.dev else None
-        shapes = checkpoint_tensors(options.model)
-        continues = any(key in shapes for name in ANSWER_WEIGHTS for key in (name, "bert." + name))
-        return train, dev, None, continues, tokenizer
+        return train, dev, None, has_answer_head(options.model), tokenizer
 
     def examples_counted(self, features: SquadFeatures) -> int:
         return len(features.examples)  # run_squad.py's num_train_steps counts questions, not their windows
@@ -123,8 +136,13 @@ class Answer(Finetuning):
         return described
 
     def network(self, options, data: TrainingData) -> BertForQuestionAnswering:
-        """The network, float32; a new head as Google's run_squad (head.py ``draw_new_head``)."""
-        network = BertForQuestionAnswering.from_pretrained(options.model, new_heads=True, gemm=options.gemm).float()
+        """The network, float32; a new head as Google's run_squad (head.py ``draw_new_head``), of 2
+        outputs whatever the checkpoint's config says (run_squad makes its own ``[2, H]`` weights on
+        any checkpoint: an NLI classifier or a tagger is a start as good as a plain encoder), its
+        classifier's problem_type left behind: the run folder's config is a question answerer's."""
+        new_head = {} if data.head_continues else {"num_labels": 2, "problem_type": None}
+        network = BertForQuestionAnswering.from_pretrained(options.model, new_heads=True, gemm=options.gemm,
+                                                           **new_head).float()  # fmt: skip
         if not data.head_continues:
             draw_new_head(network.qa_outputs, options.seed)
         return network
