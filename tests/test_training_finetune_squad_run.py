@@ -177,3 +177,23 @@ def test_a_classifier_of_any_size_starts_a_question_answerer(tmp_path, capsys, o
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--model {odd} has a question-answering head (qa_outputs.weight) of 1 outputs" in err[0]
     assert not (tmp_path / "run2").exists()
+
+
+def test_a_v1_1_run_records_no_threshold_and_resumes_one_that_did(tmp_path, capsys):
+    """The threshold is no setting of a v1.1 run (no step reads it): not in its resume settings, and a
+    run made when every run recorded it (0, or a value accepted and never read) resumes."""
+    from minibert.training.run.checkpoint import TrainingState
+
+    train = write_squad(tmp_path / "train.json", training=True, paragraphs=1, fortunes_per_context=2, questions=4,
+                        version_2=False)  # fmt: skip
+    run = tmp_path / "run"
+    assert main(flags(train, run, "--epochs", "1")) == 0
+    path = run / "training_state.pt"
+    state = TrainingState.from_file(path)
+    assert "null_score_diff_threshold" not in state.settings
+    for recorded in (0.0, 5.0):  # as runs made before this recorded it
+        state.settings["null_score_diff_threshold"] = recorded
+        path.write_bytes(state.to_bytes())
+        capsys.readouterr()
+        assert main(flags(train, run, "--epochs", "1", "--resume")) == 0
+        assert "holds a finished run" in capsys.readouterr().err
