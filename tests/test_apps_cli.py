@@ -236,6 +236,18 @@ def test_layers_take_negative_lists_with_or_without_the_equals_sign(minilm_dir):
     assert spaced.stdout == joined.stdout and spaced.stdout != last.stdout
 
 
+@pytest.mark.parametrize("value", ["-1e-3", "-1.", "-2E+1", "-.5", "-1", "-1.5"])
+def test_a_negative_number_is_its_flags_value_however_it_is_written(value):
+    """argparse reads "-1" and "-1.5" as values but "-1e-3" as an option ("expected one argument"):
+    every negative number given to a flag is its value, as `--flag=value` makes it."""
+    from minibert.apps.cli import _negative_values_joined, build_parser
+
+    argv = ["finetune", "--model", "m", "--train", "t.json", "--task", "answer", "--version-2-with-negative",
+            "--null-score-diff-threshold", value, "--output", "o"]  # fmt: skip
+    args = build_parser().parse_args(_negative_values_joined(argv))
+    assert args.null_score_diff_threshold == float(value)
+
+
 def test_similarity_is_capped_at_a_table_people_read_before_the_model_loads(tmp_path):
     # 40,000 arguments (230 kB) asked torch for a 6.4 GB matrix, then printed 13 GB of table
     texts = [f"w{n}" for n in range(257)]

@@ -15,7 +15,7 @@ import pytest
 from minibert.errors import DataError
 from minibert.training.tasks.examples import ExampleFormat, check_labels, label_list, read_examples
 from minibert.training.tasks.features import make_features, write_features
-from minibert.training.tasks.head import load_vocabulary
+from minibert.training.tasks.head import load_tokenizer
 from tf_reference import run_reference
 
 FORTUNES = Path("/usr/share/games/fortunes/fortunes")
@@ -63,11 +63,11 @@ def test_glue_features_equal_googles_convert_single_example(tmp_path, minilm_dir
             ("ColaProcessor", "cola", tmp_path / "cola" / "train.tsv"),
             ("MnliProcessor", "mnli", tmp_path / "mnli" / "train.tsv"),
             ("XnliProcessor", "xnli", tmp_path / "xnli" / "multinli" / "multinli.train.zh.tsv")]  # fmt: skip
-    _, vocabulary = load_vocabulary(str(minilm_dir))
+    tokenizer = load_tokenizer(str(minilm_dir))
     for _, name, path in jobs:  # --write-features: read back by TensorFlow as run_classifier's input_fn reads it
         examples = read_examples(path, ExampleFormat(glue=name))
         labels = label_list(examples, ExampleFormat(glue=name))
-        features = make_features(examples, vocabulary, max_seq_length, labels, str(path))
+        features = make_features(examples, tokenizer, max_seq_length, labels, str(path))
         write_features(features, str(tmp_path / f"{name}.tfrecord"))
     request = {"vocab": str(minilm_dir / "vocab.txt"), "do_lower_case": True, "max_seq_length": max_seq_length,
                "jobs": [{"processor": p, "data_dir": str(tmp_path / name), "set": "train",
@@ -80,7 +80,7 @@ def test_glue_features_equal_googles_convert_single_example(tmp_path, minilm_dir
         assert labels == reference["labels"], processor
         ours = [[e.guid, e.text_a, e.text_b, e.label] for e in examples]
         assert ours == reference["examples"], f"{processor}: the examples differ"
-        features = make_features(examples, vocabulary, max_seq_length, labels, str(path))
+        features = make_features(examples, tokenizer, max_seq_length, labels, str(path))
         theirs = reference["features"]
         assert len(features) == len(theirs)
         for row, (ids, mask, segments, label) in enumerate(theirs):
@@ -267,3 +267,29 @@ def test_jsonl_labels_given_as_numbers_and_as_strings_of_numbers_are_refused(tmp
     multilabel = [*examples[:1], replace(examples[1], label="2|x")]  # (multilabel: each label of the field)
     with pytest.raises(DataError, match="line 2: the label '2|x' is a string of a number"):
         check_label_kinds(multilabel, path, "--train", "|")
+
+
+@pytest.mark.parametrize("case", ["csv integers", "jsonl integers", "csv decimals", "tsv words and numbers"])
+def test_number_labels_take_the_ids_run_glue_gives_them(tmp_path, case):
+    """run_glue's label_list: the label column as ``datasets`` reads it (pandas for a CSV/TSV: numbers
+    when every value is one), its unique values sorted. 12 integer classes: class 2 is id 2 (sorted as
+    strings, "10" and "11" came before "2": id 4), and every example's id is run_glue's."""
+    pandas = pytest.importorskip("pandas")
+    values = {"csv integers": [str(i % 12) for i in range(24)], "jsonl integers": [i % 12 for i in range(24)],
+              "csv decimals": ["-1", "0.5", "10", "2", "-0.25", "1e-1"] * 2,
+              "tsv words and numbers": ["10", "2", "b", "1"] * 3}[case]  # fmt: skip
+    suffix = {"csv": ".csv", "jsonl": ".jsonl", "tsv": ".tsv"}[case.split()[0]]
+    path = tmp_path / f"train{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps({"text": f"t {i}", "label": v}) + "\n" for i, v in enumerate(values)))
+        column = pandas.read_json(path, lines=True)["label"]
+    else:
+        separator = "," if suffix == ".csv" else "\t"
+        write(path, f"text{separator}label\n" + "".join(f"t {i}{separator}{v}\n" for i, v in enumerate(values)))
+        column = pandas.read_csv(path, sep=separator)["label"]
+    reference = sorted(column.unique())  # run_glue: label_list = raw_datasets["train"].unique("label"); .sort()
+    examples = read_examples(path, ExampleFormat())
+    labels = label_list(examples, ExampleFormat())
+    assert [labels.index(e.label) for e in examples] == [reference.index(value) for value in column]
+    if case.endswith("integers"):
+        assert labels == [str(i) for i in range(12)]

@@ -229,6 +229,12 @@ HOSTILE_READS = [  # issue 53, item 4: SQuAD's types and fields, named by place 
                                        answers=[{"text": "\u200b", "answer_start": 0}]), ANSWER, 1,
      "{train}: the file gives no windows: none of its questions (1) has a context with a word piece"),
     ("squad-no-questions", '{"data": []}', ANSWER, 1, "{train}: the file gives no windows: it has no questions"),
+    # review r18: v1.1 predicts no "no answer": its threshold was accepted, unread; "-1e-3" "expected one argument"
+    ("squad-v1-null-threshold", squad(), [*ANSWER, "--null-score-diff-threshold", "5"], 2,
+     "--null-score-diff-threshold is read with --version-2-with-negative only: it decides when a SQuAD v2.0 "
+     "question gets no answer, and a v1.1 run always answers"),
+    ("squad-v1-null-threshold-exponent", squad(), [*ANSWER, "--null-score-diff-threshold", "-1e-3"], 2,
+     "--null-score-diff-threshold is read with --version-2-with-negative only"),
     ("squad-one-question-in-windows", squad(lambda d: d["data"][0]["paragraphs"][0].update(
         context="The water is wet. " * 20)), ANSWER, 1,  # (its 12 windows were counted as the examples)
      "--train {train} has 1 examples: 3 epoch(s) of --batch-size 4 make no full step"),

@@ -7,10 +7,12 @@ it resumed, not what its first start did (issue 51)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 
-from test_training_finetune_run import flags, write_examples
+import pytest
+from test_training_finetune_run import TINY, flags, write_examples
 
 from helpers import run_minibert
 from minibert.training.run.lock import LOCK_FILE
@@ -169,3 +171,25 @@ def test_a_resumed_run_reports_the_best_that_best_holds_and_keeps_its_eval_every
     assert refused.returncode == 1
     assert refused.stderr.strip().endswith("the run was made with eval_every = 1, this command gives None; resume "
                                            "with the run's settings"), refused.stderr  # fmt: skip
+
+
+def test_tokens_per_second_counts_the_real_tokens_of_each_batch(tmp_path):
+    """metrics.jsonl's tokens_per_second × seconds is each step's real tokens — the pieces transformers'
+    tokenizer gives its rows (order.jsonl), [CLS] and [SEP] included — the same at --max-seq-length 16
+    and 64 for texts that fit both (it was batch × --max-seq-length: 4× the figure at 64 for the same work)."""
+    transformers = pytest.importorskip("transformers")
+    tokenizer = transformers.BertTokenizer.from_pretrained(TINY)
+    train = write_examples(tmp_path / "train.csv", 24)
+    with open(train, newline="", encoding="utf-8") as handle:
+        texts = [row["text"] for row in csv.DictReader(handle)]
+    lengths = [len(tokenizer(text)["input_ids"]) for text in texts]
+    assert max(lengths) <= 16
+    for limit in ("16", "64"):
+        run = tmp_path / f"run{limit}"
+        done = run_minibert(*flags(train, run, "--epochs", "1", "--max-seq-length", limit))
+        assert done.returncode == 0, done.stderr
+        records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        rows = [json.loads(line)["examples"] for line in (run / "order.jsonl").read_text().splitlines()]
+        counted = [record["tokens_per_second"] * record["seconds"] for record in records]
+        real = [sum(lengths[row] for row in step) for step in rows]
+        assert counted == pytest.approx(real, rel=1e-12), limit  # (x / s · s: a rounding or two of float64)

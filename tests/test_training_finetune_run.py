@@ -280,3 +280,22 @@ def test_a_head_whose_config_names_no_labels_takes_the_tasks(tmp_path, capsys):
     three.write_text("text,label\nthe water,wet\nthe bank,dry\nparis,city\nlove,dry\n", encoding="utf-8")
     assert main(flags(three, tmp_path / "third", "--epochs", "1", "--model", str(first))) == 1
     assert "has a classifier with 2 outputs; the task needs 3" in capsys.readouterr().err
+
+
+def test_transformers_placeholder_label_names_are_no_names(tmp_path, capsys):
+    """A classifier transformers saved without label names (it writes LABEL_0, LABEL_1, LABEL_2, and its
+    run_glue reads them as none: label2id == PretrainedConfig(num_labels=3).label2id) continues with
+    the task's labels 0, 1, 2, as one whose config names none."""
+    transformers = pytest.importorskip("transformers")
+    start = tmp_path / "start"
+    transformers.BertForSequenceClassification.from_pretrained(TINY, num_labels=3).save_pretrained(start)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        (start / name).write_bytes((TINY / name).read_bytes())
+    saved = transformers.AutoConfig.from_pretrained(start)
+    assert saved.label2id == transformers.PretrainedConfig(num_labels=3).label2id  # the names run_glue ignores
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\nthe water,0\nthe bank,1\nparis,2\nlove,1\n", encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(flags(train, run, "--epochs", "1", "--model", str(start))) == 0
+    assert "continuing --model's classifier (3 labels: 0, 1, 2)" in capsys.readouterr().err
+    assert json.loads((run / "config.json").read_text())["id2label"] == {"0": "0", "1": "1", "2": "2"}

@@ -20,7 +20,7 @@ import pytest
 
 from minibert.apps.cli import main
 from minibert.errors import DataError
-from minibert.training.tasks.head import load_vocabulary
+from minibert.training.tasks.head import load_tokenizer
 from minibert.training.tasks.squad_examples import read_squad_examples
 from minibert.training.tasks.squad_features import convert_examples_to_features, doc_spans, word_pieces
 from squad_files import squad_data, write_squad
@@ -117,12 +117,12 @@ def test_contexts_without_pieces_and_windows_of_one_piece_equal_googles(google, 
     """A context with no piece (empty, or a zero-width space) gets no window, as in Google's code (its
     question is still read); a question keeping 16 pieces in max_seq_length 20 leaves 1 piece per
     window, and the windows are Google's."""
-    _, vocabulary = load_vocabulary(str(minilm_dir))
+    tokenizer = load_tokenizer(str(minilm_dir))
     for key, _, sizes in edge_files():
         job, expected, _ = google[key]
         examples, _ = read_squad_examples(job["file"], job["is_training"], job["version_2"])
         assert [as_google(example) for example in examples] == expected["examples"], key
-        features = convert_examples_to_features(examples, vocabulary, is_training=job["is_training"], **sizes)
+        features = convert_examples_to_features(examples, tokenizer, is_training=job["is_training"], **sizes)
         assert [feature_row(feature) for feature in features] == expected["features"], key
         windowed = {examples[feature.example_index].qas_id for feature in features}
         if key[0] == "no-pieces":
@@ -138,17 +138,17 @@ def test_a_question_leaving_no_room_for_its_context_is_refused_naming_it(minilm_
     (max_seq_length − min(pieces, max_query_length) − 3 < 1: finetune hung, its memory growing): a
     DataError naming the file, the question, its pieces and both limits, before any window; the
     window loop itself refuses a window of no piece."""
-    _, vocabulary = load_vocabulary(str(minilm_dir))
+    tokenizer = load_tokenizer(str(minilm_dir))
     data = squad_data(paragraphs=1, fortunes_per_context=1, questions=2, version_2=False, training=True)
     data["data"][0]["paragraphs"][0]["qas"][1]["question"] = "what is the name of the thing that the cat sat on"
     path = tmp_path / "train.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     examples, _ = read_squad_examples(path, is_training=True)
-    assert len(word_pieces(vocabulary, examples[1].question_text)) == 12
-    convert_examples_to_features(examples[1:], vocabulary, max_seq_length=16, max_query_length=12)  # 1 piece left
-    convert_examples_to_features(examples[1:], vocabulary, max_seq_length=15, max_query_length=11)  # 11 kept: 1 left
+    assert len(word_pieces(tokenizer, examples[1].question_text)) == 12
+    convert_examples_to_features(examples[1:], tokenizer, max_seq_length=16, max_query_length=12)  # 1 piece left
+    convert_examples_to_features(examples[1:], tokenizer, max_seq_length=15, max_query_length=11)  # 11 kept: 1 left
     with pytest.raises(DataError) as caught, alarm_after(5):
-        convert_examples_to_features(examples, vocabulary, max_seq_length=15, max_query_length=64, source="dev.json")
+        convert_examples_to_features(examples, tokenizer, max_seq_length=15, max_query_length=64, source="dev.json")
     assert str(caught.value) == (
         "dev.json: question 'p0q1' is 12 pieces, 12 kept (--max-query-length 64): with [CLS] and two [SEP] it "
         "leaves no room for the context in --max-seq-length 15; pass a --max-seq-length of at least 16 or a "
@@ -179,14 +179,14 @@ def test_squad_features_equal_googles(google, minilm_dir, max_seq_length, doc_st
     """v1.1 and v2.0, training and evaluation: the same examples and every feature field as Google's;
     checked to exercise what matters: several windows per example, answers outside a window ([CLS]),
     answers on a window's first or last piece, pieces not in their best window, questions truncated."""
-    _, vocabulary = load_vocabulary(str(minilm_dir))
+    tokenizer = load_tokenizer(str(minilm_dir))
     runs = [google[(max_seq_length, version_2, training)] for version_2 in (False, True) for training in (True, False)]
     jobs, google = [job for job, _, _ in runs], [answer for _, answer, _ in runs]
     counts = {"windows>1": 0, "cls": 0, "edge": 0, "not_max": 0, "impossible": 0}
     for job, expected in zip(jobs, google):
         examples, _ = read_squad_examples(job["file"], job["is_training"], job["version_2"])
         assert [as_google(example) for example in examples] == expected["examples"], job
-        features = convert_examples_to_features(examples, vocabulary, max_seq_length, doc_stride, max_query_length,
+        features = convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                                                 job["is_training"])  # fmt: skip
         rows = [feature_row(feature) for feature in features]
         assert len(rows) == len(expected["features"])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from test_training_finetune_squad_features import google_squad
 
-from minibert.training.tasks.head import load_vocabulary
+from minibert.training.tasks.head import load_tokenizer
 from minibert.training.tasks.squad_examples import read_squad_examples
 from minibert.training.tasks.squad_features import convert_examples_to_features
 from minibert.training.tasks.squad_predictions import predict_answers, write_predictions
@@ -24,11 +24,11 @@ SIZES = {"max_seq_length": 64, "doc_stride": 24, "max_query_length": 16}
 
 @pytest.mark.parametrize("version_2,threshold", [(False, 0.0), (True, 0.0), (True, -1.5)])
 def test_predictions_equal_googles_write_predictions(tmp_path, minilm_dir, version_2, threshold):
-    _, vocabulary = load_vocabulary(str(minilm_dir))
+    tokenizer = load_tokenizer(str(minilm_dir))
     path = write_squad(tmp_path / "dev.json", paragraphs=4, fortunes_per_context=8, questions=6, version_2=version_2,
                        training=False)  # fmt: skip
     examples, _ = read_squad_examples(path, is_training=False, version_2=version_2)
-    features = convert_examples_to_features(examples, vocabulary, is_training=False, **SIZES)
+    features = convert_examples_to_features(examples, tokenizer, is_training=False, **SIZES)
     generator = np.random.default_rng(0)
     logits = {}
     for feature in features:  # (2, T): start and end logits; [CLS] raised so that the null answer wins sometimes
@@ -59,7 +59,7 @@ def test_a_question_without_windows_is_googles_empty_under_v1_and_unanswered_und
     for byte. v2.0: Google's code stops with an IndexError (it looks up the null answer in a window
     that does not exist; minibert did too): the question is answered "" with no null odds, and the
     other questions are answered as without it."""
-    _, vocabulary = load_vocabulary(str(minilm_dir))
+    tokenizer = load_tokenizer(str(minilm_dir))
     no_pieces = [{"context": "\u200b", "qas": [{"id": "zero-width", "question": "what?", "is_impossible": False,
                                                "answers": [{"text": "\u200b", "answer_start": 0}]}]},
                  {"context": "", "qas": [{"id": "empty", "question": "what?", "answers": [], "is_impossible": True}]}]
@@ -70,7 +70,7 @@ def test_a_question_without_windows_is_googles_empty_under_v1_and_unanswered_und
         path = tmp_path / f"dev-v{int(version_2)}.json"
         path.write_text(json.dumps(data), encoding="utf-8")
         examples, _ = read_squad_examples(path, is_training=False, version_2=version_2)
-        features = convert_examples_to_features(examples, vocabulary, is_training=False, **SIZES)
+        features = convert_examples_to_features(examples, tokenizer, is_training=False, **SIZES)
         logits = {f.unique_id: np.round(generator.normal(0, 2, (2, SIZES["max_seq_length"])), 1).tolist()
                   for f in features}  # fmt: skip
         ours[version_2] = (path, examples, features, logits,

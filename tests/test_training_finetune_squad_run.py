@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import minibert
 from helpers import child_environment, sigkill_once_metrics_hold
@@ -135,3 +135,65 @@ def test_v2_dev_question_on_an_empty_context_is_answered_the_empty_answer(tmp_pa
     assert "empty" not in json.loads((run / "null_odds.json").read_text())
     assert json.loads((run / "nbest_predictions.json").read_text())["empty"] == [
         {"text": "", "probability": 1.0, "start_logit": 0.0, "end_logit": 0.0}]
+
+
+@pytest.mark.parametrize("outputs", [2, 3, 6])
+def test_a_classifier_of_any_size_starts_a_question_answerer(tmp_path, capsys, outputs):
+    """An NLI classifier (3 labels), a 6-language one: run_squad makes its own [2, H] head on any
+    checkpoint, so --task answer draws a new qa_outputs whatever num_labels the config says (once a
+    false error for anything but 2), and the run's config is a question answerer's (no classifier
+    problem_type). transformers loads it as one; a qa_outputs of another shape is refused, naming --model."""
+    transformers = pytest.importorskip("transformers")
+    start = tmp_path / "classifier"
+    head = transformers.BertForSequenceClassification.from_pretrained(TINY, num_labels=outputs,
+                                                                      problem_type="single_label_classification")
+    head.save_pretrained(start)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        (start / name).write_bytes((TINY / name).read_bytes())
+    train = write_squad(tmp_path / "train.json", training=True, paragraphs=1, fortunes_per_context=2, questions=4,
+                        version_2=False)  # fmt: skip
+    run = tmp_path / "run"
+    argv = flags(train, run, "--epochs", "1")
+    argv[argv.index(str(TINY))] = str(start)
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "qa_outputs" in capsys.readouterr().err  # a new head, announced
+    config = json.loads((run / "config.json").read_text())
+    assert config["architectures"] == ["BertForQuestionAnswering"] and config.get("problem_type") is None
+    assert "id2label" not in config
+    assert transformers.BertForQuestionAnswering.from_pretrained(run).qa_outputs.out_features == 2
+    capsys.readouterr()  # (transformers' loading bar)
+
+    odd = tmp_path / "odd"
+    state = load_file(run / "model.safetensors")
+    state["qa_outputs.weight"], state["qa_outputs.bias"] = state["qa_outputs.weight"][:1], state["qa_outputs.bias"][:1]
+    odd.mkdir()
+    save_file(state, odd / "model.safetensors", metadata={"format": "pt"})
+    for name in ("config.json", "vocab.txt", "tokenizer_config.json"):
+        (odd / name).write_bytes((run / name).read_bytes())
+    argv = flags(train, tmp_path / "run2", "--epochs", "1")
+    argv[argv.index(str(TINY))] = str(odd)
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--model {odd} has a question-answering head (qa_outputs.weight) of 1 outputs" in err[0]
+    assert not (tmp_path / "run2").exists()
+
+
+def test_a_v1_1_run_records_no_threshold_and_resumes_one_that_did(tmp_path, capsys):
+    """The threshold is no setting of a v1.1 run (no step reads it): not in its resume settings, and a
+    run made when every run recorded it (0, or a value accepted and never read) resumes."""
+    from minibert.training.run.checkpoint import TrainingState
+
+    train = write_squad(tmp_path / "train.json", training=True, paragraphs=1, fortunes_per_context=2, questions=4,
+                        version_2=False)  # fmt: skip
+    run = tmp_path / "run"
+    assert main(flags(train, run, "--epochs", "1")) == 0
+    path = run / "training_state.pt"
+    state = TrainingState.from_file(path)
+    assert "null_score_diff_threshold" not in state.settings
+    for recorded in (0.0, 5.0):  # as runs made before this recorded it
+        state.settings["null_score_diff_threshold"] = recorded
+        path.write_bytes(state.to_bytes())
+        capsys.readouterr()
+        assert main(flags(train, run, "--epochs", "1", "--resume")) == 0
+        assert "holds a finished run" in capsys.readouterr().err

@@ -28,7 +28,7 @@ from test_training_finetune_step import TINY, google_rate, google_steps  # noqa:
 
 from minibert.training import FinetuneOptions, finetune  # noqa: E402
 from minibert.training.tasks.answer import squad_features  # noqa: E402
-from minibert.training.tasks.head import load_vocabulary  # noqa: E402
+from minibert.training.tasks.head import load_tokenizer  # noqa: E402
 from squad_files import write_squad  # noqa: E402
 
 
@@ -70,8 +70,8 @@ def test_four_squad_steps_equal_googles_arithmetic(tmp_path):
     rates = [json.loads(line)["learning_rate"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(order) == 4 and rates == [google_rate(peak, done, 2, 4) for done in range(4)]
 
-    _, vocabulary = load_vocabulary(str(start))
-    features = squad_features(str(train), vocabulary, True, options)
+    tokenizer = load_tokenizer(str(start))
+    features = squad_features(str(train), tokenizer, True, options)
     assert len(features) > len(features.examples), "long contexts: several windows per question"
     assert (features.label_ids[:, 0] == 0).any() and (features.label_ids[:, 0] > 0).any()
     arrays = [torch.from_numpy(a) for a in (features.input_ids, features.input_mask, features.segment_ids,

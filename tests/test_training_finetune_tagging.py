@@ -17,7 +17,7 @@ import minibert
 from minibert.apps.cli import main
 from minibert.errors import DataError
 from minibert.heads import IGNORE_INDEX
-from minibert.training.tasks.head import load_vocabulary
+from minibert.training.tasks.head import load_tokenizer
 from minibert.training.tasks.tag import entity_scores, read_conll, tag_features
 
 TINY = Path(__file__).parent / "data" / "tiny_hub"
@@ -100,25 +100,54 @@ yesterday O
 """
 
 
+# One-word entities of several pieces: "Lovelace" (love ##lace) with I-PER among the labels, "EU-wide"
+# (eu - wide) a B-MISC with no I-MISC, "Hammerschmidt" an I-PER of its own.
+MANY_PIECES = """Lovelace B-PER
+wrote O
+EU-wide B-MISC
+Hammerschmidt I-PER
+"""
+
+
+def run_ner_inside_tags(labels: list[str]) -> list[int]:
+    """transformers' run_ner.py, its b_to_i_label as written there."""
+    b_to_i_label = []
+    for idx, label in enumerate(labels):
+        if label.startswith("B-") and label.replace("B-", "I-") in labels:
+            b_to_i_label.append(labels.index(label.replace("B-", "I-")))
+        else:
+            b_to_i_label.append(idx)
+    return b_to_i_label
+
+
+@pytest.mark.parametrize("label_all", [False, True], ids=["first piece", "--label-all-pieces"])
 @pytest.mark.parametrize("length", [32, 5, 7], ids=["whole", "cut after 3 pieces", "cut after 5 pieces"])
-@pytest.mark.parametrize("text", [CONLL, NO_PIECES], ids=["CoNLL-2003", "words without pieces"])
-def test_first_piece_rule_equals_transformers_run_ner(tmp_path, minilm_dir, text, length):
+@pytest.mark.parametrize("text", [CONLL, NO_PIECES, MANY_PIECES], ids=["CoNLL-2003", "words without pieces",
+                                                                     "words of many pieces"])  # fmt: skip
+def test_first_piece_rule_equals_transformers_run_ner(tmp_path, minilm_dir, text, length, label_all):
     """run_ner's tokenize_and_align_labels: word_ids() of the fast tokenizer (truncated as run_ner
-    truncates); the tag at a word's first piece, -100 at its other pieces and at [CLS]/[SEP]; a word
-    without pieces has no label and moves no other."""
+    truncates); the tag at a word's first piece, -100 at [CLS]/[SEP] and at its other pieces — with
+    label_all_tokens (--label-all-pieces), there the tag inside the entity (B-X → I-X when I-X is a
+    label: b_to_i_label); a word without pieces has no label and moves no other."""
     tokenizers = pytest.importorskip("transformers")
     fast = tokenizers.BertTokenizerFast.from_pretrained(minilm_dir)
     path = tmp_path / "train.txt"
     path.write_text(text, encoding="utf-8")
     sentences = read_conll(path)
-    labels = sorted({t for s in sentences for t in s.tags})
-    _, vocabulary = load_vocabulary(str(minilm_dir))
-    features = tag_features(sentences, vocabulary, length, labels, str(path))
+    labels = sorted({t for s in sentences for t in s.tags} | {"I-PER"})
+    b_to_i_label = run_ner_inside_tags(labels)
+    tokenizer = load_tokenizer(str(minilm_dir))
+    features = tag_features(sentences, tokenizer, length, labels, label_all_pieces=label_all)
     for row, sentence in enumerate(sentences):
         encoded = fast(sentence.words, is_split_into_words=True, truncation=True, max_length=length)
         expected, previous = [], None
         for word in encoded.word_ids():
-            expected.append(IGNORE_INDEX if word is None or word == previous else labels.index(sentence.tags[word]))
+            if word is None:
+                expected.append(IGNORE_INDEX)
+            elif word != previous:
+                expected.append(labels.index(sentence.tags[word]))
+            else:
+                expected.append(b_to_i_label[labels.index(sentence.tags[word])] if label_all else IGNORE_INDEX)
             previous = word
         used = len(encoded["input_ids"])
         assert features.input_ids[row, :used].tolist() == encoded["input_ids"]

@@ -245,12 +245,21 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
     print(f"minibert: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
+# argparse's own reading of a negative number (its _negative_number_matcher): "-1" and "-1.5" are a
+# value; "-1e-3", "-1.", "-inf" start with "-", so argparse takes them for an option and the flag
+# before them "expected one argument".
+ARGPARSE_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
+
+
 def _negative_values_joined(argv: list[str]) -> list[str]:
-    """``--layers -1,-2`` as ``--layers=-1,-2``: argparse takes a value that starts with "-" (and is
-    not a single number) for an option. Arguments after ``--`` are texts, left as they are.
+    """A negative value joined to its flag, as ``--flag=value``, where argparse would take it for an
+    option: ``--layers -1,-2`` and any negative number argparse does not read as one
+    (``--null-score-diff-threshold -1e-3``). Arguments after ``--`` are texts, left as they are.
 
     >>> _negative_values_joined(["embed", "x", "--layers", "-1,-2", "--", "--layers", "-3,-4"])
     ['embed', 'x', '--layers=-1,-2', '--', '--layers', '-3,-4']
+    >>> _negative_values_joined(["finetune", "--null-score-diff-threshold", "-1e-3", "--seed", "-1"])
+    ['finetune', '--null-score-diff-threshold=-1e-3', '--seed', '-1']
     """
     joined: list[str] = []
     index = 0
@@ -259,13 +268,26 @@ def _negative_values_joined(argv: list[str]) -> list[str]:
         if argument == "--":
             return joined + argv[index:]
         following = argv[index + 1] if index + 1 < len(argv) else ""
-        if argument == "--layers" and re.fullmatch(r"-\d+(,-?\d+)+", following):
-            joined.append(f"--layers={following}")
+        if argument.startswith("--") and "=" not in argument and _taken_for_an_option(argument, following):
+            joined.append(f"{argument}={following}")
             index += 2
         else:
             joined.append(argument)
             index += 1
     return joined
+
+
+def _taken_for_an_option(flag: str, value: str) -> bool:
+    """Whether argparse would read ``value``, a negative number (or ``--layers``' list), as an option."""
+    if flag == "--layers" and re.fullmatch(r"-\d+(,-?\d+)+", value):
+        return True
+    if not value.startswith("-") or ARGPARSE_NUMBER.fullmatch(value):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -170,6 +170,11 @@ TASKS_READING = {
     **dict.fromkeys(("version_2_with_negative", "doc_stride", "max_query_length", "null_score_diff_threshold"),
                     ("answer",)),
 }  # fmt: skip
+# Flags a task reads only with another flag: --null-score-diff-threshold picks SQuAD v2.0's "no answer",
+# which a v1.1 run never predicts (squad_predictions.py reads it under --version-2-with-negative only).
+# The flag → (the flag it needs, why, as the refusal says it).
+READ_ONLY_WITH = {"null_score_diff_threshold": ("version_2_with_negative", "it decides when a SQuAD v2.0 question "
+                                                "gets no answer, and a v1.1 run always answers")}  # fmt: skip
 COLUMN_FLAGS = ("text_column", "pair_column", "label_column")
 # What each task reads, as a refused flag's message says it.
 TASK_READS = {
@@ -214,12 +219,14 @@ class FinetuneOptions:
     pair_column: str | None = field(default=None, metadata=option("a generic file's second text (pairs), if any"))
     label_column: str = field(default="label", metadata=option("a generic file's label column"))
     labels: tuple[str, ...] | None = field(default=None, metadata=option(
-        "the labels in id order, comma-separated (default: the GLUE task's, or the training file's, sorted)",
+        "the labels in id order, comma-separated (default: the GLUE task's, or the training file's, sorted; numbers "
+        "by value)",
         type=_labels_flag))  # fmt: skip
     label_separator: str = field(default="|", metadata=option(
         "multilabel: what joins a text's labels in its label field"))  # fmt: skip
     label_all_pieces: bool = field(default=False, metadata=option(
-        "tag: every piece of a word carries its tag (default: the first piece)", action="store_true"))  # fmt: skip
+        "tag: every piece of a word carries its tag, a later piece of a B-X word I-X (run_ner's label_all_tokens; "
+        "default: the first piece only)", action="store_true"))  # fmt: skip
     epochs: float = field(default=3.0, metadata=option(  # Google's num_train_epochs: steps = int(N / B × epochs)
         "passes over --train (may be 0.5)", low=0.0, high=1e6, above_low=True))  # fmt: skip
     batch_size: int = field(default=32, metadata=option("examples per update, over all processes", low=1))
@@ -295,6 +302,9 @@ class FinetuneOptions:
             if self.task not in tasks:
                 raise DataError(f"--task {self.task} does not read {flag_of(name)}, which is for --task "
                                 f"{', '.join(tasks)}: it {TASK_READS[self.task]}")  # fmt: skip
+            needed, why = READ_ONLY_WITH.get(name, (None, ""))
+            if needed is not None and not getattr(self, needed):
+                raise DataError(f"{flag_of(name)} is read with {flag_of(needed)} only: {why}")
             if self.glue is not None and name in COLUMN_FLAGS:
                 raise DataError(f"--glue {self.glue} does not read {flag_of(name)}: GLUE files are read by column "
                                 f"number, as the task's processor reads them ({flag_of(name)} names a generic "
@@ -309,5 +319,8 @@ class FinetuneOptions:
         kept = asdict(self)
         for name in ("output", "resume", "progress", "save_every", *WHERE_IT_RUNS, *AFTER_THE_RUN):
             kept.pop(name)
+        for name, (needed, _) in READ_ONLY_WITH.items():  # not a setting of a run that never reads it
+            if not getattr(self, needed):
+                kept.pop(name)
         kept["labels"] = list(self.labels) if self.labels else None
         return {**kept, "processes": processes, "steps": steps}

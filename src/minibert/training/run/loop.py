@@ -228,7 +228,7 @@ def steps(run: Run, done: int) -> Progress:
 
         seconds = time.perf_counter() - step_started
         record.update(seconds=seconds, examples_per_second=options.batch_size / seconds,
-                      tokens_per_second=options.batch_size * data.train.sequence_length / seconds)  # fmt: skip
+                      tokens_per_second=task.tokens(data.train, rows) / seconds)  # fmt: skip
         end_of_epoch = data.order.ends_epoch(step) or step == data.steps
         if data.dev is not None and (end_of_epoch or due(options.eval_every, step)) and world.is_main:
             evaluate(run, step, record)

@@ -28,7 +28,7 @@ from ...loading.names import ANSWER_WEIGHTS
 from ...pretrained import evaluating
 from .features import Features
 from .finetuning import Finetuning
-from .head import checkpoint_tensors, draw_new_head, load_vocabulary
+from .head import checkpoint_tensors, draw_new_head, load_tokenizer
 from .squad_examples import SquadExample, read_squad_examples
 from .squad_features import SquadFeature, convert_examples_to_features
 from .squad_metrics import squad_scores
@@ -44,7 +44,7 @@ class SquadFeatures(Features):
     examples: list[SquadExample] = field(default_factory=list)
     windows: list[SquadFeature] = field(default_factory=list)
     skipped: int = 0  # training answers that could not be recovered from the words (Google skips them)
-    do_lower_case: bool = True  # the vocabulary's: get_final_text lower-cases the words as the pieces were
+    do_lower_case: bool = True  # the tokenizer's: get_final_text lower-cases the words as the pieces were
 
     def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """The rows at full width (Google's softmax covers the padding positions too)."""
@@ -66,9 +66,9 @@ class SquadFeatures(Features):
                 "is_impossible": column([int(window.is_impossible) for window in self.windows])}  # fmt: skip
 
 
-def squad_features(path: str, vocabulary, is_training: bool, options) -> SquadFeatures:
+def squad_features(path: str, tokenizer, is_training: bool, options) -> SquadFeatures:
     examples, skipped = read_squad_examples(path, is_training, options.version_2_with_negative)
-    windows = convert_examples_to_features(examples, vocabulary, options.max_seq_length, options.doc_stride,
+    windows = convert_examples_to_features(examples, tokenizer, options.max_seq_length, options.doc_stride,
                                            options.max_query_length, is_training, source=path)  # fmt: skip
     if not windows:  # no question, or none whose context has a word piece: nothing to train on or to score
         why = (f"none of its questions ({len(examples)}) has a context with a word piece (each is empty, or "
@@ -79,7 +79,22 @@ def squad_features(path: str, vocabulary, is_training: bool, options) -> SquadFe
                            for name in ("input_ids", "input_mask", "segment_ids"))  # fmt: skip
     positions = [[w.start_position or 0, w.end_position or 0] for w in windows]
     labels = np.array(positions, dtype=np.int64).reshape(len(windows), 2)
-    return SquadFeatures(ids, mask, segments, labels, examples, windows, skipped, vocabulary.do_lower_case)
+    return SquadFeatures(ids, mask, segments, labels, examples, windows, skipped, tokenizer.do_lower_case)
+
+
+def has_answer_head(model: str) -> bool:
+    """Whether the checkpoint has a question-answering head to continue (transformers' ``qa_outputs``,
+    run_squad's ``cls/squad/output_weights``); one that does not score a start and an end (2 outputs)
+    is refused, naming --model."""
+    shapes = checkpoint_tensors(model)
+    for key in (key for name in ANSWER_WEIGHTS for key in (name, "bert." + name) if key in shapes):
+        outputs = int(shapes[key].shape[0])
+        if outputs != 2:
+            raise DataError(f"--model {model} has a question-answering head ({key}) of {outputs} outputs; --task "
+                            "answer scores a start and an end (2): choose a model without one (its encoder is "
+                            "used) or one trained for SQuAD")  # fmt: skip
+        return True
+    return False
 
 
 @torch.no_grad()
@@ -102,12 +117,10 @@ class Answer(Finetuning):
 
     def read(self, options) -> tuple:
         """(train windows, dev windows, no labels, head continues?, tokenizer)."""
-        tokenizer, vocabulary = load_vocabulary(options.model)
-        train = squad_features(options.train, vocabulary, True, options)
-        dev = squad_features(options.dev, vocabulary, False, options) if options.dev else None
-        shapes = checkpoint_tensors(options.model)
-        continues = any(key in shapes for name in ANSWER_WEIGHTS for key in (name, "bert." + name))
-        return train, dev, None, continues, tokenizer
+        tokenizer = load_tokenizer(options.model)
+        train = squad_features(options.train, tokenizer, True, options)
+        dev = squad_features(options.dev, tokenizer, False, options) if options.dev else None
+        return train, dev, None, has_answer_head(options.model), tokenizer
 
     def examples_counted(self, features: SquadFeatures) -> int:
         return len(features.examples)  # run_squad.py's num_train_steps counts questions, not their windows
@@ -123,8 +136,13 @@ class Answer(Finetuning):
         return described
 
     def network(self, options, data: TrainingData) -> BertForQuestionAnswering:
-        """The network, float32; a new head as Google's run_squad (head.py ``draw_new_head``)."""
-        network = BertForQuestionAnswering.from_pretrained(options.model, new_heads=True, gemm=options.gemm).float()
+        """The network, float32; a new head as Google's run_squad (head.py ``draw_new_head``), of 2
+        outputs whatever the checkpoint's config says (run_squad makes its own ``[2, H]`` weights on
+        any checkpoint: an NLI classifier or a tagger is a start as good as a plain encoder), its
+        classifier's problem_type left behind: the run folder's config is a question answerer's."""
+        new_head = {} if data.head_continues else {"num_labels": 2, "problem_type": None}
+        network = BertForQuestionAnswering.from_pretrained(options.model, new_heads=True, gemm=options.gemm,
+                                                           **new_head).float()  # fmt: skip
         if not data.head_continues:
             draw_new_head(network.qa_outputs, options.seed)
         return network

@@ -7,8 +7,9 @@ dropout 0.1, and the loss is the mean cross-entropy of the labels over the globa
     loss   = Σ CE(logits, label) / B          B = the *global* batch (each piece adds its share)
 
 The examples are read by examples.py (GLUE's processors' layouts, generic CSV/TSV/JSONL), made into
-Google's features by features.py, the dev figures computed by metrics.py (accuracy; F1 for MRPC and
-QQP, Matthews for CoLA). regress.py and multilabel.py are this task with another loss.
+Google's features by features.py (of the model's own tokenizer's pieces), the dev figures computed
+by metrics.py (accuracy; F1 for MRPC and QQP, Matthews for CoLA). regress.py and multilabel.py are
+this task with another loss.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ...inputs import AS_ASKED
 from .examples import check_labels, label_list, read_examples
 from .features import make_features
 from .finetuning import Finetuning
-from .head import fit_labels, load_vocabulary, refuse_a_single_label
+from .head import fit_labels, load_tokenizer, refuse_a_single_label
 from .metrics import MAIN_METRIC, task_metrics
 from .task import PieceSums, TrainingData
 
@@ -34,7 +35,7 @@ class Classify(Finetuning):
         return None
 
     def read(self, options) -> tuple:
-        """Labelled texts or pairs → Google's features (examples.py, features.py)."""
+        """Labelled texts or pairs → Google's features, cut by the model's tokenizer (examples.py, features.py)."""
         train_examples = read_examples(options.train, options.example_format("train"))
         dev_examples = read_examples(options.dev, options.example_format("dev")) if options.dev else None
         separator = self.label_separator(options)
@@ -46,14 +47,14 @@ class Classify(Finetuning):
             if dev_examples:
                 check_labels(dev_examples, labels, options.dev, "--dev", separator)
             refuse_a_single_label(labels, options)
-        tokenizer, vocabulary = load_vocabulary(options.model)
+        tokenizer = load_tokenizer(options.model)
         length = options.max_seq_length
-        train = make_features(train_examples, vocabulary, length, labels, options.train, separator)
-        dev = make_features(dev_examples, vocabulary, length, labels, options.dev, separator) if dev_examples else None
+        train = make_features(train_examples, tokenizer, length, labels, options.train, separator)
+        dev = make_features(dev_examples, tokenizer, length, labels, options.dev, separator) if dev_examples else None
         return train, dev, labels, continues, tokenizer
 
     def labels_of(self, examples, options, separator: str | None) -> list[str] | None:
-        """The labels in id order: --labels, the GLUE task's, or the training file's, sorted."""
+        """The labels in id order: --labels, the GLUE task's, or the training file's, sorted (numbers by value)."""
         return label_list(examples, options.example_format("train"), list(options.labels or []), separator)
 
     def logits(self, model, piece: dict[str, torch.Tensor]) -> torch.Tensor:

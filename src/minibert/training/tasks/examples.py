@@ -345,8 +345,8 @@ def _example(form: ExampleFormat, row: dict, number: int) -> Example:
 def label_list(train: list[Example], form: ExampleFormat, given: list[str] | None = None,
                separator: str | None = None) -> list[str]:  # fmt: skip
     """The labels in their stated order: ``--labels`` as given; a GLUE task's own list (its
-    processor's ``get_labels()``); otherwise the training file's labels sorted (as strings).
-    The position in this list is the label's id (config.json's ``id2label``)."""
+    processor's ``get_labels()``); otherwise the training file's labels sorted (``sorted_labels``:
+    numbers by value). The position in this list is the label's id (config.json's ``id2label``)."""
     if given:
         if not all(given):
             raise DataError(f"--labels names an empty label: {shown_labels(given)}")
@@ -355,7 +355,23 @@ def label_list(train: list[Example], form: ExampleFormat, given: list[str] | Non
         return list(given)
     if form.glue is not None and GLUE[form.glue].labels:
         return list(GLUE[form.glue].labels)
-    return sorted({label for example in train for label in split_labels(example.label, separator)})
+    return sorted_labels({label for example in train for label in split_labels(example.label, separator)})
+
+
+def sorted_labels(labels: set[str]) -> list[str]:
+    """A file's labels in id order: by value when every one is a number (JSON numbers, or ``DECIMAL``
+    strings in a CSV/TSV), else as strings. transformers' run_glue sorts the label column as
+    ``datasets`` reads it — integers from a CSV or JSON file —, so there class ``2`` of ``0`` … ``11``
+    is id 2, and a logits' argmax is the class number; sorted as strings it would be id 4 (after
+    ``10`` and ``11``). Equal values spelled apart in a CSV (``1``, ``1.0``) are two labels, ordered
+    by their spelling.
+
+    >>> sorted_labels({"10", "2", "-1", "0.5", "11"}), sorted_labels({"10", "2", "b"})
+    (['-1', '0.5', '2', '10', '11'], ['10', '2', 'b'])
+    """
+    if labels and all(_reads_as_number(label) for label in labels):
+        return sorted(labels, key=lambda label: (Decimal(label), label))
+    return sorted(labels)
 
 
 def split_labels(field: str, separator: str | None) -> list[str]:

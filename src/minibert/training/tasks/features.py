@@ -4,8 +4,12 @@
     segment_ids:  0     0  0    0    0     0       0 0     1  1  1  1   1 1      0
     input_mask:   1     1  1    1    1     1       1 1     1  1  1  1   1 1      0
 
-Each text is cut into WordPiece pieces by Google's ``FullTokenizer`` (training/pretraining_data/full_tokenizer.py sets
-minibert's tokenizer up as Google's). A pair longer than ``max_seq_length − 3`` is trimmed by
+Each text is cut into WordPiece pieces by the model's own tokenizer (head.py ``load_tokenizer``: the
+``BertTokenizer`` the run saves and is served with, as transformers' run_glue tokenizes), then cut
+and framed as Google's function does. On plain text its pieces are those of Google's
+``FullTokenizer``; where the two differ (docs/tokenizer.md: ``[SEP]`` or an added token typed in the
+text, a folder's ``strip_accents``, ...) the features follow the tokenizer that serves the model, so a
+classifier is never served inputs of a kind it did not train on. A pair longer than ``max_seq_length − 3`` is trimmed by
 ``_truncate_seq_pair``: one piece at a time from the end of the *longer* side (B when they are
 equal), so a short question keeps all of its words while a long passage loses its tail. A single
 text keeps its first ``max_seq_length − 2`` pieces. A ``text_b`` that is empty, or has no pieces,
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import DataError
-from ..pretraining_data.full_tokenizer import PretrainingVocabulary
+from ...tokenizer import BertTokenizer
 from .examples import DECIMAL, Example, split_labels
 
 
@@ -35,19 +39,20 @@ def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
         (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
 
 
-def convert_single_example(example: Example, vocabulary: PretrainingVocabulary, max_seq_length: int
+def convert_single_example(example: Example, tokenizer: BertTokenizer, max_seq_length: int
                            ) -> tuple[list[int], list[int], list[int]]:  # fmt: skip
-    """(input_ids, input_mask, segment_ids), each ``max_seq_length`` long, as Google's function."""
-    tokens_a = vocabulary.piece_ids(example.text_a)
-    tokens_b = vocabulary.piece_ids(example.text_b) if example.text_b else None
+    """(input_ids, input_mask, segment_ids), each ``max_seq_length`` long, as Google's function
+    makes them from the tokenizer's pieces."""
+    tokens_a = tokenizer.piece_ids(example.text_a)
+    tokens_b = tokenizer.piece_ids(example.text_b) if example.text_b else None
     if tokens_b:
         truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)  # room for [CLS], [SEP], [SEP]
     else:
         tokens_a = tokens_a[: max_seq_length - 2]  # room for [CLS], [SEP]
-    input_ids = [vocabulary.cls_id, *tokens_a, vocabulary.sep_id]
+    input_ids = [tokenizer.cls_token_id, *tokens_a, tokenizer.sep_token_id]
     segment_ids = [0] * len(input_ids)
     if tokens_b:
-        input_ids += [*tokens_b, vocabulary.sep_id]
+        input_ids += [*tokens_b, tokenizer.sep_token_id]
         segment_ids += [1] * (len(tokens_b) + 1)
     padding = max_seq_length - len(input_ids)
     return input_ids + [0] * padding, [1] * len(input_ids) + [0] * padding, segment_ids + [0] * padding
@@ -107,16 +112,11 @@ def write_features(features: Features, path: str) -> int:
     return len(features)
 
 
-def make_features(examples: list[Example], vocabulary: PretrainingVocabulary, max_seq_length: int,
+def make_features(examples: list[Example], tokenizer: BertTokenizer, max_seq_length: int,
                   labels: list[str] | None, path: str, separator: str | None = None) -> Features:  # fmt: skip
     """Every example's features; ``labels`` None: the label is a score (regression); ``separator``:
     several labels per example (multi-hot label_ids, (N, K) floats)."""
-    rows = []
-    for example in examples:
-        try:
-            rows.append(convert_single_example(example, vocabulary, max_seq_length))
-        except DataError as error:  # a character Google's tokenizer splits otherwise
-            raise DataError(f"{path}, line {example.line}: {error}") from None
+    rows = [convert_single_example(example, tokenizer, max_seq_length) for example in examples]
     ids, mask, segments = (np.array([row[k] for row in rows], dtype=np.int64) for k in range(3))
     if labels is None:
         label_ids = np.array([_score(example, path) for example in examples], dtype=np.float32)

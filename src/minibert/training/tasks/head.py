@@ -10,8 +10,10 @@ A checkpoint that already has a classifier for these labels (a run fine-tuned be
 shared fine-tuned) continues from it: its labels must be the task's (the same set; the head's order
 is kept), else the task does not fit the head and the run is refused before anything is written.
 A classifier whose config names no labels — Google's ``run_classifier.py`` checkpoints
-(``output_weights``, ``output_bias``; bert_config.json has no labels) — continues with the task's
-labels in their stated order (``--labels``, the GLUE task's, or sorted), when their number fits.
+(``output_weights``, ``output_bias``; bert_config.json has no labels), or transformers' placeholder
+names ``LABEL_0`` … ``LABEL_{n-1}`` (what it writes for a head made without names, and what its
+run_glue/run_ner read as no names) — continues with the task's labels in their stated order
+(``--labels``, the GLUE task's, or sorted), when their number fits.
 A head of another kind is refused too: a token classifier (config.json's ``architectures``) reads
 every piece's vector, a sentence classifier the pooled [CLS] one, and a sentence classifier whose
 ``problem_type`` names another loss (softmax, sigmoid per label, a score) was trained for it.
@@ -32,17 +34,16 @@ from ...loading.head_labels import shown_labels
 from ...loading.names import CLASSIFIER_WEIGHTS
 from ...loading.strict import google_normal_
 from ...tokenizer import BertTokenizer
-from ..pretraining_data.full_tokenizer import NEEDED_TOKENS, PretrainingVocabulary
 
 GOOGLE_CLASSIFIER_DROPOUT = 0.1  # run_classifier.create_model: tf.nn.dropout(output_layer, keep_prob=0.9)
 GOOGLE_HEAD_STD = 0.02  # output_weights: tf.truncated_normal_initializer(stddev=0.02)
 
 
 def checkpoint_head(model: str) -> tuple[list[str] | None, int, dict] | None:
-    """(the labels config.json names — None when it names none, as Google's run_classifier.py
-    checkpoints, whose config is bert_config.json —, the outputs of its classifier tensor, the
-    config's other fields: ``BertConfig.extra``, for ``head_kind``) when the checkpoint has a
-    classifier, else None."""
+    """(the labels config.json names — None when it names none: Google's run_classifier.py
+    checkpoints, whose config is bert_config.json, and transformers' placeholders ``LABEL_0`` … —,
+    the outputs of its classifier tensor, the config's other fields: ``BertConfig.extra``, for
+    ``head_kind``) when the checkpoint has a classifier, else None."""
     config_file, _ = find_checkpoint(model)
     shapes = checkpoint_tensors(model)
     for name in CLASSIFIER_WEIGHTS:
@@ -52,8 +53,16 @@ def checkpoint_head(model: str) -> tuple[list[str] | None, int, dict] | None:
                 if "id2label" not in config.extra:
                     return None, int(shapes[key].shape[0]), config.extra
                 labels = Labels.of(config).id2label
-                return [labels[index] for index in sorted(labels)], int(shapes[key].shape[0]), config.extra
+                names = [labels[index] for index in sorted(labels)]
+                return None if placeholders(names) else names, int(shapes[key].shape[0]), config.extra
     return None
+
+
+def placeholders(names: list[str]) -> bool:
+    """Are these transformers' names for a head made without any — ``LABEL_0`` … ``LABEL_{n-1}``, in
+    order? run_glue and run_ner read them as no names (their config's label2id equals
+    ``PretrainedConfig(num_labels=n).label2id``) and give the head the task's labels."""
+    return names == [f"LABEL_{index}" for index in range(len(names))]
 
 
 def checkpoint_tensors(model: str) -> dict:
@@ -129,20 +138,25 @@ def refuse_a_single_label(labels: list[str] | None, options) -> None:
                         "needs at least two")  # fmt: skip
 
 
-def load_vocabulary(model: str) -> tuple[BertTokenizer, PretrainingVocabulary]:
-    """The model's tokenizer files (saved with the run), and its vocabulary set up as Google's
-    FullTokenizer (training/pretraining_data/full_tokenizer.py) for the features."""
+def load_tokenizer(model: str) -> BertTokenizer:
+    """The model's own tokenizer (vocab.txt or tokenizer.json, tokenizer_config.json, its added
+    tokens): the one the run saves, and so the one that serves the run folder (``minibert
+    classify``/``tag``/``answer``/``serve``, ``minibert.classify``, transformers' pipelines). The
+    features are cut with it, as transformers' run_glue and run_ner tokenize with the model's
+    tokenizer: training sees the ids that serving will send. (Google's run_classifier.py cuts with
+    its FullTokenizer at training and at prediction alike; the two agree on plain text with BERT's
+    settings, and docs/tokenizer.md lists where they differ: a special token or an added token typed
+    in the text, a folder's strip_accents, words of 101-200 characters, a few characters.)"""
     try:
         tokenizer = BertTokenizer.from_pretrained(model)
     except (CheckpointError, OSError) as error:
         raise DataError(f"--model {model} has no usable vocabulary (vocab.txt): {error}") from None
-    missing = [token for token in NEEDED_TOKENS if token not in tokenizer.vocab]
-    if missing:
-        raise DataError(f"--model {model}: its vocabulary lacks {', '.join(missing)}")
-    tokens = [""] * (max(tokenizer.vocab.values()) + 1)
-    for token, index in tokenizer.vocab.items():
-        tokens[index] = token
-    return tokenizer, PretrainingVocabulary(model, tokens, tokenizer.basic.do_lower_case)
+    config_file, _ = find_checkpoint(model)
+    try:  # (an added token whose embedding row was never made: an id the model has no vector for)
+        BertConfig.from_json_file(config_file).check_vocabulary(tokenizer.vocab, f"--model {model}")
+    except CheckpointError as error:
+        raise DataError(str(error)) from None
+    return tokenizer
 
 
 def load_classifier(model: str, labels: list[str] | None, problem: str, continues: bool, seed: int,

@@ -84,6 +84,11 @@ class Pretraining(Task):
         weights = train.arrays["masked_lm_weights"][rows]  # (B, P)
         return {"mlm": float(weights.astype(np.float64).sum()) + MLM_EPSILON, "batch_size": float(len(rows))}
 
+    def tokens(self, train, rows: np.ndarray) -> int:
+        """Every position of the global batch, padding included: the step computes them all (its
+        encoder runs the plain path, the instances at their full width; docs/pretraining.md)."""
+        return len(rows) * train.sequence_length
+
     def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
         """Google's losses of ``piece``, divided by the global batch's denominators.
 

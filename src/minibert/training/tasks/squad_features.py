@@ -1,8 +1,10 @@
 """Question examples → windows of the model's inputs, as Google's ``run_squad.convert_examples_to_features``.
 
-The question keeps its first ``max_query_length`` (64) pieces. The context's words are cut into
-WordPiece pieces; a context longer than what is left (``max_seq_length − len(question) − 3``) is
-read through overlapping windows, each starting ``doc_stride`` (128) pieces after the last:
+The pieces are the model's own tokenizer's (head.py ``load_tokenizer``: the one the run saves and
+``minibert answer`` serves with). The question keeps its first ``max_query_length`` (64) pieces. The
+context's words are cut into WordPiece pieces, each word on its own as Google's code cuts them; a
+context longer than what is left (``max_seq_length − len(question) − 3``) is read through
+overlapping windows, each starting ``doc_stride`` (128) pieces after the last:
 
     [CLS] question pieces [SEP] context pieces of this window [SEP] [PAD] ...
     segment 0 ...................... segment 1 .................... 0 ...
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ...errors import DataError
-from ..pretraining_data.full_tokenizer import PretrainingVocabulary
+from ...tokenizer import BertTokenizer
 from .squad_examples import SquadExample
 
 FIRST_UNIQUE_ID = 1000000000  # Google's numbering of the features
@@ -62,15 +64,15 @@ class SquadFeature:
     is_impossible: bool = False
 
 
-def word_pieces(vocabulary: PretrainingVocabulary, text: str) -> list[str]:
-    """``text``'s WordPiece pieces as strings, as Google's ``FullTokenizer.tokenize``."""
-    return [vocabulary.tokens[index] for index in vocabulary.piece_ids(text)]
+def word_pieces(tokenizer: BertTokenizer, text: str) -> list[str]:
+    """``text``'s WordPiece pieces as strings (Google's ``FullTokenizer.tokenize`` gives them for its tokenizer)."""
+    return tokenizer.convert_ids_to_tokens(tokenizer.piece_ids(text))
 
 
-def improve_answer_span(doc_pieces: list[str], start: int, end: int, vocabulary: PretrainingVocabulary,
+def improve_answer_span(doc_pieces: list[str], start: int, end: int, tokenizer: BertTokenizer,
                         answer_text: str) -> tuple[int, int]:  # fmt: skip
     """The narrowest pieces within [start, end] whose text is the answer's pieces, else [start, end]."""
-    answer = " ".join(word_pieces(vocabulary, answer_text))
+    answer = " ".join(word_pieces(tokenizer, answer_text))
     for new_start in range(start, end + 1):
         for new_end in range(end, new_start - 1, -1):
             if " ".join(doc_pieces[new_start:new_end + 1]) == answer:
@@ -106,43 +108,43 @@ def doc_spans(piece_count: int, max_pieces: int, doc_stride: int) -> list[DocSpa
     return spans
 
 
-def convert_examples_to_features(examples: list[SquadExample], vocabulary: PretrainingVocabulary,
+def convert_examples_to_features(examples: list[SquadExample], tokenizer: BertTokenizer,
                                  max_seq_length: int = 384, doc_stride: int = 128, max_query_length: int = 64,
                                  is_training: bool = False, source: str | Path = "the file"
                                  ) -> list[SquadFeature]:  # fmt: skip
     """Every window of every example, numbered from Google's first unique id; a DataError naming
     ``source`` (the file) and the question when a question leaves its context no room."""
     features: list[SquadFeature] = []
-    token_ids = {token: index for index, token in enumerate(vocabulary.tokens)}
-    queries = [word_pieces(vocabulary, example.question_text) for example in examples]
+    queries = [tokenizer.piece_ids(example.question_text) for example in examples]
     for example, query in zip(examples, queries):  # all checked before any window is made
         if max_seq_length - min(len(query), max_query_length) - 3 < 1:
             _no_room(example, len(query), max_seq_length, max_query_length, source)
     for example_index, (example, query) in enumerate(zip(examples, queries)):
         query = query[:max_query_length]
-        piece_to_word, word_to_piece, pieces = [], [], []
+        piece_to_word, word_to_piece, piece_ids = [], [], []
         for word_index, word in enumerate(example.doc_tokens):
-            word_to_piece.append(len(pieces))
-            for piece in word_pieces(vocabulary, word):
+            word_to_piece.append(len(piece_ids))
+            for piece in tokenizer.piece_ids(word):
                 piece_to_word.append(word_index)
-                pieces.append(piece)
+                piece_ids.append(piece)
+        pieces = tokenizer.convert_ids_to_tokens(piece_ids)
         answer = None
         if is_training and not example.is_impossible:
             start = word_to_piece[example.start_position]
             last_word = example.end_position == len(example.doc_tokens) - 1
             end = len(pieces) - 1 if last_word else word_to_piece[example.end_position + 1] - 1
-            answer = improve_answer_span(pieces, start, end, vocabulary, example.orig_answer_text)
+            answer = improve_answer_span(pieces, start, end, tokenizer, example.orig_answer_text)
         spans = doc_spans(len(pieces), max_seq_length - len(query) - 3, doc_stride)  # 3: [CLS] [SEP] [SEP]
         for span_index, span in enumerate(spans):
-            tokens = ["[CLS]", *query, "[SEP]"]
+            input_ids = [tokenizer.cls_token_id, *query, tokenizer.sep_token_id]
             to_word, is_max = {}, {}
             for piece_index in range(span.start, span.start + span.length):
-                to_word[len(tokens)] = piece_to_word[piece_index]
-                is_max[len(tokens)] = check_is_max_context(spans, span_index, piece_index)
-                tokens.append(pieces[piece_index])
-            tokens.append("[SEP]")
+                to_word[len(input_ids)] = piece_to_word[piece_index]
+                is_max[len(input_ids)] = check_is_max_context(spans, span_index, piece_index)
+                input_ids.append(piece_ids[piece_index])
+            input_ids.append(tokenizer.sep_token_id)
+            tokens = tokenizer.convert_ids_to_tokens(input_ids)
             segment_ids = [0] * (len(query) + 2) + [1] * (span.length + 1)
-            input_ids = [token_ids[token] for token in tokens]
             padding = max_seq_length - len(tokens)
             feature = SquadFeature(len(features) + FIRST_UNIQUE_ID, example_index, span_index, tokens, to_word, is_max,
                                    input_ids + [0] * padding, [1] * len(tokens) + [0] * padding,

@@ -12,9 +12,14 @@ transformers' run_ner reads) splits them at " ": other white space (a no-break s
 U+2028) stays in its word. A ``.json``, ``.jsonl`` or ``.csv`` file is refused by its suffix (the
 ``tokens``/``ner_tags`` JSON of the hub's datasets stores tag ids whose names are not in the file).
 
-A word becomes one or more WordPiece pieces; as in transformers' ``run_ner`` (and the paper's
-section 5.3), the *first* piece of a word carries its tag and the others are ignored by the loss
-and by evaluation (label -100), unless ``label_all_pieces``. A word that makes no piece at all (a
+A word becomes one or more WordPiece pieces of the model's own tokenizer (the one the run saves and
+``minibert tag`` serves with), cut on its own as run_ner's ``is_split_into_words`` cuts it. As in
+transformers' ``run_ner`` (and the paper's section 5.3), the *first* piece of a word carries its tag
+and the others are ignored by the loss and by evaluation (label -100). With ``label_all_pieces``
+(run_ner's ``label_all_tokens``) the later pieces are trained too, with the tag *inside* the entity:
+``B-X`` becomes ``I-X`` when ``I-X`` is a label (run_ner's ``b_to_i_label``), so that a one-word
+entity stays one entity — ``Lovelace B-PER`` is ``love B-PER, ##lace I-PER``, not two B-PER
+entities (the dev figures still read the first pieces only). A word that makes no piece at all (a
 zero-width space, a control character: the tokenizer removes it) has nothing to carry its tag: it
 is left out, as run_ner's ``word_ids`` leave it out, and the words after it keep their own tags. A
 sentence longer than ``max_seq_length − 2`` pieces is cut, and its cut words are not evaluated (as run_ner).
@@ -52,11 +57,11 @@ from ...heads import (  # -100: a piece no loss or figure reads (transformers' i
 )
 from ...inputs import AS_ASKED
 from ...loading.head_labels import shown_labels
-from ..pretraining_data.full_tokenizer import PretrainingVocabulary
+from ...tokenizer import BertTokenizer
 from .examples import read_labelled_text
 from .features import Features
 from .finetuning import Finetuning
-from .head import fit_labels, load_vocabulary, refuse_a_single_label
+from .head import fit_labels, load_tokenizer, refuse_a_single_label
 from .task import PieceSums, TrainingData
 
 
@@ -95,26 +100,37 @@ def read_conll(path: str | os.PathLike) -> list[Sentence]:
     return sentences
 
 
-def tag_features(sentences: list[Sentence], vocabulary: PretrainingVocabulary, max_seq_length: int,
-                 labels: list[str], path: str, label_all_pieces: bool = False) -> Features:  # fmt: skip
+def inside_tags(labels: list[str]) -> list[int]:
+    """Each label's id → the id a word's later pieces carry under ``label_all_pieces``: ``I-X``'s for
+    ``B-X`` when ``I-X`` is a label, else its own (run_ner's ``b_to_i_label``, its rule as written).
+
+    >>> inside_tags(["B-PER", "I-PER", "B-LOC", "O"])
+    [1, 1, 2, 3]
+    """
+    inside = {label: number for number, label in enumerate(labels)}
+    return [inside.get(label.replace("B-", "I-"), number) if label.startswith("B-") else number
+            for number, label in enumerate(labels)]  # fmt: skip
+
+
+def tag_features(sentences: list[Sentence], tokenizer: BertTokenizer, max_seq_length: int,
+                 labels: list[str], label_all_pieces: bool = False) -> Features:  # fmt: skip
     """Pieces of every sentence, ``[CLS]`` … ``[SEP]``; label_ids (N, T): the tag's id at a word's
-    first piece (every piece with ``label_all_pieces``), -100 elsewhere."""
+    first piece, -100 elsewhere — with ``label_all_pieces``, the later pieces of a word its tag
+    inside the entity (``inside_tags``: ``B-X`` → ``I-X``)."""
     index = {label: number for number, label in enumerate(labels)}
+    later = inside_tags(labels)
     rows = np.zeros((len(sentences), max_seq_length), dtype=np.int64)
     mask, label_ids = np.zeros_like(rows), np.full_like(rows, IGNORE_INDEX)
     for row, sentence in enumerate(sentences):
-        pieces, piece_labels = [vocabulary.cls_id], [IGNORE_INDEX]
+        pieces, piece_labels = [tokenizer.cls_token_id], [IGNORE_INDEX]
         for word, tag in zip(sentence.words, sentence.tags):
-            try:
-                ids = vocabulary.piece_ids(word)
-            except DataError as error:
-                raise DataError(f"{path}, sentence at line {sentence.line}: {error}") from None
+            ids = tokenizer.piece_ids(word)  # (the word alone, as run_ner's is_split_into_words)
             if not ids:  # a word with no pieces (U+200B, a control character): no label, as in run_ner
                 continue
             pieces += ids
-            piece_labels += [index[tag]] + [index[tag] if label_all_pieces else IGNORE_INDEX] * (len(ids) - 1)
+            piece_labels += [index[tag]] + [later[index[tag]] if label_all_pieces else IGNORE_INDEX] * (len(ids) - 1)
         pieces, piece_labels = pieces[: max_seq_length - 1], piece_labels[: max_seq_length - 1]
-        pieces.append(vocabulary.sep_id)
+        pieces.append(tokenizer.sep_token_id)
         piece_labels.append(IGNORE_INDEX)
         rows[row, : len(pieces)], mask[row, : len(pieces)] = pieces, 1
         label_ids[row, : len(pieces)] = piece_labels
@@ -191,10 +207,10 @@ class Tag(Finetuning):
         if dev_sentences:
             check_tags(dev_sentences, labels, options.dev, "--dev")
         refuse_a_single_label(labels, options)
-        tokenizer, vocabulary = load_vocabulary(options.model)
+        tokenizer = load_tokenizer(options.model)
         length, every = options.max_seq_length, options.label_all_pieces
-        train = tag_features(train_sentences, vocabulary, length, labels, options.train, every)
-        dev = tag_features(dev_sentences, vocabulary, length, labels, options.dev) if dev_sentences else None
+        train = tag_features(train_sentences, tokenizer, length, labels, every)
+        dev = tag_features(dev_sentences, tokenizer, length, labels) if dev_sentences else None
         return train, dev, labels, continues, tokenizer
 
     def denominators(self, train, rows: np.ndarray) -> dict[str, float]:

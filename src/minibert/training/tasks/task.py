@@ -77,6 +77,12 @@ class Task:
     def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
         raise NotImplementedError
 
+    def tokens(self, train, rows: np.ndarray) -> int:
+        """What the global batch's tokens per second count, fine-tuning's default: its real tokens (the
+        input masks' sum), as a batch is cut to its longest row and the step skips padding — not
+        ``len(rows) × --max-seq-length``, which grows with the limit for the same data and work."""
+        return int(train.input_mask[rows].sum())
+
     def figures(self, sums: dict[str, float], denominators: dict[str, float]) -> dict[str, float]:
         """Fine-tuning's default: the loss, and the share of the batch predicted right."""
         return {"loss": sums["loss"], "accuracy": sums["correct"] / denominators["batch_size"]}
