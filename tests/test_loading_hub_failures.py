@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from hub_server import HubServer
-from minibert import BertForSequenceClassification, BertModel, BertTokenizer, Embedder
+from minibert import BertForSequenceClassification, BertModel, BertTokenizer, CrossEncoder, Embedder
 from minibert.errors import CheckpointError, HubDownloadError, ModelNotFoundError
 
 TINY = Path(__file__).parent / "data" / "tiny_hub"  # config.json, model.safetensors, tokenizer_config.json, vocab.txt
@@ -356,6 +356,19 @@ def test_a_push_in_the_middle_of_a_load_does_not_mix_two_commits(hub, tmp_path):
     assert {revision for _, _, revision, _ in hub.asked[after:]} == {hub.commit}, hub.asked
 
 
+@pytest.mark.parametrize("load", ["Embedder", "CrossEncoder"])
+def test_the_tokenizer_the_model_and_the_recipe_come_from_one_commit(hub, tmp_path, load):
+    """An Embedder or a CrossEncoder reads a tokenizer, a model and sentence-transformers' files: a
+    push after the first file (the tokenizer's vocab.txt, the model's config.json) changes none of
+    the files read after it."""
+    hub.repos["org/race"] = _classifier(tmp_path / "a")
+    first = "vocab.txt" if load == "Embedder" else "config.json"
+    hub.push("org/race", _classifier(tmp_path / "b", swapped=True), after=first)
+    Embedder.from_pretrained("org/race") if load == "Embedder" else CrossEncoder("org/race")
+    after = hub.asked.index(("GET", "org/race", "main", first)) + 1
+    assert {revision for _, _, revision, _ in hub.asked[after:]} == {hub.commit}, hub.asked
+
+
 def test_a_hub_failing_on_config_json_gives_the_cache_s_commit_whole(hub, tmp_path):
     """The cache holds commit A; main has moved to B, and the hub fails on config.json: huggingface_hub
     gives the cache's config.json of A. The weights are then A's too (the cache's), never B's."""
@@ -451,6 +464,34 @@ def test_cache_dir_as_bytes_is_that_folder(hub, tmp_path, monkeypatch):
     BertModel.from_pretrained("org/tiny", cache_dir=bytes(tmp_path / "mine"))
     assert list((tmp_path / "mine").glob("models--org--tiny/snapshots/*/model.safetensors"))
     assert not list(tmp_path.glob("b'*")), sorted(path.name for path in tmp_path.iterdir())
+
+
+def test_the_embedder_and_cross_encoder_take_sentence_transformers_download_keywords(hub, tmp_path):
+    """sentence-transformers' SentenceTransformer and CrossEncoder take token, cache_folder and
+    local_files_only; the Embedder and CrossEncoder refused them with Python's bare TypeError, while
+    the gated repository's message said "pass token=...". Each reaches every file; another keyword is
+    a TypeError listing what is taken."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    import inspect
+
+    keywords = ("token", "cache_folder", "local_files_only")
+    for theirs in (sentence_transformers.SentenceTransformer, sentence_transformers.CrossEncoder):
+        assert set(keywords) <= set(inspect.signature(theirs.__init__).parameters), theirs
+    hub.repos["org/race"] = _classifier(tmp_path / "race")
+    mine = tmp_path / "mine"
+    Embedder.from_pretrained("org/race", token="hf_mine", cache_folder=mine)
+    CrossEncoder("org/race", token="hf_mine", cache_folder=mine)
+    assert set(hub.authorizations) >= {"vocab.txt", "config.json", "model.safetensors", "modules.json"}
+    assert {value for values in hub.authorizations.values() for value in values} == {"Bearer hf_mine"}
+    assert not (tmp_path / "hub").exists(), "cache_folder= must replace the standard cache"
+    asked = sum(hub.requests.values())
+    Embedder.from_pretrained("org/race", cache_folder=mine, local_files_only=True)
+    CrossEncoder("org/race", cache_folder=mine, local_files_only=True)
+    assert sum(hub.requests.values()) == asked
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['cache_dir'\].*cache_folder"):
+        Embedder.from_pretrained("org/race", cache_dir=mine)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['cache_dir'\].*cache_folder"):
+        CrossEncoder("org/race", cache_dir=mine)
 
 
 # ----------------------------------------------------------------------------- 10. what the hub says, said true

@@ -21,6 +21,7 @@ from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
 from ..inputs import AS_ASKED
 from ..loading.devices import check_model_is_on, placement
+from ..loading.hub_commit import one_load
 from ..pretrained import evaluating
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -31,8 +32,9 @@ TASKS = "a task (classify, tag, answer, fill_mask, next_sentence)"  # what the m
 @functools.lru_cache(maxsize=4)
 def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: str | None = None,
                  device: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
-    model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype, device=device)
-    tokenizer = BertTokenizer.from_pretrained(name_or_path)
+    with one_load():  # the model and its tokenizer: one commit of a hub repository (loading/hub_commit.py)
+        model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype, device=device)
+        tokenizer = BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
 
