@@ -9,7 +9,10 @@ requests per file.
 
 ``fail(repo, filename, ...)`` makes it fail as a real hub can: an HTTP status with the hub's error
 code (500, or 403 ``GatedRepo``), a connection closed before any answer, or a body cut short.
-``SilentHub`` is a host that takes connections and never answers, counting them.
+``push(repo, folder, after=...)`` makes a folder the repository's next commit, at once or right after
+a file is served (a push landing in the middle of a load): a branch then serves the new commit, and
+an older commit stays served when asked by its hash. ``SilentHub`` is a host that takes connections
+and never answers, counting them.
 """
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ class HubServer:
         self.repos = {repo: Path(path) for repo, path in repos.items()}
         self.requests: Counter = Counter()
         self.authorizations: dict[str, list[str]] = {}  # file → the Authorization headers it was asked with
-        self.commit = hashlib.sha1(b"minibert-test-commit").hexdigest()
+        self.commit = hashlib.sha1(b"minibert-test-commit").hexdigest()  # each repository's first commit
+        self.heads: dict[str, str] = {}  # repo → its commit after a push
+        self.older: dict[str, dict[str, Path]] = {}  # repo → {commit: folder} of the commits pushed over
+        self.pushes: dict[tuple[str, str], tuple[str, Path]] = {}  # (repo, filename) → the push its GET sets off
+        self.asked: list[tuple[str, str, str, str]] = []  # (method, repo, revision, filename), in order
         self.failures: dict[tuple[str, str, str], tuple] = {}  # (method, repo, filename) → how (see fail)
         server = self
 
@@ -46,8 +53,9 @@ class HubServer:
                 parts = unquote(self.path.split("?")[0]).strip("/").split("/")
                 if len(parts) < 5 or parts[2] != "resolve":
                     return self._error(404, "RepoNotFound")
-                repo, filename = "/".join(parts[:2]), "/".join(parts[4:])
+                repo, revision, filename = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
                 server.requests[(self.command, repo, filename)] += 1
+                server.asked.append((self.command, repo, revision, filename))
                 if self.headers.get("Authorization"):
                     server.authorizations.setdefault(filename, []).append(self.headers["Authorization"])
                 failure = server.failure(self.command, repo, filename)
@@ -58,29 +66,32 @@ class HubServer:
                     return self._error(*failure[1:])
                 if repo not in server.repos:
                     return self._error(404, "RepoNotFound")
-                path = server.repos[repo] / filename
+                folder, commit = server.at(repo, revision)
+                path = folder / filename
                 if not path.is_file():
-                    return self._error(404, "EntryNotFound", commit=True)
+                    return self._error(404, "EntryNotFound", commit=commit)
                 data = path.read_bytes()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
-                self.send_header("X-Repo-Commit", server.commit)
+                self.send_header("X-Repo-Commit", commit)
                 self.end_headers()
                 if body and failure and failure[0] == "truncate":  # the promised length, then the connection ends
                     self.wfile.write(data[: failure[1]])
                     self.close_connection = True
                 elif body:
                     self.wfile.write(data)
+                    if (repo, filename) in server.pushes:
+                        server.moved(repo, *server.pushes.pop((repo, filename)))
 
-            def _error(self, status: int, code: str | None, message: str | None = None, commit: bool = False):
+            def _error(self, status: int, code: str | None, message: str | None = None, commit: str | None = None):
                 self.send_response(status)
                 if code:
                     self.send_header("X-Error-Code", code)
                     self.send_header("X-Error-Message", message or code)
                 if commit:
-                    self.send_header("X-Repo-Commit", server.commit)
+                    self.send_header("X-Repo-Commit", commit)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -97,6 +108,27 @@ class HubServer:
         how = ("status", status, code, message) if status else ("truncate", truncate) if truncate else ("close",)
         assert status or truncate or close, "say how to fail"
         self.failures[(method, repo, filename)] = how
+
+    def push(self, repo: str, folder: Path, *, after: str | None = None) -> str:
+        """Make ``folder`` the repository's new commit, which its branch serves from then on: at once,
+        or right after the file ``after`` is next served (a push landing in the middle of a load).
+        Returns the new commit's hash."""
+        commit = hashlib.sha1(f"{repo} {folder}".encode()).hexdigest()
+        if after is None:
+            self.moved(repo, commit, Path(folder))
+        else:
+            self.pushes[(repo, after)] = (commit, Path(folder))
+        return commit
+
+    def moved(self, repo: str, commit: str, folder: Path) -> None:
+        self.older.setdefault(repo, {})[self.heads.get(repo, self.commit)] = self.repos[repo]
+        self.repos[repo], self.heads[repo] = folder, commit
+
+    def at(self, repo: str, revision: str) -> tuple[Path, str]:
+        """(folder, commit) a revision of ``repo`` names: an older commit by its hash, else the latest."""
+        if revision in self.older.get(repo, {}):
+            return self.older[repo][revision], revision
+        return self.repos[repo], self.heads.get(repo, self.commit)
 
     def failure(self, method: str, repo: str, filename: str) -> tuple | None:
         for key in ((method, repo, filename), ("*", repo, filename), (method, repo, "*"), ("*", repo, "*")):

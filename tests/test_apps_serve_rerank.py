@@ -90,7 +90,7 @@ def test_predict_gives_pipeline_scores_for_texts_and_pairs(reranker):
         ("/rerank", {"query": QUERY, "texts": ["a"], "truncation_direction": "Left"}, 422,
          "is not supported here: texts and pairs are cut at their end"),
         ("/predict", {"inputs": "a", "truncation_direction": "Left"}, 422, "is not supported here"),
-        ("/predict", {"inputs": "a", "truncation_direction": None}, 422, "must be"),
+        ("/predict", {"inputs": "a", "truncation_direction": 5}, 422, "must be"),
         ("/embed", {"inputs": ["a"]}, 400, "is a sequence classifier"),
         ("/v1/embeddings", {"model": NAME, "input": ["a"]}, 400, "is a sequence classifier"),
     ],

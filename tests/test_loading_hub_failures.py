@@ -4,8 +4,10 @@ An optional file (a weights format further down the list, tokenizer_config.json,
 absent only when the hub answered 404 for it, or the cache records that it did. Any other failure (a
 server error, a dropped connection, offline with the file not in the cache) is an error that names
 the repository, the file and what happened: skipping the file would load other weights, another
-casing or another pooling without a word. A gated repository is said to be gated; arguments are
-checked before a byte is downloaded.
+casing or another pooling without a word. A gated repository is said to be gated, a disabled one
+disabled; arguments (a token that cannot be sent among them) are checked before a byte is
+downloaded. The files of one load come from one commit, however the branch moves meanwhile; a
+damaged copy in the cache is named with a remedy that replaces it.
 
 The tests run in this process (a subprocess per case would spend seconds importing torch):
 huggingface_hub reads HF_HUB_OFFLINE and its cache folder when it is imported, so the fixture sets
@@ -24,10 +26,11 @@ from pathlib import Path
 import pytest
 
 from hub_server import HubServer
-from minibert import BertModel, BertTokenizer, Embedder
+from minibert import BertForSequenceClassification, BertModel, BertTokenizer, CrossEncoder, Embedder
 from minibert.errors import CheckpointError, HubDownloadError, ModelNotFoundError
 
 TINY = Path(__file__).parent / "data" / "tiny_hub"  # config.json, model.safetensors, tokenizer_config.json, vocab.txt
+IDS = [[2, 5, 7, 9, 3]]
 
 
 @pytest.fixture
@@ -201,9 +204,13 @@ def test_arguments_are_checked_before_any_download(hub, keywords):
 # ----------------------------------------------------------------------------- 5. messages
 
 
-def test_weights_only_as_tf_model_h5_are_named_not_fetched(hub, tmp_path):
+def test_weights_only_as_tf_model_h5_are_named_not_fetched(hub, tmp_path, monkeypatch):
     """A repository with tf_model.h5 and flax_model.msgpack only: the error names them (asked with
-    HEAD: neither is downloaded) and how to convert them."""
+    HEAD: neither is downloaded) and how to convert them. transformers 5, the reference, ignores
+    from_tf (the call the message gave failed there): the conversion names transformers 4 (checked by
+    hand: 4.46 to 4.50 convert, with tf-keras beside TensorFlow 2.21; 4.51 to 4.57 do not). Offline,
+    with no record of those files in the cache, the repository was said to have "no weights"."""
+    transformers = pytest.importorskip("transformers")
     repo = tmp_path / "tfonly"
     repo.mkdir()
     shutil.copy(TINY / "config.json", repo / "config.json")
@@ -215,7 +222,17 @@ def test_weights_only_as_tf_model_h5_are_named_not_fetched(hub, tmp_path):
     message = str(raised.value)
     assert "only as tf_model.h5 (Keras (TensorFlow 2) weights), flax_model.msgpack (Flax weights)" in message
     assert "minibert does not read" in message and "from_tf=True" in message, message
+    assert "pip install 'transformers<4.51' torch tensorflow tf-keras" in message, message
     assert _gets(hub, "tf_model.h5") == _gets(hub, "flax_model.msgpack") == 0, hub.requests
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        with pytest.raises(OSError, match="model.safetensors"):  # (it reads no tf_model.h5)
+            transformers.BertModel.from_pretrained(repo, from_tf=True)
+    _offline(monkeypatch)
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained("org/tfonly")
+    message = str(raised.value)
+    assert "no weights" not in message and "none of the weights files minibert reads" in message, message
+    assert "(tf_model.h5, flax_model.msgpack) is unknown" in message, message
 
 
 def test_offline_a_revision_not_in_the_cache_names_the_revision(hub, monkeypatch):
@@ -284,3 +301,231 @@ def test_the_auto_names_send_the_token_when_reading_config_json(hub):
         auto.from_pretrained("org/tiny", token="hf_mine")
     asked = sum(count for (_, _, name), count in hub.requests.items() if name == "config.json")
     assert asked and hub.authorizations["config.json"] == ["Bearer hf_mine"] * asked, hub.authorizations
+
+
+# ----------------------------------------------------------------------------- 7. one load, one commit
+
+
+def _classifier(folder: Path, swapped: bool = False) -> Path:
+    """tiny_hub's encoder with a 2-label classifier, saved by transformers. ``swapped``: the same model
+    pushed again with its labels, and their classifier rows, in the other order: it answers the same."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    names = ["negative", "positive"][::-1] if swapped else ["negative", "positive"]
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        TINY, num_labels=2, id2label=dict(enumerate(names)), label2id={name: i for i, name in enumerate(names)})
+    if swapped:
+        with torch.no_grad():
+            model.classifier.weight.copy_(model.classifier.weight.flip(0))
+            model.classifier.bias.copy_(model.classifier.bias.flip(0))
+    model.save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copy(TINY / name, folder / name)
+    return folder
+
+
+def _logits_and_label(model) -> tuple:
+    import torch
+
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor(IDS)).logits[0]
+    return logits, model.config.id2label[int(logits.argmax())]
+
+
+def _checked_against_transformers(model, folder: Path) -> None:
+    """``model``'s logits and label equal transformers' on ``folder`` (the same float32 tensors and
+    arithmetic: float32 rounding of a few sums, 1e-5 at these magnitudes)."""
+    transformers = pytest.importorskip("transformers")
+    (ours, our_label) = _logits_and_label(model)
+    (theirs, their_label) = _logits_and_label(transformers.BertForSequenceClassification.from_pretrained(folder).eval())
+    assert (ours - theirs).abs().max().item() <= 1e-5 and our_label == their_label, (ours, theirs, our_label)
+
+
+def test_a_push_in_the_middle_of_a_load_does_not_mix_two_commits(hub, tmp_path):
+    """main moves to commit B right after config.json is served: config.json came from A, and the
+    weights asked for by the branch came from B, whose labels are in the other order: the wrong
+    label, without an error. Every file of the load is now asked at the commit of the first, as
+    transformers 5 resolves the revision once per from_pretrained."""
+    first = _classifier(tmp_path / "a")
+    hub.repos["org/race"] = first
+    hub.push("org/race", _classifier(tmp_path / "b", swapped=True), after="config.json")
+    model = BertForSequenceClassification.from_pretrained("org/race")
+    _checked_against_transformers(model, first)
+    after = hub.asked.index(("GET", "org/race", "main", "config.json")) + 1
+    assert {revision for _, _, revision, _ in hub.asked[after:]} == {hub.commit}, hub.asked
+
+
+@pytest.mark.parametrize("load", ["Embedder", "CrossEncoder"])
+def test_the_tokenizer_the_model_and_the_recipe_come_from_one_commit(hub, tmp_path, load):
+    """An Embedder or a CrossEncoder reads a tokenizer, a model and sentence-transformers' files: a
+    push after the first file (the tokenizer's vocab.txt, the model's config.json) changes none of
+    the files read after it."""
+    hub.repos["org/race"] = _classifier(tmp_path / "a")
+    first = "vocab.txt" if load == "Embedder" else "config.json"
+    hub.push("org/race", _classifier(tmp_path / "b", swapped=True), after=first)
+    Embedder.from_pretrained("org/race") if load == "Embedder" else CrossEncoder("org/race")
+    after = hub.asked.index(("GET", "org/race", "main", first)) + 1
+    assert {revision for _, _, revision, _ in hub.asked[after:]} == {hub.commit}, hub.asked
+
+
+def test_a_hub_failing_on_config_json_gives_the_cache_s_commit_whole(hub, tmp_path):
+    """The cache holds commit A; main has moved to B, and the hub fails on config.json: huggingface_hub
+    gives the cache's config.json of A. The weights are then A's too (the cache's), never B's."""
+    first = _classifier(tmp_path / "a")
+    hub.repos["org/race"] = first
+    BertForSequenceClassification.from_pretrained("org/race")
+    hub.push("org/race", _classifier(tmp_path / "b", swapped=True))
+    hub.fail("org/race", "config.json", status=500)
+    _checked_against_transformers(BertForSequenceClassification.from_pretrained("org/race"), first)
+
+
+# ----------------------------------------------------------------------------- 8. a damaged copy in the cache
+
+
+def _damaged_blob(cache: Path) -> Path:
+    """The blob the cache's model.safetensors of org/tiny links to, its last 1000 bytes cut off."""
+    blob = next(cache.glob("models--org--tiny/snapshots/*/model.safetensors")).resolve()
+    with blob.open("r+b") as handle:
+        handle.truncate(blob.stat().st_size - 1000)
+    return blob
+
+
+def test_a_damaged_copy_in_the_cache_is_named_with_remedies_that_work(hub, tmp_path):
+    """The error named the snapshot's link and said "delete it and download it again": huggingface_hub
+    then links the same damaged blob again, without a download. It names the blob and gives two
+    remedies, each run here: transformers' force_download=True, and the `hf download` command."""
+    hf = shutil.which("hf")
+    BertModel.from_pretrained("org/tiny")
+    blob = _damaged_blob(tmp_path / "hub")
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained("org/tiny")
+    message = str(raised.value)
+    assert str(blob) in message and "force_download=True" in message, message
+    BertModel.from_pretrained("org/tiny", force_download=True)  # downloads it again: it loads
+    assert blob.stat().st_size == (TINY / "model.safetensors").stat().st_size
+    if hf is None:
+        pytest.skip("huggingface_hub's `hf` command is not installed")
+    _damaged_blob(tmp_path / "hub")
+    with pytest.raises(CheckpointError) as raised:
+        BertModel.from_pretrained("org/tiny")
+    command = str(raised.value).split("`")[1]
+    assert command.startswith("hf download org/tiny model.safetensors --revision "), command
+    environment = hub.environment(tmp_path / "unused") | {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    subprocess.run([hf, *command.split()[1:]], env=environment, check=True, capture_output=True, timeout=120)
+    BertModel.from_pretrained("org/tiny")
+
+
+# ----------------------------------------------------------------------------- 9. the download keywords
+
+
+@pytest.mark.parametrize("token", ["hf_SECRET123\n", "", "hf_SECRET 123", True])
+def test_a_token_that_cannot_be_sent_is_refused_before_any_request_and_never_shown(hub, monkeypatch, tmp_path, token):
+    """A token read from a file with its newline, an empty one (os.environ.get("HF_TOKEN", "")), or
+    token=True with no saved login: the request was never sent, yet it was reported as a dropped
+    connection ("try again later"), the token in the message. It is refused first, by its keyword."""
+    from huggingface_hub import constants
+
+    for variable in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-saved-login"))
+    with pytest.raises(ValueError, match="token") as raised:
+        BertModel.from_pretrained("org/tiny", token=token)
+    assert "SECRET" not in str(raised.value) and "try again" not in str(raised.value), raised.value
+    assert not hub.requests, hub.requests
+
+
+def test_a_header_the_http_library_refused_is_not_a_dropped_connection_and_hides_the_token():
+    from minibert.loading.hub_failures import what_happened
+
+    class LocalProtocolError(Exception):  # h11's, as httpx raises it for a header it will not send
+        pass
+
+    said = what_happened(LocalProtocolError("Illegal header value b'Bearer hf_SECRET123\\n'"))
+    assert "could not be sent" in said and "SECRET" not in said and "closed" not in said, said
+
+
+def test_offline_with_cache_dir_names_that_cache_and_lists_its_models(hub, tmp_path):
+    """local_files_only=True with cache_dir=X: the message spoke of the standard cache (and listed
+    org/tiny, cached there, as loading offline) and its `hf download` filled the standard cache."""
+    BertModel.from_pretrained("org/tiny")  # in the standard cache
+    mine = tmp_path / "mine"
+    with pytest.raises(ModelNotFoundError) as raised:
+        BertModel.from_pretrained("org/tiny", cache_dir=mine, local_files_only=True)
+    message = str(raised.value)
+    assert f"not in the local Hugging Face cache {mine}" in message, message
+    assert f"`hf download org/tiny --cache-dir {mine}`" in message, message
+    assert message.endswith("Models that load offline here: minibert/fortunes-mini."), message
+
+
+def test_cache_dir_as_bytes_is_that_folder(hub, tmp_path, monkeypatch):
+    """bytes were taken by str(), the cache written into a folder named "b'...'" under the current one."""
+    monkeypatch.chdir(tmp_path)
+    BertModel.from_pretrained("org/tiny", cache_dir=bytes(tmp_path / "mine"))
+    assert list((tmp_path / "mine").glob("models--org--tiny/snapshots/*/model.safetensors"))
+    assert not list(tmp_path.glob("b'*")), sorted(path.name for path in tmp_path.iterdir())
+
+
+def test_the_embedder_and_cross_encoder_take_sentence_transformers_download_keywords(hub, tmp_path):
+    """sentence-transformers' SentenceTransformer and CrossEncoder take token, cache_folder and
+    local_files_only; the Embedder and CrossEncoder refused them with Python's bare TypeError, while
+    the gated repository's message said "pass token=...". Each reaches every file; another keyword is
+    a TypeError listing what is taken."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    import inspect
+
+    keywords = ("token", "cache_folder", "local_files_only")
+    for theirs in (sentence_transformers.SentenceTransformer, sentence_transformers.CrossEncoder):
+        assert set(keywords) <= set(inspect.signature(theirs.__init__).parameters), theirs
+    hub.repos["org/race"] = _classifier(tmp_path / "race")
+    mine = tmp_path / "mine"
+    Embedder.from_pretrained("org/race", token="hf_mine", cache_folder=mine)
+    CrossEncoder("org/race", token="hf_mine", cache_folder=mine)
+    assert set(hub.authorizations) >= {"vocab.txt", "config.json", "model.safetensors", "modules.json"}
+    assert {value for values in hub.authorizations.values() for value in values} == {"Bearer hf_mine"}
+    assert not (tmp_path / "hub").exists(), "cache_folder= must replace the standard cache"
+    asked = sum(hub.requests.values())
+    Embedder.from_pretrained("org/race", cache_folder=mine, local_files_only=True)
+    CrossEncoder("org/race", cache_folder=mine, local_files_only=True)
+    assert sum(hub.requests.values()) == asked
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['cache_dir'\].*cache_folder"):
+        Embedder.from_pretrained("org/race", cache_dir=mine)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['cache_dir'\].*cache_folder"):
+        CrossEncoder("org/race", cache_dir=mine)
+
+
+# ----------------------------------------------------------------------------- 10. what the hub says, said true
+
+
+def test_a_disabled_repository_is_not_told_to_pass_a_token(hub):
+    """The hub's 403 "Access to this resource is disabled." (huggingface_hub's DisabledRepoError): no
+    token opens it, and none is asked for."""
+    hub.fail("org/tiny", status=403, message="Access to this resource is disabled.", code="Disabled")
+    for token in (False, "hf_valid"):
+        with pytest.raises(HubDownloadError) as raised:
+            BertModel.from_pretrained("org/tiny", token=token)
+        message = str(raised.value)
+        assert "is disabled on the hub: it cannot be downloaded" in message and "pass" not in message, message
+
+
+@pytest.mark.parametrize("variables", [{"TRANSFORMERS_OFFLINE": "1"}, {"HF_HUB_OFFLINE": "0"}])
+def test_offline_huggingface_hub_is_offline_not_a_failed_download(hub, monkeypatch, variables):
+    """huggingface_hub takes TRANSFORMERS_OFFLINE=1 for HF_HUB_OFFLINE=1, and reads them at its import
+    (here, offline; then HF_HUB_OFFLINE=0 set later changes nothing for it): it makes no request. A
+    file the cache lacks was "could not connect to the hub ... try again later"; it is now the
+    cache's message, naming the setting."""
+    from huggingface_hub import constants
+
+    BertModel.from_pretrained("org/tiny")  # the model cached, its tokenizer not
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    for variable, value in variables.items():
+        monkeypatch.setenv(variable, value)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as huggingface_hub read it at its import
+    asked = sum(hub.requests.values())
+    with pytest.raises(ModelNotFoundError) as raised:
+        Embedder.from_pretrained("org/tiny")
+    message = str(raised.value)
+    said = "TRANSFORMERS_OFFLINE=1 is set" if "TRANSFORMERS_OFFLINE" in variables else "huggingface_hub is in offline"
+    assert type(raised.value) is ModelNotFoundError and said in message, message
+    assert "without vocab.txt" in message and "try again" not in message, message
+    assert sum(hub.requests.values()) == asked

@@ -181,38 +181,38 @@ def test_a_hub_that_refuses_connections_fails_fast_and_says_so(monkeypatch, tmp_
 def test_behind_a_proxy_the_hub_is_not_probed(monkeypatch):
     """With HTTPS_PROXY (or ALL_PROXY) set, the proxy is what huggingface_hub's requests reach: a
     host that neither resolves nor accepts a direct connection is not declared unreachable."""
-    from minibert.loading import hub
+    from minibert.loading import hub_reach
 
     for variable in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
         monkeypatch.delenv(variable, raising=False)
-    refused, unresolvable = f"https://127.0.0.1:{_closed_port()}", "https://hub.invalid"
-    hub._probed.clear()
-    assert "refused" in hub._unreachable(refused) and "resolve" in hub._unreachable(unresolvable)
+    refused, unresolvable = f"https://127.0.0.1:{_closed_port()}", "https://hub_reach.invalid"
+    hub_reach._probed.clear()
+    assert "refused" in hub_reach._unreachable(refused) and "resolve" in hub_reach._unreachable(unresolvable)
     for variable in ("HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.setenv(variable, "http://proxy.example:3128")
-        hub._probed.clear()
-        assert hub._unreachable(refused) is None and hub._unreachable(unresolvable) is None, variable
+        hub_reach._probed.clear()
+        assert hub_reach._unreachable(refused) is None and hub_reach._unreachable(unresolvable) is None, variable
         monkeypatch.delenv(variable)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # a host the proxy is bypassed for is probed again
-    hub._probed.clear()
-    assert "refused" in hub._unreachable(refused)
-    hub._probed.clear()
+    hub_reach._probed.clear()
+    assert "refused" in hub_reach._unreachable(refused)
+    hub_reach._probed.clear()
 
 
 def test_a_probes_verdict_is_kept_a_minute_then_asked_again(monkeypatch):
     """One probe serves the several files of a load; after PROBE_KEPT_SECONDS the hub is probed
     again (the network may have come back in a long session)."""
-    from minibert.loading import hub
+    from minibert.loading import hub_reach
 
     calls, clock = [], [1000.0]
-    monkeypatch.setattr(hub, "_probe", lambda endpoint: calls.append(endpoint) or "it refused the connection")
-    monkeypatch.setattr(hub, "_now", lambda: clock[0])
-    hub._probed.clear()
+    monkeypatch.setattr(hub_reach, "_probe", lambda endpoint: calls.append(endpoint) or "it refused the connection")
+    monkeypatch.setattr(hub_reach, "_now", lambda: clock[0])
+    hub_reach._probed.clear()
     for _ in range(3):
-        assert hub._unreachable("http://mirror.example") == "it refused the connection"
+        assert hub_reach._unreachable("http://mirror.example") == "it refused the connection"
     assert len(calls) == 1
-    clock[0] += hub.PROBE_KEPT_SECONDS + 1
-    hub._unreachable("http://mirror.example")
+    clock[0] += hub_reach.PROBE_KEPT_SECONDS + 1
+    hub_reach._unreachable("http://mirror.example")
     assert len(calls) == 2
-    hub._probed.clear()
+    hub_reach._probed.clear()

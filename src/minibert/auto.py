@@ -39,6 +39,7 @@ from .errors import CheckpointError
 from .formats.json_files import parse_json
 from .loading.config_files import config_file as config_file_of
 from .loading.hub import hub_options
+from .loading.hub_commit import one_load
 from .loading.transformers_keywords import hub_keywords
 from .model import BertModel
 from .tokenizer import BertTokenizer
@@ -81,9 +82,10 @@ class _AutoClass:
             from .loading.devices import placement
 
             kwargs["device"] = placement(kwargs["device"], kwargs.get("dtype"))
-        with hub_options(hub_keywords(dict(kwargs))):  # (checked here; the class takes them again) read as it reads
-            _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
-        return cls.bert_class.from_pretrained(name_or_path, *args, revision=revision, **kwargs)
+        with one_load():  # config.json read here and the class's files: one commit (loading/hub_commit.py)
+            with hub_options(hub_keywords(dict(kwargs))):  # (checked here; the class takes them again) as it reads
+                _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
+            return cls.bert_class.from_pretrained(name_or_path, *args, revision=revision, **kwargs)
 
 
 class _AutoModelClass(_AutoClass):

@@ -37,6 +37,7 @@ import warnings
 from .. import __version__
 from ..loading.devices import device_flag
 from ..loading.hub import DEFAULT_MODEL
+from ..loading.hub_commit import one_load
 from ..speed import BACKENDS
 from .commands import (
     CommandError,
@@ -317,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
             if signal.getsignal(signum) is not signal.SIG_IGN:
                 previous[signum] = signal.signal(signum, stops or _terminate)
         _prepare_process(args.debug)
-        args.run(args)
+        with one_load():  # a command's loads of one hub repository read one commit of it (loading/hub_commit.py)
+            args.run(args)
         if stops and stops.received and stops.received[0] not in (signal.SIGINT, signal.SIGTERM):
             stopped = _Stopped(stops.received[0])  # SIGINT and SIGTERM are a server's usual stop: exit 0
             stopped.on_disk = "the server stopped as on SIGTERM"

@@ -53,14 +53,13 @@ streams to share out. Results are put back in input order; they do not depend on
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 
-from ..errors import MissingHeadsError, PromptFillsMaxLengthError, TaskArgumentError
+from ..errors import PromptFillsMaxLengthError, TaskArgumentError
 from ..loading.devices import check_model_is_on, placement
 from ..loading.from_pretrained import check_dtype
 from ..model import BertModel
@@ -68,9 +67,10 @@ from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .embedded import Embedded, warn_if_truncated
 from .hidden_states import hidden_states
+from .loading import download_keywords, load_parts
 from .options import EmbedOptions, check_truncate_dim
 from .pooling import pool_text
-from .recipe import SentenceRecipe, read_recipe, similarity
+from .recipe import SentenceRecipe, similarity
 from .sentence_transformers_names import AnswersSentenceTransformersNames
 from .windows import assemble_tokens, check_piece_ids, check_skip, cut_into_windows
 from .word_vectors import check_merge, merge_pieces
@@ -111,24 +111,22 @@ class Embedder(AnswersSentenceTransformersNames):
         device: torch.device | str | None = None,
         gemm: str | None = None,
         truncate_dim: int | None = None,
+        token: str | bool | None = None,
+        cache_folder: str | os.PathLike | None = None,
+        local_files_only: bool = False,
+        **others,
     ) -> Embedder:
-        """Load the tokenizer and model of a local directory or a hub repository (``dtype`` and
-        ``gemm`` as ``BertModel.from_pretrained`` takes them; ``dtype`` and ``device`` are checked first).
+        """Load the tokenizer, model and recipe of a local directory or a hub repository (one commit of
+        it: loading/hub_commit.py). ``dtype`` and ``gemm`` as ``BertModel.from_pretrained`` takes them;
         ``truncate_dim``: as sentence-transformers' ``SentenceTransformer(model, truncate_dim=N)``, in
-        place of the model's own."""
+        place of the model's own; ``token``, ``cache_folder`` and ``local_files_only`` as it takes them
+        (transformers' ``token``, ``cache_dir``, ``local_files_only``). Every argument is checked first."""
+        hub = download_keywords("Embedder.from_pretrained", "revision, dtype, device, gemm, truncate_dim", others,
+                                token=token, cache_folder=cache_folder, local_files_only=local_files_only)  # fmt: skip
         device = placement(device, check_dtype(dtype), computes="the Embedder")  # said before a file is read
         if truncate_dim is not None:
             check_truncate_dim(truncate_dim, "truncate_dim")
-        tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
-        load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, dtype=dtype,
-                                 device=device, gemm=gemm)  # fmt: skip
-        try:
-            model = load()
-        except MissingHeadsError as error:  # an encoder saved without its pooler (an MLM-trained BERT):
-            if not error.only_the_pooler:  # only pooling="pooler" reads it, and says so then
-                raise
-            model = load(add_pooling_layer=False)
-        recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
+        model, tokenizer, recipe = load_parts(name_or_path, revision, hub, dtype=dtype, device=device, gemm=gemm)
         if truncate_dim is not None:
             recipe = dataclasses.replace(recipe or SentenceRecipe(), truncate_dim=truncate_dim)
         return cls(model, tokenizer, recipe=recipe)

@@ -23,6 +23,7 @@ Read the modules in this order:
 
     names.py             THE rename table (hub, TensorFlow, minibert names) and its two directions
     hub.py               a name → a file: a local directory, the bundled toy, or the hub (its cache, offline mode)
+    hub_commit.py        one load, one commit: a push in the middle of a load changes none of its files
     checkpoint_files.py  which files a checkpoint is, and their tensors by the file's own names (.bin read here)
     safetensors.py       the safetensors format, read by hand, every offset checked before a byte is trusted
     file_pages.py        a weights file mapped, not copied: pages given back once used, so each weight is held once

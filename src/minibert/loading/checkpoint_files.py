@@ -57,25 +57,44 @@ def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Pa
     raise _no_weights_read(name_or_path, revision)
 
 
-# Weights formats of transformers that minibert does not read: file → what it is and transformers' keyword.
-UNREAD_WEIGHTS = {"tf_model.h5": ("Keras (TensorFlow 2) weights", "from_tf=True"),
-                  "flax_model.msgpack": ("Flax weights", "from_flax=True")}  # fmt: skip
+# Weights formats of transformers that minibert does not read: file → what it is, transformers' keyword, and
+# what converting needs. transformers 5 ignores from_tf/from_flax (modeling_utils: "Not used anymore"); with
+# torch 2.13, TensorFlow 2.21 and tf-keras 2.21 (beside TensorFlow's Keras 3), 4.46.3, 4.49.0 and 4.50.3 convert,
+# 4.51.3 to 4.57.6 fail (a shape mismatch, then weights left on the meta device); Flax 0.12.8: 4.50.3 converts.
+UNREAD_WEIGHTS = {"tf_model.h5": ("Keras (TensorFlow 2) weights", "from_tf=True", "tensorflow tf-keras"),
+                  "flax_model.msgpack": ("Flax weights", "from_flax=True", "flax")}  # fmt: skip
+CONVERTING_TRANSFORMERS = "transformers<4.51"
 
 
 def _no_weights_read(name_or_path, revision: str | None) -> CheckpointError:
-    """The error for a folder or repository with none of WEIGHT_FILES: it has no weights at all,
-    or only weights in a format minibert does not read (then how to convert them)."""
+    """The error for a folder or repository with none of WEIGHT_FILES: it has no weights at all, or
+    only weights in a format minibert does not read (then how to convert them), or, where the hub
+    cannot be asked (offline), none that minibert reads, the other formats unknown."""
     name = os.fspath(name_or_path)
-    unread = [filename for filename in UNREAD_WEIGHTS if has_file(name_or_path, filename, revision=revision)]
-    if not unread:
-        return CheckpointError(f"{name} has config.json but no weights: expected one of {', '.join(WEIGHT_FILES)}")
+    held = {filename: has_file(name_or_path, filename, revision=revision) for filename in UNREAD_WEIGHTS}
+    unread = [filename for filename, there in held.items() if there]
+    if unread:
+        return _convert_first(name, unread)
+    unknown = [filename for filename, there in held.items() if there is None]
+    expected = f"expected one of {', '.join(WEIGHT_FILES)}"
+    if unknown:
+        return CheckpointError(f"{name} has config.json but none of the weights files minibert reads ({expected}); "
+                               f"whether it holds weights in another format ({', '.join(unknown)}) is unknown: the "
+                               "hub could not be asked, and the local cache has no record of them")  # fmt: skip
+    return CheckpointError(f"{name} has config.json but no weights: {expected}")
+
+
+def _convert_first(name: str, unread: list[str]) -> CheckpointError:
+    """How to convert weights minibert does not read: with transformers 4, which still reads them."""
     kinds = ", ".join(f"{filename} ({UNREAD_WEIGHTS[filename][0]})" for filename in unread)
-    keyword = UNREAD_WEIGHTS[unread[0]][1]
+    _, keyword, packages = UNREAD_WEIGHTS[unread[0]]
     return CheckpointError(
         f"{name} holds its weights only as {kinds}, which minibert does not read (it reads "
         f"{', '.join(WEIGHT_FILES)}, and Google's TensorFlow checkpoints, bert_model.ckpt.index/.data). Convert "
-        f"them once with transformers: transformers.BertModel.from_pretrained({name!r}, {keyword})"
-        ".save_pretrained('DIR'), then load DIR"
+        f"them once with transformers 4 (transformers 5 ignores {keyword}), in a separate environment: pip install "
+        f"'{CONVERTING_TRANSFORMERS}' torch {packages}; then transformers.BertModel.from_pretrained({name!r}, "
+        f"{keyword}).save_pretrained('DIR') (the class of its head in place of BertModel, for a model with one), "
+        "and load DIR"
     )
 
 

@@ -28,7 +28,7 @@ from ..errors import FileWriteError
 from ..formats.atomic_files import naming_the_file, why_not_a_folder
 from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, CONFIG_FIELDS, SHAPE_FIELDS
 from .hub import hub_options, resolve_file
-from .transformers_keywords import config_keywords
+from .transformers_keywords import HUB_KEYWORDS, config_keywords
 
 
 def config_file(name_or_path, revision: str | None, required: bool = True):
@@ -47,7 +47,7 @@ def read_config(cls: type, name_or_path, revision: str | None, keywords: dict):
     if unknown:
         raise TypeError(f"{cls.__name__}.from_pretrained() got unexpected keyword arguments {unknown}; besides "
                         f"revision, it takes the config fields {', '.join(CONFIG_FIELDS)}, and transformers' "
-                        "cache_dir, local_files_only, token, trust_remote_code (docs/migrating.md)")  # fmt: skip
+                        f"{', '.join(HUB_KEYWORDS)}, trust_remote_code (docs/migrating.md)")  # fmt: skip
     with hub_options(hub):
         path = config_file(name_or_path, revision)
     config = with_fields(cls.from_json_file(path), keywords)

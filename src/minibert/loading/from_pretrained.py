@@ -33,6 +33,7 @@ from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
 from .hub import hub_options
+from .hub_commit import one_load
 from .strict import WEIGHT_DTYPES, rename_and_check
 from .transformers_keywords import TRANSFORMERS_KEYWORDS, model_keywords
 
@@ -125,7 +126,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
     Loading inside ``torch.inference_mode()`` (as servers often do) still makes ordinary tensors:
     the model can later be fine-tuned, and the GEMM backend (packed_linear.py) can tell when a weight changes
     (an inference tensor keeps no version counter)."""
-    with torch.inference_mode(False):
+    with torch.inference_mode(False), one_load():  # every hub file of the load from one commit (hub_commit.py)
         return _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm)
 
 

@@ -8,7 +8,9 @@
   no network and no cache; a local directory of that relative path still wins, as directories always do;
 * a hub repository id (``google-bert/bert-base-uncased``) — each file is fetched with
   ``huggingface_hub.hf_hub_download`` into the standard Hugging Face cache (downloads are resumable
-  and atomic; a second call reads the cache). With ``HF_HUB_OFFLINE=1`` only the cache is used.
+  and atomic; a second call reads the cache). With ``HF_HUB_OFFLINE=1`` (or ``TRANSFORMERS_OFFLINE=1``,
+  which huggingface_hub reads in its place) only the cache is used. The files of one load come from
+  one commit of the repository (hub_commit.py).
 
 ``HF_HUB_OFFLINE`` and ``HF_ENDPOINT`` are read at each call, not once at import time, so a program
 (or a test) may set them after importing minibert.
@@ -18,17 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import errno
 import functools
 import os
-import socket
-import threading
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from urllib.parse import urlparse
 
 from ..errors import CheckpointError, HubDownloadError, ModelNotFoundError
+from .hub_commit import answered_commit, fix_commit, fixed_commit, snapshot_commit
 from .hub_failures import (
     download_failed,
     is_a_transfer_failure,
@@ -37,6 +35,7 @@ from .hub_failures import (
     refused_repository,
     token_sent,
 )
+from .hub_reach import TIMEOUT_VARIABLE, _unreachable, _within, hub_timeout
 from .local_files import a_checkpoint_prefix, missing_in_a_local_folder, not_a_file
 
 # The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
@@ -50,17 +49,25 @@ BUNDLED_MODELS = {"minibert/fortunes-mini": "fortunes-mini"}
 BUNDLED_WITH_HEADS = "minibert/fortunes-mini"
 
 _TRUE = {"1", "true", "yes", "on"}
+WEIGHTS_SUFFIXES = (".safetensors", ".bin")  # the files a download is not cut off for
 
 
 @dataclass(frozen=True)
 class HubOptions:
     """transformers' download keywords, for the files a ``from_pretrained`` call reads from the hub:
     ``cache_dir`` (instead of the standard cache), ``local_files_only`` (the cache only, as
-    ``HF_HUB_OFFLINE=1`` for one call) and ``token`` (a private or gated repository)."""
+    ``HF_HUB_OFFLINE=1`` for one call), ``token`` (a private or gated repository) and
+    ``force_download`` (each file fetched again, over the cache's copy: a damaged one)."""
 
     cache_dir: str | None = None
     local_files_only: bool = False
     token: str | bool | None = None
+    force_download: bool = False
+
+    def keywords(self) -> dict:
+        """The options as ``from_pretrained``'s keywords (those not at their default), to pass on."""
+        return {field.name: getattr(self, field.name) for field in fields(self)
+                if getattr(self, field.name) != field.default}  # fmt: skip
 
 
 _HUB_OPTIONS: contextvars.ContextVar[HubOptions | None] = contextvars.ContextVar("minibert_hub_options", default=None)
@@ -76,9 +83,19 @@ def hub_options(options: HubOptions):
         _HUB_OPTIONS.reset(reset)
 
 
+def offline_setting() -> str | None:
+    """The variable that keeps downloads to the local cache, as "HF_HUB_OFFLINE=1 is set", or None.
+    huggingface_hub reads ``HF_HUB_OFFLINE``, else (when it is not set) ``TRANSFORMERS_OFFLINE``;
+    both are read here in that order, at each call. (huggingface_hub reads them once, at its import:
+    a download it then refuses as offline is said to be that, by ``_offline_cause``.)"""
+    variable = "HF_HUB_OFFLINE" if os.environ.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
+    value = os.environ.get(variable, "").strip()
+    return f"{variable}={value} is set" if value.lower() in _TRUE else None
+
+
 def is_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` asks to use the local cache only."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+    """True when the local cache only is used (``offline_setting``)."""
+    return offline_setting() is not None
 
 
 def _trainer_weights(missing: Path) -> str:
@@ -179,37 +196,23 @@ def _endpoint() -> str:
 def _download(repo_id: str, filename: str, *, revision: str | None, required: bool) -> Path | None:
     """The cached path of one hub file, fetched if need be; None for an optional file the hub (or the
     cache's record of it) says the repository lacks. Any other failure is an error that says what
-    happened (hub_failures.py): a file that could not be had is never taken as absent."""
-    from huggingface_hub import hf_hub_download
+    happened (hub_failures.py): a file that could not be had is never taken as absent. Within a load,
+    the commit its first file came from is asked for (hub_commit.py)."""
     from huggingface_hub import utils as hub_errors  # where every release since 0.23 keeps them
 
     endpoint = _endpoint()
     options = _HUB_OPTIONS.get() or HubOptions()
     offline = is_offline() or options.local_files_only
     unreachable = None if offline else _unreachable(endpoint)  # skip huggingface_hub's retries of a dead end
-    local_only = offline or unreachable is not None
-    seconds = hub_timeout()
+    cache_only = _why_only_the_cache(endpoint, unreachable, options) if offline or unreachable else None
+    commit = fixed_commit(repo_id, revision, options.cache_dir)
     try:
-        download = functools.partial(
-            hf_hub_download,
-            repo_id,
-            filename,
-            revision=revision,
-            local_files_only=local_only,
-            cache_dir=options.cache_dir,
-            token=options.token,
-            endpoint=endpoint,
-            library_name="minibert",
-            etag_timeout=min(10.0, seconds),
-        )
-        # The deadline bounds small files (config.json always comes first: a silent hub is noticed
-        # there); a weights file's download may rightly take minutes and is not cut off.
-        bounded = not local_only and not filename.endswith(WEIGHTS_SUFFIXES)
-        path = _within(seconds, download) if bounded else download()
-        return Path(path)
+        path = _fetch(repo_id, filename, commit or revision, options, endpoint, cache_only)
+        fix_commit(repo_id, revision, options.cache_dir, snapshot_commit(path, filename))
+        return path
     except TimeoutError:
         raise HubDownloadError(
-            f"the hub ({endpoint}) did not answer within {seconds:g} s while resolving {repo_id}/{filename} "
+            f"the hub ({endpoint}) did not answer within {hub_timeout():g} s while resolving {repo_id}/{filename} "
             f"(the limit is {TIMEOUT_VARIABLE}); to work offline, set HF_HUB_OFFLINE=1 (models already in the "
             "cache load from it) or pass the path of a local directory"
         ) from None
@@ -218,16 +221,20 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
             f"{repo_id!r} is neither an existing directory nor a valid hub repository id: {error}"
         ) from None
     except hub_errors.LocalEntryNotFoundError as error:  # not in the cache; the hub not asked, or failing
-        failure = None if local_only else error.__cause__  # (HTTP 500, a timeout ...)
-        problem = _as_the_cache_says(repo_id, filename, revision, required, failure, endpoint, unreachable, options)
-        if problem is None:
-            return None
-        raise problem from None
+        if known_absent(repo_id, filename, commit or revision, options.cache_dir):
+            if not required:
+                return None
+            raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename} (the local cache records "
+                                     "the hub's answer)") from None  # fmt: skip
+        failure = None if cache_only or _offline_cause(error) else error.__cause__  # (HTTP 500, a timeout ...)
+        how = cache_only or _why_only_the_cache(endpoint, None, options)
+        raise _not_had(repo_id, filename, revision, failure, how, options) from None
     except hub_errors.RevisionNotFoundError:
         raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
     except hub_errors.RepositoryNotFoundError as error:  # GatedRepoError is one: told apart there
         raise refused_repository(repo_id, endpoint, error, token_sent(options.token)) from None
-    except hub_errors.EntryNotFoundError:  # (from 1.0 on, the hub's 404 is its subclass RemoteEntryNotFoundError)
+    except hub_errors.EntryNotFoundError as error:  # (from 1.0 on, the hub's 404: RemoteEntryNotFoundError)
+        fix_commit(repo_id, revision, options.cache_dir, answered_commit(error))  # the commit that lacks it
         if not required:
             return None
         raise ModelNotFoundError(f"{repo_id}: the repository has no file {filename}") from None
@@ -237,11 +244,37 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         raise download_failed(repo_id, filename, error, token_sent(options.token)) from None
 
 
-def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | None = None) -> bool:
-    """Whether a directory or hub repository is known to hold ``filename``, asked without fetching it
-    (the hub answers a HEAD request; offline, the cache says): for messages about a file minibert
-    does not read, such as ``tf_model.h5``. False where it cannot be known."""
+def _fetch(repo_id: str, filename: str, revision: str | None, options: HubOptions, endpoint: str,
+           cache_only: str | None) -> Path:  # fmt: skip
+    """``hf_hub_download`` of one file (from the cache alone where ``cache_only`` says why), within the
+    deadline for a small file (config.json always comes first: a silent hub is noticed there); a
+    weights file's download may rightly take minutes and is not cut off."""
+    from huggingface_hub import hf_hub_download
+
+    if options.force_download and cache_only:  # (huggingface_hub's ValueError would name local_files_only)
+        raise ModelNotFoundError(f"{repo_id}: force_download=True asks the hub for {filename} again, but {cache_only}")
+    local_only = cache_only is not None
+    seconds = hub_timeout()
+    download = functools.partial(hf_hub_download, repo_id, filename, revision=revision, local_files_only=local_only,
+                                 cache_dir=options.cache_dir, token=options.token, endpoint=endpoint,
+                                 force_download=options.force_download, library_name="minibert",
+                                 etag_timeout=min(10.0, seconds))  # fmt: skip
+    bounded = not local_only and not filename.endswith(WEIGHTS_SUFFIXES)
+    return Path(_within(seconds, download) if bounded else download())
+
+
+def _offline_cause(error: BaseException) -> bool:
+    """Whether huggingface_hub gave up on the file because it is in offline mode (no request made)."""
+    return type(error.__cause__).__name__ == "OfflineModeIsEnabled"
+
+
+def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | None = None) -> bool | None:
+    """Whether a directory or hub repository holds ``filename``, asked without fetching it (the hub
+    answers a HEAD request; offline, the cache says): True, False, or None where it cannot be known
+    (offline with no record of it in the cache, a hub that fails). For messages about a file
+    minibert does not read, such as ``tf_model.h5``."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub import utils as hub_errors
 
     name = os.fspath(name_or_path)
     if os.path.isdir(name):
@@ -249,145 +282,51 @@ def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | 
     options = _HUB_OPTIONS.get() or HubOptions()
     if looks_like_a_path(name) or name in BUNDLED_MODELS:
         return False
+    revision = fixed_commit(name, revision, options.cache_dir) or revision
     if isinstance(try_to_load_from_cache(name, filename, cache_dir=options.cache_dir, revision=revision), str):
         return True
-    if is_offline() or options.local_files_only:
+    if known_absent(name, filename, revision, options.cache_dir):
         return False
-    endpoint = _endpoint()
+    if is_offline() or options.local_files_only:
+        return None
     try:
-        url = hf_hub_url(name, filename, revision=revision, endpoint=endpoint)
+        url = hf_hub_url(name, filename, revision=revision, endpoint=_endpoint())
         # (no endpoint= here: before 1.0 it was not taken, and it only names the Xet server, which a HEAD needs not)
         get_hf_file_metadata(url, token=options.token, timeout=min(10.0, hub_timeout()))
-    except Exception:  # noqa: BLE001  (absent, or not known: either way not said to be there)
+    except hub_errors.EntryNotFoundError:
         return False
+    except Exception:  # noqa: BLE001  (the hub failed: not known)
+        return None
     return True
 
 
-def _as_the_cache_says(repo_id: str, filename: str, revision: str | None, required: bool,
-                       failure: Exception | None, endpoint: str, unreachable: str | None,
-                       options: HubOptions) -> ModelNotFoundError | None:  # fmt: skip
-    """None for an optional file the cache records as absent (the hub's 404, or `hf download`'s file
-    list); otherwise the error to raise: the hub's ``failure``, or a file the cache lacks while the
-    hub cannot be asked, whose existence is unknown."""
-    if known_absent(repo_id, filename, revision, options.cache_dir):
-        return None if not required else ModelNotFoundError(
-            f"{repo_id}: the repository has no file {filename} (the local cache records the hub's answer)")  # fmt: skip
+def _not_had(repo_id: str, filename: str, revision: str | None, failure: Exception | None, how: str,
+             options: HubOptions) -> ModelNotFoundError:  # fmt: skip
+    """The error for a file neither in the cache nor given by the hub: the hub's ``failure``, or
+    (``failure`` None) a file the cache lacks while the hub cannot be asked (``how`` says why), whose
+    existence is unknown."""
     if failure is not None:
         return download_failed(repo_id, filename, failure, token_sent(options.token))
-    how = _why_only_the_cache(endpoint, unreachable, options.local_files_only)
-    return not_in_cache(repo_id, filename, revision, options.cache_dir, how, offline_models())
+    return not_in_cache(repo_id, filename, revision, options.cache_dir, how, offline_models(options.cache_dir))
 
 
-def _why_only_the_cache(endpoint: str, unreachable: str | None, local_files_only: bool) -> str:
+def _why_only_the_cache(endpoint: str, unreachable: str | None, options: HubOptions) -> str:
     """Why only the local cache was read: the words that end "... is not in the cache, and ___"."""
-    if local_files_only:
+    if options.local_files_only:
         return "local_files_only=True was passed, so only the local cache is used"
     if unreachable:
         return f"the hub ({endpoint}) cannot be reached: {unreachable}"
-    return "HF_HUB_OFFLINE=1 is set, so only the local cache is used"
+    setting = offline_setting() or ("huggingface_hub is in offline mode (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE "
+                                    "was set at its import)")  # fmt: skip
+    return f"{setting}, so only the local cache is used"
 
 
-TIMEOUT_VARIABLE = "MINIBERT_HUB_TIMEOUT"
-WEIGHTS_SUFFIXES = (".safetensors", ".bin")
-DEFAULT_TIMEOUT = 30.0
-
-
-def hub_timeout() -> float:
-    """Seconds one file's resolution on the hub may take, at most (``MINIBERT_HUB_TIMEOUT``, default 30).
-
-    huggingface_hub retries a host that accepts connections but never answers for minutes; minibert
-    gives up after this long, with one error saying how to work offline."""
-    value = os.environ.get(TIMEOUT_VARIABLE, "").strip()
-    if not value:
-        return DEFAULT_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds <= 86_400:
-        raise ValueError(f"{TIMEOUT_VARIABLE}={value[:40]!r}: must be a number of seconds from 0 (excluded) to 86400")
-    return seconds
-
-
-def _within(seconds: float, function):
-    """``function()``, or TimeoutError after ``seconds``. It runs in a daemon thread, which is left
-    behind on a timeout (a download that finishes later only fills the cache, atomically)."""
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["value"] = function()
-        except BaseException as error:  # noqa: BLE001  (re-raised in the caller's thread)
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run, name="minibert-hub", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        raise TimeoutError
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-PROBE_SECONDS = 3.0
-PROBE_KEPT_SECONDS = 60.0  # a verdict is reused this long: the network may come back (or go) in a long session
-_probed: dict[str, tuple[float, str | None]] = {}
-_now = time.monotonic  # (a test moves this clock)
-
-
-def _unreachable(endpoint: str) -> str | None:
-    """``_probe(endpoint)``, remembered for ``PROBE_KEPT_SECONDS`` (one probe for the several files
-    of one load)."""
-    now = _now()
-    if endpoint not in _probed or now - _probed[endpoint][0] > PROBE_KEPT_SECONDS:
-        _probed[endpoint] = (now, _probe(endpoint))
-    return _probed[endpoint][1]
-
-
-def _probe(endpoint: str) -> str | None:
-    """Why the hub cannot be asked at all, found in milliseconds, or None (ask it).
-
-    huggingface_hub retries a failed connection for about 25 s (and minibert's deadline, 30 s by
-    default, would end it with "did not answer", which is not what happened). Two cases are known at
-    once: a host name that does not resolve (no DNS, no network), and a host that refuses the
-    connection or has no route to it (a firewall that rejects, a local mirror that is down). A host
-    that does not answer the probe within a few seconds is left to the deadline. Behind a proxy
-    (``HTTPS_PROXY`` and the like, which huggingface_hub's requests honour) the proxy is what is
-    reached, so there is nothing to probe here."""
-    parsed = urlparse(endpoint)
-    host = parsed.hostname
-    if not host:
-        return "its address has no host name"
-    if _through_a_proxy(parsed.scheme, host):
-        return None
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        socket.getaddrinfo(host, port)
-    except OSError:
-        return "its host name does not resolve"
-    try:
-        socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
-    except ConnectionRefusedError:
-        return f"it refused the connection (nothing listens on {host}:{port})"
-    except OSError as error:
-        if error.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
-            return f"there is no route to {host}:{port} ({error.strerror})"
-    return None  # connected, or silent within PROBE_SECONDS: ask, within the deadline
-
-
-def _through_a_proxy(scheme: str, host: str) -> bool:
-    import urllib.request
-
-    proxies = urllib.request.getproxies()  # from the environment, as requests reads them
-    return (scheme in proxies or "all" in proxies) and not urllib.request.proxy_bypass(host)
-
-
-def offline_models() -> list[str]:
-    """The model names that load with no network: the bundled ones, then the Hugging Face cache's."""
+def offline_models(cache_dir: str | None = None) -> list[str]:
+    """The model names that load with no network: the bundled ones, then those of the Hugging Face
+    cache (``cache_dir``, else the standard one)."""
     from huggingface_hub import constants
 
-    cache = Path(constants.HF_HUB_CACHE)
+    cache = Path(cache_dir or constants.HF_HUB_CACHE)
     cached = sorted(folder.name.removeprefix("models--").replace("--", "/") for folder in cache.glob("models--*")
                     if (folder / "snapshots").is_dir()) if cache.is_dir() else []  # fmt: skip
     return [*BUNDLED_MODELS, *cached]

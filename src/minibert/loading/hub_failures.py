@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import http
 import json
+import os
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -87,10 +90,12 @@ def what_happened(error: BaseException) -> str:
     detail = _first_line(error)
     status = getattr(getattr(error, "response", None), "status_code", None)
     if isinstance(status, int):
-        server = _first_line(getattr(error, "server_message", None) or "")
+        server = _first_line(getattr(error, "server_message", None) or "").rstrip(".")
         return f"the hub answered HTTP {status} ({_phrase(status)})" + (f": {server}" if server else "")
     if isinstance(error, TimeoutError) or names & {"TimeoutException", "Timeout"}:
         return f"the hub did not answer in time ({detail})"
+    if "LocalProtocolError" in names:  # (h11's: a header it refuses to send; nothing reached the hub)
+        return f"the request could not be sent ({detail})"
     if names & {"ConnectError", "ConnectionError"} and not names & {"ProtocolError", "ReadError"}:
         return f"could not connect to the hub ({detail})"
     if names & {"ProtocolError", "ReadError", "WriteError", "ChunkedEncodingError", "NetworkError"}:
@@ -114,6 +119,9 @@ def download_failed(repo_id: str, filename: str, error: BaseException, token_sen
     the cache is read from it when the hub fails, so the cache has no copy of this one), except
     where the hub refused the credentials (401, 403): then the token is."""
     status = getattr(getattr(error, "response", None), "status_code", None)
+    if "DisabledRepoError" in {cls.__name__ for cls in type(error).__mro__}:  # (a 403 no token opens)
+        return HubDownloadError(f"{repo_id}: could not download {filename}: {what_happened(error)}. The repository "
+                                "is disabled on the hub: it cannot be downloaded, with a token or without")  # fmt: skip
     if status in (401, 403):
         remedy = ("the token given was refused (expired, revoked, or without access to this repository): pass a "
                   "valid one" if token_sent else "the hub asks for a token: pass one")  # fmt: skip
@@ -163,7 +171,9 @@ def _phrase(status: int) -> str:
 
 
 def _first_line(error) -> str:
-    text = str(error).strip()
+    """The first line of ``error``'s text, a token in it (``Bearer hf_...``, as an HTTP library quotes
+    a header it refused) left out: a message is printed and logged, a token is a secret."""
+    text = re.sub(r"(Bearer)\s*[^\s'\"]*", r"\1 <token>", str(error)).strip()
     return text.splitlines()[0][:300] if text else ""
 
 
@@ -174,17 +184,18 @@ def not_in_cache(repo_id: str, filename: str, revision: str | None, cache_dir: s
     whether the repository has it is unknown). ``offline`` names the models that load offline."""
     folder = repo_folder(repo_id, cache_dir)
     at = f" at revision {revision!r}" if revision else ""
-    fetch = f"`hf download {repo_id}" + (f" --revision {revision}`" if revision else "`")
+    fetch = f"`hf download {repo_id}" + (f" --revision {revision}" if revision else "") + _cache_flag(cache_dir) + "`"
+    cache = "the local Hugging Face cache" + (f" {cache_dir}" if cache_dir else "")
     if cached_commit(folder, revision) is not None:
         return ModelNotFoundError(
-            f"{repo_id}{at} is in the local Hugging Face cache without {filename}, and {how}: whether the repository "
+            f"{repo_id}{at} is in {cache} without {filename}, and {how}: whether the repository "
             f"has {filename} is unknown (the cache records only the files the hub said it lacks). Download the "
             f"whole repository once with network access ({fetch}), or pass the path of a local directory"
         )
     held = cached_revisions(folder) if revision else []
     holds = f"; the cache holds it at {', '.join(held)} only" if held else ""
     return ModelNotFoundError(
-        f"the model {repo_id}{at} is not in the local Hugging Face cache ({filename} is missing{holds}) and {how}. "
+        f"the model {repo_id}{at} is not in {cache} ({filename} is missing{holds}) and {how}. "
         f"{'' if held else _did_you_mean(repo_id, offline)}Download it once with network access (e.g. {fetch}), "
         f"or pass the path of a local directory that holds the checkpoint. "
         f"Models that load offline here: {', '.join(offline)}."
@@ -198,3 +209,28 @@ def _did_you_mean(name: str, models: list[str]) -> str:
     same_tail = [model for model in models if model.rsplit("/", 1)[-1].lower() == name.rsplit("/", 1)[-1].lower()]
     near = same_tail or difflib.get_close_matches(name, models, n=1, cutoff=0.75)
     return f"Did you mean {near[0]}? " if near and near[0] != name else ""
+
+
+def _cache_flag(cache_dir: str | None) -> str:
+    """`` --cache-dir X`` for an ``hf download`` command that must fill ``cache_dir``, else ''."""
+    return f" --cache-dir {shlex.quote(cache_dir)}" if cache_dir else ""
+
+
+def damaged_copy_remedy(path: Path) -> str:
+    """How to replace a damaged weights file, worded for where it is. A file of a hub cache's snapshot
+    (``.../models--org--name/snapshots/COMMIT/model.safetensors``) is a link to a blob: deleting the
+    link changes nothing (huggingface_hub links the same blob again, without a download), so the
+    blob is named and downloaded again. Any other file: delete it and download it again."""
+    snapshot = next((folder for folder in path.parents if folder.parent.name == "snapshots"), None)
+    repo = snapshot.parent.parent if snapshot is not None else None
+    if repo is None or not repo.name.startswith("models--"):
+        return "delete it and download it again"
+    from huggingface_hub import constants
+
+    repo_id = repo.name.removeprefix("models--").replace("--", "/")
+    cache = repo.parent
+    cache_dir = None if cache.resolve() == Path(constants.HF_HUB_CACHE).resolve() else os.fspath(cache)
+    filename = path.relative_to(snapshot).as_posix()
+    return (f"it is the Hugging Face cache's copy ({path.resolve()}): download it again with "
+            f"from_pretrained(..., force_download=True), or with `hf download {repo_id} {filename} --revision "
+            f"{snapshot.name} --force-download{_cache_flag(cache_dir)}`")  # fmt: skip

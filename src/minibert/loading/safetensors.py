@@ -18,6 +18,7 @@ import torch
 
 from ..errors import CheckpointError
 from ..formats.json_files import parse_json
+from .hub_failures import damaged_copy_remedy
 
 # safetensors dtype codes → torch dtypes
 _SAFETENSORS_DTYPES = {
@@ -37,9 +38,10 @@ _INT64_LIMIT = 2**63  # torch's sizes, strides and byte counts are int64
 
 
 def _corrupt(path: Path, problem: str) -> CheckpointError:
-    return CheckpointError(
-        f"cannot read weights file {path}: {problem}; it is truncated or corrupt — delete it and download it again"
-    )
+    """The error for a damaged weights file, with the remedy that replaces it where it is (a hub
+    cache's copy is downloaded again: hub_failures.py)."""
+    return CheckpointError(f"cannot read weights file {path}: {problem}; it is truncated or corrupt — "
+                           f"{damaged_copy_remedy(path)}")  # fmt: skip
 
 
 def _read_safetensors_header(handle, path: Path) -> tuple[dict, int]:

@@ -9,7 +9,8 @@ the reason, never dropped:
     torch_dtype                          dtype (transformers' older name for it)
     device_map="cpu" / 0 / {"": 0}       device: one device (a map that splits the model is refused)
     device_map=None                      no map (transformers' default): as if left out
-    cache_dir, local_files_only, token   the hub download (hub.py's HubOptions)
+    cache_dir, local_files_only, token,  the hub download (hub.py's HubOptions); a token is checked
+    force_download                       before any request, and never quoted
     attn_implementation="eager"/"sdpa"   nothing to do: minibert's attention gives the same numbers
     low_cpu_mem_usage                    nothing to do: the model is built on the meta device and
                                          the file mapped, always
@@ -20,35 +21,69 @@ the reason, never dropped:
 
 >>> options = {"torch_dtype": "float16", "local_files_only": True, "num_labels": 2}
 >>> model_keywords(options, dtype=None, device=None)
-('float16', None, HubOptions(cache_dir=None, local_files_only=True, token=None))
+('float16', None, HubOptions(cache_dir=None, local_files_only=True, token=None, force_download=False))
 >>> options   # what is left is minibert's own (the config fields a classifier replaces)
 {'num_labels': 2}
 """
 
 from __future__ import annotations
 
+import os
+
 from .hub import HubOptions
 
+# transformers' download keywords, which every from_pretrained takes (hub.py's HubOptions).
+HUB_KEYWORDS = ("cache_dir", "local_files_only", "token", "force_download")
 # What a model's from_pretrained takes of transformers' (add_pooling_layer: from_pretrained.py, BertModel's only).
-TRANSFORMERS_KEYWORDS = ("torch_dtype", "device_map", "cache_dir", "local_files_only", "token", "attn_implementation",
-                         "low_cpu_mem_usage", "trust_remote_code", "ignore_mismatched_sizes",
-                         "add_pooling_layer")  # fmt: skip
+TRANSFORMERS_KEYWORDS = ("torch_dtype", "device_map", *HUB_KEYWORDS, "attn_implementation", "low_cpu_mem_usage",
+                         "trust_remote_code", "ignore_mismatched_sizes", "add_pooling_layer")  # fmt: skip
 _ATTENTION = ("eager", "sdpa")  # transformers' two that compute BERT's attention on every device
 _NOTHING_TO_DO = ("low_cpu_mem_usage", "trust_remote_code")
 
 
-def hub_keywords(keywords: dict) -> HubOptions:
-    """Take ``cache_dir``, ``local_files_only`` and ``token`` out of ``keywords``."""
-    cache_dir = keywords.pop("cache_dir", None)
+def hub_keywords(keywords: dict, cache_name: str = "cache_dir") -> HubOptions:
+    """Take ``cache_dir`` (``cache_name``: sentence-transformers' is ``cache_folder``),
+    ``local_files_only``, ``token`` and ``force_download`` out of ``keywords``, checked."""
+    cache_dir = keywords.pop(cache_name, None)
     local_files_only = keywords.pop("local_files_only", False)
     token = keywords.pop("token", None)
+    force_download = keywords.pop("force_download", False)
     if cache_dir is not None and not isinstance(cache_dir, (str, bytes)) and not hasattr(cache_dir, "__fspath__"):
-        raise TypeError(f"cache_dir must be a path, got {type(cache_dir).__name__}")
-    if not isinstance(local_files_only, bool):
-        raise TypeError(f"local_files_only must be True or False, got {local_files_only!r}")
-    if token is not None and not isinstance(token, (str, bool)):
+        raise TypeError(f"{cache_name} must be a path, got {type(cache_dir).__name__}")
+    for name, flag in (("local_files_only", local_files_only), ("force_download", force_download)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
+    if force_download and local_files_only:
+        raise ValueError("force_download=True downloads every file again and local_files_only=True downloads none: "
+                         "pass one of them")  # fmt: skip
+    check_token(token)
+    return HubOptions(None if cache_dir is None else os.fsdecode(cache_dir), local_files_only, token, force_download)
+
+
+def check_token(token) -> None:
+    """``token`` as huggingface_hub can send it, checked before any request: None (HF_TOKEN or the
+    saved login, if any), False (none), True (the saved login, which must exist), or a str that an
+    HTTP header can carry (not empty; ASCII, with no whitespace or control character: a token read
+    from a file with its newline). The token's value is never put in the message."""
+    if token is None or token is False:
+        return
+    if token is True:
+        from huggingface_hub import get_token
+
+        if get_token() is None:
+            raise ValueError("token=True sends the saved login, and none is saved: run `hf auth login`, set "
+                             "HF_TOKEN, or pass the token itself (token='hf_...')")  # fmt: skip
+        return
+    if not isinstance(token, str):
         raise TypeError(f"token must be a str (or True: the saved login), got {type(token).__name__}")
-    return HubOptions(None if cache_dir is None else str(cache_dir), local_files_only, token)
+    if not token:
+        raise ValueError("token='' is empty: pass a token, or leave token out (HF_TOKEN or the saved login is then "
+                         "sent, if any), or token=False to send none")  # fmt: skip
+    bad = next((char for char in token if char.isspace() or not char.isprintable() or not char.isascii()), None)
+    if bad is not None:
+        where = "ends with" if token[-1] == bad else "holds"
+        raise ValueError(f"token {where} {bad!r}, which no HTTP header can carry (a token read from a file keeps its "
+                         "newline: .strip() it); the token itself is not shown")  # fmt: skip
 
 
 def _nothing_to_do(keywords: dict, names: tuple[str, ...]) -> None:

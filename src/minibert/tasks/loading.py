@@ -24,6 +24,7 @@ from ..embedding.batches import length_sorted_batches
 from ..heads import BertWithHeads
 from ..inputs import AS_ASKED
 from ..loading.devices import check_model_is_on, placement
+from ..loading.hub_commit import one_load
 from ..pretrained import evaluating
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -35,8 +36,9 @@ TASKS = "a task (classify, tag, answer, fill_mask, next_sentence)"  # what the m
 def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: str | None = None,
                  device: str | None = None, files: tuple = ()) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
     """The model and tokenizer of ``name_or_path``; ``files`` (``folder_files``) is only part of the key."""
-    model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype, device=device)
-    tokenizer = BertTokenizer.from_pretrained(name_or_path)
+    with one_load():  # the model and its tokenizer: one commit of a hub repository (loading/hub_commit.py)
+        model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype, device=device)
+        tokenizer = BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
 

@@ -42,11 +42,13 @@ import numpy as np
 import torch
 
 from ..embedding.folder_settings import choose_prompt, read_prompts, read_sequence_length, torch_class_path
+from ..embedding.loading import download_keywords
 from ..errors import CheckpointError, TaskArgumentError
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification
 from ..loading.devices import check_model_is_on, placement
-from ..loading.hub import resolve_file
+from ..loading.hub import hub_options, resolve_file
+from ..loading.hub_commit import one_load
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .classify import sigmoid
 from .loading import cache_key, loading_lock, run_rows
@@ -66,18 +68,25 @@ class CrossEncoder:
     checkpoint), scoring text pairs. ``max_length`` and ``activation_fn`` (a class path,
     ``"sigmoid"``/``"identity"``/``"tanh"``, or the torch module itself: ``torch.nn.Identity()``)
     override the folder's. (sentence-transformers lets a folder's ``processing_kwargs`` max_length
-    win over a ``max_length`` given; minibert follows the one given.)"""
+    win over a ``max_length`` given; minibert follows the one given.) ``token``, ``cache_folder``
+    and ``local_files_only`` are its download keywords (embedding/loading.py)."""
 
     def __init__(self, model_name_or_path: str | os.PathLike, *, max_length: int | None = None,
                  activation_fn: str | None = None, revision: str | None = None, dtype=None, device=None,
-                 gemm: str | None = None):  # fmt: skip
+                 gemm: str | None = None, token: str | bool | None = None,
+                 cache_folder: str | os.PathLike | None = None, local_files_only: bool = False, **others):  # fmt: skip
+        hub = download_keywords("CrossEncoder", "max_length, activation_fn, revision, dtype, device, gemm", others,
+                                token=token, cache_folder=cache_folder, local_files_only=local_files_only)  # fmt: skip
         source = os.fspath(model_name_or_path)
         device = placement(device, dtype, computes="a CrossEncoder")  # said before a file is read
-        self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
-                                                                   device=device, gemm=gemm).eval()  # fmt: skip
-        self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision)
+        with one_load():  # the model, the tokenizer and the settings: one commit (loading/hub_commit.py)
+            self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
+                                                                       device=device, gemm=gemm,
+                                                                       **hub.keywords()).eval()  # fmt: skip
+            self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision, **hub.keywords())
+            with hub_options(hub):
+                settings = _read_settings(source, revision)
         self.model.config.check_vocabulary(self.tokenizer.vocab, source)
-        settings = _read_settings(source, revision)
         limit = self.model.config.max_position_embeddings
         saved = settings.get("max_seq_length")
         if max_length is None and saved is not None and saved > limit:  # the folder's, not the caller's: no flag

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..errors import InputTypeError
 from ..loading.hub import hub_options
-from ..loading.transformers_keywords import tokenizer_keywords
+from ..loading.hub_commit import one_load
+from ..loading.transformers_keywords import HUB_KEYWORDS, tokenizer_keywords
 from .added_tokens import AddedToken, AddedTokens, Unit
 from .algorithm import WordPieceTokenizer, clean_up_tokenization, join_pieces, piece_spans
 from .arguments import VERY_LARGE_INTEGER, check_flags, one_text, token_id
@@ -119,15 +120,16 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         an uncased one: files.py ``casing_contradiction``) is refused with a ValueError, unless it is
         the checkpoint's own setting already. ``model_max_length``, ``padding_side``,
         ``truncation_side`` and ``clean_up_tokenization_spaces`` replace tokenizer_config.json's, as
-        in transformers; so do its download keywords (``cache_dir``, ``local_files_only``, ``token``),
-        and ``use_fast`` / ``trust_remote_code`` change nothing (loading/transformers_keywords.py)."""
+        in transformers; so do its download keywords (``cache_dir``, ``local_files_only``, ``token``,
+        ``force_download``), and ``use_fast`` / ``trust_remote_code`` change nothing
+        (loading/transformers_keywords.py)."""
         hub = tokenizer_keywords(keywords)
         replaced = {name: keywords.pop(name) for name in _REPLACEABLE if name in keywords}
         if keywords:
             raise TypeError(f"BertTokenizer.from_pretrained() got unexpected keyword arguments {sorted(keywords)}; "
                             f"it takes revision, do_lower_case, {', '.join(_REPLACEABLE)}, and transformers' "
-                            "cache_dir, local_files_only, token, use_fast, trust_remote_code")  # fmt: skip
-        with hub_options(hub):
+                            f"{', '.join(HUB_KEYWORDS)}, use_fast, trust_remote_code")  # fmt: skip
+        with one_load(), hub_options(hub):
             vocab_file, vocab, vocab_is_file, settings = read_tokenizer_files(name_or_path, revision)
         settings.update(replaced)
         if do_lower_case is not None:

@@ -1,0 +1,49 @@
+"""What ``SentenceTransformer(m)`` reads, read for the Embedder: the tokenizer, the model and the
+recipe (recipe.py), from one commit of a hub repository (loading/hub_commit.py), with
+sentence-transformers' download keywords, which its ``SentenceTransformer`` and ``CrossEncoder`` take
+(``token``, ``cache_folder``, ``local_files_only``: transformers' ``token``, ``cache_dir`` and
+``local_files_only``). tasks/rerank.py's CrossEncoder takes them here too.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..errors import MissingHeadsError
+from ..loading.hub import HubOptions, hub_options
+from ..loading.hub_commit import one_load
+from ..loading.transformers_keywords import hub_keywords
+from ..model import BertModel
+from ..tokenizer.bert_tokenizer import BertTokenizer
+from .recipe import read_recipe
+
+# sentence-transformers' download keywords (SentenceTransformer's and CrossEncoder's, version 6).
+DOWNLOAD_KEYWORDS = ("token", "cache_folder", "local_files_only")
+
+
+def download_keywords(caller: str, takes: str, others: dict, **given) -> HubOptions:
+    """HubOptions of sentence-transformers' download keywords ``given``, checked; ``others`` (any
+    other keyword the call got) are refused with a TypeError that lists what ``caller`` takes."""
+    if others:
+        raise TypeError(f"{caller}() got unexpected keyword arguments {sorted(others)}; it takes {takes}, and "
+                        f"sentence-transformers' {', '.join(DOWNLOAD_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
+    return hub_keywords(dict(given), cache_name="cache_folder")
+
+
+def load_parts(name_or_path, revision: str | None, hub: HubOptions, **model_keywords):
+    """(model, tokenizer, recipe or None) of a folder or hub repository, every file from one commit.
+    An encoder saved without its pooler (an MLM-trained BERT) loads without one: only
+    ``pooling="pooler"`` reads it, and says so then."""
+    with one_load():
+        tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision, **hub.keywords())
+        load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, **model_keywords,
+                                 **hub.keywords())  # fmt: skip
+        try:
+            model = load()
+        except MissingHeadsError as error:
+            if not error.only_the_pooler:
+                raise
+            model = load(add_pooling_layer=False)
+        with hub_options(hub):
+            recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
+    return model, tokenizer, recipe

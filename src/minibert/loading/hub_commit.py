@@ -1,0 +1,73 @@
+"""One load, one commit: every hub file that one ``from_pretrained`` reads comes from the same commit.
+
+A branch (``main``) moves when someone pushes. Asked file by file, a load could take config.json
+from one commit and model.safetensors from the next: a re-pushed classifier whose labels changed
+order would then read the old ``id2label`` against the new rows, and answer the wrong label with
+no error. So, as transformers 5 resolves the revision once per ``from_pretrained``, the first hub
+file of a load fixes the commit (the snapshot folder it lies in: ``.../snapshots/COMMIT/config.json``,
+or the commit the hub's 404 names), and every later file of that repository asks for that commit:
+
+    >>> with one_load():                                                  # doctest: +SKIP
+    ...     config = resolve_file("org/name", "config.json")             # main, now at commit A
+    ...     weights = resolve_file("org/name", "model.safetensors")      # A, wherever main is by then
+
+The commit is kept for the load only (a ``from_pretrained``, an ``Embedder``, a ``CrossEncoder``, one
+command): a later load asks for the branch again and sees the new commit. Loads nest: the outermost
+fixes the commit, so the tokenizer, the model and the recipe an Embedder reads are one commit.
+When the hub fails on a file and huggingface_hub gives the cache's copy of an older commit
+instead, that older commit is the one fixed: every file then comes from it, or the load fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from pathlib import Path, PurePosixPath
+
+# (repository, revision asked, cache folder) → the commit the load's first file of it came from
+_COMMITS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("minibert_load_commits", default=None)
+
+
+@contextlib.contextmanager
+def one_load():
+    """Within it, each hub repository's files come from one commit (an outer ``one_load``'s, if any)."""
+    if _COMMITS.get() is not None:
+        yield
+        return
+    reset = _COMMITS.set({})
+    try:
+        yield
+    finally:
+        _COMMITS.reset(reset)
+
+
+def fixed_commit(repo_id: str, revision: str | None, cache_dir: str | None) -> str | None:
+    """The commit this load fixed for ``repo_id`` at ``revision``, or None (the first file, or no load)."""
+    commits = _COMMITS.get()
+    return None if commits is None else commits.get((repo_id, revision or "main", cache_dir))
+
+
+def fix_commit(repo_id: str, revision: str | None, cache_dir: str | None, commit: str | None) -> None:
+    """Fix ``commit`` for the rest of the load, unless one is fixed already (or no load is open)."""
+    commits = _COMMITS.get()
+    if commits is not None and commit:
+        commits.setdefault((repo_id, revision or "main", cache_dir), commit)
+
+
+def snapshot_commit(path: Path, filename: str) -> str | None:
+    """The commit of the cache's snapshot folder that holds ``filename`` at ``path``
+    (``.../snapshots/COMMIT/1_Pooling/config.json``), or None for a file not in a hub cache.
+
+    >>> snapshot_commit(Path("/c/models--org--x/snapshots/a0ce67/1_Pooling/config.json"), "1_Pooling/config.json")
+    'a0ce67'
+    """
+    snapshot = path.parents[len(PurePosixPath(filename).parts) - 1]
+    return snapshot.name if snapshot.parent.name == "snapshots" else None
+
+
+def answered_commit(error: BaseException) -> str | None:
+    """The commit the hub names in its answer to a request that did not give the file (a 404 carries
+    ``X-Repo-Commit``), or None."""
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    commit = headers.get("X-Repo-Commit") if headers is not None else None
+    return commit if isinstance(commit, str) and commit else None
