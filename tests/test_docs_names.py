@@ -46,6 +46,8 @@ OTHER_LIBRARIES_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.w
                          "model.similarity", "model.encode_query", "model.encode_document"}  # fmt: skip
 # Flags that are not minibert's: pip's (the set-up lines).
 PIP_FLAGS = {"--index-url", "--no-deps", "--dry-run"}
+# Flags of huggingface_hub's `hf download`, which the pages (and the errors) give for a cache of one's own.
+HF_CLI_FLAGS = {"--cache-dir", "--force-download"}
 # Heads of dotted names that are another package, though minibert has a module of that name.
 OTHER_PACKAGES = {"ray"}  # Ray itself (ray.data...); minibert's adapter is named minibert.ray
 TINY = ROOT / "tests" / "data" / "tiny_hub"
@@ -210,8 +212,10 @@ def test_named_commands_and_flags_exist(page):
 
 
 def test_every_flag_named_alone_belongs_to_something():
-    """A bare `--flag` in the prose is a flag of some minibert command, of a script, or of pip."""
-    known = {flag for command in COMMANDS for flag in flags_of(command)} | script_flags() | PIP_FLAGS | GOOGLE_FLAGS
+    """A bare `--flag` in the prose is a flag of some minibert command, of a script, of pip or of
+    `hf download`."""
+    known = {flag for command in COMMANDS for flag in flags_of(command)}
+    known |= script_flags() | PIP_FLAGS | GOOGLE_FLAGS | HF_CLI_FLAGS
     bare = {
         (page, span.split()[0].split("=")[0])
         for page, spans in SPANS.items()
