@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import sys
@@ -14,6 +15,20 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))  # the tests' own helper modules (corpus, helpers)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tests never reach the real hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# One scratch folder per test process holds every temporary file of the session: the doctests'
+# mkdtemp(), torchrun's torchelastic_* folders, Ray's session folders, every subprocess's $TMPDIR.
+# The controller's is made in the machine's temporary folder; an xdist worker's is named after it
+# (SCRATCH-gw0), beside it rather than inside (Ray's socket paths must stay under the 107 bytes of a
+# Unix socket's name). The controller removes them all when the session ends: execnet may stop a
+# worker before the worker's own pytest_unconfigure runs. So a run leaves nothing in /tmp.
+_CONTROLLER_SCRATCH, _WORKER = os.environ.get("MINIBERT_TESTS_SCRATCH"), os.environ.get("PYTEST_XDIST_WORKER")
+if _CONTROLLER_SCRATCH and _WORKER:
+    SCRATCH_DIR = f"{_CONTROLLER_SCRATCH}-{_WORKER}"
+    os.makedirs(SCRATCH_DIR, exist_ok=True)
+else:
+    SCRATCH_DIR = os.environ["MINIBERT_TESTS_SCRATCH"] = tempfile.mkdtemp(prefix="mb-tests-")
+os.environ["TMPDIR"] = tempfile.tempdir = SCRATCH_DIR
 
 # A fresh measurement cache (gemm.json: every verdict) for the session, inherited by every subprocess:
 # no test depends on a measurement made earlier on this machine. A test that needs a backend names
@@ -40,7 +55,10 @@ _GET_NUM_THREADS, _SET_NUM_THREADS = torch.get_num_threads, torch.set_num_thread
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(SESSION_CACHE_DIR, ignore_errors=True)
+    """Remove this process's scratch folder (the measurement cache with it); the controller removes
+    its workers' too."""
+    for folder in [SCRATCH_DIR, *([] if _WORKER else glob.glob(f"{glob.escape(SCRATCH_DIR)}-gw*"))]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _threads_now() -> int:
