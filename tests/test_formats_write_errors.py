@@ -17,6 +17,7 @@ from helpers import run_minibert
 from minibert.errors import FileWriteError
 from minibert.formats import atomic_files
 from minibert.formats.atomic_files import naming_the_file, write_atomically
+from minibert.formats.tfrecord import read_examples
 from minibert.training.run import checkpoint
 from random_instances import random_instances, write_instances
 
@@ -328,3 +329,74 @@ def test_a_symbolic_link_is_written_where_it_points(tmp_path):
     nowhere.symlink_to("missing/file.json")  # the folder that is not there is the target's, not the link's
     with pytest.raises(FileWriteError, match=f"cannot write {nowhere}: the folder {tmp_path / 'missing'} does not"):
         write_atomically(nowhere, b"new")
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """A corpus, a vocabulary and three shards an earlier run of pretraining-data wrote ("old")."""
+    vocab, corpus = tmp_path / "vocab.txt", tmp_path / "corpus.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\non\nmat\n.\n", encoding="utf-8")
+    corpus.write_text("The cat sat on the mat.\nThe mat sat.\n\nA cat.\nThe cat sat.\nOn the mat.\n" * 20)
+    paths = [tmp_path / f"s{shard}.tfrecord" for shard in range(3)]
+    for path in paths:
+        path.write_bytes(b"old")
+    arguments = ["pretraining-data", "--input", str(corpus), "--vocab", str(vocab),
+                 "--output", ",".join(map(str, paths)), "--dupe-factor", "1"]  # fmt: skip
+    return paths, arguments
+
+
+# The fsyncs of a 3-shard run: each shard once before any rename (1-3), then atomic_output's own, last shard first.
+FSYNC_SHARD = {1: 0, 2: 1, 3: 2, 4: 2, 5: 1, 6: 0}
+
+
+@pytest.mark.parametrize("failure", ["Ctrl-C", "ENOSPC"])
+@pytest.mark.parametrize("nth", list(FSYNC_SHARD))
+def test_pretraining_data_shards_are_replaced_together_or_not_at_all(shards, monkeypatch, nth, failure):
+    """Each shard was fsync'ed and renamed in its own exit, one after the other: Ctrl-C or a full disk
+    at the third fsync left s1 and s2 new beside an old s0 (a later pretrain trained on two runs'
+    shards) while the command said "no output file was written". Now every shard is on disk before
+    the first rename, and a rename interrupted puts the renamed shards back."""
+    paths, arguments = shards
+    calls = []
+
+    def fsync(descriptor):
+        calls.append(descriptor)
+        if len(calls) == nth:
+            if failure == "Ctrl-C":
+                raise KeyboardInterrupt
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(descriptor)
+
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", fsync)
+    result = run_minibert(*arguments)
+    if failure == "Ctrl-C":
+        assert result.returncode == 130 and "no output file was written" in result.stderr, result.stderr
+    else:
+        path = paths[FSYNC_SHARD[nth]]
+        assert one_error_line(result) == f"minibert: error: cannot write {path}: No space left on device"
+    assert sorted(os.listdir(paths[0].parent)) == ["corpus.txt", "s0.tfrecord", "s1.tfrecord", "s2.tfrecord",
+                                                   "vocab.txt"]  # fmt: skip
+    assert [path.read_bytes() for path in paths] == [b"old"] * 3
+
+
+@pytest.mark.parametrize("failure", ["immutable", "Ctrl-C"])
+def test_pretraining_data_whose_last_rename_fails_puts_the_other_shards_back(shards, monkeypatch, failure):
+    paths, arguments = shards
+    real_replace = os.replace
+
+    def replace(source, destination, *args, **kwargs):
+        if os.fspath(destination) == str(paths[0]) and ".before." not in os.fspath(source):  # s0, renamed last
+            if failure == "Ctrl-C":
+                raise KeyboardInterrupt
+            raise OSError(errno.EPERM, os.strerror(errno.EPERM), os.fspath(source), os.fspath(destination))
+        return real_replace(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    result = run_minibert(*arguments)
+    assert result.returncode == (130 if failure == "Ctrl-C" else 1), result.stderr
+    assert [path.read_bytes() for path in paths] == [b"old"] * 3
+    monkeypatch.undo()
+    assert run_minibert(*arguments).returncode == 0
+    assert all(len(list(read_examples(path))) > 0 for path in paths)  # (then the new shards land, all three)
+    assert len(os.listdir(paths[0].parent)) == 5  # no temporary file, no second name left
