@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from .atomic_files import atomic_output, link_target, naming_the_file
+from .atomic_files import atomic_output, hidden_prefix, link_target, naming_the_file
 
 
 def write_files_together(files: Mapping[str | os.PathLike, bytes], remove: Iterable[str | os.PathLike] = ()) -> None:
@@ -92,7 +92,8 @@ def _second_name(path: Path) -> Path | None:
     file system without hard links; None when there is no file at ``path``."""
     if not path.is_file():
         return None
-    second = path.with_name(f".{path.name}.{os.getpid()}.before.partial")  # .NAME.*.partial: a leftover's name
+    rest = f"{os.getpid()}.before.partial"  # .NAME.*.partial: a leftover's name
+    second = path.with_name(hidden_prefix(path.name, len(rest)) + rest)
     second.unlink(missing_ok=True)
     with naming_the_file(path, second):
         try:

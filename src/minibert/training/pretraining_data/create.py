@@ -15,11 +15,12 @@ from pathlib import Path
 
 from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
+from ...formats.file_sets import files_written_together
 from .documents import check_invalid_utf8, read_documents
 from .full_tokenizer import PretrainingVocabulary
 from .instances import create_instances
 from .options import DEFAULT_SEED, InstanceOptions
-from .records import write_instances
+from .records import write_shards
 
 
 @dataclass(frozen=True)
@@ -61,21 +62,24 @@ def create_pretraining_data(
         reason = why_not_a_folder(directory)
         if reason:  # quoted: a stray space (--output "a.tfrecord, out/b.tfrecord") shows
             raise DataError(f"output {str(path)!r}: the directory {str(directory)!r} {reason}")
-        if path.is_dir():
+        if os.path.isdir(path):
             raise DataError(f"output {path} is a directory, not a file")
-        refuse_what_is_not_a_file(path)  # a FIFO, a device (/dev/null): the rename would replace it
+        refuse_what_is_not_a_file(path)  # a FIFO, a device (/dev/null), a name too long: FileWriteError
     if len({os.path.abspath(path) for path in output_files}) != len(output_files):
         raise DataError("the output files must be different files (one per shard)")
     for output in output_files:
         for source, what in [*((path, "input file") for path in input_files), (vocab_file, "vocabulary file")]:
             if output.exists() and Path(source).exists() and os.path.samefile(output, source):
                 raise DataError(f"output {output} is the {what} {source}: it would be overwritten")
-    vocabulary = PretrainingVocabulary.load(vocab_file, do_lower_case, preserve_unused_tokens)
-    documents = read_documents(input_files, vocabulary.piece_ids, invalid_utf8)
-    rng = random.Random(random_seed)
-    frame_ids = (vocabulary.cls_id, vocabulary.sep_id)
-    instances = create_instances(documents, frame_ids, vocabulary.mask_id, vocabulary.is_continuation, options, rng)
-    per_file = write_instances(instances, output_files, options.max_seq_length, options.max_predictions_per_seq)
+    # The temporary files first: a folder that takes no new file is said before the corpus is read.
+    with files_written_together(output_files) as handles:  # all renamed into place together, or none
+        vocabulary = PretrainingVocabulary.load(vocab_file, do_lower_case, preserve_unused_tokens)
+        documents = read_documents(input_files, vocabulary.piece_ids, invalid_utf8)
+        rng = random.Random(random_seed)
+        frame_ids = (vocabulary.cls_id, vocabulary.sep_id)
+        instances = create_instances(documents, frame_ids, vocabulary.mask_id, vocabulary.is_continuation, options, rng)
+        lengths = (options.max_seq_length, options.max_predictions_per_seq)
+        per_file = write_shards(instances, handles, output_files, *lengths)
     sentences = sum(len(document) for document in documents)
     return PretrainingDataSummary(len(documents), sentences, len(instances), tuple(per_file))
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import BinaryIO
 
 import numpy as np
 
@@ -85,16 +86,28 @@ def write_instances(
     """Write the instances round-robin over ``paths`` as TFRecords; the count written to each.
     Streamed: records are encoded together (encode_examples) in batches of about ``WRITE_BATCH_BYTES``
     of padded arrays, so the writer's memory does not grow with ``max_seq_length``."""
-    counts = [0] * len(paths)
-    rows = batch_rows(max_seq_length, max_predictions)
     with files_written_together(paths) as handles:  # all files renamed into place together, or none
-        for shard, (path, handle) in enumerate(zip(paths, handles)):
-            mine = instances[shard :: len(paths)]  # instance k goes to file k mod n
-            for start in range(0, len(mine), rows):
-                batch = mine[start : start + rows]
-                with naming_the_file(path):  # a full disk names no file: say which
-                    handle.write(frame_records(encode_examples(padded_columns(batch, max_seq_length, max_predictions))))
-            counts[shard] = len(mine)
+        return write_shards(instances, handles, paths, max_seq_length, max_predictions)
+
+
+def write_shards(
+    instances: Sequence[TrainingInstance],
+    handles: Sequence[BinaryIO],
+    paths: Sequence[str | os.PathLike],
+    max_seq_length: int,
+    max_predictions: int,
+) -> list[int]:
+    """``write_instances`` into open files (``handles``, from ``files_written_together``; ``paths``:
+    their names, for messages): instance k goes to file k mod n. The count written to each."""
+    counts = [0] * len(handles)
+    rows = batch_rows(max_seq_length, max_predictions)
+    for shard, (path, handle) in enumerate(zip(paths, handles)):
+        mine = instances[shard :: len(handles)]  # instance k goes to file k mod n
+        for start in range(0, len(mine), rows):
+            batch = mine[start : start + rows]
+            with naming_the_file(path):  # a full disk names no file: say which
+                handle.write(frame_records(encode_examples(padded_columns(batch, max_seq_length, max_predictions))))
+        counts[shard] = len(mine)
     return counts
 
 
