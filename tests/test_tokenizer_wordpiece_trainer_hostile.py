@@ -279,6 +279,20 @@ def test_a_million_characters_of_chinese_on_one_line_learn_as_tokenizers(tmp_pat
 # ----------------------------------------------------------------------------- which files
 
 
+@pytest.mark.parametrize("files", [b"corpus.txt", [b"corpus.txt"], [0], 3], ids=["bytes", "[bytes]", "[0]", "3"])
+def test_a_path_that_is_not_str_or_path_is_a_type_error_as_in_tokenizers(tmp_path, monkeypatch, files):
+    """train_wordpiece(b"fort.txt") took each byte as a file descriptor ("cannot read input file 102:
+    Bad file descriptor"; a small one would read stdin). tokenizers' train refuses it with a TypeError."""
+    from tokenizers import BertWordPieceTokenizer
+
+    monkeypatch.chdir(tmp_path)
+    corpus(tmp_path, TEXT)
+    with pytest.raises(TypeError):
+        BertWordPieceTokenizer().train(files, vocab_size=60, show_progress=False)
+    with pytest.raises(TypeError, match="files must be"):
+        train_wordpiece(files, 60)
+
+
 def test_one_path_is_one_file_as_tokenizers_takes_it(tmp_path, monkeypatch):
     """tokenizers' train(files) takes one path as a list of one; so does train_wordpiece (a str was
     read as a list of its characters: "input c is a directory", where a folder c/ exists)."""

@@ -85,13 +85,20 @@ def count_words(
 
 def input_files(files: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str | os.PathLike]:
     """``files`` as a list: one path is a list of one (not of its characters); none is a ValueError.
+    A path must be a ``str`` or a ``pathlib.Path`` (a TypeError otherwise, as in ``tokenizers``): the
+    bytes of ``b"corpus.txt"`` or an ``int`` would be taken as file descriptors, and read stdin.
 
     >>> input_files("corpus.txt"), input_files(("a.txt", "b.txt"))
     (['corpus.txt'], ['a.txt', 'b.txt'])
     """
+    if isinstance(files, (bytes, bytearray)) or not isinstance(files, (str, os.PathLike, Iterable)):
+        raise TypeError(f"files must be a path (str or Path) or a list of paths, got {type(files).__name__}")
     files = [files] if isinstance(files, (str, os.PathLike)) else list(files)
     if not files:
         raise ValueError("no input file given: files is empty (give a path, or a list of paths)")
+    for path in files:
+        if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+            raise TypeError(f"files must be paths (str or Path), got {path!r}")
     return files
 
 

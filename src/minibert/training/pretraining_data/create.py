@@ -45,9 +45,17 @@ def create_pretraining_data(
     round-robin over ``output_files``: the instances of Google's ``create_pretraining_data.py``
     with the same flags (``--do_lower_case`` = ``do_lower_case``, ``--preserve_unused_tokens`` =
     ``preserve_unused_tokens``). One path (a ``str`` or ``Path``) for ``input_files`` or
-    ``output_files`` is one file, as a list of one. Everything is checked before anything is
-    written; nothing is written on an error (``DataError`` naming the file or flag)."""
-    options = options or InstanceOptions()
+    ``output_files`` is one file, as a list of one. Every argument is checked before any file is
+    read, and nothing is written on an error: a ``DataError`` naming the file or argument (for the
+    vocabulary and the text too: missing, not UTF-8, empty), or a ``FileWriteError`` naming an output
+    that cannot be written (a FIFO, a device, a name too long, a full disk)."""
+    if options is None:
+        options = InstanceOptions()
+    elif not isinstance(options, InstanceOptions):  # a dict read no flag: it failed after all the reading
+        raise DataError(f"options must be an InstanceOptions, got {type(options).__name__}: write "
+                        "InstanceOptions(max_seq_length=..., ...)")  # fmt: skip
+    if not isinstance(vocab_file, (str, os.PathLike)):
+        raise DataError(f"vocab_file must be a path (str or Path), got {type(vocab_file).__name__}")
     input_files, output_files = _paths(input_files, "input_files"), _paths(output_files, "output_files")
     if not input_files or not output_files:
         raise DataError("pre-training data needs at least one input file and one output file")
