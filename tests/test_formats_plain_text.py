@@ -13,6 +13,7 @@ import pytest
 from minibert.errors import DataError, NotTextError
 from minibert.formats import plain_text
 from minibert.formats.plain_text import TextCheck, read_text_lines
+from minibert.training.tasks.examples import read_labelled_text
 
 TEXT = "The cat sat on the mat.\nIt was warm there.\n\nStocks fell on Monday.\nTraders were calm.\n" * 30
 VOCAB = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n"
@@ -92,3 +93,32 @@ def test_lines_split_at_line_feed_only_across_blocks(tmp_path, monkeypatch):
 
 def test_not_text_error_is_a_data_error():
     assert issubclass(NotTextError, DataError)
+
+
+@pytest.mark.parametrize("length", [1 << 16, 3 << 16, 5000], ids=["64 KiB", "192 KiB", "5,000 bytes"])
+def test_a_control_byte_at_the_end_is_judged_in_the_last_whole_window(length, tmp_path):
+    """A DOS end mark (Ctrl-Z) after text is text, whatever the file's length: the end of the file
+    is judged as its last 64 KiB, never as the few bytes past the last whole window (a 1-byte
+    "window" of 100% control bytes once refused a file of exactly 64 KiB of text and a Ctrl-Z)."""
+    data = (TEXT.encode() * (length // len(TEXT) + 1))[:length] + b"\x1a"
+    check = TextCheck("dos.txt")
+    check.feed(data)
+    check.finish()
+    path = tmp_path / "dos.txt"
+    path.write_bytes(data)
+    assert b"".join(read_text_lines(path)) == data
+    for command, arguments in _commands(path, tmp_path).items():
+        done = _run(arguments)
+        assert done.returncode == 0, (command, done.stderr)
+    assert read_labelled_text(path) == data.decode()
+
+
+def test_the_last_64_kib_mostly_control_bytes_is_still_refused(tmp_path):
+    """The file's last window overlaps the window before it: 20,000 control bytes after 64 KiB of
+    text make its last 64 KiB 31% control bytes, named from where those 64 KiB start."""
+    data = (TEXT.encode() * 30)[: 1 << 16] + b"\x01" * 20_000
+    start = len(data) - (1 << 16)
+    check = TextCheck("x")
+    check.feed(data)
+    with pytest.raises(NotTextError, match=rf"31% of its bytes {start:,}–{len(data):,} .* byte offset 65,536\)"):
+        check.finish()

@@ -17,6 +17,7 @@ from helpers import run_minibert
 from minibert.errors import FileWriteError
 from minibert.formats import atomic_files
 from minibert.formats.atomic_files import naming_the_file, write_atomically
+from minibert.formats.tfrecord import read_examples
 from minibert.training.run import checkpoint
 from random_instances import random_instances, write_instances
 
@@ -328,3 +329,142 @@ def test_a_symbolic_link_is_written_where_it_points(tmp_path):
     nowhere.symlink_to("missing/file.json")  # the folder that is not there is the target's, not the link's
     with pytest.raises(FileWriteError, match=f"cannot write {nowhere}: the folder {tmp_path / 'missing'} does not"):
         write_atomically(nowhere, b"new")
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """A corpus, a vocabulary and three shards an earlier run of pretraining-data wrote ("old")."""
+    vocab, corpus = tmp_path / "vocab.txt", tmp_path / "corpus.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\non\nmat\n.\n", encoding="utf-8")
+    corpus.write_text("The cat sat on the mat.\nThe mat sat.\n\nA cat.\nThe cat sat.\nOn the mat.\n" * 20)
+    paths = [tmp_path / f"s{shard}.tfrecord" for shard in range(3)]
+    for path in paths:
+        path.write_bytes(b"old")
+    arguments = ["pretraining-data", "--input", str(corpus), "--vocab", str(vocab),
+                 "--output", ",".join(map(str, paths)), "--dupe-factor", "1"]  # fmt: skip
+    return paths, arguments
+
+
+# The fsyncs of a 3-shard run: each shard once before any rename (1-3), then atomic_output's own, last shard first.
+FSYNC_SHARD = {1: 0, 2: 1, 3: 2, 4: 2, 5: 1, 6: 0}
+
+
+@pytest.mark.parametrize("failure", ["Ctrl-C", "ENOSPC"])
+@pytest.mark.parametrize("nth", list(FSYNC_SHARD))
+def test_pretraining_data_shards_are_replaced_together_or_not_at_all(shards, monkeypatch, nth, failure):
+    """Each shard was fsync'ed and renamed in its own exit, one after the other: Ctrl-C or a full disk
+    at the third fsync left s1 and s2 new beside an old s0 (a later pretrain trained on two runs'
+    shards) while the command said "no output file was written". Now every shard is on disk before
+    the first rename, and a rename interrupted puts the renamed shards back."""
+    paths, arguments = shards
+    calls = []
+
+    def fsync(descriptor):
+        calls.append(descriptor)
+        if len(calls) == nth:
+            if failure == "Ctrl-C":
+                raise KeyboardInterrupt
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(descriptor)
+
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", fsync)
+    result = run_minibert(*arguments)
+    if failure == "Ctrl-C":
+        assert result.returncode == 130 and "no output file was written" in result.stderr, result.stderr
+    else:
+        path = paths[FSYNC_SHARD[nth]]
+        assert one_error_line(result) == f"minibert: error: cannot write {path}: No space left on device"
+    assert sorted(os.listdir(paths[0].parent)) == ["corpus.txt", "s0.tfrecord", "s1.tfrecord", "s2.tfrecord",
+                                                   "vocab.txt"]  # fmt: skip
+    assert [path.read_bytes() for path in paths] == [b"old"] * 3
+
+
+@pytest.mark.parametrize("failure", ["immutable", "Ctrl-C"])
+def test_pretraining_data_whose_last_rename_fails_puts_the_other_shards_back(shards, monkeypatch, failure):
+    paths, arguments = shards
+    real_replace = os.replace
+
+    def replace(source, destination, *args, **kwargs):
+        if os.fspath(destination) == str(paths[0]) and ".before." not in os.fspath(source):  # s0, renamed last
+            if failure == "Ctrl-C":
+                raise KeyboardInterrupt
+            raise OSError(errno.EPERM, os.strerror(errno.EPERM), os.fspath(source), os.fspath(destination))
+        return real_replace(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    result = run_minibert(*arguments)
+    assert result.returncode == (130 if failure == "Ctrl-C" else 1), result.stderr
+    assert [path.read_bytes() for path in paths] == [b"old"] * 3
+    monkeypatch.undo()
+    assert run_minibert(*arguments).returncode == 0
+    assert all(len(list(read_examples(path))) > 0 for path in paths)  # (then the new shards land, all three)
+    assert len(os.listdir(paths[0].parent)) == 5  # no temporary file, no second name left
+
+
+# Legal file names at the file system's limit (255 bytes): ASCII, and 2-byte characters cut at one.
+LONG_NAMES = {"250 bytes": "a" * 241 + ".tfrecord", "255 bytes": "b" * 251 + ".npy", "é × 126": "é" * 126 + ".xy"}
+
+
+@pytest.mark.parametrize("name", list(LONG_NAMES))
+def test_a_long_legal_name_is_written_and_its_temporary_files_fit(tmp_path, name):
+    """The temporary file (.NAME.xxxxxxxx.partial, 18 bytes longer) of a 250-byte name was too long:
+    "<the temporary file's name>: File name too long", after all the work. Every writer now cuts NAME
+    in its hidden names: atomic_output, the second names of files written together, embed's resumable
+    output (.NAME.partial, .NAME.resume.json) and convert's staging folder."""
+    from minibert.apps.resumable import ResumableOutput
+    from minibert.formats.file_sets import write_files_together
+
+    name = LONG_NAMES[name]
+    (tmp_path / name).write_bytes(b"old")  # (touch takes it: a legal name)
+    write_atomically(tmp_path / name, b"new")
+    write_files_together({tmp_path / name: b"newer", tmp_path / "short.txt": b"x"})  # the old file's second name
+    assert _folder(tmp_path) == {name: b"newer", "short.txt": b"x"}
+    output = ResumableOutput(tmp_path / name, {"run": 1}, lines=True)
+    output.start(b"")
+    output.write(b"row\n")
+    output.commit(1)
+    output.close()
+    output = ResumableOutput(tmp_path / name, {"run": 1}, lines=True)
+    assert output.start(b"") == 1  # resumed
+    output.finish()
+    output.close()
+    assert _folder(tmp_path) == {name: b"row\n", "short.txt": b"x"}
+
+
+def test_pretraining_data_and_convert_to_a_250_byte_name(tmp_path, shards):
+    (_, arguments), name = shards, LONG_NAMES["250 bytes"]
+    arguments[arguments.index("--output") + 1] = str(tmp_path / name)
+    assert run_minibert(*arguments).returncode == 0
+    assert len(list(read_examples(tmp_path / name))) > 0
+    (tmp_path / "folder").mkdir()
+    assert run_minibert("convert", TINY, str(tmp_path / "folder" / name)).returncode == 0, "convert"
+    assert os.listdir(tmp_path / "folder") == [name]
+
+
+def test_a_name_too_long_for_the_file_system_is_one_line_naming_it_before_the_work(tmp_path, shards, monkeypatch):
+    (_, arguments), output = shards, tmp_path / ("c" * 300 + ".tfrecord")
+    arguments[arguments.index("--output") + 1] = str(output)
+    monkeypatch.setattr(os, "fsync", failing(errno.EIO))  # never reached
+    assert one_error_line(run_minibert(*arguments)) == f"minibert: error: cannot write {output}: File name too long"
+    with pytest.raises(FileWriteError, match=f"^cannot write {output}: File name too long$"):
+        write_atomically(output, b"x")
+    with pytest.raises(FileWriteError, match=f"^cannot write {output}: File name too long$"):
+        with naming_the_file(output):
+            raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), str(output))
+
+
+def test_pretraining_data_makes_its_temporary_files_before_it_reads_the_corpus(shards, monkeypatch):
+    """A folder that takes no new file (read-only, not the user's) was said after the corpus was read
+    and every instance made; the temporary files are now made first, as the early checks intend."""
+    from minibert.training.pretraining_data import create
+
+    paths, arguments = shards
+
+    def never(*args, **kwargs):
+        raise AssertionError("the corpus was read")
+
+    monkeypatch.setattr(create, "read_documents", never)
+    temporary = paths[0].parent / ".s0.tfrecord.x1y2.partial"  # the name mkstemp was making
+    monkeypatch.setattr(atomic_files.tempfile, "mkstemp", failing(errno.EACCES, str(temporary)))
+    assert one_error_line(run_minibert(*arguments)) == f"minibert: error: cannot write {paths[0]}: Permission denied"

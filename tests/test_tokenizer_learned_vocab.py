@@ -141,3 +141,47 @@ def test_a_vocabulary_without_pad_and_mask_has_no_id_past_its_end_in_either_libr
         assert theirs(text)["input_ids"] == ours(text)["input_ids"]
         assert max(theirs(text)["input_ids"]) < len(pieces)
         ours.save_pretrained(str(tmp_path / "saved-again"))
+
+
+EXTRA_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<e1>", "</e1>", "[unused0]", "[E2]"]
+SPECIAL_TEXTS = ["a <e1> cat [unused0] [MASK] mat", "the<e1>cat</e1>sat [E2][E2]", "<E1> [UNUSED0] [e2] <e1",
+                 "[unused0]", "caf\u00e9 <e1>\u00c9t\u00e9</e1> \u4e2d\u6587 [SEP] [CLS]"]  # fmt: skip
+
+
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_special_tokens_beyond_the_roles_stay_whole_as_in_tokenizers(tmp_path, lowercase):
+    """tokenizers' trainer adds every special token it is given as a special token (kept whole,
+    left out by decode(skip_special_tokens=True)); the folder save_vocabulary wrote listed only the
+    five roles, so minibert and transformers split "<e1>" into < e ##1 > and a model trained with
+    that vocabulary never saw its id. Now the folder holds them as tokenizers' tokenizer does: its
+    pieces saved by save_vocabulary tokenize and decode in transformers and minibert as in tokenizers."""
+    from tokenizers import BertWordPieceTokenizer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat sat on the mat. Caf\u00e9 \u00e9t\u00e9 \u4e2d\u6587!\n" * 40, encoding="utf-8")
+    trained = BertWordPieceTokenizer(lowercase=lowercase)
+    trained.train([str(corpus)], vocab_size=120, special_tokens=EXTRA_SPECIALS, show_progress=False)
+    pieces = sorted(trained.get_vocab(), key=trained.get_vocab().get)
+    save_vocabulary(tmp_path, pieces, lowercase=lowercase, special_tokens=EXTRA_SPECIALS)
+    for tokenizer in (transformers.AutoTokenizer.from_pretrained(str(tmp_path)),
+                      BertTokenizer.from_pretrained(str(tmp_path))):  # fmt: skip
+        for text in SPECIAL_TEXTS:
+            want = trained.encode(text)  # (no [CLS] ... [SEP] after train: none on ours either)
+            got = tokenizer(text, add_special_tokens=False)["input_ids"]
+            assert (tokenizer.convert_ids_to_tokens(got), got) == (want.tokens, want.ids), (type(tokenizer), text)
+            assert tokenizer.decode(got, skip_special_tokens=True) == trained.decode(want.ids), (type(tokenizer), text)
+
+
+def test_minibert_vocab_keeps_its_special_tokens_whole(tmp_path):
+    from helpers import run_minibert
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b the cat sat on the mat\n" * 30, encoding="utf-8")
+    (tmp_path / "v").mkdir()
+    result = run_minibert("vocab", "--input", str(corpus), "--output", str(tmp_path / "v"), "--vocab-size", "80",
+                          "--special-tokens", *EXTRA_SPECIALS)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for tokenizer in (transformers.AutoTokenizer.from_pretrained(str(tmp_path / "v")),
+                      BertTokenizer.from_pretrained(str(tmp_path / "v"))):  # fmt: skip
+        assert tokenizer.tokenize("a <e1> b [unused0]") == ["a", "<e1>", "b", "[unused0]"]
+        assert tokenizer.convert_tokens_to_ids(["<e1>", "[unused0]"]) == [5, 7]

@@ -210,7 +210,7 @@ def test_a_run_longer_than_the_limit_across_blocks(tmp_path, monkeypatch):
     monkeypatch.setattr(word_counts_module, "MAX_RUN_CHARS", 100)
     monkeypatch.setattr(word_counts_module, "BLOCK_BYTES", 16)
     path = corpus(tmp_path, "a b\nc d\n" + "y" * 101 + " z\n")
-    with pytest.raises(CorpusError, match="line 3: more than 100 characters without whitespace"):
+    with pytest.raises(CorpusError, match="line 3: a word of more than 100 characters"):
         count_words([path], BasicTokenizer())
 
 
@@ -228,7 +228,7 @@ def test_unicode_whitespace_ends_a_run_wherever_the_blocks_fall(tmp_path, monkey
     for block_bytes in (1, 2, 3, 5, 7, 64, 1 << 20):
         monkeypatch.setattr(word_counts_module, "BLOCK_BYTES", block_bytes)
         assert count_words([allowed], BasicTokenizer()) == reference_word_counts([allowed]), block_bytes
-        with pytest.raises(CorpusError, match="refused.txt, line 2: more than 8 characters without whitespace"):
+        with pytest.raises(CorpusError, match="refused.txt, line 2: a word of more than 8 characters"):
             count_words([refused], BasicTokenizer())
 
 
@@ -242,7 +242,55 @@ def test_a_megabyte_line_of_words_between_ideographic_spaces(tmp_path):
     assert train_wordpiece([path], 100) == reference_vocabulary([path], 100)
 
 
+JOINED = {"Chinese": "中文", "Japanese": "日本語と", "hyphens": "a-b", "commas": "x,", "CJK stops": "。"}
+
+
+@pytest.mark.parametrize("joined", JOINED.values(), ids=JOINED.keys())
+def test_a_long_run_that_bert_splits_into_short_words_is_learned(tmp_path, monkeypatch, joined):
+    """A line of Chinese (one article per line) has no whitespace: its million characters were refused
+    as "a run the learner holds as one word". BERT makes every ideograph, and every punctuation mark,
+    a word of its own, so no long word exists: tokenizers learns from it, and so does minibert now,
+    wherever the blocks fall. Only a *word* over the limit is refused (the "yy..." after it)."""
+    monkeypatch.setattr(word_counts_module, "MAX_RUN_CHARS", 20)
+    run = joined * (60 // len(joined))
+    path = corpus(tmp_path, f"first line\n{run}\n{run}b{run}\n")
+    refused = corpus(tmp_path, f"first line\n{run}\n{run}{'y' * 21}{run}\n", "refused.txt")
+    for block_bytes in (1, 7, 64, 1 << 20):
+        monkeypatch.setattr(word_counts_module, "BLOCK_BYTES", block_bytes)
+        assert count_words([path], BasicTokenizer()) == reference_word_counts([path]), block_bytes
+        with pytest.raises(CorpusError, match="refused.txt, line 3: a word of more than 20 characters"):
+            count_words([refused], BasicTokenizer())
+
+
+def test_a_million_characters_of_chinese_on_one_line_learn_as_tokenizers(tmp_path):
+    """The report's case at the real limit: 1,100,000 characters of Chinese and its punctuation on one line."""
+    import random
+
+    rng = random.Random(0)
+    characters = ("的一是不了人我在有他这为之大来以个中上们到说国和地"
+                  "也子时道出而要于就下得可你年生自会那后能对着事其里所去。，")  # fmt: skip
+    path = corpus(tmp_path, "".join(rng.choice(characters) for _ in range(1_100_000)) + "\n")
+    result = vocab(tmp_path, "--input", str(path), "--vocab-size", "500")
+    assert result.returncode == 0, result.stderr
+    pieces = (result.output / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert pieces == reference_vocabulary([path], 500)
+
+
 # ----------------------------------------------------------------------------- which files
+
+
+@pytest.mark.parametrize("files", [b"corpus.txt", [b"corpus.txt"], [0], 3], ids=["bytes", "[bytes]", "[0]", "3"])
+def test_a_path_that_is_not_str_or_path_is_a_type_error_as_in_tokenizers(tmp_path, monkeypatch, files):
+    """train_wordpiece(b"fort.txt") took each byte as a file descriptor ("cannot read input file 102:
+    Bad file descriptor"; a small one would read stdin). tokenizers' train refuses it with a TypeError."""
+    from tokenizers import BertWordPieceTokenizer
+
+    monkeypatch.chdir(tmp_path)
+    corpus(tmp_path, TEXT)
+    with pytest.raises(TypeError):
+        BertWordPieceTokenizer().train(files, vocab_size=60, show_progress=False)
+    with pytest.raises(TypeError, match="files must be"):
+        train_wordpiece(files, 60)
 
 
 def test_one_path_is_one_file_as_tokenizers_takes_it(tmp_path, monkeypatch):

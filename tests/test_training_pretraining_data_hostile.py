@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_minibert as run
-from minibert.errors import CheckpointError, DataError
+from minibert.errors import DataError
 from minibert.formats.tfrecord import read_examples
 from minibert.training.pretraining_data.create import create_pretraining_data
 from minibert.training.pretraining_data.options import InstanceOptions
@@ -225,8 +225,9 @@ def test_a_number_outside_its_limits_is_a_usage_error_naming_them(name, files):
 
 
 def test_the_library_raises_documented_errors(files):
-    """The same refusals from the library: DataError (vocabulary files that cannot be read:
-    CheckpointError, as everywhere in minibert), both MinibertErrors."""
+    """The same refusals from the library: DataError, as create_pretraining_data documents, for the
+    vocabulary file too (an empty or non-UTF-8 one was a CheckpointError, which ``except DataError``
+    missed)."""
     with pytest.raises(DataError, match=r"max_seq_length must be a whole number from 5 to 8192, got 4 \(from the "):
         InstanceOptions(max_seq_length=4)
     with pytest.raises(DataError, match=r"max_seq_length must be .* to 8192, got 100000 \(.* 8192 positions, 16 times"):
@@ -244,9 +245,24 @@ def test_the_library_raises_documented_errors(files):
     with pytest.raises(DataError, match="lacks"):
         _write(files["vocab"], "\n".join(SPECIAL[:3] + WORDS))
         create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])
-    with pytest.raises(CheckpointError, match="is empty"):
-        _write(files["vocab"], "")
-        create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])
+    for content, message in [("", "is empty"), (b"[UNK]\n\xff\n", "is not UTF-8")]:
+        _write(files["vocab"], content)
+        with pytest.raises(DataError, match=message):
+            create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"])
+    assert not list(files["out"].iterdir())
+
+
+@pytest.mark.parametrize("options", [{"max_seq_length": 64}, 64], ids=["dict", "int"])
+def test_options_of_another_type_are_refused_before_anything_is_read(files, monkeypatch, options):
+    """A dict of options read the whole vocabulary and corpus, then failed with "AttributeError:
+    'dict' object has no attribute 'dupe_factor'"; now a DataError saying what to write, first."""
+    from minibert.training.pretraining_data import create
+
+    monkeypatch.setattr(create.PretrainingVocabulary, "load", None)  # (calling it would be a TypeError)
+    with pytest.raises(DataError, match=f"options must be an InstanceOptions, got {type(options).__name__}"):
+        create_pretraining_data([files["corpus"]], files["vocab"], [files["out"] / "t.tfrecord"], options)
+    with pytest.raises(DataError, match="vocab_file must be a path"):
+        create_pretraining_data([files["corpus"]], str(files["vocab"]).encode(), [files["out"] / "t.tfrecord"])
     assert not list(files["out"].iterdir())
 
 

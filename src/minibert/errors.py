@@ -80,8 +80,9 @@ class ExplorerInputError(MinibertError, ValueError):
 
 class CorpusError(DataError):
     """A text corpus (the input of ``minibert vocab``) cannot be used: a file is missing or
-    unreadable, is not UTF-8 (the message names the file and line), holds no words, or has a run of
-    text without whitespace longer than the learner holds in memory (the message names the limit)."""
+    unreadable, is not UTF-8 (the message names the file and line), holds no words, or has a word
+    (a run without whitespace, punctuation or CJK ideograph) longer than the learner holds in memory
+    (the message names the limit)."""
 
 
 class NotTextError(DataError):

@@ -32,7 +32,14 @@ import tempfile
 from pathlib import Path
 
 from ..errors import CheckpointError, FileWriteError, ModelNotFoundError
-from ..formats.atomic_files import current_umask, link_target, naming_the_file, why_not_a_folder, write_atomically
+from ..formats.atomic_files import (
+    current_umask,
+    hidden_prefix,
+    link_target,
+    naming_the_file,
+    why_not_a_folder,
+    write_atomically,
+)
 from ..loading.hub import looks_like_a_path, resolve_file
 from ..loading.local_files import a_checkpoint_prefix
 
@@ -90,7 +97,7 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     # The staging folder first, before the weights are read: a parent that cannot be written to (read-only,
     # no permission) is one line naming the destination, not an errno message naming the temporary folder.
     with naming_the_file(destination):
-        staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".partial", dir=parent))
+        staging = Path(tempfile.mkdtemp(prefix=hidden_prefix(destination.name), suffix=".partial", dir=parent))
     try:
         model = cls.from_pretrained(source, **keywords)
         tokenizer = BertTokenizer.from_pretrained(source)

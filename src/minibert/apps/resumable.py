@@ -27,10 +27,26 @@ import json
 import os
 from pathlib import Path
 
-from ..formats.atomic_files import current_umask, link_target, refuse_what_is_not_a_file, write_atomically
+from ..formats.atomic_files import (
+    current_umask,
+    hidden_prefix,
+    link_target,
+    refuse_what_is_not_a_file,
+    write_atomically,
+)
 from ..formats.json_files import parse_json
 
 STATE_VERSION = 1
+
+
+def _hidden(name: str, rest: str) -> str:
+    """``.NAME.rest``, NAME cut (formats/atomic_files.py's ``hidden_prefix``) when a legal output name
+    of up to 255 bytes would make it too long for the file system.
+
+    >>> _hidden("out.npy", "partial")
+    '.out.npy.partial'
+    """
+    return hidden_prefix(name, len(rest)) + rest
 
 
 class ResumeError(Exception):
@@ -67,9 +83,9 @@ class ResumableOutput:
         # An output that is a symbolic link is written where it points (as formats/atomic_files.py
         # writes): the partial file, the state and the lock live beside the link's target.
         self.path = link_target(path)
-        self.partial = self.path.with_name(f".{self.path.name}.partial")
-        self.state_path = self.path.with_name(f".{self.path.name}.resume.json")
-        self.lock_path = self.path.with_name(f".{self.path.name}.resume.lock")
+        self.partial, self.state_path, self.lock_path = (
+            self.path.with_name(_hidden(self.path.name, rest)) for rest in ("partial", "resume.json", "resume.lock")
+        )
         self.fingerprint, self.row_size, self.lines, self.total = fingerprint, row_size, lines, total
         self.handle = None
         self.lock = None
@@ -90,7 +106,7 @@ class ResumableOutput:
     def _start(self, header: bytes) -> int:
         # A run killed (SIGKILL) while it replaced the state file leaves that write's temporary
         # file behind (.OUT.resume.json.XXXX.partial); the state it was to become is not needed.
-        for stale in self.state_path.parent.glob(f".{glob.escape(self.state_path.name)}.*.partial"):
+        for stale in self.state_path.parent.glob(f"{glob.escape(hidden_prefix(self.state_path.name))}*.partial"):
             stale.unlink(missing_ok=True)
         state = self._read_state(header)
         if state is not None:

@@ -43,7 +43,8 @@ def add_parser(commands, parents: list) -> None:
     # tokenizer to build the parser would slow every command. tests/test_tokenizer_wordpiece_trainer.py
     # checks this help.)
     vocab.add_argument("--special-tokens", nargs="+", action="extend", default=None, metavar="TOKEN",
-                       help="the first ids, in this order (default: [PAD] [UNK] [CLS] [SEP] [MASK]); a role "
+                       help="the first ids, in this order (default: [PAD] [UNK] [CLS] [SEP] [MASK]); each is "
+                            "saved as a special token, never split (as tokenizers' trainer adds them); a role "
                             "([PAD], [MASK]) left out is saved as none, so that no library adds it")  # fmt: skip
     vocab.set_defaults(run=cmd_vocab)
 
@@ -85,7 +86,7 @@ def cmd_vocab(args) -> None:
     finally:
         if progress is not None:
             progress.close()
-    vocab_file, config_file = save_vocabulary(output, pieces, lowercase=not args.cased)
+    vocab_file, config_file = save_vocabulary(output, pieces, lowercase=not args.cased, special_tokens=special_tokens)
     print(f"{len(pieces):,} pieces: {vocab_file}, {config_file}")
 
 

@@ -11,6 +11,11 @@ its place. Commands call it on their outputs before any work, and ``atomic_outpu
 A path that is a symbolic link is written where the link points, as the shell's ``>``, ``cp`` and
 ``np.save`` write through it: the temporary file goes beside the link's target and is renamed over
 the target; the link stays a link.
+
+The temporary file is named ``.NAME.xxxxxxxx.partial``, 18 bytes longer than NAME: for a name of
+238 to 255 bytes (legal: the file system takes it) that would be too long, so NAME is cut to fit
+(``hidden_prefix``). A name over 255 bytes is refused as the file system refuses it, "cannot write
+NAME: File name too long", by the commands' early checks (``refuse_what_is_not_a_file``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,28 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import FileWriteError
+
+NAME_MAX = 255  # the bytes of one file name (ext4, XFS, Btrfs, tmpfs, APFS, ...)
+TEMPORARY_ROOM = len("xxxxxxxx.partial")  # what mkstemp puts after the prefix: 8 random characters, the suffix
+
+
+def hidden_prefix(name: str, room: int = TEMPORARY_ROOM) -> str:
+    """``.NAME.``: how the hidden names of the files written for the file ``name`` begin (a temporary
+    file, a second name), leaving ``room`` bytes for the rest of the name (mkstemp's: 16). A ``name``
+    too long for that is cut, at a character, so that the hidden name fits ``NAME_MAX`` bytes: an
+    output name is legal up to 255 bytes, and its temporary file must be too.
+
+    >>> hidden_prefix("vocab.txt")
+    '.vocab.txt.'
+    >>> long = "a" * 241 + ".tfrecord"  # 250 bytes: a legal name
+    >>> hidden_prefix(long) == "." + long[:237] + ".", len(hidden_prefix(long)) + TEMPORARY_ROOM
+    (True, 255)
+    """
+    most = NAME_MAX - room - 2  # the bytes NAME may keep (besides the two dots)
+    kept = name[:most]  # (each character is at least one byte)
+    while len(os.fsencode(kept)) > most:
+        kept = kept[:-1]
+    return f".{kept}."
 
 
 def link_target(path: str | os.PathLike) -> Path:
@@ -44,9 +71,9 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     path = Path(path)
     target = link_target(path)  # renaming over a link would replace it
     directory = target.parent if str(target.parent) else Path(".")
-    refuse_what_is_not_a_file(path)
+    refuse_what_is_not_a_file(path)  # (and a name too long for the file system)
     with naming_the_file(path):
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=directory)
+        descriptor, temporary = tempfile.mkstemp(prefix=hidden_prefix(path.name), suffix=".partial", dir=directory)
     try:
         with naming_the_file(path, temporary):
             try:
@@ -71,7 +98,8 @@ KINDS = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat
 
 def refuse_what_is_not_a_file(path: str | os.PathLike) -> None:
     """FileWriteError naming ``path`` when it exists and is not a regular file (through a symbolic
-    link too): writing it atomically would replace a directory, FIFO, device or socket with a file.
+    link too): writing it atomically would replace a directory, FIFO, device or socket with a file;
+    or when its name is longer than the file system takes ("File name too long": before the work).
 
     >>> refuse_what_is_not_a_file("/dev/null")      # doctest: +SKIP
     minibert.errors.FileWriteError: cannot write /dev/null: it is a character device, not a regular file (...)
@@ -80,8 +108,10 @@ def refuse_what_is_not_a_file(path: str | os.PathLike) -> None:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
         return  # a new file (a missing folder is the caller's or mkstemp's error)
-    except OSError:
-        return  # unreadable or too long a name: mkstemp names the error
+    except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            raise FileWriteError(error.errno, f"cannot write {path}: {error.strerror}") from None
+        return  # unreadable: mkstemp names the error
     if stat.S_ISREG(mode):
         return
     kind = next((name for test, name in KINDS.items() if test(mode)), "not a regular file")
@@ -115,7 +145,8 @@ def why_not_a_folder(directory: str | os.PathLike) -> str | None:
 
 
 # The errors of writing a file, as the operating system gives them: a full disk names no file.
-WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO,
+                errno.ENAMETOOLONG}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -135,7 +166,7 @@ def naming_the_file(path: str | os.PathLike, *also: str | os.PathLike) -> Iterat
         name = error.filename
         temporary = isinstance(name, str) and name.endswith(".partial")  # .NAME.xxxx.partial, from mkstemp
         ours = name in {None, os.fspath(path), *map(os.fspath, also)} or (
-            temporary and os.path.basename(name).startswith(f".{Path(path).name}.")
+            temporary and os.path.basename(name).startswith(hidden_prefix(Path(path).name))
         )
         if error.errno not in WRITE_ERRORS | {errno.ENOENT} or not ours:
             raise

@@ -13,6 +13,9 @@ A file the new ones make stale (a tokenizer's old ``tokenizer.json``, which ever
 to vocab.txt) can be removed with them: after the last rename, and put back like the others.
 
     >>> write_files_together({"v/vocab.txt": b"[PAD]\\n", "v/tokenizer_config.json": b"{}"})  # doctest: +SKIP
+
+Files too big to hold as bytes (a data set's shards) are streamed into the same temporary files
+through ``files_written_together``, which gives the open handles and does the rest when its block ends.
 """
 
 from __future__ import annotations
@@ -20,32 +23,52 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
-from .atomic_files import atomic_output, link_target, naming_the_file
+from .atomic_files import atomic_output, hidden_prefix, link_target, naming_the_file
 
 
 def write_files_together(files: Mapping[str | os.PathLike, bytes], remove: Iterable[str | os.PathLike] = ()) -> None:
     """Write each ``{path: bytes}`` of ``files``, then remove each file of ``remove`` (a link
     itself, not its target; a path with no file is left alone); on any error (or KeyboardInterrupt)
     every path holds what it held before, and the error is raised as atomic_output raises it."""
+    with files_written_together(list(files), remove) as handles:
+        for (path, data), handle in zip(files.items(), handles):
+            with naming_the_file(path):
+                handle.write(data)
+
+
+@contextlib.contextmanager
+def files_written_together(
+    paths: Sequence[str | os.PathLike], remove: Iterable[str | os.PathLike] = ()
+) -> Iterator[list[BinaryIO]]:
+    """``write_files_together`` for files written as a stream (a data set's shards, too big to hold
+    as bytes): one open handle per path, in order; when the block ends, every file is fsync'ed, then
+    all are renamed into place (and ``remove`` removed) together. On any error or KeyboardInterrupt,
+    in the block or while the files are flushed or renamed, every path holds what it held before.
+
+    >>> with files_written_together(["s0.tfrecord", "s1.tfrecord"]) as (first, second):  # doctest: +SKIP
+    ...     first.write(records[0::2]); second.write(records[1::2])
+    """
     seconds: dict[Path, Path | None] = {}  # each file's second name (None: no file there yet)
     ours: dict[Path, tuple[int, int]] = {}  # each temporary file's identity (device, inode)
-    targets = {path: link_target(path) for path in files}  # where each lands (through a link: its target)
+    targets = [link_target(path) for path in paths]  # where each lands (through a link: its target)
     stale = [Path(path) for path in remove]
     removed: list[Path] = []
     try:
-        for target in [*targets.values(), *stale]:
+        for target in [*targets, *stale]:
             seconds[target] = _second_name(target)
         with contextlib.ExitStack() as stack:
-            for path, data in files.items():
-                handle = stack.enter_context(atomic_output(path))
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())  # every file on disk before the first rename (at the stack's end)
+            handles = [stack.enter_context(atomic_output(path)) for path in paths]
+            yield handles
+            for path, target, handle in zip(paths, targets, handles):
+                with naming_the_file(path):  # every file on disk before the first rename (at the stack's end)
+                    handle.flush()
+                    os.fsync(handle.fileno())
                 found = os.fstat(handle.fileno())
-                ours[targets[path]] = (found.st_dev, found.st_ino)
+                ours[target] = (found.st_dev, found.st_ino)
         for path in stale:
             if seconds[path] is not None:
                 removed.append(path)  # (before: an interruption inside unlink is put back too)
@@ -69,7 +92,8 @@ def _second_name(path: Path) -> Path | None:
     file system without hard links; None when there is no file at ``path``."""
     if not path.is_file():
         return None
-    second = path.with_name(f".{path.name}.{os.getpid()}.before.partial")  # .NAME.*.partial: a leftover's name
+    rest = f"{os.getpid()}.before.partial"  # .NAME.*.partial: a leftover's name
+    second = path.with_name(hidden_prefix(path.name, len(rest)) + rest)
     second.unlink(missing_ok=True)
     with naming_the_file(path, second):
         try:

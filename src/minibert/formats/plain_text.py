@@ -9,6 +9,9 @@ by name, with the byte offset where the evidence is (``NotTextError``, one line)
   ``WINDOW_BYTES`` (64 KiB; the whole file when shorter) are NUL or C0 control bytes other than
   tab, line feed, vertical tab, form feed and carriage return (UTF-16 text: ~50%; UTF-32: ~75%).
   A stray NUL or control character in real text is fine: the tokenizer removes it, as Google's does.
+  The windows are bytes 0–64 KiB, 64–128 KiB, ..., and, for the end of the file, its last 64 KiB
+  (not the few bytes left over after the last whole window: a DOS end mark, Ctrl-Z, after exactly
+  64 KiB of text would otherwise be a "window" of 100% control bytes).
 - **No line break**: more than ``MAX_LINE_BYTES`` (8 MiB) without a ``\\n``. BERT's corpora hold
   one sentence (or paragraph) per line; a reader would otherwise hold the whole run in memory.
 
@@ -54,6 +57,7 @@ class TextCheck:
         self._line_start = 0  # offset of the current line's first byte
         self._line_breaks = 0  # "\n" bytes fed so far
         self._window = bytearray()
+        self._previous = b""  # the last whole window checked: the start of the file's last 64 KiB
 
     def feed(self, data: bytes) -> None:
         lines = data.split(b"\n")
@@ -70,14 +74,20 @@ class TextCheck:
             position += len(taken)
             if len(self._window) == WINDOW_BYTES:
                 self._check_window(self.offset + position - WINDOW_BYTES)
+                self._previous = bytes(self._window)
                 self._window.clear()
         self.offset += len(data)
 
     def finish(self) -> None:
-        """Check the last, partial window (call it at the end of the file, before using its last block)."""
+        """Check the end of the file (call it there, before using its last block): the bytes after the
+        last whole window, judged as the file's last ``WINDOW_BYTES`` (with the end of the window
+        before them), or alone when the whole file is shorter than one window."""
         if self._window:
-            self._check_window(self.offset - len(self._window))
+            last = (self._previous + bytes(self._window))[-WINDOW_BYTES:]
+            self._window[:] = last
+            self._check_window(self.offset - len(last))
             self._window.clear()
+        self._previous = b""
 
     def _check_window(self, start: int) -> None:
         window = bytes(self._window)

@@ -18,8 +18,10 @@ Running the basic tokenizer over every line in Python would be the slow part. In
 
 Real text repeats itself: 20 MB of English has ~4 million pieces but ~400,000 distinct ones. The
 input is read in blocks of 1 MiB, so memory is bounded by the number of distinct pieces, not by the
-corpus (a run of more than ``MAX_RUN_CHARS`` characters without whitespace is refused: the learner
-would hold it as one word). Invalid UTF-8 is refused, naming the file and the line
+corpus (a *word* of more than ``MAX_RUN_CHARS`` characters is refused: the learner would hold it,
+and merge inside it, as one word. A long run without whitespace is no such word when BERT splits it:
+a line of Chinese is one word per ideograph, and punctuation is a word of its own; only the words
+BERT makes of a run are measured). Invalid UTF-8 is refused, naming the file and the line
 (``CorpusError``); a file that is not text — UTF-16, binary, megabytes without a line break — naming
 the file and the byte offset (``NotTextError``, formats/plain_text.py).
 """
@@ -36,7 +38,7 @@ from ..errors import CorpusError
 from ..formats.plain_text import BLOCK_BYTES, TextCheck  # corpora are read in blocks of 1 MiB
 from .algorithm import BasicTokenizer
 
-MAX_RUN_CHARS = 1_000_000  # a longer run of text without whitespace is refused
+MAX_RUN_CHARS = 1_000_000  # a longer word (a run without whitespace, punctuation or CJK ideograph) is refused
 
 # Python's str.split() splits at these, but BERT's cleaning deletes them (they are control
 # characters, category Cc): they are deleted first, as the cleaning would, so "a\x0bb" stays one
@@ -66,7 +68,7 @@ def count_words(
     pieces: Counter[str] = Counter()
     done = 0
     for path in files:
-        for block_bytes in _count_pieces(path, pieces):
+        for block_bytes in _count_pieces(path, pieces, basic):
             done += block_bytes
             if progress is not None:
                 progress(f"counting words: {done / 1e6:,.0f} of {total_bytes / 1e6:,.0f} MB")
@@ -83,13 +85,20 @@ def count_words(
 
 def input_files(files: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str | os.PathLike]:
     """``files`` as a list: one path is a list of one (not of its characters); none is a ValueError.
+    A path must be a ``str`` or a ``pathlib.Path`` (a TypeError otherwise, as in ``tokenizers``): the
+    bytes of ``b"corpus.txt"`` or an ``int`` would be taken as file descriptors, and read stdin.
 
     >>> input_files("corpus.txt"), input_files(("a.txt", "b.txt"))
     (['corpus.txt'], ['a.txt', 'b.txt'])
     """
+    if isinstance(files, (bytes, bytearray)) or not isinstance(files, (str, os.PathLike, Iterable)):
+        raise TypeError(f"files must be a path (str or Path) or a list of paths, got {type(files).__name__}")
     files = [files] if isinstance(files, (str, os.PathLike)) else list(files)
     if not files:
         raise ValueError("no input file given: files is empty (give a path, or a list of paths)")
+    for path in files:
+        if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+            raise TypeError(f"files must be paths (str or Path), got {path!r}")
     return files
 
 
@@ -104,8 +113,9 @@ def _size(path: str | os.PathLike) -> int:
         raise CorpusError(f"cannot read input file {path}: {error.strerror}") from None
 
 
-def _count_pieces(path: str | os.PathLike, pieces: Counter[str]) -> Iterable[int]:
+def _count_pieces(path: str | os.PathLike, pieces: Counter[str], basic: BasicTokenizer) -> Iterable[int]:
     """Add the whitespace-separated pieces of one file to ``pieces``; yield the bytes read per block.
+    A piece that ``basic`` makes a word of more than ``MAX_RUN_CHARS`` of is refused (``CorpusError``).
 
     A block is cut after its last whitespace; the rest (the start of a piece) is carried into the
     next block. The UTF-8 decoder is incremental: a character split between two blocks is whole."""
@@ -127,12 +137,12 @@ def _count_pieces(path: str | os.PathLike, pieces: Counter[str]) -> Iterable[int
                     where = line + (pending + block)[: error.start].count(b"\n")
                     raise CorpusError(f"{path}, line {where}: not UTF-8 text ({error.reason})") from None
                 if not block:
-                    _add_pieces(text, pieces, path, line)
+                    _add_pieces(text, pieces, basic, path, line)
                     return
                 cut = len(text) - len(_last_run(text))  # where the run the text ends with starts
-                if len(text) - cut > MAX_RUN_CHARS:  # the carried run is too long already
-                    _refuse_long_run(path, line + text[:cut].count("\n"))
-                _add_pieces(text[:cut], pieces, path, line)
+                if _longest_word(text[cut:], basic) > MAX_RUN_CHARS:  # a word of the carried run is too long already
+                    _refuse_long_word(path, line + text[:cut].count("\n"))
+                _add_pieces(text[:cut], pieces, basic, path, line)
                 carried = text[cut:]
                 line += block.count(b"\n")
                 yield len(block)
@@ -157,16 +167,33 @@ def _last_run(text: str) -> str:
     return text.rsplit(None, 1)[-1]  # (rsplit scans from the end: the last piece, then its whitespace)
 
 
-def _add_pieces(text: str, pieces: Counter[str], path, line: int) -> None:
+def _add_pieces(text: str, pieces: Counter[str], basic: BasicTokenizer, path, line: int) -> None:
     split = text.split()
     if split and max(map(len, split)) > MAX_RUN_CHARS:
-        longest = max(split, key=len)
-        _refuse_long_run(path, line + text[: text.index(longest)].count("\n"))
+        for piece in split:
+            if _longest_word(piece, basic) > MAX_RUN_CHARS:
+                _refuse_long_word(path, line + text[: text.index(piece)].count("\n"))
     pieces.update(split)
 
 
-def _refuse_long_run(path, line: int):
+def _longest_word(run: str, basic: BasicTokenizer) -> int:
+    """The length of the longest word ``basic`` makes of ``run`` (a text without whitespace): BERT
+    splits it around every punctuation mark and CJK ideograph, so a line of Chinese or a run of
+    words joined by hyphens holds no long word. (Cleaning and accent stripping only shorten a word,
+    so a run no longer than ``MAX_RUN_CHARS`` is not tokenized.)
+
+    >>> from minibert.tokenizer.fast_basic import FastBasicTokenizer
+    >>> basic = FastBasicTokenizer()
+    >>> [_longest_word(run, basic) for run in ("中文" * 600_000, "yes-" * 300_000, "a" * 1_200_000)]
+    [1, 3, 1200000]
+    """
+    if len(run) <= MAX_RUN_CHARS:
+        return len(run)
+    return max(map(len, basic.tokenize(run)), default=0)
+
+
+def _refuse_long_word(path, line: int):
     raise CorpusError(
-        f"{path}, line {line}: more than {MAX_RUN_CHARS:,} characters without whitespace (the learner holds "
-        "each word in memory); break such text into words or lines"
+        f"{path}, line {line}: a word of more than {MAX_RUN_CHARS:,} characters (no whitespace, punctuation or "
+        "Chinese character in it: the learner holds each word in memory); break such text into words or lines"
     )

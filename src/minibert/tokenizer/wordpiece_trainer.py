@@ -312,14 +312,24 @@ def check_vocabulary_folder(directory: str | os.PathLike) -> None:
         raise FileNotFoundError(f"output directory {directory} {reason}{advice}")
 
 
-def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowercase: bool = True) -> tuple[str, str]:
+def save_vocabulary(
+    directory: str | os.PathLike,
+    pieces: Sequence[str],
+    *,
+    lowercase: bool = True,
+    special_tokens: Sequence[str] = DEFAULT_SPECIAL_TOKENS,
+) -> tuple[str, str]:
     """Write ``vocab.txt`` (one piece per line) and ``tokenizer_config.json`` into an existing
     directory, together or not at all (formats/file_sets.py; a ``tokenizer.json``,
     ``special_tokens_map.json`` or ``added_tokens.json`` there from another save is removed with them:
     files.py ``STALE_FILES``), so that minibert's ``BertTokenizer.from_pretrained`` and transformers'
-    ``AutoTokenizer`` load it with the casing and the roles it was learned with. The config lists
-    the roles in ``added_tokens_decoder``, as transformers' slow tokenizer saves them: a config with
-    one makes every reader ignore such older files.
+    ``AutoTokenizer`` load it with the casing and the special tokens it was learned with: give
+    ``special_tokens`` as ``train_wordpiece`` was given them. The config lists every special token
+    in ``added_tokens_decoder``, as transformers' slow tokenizer saves them (a config with one makes
+    every reader ignore such older files), and those beyond the five roles (``<e1>``, ``[unused0]``)
+    as ``additional_special_tokens`` too: each is one token, never split into pieces, and
+    ``decode(..., skip_special_tokens=True)`` leaves it out, as in the tokenizer ``tokenizers``'
+    ``BertWordPieceTokenizer.train`` leaves behind (its trainer adds every special token so).
 
     The config names the special tokens' roles ([UNK], [SEP], [PAD], [CLS], [MASK]) and
     ``model_max_length`` 512 (BERT's positions). A role whose token the pieces lack (``[PAD]`` and
@@ -327,6 +337,8 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
     otherwise fall back to its default ``[PAD]``/``[MASK]`` and add them past the end of vocab.txt,
     ids a model of this vocabulary cannot embed, where minibert (and ``tokenizers``) read them as
     ``[UNK]``."""
+    if isinstance(special_tokens, str):
+        raise TypeError("special_tokens must be a list of strings, not one string")
     directory = Path(directory)
     check_vocabulary_folder(directory)
     roles = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
@@ -339,7 +351,11 @@ def save_vocabulary(directory: str | os.PathLike, pieces: Sequence[str], *, lowe
         "model_max_length": 512,
         **{role: token if token in pieces else None for role, token in roles.items()},
     }
-    ids = {piece: index for index, piece in enumerate(pieces) if piece in roles.values()}
+    special = set(special_tokens) | set(roles.values())
+    ids = {piece: index for index, piece in enumerate(pieces) if piece in special}
+    extra = [piece for piece in ids if piece not in roles.values()]  # in the order of their ids
+    if extra:
+        config["additional_special_tokens"] = extra
     config["added_tokens_decoder"] = {str(index): AddedToken(piece, normalized=False, special=True).as_json()
                                       for piece, index in sorted(ids.items(), key=lambda item: item[1])}  # fmt: skip
     vocab_file, config_file = (directory / name for name in VOCABULARY_FILES)

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
+from ...formats.file_sets import files_written_together
 from .documents import check_invalid_utf8, read_documents
 from .full_tokenizer import PretrainingVocabulary
 from .instances import create_instances
 from .options import DEFAULT_SEED, InstanceOptions
-from .records import write_instances
+from .records import write_shards
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,17 @@ def create_pretraining_data(
     round-robin over ``output_files``: the instances of Google's ``create_pretraining_data.py``
     with the same flags (``--do_lower_case`` = ``do_lower_case``, ``--preserve_unused_tokens`` =
     ``preserve_unused_tokens``). One path (a ``str`` or ``Path``) for ``input_files`` or
-    ``output_files`` is one file, as a list of one. Everything is checked before anything is
-    written; nothing is written on an error (``DataError`` naming the file or flag)."""
-    options = options or InstanceOptions()
+    ``output_files`` is one file, as a list of one. Every argument is checked before any file is
+    read, and nothing is written on an error: a ``DataError`` naming the file or argument (for the
+    vocabulary and the text too: missing, not UTF-8, empty), or a ``FileWriteError`` naming an output
+    that cannot be written (a FIFO, a device, a name too long, a full disk)."""
+    if options is None:
+        options = InstanceOptions()
+    elif not isinstance(options, InstanceOptions):  # a dict read no flag: it failed after all the reading
+        raise DataError(f"options must be an InstanceOptions, got {type(options).__name__}: write "
+                        "InstanceOptions(max_seq_length=..., ...)")  # fmt: skip
+    if not isinstance(vocab_file, (str, os.PathLike)):
+        raise DataError(f"vocab_file must be a path (str or Path), got {type(vocab_file).__name__}")
     input_files, output_files = _paths(input_files, "input_files"), _paths(output_files, "output_files")
     if not input_files or not output_files:
         raise DataError("pre-training data needs at least one input file and one output file")
@@ -61,21 +70,24 @@ def create_pretraining_data(
         reason = why_not_a_folder(directory)
         if reason:  # quoted: a stray space (--output "a.tfrecord, out/b.tfrecord") shows
             raise DataError(f"output {str(path)!r}: the directory {str(directory)!r} {reason}")
-        if path.is_dir():
+        if os.path.isdir(path):
             raise DataError(f"output {path} is a directory, not a file")
-        refuse_what_is_not_a_file(path)  # a FIFO, a device (/dev/null): the rename would replace it
+        refuse_what_is_not_a_file(path)  # a FIFO, a device (/dev/null), a name too long: FileWriteError
     if len({os.path.abspath(path) for path in output_files}) != len(output_files):
         raise DataError("the output files must be different files (one per shard)")
     for output in output_files:
         for source, what in [*((path, "input file") for path in input_files), (vocab_file, "vocabulary file")]:
             if output.exists() and Path(source).exists() and os.path.samefile(output, source):
                 raise DataError(f"output {output} is the {what} {source}: it would be overwritten")
-    vocabulary = PretrainingVocabulary.load(vocab_file, do_lower_case, preserve_unused_tokens)
-    documents = read_documents(input_files, vocabulary.piece_ids, invalid_utf8)
-    rng = random.Random(random_seed)
-    frame_ids = (vocabulary.cls_id, vocabulary.sep_id)
-    instances = create_instances(documents, frame_ids, vocabulary.mask_id, vocabulary.is_continuation, options, rng)
-    per_file = write_instances(instances, output_files, options.max_seq_length, options.max_predictions_per_seq)
+    # The temporary files first: a folder that takes no new file is said before the corpus is read.
+    with files_written_together(output_files) as handles:  # all renamed into place together, or none
+        vocabulary = PretrainingVocabulary.load(vocab_file, do_lower_case, preserve_unused_tokens)
+        documents = read_documents(input_files, vocabulary.piece_ids, invalid_utf8)
+        rng = random.Random(random_seed)
+        frame_ids = (vocabulary.cls_id, vocabulary.sep_id)
+        instances = create_instances(documents, frame_ids, vocabulary.mask_id, vocabulary.is_continuation, options, rng)
+        lengths = (options.max_seq_length, options.max_predictions_per_seq)
+        per_file = write_shards(instances, handles, output_files, *lengths)
     sentences = sum(len(document) for document in documents)
     return PretrainingDataSummary(len(documents), sentences, len(instances), tuple(per_file))
 

@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import DataError
+from ...errors import CheckpointError, DataError
 from ...tokenizer.google import google_tokenizer
 from ...tokenizer.vocab_file import load_vocab, repeated_line
 
@@ -65,7 +65,10 @@ class PretrainingVocabulary:
         if not path.is_file():
             raise DataError(f"vocabulary file {path} does not exist" if not path.exists() else
                             f"vocabulary file {path} is not a file")  # fmt: skip
-        pieces = load_vocab(path)  # raises CheckpointError for unreadable, non-UTF-8 or empty files
+        try:
+            pieces = load_vocab(path)
+        except CheckpointError as error:  # unreadable, not UTF-8, empty: a data file here, as the rest
+            raise DataError(str(error)) from None
         tokens = [""] * (max(pieces.values()) + 1)
         for token, index in pieces.items():
             tokens[index] = token

@@ -12,19 +12,22 @@ fixed lengths (``T`` = max_seq_length, ``P`` = max_predictions_per_seq)::
     next_sentence_labels  int64 (1,)   1: B is from another document; 0: B follows A
 
 With several output files, instance ``k`` goes to file ``k mod n`` (round-robin, as Google's
-writer). Every file is written to a temporary beside it and renamed into place only when all of
-them are complete: a failed run leaves none of them (formats/atomic_files.py).
+writer). Every file is written to a temporary beside it, and all of them are flushed to disk
+before the first is renamed into place; should a rename fail or be interrupted, the files already
+renamed are put back (formats/file_sets.py). A failed or interrupted run leaves every output file
+as it was: never shards of two runs side by side.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
+from typing import BinaryIO
 
 import numpy as np
 
-from ...formats.atomic_files import atomic_output
+from ...formats.atomic_files import naming_the_file
+from ...formats.file_sets import files_written_together
 from ...formats.tfrecord import encode_examples, frame_records
 from .instances import TrainingInstance
 
@@ -83,16 +86,28 @@ def write_instances(
     """Write the instances round-robin over ``paths`` as TFRecords; the count written to each.
     Streamed: records are encoded together (encode_examples) in batches of about ``WRITE_BATCH_BYTES``
     of padded arrays, so the writer's memory does not grow with ``max_seq_length``."""
-    counts = [0] * len(paths)
+    with files_written_together(paths) as handles:  # all files renamed into place together, or none
+        return write_shards(instances, handles, paths, max_seq_length, max_predictions)
+
+
+def write_shards(
+    instances: Sequence[TrainingInstance],
+    handles: Sequence[BinaryIO],
+    paths: Sequence[str | os.PathLike],
+    max_seq_length: int,
+    max_predictions: int,
+) -> list[int]:
+    """``write_instances`` into open files (``handles``, from ``files_written_together``; ``paths``:
+    their names, for messages): instance k goes to file k mod n. The count written to each."""
+    counts = [0] * len(handles)
     rows = batch_rows(max_seq_length, max_predictions)
-    with contextlib.ExitStack() as stack:  # all files renamed into place together, or none
-        handles = [stack.enter_context(atomic_output(path)) for path in paths]
-        for shard, handle in enumerate(handles):
-            mine = instances[shard :: len(paths)]  # instance k goes to file k mod n
-            for start in range(0, len(mine), rows):
-                batch = mine[start : start + rows]
+    for shard, (path, handle) in enumerate(zip(paths, handles)):
+        mine = instances[shard :: len(handles)]  # instance k goes to file k mod n
+        for start in range(0, len(mine), rows):
+            batch = mine[start : start + rows]
+            with naming_the_file(path):  # a full disk names no file: say which
                 handle.write(frame_records(encode_examples(padded_columns(batch, max_seq_length, max_predictions))))
-            counts[shard] = len(mine)
+        counts[shard] = len(mine)
     return counts
 
 
