@@ -221,8 +221,9 @@ def test_a_refused_option_reaches_the_driver_as_minibert_raised_it(cluster, mini
     with pytest.raises(ray.exceptions.RayError) as caught:
         dataset.map_batches(EmbedBatch, fn_constructor_kwargs={"model": model, "prompt_name": "nope"},
                             compute=ray.data.ActorPoolStrategy(size=1)).take_all()  # fmt: skip
-    assert str(caught.value).strip().splitlines()[-1] == ("minibert.errors.TaskArgumentError: prompt_name 'nope' is "
-                                                          "not one of this model's prompts ('query', 'document')")  # fmt: skip
+    last = str(caught.value).strip().splitlines()[-1]
+    assert last == ("minibert.errors.TaskArgumentError: prompt_name 'nope' is not one of this model's prompts "
+                    "('query', 'document')")  # fmt: skip
 
 
 def _embedding_actor_pids() -> list[int]:
