@@ -5,7 +5,8 @@
     python scripts/compare_hf.py --model ./my-bert --text "Some text." --text "Another."
 
 Prints the max |Δ| of the embeddings, every layer, the pooler, every attention map, and the
-masked-LM / next-sentence logits when the checkpoint has those heads. Exits 1 above --tolerance.
+logits of the checkpoint's heads (masked-LM, next-sentence, a classifier, QA, multiple choice).
+Exits 1 above --tolerance, or on a NaN.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 
 from needs import default_model
 
-from minibert.apps.verify import compare_with_transformers, format_table
+from minibert.apps.verify import compare_with_transformers, format_table, verdict
 
 
 def main() -> int:
@@ -28,9 +29,9 @@ def main() -> int:
     rows = compare_with_transformers(model, args.text)
     print(f"minibert vs transformers on {model}\n")
     print(format_table(rows, args.tolerance))
-    worst = max(diff for _, diff in rows)
-    print(f"\nmax |Δ| over {len(rows)} outputs: {worst:.3e}")
-    return 0 if worst <= args.tolerance else 1
+    summary, failure = verdict(rows, args.tolerance)  # a NaN fails too
+    print(f"\n{summary}")
+    return 0 if failure is None else 1
 
 
 if __name__ == "__main__":

@@ -145,3 +145,27 @@ def test_a_bad_or_impossible_int8_library_is_one_line_and_exit_1(tiny_classifier
     assert result.returncode == 1 and result.stdout == "", result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("minibert: error: ") and says in lines[0], result.stderr
+
+
+def test_verify_int8_knows_a_classifier_whose_config_names_no_architecture(tiny_classifier, tmp_path):
+    """Google's run_classifier.py writes a bert_config.json without ``architectures``, and so do some
+    hub configs: verify --dtype int8 took such a classifier for an encoder alone, refused --tolerance
+    saying it had not one output, and compared no labels, where classify and rerank (and the
+    loader) read the classifier from the tensors. It now reads it from the tensors too."""
+    import shutil
+
+    from test_apps_verify import _tf_classifier
+
+    scorer = _tf_classifier(tmp_path / "run_classifier", 1)  # one output, as a reranker
+    result = run_minibert("verify", "--dtype", "int8", "--model", str(scorer), "--text", "hello world",
+                          "--text", "the movie", "--tolerance", "1e-30")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"minibert: error: {scorer}: int8 changes a score by ")
+    assert "largest |Δ score| by int8" in result.stdout and "pairs of texts in another order: " in result.stdout
+    plain = shutil.copytree(tiny_classifier, tmp_path / "plain")
+    config = json.loads((plain / "config.json").read_text())
+    assert config.pop("architectures") == ["BertForSequenceClassification"]
+    (plain / "config.json").write_text(json.dumps(config))
+    result = run_minibert("verify", "--dtype", "int8", "--model", str(plain), "--text", "hello world")
+    assert result.returncode == 0, result.stderr
+    assert "labels changed by int8: " in result.stdout, result.stdout

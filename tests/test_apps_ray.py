@@ -169,6 +169,63 @@ def test_an_output_column_already_in_the_batch_is_refused_in_every_format(minilm
             embed(batch)
 
 
+def test_a_bad_row_is_named_by_its_place_in_the_batch_and_its_other_columns(minilm_dir):
+    """Ray Data numbers a batch's rows from 0, so "row 5" alone named a row of the batch as if it
+    were the dataset's (row 37 was bad, row 5 was fine), and a missing text was "NAType" or
+    "float" (pandas stores None as NaN). The row's other columns (an id) tell which it is; a batch
+    of the text alone gives the texts around it."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from minibert.ray import EmbedBatch
+
+    embed = EmbedBatch(str(minilm_dir))
+    texts, ids = ["text 34", "text 35", None, "text 37"], [34, 35, 36, 37]
+    batches = {
+        "pandas": pd.DataFrame({"text": texts, "id": ids}, index=[9, 8, 7, 6]),
+        "pandas NA": pd.DataFrame({"text": pd.array(texts, dtype="string"), "id": ids}),
+        "pyarrow": pa.table({"text": texts, "id": ids}),
+        "numpy": {"text": np.array(texts, dtype=object), "id": np.array(ids)},
+    }  # fmt: skip
+    for label, batch in batches.items():
+        with pytest.raises(TypeError) as caught:
+            embed(batch)
+        assert str(caught.value) == ("EmbedBatch: column 'text' row 2 of this batch of 4 is missing (None/NaN), not "
+                                     "text; its other columns: {'id': 36}"), label  # fmt: skip
+    with pytest.raises(TypeError, match=r"row 1 of this batch of 3 is float 5\.0, not text; the batch has no other "
+                                        r"column: the rows before and after it are 'a' and 'c'$"):  # fmt: skip
+        embed(pd.DataFrame({"text": ["a", 5.0, "c"]}))
+
+
+@pytest.mark.slow
+def test_a_refused_option_reaches_the_driver_as_minibert_raised_it(cluster, minilm_dir):
+    """TaskArgumentError (a prompt_name, a max_length or a layer the model lacks) could not be
+    pickled, and Ray raised its own UnserializableException ("Failed to deserialize exception") in
+    its place. A Ray task now raises the TaskArgumentError, a ValueError, with its data; Ray Data
+    reports an actor refused at its start as Ray's ActorDiedError, whose message ends with the
+    error's own line. One task and one actor, on two rows."""
+    from minibert.errors import TaskArgumentError
+    from minibert.ray import EmbedBatch
+
+    model = str(minilm_dir)
+
+    @ray.remote
+    def start(**options) -> None:
+        EmbedBatch(model, **options)
+
+    with pytest.raises(TaskArgumentError, match="max_length must be an int from 3 to max_position_embeddings=512, "
+                                                "got 100000") as caught:  # fmt: skip
+        ray.get(start.remote(max_length=100000))
+    assert isinstance(caught.value, ValueError) and caught.value.parameter == "max_length"
+    dataset = ray.data.from_items([{"text": "a"}, {"text": "b"}])
+    with pytest.raises(ray.exceptions.RayError) as caught:
+        dataset.map_batches(EmbedBatch, fn_constructor_kwargs={"model": model, "prompt_name": "nope"},
+                            compute=ray.data.ActorPoolStrategy(size=1)).take_all()  # fmt: skip
+    last = str(caught.value).strip().splitlines()[-1]
+    assert last == ("minibert.errors.TaskArgumentError: prompt_name 'nope' is not one of this model's prompts "
+                    "('query', 'document')")  # fmt: skip
+
+
 def _embedding_actor_pids() -> list[int]:
     """Processes of EmbedBatch actors: Ray titles them 'ray::MapWorker(MapBatches(EmbedBatch))'."""
     pids = []

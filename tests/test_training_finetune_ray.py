@@ -158,6 +158,37 @@ def test_an_address_where_no_ray_answers_is_one_line_naming_it(data, tmp_path):
     assert not (tmp_path / "sweep").exists()  # refused before anything was written
 
 
+def test_ray_address_in_the_environment_is_the_cluster_to_connect_to(data, tmp_path, monkeypatch):
+    """``ray job submit`` sets RAY_ADDRESS for its command. ``ray.init`` reads it when no address is
+    given, and then refused the local start's num_cpus ("When connecting to an existing cluster,
+    num_cpus and num_gpus must not be provided"), naming neither the variable nor the address:
+    ``--ray`` now connects to the cluster it names, probed as ``--ray ADDRESS`` is."""
+    address = f"127.0.0.1:{free_port()}"
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    result = run_minibert(*sweep_flags(data, tmp_path / "sweep", "--ray"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"minibert: error: RAY_ADDRESS={address} (--ray without an address uses it): no Ray cluster answers there "
+        "(Connection refused)"]  # fmt: skip
+    assert not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.slow
+def test_ray_address_in_the_environment_runs_the_sweep_there(cluster, data, tmp_path):
+    """The module's Ray, named by RAY_ADDRESS to ``python -m minibert finetune ... --ray`` in its own
+    process (as ``ray job submit`` runs it): the sweep runs there, connected without num_cpus. One
+    trial: the connection is what is tested (the trials are tested above)."""
+    address = ray.get_runtime_context().gcs_address
+    argv = sweep_flags(data, tmp_path / "sweep", "--ray")
+    argv[argv.index("--seeds") + 1], argv[argv.index("--learning-rates") + 1] = "1", "1e-3"
+    env = child_environment(MINIBERT_GEMM="mkl", RAY_ADDRESS=address)
+    done = subprocess.run([sys.executable, "-m", "minibert", *argv], capture_output=True, text=True, env=env,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"minibert: sweep: on the Ray cluster at {address} ($RAY_ADDRESS) (2 CPUs)" in done.stderr
+    assert [trial["run"] for trial in table_of(tmp_path / "sweep")["trials"]] == ["lr0.001-seed12345"]
+
+
 def test_a_bad_file_is_its_one_line_before_ray_starts(data, tmp_path):
     argv = sweep_flags(data, tmp_path / "sweep", "--ray")
     argv[argv.index("--train") + 1] = str(tmp_path / "missing.csv")

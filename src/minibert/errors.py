@@ -11,7 +11,28 @@ what to write instead.
 """
 
 
-class MinibertError(Exception):
+class PicklableError(Exception):
+    """An exception that survives ``pickle``, whatever its ``__init__`` takes. Ray and
+    multiprocessing hand an error from one process to another as a pickle, and Python rebuilds an
+    exception as ``cls(*error.args)``: the message alone, which an ``__init__`` of more parameters
+    (``TaskArgumentError(parameter, value, allowed)``) refuses, so that Ray raised its own
+    ``UnserializableException`` in place of the error. This one is rebuilt without calling
+    ``__init__`` again: the same class, ``args`` and attributes, so the same message.
+    Every minibert exception (``MinibertError`` and the data-carrying ``ValueError``s of the tasks
+    and the server) derives from it; tests/test_errors_pickling.py sweeps them all."""
+
+    def __reduce__(self):
+        return _rebuilt, (type(self), self.args), self.__dict__ or None
+
+
+def _rebuilt(cls: type, args: tuple) -> BaseException:
+    """``cls`` with ``args``, its ``__init__`` not called (pickle then restores its attributes)."""
+    error = cls.__new__(cls, *args)  # (an OSError reads its errno and strerror from args here)
+    error.args = args
+    return error
+
+
+class MinibertError(PicklableError):
     """Base class of minibert's own errors."""
 
 

@@ -259,7 +259,7 @@ def cmd_convert(args) -> None:
 def cmd_verify(args) -> None:
     if getattr(args, "dtype", "float32") == "int8":
         return _verify_int8(args)
-    from .verify import compare_with_transformers, format_table
+    from .verify import compare_with_transformers, format_table, verdict
 
     name = args.model or DEFAULT_MODEL
     try:
@@ -269,10 +269,10 @@ def cmd_verify(args) -> None:
         raise CommandFailed(str(error)) from None
     tolerance = VERIFY_TOLERANCE if args.tolerance is None else args.tolerance
     print(format_table(rows, tolerance))
-    worst = max(diff for _, diff in rows)
-    print(f"max |Δ| over {len(rows)} outputs: {worst:.3e}")
-    if worst > tolerance:
-        raise CommandFailed(f"{name}: outputs differ from transformers by {worst:.3e} > {tolerance:g}")
+    summary, failure = verdict(rows, tolerance)
+    print(summary)
+    if failure:
+        raise CommandFailed(f"{name}: {failure}")
 
 
 VERIFY_TOLERANCE = 1e-5  # verify's --tolerance against transformers, when not given

@@ -64,7 +64,7 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
 
     The heads are kept, and config.json's ``architectures`` names the class that loads them: the
     source's own ``architectures`` when it names a class whose heads the tensors hold, else the
-    class the tensors call for (``_class_for``): the pre-training heads (``BertForPreTraining``), one
+    class the tensors call for (``class_for``): the pre-training heads (``BertForPreTraining``), one
     of them (``BertForMaskedLM``, ``BertForNextSentencePrediction``), a classifier (Google's
     run_classifier.py ``output_weights``: ``BertForSequenceClassification``, its labels ``labels``
     in id order, else LABEL_0 ...; without a pooler ``BertForTokenClassification``), a
@@ -86,7 +86,7 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
         raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
                               "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
     config_file, weights_file = find_checkpoint(source)
-    cls, keywords = _class_for(config_file, weights_file)
+    cls, keywords = class_for(config_file, weights_file)
     if labels and cls.__name__ not in LABELLED:
         held = "no classifier (output_weights or classifier.weight)" if cls.__name__ != "BertForMultipleChoice" \
             else "a multiple-choice head (one score per choice, no labels)"  # fmt: skip
@@ -188,7 +188,7 @@ CLASS_HEADS = {
 LABELLED = ("BertForSequenceClassification", "BertForTokenClassification")  # the classes --labels names labels of
 
 
-def _class_for(config_file: Path, weights_file: Path) -> tuple[type, dict]:
+def class_for(config_file: Path, weights_file: Path) -> tuple[type, dict]:
     """(the class that loads every head the checkpoint has, its from_pretrained keywords).
 
     config.json's ``architectures`` first, when it names a class whose heads are exactly those the

@@ -36,7 +36,8 @@ def add_parser(commands, parents: list) -> None:
     finetune.add_argument("--learning-rates", type=number_list(limits_of(rate), "each rate"), help="a sweep: "
                           "these peak rates, comma-separated (e.g. 2e-5,3e-5,5e-5), each once")  # fmt: skip
     finetune.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="a sweep's trials as Ray Tune trials, "
-                          "several at once: on a local Ray, or the cluster at ADDRESS (the ray extra)")  # fmt: skip
+                          "several at once: on a local Ray (or the cluster $RAY_ADDRESS names), or the cluster at "
+                          "ADDRESS (the ray extra)")  # fmt: skip
     finetune.add_argument("--json", action="store_true", help="print the result as JSON (the folder, the steps, the "
                           "last metrics line, the best dev figure) instead of the folder's name")  # fmt: skip
     finetune.set_defaults(run=cmd_finetune)

@@ -122,10 +122,43 @@ class EmbedBatch:
         values = values.to_pylist() if hasattr(values, "to_pylist") else list(values)
         for row, value in enumerate(values):
             if not isinstance(value, str):
-                kind = type(value).__name__
-                raise TypeError(f"EmbedBatch: column {self.text_column!r} row {row} is {kind}, not text")
+                kind = "missing (None/NaN)" if _is_missing(value) else f"{type(value).__name__} {_short(value)!r}"
+                raise TypeError(f"EmbedBatch: column {self.text_column!r} row {row} of this batch of {len(values)} "
+                                f"is {kind}, not text; {self._which_row(batch, columns, values, row)}")  # fmt: skip
         return values
+
+    def _which_row(self, batch, columns: list, texts: list, row: int) -> str:
+        """What tells the user which row of the dataset a batch's ``row`` is (Ray Data numbers rows
+        within the batch): its other columns (an id), or without any the texts around it."""
+        others = [name for name in columns if name != self.text_column]
+        if not others:
+            before = repr(_short(texts[row - 1])) if row > 0 else "(the batch's start)"
+            after = repr(_short(texts[row + 1])) if row + 1 < len(texts) else "(the batch's end)"
+            return f"the batch has no other column: the rows before and after it are {before} and {after}"
+        if isinstance(batch, dict):  # numpy arrays
+            found = {name: batch[name][row] for name in others}
+        elif type(batch).__module__.startswith("pyarrow"):
+            found = batch.select(others).slice(row, 1).to_pylist()[0]
+        else:  # a DataFrame, by position (its index may be any)
+            found = batch[others].iloc[row].to_dict()
+        found = {name: _short(value.tolist() if hasattr(value, "tolist") else value) for name, value in found.items()}
+        return f"its other columns: {found}"
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.embedder.embed(texts, self.options, progress=False)
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _is_missing(value) -> bool:
+    """None, NaN (how pandas stores a missing text), pandas' NA and NaT, Arrow's null (None)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(value, (float, np.floating)) and bool(np.isnan(value))
+
+
+def _short(value):
+    """A value for an error message: a text or repr cut to 60 characters."""
+    if isinstance(value, str):
+        return value if len(value) <= 60 else value[:57] + "..."
+    shown = repr(value)
+    return value if len(shown) <= 60 else shown[:57] + "..."

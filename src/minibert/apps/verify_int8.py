@@ -90,14 +90,21 @@ def _compare_heads(report: Int8Report, exact: torch.Tensor, approximate: torch.T
 
 
 def classifier_outputs(name_or_path: str) -> int | None:
-    """The number of outputs of a sequence classifier's checkpoint (config.json's labels), or None
-    for a checkpoint of another architecture."""
-    from ..config import BertConfig
+    """The number of outputs of a sequence classifier's checkpoint (its classifier weight's rows), or
+    None for a checkpoint of another class. The class is the one that loads its heads, as ``minibert
+    convert`` decides (convert.py's ``class_for``): from the tensors (a classifier on a pooler;
+    Google's run_classifier.py ``output_weights``), config.json's ``architectures`` only telling apart
+    the classes that hold the same ``classifier.*`` (a token classifier, a multiple-choice head). A
+    config without ``architectures`` (run_classifier.py's bert_config.json, some hub configs) was
+    taken for another model's, as ``classify`` and ``rerank`` never take it."""
     from ..loading.checkpoint_files import find_checkpoint
+    from ..loading.head_labels import classifier_shape
+    from .convert import class_for
 
-    config_file, _ = find_checkpoint(name_or_path)
-    config = BertConfig.from_json_file(config_file)
-    return config.num_labels if "BertForSequenceClassification" in (config.extra.get("architectures") or []) else None
+    config_file, weights_file = find_checkpoint(name_or_path)
+    if class_for(config_file, weights_file)[0] is not BertForSequenceClassification:
+        return None
+    return classifier_shape(weights_file, read_pickle=True)[1][0]
 
 
 def _has_pooler(name_or_path: str) -> bool:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TaskArgumentError
+from ..errors import PicklableError, TaskArgumentError
 from ..heads import BertForQuestionAnswering
 from ..loading.hub import DEFAULT_MODEL
 from .loading import load_for_task, run_rows
@@ -36,7 +36,7 @@ from .loading import load_for_task, run_rows
 _NO_ANSWER_SCORE = 1_000_000  # "no answer" starts above any probability, then takes the smallest
 
 
-class QuestionTooLongError(ValueError):
+class QuestionTooLongError(PicklableError, ValueError):
     """A question that leaves its context no room in a window, or (``doc_stride`` not None) room not
     more than the windows' overlap while the context needs several windows: ``number`` (its place
     among the questions, from 0), its ``pieces``, ``max_seq_len``, ``room`` for the context and

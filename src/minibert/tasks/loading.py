@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..embedding.batches import length_sorted_batches
+from ..errors import PicklableError
 from ..heads import BertWithHeads
 from ..inputs import AS_ASKED
 from ..loading.devices import check_model_is_on, placement
@@ -125,7 +126,7 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
                     f"got {type(model).__name__}")  # fmt: skip
 
 
-class TooLongError(ValueError):
+class TooLongError(PicklableError, ValueError):
     """An input longer than the model takes: ``number`` (its place among the inputs, from 0), its
     ``length`` in tokens and the model's ``limit``, as data, so that a command can name the line
     and its own flag (``--truncate``) instead of the Python parameter."""

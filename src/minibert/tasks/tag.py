@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import TaskArgumentError
+from ..errors import PicklableError, TaskArgumentError
 from ..heads import BertForTokenClassification
 from ..loading.hub import DEFAULT_MODEL
 from ..task_choices import AGGREGATIONS
@@ -89,7 +89,7 @@ def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", igno
     return entities[0] if single else entities
 
 
-class TextCutWarning(UserWarning):
+class TextCutWarning(PicklableError, UserWarning):
     """A text longer than the model takes, tagged up to the cut: ``number`` (its place among the
     texts, from 0), its ``pieces`` (with [CLS] and [SEP]) and the model's ``limit``, as data, so that
     a command can name the line and its own flags (``--stride``) instead of the Python parameters."""

@@ -12,7 +12,8 @@ A trial runs sweep.py's ``run_trial`` (the same fine-tuning, the same run folder
 driver (this process) holds the sweep folder's lock and writes ``sweep.json`` and ``sweep.md`` as
 the sequential sweep does. Tune's own records go to a temporary folder, removed at the end.
 
-- **Where.** ``--ray``: a local Ray started for the sweep with this machine's CPUs, shut down after.
+- **Where.** ``--ray``: a local Ray started for the sweep with this machine's CPUs, shut down after
+  (where ``$RAY_ADDRESS`` is set, as ``ray job submit`` sets it, the cluster it names).
   ``--ray ADDRESS`` (``host:6379``, ``ray://host:10001``, ``auto``): the cluster there; every node
   must have minibert installed and see ``--model``, ``--train``, ``--dev`` and ``--output`` at the
   same paths (a shared filesystem). A process already connected to a Ray (``ray.init`` in a
@@ -113,33 +114,45 @@ def import_ray():
 
 
 def connect(ray, address: str) -> bool:
-    """Connect this process to Ray: the one it is already connected to, the cluster at ``address``,
-    or (``address`` "") a new local one with this machine's CPUs. Says which on stderr; returns
-    whether it started the connection (and so shuts it down after)."""
+    """Connect this process to Ray: the one it is already connected to, the cluster at ``address``
+    (or, ``address`` "", at ``$RAY_ADDRESS``: ``ray job submit`` sets it for its entrypoint), or a
+    new local one with this machine's CPUs. Says which on stderr; returns whether it started the
+    connection (and so shuts it down after). Ray's refusals are ClusterError naming the address and
+    where it came from (``ray.init`` itself reads ``$RAY_ADDRESS`` and then refused the local
+    start's ``num_cpus``, naming neither)."""
+    source = f"--ray {address}"
+    if not address and os.environ.get("RAY_ADDRESS"):
+        address = os.environ["RAY_ADDRESS"]
+        source = f"RAY_ADDRESS={address} (--ray without an address uses it)"
     if address:
-        probe(address)
+        probe(address, source)
     started = not ray.is_initialized()
     if not started:
         where = "the Ray this process is connected to"
-    elif address:
-        try:
-            ray.init(address=address, log_to_driver=True, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as error:
-            raise ClusterError(f"--ray {address}: cannot connect to a Ray cluster there: "
-                               f"{' '.join(str(error).split()) or type(error).__name__}") from None  # fmt: skip
-        where = f"the Ray cluster at {address}"
+    elif address:  # a cluster sets its own CPUs: num_cpus is refused there
+        _init(ray, source, "cannot connect to a Ray cluster there", address=address)
+        where = f"the Ray cluster at {address}" + (" ($RAY_ADDRESS)" if source.startswith("RAY_ADDRESS") else "")
     else:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=True, configure_logging=False)
+        _init(ray, "--ray", "cannot start a local Ray", address="local", num_cpus=cpus, include_dashboard=False)
         where = "a local Ray started for the sweep"
     print(f"minibert: sweep: on {where} ({_cpus(ray)} CPUs), {CPUS_PER_TRIAL} CPU and torch thread per trial",
           file=sys.stderr)  # fmt: skip
     return started
 
 
-def probe(address: str) -> None:
+def _init(ray, source: str, failed: str, **settings) -> None:
+    """``ray.init(**settings)``; what Ray refuses is one ClusterError line: ``source``: ``failed``: why."""
+    try:
+        ray.init(**settings, log_to_driver=True, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as error:
+        raise ClusterError(f"{source}: {failed}: {' '.join(str(error).split()) or type(error).__name__}") from None
+
+
+def probe(address: str, source: str) -> None:
     """A ``host:port`` (or ``ray://host:port``) that accepts no connection within PROBE_SECONDS:
-    ClusterError naming it (``ray.init`` would retry for minutes). "auto" and the like pass."""
+    ClusterError naming it as ``source`` gave it (``ray.init`` would retry for minutes). "auto" and
+    the like pass."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         return
@@ -147,7 +160,7 @@ def probe(address: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS).close()
     except OSError as error:
         reason = error.strerror or str(error) or type(error).__name__
-        raise ClusterError(f"--ray {address}: no Ray cluster answers there ({reason})") from None
+        raise ClusterError(f"{source}: no Ray cluster answers there ({reason})") from None
 
 
 def with_absolute_paths(options: FinetuneOptions) -> FinetuneOptions:

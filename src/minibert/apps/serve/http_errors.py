@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
+from ...errors import PicklableError
+
 
 class ClientGone(Exception):
     """The client closed the connection before its answer was ready."""
 
 
-class RequestError(Exception):
+class RequestError(PicklableError):
     """A bad request: its HTTP status, a message naming the problem, and the field."""
 
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):

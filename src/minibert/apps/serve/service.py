@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ...embedding.options import EmbedOptions
+from ...errors import PicklableError
 from ...formats.json_files import parse_json
 from ...tokenizer.encoding import truncation_plan
 from ...tokenizer.framing import added_by_framing, segment_ids
@@ -30,7 +31,7 @@ class PairPieces(list):
         self.framed, self.token_types = framed, token_types
 
 
-class _TooLong(Exception):
+class _TooLong(PicklableError):
     """A text or pair past the model's length: ``tokens`` framed; ``why``: the tokenizer's words
     when the folder's truncation cannot cut it, None when the request did not ask for a cut."""
 
