@@ -4,6 +4,7 @@ input line (the line rule, blank lines included), atomic outputs, and one-line e
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import transformers
@@ -229,10 +230,19 @@ def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_pat
     assert [row["index"] for row in lines(printed.stdout)] == [e["corpus_id"] for e in expected[:2]]
 
 
-def test_classify_with_a_token_classifier_names_only_the_class_that_loads_it(make):  # noqa: F811
+def test_classify_with_a_token_classifier_names_only_the_class_that_loads_it(make, tmp_path):  # noqa: F811
     """A token classifier has no pooler: the advice is BertForTokenClassification alone, never the
-    class the message has just said cannot load it (nor BertForMultipleChoice, which reads the pooler)."""
+    class the message has just said cannot load it (nor BertForMultipleChoice, which reads the pooler).
+    Its config.json's architectures says so first, with the command that reads it."""
     result = run("classify", "--model", str(ner_model(make)), "a text")
+    line = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "architectures names BertForTokenClassification, a token" in line, result.stderr
+    assert line.endswith("read it with tag (minibert tag)") and "MultipleChoice" not in line, line
+    unnamed = tmp_path / "unnamed"  # no architectures: the tensors alone tell
+    shutil.copytree(ner_model(make), unnamed)
+    config = json.loads((unnamed / "config.json").read_text(encoding="utf-8"))
+    (unnamed / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "architectures"}))
+    result = run("classify", "--model", str(unnamed), "a text")
     line = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 1 and "has no tensors for the pooler" in line, result.stderr
     assert "load it with BertForTokenClassification;" in line and "MultipleChoice" not in line, line

@@ -16,14 +16,17 @@ import stat
 import sys
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..embedding.batches import length_sorted_batches
-from ..errors import PicklableError
+from ..errors import CheckpointError, PicklableError
+from ..formats.json_files import parse_json
 from ..heads import BertWithHeads
 from ..inputs import AS_ASKED
+from ..loading.config_files import config_file
 from ..loading.devices import check_model_is_on, placement
 from ..loading.hub_commit import one_load
 from ..pretrained import evaluating
@@ -38,6 +41,7 @@ def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: s
                  device: str | None = None, files: tuple = ()) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
     """The model and tokenizer of ``name_or_path``; ``files`` (``folder_files``) is only part of the key."""
     with one_load():  # the model and its tokenizer: one commit of a hub repository (loading/hub_commit.py)
+        check_head_kind(cls, *architectures_in(name_or_path))  # before the weights: a wrong head says nothing
         model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype, device=device)
         tokenizer = BertTokenizer.from_pretrained(name_or_path)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
@@ -93,6 +97,54 @@ def cache_key(model: str | os.PathLike, device, dtype, computes: str) -> tuple[s
     return name, str(where or "cpu"), folder_files(name)
 
 
+# The classes whose head is saved under one name, ``classifier.*``: its tensors load into any of them,
+# so only config.json's ``architectures`` tells which one the checkpoint was trained as (transformers
+# loads either, reporting at most a pooler it does not use). Each kind: what its head reads, who reads it.
+CLASSIFIER_KINDS = {
+    "ForSequenceClassification": ("a sentence classifier", "its head reads the pooled [CLS] vector",
+                                  "classify or rerank (minibert classify, minibert rerank)"),
+    "ForTokenClassification": ("a token classifier", "its head reads every piece's vector", "tag (minibert tag)"),
+    "ForMultipleChoice": ("a multiple-choice head", "it scores each choice against the others",
+                          "BertForMultipleChoice; no task of minibert's reads it"),
+}  # fmt: skip
+
+
+def _kinds(names) -> set[str]:
+    """The classifier kinds (keys of ``CLASSIFIER_KINDS``) that class names end with."""
+    names = names if isinstance(names, list) else []
+    return {kind for kind in CLASSIFIER_KINDS for name in names if isinstance(name, str) and name.endswith(kind)}
+
+
+def architectures_in(name_or_path: str, revision: str | None = None) -> tuple[object, str]:
+    """(config.json's ``architectures``, the file) of a folder or hub id; (None, "") without one, and
+    None for a file that cannot be read: the model's own loading says what is wrong with it."""
+    path = config_file(name_or_path, revision, required=False)
+    if path is None:
+        return None, ""
+    try:
+        values = parse_json(Path(path).read_bytes())
+    except (OSError, ValueError):
+        return None, str(path)
+    return (values.get("architectures") if isinstance(values, dict) else None), str(path)
+
+
+def check_head_kind(cls: type, architectures, where: str) -> None:
+    """Refuse a checkpoint whose ``architectures`` (read from ``where``) names a classifier of another
+    kind than ``cls``: a sentence classifier given to ``tag``, a token classifier to ``classify``.
+    Its ``classifier`` tensors would load, and the head run on vectors it was never trained on,
+    giving labels that mean nothing, without an error (``minibert finetune`` refuses it too). A config
+    that names no classifier (an encoder, Google's bert_config.json, none at all) is taken as it is."""
+    wanted, named = _kinds([cls.__name__]), _kinds(architectures)
+    if not wanted or not named or wanted & named:
+        return
+    kind = sorted(named)[0]
+    name = next(name for name in architectures if isinstance(name, str) and name.endswith(kind))
+    what, reads, read_by = CLASSIFIER_KINDS[kind]
+    needed = CLASSIFIER_KINDS[sorted(wanted)[0]][0]
+    raise CheckpointError(f"{where}: architectures names {name}, {what} ({reads}), not {needed} "
+                          f"({cls.__name__}): read it with {read_by}")  # fmt: skip
+
+
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
                   gemm: str | None = None, dtype: str | None = None,
                   device=None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
@@ -102,18 +154,19 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
     and ``dtype`` and ``device`` as ``from_pretrained`` takes them ("int8", "cuda"); a loaded model
     keeps its own (a ``device`` that is not its device is refused: minibert never moves your model)."""
 
-    def has_head(candidate) -> bool:
-        return isinstance(candidate, cls) or (head is not None and hasattr(candidate, head))
+    def check_head(candidate) -> None:
+        if not (isinstance(candidate, cls) or (head is not None and hasattr(candidate, head))):
+            raise TypeError(f"this task needs a {cls.__name__}, got a {type(candidate).__name__}")
+        source = getattr(candidate, "name_or_path", None)
+        check_head_kind(cls, candidate.config.extra.get("architectures"),
+                        "the model's config" + (f" (from {source})" if source else ""))  # fmt: skip
+        check_model_is_on(candidate, device, TASKS)
 
     if isinstance(model, tuple) and len(model) == 2:
-        if not has_head(model[0]):
-            raise TypeError(f"this task needs a {cls.__name__}, got a {type(model[0]).__name__}")
-        check_model_is_on(model[0], device, TASKS)
+        check_head(model[0])
         return model
     if isinstance(model, BertWithHeads):
-        if not has_head(model):
-            raise TypeError(f"this task needs a {cls.__name__}, got a {type(model).__name__}")
-        check_model_is_on(model, device, TASKS)
+        check_head(model)
         source = getattr(model, "name_or_path", None)
         if source is None:
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
@@ -159,14 +212,19 @@ def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, lis
     batches texts: longest first, ``batch_size`` × 64 padded tokens per forward pass, batches in
     parallel streams on a CPU (embedding/streams.py). Per row, each output field as float32 numpy,
     cut to the row's own length where the field has one value per token. ``progress``: a tqdm bar
-    over the batches, on stderr (None: on a terminal, for more than 8 batches, as the Embedder decides)."""
+    over the batches, on stderr (None: on a terminal, for more than 8 batches, as the Embedder decides).
+
+    Rows are padded on the right whatever the tokenizer's ``padding_side``: BERT numbers the positions
+    from the first token, so padding before a text would move every piece to another position, and
+    the per-token fields are cut from the start of the row. A text's result is then the same in any
+    batch, as the pipelines give it (they read each input alone, unpadded)."""
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lengths = [len(ids) for ids in rows["input_ids"]]
 
     def forward(chosen: list[int]) -> tuple[list[int], dict[str, np.ndarray]]:
         batch = tokenizer.pad({key: [rows[key][row] for row in chosen] for key in ("input_ids", "token_type_ids")},
-                              return_tensors="pt")  # fmt: skip
+                              return_tensors="pt", padding_side="right")  # fmt: skip
         with torch.inference_mode():
             inputs = {key: value.to(model.device) for key, value in batch.items()}
             out = model(**inputs, skip_padding=True, **AS_ASKED)  # each row is cut to its own length below

@@ -45,13 +45,13 @@ from ..embedding.folder_settings import choose_prompt, read_prompts, read_sequen
 from ..embedding.loading import download_keywords
 from ..errors import CheckpointError, TaskArgumentError
 from ..formats.json_files import read_json_object
-from ..heads import BertForSequenceClassification
+from ..heads import BertForSequenceClassification, BertWithHeads
 from ..loading.devices import check_model_is_on, placement
 from ..loading.hub import hub_options, resolve_file
 from ..loading.hub_commit import one_load
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .classify import sigmoid
-from .loading import cache_key, loading_lock, run_rows
+from .loading import architectures_in, cache_key, check_head_kind, load_for_task, loading_lock, run_rows
 
 logger = logging.getLogger("minibert")
 SCORE_ACTIVATIONS = {  # the torch class paths sentence-transformers saves for a score, and what each computes
@@ -80,6 +80,8 @@ class CrossEncoder:
         source = os.fspath(model_name_or_path)
         device = placement(device, dtype, computes="a CrossEncoder")  # said before a file is read
         with one_load():  # the model, the tokenizer and the settings: one commit (loading/hub_commit.py)
+            with hub_options(hub):  # a token classifier's head would load too: refused by config.json's word
+                check_head_kind(BertForSequenceClassification, *architectures_in(source, revision))
             self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
                                                                        device=device, gemm=gemm,
                                                                        **hub.keywords()).eval()  # fmt: skip
@@ -87,6 +89,23 @@ class CrossEncoder:
             with hub_options(hub):
                 settings = _read_settings(source, revision)
         self.model.config.check_vocabulary(self.tokenizer.vocab, source)
+        self._follow(settings, max_length, activation_fn, source)
+
+    @classmethod
+    def _around(cls, model: BertForSequenceClassification, tokenizer: BertTokenizer) -> CrossEncoder:
+        """A cross-encoder on a model already loaded (``rerank(model=...)``), with the settings of the
+        folder or hub id it was loaded from (its ``name_or_path``), as ``CrossEncoder(that folder)``
+        reads them; a model built in Python has none: a sigmoid, the tokenizer's length."""
+        encoder = cls.__new__(cls)
+        encoder.model, encoder.tokenizer = model, tokenizer
+        source = getattr(model, "name_or_path", None)
+        with one_load():
+            settings = {} if source is None else _read_settings(str(source), None)
+        encoder._follow(settings, None, None, "" if source is None else str(source))
+        return encoder
+
+    def _follow(self, settings: dict, max_length: int | None, activation_fn, source: str) -> None:
+        """The length, truncation, activation and prompts: as given, else as the folder's settings say."""
         limit = self.model.config.max_position_embeddings
         saved = settings.get("max_seq_length")
         if max_length is None and saved is not None and saved > limit:  # the folder's, not the caller's: no flag
@@ -248,13 +267,20 @@ def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
            return_documents: bool = False, dtype: str | None = None, device=None) -> list[dict]:  # fmt: skip
     """``CrossEncoder(model, dtype=dtype, device=device).rank(query, documents, ...)``, the model
     loaded once per folder (or hub id), dtype and device, the last four kept, and read again once the
-    folder's files change (loading.py's ``folder_files``; a CrossEncoder given runs where it is)."""
+    folder's files change (loading.py's ``folder_files``; a CrossEncoder given runs where it is).
+    ``model`` may also be what the other tasks take: a loaded ``BertForSequenceClassification`` (its
+    tokenizer and cross-encoder settings come from where it was loaded) or a ``(model, tokenizer)`` pair."""
     if isinstance(model, CrossEncoder):
         check_model_is_on(model.model, device, "a CrossEncoder")
-    else:
+    elif isinstance(model, (str, os.PathLike)):
         name, where, files = cache_key(model, device, dtype, "a CrossEncoder")
         with loading_lock:  # two threads asking for the same model load it once
             model = _cross_encoder_cached(name, dtype, where, files)
+    elif isinstance(model, (BertWithHeads, tuple)):  # a BertForTokenClassification: refused by its class
+        model = CrossEncoder._around(*load_for_task(model, BertForSequenceClassification, device=device))
+    else:
+        raise TypeError(f"model must be a hub id, a directory, a CrossEncoder, a BertForSequenceClassification "
+                        f"or (model, tokenizer), got {type(model).__name__}")  # fmt: skip
     return model.rank(query, documents, top_k=top_k, return_documents=return_documents)
 
 

@@ -68,12 +68,12 @@ def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", igno
                      return_special_tokens_mask=True, return_overflowing_tokens=stride is not None,
                      stride=stride or 0)  # fmt: skip
     windows_of = rows["overflow_to_sample_mapping"] if stride is not None else list(range(len(texts)))
-    if stride is None:  # a row cut at the limit: warn for the first text that lost its end
+    if stride is None:  # a row cut at the limit: one warning for each text cut, each by its number
         cut = [(number, len(tokenizer.piece_ids(texts[number])) + 2) for number, ids in enumerate(rows["input_ids"])
                if len(ids) == limit]  # fmt: skip
         cut = [(number, pieces) for number, pieces in cut if pieces > limit]
-        if cut:
-            warnings.warn(TextCutWarning(*cut[0], limit), stacklevel=2)
+        for number, pieces in cut:
+            warnings.warn(TextCutWarning(number, pieces, limit), stacklevel=2)
     results = run_rows(bert, tokenizer, rows, batch_size)
     id2label = bert.labels.id2label
     entities: list[list[dict]] = [[] for _ in texts]
