@@ -84,6 +84,18 @@ def test_fill_mask_command(google_base, capsys):
     assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == [a["token_str"] for a in expected]
 
 
+def test_fill_mask_targets_that_name_no_piece_are_one_usage_line_naming_the_flag():
+    """``--targets ""``: a warning per target, then "targets must name at least one piece", exit 1;
+    a flag's value that cannot be used is exit 2, one line naming --targets (docs/cli.md)."""
+    done = run_minibert("fill-mask", "I [MASK] you", "--model", "minibert/fortunes-mini", "--targets", "", "  ")
+    errors = [line for line in done.stderr.splitlines() if line != "minibert: model minibert/fortunes-mini"]
+    assert done.returncode == 2 and errors == ["minibert: error: --targets must be words of which at least one has a "
+                                               "piece of the vocabulary (none of these 2 has one), got ['', ' ']"], \
+        done.stderr  # fmt: skip
+    kept = run_minibert("fill-mask", "I [MASK] you", "--model", "minibert/fortunes-mini", "--targets", "", "love")
+    assert kept.returncode == 0 and "the target '' is not in the vocabulary and has no piece" in kept.stderr
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

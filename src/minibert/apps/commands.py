@@ -224,7 +224,12 @@ def cmd_fill_mask(args) -> None:
     loaded = load_model(args, lambda name: load_with_fallback(name, BertForMaskedLM, "mlm_head", gemm=gemm_of(args),
                                                               device=device_of(args)),
                         needs_heads="fill-mask")  # fmt: skip
-    answers = fill_mask(args.text, model=loaded, top_k=args.top_k, targets=args.targets)
+    from ..errors import TaskArgumentError
+
+    try:
+        answers = fill_mask(args.text, model=loaded, top_k=args.top_k, targets=args.targets)
+    except TaskArgumentError as error:  # --targets that name no piece of the model's vocabulary
+        raise flag_error(error) from None
     groups = answers if answers and isinstance(answers[0], list) else [answers]
     for number, group in enumerate(groups, start=1):
         if len(groups) > 1:

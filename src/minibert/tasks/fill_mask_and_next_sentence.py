@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from ..errors import ModelNotFoundError
+from ..errors import ModelNotFoundError, TaskArgumentError
 from ..heads import BertForMaskedLM, BertForNextSentencePrediction, BertForPreTraining
 from ..inputs import AS_ASKED
 from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, bundled_path
@@ -81,23 +81,26 @@ def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, targets: str
 
 def _target_ids(tokenizer, targets: list[str]) -> torch.Tensor:
     """The pieces ``targets`` name, as the pipeline finds them: a word of the vocabulary is its piece;
-    another is tokenized and its first piece taken (with a warning), or left out if it has none."""
+    another is tokenized and its first piece taken (with a warning), or left out if it has none (with
+    a warning, unless no target has a piece: then one TaskArgumentError, which a command says of its flag)."""
     vocabulary = tokenizer.get_vocab()
-    ids = []
+    ids, notes = [], []
     for target in targets:
         piece = vocabulary.get(target)
         if piece is None:
             pieces = tokenizer(target, add_special_tokens=False, max_length=1, truncation=True)["input_ids"]
             if not pieces:
-                warnings.warn(f"the target {target!r} is not in the vocabulary and has no piece: it is left out",
-                              stacklevel=3)  # fmt: skip
+                notes.append(f"the target {target!r} is not in the vocabulary and has no piece: it is left out")
                 continue
             piece = pieces[0]
-            warnings.warn(f"the target {target!r} is not in the vocabulary: its first piece "
-                          f"{tokenizer.convert_ids_to_tokens(piece)!r} is used", stacklevel=3)  # fmt: skip
+            notes.append(f"the target {target!r} is not in the vocabulary: its first piece "
+                         f"{tokenizer.convert_ids_to_tokens(piece)!r} is used")  # fmt: skip
         ids.append(piece)
     if not ids:
-        raise ValueError("targets must name at least one piece of the vocabulary, got none")
+        raise TaskArgumentError("targets", targets, "words of which at least one has a piece of the vocabulary "
+                                f"(none of these {len(targets)} has one)")  # fmt: skip
+    for note in notes:
+        warnings.warn(note, stacklevel=3)
     return torch.tensor(list(set(ids)))  # each piece once, in the pipeline's order (its list(set(...)))
 
 
