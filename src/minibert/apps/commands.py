@@ -169,10 +169,16 @@ def load_embedder(args):
 
 
 def cmd_tokenize(args) -> None:
+    from ..tokenizer.arguments import has_length_limit
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
     tokenizer = load_model(args, BertTokenizer.from_pretrained)
-    encoding = tokenizer(args.text, args.pair)
+    encoding = tokenizer(args.text, args.pair, verbose=False)  # (the library's warning names Python keywords)
+    length, limit = len(encoding["input_ids"]), tokenizer.model_max_length
+    if has_length_limit(limit) and length > limit:
+        print(f"minibert: warning: {length} tokens, more than the model's {limit} (model_max_length): it reads no "
+              "more at once; embed cuts a longer text (--long-text window reads all of it)",
+              file=sys.stderr)  # fmt: skip
     tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
     width = max(8, *(len(token) for token in tokens))
     print(f"{'token':<{width}} {'id':>6} {'type':>4} {'mask':>4}")

@@ -243,10 +243,11 @@ class TransformersCallAPI(Transformers4Calls):
             logger.warning(
                 "Token indices sequence length is longer than the specified maximum sequence length for this "
                 "model (%d > %d): minibert's BertModel refuses a row longer than its max_position_embeddings with a "
-                "ValueError (it never cuts one silently). Pass truncation=True to keep the first %d tokens, and "
+                "ValueError (it never cuts one silently). Pass truncation=True to keep the %s %d tokens, and "
                 "return_overflowing_tokens=True with a stride to get every window; Embedder.embed windows long texts "
                 "by itself",
-                length, self.model_max_length, self.model_max_length,
+                length, self.model_max_length, "last" if self.truncation_side == "left" else "first",
+                self.model_max_length,
             )  # fmt: skip
 
     def _frame(self, columns: dict[str, list[list]], a: Pieces, b: Pieces | None, add_special_tokens: bool) -> None:
