@@ -75,6 +75,18 @@ def test_embed_to_stdout_and_similarity(minilm_dir, capsys):
     assert_close(matrix, vectors @ vectors.T, "similarity matrix", 1e-4)
 
 
+def test_tokenize_of_a_long_text_warns_in_the_commands_terms(minilm_dir):
+    """The tokenizer's own warning told a command-line user to "Pass truncation=True ... and
+    return_overflowing_tokens=True with a stride": Python keywords, which tokenize has no flags for."""
+    done = run_minibert("tokenize", "word " * 600, "--model", str(minilm_dir))
+    warned = [line for line in done.stderr.splitlines() if line.startswith("minibert: warning:")]
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 603  # the header and every token
+    assert warned == ["minibert: warning: 602 tokens, more than the model's 512 (model_max_length): it reads no more "
+                      "at once; embed cuts a longer text (--long-text window reads all of it)"], done.stderr
+    assert "truncation=True" not in done.stderr and "stride" not in done.stderr
+    assert "warning" not in run_minibert("tokenize", "word " * 500, "--model", str(minilm_dir)).stderr
+
+
 def test_fill_mask_command(google_base, capsys):
     directory, _ = google_base
     assert cli.main(["fill-mask", "I [MASK] your father.", "--model", str(directory), "--top-k", "3"]) == 0
@@ -82,6 +94,18 @@ def test_fill_mask_command(google_base, capsys):
     assert cli.main(["fill-mask", "I [MASK] your father.", "--model", str(directory), "--targets", "love", "am"]) == 0
     expected = minibert.fill_mask("I [MASK] your father.", model=directory, targets=["love", "am"])
     assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == [a["token_str"] for a in expected]
+
+
+def test_fill_mask_targets_that_name_no_piece_are_one_usage_line_naming_the_flag():
+    """``--targets ""``: a warning per target, then "targets must name at least one piece", exit 1;
+    a flag's value that cannot be used is exit 2, one line naming --targets (docs/cli.md)."""
+    done = run_minibert("fill-mask", "I [MASK] you", "--model", "minibert/fortunes-mini", "--targets", "", "  ")
+    errors = [line for line in done.stderr.splitlines() if line != "minibert: model minibert/fortunes-mini"]
+    assert done.returncode == 2 and errors == ["minibert: error: --targets must be words of which at least one has a "
+                                               "piece of the vocabulary (none of these 2 has one), got ['', ' ']"], \
+        done.stderr  # fmt: skip
+    kept = run_minibert("fill-mask", "I [MASK] you", "--model", "minibert/fortunes-mini", "--targets", "", "love")
+    assert kept.returncode == 0 and "the target '' is not in the vocabulary and has no piece" in kept.stderr
 
 
 @pytest.mark.parametrize(

@@ -270,6 +270,31 @@ def test_jsonl_is_matched_in_any_case_and_other_structured_inputs_are_refused(mi
         assert refused.stderr.count("\n") == 1 and "is not read by this command: give .txt" in refused.stderr
 
 
+def test_a_name_that_is_only_its_suffix_is_read_and_written_by_that_suffix(minilm_dir, tmp_path):
+    """``"$DIR/$SPLIT.jsonl"`` with SPLIT unset: a file named ``.jsonl`` was read as plain text (each JSON
+    line embedded as it is; Path.suffix is "" there), a ``.csv`` so named was not refused, and --output
+    ``.npy`` was refused with "must end in .npy or .jsonl, got .npy". The name's suffix decides, as for
+    any other name."""
+    folder = tmp_path / "split"
+    folder.mkdir()
+    (folder / ".jsonl").write_text('{"text": "hello"}\n{"text": "world"}\n', encoding="utf-8")
+    read = run("embed", "--input", str(folder / ".jsonl"), "--json", "--model", str(minilm_dir))
+    assert read.returncode == 0, read.stderr
+    assert [row["text"] for row in map(json.loads, read.stdout.splitlines())] == ["hello", "world"]
+    (folder / ".csv").write_text("text\none\n", encoding="utf-8")
+    refused = run("embed", "--input", str(folder / ".csv"), "--model", str(minilm_dir))
+    assert refused.returncode == 2 and "a .csv file is not read by this command" in refused.stderr, refused.stderr
+    (folder / "out").mkdir()
+    for name in (".npy", ".jsonl", ".NPY"):
+        written = run("embed", "x", "y", "--output", str(folder / "out" / name), "--model", str(minilm_dir))
+        assert written.returncode == 0, written.stderr
+    assert np.load(folder / "out" / ".npy").shape == (2, 384)
+    assert _texts_of(folder / "out" / ".jsonl") == ["x", "y"]
+    classified = run("classify", "x", "--model", str(tmp_path / "no model"), "--output", str(folder / "c" / ".jsonl"))
+    assert "--output must end in" not in classified.stderr  # (the model is missing: exit 1, about the model)
+    assert classified.returncode == 1 and classified.stderr.count("minibert: error:") == 1, classified.stderr
+
+
 def test_an_undecodable_argument_is_printed_escaped_under_a_strict_utf8_stdout(tmp_path, monkeypatch):
     # under LANG=en_US.UTF-8 stdout is strict UTF-8: `similarity $'caf\xe9' cafe` printed the table's
     # header, then died with "surrogates not allowed"; embed's terminal summary did the same

@@ -478,6 +478,11 @@ def test_too_long_warning_once_as_transformers(vocab_file, caplog):
     assert (
         "sequence length is longer than the specified maximum sequence length for this model (42 > 16)" in messages[0]
     )
+    assert "Pass truncation=True to keep the first 16 tokens" in messages[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="minibert"):  # a tokenizer that cuts the start keeps the last
+        BertTokenizer(vocab_file, model_max_length=16, truncation_side="left")(long_text)
+    assert "Pass truncation=True to keep the last 16 tokens" in caplog.records[0].getMessage()
 
 
 def test_bad_api_arguments(vocab_file):

@@ -285,3 +285,68 @@ def test_a_stride_is_refused_exactly_where_transformers_refuses_it(both, args):
                         assert _refused(ours, *args, **kwargs) == expected, kwargs
                         compared += 1
     assert compared >= 400
+
+
+@pytest.mark.parametrize("side_at_the_call", ["right", "left"])
+def test_word_ids_computed_later_are_the_calls_own_as_in_transformers(both, side_at_the_call):
+    """Without offsets, word_ids() & co. are computed on first use; they read the tokenizer's
+    truncation_side at that moment: a side changed since gave the other end's words ("one two three
+    four" aligned as words 6 to 9, chars 28-33). They are the call's, as transformers computes them."""
+    text, outcomes = "one two three four five six seven eight nine ten", []
+    for tokenizer in both:
+        tokenizer.truncation_side = side_at_the_call
+        try:
+            encodings = [tokenizer(text, truncation=True, max_length=6),
+                         tokenizer([text, "a b"], ["c", "d"], truncation="only_first", max_length=9, padding=True)]
+            tokenizer.truncation_side = "left" if side_at_the_call == "right" else "right"  # e.g. for the next batch
+            outcomes.append([(encoding.word_ids(0), encoding.sequence_ids(0), encoding.token_to_chars(0, 2),
+                              encoding.char_to_token(0, 45)) for encoding in encodings])  # fmt: skip
+        finally:
+            tokenizer.truncation_side = "right"
+    ours, theirs = outcomes
+    assert ours == theirs
+
+
+def test_word_ids_after_tokens_were_added_are_refused_not_misaligned(minilm_dir):
+    """After ``add_tokens``, the alignment computed on first use was that of the new tokenization
+    (5 word ids for 6 tokens); now it is a ValueError, and an encoding made with offsets (aligned
+    with the call) gives transformers' answer."""
+    ours = BertTokenizer.from_pretrained(minilm_dir)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    lazy, eager, reference = ours("hello newword world"), ours("hello newword world", return_offsets_mapping=True), \
+        theirs("hello newword world")  # fmt: skip
+    ours.add_tokens(["newword"])
+    theirs.add_tokens(["newword"])
+    with pytest.raises(ValueError, match=r"the tokenizer changed since the call .* return_offsets_mapping=True"):
+        lazy.word_ids()
+    assert eager.word_ids() == reference.word_ids() == [None, 0, 1, 1, 2, None]
+    after = ours("hello newword world")  # a call made after the change aligns as transformers
+    assert after.word_ids() == theirs("hello newword world").word_ids()
+
+
+def test_padding_none_is_no_padding_and_max_length_alone_still_truncates(both):
+    """``padding=None`` was read as "no padding" but defeated transformers' rule that ``max_length``
+    alone truncates: the whole text came back. transformers refuses None; minibert reads it as False."""
+    ours, theirs = both
+    for text in ("a b c d e f g h", ["a b c d e f g h", "x"]):
+        expected = theirs(text, padding=False, max_length=5)["input_ids"]
+        assert ours(text, padding=None, max_length=5)["input_ids"] == expected
+        assert ours(text, padding="do_not_pad", max_length=5)["input_ids"] == \
+            theirs(text, padding="do_not_pad", max_length=5)["input_ids"]  # fmt: skip  (transformers: no cut)
+
+
+@pytest.mark.parametrize("count", [np.int64(5), np.int32(5), torch.tensor(5), np.array(5)], ids=repr)
+def test_integer_scalars_are_counts_as_in_transformers(both, count):
+    """``max_length=np.max(lengths)`` (or a 0-d tensor) was "max_length must be an int >= 1"; transformers
+    takes any integer, and so do the call and ``pad``, which compute on Python ints."""
+    ours, theirs = both
+    texts = ["a b c d e f g h", "x"]
+    for arguments in (dict(truncation=True, max_length=count), dict(padding=True, pad_to_multiple_of=count - 1),
+                      dict(truncation=True, max_length=count + 2, stride=count - 3, return_overflowing_tokens=True)):
+        assert _outcome(ours, texts, **arguments) == _outcome(theirs, texts, **arguments), arguments
+    rows = [{"input_ids": [101, 102]}]
+    padded = ours.pad(rows, padding="max_length", max_length=count)["input_ids"]
+    assert padded == theirs.pad(rows, padding="max_length", max_length=count)["input_ids"] == [[101, 102, 0, 0, 0]]
+    for refused in (np.float64(5), torch.tensor(5.0), np.bool_(True), torch.tensor(True), "5"):
+        with pytest.raises(ValueError, match="max_length must be an int >= 1"):
+            ours(texts, truncation=True, max_length=refused)

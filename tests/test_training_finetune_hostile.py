@@ -293,6 +293,22 @@ def test_a_byte_order_mark_and_crlf_lines_are_read_as_the_same_examples(tmp_path
     assert [e.label for e in read_examples(write(tmp_path / "t.jsonl", jsonl), ExampleFormat())] == ["wet", "dry"]
 
 
+def test_a_file_named_only_by_its_suffix_is_read_by_it(tmp_path):
+    """``--train "$DIR/$SPLIT.jsonl"`` with SPLIT unset names ``.jsonl``, whose Path.suffix is "": it was
+    refused as a file of no known suffix (and a CoNLL check missed ``.csv``); its name's suffix decides."""
+    from minibert.errors import DataError
+    from minibert.training.tasks.examples import ExampleFormat, read_examples
+    from minibert.training.tasks.tag import read_conll
+
+    (tmp_path / "jsonl").mkdir()
+    jsonl = '{"text": "the water", "label": "wet"}\n{"text": "the bank", "label": "dry"}\n'
+    assert [e.label for e in read_examples(write(tmp_path / "jsonl" / ".jsonl", jsonl), ExampleFormat())] == \
+        ["wet", "dry"]  # fmt: skip
+    assert len(read_examples(write(tmp_path / ".csv", GOOD), ExampleFormat())) == 4
+    with pytest.raises(DataError, match=r"reads CoNLL files .* not \.csv files"):
+        read_conll(tmp_path / ".csv")
+
+
 def test_a_squad_file_with_a_byte_order_mark_is_read_as_without(tmp_path):
     """Notepad saves JSON with a UTF-8 byte-order mark: read as the other readers read it (json.loads
     refused it: 'Unexpected UTF-8 BOM'); a missing file is said to be missing, not 'not SQuAD JSON'."""

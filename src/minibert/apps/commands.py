@@ -169,10 +169,16 @@ def load_embedder(args):
 
 
 def cmd_tokenize(args) -> None:
+    from ..tokenizer.arguments import has_length_limit
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
     tokenizer = load_model(args, BertTokenizer.from_pretrained)
-    encoding = tokenizer(args.text, args.pair)
+    encoding = tokenizer(args.text, args.pair, verbose=False)  # (the library's warning names Python keywords)
+    length, limit = len(encoding["input_ids"]), tokenizer.model_max_length
+    if has_length_limit(limit) and length > limit:
+        print(f"minibert: warning: {length} tokens, more than the model's {limit} (model_max_length): it reads no "
+              "more at once; embed cuts a longer text (--long-text window reads all of it)",
+              file=sys.stderr)  # fmt: skip
     tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
     width = max(8, *(len(token) for token in tokens))
     print(f"{'token':<{width}} {'id':>6} {'type':>4} {'mask':>4}")
@@ -224,7 +230,12 @@ def cmd_fill_mask(args) -> None:
     loaded = load_model(args, lambda name: load_with_fallback(name, BertForMaskedLM, "mlm_head", gemm=gemm_of(args),
                                                               device=device_of(args)),
                         needs_heads="fill-mask")  # fmt: skip
-    answers = fill_mask(args.text, model=loaded, top_k=args.top_k, targets=args.targets)
+    from ..errors import TaskArgumentError
+
+    try:
+        answers = fill_mask(args.text, model=loaded, top_k=args.top_k, targets=args.targets)
+    except TaskArgumentError as error:  # --targets that name no piece of the model's vocabulary
+        raise flag_error(error) from None
     groups = answers if answers and isinstance(answers[0], list) else [answers]
     for number, group in enumerate(groups, start=1):
         if len(groups) > 1:

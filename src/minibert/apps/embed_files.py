@@ -138,7 +138,7 @@ def cmd_embed(args) -> None:
     output = Path(args.output) if args.output else None
     if args.input and line_files.input_name_problem(args.input):
         raise CommandError(line_files.input_name_problem(args.input))
-    if output is not None and output.suffix.lower() not in (".npy", ".jsonl"):
+    if output is not None and line_files.name_suffix(output).lower() not in (".npy", ".jsonl"):
         raise CommandError(f"--output must end in .npy or .jsonl, got {output.name}")
     if args.resume and (output is None or not args.input):
         raise CommandError("--resume needs --input FILE and --output FILE")
@@ -212,14 +212,16 @@ def _embed(args, output: Path | None) -> None:
             sys.stdout.flush()  # a chunk's rows reach a pipe as they are made
         return
 
+    npy = line_files.name_suffix(output).lower() == ".npy"  # else .jsonl (cmd_embed refused any other name)
+
     def encode(chunk, vectors) -> bytes:
-        if output.suffix.lower() == ".npy":
+        if npy:
             return np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
         lines = (json_line({"text": t, "embedding": v.tolist()}) + "\n" for t, v in zip(chunk, vectors))
         return "".join(lines).encode("utf-8")
 
     header = b""
-    if output.suffix.lower() == ".npy":  # for stdin, the count is written over the header at the end (the same size)
+    if npy:  # for stdin, the count is written over the header at the end (the same size)
         header = _npy_header((count or 0, dim))
     if args.resume:
         _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress)
@@ -255,13 +257,13 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
         "options": json.dumps(
             {**options.as_dict(), "dtype": args.dtype, "commit_every": args.commit_every}, sort_keys=True
         ),
-        "output format": f"{output.suffix}, dimension {dim}",
+        "output format": f"{line_files.name_suffix(output)}, dimension {dim}",
         # the library that multiplies, and where: mkl and onednn round differently (1e-7), so chunks
         # of both would match neither uninterrupted run; a state without these is another run too
         "GEMM library": _gemm_library(embedder.model),
         "device": str(embedder.model.device),
     }
-    npy = output.suffix.lower() == ".npy"  # float32 rows of one size; .jsonl: one line per text
+    npy = line_files.name_suffix(output).lower() == ".npy"  # float32 rows of one size; .jsonl: one line per text
     resumable = ResumableOutput(output, fingerprint, row_size=4 * dim if npy else None, lines=not npy, total=count)
     try:
         try:

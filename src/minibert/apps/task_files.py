@@ -248,9 +248,10 @@ def cmd_tag(args) -> None:
             if isinstance(warning.message, TextCutWarning):
                 cut, place = warning.message, done[0] + warning.message.number + 1
                 where = _input_line(args, place) if args.input else f"text {place}"
+                cut_pieces = f"{'last' if cut.lost == 'end' else 'first'} {cut.pieces - cut.limit} pieces"
                 print(f"minibert: warning: {where} is {cut.pieces} pieces long (with [CLS] and [SEP]), more than the "
-                      f"{cut.limit} this model takes: its last {cut.pieces - cut.limit} pieces are not tagged; "
-                      "--stride N reads a long text in windows", file=sys.stderr)  # fmt: skip
+                      f"{cut.limit} this model takes: its {cut_pieces} are not tagged; --stride N reads a long text in "
+                      "windows", file=sys.stderr)  # fmt: skip
             else:
                 warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
         done[0] += len(chunk)

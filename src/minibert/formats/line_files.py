@@ -45,9 +45,22 @@ OTHER_FORMATS = (".json", ".ndjson", ".jsonlines", ".csv", ".tsv", ".parquet", "
 ACCEPTED = ".txt (one text per line), .jsonl (one JSON object per line) or - for stdin"
 
 
+def name_suffix(path: Path | str) -> str:
+    """The suffix a file's name ends in, as the commands read it: ``Path.suffix``, but for a name that
+    is only a suffix too (``.jsonl``: ``"$DIR/$SPLIT.jsonl"`` with SPLIT unset), where ``Path.suffix``
+    is "" and such a file was read as plain text, each JSON line taken as a text.
+
+    >>> name_suffix("dir/.jsonl"), name_suffix("a.b.NPY"), name_suffix("texts"), name_suffix("-")
+    ('.jsonl', '.NPY', '', '')
+    """
+    name = Path(path).name
+    dot = name.rfind(".")
+    return name[dot:] if 0 <= dot < len(name) - 1 else ""  # ("x." and ".." end in no suffix, as for Path)
+
+
 def is_json_lines(path: Path | str) -> bool:
-    """Whether a file's name says JSON lines: it ends in .jsonl, in any case."""
-    return Path(path).suffix.lower() == JSON_LINES
+    """Whether a file's name says JSON lines: it ends in .jsonl, in any case (``.jsonl`` alone too)."""
+    return name_suffix(path).lower() == JSON_LINES
 
 
 def input_name_problem(path: Path | str) -> str | None:
@@ -59,7 +72,7 @@ def input_name_problem(path: Path | str) -> str | None:
     >>> input_name_problem("DOCS.JSONL") is None
     True
     """
-    suffix = Path(path).suffix.lower()
+    suffix = name_suffix(path).lower()
     if str(path) == STDIN or suffix not in OTHER_FORMATS:
         return None
     return f"--input {path}: a {suffix} file is not read by this command: give {ACCEPTED}"
@@ -81,7 +94,7 @@ def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
     streamed = stdin or is_stream(path)  # a pipe is read once, as it comes, as stdin is
     name = "stdin" if stdin else Path(path)
     several = len(fields) > 1  # only JSON lines can hold them
-    jsonl = is_json_lines(path) or (several and streamed and not Path(path).suffix)
+    jsonl = is_json_lines(path) or (several and streamed and not name_suffix(path))
     if not jsonl and several:
         raise InputFileError(f"{name} is read as plain text, one text per line, because its name does not end in "
                              f".jsonl; this command needs JSON lines with {', '.join(fields)} fields")  # fmt: skip

@@ -89,8 +89,9 @@ def classify(inputs, *, model=DEFAULT_MODEL, top_k=_BEST_ONLY, function_to_apply
              device=None) -> list:  # fmt: skip
     """Labels and scores for each text (or ``{"text", "text_pair"}``), as the ``text-classification``
     pipeline returns them (see the module's docstring). A text longer than the model's positions is
-    an error unless ``truncation=True`` (then its end is cut at the tokenizer's ``model_max_length``,
-    as the pipeline cuts, or at the model's positions if they are fewer: a tokenizer without a length,
+    an error unless ``truncation=True`` (then its end, or its start where the tokenizer's
+    ``truncation_side`` is "left", is cut at the tokenizer's ``model_max_length``, as the pipeline
+    cuts, or at the model's positions if they are fewer: a tokenizer without a length,
     transformers' "no limit", is cut there, where sentence-transformers caps it). ``dtype`` ("int8",
     ...) loads a model given by name as ``from_pretrained`` does, and ``device`` ("cuda", "auto", ...) too."""
     single, texts, pairs = _texts_and_pairs(inputs)

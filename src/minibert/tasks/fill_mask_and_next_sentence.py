@@ -19,12 +19,12 @@ import warnings
 
 import torch
 
-from ..errors import ModelNotFoundError
+from ..errors import ModelNotFoundError, TaskArgumentError
 from ..heads import BertForMaskedLM, BertForNextSentencePrediction, BertForPreTraining
 from ..inputs import AS_ASKED
 from ..loading.hub import BUNDLED_WITH_HEADS, DEFAULT_MODEL, bundled_path
 from ..pretrained import evaluating
-from .loading import load_for_task, warn_if_cut
+from .loading import load_for_task, lost_part, warn_if_cut
 
 # What the tasks (a warning) and the commands (a line on stderr) say when they use the bundled toy.
 BUNDLED_FALLBACK_NOTE = (
@@ -59,8 +59,9 @@ def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, targets: str
     ``targets`` (a word or a list) limits the answers to those pieces, with their probabilities over
     the whole vocabulary, at most one per target; a target not in the vocabulary is tokenized and its
     first piece used, with a warning (as the pipeline does). The text is read whole, as the pipeline
-    reads it, up to the model's positions. ``model=None``: google-bert/bert-base-uncased, else the
-    bundled toy (see above)."""
+    reads it, up to the model's positions; a longer one is cut as its tokenizer cuts (its end, or its
+    start where ``truncation_side`` is "left"), with a warning, and a [MASK] the cut loses is a
+    ValueError. ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
     texts = [text] if isinstance(text, str) else text
@@ -80,45 +81,47 @@ def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, targets: str
 
 def _target_ids(tokenizer, targets: list[str]) -> torch.Tensor:
     """The pieces ``targets`` name, as the pipeline finds them: a word of the vocabulary is its piece;
-    another is tokenized and its first piece taken (with a warning), or left out if it has none."""
+    another is tokenized and its first piece taken (with a warning), or left out if it has none (with
+    a warning, unless no target has a piece: then one TaskArgumentError, which a command says of its flag)."""
     vocabulary = tokenizer.get_vocab()
-    ids = []
+    ids, notes = [], []
     for target in targets:
         piece = vocabulary.get(target)
         if piece is None:
             pieces = tokenizer(target, add_special_tokens=False, max_length=1, truncation=True)["input_ids"]
             if not pieces:
-                warnings.warn(f"the target {target!r} is not in the vocabulary and has no piece: it is left out",
-                              stacklevel=3)  # fmt: skip
+                notes.append(f"the target {target!r} is not in the vocabulary and has no piece: it is left out")
                 continue
             piece = pieces[0]
-            warnings.warn(f"the target {target!r} is not in the vocabulary: its first piece "
-                          f"{tokenizer.convert_ids_to_tokens(piece)!r} is used", stacklevel=3)  # fmt: skip
+            notes.append(f"the target {target!r} is not in the vocabulary: its first piece "
+                         f"{tokenizer.convert_ids_to_tokens(piece)!r} is used")  # fmt: skip
         ids.append(piece)
     if not ids:
-        raise ValueError("targets must name at least one piece of the vocabulary, got none")
+        raise TaskArgumentError("targets", targets, "words of which at least one has a piece of the vocabulary "
+                                f"(none of these {len(targets)} has one)")  # fmt: skip
+    for note in notes:
+        warnings.warn(note, stacklevel=3)
     return torch.tensor(list(set(ids)))  # each piece once, in the pipeline's order (its list(set(...)))
 
 
 def _fill_one(bert, tokenizer, text: str, top_k: int, target_ids: torch.Tensor | None) -> list:
-    """``fill_mask`` of one text."""
+    """``fill_mask`` of one text. A text longer than the model's positions is cut as its tokenizer
+    cuts (its end; its start where ``truncation_side`` is "left"), and the [MASK]s are found in the
+    row the model reads: a [MASK] the cut would lose is an error, never another piece's guesses."""
     limit = bert.config.max_position_embeddings  # the pipeline does not cut: only what the model cannot take is
-    pieces = tokenizer(text, verbose=False)["input_ids"]  # [CLS] text [SEP], not cut
-    positions = [position for position, piece in enumerate(pieces) if piece == tokenizer.mask_token_id]
-    if not positions:
+    whole = tokenizer(text, verbose=False)["input_ids"]  # [CLS] text [SEP], not cut
+    if tokenizer.mask_token_id not in whole:
         raise ValueError(f"the text has no {tokenizer.mask_token} token to fill: {text!r}")
-    if positions[-1] > limit - 2:  # cut to the model's positions, pieces 0 .. limit-2 stay, then [SEP]
-        raise ValueError(
-            f"the {tokenizer.mask_token} is piece {positions[-1]} of the text's {len(pieces)} (counting [CLS] as 0), "
-            f"beyond the model's {limit} positions (max_position_embeddings): pieces 0 to {limit - 2} and a closing "
-            f"[SEP] fit; shorten the text before the {tokenizer.mask_token}"
-        )
-    warn_if_cut("fill_mask", len(pieces), limit, f"the {tokenizer.mask_token}s are before the cut")
     batch = tokenizer(text, truncation=True, max_length=limit, return_tensors="pt")
+    ids = batch["input_ids"][0].tolist()
+    positions = [position for position, piece in enumerate(ids) if piece == tokenizer.mask_token_id]
+    if len(positions) < whole.count(tokenizer.mask_token_id):
+        raise ValueError(_mask_cut_off(tokenizer, whole, limit))
+    warn_if_cut("fill_mask", len(whole), limit, f"the text's {lost_part(tokenizer)} is lost; its "
+                f"{tokenizer.mask_token}s are all kept")  # fmt: skip
     with evaluating(bert), torch.inference_mode():  # dropout off, the model's mode put back after
         out = bert(**batch, **AS_ASKED)
         logits = (out.prediction_logits if hasattr(out, "prediction_logits") else out.logits)[0].float()  # (T, V)
-    ids = batch["input_ids"][0].tolist()
     answers = []
     for position in positions:
         probabilities = logits[position].softmax(-1)  # (V,): over the whole vocabulary, targets or not
@@ -134,13 +137,29 @@ def _fill_one(bert, tokenizer, text: str, top_k: int, target_ids: torch.Tensor |
     return answers[0] if len(answers) == 1 else answers
 
 
+def _mask_cut_off(tokenizer, whole: list[int], limit: int) -> str:
+    """What the error says of a [MASK] a cut to ``limit`` positions loses (``whole``: the uncut row):
+    its piece, which pieces fit, and which side of it to shorten."""
+    mask, count = tokenizer.mask_token, len(whole)
+    if lost_part(tokenizer) == "end":  # [CLS], pieces 1 .. limit-2, [SEP]: the first [MASK] past them is lost
+        lost = next(at for at, piece in enumerate(whole) if piece == tokenizer.mask_token_id and at > limit - 2)
+        return (f"the {mask} is piece {lost} of the text's {count} (counting [CLS] as 0), beyond the model's {limit} "
+                f"positions (max_position_embeddings): pieces 0 to {limit - 2} and a closing [SEP] fit; shorten the "
+                f"text before the {mask}")  # fmt: skip
+    first = count - limit + 1  # a cut start keeps [CLS], pieces count-limit+1 .. count-2, [SEP]
+    lost = next(at for at, piece in enumerate(whole) if piece == tokenizer.mask_token_id)
+    return (f"the {mask} is piece {lost} of the text's {count} (counting [CLS] as 0), and this tokenizer cuts a long "
+            f"text's start (truncation_side \"left\"): [CLS], pieces {first} to {count - 2} and [SEP] fill the model's "
+            f"{limit} positions (max_position_embeddings); shorten the text after the {mask}")  # fmt: skip
+
+
 def next_sentence(first: str, second: str, *, model=None, device=None) -> float:
     """Probability, by BERT's next-sentence head, that ``second`` follows ``first`` in a text.
     ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
     bert, tokenizer = load_with_fallback(model, BertForNextSentencePrediction, "nsp_head", device=device)
     limit = bert.config.max_position_embeddings  # as fill_mask: what the model can take, whatever its tokenizer says
     pieces = len(tokenizer(first, second, verbose=False)["input_ids"])
-    warn_if_cut("next_sentence", pieces, limit, "the longer text loses its end first")
+    warn_if_cut("next_sentence", pieces, limit, f"the longer text loses its {lost_part(tokenizer)} first")
     batch = tokenizer(first, second, truncation=True, max_length=limit, return_tensors="pt")
     with evaluating(bert), torch.inference_mode():  # dropout off, the model's mode put back after
         out = bert(**batch, **AS_ASKED)

@@ -205,6 +205,13 @@ def warn_if_cut(task: str, pieces: int, limit: int, what_stays: str) -> None:
                       f"{limit} positions: {pieces - limit} pieces were cut; {what_stays}", stacklevel=3)  # fmt: skip
 
 
+def lost_part(tokenizer) -> str:
+    """Which part of a long text the tokenizer's cut loses: its "end", or its "start" where the
+    tokenizer's ``truncation_side`` is "left" (tokenizer_config.json's), as transformers' pipelines
+    cut it. What a task says of a cut names this, and positions are read from the row cut."""
+    return "start" if tokenizer.truncation_side == "left" else "end"
+
+
 def run_rows(model: BertWithHeads, tokenizer: BertTokenizer, rows: dict[str, list[list]], batch_size: int,
              fields: tuple[str, ...] = ("logits",),
              progress: bool | None = False) -> list[dict[str, np.ndarray]]:  # fmt: skip

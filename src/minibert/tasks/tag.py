@@ -18,8 +18,9 @@ The results are transformers' ``token-classification`` pipeline's, key for key:
   ``simple``.
 
 Labels in ``ignore_labels`` (default ``["O"]``, outside any entity) are left out. Without
-``stride`` a text is cut at the model's length (the tokenizer's ``model_max_length``, as the pipeline
-cuts, and never past the model's positions: a tokenizer without a length, transformers' "no limit",
+``stride`` a text is cut at the model's length (its end, or its start where the tokenizer's
+``truncation_side`` is "left"; at the tokenizer's ``model_max_length``, as the pipeline cuts, and
+never past the model's positions: a tokenizer without a length, transformers' "no limit",
 is read up to them, as sentence-transformers caps it); with ``stride=k`` it is read in overlapping
 windows that share ``k`` pieces, and of two entities that overlap the longer (then the more
 confident) is kept, as the pipeline does.
@@ -36,7 +37,7 @@ from ..heads import BertForTokenClassification
 from ..loading.hub import DEFAULT_MODEL
 from ..task_choices import AGGREGATIONS
 from .classify import softmax
-from .loading import load_for_task, run_rows
+from .loading import load_for_task, lost_part, run_rows
 
 
 def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", ignore_labels=("O",),
@@ -73,7 +74,7 @@ def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", igno
                if len(ids) == limit]  # fmt: skip
         cut = [(number, pieces) for number, pieces in cut if pieces > limit]
         for number, pieces in cut:
-            warnings.warn(TextCutWarning(number, pieces, limit), stacklevel=2)
+            warnings.warn(TextCutWarning(number, pieces, limit, lost_part(tokenizer)), stacklevel=2)
     results = run_rows(bert, tokenizer, rows, batch_size)
     id2label = bert.labels.id2label
     entities: list[list[dict]] = [[] for _ in texts]
@@ -92,13 +93,14 @@ def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", igno
 class TextCutWarning(PicklableError, UserWarning):
     """A text longer than the model takes, tagged up to the cut: ``number`` (its place among the
     texts, from 0), its ``pieces`` (with [CLS] and [SEP]) and the model's ``limit``, as data, so that
-    a command can name the line and its own flags (``--stride``) instead of the Python parameters."""
+    a command can name the line and its own flags (``--stride``) instead of the Python parameters;
+    ``lost``: the part the tokenizer cut, "end" or "start" (``truncation_side`` "left")."""
 
-    def __init__(self, number: int, pieces: int, limit: int):
+    def __init__(self, number: int, pieces: int, limit: int, lost: str = "end"):
         super().__init__(f"tag, text {number}: the text is {pieces} pieces long (with [CLS] and [SEP]), more than the "
-                         f"{limit} this model takes: {pieces - limit} pieces were cut; its end is not tagged; stride= "
-                         "(with an aggregation_strategy) reads a long text in windows")  # fmt: skip
-        self.number, self.pieces, self.limit = number, pieces, limit
+                         f"{limit} this model takes: {pieces - limit} pieces were cut; its {lost} is not tagged; "
+                         "stride= (with an aggregation_strategy) reads a long text in windows")  # fmt: skip
+        self.number, self.pieces, self.limit, self.lost = number, pieces, limit, lost
 
 
 def _pieces(tokenizer, text: str, rows, row: int, scores: np.ndarray) -> list[dict]:

@@ -42,12 +42,24 @@ def token_id(value) -> int:
         raise TypeError(f"a token id must be an int, got {value!r}") from None
 
 
-def check_count(value, name: str, *, minimum: int, optional: bool = False) -> None:
-    """An int argument (not a bool) of at least ``minimum``, or None where that is allowed."""
+def check_count(value, name: str, *, minimum: int, optional: bool = False) -> int | None:
+    """An int argument of at least ``minimum``, or None where that is allowed, returned as a Python
+    int: ints and integer scalars pass (``np.max(lengths)``, a 0-d tensor), as transformers takes them;
+    bools, floats and strings do not."""
     if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        return None
+    count = None if isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool") else \
+        _index_or_none(value)  # fmt: skip
+    if count is None or count < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}{' or None' if optional else ''}, got {value!r}")
+    return count
+
+
+def _index_or_none(value) -> int | None:
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 # transformers' ``model_max_length`` for "no limit": what a tokenizer gets when its folder states

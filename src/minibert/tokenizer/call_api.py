@@ -135,7 +135,7 @@ class TransformersCallAPI(Transformers4Calls):
         * ``truncation``: ``True``/``"longest_first"`` (cut the longer of the pair first),
           ``"only_first"``, ``"only_second"``, or ``False``; up to ``max_length`` tokens with [CLS]/[SEP]
           (default ``model_max_length``; none if it is transformers' "no limit", 1e30); ``max_length``
-          given with neither ``truncation`` nor ``padding`` truncates too, as in transformers.
+          given with neither ``truncation`` nor ``padding`` (None: no padding) truncates too, as in transformers.
           ``tokenizer.truncation_side = "left"`` keeps the end of a text instead. Without truncation, a row longer than
           ``model_max_length`` is logged once (as transformers does): the model cannot take it.
         * ``return_overflowing_tokens=True`` with ``stride=k``: instead of dropping what does not
@@ -147,7 +147,7 @@ class TransformersCallAPI(Transformers4Calls):
           with ``attention_mask`` 0, at the end (``padding_side="left"``: at the start).
         * ``return_offsets_mapping``: each token's (start, end) character span in its text
           ((0, 0) for [CLS], [SEP] and pads); ``return_special_tokens_mask``: 1 on [CLS], [SEP]
-          and pads. ``.word_ids(i)`` / ``.sequence_ids(i)`` of the result work in any case.
+          and pads. ``.word_ids(i)`` & co. of the result work in any case (without offsets: until tokens are added).
         * ``return_tensors``: ``None`` (lists), ``"pt"`` (torch tensors) or ``"np"`` (numpy);
           ``return_token_type_ids`` / ``return_attention_mask``: False leaves them out.
         * ``add_special_tokens=False``: no [CLS]/[SEP]; ``verbose=False``: no too-long warning;
@@ -181,13 +181,20 @@ class TransformersCallAPI(Transformers4Calls):
         encoding._token_of, encoding._sequences = self._token, 1 if request.pairs is None else 2
         if request.return_offsets_mapping:
             encoding._rows = _alignment_of(columns)
-        else:  # word_ids() & co. compute them on first use, from the same request
-            encoding._alignment = functools.partial(self._alignment_rows, request)
+        else:  # word_ids() & co. compute them on first use, from the same request, checked against these ids
+            encoding._alignment = functools.partial(self._alignment_rows, request, _fingerprint(columns))
         return encoding
 
-    def _alignment_rows(self, request: CallRequest) -> dict[str, list]:
-        """Offsets, word ids and sequence ids of each row of ``request``'s result."""
+    def _alignment_rows(self, request: CallRequest, fingerprint: int) -> dict[str, list]:
+        """Offsets, word ids and sequence ids of each row of ``request``'s result, computed again
+        (the request holds the call's sides and lengths). Rows that are not the call's own (tokens
+        added or a special token reassigned since) would align other pieces: a ValueError, never that."""
         columns, _ = self._rows(request, track=True, warn=False)
+        if _fingerprint(columns) != fingerprint:
+            raise ValueError("word_ids() and the other alignment methods of this encoding: the tokenizer changed "
+                             "since the call (tokens added, a special token reassigned) and no longer gives its "
+                             "input_ids; call them before changing the tokenizer, or pass return_offsets_mapping=True, "
+                             "which aligns with the call")  # fmt: skip
         return _alignment_of(columns)
 
     def _rows(self, request: CallRequest, track: bool, warn: bool = True) -> tuple[dict[str, list[list]], list[int]]:
@@ -212,7 +219,8 @@ class TransformersCallAPI(Transformers4Calls):
                 sample_of_row.append(sample)
                 continue
             plan = truncation_plan(len(pieces_a), length_b, request.max_length - added, request.truncation,
-                                   request.stride, self.truncation_side, request.return_overflowing_tokens)  # fmt: skip
+                                   request.stride, request.truncation_side,
+                                   request.return_overflowing_tokens)  # fmt: skip
             for span_a, span_b in plan:
                 part_b = None if span_b is None else pieces_b.part(*span_b)
                 self._frame(columns, pieces_a.part(*span_a), part_b, request.add_special_tokens)
@@ -235,10 +243,11 @@ class TransformersCallAPI(Transformers4Calls):
             logger.warning(
                 "Token indices sequence length is longer than the specified maximum sequence length for this "
                 "model (%d > %d): minibert's BertModel refuses a row longer than its max_position_embeddings with a "
-                "ValueError (it never cuts one silently). Pass truncation=True to keep the first %d tokens, and "
+                "ValueError (it never cuts one silently). Pass truncation=True to keep the %s %d tokens, and "
                 "return_overflowing_tokens=True with a stride to get every window; Embedder.embed windows long texts "
                 "by itself",
-                length, self.model_max_length, self.model_max_length,
+                length, self.model_max_length, "last" if self.truncation_side == "left" else "first",
+                self.model_max_length,
             )  # fmt: skip
 
     def _frame(self, columns: dict[str, list[list]], a: Pieces, b: Pieces | None, add_special_tokens: bool) -> None:
@@ -323,8 +332,8 @@ class TransformersCallAPI(Transformers4Calls):
         if return_attention_mask is not False and "attention_mask" not in columns:
             columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
         mode = padding_mode(padding)
-        check_count(max_length, "max_length", minimum=1, optional=True)
-        check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
+        max_length = check_count(max_length, "max_length", minimum=1, optional=True)
+        pad_to_multiple_of = check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
         side = check_side(padding_side or self.padding_side, "padding_side")
         if mode == "max_length" and max_length is None and not has_length_limit(self.model_max_length):
             mode = None  # as transformers: no length to pad to (no model_max_length: its 1e30)
@@ -338,6 +347,11 @@ class TransformersCallAPI(Transformers4Calls):
         if return_tensors is not None:
             columns = to_tensors(columns, return_tensors)
         return BatchEncoding({key: rows[0] for key, rows in columns.items()} if single else columns)
+
+
+def _fingerprint(columns: dict[str, list]) -> int:
+    """The rows' ids as one number: what alignment computed later checks it gives again."""
+    return hash(tuple(map(tuple, columns["input_ids"])))
 
 
 def _alignment_of(columns: dict[str, list]) -> dict[str, list]:

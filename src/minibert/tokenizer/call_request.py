@@ -51,6 +51,7 @@ class CallRequest:
     stride: int
     pad_to_multiple_of: int | None
     padding_side: str
+    truncation_side: str  # the tokenizer's at the call: word_ids() computed later cut the same rows
     return_tensors: str | None
     return_token_type_ids: bool | None
     return_attention_mask: bool | None
@@ -97,13 +98,13 @@ class CallRequest:
                     return_offsets_mapping=return_offsets_mapping, return_length=return_length)  # fmt: skip
         check_flags(optional=True, return_token_type_ids=return_token_type_ids,
                     return_attention_mask=return_attention_mask)  # fmt: skip
-        if max_length is not None and padding is False and truncation is None:
-            truncation = "longest_first"  # transformers' rule: max_length alone truncates
+        if max_length is not None and (padding is False or padding is None) and truncation is None:
+            truncation = "longest_first"  # transformers' rule: max_length alone truncates (None: no padding, as False)
         strategy = truncation_strategy(truncation)
         mode = padding_mode(padding)
-        check_count(max_length, "max_length", minimum=1, optional=True)
-        check_count(stride, "stride", minimum=0)
-        check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
+        max_length = check_count(max_length, "max_length", minimum=1, optional=True)  # np.int64(5): 5
+        stride = check_count(stride, "stride", minimum=0)
+        pad_to_multiple_of = check_count(pad_to_multiple_of, "pad_to_multiple_of", minimum=1, optional=True)
         side = check_side(padding_side or tokenizer.padding_side, "padding_side")
         warn_too_long = strategy is None and max_length is None and verbose
         if max_length is None and not has_length_limit(tokenizer.model_max_length):
@@ -116,8 +117,9 @@ class CallRequest:
                 f"truncation to max_length={max_length} and padding to a multiple of {pad_to_multiple_of} "
                 "contradict each other: make max_length a multiple of pad_to_multiple_of"
             )
+        cut_side = check_side(tokenizer.truncation_side, "truncation_side")
         request = cls(texts, pairs, batched, add_special_tokens, strategy, mode, max_length, stride,
-                      pad_to_multiple_of, side, return_tensors, return_token_type_ids, return_attention_mask,
+                      pad_to_multiple_of, side, cut_side, return_tensors, return_token_type_ids, return_attention_mask,
                       return_overflowing_tokens, return_special_tokens_mask, return_offsets_mapping,
                       return_length, warn_too_long)  # fmt: skip
         if strategy:

@@ -59,6 +59,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from ...errors import DataError
+from ...formats.line_files import name_suffix
 from ...formats.plain_text import TextCheck
 from ...loading.head_labels import shown_labels
 
@@ -127,10 +128,10 @@ def read_examples(path: str | os.PathLike, form: ExampleFormat) -> list[Example]
         raise DataError(f"{path} is empty: it holds no examples")
     if form.glue is not None:
         examples = _glue_examples(path, text, form)
-    elif path.suffix.lower() == ".jsonl":
+    elif name_suffix(path).lower() == ".jsonl":  # (a file named .jsonl alone too)
         examples = _jsonl_examples(path, text, form)
-    elif path.suffix.lower() in (".csv", ".tsv"):
-        examples = _table_examples(path, text, form, "," if path.suffix.lower() == ".csv" else "\t")
+    elif name_suffix(path).lower() in (".csv", ".tsv"):
+        examples = _table_examples(path, text, form, "," if name_suffix(path).lower() == ".csv" else "\t")
     else:
         raise DataError(f"{path}: name a GLUE task with --glue, or give a .csv, .tsv or .jsonl file "
                         f"(its suffix says how to read it)")  # fmt: skip

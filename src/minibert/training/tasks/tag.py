@@ -51,6 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import DataError
+from ...formats.line_files import name_suffix
 from ...heads import (  # -100: a piece no loss or figure reads (transformers' ignore_index)
     IGNORE_INDEX,
     BertForTokenClassification,
@@ -78,9 +79,9 @@ NOT_CONLL = (".json", ".jsonl", ".csv")  # files whose suffix says they are anot
 
 
 def read_conll(path: str | os.PathLike) -> list[Sentence]:
-    if Path(path).suffix.lower() in NOT_CONLL:
+    if name_suffix(path).lower() in NOT_CONLL:  # (a file named .jsonl alone too)
         raise DataError(f"{path}: --task tag reads CoNLL files (a word and its tag per line, separated by spaces or "
-                        f"a tab, a blank line between sentences), not {Path(path).suffix} files")  # fmt: skip
+                        f"a tab, a blank line between sentences), not {name_suffix(path)} files")  # fmt: skip
     text = read_labelled_text(Path(path))
     sentences, words, tags, first = [], [], [], 0
     for number, line in enumerate(LINE_BREAKS.split(text) + [""], start=1):
