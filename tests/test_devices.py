@@ -465,7 +465,7 @@ def _loaders():
 
     loaders = {name: model(getattr(minibert, name)) for name in minibert.__all__
                if name.startswith(("Bert", "AutoModel")) and hasattr(getattr(minibert, name), "from_pretrained")
-               and name not in ("BertTokenizer", "BertConfig")}  # fmt: skip  (they hold no tensors)
+               and name not in ("BertTokenizer", "BertTokenizerFast", "BertConfig")}  # fmt: skip  (no tensors)
     loaders.update({
         "Embedder": lambda path, device: minibert.Embedder.from_pretrained(path, device=device),
         "CrossEncoder": lambda path, device: minibert.CrossEncoder(path, device=device),

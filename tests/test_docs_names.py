@@ -31,7 +31,7 @@ OTHER_PROJECTS_FILES = {
     "create_pretraining_data.py", "run_pretraining.py", "optimization.py", "modeling.py",  # google-research/bert
     "train.py",  # nanoGPT's training loop
     "download_glue_data.py",  # nyu-mll/GLUE-baselines: GLUE's data
-    "run_glue.py",  # transformers' examples/pytorch/text-classification
+    "run_glue.py", "run_glue_no_trainer.py",  # transformers' examples/pytorch/text-classification
 }  # fmt: skip
 # Flags of Google's scripts (create_pretraining_data.py, run_pretraining.py), named beside minibert's.
 GOOGLE_FLAGS = {"--do_lower_case", "--do_whole_word_mask", "--random_seed", "--dupe_factor", "--max_seq_length",

@@ -10,6 +10,7 @@ import math
 import os
 import stat
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,3 +184,71 @@ def test_an_output_that_cannot_be_written_is_refused_before_drawing(tmp_path, mo
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1 and len(lines) == 1 and message in lines[0], result.stderr
     assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo.png").st_mode)
+
+
+def _finetune_run(run, task: str) -> None:
+    """A fine-tuning run's metrics and finetune.json (its options' task), as finetune writes them."""
+    _finetune_metrics(run, {20: 0.5}, name="dev_spearman" if task == "regress" else "dev_accuracy")
+    (run / "finetune.json").write_text(json.dumps({"options": {"task": task}, "steps": 20}))
+
+
+@pytest.mark.parametrize(("task", "label"), [("regress", "loss (mean squared error)"), ("classify", "loss (nats)"),
+                                             ("tag", "loss (nats)"), (None, "loss")])  # fmt: skip
+def test_the_loss_axis_names_the_tasks_unit(tmp_path, task, label):
+    """Issue r19 learner, item 5: --task regress trains on the mean squared error of a score, which the
+    axis called "loss (nats)", the unit of the cross-entropies only. Without finetune.json: plain "loss"."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minibert.training.run.plot import draw_run
+
+    if task is None:
+        _finetune_metrics(tmp_path / "run", {20: 0.5})
+    else:
+        _finetune_run(tmp_path / "run", task)
+    figure = draw_run(tmp_path / "run")
+    try:
+        assert figure.axes[0].get_ylabel() == label
+    finally:
+        plt.close(figure)
+
+
+def test_every_task_has_its_loss_unit():
+    from minibert.training.tasks import LOSS_UNITS, TASKS
+
+    assert LOSS_UNITS.keys() == TASKS.keys()
+    assert {task for task, unit in LOSS_UNITS.items() if unit != "nats"} == {"regress"}  # regress.py: F.mse_loss
+
+
+def test_a_folder_that_is_not_a_run_is_said_for_what_it_is(tmp_path, monkeypatch):
+    """Issue r19 learner, item 4: every folder without metrics.jsonl was "not a minibert pretrain run",
+    a fine-tuning run's best/ and a missing path too. Now: missing; a run's best/ (plot the run);
+    the best/ of a run made without --dev; a sweep's folder (plot a trial); no run at all."""
+    monkeypatch.chdir(tmp_path)
+    _finetune_run(Path("run"), "classify")
+    Path("run/best").mkdir()
+    (Path("run/best") / "best.json").write_text("{}")
+    _finetune_run(Path("nodev"), "classify")
+    Path("sweep").mkdir()
+    (Path("sweep") / "sweep.json").write_text("{}")
+    for trial in ("lr1e-05-seed1", "lr1e-05-seed2"):
+        _finetune_run(Path("sweep") / trial, "classify")
+    Path("empty").mkdir()
+    Path("file.txt").write_text("x")
+    cases = {
+        "run/best": "run/best is the best checkpoint of the run in run (its weights, without the metrics); its "
+                    "curve is the run's: minibert plot run",
+        "nodev/best": "nodev/best does not exist: the run in nodev keeps no best/, because it was made without "
+                      "--dev (or has not been evaluated yet); its curve is the run's: minibert plot nodev",
+        "sweep": "sweep is a sweep's folder: each trial is a run with its curve, minibert plot sweep/lr1e-05-seed1 "
+                 "(its trials: lr1e-05-seed1, lr1e-05-seed2)",
+        "no-such-run": "no-such-run does not exist",
+        "file.txt": "file.txt is a file, not a directory",
+        "empty": "empty/metrics.jsonl does not exist: empty is not the folder of a minibert pretrain or finetune run",
+    }  # fmt: skip
+    for folder, message in cases.items():
+        result = run_minibert("plot", folder)
+        assert result.returncode == 1 and result.stderr.strip() == f"minibert: error: {message}", result.stderr

@@ -1,8 +1,8 @@
 """The tutorials' learning-rate schedules (training/schedules.py) against transformers' own
 (``transformers.optimization``): the rate of every step, from the same optimizer, equal bit for bit
 (the same float formula), for warmups of 0, 1 and several steps, past the last step, and after a
-resume from the scheduler's state, with numpy ints and float step counts; and ``from minibert import
-AdamW`` names torch's and the defaults that differ."""
+resume from the scheduler's state, with numpy ints and float step counts; ``get_scheduler`` by name, as
+transformers takes its arguments; and ``from minibert import AdamW`` names torch's and the defaults that differ."""
 
 from __future__ import annotations
 
@@ -112,3 +112,58 @@ def test_adamw_names_torchs_and_the_defaults_that_differ():
     assert (defaults["weight_decay"].default, defaults["eps"].default) == (0.01, 1e-8)
     assert "correct_bias" not in defaults
     assert not hasattr(transformers, "AdamW")  # (transformers removed it: the message is true)
+
+
+SCHEDULER_CALLS = [  # (name, get_scheduler's keywords): the counts as each schedule takes them, and extras
+    ("linear", {"num_warmup_steps": 2, "num_training_steps": 9}),
+    ("cosine", {"num_warmup_steps": 1, "num_training_steps": 9}),
+    ("cosine", {"num_warmup_steps": 0, "num_training_steps": 9, "scheduler_specific_kwargs": {"num_cycles": 2}}),
+    ("constant", {}),
+    ("constant", {"num_warmup_steps": 3, "num_training_steps": 9}),  # ignored, as transformers ignores them
+    ("constant_with_warmup", {"num_warmup_steps": 3}),
+    ("constant_with_warmup", {"num_warmup_steps": 3, "scheduler_specific_kwargs": {"num_cycles": 2}}),  # ignored
+    ("linear", {"num_warmup_steps": 0.1 * 9, "num_training_steps": 9}),
+]
+
+
+@pytest.mark.parametrize(("name", "keywords"), SCHEDULER_CALLS)
+def test_get_scheduler_as_transformers(name, keywords):
+    """The HF course's ``get_scheduler("linear", optimizer=..., num_warmup_steps=0, num_training_steps=...)``
+    (issue r19 learner, item 2): the same rates, by name or by transformers' SchedulerType."""
+    want = _rates(lambda optimizer: transformers.get_scheduler(name, optimizer=optimizer, **keywords), 12)
+    for spelt in (name, transformers.SchedulerType(name)):
+        got = _rates(lambda optimizer, spelt=spelt: minibert.get_scheduler(spelt, optimizer=optimizer, **keywords), 12)
+        assert got == want, f"{spelt!r} {keywords}:\n  transformers {want}\n  minibert     {got}"
+
+
+def test_get_constant_schedule_as_transformers():
+    assert _rates(minibert.get_constant_schedule, 5) == _rates(transformers.get_constant_schedule, 5)
+
+
+@pytest.mark.parametrize(("name", "keywords", "error"), [
+    ("linear", {"num_training_steps": 9}, ValueError), ("cosine", {"num_warmup_steps": 1}, ValueError),
+    ("constant_with_warmup", {}, ValueError), ("no_such_schedule", {}, ValueError),
+    ("linear", {"num_warmup_steps": 1, "num_training_steps": 9, "scheduler_specific_kwargs": {"power": 2}}, TypeError),
+])  # fmt: skip
+def test_get_scheduler_refuses_what_transformers_refuses(name, keywords, error):
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
+    with pytest.raises(error):
+        transformers.get_scheduler(name, optimizer, **keywords)
+    with pytest.raises(error):
+        minibert.get_scheduler(name, optimizer, **keywords)
+
+
+def test_transformers_other_schedules_are_named_with_the_function_that_makes_them():
+    """Every name of transformers' SchedulerType is minibert's or refused naming transformers' function."""
+    from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
+
+    from minibert.training.schedules import ELSEWHERE, SCHEDULES
+
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
+    for kind, function in TYPE_TO_SCHEDULER_FUNCTION.items():
+        if kind.value in SCHEDULES:
+            assert SCHEDULES[kind.value][0].__name__ == function.__name__
+            continue
+        assert ELSEWHERE[kind.value] == function.__name__
+        with pytest.raises(ValueError, match=f"minibert has no '{kind.value}' schedule .*{function.__name__}"):
+            minibert.get_scheduler(kind.value, optimizer, 1, 9)

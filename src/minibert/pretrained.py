@@ -251,18 +251,26 @@ class PretrainedBert(nn.Module):
         self.config.vocab_size = new_num_tokens
         return new
 
-    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
+    def save_pretrained(self, save_directory: str | os.PathLike, **keywords) -> None:
         """Write ``config.json`` and ``model.safetensors`` with the hub's tensor names into
         ``save_directory`` (transformers' name; created if needed). A model loaded with
-        ``dtype="int8"`` is saved in float32, from its checkpoint: int8 is a loading choice."""
-        from .loading.save_pretrained import save_pretrained
+        ``dtype="int8"`` is saved in float32, from its checkpoint: int8 is a loading choice.
+        transformers' keywords are taken where minibert honours them (``is_main_process``,
+        ``state_dict``, ``max_shard_size``, ``safe_serialization=True``, ``push_to_hub=False``,
+        ``save_function``: loading/save_pretrained.py); another is a TypeError listing them."""
+        from .loading.save_pretrained import save_options, save_pretrained
         from .speed.int8 import is_int8
         from .speed.int8_twin import float32_twin, follow_save
 
+        options = save_options(keywords)
         if not is_int8(self):
-            return save_pretrained(self, save_directory)
-        save_pretrained(float32_twin(self), save_directory)
-        follow_save(self, save_directory)  # saved into the folder it was loaded from: the files it wrote are its own
+            return save_pretrained(self, save_directory, options)
+        if options.state_dict is not None:
+            raise ValueError("save_pretrained: state_dict= with a model loaded with dtype='int8': its float32 "
+                             "weights are saved, from its checkpoint; leave state_dict out")  # fmt: skip
+        save_pretrained(float32_twin(self), save_directory, options)
+        if options.is_main_process:
+            follow_save(self, save_directory)  # saved into the folder it was loaded from: its files are its own
 
 
 def _is_positive_int(value) -> bool:

@@ -9,47 +9,163 @@ sentence-transformers load the weights in the dtype named there)::
 
     layers.3.attention_norm.weight  →  encoder.layer.3.attention.output.LayerNorm.weight   (BertModel)
                                     →  bert.encoder.layer.3.attention.output.LayerNorm.weight  (with heads)
+
+transformers' ``save_pretrained`` keywords are taken where minibert honours their meaning
+(``save_options``); another keyword, or a value minibert cannot honour, is refused, never dropped:
+
+    keyword                     in minibert
+    is_main_process=False       the folder made, nothing written (the other processes of a torchrun)
+    state_dict                  these tensors written in place of the model's (minibert's names, a part or all)
+    max_shard_size              shards of at most that size (``"5GB"``, or bytes) and model.safetensors.index.json,
+                                cut by huggingface_hub's split, which transformers calls; default transformers
+                                5's "50GB" (one file for any BERT). The tensors go in minibert's order, so a
+                                shard may hold other tensors than transformers' same-numbered one: both load either
+    safe_serialization=True     what is written anyway (False, transformers 4's pytorch_model.bin, is refused)
+    push_to_hub=False           nothing to do (True is refused: minibert does not upload)
+    save_function               not called, as transformers calls it only for pytorch_model.bin files
+
+A save removes the weights files of the other layout that an earlier save left (model.safetensors
+beside new shards, an index and shards beside a new model.safetensors): loaders prefer
+model.safetensors, and would read the old weights.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
-from ..formats.atomic_files import atomic_output
+from ..formats.atomic_files import atomic_output, write_atomically
 from .names import HEAD_PREFIXES, minibert_to_checkpoint
 
+WEIGHTS, INDEX = "model.safetensors", "model.safetensors.index.json"
+SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")  # huggingface_hub's shard names, as transformers'
+SAVE_KEYWORDS = ("is_main_process", "state_dict", "max_shard_size", "safe_serialization", "push_to_hub",
+                 "save_function")  # fmt: skip
 
-def save_pretrained(model, directory: str | os.PathLike) -> None:
-    """Write config.json and model.safetensors with the hub's tensor names, atomically.
+
+@dataclasses.dataclass(frozen=True)
+class SaveOptions:
+    """What a ``save_pretrained`` call asks, of transformers' keywords (the module's table)."""
+
+    is_main_process: bool = True
+    state_dict: Mapping | None = None
+    max_shard_size: int | str = "50GB"  # transformers 5's default: a BERT is one file
+
+
+def save_options(keywords: dict) -> SaveOptions:
+    """``SaveOptions`` from a call's keywords: a TypeError names a keyword minibert does not take
+    and lists those it takes; a ValueError a value it cannot honour, and what to do instead."""
+    unknown = sorted(set(keywords) - set(SAVE_KEYWORDS))
+    if unknown:
+        raise TypeError(f"save_pretrained() got unexpected keyword arguments {unknown}; besides save_directory, "
+                        "it takes transformers' keywords is_main_process, state_dict, max_shard_size, "
+                        "safe_serialization=True, push_to_hub=False and save_function "
+                        "(docs/checkpoints.md)")  # fmt: skip
+    for name, default in (("is_main_process", True), ("safe_serialization", True), ("push_to_hub", False)):
+        if not isinstance(keywords.get(name, default), bool):
+            raise TypeError(f"save_pretrained: {name} must be True or False, got {keywords[name]!r}")
+    if keywords.get("safe_serialization") is False:
+        raise ValueError("save_pretrained: safe_serialization=False asks for pytorch_model.bin, and minibert writes "
+                         "model.safetensors only (as transformers 5 does, whatever safe_serialization says); "
+                         "leave it out: minibert and transformers load model.safetensors")  # fmt: skip
+    if keywords.get("push_to_hub"):
+        raise ValueError("save_pretrained: minibert does not upload (push_to_hub=True); save, then upload the "
+                         "folder: huggingface_hub.upload_folder(repo_id='you/name', folder_path=FOLDER)")  # fmt: skip
+    function = keywords.get("save_function")
+    if function is not None and not callable(function):
+        raise TypeError(f"save_pretrained: save_function must be a function, got {function!r}")
+    size = keywords.get("max_shard_size", "50GB")
+    if not _is_size(size):
+        raise ValueError(f"save_pretrained: max_shard_size={size!r} is not a size: give bytes (an int) or a "
+                         "number and a unit, KB, MB, GB or TB ('5GB', as huggingface_hub reads it)")  # fmt: skip
+    state_dict = keywords.get("state_dict")
+    if state_dict is not None and not isinstance(state_dict, Mapping):
+        raise TypeError(f"save_pretrained: state_dict must be a dict of tensors, got {type(state_dict).__name__}")
+    return SaveOptions(keywords.get("is_main_process", True), state_dict, size)
+
+
+def _is_size(size) -> bool:
+    """An int of bytes, or a size as huggingface_hub's ``parse_size_to_int`` reads one ("5GB", "0.5 MB")."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        return size > 0
+    if not isinstance(size, str) or size.strip()[-2:].upper() not in ("KB", "MB", "GB", "TB"):
+        return False
+    try:
+        return float(size.strip()[:-2]) > 0
+    except ValueError:
+        return False
+
+
+def save_pretrained(model, directory: str | os.PathLike, options: SaveOptions = SaveOptions()) -> None:
+    """Write config.json and model.safetensors (or its shards and their index) with the hub's tensor
+    names, atomically.
 
     BertModel is saved like newer exports (no prefix); the classes with heads like Google's and
     transformers' checkpoints (``bert.`` prefix; ``cls.*``, ``classifier.*`` or ``qa_outputs.*`` heads;
     the tied decoder weight left out).
     Both minibert and transformers load the result.
     """
-    from safetensors.torch import save
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    if not options.is_main_process:
+        return  # as transformers: the folder made on every process, the files written by the main one
+    tensors = hub_tensors(model, options.state_dict)
+    write_weights(tensors, directory, options.max_shard_size, model.num_parameters())
+    extra = {name: value for name, value in model.config.extra.items() if name != "torch_dtype"}  # (dtype's old name)
+    extra.update(architectures=[type(model).__name__], dtype=written_dtype(tensors.values()))
+    config = dataclasses.replace(model.config, extra=extra)
+    config.to_json_file(directory / "config.json")  # (a copy: saving does not change the model's config)
+
+
+def hub_tensors(model, state_dict: Mapping | None = None) -> dict[str, torch.Tensor]:
+    """The model's tensors (or ``state_dict``'s, keyed as ``model.state_dict()`` keys them) under
+    the hub's names, on the CPU."""
+    own = model.state_dict()
+    if state_dict is not None:
+        strange = [name for name in state_dict if name not in own]
+        if strange:
+            raise ValueError(f"save_pretrained: state_dict holds {strange[:3]}, not among this model's tensors; "
+                             "give them as model.state_dict() names them (minibert's names)")  # fmt: skip
+        own = state_dict
     with_heads = hasattr(model, "bert")  # a model with heads: the encoder under bert., the heads as cls.*, ...
     tensors = {}
-    for name, tensor in model.state_dict().items():
+    for name, tensor in own.items():
         body = name.removeprefix("bert.") if with_heads else name
         hub_name = minibert_to_checkpoint(body)
         if with_heads and not name.startswith(HEAD_PREFIXES):
             hub_name = "bert." + hub_name
         tensors[hub_name] = tensor.detach().to("cpu").contiguous()
-    data = save(tensors, metadata={"format": "pt"})
-    with atomic_output(directory / "model.safetensors") as handle:
-        handle.write(data)
-    extra = {name: value for name, value in model.config.extra.items() if name != "torch_dtype"}  # (dtype's old name)
-    extra.update(architectures=[type(model).__name__], dtype=written_dtype(tensors.values()))
-    config = dataclasses.replace(model.config, extra=extra)
-    config.to_json_file(directory / "config.json")  # (a copy: saving does not change the model's config)
+    return tensors
+
+
+def write_weights(tensors: dict, directory: Path, max_shard_size: int | str, parameters: int) -> None:
+    """model.safetensors, or, past ``max_shard_size``, shards cut by huggingface_hub (the split
+    transformers calls) and their index; then the other layout's files an earlier save left are removed. Shards
+    replace a model.safetensors only after it is gone: a kill in between leaves no weights a loader
+    would prefer to the new ones."""
+    from huggingface_hub import split_torch_state_dict_into_shards
+    from safetensors.torch import save
+
+    split = split_torch_state_dict_into_shards(tensors, filename_pattern="model{suffix}.safetensors",
+                                               max_shard_size=max_shard_size)  # fmt: skip
+    if split.is_sharded:
+        (directory / WEIGHTS).unlink(missing_ok=True)
+    for filename, names in split.filename_to_tensors.items():
+        with atomic_output(directory / filename) as handle:
+            handle.write(save({name: tensors[name] for name in names}, metadata={"format": "pt"}))
+    if split.is_sharded:
+        index = {"metadata": {"total_parameters": parameters, **split.metadata}, "weight_map": split.tensor_to_filename}
+        write_atomically(directory / INDEX, (json.dumps(index, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    stale = [path for path in directory.iterdir() if path.name not in split.filename_to_tensors
+             and (SHARD.fullmatch(path.name) or path.name == INDEX and not split.is_sharded)]  # fmt: skip
+    for path in stale:
+        path.unlink(missing_ok=True)
 
 
 def written_dtype(tensors) -> str:

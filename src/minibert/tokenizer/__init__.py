@@ -17,6 +17,7 @@ The modules, read in this order:
   and every rule of adding them (``AddedTokens``);
 * ``framing.py`` — ``[CLS] A [SEP] (B [SEP])``, the segment ids: the one home of BERT's framing;
 * ``call_api.py`` — transformers' call API: framing, truncation, overflow windows, padding, ``pad``;
+  ``pad_columns.py`` — what ``pad`` is given, as columns, and its tensors (a collator's labels keep their type);
   ``call_request.py`` — one ``CallRequest`` per call, its arguments parsed and checked once;
   ``encoding.py`` — ``BatchEncoding`` and the maps back to words
   and characters, truncation plans and padding;
@@ -39,11 +40,16 @@ from .files import google_lower_case
 from .vocab_file import load_vocab
 from .wordpiece_trainer import save_vocabulary, train_wordpiece
 
+# transformers 5's BertTokenizerFast is its BertTokenizer (one class, the tokenizers library's speed
+# and offsets), and so it is here: the name tutorials written for transformers 4 import.
+BertTokenizerFast = BertTokenizer
+
 __all__ = [
     "AddedToken",
     "BasicTokenizer",
     "BatchEncoding",
     "BertTokenizer",
+    "BertTokenizerFast",
     "FastBasicTokenizer",
     "WordPieceTokenizer",
     "google_lower_case",

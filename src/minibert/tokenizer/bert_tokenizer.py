@@ -24,7 +24,7 @@ from .added_tokens import AddedToken, AddedTokens, Unit
 from .algorithm import WordPieceTokenizer, clean_up_tokenization, join_pieces, piece_spans
 from .arguments import VERY_LARGE_INTEGER, check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
-from .directory import read_tokenizer_files, write_tokenizer_files
+from .directory import check_save_keywords, read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces
 from .fast_basic import FastBasicTokenizer
 from .files import _DEFAULT_SPECIAL_TOKENS, SPECIAL_TOKEN_NAMES, casing_contradiction
@@ -141,10 +141,12 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         tokenizer.name_or_path = os.fspath(name_or_path)
         return tokenizer
 
-    def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
+    def save_pretrained(self, save_directory: str | os.PathLike, **keywords) -> tuple[str, ...]:
         """Write ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json`` to a
         directory (created if needed; each file written atomically), loadable by
-        ``BertTokenizer.from_pretrained`` and by transformers' ``AutoTokenizer``."""
+        ``BertTokenizer.from_pretrained`` and by transformers' ``AutoTokenizer``. transformers'
+        ``legacy_format`` (None or True) and ``push_to_hub=False`` are taken (directory.py)."""
+        check_save_keywords(keywords)
         return write_tokenizer_files(self, save_directory)
 
     # ------------------------------------------------------------------ text → pieces

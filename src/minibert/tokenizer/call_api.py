@@ -22,7 +22,6 @@ from ..errors import InputTypeError
 from .arguments import check_count, has_length_limit
 from .call_request import CallRequest, Side, padding_mode
 from .encoding import (
-    PAD_VALUES,
     BatchEncoding,
     Pieces,
     check_side,
@@ -32,6 +31,7 @@ from .encoding import (
     truncation_plan,
 )
 from .framing import added_by_framing, frame, segment_ids, special_tokens_mask
+from .pad_columns import columns_to_pad, padded_tensors
 from .transformers4_calls import Transformers4Calls
 
 logger = logging.getLogger("minibert")
@@ -328,7 +328,7 @@ class TransformersCallAPI(Transformers4Calls):
         >>> tok.pad([{"input_ids": [101, 102]}, {"input_ids": [101, 7592, 102]}])["input_ids"]  # doctest: +SKIP
         [[101, 102, 0], [101, 7592, 102]]
         """
-        columns, single, return_tensors = _columns_to_pad(encoded_inputs, return_tensors)
+        columns, single, return_tensors = columns_to_pad(encoded_inputs, return_tensors)
         if return_attention_mask is not False and "attention_mask" not in columns:
             columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
         mode = padding_mode(padding)
@@ -345,7 +345,7 @@ class TransformersCallAPI(Transformers4Calls):
         if return_attention_mask is False:  # (transformers keeps an unpadded one: ragged, out of step)
             columns.pop("attention_mask", None)
         if return_tensors is not None:
-            columns = to_tensors(columns, return_tensors)
+            columns = padded_tensors(columns, return_tensors)
         return BatchEncoding({key: rows[0] for key, rows in columns.items()} if single else columns)
 
 
@@ -357,32 +357,6 @@ def _fingerprint(columns: dict[str, list]) -> int:
 def _alignment_of(columns: dict[str, list]) -> dict[str, list]:
     """The tracked columns under the names BatchEncoding keeps them."""
     return dict(zip(("_offsets", "_word_ids", "_sequence_ids"), (columns[name] for name in ALIGNMENT_COLUMNS)))
-
-
-def _columns_to_pad(encoded_inputs, return_tensors: str | None) -> tuple[dict[str, list], bool, str | None]:
-    """``pad``'s input as columns of lists: (columns, was it one example, the tensor kind to return)."""
-    if isinstance(encoded_inputs, Sequence) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
-        keys = list(encoded_inputs[0])
-        if any(set(example) != set(keys) for example in encoded_inputs):
-            raise ValueError("pad: every example must have the same keys")
-        encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in keys}
-    if not isinstance(encoded_inputs, Mapping) or "input_ids" not in encoded_inputs:
-        raise ValueError("pad expects a dict (or a list of dicts) with input_ids")
-    columns = {}
-    for key, value in encoded_inputs.items():
-        if hasattr(value, "tolist"):  # a torch tensor or numpy array
-            return_tensors = return_tensors or ("pt" if type(value).__module__.startswith("torch") else "np")
-            value = value.tolist()
-        elif isinstance(value, list) and value and hasattr(value[0], "tolist"):
-            return_tensors = return_tensors or ("pt" if type(value[0]).__module__.startswith("torch") else "np")
-            value = [row.tolist() for row in value]
-        columns[key] = value
-    single = not columns["input_ids"] or not isinstance(columns["input_ids"][0], (list, tuple))
-    if single:
-        columns = {key: [value] for key, value in columns.items()}
-    columns = {key: [list(row) for row in rows] if key in PAD_VALUES or key == "input_ids" else rows
-               for key, rows in columns.items()}  # fmt: skip
-    return columns, single, return_tensors
 
 
 def _call_signature() -> inspect.Signature:

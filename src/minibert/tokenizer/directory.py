@@ -179,6 +179,23 @@ def tokenizer_class(tokenizer) -> str:
     return "BertTokenizer" if tokenizer.do_basic_tokenize else "BertTokenizerLegacy"
 
 
+def check_save_keywords(keywords: dict) -> None:
+    """transformers' tokenizer ``save_pretrained`` keywords that minibert honours: ``legacy_format``
+    None or True (vocab.txt and tokenizer_config.json, transformers' "legacy" files, are what minibert
+    writes) and ``push_to_hub=False``. False and True, another keyword: refused, saying why."""
+    unknown = sorted(set(keywords) - {"legacy_format", "push_to_hub"})
+    if unknown:
+        raise TypeError(f"save_pretrained() got unexpected keyword arguments {unknown}; besides save_directory, "
+                        "it takes transformers' legacy_format (None or True) and push_to_hub=False")  # fmt: skip
+    if keywords.get("legacy_format", None) not in (None, True):
+        raise ValueError(f"save_pretrained: legacy_format={keywords['legacy_format']!r} asks for tokenizer.json "
+                         "alone; minibert writes vocab.txt and tokenizer_config.json, which minibert and "
+                         "transformers load: leave legacy_format out")  # fmt: skip
+    if keywords.get("push_to_hub", False) is not False:
+        raise ValueError("save_pretrained: minibert does not upload (push_to_hub=True); save, then upload the "
+                         "folder: huggingface_hub.upload_folder(repo_id='you/name', folder_path=FOLDER)")  # fmt: skip
+
+
 def write_tokenizer_files(tokenizer, save_directory) -> tuple[str, ...]:
     """``BertTokenizer.save_pretrained``: the directory (created if needed), the files together or
     not at all (formats/file_sets.py). A ``tokenizer.json`` already there (transformers 5 saves

@@ -22,7 +22,14 @@ a linear warmup ``t / warmup`` from 0, then
 
 * ``get_linear_schedule_with_warmup``: down to 0 in a straight line at ``num_training_steps``;
 * ``get_cosine_schedule_with_warmup``: half a cosine (``num_cycles=0.5``) down to 0;
-* ``get_constant_schedule_with_warmup``: the optimizer's rate, constant.
+* ``get_constant_schedule_with_warmup``: the optimizer's rate, constant;
+* ``get_constant_schedule``: the optimizer's rate from the first step (no warmup).
+
+``get_scheduler(name, optimizer, num_warmup_steps, num_training_steps)``, the HF course's
+Trainer-free loop's spelling, picks one of them by transformers' name ("linear", "cosine",
+"constant", "constant_with_warmup"), taking the arguments as transformers' does. transformers'
+other schedules (polynomial, cosine with restarts, inverse square root, ...) are not here: asked
+for, ``get_scheduler`` says so and names transformers' function, which schedules any torch optimizer.
 
 The step counts are ints (numpy's too) or floats, as transformers takes them: a warmup of
 ``0.1 * num_training_steps`` (12.8 of 128 steps) rises by 1/12.8 a step.
@@ -40,7 +47,8 @@ import operator
 
 from torch.optim.lr_scheduler import LambdaLR
 
-__all__ = ["get_constant_schedule_with_warmup", "get_cosine_schedule_with_warmup", "get_linear_schedule_with_warmup"]
+__all__ = ["get_constant_schedule", "get_constant_schedule_with_warmup", "get_cosine_schedule_with_warmup",
+           "get_linear_schedule_with_warmup", "get_scheduler"]  # fmt: skip
 
 
 def _steps(value, name: str) -> int | float:
@@ -103,3 +111,50 @@ def get_constant_schedule_with_warmup(optimizer, num_warmup_steps: int, last_epo
     """From 0 up to the optimizer's rate over ``num_warmup_steps``, then constant."""
     factor = functools.partial(_constant, warmup=_steps(num_warmup_steps, "num_warmup_steps"))
     return LambdaLR(optimizer, factor, last_epoch)
+
+
+def get_constant_schedule(optimizer, last_epoch: int = -1) -> LambdaLR:
+    """The optimizer's rate at every step (transformers' function of that name)."""
+    return LambdaLR(optimizer, functools.partial(_constant, warmup=0), last_epoch)
+
+
+# transformers' get_scheduler names that minibert has: the function, and whether it takes the total.
+SCHEDULES = {"linear": (get_linear_schedule_with_warmup, True), "cosine": (get_cosine_schedule_with_warmup, True),
+             "constant": (get_constant_schedule, False),
+             "constant_with_warmup": (get_constant_schedule_with_warmup, False)}  # fmt: skip
+# transformers' other names (its SchedulerType), with the function of transformers that makes each.
+ELSEWHERE = {"cosine_with_restarts": "get_cosine_with_hard_restarts_schedule_with_warmup",
+             "polynomial": "get_polynomial_decay_schedule_with_warmup", "inverse_sqrt": "get_inverse_sqrt_schedule",
+             "reduce_lr_on_plateau": "get_reduce_on_plateau_schedule",
+             "cosine_with_min_lr": "get_cosine_with_min_lr_schedule_with_warmup",
+             "cosine_warmup_with_min_lr": "get_cosine_with_min_lr_schedule_with_warmup_lr_rate",
+             "warmup_stable_decay": "get_wsd_schedule", "greedy": "get_greedy_schedule"}  # fmt: skip
+
+
+def get_scheduler(name, optimizer, num_warmup_steps: int | None = None, num_training_steps: int | None = None,
+                  scheduler_specific_kwargs: dict | None = None) -> LambdaLR:  # fmt: skip
+    """transformers' ``get_scheduler``: the schedule called ``name`` ("linear", "cosine", "constant",
+    "constant_with_warmup"; transformers' ``SchedulerType`` too), as transformers builds it: "constant"
+    takes neither step count, "constant_with_warmup" the warmup alone (both ignore
+    ``scheduler_specific_kwargs``, as there), "linear" and "cosine" both counts and the keywords
+    (``{"num_cycles": 2}``). A missing count is a ValueError; a name transformers has and minibert
+    does not is a ValueError naming transformers' function."""
+    name = getattr(name, "value", name)  # transformers' SchedulerType is a str Enum
+    if name not in SCHEDULES:
+        names = ", ".join(map(repr, SCHEDULES))
+        if name in ELSEWHERE:
+            raise ValueError(f"get_scheduler: minibert has no {name!r} schedule (it has {names}); transformers makes "
+                             f"it: `from transformers import get_scheduler` (or {ELSEWHERE[name]}) schedules any "
+                             "torch optimizer, a minibert model's too")  # fmt: skip
+        raise ValueError(f"get_scheduler: {name!r} is not a schedule's name; the names are {names}")
+    make, needs_total = SCHEDULES[name]
+    if name == "constant":
+        return make(optimizer)
+    if num_warmup_steps is None:
+        raise ValueError(f"get_scheduler({name!r}) requires num_warmup_steps")
+    if not needs_total:
+        return make(optimizer, num_warmup_steps=num_warmup_steps)
+    if num_training_steps is None:
+        raise ValueError(f"get_scheduler({name!r}) requires num_training_steps")
+    return make(optimizer, num_warmup_steps=num_warmup_steps, num_training_steps=num_training_steps,
+                **(scheduler_specific_kwargs or {}))  # fmt: skip

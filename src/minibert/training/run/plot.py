@@ -6,7 +6,12 @@ at most ``POINTS`` points per curve, each the mean of a stretch of consecutive s
 
 A pre-training run's lines hold the three losses; a fine-tuning run's the loss alone (no masked-LM
 or next-sentence loss: that is how a run is told, since every run's lines carry an "epoch"), and
-the dev figures (``dev_accuracy``, ...) where it was evaluated, drawn on a second axis.
+the dev figures (``dev_accuracy``, ...) where it was evaluated, drawn on a second axis. The loss
+axis names its unit from the run's task (finetune.json): nats for the cross-entropies, the mean
+squared error for ``--task regress``.
+
+A folder without metrics.jsonl is answered with what it is: missing, a run's best/ (whose run
+holds the curve), a sweep's folder (whose trials do), or no run at all.
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ from pathlib import Path
 
 from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder, write_atomically
+from ...formats.json_files import parse_json
+from ..tasks import LOSS_UNITS
 
 LOSSES = ("loss", "mlm_loss", "nsp_loss")
 PRE_TRAINING_LOSSES = frozenset(LOSSES[1:])  # what only a pre-training run's lines hold
 POINTS = 2000  # at most this many points per curve (a 7-inch figure at 100 dpi is 700 pixels wide)
+RUN_NOTE, BEST, SWEEP = "finetune.json", "best", "sweep.json"  # a finetune run's note, its best/, a sweep's table
 
 
 def iter_metrics(run: str | Path) -> Iterator[dict]:
@@ -33,8 +41,8 @@ def iter_metrics(run: str | Path) -> Iterator[dict]:
     path = Path(run) / "metrics.jsonl"
     try:
         handle = open(path, "rb")
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist: {run} is not a minibert pretrain run") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise DataError(not_a_run(Path(run))) from None
     except IsADirectoryError:
         raise DataError(f"{path} is a directory, not a run's metrics file") from None
     with handle:
@@ -56,6 +64,46 @@ def iter_metrics(run: str | Path) -> Iterator[dict]:
                 raise DataError(f'{path}, line {number}: a step\'s line holds an integer "step" and the numbers '
                                 f"{', '.join(LOSSES)}")  # fmt: skip
             yield record
+
+
+def not_a_run(run: Path) -> str:
+    """What to say of ``run``, which holds no metrics.jsonl: that it does not exist; that it is a
+    run's best/ (the curve is the run's: plot the folder above), or the best/ a run made without
+    --dev does not have; that it is a sweep's folder (plot a trial); else that it is no run's folder."""
+    reason = why_not_a_folder(run)
+    above = run.parent
+    is_best = run.name == BEST and (above / "metrics.jsonl").is_file()
+    if reason and is_best:
+        return (f"{run} {reason}: the run in {above} keeps no best/, because it was made without --dev (or has not "
+                f"been evaluated yet); its curve is the run's: minibert plot {above}")  # fmt: skip
+    if reason:
+        return f"{run} {reason}"
+    if is_best:
+        return (f"{run} is the best checkpoint of the run in {above} (its weights, without the metrics); its curve "
+                f"is the run's: minibert plot {above}")  # fmt: skip
+    if (run / SWEEP).is_file():
+        trials = sorted(path.name for path in run.iterdir() if (path / "metrics.jsonl").is_file())
+        shown = ", ".join(trials[:3]) + (f", ... ({len(trials)} in all)" if len(trials) > 3 else "")
+        if trials:
+            return (f"{run} is a sweep's folder: each trial is a run with its curve, minibert plot "
+                    f"{run / trials[0]} (its trials: {shown})")  # fmt: skip
+        return f"{run} is a sweep's folder, whose trials have no metrics.jsonl yet"
+    return (f"{run / 'metrics.jsonl'} does not exist: {run} is not the folder of a minibert pretrain or "
+            "finetune run")  # fmt: skip
+
+
+def loss_label(run: str | Path, pre_training: bool) -> str:
+    """The loss axis's name, with the unit of the run's task (``LOSS_UNITS``): "loss (nats)" for the
+    cross-entropies, "loss (mean squared error)" for regress; a fine-tuning run whose finetune.json
+    does not say its task, plain "loss"."""
+    task = "pretraining" if pre_training else None
+    if task is None:
+        try:
+            task = parse_json((Path(run) / RUN_NOTE).read_bytes())["options"]["task"]
+        except (OSError, ValueError, KeyError, TypeError):
+            task = None
+    unit = LOSS_UNITS.get(task) if isinstance(task, str) else None
+    return f"loss ({unit})" if unit else "loss"
 
 
 def read_metrics(run: str | Path) -> list[dict]:
@@ -158,7 +206,7 @@ def draw_run(run: str | Path):
         more_handles, more_labels = right.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
     axis.set_xlabel("step" if means.width == 1 else f"step (each point the mean of {means.width} steps)")
-    axis.set_ylabel("loss (nats)")
+    axis.set_ylabel(loss_label(run, not fine_tuning))
     axis.set_title(f"minibert {'finetune' if fine_tuning else 'pretrain'}: {Path(run).name}")
     axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.13 if dev else 1.02, 1.0), borderaxespad=0)
     axis.grid(alpha=0.3)

@@ -15,6 +15,10 @@ The order is a pure function of (N, B, seed), so a resumed run continues it, and
 it in the run folder (``order.jsonl``: one line per step, the 0-based indices of its examples in
 the training file) for any reference to replay.
 
+Each epoch's shuffle is drawn once: ``epoch_permutation`` keeps the last two (a batch may straddle
+two epochs), so a step costs O(B), not O(N), and writing order.jsonl costs O(epochs × N + steps × B),
+line by line to the file. What is held is two epochs' N row numbers (8 bytes each), never the features.
+
 Pre-training (``InstanceOrder``): Google's ``run_pretraining.py`` reads the instances as they stand
 in the TFRecord files (create_pretraining_data.py shuffled them already): batch k holds instances
 kB … kB + B − 1, wrapping at the end.
@@ -25,15 +29,25 @@ kB … kB + B − 1, wrapping at the end.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ...formats.atomic_files import write_atomically
+from ...formats.atomic_files import atomic_output
 
 ORDER_FILE = "order.jsonl"
+
+
+@functools.lru_cache(maxsize=2)  # this epoch and the next: a batch straddles at most two
+def epoch_permutation(examples: int, seed: int, epoch: int) -> np.ndarray:
+    """Epoch ``epoch``'s order (0-based): a permutation of 0 … N − 1, drawn from (seed, epoch) once
+    and kept (read-only: every caller shares it)."""
+    permutation = np.random.default_rng([seed, epoch]).permutation(examples)
+    permutation.flags.writeable = False
+    return permutation
 
 
 @dataclass(frozen=True)
@@ -43,8 +57,8 @@ class TrainingOrder:
     seed: int
 
     def permutation(self, epoch: int) -> np.ndarray:
-        """Epoch ``epoch``'s order (0-based): a permutation of 0 … N − 1, from (seed, epoch)."""
-        return np.random.default_rng([self.seed, epoch]).permutation(self.examples)
+        """Epoch ``epoch``'s order (0-based): a permutation of 0 … N − 1, from (seed, epoch); read-only."""
+        return epoch_permutation(self.examples, self.seed, epoch)
 
     def rows(self, step: int) -> np.ndarray:
         """The examples of the batch after ``step`` updates (0-based): (B,) indices."""
@@ -61,8 +75,12 @@ class TrainingOrder:
         return step * self.batch_size // self.examples > (step - 1) * self.batch_size // self.examples
 
     def write(self, run: Path, steps: int) -> None:
-        lines = (json.dumps({"step": step + 1, "examples": self.rows(step).tolist()}) for step in range(steps))
-        write_atomically(run / ORDER_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
+        """order.jsonl: ``{"step": s, "examples": [...]}`` for s = 1 … ``steps``, written line by line
+        (steps run through the epochs in order, so each epoch's permutation is drawn once)."""
+        with atomic_output(run / ORDER_FILE) as handle:
+            for step in range(steps):
+                line = json.dumps({"step": step + 1, "examples": self.rows(step).tolist()}) + "\n"
+                handle.write(line.encode("utf-8"))
 
 
 @dataclass(frozen=True)
