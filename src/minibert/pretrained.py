@@ -23,14 +23,22 @@ class PretrainedBert(nn.Module):
     config: object  # BertConfig
 
     def __new__(cls, config=None, *args, **kwargs):
-        """Refuse, before any layer is built, what a learner passes in place of a BertConfig: a
-        checkpoint's name or folder (``BertModel("bert-base-uncased")``) names ``from_pretrained``."""
-        if isinstance(config, (str, os.PathLike)):  # (copy and pickle call __new__ with no config: allowed)
-            from .errors import InputTypeError
+        """Refuse, before any layer is built, what a learner passes in place of minibert's BertConfig: a
+        checkpoint's name or folder (``BertModel("bert-base-uncased")``) names ``from_pretrained``;
+        transformers' BertConfig (the same class name) names the conversion."""
+        from .config import BertConfig
+        from .errors import InputTypeError
 
+        if isinstance(config, (str, os.PathLike)):  # (copy and pickle call __new__ with no config: allowed)
             raise InputTypeError(
                 f"{cls.__name__}(config) builds a model with fresh weights from a BertConfig, got the path or name "
                 f"{os.fspath(config)!r}; to load a checkpoint: {cls.__name__}.from_pretrained({os.fspath(config)!r})"
+            )
+        if config is not None and not isinstance(config, BertConfig):
+            kind = f"{type(config).__module__}.{type(config).__qualname__}"
+            raise InputTypeError(
+                f"{cls.__name__}(config) builds a model from minibert's BertConfig, got a {kind}; convert it: "
+                f"{cls.__name__}(minibert.BertConfig.from_dict(config.to_dict()))"
             )
         return super().__new__(cls)
 
