@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 
 import torch
 
-from ..formats.atomic_files import atomic_output
+from ..formats.atomic_files import atomic_output, output_folder
 from .names import HEAD_PREFIXES, minibert_to_checkpoint
 
 
@@ -33,8 +32,7 @@ def save_pretrained(model, directory: str | os.PathLike) -> None:
     """
     from safetensors.torch import save
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = output_folder(directory, "model.safetensors", "config.json")
     with_heads = hasattr(model, "bert")  # a model with heads: the encoder under bert., the heads as cls.*, ...
     tensors = {}
     for name, tensor in model.state_dict().items():
