@@ -10,6 +10,8 @@ from __future__ import annotations
 import builtins
 import errno
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -74,6 +76,31 @@ def test_a_folder_that_takes_no_new_file_is_said_of_the_folder_not_the_temporary
     with pytest.raises(FileWriteError, match=f"^cannot write {gone}: the folder {gone.parent} does not exist$"):
         with naming_the_file(gone), open(gone, "wb"):
             pass
+
+
+@pytest.mark.parametrize("what", ["model", "config"])
+def test_save_pretrained_into_what_cannot_be_a_folder_names_why(tmp_path, what):
+    """``model.save_pretrained(path)`` raised the bare OSErrors of mkdir, where ``config.save_pretrained``
+    named the problem: FileExistsError "File exists" for a path that is a file (the file is not the
+    problem; that it is no folder is), NotADirectoryError for a folder under a file, FileNotFoundError
+    for a folder that cannot be made. Both say it, in one FileWriteError, and write nothing."""
+    import minibert
+
+    config = minibert.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                 intermediate_size=37)  # fmt: skip
+    saving = minibert.BertModel(config) if what == "model" else config
+    files = "model.safetensors and config.json" if what == "model" else "config.json"
+    first = files.split()[0]
+    (tmp_path / "afile").write_text("x")
+    cases = [(tmp_path / "afile", f"cannot save {files} into {tmp_path / 'afile'}: it is a file, not a directory"),
+             (tmp_path / "afile" / "sub", f"cannot save {files} into {tmp_path / 'afile' / 'sub'}: it does not exist "
+                                          f"({tmp_path / 'afile'} is a file, not a directory)")]  # fmt: skip
+    if os.path.isdir("/proc/self"):
+        cases.append((Path("/proc/nope"), f"cannot write /proc/nope/{first}: the folder /proc/nope does not exist"))
+    for directory, said in cases:
+        with pytest.raises(FileWriteError, match=f"^{re.escape(said)}$"):
+            saving.save_pretrained(directory)
+    assert (tmp_path / "afile").read_text() == "x" and sorted(tmp_path.iterdir()) == [tmp_path / "afile"]
 
 
 @pytest.mark.parametrize("command", ["convert", "example-data", "finetune"])

@@ -26,7 +26,7 @@ import torch
 
 import minibert
 from helpers import assert_close, bound_from_exact, exact_reference
-from minibert.errors import CheckpointError, InputTypeError
+from minibert.errors import CheckpointError, InputTypeError, MissingHeadsError
 
 transformers = pytest.importorskip("transformers")
 
@@ -330,8 +330,12 @@ def test_a_checkpoint_with_other_heads_loads_naming_them(tmp_path, caplog):
         ("BertForPreTraining", "BertForSequenceClassification", "has no tensors for a classifier (classifier.*)"
          ", which BertForSequenceClassification needs; it has the masked-LM head (cls.predictions.*) and the "
          "next-sentence head (cls.seq_relationship.*); load it with BertForPreTraining"),
+        # a classifier of two outputs is no BertForMultipleChoice's (one score per choice)
         ("BertForSequenceClassification", "BertForQuestionAnswering", "it has a classifier (classifier.*); load "
-         "it with BertForSequenceClassification, BertForTokenClassification or BertForMultipleChoice"),
+         "it with BertForSequenceClassification or BertForTokenClassification (or pass"),
+        # one output: each class loads it; config.json's architectures first
+        ("BertForMultipleChoice", "BertForQuestionAnswering", "it has a classifier (classifier.*); load it with "
+         "BertForMultipleChoice, BertForSequenceClassification or BertForTokenClassification (or pass"),
     ],
 )  # fmt: skip
 def test_missing_heads_are_named_with_what_the_checkpoint_has(saved_as, loaded_as, says, tmp_path):
@@ -339,6 +343,29 @@ def test_missing_heads_are_named_with_what_the_checkpoint_has(saved_as, loaded_a
     with pytest.raises(CheckpointError) as error:
         getattr(minibert, loaded_as).from_pretrained(directory)
     assert says in str(error.value), str(error.value)
+
+
+@pytest.mark.parametrize("saved_as, num_labels", [
+    ("BertForSequenceClassification", 1), ("BertForSequenceClassification", 2), ("BertForTokenClassification", 3),
+    ("BertForMultipleChoice", 2), ("BertForPreTraining", 2), ("BertForQuestionAnswering", 2)])  # fmt: skip
+def test_every_class_the_advice_names_loads_the_checkpoint(saved_as, num_labels, tmp_path):
+    """No false advice: for each class that cannot load the checkpoint, every class its MissingHeadsError
+    names loads it; and where a head of the wrong shape is the class's fault (a 2-label classifier loaded as
+    BertForMultipleChoice), the error names the class config.json says, not a config.json of another model."""
+    directory, reference = saved(tmp_path, saved_as, num_labels=num_labels)
+    for loaded_as in HEADS:
+        if loaded_as == saved_as:
+            continue
+        try:
+            getattr(minibert, loaded_as).from_pretrained(directory)
+        except MissingHeadsError as error:
+            named = re.search(r"; load it with (.*) \(or pass", str(error)).group(1)
+            for advised in re.split(r", | or ", named):
+                getattr(minibert, advised).from_pretrained(directory)  # loads
+        except (CheckpointError, ValueError) as error:
+            if "wrong shape" in str(error):
+                assert f"config.json says this is a {saved_as}: load it with that class" in str(error), str(error)
+                assert "belongs to another model" not in str(error)
 
 
 def test_a_misshaped_classifier_lists_it(tmp_path):

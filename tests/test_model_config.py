@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import minibert
 from helpers import assert_close, compare_outputs
 from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer, CheckpointError
 from minibert.activations import ACTIVATIONS, REFUSED
@@ -333,3 +334,79 @@ def test_use_cache_is_set_as_transformers_trainer_sets_it(tmp_path):
     assert BertForPreTraining.from_pretrained(tmp_path / "saved").config.use_cache is False
     with pytest.raises(ValueError, match="config.use_cache must be True or False, got 1"):
         model.config.use_cache = 1
+
+
+SHAPE = dict(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=37)
+CONSTRUCTOR_FIELDS = [{"num_labels": 3}, {"id2label": {0: "neg", 1: "pos"}}, {"num_labels": 3, "id2label": {0: "a"}},
+                      {"problem_type": "regression"}, {"classifier_dropout": 0.2}, {"output_hidden_states": True},
+                      {"return_dict": False}, {"finetuning_task": "mnli"}]  # fmt: skip
+
+
+@pytest.mark.parametrize("fields", CONSTRUCTOR_FIELDS, ids=[",".join(fields) for fields in CONSTRUCTOR_FIELDS])
+def test_the_constructor_takes_config_json_fields_as_transformers_and_from_dict(fields):
+    """``BertConfig(..., num_labels=3)``, transformers' way to make a new classifier's config, is what
+    transformers' constructor makes of it, and what ``from_dict`` makes of the same fields (it was
+    Python's own TypeError, unexpected keyword argument)."""
+    ours, theirs = BertConfig(**SHAPE, **fields), transformers.BertConfig(**SHAPE, **fields)
+    assert ours.to_dict() == BertConfig.from_dict({**SHAPE, **fields}).to_dict()
+    for name in ("num_labels", "id2label", "problem_type", "classifier_dropout", "output_hidden_states",
+                 "return_dict", "finetuning_task"):  # fmt: skip
+        assert getattr(ours, name) == getattr(theirs, name, None), name  # (transformers 5: finetuning_task if given)
+    if theirs.label2id is not None:  # (transformers 5 leaves it None beside an id2label given alone)
+        assert ours.label2id == theirs.label2id
+    built, reference = (library.BertForSequenceClassification(config) for library, config in
+                        ((minibert, ours), (transformers, theirs)))  # fmt: skip
+    assert built.classifier.out_features == reference.classifier.out_features
+
+
+def test_the_constructor_refuses_what_minibert_does_not_compute_and_names_what_it_takes():
+    """A value minibert refuses in config.json is refused as a keyword, with the same message; a keyword
+    neither library knows is a TypeError listing what is taken (transformers keeps it as an attribute
+    nothing reads: docs/checkpoints.md)."""
+    with pytest.raises(CheckpointError, match="position_embedding_type = \"relative_key\": relative position .*"
+                                              "minibert refuses it"):  # fmt: skip
+        BertConfig(**SHAPE, position_embedding_type="relative_key")
+    taken = r"unexpected keyword arguments \['num_label'\]: it takes its fields vocab_size, .*, extra, and "
+    with pytest.raises(TypeError, match=taken + "config.json's other fields .*num_labels"):
+        BertConfig(**SHAPE, num_label=3)
+    assert transformers.BertConfig(**SHAPE, num_label=3).num_labels == 2  # (theirs: kept, unread)
+
+
+@pytest.mark.parametrize("field, value", [("layer_norm_eps", float("nan")), ("hidden_act", "swiglu"), ("vocab_size", 0),
+                                          ("hidden_size", 2.5), ("pad_token_id", -1), ("extra", None)])  # fmt: skip
+def test_a_field_set_alone_is_checked_as_the_constructor_checks_it(field, value):
+    """``config.layer_norm_eps = float("nan")`` was taken as it was (the model then gave NaN everywhere),
+    though ``BertConfig(layer_norm_eps=float("nan"))`` is refused."""
+    config = BertConfig(**SHAPE)
+    kept = getattr(config, field)
+    with pytest.raises(ValueError, match=f"field {field}"):
+        setattr(config, field, value)
+    assert getattr(config, field) == kept
+
+
+def test_a_config_changed_after_it_was_made_is_checked_when_a_model_is_built():
+    """``check_domains`` ran in the constructor alone: 5 heads set on a width of 32 built a model that
+    failed inside ``view`` at its first call (transformers refuses it when the model is built, as now
+    here). What holds between two fields is checked at build, so that they can be set one after the other;
+    so is a config changed around the setters (``object.__setattr__``, ``config.extra = {...}``)."""
+    config, theirs = BertConfig(**SHAPE), transformers.BertConfig(**SHAPE)
+    config.num_attention_heads = theirs.num_attention_heads = 5
+    with pytest.raises(ValueError, match=r"hidden_size = 32 is not a multiple of num_attention_heads = 5"):
+        minibert.BertModel(config)
+    with pytest.raises(ValueError, match=r"hidden size \(32\) is not a multiple of the number of attention heads"):
+        transformers.BertModel(theirs)
+    with pytest.raises(ValueError, match="not a multiple"):
+        minibert.BertForSequenceClassification(config)
+    config.hidden_size = 40  # the width next: now a whole head size
+    assert minibert.BertModel(config).config.head_size == 8
+    config.pad_token_id = 99
+    with pytest.raises(ValueError, match=r"pad_token_id = 99: must be an id in the vocabulary \[0, 99\)"):
+        minibert.BertModel(config)
+    config.vocab_size = 100
+    minibert.BertModel(config)
+    for field, value, error in [("layer_norm_eps", float("nan"), ValueError),
+                                ("extra", {"position_embedding_type": "relative_key"}, CheckpointError)]:  # fmt: skip
+        changed = dataclasses.replace(config)
+        object.__setattr__(changed, field, value)  # (around the setter)
+        with pytest.raises(error, match=field if field != "extra" else "position_embedding_type"):
+            minibert.BertForMaskedLM(changed)

@@ -13,7 +13,8 @@ import re
 import pytest
 import torch
 
-from minibert import BertForMaskedLM, BertModel, BertTokenizer, Embedder
+import minibert
+from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel, BertTokenizer, Embedder
 from minibert.errors import InputTypeError, MinibertError, ModelNotFoundError, TransformersNameError
 from minibert.loading.names import RENAMES
 
@@ -364,6 +365,20 @@ def test_a_model_built_from_a_path_says_from_pretrained(minilm_dir):
         with pytest.raises(TypeError, match="builds a model with fresh weights from a BertConfig"):
             cls(minilm_dir)  # a Path too
     assert isinstance(BertModel.from_pretrained(str(minilm_dir)), BertModel)  # what it says works
+
+
+def test_a_model_built_from_transformers_config_says_how_to_convert_it():
+    """Both libraries call their class BertConfig: transformers' given to a minibert class was AttributeError
+    'BertConfig' object has no attribute 'head_size', naming neither library; the conversion it names works."""
+    transformers = pytest.importorskip("transformers")
+    theirs = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                     intermediate_size=37, num_labels=3)  # fmt: skip
+    for cls in (BertModel, BertForSequenceClassification):
+        said = f"got a transformers.models.bert.configuration_bert.BertConfig; convert it: {cls.__name__}(minibert."
+        with pytest.raises(InputTypeError, match=re.escape(said + "BertConfig.from_dict(config.to_dict()))")):
+            cls(theirs)
+    converted = minibert.BertConfig.from_dict(theirs.to_dict())
+    assert BertForSequenceClassification(converted).classifier.out_features == 3
 
 
 # ----------------------------------------------------------------------------- two texts where one is taken

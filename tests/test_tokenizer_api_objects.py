@@ -128,3 +128,27 @@ def test_resize_pads_to_a_multiple_as_transformers(tmp_path, new_num_tokens, mul
     assert model(torch.tensor([[1, 2]])).logits.shape[-1] == theirs.num_embeddings
     with pytest.raises(ValueError, match="pad_to_multiple_of must be a positive int"):
         model.resize_token_embeddings(100, pad_to_multiple_of=2.5)
+
+
+def test_resize_below_the_pad_row_gives_transformers_table_and_a_config_that_loads(tmp_path):
+    """Fewer rows than pad_token_id + 1 was torch's bare AssertionError ('Padding_idx must be within
+    num_embeddings'). transformers' table: the first rows, no padding row. Here too, and config.pad_token_id
+    is None, which the table now says (transformers keeps 50, and its own from_pretrained of the saved
+    folder then fails on that same assertion); a warning names the row dropped."""
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=37, pad_token_id=50)  # fmt: skip
+    transformers.BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    model = minibert.BertForMaskedLM.from_pretrained(tmp_path / "mlm")
+    reference = transformers.BertForMaskedLM.from_pretrained(str(tmp_path / "mlm"))
+    with pytest.warns(UserWarning, match=r"resize_token_embeddings\(40\) drops the \[PAD\] row \(pad_token_id = 50\)"):
+        table = model.resize_token_embeddings(40)
+    theirs = reference.resize_token_embeddings(40)
+    assert (table.num_embeddings, table.padding_idx) == (theirs.num_embeddings, theirs.padding_idx) == (40, None)
+    assert torch.equal(table.weight, theirs.weight)
+    assert model.config.pad_token_id is None and model.config.vocab_size == 40
+    ids = torch.tensor([[1, 39, 2, 3]])
+    with torch.no_grad():
+        assert float((model(ids).logits - reference(ids).logits).abs().max()) <= 1e-5  # (ATOL of the float32 forward)
+    model.save_pretrained(tmp_path / "resized")
+    again = minibert.BertForMaskedLM.from_pretrained(tmp_path / "resized")
+    assert again.get_input_embeddings().num_embeddings == 40 and again.config.pad_token_id is None

@@ -5,6 +5,7 @@ disagrees, a missing folder or repo) gets a clear error of a documented type nam
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -67,6 +68,46 @@ def test_shape_disagrees_with_config(checkpoint):
     # under the file's own names, as the missing ones (minibert's layers.0.feed_forward... is in no file)
     assert "encoder.layer.0.intermediate.dense.weight (1536, 384) (expected (1024, 384))" in message
     assert "config.json belongs to another model" in message
+
+
+@pytest.mark.parametrize("copy_as", ["embeddings.LayerNorm.gamma", "bert.embeddings.LayerNorm.weight"])
+def test_one_weight_stored_twice_with_different_values_is_refused_naming_both(checkpoint, copy_as):
+    """Two stored names that give one weight (TensorFlow's gamma beside weight, bert.X beside X): which copy
+    is the model's the file does not say (transformers keeps one without a word; minibert kept the other)."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(checkpoint / "model.safetensors"))
+    state[copy_as] = state["embeddings.LayerNorm.weight"] + 0.5
+    save_file(state, str(checkpoint / "model.safetensors"))
+    names = sorted(["embeddings.LayerNorm.weight", copy_as])
+    said = f"{names[0]} and {names[1]} both give embeddings.layer_norm.weight, with different values (max |Δ| 0.5)"
+    with pytest.raises(CheckpointError, match=r"weights stored twice, under two names \(1\): " + re.escape(said)):
+        BertModel.from_pretrained(checkpoint)
+    state[copy_as] = state["embeddings.LayerNorm.weight"].clone()  # the same values: one weight, loaded
+    save_file(state, str(checkpoint / "model.safetensors"))
+    loaded = BertModel.from_pretrained(checkpoint).embeddings.layer_norm.weight
+    assert torch.equal(loaded, state["embeddings.LayerNorm.weight"])
+
+
+def test_one_weight_in_two_shards_under_two_spellings_is_refused(checkpoint):
+    """docs/checkpoints.md: a shard holding a tensor another shard holds is an error naming it, under
+    either spelling (bert.X in one shard, X in the other), with a different shape too."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(checkpoint / "model.safetensors"))
+    (checkpoint / "model.safetensors").unlink()
+    save_file(state, str(checkpoint / "model-00001-of-00002.safetensors"))
+    name = "bert.embeddings.word_embeddings.weight"
+    for other, said in [(state["embeddings.word_embeddings.weight"] * 3, "with different values"),
+                        (state["embeddings.word_embeddings.weight"][:7], "(7, 384) both give")]:  # fmt: skip
+        save_file({name: other.contiguous()}, str(checkpoint / "model-00002-of-00002.safetensors"))
+        weight_map = {**dict.fromkeys(state, "model-00001-of-00002.safetensors"),
+                      name: "model-00002-of-00002.safetensors"}  # fmt: skip
+        (checkpoint / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+        both = r"embeddings.word_embeddings.weight .*and " + re.escape(name)
+        with pytest.raises(CheckpointError, match=both) as error:
+            BertModel.from_pretrained(checkpoint)
+        assert said in str(error.value), str(error.value)
 
 
 def test_malformed_config(checkpoint):

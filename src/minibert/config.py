@@ -13,6 +13,7 @@ transformers ignores them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from .errors import CheckpointError, TransformersNameError
 from .formats.json_files import parse_json, short_json
 from .loading.config_fields import (
     CALL_DEFAULTS,
+    CONFIG_JSON_FIELDS,
     IGNORED,
     INTEGER_RANGES,
     PROBLEM_TYPES,
@@ -33,9 +35,38 @@ from .loading.config_fields import (
 )
 
 
+def _taking_config_json_fields(cls):
+    """``BertConfig(..., num_labels=3)``, as transformers' constructor: a keyword that is not one of the
+    dataclass's fields but that config.json may hold (transformers' BertConfig has it: the labels,
+    ``classifier_dropout``, ``output_hidden_states``, ``position_embedding_type``, ...) goes into ``extra``,
+    as ``from_dict`` puts it, and means what it means there (``__post_init__`` refuses a value minibert does
+    not compute). A keyword neither library knows is a TypeError listing what is taken (transformers keeps
+    it as an attribute that nothing reads)."""
+    made_by_dataclass = cls.__init__
+
+    @functools.wraps(made_by_dataclass)
+    def __init__(self, *args, **keywords):
+        outside = {name: keywords.pop(name) for name in list(keywords) if name not in _FIELD_NAMES}
+        unknown = sorted(set(outside) - set(CONFIG_JSON_FIELDS))
+        if unknown:
+            raise TypeError(
+                f"BertConfig() got unexpected keyword arguments {unknown}: it takes its fields "
+                f"{', '.join(name for name in _FIELD_NAMES if name != 'extra')}, extra, and config.json's other fields "
+                f"(transformers' and older BERT configs'): {', '.join(sorted(CONFIG_JSON_FIELDS))}"
+            )
+        if outside:
+            keywords["extra"] = {**keywords.get("extra", {}), **outside}
+        made_by_dataclass(self, *args, **keywords)
+
+    cls.__init__ = __init__
+    return cls
+
+
+@_taking_config_json_fields
 @dataclass
 class BertConfig:
-    """The shape of a BERT. Defaults are bert-base-uncased's."""
+    """The shape of a BERT. Defaults are bert-base-uncased's. ``BertConfig(num_labels=3)`` keeps a
+    config.json field minibert reads at use in ``extra``, as ``from_dict`` does (``_taking_config_json_fields``)."""
 
     vocab_size: int = 30522  # number of word pieces in vocab.txt
     hidden_size: int = 768  # H: width of every token vector
@@ -56,15 +87,19 @@ class BertConfig:
     model_type = "bert"  # transformers' config.model_type (a class attribute, not a field)
 
     def __setattr__(self, name: str, value) -> None:
-        """The dataclass's fields are set as they are. Of config.json's other fields, those read at use
-        (``SETTABLE``: the heads' ``problem_type``, ``id2label``, ``label2id``, ``num_labels``; each
-        call's defaults ``output_hidden_states``, ``output_attentions``, ``return_dict``) are checked
-        and kept in ``extra``, so that they take effect and ``save_pretrained`` writes them; so is
-        ``use_cache`` (True or False), which transformers' ``Trainer`` sets on every model it is given and
-        which changes nothing here: BERT is an encoder, with no key/value cache to keep. Any other
-        (``config.is_decoder = True``, a typo) would change nothing minibert computes, nor be saved:
-        refused, naming what to do instead."""
+        """The dataclass's fields are set checked, each alone (``config.layer_norm_eps = float("nan")`` is
+        refused, as the constructor refuses it); what holds between two of them (hidden_size a multiple of
+        num_attention_heads, pad_token_id in the vocabulary) is checked when a model is built from the config
+        (``check``), so that they can be set one after the other. Of config.json's other fields, those read at
+        use (``SETTABLE``: the heads' ``problem_type``, ``id2label``, ``label2id``, ``num_labels``; each call's
+        defaults ``output_hidden_states``, ``output_attentions``, ``return_dict``) are checked and kept in
+        ``extra``, so that they take effect and ``save_pretrained`` writes them; so is ``use_cache`` (True or
+        False), which transformers' ``Trainer`` sets on every model it is given and which changes nothing here:
+        BERT is an encoder, with no key/value cache to keep. Any other (``config.is_decoder = True``, a typo)
+        would change nothing minibert computes, nor be saved: refused, naming what to do instead."""
         if name in _FIELD_NAMES:
+            if "extra" in self.__dict__:  # (set up: the constructor checks its fields together, in __post_init__)
+                _check_field(name, value)
             super().__setattr__(name, value)
         elif name in CALL_DEFAULTS:
             if not isinstance(value, bool):
@@ -133,9 +168,17 @@ class BertConfig:
             self._set_id2label({index: f"LABEL_{index}" for index in range(value)})
 
     def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """The whole config checked, as it is built and again when a model is built from it
+        (``BertModel.__init__``: after ``config.x = ...`` or ``dataclasses.replace``, nothing is built
+        from a config the constructor would refuse)."""
         from .activations import check_activation
 
         check_activation(self.hidden_act)
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"field extra must be a dict of config.json's other fields, got {short_json(self.extra)}")
         for name, (computed, meaning) in REFUSED_UNLESS.items():
             if name in self.extra and self.extra[name] not in computed:
                 raise CheckpointError(
@@ -150,16 +193,8 @@ class BertConfig:
     def check_domains(self) -> None:
         """Every number within its domain (type, sign, range) before anything is built: a config
         asking for a million layers or a NaN epsilon is refused at once, in one short line."""
-        for name, (low, high) in INTEGER_RANGES.items():
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-                raise ValueError(f"field {name} = {short_json(value)}: must be an integer from {low:,} to {high:,}")
-        for name, (low, high, low_open) in REAL_RANGES.items():
-            value = getattr(self, name)
-            number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            if not number or not (low < value if low_open else low <= value) or value > high:
-                bound = f"greater than {low:g}" if low_open else f"from {low:g}"
-                raise ValueError(f"field {name} = {short_json(value)}: must be a finite number {bound} to {high:g}")
+        for name in (*INTEGER_RANGES, *REAL_RANGES):
+            _check_number(name, getattr(self, name))
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"field hidden_size = {self.hidden_size} is not a multiple of num_attention_heads = "
@@ -261,7 +296,38 @@ class BertConfig:
         write_atomically(path, self.to_json_string().encode())
 
 
-_FIELD_NAMES = {f.name for f in dataclasses.fields(BertConfig)}
+_FIELD_NAMES = [f.name for f in dataclasses.fields(BertConfig)]
+
+
+def _check_number(name: str, value) -> None:
+    """A number field within its domain (``INTEGER_RANGES``, ``REAL_RANGES``): ValueError naming it."""
+    if name in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[name]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ValueError(f"field {name} = {short_json(value)}: must be an integer from {low:,} to {high:,}")
+    elif name in REAL_RANGES:
+        low, high, low_open = REAL_RANGES[name]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not number or not (low < value if low_open else low <= value) or value > high:
+            bound = f"greater than {low:g}" if low_open else f"from {low:g}"
+            raise ValueError(f"field {name} = {short_json(value)}: must be a finite number {bound} to {high:g}")
+
+
+def _check_field(name: str, value) -> None:
+    """One field set on a built config, checked alone: a number's domain, hidden_act's name,
+    pad_token_id an id or None (whether the vocabulary holds it is ``check_domains``'s), extra a dict."""
+    from .activations import check_activation
+
+    if name == "hidden_act":
+        check_activation(value)
+    elif name == "pad_token_id":
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ValueError(f"field pad_token_id = {short_json(value)}: must be an id (an int from 0) or None")
+    elif name == "extra":
+        if not isinstance(value, dict):
+            raise ValueError(f"field extra must be a dict of config.json's other fields, got {short_json(value)}")
+    else:
+        _check_number(name, value)
 
 
 def labels_by_id(extra: dict) -> tuple[dict[int, str], str | None]:

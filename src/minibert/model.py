@@ -287,6 +287,7 @@ class BertModel(TransformersNames, PretrainedBert):
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
+        config.check()  # (a field set after the config was made: 5 heads for a width of 32, refused here)
         self.config = config
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import warnings
 
 import torch
 from torch import nn
@@ -23,14 +24,22 @@ class PretrainedBert(nn.Module):
     config: object  # BertConfig
 
     def __new__(cls, config=None, *args, **kwargs):
-        """Refuse, before any layer is built, what a learner passes in place of a BertConfig: a
-        checkpoint's name or folder (``BertModel("bert-base-uncased")``) names ``from_pretrained``."""
-        if isinstance(config, (str, os.PathLike)):  # (copy and pickle call __new__ with no config: allowed)
-            from .errors import InputTypeError
+        """Refuse, before any layer is built, what a learner passes in place of minibert's BertConfig: a
+        checkpoint's name or folder (``BertModel("bert-base-uncased")``) names ``from_pretrained``;
+        transformers' BertConfig (the same class name) names the conversion."""
+        from .config import BertConfig
+        from .errors import InputTypeError
 
+        if isinstance(config, (str, os.PathLike)):  # (copy and pickle call __new__ with no config: allowed)
             raise InputTypeError(
                 f"{cls.__name__}(config) builds a model with fresh weights from a BertConfig, got the path or name "
                 f"{os.fspath(config)!r}; to load a checkpoint: {cls.__name__}.from_pretrained({os.fspath(config)!r})"
+            )
+        if config is not None and not isinstance(config, BertConfig):
+            kind = f"{type(config).__module__}.{type(config).__qualname__}"
+            raise InputTypeError(
+                f"{cls.__name__}(config) builds a model from minibert's BertConfig, got a {kind}; convert it: "
+                f"{cls.__name__}(minibert.BertConfig.from_dict(config.to_dict()))"
             )
         return super().__new__(cls)
 
@@ -229,10 +238,19 @@ class PretrainedBert(nn.Module):
             return self._resize_word_embeddings(new_num_tokens, mean_resizing)
 
     def _resize_word_embeddings(self, new_num_tokens: int, mean_resizing: bool) -> nn.Embedding:
+        """The new table. One too short to hold the [PAD] row has none (transformers' table too), and
+        ``config.pad_token_id`` becomes None, which the table then says (transformers keeps an id its
+        own loader then refuses): a warning names the row dropped."""
         embeddings = self.base_model.embeddings
         old = embeddings.word_embeddings
         kept = min(old.num_embeddings, new_num_tokens)
-        new = nn.Embedding(new_num_tokens, old.embedding_dim, padding_idx=old.padding_idx,
+        padding_idx = old.padding_idx
+        if padding_idx is not None and padding_idx >= new_num_tokens:
+            warnings.warn(f"resize_token_embeddings({new_num_tokens}) drops the [PAD] row (pad_token_id = "
+                          f"{padding_idx}): the table has no padding row now, and config.pad_token_id is None",
+                          stacklevel=3)  # fmt: skip
+            padding_idx = self.config.pad_token_id = None
+        new = nn.Embedding(new_num_tokens, old.embedding_dim, padding_idx=padding_idx,
                            device=old.weight.device, dtype=old.weight.dtype)  # fmt: skip
         with torch.no_grad():
             new.weight[:kept] = old.weight[:kept]

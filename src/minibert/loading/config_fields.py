@@ -110,6 +110,10 @@ REFUSED_UNLESS = {
                          "not implemented; minibert computes every layer from the config's own fields"),
 }  # fmt: skip
 
+# The config.json fields besides the dataclass's that minibert accounts for: the keywords BertConfig(...)
+# takes beyond its own fields (config.py), kept in ``extra`` as from_dict keeps them.
+CONFIG_JSON_FIELDS = (*IGNORED, *REFUSED_UNLESS)
+
 
 # The domain of each number (inclusive). The upper bounds are far above any BERT published (the
 # largest has 48 layers, 4,096 wide, 250k pieces) and keep a hostile config from asking for

@@ -20,12 +20,10 @@ changes nothing).
 from __future__ import annotations
 
 import dataclasses
-import errno
 import os
 from pathlib import Path
 
-from ..errors import FileWriteError
-from ..formats.atomic_files import naming_the_file, why_not_a_folder
+from ..formats.atomic_files import naming_the_file, output_folder
 from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, CONFIG_FIELDS, SHAPE_FIELDS
 from .hub import hub_options, resolve_file
 from .transformers_keywords import HUB_KEYWORDS, config_keywords
@@ -82,12 +80,7 @@ def _probability_or_none(name: str, value):
 def save_config(config, save_directory: str | os.PathLike) -> Path:
     """transformers' ``config.save_pretrained(save_directory)``: config.json written atomically into the
     folder (created if needed), as a model's ``save_pretrained`` writes it. Returns the file's path."""
-    directory = Path(save_directory)
-    reason = why_not_a_folder(directory)
-    if reason not in (None, "does not exist"):  # (a file, or a folder under a file: mkdir would say less)
-        raise FileWriteError(errno.ENOTDIR, f"cannot save config.json into {directory}: it {reason}")
-    path = directory / "config.json"
-    with naming_the_file(path, directory):
-        directory.mkdir(parents=True, exist_ok=True)
+    path = output_folder(save_directory, "config.json") / "config.json"
+    with naming_the_file(path):
         config.to_json_file(path)
     return path

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from ..formats.atomic_files import atomic_output, write_atomically
+from ..formats.atomic_files import atomic_output, output_folder, write_atomically
 from .names import HEAD_PREFIXES, minibert_to_checkpoint
 
 WEIGHTS, INDEX = "model.safetensors", "model.safetensors.index.json"
@@ -111,8 +111,7 @@ def save_pretrained(model, directory: str | os.PathLike, options: SaveOptions = 
     the tied decoder weight left out).
     Both minibert and transformers load the result.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = output_folder(directory, WEIGHTS, "config.json")
     if not options.is_main_process:
         return  # as transformers: the folder made on every process, the files written by the main one
     tensors = hub_tensors(model, options.state_dict)

@@ -54,7 +54,7 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
     as transformers warns, unless the model is the bare encoder: every checkpoint with heads has them)."""
     prefix = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
     expected = model.state_dict()
-    renamed, unexpected, unused_heads, stored_as = _renamed(state, expected, prefix)
+    renamed, unexpected, unused_heads, stored_as, twice = _renamed(state, expected, prefix)
     if "mlm_head.bias" in expected:
         _refuse_an_untied_decoder(state, weights_file)
     if "mlm_head.bias" in expected and "mlm_head.bias" not in renamed:  # exports that keep only the decoder's bias
@@ -63,10 +63,11 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
                 renamed["mlm_head.bias"], stored_as["mlm_head.bias"] = state[name], name
     missing = sorted(set(expected) - set(renamed))
     undescribed = sorted(set(renamed) - set(expected))  # BERT tensors the config has no place for (a 7th layer...)
+    misshaped_names = [name for name in sorted(set(expected) & set(renamed))
+                       if renamed[name].shape != expected[name].shape]  # fmt: skip
     misshaped = [  # (under the checkpoint's own names, which users can look for, as the other lists)
         f"{stored_as[name]} {tuple(renamed[name].shape)} (expected {tuple(expected[name].shape)})"
-        for name in sorted(set(expected) & set(renamed))
-        if renamed[name].shape != expected[name].shape
+        for name in misshaped_names
     ]
     wrong_dtype = [  # an integer, boolean or float8 tensor where the model has a weight: refused, not converted
         f"{stored_as[name]} of dtype {str(renamed[name].dtype).removeprefix('torch.')}"
@@ -74,7 +75,7 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
         if expected[name].is_floating_point() and renamed[name].dtype not in WEIGHT_DTYPES
     ]
     if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) \
-            and not misshaped and not wrong_dtype:  # fmt: skip
+            and not misshaped and not wrong_dtype and not twice:  # fmt: skip
         if not new_heads:
             advice = "(or pass new_heads=True to start them from fresh weights, to fine-tune)"
             only_the_pooler = all(name.startswith(prefix + POOLER) for name in missing)
@@ -82,18 +83,19 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
                 advice = ("(pass add_pooling_layer=False to load it without one, as transformers' "
                           "BertModel(config, add_pooling_layer=False) saved it, or new_heads=True to start it "
                           "from fresh weights)")  # fmt: skip
-            raise MissingHeadsError(_missing_heads(model, missing, renamed, unused_heads, weights_file), advice,
-                                    only_the_pooler)  # fmt: skip
+            found = _missing_heads(model, missing, renamed, unused_heads, weights_file, _classifier_rows(state))
+            raise MissingHeadsError(found, advice, only_the_pooler)
         if warn:
             logger.warning("%s: %s starts %d tensors from fresh weights (fine-tune them before use): %s",
                            weights_file, type(model).__name__, len(missing), _first(missing, 6))  # fmt: skip
         for name in missing:
             renamed[name] = _fresh(name, tuple(expected[name].shape), model.config.initializer_range)
         missing = []
-    if missing or misshaped or wrong_dtype or undescribed:
+    if missing or misshaped or wrong_dtype or undescribed or twice:
         problems = {"undescribed": undescribed, "missing": missing, "misshaped": misshaped, "wrong_dtype": wrong_dtype,
-                    "unexpected": unexpected}  # fmt: skip
-        raise CheckpointError(_does_not_fit(weights_file, config_file, prefix, **problems))
+                    "unexpected": unexpected, "twice": twice}  # fmt: skip
+        note = _shape_note(model, misshaped_names) if misshaped else ""
+        raise CheckpointError(_does_not_fit(weights_file, config_file, prefix, note, **problems))
     task_heads = [name for name in unused_heads if checkpoint_to_minibert(name).startswith(TASK_HEADS)]
     if warn and (prefix and unused_heads or task_heads):  # the bare encoder names only fine-tuned heads it ignores
         logger.info("%s: %s has no place for %d tensors of the checkpoint's other heads (ignored): %s", weights_file,
@@ -159,11 +161,15 @@ def rename_in_place(model, state: dict, prefix: str = "") -> None:
             state[target] = _as_linear(name, state.pop(key))
 
 
-def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str], dict[str, str]]:
+def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str], list[str], dict[str, str], list[str]]:
     """(``state`` under minibert's names, TensorFlow kernels transposed; the names the rename table
     does not know and minibert does not ignore; the tensors of heads this model does not have; each
-    renamed tensor's name in the checkpoint)."""
-    renamed, unexpected, unused_heads, stored_as = {}, [], [], {}
+    renamed tensor's name in the checkpoint; the weights stored twice with different values).
+
+    Two stored names can give one weight (``LayerNorm.gamma`` beside ``LayerNorm.weight``, ``bert.X``
+    beside ``X``, in one file or two shards): equal copies are one weight; different ones are refused
+    (``_stored_twice``), as transformers would keep one of them without a word."""
+    renamed, unexpected, unused_heads, stored_as, twice = {}, [], [], {}, []
     for name, tensor in state.items():
         ours = checkpoint_to_minibert(name)
         if ours is None:
@@ -174,8 +180,27 @@ def _renamed(state: dict, expected: dict, prefix: str) -> tuple[dict, list[str],
         if target not in expected and ours.startswith((*HEAD_PREFIXES, POOLER)):
             unused_heads.append(name)  # a head (or the pooler) this class does not have
             continue
-        renamed[target], stored_as[target] = _as_linear(name, tensor), name
-    return renamed, unexpected, unused_heads, stored_as
+        tensor = _as_linear(name, tensor)
+        if target in renamed:
+            clash = _stored_twice(stored_as[target], renamed[target], name, tensor, target)
+            if clash:
+                twice.append(clash)
+            continue
+        renamed[target], stored_as[target] = tensor, name
+    return renamed, unexpected, unused_heads, stored_as, twice
+
+
+def _stored_twice(first_name: str, first: torch.Tensor, name: str, tensor: torch.Tensor, target: str) -> str | None:
+    """Why two stored tensors cannot both be minibert's ``target`` (None: they are one weight, or
+    a header's shapes alone cannot tell, which reading the data then does)."""
+    if first.shape != tensor.shape:
+        return f"{first_name} {tuple(first.shape)} and {name} {tuple(tensor.shape)} both give {target}"
+    if first.is_meta or tensor.is_meta:
+        return None
+    if torch.equal(first, tensor) if first.dtype == tensor.dtype else torch.equal(first.double(), tensor.double()):
+        return None
+    difference = (first.double() - tensor.double()).abs().max().item()
+    return f"{first_name} and {name} both give {target}, with different values (max |Δ| {difference:.3g})"
 
 
 def _placed(ours: str, encoder: str) -> str:
@@ -190,10 +215,14 @@ def _as_linear(name: str, tensor: torch.Tensor) -> torch.Tensor:
     return tensor.t() if name.endswith("/kernel") and tensor.dim() == 2 else tensor
 
 
-def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missing, misshaped, wrong_dtype,
-                  unexpected) -> str:  # fmt: skip
-    """The one message that lists every tensor that does not fit, by kind."""
+def _does_not_fit(weights_file, config_file, prefix: str, note: str, *, undescribed, missing, misshaped, wrong_dtype,
+                  unexpected, twice) -> str:  # fmt: skip
+    """The one message that lists every tensor that does not fit, by kind; ``note``: what a wrong shape means."""
     lines = [f"{weights_file} does not fit the model described by {config_file}:"]
+    if twice:
+        lines.append(f"  weights stored twice, under two names ({len(twice)}): {'; '.join(twice[:4])}"
+                     f"{f'; … and {len(twice) - 4} more' if len(twice) > 4 else ''} (the file does not "
+                     "say which copy is the model's; transformers would keep one of them without a word)")  # fmt: skip
     if undescribed:
         lines.append(f"  tensors config.json has no place for ({len(undescribed)}): "
                      f"{_first(_checkpoint_names(undescribed, prefix))}")  # fmt: skip
@@ -206,9 +235,20 @@ def _does_not_fit(weights_file, config_file, prefix: str, *, undescribed, missin
                      f"(it reads a weight from {WEIGHT_DTYPE_NAMES})")
     if unexpected:
         lines.append(f"  unexpected tensors ({len(unexpected)}): {_first(sorted(unexpected))}")
-    if misshaped:
-        lines.append("  (a shape that disagrees usually means config.json belongs to another model)")
+    if note:
+        lines.append(f"  ({note})")
     return "\n".join(lines)
+
+
+def _shape_note(model, misshaped: list[str]) -> str:
+    """What tensors of the wrong shape (minibert's names) mean: the heads alone, of a checkpoint whose
+    config.json names another class, are that class's (a 2-label classifier is not BertForMultipleChoice's
+    one score); otherwise config.json usually belongs to another model."""
+    saved_as = _saved_as(model)
+    classes = {name for names in _CLASS_FOR_HEADS.values() for name in names}
+    if all(name.startswith(HEAD_PREFIXES) for name in misshaped) and saved_as in classes - {type(model).__name__}:
+        return f"config.json says this is a {saved_as}: load it with that class"
+    return "a shape that disagrees usually means config.json belongs to another model"
 
 
 def _fresh(name: str, shape: tuple[int, ...], std: float) -> torch.Tensor:
@@ -245,9 +285,23 @@ _READ_THE_POOLER = {"BertForPreTraining", "BertForNextSentencePrediction", "Bert
                     "BertForMultipleChoice"}  # fmt: skip
 
 
-def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[str], weights_file: Path) -> str:
+def _saved_as(model) -> str | None:
+    """The class config.json's ``architectures`` names (transformers writes the class it saved), or None."""
+    architectures = model.config.extra.get("architectures")
+    return architectures[0] if isinstance(architectures, list) and architectures else None
+
+
+def _classifier_rows(state: dict) -> int | None:
+    """The number of outputs of the checkpoint's classifier (its weight's rows), None without one."""
+    return next((tensor.shape[0] for name, tensor in state.items()
+                 if checkpoint_to_minibert(name) == "classifier.weight" and tensor.dim() == 2), None)  # fmt: skip
+
+
+def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[str], weights_file: Path,
+                   classifier_rows: int | None) -> str:  # fmt: skip
     """What is true when only head tensors are missing: which heads the class needs, which the
-    checkpoint has, and the class that loads it."""
+    checkpoint has, and the classes that load it: BertForMultipleChoice only for a classifier of one
+    output (a score per choice); config.json's ``architectures`` first."""
 
     def heads_of(names) -> set[str]:
         return {head for name in names for head in HEAD_PREFIXES if name.startswith(head)}
@@ -265,7 +319,10 @@ def _missing_heads(model, missing: list[str], renamed: dict, unused_heads: list[
     no_pooler = not any(name.removeprefix("bert.").startswith(POOLER) for name in renamed) and not any(
         (checkpoint_to_minibert(name) or "").startswith(POOLER) for name in unused_heads)  # the checkpoint has none
     candidates = [name for name in fits
-                  if name != type(model).__name__ and not (no_pooler and name in _READ_THE_POOLER)]  # fmt: skip
+                  if name != type(model).__name__ and not (no_pooler and name in _READ_THE_POOLER)
+                  and not (name == "BertForMultipleChoice" and classifier_rows not in (1, None))]  # fmt: skip
+    saved_as = _saved_as(model)
+    candidates.sort(key=lambda name: name != saved_as)  # (stable: the others keep their order)
     listed = ", ".join(candidates[:-1]) + " or " + candidates[-1] if len(candidates) > 1 else "".join(candidates)
     advice = f"; load it with {listed}" if candidates else ""
     return (f"{weights_file} has no tensors for {' or '.join(needed)}, which {type(model).__name__} needs; "
