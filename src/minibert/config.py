@@ -13,7 +13,6 @@ transformers ignores them.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -24,7 +23,6 @@ from .errors import CheckpointError, TransformersNameError
 from .formats.json_files import parse_json, short_json
 from .loading.config_fields import (
     CALL_DEFAULTS,
-    CONFIG_JSON_FIELDS,
     IGNORED,
     INTEGER_RANGES,
     PROBLEM_TYPES,
@@ -32,41 +30,15 @@ from .loading.config_fields import (
     REAL_RANGES,
     REFUSED_UNLESS,
     SETTABLE,
+    taking_config_json_fields,
 )
 
 
-def _taking_config_json_fields(cls):
-    """``BertConfig(..., num_labels=3)``, as transformers' constructor: a keyword that is not one of the
-    dataclass's fields but that config.json may hold (transformers' BertConfig has it: the labels,
-    ``classifier_dropout``, ``output_hidden_states``, ``position_embedding_type``, ...) goes into ``extra``,
-    as ``from_dict`` puts it, and means what it means there (``__post_init__`` refuses a value minibert does
-    not compute). A keyword neither library knows is a TypeError listing what is taken (transformers keeps
-    it as an attribute that nothing reads)."""
-    made_by_dataclass = cls.__init__
-
-    @functools.wraps(made_by_dataclass)
-    def __init__(self, *args, **keywords):
-        outside = {name: keywords.pop(name) for name in list(keywords) if name not in _FIELD_NAMES}
-        unknown = sorted(set(outside) - set(CONFIG_JSON_FIELDS))
-        if unknown:
-            raise TypeError(
-                f"BertConfig() got unexpected keyword arguments {unknown}: it takes its fields "
-                f"{', '.join(name for name in _FIELD_NAMES if name != 'extra')}, extra, and config.json's other fields "
-                f"(transformers' and older BERT configs'): {', '.join(sorted(CONFIG_JSON_FIELDS))}"
-            )
-        if outside:
-            keywords["extra"] = {**keywords.get("extra", {}), **outside}
-        made_by_dataclass(self, *args, **keywords)
-
-    cls.__init__ = __init__
-    return cls
-
-
-@_taking_config_json_fields
+@taking_config_json_fields
 @dataclass
 class BertConfig:
     """The shape of a BERT. Defaults are bert-base-uncased's. ``BertConfig(num_labels=3)`` keeps a
-    config.json field minibert reads at use in ``extra``, as ``from_dict`` does (``_taking_config_json_fields``)."""
+    config.json field minibert reads at use in ``extra``, as ``from_dict`` does (``taking_config_json_fields``)."""
 
     vocab_size: int = 30522  # number of word pieces in vocab.txt
     hidden_size: int = 768  # H: width of every token vector

@@ -4,8 +4,12 @@ Every field that transformers' BERT code (or an older BERT config on the hub) ha
 a field of ``BertConfig`` (implemented), or in ``IGNORED`` (it changes nothing minibert computes,
 with the reason), or in ``REFUSED_UNLESS`` (a value that asks for something minibert does not
 compute: loading stops with a ``CheckpointError`` naming the field and its value).
-tests/test_model_config.py checks the accounting against transformers' ``BertConfig``.
+tests/test_model_config.py checks the accounting against transformers' ``BertConfig``. Last, the
+constructor's wrapper that takes those fields as keywords (``taking_config_json_fields``).
 """
+
+import dataclasses
+import functools
 
 # The fields from_pretrained(**label_config) replaces, as transformers' from_pretrained does: the
 # classification heads' labels (loading/from_pretrained.py; speed/int8.py keeps them when it rebuilds).
@@ -134,3 +138,30 @@ REAL_RANGES = {
     "attention_probs_dropout_prob": (0.0, 1.0, False),
     "initializer_range": (0.0, 1e6, False),
 }
+
+
+def taking_config_json_fields(cls):
+    """``BertConfig(..., num_labels=3)``, as transformers' constructor: a keyword that is not one of the
+    dataclass's fields but that config.json may hold (transformers' BertConfig has it: the labels,
+    ``classifier_dropout``, ``output_hidden_states``, ``position_embedding_type``, ...) goes into ``extra``,
+    as ``from_dict`` puts it, and means what it means there (``__post_init__`` refuses a value minibert does
+    not compute). A keyword neither library knows is a TypeError listing what is taken (transformers keeps
+    it as an attribute that nothing reads)."""
+    made_by_dataclass, field_names = cls.__init__, [field.name for field in dataclasses.fields(cls)]
+
+    @functools.wraps(made_by_dataclass)
+    def __init__(self, *args, **keywords):
+        outside = {name: keywords.pop(name) for name in list(keywords) if name not in field_names}
+        unknown = sorted(set(outside) - set(CONFIG_JSON_FIELDS))
+        if unknown:
+            raise TypeError(
+                f"BertConfig() got unexpected keyword arguments {unknown}: it takes its fields "
+                f"{', '.join(name for name in field_names if name != 'extra')}, extra, and config.json's other fields "
+                f"(transformers' and older BERT configs'): {', '.join(sorted(CONFIG_JSON_FIELDS))}"
+            )
+        if outside:
+            keywords["extra"] = {**keywords.get("extra", {}), **outside}
+        made_by_dataclass(self, *args, **keywords)
+
+    cls.__init__ = __init__
+    return cls
