@@ -146,11 +146,8 @@ class BertConfig:
         """The whole config checked, as it is built and again when a model is built from it
         (``BertModel.__init__``: after ``config.x = ...`` or ``dataclasses.replace``, nothing is built
         from a config the constructor would refuse)."""
-        from .activations import check_activation
-
-        check_activation(self.hidden_act)
-        if not isinstance(self.extra, dict):
-            raise ValueError(f"field extra must be a dict of config.json's other fields, got {short_json(self.extra)}")
+        _check_field("hidden_act", self.hidden_act)
+        _check_field("extra", self.extra)
         for name, (computed, meaning) in REFUSED_UNLESS.items():
             if name in self.extra and self.extra[name] not in computed:
                 raise CheckpointError(

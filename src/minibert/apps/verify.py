@@ -41,9 +41,6 @@ HEAD_OUTPUTS = {
                                  ("answer-end logits", "end_logits", True)],
     "BertForMultipleChoice": [("multiple-choice logits", "logits", False)],
 }  # fmt: skip
-# The head classes built with the pooler (their head reads it); the others, as in transformers, without.
-WITH_POOLER = {"BertForPreTraining", "BertForNextSentencePrediction", "BertForSequenceClassification",
-               "BertForMultipleChoice"}  # fmt: skip
 REFERENCE = "transformers (the reference)"
 
 
@@ -74,7 +71,7 @@ def compare_with_transformers(
         ours, theirs = _pair(transformers, head, name_or_path, folder, pooler, gemm, device)
         encoders = (getattr(ours, "bert", ours), getattr(theirs, "bert", theirs))
         pooled = encoders  # the pooler: the encoder's, unless the head class is built without the checkpoint's
-        if pooler and head not in WITH_POOLER | {"BertModel"}:
+        if pooler and encoders[0].pooler is None:  # (as in transformers: the token, QA and MLM heads have none)
             pooled = _pair(transformers, "BertModel", name_or_path, folder, pooler, gemm, device)
         longest = min(tokenizer.model_max_length, ours.config.max_position_embeddings)  # (a tokenizer may set none)
         batch = tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt")

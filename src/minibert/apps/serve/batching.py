@@ -48,10 +48,6 @@ class Job:
     taken: int = 0  # texts handed to the model so far (the first ``taken`` of ``pieces``)
     parts: list[np.ndarray] = field(default_factory=list)  # their rows, batch by batch
 
-    @property
-    def tokens(self) -> int:
-        return sum(len(ids) + 2 for ids in self.pieces)  # + [CLS], [SEP]
-
     def finish(self, rows: np.ndarray, stop: int) -> None:
         """The rows of texts up to ``stop`` are in: the future gets every row once the last text's are."""
         self.parts.append(rows)

@@ -27,7 +27,6 @@ from typing import BinaryIO
 import numpy as np
 
 from ...formats.atomic_files import naming_the_file
-from ...formats.file_sets import files_written_together
 from ...formats.tfrecord import encode_examples, frame_records
 from .instances import TrainingInstance
 
@@ -77,19 +76,6 @@ def padded_columns(instances: Sequence[TrainingInstance], max_seq_length: int, m
     return columns
 
 
-def write_instances(
-    instances: Sequence[TrainingInstance],
-    paths: Sequence[str | os.PathLike],
-    max_seq_length: int,
-    max_predictions: int,
-) -> list[int]:
-    """Write the instances round-robin over ``paths`` as TFRecords; the count written to each.
-    Streamed: records are encoded together (encode_examples) in batches of about ``WRITE_BATCH_BYTES``
-    of padded arrays, so the writer's memory does not grow with ``max_seq_length``."""
-    with files_written_together(paths) as handles:  # all files renamed into place together, or none
-        return write_shards(instances, handles, paths, max_seq_length, max_predictions)
-
-
 def write_shards(
     instances: Sequence[TrainingInstance],
     handles: Sequence[BinaryIO],
@@ -97,8 +83,11 @@ def write_shards(
     max_seq_length: int,
     max_predictions: int,
 ) -> list[int]:
-    """``write_instances`` into open files (``handles``, from ``files_written_together``; ``paths``:
-    their names, for messages): instance k goes to file k mod n. The count written to each."""
+    """Write the instances round-robin as TFRecords into open files (``handles``, from
+    ``files_written_together``, which renames them into place together; ``paths``: their names, for
+    messages): instance k goes to file k mod n. The count written to each. Streamed: records are
+    encoded together (encode_examples) in batches of about ``WRITE_BATCH_BYTES`` of padded arrays, so
+    the writer's memory does not grow with ``max_seq_length``."""
     counts = [0] * len(handles)
     rows = batch_rows(max_seq_length, max_predictions)
     for shard, (path, handle) in enumerate(zip(paths, handles)):

@@ -25,12 +25,12 @@ from pathlib import Path
 from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder, write_atomically
 from ...formats.json_files import parse_json
-from ..tasks import LOSS_UNITS
+from ..tasks import LOSS_UNITS, RUN_NOTE
 
 LOSSES = ("loss", "mlm_loss", "nsp_loss")
 PRE_TRAINING_LOSSES = frozenset(LOSSES[1:])  # what only a pre-training run's lines hold
 POINTS = 2000  # at most this many points per curve (a 7-inch figure at 100 dpi is 700 pixels wide)
-RUN_NOTE, BEST, SWEEP = "finetune.json", "best", "sweep.json"  # a finetune run's note, its best/, a sweep's table
+BEST, SWEEP = "best", "sweep.json"  # a finetune run's best/, a sweep's table
 
 
 def iter_metrics(run: str | Path) -> Iterator[dict]:

@@ -37,6 +37,10 @@ PROBLEMS = {"classify": "single_label_classification", "regress": "regression",
             "answer": "question_answering"}  # fmt: skip
 # Every task's name → the module here whose TASK trains it.
 TASKS = {"pretraining": "pretraining", **{name: name for name in PROBLEMS}}
+# A finetune run's note of its options and labels (RUN/finetune.json): written by finetuning.py, read
+# by run/plot.py for the task.
+RUN_NOTE = "finetune.json"
+
 # What each task's loss is measured in, as the loss curve's axis names it (run/plot.py): the
 # cross-entropies in nats; regress's mean squared error in the score's units, squared.
 LOSS_UNITS = {"pretraining": "nats", "classify": "nats", "regress": "mean squared error", "multilabel": "nats",

@@ -28,12 +28,10 @@ from ...heads import BertForSequenceClassification
 from ...inputs import AS_ASKED
 from ...loading.head_labels import shown_labels
 from ...pretrained import evaluating
-from . import PROBLEMS
+from . import PROBLEMS, RUN_NOTE
 from .head import check_sequence_length, load_classifier
 from .order import ORDER_FILE, TrainingOrder
 from .task import Task, TrainingData
-
-RUN_NOTE = "finetune.json"
 
 
 class Finetuning(Task):
