@@ -697,6 +697,19 @@ def test_transformers_trainer_trains_as_it_trains_transformers(tmp_path):
         assert_close(ours.eval()(**inputs).logits, loaded(**inputs).logits, "saved, loaded in transformers", ATOL)
 
 
+def test_a_classifier_of_three_labels_loaded_as_question_answering_names_the_class_it_was_saved_from(tmp_path):
+    """A 3-label sequence classifier (transformers saves ``architectures``) loaded as
+    BertForQuestionAnswering: transformers builds a 3-output qa_outputs from random weights, which
+    every pipeline call then fails to unpack. The cause is the class, not the label count: a
+    CheckpointError naming config.json, the class it was saved from, and the class that loads it."""
+    directory, _ = saved(tmp_path, "BertForSequenceClassification", num_labels=3)
+    with pytest.raises(CheckpointError, match=re.escape(str(directory / "config.json")) + r" was saved from "
+                       r"BertForSequenceClassification .*num_labels must be 2, not 3; load it with "
+                       r"BertForSequenceClassification$"):  # fmt: skip
+        minibert.BertForQuestionAnswering.from_pretrained(directory)
+    assert minibert.BertForSequenceClassification.from_pretrained(directory).config.num_labels == 3
+
+
 def test_a_head_whose_config_asks_for_what_it_cannot_compute_says_so():
     """A question-answering head of other than 2 outputs (transformers builds it, then every call
     fails unpacking), and a one-output classifier told single_label_classification (its cross-entropy

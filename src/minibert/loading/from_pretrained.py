@@ -316,3 +316,10 @@ def _build_on_meta(cls, config: BertConfig, config_file: Path, add_pooling_layer
             return cls(config) if add_pooling_layer is None else cls(config, add_pooling_layer=add_pooling_layer)
         except CheckpointError as error:  # a config field this class refuses
             raise CheckpointError(f"{config_file}: {error}") from None
+        except ValueError as error:  # a head config.json sizes for another class (a 3-label classifier as QA)
+            saved_as = config.extra.get("architectures")
+            saved_as = saved_as[0] if isinstance(saved_as, list) and saved_as and isinstance(saved_as[0], str) else None
+            if saved_as is None or saved_as == cls.__name__:
+                raise
+            raise CheckpointError(f"{config_file} was saved from {saved_as} (its architectures), a head {cls.__name__} "
+                                  f"cannot load: {error}; load it with {saved_as}") from None  # fmt: skip
