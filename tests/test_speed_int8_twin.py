@@ -124,6 +124,22 @@ def test_an_int8_model_saved_into_its_own_folder_saves_and_reads_back_again(tmp_
     _assert_saves_and_reads_back(model, folder, tmp_path / "saved")
 
 
+def test_an_int8_model_saved_sharded_into_its_own_folder_saves_again(tmp_path):
+    """A sharded save into the folder it was loaded from replaces model.safetensors by an index and
+    its shards. Before: the record still named model.safetensors (gone), so the model's next save
+    was refused as "changed (or was removed)". Now it follows the index, and the float32 weights
+    read back through the shards are the original file's, bit for bit."""
+    folder = _save(tmp_path / "model")
+    original = load_file(folder / "model.safetensors")
+    model = BertModel.from_pretrained(folder, dtype="int8")
+    model.save_pretrained(folder, max_shard_size="20KB")
+    assert (folder / "model.safetensors.index.json").is_file() and not (folder / "model.safetensors").exists()
+    model.save_pretrained(tmp_path / "saved")
+    written = load_file(tmp_path / "saved" / "model.safetensors")
+    assert written.keys() == original.keys()
+    assert all(torch.equal(written[name], original[name]) for name in original)
+
+
 def test_another_models_weights_written_beside_the_file_loaded_are_refused(tmp_path):
     """from_pretrained reads model.safetensors before pytorch_model.bin: one written there since
     (another model's) would be the twin's weights, with the file loaded unchanged. Before: read

@@ -114,9 +114,10 @@ def follow_save(model: nn.Module, directory) -> None:
         same = source is not None and os.path.samefile(directory, source.weights_file.parent)
     except OSError:  # (the folder it was loaded from is gone)
         same = False
-    if same:
-        model.int8_source = Int8Source.of(source.weights_file.parent / "config.json",
-                                          source.weights_file.parent / "model.safetensors")  # fmt: skip
+    if same:  # the files from_pretrained now reads there: model.safetensors, or a sharded save's index
+        from ..loading.checkpoint_files import find_checkpoint
+
+        model.int8_source = Int8Source.of(*find_checkpoint(source.weights_file.parent))
 
 
 def _signature(config_file: Path, weights_file: Path) -> tuple | None:
