@@ -37,7 +37,7 @@ from bench_model import bench_fixed_shape, bench_profile, matmul_peak  # noqa: E
 from bench_startup import bench_cold_start, bench_import, bench_tf_checkpoint  # noqa: E402
 from bench_text import bench_onnx, bench_real_text, bench_streams, bench_tokenizer, bench_window_scaling  # noqa: E402
 from bench_training import bench_finetune_step, bench_pretrain_step  # noqa: E402
-from needs import ONNX, ONNX_INSTALL, missing  # noqa: E402
+from needs import onnx_absent, say_not_installed  # noqa: E402
 
 import corpus  # noqa: E402
 from minibert.speed.cpu import describe_machine, has_native_bf16  # noqa: E402
@@ -80,14 +80,12 @@ def _bench_int8(texts: list[str], rounds: int) -> list[dict]:
 def _with_onnx(what: str, run):
     """An optional peer's rows: skipped, saying so, when ONNX Runtime is missing (the others still count),
     before they load or export any model."""
-    absent = missing(*ONNX)
-    if absent:
-        print(f"{what} skipped: {absent[0]} is not installed (pip install {ONNX_INSTALL})")
+    if onnx_absent(f"{what} skipped"):
         return None
     try:
         return run()
     except ModuleNotFoundError as absent_module:  # a part of it the check above does not import
-        print(f"{what} skipped: {absent_module.name} is not installed (pip install {ONNX_INSTALL})")
+        say_not_installed(f"{what} skipped", absent_module.name)
         return None
 
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import onnx_peer  # noqa: E402
 from bench_rows import bert_flops, in_turn, minilm_dir, row  # noqa: E402
-from needs import ONNX, ONNX_INSTALL, need  # noqa: E402
+from needs import need_onnx  # noqa: E402
 
 import corpus  # noqa: E402
 
@@ -187,8 +187,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, help="this many interleaved rounds instead")
     parser.add_argument("--models", default="minilm,bert-base", help="which, comma-separated: minilm, bert-base")
     args = parser.parse_args()
-    for module in ONNX:  # before the minutes of loading and exporting, not at the quantization
-        need(module, "for ONNX Runtime's int8 model, the peer of every row", install=ONNX_INSTALL)
+    need_onnx("for ONNX Runtime's int8 model, the peer of every row")  # before the minutes of loading and exporting
     print(describe_machine(), flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     texts = corpus.benchmark_texts(args.texts or (300 if args.quick else 3000))

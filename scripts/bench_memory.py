@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 from bench_rows import ROOT, minilm_dir
-from needs import ONNX, ONNX_INSTALL, missing, need
+from needs import need_onnx, onnx_absent
 
 ROWS, TOKENS = 32, 128
 KINDS = ("transformers", "minibert", "minibert-mkl", "ort-int8", "minibert-int8", "torch-alone")
@@ -140,11 +140,9 @@ def tf_checkpoint_dir(source: Path, directory: Path) -> Path:
 def runnable(kinds: tuple[str, ...]) -> tuple[str, ...]:
     """``kinds`` less ``ort-int8`` where ONNX Runtime is missing, saying so in one line (the other
     columns need no ONNX Runtime and are still measured)."""
-    absent = missing(*ONNX) if "ort-int8" in kinds else []
-    if not absent:
-        return kinds
-    print(f"ort-int8 not measured: {absent[0]} is not installed (pip install {ONNX_INSTALL})", flush=True)
-    return tuple(kind for kind in kinds if kind != "ort-int8")
+    if "ort-int8" in kinds and onnx_absent("ort-int8 not measured"):
+        return tuple(kind for kind in kinds if kind != "ort-int8")
+    return kinds
 
 
 def measure(path: Path, directory: Path, rounds: int, kinds=KINDS) -> dict[str, dict[str, float]]:
@@ -198,8 +196,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown kind {unknown[0]!r}: choose from {', '.join(KINDS)}")
     if args.kinds and "ort-int8" in kinds:  # asked for by name: its peer is needed, not left out
-        for module in ONNX:
-            need(module, "for the ort-int8 column (ONNX Runtime's int8 model)", install=ONNX_INSTALL)
+        need_onnx("for the ort-int8 column (ONNX Runtime's int8 model)")
     kinds = runnable(kinds)
     print(describe_machine(), flush=True)
     for model in args.models.split(","):

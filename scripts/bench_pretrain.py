@@ -14,11 +14,11 @@ step time and the per-round ratio. What each step does:
                    positions only (as Google's gather_indexes), backward, global clipping, AdamWeightDecay
     minibert bf16  the same under torch.autocast("cpu", bfloat16), as `--bf16`
 
-Every contender starts from the same weights: transformers' initialisation (seed 0), copied into
-minibert's models under minibert's names. Beside the times, each one's loss on the batch from those
-weights before any step, dropout off (a dropout mask is drawn differently by each implementation):
-transformers' and minibert's fp32 agree (the same masked-LM and next-sentence losses), and bf16 shows
-what it moves.
+Every contender starts from the same weights: transformers' initialisation (seed 0), loaded into
+minibert's models as they are (minibert's load_state_dict takes transformers' names). Beside the times,
+each one's loss on the batch from those weights before any step, dropout off (a dropout mask is drawn
+differently by each implementation): transformers' and minibert's fp32 agree (the same masked-LM and
+next-sentence losses), and bf16 shows what it moves.
 """
 
 from __future__ import annotations
@@ -70,21 +70,10 @@ def first_loss(model: torch.nn.Module, loss: Callable[[], torch.Tensor]) -> floa
     return value
 
 
-def minibert_state(theirs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """transformers' BertForPreTraining state dict under minibert's names (loading/names.py's table),
-    copied; the masked-LM decoder, tied to the word embeddings on both sides, is left out."""
-    from minibert.loading.names import checkpoint_to_minibert
-
-    state = {}
-    for name, tensor in theirs.items():
-        ours = checkpoint_to_minibert(name)
-        if ours is not None:
-            state[("bert." if name.startswith("bert.") else "") + ours] = tensor.detach().clone()
-    return state
-
-
 def transformers_step(config_values: dict, batch: dict) -> tuple[Contender, dict[str, torch.Tensor]]:
-    """transformers' step, and its model's initial weights under minibert's names (for minibert_step)."""
+    """transformers' step, and a copy of its model's initial weights, under transformers' names: minibert's
+    ``load_state_dict`` renames them as ``from_pretrained`` does (loading/names.py's table, the tied decoder
+    left out), so minibert_step loads them as they are."""
     import transformers
 
     torch.manual_seed(0)
@@ -108,18 +97,19 @@ def transformers_step(config_values: dict, batch: dict) -> tuple[Contender, dict
         optimizer.zero_grad(set_to_none=True)
         return value.item()
 
-    return Contender(step, first_loss(model, loss)), minibert_state(model.state_dict())
+    initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}  # (the steps change them)
+    return Contender(step, first_loss(model, loss)), initial
 
 
 def minibert_step(config_values: dict, batch: dict, bf16: bool, initial: dict[str, torch.Tensor]) -> Contender:
-    """minibert's step (`minibert pretrain`'s), from the weights ``initial`` (minibert's names)."""
+    """minibert's step (`minibert pretrain`'s), from the weights ``initial`` (transformers' names)."""
     from minibert.config import BertConfig
     from minibert.heads import BertForPreTraining
     from minibert.training.run.optimization import AdamWeightDecay, clip_by_global_norm, hub_named_parameters
     from minibert.training.tasks import task_named
 
     model = BertForPreTraining(BertConfig.from_dict(config_values)).train()
-    model.load_state_dict(initial)  # strict: every weight of minibert's from transformers' initialisation
+    model.load_state_dict(initial)  # strict, renamed: every weight of minibert's from transformers' initialisation
     optimizer = AdamWeightDecay(hub_named_parameters(model))
     tensors = {key: torch.from_numpy(value) for key, value in batch.items()}
     denominators = {"mlm": float(batch["masked_lm_weights"].sum()) + 1e-5,
@@ -165,7 +155,7 @@ class Shapes:
 
 def time_steps(shapes: Shapes, rounds: int, bf16: bool = True) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Seconds of each contender's step in each round, interleaved (A B C, C B A, ...) after a
-    warm-up step; and each one's first loss: the same initial weights (transformers', copied into
+    warm-up step; and each one's first loss: the same initial weights (transformers', loaded into
     minibert's) and batch, before any step, dropout off."""
     config = shapes.config()
     batch = random_batch(shapes.batch, shapes.tokens, shapes.predictions, shapes.vocab)

@@ -169,3 +169,69 @@ def test_verify_int8_knows_a_classifier_whose_config_names_no_architecture(tiny_
     result = run_minibert("verify", "--dtype", "int8", "--model", str(plain), "--text", "hello world")
     assert result.returncode == 0, result.stderr
     assert "labels changed by int8: " in result.stdout, result.stdout
+
+
+def _transformers_checkpoint(folder, kind: str, labels: int, stored: str):
+    """transformers' ``kind`` (2 layers, hidden 32, ``labels`` outputs) with its config.json, its weights
+    ``stored`` as transformers reads them: model.safetensors, pytorch_model.bin (torch's pickle), or
+    pytorch_model.bin in two shards with their index."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=37, num_labels=labels)  # fmt: skip
+    model = getattr(transformers, kind)(config)
+    model.save_pretrained(folder)
+    if stored == "safetensors":
+        return folder, model
+    (folder / "model.safetensors").unlink()
+    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    if stored == "pickle":
+        torch.save(state, folder / "pytorch_model.bin")
+        return folder, model
+    names = sorted(state)
+    shards = {"pytorch_model-00001-of-00002.bin": names[::2], "pytorch_model-00002-of-00002.bin": names[1::2]}
+    for shard, held in shards.items():
+        torch.save({name: state[name] for name in held}, folder / shard)
+    weight_map = {name: shard for shard, held in shards.items() for name in held}
+    (folder / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    return folder, model
+
+
+def _stored_shapes(folder) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape in the folder's weights, as the safetensors library and torch.load read them."""
+    if (folder / "model.safetensors").exists():
+        from safetensors import safe_open
+
+        with safe_open(folder / "model.safetensors", "pt") as file:
+            return {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}
+    return {name: tuple(tensor.shape) for path in sorted(folder.glob("pytorch_model*.bin"))
+            for name, tensor in torch.load(path, weights_only=True).items()}  # fmt: skip
+
+
+@pytest.mark.parametrize("stored", ["safetensors", "pickle", "pickle shards"])
+@pytest.mark.parametrize("kind,labels", [("BertForSequenceClassification", 3), ("BertForSequenceClassification", 1),
+                                         ("BertForTokenClassification", 3), ("BertForMaskedLM", 2),
+                                         ("BertModel", 2)])  # fmt: skip
+def test_verify_int8_reads_what_to_compare_from_one_read_of_the_tensors(tmp_path, kind, labels, stored):
+    """compared_class answers three questions from one read of the checkpoint's tensor names and shapes
+    (it read a pickle up to three times: the class, the classifier's rows, the pooler, each on its own):
+    the class both sides load, its keywords, a sequence classifier's outputs. Each answer is what
+    transformers built: the class saved, the ``num_labels`` given, a pooler where its state dict has one."""
+    from minibert.apps import verify_int8
+    from minibert.loading import checkpoint_files
+
+    folder, model = _transformers_checkpoint(tmp_path, kind, labels, stored)
+    reads = []
+    real_tensor_shapes = checkpoint_files.tensor_shapes
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoint_files, "tensor_shapes", lambda *a, **k: reads.append(a) or real_tensor_shapes(*a, **k))
+        cls, keywords, outputs = verify_int8.compared_class(str(folder))
+    assert len(reads) == 1
+    assert real_tensor_shapes(reads[0][0]) == _stored_shapes(folder)
+    if kind == "BertForSequenceClassification":
+        assert (cls.__name__, keywords, outputs) == (kind, {}, labels)
+    else:
+        pooled = any(name.startswith(("pooler.", "bert.pooler.")) for name in model.state_dict())
+        assert (cls.__name__, keywords, outputs) == ("BertModel", {"add_pooling_layer": pooled}, None)
+        assert pooled == (kind == "BertModel")  # (transformers builds the token classifier and the MLM without one)

@@ -18,7 +18,7 @@ import torch
 
 from helpers import run_minibert
 from minibert import BertModel, DeviceError
-from minibert.errors import DataError, QuantizationError
+from minibert.errors import DataError, FlagConflictError, QuantizationError
 from minibert.loading.devices import check_device_name, resolve_device
 from minibert.training.options import FinetuneOptions, PretrainOptions
 from minibert.training.run.checkpoint import TrainingState
@@ -332,7 +332,7 @@ def test_bf16_is_precision_bf16_and_they_cannot_contradict():
     assert (options.precision, options.bf16) == ("bf16", False)
     assert options == PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", precision="bf16")
     for other in ("fp16", "fp32"):  # fp32 given is not fp32 by default
-        with pytest.raises(DataError, match=f"--bf16 and --precision {other} contradict"):
+        with pytest.raises(FlagConflictError, match=f"--bf16 and --precision {other} contradict"):
             PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i", bf16=True, precision=other)
     assert PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init="i").precision == "fp32"
     for given in (["--bf16", "--precision", "fp32"], ["--precision", "fp16", "--bf16"]):  # a usage error

@@ -73,15 +73,22 @@ def test_no_line_break_in_megabytes_names_the_line_and_where_it_starts(tmp_path,
         list(read_text_lines(path))
 
 
+def _is_text(path, data: bytes):
+    """Check that ``data`` is text to both of plain_text's judges: a TextCheck fed it whole finishes
+    without a NotTextError, and read_text_lines gives back every byte of it written to ``path`` (the
+    file the readers of corpora open); returns ``path``."""
+    check = TextCheck(path.name)
+    check.feed(data)
+    check.finish()
+    path.write_bytes(data)
+    assert b"".join(read_text_lines(path)) == data
+    return path
+
+
 def test_real_text_with_stray_controls_is_text(tmp_path):
     """A NUL, an escape, a form feed here and there: text (the tokenizer removes them)."""
     data = TEXT.replace("warm", "wa\x00rm").replace("calm", "\x1b[1mcalm\x0c").encode()
-    check = TextCheck("x")
-    check.feed(data)
-    check.finish()
-    path = tmp_path / "corpus.txt"
-    path.write_bytes(data)
-    assert b"".join(read_text_lines(path)) == data
+    _is_text(tmp_path / "corpus.txt", data)
 
 
 def test_lines_split_at_line_feed_only_across_blocks(tmp_path, monkeypatch):
@@ -101,12 +108,7 @@ def test_a_control_byte_at_the_end_is_judged_in_the_last_whole_window(length, tm
     is judged as its last 64 KiB, never as the few bytes past the last whole window (a 1-byte
     "window" of 100% control bytes once refused a file of exactly 64 KiB of text and a Ctrl-Z)."""
     data = (TEXT.encode() * (length // len(TEXT) + 1))[:length] + b"\x1a"
-    check = TextCheck("dos.txt")
-    check.feed(data)
-    check.finish()
-    path = tmp_path / "dos.txt"
-    path.write_bytes(data)
-    assert b"".join(read_text_lines(path)) == data
+    path = _is_text(tmp_path / "dos.txt", data)
     for command, arguments in _commands(path, tmp_path).items():
         done = _run(arguments)
         assert done.returncode == 0, (command, done.stderr)

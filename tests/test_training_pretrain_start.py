@@ -132,3 +132,33 @@ def test_init_without_a_tokenizer_takes_the_vocabulary_given(data, tmp_path):
     larger.write_text(vocab.read_text(encoding="utf-8") + "extra\n", encoding="utf-8")
     line = one_line_error(pretrain(data, tmp_path / "larger", "--init", str(bare), "--vocab", str(larger)), 1)
     assert "vocab_size is 111" in line, line
+
+
+def test_a_flag_conflict_is_the_librarys_one_check_said_as_a_usage_error(data, tmp_path, monkeypatch):
+    """The command checked the flags itself before the run (and loaded --init's tokenizer for it), then
+    the library checked them again and loaded it again. Now the library's check is the only one: its
+    FlagConflictError, a DataError from Python, is what the command says with exit 2; the tokenizer
+    is loaded once."""
+    from minibert.errors import DataError, FlagConflictError
+    from minibert.tokenizer import BertTokenizer
+    from minibert.training import PretrainOptions
+    from minibert.training import pretrain as train
+
+    swapped = list(PIECES)
+    swapped[40], swapped[41] = swapped[41], swapped[40]
+    other = tmp_path / "other.txt"
+    other.write_text("".join(f"{piece}\n" for piece in swapped), encoding="utf-8")
+    options = PretrainOptions(data=[str(data)], output=str(tmp_path / "python"), steps=1, batch_size=4,
+                              warmup_steps=1, init=str(TINY), vocab=str(other))  # fmt: skip
+    with pytest.raises(FlagConflictError, match=f"--vocab {other} is not the vocabulary of --init") as raised:
+        train(options)
+    assert isinstance(raised.value, DataError) and not (tmp_path / "python").exists()
+    loads = []
+    real = BertTokenizer.from_pretrained.__func__
+    monkeypatch.setattr(BertTokenizer, "from_pretrained",
+                        classmethod(lambda cls, *a, **k: loads.append(a[0]) or real(cls, *a, **k)))  # fmt: skip
+    line = one_line_error(pretrain(data, tmp_path / "refused", "--init", str(TINY), "--vocab", str(other)), 2)
+    assert "is not the vocabulary of --init" in line and loads == [str(TINY)], (line, loads)
+    loads.clear()
+    same = pretrain(data, tmp_path / "same", "--init", str(TINY), "--vocab", str(TINY / "vocab.txt"))
+    assert same.returncode == 0 and loads == [str(TINY)], (same.stderr, loads)

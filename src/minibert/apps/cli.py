@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     stops = args.stops = _StopRequests() if getattr(args, "stops_itself", False) else None
     previous = {}
     previous_showwarning, warnings.showwarning = warnings.showwarning, _one_line_warning
-    from ..errors import MinibertError
+    from ..errors import FlagConflictError, MinibertError
 
     try:  # (from the first handler on: a signal at any moment is the one line below)
         for signum in ENDING_SIGNALS + ([signal.SIGINT] if stops else []):
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"minibert: error: {_message_of(error)}", file=sys.stderr)
-        return 2 if isinstance(error, CommandError) else 1  # 2: a usage error, as argparse's (docs/cli.md)
+        return 2 if isinstance(error, (CommandError, FlagConflictError)) else 1  # 2: a usage error (docs/cli.md)
     except Exception as error:  # a bug in minibert: still one line, with the way to the details
         if args.debug:
             raise

@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import CheckpointError, FileWriteError, ModelNotFoundError
@@ -71,7 +72,7 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     question-answering head (run_squad.py's ``cls/squad/*``: ``BertForQuestionAnswering``); without
     heads the encoder alone (``BertModel``, without a pooler if the source has none).
     """
-    from ..loading.checkpoint_files import find_checkpoint
+    from ..loading.checkpoint_files import find_checkpoint, tensor_names
     from ..tokenizer.bert_tokenizer import BertTokenizer
 
     destination = Path(destination)
@@ -86,7 +87,7 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
         raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
                               "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
     config_file, weights_file = find_checkpoint(source)
-    cls, keywords = class_for(config_file, weights_file)
+    cls, keywords = class_for(config_file, tensor_names(weights_file))
     if labels and cls.__name__ not in LABELLED:
         held = "no classifier (output_weights or classifier.weight)" if cls.__name__ != "BertForMultipleChoice" \
             else "a multiple-choice head (one score per choice, no labels)"  # fmt: skip
@@ -188,8 +189,10 @@ CLASS_HEADS = {
 LABELLED = ("BertForSequenceClassification", "BertForTokenClassification")  # the classes --labels names labels of
 
 
-def class_for(config_file: Path, weights_file: Path) -> tuple[type, dict]:
-    """(the class that loads every head the checkpoint has, its from_pretrained keywords).
+def class_for(config_file: Path, tensor_names: Iterable[str]) -> tuple[type, dict]:
+    """(the class that loads every head the checkpoint has, its from_pretrained keywords), from
+    config.json and the names of the tensors the weights file holds (checkpoint_files.tensor_names:
+    a caller that reads the file for more than this reads it once).
 
     config.json's ``architectures`` first, when it names a class whose heads are exactly those the
     tensors hold: a token classifier and a sentence classifier, or a multiple-choice head, hold the
@@ -200,11 +203,10 @@ def class_for(config_file: Path, weights_file: Path) -> tuple[type, dict]:
     classifier; without a pooler: a token classifier, as transformers saves it), or the encoder
     alone (``add_pooling_layer=False`` without a pooler)."""
     from .. import heads
-    from ..loading.checkpoint_files import tensor_names
     from ..loading.names import HEAD_PREFIXES, POOLER, checkpoint_to_minibert
     from ..model import BertModel
 
-    names = {checkpoint_to_minibert(name) or "" for name in tensor_names(weights_file)}
+    names = {checkpoint_to_minibert(name) or "" for name in tensor_names}
     held = {prefix for prefix in HEAD_PREFIXES if any(name.startswith(prefix) for name in names)}
     pooled = any(name.startswith(POOLER) for name in names)
     stated = _architecture(config_file)

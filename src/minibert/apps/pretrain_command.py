@@ -38,40 +38,17 @@ def cmd_pretrain(args) -> None:
     from ..loading.devices import resolve_device
     from ..training import pretrain
     from ..training.options import PretrainOptions
-    from .commands import CommandError, gemm_of
+    from .commands import gemm_of
 
-    if args.bf16 and args.precision not in (None, "bf16"):  # --bf16 is --precision bf16: a usage error
-        raise CommandError(f"--bf16 and --precision {args.precision} contradict each other: give one")
+    # flags that contradict each other (--bf16 and --precision fp16 here, the others as the run starts)
+    # are the library's FlagConflictError: exit 2, a usage error (cli.py)
     options = PretrainOptions(**values_of(args, PretrainOptions), gemm=gemm_of(args))
-    refuse_conflicting_flags(options)
     resolve_device(options.device, flags=True)  # a GPU that is not there, said as the command says it (--device)
     folder = pretrain(options)
     if args.json:
         from ..training.run.report import result_json
 
         print(result_json(folder))
-
-
-def refuse_conflicting_flags(options) -> None:
-    """Flags that contradict each other, said before the run as usage errors (exit 2), as argparse
-    says its own: --config without --vocab, a --batch-size that does not split into the processes
-    (torchrun's WORLD_SIZE) × --accumulate, and a --vocab or --cased other than the tokenizer --init
-    brings (the run would train with the checkpoint's). The library raises each as a DataError."""
-    import os
-
-    from ..errors import DataError
-    from .commands import CommandError
-
-    try:
-        options.refuse_flag_conflicts(int(os.environ.get("WORLD_SIZE", "1")))
-        if options.init is not None and (options.vocab is not None or not options.do_lower_case):
-            from ..tokenizer import BertTokenizer
-            from ..training.tasks.pretraining import has_tokenizer, refuse_other_tokenizer
-
-            if has_tokenizer(options.init):  # (one without: --vocab is its tokenizer)
-                refuse_other_tokenizer(options, BertTokenizer.from_pretrained(options.init))
-    except DataError as error:
-        raise CommandError(str(error)) from None
 
 
 def cmd_plot(args) -> None:

@@ -65,8 +65,9 @@ def compare_with_transformers(
     texts = texts or SAMPLE_TEXTS
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
     config_file, weights_file = find_checkpoint(name_or_path)  # the files minibert reads, fetched or bundled
-    pooler = "pooler" in checkpoint_parts(tensor_names(weights_file))
-    head = "BertModel" if heads is False else class_for(config_file, weights_file)[0].__name__
+    names = tensor_names(weights_file)  # (read once: a pickle's are read by opening it)
+    pooler = "pooler" in checkpoint_parts(names)
+    head = "BertModel" if heads is False else class_for(config_file, names)[0].__name__
     with _reference_folder(name_or_path, weights_file, config_file) as folder:  # (its files read while it runs)
         ours, theirs = _pair(transformers, head, name_or_path, folder, pooler, gemm, device)
         encoders = (getattr(ours, "bert", ours), getattr(theirs, "bert", theirs))

@@ -54,12 +54,10 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
     (QuantizationError) before anything is read."""
     texts = list(texts or CALIBRATION_TEXTS)
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
-    classifier = classifier_outputs(name_or_path) is not None
-    cls = BertForSequenceClassification if classifier else BertModel
-    # a token classifier, QA or masked-LM checkpoint has no pooler: its encoder is compared without one
-    pooler = {} if classifier else {"add_pooling_layer": _has_pooler(name_or_path)}
-    approximate = cls.from_pretrained(name_or_path, dtype="int8", device=device, **pooler)  # (int8 picks no GEMM)
-    exact = cls.from_pretrained(name_or_path, gemm=gemm, **pooler)
+    cls, keywords, outputs = compared_class(name_or_path)
+    classifier = outputs is not None
+    approximate = cls.from_pretrained(name_or_path, dtype="int8", device=device, **keywords)  # (int8 picks no GEMM)
+    exact = cls.from_pretrained(name_or_path, gemm=gemm, **keywords)
     longest = min(tokenizer.model_max_length, exact.config.max_position_embeddings)  # (a tokenizer may set no limit)
     batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt"))
     real = batch["attention_mask"].bool()  # (B, T)
@@ -89,29 +87,34 @@ def _compare_heads(report: Int8Report, exact: torch.Tensor, approximate: torch.T
     report.pairs_reordered = int((before != after).triu(1).sum())
 
 
-def classifier_outputs(name_or_path: str) -> int | None:
-    """The number of outputs of a sequence classifier's checkpoint (its classifier weight's rows), or
-    None for a checkpoint of another class. The class is the one that loads its heads, as ``minibert
-    convert`` decides (convert.py's ``class_for``): from the tensors (a classifier on a pooler;
-    Google's run_classifier.py ``output_weights``), config.json's ``architectures`` only telling apart
-    the classes that hold the same ``classifier.*`` (a token classifier, a multiple-choice head). A
-    config without ``architectures`` (run_classifier.py's bert_config.json, some hub configs) was
-    taken for another model's, as ``classify`` and ``rerank`` never take it."""
-    from ..loading.checkpoint_files import find_checkpoint
-    from ..loading.head_labels import classifier_shape
+def compared_class(name_or_path: str) -> tuple[type, dict, int | None]:
+    """(the class both sides load, its from_pretrained keywords, a sequence classifier's number of
+    outputs or None), from one read of the checkpoint's tensor names and shapes (``tensor_shapes``: a
+    pickled ``pytorch_model.bin`` is opened for them, so it is opened once, not once per question).
+
+    A sequence classifier loads with its head, and its outputs are its classifier weight's rows. The
+    class is the one that loads its heads, as ``minibert convert`` decides (convert.py's ``class_for``):
+    from the tensors (a classifier on a pooler; Google's run_classifier.py ``output_weights``),
+    config.json's ``architectures`` only telling apart the classes that hold the same ``classifier.*``
+    (a token classifier, a multiple-choice head). A config without ``architectures`` (run_classifier.py's
+    bert_config.json, some hub configs) was taken for another model's, as ``classify`` and ``rerank``
+    never take it. Any other checkpoint compares its encoder, ``BertModel``, with the pooler only if the
+    file holds one (a token classifier, QA or masked-LM checkpoint has none)."""
+    from ..loading.checkpoint_files import checkpoint_parts, find_checkpoint, tensor_shapes
+    from ..loading.head_labels import classifier_in
     from .convert import class_for
 
     config_file, weights_file = find_checkpoint(name_or_path)
-    if class_for(config_file, weights_file)[0] is not BertForSequenceClassification:
-        return None
-    return classifier_shape(weights_file, read_pickle=True)[1][0]
+    shapes = tensor_shapes(weights_file)
+    if class_for(config_file, shapes)[0] is BertForSequenceClassification:
+        return BertForSequenceClassification, {}, classifier_in(shapes)[1][0]
+    return BertModel, {"add_pooling_layer": "pooler" in checkpoint_parts(list(shapes))}, None
 
 
-def _has_pooler(name_or_path: str) -> bool:
-    from ..loading.checkpoint_files import checkpoint_parts, find_checkpoint, tensor_names
-
-    _, weights_file = find_checkpoint(name_or_path)
-    return "pooler" in checkpoint_parts(tensor_names(weights_file))
+def classifier_outputs(name_or_path: str) -> int | None:
+    """The number of outputs of a sequence classifier's checkpoint (its classifier weight's rows), or
+    None for a checkpoint of another class (``compared_class``)."""
+    return compared_class(name_or_path)[2]
 
 
 def format_report(report: Int8Report) -> str:

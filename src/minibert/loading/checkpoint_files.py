@@ -353,6 +353,25 @@ def tensor_names(path: str | os.PathLike) -> list[str]:
     return list(read_state_dict(path))
 
 
+def tensor_shapes(path: str | os.PathLike, read_pickle: bool = True) -> dict[str, tuple[int, ...]] | None:
+    """Every tensor's name and shape in a weights file, from one read of the file's own table where it
+    has one: a TensorFlow ``.index``, a safetensors header (or each shard's). torch's pickle
+    (``pytorch_model.bin`` or its shards) has no table apart from its tensors: with ``read_pickle`` it
+    is opened as ``read_state_dict`` opens it (memory-mapped, with its checks), else None. One read
+    answers every question a caller asks of the tensors (the class they call for, from their names;
+    the classifier's rows, from its shape; whether there is a pooler): verify_int8.py."""
+    path = Path(path)
+    if path.suffix == ".index":
+        from .tf_checkpoint import read_index
+
+        entries, _ = read_index(path.with_suffix(""))
+        return {name: tuple(entry.shape) for name, entry in entries.items() if entry is not None}
+    tensors = declared_shapes(path)  # (None for a pickle)
+    if tensors is None and read_pickle:
+        tensors = read_state_dict(path)
+    return None if tensors is None else {name: tuple(tensor.shape) for name, tensor in tensors.items()}
+
+
 def checkpoint_parts(names: list[str]) -> set[str]:
     """Which of "pooler", "masked-LM" and "next-sentence" a checkpoint's tensor ``names`` hold
     (transformers' names or Google's, with or without the ``bert.`` prefix). A token classifier or

@@ -33,20 +33,17 @@ def classifier_shape(weights_file: Path, read_pickle: bool = False) -> tuple[str
     TensorFlow ``.index``, a safetensors header); None when it has none, or for a pickled
     ``pytorch_model.bin``, which has no index (its shape is then checked when it is read), unless
     ``read_pickle``: then the file is opened (memory-mapped) for its shapes."""
-    if weights_file.suffix == ".index":
-        from .tf_checkpoint import read_index
+    from .checkpoint_files import tensor_shapes
 
-        entries, _ = read_index(weights_file.with_suffix(""))
-        shapes = {name: entry.shape for name, entry in entries.items() if entry is not None}
-    else:
-        from .checkpoint_files import declared_shapes, read_state_dict
+    shapes = tensor_shapes(weights_file, read_pickle)
+    return None if shapes is None else classifier_in(shapes)
 
-        declared = declared_shapes(weights_file)
-        if declared is None and read_pickle:  # a pickle (or its shards), memory-mapped: read_state_dict's checks
-            declared = read_state_dict(weights_file)
-        if declared is None:
-            return None
-        shapes = {name: tuple(tensor.shape) for name, tensor in declared.items()}
+
+def classifier_in(shapes: dict[str, tuple[int, ...]]) -> tuple[str, tuple[int, ...]] | None:
+    """(name, shape) of the classifier weight among a checkpoint's tensor ``shapes`` ({name: shape},
+    checkpoint_files.tensor_shapes): transformers' ``classifier.weight`` or Google's ``output_weights``
+    (run_classifier.py), with or without the ``bert.`` prefix, two-dimensional (outputs × hidden:
+    ``shape[0]`` is the number of labels); None when there is none."""
     for name in (key for weight in CLASSIFIER_WEIGHTS for key in (weight, "bert." + weight)):
         if name in shapes and len(shapes[name]) == 2:
             return name, tuple(shapes[name])

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import ClassVar
 
-from ..errors import DataError
+from ..errors import DataError, FlagConflictError
 from ..limits import model_name, option, output_name, refuse_other_choices, refuse_out_of_limits
 from ..loading.devices import DEVICE_NAMES, check_device_name, device_flag
 from ..loading.head_labels import parse_labels
@@ -124,8 +124,8 @@ class PretrainOptions:
 
     def __post_init__(self):
         if self.bf16:  # the older flag: one name for one setting from here on (settings, resume command)
-            if self.precision not in (None, "bf16"):  # (minibert pretrain refuses both first, a usage error)
-                raise DataError(f"--bf16 and --precision {self.precision} contradict each other: give one")
+            if self.precision not in (None, "bf16"):  # (minibert pretrain: a usage error, exit 2)
+                raise FlagConflictError(f"--bf16 and --precision {self.precision} contradict each other: give one")
             object.__setattr__(self, "precision", "bf16")
             object.__setattr__(self, "bf16", False)
             object.__setattr__(self, "bf16_given", True)
@@ -139,16 +139,16 @@ class PretrainOptions:
         self.refuse_flag_conflicts(processes)
 
     def refuse_flag_conflicts(self, processes: int) -> None:
-        """The flags that cannot go together, whatever the files hold: a DataError (``minibert
-        pretrain`` says it first, as a usage error: exit 2). ``processes``: torchrun's WORLD_SIZE."""
+        """The flags that cannot go together, whatever the files hold: a FlagConflictError (a DataError;
+        ``minibert pretrain`` exits 2 on it, a usage error). ``processes``: torchrun's WORLD_SIZE."""
         if (self.init is None) == (self.config is None):
-            raise DataError("give exactly one of --init (a checkpoint) and --config (random weights)")
+            raise FlagConflictError("give exactly one of --init (a checkpoint) and --config (random weights)")
         if self.config is not None and self.vocab is None:
-            raise DataError("--config needs --vocab (the vocab.txt the instances' ids come from)")
+            raise FlagConflictError("--config needs --vocab (the vocab.txt the instances' ids come from)")
         pieces = processes * self.accumulate
         if self.batch_size % pieces:
-            raise DataError(f"--batch-size {self.batch_size} does not split into {processes} process(es) × "
-                            f"--accumulate {self.accumulate}: make it a multiple of {pieces}")  # fmt: skip
+            raise FlagConflictError(f"--batch-size {self.batch_size} does not split into {processes} process(es) × "
+                                    f"--accumulate {self.accumulate}: make it a multiple of {pieces}")  # fmt: skip
 
     def settings(self, processes: int, steps: int) -> dict:
         """What a resumed run must share with the run it continues (``steps``: --steps, a field here)."""

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import BertConfig
-from ...errors import CheckpointError, DataError
+from ...errors import CheckpointError, DataError, FlagConflictError
 from ...formats.json_files import parse_json
 from ...heads import BertForPreTraining
 from ...inputs import AS_ASKED
@@ -196,22 +196,22 @@ def has_tokenizer(name_or_path: str) -> bool:
 def refuse_other_tokenizer(options, tokenizer: BertTokenizer) -> None:
     """A ``--vocab`` or ``--cased`` given with ``--init`` of a checkpoint that has a tokenizer: the
     run trains and saves the checkpoint's, so a --vocab of other pieces (instances whose ids mean
-    those pieces) or --cased where it lowercases is a DataError naming both (``minibert pretrain``:
-    a usage error), not a flag dropped. One that repeats the checkpoint's is taken."""
+    those pieces) or --cased where it lowercases is a FlagConflictError naming both (``minibert
+    pretrain``: a usage error, exit 2), not a flag dropped. One that repeats the checkpoint's is taken."""
     own = f"--init {options.init}'s tokenizer"
     if not options.do_lower_case and tokenizer.do_lower_case:
-        raise DataError(f"--cased: {own} lowercases, and a checkpoint with a tokenizer pre-trains with its own; "
-                        "leave out --cased")  # fmt: skip
+        raise FlagConflictError(f"--cased: {own} lowercases, and a checkpoint with a tokenizer pre-trains with its "
+                                "own; leave out --cased")  # fmt: skip
     if options.vocab is None:
         return
     given, theirs = BertTokenizer(options.vocab).ids_to_tokens, tokenizer.ids_to_tokens  # {id: piece}
     differing = next((index for index in sorted(given.keys() | theirs.keys()) if given.get(index) != theirs.get(index)),
                      None)  # fmt: skip
     if differing is not None:
-        raise DataError(f"--vocab {options.vocab} is not the vocabulary of {own} (id {differing}: "
-                        f"{_piece(given, differing)} in --vocab, {_piece(theirs, differing)} in the checkpoint's): a "
-                        "checkpoint with a tokenizer pre-trains with its own, on instances made with its vocab.txt; "
-                        "leave out --vocab")  # fmt: skip
+        raise FlagConflictError(f"--vocab {options.vocab} is not the vocabulary of {own} (id {differing}: "
+                                f"{_piece(given, differing)} in --vocab, {_piece(theirs, differing)} in the "
+                                "checkpoint's): a checkpoint with a tokenizer pre-trains with its own, on instances "
+                                "made with its vocab.txt; leave out --vocab")  # fmt: skip
 
 
 def _piece(pieces: dict[int, str], index: int) -> str:
