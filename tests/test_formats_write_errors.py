@@ -78,19 +78,22 @@ def test_a_folder_that_takes_no_new_file_is_said_of_the_folder_not_the_temporary
             pass
 
 
-@pytest.mark.parametrize("what", ["model", "config"])
-def test_save_pretrained_into_what_cannot_be_a_folder_names_why(tmp_path, what):
+@pytest.mark.parametrize("what", ["model", "config", "tokenizer"])
+def test_save_pretrained_into_what_cannot_be_a_folder_names_why(tmp_path, vocab_file, what):
     """``model.save_pretrained(path)`` raised the bare OSErrors of mkdir, where ``config.save_pretrained``
     named the problem: FileExistsError "File exists" for a path that is a file (the file is not the
     problem; that it is no folder is), NotADirectoryError for a folder under a file, FileNotFoundError
-    for a folder that cannot be made. Both say it, in one FileWriteError, and write nothing."""
+    for a folder that cannot be made. All say it, in one FileWriteError, and write nothing: the
+    tokenizer's too (it raised a NotADirectoryError of its own for a file, and mkdir's for the others)."""
     import minibert
 
     config = minibert.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                                  intermediate_size=37)  # fmt: skip
-    saving = minibert.BertModel(config) if what == "model" else config
-    files = "model.safetensors and config.json" if what == "model" else "config.json"
-    first = files.split()[0]
+    saving = {"model": lambda: minibert.BertModel(config), "config": lambda: config,
+              "tokenizer": lambda: minibert.BertTokenizer(vocab_file)}[what]()  # fmt: skip
+    files = {"model": "model.safetensors and config.json", "config": "config.json",
+             "tokenizer": "vocab.txt, tokenizer_config.json and special_tokens_map.json"}[what]  # fmt: skip
+    first = files.split()[0].rstrip(",")  # the first file named
     (tmp_path / "afile").write_text("x")
     cases = [(tmp_path / "afile", f"cannot save {files} into {tmp_path / 'afile'}: it is a file, not a directory"),
              (tmp_path / "afile" / "sub", f"cannot save {files} into {tmp_path / 'afile' / 'sub'}: it does not exist "

@@ -494,6 +494,27 @@ def test_the_embedder_and_cross_encoder_take_sentence_transformers_download_keyw
         CrossEncoder("org/race", cache_dir=mine)
 
 
+def test_a_load_of_several_parts_checks_its_download_keywords_once(tmp_path, monkeypatch):
+    """token=True sends the saved login, which is looked up (huggingface_hub's get_token) to refuse a
+    missing one before any request. An Embedder, a CrossEncoder and an Auto class load several parts
+    (tokenizer, model, recipe or architecture), and each part checked the keywords again: three reads
+    of the login for one Embedder. Now once per load."""
+    import huggingface_hub
+
+    from minibert import AutoModelForSequenceClassification
+
+    folder = _classifier(tmp_path / "once")
+    reads = []
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: reads.append("read") or "hf_saved")
+    loads = {"Embedder": lambda: Embedder.from_pretrained(folder, token=True),
+             "CrossEncoder": lambda: CrossEncoder(folder, token=True),
+             "AutoModel": lambda: AutoModelForSequenceClassification.from_pretrained(folder, token=True)}  # fmt: skip
+    for name, load in loads.items():
+        reads.clear()
+        load()
+        assert reads == ["read"], name
+
+
 # ----------------------------------------------------------------------------- 10. what the hub says, said true
 
 

@@ -136,12 +136,27 @@ def test_a_save_removes_the_other_layouts_files(models, tmp_path):
     ({"is_main_process": "yes"}, TypeError, r"is_main_process must be True or False"),
     ({"max_shard_size": "big"}, ValueError, r"max_shard_size='big' is not a size"),
     ({"max_shard_size": 0}, ValueError, r"max_shard_size=0 is not a size"),
+    ({"max_shard_size": "infGB"}, ValueError, r"max_shard_size='infGB' is not a size"),  # (was OverflowError)
+    ({"max_shard_size": "nanGB"}, ValueError, r"max_shard_size='nanGB' is not a size"),
+    ({"max_shard_size": "-5GB"}, ValueError, r"max_shard_size='-5GB' is not a size"),
+    ({"max_shard_size": "0.0001KB"}, ValueError, r"max_shard_size='0.0001KB' is not a size"),  # under a byte
+    ({"max_shard_size": True}, ValueError, r"max_shard_size=True is not a size"),
     ({"state_dict": [1]}, TypeError, r"state_dict must be a dict of tensors"),
 ])  # fmt: skip
 def test_what_minibert_cannot_honour_is_refused_saying_what_it_takes(models, tmp_path, keywords, error, message):
     with pytest.raises(error, match=message):
         models[0].save_pretrained(tmp_path / "out", **keywords)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_shard_size_is_read_in_decimal_units_as_huggingface_hub_reads_it():
+    """What the split is given, in bytes (huggingface_hub's units are powers of 1000; its default, and
+    transformers 5's, "50GB")."""
+    from minibert.loading.save_pretrained import SaveOptions, save_options
+
+    cases = {"5GB": 5_000_000_000, " 0.5 mb": 500_000, "20 KB": 20_000, "1TB": 10**12, "0.001KB": 1, 30_000: 30_000}
+    assert {size: save_options({"max_shard_size": size}).max_shard_size for size in cases} == cases
+    assert save_options({}).max_shard_size == SaveOptions().max_shard_size == 50_000_000_000
 
 
 def test_the_refusals_claims_of_transformers_hold(models, tmp_path):

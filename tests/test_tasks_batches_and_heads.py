@@ -153,6 +153,43 @@ def test_a_checkpoint_without_architectures_is_read_as_before(make, tmp_path):  
     same(minibert.tag(TEXTS[0], model=folder), pipeline(TEXTS[0]), "no architectures")
 
 
+# What config.json's ``architectures`` says of a head: (the field, sentence classifier?, token classifier?),
+# by transformers' class names (a list of names, as transformers writes it; anything else names no head).
+ARCHITECTURES = [(["BertForSequenceClassification"], True, False), (["BertForTokenClassification"], False, True),
+                 (["BertForMultipleChoice"], False, False), (["BertForPreTraining"], False, False),
+                 (["BertModel", "BertForTokenClassification"], False, True), ([], False, False),
+                 ("BertForSequenceClassification", False, False), ([7, None, {"a": 1}], False, False),
+                 (None, False, False)]  # fmt: skip
+
+
+@pytest.mark.parametrize("architectures, sentences, tokens", ARCHITECTURES)
+def test_each_reader_of_architectures_takes_the_same_head_from_it(tmp_path, architectures, sentences, tokens):
+    """The tasks' refusal of a head of another kind, serve's choice of a classifier over an embedder,
+    and fine-tuning's kind of head read ``architectures`` through one helper, and agree."""
+    pytest.importorskip("starlette")
+    from minibert.apps.serve.service import is_sequence_classifier
+    from minibert.tasks.loading import architectures_in, classifier_kinds
+    from minibert.training.tasks.head import head_kind
+
+    config = {"hidden_size": 8} if architectures is None else {"hidden_size": 8, "architectures": architectures}
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert architectures_in(str(tmp_path)) == (architectures, str(tmp_path / "config.json"))
+    assert ("ForSequenceClassification" in classifier_kinds(architectures)) is sentences
+    assert is_sequence_classifier(str(tmp_path)) is sentences
+    assert (head_kind(config) == "token_classification") is tokens
+    assert (classifier_kinds(architectures) == {"ForMultipleChoice"}) is (architectures == ["BertForMultipleChoice"])
+
+
+def test_architectures_in_leaves_a_missing_or_broken_config_to_the_loader(tmp_path):
+    from minibert.tasks.loading import architectures_in
+
+    assert architectures_in(str(tmp_path)) == (None, "")
+    (tmp_path / "config.json").write_text("[1, 2", encoding="utf-8")
+    assert architectures_in(str(tmp_path)) == (None, str(tmp_path / "config.json"))
+    (tmp_path / "config.json").write_text("[1, 2]", encoding="utf-8")
+    assert architectures_in(str(tmp_path)) == (None, str(tmp_path / "config.json"))
+
+
 # ----------------------------------------------------------------------------- rerank's model=
 
 

@@ -167,3 +167,5 @@ def test_transformers_other_schedules_are_named_with_the_function_that_makes_the
         assert ELSEWHERE[kind.value] == function.__name__
         with pytest.raises(ValueError, match=f"minibert has no '{kind.value}' schedule .*{function.__name__}"):
             minibert.get_scheduler(kind.value, optimizer, 1, 9)
+        with pytest.raises(ImportError, match=f"keep `from transformers import {function.__name__}`"):
+            exec(f"from minibert import {function.__name__}", {})  # the function itself, imported: the same advice

@@ -82,9 +82,10 @@ class _AutoClass:
             from .loading.devices import placement
 
             kwargs["device"] = placement(kwargs["device"], kwargs.get("dtype"))
-        with one_load():  # config.json read here and the class's files: one commit (loading/hub_commit.py)
-            with hub_options(hub_keywords(dict(kwargs))):  # (checked here; the class takes them again) as it reads
-                _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
+        hub = hub_keywords(kwargs)  # the download keywords, checked once and taken out: the class is given none
+        # config.json read here and the class's files: one commit (loading/hub_commit.py), with those options
+        with one_load(), hub_options(hub):
+            _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
             return cls.bert_class.from_pretrained(name_or_path, *args, revision=revision, **kwargs)
 
 

@@ -34,16 +34,14 @@ def load_parts(name_or_path, revision: str | None, hub: HubOptions, **model_keyw
     """(model, tokenizer, recipe or None) of a folder or hub repository, every file from one commit.
     An encoder saved without its pooler (an MLM-trained BERT) loads without one: only
     ``pooling="pooler"`` reads it, and says so then."""
-    with one_load():
-        tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision, **hub.keywords())
-        load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, **model_keywords,
-                                 **hub.keywords())  # fmt: skip
+    with one_load(), hub_options(hub):  # ``hub`` checked once (download_keywords): each part is given none
+        tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
+        load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, **model_keywords)
         try:
             model = load()
         except MissingHeadsError as error:
             if not error.only_the_pooler:
                 raise
             model = load(add_pooling_layer=False)
-        with hub_options(hub):
-            recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
+        recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
     return model, tokenizer, recipe

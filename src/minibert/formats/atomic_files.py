@@ -147,12 +147,13 @@ def why_not_a_folder(directory: str | os.PathLike) -> str | None:
 def output_folder(directory: str | os.PathLike, *files: str) -> Path:
     """``directory`` made (its parents too) to hold ``files`` (the names saved in it), or a
     FileWriteError saying why it cannot be: a path that is a file (or a folder under one) is said to
-    be that, not "File exists"; a folder that cannot be made is named (the model's and the config's
-    ``save_pretrained``)."""
+    be that, not "File exists"; a folder that cannot be made is named (the model's, the config's and
+    the tokenizer's ``save_pretrained``)."""
     directory = Path(directory)
     reason = why_not_a_folder(directory)
     if reason not in (None, "does not exist"):  # (a file, or a folder under a file: mkdir would say less)
-        raise FileWriteError(errno.ENOTDIR, f"cannot save {' and '.join(files)} into {directory}: it {reason}")
+        listed = " and ".join(files) if len(files) < 3 else f"{', '.join(files[:-1])} and {files[-1]}"
+        raise FileWriteError(errno.ENOTDIR, f"cannot save {listed} into {directory}: it {reason}")
     with naming_the_file(directory / files[0], directory):
         directory.mkdir(parents=True, exist_ok=True)
     return directory

@@ -28,11 +28,13 @@ from pathlib import Path
 from ..errors import CheckpointError, HubDownloadError, ModelNotFoundError
 from .hub_commit import answered_commit, fix_commit, fixed_commit, snapshot_commit
 from .hub_failures import (
+    REPO_PREFIX,
     download_failed,
     is_a_transfer_failure,
     known_absent,
     not_in_cache,
     refused_repository,
+    repo_id_of,
     token_sent,
 )
 from .hub_reach import TIMEOUT_VARIABLE, _unreachable, _within, hub_timeout
@@ -75,7 +77,14 @@ _HUB_OPTIONS: contextvars.ContextVar[HubOptions | None] = contextvars.ContextVar
 
 @contextlib.contextmanager
 def hub_options(options: HubOptions):
-    """Within it, every hub download of this thread uses ``options`` (a local directory ignores them)."""
+    """Within it, every hub download of this thread uses ``options`` (a local directory ignores them).
+    Options all at their defaults (a ``from_pretrained`` given no download keyword) keep those of an
+    enclosing ``hub_options``: a load of several parts (an Embedder, a CrossEncoder, an Auto class)
+    checks its keywords once (a ``token=True`` reads the saved login once) and loads each part
+    within them, passing the part none."""
+    if options == HubOptions() and _HUB_OPTIONS.get() is not None:
+        yield
+        return
     reset = _HUB_OPTIONS.set(options)
     try:
         yield
@@ -208,7 +217,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
     commit = fixed_commit(repo_id, revision, options.cache_dir)
     try:
         path = _fetch(repo_id, filename, commit or revision, options, endpoint, cache_only)
-        fix_commit(repo_id, revision, options.cache_dir, snapshot_commit(path, filename))
+        fix_commit(repo_id, revision, options.cache_dir, snapshot_commit(path))
         return path
     except TimeoutError:
         raise HubDownloadError(
@@ -327,6 +336,6 @@ def offline_models(cache_dir: str | None = None) -> list[str]:
     from huggingface_hub import constants
 
     cache = Path(cache_dir or constants.HF_HUB_CACHE)
-    cached = sorted(folder.name.removeprefix("models--").replace("--", "/") for folder in cache.glob("models--*")
+    cached = sorted(repo_id_of(folder) for folder in cache.glob(f"{REPO_PREFIX}*")
                     if (folder / "snapshots").is_dir()) if cache.is_dir() else []  # fmt: skip
     return [*BUNDLED_MODELS, *cached]

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+
+from .hub_failures import cached_file
 
 # (repository, revision asked, cache folder) → the commit the load's first file of it came from
 _COMMITS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("minibert_load_commits", default=None)
@@ -54,15 +56,12 @@ def fix_commit(repo_id: str, revision: str | None, cache_dir: str | None, commit
         commits.setdefault((repo_id, revision or "main", cache_dir), commit)
 
 
-def snapshot_commit(path: Path, filename: str) -> str | None:
-    """The commit of the cache's snapshot folder that holds ``filename`` at ``path``
-    (``.../snapshots/COMMIT/1_Pooling/config.json``), or None for a file not in a hub cache.
-
-    >>> snapshot_commit(Path("/c/models--org--x/snapshots/a0ce67/1_Pooling/config.json"), "1_Pooling/config.json")
-    'a0ce67'
-    """
-    snapshot = path.parents[len(PurePosixPath(filename).parts) - 1]
-    return snapshot.name if snapshot.parent.name == "snapshots" else None
+def snapshot_commit(path: Path) -> str | None:
+    """The commit of the cache's snapshot folder that holds the file at ``path``
+    (``.../snapshots/COMMIT/1_Pooling/config.json``: hub_failures.py ``cached_file``), or None for a
+    file not in a hub cache."""
+    place = cached_file(path)
+    return place.commit if place is not None else None
 
 
 def answered_commit(error: BaseException) -> str | None:

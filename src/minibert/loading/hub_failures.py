@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HubDownloadError, ModelNotFoundError
@@ -53,11 +54,59 @@ def known_absent(repo_id: str, filename: str, revision: str | None, cache_dir: s
     return isinstance(files, dict) and filename not in files
 
 
+# The Hugging Face cache's layout, read here alone: a model repository's folder is named after it,
+# each commit it holds is a folder of its files (links to blobs kept beside):
+#
+#     CACHE/models--ORG--NAME/snapshots/COMMIT/1_Pooling/config.json      (org/name, COMMIT, 1_Pooling/config.json)
+REPO_PREFIX = "models--"
+
+
 def repo_folder(repo_id: str, cache_dir: str | None) -> Path:
     """The repository's folder in the Hugging Face cache: ``HF_HUB_CACHE/models--org--name``."""
     from huggingface_hub import constants
 
-    return Path(cache_dir or constants.HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
+    return Path(cache_dir or constants.HF_HUB_CACHE) / (REPO_PREFIX + repo_id.replace("/", "--"))
+
+
+def repo_id_of(folder: Path) -> str | None:
+    """The model repository a cache folder holds (``repo_folder`` backwards), or None for another folder.
+
+    >>> repo_id_of(Path("/c/models--sentence-transformers--all-MiniLM-L6-v2"))
+    'sentence-transformers/all-MiniLM-L6-v2'
+    >>> repo_id_of(Path("/c/datasets--org--x")) is None
+    True
+    """
+    name = folder.name
+    return name.removeprefix(REPO_PREFIX).replace("--", "/") if name.startswith(REPO_PREFIX) else None
+
+
+@dataclass(frozen=True)
+class CachedFile:
+    """Where a file of the Hugging Face cache lies: ``cache``/models--ORG--NAME/snapshots/``commit``/``filename``."""
+
+    cache: Path
+    repo_id: str
+    commit: str
+    filename: str  # inside the snapshot, with "/": "1_Pooling/config.json"
+
+
+def cached_file(path: Path) -> CachedFile | None:
+    """``path`` read as a file of a cache's snapshot (the path huggingface_hub gives for a hub file),
+    or None for a file that is not in one. The snapshot is the outermost folder that lies in a
+    repository's ``snapshots/`` folder, so a repository's own folder named "snapshots" is a file's path.
+
+    >>> cached_file(Path("/c/models--org--x/snapshots/a0ce67/1_Pooling/config.json"))
+    CachedFile(cache=PosixPath('/c'), repo_id='org/x', commit='a0ce67', filename='1_Pooling/config.json')
+    >>> cached_file(Path("/c/models--org--x/snapshots/a0ce67/snapshots/notes.txt")).filename
+    'snapshots/notes.txt'
+    >>> cached_file(Path("/work/minilm/config.json")) is None
+    True
+    """
+    for snapshot in reversed(path.parents[:-1]):  # outermost first (the root, "/", holds no repository)
+        repo = snapshot.parent.parent
+        if snapshot.parent.name == "snapshots" and repo_id_of(repo) is not None:
+            return CachedFile(repo.parent, repo_id_of(repo), snapshot.name, path.relative_to(snapshot).as_posix())
+    return None
 
 
 def cached_commit(folder: Path, revision: str | None) -> str | None:
@@ -221,16 +270,12 @@ def damaged_copy_remedy(path: Path) -> str:
     (``.../models--org--name/snapshots/COMMIT/model.safetensors``) is a link to a blob: deleting the
     link changes nothing (huggingface_hub links the same blob again, without a download), so the
     blob is named and downloaded again. Any other file: delete it and download it again."""
-    snapshot = next((folder for folder in path.parents if folder.parent.name == "snapshots"), None)
-    repo = snapshot.parent.parent if snapshot is not None else None
-    if repo is None or not repo.name.startswith("models--"):
+    place = cached_file(path)
+    if place is None:
         return "delete it and download it again"
     from huggingface_hub import constants
 
-    repo_id = repo.name.removeprefix("models--").replace("--", "/")
-    cache = repo.parent
-    cache_dir = None if cache.resolve() == Path(constants.HF_HUB_CACHE).resolve() else os.fspath(cache)
-    filename = path.relative_to(snapshot).as_posix()
+    cache_dir = None if place.cache.resolve() == Path(constants.HF_HUB_CACHE).resolve() else os.fspath(place.cache)
     return (f"it is the Hugging Face cache's copy ({path.resolve()}): download it again with "
-            f"from_pretrained(..., force_download=True), or with `hf download {repo_id} {filename} --revision "
-            f"{snapshot.name} --force-download{_cache_flag(cache_dir)}`")  # fmt: skip
+            f"from_pretrained(..., force_download=True), or with `hf download {place.repo_id} {place.filename} "
+            f"--revision {place.commit} --force-download{_cache_flag(cache_dir)}`")  # fmt: skip

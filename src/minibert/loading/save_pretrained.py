@@ -31,6 +31,7 @@ model.safetensors, and would read the old weights.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -55,7 +56,7 @@ class SaveOptions:
 
     is_main_process: bool = True
     state_dict: Mapping | None = None
-    max_shard_size: int | str = "50GB"  # transformers 5's default: a BERT is one file
+    max_shard_size: int = 50_000_000_000  # bytes: transformers 5's default, "50GB" (a BERT is one file)
 
 
 def save_options(keywords: dict) -> SaveOptions:
@@ -80,26 +81,31 @@ def save_options(keywords: dict) -> SaveOptions:
     function = keywords.get("save_function")
     if function is not None and not callable(function):
         raise TypeError(f"save_pretrained: save_function must be a function, got {function!r}")
-    size = keywords.get("max_shard_size", "50GB")
-    if not _is_size(size):
-        raise ValueError(f"save_pretrained: max_shard_size={size!r} is not a size: give bytes (an int) or a "
-                         "number and a unit, KB, MB, GB or TB ('5GB', as huggingface_hub reads it)")  # fmt: skip
+    size = shard_bytes(keywords["max_shard_size"]) if "max_shard_size" in keywords else SaveOptions.max_shard_size
     state_dict = keywords.get("state_dict")
     if state_dict is not None and not isinstance(state_dict, Mapping):
         raise TypeError(f"save_pretrained: state_dict must be a dict of tensors, got {type(state_dict).__name__}")
     return SaveOptions(keywords.get("is_main_process", True), state_dict, size)
 
 
-def _is_size(size) -> bool:
-    """An int of bytes, or a size as huggingface_hub's ``parse_size_to_int`` reads one ("5GB", "0.5 MB")."""
+def shard_bytes(size) -> int:
+    """``max_shard_size`` in bytes: an int as it is, a str read by huggingface_hub's own reader, the one
+    its split (what transformers calls) reads it with: a number and a unit, decimal ("5GB" is 5 × 10⁹
+    bytes, "0.5 MB" 500,000; KB, MB, GB or TB in any case). The split is then given these bytes, so
+    what is checked here is what it cuts by. Refused (a ValueError naming the value): what the reader
+    refuses or cannot make a whole number of ("big", "GB", "nanGB", "infGB"), and a size under one byte."""
+    from huggingface_hub.serialization._base import parse_size_to_int  # (private; in 0.25 and 2.x alike)
+
+    number = None
     if isinstance(size, int) and not isinstance(size, bool):
-        return size > 0
-    if not isinstance(size, str) or size.strip()[-2:].upper() not in ("KB", "MB", "GB", "TB"):
-        return False
-    try:
-        return float(size.strip()[:-2]) > 0
-    except ValueError:
-        return False
+        number = size
+    elif isinstance(size, str):
+        with contextlib.suppress(ValueError, OverflowError):
+            number = parse_size_to_int(size)
+    if number is None or number < 1:
+        raise ValueError(f"save_pretrained: max_shard_size={size!r} is not a size: give bytes (an int) or a "
+                         "number and a unit, KB, MB, GB or TB ('5GB', as huggingface_hub reads it)")  # fmt: skip
+    return number
 
 
 def save_pretrained(model, directory: str | os.PathLike, options: SaveOptions = SaveOptions()) -> None:
@@ -143,7 +149,7 @@ def hub_tensors(model, state_dict: Mapping | None = None) -> dict[str, torch.Ten
     return tensors
 
 
-def write_weights(tensors: dict, directory: Path, max_shard_size: int | str, parameters: int) -> None:
+def write_weights(tensors: dict, directory: Path, max_shard_size: int, parameters: int) -> None:
     """model.safetensors, or, past ``max_shard_size``, shards cut by huggingface_hub (the split
     transformers calls) and their index; then the other layout's files an earlier save left are removed. Shards
     replace a model.safetensors only after it is gone: a kill in between leaves no weights a loader

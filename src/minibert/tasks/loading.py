@@ -109,15 +109,23 @@ CLASSIFIER_KINDS = {
 }  # fmt: skip
 
 
-def _kinds(names) -> set[str]:
-    """The classifier kinds (keys of ``CLASSIFIER_KINDS``) that class names end with."""
-    names = names if isinstance(names, list) else []
+def classifier_kinds(architectures) -> set[str]:
+    """The classifier kinds (keys of ``CLASSIFIER_KINDS``) that config.json's ``architectures`` names,
+    by the end of each class name, as transformers names its heads: ``["BertForTokenClassification"]``
+    → ``{"ForTokenClassification"}``; an encoder, a pretraining head or anything but a list of names
+    (no field, Google's bert_config.json, a hand-edited value) → the empty set. The one reading of
+    ``architectures`` for a head's kind: ``check_head_kind`` here, serve's choice between an embedder
+    and a classifier (apps/serve/service.py), and fine-tuning's refusal of a head of another kind
+    (training/tasks/head.py)."""
+    names = architectures if isinstance(architectures, list) else []
     return {kind for kind in CLASSIFIER_KINDS for name in names if isinstance(name, str) and name.endswith(kind)}
 
 
 def architectures_in(name_or_path: str, revision: str | None = None) -> tuple[object, str]:
     """(config.json's ``architectures``, the file) of a folder or hub id; (None, "") without one, and
-    None for a file that cannot be read: the model's own loading says what is wrong with it."""
+    None for a file that cannot be read: the model's own loading says what is wrong with it. Read on
+    its own, before the weights (a small JSON file read twice), so that a head of the wrong kind is
+    refused before anything large is loaded."""
     path = config_file(name_or_path, revision, required=False)
     if path is None:
         return None, ""
@@ -134,7 +142,7 @@ def check_head_kind(cls: type, architectures, where: str) -> None:
     Its ``classifier`` tensors would load, and the head run on vectors it was never trained on,
     giving labels that mean nothing, without an error (``minibert finetune`` refuses it too). A config
     that names no classifier (an encoder, Google's bert_config.json, none at all) is taken as it is."""
-    wanted, named = _kinds([cls.__name__]), _kinds(architectures)
+    wanted, named = classifier_kinds([cls.__name__]), classifier_kinds(architectures)
     if not wanted or not named or wanted & named:
         return
     kind = sorted(named)[0]

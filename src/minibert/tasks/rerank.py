@@ -79,15 +79,15 @@ class CrossEncoder:
                                 token=token, cache_folder=cache_folder, local_files_only=local_files_only)  # fmt: skip
         source = os.fspath(model_name_or_path)
         device = placement(device, dtype, computes="a CrossEncoder")  # said before a file is read
-        with one_load():  # the model, the tokenizer and the settings: one commit (loading/hub_commit.py)
-            with hub_options(hub):  # a token classifier's head would load too: refused by config.json's word
-                check_head_kind(BertForSequenceClassification, *architectures_in(source, revision))
+        # The model, the tokenizer and the settings: one commit (loading/hub_commit.py), with the download
+        # keywords checked once (each part is given none: loading/hub.py hub_options).
+        with one_load(), hub_options(hub):
+            # a token classifier's head would load too: refused by config.json's word
+            check_head_kind(BertForSequenceClassification, *architectures_in(source, revision))
             self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
-                                                                       device=device, gemm=gemm,
-                                                                       **hub.keywords()).eval()  # fmt: skip
-            self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision, **hub.keywords())
-            with hub_options(hub):
-                settings = _read_settings(source, revision)
+                                                                       device=device, gemm=gemm).eval()  # fmt: skip
+            self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision)
+            settings = _read_settings(source, revision)
         self.model.config.check_vocabulary(self.tokenizer.vocab, source)
         self._follow(settings, max_length, activation_fn, source)
 

@@ -197,8 +197,10 @@ class AddedTokens:
                               f"transformers would number a new added token {len(self.vocab)}, minibert "
                               f"{self.next_id}; no token can be added (list each piece once)")  # fmt: skip
 
-    def check_restored(self, source) -> None:
-        """The ordinary added tokens read from a file, checked. One that is also a special token
+    def check_restored(self, source, error: type[Exception] = CheckpointError) -> None:
+        """The ordinary added tokens read from a file (``restore``), checked: an ``error`` naming
+        ``source`` (the file; ``lowercasing_first``, which restores a tokenizer's tokens under a new
+        normalization, gives its reason and a ValueError). One that is also a special token
         by name is kept as the file has it (matched after normalization, and not skipped by
         decode), as transformers loads it: e.g. ``<e1>`` in added_tokens.json and listed in
         special_tokens_map.json's ``additional_special_tokens``."""
@@ -207,8 +209,8 @@ class AddedTokens:
             if not token.special:
                 try:
                     self.check_addable(token, set(), spellings)
-                except ValueError as error:
-                    raise CheckpointError(f"{source}: {error}") from None
+                except ValueError as why:
+                    raise error(f"{source}: {why}") from None
 
     def check_addable(self, token: AddedToken, specials: set[str], spellings) -> None:
         """Refuse what transformers does not do reproducibly (see the module doc). ``spellings``:

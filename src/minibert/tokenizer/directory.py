@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import CheckpointError, ModelNotFoundError
+from ..formats.atomic_files import output_folder
 from ..formats.file_sets import write_files_together
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
@@ -202,12 +203,11 @@ def write_tokenizer_files(tokenizer, save_directory) -> tuple[str, ...]:
     one) is removed with them: transformers and ``tokenizers`` read it before vocab.txt, and
     minibert its added tokens, so left there it would tokenize as the tokenizer saved before; so is
     an ``added_tokens.json`` (files.py ``STALE_FILES``), which a reader takes where a config lacks
-    ``added_tokens_decoder`` (minibert's always has it now, as transformers' slow tokenizer writes it)."""
-    directory = Path(save_directory)
-    if directory.exists() and not directory.is_dir():
-        raise NotADirectoryError(f"save_pretrained: {directory} exists and is not a directory")
-    directory.mkdir(parents=True, exist_ok=True)
+    ``added_tokens_decoder`` (minibert's always has it now, as transformers' slow tokenizer writes it).
+    A path that is a file, or under one, or a folder that cannot be made is a FileWriteError saying
+    which (``output_folder``), as the model's and the config's ``save_pretrained`` say it."""
     files = tokenizer_files(tokenizer)
+    directory = output_folder(save_directory, *files)  # a file there, or a folder that cannot be made: said
     write_files_together({directory / name: data for name, data in files.items()},
                          remove=[directory / name for name in STALE_FILES if name not in files])  # fmt: skip
     return tuple(str(directory / name) for name in files)

@@ -235,14 +235,11 @@ class SpecialTokens:
         lowered._extra_special_tokens = list(self._extra_special_tokens)
         lowered.added = AddedTokens(lowered.vocab, lowered.ids_to_tokens, lowered.basic, self.vocab_file)
         lowered.added.set_roles(list(self.added.roles))
-        spellings: dict = {}
-        for content, token in self.added.tokens.items():
-            if token.normalized:  # two tokens lowercased alike: tokenizers' match is not defined
-                try:
-                    lowered.added.check_addable(token, set(), spellings)
-                except ValueError as error:
-                    raise ValueError(f"lowercasing the text first (do_lower_case): {error}") from None
-            lowered.added.register(token, self.vocab[content])
+        # As a tokenizer read from files restores them: each under its id, then checked under the new
+        # normalization (two tokens lowercased alike: tokenizers' match is not defined).
+        why = "lowercasing the text first (do_lower_case)"
+        lowered.added.restore([(self.vocab[content], token) for content, token in self.added.tokens.items()], why)
+        lowered.added.check_restored(why, error=ValueError)  # (not a file's fault: a ValueError)
         return lowered
 
     def get_added_vocab(self) -> dict[str, int]:

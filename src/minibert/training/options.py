@@ -18,7 +18,7 @@ from ..errors import DataError, FlagConflictError
 from ..limits import model_name, option, output_name, refuse_other_choices, refuse_out_of_limits
 from ..loading.devices import DEVICE_NAMES, check_device_name, device_flag
 from ..loading.head_labels import parse_labels
-from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED
+from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED, path_list
 from .tasks import PROBLEMS
 from .tasks.examples import GLUE, REGRESSION_TASKS, ExampleFormat
 
@@ -55,22 +55,6 @@ def _labels_flag(text: str) -> tuple[str, ...]:
         return tuple(parse_labels(text))
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def data_files(data) -> list[str]:
-    """``PretrainOptions.data`` as a list of paths: one path (str, Path) is one file, never one
-    file per character (as ``create_pretraining_data``'s files); anything else a DataError."""
-    import os
-    from collections.abc import Sequence
-
-    if isinstance(data, (str, os.PathLike)):
-        return [os.fspath(data)]
-    if isinstance(data, bytes) or not isinstance(data, Sequence):
-        raise DataError(f"data must be a TFRecord file's path or a list of paths, got {type(data).__name__}")
-    for path in data:
-        if not isinstance(path, (str, os.PathLike)):
-            raise DataError(f"data must be paths (str or Path), got {path!r}")
-    return [os.fspath(path) for path in data]
 
 
 @dataclass(frozen=True)
@@ -131,7 +115,7 @@ class PretrainOptions:
             object.__setattr__(self, "bf16_given", True)
         elif self.precision is None:
             object.__setattr__(self, "precision", "fp32")
-        object.__setattr__(self, "data", data_files(self.data))
+        object.__setattr__(self, "data", path_list(self.data, "data", one="a TFRecord file's path"))
         refuse_unknown_words(self)
 
     def check(self, processes: int) -> None:

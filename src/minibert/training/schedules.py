@@ -47,6 +47,8 @@ import operator
 
 from torch.optim.lr_scheduler import LambdaLR
 
+from .. import _TRANSFORMERS_ONLY_SCHEDULES
+
 __all__ = ["get_constant_schedule", "get_constant_schedule_with_warmup", "get_cosine_schedule_with_warmup",
            "get_linear_schedule_with_warmup", "get_scheduler"]  # fmt: skip
 
@@ -122,13 +124,9 @@ def get_constant_schedule(optimizer, last_epoch: int = -1) -> LambdaLR:
 SCHEDULES = {"linear": (get_linear_schedule_with_warmup, True), "cosine": (get_cosine_schedule_with_warmup, True),
              "constant": (get_constant_schedule, False),
              "constant_with_warmup": (get_constant_schedule_with_warmup, False)}  # fmt: skip
-# transformers' other names (its SchedulerType), with the function of transformers that makes each.
-ELSEWHERE = {"cosine_with_restarts": "get_cosine_with_hard_restarts_schedule_with_warmup",
-             "polynomial": "get_polynomial_decay_schedule_with_warmup", "inverse_sqrt": "get_inverse_sqrt_schedule",
-             "reduce_lr_on_plateau": "get_reduce_on_plateau_schedule",
-             "cosine_with_min_lr": "get_cosine_with_min_lr_schedule_with_warmup",
-             "cosine_warmup_with_min_lr": "get_cosine_with_min_lr_schedule_with_warmup_lr_rate",
-             "warmup_stable_decay": "get_wsd_schedule", "greedy": "get_greedy_schedule"}  # fmt: skip
+# transformers' other names (its SchedulerType), with the function of transformers that makes each: the
+# package's table (minibert/__init__.py), which also answers an import of one of those functions.
+ELSEWHERE = _TRANSFORMERS_ONLY_SCHEDULES
 
 
 def get_scheduler(name, optimizer, num_warmup_steps: int | None = None, num_training_steps: int | None = None,

@@ -12,7 +12,6 @@ import numpy as np
 
 from ...embedding.options import EmbedOptions
 from ...errors import PicklableError
-from ...formats.json_files import parse_json
 from ...tokenizer.encoding import truncation_plan
 from ...tokenizer.framing import added_by_framing, segment_ids
 from .batching import DynamicBatcher
@@ -261,12 +260,9 @@ def tokens_answer(tokenizer, texts: list[str], add_special_tokens: bool, limit: 
 
 
 def is_sequence_classifier(model: str) -> bool:
-    from ...loading.hub import resolve_file
+    """Whether config.json's ``architectures`` names a sentence classifier (a cross-encoder, a sentiment
+    model), which the server runs as one; anything else is loaded as an embedder, whose loading says
+    what is wrong with a folder (a config.json missing, unreadable or not JSON)."""
+    from ...tasks.loading import architectures_in, classifier_kinds
 
-    path = resolve_file(model, "config.json")
-    try:
-        architectures = parse_json(path.read_bytes()).get("architectures") or []
-    except (ValueError, AttributeError):
-        return False  # the loader says what is wrong with it
-    return isinstance(architectures, list) and any(
-        isinstance(name, str) and name.endswith("ForSequenceClassification") for name in architectures)  # fmt: skip
+    return "ForSequenceClassification" in classifier_kinds(architectures_in(model)[0])

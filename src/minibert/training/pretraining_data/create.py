@@ -19,7 +19,7 @@ from ...formats.file_sets import files_written_together
 from .documents import check_invalid_utf8, read_documents
 from .full_tokenizer import PretrainingVocabulary
 from .instances import create_instances
-from .options import DEFAULT_SEED, InstanceOptions
+from .options import DEFAULT_SEED, InstanceOptions, path_list
 from .records import write_shards
 
 
@@ -56,7 +56,8 @@ def create_pretraining_data(
                         "InstanceOptions(max_seq_length=..., ...)")  # fmt: skip
     if not isinstance(vocab_file, (str, os.PathLike)):
         raise DataError(f"vocab_file must be a path (str or Path), got {type(vocab_file).__name__}")
-    input_files, output_files = _paths(input_files, "input_files"), _paths(output_files, "output_files")
+    input_files = [Path(path) for path in path_list(input_files, "input_files")]
+    output_files = [Path(path) for path in path_list(output_files, "output_files")]
     if not input_files or not output_files:
         raise DataError("pre-training data needs at least one input file and one output file")
     if isinstance(random_seed, bool) or not isinstance(random_seed, int):
@@ -90,15 +91,3 @@ def create_pretraining_data(
         per_file = write_shards(instances, handles, output_files, *lengths)
     sentences = sum(len(document) for document in documents)
     return PretrainingDataSummary(len(documents), sentences, len(instances), tuple(per_file))
-
-
-def _paths(files, name: str) -> list[Path]:
-    """``files`` as a list of Paths: one path (str, Path) is one file, never one path per character."""
-    if isinstance(files, (str, os.PathLike)):
-        return [Path(files)]
-    if isinstance(files, bytes) or not isinstance(files, Sequence):
-        raise DataError(f"{name} must be a path or a list of paths, got {type(files).__name__}")
-    for path in files:
-        if not isinstance(path, (str, os.PathLike)):
-            raise DataError(f"{name} must be paths (str or Path), got {path!r}")
-    return [Path(path) for path in files]

@@ -10,6 +10,8 @@ minibert.errors.DataError: max_seq_length must be a whole number from 5 to 8192,
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...errors import DataError
@@ -70,3 +72,26 @@ class InstanceOptions:
     def max_tokens_per_pair(self) -> int:
         """Pieces of A and B together: the sequence less [CLS] and the two [SEP]."""
         return self.max_seq_length - 3
+
+
+def path_list(files, name: str, one: str = "a path") -> list[str]:
+    """``files`` (the argument ``name``) as a list of paths: one path (str, Path) is one file, never one
+    file per character (a str is a Sequence too: iterated, "corpus.txt" would be ten one-letter files);
+    a list or tuple of paths is those files; anything else, bytes included, is a DataError saying
+    what was given (``one``: what a single path is, "a TFRecord file's path"). Shared by
+    ``create_pretraining_data``'s input and output files and ``PretrainOptions.data``.
+
+    >>> path_list("corpus.txt", "input_files"), path_list(("a.txt", "b.txt"), "input_files")
+    (['corpus.txt'], ['a.txt', 'b.txt'])
+    >>> path_list(["a.txt", 7], "input_files")
+    Traceback (most recent call last):
+    minibert.errors.DataError: input_files must be paths (str or Path), got 7
+    """
+    if isinstance(files, (str, os.PathLike)):
+        return [os.fspath(files)]
+    if isinstance(files, bytes) or not isinstance(files, Sequence):
+        raise DataError(f"{name} must be {one} or a list of paths, got {type(files).__name__}")
+    for path in files:
+        if not isinstance(path, (str, os.PathLike)):
+            raise DataError(f"{name} must be paths (str or Path), got {path!r}")
+    return [os.fspath(path) for path in files]

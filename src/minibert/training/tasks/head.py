@@ -33,6 +33,7 @@ from ...loading.checkpoint_files import declared_shapes, find_checkpoint, read_s
 from ...loading.head_labels import shown_labels
 from ...loading.names import CLASSIFIER_WEIGHTS
 from ...loading.strict import google_normal_
+from ...tasks.loading import classifier_kinds
 from ...tokenizer import BertTokenizer
 
 GOOGLE_CLASSIFIER_DROPOUT = 0.1  # run_classifier.create_model: tf.nn.dropout(output_layer, keep_prob=0.9)
@@ -95,8 +96,7 @@ def head_kind(config: dict) -> str | None:
     (``BertConfig.extra``): a token classifier when ``architectures`` says so, else a sentence
     classifier of its ``problem_type`` (None: it names none, as Google's run_classifier.py
     checkpoints and many hub ones: any of the three sentence kinds fits)."""
-    architectures = config.get("architectures")
-    if isinstance(architectures, list) and any(str(name).endswith("ForTokenClassification") for name in architectures):
+    if "ForTokenClassification" in classifier_kinds(config.get("architectures")):
         return "token_classification"
     return config.get("problem_type")
 
