@@ -22,7 +22,7 @@ it); what the machine has does.
 The CPU is one device: ``"cpu:0"`` and ``torch.device("cpu", 0)``, torch's names for it with a
 number, are ``cpu`` everywhere. In Python a number is a device as torch reads one, ``N`` the GPU
 ``cuda:N``, and ``-1`` the CPU, as in transformers' ``pipeline(device=-1)``: one rule for
-``device=`` and ``device_map=`` on every entry point (``as_torch_device``). A message names a
+``device=`` on every entry point, and ``device_map=`` where it is taken (``as_torch_device``). A message names a
 device as it was given (``device 0 (cuda:0): this torch ... is built without CUDA``).
 
 Python takes torch's other kinds of device too (``"mps"``, ``"xpu"``, ``"hpu"``), checked the same
@@ -136,8 +136,8 @@ def as_torch_device(device):
     """The ``torch.device`` that ``device`` (not None or "auto": ``resolve_device`` settles those)
     means, in one spelling, without asking the machine: a name (torch's other kinds too, in Python),
     a ``torch.device``, or a number, as torch reads one (``N``: the GPU ``cuda:N``) with transformers'
-    pipelines' ``-1`` for the CPU, so ``device=-1`` and ``device_map=-1`` both mean the CPU, on every
-    entry point. The CPU is one device: ``"cpu:0"`` and ``torch.device("cpu", 0)`` are ``cpu``.
+    pipelines' ``-1`` for the CPU, so ``device=-1`` and ``device_map=-1`` both mean the CPU, wherever
+    each is taken. The CPU is one device: ``"cpu:0"`` and ``torch.device("cpu", 0)`` are ``cpu``.
 
     >>> as_torch_device(-1), as_torch_device(1), as_torch_device("cpu:0")
     (device(type='cpu'), device(type='cuda', index=1), device(type='cpu'))
