@@ -19,7 +19,7 @@ import torch
 from helpers import run_minibert
 from minibert import BertModel, DeviceError
 from minibert.errors import DataError, QuantizationError
-from minibert.loading.devices import check_device_name, resolve_device
+from minibert.loading.devices import as_torch_device, check_device_name, resolve_device
 from minibert.training.options import FinetuneOptions, PretrainOptions
 from minibert.training.run.checkpoint import TrainingState
 from minibert.training.run.optimization import AdamWeightDecay, update
@@ -115,7 +115,7 @@ def test_a_number_torch_does_not_read_is_a_usage_error_and_a_value_error(name, t
                  lambda: classify(["a text"], model=TINY, device=name)):  # fmt: skip
         with pytest.raises(ValueError, match=said):  # (not a TypeError saying "got str")
             load()
-    with pytest.raises(DataError, match=re.escape(f"--device {name!r}: expected")):
+    with pytest.raises(DataError, match=re.escape(f"--device: device {name!r}: expected")):
         FinetuneOptions(model=TINY, train="train.csv", output=str(tmp_path / "run"), device=name)
     assert sorted(tmp_path.iterdir()) == []
 
@@ -350,8 +350,8 @@ def test_bf16_is_precision_bf16_and_they_cannot_contradict():
 @pytest.mark.parametrize("field, value, said", [
     ("precision", "fp8", "--precision 'fp8': must be one of fp32, bf16, fp16"),
     ("precision", "FP16", "--precision 'FP16': must be one of fp32, bf16, fp16"),
-    ("device", "tpu", "--device 'tpu': expected auto, cpu, cuda or cuda:N"),
-    ("device", "cuda:x", "--device 'cuda:x': expected auto, cpu, cuda or cuda:N"),
+    ("device", "tpu", "--device: device 'tpu': expected auto, cpu, cuda or cuda:N"),
+    ("device", "cuda:x", "--device: device 'cuda:x': expected auto, cpu, cuda or cuda:N"),
 ])  # fmt: skip
 def test_options_made_in_python_refuse_another_precision_or_device_name_when_made(tmp_path, monkeypatch, field,
                                                                                   value, said):  # fmt: skip
@@ -370,6 +370,35 @@ def test_options_made_in_python_refuse_another_precision_or_device_name_when_mad
     with pytest.raises(DataError, match=re.escape(said)):
         dataclasses.replace(FinetuneOptions(model=TINY, train="train.csv", output="run"), **{field: value})
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["cuda:256", "cuda:01", "cpu:1", "cuda:\u0661", "gpu"])
+def test_training_options_refuse_a_device_name_in_the_parsers_words(name):
+    """The options' DataError said "(N: the GPU's number, from 0)" for every bad name: for cuda:256 (the
+    rule broken is 0-127), cuda:01 (no leading zero) and cpu:1 (the CPU is one device) it hid the
+    rule the command line's parser states. Now it is the parser's words, after the flag."""
+    with pytest.raises(ValueError) as parser:
+        check_device_name(name)
+    for make in (lambda: FinetuneOptions(model=TINY, train="train.csv", output="run", device=name),
+                 lambda: PretrainOptions(data=["d"], output="run", steps=1, batch_size=1, init=TINY, device=name)):
+        with pytest.raises(DataError) as refused:
+            make()
+        assert str(refused.value) == f"--device: {parser.value}"
+
+
+def test_training_options_take_a_device_as_every_python_entry_point_does():
+    """docs/gpu.md: in Python a number is a device (N: cuda:N, -1: the CPU), and a torch.device is
+    one; the training options refused them ("expected auto, cpu, cuda or cuda:N"). Each is kept as
+    the name --device would give, meaning the same device (what resolve_device reads)."""
+    for given, name in ((-1, "cpu"), (0, "cuda:0"), (3, "cuda:3"), (torch.device("cuda", 1), "cuda:1"),
+                        (torch.device("cpu", 0), "cpu"), (torch.device("cuda"), "cuda"), ("cpu:0", "cpu")):  # fmt: skip
+        options = FinetuneOptions(model=TINY, train="train.csv", output="run", device=given)
+        assert options.device == name and as_torch_device(name) == as_torch_device(given), given
+        assert PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init=TINY, device=given).device == name
+    for number in (-2, 128):
+        with pytest.raises(DataError, match=re.escape(f"--device: device={number}: expected a GPU's number from 0 "
+                                                      "to 127 (cuda:N), or -1 for the CPU")):  # fmt: skip
+            FinetuneOptions(model=TINY, train="train.csv", output="run", device=number)
 
 
 @pytest.fixture
