@@ -325,6 +325,9 @@ def test_fp16_on_a_cpu_offers_the_gpu_only_where_torch_has_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU there: the run asked for the CPU
     with pytest.raises(DeviceError, match=said + ", or --device cuda$"):
         check_precision("fp16", torch.device("cpu"))
+    with pytest.raises(DeviceError, match=re.escape("on cpu: an fp16 run resumes on a GPU only (--device cuda), as a "
+                                                    "resume keeps the run's precision") + "$"):  # fmt: skip
+        check_precision("fp16", torch.device("cpu"), resume=True)  # (a resume cannot change precision)
 
 
 def test_bf16_is_precision_bf16_and_they_cannot_contradict():
@@ -437,7 +440,7 @@ def test_a_training_state_written_on_a_gpu_resumes_on_the_cpu(tmp_path, tagged_a
     assert resumed.returncode != 0 and "steps = 4" in resumed.stderr  # the settings still bind (here: --steps)
     resumed = _pretrain(data, run, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert "the run was computed with on cuda (this process runs on cpu" in resumed.stderr
+    assert "the run was computed on cuda (this process runs on cpu" in resumed.stderr
     assert "not bit-identical" in resumed.stderr
 
 
@@ -447,11 +450,31 @@ def test_a_resume_with_another_precision_is_refused_and_an_older_state_reads_as_
     assert _pretrain(data, run).returncode == 0
     refused = _pretrain(data, run, "--resume", "--precision", "bf16")
     assert refused.returncode == 1 and "the run was made with precision = 'fp32'" in refused.stderr, refused.stderr
+    assert "resume with the run's settings" in refused.stderr  # (an fp32 run: the other test's advice is fp16's)
     state = TrainingState.from_file(run / "training_state.pt")
     del state.settings["precision"]
     state.settings["bf16"] = False  # as a run made before --precision recorded it
     (run / "training_state.pt").write_bytes(state.to_bytes())
     assert _pretrain(data, run, "--resume").returncode == 0
+
+
+def test_an_fp16_run_resumed_on_a_cpu_is_told_it_resumes_on_a_gpu_only(tmp_path):
+    """A GPU's fp16 run resumed on the CPU: without --precision the state said "resume with the run's
+    settings", and --precision fp16 then said "use --precision bf16 or fp32 there", which the state
+    refuses: each sent the user to the other. Both now say docs/gpu.md's rule, in one line."""
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=5))
+    run = tmp_path / "run"
+    assert _pretrain(data, run, "--keep-state").returncode == 0
+    state = TrainingState.from_file(run / "training_state.pt")
+    state.settings["precision"], state.loss_scale = "fp16", {"scale": 1024.0, "good_steps": 3}
+    state.arithmetic["device"] = "cuda"  # as a GPU's fp16 run writes it
+    (run / "training_state.pt").write_bytes(state.to_bytes())
+    rule = "an fp16 run resumes on a GPU only (--device cuda), as a resume keeps the run's precision"
+    for given in ([], ["--precision", "fp16"], ["--precision", "bf16"]):
+        result = _pretrain(data, run, "--resume", *given)
+        assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, (given, result.stderr)
+        assert rule in result.stderr and "use --precision bf16" not in result.stderr, (given, result.stderr)
+        assert "resume with the run's settings" not in result.stderr, (given, result.stderr)
 
 
 def test_the_loss_scaler_skips_an_overflowing_step_and_unscales_the_others():
