@@ -19,7 +19,7 @@ import torch
 from helpers import run_minibert
 from minibert import BertModel, DeviceError
 from minibert.errors import DataError, FlagConflictError, QuantizationError
-from minibert.loading.devices import check_device_name, resolve_device
+from minibert.loading.devices import as_torch_device, check_device_name, resolve_device
 from minibert.training.options import FinetuneOptions, PretrainOptions
 from minibert.training.run.checkpoint import TrainingState
 from minibert.training.run.optimization import AdamWeightDecay, update
@@ -115,7 +115,7 @@ def test_a_number_torch_does_not_read_is_a_usage_error_and_a_value_error(name, t
                  lambda: classify(["a text"], model=TINY, device=name)):  # fmt: skip
         with pytest.raises(ValueError, match=said):  # (not a TypeError saying "got str")
             load()
-    with pytest.raises(DataError, match=re.escape(f"--device {name!r}: expected")):
+    with pytest.raises(DataError, match=re.escape(f"--device: device {name!r}: expected")):
         FinetuneOptions(model=TINY, train="train.csv", output=str(tmp_path / "run"), device=name)
     assert sorted(tmp_path.iterdir()) == []
 
@@ -325,6 +325,9 @@ def test_fp16_on_a_cpu_offers_the_gpu_only_where_torch_has_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU there: the run asked for the CPU
     with pytest.raises(DeviceError, match=said + ", or --device cuda$"):
         check_precision("fp16", torch.device("cpu"))
+    with pytest.raises(DeviceError, match=re.escape("on cpu: an fp16 run resumes on a GPU only (--device cuda), as a "
+                                                    "resume keeps the run's precision") + "$"):  # fmt: skip
+        check_precision("fp16", torch.device("cpu"), resume=True)  # (a resume cannot change precision)
 
 
 def test_bf16_is_precision_bf16_and_they_cannot_contradict():
@@ -350,8 +353,8 @@ def test_bf16_is_precision_bf16_and_they_cannot_contradict():
 @pytest.mark.parametrize("field, value, said", [
     ("precision", "fp8", "--precision 'fp8': must be one of fp32, bf16, fp16"),
     ("precision", "FP16", "--precision 'FP16': must be one of fp32, bf16, fp16"),
-    ("device", "tpu", "--device 'tpu': expected auto, cpu, cuda or cuda:N"),
-    ("device", "cuda:x", "--device 'cuda:x': expected auto, cpu, cuda or cuda:N"),
+    ("device", "tpu", "--device: device 'tpu': expected auto, cpu, cuda or cuda:N"),
+    ("device", "cuda:x", "--device: device 'cuda:x': expected auto, cpu, cuda or cuda:N"),
 ])  # fmt: skip
 def test_options_made_in_python_refuse_another_precision_or_device_name_when_made(tmp_path, monkeypatch, field,
                                                                                   value, said):  # fmt: skip
@@ -370,6 +373,35 @@ def test_options_made_in_python_refuse_another_precision_or_device_name_when_mad
     with pytest.raises(DataError, match=re.escape(said)):
         dataclasses.replace(FinetuneOptions(model=TINY, train="train.csv", output="run"), **{field: value})
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["cuda:256", "cuda:01", "cpu:1", "cuda:\u0661", "gpu"])
+def test_training_options_refuse_a_device_name_in_the_parsers_words(name):
+    """The options' DataError said "(N: the GPU's number, from 0)" for every bad name: for cuda:256 (the
+    rule broken is 0-127), cuda:01 (no leading zero) and cpu:1 (the CPU is one device) it hid the
+    rule the command line's parser states. Now it is the parser's words, after the flag."""
+    with pytest.raises(ValueError) as parser:
+        check_device_name(name)
+    for make in (lambda: FinetuneOptions(model=TINY, train="train.csv", output="run", device=name),
+                 lambda: PretrainOptions(data=["d"], output="run", steps=1, batch_size=1, init=TINY, device=name)):
+        with pytest.raises(DataError) as refused:
+            make()
+        assert str(refused.value) == f"--device: {parser.value}"
+
+
+def test_training_options_take_a_device_as_every_python_entry_point_does():
+    """docs/gpu.md: in Python a number is a device (N: cuda:N, -1: the CPU), and a torch.device is
+    one; the training options refused them ("expected auto, cpu, cuda or cuda:N"). Each is kept as
+    the name --device would give, meaning the same device (what resolve_device reads)."""
+    for given, name in ((-1, "cpu"), (0, "cuda:0"), (3, "cuda:3"), (torch.device("cuda", 1), "cuda:1"),
+                        (torch.device("cpu", 0), "cpu"), (torch.device("cuda"), "cuda"), ("cpu:0", "cpu")):  # fmt: skip
+        options = FinetuneOptions(model=TINY, train="train.csv", output="run", device=given)
+        assert options.device == name and as_torch_device(name) == as_torch_device(given), given
+        assert PretrainOptions(data=["d"], output="o", steps=1, batch_size=1, init=TINY, device=given).device == name
+    for number in (-2, 128):
+        with pytest.raises(DataError, match=re.escape(f"--device: device={number}: expected a GPU's number from 0 "
+                                                      "to 127 (cuda:N), or -1 for the CPU")):  # fmt: skip
+            FinetuneOptions(model=TINY, train="train.csv", output="run", device=number)
 
 
 @pytest.fixture
@@ -408,7 +440,7 @@ def test_a_training_state_written_on_a_gpu_resumes_on_the_cpu(tmp_path, tagged_a
     assert resumed.returncode != 0 and "steps = 4" in resumed.stderr  # the settings still bind (here: --steps)
     resumed = _pretrain(data, run, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert "the run was computed with on cuda (this process runs on cpu" in resumed.stderr
+    assert "the run was computed on cuda (this process runs on cpu" in resumed.stderr
     assert "not bit-identical" in resumed.stderr
 
 
@@ -418,11 +450,31 @@ def test_a_resume_with_another_precision_is_refused_and_an_older_state_reads_as_
     assert _pretrain(data, run).returncode == 0
     refused = _pretrain(data, run, "--resume", "--precision", "bf16")
     assert refused.returncode == 1 and "the run was made with precision = 'fp32'" in refused.stderr, refused.stderr
+    assert "resume with the run's settings" in refused.stderr  # (an fp32 run: the other test's advice is fp16's)
     state = TrainingState.from_file(run / "training_state.pt")
     del state.settings["precision"]
     state.settings["bf16"] = False  # as a run made before --precision recorded it
     (run / "training_state.pt").write_bytes(state.to_bytes())
     assert _pretrain(data, run, "--resume").returncode == 0
+
+
+def test_an_fp16_run_resumed_on_a_cpu_is_told_it_resumes_on_a_gpu_only(tmp_path):
+    """A GPU's fp16 run resumed on the CPU: without --precision the state said "resume with the run's
+    settings", and --precision fp16 then said "use --precision bf16 or fp32 there", which the state
+    refuses: each sent the user to the other. Both now say docs/gpu.md's rule, in one line."""
+    data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=5))
+    run = tmp_path / "run"
+    assert _pretrain(data, run, "--keep-state").returncode == 0
+    state = TrainingState.from_file(run / "training_state.pt")
+    state.settings["precision"], state.loss_scale = "fp16", {"scale": 1024.0, "good_steps": 3}
+    state.arithmetic["device"] = "cuda"  # as a GPU's fp16 run writes it
+    (run / "training_state.pt").write_bytes(state.to_bytes())
+    rule = "an fp16 run resumes on a GPU only (--device cuda), as a resume keeps the run's precision"
+    for given in ([], ["--precision", "fp16"], ["--precision", "bf16"]):
+        result = _pretrain(data, run, "--resume", *given)
+        assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, (given, result.stderr)
+        assert rule in result.stderr and "use --precision bf16" not in result.stderr, (given, result.stderr)
+        assert "resume with the run's settings" not in result.stderr, (given, result.stderr)
 
 
 def test_the_loss_scaler_skips_an_overflowing_step_and_unscales_the_others():

@@ -329,4 +329,4 @@ def test_a_run_killed_on_the_device_resumes_there_bit_for_bit_and_on_the_cpu(tmp
     result = run_minibert(*moved, "--deterministic", "--resume")
     assert result.returncode == 0, result.stderr
     if DEVICE.type == "cuda":
-        assert "the run was computed with on cuda (this process runs on cpu" in result.stderr
+        assert "the run was computed on cuda (this process runs on cpu" in result.stderr

@@ -175,6 +175,39 @@ def test_device_map_none_is_no_map_and_an_empty_map_names_no_device(tmp_path):
         BertModel.from_pretrained(tmp_path / "never read", device_map={})
 
 
+@pytest.mark.parametrize("device_map", [{"embeddings": "cpu", "encoder": "cpu", "pooler": "cpu"},
+                                        {"embeddings": "cpu", "encoder": "cpu:0", "pooler": -1},
+                                        "balanced", "balanced_low_0", "sequential", " auto"])  # fmt: skip
+def test_a_device_map_on_one_device_loads_where_transformers_loads_it(device_map):
+    """A map of modules that all name one device, and transformers' placement strategies, put the
+    whole model on one device in transformers where torch sees one GPU or none (accelerate's
+    get_balanced_memory: low_zero needs two): minibert takes them. The map was refused as one that
+    "splits a model over devices", and the strategies as bad device names. (-1 and "cpu:0" are
+    minibert's CPU: transformers is given "cpu".)"""
+    tiny = "tests/data/tiny_hub"
+    ours = BertModel.from_pretrained(tiny, device_map=device_map).device
+    reference = dict.fromkeys(device_map, "cpu") if isinstance(device_map, dict) else device_map.strip()
+    theirs = transformers.BertModel.from_pretrained(tiny, device_map=reference).device
+    assert ours == theirs, (device_map, ours, theirs)
+
+
+def test_a_device_map_over_several_devices_is_refused_naming_them(monkeypatch, tmp_path):
+    """A map naming two devices is refused with the devices it names; a strategy where torch sees
+    several GPUs (transformers places the model over them by its own plan) is refused as what it is, and "auto",
+    minibert's own, is left as it was: before a file is read."""
+    missing = tmp_path / "never read"
+    with pytest.raises(ValueError, match=re.escape("splits a model over devices (cpu, cuda:0, cuda:1); minibert")):
+        BertModel.from_pretrained(missing, device_map={"embeddings": "cpu", "encoder": 0, "pooler": "cuda:1"})
+    with pytest.raises(ValueError, match=re.escape("a map's values are devices ('cpu', 0, 'cuda:1'), not 'auto'")):
+        BertModel.from_pretrained(missing, device_map={"": "auto"})  # (transformers: not a device name)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    for strategy in ("balanced", "balanced_low_0", "sequential"):
+        with pytest.raises(ValueError, match=re.escape(f"device_map={strategy!r} is transformers' placement "
+                                                       "strategy over the 2 GPUs torch sees here")):  # fmt: skip
+            BertModel.from_pretrained(missing, device_map=strategy)
+
+
 def test_cache_dir_and_token_reach_the_hub(minilm_dir, tmp_path):
     """cache_dir= puts the download there (not in HF_HOME), token= is sent: a loopback hub sees both."""
     sys.path.insert(0, os.path.dirname(__file__))

@@ -241,6 +241,40 @@ def test_batch_encoding_to_takes_non_blocking_and_a_device_index(both):
     assert ours("a b", return_tensors="pt").to(torch.device("meta"))["input_ids"].device.type == "meta"
 
 
+@pytest.mark.parametrize("device", ["cpu", " cpu", "cpu:0", torch.device("cpu"), torch.device("cpu", 0), "meta",
+                                    torch.device("meta")])  # fmt: skip
+def test_batch_encoding_to_moves_where_transformers_moves(both, device):
+    """.to() now reads the device as minibert's entry points do (resolve_device): where transformers'
+    .to works, the tensors land on the same device with the same ids. (" cpu": torch's own name
+    refuses the space, transformers' too; minibert strips it, as for every device= it takes.)"""
+    ours, theirs = both
+    moved = ours(["a b", "c"], padding=True, return_tensors="pt").to(device)
+    expected = theirs(["a b", "c"], padding=True, return_tensors="pt").to(device.strip() if isinstance(
+        device, str) else device)  # fmt: skip
+    for key in expected:
+        assert moved[key].device == expected[key].device and moved[key].dtype == expected[key].dtype, key
+        if moved[key].device.type == "cpu":
+            assert torch.equal(moved[key], expected[key]), key
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", 0, torch.device("cuda")])
+def test_batch_encoding_to_a_missing_gpu_is_minibert_device_error(both, device, monkeypatch):
+    """docs/gpu.md: a GPU that is not there is minibert's DeviceError, naming what is missing; .to()
+    raised torch's "AssertionError: Torch not compiled with CUDA enabled" ("Cannot access accelerator
+    device when none is available" for 0). -1 is the CPU here, as on every entry point (torch
+    refuses a negative index, transformers with it)."""
+    from minibert.errors import DeviceError
+
+    ours, _ = both
+    encoding = ours("a b", return_tensors="pt")
+    monkeypatch.setattr(torch.version, "cuda", None)  # (so on a GPU machine too)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(DeviceError, match="is built without CUDA"):
+        encoding.to(device)
+    assert encoding["input_ids"].device.type == "cpu"
+    assert encoding.to(-1)["input_ids"].device == torch.device("cpu")
+
+
 def _refused(tokenizer, *args, **kwargs) -> bool | list:
     """The ids, or True where the call refuses: a ValueError, or ``tokenizers``' PanicException (a
     BaseException: its ``Encoding.truncate`` asserts ``stride < max_len`` when it cuts a text)."""

@@ -22,7 +22,7 @@ it); what the machine has does.
 The CPU is one device: ``"cpu:0"`` and ``torch.device("cpu", 0)``, torch's names for it with a
 number, are ``cpu`` everywhere. In Python a number is a device as torch reads one, ``N`` the GPU
 ``cuda:N``, and ``-1`` the CPU, as in transformers' ``pipeline(device=-1)``: one rule for
-``device=`` and ``device_map=`` on every entry point (``as_torch_device``). A message names a
+``device=`` on every entry point, and ``device_map=`` where it is taken (``as_torch_device``). A message names a
 device as it was given (``device 0 (cuda:0): this torch ... is built without CUDA``).
 
 Python takes torch's other kinds of device too (``"mps"``, ``"xpu"``, ``"hpu"``), checked the same
@@ -90,6 +90,33 @@ def refusal(name, others: str = "") -> str:
     return f"device {shown!r}: expected {DEVICE_NAMES} (N: the GPU's number, {rule}){others}"
 
 
+def device_name(device) -> str:
+    """``device`` as the name the command line's ``--device`` would give, checked as the parser checks
+    it (``check_device_name``), without importing torch: the options of a run, which the parser
+    reads too, take what every Python entry point takes. A number is a device as ``as_torch_device``
+    reads one (``N``: ``cuda:N``; ``-1``: the CPU), and a ``torch.device`` its name; ValueError
+    saying the rule broken, as the parser says it.
+
+    >>> device_name(-1), device_name(1), device_name(" cuda ")
+    ('cpu', 'cuda:1', 'cuda')
+    >>> device_name("cuda:256")
+    Traceback (most recent call last):
+    ValueError: device 'cuda:256': expected auto, cpu, cuda or cuda:N (N: the GPU's number, from 0 to 127)
+    """
+    import sys
+
+    torch = sys.modules.get("torch")  # a torch.device given: torch is imported already
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device != -1 and not 0 <= device <= MAX_DEVICE_INDEX:
+            raise ValueError(f"device={device}: expected a GPU's number from 0 to {MAX_DEVICE_INDEX} (cuda:N), "
+                             "or -1 for the CPU")  # fmt: skip
+        device = "cpu" if device == -1 else f"cuda:{device}"
+    elif torch is not None and isinstance(device, torch.device):
+        device = str(device)
+    name = check_device_name(device)
+    return "cpu" if name == "cpu:0" else name
+
+
 def device_flag(text: str) -> str:
     """``check_device_name`` as an argparse type (every command's --device): a bad name is a usage
     error naming the flag.
@@ -136,8 +163,8 @@ def as_torch_device(device):
     """The ``torch.device`` that ``device`` (not None or "auto": ``resolve_device`` settles those)
     means, in one spelling, without asking the machine: a name (torch's other kinds too, in Python),
     a ``torch.device``, or a number, as torch reads one (``N``: the GPU ``cuda:N``) with transformers'
-    pipelines' ``-1`` for the CPU, so ``device=-1`` and ``device_map=-1`` both mean the CPU, on every
-    entry point. The CPU is one device: ``"cpu:0"`` and ``torch.device("cpu", 0)`` are ``cpu``.
+    pipelines' ``-1`` for the CPU, so ``device=-1`` and ``device_map=-1`` both mean the CPU, wherever
+    each is taken. The CPU is one device: ``"cpu:0"`` and ``torch.device("cpu", 0)`` are ``cpu``.
 
     >>> as_torch_device(-1), as_torch_device(1), as_torch_device("cpu:0")
     (device(type='cpu'), device(type='cuda', index=1), device(type='cpu'))

@@ -8,6 +8,10 @@ the reason, never dropped:
     keyword                              in minibert
     torch_dtype                          dtype (transformers' older name for it)
     device_map="cpu" / 0 / {"": 0}       device: one device (a map that splits the model is refused)
+    device_map="auto"                    device="auto"
+    device_map="balanced", "sequential", device="auto" where torch sees one GPU or none (transformers puts the
+      "balanced_low_0"                   whole model there too); refused where it sees several (its own plan)
+    device_map={"embeddings": "cpu", ...}  device: the one device every module is mapped to (several: refused)
     device_map=None                      no map (transformers' default): as if left out
     cache_dir, local_files_only, token,  the hub download (hub.py's HubOptions); a token is checked
     force_download                       before any request, and never quoted
@@ -39,6 +43,8 @@ TRANSFORMERS_KEYWORDS = ("torch_dtype", "device_map", *HUB_KEYWORDS, "attn_imple
                          "trust_remote_code", "ignore_mismatched_sizes", "add_pooling_layer")  # fmt: skip
 _ATTENTION = ("eager", "sdpa")  # transformers' two that compute BERT's attention on every device
 _NOTHING_TO_DO = ("low_cpu_mem_usage", "trust_remote_code")
+# transformers' placement strategies besides "auto": on one GPU (or none) each is "auto"'s placement (_strategy)
+STRATEGIES = ("balanced", "balanced_low_0", "sequential")
 
 
 def hub_keywords(keywords: dict, cache_name: str = "cache_dir") -> HubOptions:
@@ -118,27 +124,66 @@ def model_keywords(keywords: dict, *, dtype, device) -> tuple:
 
 
 def _one_device(device_map, device):
-    """The one device ``device_map`` names (``"cuda"``, ``0``, ``{"": 0}``), agreeing with ``device``.
+    """The one device ``device_map`` names, agreeing with ``device``: a device (``"cuda"``, ``0``), a
+    map of modules to one device (``{"": 0}``, ``{"embeddings": "cpu", "encoder": "cpu"}``), or a
+    placement strategy (``"auto"``, ``"balanced"``, ...: ``_strategy``).
 
     >>> _one_device({"": 0}, None), _one_device(-1, "cpu")  # a number as device= takes it: N the GPU, -1 the CPU
     (0, -1)
-    >>> _one_device({}, None)  # doctest: +ELLIPSIS
+    >>> _one_device({"embeddings": "cpu", "encoder": "cpu:0"}, None)
+    'cpu'
+    >>> _one_device({"embeddings": 0, "encoder": 1}, None)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: device_map={} names no device (transformers fails on it too, ...
+    ValueError: device_map={'embeddings': 0, 'encoder': 1} splits a model over devices (cuda:0, cuda:1); ...
     """
     import torch  # here, not at the top: the tokenizer imports this module, and it works without torch
 
-    if isinstance(device_map, dict) and not device_map:  # transformers: "requires accelerate", or KeyError ''
-        raise ValueError("device_map={} names no device (transformers fails on it too, in accelerate's lookup): "
-                         "leave it out or pass None for no map, or {'': 'cuda:0'} for one device")  # fmt: skip
-    if isinstance(device_map, dict) and list(device_map) == [""]:  # {"": 0}: the whole model on one device
-        device_map = device_map[""]
+    if isinstance(device_map, dict):
+        device_map = _maps_device(device_map)
+    elif isinstance(device_map, str) and device_map.strip() in STRATEGIES:
+        device_map = _strategy(device_map.strip())
     if not isinstance(device_map, (str, torch.device, int)) or isinstance(device_map, bool):
-        raise ValueError(f"device_map={device_map!r} splits a model over devices; minibert loads it on one: "
-                         "pass device='cpu', 'cuda', 'cuda:N' or 'auto'")  # fmt: skip
+        raise TypeError(f"device_map must be a device (a name, a torch.device or a number), a map of modules to "
+                        f"one device or 'auto', got {type(device_map).__name__}")  # fmt: skip
     if device is not None and _place(device) != _place(device_map):
         raise TypeError(f"device={device!r} and device_map={device_map!r} disagree: pass device= alone")
     return device_map
+
+
+def _maps_device(device_map: dict):
+    """The device a map of modules names (transformers puts each module on its device): all of it on
+    one (``{"": 0}``, the whole model; or every module's the same, as ``_place`` compares them), the
+    first spelling of it; a map naming several is refused, naming them. A value is a device, never
+    a strategy (``{"": "auto"}``: transformers refuses it as a device name)."""
+    if not device_map:  # transformers: "requires accelerate", or KeyError ''
+        raise ValueError("device_map={} names no device (transformers fails on it too, in accelerate's lookup): "
+                         "leave it out or pass None for no map, or {'': 'cuda:0'} for one device")  # fmt: skip
+    places: dict = {}
+    for value in device_map.values():
+        if isinstance(value, str) and value.strip() in ("auto", *STRATEGIES):
+            raise ValueError(f"device_map={device_map!r}: a map's values are devices ('cpu', 0, 'cuda:1'), not "
+                             f"{value!r}: pass device_map={value!r} itself")  # fmt: skip
+        places.setdefault(_place(value), value)
+    if len(places) > 1:
+        raise ValueError(f"device_map={device_map!r} splits a model over devices ({', '.join(map(str, places))}); "
+                         "minibert loads it on one: pass device='cpu', 'cuda', 'cuda:N' or 'auto'")  # fmt: skip
+    return next(iter(places.values()))
+
+
+def _strategy(name: str) -> str:
+    """transformers' placement strategies other than "auto" (accelerate's ``infer_auto_device_map``):
+    with one GPU, or none, each puts the whole model on it (or the CPU), as ``"auto"`` does, and is
+    taken as ``"auto"``; with several each follows a plan of its own over them (balanced splits the
+    model), which minibert does not: refused, before a file is read."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus > 1:
+        raise ValueError(f"device_map={name!r} is transformers' placement strategy over the {gpus} GPUs torch sees "
+                         "here (balanced: the model split over them; sequential: GPU 0 filled first); minibert "
+                         "loads a model on the one device given: pass device='auto' (torch's current GPU) or "
+                         "'cuda:N'")  # fmt: skip
+    return "auto"
 
 
 def _place(device):

@@ -115,12 +115,17 @@ class BatchEncoding(dict):
 
         Only a device moves them, as in transformers: ``.to(torch.float16)`` (or ``.to(model.dtype)``)
         would turn token id 2829 into 2828, so a dtype leaves every tensor as it is and logs a warning
-        (transformers' words). The model's half precision applies to its weights, never to the ids."""
+        (transformers' words). The model's half precision applies to its weights, never to the ids. A
+        device is read as minibert's entry points read it (``resolve_device``): where transformers moves
+        the tensors, the same place; a missing GPU is a ``DeviceError``, -1 the CPU, "auto" CUDA or the CPU."""
         import torch
+
+        from ..loading.devices import resolve_device
 
         if not isinstance(device, (str, int, torch.device)):
             logger.warning(f"Attempting to cast a BatchEncoding to type {device}. This is not supported.")
             return self
+        device = resolve_device(device)
         for key, value in self.items():
             if isinstance(value, torch.Tensor):  # lists and arrays stay
                 self[key] = value.to(device=device, non_blocking=non_blocking)

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from ..errors import DataError, FlagConflictError
 from ..limits import model_name, option, output_name, refuse_other_choices, refuse_out_of_limits
-from ..loading.devices import DEVICE_NAMES, check_device_name, device_flag
+from ..loading.devices import device_flag, device_name
 from ..loading.head_labels import parse_labels
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED, path_list
 from .tasks import PROBLEMS
@@ -39,12 +39,14 @@ KEEP_STATE_HELP = ("keep the whole training state (optimizer moments and random 
 def refuse_unknown_words(options) -> None:
     """A value made in Python checked as the command line's parser checks the flag, when the
     options are made (before a model is read or a folder written): each field with ``choices``
-    (``precision``, ``task``), and the device's name. DataError naming the flag."""
+    (``precision``, ``task``), and the device, kept as its name (devices.py's ``device_name``: a
+    number or a ``torch.device`` as every Python entry point takes one). DataError naming the flag
+    and the rule the name breaks, in the parser's words."""
     refuse_other_choices(options, flags=True)
     try:
-        check_device_name(options.device)
-    except ValueError:
-        raise DataError(f"--device {options.device!r}: expected {DEVICE_NAMES} (N: the GPU's number, from 0)") from None
+        object.__setattr__(options, "device", device_name(options.device))
+    except ValueError as error:
+        raise DataError(f"--device: {error}") from None
 
 
 def _labels_flag(text: str) -> tuple[str, ...]:

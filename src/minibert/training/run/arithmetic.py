@@ -53,12 +53,12 @@ def follow_the_run(model, saved: dict, *, say: bool = True, gemm: str | None = N
         if requested == "auto":
             use_backend(model, backend)
         else:
-            differences.append(f"the {backend} GEMMs ({asker} asks for {now['gemm']})")
+            differences.append(f"with the {backend} GEMMs ({asker} asks for {now['gemm']})")
     if saved.get("device", "cpu") != now["device"]:
         differences.append(f"on {saved.get('device', 'cpu')} (this process runs on {now['device']}: its own order of "
                            "sums, and its own generator for dropout)")  # fmt: skip
     elif now["device"] == "cpu" and isinstance(saved.get("threads"), int) and saved["threads"] != now["threads"]:
-        differences.append(f"{saved['threads']} torch threads (this process has {now['threads']})")
+        differences.append(f"with {saved['threads']} torch threads (this process has {now['threads']})")
     if differences and say:
-        warnings.warn(f"the run was computed with {' and '.join(differences)}: the resumed steps round differently "
+        warnings.warn(f"the run was computed {' and '.join(differences)}: the resumed steps round differently "
                       "from a run that was never stopped (right, but not bit-identical)", stacklevel=3)  # fmt: skip

@@ -38,6 +38,7 @@ import torch
 from ...errors import DataError, TrainingStateError
 from ...formats.atomic_files import naming_the_file, write_atomically
 from .lock import LOCK_FILE
+from .precision import FP16_RESUMES
 
 STATE_FILE = "training_state.pt"
 METRICS_FILE = "metrics.jsonl"
@@ -150,8 +151,11 @@ def check_state(state: TrainingState, path: Path, *, settings: dict, config: dic
                                  f"minibert {made_by} ... --resume, or give {this} a new --output")  # fmt: skip
     for name, value in settings.items():
         if state.settings.get(name) != value and not _same_file(name, state.settings.get(name), value):
-            raise TrainingStateError(f"{where}: the run was made with {name} = {state.settings.get(name)!r}, this "
-                                     f"command gives {value!r}; resume with the run's settings")  # fmt: skip
+            saved, advice = state.settings.get(name), "resume with the run's settings"
+            if name == "precision" and saved == "fp16" and next(model.parameters()).device.type != "cuda":
+                advice = FP16_RESUMES  # (not --precision fp16 here: that is refused on a CPU)
+            raise TrainingStateError(f"{where}: the run was made with {name} = {saved!r}, this command gives "
+                                     f"{value!r}; {advice}")  # fmt: skip
     if state.config != config:
         differ = sorted(k for k in set(state.config) | set(config) if state.config.get(k) != config.get(k))
         raise TrainingStateError(f"{where}: the run's model config differs in {', '.join(differ)}")

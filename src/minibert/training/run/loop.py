@@ -112,7 +112,7 @@ class Run:
 def train(task: Task, options) -> Path:
     """Train ``task``; returns the run folder. Every process of a torchrun group calls this."""
     device = resolve_device(options.device)  # a GPU that is not there, fp16 on a CPU: one line, nothing written
-    check_precision(options.precision, device)
+    check_precision(options.precision, device, resume=options.resume)
     if device.type == "cuda" and options.deterministic:  # (cuBLAS reads this when it starts: before any product)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=True)  # an op without such a kernel: warned, once

@@ -62,18 +62,23 @@ SLOWER = 0.95  # bf16 below 95% of float32's speed is "slower" (the rounds' nois
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def check_precision(precision: str, device: torch.device) -> None:
+FP16_RESUMES = "an fp16 run resumes on a GPU only (--device cuda), as a resume keeps the run's precision"
+
+
+def check_precision(precision: str, device: torch.device, resume: bool = False) -> None:
     """fp16 trains on a GPU only (one line, before the run folder is touched); ``--device cuda`` is
-    offered where torch sees a GPU, else what is missing is said."""
+    offered where torch sees a GPU, else what is missing is said. A resume (``resume``) cannot
+    change precision (checkpoint.py's ``check_state``), so bf16 or fp32 is not offered to it."""
     if precision == "fp16" and device.type != "cuda":
         if torch.cuda.is_available():
-            elsewhere = ", or --device cuda"
+            elsewhere = "" if resume else ", or --device cuda"
         elif torch.version.cuda is None:
             elsewhere = f" (this torch, {torch.__version__}, is built without CUDA)"
         else:
             elsewhere = f" (torch {torch.__version__} sees no GPU here)"
+        advice = FP16_RESUMES if resume else "use --precision bf16 or fp32 there"
         raise DeviceError(f"--precision fp16 trains on a GPU (float16 with a loss scaler); this run is on {device}: "
-                          f"use --precision bf16 or fp32 there{elsewhere}")  # fmt: skip
+                          f"{advice}{elsewhere}")  # fmt: skip
 
 
 def precision_flag(options) -> str:
