@@ -9,6 +9,8 @@ requests per file.
 
 ``fail(repo, filename, ...)`` makes it fail as a real hub can: an HTTP status with the hub's error
 code (500, or 403 ``GatedRepo``), a connection closed before any answer, or a body cut short.
+``gate(repo, token)`` makes a repository gated as the hub's is: 401 ``GatedRepo`` without a token,
+403 with another one, the files with that one.
 ``push(repo, folder, after=...)`` makes a folder the repository's next commit, at once or right after
 a file is served (a push landing in the middle of a load): a branch then serves the new commit, and
 an older commit stays served when asked by its hash. ``SilentHub`` is a host that takes connections
@@ -37,6 +39,7 @@ class HubServer:
         self.pushes: dict[tuple[str, str], tuple[str, Path]] = {}  # (repo, filename) → the push its GET sets off
         self.asked: list[tuple[str, str, str, str]] = []  # (method, repo, revision, filename), in order
         self.failures: dict[tuple[str, str, str], tuple] = {}  # (method, repo, filename) → how (see fail)
+        self.gates: dict[str, str] = {}  # repo → the token it is served to (see gate)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,6 +67,9 @@ class HubServer:
                     return
                 if failure and failure[0] == "status":
                     return self._error(*failure[1:])
+                if repo in server.gates and self.headers.get("Authorization") != f"Bearer {server.gates[repo]}":
+                    status = 403 if self.headers.get("Authorization") else 401
+                    return self._error(status, "GatedRepo", f"Access to model {repo} is restricted.")
                 if repo not in server.repos:
                     return self._error(404, "RepoNotFound")
                 folder, commit = server.at(repo, revision)
@@ -109,6 +115,11 @@ class HubServer:
         assert status or truncate or close, "say how to fail"
         self.failures[(method, repo, filename)] = how
 
+    def gate(self, repo: str, token: str) -> None:
+        """Serve ``repo`` only to ``token``, as the hub serves a gated repository to an account that
+        accepted its terms: 401 ``GatedRepo`` to a request without a token, 403 to another token."""
+        self.gates[repo] = token
+
     def push(self, repo: str, folder: Path, *, after: str | None = None) -> str:
         """Make ``folder`` the repository's new commit, which its branch serves from then on: at once,
         or right after the file ``after`` is next served (a push landing in the middle of a load).
@@ -135,6 +146,20 @@ class HubServer:
             if key in self.failures:
                 return self.failures[key]
         return None
+
+    def in_this_process(self, monkeypatch, cache: Path) -> HubServer:
+        """Make this process's huggingface_hub ask this server, with its cache in ``cache``:
+        huggingface_hub reads HF_HUB_OFFLINE and its cache folder when it is imported, so they are set
+        on its ``constants``; its retries of a server error (about 23 s of waiting) are made without the waits."""
+        from huggingface_hub import constants
+
+        monkeypatch.setenv("HF_ENDPOINT", self.url)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True, raising=False)  # (before 0.32: no Xet)
+        monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", lambda seconds: None)  # retries, no waits
+        return self
 
     def environment(self, hf_home: Path) -> dict[str, str]:
         """The environment of a process that asks this server as its hub, with its cache in ``hf_home``."""

@@ -36,16 +36,8 @@ IDS = [[2, 5, 7, 9, 3]]
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
     """A loopback hub serving tests/data/tiny_hub as org/tiny, this process's cache in tmp_path."""
-    from huggingface_hub import constants
-
     with HubServer({"org/tiny": TINY}) as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True, raising=False)  # (before 0.32: no Xet)
-        monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", lambda seconds: None)  # retries, no waits
-        yield server
+        yield server.in_this_process(monkeypatch, tmp_path / "hub")
 
 
 def _offline(monkeypatch) -> None:

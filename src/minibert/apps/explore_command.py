@@ -98,8 +98,8 @@ def cmd_explore(args) -> None:
     with atomic_output(output) as handle:
         try:
             page = _explore(args, args.model or DEFAULT_MODEL)
-        except ModelNotFoundError:
-            if args.model:
+        except ModelNotFoundError as error:
+            if args.model or error.refused:  # a hub that answered no (HF_TOKEN refused) is not one out of reach
                 raise
             try:
                 page = _explore(args, BUNDLED_WITH_HEADS)

@@ -22,7 +22,7 @@ import contextlib
 import contextvars
 import functools
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import CheckpointError, HubDownloadError, ModelNotFoundError
@@ -59,17 +59,18 @@ class HubOptions:
     """transformers' download keywords, for the files a ``from_pretrained`` call reads from the hub:
     ``cache_dir`` (instead of the standard cache), ``local_files_only`` (the cache only, as
     ``HF_HUB_OFFLINE=1`` for one call), ``token`` (a private or gated repository) and
-    ``force_download`` (each file fetched again, over the cache's copy: a damaged one)."""
+    ``force_download`` (each file fetched again, over the cache's copy: a damaged one). The token is
+    left out of the repr: a secret, never printed or logged with the options."""
 
     cache_dir: str | None = None
     local_files_only: bool = False
-    token: str | bool | None = None
+    token: str | bool | None = field(default=None, repr=False)
     force_download: bool = False
 
     def keywords(self) -> dict:
         """The options as ``from_pretrained``'s keywords (those not at their default), to pass on."""
-        return {field.name: getattr(self, field.name) for field in fields(self)
-                if getattr(self, field.name) != field.default}  # fmt: skip
+        return {one.name: getattr(self, one.name) for one in fields(self)
+                if getattr(self, one.name) != one.default}  # fmt: skip
 
 
 _HUB_OPTIONS: contextvars.ContextVar[HubOptions | None] = contextvars.ContextVar("minibert_hub_options", default=None)

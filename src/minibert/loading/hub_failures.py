@@ -177,10 +177,12 @@ def download_failed(repo_id: str, filename: str, error: BaseException, token_sen
         remedy += " (token=..., HF_TOKEN, or `hf auth login`)"
     else:
         remedy = "try again later"
-    return HubDownloadError(
+    failed = HubDownloadError(
         f"{repo_id}: could not download {filename}: {what_happened(error)}. The repository may hold it, so "
         f"nothing was loaded in its place; {remedy}"
     )
+    failed.refused = status in (401, 403)
+    return failed
 
 
 def refused_repository(repo_id: str, endpoint: str, error: BaseException, token_sent: bool) -> ModelNotFoundError:
@@ -189,15 +191,18 @@ def refused_repository(repo_id: str, endpoint: str, error: BaseException, token_
     page = f"{endpoint.rstrip('/')}/{repo_id}"
     if type(error).__name__ == "GatedRepoError":
         has = "the token given has no access to it yet" if token_sent else "no token was given"
-        return ModelNotFoundError(
+        refused = ModelNotFoundError(
             f"{repo_id} is a gated repository and {has}: accept its terms on {page} with your account, then "
             "pass a token of that account (token=..., HF_TOKEN, or `hf auth login`)"
         )
-    if token_sent:
-        return ModelNotFoundError(f"{repo_id}: no such repository on the hub, or it is private and the token given "
-                                  "has no access to it")  # fmt: skip
-    return ModelNotFoundError(f"{repo_id}: no such repository on the hub (or it is private and no token was given: "
-                              "pass token=..., set HF_TOKEN, or run `hf auth login`)")  # fmt: skip
+    elif token_sent:
+        refused = ModelNotFoundError(f"{repo_id}: no such repository on the hub, or it is private and the token "
+                                     "given has no access to it")  # fmt: skip
+    else:
+        refused = ModelNotFoundError(f"{repo_id}: no such repository on the hub (or it is private and no token was "
+                                     "given: pass token=..., set HF_TOKEN, or run `hf auth login`)")  # fmt: skip
+    refused.refused = True  # the hub answered: not a hub that cannot be reached (errors.py)
+    return refused
 
 
 def token_sent(token: str | bool | None) -> bool:

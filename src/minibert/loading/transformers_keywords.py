@@ -25,7 +25,7 @@ the reason, never dropped:
 
 >>> options = {"torch_dtype": "float16", "local_files_only": True, "num_labels": 2}
 >>> model_keywords(options, dtype=None, device=None)
-('float16', None, HubOptions(cache_dir=None, local_files_only=True, token=None, force_download=False))
+('float16', None, HubOptions(cache_dir=None, local_files_only=True, force_download=False))
 >>> options   # what is left is minibert's own (the config fields a classifier replaces)
 {'num_labels': 2}
 """

@@ -58,10 +58,11 @@ class QuestionTooLongError(PicklableError, ValueError):
 
 def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride: int | None = None,
            max_answer_len: int = 15, max_seq_len: int | None = None, handle_impossible_answer: bool = False,
-           align_to_words: bool = True, batch_size: int = 32, dtype: str | None = None, device=None):  # fmt: skip
+           align_to_words: bool = True, batch_size: int = 32, dtype: str | None = None, device=None,
+           revision: str | None = None, token: str | bool | None = None):  # fmt: skip
     """The answer(s) to ``question`` found in ``context`` (see the module's docstring). Lists of
-    questions and contexts (of one length) give one result per pair. ``dtype`` ("int8", ...) and
-    ``device`` load a model given by name as ``from_pretrained`` does.
+    questions and contexts (of one length) give one result per pair. ``dtype`` ("int8", ...),
+    ``device``, ``revision`` and ``token`` load a model given by name as ``from_pretrained`` does.
 
     The arguments are checked before the model loads, but for the limits the model sets:
     ``max_seq_len`` up to its ``max_position_embeddings`` (an explicit one is honoured, as the
@@ -86,7 +87,8 @@ def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride
                          f"got {max_seq_len!r}")  # fmt: skip
     if doc_stride is not None and (not isinstance(doc_stride, int) or isinstance(doc_stride, bool) or doc_stride < 0):
         raise ValueError(f"doc_stride must be a non-negative int, got {doc_stride!r}")
-    bert, tokenizer = load_for_task(model, BertForQuestionAnswering, dtype=dtype, device=device)
+    bert, tokenizer = load_for_task(model, BertForQuestionAnswering, dtype=dtype, device=device, revision=revision,
+                                    token=token)  # fmt: skip
     if bert.num_labels != 2:
         raise ValueError(f"a question-answering head scores a start and an end: this one has {bert.num_labels} outputs")
     positions = bert.config.max_position_embeddings  # what the model can compute, whatever its tokenizer says

@@ -85,22 +85,24 @@ def _texts_and_pairs(inputs) -> tuple[bool, list[str], list[str] | None]:
 
 
 def classify(inputs, *, model=DEFAULT_MODEL, top_k=_BEST_ONLY, function_to_apply: str | None = None,
-             truncation: bool = False, batch_size: int = 32, dtype: str | None = None,
-             device=None) -> list:  # fmt: skip
+             truncation: bool = False, batch_size: int = 32, dtype: str | None = None, device=None,
+             revision: str | None = None, token: str | bool | None = None) -> list:  # fmt: skip
     """Labels and scores for each text (or ``{"text", "text_pair"}``), as the ``text-classification``
     pipeline returns them (see the module's docstring). A text longer than the model's positions is
     an error unless ``truncation=True`` (then its end, or its start where the tokenizer's
     ``truncation_side`` is "left", is cut at the tokenizer's ``model_max_length``, as the pipeline
     cuts, or at the model's positions if they are fewer: a tokenizer without a length,
     transformers' "no limit", is cut there, where sentence-transformers caps it). ``dtype`` ("int8",
-    ...) loads a model given by name as ``from_pretrained`` does, and ``device`` ("cuda", "auto", ...) too."""
+    ...) loads a model given by name as ``from_pretrained`` does, and ``device`` ("cuda", "auto", ...),
+    ``revision`` (a branch, tag or commit) and ``token`` (a private or gated repository's) too."""
     single, texts, pairs = _texts_and_pairs(inputs)
     if top_k is not _BEST_ONLY and top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)
                                                           or top_k < 1):  # fmt: skip
         raise ValueError(f"top_k must be a positive int or None (every label), got {top_k!r}")
     if function_to_apply is not None:  # refuse an unknown function before the model loads
         scores_of(np.zeros(1, dtype=np.float32), str(function_to_apply).lower())
-    bert, tokenizer = load_for_task(model, BertForSequenceClassification, dtype=dtype, device=device)
+    bert, tokenizer = load_for_task(model, BertForSequenceClassification, dtype=dtype, device=device,
+                                    revision=revision, token=token)  # fmt: skip
     function = default_function(bert) if function_to_apply is None else str(function_to_apply).lower()
     positions = bert.config.max_position_embeddings
     cut_at = min(tokenizer.model_max_length, positions)  # truncation=True cuts where the pipeline's tokenizer cuts

@@ -10,7 +10,9 @@ A hub id or directory is loaded as ``BertForMaskedLM`` for ``fill_mask`` and
 ``BertForNextSentencePrediction`` for ``next_sentence``; ``BertForPreTraining`` has both heads.
 With no ``model``, the default (google-bert/bert-base-uncased) is used; when it cannot be reached
 (no hub, not in the cache), the toy ``minibert/fortunes-mini`` shipped in the package is, with a
-warning saying so, as the ``minibert fill-mask`` and ``next-sentence`` commands do.
+warning saying so, as the ``minibert fill-mask`` and ``next-sentence`` commands do. Not when the hub
+answered and refused (a bad ``HF_TOKEN``: ``ModelNotFoundError.refused``), nor when ``revision=`` or
+``token=`` was given: they ask for the hub's files, which the toy is not; the error is raised then.
 """
 
 from __future__ import annotations
@@ -33,23 +35,28 @@ BUNDLED_FALLBACK_NOTE = (
 )
 
 
-def load_with_fallback(model, cls: type, head: str, *, gemm: str | None = None, device=None):
+def load_with_fallback(model, cls: type, head: str, *, gemm: str | None = None, device=None,
+                       revision: str | None = None, token: str | bool | None = None):  # fmt: skip
     """``load_for_task(model, cls, head)``; ``model=None`` is the default model, or the bundled toy
-    (with a warning) when the default cannot be reached. The toy is a ``BertForPreTraining`` and is
-    loaded as one (both heads): no tensor of it is left unused."""
+    (with a warning) when the default cannot be reached: never when the hub refused it (a token
+    refused, ``refused``) or ``revision``/``token`` chose hub files (see the module's docstring).
+    The toy is a ``BertForPreTraining`` and is loaded as one (both heads): no tensor of it is left unused."""
+    download = {"revision": revision, "token": token}
     if model is None:
         try:
-            return load_for_task(DEFAULT_MODEL, cls, head, gemm=gemm, device=device)
-        except ModelNotFoundError:
+            return load_for_task(DEFAULT_MODEL, cls, head, gemm=gemm, device=device, **download)
+        except ModelNotFoundError as error:
+            if error.refused or revision is not None or token is not None:
+                raise
             warnings.warn(BUNDLED_FALLBACK_NOTE, stacklevel=3)
             model = BUNDLED_WITH_HEADS
     if isinstance(model, str) and bundled_path(model) is not None:
         cls = BertForPreTraining
-    return load_for_task(model, cls, head, gemm=gemm, device=device)
+    return load_for_task(model, cls, head, gemm=gemm, device=device, **download)
 
 
 def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, targets: str | list[str] | None = None,
-              device=None) -> list:  # fmt: skip
+              device=None, revision: str | None = None, token: str | bool | None = None) -> list:  # fmt: skip
     """The ``top_k`` most likely pieces for the [MASK] in ``text``, most likely first, as
     transformers' ``pipeline("fill-mask")`` gives them: ``[{"score": 0.107, "token": 4827,
     "token_str": "fashion", "sequence": "i love fashion."}, ...]`` (``token`` is the id; scores are
@@ -61,7 +68,8 @@ def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, targets: str
     first piece used, with a warning (as the pipeline does). The text is read whole, as the pipeline
     reads it, up to the model's positions; a longer one is cut as its tokenizer cuts (its end, or its
     start where ``truncation_side`` is "left"), with a warning, and a [MASK] the cut loses is a
-    ValueError. ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
+    ValueError. ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above).
+    ``revision`` and ``token`` load a model given by name (or the default) as ``from_pretrained`` does."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
     texts = [text] if isinstance(text, str) else text
@@ -71,7 +79,8 @@ def fill_mask(text: str | list[str], *, model=None, top_k: int = 5, targets: str
     if targets is not None and (not isinstance(wanted, (list, tuple)) or not all(isinstance(one, str)
                                                                                  for one in wanted)):  # fmt: skip
         raise TypeError(f"targets must be a str or a list of str, got {type(targets).__name__}")
-    bert, tokenizer = load_with_fallback(model, BertForMaskedLM, "mlm_head", device=device)
+    bert, tokenizer = load_with_fallback(model, BertForMaskedLM, "mlm_head", device=device, revision=revision,
+                                         token=token)  # fmt: skip
     if tokenizer.mask_token_id is None:
         raise ValueError(f"cannot fill a mask: {tokenizer.role_missing('mask_token')}")
     target_ids = None if targets is None else _target_ids(tokenizer, wanted)
@@ -153,10 +162,13 @@ def _mask_cut_off(tokenizer, whole: list[int], limit: int) -> str:
             f"{limit} positions (max_position_embeddings); shorten the text after the {mask}")  # fmt: skip
 
 
-def next_sentence(first: str, second: str, *, model=None, device=None) -> float:
+def next_sentence(first: str, second: str, *, model=None, device=None, revision: str | None = None,
+                  token: str | bool | None = None) -> float:  # fmt: skip
     """Probability, by BERT's next-sentence head, that ``second`` follows ``first`` in a text.
-    ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above)."""
-    bert, tokenizer = load_with_fallback(model, BertForNextSentencePrediction, "nsp_head", device=device)
+    ``model=None``: google-bert/bert-base-uncased, else the bundled toy (see above); ``revision`` and
+    ``token`` load a model given by name as ``from_pretrained`` does."""
+    bert, tokenizer = load_with_fallback(model, BertForNextSentencePrediction, "nsp_head", device=device,
+                                         revision=revision, token=token)  # fmt: skip
     limit = bert.config.max_position_embeddings  # as fill_mask: what the model can take, whatever its tokenizer says
     pieces = len(tokenizer(first, second, verbose=False)["input_ids"])
     warn_if_cut("next_sentence", pieces, limit, f"the longer text loses its {lost_part(tokenizer)} first")

@@ -1,10 +1,13 @@
 """From ``model=`` to a model with the head a task needs, and its tokenizer.
 
-A hub id or a directory is loaded once per (name, head class) and kept, so calling a task in a
-loop loads its model once. A directory is kept with its files' identity (``folder_files``): once
-one of them is rewritten (``save_pretrained`` into the same folder after more training), the next
-call reads the folder again, so a result always comes from what the folder holds. A loaded model
-must have the head; ``(model, tokenizer)`` is taken as it is once its head is checked.
+A hub id or a directory is loaded once per (name, revision, head class) and kept, so calling a task
+in a loop loads its model once; ``revision=`` and ``token=`` choose what is downloaded, as in
+transformers' ``pipeline(task, model=..., revision=..., token=...)``: a model loaded at one commit is
+not another's, and the token (a secret) is sent, never kept in the key or put in a message. A
+directory is kept with its files' identity (``folder_files``): once one of them is rewritten
+(``save_pretrained`` into the same folder after more training), the next call reads the folder
+again, so a result always comes from what the folder holds. A loaded model must have the head;
+``(model, tokenizer)`` is taken as it is once its head is checked.
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ import numpy as np
 import torch
 
 from ..embedding.batches import length_sorted_batches
-from ..errors import CheckpointError, PicklableError
+from ..errors import CheckpointError, PicklableError, TaskArgumentError
 from ..formats.json_files import parse_json
 from ..heads import BertWithHeads
 from ..inputs import AS_ASKED
 from ..loading.config_files import config_file
 from ..loading.devices import check_model_is_on, placement
+from ..loading.hub import hub_options
 from ..loading.hub_commit import one_load
+from ..loading.transformers_keywords import hub_keywords
 from ..pretrained import evaluating
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -38,12 +43,14 @@ TASKS = "a task (classify, tag, answer, fill_mask, next_sentence)"  # what the m
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: str | None = None,
-                 device: str | None = None, files: tuple = ()) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
-    """The model and tokenizer of ``name_or_path``; ``files`` (``folder_files``) is only part of the key."""
+                 device: str | None = None, files: tuple = (),
+                 revision: str | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
+    """The model and tokenizer of ``name_or_path`` at ``revision``; ``files`` (``folder_files``) is only
+    part of the key. The token is no argument (it would be part of the key): the caller's ``hub_options``."""
     with one_load():  # the model and its tokenizer: one commit of a hub repository (loading/hub_commit.py)
-        check_head_kind(cls, *architectures_in(name_or_path))  # before the weights: a wrong head says nothing
-        model = cls.from_pretrained(name_or_path, gemm=gemm, dtype=dtype, device=device)
-        tokenizer = BertTokenizer.from_pretrained(name_or_path)
+        check_head_kind(cls, *architectures_in(name_or_path, revision))  # before the weights: a wrong head says nothing
+        model = cls.from_pretrained(name_or_path, revision=revision, gemm=gemm, dtype=dtype, device=device)
+        tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
 
@@ -154,13 +161,15 @@ def check_head_kind(cls: type, architectures, where: str) -> None:
 
 
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
-                  gemm: str | None = None, dtype: str | None = None,
-                  device=None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
+                  gemm: str | None = None, dtype: str | None = None, device=None, revision: str | None = None,
+                  token: str | bool | None = None) -> tuple[BertWithHeads, BertTokenizer]:  # fmt: skip
     """``model=`` as a (model, tokenizer) pair whose model is a ``cls`` or has the attribute
     ``head`` (``BertForPreTraining`` has both ``mlm_head`` and ``nsp_head``). A name is loaded
     with ``gemm``, the linear layers' matrix library (see speed/gemm.py; None: ``$MINIBERT_GEMM`` or auto),
-    and ``dtype`` and ``device`` as ``from_pretrained`` takes them ("int8", "cuda"); a loaded model
-    keeps its own (a ``device`` that is not its device is refused: minibert never moves your model)."""
+    and ``dtype``, ``device``, ``revision`` and ``token`` as ``from_pretrained`` takes them ("int8",
+    "cuda", a branch or commit, a private or gated repository's token, checked as it checks it); a
+    loaded model keeps its own (a ``device`` that is not its device is refused: minibert never moves
+    your model; ``revision``/``token``, which choose files to download, are a ``TaskArgumentError``)."""
 
     def check_head(candidate) -> None:
         if not (isinstance(candidate, cls) or (head is not None and hasattr(candidate, head))):
@@ -171,20 +180,44 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
         check_model_is_on(candidate, device, TASKS)
 
     if isinstance(model, tuple) and len(model) == 2:
+        refuse_download_choice(revision, token)
         check_head(model[0])
         return model
     if isinstance(model, BertWithHeads):
+        refuse_download_choice(revision, token)
         check_head(model)
         source = getattr(model, "name_or_path", None)
         if source is None:
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
         return model, tokenizer_of(str(source))
     if isinstance(model, (str, os.PathLike)):
+        hub = download_choice(revision, token)
         name, where, files = cache_key(model, device, dtype, TASKS)
-        with loading_lock:
-            return _load_cached(name, cls, gemm, dtype, where, files)
+        with loading_lock, hub_options(hub):  # the token is sent within, not part of the key
+            return _load_cached(name, cls, gemm, dtype, where, files, revision)
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
                     f"got {type(model).__name__}")  # fmt: skip
+
+
+def download_choice(revision, token):
+    """HubOptions of ``token``, checked as ``from_pretrained`` checks it (transformers_keywords.py
+    ``hub_keywords``: before any request, the token never quoted), ``revision`` a str or None."""
+    if revision is not None and not isinstance(revision, str):
+        raise TypeError(f"revision must be a str (a branch, tag or commit) or None, got {type(revision).__name__}")
+    return hub_keywords({"token": token})
+
+
+def refuse_download_choice(revision, token) -> None:
+    """A loaded model (or ``(model, tokenizer)``) given with ``revision=`` or ``token=``: they choose
+    the files a hub id is downloaded from, and a loaded model has its own; refused rather than
+    ignored (the caller may believe a commit was pinned). The token's value is never put in the error."""
+    for name, value in (("revision", revision), ("token", token)):
+        if value is not None:
+            shown = value if name == "revision" else "(not shown)"
+            message = (f"{name}= is for a model given by name (it chooses what is downloaded), and this model is "
+                       f"loaded already, from its own files: pass its hub id as model= with {name}=, or pass "
+                       f"(model, tokenizer), both loaded with from_pretrained(..., {name}=...)")  # fmt: skip
+            raise TaskArgumentError(name, shown, "left out for a model already loaded", message)
 
 
 class TooLongError(PicklableError, ValueError):

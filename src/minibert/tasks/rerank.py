@@ -51,7 +51,16 @@ from ..loading.hub import hub_options, resolve_file
 from ..loading.hub_commit import one_load
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .classify import sigmoid
-from .loading import architectures_in, cache_key, check_head_kind, load_for_task, loading_lock, run_rows
+from .loading import (
+    architectures_in,
+    cache_key,
+    check_head_kind,
+    download_choice,
+    load_for_task,
+    loading_lock,
+    refuse_download_choice,
+    run_rows,
+)
 
 logger = logging.getLogger("minibert")
 SCORE_ACTIVATIONS = {  # the torch class paths sentence-transformers saves for a score, and what each computes
@@ -259,25 +268,32 @@ def _sentence_transformers_keywords(inputs, sentences, device, others: dict):
 
 
 @functools.lru_cache(maxsize=4)  # as the other task functions keep theirs (loading.py), with the folder's files
-def _cross_encoder_cached(name_or_path: str, dtype: str | None, device: str, files: tuple = ()) -> CrossEncoder:
-    return CrossEncoder(name_or_path, dtype=dtype, device=device)
+def _cross_encoder_cached(name_or_path: str, dtype: str | None, device: str, files: tuple = (),
+                          revision: str | None = None) -> CrossEncoder:  # fmt: skip
+    return CrossEncoder(name_or_path, dtype=dtype, device=device, revision=revision)  # the token: hub_options
 
 
-def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
-           return_documents: bool = False, dtype: str | None = None, device=None) -> list[dict]:  # fmt: skip
-    """``CrossEncoder(model, dtype=dtype, device=device).rank(query, documents, ...)``, the model
-    loaded once per folder (or hub id), dtype and device, the last four kept, and read again once the
-    folder's files change (loading.py's ``folder_files``; a CrossEncoder given runs where it is).
+def rerank(query: str, documents: list[str], *, model, top_k: int | None = None, return_documents: bool = False,
+           dtype: str | None = None, device=None, revision: str | None = None,
+           token: str | bool | None = None) -> list[dict]:  # fmt: skip
+    """``CrossEncoder(model, dtype=dtype, device=device, revision=revision, token=token).rank(query,
+    documents, ...)``, the model loaded once per folder (or hub id), revision, dtype and device, the
+    last four kept (the token is sent, not part of the key), and read again once the folder's files
+    change (loading.py's ``folder_files``; a CrossEncoder given runs where it is).
     ``model`` may also be what the other tasks take: a loaded ``BertForSequenceClassification`` (its
-    tokenizer and cross-encoder settings come from where it was loaded) or a ``(model, tokenizer)`` pair."""
+    tokenizer and cross-encoder settings come from where it was loaded) or a ``(model, tokenizer)`` pair;
+    ``revision``/``token`` with a model already loaded are a ``TaskArgumentError`` (loading.py)."""
     if isinstance(model, CrossEncoder):
+        refuse_download_choice(revision, token)
         check_model_is_on(model.model, device, "a CrossEncoder")
     elif isinstance(model, (str, os.PathLike)):
+        hub = download_choice(revision, token)
         name, where, files = cache_key(model, device, dtype, "a CrossEncoder")
-        with loading_lock:  # two threads asking for the same model load it once
-            model = _cross_encoder_cached(name, dtype, where, files)
+        with loading_lock, hub_options(hub):  # two threads asking for the same model load it once
+            model = _cross_encoder_cached(name, dtype, where, files, revision)
     elif isinstance(model, (BertWithHeads, tuple)):  # a BertForTokenClassification: refused by its class
-        model = CrossEncoder._around(*load_for_task(model, BertForSequenceClassification, device=device))
+        model = CrossEncoder._around(*load_for_task(model, BertForSequenceClassification, device=device,
+                                                    revision=revision, token=token))  # fmt: skip
     else:
         raise TypeError(f"model must be a hub id, a directory, a CrossEncoder, a BertForSequenceClassification "
                         f"or (model, tokenizer), got {type(model).__name__}")  # fmt: skip

@@ -41,11 +41,12 @@ from .loading import load_for_task, lost_part, run_rows
 
 
 def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", ignore_labels=("O",),
-        stride: int | None = None, batch_size: int = 32, dtype: str | None = None, device=None) -> list:  # fmt: skip
+        stride: int | None = None, batch_size: int = 32, dtype: str | None = None, device=None,
+        revision: str | None = None, token: str | bool | None = None) -> list:  # fmt: skip
     """The entities of a text (a list of dicts), or of each text in a list (a list of such lists);
     see the module's docstring for what each ``aggregation_strategy`` returns (``ignore_labels=None``
-    is the default ``["O"]``, as in the pipeline). ``dtype`` ("int8", ...) and ``device`` load a
-    model given by name as ``from_pretrained`` does. The arguments are checked before the model
+    is the default ``["O"]``, as in the pipeline). ``dtype`` ("int8", ...), ``device``, ``revision``
+    and ``token`` load a model given by name as ``from_pretrained`` does. The arguments are checked before the model
     loads, but for ``stride``'s limit, which the window (the model's length) sets."""
     strategy = str(aggregation_strategy).lower()
     if strategy not in AGGREGATIONS:
@@ -61,7 +62,8 @@ def tag(inputs, *, model=DEFAULT_MODEL, aggregation_strategy: str = "none", igno
                              '"none" can join: choose one')  # fmt: skip
         if not isinstance(stride, int) or isinstance(stride, bool) or stride < 0:
             raise ValueError(f"stride must be a non-negative int, got {stride!r}")
-    bert, tokenizer = load_for_task(model, BertForTokenClassification, dtype=dtype, device=device)
+    bert, tokenizer = load_for_task(model, BertForTokenClassification, dtype=dtype, device=device, revision=revision,
+                                    token=token)  # fmt: skip
     limit = min(tokenizer.model_max_length, bert.config.max_position_embeddings)  # the pipeline cuts at the former
     if stride is not None and stride >= limit - 2:
         raise TaskArgumentError("stride", stride, f"an int from 0 to {limit - 3} (the window is {limit} tokens)")
