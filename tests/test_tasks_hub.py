@@ -170,3 +170,26 @@ def test_fill_mask_does_not_hide_a_refused_token_behind_the_bundled_toy(hub, mon
             call()
         assert not [one for one in warned if "bundled" in str(one.message)], [str(one.message) for one in warned]
         assert "hf_expired" not in str(raised.value) and raised.value.refused  # the hub answered: not out of reach
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_model_loaded_at_a_commit_and_given_alone_reads_that_commits_tokenizer(hub, tmp_path, task):
+    """main moved from A to B, whose vocab.txt swaps two words: a model loaded with
+    ``from_pretrained(revision=A)`` and given alone is read with A's tokenizer (the commit is kept as
+    transformers keeps it, ``config._commit_hash``), so it answers as the pair of A's model and A's
+    tokenizer. Before: main's tokenizer, B's ids under A's weights, with no error."""
+    hub.repos["org/moved"] = folder = _checkpoint(tmp_path / "a", task, seed=1)
+    first = hub.commit
+    swapped = tmp_path / "b"
+    shutil.copytree(folder, swapped)
+    words = (swapped / "vocab.txt").read_text().splitlines()
+    one, other = words.index("was"), words.index("in")
+    words[one], words[other] = words[other], words[one]
+    (swapped / "vocab.txt").write_text("\n".join(words) + "\n")
+    hub.push("org/moved", swapped)
+    model = (TASKS[task][2] or BertForSequenceClassification).from_pretrained("org/moved", revision=first)
+    assert model.config._commit_hash == first
+    run = TASKS[task][3]
+    alone = run(model=model)
+    assert alone == run(model=(model, BertTokenizer.from_pretrained("org/moved", revision=first)))
+    assert alone != run(model=(model, BertTokenizer.from_pretrained("org/moved"))), "B's tokenizer answers otherwise"

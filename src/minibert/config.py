@@ -85,13 +85,15 @@ class BertConfig:
     def __getattr__(self, name: str):
         """config.json's other fields that transformers' config has as attributes (``READABLE``):
         ``config.is_decoder``, ``config.problem_type``, ...: config.json's value, else transformers' default."""
-        if name not in READABLE and name not in ("use_return_dict", "name_or_path"):
+        if name not in READABLE and name not in ("use_return_dict", "name_or_path", "_commit_hash"):
             raise AttributeError(f"'BertConfig' object has no attribute {name!r}")
         extra = self.__dict__.get("extra", {})  # (a config being unpickled has no extra yet)
         if name == "use_return_dict":
             return extra.get("return_dict", True)
         if name == "name_or_path":
             return self.__dict__.get("_name_or_path", "")  # where from_pretrained read it (loading/from_pretrained.py)
+        if name == "_commit_hash":  # the hub commit from_pretrained read it at; None for a folder or a new config
+            return None
         return extra.get(name, READABLE[name])
 
     def _set_problem_type(self, value) -> None:

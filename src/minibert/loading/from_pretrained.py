@@ -33,7 +33,7 @@ from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
 from .hub import hub_options
-from .hub_commit import one_load
+from .hub_commit import one_load, snapshot_commit
 from .strict import WEIGHT_DTYPES, rename_and_check
 from .transformers_keywords import TRANSFORMERS_KEYWORDS, model_keywords
 
@@ -154,6 +154,9 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         label_config = {**given_labels, **label_config}
     config = dataclasses.replace(config, extra=config.extra, **build_fields) if build_fields else config
     object.__setattr__(config, "_name_or_path", os.fspath(name_or_path))  # config.name_or_path, as transformers'
+    # the hub commit read (None for a folder), as transformers' config._commit_hash: a task given this model
+    # alone reads its tokenizer at that commit, not at wherever main has moved to (tasks/loading.py)
+    object.__setattr__(config, "_commit_hash", snapshot_commit(config_file))
     int8 = dtype == "int8"  # asked for by name only (never by "fastest"): speed/int8.py
     dtype = _parse_dtype(dtype, config, config_file, weights_file, device) or torch.float32
     replace_label_fields(config, label_config)

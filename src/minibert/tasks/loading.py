@@ -56,13 +56,15 @@ def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: s
 
 
 @functools.lru_cache(maxsize=8)
-def _tokenizer_cached(name_or_path: str, files: tuple = ()) -> BertTokenizer:
-    return BertTokenizer.from_pretrained(name_or_path)
+def _tokenizer_cached(name_or_path: str, files: tuple = (), revision: str | None = None) -> BertTokenizer:
+    return BertTokenizer.from_pretrained(name_or_path, revision=revision)
 
 
-def tokenizer_of(source: str) -> BertTokenizer:
-    """The tokenizer in ``source`` (the folder or hub id a model was loaded from), kept as a model is."""
-    return _tokenizer_cached(source, folder_files(source))
+def tokenizer_of(source: str, commit: str | None = None) -> BertTokenizer:
+    """The tokenizer in ``source`` (the folder or hub id a model was loaded from), kept as a model is;
+    at ``commit``, the hub commit the model was read at (``config._commit_hash``), so that a model
+    loaded at a pinned revision, or before main moved, gets its own commit's tokenizer."""
+    return _tokenizer_cached(source, folder_files(source), commit)
 
 
 # What a load may read in a folder: configs, vocabularies and tokenizer files (.json, .txt), weights
@@ -189,7 +191,7 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
         source = getattr(model, "name_or_path", None)
         if source is None:
             raise ValueError("pass model=(model, tokenizer): this model was not loaded with from_pretrained")
-        return model, tokenizer_of(str(source))
+        return model, tokenizer_of(str(source), model.config._commit_hash)
     if isinstance(model, (str, os.PathLike)):
         hub = download_choice(revision, token)
         name, where, files = cache_key(model, device, dtype, TASKS)

@@ -109,7 +109,7 @@ class CrossEncoder:
         encoder.model, encoder.tokenizer = model, tokenizer
         source = getattr(model, "name_or_path", None)
         with one_load():
-            settings = {} if source is None else _read_settings(str(source), None)
+            settings = {} if source is None else _read_settings(str(source), model.config._commit_hash)
         encoder._follow(settings, None, None, "" if source is None else str(source))
         return encoder
 
