@@ -308,3 +308,26 @@ def test_a_missing_head_is_met_with_advice_for_the_command_run(argv, advice, min
     assert lines[-1].startswith("minibert: error:") and "Traceback" not in result.stderr
     if argv[0] != "classify":
         assert "classify with it" not in lines[-1], lines[-1]
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["explore", "the cat", "--max-length", "65"],
+         "--max-length must be an int from 3 ([CLS] a piece [SEP]) to the model's 64 positions, got 65"),
+        (["explore", "the cat [MASK] .", "--top-k", "50"],
+         "--top-k must be an int from 1 to the vocabulary's 15, got 50"),
+    ],
+)  # fmt: skip
+def test_an_explore_flag_outside_the_models_limits_is_a_usage_error_naming_the_flag(argv, expected, tmp_path):
+    """explore's --max-length past the model's positions and --top-k past its vocabulary exited 1
+    naming the Python keywords (max_length, top_k), where embed's --max-length exits 2 naming the flag."""
+    from explore_reference import random_masked_lm
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", ".", "a", "dog", "on", "mat",
+                  "##s", "and"]  # fmt: skip
+    random_masked_lm(tmp_path / "model", vocabulary)  # 15 pieces, 64 positions
+    result = run(*argv, "--model", str(tmp_path / "model"), "-o", str(tmp_path / "page.html"))
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [f"minibert: error: {expected}"], \
+        result.stderr  # fmt: skip
+    assert not (tmp_path / "page.html").exists()

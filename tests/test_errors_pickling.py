@@ -25,6 +25,7 @@ EXAMPLES = {
     "MissingHeadsError": ("x.safetensors has no classifier.", "Pass new_heads=True.", True),
     "PromptFillsMaxLengthError": ("the prompt fills max_length=5", "query: ", 5, 5),
     "TaskArgumentError": ("max_length", 100000, "an int from 3 to 512"),
+    "ExplorerArgumentError": ("top_k", 50, "an int from 1 to the vocabulary's 15"),
     "FileWriteError": (errno.ENOSPC, "cannot write out.jsonl: No space left on device"),
     "QuestionTooLongError": (2, 130, 128, 64, True),
     "TooLongError": (3, 600, 512, "pass truncate=True"),

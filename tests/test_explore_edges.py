@@ -218,3 +218,27 @@ def test_whitespace_words_reads_words_as_typed_as_transformers_does_and_says_so(
         assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
     helped = " ".join(run_minibert("explore", "--help").stdout.split())
     assert "no lower-casing or accent stripping either" in helped and "implies --cased" in helped
+
+
+def test_cased_keeps_accents_on_a_folder_saved_by_transformers_5_as_transformers_does(minilm_dir, tmp_path):
+    """transformers 5 saves tokenizer.json (its normalizer's strip_accents null) and no vocab.txt.
+    minibert resolved that null to the lowercase flag (True) and --cased then turned off only the
+    lowercasing, so accents were still stripped: "naïve" became "naive", the added "Ünïcödé" was
+    shown as "Unicode" and the forward pass ran on other ids. transformers' do_lower_case=False keeps
+    the accents (null follows do_lower_case); the page's ids are now transformers'."""
+    reference = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    reference.add_tokens(["Ünïcödé"])
+    directory = tmp_path / "saved-by-transformers-5"
+    random_masked_lm(directory, ["[PAD]"] * len(reference))  # the weights: only the vocabulary's size matters
+    (directory / "vocab.txt").unlink()
+    reference.save_pretrained(directory)
+    assert not (directory / "vocab.txt").exists()
+    text = "Café naïve Ünïcödé résumé cafe"
+    output = tmp_path / "page.html"
+    done = run_minibert("explore", text, "--model", str(directory), "--cased", "--output", str(output))
+    assert done.returncode == 0, done.stderr
+    _, data, _ = page_parts(output.read_text(encoding="utf-8"))
+    cased = transformers.AutoTokenizer.from_pretrained(str(directory), do_lower_case=False)
+    expected = cased(text)["input_ids"]
+    assert data["inputIds"] == expected, (data["tokens"], cased.convert_ids_to_tokens(expected))
+    assert "Ünïcödé" in data["tokens"] and "naive" not in data["tokens"]

@@ -26,10 +26,10 @@ def texts():
     ]  # fmt: skip
 
 
-def _saved_by_transformers(directory: Path, vocab_file: Path, **options) -> Path:
+def _saved_by_transformers(directory: Path, vocab_file: Path, expected_size: int = 30522, **options) -> Path:
     """transformers 5 saves tokenizer.json + tokenizer_config.json, no vocab.txt."""
     reference = transformers.BertTokenizer(vocab=str(vocab_file), **options)  # v5: vocab=, not vocab_file=
-    assert len(reference) == 30522
+    assert len(reference) == expected_size
     reference.save_pretrained(str(directory))
     assert not (directory / "vocab.txt").exists() and (directory / "tokenizer.json").exists()
     return directory
@@ -110,6 +110,27 @@ def test_lowercase_in_front_with_a_cased_config_is_refused(vocab_file, tmp_path,
         assert ours.basic.do_lower_case is lowercases
         expected = auto(sample)["input_ids"]
         assert [ours(text)["input_ids"] for text in sample] == expected == [raw.encode(t).ids for t in sample]
+
+
+@pytest.mark.parametrize("strip_accents", [None, True, False])
+def test_do_lower_case_false_on_a_transformers_5_save_keeps_accents_as_transformers_does(tmp_path, strip_accents):
+    """``from_pretrained(folder, do_lower_case=False)`` on tokenizer.json + tokenizer_config.json (no
+    vocab.txt). The normalizer's strip_accents null was resolved to the lowercase flag (True) and kept
+    once lowercasing was turned off, so accents were stripped where transformers keeps them (null
+    follows do_lower_case); a config's explicit true or false stays as it is, in both."""
+    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Café", "Cafe", "café", "cafe", "naïve", "naive",
+              "The", "the", "RÉSUMÉ", "RESUME", "résumé", "resume", "."]  # fmt: skip
+    (tmp_path / "vocab.txt").write_text("\n".join(pieces) + "\n", encoding="utf-8")
+    directory = _saved_by_transformers(tmp_path / "tok", tmp_path / "vocab.txt", strip_accents=strip_accents,
+                                       expected_size=len(pieces))  # fmt: skip
+    text = "The Café naïve RÉSUMÉ résumé cafe ."
+    for lower in (False, True):
+        reference = transformers.AutoTokenizer.from_pretrained(str(directory), do_lower_case=lower)
+        ours = BertTokenizer.from_pretrained(directory, do_lower_case=lower)
+        expected = reference(text)["input_ids"]
+        assert ours(text)["input_ids"] == expected, (lower, ours.tokenize(text), reference.tokenize(text))
+        kept = strip_accents is False or (strip_accents is None and not lower)  # (None, False: the case the bug hid)
+        assert ("naïve" in reference.tokenize(text)) is kept
 
 
 def test_tokenizer_json_alone_loads_and_settings_come_from_it(vocab_file, tmp_path):

@@ -152,6 +152,13 @@ class TaskArgumentError(MinibertError, ValueError):
         self.parameter, self.value, self.allowed = parameter, value, allowed
 
 
+class ExplorerArgumentError(ExplorerInputError, TaskArgumentError):
+    """``explore(max_length=...)`` past the model's positions, ``top_k`` past its vocabulary: an
+    ``ExplorerInputError`` (the type explore documents) that is a ``TaskArgumentError`` too, with its
+    ``parameter``, ``value`` and ``allowed``, so that ``minibert explore`` says it of the flag
+    (``--max-length must be ...``) as a usage error (exit 2)."""
+
+
 class InputFileError(MinibertError):
     """A file a command reads or writes cannot be used: missing, a directory, not UTF-8 text,
     malformed JSON lines, a missing or mistyped field, empty, or an output that would destroy its

@@ -16,7 +16,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from .commands import CommandError, CommandFailed, device_of
+from .commands import CommandError, CommandFailed, device_of, flag_error
 from .flag_types import output_name, whole_number
 
 # [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each (the same as
@@ -103,13 +103,13 @@ def cmd_explore(args) -> None:
                 raise
             try:
                 page = _explore(args, BUNDLED_WITH_HEADS)
-            except ExplorerInputError as error:  # one line: the refusal, and which model refused it
-                raise ExplorerInputError(f"{error} (the model: the bundled {BUNDLED_WITH_HEADS}, as "
-                                         f"{DEFAULT_MODEL} is not reachable)") from error  # fmt: skip
+            except (ExplorerInputError, CommandError) as error:  # one line: the refusal, and which model refused it
+                kind = CommandError if isinstance(error, CommandError) else ExplorerInputError  # (exit 2 stays 2)
+                raise kind(f"{error} (the model: the bundled {BUNDLED_WITH_HEADS}, as "
+                           f"{DEFAULT_MODEL} is not reachable)") from error  # fmt: skip
             print(f"minibert: {BUNDLED_FALLBACK_NOTE}", file=sys.stderr)  # the run goes on: said once, here
-        if page.data.truncated:
-            print(f"minibert: warning: the text was cut to {len(page.data.tokens)} tokens (--truncate)",
-                  file=sys.stderr)  # fmt: skip
+        if page.data.cut is not None:  # which text lost which end, to what limit, and any [MASK] lost
+            print(f"minibert: warning: {page.data.cut.describe('--max-length')} (--truncate)", file=sys.stderr)
         handle.write(page.html().encode("utf-8"))
     print(f"minibert: wrote {output} ({file_size(output.stat().st_size)}): {page!r}", file=sys.stderr)
     if args.open:
@@ -117,13 +117,18 @@ def cmd_explore(args) -> None:
 
 
 def _explore(args, model: str):
+    from ..errors import TaskArgumentError
     from ..explorer import explore
 
     tokenizer = None
     if args.cased or args.whitespace_words:
         tokenizer = _with_options(model, cased=args.cased, whitespace_words=args.whitespace_words)
-    page = explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length, truncate=args.truncate,
-                   tokenizer=tokenizer, attention_bits=args.attention_bits, device=device_of(args))  # fmt: skip
+    try:
+        page = explore(model, args.text, args.pair, top_k=args.top_k, max_length=args.max_length,
+                       truncate=args.truncate, tokenizer=tokenizer, attention_bits=args.attention_bits,
+                       device=device_of(args))  # fmt: skip
+    except TaskArgumentError as error:  # --max-length past the model's positions, --top-k past its vocabulary
+        raise flag_error(error) from None
     typed = _words_it_would_lower(tokenizer, args.text, args.pair) if args.whitespace_words and not args.cased else []
     if typed:  # said once the page is made, of the model that made it
         shown = ", ".join(repr(word) for word in typed[:3]) + (", ..." if len(typed) > 3 else "")

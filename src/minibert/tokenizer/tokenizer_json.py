@@ -99,7 +99,10 @@ def _normalizer_settings(normalizer, refuse) -> dict:
     """BertNormalizer alone, or a Lowercase in front of one (how sentence-transformers adds
     do_lower_case: lowercase first, accents kept unless the BertNormalizer strips them).
     ``do_lower_case`` is the BertNormalizer's own flag; ``lowercase_first`` says a Lowercase is in
-    front (directory.py counts it as lowercasing, and compares that with tokenizer_config.json)."""
+    front (directory.py counts it as lowercasing, and compares that with tokenizer_config.json).
+    ``strip_accents`` stays as the file says it: null follows the lowercase flag, in ``tokenizers``
+    as in BertTokenizer, so a reader that turns lowercasing off (``do_lower_case=False``, explore's
+    ``--cased``) keeps the accents, as transformers does; resolved here to True, it stripped them."""
     steps = normalizer.get("normalizers") if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" \
         else [normalizer]  # fmt: skip
     lowercase_first = False
@@ -114,8 +117,6 @@ def _normalizer_settings(normalizer, refuse) -> dict:
     strip_accents = bert.get("strip_accents")
     if not isinstance(lowercase, bool) or strip_accents not in (None, True, False):
         refuse("normalizer", bert, "unexpected lowercase / strip_accents values")
-    if strip_accents is None:  # tokenizers: None follows the BertNormalizer's own lowercase flag
-        strip_accents = lowercase
     handle_chinese = bert.get("handle_chinese_chars", True)
     if not isinstance(handle_chinese, bool):
         refuse("normalizer.handle_chinese_chars", handle_chinese, "not true or false")

@@ -77,7 +77,7 @@ const MinibertData = (function () {
       format: raw.format, model: raw.model, tokens: raw.tokens.slice(), layers: L, heads: A, topK: raw.topK,
       inputIds: raw.inputIds.slice(), tokenTypeIds: raw.tokenTypeIds.slice(), wordIds: raw.wordIds.slice(),
       offsets: raw.offsets.map((pair) => pair.slice()), maskPositions: raw.maskPositions.slice(),
-      truncated: raw.truncated, dtype: raw.dtype, attentionBits: attention.bits, attentionMaxError: attention.step / 2,
+      truncated: raw.truncated, cut: raw.cut, dtype: raw.dtype, attentionBits: attention.bits, attentionMaxError: attention.step / 2,
       attention(layer, head) {
         checkIndex("layer", layer, L + 1, 1, ENCODER_LAYERS); checkIndex("head", head, A);
         return dequantize(attention, ((layer - 1) * A + head) * size);

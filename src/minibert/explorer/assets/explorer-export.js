@@ -62,7 +62,10 @@ const MinibertExport = (function () {
     });
   }
 
-  function fileStem(view) { return `${window.minibert.model}-layer${view.layer}-head${view.head}`.replace(/[^\w.-]+/g, "_"); }
+  function fileStem(view) {  // never a hidden file (".x") nor a name that starts with "-": "minibert" for a name that gives none
+    const name = window.minibert.model.replace(/[^\w.-]+/g, "_").replace(/^[.-]+/, "");
+    return `${name || "minibert"}-layer${view.layer}-head${view.head}`;
+  }
 
   function wire() {
     const canvas = document.getElementById("head-canvas");

@@ -283,19 +283,22 @@ const MinibertPanels = (function () {
   }
 
   // ----------------------------------------------------------------------------- start
-  // The reference computes in float32: fewer bits are approximate, float64's more are not.
-  const LESS_PRECISE_THAN_FLOAT32 = ["bfloat16", "float16"];
+  // The reference computes in float32: fewer bits are approximate (int8's matrix products too), float64's more are not.
+  const LESS_PRECISE_THAN_FLOAT32 = ["bfloat16", "float16", "int8"];
   function draw(decoded) {
     data = decoded;
     const m = window.minibert, T = data.T;
     $("model-name").textContent = m.model;
     $("summary").textContent = `${m.layers} layers × ${m.heads} heads, ${T} tokens` +
-      (m.truncated ? " (the text was cut to the model's length)" : "") +
+      (m.cut ? ` (${m.cut.said})` : "") +
       (data.raw.dtype !== "float32" ? `, computed in ${data.raw.dtype}` : "") +
       (LESS_PRECISE_THAN_FLOAT32.includes(data.raw.dtype) ? " (approximate numbers)" : "") +
       (data.K ? `, masked-LM head: yes (top ${m.topK} guesses)` : ", masked-LM head: none");
     $("attention-bits").textContent = String(m.attentionBits);
     $("attention-error").textContent = m.attentionMaxError.toPrecision(2);
+    if (LESS_PRECISE_THAN_FLOAT32.includes(data.raw.dtype)) {  // not "of the exact value": the model's own are approximate
+      $("attention-reference").textContent = `of what this ${data.raw.dtype} model computed, itself approximate`;
+    }
     if (T > 96) document.querySelector('input[name="head-mode"][value="matrix"]').checked = true;
     drawTokens(); drawModelGrid(); drawStatistics(); drawLens();
     const canvas = $("head-canvas");
