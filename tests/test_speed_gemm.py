@@ -443,6 +443,22 @@ def test_a_command_shows_the_measurement_only_with_debug(minilm_dir, capsys):
         assert ("minibert: linear layers on" in stderr) == debug, stderr
 
 
+def test_a_command_shows_why_minibert_gemm_was_not_followed(minilm_dir, monkeypatch):
+    """$MINIBERT_GEMM naming a library that cannot run here (oneDNN's linear takes no float16) is
+    noted and the model stays on mkl (docs/cli.md): the note reaches the command's stderr without
+    --debug, which hides only the measurement. Before, the command's filter dropped every
+    minibert.gemm record, warnings too: the setting was ignored without a word."""
+    from helpers import run_minibert
+
+    monkeypatch.setenv("MINIBERT_GEMM", "onednn")
+    result = run_minibert("embed", "--model", str(minilm_dir), "--dtype", "float16", "hello world")
+    assert result.returncode == 0, result.stderr
+    noted = [line for line in result.stderr.splitlines() if "stay on mkl" in line]
+    assert len(noted) == 1 and noted[0].startswith("minibert: MINIBERT_GEMM asks for onednn, which cannot run here "
+                                                   "(dtype torch.float16)"), result.stderr  # fmt: skip
+    assert "linear layers on" not in result.stderr  # the measurement itself: --debug's
+
+
 @needs_onednn
 @pytest.mark.parametrize("change", ["torch", "threads", "cpu", "flags"])
 def test_the_cache_is_invalidated_by_what_the_speed_depends_on(change, minilm_dir, monkeypatch, request):
