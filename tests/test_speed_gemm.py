@@ -457,6 +457,10 @@ def test_a_command_shows_why_minibert_gemm_was_not_followed(minilm_dir, monkeypa
     assert len(noted) == 1 and noted[0].startswith("minibert: MINIBERT_GEMM asks for onednn, which cannot run here "
                                                    "(dtype torch.float16)"), result.stderr  # fmt: skip
     assert "linear layers on" not in result.stderr  # the measurement itself: --debug's
+    # The flag, asked for this model, is refused in one line that names it (and the keyword: library callers).
+    result = run_minibert("embed", "--model", str(minilm_dir), "--dtype", "float16", "--gemm", "onednn", "hello world")
+    assert result.returncode == 1 and result.stderr.splitlines() == [
+        "minibert: error: gemm='onednn' (--gemm) asks for onednn, which cannot run here (dtype torch.float16)"]
 
 
 @needs_onednn
@@ -613,7 +617,7 @@ def test_overrides_argument_then_environment(minilm_dir, monkeypatch, caplog):
 
 def test_where_onednn_cannot_run_an_argument_is_refused_and_the_environment_noted(minilm_dir, monkeypatch, caplog):
     monkeypatch.setattr(gemm, "_unavailable_reason", lambda model: "torch was built without oneDNN")
-    with pytest.raises(ValueError, match="argument asks for onednn, which cannot run here .torch was built without"):
+    with pytest.raises(ValueError, match=r"gemm='onednn' \(--gemm\) asks for onednn, which cannot run here \(torch"):
         BertModel.from_pretrained(minilm_dir, gemm="onednn")
     monkeypatch.setenv("MINIBERT_GEMM", "onednn")
     with caplog.at_level(logging.WARNING, logger="minibert.gemm"):
