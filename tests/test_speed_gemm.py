@@ -16,13 +16,14 @@ import copy
 import json
 import logging
 import pickle
+import warnings
 
 import pytest
 import torch
 from torch import nn
 
 from conftest import make_google_checkpoint
-from helpers import assert_close, compare_outputs
+from helpers import assert_close, bound_from_exact, compare_outputs, exact_reference
 from minibert import BertForPreTraining, BertModel, BertTokenizer
 from minibert.speed import BACKENDS, bf16, cpu, gemm, measure, packed_linear
 from minibert.speed.cache import cache_file
@@ -302,6 +303,81 @@ def test_training_runs_on_f_linear_with_the_same_gradients(minilm_dir, real_text
     assert compared >= 6 * 16  # every encoder layer's weights
 
 
+# BitFit's reduced variant (Ben Zaken et al. 2021, sec. 4): only the query biases and the second
+# feed-forward biases train; ours → transformers' name of each.
+BITFIT = {"attention.query.bias": "attention.self.query.bias", "feed_forward.output.bias": "output.dense.bias"}
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=[needs_onednn] if b != "mkl" else []) for b in BACKENDS])
+def test_bias_only_training_gets_transformers_gradients_on_every_backend(backend, minilm_dir, reference, real_texts):
+    """BitFit on each backend: weights and embeddings frozen, so layer 0's query projection is fed an
+    input that needs no gradient, and only its bias trains. Each trainable bias gets transformers'
+    gradient (within fp32's spread around float64's, scaled to the gradient's size, as
+    test_speed_grad_modes's check_train), never None: oneDNN's op has no autograd formula, and a
+    layer that took it for its bias alone left that bias untrained, with only torch's warning."""
+    batch = _batch(minilm_dir, real_texts[:4])
+    real = batch["attention_mask"].bool()
+    model = BertModel.from_pretrained(minilm_dir, gemm=backend).eval()  # eval: no dropout, as the reference
+    assert model.gemm_backend == backend
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(name.startswith("layers.") and name.split(".", 2)[2] in BITFIT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "an autograd kernel was not registered" is the only other sign
+        model(**batch).last_hidden_state[real].pow(2).mean().backward()
+    theirs = {}
+    for their_model in (copy.deepcopy(reference), exact_reference(reference)):
+        for name, parameter in their_model.named_parameters():
+            parameter.requires_grad_(name.startswith("encoder.layer.") and name.split(".", 3)[3] in BITFIT.values())
+        their_model(**batch).last_hidden_state[real].pow(2).mean().backward()
+        theirs[their_model.dtype] = dict(their_model.named_parameters())
+    trained = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    assert len(trained) == 2 * len(model.layers)
+    for name, parameter in trained:
+        _, index, ours_name = name.split(".", 2)
+        their_name = f"encoder.layer.{index}.{BITFIT[ours_name]}"
+        assert parameter.grad is not None, f"{backend}: {name} got no gradient"
+        fp32, exact = theirs[torch.float32][their_name].grad, theirs[torch.float64][their_name].grad
+        bound = bound_from_exact(fp32, exact, ATOL * exact.abs().max().item())
+        assert_close(parameter.grad, fp32, f"{backend}: {name}.grad", bound)
+
+
+@needs_onednn
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_packed_layer_records_a_gradient_for_any_parameter_that_needs_one(fused, monkeypatch):
+    """The seams that pick a kernel without autograd count every Parameter the layer holds and its
+    input: with the input frozen and only the weight, or only the bias, trainable, the layer takes
+    F.linear and that Parameter gets nn.Linear's gradient. int8's layer holds no Parameter (its
+    weights are packed constants): there the input alone decides, and its backward refuses."""
+    from minibert.activations import ACTIVATIONS
+    from minibert.speed import fast_path
+    from minibert.speed.int8 import Int8Linear
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 16)
+    for trained in ("weight", "bias"):
+        linear = nn.Linear(16, 8)
+        expected_layer = copy.deepcopy(linear)
+        activation = ACTIVATIONS["gelu"] if fused else None
+        layer = PackedLinear(linear, packed_linear.FUSIBLE["gelu"] if fused else None, activation)
+        for module in (layer, expected_layer):
+            module.requires_grad_(False)
+            getattr(module, trained).requires_grad_(True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            layer(x).square().sum().backward()
+        out = expected_layer(x)
+        (activation(out) if fused else out).square().sum().backward()
+        got, expected = getattr(layer, trained).grad, getattr(expected_layer, trained).grad
+        assert got is not None and torch.equal(got, expected), f"only the {trained} trains (fused {fused})"
+    assert not list(Int8Linear(nn.Linear(16, 8)).parameters())
+    # The one Q/K/V product (on a GPU) counts the biases too: a bias-only step still gets its one product.
+    attention = nn.Module()
+    attention.query, attention.key, attention.value = (nn.Linear(16, 16).requires_grad_(False) for _ in range(3))
+    attention.key.bias.requires_grad_(True)
+    monkeypatch.setattr(fast_path, "ONE_PRODUCT_ON", frozenset({"cpu"}))
+    assert fast_path.fused_projections(torch.randn(3, 16), attention) is not None
+
+
 @needs_onednn
 def test_a_model_moved_after_loading_still_computes(minilm_dir, real_texts):
     """float16 or float64 (oneDNN's packed linear takes neither), or bfloat16 on a CPU without
@@ -365,6 +441,26 @@ def test_a_command_shows_the_measurement_only_with_debug(minilm_dir, capsys):
         assert cli.main(["embed", "hello", "--model", str(minilm_dir)] + ["--debug"] * debug) == 0
         stderr = capsys.readouterr().err
         assert ("minibert: linear layers on" in stderr) == debug, stderr
+
+
+def test_a_command_shows_why_minibert_gemm_was_not_followed(minilm_dir, monkeypatch):
+    """$MINIBERT_GEMM naming a library that cannot run here (oneDNN's linear takes no float16) is
+    noted and the model stays on mkl (docs/cli.md): the note reaches the command's stderr without
+    --debug, which hides only the measurement. Before, the command's filter dropped every
+    minibert.gemm record, warnings too: the setting was ignored without a word."""
+    from helpers import run_minibert
+
+    monkeypatch.setenv("MINIBERT_GEMM", "onednn")
+    result = run_minibert("embed", "--model", str(minilm_dir), "--dtype", "float16", "hello world")
+    assert result.returncode == 0, result.stderr
+    noted = [line for line in result.stderr.splitlines() if "stay on mkl" in line]
+    assert len(noted) == 1 and noted[0].startswith("minibert: MINIBERT_GEMM asks for onednn, which cannot run here "
+                                                   "(dtype torch.float16)"), result.stderr  # fmt: skip
+    assert "linear layers on" not in result.stderr  # the measurement itself: --debug's
+    # The flag, asked for this model, is refused in one line that names it (and the keyword: library callers).
+    result = run_minibert("embed", "--model", str(minilm_dir), "--dtype", "float16", "--gemm", "onednn", "hello world")
+    assert result.returncode == 1 and result.stderr.splitlines() == [
+        "minibert: error: gemm='onednn' (--gemm) asks for onednn, which cannot run here (dtype torch.float16)"]
 
 
 @needs_onednn
@@ -521,7 +617,7 @@ def test_overrides_argument_then_environment(minilm_dir, monkeypatch, caplog):
 
 def test_where_onednn_cannot_run_an_argument_is_refused_and_the_environment_noted(minilm_dir, monkeypatch, caplog):
     monkeypatch.setattr(gemm, "_unavailable_reason", lambda model: "torch was built without oneDNN")
-    with pytest.raises(ValueError, match="argument asks for onednn, which cannot run here .torch was built without"):
+    with pytest.raises(ValueError, match=r"gemm='onednn' \(--gemm\) asks for onednn, which cannot run here \(torch"):
         BertModel.from_pretrained(minilm_dir, gemm="onednn")
     monkeypatch.setenv("MINIBERT_GEMM", "onednn")
     with caplog.at_level(logging.WARNING, logger="minibert.gemm"):

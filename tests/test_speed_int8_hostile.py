@@ -736,7 +736,7 @@ def test_gemm_is_checked_beside_int8_and_a_library_refused_as_unused(tiny_dir, t
     library named is refused (int8 replaces the layers it picks for), both before a file is read."""
     from minibert.speed import BACKENDS
 
-    with pytest.raises(ValueError, match=r"argument must be one of auto, mkl, onednn, onednn-fused; got 'bogus'"):
+    with pytest.raises(ValueError, match=r"gemm must be one of auto, mkl, onednn, onednn-fused; got 'bogus'"):
         BertModel.from_pretrained(tmp_path / "nowhere", dtype="int8", gemm="bogus")
     for gemm in BACKENDS:
         with pytest.raises(ValueError, match=rf"gemm='{gemm}' picks the float32 linear layers' library, but "

@@ -228,13 +228,18 @@ ENDING_SIGNALS = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQU
                   "SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)]  # fmt: skip
 
 
+MEASURING = "minibert.gemm"  # the logger of the linear layers' backend measurement (speed/gemm.py, bf16.py)
+
+
 def _show_log_lines(debug: bool) -> logging.Handler:
     """minibert's log lines (e.g. how a tokenizer without a config was set up) as 'minibert: ...';
-    the linear layers' backend measurement (speed/gemm.py) only with --debug."""
+    the linear layers' backend measurement (speed/gemm.py's INFO lines) only with --debug. Its
+    warnings always: ``$MINIBERT_GEMM`` naming a library that cannot run here is noted, not refused,
+    and the note is the only sign that the setting was not followed."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("minibert: %(message)s"))
     if not debug:
-        handler.addFilter(lambda record: not record.name.startswith("minibert.gemm"))
+        handler.addFilter(lambda record: record.levelno >= logging.WARNING or not record.name.startswith(MEASURING))
     logger = logging.getLogger("minibert")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -70,7 +70,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.modules import module as torch_module
 
 from . import varlen
-from .packed_linear import PackedLinear
+from .packed_linear import PackedLinear, records_gradient
 
 # On a GPU, torch's fused attention without cuDNN's kernel: cuDNN builds a plan for every new
 # shape it meets (tens of milliseconds each), and a run of length-sorted batches is mostly new
@@ -331,7 +331,7 @@ class FastLayout:
 
 def fused_projections(x: torch.Tensor, attention: nn.Module) -> torch.Tensor | None:
     """x (…, H) → [q k v] (…, 3H): the query, key and value projections as one product, on a device
-    of ``ONE_PRODUCT_ON``, where a gradient is recorded (of the weights or of x) and the three are
+    of ``ONE_PRODUCT_ON``, where a gradient is recorded (of x, a weight or a bias) and the three are
     plain linear layers that multiply by ``F.linear`` there: ``nn.Linear`` itself, or seam.py's
     ``PackedLinear``, which trains through it. Anything else computes its own product (None): int8
     layers, a subclass with its own forward (a LoRA adapter), a layer with hooks (torch's pruning,
@@ -341,8 +341,8 @@ def fused_projections(x: torch.Tensor, attention: nn.Module) -> torch.Tensor | N
         return None
     if not all(_plain_linear(layer) for layer in layers):
         return None
-    if not (x.requires_grad or any(layer.weight.requires_grad for layer in layers)):
-        return None  # frozen weights: seam.py's products (packed on a CPU) are the faster ones
+    if not any(records_gradient(layer, x) for layer in layers):
+        return None  # nothing trains (x, weights, biases frozen): seam.py's products (packed on a CPU) are faster
     biases = [layer.bias for layer in layers]
     if any(b is None for b in biases) and any(b is not None for b in biases):
         return None

@@ -72,7 +72,7 @@ class Choice:
     """What ``choose`` decided, and why (also the cache's record)."""
 
     backend: str
-    reason: str  # "measured", "cached", "MINIBERT_GEMM", "argument", "unavailable"
+    reason: str  # "measured", "cached", "MINIBERT_GEMM", "gemm" (the argument), "unavailable"
     gflops: dict[str, float] = field(default_factory=dict)  # backend → GFLOP/s on the model's layer
     seconds: float = 0.0  # the measurement's wall time (0 when cached)
     short_attention: dict[int, int] = field(default_factory=dict)  # threads → written-out attention up to T
@@ -84,10 +84,11 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
     same measurement says up to which length attention is written out (``measure_attention``)."""
     requested, source = requested_backend(gemm)
     if requested not in ("auto", "mkl") and not onednn_available(model):
-        why = f"{source} asks for {requested}, which cannot run here ({_unavailable_reason(model)})"
-        if gemm is not None:  # asked for this model: refused
-            raise ValueError(why)
-        log.warning("%s; this model's linear layers stay on mkl", why)  # a process-wide wish: noted
+        reason = _unavailable_reason(model)
+        if gemm is not None:  # asked for this model: refused, naming the keyword and the command's flag
+            raise ValueError(f"gemm={gemm!r} (--gemm) asks for {requested}, which cannot run here ({reason})")
+        log.warning("%s asks for %s, which cannot run here (%s); this model's linear layers stay on mkl",
+                    source, requested, reason)  # a process-wide wish: noted
         requested = "mkl"
     layer = _first_layer(model)
     if layer is None or next(model.parameters()).device.type != "cpu":
@@ -114,12 +115,12 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
 
 
 def requested_backend(gemm: str | None) -> tuple[str, str]:
-    """(the backend asked for, lower case: "auto" or one of BACKENDS; who asked: "argument" or
-    "MINIBERT_GEMM"), ``gemm`` before ``$MINIBERT_GEMM``; a name that is neither is a ValueError."""
+    """(the backend asked for, lower case: "auto" or one of BACKENDS; who asked: "gemm", the
+    argument, or "MINIBERT_GEMM"), ``gemm`` before ``$MINIBERT_GEMM``; a name that is neither is a ValueError."""
     if gemm is not None and not isinstance(gemm, str):
-        raise ValueError(f"argument must be one of auto, {', '.join(BACKENDS)}; got {gemm!r}")
+        raise ValueError(f"gemm must be one of auto, {', '.join(BACKENDS)}; got {gemm!r}")
     requested = (gemm.strip().lower() or "auto") if gemm is not None else requested_in_environment()
-    source = "argument" if gemm is not None else "MINIBERT_GEMM"
+    source = "gemm" if gemm is not None else "MINIBERT_GEMM"  # the keyword, or the variable
     if requested != "auto" and requested not in BACKENDS:
         raise ValueError(f"{source} must be one of auto, {', '.join(BACKENDS)}; got {requested!r}")
     return requested, source

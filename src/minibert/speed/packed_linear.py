@@ -10,9 +10,10 @@
 
 ``use_backend`` swaps the encoder layers' ``nn.Linear`` for ``PackedLinear`` (the same Parameters)
 or back. oneDNN runs only where no gradient is needed (inference under ``torch.no_grad()`` /
-``inference_mode()``); a forward pass that trains falls back to ``F.linear`` with the same weights,
-so fine-tuning a loaded model works unchanged. So does a layer whose weight is an inference tensor
-(no version counter: a change could not be seen).
+``inference_mode()``, or nothing the layer multiplies needs one); a forward pass that trains (the
+input, the weight or the bias needs a gradient: ``records_gradient``) falls back to ``F.linear``
+with the same weights, so fine-tuning a loaded model works unchanged, bias-only (BitFit) too. So
+does a layer whose weight is an inference tensor (no version counter: a change could not be seen).
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ class PackedLinear(nn.Linear):
         return self._packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        training = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
+        training = records_gradient(self, x)
         usable = x.device.type == "cpu" and x.dtype == self.weight.dtype in (torch.float32, torch.bfloat16)
         # autograd needs F.linear; so does torch.compile, whose inductor packs weights its own way, and so
         # do torch.export and jit's tracer (torch.jit.trace, the legacy torch.onnx.export): a graph holds
@@ -202,6 +203,16 @@ class PackedLinear(nn.Linear):
     def extra_repr(self) -> str:
         fused = f", post_op={self.post_op[0]}" if self.post_op else ""
         return f"{super().extra_repr()}, backend=onednn{fused}"
+
+
+def records_gradient(layer: nn.Module, x: torch.Tensor) -> bool:
+    """Whether autograd records ``layer``'s call on ``x``: gradients are on, and x or any Parameter
+    of the layer's own needs one. Any, not just the weight: BitFit fine-tunes the biases alone, the
+    weights frozen, and layer 0's input (the frozen embeddings' output) needs no gradient; oneDNN's
+    op, which has no autograd formula, would leave such a bias's ``grad`` None without an error."""
+    if not torch.is_grad_enabled():
+        return False
+    return x.requires_grad or any(p is not None and p.requires_grad for p in layer._parameters.values())
 
 
 class AppliedBy:

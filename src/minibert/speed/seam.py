@@ -113,7 +113,7 @@ def refuse_gemm_for_int8(gemm: str | None) -> None:
     from .gemm import requested_backend
 
     requested, source = requested_backend(gemm)
-    if source == "argument" and requested != "auto":
+    if source == "gemm" and requested != "auto":
         raise ValueError(f"gemm={gemm!r} picks the float32 linear layers' library, but dtype='int8' runs the encoder's "
                          "projections in int8, on an int8 library of their own (MINIBERT_INT8, docs/int8.md): leave "
                          "gemm out")  # fmt: skip
