@@ -427,6 +427,20 @@ def test_a_normalize_module_of_another_output_is_refused(transformer, tmp_path, 
         Embedder.from_pretrained(tmp_path)
 
 
+def test_a_normalize_module_in_the_models_own_folder_is_followed_as_sentence_transformers(saved, tmp_path, texts):
+    """modules.json may give a Normalize the folder "" (the model's own): sentence-transformers loads it
+    (a Normalize has no weights). Before: refused as a bad folder. A folder outside the model's is
+    still refused, saying why."""
+    directory = _copy_of(saved("mean+tanh_dense+normalize"), tmp_path)
+    _edit_json(directory / "modules.json", lambda modules: modules[-1].update(path=""))
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    assert type(reference[-1]).__name__ == "Normalize"
+    compare(_embed(Embedder.from_pretrained(directory), texts), reference.encode(texts), "Normalize in the root")
+    _edit_json(directory / "modules.json", lambda modules: modules[-1].update(path="../elsewhere"))
+    with pytest.raises(CheckpointError, match=r"the Normalize module the folder '\.\./elsewhere', not a folder inside"):
+        Embedder.from_pretrained(directory)
+
+
 def test_a_dense_activation_by_another_path_of_its_class_is_followed(saved, tmp_path, texts):
     """sentence-transformers imports the activation's class path, so torch.nn.Tanh is
     torch.nn.modules.activation.Tanh; minibert refused it, saying Tanh was not implemented."""

@@ -256,10 +256,14 @@ def _read_dense(name_or_path, revision, folder: str, width: int) -> DenseLayer:
 
 def _read_normalize(name_or_path, revision, folder: str) -> None:
     """A Normalize module normalizes the sentence embedding in place unless its config names another
-    input or output: refused then (sentence-transformers 6 saves a config.json; older ones none)."""
-    if not is_a_module_folder(folder):
-        raise CheckpointError(f"{name_or_path}: modules.json gives the Normalize module the folder {folder!r}")
-    path = resolve_file(name_or_path, f"{folder}/config.json", revision=revision, required=False)
+    input or output: refused then (sentence-transformers 6 saves a config.json; older ones none). Its
+    folder may be ``""``, the model's own, as sentence-transformers loads it: a Normalize has no weights,
+    and the model's config.json names no module input or output."""
+    if folder != "" and not is_a_module_folder(folder):
+        raise CheckpointError(f"{name_or_path}: modules.json gives the Normalize module the folder {folder!r}, "
+                              "not a folder inside the model's (relative, without ..)")  # fmt: skip
+    config = f"{folder}/config.json" if folder else "config.json"
+    path = resolve_file(name_or_path, config, revision=revision, required=False)
     if path is not None:
         values = _read_json(path)
         if not isinstance(values, dict):
