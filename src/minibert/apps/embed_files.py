@@ -12,7 +12,6 @@ The command's flags are here too (``add_parser``), with the embedding flags ``si
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,7 +158,9 @@ def _refuse_an_unfinished_resume(output: Path) -> None:
     from .resumable import ResumableOutput
 
     unfinished = ResumableOutput(output, {})
-    if unfinished.has_state():
+    if unfinished.has_state() and unfinished.finished_leftovers():  # killed as it finished: nothing unfinished
+        unfinished.remove_leftovers()
+    elif unfinished.has_state():
         raise InputFileError(
             f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
             f"{_beside(output, unfinished.state_path)} and {_beside(output, unfinished.partial)}"
@@ -174,7 +175,10 @@ def _embed(args, output: Path | None) -> None:
 
     stdin = line_files.stream_records(args.input) if args.input and line_files.is_stream(args.input) else None
     count = None if stdin else count_records(Path(args.input)) if args.input else len(args.texts)
-    embedder = load_embedder(args)
+    from ..loading.files_read import recording
+
+    with recording() as model_files:  # every file the model is read from: a resumable run's "model"
+        embedder = load_embedder(args)
     options = embed_options(args)
     check_embedding_flags(embedder, options, args)  # before any text is read
     dim = embedder.dimension(options)
@@ -224,7 +228,10 @@ def _embed(args, output: Path | None) -> None:
     if npy:  # for stdin, the count is written over the header at the end (the same size)
         header = _npy_header((count or 0, dim))
     if args.resume:
-        _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress)
+        from .run_fingerprint import run_fingerprint
+
+        fingerprint = run_fingerprint(args, output, embedder, model_files, options, dim, count)
+        _embed_resumably(args, output, fingerprint, dim, count, header, chunks, encode, progress)
         written = count  # a resumable input is a file: counted first, and every text checked as written
     else:
         from ..formats.atomic_files import atomic_output
@@ -243,26 +250,12 @@ def _embed(args, output: Path | None) -> None:
     print(f"minibert: wrote {written} embeddings of dimension {dim} to {output}", file=sys.stderr)
 
 
-def _embed_resumably(args, output, embedder, options, dim, count, header, chunks, encode, progress) -> None:
-    """Write ``output`` in committed chunks (see resumable.py), continuing an earlier run."""
-    from ..loading.checkpoint_files import find_checkpoint
-    from .resumable import ResumableOutput, ResumeError, file_digest
+def _embed_resumably(args, output, fingerprint, dim, count, header, chunks, encode, progress) -> None:
+    """Write ``output`` in committed chunks (see resumable.py), continuing an earlier run whose
+    ``fingerprint`` (run_fingerprint.py) is this one's. Stopped (Ctrl-C, a signal), the one line says
+    what is committed and that the same command continues it."""
+    from .resumable import ResumableOutput, ResumeError
 
-    model = embedder.model.name_or_path  # what was loaded (the bundled model when the default is unreachable)
-    _, weights_file = find_checkpoint(model)
-    weights = Path(weights_file).stat()
-    fingerprint = {
-        "input": f"sha256:{file_digest(Path(args.input))} ({count} texts)",  # its content, wherever it is
-        "model": f"{model} ({weights.st_size} bytes, modified {weights.st_mtime_ns})",
-        "options": json.dumps(
-            {**options.as_dict(), "dtype": args.dtype, "commit_every": args.commit_every}, sort_keys=True
-        ),
-        "output format": f"{line_files.name_suffix(output)}, dimension {dim}",
-        # the library that multiplies, and where: mkl and onednn round differently (1e-7), so chunks
-        # of both would match neither uninterrupted run; a state without these is another run too
-        "GEMM library": _gemm_library(embedder.model),
-        "device": str(embedder.model.device),
-    }
     npy = line_files.name_suffix(output).lower() == ".npy"  # float32 rows of one size; .jsonl: one line per text
     resumable = ResumableOutput(output, fingerprint, row_size=4 * dim if npy else None, lines=not npy, total=count)
     try:
@@ -270,7 +263,9 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
             done = resumable.start(header)  # the header is written (and committed) once, by a fresh start
         except ResumeError as error:
             raise InputFileError(str(error)) from None
-        if done:
+        if resumable.finished:  # killed as it finished: the output was complete
+            print(f"minibert: {output} was complete (its run was stopped as it finished)", file=sys.stderr)
+        elif done:
             print(f"minibert: resuming after {done} of {count} texts", file=sys.stderr)
         progress.start(done)
         written = done
@@ -280,14 +275,16 @@ def _embed_resumably(args, output, embedder, options, dim, count, header, chunks
             resumable.commit(written)
         _check_all_texts_read(args, count, written)
         resumable.finish()
+    except BaseException as stop:
+        if not isinstance(stop, Exception) and resumable.finished:  # Ctrl-C, SIGTERM
+            stop.on_disk = f"the output {output} is complete"
+        elif not isinstance(stop, Exception) and resumable.committed is not None:
+            where = _beside(output, resumable.partial)
+            done = f"{resumable.committed} of {count} texts are committed in {where}"
+            stop.on_disk = f"{done}; run the same command again to continue"
+        raise
     finally:
         resumable.close()
-
-
-def _gemm_library(model) -> str:
-    """The library ``model``'s linear layers were given (speed/gemm.py's choice, not the flag asked)."""
-    library = getattr(model, "gemm_backend", None) or "mkl"
-    return f"int8 ({model.int8_library})" if library == "int8" else library
 
 
 def _count_read_from_stdin(handle, header: bytes, written: int, dim: int) -> None:

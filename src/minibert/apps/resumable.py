@@ -4,8 +4,9 @@
 
 * ``.OUT.partial``: the output so far, appended chunk by chunk;
 * ``.OUT.resume.json``: the last *commit*: how many texts are done and how many bytes of the
-  partial file hold them, with a fingerprint of the run (the input file's SHA-256, the model, every
-  option that changes the numbers or the layout, the GEMM library chosen and the device).
+  partial file hold them, the output's name, and a fingerprint of the run (run_fingerprint.py: the
+  input file's SHA-256, the model as loaded and a digest of its files, the dtype and thread count,
+  every option, the GEMM library chosen and the device).
 
 A chunk is committed in this order: its bytes are appended and fsync'ed, *then* the state file is
 replaced atomically (write to a temporary file, fsync, rename). Whatever kills the process — Ctrl-C,
@@ -13,12 +14,14 @@ SIGKILL, the machine losing power — the state file on disk names only bytes th
 written after the last commit are cut off when the run resumes. Starting again with the same
 arguments skips the committed texts, re-embeds from there in the same chunks (so the numbers are
 the ones an uninterrupted run gives), and at the end renames the partial file to ``OUT`` and
-deletes the state. A run whose fingerprint differs (the input changed, another model, other
+deletes the state (after marking it "finished", so that a kill between the two is finished by the
+next start, not refused). A run whose fingerprint differs (the input changed, another model, other
 options) is refused rather than mixed into the old results.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import glob
@@ -27,10 +30,15 @@ import json
 import os
 from pathlib import Path
 
+from ..errors import FileWriteError
 from ..formats.atomic_files import (
+    NAME_MAX,
+    TEMPORARY_ROOM,
+    WRITE_ERRORS,
     current_umask,
     hidden_prefix,
     link_target,
+    naming_the_file,
     refuse_what_is_not_a_file,
     write_atomically,
 )
@@ -40,13 +48,26 @@ STATE_VERSION = 1
 
 
 def _hidden(name: str, rest: str) -> str:
-    """``.NAME.rest``, NAME cut (formats/atomic_files.py's ``hidden_prefix``) when a legal output name
-    of up to 255 bytes would make it too long for the file system.
+    """``.NAME.rest``: the name of one of the run's files beside the output ``name``.
+
+    The state file is itself replaced through a temporary file (``.STATE.xxxxxxxx.partial``), so
+    every hidden name leaves that much room under ``NAME_MAX``. A legal output name too long for
+    that is cut (formats/atomic_files.py's ``hidden_prefix``), and a digest of the *whole* name goes
+    after the cut: these names are fixed, not random as a temporary file's, and two outputs whose
+    names differ only after the cut must not share one state, one lock and one partial file.
 
     >>> _hidden("out.npy", "partial")
     '.out.npy.partial'
+    >>> a, b = (_hidden("v" * 243 + tail, "resume.json") for tail in ("_first.npy", "_other.npy"))
+    >>> a != b, len(a) + TEMPORARY_ROOM + 2 <= NAME_MAX
+    (True, True)
     """
-    return hidden_prefix(name, len(rest)) + rest
+    room = len(rest) + TEMPORARY_ROOM + 2  # the state's temporary file: ".STATE." + "xxxxxxxx.partial"
+    whole = f".{name}.{rest}"
+    if len(os.fsencode(whole)) + TEMPORARY_ROOM + 2 <= NAME_MAX:
+        return whole
+    tag = "~" + hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    return hidden_prefix(name, room + len(tag))[:-1] + tag + "." + rest
 
 
 class ResumeError(Exception):
@@ -89,19 +110,24 @@ class ResumableOutput:
         self.fingerprint, self.row_size, self.lines, self.total = fingerprint, row_size, lines, total
         self.handle = None
         self.lock = None
+        self.committed = None  # the texts the state on disk names as done (None: no state of this run yet)
+        self.finished = False  # the output is complete (finish(), or a run killed as it finished)
 
     def has_state(self) -> bool:
         return self.state_path.exists()
 
     def start(self, header: bytes = b"") -> int:
         """Open the partial file where the last commit left it; return the texts already done.
-        A refusal (a ResumeError) leaves nothing held: no lock, no open file."""
-        self._take_lock()
-        try:
-            return self._start(header)
-        except BaseException:
-            self.close()
-            raise
+        A refusal (a ResumeError) leaves nothing held: no lock, no open file. A run that was killed
+        as it finished (after its output was complete) is finished here: it returns the total, with
+        ``finished`` True, and ``write``, ``commit`` and ``finish`` then have nothing to do."""
+        with self._naming_the_output():
+            self._take_lock()
+            try:
+                return self._start(header)
+            except BaseException:
+                self.close()
+                raise
 
     def _start(self, header: bytes) -> int:
         # A run killed (SIGKILL) while it replaced the state file leaves that write's temporary
@@ -109,11 +135,14 @@ class ResumableOutput:
         for stale in self.state_path.parent.glob(f"{glob.escape(hidden_prefix(self.state_path.name))}*.partial"):
             stale.unlink(missing_ok=True)
         state = self._read_state(header)
+        if state is not None and state.get("finished"):
+            return self._finish_the_finished(state)
         if state is not None:
             self.handle = self._open_partial(os.O_RDWR)
             self._check_partial(state, header)
             self.handle.truncate(state["bytes"])  # drop what was written after the last commit
             self.handle.seek(state["bytes"])
+            self.committed = state["texts"]
             return state["texts"]
         self.handle = self._open_partial(os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         self.handle.write(header)
@@ -121,30 +150,93 @@ class ResumableOutput:
         return 0
 
     def write(self, data: bytes) -> None:
-        self.handle.write(data)
+        with self._naming_the_output():
+            self.handle.write(data)
 
-    def commit(self, texts_done: int) -> None:
+    def commit(self, texts_done: int, *, finished: bool = False) -> None:
         """Make everything written so far durable, then record it."""
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        state = {"version": STATE_VERSION, "texts": texts_done, "bytes": self.handle.tell(), "run": self.fingerprint}
-        write_atomically(self.state_path, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode())
+        with self._naming_the_output():
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+            state = {"version": STATE_VERSION, "texts": texts_done, "bytes": self.handle.tell(),
+                     "output": self.path.name, "run": self.fingerprint}  # fmt: skip
+            if finished:
+                state["finished"] = True
+            write_atomically(self.state_path, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode())
+        self.committed = texts_done
 
     def finish(self) -> None:
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        self.handle.close()
+        """The partial file becomes ``path``. The state says so first ("finished"): a run killed
+        between the rename and the state's removal is then finished by the next start, not refused."""
+        if self.finished:
+            return
+        with self._naming_the_output():
+            self.commit(self.committed or 0, finished=True)
+            self.handle.close()
+            self._rename_and_clean()
+
+    def _rename_and_clean(self) -> None:
         refuse_what_is_not_a_file(self.path)  # made a FIFO or a device since the start: never replaced
-        if self.path.exists():  # an overwritten file keeps its mode
-            os.chmod(self.partial, self.path.stat().st_mode & 0o7777)
-        os.replace(self.partial, self.path)
-        self.state_path.unlink()
+        if self.partial.exists():
+            if self.path.exists():  # an overwritten file keeps its mode
+                os.chmod(self.partial, self.path.stat().st_mode & 0o7777)
+            os.replace(self.partial, self.path)
+        self.state_path.unlink(missing_ok=True)
         self.lock_path.unlink(missing_ok=True)  # (the lock itself is released by close())
+        self.finished = True
+
+    def _finish_the_finished(self, state: dict) -> int:
+        """A state that says "finished": the run was killed as it renamed its output. The rename is
+        done if it was not; then the state goes, and the run is complete."""
+        if not self.partial.exists() and not self.path.exists():
+            raise ResumeError(f"{self.state_path} says the run finished, but neither {self.path} nor "
+                              f"{self.partial.name} is there: delete the state file to start over")  # fmt: skip
+        self._rename_and_clean()
+        self.committed = state["texts"]
+        return state["texts"]
+
+    def finished_leftovers(self) -> bool:
+        """Whether the state beside the output is a finished run's (killed after its output was
+        complete): nothing of it is unfinished, and a plain run may write over it."""
+        try:
+            return parse_json(self.state_path.read_bytes()).get("finished") is True
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def remove_leftovers(self) -> None:
+        """Delete a finished run's state, partial file and lock (``finished_leftovers``)."""
+        with self._naming_the_output():
+            for path in (self.state_path, self.partial, self.lock_path):
+                path.unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def _naming_the_output(self):
+        """An error of writing any of the run's files (a full disk, a read-only folder) is said of the
+        output the user named, "cannot write v.npy: No space left on device" (formats/atomic_files.py's
+        ``naming_the_file``), never of the hidden files, nor as a bare "[Errno 28]"."""
+        try:
+            yield
+        except OSError as error:
+            cause = error.__cause__ if isinstance(error, FileWriteError) else error  # the state's own write
+            if not isinstance(cause, OSError) or cause.errno not in WRITE_ERRORS or not self._ours(cause.filename):
+                raise
+            with naming_the_file(self.path):
+                raise OSError(cause.errno, cause.strerror) from error  # (no file name: said of the output)
+
+    def _ours(self, name) -> bool:
+        """Whether an error's file name is one of the run's files: the output, the hidden three, the
+        state's temporary file; or none (a full disk names none)."""
+        if name is None:
+            return True
+        base = os.path.basename(os.fsdecode(name))
+        hidden = {self.path.name, self.partial.name, self.state_path.name, self.lock_path.name}
+        return base in hidden or base.startswith(hidden_prefix(self.state_path.name))
 
     def close(self) -> None:
         """Stop without finishing: the partial file and the last commit stay for a later resume."""
         if self.handle is not None and not self.handle.closed:
-            self.handle.close()
+            with contextlib.suppress(OSError):  # (bytes never committed, which a full disk refused: cut at resume)
+                self.handle.close()
         if self.lock is not None:
             os.close(self.lock)  # releases the flock
             self.lock = None
@@ -153,6 +245,8 @@ class ResumableOutput:
         try:
             self.lock = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~current_umask())
         except OSError as error:
+            if error.errno in WRITE_ERRORS:  # a full disk, a read-only folder: said of the output
+                raise
             raise ResumeError(f"cannot create the lock file {self.lock_path}: {error.strerror}") from None
         try:
             fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -209,6 +303,8 @@ class ResumableOutput:
                     raise ValueError(f"{name} must be a count (an integer >= 0), got {value!r}")
             if not isinstance(run, dict):
                 raise ValueError(f"run must be an object, got {type(run).__name__}")
+            if not isinstance(state.get("finished", False), bool):
+                raise ValueError(f"finished must be true or false, got {state['finished']!r}")
             if self.total is not None and texts > self.total:
                 raise ValueError(f"texts {texts} is more than the {self.total} of the input")
             if size < len(header):
@@ -225,4 +321,7 @@ class ResumableOutput:
                 f"(run again with the same arguments, or delete {self.state_path.name} and {self.partial.name} "
                 "to start over)"
             )
+        if state.get("output") != self.path.name:
+            raise ResumeError(f"{self.state_path} is the state of another output ({state.get('output')!r}, not "
+                              f"{self.path.name!r}): delete it and {self.partial.name} to start over")  # fmt: skip
         return state

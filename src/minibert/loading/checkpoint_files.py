@@ -16,6 +16,7 @@ or hub repository (hub.py) in this order of preference (transformers'):
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import pickle
@@ -29,6 +30,7 @@ import torch
 
 from ..errors import CheckpointError
 from .file_pages import MappedPages, torch_mapped_pages
+from .files_read import note
 from .hub import has_file, resolve_file
 from .safetensors import _corrupt, _read_safetensors_header, map_safetensors, read_safetensors, safetensors_shapes
 
@@ -181,7 +183,10 @@ def _google_layout(name_or_path) -> tuple[Path, Path] | None:
         return None
     for config_name in ("config.json", "bert_config.json"):
         if (directory / config_name).is_file():
-            return directory / config_name, Path(os.fspath(prefix) + ".index")
+            index = Path(os.fspath(prefix) + ".index")
+            for part in sorted(index.parent.glob(f"{glob.escape(index.stem)}.data-*")):  # the tensors' bytes
+                note(part.name, part)
+            return note(config_name, directory / config_name), note(index.name, index)
     raise CheckpointError(
         f"{directory} holds the TensorFlow checkpoint {prefix.name} but no bert_config.json (or config.json) "
         "describing its shape"

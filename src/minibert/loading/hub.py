@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import CheckpointError, HubDownloadError, ModelNotFoundError
+from .files_read import note
 from .hub_commit import answered_commit, fix_commit, fixed_commit, snapshot_commit
 from .hub_failures import (
     REPO_PREFIX,
@@ -140,7 +141,7 @@ def resolve_file(
     if os.path.isdir(name):
         path = Path(name) / filename
         if path.is_file():
-            return path
+            return note(filename, path)
         kind = not_a_file(path)
         if kind:  # there, but a directory, a FIFO, a device: never taken as absent
             raise CheckpointError(f"{filename} in the directory {name} is {kind}, not a regular file")
@@ -164,7 +165,8 @@ def resolve_file(
     missing_in_a_folder = missing_in_a_local_folder(name)
     if missing_in_a_folder:
         raise ModelNotFoundError(missing_in_a_folder)
-    return _download(name, filename, revision=revision, required=required)
+    downloaded = _download(name, filename, revision=revision, required=required)
+    return downloaded if downloaded is None else note(filename, downloaded)
 
 
 def bundled_path(name: str, revision: str | None = None) -> Path | None:
