@@ -168,7 +168,7 @@ def test_each_reader_of_architectures_takes_the_same_head_from_it(tmp_path, arch
     and fine-tuning's kind of head read ``architectures`` through one helper, and agree."""
     pytest.importorskip("starlette")
     from minibert.apps.serve.service import is_sequence_classifier
-    from minibert.tasks.loading import architectures_in, classifier_kinds
+    from minibert.loading.architectures import architectures_in, classifier_kinds
     from minibert.training.tasks.head import head_kind
 
     config = {"hidden_size": 8} if architectures is None else {"hidden_size": 8, "architectures": architectures}
@@ -181,7 +181,7 @@ def test_each_reader_of_architectures_takes_the_same_head_from_it(tmp_path, arch
 
 
 def test_architectures_in_leaves_a_missing_or_broken_config_to_the_loader(tmp_path):
-    from minibert.tasks.loading import architectures_in
+    from minibert.loading.architectures import architectures_in
 
     assert architectures_in(str(tmp_path)) == (None, "")
     (tmp_path / "config.json").write_text("[1, 2", encoding="utf-8")

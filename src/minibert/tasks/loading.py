@@ -19,17 +19,15 @@ import stat
 import sys
 import threading
 import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..embedding.batches import length_sorted_batches
-from ..errors import CheckpointError, PicklableError, TaskArgumentError
-from ..formats.json_files import parse_json
+from ..errors import PicklableError, TaskArgumentError
 from ..heads import BertWithHeads
 from ..inputs import AS_ASKED
-from ..loading.config_files import config_file
+from ..loading.architectures import architectures_in, check_head_kind
 from ..loading.devices import check_model_is_on, placement
 from ..loading.hub import hub_options
 from ..loading.hub_commit import one_load
@@ -104,62 +102,6 @@ def cache_key(model: str | os.PathLike, device, dtype, computes: str) -> tuple[s
     name = os.fspath(model)
     name = os.path.realpath(name) if os.path.isdir(name) else name
     return name, str(where or "cpu"), folder_files(name)
-
-
-# The classes whose head is saved under one name, ``classifier.*``: its tensors load into any of them,
-# so only config.json's ``architectures`` tells which one the checkpoint was trained as (transformers
-# loads either, reporting at most a pooler it does not use). Each kind: what its head reads, who reads it.
-CLASSIFIER_KINDS = {
-    "ForSequenceClassification": ("a sentence classifier", "its head reads the pooled [CLS] vector",
-                                  "classify or rerank (minibert classify, minibert rerank)"),
-    "ForTokenClassification": ("a token classifier", "its head reads every piece's vector", "tag (minibert tag)"),
-    "ForMultipleChoice": ("a multiple-choice head", "it scores each choice against the others",
-                          "BertForMultipleChoice; no task of minibert's reads it"),
-}  # fmt: skip
-
-
-def classifier_kinds(architectures) -> set[str]:
-    """The classifier kinds (keys of ``CLASSIFIER_KINDS``) that config.json's ``architectures`` names,
-    by the end of each class name, as transformers names its heads: ``["BertForTokenClassification"]``
-    → ``{"ForTokenClassification"}``; an encoder, a pretraining head or anything but a list of names
-    (no field, Google's bert_config.json, a hand-edited value) → the empty set. The one reading of
-    ``architectures`` for a head's kind: ``check_head_kind`` here, serve's choice between an embedder
-    and a classifier (apps/serve/service.py), and fine-tuning's refusal of a head of another kind
-    (training/tasks/head.py)."""
-    names = architectures if isinstance(architectures, list) else []
-    return {kind for kind in CLASSIFIER_KINDS for name in names if isinstance(name, str) and name.endswith(kind)}
-
-
-def architectures_in(name_or_path: str, revision: str | None = None) -> tuple[object, str]:
-    """(config.json's ``architectures``, the file) of a folder or hub id; (None, "") without one, and
-    None for a file that cannot be read: the model's own loading says what is wrong with it. Read on
-    its own, before the weights (a small JSON file read twice), so that a head of the wrong kind is
-    refused before anything large is loaded."""
-    path = config_file(name_or_path, revision, required=False)
-    if path is None:
-        return None, ""
-    try:
-        values = parse_json(Path(path).read_bytes())
-    except (OSError, ValueError):
-        return None, str(path)
-    return (values.get("architectures") if isinstance(values, dict) else None), str(path)
-
-
-def check_head_kind(cls: type, architectures, where: str) -> None:
-    """Refuse a checkpoint whose ``architectures`` (read from ``where``) names a classifier of another
-    kind than ``cls``: a sentence classifier given to ``tag``, a token classifier to ``classify``.
-    Its ``classifier`` tensors would load, and the head run on vectors it was never trained on,
-    giving labels that mean nothing, without an error (``minibert finetune`` refuses it too). A config
-    that names no classifier (an encoder, Google's bert_config.json, none at all) is taken as it is."""
-    wanted, named = classifier_kinds([cls.__name__]), classifier_kinds(architectures)
-    if not wanted or not named or wanted & named:
-        return
-    kind = sorted(named)[0]
-    name = next(name for name in architectures if isinstance(name, str) and name.endswith(kind))
-    what, reads, read_by = CLASSIFIER_KINDS[kind]
-    needed = CLASSIFIER_KINDS[sorted(wanted)[0]][0]
-    raise CheckpointError(f"{where}: architectures names {name}, {what} ({reads}), not {needed} "
-                          f"({cls.__name__}): read it with {read_by}")  # fmt: skip
 
 
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,

@@ -263,6 +263,6 @@ def is_sequence_classifier(model: str) -> bool:
     """Whether config.json's ``architectures`` names a sentence classifier (a cross-encoder, a sentiment
     model), which the server runs as one; anything else is loaded as an embedder, whose loading says
     what is wrong with a folder (a config.json missing, unreadable or not JSON)."""
-    from ...tasks.loading import architectures_in, classifier_kinds
+    from ...loading.architectures import architectures_in, classifier_kinds
 
     return "ForSequenceClassification" in classifier_kinds(architectures_in(model)[0])

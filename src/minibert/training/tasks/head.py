@@ -29,11 +29,11 @@ import torch
 from ...config import BertConfig
 from ...errors import CheckpointError, DataError
 from ...heads import BertForSequenceClassification, Labels
+from ...loading.architectures import classifier_kinds
 from ...loading.checkpoint_files import declared_shapes, find_checkpoint, read_state_dict
 from ...loading.head_labels import shown_labels
 from ...loading.names import CLASSIFIER_WEIGHTS
 from ...loading.strict import google_normal_
-from ...tasks.loading import classifier_kinds
 from ...tokenizer import BertTokenizer
 
 GOOGLE_CLASSIFIER_DROPOUT = 0.1  # run_classifier.create_model: tf.nn.dropout(output_layer, keep_prob=0.9)
