@@ -316,6 +316,41 @@ def test_unknown_routes_and_wrong_methods_are_json_errors(server, method, path, 
     assert response.headers.get("allow") == allow
 
 
+def _null_is_absent(server, route: str, base: dict, headers: dict) -> None:
+    """Each field of ``route`` (ROUTE_FIELDS), one at a time, sent as null: the answer its absence
+    gets (its default; for a required field, the same 422)."""
+    from minibert.apps.serve.request_parsing import ROUTE_FIELDS
+
+    for field in ROUTE_FIELDS[route]:
+        absent = {name: value for name, value in base.items() if name != field}
+        answers = [httpx.post(server.url + route, json=body, headers=headers, timeout=60)
+                   for body in (absent, {**absent, field: None})]  # fmt: skip
+        assert [(a.status_code, a.json()) for a in answers[1:]] == [(answers[0].status_code, answers[0].json())], (
+            route, field, answers[1].text[:300])
+
+
+def test_a_null_field_counts_as_absent_on_every_field(server):
+    """docs/serving.md: "A field sent as null counts as absent". It did for dimensions, prompt_name,
+    truncation_direction and user, but every boolean field (truncate, normalize, add_special_tokens)
+    and encoding_format answered 422 "... got null"; each field of each route is checked."""
+    for route, base in [("/v1/embeddings", {"model": NAME, "input": "a", "encoding_format": "float"}),
+                        ("/embed", {"inputs": "a", "normalize": False, "truncate": True}),
+                        ("/tokenize", {"inputs": "a", "add_special_tokens": False})]:  # fmt: skip
+        _null_is_absent(server, route, base, AUTH)
+
+
+def test_the_param_of_a_refused_field_is_its_bare_name(server):
+    """OpenAI's ``param`` is the field's name; an unrecognized field's was the JSON-quoted name
+    ('"normalise"'). Every field of the other routes, and an unknown one, refused on /v1/embeddings."""
+    from minibert.apps.serve.request_parsing import ROUTE_FIELDS
+
+    names = {name for fields in ROUTE_FIELDS.values() for name in fields} - set(ROUTE_FIELDS["/v1/embeddings"])
+    for name in sorted(names) + ["normalise", "Ünknown field"]:
+        response = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": "a", name: "x"},
+                              headers=AUTH, timeout=30)  # fmt: skip
+        assert response.status_code == 422 and response.json()["error"]["param"] == name, response.text
+
+
 def test_lone_surrogates_are_refused_naming_the_field_before_any_model_work(server, minilm_dir):
     """JSON's "\\ud800" without its pair is no character: Hugging Face's tokenizer refuses it, minibert's
     dropped it ("b\\ud800" embedded as "b"). Every text field refuses it with 422, naming the field

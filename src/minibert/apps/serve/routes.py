@@ -30,6 +30,7 @@ from .request_parsing import (
     read_json,
     text_field,
     truncation_left,
+    without_nulls,
 )
 from .service import EmbeddingService, PairPieces, tokens_answer
 
@@ -58,10 +59,12 @@ class Routes:
 
     async def read_body(self, request: Request) -> dict:
         """The JSON body, read within the limits; a field the route does not apply is refused
-        (request_parsing.py's ``check_fields``), not ignored."""
+        (request_parsing.py's ``check_fields``), not ignored. A field sent as ``null`` counts as
+        absent (docs/serving.md): it is dropped here, so every route reads it as its default (or
+        as missing, where the field is required), whatever the field."""
         body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         check_fields(body, request.url.path)
-        return body
+        return without_nulls(body)
 
     async def embed_job(self, request: Request, pieces, skip: int, options: EmbedOptions) -> np.ndarray:
         return await self.batched(request, pieces, (skip, options))  # requests that share options batch together
