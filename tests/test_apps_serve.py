@@ -236,6 +236,9 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
         ("/v1/embeddings", b'{"model": "%s", "input": "a", "dimensions": -Infinity}' % NAME.encode(), AUTH, 400,
          "-Infinity is not JSON"),
         ("/embed", b'{"inputs": "a", "x": 1e999}', AUTH, 400, "1e999 is too large"),
+        # Python's own words were passed on: "...; use sys.set_int_max_str_digits() to increase the limit"
+        ("/v1/embeddings", b'{"model": "m", "input": "a", "dimensions": ' + b"9" * 5000 + b"}", AUTH, 400,
+         "^the request body is not valid JSON: a number of 5000 digits, more than the 4300 an integer may have$"),
         ("/v1/embeddings", {"model": NAME, "input": [101, 7592, 2088, 102]}, AUTH, 400,
          r"input\[0\] has token id 101 \(\[CLS\]\) at position 0: send a text's pieces without \[CLS\]"),
         ("/v1/embeddings", {"model": NAME, "input": [[7592], [7592, 2088, 102]]}, AUTH, 400,
@@ -782,6 +785,49 @@ def test_an_empty_served_model_name_is_a_usage_error(capsys):
     assert capsys.readouterr().err.splitlines() == [
         "minibert: error: argument --served-model-name: is empty: give the model id clients send, or leave the "
         "flag out (the directory's name) (see 'minibert serve --help')"]  # fmt: skip
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--api-key", "", "is empty: give the key clients must send, or leave the flag out"),  # was: an open server
+    ("--api-key", "  ", "is empty"),
+    ("--api-key", "key ", "has spaces at its start or end"),  # (could never match a client's)
+    ("--host", "", "is empty: give an address"),  # was exit 1: "cannot listen on :8080: Name or service not known"
+])  # fmt: skip
+def test_an_empty_api_key_or_host_is_a_usage_error(capsys, monkeypatch, flag, value, words):
+    """--api-key "$KEY" with the variable unset fell through to no key: a server open to anyone,
+    said only in the usual "no API key" line. Like an empty --model, it is a usage error (exit 2)."""
+    from minibert.apps.cli import main
+
+    monkeypatch.delenv("MINIBERT_API_KEY", raising=False)
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "--model", "x", flag, value])
+    assert stopped.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"minibert: error: argument {flag}: {words}"), line
+
+
+def test_an_ipv6_host_in_brackets_as_the_server_writes_it_is_taken():
+    """The server writes http://[::1]:8080; --host "[::1]" was exit 1 ("Name or service not known")."""
+    import argparse
+
+    from minibert.apps.serve.settings import add_serve_flags, settings_from
+
+    parser = argparse.ArgumentParser()
+    add_serve_flags(parser)
+    assert settings_from(parser.parse_args(["--model", "m", "--host", "[::1]"])).host == "::1"
+
+
+def test_a_model_folder_is_served_under_its_own_name_whatever_path_names_it(tmp_path, monkeypatch):
+    """docs/serving.md: the model id is by default "the directory's name"; --model . served the id
+    ".", and a client sending the directory's name got 404."""
+    from minibert.apps.serve.service import EmbeddingService
+    from minibert.apps.serve.settings import ServeSettings
+
+    (tmp_path / "tiny" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "tiny" / "sub")
+    for model in (".", "./", "..", "../", "../sub/..", str(tmp_path / "tiny") + "/", "sentence-transformers/tiny"):
+        expected = "sub" if model in (".", "./") else "tiny"
+        assert EmbeddingService(ServeSettings(model=model)).model_id == expected, model
 
 
 def test_a_port_in_use_is_one_error_line_and_exit_1(minilm_dir):

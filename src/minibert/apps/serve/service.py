@@ -49,7 +49,7 @@ class EmbeddingService:
         self.classifier = None  # a CrossEncoder, when the model is a sequence classifier (a reranker)
         self.batcher: DynamicBatcher | None = None
         self.load_error: BaseException | None = None
-        self.model_id = settings.served_model_name or os.path.basename(os.path.normpath(settings.model))
+        self.model_id = settings.served_model_name or default_model_id(settings.model)
         self.model_ids = {self.model_id, settings.model}
         self._tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibert-tokenize")
         self.options = EmbedOptions()  # the model's recipe; a request may change normalize, prompt_name, truncate_dim
@@ -208,6 +208,19 @@ class EmbeddingService:
                     )  # fmt: skip
                 pieces[index] = ids[len(ids) - room:] if left else ids[:room]
         return pieces, skip, sum(len(ids) + 2 for ids in pieces)
+
+
+def default_model_id(model: str) -> str:
+    """The id a model is served under without --served-model-name: a local directory's own name,
+    whatever path names it (``.``, ``../tiny/``: the name of the directory, not ``.``), a hub id's
+    last part (``sentence-transformers/all-MiniLM-L6-v2``: ``all-MiniLM-L6-v2``).
+
+    >>> default_model_id("sentence-transformers/all-MiniLM-L6-v2")
+    'all-MiniLM-L6-v2'
+    """
+    if os.path.isdir(model):
+        return os.path.basename(os.path.abspath(model)) or model  # (the root, "/", has no name: itself)
+    return os.path.basename(os.path.normpath(model))
 
 
 def check_request_piece_ids(inputs: list[list[int]], tokenizer, field: str) -> None:
