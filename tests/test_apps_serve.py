@@ -133,11 +133,36 @@ def test_tei_embed_and_tokenize(server, embedder):
     response = httpx.post(f"{server.url}/embed", headers=AUTH, json={"inputs": texts, "normalize": False}, timeout=60)
     assert response.status_code == 200, response.text
     assert _cosines(response.json(), embedder.embed(texts, normalize=False)).min() >= 0.99999
-    tokens = httpx.post(f"{server.url}/tokenize", headers=AUTH, json={"inputs": texts[0]}, timeout=60).json()[0]
-    encoding = embedder.tokenizer(texts[0], return_offsets_mapping=True)
-    assert [token["id"] for token in tokens] == encoding["input_ids"]
-    assert [(token["start"], token["stop"]) for token in tokens[1:-1]] == encoding["offset_mapping"][1:-1]
-    assert tokens[0]["special"] and tokens[0]["start"] is None and not tokens[1]["special"]
+
+
+def _tei_tokens(minilm_dir, text: str, add_special_tokens: bool) -> list[dict]:
+    """/tokenize's rows as text-embeddings-inference writes them (core/src/tokenization.rs's
+    ``into_tokens``): from ``tokenizers`` on the model's tokenizer.json, whose Rust offsets are in
+    bytes (Python's binding gives characters: turned into bytes here); a special token is its string,
+    any other token the input's bytes from start to stop."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer = tokenizers.Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
+    tokenizer.no_padding()
+    encoding = tokenizer.encode(text, add_special_tokens=add_special_tokens)
+
+    def byte(offset):
+        return len(text[:offset].encode())
+
+    return [{"id": i, "text": token, "special": True, "start": None, "stop": None} if special else
+            {"id": i, "text": text.encode()[byte(a):byte(z)].decode(), "special": False, "start": byte(a),
+             "stop": byte(z)}
+            for i, token, (a, z), special in zip(encoding.ids, encoding.tokens, encoding.offsets,
+                                                 encoding.special_tokens_mask)]  # fmt: skip
+
+
+def test_tokenize_gives_text_embeddings_inferences_tokens(server, minilm_dir):
+    """docs/serving.md: /tokenize is TEI's. Its rows held the word piece ("##ffa", "hello" for
+    "Héllo") and character offsets; TEI's hold the input as written and UTF-8 byte offsets."""
+    texts = ["Unaffable Héllo, wörld!", "这是一个文本 naïve [SEP] a\u0301b 😀 [UNK]", "plain ascii text"]
+    for special in (True, False):
+        answer = httpx.post(f"{server.url}/tokenize", headers=AUTH, timeout=60,
+                            json={"inputs": texts, "add_special_tokens": special}).json()  # fmt: skip
+        assert answer == [_tei_tokens(minilm_dir, text, special) for text in texts], special
 
 
 def test_health_metrics_and_models(server):
@@ -237,8 +262,9 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
          "-Infinity is not JSON"),
         ("/embed", b'{"inputs": "a", "x": 1e999}', AUTH, 400, "1e999 is too large"),
         # Python's own words were passed on: "...; use sys.set_int_max_str_digits() to increase the limit"
-        ("/v1/embeddings", b'{"model": "m", "input": "a", "dimensions": ' + b"9" * 5000 + b"}", AUTH, 400,
-         "^the request body is not valid JSON: a number of 5000 digits, more than the 4300 an integer may have$"),
+        pytest.param("/v1/embeddings", b'{"model": "m", "input": "a", "dimensions": ' + b"9" * 5000 + b"}", AUTH, 400,
+                     "^the request body is not valid JSON: a number of 5000 digits, more than the 4300 an integer "
+                     "may have$", id="an integer of 5000 digits"),
         ("/v1/embeddings", {"model": NAME, "input": [101, 7592, 2088, 102]}, AUTH, 400,
          r"input\[0\] has token id 101 \(\[CLS\]\) at position 0: send a text's pieces without \[CLS\]"),
         ("/v1/embeddings", {"model": NAME, "input": [[7592], [7592, 2088, 102]]}, AUTH, 400,
