@@ -800,6 +800,36 @@ def test_a_stop_past_its_grace_exits_after_one_batch_not_the_whole_request(minil
     assert all(line.startswith("minibert: ") for line in log.splitlines()), log  # (no line of uvicorn's own)
 
 
+def test_a_second_signal_stops_at_once_and_says_so_in_one_line(minilm_dir):
+    """docs/serving.md: a second signal forces the exit. It wrote uvicorn's traceback of the lifespan it
+    cancelled (CancelledError), and both the client's 503 and the last line blamed a 30 s grace that
+    had not run out. Now: one line naming the second signal, the 503 naming it too."""
+    server = Server(minilm_dir, "--max-batch-tokens", "512")
+    text = "word " * 300  # 256 tokens once cut: 40 of them are 20 batches, many seconds
+
+    async def main():
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+            call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 40,
+                                                                           "truncate": True}))  # fmt: skip
+            await asyncio.sleep(1.0)  # in the model
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.5)
+            server.process.send_signal(signal.SIGTERM)
+            response = await call
+            await asyncio.to_thread(server.process.wait, 120)
+            return response
+
+    try:
+        response = asyncio.run(main())
+    finally:
+        returncode, log = server.stop()
+    assert response.status_code == 503 and "stopped at once by a second signal" in response.json()["error"]["message"]
+    assert returncode == 1, log
+    assert all(line.startswith("minibert: ") for line in log.splitlines()), log  # (no traceback of uvicorn's)
+    assert log.rstrip().splitlines()[-1] == ("minibert: error: stopped at once by a second signal; 1 request(s) were "
+                                             "cut off and answered 503")  # fmt: skip
+
+
 def test_an_empty_served_model_name_is_a_usage_error(capsys):
     """--served-model-name "$NAME" with the variable unset served the directory's name silently; an
     empty --model is a usage error, and so is this now (exit 2, one line)."""
