@@ -59,9 +59,7 @@ class Routes:
 
     async def read_body(self, request: Request) -> dict:
         """The JSON body, read within the limits; a field the route does not apply is refused
-        (request_parsing.py's ``check_fields``), not ignored. A field sent as ``null`` counts as
-        absent (docs/serving.md): it is dropped here, so every route reads it as its default (or
-        as missing, where the field is required), whatever the field."""
+        (``check_fields``), not ignored; a ``null`` field is dropped: absent, on every route."""
         body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         check_fields(body, request.url.path)
         return without_nulls(body)
