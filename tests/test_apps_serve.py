@@ -133,11 +133,36 @@ def test_tei_embed_and_tokenize(server, embedder):
     response = httpx.post(f"{server.url}/embed", headers=AUTH, json={"inputs": texts, "normalize": False}, timeout=60)
     assert response.status_code == 200, response.text
     assert _cosines(response.json(), embedder.embed(texts, normalize=False)).min() >= 0.99999
-    tokens = httpx.post(f"{server.url}/tokenize", headers=AUTH, json={"inputs": texts[0]}, timeout=60).json()[0]
-    encoding = embedder.tokenizer(texts[0], return_offsets_mapping=True)
-    assert [token["id"] for token in tokens] == encoding["input_ids"]
-    assert [(token["start"], token["stop"]) for token in tokens[1:-1]] == encoding["offset_mapping"][1:-1]
-    assert tokens[0]["special"] and tokens[0]["start"] is None and not tokens[1]["special"]
+
+
+def _tei_tokens(minilm_dir, text: str, add_special_tokens: bool) -> list[dict]:
+    """/tokenize's rows as text-embeddings-inference writes them (core/src/tokenization.rs's
+    ``into_tokens``): from ``tokenizers`` on the model's tokenizer.json, whose Rust offsets are in
+    bytes (Python's binding gives characters: turned into bytes here); a special token is its string,
+    any other token the input's bytes from start to stop."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer = tokenizers.Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
+    tokenizer.no_padding()
+    encoding = tokenizer.encode(text, add_special_tokens=add_special_tokens)
+
+    def byte(offset):
+        return len(text[:offset].encode())
+
+    return [{"id": i, "text": token, "special": True, "start": None, "stop": None} if special else
+            {"id": i, "text": text.encode()[byte(a):byte(z)].decode(), "special": False, "start": byte(a),
+             "stop": byte(z)}
+            for i, token, (a, z), special in zip(encoding.ids, encoding.tokens, encoding.offsets,
+                                                 encoding.special_tokens_mask)]  # fmt: skip
+
+
+def test_tokenize_gives_text_embeddings_inferences_tokens(server, minilm_dir):
+    """docs/serving.md: /tokenize is TEI's. Its rows held the word piece ("##ffa", "hello" for
+    "Héllo") and character offsets; TEI's hold the input as written and UTF-8 byte offsets."""
+    texts = ["Unaffable Héllo, wörld!", "这是一个文本 naïve [SEP] a\u0301b 😀 [UNK]", "plain ascii text"]
+    for special in (True, False):
+        answer = httpx.post(f"{server.url}/tokenize", headers=AUTH, timeout=60,
+                            json={"inputs": texts, "add_special_tokens": special}).json()  # fmt: skip
+        assert answer == [_tei_tokens(minilm_dir, text, special) for text in texts], special
 
 
 def test_health_metrics_and_models(server):
@@ -236,6 +261,10 @@ def test_64_concurrent_clients_each_get_their_own_vectors(server, embedder, requ
         ("/v1/embeddings", b'{"model": "%s", "input": "a", "dimensions": -Infinity}' % NAME.encode(), AUTH, 400,
          "-Infinity is not JSON"),
         ("/embed", b'{"inputs": "a", "x": 1e999}', AUTH, 400, "1e999 is too large"),
+        # Python's own words were passed on: "...; use sys.set_int_max_str_digits() to increase the limit"
+        pytest.param("/v1/embeddings", b'{"model": "m", "input": "a", "dimensions": ' + b"9" * 5000 + b"}", AUTH, 400,
+                     "^the request body is not valid JSON: a number of 5000 digits, more than the 4300 an integer "
+                     "may have$", id="an integer of 5000 digits"),
         ("/v1/embeddings", {"model": NAME, "input": [101, 7592, 2088, 102]}, AUTH, 400,
          r"input\[0\] has token id 101 \(\[CLS\]\) at position 0: send a text's pieces without \[CLS\]"),
         ("/v1/embeddings", {"model": NAME, "input": [[7592], [7592, 2088, 102]]}, AUTH, 400,
@@ -314,6 +343,41 @@ def test_unknown_routes_and_wrong_methods_are_json_errors(server, method, path, 
     else:
         assert response.json()["error_type"] == "Validation" and words in error, error
     assert response.headers.get("allow") == allow
+
+
+def _null_is_absent(server, route: str, base: dict, headers: dict) -> None:
+    """Each field of ``route`` (ROUTE_FIELDS), one at a time, sent as null: the answer its absence
+    gets (its default; for a required field, the same 422)."""
+    from minibert.apps.serve.request_parsing import ROUTE_FIELDS
+
+    for field in ROUTE_FIELDS[route]:
+        absent = {name: value for name, value in base.items() if name != field}
+        answers = [httpx.post(server.url + route, json=body, headers=headers, timeout=60)
+                   for body in (absent, {**absent, field: None})]  # fmt: skip
+        assert [(a.status_code, a.json()) for a in answers[1:]] == [(answers[0].status_code, answers[0].json())], (
+            route, field, answers[1].text[:300])
+
+
+def test_a_null_field_counts_as_absent_on_every_field(server):
+    """docs/serving.md: "A field sent as null counts as absent". It did for dimensions, prompt_name,
+    truncation_direction and user, but every boolean field (truncate, normalize, add_special_tokens)
+    and encoding_format answered 422 "... got null"; each field of each route is checked."""
+    for route, base in [("/v1/embeddings", {"model": NAME, "input": "a", "encoding_format": "float"}),
+                        ("/embed", {"inputs": "a", "normalize": False, "truncate": True}),
+                        ("/tokenize", {"inputs": "a", "add_special_tokens": False})]:  # fmt: skip
+        _null_is_absent(server, route, base, AUTH)
+
+
+def test_the_param_of_a_refused_field_is_its_bare_name(server):
+    """OpenAI's ``param`` is the field's name; an unrecognized field's was the JSON-quoted name
+    ('"normalise"'). Every field of the other routes, and an unknown one, refused on /v1/embeddings."""
+    from minibert.apps.serve.request_parsing import ROUTE_FIELDS
+
+    names = {name for fields in ROUTE_FIELDS.values() for name in fields} - set(ROUTE_FIELDS["/v1/embeddings"])
+    for name in sorted(names) + ["normalise", "Ünknown field"]:
+        response = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": "a", name: "x"},
+                              headers=AUTH, timeout=30)  # fmt: skip
+        assert response.status_code == 422 and response.json()["error"]["param"] == name, response.text
 
 
 def test_lone_surrogates_are_refused_naming_the_field_before_any_model_work(server, minilm_dir):
@@ -736,6 +800,36 @@ def test_a_stop_past_its_grace_exits_after_one_batch_not_the_whole_request(minil
     assert all(line.startswith("minibert: ") for line in log.splitlines()), log  # (no line of uvicorn's own)
 
 
+def test_a_second_signal_stops_at_once_and_says_so_in_one_line(minilm_dir):
+    """docs/serving.md: a second signal forces the exit. It wrote uvicorn's traceback of the lifespan it
+    cancelled (CancelledError), and both the client's 503 and the last line blamed a 30 s grace that
+    had not run out. Now: one line naming the second signal, the 503 naming it too."""
+    server = Server(minilm_dir, "--max-batch-tokens", "512")
+    text = "word " * 300  # 256 tokens once cut: 40 of them are 20 batches, many seconds
+
+    async def main():
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
+            call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 40,
+                                                                           "truncate": True}))  # fmt: skip
+            await asyncio.sleep(1.0)  # in the model
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.5)
+            server.process.send_signal(signal.SIGTERM)
+            response = await call
+            await asyncio.to_thread(server.process.wait, 120)
+            return response
+
+    try:
+        response = asyncio.run(main())
+    finally:
+        returncode, log = server.stop()
+    assert response.status_code == 503 and "stopped at once by a second signal" in response.json()["error"]["message"]
+    assert returncode == 1, log
+    assert all(line.startswith("minibert: ") for line in log.splitlines()), log  # (no traceback of uvicorn's)
+    assert log.rstrip().splitlines()[-1] == ("minibert: error: stopped at once by a second signal; 1 request(s) were "
+                                             "cut off and answered 503")  # fmt: skip
+
+
 def test_an_empty_served_model_name_is_a_usage_error(capsys):
     """--served-model-name "$NAME" with the variable unset served the directory's name silently; an
     empty --model is a usage error, and so is this now (exit 2, one line)."""
@@ -747,6 +841,49 @@ def test_an_empty_served_model_name_is_a_usage_error(capsys):
     assert capsys.readouterr().err.splitlines() == [
         "minibert: error: argument --served-model-name: is empty: give the model id clients send, or leave the "
         "flag out (the directory's name) (see 'minibert serve --help')"]  # fmt: skip
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--api-key", "", "is empty: give the key clients must send, or leave the flag out"),  # was: an open server
+    ("--api-key", "  ", "is empty"),
+    ("--api-key", "key ", "has spaces at its start or end"),  # (could never match a client's)
+    ("--host", "", "is empty: give an address"),  # was exit 1: "cannot listen on :8080: Name or service not known"
+])  # fmt: skip
+def test_an_empty_api_key_or_host_is_a_usage_error(capsys, monkeypatch, flag, value, words):
+    """--api-key "$KEY" with the variable unset fell through to no key: a server open to anyone,
+    said only in the usual "no API key" line. Like an empty --model, it is a usage error (exit 2)."""
+    from minibert.apps.cli import main
+
+    monkeypatch.delenv("MINIBERT_API_KEY", raising=False)
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "--model", "x", flag, value])
+    assert stopped.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"minibert: error: argument {flag}: {words}"), line
+
+
+def test_an_ipv6_host_in_brackets_as_the_server_writes_it_is_taken():
+    """The server writes http://[::1]:8080; --host "[::1]" was exit 1 ("Name or service not known")."""
+    import argparse
+
+    from minibert.apps.serve.settings import add_serve_flags, settings_from
+
+    parser = argparse.ArgumentParser()
+    add_serve_flags(parser)
+    assert settings_from(parser.parse_args(["--model", "m", "--host", "[::1]"])).host == "::1"
+
+
+def test_a_model_folder_is_served_under_its_own_name_whatever_path_names_it(tmp_path, monkeypatch):
+    """docs/serving.md: the model id is by default "the directory's name"; --model . served the id
+    ".", and a client sending the directory's name got 404."""
+    from minibert.apps.serve.service import EmbeddingService
+    from minibert.apps.serve.settings import ServeSettings
+
+    (tmp_path / "tiny" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "tiny" / "sub")
+    for model in (".", "./", "..", "../", "../sub/..", str(tmp_path / "tiny") + "/", "sentence-transformers/tiny"):
+        expected = "sub" if model in (".", "./") else "tiny"
+        assert EmbeddingService(ServeSettings(model=model)).model_id == expected, model
 
 
 def test_a_port_in_use_is_one_error_line_and_exit_1(minilm_dir):

@@ -84,6 +84,25 @@ def test_headers_larger_than_the_limit_are_431_and_the_connection_closed(limited
     assert httpx.get(limited.url + "/health").status_code == 200  # the server is fine
 
 
+def test_the_connection_layers_errors_under_v1_are_in_openais_shape(limited):
+    """docs/serving.md: errors are OpenAI's shape under /v1/. The 431, 408 and 400 written before the
+    app sees a request were TEI's shape on every path, and the openai client showed only "Error code: 431"."""
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{limited.url}/v1", api_key="k", max_retries=0,
+                           default_headers={"X-Big": "a" * 10_000})  # fmt: skip
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.embeddings.create(model=NAME, input="a")
+    assert refused.value.status_code == 431 and "larger than 8192 bytes" in refused.value.message, refused.value
+    for request, status in [(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", b"400"),
+                            (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Slow: a", b"408")]:  # fmt: skip
+        head, _, body = _raw(limited, request).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 " + status), head
+        error = json.loads(body)["error"]
+        assert error["type"] == "invalid_request_error" and error["message"], body
+    _, _, body = _raw(limited, b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n").partition(b"\r\n\r\n")
+    assert json.loads(body)["error_type"] == "Validation"  # (TEI's, elsewhere)
+
+
 def test_headers_trickled_slowly_are_cut_with_408(limited):
     started = time.monotonic()
     answer = _raw(limited, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40, pause=0.2, chunks=40)

@@ -11,7 +11,7 @@ import asyncio
 import httpx
 import numpy as np
 import pytest
-from test_apps_serve import NAME, Server
+from test_apps_serve import NAME, Server, _null_is_absent
 from test_tasks import DOCUMENTS, cross_encoder_dir, make, resaved_cross_encoder  # noqa: F401  (make: the fixture)
 
 pytest.importorskip("starlette")
@@ -61,6 +61,24 @@ def test_predict_gives_pipeline_scores_for_texts_and_pairs(reranker):
     np.testing.assert_allclose(scores, reference.predict(pairs), atol=TOLERANCE, rtol=0)  # one label: a sigmoid
     one = httpx.post(f"{server.url}/predict", json={"inputs": pairs[0]}).json()
     assert one[0]["label"] == "LABEL_0" and abs(one[0]["score"] - scores[0]) <= TOLERANCE
+
+
+def test_a_null_field_counts_as_absent_on_every_rerank_field(reranker):
+    """raw_scores, return_text, return_documents and truncate sent as null answered 422 "got null"
+    (docs/serving.md: a null field counts as absent); each field of each route is checked, and a
+    field of another route is refused on /v1/rerank with its bare name as param."""
+    from minibert.apps.serve.request_parsing import ROUTE_FIELDS
+
+    server = reranker[0]
+    for route, base in [("/rerank", {"query": QUERY, "texts": DOCUMENTS[:2], "raw_scores": True, "truncate": True}),
+                        ("/v1/rerank", {"model": NAME, "query": QUERY, "documents": DOCUMENTS[:2], "top_n": 1,
+                                        "return_documents": True}),
+                        ("/predict", {"inputs": [DOCUMENTS[i] for i in (0, 1, 3)], "raw_scores": True})]:  # fmt: skip
+        _null_is_absent(server, route, base, {})
+    for name in sorted({name for fields in ROUTE_FIELDS.values() for name in fields} - set(ROUTE_FIELDS["/v1/rerank"])):
+        body = {"query": QUERY, "documents": ["a"], name: "x"}
+        response = httpx.post(f"{server.url}/v1/rerank", json=body, timeout=30)
+        assert response.status_code == 422 and response.json()["error"]["param"] == name, response.text
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,14 @@ ValueError: NaN is not JSON (JSON has no NaN or Infinity)
 >>> parse_json("[1e999]", strict=True)
 Traceback (most recent call last):
 ValueError: the number 1e999 is too large for a 64-bit float
+
+An integer of more than 4,300 digits is refused as Python 3.11 refuses it (converting it takes time
+that grows with the square of its length), but in words that do not send an HTTP client to a Python
+function it cannot call (``sys.set_int_max_str_digits``):
+
+>>> parse_json('{"dimensions": ' + "9" * 5000 + "}")
+Traceback (most recent call last):
+ValueError: a number of 5000 digits, more than the 4300 an integer may have
 """
 
 from __future__ import annotations
@@ -28,12 +36,15 @@ import os
 from ..errors import CheckpointError
 
 MAX_NESTING = 64
+MAX_INTEGER_DIGITS = 4_300  # Python's own default limit (sys.get_int_max_str_digits, from 3.11 on)
 
 
 def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING, *, strict: bool = False):
     """The value of ``text``, or ValueError (not JSON, not UTF-8, or nested deeper than
     ``max_nesting`` lists and objects; ``strict``: NaN, Infinity or a number beyond a float)."""
-    hooks = {"parse_constant": _not_json, "parse_float": _finite_float} if strict else {}
+    hooks = {"parse_int": _bounded_int}
+    if strict:
+        hooks.update(parse_constant=_not_json, parse_float=_finite_float)
     try:
         value = json.loads(text, **hooks)
     except RecursionError:
@@ -75,6 +86,13 @@ def _depth(value, limit: int = MAX_NESTING + 1) -> int:
 
 def _not_json(name: str):
     raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INTEGER_DIGITS:
+        raise ValueError(f"a number of {digits} digits, more than the {MAX_INTEGER_DIGITS} an integer may have")
+    return int(text)
 
 
 def _finite_float(text: str) -> float:

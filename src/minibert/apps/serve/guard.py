@@ -32,8 +32,9 @@ class Guard:
       too large, 401, 404 ...) says ``Connection: close``: the rest of that body is never read, so
       the connection cannot carry another request. uvicorn then closes it (http_limits.py's
       ``LingeringTransport`` first lets the client read the answer).
-    * A stop (SIGTERM) that outlasts ``--graceful-timeout`` cancels the requests still in flight:
-      each is answered 503 ``shutting_down`` (JSON, with Retry-After and ``Connection: close``),
+    * A stop (SIGTERM) that outlasts ``--graceful-timeout``, or a second signal, cancels the requests
+      still in flight: each is answered 503 ``shutting_down`` (saying which of the two; JSON, with
+      Retry-After and ``Connection: close``),
       counted in ``cut_off``, and ends quietly instead of as a traceback and a plain-text 500.
     """
 
@@ -42,6 +43,7 @@ class Guard:
         key = service.settings.api_key
         self.key = key.encode() if key else None
         self.cut_off = 0  # requests answered 503 because a stop's grace ran out (serve() reports them)
+        self.forced = False  # a second signal stopped the server at once (process.py sets it): that cut them off
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -80,15 +82,12 @@ class Guard:
                 await error_response(path, error)(scope, receive, send_tracked)
             else:
                 await self.app(scope, receive_counted, send_tracked)
-        except asyncio.CancelledError:  # a stop's grace ran out (uvicorn cancels what is in flight)
-            self.cut_off += 1
+        except asyncio.CancelledError:  # a stop's grace ran out, or a second signal came (uvicorn cancels what is
+            self.cut_off += 1  # in flight)
             if answering[0]:
                 return  # an answer had begun: uvicorn closes the connection
             body_unread[0] = True  # (say Connection: close: the server is going away)
-            grace = self.service.settings.graceful_timeout
-            error = RequestError(503, f"the server is stopping and this request did not finish within its {grace:g} s "
-                                      "grace (--graceful-timeout); retry", code="shutting_down")  # fmt: skip
-            await error_response(path, error)(scope, receive, send_tracked)
+            await error_response(path, self._cut_off_error())(scope, receive, send_tracked)
         except Exception:  # a bug, answered 500 and logged in one line by app.py's handler, which Starlette
             if not answering[0]:  # raises again: here it ends, not in uvicorn's traceback
                 raise
@@ -102,6 +101,15 @@ class Guard:
                                request_target(scope["method"].encode()), target, scope.get("http_version", "1.1"),
                                status[0], texts, tokens, seconds * 1000)  # fmt: skip
             self.service.metrics.request(path, status[0], seconds, texts, tokens)
+
+    def _cut_off_error(self) -> RequestError:
+        """The 503 of a request a stop cut off, naming what cut it: its grace, or a second signal."""
+        if self.forced:
+            return RequestError(503, "the server was stopped at once by a second signal before this request "
+                                     "finished; retry", code="shutting_down")  # fmt: skip
+        grace = self.service.settings.graceful_timeout
+        return RequestError(503, f"the server is stopping and this request did not finish within its {grace:g} s "
+                                 "grace (--graceful-timeout); retry", code="shutting_down")  # fmt: skip
 
     def _authorized(self, scope) -> bool:
         """``Authorization: Bearer KEY``: the scheme in any case (``bearer``, ``BEARER``: RFC 9110

@@ -20,17 +20,22 @@ class RequestError(PicklableError):
         self.status, self.message, self.param, self.code = status, message, param, code
 
 
-def error_response(path: str, error: RequestError, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_body(path: str, error: RequestError) -> dict:
     """An error as JSON: OpenAI's shape under /v1/, text-embeddings-inference's elsewhere (whose
-    ``error_type`` is ``Validation`` for a client's mistake, ``Backend`` for the server's)."""
+    ``error_type`` is ``Validation`` for a client's mistake, ``Backend`` for the server's). The
+    connection layer (http_limits.py) writes its 400, 408 and 431 with it too."""
     if path.startswith("/v1/"):
         kinds = {401: "authentication_error", 503: "server_error", 500: "server_error"}
-        body = {"error": {"message": error.message, "type": kinds.get(error.status, "invalid_request_error"),
+        return {"error": {"message": error.message, "type": kinds.get(error.status, "invalid_request_error"),
                           "param": error.param, "code": error.code}}  # fmt: skip
-    else:
-        kinds = {503: "Overloaded", 401: "Unauthorized"}
-        body = {"error": error.message,
-                "error_type": kinds.get(error.status, "Validation" if error.status < 500 else "Backend")}  # fmt: skip
+    kinds = {503: "Overloaded", 401: "Unauthorized"}
+    return {"error": error.message,
+            "error_type": kinds.get(error.status, "Validation" if error.status < 500 else "Backend")}  # fmt: skip
+
+
+def error_response(path: str, error: RequestError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error as a JSON answer (``error_body``), with the headers its status calls for."""
+    body = error_body(path, error)
     headers = dict(headers or {})
     if error.status == 503:
         headers["Retry-After"] = "1"

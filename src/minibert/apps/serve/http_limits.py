@@ -36,6 +36,10 @@ reuse of idle connections when it runs out of them):
 * Requests that are not HTTP (a bad Content-Length, a malformed request line) get ``400`` as JSON,
   and the connection is closed.
 
+These answers (400, 408, 431) are JSON in the shape the app's own errors have: OpenAI's when the
+request line's target starts with ``/v1/`` (the openai client shows its message), TEI's otherwise
+(http_errors.py's ``error_body``).
+
 Between requests, a kept-alive connection is closed after uvicorn's ``timeout_keep_alive``
 (``--keep-alive-timeout``); a request's body has its own bound (``--read-timeout``,
 request_parsing.py's ``read_json``), and the requests served at once theirs (``--limit-concurrency``,
@@ -53,7 +57,10 @@ import sys
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .http_errors import RequestError, error_body
+
 FILES_KEPT_FREE = 64  # descriptors left for what the server opens itself (model files, logs, threads' pipes)
+REQUEST_LINE_KEPT = 64  # a request's first bytes kept until its headers are in: its target picks an error's shape
 
 
 class ConnectionRoom:
@@ -146,7 +153,7 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_made(self, transport) -> None:
         super().connection_made(LingeringTransport(transport, self))
-        self._header_bytes, self._tail = 0, b""
+        self._header_bytes, self._tail, self._start = 0, b"", b""
         self._send_timer, self._unsent, self._linger_timer = None, 0, None
         self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
         self.room.arrived(self)
@@ -157,6 +164,8 @@ class BoundedH11Protocol(H11Protocol):
         if self.conn.their_state is h11.IDLE:  # the next request's line and headers are arriving
             if self._header_timer is None:  # (a kept-alive connection: its clock starts now)
                 self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
+            if len(self._start) < REQUEST_LINE_KEPT:
+                self._start = (self._start + data)[:REQUEST_LINE_KEPT]
             seen = self._tail + data  # the blank line that ends the headers may straddle two reads
             end = seen.find(b"\r\n\r\n")
             self._header_bytes += len(data) if end < 0 else end + 4 - len(self._tail)  # (not the body's)
@@ -244,7 +253,7 @@ class BoundedH11Protocol(H11Protocol):
     def _headers_done(self) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
-        self._header_timer, self._header_bytes, self._tail = None, 0, b""
+        self._header_timer, self._header_bytes, self._tail, self._start = None, 0, b"", b""
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
@@ -258,14 +267,22 @@ class BoundedH11Protocol(H11Protocol):
                                              f"{self.header_seconds:g} s")  # fmt: skip
 
     def _refuse(self, status: int, reason: str, message: str) -> None:
-        """A JSON error (TEI's shape) and the connection closed: what follows cannot be parsed."""
+        """A JSON error, in the shape of the API the request's target belongs to (``/v1/``: OpenAI's),
+        and the connection closed: what follows cannot be parsed."""
+        body = json.dumps(error_body(self._target(), RequestError(status, message))).encode()
         self._headers_done()
-        body = json.dumps({"error": message, "error_type": "Validation"}).encode()
         head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
                 "connection: close\r\n\r\n").encode()  # fmt: skip
         if not self.transport.is_closing():
             self.transport.write(head + body)
             self.transport.close()
+
+
+    def _target(self) -> str:
+        """The request's target as far as its first bytes show it (``POST /v1/embeddings HTTP/1.1``:
+        ``/v1/embeddings``); "" when the request line has not come that far."""
+        method, _, rest = self._start.lstrip(b"\r\n").partition(b" ")
+        return rest.split(b" ", 1)[0].decode("latin-1") if method and rest else ""
 
 
 def raise_open_files_limit() -> tuple[int, int] | None:

@@ -7,7 +7,8 @@ The address is bound here, before uvicorn starts and before "serving on" is logg
 is one ``OSError`` naming host:port (the command's one error line, exit 1), not uvicorn's own
 line and its exit status 3. A stop waits ``--graceful-timeout`` seconds for the requests in flight;
 those still unfinished are answered 503 (guard.py) and the stop is an error (exit 1) that says
-how many, since work that was accepted was not done."""
+how many, since work that was accepted was not done. A second signal stops it at once: the
+requests in flight are answered 503 the same way, and the error line says it was that signal."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def serve(settings: ServeSettings, stops) -> None:
 
     def stop(signum: int) -> None:
         if server.should_exit:
-            server.force_exit = True  # a second signal: stop at once
+            server.force_exit = app.forced = True  # a second signal: stop at once (the guard and the last line say so)
         server.should_exit = True
 
     stops.listener = stop
@@ -98,6 +99,9 @@ def serve(settings: ServeSettings, stops) -> None:
         uvicorn_log.removeFilter(_said_by_minibert)
     if failure:
         raise failure[0]
+    if app.cut_off and app.forced:
+        raise RuntimeError(f"stopped at once by a second signal; {app.cut_off} request(s) were cut off and answered "
+                           "503")  # fmt: skip
     if app.cut_off:
         grace = settings.graceful_timeout
         raise RuntimeError(f"stopped with {app.cut_off} request(s) unfinished after the {grace:g} s grace "
@@ -112,10 +116,19 @@ def _said_by_minibert(record: logging.LogRecord) -> bool:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, without its own signal handlers: ``serve``'s ``stops`` tells it to exit."""
+    """uvicorn's server, without its own signal handlers: ``serve``'s ``stops`` tells it to exit.
+    And on a forced exit (a second signal) the app's lifespan still ends: uvicorn skips it then,
+    and asyncio.run cancelled it instead, which uvicorn logged as a traceback ("Exception in
+    'lifespan' protocol ... CancelledError"). Ending it costs no time: it waits for the batch in
+    the model, which the interpreter waits for anyway before it exits (the model's thread)."""
 
     def capture_signals(self):
         return contextlib.nullcontext()
+
+    async def shutdown(self, sockets=None) -> None:
+        await super().shutdown(sockets)
+        if self.force_exit and not self.lifespan.shutdown_event.is_set():
+            await self.lifespan.shutdown()
 
 
 def bind(host: str, port: int) -> socket.socket:

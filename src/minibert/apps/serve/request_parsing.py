@@ -81,10 +81,18 @@ input, encoding_format, dimensions, user, truncate
         if owners:
             raise RequestError(422, f"{name} is not supported on {route} (it is a field of {', '.join(owners)}); "
                                     f"{route} takes {', '.join(taken)}", name)  # fmt: skip
-        if route in REFUSES_UNKNOWN_FIELDS:
-            shown = json.dumps(name)[:60]
-            raise RequestError(422, f"unrecognized field {shown} (OpenAI's API refuses it too); {route} takes "
-                                    f"{', '.join(taken)}", shown)  # fmt: skip
+        if route in REFUSES_UNKNOWN_FIELDS:  # (quoted in the message; param is the bare name, as OpenAI's)
+            raise RequestError(422, f"unrecognized field {json.dumps(name)[:60]} (OpenAI's API refuses it too); "
+                                    f"{route} takes {', '.join(taken)}", name[:60])  # fmt: skip
+
+
+def without_nulls(body: dict) -> dict:
+    """The body without its ``null`` fields: a field sent as null counts as absent, on every route.
+
+    >>> without_nulls({"input": "a", "encoding_format": None, "truncate": False})
+    {'input': 'a', 'truncate': False}
+    """
+    return {name: value for name, value in body.items() if value is not None}
 
 
 def parse_inputs(value, field: str, settings: ServeSettings, allow_ids: bool) -> list:

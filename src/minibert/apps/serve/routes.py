@@ -30,6 +30,7 @@ from .request_parsing import (
     read_json,
     text_field,
     truncation_left,
+    without_nulls,
 )
 from .service import EmbeddingService, PairPieces, tokens_answer
 
@@ -58,10 +59,10 @@ class Routes:
 
     async def read_body(self, request: Request) -> dict:
         """The JSON body, read within the limits; a field the route does not apply is refused
-        (request_parsing.py's ``check_fields``), not ignored."""
+        (``check_fields``), not ignored; a ``null`` field is dropped: absent, on every route."""
         body = await read_json(request, self.settings.max_body_bytes, self.settings.read_timeout)
         check_fields(body, request.url.path)
-        return body
+        return without_nulls(body)
 
     async def embed_job(self, request: Request, pieces, skip: int, options: EmbedOptions) -> np.ndarray:
         return await self.batched(request, pieces, (skip, options))  # requests that share options batch together

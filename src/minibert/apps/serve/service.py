@@ -4,6 +4,7 @@ as a cross-encoder reranker), the tokenizing thread, and the work of one merged 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -49,7 +50,7 @@ class EmbeddingService:
         self.classifier = None  # a CrossEncoder, when the model is a sequence classifier (a reranker)
         self.batcher: DynamicBatcher | None = None
         self.load_error: BaseException | None = None
-        self.model_id = settings.served_model_name or os.path.basename(os.path.normpath(settings.model))
+        self.model_id = settings.served_model_name or default_model_id(settings.model)
         self.model_ids = {self.model_id, settings.model}
         self._tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibert-tokenize")
         self.options = EmbedOptions()  # the model's recipe; a request may change normalize, prompt_name, truncate_dim
@@ -210,6 +211,19 @@ class EmbeddingService:
         return pieces, skip, sum(len(ids) + 2 for ids in pieces)
 
 
+def default_model_id(model: str) -> str:
+    """The id a model is served under without --served-model-name: a local directory's own name,
+    whatever path names it (``.``, ``../tiny/``: the name of the directory, not ``.``), a hub id's
+    last part (``sentence-transformers/all-MiniLM-L6-v2``: ``all-MiniLM-L6-v2``).
+
+    >>> default_model_id("sentence-transformers/all-MiniLM-L6-v2")
+    'all-MiniLM-L6-v2'
+    """
+    if os.path.isdir(model):
+        return os.path.basename(os.path.abspath(model)) or model  # (the root, "/", has no name: itself)
+    return os.path.basename(os.path.normpath(model))
+
+
 def check_request_piece_ids(inputs: list[list[int]], tokenizer, field: str) -> None:
     """Token-id input is a text's pieces, as ``tokenizer.piece_ids(text)`` gives them: the server
     frames each as ``[CLS] pieces [SEP]`` itself. So an id outside the vocabulary is refused (422),
@@ -233,7 +247,10 @@ def check_request_piece_ids(inputs: list[list[int]], tokenizer, field: str) -> N
 
 def tokens_answer(tokenizer, texts: list[str], add_special_tokens: bool, limit: int) -> tuple[bytes, int]:
     """/tokenize's answer as JSON bytes, and its token count: for each text, a row per token
-    ``{"id", "text", "special", "start", "stop"}`` (offsets in characters; None for [CLS], [SEP]).
+    ``{"id", "text", "special", "start", "stop"}`` as text-embeddings-inference's ``into_tokens``
+    writes it: a token the tokenizer added ([CLS], [SEP]) is its own string, with no offsets; any
+    other is the input as written (``"Héllo"``, not the piece ``"hello"``; ``"ffa"``, not ``"##ffa"``),
+    with its offsets in UTF-8 bytes, so that a client slicing the UTF-8 text gets that text back.
 
     A row is a few hundred bytes of Python and some 60 of JSON, and a 4 MiB body of Chinese text is
     1.4 million tokens: so texts are tokenized one at a time and counted, and past ``limit``
@@ -249,14 +266,27 @@ def tokens_answer(tokenizer, texts: list[str], add_special_tokens: bool, limit: 
                                     "shorter texts", "inputs", "too_many_tokens")  # fmt: skip
         encodings.append(encoding)
     rows = []
-    for encoding in encodings:
+    for text, encoding in zip(texts, encodings):
         sequence, offsets, pieces = encoding.sequence_ids(0), encoding["offset_mapping"][0], encoding.tokens(0)
-        rows.append([{"id": i, "text": pieces[t], "special": sequence[t] is None,
-                      "start": None if sequence[t] is None else offsets[t][0],
-                      "stop": None if sequence[t] is None else offsets[t][1]}
+        byte = _byte_offsets(text)
+        rows.append([{"id": i, "text": pieces[t], "special": True, "start": None, "stop": None}
+                     if sequence[t] is None else
+                     {"id": i, "text": text[slice(*offsets[t])], "special": False, "start": byte[offsets[t][0]],
+                      "stop": byte[offsets[t][1]]}
                      for t, i in enumerate(encoding["input_ids"][0])])  # fmt: skip
     answer = json.dumps(rows, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()  # (as JSONResponse)
     return answer, total
+
+
+def _byte_offsets(text: str):
+    """Each character offset of ``text`` (0 to its length) as the offset of its UTF-8 bytes.
+
+    >>> list(_byte_offsets("aé中"))
+    [0, 1, 3, 6]
+    """
+    if text.isascii():
+        return range(len(text) + 1)
+    return list(itertools.accumulate((len(character.encode()) for character in text), initial=0))
 
 
 def is_sequence_classifier(model: str) -> bool:

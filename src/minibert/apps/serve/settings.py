@@ -40,6 +40,42 @@ def _model_id(text: str) -> str:
     return text
 
 
+def _api_key(text: str) -> str:
+    """--api-key's type: never empty (``--api-key "$KEY"`` with the variable unset started a server
+    anyone could use, with only the usual "no API key" line), and without spaces at either end (the
+    key a client sends after ``Bearer`` has none: such a key could never match).
+
+    >>> _api_key("")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: is empty: give the key clients must send, or leave the flag out
+    >>> _api_key(" k")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: has spaces at its start or end, which a client's 'Bearer KEY' cannot carry
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give the key clients must send, or leave the flag out")
+    if text != text.strip():
+        raise argparse.ArgumentTypeError("has spaces at its start or end, which a client's 'Bearer KEY' cannot carry")
+    return text
+
+
+def _host(text: str) -> str:
+    """--host's type: an address or name, never empty (``--host "$HOST"`` with the variable unset);
+    an IPv6 address may be written in brackets, as the server writes it (``[::1]``: ``::1``).
+
+    >>> _host("[::1]")
+    '::1'
+    >>> _host(" ")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: is empty: give an address (127.0.0.1, 0.0.0.0, ::1) or leave the flag out
+    """
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give an address (127.0.0.1, 0.0.0.0, ::1) or leave the flag out")
+    return text
+
+
 def _flag(help: str, type=None, **argparse_options) -> dict:
     """A field's flag: its help, its argparse type and other add_argument options."""
     return {"help": help, "type": type, **argparse_options}
@@ -52,11 +88,13 @@ class ServeSettings:
         default=None, metadata=_flag("the model id clients send (default: the model directory's name)", _model_id)
     )
     host: str = field(
-        default="127.0.0.1", metadata=_flag("address to listen on (default 127.0.0.1: this machine only)")
+        default="127.0.0.1",
+        metadata=_flag("address to listen on (default 127.0.0.1: this machine only; IPv6: ::1 or [::1])", _host),
     )
     port: int = field(default=8080, metadata=_flag("port to listen on", _port))
     api_key: str | None = field(
-        default=None, metadata=_flag("require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)")
+        default=None,
+        metadata=_flag("require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)", _api_key),
     )
     max_batch_tokens: int = field(
         default=16_384,
