@@ -862,6 +862,20 @@ def test_an_empty_api_key_or_host_is_a_usage_error(capsys, monkeypatch, flag, va
     assert line.startswith(f"minibert: error: argument {flag}: {words}"), line
 
 
+@pytest.mark.parametrize("value", ["  ", "key\n", " key"])
+def test_an_api_key_in_the_environment_that_no_client_can_send_is_refused(capsys, monkeypatch, value):
+    """$MINIBERT_API_KEY with spaces at either end (a key file read with its newline) started a
+    server whose every request was refused: no client's 'Bearer KEY' carries them. The variable is
+    --api-key's default, so, as a bad --api-key, a usage error: one line, exit 2."""
+    from minibert.apps.cli import main
+
+    monkeypatch.setenv("MINIBERT_API_KEY", value)
+    assert main(["serve", "--model", "x"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("minibert: error: MINIBERT_API_KEY "), line
+    assert "is empty" in line or "has spaces at its start or end" in line, line
+
+
 def test_an_ipv6_host_in_brackets_as_the_server_writes_it_is_taken():
     """The server writes http://[::1]:8080; --host "[::1]" was exit 1 ("Name or service not known")."""
     import argparse

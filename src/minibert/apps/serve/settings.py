@@ -187,5 +187,17 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace) -> ServeSettings:
     """The parsed flags as ServeSettings (``--api-key`` defaults to ``$MINIBERT_API_KEY``)."""
     values = {setting.name: getattr(args, setting.name, None) for setting in dataclasses.fields(ServeSettings)}
-    values["api_key"] = values["api_key"] or os.environ.get("MINIBERT_API_KEY") or None
+    values["api_key"] = values["api_key"] or _api_key_from_the_environment()
     return ServeSettings(**values)
+
+
+def _api_key_from_the_environment() -> str | None:
+    """``$MINIBERT_API_KEY``, checked as ``--api-key`` is (a key with spaces at either end could never
+    match a client's ``Bearer KEY``); unset or empty: none."""
+    key = os.environ.get("MINIBERT_API_KEY") or None
+    if key is not None:
+        try:
+            _api_key(key)
+        except argparse.ArgumentTypeError as error:
+            raise ValueError(f"MINIBERT_API_KEY {error}") from None
+    return key
