@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import output_folder
+from ..formats.json_files import parse_json
 from ..formats.file_sets import write_files_together
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
@@ -72,6 +73,8 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
             # transformers builds its tokenizer from the config: the same settings (just checked), but a
             # strip_accents null there follows a do_lower_case given later (from_pretrained's, --cased)
             from_json["strip_accents"] = settings.get("strip_accents")
+        elif (model_config := find("config.json")) is not None and _rebuilt_from_defaults(model_config):
+            _check_same_defaults(from_json, json_file, model_config)
         settings.update(from_json)
     return Path(vocab_file), vocab, vocab_is_file, settings
 
@@ -82,6 +85,16 @@ _CONFIG_DEFAULTS = {"do_lower_case": True, "strip_accents": None, "tokenize_chin
                     "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}  # fmt: skip
 
 
+def _differences(from_json: dict, settings: dict):
+    """(name, tokenizer.json's value, transformers' value) for each of ``_CONFIG_DEFAULTS`` where
+    tokenizer.json's settings differ from those transformers 5's BertTokenizer builds from
+    ``settings`` (a tokenizer_config.json's; its defaults where they say nothing)."""
+    config = {name: settings.get(name, default) for name, default in _CONFIG_DEFAULTS.items()}
+    config["strip_accents"] = _accents_stripped(config)  # (None follows do_lower_case, in both libraries)
+    from_json = {**from_json, "strip_accents": _accents_stripped(from_json)}
+    return [(name, from_json[name], value) for name, value in config.items() if from_json[name] != value]
+
+
 def _check_same_settings(from_json: dict, json_file, settings: dict, config_file) -> None:
     """A folder with tokenizer.json (no vocab.txt) and tokenizer_config.json: transformers 5 rebuilds
     the normalizer, the [CLS] A [SEP] framing and WordPiece's [UNK] from the config's settings, while
@@ -89,15 +102,68 @@ def _check_same_settings(from_json: dict, json_file, settings: dict, config_file
     give other ids, and minibert refuses the folder (transformers' own save after
     ``add_special_tokens({"sep_token": ...})`` is one). A Lowercase step in front of tokenizer.json's
     BertNormalizer counts as its lowercasing (``_check_config_lowercases``)."""
-    config = {name: settings.get(name, default) for name, default in _CONFIG_DEFAULTS.items()}
-    config["strip_accents"] = _accents_stripped(config)  # (None follows do_lower_case, in both libraries)
-    from_json = {**from_json, "strip_accents": _accents_stripped(from_json)}
-    for name, value in config.items():
-        if from_json[name] != value:
-            raise CheckpointError(f"{json_file} and {config_file} disagree on {name} ({from_json[name]!r} in "
-                                  f"tokenizer.json, {value!r} in the config): transformers builds its tokenizer from "
-                                  "the config's settings, the tokenizers library from tokenizer.json's, so the two "
-                                  "give other ids; minibert refuses the folder (make the files agree)")  # fmt: skip
+    for name, in_json, value in _differences(from_json, settings)[:1]:
+        raise CheckpointError(f"{json_file} and {config_file} disagree on {name} ({in_json!r} in "
+                              f"tokenizer.json, {value!r} in the config): transformers builds its tokenizer from "
+                              "the config's settings, the tokenizers library from tokenizer.json's, so the two "
+                              "give other ids; minibert refuses the folder (make the files agree)")  # fmt: skip
+
+
+# config.json's model_type for which transformers 5's AutoTokenizer picks BertTokenizer (its
+# TOKENIZER_MAPPING_NAMES) when no tokenizer_config.json names a class; a config.json's own
+# tokenizer_class comes first.
+_BERT_TOKENIZER_MODEL_TYPES = (
+    "align", "bark", "bert", "blip", "bros", "chinese_clip", "convbert", "distilbert", "electra", "ernie", "flava",
+    "git", "grounding-dino", "layoutlm", "megatron-bert", "mm-grounding-dino", "nezha", "nomic_bert", "qdqbert",
+    "realm", "retribert", "squeezebert", "tvp", "vilt", "visual_bert",
+)  # fmt: skip
+
+
+def _rebuilt_from_defaults(model_config) -> bool:
+    """Whether transformers 5 (``AutoTokenizer``, and so sentence-transformers) loads a folder with
+    tokenizer.json and this config.json but no tokenizer_config.json as ``BertTokenizer``, which builds
+    the normalizer, the framing and [UNK] from its defaults and ignores tokenizer.json's: config.json's
+    ``tokenizer_class`` says so, or (without one) its ``model_type`` maps to BertTokenizer. Otherwise
+    (``TokenizersBackend``, ``PreTrainedTokenizerFast``, no model_type) it runs tokenizer.json, as
+    ``tokenizers`` and minibert do. A config.json that is not a JSON object decides nothing here (the
+    model's loader reports it)."""
+    try:
+        values = parse_json(Path(model_config).read_bytes())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(values, dict):
+        return False
+    if values.get("tokenizer_class") is not None:
+        return values["tokenizer_class"] in ("BertTokenizer", "BertTokenizerFast")
+    return values.get("model_type") in _BERT_TOKENIZER_MODEL_TYPES
+
+
+def _check_same_defaults(from_json: dict, json_file, model_config) -> None:
+    """A folder with tokenizer.json and a BERT's config.json, no tokenizer_config.json: transformers
+    5 (``AutoTokenizer``, sentence-transformers) rebuilds the tokenizer from BertTokenizer's defaults
+    (``_CONFIG_DEFAULTS``), the tokenizers library runs tokenizer.json. Where tokenizer.json's settings
+    are those defaults, all give the same ids (transformers' and sentence-transformers' usual save, with
+    a tokenizer_config.json, loads the same way); where they differ, minibert refuses the folder rather
+    than pick one, saying what differs and the file that makes the folder unambiguous."""
+    differences = _differences(from_json, {})
+    if not differences:
+        return
+    listed = ", ".join(f"{name} {in_json!r} in tokenizer.json, {value!r} in transformers' BertTokenizer"
+                       for name, in_json, value in differences)  # fmt: skip
+    settings = {name: in_json for name, in_json, _ in differences}
+    if "strip_accents" in settings or "do_lower_case" in settings:
+        settings["strip_accents"] = _accents_stripped(from_json)
+        settings["do_lower_case"] = from_json["do_lower_case"]
+    config = json.dumps({"tokenizer_class": "BertTokenizer", **settings})
+    raise CheckpointError(
+        f"{json_file} and {model_config} (which makes transformers pick BertTokenizer; there is no "
+        "tokenizer_config.json) give two tokenizers: "
+        "transformers 5's AutoTokenizer, and so sentence-transformers, builds BertTokenizer from its defaults and "
+        "ignores tokenizer.json's settings, while the tokenizers library runs tokenizer.json; they differ on "
+        f"{listed}, so the libraries give other ids and minibert refuses the folder rather than pick one. To read "
+        f"it as tokenizer.json says (as the tokenizers library does), save a tokenizer_config.json with {config} "
+        "beside it; to read it as transformers does now, set tokenizer.json's settings to BertTokenizer's defaults"
+    )
 
 
 def _accents_stripped(settings: dict) -> bool:
