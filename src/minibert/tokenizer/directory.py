@@ -12,13 +12,14 @@ from pathlib import Path
 
 from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import output_folder
-from ..formats.json_files import parse_json
 from ..formats.file_sets import write_files_together
+from ..formats.json_files import parse_json
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
 from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, check_framing_roles, google_lower_case, read_tokenizer_config
 from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
 from .vocab_file import load_vocab
+from .vocab_file import vocab_bytes as vocab_file_bytes
 
 logger = logging.getLogger("minibert")
 
@@ -34,9 +35,13 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         return resolve_file(name_or_path, name, revision=revision, required=False)
 
     vocab_file, json_file = find("vocab.txt"), find("tokenizer.json")
+    config_file = find("tokenizer_config.json")
+    settings = read_tokenizer_config(Path(config_file)) if config_file is not None else {}
+    # BertTokenizerLegacy (transformers' slow tokenizer) keeps a vocab.txt line's trailing whitespace
+    legacy = settings.pop("tokenizer_class", None) == "BertTokenizerLegacy"
     from_json, json_added = {}, []
     if vocab_file is not None:
-        vocab = load_vocab(vocab_file)
+        vocab = load_vocab(vocab_file, kept_by=config_file if legacy else None)
         if json_file is not None:  # transformers 5 takes the vocabulary (and added tokens) from tokenizer.json
             json_vocab, json_added = read_vocab_and_added_tokens(json_file)
             _check_same_vocabulary(vocab, vocab_file, json_vocab, json_file)
@@ -47,11 +52,7 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         vocab, from_json = read_tokenizer_json(json_file)
         json_added = from_json.pop("added_tokens", [])
     vocab_is_file = vocab_file != json_file
-    config_file = find("tokenizer_config.json")
-    settings = {}
-    if config_file is not None:
-        settings = read_tokenizer_config(Path(config_file))
-    elif vocab_is_file and os.path.isdir(name_or_path):  # e.g. unpacked from Google's zip: no tokenizer config
+    if config_file is None and vocab_is_file and os.path.isdir(name_or_path):  # e.g. Google's zip: no tokenizer config
         lower, reason = google_lower_case(os.path.abspath(name_or_path), vocab)
         settings["do_lower_case"] = lower
         logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
@@ -74,7 +75,7 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
             # strip_accents null there follows a do_lower_case given later (from_pretrained's, --cased)
             from_json["strip_accents"] = settings.get("strip_accents")
         elif (model_config := find("config.json")) is not None and _rebuilt_from_defaults(model_config):
-            _check_same_defaults(from_json, json_file, model_config)
+            _check_same_defaults(from_json, json_file, model_config)  # (transformers' defaults, not the file's)
         settings.update(from_json)
     return Path(vocab_file), vocab, vocab_is_file, settings
 
@@ -211,8 +212,8 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
     """The bytes of ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json`` for a
     BertTokenizer, as transformers writes them (``save_pretrained`` writes them atomically)."""
     # vocab.txt is the vocabulary WordPiece knows; added tokens go to added_tokens_decoder.
-    if tokenizer._vocab_is_file:  # the file itself: a piece listed twice keeps its lines
-        vocab_bytes = tokenizer.vocab_file.read_bytes()
+    if tokenizer._vocab_is_file:  # the file itself (a piece listed twice keeps its lines), whitespace trimmed
+        vocab_bytes = vocab_file_bytes(tokenizer.vocab_file)
     else:
         pieces = {index: piece for piece, index in tokenizer._base_vocab.items()}
         ids = sorted(pieces)
