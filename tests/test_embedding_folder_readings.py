@@ -299,3 +299,32 @@ def test_the_models_default_prompt_is_named_as_such(prompted, tmp_path):
     reference = st.SentenceTransformer(str(directory), device="cpu")
     reference.max_seq_length = 8
     _same(np.array(json.loads(result.stdout)["embedding"]), reference.encode("x", prompt=""), '--prompt ""')
+
+
+def test_an_older_sentence_transformers_folder_with_the_bert_in_0_transformer_says_why_it_is_refused(
+    minilm_dir, tmp_path
+):
+    """modules.json's Transformer at "0_Transformer" (older sentence-transformers saves, which 6.2 loads):
+    minibert loaded the tokenizer first and said "has neither vocab.txt nor tokenizer.json", as if the
+    model were broken. modules.json is read first now: the documented CheckpointError names the file,
+    the path and the move that makes the folder loadable."""
+    directory = tmp_path / "old"
+    sub = directory / "0_Transformer"
+    sub.mkdir(parents=True)
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "config.json", "tokenizer.json",
+                 "sentence_bert_config.json"):  # fmt: skip
+        shutil.copy(minilm_dir / name, sub)
+    (sub / "model.safetensors").symlink_to((minilm_dir / "model.safetensors").resolve())
+    shutil.copytree(minilm_dir / "1_Pooling", directory / "1_Pooling")
+    modules = [{"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]  # fmt: skip
+    (directory / "modules.json").write_text(json.dumps(modules), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert st.SentenceTransformer(str(directory), device="cpu").encode(["hello"]).shape == (1, 384)
+    message = r"modules.json: the Transformer module's path is '0_Transformer' .*move that folder's files to the root"
+    with pytest.raises(CheckpointError, match=message):
+        Embedder.from_pretrained(directory)
+    result = run_minibert("embed", "hello", "--model", str(directory), "--json")
+    assert result.returncode == 1 and "the Transformer module's path is '0_Transformer'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

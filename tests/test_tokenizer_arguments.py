@@ -104,3 +104,92 @@ def test_vocabulary_corner_cases_where_google_transformers_and_tokenizers_agree(
     expected = theirs.convert_tokens_to_ids(theirs.tokenize(text))
     assert BertTokenizer(path).convert_tokens_to_ids(BertTokenizer(path).tokenize(text)) == expected
     assert fast.encode(text).ids == expected
+
+
+def _vocab_folder(directory: Path, vocab_file: Path, edit, config: dict | None) -> Path:
+    """all-MiniLM's vocab.txt, its lines changed by ``edit`` (line → line), and a tokenizer_config.json."""
+    import json
+
+    directory.mkdir()
+    lines = vocab_file.read_text(encoding="utf-8").split("\n")[:-1]
+    (directory / "vocab.txt").write_bytes(("\n".join(map(edit, lines)) + "\n").encode("utf-8"))
+    if config is not None:
+        (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize("space", [" ", "\t", "\u3000", "\x85"])
+def test_trailing_whitespace_ends_the_line_not_the_piece_as_tokenizers_and_transformers_read_it(
+    space, vocab_file, tmp_path
+):
+    """vocab.txt's "hello " is the piece "hello" to `tokenizers` (Rust's trim_end), transformers 5's
+    BertTokenizer (AutoTokenizer) and Google's load_vocab; minibert kept the space ("hello" fell
+    apart into pieces: other ids). Read as they read it now, and saved so that transformers'
+    BertTokenizerLegacy (which keeps the space) reads the saved folder as minibert does."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import models
+
+    from minibert import BertTokenizer
+
+    config = {"do_lower_case": True, "tokenizer_class": "BertTokenizer"}
+    edit = lambda line: line + space if line in ("hello", "world") else line  # noqa: E731
+    directory = _vocab_folder(tmp_path / "tok", vocab_file, edit, config)
+    text = "Hello world, hello!"
+    expected = transformers.AutoTokenizer.from_pretrained(str(directory))(text)["input_ids"]
+    assert expected[1] == models.WordPiece.read_file(str(directory / "vocab.txt"))["hello"] == 7592
+    ours = BertTokenizer.from_pretrained(directory)
+    assert ours(text)["input_ids"] == expected
+    ours.do_basic_tokenize = False  # saved as BertTokenizerLegacy
+    ours.save_pretrained(tmp_path / "saved")
+    legacy = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "saved"))
+    assert type(legacy).__name__ == "BertTokenizerLegacy"
+    assert legacy("hello world")["input_ids"] == ours("hello world")["input_ids"] == [101, 7592, 2088, 102]
+
+
+def test_trailing_whitespace_under_bert_tokenizer_legacy_is_refused(vocab_file, tmp_path):
+    """tokenizer_class BertTokenizerLegacy keeps "hello " whole, `tokenizers` trims it: the references
+    disagree, so minibert refuses the folder, naming the line and the config."""
+    transformers = pytest.importorskip("transformers")
+    from minibert import BertTokenizer, CheckpointError
+
+    config = {"do_lower_case": True, "tokenizer_class": "BertTokenizerLegacy"}
+    edit = lambda line: line + " " if line == "hello" else line  # noqa: E731
+    directory = _vocab_folder(tmp_path / "tok", vocab_file, edit, config)
+    assert transformers.AutoTokenizer.from_pretrained(str(directory))("hello")["input_ids"] != [101, 7592, 102]
+    with pytest.raises(CheckpointError, match=r"line 7593 \('hello '\) ends in whitespace.*BertTokenizerLegacy"):
+        BertTokenizer.from_pretrained(directory)
+
+
+def test_never_split_under_bert_tokenizer_legacy_is_refused(vocab_file, tmp_path):
+    """transformers' BertTokenizerLegacy keeps never_split's words whole ("don't" → [UNK]); minibert
+    split them and said nothing. Refused, naming the file and the field; under BertTokenizer (which
+    ignores never_split, as minibert does) the folder loads with transformers' ids."""
+    transformers = pytest.importorskip("transformers")
+    from minibert import BertTokenizer, CheckpointError
+
+    text = "don't stop e.g. here"
+    for tokenizer_class in ("BertTokenizerLegacy", "BertTokenizer"):
+        config = {"tokenizer_class": tokenizer_class, "do_lower_case": True, "never_split": ["don't", "e.g."]}
+        directory = _vocab_folder(tmp_path / tokenizer_class, vocab_file, lambda line: line, config)
+        expected = transformers.AutoTokenizer.from_pretrained(str(directory))(text)["input_ids"]
+        if tokenizer_class == "BertTokenizerLegacy":
+            assert expected == [101, 100, 2644, 100, 2182, 102]
+            with pytest.raises(CheckpointError, match=r"tokenizer_config.json: never_split .*BertTokenizerLegacy"):
+                BertTokenizer.from_pretrained(directory)
+        else:
+            assert BertTokenizer.from_pretrained(directory)(text)["input_ids"] == expected
+
+
+def test_a_byte_order_mark_in_vocab_txt_is_refused(vocab_file, tmp_path):
+    """A vocab.txt starting with U+FEFF: its first piece is "\\ufeff[PAD]" (to `tokenizers` too), so
+    the tokenizer had no [PAD] and failed at the first padded batch with a message that hid the cause.
+    Refused at load, naming the mark."""
+    from tokenizers import models
+
+    from minibert import BertTokenizer, CheckpointError
+
+    directory = _vocab_folder(tmp_path / "tok", vocab_file, lambda line: "\ufeff" + line if line == "[PAD]" else line,
+                              {"do_lower_case": True})  # fmt: skip
+    assert models.WordPiece.read_file(str(directory / "vocab.txt"))["\ufeff[PAD]"] == 0
+    with pytest.raises(CheckpointError, match=r"starts with a byte-order mark \(U\+FEFF\)"):
+        BertTokenizer.from_pretrained(directory)

@@ -260,3 +260,62 @@ def test_transformers_save_after_a_new_sep_token_is_refused(vocab_file, tmp_path
     assert reloaded("a", "b")["input_ids"] == [101, 1037, 7, 1038, 7]
     with pytest.raises(CheckpointError, match="disagree on sep_token"):
         BertTokenizer.from_pretrained(tmp_path / "tok")
+
+
+# tokenizer.json's normalizer changed from BertTokenizer's defaults, and what a tokenizer_config.json
+# must say to read the file as it is (the setting named in the refusal).
+DEFAULTS_DISAGREEMENTS = {
+    "cased": ({"lowercase": False}, "do_lower_case"),
+    "accents kept": ({"strip_accents": False}, "strip_accents"),
+    "no chinese-character split": ({"handle_chinese_chars": False}, "tokenize_chinese_chars"),
+}
+
+
+def _model_folder(directory: Path, minilm_dir: Path, normalizer: dict) -> Path:
+    """all-MiniLM's tokenizer.json (normalizer changed) and config.json (model_type bert), without
+    tokenizer_config.json or vocab.txt: AutoTokenizer picks BertTokenizer from config.json."""
+    directory.mkdir()
+    shutil.copy(minilm_dir / "config.json", directory)
+    values = json.loads((minilm_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    values["normalizer"].update(normalizer)
+    values["padding"] = values["truncation"] = None
+    (directory / "tokenizer.json").write_text(json.dumps(values), encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize("case", sorted(DEFAULTS_DISAGREEMENTS))
+def test_tokenizer_json_beside_a_bert_config_json_that_transformers_rebuilds_is_refused(case, minilm_dir, tmp_path):
+    """tokenizer.json + config.json (model_type bert), no tokenizer_config.json: AutoTokenizer (and so
+    SentenceTransformer) builds BertTokenizer from its defaults and ignores tokenizer.json's normalizer;
+    `tokenizers` runs the file. minibert ran the file, silently (all-MiniLM's embeddings with a cased
+    tokenizer.json: cosine 0.16 with sentence-transformers'). Refused now, naming both files and the
+    setting; the tokenizer_config.json the message gives makes all three libraries agree."""
+    normalizer, name = DEFAULTS_DISAGREEMENTS[case]
+    directory = _model_folder(tmp_path / "model", minilm_dir, normalizer)
+    text = "Héllo Wörld from Paris 中文"
+    auto = transformers.AutoTokenizer.from_pretrained(str(directory))
+    file_ids = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json")).encode(text).ids
+    assert type(auto).__name__ == "BertTokenizer" and auto(text)["input_ids"] != file_ids  # the references disagree
+    with pytest.raises(CheckpointError, match=rf"tokenizer.json and .*config.json .*differ on {name} ") as error:
+        BertTokenizer.from_pretrained(directory)
+    config = json.loads(str(error.value).split("save a tokenizer_config.json with ")[1].split(" beside it")[0])
+    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    auto = transformers.AutoTokenizer.from_pretrained(str(directory))
+    assert auto(text)["input_ids"] == file_ids == BertTokenizer.from_pretrained(directory)(text)["input_ids"]
+
+
+def test_tokenizer_json_beside_a_config_json_loads_where_the_references_agree(minilm_dir, tmp_path):
+    """The same layout with tokenizer.json's settings at BertTokenizer's defaults (all-MiniLM's own),
+    and with a cased tokenizer.json where config.json names no BERT tokenizer (AutoTokenizer then runs
+    the file): loaded, with AutoTokenizer's ids. So does the usual save, with tokenizer_config.json."""
+    text = "Héllo Wörld from Paris 中文"
+    agreeing = _model_folder(tmp_path / "defaults", minilm_dir, {})
+    runs_the_file = _model_folder(tmp_path / "fast", minilm_dir, {"lowercase": False})
+    _edit(runs_the_file, lambda c: c.update(tokenizer_class="PreTrainedTokenizerFast"), "config.json")
+    saved = tmp_path / "saved"
+    transformers.AutoTokenizer.from_pretrained(str(minilm_dir)).save_pretrained(str(saved))
+    shutil.copy(minilm_dir / "config.json", saved)
+    assert (saved / "tokenizer_config.json").exists() and not (saved / "vocab.txt").exists()
+    for directory in (agreeing, runs_the_file, saved):
+        expected = transformers.AutoTokenizer.from_pretrained(str(directory))(text)["input_ids"]
+        assert BertTokenizer.from_pretrained(directory)(text)["input_ids"] == expected, directory.name

@@ -15,7 +15,7 @@ from ..loading.hub_commit import one_load
 from ..loading.transformers_keywords import hub_keywords
 from ..model import BertModel
 from ..tokenizer.bert_tokenizer import BertTokenizer
-from .recipe import read_recipe
+from .recipe import read_modules, read_recipe
 
 # sentence-transformers' download keywords (SentenceTransformer's and CrossEncoder's, version 6).
 DOWNLOAD_KEYWORDS = ("token", "cache_folder", "local_files_only")
@@ -33,8 +33,10 @@ def download_keywords(caller: str, takes: str, others: dict, **given) -> HubOpti
 def load_parts(name_or_path, revision: str | None, hub: HubOptions, **model_keywords):
     """(model, tokenizer, recipe or None) of a folder or hub repository, every file from one commit.
     An encoder saved without its pooler (an MLM-trained BERT) loads without one: only
-    ``pooling="pooler"`` reads it, and says so then."""
+    ``pooling="pooler"`` reads it, and says so then. modules.json is checked first (``read_modules``):
+    a pipeline minibert does not load is refused for that reason, not for a tokenizer missing at the root."""
     with one_load(), hub_options(hub):  # ``hub`` checked once (download_keywords): each part is given none
+        read_modules(name_or_path, revision)  # a pipeline minibert cannot load says so before "no vocab.txt"
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
         load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, **model_keywords)
         try:

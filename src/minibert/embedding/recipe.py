@@ -124,26 +124,11 @@ def read_recipe(name_or_path, revision=None, *, hidden_size: int) -> SentenceRec
     modules.json: a plain BERT, mean pooled over the tokenizer's length, whatever else lies beside it,
     as sentence-transformers builds its default modules there and reads none of its own files).
     Every file is checked; anything minibert does not implement is a CheckpointError."""
-    modules_file = resolve_file(name_or_path, "modules.json", revision=revision, required=False)
-    if modules_file is None:
+    read = read_modules(name_or_path, revision)
+    if read is None:
         return None
-    modules = _read_json(modules_file)
-    if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("type"), str)
-                                                 for m in modules):  # fmt: skip
-        raise CheckpointError(f"malformed {modules_file}: expected a list of {{'type': ..., 'path': ...}}")
+    modules_file, modules, kinds = read
     recipe = _plain_recipe(name_or_path, revision) or SentenceRecipe()
-    kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
-    for module, kind in zip(modules, kinds):
-        if not module["type"].startswith("sentence_transformers.") or kind not in _KNOWN_MODULES:
-            raise CheckpointError(
-                f"{modules_file}: module {module.get('path') or module['type']!r} of type {module['type']} is "
-                f"not implemented by minibert (it computes {', '.join(_KNOWN_MODULES)})"
-            )
-    if not kinds or kinds[0] != "Transformer" or kinds.count("Transformer") != 1 or modules[0].get("path", ""):
-        raise CheckpointError(
-            f"{modules_file}: minibert loads pipelines that start with the BERT at the repository's root "
-            f"(a Transformer module with path ''); this one is {[m['type'] for m in modules]}"
-        )
     seen_pooling = False
     for position, (module, kind) in enumerate(zip(modules[1:], kinds[1:]), start=1):
         folder = module.get("path", "")
@@ -166,6 +151,41 @@ def read_recipe(name_or_path, revision=None, *, hidden_size: int) -> SentenceRec
         raise CheckpointError(f"{modules_file}: no Pooling module: the model gives token vectors, not sentence vectors")
     _read_model_config(recipe, name_or_path, revision)
     return recipe
+
+
+def read_modules(name_or_path, revision=None) -> tuple[os.PathLike, list[dict], list[str]] | None:
+    """(modules.json, its modules, their kinds: "Transformer", "Pooling", ...), or None without one;
+    a module minibert does not compute, or a pipeline whose BERT is not at the root, is a
+    CheckpointError naming the file. ``load_parts`` asks this first, before the tokenizer and the model
+    are looked for at the root: an older sentence-transformers folder keeps them in ``0_Transformer/``,
+    and "no vocab.txt" would hide why minibert does not load it."""
+    modules_file = resolve_file(name_or_path, "modules.json", revision=revision, required=False)
+    if modules_file is None:
+        return None
+    modules = _read_json(modules_file)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("type"), str)
+                                                 for m in modules):  # fmt: skip
+        raise CheckpointError(f"malformed {modules_file}: expected a list of {{'type': ..., 'path': ...}}")
+    kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
+    for module, kind in zip(modules, kinds):
+        if not module["type"].startswith("sentence_transformers.") or kind not in _KNOWN_MODULES:
+            raise CheckpointError(
+                f"{modules_file}: module {module.get('path') or module['type']!r} of type {module['type']} is "
+                f"not implemented by minibert (it computes {', '.join(_KNOWN_MODULES)})"
+            )
+    if not kinds or kinds[0] != "Transformer" or kinds.count("Transformer") != 1:
+        raise CheckpointError(
+            f"{modules_file}: minibert loads pipelines that start with the BERT at the repository's root "
+            f"(a Transformer module with path ''); this one is {[m['type'] for m in modules]}"
+        )
+    if modules[0].get("path", ""):
+        raise CheckpointError(
+            f"{modules_file}: the Transformer module's path is {modules[0]['path']!r} (an older sentence-transformers "
+            "layout, with the BERT, its tokenizer and sentence_bert_config.json in that folder); minibert loads "
+            "pipelines whose BERT is at the repository's root (path ''): move that folder's files to the root and "
+            "set its path to \"\""
+        )
+    return modules_file, modules, kinds
 
 
 def _plain_recipe(name_or_path, revision) -> SentenceRecipe | None:

@@ -13,11 +13,13 @@ from pathlib import Path
 from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import output_folder
 from ..formats.file_sets import write_files_together
+from ..formats.json_files import parse_json
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
 from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, check_framing_roles, google_lower_case, read_tokenizer_config
 from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
 from .vocab_file import load_vocab
+from .vocab_file import vocab_bytes as vocab_file_bytes
 
 logger = logging.getLogger("minibert")
 
@@ -33,9 +35,13 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         return resolve_file(name_or_path, name, revision=revision, required=False)
 
     vocab_file, json_file = find("vocab.txt"), find("tokenizer.json")
+    config_file = find("tokenizer_config.json")
+    settings = read_tokenizer_config(Path(config_file)) if config_file is not None else {}
+    # BertTokenizerLegacy (transformers' slow tokenizer) keeps a vocab.txt line's trailing whitespace
+    legacy = settings.pop("tokenizer_class", None) == "BertTokenizerLegacy"
     from_json, json_added = {}, []
     if vocab_file is not None:
-        vocab = load_vocab(vocab_file)
+        vocab = load_vocab(vocab_file, kept_by=config_file if legacy else None)
         if json_file is not None:  # transformers 5 takes the vocabulary (and added tokens) from tokenizer.json
             json_vocab, json_added = read_vocab_and_added_tokens(json_file)
             _check_same_vocabulary(vocab, vocab_file, json_vocab, json_file)
@@ -46,11 +52,7 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         vocab, from_json = read_tokenizer_json(json_file)
         json_added = from_json.pop("added_tokens", [])
     vocab_is_file = vocab_file != json_file
-    config_file = find("tokenizer_config.json")
-    settings = {}
-    if config_file is not None:
-        settings = read_tokenizer_config(Path(config_file))
-    elif vocab_is_file and os.path.isdir(name_or_path):  # e.g. unpacked from Google's zip: no tokenizer config
+    if config_file is None and vocab_is_file and os.path.isdir(name_or_path):  # e.g. Google's zip: no tokenizer config
         lower, reason = google_lower_case(os.path.abspath(name_or_path), vocab)
         settings["do_lower_case"] = lower
         logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
@@ -72,6 +74,8 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
             # transformers builds its tokenizer from the config: the same settings (just checked), but a
             # strip_accents null there follows a do_lower_case given later (from_pretrained's, --cased)
             from_json["strip_accents"] = settings.get("strip_accents")
+        elif (model_config := find("config.json")) is not None and _rebuilt_from_defaults(model_config):
+            _check_same_defaults(from_json, json_file, model_config)  # (transformers' defaults, not the file's)
         settings.update(from_json)
     return Path(vocab_file), vocab, vocab_is_file, settings
 
@@ -82,6 +86,16 @@ _CONFIG_DEFAULTS = {"do_lower_case": True, "strip_accents": None, "tokenize_chin
                     "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}  # fmt: skip
 
 
+def _differences(from_json: dict, settings: dict):
+    """(name, tokenizer.json's value, transformers' value) for each of ``_CONFIG_DEFAULTS`` where
+    tokenizer.json's settings differ from those transformers 5's BertTokenizer builds from
+    ``settings`` (a tokenizer_config.json's; its defaults where they say nothing)."""
+    config = {name: settings.get(name, default) for name, default in _CONFIG_DEFAULTS.items()}
+    config["strip_accents"] = _accents_stripped(config)  # (None follows do_lower_case, in both libraries)
+    from_json = {**from_json, "strip_accents": _accents_stripped(from_json)}
+    return [(name, from_json[name], value) for name, value in config.items() if from_json[name] != value]
+
+
 def _check_same_settings(from_json: dict, json_file, settings: dict, config_file) -> None:
     """A folder with tokenizer.json (no vocab.txt) and tokenizer_config.json: transformers 5 rebuilds
     the normalizer, the [CLS] A [SEP] framing and WordPiece's [UNK] from the config's settings, while
@@ -89,15 +103,68 @@ def _check_same_settings(from_json: dict, json_file, settings: dict, config_file
     give other ids, and minibert refuses the folder (transformers' own save after
     ``add_special_tokens({"sep_token": ...})`` is one). A Lowercase step in front of tokenizer.json's
     BertNormalizer counts as its lowercasing (``_check_config_lowercases``)."""
-    config = {name: settings.get(name, default) for name, default in _CONFIG_DEFAULTS.items()}
-    config["strip_accents"] = _accents_stripped(config)  # (None follows do_lower_case, in both libraries)
-    from_json = {**from_json, "strip_accents": _accents_stripped(from_json)}
-    for name, value in config.items():
-        if from_json[name] != value:
-            raise CheckpointError(f"{json_file} and {config_file} disagree on {name} ({from_json[name]!r} in "
-                                  f"tokenizer.json, {value!r} in the config): transformers builds its tokenizer from "
-                                  "the config's settings, the tokenizers library from tokenizer.json's, so the two "
-                                  "give other ids; minibert refuses the folder (make the files agree)")  # fmt: skip
+    for name, in_json, value in _differences(from_json, settings)[:1]:
+        raise CheckpointError(f"{json_file} and {config_file} disagree on {name} ({in_json!r} in "
+                              f"tokenizer.json, {value!r} in the config): transformers builds its tokenizer from "
+                              "the config's settings, the tokenizers library from tokenizer.json's, so the two "
+                              "give other ids; minibert refuses the folder (make the files agree)")  # fmt: skip
+
+
+# config.json's model_type for which transformers 5's AutoTokenizer picks BertTokenizer (its
+# TOKENIZER_MAPPING_NAMES) when no tokenizer_config.json names a class; a config.json's own
+# tokenizer_class comes first.
+_BERT_TOKENIZER_MODEL_TYPES = (
+    "align", "bark", "bert", "blip", "bros", "chinese_clip", "convbert", "distilbert", "electra", "ernie", "flava",
+    "git", "grounding-dino", "layoutlm", "megatron-bert", "mm-grounding-dino", "nezha", "nomic_bert", "qdqbert",
+    "realm", "retribert", "squeezebert", "tvp", "vilt", "visual_bert",
+)  # fmt: skip
+
+
+def _rebuilt_from_defaults(model_config) -> bool:
+    """Whether transformers 5 (``AutoTokenizer``, and so sentence-transformers) loads a folder with
+    tokenizer.json and this config.json but no tokenizer_config.json as ``BertTokenizer``, which builds
+    the normalizer, the framing and [UNK] from its defaults and ignores tokenizer.json's: config.json's
+    ``tokenizer_class`` says so, or (without one) its ``model_type`` maps to BertTokenizer. Otherwise
+    (``TokenizersBackend``, ``PreTrainedTokenizerFast``, no model_type) it runs tokenizer.json, as
+    ``tokenizers`` and minibert do. A config.json that is not a JSON object decides nothing here (the
+    model's loader reports it)."""
+    try:
+        values = parse_json(Path(model_config).read_bytes())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(values, dict):
+        return False
+    if values.get("tokenizer_class") is not None:
+        return values["tokenizer_class"] in ("BertTokenizer", "BertTokenizerFast")
+    return values.get("model_type") in _BERT_TOKENIZER_MODEL_TYPES
+
+
+def _check_same_defaults(from_json: dict, json_file, model_config) -> None:
+    """A folder with tokenizer.json and a BERT's config.json, no tokenizer_config.json: transformers
+    5 (``AutoTokenizer``, sentence-transformers) rebuilds the tokenizer from BertTokenizer's defaults
+    (``_CONFIG_DEFAULTS``), the tokenizers library runs tokenizer.json. Where tokenizer.json's settings
+    are those defaults, all give the same ids (transformers' and sentence-transformers' usual save, with
+    a tokenizer_config.json, loads the same way); where they differ, minibert refuses the folder rather
+    than pick one, saying what differs and the file that makes the folder unambiguous."""
+    differences = _differences(from_json, {})
+    if not differences:
+        return
+    listed = ", ".join(f"{name} {in_json!r} in tokenizer.json, {value!r} in transformers' BertTokenizer"
+                       for name, in_json, value in differences)  # fmt: skip
+    settings = {name: in_json for name, in_json, _ in differences}
+    if "strip_accents" in settings or "do_lower_case" in settings:
+        settings["strip_accents"] = _accents_stripped(from_json)
+        settings["do_lower_case"] = from_json["do_lower_case"]
+    config = json.dumps({"tokenizer_class": "BertTokenizer", **settings})
+    raise CheckpointError(
+        f"{json_file} and {model_config} (which makes transformers pick BertTokenizer; there is no "
+        "tokenizer_config.json) give two tokenizers: "
+        "transformers 5's AutoTokenizer, and so sentence-transformers, builds BertTokenizer from its defaults and "
+        "ignores tokenizer.json's settings, while the tokenizers library runs tokenizer.json; they differ on "
+        f"{listed}, so the libraries give other ids and minibert refuses the folder rather than pick one. To read "
+        f"it as tokenizer.json says (as the tokenizers library does), save a tokenizer_config.json with {config} "
+        "beside it; to read it as transformers does now, set tokenizer.json's settings to BertTokenizer's defaults"
+    )
 
 
 def _accents_stripped(settings: dict) -> bool:
@@ -145,8 +212,8 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
     """The bytes of ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json`` for a
     BertTokenizer, as transformers writes them (``save_pretrained`` writes them atomically)."""
     # vocab.txt is the vocabulary WordPiece knows; added tokens go to added_tokens_decoder.
-    if tokenizer._vocab_is_file:  # the file itself: a piece listed twice keeps its lines
-        vocab_bytes = tokenizer.vocab_file.read_bytes()
+    if tokenizer._vocab_is_file:  # the file itself (a piece listed twice keeps its lines), whitespace trimmed
+        vocab_bytes = vocab_file_bytes(tokenizer.vocab_file)
     else:
         pieces = {index: piece for piece, index in tokenizer._base_vocab.items()}
         ids = sorted(pieces)

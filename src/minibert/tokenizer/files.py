@@ -96,6 +96,19 @@ def _model_max_length(value, config_file: Path) -> int:
                           f"limit\"), got {value!r}")  # fmt: skip
 
 
+def _check_never_split(config: dict, config_file: Path) -> None:
+    """``never_split`` under ``tokenizer_class: BertTokenizerLegacy``: transformers' slow tokenizer
+    keeps those words whole (``"don't"`` one word, [UNK] if the vocabulary lacks it), which minibert's
+    basic tokenizer does not; refused. (transformers 5's BertTokenizer ignores never_split, as minibert
+    does, so there it is read as nothing.)"""
+    never_split = config.get("never_split")
+    if config["tokenizer_class"] == "BertTokenizerLegacy" and never_split:
+        raise CheckpointError(f"{config_file}: never_split = {short_json(never_split)} with tokenizer_class "
+                              "BertTokenizerLegacy: transformers keeps those words whole, minibert's basic tokenizer "
+                              "splits them, so the two give other ids; minibert refuses the folder (remove "
+                              "never_split to read it as minibert and transformers' BertTokenizer do)")  # fmt: skip
+
+
 def read_tokenizer_config(config_file: Path) -> dict:
     """The settings minibert takes from tokenizer_config.json (others are ignored)."""
     try:
@@ -112,6 +125,9 @@ def read_tokenizer_config(config_file: Path) -> dict:
             raise CheckpointError(f"{config_file}: {key} must be true or false, got {short_json(value)}")
         if value is not None or key == "strip_accents":  # strip_accents None: follow do_lower_case
             settings[key] = value
+    if isinstance(config.get("tokenizer_class"), str):  # (read_tokenizer_files takes it out)
+        settings["tokenizer_class"] = config["tokenizer_class"]
+        _check_never_split(config, config_file)
     if config.get("model_max_length") is not None:  # (absent or null: transformers' "no limit", the default)
         settings["model_max_length"] = _model_max_length(config["model_max_length"], config_file)
     for key in ("padding_side", "truncation_side"):
