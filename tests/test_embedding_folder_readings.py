@@ -316,8 +316,10 @@ def test_an_older_sentence_transformers_folder_with_the_bert_in_0_transformer_sa
         shutil.copy(minilm_dir / name, sub)
     (sub / "model.safetensors").symlink_to((minilm_dir / "model.safetensors").resolve())
     shutil.copytree(minilm_dir / "1_Pooling", directory / "1_Pooling")
-    modules = [{"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]  # fmt: skip
+    modules = [
+        {"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
     (directory / "modules.json").write_text(json.dumps(modules), encoding="utf-8")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
