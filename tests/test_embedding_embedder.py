@@ -345,7 +345,7 @@ def test_models_named_by_path_are_loaded_once(google_base):
     assert tasks._load_cached.cache_info().misses == 2
     key = os.path.realpath(directory)
     files = tasks.folder_files(key)  # the folder's files as they are: part of the key
-    loaded, _ = tasks._load_cached(key, BertForMaskedLM, None, None, "cpu", files)  # what fill_mask loaded (a hit)
+    loaded, _ = tasks._load_cached(key, BertForMaskedLM, None, None, "cpu", files, None)  # fill_mask's (a hit)
     assert tasks._load_cached.cache_info().misses == 2
     assert fill_mask("a [MASK] b", model=loaded)  # a loaded model finds its tokenizer
 
