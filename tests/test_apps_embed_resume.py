@@ -457,3 +457,22 @@ def test_a_kill_at_any_commit_step_resumes_to_the_same_bytes(tmp_path, monkeypat
         again.commit(row + 1)
     again.finish()
     assert out.read_bytes() == expected
+
+
+def test_a_run_found_finished_at_start_has_nothing_to_write_or_commit(tmp_path):
+    """start() completes a run killed as it finished and says write, commit and finish then have
+    nothing to do; write and commit used the file handle, None there (AttributeError)."""
+    out = tmp_path / "out.bin"
+    run = _fresh(out)
+    run.start(HEADER)
+    run.write(b"r0r0r1r1r2r2r3r3r4r4")
+    run.commit(5, finished=True)  # finish() is killed here, before the rename
+    run.close()
+    again = _fresh(out)
+    assert again.start(HEADER) == 5 and again.finished
+    again.write(b"")
+    again.commit(5)
+    again.finish()
+    again.close()
+    assert out.read_bytes() == HEADER + b"r0r0r1r1r2r2r3r3r4r4"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.bin"]

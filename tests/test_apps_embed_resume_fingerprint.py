@@ -330,3 +330,30 @@ def test_a_stopped_resumable_run_says_what_is_committed_and_how_to_continue(text
                                                       ".sig.npy.partial; run the same command again to continue")
     result = _embed(MODEL, texts, output, "--resume")
     assert result.returncode == 0 and "resuming after 6 of 10 texts" in result.stderr
+
+
+def test_the_files_of_a_failed_default_load_are_not_the_fallbacks(tmp_path, capsys):
+    """A partly cached default hub model noted its config.json before ModelNotFoundError; the bundled
+    fallback's config.json was then dropped (the first path of a name is kept), and the "model"
+    digest hashed a file never used: edits to the files really read went unseen on resume."""
+    import argparse
+
+    from minibert.apps.commands import load_model
+    from minibert.errors import ModelNotFoundError
+    from minibert.loading.files_read import note, recording
+
+    partial, used = tmp_path / "cached" / "config.json", tmp_path / "bundled" / "config.json"
+
+    def loader(name):
+        if not calls:
+            calls.append(name)
+            note("config.json", partial)
+            raise ModelNotFoundError("not cached, no hub")
+        calls.append(name)
+        return note("config.json", used)
+
+    calls = []
+    args = argparse.Namespace(model=None, device="cpu", command="fill-mask")
+    with recording() as read:
+        assert load_model(args, loader, needs_heads="fill-mask") == used
+    assert len(calls) == 2 and read == {"config.json": used}

@@ -235,3 +235,17 @@ def test_verify_int8_reads_what_to_compare_from_one_read_of_the_tensors(tmp_path
         pooled = any(name.startswith(("pooler.", "bert.pooler.")) for name in model.state_dict())
         assert (cls.__name__, keywords, outputs) == ("BertModel", {"add_pooling_layer": pooled}, None)
         assert pooled == (kind == "BertModel")  # (transformers builds the token classifier and the MLM without one)
+
+
+def test_verify_int8_with_tolerance_reads_the_tensors_once(tiny_scorer, capsys, monkeypatch):
+    """--tolerance asked compared_class whether the model has one output, then the comparison asked
+    it again: a pickled checkpoint was opened twice for the same names and shapes."""
+    from minibert.apps import verify_int8
+    from minibert.apps.cli import main
+
+    calls = []
+    real_compared_class = verify_int8.compared_class
+    monkeypatch.setattr(verify_int8, "compared_class", lambda name: calls.append(name) or real_compared_class(name))
+    assert main(["verify", "--dtype", "int8", "--model", str(tiny_scorer), "--text", "hello world",
+                 "--tolerance", "10"]) == 0  # fmt: skip
+    assert calls == [str(tiny_scorer)]

@@ -330,3 +330,15 @@ def test_an_older_sentence_transformers_folder_with_the_bert_in_0_transformer_sa
     result = run_minibert("embed", "hello", "--model", str(directory), "--json")
     assert result.returncode == 1 and "the Transformer module's path is '0_Transformer'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_modules_json_is_read_once_per_load(minilm_dir, monkeypatch):
+    """load_parts read modules.json first (to refuse a pipeline before "no vocab.txt"), then the recipe
+    read and checked it again; the recipe now takes what load_parts read."""
+    from minibert.embedding import recipe
+
+    reads = []
+    real_read_json = recipe._read_json
+    monkeypatch.setattr(recipe, "_read_json", lambda path: reads.append(Path(path).name) or real_read_json(path))
+    Embedder.from_pretrained(minilm_dir)
+    assert reads.count("modules.json") == 1, reads

@@ -498,3 +498,29 @@ def test_pretraining_data_makes_its_temporary_files_before_it_reads_the_corpus(s
     temporary = paths[0].parent / ".s0.tfrecord.x1y2.partial"  # the name mkstemp was making
     monkeypatch.setattr(atomic_files.tempfile, "mkstemp", failing(errno.EACCES, str(temporary)))
     assert one_error_line(run_minibert(*arguments)) == f"minibert: error: cannot write {paths[0]}: Permission denied"
+
+
+def test_folder_error_takes_its_type_from_what_was_found_not_from_the_words(tmp_path, monkeypatch):
+    """Exploration.save chose FileNotFoundError, NotADirectoryError or OSError by the first words of
+    why_not_a_folder's sentence: a rewording would have changed the type. folder_error gives the type
+    with the words, from the same stat."""
+    from minibert.formats.atomic_files import folder_error, why_not_a_folder
+
+    (tmp_path / "afile").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    cases = {tmp_path / "missing": FileNotFoundError, tmp_path / "afile" / "out": FileNotFoundError,
+             tmp_path / "afile": NotADirectoryError, tmp_path / "fifo": NotADirectoryError}  # fmt: skip
+    for directory, kind in cases.items():
+        error = folder_error(directory)
+        assert type(error) is kind and str(error) == f"the output directory {directory} {why_not_a_folder(directory)}"
+    assert folder_error(tmp_path) is None
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if Path(path) == tmp_path / "locked":
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(atomic_files.os, "stat", stat)
+    error = folder_error(tmp_path / "locked", "the run")
+    assert type(error) is OSError and str(error) == f"the run {tmp_path / 'locked'} cannot be read (Permission denied)"

@@ -542,3 +542,21 @@ def test_offline_huggingface_hub_is_offline_not_a_failed_download(hub, monkeypat
     assert type(raised.value) is ModelNotFoundError and said in message, message
     assert "without vocab.txt" in message and "try again" not in message, message
     assert sum(hub.requests.values()) == asked
+
+
+def test_blob_of_reads_the_caches_link_into_blobs(tmp_path):
+    """The cache's layout is read in hub_failures.py only: run_fingerprint.py names a large cached file
+    by its blob (the cache names a weights blob by its SHA-256) through ``blob_of``."""
+    from minibert.loading.hub_failures import blob_of
+
+    repo = tmp_path / "models--org--x"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / "9f2c").write_bytes(b"weights")
+    snapshot = repo / "snapshots" / "a0ce67"
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.safetensors").symlink_to("../../blobs/9f2c")
+    (snapshot / "config.json").write_text("{}")  # a file copied into the snapshot, not a link
+    (tmp_path / "plain.bin").write_bytes(b"weights")
+    assert blob_of(snapshot / "model.safetensors") == "9f2c"
+    assert blob_of(snapshot / "config.json") is None
+    assert blob_of(tmp_path / "plain.bin") is None

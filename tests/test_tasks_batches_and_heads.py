@@ -190,6 +190,17 @@ def test_architectures_in_leaves_a_missing_or_broken_config_to_the_loader(tmp_pa
     assert architectures_in(str(tmp_path)) == (None, str(tmp_path / "config.json"))
 
 
+@pytest.mark.parametrize("architectures, saved", [
+    (["BertForTokenClassification", "x"], "BertForTokenClassification"),
+    (None, None), ([], None), ([3], None), ("BertModel", None),
+])  # fmt: skip
+def test_saved_class_is_the_first_name_architectures_gives(architectures, saved):
+    """The loader's advice (from_pretrained.py, strict.py) reads the saved class through one helper."""
+    from minibert.loading.architectures import saved_class
+
+    assert saved_class(architectures) == saved
+
+
 # ----------------------------------------------------------------------------- rerank's model=
 
 

@@ -98,6 +98,8 @@ CASES = [
     ("glue-mrpc-columns", MRPC_HEADER + "1\t2\t3\tthe water\tthe bank\n",
      ["--suffix", ".tsv", "--glue", "mrpc", "--pair-column", "b"], 2,
      "--glue mrpc does not read --pair-column: GLUE files are read by column number"),
+    # --glue and --task that contradict each other: a usage error as pretrain's FlagConflictError (exit 2)
+    ("glue-sts-b-classify", None, ["--glue", "sts-b"], 2, "--glue sts-b is a regress task: give --task regress"),
     ("multilabel-empty-separator", None, ["--task", "multilabel", "--label-separator", ""], 1,
      "--label-separator is empty"),
     ("labels-twice", None, ["--labels", "wet,dry,wet"], 2, "--labels: must name each label once"),
@@ -556,3 +558,21 @@ def test_resume_into_a_run_of_the_other_command_names_the_command(tmp_path):
     assert run_minibert(*flags(train, finetuned, "--epochs", "1")).returncode == 0
     refused(["pretrain", "--data", str(data), "--output", str(finetuned), "--steps", "1", "--batch-size", "4",
              "--init", str(TINY), "--resume"], finetuned, "the run was made by minibert finetune, not pretrain")
+
+
+@pytest.mark.parametrize("call", ["check", "refuse_unread_flags"])
+def test_finetunes_flag_conflicts_are_flag_conflict_errors_as_pretrains(call):
+    """A --batch-size that does not split into the processes, or a flag the task does not read, is the
+    library's FlagConflictError (a DataError), which the command line says as a usage error (exit 2),
+    as pretrain's: no second check in the command turns a DataError into one."""
+    from minibert.errors import FlagConflictError
+    from minibert.training import FinetuneOptions
+
+    if call == "check":
+        options = FinetuneOptions(model="m", train="t.csv", output="run", batch_size=4)
+        with pytest.raises(FlagConflictError, match="^--batch-size 4 does not split into 3 processes: make it a "):
+            options.check(3)
+    else:
+        options = FinetuneOptions(model="m", train="t.csv", output="run", doc_stride=7)
+        with pytest.raises(FlagConflictError, match="^--task classify does not read --doc-stride"):
+            options.refuse_unread_flags()

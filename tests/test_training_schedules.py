@@ -157,14 +157,14 @@ def test_transformers_other_schedules_are_named_with_the_function_that_makes_the
     """Every name of transformers' SchedulerType is minibert's or refused naming transformers' function."""
     from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
 
-    from minibert.training.schedules import ELSEWHERE, SCHEDULES
+    from minibert.training.schedules import SCHEDULES, TRANSFORMERS_ONLY_SCHEDULES
 
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
     for kind, function in TYPE_TO_SCHEDULER_FUNCTION.items():
         if kind.value in SCHEDULES:
             assert SCHEDULES[kind.value][0].__name__ == function.__name__
             continue
-        assert ELSEWHERE[kind.value] == function.__name__
+        assert TRANSFORMERS_ONLY_SCHEDULES[kind.value] == function.__name__
         with pytest.raises(ValueError, match=f"minibert has no '{kind.value}' schedule .*{function.__name__}"):
             minibert.get_scheduler(kind.value, optimizer, 1, 9)
         with pytest.raises(ImportError, match=f"keep `from transformers import {function.__name__}`"):

@@ -68,7 +68,7 @@ _EXPORTS = {
 # transformers' schedules that minibert does not have, by get_scheduler's name for each (its SchedulerType)
 # → the function of transformers that makes it. Importing the function from minibert (below), and
 # get_scheduler(name) (training/schedules.py), both say to keep transformers' own.
-_TRANSFORMERS_ONLY_SCHEDULES = {
+TRANSFORMERS_ONLY_SCHEDULES = {
     "cosine_with_restarts": "get_cosine_with_hard_restarts_schedule_with_warmup",
     "polynomial": "get_polynomial_decay_schedule_with_warmup", "inverse_sqrt": "get_inverse_sqrt_schedule",
     "reduce_lr_on_plateau": "get_reduce_on_plateau_schedule",
@@ -99,7 +99,7 @@ _NOT_HERE = {
              "eps weighed as eps/sqrt(1 - 0.999**step) does in torch (32x at step 1, 3x at step 100), which "
              "matters for gradients within some hundred times eps. correct_bias=False has no "
              "equivalent: torch always corrects the bias",
-    **dict.fromkeys([*_TRANSFORMERS_ONLY_SCHEDULES.values(), "Adafactor"], _SCHEDULES),
+    **dict.fromkeys([*TRANSFORMERS_ONLY_SCHEDULES.values(), "Adafactor"], _SCHEDULES),
     "SchedulerType": "minibert's get_scheduler takes the schedule's name as a string ('linear', 'cosine', 'constant', "
                      "'constant_with_warmup'), or transformers' SchedulerType: `get_scheduler('linear', optimizer, "
                      "num_warmup_steps=0, num_training_steps=steps)`",

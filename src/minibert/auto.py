@@ -31,13 +31,12 @@ with a warning).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from . import heads
 from .config import BertConfig
 from .errors import CheckpointError
-from .formats.json_files import parse_json
 from .loading.config_files import config_file as config_file_of
+from .loading.config_files import config_values
 from .loading.hub import hub_options
 from .loading.hub_commit import one_load
 from .loading.transformers_keywords import hub_keywords
@@ -50,11 +49,8 @@ def _refuse_other_architectures(auto_name: str, name_or_path, revision: str | No
     config_file = config_file_of(name_or_path, revision, required)
     if config_file is None:
         return
-    try:
-        values = parse_json(Path(config_file).read_bytes())
-    except (OSError, ValueError):
-        return  # the class's own loading names the broken file
-    model_type = values.get("model_type", "bert") if isinstance(values, dict) else "bert"
+    values = config_values(config_file)  # (None: the class's own loading names the broken file)
+    model_type = "bert" if values is None else values.get("model_type", "bert")
     if model_type != "bert":
         raise CheckpointError(
             f"{auto_name}: {os.fspath(name_or_path)} is a {model_type!r} checkpoint (config.json model_type), but "

@@ -98,9 +98,11 @@ class FlagConflictError(DataError):
     """Settings that cannot go together, whatever the files hold: ``PretrainOptions``' --init with
     --config, --config without --vocab, a --batch-size that does not split into the processes ×
     --accumulate, --bf16 against --precision, a --vocab or --cased other than the tokenizer --init
-    brings. The message names the flags. From Python it is a DataError like the data's; the command
-    line says it as a usage error (exit 2), as argparse says its own (apps/cli.py), from the one check
-    the library makes: no second copy of the checks in the command."""
+    brings; ``FinetuneOptions``' flag its --task (or --write-features) does not read, --glue with the
+    other --task, a --batch-size that does not split into the processes. The message names the
+    flags. From Python it is a DataError like the data's; the command line says it as a usage error
+    (exit 2), as argparse says its own (apps/cli.py), from the one check the library makes: no second
+    copy of the checks in the command."""
 
 
 class TFRecordError(DataError):

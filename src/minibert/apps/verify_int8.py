@@ -46,15 +46,16 @@ class Int8Report:
 
 
 def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None, gemm: str | None = None,
-                              device=None) -> Int8Report:  # fmt: skip
+                              device=None, compared: tuple | None = None) -> Int8Report:  # fmt: skip
     """Load ``name_or_path`` in float32 and in int8 and compare them on ``texts`` (default: the
     texts the int8 loader calibrates on). A checkpoint of a sequence classifier is loaded with its
     head, and its labels compared too (one output: its scores). ``gemm``: the float32 model's GEMM
     library (int8 runs its own). int8 runs on the CPU: a ``device`` elsewhere is refused
-    (QuantizationError) before anything is read."""
+    (QuantizationError) before anything is read. ``compared``: ``compared_class(name_or_path)``, when
+    the caller read it already (``minibert verify`` asks it whether ``--tolerance`` applies)."""
     texts = list(texts or CALIBRATION_TEXTS)
     tokenizer = BertTokenizer.from_pretrained(name_or_path)
-    cls, keywords, outputs = compared_class(name_or_path)
+    cls, keywords, outputs = compared or compared_class(name_or_path)
     classifier = outputs is not None
     approximate = cls.from_pretrained(name_or_path, dtype="int8", device=device, **keywords)  # (int8 picks no GEMM)
     exact = cls.from_pretrained(name_or_path, gemm=gemm, **keywords)
@@ -109,12 +110,6 @@ def compared_class(name_or_path: str) -> tuple[type, dict, int | None]:
     if class_for(config_file, shapes)[0] is BertForSequenceClassification:
         return BertForSequenceClassification, {}, classifier_in(shapes)[1][0]
     return BertModel, {"add_pooling_layer": "pooler" in checkpoint_parts(list(shapes))}, None
-
-
-def classifier_outputs(name_or_path: str) -> int | None:
-    """The number of outputs of a sequence classifier's checkpoint (its classifier weight's rows), or
-    None for a checkpoint of another class (``compared_class``)."""
-    return compared_class(name_or_path)[2]
 
 
 def format_report(report: Int8Report) -> str:

@@ -36,7 +36,7 @@ def load_parts(name_or_path, revision: str | None, hub: HubOptions, **model_keyw
     ``pooling="pooler"`` reads it, and says so then. modules.json is checked first (``read_modules``):
     a pipeline minibert does not load is refused for that reason, not for a tokenizer missing at the root."""
     with one_load(), hub_options(hub):  # ``hub`` checked once (download_keywords): each part is given none
-        read_modules(name_or_path, revision)  # a pipeline minibert cannot load says so before "no vocab.txt"
+        modules = read_modules(name_or_path, revision)  # a pipeline minibert cannot load says so before "no vocab.txt"
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
         load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, **model_keywords)
         try:
@@ -45,5 +45,5 @@ def load_parts(name_or_path, revision: str | None, hub: HubOptions, **model_keyw
             if not error.only_the_pooler:
                 raise
             model = load(add_pooling_layer=False)
-        recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size)
+        recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size, modules=modules)
     return model, tokenizer, recipe

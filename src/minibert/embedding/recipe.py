@@ -119,12 +119,16 @@ class SentenceRecipe:
         return choose_prompt(self.prompts, self.default_prompt_name, prompt, prompt_name)
 
 
-def read_recipe(name_or_path, revision=None, *, hidden_size: int) -> SentenceRecipe | None:
+_NOT_READ = object()  # read_recipe's ``modules`` when the caller has not read modules.json
+
+
+def read_recipe(name_or_path, revision=None, *, hidden_size: int, modules=_NOT_READ) -> SentenceRecipe | None:
     """The recipe of a sentence-transformers model, or None if ``name_or_path`` is not one (no
     modules.json: a plain BERT, mean pooled over the tokenizer's length, whatever else lies beside it,
     as sentence-transformers builds its default modules there and reads none of its own files).
-    Every file is checked; anything minibert does not implement is a CheckpointError."""
-    read = read_modules(name_or_path, revision)
+    Every file is checked; anything minibert does not implement is a CheckpointError. ``modules``:
+    what ``read_modules`` gave, when the caller asked it already (``load_parts`` does, first)."""
+    read = read_modules(name_or_path, revision) if modules is _NOT_READ else modules
     if read is None:
         return None
     modules_file, modules, kinds = read

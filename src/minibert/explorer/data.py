@@ -33,6 +33,7 @@ import torch
 
 from ..errors import ExplorerArgumentError, ExplorerInputError
 from ..pretrained import evaluating
+from ..tasks.loading import lost_part
 from .loading import LoadedModel
 
 MIN_GUESSES = 3  # the page's contract promises at least three guesses per position
@@ -186,8 +187,7 @@ def _what_was_cut(tokenizer, whole, cut, limit: int, limit_name: str) -> Cut:
     def masks(encoding) -> int:
         return sum(1 for piece in encoding["input_ids"] if piece == tokenizer.mask_token_id)
 
-    lost = "start" if tokenizer.truncation_side == "left" else "end"  # (tasks/loading.py lost_part says it too)
-    return Cut(limit, limit_name or "the model's positions", lost, pieces(whole, 0) - pieces(cut, 0),
+    return Cut(limit, limit_name or "the model's positions", lost_part(tokenizer), pieces(whole, 0) - pieces(cut, 0),
                pieces(whole, 1) - pieces(cut, 1), masks(whole) - masks(cut))  # fmt: skip
 
 

@@ -15,7 +15,7 @@ import os
 from functools import cached_property
 from pathlib import Path
 
-from ..formats.atomic_files import why_not_a_folder, write_atomically
+from ..formats.atomic_files import folder_error, write_atomically
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .data import ExplorationData, check_top_k, compute
 from .loading import load_for_exploring
@@ -41,15 +41,13 @@ class Exploration:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the page to ``path`` (its directory must exist); an existing file is replaced atomically.
-        A directory that is not one is said as the command says it (``why_not_a_folder``): missing
+        A directory that is not one is said as the command says it (``folder_error``): missing
         (FileNotFoundError), a file or something else (NotADirectoryError), unreadable (OSError);
         never "does not exist" of a file that does."""
         path = Path(path)
-        reason = why_not_a_folder(path.parent)
-        if reason:
-            error = FileNotFoundError if reason.startswith("does not exist") else \
-                NotADirectoryError if reason.startswith("is ") else OSError  # fmt: skip
-            raise error(f"the output directory {path.parent} {reason}")
+        error = folder_error(path.parent)
+        if error is not None:
+            raise error
         write_atomically(path, self.html().encode("utf-8"))
         return path
 

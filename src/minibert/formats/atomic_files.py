@@ -127,21 +127,40 @@ def why_not_a_folder(directory: str | os.PathLike) -> str | None:
     >>> why_not_a_folder("/no/such/folder"), why_not_a_folder("/")
     ('does not exist', None)
     """
+    found = _folder_problem(directory)
+    return None if found is None else found[1]
+
+
+def folder_error(directory: str | os.PathLike, what: str = "the output directory") -> OSError | None:
+    """``why_not_a_folder`` as the exception Python's own call would raise, or None for a directory:
+    FileNotFoundError (missing), NotADirectoryError (a file, a FIFO, ...), OSError (unreadable); the
+    message names ``what`` and ``directory``. The type comes from what was found, never from the words.
+
+    >>> folder_error("/no/such/folder")
+    FileNotFoundError('the output directory /no/such/folder does not exist')
+    """
+    found = _folder_problem(directory)
+    return None if found is None else found[0](f"{what} {os.fspath(directory)} {found[1]}")
+
+
+def _folder_problem(directory: str | os.PathLike) -> tuple[type[OSError], str] | None:
+    """(the exception type, the words) of what keeps ``directory`` from holding an output, or None."""
     try:
         mode = os.stat(directory).st_mode
     except (FileNotFoundError, NotADirectoryError):
         above = Path(directory).parent  # tiny.txt/out/: say that tiny.txt is a file
-        reason = why_not_a_folder(above) if above != Path(directory) else None
-        return f"does not exist ({above} {reason})" if reason and not reason.startswith("does not") \
-            else "does not exist"  # fmt: skip
+        problem = _folder_problem(above) if above != Path(directory) else None
+        if problem is not None and problem[0] is not FileNotFoundError:
+            return FileNotFoundError, f"does not exist ({above} {problem[1]})"
+        return FileNotFoundError, "does not exist"
     except OSError as error:
-        return f"cannot be read ({error.strerror})"
+        return OSError, f"cannot be read ({error.strerror})"
     if stat.S_ISDIR(mode):
         return None
     if stat.S_ISREG(mode):
-        return "is a file, not a directory"
+        return NotADirectoryError, "is a file, not a directory"
     kind = next((name for test, name in KINDS.items() if test(mode)), "something else")
-    return f"is {kind}, not a directory"
+    return NotADirectoryError, f"is {kind}, not a directory"
 
 
 def output_folder(directory: str | os.PathLike, *files: str) -> Path:

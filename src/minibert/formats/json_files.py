@@ -20,7 +20,9 @@ ValueError: the number 1e999 is too large for a 64-bit float
 
 An integer of more than 4,300 digits is refused as Python 3.11 refuses it (converting it takes time
 that grows with the square of its length), but in words that do not send an HTTP client to a Python
-function it cannot call (``sys.set_int_max_str_digits``):
+function it cannot call (``sys.set_int_max_str_digits``). From 3.11 on Python's own refusal is
+reworded, so integers stay on the C parser's fast path (a Python ``parse_int`` hook makes a body of
+token ids 4-5 times slower to read); 3.10, whose ``int()`` has no limit, checks each integer itself:
 
 >>> parse_json('{"dimensions": ' + "9" * 5000 + "}")
 Traceback (most recent call last):
@@ -32,17 +34,21 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import sys
 
 from ..errors import CheckpointError
 
 MAX_NESTING = 64
 MAX_INTEGER_DIGITS = 4_300  # Python's own default limit (sys.get_int_max_str_digits, from 3.11 on)
+# Python's words when int() refuses a long integer (3.11 on): the limit and the length are read from them
+_PYTHON_DIGIT_LIMIT = re.compile(r"^Exceeds the limit \((\d+) digits\) for integer string conversion.*?(\d+) digits")
 
 
 def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING, *, strict: bool = False):
     """The value of ``text``, or ValueError (not JSON, not UTF-8, or nested deeper than
     ``max_nesting`` lists and objects; ``strict``: NaN, Infinity or a number beyond a float)."""
-    hooks = {"parse_int": _bounded_int}
+    hooks = {"parse_int": _bounded_int} if _checks_integers_itself() else {}
     if strict:
         hooks.update(parse_constant=_not_json, parse_float=_finite_float)
     try:
@@ -51,6 +57,8 @@ def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING, *, strict: boo
         raise ValueError(f"nested deeper than {max_nesting} levels") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"not UTF-8 (byte {error.start})") from None
+    except ValueError as error:
+        raise _reworded(error) from None
     depth = _depth(value)
     if depth > max_nesting:
         raise ValueError(f"nested more than {max_nesting} levels deep (lists and objects)")
@@ -79,8 +87,8 @@ def _depth(value, limit: int = MAX_NESTING + 1) -> int:
     deepest, level = 0, [value] if isinstance(value, (dict, list)) else []
     while level and deepest < limit:
         deepest += 1
-        children = [child for item in level for child in (item.values() if isinstance(item, dict) else item)]
-        level = [child for child in children if isinstance(child, (dict, list))]
+        level = [child for item in level for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, (dict, list))]
     return deepest
 
 
@@ -88,11 +96,28 @@ def _not_json(name: str):
     raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
 
 
+def _checks_integers_itself() -> bool:
+    """Whether integers need the (slow) Python hook: on 3.10, which has no limit, and where a program
+    lifted Python's limit (``sys.set_int_max_str_digits(0)`` or above 4,300) but JSON keeps it."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    return not 0 < limit <= MAX_INTEGER_DIGITS
+
+
 def _bounded_int(text: str) -> int:
     digits = len(text) - text.startswith("-")
     if digits > MAX_INTEGER_DIGITS:
-        raise ValueError(f"a number of {digits} digits, more than the {MAX_INTEGER_DIGITS} an integer may have")
+        raise _too_many_digits(digits, MAX_INTEGER_DIGITS)
     return int(text)
+
+
+def _reworded(error: ValueError) -> ValueError:
+    """Python's refusal of a long integer in minibert's words; any other ValueError as it is."""
+    found = _PYTHON_DIGIT_LIMIT.match(str(error)) if type(error) is ValueError else None
+    return _too_many_digits(int(found[2]), int(found[1])) if found else error
+
+
+def _too_many_digits(digits: int, limit: int) -> ValueError:
+    return ValueError(f"a number of {digits} digits, more than the {limit} an integer may have")
 
 
 def _finite_float(text: str) -> float:

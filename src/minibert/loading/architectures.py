@@ -9,11 +9,8 @@ choice between an embedder and a classifier, and fine-tuning's refusal of a head
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import CheckpointError
-from ..formats.json_files import parse_json
-from .config_files import config_file
+from .config_files import config_file, config_values
 
 # The classes whose head is saved under one name, ``classifier.*``: its tensors load into any of them,
 # so only config.json's ``architectures`` tells which one the checkpoint was trained as (transformers
@@ -47,11 +44,18 @@ def architectures_in(name_or_path: str, revision: str | None = None) -> tuple[ob
     path = config_file(name_or_path, revision, required=False)
     if path is None:
         return None, ""
-    try:
-        values = parse_json(Path(path).read_bytes())
-    except (OSError, ValueError):
-        return None, str(path)
-    return (values.get("architectures") if isinstance(values, dict) else None), str(path)
+    values = config_values(path)
+    return (None if values is None else values.get("architectures")), str(path)
+
+
+def saved_class(architectures) -> str | None:
+    """The class config.json's ``architectures`` names first, the class transformers saved
+    (``["BertForTokenClassification"]`` → ``"BertForTokenClassification"``); None for anything but a
+    list that starts with a name (no field, an empty list, a hand-edited value). The one reading of
+    the saved class: the loader's advice on a head it cannot build (from_pretrained.py) or tensors it
+    cannot use (strict.py), and ``minibert convert``'s choice of class."""
+    first = architectures[0] if isinstance(architectures, list) and architectures else None
+    return first if isinstance(first, str) else None
 
 
 def check_head_kind(cls: type, architectures, where: str) -> None:

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from ..formats.atomic_files import naming_the_file, output_folder
+from ..formats.json_files import parse_json
 from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, CONFIG_FIELDS, SHAPE_FIELDS
 from .hub import hub_options, resolve_file
 from .transformers_keywords import HUB_KEYWORDS, config_keywords
@@ -35,6 +36,17 @@ def config_file(name_or_path, revision: str | None, required: bool = True):
     if os.path.isfile(google) and not os.path.isfile(os.path.join(os.fspath(name_or_path), "config.json")):
         return google
     return resolve_file(name_or_path, "config.json", revision=revision, required=required)
+
+
+def config_values(path) -> dict | None:
+    """The JSON object of a config file, or None where it cannot be read, is not JSON or is not an
+    object: the quiet reading made before a model's own loading (which says what is wrong with the
+    file) to decide something early, the class a checkpoint was saved as, its model_type."""
+    try:
+        values = parse_json(Path(path).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return values if isinstance(values, dict) else None
 
 
 def read_config(cls: type, name_or_path, revision: str | None, keywords: dict):

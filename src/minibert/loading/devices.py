@@ -107,14 +107,23 @@ def device_name(device) -> str:
 
     torch = sys.modules.get("torch")  # a torch.device given: torch is imported already
     if isinstance(device, int) and not isinstance(device, bool):
-        if device != -1 and not 0 <= device <= MAX_DEVICE_INDEX:
-            raise ValueError(f"device={device}: expected a GPU's number from 0 to {MAX_DEVICE_INDEX} (cuda:N), "
-                             "or -1 for the CPU")  # fmt: skip
-        device = "cpu" if device == -1 else f"cuda:{device}"
+        device = _number_name(device)
     elif torch is not None and isinstance(device, torch.device):
         device = str(device)
     name = check_device_name(device)
     return "cpu" if name == "cpu:0" else name
+
+
+def _number_name(number: int) -> str:
+    """The device a number means, as torch reads one (``N``: the GPU ``cuda:N``, 0 to 127) with
+    transformers' pipelines' ``-1`` for the CPU: "cpu" or "cuda:N"; ValueError for any other number.
+    The one reading of a device number (``device_name``, ``as_torch_device``)."""
+    if number == -1:  # transformers' pipeline(device=-1)
+        return "cpu"
+    if not 0 <= number <= MAX_DEVICE_INDEX:
+        raise ValueError(f"device={number}: expected a GPU's number from 0 to {MAX_DEVICE_INDEX} (cuda:N), "
+                         "or -1 for the CPU")  # fmt: skip
+    return f"cuda:{number}"
 
 
 def device_flag(text: str) -> str:
@@ -175,12 +184,7 @@ def as_torch_device(device):
     import torch
 
     if isinstance(device, int) and not isinstance(device, bool):
-        if device == -1:  # transformers' pipeline(device=-1)
-            return torch.device("cpu")
-        if not 0 <= device <= MAX_DEVICE_INDEX:
-            raise ValueError(f"device={device}: expected a GPU's number from 0 to {MAX_DEVICE_INDEX} (cuda:N), "
-                             "or -1 for the CPU")  # fmt: skip
-        return torch.device("cuda", device)
+        return torch.device(_number_name(device))
     if isinstance(device, str):
         name = device.strip()
         if name.partition(":")[0] in ("cpu", "cuda"):

@@ -12,7 +12,8 @@ checkpoint_files.py), which tells ``note`` of it; within ``recording()`` the not
     {'config.json': PosixPath('m/config.json'), 'vocab.txt': PosixPath('m/vocab.txt'), ...}
 
 A name is kept with the path it was read from (a file read twice is noted once). Outside
-``recording()`` a note costs nothing.
+``recording()`` a note costs nothing. A load that failed and is followed by another (a command
+falling back to a bundled model) is ``forget``-ten first: its files are not the model's.
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ def recording() -> Iterator[dict[str, Path]]:
         yield read
     finally:
         _READ.reset(reset)
+
+
+def forget() -> None:
+    """Empty the open ``recording()`` (outside one: nothing): the files noted so far belong to a load
+    that failed, and the next load's files, which may have the same names, are the model's."""
+    read = _READ.get()
+    if read is not None:
+        read.clear()
 
 
 def note(filename: str, path: Path) -> Path:

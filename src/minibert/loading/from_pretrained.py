@@ -26,6 +26,7 @@ from ..config import BertConfig
 from ..errors import CheckpointError, InputTypeError, QuantizationError
 from ..speed.int8_check import LoadedFrom
 from ..speed.seam import refuse_gemm_for_int8, speed_up
+from .architectures import saved_class
 from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
 from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, LABEL_FIELDS
 from .config_keywords import in_place_of, replace_label_fields, take_build_fields, take_given_config
@@ -320,8 +321,7 @@ def _build_on_meta(cls, config: BertConfig, config_file: Path, add_pooling_layer
         except CheckpointError as error:  # a config field this class refuses
             raise CheckpointError(f"{config_file}: {error}") from None
         except ValueError as error:  # a head config.json sizes for another class (a 3-label classifier as QA)
-            saved_as = config.extra.get("architectures")
-            saved_as = saved_as[0] if isinstance(saved_as, list) and saved_as and isinstance(saved_as[0], str) else None
+            saved_as = saved_class(config.extra.get("architectures"))
             if saved_as is None or saved_as == cls.__name__:
                 raise
             raise CheckpointError(f"{config_file} was saved from {saved_as} (its architectures), a head {cls.__name__} "

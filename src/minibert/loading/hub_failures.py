@@ -90,6 +90,15 @@ class CachedFile:
     filename: str  # inside the snapshot, with "/": "1_Pooling/config.json"
 
 
+def blob_of(path: Path) -> str | None:
+    """The name of the blob a cache's snapshot file links to (the cache names a weights blob by its
+    SHA-256), or None for a file outside a snapshot or one that is not a link into ``blobs/``."""
+    if cached_file(path) is None:
+        return None
+    target = Path(os.path.realpath(path))
+    return target.name if target.parent.name == "blobs" else None
+
+
 def cached_file(path: Path) -> CachedFile | None:
     """``path`` read as a file of a cache's snapshot (the path huggingface_hub gives for a hub file),
     or None for a file that is not in one. The snapshot is the outermost folder that lies in a

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from ..errors import CheckpointError, MissingHeadsError
+from .architectures import saved_class
 from .names import (
     GOOGLE_HEADS,
     HEAD_PREFIXES,
@@ -287,8 +288,7 @@ _READ_THE_POOLER = {"BertForPreTraining", "BertForNextSentencePrediction", "Bert
 
 def _saved_as(model) -> str | None:
     """The class config.json's ``architectures`` names (transformers writes the class it saved), or None."""
-    architectures = model.config.extra.get("architectures")
-    return architectures[0] if isinstance(architectures, list) and architectures else None
+    return saved_class(model.config.extra.get("architectures"))
 
 
 def _classifier_rows(state: dict) -> int | None:

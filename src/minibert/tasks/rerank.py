@@ -46,15 +46,14 @@ from ..embedding.loading import download_keywords
 from ..errors import CheckpointError, TaskArgumentError
 from ..formats.json_files import read_json_object
 from ..heads import BertForSequenceClassification, BertWithHeads
+from ..loading.architectures import architectures_in, check_head_kind
 from ..loading.devices import check_model_is_on, placement
 from ..loading.hub import hub_options, resolve_file
 from ..loading.hub_commit import one_load
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from .classify import sigmoid
 from .loading import (
-    architectures_in,
     cache_key,
-    check_head_kind,
     download_choice,
     load_for_task,
     loading_lock,

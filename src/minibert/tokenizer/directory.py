@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import output_folder
 from ..formats.file_sets import write_files_together
-from ..formats.json_files import parse_json
+from ..loading.config_files import config_values
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
 from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, check_framing_roles, google_lower_case, read_tokenizer_config
@@ -128,11 +128,8 @@ def _rebuilt_from_defaults(model_config) -> bool:
     (``TokenizersBackend``, ``PreTrainedTokenizerFast``, no model_type) it runs tokenizer.json, as
     ``tokenizers`` and minibert do. A config.json that is not a JSON object decides nothing here (the
     model's loader reports it)."""
-    try:
-        values = parse_json(Path(model_config).read_bytes())
-    except (OSError, ValueError):
-        return False
-    if not isinstance(values, dict):
+    values = config_values(model_config)
+    if values is None:
         return False
     if values.get("tokenizer_class") is not None:
         return values["tokenizer_class"] in ("BertTokenizer", "BertTokenizerFast")

@@ -265,14 +265,14 @@ class FinetuneOptions:
             raise DataError(f"--glue {self.glue!r}: one of {', '.join(GLUE)}")
         glue_task = "regress" if self.glue in REGRESSION_TASKS else "classify"  # the task a GLUE file is for
         if self.glue is not None and self.task in READS_GLUE and self.task != glue_task:
-            raise DataError(f"--glue {self.glue} is a {glue_task} task: give --task {glue_task}")
+            raise FlagConflictError(f"--glue {self.glue} is a {glue_task} task: give --task {glue_task}")
         self.refuse_unread_flags()
         if self.task == "multilabel" and not self.label_separator:
             raise DataError("--label-separator is empty: --task multilabel needs what joins a text's labels")
         refuse_out_of_limits(self, flags=True)
         if self.batch_size % processes:
-            raise DataError(f"--batch-size {self.batch_size} does not split into {processes} processes: make it a "
-                            f"multiple of {processes}")  # fmt: skip
+            raise FlagConflictError(f"--batch-size {self.batch_size} does not split into {processes} processes: make "
+                                    f"it a multiple of {processes}")  # fmt: skip
 
     def given(self) -> list[str]:
         """The fields set to a value other than their default: the flags given."""
@@ -280,24 +280,25 @@ class FinetuneOptions:
                 if setting.default is not MISSING and getattr(self, name) not in (setting.default, ())]  # fmt: skip
 
     def refuse_unread_flags(self, writing_features: bool = False) -> None:
-        """A flag given that the task (or ``--write-features``) does not read is a DataError naming
-        it and what reads it, not a setting silently dropped (``minibert finetune`` says it as a
-        usage error, exit 2)."""
+        """A flag given that the task (or ``--write-features``) does not read is a FlagConflictError (a
+        DataError) naming it and what reads it, not a setting silently dropped (``minibert finetune``
+        says it as a usage error, exit 2, as pretrain's conflicts)."""
         for name in self.given():
             tasks = TASKS_READING.get(name, (self.task,))
             if self.task not in tasks:
-                raise DataError(f"--task {self.task} does not read {flag_of(name)}, which is for --task "
-                                f"{', '.join(tasks)}: it {TASK_READS[self.task]}")  # fmt: skip
+                raise FlagConflictError(f"--task {self.task} does not read {flag_of(name)}, which is for --task "
+                                        f"{', '.join(tasks)}: it {TASK_READS[self.task]}")  # fmt: skip
             needed, why = READ_ONLY_WITH.get(name, (None, ""))
             if needed is not None and not getattr(self, needed):
-                raise DataError(f"{flag_of(name)} is read with {flag_of(needed)} only: {why}")
+                raise FlagConflictError(f"{flag_of(name)} is read with {flag_of(needed)} only: {why}")
             if self.glue is not None and name in COLUMN_FLAGS:
-                raise DataError(f"--glue {self.glue} does not read {flag_of(name)}: GLUE files are read by column "
-                                f"number, as the task's processor reads them ({flag_of(name)} names a generic "
-                                "CSV/TSV/JSONL file's column)")  # fmt: skip
+                raise FlagConflictError(f"--glue {self.glue} does not read {flag_of(name)}: GLUE files are read by "
+                                        f"column number, as the task's processor reads them ({flag_of(name)} names "
+                                        "a generic CSV/TSV/JSONL file's column)")  # fmt: skip
             if writing_features and name not in READ_BY_WRITE_FEATURES:
-                raise DataError(f"--write-features does not read {flag_of(name)}: it writes --train's features and "
-                                f"stops ({flag_of(name)} sets up a run: give --output)")  # fmt: skip
+                raise FlagConflictError(f"--write-features does not read {flag_of(name)}: it writes --train's "
+                                        f"features and stops ({flag_of(name)} sets up a run: "
+                                        "give --output)")  # fmt: skip
 
     def settings(self, processes: int, steps: int) -> dict:
         """What a resumed run must share with the run it continues (--eval-every too: best/ is the best

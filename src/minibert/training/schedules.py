@@ -47,7 +47,7 @@ import operator
 
 from torch.optim.lr_scheduler import LambdaLR
 
-from .. import _TRANSFORMERS_ONLY_SCHEDULES
+from .. import TRANSFORMERS_ONLY_SCHEDULES
 
 __all__ = ["get_constant_schedule", "get_constant_schedule_with_warmup", "get_cosine_schedule_with_warmup",
            "get_linear_schedule_with_warmup", "get_scheduler"]  # fmt: skip
@@ -124,9 +124,6 @@ def get_constant_schedule(optimizer, last_epoch: int = -1) -> LambdaLR:
 SCHEDULES = {"linear": (get_linear_schedule_with_warmup, True), "cosine": (get_cosine_schedule_with_warmup, True),
              "constant": (get_constant_schedule, False),
              "constant_with_warmup": (get_constant_schedule_with_warmup, False)}  # fmt: skip
-# transformers' other names (its SchedulerType), with the function of transformers that makes each: the
-# package's table (minibert/__init__.py), which also answers an import of one of those functions.
-ELSEWHERE = _TRANSFORMERS_ONLY_SCHEDULES
 
 
 def get_scheduler(name, optimizer, num_warmup_steps: int | None = None, num_training_steps: int | None = None,
@@ -140,10 +137,10 @@ def get_scheduler(name, optimizer, num_warmup_steps: int | None = None, num_trai
     name = getattr(name, "value", name)  # transformers' SchedulerType is a str Enum
     if name not in SCHEDULES:
         names = ", ".join(map(repr, SCHEDULES))
-        if name in ELSEWHERE:
+        if name in TRANSFORMERS_ONLY_SCHEDULES:
             raise ValueError(f"get_scheduler: minibert has no {name!r} schedule (it has {names}); transformers makes "
-                             f"it: `from transformers import get_scheduler` (or {ELSEWHERE[name]}) schedules any "
-                             "torch optimizer, a minibert model's too")  # fmt: skip
+                             f"it: `from transformers import get_scheduler` (or {TRANSFORMERS_ONLY_SCHEDULES[name]}) "
+                             "schedules any torch optimizer, a minibert model's too")  # fmt: skip
         raise ValueError(f"get_scheduler: {name!r} is not a schedule's name; the names are {names}")
     make, needs_total = SCHEDULES[name]
     if name == "constant":

@@ -42,7 +42,7 @@ class Guard:
         self.app, self.service = app, service
         key = service.settings.api_key
         self.key = key.encode() if key else None
-        self.cut_off = 0  # requests answered 503 because a stop's grace ran out (serve() reports them)
+        self.cut_off = 0  # requests answered 503: a stop's grace ran out or a second signal came (serve() reports them)
         self.forced = False  # a second signal stopped the server at once (process.py sets it): that cut them off
 
     async def __call__(self, scope, receive, send):

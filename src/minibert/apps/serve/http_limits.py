@@ -277,7 +277,6 @@ class BoundedH11Protocol(H11Protocol):
             self.transport.write(head + body)
             self.transport.close()
 
-
     def _target(self) -> str:
         """The request's target as far as its first bytes show it (``POST /v1/embeddings HTTP/1.1``:
         ``/v1/embeddings``); "" when the request line has not come that far."""

@@ -94,6 +94,7 @@ class ServeSettings:
     port: int = field(default=8080, metadata=_flag("port to listen on", _port))
     api_key: str | None = field(
         default=None,
+        repr=False,  # a secret: never in a repr, a log line or a traceback's locals shown with it
         metadata=_flag("require 'Authorization: Bearer KEY' (default: $MINIBERT_API_KEY, else none)", _api_key),
     )
     max_batch_tokens: int = field(
@@ -193,8 +194,12 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
 
 def _api_key_from_the_environment() -> str | None:
     """``$MINIBERT_API_KEY``, checked as ``--api-key`` is (a key with spaces at either end could never
-    match a client's ``Bearer KEY``); unset or empty: none."""
+    match a client's ``Bearer KEY``); unset or empty: none. There is no flag to leave out here: a
+    variable of spaces only is told to be unset."""
     key = os.environ.get("MINIBERT_API_KEY") or None
+    if key is not None and not key.strip():
+        raise ValueError("MINIBERT_API_KEY holds only spaces: give the key clients must send, or unset it (an empty "
+                         "MINIBERT_API_KEY counts as unset)")  # fmt: skip
     if key is not None:
         try:
             _api_key(key)
