@@ -350,14 +350,19 @@ def test_a_push_in_the_middle_of_a_load_does_not_mix_two_commits(hub, tmp_path):
 
 @pytest.mark.parametrize("load", ["Embedder", "CrossEncoder"])
 def test_the_tokenizer_the_model_and_the_recipe_come_from_one_commit(hub, tmp_path, load):
-    """An Embedder or a CrossEncoder reads a tokenizer, a model and sentence-transformers' files: a
-    push after the first file (the tokenizer's vocab.txt, the model's config.json) changes none of
-    the files read after it."""
+    """An Embedder or a CrossEncoder reads a tokenizer, a model and sentence-transformers' files: the
+    load's first request asks for main (the Embedder's is modules.json, read first to refuse a pipeline
+    minibert does not compute before anything else is fetched) and fixes its commit; a push landing
+    once a file is served (the tokenizer's vocab.txt, the model's config.json) changes none of the
+    files read after it."""
     hub.repos["org/race"] = _classifier(tmp_path / "a")
-    first = "vocab.txt" if load == "Embedder" else "config.json"
-    hub.push("org/race", _classifier(tmp_path / "b", swapped=True), after=first)
+    pushed_after = "vocab.txt" if load == "Embedder" else "config.json"
+    hub.push("org/race", _classifier(tmp_path / "b", swapped=True), after=pushed_after)
     Embedder.from_pretrained("org/race") if load == "Embedder" else CrossEncoder("org/race")
-    after = hub.asked.index(("GET", "org/race", "main", first)) + 1
+    at_main = [asked for asked in hub.asked if asked[2] == "main"]
+    assert len({file for _, _, _, file in at_main}) == 1, hub.asked  # the first file; the rest at its commit
+    assert any(asked[0] == "GET" and asked[3] == pushed_after for asked in hub.asked), hub.asked  # main moved
+    after = hub.asked.index(at_main[-1]) + 1
     assert {revision for _, _, revision, _ in hub.asked[after:]} == {hub.commit}, hub.asked
 
 
@@ -540,7 +545,7 @@ def test_offline_huggingface_hub_is_offline_not_a_failed_download(hub, monkeypat
     message = str(raised.value)
     said = "TRANSFORMERS_OFFLINE=1 is set" if "TRANSFORMERS_OFFLINE" in variables else "huggingface_hub is in offline"
     assert type(raised.value) is ModelNotFoundError and said in message, message
-    assert "without vocab.txt" in message and "try again" not in message, message
+    assert "without modules.json" in message and "try again" not in message, message  # the Embedder's first file
     assert sum(hub.requests.values()) == asked
 
 
