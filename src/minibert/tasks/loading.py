@@ -28,6 +28,7 @@ from ..heads import BertWithHeads
 from ..inputs import AS_ASKED
 from ..loading.config_files import config_file
 from ..loading.devices import check_model_is_on, placement
+from ..loading.google_folder import model_folder
 from ..loading.hub_commit import one_load
 from ..pretrained import evaluating
 from ..tokenizer.bert_tokenizer import BertTokenizer
@@ -93,8 +94,8 @@ def cache_key(model: str | os.PathLike, device, dtype, computes: str) -> tuple[s
     ``files``, the folder's files as they are now (``folder_files``), so that a rewritten folder is another."""
     where = placement(device, dtype, computes=computes)
     name = os.fspath(model)
-    name = os.path.realpath(name) if os.path.isdir(name) else name
-    return name, str(where or "cpu"), folder_files(name)
+    name = os.path.realpath(name) if os.path.isdir(model_folder(name)) else name  # (a checkpoint's prefix too)
+    return name, str(where or "cpu"), folder_files(model_folder(name))
 
 
 # The classes whose head is saved under one name, ``classifier.*``: its tensors load into any of them,

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import output_folder
 from ..formats.file_sets import write_files_together
+from ..loading.google_folder import model_folder
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
 from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, check_framing_roles, google_lower_case, read_tokenizer_config
@@ -50,8 +51,8 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
     settings = {}
     if config_file is not None:
         settings = read_tokenizer_config(Path(config_file))
-    elif vocab_is_file and os.path.isdir(name_or_path):  # e.g. unpacked from Google's zip: no tokenizer config
-        lower, reason = google_lower_case(os.path.abspath(name_or_path), vocab)
+    elif vocab_is_file and os.path.isdir(model_folder(name_or_path)):  # e.g. Google's zip: no tokenizer config
+        lower, reason = google_lower_case(os.path.abspath(model_folder(name_or_path)), vocab)
         settings["do_lower_case"] = lower
         logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
                     "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
