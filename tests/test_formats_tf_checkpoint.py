@@ -292,7 +292,7 @@ def test_tf2_object_checkpoint_is_refused():
 
 
 def test_checkpoint_of_another_model_names_the_tensors():
-    with pytest.raises(CheckpointError, match=r"missing tensors .*embeddings\.word_embeddings\.weight") as error:
+    with pytest.raises(CheckpointError, match=r"missing tensors .*bert/embeddings/word_embeddings") as error:
         BertModel.from_pretrained(DATA / "not_bert")
     assert "dense/kernel" in str(error.value)  # the unexpected tensors are listed too
 

@@ -145,27 +145,3 @@ def test_a_google_folder_without_its_index_is_told_so(tmp_path, layout, says):
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1 and lines[-1] == f"minibert: error: {message}", result.stderr
     assert sorted(os.listdir(tmp_path)) == [directory.name]
-
-
-@pytest.mark.parametrize("form", ["owner/name", "absolute", "./relative"])
-def test_a_checkpoint_prefix_is_told_to_pass_its_folder(tmp_path, monkeypatch, form):
-    """DIR/bert_model.ckpt, as Google's README passes --init_checkpoint (and transformers'
-    converter --tf_checkpoint_path): it has a hub id's form, so the hub was asked for it ("not in the
-    local Hugging Face cache ... hf download"), or it "is not an existing directory"; convert said "no
-    such directory". Now each says it is a checkpoint's prefix and names the folder to pass."""
-    from helpers import run_minibert
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    shutil.copytree(GOOGLE_DIR, tmp_path / "uncased_L-2_H-32_A-2")
-    monkeypatch.chdir(tmp_path)
-    folder = {"owner/name": "uncased_L-2_H-32_A-2", "absolute": str(tmp_path / "uncased_L-2_H-32_A-2"),
-              "./relative": "./uncased_L-2_H-32_A-2"}[form]  # fmt: skip
-    prefix = f"{folder}/bert_model.ckpt"
-    says = f"{prefix!r} is a TensorFlow checkpoint's prefix (bert_model.ckpt.index); pass its folder: {folder!r}"
-    with pytest.raises(CheckpointError) as raised:
-        BertModel.from_pretrained(prefix)
-    assert str(raised.value) == says
-    for argv in (["convert", prefix, "out"], ["embed", "--model", prefix, "hi"]):
-        result = run_minibert(*argv)
-        assert result.returncode == 1 and result.stderr.strip() == f"minibert: error: {says}", result.stderr
-    assert BertModel.from_pretrained(folder).config.hidden_size == 32

@@ -23,6 +23,7 @@ from .errors import CheckpointError, TransformersNameError
 from .formats.json_files import parse_json, short_json
 from .loading.config_fields import (
     CALL_DEFAULTS,
+    GOOGLE_CONFIG,
     IGNORED,
     INTEGER_RANGES,
     PROBLEM_TYPES,
@@ -31,6 +32,7 @@ from .loading.config_fields import (
     REFUSED_UNLESS,
     SETTABLE,
     taking_config_json_fields,
+    with_google_defaults,
 )
 
 
@@ -176,14 +178,16 @@ class BertConfig:
             vocabulary = f"[0, {self.vocab_size})"
             raise ValueError(f"field pad_token_id = {short_json(pad)}: must be an id in the vocabulary {vocabulary}")
 
-    def check_vocabulary(self, vocab: dict[str, int], source: str) -> None:
+    def check_vocabulary(self, vocab: dict[str, int], source: str, config_name: str = "") -> None:
         """Refuse a tokenizer whose vocabulary ({piece: id}) can produce ids the model has no
-        embedding for, at load rather than when a rare word finally hits a big id."""
+        embedding for, at load rather than when a rare word finally hits a big id. The message names
+        ``config_name``, else the file the config was read from (bert_config.json in Google's layout)."""
+        config_name = config_name or self.__dict__.get("_config_file", "config.json")
         tokenizer_ids = max(vocab.values(), default=-1) + 1
         if tokenizer_ids > self.vocab_size:
             raise CheckpointError(
                 f"{source}: the tokenizer has ids up to {tokenizer_ids - 1:,} but the model's vocab_size is "
-                f"{self.vocab_size:,} (config.json): the tokenizer belongs to another model"
+                f"{self.vocab_size:,} ({config_name}): the tokenizer belongs to another model"
             )
 
     @property
@@ -220,7 +224,8 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
-        """Read ``config.json``; a malformed file is a ``CheckpointError`` naming it."""
+        """Read ``config.json`` (Google's ``bert_config.json`` with Google's defaults for the fields it
+        omits: loading/config_fields.py); a malformed file is a ``CheckpointError`` naming it."""
         path = Path(path)
         try:
             values = parse_json(path.read_bytes())
@@ -230,13 +235,20 @@ class BertConfig:
             raise CheckpointError(f"malformed config file {path}: {error}") from None
         if not isinstance(values, dict):
             raise CheckpointError(f"malformed config file {path}: the top level is not a JSON object")
+        if path.name == GOOGLE_CONFIG:  # Google's, read as Google's BertConfig.from_dict reads it
+            try:
+                values = with_google_defaults(values, path)
+            except ValueError as error:
+                raise CheckpointError(str(error)) from None
         model_type = values.get("model_type", "bert")
         if model_type != "bert":
             raise CheckpointError(f"{path} describes a {model_type!r} model; minibert loads BERT checkpoints")
         try:
-            return cls.from_dict(values)
+            config = cls.from_dict(values)
         except (TypeError, ValueError, CheckpointError) as error:
             raise CheckpointError(f"{path}: {error}") from None
+        object.__setattr__(config, "_config_file", path.name)  # what check_vocabulary names
+        return config
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *, revision: str | None = None, **fields) -> BertConfig:

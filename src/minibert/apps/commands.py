@@ -259,15 +259,18 @@ def cmd_next_sentence(args) -> None:
 
 
 def cmd_convert(args) -> None:
+    from ..loading.google_folder import google_layout
     from .convert import MODEL_CARD, convert_checkpoint
 
     destination = convert_checkpoint(args.source, args.destination, labels=args.labels)
+    google = google_layout(args.source)  # (local files only: a hub id is None) which of a run's checkpoints was read
     written = ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"]
     copied = sorted(entry.name + "/" * entry.is_dir() for entry in destination.iterdir() if entry.name not in written)
     recipe = [name for name in copied if name != MODEL_CARD]
     also = f"; the sentence-transformers recipe: {', '.join(recipe)}" if recipe else ""
     also += f"; the model card: {MODEL_CARD}" if MODEL_CARD in copied else ""
-    print(f"minibert: wrote {destination} ({', '.join(written)}{also})", file=sys.stderr)
+    read = f" from the TensorFlow checkpoint {google[1].with_suffix('')}" if google else ""
+    print(f"minibert: wrote {destination} ({', '.join(written)}{also}){read}", file=sys.stderr)
 
 
 def cmd_verify(args) -> None:

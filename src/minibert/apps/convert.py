@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import CheckpointError, FileWriteError, ModelNotFoundError
+from ..errors import CheckpointError, FileWriteError
 from ..formats.atomic_files import (
     current_umask,
     hidden_prefix,
@@ -41,8 +41,8 @@ from ..formats.atomic_files import (
     why_not_a_folder,
     write_atomically,
 )
+from ..loading.google_folder import model_folder
 from ..loading.hub import looks_like_a_path, resolve_file
-from ..loading.local_files import a_checkpoint_prefix
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
 GOOGLE_RELEASE = re.compile(r"^(multi_)?(cased|uncased|wwm_[a-z]+|chinese)_L-\d+_H-\d+_A-\d+")
@@ -79,11 +79,8 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     target = _place_of(destination)
     parent = target.parent if str(target.parent) else Path(".")
 
-    name = os.fspath(source)
-    prefix = a_checkpoint_prefix(name)
-    if prefix:  # DIR/bert_model.ckpt, as Google's README and transformers' converter pass a checkpoint
-        raise ModelNotFoundError(prefix)
-    if not os.path.isdir(name) and _looks_like_a_path(name):
+    name = os.fspath(source)  # a folder, a hub id, or DIR/model.ckpt-3 (that TensorFlow checkpoint, in its folder)
+    if not os.path.isdir(model_folder(name)) and _looks_like_a_path(name):
         raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
                               "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
     config_file, weights_file = find_checkpoint(source)
@@ -102,6 +99,8 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     try:
         model = cls.from_pretrained(source, **keywords)
         tokenizer = BertTokenizer.from_pretrained(source)
+        # ids the model has no embedding for: refused before writing, as every command that runs SRC refuses it
+        model.config.check_vocabulary(tokenizer.vocab, name, config_file.name)
         copied = sentence_transformers_files(source, model.config.hidden_size)
         copied += [MODEL_CARD] if resolve_file(source, MODEL_CARD, required=False) else []
         os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
@@ -203,13 +202,15 @@ def class_for(config_file: Path, tensor_names: Iterable[str]) -> tuple[type, dic
     classifier; without a pooler: a token classifier, as transformers saves it), or the encoder
     alone (``add_pooling_layer=False`` without a pooler)."""
     from .. import heads
+    from ..loading.architectures import saved_class
+    from ..loading.config_files import config_values
     from ..loading.names import HEAD_PREFIXES, POOLER, checkpoint_to_minibert
     from ..model import BertModel
 
     names = {checkpoint_to_minibert(name) or "" for name in tensor_names}
     held = {prefix for prefix in HEAD_PREFIXES if any(name.startswith(prefix) for name in names)}
     pooled = any(name.startswith(POOLER) for name in names)
-    stated = _architecture(config_file)
+    stated = saved_class((config_values(config_file) or {}).get("architectures"))  # (Google's names none)
     name = stated if stated in CLASS_HEADS and CLASS_HEADS[stated] == held else _class_by_tensors(held, pooled)
     if name == "BertModel":
         return BertModel, {} if pooled else {"add_pooling_layer": False}
@@ -223,17 +224,3 @@ def _class_by_tensors(held: set[str], pooled: bool) -> str:
     exact = [name for name, wanted in CLASS_HEADS.items() if wanted == held]
     name = (exact or [name for name, wanted in CLASS_HEADS.items() if wanted and wanted <= held])[0]
     return "BertForTokenClassification" if name == "BertForSequenceClassification" and not pooled else name
-
-
-def _architecture(config_file: Path) -> str | None:
-    """The first class config.json's ``architectures`` names, or None (Google's bert_config.json names
-    none; a config that cannot be read is for from_pretrained to report)."""
-    from ..formats.json_files import parse_json
-
-    try:
-        values = parse_json(config_file.read_bytes())
-    except (OSError, ValueError):
-        return None
-    architectures = values.get("architectures") if isinstance(values, dict) else None
-    first = architectures[0] if isinstance(architectures, list) and architectures else None
-    return first if isinstance(first, str) else None

@@ -31,14 +31,14 @@ import torch
 from ..errors import CheckpointError
 from .file_pages import MappedPages, torch_mapped_pages
 from .files_read import note
+from .google_folder import HUB_WEIGHTS, google_layout
 from .hub import has_file, resolve_file
 from .safetensors import _corrupt, _read_safetensors_header, map_safetensors, read_safetensors, safetensors_shapes
 
 # What TensorFlow pre-training checkpoints add: the Adam optimizer's two slots per variable, the step.
 TF_IGNORED = re.compile(r"(/adam_[mv]|^global_step)$")
 # The hub layout's weights files, in the order of preference: one file, else its shards' index.
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")  # fmt: skip
+WEIGHT_FILES = HUB_WEIGHTS
 SHARDS_INDEX = ".index.json"  # how an index of shards is named: FILE.index.json
 
 
@@ -46,9 +46,9 @@ def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Pa
     """(config file, weights file) of a directory or hub repo: model.safetensors preferred over
     pytorch_model.bin; in a directory unpacked from Google's zip, ``bert_config.json`` and the
     TensorFlow checkpoint's ``.index`` file."""
-    google = _google_layout(name_or_path)
+    google = google_layout(name_or_path)
     if google is not None:
-        return google
+        return _noted(*google)
     config_file = resolve_file(name_or_path, "config.json", revision=revision)
     for filename in WEIGHT_FILES:
         weights_file = resolve_file(name_or_path, filename, revision=revision, required=False)
@@ -57,6 +57,14 @@ def find_checkpoint(name_or_path, revision: str | None = None) -> tuple[Path, Pa
                 resolve_file(name_or_path, shard, revision=revision)  # each beside the index (fetched from the hub)
             return config_file, weights_file
     raise _no_weights_read(name_or_path, revision)
+
+
+def _noted(config_file: Path, index: Path) -> tuple[Path, Path]:
+    """A Google checkpoint's files, told to an open recording (files_read.py: what a resumable run
+    records as its model): its config, its index and the index's data shards (the tensors' bytes)."""
+    for part in sorted(index.parent.glob(f"{glob.escape(index.stem)}.data-*")):
+        note(part.name, part)
+    return note(config_file.name, config_file), note(index.name, index)
 
 
 # Weights formats of transformers that minibert does not read: file → what it is, transformers' keyword, and
@@ -167,64 +175,6 @@ def declared_shapes(path: Path) -> dict[str, torch.Tensor] | None:
     return None
 
 
-def _google_layout(name_or_path) -> tuple[Path, Path] | None:
-    """A local directory as Google's zips unpack (bert_config.json, bert_model.ckpt.index,
-    bert_model.ckpt.data-00000-of-00001, vocab.txt): (bert_config.json, the .index file)."""
-    directory = Path(os.fspath(name_or_path))
-    if not directory.is_dir() or any((directory / name).is_file() for name in WEIGHT_FILES):
-        return None
-    from .tf_checkpoint import checkpoint_prefix
-
-    prefix = checkpoint_prefix(directory)
-    if prefix is None:
-        missing = _no_index(directory)
-        if missing:
-            raise CheckpointError(missing)
-        return None
-    for config_name in ("config.json", "bert_config.json"):
-        if (directory / config_name).is_file():
-            index = Path(os.fspath(prefix) + ".index")
-            for part in sorted(index.parent.glob(f"{glob.escape(index.stem)}.data-*")):  # the tensors' bytes
-                note(part.name, part)
-            return note(config_name, directory / config_name), note(index.name, index)
-    raise CheckpointError(
-        f"{directory} holds the TensorFlow checkpoint {prefix.name} but no bert_config.json (or config.json) "
-        "describing its shape"
-    )
-
-
-# TensorFlow 1's V1 checkpoint, one file per shard and no .index: model.ckpt, model.ckpt-1000-00000-of-00002.
-V1_CHECKPOINT = re.compile(r"\.ckpt(-\d+)?(-\d{5}-of-\d{5})?$")
-
-
-def _no_index(directory: Path) -> str | None:
-    """What is wrong with a directory that has Google's files but no checkpoint index (*.index), in
-    words; None when it has none of them (bert_config.json without config.json, TensorFlow's
-    'checkpoint' state file, a .data-* shard, a V1 checkpoint), and is then read as the hub's layout.
-    The index was lost, the state file names a checkpoint that is not there, or the checkpoint is
-    TensorFlow's V1 format; each is said, rather than that config.json is missing."""
-    from .tf_checkpoint import newest_named
-
-    state = directory / "checkpoint"
-    named = Path(newest_named(state) or "").name if state.is_file() else ""
-    shards = sorted(directory.glob("*.data-*"))
-    v1 = [path for path in sorted(directory.glob("*.ckpt*")) if V1_CHECKPOINT.search(path.name) and path.is_file()]
-    bert_config = (directory / "bert_config.json").is_file()
-    if not (bert_config and not (directory / "config.json").is_file() or state.is_file() or shards or v1):
-        return None
-    holds = "bert_config.json" if bert_config else "TensorFlow's files"
-    message = f"{directory} holds {holds} but no TensorFlow checkpoint index (*.index)"
-    if v1:
-        return (f"{message}: {v1[0].name} is TensorFlow's V1 checkpoint format, which minibert does not read "
-                "(re-save it in the V2 format, tf.compat.v1.train.Saver's default)")  # fmt: skip
-    if named:
-        return f"{message}: its 'checkpoint' file names {named}, which is not there"
-    if shards:
-        index = shards[0].name.split(".data-")[0] + ".index"
-        return f"{message}: {index}, which says where each tensor of {shards[0].name} is, is missing"
-    return message
-
-
 def _torch_load(path: Path):
     """torch.load with weights_only=True (tensors and plain containers only: no code from the file
     runs), memory-mapped; torch's legacy format (torch.save before 1.6, or
@@ -333,7 +283,8 @@ def stored_dtypes(path: str | os.PathLike) -> Iterator[torch.dtype]:
         from .tf_checkpoint import read_index
 
         entries, _ = read_index(path.with_suffix(""))
-        yield from (entry.dtype for name, entry in entries.items() if entry is not None and not TF_IGNORED.search(name))
+        yield from (entry.dtype for name, entry in entries.items()
+                    if entry.dtype is not None and not TF_IGNORED.search(name))  # fmt: skip
     else:
         yield from (tensor.dtype for tensor in read_state_dict(path).values())
 
@@ -347,7 +298,7 @@ def tensor_names(path: str | os.PathLike) -> list[str]:
         from .tf_checkpoint import read_index
 
         entries, _ = read_index(path.with_suffix(""))
-        return [name for name, entry in entries.items() if entry is not None]
+        return list(entries)  # (a tensor of a dtype minibert does not read too: refused by name when loaded)
     if path.suffix == ".safetensors":
         try:
             with path.open("rb") as handle:
@@ -370,7 +321,7 @@ def tensor_shapes(path: str | os.PathLike, read_pickle: bool = True) -> dict[str
         from .tf_checkpoint import read_index
 
         entries, _ = read_index(path.with_suffix(""))
-        return {name: tuple(entry.shape) for name, entry in entries.items() if entry is not None}
+        return {name: tuple(entry.shape) for name, entry in entries.items()}
     tensors = declared_shapes(path)  # (None for a pickle)
     if tensors is None and read_pickle:
         tensors = read_state_dict(path)

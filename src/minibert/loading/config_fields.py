@@ -29,6 +29,23 @@ BUILD_FIELDS = ("hidden_act", "hidden_dropout_prob", "attention_probs_dropout_pr
                 "initializer_range", "pad_token_id")  # fmt: skip
 CONFIG_FIELDS = (*SHAPE_FIELDS, *BUILD_FIELDS, *LABEL_FIELDS, *CALL_DEFAULTS, "use_cache", "finetuning_task")
 
+# Google's bert_config.json is read as Google's modeling.BertConfig.from_dict reads it (bert-tensorflow 1.0.4):
+# a field it omits takes Google's default, not transformers', which differs in type_vocab_size (Google 16,
+# transformers 2); vocab_size has no default there (None, on which Google's model fails): refused, named.
+GOOGLE_CONFIG = "bert_config.json"
+GOOGLE_DEFAULTS = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                   "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                   "max_position_embeddings": 512, "type_vocab_size": 16, "initializer_range": 0.02}  # fmt: skip
+
+
+def with_google_defaults(values: dict, path) -> dict:
+    """bert_config.json's fields, each field it omits given Google's default (``GOOGLE_DEFAULTS``), so
+    that minibert builds the model Google's code built from the same file; no vocab_size is an error."""
+    if "vocab_size" not in values:
+        raise ValueError(f"{path} names no vocab_size, which Google's BertConfig requires (it has no default)")
+    return {**GOOGLE_DEFAULTS, **values}
+
+
 # Fields of config.json that read as attributes (``config.is_decoder``), as transformers' config has
 # them: config.json's value, else transformers' default (position_embedding_type and finetuning_task,
 # which transformers 5 has only when config.json does: what minibert computes, and None). ``model_type``

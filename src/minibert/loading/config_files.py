@@ -26,14 +26,16 @@ from pathlib import Path
 from ..formats.atomic_files import naming_the_file, output_folder
 from ..formats.json_files import parse_json
 from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, CONFIG_FIELDS, SHAPE_FIELDS
+from .google_folder import model_folder
 from .hub import hub_options, resolve_file
 from .transformers_keywords import HUB_KEYWORDS, config_keywords
 
 
 def config_file(name_or_path, revision: str | None, required: bool = True):
     """config.json of a directory or hub repository (bert_config.json in Google's unpacked zips)."""
-    google = os.path.join(os.fspath(name_or_path), "bert_config.json")
-    if os.path.isfile(google) and not os.path.isfile(os.path.join(os.fspath(name_or_path), "config.json")):
+    folder = model_folder(name_or_path)  # (a TensorFlow checkpoint's prefix: its folder's)
+    google = os.path.join(folder, "bert_config.json")
+    if os.path.isfile(google) and not os.path.isfile(os.path.join(folder, "config.json")):
         return google
     return resolve_file(name_or_path, "config.json", revision=revision, required=required)
 

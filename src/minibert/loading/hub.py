@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError, HubDownloadError, ModelNotFoundError
 from .files_read import note
+from .google_folder import model_folder
 from .hub_commit import answered_commit, fix_commit, fixed_commit, snapshot_commit
 from .hub_failures import (
     REPO_PREFIX,
@@ -39,7 +40,7 @@ from .hub_failures import (
     token_sent,
 )
 from .hub_reach import TIMEOUT_VARIABLE, _unreachable, _within, hub_timeout
-from .local_files import a_checkpoint_prefix, missing_in_a_local_folder, not_a_file
+from .local_files import missing_in_a_local_folder, not_a_file
 
 # The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
 DEFAULT_MODEL = "google-bert/bert-base-uncased"
@@ -138,6 +139,7 @@ def resolve_file(
     """
     name = os.fspath(name_or_path)
     name = os.fspath(bundled_path(name, revision) or name)
+    name = model_folder(name)  # DIR/model.ckpt-3, a TensorFlow checkpoint's prefix: its folder's files
     if os.path.isdir(name):
         path = Path(name) / filename
         if path.is_file():
@@ -154,9 +156,6 @@ def resolve_file(
         raise ModelNotFoundError(
             f"{name!r} is a file, but a model is loaded from its folder; pass the folder that holds {holds}: {folder!r}"
         )
-    prefix = a_checkpoint_prefix(name)
-    if prefix:  # DIR/bert_model.ckpt, as Google's README passes it
-        raise ModelNotFoundError(prefix)
     if looks_like_a_path(name):
         raise ModelNotFoundError(
             f"{name!r} is not an existing directory (and is not a hub repository id like "
@@ -288,7 +287,7 @@ def has_file(name_or_path: str | os.PathLike, filename: str, *, revision: str | 
     from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
     from huggingface_hub import utils as hub_errors
 
-    name = os.fspath(name_or_path)
+    name = model_folder(os.fspath(name_or_path))
     if os.path.isdir(name):
         return (Path(name) / filename).is_file()
     options = _HUB_OPTIONS.get() or HubOptions()

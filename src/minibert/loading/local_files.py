@@ -1,7 +1,6 @@
 """Names in a local model folder: what a name is when it is there but is not a regular file (a
 directory, a FIFO, a device: an error, never "absent"), and what to say of a run folder's missing
-``best/`` or of a TensorFlow checkpoint's prefix (a path was meant, not a hub repository). hub.py
-asks these before anything is fetched."""
+``best/`` (a path was meant, not a hub repository). hub.py asks these before anything is fetched."""
 
 from __future__ import annotations
 
@@ -50,16 +49,3 @@ def missing_in_a_local_folder(name: str) -> str | None:
                 f"(or has not been evaluated yet); its model is the run folder itself: {folder!r}")  # fmt: skip
     return f"{name!r} is not an existing directory: {folder!r} is a minibert run folder, and it holds no {inside!r}"
 
-
-def a_checkpoint_prefix(name: str) -> str | None:
-    """What to say of ``DIR/bert_model.ckpt``, a TensorFlow checkpoint's prefix (the form Google's
-    README passes as ``--init_checkpoint`` and transformers' converter as ``--tf_checkpoint_path``):
-    ``PREFIX.index`` is there, so a path was meant, and minibert reads the folder that holds it.
-
-    >>> a_checkpoint_prefix("/no/such/bert_model.ckpt") is None
-    True
-    """
-    if os.path.isdir(name) or not os.path.isfile(name + ".index"):
-        return None
-    folder = os.path.dirname(name) or "."
-    return f"{name!r} is a TensorFlow checkpoint's prefix ({os.path.basename(name)}.index); pass its folder: {folder!r}"

@@ -100,6 +100,7 @@ def _compile(pattern: str) -> re.Pattern:
 _FORWARD = [(_compile(hub), ours) for hub, _, ours in RENAMES]
 _BACKWARD = [(_compile(ours), hub) for hub, _, ours in RENAMES]
 _FROM_TF = [(_compile(tf), ours) for _, tf, ours in RENAMES]
+_TO_TF = [(_compile(ours), tf) for _, tf, ours in RENAMES]
 
 
 def _first_rename(table, name: str) -> tuple[str, str] | None:
@@ -139,3 +140,25 @@ def minibert_to_checkpoint(name: str) -> str:
     if renamed is None:
         raise KeyError(f"no checkpoint name for {name}")
     return renamed[0] + renamed[1]
+
+
+def minibert_to_tf(name: str) -> str:
+    """minibert's name → Google's TensorFlow name, as ``tf.train.list_variables`` shows it:
+    ``layers.3.attention_norm.weight`` → ``bert/encoder/layer_3/attention/output/LayerNorm/gamma``,
+    ``classifier.weight`` → ``output_weights`` (run_classifier.py's).
+
+    >>> minibert_to_tf("layers.0.feed_forward.output.bias"), minibert_to_tf("embeddings.word_embeddings.weight")
+    ('bert/encoder/layer_0/output/dense/bias', 'bert/embeddings/word_embeddings')
+    """
+    renamed = _first_rename(_TO_TF, name)
+    if renamed is None:
+        raise KeyError(f"no TensorFlow name for {name}")
+    head, leaf = renamed
+    if head.endswith("/"):  # a dense layer's kernel and bias, a LayerNorm's gamma and beta
+        norm = "LayerNorm" in head
+        leaf = {"weight": "gamma" if norm else "kernel", "bias": "beta" if norm else "bias"}.get(leaf, leaf)
+    elif head.endswith("_"):  # output_weights, output_bias (the classifier, NSP and SQuAD heads)
+        leaf = {"weight": "weights"}.get(leaf, leaf)
+    elif leaf == "weight":  # an embedding table: no leaf
+        leaf = ""
+    return ("bert/" if head.startswith(("embeddings", "encoder", "pooler")) else "") + head + leaf

@@ -38,6 +38,7 @@ from .names import (
     TASK_HEADS,
     checkpoint_to_minibert,
     minibert_to_checkpoint,
+    minibert_to_tf,
 )
 
 logger = logging.getLogger("minibert")
@@ -75,8 +76,8 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
         for name in sorted(set(expected) & set(renamed))
         if expected[name].is_floating_point() and renamed[name].dtype not in WEIGHT_DTYPES
     ]
-    if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) \
-            and not misshaped and not wrong_dtype and not twice:  # fmt: skip
+    if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped \
+            and not wrong_dtype and not twice and not _partly_held(missing, renamed, prefix):  # fmt: skip
         if not new_heads:
             advice = "(or pass new_heads=True to start them from fresh weights, to fine-tune)"
             only_the_pooler = all(name.startswith(prefix + POOLER) for name in missing)
@@ -108,6 +109,13 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
             stacklevel=3,
         )
     return {name: renamed[name] for name in expected}
+
+
+def _partly_held(missing: list[str], renamed: dict, prefix: str) -> list[str]:
+    """The heads (and the pooler) the checkpoint holds some tensors of but not all: not a head it lacks
+    ("no tensors for the pooler"), so their missing tensors are listed by name."""
+    return [head for head in (*HEAD_PREFIXES, prefix + POOLER) if any(name.startswith(head) for name in missing)
+            and any(name.startswith(head) for name in renamed)]  # fmt: skip
 
 
 # The masked-LM decoder as checkpoints may store it, beside what BERT ties it to.
@@ -226,9 +234,10 @@ def _does_not_fit(weights_file, config_file, prefix: str, note: str, *, undescri
                      "say which copy is the model's; transformers would keep one of them without a word)")  # fmt: skip
     if undescribed:
         lines.append(f"  tensors config.json has no place for ({len(undescribed)}): "
-                     f"{_first(_checkpoint_names(undescribed, prefix))}")  # fmt: skip
+                     f"{_first(_checkpoint_names(undescribed, prefix, Path(weights_file)))}")  # fmt: skip
     if missing:
-        lines.append(f"  missing tensors ({len(missing)}): {_first(_checkpoint_names(missing, prefix))}")
+        names = _checkpoint_names(missing, prefix, Path(weights_file))
+        lines.append(f"  missing tensors ({len(missing)}): {_first(names)}")
     if misshaped:
         lines.append(f"  tensors with the wrong shape ({len(misshaped)}): {_first(misshaped)}")
     if wrong_dtype:
@@ -334,6 +343,8 @@ def _first(names: list[str], count: int = 12) -> str:
     return ", ".join(names[:count]) + (f", … and {len(names) - count} more" if len(names) > count else "")
 
 
-def _checkpoint_names(names: list[str], prefix: str) -> list[str]:
-    """Name missing tensors as they would appear in the checkpoint, which is what users can look for."""
-    return [minibert_to_checkpoint(name.removeprefix(prefix)) for name in names]
+def _checkpoint_names(names: list[str], prefix: str, weights_file: Path) -> list[str]:
+    """Name missing tensors as they would appear in the checkpoint, which is what users can look for:
+    Google's TensorFlow names in a ``.index`` (as ``tf.train.list_variables`` lists them), else the hub's."""
+    rename = minibert_to_tf if weights_file.suffix == ".index" else minibert_to_checkpoint
+    return [rename(name.removeprefix(prefix)) for name in names]

@@ -71,7 +71,10 @@ TF_DTYPES = {
     1: torch.float32, 2: torch.float64, 3: torch.int32, 4: torch.uint8, 5: torch.int16, 6: torch.int8,
     9: torch.int64, 10: torch.bool, 14: torch.bfloat16, 19: torch.float16,
 }  # fmt: skip
-TF_DTYPE_NAMES = {7: "string", 8: "complex64", 18: "complex128", 20: "resource", 21: "variant"}
+# The rest of the enum, named for messages: a weight stored so is refused by name and dtype, never called missing.
+TF_DTYPE_NAMES = {7: "string", 8: "complex64", 11: "qint8", 12: "quint8", 13: "qint32", 15: "qint16",
+                  16: "quint16", 17: "uint16", 18: "complex128", 20: "resource", 21: "variant", 22: "uint32",
+                  23: "uint64"}  # fmt: skip
 
 # Keys that only TF2's object-based checkpoints (tf.train.Checkpoint, Keras) have.
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -82,51 +85,17 @@ class TensorEntry:
     """Where one variable's bytes are: a decoded BundleEntryProto."""
 
     name: str
-    dtype: torch.dtype
+    dtype: torch.dtype | None  # None: a dtype minibert does not read (tf_dtype says which)
     shape: tuple[int, ...]
     shard: int
     offset: int
     size: int
     crc32c: int | None  # unmasked; None when the entry has none
+    tf_dtype: int = 1  # TensorFlow's DataType enum value
 
-
-def checkpoint_prefix(directory: str | os.PathLike) -> Path | None:
-    """The checkpoint in a directory unpacked from Google's zip, as the path prefix that its
-    ``.index`` and ``.data-*`` files share (``.../bert_model.ckpt``); None if there is none.
-
-    TensorFlow's ``checkpoint`` state file names the newest one when a training run left several
-    (``model.ckpt-1000``, ``model.ckpt-2000``); otherwise there must be exactly one ``*.index``.
-    """
-    directory = Path(directory)
-    indexes = sorted(directory.glob("*.index"))
-    if len(indexes) <= 1:
-        return indexes[0].with_suffix("") if indexes else None
-    names = ", ".join(index.name for index in indexes)
-    state = directory / "checkpoint"
-    named = newest_named(state) if state.is_file() else None
-    if named is None:
-        raise CheckpointError(
-            f"{directory} holds several TensorFlow checkpoints ({names}) and no 'checkpoint' file naming one: "
-            "keep one of them in the directory"
-        )
-    prefix = directory / Path(named).name
-    if not prefix.with_name(prefix.name + ".index").is_file():
-        raise CheckpointError(
-            f"{directory} holds several TensorFlow checkpoints ({names}), and its 'checkpoint' file names "
-            f"{prefix.name}, which is not there (deleted?): keep the one you want in the directory, or name it "
-            "in 'checkpoint' (model_checkpoint_path)"
-        )
-    return prefix
-
-
-def newest_named(state: Path) -> str | None:
-    """The checkpoint TensorFlow's ``checkpoint`` state file names as the newest
-    (``model_checkpoint_path: "model.ckpt-2000"``), or None when it names none."""
-    for line in state.read_text(encoding="utf-8", errors="replace").splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model_checkpoint_path":
-            return value.strip().strip('"') or None
-    return None
+    def dtype_name(self) -> str:  # for messages: "float32", or "uint16 (TensorFlow DataType 17)"
+        name = TF_DTYPE_NAMES.get(self.tf_dtype, "an unknown dtype")
+        return str(self.dtype).removeprefix("torch.") if self.dtype else f"{name} (TensorFlow DataType {self.tf_dtype})"
 
 
 # ----------------------------------------------------------------------------- the index file
@@ -203,8 +172,8 @@ def _typed(value, kind: type, path: Path, what: str, field: str):
     return value
 
 
-def _parse_entry(name: str, value: bytes, path: Path) -> TensorEntry | None:
-    """A BundleEntryProto → TensorEntry; None for a dtype minibert never needs (strings, ...)."""
+def _parse_entry(name: str, value: bytes, path: Path) -> TensorEntry:
+    """A BundleEntryProto → TensorEntry (its dtype None for one minibert does not read: strings, ...)."""
     fields = {"dtype": 0, "shard": 0, "offset": 0, "size": 0, "crc32c": None}
     shape: list[int] = []
     what = f"the entry of tensor {name}"
@@ -230,21 +199,57 @@ def _parse_entry(name: str, value: bytes, path: Path) -> TensorEntry | None:
                 f"TensorFlow checkpoint {path}: tensor {name} is partitioned into slices, which minibert does not read"
             )
     dtype = TF_DTYPES.get(fields["dtype"])
-    if dtype is None:
-        return None
     if any(size < 0 for size in shape) or min(fields["shard"], fields["offset"], fields["size"]) < 0:
         raise CheckpointError(f"TensorFlow checkpoint {path}: tensor {name} has a negative size or offset")
-    return TensorEntry(name, dtype, tuple(shape), fields["shard"], fields["offset"], fields["size"], fields["crc32c"])
+    return TensorEntry(name, dtype, tuple(shape), fields["shard"], fields["offset"], fields["size"], fields["crc32c"],
+                       fields["dtype"])  # fmt: skip
 
 
-def read_index(prefix: str | os.PathLike) -> tuple[dict[str, TensorEntry | None], int]:
+def _data_block_handles(index_block: bytes, index_offset: int, path: Path):
+    """The (offset, size) of each data block the index block lists, checked to follow one another in file
+    order and end before the index block, as LevelDB writes them: each is read once (handles that repeat
+    or overlap would re-read a block per handle, work growing as the square of the file's size)."""
+    end = 0
+    for _, handle in _block_entries(index_block, path, "index block"):
+        offset, size = _block_handle(_reader(handle, path, "a block handle"))
+        if offset < end or offset + size + BLOCK_TRAILER_SIZE > index_offset:
+            raise CheckpointError(
+                f"cannot read TensorFlow checkpoint index {path}: the index block lists a data block at bytes "
+                f"[{offset}, {offset + size}) that repeats or overlaps another, or the index block itself: "
+                "the index is corrupt"
+            )
+        end = offset + size + BLOCK_TRAILER_SIZE
+        yield offset, size
+
+
+def _table_entries(file_bytes: bytes, index_block: bytes, index_offset: int, path: Path):  # in the file's order
+    for offset, size in _data_block_handles(index_block, index_offset, path):
+        block = _read_block(file_bytes, offset, size, path, f"data block at byte {offset}")
+        yield from _block_entries(block, path, f"data block at byte {offset}")
+
+
+def _ascending(pairs, path: Path):
+    """The (key, value) pairs of the data blocks, checked to ascend strictly (a sorted table)."""
+    previous = None
+    for key, value in pairs:
+        if previous is not None and key <= previous:  # (the header's key, "", comes first)
+            raise CheckpointError(f"cannot read TensorFlow checkpoint index {path}: the key {key[:80]!r} does not "
+                                  "follow the one before it in order: the index is corrupt")  # fmt: skip
+        previous = key
+        yield key, value
+
+
+def read_index(prefix: str | os.PathLike) -> tuple[dict[str, TensorEntry], int]:
     """Every tensor entry of the checkpoint ``PREFIX.index`` by variable name (see the module doc),
     and the number of data shards. Entries of types minibert never reads (strings, such as TF2's
-    object graph) are None.
+    object graph; uint16, complex64) have the dtype None and their ``tf_dtype``.
 
     Raises ``CheckpointError`` naming the file for a missing, truncated, corrupt or foreign file.
     """
     path = Path(os.fspath(prefix) + ".index")
+    kind = not_a_file(path)  # stat only: a FIFO is never opened, a link to /dev/zero never read
+    if kind:
+        raise CheckpointError(f"TensorFlow checkpoint index {path} is {kind}, not a regular file")
     try:
         file_bytes = path.read_bytes()
     except FileNotFoundError:
@@ -262,15 +267,12 @@ def read_index(prefix: str | os.PathLike) -> tuple[dict[str, TensorEntry | None]
     index_block = _read_block(file_bytes, index_offset, index_size, path, "index block")
 
     header, entries = None, {}
-    for _, handle in _block_entries(index_block, path, "index block"):
-        offset, size = _block_handle(_reader(handle, path, "a block handle"))
-        block = _read_block(file_bytes, offset, size, path, f"data block at byte {offset}")
-        for raw_key, value in _block_entries(block, path, f"data block at byte {offset}"):
-            name = raw_key.decode("utf-8", errors="replace")
-            if name == "":
-                header = dict(_proto_fields(value, path, "the header"))
-                continue
-            entries[name] = _parse_entry(name, value, path)
+    for raw_key, value in _ascending(_table_entries(file_bytes, index_block, index_offset, path), path):
+        name = raw_key.decode("utf-8", errors="replace")
+        if name == "":
+            header = dict(_proto_fields(value, path, "the header"))
+            continue
+        entries[name] = _parse_entry(name, value, path)
     if header is None:
         raise CheckpointError(f"{path} has no bundle header entry: it is not a TensorFlow checkpoint index")
     if header.get(2, 0) != 0:
@@ -280,7 +282,7 @@ def read_index(prefix: str | os.PathLike) -> tuple[dict[str, TensorEntry | None]
         raise CheckpointError(f"TensorFlow checkpoint {path}: the header's num_shards {num_shards!r:.40} is not a "
                               "count from 1 to 100,000: the index is corrupt")  # fmt: skip
     for entry in entries.values():
-        if entry is not None and entry.shard >= num_shards:
+        if entry.shard >= num_shards:
             raise CheckpointError(f"TensorFlow checkpoint {path}: tensor {entry.name} names shard {entry.shard} "
                                   f"of {num_shards}")  # fmt: skip
     return entries, num_shards
@@ -314,9 +316,23 @@ def map_tf_checkpoint(prefix: str | os.PathLike, wanted=lambda name: True):
             f"{index_path} is a TensorFlow 2 object-based checkpoint (tf.train.Checkpoint / Keras), with names like "
             "'.../.ATTRIBUTES/VARIABLE_VALUE'; minibert reads the name-based TF1 checkpoints Google released BERT in"
         )
-    chosen = [entry for name, entry in entries.items() if entry is not None and wanted(name)]
+    chosen = [entry for name, entry in entries.items() if wanted(name)]
+    _refuse_unread_dtypes(chosen, index_path)
+    chosen = [entry for entry in chosen if entry.dtype is not None]
     _check_byte_ranges(chosen, prefix, num_shards)
     return _map_tensors(chosen, prefix, num_shards)
+
+
+def _refuse_unread_dtypes(chosen: list[TensorEntry], index_path: Path) -> None:
+    """A tensor the model computes from (a name of the rename table) stored in a dtype minibert does not read
+    (uint16, complex64, a quantized type): refused by name and dtype, never dropped, then called missing."""
+    from .names import checkpoint_to_minibert
+
+    unread = [entry for entry in chosen if entry.dtype is None and checkpoint_to_minibert(entry.name) is not None]
+    if unread:
+        listed = ", ".join(f"{entry.name} is stored as {entry.dtype_name()}" for entry in unread[:5])
+        raise CheckpointError(f"TensorFlow checkpoint {index_path}: {listed}, which minibert does not read (a "
+                              "weight is read from float32, float16, bfloat16 or float64)")  # fmt: skip
 
 
 def _check_byte_ranges(chosen: list[TensorEntry], prefix: Path, num_shards: int) -> None:

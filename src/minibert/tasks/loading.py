@@ -29,6 +29,7 @@ from ..heads import BertWithHeads
 from ..inputs import AS_ASKED
 from ..loading.architectures import architectures_in, check_head_kind
 from ..loading.devices import check_model_is_on, placement
+from ..loading.google_folder import model_folder
 from ..loading.hub import hub_options
 from ..loading.hub_commit import one_load
 from ..loading.transformers_keywords import hub_keywords
@@ -100,8 +101,8 @@ def cache_key(model: str | os.PathLike, device, dtype, computes: str) -> tuple[s
     ``files``, the folder's files as they are now (``folder_files``), so that a rewritten folder is another."""
     where = placement(device, dtype, computes=computes)
     name = os.fspath(model)
-    name = os.path.realpath(name) if os.path.isdir(name) else name
-    return name, str(where or "cpu"), folder_files(name)
+    name = os.path.realpath(name) if os.path.isdir(model_folder(name)) else name  # (a checkpoint's prefix too)
+    return name, str(where or "cpu"), folder_files(model_folder(name))
 
 
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,

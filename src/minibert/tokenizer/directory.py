@@ -14,6 +14,7 @@ from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import output_folder
 from ..formats.file_sets import write_files_together
 from ..loading.config_files import config_values
+from ..loading.google_folder import model_folder
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
 from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, check_framing_roles, google_lower_case, read_tokenizer_config
@@ -52,8 +53,9 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
         vocab, from_json = read_tokenizer_json(json_file)
         json_added = from_json.pop("added_tokens", [])
     vocab_is_file = vocab_file != json_file
-    if config_file is None and vocab_is_file and os.path.isdir(name_or_path):  # e.g. Google's zip: no tokenizer config
-        lower, reason = google_lower_case(os.path.abspath(name_or_path), vocab)
+    folder = model_folder(name_or_path)  # (a TensorFlow checkpoint prefix's folder)
+    if config_file is None and vocab_is_file and os.path.isdir(folder):  # e.g. Google's zip: no tokenizer config
+        lower, reason = google_lower_case(os.path.abspath(folder), vocab)
         settings["do_lower_case"] = lower
         logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
                     "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
