@@ -76,6 +76,22 @@ def test_a_checkpoint_prefix_reads_that_checkpoint(tmp_path, monkeypatch, form):
     assert run_minibert("embed", "--model", prefix, "hi").returncode == 0
 
 
+def test_a_task_keeps_a_checkpoint_prefix_with_its_folders_files(tmp_path):
+    """The tasks keep a loaded model, and a model's tokenizer, under the identity of the files its
+    folder holds (tasks/loading.py folder_files), so a folder saved into again is read again. For a
+    checkpoint prefix the files are its folder's: the tokenizer of a model given alone (``tokenizer_of``)
+    was kept under none, and a vocab.txt rewritten since was never read again."""
+    from minibert.tasks.loading import folder_files, tokenizer_of
+
+    directory = _google_copy(tmp_path)
+    prefix = str(directory / "bert_model.ckpt")
+    assert folder_files(prefix) == folder_files(str(directory)) != ()
+    before = tokenizer_of(prefix)
+    vocab = (directory / "vocab.txt").read_text().splitlines()
+    (directory / "vocab.txt").write_text("\n".join([*vocab[:-1], "zzzz"]) + "\n")  # its last piece renamed
+    assert "zzzz" in tokenizer_of(prefix).vocab and "zzzz" not in before.vocab
+
+
 def test_a_state_file_naming_a_missing_checkpoint_is_an_error_with_one_index(tmp_path):
     """The 'checkpoint' file names model.ckpt-6, deleted; only bert_model.ckpt is left. TensorFlow's
     latest_checkpoint finds none; minibert read bert_model.ckpt without a word. Now it is an error,

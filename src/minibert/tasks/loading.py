@@ -73,11 +73,13 @@ READ_BY_A_LOAD = (".json", ".txt", ".safetensors", ".bin", ".index")
 
 
 def folder_files(name: str) -> tuple[tuple[str, int, int, int], ...]:
-    """(name, mtime in ns, size, inode) of each regular file directly in the folder ``name`` that a load
-    may read (``READ_BY_A_LOAD``), sorted; () for a hub id. Part of the key a task keeps a model under:
-    a file rewritten in place changes its time (and mostly its size), a file replaced (an atomic save,
-    a copy over it) its inode, a file added or removed the list, and any of them makes the next call load
-    the folder again. One ``stat`` per file, no file opened: cheap enough for every call."""
+    """(name, mtime in ns, size, inode) of each regular file directly in the folder ``name`` (a TensorFlow
+    checkpoint's prefix: its folder) that a load may read (``READ_BY_A_LOAD``), sorted; () for a hub id.
+    Part of the key a task keeps a model under: a file rewritten in place changes its time (and mostly
+    its size), a file replaced (an atomic save, a copy over it) its inode, a file added or removed the
+    list, and any of them makes the next call load the folder again. One ``stat`` per file, no file
+    opened: cheap enough for every call."""
+    name = model_folder(name)
     if not os.path.isdir(name):
         return ()
     found = []
@@ -102,7 +104,7 @@ def cache_key(model: str | os.PathLike, device, dtype, computes: str) -> tuple[s
     where = placement(device, dtype, computes=computes)
     name = os.fspath(model)
     name = os.path.realpath(name) if os.path.isdir(model_folder(name)) else name  # (a checkpoint's prefix too)
-    return name, str(where or "cpu"), folder_files(model_folder(name))
+    return name, str(where or "cpu"), folder_files(name)
 
 
 def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
