@@ -226,6 +226,21 @@ def test_every_flag_named_alone_belongs_to_something():
     assert not unknown, f"flags named in the pages that nothing has: {unknown}"
 
 
+def undocumented_flags(pages_text: str) -> list[str]:
+    """Each ``minibert COMMAND --flag`` that no user page (README.md, docs/ but CONTRIBUTING.md) names."""
+    flags = [(command, flag) for command, parser in COMMANDS.items() for action in parser._actions
+             for flag in action.option_strings if flag.startswith("--") and flag != "--help"]  # fmt: skip
+    return [f"{command} {flag}" for command, flag in flags if not re.search(re.escape(flag) + r"(?![\w-])", pages_text)]
+
+
+def test_every_flag_of_every_command_is_named_in_the_pages():
+    """The other way round: a flag `--help` lists is named in a page a user reads, where its keyword and
+    default are said (`answer --impossible` is `handle_impossible_answer`, which no one guesses)."""
+    pages = "\n".join(page.read_text(encoding="utf-8") for page in PAGES if page.name != "CONTRIBUTING.md")
+    assert not undocumented_flags(pages), f"flags no page names: {undocumented_flags(pages)}"
+    assert "answer --impossible" in undocumented_flags(pages.replace("--impossible", ""))  # (the check can fail)
+
+
 def test_the_docstrings_name_files_that_exist():
     """The package's docstrings and comments point at files too (``see resumable.py``)."""
     missing = []

@@ -156,6 +156,20 @@ def test_the_token_is_checked_as_from_pretrained_checks_it_and_kept_nowhere(hub,
     assert loading._load_cached.cache_info().currsize == 1
 
 
+def test_revision_main_and_none_are_one_kept_model_and_a_folder_ignores_revision(hub, tmp_path):
+    """The hub reads "main" when no revision is given (huggingface_hub's DEFAULT_REVISION), and a load
+    from a folder reads no revision at all (transformers ignores it there): each pair is one model,
+    loaded once, not two copies in the tasks' small cache."""
+    hub.repos["org/open"] = _checkpoint(tmp_path / "open", "classify", seed=1)
+    first = classify(TEXT, model="org/open", top_k=None)
+    assert classify(TEXT, model="org/open", revision="main", top_k=None) == first
+    assert loading._load_cached.cache_info().currsize == 1
+    folder = str(_checkpoint(tmp_path / "folder", "classify", seed=2))
+    mine = classify(TEXT, model=folder, top_k=None)
+    assert classify(TEXT, model=folder, revision="v7", top_k=None) == mine
+    assert loading._load_cached.cache_info().currsize == 2
+
+
 def test_fill_mask_does_not_hide_a_refused_token_behind_the_bundled_toy(hub, monkeypatch):
     """The default model's hub answers 401 (HF_TOKEN refused, or the token given): that is said, not
     replaced by the toy with "not reachable"; nor is a revision= of the default, which asks for hub files."""

@@ -222,6 +222,8 @@ def test_write_features_writes_googles_layout_and_stops(tmp_path, capsys):
     del argv[argv.index("--write-features") : argv.index("--write-features") + 2]
     assert main(argv) == 2
     assert "give --output (to fine-tune) or --write-features" in capsys.readouterr().err
+    assert main(argv + ["--output", str(tmp_path / "run"), "--write-features", str(path)]) == 2
+    assert "--output and --write-features exclude each other" in capsys.readouterr().err  # (not "give one of")
 
 
 def test_write_features_refuses_the_flags_of_a_run_and_needs_no_full_step(tmp_path, capsys):

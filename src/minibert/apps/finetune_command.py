@@ -48,7 +48,10 @@ def cmd_finetune(args) -> None:
     from ..training import FinetuneOptions, finetune, write_training_features
     from .commands import CommandError, gemm_of
 
-    if (args.output is None) == (args.write_features is None):
+    if args.output is not None and args.write_features is not None:
+        raise CommandError("--output and --write-features exclude each other: --write-features writes the features "
+                           "and stops, --output fine-tunes; give one")  # fmt: skip
+    if args.output is None and args.write_features is None:
         raise CommandError("give --output (to fine-tune) or --write-features FILE.tfrecord (to write the features)")
     sweeps = args.seeds is not None or args.learning_rates is not None
     if args.ray is not None and not sweeps:

@@ -1,14 +1,13 @@
 """From ``model=`` to a model with the head a task needs, and its tokenizer.
 
-A hub id or a directory is loaded once per (name, revision, head class) and kept, so calling a task
-in a loop loads its model once; ``revision=`` and ``token=`` choose what is downloaded, as in
-transformers' ``pipeline(task, model=..., revision=..., token=...)``: a model loaded at one commit is
-not another's, and the token (a secret) is sent, never kept in the key or put in a message. A
-directory is kept with its files' identity (``folder_files``): once one of them is rewritten
-(``save_pretrained`` into the same folder after more training), the next call reads the folder
-again, so a result always comes from what the folder holds. A loaded model must have the head;
-``(model, tokenizer)`` is taken as it is once its head is checked.
-"""
+A hub id or a directory is loaded once per (name, revision, head class) and kept (None and "main" are
+one revision; a folder has none), so calling a task in a loop loads its model once; ``revision=`` and
+``token=`` choose what is downloaded, as in transformers' ``pipeline(task, model=..., revision=...,
+token=...)``: a model loaded at one commit is not another's, and the token (a secret) is sent, never
+kept in the key or put in a message. A directory is kept with its files' identity (``folder_files``):
+once one of them is rewritten (``save_pretrained`` into the same folder after more training), the next
+call reads the folder again, so a result always comes from what the folder holds. A loaded model must
+have the head; ``(model, tokenizer)`` is taken as it is once its head is checked. """
 
 from __future__ import annotations
 
@@ -141,9 +140,18 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
         hub = download_choice(revision, token)
         name, where, files = cache_key(model, device, dtype, TASKS)
         with loading_lock, hub_options(hub):  # the token is sent within, not part of the key
-            return _load_cached(name, cls, gemm, dtype, where, files, revision)
+            return _load_cached(name, cls, gemm, dtype, where, files, same_revision(name, revision))
     raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
                     f"got {type(model).__name__}")  # fmt: skip
+
+
+def same_revision(name: str, revision: str | None) -> str | None:
+    """``revision`` as a cache key: None for a folder (a load from disk reads no revision, as
+    transformers' does not) and for "main" (what the hub reads when none is given), so that
+    ``revision=None`` and ``revision="main"`` are one model, loaded once."""
+    if revision == "main" or os.path.isdir(model_folder(name)):
+        return None
+    return revision
 
 
 def download_choice(revision, token):
