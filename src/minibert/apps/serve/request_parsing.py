@@ -176,6 +176,15 @@ def json_type(value) -> str:
     return kinds.get(type(value), "null")
 
 
+def check_user(body: dict) -> None:
+    """OpenAI's "user" (the end user's id): read by no one here, but a string, as OpenAI's API refuses
+    anything else (a number sent there is a client's mistake, not an id)."""
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise RequestError(422, f"user must be a string (the end user's id, as OpenAI's API takes it), got "
+                                f"{json_type(user)}", "user")  # fmt: skip
+
+
 def bool_field(body: dict, name: str, default: bool) -> bool:
     value = body.get(name, default)
     if not isinstance(value, bool):

@@ -23,8 +23,8 @@ from .http_errors import ClientGone, RequestError
 from .request_parsing import (
     bool_field,
     check_fields,
+    check_user,
     is_token_id,
-    json_type,
     kept_dimensions,
     parse_inputs,
     prompt_name_of,
@@ -228,10 +228,7 @@ class Routes:
         if model not in self.service.model_ids:
             raise RequestError(404, f"the model {model!r} is not served here; this server has "
                                     f"{self.service.model_id!r}", "model", "model_not_found")  # fmt: skip
-        user = body.get("user")  # (read by no one here; OpenAI's API refuses one that is not a string)
-        if user is not None and not isinstance(user, str):
-            raise RequestError(422, "user must be a string (the end user's id, as OpenAI's API takes it), got "
-                                    f"{json_type(user)}", "user")  # fmt: skip
+        check_user(body)
         if "input" not in body:
             raise RequestError(422, "input is required", "input")
         inputs = parse_inputs(body["input"], "input", self.settings, allow_ids=True)
