@@ -177,9 +177,6 @@ def set_up(run: Run) -> int:
     run.parameters = [parameter for _, parameter in named]
     run.optimizer = AdamWeightDecay(named, weight_decay=options.weight_decay)
     run.schedule = Schedule(options.learning_rate, data.warmup, data.steps)
-    never_peaks = run.schedule.never_peaks()  # (pretrain's --warmup-steps; a proportion cannot)
-    if world.is_main and never_peaks:
-        warnings.warn(never_peaks, stacklevel=2)
     # (the data's fingerprints hashed once: the features never change in a run, and every checkpoint records them)
     settings = options.settings(world.size, data.steps)  # (the paths as typed, and where they lead from here)
     run.saved_with = {"settings": settings, "paths": real_paths(settings), "config": model.config.to_dict(),
@@ -199,6 +196,10 @@ def set_up(run: Run) -> int:
     if world.is_main and not run.finished:  # the hub files of the state (a kill may have left none, or newer ones)
         data.tokenizer.save_pretrained(folder.path)
         model.save_pretrained(folder.path)
+    if world.is_main and done < data.steps:  # what is said of the steps to come (none: nothing to say)
+        never_peaks = run.schedule.never_peaks()  # (pretrain's --warmup-steps; a proportion cannot)
+        if never_peaks:
+            warnings.warn(never_peaks, stacklevel=2)
         say_where(run)
         if options.precision == "bf16" and world.device.type == "cpu":  # a warning where bf16 is slower here
             micro_batch = options.batch_size // world.size // options.accumulate
