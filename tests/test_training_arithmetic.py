@@ -13,7 +13,7 @@ from helpers import run_minibert
 from minibert.heads import BertForPreTraining
 from minibert.speed.packed_linear import use_backend
 from minibert.training.run.arithmetic import arithmetic_of, follow_the_run
-from minibert.training.run.checkpoint import TrainingState
+from minibert.training.run.checkpoint import RunDirectory, TrainingState
 from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"
@@ -38,14 +38,26 @@ def test_the_state_records_the_threads_and_backend_and_a_resume_with_other_threa
     monkeypatch.setenv("MINIBERT_GEMM", "mkl")
     data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=5))
     run = tmp_path / "run"
-    assert pretrain(data, run, "--keep-state").returncode == 0  # a finished run that keeps its whole state
+    saved = RunDirectory.save
+
+    def stopped_at_step_two(self, model, state, hub_files=True):  # steps 3 and 4 left to resume
+        saved(self, model, state, hub_files)
+        if state.step == 2:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RunDirectory, "save", stopped_at_step_two)
+        assert pretrain(data, run).returncode == 130
     recorded = TrainingState.from_file(run / "training_state.pt").arithmetic
     assert recorded == {"threads": torch.get_num_threads(), "gemm": "mkl", "device": "cpu"}
     torch.set_num_threads(other_thread_count)
-    resumed = pretrain(data, run, "--resume")
+    resumed = pretrain(data, run, "--keep-state", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     said = f"the run was computed with {recorded['threads']} torch threads (this process has {other_thread_count})"
     assert said in resumed.stderr and "not bit-identical" in resumed.stderr, resumed.stderr
+    torch.set_num_threads(recorded["threads"])  # (the state's last steps were computed with the other count)
+    again = pretrain(data, run, "--resume")  # its whole state kept at its last step: no step left to round
+    assert again.returncode == 0 and "bit-identical" not in again.stderr, again.stderr
 
 
 def test_a_resume_with_the_same_threads_says_nothing(tmp_path, monkeypatch):

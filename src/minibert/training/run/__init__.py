@@ -4,6 +4,7 @@
     optimization.py  Google's step after the loss: the rate's schedule, global-norm clipping, AdamWeightDecay
     checkpoint.py    the run folder and the training state (resume bit for bit)
     resume.py        --resume: the state checked against the command (never two runs mixed), then restored
+    paths.py         --resume's path settings: the files the run named, compared as files from any directory
     lock.py          one run per folder
     report.py        the progress line, the non-finite guard's message, the closing summary
     distributed.py   torchrun: each process its share of every batch, gradients all-reduced

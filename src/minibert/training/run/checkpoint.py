@@ -38,6 +38,7 @@ import torch
 from ...errors import DataError, TrainingStateError
 from ...formats.atomic_files import naming_the_file, write_atomically
 from .lock import LOCK_FILE
+from .paths import PATH_SETTINGS, real_path, same_path, shown
 from .precision import FP16_RESUMES
 
 STATE_FILE = "training_state.pt"
@@ -77,6 +78,10 @@ class TrainingState:
     # The SHA-256 of the tokenizer saved with every checkpoint (vocabulary_fingerprint): the weights
     # learned its ids. None: a state written before it was recorded (not checked).
     vocabulary: str | None = None
+    # {path setting: the real path it named when the run started} (paths.py real_paths): a resume
+    # from another directory gives the same files. Empty: none named a file, or a state written
+    # before they were kept (its typed paths are read from the directory the resume runs in).
+    paths: dict = field(default_factory=dict)
 
     def finished_state(self) -> TrainingState:
         """This state as a finished run keeps it: kilobytes instead of three times the model."""
@@ -114,20 +119,6 @@ class TrainingState:
         return cls(**{name: values[name] for name in cls.__dataclass_fields__ if name in values})
 
 
-PATH_SETTINGS = ("train", "dev", "model", "init")  # files or folders: the same one however it is written
-
-
-def _same_file(name: str, saved, given) -> bool:
-    """Whether a path setting names the same file or folder as the run's (``train.csv`` and its
-    absolute path, ``./data/../train.csv``, a symbolic link to it): compared as files, not as strings."""
-    if name not in PATH_SETTINGS or not isinstance(saved, str) or not isinstance(given, str):
-        return False
-    try:
-        return os.path.samefile(saved, given)
-    except OSError:  # one is not there (a hub id, a moved file): the strings decide
-        return False
-
-
 def vocabulary_fingerprint(tokenizer) -> str:
     """The SHA-256 of what a run's tokenizer makes of text: its pieces in id order, its added tokens
     and its casing (--vocab and --cased, or the model's files). A resume with another would save
@@ -149,13 +140,19 @@ def check_state(state: TrainingState, path: Path, *, settings: dict, config: dic
     if made_by != this:  # (a fine-tuning run's settings name its task; pre-training's do not)
         raise TrainingStateError(f"{where}: the run was made by minibert {made_by}, not {this}: continue it with "
                                  f"minibert {made_by} ... --resume, or give {this} a new --output")  # fmt: skip
+    recorded = state.paths if isinstance(state.paths, dict) else {}  # (paths.py: where the run's files were)
     for name, value in settings.items():
-        if state.settings.get(name) != value and not _same_file(name, state.settings.get(name), value):
-            saved, advice = state.settings.get(name), "resume with the run's settings"
-            if name == "precision" and saved == "fp16" and next(model.parameters()).device.type != "cuda":
-                advice = FP16_RESUMES  # (not --precision fp16 here: that is refused on a CPU)
-            raise TrainingStateError(f"{where}: the run was made with {name} = {saved!r}, this command gives "
-                                     f"{value!r}; {advice}")  # fmt: skip
+        saved = state.settings.get(name)
+        a_path = name in PATH_SETTINGS and isinstance(saved, str) and isinstance(value, str)  # compared as files
+        if same_path(saved, recorded.get(name), value) if a_path else saved == value:
+            continue
+        advice = "resume with the run's settings"
+        if name == "precision" and saved == "fp16" and next(model.parameters()).device.type != "cuda":
+            advice = FP16_RESUMES  # (not --precision fp16 here: that is refused on a CPU)
+        then, now = (shown(saved, recorded.get(name)), shown(value, real_path(value))) if a_path else \
+            (repr(saved), repr(value))  # fmt: skip
+        raise TrainingStateError(f"{where}: the run was made with {name} = {then}, this command gives {now}; "
+                                 f"{advice}")  # fmt: skip
     if state.config != config:
         differ = sorted(k for k in set(state.config) | set(config) if state.config.get(k) != config.get(k))
         raise TrainingStateError(f"{where}: the run's model config differs in {', '.join(differ)}")

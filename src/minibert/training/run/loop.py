@@ -55,6 +55,7 @@ from .distributed import World
 from .guard import gives_finite_numbers, lower_rate_command, stop_if_not_finite
 from .lock import run_folder_lock
 from .optimization import AdamWeightDecay, Schedule, hub_named_parameters, update
+from .paths import real_paths
 from .precision import LossScaler, autocast, check_bf16, check_precision, precision_flag
 from .report import (
     BEST_FOLDER,
@@ -176,11 +177,9 @@ def set_up(run: Run) -> int:
     run.parameters = [parameter for _, parameter in named]
     run.optimizer = AdamWeightDecay(named, weight_decay=options.weight_decay)
     run.schedule = Schedule(options.learning_rate, data.warmup, data.steps)
-    never_peaks = run.schedule.never_peaks()  # (pretrain's --warmup-steps; a proportion cannot)
-    if world.is_main and never_peaks:
-        warnings.warn(never_peaks, stacklevel=2)
     # (the data's fingerprints hashed once: the features never change in a run, and every checkpoint records them)
-    run.saved_with = {"settings": options.settings(world.size, data.steps), "config": model.config.to_dict(),
+    settings = options.settings(world.size, data.steps)  # (the paths as typed, and where they lead from here)
+    run.saved_with = {"settings": settings, "paths": real_paths(settings), "config": model.config.to_dict(),
                       "vocabulary": vocabulary_fingerprint(data.tokenizer), "data": data.train.fingerprint,
                       "dev": task.dev_fingerprint(data)}  # fmt: skip
     if options.resume:
@@ -197,6 +196,10 @@ def set_up(run: Run) -> int:
     if world.is_main and not run.finished:  # the hub files of the state (a kill may have left none, or newer ones)
         data.tokenizer.save_pretrained(folder.path)
         model.save_pretrained(folder.path)
+    if world.is_main and done < data.steps:  # what is said of the steps to come (none: nothing to say)
+        never_peaks = run.schedule.never_peaks()  # (pretrain's --warmup-steps; a proportion cannot)
+        if never_peaks:
+            warnings.warn(never_peaks, stacklevel=2)
         say_where(run)
         if options.precision == "bf16" and world.device.type == "cpu":  # a warning where bf16 is slower here
             micro_batch = options.batch_size // world.size // options.accumulate
@@ -326,8 +329,8 @@ def save(run: Run, step: int, hub_files: bool = True) -> None:
         state = TrainingState(step, position, settings, run.saved_with["config"], run.saved_with["data"],
                               model.state_dict(), run.optimizer.moments, rng, arithmetic_of(model), device_rng,
                               None if run.scaler is None else run.scaler.state(),
-                              dev_data=run.saved_with["dev"],
-                              vocabulary=run.saved_with["vocabulary"])  # fmt: skip
+                              dev_data=run.saved_with["dev"], vocabulary=run.saved_with["vocabulary"],
+                              paths=run.saved_with["paths"])  # fmt: skip
         folder.save(model, state, hub_files)
         run.last_state = state
     run.world.wait()

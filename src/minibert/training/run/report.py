@@ -127,7 +127,7 @@ class Progress:
         self.end_line()
         first, last = self.first, self.last
         if last is None:
-            print(f"minibert: {command}: nothing to do, {run} has done its {self.steps} steps", file=sys.stderr)
+            print(f"minibert: {command}: no step left to train, {run} has done its {self.steps} steps", file=sys.stderr)
             return
         steps = last["step"] - self.done
         added = f" ({detail(last)})" if detail(last) else ""

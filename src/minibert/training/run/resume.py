@@ -36,8 +36,9 @@ def resume(run, hub_names: list[str]) -> int:
                                instances=len(run.data.train), hub_names=hub_names)  # fmt: skip
     run.last_state = state if world.is_main else None  # (a run killed while it finished: finished again)
     run.finished = state.finished  # its weights are model.safetensors, as the run ended: nothing to restore
+    left = state.step < run.data.steps  # (none: finished, or killed after its last checkpoint, before it finished)
     if not run.finished:
-        restore(run, state)
+        restore(run, state, steps_left=left)
     folder.saved_step = state.step
     if world.is_main:
         folder.remove_leftovers()  # (a kill while a checkpoint was written, or while the run finished)
@@ -49,14 +50,17 @@ def resume(run, hub_names: list[str]) -> int:
             run.best, run.best_step = best_so_far(folder, metric)
         said = (f"{folder.path} holds a finished run (step {state.step} of {run.data.steps}): nothing to resume"
                 if run.finished else f"resuming {folder.path} from its checkpoint of step {state.step} of "
-                f"{run.data.steps} (weights, optimizer, data order and random state as they were)")  # fmt: skip
+                f"{run.data.steps} (weights, optimizer, data order and random state as they were)" if left else
+                f"{folder.path} holds the checkpoint of its last step (step {state.step} of {run.data.steps}): no "
+                "step left to train; finishing the run from it")  # fmt: skip
         print(f"minibert: {said}", file=sys.stderr)
     return state.step
 
 
-def restore(run, state: TrainingState) -> None:
+def restore(run, state: TrainingState, steps_left: bool = True) -> None:
     """The state put back: the weights, the optimizer's moments, this process's random streams and
-    fp16's loss scale; the arithmetic it was computed with followed (or a difference said)."""
+    fp16's loss scale; the arithmetic it was computed with followed (or a difference said, where
+    ``steps_left``: with none, nothing is computed that could round differently)."""
     world, model = run.world, run.model
     with torch.no_grad():
         model.load_state_dict(state.weights)
@@ -68,13 +72,15 @@ def restore(run, state: TrainingState) -> None:
         torch.cuda.set_rng_state(state.device_rng[world.rank], device)
     if run.scaler is not None and state.loss_scale:
         run.scaler = LossScaler(state.loss_scale["scale"], state.loss_scale["good_steps"])
-    follow_the_run(model, state.arithmetic, say=world.is_main, gemm=run.options.gemm)
+    follow_the_run(model, state.arithmetic, say=world.is_main and steps_left, gemm=run.options.gemm)
 
 
 def read_resumed_state(run, **checks) -> TrainingState:
     """The run's training state, checked against this command (``checks``: checkpoint.check_state).
     The learning rate may change on resume (a run that diverged continues with a lower one), nothing
-    else; a change is said once."""
+    else; a change is said once: the steps after follow it, or, with no step left (a finished run,
+    or one killed after its last checkpoint), it changes nothing (the state keeps the run's rate:
+    loop.py finishes the state it read)."""
     folder, settings = run.folder, run.saved_with["settings"]
     state = TrainingState.from_file(folder.state_path)
     if "precision" not in state.settings:  # a run made before --precision: its --bf16 said it
@@ -83,11 +89,13 @@ def read_resumed_state(run, **checks) -> TrainingState:
         state.settings["eval_every"] = settings["eval_every"]
     same = {name: value for name, value in settings.items() if name != "learning_rate"}
     check_state(state, folder.state_path, settings=same, config=run.saved_with["config"], **checks)
-    rate = settings["learning_rate"]
-    if state.settings.get("learning_rate") != rate and run.world.is_main:
-        warnings.warn(f"resuming at step {state.step} with --learning-rate {rate:g} (the run was made with "
-                      f"{state.settings.get('learning_rate')!r}): the steps after follow the new rate's schedule",
-                      stacklevel=4)  # fmt: skip
+    rate, then = settings["learning_rate"], state.settings.get("learning_rate")
+    if then != rate and run.world.is_main:
+        said = (f"resuming at step {state.step} with --learning-rate {rate:g} (the run was made with {then!r}): the "
+                "steps after follow the new rate's schedule" if state.step < settings["steps"] else
+                f"--learning-rate {rate:g} changes nothing: {folder.path} has no step left to train (the run was "
+                f"made with {then!r})")  # fmt: skip
+        warnings.warn(said, stacklevel=4)
     return state
 
 
