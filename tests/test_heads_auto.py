@@ -23,6 +23,7 @@ import torch
 import minibert
 from helpers import assert_close
 from minibert.errors import CheckpointError
+from minibert.tokenizer import named_class
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5
@@ -225,3 +226,82 @@ def test_other_architectures_are_refused_naming_the_model_type(tmp_path, auto_na
     with pytest.raises(CheckpointError, match=rf"{auto_name}: .* is a '{model_type}' checkpoint \(config.json "
                        rf"model_type\), but minibert implements BERT only .*transformers' {auto_name}$"):  # fmt: skip
         getattr(minibert, auto_name).from_pretrained(tmp_path)
+
+
+# ----------------------------------------------------------------------------- other tokenizers refused
+
+PAIRS = (["Hello World, the fool doth think", "naïve Café"], ["he is WISE.", "a second text"])
+
+
+def _tokenizer_folder(directory, tokenizer_class, where: str = "tokenizer_config.json", model: bool = False):
+    """fortunes-mini's tokenizer (and config.json, and with ``model`` its weights), its tokenizer_class
+    in ``where`` (tokenizer_config.json's, or config.json's with none in tokenizer_config.json)."""
+    directory.mkdir()
+    for name in ("vocab.txt", "config.json", *(["model.safetensors"] if model else [])):
+        shutil.copy(fortunes_dir() / name, directory / name)
+    settings = json.loads((fortunes_dir() / "tokenizer_config.json").read_text())
+    settings.pop("tokenizer_class")
+    config = json.loads((fortunes_dir() / "config.json").read_text())
+    named = {"tokenizer_config.json": settings, "config.json": config}
+    named[where]["tokenizer_class"] = tokenizer_class
+    for name, values in named.items():
+        (directory / name).write_text(json.dumps(values))
+    return directory
+
+
+def _outputs(tokenizer, names=("input_ids", "token_type_ids", "attention_mask")) -> dict:
+    """A batch of pairs' inputs: those of ``names`` that the tokenizer returns."""
+    return {name: list(values) for name, values in tokenizer(*PAIRS).items() if name in names}
+
+
+def _same_inputs(folder) -> None:
+    """The folder's AutoTokenizer in both libraries: the ids and mask equal; so are the segments, where
+    transformers' class returns them (DistilBERT's and TokenizersBackend's leave them to the model)."""
+    theirs = transformers.AutoTokenizer.from_pretrained(str(folder))
+    expected = _outputs(theirs)
+    assert _outputs(minibert.AutoTokenizer.from_pretrained(folder), names=expected) == expected, type(theirs).__name__
+
+
+@pytest.mark.parametrize("where", ["tokenizer_config.json", "config.json"])
+@pytest.mark.parametrize("tokenizer_class", ["MPNetTokenizer", "RobertaTokenizer", "BertJapaneseTokenizer",
+                                             "DPRReaderTokenizerFast"])  # fmt: skip
+def test_a_tokenizer_class_that_is_not_berts_is_refused_by_auto_tokenizer(tmp_path, tokenizer_class, where):
+    """transformers' AutoTokenizer builds the class tokenizer_config.json (else config.json) names: MPNet's
+    and RoBERTa's frame and number otherwise, BertJapanese's does not lowercase, DPR's reader takes
+    questions, titles and texts. minibert's AutoTokenizer loaded each folder
+    as BertTokenizer, giving other inputs without a word; now a CheckpointError names the file and the
+    field. BertTokenizer.from_pretrained still loads it, as transformers' BertTokenizer does."""
+    folder = _tokenizer_folder(tmp_path / "tok", tokenizer_class, where)
+    bert = minibert.BertTokenizer.from_pretrained(folder)
+    assert _outputs(transformers.AutoTokenizer.from_pretrained(str(folder))) != _outputs(bert)  # the reason
+    with pytest.raises(CheckpointError, match=rf"tok/{where}: tokenizer_class '{tokenizer_class}': transformers' "
+                                              r"AutoTokenizer builds that class"):  # fmt: skip
+        minibert.AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.mark.parametrize("tokenizer_class", sorted(named_class.BERT_TOKENIZER_CLASSES - {"BertTokenizerLegacy"}))
+def test_the_tokenizer_classes_taken_are_berts_in_transformers(tmp_path, tokenizer_class):
+    """Each class minibert's AutoTokenizer takes (named_class.BERT_TOKENIZER_CLASSES) gives, in
+    transformers' AutoTokenizer, the inputs minibert's BertTokenizer gives: ids, mask, and segments
+    where the class returns them."""
+    folder = _tokenizer_folder(tmp_path / "tok", tokenizer_class)
+    _same_inputs(folder)
+
+
+def test_a_class_that_runs_tokenizer_json_needs_one_and_the_loaders_refuse_as_auto_tokenizer(tmp_path):
+    """PreTrainedTokenizerFast runs tokenizer.json: without one transformers cannot build it, and
+    minibert says so; with one, the file is read (docs/tokenizer.md). The Embedder (sentence-transformers
+    loads with AutoTokenizer) and the tasks (transformers' pipelines: AutoTokenizer) refuse what
+    AutoTokenizer refuses."""
+    folder = _tokenizer_folder(tmp_path / "fast", "PreTrainedTokenizerFast")
+    with pytest.raises(ValueError):
+        transformers.AutoTokenizer.from_pretrained(str(folder))
+    with pytest.raises(CheckpointError, match="tokenizer_class 'PreTrainedTokenizerFast' runs tokenizer.json, and"):
+        minibert.AutoTokenizer.from_pretrained(folder)
+    transformers.BertTokenizer.from_pretrained(str(folder)).save_pretrained(str(tmp_path / "saved"))
+    shutil.copy(tmp_path / "saved" / "tokenizer.json", folder)
+    _same_inputs(folder)
+    model = _tokenizer_folder(tmp_path / "model", "MPNetTokenizer", model=True)
+    for load in (minibert.Embedder.from_pretrained, lambda path: minibert.fill_mask("a [MASK] b", model=path)):
+        with pytest.raises(CheckpointError, match="tokenizer_class 'MPNetTokenizer'"):
+            load(model)

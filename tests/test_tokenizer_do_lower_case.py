@@ -6,6 +6,7 @@ is the checkpoint's own setting; a vocabulary with no casing (SMILES, amino acid
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -99,3 +100,68 @@ def test_a_flag_in_tokenizer_config_that_is_not_a_bool_is_refused(tmp_path, fiel
             transformers.AutoTokenizer.from_pretrained(reference)
     _folder(tmp_path, "null", ["Hello", "hello"], {field: None})
     assert BertTokenizer.from_pretrained(tmp_path / "null")("Hello")["input_ids"] == [2, 6, 3]  # default: lowercased
+
+
+# ----------------------------------------------------------------------------- no tokenizer_config.json
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _hub_cache(tmp_path, files: dict[str, str]):
+    """(cache folder, snapshot folder) of a hub cache holding the repository me/cased at one commit with
+    ``files``, and the cache's records of the tokenizer files it lacks, as huggingface_hub leaves them."""
+    repo = tmp_path / "hub" / "models--me--cased"
+    snapshot = repo / "snapshots" / COMMIT
+    snapshot.mkdir(parents=True)
+    for name, text in files.items():
+        (snapshot / name).write_text(text, encoding="utf-8")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    (repo / ".no_exist" / COMMIT).mkdir(parents=True)
+    for name in ("tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "added_tokens.json"):
+        (repo / ".no_exist" / COMMIT / name).touch()
+    return tmp_path / "hub", snapshot
+
+
+def test_vocab_txt_without_tokenizer_config_is_lowercased_as_transformers_does(tmp_path, caplog):
+    """A cased vocab.txt with no tokenizer_config.json: transformers 5 lowercases it (BertTokenizer's
+    default), named by its hub id, its snapshot folder or a folder of its own. minibert guessed the
+    casing from the vocabulary for a local folder only: the snapshot read "Hello" where its hub id read
+    "hello", and transformers "hello" for both. Now all lowercase, and a warning names the file that
+    would say otherwise (a cased vocabulary loses its capitalised words)."""
+    import minibert
+
+    vocab = "\n".join(SPECIALS + CASED) + "\n"
+    cache, snapshot = _hub_cache(tmp_path, {"vocab.txt": vocab, "config.json": json.dumps({"model_type": "bert"})})
+    alone = _folder(tmp_path, "alone", CASED, None)
+    hub = {"cache_dir": str(cache), "local_files_only": True}
+    expected = transformers.AutoTokenizer.from_pretrained("me/cased", **hub)(TEXTS)["input_ids"]
+    for name, options in (("me/cased", hub), (str(snapshot), {}), (alone, {})):
+        for library in (minibert, transformers):
+            for cls in ("AutoTokenizer", "BertTokenizer"):
+                if name == alone and library is transformers and cls == "AutoTokenizer":
+                    continue  # (no config.json to pick a class by: transformers' AutoTokenizer cannot load it)
+                with caplog.at_level(logging.WARNING, logger="minibert"):
+                    tokenizer = getattr(library, cls).from_pretrained(name, **options)
+                assert tokenizer(TEXTS)["input_ids"] == expected, (name, library.__name__, cls)
+                assert tokenizer.do_lower_case is True
+    warned = [record for record in caplog.records if record.name == "minibert" and record.levelno == logging.WARNING]
+    assert len(warned) == 6 and all("its vocabulary is cased (5 of 18 pieces" in one.getMessage() for one in warned)
+    advice = f'save {{"do_lower_case": false}} as tokenizer_config.json beside {snapshot / "vocab.txt"}'
+    assert advice in warned[2].getMessage()
+
+
+def test_googles_releases_keep_their_readmes_casing(tmp_path):
+    """Google's zips have no tokenizer config, and transformers loads no model from them: their casing is
+    Google's README's (the zip's name, else the vocabulary), for a folder that holds bert_config.json, a
+    TensorFlow checkpoint, or bears a zip's name; a copy with config.json alone is transformers' (lowercase)."""
+    named = _folder(tmp_path, "cased_L-2_H-32_A-2", CASED, None)
+    with_config = _folder(tmp_path, "my-google-bert", CASED, None)
+    (tmp_path / "my-google-bert" / "bert_config.json").write_text(json.dumps({"vocab_size": 18}))
+    with_checkpoint = _folder(tmp_path, "run", CASED, None)
+    (tmp_path / "run" / "model.ckpt-3.index").write_bytes(b"")
+    for folder in (named, with_config, with_checkpoint):
+        assert BertTokenizer.from_pretrained(folder).do_lower_case is False, folder
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "vocab.txt").write_bytes((tmp_path / "my-google-bert" / "vocab.txt").read_bytes())
+    assert BertTokenizer.from_pretrained(tmp_path / "copy").do_lower_case is True

@@ -188,11 +188,43 @@ def test_neither_file_is_a_clear_error(tmp_path, vocab_file):
         BertTokenizer.from_pretrained(directory)
 
 
-def test_vocab_txt_wins_when_both_are_there(vocab_file, tmp_path):
+def test_tokenizer_json_beside_vocab_txt_is_checked_as_without_it(vocab_file, tmp_path):
+    """A pipeline minibert does not compute is refused whether or not vocab.txt is there: the
+    `tokenizers` library runs it either way (vocab.txt used to hide it: the file was read for its
+    vocabulary alone)."""
     directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
     shutil.copy(vocab_file, directory / "vocab.txt")
-    _edit(directory, _break("normalizer"))  # would be refused if it were read
-    assert len(BertTokenizer.from_pretrained(directory)) == 30522
+    _edit(directory, _break("normalizer"))
+    with pytest.raises(CheckpointError, match=r"tokenizer.json: normalizer = .*not BERT's normalizer"):
+        BertTokenizer.from_pretrained(directory)
+
+
+CASED_PIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "The", "Cat", "Paris", "Hello", "World", "the", "cat",
+                "paris", "hello", "world", "##s", ",", "."]  # fmt: skip
+
+
+def test_tokenizer_json_settings_count_beside_vocab_txt(minilm_dir, tmp_path):
+    """vocab.txt + tokenizer.json, no tokenizer_config.json: AutoTokenizer runs tokenizer.json (no
+    config.json), or rebuilds BertTokenizer's defaults (a BERT's config.json), as without vocab.txt;
+    `tokenizers` runs the file. minibert read only the file's vocabulary there and guessed the casing
+    from vocab.txt: a lowercasing tokenizer.json over a cased vocabulary was read cased ("Hello", where
+    every reference reads "hello"), and a cased tokenizer.json beside config.json loaded without a word,
+    though the same folder without vocab.txt is refused. Now its settings are read and checked as there."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(CASED_PIECES) + "\n", encoding="utf-8")
+    lowering = _saved_by_transformers(tmp_path / "lowering", vocab, expected_size=len(CASED_PIECES))
+    (lowering / "tokenizer_config.json").unlink()
+    shutil.copy(vocab, lowering / "vocab.txt")
+    text = "Hello World, the Cats of Paris"
+    expected = tokenizers.Tokenizer.from_file(str(lowering / "tokenizer.json")).encode(text).ids
+    assert transformers.AutoTokenizer.from_pretrained(str(lowering))(text)["input_ids"] == expected
+    assert BertTokenizer.from_pretrained(lowering)(text)["input_ids"] == expected
+    for with_vocab in (False, True):
+        directory = _model_folder(tmp_path / f"cased-{with_vocab}", minilm_dir, {"lowercase": False})
+        if with_vocab:
+            shutil.copy(minilm_dir / "vocab.txt", directory)
+        with pytest.raises(CheckpointError, match=r"tokenizer.json and .*config.json .*differ on do_lower_case "):
+            BertTokenizer.from_pretrained(directory)
 
 
 def test_each_file_is_read_once_when_both_are_there(minilm_dir, monkeypatch):
@@ -212,8 +244,8 @@ def test_each_file_is_read_once_when_both_are_there(minilm_dir, monkeypatch):
 
     for module in (directory, bert_tokenizer):
         monkeypatch.setattr(module, "load_vocab", counting(module.load_vocab, "vocab.txt"))
-    monkeypatch.setattr(directory, "read_vocab_and_added_tokens",
-                        counting(tokenizer_json.read_vocab_and_added_tokens, "tokenizer.json"))  # fmt: skip
+    monkeypatch.setattr(directory, "read_tokenizer_json",
+                        counting(tokenizer_json.read_tokenizer_json, "tokenizer.json"))  # fmt: skip
     tokenizer = BertTokenizer.from_pretrained(minilm_dir)
     assert sorted(reads) == ["tokenizer.json", "vocab.txt"]
     assert tokenizer._vocab_is_file and len(tokenizer) == 30522

@@ -4,7 +4,8 @@ transformers' tutorials begin with ``AutoTokenizer`` and ``AutoModel``, which re
 and pick the class of its ``model_type``. minibert implements one architecture, so each ``Auto``
 name here stands for one BERT class and loads exactly as that class does; a checkpoint of another
 architecture (``model_type`` "roberta", "gpt2", ...) is refused with a ``CheckpointError`` that
-names its model_type:
+names its model_type, and so is a tokenizer of another kind (tokenizer_config.json's ``tokenizer_class``
+"MPNetTokenizer", ...: tokenizer/named_class.py), which transformers' AutoTokenizer would build:
 
     >>> from minibert import AutoModel, AutoTokenizer
     >>> tokenizer = AutoTokenizer.from_pretrained("minibert/fortunes-mini")    # a BertTokenizer
@@ -42,6 +43,7 @@ from .loading.hub_commit import one_load
 from .loading.transformers_keywords import hub_keywords
 from .model import BertModel
 from .tokenizer import BertTokenizer
+from .tokenizer.named_class import check_tokenizer_class
 
 
 def _refuse_other_architectures(auto_name: str, name_or_path, revision: str | None, required: bool = True) -> None:
@@ -81,8 +83,13 @@ class _AutoClass:
         hub = hub_keywords(kwargs)  # the download keywords, checked once and taken out: the class is given none
         # config.json read here and the class's files: one commit (loading/hub_commit.py), with those options
         with one_load(), hub_options(hub):
-            _refuse_other_architectures(cls.__name__, name_or_path, revision, required=cls is not AutoTokenizer)
+            cls._refuse_others(name_or_path, revision)
             return cls.bert_class.from_pretrained(name_or_path, *args, revision=revision, **kwargs)
+
+    @classmethod
+    def _refuse_others(cls, name_or_path, revision: str | None) -> None:
+        """A checkpoint this name would load as another architecture in transformers: refused."""
+        _refuse_other_architectures(cls.__name__, name_or_path, revision)
 
 
 class _AutoModelClass(_AutoClass):
@@ -125,9 +132,15 @@ class AutoModelForMultipleChoice(_AutoModelClass):
 
 
 class AutoTokenizer(_AutoClass):
-    """``BertTokenizer.from_pretrained``; a folder with a config.json of another model_type is refused."""
+    """``BertTokenizer.from_pretrained``; a folder with a config.json of another model_type, or whose
+    ``tokenizer_class`` names another tokenizer than BERT's, is refused."""
 
     bert_class = BertTokenizer
+
+    @classmethod
+    def _refuse_others(cls, name_or_path, revision: str | None) -> None:
+        _refuse_other_architectures(cls.__name__, name_or_path, revision, required=False)  # (a tokenizer alone)
+        check_tokenizer_class(name_or_path, revision)
 
 
 class AutoConfig(_AutoClass):

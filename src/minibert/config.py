@@ -313,24 +313,25 @@ def _check_field(name: str, value) -> None:
         _check_number(name, value)
 
 
-def labels_by_id(extra: dict) -> tuple[dict[int, str], str | None]:
+def labels_by_id(extra: dict, field: str = "config field {}") -> tuple[dict[int, str], str | None]:
     """({id: label name}, a note when num_labels overrides id2label) from config.json's fields:
     ``id2label`` (its keys are strings in JSON), else ``num_labels`` (default 2, as transformers)
-    with labels LABEL_0, LABEL_1, ... A malformed field is a ``CheckpointError`` naming it."""
+    with labels LABEL_0, LABEL_1, ... A malformed field is a ``CheckpointError`` naming it, as
+    ``field`` spells a field's name (a caller's keyword: loading/config_keywords.py)."""
     count = extra.get("num_labels", extra.get("_num_labels"))
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1_000_000):
-        raise CheckpointError(f"config field num_labels = {count!r}: must be an integer from 1 to 1,000,000")
+        raise CheckpointError(f"{field.format('num_labels')} = {count!r}: must be an integer from 1 to 1,000,000")
     raw = extra.get("id2label")
     if raw is None:
         return {index: f"LABEL_{index}" for index in range(2 if count is None else count)}, None
     if not isinstance(raw, dict) or not raw:
-        raise CheckpointError(f"config field id2label must be a non-empty object, got {raw!r:.60}")
+        raise CheckpointError(f"{field.format('id2label')} must be a non-empty object, got {raw!r:.60}")
     try:
         id2label = {int(key): str(value) for key, value in raw.items()}
     except (TypeError, ValueError):
-        raise CheckpointError(f"config field id2label has a key that is not a number: {raw!r:.60}") from None
+        raise CheckpointError(f"{field.format('id2label')} has a key that is not a number: {raw!r:.60}") from None
     if sorted(id2label) != list(range(len(id2label))):
-        raise CheckpointError(f"config field id2label must number its labels 0 to {len(id2label) - 1}")
+        raise CheckpointError(f"{field.format('id2label')} must number its labels 0 to {len(id2label) - 1}")
     if count is not None and count != len(id2label):
         # transformers 2 and 3 wrote num_labels and left id2label at its 2-label default (rxnfp's
         # classifier: num_labels 50, id2label LABEL_0, LABEL_1): the number was written on purpose.

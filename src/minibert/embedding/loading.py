@@ -15,6 +15,7 @@ from ..loading.hub_commit import one_load
 from ..loading.transformers_keywords import hub_keywords
 from ..model import BertModel
 from ..tokenizer.bert_tokenizer import BertTokenizer
+from ..tokenizer.named_class import check_tokenizer_class
 from .recipe import read_modules, read_recipe
 
 # sentence-transformers' download keywords (SentenceTransformer's and CrossEncoder's, version 6).
@@ -37,6 +38,7 @@ def load_parts(name_or_path, revision: str | None, hub: HubOptions, **model_keyw
     a pipeline minibert does not load is refused for that reason, not for a tokenizer missing at the root."""
     with one_load(), hub_options(hub):  # ``hub`` checked once (download_keywords): each part is given none
         modules = read_modules(name_or_path, revision)  # a pipeline minibert cannot load says so before "no vocab.txt"
+        check_tokenizer_class(name_or_path, revision)  # sentence-transformers builds the class a folder names
         tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
         load = functools.partial(BertModel.from_pretrained, name_or_path, revision=revision, **model_keywords)
         try:

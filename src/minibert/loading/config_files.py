@@ -27,6 +27,7 @@ from ..formats.atomic_files import naming_the_file, output_folder
 from ..formats.json_files import parse_json
 from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, CONFIG_FIELDS, SHAPE_FIELDS
 from .google_folder import model_folder
+from .head_labels import contradicting_labels
 from .hub import hub_options, resolve_file
 from .transformers_keywords import HUB_KEYWORDS, config_keywords
 
@@ -73,8 +74,11 @@ def with_fields(config, fields: dict):
     numbers = {name: fields[name] for name in (*SHAPE_FIELDS, *BUILD_FIELDS) if name in fields}
     config = dataclasses.replace(config, extra=dict(config.extra), **numbers)  # (__post_init__ checks them)
     for name in ("num_labels", "id2label", "label2id", "problem_type", *CALL_DEFAULTS, "use_cache"):
-        if name in fields:  # (id2label after num_labels: the names given win)
+        if name in fields:  # (id2label after num_labels, which would rename the labels LABEL_0 ...)
             setattr(config, name, fields[name])
+    if fields.get("num_labels") is not None and fields.get("id2label") is not None:
+        if config.num_labels != fields["num_labels"]:  # (id2label's count, now that it is set and checked)
+            raise ValueError(f"from_pretrained(): {contradicting_labels(fields['num_labels'], config.id2label)}")
     if "classifier_dropout" in fields:
         config.extra["classifier_dropout"] = _probability_or_none("classifier_dropout", fields["classifier_dropout"])
     if "finetuning_task" in fields:

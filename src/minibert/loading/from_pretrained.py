@@ -29,7 +29,13 @@ from ..speed.seam import refuse_gemm_for_int8, speed_up
 from .architectures import saved_class
 from .checkpoint_files import declared_shapes, find_checkpoint, map_state_dict, stored_dtypes
 from .config_fields import BUILD_FIELDS, CALL_DEFAULTS, LABEL_FIELDS
-from .config_keywords import in_place_of, replace_label_fields, take_build_fields, take_given_config
+from .config_keywords import (
+    check_label_keywords,
+    in_place_of,
+    replace_label_fields,
+    take_build_fields,
+    take_given_config,
+)
 from .devices import placement
 from .file_pages import FileUnchanged
 from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
@@ -38,33 +44,47 @@ from .hub_commit import one_load, snapshot_commit
 from .strict import WEIGHT_DTYPES, rename_and_check
 from .transformers_keywords import TRANSFORMERS_KEYWORDS, model_keywords
 
-# dtype names from_pretrained takes; "int8" loads float32 weights, then quantizes them (speed/seam.py → speed/int8.py)
-DTYPE_NAMES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-               "float16": torch.float16, "fp16": torch.float16, "int8": torch.float32}  # fmt: skip
+# dtype names from_pretrained takes besides torch's own ("float64", "half", ...: check_dtype);
+# "int8" loads float32 weights, then quantizes them (speed/seam.py → speed/int8.py)
+DTYPE_NAMES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32}
 
 
 def check_dtype(dtype):
     """``dtype`` as asked, checked before any file is fetched (a typo is not worth a 1.3 GB download):
-    None, a floating-point torch.dtype, "auto", "fastest" or a name of DTYPE_NAMES; torch.int8 is
-    "int8" (int8 layers, not int8 "floats").
+    None, "auto", "fastest", a name of DTYPE_NAMES, or a dtype the model computes in (``WEIGHT_DTYPES``:
+    float32, float64, float16, bfloat16), as a torch.dtype or by torch's name for it ("float64",
+    "half", "double", "float", as transformers takes them: the torch.dtype is returned). torch.int8 is
+    "int8" (int8 layers, not int8 "floats"); any other dtype is refused, saying which are taken
+    (float8's: torch has no matrix product for them, the load would fail at the first forward).
 
-    >>> check_dtype(torch.int8), check_dtype("bf16")
-    ('int8', 'bf16')
+    >>> check_dtype(torch.int8), check_dtype("bf16"), check_dtype("half")
+    ('int8', 'bf16', torch.float16)
     """
     if dtype in (torch.int8, torch.qint8):
         return "int8"
+    if dtype is None or isinstance(dtype, str) and (dtype in ("auto", "fastest") or dtype in DTYPE_NAMES):
+        return dtype
+    taken = ", ".join(str(one).removeprefix("torch.") for one in WEIGHT_DTYPES)
+    if isinstance(dtype, str):
+        named = getattr(torch, dtype, None) if dtype.isidentifier() else None
+        if named in WEIGHT_DTYPES:  # torch's name for it, as transformers reads it (getattr(torch, dtype))
+            return named
+        raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, 'auto', 'fastest', a torch.dtype or torch's "
+                         f"name for one of {taken} ('float64', 'half', ...), got {dtype!r}")  # fmt: skip
     if isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
         raise ValueError(f"dtype {dtype} cannot hold a model's weights: give a floating-point dtype, or "
                          "dtype='int8' (torch.int8) for the encoder's linear layers in int8")  # fmt: skip
-    named = isinstance(dtype, str) and (dtype in ("auto", "fastest") or dtype in DTYPE_NAMES)
-    if dtype is None or isinstance(dtype, torch.dtype) or named:
+    if isinstance(dtype, torch.dtype) and dtype not in WEIGHT_DTYPES:
+        raise ValueError(f"dtype {dtype}: torch has no matrix product in it (the model would fail at its first "
+                         f"forward); give one of {taken}")  # fmt: skip
+    if isinstance(dtype, torch.dtype):
         return dtype
     raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, 'auto', 'fastest' or a torch.dtype, got {dtype!r}")
 
 
 def _parse_dtype(dtype, config: BertConfig, config_file: Path, weights_file: Path, device=None) -> torch.dtype | None:
     """The torch.dtype a checked ``dtype`` (``check_dtype``) stands for: "auto" the checkpoint's own
-    (``saved_dtype``), "fastest" chosen for this model's size and ``device``."""
+    (``saved_dtype``), "fastest" chosen for this model's size and ``device``, a name of DTYPE_NAMES its dtype."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
@@ -143,11 +163,14 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; besides its own, it takes "
                         f"config=, the config fields {', '.join((*LABEL_FIELDS, *BUILD_FIELDS))}, and transformers' "
                         f"keywords {', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
+    check_label_keywords(label_config)  # (the caller's: named as keywords, not blamed on config.json)
     device = placement(device, dtype)  # a GPU that is not there, or int8 on one: said before anything is read
     if dtype == "int8":
         refuse_gemm_for_int8(gemm)  # (the float32 projections' library, which int8 replaces)
     with hub_options(hub):
         config_file, weights_file = find_checkpoint(name_or_path, revision)
+        if isinstance(given, str):  # config="folder or hub id", as transformers reads it (revision included)
+            given = BertConfig.from_pretrained(given, revision=revision)
     config = BertConfig.from_json_file(config_file)
     own_fields = dict(config.extra)
     if given is not None:  # transformers' from_pretrained(path, config=config): in place of config.json

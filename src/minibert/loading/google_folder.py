@@ -29,6 +29,8 @@ from .local_files import not_a_file
 HUB_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 # TensorFlow 1's V1 checkpoint, one file per shard and no .index: model.ckpt, model.ckpt-1000-00000-of-00002.
 V1_CHECKPOINT = re.compile(r"\.ckpt(-\d+)?(-\d{5}-of-\d{5})?$")
+# The names of Google's zips end in the model's shape: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12.
+RELEASE_NAME = re.compile(r"(^|_)L-\d+_H-\d+_A-\d+$")
 
 
 def regular(path: Path, what: str = "") -> bool:
@@ -58,6 +60,22 @@ def model_folder(name) -> str:
     """The folder whose files a load reads: a checkpoint prefix's folder, else ``name`` as it is."""
     prefix = given_prefix(name)
     return os.fspath(name) if prefix is None else os.fspath(prefix.parent)
+
+
+def google_release(folder) -> bool:
+    """Whether a local folder holds one of Google's releases, unpacked, or a run of Google's scripts:
+    it has bert_config.json or a TensorFlow checkpoint (``*.index``), or bears a zip's name
+    (``cased_L-12_H-768_A-12``). Those ship no tokenizer settings, and their casing follows Google's
+    README (tokenizer/directory.py); a hub id, or any other folder, is none.
+
+    >>> google_release("no/such/uncased_L-12_H-768_A-12")
+    False
+    """
+    folder = Path(os.fspath(folder))
+    if not folder.is_dir():
+        return False
+    named = RELEASE_NAME.search(Path(os.path.abspath(folder)).name) is not None
+    return named or (folder / "bert_config.json").is_file() or any(folder.glob("*.index"))
 
 
 def newest_named(state: Path) -> str | None:

@@ -76,6 +76,15 @@ def labels_for_the_head(model, config_extra: dict, label_config: dict, weights_f
     return shape[0]
 
 
+def contradicting_labels(num_labels: int, id2label: dict) -> str:
+    """The refusal of ``num_labels`` given beside an ``id2label`` of another length (a caller's two
+    keywords: config_keywords.py, config_files.py). transformers 5 sizes the head by id2label then,
+    but keeps the label2id that num_labels made (LABEL_0 ...): a config that contradicts itself."""
+    return (f"num_labels={num_labels} and id2label, which names {len(id2label)} labels "
+            f"({shown_labels(id2label.values())}), contradict each other: give id2label alone (it counts the labels "
+            "too), or num_labels alone")  # fmt: skip
+
+
 def parse_labels(text: str) -> list[str]:
     """Labels in id order as a flag gives them: comma-separated, each stripped; a label that holds a
     comma is quoted, as in a CSV row. ValueError for an empty label, one named twice, or a stray quote.

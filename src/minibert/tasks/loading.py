@@ -34,6 +34,7 @@ from ..loading.hub_commit import one_load
 from ..loading.transformers_keywords import hub_keywords
 from ..pretrained import evaluating
 from ..tokenizer.bert_tokenizer import BertTokenizer
+from ..tokenizer.named_class import check_tokenizer_class
 
 loading_lock = threading.Lock()  # two threads asking for the same model load it once
 TASKS = "a task (classify, tag, answer, fill_mask, next_sentence)"  # what the meta device cannot run
@@ -48,13 +49,20 @@ def _load_cached(name_or_path: str, cls: type, gemm: str | None = None, dtype: s
     with one_load():  # the model and its tokenizer: one commit of a hub repository (loading/hub_commit.py)
         check_head_kind(cls, *architectures_in(name_or_path, revision))  # before the weights: a wrong head says nothing
         model = cls.from_pretrained(name_or_path, revision=revision, gemm=gemm, dtype=dtype, device=device)
-        tokenizer = BertTokenizer.from_pretrained(name_or_path, revision=revision)
+        tokenizer = _tokenizer(name_or_path, revision)
     model.config.check_vocabulary(tokenizer.vocab, name_or_path)
     return model, tokenizer
 
 
 @functools.lru_cache(maxsize=8)
 def _tokenizer_cached(name_or_path: str, files: tuple = (), revision: str | None = None) -> BertTokenizer:
+    return _tokenizer(name_or_path, revision)
+
+
+def _tokenizer(name_or_path: str, revision: str | None) -> BertTokenizer:
+    """The folder's tokenizer, as transformers' pipelines load it (AutoTokenizer): a folder naming
+    another tokenizer class than BERT's is refused (tokenizer/named_class.py)."""
+    check_tokenizer_class(name_or_path, revision)
     return BertTokenizer.from_pretrained(name_or_path, revision=revision)
 
 

@@ -51,6 +51,7 @@ from ..loading.devices import check_model_is_on, placement
 from ..loading.hub import hub_options, resolve_file
 from ..loading.hub_commit import one_load
 from ..tokenizer.bert_tokenizer import BertTokenizer
+from ..tokenizer.named_class import check_tokenizer_class
 from .classify import sigmoid
 from .loading import (
     cache_key,
@@ -94,6 +95,7 @@ class CrossEncoder:
             check_head_kind(BertForSequenceClassification, *architectures_in(source, revision))
             self.model = BertForSequenceClassification.from_pretrained(source, revision=revision, dtype=dtype,
                                                                        device=device, gemm=gemm).eval()  # fmt: skip
+            check_tokenizer_class(source, revision)  # (sentence-transformers' CrossEncoder: AutoTokenizer)
             self.tokenizer = BertTokenizer.from_pretrained(source, revision=revision)
             settings = _read_settings(source, revision)
         self.model.config.check_vocabulary(self.tokenizer.vocab, source)

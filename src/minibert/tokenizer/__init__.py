@@ -27,7 +27,8 @@ The modules, read in this order:
 * ``files.py`` — vocab.txt, tokenizer_config.json, the casing of Google's checkpoints;
   ``directory.py`` — the files ``from_pretrained`` reads and ``save_pretrained`` writes;
   ``added_token_files.py`` — where a folder keeps its added tokens, as transformers 5 reads them;
-  ``tokenizer_json.py`` — a repository's ``tokenizer.json`` when it has no ``vocab.txt``;
+  ``tokenizer_json.py`` — a repository's ``tokenizer.json``, its only vocabulary where it has no ``vocab.txt``;
+  ``named_class.py`` — the ``tokenizer_class`` a folder names, as ``AutoTokenizer`` reads it;
   ``arguments.py`` — the checks of what users pass.
 """
 

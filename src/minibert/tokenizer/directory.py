@@ -1,7 +1,7 @@
 """A tokenizer's directory: which files ``BertTokenizer.from_pretrained`` reads (vocab.txt, or
-tokenizer.json; tokenizer_config.json; Google's casing rule without one; the added tokens, from
-whichever files transformers 5 reads them: added_token_files.py) and the files
-``save_pretrained`` writes, as transformers writes them."""
+tokenizer.json; tokenizer_config.json; the casing without either: transformers' default, Google's
+rule for Google's releases; the added tokens, from whichever files transformers 5 reads them:
+added_token_files.py) and the files ``save_pretrained`` writes, as transformers writes them."""
 
 from __future__ import annotations
 
@@ -14,11 +14,18 @@ from ..errors import CheckpointError, ModelNotFoundError
 from ..formats.atomic_files import output_folder
 from ..formats.file_sets import write_files_together
 from ..loading.config_files import config_values
-from ..loading.google_folder import model_folder
+from ..loading.google_folder import google_release, model_folder
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
-from .files import SPECIAL_TOKEN_NAMES, STALE_FILES, check_framing_roles, google_lower_case, read_tokenizer_config
-from .tokenizer_json import read_tokenizer_json, read_vocab_and_added_tokens
+from .files import (
+    SPECIAL_TOKEN_NAMES,
+    STALE_FILES,
+    casing_contradiction,
+    check_framing_roles,
+    google_lower_case,
+    read_tokenizer_config,
+)
+from .tokenizer_json import read_tokenizer_json
 from .vocab_file import load_vocab
 from .vocab_file import vocab_bytes as vocab_file_bytes
 
@@ -28,8 +35,9 @@ logger = logging.getLogger("minibert")
 def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Path, dict, bool, dict]:
     """(vocab file, its {piece: id}, whether that file is vocab.txt (else tokenizer.json),
     BertTokenizer's keyword arguments) of a directory or hub repository: ``vocab.txt`` (or, without
-    it, ``tokenizer.json``) and ``tokenizer_config.json``; without a config, Google's casing rule
-    (``google_lower_case``); the added tokens from whichever files transformers 5 reads them
+    it, ``tokenizer.json``'s vocabulary), ``tokenizer.json``'s settings wherever it is there (transformers
+    5 reads it before vocab.txt), and ``tokenizer_config.json``; without either of those, the casing of
+    ``_casing_without_config``; the added tokens from whichever files transformers 5 reads them
     (added_token_files.py). Each file is read once."""
 
     def find(name):
@@ -41,24 +49,20 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
     # BertTokenizerLegacy (transformers' slow tokenizer) keeps a vocab.txt line's trailing whitespace
     legacy = settings.pop("tokenizer_class", None) == "BertTokenizerLegacy"
     from_json, json_added = {}, []
+    if json_file is not None:  # its vocabulary, settings and added tokens, with or without a vocab.txt beside it
+        json_vocab, from_json = read_tokenizer_json(json_file)
+        json_added = from_json.pop("added_tokens", [])
     if vocab_file is not None:
         vocab = load_vocab(vocab_file, kept_by=config_file if legacy else None)
         if json_file is not None:  # transformers 5 takes the vocabulary (and added tokens) from tokenizer.json
-            json_vocab, json_added = read_vocab_and_added_tokens(json_file)
             _check_same_vocabulary(vocab, vocab_file, json_vocab, json_file)
     elif json_file is None:
         raise ModelNotFoundError(f"{name_or_path} has neither vocab.txt nor tokenizer.json")
     else:
-        vocab_file = json_file
-        vocab, from_json = read_tokenizer_json(json_file)
-        json_added = from_json.pop("added_tokens", [])
+        vocab_file, vocab = json_file, json_vocab
     vocab_is_file = vocab_file != json_file
-    folder = model_folder(name_or_path)  # (a TensorFlow checkpoint prefix's folder)
-    if config_file is None and vocab_is_file and os.path.isdir(folder):  # e.g. Google's zip: no tokenizer config
-        lower, reason = google_lower_case(os.path.abspath(folder), vocab)
-        settings["do_lower_case"] = lower
-        logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
-                    "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
+    if config_file is None and json_file is None:  # vocab.txt alone: no file says the casing
+        settings.update(_casing_without_config(name_or_path, vocab_file, vocab))
     if "added_tokens" in settings:  # the config's added_tokens_decoder: transformers reads no other file for them
         settings["added_tokens_file"] = config_file
     else:
@@ -82,6 +86,32 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
     return Path(vocab_file), vocab, vocab_is_file, settings
 
 
+def _casing_without_config(name_or_path, vocab_file, vocab: dict) -> dict:
+    """``do_lower_case`` for a vocab.txt with neither tokenizer_config.json nor tokenizer.json beside it.
+
+    Google's releases (``google_release``: bert_config.json, a TensorFlow checkpoint, or the zip's name
+    ``cased_L-12_H-768_A-12``) ship no tokenizer settings, and transformers loads no model from them:
+    Google's README is the reference there, ``google_lower_case`` (the name, else the vocabulary), logged.
+    Every other folder, and every hub repository, gets what transformers 5 gives it: BertTokenizer's
+    default, lowercase (no setting here), so a hub id, its snapshot folder and a copy of it tokenize
+    alike. Where the vocabulary is cased (``casing_contradiction``: lowercased text never reaches its
+    capitalised words), a warning names the file that would say otherwise; the folder still loads, as
+    in transformers."""
+    folder = model_folder(name_or_path)  # (a TensorFlow checkpoint prefix's folder)
+    if google_release(folder):
+        lower, reason = google_lower_case(os.path.abspath(folder), vocab)
+        logger.info("%s has no tokenizer_config.json: %s, as %s", name_or_path,
+                    "lowercasing" if lower else "not lowercasing", reason)  # fmt: skip
+        return {"do_lower_case": lower}
+    why = casing_contradiction(vocab, True)
+    if why:
+        logger.warning("%s has no tokenizer_config.json, so it is lowercased, as transformers lowercases it "
+                       "(BertTokenizer's default), but %s. If the model was trained on cased text, save "
+                       '{"do_lower_case": false} as tokenizer_config.json beside %s', name_or_path, why,
+                       vocab_file)  # fmt: skip
+    return {}
+
+
 # What transformers 5's BertTokenizer builds from tokenizer_config.json (its defaults where the file
 # says nothing), ignoring tokenizer.json's normalizer, post-processor and model.unk_token.
 _CONFIG_DEFAULTS = {"do_lower_case": True, "strip_accents": None, "tokenize_chinese_chars": True,
@@ -99,7 +129,7 @@ def _differences(from_json: dict, settings: dict):
 
 
 def _check_same_settings(from_json: dict, json_file, settings: dict, config_file) -> None:
-    """A folder with tokenizer.json (no vocab.txt) and tokenizer_config.json: transformers 5 rebuilds
+    """A folder with tokenizer.json (vocab.txt or not) and tokenizer_config.json: transformers 5 rebuilds
     the normalizer, the [CLS] A [SEP] framing and WordPiece's [UNK] from the config's settings, while
     ``tokenizers`` (what the file says) runs tokenizer.json's; where the two disagree, the libraries
     give other ids, and minibert refuses the folder (transformers' own save after

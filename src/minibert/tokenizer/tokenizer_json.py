@@ -1,4 +1,5 @@
-"""BERT's tokenizer settings from ``tokenizer.json``, for repositories without ``vocab.txt``.
+"""BERT's tokenizer settings from ``tokenizer.json``, read wherever a repository has one (beside
+``vocab.txt`` too: transformers 5 and ``tokenizers`` read it first).
 
 transformers 5 and sentence-transformers 6 save a tokenizer as ``tokenizer.json`` alone: the
 serialized pipeline of the Rust ``tokenizers`` library. For BERT it holds everything vocab.txt
@@ -29,7 +30,6 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.json_files import parse_json
-from .added_tokens import AddedToken
 from .algorithm import MAX_CHARS_PER_WORD  # WordPiece's limit; a file with another one is refused
 from .files import read_added_tokens
 
@@ -80,19 +80,6 @@ def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
     settings["added_tokens"] = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens",
                                                  listed=True, vocab=vocab)  # fmt: skip
     return vocab, settings
-
-
-def read_vocab_and_added_tokens(path: str | os.PathLike) -> tuple[dict, list[tuple[int, AddedToken]]]:
-    """Only ``model.vocab`` and ``added_tokens`` of a tokenizer.json lying beside a vocab.txt:
-    transformers 5 takes its BertTokenizer's vocabulary from it, and (without an
-    ``added_tokens_decoder`` in tokenizer_config.json) its added tokens (added_token_files.py)."""
-    values = read_json_object(path)
-    model = values.get("model")
-    vocab = model.get("vocab") if isinstance(model, dict) else None
-    if not isinstance(vocab, dict):
-        raise CheckpointError(f"{path}: model.vocab is missing or not a JSON object {{piece: id}}")
-    added = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens", listed=True, vocab=vocab)
-    return vocab, added
 
 
 def _normalizer_settings(normalizer, refuse) -> dict:

@@ -35,6 +35,7 @@ from ...loading.head_labels import shown_labels
 from ...loading.names import CLASSIFIER_WEIGHTS
 from ...loading.strict import google_normal_
 from ...tokenizer import BertTokenizer
+from ...tokenizer.named_class import check_tokenizer_class
 
 GOOGLE_CLASSIFIER_DROPOUT = 0.1  # run_classifier.create_model: tf.nn.dropout(output_layer, keep_prob=0.9)
 GOOGLE_HEAD_STD = 0.02  # output_weights: tf.truncated_normal_initializer(stddev=0.02)
@@ -147,6 +148,7 @@ def load_tokenizer(model: str) -> BertTokenizer:
     its FullTokenizer at training and at prediction alike; the two agree on plain text with BERT's
     settings, and docs/tokenizer.md lists where they differ: a special token or an added token typed
     in the text, a folder's strip_accents, words of 101-200 characters, a few characters.)"""
+    check_tokenizer_class(model)  # run_glue's AutoTokenizer builds the class a folder names: another one is refused
     try:
         tokenizer = BertTokenizer.from_pretrained(model)
     except (CheckpointError, OSError) as error:
