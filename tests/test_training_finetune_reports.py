@@ -105,8 +105,8 @@ def test_an_undefined_dev_figure_is_null_undefined_and_never_the_best(tmp_path, 
     sweep = run_minibert(*[word if word != str(run) else str(tmp_path / "sweep") for word in argv],
                          "--learning-rates", "1e-3")  # fmt: skip
     assert sweep.returncode == 0, sweep.stderr
-    assert "| 0.001 | 12345 | undefined |" in sweep.stdout and "| 0.001 | undefined | undefined | undefined |" in \
-        sweep.stdout, sweep.stdout  # fmt: skip
+    assert "| 0.001 | 12345 | undefined |" in sweep.stdout, sweep.stdout
+    assert "| 0.001 | 0 of 1 (1 undefined) | undefined | undefined | undefined |" in sweep.stdout, sweep.stdout
 
     calls = []  # defined at the first evaluation (step 2), undefined at the second (step 4): best/ is step 2's
 
