@@ -311,3 +311,20 @@ def test_an_undecodable_argument_is_printed_escaped_under_a_strict_utf8_stdout(t
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
     summary = embed_files._summary(0, "a\udcffb", np.ones(3, dtype=np.float32))
     assert summary.startswith("[0] a\\udcffb\n") and summary.encode("utf-8")
+
+
+def test_example_data_says_how_many_squad_questions_each_version_holds(tmp_path):
+    """Issue r21 reports, item 7: example-data squad said "3 paragraphs, 10 questions" of every file;
+    v1.1's hold 7 questions, v2.0's 10 of which 3 are unanswerable. Counted here in the files written."""
+    result = run("example-data", "squad", "--output", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    counts = {}
+    for name in ("train-v1.1.json", "dev-v1.1.json", "train-v2.0.json", "dev-v2.0.json"):
+        paragraphs = [p for article in json.loads((tmp_path / name).read_text())["data"] for p in article["paragraphs"]]
+        questions = [q for paragraph in paragraphs for q in paragraph["qas"]]
+        counts[name] = (len(paragraphs), len(questions), sum(q.get("is_impossible", False) for q in questions))
+    assert counts == {"train-v1.1.json": (3, 7, 0), "dev-v1.1.json": (3, 7, 0), "train-v2.0.json": (3, 10, 3),
+                      "dev-v2.0.json": (3, 10, 3)}  # fmt: skip
+    said = result.stderr.strip().splitlines()[-1]
+    assert "3 paragraphs" in said and "7 questions in v1.1's, 10 (3 of them unanswerable) in v2.0's" in said, said
+    assert "10 questions, in" not in said

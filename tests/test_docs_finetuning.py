@@ -106,7 +106,7 @@ def test_the_glue_recipes_run(scratch, model):
 def test_the_sweep_runs(scratch, model):
     done = run_shell(model + BLOCKS[2] + BLOCKS[4], scratch)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| learning rate | mean | std | best (dev f1) |" in (scratch / "mrpc-sweep" / "sweep.md").read_text()
+    assert "| learning rate | n | mean | std | best (dev f1) |" in (scratch / "mrpc-sweep" / "sweep.md").read_text()
     assert len(json.loads((scratch / "mrpc-sweep" / "sweep.json").read_text())["trials"]) == 15
 
 

@@ -260,8 +260,56 @@ def test_a_sweep_runs_every_seed_and_rate_and_writes_the_table(tmp_path, capsys)
     for summary in result["learning_rates"]:
         values = [t["dev_accuracy"] for t in result["trials"] if t["learning_rate"] == summary["learning_rate"]]
         assert summary["mean"] == statistics.fmean(values) and summary["std"] == statistics.stdev(values)
-    assert "| learning rate | mean | std | best (dev accuracy) |" in table
+    assert "| learning rate | n | mean | std | best (dev accuracy) |" in table
     assert main(argv) == 1 and "already holds a sweep" in capsys.readouterr().err
+
+
+def test_a_sweep_with_json_prints_its_record_as_one_line_of_json(tmp_path, capsys):
+    """Issue r21 reports, items 1 and 2: --json with a sweep was ignored, stdout was sweep.md's
+    Markdown (json.loads failed); and one seed per rate gave "std 0.0000". Now stdout is sweep.json's
+    record with the folder, the best trial among them, and one figure's std is null (statistics.stdev
+    refuses one value: it is undefined, not 0), the table's "n/a (1 trial)"."""
+    import statistics
+
+    train, dev = write_examples(tmp_path / "train.csv", 8), write_examples(tmp_path / "dev.csv", 6, seed=1)
+    sweep = tmp_path / "sweep"
+    argv = flags(train, sweep, "--dev", str(dev), "--epochs", "1", "--seeds", "1", "--learning-rates", "1e-3,1e-4",
+                 "--json")  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 1
+    result = json.loads(out)
+    assert result == {"output": str(sweep), **json.loads((sweep / "sweep.json").read_text())}
+    assert [(t["learning_rate"], t["seed"]) for t in result["trials"]] == [(1e-3, 12345), (1e-4, 12345)]
+    assert result["best"] == max(result["trials"], key=lambda trial: trial["dev_accuracy"])
+    with pytest.raises(statistics.StatisticsError):
+        statistics.stdev([result["trials"][0]["dev_accuracy"]])
+    for summary, trial in zip(result["learning_rates"], result["trials"]):
+        assert summary == {"learning_rate": trial["learning_rate"], "n": 1, "trials": 1, "mean": trial["dev_accuracy"],
+                           "std": None, "best": trial["dev_accuracy"]}  # fmt: skip
+        assert f"| {trial['learning_rate']:g} | 1 | {trial['dev_accuracy']:.4f} | n/a (1 trial) |" in \
+            (sweep / "sweep.md").read_text()  # fmt: skip
+
+
+def test_a_rates_figures_say_over_how_many_trials_they_are(tmp_path):
+    """Issue r21 reports, item 2: with 2 of 3 trials diverged, the table said "mean 0.8000, std
+    0.0000" of the one survivor, unsaid. The std of one figure is None (null), the n column says
+    "1 of 3 (2 diverged)"; two figures have the sample std (n - 1), statistics.stdev's."""
+    import statistics
+
+    from minibert.training.sweep import summarize, table
+
+    trials = [{"learning_rate": 1e-3, "seed": 1, "run": "a", "dev_f1": 0.8},
+              {"learning_rate": 1e-3, "seed": 2, "run": "b", "dev_f1": None, "diverged": "step 2: not finite"},
+              {"learning_rate": 1e-3, "seed": 3, "run": "c", "dev_f1": None, "undefined": True},
+              {"learning_rate": 1e-5, "seed": 1, "run": "d", "dev_f1": 0.5},
+              {"learning_rate": 1e-5, "seed": 2, "run": "e", "dev_f1": 0.7}]  # fmt: skip
+    summary = [summarize(rate, [t["dev_f1"] for t in trials if t["learning_rate"] == rate]) for rate in (1e-3, 1e-5)]
+    assert summary[0] == {"learning_rate": 1e-3, "n": 1, "trials": 3, "mean": 0.8, "std": None, "best": 0.8}
+    assert summary[1]["n"] == 2 and summary[1]["std"] == statistics.stdev([0.5, 0.7])
+    shown = table("f1", trials, summary)
+    assert "| 0.001 | 1 of 3 (1 diverged, 1 undefined) | 0.8000 | n/a (1 trial) | 0.8000 |" in shown, shown
+    assert f"| 1e-05 | 2 | 0.6000 | {statistics.stdev([0.5, 0.7]):.4f} | 0.7000 |" in shown, shown
 
 
 def test_a_head_whose_config_names_no_labels_takes_the_tasks(tmp_path, capsys):

@@ -9,13 +9,15 @@ import json
 import math
 import os
 import stat
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import run_minibert
+from helpers import child_environment, run_minibert
 from minibert.training.run.plot import POINTS, BucketedMeans, iter_metrics
 
 
@@ -252,3 +254,134 @@ def test_a_folder_that_is_not_a_run_is_said_for_what_it_is(tmp_path, monkeypatch
     for folder, message in cases.items():
         result = run_minibert("plot", folder)
         assert result.returncode == 1 and result.stderr.strip() == f"minibert: error: {message}", result.stderr
+
+
+def _plot_in_a_child(run, limit_bytes: int = 2 << 30) -> subprocess.CompletedProcess:
+    """`minibert plot RUN` in its own process, under a memory limit and a timeout: a plot that waits
+    on a FIFO or reads /dev/zero without end fails the test instead of hanging or filling the machine."""
+    import resource
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return subprocess.run([sys.executable, "-m", "minibert", "plot", str(run)], env=child_environment(),
+                          capture_output=True, text=True, timeout=60, preexec_fn=limited)  # fmt: skip
+
+
+def test_a_metrics_file_that_is_not_a_regular_file_is_named_before_it_is_opened(tmp_path):
+    """Issue r21 reports, item 4: a FIFO metrics.jsonl hung `minibert plot` (open waits for a writer),
+    a link to /dev/zero ran out of memory (one endless line). Now stat names them, as loading/
+    google_folder.py names Google's files; a regular file's line past the limit is refused."""
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "metrics.jsonl")
+    (tmp_path / "zero").mkdir()
+    os.symlink("/dev/zero", tmp_path / "zero" / "metrics.jsonl")
+    for run, kind in [("fifo", "a FIFO (named pipe)"), ("zero", "a link to /dev/zero, a character device")]:
+        result = _plot_in_a_child(tmp_path / run)
+        assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+            f"minibert: error: {tmp_path / run / 'metrics.jsonl'} is {kind}, not a run's metrics file (a regular "
+            "file)"], result.stderr  # fmt: skip
+    from minibert.training.run.plot import METRICS_LINE_BYTES
+
+    (tmp_path / "long").mkdir()
+    step = json.dumps({"step": 1, "loss": 1.0}) + "\n"
+    (tmp_path / "long" / "metrics.jsonl").write_text(step + " " * (METRICS_LINE_BYTES + 1) + "\n" + step)
+    result = run_minibert("plot", str(tmp_path / "long"))
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"minibert: error: {tmp_path / 'long' / 'metrics.jsonl'}, line 2: longer than {METRICS_LINE_BYTES:,} bytes, "
+        "which no step's line is"], result.stderr  # fmt: skip
+
+
+def _pixels_of(figure, colour: str, box) -> int:
+    """How many of the drawn figure's pixels inside ``box`` (display coordinates) are ``colour``."""
+    import matplotlib
+
+    figure.canvas.draw()
+    image = np.asarray(figure.canvas.buffer_rgba())[..., :3].astype(int)
+    height = image.shape[0]
+    rows, columns = slice(int(height - box.y1), int(height - box.y0)), slice(int(box.x0), int(box.x1))
+    wanted = np.array(matplotlib.colors.to_rgb(colour)) * 255
+    return int((np.abs(image[rows, columns] - wanted).max(axis=-1) < 40).sum())
+
+
+@pytest.mark.parametrize(("losses", "lone"), [
+    ([0.7], 1),  # a one-step run (the bundled recipes' samples make one step)
+    ([0.7] * 20 + [math.nan] * 9 + [0.5] + [math.nan] * 9 + [0.4] * 21, 30),  # a finite step between diverged ones
+])  # fmt: skip
+def test_a_lone_finite_loss_is_drawn(tmp_path, losses, lone):
+    """Issue r21 reports, item 3: the loss was a line without markers, so a point with no finite
+    neighbour was not drawn at all (empty axes, a legend entry, exit 0). Its pixels are counted here."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.transforms import Bbox
+
+    from minibert.training.run.plot import draw_run
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": step, "epoch": step / 10, "loss": loss}) + "\n" for step, loss in enumerate(losses, 1)))
+    figure = draw_run(tmp_path / "run")
+    try:
+        [axis] = figure.axes
+        figure.canvas.draw()  # (the limits, and so where a step lands, are settled by the drawing)
+        x, y = axis.transData.transform((lone, losses[lone - 1]))
+        assert _pixels_of(figure, "C0", Bbox.from_extents(x - 4, y - 4, x + 4, y + 4)) > 0, "the lone step is not drawn"
+    finally:
+        plt.close(figure)
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "null"])
+def test_a_run_without_a_finite_loss_is_nothing_to_plot(tmp_path, bad):
+    """Issue r21 reports, item 3: a run whose every loss is NaN drew empty axes with an empty legend
+    and exited 0; it is now one line, exit 1, as a run without steps is."""
+    pytest.importorskip("matplotlib")
+    (tmp_path / "metrics.jsonl").write_text("".join(f'{{"step": {step}, "loss": {bad}}}\n' for step in (1, 2)))
+    result = run_minibert("plot", str(tmp_path))
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"minibert: error: {tmp_path / 'metrics.jsonl'} holds 2 step(s) and no finite loss (each NaN, infinite or "
+        "null): nothing to plot"], result.stderr  # fmt: skip
+    assert not (tmp_path / "loss.png").exists()
+
+
+def test_plot_writes_png_under_a_png_name_only(tmp_path):
+    """Issue r21 reports, item 5: --output curve.svg (or .pdf, .jpg) held PNG bytes, which viewers and
+    LaTeX reject. Another suffix is a usage error, before anything is read or written."""
+    pytest.importorskip("matplotlib")
+    from minibert.training.run.plot import plot_run
+
+    (tmp_path / "run").mkdir()
+    write_metrics(tmp_path / "run", 10)
+    for name in ("curve.svg", "curve.pdf", "curve.jpg", "curve"):
+        result = run_minibert("plot", str(tmp_path / "run"), "--output", str(tmp_path / name))
+        assert result.returncode == 2 and result.stderr.strip().splitlines()[0].startswith(
+            f"minibert: error: --output {name} does not end in .png: the plot is written as a PNG image"), result.stderr
+        assert not (tmp_path / name).exists()
+        with pytest.raises(ValueError, match="does not end in .png"):
+            plot_run(tmp_path / "run", tmp_path / name)
+    assert run_minibert("plot", str(tmp_path / "run"), "--output", str(tmp_path / "curve.PNG")).returncode == 0
+    assert (tmp_path / "curve.PNG").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_run_plotted_from_inside_is_titled_by_its_folder(tmp_path, monkeypatch):
+    """Issue r21 reports, item 6: `minibert plot .` titled the figure "minibert finetune: " (the name
+    of "." is empty); "." and ".." are named by the folder they are."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minibert.training.run.plot import draw_run
+
+    _finetune_metrics(tmp_path / "run", {20: 0.5})
+    (tmp_path / "run" / "inside").mkdir()
+    for where, name in [(tmp_path / "run", "."), (tmp_path / "run" / "inside", "..")]:
+        monkeypatch.chdir(where)
+        figure = draw_run(name)
+        try:
+            assert figure.axes[0].get_title() == "minibert finetune: run"
+        finally:
+            plt.close(figure)

@@ -39,7 +39,8 @@ SOURCES = {
     "conll": ("14 sentences in CoNLL-2003's layout (word, part of speech, chunk, entity tag)",
               "the real CoNLL-2003 English NER files: https://www.clips.uantwerpen.be/conll2003/ner/ (the Reuters "
               "text needs its own licence)"),
-    "squad": ("3 paragraphs, 10 questions, in SQuAD v1.1's and v2.0's JSON (train and dev)",
+    "squad": ("3 paragraphs in SQuAD v1.1's and v2.0's JSON (train and dev): 7 questions in v1.1's, 10 (3 of them "
+              "unanswerable) in v2.0's",
               "the real SQuAD: https://rajpurkar.github.io/SQuAD-explorer/ (train-v1.1.json, dev-v1.1.json, "
               "train-v2.0.json, dev-v2.0.json; CC BY-SA 4.0)"),
 }  # fmt: skip

@@ -39,7 +39,9 @@ def add_parser(commands, parents: list) -> None:
                           "several at once: on a local Ray (or the cluster $RAY_ADDRESS names), or the cluster at "
                           "ADDRESS (the ray extra)")  # fmt: skip
     finetune.add_argument("--json", action="store_true", help="print the result as JSON (the folder, the steps, the "
-                          "last metrics line, the best dev figure) instead of the folder's name")  # fmt: skip
+                          "last metrics line, the best dev figure) instead of the folder's name; with a sweep, "
+                          "sweep.json's record (every trial, each rate's summary, the best trial) and the folder, "
+                          "instead of the table")  # fmt: skip
     finetune.set_defaults(run=cmd_finetune)
 
 
@@ -70,11 +72,14 @@ def cmd_finetune(args) -> None:
         print(f"{args.write_features}: {count} records")
         return
     resolve_device(options.device, flags=True)  # a GPU that is not there, said as the command says it (--device)
-    if sweeps:
-        from ..training.sweep import sweep
+    if sweeps:  # stdout: the table, or with --json sweep.json's record and the folder on one line
+        from ..training.sweep import sweep, sweep_json
 
         root = sweep(options, args.seeds or 1, args.learning_rates or [args.learning_rate], args.ray)
-        print((root / "sweep.md").read_text(encoding="utf-8"), end="")
+        if args.json:
+            print(sweep_json(root))
+        else:
+            print((root / "sweep.md").read_text(encoding="utf-8"), end="")
         return
     folder = finetune(options)
     if args.json:

@@ -30,7 +30,8 @@ def add_parser(commands, parents: list, trains: list) -> None:
     plot = commands.add_parser("plot", parents=parents, help="draw a run's loss curve (and dev figures): "
                                "RUN/loss.png (the plot extra)")  # fmt: skip
     plot.add_argument("run_directory", metavar="RUN", help="the folder of a minibert pretrain or finetune run")
-    plot.add_argument("--output", type=output_name, help="the PNG to write (default RUN/loss.png)")
+    plot.add_argument("--output", type=output_name,
+                      help="the PNG to write, a name ending in .png (default RUN/loss.png)")  # fmt: skip
     plot.set_defaults(run=cmd_plot)
 
 
@@ -53,7 +54,11 @@ def cmd_pretrain(args) -> None:
 
 def cmd_plot(args) -> None:
     from ..errors import MinibertError
+    from ..training.run.plot import png_name_problem  # (no matplotlib: that is plot_run's to import)
+    from .commands import CommandError
 
+    if args.output is not None and png_name_problem(args.output):
+        raise CommandError(f"--output {png_name_problem(args.output)}")  # a usage error, before any work
     try:
         from ..training.run.plot import plot_run
 

@@ -7,9 +7,12 @@ so a table of every trial says more than one run.
 
 runs every combination, one after another, each as its own run folder ``sweep/lr2e-05-seed12345``
 (seeds ``--seed``, ``--seed`` + 1, ...), and writes ``sweep/sweep.json`` and ``sweep/sweep.md``:
-each trial's best dev figure (the task's main metric), and per learning rate the mean, the
-standard deviation (over the seeds, n − 1) and the best. ``--resume`` continues the trials a kill
-interrupted and keeps the finished ones.
+each trial's best dev figure (the task's main metric), per learning rate the mean, the standard
+deviation (over the seeds, n − 1) and the best, each over the trials with a figure (n: a diverged
+trial has none), and the best trial. A figure that is undefined is never made a number: the standard
+deviation of one figure is null in sweep.json, "n/a (1 trial)" in the table (statistics.stdev raises,
+numpy's ddof=1 gives NaN). ``--resume`` continues the trials a kill interrupted and keeps the finished
+ones.
 
 The sweep folder is locked as a run folder is (training/run/lock.py: a second sweep into it is
 refused), Ctrl-C or SIGTERM says how many trials are done and the command that continues the
@@ -74,10 +77,18 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address:
                             f"sweep with: {resume_command(options, 1, 'finetune')} {again}")  # fmt: skip
         raise
     summary = [summarize(rate, [t[f"dev_{metric}"] for t in trials if t["learning_rate"] == rate]) for rate in rates]
-    write_atomically(root / "sweep.json", (json.dumps({"metric": metric, "trials": trials, "learning_rates": summary},
-                                                      indent=2) + "\n").encode("utf-8"))  # fmt: skip
+    scored = [trial for trial in trials if trial[f"dev_{metric}"] is not None]
+    best = max(scored, key=lambda trial: trial[f"dev_{metric}"]) if scored else None  # (a tie: the first trial)
+    record = {"metric": metric, "trials": trials, "learning_rates": summary, "best": best}
+    write_atomically(root / "sweep.json", (json.dumps(record, indent=2) + "\n").encode("utf-8"))
     write_atomically(root / "sweep.md", table(metric, trials, summary).encode("utf-8"))
     return root
+
+
+def sweep_json(root: Path) -> str:
+    """What ``--json`` prints for a sweep: sweep.json's record (the metric, every trial, the summary
+    per learning rate, the best trial) and the sweep's folder, as one line of JSON."""
+    return json.dumps({"output": str(root), **json.loads((Path(root) / "sweep.json").read_text(encoding="utf-8"))})
 
 
 # What a trial holds on disk, in copies of the model's float32 weights: while it runs, the model, best/,
@@ -155,24 +166,43 @@ def run_trial(options: FinetuneOptions, run: Path, rate: float, seed: int, metri
 
 
 def summarize(rate: float, values: list[float | None]) -> dict:
-    """Mean, standard deviation and best over the trials with a figure (None: none has one: each
-    diverged, or its figure was undefined at every evaluation)."""
-    values = [value for value in values if value is not None]
-    if not values:
-        return {"learning_rate": rate, "mean": None, "std": None, "best": None}
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return {"learning_rate": rate, "mean": statistics.fmean(values), "std": spread, "best": max(values)}
+    """Mean, sample standard deviation (n − 1) and best over the ``n`` trials with a figure, of the
+    ``trials`` at this rate (None: each diverged, or its figure was undefined at every evaluation).
+    One figure has no standard deviation: None, as statistics.stdev refuses it, never 0.0 (which
+    reads as "the seeds agree").
+
+    >>> summarize(1e-3, [0.8, None, None])
+    {'learning_rate': 0.001, 'n': 1, 'trials': 3, 'mean': 0.8, 'std': None, 'best': 0.8}
+    """
+    figures = [value for value in values if value is not None]
+    summary = {"learning_rate": rate, "n": len(figures), "trials": len(values)}
+    if not figures:
+        return {**summary, "mean": None, "std": None, "best": None}
+    spread = statistics.stdev(figures) if len(figures) > 1 else None
+    return {**summary, "mean": statistics.fmean(figures), "std": spread, "best": max(figures)}
 
 
 def table(metric: str, trials: list[dict], summary: list[dict]) -> str:
     lines = [f"| learning rate | seed | dev {metric} |", "|---|---|---|"]
     lines += [f"| {t['learning_rate']:g} | {t['seed']} | {_figure(t[f'dev_{metric}'], [t])} |" for t in trials]
-    lines += ["", f"| learning rate | mean | std | best (dev {metric}) |", "|---|---|---|---|"]
+    lines += ["", f"| learning rate | n | mean | std | best (dev {metric}) |", "|---|---|---|---|---|"]
     for s in summary:
         of_rate = [t for t in trials if t["learning_rate"] == s["learning_rate"]]
-        lines.append(f"| {s['learning_rate']:g} | {_figure(s['mean'], of_rate)} | {_figure(s['std'], of_rate)} | "
+        spread = "n/a (1 trial)" if s["n"] == 1 else _figure(s["std"], of_rate)
+        lines.append(f"| {s['learning_rate']:g} | {_count(s, of_rate)} | {_figure(s['mean'], of_rate)} | {spread} | "
                      f"{_figure(s['best'], of_rate)} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _count(summary: dict, trials: list[dict]) -> str:
+    """The n column: the trials a rate's figures are over, and of how many, when some have none
+    ("1 of 3 (2 diverged)")."""
+    if summary["n"] == summary["trials"]:
+        return str(summary["n"])
+    diverged = sum("diverged" in trial for trial in trials)
+    undefined = summary["trials"] - summary["n"] - diverged  # (a trial without a figure is one or the other)
+    why = ", ".join(f"{count} {word}" for word, count in (("diverged", diverged), ("undefined", undefined)) if count)
+    return f"{summary['n']} of {summary['trials']} ({why})"
 
 
 def _figure(value: float | None, trials: list[dict]) -> str:

@@ -11,7 +11,15 @@ axis names its unit from the run's task (finetune.json): nats for the cross-entr
 squared error for ``--task regress``.
 
 A folder without metrics.jsonl is answered with what it is: missing, a run's best/ (whose run
-holds the curve), a sweep's folder (whose trials do), or no run at all.
+holds the curve), a sweep's folder (whose trials do), or no run at all. A metrics.jsonl that is not a
+regular file (a FIFO, which would wait for a writer forever; a link to ``/dev/zero``, one endless line)
+is named by ``stat`` before it is opened, and a line longer than ``METRICS_LINE_BYTES`` is refused
+where it is found: a step's line is a few hundred bytes.
+
+What is drawn shows: a point with no finite neighbour (a one-step run, a finite step between diverged
+ones) is a line of no length, so the points of a curve of few points, and lone points, get a marker;
+a run without one finite loss is "nothing to plot", as a run without steps is. The image is a PNG, and
+its name must say so (``png_name_problem``): matplotlib's other formats are not written.
 """
 
 from __future__ import annotations
@@ -19,34 +27,46 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder, write_atomically
 from ...formats.json_files import parse_json
+from ...formats.line_files import name_suffix
+from ...loading.local_files import not_a_file
 from ..tasks import LOSS_UNITS, RUN_NOTE
 
 LOSSES = ("loss", "mlm_loss", "nsp_loss")
 PRE_TRAINING_LOSSES = frozenset(LOSSES[1:])  # what only a pre-training run's lines hold
 POINTS = 2000  # at most this many points per curve (a 7-inch figure at 100 dpi is 700 pixels wide)
 BEST, SWEEP = "best", "sweep.json"  # a finetune run's best/, a sweep's table
+METRICS_LINE_BYTES = 1 << 20  # the longest line read as a step's (a step's line is a few hundred bytes)
+FEW_POINTS = 20  # a curve of at most this many finite points has a marker at each
 
 
 def iter_metrics(run: str | Path) -> Iterator[dict]:
     """The lines of ``RUN/metrics.jsonl`` (one per step), read one at a time. A last line without
     its newline was being written when the run was killed: it is left out. Any other line that is
     not a step's JSON object (an integer "step", numbers for the losses: NaN and Infinity as
-    written for a diverged step, null as older runs wrote them) is a DataError naming the file and line."""
+    written for a diverged step, null as older runs wrote them), or longer than ``METRICS_LINE_BYTES``,
+    is a DataError naming the file and line; so is a metrics file that is not a regular file, found
+    by ``stat`` before it is opened (a FIFO would wait for a writer, /dev/zero never end a line)."""
     path = Path(run) / "metrics.jsonl"
+    kind = not_a_file(path)  # (loading/local_files.py: stat alone, as Google's folders are checked)
+    if kind:
+        raise DataError(f"{path} is {kind}, not a run's metrics file (a regular file)")
     try:
         handle = open(path, "rb")
     except (FileNotFoundError, NotADirectoryError):
         raise DataError(not_a_run(Path(run))) from None
-    except IsADirectoryError:
-        raise DataError(f"{path} is a directory, not a run's metrics file") from None
     with handle:
-        for number, raw in enumerate(handle, 1):
+        lines = iter(lambda: handle.readline(METRICS_LINE_BYTES + 1), b"")  # (never more than the limit at once)
+        for number, raw in enumerate(lines, 1):
+            if len(raw) > METRICS_LINE_BYTES and not raw.endswith(b"\n"):
+                raise DataError(f"{path}, line {number}: longer than {METRICS_LINE_BYTES:,} bytes, which no step's "
+                                "line is")  # fmt: skip
             if not raw.strip():
                 continue
             try:
@@ -144,10 +164,25 @@ class BucketedMeans:
         return [tuple(total / count for total in sums) for sums, count in zip(self.sums, self.counts)]
 
 
+def png_name_problem(output: str | Path) -> str | None:
+    """Why ``output`` cannot name the plot, or None: the image is a PNG, and a name ending in another
+    suffix (.svg, .pdf, .jpg) or none would hold PNG bytes that its viewers reject as corrupt.
+
+    >>> png_name_problem("loss.PNG") is None, png_name_problem("curve.svg")
+    (True, 'curve.svg does not end in .png: the plot is written as a PNG image')
+    """
+    if name_suffix(output).lower() == ".png":
+        return None
+    return f"{Path(output).name or output} does not end in .png: the plot is written as a PNG image"
+
+
 def plot_run(run: str | Path, output: str | Path | None = None) -> Path:
     """Draw the run (``draw_run``) and write it atomically to ``output`` (default ``RUN/loss.png``).
     Raises ImportError without matplotlib. An output that cannot be written (a FIFO, a folder, a
-    missing folder) is refused before the drawing."""
+    missing folder) is refused before the drawing; a name that does not end in .png is a ValueError
+    (``png_name_problem``; the command's usage error)."""
+    if output is not None and png_name_problem(output):
+        raise ValueError(f"output {png_name_problem(output)}")
     if output is not None:  # (the run's own folder is the drawing's to check)
         reason = why_not_a_folder(Path(output).parent)
         if reason:
@@ -188,11 +223,16 @@ def draw_run(run: str | Path):
     if not means.counts:
         raise DataError(f"{Path(run) / 'metrics.jsonl'} holds no steps yet: nothing to plot")
     columns = list(zip(*means.points()))  # step, loss, mlm_loss, nsp_loss
+    if not any(math.isfinite(value) for values in columns[1:] for value in values):
+        raise DataError(f"{Path(run) / 'metrics.jsonl'} holds {sum(means.counts):,} step(s) and no finite loss (each "
+                        "NaN, infinite or null): nothing to plot")  # fmt: skip
     fine_tuning = not pre_training or bool(dev)
     figure, axis = plt.subplots(figsize=(7, 4), dpi=100)
     for values, label, colour in zip(columns[1:], ("total", "masked LM", "next sentence"), LOSS_COLOURS):
-        if not all(math.isnan(value) for value in values):  # fine-tuning has no masked-LM or NSP loss
-            axis.plot(columns[0], values, label=f"{label} loss" if fine_tuning else label, linewidth=1, color=colour)
+        if any(math.isfinite(value) for value in values):  # fine-tuning has no masked-LM or NSP loss
+            marks = marked_points(values)
+            axis.plot(columns[0], values, label=f"{label} loss" if fine_tuning else label, linewidth=1, color=colour,
+                      **({"marker": "o", "markersize": 3, "markevery": marks} if marks else {}))  # fmt: skip
     handles, labels = axis.get_legend_handles_labels()
     if dev:
         right = axis.twinx()
@@ -207,7 +247,24 @@ def draw_run(run: str | Path):
         handles, labels = handles + more_handles, labels + more_labels
     axis.set_xlabel("step" if means.width == 1 else f"step (each point the mean of {means.width} steps)")
     axis.set_ylabel(loss_label(run, not fine_tuning))
-    axis.set_title(f"minibert {'finetune' if fine_tuning else 'pretrain'}: {Path(run).name}")
+    name = Path(os.path.abspath(run)).name or os.path.abspath(run)  # ("." and ".." by the folder they are)
+    axis.set_title(f"minibert {'finetune' if fine_tuning else 'pretrain'}: {name}")
     axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.13 if dev else 1.02, 1.0), borderaxespad=0)
     axis.grid(alpha=0.3)
     return figure
+
+
+def marked_points(values: tuple[float, ...]) -> list[int]:
+    """The points of a loss curve to mark: every finite one when there are at most ``FEW_POINTS``,
+    else those with no finite neighbour. A line joins neighbouring points only, so a point alone
+    (one step, or a finite step between NaN ones) would otherwise not be drawn at all.
+
+    >>> nan = float("nan")
+    >>> marked_points((1.0,)), marked_points((nan, 2.0, nan) + (1.0,) * 30)[:2]
+    ([0], [1])
+    """
+    finite = [math.isfinite(value) for value in values]
+    if sum(finite) <= FEW_POINTS:
+        return [index for index, good in enumerate(finite) if good]
+    return [index for index, good in enumerate(finite) if good and not (index > 0 and finite[index - 1])
+            and not (index + 1 < len(finite) and finite[index + 1])]  # fmt: skip

@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import math
+import os
 import shlex
 import sys
 import warnings
@@ -24,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from ...errors import TrainingDivergedError
+from ...errors import DataError, TrainingDivergedError
 from ...loading.devices import describe
 from ...loading.head_labels import labels_text
+from .plot import METRICS_LINE_BYTES
 
 LINES_WHEN_NOT_A_TERMINAL = 10  # progress lines over a whole run written to a file or a pipe (every ~10%)
 SECONDS_BETWEEN_LINES = 30.0  # ... and at least one every 30 seconds
@@ -152,11 +154,40 @@ def result_of(run: Path) -> dict:
     """What a finished run answers on stdout with ``--json``: its folder, its steps, its last
     metrics line, and (fine-tuning with --dev) the best dev figure, its step and best/'s path."""
     run = Path(run)
-    lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if (run / "metrics.jsonl").exists() else []
-    last = json.loads(lines[-1]) if lines else None
+    line = last_line(run / "metrics.jsonl") if (run / "metrics.jsonl").exists() else None
+    last = json.loads(line) if line is not None else None
     best = best_on_disk(run)
     best = {**best, "folder": str(run / BEST_FOLDER)} if best is not None else None
     return {"output": str(run), "steps": last["step"] if last else 0, "last": last, "best": best}
+
+
+def last_line(path: Path, limit: int = METRICS_LINE_BYTES, block: int = 1 << 16) -> bytes | None:
+    """The last complete line of a file of lines (one that ends in "\\n": a line cut short by a kill,
+    and blank lines, are passed over), read backwards from the file's end a ``block`` at a time, so
+    that a run of a million steps is not read whole for its last one. None: no complete line. More
+    than twice ``limit`` bytes without one (a step's line is at most ``limit``) is a DataError.
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "metrics.jsonl"
+    >>> _ = path.write_bytes(b'{"step": 1}\\n{"step": 2}\\n\\n{"st')
+    >>> last_line(path, block=4)
+    b'{"step": 2}'
+    """
+    with open(path, "rb") as handle:
+        position, tail = handle.seek(0, os.SEEK_END), b""
+        while position > 0:
+            size = min(block, position)
+            position -= size
+            handle.seek(position)
+            tail = handle.read(size) + tail
+            whole = tail[: tail.rfind(b"\n") + 1].rstrip()  # the whole lines read so far, without blank ones
+            start = whole.rfind(b"\n") + 1
+            if whole and (start > 0 or position == 0):  # (a line's start is a newline, or the file's)
+                return whole[start:]
+            if len(tail) > 2 * limit:
+                raise DataError(f"{path}: no complete line in its last {len(tail):,} bytes (a step's line is at "
+                                f"most {limit:,})")  # fmt: skip
+    return None
 
 
 def best_on_disk(run: Path) -> dict | None:
