@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from ...errors import DataError, TrainingStateError
-from ...formats.atomic_files import naming_the_file, write_atomically
+from ...formats.atomic_files import atomic_output, naming_the_file, write_atomically
 from .lock import LOCK_FILE
 from .paths import PATH_SETTINGS, real_path, same_path, shown
 from .precision import FP16_RESUMES
@@ -338,18 +338,18 @@ class RunDirectory:
 
     def keep_metrics_up_to(self, step: int) -> None:
         """Drop metrics lines past ``step`` (written after the last checkpoint by a killed process)
-        and a line cut short by the kill, so the file holds steps 1 … step once each."""
+        and a line cut short by the kill, so the file holds steps 1 … step once each. Copied line by
+        line into the file that replaces it: a million steps' lines are never held at once."""
         if not self.metrics_path.exists():
             return
-        kept = []
-        for line in self.metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
-                kept.append(line + "\n")
-        write_atomically(self.metrics_path, "".join(kept).encode("utf-8"))
+        with open(self.metrics_path, "rb") as lines, atomic_output(self.metrics_path) as kept:
+            for line in lines:
+                try:
+                    record = json.loads(line)
+                except ValueError:  # (a line cut short, or bytes that are not UTF-8)
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+                    kept.write(line.rstrip(b"\r\n") + b"\n")
 
     def append_metrics(self, record: dict) -> None:
         """One line per step. A NaN or infinite number is written as JSON's common extension
