@@ -750,6 +750,11 @@ def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():
         for given, top_k in ((text, 5), (two_masks, 2), ([text, "c c [MASK] c ( c ) = o"], 1)):
             ours = minibert.fill_mask(given, model=directory, top_k=top_k, targets=targets)
             same(ours, pipeline(given, top_k=top_k, targets=targets), f"fill-mask targets={targets} top_k={top_k}")
+    pads = (two_masks, "c c [PAD] [MASK] c ( c ) = [MASK]", "c c [PAD] [MASK] c")  # [PAD] guessed, [PAD] in the text
+    for given in pads:  # the pipeline leaves every [PAD] out of `sequence` before decoding
+        for keywords in ({"top_k": 3}, {"top_k": 2, "targets": ["[PAD]", "o"]}):
+            same(minibert.fill_mask(given, model=directory, **keywords), pipeline(given, **keywords),
+                 f"fill-mask of {given!r} {keywords}")  # fmt: skip
     with pytest.warns(UserWarning, match=r"the target 'cl' is not in the vocabulary: its first piece '\[UNK\]'"):
         minibert.fill_mask(text, model=directory, targets=["o", "cl"])
     with warnings.catch_warnings():  # one error, no "left out" warning before it
@@ -765,6 +770,24 @@ def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():
     pair = (model, minibert.BertTokenizer.from_pretrained(directory))
     probability = minibert.next_sentence(first, second, model=pair)
     assert abs(probability - float(expected[0, 0])) <= SCORE_TOLERANCE
+
+
+def test_fill_mask_sequence_leaves_out_pad_pieces_as_the_pipeline_does(tmp_path):
+    """A random BERT with MiniLM's word pieces: with several [MASK]s `sequence` keeps special tokens,
+    and the fill-mask pipeline leaves every [PAD] out before decoding, so a [PAD] guessed or in the
+    text is not written and its neighbours join ("a [PAD] ##romatic" is "aromatic"). minibert wrote
+    "[CLS] [PAD] is the [MASK]. [SEP]" and "a [PAD]romatic"."""
+    torch.manual_seed(0)
+    transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=30522, **TINY)).eval().save_pretrained(tmp_path)
+    transformers.AutoTokenizer.from_pretrained(str(minilm_tokenizer_dir())).save_pretrained(tmp_path)
+    pipeline = transformers.pipeline("fill-mask", model=str(tmp_path))
+    cases = [("[MASK] is the [MASK].", {"targets": ["[PAD]", "the"]}),
+             ("a [PAD] [MASK] [MASK] c", {"targets": ["##romatic", "[PAD]", "the"], "top_k": 3}),
+             ("a [PAD] [MASK] [MASK] c", {"top_k": 4}), ("a [PAD] [MASK] c", {"targets": ["[PAD]", "##romatic"]}),
+             (["[PAD] [MASK] ##s [MASK]", "x [MASK]"], {"top_k": 2, "targets": ["[PAD]", "##ing", "the"]})]  # fmt: skip
+    for text, keywords in cases:
+        same(minibert.fill_mask(text, model=tmp_path, **keywords), pipeline(text, **keywords),
+             f"fill-mask of {text!r} {keywords}")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- a model in training mode

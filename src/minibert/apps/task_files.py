@@ -5,9 +5,12 @@ The file rules are ``embed``'s (docs/cli.md): a ``.txt`` input has one text per 
 rule: split on "\\n" only, a blank line is the empty text), a ``.jsonl`` input one object per line
 (``text``, and ``text_pair`` for classify; ``question`` and ``context`` for answer); the output
 has exactly one JSON line per input line, in input order, written atomically (a temporary file
-renamed into place) with ``--output FILE.jsonl``, else printed. Work goes ``CHUNK`` lines at a
-time, so memory follows the chunk, not the file (rerank keeps one score per document). The four
-commands' flags are made here too (``add_parser``).
+renamed into place) with ``--output FILE.jsonl``, else printed. A ``.jsonl`` line's other keys (an
+``"id"``) come back in its row, after the command's own keys (``_carried``); a key that names a text
+the command does not read is refused (``line_files.unread_text``). Work goes ``CHUNK`` lines at a
+time, so memory follows the chunk, not the file: rerank keeps one score per document, reads a file's
+texts again to write its rows, and holds only the texts of stdin (read once) and of the rows it
+prints best first. The four commands' flags are made here too (``add_parser``).
 """
 
 from __future__ import annotations
@@ -149,24 +152,34 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
             check_output(output, None if args.input == STDIN else Path(args.input))
         records = line_files.stream_records(args.input, fields, optional)  # the first block checked before loading
         records = _checked(records, check)  # (the command's own rule, as the lines stream)
-        return _write(records, output, functools.partial(answer, load_model(args, load)), finish)
+        kept = []  # read once: what finish reads again is held (only when there is a finish)
+        records = records if finish is None else _keeping(records, kept)
+        return _write(records, output, functools.partial(answer, load_model(args, load)), finish, lambda: iter(kept))
     if args.input:
         return _answer_file(args, Path(args.input), output, fields, optional, load, answer, finish, check)
     if output is not None:
         check_output(output, None)
-    _write(iter(given), output, functools.partial(answer, load_model(args, load)), finish)
+    _write(iter(given), output, functools.partial(answer, load_model(args, load)), finish, lambda: iter(given))
 
 
 def _answer_file(args, path: Path, output, fields, optional, load, answer, finish, check) -> None:
     if output is not None:
         check_output(output, path)
     count_records(path, fields, optional, check)  # every line checked before the model loads
-    _write(read_records(path, fields, optional), output, functools.partial(answer, load_model(args, load)), finish)
+    _write(read_records(path, fields, optional), output, functools.partial(answer, load_model(args, load)), finish,
+           lambda: read_records(path, fields, optional))  # fmt: skip
 
 
-def _write(records: Iterator[dict], output: Path | None, answer_chunk, finish) -> None:
-    """Answer the records a chunk at a time and write each chunk's rows (``finish``: rows that need
-    all of the input first, as rerank's ranks)."""
+def _keeping(records: Iterator[dict], kept: list) -> Iterator[dict]:
+    for record in records:
+        kept.append(record)
+        yield record
+
+
+def _write(records: Iterator[dict], output: Path | None, answer_chunk, finish, again) -> None:
+    """Answer the records a chunk at a time and write each chunk's rows; or, with ``finish`` (rows
+    that need all of the input first, as rerank's ranks), keep the answers, and write the rows that
+    ``finish(answers, printing, records)`` makes of them and of the records read ``again()``."""
     with json_lines_output(output) as lines:
         if finish is None:
             for chunk in _rows_in_chunks(records):
@@ -175,11 +188,28 @@ def _write(records: Iterator[dict], output: Path | None, answer_chunk, finish) -
                 if output is None:
                     sys.stdout.flush()  # a chunk's rows reach a pipe as they are made
         else:
-            rows = [row for chunk in _rows_in_chunks(records) for row in answer_chunk(chunk)]
-            for row in finish(rows, output is None):
+            answers = [found for chunk in _rows_in_chunks(records) for found in answer_chunk(chunk)]
+            for row in finish(answers, output is None, again()):
                 lines.write(row)
     if output is not None:
         print(f"minibert: wrote {lines.count} rows to {output}", file=sys.stderr)
+
+
+def _carried(row: dict, record: dict, read: tuple[str, ...], noted: set) -> dict:
+    """``row`` (the command's answer to a line), then the line's keys the command does not read
+    (``read``), as they are: an "id" comes back beside its answer. A key the row already holds (a
+    gold "labels", SQuAD's "answers") keeps the row's value; the input's is not copied, and a note on
+    stderr says so once per key (``noted``: the keys said so far)."""
+    for key, value in record.items():
+        if key in read:
+            continue
+        if key not in row:
+            row[key] = value
+        elif key not in noted:
+            noted.add(key)
+            print(f"minibert: note: the input's \"{key}\" is not copied to the output: its rows hold this command's "
+                  f"own \"{key}\"", file=sys.stderr)  # fmt: skip
+    return row
 
 
 def cmd_classify(args) -> None:
@@ -189,7 +219,7 @@ def cmd_classify(args) -> None:
     from ..tasks.loading import TooLongError
 
     top_k = None if args.top_k == "all" else int(args.top_k)
-
+    pair, noted = ("text", "text_pair"), set()  # the keys read; the keys _carried has said it does not copy
     done = [0]  # the lines of the chunks before this one: a text too long is named by its line
 
     def answer(loaded, chunk: list[dict]) -> list[dict]:
@@ -200,7 +230,7 @@ def cmd_classify(args) -> None:
             numbers = [n for n, record in enumerate(chunk) if ("text_pair" in record) == paired]
             if not numbers:
                 continue
-            inputs = [chunk[n] if paired else chunk[n]["text"] for n in numbers]
+            inputs = [{key: chunk[n][key] for key in pair} if paired else chunk[n]["text"] for n in numbers]
             try:
                 found = classify(inputs, model=loaded, top_k=top_k, function_to_apply=args.function,
                                  truncation=args.truncate, batch_size=args.batch_size)  # fmt: skip
@@ -212,7 +242,8 @@ def cmd_classify(args) -> None:
             for n, labels_found in zip(numbers, found):
                 labels[n] = labels_found
         done[0] += len(chunk)
-        return [{**record, "labels": found} for record, found in zip(chunk, labels)]
+        return [_carried({**{key: record[key] for key in pair if key in record}, "labels": found}, record, pair, noted)
+                for record, found in zip(chunk, labels)]  # fmt: skip
 
     def load(name):
         if args.labels:  # the user's names for the head's outputs (head_labels.py refuses a count that does not fit)
@@ -222,7 +253,7 @@ def cmd_classify(args) -> None:
         return load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args), dtype=args.dtype,
                              device=device_of(args))  # fmt: skip
 
-    _run(args, ("text",), ("text_pair",), lambda: [{"text": text} for text in args.texts], load, answer)
+    _run(args, pair[:1], pair[1:], lambda: [{"text": text} for text in args.texts], load, answer)
 
 
 def cmd_tag(args) -> None:
@@ -235,7 +266,7 @@ def cmd_tag(args) -> None:
     if args.stride is not None and args.aggregation == "none":
         raise CommandError("--stride reads a text in windows, whose pieces only an --aggregation other than none can "
                            "join: choose one")  # fmt: skip
-    done = [0]  # the lines of the chunks before this one: a text cut is named by its line
+    done, noted = [0], set()  # the lines of the chunks before this one: a text cut is named by its line
 
     def answer(loaded, chunk: list[dict]) -> list[dict]:
         with warnings.catch_warnings(record=True) as caught:
@@ -255,7 +286,8 @@ def cmd_tag(args) -> None:
             else:
                 warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
         done[0] += len(chunk)
-        return [{"text": record["text"], "entities": entities} for record, entities in zip(chunk, found)]
+        return [_carried({"text": record["text"], "entities": entities}, record, ("text",), noted)
+                for record, entities in zip(chunk, found)]  # fmt: skip
 
     _run(args, ("text",), (), lambda: [{"text": text} for text in args.texts],
          lambda name: load_for_task(name, BertForTokenClassification, gemm=gemm_of(args),
@@ -274,7 +306,7 @@ def cmd_answer(args) -> None:
     if args.doc_stride is not None and args.max_seq_len is not None and args.doc_stride > args.max_seq_len:
         raise CommandError(f"--doc-stride must be at most the window's {args.max_seq_len} tokens (--max-seq-len), "
                            f"got {args.doc_stride}")  # fmt: skip
-    done = [0]  # the lines of the chunks before this one: a question too long is named by its line
+    done, noted = [0], set()  # the lines of the chunks before this one: a question too long is named by its line
 
     def not_empty(record: dict, place: int) -> None:
         """A question and its context hold text: checked on every line before the model loads."""
@@ -305,7 +337,8 @@ def cmd_answer(args) -> None:
                                  f"not more than --doc-stride {error.doc_stride}{default}; give a larger "
                                  "--max-seq-len or a smaller --doc-stride") from None  # fmt: skip
         done[0] += len(chunk)
-        return [{"question": r["question"], "answers": a if isinstance(a, list) else [a]} for r, a in zip(chunk, found)]
+        return [_carried({"question": r["question"], "answers": a if isinstance(a, list) else [a]}, r,
+                         ("question", "context"), noted) for r, a in zip(chunk, found)]  # fmt: skip
 
     def from_arguments():
         return [] if args.question is None else [{"question": args.question, "context": args.context}]
@@ -329,18 +362,28 @@ def cmd_rerank(args) -> None:
                              f"it has {ranker.num_labels} labels")  # fmt: skip
         return ranker
 
-    def answer(ranker, chunk: list[dict]) -> list[dict]:
-        pairs = [[args.query, record["text"]] for record in chunk]
-        found = ranker.predict(pairs, batch_size=args.batch_size)
-        return [{"score": float(score), "text": record["text"]} for record, score in zip(chunk, found)]
+    def answer(ranker, chunk: list[dict]) -> list[float]:
+        found = ranker.predict([[args.query, record["text"]] for record in chunk], batch_size=args.batch_size)
+        return [float(score) for score in found]  # one score per document: the texts are read again to write
 
-    def ranked(rows: list[dict], printing: bool) -> list[dict]:
-        """Each row gets its index and rank (1 = most relevant); a file keeps the input order, the
-        terminal gets the best --top-n first."""
-        order = sorted(range(len(rows)), key=lambda n: rows[n]["score"], reverse=True)
+    noted = set()
+
+    def ranked(scores: list[float], printing: bool, records: Iterator[dict]) -> Iterator[dict]:
+        """Each document's row: its index, rank (1 = most relevant), score, text and other keys; a
+        file gets every row in input order, the terminal the best --top-n first (only those held)."""
+        order = sorted(range(len(scores)), key=scores.__getitem__, reverse=True)
+        ranks = [0] * len(scores)
         for rank, index in enumerate(order, start=1):
-            rows[index] = {"index": index, "rank": rank, **rows[index]}
-        return [rows[index] for index in order[: args.top_n]] if printing else rows
+            ranks[index] = rank
+        shown = set(order[: args.top_n]) if printing else None
+        rows = (_carried({"index": index, "rank": ranks[index], "score": scores[index], "text": record["text"]},
+                         record, ("text",), noted)
+                for index, record in enumerate(records) if shown is None or index in shown)  # fmt: skip
+        if not printing:
+            yield from rows
+            return
+        held = {row["index"]: row for row in rows}
+        yield from (held[index] for index in order[: args.top_n])
 
     if args.documents == [STDIN] and not args.input:  # a lone - reads the documents from stdin, as the others do
         args.documents, args.input = [], STDIN

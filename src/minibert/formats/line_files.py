@@ -5,17 +5,23 @@ their JSON lines here; this is the one home of the rules they share (docs/cli.md
 
 * *The line rule*: a line ends at "\\n" (a "\\r\\n" ending loses its "\\r" too); a bare "\\r" inside
   a line is text, not a break; a last line without "\\n" counts; a blank line is the empty text, in
-  ``.txt`` and ``.jsonl`` alike. So an output has exactly one row per input line.
+  ``.txt`` and ``.jsonl`` alike (a ``.jsonl`` line that needs several fields, ``answer``'s question
+  and context, is refused blank). So an output has exactly one row per input line.
 * A ``.txt`` line is one text: the record ``{fields[0]: line}``. A ``.jsonl`` line is one object
-  whose ``fields`` are strings (``optional`` fields, when present, too); other keys are ignored.
+  whose ``fields`` are strings (``optional`` fields, when present, too): the record is those fields
+  first, then the line's other keys as they are (an ``"id"``), for a command to copy or leave.
+* A key that is not read but names another text is refused (``unread_text``): a pair's second text
+  under another name (``"pair"``, ``"text_b"``, ``"sentence2"``, ``"hypothesis"``, ...) or a near miss
+  of a field that is read (``"text_pairs"``, ``"Text_Pair"``, ``"txt_pair"``). Left out, the line
+  would be read as one text, and a pair classifier's answer would be another input's.
 * Every problem is an ``InputFileError`` naming the file (and the line): missing, not a file, not
-  UTF-8, malformed JSON, a missing or mistyped field, no line at all.
+  UTF-8, malformed JSON, a missing or mistyped field, a text under a key not read, no line at all.
 
 >>> import pathlib, tempfile
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "in.jsonl"
->>> _ = path.write_text('{"text": "a", "id": 7}\\n\\n{"text": "b", "text_pair": "c"}', encoding="utf-8")
+>>> _ = path.write_text('{"id": 7, "text": "a"}\\n\\n{"text": "b", "text_pair": "c"}', encoding="utf-8")
 >>> list(read_records(path, ("text",), optional=("text_pair",)))
-[{'text': 'a'}, {'text': ''}, {'text': 'b', 'text_pair': 'c'}]
+[{'text': 'a', 'id': 7}, {'text': ''}, {'text': 'b', 'text_pair': 'c'}]
 >>> json_line({"text": "naïve", "score": 0.5})
 '{"text": "naïve", "score": 0.5}'
 """
@@ -148,7 +154,7 @@ def stream_records(source: Path | str = STDIN, fields: tuple[str, ...] = ("text"
     first, size = [], 0
     for record in records:  # read_records raises on an empty stream
         first.append(record)
-        size += sum(map(len, record.values())) + 1
+        size += sum(len(value) for value in record.values() if isinstance(value, str)) + 1
         if len(first) == CHUNK or size >= BLOCK_BYTES:
             break
     return itertools.chain(first, records)
@@ -170,7 +176,58 @@ def _record(line: str, fields: tuple[str, ...], optional: tuple[str, ...], where
     wrong = [name for name in optional if name in record and not isinstance(record[name], str)]
     if wrong:
         raise InputFileError(f"{where}: {', '.join(wrong)} must be a string")
-    return {name: record[name] for name in (*fields, *optional) if name in record}
+    read = (*fields, *optional)
+    for key in record:
+        problem = None if key in read else unread_text(key, read)
+        if problem:
+            names = ", ".join(f'"{name}"' for name in read)
+            raise InputFileError(f"{where}: the key \"{key}\" {problem}, and is not read (this command reads {names}): "
+                                 "the line would be taken without it; rename the key or remove it")  # fmt: skip
+    kept = {name: record[name] for name in read if name in record}
+    return {**kept, **{key: value for key, value in record.items() if key not in kept}}
+
+
+# Keys that name a text of a pair in the pair data a .jsonl line comes from, written as _spelled writes
+# them: transformers' text_pair and its tokenizers' pair, Google's text_a/text_b, GLUE's columns
+# (sentence1/2, question1/2, question/sentence, premise/hypothesis), sentence-transformers' pairs and
+# triplets (sentence1/2, query, anchor/positive/negative), MS MARCO's query/passage; and other spellings.
+PAIR_KEYS = frozenset({"textpair", "pair", "texta", "textb", "text1", "text2", "second", "secondtext", "sentence",
+                       "sentence1", "sentence2", "sentencea", "sentenceb", "question", "question1", "question2",
+                       "premise", "hypothesis", "query", "passage", "anchor", "positive", "negative"})  # fmt: skip
+
+
+def unread_text(key: str, read: tuple[str, ...]) -> str | None:
+    """Why a .jsonl key that a command does not read (``read``: the keys it does) must not be left
+    out, or None for a key that is only extra (an "id", a gold "label"): it names a text of a pair
+    (``PAIR_KEYS``), or it is a near miss of a key read, one letter or case or separator away.
+
+    >>> unread_text("sentence2", ("text", "text_pair")), unread_text("txt_pair", ("text", "text_pair"))
+    ('names a text of a pair', 'is spelled like "text_pair"')
+    >>> unread_text("text_pair", ("text",)), unread_text("id", ("text", "text_pair"))
+    ('names a text of a pair', None)
+    """
+    spelled = _spelled(key)
+    near = [name for name in read if _spelled(name) == spelled] or [
+        name for name in read if spelled not in PAIR_KEYS and _one_edit(spelled, _spelled(name))
+    ]  # "Text_Pair" is spelled like text_pair, "text_b" (one letter from "text") names a pair's text
+    if near:
+        return f'is spelled like "{near[0]}"'
+    return "names a text of a pair" if spelled in PAIR_KEYS else None
+
+
+def _spelled(key: str) -> str:
+    """A key as written without case and separators: "Text_Pair", "text-pair" and "textpair" alike."""
+    return "".join(character for character in key.casefold() if character not in "_- .")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` is ``b`` or one edit from it: a letter added, dropped or changed, or two
+    neighbours swapped ("text_piar")."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    start = next((n for n, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    a, b = a[start:], b[start:]  # both from their first difference
+    return a[1:] == b[1:] or a[1:] == b or a == b[1:] or (a[:2] == b[1::-1] and a[2:] == b[2:])
 
 
 def count_records(path: Path, fields: tuple[str, ...] = ("text",), optional: tuple[str, ...] = (),

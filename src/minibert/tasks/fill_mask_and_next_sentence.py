@@ -140,10 +140,19 @@ def _fill_one(bert, tokenizer, text: str, top_k: int, target_ids: torch.Tensor |
         if target_ids is not None:
             best = target_ids[best]
         answers.append([{"score": float(score), "token": int(piece), "token_str": tokenizer.decode([int(piece)]),
-                         "sequence": tokenizer.decode(ids[:position] + [int(piece)] + ids[position + 1 :],
-                                                      skip_special_tokens=len(positions) == 1)}
+                         "sequence": _filled_sequence(tokenizer, ids, position, int(piece), len(positions) == 1)}
                         for score, piece in zip(scores, best)])  # fmt: skip
     return answers[0] if len(answers) == 1 else answers
+
+
+def _filled_sequence(tokenizer, ids: list[int], position: int, piece: int, one_mask: bool) -> str:
+    """The text of row ``ids`` with ``piece`` at ``position``, as the fill-mask pipeline writes it:
+    every [PAD] id left out first (a [PAD] of the text, or [PAD] as the guess), then decoded without
+    special tokens when the text has one [MASK]; with several, the other [MASK]s, [CLS] and [SEP]
+    stay. Leaving [PAD] out before decoding also joins its neighbours as the pipeline does
+    ("a [PAD] ##romatic" is "aromatic", never "a [PAD]romatic")."""
+    row = [i for i in ids[:position] + [piece] + ids[position + 1 :] if i != tokenizer.pad_token_id]
+    return tokenizer.decode(row, skip_special_tokens=one_mask)
 
 
 def _mask_cut_off(tokenizer, whole: list[int], limit: int) -> str:
