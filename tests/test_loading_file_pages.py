@@ -185,3 +185,59 @@ def test_a_mapping_whose_path_is_not_utf8_does_not_stop_a_bin_load(google_small_
     with open(odd, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ):
         model = BertModel.from_pretrained(google_small_bin[0])
     assert model.layers[0].attention.query.weight.shape == (128, 128)
+
+
+def write_over(path: Path, how: str) -> None:
+    """Write over ``path`` in place (the same file: a program that opens it for writing, or ``cp``
+    onto it): "same size", other numbers in its middle; "cut short", a third of it (``cp`` of a
+    smaller file), whose pages past the end would end a process that reads them (SIGBUS)."""
+    data = path.read_bytes()
+    if how == "same size":
+        middle = len(data) // 2
+        with open(path, "r+b") as handle:
+            handle.seek(middle)
+            handle.write(bytes(byte ^ 0x40 for byte in data[middle : middle + 4096]))
+    else:
+        with open(path, "wb") as handle:  # O_TRUNC, as cp opens its target
+            handle.write(data[: len(data) // 3])
+
+
+WRITTEN_OVER = "was written over while a model loaded from it was in use"
+
+
+@pytest.mark.parametrize("how", ["same size", "cut short"])
+def test_every_read_of_the_weights_is_refused_once_the_file_is_written_over(checkpoint, how, tmp_path):
+    """Not only the forward pass: state_dict (and so save_pretrained), the book's modules, moves and
+    casts, copies and load_state_dict read every weight from the file's pages, and refuse before
+    they read one (no other numbers saved, no SIGBUS; loading/file_pages.py ChecksItsFile)."""
+    import copy
+
+    model = BertForPreTraining.from_pretrained(checkpoint)
+    loaded = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    write_over(weights(checkpoint), how)
+    refusals = {
+        "state_dict": model.state_dict,
+        "bert.state_dict": model.bert.state_dict,
+        "save_pretrained": lambda: model.save_pretrained(tmp_path / "saved"),
+        "use_book_modules": model.use_book_modules,
+        "to(float16)": lambda: model.to(torch.float16),
+        "deepcopy": lambda: copy.deepcopy(model),
+        "load_state_dict": lambda: model.load_state_dict(loaded),
+        "resize_token_embeddings": lambda: model.resize_token_embeddings(model.config.vocab_size + 8),
+    }
+    for what, read in refusals.items():
+        with pytest.raises(CheckpointError, match=WRITTEN_OVER):
+            read()
+            pytest.fail(f"{what}: no CheckpointError")
+    assert not (tmp_path / "saved" / "model.safetensors").exists()
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"int8 cannot run here: {unavailable_reason()}")
+def test_an_int8_model_refuses_to_save_from_a_file_written_over(checkpoint, tmp_path):
+    """int8 saves (and gives the book's modules) from float32 weights read from its checkpoint again:
+    written over in place, that would be the file's new numbers. Its embeddings still read the mapping."""
+    model = BertModel.from_pretrained(checkpoint, dtype="int8")
+    write_over(weights(checkpoint), "same size")
+    for read in (lambda: model.save_pretrained(tmp_path / "saved"), model.use_book_modules):
+        with pytest.raises(CheckpointError, match=WRITTEN_OVER):
+            read()

@@ -616,3 +616,19 @@ def test_every_script_prints_its_help_and_writes_nothing(script, tmp_path):
     after = _written_state()
     changed = [name for name, stat in after["files"].items() if before["files"].get(name) != stat]
     assert not changed and after["untracked"] == before["untracked"], (changed, after["untracked"])
+
+
+def test_performance_md_names_every_workload_bench_py_runs():
+    """docs/performance.md's `--only` line listed 11 of bench.py's 14 workloads (not int8, pretrain
+    or finetune, whose rows the page shows): each name in WORKLOADS, read from the script's source
+    (importing it would load the benchmarks), is in that line, and each name there is a workload."""
+    import ast
+    import re
+
+    root = Path(__file__).parents[1]
+    tree = ast.parse((root / "scripts" / "bench.py").read_text(encoding="utf-8"))
+    [workloads] = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                   and [getattr(target, "id", None) for target in node.targets] == ["WORKLOADS"]]  # fmt: skip
+    page = (root / "docs" / "performance.md").read_text(encoding="utf-8")
+    [listed] = re.findall(r"bench\.py --only .*# some rows: (.*)", page)
+    assert [name.strip() for name in listed.split(",")] == list(workloads)

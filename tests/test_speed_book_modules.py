@@ -18,7 +18,7 @@ from helpers import assert_close, bound_from_exact, exact_reference
 from minibert import BertConfig, BertModel, BertTokenizer
 from minibert import model as book
 from minibert.activations import activation
-from minibert.speed import gemm
+from minibert.speed.cache import cache_file
 from minibert.speed.fast_path import FastLayout
 from minibert.speed.packed_linear import PackedLinear
 
@@ -96,7 +96,7 @@ def test_a_model_built_by_hand_is_the_book_and_the_switch_keeps_it(minilm_dir):
     """``BertModel(config)``: model.py's code and nothing else, with no weights loaded and nothing measured."""
     model = BertModel(BertConfig.from_json_file(minilm_dir / "config.json"))
     assert is_book(model) and model.use_fast_path and not model.book_modules
-    assert not gemm.cache_file().exists()  # no speed was chosen: nothing was measured
+    assert not cache_file().exists()  # no speed was chosen: nothing was measured
     model.use_book_modules()
     assert is_book(model) and not model.use_fast_path and model.book_modules
     model.use_book_modules(False)

@@ -432,12 +432,25 @@ def test_the_choice_is_measured_once_then_read_from_the_cache(minilm_dir, caplog
 
 
 @needs_onednn
+def test_a_measurement_that_could_not_be_cached_is_not_logged_as_cached(minilm_dir, caplog, monkeypatch, tmp_path):
+    """The log said "cached in ~/.cache/minibert/gemm.json" also when the write failed (here the
+    cache folder's parent is a file): the next process measured again. It says "not cached" and why."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(blocker / "cache"))
+    with caplog.at_level(logging.INFO, logger="minibert.gemm"):
+        BertModel.from_pretrained(minilm_dir)
+    [line] = [r.getMessage() for r in caplog.records if r.name == "minibert.gemm"]
+    assert f"; not cached ({blocker / 'cache' / 'gemm.json'}: " in line and "cached in" not in line, line
+
+
+@needs_onednn
 def test_a_command_shows_the_measurement_only_with_debug(minilm_dir, capsys):
     """The measurement is a diagnostic: a command's stderr holds it only when --debug asks (issue 44)."""
     from minibert.apps import cli
 
     for debug in (False, True):
-        gemm.cache_file().unlink(missing_ok=True)  # measure again: the line is logged when measuring
+        cache_file().unlink(missing_ok=True)  # measure again: the line is logged when measuring
         assert cli.main(["embed", "hello", "--model", str(minilm_dir)] + ["--debug"] * debug) == 0
         stderr = capsys.readouterr().err
         assert ("minibert: linear layers on" in stderr) == debug, stderr
@@ -577,7 +590,8 @@ def test_a_fifo_in_the_cache_is_no_cache_and_never_blocks(name):
         with open(fifo, "wb" if name == "gemm.json" else "rb"):
             pass
         pytest.fail(f"the cache blocked on a FIFO at {name}")
-    assert results == [(None, {})] and stat.S_ISFIFO(os.lstat(fifo).st_mode)  # nothing cached, the FIFO kept
+    [(not_cached, entries)] = results  # nothing cached (and write_cache says why), the FIFO kept
+    assert entries == {} and "not a regular file" in not_cached and stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 @needs_onednn

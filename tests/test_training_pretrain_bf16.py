@@ -116,3 +116,19 @@ def test_a_damaged_cache_is_measured_again(cache_dir, recwarn, damage):
     verdict = precision.check_bf16(32, 64, 16)
     assert not verdict.cached and verdict.fp32_gflops > 0
     assert precision.cache_key(32, 64, 16) in json.loads(cache_file().read_text())
+
+
+def test_a_verdict_that_could_not_be_cached_is_not_said_to_be(tmp_path, monkeypatch):
+    """The warning said "measured once, cached in ~/.cache/minibert/gemm.json" also when that write
+    failed (a home that is read-only, a cache folder that is a file): the next run measured again,
+    against the warning's word. It now says it was not cached, and why."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(blocker / "cache"))  # mkdir fails: NotADirectoryError
+    monkeypatch.setattr(precision, "has_native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "measure", lambda *shape: precision.Bf16Verdict(90.0, 30.0))
+    with pytest.warns(UserWarning) as caught:
+        precision.check_bf16(32, 64, 16, "--precision bf16")
+    [message] = [str(warning.message) for warning in caught]
+    assert f"(measured once, not cached ({blocker / 'cache' / 'gemm.json'}: " in message, message
+    assert "measured again by the next process" in message and "cached in" not in message

@@ -18,9 +18,10 @@ from torch import nn
 
 from .errors import ModeChangedError
 from .inputs import OLD_ARGUMENTS
+from .loading.file_pages import ChecksItsFile, refuse_if_model_file_written_over
 
 
-class PretrainedBert(nn.Module):
+class PretrainedBert(ChecksItsFile):  # an nn.Module whose reads of every weight check a mapped file first
     config: object  # BertConfig
 
     def __new__(cls, config=None, *args, **kwargs):
@@ -234,6 +235,7 @@ class PretrainedBert(nn.Module):
             return self.get_input_embeddings()
         if not _is_positive_int(new_num_tokens):
             raise ValueError(f"new_num_tokens must be a positive int, got {new_num_tokens!r}")
+        refuse_if_model_file_written_over(self)  # the old rows are read (loading/file_pages.py)
         with torch.inference_mode(False):
             return self._resize_word_embeddings(new_num_tokens, mean_resizing)
 
@@ -281,6 +283,7 @@ class PretrainedBert(nn.Module):
         from .speed.int8_twin import float32_twin, follow_save
 
         options = save_options(keywords)
+        refuse_if_model_file_written_over(self)  # (int8's float32 twin would read the file written over)
         if not is_int8(self):
             return save_pretrained(self, save_directory, options)
         if options.state_dict is not None:

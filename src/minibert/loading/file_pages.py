@@ -22,8 +22,10 @@ Only pages nothing has written to are given back, and only while the model is be
 written page of a private mapping would lose its change): ``release`` is called by the loader, never
 later. The file must not be written over in place while a model loaded from it lives — minibert
 writes every file by replacing it (formats/atomic_files.py), which leaves a mapped file as it was;
-``FileUnchanged`` notices an in-place write (its size or time changed) before a forward pass
-could read it, and refuses.
+``FileUnchanged`` notices an in-place write (its size or time changed) before the model reads the
+pages, and refuses: before each forward pass (a hook), and before each of the other reads of every
+weight (``ChecksItsFile``: state dicts and so saving, moves and casts, copies; and the book's
+modules, a weight laid out afresh, which call the checks below).
 
 A ``pytorch_model.bin`` is mapped the same way by torch itself (``torch.load(mmap=True)``, also
 copy-on-write): ``TorchMappedPages`` finds that mapping in the kernel's list of this process's
@@ -178,21 +180,27 @@ class FileUnchanged:
     """A forward pre-hook that runs ``refuse_if_written_over`` while the model still reads the
     mapping: while any of the tensors that lay in it at loading still does (a model cast, moved to a
     GPU, or copied holds its own tensors; a new embedding table leaves the projections that still
-    read the file). It holds weak references only: no tensor and no mapping is kept alive by it."""
+    read the file). It holds weak references only: no tensor and no mapping is kept alive by it, and
+    the list of live checks (``_WATCHES``, which ``refuse_if_read_from_written_over`` reads) forgets
+    it with the model."""
 
     def __init__(self, pages: MappedPages, tensors):
         self.pages = MappedPages(pages.path, pages.signature, pages.start, pages.end)
         self.mapping = weakref.ref(pages.map) if isinstance(pages, FilePages) else None  # torch's: no handle
         self.watched = [weakref.ref(tensor) for tensor in tensors if pages.still_read_by(tensor)]
+        _WATCHES.add(self)
 
     def __call__(self, module, args) -> None:
+        if self.still_read():
+            refuse_if_written_over(self.pages.path, self.pages.signature)
+
+    def still_read(self) -> bool:
+        """Whether the file is mapped still and a tensor that lay in it at loading still does (the
+        first one, nearly always): a live tensor there also keeps torch's mapping of a .bin mapped."""
         if self.mapping is not None and self.mapping() is None:
-            return  # unmapped: nothing reads the file
-        for reference in self.watched:  # the first one, nearly always
-            tensor = reference()
-            if tensor is not None and self.pages.still_read_by(tensor):
-                refuse_if_written_over(self.pages.path, self.pages.signature)
-                return
+            return False  # unmapped: nothing reads the file
+        tensors = (reference() for reference in self.watched)
+        return any(tensor is not None and self.pages.still_read_by(tensor) for tensor in tensors)
 
     def __reduce__(self):  # a pickled or copied model holds copies of the tensors: nothing to check
         return _NoCheck, ()
@@ -203,6 +211,53 @@ class _NoCheck:
 
     def __call__(self, module, args) -> None:
         return None
+
+
+_WATCHES: weakref.WeakSet[FileUnchanged] = weakref.WeakSet()  # the checks of the models alive
+
+
+def refuse_if_model_file_written_over(model: torch.nn.Module) -> None:
+    """``CheckpointError`` when a file ``model``'s weights are still read from was written over in
+    place: its ``FileUnchanged`` checks (on each BertModel inside, put there by the loader) run
+    now, as before a forward pass. What reads every weight outside a forward pass calls it first
+    (``ChecksItsFile``; ``use_book_modules``, ``save_pretrained``, ``resize_token_embeddings``). A
+    model built by hand, or copied, has no check: nothing happens. One stat per file mapped."""
+    for module in model.modules():
+        for hook in module._forward_pre_hooks.values():
+            if isinstance(hook, FileUnchanged):
+                hook(module, ())
+
+
+def refuse_if_read_from_written_over(tensor: torch.Tensor) -> None:
+    """The same for one tensor, where a layer reads its own weight outside a forward pass of the
+    model (packed_linear.py, laying a weight out afresh or packing it): ``CheckpointError`` when it
+    lies in a file mapping a loaded model still reads and that file was written over in place."""
+    for watch in list(_WATCHES):
+        if watch.pages.still_read_by(tensor) and watch.still_read():
+            refuse_if_written_over(watch.pages.path, watch.pages.signature)
+
+
+class ChecksItsFile(torch.nn.Module):
+    """``PretrainedBert``'s base: the nn.Module methods that read (or write) every weight run
+    ``refuse_if_model_file_written_over`` first, so that a model whose mapped file was written
+    over in place refuses them as it refuses its forward pass, before a page is touched (a page
+    that comes back from a file cut short ends the process: SIGBUS)."""
+
+    def state_dict(self, *args, **kwargs):  # and so save_pretrained, torch.save(model.state_dict())
+        refuse_if_model_file_written_over(self)
+        return super().state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):  # a write to a page given back reads it from the file first
+        refuse_if_model_file_written_over(self)
+        return super().load_state_dict(*args, **kwargs)
+
+    def _apply(self, fn, *args, **kwargs):  # .to(), .float(), .half(), .cuda(), share_memory()
+        refuse_if_model_file_written_over(self)
+        return super()._apply(fn, *args, **kwargs)
+
+    def __getstate__(self):  # copy.deepcopy, pickle, torch.save(model)
+        refuse_if_model_file_written_over(self)
+        return super().__getstate__()
 
 
 def refuse_if_written_over(path: Path, signature: tuple[int, int, int, int]) -> None:

@@ -70,8 +70,9 @@ def read_cache() -> dict:
         return {}
 
 
-def write_cache(key: str, record: dict) -> None:
+def write_cache(key: str, record: dict) -> str | None:
     """Add ``record`` under ``key`` (written atomically); a read-only home only means measuring again.
+    None when written, else why not (for ``where_cached``: a log must not say "cached" then).
 
     Processes that measure at the same time (workers, CI jobs) each read the file, add their entry
     and write it back: an exclusive lock on ``gemm.json.lock`` beside it makes those turns one after
@@ -86,8 +87,18 @@ def write_cache(key: str, record: dict) -> None:
             entries = read_cache()
             entries[key] = record
             write_atomically(path, json.dumps(entries, indent=1, sort_keys=True).encode())
-    except OSError as error:
+    except OSError as error:  # (TimeoutError, the lock held too long, is one)
         log.debug("measurement not cached in %s (%s)", path, error)
+        return str(error) or type(error).__name__
+    return None
+
+
+def where_cached(failure: str | None) -> str:
+    """What a log says of a measurement ``write_cache`` was given: "cached in PATH", or, when the
+    write failed (``failure``, its reason), "not cached (...): measured again by the next process"."""
+    if failure is None:
+        return f"cached in {cache_file()}"
+    return f"not cached ({cache_file()}: {failure}): measured again by the next process"
 
 
 LOCK_SECONDS = 10.0

@@ -41,7 +41,7 @@ from torch import nn
 
 from . import BACKENDS
 from .attention_threshold import measure_attention
-from .cache import cache_file, cache_key, read_cache, write_cache
+from .cache import cache_key, read_cache, where_cached, write_cache
 from .cpu import cpu_name
 from .measure import BUDGET_SECONDS, best_times
 from .packed_linear import (
@@ -76,6 +76,7 @@ class Choice:
     gflops: dict[str, float] = field(default_factory=dict)  # backend → GFLOP/s on the model's layer
     seconds: float = 0.0  # the measurement's wall time (0 when cached)
     short_attention: dict[int, int] = field(default_factory=dict)  # threads → written-out attention up to T
+    not_cached: str | None = None  # why a new measurement could not be cached (write_cache), else None
 
 
 def choose(model: nn.Module, gemm: str | None = None) -> Choice:
@@ -101,7 +102,7 @@ def choose(model: nn.Module, gemm: str | None = None) -> Choice:
         started = time.perf_counter()
         choice.short_attention = measure_attention(layer)
         choice.seconds = round(choice.seconds + time.perf_counter() - started, 3)
-        write_cache(key, {"backend": choice.backend, "gflops": choice.gflops, "cpu": cpu_name(),
+        choice.not_cached = write_cache(key, {"backend": choice.backend, "gflops": choice.gflops, "cpu": cpu_name(),
                            "torch": torch.__version__,
                            "short_attention": {str(k): v for k, v in choice.short_attention.items()}})  # fmt: skip
     for module in model.modules():  # the BertModel (inside a model with heads too)
@@ -247,7 +248,7 @@ def _logged(choice: Choice, model: nn.Module, level: int = logging.INFO) -> Choi
         rates = ", ".join(f"{name} {rate:.0f}" for name, rate in choice.gflops.items())
         why = f"{choice.reason}: GFLOP/s on one layer's projections {rates}"
         if choice.seconds:
-            why += f", in {choice.seconds:.2f} s; cached in {cache_file()}"
+            why += f", in {choice.seconds:.2f} s; {where_cached(choice.not_cached)}"
     elif choice.reason == "unavailable":
         why = "oneDNN cannot run here"
     else:

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..activations import is_hooked
+from ..loading.file_pages import refuse_if_read_from_written_over
 from . import BACKENDS
 
 # Whether torch.compile is at work in the process (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before).
@@ -138,6 +139,7 @@ class PackedLinear(nn.Linear):
             return None
         key = _weight_key(weight)
         if self._packed_for != key:
+            refuse_if_read_from_written_over(weight)  # (read from a mapped file written over in place: refused)
             with torch.no_grad():
                 try:
                     self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
@@ -172,6 +174,7 @@ class PackedLinear(nn.Linear):
         weight = self.weight
         if weight.is_contiguous():
             return
+        refuse_if_read_from_written_over(weight)  # (read from a mapped file written over in place: refused)
         packed_for_this = self._packed_for == _weight_key(weight)
         with torch.inference_mode(False), torch.no_grad():  # an ordinary tensor, even under inference_mode
             weight.data = weight.data.contiguous()

@@ -122,11 +122,14 @@ def refuse_gemm_for_int8(gemm: str | None) -> None:
 def use_book_modules(model: nn.Module, book: bool = True) -> None:
     """``book=True``: every layer back to model.py's classes (plain ``nn.Linear``, the activation in
     place) and attention written out (``use_fast_path = False``); ``book=False``: the speed the model
-    had before, back. Either way twice is the same as once."""
+    had before, back. Either way twice is the same as once. A model whose mapped weights file was
+    written over in place is refused first (loading/file_pages.py), as its forward pass is."""
+    from ..loading.file_pages import refuse_if_model_file_written_over
     from .int8 import fuse_activations, int8_layers
     from .int8_twin import float32_twin
     from .packed_linear import use_backend
 
+    refuse_if_model_file_written_over(model)  # the weights are read: laid out afresh, int8's twin, fingerprints
     saved: Speed | None = getattr(model, "_speed", None)
     if book and saved is None:
         encoders = [(name, module) for name, module in model.named_modules() if hasattr(module, "use_fast_path")]

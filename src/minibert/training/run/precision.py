@@ -44,8 +44,8 @@ import torch
 from torch import nn
 
 from ...errors import DeviceError
-from ...speed.cache import cache_file, read_cache, write_cache
 from ...speed.cache import cache_key as machine_cache_key
+from ...speed.cache import read_cache, where_cached, write_cache
 from ...speed.cpu import cpu_name, has_native_bf16
 from ...speed.measure import BUDGET_SECONDS, time_against_float32
 
@@ -158,17 +158,17 @@ def check_bf16(hidden: int, intermediate: int, tokens: int, flag: str = "--preci
         return None
     tokens = max(1, min(tokens, MAX_TOKENS))
     key = cache_key(hidden, intermediate, tokens)
-    verdict = _cached(key)
+    verdict, failure = _cached(key), None
     if verdict is None:
         verdict = measure(hidden, intermediate, tokens)
-        write_cache(key, {"fp32_gflops": verdict.fp32_gflops, "bf16_gflops": verdict.bf16_gflops,
+        failure = write_cache(key, {"fp32_gflops": verdict.fp32_gflops, "bf16_gflops": verdict.bf16_gflops,
                           "cpu": cpu_name(), "torch": torch.__version__})  # fmt: skip
     log.debug("bf16 autocast %.2fx float32 (%s)", verdict.speedup, "cached" if verdict.cached else "measured")
     if verdict.speedup < SLOWER:
         warnings.warn(
             f"{flag} is slower than float32 on this CPU ({cpu_name()}, {torch.get_num_threads()} threads): "
             f"one encoder layer's matrix products, forward and backward, ran at {rate(verdict.bf16_gflops)} GFLOP/s "
-            f"in bf16 against {rate(verdict.fp32_gflops)} in float32 (measured once, cached in {cache_file()}); "
+            f"in bf16 against {rate(verdict.fp32_gflops)} in float32 (measured once, {where_cached(failure)}); "
             f"bf16 pays on CPUs with AMX (amx_bf16) and on GPUs, so without {flag} this run is faster",
             stacklevel=2,
         )
