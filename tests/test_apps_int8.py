@@ -10,9 +10,11 @@ import torch
 
 from helpers import run_minibert
 from minibert import BertConfig, BertForSequenceClassification, Embedder
-from minibert.speed.int8_check import COSINE_FLOOR
+from minibert.apps.verify_int8 import compare_int8_with_float32
+from minibert.speed.int8_check import CALIBRATION_TEXTS, COSINE_FLOOR
 
 TEXTS = ["I love Paris", "How do I restart a pod in Kubernetes?", "Der schnelle braune Fuchs springt."]
+LONG = " ".join(["The quick brown fox jumps over the lazy dog near the river bank."] * 12)  # 170 tokens: < MiniLM's 256
 WORDS = ["hello", "world", "good", "bad", "movie", "the", "was"]
 
 
@@ -73,8 +75,9 @@ def test_verify_int8_of_a_one_output_model_reports_its_scores(tiny_scorer, monke
     report = compare_int8_with_float32(str(tiny_scorer), SCORED)
     batch = dict(BertTokenizer.from_pretrained(tiny_scorer)(SCORED, padding=True, return_tensors="pt"))
     with torch.inference_mode():
-        exact, approximate = (BertForSequenceClassification.from_pretrained(tiny_scorer, dtype=dtype)(**batch)
-                              .logits[:, 0].tolist() for dtype in ("float32", "int8"))  # fmt: skip
+        exact, approximate = (BertForSequenceClassification.from_pretrained(tiny_scorer, dtype=dtype)(
+                              **batch, skip_padding=True).logits[:, 0].tolist()
+                              for dtype in ("float32", "int8"))  # padding skipped, as verify and rerank run  # fmt: skip
     assert report.labels_changed is None
     assert report.score_change == max(abs(a - b) for a, b in zip(exact, approximate))
     pairs = [(i, j) for i in range(len(SCORED)) for j in range(i + 1, len(SCORED))]
@@ -249,3 +252,38 @@ def test_verify_int8_with_tolerance_reads_the_tensors_once(tiny_scorer, capsys, 
     assert main(["verify", "--dtype", "int8", "--model", str(tiny_scorer), "--text", "hello world",
                  "--tolerance", "10"]) == 0  # fmt: skip
     assert calls == [str(tiny_scorer)]
+
+
+def _embedders_cosines(minilm_dir, texts) -> np.ndarray:
+    """Each text's cosine, int8 to float32, of the vectors the Embedder gives for ``texts`` in one call."""
+    vectors = {dtype: Embedder.from_pretrained(minilm_dir, dtype=dtype).embed(texts) for dtype in ("float32", "int8")}
+    return _cosines(vectors["int8"], vectors["float32"])
+
+
+# What tells the int8 figures apart is far above float32's rounding of two equal computations
+# (cosines of 384 float32 components, ~1e-7; 1e-5 leaves room): [PAD] rows in the step moved "ok" by 0.007.
+SAME_COMPUTATION = 1e-5
+
+
+def test_verify_int8_reports_the_cosines_of_the_vectors_the_embedder_gives(minilm_dir, monkeypatch, tmp_path):
+    """verify's cosine of a text is the Embedder's for the same texts: padding skipped. Before, verify
+    ran the padded batch, and the ~170 [PAD] rows "ok" got beside LONG entered every projection's int8
+    range: 0.967 where the Embedder gives 0.975 (FBGEMM). (The figure still depends on the other texts' own
+    tokens, as the Embedder's does: docs/int8.md.)"""
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    texts = ["ok", LONG]
+    report = compare_int8_with_float32(str(minilm_dir), texts)
+    np.testing.assert_allclose(report.cosines, _embedders_cosines(minilm_dir, texts), rtol=0, atol=SAME_COMPUTATION)
+
+
+def test_the_int8_check_at_load_measures_what_the_embedder_gives(minilm_dir, monkeypatch, tmp_path):
+    """The loader's verdict (mean and worst cosine on CALIBRATION_TEXTS) is the Embedder's figure on
+    those texts. Before, the check ran its padded batch and counted the [PAD] rows in the int8 range."""
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    from minibert import BertModel
+
+    check = BertModel.from_pretrained(minilm_dir, dtype="int8").int8_check
+    cosines = _embedders_cosines(minilm_dir, list(CALIBRATION_TEXTS))
+    assert check.reason == "measured"
+    assert abs(check.worst_cosine - cosines.min()) < SAME_COMPUTATION, (check, cosines)
+    assert abs(check.mean_cosine - cosines.mean()) < SAME_COMPUTATION, (check, cosines)

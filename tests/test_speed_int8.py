@@ -632,7 +632,8 @@ def test_an_int8_model_holds_a_quarter_of_its_linear_weights_and_no_float32_copy
 def test_int8_on_rxnfps_real_classifier_counts_the_labels_it_changes(own_cache):
     """A real fine-tuned classifier (rxnfp's 50 reaction classes) on 40 real reaction types:
     ``minibert verify --dtype int8``'s count of changed labels equals the count made here from each
-    model's own logits, and the share is printed (docs/int8.md gives it)."""
+    model's own logits (padding skipped, as ``classify`` runs them), and the share is printed
+    (docs/int8.md gives it)."""
     from pathlib import Path
 
     from reactions import REACTIONS, rxnfp_words
@@ -645,8 +646,8 @@ def test_int8_on_rxnfps_real_classifier_counts_the_labels_it_changes(own_cache):
     tokenizer = BertTokenizer.from_pretrained(directory)
     batch = dict(tokenizer(texts, padding=True, return_tensors="pt"))
     with torch.inference_mode():
-        labels = [BertForSequenceClassification.from_pretrained(directory, dtype=dtype)(**batch).logits.argmax(-1)
-                  for dtype in (None, "int8")]  # fmt: skip
+        labels = [BertForSequenceClassification.from_pretrained(directory, dtype=dtype)(**batch, skip_padding=True)
+                  .logits.argmax(-1) for dtype in (None, "int8")]  # fmt: skip
     changed = int((labels[0] != labels[1]).sum())
     report = compare_int8_with_float32(directory, texts)
     print(f"\nrxnfp's classifier: {changed} of {len(texts)} labels changed by int8; cosine mean {report.mean:.5f}, "
@@ -675,3 +676,28 @@ def test_the_command_caps_onednns_primitive_cache_but_never_over_the_users_setti
         assert bound_onednn_primitive_cache() is False
         assert os.environ[user_set] == "7" and all(name not in os.environ for name in PRIMITIVE_CACHES
                                                    if name != user_set)  # fmt: skip
+
+
+@pytest.mark.parametrize("positions", [1, 2])
+def test_a_model_of_too_few_positions_for_a_text_loads_in_int8_and_verify_names_the_field(tmp_path, own_cache,
+                                                                                         positions):
+    """max_position_embeddings = 1 loads in float32; in int8 it raised the tokenizer's bare ValueError
+    ("max_length is too small to hold even the special tokens"), from the calibration cutting its texts
+    to one position. Now the calibration runs on random ids there (a text needs [CLS] and [SEP]), and
+    ``minibert verify`` (float32 or int8), which has no text to compare, says so naming the field
+    (it raised the same bare error, exit 1 with the tokenizer's words). Two positions use the tokenizer."""
+    from helpers import run_minibert
+
+    torch.manual_seed(0)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{n}" for n in range(115))]
+    BertModel(BertConfig(**{**TINY, "max_position_embeddings": positions})).eval().save_pretrained(tmp_path)
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    model = BertModel.from_pretrained(tmp_path, dtype="int8")
+    assert model.int8_check.reason == "measured" and model.int8_check.worst_cosine > int8_check.COSINE_FLOOR
+    for dtype in ("float32", "int8"):
+        result = run_minibert("verify", "--model", str(tmp_path), *(["--dtype", "int8"] if dtype == "int8" else []))
+        if positions == 1:
+            assert result.returncode == 1 and "max_position_embeddings = 1, and a text needs two positions" in (
+                result.stderr.strip().splitlines()[-1]), result.stderr
+        else:
+            assert "too small" not in result.stderr and "Traceback" not in result.stderr, result.stderr

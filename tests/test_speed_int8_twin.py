@@ -5,19 +5,25 @@ Before, the twin was loaded again by the model's name alone: a model loaded at `
 saved main's projections beside A's embeddings (no error); one loaded with ``cache_dir=`` could not
 be saved at all offline; one loaded from a relative folder was refused after ``os.chdir``; and the
 calibration's tokenizer was looked for by name only (random ids instead, no word said). A model
-saved into its own folder then refused its next save as another model's file; and a BertModel
-loaded without its pooler saved the checkpoint's pooler anyway. Each case here failed so."""
+saved into its own folder then refused its next save as another model's file; a BertModel
+loaded without its pooler saved the checkpoint's pooler anyway; and one loaded from a TensorFlow
+checkpoint's prefix in a training run's folder was refused (the folder's 'checkpoint' file named
+another). Each case here failed so."""
 
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from tf_bundles import write_checkpoint
 
 from minibert import BertConfig, BertModel, BertTokenizer
 from minibert.errors import QuantizationError
+from minibert.loading.tf_checkpoint import read_tf_checkpoint
 from minibert.speed import int8_check
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
@@ -165,3 +171,54 @@ def test_an_int8_model_without_its_pooler_saves_what_the_float32_one_saves(tmp_p
     exact, approximate = (load_file(tmp_path / dtype / "model.safetensors") for dtype in ("float32", "int8"))
     assert sorted(approximate) == sorted(exact) and not any(name.startswith("pooler.") for name in exact)
     assert all(torch.equal(approximate[name], exact[name]) for name in exact)
+
+
+GOOGLE_DIR = Path(__file__).parent / "data" / "uncased_L-2_H-32_A-2"  # TensorFlow's; tiny_hub's weights
+
+
+def _google_run_folder(tmp_path) -> Path:
+    """GOOGLE_DIR with a later checkpoint of other weights (model.ckpt-9: the word embeddings + 1),
+    which TensorFlow's 'checkpoint' file names as the newest: a Google training run's folder."""
+    directory = Path(shutil.copytree(GOOGLE_DIR, tmp_path / "run"))
+    newer = {name: tensor.clone() for name, tensor in read_tf_checkpoint(GOOGLE_DIR / "bert_model.ckpt").items()
+             if "/adam_" not in name and name != "global_step"}  # fmt: skip
+    newer["bert/embeddings/word_embeddings"] += 1.0
+    write_checkpoint(directory / "model.ckpt-9", newer)
+    (directory / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-9"\n'
+                                          'all_model_checkpoint_paths: "bert_model.ckpt"\n')  # fmt: skip
+    return directory
+
+
+def test_an_int8_model_loaded_from_a_checkpoint_prefix_saves_that_checkpoint(tmp_path):
+    """DIR/bert_model.ckpt, where DIR's 'checkpoint' file names model.ckpt-9. Before: save_pretrained
+    and use_book_modules() raised "DIR no longer gives the files this model was loaded from" (the twin
+    was looked for in the folder, which gives model.ckpt-9), though nothing had changed. Now both give
+    bert_model.ckpt's weights: tiny_hub's, as transformers reads them (the reference)."""
+    transformers = pytest.importorskip("transformers")
+    directory = _google_run_folder(tmp_path)
+    model = BertModel.from_pretrained(directory / "bert_model.ckpt", dtype="int8")
+    model.save_pretrained(tmp_path / "saved")
+    reference = transformers.BertModel.from_pretrained(GOOGLE_DIR.parent / "tiny_hub").state_dict()
+    written = transformers.BertModel.from_pretrained(tmp_path / "saved").state_dict()
+    assert written.keys() == reference.keys()
+    assert all(torch.equal(written[name], reference[name]) for name in reference), [
+        name for name in reference if not torch.equal(written[name], reference[name])]
+    book = model.use_book_modules().state_dict()
+    assert all(torch.equal(book[name], reference[name]) for name in book if name in reference)
+    assert torch.equal(book["embeddings.word_embeddings.weight"], reference["embeddings.word_embeddings.weight"])
+
+
+def test_an_int8_model_loaded_from_a_run_folder_saves_the_checkpoint_it_read(tmp_path):
+    """The folder read model.ckpt-9 (its 'checkpoint' file's); that file then names bert_model.ckpt
+    (a run restarted, say). Before: refused, as the folder now gives another checkpoint. Now the
+    twin is model.ckpt-9 again, the checkpoint read at load; and model.ckpt-9 rewritten is refused."""
+    directory = _google_run_folder(tmp_path)
+    model = BertModel.from_pretrained(directory, dtype="int8")
+    (directory / "checkpoint").write_text('model_checkpoint_path: "bert_model.ckpt"\n')
+    exact = BertModel.from_pretrained(directory / "model.ckpt-9", gemm="mkl").state_dict()
+    book = model.use_book_modules().state_dict()
+    assert all(torch.equal(book[name], exact[name]) for name in exact)
+    model = BertModel.from_pretrained(directory, dtype="int8")  # (model.ckpt-9 no more: bert_model.ckpt now)
+    write_checkpoint(directory / "bert_model.ckpt", read_tf_checkpoint(directory / "model.ckpt-9"))
+    with pytest.raises(QuantizationError, match=r"bert_model\.ckpt\.index changed \(or was removed\) since"):
+        model.save_pretrained(tmp_path / "saved")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import CheckpointError
 from ..model import BertModel
 from ..tokenizer.bert_tokenizer import BertTokenizer
 
@@ -74,12 +75,24 @@ def compare_with_transformers(
         pooled = encoders  # the pooler: the encoder's, unless the head class is built without the checkpoint's
         if pooler and encoders[0].pooler is None:  # (as in transformers: the token, QA and MLM heads have none)
             pooled = _pair(transformers, "BertModel", name_or_path, folder, pooler, gemm, device)
-        longest = min(tokenizer.model_max_length, ours.config.max_position_embeddings)  # (a tokenizer may set none)
-        batch = tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt")
-        batch = {key: value.to(ours.device) for key, value in batch.items()}
+        batch = {key: value.to(ours.device) for key, value in texts_batch(tokenizer, texts, ours.config).items()}
         with torch.inference_mode():
             rows = _encoder_rows(encoders, pooled if pooler else None, batch)
             return rows + (_head_rows(head, ours, theirs, batch) if head != "BertModel" else [])
+
+
+def texts_batch(tokenizer, texts: list[str], config) -> dict[str, torch.Tensor]:
+    """``texts`` tokenized for the model of ``config``: padded, and cut to its positions (and to the
+    tokenizer's ``model_max_length``). A model of fewer than two positions has no room for a text's
+    [CLS] and [SEP]: a CheckpointError naming the config's ``max_position_embeddings`` (the
+    tokenizer's own error named neither the model nor the field)."""
+    positions = config.max_position_embeddings
+    if positions < 2:
+        raise CheckpointError(f"{config.name_or_path or 'the model'}: its config gives max_position_embeddings = "
+                              f"{positions}, and a text needs two positions at least ([CLS] and [SEP]): no text can "
+                              "be compared on it")  # fmt: skip
+    longest = min(tokenizer.model_max_length, positions)  # (a tokenizer may set no limit)
+    return dict(tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt"))
 
 
 def _encoder_rows(encoders: tuple, pooled: tuple | None, batch: dict) -> list[tuple[str, float]]:

@@ -3,7 +3,11 @@
 int8 (int8.py) is an approximation, so it is verified against the float32 model (which ``minibert
 verify`` checks against transformers), on the same texts: the cosine of each text's sentence vector
 (the last hidden states mean-pooled, as the Embedder pools), the largest |Δ| of every layer's hidden
-states over the real tokens, and, for a classifier, how many predicted labels change. A classifier
+states over the real tokens, and, for a classifier, how many predicted labels change. Every run skips
+the padding (``skip_padding=True``), as the Embedder and the tasks do: in int8 a [PAD] row computed
+widens the step every real token of its batch is quantized with, so a text's figure changed with the
+padding the other texts gave it, and was not what the user gets. (It still depends on the other
+texts' own tokens, as a batch of the Embedder does: docs/int8.md, "One text, many batches".) A classifier
 of one output (a reranker's relevance, a regression's value) has no label to change: its argmax is
 always 0. What int8 costs it is the score itself, so its report says the largest |Δ score| and how
 many pairs of texts int8 puts in the other order by score (what a reranker returns), and
@@ -22,6 +26,7 @@ from ..inputs import AS_ASKED
 from ..model import BertModel
 from ..speed.int8_check import CALIBRATION_TEXTS, COSINE_FLOOR, sentence_vectors
 from ..tokenizer.bert_tokenizer import BertTokenizer
+from .verify import texts_batch
 
 
 @dataclass
@@ -59,11 +64,10 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
     classifier = outputs is not None
     approximate = cls.from_pretrained(name_or_path, dtype="int8", device=device, **keywords)  # (int8 picks no GEMM)
     exact = cls.from_pretrained(name_or_path, gemm=gemm, **keywords)
-    longest = min(tokenizer.model_max_length, exact.config.max_position_embeddings)  # (a tokenizer may set no limit)
-    batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt"))
+    batch = texts_batch(tokenizer, texts, exact.config)
     real = batch["attention_mask"].bool()  # (B, T)
     with torch.inference_mode():
-        asked = {**AS_ASKED, "output_hidden_states": True}  # whatever the checkpoint's config says
+        asked = {**AS_ASKED, "output_hidden_states": True, "skip_padding": True}  # not the checkpoint's config
         a = getattr(exact, "bert", exact)(**batch, **asked).hidden_states
         b = getattr(approximate, "bert", approximate)(**batch, **asked).hidden_states
         layers = [("embeddings" if index == 0 else f"layer {index}", (x[real] - y[real]).abs().max().item(),
@@ -71,7 +75,8 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
         cosines = F.cosine_similarity(sentence_vectors(exact, batch), sentence_vectors(approximate, batch), dim=1)
         report = Int8Report(texts, cosines.tolist(), layers)
         if classifier:
-            exact_logits, approximate_logits = (model(**batch, **AS_ASKED).logits for model in (exact, approximate))
+            exact_logits, approximate_logits = (model(**batch, skip_padding=True, **AS_ASKED).logits
+                                                for model in (exact, approximate))  # fmt: skip
             _compare_heads(report, exact_logits, approximate_logits)
     return report
 

@@ -4,10 +4,11 @@ int8 (int8.py) is an approximation, and how good depends on the model: a checkpo
 activations (outliers) quantizes far worse than one without. So ``load_int8`` runs the model on
 ``CALIBRATION_TEXTS`` in float32, quantizes it, runs it again, and compares the two sentence vectors
 of each text (the encoder's last hidden states, mean-pooled over the real tokens: what every head and
-the Embedder read): if the worst cosine falls below ``COSINE_FLOOR`` the model is refused for int8
-with the measured figure, never run. The verdict is cached with the other measurements (cache.py:
-~/.cache/minibert/gemm.json), keyed by the checkpoint file (path, size, modification time, inode,
-change time), the CPU and torch: a later load of the same file pays nothing.
+the Embedder read, computed as the Embedder computes them, padding skipped): if the worst cosine
+falls below ``COSINE_FLOOR`` the model is refused for int8 with the measured figure, never run. The
+verdict is cached with the other measurements (cache.py: ~/.cache/minibert/gemm.json), keyed by the
+checkpoint file (path, size, modification time, inode, change time), the CPU and torch: a later load
+of the same file pays nothing.
 
 Before quantizing, ``choose_library`` picks the int8 GEMM library (int8.LIBRARIES: FBGEMM or oneDNN)
 the way gemm.py picks float32's: each one that runs here is timed against float32 on one layer's six
@@ -74,6 +75,7 @@ CALIBRATION_TEXTS = (
     "Der schnelle braune Fuchs springt über den faulen Hund.",
     "1 2 3 4 5 6 7 8 9 10 — numbers, dates (2024-05-01) and $12.50 prices",
 )
+SPECIAL_TOKENS = 2  # [CLS] and [SEP]: the fewest positions a tokenized text takes
 SPEED_TOKENS = 1024  # rows of the int8-vs-float32 timing: what one embedding batch gives a GEMM
 # oneDNN must be this much faster than FBGEMM to be chosen: FBGEMM is the library the accuracy figures
 # were first measured on (docs/int8.md), and a tie should not flip between runs with the machine's noise.
@@ -162,11 +164,16 @@ def load_int8(model: nn.Module, loaded_from: LoadedFrom | None = None, release=N
 def calibration_batch(model: nn.Module, loaded_from: LoadedFrom | None = None) -> dict[str, torch.Tensor]:
     """``CALIBRATION_TEXTS`` through the checkpoint's tokenizer (``calibration_tokenizer``), padded
     and cut to the model's positions (at most 128 tokens); a checkpoint without a tokenizer of its
-    vocabulary (weights only) gets the same number of rows of seeded random ids, 32 of them or as
-    many as the model has positions."""
+    vocabulary (weights only), or a model of one position (no room for a text's [CLS] and [SEP]:
+    the tokenizer would refuse ``max_length=1``), gets the same number of rows of seeded random ids,
+    32 of them or as many as the model has positions: whatever loads in float32 loads in int8."""
     config = getattr(model, "bert", model).config
     longest = min(128, config.max_position_embeddings)  # a model of 32 positions loads in float32: in int8 too
-    tokenizer = calibration_tokenizer(model, loaded_from)
+    if longest < SPECIAL_TOKENS:
+        log.debug("int8 calibration on random ids (the model has %d position: no room for [CLS] and [SEP])", longest)
+        tokenizer = None
+    else:
+        tokenizer = calibration_tokenizer(model, loaded_from)
     if tokenizer is not None:
         return dict(tokenizer(list(CALIBRATION_TEXTS), padding=True, truncation=True, max_length=longest,
                               return_tensors="pt"))  # fmt: skip
@@ -199,8 +206,13 @@ def calibration_tokenizer(model: nn.Module, loaded_from: LoadedFrom | None = Non
 
 
 def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=None) -> torch.Tensor:
-    """The encoder's last hidden states mean-pooled over each row's real tokens: (B, H) float32.
-    ``release``: called on each encoder layer's weights once the layer has run."""
+    """The encoder's last hidden states mean-pooled over each row's real tokens: (B, H) float32,
+    computed as the Embedder computes them, padding skipped (``skip_padding=True``). In int8 that is
+    no detail: each projection quantizes its input from the range of every row it is given, so [PAD]
+    rows computed would widen the step the real tokens get, and a text's figure would change with the
+    padding the batch's longest text gives it (MiniLM's "ok" beside a text of 170 tokens: 0.967, where
+    the Embedder's vectors give 0.975): not the vectors a user gets. ``release``: called on each encoder layer's weights
+    once the layer has run."""
     from .packed_linear import encoder_layers
 
     body = getattr(model, "bert", model)  # a model with heads holds the encoder as .bert
@@ -212,7 +224,7 @@ def sentence_vectors(model: nn.Module, batch: dict[str, torch.Tensor], release=N
     hooks = [layer.register_forward_hook(give_back) for layer in (encoder_layers(body) if release else [])]
     try:
         with torch.inference_mode():
-            out = body(**batch, **AS_ASKED)  # not config's
+            out = body(**batch, skip_padding=True, **AS_ASKED)  # (AS_ASKED: not config's outputs)
             states = out.last_hidden_state.float()  # (B, T, H)
     finally:
         for hook in hooks:

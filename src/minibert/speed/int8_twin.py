@@ -8,9 +8,11 @@ through the working directory, none of which the model keeps (a token is a secre
 which may lead elsewhere later (``main`` moved on; another cache; ``os.chdir``). So loading records
 ``Int8Source``: the absolute paths of config.json and the weights file (a hub checkpoint's lie in
 its revision's own folder of the cache it was read from) and the files' signature then. The twin is
-read from that folder as a plain local folder, refused where the files changed since or the folder
-would now give other ones. When the model saves itself into that folder, the record follows the
-files it wrote (``follow_save``): they hold the twin, so the next twin reads the same weights."""
+read from ``Int8Source.location``: that folder as a plain local folder, or a TensorFlow checkpoint's
+prefix (``DIR/bert_model.ckpt``: the very checkpoint read, whatever checkpoint the folder's
+``checkpoint`` file names, as from_pretrained reads a prefix); refused where the files changed since
+or that location would now give other ones. When the model saves itself into that folder, the record
+follows the files it wrote (``follow_save``): they hold the twin, so the next twin reads the same weights."""
 
 from __future__ import annotations
 
@@ -44,6 +46,20 @@ class Int8Source:
     def unchanged(self) -> bool:
         return self.signature is not None and _signature(self.config_file, self.weights_file) == self.signature
 
+    @property
+    def location(self) -> Path:
+        """What from_pretrained is given to read these files again: a TensorFlow checkpoint's prefix
+        (its ``.index`` less the suffix: ``DIR/model.ckpt-3``), which reads that checkpoint even where
+        the folder's ``checkpoint`` file names a newer one (a training run's folder); else the folder.
+
+        >>> Int8Source(Path("/run/bert_config.json"), Path("/run/model.ckpt-3.index"), None).location.as_posix()
+        '/run/model.ckpt-3'
+        >>> Int8Source(Path("/m/config.json"), Path("/m/model.safetensors"), None).location.as_posix()
+        '/m'
+        """
+        weights = self.weights_file
+        return weights.with_suffix("") if weights.suffix == ".index" else weights.parent
+
 
 def float32_twin(model: nn.Module) -> nn.Module:
     """The same model in float32, as ``save_pretrained`` writes it: its checkpoint read again (the
@@ -56,7 +72,7 @@ def float32_twin(model: nn.Module) -> nn.Module:
     another size) is a ``QuantizationError`` naming it: the twin would be another network."""
     source = _unchanged_source(model)
     pooler = {"add_pooling_layer": False} if getattr(model, "pooler", True) is None else {}  # BertModel's only
-    twin = type(model).from_pretrained(source.weights_file.parent, gemm="mkl", new_heads=True, **pooler,
+    twin = type(model).from_pretrained(source.location, gemm="mkl", new_heads=True, **pooler,
                                        **_label_config(model))  # fmt: skip
     rows = model.get_input_embeddings().num_embeddings
     if twin.get_input_embeddings().num_embeddings != rows:
@@ -76,7 +92,8 @@ def float32_twin(model: nn.Module) -> nn.Module:
 
 def _unchanged_source(model: nn.Module) -> Int8Source:
     """The model's ``Int8Source``, checked: its files unchanged, and still the ones from_pretrained
-    reads in their folder (not, say, a model.safetensors written since beside a pytorch_model.bin)."""
+    reads at its ``location`` (not, say, a model.safetensors written since beside a pytorch_model.bin,
+    or a config.json beside a TensorFlow checkpoint's bert_config.json)."""
     from ..errors import MinibertError
     from ..loading.checkpoint_files import find_checkpoint
 
@@ -90,15 +107,15 @@ def _unchanged_source(model: nn.Module) -> Int8Source:
             f"{source.weights_file} changed (or was removed) since this model was loaded in int8 from it, so its "
             "float32 weights cannot be read again (they would be another model's); load the model again"
         )
-    folder = source.weights_file.parent
+    location = source.location
     try:
-        found = find_checkpoint(folder)  # a local folder: nothing fetched, no name resolved
+        found = find_checkpoint(location)  # a local folder or checkpoint prefix: nothing fetched, no name resolved
         now = f"from_pretrained would now read {found[0].name} and {found[1].name} there"
     except MinibertError as error:
         found, now = None, f"reading it now fails: {error}"
     if found != (source.config_file, source.weights_file):
         raise QuantizationError(
-            f"{folder} no longer gives the files this model was loaded from in int8 ({source.config_file.name} and "
+            f"{location} no longer gives the files this model was loaded from in int8 ({source.config_file.name} and "
             f"{source.weights_file.name}: {now}), so its float32 weights cannot be read again; load the model again"
         )
     return source
