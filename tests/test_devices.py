@@ -422,11 +422,26 @@ def _pretrain(data, run, *extra):
                         "--batch-size", "2", "--save-every", "2", "--device", "cpu", *extra)  # fmt: skip
 
 
-def test_a_training_state_written_on_a_gpu_resumes_on_the_cpu(tmp_path, tagged_as_written_on_a_gpu):
+def test_a_training_state_written_on_a_gpu_resumes_on_the_cpu(tmp_path, tagged_as_written_on_a_gpu, monkeypatch):
+    """A run stopped at its checkpoint of step 2 of 4 (the whole state: its tensors to tag), its state
+    rewritten as a GPU writes it, resumes on the CPU, saying that its steps left are not bit-identical.
+    (A finished run resumed has no step left: it says so, and nothing of devices.)"""
+    from minibert.training.run.checkpoint import RunDirectory
+
     data = write_instances(tmp_path / "data.tfrecord", random_instances(8, vocab_size=111, seq_len=16, seed=3))
     run = tmp_path / "run"
-    assert _pretrain(data, run, "--keep-state").returncode == 0  # the whole state: its tensors to tag
+    save = RunDirectory.save
+
+    def save_then_stop(self, model, state, *args, **kwargs):
+        save(self, model, state, *args, **kwargs)
+        if state.step == 2:
+            raise KeyboardInterrupt  # (stopped just after the checkpoint of step 2)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RunDirectory, "save", save_then_stop)
+        assert _pretrain(data, run).returncode == 130
     state = TrainingState.from_file(run / "training_state.pt")
+    assert state.step == 2 and not state.finished
     state.arithmetic["device"] = "cuda"
     state.device_rng = [torch.zeros(16, dtype=torch.uint8)]
     (run / "training_state.pt").write_bytes(state.to_bytes())  # every tensor in it tagged cuda:0
@@ -437,7 +452,7 @@ def test_a_training_state_written_on_a_gpu_resumes_on_the_cpu(tmp_path, tagged_a
     shutil.copytree(run, tmp_path / "again")
     resumed = run_minibert("pretrain", "--data", str(data), "--init", TINY, "--output", str(tmp_path / "again"),
                            "--steps", "6", "--batch-size", "2", "--save-every", "2", "--device", "cpu", "--resume")
-    assert resumed.returncode != 0 and "steps = 4" in resumed.stderr  # the settings still bind (here: --steps)
+    assert resumed.returncode != 0 and "steps = 4" in resumed.stderr, resumed.stderr  # the settings still bind
     resumed = _pretrain(data, run, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "the run was computed on cuda (this process runs on cpu" in resumed.stderr
