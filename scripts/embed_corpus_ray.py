@@ -5,9 +5,12 @@
     python scripts/embed_corpus_ray.py --scaling                                     # 1 vs 2 actors here
 
 Inputs: files or directories of ``.txt`` (one text per line; empty lines dropped), ``.jsonl``
-(a ``"text"`` field per line; other fields are kept) and ``.parquet`` (a ``text`` column; other
-columns are kept). The output directory gets Parquet files with every input column plus
-``embedding`` (fixed-size float32 vectors, the model's own recipe). Without ``--address`` a
+(a ``"text"`` field per line) and ``.parquet`` (a ``text`` column); the suffix in any case. The
+output directory gets Parquet files with every input column plus ``embedding`` (fixed-size float32
+vectors, the model's own recipe); inputs of more than one kind keep their ``text`` alone (their
+other columns differ: a line on stderr says so). The output is a new or empty directory, written
+beside it and renamed into place when every row is written (a failed or stopped job leaves none);
+an s3:// or gs:// output is written in place. Without ``--address`` a
 local Ray runtime is started with ``--num-cpus`` cores; with ``--address auto`` (after
 ``ray start --head`` on this node and ``ray start --address HEAD:6379`` on the others) the job
 runs on the whole cluster: the model and the files must be readable on every node (a shared
@@ -20,9 +23,12 @@ actors with one torch thread each, and by one in-process Embedder with one threa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,12 +41,12 @@ def input_files(paths: list[str]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {suffix: [] for suffix in SUFFIXES}
     for name in paths:
         path = Path(name)
-        candidates = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         if not path.exists():
             sys.exit(f"embed_corpus_ray: no such file or directory: {path}")
+        candidates = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for candidate in candidates:
-            if candidate.suffix in SUFFIXES:
-                found[candidate.suffix].append(str(candidate))
+            if candidate.suffix.lower() in SUFFIXES:
+                found[candidate.suffix.lower()].append(str(candidate))
     if not any(found.values()):
         sys.exit(f"embed_corpus_ray: no {', '.join(SUFFIXES)} files in {', '.join(paths)}")
     return found
@@ -58,6 +64,9 @@ def read_corpus(paths: list[str]):
     if files[".parquet"]:
         parts.append(ray.data.read_parquet(files[".parquet"]))
     if len(parts) > 1:  # different columns per source: keep the text, which all have, as Arrow blocks
+        kinds = ", ".join(suffix for suffix, names in files.items() if names)
+        print(f"embed_corpus_ray: note: the inputs mix {kinds} files: their rows keep the text column alone",
+              file=sys.stderr)  # fmt: skip
         parts = [part.map_batches(_text_only, batch_format="pyarrow") for part in parts]
     return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
 
@@ -120,31 +129,37 @@ def main() -> None:
     parser.add_argument("output", nargs="?", help="output directory for the Parquet files")
     parser.add_argument("--model", default=None, help="hub id or local directory (default: the bundled MiniLM)")
     parser.add_argument("--address", default=None, help="a running Ray cluster ('auto', or ray://HOST:10001)")
-    parser.add_argument("--num-cpus", type=int, default=os.cpu_count(), help="cores of the local Ray runtime")
-    parser.add_argument("--actors", type=int, default=None,
+    parser.add_argument("--num-cpus", type=positive, default=os.cpu_count(), help="cores of the local Ray runtime")
+    parser.add_argument("--actors", type=positive, default=None,
                         help="model replicas (default: (cores - 1) / threads, at least 1: reading and writing "
                              "need a core of their own)")  # fmt: skip
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (and CPUs) per actor")
-    parser.add_argument("--batch-size", type=int, default=256, help="rows per EmbedBatch call")
+    parser.add_argument("--threads", type=positive, default=1, help="torch threads (and CPUs) per actor")
+    parser.add_argument("--batch-size", type=positive, default=256, help="rows per EmbedBatch call")
     parser.add_argument("--pooling", default=None, help="override the model's recipe (see minibert embed)")
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--scaling", action="store_true", help="measure 1 vs 2 actors on this machine")
-    parser.add_argument("--scaling-texts", type=int, default=800, help="how many real texts --scaling embeds")
+    parser.add_argument("--scaling-texts", type=positive, default=800, help="how many real texts --scaling embeds")
     args = parser.parse_args()
+    if not args.scaling and len(args.inputs) < 2:
+        parser.error("give input files or directories and an output directory")
     model = args.model or _bundled_model()
+    ray = _ray()
     if args.scaling:
         scaling(model, args.scaling_texts)
         return
-    if len(args.inputs) < 2:
-        parser.error("give input files or directories and an output directory")
     *inputs, output = args.inputs
-    import ray
-
+    input_files(inputs)  # a missing input or none of the suffixes: one line, before Ray starts
+    check_output(output)
     quiet_ray()
-    if args.address:
-        ray.init(address=args.address, log_to_driver=False, logging_level=logging.WARNING)
-    else:
-        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        if args.address:
+            ray.init(address=args.address, log_to_driver=False, logging_level=logging.WARNING)
+        else:
+            ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.WARNING)  # fmt: skip
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as error:
+        where = f"--address {args.address}" if args.address else "a local Ray"
+        sys.exit(f"embed_corpus_ray: {where}: cannot start or reach Ray: {' '.join(str(error).split())}")
     ray.data.DataContext.get_current().enable_progress_bars = False
     cores = int(ray.cluster_resources().get("CPU", 1))
     # Actors that hold every core leave none for the read and write tasks: the job would wait forever.
@@ -154,10 +169,67 @@ def main() -> None:
     }
     started = time.perf_counter()
     dataset = embed(read_corpus(inputs), model, actors, args.threads, args.batch_size, options)
-    dataset.write_parquet(output)
+    with written_into_place(output) as folder:
+        dataset.write_parquet(folder)
     seconds = time.perf_counter() - started
-    rows = sum(1 for _ in Path(output).glob("*.parquet"))
-    print(f"embed_corpus_ray: wrote {output} ({rows} Parquet files) in {seconds:.1f} s with {actors} actor(s)")
+    files = "" if "://" in output else f" ({sum(1 for _ in Path(output).glob('*.parquet'))} Parquet files)"
+    print(f"embed_corpus_ray: wrote {output}{files} in {seconds:.1f} s with {actors} actor(s)")
+
+
+def positive(text: str) -> int:
+    """A flag's whole number of at least 1 (argparse names the flag when this raises)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text}")
+    return value
+
+
+def check_output(output: str) -> None:
+    """The output directory is new or empty: Parquet files added to another job's would be read back
+    as one table with it (a URL is the user's to keep clean)."""
+    path = Path(output)
+    if "://" in output or not path.exists():
+        return
+    if not path.is_dir():
+        sys.exit(f"embed_corpus_ray: the output {output} exists and is not a directory")
+    if any(path.iterdir()):
+        sys.exit(f"embed_corpus_ray: the output directory {output} is not empty: give a new or empty one")
+
+
+@contextlib.contextmanager
+def written_into_place(output: str):
+    """Yields the folder to write: a new one beside ``output``, renamed to it once the block ends
+    without an error (a failed or stopped job leaves no half-written output), removed otherwise. An
+    empty ``output`` that exists is replaced; a URL is written in place."""
+    if "://" in output:
+        yield output
+        return
+    path = Path(output).absolute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    try:
+        yield str(partial)
+        partial.chmod(0o777 & ~_umask())  # mkdtemp's 0o700, as a folder made with the user's umask
+        if path.exists():
+            path.rmdir()  # (empty: check_output)
+        os.replace(partial, path)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _ray():
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as error:
+        sys.exit(f"embed_corpus_ray: needs Ray Data ({error}): pip install 'minibert[ray]'")
+    return ray
 
 
 def quiet_ray() -> None:

@@ -319,4 +319,37 @@ def test_corpus_script_reads_embeds_and_writes_parquet(minilm_dir, tmp_path):
     expected = Embedder.from_pretrained(minilm_dir).embed(["plain one", texts[0], "from parquet"])
     for text, vector in zip(["plain one", texts[0], "from parquet"], expected):
         assert np.abs(np.asarray(got[text]) - vector).max() <= 1e-5, text
+    assert "embed_corpus_ray: note: the inputs mix .txt, .jsonl, .parquet files: their rows keep the text column " \
+        "alone" in result.stderr  # fmt: skip
+    assert [path.name for path in tmp_path.iterdir()] == ["in", "out"] or sorted(p.name for p in tmp_path.iterdir()) \
+        == ["in", "out"]  # written beside and renamed into place: no partial folder left  # fmt: skip
     print(f"\nscript: {table.num_rows} rows in {time.perf_counter() - started:.1f} s")
+
+
+@pytest.mark.parametrize(
+    "arguments, said",
+    [(["{tmp}/in", "{tmp}/full"], "the output directory {tmp}/full is not empty: give a new or empty one"),
+     (["{tmp}/in", "{tmp}/in/a.txt"], "the output {tmp}/in/a.txt exists and is not a directory"),
+     (["{tmp}/nowhere", "{tmp}/out"], "no such file or directory: {tmp}/nowhere"),
+     (["{tmp}/full", "{tmp}/out"], "no .txt, .jsonl, .parquet files in {tmp}/full"),
+     (["{tmp}/in", "{tmp}/out", "--actors", "0"], "argument --actors: must be a whole number of at least 1, got 0"),
+     (["{tmp}/in", "{tmp}/out", "--batch-size", "-4"], "argument --batch-size: must be a whole number of at least")],
+)  # fmt: skip
+def test_corpus_script_refuses_in_one_line_before_ray_starts(minilm_dir, tmp_path, arguments, said):
+    """The script added its Parquet files to a folder that held another job's (read back as one
+    table with them), wrote over a file named as the output, took --actors 0 (Ray's own error, deep
+    inside) and wrote its files in place (a stopped job left half an output). Each bad start is now
+    one line before Ray starts, and the output is written beside and renamed into place."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("one\n", encoding="utf-8")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "part-0.bin").write_bytes(b"another job's")
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "embed_corpus_ray.py")
+    argv = [word.replace("{tmp}", str(tmp_path)) for word in arguments]
+    result = subprocess.run([sys.executable, script, *argv, "--model", str(minilm_dir)], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    usage = arguments[-2].startswith("--")  # a flag's value: argparse's usage, then its line, exit 2
+    assert result.returncode == (2 if usage else 1), result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert said.replace("{tmp}", str(tmp_path)) in lines[-1] and (usage or len(lines) == 1), result.stderr
+    assert (tmp_path / "full" / "part-0.bin").read_bytes() == b"another job's" and not (tmp_path / "out").exists()

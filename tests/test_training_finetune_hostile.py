@@ -164,6 +164,10 @@ CASES = [
      "each rate must be a number above 0, got 0"),
     ("learning-rates-empty", None, ["--learning-rates", "", "--dev", "{train}"], 2,
      "argument --learning-rates: names no value: give one or more, joined by commas"),
+    # --learning-rate (1e-3 in these flags) beside --learning-rates was dropped without a word: refused
+    ("learning-rate-and-rates", None, ["--learning-rates", "2e-3,3e-3", "--dev", "{train}"], 2,
+     "--learning-rate 0.001 and --learning-rates 0.002,0.003: a sweep trains at --learning-rates' rates alone: "
+     "give one of the two"),
     # JSON-lines labels: a number is a label by its value; numbers and strings of numbers are not mixed
     ("jsonl-number-and-string-label", '{"text": "the water", "label": 1}\n{"text": "the bank", "label": "1.0"}\n'
      '{"text": "the vault", "label": 2}\n', ["--suffix", ".jsonl"], 1,

@@ -4,14 +4,21 @@ trials on a real local Ray (ray.init(num_cpus=2)). Each trial is the sequential 
 bit for bit, those of the sequential sweep run at 1 thread (training/run/arithmetic.py: the thread count
 decides how sums are rounded); a diverged trial is a "diverged" row in both; a resumed --ray sweep
 continues the finished trials (no new step) as the sequential one does. A bad address and a missing
-ray are one line each, exit 1, and ``import minibert`` (or the sequential sweep) never imports ray."""
+ray are one line each, exit 1, and ``import minibert`` (or the sequential sweep) never imports ray.
+A sweep stopped (SIGTERM, Ctrl-C), a trial that fails, a trial whose worker dies: minibert's one line
+(with the command that continues the sweep where it is not the trial's fault), none of Tune's, and no
+trial's lock left behind."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -25,6 +32,29 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("ray.tune")
 
 RATES = "1e-3,1e30"  # 1e30: the loss is NaN at step 2, a "diverged" row in both sweeps
+
+
+def test_ray_auto_with_no_cluster_names_minibert_s_flag_not_ray_s(data, tmp_path):
+    """Ray's refusal of ``auto`` advised its own CLI's ``--address`` flag, which minibert finetune does not
+    have. (First in the module: the module's own Ray, once started, is a cluster ``auto`` finds.)"""
+    if subprocess.run(["pgrep", "-f", "gcs_server"], capture_output=True).returncode == 0:
+        pytest.skip("a Ray runs on this machine: --ray auto would find it")
+    argv = sweep_flags(data, tmp_path / "sweep", "--ray", "auto")
+    env = {name: value for name, value in child_environment().items() if name != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-m", "minibert", *argv], capture_output=True, text=True, env=env,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 1
+    assert driver_lines(done.stderr) == [
+        "minibert: error: --ray auto: cannot connect to a Ray cluster there: Could not find any running Ray instance: "
+        "start one (`ray start --head`), or give its address: --ray HOST:6379"]  # fmt: skip
+    assert not (tmp_path / "sweep").exists()
+
+
+def driver_lines(stderr: str) -> list[str]:
+    """The lines of stderr that this process wrote: not those Ray forwards from its workers
+    (``(_trial pid=7) ...``, coloured), nor Ray's notice on connecting (``Token authentication is enabled``)."""
+    forwarded, notice = re.compile(r"(\x1b\[\d+m)?\("), "Token authentication is enabled"
+    return [line for line in stderr.splitlines() if not forwarded.match(line) and not line.startswith(notice)]
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +260,130 @@ def test_the_command_starts_a_local_ray_and_prints_the_sequential_table(command_
     _, done = command_sweep
     assert "minibert: sweep: on a local Ray started for the sweep (" in done.stderr
     assert done.stdout == (sequential / "sweep.md").read_text()
+
+
+def long_sweep(data, output, *extra: str) -> list[str]:
+    """Two trials of 160 steps (an evaluation at each): long enough to be stopped in the middle."""
+    argv = sweep_flags(data, output, *extra)
+    argv[argv.index("--epochs") + 1], argv[argv.index("--seeds") + 1] = "40", "1"
+    argv[argv.index("--learning-rates") + 1] = "1e-3,2e-3"
+    return argv
+
+
+def when_training(output, act) -> threading.Thread:
+    """A thread that calls ``act(pids)`` once the first trial has taken a step: ``pids``, the trials'
+    processes, as their run folders' lock files name them (read now: a killed trial's file names it after)."""
+    first, pids = output / "lr0.001-seed12345", []
+
+    def wait_then_act():
+        for _ in range(1200):
+            if (first / "metrics.jsonl").exists() and (first / "metrics.jsonl").read_text().count("\n") >= 2:
+                break
+            time.sleep(0.1)
+        for lock in output.glob("*/.minibert.lock"):
+            text = lock.read_text().strip()
+            pids.extend([int(text)] if text.isdigit() else [])
+        act(pids)
+
+    thread = threading.Thread(target=wait_then_act, daemon=True)
+    thread.pids = pids
+    thread.start()
+    return thread
+
+
+def gone(pids: list[int], seconds: float = 15.0) -> bool:
+    """Whether every process of ``pids`` has ended, within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def continuing(output) -> str:
+    """The start of what a stopped two-trial sweep with none finished says about how to continue it."""
+    return f"{output} holds 0 finished trial(s) of 2; continue the sweep with: minibert finetune "
+
+
+def test_a_trial_s_error_is_minibert_s_one_line_and_none_of_tune_s(cluster, data, tmp_path):
+    """Tune logged a failed trial with its own traceback (about 60 lines: "Trial task failed", the
+    worker's frames, "Trials did not complete") before minibert's line. A trial folder that holds
+    another file, as the sequential sweep refuses it, is now the one line alone; the other trial,
+    stopped by Tune's fail-fast, leaves no lock file."""
+    output = tmp_path / "sweep"
+    (output / "lr0.001-seed12345").mkdir(parents=True)
+    (output / "lr0.001-seed12345" / "notes.txt").write_text("hi\n")
+    result = run_minibert(*long_sweep(data, output, "--ray"))
+    assert result.returncode == 1
+    assert driver_lines(result.stderr) == [
+        "minibert: sweep: on the Ray this process is connected to (2 CPUs), 1 CPU and torch thread per trial",
+        f"minibert: error: --output {output / 'lr0.001-seed12345'} is not empty (notes.txt) and holds no run: a run "
+        "needs a new or empty folder of its own; choose another (nothing was written)"]  # fmt: skip
+    assert list(output.rglob(".minibert.lock")) == []
+
+
+@pytest.mark.slow
+def test_a_trial_whose_worker_dies_is_a_cluster_error_with_the_command_that_continues(cluster, data, tmp_path):
+    """A trial's worker killed (as the kernel's OOM killer kills it) was "minibert: internal error:
+    ActorDiedError" in seven lines of Ray's, with no word of what the sweep folder holds. It is now
+    ClusterError's one line: the trial, the likely cause, and the command that continues the sweep."""
+    output = tmp_path / "sweep"
+    killer = when_training(output, lambda pids: os.kill(pids[0], signal.SIGKILL))
+    result = run_minibert(*long_sweep(data, output, "--ray"))
+    killer.join(timeout=60)
+    assert result.returncode == 1
+    lines = driver_lines(result.stderr)
+    assert len(lines) == 2 and lines[1].startswith("minibert: error: --ray: trial lr0.00"), lines
+    assert ": its Ray worker process died (ActorDiedError; killed or crashed: most often the kernel's OOM killer, " \
+        "for want of memory, or its node was lost); " + continuing(output) in lines[1]  # fmt: skip
+    assert lines[1].endswith(" --resume --seeds 1 --learning-rates 0.001,0.002 --ray"), lines[1]
+    assert gone(killer.pids) and list(output.rglob(".minibert.lock")) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_sweep_on_a_ray_it_did_not_start_stops_tune_and_says_one_line(cluster, data, tmp_path, signum):
+    """On a Ray this process was connected to (a notebook's), Ctrl-C let Tune print its advice
+    ("Resume experiment with: Tuner.restore(path=...)", a folder minibert deletes) and SIGTERM
+    reached the command's handler inside Ray's C code (or left Tune's trials running). Either now
+    stops Tune, whose trials end (their workers gone, their locks removed), then says minibert's line."""
+    output = tmp_path / "sweep"
+    killer = when_training(output, lambda pids: os.kill(os.getpid(), signum))
+    result = run_minibert(*long_sweep(data, output, "--ray"))
+    killer.join(timeout=60)
+    how = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
+    assert result.returncode == 128 + signum, result.stderr[-3000:]
+    lines = driver_lines(result.stderr)
+    assert len(lines) == 2 and lines[1].startswith(f"minibert: {how}; " + continuing(output)), lines
+    assert lines[1].endswith(" --resume --seeds 1 --learning-rates 0.001,0.002 --ray"), lines[1]
+    assert gone(killer.pids) and list(output.rglob(".minibert.lock")) == []
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_ray_sweep_as_the_sequential_sweep(cluster, data, tmp_path):
+    """``ray.init`` put its own SIGTERM handler (``sys.exit``) and its core worker's crash dump
+    ("*** SIGTERM received ***", then an alarm) in place of the command's: a --ray sweep stopped by
+    SIGTERM exited 1 or 142, said nothing of the sweep, and left its trials' lock files. Its own
+    process, connected to the module's Ray by address: exit 143, the sequential sweep's line."""
+    address = ray.get_runtime_context().gcs_address
+    output = tmp_path / "sweep"
+    process = subprocess.Popen([sys.executable, "-m", "minibert", *long_sweep(data, output, "--ray", address)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=child_environment(MINIBERT_GEMM="mkl"))  # fmt: skip
+    killer = when_training(output, lambda pids: process.send_signal(signal.SIGTERM))
+    _, stderr = process.communicate(timeout=600)
+    killer.join(timeout=60)
+    assert process.returncode == 143, stderr[-3000:]
+    assert "SIGTERM received" not in stderr
+    lines = driver_lines(stderr)
+    assert lines[-1].startswith("minibert: stopped by SIGTERM; " + continuing(output)), lines
+    assert lines[-1].endswith(f" --resume --seeds 1 --learning-rates 0.001,0.002 --ray {address}"), lines[-1]
+    assert gone(killer.pids) and list(output.rglob(".minibert.lock")) == []

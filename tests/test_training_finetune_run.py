@@ -32,8 +32,11 @@ def write_examples(path: Path, count: int, seed: int = 0) -> Path:
 
 
 def flags(train: Path, output: Path, *extra: str) -> list[str]:
+    """A tiny run's flags; a sweep's (``--learning-rates`` in ``extra``) without ``--learning-rate``,
+    which a sweep refuses beside them."""
+    rate = [] if "--learning-rates" in extra else ["--learning-rate", "1e-3"]
     return ["finetune", "--model", str(TINY), "--train", str(train), "--output", str(output), "--batch-size", "4",
-            "--learning-rate", "1e-3", "--max-seq-length", "16", *extra]  # fmt: skip
+            *rate, "--max-seq-length", "16", *extra]  # fmt: skip
 
 
 def test_the_run_folder_is_a_classifier_transformers_loads_with_the_same_logits(tmp_path, capsys):

@@ -32,7 +32,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from ..errors import DataError, TrainingDivergedError
+from ..errors import ClusterError, DataError, FlagConflictError, TrainingDivergedError
 from ..formats.atomic_files import write_atomically
 from .options import FinetuneOptions
 from .run.lock import run_folder_lock
@@ -51,6 +51,10 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address:
         raise DataError(f"--seeds must be a whole number of at least 1, got {seeds!r}")
     if not rates:
         raise DataError("--learning-rates names no rate: give one or more, joined by commas")
+    if "learning_rate" in options.given() and list(rates) != [options.learning_rate]:  # (--seed is the first seed)
+        raise FlagConflictError(f"--learning-rate {options.learning_rate:g} and --learning-rates "
+                                f"{','.join(f'{rate:g}' for rate in rates)}: a sweep trains at --learning-rates' rates "
+                                "alone: give one of the two")  # fmt: skip
     plan = [(rate, seed) for rate in rates for seed in range(options.seed, options.seed + seeds)]
     check_the_plan(options, plan)
     root = Path(options.output)
@@ -69,12 +73,16 @@ def sweep(options: FinetuneOptions, seeds: int, rates: list[float], ray_address:
 
                 runs = [(root / trial_name(rate, seed), rate, seed) for rate, seed in plan]
                 run_on_ray(options, runs, metric, ray_address, trials, run_trial)
-    except BaseException as stop:  # Ctrl-C, SIGTERM: what is done, and the command that continues
-        if not isinstance(stop, Exception):
+    except BaseException as stop:  # Ctrl-C, SIGTERM, a trial's lost Ray worker: what is done, and how to continue
+        lost = getattr(stop, "trial_lost", False)  # (ray_trials.py: not the trial's fault, run again it goes on)
+        if not isinstance(stop, Exception) or lost:
             ray = [] if ray_address is None else ["--ray", *([ray_address] if ray_address else [])]
             again = shlex.join(["--seeds", str(seeds), "--learning-rates", ",".join(map(repr, rates)), *ray])
-            stop.on_disk = (f"{root} holds {len(trials)} finished trial(s) of {seeds * len(rates)}; continue the "
-                            f"sweep with: {resume_command(options, 1, 'finetune')} {again}")  # fmt: skip
+            on_disk = (f"{root} holds {len(trials)} finished trial(s) of {seeds * len(rates)}; continue the sweep "
+                       f"with: {resume_command(options, 1, 'finetune')} {again}")  # fmt: skip
+            if lost:
+                raise ClusterError(f"{stop}; {on_disk}") from None
+            stop.on_disk = on_disk
         raise
     summary = [summarize(rate, [t[f"dev_{metric}"] for t in trials if t["learning_rate"] == rate]) for rate in rates]
     scored = [trial for trial in trials if trial[f"dev_{metric}"] is not None]

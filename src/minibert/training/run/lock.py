@@ -11,8 +11,9 @@ folder is refused at once, naming the folder and the process that holds it::
 The operating system releases a ``flock`` when its process ends in any way, SIGKILL included, so
 there is never a stale lock to delete by hand. A command that ends (finished, refused, stopped)
 removes the file as it lets go, so a finished run's folder holds only the run; after a SIGKILL the
-file stays, unlocked, which means nobody holds it. Under torchrun only rank 0 takes it: the other
-processes write nothing.
+file stays, unlocked, which means nobody holds it (``remove_abandoned_lock`` removes such a file:
+a ``--ray`` sweep's trials, whose Ray workers are killed when the sweep stops, leave theirs). Under
+torchrun only rank 0 takes it: the other processes write nothing.
 
 A folder the lock had to create is removed again if the command fails before writing anything
 into it (a refused command leaves no empty folder behind).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +61,29 @@ def run_folder_lock(folder: str | os.PathLike, flag: str = "--output") -> Iterat
     finally:
         _remove_if_ours(folder / LOCK_FILE, handle)  # while still locked: a waiter then opens a new one
         handle.close()  # closing the descriptor releases the lock
+
+
+def remove_abandoned_lock(folder: str | os.PathLike, wait: float = 0.0) -> None:
+    """Remove ``folder``'s lock file when no process holds it (its holder was killed), and the folder
+    too when the file was all it held, as the killed command would have on its way out. A holder
+    still dying is waited for up to ``wait`` seconds; one that outlives them keeps its lock."""
+    folder = Path(folder)
+    deadline = time.monotonic() + wait
+    while os.path.lexists(folder / LOCK_FILE):
+        try:
+            handle = _locked_handle(folder, "--output")
+        except RunFolderBusyError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
+            continue
+        except DataError:  # cannot be opened: not ours to remove
+            return
+        _remove_if_ours(folder / LOCK_FILE, handle)
+        handle.close()
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # (only when empty)
+        return
 
 
 def _remove_if_ours(path: Path, handle) -> None:
