@@ -77,7 +77,7 @@ def test_verify_int8_of_a_one_output_model_reports_its_scores(tiny_scorer, monke
     with torch.inference_mode():
         exact, approximate = (BertForSequenceClassification.from_pretrained(tiny_scorer, dtype=dtype)(
                               **batch, skip_padding=True).logits[:, 0].tolist()
-                              for dtype in ("float32", "int8"))  # padding skipped, as verify and rerank run  # fmt: skip
+                              for dtype in ("float32", "int8"))  # padding skipped, as verify runs  # fmt: skip
     assert report.labels_changed is None
     assert report.score_change == max(abs(a - b) for a, b in zip(exact, approximate))
     pairs = [(i, j) for i in range(len(SCORED)) for j in range(i + 1, len(SCORED))]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from ..errors import CheckpointError
 from ..model import BertModel
 from ..tokenizer.bert_tokenizer import BertTokenizer
+from .verify_batch import texts_batch
 
 SAMPLE_TEXTS = [
     "I love Paris",
@@ -79,20 +79,6 @@ def compare_with_transformers(
         with torch.inference_mode():
             rows = _encoder_rows(encoders, pooled if pooler else None, batch)
             return rows + (_head_rows(head, ours, theirs, batch) if head != "BertModel" else [])
-
-
-def texts_batch(tokenizer, texts: list[str], config) -> dict[str, torch.Tensor]:
-    """``texts`` tokenized for the model of ``config``: padded, and cut to its positions (and to the
-    tokenizer's ``model_max_length``). A model of fewer than two positions has no room for a text's
-    [CLS] and [SEP]: a CheckpointError naming the config's ``max_position_embeddings`` (the
-    tokenizer's own error named neither the model nor the field)."""
-    positions = config.max_position_embeddings
-    if positions < 2:
-        raise CheckpointError(f"{config.name_or_path or 'the model'}: its config gives max_position_embeddings = "
-                              f"{positions}, and a text needs two positions at least ([CLS] and [SEP]): no text can "
-                              "be compared on it")  # fmt: skip
-    longest = min(tokenizer.model_max_length, positions)  # (a tokenizer may set no limit)
-    return dict(tokenizer(texts, padding=True, truncation=True, max_length=longest, return_tensors="pt"))
 
 
 def _encoder_rows(encoders: tuple, pooled: tuple | None, batch: dict) -> list[tuple[str, float]]:

@@ -26,7 +26,7 @@ from ..inputs import AS_ASKED
 from ..model import BertModel
 from ..speed.int8_check import CALIBRATION_TEXTS, COSINE_FLOOR, sentence_vectors
 from ..tokenizer.bert_tokenizer import BertTokenizer
-from .verify import texts_batch
+from .verify_batch import texts_batch
 
 
 @dataclass
