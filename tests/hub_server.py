@@ -8,7 +8,8 @@ hub's does: huggingface_hub then records the absence in the cache's ``.no_exist`
 requests per file.
 
 ``fail(repo, filename, ...)`` makes it fail as a real hub can: an HTTP status with the hub's error
-code (500, or 403 ``GatedRepo``), a connection closed before any answer, or a body cut short.
+code (500, or 403 ``GatedRepo``; a 429 with the ``Retry-After`` it asks to wait), a connection closed
+before any answer, a body cut short, or a body that arrives slowly (a slow link).
 ``gate(repo, token)`` makes a repository gated as the hub's is: 401 ``GatedRepo`` without a token,
 403 with another one, the files with that one.
 ``push(repo, folder, after=...)`` makes a folder the repository's next commit, at once or right after
@@ -66,7 +67,7 @@ class HubServer:
                     self.close_connection = True
                     return
                 if failure and failure[0] == "status":
-                    return self._error(*failure[1:])
+                    return self._error(*failure[1:4], retry_after=failure[4])
                 if repo in server.gates and self.headers.get("Authorization") != f"Bearer {server.gates[repo]}":
                     status = 403 if self.headers.get("Authorization") else 401
                     return self._error(status, "GatedRepo", f"Access to model {repo} is restricted.")
@@ -86,13 +87,22 @@ class HubServer:
                 if body and failure and failure[0] == "truncate":  # the promised length, then the connection ends
                     self.wfile.write(data[: failure[1]])
                     self.close_connection = True
+                elif body and failure and failure[0] == "slow":  # in 20 parts over failure[1] seconds
+                    step = max(1, -(-len(data) // 20))
+                    for start in range(0, len(data), step):
+                        self.wfile.write(data[start : start + step])
+                        self.wfile.flush()
+                        threading.Event().wait(failure[1] / 20)  # (not time.sleep: in_this_process makes it return)
                 elif body:
                     self.wfile.write(data)
                     if (repo, filename) in server.pushes:
                         server.moved(repo, *server.pushes.pop((repo, filename)))
 
-            def _error(self, status: int, code: str | None, message: str | None = None, commit: str | None = None):
+            def _error(self, status: int, code: str | None, message: str | None = None, commit: str | None = None,
+                       retry_after: int | None = None):  # fmt: skip
                 self.send_response(status)
+                if retry_after is not None:
+                    self.send_header("Retry-After", str(retry_after))
                 if code:
                     self.send_header("X-Error-Code", code)
                     self.send_header("X-Error-Message", message or code)
@@ -107,12 +117,15 @@ class HubServer:
 
     def fail(self, repo: str, filename: str = "*", *, method: str = "*", status: int | None = None,
              code: str | None = None, message: str | None = None, truncate: int | None = None,
-             close: bool = False) -> None:  # fmt: skip
+             close: bool = False, retry_after: int | None = None, slow: float | None = None) -> None:  # fmt: skip
         """From now on, answer ``method`` (HEAD, GET or "*") for ``filename`` ("*": every file) of
-        ``repo`` with ``status`` (and the hub's ``X-Error-Code``/``X-Error-Message``), with a body cut
-        after ``truncate`` bytes, or by closing the connection without an answer (``close``)."""
-        how = ("status", status, code, message) if status else ("truncate", truncate) if truncate else ("close",)
-        assert status or truncate or close, "say how to fail"
+        ``repo`` with ``status`` (and the hub's ``X-Error-Code``/``X-Error-Message``; ``Retry-After:
+        retry_after``, as the hub's 429 says how long to wait), with a body cut after ``truncate``
+        bytes, with the whole body sent in 20 parts over ``slow`` seconds, or by closing the connection
+        without an answer (``close``)."""
+        how = (("status", status, code, message, retry_after) if status else ("truncate", truncate) if truncate
+               else ("slow", slow) if slow else ("close",))  # fmt: skip
+        assert status or truncate or slow or close, "say how to fail"
         self.failures[(method, repo, filename)] = how
 
     def gate(self, repo: str, token: str) -> None:

@@ -21,6 +21,8 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -193,7 +195,63 @@ def test_arguments_are_checked_before_any_download(hub, keywords):
     assert not hub.requests, hub.requests
 
 
+@pytest.mark.parametrize("auto, keywords", [
+    ("AutoModel", {"num_label": 3}), ("AutoModelForSequenceClassification", {"nmu_labels": 3}),
+    ("AutoModel", {"dtype": "float8"}), ("AutoConfig", {"hidden_sise": 64}), ("AutoTokenizer", {"do_lower": True}),
+])  # fmt: skip
+def test_the_auto_names_check_their_keywords_before_any_download(hub, auto, keywords):
+    """An Auto class read config.json (its model_type) before the class it stands for checked the
+    keywords: a typo cost two requests, and offline or on a failing hub it was said as a hub error.
+    The class's own error now comes first, as from the class itself, with no request."""
+    import minibert
+
+    with pytest.raises((TypeError, ValueError)) as raised:
+        getattr(minibert, auto).from_pretrained("org/tiny", **keywords)
+    assert not hub.requests, hub.requests
+    bert_class = getattr(minibert, auto).bert_class
+    with pytest.raises(type(raised.value)) as direct:
+        bert_class.from_pretrained("org/tiny", **keywords)
+    assert str(direct.value) == str(raised.value)
+
+
+@pytest.mark.parametrize("name", ["BertModel", "BertForMaskedLM", "BertConfig", "BertTokenizer",
+                                  "AutoModel", "AutoModelForMaskedLM", "AutoConfig", "AutoTokenizer"])  # fmt: skip
+def test_subfolder_is_refused_by_name_with_how_to_load_one(hub, tmp_path, name):
+    """transformers' subfolder= (a checkpoint in enc/ of a repository): through an Auto class it was
+    "the repository has no file config.json", a repository that has enc/config.json; through a class,
+    a generic unexpected keyword. It is refused by name, with no request, saying how to load one (the
+    repository downloaded, the folder's path passed); subfolder="", transformers' default, changes nothing."""
+    import minibert
+
+    hub.repos["org/sub"] = tmp_path / "sub"
+    shutil.copytree(TINY, tmp_path / "sub" / "enc")
+    loader = getattr(minibert, name)
+    with pytest.raises(TypeError) as raised:
+        loader.from_pretrained("org/sub", subfolder="enc")
+    message = str(raised.value)
+    assert message.startswith("subfolder='enc'") and "from_pretrained('path/enc')" in message, message
+    assert not hub.requests, hub.requests
+    assert loader.from_pretrained(tmp_path / "sub" / "enc") is not None  # (the folder's path: how to load one)
+    assert loader.from_pretrained("org/tiny", subfolder="") is not None
+
+
 # ----------------------------------------------------------------------------- 5. messages
+
+
+def test_a_long_hub_text_is_cut_at_a_word_with_an_ellipsis():
+    """huggingface_hub's text for a proxy's page (no X-Repo-Commit header) was cut at 300 characters in
+    mid-word, and the next sentence glued on: "... proxy settings a. The repository may hold it". It
+    is cut at the last whole word, marked "…"."""
+    from minibert.loading.hub_failures import download_failed
+
+    text = ("Response from http://127.0.0.1:33389/org/full/resolve/main/config.json is missing the 'X-Repo-Commit' "
+            "header, so it does not seem to be served by a Hugging Face Hub endpoint. If HF_ENDPOINT is set, check "
+            "that it points to a Hub-compatible endpoint. Otherwise, check your firewall and proxy settings and make "
+            "sure your SSL certificates are updated.")  # fmt: skip
+    message = str(download_failed("org/full", "config.json", OSError(text), token_sent=False))
+    stub = message.split("config.json: ", 1)[1].split("…", 1)[0]
+    assert "…. The repository may hold it" in message, message
+    assert text.startswith(stub) and text[len(stub)] == " " and 250 < len(stub) <= 300, stub
 
 
 def test_weights_only_as_tf_model_h5_are_named_not_fetched(hub, tmp_path, monkeypatch):
@@ -413,6 +471,46 @@ def test_a_damaged_copy_in_the_cache_is_named_with_remedies_that_work(hub, tmp_p
     BertModel.from_pretrained("org/tiny")
 
 
+@pytest.mark.parametrize("case", ["no such repository", "gated", "token refused", "HTTP 500", "HTTP 429"])
+def test_force_download_says_the_hubs_refusal_or_failure_as_without_it(hub, case):
+    """force_download=True (the remedy a damaged copy's error gives): huggingface_hub wraps the hub's
+    refusal or failure of its HEAD in ValueError("Force download failed due to the above error."),
+    which came out bare, the repository and what happened unnamed. It is now the error the same load
+    gives without force_download, for a model, a tokenizer and a config."""
+    from minibert import BertConfig
+
+    repo, token = "org/tiny", None
+    if case == "no such repository":
+        repo = "org/tiyn"
+    elif case in ("gated", "token refused"):
+        hub.gate("org/tiny", "hf_allowed")
+        token = "hf_other" if case == "token refused" else False
+    else:
+        hub.fail("org/tiny", status=int(case.split()[1]))
+    for load in (BertModel.from_pretrained, BertTokenizer.from_pretrained, BertConfig.from_pretrained):
+        said = []
+        for force in (False, True):
+            with pytest.raises(ModelNotFoundError) as raised:
+                load(repo, token=token, force_download=force)
+            said.append((type(raised.value), str(raised.value)))
+        assert said[1] == said[0]
+        assert said[1][1].startswith(repo), said
+
+
+def test_force_download_with_huggingface_hub_offline_says_so(hub, monkeypatch):
+    """huggingface_hub made offline at its import (HF_HUB_OFFLINE then unset): force_download=True
+    was its ValueError("Cannot pass 'force_download=True' when offline mode is enabled."), naming no
+    file; it is a ModelNotFoundError naming the repository, the file and the setting."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelNotFoundError) as raised:
+        BertModel.from_pretrained("org/tiny", force_download=True)
+    message = str(raised.value)
+    assert message.startswith("org/tiny: force_download=True asks the hub for config.json again, but "
+                              "huggingface_hub is in offline mode"), message  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- 9. the download keywords
 
 
@@ -565,3 +663,39 @@ def test_blob_of_reads_the_caches_link_into_blobs(tmp_path):
     assert blob_of(snapshot / "model.safetensors") == "9f2c"
     assert blob_of(snapshot / "config.json") is None
     assert blob_of(tmp_path / "plain.bin") is None
+
+
+# ----------------------------------------------------------------------------- 11. the deadline (MINIBERT_HUB_TIMEOUT)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_the_deadline_says_what_the_hub_answered_not_that_it_did_not_answer(hub, monkeypatch, status):
+    """The hub answers config.json at once with HTTP 429 Retry-After: 30 (rate limiting, as the hub
+    does to anonymous clients), or 503: huggingface_hub waits and asks again, and the deadline said
+    "the hub did not answer", and to go offline. It says what the hub answered, and for a 429 what
+    to do (wait, or pass a token)."""
+    monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", lambda seconds: threading.Event().wait(seconds))
+    monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "1")
+    hub.fail("org/tiny", "config.json", status=status, retry_after=30 if status == 429 else None)
+    started = time.monotonic()
+    with pytest.raises(HubDownloadError) as raised:
+        BertModel.from_pretrained("org/tiny", token=False)
+    message = str(raised.value)
+    assert time.monotonic() - started < 10
+    assert message.startswith(f"org/tiny: could not download config.json within 1 s (the limit is "
+                              f"MINIBERT_HUB_TIMEOUT): the hub answered HTTP {status}"), message  # fmt: skip
+    assert "did not answer" not in message and "HF_HUB_OFFLINE" not in message, message
+    if status == 429:
+        assert "huggingface_hub was waiting 31 s" in message and "pass a token (token=..." in message, message
+
+
+def test_the_deadline_does_not_cut_off_a_file_that_is_arriving(hub, monkeypatch):
+    """vocab.txt answered at once, its bytes arriving over 3 s (a slow link; a multilingual vocabulary
+    is megabytes): the deadline of 1 s said "the hub did not answer". It bounds the wait for an
+    answer only: the file loads."""
+    monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "1")
+    hub.fail("org/tiny", "vocab.txt", method="GET", slow=3)
+    started = time.monotonic()
+    tokenizer = BertTokenizer.from_pretrained("org/tiny")
+    assert time.monotonic() - started > 2.5  # (it did arrive slowly)
+    assert tokenizer.vocab == BertTokenizer.from_pretrained(TINY).vocab

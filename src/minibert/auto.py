@@ -39,7 +39,7 @@ from .errors import CheckpointError
 from .loading.config_files import config_file as config_file_of
 from .loading.config_files import config_values
 from .loading.hub import hub_options
-from .loading.hub_commit import one_load
+from .loading.hub_commit import before_the_first_file, one_load
 from .loading.transformers_keywords import hub_keywords
 from .model import BertModel
 from .tokenizer import BertTokenizer
@@ -73,17 +73,18 @@ class _AutoClass:
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *args, revision: str | None = None, **kwargs):
-        """``bert_class.from_pretrained(name_or_path, ...)``, after refusing another architecture
-        (and, first of all, a ``device`` that is not there). config.json is read for its model_type
-        as the class reads its files: with the call's ``cache_dir``, ``local_files_only`` and ``token``."""
+        """``bert_class.from_pretrained(name_or_path, ...)``, refusing another architecture (and, first
+        of all, a ``device`` that is not there). The class checks its keywords first; config.json is
+        then read for its model_type, just before the class's first file (hub_commit.py
+        ``before_the_first_file``: a misspelt keyword costs no request), as the class reads its
+        files: with the call's ``cache_dir``, ``local_files_only`` and ``token``."""
         if "device" in kwargs:
             from .loading.devices import placement
 
             kwargs["device"] = placement(kwargs["device"], kwargs.get("dtype"))
         hub = hub_keywords(kwargs)  # the download keywords, checked once and taken out: the class is given none
         # config.json read here and the class's files: one commit (loading/hub_commit.py), with those options
-        with one_load(), hub_options(hub):
-            cls._refuse_others(name_or_path, revision)
+        with one_load(), hub_options(hub), before_the_first_file(lambda: cls._refuse_others(name_or_path, revision)):
             return cls.bert_class.from_pretrained(name_or_path, *args, revision=revision, **kwargs)
 
     @classmethod

@@ -25,21 +25,23 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..errors import CheckpointError, HubDownloadError, ModelNotFoundError
+from ..errors import CheckpointError, ModelNotFoundError
 from .files_read import note
 from .google_folder import model_folder
-from .hub_commit import answered_commit, fix_commit, fixed_commit, snapshot_commit
+from .hub_commit import answered_commit, first_file, fix_commit, fixed_commit, snapshot_commit
 from .hub_failures import (
     REPO_PREFIX,
     download_failed,
     is_a_transfer_failure,
     known_absent,
+    no_file_in_time,
     not_in_cache,
     refused_repository,
+    repo_folder,
     repo_id_of,
     token_sent,
 )
-from .hub_reach import TIMEOUT_VARIABLE, _unreachable, _within, hub_timeout
+from .hub_reach import HubWatch, _unreachable, _within, hub_timeout
 from .local_files import missing_in_a_local_folder, not_a_file
 
 # The checkpoint the commands and tasks use when none is named: Google's original BERT-Base, uncased.
@@ -137,6 +139,7 @@ def resolve_file(
     >>> resolve_file("path/to/minilm", "config.json")          # doctest: +SKIP
     PosixPath('path/to/minilm/config.json')
     """
+    first_file()  # a check waiting for the load's first file (an Auto class's model_type: hub_commit.py)
     name = os.fspath(name_or_path)
     name = os.fspath(bundled_path(name, revision) or name)
     name = model_folder(name)  # DIR/model.ckpt-3, a TensorFlow checkpoint's prefix: its folder's files
@@ -221,12 +224,8 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         path = _fetch(repo_id, filename, commit or revision, options, endpoint, cache_only)
         fix_commit(repo_id, revision, options.cache_dir, snapshot_commit(path))
         return path
-    except TimeoutError:
-        raise HubDownloadError(
-            f"the hub ({endpoint}) did not answer within {hub_timeout():g} s while resolving {repo_id}/{filename} "
-            f"(the limit is {TIMEOUT_VARIABLE}); to work offline, set HF_HUB_OFFLINE=1 (models already in the "
-            "cache load from it) or pass the path of a local directory"
-        ) from None
+    except TimeoutError as late:  # (hub_reach.py's NoFileInTime: what the hub answered, if anything)
+        raise no_file_in_time(repo_id, filename, endpoint, late, token_sent(options.token)) from None
     except hub_errors.HFValidationError as error:
         raise ModelNotFoundError(
             f"{repo_id!r} is neither an existing directory nor a valid hub repository id: {error}"
@@ -258,8 +257,10 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
 def _fetch(repo_id: str, filename: str, revision: str | None, options: HubOptions, endpoint: str,
            cache_only: str | None) -> Path:  # fmt: skip
     """``hf_hub_download`` of one file (from the cache alone where ``cache_only`` says why), within the
-    deadline for a small file (config.json always comes first: a silent hub is noticed there); a
-    weights file's download may rightly take minutes and is not cut off."""
+    deadline for a small file's answer (config.json always comes first: a silent hub is noticed
+    there; a file whose bytes are arriving is waited for: hub_reach.py); a weights file's download
+    may rightly take minutes and is not cut off. With ``force_download`` the hub's refusal or
+    failure comes wrapped in a ValueError, and is unwrapped here."""
     from huggingface_hub import hf_hub_download
 
     if options.force_download and cache_only:  # (huggingface_hub's ValueError would name local_files_only)
@@ -271,7 +272,21 @@ def _fetch(repo_id: str, filename: str, revision: str | None, options: HubOption
                                  force_download=options.force_download, library_name="minibert",
                                  etag_timeout=min(10.0, seconds))  # fmt: skip
     bounded = not local_only and not filename.endswith(WEIGHTS_SUFFIXES)
-    return Path(_within(seconds, download) if bounded else download())
+    watch = HubWatch(repo_folder(repo_id, options.cache_dir)) if bounded else None
+    try:
+        return Path(_within(seconds, download, watch) if bounded else download())
+    except ValueError as error:
+        cause = error.__cause__
+        if not options.force_download or type(error) is not ValueError or not isinstance(cause, Exception):
+            raise
+        # force_download=True: huggingface_hub raises ValueError("Force download failed ...") from the hub's
+        # refusal or failure (a repository not found, gated, a token refused, HTTP 500 or 429, a timeout);
+        # that failure, re-raised, is said as it is without force_download (_download's clauses)
+        if _offline_cause(error):
+            why = _why_only_the_cache(endpoint, None, options)
+            raise ModelNotFoundError(f"{repo_id}: force_download=True asks the hub for {filename} again, but {why}"
+                                     ) from None  # fmt: skip
+        raise cause  # noqa: B904  (its own __cause__ kept; _download's clauses raise from None)
 
 
 def _offline_cause(error: BaseException) -> bool:

@@ -16,6 +16,10 @@ command): a later load asks for the branch again and sees the new commit. Loads 
 fixes the commit, so the tokenizer, the model and the recipe an Embedder reads are one commit.
 When the hub fails on a file and huggingface_hub gives the cache's copy of an older commit
 instead, that older commit is the one fixed: every file then comes from it, or the load fails.
+
+A load may also ask for a check to run just before its first file is looked for
+(``before_the_first_file``): the Auto classes check a checkpoint's model_type there, once the
+class has checked its keywords, so a misspelt keyword is refused before any request.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from .hub_failures import cached_file
 
 # (repository, revision asked, cache folder) → the commit the load's first file of it came from
 _COMMITS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("minibert_load_commits", default=None)
+# the check that waits for the load's first file (before_the_first_file), in a list emptied when it runs
+_BEFORE_FIRST_FILE: contextvars.ContextVar[list | None] = contextvars.ContextVar("minibert_first_file", default=None)
 
 
 @contextlib.contextmanager
@@ -41,6 +47,28 @@ def one_load():
         yield
     finally:
         _COMMITS.reset(reset)
+
+
+@contextlib.contextmanager
+def before_the_first_file(check):
+    """Within it, ``check()`` runs once, just before the first file is looked for (hub.py's
+    ``resolve_file`` calls ``first_file``), whether in a folder, the package or the hub; a load that
+    found none that way runs it at its end. The Auto classes (auto.py) read config.json's model_type
+    there: after the class they stand for has checked its keywords, so a misspelt one costs no request."""
+    pending = [check]
+    reset = _BEFORE_FIRST_FILE.set(pending)
+    try:
+        yield
+        first_file()
+    finally:
+        _BEFORE_FIRST_FILE.reset(reset)
+
+
+def first_file() -> None:
+    """Run the check waiting for the first file (``before_the_first_file``), if one is waiting."""
+    pending = _BEFORE_FIRST_FILE.get()
+    if pending:
+        pending.pop()()  # (taken out first: the check reads a file too)
 
 
 def fixed_commit(repo_id: str, revision: str | None, cache_dir: str | None) -> str | None:

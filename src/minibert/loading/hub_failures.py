@@ -184,6 +184,8 @@ def download_failed(repo_id: str, filename: str, error: BaseException, token_sen
         remedy = ("the token given was refused (expired, revoked, or without access to this repository): pass a "
                   "valid one" if token_sent else "the hub asks for a token: pass one")  # fmt: skip
         remedy += " (token=..., HF_TOKEN, or `hf auth login`)"
+    elif status == 429:
+        remedy = _rate_limited_remedy(token_sent)
     else:
         remedy = "try again later"
     failed = HubDownloadError(
@@ -192,6 +194,48 @@ def download_failed(repo_id: str, filename: str, error: BaseException, token_sen
     )
     failed.refused = status in (401, 403)
     return failed
+
+
+def no_file_in_time(repo_id: str, filename: str, endpoint: str, late: TimeoutError,
+                    token_sent: bool) -> HubDownloadError:  # fmt: skip
+    """The error for a small file that did not come within ``MINIBERT_HUB_TIMEOUT``, saying what the hub
+    did meanwhile (hub_reach.py's ``NoFileInTime``: the statuses it answered, which huggingface_hub
+    was retrying): it limited the rate of requests (HTTP 429, and the wait it asked for), it answered
+    an error each time (HTTP 503), or it did not answer at all (then working offline is the remedy)."""
+    from .hub_reach import TIMEOUT_VARIABLE, hub_timeout
+
+    seconds = getattr(late, "seconds", None) or hub_timeout()
+    statuses = getattr(late, "statuses", None) or []
+    within = f"within {seconds:g} s (the limit is {TIMEOUT_VARIABLE})"
+    if 429 in statuses:
+        waiting = getattr(late, "waiting", None)
+        asked = f", and huggingface_hub was waiting {waiting:g} s to ask again, as the hub asked" if waiting else ""
+        return HubDownloadError(
+            f"{repo_id}: could not download {filename} {within}: the hub answered HTTP 429 (Too Many Requests): it "
+            f"limits how often a client may ask{asked}. The repository may hold it, so nothing was loaded in its "
+            f"place; {_rate_limited_remedy(token_sent)}"
+        )
+    if statuses:
+        status = statuses[-1]
+        return HubDownloadError(
+            f"{repo_id}: could not download {filename} {within}: the hub answered HTTP {status} ({_phrase(status)}), "
+            "and huggingface_hub was still asking again. The repository may hold it, so nothing was loaded in its "
+            "place; try again later"
+        )
+    return HubDownloadError(
+        f"the hub ({endpoint}) did not answer within {seconds:g} s while resolving {repo_id}/{filename} "
+        f"(the limit is {TIMEOUT_VARIABLE}); to work offline, set HF_HUB_OFFLINE=1 (models already in the "
+        "cache load from it) or pass the path of a local directory"
+    )
+
+
+def _rate_limited_remedy(token_sent: bool) -> str:
+    """What to do when the hub limits the rate of requests (HTTP 429): wait; and, for a client that
+    sent no token, sign in, since the hub allows an account more requests than an anonymous client."""
+    if token_sent:
+        return "wait a while and try again"
+    return ("wait a while and try again, or pass a token (token=..., HF_TOKEN, or `hf auth login`): the hub allows "
+            "a signed-in account more requests than an anonymous client")  # fmt: skip
 
 
 def refused_repository(repo_id: str, endpoint: str, error: BaseException, token_sent: bool) -> ModelNotFoundError:
@@ -233,11 +277,26 @@ def _phrase(status: int) -> str:
         return "an unknown status"
 
 
+FIRST_LINE_LIMIT = 300  # characters of a library's or the hub's text kept in a message
+
+
 def _first_line(error) -> str:
     """The first line of ``error``'s text, a token in it (``Bearer hf_...``, as an HTTP library quotes
-    a header it refused) left out: a message is printed and logged, a token is a secret."""
+    a header it refused) left out: a message is printed and logged, a token is a secret. A line longer
+    than ``FIRST_LINE_LIMIT`` is cut at the last space before it, and ends with "…", so the sentence
+    a message adds after it is not glued to half a word.
+
+    >>> _first_line("Check your firewall and proxy settings. " * 9)[-32:]
+    'y settings. Check your firewall…'
+    """
     text = re.sub(r"(Bearer)\s*[^\s'\"]*", r"\1 <token>", str(error)).strip()
-    return text.splitlines()[0][:300] if text else ""
+    line = text.splitlines()[0] if text else ""
+    if len(line) <= FIRST_LINE_LIMIT:
+        return line
+    cut = line[: FIRST_LINE_LIMIT + 1]
+    space = cut.rfind(" ")  # (a line without a space near the end, a long URL say, is cut where it is)
+    cut = cut[:space] if space > FIRST_LINE_LIMIT // 2 else cut[:FIRST_LINE_LIMIT]
+    return cut.rstrip(" ,;:.") + "…"
 
 
 def not_in_cache(repo_id: str, filename: str, revision: str | None, cache_dir: str | None, how: str,

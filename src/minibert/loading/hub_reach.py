@@ -3,16 +3,23 @@
 huggingface_hub retries a host that does not answer, or refuses the connection, for minutes. Two
 things keep a load from hanging on a hub that cannot give anything: a probe that finds in
 milliseconds a host name that does not resolve or a host that refuses the connection (the cache
-alone is then read), and a deadline (``MINIBERT_HUB_TIMEOUT``, 30 s by default) on each small file.
+alone is then read), and a deadline (``MINIBERT_HUB_TIMEOUT``, 30 s by default) on the wait for
+each small file's answer. The deadline bounds the wait only: a file whose bytes have begun to
+arrive is waited for (huggingface_hub's own timeout bounds each read), and a hub that did answer,
+with an error huggingface_hub kept retrying (HTTP 429, asking it to wait; HTTP 503), is said to have
+answered that (``HubWatch``).
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import re
 import socket
 import threading
 import time
+from pathlib import Path
 from urllib.parse import urlparse
 
 TIMEOUT_VARIABLE = "MINIBERT_HUB_TIMEOUT"
@@ -20,7 +27,8 @@ DEFAULT_TIMEOUT = 30.0
 
 
 def hub_timeout() -> float:
-    """Seconds one file's resolution on the hub may take, at most (``MINIBERT_HUB_TIMEOUT``, default 30).
+    """Seconds the wait for a small file's answer from the hub may take, at most (``MINIBERT_HUB_TIMEOUT``,
+    default 30).
 
     huggingface_hub retries a host that accepts connections but never answers for minutes; minibert
     gives up after this long, with one error saying how to work offline."""
@@ -36,22 +44,86 @@ def hub_timeout() -> float:
     return seconds
 
 
-def _within(seconds: float, function):
-    """``function()``, or TimeoutError after ``seconds``. It runs in a daemon thread, which is left
-    behind on a timeout (a download that finishes later only fills the cache, atomically)."""
+class NoFileInTime(TimeoutError):
+    """The deadline passed with no file, and no byte of it arriving. ``statuses``: the HTTP statuses
+    the hub answered meanwhile, which huggingface_hub was retrying (none: it did not answer);
+    ``waiting``: the seconds huggingface_hub was waiting, as a 429's Retry-After asked, or None."""
+
+    def __init__(self, seconds: float, statuses: list[int], waiting: float | None):
+        super().__init__(f"no file within {seconds:g} s")
+        self.seconds, self.statuses, self.waiting = seconds, statuses, waiting
+
+
+class HubWatch(logging.Handler):
+    """What huggingface_hub met while it resolved one file, for the deadline to say what is true.
+
+    huggingface_hub says each answer it retries in a warning ("HTTP Error 429 thrown while requesting
+    HEAD ...", "Rate limited. Waiting 61.0s before retry"): the watch keeps those of its own thread.
+    A download whose bytes have begun writes a file ending in ``.incomplete`` in the repository's
+    ``blobs/`` folder of the cache (``blobs``): one new, or grown, since the watch began says the hub
+    answered and the file is arriving. (A warning huggingface_hub's verbosity hides is not seen: the
+    deadline then says the hub did not answer, as it did before the watch.)"""
+
+    def __init__(self, repository: Path):
+        super().__init__(logging.WARNING)
+        self.blobs = repository / "blobs"
+        self.thread: int | None = None  # the resolving thread's ident (set by _within)
+        self.statuses: list[int] = []
+        self.waiting: float | None = None
+        self.partial = self._partial_files()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread != self.thread:
+            return
+        message = record.getMessage()
+        status = re.match(r"HTTP Error (\d{3}) thrown", message)
+        if status:
+            self.statuses.append(int(status[1]))
+        waiting = re.match(r"Rate limited\. Waiting ([\d.]+)\s*s", message)
+        if waiting:
+            self.waiting = float(waiting[1])
+
+    def arriving(self) -> bool:
+        """Whether bytes of a download have arrived since the watch began."""
+        now = self._partial_files()
+        return any(size != self.partial.get(name) for name, size in now.items())
+
+    def _partial_files(self) -> dict[str, int]:
+        try:
+            return {path.name: path.stat().st_size for path in self.blobs.glob("*.incomplete")}
+        except OSError:  # (one finished, moved, between the listing and its stat)
+            return {}
+
+
+def _within(seconds: float, function, watch: HubWatch | None = None):
+    """``function()``, or ``NoFileInTime`` (a TimeoutError) when ``seconds`` pass with no answer. It
+    runs in a daemon thread, which is left behind on a timeout (a download that finishes later only
+    fills the cache, atomically). With a ``watch``, a download whose bytes are arriving at the
+    deadline is waited for to its end, and the error names the hub's answers (``HubWatch``)."""
     outcome: dict = {}
 
     def run():
+        if watch is not None:
+            watch.thread = threading.get_ident()
         try:
             outcome["value"] = function()
         except BaseException as error:  # noqa: BLE001  (re-raised in the caller's thread)
             outcome["error"] = error
 
     thread = threading.Thread(target=run, name="minibert-hub", daemon=True)
-    thread.start()
-    thread.join(seconds)
+    logger = logging.getLogger("huggingface_hub")  # (its modules' loggers pass their records up to it)
+    if watch is not None:
+        logger.addHandler(watch)
+    try:
+        thread.start()
+        thread.join(seconds)
+        if thread.is_alive() and watch is not None and watch.arriving():
+            thread.join()  # the hub answered: the file is arriving, each read bounded by huggingface_hub
+    finally:
+        if watch is not None:
+            logger.removeHandler(watch)
     if thread.is_alive():
-        raise TimeoutError
+        raise NoFileInTime(seconds, list(watch.statuses) if watch else [], watch.waiting if watch else None)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]

@@ -15,6 +15,8 @@ the reason, never dropped:
     device_map=None                      no map (transformers' default): as if left out
     cache_dir, local_files_only, token,  the hub download (hub.py's HubOptions); a token is checked
     force_download                       before any request, and never quoted
+    subfolder="enc"                      refused: minibert loads a repository's top level or a folder on
+                                         disk (download the repository, pass path/enc); "" or None: as if left out
     attn_implementation="eager"/"sdpa"   nothing to do: minibert's attention gives the same numbers
     low_cpu_mem_usage                    nothing to do: the model is built on the meta device and
                                          the file mapped, always
@@ -54,6 +56,7 @@ def hub_keywords(keywords: dict, cache_name: str = "cache_dir") -> HubOptions:
     local_files_only = keywords.pop("local_files_only", False)
     token = keywords.pop("token", None)
     force_download = keywords.pop("force_download", False)
+    _refuse_a_subfolder(keywords.pop("subfolder", None))
     if cache_dir is not None and not isinstance(cache_dir, (str, bytes)) and not hasattr(cache_dir, "__fspath__"):
         raise TypeError(f"{cache_name} must be a path, got {type(cache_dir).__name__}")
     for name, flag in (("local_files_only", local_files_only), ("force_download", force_download)):
@@ -64,6 +67,18 @@ def hub_keywords(keywords: dict, cache_name: str = "cache_dir") -> HubOptions:
                          "pass one of them")  # fmt: skip
     check_token(token)
     return HubOptions(None if cache_dir is None else os.fsdecode(cache_dir), local_files_only, token, force_download)
+
+
+def _refuse_a_subfolder(subfolder) -> None:
+    """transformers' ``subfolder=`` (a checkpoint in a folder inside a repository), refused by name and
+    before any request: minibert reads a repository's top level. "" and None, transformers' default,
+    ask for the top level: nothing to do."""
+    if subfolder is None or subfolder == "":
+        return
+    raise TypeError(f"subfolder={subfolder!r} (transformers' keyword for a checkpoint in a folder inside a repository) "
+                    "is not minibert's: it loads a repository's top level, or a folder on disk. Download the "
+                    "repository (`hf download org/name --local-dir path`) and pass the folder's path: "
+                    f"from_pretrained('path/{subfolder}') (docs/migrating.md)")  # fmt: skip
 
 
 def check_token(token) -> None:
