@@ -43,7 +43,9 @@ OTHER_LIBRARIES_NAMES = {"model.encoder.layer", "tokenizer.encode_plus", "page.w
                          "model.gradient_checkpointing_enable", "model.config.output_hidden_states",
                          # sentence-transformers' SentenceTransformer (docs/migrating.md's table of its names)
                          "embedder.encode", "model.get_embedding_dimension", "model.max_seq_length",
-                         "model.similarity", "model.encode_query", "model.encode_document"}  # fmt: skip
+                         "model.similarity", "model.encode_query", "model.encode_document",
+                         "model.similarity_fn_name", "model.truncate_dim", "model.prompts", "model.default_prompt_name",
+                         "model.similarity_pairwise", "model.truncate_embeddings"}  # fmt: skip
 # Flags that are not minibert's: pip's (the set-up lines).
 PIP_FLAGS = {"--index-url", "--no-deps", "--dry-run"}
 # Flags of huggingface_hub's `hf download`, which the pages (and the errors) give for a cache of one's own.

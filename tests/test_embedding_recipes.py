@@ -193,7 +193,7 @@ def test_prompt_arguments_are_checked(saved):
     embedder = Embedder.from_pretrained(saved("prompts_excluded_weightedmean"))
     with pytest.raises(ValueError, match="prompt_name .nonexistent. is not one of this model.s prompts"):
         embedder.embed("x", prompt_name="nonexistent")
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.warns(UserWarning, match="prompt_name is ignored in favor of prompt"):  # as sentence-transformers
         embedder.embed("x", prompt_name="query", prompt="query: ")
 
 

@@ -82,6 +82,14 @@ class InputTypeError(MinibertError, TypeError):
     a list where one text is (``tokenizer.tokenize(["a", "b"])``). The message names the next step."""
 
 
+class TextsError(InputTypeError, ValueError):
+    """``texts`` that ``Embedder.embed`` cannot read as texts: not a str or a list of str (None, bytes,
+    a number, a 0-d array), an unordered collection (a set: its rows could not be matched back), or a
+    dict (sentence-transformers' ``{"text": ...}`` form). A TypeError, and a ValueError as well, the
+    type sentence-transformers' ``encode`` raises for them ("Unsupported input type"), so that code
+    catching either catches it. The message names what to pass."""
+
+
 class TransformersNameError(MinibertError, AttributeError):
     """A transformers name minibert spells differently: a module (``model.encoder.layer[3]``,
     ``embeddings.LayerNorm``, ``attention.self.query``; the message gives minibert's name, from the

@@ -79,6 +79,9 @@ class EmbedBatch:
                              "would replace the texts: name another output_column")  # fmt: skip
         self.text_column, self.output_column = text_column, output_column
         self.options = EmbedOptions.of(options, **embed_options)
+        if self.options.prompt is not None and self.options.prompt_name is not None:  # as --prompt/--prompt-name:
+            # embed takes both, as sentence-transformers does (prompt wins, with a warning an actor's log would hide)
+            raise ValueError("EmbedBatch: pass prompt or prompt_name, not both")
         threads = torch.get_num_threads()
         if num_threads is not None:
             torch.set_num_threads(num_threads)

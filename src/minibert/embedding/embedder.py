@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -68,18 +68,22 @@ from ..tokenizer.bert_tokenizer import BertTokenizer
 from .embedded import Embedded, warn_if_truncated
 from .hidden_states import hidden_states
 from .loading import download_keywords, load_parts
-from .options import EmbedOptions, check_truncate_dim
+from .options import EmbedOptions, as_int, check_truncate_dim
 from .pooling import pool_text
 from .recipe import SentenceRecipe, similarity
+from .recipe_settings import RecipeSettings
 from .sentence_transformers_names import AnswersSentenceTransformersNames
+from .texts import texts_as_list
 from .windows import assemble_tokens, check_piece_ids, check_skip, cut_into_windows
 from .word_vectors import check_merge, merge_pieces
 
 
-class Embedder(AnswersSentenceTransformersNames):
+class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
     """A tokenizer and a BertModel, turning texts into vectors (following ``recipe``, a
     sentence-transformers model's own, by default). sentence-transformers' names are answered with
-    minibert's (``Embedder(path)``, ``encode``: sentence_transformers_names.py)."""
+    minibert's (``Embedder(path)``, ``encode``: sentence_transformers_names.py); its settings
+    (``similarity_fn_name``, ``truncate_dim``, ``prompts``, ``default_prompt_name``) set the recipe
+    (recipe_settings.py)."""
 
     def __init__(
         self,
@@ -125,7 +129,7 @@ class Embedder(AnswersSentenceTransformersNames):
                                 token=token, cache_folder=cache_folder, local_files_only=local_files_only)  # fmt: skip
         device = placement(device, check_dtype(dtype), computes="the Embedder")  # said before a file is read
         if truncate_dim is not None:
-            check_truncate_dim(truncate_dim, "truncate_dim")
+            truncate_dim = check_truncate_dim(truncate_dim, "truncate_dim")  # numpy's int64 → int
         model, tokenizer, recipe = load_parts(name_or_path, revision, hub, dtype=dtype, device=device, gemm=gemm)
         if truncate_dim is not None:
             recipe = dataclasses.replace(recipe or SentenceRecipe(), truncate_dim=truncate_dim)
@@ -178,13 +182,7 @@ class Embedder(AnswersSentenceTransformersNames):
         """``embed`` for a list of texts, returning the vectors with what happened to the texts."""
         if isinstance(texts, str):
             raise TypeError("embed_with_report takes a sequence of texts: pass [text] (embed takes one str too)")
-        if isinstance(texts, bytes) or not isinstance(texts, Iterable):
-            raise TypeError(f"texts must be a str or a sequence of str, got {type(texts).__name__}")
-        texts = list(texts)
-        wrong = next((index for index, text in enumerate(texts) if not isinstance(text, str)), None)
-        if wrong is not None:
-            kind = type(texts[wrong]).__name__
-            raise TypeError(f"texts must be a str or a sequence of str: item {wrong} is a {kind}")
+        texts = texts_as_list(texts)  # in order, each a str: a dict, a set, None ... refused (texts.py)
         options = EmbedOptions.of(options)
         pieces, skip = self.pieces_for_embedding(texts, options)
         return self._embed_pieces(pieces, options, skip, progress)
@@ -358,9 +356,9 @@ class Embedder(AnswersSentenceTransformersNames):
     def _max_length(self, options: EmbedOptions) -> int:
         limit = self.model.config.max_position_embeddings
         max_length = self.max_length if options.max_length is None else options.max_length
-        if not isinstance(max_length, int) or isinstance(max_length, bool) or not 3 <= max_length <= limit:
+        if as_int(max_length) is None or not 3 <= max_length <= limit:  # (numpy's int64 taken, as an index)
             raise TaskArgumentError("max_length", max_length, f"an int from 3 to max_position_embeddings={limit}")
-        return max_length
+        return as_int(max_length)
 
     def _truncate_dim(self, options: EmbedOptions) -> int | None:
         """How many values of each vector are kept: as asked, else the recipe's (when it is followed)."""

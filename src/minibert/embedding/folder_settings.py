@@ -26,6 +26,7 @@ or refused with a CheckpointError naming the file and the field:
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass
 
 from ..errors import CheckpointError, TaskArgumentError
@@ -34,9 +35,11 @@ from ..errors import CheckpointError, TaskArgumentError
 def choose_prompt(prompts: dict[str, str], default_prompt_name: str | None, prompt: str | None,
                   prompt_name: str | None) -> str:  # fmt: skip
     """The text to prepend, as sentence-transformers chooses it: ``prompt`` as given, else the one
-    named ``prompt_name``, else the model's default prompt, else none ("")."""
+    named ``prompt_name``, else the model's default prompt, else none (""). Both given: ``prompt``,
+    with sentence-transformers' warning that ``prompt_name`` is ignored (as its ``encode`` does)."""
     if prompt is not None and prompt_name is not None:
-        raise ValueError("pass prompt or prompt_name, not both")
+        warnings.warn(f"both prompt and prompt_name={prompt_name!r} were given: prompt_name is ignored in favor of "
+                      "prompt, as sentence-transformers does; pass one of them", stacklevel=4)  # fmt: skip
     if prompt is not None:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")

@@ -17,6 +17,7 @@ by the Embedder against its model.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
 
 # sentence-transformers' pooling modes, in the order older configs' booleans concatenate them (recipe.py)
@@ -62,7 +63,10 @@ class EmbedOptions:
                 raise TypeError(f"{name} must be a str or None, got {value!r}")
         if not _is_int(self.batch_size) or self.batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}")
-        check_truncate_dim(self.truncate_dim, "truncate_dim")
+        set_field(self, "batch_size", as_int(self.batch_size))  # numpy's int64(8) → 8: JSON-able
+        set_field(self, "truncate_dim", check_truncate_dim(self.truncate_dim, "truncate_dim"))
+        if _is_int(self.max_length):  # (its range is checked by the Embedder, which knows the model)
+            set_field(self, "max_length", as_int(self.max_length))
 
     @classmethod
     def of(cls, options: EmbedOptions | None = None, **changes) -> EmbedOptions:
@@ -100,15 +104,31 @@ def check_truncate_dim(value, what: str, error: type[Exception] = ValueError) ->
     """
     if value is not None and (not _is_int(value) or value < 1):
         raise error(f"{what} must be a positive int or None, got {value!r:.40}")
-    return value
+    return as_int(value)
 
 
 def set_field(options: EmbedOptions, name: str, value) -> None:
     object.__setattr__(options, name, value)  # a frozen dataclass canonicalising itself in __post_init__
 
 
+def as_int(value) -> int | None:
+    """``value`` as a Python int when it is an integer, as sentence-transformers takes one: an int, or
+    anything ``operator.index`` takes (numpy's ``int64(8)``, a size read from an array); else None. A
+    bool is not a number here (``batch_size=True`` is a mistake, not 1).
+
+    >>> as_int(8), as_int(True), as_int(8.0), as_int(None)
+    (8, None, None, None)
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # (numpy's bool refuses index() itself)
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return as_int(value) is not None
 
 
 def _one_of(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -128,4 +148,4 @@ def _layers(layers) -> tuple[int, ...]:
     items = (layers,) if _is_int(layers) else tuple(layers) if isinstance(layers, (list, tuple)) else ()
     if not items or not all(_is_int(layer) for layer in items):
         raise ValueError(f"layers must be an int or a non-empty list of ints, got {layers!r}")
-    return items
+    return tuple(as_int(layer) for layer in items)

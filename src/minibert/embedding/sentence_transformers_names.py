@@ -49,13 +49,18 @@ ATTRIBUTES = {
     "get_sentence_embedding_dimension": "dimension()",
     "get_embedding_dimension": "dimension()",
     "max_seq_length": "max_length",
+    "get_max_seq_length": "max_length",
+    "device": "model.device (Embedder.from_pretrained(m, device=...) places the model)",
+    "similarity_pairwise": "similarity(a, b).diagonal() (each a[i] with b[i])",
+    "truncate_embeddings": "embed(texts, truncate_dim=N) for one call, or embedder.truncate_dim = N until set back",
 }
 
 
 class AnswersSentenceTransformersNames:
     """What the Embedder says to sentence-transformers' spellings: ``Embedder(path)`` names
     ``Embedder.from_pretrained(path)``; ``embedder.encode``, ``embedder.max_seq_length`` ... (read or
-    set: set, it would change nothing) name minibert's."""
+    set: set, it would change nothing) name minibert's.
+    (Four more, its settings, are properties of ``RecipeSettings``: recipe_settings.py.)"""
 
     def __new__(cls, model=None, *args, **kwargs):
         refuse_a_name(model)  # (copy and pickle give no argument)
