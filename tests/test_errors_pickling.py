@@ -22,6 +22,7 @@ import minibert
 
 # What each class with an __init__ of its own is made with (the others: a message alone).
 EXAMPLES = {
+    "NoFileInTime": (30.0, [429], 61.0),
     "MissingHeadsError": ("x.safetensors has no classifier.", "Pass new_heads=True.", True),
     "PromptFillsMaxLengthError": ("the prompt fills max_length=5", "query: ", 5, 5),
     "TaskArgumentError": ("max_length", 100000, "an int from 3 to 512"),

@@ -53,6 +53,9 @@ class NoFileInTime(TimeoutError):
         super().__init__(f"no file within {seconds:g} s")
         self.seconds, self.statuses, self.waiting = seconds, statuses, waiting
 
+    def __reduce__(self):  # (pickled as it was made: a worker's error reaches its parent whole)
+        return type(self), (self.seconds, self.statuses, self.waiting)
+
 
 class HubWatch(logging.Handler):
     """What huggingface_hub met while it resolved one file, for the deadline to say what is true.
