@@ -668,12 +668,22 @@ def test_blob_of_reads_the_caches_link_into_blobs(tmp_path):
 # ----------------------------------------------------------------------------- 11. the deadline (MINIBERT_HUB_TIMEOUT)
 
 
+@pytest.mark.parametrize("silenced", [False, True], ids=["", "hub-logs-silenced"])
 @pytest.mark.parametrize("status", [429, 503])
-def test_the_deadline_says_what_the_hub_answered_not_that_it_did_not_answer(hub, monkeypatch, status):
+def test_the_deadline_says_what_the_hub_answered_not_that_it_did_not_answer(hub, monkeypatch, status, silenced):
     """The hub answers config.json at once with HTTP 429 Retry-After: 30 (rate limiting, as the hub
     does to anonymous clients), or 503: huggingface_hub waits and asks again, and the deadline said
     "the hub did not answer", and to go offline. It says what the hub answered, and for a 429 what
     to do (wait, or pass a token)."""
+    import logging
+
+    printed = []  # what huggingface_hub's logger passes on to its handlers
+    catcher = logging.Handler()
+    catcher.emit = printed.append
+    logging.getLogger("huggingface_hub").addHandler(catcher)
+    if silenced:  # as the minibert command silences it (and a user may): the warnings are still read, not printed
+        monkeypatch.setattr(logging.getLogger("huggingface_hub"), "level", logging.ERROR)
+        logging.getLogger("huggingface_hub").manager._clear_cache()
     done_waiting = threading.Event()
     monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", lambda seconds: done_waiting.wait(seconds))
     monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "1")
@@ -687,7 +697,10 @@ def test_the_deadline_says_what_the_hub_answered_not_that_it_did_not_answer(hub,
         done_waiting.set()  # test's download ("Bad file descriptor")
         for thread in [thread for thread in threading.enumerate() if thread.name == "minibert-hub"]:
             thread.join(timeout=20)
+        logging.getLogger("huggingface_hub").removeHandler(catcher)
+        logging.getLogger("huggingface_hub").manager._clear_cache()
     message = str(raised.value)
+    assert bool([r for r in printed if r.levelno == logging.WARNING]) != silenced, printed
     assert time.monotonic() - started < 10
     assert message.startswith(f"org/tiny: could not download config.json within 1 s (the limit is "
                               f"MINIBERT_HUB_TIMEOUT): the hub answered HTTP {status}"), message  # fmt: skip

@@ -12,6 +12,7 @@ answered that (``HubWatch``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -64,8 +65,8 @@ class HubWatch(logging.Handler):
     HEAD ...", "Rate limited. Waiting 61.0s before retry"): the watch keeps those of its own thread.
     A download whose bytes have begun writes a file ending in ``.incomplete`` in the repository's
     ``blobs/`` folder of the cache (``blobs``): one new, or grown, since the watch began says the hub
-    answered and the file is arriving. (A warning huggingface_hub's verbosity hides is not seen: the
-    deadline then says the hub did not answer, as it did before the watch.)"""
+    answered and the file is arriving. The warnings reach it through ``_Tap``, also where
+    huggingface_hub's verbosity hides them (the minibert command's)."""
 
     def __init__(self, repository: Path):
         super().__init__(logging.WARNING)
@@ -114,22 +115,64 @@ def _within(seconds: float, function, watch: HubWatch | None = None):
             outcome["error"] = error
 
     thread = threading.Thread(target=run, name="minibert-hub", daemon=True)
-    logger = logging.getLogger("huggingface_hub")  # (its modules' loggers pass their records up to it)
-    if watch is not None:
-        logger.addHandler(watch)
-    try:
+    with _tapped(watch):
         thread.start()
         thread.join(seconds)
         if thread.is_alive() and watch is not None and watch.arriving():
             thread.join()  # the hub answered: the file is arriving, each read bounded by huggingface_hub
-    finally:
-        if watch is not None:
-            logger.removeHandler(watch)
     if thread.is_alive():
         raise NoFileInTime(seconds, list(watch.statuses) if watch else [], watch.waiting if watch else None)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+HTTP_LOGGER = "huggingface_hub.utils._http"  # where huggingface_hub says each answer it retries
+_taps: list[_Tap] = []
+_taps_lock = threading.Lock()
+_level_before: list[int] = []  # the HTTP logger's own level while taps opened it, to put back
+
+
+class _Tap(logging.Filter):
+    """A filter on huggingface_hub's HTTP logger that shows each record to a ``HubWatch`` and then
+    lets it through only at the level the logger had (``passes_from``). So the watch sees the retry
+    warnings also where they are silenced (the minibert command sets huggingface_hub to ERROR; a user
+    may too), and what is printed does not change."""
+
+    def __init__(self, watch: HubWatch, passes_from: int):
+        super().__init__()
+        self.watch, self.passes_from = watch, passes_from
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.watch.handle(record)  # (it keeps its own thread's records)
+        return record.levelno >= self.passes_from
+
+
+@contextlib.contextmanager
+def _tapped(watch: HubWatch | None):
+    """The block during which ``watch`` sees huggingface_hub's HTTP warnings (``_Tap``): the HTTP
+    logger is opened to WARNING while any watch runs, and put back as the last one ends."""
+    if watch is None:
+        yield
+        return
+    logger = logging.getLogger(HTTP_LOGGER)
+    with _taps_lock:
+        passes_from = _taps[0].passes_from if _taps else logger.getEffectiveLevel()
+        tap = _Tap(watch, passes_from)
+        if not _taps:
+            _level_before[:] = [logger.level]
+            if passes_from > logging.WARNING:
+                logger.setLevel(logging.WARNING)
+        _taps.append(tap)
+        logger.addFilter(tap)
+    try:
+        yield
+    finally:
+        with _taps_lock:
+            logger.removeFilter(tap)
+            _taps.remove(tap)
+            if not _taps:
+                logger.setLevel(_level_before[0])
 
 
 PROBE_SECONDS = 3.0
