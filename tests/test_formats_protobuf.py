@@ -41,6 +41,11 @@ def test_a_message_s_fields_as_protobuf_parses_them():
 @pytest.mark.parametrize("data, problem", [
     (b"\x85", "a number runs past the end of the test's bytes"),
     (b"\xff" * 10 + b"\x01", "a number is longer than 10 bytes"),
+    # the 10th byte holds bit 63 alone: more (protobuf drops it; a crafted record) is refused, not wrapped
+    (b"\xff" * 9 + b"\x7f", r"a number is larger than 64 bits \(its 10th byte is 0x7f, not 0 or 1\)"),
+    (b"\xff" * 9 + b"\x02", "a number is larger than 64 bits"),
+    (b"\x00\x05", "a field has the number 0"),  # (protobuf's parsers: "Wire format was corrupt")
+    (b"\x02\x00", "a field has the number 0"),
     (b"\x0a\x05abc", "field 1 claims 5 bytes, 3 are left"),
     (b"\x09\x00\x00", "field 1 claims 8 bytes, 2 are left"),
     (b"\x0b", "field 1 has the unsupported wire type 3"),

@@ -104,6 +104,20 @@ CASES = {
     "a field longer than the record": (framed(b"\x0a\x7f\x00"), 2, "claims 127 bytes"),
     "a varint of eleven bytes": (framed(b"\x08" + b"\xff" * 10 + b"\x01"), 2, "longer than 10 bytes"),
     "a group (wire type 3)": (framed(b"\x0b\x0c"), 2, "unsupported wire type 3"),
+    # A 10-byte varint whose 10th byte holds more than bit 63: 'internal error: OverflowError' when
+    # unpacked (np.array([2**70], dtype=np.uint64)), silently wrapped when packed. Refused in both.
+    "an unpacked int larger than 64 bits": (
+        framed(_entry(b"input_ids", tfrecord._field(3, b"\x08" + b"\xff" * 9 + b"\x7f"))),
+        2,
+        "feature 'input_ids': not a valid tf.train.Example: a number is larger than 64 bits",
+    ),  # fmt: skip
+    "a packed int larger than 64 bits": (
+        framed(_entry(b"input_ids", tfrecord._field(3, tfrecord._field(1, b"\x05" + b"\xff" * 9 + b"\x02")))),
+        2,
+        "feature 'input_ids': not a valid tf.train.Example: a number is larger than 64 bits (its 10th byte is 0x02",
+    ),  # fmt: skip
+    "a field number 0": (framed(b"\x00\x05"), 2, "a field has the number 0"),  # protobuf: "Wire format was corrupt"
+    "a field number 0 in a feature": (framed(_entry(b"ids", b"\x02\x00")), 2, "a field has the number 0"),
     "a feature name that is not UTF-8": (framed(_entry(b"\xff\xfe", b"\x1a\x02\x0a\x00")), 2, "not UTF-8"),
     "a float list of 7 bytes": (framed(_entry(b"w", b"\x12\x09\x0a\x07" + b"\x00" * 7)), 2, "float list of 7 bytes"),
     "a packed int list cut mid-number": (framed(_entry(b"ids", b"\x1a\x03\x0a\x01\x85")), 2, "runs past its field"),
@@ -129,6 +143,24 @@ def test_damage_is_a_tfrecord_error_naming_file_and_record(name, tmp_path):
     assert str(path) in message and f"record {record} (0-based)" in message and expected in message, message
     if "CRC" in expected or "truncated" in expected:
         assert not handed_out, "a record of a damaged batch was handed out before the damage was found"
+
+
+def test_the_largest_ints_still_read_as_protobuf_writes_them():
+    """The 10th byte's one bit (bit 63) is read, packed and unpacked: the varints protobuf's own
+    encoder writes for int64 -1 and -2**63 (ten bytes, the last 0x01) are not refused."""
+    from google.protobuf.internal.encoder import _EncodeSignedVarint
+
+    values = [-1, -(2**63), 2**63 - 1, 5]
+    encoded = []
+    for value in values:
+        pieces: list[bytes] = []
+        _EncodeSignedVarint(pieces.append, value)  # (it writes a byte at a time)
+        encoded.append(b"".join(bytes(piece) for piece in pieces))
+    assert [len(number) for number in encoded[:2]] == [10, 10] and encoded[0][-1] == 0x01
+    packed = tfrecord._field(3, tfrecord._field(1, b"".join(encoded)))
+    unpacked = tfrecord._field(3, b"".join(b"\x08" + number for number in encoded))
+    for feature in (packed, unpacked):
+        assert tfrecord.decode_example(_entry(b"ids", feature))["ids"].tolist() == values
 
 
 def test_a_terabyte_length_allocates_nothing(tmp_path):

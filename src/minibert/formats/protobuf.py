@@ -11,14 +11,17 @@ A protobuf message is a run of fields, each a *tag* then a value. The tag is a v
 
 (3 and 4, "groups", are obsolete and refused.) A *varint* stores 7 bits per byte, the least
 significant first; every byte but the last has its high bit set: 300 = 0b10_0101100 is
-``0xAC 0x02``. 64 bits take at most 10 bytes.
+``0xAC 0x02``. 64 bits take at most 10 bytes, the 10th holding bit 63 alone (0 or 1). Field
+numbers start at 1.
 
     >>> reader = WireReader(bytes([0x08, 0xAC, 0x02, 0x12, 0x02, 0x68, 0x69]), ValueError)
     >>> list(reader.fields())  # field 1 = 300 (a varint), field 2 = b"hi" (length-delimited)
     [(1, 0, 300), (2, 2, b'hi')]
 
 The data comes from files anyone can write, so nothing is trusted: a number or a field that runs
-past the end, a varint longer than 10 bytes, an unknown wire type raise the exception ``fail``
+past the end, a varint longer than 10 bytes or larger than 64 bits (protobuf's parsers drop the
+extra bits: a crafted number, refused here rather than read as another), a field number 0, an
+unknown wire type raise the exception ``fail``
 makes of a sentence (the caller's own type, naming its file and record).
 """
 
@@ -45,7 +48,7 @@ class WireReader:
         return self.position >= len(self.data)
 
     def varint(self) -> int:
-        """The unsigned varint at the position (0 … 2⁶⁴ − 1 at most 10 bytes; longer is refused)."""
+        """The unsigned varint at the position (0 … 2⁶⁴ − 1 in at most 10 bytes; longer or larger is refused)."""
         data, position = self.data, self.position
         if position >= len(data):
             raise self.fail(f"a number runs past the end of {self.container}")
@@ -66,6 +69,8 @@ class WireReader:
             shift += 7
             if shift > 63:
                 raise self.fail("a number is longer than 10 bytes")
+            if shift == 63 and position < len(data) and 1 < data[position] < 0x80:  # a last 10th byte: bit 63 alone
+                raise self.fail(f"a number is larger than 64 bits (its 10th byte is {data[position]:#04x}, not 0 or 1)")
 
     def take(self, count: int) -> bytes:
         """The next ``count`` bytes."""
@@ -81,6 +86,8 @@ class WireReader:
         while self.position < len(self.data):
             tag = self.varint()
             number, wire_type = tag >> 3, tag & 7
+            if number == 0:  # (protobuf's parsers refuse it too: "Wire format was corrupt")
+                raise self.fail("a field has the number 0, which no protobuf field has")
             if wire_type == 0:
                 yield number, wire_type, self.varint()
                 continue

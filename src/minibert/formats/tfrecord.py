@@ -163,6 +163,10 @@ def _decode_varints(payload: bytes, where: str) -> np.ndarray:
     starts = np.concatenate([[0], ends[:-1] + 1])
     if int((ends - starts).max()) > 9:
         raise TFRecordError(f"{where}: not a valid tf.train.Example: a number is longer than 10 bytes")
+    tenth = data[ends[ends - starts == 9]]  # the 10th byte holds bit 63 alone (protobuf.py's WireReader.varint)
+    if (tenth > 1).any():
+        raise TFRecordError(f"{where}: not a valid tf.train.Example: a number is larger than 64 bits (its 10th "
+                            f"byte is {int(tenth[tenth > 1][0]):#04x}, not 0 or 1)")  # fmt: skip
     place = np.arange(len(data)) - np.repeat(starts, ends - starts + 1)
     parts = (data & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
     return np.bitwise_or.reduceat(parts, starts).view(np.int64)
