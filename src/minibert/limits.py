@@ -19,6 +19,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import numbers
+import operator
+import os
 import re
 
 from .errors import DataError
@@ -71,15 +74,46 @@ class Limits:
             raise ValueError(f"must be {self.rule}, got {text}") from None  # as the user wrote it
         return value
 
-    def check(self, value) -> None:
-        """ValueError unless ``value`` is a number of this kind within the limits."""
-        kinds = (int,) if self.kind is int else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+    def check(self, value):
+        """``value`` as a plain ``int`` or ``float`` (``plain_number``) if it is a number of this kind
+        within the limits; else ValueError."""
+        number = plain_number(value, self.kind)
+        if number is None:  # the type is what is wrong: said (True is 1 to Python, 2.0 whole to a reader)
+            raise ValueError(f"must be {self.rule}, got {value!r} (a {type(value).__name__})")
+        if not math.isfinite(number):
             raise ValueError(f"must be {self.rule}, got {value!r}")
+        value = number
         too_low = self.low is not None and (value <= self.low if self.above_low else value < self.low)
         too_high = self.high is not None and (value >= self.high if self.below_high else value > self.high)
         if too_low or too_high:
             raise ValueError(f"must be {self.rule}, got {value}")
+        return value
+
+
+def plain_number(value, kind: type) -> int | float | None:
+    """``value`` as Python's own number if it is one of ``kind`` (int: a whole number; float: any real
+    number, a whole one too), else None. NumPy's numbers (``np.int64(2)``, ``np.float32(0.15)``,
+    what ``np.arange`` or a config read with NumPy gives) are numbers too: a whole one becomes the
+    ``int`` it equals (``operator.index``), a real one the ``float`` (``np.float32(0.15)`` is
+    0.15000000596046448, its exact value). ``True``/``False`` (NumPy's too) are not numbers here.
+
+    >>> import numpy as np
+    >>> plain_number(np.int64(2), int), plain_number(np.float32(0.5), float), plain_number(3, float)
+    (2, 0.5, 3)
+    >>> plain_number(2.0, int), plain_number(True, int), plain_number("2", int)
+    (None, None, None)
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # (np.bool_: not a number either)
+        return None
+    if isinstance(value, int):
+        return int(value)  # (a subclass of int: the int it is)
+    try:
+        return operator.index(value)  # np.int64, np.uint8 ...: whole numbers
+    except TypeError:
+        pass
+    if kind is float and isinstance(value, numbers.Real):
+        return float(value)
+    return None
 
 
 def _shown(bound) -> str:
@@ -96,6 +130,20 @@ def limits_of(setting: dataclasses.Field) -> Limits | None:
     metadata = setting.metadata
     return Limits(kind, metadata.get("low"), metadata.get("high"), metadata.get("above_low", False),
                   metadata.get("below_high", False), metadata.get("unit", ""))  # fmt: skip
+
+
+def plain_numbers(options) -> None:
+    """Set each number field of the dataclass value ``options`` that holds another type of number
+    (``np.int64(2)``, ``np.float32(0.15)``) to Python's ``int``/``float`` it equals (``plain_number``),
+    frozen dataclasses too: the options hold the numbers they print, compare and save as JSON. A value
+    that is not a number of the field's kind is left for ``fields_out_of_limits`` to name."""
+    for setting in dataclasses.fields(options):
+        limits, value = limits_of(setting), getattr(options, setting.name)
+        if limits is None or value is None or type(value) in (int, float):
+            continue
+        number = plain_number(value, limits.kind)
+        if number is not None:
+            object.__setattr__(options, setting.name, number)
 
 
 def fields_out_of_limits(options) -> list[tuple[str, str]]:
@@ -122,7 +170,9 @@ def option(help: str, **metadata) -> dict:
 
 def refuse_out_of_limits(options, flags: bool) -> None:
     """DataError naming the first field outside its limits (as its ``--flag`` when ``flags``), and
-    why the limit is there where the field says."""
+    why the limit is there where the field says. NumPy numbers within the limits are accepted, made
+    Python's own first (``plain_numbers``)."""
+    plain_numbers(options)
     problems = fields_out_of_limits(options)
     if problems:
         name, problem = problems[0]
@@ -175,15 +225,38 @@ def output_name(text: str) -> str:
 
 def output_names(text: str) -> str:
     """An argparse type for an --output that may name several files joined by commas (pretraining-data
-    writes its instances round-robin over them): none of them empty.
+    writes its instances round-robin over them): none of them empty, none a folder. ``shards/`` can
+    only mean a folder (``Path("shards/")`` would drop the slash and write a file named ``shards``),
+    and an existing directory is not a file to write: each is a usage error naming it.
 
     >>> output_names("a.tfrecord,b.tfrecord")
     'a.tfrecord,b.tfrecord'
     >>> output_names("a.tfrecord,")
     Traceback (most recent call last):
     argparse.ArgumentTypeError: names an empty file in 'a.tfrecord,': join file names by single commas
+    >>> output_names("shards/")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: 'shards/' names a folder: name the file(s) to write
     """
     output_name(text)
-    if any(not name.strip() for name in text.split(",")):
+    names = text.split(",")
+    if any(not name.strip() for name in names):
         raise argparse.ArgumentTypeError(f"names an empty file in {text!r}: join file names by single commas")
+    for name in names:
+        if names_a_folder(name):
+            raise argparse.ArgumentTypeError(f"{name!r} names a folder: name the file(s) to write")
+        if os.path.isdir(name):
+            raise argparse.ArgumentTypeError(f"{name!r} is a directory: name the file(s) to write in it")
     return text
+
+
+def names_a_folder(name: str | os.PathLike) -> bool:
+    """Whether the path as written can only be a folder: it ends in a separator (``shards/``) or in
+    ``.``/``..``. A ``Path`` drops a trailing slash, so the check reads the name as given.
+
+    >>> names_a_folder("shards/"), names_a_folder("out/.."), names_a_folder("out/a.tfrecord")
+    (True, True, False)
+    """
+    text = os.fspath(name)
+    separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    return text.endswith(separators) or os.path.basename(text) in (".", "..")

@@ -27,7 +27,38 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from ..errors import DataError
 from .atomic_files import atomic_output, hidden_prefix, link_target, naming_the_file
+
+
+def same_file(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    """Whether writing to ``first`` and to ``second`` lands in one file: the same path once links are
+    followed (``os.path.realpath``: a symbolic link, a linked folder, ``./a``, even a link whose target
+    is not written yet), or two existing names of one file (``os.path.samefile``: a hard link, or
+    ``A`` and ``a`` on a case-insensitive file system).
+
+    >>> same_file("out/a.tfrecord", "out/./a.tfrecord")
+    True
+    """
+    if os.path.realpath(first) == os.path.realpath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them is not there yet (and their real paths differ): two files
+        return False
+
+
+def first_same_file(paths: Sequence[str | os.PathLike]) -> tuple[str | os.PathLike, str | os.PathLike] | None:
+    """The first two of ``paths`` that are one file (``same_file``), or None when all are different.
+
+    >>> first_same_file(["a.tfrecord", "b.tfrecord", "./a.tfrecord"])
+    ('a.tfrecord', './a.tfrecord')
+    """
+    for index, first in enumerate(paths):
+        for second in paths[index + 1 :]:
+            if same_file(first, second):
+                return first, second
+    return None
 
 
 def write_files_together(files: Mapping[str | os.PathLike, bytes], remove: Iterable[str | os.PathLike] = ()) -> None:
@@ -49,9 +80,15 @@ def files_written_together(
     all are renamed into place (and ``remove`` removed) together. On any error or KeyboardInterrupt,
     in the block or while the files are flushed or renamed, every path holds what it held before.
 
+    Two paths that are one file (``same_file``: a link to the other, a hard link) are a DataError
+    before anything is written: the second rename would replace the first file, silently.
+
     >>> with files_written_together(["s0.tfrecord", "s1.tfrecord"]) as (first, second):  # doctest: +SKIP
     ...     first.write(records[0::2]); second.write(records[1::2])
     """
+    same = first_same_file(paths)
+    if same is not None:  # (callers say it in their own words first: create_pretraining_data's DataError)
+        raise DataError(f"{os.fspath(same[0])} and {os.fspath(same[1])} are the same file: each file is written once")
     seconds: dict[Path, Path | None] = {}  # each file's second name (None: no file there yet)
     ours: dict[Path, tuple[int, int]] = {}  # each temporary file's identity (device, inode)
     targets = [link_target(path) for path in paths]  # where each lands (through a link: its target)

@@ -15,7 +15,7 @@ from dataclasses import MISSING, asdict, dataclass, field
 from typing import ClassVar
 
 from ..errors import DataError, FlagConflictError
-from ..limits import model_name, option, output_name, refuse_other_choices, refuse_out_of_limits
+from ..limits import model_name, option, output_name, plain_numbers, refuse_other_choices, refuse_out_of_limits
 from ..loading.devices import device_flag, device_name
 from ..loading.head_labels import parse_labels
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED, path_list
@@ -261,6 +261,7 @@ class FinetuneOptions:
         return ExampleFormat(self.glue, self.text_column, self.pair_column, self.label_column, set_type)
 
     def check(self, processes: int) -> None:
+        plain_numbers(self)  # NumPy's numbers as Python's first: given() compares each field with its default
         if self.glue is not None and self.glue not in GLUE:
             raise DataError(f"--glue {self.glue!r}: one of {', '.join(GLUE)}")
         glue_task = "regress" if self.glue in REGRESSION_TASKS else "classify"  # the task a GLUE file is for

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
-from ...formats.file_sets import files_written_together
+from ...formats.file_sets import files_written_together, first_same_file
+from ...limits import names_a_folder, plain_number
 from .documents import check_invalid_utf8, read_documents
 from .full_tokenizer import PretrainingVocabulary
 from .instances import create_instances
@@ -57,11 +58,17 @@ def create_pretraining_data(
     if not isinstance(vocab_file, (str, os.PathLike)):
         raise DataError(f"vocab_file must be a path (str or Path), got {type(vocab_file).__name__}")
     input_files = [Path(path) for path in path_list(input_files, "input_files")]
-    output_files = [Path(path) for path in path_list(output_files, "output_files")]
+    output_names = path_list(output_files, "output_files")
+    for name in output_names:  # read before Path drops the slash ("shards/" would be written as a file "shards")
+        if names_a_folder(name):
+            raise DataError(f"output {name!r} names a folder, not a file: name the TFRecord file(s) to write")
+    output_files = [Path(name) for name in output_names]
     if not input_files or not output_files:
         raise DataError("pre-training data needs at least one input file and one output file")
-    if isinstance(random_seed, bool) or not isinstance(random_seed, int):
-        raise DataError(f"random_seed must be an integer, got {random_seed!r}")
+    seed = plain_number(random_seed, int)  # np.int64(3) is 3 (random.Random refuses NumPy's ints)
+    if seed is None:
+        raise DataError(f"random_seed must be a whole number (an int), got {random_seed!r} "
+                        f"({type(random_seed).__name__})")  # fmt: skip
     for name, value in [("do_lower_case", do_lower_case), ("preserve_unused_tokens", preserve_unused_tokens)]:
         if not isinstance(value, bool):  # "False" is truthy: it would lowercase, silently
             raise DataError(f"{name} must be True or False, got {value!r}")
@@ -74,8 +81,10 @@ def create_pretraining_data(
         if os.path.isdir(path):
             raise DataError(f"output {path} is a directory, not a file")
         refuse_what_is_not_a_file(path)  # a FIFO, a device (/dev/null), a name too long: FileWriteError
-    if len({os.path.abspath(path) for path in output_files}) != len(output_files):
-        raise DataError("the output files must be different files (one per shard)")
+    same = first_same_file(output_names)  # the files, not the names (as typed): a link, a linked folder, a hard link
+    if same is not None:  # (renamed into place one after the other, the second would replace the first)
+        raise DataError(f"the output files must be different files (one per shard): {str(same[0])!r} and "
+                        f"{str(same[1])!r} are the same file")  # fmt: skip
     for output in output_files:
         for source, what in [*((path, "input file") for path in input_files), (vocab_file, "vocabulary file")]:
             if output.exists() and Path(source).exists() and os.path.samefile(output, source):
@@ -84,7 +93,7 @@ def create_pretraining_data(
     with files_written_together(output_files) as handles:  # all renamed into place together, or none
         vocabulary = PretrainingVocabulary.load(vocab_file, do_lower_case, preserve_unused_tokens)
         documents = read_documents(input_files, vocabulary.piece_ids, invalid_utf8)
-        rng = random.Random(random_seed)
+        rng = random.Random(seed)
         frame_ids = (vocabulary.cls_id, vocabulary.sep_id)
         instances = create_instances(documents, frame_ids, vocabulary.mask_id, vocabulary.is_continuation, options, rng)
         lengths = (options.max_seq_length, options.max_predictions_per_seq)
