@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import InputTypeError
 from .arguments import check_count, has_length_limit
+from .batch_encoding import BatchEncoding
 from .call_request import CallRequest, Side, padding_mode
 from .encoding import (
-    BatchEncoding,
     Pieces,
     check_side,
     pad_rows,
