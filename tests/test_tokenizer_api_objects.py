@@ -152,3 +152,56 @@ def test_resize_below_the_pad_row_gives_transformers_table_and_a_config_that_loa
     model.save_pretrained(tmp_path / "resized")
     again = minibert.BertForMaskedLM.from_pretrained(tmp_path / "resized")
     assert again.get_input_embeddings().num_embeddings == 40 and again.config.pad_token_id is None
+
+
+FROM_PRETRAINED_SETTINGS = [  # the constructor's settings, which transformers' from_pretrained passes on
+    dict(strip_accents=False),
+    dict(tokenize_chinese_chars=False),
+    dict(do_lower_case=True, strip_accents=True, tokenize_chinese_chars=False),
+    dict(additional_special_tokens=["<e1>", "</e1>"]),  # relation extraction
+    dict(extra_special_tokens=["<e1>"]),
+    dict(pad_token="[unused3]"),
+    dict(bos_token="[CLS]", eos_token="[SEP]"),
+    dict(model_max_length=8, truncation_side="left"),
+]
+
+
+@pytest.mark.parametrize("settings", FROM_PRETRAINED_SETTINGS, ids=lambda settings: ",".join(settings))
+def test_from_pretrained_passes_the_constructors_settings_as_transformers(minilm_dir, settings):
+    """from_pretrained refused every keyword but model_max_length, the sides and
+    clean_up_tokenization_spaces with a TypeError; now, as transformers, the constructor's settings
+    replace the files' (compared with BertTokenizerFast given the same keywords)."""
+    ours = minibert.BertTokenizer.from_pretrained(minilm_dir, **settings)
+    theirs = transformers.BertTokenizerFast.from_pretrained(str(minilm_dir), **settings)
+    texts = ["Héllo 東京 <e1> x </e1>", "a b c d e f g h i j"]
+    for text in texts:
+        assert ours.tokenize(text) == theirs.tokenize(text)
+    batch = dict(padding=True, truncation=True)
+    assert ours(texts, **batch)["input_ids"] == theirs(texts, **batch)["input_ids"]
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "all_special_tokens", "special_tokens_map"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert len(ours) == len(theirs)
+
+
+def test_from_pretrained_do_basic_tokenize_as_transformers_legacy_tokenizer(minilm_dir):
+    """do_basic_tokenize=False: what transformers' BertTokenizerLegacy does (its fast BertTokenizer
+    ignores the flag, docs/tokenizer.md); it was a TypeError here."""
+    legacy = pytest.importorskip("transformers.models.bert.tokenization_bert_legacy").BertTokenizerLegacy
+    ours = minibert.BertTokenizer.from_pretrained(minilm_dir, do_basic_tokenize=False)
+    theirs = legacy.from_pretrained(str(minilm_dir), do_basic_tokenize=False)
+    assert ours.tokenize("Héllo 東京 <e1> x") == theirs.tokenize("Héllo 東京 <e1> x") == [
+        "[UNK]", "東", "##京", "<", "##e", "##1", "##>", "x"]  # fmt: skip
+
+
+def test_vocab_keyword_names_the_file_as_in_transformers_5(minilm_dir):
+    """transformers 5's BertTokenizer(vocab="vocab.txt") reads the file; here it was a TypeError
+    (vocab named only a dict, and vocab_file was required)."""
+    path = str(minilm_dir / "vocab.txt")
+    expected = transformers.BertTokenizer(vocab=path)("hello world")["input_ids"]
+    assert minibert.BertTokenizer(vocab=path)("hello world")["input_ids"] == expected == [101, 7592, 2088, 102]
+    pieces = minibert.BertTokenizer(path).get_vocab()
+    assert minibert.BertTokenizer(vocab=pieces)("hello world")["input_ids"] == expected
+    with pytest.raises(TypeError, match="vocabulary file twice"):
+        minibert.BertTokenizer(path, vocab=path)
+    with pytest.raises(TypeError, match="needs a vocabulary"):
+        minibert.BertTokenizer()
