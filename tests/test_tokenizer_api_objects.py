@@ -205,3 +205,50 @@ def test_vocab_keyword_names_the_file_as_in_transformers_5(minilm_dir):
         minibert.BertTokenizer(path, vocab=path)
     with pytest.raises(TypeError, match="needs a vocabulary"):
         minibert.BertTokenizer()
+
+
+def test_decode_and_pad_take_transformers_keywords(tokenizers):
+    """decode(spaces_between_special_tokens=) and pad(verbose=) were TypeErrors; transformers 5 takes both
+    (the first changes nothing in its fast tokenizer)."""
+    ours, theirs = tokenizers
+    for value in (True, False):
+        ids = [101, 7592, 103, 102]
+        assert ours.decode(ids, spaces_between_special_tokens=value) == theirs.decode(
+            ids, spaces_between_special_tokens=value)  # fmt: skip
+    rows = {"input_ids": [[101, 102], [101, 7592, 102]]}
+    assert dict(ours.pad(rows, verbose=False)) == dict(theirs.pad(rows, verbose=False))
+
+
+@pytest.mark.parametrize("ids", [[101, 7592, 2088, 102], [7592], [], "tensor"])
+def test_batch_decode_of_one_flat_row_as_transformers_5(tokenizers, ids):
+    """A flat list of ids (or a 1-D tensor) is one row in transformers 5; each id was a row here."""
+    ours, theirs = tokenizers
+    ids = torch.tensor([101, 7592, 102]) if ids == "tensor" else ids
+    assert ours.batch_decode(ids) == theirs.batch_decode(ids)
+    assert ours.batch_decode([[101, 7592], [2088]]) == theirs.batch_decode([[101, 7592], [2088]])
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("hello",), dict(text_target="world")),
+        ((["hello", "a b c"],), dict(text_target=["world", "x"], padding=True)),
+        (("hello", "there"), dict(text_target="a", text_pair_target="b", return_tensors="pt")),
+        ((), dict(text_target=["world", "x y"], truncation=True, max_length=3)),
+        (("hello", None, "world"), {}),  # text_target is the third positional argument, as in transformers
+    ],
+)
+def test_text_target_gives_labels_as_transformers(tokenizers, args, kwargs):
+    """text_target (transformers' seq2seq examples build labels with it) was a TypeError."""
+    ours, theirs = (t(*args, **kwargs) for t in tokenizers)
+    as_lists = lambda encoding: {key: value.tolist() if hasattr(value, "tolist") else value  # noqa: E731
+                                 for key, value in encoding.items()}  # fmt: skip
+    assert as_lists(ours) == as_lists(theirs)
+
+
+def test_added_token_str_is_its_content_as_tokenizers(tokenizers):
+    ours, theirs = tokenizers
+    for index in (100, 103):
+        assert str(ours.added_tokens_decoder[index]) == str(theirs.added_tokens_decoder[index]) == (
+            f"{ours.added_tokens_decoder[index]}")  # fmt: skip
+    assert "special=True" in repr(ours.added_tokens_decoder[103])  # repr still shows the options

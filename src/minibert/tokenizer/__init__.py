@@ -17,6 +17,7 @@ The modules, read in this order:
   and every rule of adding them (``AddedTokens``);
 * ``framing.py`` — ``[CLS] A [SEP] (B [SEP])``, the segment ids: the one home of BERT's framing;
 * ``call_api.py`` — transformers' call API: framing, truncation, overflow windows, padding, ``pad``;
+  ``decoding.py`` — ids back to text: ``decode``, ``batch_decode``;
   ``pad_columns.py`` — what ``pad`` is given, as columns, and its tensors (a collator's labels keep their type);
   ``call_request.py`` — one ``CallRequest`` per call, its arguments parsed and checked once;
   ``encoding.py`` — truncation plans, overflow windows, padding, tensors;

@@ -4,9 +4,10 @@
 
 It holds ``vocab.txt`` ({piece: id}) and the special tokens, keeps special tokens typed in a text
 (``[MASK]``) whole, runs each remaining part through ``BasicTokenizer`` and ``WordPieceTokenizer``
-(algorithm.py), and turns ids back into pieces and text. transformers' call API (batches, pairs,
-truncation, padding, offsets) comes from ``TransformersCallAPI`` (call_api.py); the files it
-reads and writes from files.py and tokenizer_json.py. ``encode_and_show_work`` returns every step.
+(algorithm.py), and turns ids back into pieces. transformers' call API (batches, pairs, truncation,
+padding, offsets) comes from ``TransformersCallAPI`` (call_api.py), ids back to text from ``Decoding``
+(decoding.py); the files it reads and writes from files.py and tokenizer_json.py.
+``encode_and_show_work`` returns every step.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from ..loading.hub import hub_options
 from ..loading.hub_commit import one_load
 from ..loading.transformers_keywords import HUB_KEYWORDS, tokenizer_keywords
 from .added_tokens import AddedToken, AddedTokens, Unit
-from .algorithm import WordPieceTokenizer, clean_up_tokenization, join_pieces, piece_spans
+from .algorithm import WordPieceTokenizer, piece_spans
 from .arguments import VERY_LARGE_INTEGER, check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
+from .decoding import Decoding
 from .directory import check_save_keywords, read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces
 from .fast_basic import FastBasicTokenizer
@@ -32,7 +34,7 @@ from .special_tokens import SpecialTokens, token_strings
 from .vocab_file import load_vocab
 
 
-class BertTokenizer(SpecialTokens, TransformersCallAPI):
+class BertTokenizer(SpecialTokens, TransformersCallAPI, Decoding):
     """BERT's WordPiece tokenizer, callable like transformers' tokenizers.
 
     >>> tok = BertTokenizer.from_pretrained("google-bert/bert-base-uncased")   # doctest: +SKIP
@@ -310,31 +312,6 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         if 0 <= index < end:
             return f"not in the vocabulary (its {len(self)} pieces have ids in [0, {end}), with gaps)"
         return f"outside the vocabulary [0, {end})"
-
-    def _decode_row(self, ids, skip_special_tokens: bool, clean_up_tokenization_spaces: bool | None) -> str:
-        """``decode`` of one row of ids (or one id): see ``decode`` (call_api.py)."""
-        check_flags(skip_special_tokens=skip_special_tokens)
-        check_flags(optional=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces)
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        if not isinstance(ids, (list, tuple)):
-            ids = [token_id(ids)]  # one id
-        special = self.added.skipped_when_decoding if skip_special_tokens else ()
-        tokens = [self._token(index) for index in map(token_id, ids) if index not in special]
-        text = self.convert_tokens_to_string(tokens)
-        if clean_up_tokenization_spaces is None:
-            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
-        return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
-
-    def convert_tokens_to_string(self, tokens: Iterable[str]) -> str:
-        """Pieces back to text, as transformers' WordPiece decoder does it: a ``##`` piece is glued
-        to the piece before it (the first piece keeps its ``##``), other pieces follow a space, and
-        a space before ``.``, ``?``, ``!``, ``,`` and a few English contractions is removed.
-
-        >>> tok.convert_tokens_to_string(["love", "##ly", "paris", "!"])   # doctest: +SKIP
-        'lovely paris!'
-        """
-        return join_pieces(tokens)
 
 
 # The files' settings a from_pretrained keyword replaces: the constructor's, as transformers passes them on.
