@@ -152,3 +152,103 @@ def test_resize_below_the_pad_row_gives_transformers_table_and_a_config_that_loa
     model.save_pretrained(tmp_path / "resized")
     again = minibert.BertForMaskedLM.from_pretrained(tmp_path / "resized")
     assert again.get_input_embeddings().num_embeddings == 40 and again.config.pad_token_id is None
+
+
+FROM_PRETRAINED_SETTINGS = [  # the constructor's settings, which transformers' from_pretrained passes on
+    dict(strip_accents=False),
+    dict(tokenize_chinese_chars=False),
+    dict(do_lower_case=True, strip_accents=True, tokenize_chinese_chars=False),
+    dict(additional_special_tokens=["<e1>", "</e1>"]),  # relation extraction
+    dict(extra_special_tokens=["<e1>"]),
+    dict(pad_token="[unused3]"),
+    dict(bos_token="[CLS]", eos_token="[SEP]"),
+    dict(model_max_length=8, truncation_side="left"),
+]
+
+
+@pytest.mark.parametrize("settings", FROM_PRETRAINED_SETTINGS, ids=lambda settings: ",".join(settings))
+def test_from_pretrained_passes_the_constructors_settings_as_transformers(minilm_dir, settings):
+    """from_pretrained refused every keyword but model_max_length, the sides and
+    clean_up_tokenization_spaces with a TypeError; now, as transformers, the constructor's settings
+    replace the files' (compared with BertTokenizerFast given the same keywords)."""
+    ours = minibert.BertTokenizer.from_pretrained(minilm_dir, **settings)
+    theirs = transformers.BertTokenizerFast.from_pretrained(str(minilm_dir), **settings)
+    texts = ["Héllo 東京 <e1> x </e1>", "a b c d e f g h i j"]
+    for text in texts:
+        assert ours.tokenize(text) == theirs.tokenize(text)
+    batch = dict(padding=True, truncation=True)
+    assert ours(texts, **batch)["input_ids"] == theirs(texts, **batch)["input_ids"]
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "all_special_tokens", "special_tokens_map"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert len(ours) == len(theirs)
+
+
+def test_from_pretrained_do_basic_tokenize_as_transformers_legacy_tokenizer(minilm_dir):
+    """do_basic_tokenize=False: what transformers' BertTokenizerLegacy does (its fast BertTokenizer
+    ignores the flag, docs/tokenizer.md); it was a TypeError here."""
+    legacy = pytest.importorskip("transformers.models.bert.tokenization_bert_legacy").BertTokenizerLegacy
+    ours = minibert.BertTokenizer.from_pretrained(minilm_dir, do_basic_tokenize=False)
+    theirs = legacy.from_pretrained(str(minilm_dir), do_basic_tokenize=False)
+    assert ours.tokenize("Héllo 東京 <e1> x") == theirs.tokenize("Héllo 東京 <e1> x") == [
+        "[UNK]", "東", "##京", "<", "##e", "##1", "##>", "x"]  # fmt: skip
+
+
+def test_vocab_keyword_names_the_file_as_in_transformers_5(minilm_dir):
+    """transformers 5's BertTokenizer(vocab="vocab.txt") reads the file; here it was a TypeError
+    (vocab named only a dict, and vocab_file was required)."""
+    path = str(minilm_dir / "vocab.txt")
+    expected = transformers.BertTokenizer(vocab=path)("hello world")["input_ids"]
+    assert minibert.BertTokenizer(vocab=path)("hello world")["input_ids"] == expected == [101, 7592, 2088, 102]
+    pieces = minibert.BertTokenizer(path).get_vocab()
+    assert minibert.BertTokenizer(vocab=pieces)("hello world")["input_ids"] == expected
+    with pytest.raises(TypeError, match="vocabulary file twice"):
+        minibert.BertTokenizer(path, vocab=path)
+    with pytest.raises(TypeError, match="needs a vocabulary"):
+        minibert.BertTokenizer()
+
+
+def test_decode_and_pad_take_transformers_keywords(tokenizers):
+    """decode(spaces_between_special_tokens=) and pad(verbose=) were TypeErrors; transformers 5 takes both
+    (the first changes nothing in its fast tokenizer)."""
+    ours, theirs = tokenizers
+    for value in (True, False):
+        ids = [101, 7592, 103, 102]
+        assert ours.decode(ids, spaces_between_special_tokens=value) == theirs.decode(
+            ids, spaces_between_special_tokens=value)  # fmt: skip
+    rows = {"input_ids": [[101, 102], [101, 7592, 102]]}
+    assert dict(ours.pad(rows, verbose=False)) == dict(theirs.pad(rows, verbose=False))
+
+
+@pytest.mark.parametrize("ids", [[101, 7592, 2088, 102], [7592], [], "tensor"])
+def test_batch_decode_of_one_flat_row_as_transformers_5(tokenizers, ids):
+    """A flat list of ids (or a 1-D tensor) is one row in transformers 5; each id was a row here."""
+    ours, theirs = tokenizers
+    ids = torch.tensor([101, 7592, 102]) if ids == "tensor" else ids
+    assert ours.batch_decode(ids) == theirs.batch_decode(ids)
+    assert ours.batch_decode([[101, 7592], [2088]]) == theirs.batch_decode([[101, 7592], [2088]])
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("hello",), dict(text_target="world")),
+        ((["hello", "a b c"],), dict(text_target=["world", "x"], padding=True)),
+        (("hello", "there"), dict(text_target="a", text_pair_target="b", return_tensors="pt")),
+        ((), dict(text_target=["world", "x y"], truncation=True, max_length=3)),
+        (("hello", None, "world"), {}),  # text_target is the third positional argument, as in transformers
+    ],
+)
+def test_text_target_gives_labels_as_transformers(tokenizers, args, kwargs):
+    """text_target (transformers' seq2seq examples build labels with it) was a TypeError."""
+    ours, theirs = (t(*args, **kwargs) for t in tokenizers)
+    as_lists = lambda encoding: {key: value.tolist() if hasattr(value, "tolist") else value  # noqa: E731
+                                 for key, value in encoding.items()}  # fmt: skip
+    assert as_lists(ours) == as_lists(theirs)
+
+
+def test_added_token_str_is_its_content_as_tokenizers(tokenizers):
+    ours, theirs = tokenizers
+    for index in (100, 103):
+        assert str(ours.added_tokens_decoder[index]) == str(theirs.added_tokens_decoder[index]) == (
+            f"{ours.added_tokens_decoder[index]}")  # fmt: skip
+    assert "special=True" in repr(ours.added_tokens_decoder[103])  # repr still shows the options

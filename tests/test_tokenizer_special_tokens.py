@@ -3,7 +3,7 @@ transformers' fast BertTokenizer on all-MiniLM-L6-v2: ``extra_special_tokens`` a
 ``add_special_tokens``' replace semantics and counts, ``all_special_tokens`` / ``all_special_ids``
 in transformers' order, ``get_special_tokens_mask(already_has_special_tokens=True)``,
 ``get_added_vocab``, ``added_tokens_encoder``, ``convert_ids_to_tokens(skip_special_tokens=)``,
-``tokenize(add_special_tokens=)`` and ``is_fast``."""
+``tokenize(add_special_tokens=)``, ``is_fast``, and the roles, bos/eos included (None until set)."""
 
 from __future__ import annotations
 
@@ -57,8 +57,9 @@ def test_add_special_tokens_counts_vocabulary_pieces(both):
         same(lambda t: t.add_special_tokens({"additional_special_tokens": ["dog", "Dog", "<e1>"]}), ours, theirs) == 3
     )
     same(len, ours, theirs)
-    with pytest.raises(ValueError, match="unknown keys"):
-        ours.add_special_tokens({"bos_token": "<s>"})
+    for tokenizer in both:  # a key that is no role: refused by both (bos_token is one: see ROLE_CHANGES)
+        with pytest.raises(ValueError, match="foo_token"):
+            tokenizer.add_special_tokens({"foo_token": "<s>"})
 
 
 def test_constructor_extra_special_tokens_are_added(minilm_dir):
@@ -149,6 +150,8 @@ def _seen(tokenizer) -> dict:
         batch = "cannot pad"
     return {
         "roles": {name: (getattr(tokenizer, name), getattr(tokenizer, f"{name}_id")) for name in ROLE_NAMES},
+        "map": list(tokenizer.special_tokens_map.items()),  # in transformers' order, no None roles
+        "all_special_tokens": tokenizer.all_special_tokens,
         "all_special_ids": tokenizer.all_special_ids,
         "batch": batch,
         "framed": tokenizer("a", "b")["input_ids"],
@@ -160,7 +163,7 @@ def _seen(tokenizer) -> dict:
     }
 
 
-ROLE_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+ROLE_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 ROLE_CHANGES = {  # as a user changes a role: the attribute (token or id), or add_special_tokens
     "pad_token = [unused0]": lambda t: setattr(t, "pad_token", "[unused0]"),
     "pad_token_id = 1": lambda t: setattr(t, "pad_token_id", 1),
@@ -174,6 +177,16 @@ ROLE_CHANGES = {  # as a user changes a role: the attribute (token or id), or ad
     "add_special_tokens sep [unused6]": lambda t: t.add_special_tokens({"sep_token": "[unused6]"}),
     "add_special_tokens sep <sep>": lambda t: t.add_special_tokens({"sep_token": "<sep>"}),
     "add_special_tokens cls [unused1]": lambda t: t.add_special_tokens({"cls_token": "[unused1]"}),
+    # bos/eos: None on BERT until set; the warm-started bert2bert recipe sets them to [CLS] and [SEP]
+    "bos_token = cls, eos_token = sep": lambda t: (setattr(t, "bos_token", t.cls_token),
+                                                   setattr(t, "eos_token", t.sep_token)),  # fmt: skip
+    "eos_token_id = 102": lambda t: setattr(t, "eos_token_id", 102),
+    "add_special_tokens bos [CLS] eos [SEP]": lambda t: t.add_special_tokens({"bos_token": "[CLS]",
+                                                                              "eos_token": "[SEP]"}),  # fmt: skip
+    "add_special_tokens bos <s>": lambda t: t.add_special_tokens({"bos_token": "<s>"}),
+    "bos_token set, then None": lambda t: (setattr(t, "bos_token", "[CLS]"), setattr(t, "bos_token", None)),
+    "mask_token = None, its map given back": lambda t: (setattr(t, "mask_token", None),
+                                                        t.add_special_tokens(t.special_tokens_map))[1],  # fmt: skip
 }
 
 
@@ -186,7 +199,10 @@ def test_a_role_changed_as_transformers_changes_it(both, tmp_path, change):
     all_special_ids, the mask of framed ids), while the framing, the pieces cut out as typed,
     decode's skipping and WordPiece's [UNK] stay as the tokenizer was made; saved and loaded again
     (by either library), the tokenizer takes the new roles for all of them, as transformers' own
-    save does."""
+    save does. bos_token / eos_token (and their ids) were no attributes at all: reading them raised,
+    assigning them made a stray attribute lost on save, add_special_tokens refused them; now None
+    until set, as transformers' BERT has them. A role set to None leaves special_tokens_map (it was
+    there as None, which add_special_tokens then refused)."""
     ours, theirs = both
     assert ROLE_CHANGES[change](ours) == ROLE_CHANGES[change](theirs)
     assert _seen(ours) == _seen(theirs)

@@ -17,10 +17,11 @@ The modules, read in this order:
   and every rule of adding them (``AddedTokens``);
 * ``framing.py`` — ``[CLS] A [SEP] (B [SEP])``, the segment ids: the one home of BERT's framing;
 * ``call_api.py`` — transformers' call API: framing, truncation, overflow windows, padding, ``pad``;
+  ``decoding.py`` — ids back to text: ``decode``, ``batch_decode``;
   ``pad_columns.py`` — what ``pad`` is given, as columns, and its tensors (a collator's labels keep their type);
   ``call_request.py`` — one ``CallRequest`` per call, its arguments parsed and checked once;
-  ``encoding.py`` — ``BatchEncoding`` and the maps back to words
-  and characters, truncation plans and padding;
+  ``encoding.py`` — truncation plans, overflow windows, padding, tensors;
+  ``batch_encoding.py`` — ``BatchEncoding`` and the maps back to words and characters;
 * ``wordpiece_plain.py`` — learning a vocabulary from text as ``tokenizers`` does, plainly
   (``learn_vocabulary_plainly``); ``wordpiece_trainer.py`` — the same, fast (``train_wordpiece``,
   what ``minibert vocab`` runs), over the word counts of ``word_counts.py``;
@@ -34,8 +35,8 @@ The modules, read in this order:
 
 from .added_tokens import AddedToken
 from .algorithm import BasicTokenizer, WordPieceTokenizer, is_punctuation, is_removed_in_cleaning
+from .batch_encoding import BatchEncoding
 from .bert_tokenizer import BertTokenizer
-from .encoding import BatchEncoding
 from .fast_basic import FastBasicTokenizer
 from .files import google_lower_case
 from .vocab_file import load_vocab

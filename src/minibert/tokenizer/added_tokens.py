@@ -77,6 +77,9 @@ class AddedToken:
                                       "is not implemented (special tokens are matched as typed)")  # fmt: skip
         return cls(token.content, normalized=normalized, special=bool(token.special))
 
+    def __str__(self) -> str:  # its content, as tokenizers.AddedToken (f"{token}"; repr() shows the options)
+        return self.content
+
     def as_json(self) -> dict:
         """As transformers writes it in tokenizer_config.json's ``added_tokens_decoder``."""
         return {"content": self.content, "lstrip": False, "normalized": bool(self.normalized), "rstrip": False,

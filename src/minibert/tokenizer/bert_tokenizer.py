@@ -4,9 +4,10 @@
 
 It holds ``vocab.txt`` ({piece: id}) and the special tokens, keeps special tokens typed in a text
 (``[MASK]``) whole, runs each remaining part through ``BasicTokenizer`` and ``WordPieceTokenizer``
-(algorithm.py), and turns ids back into pieces and text. transformers' call API (batches, pairs,
-truncation, padding, offsets) comes from ``TransformersCallAPI`` (call_api.py); the files it
-reads and writes from files.py and tokenizer_json.py. ``encode_and_show_work`` returns every step.
+(algorithm.py), and turns ids back into pieces. transformers' call API (batches, pairs, truncation,
+padding, offsets) comes from ``TransformersCallAPI`` (call_api.py), ids back to text from ``Decoding``
+(decoding.py); the files it reads and writes from files.py and tokenizer_json.py.
+``encode_and_show_work`` returns every step.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from ..loading.hub import hub_options
 from ..loading.hub_commit import one_load
 from ..loading.transformers_keywords import HUB_KEYWORDS, tokenizer_keywords
 from .added_tokens import AddedToken, AddedTokens, Unit
-from .algorithm import WordPieceTokenizer, clean_up_tokenization, join_pieces, piece_spans
+from .algorithm import WordPieceTokenizer, piece_spans
 from .arguments import VERY_LARGE_INTEGER, check_flags, one_text, token_id
 from .call_api import TransformersCallAPI
+from .decoding import Decoding
 from .directory import check_save_keywords, read_tokenizer_files, write_tokenizer_files
 from .encoding import Pieces
 from .fast_basic import FastBasicTokenizer
@@ -32,7 +34,7 @@ from .special_tokens import SpecialTokens, token_strings
 from .vocab_file import load_vocab
 
 
-class BertTokenizer(SpecialTokens, TransformersCallAPI):
+class BertTokenizer(SpecialTokens, TransformersCallAPI, Decoding):
     """BERT's WordPiece tokenizer, callable like transformers' tokenizers.
 
     >>> tok = BertTokenizer.from_pretrained("google-bert/bert-base-uncased")   # doctest: +SKIP
@@ -47,7 +49,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
 
     def __init__(
         self,
-        vocab_file: str | os.PathLike,
+        vocab_file: str | os.PathLike | None = None,
         do_lower_case: bool = True,
         strip_accents: bool | None = None,
         tokenize_chinese_chars: bool = True,
@@ -57,15 +59,16 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         padding_side: str = "right",
         truncation_side: str = "right",
         clean_up_tokenization_spaces: bool = False,
-        vocab: dict[str, int] | None = None,
+        vocab: dict[str, int] | str | os.PathLike | None = None,
         additional_special_tokens: Iterable[str] = (),
         extra_special_tokens: Iterable[str] | None = None,
         added_tokens: Iterable[tuple[int, AddedToken]] = (),
         added_tokens_file: str | os.PathLike | None = None,
         **special_tokens: str,
     ):
-        """``vocab_file``: vocab.txt; or pass ``vocab`` ({piece: id}, e.g. from tokenizer.json) and
-        the file it came from as ``vocab_file`` (named in error messages).
+        """``vocab_file``: vocab.txt (``vocab="vocab.txt"``, transformers 5's keyword, is read the same);
+        or pass ``vocab`` ({piece: id}, e.g. from tokenizer.json) and the file it came from as
+        ``vocab_file`` (named in error messages).
 
         ``added_tokens``: (id, ``AddedToken``) beyond the vocabulary or marking its pieces (what
         ``add_tokens`` made, as tokenizer_config.json's ``added_tokens_decoder`` keeps it), in the
@@ -80,6 +83,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         splitting): words are what whitespace separates, as in transformers' slow BertTokenizer."""
         _check_arguments(special_tokens, do_lower_case, strip_accents, tokenize_chinese_chars, do_basic_tokenize,
                          model_max_length)  # fmt: skip
+        vocab_file, vocab = _vocabulary_source(vocab_file, vocab)
         self.vocab_file = Path(vocab_file)
         self._vocab_is_file = vocab is None
         self.vocab = dict(vocab) if vocab is not None else load_vocab(vocab_file)
@@ -118,11 +122,13 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         ``do_lower_case`` (the tutorials pass it, as transformers takes it) replaces the checkpoint's
         own setting; a value that contradicts the vocabulary (lowercasing for a cased one, or not for
         an uncased one: files.py ``casing_contradiction``) is refused with a ValueError, unless it is
-        the checkpoint's own setting already. ``model_max_length``, ``padding_side``,
-        ``truncation_side`` and ``clean_up_tokenization_spaces`` replace tokenizer_config.json's, as
-        in transformers; so do its download keywords (``cache_dir``, ``local_files_only``, ``token``,
-        ``force_download``), and ``use_fast`` / ``trust_remote_code`` change nothing
-        (loading/transformers_keywords.py)."""
+        the checkpoint's own setting already. The constructor's other settings (``strip_accents``,
+        ``tokenize_chinese_chars``, ``do_basic_tokenize``, ``model_max_length``, the two sides,
+        ``clean_up_tokenization_spaces``, the roles ``pad_token``, ... and ``extra_special_tokens`` /
+        ``additional_special_tokens``) replace the files', as transformers passes them to its
+        constructor, and are checked as the constructor checks them. transformers' download keywords
+        (``cache_dir``, ``local_files_only``, ``token``, ``force_download``) are taken, and ``use_fast``
+        / ``trust_remote_code`` change nothing (loading/transformers_keywords.py)."""
         hub = tokenizer_keywords(keywords)
         replaced = {name: keywords.pop(name) for name in _REPLACEABLE if name in keywords}
         if keywords:
@@ -134,7 +140,7 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
         settings.update(replaced)
         if do_lower_case is not None:
             settings["do_lower_case"] = _casing_asked(do_lower_case, settings, vocab, name_or_path)
-        null_roles = settings.pop("null_roles", {})
+        null_roles = {role: file for role, file in settings.pop("null_roles", {}).items() if role not in replaced}
         tokenizer = cls(vocab_file, vocab=vocab, **settings)
         tokenizer._null_roles = null_roles  # which file left [PAD] or [MASK] out (named when one is needed)
         tokenizer._vocab_is_file = vocab_is_file  # vocab.txt's own bytes are saved (a piece listed twice kept)
@@ -307,34 +313,29 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI):
             return f"not in the vocabulary (its {len(self)} pieces have ids in [0, {end}), with gaps)"
         return f"outside the vocabulary [0, {end})"
 
-    def _decode_row(self, ids, skip_special_tokens: bool, clean_up_tokenization_spaces: bool | None) -> str:
-        """``decode`` of one row of ids (or one id): see ``decode`` (call_api.py)."""
-        check_flags(skip_special_tokens=skip_special_tokens)
-        check_flags(optional=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces)
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        if not isinstance(ids, (list, tuple)):
-            ids = [token_id(ids)]  # one id
-        special = self.added.skipped_when_decoding if skip_special_tokens else ()
-        tokens = [self._token(index) for index in map(token_id, ids) if index not in special]
-        text = self.convert_tokens_to_string(tokens)
-        if clean_up_tokenization_spaces is None:
-            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
-        return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
 
-    def convert_tokens_to_string(self, tokens: Iterable[str]) -> str:
-        """Pieces back to text, as transformers' WordPiece decoder does it: a ``##`` piece is glued
-        to the piece before it (the first piece keeps its ``##``), other pieces follow a space, and
-        a space before ``.``, ``?``, ``!``, ``,`` and a few English contractions is removed.
-
-        >>> tok.convert_tokens_to_string(["love", "##ly", "paris", "!"])   # doctest: +SKIP
-        'lovely paris!'
-        """
-        return join_pieces(tokens)
+# The files' settings a from_pretrained keyword replaces: the constructor's, as transformers passes them on.
+_REPLACEABLE = ("strip_accents", "tokenize_chinese_chars", "do_basic_tokenize", "model_max_length", "padding_side",
+                "truncation_side", "clean_up_tokenization_spaces", *SPECIAL_TOKEN_NAMES, "extra_special_tokens",
+                "additional_special_tokens")  # fmt: skip
 
 
-# tokenizer_config.json's settings a from_pretrained keyword replaces, as in transformers.
-_REPLACEABLE = ("model_max_length", "padding_side", "truncation_side", "clean_up_tokenization_spaces")
+def _vocabulary_source(vocab_file, vocab) -> tuple:
+    """(vocab_file, vocab) as ``__init__`` reads them: ``vocab`` given as a path (transformers 5's
+    keyword for the file) is the file; a {piece: id} dict without a file is named so in errors."""
+    if vocab is not None and not isinstance(vocab, dict):
+        if not isinstance(vocab, (str, os.PathLike)):
+            raise InputTypeError(f"vocab must be the vocabulary file's path or a {{piece: id}} dict, got {vocab!r}")
+        if vocab_file is not None:
+            raise TypeError(f"BertTokenizer got the vocabulary file twice: vocab_file={os.fspath(vocab_file)!r} and "
+                            f"vocab={os.fspath(vocab)!r}; pass one")  # fmt: skip
+        return vocab, None
+    if vocab_file is None:
+        if vocab is None:
+            raise TypeError("BertTokenizer needs a vocabulary: vocab_file='vocab.txt' (or vocab='vocab.txt', "
+                            "transformers 5's keyword), or vocab={piece: id}")  # fmt: skip
+        return "vocab (a dict)", vocab
+    return vocab_file, vocab
 
 
 def _check_arguments(special_tokens: dict, do_lower_case, strip_accents, tokenize_chinese_chars, do_basic_tokenize,

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import InputTypeError
 from .arguments import check_count, has_length_limit
+from .batch_encoding import BatchEncoding
 from .call_request import CallRequest, Side, padding_mode
 from .encoding import (
-    BatchEncoding,
     Pieces,
     check_side,
     pad_rows,
@@ -51,6 +51,9 @@ _TAKEN = frozenset(inspect.signature(CallRequest.parse).parameters) - {"cls", "t
 
 def _check_argument_names(arguments: dict) -> None:
     """A TypeError naming the tokenizer call (not the parser behind it) for an argument it does not take."""
+    if "pad_to_max_length" in arguments:  # the older tutorials' spelling (transformers removed it)
+        raise InputTypeError("pad_to_max_length is the older transformers' argument; write padding='max_length' "
+                             "(with max_length=..., and truncation=True to cut longer texts)")  # fmt: skip
     for name in arguments:
         if name == "split_special_tokens" and not arguments[name]:
             continue  # the default, which minibert does
@@ -124,7 +127,7 @@ class TransformersCallAPI(Transformers4Calls):
 
     # ------------------------------------------------------------------ the call
 
-    def __call__(self, text, text_pair=None, **arguments) -> BatchEncoding:
+    def __call__(self, text=None, text_pair=None, text_target=None, text_pair_target=None, **arguments):
         """Tokenize one text, a pair, or a batch, and frame, truncate, window and pad the result.
 
         * ``text`` / ``text_pair``: a str each, or lists of str of the same length (a batch). As in
@@ -153,10 +156,10 @@ class TransformersCallAPI(Transformers4Calls):
         * ``add_special_tokens=False``: no [CLS]/[SEP]; ``verbose=False``: no too-long warning;
           ``return_length``: each row's length, padding included (a list, even for one text).
         * ``text`` may also be a batch of pairs, ``[(text, text_pair), ...]``, as in transformers.
+        * ``text_target`` / ``text_pair_target``: seq2seq targets, whose ``input_ids`` are ``labels``.
         """
-        if "pad_to_max_length" in arguments:  # the older tutorials' spelling (transformers removed it)
-            raise InputTypeError("pad_to_max_length is the older transformers' argument; write padding='max_length' "
-                                 "(with max_length=..., and truncation=True to cut longer texts)")  # fmt: skip
+        if text_target is not None or text_pair_target is not None:
+            return self._with_target(text, text_pair, text_target, text_pair_target, arguments)
         _check_argument_names(arguments)
         request = CallRequest.parse(self, text, text_pair, **arguments)
         columns, sample_of_row = self._rows(request, track=request.return_offsets_mapping)
@@ -183,6 +186,18 @@ class TransformersCallAPI(Transformers4Calls):
             encoding._rows = _alignment_of(columns)
         else:  # word_ids() & co. compute them on first use, from the same request, checked against these ids
             encoding._alignment = functools.partial(self._alignment_rows, request, _fingerprint(columns))
+        return encoding
+
+    def _with_target(self, text, text_pair, text_target, text_pair_target, arguments: dict) -> BatchEncoding:
+        """The call with a target, as transformers makes it: each side tokenized with the same
+        arguments; the target's ``input_ids`` become ``labels`` (the target alone: its encoding)."""
+        if text_target is None:
+            raise ValueError("text_pair_target was given without text_target (the target's first text)")
+        target = self(text_target, text_pair_target, **arguments)
+        if text is None:
+            return target
+        encoding = self(text, text_pair, **arguments)
+        encoding["labels"] = target["input_ids"]
         return encoding
 
     def _alignment_rows(self, request: CallRequest, fingerprint: int) -> dict[str, list]:
@@ -277,35 +292,6 @@ class TransformersCallAPI(Transformers4Calls):
         columns["_word_ids"].append(words)
         columns["_sequence_ids"].append(sequences)
 
-    # ------------------------------------------------------------------ ids back to texts
-
-    def decode(self, ids: Sequence[int] | int, skip_special_tokens: bool = False,
-               clean_up_tokenization_spaces: bool | None = None) -> str | list[str]:  # fmt: skip
-        """Ids (a list, a 1-D tensor or array, or one id) back to text (``convert_tokens_to_string``
-        of their pieces), without the special tokens if asked. ``clean_up_tokenization_spaces=True``
-        then applies transformers' ``clean_up_tokenization`` to the text ("it ' s" → "it's", "said 'hi"
-        → "said'hi": English contractions, at a cost to quotes); None follows the tokenizer's
-        ``clean_up_tokenization_spaces`` (tokenizer_config.json's, False where it is absent, as in transformers 5).
-        Rows of ids (a list of lists, a 2-D tensor or array) give a list of texts, as ``batch_decode``
-        (transformers 5 does the same).
-
-        >>> tok.decode([101, 1045, 2293, 3000, 102], skip_special_tokens=True)   # doctest: +SKIP
-        'i love paris'
-        """
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        if isinstance(ids, (list, tuple)) and ids and isinstance(ids[0], (list, tuple)):
-            return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
-        return self._decode_row(ids, skip_special_tokens, clean_up_tokenization_spaces)
-
-    def batch_decode(self, sequences, skip_special_tokens: bool = False,
-                     clean_up_tokenization_spaces: bool | None = None) -> list[str]:  # fmt: skip
-        """``decode`` of each row of ``sequences`` (a list of id lists, or a 2-D tensor or array):
-        a generation's or a batch's ids back to texts, as transformers' ``batch_decode``."""
-        if hasattr(sequences, "tolist"):
-            sequences = sequences.tolist()
-        return [self._decode_row(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
-
     # ------------------------------------------------------------------ padding what is tokenized
 
     def pad(
@@ -317,13 +303,14 @@ class TransformersCallAPI(Transformers4Calls):
         padding_side: str | None = None,
         return_attention_mask: bool | None = None,
         return_tensors: str | None = None,
+        verbose: bool = True,
     ) -> BatchEncoding:
         """Pad already tokenized inputs (one, a batch as a dict of lists, or a list of dicts, as a
         data collator has them), as transformers' ``tokenizer.pad``: ``input_ids`` with [PAD],
         ``token_type_ids`` with 0, ``attention_mask`` with 0 (made if absent), ``special_tokens_mask``
         with 1; other keys are left as they are. Tensors in give tensors out.
         ``return_attention_mask=False`` returns no mask (transformers would return the old one
-        unpadded, out of step with the ids).
+        unpadded, out of step with the ids). ``verbose`` is taken, as transformers takes it (pad logs nothing).
 
         >>> tok.pad([{"input_ids": [101, 102]}, {"input_ids": [101, 7592, 102]}])["input_ids"]  # doctest: +SKIP
         [[101, 102, 0], [101, 7592, 102]]
@@ -363,7 +350,11 @@ def _call_signature() -> inspect.Signature:
     """``__call__``'s parameters are ``CallRequest.parse``'s: shown by help() and IDEs."""
     parameters = list(inspect.signature(CallRequest.parse).parameters.values())
     self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return inspect.Signature([self, *parameters[1:]], return_annotation="BatchEncoding")
+    targets = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+               for name in ("text_target", "text_pair_target")]  # fmt: skip
+    keywords = [parameter for parameter in parameters[1:] if parameter.kind == inspect.Parameter.KEYWORD_ONLY]
+    positional = [parameter for parameter in parameters[1:] if parameter.kind != inspect.Parameter.KEYWORD_ONLY]
+    return inspect.Signature([self, *positional, *targets, *keywords], return_annotation="BatchEncoding")
 
 
 TransformersCallAPI.__call__.__signature__ = _call_signature()

@@ -237,6 +237,9 @@ def _check_same_vocabulary(vocab: dict, vocab_file, json_vocab: dict, json_file)
                               "other ids")  # fmt: skip
 
 
+_BERT_ROLES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")  # always written (null if none)
+
+
 def tokenizer_files(tokenizer) -> dict[str, bytes]:
     """The bytes of ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json`` for a
     BertTokenizer, as transformers writes them (``save_pretrained`` writes them atomically)."""
@@ -252,8 +255,10 @@ def tokenizer_files(tokenizer) -> dict[str, bytes]:
         vocab_bytes = "".join(pieces[index] + "\n" for index in ids).encode("utf-8")
     # A role with no id (a vocabulary without [PAD] or [MASK]) is written as null, as transformers writes
     # it: a name there would make transformers add that token past the end of vocab.txt.
+    # bos/eos, None unless set, are left out when None, as transformers leaves them out.
+    roles = [name for name in SPECIAL_TOKEN_NAMES if name in _BERT_ROLES or getattr(tokenizer, name) is not None]
     specials = {name: getattr(tokenizer, name) if getattr(tokenizer, f"{name}_id") is not None else None
-                for name in SPECIAL_TOKEN_NAMES}  # fmt: skip
+                for name in roles}  # fmt: skip
     if tokenizer.additional_special_tokens:
         specials["additional_special_tokens"] = list(tokenizer.additional_special_tokens)
     added = {str(index): token.as_json() for index, token in tokenizer.added_tokens_decoder.items()}

@@ -16,18 +16,12 @@ transformers' fast tokenizers (the Rust ``tokenizers``) do:
 * **Padding** appends (or, ``side="left"``, prepends) [PAD] up to the longest row or to
   ``max_length``, optionally rounded up to a multiple of ``pad_to_multiple_of``.
 
-``BatchEncoding`` is the result: a dict of the model's inputs whose keys are also attributes, with
-``word_ids(i)`` and ``sequence_ids(i)`` as in transformers.
+The result of a call is a ``BatchEncoding`` (batch_encoding.py).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
-
-logger = logging.getLogger("minibert")
 
 SIDES = ("right", "left")
 TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
@@ -62,169 +56,6 @@ class Pieces:
             None if self.offsets is None else self.offsets[start:stop],
             None if self.words is None else self.words[start:stop],
         )
-
-
-class BatchEncoding(dict):
-    """What the tokenizer returns: a dict (``input_ids``, ``token_type_ids``, ``attention_mask``,
-    and what was asked for) whose keys can also be read as attributes, like transformers'.
-
-    ``word_ids(i)`` / ``sequence_ids(i)`` say, for each token of row ``i``, which word of its text
-    it came from and whether it belongs to the first (0) or second (1) text; ``None`` for [CLS],
-    [SEP] and padding. Rows are computed on first use (the fast path does not track words).
-    """
-
-    _alignment: Callable[[], dict[str, list]] | None = None  # recomputes the call's rows, tracking words
-    _rows: dict[str, list] | None = None  # offsets, word ids and sequence ids of each row
-    _token_of: Callable[[int], str] | None = None  # id → piece, the tokenizer's
-    _sequences: int | None = None  # 1 for texts, 2 for pairs
-
-    @property
-    def n_sequences(self) -> int | None:
-        """1 when the inputs were texts, 2 when they were pairs (None for what ``pad`` returns)."""
-        return self._sequences
-
-    def tokens(self, batch_index: int = 0) -> list[str]:
-        """The pieces of row ``batch_index``, [CLS], [SEP] and [PAD] included, as transformers'
-        ``encoding.tokens()``."""
-        if self._token_of is None:
-            raise ValueError("tokens() needs what the tokenizer returns (pad() gives ids only)")
-        ids = self["input_ids"]
-        ids = ids.tolist() if hasattr(ids, "tolist") else ids
-        rows = ids if ids and isinstance(ids[0], list) else [ids]
-        if not 0 <= batch_index < len(rows):
-            raise IndexError(f"batch_index {batch_index} is outside this batch of {len(rows)} rows")
-        return [self._token_of(index) for index in rows[batch_index]]
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(f"'BatchEncoding' object has no attribute or key {name!r}; its keys are "
-                                 f"{', '.join(self)}") from None  # fmt: skip
-
-    @property
-    def data(self) -> dict:
-        """The encoding's dict itself (transformers' BatchEncoding keeps its keys in ``.data``)."""
-        return self
-
-    def to(self, device, *, non_blocking: bool = False) -> BatchEncoding:
-        """Move every tensor to ``device`` (a model's ``.device``, "cuda", 0, ...), in place, and return
-        the encoding: ``model(**tokenizer(texts, return_tensors="pt").to(model.device))``.
-
-        Only a device moves them, as in transformers: ``.to(torch.float16)`` (or ``.to(model.dtype)``)
-        would turn token id 2829 into 2828, so a dtype leaves every tensor as it is and logs a warning
-        (transformers' words). The model's half precision applies to its weights, never to the ids. A
-        device is read as minibert's entry points read it (``resolve_device``): where transformers moves
-        the tensors, the same place; a missing GPU is a ``DeviceError``, -1 the CPU, "auto" CUDA or the CPU."""
-        import torch
-
-        from ..loading.devices import resolve_device
-
-        if not isinstance(device, (str, int, torch.device)):
-            logger.warning(f"Attempting to cast a BatchEncoding to type {device}. This is not supported.")
-            return self
-        device = resolve_device(device)
-        for key, value in self.items():
-            if isinstance(value, torch.Tensor):  # lists and arrays stay
-                self[key] = value.to(device=device, non_blocking=non_blocking)
-        return self
-
-    def _aligned(self, key: str, batch_index: int) -> list:
-        if self._rows is None:
-            if self._alignment is None:
-                raise ValueError("word_ids() and the other alignment methods need what the tokenizer returns")
-            self._rows = self._alignment()
-        rows = self._rows[key]
-        if not 0 <= batch_index < len(rows):
-            raise IndexError(f"batch_index {batch_index} is outside this batch of {len(rows)} rows")
-        return rows[batch_index]
-
-    def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        """For each token of row ``batch_index``: the index of its word in its own text (words are
-        BERT's basic tokens: each punctuation mark and each CJK ideograph is a word), or None."""
-        return list(self._aligned("_word_ids", batch_index))
-
-    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
-        """For each token of row ``batch_index``: 0 (first text), 1 (second text) or None."""
-        return list(self._aligned("_sequence_ids", batch_index))
-
-    # The mappings between characters, words and tokens that transformers' BatchEncoding has
-    # (extractive QA finds an answer's tokens with char_to_token). As there, each takes
-    # (index) for row 0 or (batch_index, index).
-
-    def token_to_word(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
-        return self._of_token("_word_ids", batch_or_token_index, token_index)
-
-    def token_to_sequence(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
-        return self._of_token("_sequence_ids", batch_or_token_index, token_index)
-
-    def token_to_chars(self, batch_or_token_index: int, token_index: int | None = None) -> CharSpan | None:
-        if self._of_token("_sequence_ids", batch_or_token_index, token_index) is None:
-            return None  # [CLS], [SEP], padding, or past the end
-        return CharSpan(*self._of_token("_offsets", batch_or_token_index, token_index))
-
-    def _of_token(self, key: str, batch_or_token_index: int, token_index: int | None):
-        """A token's entry in a row; None for a token index past the end (as transformers' Rust
-        encodings answer); a batch index outside the batch is an IndexError."""
-        batch, token = _batch_and(batch_or_token_index, token_index)
-        row = self._aligned(key, batch)
-        if token < 0:
-            raise IndexError(f"token index {token} is negative")
-        return row[token] if token < len(row) else None
-
-    def word_to_tokens(
-        self, batch_or_word_index: int, word_index: int | None = None, sequence_index: int = 0
-    ) -> TokenSpan | None:
-        batch, word = _batch_and(batch_or_word_index, word_index)
-        tokens = self._tokens_of_word(batch, word, sequence_index)
-        return TokenSpan(tokens[0], tokens[-1] + 1) if tokens else None
-
-    def word_to_chars(
-        self, batch_or_word_index: int, word_index: int | None = None, sequence_index: int = 0
-    ) -> CharSpan | None:
-        batch, word = _batch_and(batch_or_word_index, word_index)
-        tokens = self._tokens_of_word(batch, word, sequence_index)
-        if not tokens:
-            return None
-        offsets = self._aligned("_offsets", batch)
-        return CharSpan(offsets[tokens[0]][0], offsets[tokens[-1]][1])
-
-    def char_to_token(
-        self, batch_or_char_index: int, char_index: int | None = None, sequence_index: int = 0
-    ) -> int | None:
-        batch, char = _batch_and(batch_or_char_index, char_index)
-        sequences = self._aligned("_sequence_ids", batch)
-        for token, (start, end) in enumerate(self._aligned("_offsets", batch)):
-            if sequences[token] == sequence_index and start <= char < end:
-                return token
-        return None
-
-    def char_to_word(
-        self, batch_or_char_index: int, char_index: int | None = None, sequence_index: int = 0
-    ) -> int | None:
-        batch, char = _batch_and(batch_or_char_index, char_index)
-        token = self.char_to_token(batch, char, sequence_index)
-        return None if token is None else self._aligned("_word_ids", batch)[token]
-
-    def _tokens_of_word(self, batch: int, word: int, sequence_index: int) -> list[int]:
-        words, sequences = self._aligned("_word_ids", batch), self._aligned("_sequence_ids", batch)
-        return [t for t, (w, s) in enumerate(zip(words, sequences)) if w == word and s == sequence_index]
-
-
-class TokenSpan(NamedTuple):
-    start: int
-    end: int
-
-
-class CharSpan(NamedTuple):
-    start: int
-    end: int
-
-
-def _batch_and(batch_or_index: int, index: int | None) -> tuple[int, int]:
-    return (0, batch_or_index) if index is None else (batch_or_index, index)
 
 
 def check_side(value: str, name: str) -> str:

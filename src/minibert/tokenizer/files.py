@@ -13,8 +13,12 @@ from .added_tokens import AddedToken
 from .arguments import LARGE_INTEGER, VERY_LARGE_INTEGER
 from .encoding import SIDES
 
-SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+# transformers' SPECIAL_TOKENS_ATTRIBUTES, in its order. BERT frames with [CLS] and [SEP] and has no
+# bos/eos roles of its own: they are None until set (bert2bert sets bos = [CLS], eos = [SEP]).
+SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _DEFAULT_SPECIAL_TOKENS = {
+    "bos_token": None,
+    "eos_token": None,
     "unk_token": "[UNK]",
     "sep_token": "[SEP]",
     "pad_token": "[PAD]",

@@ -1,10 +1,11 @@
 """The special tokens of a BertTokenizer, and the tokens added to it, as transformers manages them.
 
 BERT frames every input with roles: ``[CLS] A [SEP] B [SEP]``, ``[UNK]`` for a word the vocabulary
-cannot spell, ``[PAD]`` and ``[MASK]``. transformers lets a user add pieces to a tokenizer
-(``add_tokens``, ``add_special_tokens``): each is cut out of every text whole before the word
-pieces are made (added_tokens.py). This mixin holds that part of ``BertTokenizer``'s surface, so
-the class itself reads as the algorithm and its files.
+cannot spell, ``[PAD]`` and ``[MASK]``; transformers' two other roles, ``bos_token`` and ``eos_token``,
+are None on BERT until set (a warm-started bert2bert sets them to [CLS] and [SEP]). transformers lets a
+user add pieces to a tokenizer (``add_tokens``, ``add_special_tokens``): each is cut out of every text
+whole before the word pieces are made (added_tokens.py). This mixin holds that part of
+``BertTokenizer``'s surface, so the class itself reads as the algorithm and its files.
 
 A role is also an attribute, as in transformers: ``tokenizer.pad_token = "[unused0]"`` (or
 ``pad_token_id = 1``) changes the role and its id together, so padding, ``all_special_ids`` and the
@@ -56,6 +57,9 @@ class SpecialTokens:
     """The roles, their ids, and the added tokens; mixed into ``BertTokenizer`` (bert_tokenizer.py),
     which provides ``vocab``, ``ids_to_tokens``, ``vocab_file``, ``added`` and ``do_basic_tokenize``."""
 
+    # BERT's roles; bos and eos (None unless set, as in transformers' BERT) are what seq2seq code reads.
+    bos_token, bos_token_id = _role("bos_token"), _role_id("bos_token")
+    eos_token, eos_token_id = _role("eos_token"), _role_id("eos_token")
     unk_token, unk_token_id = _role("unk_token"), _role_id("unk_token")
     sep_token, sep_token_id = _role("sep_token"), _role_id("sep_token")
     pad_token, pad_token_id = _role("pad_token"), _role_id("pad_token")
@@ -114,7 +118,7 @@ class SpecialTokens:
                        set(), "BertTokenizer(extra_special_tokens=...)")  # fmt: skip
 
     def _roles(self) -> list[str]:
-        """The role tokens the vocabulary has, in transformers' order (unk, sep, pad, cls, mask)."""
+        """The role tokens the vocabulary has, in transformers' order (bos, eos, unk, sep, pad, cls, mask)."""
         return list(dict.fromkeys(token for token in self.special_tokens_map.values() if token in self.vocab))
 
     def _normalized(self, text: str) -> str:
@@ -248,13 +252,15 @@ class SpecialTokens:
 
     @property
     def special_tokens_map(self) -> dict[str, str]:
-        """{"unk_token": "[UNK]", "sep_token": "[SEP]", ...}: the special tokens by role (as in
-        transformers 5, the extra special tokens are not in it: ``extra_special_tokens``)."""
-        return dict(self._role_tokens)
+        """{"unk_token": "[UNK]", "sep_token": "[SEP]", ...}: the special tokens by role, in
+        transformers' order (bos, eos, unk, sep, pad, cls, mask); a role that is None is left out,
+        so that ``add_special_tokens(tokenizer.special_tokens_map)`` takes it back (as in transformers
+        5, the extra special tokens are not in it: ``extra_special_tokens``)."""
+        return {name: token for name, token in self._role_tokens.items() if token is not None}
 
     @property
     def all_special_tokens(self) -> list[str]:
-        """The roles the vocabulary has, in transformers' order (unk, sep, pad, cls, mask), then the
+        """The roles the vocabulary has, in transformers' order (bos, eos, unk, sep, pad, cls, mask), then the
         extra special tokens, each once: as transformers 5 lists them."""
         return list(dict.fromkeys([*self._roles(), *self._extra_special_tokens]))
 
