@@ -206,7 +206,7 @@ def test_a_name_too_long_for_the_file_system_is_said_without_python_s_errno(tmp_
     too_long = tmp_path / long_name
     embedded = run("embed", "hi", "--output", f"{too_long}.npy", "--model", str(tmp_path / "no model"))
     assert embedded.returncode == 1 and embedded.stderr.strip().splitlines() == [
-        f"minibert: error: {too_long}.npy: File name too long"], embedded.stderr
+        f"minibert: error: cannot write {too_long}.npy: File name too long"], embedded.stderr  # (docs/cli.md's words)
     converted = run("convert", str(tmp_path / "no model"), str(too_long))
     assert converted.returncode == 1 and converted.stderr.strip().splitlines() == [
         f"minibert: error: {too_long}: File name too long"], converted.stderr
@@ -250,7 +250,7 @@ def test_an_output_that_is_a_symbolic_link_is_written_where_it_points(minilm_dir
         state = tmp_path / "elsewhere" / ".vectors.npy.resume.json"
         state.write_text("{}")
         result = run("embed", "--input", str(source), "--output", str(link), "--model", str(minilm_dir))
-        assert result.returncode == 1 and f"or delete {state} and " in result.stderr, result.stderr
+        assert result.returncode == 1 and f"or delete {state}, " in result.stderr, result.stderr
 
 
 def test_jsonl_is_matched_in_any_case_and_other_structured_inputs_are_refused(minilm_dir, tmp_path):

@@ -74,9 +74,9 @@ def _stopped_after(monkeypatch, commits: int, model, texts, output, *extra) -> N
 def _refused(result, what: str) -> None:
     assert result.returncode == 1, result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("minibert: error:") and "from a run with another " in last, result.stderr
-    fields = last.split("from a run with another ", 1)[1].split(";", 1)[0].split(", ")
-    assert what in fields, result.stderr
+    assert last.startswith("minibert: error:") and "from a run with other settings (" in last, result.stderr
+    changes = "; " + last.split("from a run with other settings (", 1)[1]  # "PART: OLD → NEW; PART: ..."
+    assert f"; {what}: " in changes, result.stderr
 
 
 # ----------------------------------------------------------------------------- defect 1: the model
@@ -357,3 +357,67 @@ def test_the_files_of_a_failed_default_load_are_not_the_fallbacks(tmp_path, caps
     with recording() as read:
         assert load_model(args, loader, needs_heads="fill-mask") == used
     assert len(calls) == 2 and read == {"config.json": used}
+
+
+# ------------------------------------------------- review r23: minibert's version, the changes named, the lock
+
+
+def test_a_resume_after_a_minibert_upgrade_is_refused_naming_both_versions(texts, tmp_path, monkeypatch):
+    """Before: the fingerprint held torch's version but not minibert's, so a run killed under one
+    minibert and resumed under another (a pooling fix between the two) mixed both versions' rows."""
+    import minibert
+
+    output = tmp_path / "out.npy"
+    _stopped_after(monkeypatch, 2, MODEL, texts, output)
+    recorded = json.loads((tmp_path / ".out.npy.resume.json").read_text())["run"]
+    assert recorded["minibert version"] == minibert.__version__
+    monkeypatch.setattr(minibert, "__version__", "99.0.0")
+    result = _embed(MODEL, texts, output, "--resume")
+    _refused(result, "minibert version")
+    assert f"minibert version: {recorded['minibert version']} → 99.0.0" in result.stderr, result.stderr
+    monkeypatch.undo()  # the control: under the version that wrote it, the run resumes
+    assert _embed(MODEL, texts, output, "--resume").returncode == 0
+
+
+def test_a_refused_resume_names_each_changed_option_with_both_values(texts, tmp_path, monkeypatch):
+    """Before: "... is from a run with another options", leaving the user to find which flag of a long
+    command line it was (the options were one JSON string)."""
+    output = tmp_path / "out.npy"
+    _stopped_after(monkeypatch, 2, MODEL, texts, output)
+    result = _embed(MODEL, texts, output, "--resume", "--batch-size", "8", "--normalize")
+    _refused(result, "options")
+    assert "(options: batch_size 32 → 8, normalize null → true); refusing to mix results" in result.stderr
+
+
+def test_a_state_from_before_the_options_were_an_object_is_compared_option_by_option():
+    from minibert.apps.resumable import fingerprint_changes
+
+    old = {"options": json.dumps({"batch_size": 32, "pooling": None}), "torch version": "2.5.0"}
+    new = {"options": {"batch_size": 32, "pooling": ["cls"]}, "torch version": "2.5.0", "minibert version": "0.1.0"}
+    assert fingerprint_changes(old, new) == ["minibert version: (not recorded) → 0.1.0",
+                                             'options: pooling null → ["cls"]']
+
+
+def test_the_lock_of_a_state_deleted_by_hand_is_removed_by_the_plain_run(texts, tmp_path, monkeypatch):
+    """Before: the refusal named the state and the partial file; deleted as it said, the plain run
+    succeeded and left .OUT.resume.lock beside the output for good."""
+    output = tmp_path / "out.npy"
+    _stopped_after(monkeypatch, 2, MODEL, texts, output)
+    result = _embed(MODEL, texts, output)
+    assert result.returncode == 1 and "unfinished --resume run" in result.stderr
+    assert result.stderr.strip().endswith(".out.npy.resume.json, .out.npy.partial and .out.npy.resume.lock")
+    for name in (".out.npy.resume.json", ".out.npy.partial"):
+        (tmp_path / name).unlink()
+    assert _embed(MODEL, texts, output).returncode == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.npy", "texts.txt"]
+
+
+def test_a_lock_a_run_holds_is_not_removed_by_a_plain_run(texts, tmp_path):
+    import fcntl
+
+    output = tmp_path / "out.npy"
+    lock = tmp_path / ".out.npy.resume.lock"
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another run, starting
+        assert _embed(MODEL, texts, output).returncode == 0
+        assert lock.exists()

@@ -163,8 +163,11 @@ def _refuse_an_unfinished_resume(output: Path) -> None:
     elif unfinished.has_state():
         raise InputFileError(
             f"{output} has an unfinished --resume run: add --resume to continue it, or delete "
-            f"{_beside(output, unfinished.state_path)} and {_beside(output, unfinished.partial)}"
+            f"{_beside(output, unfinished.state_path)}, {_beside(output, unfinished.partial)} and "
+            f"{_beside(output, unfinished.lock_path)}"
         )
+    else:  # its state deleted by hand (as the refusal above says): the lock that no run holds goes too
+        unfinished.remove_unheld_lock()
 
 
 def _embed(args, output: Path | None) -> None:

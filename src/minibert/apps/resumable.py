@@ -70,6 +70,43 @@ def _hidden(name: str, rest: str) -> str:
     return hidden_prefix(name, room + len(tag))[:-1] + tag + "." + rest
 
 
+NOT_RECORDED = "(not recorded)"  # a part a state from an older minibert did not record
+
+
+def fingerprint_changes(old: dict, new: dict) -> list[str]:
+    """Each part of a run's fingerprint that differs, as "PART: OLD → NEW"; the options (one object)
+    by each option that differs, so that a refusal names the flag that changed and both its values.
+
+    >>> fingerprint_changes({"torch version": "2.4.0", "options": {"normalize": None, "batch_size": 32}},
+    ...                     {"torch version": "2.4.0", "options": {"normalize": True, "batch_size": 32}})
+    ['options: normalize null → true']
+    >>> fingerprint_changes({"dtype": "float32"}, {"dtype": "float32", "minibert version": "0.2.0"})
+    ['minibert version: (not recorded) → 0.2.0']
+    """
+    changes = []
+    for part in sorted(set(old) | set(new)):
+        before, after = old.get(part, NOT_RECORDED), new.get(part, NOT_RECORDED)
+        if isinstance(before, str) and isinstance(after, dict):  # options as one JSON string (older states)
+            with contextlib.suppress(ValueError):
+                before = parse_json(before)
+        if before == after:
+            continue
+        if isinstance(before, dict) and isinstance(after, dict):
+            pairs = {name: (before.get(name, NOT_RECORDED), after.get(name, NOT_RECORDED)) for name in before | after}
+            differ = [f"{name} {_shown(a)} → {_shown(b)}" for name, (a, b) in sorted(pairs.items()) if a != b]
+            changes.append(f"{part}: {', '.join(differ)}")
+        else:
+            changes.append(f"{part}: {_shown(before, plain=True)} → {_shown(after, plain=True)}")
+    return changes
+
+
+def _shown(value, plain: bool = False) -> str:
+    """A fingerprint value in a message: an option as JSON (null, true, "cls"); a part's text as it is."""
+    if value == NOT_RECORDED or (plain and isinstance(value, str)):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
 class ResumeError(Exception):
     """The saved state belongs to another run (or is unreadable)."""
 
@@ -214,6 +251,21 @@ class ResumableOutput:
             for path in (self.state_path, self.partial, self.lock_path):
                 path.unlink(missing_ok=True)
 
+    def remove_unheld_lock(self) -> None:
+        """Delete a lock file that no run holds, beside an output without a state: a killed run's
+        lock whose state and partial file were deleted by hand. A lock a run holds is left alone."""
+        if not self.lock_path.exists() or self.has_state():
+            return
+        try:
+            self._take_lock()
+        except (ResumeError, OSError):  # held by a running --resume (or the folder is read-only): kept
+            return
+        try:
+            if not self.has_state():  # (a run that took the lock first has written its state by now)
+                self.lock_path.unlink(missing_ok=True)
+        finally:
+            self.close()
+
     @contextlib.contextmanager
     def _naming_the_output(self):
         """An error of writing any of the run's files (a full disk, a read-only folder) is said of the
@@ -319,12 +371,12 @@ class ResumableOutput:
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ResumeError(f"unreadable resume state {self.state_path} ({error}): delete it and "
                               f"{self.partial.name} to start over") from None  # fmt: skip
-        changed = [key for key in sorted(set(run) | set(self.fingerprint)) if run.get(key) != self.fingerprint.get(key)]
+        changed = fingerprint_changes(run, self.fingerprint)
         if changed:
             raise ResumeError(
-                f"{self.state_path} is from a run with another {', '.join(changed)}; refusing to mix results "
-                f"(run again with the same arguments, or delete {self.state_path.name} and {self.partial.name} "
-                "to start over)"
+                f"{self.state_path} is from a run with other settings ({'; '.join(changed)}); refusing to mix "
+                f"results (run again with the same arguments, or delete {self.state_path.name} and "
+                f"{self.partial.name} to start over)"
             )
         if state.get("output") != self.path.name:
             raise ResumeError(f"{self.state_path} is the state of another output ({state.get('output')!r}, not "

@@ -20,15 +20,16 @@ file records, and a resume compares:
 * **options**: every embedding option and ``--commit-every`` (the chunks: batching rounds too);
 * **output format**, **GEMM library** (the library actually chosen: mkl and onednn round
   differently), **device** (with the CPU's name and the kernels torch chose for it: AVX2 and
-  AVX-512 reduce in other orders; or the GPU's name), **torch version**.
+  AVX-512 reduce in other orders; or the GPU's name), **torch version**, **minibert version** (an
+  upgrade between the kill and the resume may compute other numbers: a pooling fix, say).
 
-A difference in any of them is refused (resumable.py names the fields), never mixed in.
+A difference in any of them is refused, never mixed in: resumable.py names each part that changed
+with its old and new value, and each option that changed (the options are one JSON object).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -44,17 +45,20 @@ def run_fingerprint(args, output: Path, embedder, files_read: dict[str, Path], o
     """The fingerprint a resumable run's state records (see the module's docstring)."""
     import torch
 
+    from .. import __version__
+
     model = embedder.model
     return {
         "input": f"sha256:{file_digest(Path(args.input))} ({count} texts)",
         "model": model_identity(model.name_or_path, files_read),
         "dtype": str(model.dtype).removeprefix("torch."),
         "thread count": torch.get_num_threads(),
-        "options": json.dumps({**options.as_dict(), "commit_every": args.commit_every}, sort_keys=True),
+        "options": {**options.as_dict(), "commit_every": args.commit_every},
         "output format": f"{line_files.name_suffix(output)}, dimension {dim}",
         "GEMM library": gemm_library(model),
         "device": device_identity(model.device),
         "torch version": torch.__version__,
+        "minibert version": __version__,
     }
 
 

@@ -166,8 +166,11 @@ def _answer_file(args, path: Path, output, fields, optional, load, answer, finis
     if output is not None:
         check_output(output, path)
     count_records(path, fields, optional, check)  # every line checked before the model loads
-    _write(read_records(path, fields, optional), output, functools.partial(answer, load_model(args, load)), finish,
-           lambda: read_records(path, fields, optional))  # fmt: skip
+    digests = []  # with a finish (rerank), one digest per record answered: the second read must match them
+    first = read_records(path, fields, optional)
+    first = first if finish is None else line_files.digesting(first, digests)
+    _write(first, output, functools.partial(answer, load_model(args, load)), finish,
+           lambda: line_files.as_first_read(read_records(path, fields, optional), digests, path))  # fmt: skip
 
 
 def _keeping(records: Iterator[dict], kept: list) -> Iterator[dict]:

@@ -6,7 +6,8 @@ their JSON lines here; this is the one home of the rules they share (docs/cli.md
 * *The line rule*: a line ends at "\\n" (a "\\r\\n" ending loses its "\\r" too); a bare "\\r" inside
   a line is text, not a break; a last line without "\\n" counts; a blank line is the empty text, in
   ``.txt`` and ``.jsonl`` alike (a ``.jsonl`` line that needs several fields, ``answer``'s question
-  and context, is refused blank). So an output has exactly one row per input line.
+  and context, is refused blank). So an output has exactly one row per input line. A UTF-8 byte-order
+  mark at the start of a file (or stdin) is dropped, as Python's ``utf-8-sig`` codec drops it.
 * A ``.txt`` line is one text: the record ``{fields[0]: line}``. A ``.jsonl`` line is one object
   whose ``fields`` are strings (``optional`` fields, when present, too): the record is those fields
   first, then the line's other keys as they are (an ``"id"``), for a command to copy or leave.
@@ -29,6 +30,7 @@ their JSON lines here; this is the one home of the rules they share (docs/cli.md
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -114,7 +116,7 @@ def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
                 where = f"line {number:,}, byte {offset + error.start:,}"
                 raise InputFileError(f"{name} is not UTF-8 text ({where})") from None
             offset += len(raw)
-            line = line.removesuffix("\n").removesuffix("\r")
+            line = line.removesuffix("\n").removesuffix("\r").removeprefix("\ufeff" if number == 1 else "")  # (BOM)
             yield _record(line, fields, optional, f"{name}:{number}") if jsonl else {fields[0]: line}
         if streamed and offset == 0:  # a file is refused empty by count_records, before any work
             raise InputFileError(f"{name} is empty: no line, nothing to do")
@@ -172,7 +174,7 @@ def _record(line: str, fields: tuple[str, ...], optional: tuple[str, ...], where
     except ValueError as error:
         raise InputFileError(f"{where}: not valid JSON ({str(error)[:80]})") from None
     if not isinstance(record, dict) or not all(isinstance(record.get(name), str) for name in fields):
-        raise InputFileError(f"{where}: expected an object with {wanted}")
+        raise InputFileError(f"{where}: expected an object with {wanted}; {_what_is_there(record, fields)}")
     wrong = [name for name in optional if name in record and not isinstance(record[name], str)]
     if wrong:
         raise InputFileError(f"{where}: {', '.join(wrong)} must be a string")
@@ -186,6 +188,37 @@ def _record(line: str, fields: tuple[str, ...], optional: tuple[str, ...], where
     kept = {name: record[name] for name in read if name in record}
     return {**kept, **{key: value for key, value in record.items() if key not in kept}}
 
+
+
+def _what_is_there(record, fields: tuple[str, ...]) -> str:
+    """What a .jsonl line holds instead of its string ``fields``, for the refusal: what it is (not an
+    object), or the field that is missing (with the line's keys, and one spelled like it) or not a string.
+
+    >>> _what_is_there({"Text": "a", "id": 1}, ("text",))
+    'the line has no "text" (its keys: "Text", "id"); "Text" is spelled like "text": rename it'
+    >>> _what_is_there({"text": 5}, ("text",)), _what_is_there([1, 2], ("text",))
+    ('"text" is a number, not a string', 'the line is an array')
+    """
+    if not isinstance(record, dict):
+        return f"the line is {_kind(record)}"
+    for name in fields:
+        if name in record and not isinstance(record[name], str):
+            return f'"{name}" is {_kind(record[name])}, not a string'
+        if name not in record:
+            keys = ", ".join(json.dumps(key[:40], ensure_ascii=False) for key in list(record)[:8])
+            keys += ", ..." if len(record) > 8 else ""
+            near = [key for key in record if (unread_text(key, (name,)) or "").startswith("is spelled like")]
+            hint = f'; "{near[0]}" is spelled like "{name}": rename it' if near else ""
+            return f'the line has no "{name}" ({f"its keys: {keys}" if keys else "it is an empty object"}){hint}'
+    return "it has them"  # (not reached: the caller found one missing or not a string)
+
+
+def _kind(value) -> str:
+    """A JSON value's kind in words: "a number", "an array", "null", ..."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    kinds = ((str, "a string"), ((int, float), "a number"), (list, "an array"), (dict, "an object"))
+    return next(kind for types, kind in kinds if isinstance(value, types))
 
 # Keys that name a text of a pair in the pair data a .jsonl line comes from, written as _spelled writes
 # them: transformers' text_pair and its tokenizers' pair, Google's text_a/text_b, GLUE's columns
@@ -245,6 +278,35 @@ def count_records(path: Path, fields: tuple[str, ...] = ("text",), optional: tup
     if count == 0:
         raise InputFileError(f"input file {path} is empty: no line, nothing to do")
     return count
+
+
+def _digest(record: dict) -> bytes:
+    """16 bytes that tell one record from another (a 30,000-line file: half a megabyte of them)."""
+    return hashlib.blake2b(json.dumps(record, sort_keys=True).encode(), digest_size=16).digest()
+
+
+def digesting(records: Iterator[dict], digests: list) -> Iterator[dict]:
+    """The records, each one's digest appended to ``digests`` as it passes (for ``as_first_read``)."""
+    for record in records:
+        digests.append(_digest(record))
+        yield record
+
+
+def as_first_read(records: Iterator[dict], digests: list, path: Path) -> Iterator[dict]:
+    """The records of a file read a second time (rerank writes each score beside its text read again),
+    each checked against its digest from the first read: a file replaced or edited in between would
+    put each score beside another text, and one that grew past the scores would fail at the end; either
+    is refused, naming the file, before anything is written (the output is written atomically)."""
+    count = 0
+    for count, record in enumerate(records, start=1):
+        if count > len(digests) or _digest(record) != digests[count - 1]:
+            raise InputFileError(f"{path} changed while it was read: line {count:,} is not the line scored "
+                                 f"({len(digests):,} lines were scored); run the command again on a file that "
+                                 "stays as it is")  # fmt: skip
+        yield record
+    if count != len(digests):
+        raise InputFileError(f"{path} changed while it was read: {len(digests):,} lines were scored, {count:,} "
+                             "read again; run the command again on a file that stays as it is")  # fmt: skip
 
 
 def json_line(record: dict) -> str:
@@ -326,7 +388,11 @@ def check_output(output: Path, source: Path | None) -> None:
     reason = why_not_a_folder(folder)
     if reason:
         raise InputFileError(f"--output {output}: the output directory {folder} {reason}")
-    if output.is_dir():  # found before the work, not at the rename after it
+    try:
+        is_dir = output.is_dir()
+    except OSError:  # a name too long (Python 3.11's is_dir raises): "cannot write OUT: File name too long" below
+        is_dir = False
+    if is_dir:  # found before the work, not at the rename after it
         raise InputFileError(f"--output {output} is a directory: give the name of a file to write")
     refuse_what_is_not_a_file(output)  # a FIFO, a device: the rename after the work would replace it
     if source is not None and same_file(source, output):
