@@ -359,6 +359,10 @@ def test_a_packed_layer_records_a_gradient_for_any_parameter_that_needs_one(fuse
         expected_layer = copy.deepcopy(linear)
         activation = ACTIVATIONS["gelu"] if fused else None
         layer = PackedLinear(linear, packed_linear.FUSIBLE["gelu"] if fused else None, activation)
+        if fused:  # (the post-op applies only inside its feed-forward pair: packed_linear.AppliedBy)
+            pair = nn.Module()
+            pair.intermediate = layer
+            pair.activation = packed_linear.AppliedBy(pair, layer)
         for module in (layer, expected_layer):
             module.requires_grad_(False)
             getattr(module, trained).requires_grad_(True)
