@@ -359,6 +359,10 @@ def test_a_packed_layer_records_a_gradient_for_any_parameter_that_needs_one(fuse
         expected_layer = copy.deepcopy(linear)
         activation = ACTIVATIONS["gelu"] if fused else None
         layer = PackedLinear(linear, packed_linear.FUSIBLE["gelu"] if fused else None, activation)
+        if fused:  # (the post-op applies only inside its feed-forward pair: packed_linear.AppliedBy)
+            pair = nn.Module()
+            pair.intermediate = layer
+            pair.activation = packed_linear.AppliedBy(pair, layer)
         for module in (layer, expected_layer):
             module.requires_grad_(False)
             getattr(module, trained).requires_grad_(True)
@@ -512,6 +516,39 @@ def test_a_damaged_or_unwritable_cache_only_means_measuring_again(minilm_dir, tm
     monkeypatch.setenv("MINIBERT_CACHE_DIR", str(blocked / "cache"))  # its parent is a file: cannot be made
     assert gemm.choose(model).reason == "measured"
     assert gemm.choose(model).reason == "measured"
+
+
+DAMAGED_FIELDS = {
+    "gflops a string": ("gflops", {"mkl": "n/a"}), "gflops null": ("gflops", {"mkl": None}),
+    "gflops NaN": ("gflops", {"mkl": float("nan")}), "gflops true": ("gflops", {"mkl": True}),
+    "gflops a list": ("gflops", [1, 2]), "gflops missing": ("gflops", None),
+    "gflops of no backend": ("gflops", {"blas": 3.0}), "backend a number": ("backend", 5),
+    "short_attention a float": ("short_attention", {"2": 1.5}),
+    "short_attention a string": ("short_attention", {"2": "16"}),
+    "short_attention negative": ("short_attention", {"2": -1}),
+    "short_attention true": ("short_attention", {"2": True}),
+    "short_attention's threads not a number": ("short_attention", {"two": 16}),
+    "short_attention null": ("short_attention", None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", DAMAGED_FIELDS)
+def test_a_damaged_field_in_the_cache_only_means_measuring_again(minilm_dir, monkeypatch, caplog, damage):
+    """gemm.json's ``gflops`` were taken as they were: a string or null there raised "Unknown format
+    code 'f'" from every later load (the log line formats each rate), naming no file. Every field
+    read is checked; a damaged one is a record not there: measured again, and written afresh."""
+    model = BertModel.from_pretrained(minilm_dir, gemm="mkl")  # measures, and writes the record
+    monkeypatch.setattr(gemm, "measure", lambda model, layer: gemm.Choice("mkl", "measured", {"mkl": 1.0}))
+    monkeypatch.setattr(gemm, "measure_attention", lambda layer: {2: 16})  # (measuring again: quickly)
+    assert gemm.choose(model).reason == "cached"
+    records = json.loads(cache_file().read_text())
+    name, value = DAMAGED_FIELDS[damage]
+    for record in records.values():
+        record[name] = value
+    cache_file().write_text(json.dumps(records))
+    with caplog.at_level(logging.DEBUG, logger="minibert.gemm"):
+        assert gemm.choose(model).reason == "measured"
+    assert gemm.choose(model).reason == "cached"  # written afresh
 
 
 def _write_entries(first: int, count: int) -> None:

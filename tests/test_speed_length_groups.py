@@ -24,7 +24,7 @@ import torch
 
 from helpers import worst_relative_difference
 from minibert import BertModel, BertTokenizer
-from minibert.speed import fast_path
+from minibert.speed import fast_path, varlen
 from minibert.speed.fast_path import AttentionGroup, Packing
 
 
@@ -136,3 +136,27 @@ def test_without_a_gradient_the_groups_attend_one_at_a_time(mixed_batch, minilm_
     assert len(calls) == model.config.num_hidden_layers
     real = mixed_batch["attention_mask"].bool()  # the same numbers (torch's CPU attention kernel without a
     assert (unrecorded[real] - recorded[real]).abs().max().item() <= 1e-5  # gradient is another: 1e-5, as above)
+
+
+
+MASK_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int32, torch.float16, torch.bfloat16, torch.float32,
+               torch.float64]  # fmt: skip
+
+
+def test_a_mask_of_any_dtype_groups_as_an_int64_mask_does(mixed_batch, minilm_dir):
+    """A float 0./1. mask (as transformers takes it) gave float lengths, so float group indices:
+    ``skip_padding=True`` raised torch's "index_select(): Expected dtype int32 or int64". The lengths
+    are counted as integers: the same layout, so the very same numbers as the int64 mask's (exactly),
+    without a gradient for every dtype, and in a training step (length groups on a CPU) for float32."""
+    model = BertModel.from_pretrained(minilm_dir).eval()
+    mask = mixed_batch["attention_mask"]
+    with torch.no_grad():
+        expected = model(**mixed_batch, skip_padding=True).last_hidden_state
+        for dtype in MASK_DTYPES:
+            got = model(**dict(mixed_batch, attention_mask=mask.to(dtype)), skip_padding=True).last_hidden_state
+            assert torch.equal(got, expected), f"a {dtype} mask"
+    states, gradients = _step(model, mixed_batch, skip_padding=True)
+    states_here, gradients_here = _step(model, dict(mixed_batch, attention_mask=mask.float()), skip_padding=True)
+    assert torch.equal(states_here, states) and all(torch.equal(gradients_here[n], g) for n, g in gradients.items())
+    sequences = varlen.Sequences.of(varlen.real_lengths(mask.float()))  # (the GPU's varlen layout)
+    assert sequences.starts.dtype == torch.int32 and sequences.starts.tolist() == [0, *mask.sum(1).cumsum(0).tolist()]

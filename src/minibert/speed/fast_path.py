@@ -103,7 +103,7 @@ class Packing:
         self.index = is_real.nonzero().squeeze(1)  # (P,) positions of the real tokens in the flattened (B*T)
         self.padding_index = (~is_real).nonzero().squeeze(1)  # (B*T - P,) positions of the padding
         # None: the whole batch attends as one (always, when ``groups`` is False)
-        self.groups = AttentionGroup.of(attention_mask.sum(1)) if groups else None
+        self.groups = AttentionGroup.of(varlen.real_lengths(attention_mask)) if groups else None
 
     @staticmethod
     def applies_to(attention_mask: torch.Tensor) -> bool:
@@ -254,7 +254,7 @@ class FastLayout:
         # On a GPU (when turned on: varlen.py), packed sequences attend as they lie, without groups
         by_sequence = packs and varlen.applies(attention_mask.device)
         self.packing = Packing(attention_mask, groups and not by_sequence) if packs else None
-        self.sequences = varlen.Sequences.of(attention_mask.sum(1)) if by_sequence else None
+        self.sequences = varlen.Sequences.of(varlen.real_lengths(attention_mask)) if by_sequence else None
         # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
         self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
 

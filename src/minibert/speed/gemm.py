@@ -31,6 +31,7 @@ is swapped, and how to undo it).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -133,18 +134,26 @@ def requested_in_environment() -> str:
 
 
 def _cached(key: str) -> Choice | None:
+    """The cached choice for ``key``, or None (measure again) where the record is missing or any
+    field read is damaged: ``backend`` one of BACKENDS, ``gflops`` {backend: finite number},
+    ``short_attention`` {"threads": tokens}, both whole numbers ≥ 0 (an older record has none)."""
     record = read_cache().get(key)
     if not isinstance(record, dict) or record.get("backend") not in BACKENDS:
         return None
-    gflops = record.get("gflops") if isinstance(record.get("gflops"), dict) else {}
-    short = record.get("short_attention")
-    if not isinstance(short, dict):
-        return None  # an older record: measure again
-    try:
-        short_attention = {int(threads): int(tokens) for threads, tokens in short.items()}
-    except (TypeError, ValueError):
+    gflops, short = record.get("gflops"), record.get("short_attention")
+    if not isinstance(gflops, dict) or not all(name in BACKENDS and _is_number(rate) for name, rate in gflops.items()):
         return None
+    if not isinstance(short, dict) or not all(
+        isinstance(threads, str) and threads.isdecimal() and type(tokens) is int and tokens >= 0
+        for threads, tokens in short.items()
+    ):
+        return None
+    short_attention = {int(threads): tokens for threads, tokens in short.items()}
     return Choice(record["backend"], "cached", gflops, short_attention=short_attention)
+
+
+def _is_number(value) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 def onednn_available(model: nn.Module) -> bool:

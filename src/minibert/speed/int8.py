@@ -191,7 +191,9 @@ class Int8Linear(nn.Module):
                 "layers; do not move or cast it (.to(), .half(), .double()) after loading, load it again instead"
             )
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
-        self.applied = self.post_op is not None and not is_hooked(self)
+        # So it does where the pair no longer holds (packed_linear.AppliedBy.intact): wrapped or replaced.
+        fused_by = self.__dict__.get("fused_by")
+        self.applied = self.post_op is not None and not is_hooked(self) and fused_by is not None and fused_by.intact()
         if torch.is_grad_enabled() and x.requires_grad:  # a forward that autograd records: its backward refuses
             return _NoGradient.apply(x, self)
         return self.multiply(x)
@@ -340,7 +342,7 @@ def fuse_activations(model: nn.Module) -> None:
     for layer in encoder_layers(model):
         intermediate = layer.feed_forward.intermediate
         if isinstance(intermediate, Int8Linear) and intermediate.post_op is not None:
-            layer.feed_forward.activation = AppliedBy(intermediate)
+            layer.feed_forward.activation = AppliedBy(layer.feed_forward, intermediate)
 
 
 def refuse_if_unable(model: nn.Module) -> None:

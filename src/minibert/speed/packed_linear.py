@@ -95,9 +95,30 @@ _CACHE_LEFT_OUT = {"_packed": None, "_packed_for": None, "_inference_noted": Fal
 
 def _weight_key(weight: torch.Tensor) -> tuple:
     """What tells a weight's values apart from those packed: its memory, its version counter (every
-    in-place torch op bumps it), the writes through ``.data`` (WatchedWeight), dtype and shape."""
+    in-place torch op bumps it), the writes through ``.data`` (WatchedWeight), the optimizer steps
+    taken in the process (``optimizer_steps``), dtype and shape."""
     handed_out = weight.__dict__.get("_data_handed_out", [0])[0]
-    return (weight.data_ptr(), weight._version, handed_out, weight.dtype, tuple(weight.shape))
+    return (weight.data_ptr(), weight._version, handed_out, _optimizer_steps[0], weight.dtype, tuple(weight.shape))
+
+
+_optimizer_steps = [0]  # steps taken by any torch.optim optimizer since the first packing (follow_optimizer_steps)
+_step_hook = []  # the hook's handle, once registered
+
+
+def follow_optimizer_steps() -> None:
+    """Count every ``torch.optim`` optimizer's step from now on (one process-wide post-hook, registered
+    once, by the first packing). torch's fused CPU kernels (``AdamW(fused=True)``, ``SGD(fused=True)``)
+    write the parameters without bumping their version counter, so the key above could not see their
+    update; the count is part of the key, so after any step every packed weight is packed again on
+    its next packed forward (a training loop's evaluations repack anyway: the weights did change)."""
+    if not _step_hook:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        _step_hook.append(register_optimizer_step_post_hook(_count_step))
+
+
+def _count_step(optimizer, args, kwargs) -> None:
+    _optimizer_steps[0] += 1
 
 
 class PackedLinear(nn.Linear):
@@ -105,7 +126,7 @@ class PackedLinear(nn.Linear):
 
     It holds the very same ``weight`` and ``bias`` Parameters as the layer it replaces (state dicts,
     optimizers and ``.to()`` see no difference); the packed copy is a cache, rebuilt whenever the
-    weight changes (a new tensor, an in-place update, a write through ``.data``: WatchedWeight,
+    weight changes (a new tensor, an in-place update, a write through ``.data``: WatchedWeight, a torch.optim step,
     another dtype). With ``post_op`` it also applies the feed-forward activation.
     """
 
@@ -137,6 +158,7 @@ class PackedLinear(nn.Linear):
                 log.info("%s: its weight is %s: running on F.linear", self, unseen)
                 self._inference_noted = True
             return None
+        follow_optimizer_steps()
         key = _weight_key(weight)
         if self._packed_for != key:
             refuse_if_read_from_written_over(weight)  # (read from a mapped file written over in place: refused)
@@ -157,7 +179,8 @@ class PackedLinear(nn.Linear):
         recording = is_compiling() or torch.jit.is_tracing()  # (another thread's compile too: only the kernel changes)
         packed = self.packed_weight() if usable and not training and not recording else None
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
-        self.applied = self.activation is not None and not is_hooked(self)
+        # So it does where the pair no longer holds: this layer wrapped or replaced, the activation replaced.
+        self.applied = self.activation is not None and not is_hooked(self) and is_fused_pair(self)
         if packed is None:
             self.lay_out_weight()
             y = F.linear(x, self.weight, self.bias)
@@ -222,13 +245,29 @@ class AppliedBy:
     """The feed-forward's activation where its intermediate projection ``layer`` applies it as the
     GEMM writes (a post-op, or the layer's own call of the function): nothing is left to do, unless
     the layer, hooked, gave the projection itself on its last call (``layer.applied`` False), so
-    that the hook saw what transformers' ``intermediate.dense`` gives."""
+    that the hook saw what transformers' ``intermediate.dense`` gives.
 
-    def __init__(self, layer: nn.Module):
-        self.layer = layer
+    The hand-off holds only while the pair is the one built: ``feed_forward.intermediate`` is still
+    ``layer`` and ``feed_forward.activation`` still this marker (``intact``, by identity). A LoRA-style
+    wrapper around the projection, a fresh ``nn.Linear`` in its place or another activation breaks
+    it; then the layer gives the plain product and the activation is applied here (or by the new
+    function), so the numbers stay those of the book: GEMM, then activation."""
+
+    def __init__(self, feed_forward: nn.Module, layer: nn.Module):
+        self.feed_forward, self.layer = feed_forward, layer
+        layer.fused_by = self  # (a plain attribute: not a submodule)
+
+    def intact(self) -> bool:
+        return self.feed_forward.intermediate is self.layer and self.feed_forward.activation is self
 
     def __call__(self, x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
-        return x if self.layer.applied else self.layer.activation(x, inplace)
+        return x if self.intact() and self.layer.applied else self.layer.activation(x, inplace)
+
+
+def is_fused_pair(layer: nn.Module) -> bool:
+    """Whether ``layer`` may apply the feed-forward's activation itself: its AppliedBy's pair holds."""
+    fused_by = layer.__dict__.get("fused_by")
+    return fused_by is not None and fused_by.intact()
 
 
 def use_backend(model: nn.Module, backend: str) -> None:
@@ -240,13 +279,14 @@ def use_backend(model: nn.Module, backend: str) -> None:
         feed_forward = layer.feed_forward
         feed_forward.activation = feed_forward_activation(feed_forward)  # unfused: the original function back
         for part in (layer.attention, feed_forward):
-            for name, child in list(part.named_children()):
-                if isinstance(child, nn.Linear):
-                    setattr(part, name, _plain(child) if backend == "mkl" else PackedLinear(child))
+            for parent in list(part.modules()):  # (a packed layer inside a wrapper, a LoRA's base_layer, too)
+                for name, child in list(parent.named_children()):
+                    if isinstance(child, nn.Linear) and (parent is part or isinstance(child, PackedLinear)):
+                        setattr(parent, name, _plain(child) if backend == "mkl" else PackedLinear(child))
         act = activation_name(feed_forward)
-        if backend == "onednn-fused" and act in FUSIBLE:
+        if backend == "onednn-fused" and act in FUSIBLE and isinstance(feed_forward.intermediate, PackedLinear):
             feed_forward.intermediate = PackedLinear(feed_forward.intermediate, FUSIBLE[act], feed_forward.activation)
-            feed_forward.activation = AppliedBy(feed_forward.intermediate)
+            feed_forward.activation = AppliedBy(feed_forward, feed_forward.intermediate)
     model.gemm_backend = backend
 
 
@@ -270,8 +310,8 @@ def _plain(linear: nn.Linear) -> nn.Linear:
 
 def feed_forward_activation(feed_forward):
     """The feed-forward's activation function, also where oneDNN applies it (``onednn-fused``)."""
-    if isinstance(feed_forward.activation, AppliedBy):
-        return feed_forward.intermediate.activation
+    if isinstance(feed_forward.activation, AppliedBy):  # (its own layer's: the intermediate may have been replaced)
+        return feed_forward.activation.layer.activation
     return feed_forward.activation
 
 

@@ -45,6 +45,12 @@ class Sequences:
         return cls(starts, int(lengths.max()))
 
 
+def real_lengths(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B,) int64: each row's count of real tokens, whatever the mask's dtype (bool, int, or float
+    0./1. as transformers takes it): they become indices (starts, groups), which must be integers."""
+    return attention_mask.bool().sum(1)
+
+
 def applies(device: torch.device) -> bool:
     """Whether a packed batch attends by sequence here: on a CUDA GPU, when turned on, deterministic
     algorithms off."""
