@@ -87,6 +87,18 @@ def embedder(minilm_dir):
     return Embedder.from_pretrained(minilm_dir)
 
 
+async def _until_in_flight(http, count: int) -> None:
+    """Wait (60 s at most) until the server counts ``count`` requests in flight (/metrics: from when a
+    body is in to the answer): a signal sent then finds them in the server, however loaded the machine."""
+    import re
+
+    deadline = time.monotonic() + 60
+    while (now := float(re.search(r"^minibert_requests_in_flight (\S+)$", (await http.get("/metrics")).text,
+                                  re.M).group(1))) < count:  # fmt: skip
+        assert time.monotonic() < deadline, f"{now} of {count} requests in flight after 60 s"
+        await asyncio.sleep(0.02)
+
+
 def _cosines(a, b) -> np.ndarray:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
@@ -555,16 +567,19 @@ def test_the_authorization_scheme_is_case_insensitive(server):
 
 
 def prompted_minilm(minilm_dir, folder):
-    """MiniLM with the prompts "query: " (its default) and "passage: ", and a pooling that leaves the
-    prompt out (include_prompt false): the folder's files linked, those settings written."""
+    """MiniLM with the prompts "query: " (its default) and "passage: ", a pooling that leaves the
+    prompt out (include_prompt false), and a tokenizer that cuts long texts on the left
+    (truncation_side): the folder's files linked, those settings written."""
     import json
 
     folder.mkdir()
     for path in minilm_dir.iterdir():
-        if path.name not in ("config_sentence_transformers.json", "1_Pooling"):
+        if path.name not in ("config_sentence_transformers.json", "1_Pooling", "tokenizer_config.json"):
             (folder / path.name).symlink_to(path)
     settings = {"prompts": {"query": "query: ", "doc": "passage: "}, "default_prompt_name": "query"}
     (folder / "config_sentence_transformers.json").write_text(json.dumps(settings))
+    tokenizer_settings = json.loads((minilm_dir / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**tokenizer_settings, "truncation_side": "left"}))
     pooling = json.loads((minilm_dir / "1_Pooling" / "config.json").read_text())
     (folder / "1_Pooling").mkdir()
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "include_prompt": False}))
@@ -573,7 +588,8 @@ def prompted_minilm(minilm_dir, folder):
 
 @pytest.fixture(scope="module")
 def prompted(minilm_dir, tmp_path_factory):
-    """The server of a prompted MiniLM (``prompted_minilm``), and sentence-transformers' model of it."""
+    """The server of a prompted MiniLM (``prompted_minilm``), and sentence-transformers' model of it.
+    (Its tests but the one on truncation send short texts: the side a text is cut on is no matter there.)"""
     sentence_transformers = pytest.importorskip("sentence_transformers")
     folder = prompted_minilm(minilm_dir, tmp_path_factory.mktemp("prompted") / "model")
     running = Server(folder)
@@ -624,35 +640,27 @@ def test_v1_embeddings_refuses_the_embed_fields_it_does_not_apply(prompted):
     assert np.abs(_vectors(allowed) - reference.encode(["first text"])).max() < 1e-5  # (null: absent)
 
 
-def test_a_folder_that_cuts_on_the_left_is_cut_on_the_left_as_the_embedder_cuts(minilm_dir, tmp_path):
+def test_a_folder_that_cuts_on_the_left_is_cut_on_the_left_as_the_embedder_cuts(prompted):
     """The server cut every long text at its end unless a request said "Left" (and refused "Left" where
     the pooling leaves the prompt out), while Embedder.embed and sentence-transformers follow the
     folder's truncation_side. Now /v1/embeddings and /embed without truncation_direction follow the
-    folder too, and "Left" with a prompt left out of the pooling is sentence-transformers' number."""
-    import json
-
-    sentence_transformers = pytest.importorskip("sentence_transformers")
-    folder = prompted_minilm(minilm_dir, tmp_path / "model")
-    (folder / "tokenizer_config.json").unlink()  # (a link to MiniLM's: written anew, cutting on the left)
-    settings = json.loads((minilm_dir / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(json.dumps({**settings, "truncation_side": "left"}))
-    reference = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    folder too, and "Left" with a prompt left out of the pooling is sentence-transformers' number.
+    (The shared prompted server: its folder cuts on the left.)"""
+    server, reference = prompted
     assert reference.tokenizer.truncation_side == "left"
     texts = ["the start of the text " + "filler " * 300 + "and the words at its very end", "short"]
-    server = Server(folder)
-    try:
-        openai = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": texts, "truncate": True},
-                            timeout=60)  # fmt: skip
-        tei = {direction: httpx.post(f"{server.url}/embed", json={"inputs": texts, "truncate": True,
-                                                                  **({"truncation_direction": direction}
-                                                                     if direction else {})}, timeout=60)
-               for direction in (None, "Left", "Right")}  # fmt: skip
-    finally:
-        returncode, log = server.stop()
-    assert returncode == 0, log
+    openai = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": texts, "truncate": True},
+                        timeout=60)  # fmt: skip
+    tei = {direction: httpx.post(f"{server.url}/embed", json={"inputs": texts, "truncate": True,
+                                                              **({"truncation_direction": direction}
+                                                                 if direction else {})}, timeout=60)
+           for direction in (None, "Left", "Right")}  # fmt: skip
     left = reference.encode(texts)
     reference.tokenizer.truncation_side = "right"
-    right = reference.encode(texts)
+    try:
+        right = reference.encode(texts)
+    finally:
+        reference.tokenizer.truncation_side = "left"  # (the fixture's model, shared)
     assert np.abs(left[0] - right[0]).max() > 0.01  # (the side changes the long text's vector)
     # float32 unit vectors of 384 values from two implementations: the parity bound, 1e-5
     assert np.abs(_vectors(openai) - left).max() < 1e-5
@@ -670,7 +678,7 @@ def test_overload_answers_503_with_retry_after(minilm_dir):
 
         async def main():
             async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
-                body = {"model": NAME, "input": [f"text number {i} " * 20 for i in range(6)]}
+                body = {"model": NAME, "input": [f"text number {i}" for i in range(6)]}  # (6 of the queue's 8)
                 return await asyncio.gather(*(http.post("/v1/embeddings", json=body) for _ in range(40)))
 
         responses = asyncio.run(main())
@@ -708,15 +716,22 @@ def test_a_keep_alive_connection_idle_longer_than_a_clients_5_s_still_serves(ser
 
 
 def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
-    server = Server(minilm_dir)
-    texts = [text for text in corpus.docstrings() if 200 < len(text) < 1000][:32]
+    """16 requests of 8 texts in flight when SIGTERM arrives are all answered 200 within the grace
+    (30 s), then the server exits 0 and stops listening. --max-wait-ms 3000 holds them in the queue
+    until /metrics counts all 16 and the signal is sent; the drain then runs them through the model
+    in several batches (--max-batch-tokens 256). The texts are short (2,272 tokens in all, a second or
+    two of one core): 16 x 8 texts of up to 256 tokens (12,860) took over 30 s on a loaded 2-core
+    machine, and 4 were answered 503."""
+    server = Server(minilm_dir, "--max-wait-ms", "3000", "--max-batch-tokens", "256")
+    texts = [text for text in corpus.docstrings() if 20 < len(text) < 60][:32]
 
     async def main():
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
             calls = [asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": texts[i::4],
                                                                            "truncate": True}))
                      for i in range(4) for _ in range(4)]  # fmt: skip
-            await asyncio.sleep(0.3)  # the requests are in flight
+            await _until_in_flight(http, 16)  # all in the server, none answered (held by --max-wait-ms)
+            assert not any(call.done() for call in calls)
             server.process.send_signal(signal.SIGTERM)
             stopped = time.monotonic()
             responses = await asyncio.gather(*calls)
@@ -728,7 +743,7 @@ def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
     finally:
         returncode, log = server.stop()
     assert [(response.status_code, response.text[:200]) for response in responses] == [(200, ANY)] * 16
-    assert all(len(response.json()["data"]) == 8 for response in responses)
+    assert len(texts) == 32 and all(len(response.json()["data"]) == 8 for response in responses)
     assert time.monotonic() - stopped < 30
     assert returncode == 0, log
     with pytest.raises(httpx.ConnectError):
@@ -738,15 +753,18 @@ def test_sigterm_under_load_finishes_requests_in_flight(minilm_dir):
 def test_sigterm_beyond_the_graceful_timeout_answers_503_json_and_exits_1(minilm_dir):
     """Requests still running when the grace (--graceful-timeout) ends used to get uvicorn's plain
     text 500, two tracebacks in the log and exit 0; they are answered 503 in JSON with
-    Retry-After, and the command says how many and exits 1."""
-    server = Server(minilm_dir, "--graceful-timeout", "1")
+    Retry-After, and the command says how many and exits 1. The signal is sent once /metrics counts
+    the 3 requests (some 19,000 tokens each: far more than 1 s of work on any CPU); past the grace
+    the process waits for the one batch in the model, kept small (--max-batch-tokens 512): the
+    default 16,384 made that one batch most of the test's time."""
+    server = Server(minilm_dir, "--graceful-timeout", "1", "--max-batch-tokens", "512")
     texts = [f"text number {number} " + "word " * 60 for number in range(300)]  # seconds of work each
 
     async def main():
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
             calls = [asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": texts}))
                      for _ in range(3)]  # fmt: skip
-            await asyncio.sleep(1.0)  # in flight
+            await _until_in_flight(http, 3)
             server.process.send_signal(signal.SIGTERM)
             return await asyncio.gather(*calls)
 
@@ -784,7 +802,8 @@ def test_a_stop_past_its_grace_exits_after_one_batch_not_the_whole_request(minil
             assert one.status_code == 200, one.text
             call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 40,
                                                                            "truncate": True}))  # fmt: skip
-            await asyncio.sleep(1.0)  # in the model
+            await _until_in_flight(http, 1)
+            await asyncio.sleep(0.2)  # in the model (its tokens: a few milliseconds)
             server.process.send_signal(signal.SIGTERM)
             stopped = time.monotonic()
             response = await call
@@ -814,7 +833,8 @@ def test_a_second_signal_stops_at_once_and_says_so_in_one_line(minilm_dir):
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
             call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 40,
                                                                            "truncate": True}))  # fmt: skip
-            await asyncio.sleep(1.0)  # in the model
+            await _until_in_flight(http, 1)
+            await asyncio.sleep(0.2)  # in the model (its tokens: a few milliseconds)
             server.process.send_signal(signal.SIGTERM)
             await asyncio.sleep(0.5)
             server.process.send_signal(signal.SIGTERM)

@@ -148,9 +148,9 @@ def test_lone_surrogates_are_422_naming_the_field_not_500(reranker, path, body, 
     assert message.startswith(f"{where} holds a lone UTF-16 surrogate (\\u"), message
 
 
-def test_auto_truncate_cuts_unless_the_request_says_no(make, tmp_path):  # noqa: F811
-    directory = cross_encoder_dir(make, tmp_path, "saved")
-    server = Server(directory, "--auto-truncate")
+def test_auto_truncate_cuts_unless_the_request_says_no(reranker):
+    """A server of its own (--auto-truncate), on the module's folder (trained once)."""
+    server = Server(reranker[1], "--auto-truncate")
     try:
         long = httpx.post(f"{server.url}/rerank", json={"query": QUERY, "texts": ["word " * 200]}, timeout=30)
         assert long.status_code == 200, long.text
@@ -170,15 +170,15 @@ def test_max_queue_below_max_inputs_is_refused_at_start(capsys):
     assert "--max-queue (8) must be at least --max-inputs (16)" in capsys.readouterr().err
 
 
-def test_rerank_follows_the_folders_prompt_and_processing_kwargs(make, tmp_path):  # noqa: F811
+def test_rerank_follows_the_folders_prompt_and_processing_kwargs(reranker, tmp_path):
     """A folder with a default prompt and processing_kwargs (only_second, max_length 24), saved by
     sentence-transformers: the server scored the query without the prompt, cut as the longer text first."""
 
     def change(model):
         model[0].processing_kwargs = {"common": {"truncation": "only_second", "max_length": 24}}
 
-    directory = resaved_cross_encoder(cross_encoder_dir(make, tmp_path, "saved"), tmp_path / "prompted", change,
-                                       prompts={"web": "judge: "}, default_prompt_name="web")  # fmt: skip
+    directory = resaved_cross_encoder(reranker[1], tmp_path / "prompted", change, prompts={"web": "judge: "},
+                                       default_prompt_name="web")  # (the module's folder, read, saved anew)
     reference = sentence_transformers.CrossEncoder(str(directory))
     documents = [d for d in DOCUMENTS if d]
     expected = reference.rank(QUERY, documents)
@@ -216,7 +216,7 @@ def test_rerank_follows_the_folders_prompt_and_processing_kwargs(make, tmp_path)
     assert returncode == 0 and "Traceback" not in log, log
 
 
-def test_a_rerank_query_is_tokenized_once_and_cut_as_cross_encoder_cuts_it(make, tmp_path):  # noqa: F811
+def test_a_rerank_query_is_tokenized_once_and_cut_as_cross_encoder_cuts_it(reranker):
     """/v1/rerank and /rerank sent [query] * len(documents) to the tokenizer: the query was tokenized
     again for each document, on the one tokenizing thread every endpoint shares (a 107 KB body held
     it, and every other request, for over a minute). Now each text of a request is tokenized once:
@@ -225,8 +225,7 @@ def test_a_rerank_query_is_tokenized_once_and_cut_as_cross_encoder_cuts_it(make,
     from minibert.apps.serve.app import build_app
     from minibert.apps.serve.settings import ServeSettings
 
-    directory = cross_encoder_dir(make, tmp_path, "saved")
-    reference = sentence_transformers.CrossEncoder(str(directory))
+    _, directory, reference = reranker  # (the folder and its reference; the module's server is not used)
     app = build_app(ServeSettings(model=str(directory)))
     service = app.app.state.service
     long_query = " ".join(f"berlin{n % 89} people" for n in range(2500))  # ~35,000 characters, 48 tokens a pair
