@@ -146,6 +146,27 @@ def google_base(tmp_path_factory, vocab_file):
 
 
 @pytest.fixture(scope="session")
+def google_base_run(google_base, real_texts):
+    """google_base's transformers reference run once, for every test that compares with it (test_model,
+    test_formats_tf_checkpoint): ``.texts``, ``.batch`` (minibert's tokenizer, padded), ``.output``
+    (the heads' logits) and ``.body`` (hidden states, pooler, attention weights: eager attention
+    computes the same numbers with or without them). Four real texts of 7 to 51 tokens, three of
+    them padded: what these tests prove is the bert-base shape (768 wide, 12 layers and heads, the
+    30,522-wide masked-LM head), which every token meets; the 15 texts of ``real_texts`` (84 tokens
+    wide) cost five times the compute, and the masked-LM logits of each side were 38M values."""
+    from types import SimpleNamespace
+
+    from helpers import run_with_body
+    from minibert import BertTokenizer
+
+    directory, reference = google_base
+    texts = real_texts[2:6]
+    batch = BertTokenizer.from_pretrained(directory)(texts, padding=True, truncation=True, return_tensors="pt")
+    output, body = run_with_body(reference, batch, output_hidden_states=True, output_attentions=True)
+    return SimpleNamespace(texts=texts, batch=batch, output=output, body=body)
+
+
+@pytest.fixture(scope="session")
 def google_base_bin(tmp_path_factory, vocab_file):
     """(directory, transformers reference) of a bert-base-shaped checkpoint in pytorch_model.bin."""
     directory = tmp_path_factory.mktemp("bert-base-bin")

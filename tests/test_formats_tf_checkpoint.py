@@ -17,6 +17,7 @@ the same way.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -59,11 +60,15 @@ def reference():
 
 
 def compare_pretraining(model, reference, batch, label: str) -> dict:
-    """Every hidden state, the pooler, masked-LM and NSP logits, on real tokens. Each model runs
+    """Every hidden state, the pooler, masked-LM and NSP logits, on real tokens. ``reference`` is a
+    transformers model, or a run of one on ``batch`` (``.output``, ``.body``). Each model runs
     once: its body's own output (last hidden state, pooler, hidden states) is taken by a hook on
     ``.bert`` as the heads' forward calls it (helpers.run_with_body)."""
     ours, ours_body = run_with_body(model, batch, output_hidden_states=True)
-    theirs, theirs_body = run_with_body(reference, batch, output_hidden_states=True)
+    if hasattr(reference, "body"):  # its outputs on this batch, already computed (conftest.google_base_run)
+        theirs, theirs_body = reference.output, reference.body
+    else:
+        theirs, theirs_body = run_with_body(reference, batch, output_hidden_states=True)
     report = compare_outputs(ours_body, theirs_body, batch["attention_mask"], label)
     real = batch["attention_mask"].bool()
     report["mlm"] = assert_close(ours.prediction_logits[real], theirs.prediction_logits[real], f"{label} MLM logits")
@@ -346,23 +351,34 @@ def tensorflow_python():
 @pytest.fixture(scope="module")
 def written_by_tensorflow(tensorflow_python, minilm_dir, google_base, tmp_path_factory) -> dict[str, Path]:
     """all-MiniLM-L6-v2 (with the Adam slots of a pre-training checkpoint) and the bert-base-shaped
-    model with heads, each written by TensorFlow: two processes at once, one per core."""
+    model with heads, each written by TensorFlow with scripts/make_tf_checkpoint.py, as its command
+    line runs it (``sys.argv``, ``__main__``): both in one process, which imports TensorFlow once (two
+    processes at once, one per core, imported it twice; under ``-n 2`` the other core is a worker's)."""
     out = tmp_path_factory.mktemp("written-by-tensorflow")
-    jobs = {"uncased_minilm": (minilm_dir, "--adam"), "uncased_L-12_H-768_A-12": (google_base[0],)}
-    running = {}
-    for name, (source, *extra) in jobs.items():
-        with (out / f"{name}.log").open("w") as log:  # (a file, not a pipe: nothing waits on a full pipe)
-            command = [tensorflow_python, str(SCRIPT), str(source), str(out / name), *extra]
-            running[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    for name, process in running.items():
-        assert process.wait(timeout=900) == 0, f"{name}: {(out / f'{name}.log').read_text()[-2000:]}"
+    jobs = {"uncased_minilm": [str(minilm_dir), "--adam"], "uncased_L-12_H-768_A-12": [str(google_base[0])]}
+    driver = (
+        "import json, runpy, sys\n"
+        "script, jobs = sys.argv[1], json.loads(sys.argv[2])\n"
+        "for source, target, *extra in jobs:\n"
+        "    sys.argv = [script, source, target, *extra]\n"
+        "    runpy.run_path(script, run_name='__main__')\n"
+    )
+    arguments = json.dumps([[source, str(out / name), *extra] for name, (source, *extra) in jobs.items()])
+    with (out / "tensorflow.log").open("w") as log:  # (a file, not a pipe: nothing waits on a full pipe)
+        done = subprocess.run([tensorflow_python, "-c", driver, str(SCRIPT), arguments], stdout=log,
+                              stderr=subprocess.STDOUT, timeout=900)  # fmt: skip
+    assert done.returncode == 0, (out / "tensorflow.log").read_text()[-2000:]
     return {name: out / name for name in jobs}
 
 
 def test_full_size_minilm_written_by_tensorflow(written_by_tensorflow, minilm_dir, real_texts):
+    """The real all-MiniLM-L6-v2 through a TensorFlow checkpoint (Adam slots beside it), every hidden
+    state and the pooler at every position against transformers on the hub's weights. Four real texts
+    (7 to 51 tokens): the size that matters is the model's; each weight meets every token."""
     out = written_by_tensorflow["uncased_minilm"]
     reference = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
-    batch = _batch(minilm_dir, real_texts)
+    batch = _batch(minilm_dir, real_texts[2:6])
+    assert (batch["attention_mask"] == 0).any(), "the batch should contain padding"
     with torch.no_grad():
         ours = BertModel.from_pretrained(out)(**batch, output_hidden_states=True)
         theirs = reference(**batch, output_hidden_states=True)
@@ -372,8 +388,10 @@ def test_full_size_minilm_written_by_tensorflow(written_by_tensorflow, minilm_di
     compare_outputs(ours, theirs, batch["attention_mask"], "all-MiniLM-L6-v2 via TensorFlow checkpoint", exact=exact)
 
 
-def test_full_size_bert_base_with_heads_written_by_tensorflow(written_by_tensorflow, google_base, real_texts):
-    directory, reference = google_base
+def test_full_size_bert_base_with_heads_written_by_tensorflow(written_by_tensorflow, google_base_run):
+    """The bert-base-shaped model with heads through a TensorFlow checkpoint: every hidden state, the
+    pooler and both heads' logits against google_base's transformers reference (its output on
+    google_base_run's texts, computed once for every test that compares with it)."""
     out = written_by_tensorflow["uncased_L-12_H-768_A-12"]
-    compare_pretraining(BertForPreTraining.from_pretrained(out), reference, _batch(directory, real_texts),
+    compare_pretraining(BertForPreTraining.from_pretrained(out), google_base_run, google_base_run.batch,
                         "bert-base via TensorFlow checkpoint")  # fmt: skip
