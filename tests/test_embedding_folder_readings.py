@@ -208,19 +208,20 @@ def test_every_model_has_the_prompts_query_and_document(minilm_dir, tmp_path):
     (default_only / "config_sentence_transformers.json").write_text(json.dumps({"default_prompt_name": "document"}))
     plain = _copy(minilm_dir, tmp_path / "plain")  # no modules.json: a plain BERT, a SentenceTransformer there too
     (plain / "modules.json").unlink()
+    loaded = {}  # each folder's (reference, embedder), the published one's read again below
     for directory in (minilm_dir, e5_like, default_only, plain):
-        reference = st.SentenceTransformer(str(directory), device="cpu")
-        embedder = Embedder.from_pretrained(directory)
+        reference, embedder = loaded[directory] = (st.SentenceTransformer(str(directory), device="cpu"),
+                                                   Embedder.from_pretrained(directory))  # fmt: skip
         assert embedder.recipe.prompts == reference.prompts and list(embedder.recipe.prompts) == list(reference.prompts)
         for prompt_name in (None, *reference.prompts):
             _same(_embed(embedder, TEXTS[1:], prompt_name=prompt_name),
                   reference.encode(TEXTS[1:], prompt_name=prompt_name), f"{directory.name}, {prompt_name}")  # fmt: skip
     with pytest.raises(ValueError, match=r"not one of this model's prompts \('query', 'document'\)"):
-        Embedder.from_pretrained(minilm_dir).embed("x", prompt_name="passage")
+        loaded[minilm_dir][1].embed("x", prompt_name="passage")
     result = run_minibert("embed", "A man is eating food.", "--model", str(minilm_dir), "--prompt-name", "query",
                           "--json")  # fmt: skip
     assert result.returncode == 0, result.stderr
-    expected = st.SentenceTransformer(str(minilm_dir), device="cpu").encode_query("A man is eating food.")
+    expected = loaded[minilm_dir][0].encode_query("A man is eating food.")
     _same(np.array(json.loads(result.stdout)["embedding"]), expected, "minibert embed --prompt-name query")
 
 
