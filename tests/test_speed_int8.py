@@ -421,11 +421,13 @@ def test_onednns_int8_layer_applies_the_activation_as_the_function_would(act):
     """The feed-forward's activation as oneDNN's post-op: the same function of the same float32
     product (within float32's rounding of erf/tanh: 4 units of 2^-24 of each value, 1e-6 near 0)."""
     from minibert.activations import ACTIVATIONS
-    from minibert.speed.packed_linear import FUSIBLE
+    from minibert.speed.packed_linear import FUSIBLE, AppliedBy
 
     torch.manual_seed(0)
     linear, x = nn.Linear(64, 256), torch.randn(40, 64) * 3
     fused = Int8Linear(linear, "onednn", FUSIBLE[act], ACTIVATIONS[act])
+    pair = nn.Module()  # (the post-op applies only inside its feed-forward pair: packed_linear.AppliedBy)
+    pair.intermediate, pair.activation = fused, AppliedBy(pair, fused)
     expected = ACTIVATIONS[act](Int8Linear(linear, "onednn")(x))
     delta = (fused(x) - expected).abs()
     assert "then" in repr(fused) and (delta <= 4 * 2**-24 * expected.abs() + 1e-6).all(), delta.max()

@@ -648,12 +648,14 @@ def _int8_layers_of(linear):
     """(an int8 layer of ``linear`` on each library here, the float32 function it stands for): on
     oneDNN also with GELU applied as the product is written, beside the function's own GELU."""
     from minibert.activations import ACTIVATIONS
-    from minibert.speed.packed_linear import FUSIBLE
+    from minibert.speed.packed_linear import FUSIBLE, AppliedBy
 
     layers = [(Int8Linear(linear, library), linear) for library in LIBRARIES_HERE]
     if "onednn" in LIBRARIES_HERE:
         gelu = ACTIVATIONS["gelu"]
-        layers.append((Int8Linear(linear, "onednn", FUSIBLE["gelu"], gelu), lambda x: gelu(linear(x))))
+        fused, pair = Int8Linear(linear, "onednn", FUSIBLE["gelu"], gelu), nn.Module()
+        pair.intermediate, pair.activation = fused, AppliedBy(pair, fused)  # (the post-op applies only in its pair)
+        layers.append((fused, lambda x: gelu(linear(x))))
     return layers
 
 
