@@ -54,6 +54,7 @@ from torch import nn
 from ..activations import is_hooked
 from ..errors import QuantizationError
 from .int8_steps import choose_quantization_params, quantize_activations
+from .packed_linear import is_fused_pair
 
 log = logging.getLogger("minibert.int8")
 
@@ -192,8 +193,7 @@ class Int8Linear(nn.Module):
             )
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
         # So it does where the pair no longer holds (packed_linear.AppliedBy.intact): wrapped or replaced.
-        fused_by = self.__dict__.get("fused_by")
-        self.applied = self.post_op is not None and not is_hooked(self) and fused_by is not None and fused_by.intact()
+        self.applied = self.post_op is not None and not is_hooked(self) and is_fused_pair(self)
         if torch.is_grad_enabled() and x.requires_grad:  # a forward that autograd records: its backward refuses
             return _NoGradient.apply(x, self)
         return self.multiply(x)

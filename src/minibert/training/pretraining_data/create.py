@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...errors import DataError
 from ...formats.atomic_files import refuse_what_is_not_a_file, why_not_a_folder
-from ...formats.file_sets import files_written_together, first_same_file
+from ...formats.file_sets import files_written_together, first_same_file, same_file
 from ...limits import names_a_folder, plain_number
 from .documents import check_invalid_utf8, read_documents
 from .full_tokenizer import PretrainingVocabulary
@@ -87,7 +87,7 @@ def create_pretraining_data(
                         f"{str(same[1])!r} are the same file")  # fmt: skip
     for output in output_files:
         for source, what in [*((path, "input file") for path in input_files), (vocab_file, "vocabulary file")]:
-            if output.exists() and Path(source).exists() and os.path.samefile(output, source):
+            if same_file(output, source):
                 raise DataError(f"output {output} is the {what} {source}: it would be overwritten")
     # The temporary files first: a folder that takes no new file is said before the corpus is read.
     with files_written_together(output_files) as handles:  # all renamed into place together, or none
