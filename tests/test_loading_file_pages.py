@@ -176,6 +176,42 @@ def test_a_new_embedding_table_does_not_stop_the_in_place_check(checkpoint):
         model(input_ids=torch.tensor([[101, 7592, 102]]))
 
 
+@pytest.mark.parametrize("gemm", ["mkl", "onednn"])
+def test_a_cast_by_swapping_tensors_works_and_computes_what_a_plain_cast_does(checkpoint, gemm):
+    """``torch.__future__.set_swap_module_params_on_conversion(True)`` makes ``.to()`` swap each
+    parameter's contents in place (``torch.utils.swap_tensors``), which torch refuses for a tensor
+    something holds a weak reference to: the in-place check watches the models, not their tensors.
+    The cast model computes exactly what a plain cast of the same model does."""
+    ids = torch.tensor([[101, 7592, 2088, 1010, 2003, 102]])
+    outputs = {}
+    for swap in (False, True):
+        model = BertModel.from_pretrained(checkpoint, gemm=gemm)
+        with torch.inference_mode():
+            model(input_ids=ids)  # the fast path packs its weights first
+        torch.__future__.set_swap_module_params_on_conversion(swap)
+        try:
+            model.to(torch.bfloat16)
+        finally:
+            torch.__future__.set_swap_module_params_on_conversion(False)
+        assert {parameter.dtype for parameter in model.parameters()} == {torch.bfloat16}
+        with torch.inference_mode():
+            outputs[swap] = model(input_ids=ids).last_hidden_state
+    assert outputs[True].dtype == torch.bfloat16
+    assert torch.equal(outputs[True], outputs[False]), (outputs[True] - outputs[False]).abs().max()
+
+
+def test_the_encoder_of_a_loaded_head_model_is_still_checked_without_it(checkpoint):
+    """The check watches the loaded model and each BertModel inside: the encoder taken out of a
+    pretraining model, which is then dropped, still refuses a file written over in place."""
+    import gc
+
+    encoder = BertForPreTraining.from_pretrained(checkpoint).bert
+    gc.collect()
+    write_over(weights(checkpoint), "same size")
+    with pytest.raises(CheckpointError, match=WRITTEN_OVER):
+        encoder(input_ids=torch.tensor([[101, 7592, 102]]))
+
+
 def test_a_mapping_whose_path_is_not_utf8_does_not_stop_a_bin_load(google_small_bin, tmp_path):
     """/proc/self/maps lists every mapping's path as bytes; another one's need not be UTF-8."""
     import mmap

@@ -260,12 +260,11 @@ def _releaser(pages: list):
 def _hand_back_and_watch(model, pages) -> None:
     """Give back every page of the mapped file, and refuse a forward pass once the file has been
     written over in place (file_pages.FileUnchanged, on each BertModel inside)."""
-    tensors = [*model.parameters(), *model.buffers()]
-    pages.release_all(tensors)
-    check = FileUnchanged(pages, tensors)
-    for module in model.modules():
-        if hasattr(module, "embeddings") and hasattr(module, "layers"):
-            module.register_forward_pre_hook(check)
+    pages.release_all([*model.parameters(), *model.buffers()])
+    encoders = [module for module in model.modules() if hasattr(module, "embeddings") and hasattr(module, "layers")]
+    check = FileUnchanged(pages, [model, *encoders])
+    for module in encoders:
+        module.register_forward_pre_hook(check)
 
 
 def refuse_or_warn_non_finite(state: dict[str, torch.Tensor], weights_file: Path, int8: bool, release=None) -> None:
