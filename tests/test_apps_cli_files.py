@@ -209,11 +209,11 @@ def test_a_name_too_long_for_the_file_system_is_said_without_python_s_errno(tmp_
         f"minibert: error: cannot write {too_long}.npy: File name too long"], embedded.stderr  # (docs/cli.md's words)
     converted = run("convert", str(tmp_path / "no model"), str(too_long))
     assert converted.returncode == 1 and converted.stderr.strip().splitlines() == [
-        f"minibert: error: {too_long}: File name too long"], converted.stderr
+        f"minibert: error: cannot write {too_long}: File name too long"], converted.stderr
     (tmp_path / "corpus.txt").write_text("a few words\n", encoding="utf-8")
     learned = run("vocab", "--input", str(tmp_path / "corpus.txt"), "--output", str(too_long))
     assert learned.returncode == 1 and learned.stderr.strip().splitlines() == [
-        f"minibert: error: output directory {too_long} cannot be read (File name too long)"], learned.stderr
+        f"minibert: error: cannot write {too_long}: File name too long"], learned.stderr
     learned = run("vocab", "--input", str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "corpus.txt"))
     assert learned.stderr.strip().splitlines() == [
         f"minibert: error: output directory {tmp_path / 'corpus.txt'} is a file, not a directory"], learned.stderr

@@ -5,6 +5,7 @@ output name longer than the file system takes."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -98,15 +99,47 @@ def test_rerank_refuses_a_file_changed_between_its_two_reads(make, tmp_path, mon
     assert not output.exists()  # nothing written
 
 
-@pytest.mark.parametrize("command", ["embed", "classify", "rerank"])
-def test_an_output_name_too_long_is_cannot_write_it(tmp_path, command):
-    """docs/cli.md: `cannot write OUT: File name too long`, before any work. Before: Python 3.11's
-    Path.is_dir raised first, and the line said only "OUT: File name too long"."""
+# Every command that writes, with its output named OUT (a file or a folder): the other files named
+# need not exist, since the name is checked before any work (the model is not loaded, the input not read).
+WRITERS = {
+    "embed": ["embed", "--model", "NO_MODEL", "--input", "IN", "--output", "OUT.jsonl"],
+    "classify": ["classify", "--model", "NO_MODEL", "--input", "IN", "--output", "OUT.jsonl"],
+    "tag": ["tag", "--model", "NO_MODEL", "--input", "IN", "--output", "OUT.jsonl"],
+    "answer": ["answer", "--model", "NO_MODEL", "--input", "IN", "--output", "OUT.jsonl"],
+    "rerank": ["rerank", "q", "--model", "NO_MODEL", "--input", "IN", "--output", "OUT.jsonl"],
+    "explore": ["explore", "hello", "--model", "NO_MODEL", "--output", "OUT.html"],
+    "convert": ["convert", "NO_MODEL", "OUT"],
+    "vocab": ["vocab", "--input", "IN", "--output", "OUT"],
+    "example-data": ["example-data", "mrpc", "--output", "OUT"],
+    "finetune": ["finetune", "--model", "NO_MODEL", "--train", "IN", "--output", "OUT"],
+    "finetune --write-features": ["finetune", "--model", "NO_MODEL", "--train", "IN", "--write-features",
+                                  "OUT.tfrecord"],  # fmt: skip
+    "pretrain": ["pretrain", "--data", "IN", "--config", "IN", "--output", "OUT", "--steps", "1", "--batch-size", "1"],
+    "pretraining-data": ["pretraining-data", "--input", "IN", "--vocab", "IN", "--output", "SHORT,OUT.tfrecord"],
+    "plot": ["plot", "NO_RUN", "--output", "OUT.png"],
+}
+
+
+@pytest.mark.parametrize("length", ["a name over 255 bytes", "a path over PATH_MAX"])
+@pytest.mark.parametrize("writer", WRITERS)
+def test_an_output_name_too_long_is_cannot_write_it(tmp_path, writer, length):
+    """docs/cli.md: `cannot write OUT: File name too long`, before any work, for a file or a folder,
+    whatever the command. Before: embed and the tasks said it (Python 3.11's Path.is_dir had raised
+    first, the line said only "OUT: File name too long"); convert, explore, example-data, finetune
+    and pretrain still said that, and vocab "output directory OUT cannot be read (File name too
+    long)". A path too long as a whole (each part fits, PATH_MAX does not) is the same error."""
     source = tmp_path / "in.txt"
     source.write_text("a\n", encoding="utf-8")
-    output = tmp_path / ("v" * 256 + ".jsonl")
-    query = ["q"] if command == "rerank" else []
-    model = str(tmp_path / "no-model")
-    result = run(command, *query, "--model", model, "--input", str(source), "--output", str(output))
-    assert result.returncode == 1
-    assert result.stderr.strip() == f"minibert: error: cannot write {output}: File name too long", result.stderr
+    if length == "a name over 255 bytes":
+        out = str(tmp_path / ("v" * 256))
+    else:
+        out = str(tmp_path / "/".join(["d" * 200] * (os.pathconf(tmp_path, "PC_PATH_MAX") // 200 + 1)))
+    arguments = [argument.replace("OUT", out).replace("SHORT", str(tmp_path / "a.tfrecord"))
+                 for argument in WRITERS[writer]]  # fmt: skip
+    arguments = [{"IN": str(source), "NO_MODEL": str(tmp_path / "no-model"),
+                  "NO_RUN": str(tmp_path / "no-run")}.get(argument, argument) for argument in arguments]  # fmt: skip
+    written = next(argument for argument in arguments if out in argument).split(",")[-1]
+    result = run(*arguments)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip() == f"minibert: error: cannot write {written}: File name too long", result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]  # nothing written

@@ -206,6 +206,22 @@ def model_name(text: str) -> str:
     return text
 
 
+class OutputName(str):
+    """A name an --output flag (or convert's destination) gave: a str, marked as what the command
+    writes, so that the command line can check every output's name before any work
+    (``apps.flag_types.refuse_output_names_too_long``)."""
+
+    def files(self) -> list[str]:
+        return [str(self)]
+
+
+class OutputNames(OutputName):
+    """Several output files joined by commas (pretraining-data's --output)."""
+
+    def files(self) -> list[str]:
+        return self.split(",")
+
+
 def output_name(text: str) -> str:
     """An argparse type for every --output (and convert's destination): a file or folder name, never
     empty. ``--output "$OUT"`` with the variable unset must not become ``Path("")``, the current
@@ -220,7 +236,7 @@ def output_name(text: str) -> str:
     """
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty: name the file or folder to write (a variable left unset?)")
-    return text
+    return OutputName(text)
 
 
 def output_names(text: str) -> str:
@@ -247,7 +263,7 @@ def output_names(text: str) -> str:
             raise argparse.ArgumentTypeError(f"{name!r} names a folder: name the file(s) to write")
         if os.path.isdir(name):
             raise argparse.ArgumentTypeError(f"{name!r} is a directory: name the file(s) to write in it")
-    return text
+    return OutputNames(text)
 
 
 def names_a_folder(name: str | os.PathLike) -> bool:

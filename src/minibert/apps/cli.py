@@ -39,6 +39,7 @@ from ..loading.devices import device_flag
 from ..loading.hub import DEFAULT_MODEL
 from ..loading.hub_commit import one_load
 from ..speed import BACKENDS
+from . import flag_types
 from .commands import (
     CommandError,
     CommandFailed,
@@ -323,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             if signal.getsignal(signum) is not signal.SIG_IGN:
                 previous[signum] = signal.signal(signum, stops or _terminate)
         _prepare_process(args.debug)
+        flag_types.refuse_output_names_too_long(args)  # "cannot write OUT: File name too long", before any work
         with one_load():  # a command's loads of one hub repository read one commit of it (loading/hub_commit.py)
             args.run(args)
         if stops and stops.received and stops.received[0] not in (signal.SIGINT, signal.SIGTERM):

@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from ..formats.atomic_files import refuse_a_name_too_long
 from ..limits import (  # noqa: F401 (model_name, output_name, output_names: the commands' types for --model, --output)
     Limits,
+    OutputName,
     limits_of,
     model_name,
     output_name,
@@ -153,3 +155,15 @@ def values_of(args: argparse.Namespace, options_class) -> dict:
     """{field: the parsed flag's value} for each field of ``options_class`` that has a flag."""
     return {setting.name: getattr(args, setting.name) for setting in dataclasses.fields(options_class)
             if "help" in setting.metadata and hasattr(args, setting.name)}  # fmt: skip
+
+
+def refuse_output_names_too_long(args: argparse.Namespace) -> None:
+    """"cannot write OUT: File name too long" (exit 1) for any output a command was given whose name
+    the file system cannot hold, before any work: every flag typed ``output_name``/``output_names``
+    is checked here, whether the command writes a file (embed, explore, plot) or a folder (convert,
+    vocab, example-data, a run's --output), instead of each failing later in its own words."""
+    for value in vars(args).values():
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, OutputName):
+                for file in name.files():
+                    refuse_a_name_too_long(file)

@@ -120,6 +120,22 @@ def refuse_what_is_not_a_file(path: str | os.PathLike) -> None:
                                "beside it and renamed into place, which would replace it)")  # fmt: skip
 
 
+def refuse_a_name_too_long(path: str | os.PathLike) -> None:
+    """FileWriteError "cannot write PATH: File name too long" when a part of ``path`` is longer than
+    the file system takes (255 bytes on ext4 and tmpfs), or the whole is longer than the system's
+    limit: said before any work, for a file or a folder alike.
+
+    >>> refuse_a_name_too_long("/tmp/" + "a" * 300)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    minibert.errors.FileWriteError: cannot write /tmp/aaa...: File name too long
+    """
+    try:
+        os.lstat(path)
+    except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            raise FileWriteError(error.errno, f"cannot write {os.fspath(path)}: {error.strerror}") from None
+
+
 def why_not_a_folder(directory: str | os.PathLike) -> str | None:
     """What keeps ``directory`` from holding an output, in words ("does not exist", "is a file, not a
     directory"), or None when it is a directory: for the messages of the commands' early checks.
