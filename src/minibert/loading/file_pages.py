@@ -58,11 +58,17 @@ class MappedPages:
         self.path, self.signature, self.start, self.end = path, signature, start, end
 
     def byte_range(self, tensor: torch.Tensor) -> tuple[int, int] | None:
-        """Where ``tensor``'s storage lies in the mapping, as (first byte, end), or None outside it."""
+        """Where ``tensor``'s storage lies in the mapping, as (first byte, end), or None outside it
+        (None too for a tensor with no memory of its own: the fake tensors ``torch.export`` and
+        ``torch.compile`` trace with, the wrappers of ``torch.func``'s transforms)."""
         if tensor.device.type != "cpu" or tensor.layout != torch.strided:
             return None
-        begin = tensor.untyped_storage().data_ptr() - self.start
-        end = begin + tensor.untyped_storage().nbytes()
+        try:
+            storage = tensor.untyped_storage()
+            begin = storage.data_ptr() - self.start
+        except (RuntimeError, NotImplementedError):  # "Cannot access data pointer/storage of" a traced tensor
+            return None
+        end = begin + storage.nbytes()
         return (begin, end) if 0 <= begin and end <= self.end - self.start else None
 
     def still_read_by(self, tensor: torch.Tensor) -> bool:
