@@ -245,11 +245,16 @@ WRITTEN_OVER = "was written over while a model loaded from it was in use"
 def test_every_read_of_the_weights_is_refused_once_the_file_is_written_over(checkpoint, how, tmp_path):
     """Not only the forward pass: state_dict (and so save_pretrained), the book's modules, moves and
     casts, copies and load_state_dict read every weight from the file's pages, and refuse before
-    they read one (no other numbers saved, no SIGBUS; loading/file_pages.py ChecksItsFile)."""
+    they read one (no other numbers saved, no SIGBUS; loading/file_pages.py ChecksItsFile). So does
+    a forward pass under torch.func.grad, whose wrapped weights the check once took for no file's."""
     import copy
 
     model = BertForPreTraining.from_pretrained(checkpoint)
     loaded = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+
+    def on_given_weights(weights):  # under torch.func's transforms the weights are wrappers of the file's tensors
+        return torch.func.functional_call(model, weights, (torch.tensor([[2, 5, 7, 3]]),)).prediction_logits.sum()
+
     write_over(weights(checkpoint), how)
     refusals = {
         "state_dict": model.state_dict,
@@ -260,6 +265,7 @@ def test_every_read_of_the_weights_is_refused_once_the_file_is_written_over(chec
         "deepcopy": lambda: copy.deepcopy(model),
         "load_state_dict": lambda: model.load_state_dict(loaded),
         "resize_token_embeddings": lambda: model.resize_token_embeddings(model.config.vocab_size + 8),
+        "torch.func.grad": lambda: torch.func.grad(on_given_weights)(dict(model.named_parameters())),
     }
     for what, read in refusals.items():
         with pytest.raises(CheckpointError, match=WRITTEN_OVER):

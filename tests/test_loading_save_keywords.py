@@ -189,3 +189,14 @@ def test_the_tokenizers_keywords(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):  # the saved folder loads in transformers
         assert transformers.AutoTokenizer.from_pretrained(tmp_path / "1")("hello")["input_ids"] == tokenizer("hello")[
             "input_ids"]  # fmt: skip
+
+
+def test_a_model_quantized_by_torch_ao_is_refused_naming_what_cannot_be_saved(tmp_path):
+    """torch's quantize_dynamic leaves packed parameters and a dtype in the state dict: saving said
+    "AttributeError: 'torch.dtype' object has no attribute 'detach'". It names the entry and what to do."""
+    model = minibert.BertModel.from_pretrained(TINY, gemm="mkl")  # (oneDNN's layers are not nn.Linear's type)
+    quantized = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    with pytest.raises(ValueError, match=r"save_pretrained: layers\.0\.attention\.query\._packed_params\.\S+ is a "
+                       r".*quantize_dynamic.*before quantizing"):  # fmt: skip
+        quantized.save_pretrained(tmp_path / "out")
+    assert not list((tmp_path / "out").glob("*.safetensors")) and not (tmp_path / "out" / "config.json").exists()

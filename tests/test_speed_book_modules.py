@@ -107,3 +107,17 @@ def test_a_model_loaded_on_mkl_has_only_the_book_classes(minilm_dir):
     assert is_book(model) and not model.use_fast_path
     model.use_book_modules(False)
     assert is_book(model) and model.use_fast_path
+
+
+@pytest.mark.parametrize("backend", ["onednn", "mkl"])
+def test_torch_quantize_dynamic_after_the_book_modules_quantizes_every_projection(backend, minilm_dir):
+    """torch's ``quantize_dynamic`` matches layers by exact class: on a model loaded on oneDNN it left
+    the 36 ``PackedLinear`` projections in float32 without a word (the pooler only). docs/int8.md says
+    to call ``use_book_modules()`` first: then every projection is torch's dynamic int8 Linear."""
+    if backend != "mkl" and not torch.backends.mkldnn.is_available():
+        pytest.skip("torch built without oneDNN")
+    model = BertModel.from_pretrained(minilm_dir, gemm=backend).use_book_modules()
+    quantized = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    dynamic = torch.ao.nn.quantized.dynamic.Linear
+    assert sum(type(module) is dynamic for module in quantized.modules()) == 6 * model.config.num_hidden_layers + 1
+    assert not any(type(module) in (nn.Linear, PackedLinear) for module in quantized.modules())

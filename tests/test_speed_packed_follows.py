@@ -145,3 +145,24 @@ def test_an_intact_pair_still_applies_the_activation_in_the_gemm(minilm_dir, bat
     assert_close(fast, book, "onednn-fused as loaded", ATOL)
     intermediate = model.layers[0].feed_forward.intermediate
     assert intermediate.post_op is not None and intermediate.applied
+
+
+def test_a_weight_at_a_freed_weights_address_is_packed_again():
+    """The cache key is the weight's address and version: a new Parameter at the address of one that
+    was packed and freed (``layer.weight = None``, or ``torch.func.functional_call`` looping over loaded
+    checkpoints, each file mapped where the last one was: 0.156 from its own numbers) had the same key,
+    and was multiplied by the freed weight's packed copy. The layer holds the memory it packed, so no
+    other tensor takes that address while the key names it."""
+    layer = packed_linear.PackedLinear(nn.Linear(128, 64))  # 32 KB: glibc hands a freed block of it out again
+    x = torch.randn(3, 128)
+    for _ in range(60):  # (without the hold, the new weight took the freed one's address 27 times in 60)
+        layer.weight = nn.Parameter(torch.randn(64, 128))
+        with torch.no_grad():
+            layer(x)
+        layer.weight = None
+        layer.weight = nn.Parameter(torch.randn(64, 128))
+        with torch.no_grad():
+            expected = nn.functional.linear(x, layer.weight, layer.bias)
+            # any order of a sum of 128 fp32 products: within 128·eps·Σ|products| (a stale weight: ~10 off)
+            bound = 128 * torch.finfo(torch.float32).eps * float((x.abs() @ layer.weight.abs().T).max())
+            assert_close(layer(x), expected, "a new weight at a freed one's address", bound)

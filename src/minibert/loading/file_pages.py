@@ -61,6 +61,8 @@ class MappedPages:
         """Where ``tensor``'s storage lies in the mapping, as (first byte, end), or None outside it
         (None too for a tensor with no memory of its own: the fake tensors ``torch.export`` and
         ``torch.compile`` trace with, the wrappers of ``torch.func``'s transforms)."""
+        while torch._C._functorch.is_functorch_wrapped_tensor(tensor):  # torch.func.grad's: the tensor it wraps
+            tensor = torch._C._functorch.get_unwrapped(tensor)
         if tensor.device.type != "cpu" or tensor.layout != torch.strided:
             return None
         try:

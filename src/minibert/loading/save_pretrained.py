@@ -141,12 +141,20 @@ def hub_tensors(model, state_dict: Mapping | None = None) -> dict[str, torch.Ten
     with_heads = hasattr(model, "bert")  # a model with heads: the encoder under bert., the heads as cls.*, ...
     tensors = {}
     for name, tensor in own.items():
+        if not isinstance(tensor, torch.Tensor) or tensor.is_quantized:
+            raise ValueError(f"save_pretrained: {name} is {_what(tensor)}, which a .safetensors file cannot hold: "
+                             "a model quantized by torch.ao (quantize_dynamic) is saved from its float32 weights, "
+                             'before quantizing; a model loaded with dtype="int8" saves them itself')  # fmt: skip
         body = name.removeprefix("bert.") if with_heads else name
         hub_name = minibert_to_checkpoint(body)
         if with_heads and not name.startswith(HEAD_PREFIXES):
             hub_name = "bert." + hub_name
         tensors[hub_name] = tensor.detach().to("cpu").contiguous()
     return tensors
+
+
+def _what(value) -> str:
+    return f"a quantized tensor ({value.dtype})" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
 
 
 def write_weights(tensors: dict, directory: Path, max_shard_size: int, parameters: int) -> None:

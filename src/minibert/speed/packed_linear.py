@@ -90,7 +90,8 @@ class WatchedWeight(nn.Parameter):
 _PARAMETER_NEW = nn.Parameter.__new__.__code__  # where nn.Parameter(w) asks w.detach() to keep w's class
 
 
-_CACHE_LEFT_OUT = {"_packed": None, "_packed_for": None, "_inference_noted": False}  # what copies rebuild on use
+# what copies rebuild on use
+_CACHE_LEFT_OUT = {"_packed": None, "_packed_for": None, "_packed_storage": None, "_inference_noted": False}
 
 
 def _weight_key(weight: torch.Tensor) -> tuple:
@@ -136,6 +137,7 @@ class PackedLinear(nn.Linear):
         self.weight, self.bias = linear.weight, linear.bias
         self.post_op, self.activation = post_op, activation  # ("gelu", "none"), activations.exact_gelu
         self._packed, self._packed_for, self._inference_noted = None, None, False
+        self._packed_storage = None  # the memory packed, held: no other tensor can take its address (_weight_key)
         self.applied = activation is not None  # whether the last call applied the activation (AppliedBy)
 
     def packed_weight(self) -> torch.Tensor | None:
@@ -167,7 +169,7 @@ class PackedLinear(nn.Linear):
                     self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
                 except RuntimeError:
                     self._packed = None
-            self._packed_for = key
+            self._packed_for, self._packed_storage = key, weight.untyped_storage()
         return self._packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -202,7 +204,7 @@ class PackedLinear(nn.Linear):
         with torch.inference_mode(False), torch.no_grad():  # an ordinary tensor, even under inference_mode
             weight.data = weight.data.contiguous()
         if packed_for_this:
-            self._packed_for = _weight_key(weight)
+            self._packed_for, self._packed_storage = _weight_key(weight), weight.untyped_storage()
 
     def _apply(self, fn, recurse=True):  # .to(), .half(), .cuda(): from the laid-out weight
         self.lay_out_weight()
