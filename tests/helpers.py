@@ -87,6 +87,18 @@ def compare_outputs(ours, theirs, mask, label: str, atol: float = 1e-5, exact=No
     return report
 
 
+def compare_real_tokens_with_exact(ours, theirs, exact, mask, label: str, atol: float = 1e-5) -> float:
+    """Every hidden state of ``ours`` at the real tokens (``mask``), against ``exact`` (float64) within
+    ``bound_from_exact`` of ``theirs`` there: for a path that leaves [PAD] rows as zeros
+    (``skip_padding=True``), or two paths that are each another fp32 order. Returns the max |Δ|."""
+    real = mask.bool()
+    worst = 0.0
+    for depth, (a, b, e) in enumerate(zip(ours.hidden_states, theirs.hidden_states, exact.hidden_states)):
+        bound = bound_from_exact(b[real], e[real], atol)
+        worst = max(worst, assert_close(a[real], e[real], f"{label}, depth {depth}, vs float64", bound))
+    return worst
+
+
 def bound_from_exact(theirs, exact, atol: float = 1e-5) -> float:
     """The bound for a deep model's output against the exact (float64) result: the parity
     tolerance ``atol`` beyond the rounding fp32 itself brings at this depth, as the reference

@@ -13,7 +13,15 @@ import pytest
 import torch
 
 from conftest import make_google_checkpoint
-from helpers import assert_close, bound_from_exact, compare_outputs, exact_reference, max_abs_diff, run_with_body
+from helpers import (
+    assert_close,
+    bound_from_exact,
+    compare_outputs,
+    compare_real_tokens_with_exact,
+    exact_reference,
+    max_abs_diff,
+    run_with_body,
+)
 from hub_server import HubServer
 from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer
 from minibert.errors import ModelNotFoundError
@@ -493,19 +501,22 @@ def test_rows_of_very_different_lengths_attend_in_groups_and_match(minilm, minil
     # transformers' sdpa attention: its eager one differs from its own sdpa by up to ~1e-5 on
     # texts of 300 tokens, which would hide what the grouping changes.
     reference = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="sdpa").eval()
+    # Groups are made only where padding is skipped (packed rows): skip_padding=True, real tokens compared
+    # (the [PAD] rows stay zeros), each path against float64 within bound_from_exact of transformers'.
+    mask = batch["attention_mask"]
     with torch.no_grad():
-        ours = minilm(**batch, output_hidden_states=True)
+        ours = minilm(**batch, output_hidden_states=True, skip_padding=True)
         theirs = reference(**batch, output_hidden_states=True)
         exact = minilm_exact(**batch, output_hidden_states=True)
-    compare_outputs(ours, theirs, batch["attention_mask"], "rows in length groups", exact=exact)
+    compare_real_tokens_with_exact(ours, theirs, exact, mask, "rows in length groups")
     with torch.no_grad():  # and the same rows attending as one group
         AttentionGroup.RATIO, ratio = 0.0, AttentionGroup.RATIO
         try:
-            assert Packing(batch["attention_mask"]).groups is None
-            ungrouped = minilm(**batch).last_hidden_state
+            assert Packing(mask).groups is None
+            ungrouped = minilm(**batch, output_hidden_states=True, skip_padding=True)
         finally:
             AttentionGroup.RATIO = ratio
-    assert_close(ours.last_hidden_state, ungrouped, "grouped vs one group", 1e-5)
+    compare_real_tokens_with_exact(ungrouped, theirs, exact, mask, "the same rows as one group")
 
 
 def test_attention_groups_are_not_made_for_rows_of_similar_length():

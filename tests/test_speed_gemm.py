@@ -23,7 +23,14 @@ import torch
 from torch import nn
 
 from conftest import make_google_checkpoint
-from helpers import assert_close, bound_from_exact, compare_outputs, exact_reference
+from helpers import (
+    assert_close,
+    bound_from_exact,
+    compare_outputs,
+    compare_real_tokens_with_exact,
+    exact_reference,
+    max_abs_diff,
+)
 from minibert import BertForPreTraining, BertModel, BertTokenizer
 from minibert.speed import BACKENDS, bf16, cpu, gemm, measure, packed_linear
 from minibert.speed.cache import cache_file
@@ -747,16 +754,19 @@ def test_short_sequences_written_out_compute_what_the_fused_kernel_computes(mini
     assert Packing(batch["attention_mask"]).groups is not None
     threads = torch.get_num_threads()
     with torch.no_grad():
-        model.short_attention = {}
-        fused = model(**batch, output_hidden_states=True)
+        model.short_attention = {}  # (groups are made where padding is skipped)
+        fused = model(**batch, output_hidden_states=True, skip_padding=True)
         model.short_attention = {threads: 10_000}  # every group written out
-        written = model(**batch, output_hidden_states=True)
+        written = model(**batch, output_hidden_states=True, skip_padding=True)
         model.short_attention = {threads + 1: 10_000}  # another thread count's entry: not this one's
-        again = model(**batch).last_hidden_state
+        again = model(**batch, skip_padding=True).last_hidden_state
+        theirs = reference(**batch, output_hidden_states=True)
         exact = exact_reference(reference)(**batch, output_hidden_states=True)
-    # Both against float64, within 1e-5 beyond twice the written-out (eager's) fp32 error at each depth:
-    # a flat 1e-5 between the two orders failed at 1.26e-5 (layer 5) on a batch with another docstring.
-    compare_outputs(fused, written, batch["attention_mask"], "fused kernel", exact=exact)
+    # Both against float64 at the real tokens, within 1e-5 beyond twice transformers' fp32 error at each
+    # depth: a flat 1e-5 between the two orders failed at 1.26e-5 (layer 5) on a batch with another docstring.
+    for name, output in (("fused kernel", fused), ("written out", written)):
+        compare_real_tokens_with_exact(output, theirs, exact, batch["attention_mask"], name)
+    assert max_abs_diff(fused.last_hidden_state, written.last_hidden_state) > 0  # two computations, not one
     assert torch.equal(again, fused.last_hidden_state)
 
 
