@@ -161,15 +161,14 @@ class PackedLinear(nn.Linear):
                 self._inference_noted = True
             return None
         follow_optimizer_steps()
-        key = _weight_key(weight)
-        if self._packed_for != key:
+        if self._packed_for != _weight_key(weight):
             refuse_if_read_from_written_over(weight)  # (read from a mapped file written over in place: refused)
             with torch.no_grad():
                 try:
                     self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
                 except RuntimeError:
                     self._packed = None
-            self._packed_for, self._packed_storage = key, weight.untyped_storage()
+            self._mark_packed_from(weight)
         return self._packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -204,7 +203,12 @@ class PackedLinear(nn.Linear):
         with torch.inference_mode(False), torch.no_grad():  # an ordinary tensor, even under inference_mode
             weight.data = weight.data.contiguous()
         if packed_for_this:
-            self._packed_for, self._packed_storage = _weight_key(weight), weight.untyped_storage()
+            self._mark_packed_from(weight)
+
+    def _mark_packed_from(self, weight: torch.Tensor) -> None:
+        """The packed copy is of ``weight``'s values: its key, and its memory held (no other tensor
+        can take the address while the key names it)."""
+        self._packed_for, self._packed_storage = _weight_key(weight), weight.untyped_storage()
 
     def _apply(self, fn, recurse=True):  # .to(), .half(), .cuda(): from the laid-out weight
         self.lay_out_weight()
