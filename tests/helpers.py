@@ -12,7 +12,11 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
+
+# A test of oneDNN's kernels (the gemm="onednn" backends): skipped where torch was built without them.
+needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
 
 
 def max_abs_diff(actual, expected) -> float:
@@ -219,6 +223,19 @@ def assert_refused_by_the_lock(result, run) -> None:
     assert len(lines) == 1 and lines[0].startswith("minibert: error:"), result.stderr
     assert str(run) in lines[0] and f"process {os.getpid()}" in lines[0], lines[0]
     assert sorted(entry.name for entry in run.iterdir()) == [LOCK_FILE]  # nothing written
+
+
+@contextlib.contextmanager
+def sigint_as_from_a_terminal():
+    """This process's SIGINT as Ctrl-C in a terminal finds it (Python's KeyboardInterrupt) for the block:
+    for a test that sends SIGINT to its own process, a command run in it. A shell's background job
+    (CI's) starts the suite with SIGINT ignored, and minibert rightly leaves it ignored: the command
+    then ran to its end and exited 0 (seen in a run started as ``nohup bash .ci/run &``)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def signals_as_from_a_terminal() -> None:

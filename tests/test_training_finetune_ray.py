@@ -25,7 +25,7 @@ import pytest
 import torch
 from test_training_finetune_run import TINY, write_examples
 
-from helpers import child_environment, run_minibert
+from helpers import child_environment, run_minibert, sigint_as_from_a_terminal
 from minibert.training.run.checkpoint import TrainingState
 
 ray = pytest.importorskip("ray")
@@ -356,9 +356,10 @@ def test_a_stopped_sweep_on_a_ray_it_did_not_start_stops_tune_and_says_one_line(
     reached the command's handler inside Ray's C code (or left Tune's trials running). Either now
     stops Tune, whose trials end (their workers gone, their locks removed), then says minibert's line."""
     output = tmp_path / "sweep"
-    killer = when_training(output, lambda pids: os.kill(os.getpid(), signum))
-    result = run_minibert(*long_sweep(data, output, "--ray"))
-    killer.join(timeout=60)
+    with sigint_as_from_a_terminal():  # (a suite run as a background job starts with SIGINT ignored)
+        killer = when_training(output, lambda pids: os.kill(os.getpid(), signum))
+        result = run_minibert(*long_sweep(data, output, "--ray"))
+        killer.join(timeout=60)
     how = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
     assert result.returncode == 128 + signum, result.stderr[-3000:]
     lines = driver_lines(result.stderr)
