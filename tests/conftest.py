@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # the tests' own helper modules 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tests never reach the real hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from task_checkpoints import make  # noqa: E402, F401  (a fixture: the task tests' saved checkpoints)
+
 # One scratch folder per test process holds every temporary file of the session: the doctests'
 # mkdtemp(), torchrun's torchelastic_* folders, Ray's session folders, every subprocess's $TMPDIR.
 # The controller's is made in the machine's temporary folder; an xdist worker's is named after it

@@ -14,7 +14,6 @@ import time
 
 import numpy as np
 import pytest
-from test_tasks import make  # noqa: F401  (the fixture)
 
 from helpers import run_minibert as run
 
@@ -100,7 +99,7 @@ def test_a_pipe_is_answered_while_it_is_still_open(minilm_dir, tmp_path):
         process.wait()
 
 
-def test_task_commands_read_stdin_as_a_checked_stream(make, tmp_path):  # noqa: F811
+def test_task_commands_read_stdin_as_a_checked_stream(make, tmp_path):
     directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
     result = run("classify", "-", "--model", str(directory), stdin=b"a fine day\nrain again\n")
     assert result.returncode == 0, result.stderr

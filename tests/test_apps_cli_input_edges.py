@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-from test_tasks import make  # noqa: F401  (the fixture)
 
 from helpers import run_minibert as run
 
@@ -68,7 +67,7 @@ def test_a_line_without_the_key_read_says_what_it_holds(tmp_path, line, said):
 
 
 @pytest.mark.parametrize("change", ["reversed", "one line more", "one line less", "unchanged"])
-def test_rerank_refuses_a_file_changed_between_its_two_reads(make, tmp_path, monkeypatch, change):  # noqa: F811
+def test_rerank_refuses_a_file_changed_between_its_two_reads(make, tmp_path, monkeypatch, change):
     """rerank scores every line, then reads the file again to write each score beside its text.
     Before: a file replaced in between (same count) got its scores beside other texts, rc 0; one
     that grew ended in "internal error: IndexError"."""

@@ -8,18 +8,18 @@ import shutil
 
 import pytest
 import transformers
-from test_tasks import QA_REFERENCE, cross_encoder_dir, make, ner_model, same  # noqa: F401  (make: the fixture)
 
 import minibert
 from helpers import pipe_holding
 from helpers import run_minibert as run
+from task_checkpoints import QA_REFERENCE, cross_encoder_dir, ner_model, same
 
 
 def lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-def test_classify_from_a_jsonl_file_with_pairs_to_a_file(make, tmp_path):  # noqa: F811
+def test_classify_from_a_jsonl_file_with_pairs_to_a_file(make, tmp_path):
     directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
     source = tmp_path / "in.jsonl"
     records = [{"text": "a man sleeps", "text_pair": "a person rests"}, {"text": "", "text_pair": ""},
@@ -34,7 +34,7 @@ def test_classify_from_a_jsonl_file_with_pairs_to_a_file(make, tmp_path):  # noq
     assert [row["labels"] for row in rows] == expected and [row["text"] for row in rows] == ["a man sleeps", "", "cats"]
 
 
-def test_classify_a_chunk_mixing_pairs_and_single_texts_classifies_each_line_as_itself(make, tmp_path):  # noqa: F811
+def test_classify_a_chunk_mixing_pairs_and_single_texts_classifies_each_line_as_itself(make, tmp_path):
     """A line without text_pair is a single text ([CLS] a [SEP]) whatever its neighbours hold, as
     transformers' pipeline does the same mixed list (it was encoded as the pair (a, ""))."""
     directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
@@ -50,7 +50,7 @@ def test_classify_a_chunk_mixing_pairs_and_single_texts_classifies_each_line_as_
     same([row["labels"] for row in rows], theirs, "mixed chunk")
 
 
-def test_classify_texts_refuses_long_ones_unless_truncate(make):  # noqa: F811
+def test_classify_texts_refuses_long_ones_unless_truncate(make):
     directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
     refused = run("classify", "--model", str(directory), "word " * 200)
     assert refused.returncode == 1 and "more than the 128 this model takes" in refused.stderr
@@ -59,7 +59,7 @@ def test_classify_texts_refuses_long_ones_unless_truncate(make):  # noqa: F811
     assert cut.returncode == 0 and len(lines(cut.stdout)) == 2
 
 
-def test_a_text_too_long_is_named_by_its_line_and_the_flag(make, tmp_path):  # noqa: F811
+def test_a_text_too_long_is_named_by_its_line_and_the_flag(make, tmp_path):
     """The line (not the input's place in its group, from 0) and --truncate (not truncation=True)."""
     directory = make("BertForSequenceClassification", scale=5.0, num_labels=3)
     source = tmp_path / "in.jsonl"
@@ -71,7 +71,7 @@ def test_a_text_too_long_is_named_by_its_line_and_the_flag(make, tmp_path):  # n
     assert line.endswith("pass --truncate to cut it") and "truncation" not in line
 
 
-def test_rerank_a_lone_dash_reads_the_documents_from_stdin(make, tmp_path):  # noqa: F811
+def test_rerank_a_lone_dash_reads_the_documents_from_stdin(make, tmp_path):
     directory = cross_encoder_dir(make, tmp_path, "saved")
     documents = ["Berlin has about 3.9 million inhabitants.", "Cats sleep a lot."]
     given = run("rerank", "How many people live in Berlin?", *documents, "--model", str(directory))
@@ -81,7 +81,7 @@ def test_rerank_a_lone_dash_reads_the_documents_from_stdin(make, tmp_path):  # n
     assert [row["text"] for row in lines(piped.stdout)] != ["-"]
 
 
-def test_tag_keeps_one_row_per_line_blank_lines_included(make, tmp_path):  # noqa: F811
+def test_tag_keeps_one_row_per_line_blank_lines_included(make, tmp_path):
     directory = ner_model(make)
     source = tmp_path / "in.txt"
     source.write_text("Ada Lovelace in London\n\nCharles Babbage\r\nlast line without newline", encoding="utf-8")
@@ -186,7 +186,7 @@ def test_an_empty_question_or_context_is_named_by_its_line_before_the_model_load
                                                       "positions), got 500"),
     ],
 )  # fmt: skip
-def test_a_flag_out_of_the_models_range_is_named_as_the_flag(argv, message, make, tmp_path):  # noqa: F811
+def test_a_flag_out_of_the_models_range_is_named_as_the_flag(argv, message, make, tmp_path):
     """The messages named the Python parameters (max_seq_len, stride=, max_length) and exited 1."""
     model = {"answer": lambda: QA_REFERENCE, "tag": lambda: ner_model(make),
              "rerank": lambda: cross_encoder_dir(make, tmp_path, "saved")}[argv[0]]()  # fmt: skip
@@ -206,7 +206,7 @@ def test_a_doc_stride_past_the_room_with_a_short_context_answers_as_the_pipeline
     assert lines(result.stdout) == [{"question": "Where was Ada born?", "answers": [expected]}]
 
 
-def test_tag_names_the_line_of_a_cut_text_and_the_flag(make, tmp_path):  # noqa: F811
+def test_tag_names_the_line_of_a_cut_text_and_the_flag(make, tmp_path):
     source = tmp_path / "in.txt"
     source.write_text("Ada Lovelace\n" + "word " * 200 + "\n", encoding="utf-8")
     result = run("tag", "--model", str(ner_model(make)), "--input", str(source))
@@ -216,7 +216,7 @@ def test_tag_names_the_line_of_a_cut_text_and_the_flag(make, tmp_path):  # noqa:
     assert "stride=" not in warned[0] and "aggregation_strategy" not in warned[0]
 
 
-def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_path):  # noqa: F811
+def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_path):
     directory = cross_encoder_dir(make, tmp_path, "saved")
     documents = ["Berlin has about 3.9 million inhabitants.", "Cats sleep a lot.", "", "Berlin"]
     source = tmp_path / "docs.txt"
@@ -234,7 +234,7 @@ def test_rerank_writes_every_document_in_input_order_with_its_rank(make, tmp_pat
     assert [row["index"] for row in lines(printed.stdout)] == [e["corpus_id"] for e in expected[:2]]
 
 
-def test_classify_with_a_token_classifier_names_only_the_class_that_loads_it(make, tmp_path):  # noqa: F811
+def test_classify_with_a_token_classifier_names_only_the_class_that_loads_it(make, tmp_path):
     """A token classifier has no pooler: the advice is BertForTokenClassification alone, never the
     class the message has just said cannot load it (nor BertForMultipleChoice, which reads the pooler).
     Its config.json's architectures says so first, with the command that reads it."""
@@ -253,7 +253,7 @@ def test_classify_with_a_token_classifier_names_only_the_class_that_loads_it(mak
 
 
 @pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin"])
-def test_labels_of_another_count_than_the_head_are_refused_naming_both(make, tmp_path, weights):  # noqa: F811
+def test_labels_of_another_count_than_the_head_are_refused_naming_both(make, tmp_path, weights):
     """--labels a,b for a three-output head whose config.json names its three labels: an error naming
     both counts, in classify and convert (they were replaced by LABEL_0 ... LABEL_2 with a warning
     that blamed config.json, and convert wrote num_labels 3 beside a two-label id2label)."""
@@ -285,7 +285,7 @@ def test_labels_of_another_count_than_the_head_are_refused_naming_both(make, tmp
 
 
 @pytest.mark.parametrize("command", ["classify", "tag", "rerank"])
-def test_a_pipe_as_input_gives_a_row_per_line(command, make, tmp_path):  # noqa: F811
+def test_a_pipe_as_input_gives_a_row_per_line(command, make, tmp_path):
     """--input <(cmd): every line answered, as from the file (the pipe was read to its end to check
     it, then read again, empty: exit 0 with zero rows)."""
     made = {"classify": lambda: make("BertForSequenceClassification", scale=5.0, num_labels=3),
@@ -346,7 +346,7 @@ def test_a_jsonl_key_naming_a_text_that_is_not_read_is_refused_naming_the_line(c
     assert f'{source}:2: the key "{key}" ' in result.stderr and f"this command reads {reads})" in result.stderr
 
 
-def test_a_jsonl_lines_other_keys_come_back_in_its_row(make, tmp_path):  # noqa: F811
+def test_a_jsonl_lines_other_keys_come_back_in_its_row(make, tmp_path):
     """An "id" (any key the command does not read and that names no text) was dropped from the row,
     so a row could be joined to its input only by its line. It comes back after the command's own keys,
     as it was; a key the row holds itself (a gold "labels", SQuAD's "answers") keeps the command's
@@ -384,7 +384,7 @@ def test_a_jsonl_lines_other_keys_come_back_in_its_row(make, tmp_path):  # noqa:
     assert 'the input\'s "answers" is not copied' in answered.stderr
 
 
-def test_rerank_jsonl_rows_carry_other_keys_and_hold_one_score_per_document(make, tmp_path):  # noqa: F811
+def test_rerank_jsonl_rows_carry_other_keys_and_hold_one_score_per_document(make, tmp_path):
     directory = cross_encoder_dir(make, tmp_path, "saved")
     documents = ["Berlin has about 3.9 million inhabitants.", "Cats sleep a lot.", "", "Berlin"]
     source = tmp_path / "docs.jsonl"

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 from test_layering import ROOMS, room
-from test_tasks import make  # noqa: F401  (the fixture)
 
 import minibert
 from minibert.apps import cli
@@ -136,7 +135,7 @@ def test_the_path_of_embed(inputs, capsys):
     assert not trace.climbs, trace.climbs
 
 
-def test_the_path_of_classify(make, inputs, capsys):  # noqa: F811
+def test_the_path_of_classify(make, inputs, capsys):
     model = make("BertForSequenceClassification", scale=5.0, num_labels=3)
     argv = [
         "classify",

@@ -117,7 +117,7 @@ def test_classify_and_verify_in_int8(tiny_classifier):
 
 def test_serve_dtype_int8_answers_with_int8_vectors(minilm_dir):
     httpx = pytest.importorskip("httpx")
-    from test_apps_serve import Server
+    from serve_server import Server
 
     server = Server(minilm_dir, "--dtype", "int8")
     try:

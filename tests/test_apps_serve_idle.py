@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from test_apps_serve import NAME, Server
+
+from serve_server import NAME, Server
 
 pytest.importorskip("starlette")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the server's fds in /proc")

@@ -10,7 +10,8 @@ import time
 
 import httpx
 import pytest
-from test_apps_serve import NAME, Server
+
+from serve_server import NAME, Server
 
 pytest.importorskip("starlette")
 

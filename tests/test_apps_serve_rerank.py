@@ -1,7 +1,7 @@
 """`minibert serve` with a cross-encoder: text-embeddings-inference's /rerank and /predict and the
 Cohere/Jina/infinity/vLLM /v1/rerank, each checked against sentence-transformers' CrossEncoder on
 the same folder (scores within 1e-5, the parity bound; the same order), and against what a wrong
-request gets (its status and a JSON error). The checkpoint is the one test_tasks.py trains (a few
+request gets (its status and a JSON error). The checkpoint is the one task_checkpoints.py trains (a few
 steps, so that the documents' scores differ)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import asyncio
 import httpx
 import numpy as np
 import pytest
-from test_apps_serve import NAME, Server, _null_is_absent
-from test_tasks import DOCUMENTS, cross_encoder_dir, make, resaved_cross_encoder  # noqa: F401  (make: the fixture)
+
+from serve_server import NAME, Server, null_is_absent
+from task_checkpoints import DOCUMENTS, cross_encoder_dir, resaved_cross_encoder
 
 pytest.importorskip("starlette")
 sentence_transformers = pytest.importorskip("sentence_transformers")
@@ -21,7 +22,7 @@ TOLERANCE = 1e-5
 
 
 @pytest.fixture(scope="module")
-def reranker(make, tmp_path_factory):  # noqa: F811
+def reranker(make, tmp_path_factory):
     directory = cross_encoder_dir(make, tmp_path_factory.mktemp("ce"), "saved")
     running = Server(directory, "--max-inputs", "16", "--max-queue", "64")
     yield running, directory, sentence_transformers.CrossEncoder(str(directory))
@@ -74,7 +75,7 @@ def test_a_null_field_counts_as_absent_on_every_rerank_field(reranker):
                         ("/v1/rerank", {"model": NAME, "query": QUERY, "documents": DOCUMENTS[:2], "top_n": 1,
                                         "return_documents": True}),
                         ("/predict", {"inputs": [DOCUMENTS[i] for i in (0, 1, 3)], "raw_scores": True})]:  # fmt: skip
-        _null_is_absent(server, route, base, {})
+        null_is_absent(server, route, base, {})
     for name in sorted({name for fields in ROUTE_FIELDS.values() for name in fields} - set(ROUTE_FIELDS["/v1/rerank"])):
         body = {"query": QUERY, "documents": ["a"], name: "x"}
         response = httpx.post(f"{server.url}/v1/rerank", json=body, timeout=30)

@@ -39,12 +39,12 @@ from pathlib import Path
 import one_process
 import pytest
 from fork_server import ForkServer
-from test_tasks import QA_REFERENCE, make, ner_model  # noqa: F401  (make: the fixture)
 
 import minibert
 from conftest import make_google_checkpoint
 from hub_server import HubServer
 from random_instances import random_instances, write_instances
+from task_checkpoints import QA_REFERENCE, ner_model
 
 # unique lines with the special tokens (pretraining-data refuses a vocabulary that repeats a line)
 PRETRAINING_VOCAB = Path(__file__).parent / "data" / "qa_reference" / "vocab.txt"
@@ -127,7 +127,7 @@ def test_only_plain_minibert_lines_are_recorded():
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, make, minilm_dir, vocab_file):  # noqa: F811
+def world(tmp_path_factory, make, minilm_dir, vocab_file):
     """The hub ids and placeholders of the examples, as local checkpoints."""
     google = tmp_path_factory.mktemp("bert-base-uncased")  # 4 layers: `--layers -1,-2,-3,-4` exist
     make_google_checkpoint(google, vocab_file, layers=4, hidden=128, heads=2, intermediate=512, seed=5)

@@ -23,7 +23,7 @@ import torch
 from fork_server import ForkServer
 
 from conftest import make_google_checkpoint
-from helpers import assert_close, bound_from_exact, child_environment, exact_reference
+from helpers import assert_close, bound_from_exact, child_environment, exact_reference, needs_onednn
 from minibert import BertTokenizer
 from minibert.speed import BACKENDS
 
@@ -35,7 +35,6 @@ CASES = ("load_and_run", "embed", "train", "bf16_and_back", "copies", "head", "f
 # A few cases in the default suite (each a fresh process, ~4 s); the rest of the matrix is slow.
 QUICK = {("load_and_run", "auto"), ("train", "onednn"), ("bf16_and_back", "onednn-fused"),
          ("copies", "onednn-fused"), ("float16", "onednn")}  # fmt: skip
-needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
 
 
 @pytest.fixture(scope="module")

@@ -471,7 +471,7 @@ def test_a_command_on_a_model_refused_for_int8_says_so_in_one_line(tmp_path):
 def int8_server(minilm_dir):
     """One `minibert serve --dtype int8` for the bad requests below: each is answered and the server
     keeps serving, so the next request (a good one after each bad one) finds it as a fresh one would."""
-    from test_apps_serve import Server
+    from serve_server import Server
 
     server = Server(minilm_dir, "--dtype", "int8")
     yield server

@@ -12,7 +12,7 @@
   failed in ``os.fspath``).
 * tag warns for every text it cuts, not only the first.
 
-Scores within test_tasks.py's SCORE_TOLERANCE (1e-5: the model parity bound, fp32).
+Scores within task_checkpoints.py's SCORE_TOLERANCE (1e-5: the model parity bound, fp32).
 """
 
 from __future__ import annotations
@@ -26,22 +26,13 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from test_tasks import (  # noqa: F401  (make: the fixture)
-    DOCUMENTS,
-    QA_REFERENCE,
-    SCORE_TOLERANCE,
-    TEXTS,
-    cross_encoder_dir,
-    make,
-    ner_model,
-    same,
-)
 
 import minibert
 from helpers import run_minibert
 from minibert import BertTokenizer
 from minibert.errors import CheckpointError
 from minibert.tasks.tag import TextCutWarning
+from task_checkpoints import DOCUMENTS, QA_REFERENCE, SCORE_TOLERANCE, TEXTS, cross_encoder_dir, ner_model, same
 
 transformers = pytest.importorskip("transformers")
 MIXED = [*TEXTS, "Hello there", "x"]  # lengths from 3 to 30 pieces: most rows of a batch are padded
@@ -59,7 +50,7 @@ def with_tokenizer_setting(directory: Path, target: Path, **settings) -> Path:
 # ----------------------------------------------------------------------------- padding_side "left"
 
 
-def test_a_left_padding_tokenizer_gives_classify_and_tag_the_pipelines_results(make, tmp_path):  # noqa: F811
+def test_a_left_padding_tokenizer_gives_classify_and_tag_the_pipelines_results(make, tmp_path):
     """The pipelines read each text alone, unpadded: minibert's batch of mixed lengths gives the same."""
     labels = {0: "negative", 1: "neutral", 2: "positive"}
     classifier = with_tokenizer_setting(make("BertForSequenceClassification", scale=5.0, id2label=labels),
@@ -88,7 +79,7 @@ def test_a_left_padding_tokenizer_gives_answer_the_pipelines_answers(tmp_path):
         same(minibert.answer(question, context, model=folder, **arguments), case["expected"], f"case {number}")
 
 
-def test_a_left_padding_cross_encoder_scores_as_sentence_transformers_at_batch_size_one(make, tmp_path):  # noqa: F811
+def test_a_left_padding_cross_encoder_scores_as_sentence_transformers_at_batch_size_one(make, tmp_path):
     """sentence-transformers pads a batch on the tokenizer's side: on the left, its scores depend on
     the batch. minibert's are the same in any batch: those it gives each pair alone."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
@@ -118,7 +109,7 @@ def with_pooler(directory: Path, target: Path) -> Path:
     return target
 
 
-def test_a_classifier_of_another_kind_is_refused_naming_the_task_that_reads_it(make, tmp_path):  # noqa: F811
+def test_a_classifier_of_another_kind_is_refused_naming_the_task_that_reads_it(make, tmp_path):
     sentences = make("BertForSequenceClassification", scale=5.0, num_labels=3)
     with pytest.raises(CheckpointError, match=rf"^{sentences / 'config.json'}: architectures names "
                        r"BertForSequenceClassification, a sentence classifier \(its head reads the pooled \[CLS\] "
@@ -140,7 +131,7 @@ def test_a_classifier_of_another_kind_is_refused_naming_the_task_that_reads_it(m
     assert result.returncode == 1 and len(errors) == 1 and "read it with classify" in errors[0], result.stderr
 
 
-def test_a_checkpoint_without_architectures_is_read_as_before(make, tmp_path):  # noqa: F811
+def test_a_checkpoint_without_architectures_is_read_as_before(make, tmp_path):
     """Nothing says which kind: loaded as the task's class, as the pipeline loads it."""
     folder = tmp_path / "unnamed"
     shutil.copytree(make("BertForSequenceClassification", scale=5.0, num_labels=3), folder)
@@ -204,7 +195,7 @@ def test_saved_class_is_the_first_name_architectures_gives(architectures, saved)
 # ----------------------------------------------------------------------------- rerank's model=
 
 
-def test_rerank_takes_a_loaded_model_and_a_pair_with_the_folders_settings(make, tmp_path):  # noqa: F811
+def test_rerank_takes_a_loaded_model_and_a_pair_with_the_folders_settings(make, tmp_path):
     """The folder's sentence-transformers settings (its length, 48: the third document is cut) are
     followed, as for rerank(model=folder)."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
@@ -222,7 +213,7 @@ def test_rerank_takes_a_loaded_model_and_a_pair_with_the_folders_settings(make, 
 # ----------------------------------------------------------------------------- every cut text warned
 
 
-def test_tag_warns_for_every_text_it_cuts(make, tmp_path):  # noqa: F811
+def test_tag_warns_for_every_text_it_cuts(make, tmp_path):
     directory = ner_model(make)
     texts = ["word " * 200, "short", "word " * 200 + " more"]
     with warnings.catch_warnings(record=True) as caught:

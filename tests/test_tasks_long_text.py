@@ -16,10 +16,10 @@ import warnings
 
 import pytest
 import torch
-from test_tasks import make, ner_model  # noqa: F401  (make: the fixture)
 
 import minibert
 from minibert import BertTokenizer
+from task_checkpoints import ner_model
 
 TOY = "minibert/fortunes-mini"
 LIMIT = 64  # fortunes-mini's max_position_embeddings
@@ -76,7 +76,7 @@ def test_next_sentence_warns_when_the_pair_is_cut():
     assert _caught(lambda: minibert.next_sentence("the cat sat.", "it was tired.", model=TOY))[1] == []
 
 
-def test_tag_warns_when_a_text_is_cut_and_not_with_stride(make):  # noqa: F811
+def test_tag_warns_when_a_text_is_cut_and_not_with_stride(make):
     directory = ner_model(make)
     tokenizer = BertTokenizer.from_pretrained(directory)
     limit = min(tokenizer.model_max_length, 512)
@@ -153,13 +153,13 @@ def test_next_sentence_names_the_start_a_left_cut_loses_and_reads_what_transform
     assert probability == pytest.approx(expected.seq_relationship_logits[0].softmax(-1)[0].item(), abs=1e-6)
 
 
-def test_tag_of_a_left_cut_text_is_the_pipelines_and_warns_that_its_start_is_not_tagged(make, tmp_path):  # noqa: F811
+def test_tag_of_a_left_cut_text_is_the_pipelines_and_warns_that_its_start_is_not_tagged(make, tmp_path):
     """The pipeline cuts a long text where the tokenizer says (its start for ``truncation_side: "left"``);
     tag reads the same row, and its warning said "its end is not tagged" whatever was cut."""
     import json
     import shutil
 
-    from test_tasks import same
+    from task_checkpoints import same
 
     transformers = pytest.importorskip("transformers")
     directory = tmp_path / "left-tagger"

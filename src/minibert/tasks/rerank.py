@@ -9,7 +9,7 @@ candidates fast; a cross-encoder, which sees both texts at once, orders them wel
     >>> rerank("How many people live in Berlin?", documents, model=DIR)             # doctest: +SKIP
 
 (The same ranking in one call; these lines need a hub checkpoint and are not run as doctests:
-tests/test_tasks.py compares both with sentence-transformers' CrossEncoder.)
+tests/test_tasks_cross_encoder.py compares both with sentence-transformers' CrossEncoder.)
 
 Named and computed as sentence-transformers' ``CrossEncoder``: ``predict(pairs)`` and
 ``rank(query, documents, top_k, return_documents)``. What the model's folder says is followed (its
