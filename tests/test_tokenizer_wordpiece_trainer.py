@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -35,10 +36,16 @@ REFERENCE_RUNS = 5
 
 def compare_with_tokenizers(files, vocab_size, **settings) -> None:
     """Train both; minibert's pieces must be as close to one of tokenizers' runs as its runs are to
-    each other, in the same order up to ties (a rank correlation of at least 0.99 with every run, or
-    at least the lowest between two of tokenizers' runs where ties make those differ more), special
-    tokens first. tokenizers runs five times, and five more (up to fifteen) while minibert is
-    farther: a tie can have more outcomes than five runs show."""
+    each other, in the same order up to ties (a median rank correlation with the runs of at least
+    0.99, or at least the lowest between two of tokenizers' runs where ties make those differ more),
+    special tokens first. tokenizers runs five times, and five more (up to fifteen) while minibert is
+    farther: a tie can have more outcomes than five runs show.
+
+    The median, not the lowest: were minibert one more tokenizers run, the farthest pair of the
+    sixteen would be one of its own 1 time in 8 (2 runs of 16), so "at least as close to every run
+    as the farthest two are" fails by chance (seen on a 2-core Zen 3: 0.9463 to one run of fifteen,
+    whose lowest pair was 0.9525; the median 0.98). An order that disagrees (another tie rule, pieces
+    out of order) is far from every run, the median too."""
     ours = train_wordpiece(files, vocab_size, **settings)
     theirs: list[list[str]] = []
     while len(theirs) < 3 * REFERENCE_RUNS:
@@ -48,12 +55,13 @@ def compare_with_tokenizers(files, vocab_size, **settings) -> None:
         correlations = [rank_correlation(ours, run) for run in theirs]
         # tokenizers' own spread of orders: how far apart two of its runs put the pieces they share
         their_correlation = min(rank_correlation(a, b) for a, b in itertools.combinations(theirs, 2))
-        if min(differences) <= their_spread and min(correlations) >= min(0.99, their_correlation):
+        if min(differences) <= their_spread and statistics.median(correlations) >= min(0.99, their_correlation):
             break
     closest = theirs[differences.index(min(differences))]
     print(f"\n{settings} size {vocab_size}: minibert {len(ours)} pieces, tokenizers {[len(run) for run in theirs]}; "
           f"pieces differing from tokenizers' runs {differences}, tokenizers' own spread {their_spread}; "
-          f"rank correlation {min(correlations):.5f} (tokenizers' runs: down to {their_correlation:.5f})")  # fmt: skip
+          f"rank correlation median {statistics.median(correlations):.5f}, lowest {min(correlations):.5f} "
+          f"(tokenizers' runs: down to {their_correlation:.5f})")  # fmt: skip
     assert ours[: len(SPECIALS)] == SPECIALS == closest[: len(SPECIALS)]
     lengths = [len(run) for run in theirs]  # all vocab_size, unless the merges ran out
     assert min(lengths) <= len(ours) <= max(lengths), f"minibert made {len(ours)} pieces, tokenizers {lengths}"
@@ -62,7 +70,7 @@ def compare_with_tokenizers(files, vocab_size, **settings) -> None:
         f"({min(differences)} > {their_spread}): only minibert's {sorted(set(ours) - set(closest))[:20]}, "
         f"only tokenizers' {sorted(set(closest) - set(ours))[:20]}"
     )
-    assert min(correlations) >= min(0.99, their_correlation), (min(correlations), their_correlation)
+    assert statistics.median(correlations) >= min(0.99, their_correlation), (correlations, their_correlation)
 
 
 @pytest.mark.parametrize(
