@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # the tests' own helper modules 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tests never reach the real hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from faked_devices import with_one_gpu, without_cuda  # noqa: E402, F401  (fixtures: a machine without CUDA, or with one GPU)
 from task_checkpoints import make  # noqa: E402, F401  (a fixture: the task tests' saved checkpoints)
 
 # One scratch folder per test process holds every temporary file of the session: the doctests'

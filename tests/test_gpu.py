@@ -1,5 +1,5 @@
 """The GPU half (marked ``gpu``: skipped where torch sees no CUDA GPU; run on the device machine
-with ``python -m pytest -m gpu tests/test_gpu.py``). tests/test_devices.py is the CPU half.
+with ``python -m pytest -m gpu tests/test_gpu.py``). tests/test_devices*.py are the CPU half.
 
 - parity on the GPU: every hidden state, the heads' logits and a training step's gradients
   against transformers on the same GPU; in bf16 and fp16, minibert is as close to the float64
@@ -35,7 +35,7 @@ from minibert.training.run.optimization import hub_named_parameters
 
 DEVICE = torch.device(os.environ.get("MINIBERT_TEST_DEVICE", "cuda"))
 NO_GPU = DEVICE.type == "cuda" and not torch.cuda.is_available()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU, reason="no CUDA GPU here (test_devices.py: the CPU half)")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU, reason="no CUDA GPU here (test_devices*.py: the CPU half)")]
 TINY = "tests/data/tiny_hub"
 TEXTS = ["The cat sat on the mat.", "A much longer sentence, with commas, numbers like 1234 and words.",
          "short", "Paris is the capital of France and a city of museums."]  # fmt: skip
@@ -285,7 +285,7 @@ def train_file(tmp_path) -> Path:
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_finetune_trains_on_the_device_in_each_precision(tmp_path, train_file, precision):
     if DEVICE.type == "cpu" and precision == "fp16":
-        pytest.skip("fp16 trains on a GPU (tests/test_devices.py checks the refusal)")
+        pytest.skip("fp16 trains on a GPU (tests/test_devices*.py check the refusal)")
     run = tmp_path / "run"
     result = run_minibert(*_finetune_command(train_file, run, "--precision", precision))
     assert result.returncode == 0, result.stderr
