@@ -272,7 +272,7 @@ def test_the_authorization_scheme_is_case_insensitive(server):
         assert response.status_code == status, (header, response.text)  # fmt: skip
 
 
-# ----------------------------------------------------------------------------- overload and SIGTERM
+# ----------------------------------------------------------------------------- overload
 
 
 def test_overload_answers_503_with_retry_after(minilm_dir):
