@@ -18,6 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from faked_devices import with_one_gpu, without_cuda  # noqa: E402, F401  (fixtures: a machine without CUDA, or with one GPU)
 from task_checkpoints import make  # noqa: E402, F401  (a fixture: the task tests' saved checkpoints)
+from tiny_hub import hub  # noqa: E402, F401  (a fixture: tests/data/tiny_hub as org/tiny on a loopback hub)
 
 # One scratch folder per test process holds every temporary file of the session: the doctests'
 # mkdtemp(), torchrun's torchelastic_* folders, Ray's session folders, every subprocess's $TMPDIR.
