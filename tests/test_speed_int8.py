@@ -1,48 +1,29 @@
 """dtype="int8": the encoder's six projections in int8 (int8.py), checked against float32 at load
-(int8_check.py), entered through speed/seam.py only; everything else float32; refusals in one line."""
+(int8_check.py), entered through speed/seam.py only; everything else float32; refusals in one line.
+The two int8 libraries (FBGEMM, oneDNN) are in test_speed_int8_libraries.py, the memory an int8
+model holds and gives back in test_speed_int8_memory.py, hostile use in test_speed_int8_hostile*.py.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from int8_checkpoints import TINY, saved
 from minibert import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
 from minibert.errors import QuantizationError
 from minibert.speed import int8, int8_check
 from minibert.speed.int8 import Int8Linear, int8_layers
-from minibert.speed.packed_linear import AppliedBy
 
-TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
 LIBRARIES_HERE = [library for library in int8.LIBRARIES if int8.library_unavailable(library) is None]
 
 
-def _saved(tmp_path_factory, model_class, seed: int, name: str):
-    """A small random ``model_class`` (TINY) saved as a checkpoint, drawn from ``seed``."""
-    torch.manual_seed(seed)
-    directory = tmp_path_factory.mktemp(name)
-    model_class(BertConfig(**TINY)).eval().save_pretrained(directory)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    """A small random BertModel saved as a checkpoint (no vocabulary: calibrated on random ids)."""
-    return _saved(tmp_path_factory, BertModel, 0, "tiny")
-
-
-@pytest.fixture
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(int8_check, "_warned", set())
-
-
-def test_int8_swaps_exactly_the_six_projections_of_each_layer(tiny_dir, own_cache):
+def test_int8_swaps_exactly_the_six_projections_of_each_layer(tiny_dir, int8_fresh_cache):
     model = BertModel.from_pretrained(tiny_dir, dtype="int8")
     names = [name for name, _ in int8_layers(model)]
     per_layer = ["attention.query", "attention.key", "attention.value", "attention.output",
@@ -67,14 +48,14 @@ def test_int8_sentence_vectors_stay_close_to_float32_on_real_text(minilm_dir, re
     assert cosines.min() > int8_check.COSINE_FLOOR and cosines.mean() > 0.98, cosines
 
 
-def test_a_backward_pass_through_int8_is_one_clear_error(tiny_dir, own_cache):
+def test_a_backward_pass_through_int8_is_one_clear_error(tiny_dir, int8_fresh_cache):
     model = BertModel.from_pretrained(tiny_dir, dtype="int8")
     out = model(torch.tensor([[5, 6, 7]])).last_hidden_state  # a forward that autograd records works
     with pytest.raises(QuantizationError, match="backward pass reached a layer loaded in int8"):
         out.sum().backward()
 
 
-def test_a_frozen_int8_model_runs_with_gradients_on(tiny_dir, own_cache, monkeypatch):
+def test_a_frozen_int8_model_runs_with_gradients_on(tiny_dir, int8_fresh_cache, monkeypatch):
     """A plain call (no torch.no_grad) of a model frozen as docs/walkthrough.md freezes one: the int8
     layers compute their own products (speed/fast_path.py's one product for Q, K, V is not theirs)."""
     from minibert.speed import fast_path
@@ -88,14 +69,14 @@ def test_a_frozen_int8_model_runs_with_gradients_on(tiny_dir, own_cache, monkeyp
     assert torch.equal(out, expected)
 
 
-def test_bad_dtype_names_int8_and_auto_never_picks_it(tiny_dir, own_cache):
+def test_bad_dtype_names_int8_and_auto_never_picks_it(tiny_dir, int8_fresh_cache):
     with pytest.raises(ValueError, match=r"dtype must be one of .*'int8'.*got 'int9'"):
         BertModel.from_pretrained(tiny_dir, dtype="int9")
     assert not int8_layers(BertModel.from_pretrained(tiny_dir, dtype="fastest"))
     assert len(int8_layers(BertModel.from_pretrained(tiny_dir, dtype=torch.int8))) == 12  # the torch.dtype too
 
 
-def test_book_modules_are_the_float32_weights_of_the_file_and_back(tiny_dir, own_cache):
+def test_book_modules_are_the_float32_weights_of_the_file_and_back(tiny_dir, int8_fresh_cache):
     model = BertModel.from_pretrained(tiny_dir, dtype="int8")
     stored = load_file(tiny_dir / "model.safetensors")
     model.use_book_modules()
@@ -105,7 +86,7 @@ def test_book_modules_are_the_float32_weights_of_the_file_and_back(tiny_dir, own
     assert isinstance(model.layers[1].attention.query, Int8Linear) and model.gemm_backend == "int8"
 
 
-def test_saving_an_int8_model_writes_the_float32_checkpoint(tiny_dir, own_cache, tmp_path):
+def test_saving_an_int8_model_writes_the_float32_checkpoint(tiny_dir, int8_fresh_cache, tmp_path):
     BertModel.from_pretrained(tiny_dir, dtype="int8").save_pretrained(tmp_path / "saved")
     original, saved = load_file(tiny_dir / "model.safetensors"), load_file(tmp_path / "saved" / "model.safetensors")
     assert saved.keys() == original.keys()
@@ -114,7 +95,7 @@ def test_saving_an_int8_model_writes_the_float32_checkpoint(tiny_dir, own_cache,
 
 @pytest.fixture(scope="module")
 def tiny_classifier_dir(tmp_path_factory):
-    return _saved(tmp_path_factory, BertForSequenceClassification, 1, "tiny-classifier")
+    return saved(BertForSequenceClassification, tmp_path_factory.mktemp("tiny-classifier"), seed=1)
 
 
 def _changed(model):
@@ -126,7 +107,8 @@ def _changed(model):
     return model
 
 
-def test_saving_an_int8_model_writes_its_config_and_embeddings_as_changed(tiny_classifier_dir, own_cache, tmp_path):
+def test_saving_an_int8_model_writes_its_config_and_embeddings_as_changed(tiny_classifier_dir, int8_fresh_cache,
+                                                                          tmp_path):
     """The int8 model's float32 twin was built from the checkpoint's config: every change made after
     loading was lost (output_hidden_states, dropout, labels), and a resized embedding table was torch's
     raw RuntimeError ("size mismatch ... from checkpoint"). It saves what the float32 model saves,
@@ -153,7 +135,7 @@ def test_saving_an_int8_model_writes_its_config_and_embeddings_as_changed(tiny_c
         assert torch.allclose(theirs.eval()(ids).logits, reference(ids).logits, atol=1e-5)
 
 
-def test_saving_an_int8_model_with_a_head_of_another_shape_is_refused_by_name(tiny_classifier_dir, own_cache,
+def test_saving_an_int8_model_with_a_head_of_another_shape_is_refused_by_name(tiny_classifier_dir, int8_fresh_cache,
                                                                               tmp_path):  # fmt: skip
     model = BertForSequenceClassification.from_pretrained(tiny_classifier_dir, dtype="int8")
     model.classifier = nn.Linear(TINY["hidden_size"], 5)
@@ -178,7 +160,7 @@ def outlier_checkpoint(directory, scale: float):
     return directory
 
 
-def test_a_model_below_the_cosine_floor_is_refused_with_the_figure(own_cache, tmp_path):
+def test_a_model_below_the_cosine_floor_is_refused_with_the_figure(int8_fresh_cache, tmp_path):
     plain, outliers = outlier_checkpoint(tmp_path / "plain", 1.0), outlier_checkpoint(tmp_path / "outliers", 1000.0)
     ids = torch.tensor([[5, 17, 33, 99, 4]])
     same = BertModel.from_pretrained(plain)(ids).last_hidden_state
@@ -188,7 +170,7 @@ def test_a_model_below_the_cosine_floor_is_refused_with_the_figure(own_cache, tm
         BertModel.from_pretrained(outliers, dtype="int8")
 
 
-def test_the_check_is_cached_per_checkpoint_file(tiny_dir, own_cache, monkeypatch):
+def test_the_check_is_cached_per_checkpoint_file(tiny_dir, int8_fresh_cache, monkeypatch):
     first = BertModel.from_pretrained(tiny_dir, dtype="int8").int8_check
 
     def must_not_run(*args):
@@ -199,7 +181,7 @@ def test_the_check_is_cached_per_checkpoint_file(tiny_dir, own_cache, monkeypatc
     assert second.reason == "cached" and second.worst_cosine == first.worst_cosine
 
 
-def test_slower_than_float32_is_said_once(tiny_dir, own_cache, monkeypatch, caplog):
+def test_slower_than_float32_is_said_once(tiny_dir, int8_fresh_cache, monkeypatch, caplog):
     monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 0.8, "onednn": 0.7})
     with caplog.at_level(logging.WARNING, logger="minibert"):
         BertModel.from_pretrained(tiny_dir, dtype="int8")
@@ -208,7 +190,7 @@ def test_slower_than_float32_is_said_once(tiny_dir, own_cache, monkeypatch, capl
     assert len(said) == 1 and "0.80x float32" in said[0], said
 
 
-def test_a_cpu_without_int8_dot_products_is_said_once_even_where_int8_is_faster(tiny_dir, own_cache, monkeypatch,
+def test_a_cpu_without_int8_dot_products_is_said_once_even_where_int8_is_faster(tiny_dir, int8_fresh_cache, monkeypatch,
                                                                                 caplog):
     monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 1.5})
     monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: False)
@@ -220,7 +202,7 @@ def test_a_cpu_without_int8_dot_products_is_said_once_even_where_int8_is_faster(
 
 
 @pytest.mark.parametrize("library", LIBRARIES_HERE)
-def test_the_warning_about_emulated_dot_products_names_the_library_that_runs(tiny_dir, own_cache, monkeypatch,
+def test_the_warning_about_emulated_dot_products_names_the_library_that_runs(tiny_dir, int8_fresh_cache, monkeypatch,
                                                                             caplog, library):
     """Before: it said "FBGEMM emulates them" with oneDNN's int8 GEMMs running."""
     monkeypatch.setenv("MINIBERT_INT8", library)
@@ -233,7 +215,8 @@ def test_the_warning_about_emulated_dot_products_names_the_library_that_runs(tin
     assert len(said) == 1 and f"int8 ({library})" in said[0] and f"so {name} emulates them" in said[0], said
 
 
-def test_a_cpu_with_int8_dot_products_where_int8_is_faster_says_nothing(tiny_dir, own_cache, monkeypatch, caplog):
+def test_a_cpu_with_int8_dot_products_where_int8_is_faster_says_nothing(tiny_dir, int8_fresh_cache, monkeypatch,
+                                                                        caplog):
     monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 1.5})
     monkeypatch.setattr(int8_check, "has_int8_dot_product", lambda: True)
     with caplog.at_level(logging.WARNING, logger="minibert"):
@@ -241,7 +224,7 @@ def test_a_cpu_with_int8_dot_products_where_int8_is_faster_says_nothing(tiny_dir
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING], caplog.text
 
 
-def test_a_cpu_without_the_engine_is_refused(tiny_dir, own_cache, monkeypatch):
+def test_a_cpu_without_the_engine_is_refused(tiny_dir, int8_fresh_cache, monkeypatch):
     from minibert.speed import int8
 
     monkeypatch.setattr(int8, "unavailable_reason", lambda: "this CPU has no AVX2, which FBGEMM's int8 GEMM needs")
@@ -249,7 +232,7 @@ def test_a_cpu_without_the_engine_is_refused(tiny_dir, own_cache, monkeypatch):
         BertModel.from_pretrained(tiny_dir, dtype="int8")
 
 
-def test_int8_packing_does_not_depend_on_the_process_quantized_engine(own_cache):
+def test_int8_packing_does_not_depend_on_the_process_quantized_engine(int8_fresh_cache):
     """torch.backends.quantized.engine is process-wide; under "qnnpack" the same weights packed
     there give other numbers (|Δ| ~0.5 on this layer). int8.py pins FBGEMM while packing and puts
     the engine back: the outputs are bit-identical whatever engine was set before, for a layer
@@ -280,358 +263,8 @@ def test_int8_packing_does_not_depend_on_the_process_quantized_engine(own_cache)
             torch.backends.quantized.engine = before
 
 
-# --- the int8 library: FBGEMM or oneDNN, chosen by measurement --------------------------------------------
 
-
-
-@pytest.mark.parametrize("library", LIBRARIES_HERE)
-def test_each_int8_library_computes_the_recipe_exactly_where_the_cpu_has_int8_dot_products(library):
-    """The recipe, in float64: x quantized per tensor to 8 bits with a zero point (torch's rule, the
-    one FBGEMM applies inside), W per output channel, the products summed exactly, scaled back, the
-    bias added. With int8 dot-product instructions both libraries sum in int32 exactly, so what is
-    left is float32's rounding of the scaling and the bias: a few units of 2^-24 of the sum of the
-    terms' magnitudes (8 allowed). Without them FBGEMM sums pairs in 16 bits first, and saturates."""
-    if not int8.has_int8_dot_product():
-        pytest.skip("no int8 dot-product instructions here: FBGEMM's 16-bit pair sums may saturate (docs/int8.md)")
-    torch.manual_seed(0)
-    linear, x = nn.Linear(384, 1536), torch.randn(3, 50, 384) * 4
-    layer = Int8Linear(linear, library)
-    assert layer.library == library and f"library={library}" in repr(layer)
-    weight = linear.weight.detach().double()
-    scale = (weight.abs().amax(1) / 127).float().double()  # (out,) as Int8Linear keeps it
-    quantized_weight = torch.clamp(torch.round(weight / scale[:, None]), -128, 127)  # (out, in)
-    qx = torch.quantize_per_tensor_dynamic(x, torch.quint8, False)
-    steps = qx.int_repr().double() - qx.q_zero_point()  # (3, 50, in)
-    products = steps @ quantized_weight.T  # exact: integers far below 2^53
-    expected = products * qx.q_scale() * scale + linear.bias.detach().double()
-    magnitude = (steps.abs() @ quantized_weight.abs().T) * qx.q_scale() * scale + linear.bias.detach().double().abs()
-    delta = (layer(x).double() - expected).abs()
-    print(f"{library}: max |Δ| {delta.max():.3g}, largest |y| {expected.abs().max():.3g}")
-    assert (delta <= 8 * 2**-24 * magnitude).all(), delta.max()
-
-
-def _torchs_quantization(x: torch.Tensor):
-    quantized = torch.quantize_per_tensor_dynamic(x, torch.quint8, False)
-    return quantized.int_repr(), quantized.q_scale(), quantized.q_zero_point()
-
-
-@pytest.mark.parametrize("x", [
-    torch.zeros(4, 8), torch.full((3, 5), 2.5), torch.full((3, 5), -7.0), torch.tensor([[1e-9, -3e-9, 2e-9]]),
-    torch.tensor([[1e-7, 4e-7]]), torch.tensor([[-2e-6, 0.0]]), torch.tensor([[1e30, -1e30, 3.0]]),
-    torch.tensor([[1e-40, -2e-41]]), torch.tensor([[0.0, 254.5, 255.0]]), torch.tensor([[-1.0, 3.0]]),
-    torch.randn(2, 7, 33) * 50 + 3, torch.randn(40, 64).t(),  # three dimensions; not contiguous
-], ids=["zeros", "positive", "negative", "tiny", "small", "small-negative", "huge", "subnormal", "ends", "doc",
-        "3d", "transposed"])  # fmt: skip
-def test_oneDNNs_activation_steps_are_the_ones_torch_chooses(x):
-    """int8.quantize_activations ports torch's ChooseQuantizationParams (the rule FBGEMM's dynamic
-    linear uses inside): the scale, the zero point and every step must equal torch's own call's,
-    including its special cases (a zero range, a scale below 6.1e-5, a range far from 0)."""
-    steps, scale, zero_point = int8.quantize_activations(x)
-    expected_steps, expected_scale, expected_zero_point = _torchs_quantization(x)
-    assert (scale, zero_point) == (expected_scale, expected_zero_point)
-    assert steps.dtype == torch.uint8 and steps.shape == x.shape and torch.equal(steps, expected_steps)
-
-
-def test_fbgemm_given_the_range_multiplies_as_its_dynamic_linear_bit_for_bit():
-    """Int8Linear takes x's range itself (the check for NaN) and hands it to FBGEMM
-    (int8._fbgemm_linear), whose dynamic linear would take it again: the outputs must be
-    linear_dynamic's own, bit for bit, on the ranges of the test above and on random ones."""
-    generator = torch.Generator().manual_seed(0)
-    torch.manual_seed(0)
-    layer = Int8Linear(nn.Linear(33, 20))
-    cases = [torch.zeros(4, 33), torch.full((3, 33), 2.5), torch.full((3, 33), -7.0), torch.randn(2, 7, 33) * 50 + 3,
-             torch.randn(33, 40).t(), torch.randn(5, 33) * 1e-7, torch.randn(5, 33) * 1e-40]  # fmt: skip
-    for _ in range(300):
-        low_exponent, span = torch.randint(-30, 10, (2,), generator=generator).tolist()
-        x = torch.randn(3, 33, generator=generator) * 10.0**low_exponent * 10.0 ** (span % 5)
-        cases.append(x + torch.randn(1, generator=generator) * 10.0 ** (low_exponent + span % 7))
-    for x in cases:
-        extremes = [float(value) for value in torch.aminmax(x)]
-        expected = torch.ops.quantized.linear_dynamic(x, layer.packed, False)
-        assert torch.equal(int8._fbgemm_linear(x, layer.packed, extremes), expected), x
-        assert torch.equal(layer(x), expected)
-
-
-def test_oneDNNs_activation_steps_match_torch_on_random_ranges():
-    """The same on 2,000 random tensors whose ranges span 40 orders of magnitude, one side or both."""
-    generator = torch.Generator().manual_seed(0)
-    for _ in range(2000):
-        low_exponent, span = torch.randint(-30, 10, (2,), generator=generator).tolist()
-        x = torch.randn(3, 17, generator=generator) * 10.0**low_exponent * 10.0 ** (span % 5)
-        x = x + torch.randn(1, generator=generator) * 10.0 ** (low_exponent + span % 7)  # off-centre
-        steps, scale, zero_point = int8.quantize_activations(x)
-        expected_steps, expected_scale, expected_zero_point = _torchs_quantization(x)
-        assert (scale, zero_point) == (expected_scale, expected_zero_point), x
-        assert torch.equal(steps, expected_steps)
-
-
-def test_the_library_named_in_the_environment_is_used_and_a_bad_name_refused(tiny_dir, own_cache, monkeypatch):
-    for library in LIBRARIES_HERE:
-        monkeypatch.setenv("MINIBERT_INT8", library)
-        model = BertModel.from_pretrained(tiny_dir, dtype="int8")
-        assert model.int8_library == library and {layer.library for _, layer in int8_layers(model)} == {library}
-    monkeypatch.setenv("MINIBERT_INT8", "int9")
-    with pytest.raises(ValueError, match=r"MINIBERT_INT8 must be one of auto, fbgemm, onednn; got 'int9'"):
-        BertModel.from_pretrained(tiny_dir, dtype="int8")
-    monkeypatch.setenv("MINIBERT_INT8", "onednn")
-    monkeypatch.setattr(int8_check, "library_unavailable", lambda library: "torch 9.9 is built without oneDNN")
-    with pytest.raises(QuantizationError, match="MINIBERT_INT8 asks for onednn, which cannot run here: torch 9.9 "):
-        BertModel.from_pretrained(tiny_dir, dtype="int8")
-
-
-@pytest.mark.parametrize("speedups,chosen", [({"fbgemm": 1.5, "onednn": 3.0}, "onednn"),
-                                             ({"fbgemm": 1.5, "onednn": 1.52}, "fbgemm"),  # within the margin
-                                             ({"fbgemm": 1.5}, "fbgemm")])  # fmt: skip
-def test_the_library_is_the_one_measured_fastest(tiny_dir, own_cache, monkeypatch, speedups, chosen):
-    monkeypatch.delenv("MINIBERT_INT8", raising=False)
-    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: speedups)
-    assert BertModel.from_pretrained(tiny_dir, dtype="int8").int8_library == chosen
-
-
-def test_the_speed_of_each_library_is_measured_once_and_cached(own_cache, monkeypatch):
-    timed = []
-    real = int8_check.time_candidates_against_float32
-
-    def counted(hidden, intermediate, candidates, **kwargs):
-        timed.append(sorted(candidates))  # every library in the same interleaved rounds
-        return real(hidden, intermediate, candidates, **kwargs)
-
-    monkeypatch.setattr(int8_check, "time_candidates_against_float32", counted)
-    first = int8_check.int8_speedups(32, 64, budget=0.0)
-    assert set(first) == set(LIBRARIES_HERE) and timed == [sorted(LIBRARIES_HERE)]
-    assert all(isinstance(value, float) and value > 0 for value in first.values())
-    assert int8_check.int8_speedups(32, 64, budget=0.0) == first and len(timed) == 1  # read back, not timed
-
-
-def test_the_cosine_verdict_is_kept_per_library(tiny_dir, own_cache, monkeypatch):
-    """Two libraries may round differently (and without int8 dot products, sum differently): each
-    is checked against float32 on its own, never under the other's verdict."""
-    if len(LIBRARIES_HERE) < 2:
-        pytest.skip("one int8 library runs here")
-    reasons = []
-    for library in ("fbgemm", "onednn", "fbgemm"):
-        monkeypatch.setenv("MINIBERT_INT8", library)
-        reasons.append(BertModel.from_pretrained(tiny_dir, dtype="int8").int8_check.reason)
-    assert reasons == ["measured", "measured", "cached"]
-
-
-@pytest.mark.skipif("onednn" not in LIBRARIES_HERE, reason="oneDNN's int8 matmul does not run here")
-@pytest.mark.parametrize("act", ["gelu", "gelu_new", "relu"])
-def test_onednns_int8_layer_applies_the_activation_as_the_function_would(act):
-    """The feed-forward's activation as oneDNN's post-op: the same function of the same float32
-    product (within float32's rounding of erf/tanh: 4 units of 2^-24 of each value, 1e-6 near 0)."""
-    from minibert.activations import ACTIVATIONS
-    from minibert.speed.packed_linear import FUSIBLE, AppliedBy
-
-    torch.manual_seed(0)
-    linear, x = nn.Linear(64, 256), torch.randn(40, 64) * 3
-    fused = Int8Linear(linear, "onednn", FUSIBLE[act], ACTIVATIONS[act])
-    pair = nn.Module()  # (the post-op applies only inside its feed-forward pair: packed_linear.AppliedBy)
-    pair.intermediate, pair.activation = fused, AppliedBy(pair, fused)
-    expected = ACTIVATIONS[act](Int8Linear(linear, "onednn")(x))
-    delta = (fused(x) - expected).abs()
-    assert "then" in repr(fused) and (delta <= 4 * 2**-24 * expected.abs() + 1e-6).all(), delta.max()
-    with pytest.raises(ValueError, match="FBGEMM's has no post-op"):
-        Int8Linear(linear, "fbgemm", FUSIBLE[act], ACTIVATIONS[act])
-
-
-@pytest.mark.parametrize("library", LIBRARIES_HERE)
-def test_book_modules_and_back_on_each_library(tiny_dir, own_cache, monkeypatch, library):
-    """The book's float32 model (the activation in place, computing what from_pretrained in float32
-    does), then the int8 layers back, computing what they did, the activation fused again on oneDNN."""
-    monkeypatch.setenv("MINIBERT_INT8", library)
-    model, ids = BertModel.from_pretrained(tiny_dir, dtype="int8"), torch.tensor([[5, 17, 33, 99, 4]])
-    feed_forward = model.layers[0].feed_forward
-    assert (feed_forward.intermediate.post_op is not None) == (library == "onednn")
-    with torch.inference_mode():
-        before = model(ids).last_hidden_state
-        book = model.use_book_modules()(ids).last_hidden_state
-        float32 = BertModel.from_pretrained(tiny_dir)(ids).last_hidden_state
-        assert not isinstance(feed_forward.activation, AppliedBy) and type(feed_forward.intermediate) is nn.Linear
-        assert (book - float32).abs().max() < 1e-5
-        after = model.use_book_modules(False)(ids).last_hidden_state
-    assert torch.equal(after, before) and model.gemm_backend == "int8"
-    assert isinstance(model.layers[0].feed_forward.activation, AppliedBy) == (library == "onednn")
-
-
-@pytest.mark.parametrize("library", LIBRARIES_HERE)
-def test_a_hooked_int8_projection_gives_its_own_output_and_the_model_the_same(tiny_dir, own_cache, monkeypatch,
-                                                                               library):  # fmt: skip
-    """oneDNN's int8 intermediate applies GELU as it writes: a forward hook on it held GELU's output,
-    not the projection's (transformers' intermediate.dense). Hooked, it gives the projection, and the
-    feed-forward applies the activation: the model's output is bit for bit the unhooked one's."""
-    monkeypatch.setenv("MINIBERT_INT8", library)
-    model, ids = BertModel.from_pretrained(tiny_dir, dtype="int8"), torch.tensor([[5, 17, 33, 99, 4]])
-    intermediate = model.layers[0].feed_forward.intermediate
-    seen = []
-    with torch.inference_mode():
-        expected = model(ids).last_hidden_state
-        handle = intermediate.register_forward_hook(lambda module, inputs, output: seen.append((inputs[0], output)))
-        try:
-            hooked = model(ids).last_hidden_state
-        finally:
-            handle.remove()
-        (x, output), = seen
-        assert torch.equal(hooked, expected) and torch.equal(model(ids).last_hidden_state, expected)
-        intermediate.applied = False  # (what a hook asks for: the product alone, as multiply gives it then)
-        assert torch.equal(output, intermediate.multiply(x))
-    assert float(output.min()) < -0.2  # below GELU's floor (-0.17): the projection, not the activation
-
-
-def test_int8_under_autocast_runs_between_float32_tensors(tiny_dir, own_cache):
-    """Under torch.autocast (bfloat16 on the CPU), attention's output reached the int8 projection in
-    bfloat16 and was refused with advice about casting the model, which the user never did: an int8
-    layer now takes its input in float32, as autocast does for an op without a low-precision kernel."""
-    model, ids = BertModel.from_pretrained(tiny_dir, dtype="int8"), torch.tensor([[5, 17, 33, 99, 4]])
-    with torch.inference_mode():
-        plain = model(ids).last_hidden_state
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            mixed = model(ids).last_hidden_state.float()
-    cosine = torch.nn.functional.cosine_similarity(mixed, plain, dim=-1)
-    assert float(cosine.min()) > 0.99, cosine  # bfloat16's 8 bits around the int8 layers: vectors, not digits
-    with pytest.raises(QuantizationError, match="got a bfloat16 input"):  # a cast model is refused, as before
-        model.layers[0].attention.output(torch.ones(1, 64, dtype=torch.bfloat16))
-
-
-def test_a_measurement_first_settles_glibcs_malloc_so_runs_are_not_page_faulted_afresh():
-    """measure.settle_the_allocator: in a fresh process a 4 MiB tensor comes from mmap (glibc's
-    default threshold is 128 KiB: freed, it goes back to the kernel, and the next run page-faults it
-    again); after the settling block is freed, glibc's own adaptive rule serves a 16 MiB one from
-    the heap."""
-    import subprocess
-
-    program = """
-import ctypes, torch
-from minibert.speed.measure import settle_the_allocator
-class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-libc = ctypes.CDLL("libc.so.6"); libc.mallinfo2.restype = Info
-def mapped_for(size):  # (freeing the block at return raises glibc's threshold to its size)
-    before = libc.mallinfo2().hblkhd
-    block = torch.empty(size, dtype=torch.uint8)
-    return libc.mallinfo2().hblkhd - before
-first = mapped_for(4 * 2**20)
-settle_the_allocator()
-print(first, mapped_for(16 * 2**20))  # above what the first block taught glibc: only the settling explains 0
-"""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("glibc's malloc")
-    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout.split()
-    before, after = map(int, out)
-    assert before >= 4 * 2**20 and after == 0, (before, after)
-
-
-@pytest.mark.parametrize("library", LIBRARIES_HERE)
-def test_an_int8_model_on_each_library_copies_pickles_and_refuses_a_backward_pass(tiny_dir, own_cache, monkeypatch,
-                                                                                   library):
-    import copy
-    import pickle
-
-    monkeypatch.setenv("MINIBERT_INT8", library)
-    model = BertModel.from_pretrained(tiny_dir, dtype="int8")
-    ids = torch.tensor([[5, 17, 33, 99, 4]])
-    with torch.inference_mode():
-        expected = model(ids).last_hidden_state
-        for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
-            assert clone.layers[0].attention.query.library == library
-            assert torch.equal(clone(ids).last_hidden_state, expected)
-    with pytest.raises(QuantizationError, match="backward pass reached a layer loaded in int8"):
-        model(ids).last_hidden_state.sum().backward()
-
-
-def _heap_in_use() -> int:
-    """glibc's bytes in use (mallinfo2: small blocks + mmapped ones), after a garbage collection."""
-    import ctypes
-    import gc
-
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in
-                    "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]  # fmt: skip
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallinfo2.restype = MallInfo2
-    except (OSError, AttributeError):
-        pytest.skip("needs glibc 2.33+ (mallinfo2) to count the heap")
-    gc.collect()
-    info = libc.mallinfo2()
-    return info.uordblks + info.hblkhd
-
-
-def test_loading_in_int8_hands_the_freed_float32_memory_back_and_float32_does_not(tiny_dir, own_cache,
-                                                                                   monkeypatch):
-    """The float32 projections int8 frees would stay in the process's RSS as free heap (glibc keeps
-    it): loading in int8 trims the heap once, after the swap; a float32 load leaves the heap alone."""
-    from minibert.speed import malloc
-
-    calls = []
-    monkeypatch.setattr(malloc, "hand_back_freed_memory", lambda: calls.append("trim") or True)
-    BertModel.from_pretrained(tiny_dir)
-    assert calls == []
-    BertModel.from_pretrained(tiny_dir, dtype="int8")
-    assert len(calls) == 1
-
-
-def test_hand_back_freed_memory_returns_the_heap_to_the_kernel_on_glibc():
-    """Measured, not assumed: 64 MiB in small blocks freed stay in the heap (glibc keeps freed small
-    blocks), and the call hands most of them back (RSS falls by at least half of them)."""
-    import ctypes
-
-    from minibert.speed.malloc import hand_back_freed_memory
-
-    if not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "malloc_trim"):
-        pytest.skip("not glibc: nothing to hand back")
-
-    def rss() -> int:
-        return int(next(line for line in open("/proc/self/status") if line.startswith("VmRSS:")).split()[1]) * 1024
-
-    libc = ctypes.CDLL(None)
-    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    blocks = [libc.malloc(4096) for _ in range(16384)]  # 64 MiB below the mmap threshold: from the heap
-    for block in blocks:
-        ctypes.memset(block, 1, 4096)
-    for block in blocks[:-1]:  # the last one stays: the heap's top is in use, so only a trim can give back
-        libc.free(block)
-    before = rss()
-    assert hand_back_freed_memory() is True
-    after = rss()
-    libc.free(blocks[-1])
-    print(f"RSS {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB")
-    assert before - after >= 32 * 2**20, (before, after)
-
-
-def test_an_int8_model_holds_a_quarter_of_its_linear_weights_and_no_float32_copy(minilm_dir, own_cache):
-    """Memory accounting, not timing. (1) By content, the six projections' int8 weights with their
-    per-channel scales, zero points, column sums and biases take ≤ 0.27× their float32 weights and
-    biases (1 byte against 4, plus 16 bytes per output channel). (2) Measured: loading a second
-    int8 all-MiniLM-L6-v2 (caches warm) grows the heap by its float32 remainder (embeddings,
-    LayerNorms, pooler) plus the packed int8 layers, at most 0.40× the float32 linear weights
-    (FBGEMM pads each layer's input dimension to 512 rows on AVX2: 384 → 512), and not by the
-    float32 checkpoint: the file's buffer is freed once the projections are quantized (it was kept
-    whole while the embeddings, slices of the same buffer, lived: 104 MiB instead of 63)."""
-    float32 = BertModel.from_pretrained(minilm_dir)
-    linear_bytes = sum(param.numel() * 4 for name, param in float32.named_parameters()
-                       if name.startswith("layers.") and "norm" not in name.lower())  # fmt: skip
-    first = BertModel.from_pretrained(minilm_dir, dtype="int8")
-    int8_bytes = sum(layer.stored_bytes() for _, layer in int8_layers(first))
-    other_bytes = sum(param.numel() * 4 for param in first.parameters())  # what stays float32
-    print(f"int8 layers {int8_bytes / 2**20:.2f} MiB by content, float32 {linear_bytes / 2**20:.2f} MiB: "
-          f"{int8_bytes / linear_bytes:.4f}x")  # fmt: skip
-    assert int8_bytes <= 0.27 * linear_bytes, (int8_bytes, linear_bytes)
-    del float32
-    before = _heap_in_use()
-    second = BertModel.from_pretrained(minilm_dir, dtype="int8")
-    grown = _heap_in_use() - before
-    limit = other_bytes + 0.40 * linear_bytes + 4 * 2**20  # 4 MiB: Python objects, allocator slack
-    print(f"heap grew {grown / 2**20:.1f} MiB for a second int8 model (float32 part {other_bytes / 2**20:.1f} MiB, "
-          f"limit {limit / 2**20:.1f} MiB)")  # fmt: skip
-    assert grown <= limit, (grown, limit)
-    assert first is not second
-
-
-def test_int8_on_rxnfps_real_classifier_counts_the_labels_it_changes(own_cache):
+def test_int8_on_rxnfps_real_classifier_counts_the_labels_it_changes(int8_fresh_cache):
     """A real fine-tuned classifier (rxnfp's 50 reaction classes) on 40 real reaction types:
     ``minibert verify --dtype int8``'s count of changed labels equals the count made here from each
     model's own logits (padding skipped, as ``classify`` runs them), and the share is printed
@@ -681,7 +314,7 @@ def test_the_command_caps_onednns_primitive_cache_but_never_over_the_users_setti
 
 
 @pytest.mark.parametrize("positions", [1, 2])
-def test_a_model_of_too_few_positions_for_a_text_loads_in_int8_and_verify_names_the_field(tmp_path, own_cache,
+def test_a_model_of_too_few_positions_for_a_text_loads_in_int8_and_verify_names_the_field(tmp_path, int8_fresh_cache,
                                                                                          positions):
     """max_position_embeddings = 1 loads in float32; in int8 it raised the tokenizer's bare ValueError
     ("max_length is too small to hold even the special tokens"), from the calibration cutting its texts

@@ -217,7 +217,7 @@ def _fbgemm_linear(x: torch.Tensor, packed, extremes: list[float] | None) -> tor
     ``quantized.linear_with_input_q_dq_qweight_dq_output_fp32`` quantizes x to the steps that range
     gives (``choose_quantization_params``: the rule ``linear_dynamic`` applies inside) and multiplies
     as ``linear_dynamic`` does, without a pass of its own over x for the range. The same numbers bit
-    for bit (tests/test_speed_int8.py), so the range that finds a NaN costs nothing here. Without
+    for bit (tests/test_speed_int8_libraries.py), so the range that finds a NaN costs nothing here. Without
     that operator (an older torch), or for an empty x, ``linear_dynamic`` itself."""
     fused = getattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32", None) if extremes else None
     if fused is None:
