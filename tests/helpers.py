@@ -260,3 +260,20 @@ def sigkill_once_metrics_hold(command: list[str], metrics: Path, lines: int, env
     assert process.poll() is None, "the run ended before it could be killed"
     process.send_signal(signal.SIGKILL)
     process.wait()
+
+
+def refused_at_load(directory, *fragments: str) -> str:
+    """``BertModel.from_pretrained(directory)`` refused at once (under 5 s) with one short line of
+    ``CheckpointError`` holding every fragment; the message returned."""
+    from minibert import BertModel
+    from minibert.errors import CheckpointError
+
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError) as caught:
+        BertModel.from_pretrained(directory)
+    message = str(caught.value)
+    assert time.perf_counter() - started < 5, "refusing should be immediate"
+    assert len(message) < 700 and "\n" not in message.strip(), message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message

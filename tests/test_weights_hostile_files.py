@@ -1,29 +1,27 @@
 """Hostile files: work and memory bounded by the real input, never by what a file claims.
 
 Each case breaks one thing in a copy of the real MiniLM checkpoint and expects one short
-``CheckpointError`` naming the file and the field (or tensor), at once."""
+``CheckpointError`` naming the file and the field (or tensor), at once. Hostile pickles are in
+test_weights_hostile_pickles.py, a hub that never answers in test_loading_hub_deadline.py."""
 
 from __future__ import annotations
 
-import collections
 import json
 import os
-import pickle
 import re
 import shutil
 import struct
-import subprocess
-import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from helpers import refused_at_load
 from minibert import BertModel, Embedder
 from minibert.errors import CheckpointError
+from tiny_hub import TINY
 
 
 @pytest.fixture
@@ -41,18 +39,6 @@ def _edit_config(directory, **changes) -> None:
     values = json.loads(path.read_text())
     values.update(changes)
     path.write_text(json.dumps(values))
-
-
-def _refused(directory, *fragments) -> str:
-    started = time.perf_counter()
-    with pytest.raises(CheckpointError) as caught:
-        BertModel.from_pretrained(directory)
-    message = str(caught.value)
-    assert time.perf_counter() - started < 5, "refusing should be immediate"
-    assert len(message) < 700 and "\n" not in message.strip(), message
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
 
 
 @pytest.mark.parametrize(
@@ -80,12 +66,12 @@ def _refused(directory, *fragments) -> str:
 )
 def test_config_values_outside_their_domain_are_refused_at_once(checkpoint, field, value, says):
     _edit_config(checkpoint, **{field: value})
-    _refused(checkpoint, "config.json", field, says)
+    refused_at_load(checkpoint, "config.json", field, says)
 
 
 def test_a_huge_value_is_not_copied_into_the_error(checkpoint):
     _edit_config(checkpoint, num_hidden_layers=[1] * 1_000_000)
-    message = _refused(checkpoint, "config.json", "num_hidden_layers")
+    message = refused_at_load(checkpoint, "config.json", "num_hidden_layers")
     assert len(message) < 300
 
 
@@ -189,7 +175,7 @@ def test_a_shape_that_is_not_whole_numbers_or_overflows_is_refused_as_the_librar
         with pytest.raises(CheckpointError, match="model.safetensors: tensor extra") as caught:
             read(weights)
         assert says in str(caught.value), caught.value
-    _refused(directory, "model.safetensors: tensor extra", says)
+    refused_at_load(directory, "model.safetensors: tensor extra", says)
     result = run_minibert("embed", "hello", "--model", str(directory))
     assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "tensor extra" in result.stderr and "frame #" not in result.stderr, result.stderr
@@ -259,7 +245,7 @@ def test_a_dtype_transformers_does_not_read_either_is_named(tmp_path, code, dtyp
     directory = _with_extra(tmp_path, "extra.scale", torch.zeros(4).to(dtype))
     with pytest.raises(ValueError, match=f"unknown dtype {code}"):
         transformers.BertModel.from_pretrained(directory)
-    message = _refused(directory, f"tensor extra.scale has dtype {code}, which minibert does not read")
+    message = refused_at_load(directory, f"tensor extra.scale has dtype {code}, which minibert does not read")
     assert "corrupt" not in message, message
 
 
@@ -377,240 +363,3 @@ def test_a_dangling_link_is_absent_as_in_sentence_transformers(sentence_model):
     actual = Embedder.from_pretrained(sentence_model).embed("hello world")
     assert abs(float(np.linalg.norm(expected)) - 1) > 0.1  # no Normalize, in both
     assert np.abs(actual - expected).max() < 1e-5, np.abs(actual - expected).max()
-
-
-# ----------------------------------------------------------------------------- a hub that never answers
-
-
-@pytest.fixture
-def silent_hub():
-    """A host that accepts connections and never answers."""
-    from hub_server import SilentHub
-
-    with SilentHub() as hub:
-        yield hub.url
-
-
-def test_a_hub_that_never_answers_is_given_up_on_in_bounded_time(silent_hub, tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "HF_ENDPOINT": silent_hub, "HF_HUB_OFFLINE": "0", "HF_HOME": str(tmp_path / "hf"),
-           "MINIBERT_HUB_TIMEOUT": "1"}  # fmt: skip
-    started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "minibert", "embed", "hello", "--model", "someone/some-bert"],
-                            capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
-    took = time.monotonic() - started
-    assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "did not answer within 1 s" in lines[0] and "HF_HUB_OFFLINE=1" in lines[0], lines[0]
-    assert took < 20, f"took {took:.1f} s"
-
-
-def test_the_hub_timeout_setting_is_checked(monkeypatch):
-    from minibert.loading.hub import hub_timeout
-
-    monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "-5")
-    with pytest.raises(ValueError, match="MINIBERT_HUB_TIMEOUT"):
-        hub_timeout()
-    monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "2.5")
-    assert hub_timeout() == 2.5
-    monkeypatch.delenv("MINIBERT_HUB_TIMEOUT")
-    assert hub_timeout() == 30.0
-
-
-def test_the_deadline_bounds_small_files_not_a_weights_download(monkeypatch, tmp_path):
-    """A hub that takes longer than the limit to give config.json is given up on; a weights file
-    whose download takes as long is not cut off (it may rightly take minutes)."""
-    import huggingface_hub
-
-    from minibert.errors import ModelNotFoundError
-    from minibert.loading import hub
-
-    def slow_download(repo_id, filename, **options):
-        time.sleep(1.0)
-        return str(tmp_path / filename)
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", slow_download)
-    monkeypatch.setattr(hub, "_unreachable", lambda endpoint: None)  # a hub that takes connections, then is slow
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setenv("MINIBERT_HUB_TIMEOUT", "0.3")
-    with pytest.raises(ModelNotFoundError, match="did not answer within 0.3 s"):
-        hub.resolve_file("some-org/model", "config.json")
-    for weights in ("model.safetensors", "pytorch_model.bin"):
-        assert hub.resolve_file("some-org/model", weights) == tmp_path / weights
-
-
-# ----------------------------------------------------------------------------- what torch reads, minibert reads
-
-TINY = Path(__file__).parent / "data" / "tiny_hub"
-
-
-@pytest.fixture(scope="module")
-def tiny_reference():
-    """The tiny checkpoint's tensors (as saved) and its output on a few ids."""
-    from safetensors.torch import load_file
-
-    state = load_file(str(TINY / "model.safetensors"))
-    model = BertModel.from_pretrained(TINY)
-    ids = torch.tensor([[2, 17, 33, 9, 3, 0], [2, 40, 41, 3, 0, 0]])
-    with torch.no_grad():
-        expected = model(ids, attention_mask=(ids != 0).long()).last_hidden_state
-    return state, ids, expected
-
-
-def _bin_checkpoint(tmp_path, state, **save_options):
-    directory = tmp_path / "bin"
-    directory.mkdir()
-    for name in ("config.json", "vocab.txt", "tokenizer_config.json"):
-        shutil.copy(TINY / name, directory / name)
-    torch.save(state, directory / "pytorch_model.bin", **save_options)
-    return directory
-
-
-def _shared(state):  # two names over one storage, as a tied decoder is saved
-    first = next(name for name in state if name.endswith("word_embeddings.weight"))
-    return {**state, "cls.predictions.decoder.weight": state[first]}
-
-
-def _strided(state):  # every matrix stored transposed, seen through .t(): not contiguous
-    return {name: t.t().contiguous().t() if t.dim() == 2 else t for name, t in state.items()}
-
-
-@pytest.mark.parametrize(
-    ("variant", "save_options"),
-    [
-        (lambda state: state, {}),
-        (lambda state: state, {"_use_new_zipfile_serialization": False}),  # torch's legacy format (before 1.6)
-        (lambda state: {"state_dict": state}, {}),
-        (lambda state: collections.OrderedDict(state), {}),
-        (_shared, {}),
-        (_strided, {}),
-        (_strided, {"_use_new_zipfile_serialization": False}),
-    ],
-    ids=["plain", "legacy-format", "state_dict-wrapper", "ordered-dict", "shared-storage", "non-contiguous",
-         "non-contiguous-legacy"],
-)  # fmt: skip
-def test_every_weights_file_torch_reads_safely_loads(tmp_path, tiny_reference, variant, save_options):
-    state, ids, expected = tiny_reference
-    directory = _bin_checkpoint(tmp_path, variant(state), **save_options)
-    torch.load(directory / "pytorch_model.bin", weights_only=True)  # torch itself reads it safely
-    model = BertModel.from_pretrained(directory)
-    with torch.no_grad():
-        got = model(ids, attention_mask=(ids != 0).long()).last_hidden_state
-    assert torch.equal(got, expected), (got - expected).abs().max()
-
-
-def test_a_pickle_that_runs_code_is_refused_with_minibert_error(tmp_path, tiny_reference):
-    state, _, _ = tiny_reference
-    directory = _bin_checkpoint(tmp_path, {**state, "payload": collections.Counter("abc")})
-    with pytest.raises(CheckpointError, match="pytorch_model.bin"):
-        BertModel.from_pretrained(directory)
-
-
-class _RunsCode:  # what a hostile pickle holds: unpickling it would call os.system
-    def __reduce__(self):
-        return os.system, ("touch RAN",)
-
-
-def _hostile_pickle(path: Path, zipped: bool) -> None:
-    """A pytorch_model.bin whose pickle asks for os.system: a bare pickle (protocol 2), or torch's zip
-    format with data.pkl replaced."""
-    if not zipped:
-        path.write_bytes(pickle.dumps({"x": _RunsCode()}, protocol=2))
-        return
-    torch.save({"a": torch.zeros(2)}, path)
-    with zipfile.ZipFile(path) as archive:
-        members = [(info, archive.read(info.filename)) for info in archive.infolist()]
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
-        for info, data in members:
-            archive.writestr(info, pickle.dumps({"x": _RunsCode()}, protocol=2) if info.filename.endswith("data.pkl")
-                             else data)  # fmt: skip
-
-
-@pytest.mark.parametrize("zipped", [False, True], ids=["bare-pickle", "zip-format"])
-def test_a_pickle_that_asks_for_code_is_refused_saying_so(tmp_path, zipped, monkeypatch):
-    """torch refuses it (weights_only=True), and minibert said "truncated or corrupt", quoting torch's
-    first line, which reads as if minibert re-ran the load with weights_only=False. Now it says what
-    the pickle asks for and that minibert will not run it; the command prints that one line only
-    (not torch's "Detected pickle protocol" warning), and nothing of the file runs."""
-    directory = _bin_checkpoint(tmp_path, {})
-    _hostile_pickle(directory / "pytorch_model.bin", zipped)
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(pickle.UnpicklingError, match="GLOBAL posix.system"):  # torch's own verdict
-        torch.load(directory / "pytorch_model.bin", weights_only=True)
-    with pytest.raises(CheckpointError) as caught:
-        BertModel.from_pretrained(directory)
-    message = str(caught.value)
-    assert message.startswith(f"cannot read weights file {directory / 'pytorch_model.bin'}: its pickle asks for the "
-                              "Python global posix.system, code a weights-only load"), message  # fmt: skip
-    assert "minibert runs no code from a weights file" in message and "corrupt" not in message, message
-    assert "Re-running" not in message and "\n" not in message, message
-    result = subprocess.run([sys.executable, "-m", "minibert", "embed", "hello", "--model", str(directory)],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert result.returncode == 1 and result.stderr.splitlines() == [f"minibert: error: {message}"], result.stderr
-    assert not (tmp_path / "RAN").exists()
-
-
-def test_a_pickle_protocol_torch_does_not_read_weights_only_is_named(tmp_path, monkeypatch):
-    """A bare protocol-4 pickle (pickle.dumps's default): torch's weights-only unpickler stops at its
-    FRAME instruction, after warning "Detected pickle protocol 4": the command says one line."""
-    directory = _bin_checkpoint(tmp_path, {})
-    (directory / "pytorch_model.bin").write_bytes(pickle.dumps({"x": _RunsCode()}, protocol=4))
-    message = _refused(directory, "its pickle uses the instruction FRAME (pickle protocol 4), which torch's "
-                                  "weights-only load")  # fmt: skip
-    assert "corrupt" not in message and "Re-running" not in message, message
-    monkeypatch.chdir(tmp_path)
-    result = subprocess.run([sys.executable, "-m", "minibert", "embed", "hello", "--model", str(directory)],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert result.returncode == 1 and result.stderr.splitlines() == [f"minibert: error: {message}"], result.stderr
-    assert not (tmp_path / "RAN").exists()
-
-
-@pytest.mark.parametrize(("content", "says"), [(b"", "EOFError"), (b"\xa1 not a pickle", "the byte 0xa1 is no pickle")])
-def test_a_bin_that_is_not_a_pickle_is_still_corrupt(tmp_path, content, says):
-    directory = _bin_checkpoint(tmp_path, {})
-    (directory / "pytorch_model.bin").write_bytes(content)
-    _refused(directory, says, "truncated or corrupt")
-
-
-# ----------------------------------------------------------------------------- cold start
-
-
-class _CountInitialisation(torch.overrides.TorchFunctionMode):
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        from minibert.loading.from_pretrained import _WithoutInitialisation
-
-        if func in _WithoutInitialisation.SKIPPED:
-            self.calls.append(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
-
-
-def test_loading_initialises_no_weight():
-    """The checkpoint's tensors are the weights: nothing is randomly initialised first, not even
-    on the meta device (where torch's reference ops would import its compiler, ~2 s)."""
-    with _CountInitialisation() as counter:
-        BertModel.from_pretrained(TINY)
-    assert counter.calls == []
-    with _CountInitialisation() as counter:  # the control: building a model from a config initialises it
-        BertModel(BertModel.from_pretrained(TINY).config)
-    assert "normal_" in counter.calls or "kaiming_uniform_" in counter.calls
-
-
-def test_one_sentence_through_the_command_imports_no_compiler(minilm_dir):
-    import subprocess
-    import sys
-
-    code = ("import sys; from minibert.apps import cli; cli.main(['embed', '--model', sys.argv[1], 'one sentence']); "
-            "print(sorted(m for m in sys.modules if m.startswith(('torch._dynamo', 'torch._inductor', 'transformers',"
-            " 'huggingface_hub'))), file=sys.stderr)")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", code, str(minilm_dir)], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr

@@ -1,5 +1,6 @@
 """tests/data/tiny_hub served as org/tiny on a loopback hub (hub_server.py), and what the hub tests
-(test_loading_hub_*.py) share. The ``hub`` fixture is offered to every test by conftest.py.
+(test_loading_hub_*.py) share; the checkpoint's tensors and output, for tests that write them in
+another form. The fixtures are offered to every test by conftest.py.
 
 The tests run in this process (a subprocess per case would spend seconds importing torch):
 huggingface_hub reads HF_HUB_OFFLINE and its cache folder when it is imported, so the fixture sets
@@ -13,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from hub_server import HubServer
 
@@ -25,6 +27,21 @@ def hub(monkeypatch, tmp_path):
     """A loopback hub serving tests/data/tiny_hub as org/tiny, this process's cache in tmp_path."""
     with HubServer({"org/tiny": TINY}) as server:
         yield server.in_this_process(monkeypatch, tmp_path / "hub")
+
+
+@pytest.fixture(scope="module")
+def tiny_reference():
+    """The tiny checkpoint's tensors (as saved) and its output on a few ids."""
+    from safetensors.torch import load_file
+
+    from minibert import BertModel
+
+    state = load_file(str(TINY / "model.safetensors"))
+    model = BertModel.from_pretrained(TINY)
+    ids = torch.tensor([[2, 17, 33, 9, 3, 0], [2, 40, 41, 3, 0, 0]])
+    with torch.no_grad():
+        expected = model(ids, attention_mask=(ids != 0).long()).last_hidden_state
+    return state, ids, expected
 
 
 def offline(monkeypatch) -> None:
