@@ -277,3 +277,8 @@ def refused_at_load(directory, *fragments: str) -> str:
     for fragment in fragments:
         assert fragment in message, message
     return message
+
+
+def run_python(code: str, env: dict, *args: str) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh ``python -c`` with ``args`` and the environment ``env`` (5 minutes at most)."""
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)

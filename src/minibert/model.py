@@ -16,7 +16,7 @@ What this file leaves to others: checking the inputs (inputs.py), loading pretra
 (loading/, through the base class in pretrained.py), the task heads (heads.py), and speed. Speed
 enters in two named places, each computing the same numbers as the formulas written out here (up to
 the order of float sums, except in a float16 row with no real token: speed/fast_path.py;
-tests/test_model.py and tests/test_speed_book_modules.py compare them):
+tests/test_model_padding.py and tests/test_speed_book_modules.py compare them):
 
 * ``layout`` in ``SelfAttention.forward`` (speed/fast_path.py): a fused attention kernel, Q, K and V
   as one product where a GPU trains, and, where a caller asks for it by name

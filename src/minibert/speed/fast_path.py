@@ -38,7 +38,7 @@ differ, a float16 row with no real token, is in 3.):
    float32, where they survive, so that row attends as if nothing were masked (torch's CPU kernel;
    Δ about 2 on all-MiniLM-L6-v2). In float32 and bfloat16 the minimum (-3.4e38) swallows every
    score on both paths: every key weighs the same. Such a row carries no text, and with
-   ``skip_padding=True`` it is zeros on both paths (tests/test_model.py pins all three dtypes).
+   ``skip_padding=True`` it is zeros on both paths (tests/test_model_padding.py pins all three dtypes).
 4. **One product for Q, K and V** (``fused_projections``), on a GPU where a gradient is recorded (training):
    x·[Wq; Wk; Wv]ᵀ is the three products side by side, one GEMM of 3H columns instead of three of H,
    and one layout change of (P, 3H) instead of three of (P, H). A training step is mostly the
