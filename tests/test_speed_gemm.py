@@ -28,24 +28,16 @@ from helpers import (
     exact_reference,
     needs_onednn,
 )
-from minibert import BertForPreTraining, BertModel, BertTokenizer
+from minibert import BertForPreTraining, BertModel
 from minibert.speed import BACKENDS, packed_linear
 from minibert.speed.packed_linear import PackedLinear
+from minilm_models import batch_of
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-5
 
 
 pytestmark = pytest.mark.usefixtures("own_gemm_cache")  # each test measures into its own cache
-
-
-@pytest.fixture(scope="module")
-def reference(minilm_dir):
-    return transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
-
-
-def _batch(directory, texts):
-    return BertTokenizer.from_pretrained(directory)(texts, padding=True, truncation=True, return_tensors="pt")
 
 
 def assert_linear_close(actual, expected, x, linear: nn.Linear, name: str) -> None:
@@ -69,13 +61,13 @@ def _linears(model) -> list[nn.Module]:
 
 
 @pytest.fixture(scope="module")
-def exact(minilm_dir, reference, real_texts):
+def exact(minilm_dir, minilm_reference, real_texts):
     """transformers' outputs in float64 (the exact numbers, to fp32's eyes) and in float32."""
-    batch = _batch(minilm_dir, real_texts)
-    exact_model = copy.deepcopy(reference).double()
+    batch = batch_of(minilm_dir, real_texts)
+    exact_model = copy.deepcopy(minilm_reference).double()
     with torch.no_grad():
         truth = exact_model(**batch, output_hidden_states=True, output_attentions=True)
-        theirs = reference(**batch, output_hidden_states=True, output_attentions=True)
+        theirs = minilm_reference(**batch, output_hidden_states=True, output_attentions=True)
     return batch, truth, theirs
 
 
@@ -127,7 +119,7 @@ def test_fused_activations_are_the_configs_function(hidden_act, tmp_path, vocab_
         model.bert.layers[0].feed_forward.intermediate.post_op
     )
     assert fused == (hidden_act in packed_linear.FUSIBLE)
-    batch = _batch(tmp_path, real_texts)
+    batch = batch_of(tmp_path, real_texts)
     with torch.no_grad():  # 2 layers of width 64: fp32 rounding stays far below 1e-5 end to end
         compare_outputs(model.bert(**batch, output_hidden_states=True),
                         reference.bert(**batch, output_hidden_states=True), batch["attention_mask"],
@@ -137,7 +129,7 @@ def test_fused_activations_are_the_configs_function(hidden_act, tmp_path, vocab_
 @needs_onednn
 def test_backends_switch_back_and_forth_and_the_packed_weight_follows_the_parameter(minilm_dir, real_texts):
     model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
-    batch = _batch(minilm_dir, real_texts[:4])
+    batch = batch_of(minilm_dir, real_texts[:4])
     # Real tokens' rows (a fixed 1e-5 cannot bound [PAD] rows, where fp32 itself lands ~1e-4 from
     # exact: helpers.compare_outputs; test_every_backend_matches_transformers_layer_by_layer holds them).
     real = batch["attention_mask"].bool()
@@ -166,7 +158,7 @@ def test_a_write_through_data_is_seen_by_the_packed_copy(minilm_dir, real_texts,
     which keeps it) gave the old weights' numbers, 0.83 away from F.linear on MiniLM. The packed
     weight is a WatchedWeight, whose .data counts as a change; back on mkl it is a plain Parameter."""
     model = BertModel.from_pretrained(minilm_dir, gemm="onednn")
-    batch = _batch(minilm_dir, real_texts[:4])
+    batch = batch_of(minilm_dir, real_texts[:4])
     real = batch["attention_mask"].bool()
     with torch.no_grad():
         before = model(**batch).last_hidden_state[real]  # packs every weight
@@ -195,14 +187,14 @@ def test_a_write_through_data_is_seen_by_the_packed_copy(minilm_dir, real_texts,
 
 @needs_onednn
 @pytest.mark.parametrize("tool", ["nn.Parameter(w), then its .data.mul_", "parametrizations.weight_norm"])
-def test_torchs_weight_tools_take_a_packed_weight(minilm_dir, reference, real_texts, tool):
+def test_torchs_weight_tools_take_a_packed_weight(minilm_dir, minilm_reference, real_texts, tool):
     """``nn.Parameter(w)`` and torch's ``parametrizations.weight_norm`` (which calls it) refused a packed weight
     (a WatchedWeight, whose ``detach()`` gave a plain Tensor: torch then takes no subclass as a Parameter); on
     mkl both worked. Now both work on the packed layers, and the model computes what transformers computes
     after the same step (an edit through the new Parameter's ``.data`` is seen by the packed copy too)."""
     model = BertModel.from_pretrained(minilm_dir, gemm="onednn")
-    theirs = copy.deepcopy(reference)
-    batch = _batch(minilm_dir, real_texts[:4])
+    theirs = copy.deepcopy(minilm_reference)
+    batch = batch_of(minilm_dir, real_texts[:4])
     real = batch["attention_mask"].bool()
     with torch.no_grad():
         model(**batch)  # packs every weight
@@ -218,7 +210,7 @@ def test_torchs_weight_tools_take_a_packed_weight(minilm_dir, reference, real_te
             with torch.no_grad():
                 layer.parametrizations.weight.original0.mul_(0.5)  # the norms g: half of each row
     with torch.no_grad():
-        expected, before = theirs(**batch).last_hidden_state[real], reference(**batch).last_hidden_state[real]
+        expected, before = theirs(**batch).last_hidden_state[real], minilm_reference(**batch).last_hidden_state[real]
         assert_close(model(**batch).last_hidden_state[real], expected, f"onednn after {tool}", ATOL)
         # a deep copy leaves the packed cache out (parametrize's own __deepcopy__ copied it: oneDNN refused)
         assert_close(copy.deepcopy(model)(**batch).last_hidden_state[real], expected, f"a copy after {tool}", ATOL)
@@ -234,7 +226,7 @@ def test_a_forward_hook_sees_the_projection_and_the_output_is_unchanged(minilm_d
     GELU inside the GEMM. Now a hooked projection gives its own output and the feed-forward applies
     the activation, once: the model's output is that of the unhooked model."""
     model = BertModel.from_pretrained(minilm_dir, gemm=backend)
-    batch = _batch(minilm_dir, real_texts[:4])
+    batch = batch_of(minilm_dir, real_texts[:4])
     real = batch["attention_mask"].bool()
     intermediate = model.layers[0].feed_forward.intermediate
     seen = []
@@ -265,17 +257,17 @@ def test_a_forward_hook_sees_the_projection_and_the_output_is_unchanged(minilm_d
 
 @pytest.mark.slow  # (inductor compiles for ~10 s)
 @needs_onednn
-def test_torch_compile_of_a_packed_model_computes_what_it_computes(minilm_dir, reference, real_texts):
+def test_torch_compile_of_a_packed_model_computes_what_it_computes(minilm_dir, minilm_reference, real_texts):
     """torch.compile of a model on oneDNN failed in inductor (a LoweringException on the packed
     op); compiling, the projections go through F.linear, which inductor packs its own way. Compiled
     first on a batch without padding, then given padded ones: transformers' numbers on each."""
     model = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused")
     compiled = torch.compile(model)
     for texts in (["Hello world", "Good morning"], real_texts[:3], real_texts[-3:]):
-        batch = _batch(minilm_dir, texts)
+        batch = batch_of(minilm_dir, texts)
         real = batch["attention_mask"].bool()
         with torch.no_grad():
-            expected = reference(**batch).last_hidden_state[real]
+            expected = minilm_reference(**batch).last_hidden_state[real]
             assert_close(compiled(**batch).last_hidden_state[real], expected, "torch.compile, onednn-fused", ATOL)
 
 
@@ -283,7 +275,7 @@ def test_torch_compile_of_a_packed_model_computes_what_it_computes(minilm_dir, r
 def test_training_runs_on_f_linear_with_the_same_gradients(minilm_dir, real_texts):
     """A forward pass that needs gradients takes F.linear (oneDNN's op has no autograd here): the
     loss and every gradient are those of the mkl backend, bit for bit."""
-    batch = _batch(minilm_dir, real_texts[:4])
+    batch = batch_of(minilm_dir, real_texts[:4])
     grads = {}
     for backend in ("mkl", "onednn-fused"):
         model = BertModel.from_pretrained(minilm_dir, gemm=backend)
@@ -306,13 +298,14 @@ BITFIT = {"attention.query.bias": "attention.self.query.bias", "feed_forward.out
 
 
 @pytest.mark.parametrize("backend", [pytest.param(b, marks=[needs_onednn] if b != "mkl" else []) for b in BACKENDS])
-def test_bias_only_training_gets_transformers_gradients_on_every_backend(backend, minilm_dir, reference, real_texts):
+def test_bias_only_training_gets_transformers_gradients_on_every_backend(backend, minilm_dir, minilm_reference,
+                                                                          real_texts):
     """BitFit on each backend: weights and embeddings frozen, so layer 0's query projection is fed an
     input that needs no gradient, and only its bias trains. Each trainable bias gets transformers'
     gradient (within fp32's spread around float64's, scaled to the gradient's size, as
     test_speed_grad_modes's check_train), never None: oneDNN's op has no autograd formula, and a
     layer that took it for its bias alone left that bias untrained, with only torch's warning."""
-    batch = _batch(minilm_dir, real_texts[:4])
+    batch = batch_of(minilm_dir, real_texts[:4])
     real = batch["attention_mask"].bool()
     model = BertModel.from_pretrained(minilm_dir, gemm=backend).eval()  # eval: no dropout, as the reference
     assert model.gemm_backend == backend
@@ -322,7 +315,7 @@ def test_bias_only_training_gets_transformers_gradients_on_every_backend(backend
         warnings.simplefilter("error")  # torch's "an autograd kernel was not registered" is the only other sign
         model(**batch).last_hidden_state[real].pow(2).mean().backward()
     theirs = {}
-    for their_model in (copy.deepcopy(reference), exact_reference(reference)):
+    for their_model in (copy.deepcopy(minilm_reference), exact_reference(minilm_reference)):
         for name, parameter in their_model.named_parameters():
             parameter.requires_grad_(name.startswith("encoder.layer.") and name.split(".", 3)[3] in BITFIT.values())
         their_model(**batch).last_hidden_state[real].pow(2).mean().backward()
@@ -383,7 +376,7 @@ def test_a_packed_layer_records_a_gradient_for_any_parameter_that_needs_one(fuse
 def test_a_model_moved_after_loading_still_computes(minilm_dir, real_texts):
     """float16 or float64 (oneDNN's packed linear takes neither), or bfloat16 on a CPU without
     AVX-512: the layers fall back to F.linear rather than fail."""
-    batch = _batch(minilm_dir, real_texts[:3])
+    batch = batch_of(minilm_dir, real_texts[:3])
     plain = BertModel.from_pretrained(minilm_dir, gemm="mkl")
     for dtype in (torch.float64, torch.float16, torch.bfloat16):
         model = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused").to(dtype)
@@ -402,7 +395,7 @@ def test_a_model_moved_after_loading_still_computes(minilm_dir, real_texts):
 @needs_onednn
 def test_a_model_on_onednn_pickles_and_copies(minilm_dir, real_texts):
     model = BertModel.from_pretrained(minilm_dir, gemm="onednn-fused")
-    batch = _batch(minilm_dir, real_texts[:3])
+    batch = batch_of(minilm_dir, real_texts[:3])
     with torch.no_grad():
         expected = model(**batch).last_hidden_state
         for clone in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from helpers import assert_close, compare_real_tokens_with_exact, exact_reference, max_abs_diff, needs_onednn
-from minibert import BertModel, BertTokenizer
+from minibert import BertModel
+from minilm_models import batch_of
 
 transformers = pytest.importorskip("transformers")
 
@@ -23,16 +24,7 @@ ATOL = 1e-5
 pytestmark = pytest.mark.usefixtures("own_gemm_cache")  # each test measures into its own cache
 
 
-@pytest.fixture(scope="module")
-def reference(minilm_dir):
-    return transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
-
-
-def _batch(directory, texts):
-    return BertTokenizer.from_pretrained(directory)(texts, padding=True, truncation=True, return_tensors="pt")
-
-
-def test_short_sequences_written_out_compute_what_the_fused_kernel_computes(minilm_dir, reference, real_texts):
+def test_short_sequences_written_out_compute_what_the_fused_kernel_computes(minilm_dir, minilm_reference, real_texts):
     """The fast path's written-out attention (speed/fast_path.py's written_out, for sequences up to the
     measured length) against the fused kernel, on a batch that packs and attends in length groups
     (masks included): every layer within helpers.bound_from_exact of float64 (the same formula; the sums only
@@ -42,7 +34,7 @@ def test_short_sequences_written_out_compute_what_the_fused_kernel_computes(mini
 
     model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
     by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
-    batch = _batch(minilm_dir, [by_length[-1], *by_length[:4], *real_texts[:4]])
+    batch = batch_of(minilm_dir, [by_length[-1], *by_length[:4], *real_texts[:4]])
     assert Packing(batch["attention_mask"]).groups is not None
     threads = torch.get_num_threads()
     with torch.no_grad():
@@ -52,8 +44,8 @@ def test_short_sequences_written_out_compute_what_the_fused_kernel_computes(mini
         written = model(**batch, output_hidden_states=True, skip_padding=True)
         model.short_attention = {threads + 1: 10_000}  # another thread count's entry: not this one's
         again = model(**batch, skip_padding=True).last_hidden_state
-        theirs = reference(**batch, output_hidden_states=True)
-        exact = exact_reference(reference)(**batch, output_hidden_states=True)
+        theirs = minilm_reference(**batch, output_hidden_states=True)
+        exact = exact_reference(minilm_reference)(**batch, output_hidden_states=True)
     # Both against float64 at the real tokens, within 1e-5 beyond twice transformers' fp32 error at each
     # depth: a flat 1e-5 between the two orders failed at 1.26e-5 (layer 5) on a batch with another docstring.
     for name, output in (("fused kernel", fused), ("written out", written)):
@@ -74,7 +66,7 @@ def _args(batch) -> tuple:
 
 
 @pytest.mark.parametrize("backend", ["mkl", "book", pytest.param("onednn-fused", marks=needs_onednn)])
-def test_a_trace_of_an_unpadded_example_masks_a_padded_batch(backend, minilm_dir, reference, real_texts):
+def test_a_trace_of_an_unpadded_example_masks_a_padded_batch(backend, minilm_dir, minilm_reference, real_texts):
     """torch.jit.trace records one call. minibert chose in Python whether a batch had padding, so a trace of one
     unpadded sentence (as export tutorials trace) held no attention mask at all: a padded batch run through it
     was 0.49-1.5 from transformers at real tokens (mkl, the book's modules); on oneDNN the trace failed (the packed
@@ -82,20 +74,21 @@ def test_a_trace_of_an_unpadded_example_masks_a_padded_batch(backend, minilm_dir
     F.linear: transformers' numbers, here and on a batch of another length."""
     model = _traced_model(minilm_dir, backend)
     with torch.no_grad():
-        traced = torch.jit.trace(model, _args(_batch(minilm_dir, "Hello world")))
+        traced = torch.jit.trace(model, _args(batch_of(minilm_dir, "Hello world")))
         for texts in (real_texts[:4], real_texts[-3:]):
-            batch = _batch(minilm_dir, texts)
+            batch = batch_of(minilm_dir, texts)
             real = batch["attention_mask"].bool()
             assert not real.all()
             hidden, pooled = traced(*_args(batch))
-            theirs = reference(**batch)
+            theirs = minilm_reference(**batch)
             assert_close(hidden[real], theirs.last_hidden_state[real], f"{backend}: traced, on a padded batch", ATOL)
             assert_close(pooled, theirs.pooler_output, f"{backend}: traced, the pooler", ATOL)
 
 
 @needs_onednn
 @pytest.mark.parametrize("short", ["as measured", "written out up to 16 tokens"])
-def test_torch_export_of_the_default_load_computes_transformers_numbers(minilm_dir, reference, real_texts, short):
+def test_torch_export_of_the_default_load_computes_transformers_numbers(minilm_dir, minilm_reference, real_texts,
+                                                                        short):
     """torch.export.export stopped in the input checks (``int(ids.min())``: a value an exported graph cannot
     know) and in the choice of a mask. The checks now run in eager calls only; the exported program of the
     model as loaded (oneDNN on this CPU), with dynamic batch and length, traced on an unpadded batch,
@@ -105,29 +98,30 @@ def test_torch_export_of_the_default_load_computes_transformers_numbers(minilm_d
     model = BertModel.from_pretrained(minilm_dir, gemm="onednn", return_dict=False)
     if short != "as measured":
         model.short_attention = {torch.get_num_threads(): 16}
-    example = _batch(minilm_dir, ["Hello world", "Good morning"])
+    example = batch_of(minilm_dir, ["Hello world", "Good morning"])
     assert example["attention_mask"].bool().all()
     dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("tokens", max=512)}
     with torch.no_grad():
         program = torch.export.export(model, _args(example), dynamic_shapes=(dims, dims, dims)).module()
         for texts in (real_texts[:4], real_texts[-3:]):
-            batch = _batch(minilm_dir, texts)
+            batch = batch_of(minilm_dir, texts)
             real = batch["attention_mask"].bool()
             hidden, pooled = program(*_args(batch))
-            theirs = reference(**batch)
+            theirs = minilm_reference(**batch)
             assert_close(hidden[real], theirs.last_hidden_state[real], "torch.export, on a padded batch", ATOL)
             assert_close(pooled, theirs.pooler_output, "torch.export, the pooler", ATOL)
     with pytest.raises(ValueError, match="outside the vocabulary"):  # eager calls still check
         model(torch.tensor([[101, 10**6, 102]]))
 
 
-def test_the_legacy_onnx_export_of_an_unpadded_example_takes_the_mask(minilm_dir, reference, real_texts, tmp_path):
+def test_the_legacy_onnx_export_of_an_unpadded_example_takes_the_mask(minilm_dir, minilm_reference, real_texts,
+                                                                      tmp_path):
     """torch.onnx.export(dynamo=False) traces as torch.jit.trace does: the graph exported from one unpadded
     sentence had no attention_mask input, and gave onnxruntime 0.49 from transformers on a padded batch."""
     onnxruntime = pytest.importorskip("onnxruntime")
     model = BertModel.from_pretrained(minilm_dir, gemm="mkl", return_dict=False)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    example = _args(_batch(minilm_dir, "Hello world"))
+    example = _args(batch_of(minilm_dir, "Hello world"))
     with torch.no_grad():
         traced = torch.jit.trace(model, example)  # (the legacy exporter fills keyword-only parameters in by position)
         torch.onnx.export(traced, example, tmp_path / "model.onnx", dynamo=False,
@@ -135,9 +129,9 @@ def test_the_legacy_onnx_export_of_an_unpadded_example_takes_the_mask(minilm_dir
                           dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names})  # fmt: skip
     session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"))
     assert [graph_input.name for graph_input in session.get_inputs()] == names
-    batch = _batch(minilm_dir, real_texts[:4])
+    batch = batch_of(minilm_dir, real_texts[:4])
     hidden, _ = session.run(None, {name: batch[name].numpy() for name in names})
     real = batch["attention_mask"].bool()
     with torch.no_grad():
-        theirs = reference(**batch).last_hidden_state[real]
+        theirs = minilm_reference(**batch).last_hidden_state[real]
     assert_close(torch.from_numpy(hidden)[real], theirs, "onnxruntime, on a padded batch", ATOL)

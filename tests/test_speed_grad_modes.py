@@ -51,11 +51,6 @@ def batch(minilm_dir):
 
 
 @pytest.fixture(scope="module")
-def reference(minilm_dir):
-    return transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
-
-
-@pytest.fixture(scope="module")
 def heads_checkpoint(tmp_path_factory, vocab_file):
     """(directory, transformers BertForPreTraining) of a small checkpoint with both pre-training heads."""
     directory = tmp_path_factory.mktemp("pretraining-heads")
@@ -102,10 +97,10 @@ def _matrix():
 
 
 @pytest.mark.parametrize(("case", "backend"), list(_matrix()))
-def test_grad_mode_case(case, backend, minilm_dir, batch, reference, heads_checkpoint, fork_server, tmp_path):
+def test_grad_mode_case(case, backend, minilm_dir, batch, minilm_reference, heads_checkpoint, fork_server, tmp_path):
     model_dir = heads_checkpoint[0] if case == "head" else minilm_dir
     result = run_case(fork_server, case, backend, model_dir, batch, tmp_path)
-    CHECKS[case](result, backend, batch, reference, heads_checkpoint, tmp_path)
+    CHECKS[case](result, backend, batch, minilm_reference, heads_checkpoint, tmp_path)
 
 
 def check_load_and_run(result, backend, batch, reference, heads_checkpoint, tmp_path):
