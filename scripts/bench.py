@@ -65,7 +65,7 @@ def workloads(args, texts: list[str], rounds: int, peak_fp32: float | None, peak
         "tokenizer": lambda: bench_tokenizer(texts, rounds),
         "import": lambda: bench_import(rounds),
         "cold": lambda: bench_cold_start(rounds),
-        # memory: 3 fresh processes a cell in --quick too (one process is one draw: a peak read 12% high
+        # memory: 3 fresh processes a cell in --quick too (one process is one draw: a peak read 13% high
         # in one, on a Zen 5); its ONNX Runtime rows only need ONNX Runtime
         "memory": lambda: memory_rows(rounds=3),
         "tf": lambda: bench_tf_checkpoint(rounds),

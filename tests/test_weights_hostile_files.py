@@ -2,7 +2,8 @@
 
 Each case breaks one thing in a copy of the real MiniLM checkpoint and expects one short
 ``CheckpointError`` naming the file and the field (or tensor), at once. Hostile pickles are in
-test_weights_hostile_pickles.py, a hub that never answers in test_loading_hub_deadline.py."""
+test_weights_hostile_pickles.py, a hub that never answers in test_loading_hub_deadline.py, the
+cold start in test_loading_cold_start.py."""
 
 from __future__ import annotations
 
