@@ -8,6 +8,7 @@ SIGKILL); a SIGHUP wrote a traceback and the server kept serving. Each test wait
 from __future__ import annotations
 
 import asyncio
+import math
 import signal
 import socket
 import subprocess
@@ -189,21 +190,38 @@ def test_sigterm_beyond_the_graceful_timeout_answers_503_json_and_exits_1(minilm
                                              "the 1 s grace (--graceful-timeout); they were answered 503")  # fmt: skip
 
 
+LONG_TEXT = "word " * 300  # 256 tokens once cut: two of them fill a batch of --max-batch-tokens 512
+
+
+async def _one_batch_seconds(http) -> float:
+    """One request of one batch (two LONG_TEXTs), timed: a batch's time on this CPU, and a request's
+    overhead."""
+    started = time.monotonic()
+    one = await http.post("/v1/embeddings", json={"model": NAME, "input": [LONG_TEXT] * 2, "truncate": True})
+    assert one.status_code == 200, one.text
+    return time.monotonic() - started
+
+
+def _texts_lasting(seconds: float, batch: float) -> int:
+    """How many LONG_TEXTs make a request that stays in the model about ``seconds``, a batch of two
+    taking ``batch`` seconds: 40 at least, --max-inputs (2,048) at most. 40 took 13.6 s where these
+    tests were written and 1.3 s on a Zen 5, inside a 1 s grace after the signal: so it is measured."""
+    return min(2_048, max(40, 2 * math.ceil(seconds / batch)))
+
+
 def test_a_stop_past_its_grace_exits_after_one_batch_not_the_whole_request(minilm_dir):
     """docs/serving.md: when the grace runs out, the process waits for the batch already in the model,
     at most --max-batch-tokens. It waited for the whole request (40 texts of 256 tokens, 20 times the
     512 of --max-batch-tokens: 13.6 s after SIGTERM with a 1 s grace), long after its client was
-    answered 503. Now it exits within the grace and about one batch (measured first, on its own)."""
+    answered 503. Now it exits within the grace and about one batch (measured first, on its own). The
+    request is sized from that batch to stay in the model ~8 s, far past the grace, on any CPU."""
     server = Server(minilm_dir, "--graceful-timeout", "1", "--max-batch-tokens", "512")
-    text = "word " * 300  # 256 tokens once cut
 
     async def main():
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
-            started = time.monotonic()
-            one = await http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 2, "truncate": True})
-            batch = time.monotonic() - started  # one batch of 512 tokens, and a request's overhead
-            assert one.status_code == 200, one.text
-            call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 40,
+            batch = await _one_batch_seconds(http)
+            texts = [LONG_TEXT] * _texts_lasting(8, batch)
+            call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": texts,
                                                                            "truncate": True}))  # fmt: skip
             await until_in_flight(http, 1)
             await asyncio.sleep(0.2)  # in the model (its tokens: a few milliseconds)
@@ -228,13 +246,14 @@ def test_a_stop_past_its_grace_exits_after_one_batch_not_the_whole_request(minil
 def test_a_second_signal_stops_at_once_and_says_so_in_one_line(minilm_dir):
     """docs/serving.md: a second signal forces the exit. It wrote uvicorn's traceback of the lifespan it
     cancelled (CancelledError), and both the client's 503 and the last line blamed a 30 s grace that
-    had not run out. Now: one line naming the second signal, the 503 naming it too."""
+    had not run out. Now: one line naming the second signal, the 503 naming it too. The request is
+    sized to stay in the model ~8 s on any CPU, past both signals."""
     server = Server(minilm_dir, "--max-batch-tokens", "512")
-    text = "word " * 300  # 256 tokens once cut: 40 of them are 20 batches, many seconds
 
     async def main():
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as http:
-            call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": [text] * 40,
+            texts = [LONG_TEXT] * _texts_lasting(8, await _one_batch_seconds(http))
+            call = asyncio.ensure_future(http.post("/v1/embeddings", json={"model": NAME, "input": texts,
                                                                            "truncate": True}))  # fmt: skip
             await until_in_flight(http, 1)
             await asyncio.sleep(0.2)  # in the model (its tokens: a few milliseconds)
