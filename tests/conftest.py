@@ -20,7 +20,7 @@ from faked_devices import with_one_gpu, without_cuda  # noqa: E402, F401  (fixtu
 from int8_checkpoints import int8_fresh_cache, int8_measured_faster, int8_model, tiny_dir  # noqa: E402, F401  (fixtures: small random checkpoints and a fresh cache, for int8)
 from minilm_models import minilm, minilm_exact, minilm_reference  # noqa: E402, F401  (fixtures: MiniLM, ours and the references)
 from task_checkpoints import make  # noqa: E402, F401  (a fixture: the task tests' saved checkpoints)
-from tiny_hub import hub, tiny_reference  # noqa: E402, F401  (fixtures: tests/data/tiny_hub on a loopback hub; its tensors)
+from tiny_hub import hub, tiny_tensors_and_output  # noqa: E402, F401  (fixtures: tests/data/tiny_hub on a loopback hub; its tensors)
 
 # One scratch folder per test process holds every temporary file of the session: the doctests'
 # mkdtemp(), torchrun's torchelastic_* folders, Ray's session folders, every subprocess's $TMPDIR.

@@ -22,10 +22,10 @@ import torch
 from safetensors.torch import load_file
 from tf_bundles import write_checkpoint
 
+from int8_checkpoints import measured_faster
 from minibert import BertConfig, BertModel, BertTokenizer
 from minibert.errors import QuantizationError
 from minibert.loading.tf_checkpoint import read_tf_checkpoint
-from minibert.speed import int8_check
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
 A, B = "a" * 40, "b" * 40  # two revisions (commit hashes) of one hub repository
@@ -41,9 +41,8 @@ def _save(directory, seed=0, **fields):
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
     """A fresh measurement cache, the speed verdict fixed, and the hub never asked (its cache only)."""
-    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    measured_faster(monkeypatch, tmp_path / "cache")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(int8_check, "int8_speedups", lambda hidden, intermediate: {"fbgemm": 2.0})
 
 
 def _hub_cache(root, main: str):

@@ -197,13 +197,13 @@ def _with_extra(tmp_path, name: str, tensor: torch.Tensor):
     "dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64]
 )
 def test_an_unused_tensor_of_a_dtype_minibert_does_not_compute_from_is_ignored_as_in_transformers(
-    tmp_path, tiny_reference, dtype
+    tmp_path, tiny_tensors_and_output, dtype
 ):
     """A valid file with a tensor the model does not use (a float8 scale, an unsigned count) was
     "truncated or corrupt — download it again". transformers loads the file and reports the tensor
     unexpected; minibert loads it too, with its usual warning, and computes the same numbers."""
     transformers = pytest.importorskip("transformers")
-    _, ids, expected = tiny_reference
+    _, ids, expected = tiny_tensors_and_output
     directory = _with_extra(tmp_path, "extra.scale", torch.zeros(4, dtype=torch.float32).to(dtype))
     reference = transformers.BertModel.from_pretrained(directory)  # loads: extra.scale is unexpected
     with pytest.warns(UserWarning, match="ignoring 1 tensors minibert does not use: extra.scale"):
@@ -333,14 +333,14 @@ def test_sentence_transformers_refuses_a_modules_json_directory_too(sentence_mod
         SentenceTransformer(str(sentence_model), device="cpu")
 
 
-def test_weights_that_are_a_fifo_are_not_passed_over_for_the_bin_beside_them(sentence_model, tiny_reference):
+def test_weights_that_are_a_fifo_are_not_passed_over_for_the_bin_beside_them(sentence_model, tiny_tensors_and_output):
     """model.safetensors as a FIFO gave "has config.json but no weights", or with a
     pytorch_model.bin beside it loaded the .bin silently; a shard named by the index likewise."""
     _replace(sentence_model / "model.safetensors", "a FIFO (named pipe)")
     message = f"model.safetensors in the directory {sentence_model} is a FIFO (named pipe), not a regular file"
     with pytest.raises(CheckpointError, match=re.escape(message)):
         BertModel.from_pretrained(sentence_model)
-    torch.save(tiny_reference[0], sentence_model / "pytorch_model.bin")
+    torch.save(tiny_tensors_and_output[0], sentence_model / "pytorch_model.bin")
     with pytest.raises(CheckpointError, match=re.escape(message)):
         BertModel.from_pretrained(sentence_model)
     (sentence_model / "model.safetensors").unlink()

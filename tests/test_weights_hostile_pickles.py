@@ -57,8 +57,8 @@ def _strided(state):  # every matrix stored transposed, seen through .t(): not c
     ids=["plain", "legacy-format", "state_dict-wrapper", "ordered-dict", "shared-storage", "non-contiguous",
          "non-contiguous-legacy"],
 )  # fmt: skip
-def test_every_weights_file_torch_reads_safely_loads(tmp_path, tiny_reference, variant, save_options):
-    state, ids, expected = tiny_reference
+def test_every_weights_file_torch_reads_safely_loads(tmp_path, tiny_tensors_and_output, variant, save_options):
+    state, ids, expected = tiny_tensors_and_output
     directory = _bin_checkpoint(tmp_path, variant(state), **save_options)
     torch.load(directory / "pytorch_model.bin", weights_only=True)  # torch itself reads it safely
     model = BertModel.from_pretrained(directory)
@@ -67,8 +67,8 @@ def test_every_weights_file_torch_reads_safely_loads(tmp_path, tiny_reference, v
     assert torch.equal(got, expected), (got - expected).abs().max()
 
 
-def test_a_pickle_that_runs_code_is_refused_with_minibert_error(tmp_path, tiny_reference):
-    state, _, _ = tiny_reference
+def test_a_pickle_that_runs_code_is_refused_with_minibert_error(tmp_path, tiny_tensors_and_output):
+    state, _, _ = tiny_tensors_and_output
     directory = _bin_checkpoint(tmp_path, {**state, "payload": collections.Counter("abc")})
     with pytest.raises(CheckpointError, match="pytorch_model.bin"):
         BertModel.from_pretrained(directory)

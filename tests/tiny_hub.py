@@ -30,7 +30,7 @@ def hub(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny_reference():
+def tiny_tensors_and_output():
     """The tiny checkpoint's tensors (as saved) and its output on a few ids."""
     from safetensors.torch import load_file
 
@@ -59,7 +59,6 @@ def classifier(folder: Path, swapped: bool = False) -> Path:
     """tiny_hub's encoder with a 2-label classifier, saved by transformers. ``swapped``: the same model
     pushed again with its labels, and their classifier rows, in the other order: it answers the same."""
     transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     names = ["negative", "positive"][::-1] if swapped else ["negative", "positive"]
     model = transformers.BertForSequenceClassification.from_pretrained(
