@@ -300,15 +300,16 @@ def test_dtype_auto_is_bfloat16_only_where_bf16_is_measured_faster(minilm_dir, m
         monkeypatch.setattr(cpu, "read_cpuinfo", lambda info=info: info)
         cache_file().unlink(missing_ok=True)
 
-        def timed(hidden, intermediate, candidate, bf16_seconds=bf16_seconds, **how):
+        def timed(hidden, intermediate, candidates, bf16_seconds=bf16_seconds, **how):
             assert bf16_seconds is not None, "measured on a CPU without bf16 instructions"
-            assert how["dtype"] == torch.bfloat16 and candidate is bf16.to_bfloat16
-            return ProjectionTimes(1.0, bf16_seconds, flops=0)
+            assert how["dtype"] == torch.bfloat16 and "mkl" in candidates  # bfloat16 on each backend it may run on
+            return {name: ProjectionTimes(1.0, bf16_seconds, flops=0) for name in candidates}
 
-        monkeypatch.setattr(bf16, "time_against_float32", timed)
+        monkeypatch.setattr(bf16, "time_candidates_against_float32", timed)
         assert BertModel.from_pretrained(minilm_dir, dtype="fastest").dtype == expected, flags
         if bf16_seconds is not None:  # cached: a second load does not measure again
-            monkeypatch.setattr(bf16, "time_against_float32", lambda *args, **how: pytest.fail("measured twice"))
+            monkeypatch.setattr(bf16, "time_candidates_against_float32",
+                                lambda *args, **how: pytest.fail("measured twice"))  # fmt: skip
             assert BertModel.from_pretrained(minilm_dir, dtype="fastest").dtype == expected
 
 
@@ -323,6 +324,8 @@ def test_bf16_is_faster_measures_this_cpu():
         assert verdict == (
             records[0]["bfloat16_seconds"] * (1 + bf16.BF16_MARGIN) < records[0]["float32_seconds"]
         )
+        assert records[0]["float32_backend"] in measure.gemm_backends()
+        assert records[0]["bfloat16_backend"] in measure.gemm_backends(bf16.to_bfloat16, torch.bfloat16)
     else:
         assert verdict is False
 

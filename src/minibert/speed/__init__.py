@@ -30,7 +30,8 @@ The room, read in that order:
 
 Every question "is X faster than float32 here?" (bf16 inference, int8, ``pretrain --bf16``) is asked
 one way: ``measure.time_against_float32`` times one encoder layer's six projections (4 × H→H, H→F,
-F→H) both ways, and the verdict goes to ``cache.write_cache`` under ``cache.cache_key(...)``.
+F→H) both ways, float32 on the faster of the GEMM backends a loaded model may run on
+(``measure.gemm_backends``), and the verdict goes to ``cache.write_cache`` under ``cache.cache_key(...)``.
 
 This ``__init__`` imports nothing heavy (no torch): the command's parser reads ``BACKENDS`` from it.
 """

@@ -9,7 +9,7 @@ import torch
 
 from .cache import cache_key, read_cache, write_cache
 from .cpu import cpu_name, has_native_bf16
-from .measure import BUDGET_SECONDS, time_against_float32
+from .measure import BUDGET_SECONDS, gemm_backends, time_candidates_against_float32
 
 log = logging.getLogger("minibert.gemm")
 
@@ -27,24 +27,30 @@ def bf16_is_faster(hidden: int, intermediate: int, budget: float = 2 * BUDGET_SE
     AVX-512 BF16's ``vdpbf16ps`` does no more multiply-adds per cycle than float32's two FMA ports,
     and on an Intel Xeon without AMX (family 6, model 207) oneDNN's bf16 GEMMs ran at 0.6× float32;
     AMX, or AMD Zen 4's bf16 units (1.6× on a real embedding run), are where it pays. So: measured
-    once (``time_against_float32``: the layer's shapes, ``BF16_TOKENS`` rows, the process's threads,
-    the best of interleaved rounds within ``budget`` seconds, at least two) and cached with the
-    backend choice. False at once where torch would emulate bf16 (no avx512_bf16 or AMX)."""
+    once (measure.py's ``time_candidates_against_float32``: the layer's shapes, ``BF16_TOKENS`` rows,
+    the process's threads, the best of interleaved rounds within ``budget`` seconds, at least two)
+    and cached with the backend choice. Each dtype on the faster of the GEMM backends it would run
+    on once loaded (``gemm_backends``: F.linear, oneDNN prepacked), as gemm.py would pick for it.
+    False at once where torch would emulate bf16 (no avx512_bf16 or AMX)."""
     if not has_native_bf16():
         return False
     key = cache_key("bf16 vs float32", f"{hidden}x{intermediate}")
     record = read_cache().get(key)
     if isinstance(record, dict) and isinstance(record.get("bf16_faster"), bool):
         return record["bf16_faster"]
-    times = time_against_float32(hidden, intermediate, to_bfloat16, tokens=BF16_TOKENS, budget=budget,
-                                 dtype=torch.bfloat16)  # fmt: skip
+    candidates = gemm_backends(to_bfloat16, torch.bfloat16)
+    measured = time_candidates_against_float32(hidden, intermediate, candidates, tokens=BF16_TOKENS,
+                                               budget=budget, dtype=torch.bfloat16)  # fmt: skip
+    bfloat16_backend = min(measured, key=lambda backend: measured[backend].candidate)
+    times = measured[bfloat16_backend]
     float32_seconds, bfloat16_seconds = times.float32, times.candidate
     faster = bfloat16_seconds * (1 + BF16_MARGIN) < float32_seconds  # a tie keeps float32's exact numbers
-    log.info("bfloat16 %.2fx float32 on %s (%dx%d projections): dtype='fastest' is %s",
-             float32_seconds / bfloat16_seconds, cpu_name(), hidden, intermediate,
+    log.info("bfloat16 (%s) %.2fx float32 (%s) on %s (%dx%d projections): dtype='fastest' is %s", bfloat16_backend,
+             float32_seconds / bfloat16_seconds, times.float32_backend, cpu_name(), hidden, intermediate,
              "bfloat16" if faster else "float32")  # fmt: skip
     write_cache(key, {"bf16_faster": faster, "float32_seconds": float32_seconds,
-                       "bfloat16_seconds": bfloat16_seconds})  # fmt: skip
+                      "float32_backend": times.float32_backend, "bfloat16_seconds": bfloat16_seconds,
+                      "bfloat16_backend": bfloat16_backend})  # fmt: skip
     return faster
 
 

@@ -8,7 +8,7 @@ A key holds everything the verdict depends on (``cache_key``: the machine, then 
 then ``CACHE_VERSION``); a missing or damaged file only means measuring again.
 
     >>> cache_key("bf16 vs float32", "384x1536")                     # doctest: +SKIP
-    'AMD EPYC 7B13 (family 25, model 1)|flags 3f0c2a9e1b7d|torch 2.13.0|2 threads|bf16 vs float32|384x1536|v5'
+    'AMD EPYC 7B13 (family 25, model 1)|flags 3f0c2a9e1b7d|torch 2.13.0|2 threads|bf16 vs float32|384x1536|v7'
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ log = logging.getLogger("minibert.gemm")
 # Bumped when a way of measuring or deciding changes (any of them: a new version measures everything
 # again once). 5: one measurement rule (measure.time_against_float32) and one file for every verdict.
 # 6: int8's check pools what the Embedder computes, padding skipped (int8_check.sentence_vectors).
-CACHE_VERSION = 6
+# 7: float32 timed on the faster of its GEMM backends (measure.gemm_backends), not on MKL alone.
+CACHE_VERSION = 7
 
 
 def cache_key(*what: str, threads: bool = True) -> str:

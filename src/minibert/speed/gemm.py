@@ -51,6 +51,7 @@ from .packed_linear import (
     activation_name,
     encoder_layers,
     feed_forward_activation,
+    onednn_refuses,
     use_backend,
 )
 
@@ -166,15 +167,9 @@ def _unavailable_reason(model: nn.Module) -> str | None:
     parameter = next(model.parameters(), None)
     if parameter is None or parameter.device.type != "cpu":
         return "the model is not on the CPU"
-    if parameter.dtype not in (torch.float32, torch.bfloat16):
-        return f"dtype {parameter.dtype}"
     if parameter.is_inference():
         return "its weights are inference tensors (made inside torch.inference_mode(), they keep no version counter)"
-    try:  # bf16 needs AVX-512 (bw, vl, dq) or AVX-NE-CONVERT; oneDNN says so on a tiny reorder
-        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 8, dtype=parameter.dtype), None)
-    except RuntimeError as error:
-        return str(error).split("\n")[0]
-    return None
+    return onednn_refuses(parameter.dtype)
 
 
 def _first_layer(model: nn.Module):

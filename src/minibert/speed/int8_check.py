@@ -286,7 +286,9 @@ def int8_speedups(hidden: int, intermediate: int, budget: float = 0.4) -> dict[s
     H→F, F→H) on ``SPEED_TOKENS`` rows of random data, at the process's thread count, for each int8
     library that runs here: the best of the same interleaved rounds, float32 and every library, within
     ``budget`` seconds per library (at least three, the first a warm-up:
-    ``measure.time_candidates_against_float32``). Cached per CPU, torch, threads and shapes."""
+    ``measure.time_candidates_against_float32``). float32 runs on the faster of its GEMM backends
+    here (MKL, oneDNN prepacked), as a model loaded in float32 would. Cached per CPU, torch, threads
+    and shapes."""
     key = cache_key("int8 speed vs float32", f"{hidden}x{intermediate}")
     record = read_cache().get(key)
     speedups = record.get("speedups") if isinstance(record, dict) else None
@@ -298,7 +300,9 @@ def int8_speedups(hidden: int, intermediate: int, budget: float = 0.4) -> dict[s
     times = time_candidates_against_float32(hidden, intermediate, candidates, tokens=SPEED_TOKENS,
                                             budget=budget * len(candidates), max_rounds=24, min_rounds=3)  # fmt: skip
     speedups = {library: round(measured.speedup, 3) for library, measured in times.items()}
-    write_cache(key, {"speedups": speedups})
+    float32_backend = next(iter(times.values())).float32_backend  # (one float32 for every library)
+    log.debug("int8 speed vs float32 on %s: %s", float32_backend, speedups)
+    write_cache(key, {"speedups": speedups, "float32_backend": float32_backend})
     return speedups
 
 
@@ -317,8 +321,9 @@ def _say_what_int8_buys(config, library: Int8Library) -> None:
     _warned.add(shapes)
     if speedup <= 1.0:
         why = "" if dot_product else f" (no int8 dot-product instructions: {INT8_INSTRUCTIONS})"
-        log.warning("int8 (%s) measured %.2fx float32 on %s%s for %s projections: dtype='int8' runs, but buys no "
-                    "speed here", library.name, speedup, cpu_name(), why, shapes)  # fmt: skip
+        log.warning("int8 (%s) measured %.2fx float32 (on its faster GEMM library here) on %s%s for %s "
+                    "projections: dtype='int8' runs, but buys no speed here", library.name, speedup, cpu_name(), why,
+                    shapes)  # fmt: skip
     else:
         log.warning("int8 (%s) measured %.2fx float32 on %s for %s projections: this CPU has no int8 dot-product "
                     "instructions (%s), so %s emulates them with AVX2 and int8 gains less here than on a CPU "

@@ -11,9 +11,16 @@ process's thread count. bf16.py (``dtype="fastest"``), int8_check.py (``dtype="i
 training's ``--bf16`` (training/run/precision.py, forward and backward) ask it, each with its own
 candidate, rows and budget; their verdicts go to one cache (cache.py).
 
+float32 is timed as a loaded model runs it: on each GEMM backend it could run on here
+(``gemm_backends``), the faster counting. from_pretrained picks the faster (gemm.py), so a dtype
+beats float32 only if it beats that one: on a full-width AVX-512 EPYC (Zen 5) MKL's float32 runs
+at 43% of oneDNN's, and int8 timed against MKL alone read 6.2x float32 where a whole run is 1.78x.
+
     >>> times = time_against_float32(8, 16, lambda linear: linear, tokens=4, budget=0.0)
     >>> times.float32 > 0 and times.candidate > 0, times.flops     # float32 against itself
     (True, 4096)
+    >>> times.float32_backend in gemm_backends()                     # the faster of "mkl" and "onednn"
+    True
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from .packed_linear import PackedLinear, onednn_refuses
 
 BUDGET_SECONDS = 0.2  # a measurement's share of a cold start (a cached verdict costs a file read)
 
@@ -102,13 +111,35 @@ def projection_shapes(hidden: int, intermediate: int) -> list[tuple[int, int]]:
     return [(hidden, hidden)] * 4 + [(intermediate, hidden), (hidden, intermediate)]
 
 
+def gemm_backends(
+    make: Callable[[nn.Linear], nn.Module] | None = None, dtype: torch.dtype = torch.float32, backward: bool = False
+) -> dict[str, Callable[[nn.Linear], nn.Module]]:
+    """{GEMM backend: what runs a projection on it} for the backends a loaded model of ``dtype``
+    may run on here (gemm.py's names): ``"mkl"``, ``F.linear`` as ``nn.Linear`` calls it, and
+    ``"onednn"``, oneDNN with the weight prepacked (``PackedLinear``), where oneDNN takes the dtype
+    and no gradient is recorded (``backward``: training multiplies through ``F.linear``, a packed
+    layer falls back to it). ``make(linear)``, first: the projection in the candidate's form (a
+    bfloat16 copy, ...).
+
+        >>> sorted(gemm_backends(backward=True))
+        ['mkl']
+    """
+    make = make or (lambda linear: linear)
+    backends = {"mkl": make}
+    if not backward and onednn_refuses(dtype) is None:
+        backends["onednn"] = lambda linear: PackedLinear(make(linear))
+    return backends
+
+
 @dataclass(frozen=True)
 class ProjectionTimes:
-    """Best seconds of one layer's six projections, float32 and the candidate; ``flops``: one run's work."""
+    """Best seconds of one layer's six projections, float32 (on ``float32_backend``, the faster of
+    ``gemm_backends`` here) and the candidate; ``flops``: one run's work."""
 
     float32: float
     candidate: float
     flops: int
+    float32_backend: str = "mkl"
 
     @property
     def speedup(self) -> float:
@@ -125,10 +156,11 @@ def time_against_float32(
     ``options`` are ``time_candidates_against_float32``'s (``tokens`` and ``budget`` required).
 
     The float32 projections are ``nn.Linear`` layers with seeded random weights (the global random
-    state is left alone) and ``tokens`` rows of seeded random input; ``candidate(linear)`` gets a
-    copy of each layer and returns the module that runs it (``Int8Linear``, a bfloat16 copy, ...),
-    which is fed inputs of ``dtype``. ``backward``: a training step, forward then the gradients
-    of inputs and weights (``flops`` three times the forward's)."""
+    state is left alone) and ``tokens`` rows of seeded random input, run on each of ``gemm_backends``
+    (the faster counts); ``candidate(linear)`` gets a copy of each layer and returns the module that
+    runs it (``Int8Linear``, a bfloat16 copy, ...), which is fed inputs of ``dtype``. ``backward``: a
+    training step, forward then the gradients of inputs and weights (``flops`` three times the
+    forward's)."""
     return time_candidates_against_float32(hidden, intermediate, {"candidate": candidate}, **options)["candidate"]
 
 
@@ -170,10 +202,14 @@ def time_candidates_against_float32(
 
     float32_inputs = {width: x.requires_grad_(backward) for width, x in inputs.items()}
     candidate_inputs = {width: x.detach().to(dtype).requires_grad_(backward) for width, x in inputs.items()}
-    runs = {"float32": run(layers, float32_inputs)}
+    runs = {("float32", backend): run([make(copy.deepcopy(linear)) for linear in layers], float32_inputs)
+            for backend, make in gemm_backends(backward=backward).items()}  # fmt: skip
     for name, candidate in candidates.items():
-        runs[name] = run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)
+        runs["candidate", name] = run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)
     threads = torch.get_num_threads()
     best = best_times(runs, [threads], started, budget, max_rounds, sample_seconds, backward, min_rounds)
+    float32 = {backend: seconds for (_, (kind, backend)), seconds in best.items() if kind == "float32"}
+    fastest = min(float32, key=float32.get)
     flops = 2 * tokens * sum(out * inp for out, inp in projection_shapes(hidden, intermediate)) * (3 if backward else 1)
-    return {name: ProjectionTimes(best[threads, "float32"], best[threads, name], flops) for name in candidates}
+    return {name: ProjectionTimes(float32[fastest], best[threads, ("candidate", name)], flops, fastest)
+            for name in candidates}  # fmt: skip

@@ -237,6 +237,21 @@ class PackedLinear(nn.Linear):
         return f"{super().extra_repr()}, backend=onednn{fused}"
 
 
+def onednn_refuses(dtype: torch.dtype) -> str | None:
+    """Why ``PackedLinear`` cannot multiply weights of ``dtype`` on this CPU, or None where it can:
+    torch built without oneDNN, a dtype other than float32 and bfloat16, or bfloat16 on a CPU with
+    neither AVX-512 (bw, vl, dq) nor AVX-NE-CONVERT, which oneDNN says on a tiny reorder."""
+    if not torch.backends.mkldnn.is_available():
+        return "torch was built without oneDNN"
+    if dtype not in (torch.float32, torch.bfloat16):
+        return f"dtype {dtype}"
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 8, dtype=dtype), None)
+    except RuntimeError as error:
+        return str(error).split("\n")[0]
+    return None
+
+
 def records_gradient(layer: nn.Module, x: torch.Tensor) -> bool:
     """Whether autograd records ``layer``'s call on ``x``: gradients are on, and x or any Parameter
     of the layer's own needs one. Any, not just the weight: BitFit fine-tunes the biases alone, the
