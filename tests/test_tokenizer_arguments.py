@@ -193,3 +193,77 @@ def test_a_byte_order_mark_in_vocab_txt_is_refused(vocab_file, tmp_path):
     assert models.WordPiece.read_file(str(directory / "vocab.txt"))["\ufeff[PAD]"] == 0
     with pytest.raises(CheckpointError, match=r"starts with a byte-order mark \(U\+FEFF\)"):
         BertTokenizer.from_pretrained(directory)
+
+
+# --- arguments parsed once per set of them (call_request.parse_call) --------------------------------
+
+ARGUMENT_SETS = [
+    {}, {"truncation": True, "max_length": 8}, {"padding": "max_length", "max_length": 12},
+    {"truncation": "only_first", "max_length": 9, "return_overflowing_tokens": True, "stride": 2},
+    {"return_offsets_mapping": True, "add_special_tokens": False}, {"padding": True, "pad_to_multiple_of": 4},
+    {"max_length": 6}, {"return_tensors": "np", "return_length": True},
+]  # fmt: skip
+
+
+def test_a_remembered_request_is_the_request_parsed_afresh():
+    """Each argument set, asked again with other texts (one input, a pair, a batch), gives the
+    request CallRequest.parse gives for that call, field by field; and the tokenizer's own sides
+    and model_max_length, changed between calls, are read again."""
+    from dataclasses import asdict
+
+    from minibert import BertTokenizer
+    from minibert.tokenizer.call_request import CallRequest, parse_call
+
+    tokenizer = BertTokenizer.from_pretrained(TINY)
+    calls = [("a first text", None), ("one", "and its pair"), (["a", "batch of", "texts"], None),
+             (["a", "b"], ["pairs", "of a batch"])]  # fmt: skip
+    for arguments in ARGUMENT_SETS:
+        for model_max_length, side in [(512, "right"), (10, "left"), (512, "left")]:
+            tokenizer.model_max_length, tokenizer.padding_side, tokenizer.truncation_side = model_max_length, side, side
+            for _ in range(2):  # the second time round, every request comes from what was remembered
+                for text, pair in calls:
+                    expected = asdict(CallRequest.parse(tokenizer, text, pair, **arguments))
+                    assert asdict(parse_call(tokenizer, text, pair, arguments)) == expected, (arguments, text, pair)
+
+
+def test_an_argument_refused_once_is_refused_again_after_a_look_alike_was_taken():
+    """A remembered request is keyed by each argument's type as well as its value: padding=1 equals
+    padding=True in Python (and hashes alike) but is refused, before and after a call with True;
+    so is stride=True after stride=1."""
+    from minibert import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained(TINY)
+    for good, bad in [({"padding": True}, {"padding": 1}), ({"stride": 1}, {"stride": True})]:
+        tokenizer("a text", **good)
+        with pytest.raises((TypeError, ValueError), match=next(iter(bad))):
+            tokenizer("a text", **bad)
+
+
+def test_a_pair_is_checked_for_room_after_one_text_with_the_same_arguments():
+    """max_length=3 leaves one piece of room beside [CLS] and [SEP] for one text, none for a pair's
+    three special tokens: the windows of a pair are refused even after the same arguments were
+    taken for one text (the room depends on the input, so the remembered request does too)."""
+    from minibert import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained(TINY)
+    arguments = {"truncation": True, "max_length": 3, "return_overflowing_tokens": True}
+    assert len(tokenizer("a few words", **arguments)["input_ids"]) >= 2  # windows of one piece each
+    with pytest.raises(ValueError, match="no room for text"):
+        tokenizer("a few words", "and a pair", **arguments)
+
+
+def test_arguments_of_other_types_are_parsed_at_every_call():
+    """A numpy integer or a 0-d tensor is taken where an int is (check_count), but never remembered:
+    a tensor's hash is its identity, not its value."""
+    import numpy as np
+    import torch
+
+    from minibert import BertTokenizer
+    from minibert.tokenizer import call_request
+
+    tokenizer = BertTokenizer.from_pretrained(TINY)
+    call_request._PARSED.clear()
+    for value in (np.int64(5), torch.tensor(5)):
+        assert len(tokenizer("a b c d e f g", max_length=value)["input_ids"]) == 5
+    assert not call_request._PARSED
+    assert len(tokenizer("a b c d e f g", max_length=5)["input_ids"]) == 5 and len(call_request._PARSED) == 1

@@ -141,3 +141,33 @@ def test_the_table_is_what_the_installed_tokenizers_answers():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.render(module.probe()) == module.OUTPUT.read_text(encoding="ascii")
+
+
+def test_ascii_is_normalized_by_its_shortcut_as_by_the_tables():
+    """``BasicTokenizer.normalize`` takes ASCII text by a shortcut (``str.lower``, no accent
+    stripping): tokenizers' tables must agree for every ASCII character, or the shortcut is wrong."""
+    from minibert.tokenizer.algorithm import BasicTokenizer, strip_accents
+
+    for code_point in range(128):
+        char = chr(code_point)
+        assert strip_accents(char) == char and TOKENIZERS_UNICODE.lowercase(char) == char.lower()
+        assert not TOKENIZERS_UNICODE.is_nonspacing_mark(char) and TOKENIZERS_UNICODE.decompose(char) == char
+    text = "".join(map(chr, range(128)))
+    for lower, strip in [(True, None), (True, False), (False, True), (False, False)]:
+        expected = "".join(TOKENIZERS_UNICODE.lowercase(char) for char in text) if lower else text
+        assert BasicTokenizer(do_lower_case=lower, strip_accents=strip).normalize(text) == expected
+
+
+def test_the_tables_are_read_once_and_then_asked_directly():
+    """TOKENIZERS_UNICODE reads tokenizers_unicode.txt on its first question, then is the tables
+    (no lookup through the lazy stand-in at every question), with the same answers."""
+    import subprocess
+    import sys
+
+    code = ("from minibert.tokenizer import tokenizers_unicode as u\n"
+            "before = type(u.TOKENIZERS_UNICODE).__name__\n"
+            "answer = u.TOKENIZERS_UNICODE.lowercase('\\u1c89')\n"
+            "after = type(u.TOKENIZERS_UNICODE).__name__\n"
+            "print(before, after, answer == '\\u1c8a', u.TOKENIZERS_UNICODE.is_whitespace(' '))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["_Lazy", "TokenizersUnicode", "True", "True"], result.stderr

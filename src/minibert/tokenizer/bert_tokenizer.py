@@ -197,8 +197,10 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI, Decoding):
         pieces = self.wordpiece.pieces
         ids: list[int] = []
         if self.added.none_in(text):
+            known = self.wordpiece.cached_pieces()
             for word in self._basic_words(text):
-                ids.extend(pieces(word))
+                cached = known(word)
+                ids.extend(cached if cached is not None else pieces(word))
             return ids
         for index, word, _ in self._units(text, track=False):
             if index is None:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from ..errors import InputTypeError
 from .arguments import check_count, has_length_limit
 from .batch_encoding import BatchEncoding
-from .call_request import CallRequest, Side, padding_mode
+from .call_request import CallRequest, Side, padding_mode, parse_call
 from .encoding import (
     Pieces,
     check_side,
@@ -161,7 +161,7 @@ class TransformersCallAPI(Transformers4Calls):
         if text_target is not None or text_pair_target is not None:
             return self._with_target(text, text_pair, text_target, text_pair_target, arguments)
         _check_argument_names(arguments)
-        request = CallRequest.parse(self, text, text_pair, **arguments)
+        request = parse_call(self, text, text_pair, arguments)
         columns, sample_of_row = self._rows(request, track=request.return_offsets_mapping)
         values = {"input_ids": columns["input_ids"]}
         if request.return_token_type_ids is not False:

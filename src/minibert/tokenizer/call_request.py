@@ -154,6 +154,43 @@ class CallRequest:
             )
 
 
+# Parsed arguments, kept: {(the tokenizer's sides and model_max_length, one input or a pair, each
+# argument's name, type and value): the request parsed from them}. Everything but the texts is a
+# function of those, so a call repeated with other texts (the common case: a loop over a dataset)
+# takes the checked arguments again instead of checking them again (4 of a short text's 12 µs).
+_PARSED: dict[tuple, CallRequest] = {}
+_PARSED_MOST = 256  # different argument sets kept at most (then forgotten, all at once)
+_PLAIN = (bool, int, str, type(None))  # only such values key a request: a key must equal its value
+
+
+def parse_call(tokenizer, text, text_pair, arguments: dict) -> CallRequest:
+    """``CallRequest.parse(tokenizer, text, text_pair, **arguments)``, its arguments read once per
+    set of them (``_PARSED``). Arguments of other types than bool, int, str and None (a numpy
+    integer, a tensor) are parsed at every call: their equality is not their identity.
+
+    >>> from minibert import BertTokenizer
+    >>> tokenizer = BertTokenizer(vocab={"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "a": 4})
+    >>> first, again = parse_call(tokenizer, "a", None, {}), parse_call(tokenizer, "a a", None, {})
+    >>> again.texts, again.truncation == first.truncation, again is first
+    (['a a'], True, False)
+    """
+    batched, texts, pairs = _texts_and_pairs(text, text_pair, arguments.get("is_split_into_words", False))
+    values = (tokenizer.padding_side, tokenizer.truncation_side, tokenizer.model_max_length, *arguments.values())
+    if not all(type(value) in _PLAIN for value in values):
+        return CallRequest.parse(tokenizer, text, text_pair, **arguments)
+    key = (*values[:3], pairs is None, *sorted((name, type(value), value) for name, value in arguments.items()))
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        parsed = CallRequest.parse(tokenizer, text, text_pair, **arguments)
+        if len(_PARSED) >= _PARSED_MOST:
+            _PARSED.clear()
+        _PARSED[key] = parsed
+        return parsed
+    request = object.__new__(CallRequest)  # the parsed arguments with this call's texts (frozen: no setattr)
+    request.__dict__.update(parsed.__dict__, texts=texts, pairs=pairs, batched=batched)
+    return request
+
+
 def _texts_and_pairs(text, text_pair, is_split_into_words: bool) -> tuple[bool, list, list | None]:
     """(a batch came in, the texts, the second texts of pairs or None): one input or a batch, alike,
     but for an empty ``text_pair`` ("" or no words): as transformers, one input drops it (``("a", "")``

@@ -40,8 +40,9 @@ class CodePointRanges:
         self._ends = [high for _, high in spans]
 
     def __contains__(self, char: str) -> bool:
-        index = bisect.bisect_right(self._starts, ord(char)) - 1
-        return index >= 0 and ord(char) <= self._ends[index]
+        code_point = ord(char)
+        index = bisect.bisect_right(self._starts, code_point) - 1
+        return index >= 0 and code_point <= self._ends[index]
 
 
 class TokenizersUnicode:
@@ -132,10 +133,16 @@ def _load() -> TokenizersUnicode:
 
 
 class _Lazy:
-    """``TOKENIZERS_UNICODE``: the tables, read from tokenizers_unicode.txt on first use."""
+    """``TOKENIZERS_UNICODE``: the tables, read from tokenizers_unicode.txt on first use. Then it
+    becomes them (a ``TokenizersUnicode`` holding the loaded tables), so that every later question
+    is a plain method call: a new character asks about seven of them, and going through
+    ``__getattr__`` each time was a third of what a character seen for the first time costs."""
 
     def __getattr__(self, name: str):
-        return getattr(_load(), name)
+        tables = _load()
+        self.__dict__.update(tables.__dict__)
+        self.__class__ = TokenizersUnicode  # (after its tables: another thread may read them at once)
+        return getattr(tables, name)
 
 
 TOKENIZERS_UNICODE: TokenizersUnicode = _Lazy()  # type: ignore[assignment]
