@@ -9,6 +9,8 @@ round, parity on the minilm shape only, speed on a tiny 2-layer shape):
 
     python scripts/gpu_check.py --device cpu --quick --out /tmp/gpu_check.json
 
+(tests/test_scripts_benchmarks.py runs that dry run, inputs included, and fails on any part that failed.)
+
 What it measures (``--sections parity,speed,profile``; all three by default):
 
 * parity. Checkpoints with random weights (seed 0) are made here with transformers, in two shapes:

@@ -330,3 +330,37 @@ def test_performance_md_names_every_workload_bench_py_runs():
     [listed] = re.findall(r"bench\.py --only .*# some rows: (.*)", page)
     assert [name.strip() for name in listed.split(",")] == list(workloads)
 
+
+
+def test_the_prepared_gpu_command_runs_every_part_on_the_cpu(tmp_path):
+    """A device is lent for 15 minutes, one prepared command at a time: gpu_check.py must not find
+    its broken part there. Its every part (parity, speed, profile) runs guarded and a failure is a
+    line in the output, not an exit code, so this runs the whole prepared command, inputs included,
+    with ``--device cpu --quick`` (the docstring's dry run) in a copy of scripts/ whose .gpu/ is its
+    own, and reads the JSON: no part failed or was skipped, each section has rows, the tokenizers
+    agree and float64 minibert is transformers' float64 to rounding."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    for script in SCRIPTS.glob("*.py"):  # (gpu_*.py and the helpers they import)
+        (root / "scripts" / script.name).write_bytes(script.read_bytes())
+    path = os.pathsep.join([str(minibert_source()), os.environ.get("PYTHONPATH", "")])
+    environment = dict(os.environ, PYTHONPATH=path)
+    out = tmp_path / "gpu.json"
+    for command in (["gpu_inputs.py"], ["gpu_check.py", "--device", "cpu", "--quick", "--out", str(out)]):
+        result = subprocess.run([sys.executable, str(root / "scripts" / command[0]), *command[1:]], cwd=root,
+                                capture_output=True, text=True, timeout=900, env=environment)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["failures"] == [] and report["skipped"] == [], (report["failures"], report["skipped"])
+    assert report["header"]["device"] == "cpu" and all(report[section] for section in ("parity", "speed", "profile"))
+    [tokenizers] = [row for row in report["parity"] if row["kind"] == "tokenizer"]
+    assert tokenizers["differ"] == 0 and tokenizers["texts"] > 0
+    truths = [row for row in report["parity"] if row["kind"] == "float64 truth"]
+    assert truths and all(delta <= 1e-12 for row in truths for delta in row["deltas"].values()), truths
+
+
+def minibert_source() -> Path:
+    """The src/ folder the tests' minibert is imported from (a copied script finds it on PYTHONPATH)."""
+    import minibert
+
+    return Path(minibert.__file__).resolve().parents[1]
