@@ -284,3 +284,26 @@ def test_fp16_training_on_a_cpu_is_one_line_and_no_folder(tmp_path):
     assert "--precision fp16 trains on a GPU (float16 with a loss scaler); this run is on cpu" in result.stderr
     assert ("or --device cuda" in result.stderr) == torch.cuda.is_available(), result.stderr  # (this machine's torch)
     assert not output.exists()
+
+
+def test_the_gpu_tests_pass_on_the_cpu(tmp_path):
+    """tests/test_gpu.py skips where torch sees no CUDA, so CI (no GPU) never runs it, and a change
+    that broke it would first be seen in a device's 15 minutes. ``MINIBERT_TEST_DEVICE=cpu`` runs it
+    on the CPU (its docstring): here, in a child pytest, every test either passes or is skipped for
+    one of the reasons the file gives for the CPU (float16, the CUDA kernels), none fails."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    environment = dict(os.environ, MINIBERT_TEST_DEVICE="cpu")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-m", "gpu",
+                             f"--basetemp={tmp_path / 'pytest'}", "tests/test_gpu.py"], capture_output=True,
+                            text=True, timeout=900, env=environment, cwd=Path(__file__).parents[1])  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    passed = re.search(r"(\d+) passed", summary)
+    assert passed and int(passed.group(1)) >= 10 and "failed" not in summary and "error" not in summary, summary
+    reasons = re.findall(r"SKIPPED \[\d+\] [^:]+:\d+: (.+)", result.stdout)
+    allowed = ("float16 is a GPU's", "the CUDA kernels", "fp16 trains on a GPU")
+    assert all(reason.startswith(allowed) for reason in reasons), reasons
