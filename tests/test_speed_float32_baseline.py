@@ -144,3 +144,13 @@ def test_fastest_is_bfloat16_only_where_it_beats_the_faster_float32(monkeypatch)
         fastest_bf16 = min(bf16_backends, key=lambda name: seconds["candidate", name])
         assert record["float32_backend"] == fastest_float32 and record["bfloat16_backend"] == fastest_bf16
         assert record["float32_seconds"] == seconds["float32", fastest_float32]
+
+
+@needs_onednn
+def test_asked_inside_inference_mode_the_packed_runs_still_pack(caplog):
+    """A verdict asked inside ``torch.inference_mode()`` (bf16_is_faster called directly, under a
+    serving loop's mode): layers made there would be inference tensors, which PackedLinear never packs
+    (it runs them on F.linear and says so), and "oneDNN" would be MKL timed twice, then cached."""
+    with caplog.at_level(logging.INFO, logger="minibert.gemm"), torch.inference_mode():
+        times = measure.time_against_float32(8, 16, lambda linear: PackedLinear(linear), tokens=4, budget=0.0)
+    assert times.float32 > 0 and "running on F.linear" not in caplog.text, caplog.text

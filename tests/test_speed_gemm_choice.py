@@ -287,6 +287,21 @@ def test_where_onednn_cannot_run_an_argument_is_refused_and_the_environment_note
     assert model.gemm_backend == "mkl" and "linear layers on mkl (oneDNN cannot run here" in caplog.text
 
 
+@needs_onednn
+def test_why_onednn_cannot_run_names_the_dtype_before_how_the_weights_were_made():
+    """A float16 model made inside inference_mode: oneDNN takes no float16 at all, so that is the
+    reason given (making the model outside inference_mode would change nothing); a float32 one
+    made there is refused for its inference tensors."""
+    from minibert import BertConfig
+
+    config = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                        vocab_size=100)  # fmt: skip
+    with torch.inference_mode():
+        half, full = BertModel(config).half(), BertModel(config)
+    assert gemm._unavailable_reason(half) == "dtype torch.float16"
+    assert gemm._unavailable_reason(full).startswith("its weights are inference tensors")
+
+
 def test_dtype_auto_is_bfloat16_only_where_bf16_is_measured_faster(minilm_dir, monkeypatch):
     """ "auto" asks the measurement, not the flags: bf16 instructions without AMX can be slower than
     float32 (an Intel Xeon, family 6 model 207: 0.6x), and without them torch emulates bf16."""

@@ -267,3 +267,17 @@ def test_arguments_of_other_types_are_parsed_at_every_call():
         assert len(tokenizer("a b c d e f g", max_length=value)["input_ids"]) == 5
     assert not call_request._PARSED
     assert len(tokenizer("a b c d e f g", max_length=5)["input_ids"]) == 5 and len(call_request._PARSED) == 1
+
+
+def test_remembered_arguments_hold_no_caller_text():
+    """What is kept for later calls is the arguments alone: a first call's texts (a batch of a
+    million characters, say) are the caller's, and freed with them."""
+    from minibert import BertTokenizer
+    from minibert.tokenizer import call_request
+
+    tokenizer = BertTokenizer.from_pretrained(TINY)
+    call_request._PARSED.clear()
+    tokenizer(["a long text " * 100, "another"], ["and", "pairs"], truncation=True, max_length=16)
+    tokenizer("one text", padding="max_length", max_length=8)
+    assert len(call_request._PARSED) == 2
+    assert all(kept.texts == [] and kept.pairs is None for kept in call_request._PARSED.values())

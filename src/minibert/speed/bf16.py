@@ -21,15 +21,16 @@ BF16_TOKENS = 1024
 BF16_MARGIN = 0.10  # bfloat16 must be this much faster: its numbers are approximate, float32's exact
 
 
-def bf16_is_faster(hidden: int, intermediate: int, budget: float = 2 * BUDGET_SECONDS) -> bool:
+def bf16_is_faster(hidden: int, intermediate: int, budget: float = 4 * BUDGET_SECONDS) -> bool:
     """Whether bfloat16 runs one encoder layer's projections (4 × H→H, H→F, F→H) faster than
     float32 on this CPU: ``dtype="fastest"``'s question. Having bf16 instructions is not enough:
     AVX-512 BF16's ``vdpbf16ps`` does no more multiply-adds per cycle than float32's two FMA ports,
     and on an Intel Xeon without AMX (family 6, model 207) oneDNN's bf16 GEMMs ran at 0.6× float32;
     AMX, or AMD Zen 4's bf16 units (1.6× on a real embedding run), are where it pays. So: measured
     once (measure.py's ``time_candidates_against_float32``: the layer's shapes, ``BF16_TOKENS`` rows,
-    the process's threads, the best of interleaved rounds within ``budget`` seconds, at least two)
-    and cached with the backend choice. Each dtype on the faster of the GEMM backends it would run
+    the process's threads, the best of interleaved rounds within ``budget`` seconds, at least two:
+    ``BUDGET_SECONDS`` for each of the four runs, float32 and bfloat16 on two backends each) and
+    cached with the backend choice. Each dtype on the faster of the GEMM backends it would run
     on once loaded (``gemm_backends``: F.linear, oneDNN prepacked), as gemm.py would pick for it.
     False at once where torch would emulate bf16 (no avx512_bf16 or AMX)."""
     if not has_native_bf16():

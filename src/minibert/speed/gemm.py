@@ -167,9 +167,10 @@ def _unavailable_reason(model: nn.Module) -> str | None:
     parameter = next(model.parameters(), None)
     if parameter is None or parameter.device.type != "cpu":
         return "the model is not on the CPU"
-    if parameter.is_inference():
+    refused = onednn_refuses(parameter.dtype)  # (a dtype oneDNN never takes says so, whatever else holds)
+    if refused is None and parameter.is_inference():
         return "its weights are inference tensors (made inside torch.inference_mode(), they keep no version counter)"
-    return onednn_refuses(parameter.dtype)
+    return refused
 
 
 def _first_layer(model: nn.Module):

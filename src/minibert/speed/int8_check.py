@@ -286,8 +286,8 @@ def int8_speedups(hidden: int, intermediate: int, budget: float = 0.4) -> dict[s
     H→F, F→H) on ``SPEED_TOKENS`` rows of random data, at the process's thread count, for each int8
     library that runs here: the best of the same interleaved rounds, float32 and every library, within
     ``budget`` seconds per library (at least three, the first a warm-up:
-    ``measure.time_candidates_against_float32``). float32 runs on the faster of its GEMM backends
-    here (MKL, oneDNN prepacked), as a model loaded in float32 would. Cached per CPU, torch, threads
+    ``measure.time_candidates_against_float32``). float32 runs on the faster of the GEMM backends
+    a float32 model may run on here (MKL, oneDNN prepacked). Cached per CPU, torch, threads
     and shapes."""
     key = cache_key("int8 speed vs float32", f"{hidden}x{intermediate}")
     record = read_cache().get(key)
@@ -300,7 +300,7 @@ def int8_speedups(hidden: int, intermediate: int, budget: float = 0.4) -> dict[s
     times = time_candidates_against_float32(hidden, intermediate, candidates, tokens=SPEED_TOKENS,
                                             budget=budget * len(candidates), max_rounds=24, min_rounds=3)  # fmt: skip
     speedups = {library: round(measured.speedup, 3) for library, measured in times.items()}
-    float32_backend = next(iter(times.values())).float32_backend  # (one float32 for every library)
+    float32_backend = next((measured.float32_backend for measured in times.values()), None)  # (one for all)
     log.debug("int8 speed vs float32 on %s: %s", float32_backend, speedups)
     write_cache(key, {"speedups": speedups, "float32_backend": float32_backend})
     return speedups

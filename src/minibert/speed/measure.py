@@ -11,10 +11,11 @@ process's thread count. bf16.py (``dtype="fastest"``), int8_check.py (``dtype="i
 training's ``--bf16`` (training/run/precision.py, forward and backward) ask it, each with its own
 candidate, rows and budget; their verdicts go to one cache (cache.py).
 
-float32 is timed as a loaded model runs it: on each GEMM backend it could run on here
-(``gemm_backends``), the faster counting. from_pretrained picks the faster (gemm.py), so a dtype
-beats float32 only if it beats that one: on a full-width AVX-512 EPYC (Zen 5) MKL's float32 runs
-at 43% of oneDNN's, and int8 timed against MKL alone read 6.2x float32 where a whole run is 1.78x.
+float32 is timed on each GEMM backend a loaded model may run it on here (``gemm_backends``), the
+faster counting: gemm.py picks one of them for a float32 model (by its own measurement), so a
+dtype called faster here is faster than whichever it picks. On a full-width AVX-512 EPYC (Zen 5)
+MKL's float32 runs at 43% of oneDNN's, and int8 timed against MKL alone read 6.2x float32 where a
+whole run is 1.78x.
 
     >>> times = time_against_float32(8, 16, lambda linear: linear, tokens=4, budget=0.0)
     >>> times.float32 > 0 and times.candidate > 0, times.flops     # float32 against itself
@@ -131,6 +132,20 @@ def gemm_backends(
     return backends
 
 
+def _seeded_layers_and_inputs(hidden: int, intermediate: int, tokens: int) -> tuple[list[nn.Linear], dict]:
+    """One layer's six projections with seeded random weights (the global random state left alone),
+    and ``tokens`` rows of seeded random input for each width ({width: (tokens, width)})."""
+    generator = torch.Generator().manual_seed(0)
+    layers = []
+    for out_features, in_features in projection_shapes(hidden, intermediate):
+        linear = nn.Linear(in_features, out_features, device="meta").to_empty(device="cpu")  # no global RNG drawn
+        with torch.no_grad():
+            linear.weight.copy_(torch.randn(out_features, in_features, generator=generator) / in_features**0.5)
+            linear.bias.copy_(torch.randn(out_features, generator=generator) * 0.02)
+        layers.append(linear)
+    return layers, {width: torch.randn(tokens, width, generator=generator) for width in sorted({hidden, intermediate})}
+
+
 @dataclass(frozen=True)
 class ProjectionTimes:
     """Best seconds of one layer's six projections, float32 (on ``float32_backend``, the faster of
@@ -181,16 +196,6 @@ def time_candidates_against_float32(
     all in the same interleaved rounds beside float32, so that a burst of load from elsewhere falls
     on every one of them alike (int8_check.py times its two libraries so)."""
     started = time.perf_counter()  # the set-up is part of the budget: a cold start pays for it
-    generator = torch.Generator().manual_seed(0)
-    layers = []
-    for out_features, in_features in projection_shapes(hidden, intermediate):
-        linear = nn.Linear(in_features, out_features, device="meta").to_empty(device="cpu")  # no global RNG drawn
-        with torch.no_grad():
-            linear.weight.copy_(torch.randn(out_features, in_features, generator=generator) / in_features**0.5)
-            linear.bias.copy_(torch.randn(out_features, generator=generator) * 0.02)
-        layers.append(linear)
-    widths = {hidden, intermediate}
-    inputs = {width: torch.randn(tokens, width, generator=generator) for width in sorted(widths)}  # (tokens, width)
 
     def run(modules: list[nn.Module], inputs: dict[int, torch.Tensor]) -> Callable[[], None]:
         def forward() -> list[torch.Tensor]:
@@ -200,12 +205,14 @@ def time_candidates_against_float32(
             return forward
         return lambda: sum(output.float().sum() for output in forward()).backward()
 
-    float32_inputs = {width: x.requires_grad_(backward) for width, x in inputs.items()}
-    candidate_inputs = {width: x.detach().to(dtype).requires_grad_(backward) for width, x in inputs.items()}
-    runs = {("float32", backend): run([make(copy.deepcopy(linear)) for linear in layers], float32_inputs)
-            for backend, make in gemm_backends(backward=backward).items()}  # fmt: skip
-    for name, candidate in candidates.items():
-        runs["candidate", name] = run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)
+    with torch.inference_mode(False):  # (made inside inference_mode, oneDNN's packed layers would not pack)
+        layers, inputs = _seeded_layers_and_inputs(hidden, intermediate, tokens)
+        float32_inputs = {width: x.requires_grad_(backward) for width, x in inputs.items()}
+        candidate_inputs = {width: x.detach().to(dtype).requires_grad_(backward) for width, x in inputs.items()}
+        runs = {("float32", backend): run([make(copy.deepcopy(linear)) for linear in layers], float32_inputs)
+                for backend, make in gemm_backends(backward=backward).items()}  # fmt: skip
+        for name, candidate in candidates.items():
+            runs["candidate", name] = run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)
     threads = torch.get_num_threads()
     best = best_times(runs, [threads], started, budget, max_rounds, sample_seconds, backward, min_rounds)
     float32 = {backend: seconds for (_, (kind, backend)), seconds in best.items() if kind == "float32"}

@@ -181,14 +181,19 @@ def parse_call(tokenizer, text, text_pair, arguments: dict) -> CallRequest:
     key = (*values[:3], pairs is None, *sorted((name, type(value), value) for name, value in arguments.items()))
     parsed = _PARSED.get(key)
     if parsed is None:
-        parsed = CallRequest.parse(tokenizer, text, text_pair, **arguments)
+        request = CallRequest.parse(tokenizer, text, text_pair, **arguments)
         if len(_PARSED) >= _PARSED_MOST:
             _PARSED.clear()
-        _PARSED[key] = parsed
-        return parsed
-    request = object.__new__(CallRequest)  # the parsed arguments with this call's texts (frozen: no setattr)
-    request.__dict__.update(parsed.__dict__, texts=texts, pairs=pairs, batched=batched)
-    return request
+        _PARSED[key] = _with_texts(request, False, [], None)  # kept without its texts: they are the caller's
+        return request
+    return _with_texts(parsed, batched, texts, pairs)
+
+
+def _with_texts(request: CallRequest, batched: bool, texts: list, pairs: list | None) -> CallRequest:
+    """``request``'s parsed arguments with other texts (a new frozen value; its fields copied as they are)."""
+    copy = object.__new__(CallRequest)
+    copy.__dict__.update(request.__dict__, texts=texts, pairs=pairs, batched=batched)
+    return copy
 
 
 def _texts_and_pairs(text, text_pair, is_split_into_words: bool) -> tuple[bool, list, list | None]:
