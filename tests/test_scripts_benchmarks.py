@@ -54,7 +54,7 @@ def test_bench_tokenizer_times_new_text_on_a_fresh_tokenizer_each_round(monkeypa
     from minibert.tokenizer.algorithm import WordPieceTokenizer
 
     calls, clock = [], []  # per timed call: {a minibert word cache: its size when that call first used it}
-    timed, pieces = bench_rows.timed, WordPieceTokenizer.pieces
+    timed, pieces, cached_pieces = bench_rows.timed, WordPieceTokenizer.pieces, WordPieceTokenizer.cached_pieces
 
     def spying_timed(fn):
         calls.append({})
@@ -64,13 +64,21 @@ def test_bench_tokenizer_times_new_text_on_a_fresh_tokenizer_each_round(monkeypa
         finally:
             clock.pop()
 
-    def spying_pieces(self, word):
+    def first_use(self):  # the cache read, by a word's segmentation or by a text's lookups of known words
         if clock:  # only what the clock times: not the warm-ups, nor the loading of fresh tokenizers
             calls[-1].setdefault(id(self), len(self._cache))
+
+    def spying_pieces(self, word):
+        first_use(self)
         return pieces(self, word)
+
+    def spying_cached_pieces(self):
+        first_use(self)
+        return cached_pieces(self)
 
     monkeypatch.setattr(bench_rows, "timed", spying_timed)
     monkeypatch.setattr(WordPieceTokenizer, "pieces", spying_pieces)
+    monkeypatch.setattr(WordPieceTokenizer, "cached_pieces", spying_cached_pieces)
     texts = ["The quick brown fox jumps over the lazy dog.", "Unaffable tokenizers tokenize real text!"] * 3
     new_text, again = bench_text.bench_tokenizer(texts, rounds=3)
     ours = [sizes for sizes in calls if sizes]  # the Rust calls never reach WordPieceTokenizer
