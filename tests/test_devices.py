@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from faked_devices import TINY
-from helpers import run_minibert
+from helpers import child_environment, run_minibert
 from minibert import BertModel, DeviceError
 from minibert.errors import DataError, QuantizationError
 from minibert.loading.devices import check_device_name, resolve_device
@@ -291,12 +291,11 @@ def test_the_gpu_tests_pass_on_the_cpu(tmp_path):
     that broke it would first be seen in a device's 15 minutes. ``MINIBERT_TEST_DEVICE=cpu`` runs it
     on the CPU (its docstring): here, in a child pytest, every test either passes or is skipped for
     one of the reasons the file gives for the CPU (float16, the CUDA kernels), none fails."""
-    import os
     import subprocess
     import sys
     from pathlib import Path
 
-    environment = dict(os.environ, MINIBERT_TEST_DEVICE="cpu")
+    environment = child_environment(MINIBERT_TEST_DEVICE="cpu")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-m", "gpu",
                              f"--basetemp={tmp_path / 'pytest'}", "tests/test_gpu.py"], capture_output=True,
                             text=True, timeout=900, env=environment, cwd=Path(__file__).parents[1])  # fmt: skip

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import child_environment
 from minibert import BertModel
 from script_runs import SCRIPTS, environment_without, run_script
 
@@ -351,8 +352,7 @@ def test_the_prepared_gpu_command_runs_every_part_on_the_cpu(tmp_path):
     (root / "scripts").mkdir(parents=True)
     for script in SCRIPTS.glob("*.py"):  # (gpu_*.py and the helpers they import)
         (root / "scripts" / script.name).write_bytes(script.read_bytes())
-    path = os.pathsep.join([str(minibert_source()), os.environ.get("PYTHONPATH", "")])
-    environment = dict(os.environ, PYTHONPATH=path)
+    environment = child_environment()  # (a copied script finds the minibert under test on PYTHONPATH)
     out = tmp_path / "gpu.json"
     for command in (["gpu_inputs.py"], ["gpu_check.py", "--device", "cpu", "--quick", "--out", str(out)]):
         result = subprocess.run([sys.executable, str(root / "scripts" / command[0]), *command[1:]], cwd=root,
@@ -365,10 +365,3 @@ def test_the_prepared_gpu_command_runs_every_part_on_the_cpu(tmp_path):
     assert tokenizers["differ"] == 0 and tokenizers["texts"] > 0
     truths = [row for row in report["parity"] if row["kind"] == "float64 truth"]
     assert truths and all(delta <= 1e-12 for row in truths for delta in row["deltas"].values()), truths
-
-
-def minibert_source() -> Path:
-    """The src/ folder the tests' minibert is imported from (a copied script finds it on PYTHONPATH)."""
-    import minibert
-
-    return Path(minibert.__file__).resolve().parents[1]

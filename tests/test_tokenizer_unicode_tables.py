@@ -161,13 +161,13 @@ def test_ascii_is_normalized_by_its_shortcut_as_by_the_tables():
 def test_the_tables_are_read_once_and_then_asked_directly():
     """TOKENIZERS_UNICODE reads tokenizers_unicode.txt on its first question, then is the tables
     (no lookup through the lazy stand-in at every question), with the same answers."""
-    import subprocess
-    import sys
+    from helpers import child_environment, run_python
 
     code = ("from minibert.tokenizer import tokenizers_unicode as u\n"
             "before = type(u.TOKENIZERS_UNICODE).__name__\n"
             "answer = u.TOKENIZERS_UNICODE.lowercase('\\u1c89')\n"
             "after = type(u.TOKENIZERS_UNICODE).__name__\n"
             "print(before, after, answer == '\\u1c8a', u.TOKENIZERS_UNICODE.is_whitespace(' '))")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = run_python(code, child_environment())
+    assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["_Lazy", "TokenizersUnicode", "True", "True"], result.stderr
