@@ -4,15 +4,18 @@ $MINIBERT_GEMM imposes (its steps are then right but not bit-identical to an unb
 
 from __future__ import annotations
 
+import contextlib
+import os
 import warnings
 
 import pytest
 import torch
 
 from helpers import run_minibert
+from minibert.errors import DeviceError
 from minibert.heads import BertForPreTraining
 from minibert.speed.packed_linear import use_backend
-from minibert.training.run.arithmetic import arithmetic_of, follow_the_run
+from minibert.training.run.arithmetic import arithmetic_of, deterministic_algorithms, follow_the_run
 from minibert.training.run.checkpoint import RunDirectory, TrainingState
 from random_instances import random_instances, write_instances
 
@@ -172,3 +175,81 @@ def test_gemm_before_a_command_that_runs_no_model_is_a_usage_error(command):
     (exit 2) rather than ignore it."""
     result = run_minibert("--gemm", "mkl", *command)
     assert result.returncode == 2 and f"minibert {command[0]} runs none" in result.stderr, result.stderr
+
+
+# --deterministic on a GPU (arithmetic.deterministic_algorithms): torch's deterministic algorithms strictly, for
+# the run only. These run on the CPU: the context touches no GPU, only torch's flags and the environment.
+CUDA = torch.device("cuda")
+
+
+@pytest.fixture
+def flags_put_back():
+    """torch's deterministic flags as some earlier code left them (on, warn-only), restored after the test."""
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    yield True, True
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def _flags():
+    return torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+
+
+def test_deterministic_on_a_gpu_is_strict_for_the_run_and_puts_the_process_setting_back(flags_put_back, monkeypatch):
+    # warn-only would leave flash and memory-efficient attention's backward adding up in a changing order
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    with deterministic_algorithms(CUDA, True):
+        assert _flags() == (True, False)
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert _flags() == flags_put_back
+    with pytest.raises(ValueError), deterministic_algorithms(CUDA, True):
+        raise ValueError("a run that fails")
+    assert _flags() == flags_put_back
+
+
+@pytest.mark.parametrize(("device", "asked"), [(CUDA, False), (torch.device("cpu"), True)])
+def test_deterministic_changes_nothing_unasked_or_on_a_cpu(flags_put_back, monkeypatch, device, asked):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    with deterministic_algorithms(device, asked):
+        assert _flags() == flags_put_back and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+
+
+def test_an_operation_without_a_deterministic_kernel_stops_the_run_naming_it(flags_put_back):
+    with pytest.raises(DeviceError, match=r"^--deterministic: put_ has no deterministic kernel in this torch "
+                                          r"\(.+\) on cuda; run without --deterministic"):  # fmt: skip
+        with deterministic_algorithms(CUDA, True):
+            torch.zeros(3).put_(torch.tensor([0]), torch.tensor([1.0]))  # no deterministic kernel, CPU or GPU
+    with pytest.raises(RuntimeError, match="another failure"), deterministic_algorithms(CUDA, True):
+        raise RuntimeError("another failure")  # any other error passes through as it is
+    assert _flags() == flags_put_back
+
+
+def test_a_process_that_used_the_gpu_before_is_told_cublas_may_not_follow(flags_put_back, monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.warns(UserWarning, match="cuBLAS reads it once when it starts"), deterministic_algorithms(CUDA, True):
+        pass
+    with warnings.catch_warnings():  # set before: cuBLAS read it when it started
+        warnings.simplefilter("error")
+        with deterministic_algorithms(CUDA, True):
+            pass
+
+
+def test_a_training_run_computes_inside_the_deterministic_context(tmp_path, monkeypatch):
+    from minibert.training import FinetuneOptions, finetune
+    from minibert.training.run import loop
+
+    seen = []
+
+    @contextlib.contextmanager
+    def spy(device, asked):
+        seen.append((device.type, asked))
+        yield
+        seen.append((tmp_path / "run" / "metrics.jsonl").exists())  # the steps ran inside
+
+    monkeypatch.setattr(loop, "deterministic_algorithms", spy)
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"text number {i},{'ab'[i % 2]}\n" for i in range(8)), encoding="utf-8")
+    finetune(FinetuneOptions(model=TINY, train=str(train), output=str(tmp_path / "run"), epochs=1, batch_size=4,
+                             max_seq_length=16, device="cpu", deterministic=True))  # fmt: skip
+    assert seen == [("cpu", True), True]

@@ -12,6 +12,7 @@ order. Two things of the process, not of the run's settings, decide that order:
 
 - **the device.** A GPU adds up in its own order (and, without ``--deterministic``, in an order
   that may change from run to run), and draws dropout from its own generator.
+  ``--deterministic`` (``deterministic_algorithms``) fixes the order on a GPU.
 
 So the training state holds all three. On resume the backend follows the run's (unless ``--gemm`` or
 ``$MINIBERT_GEMM`` names one: then that is used, and the difference said), and a thread count or a device that
@@ -21,13 +22,61 @@ stopped (a run from a GPU resumed on a CPU draws its dropout masks from the CPU'
 
 from __future__ import annotations
 
+import contextlib
+import os
 import warnings
 
 import torch
 
+from ...errors import DeviceError
 from ...speed import BACKENDS
 from ...speed.gemm import requested_in_environment
 from ...speed.packed_linear import use_backend
+
+CUBLAS_WORKSPACE = ":4096:8"  # cuBLAS's fixed workspace: its products add up in one order (NVIDIA's docs)
+NO_DETERMINISTIC_KERNEL = " does not have a deterministic implementation"  # torch's words, in strict mode
+
+
+@contextlib.contextmanager
+def deterministic_algorithms(device: torch.device, asked: bool):
+    """``--deterministic`` on a GPU, for the run: torch's deterministic algorithms, strictly, and
+    the process's setting put back afterwards (nothing on a CPU, which sums in one order anyway).
+
+    Strictly, not ``warn_only=True``: in warn-only mode torch's flash and memory-efficient
+    attention keep their fast backward, which splits the keys among thread blocks and adds the
+    queries' gradients with atomic adds, in an order that changes from run to run once a sequence
+    is longer than one block (64 to 128 tokens) — a resumed run would not repeat a never-stopped
+    one. In strict mode they add up in one order, and an operation torch has no deterministic
+    kernel for stops the run with a ``DeviceError`` naming it, instead of computing it in an order
+    that may change while the run says it repeats.
+
+    cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` once, when the process's first product on the GPU
+    starts it: set here before the run's first product (a command's process has run none). A
+    process that already computed on the GPU before it was set is told that its products may
+    still add up in another order."""
+    if not asked or device.type != "cuda":
+        yield
+        return
+    if "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
+        if torch.cuda.is_initialized():
+            warnings.warn(f"--deterministic: this process used the GPU before CUBLAS_WORKSPACE_CONFIG was set, and "
+                          "cuBLAS reads it once when it starts, so its products may not add up in one order; set "
+                          f"CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before the process's first GPU product",
+                          stacklevel=3)  # fmt: skip
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    except RuntimeError as error:
+        operation, refused, _ = str(error).partition(NO_DETERMINISTIC_KERNEL)
+        if not refused:
+            raise
+        raise DeviceError(f"--deterministic: {operation.strip()} has no deterministic kernel in this torch "
+                          f"({torch.__version__}) on {device}; run without --deterministic (then a resumed run is "
+                          "right but not bit-identical to a never-stopped one)") from error  # fmt: skip
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
 def arithmetic_of(model) -> dict:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ from ..options import FinetuneOptions, PretrainOptions
 from ..tasks import task_named
 from ..tasks.features import write_features
 from ..tasks.task import Task, TrainingData
-from .arithmetic import arithmetic_of
+from .arithmetic import arithmetic_of, deterministic_algorithms
 from .checkpoint import RunDirectory, TrainingState, vocabulary_fingerprint
 from .distributed import World
 from .guard import gives_finite_numbers, lower_rate_command, stop_if_not_finite
@@ -114,9 +113,11 @@ def train(task: Task, options) -> Path:
     """Train ``task``; returns the run folder. Every process of a torchrun group calls this."""
     device = resolve_device(options.device)  # a GPU that is not there, fp16 on a CPU: one line, nothing written
     check_precision(options.precision, device, resume=options.resume)
-    if device.type == "cuda" and options.deterministic:  # (cuBLAS reads this when it starts: before any product)
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without such a kernel: warned, once
+    with deterministic_algorithms(device, options.deterministic):  # --deterministic on a GPU (arithmetic.py)
+        return _train(task, options, device)
+
+
+def _train(task: Task, options, device: torch.device) -> Path:
     world = World.from_environment(device)
     run = Run(task, options, world, RunDirectory(Path(options.output)))
     if options.resume:  # before the lock, as the folder's place: a model folder is named, not "nothing to resume"
