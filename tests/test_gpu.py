@@ -4,7 +4,8 @@ with ``python -m pytest -m gpu tests/test_gpu.py``). tests/test_devices*.py are 
 - parity on the GPU: every hidden state, the heads' logits and a training step's gradients
   against transformers on the same GPU; in bf16 and fp16, minibert is as close to the float64
   truth as transformers is;
-- the commands: embed and classify with --device cuda, finetune in fp32, bf16 and fp16;
+- the commands: embed and classify with --device cuda, finetune in fp32, bf16 and fp16; an Embedder
+  whose batches never wait for the GPU but for their own results;
 - a fine-tuning run SIGKILLed on the GPU and resumed there (--deterministic) ends bit for bit
   where an unbroken one ends; its checkpoint resumed on the CPU says what differs.
 
@@ -267,9 +268,35 @@ def test_embed_and_classify_commands_run_on_the_device(tmp_path, checkpoint):
     assert classified.returncode == 0, classified.stderr
 
 
-def _finetune_command(train: Path, run: Path, *extra: str) -> list[str]:
-    return ["finetune", "--model", TINY, "--train", str(train), "--output", str(run), "--epochs", "3",
-            "--batch-size", "4", "--save-every", "2", "--max-seq-length", "16", "--device", str(DEVICE),
+def test_an_embedders_batches_never_wait_for_the_gpu(checkpoint):
+    """On a GPU the Embedder reads nothing back from the GPU between batches but each batch's own
+    results, whose copy it waits for with an event (embedding/hidden_states.py; the model reads the
+    mask where it was given: speed/packing.py). torch's sync debug mode reports every other wait."""
+    if DEVICE.type != "cuda":
+        pytest.skip("torch's sync debug mode is CUDA's (test_speed_packing_device.py: the model's half on meta)")
+    import warnings
+
+    import numpy as np
+
+    embedder = Embedder.from_pretrained(checkpoint, device=DEVICE)
+    texts = [f"{text} ({number})" for number in range(40) for text in TEXTS]  # several batches of several lengths
+    expected = embedder.embed(texts)  # warm: kernels chosen, memory cached
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            vectors = embedder.embed(texts)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    waits = sorted({str(warning.message)[:200] for warning in caught if "synchroniz" in str(warning.message).lower()})
+    print(f"\n{DEVICE}: {len(texts)} texts embedded; waits for the GPU besides each batch's results: {waits}")
+    assert not waits
+    assert np.array_equal(vectors, expected)
+
+
+def _finetune_command(train: Path, run: Path, *extra: str, model: str = TINY, length: int = 16) -> list[str]:
+    return ["finetune", "--model", model, "--train", str(train), "--output", str(run), "--epochs", "3",
+            "--batch-size", "4", "--save-every", "2", "--max-seq-length", str(length), "--device", str(DEVICE),
             *extra]  # fmt: skip
 
 
@@ -278,6 +305,33 @@ def train_file(tmp_path) -> Path:
     rows = [f"{word} {other} text,{'yes' if index % 3 else 'no'}" for index, (word, other) in
             enumerate(zip(["a", "b", "c", "d", "e", "f", "g", "h"] * 2, ["x", "y"] * 8))]  # fmt: skip
     path = tmp_path / "train.csv"
+    path.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def encoder_only(checkpoint, tmp_path_factory) -> Path:
+    """The module's checkpoint without its classifier: fine-tuning starts a new head, as from bert-base."""
+    folder = tmp_path_factory.mktemp("gpu-encoder")
+    weights = load_file(checkpoint / "model.safetensors")
+    from safetensors.torch import save_file
+
+    save_file({k: v for k, v in weights.items() if not k.startswith("classifier.")}, folder / "model.safetensors")
+    for name in ("config.json", "vocab.txt", "tokenizer_config.json"):
+        (folder / name).write_bytes((checkpoint / name).read_bytes())
+    return folder
+
+
+@pytest.fixture
+def long_train_file(tmp_path) -> Path:
+    """16 rows of 100 to 250 words: longer than one block of the fused attention kernels' backward
+    (64 to 128 keys), which splits the keys and adds up in a changing order unless torch's
+    deterministic algorithms are on strictly (training/run/arithmetic.py); rows of unequal length,
+    so each batch carries padding and attends with a mask (the memory-efficient kernel)."""
+    words = "the cat sat on a mat while paris slept and museums of the city kept their old paintings".split()
+    texts = [" ".join(words[(index + n) % len(words)] for n in range(100 + 10 * index)) for index in range(16)]
+    rows = [f"{text},{'yes' if index % 3 else 'no'}" for index, text in enumerate(texts)]
+    path = tmp_path / "long.csv"
     path.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
     return path
 
@@ -298,14 +352,18 @@ def test_finetune_trains_on_the_device_in_each_precision(tmp_path, train_file, p
         assert all("loss_scale" in record for record in records)
 
 
-def test_a_run_killed_on_the_device_resumes_there_bit_for_bit_and_on_the_cpu(tmp_path, train_file):
+def test_a_run_killed_on_the_device_resumes_there_bit_for_bit_and_on_the_cpu(tmp_path, long_train_file, encoder_only):
+    def command(train, run, *extra):
+        return _finetune_command(train, run, *extra, model=str(encoder_only), length=256)
+
+    train_file = long_train_file
     unbroken = tmp_path / "unbroken"
-    arguments = _finetune_command(train_file, unbroken, "--deterministic")
+    arguments = command(train_file, unbroken, "--deterministic")
     result = subprocess.run([sys.executable, "-m", "minibert", *arguments], env=child_environment(),
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
     broken = tmp_path / "broken"
-    arguments = _finetune_command(train_file, broken, "--deterministic")
+    arguments = command(train_file, broken, "--deterministic")
     process = subprocess.Popen([sys.executable, "-m", "minibert", *arguments], env=child_environment(),
                                stderr=subprocess.DEVNULL)  # fmt: skip
     deadline, metrics = time.monotonic() + 300, broken / "metrics.jsonl"
@@ -325,7 +383,7 @@ def test_a_run_killed_on_the_device_resumes_there_bit_for_bit_and_on_the_cpu(tmp
     worst = max((ours[name].double() - expected[name].double()).abs().max().item() for name in expected)
     print(f"\n{DEVICE}: killed, resumed: max |Δ| of the final weights against the unbroken run = {worst}")
     assert worst == 0.0
-    moved = [word if word != str(DEVICE) else "cpu" for word in _finetune_command(train_file, on_cpu)]
+    moved = [word if word != str(DEVICE) else "cpu" for word in command(train_file, on_cpu)]
     result = run_minibert(*moved, "--deterministic", "--resume")
     assert result.returncode == 0, result.stderr
     if DEVICE.type == "cuda":

@@ -27,7 +27,7 @@ ATOL = 1e-5
 
 def test_left_padding_takes_the_plain_path_and_matches(minilm, minilm_reference, minilm_exact, minilm_dir, real_texts):
     """Packing applies to right padding only; any other mask runs the plain path, still exact."""
-    from minibert.speed.fast_path import Packing
+    from minibert.speed.packing import Packing
 
     right = batch_of(minilm_dir, real_texts[:5])
     lengths = right["attention_mask"].sum(1)
@@ -71,7 +71,7 @@ def test_rows_of_very_different_lengths_attend_in_groups_and_match(minilm, minil
     made the references, which pad every row to 298 tokens, run 2.5 times as long and split the
     same way.)"""
     import corpus
-    from minibert.speed.fast_path import AttentionGroup, Packing
+    from minibert.speed.packing import AttentionGroup, Packing
 
     by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
     texts = [by_length[-1], by_length[-2], *by_length[:6], by_length[len(by_length) // 2], by_length[-40]]
@@ -108,7 +108,7 @@ def test_rows_of_very_different_lengths_attend_in_groups_and_match(minilm, minil
 
 
 def test_attention_groups_are_not_made_for_rows_of_similar_length():
-    from minibert.speed.fast_path import AttentionGroup
+    from minibert.speed.packing import AttentionGroup
 
     assert AttentionGroup.of(torch.tensor([10, 9, 8, 10])) is None
     groups = AttentionGroup.of(torch.tensor([30, 250, 28, 240, 25]))
@@ -126,7 +126,7 @@ def test_the_books_plain_path_computes_what_the_fast_path_computes(minilm, minil
     sums: each is held to the float64 result as the parity tests hold transformers
     (helpers.bound_from_exact: 1e-5 beyond twice the plain path's own fp32 error at that depth)."""
     import corpus
-    from minibert.speed.fast_path import Packing
+    from minibert.speed.packing import Packing
 
     by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)
     batch = batch_of(minilm_dir, [by_length[-1], *by_length[:4], *real_texts[:4]])
@@ -156,7 +156,7 @@ def test_pad_rows_are_skipped_only_where_asked_for_by_name(minilm, minilm_dir, m
     there, with the real rows unchanged; the Embedder, whose pooling never reads [PAD] rows, asks
     for it (its speed is the packed path's)."""
     from minibert import Embedder
-    from minibert.speed.fast_path import Packing
+    from minibert.speed.packing import Packing
 
     packed = []
     original = Packing.__init__

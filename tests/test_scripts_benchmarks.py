@@ -342,22 +342,33 @@ def test_performance_md_names_every_workload_bench_py_runs():
 
 
 def test_the_prepared_gpu_command_runs_every_part_on_the_cpu(tmp_path):
-    """A device is lent for 15 minutes, one prepared command at a time: gpu_check.py must not find
-    its broken part there. Its every part (parity, speed, profile) runs guarded and a failure is a
-    line in the output, not an exit code, so this runs the whole prepared command, inputs included,
-    with ``--device cpu --quick`` (the docstring's dry run) in a copy of scripts/ whose .gpu/ is its
-    own, and reads the JSON: no part failed or was skipped, each section has rows, the tokenizers
-    agree and float64 minibert is transformers' float64 to rounding."""
+    """A device is lent for 15 minutes, one prepared command at a time: scripts/gpu_run.sh must not
+    find its broken part there. gpu_check.py's every part (parity, speed, profile) runs guarded and
+    a failure is a line in the output, not an exit code, so this runs the whole prepared command,
+    inputs included, on the CPU (gpu_check.py ``--device cpu --quick``, the gpu tests' quickest on the
+    CPU) in a copy of scripts/ whose .gpu/ and $OUT are its own, and reads what it leaves: both parts
+    exited 0, no part failed or was skipped, each section has rows, the tokenizers agree and float64
+    minibert is transformers' float64 to rounding."""
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
-    for script in SCRIPTS.glob("*.py"):  # (gpu_*.py and the helpers they import)
+    for script in [*SCRIPTS.glob("*.py"), SCRIPTS / "gpu_run.sh"]:  # (gpu_*.py and the helpers they import)
         (root / "scripts" / script.name).write_bytes(script.read_bytes())
+    (root / "tests").symlink_to(SCRIPTS.parent / "tests")  # the gpu tests and their data, as in the checkout
+    (root / "pyproject.toml").write_bytes((SCRIPTS.parent / "pyproject.toml").read_bytes())  # pytest's settings
     environment = child_environment()  # (a copied script finds the minibert under test on PYTHONPATH)
-    out = tmp_path / "gpu.json"
-    for command in (["gpu_inputs.py"], ["gpu_check.py", "--device", "cpu", "--quick", "--out", str(out)]):
-        result = subprocess.run([sys.executable, str(root / "scripts" / command[0]), *command[1:]], cwd=root,
-                                capture_output=True, text=True, timeout=900, env=environment)  # fmt: skip
-        assert result.returncode == 0, result.stderr[-3000:]
+    inputs = subprocess.run([sys.executable, str(root / "scripts" / "gpu_inputs.py")], cwd=root, capture_output=True,
+                            text=True, timeout=900, env=environment)  # fmt: skip
+    assert inputs.returncode == 0, inputs.stderr[-3000:]
+    results = tmp_path / "out"
+    environment.update(OUT=str(results), PYTHON=sys.executable, MINIBERT_TEST_DEVICE="cpu",
+                       GPU_TESTS="tests/test_gpu.py -k embed_and_classify", GPU_CHECK_ARGS="--device cpu --quick")
+    result = subprocess.run(["bash", str(root / "scripts" / "gpu_run.sh")], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=900, env=environment)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "gpu tests: exit 0" in result.stdout and "gpu_check: exit 0" in result.stdout, result.stdout[-3000:]
+    assert "1 passed" in (results / "pytest.log").read_text() and (results / "pytest.xml").exists()
+    assert f"torch {torch.__version__}" in (results / "machine.txt").read_text()
+    out = results / "gpu_check.json"
     report = json.loads(out.read_text())
     assert report["failures"] == [] and report["skipped"] == [], (report["failures"], report["skipped"])
     assert report["header"]["device"] == "cpu" and all(report[section] for section in ("parity", "speed", "profile"))

@@ -30,7 +30,7 @@ def test_short_sequences_written_out_compute_what_the_fused_kernel_computes(mini
     (masks included): every layer within helpers.bound_from_exact of float64 (the same formula; the sums only
     ordered otherwise, so each lands in fp32's own spread, ~1e-5 wide at layer 5)."""
     import corpus
-    from minibert.speed.fast_path import Packing
+    from minibert.speed.packing import Packing
 
     model = BertModel.from_pretrained(minilm_dir, gemm="mkl")
     by_length = sorted((text for text in corpus.docstrings() if 20 < len(text) < 1200), key=len)

@@ -25,7 +25,7 @@ import torch
 from helpers import worst_relative_difference
 from minibert import BertModel, BertTokenizer
 from minibert.speed import fast_path, varlen
-from minibert.speed.fast_path import AttentionGroup, Packing
+from minibert.speed.packing import AttentionGroup, Packing
 
 
 def test_laying_out_by_group_and_packing_back_are_adjoint():

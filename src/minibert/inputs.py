@@ -42,6 +42,7 @@ class ModelInputs(NamedTuple):
     token_type_ids: torch.Tensor  # (B, T) int64: 0 for sentence A, 1 for sentence B
     position_ids: torch.Tensor  # (B, T) int64: 0, 1, ..., T-1 in every row, unless given
     attention_mask: torch.Tensor | None  # (B, T): 1 = real token, 0 = padding; None = no padding given
+    mask_as_given: torch.Tensor | None  # the same, where the caller gave it: a CPU's, read without waiting for a GPU
 
 
 def recording_graph() -> bool:
@@ -87,8 +88,9 @@ def prepare_inputs(model, input_ids, attention_mask=None, token_type_ids=None, p
         position_ids = torch.arange(tokens, device=input_ids.device).expand(batch, tokens)
     else:
         position_ids = position_ids.to(device, non_blocking=True)
+    given = attention_mask
     attention_mask = None if attention_mask is None else attention_mask.to(device, non_blocking=True)
-    return ModelInputs(input_ids, token_type_ids, position_ids, attention_mask)
+    return ModelInputs(input_ids, token_type_ids, position_ids, attention_mask, given)
 
 
 def validate_inputs(config: BertConfig, input_ids, attention_mask=None, token_type_ids=None):

@@ -316,14 +316,15 @@ class BertModel(TransformersNames, PretrainedBert):
         zeros, on every path (the attention weights are left as computed). The fast path with right
         padding and a real token in every row computes the real tokens only (speed/fast_path.py
         packs them); otherwise every row is computed and the [PAD] rows are set to zeros."""
-        ids, token_types, positions, attention_mask = prepare_inputs(
+        ids, token_types, positions, attention_mask, given = prepare_inputs(
             self, input_ids, attention_mask, token_type_ids, position_ids
         )
+        # Choices read the mask where it was given: a GPU's copy would make the CPU wait for the GPU.
         recording = recording_graph()  # jit.trace, onnx.export, torch.export, torch.compile: FastLayout.for_call
-        padded = attention_mask is not None and (recording or not bool(attention_mask.all()))
+        padded = attention_mask is not None and (recording or not bool(given.all()))
         # The fast path keeps no attention weights, so asking for them runs the plain formula.
         fast = (self.use_fast_path if use_fast_path is None else use_fast_path) and not output_attentions
-        layout = FastLayout.for_call(attention_mask, padded, recording, skip_padding, self.short_attention) \
+        layout = FastLayout.for_call(given, padded, recording, skip_padding, self.short_attention, ids.device) \
             if fast else None  # fmt: skip
         if layout is not None:  # (B, T) → (P,): the real tokens only, when packing applies
             ids, token_types, positions = layout.pack(ids), layout.pack(token_types), layout.pack(positions)

@@ -4,8 +4,10 @@ The windows (windows.py) become rows [CLS] pieces [SEP]; the rows are sorted lon
 into batches by a budget of padded tokens (batches.py), so a batch holds many short rows or a few
 long ones and carries little padding; on a CPU the batches run in parallel streams (streams.py).
 On a GPU they run one after another, one ahead: batch i + 1 is padded, copied (from pinned memory,
-without waiting) and queued while the GPU still computes batch i, whose results are copied back
-only then — the GPU never waits for the CPU between batches.
+without waiting) and queued while the GPU still computes batch i, and nothing on the way reads the
+GPU back (the model reads the mask where it was given, on the CPU: speed/packing.py). Each batch's
+results are queued to be copied back into pinned memory as soon as it is queued; the loop waits for
+batch i's copy alone (an event), while the GPU goes on with batch i + 1.
 Each batch's results go back to their texts, so nothing depends on the order the batches ran in.
 
 A text that fits in one window is pooled right in its batch when pooling modes are given (stage 4
@@ -59,8 +61,9 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     on_gpu = model.device.type == "cuda"
 
     def forward(batch: list[int]):
-        """One batch through the model: its token vectors, pooler vectors and pooled vectors (on
-        the model's device: a GPU's are copied back by the loop below, after the next batch is queued)."""
+        """One batch through the model: its token vectors (None when every text of the batch is
+        pooled here), pooler vectors and pooled vectors, on the CPU, and a call that waits until
+        they are there (a GPU's are still being copied back when this returns)."""
         rows = [windows[i][2] for i in batch]
         input_ids = torch.full((len(rows), len(rows[0])), pad, dtype=torch.long)
         attention_mask = torch.zeros_like(input_ids)
@@ -77,10 +80,18 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
             else:
                 states = combine_layers([out.hidden_states[layer].float() for layer in layers], options.layer_combine)
             pooler = out.pooler_output.float() if pooling and "pooler" in pooling else None
-            mask = attention_mask.to(states.device).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
+            mask = attention_mask.to(states.device, non_blocking=True).unsqueeze(-1).to(states.dtype)  # (B, T, 1)
             mask[:, :skip] = 0
             pooled = pool(states, mask, pooler, pooling) if pooling else None
-        return batch, states, pooler, pooled
+            if pooled is not None and all(len(sequences[windows[i][0]]) == 1 for i in batch):
+                states = pooler = None  # every text pooled here: no token vectors to keep
+        if not on_gpu:  # (another accelerator: copied back here, waiting)
+            return batch, *(t if t is None else t.cpu() for t in (states, pooler, pooled)), _ready
+        # into pinned memory, queued behind this batch: the loop waits for these copies alone
+        states, pooler, pooled = (t if t is None else t.to("cpu", non_blocking=True) for t in (states, pooler, pooled))
+        copied = torch.cuda.Event()
+        copied.record()
+        return batch, states, pooler, pooled, copied.synchronize
 
     # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
     # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
@@ -88,18 +99,24 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     lengths = [len(window[2]) for window in windows]
     batches, outputs = length_sorted_batches(lengths, forward, options.batch_size, model.config, streams)
     with evaluating(model), contextlib.closing(outputs):  # dropout off, the model's mode put back after
-        for batch, states, pooler, pooled in _progress(_one_ahead(outputs) if on_gpu else outputs, progress, batches):
-            pooled = None if pooled is None else pooled.cpu().numpy()  # (on a GPU: waits for this batch alone)
+        for batch, states, pooler, pooled, ready in _progress(_one_ahead(outputs) if on_gpu else outputs, progress,
+                                                              batches):  # fmt: skip
+            ready()  # (on a GPU: this batch's copies back, not the next batch)
+            pooled, pooler, states = (None if t is None else t.numpy() for t in (pooled, pooler, states))
             for row, i in enumerate(batch):
                 index, start, ids = windows[i]
                 if pooled is not None and len(sequences[index]) == 1:
                     results[index].pooled = pooled[row]
                 else:
-                    pooler_row = pooler[row].cpu().numpy() if pooler is not None else None
-                    results[index].windows.append((start, states[row, : len(ids)].cpu().numpy(), pooler_row))
+                    pooler_row = pooler[row] if pooler is not None else None
+                    results[index].windows.append((start, states[row, : len(ids)], pooler_row))
     for text in results:
         text.windows.sort(key=lambda window: window[0])
     return results
+
+
+def _ready() -> None:
+    """A CPU's batch: its results are there when its forward returns."""
 
 
 def _one_ahead(results: Iterator) -> Iterator:

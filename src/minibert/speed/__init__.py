@@ -14,6 +14,7 @@ The room, read in that order:
 
     seam.py               the one place where a loaded model gets its speed; use_book_modules()
     fast_path.py          FastLayout: packing, length groups, the fused kernel or attention written out
+    packing.py            where the real tokens live: Packing (P, H), AttentionGroup; computed where the mask is
     varlen.py             a GPU's variable-length kernels: packed sequences attend with no padding at all
     gemm.py               which GEMM library multiplies the projections: measured on this CPU, cached
     packed_linear.py      the GEMM backends themselves: PackedLinear (oneDNN, prepacked), use_backend

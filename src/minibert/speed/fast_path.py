@@ -9,14 +9,14 @@ layers' GEMM library, is seam.py's).
 Four ideas, each exact (they change only the order of float sums; the one row where the numbers
 differ, a float16 row with no real token, is in 3.):
 
-1. **Packing** (``Packing``). Most of BERT's FLOPs are in layers that treat each token on its own
+1. **Packing** (``Packing``, packing.py). Most of BERT's FLOPs are in layers that treat each token on its own
    (the Q/K/V and output projections, the feed-forward network, LayerNorm). For those, a batch
    (B, T, H) with padding is laid out as (P, H) when the caller asks (``skip_padding=True``: the
    [PAD] rows of its outputs are then zeros, not transformers' values) and the padding is on the
    right with a real token in every row: only the P real tokens, end to end. (Any other batch is
    computed whole, and model.py sets its [PAD] rows to zeros.) Attention is the one place where
    tokens of a sequence meet; there they are put back in their (B, T) places.
-2. **Length groups** (``AttentionGroup``). Attention's cost grows with the padded length, squared;
+2. **Length groups** (``AttentionGroup``, packing.py). Attention's cost grows with the padded length, squared;
    rows of very different lengths attend in groups, each padded only to its own longest. In
    training (on a CPU) too: laying the tokens out by group and packing them back are each other's
    adjoint, so each is one autograd function whose backward is the other (``_ToGroups``,
@@ -71,6 +71,7 @@ from torch.nn.modules import module as torch_module
 
 from . import varlen
 from .packed_linear import PackedLinear, records_gradient
+from .packing import Packing, _FromGroups, _ToGroups, on_device
 
 # On a GPU, torch's fused attention without cuDNN's kernel: cuDNN builds a plan for every new
 # shape it meets (tens of milliseconds each), and a run of length-sorted batches is mostly new
@@ -90,143 +91,6 @@ GROUPS_IN_TRAINING_ON = frozenset({"cpu"})
 ONE_PRODUCT_ON = frozenset({"cuda"})
 
 
-class Packing:
-    """Where the real tokens of a right-padded batch live, so that work on padding can be skipped.
-
-    attention_mask [[1 1 1 0]      index = [0 1 2 4 5]      (B, T, H) --pack--> (P, H)
-                    [1 1 0 0]]                              (P, H) --unpack--> (B, T, H), zeros at pads
-    """
-
-    def __init__(self, attention_mask: torch.Tensor, groups: bool = True):
-        self.batch, self.tokens = attention_mask.shape
-        is_real = attention_mask.reshape(-1).bool()  # (B*T,)
-        self.index = is_real.nonzero().squeeze(1)  # (P,) positions of the real tokens in the flattened (B*T)
-        self.padding_index = (~is_real).nonzero().squeeze(1)  # (B*T - P,) positions of the padding
-        # None: the whole batch attends as one (always, when ``groups`` is False)
-        self.groups = AttentionGroup.of(varlen.real_lengths(attention_mask)) if groups else None
-
-    @staticmethod
-    def applies_to(attention_mask: torch.Tensor) -> bool:
-        """Packing needs right padding: every row is real tokens first, then padding."""
-        lengths = attention_mask.sum(1, keepdim=True)
-        positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
-        return bool((lengths > 0).all()) and bool((attention_mask.bool() == (positions < lengths)).all())
-
-    def pack(self, x: torch.Tensor) -> torch.Tensor:
-        # (B, T, ...) -flatten-> (B*T, ...) -select-> (P, ...)
-        return x.reshape(self.batch * self.tokens, *x.shape[2:]).index_select(0, self.index)
-
-    def unpack(self, x: torch.Tensor) -> torch.Tensor:
-        # (P, H) -scatter-> (B*T, H), zeros at padding -view-> (B, T, H)
-        out = x.new_empty(self.batch * self.tokens, x.shape[-1])
-        out.index_copy_(0, self.index, x).index_fill_(0, self.padding_index, 0.0)
-        return out.view(self.batch, self.tokens, x.shape[-1])
-
-
-class AttentionGroup:
-    """Rows of similar length that attend together, padded only to their own longest.
-
-    A batch with one 250-token text and fifteen 30-token ones computes attention as if all sixteen
-    were 250 tokens long (about 60× the real work for the short ones); a server's batches mix
-    lengths like this. So the rows are grouped by length (each row at least ``RATIO`` of its
-    group's longest), and each group gets its own attention call on (b, T_group) instead of (B, T).
-    Exact: a padded key adds exactly nothing to a softmax.
-
-        lengths [250, 240, 30, 28, 25]  ->  groups [rows 0, 1: T=250] [rows 2, 3, 4: T=30]
-    """
-
-    RATIO = 0.8
-
-    def __init__(self, rows: torch.Tensor, lengths: torch.Tensor, starts: torch.Tensor):
-        self.rows, self.tokens = rows, int(lengths.max())
-        positions = torch.arange(self.tokens, device=lengths.device)
-        is_real = positions[None, :] < lengths[:, None]  # (b, T_group)
-        self.full = bool(is_real.all())  # no padding at all: no mask needed
-        self.local = is_real.reshape(-1).nonzero().squeeze(1)  # real positions in the flattened (b*T_group)
-        self.packed = (starts[:, None] + positions[None, :])[is_real]  # the same tokens' positions in (P,)
-
-    @classmethod
-    def of(cls, lengths: torch.Tensor) -> list[AttentionGroup] | None:
-        """The groups of a batch with these lengths, or None when one group (the whole batch) does."""
-        if int(lengths.min()) >= cls.RATIO * int(lengths.max()):
-            return None
-        starts = lengths.cumsum(0) - lengths  # where each row's tokens begin in the packed (P,)
-        order = lengths.argsort(descending=True, stable=True).tolist()
-        values = lengths.tolist()
-        groups, first = [], 0
-        for end in range(1, len(order) + 1):
-            if end == len(order) or values[order[end]] < cls.RATIO * values[order[first]]:
-                rows = torch.tensor(order[first:end], device=lengths.device)
-                groups.append(cls(rows, lengths[rows], starts[rows]))
-                first = end
-        return groups
-
-    def unpack(self, x: torch.Tensor) -> torch.Tensor:
-        # (P, H) -select this group's tokens-> (p, H) -scatter-> (b*T_group, H) -view-> (b, T_group, H)
-        out = x.new_zeros(len(self.rows) * self.tokens, x.shape[-1])
-        out.index_copy_(0, self.local, x.index_select(0, self.packed))
-        return out.view(len(self.rows), self.tokens, x.shape[-1])
-
-    def pack_into(self, out: torch.Tensor, part: torch.Tensor) -> torch.Tensor:
-        """``unpack``'s inverse: this group's (b, T_group, C) written to its tokens' rows of the packed
-        ``out`` (P, C); the padding is left out."""
-        # (b, T_group, C) -flatten-> (b*T_group, C) -select real-> (p, C) -> its rows of (P, C)
-        return out.index_copy_(0, self.packed, part.reshape(-1, part.shape[-1]).index_select(0, self.local))
-
-    def mask(self, mask: torch.Tensor | None) -> torch.Tensor | None:
-        """The batch's additive (B, 1, 1, T) mask, cut to this group's rows and length."""
-        if self.full or mask is None:
-            return None
-        return mask.index_select(0, self.rows)[..., : self.tokens]
-
-
-class _ToGroups(torch.autograd.Function):
-    """Packed tensors (P, C) → each group's (b, T_group, C), zeros at padding; backward: the groups'
-    gradients at their real tokens written back into one (P, C) each (every real token is in exactly
-    one group), instead of autograd's scatter of a whole (P, C) per group and tensor."""
-
-    @staticmethod
-    def forward(groups, *packed):
-        return tuple(group.unpack(t) for group in groups for t in packed)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):  # (apart from forward: torch.func's transforms work too)
-        ctx.groups, ctx.shapes = inputs[0], [t.shape for t in inputs[1:]]
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, *grads):
-        count, out = len(ctx.shapes), []
-        for which, shape in enumerate(ctx.shapes):
-            grad = None
-            for number, group in enumerate(ctx.groups):
-                part = grads[number * count + which]  # (b, T_group, C)
-                grad = group.pack_into(part.new_empty(shape) if grad is None else grad, part)
-            out.append(grad)
-        return (None, *out)
-
-
-class _FromGroups(torch.autograd.Function):
-    """Each group's (b, T_group, C) → the packed (P, C) of their real tokens; backward: the packed
-    gradient laid out by group again (zeros at padding: the padded rows were not kept)."""
-
-    @staticmethod
-    def forward(groups, *parts):
-        out = parts[0].new_empty(sum(len(group.packed) for group in groups), parts[0].shape[-1])  # (P, C)
-        for group, part in zip(groups, parts):
-            group.pack_into(out, part)
-        return out
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.groups = inputs[0]
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        return (None, *(group.unpack(grad) for group in ctx.groups))
-
-
 class FastLayout:
     """How one forward call lays out its tokens, chosen once from the attention mask.
 
@@ -237,9 +101,12 @@ class FastLayout:
     length groups): [PAD] rows come back as zeros.
     """
 
-    def __init__(
-        self, attention_mask: torch.Tensor | None, short_attention: dict[int, int] | None = None, pack: bool = True
-    ):
+    def __init__(self, attention_mask: torch.Tensor | None, short_attention: dict[int, int] | None = None,
+                 pack: bool = True, device: torch.device | None = None):  # fmt: skip
+        """``attention_mask`` where the caller gave it, for a model on ``device`` (default: the mask's):
+        a GPU's model fed from the CPU reads the mask there, without waiting for the GPU, and its
+        index tensors are copied over (packing.py)."""
+        device = device or (attention_mask.device if attention_mask is not None else None)
         padded = pack and attention_mask is not None and not bool(attention_mask.all())
         # Length groups where no gradient is recorded, and in training on a CPU (GROUPS_IN_TRAINING_ON).
         # Their layout's backward writes each group's gradient once into one (P, H) (_ToGroups): left
@@ -248,19 +115,19 @@ class FastLayout:
         # (32 real texts, 8-128 tokens, 7-9 groups) is 1.20x faster (1.17-1.32; Intel Xeon with AMX).
         # On a GPU a step is mostly launches, and each group adds some: there training attends as one
         # group (or by sequence: varlen.py) until a GPU has measured groups.
-        groups = not torch.is_grad_enabled() or attention_mask is not None and (
-            attention_mask.device.type in GROUPS_IN_TRAINING_ON)  # fmt: skip
+        groups = not torch.is_grad_enabled() or attention_mask is not None and device.type in GROUPS_IN_TRAINING_ON
         packs = padded and Packing.applies_to(attention_mask)
         # On a GPU (when turned on: varlen.py), packed sequences attend as they lie, without groups
-        by_sequence = packs and varlen.applies(attention_mask.device)
-        self.packing = Packing(attention_mask, groups and not by_sequence) if packs else None
-        self.sequences = varlen.Sequences.of(varlen.real_lengths(attention_mask)) if by_sequence else None
+        by_sequence = packs and varlen.applies(device)
+        self.packing = Packing(attention_mask, groups and not by_sequence).to(device) if packs else None
+        self.sequences = (varlen.Sequences.of(varlen.real_lengths(attention_mask)).to(device, on_device)
+                          if by_sequence else None)  # fmt: skip
         # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
         self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
 
     @classmethod
     def for_call(cls, attention_mask: torch.Tensor | None, padded: bool, recording: bool, skip_padding: bool,
-                 short_attention: dict[int, int] | None) -> FastLayout | None:  # fmt: skip
+                 short_attention: dict[int, int] | None, device: torch.device) -> FastLayout | None:  # fmt: skip
         """The layout of one call of BertModel.forward, or None: the book's formula. While torch records
         the call as a graph (``recording``), no choice may read the mask's values: the graph would keep
         the example's answer (no mask at all, when it had no padding); the mask is then always added (0
@@ -274,7 +141,7 @@ class FastLayout:
         empty_row = padded and torch.is_grad_enabled() and (recording or not bool(attention_mask.any(dim=1).all()))
         if torch.jit.is_tracing() or empty_row:
             return None
-        return cls(attention_mask, None if recording else short_attention, pack=skip_padding and not recording)
+        return cls(attention_mask, None if recording else short_attention, skip_padding and not recording, device)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) → (P, ...) when packing, else unchanged."""
