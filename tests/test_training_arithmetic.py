@@ -227,7 +227,7 @@ def test_an_operation_without_a_deterministic_kernel_stops_the_run_naming_it(fla
 def test_a_process_that_used_the_gpu_before_is_told_cublas_may_not_follow(flags_put_back, monkeypatch):
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    with pytest.warns(UserWarning, match="cuBLAS reads it once when it starts"), deterministic_algorithms(CUDA, True):
+    with pytest.warns(UserWarning, match="every product of the run is refused"), deterministic_algorithms(CUDA, True):
         pass
     with warnings.catch_warnings():  # set before: cuBLAS read it when it started
         warnings.simplefilter("error")
@@ -253,3 +253,24 @@ def test_a_training_run_computes_inside_the_deterministic_context(tmp_path, monk
     finetune(FinetuneOptions(model=TINY, train=str(train), output=str(tmp_path / "run"), epochs=1, batch_size=4,
                              max_seq_length=16, device="cpu", deterministic=True))  # fmt: skip
     assert seen == [("cpu", True), True]
+
+
+def test_cublas_refused_by_torch_or_set_to_another_value_is_one_line(flags_put_back, monkeypatch):
+    # torch's refusal of every product when cuBLAS started before the variable was set (Context.cpp's text)
+    refusal = ("Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` or "
+               "`at::Context::setDeterministicAlgorithms(true)`, but this operation is not deterministic because it "
+               "uses CuBLAS and you have CUDA >= 10.2. To enable deterministic behavior in this case, you must set an "
+               "environment variable before running your PyTorch application: CUBLAS_WORKSPACE_CONFIG=:4096:8 or "
+               "CUBLAS_WORKSPACE_CONFIG=:16:8.")  # fmt: skip
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # the other setting torch takes: kept as it is
+    with pytest.raises(DeviceError, match="^--deterministic: cuBLAS started in this process before "
+                                          "CUBLAS_WORKSPACE_CONFIG was set"):  # fmt: skip
+        with deterministic_algorithms(CUDA, True):
+            assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+            raise RuntimeError(refusal)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")
+    with pytest.raises(DeviceError, match="CUBLAS_WORKSPACE_CONFIG is ':0:0'; cuBLAS adds up in one order only with "
+                                          ":4096:8 or :16:8"):  # fmt: skip
+        with deterministic_algorithms(CUDA, True):
+            pass
+    assert _flags() == flags_put_back

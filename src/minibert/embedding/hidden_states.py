@@ -61,9 +61,9 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     on_gpu = model.device.type == "cuda"
 
     def forward(batch: list[int]):
-        """One batch through the model: its token vectors (None when every text of the batch is
-        pooled here), pooler vectors and pooled vectors, on the CPU, and a call that waits until
-        they are there (a GPU's are still being copied back when this returns)."""
+        """One batch through the model, and a call that returns its token vectors (None when every
+        text of the batch is pooled here), pooler vectors and pooled vectors as numpy arrays once
+        they are on the CPU (a GPU's are still being copied back when this returns)."""
         rows = [windows[i][2] for i in batch]
         input_ids = torch.full((len(rows), len(rows[0])), pad, dtype=torch.long)
         attention_mask = torch.zeros_like(input_ids)
@@ -86,12 +86,18 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
             if pooled is not None and all(len(sequences[windows[i][0]]) == 1 for i in batch):
                 states = pooler = None  # every text pooled here: no token vectors to keep
         if not on_gpu:  # (another accelerator: copied back here, waiting)
-            return batch, *(t if t is None else t.cpu() for t in (states, pooler, pooled)), _ready
-        # into pinned memory, queued behind this batch: the loop waits for these copies alone
-        states, pooler, pooled = (t if t is None else t.to("cpu", non_blocking=True) for t in (states, pooler, pooled))
+            arrays = tuple(t if t is None else t.cpu().numpy() for t in (states, pooler, pooled))
+            return batch, lambda: arrays
+        # into pinned memory, queued behind this batch on the model's stream: the loop waits for these copies alone
+        copies = tuple(t if t is None else t.to("cpu", non_blocking=True) for t in (states, pooler, pooled))
         copied = torch.cuda.Event()
-        copied.record()
-        return batch, states, pooler, pooled, copied.synchronize
+        copied.record(torch.cuda.current_stream(model.device))
+
+        def arrived():
+            copied.synchronize()
+            return tuple(t if t is None else t.numpy().copy() for t in copies)  # pageable: pinned buffers get reused
+
+        return batch, arrived
 
     # On a CPU, batches run in parallel streams, each on its share of the threads (streams.py).
     # Closed on the way out, even by an exception here: no stream goes on computing for nobody.
@@ -99,10 +105,8 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     lengths = [len(window[2]) for window in windows]
     batches, outputs = length_sorted_batches(lengths, forward, options.batch_size, model.config, streams)
     with evaluating(model), contextlib.closing(outputs):  # dropout off, the model's mode put back after
-        for batch, states, pooler, pooled, ready in _progress(_one_ahead(outputs) if on_gpu else outputs, progress,
-                                                              batches):  # fmt: skip
-            ready()  # (on a GPU: this batch's copies back, not the next batch)
-            pooled, pooler, states = (None if t is None else t.numpy() for t in (pooled, pooler, states))
+        for batch, arrived in _progress(_one_ahead(outputs) if on_gpu else outputs, progress, batches):
+            states, pooler, pooled = arrived()  # (on a GPU: waits for this batch's copies back, not the next batch)
             for row, i in enumerate(batch):
                 index, start, ids = windows[i]
                 if pooled is not None and len(sequences[index]) == 1:
@@ -113,10 +117,6 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     for text in results:
         text.windows.sort(key=lambda window: window[0])
     return results
-
-
-def _ready() -> None:
-    """A CPU's batch: its results are there when its forward returns."""
 
 
 def _one_ahead(results: Iterator) -> Iterator:

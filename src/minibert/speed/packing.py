@@ -26,7 +26,7 @@ def on_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
         return tensor
     if device.type == "cuda" and tensor.device.type == "cpu":
         tensor = tensor.pin_memory()
-    return tensor.to(device, non_blocking=True)
+    return tensor.to(device, non_blocking=device.type != "cpu")  # (to a CPU: read at once, so waited for)
 
 
 class Packing:

@@ -34,6 +34,7 @@ from ...speed.gemm import requested_in_environment
 from ...speed.packed_linear import use_backend
 
 CUBLAS_WORKSPACE = ":4096:8"  # cuBLAS's fixed workspace: its products add up in one order (NVIDIA's docs)
+CUBLAS_IN_ONE_ORDER = (CUBLAS_WORKSPACE, ":16:8")  # the two settings torch takes as deterministic
 NO_DETERMINISTIC_KERNEL = " does not have a deterministic implementation"  # torch's words, in strict mode
 
 
@@ -50,33 +51,54 @@ def deterministic_algorithms(device: torch.device, asked: bool):
     kernel for stops the run with a ``DeviceError`` naming it, instead of computing it in an order
     that may change while the run says it repeats.
 
-    cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` once, when the process's first product on the GPU
-    starts it: set here before the run's first product (a command's process has run none). A
-    process that already computed on the GPU before it was set is told that its products may
-    still add up in another order."""
+    cuBLAS adds up in one order only with ``CUBLAS_WORKSPACE_CONFIG`` set to ``:4096:8`` or
+    ``:16:8``, and torch reads it once, at the process's first product on the GPU: set here before
+    the run's first product (a command's process has run none); another value is refused at once;
+    in a process that already computed on the GPU before it was set, torch refuses every product,
+    and the run stops with a ``DeviceError`` saying so (the process is warned first)."""
     if not asked or device.type != "cuda":
         yield
         return
-    if "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
+    value = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if value is None:
         if torch.cuda.is_initialized():
-            warnings.warn(f"--deterministic: this process used the GPU before CUBLAS_WORKSPACE_CONFIG was set, and "
-                          "cuBLAS reads it once when it starts, so its products may not add up in one order; set "
-                          f"CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before the process's first GPU product",
-                          stacklevel=3)  # fmt: skip
+            warnings.warn(f"--deterministic: this process used the GPU before CUBLAS_WORKSPACE_CONFIG was set; torch "
+                          "reads it at the process's first GPU product, and if one has run, every product of the run "
+                          f"is refused: set CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before the process's first GPU "
+                          "product", stacklevel=3)  # fmt: skip
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+    elif value not in CUBLAS_IN_ONE_ORDER:
+        raise DeviceError(f"--deterministic: CUBLAS_WORKSPACE_CONFIG is {value!r}; cuBLAS adds up in one order only "
+                          f"with {' or '.join(CUBLAS_IN_ONE_ORDER)} (NVIDIA's cuBLAS docs): set one of them, or unset "
+                          "it (minibert sets :4096:8)")  # fmt: skip
     before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     torch.use_deterministic_algorithms(True)
     try:
         yield
     except RuntimeError as error:
-        operation, refused, _ = str(error).partition(NO_DETERMINISTIC_KERNEL)
-        if not refused:
+        stopped = _what_stopped(error, device)
+        if stopped is None:
             raise
-        raise DeviceError(f"--deterministic: {operation.strip()} has no deterministic kernel in this torch "
-                          f"({torch.__version__}) on {device}; run without --deterministic (then a resumed run is "
-                          "right but not bit-identical to a never-stopped one)") from error  # fmt: skip
+        raise stopped from error
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def _what_stopped(error: RuntimeError, device: torch.device) -> DeviceError | None:
+    """Torch's refusals under strict deterministic algorithms as minibert's one line; None for any
+    other error (raised as it is)."""
+    message = str(error)
+    operation, refused, _ = message.partition(NO_DETERMINISTIC_KERNEL)
+    if refused:
+        return DeviceError(f"--deterministic: {operation.strip()} has no deterministic kernel in this torch "
+                           f"({torch.__version__}) on {device}; run without --deterministic (then a resumed run is "
+                           "right but not bit-identical to a never-stopped one)")  # fmt: skip
+    if "CUBLAS_WORKSPACE_CONFIG" in message:
+        return DeviceError("--deterministic: cuBLAS started in this process before CUBLAS_WORKSPACE_CONFIG was set "
+                           f"(torch reads it at the first GPU product), so torch refuses its products: set "
+                           f"CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before the process's first GPU product, or "
+                           "run without --deterministic")  # fmt: skip
+    return None
 
 
 def arithmetic_of(model) -> dict:
