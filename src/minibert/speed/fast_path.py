@@ -62,6 +62,7 @@ Shape legend as in model.py; P = packed tokens: the real tokens of a whole batch
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -120,8 +121,10 @@ class FastLayout:
         # On a GPU (when turned on: varlen.py), packed sequences attend as they lie, without groups
         by_sequence = packs and varlen.applies(device)
         self.packing = Packing(attention_mask, groups and not by_sequence).to(device) if packs else None
-        self.sequences = (varlen.Sequences.of(varlen.real_lengths(attention_mask)).to(device, on_device)
-                          if by_sequence else None)  # fmt: skip
+        self.sequences = None
+        if by_sequence:
+            sequences = varlen.Sequences.of(varlen.real_lengths(attention_mask))
+            self.sequences = replace(sequences, starts=on_device(sequences.starts, device))
         # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
         self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
 

@@ -44,10 +44,6 @@ class Sequences:
         starts = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
         return cls(starts, int(lengths.max()))
 
-    def to(self, device: torch.device, move) -> Sequences:
-        """The same sequences, their starts on ``device``, copied by ``move(tensor, device)``."""
-        return Sequences(move(self.starts, device), self.longest)
-
 
 def real_lengths(attention_mask: torch.Tensor) -> torch.Tensor:
     """(B,) int64: each row's count of real tokens, whatever the mask's dtype (bool, int, or float

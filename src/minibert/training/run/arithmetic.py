@@ -95,7 +95,7 @@ def _what_stopped(error: RuntimeError, device: torch.device) -> DeviceError | No
                            "right but not bit-identical to a never-stopped one)")  # fmt: skip
     if "CUBLAS_WORKSPACE_CONFIG" in message:
         return DeviceError("--deterministic: cuBLAS started in this process before CUBLAS_WORKSPACE_CONFIG was set "
-                           f"(torch reads it at the first GPU product), so torch refuses its products: set "
+                           "(torch reads it at the first GPU product), so torch refuses its products: set "
                            f"CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before the process's first GPU product, or "
                            "run without --deterministic")  # fmt: skip
     return None
