@@ -93,7 +93,8 @@ def speed_embedding(report: Report, checkpoints: Checkpoints, device: torch.devi
     warm = texts[: min(256, max(8, len(texts) // 8))]
     vectors: dict[str, np.ndarray] = {}
     contenders = {}
-    names = ("minibert fp32", "ST fp32", "minibert fp16", "ST fp16", "minibert fp16 by sequence")
+    names = ("minibert fp32", "ST fp32", "minibert fp16", "ST fp16", "minibert fp16 by sequence",
+             "minibert fp16 one pass", "minibert fp16 batch 256")  # fmt: skip
     for name in names:  # each loaded and warmed up, guarded
         call = report.run(f"speed: embedding, {name} ready", embed_contender, folder, device, name, texts, warm,
                           vectors)  # fmt: skip
@@ -107,13 +108,15 @@ def speed_embedding(report: Report, checkpoints: Checkpoints, device: torch.devi
              ("minibert fp16", "ST fp16", f"Embedder.embed minilm {n} texts fp16"),
              ("minibert fp16", "minibert fp32", "minibert fp16 against minibert fp32"),
              ("minibert fp16 by sequence", "ST fp16", f"Embedder.embed minilm {n} texts fp16, speed/varlen.py"),
-             ("ST fp16", "ST fp32", "ST fp16 against ST fp32"))  # fmt: skip
+             ("ST fp16", "ST fp32", "ST fp16 against ST fp32"),
+             ("minibert fp16", "minibert fp16 one pass", "fp16, next chunk tokenized ahead / one pass"),
+             ("minibert fp16 batch 256", "minibert fp16", "fp16, batch_size 256 / 32 (token budget)"))  # fmt: skip
     for ours, theirs, what in pairs:
         if ours in times and theirs in times:
             speed_row(report, what, times, ours, theirs, n, "texts")
     pairs = (("minibert fp32", "ST fp32"), ("minibert fp16", "ST fp16"), ("minibert fp16", "ST fp32"),
-             ("minibert fp16 by sequence", "minibert fp16"),
-             ("ST fp16", "ST fp32"))  # fmt: skip
+             ("minibert fp16 by sequence", "minibert fp16"), ("minibert fp16 one pass", "minibert fp16"),
+             ("minibert fp16 batch 256", "minibert fp16"), ("ST fp16", "ST fp32"))  # fmt: skip
     present = [(a, b) for a, b in pairs if a in vectors and b in vectors]
     cosines = {f"{a} / {b}": min_cosine(vectors[a], vectors[b]) for a, b in present}
     deltas = {f"{a} / {b}": float(np.abs(vectors[a].astype(np.float64) - vectors[b]).max()) for a, b in present}
@@ -131,7 +134,13 @@ def embed_contender(folder: Path, device: torch.device, name: str, texts: list[s
         from minibert import Embedder
 
         embedder = Embedder.from_pretrained(folder, dtype="float16" if fp16 else "float32", device=device)
-        embed = by_sequence(embedder.embed) if name.endswith("by sequence") else embedder.embed
+        embed = embedder.embed
+        if name.endswith("by sequence"):
+            embed = by_sequence(embed)
+        elif name.endswith("one pass"):  # every text tokenized before the first batch, as before chunks.py
+            embed = one_pass(embed)
+        elif name.endswith("batch 256"):  # 16,384 padded tokens a batch: fewer, larger launches
+            embed = with_batch_size(embed, 256)
         call = embed_call(vectors, name, embed, texts)
     else:
         from sentence_transformers import SentenceTransformer
@@ -175,6 +184,29 @@ def by_sequence(function):
     def call(*args, **options):
         with attending_by_sequence(True):
             return function(*args, **options)
+
+    return call
+
+
+def one_pass(function):
+    """``function`` with the Embedder tokenizing every text first, as on a CPU (embedding/chunks.py)."""
+    from minibert.embedding import chunks
+
+    def call(*args, **options):
+        before, chunks.tokenizes_ahead = chunks.tokenizes_ahead, lambda device: False
+        try:
+            return function(*args, **options)
+        finally:
+            chunks.tokenizes_ahead = before
+
+    return call
+
+
+def with_batch_size(function, batch_size: int):
+    """``function`` with ``batch_size`` in place of the one it is called with."""
+
+    def call(*args, **options):
+        return function(*args, **{**options, "batch_size": batch_size})
 
     return call
 

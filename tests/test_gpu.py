@@ -271,7 +271,8 @@ def test_embed_and_classify_commands_run_on_the_device(tmp_path, checkpoint):
 def test_an_embedders_batches_never_wait_for_the_gpu(checkpoint):
     """On a GPU the Embedder reads nothing back from the GPU between batches but each batch's own
     results, whose copy it waits for with an event (embedding/hidden_states.py; the model reads the
-    mask where it was given: speed/packing.py). torch's sync debug mode reports every other wait."""
+    mask where it was given: speed/packing.py), the next chunk tokenized meanwhile (chunks.py).
+    torch's sync debug mode reports every other wait."""
     if DEVICE.type != "cuda":
         pytest.skip("torch's sync debug mode is CUDA's (test_speed_packing_device.py: the model's half on meta)")
     import warnings
@@ -279,7 +280,7 @@ def test_an_embedders_batches_never_wait_for_the_gpu(checkpoint):
     import numpy as np
 
     embedder = Embedder.from_pretrained(checkpoint, device=DEVICE)
-    texts = [f"{text} ({number})" for number in range(40) for text in TEXTS]  # several batches of several lengths
+    texts = [f"{text} ({number})" for number in range(100) for text in TEXTS]  # 400: two chunks (chunks.py)
     expected = embedder.embed(texts)  # warm: kernels chosen, memory cached
     torch.cuda.set_sync_debug_mode("warn")
     try:

@@ -372,6 +372,8 @@ def test_the_prepared_gpu_command_runs_every_part_on_the_cpu(tmp_path):
     report = json.loads(out.read_text())
     assert report["failures"] == [] and report["skipped"] == [], (report["failures"], report["skipped"])
     assert report["header"]["device"] == "cpu" and all(report[section] for section in ("parity", "speed", "profile"))
+    embedding_rows = {row.get("what") for row in report["speed"]}  # the Embedder's plans against each other too
+    assert {"fp16, next chunk tokenized ahead / one pass", "fp16, batch_size 256 / 32 (token budget)"} <= embedding_rows
     [tokenizers] = [row for row in report["parity"] if row["kind"] == "tokenizer"]
     assert tokenizers["differ"] == 0 and tokenizers["texts"] > 0
     truths = [row for row in report["parity"] if row["kind"] == "float64 truth"]

@@ -47,14 +47,15 @@ model packs the real tokens of a batch so its per-token layers never touch it (s
 a CPU, batches run in parallel streams, two at once on two threads, each on one (streams.py); a
 single batch gets every thread, and so do batches too uneven in work (``batch_cost``) for the
 streams to share out. Results are put back in input order; they do not depend on the batching
-(up to float rounding, ≤ 1e-5) or on the streams.
+(up to float rounding, ≤ 1e-5) or on the streams. A long list runs a chunk at a time, so memory
+follows a chunk; on a GPU the next chunk is tokenized while the GPU computes this one (chunks.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -65,6 +66,7 @@ from ..loading.from_pretrained import check_dtype
 from ..model import BertModel
 from ..tokenizer.arguments import one_text
 from ..tokenizer.bert_tokenizer import BertTokenizer
+from .chunks import embed_in_chunks
 from .embedded import Embedded, warn_if_truncated
 from .hidden_states import hidden_states
 from .loading import download_keywords, load_parts
@@ -184,8 +186,12 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
             raise TypeError("embed_with_report takes a sequence of texts: pass [text] (embed takes one str too)")
         texts = texts_as_list(texts)  # in order, each a str: a dict, a set, None ... refused (texts.py)
         options = EmbedOptions.of(options)
-        pieces, skip = self.pieces_for_embedding(texts, options)
-        return self._embed_pieces(pieces, options, skip, progress)
+        tokenize, skip = self._tokenizing(options)
+
+        def embed_chunk(pieces: list[list[int]], between, chunk_progress) -> Embedded:
+            return self._embed_pieces(pieces, options, skip, chunk_progress, between)
+
+        return embed_in_chunks(texts, tokenize, embed_chunk, self.model.device, progress)  # chunks.py
 
     def pieces_for_embedding(
         self, texts: Sequence[str], options: EmbedOptions | None = None
@@ -194,7 +200,12 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         leading tokens the pooling leaves out ([CLS] and the prompt's pieces, when the recipe says
         so). A server tokenizes once with this, counts and checks the tokens, and passes them to
         ``embed_pieces``."""
-        options = EmbedOptions.of(options)
+        tokenize, skip = self._tokenizing(EmbedOptions.of(options))
+        return [tokenize(text) for text in texts], skip
+
+    def _tokenizing(self, options: EmbedOptions) -> tuple[Callable[[str], list[int]], int]:
+        """A text's piece ids as stage 1 makes them (the prompt in front), and the pooling's ``skip``;
+        the prompt's room is checked before any text is tokenized."""
         prefix = self.recipe.prompt_for(options.prompt, options.prompt_name)
         skip = 0
         if prefix and options.follows_recipe and not self.recipe.include_prompt:
@@ -210,7 +221,8 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
                     "leaves the prompt out); pass a larger max_length, a shorter prompt or long_text='window'",
                     prefix, skip, max_length,
                 )
-        return [self.tokenizer.piece_ids(prefix + text if prefix else text) for text in texts], skip
+        piece_ids = self.tokenizer.piece_ids
+        return (lambda text: piece_ids(prefix + text)) if prefix else piece_ids, skip
 
     def embed_pieces(
         self,
@@ -234,8 +246,10 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         warn_if_truncated(result)
         return result.vectors
 
-    def _embed_pieces(self, pieces: Sequence[list[int]], options: EmbedOptions, skip: int, progress) -> Embedded:
-        """Stages 2 to 5: windows → hidden states → pooling → the recipe's Dense layers and normalization."""
+    def _embed_pieces(self, pieces: Sequence[list[int]], options: EmbedOptions, skip: int, progress,
+                      between: Callable[[int, int], None] | None = None) -> Embedded:  # fmt: skip
+        """Stages 2 to 5: windows → hidden states → pooling → the recipe's Dense layers and normalization
+        (``between``: called after each batch is queued, hidden_states.py)."""
         recipe = self.recipe
         modes = recipe.pooling if options.follows_recipe else options.pooling
         layer_list = self._layer_list(options.layers)
@@ -251,7 +265,7 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         windows, truncated = cut_into_windows(pieces, self._room(max_length), options.long_text,
                                               self.tokenizer.truncation_side)  # stage 2  # fmt: skip
         texts = hidden_states(self.model, self.tokenizer, windows, options, layers=layer_list, progress=progress,
-                              pooling=modes, skip=skip)  # stage 3 (and 4 for texts of one window)  # fmt: skip
+                              pooling=modes, skip=skip, between=between)  # stage 3 (and 4: one window)  # fmt: skip
         if not pieces:
             return Embedded(np.zeros((0, self.dimension(options)), np.float32), truncated, max_length)
         out = torch.from_numpy(np.stack([pool_text(text, modes, skip) for text in texts]))  # stage 4

@@ -7,7 +7,8 @@ On a GPU they run one after another, one ahead: batch i + 1 is padded, copied (f
 without waiting) and queued while the GPU still computes batch i, and nothing on the way reads the
 GPU back (the model reads the mask where it was given, on the CPU: speed/packing.py). Each batch's
 results are queued to be copied back into pinned memory as soon as it is queued; the loop waits for
-batch i's copy alone (an event), while the GPU goes on with batch i + 1.
+batch i's copy alone (an event), while the GPU goes on with batch i + 1, and before it waits, the
+next chunk of a long list is tokenized a share at a time (chunks.py).
 Each batch's results go back to their texts, so nothing depends on the order the batches ran in.
 
 A text that fits in one window is pooled right in its batch when pooling modes are given (stage 4
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,13 +44,16 @@ class TextStates:
 
 
 def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: EmbedOptions, *, layers: list[int],
-                  progress: bool | None, pooling: tuple[str, ...] | None, skip: int) -> list[TextStates]:  # fmt: skip
+                  progress: bool | None, pooling: tuple[str, ...] | None, skip: int,
+                  between: Callable[[int, int], None] | None = None) -> list[TextStates]:  # fmt: skip
     """Each text's ``TextStates``, from its windows ``sequences[i]`` run through ``model``.
 
     ``layers``: negative indices into the hidden states (checked), combined as
     ``options.layer_combine`` says; ``pooling``: the modes that pool a one-window text in its batch
     (the first ``skip`` tokens left out), or None to keep every text's token vectors;
-    ``options.batch_size`` and ``options.streams`` shape the batches."""
+    ``options.batch_size`` and ``options.streams`` shape the batches. ``between(i, count)``, when
+    given, is called before the loop reads batch i's results (of ``count`` batches), when on a GPU
+    batch i + 1 is already queued: work for the CPU while the GPU computes (chunks.py)."""
     windows = [  # (text index, start, [CLS] pieces [SEP])
         (index, start, tokenizer.build_inputs_with_special_tokens(ids))
         for index, text_windows in enumerate(sequences)
@@ -105,7 +109,10 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     lengths = [len(window[2]) for window in windows]
     batches, outputs = length_sorted_batches(lengths, forward, options.batch_size, model.config, streams)
     with evaluating(model), contextlib.closing(outputs):  # dropout off, the model's mode put back after
-        for batch, arrived in _progress(_one_ahead(outputs) if on_gpu else outputs, progress, batches):
+        for number, (batch, arrived) in enumerate(_progress(_one_ahead(outputs) if on_gpu else outputs, progress,
+                                                            batches)):  # fmt: skip
+            if between is not None:
+                between(number, len(batches))
             states, pooler, pooled = arrived()  # (on a GPU: waits for this batch's copies back, not the next batch)
             for row, i in enumerate(batch):
                 index, start, ids = windows[i]
