@@ -453,3 +453,20 @@ def test_an_embedder_without_a_tokenizer_length_reads_the_models_positions_as_se
     with pytest.warns(UserWarning, match="1 of 3 texts are longer than max_length=1024 tokens and were truncated"):
         got = embedder.embed(texts)
     assert_close(got, reference.encode(texts), "mean embeddings, texts past 512 tokens", 1e-5)
+
+
+def test_a_batch_is_padded_on_the_right_with_its_mask(embedder):
+    """hidden_states' rows to tensors in one pass: each row's ids in its first positions, the pad id
+    after them (not 0: [PAD] is 0 in BERT's vocabulary, and a wrong fill would hide), the mask 1
+    exactly where an id was given, whichever row is longest; the same as transformers pads them."""
+    from minibert.embedding.hidden_states import _padded
+
+    rows = [[101, 7, 8, 102], [101, 102], [101, 9, 10, 11, 12, 102], [101, 5, 102]]
+    input_ids, mask = _padded(rows, pad=77)
+    assert input_ids.dtype == mask.dtype == torch.int64 and input_ids.shape == mask.shape == (4, 6)
+    assert input_ids.tolist() == [row + [77] * (6 - len(row)) for row in rows]
+    assert mask.tolist() == [[1] * len(row) + [0] * (6 - len(row)) for row in rows]
+    reference = transformers.BertTokenizerFast(str(embedder.tokenizer.vocab_file))
+    padded = reference.pad({"input_ids": rows}, return_tensors="pt")
+    assert torch.equal(_padded(rows, reference.pad_token_id)[0], padded["input_ids"])
+    assert torch.equal(mask, padded["attention_mask"])

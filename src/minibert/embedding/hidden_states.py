@@ -19,6 +19,7 @@ to be put back together (windows.assemble_tokens) and pooled afterwards (pooling
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -68,12 +69,7 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
         """One batch through the model, and a call that returns its token vectors (None when every
         text of the batch is pooled here), pooler vectors and pooled vectors as numpy arrays once
         they are on the CPU (a GPU's are still being copied back when this returns)."""
-        rows = [windows[i][2] for i in batch]
-        input_ids = torch.full((len(rows), len(rows[0])), pad, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for row, ids in enumerate(rows):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention_mask[row, : len(ids)] = 1
+        input_ids, attention_mask = _padded([windows[i][2] for i in batch], pad)
         if on_gpu:  # pinned: checked here on the CPU, then copied without waiting for the GPU's last batch
             input_ids, attention_mask = input_ids.pin_memory(), attention_mask.pin_memory()
         with torch.inference_mode():
@@ -124,6 +120,24 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     for text in results:
         text.windows.sort(key=lambda window: window[0])
     return results
+
+
+def _padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of ids, longest first, as (B, T) int64 ids padded on the right with ``pad`` and their
+    (B, T) mask, made in one pass over all the ids: a tensor per row cost about 10 µs a row (64 rows:
+    660 against 38 µs on a Xeon), 60 ms of the 4,096 texts an H200 embedded in 0.55 s, during which
+    the GPU, faster than the CPU that feeds it, waited.
+
+    >>> _padded([[5, 6, 7], [8]], pad=0)
+    (tensor([[5, 6, 7],
+            [8, 0, 0]]), tensor([[1, 1, 1],
+            [1, 0, 0]]))
+    """
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    real = np.arange(lengths.max()) < lengths[:, None]  # (B, T): the first length[b] positions of row b
+    ids = np.full(real.shape, pad, np.int64)
+    ids[real] = np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(lengths.sum()))  # row by row
+    return torch.from_numpy(ids), torch.from_numpy(real.astype(np.int64))
 
 
 def _one_ahead(results: Iterator) -> Iterator:
