@@ -75,10 +75,14 @@ def test_chunked_vectors_are_sentence_transformers(embedder, minilm_dir, texts, 
     st = pytest.importorskip("sentence_transformers")
     reference = st.SentenceTransformer(str(minilm_dir), device="cpu")
     expected = reference.encode(texts, normalize_embeddings=True, batch_size=4)
+    calls = []
+    embed_pieces = Embedder._embed_pieces
+    monkeypatch.setattr(Embedder, "_embed_pieces", lambda self, pieces, *args: calls.append(len(pieces)) or
+                        embed_pieces(self, pieces, *args))  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = embedder.embed_with_report(texts, EmbedOptions(normalize=True))
-    assert len(chunks.chunk_sizes(len(texts), plan == "ahead")) >= 4  # the run was chunked
+    assert calls == chunks.chunk_sizes(len(texts), plan == "ahead") and len(calls) >= 4  # the run was chunked
     assert_close(result.vectors, expected, f"{len(texts)} texts in chunks ({plan}) vs sentence-transformers", 1e-5)
     assert result.truncated == 2 and result.max_length == 256  # the two long texts, in different chunks
     assert not caught  # embed_with_report reports; embed warns
@@ -148,14 +152,15 @@ def test_the_next_chunk_is_tokenized_between_this_chunks_batches(embedder, texts
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_memory_follows_a_chunk_not_the_list(small_chunks, device):
-    """Python's allocations (tracemalloc) at their peak, less the (N, dim) vectors returned: texts of
-    1,000 pieces each (36 kB of piece ids), 400 of them. The whole list's pieces (14 MB) are never
-    held at once: this chunk's and the next one's at most (2 × 16 texts, 1.2 MB), and no chunk's
-    vectors once they are in the output. (all-MiniLM-L6-v2 on 8,192 real texts, chunks of 1,024
-    against one pass: 3.0 against 11.1 MiB beyond the 12 MiB of vectors.)"""
+    """Python's allocations (tracemalloc) at their peak, less the (N, dim) vectors returned: 400
+    texts of 1,000 pieces each (36 kB of piece ids) and 2,000-wide vectors (8 kB). Neither the whole
+    list's pieces (14 MB) nor its chunks' vectors (3.2 MB, beside the output) are ever held at once:
+    this chunk's and the next one's pieces at most (2 × 16 texts, 1.2 MB), and one chunk's vectors
+    until they are copied out. (all-MiniLM-L6-v2 on 16,384 real texts held 22 MiB beyond its 24 MiB
+    of vectors in one pass, about 1.4 kB a text; in chunks, 23 MiB whatever the list's length.)"""
     from minibert.embedding.embedded import Embedded
 
-    texts = [f"text {number}" for number in range(400)]
+    texts, width = [f"text {number}" for number in range(400)], 2000
     seen = []
 
     def embed_chunk(pieces, between, progress):
@@ -163,7 +168,7 @@ def test_memory_follows_a_chunk_not_the_list(small_chunks, device):
             if between is not None:
                 between(batch, 3)
         seen.append(len(pieces))
-        return Embedded(np.full((len(pieces), 4), len(seen), np.float32), 1, 256)
+        return Embedded(np.full((len(pieces), width), len(seen), np.float32), 1, 256)
 
     tracemalloc.start()
     try:
@@ -174,8 +179,9 @@ def test_memory_follows_a_chunk_not_the_list(small_chunks, device):
         tracemalloc.stop()
     sizes = chunks.chunk_sizes(len(texts), device == "cuda")
     assert seen == sizes and result.truncated == len(sizes) and result.max_length == 256
-    assert result.vectors.tolist() == np.repeat(np.arange(1, len(sizes) + 1), sizes)[:, None].repeat(4, 1).tolist()
-    per_text = 1000 * (8 + 28)  # a list's pointer and an int object per piece
+    assert np.array_equal(result.vectors, np.repeat(np.arange(1, len(sizes) + 1, dtype=np.float32), sizes)[:, None]
+                          .repeat(width, 1))  # fmt: skip
+    per_text = 1000 * (8 + 28) + width * 4  # a list's pointer and an int object per piece; its vector
     print(f"\npeak beyond the vectors: {peak / 2**20:.2f} MiB (all pieces: {400 * per_text / 2**20:.1f} MiB)")
     assert peak < 3 * max(sizes) * per_text  # two chunks' pieces and change, not 400 texts' (25 chunks')
 
@@ -186,3 +192,36 @@ def test_a_long_lists_progress_bar_counts_texts(embedder, texts, small_chunks, c
     assert "embedding" in bar and f"{len(texts)}/{len(texts)}" in bar and "text" in bar
     embedder.embed(texts)  # stderr is not a terminal under pytest: no bar
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_the_bar_moves_batch_by_batch_within_a_chunk(small_chunks, monkeypatch, device):
+    """A chunk is 8,192 texts on a CPU (minutes for bert-base): the bar moves on by each batch's
+    share of its chunk, not once a chunk."""
+    from minibert.embedding.embedded import Embedded
+
+    class Bar:
+        n, shown = 0, []
+
+        def update(self, count):
+            self.n += count
+            self.shown.append(self.n)
+
+        def close(self):
+            pass
+
+    bar = Bar()
+    monkeypatch.setattr(chunks, "_bar", lambda progress, total: bar)
+
+    def embed_chunk(pieces, between, progress):
+        assert between is not None and progress is False  # the chunk's own bar (of batches) is off
+        for batch in range(4):
+            between(batch, 4)
+        return Embedded(np.zeros((len(pieces), 2), np.float32), 0, 8)
+
+    texts = [f"text {number}" for number in range(40)]
+    chunks.embed_in_chunks(texts, lambda text: [1], embed_chunk, torch.device(device), progress=True)
+    sizes = chunks.chunk_sizes(len(texts), device == "cuda")
+    starts = np.cumsum([0, *sizes])
+    expected = [int(start + size * (batch + 1) // 4) for start, size in zip(starts, sizes) for batch in range(4)]
+    assert sorted(set(bar.shown)) == expected and bar.n == len(texts)

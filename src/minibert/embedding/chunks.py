@@ -6,7 +6,8 @@ at once, every text's piece ids, windows and per-text results would be held toge
 times the size of the vectors returned. So a list longer than ``MAX_CHUNK`` texts goes through the
 stages a chunk at a time, each chunk's vectors written into the one output array; within a chunk
 the texts are sorted by length and batched as before (hidden_states.py), so results differ from one
-pass over the whole list only in the batching (float rounding, ≤ 1e-5).
+pass over the whole list only in the batching (float rounding: ≤ 1e-5 in float32, more in half
+precision).
 
 On a GPU the CPU's work and the GPU's can overlap. The GPU computes the batches queued for it while
 the CPU, one Python thread, pads and queues the next one; what remained serial was tokenizing,
@@ -17,12 +18,14 @@ for batch i's results), so it is ready when the current chunk ends:
     CPU:  [tokens 0][queue 0.0][tokens 1, part][queue 0.1][tokens 1, part] ... [queue 1.0][tokens 2 ...
     GPU:            .........[batch 0.0 ====][batch 0.1 ====] ...          .........[batch 1.0 ===] ...
 
-The GPU waits for the first chunk's tokens alone, so the first chunk is small (``FIRST_CHUNK``
-texts) and each next one twice the last, up to ``MAX_CHUNK``: a chunk twice as long as the one it
-overlaps is ready in time when the GPU takes at least twice as long per text as the tokenizer (a
-GPU faster than that waits for the CPU anyway, whatever the plan). On a CPU nothing is idle to
-overlap with (tokenizing would take a core from the batches), so the chunks are tokenized one after
-another and are all ``MAX_CHUNK`` long: a list of up to ``MAX_CHUNK`` texts runs as one pass.
+The GPU waits for the first chunk's tokens (and, between chunks, for the CPU to finish a chunk:
+its long texts' windows pooled, the recipe's Dense layers, the next chunk's windows sorted and its
+first batch padded), so the first chunk is small (``FIRST_CHUNK`` texts) and each next one twice
+the last, up to ``MAX_CHUNK``: a chunk twice as long as the one it overlaps is ready in time when
+the GPU takes at least twice as long per text as the tokenizer (a GPU faster than that waits for
+the CPU anyway, whatever the plan). On a CPU nothing is idle to overlap with (tokenizing would take
+a core from the batches), so the chunks are tokenized one after another and are all ``MAX_CHUNK``
+long: a list of up to ``MAX_CHUNK`` texts runs as one pass.
 
 >>> chunk_sizes(10_000, ahead=True)
 [256, 512, 1024, 2048, 4096, 2064]
@@ -32,6 +35,7 @@ another and are all ``MAX_CHUNK`` long: a list of up to ``MAX_CHUNK`` texts runs
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -95,7 +99,7 @@ def embed_in_chunks(texts: Sequence[str], tokenize: Callable[[str], list[int]], 
     sizes = chunk_sizes(len(texts), ahead)
     if len(sizes) <= 1:  # one pass, as embed always ran
         return embed_chunk([tokenize(text) for text in texts], None, progress)
-    starts = [sum(sizes[:number]) for number in range(len(sizes) + 1)]
+    starts = list(itertools.accumulate(sizes, initial=0))
     bar = _bar(progress, len(texts))
     vectors, truncated, max_length = None, 0, None
     pieces = [tokenize(text) for text in texts[: sizes[0]]]
@@ -103,23 +107,40 @@ def embed_in_chunks(texts: Sequence[str], tokenize: Callable[[str], list[int]], 
         for number, size in enumerate(sizes):
             upcoming = TokensAhead(tokenize, texts[starts[number + 1] : starts[number + 2]]) \
                 if number + 1 < len(sizes) else None  # fmt: skip
-            part = embed_chunk(pieces, upcoming.step if ahead and upcoming else None, False)
+            between = _between(upcoming if ahead else None, bar, starts[number], size)
+            part = embed_chunk(pieces, between, False)
             if vectors is None:  # (N, dim), filled in place: the chunks' vectors are never held twice
                 vectors = np.empty((len(texts), part.vectors.shape[1]), np.float32)
             vectors[starts[number] : starts[number] + size] = part.vectors
             truncated, max_length = truncated + part.truncated, part.max_length
+            pieces = part = None  # let go of this chunk's pieces and vectors before the next chunk's are made
             pieces = upcoming.finish() if upcoming else []
             if bar is not None:
-                bar.update(size)
+                bar.update(starts[number] + size - bar.n)
     finally:
         if bar is not None:
             bar.close()
     return Embedded(vectors, truncated, max_length)
 
 
+def _between(upcoming: TokensAhead | None, bar, start: int, size: int) -> Callable[[int, int], None] | None:
+    """What runs between a chunk's batches: a share of the next chunk tokenized (on a GPU), and the
+    bar moved on by this batch's share of the chunk's ``size`` texts (from ``start``)."""
+    if upcoming is None and bar is None:
+        return None
+
+    def between(batch: int, batches: int) -> None:
+        if upcoming is not None:
+            upcoming.step(batch, batches)
+        if bar is not None:
+            bar.update(start + size * (batch + 1) // batches - bar.n)
+
+    return between
+
+
 def _bar(progress: bool | None, total: int):
     """A tqdm bar over the texts when asked, or by default when stderr is a terminal (a list of more
-    than one chunk is a long run)."""
+    than one chunk is a long run), moved on batch by batch."""
     if not (progress if progress is not None else sys.stderr.isatty()):
         return None
     from tqdm.auto import tqdm

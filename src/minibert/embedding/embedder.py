@@ -47,8 +47,9 @@ model packs the real tokens of a batch so its per-token layers never touch it (s
 a CPU, batches run in parallel streams, two at once on two threads, each on one (streams.py); a
 single batch gets every thread, and so do batches too uneven in work (``batch_cost``) for the
 streams to share out. Results are put back in input order; they do not depend on the batching
-(up to float rounding, ≤ 1e-5) or on the streams. A long list runs a chunk at a time, so memory
-follows a chunk; on a GPU the next chunk is tokenized while the GPU computes this one (chunks.py).
+(up to float rounding: ≤ 1e-5 in float32) or on the streams. A long list runs a chunk at a time,
+so memory follows a chunk; on a GPU the next chunk is tokenized while the GPU computes this one
+(chunks.py).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ..errors import PromptFillsMaxLengthError, TaskArgumentError
+from ..errors import TaskArgumentError
 from ..loading.devices import check_model_is_on, placement
 from ..loading.from_pretrained import check_dtype
 from ..model import BertModel
@@ -72,6 +73,7 @@ from .hidden_states import hidden_states
 from .loading import download_keywords, load_parts
 from .options import EmbedOptions, as_int, check_truncate_dim
 from .pooling import pool_text
+from .prompts import tokenizing
 from .recipe import SentenceRecipe, similarity
 from .recipe_settings import RecipeSettings
 from .sentence_transformers_names import AnswersSentenceTransformersNames
@@ -204,25 +206,10 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         return [tokenize(text) for text in texts], skip
 
     def _tokenizing(self, options: EmbedOptions) -> tuple[Callable[[str], list[int]], int]:
-        """A text's piece ids as stage 1 makes them (the prompt in front), and the pooling's ``skip``;
-        the prompt's room is checked before any text is tokenized."""
+        """A text's piece ids as stage 1 makes them, and the pooling's ``skip`` (prompts.py)."""
         prefix = self.recipe.prompt_for(options.prompt, options.prompt_name)
-        skip = 0
-        if prefix and options.follows_recipe and not self.recipe.include_prompt:
-            skip = 1 + len(self.tokenizer.piece_ids(prefix))
-            max_length = self._max_length(options)
-            if options.long_text == "truncate" and skip >= max_length - 1:  # before any text is tokenized
-                # A cut text would keep only the skipped tokens (the prompt, or with a left cut the
-                # first pieces kept), which the recipe leaves out: nothing to pool.
-                # (sentence-transformers pools [SEP] alone there, with a prompt length it caches; not followed.)
-                raise PromptFillsMaxLengthError(
-                    f"the prompt {prefix!r:.60} is {skip} tokens with [CLS], and max_length={max_length} holds "
-                    f"{max_length - 1} before [SEP]: no token of the text is left to pool (this model's pooling "
-                    "leaves the prompt out); pass a larger max_length, a shorter prompt or long_text='window'",
-                    prefix, skip, max_length,
-                )
-        piece_ids = self.tokenizer.piece_ids
-        return (lambda text: piece_ids(prefix + text)) if prefix else piece_ids, skip
+        return tokenizing(self.recipe, self.tokenizer, prefix, max_length=self._max_length(options),
+                          long_text=options.long_text, follows_recipe=options.follows_recipe)  # fmt: skip
 
     def embed_pieces(
         self,
@@ -249,7 +236,7 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
     def _embed_pieces(self, pieces: Sequence[list[int]], options: EmbedOptions, skip: int, progress,
                       between: Callable[[int, int], None] | None = None) -> Embedded:  # fmt: skip
         """Stages 2 to 5: windows → hidden states → pooling → the recipe's Dense layers and normalization
-        (``between``: called after each batch is queued, hidden_states.py)."""
+        (``between``: called before the loop waits for each batch's results, hidden_states.py)."""
         recipe = self.recipe
         modes = recipe.pooling if options.follows_recipe else options.pooling
         layer_list = self._layer_list(options.layers)

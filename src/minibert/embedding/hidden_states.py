@@ -53,8 +53,9 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
     ``options.layer_combine`` says; ``pooling``: the modes that pool a one-window text in its batch
     (the first ``skip`` tokens left out), or None to keep every text's token vectors;
     ``options.batch_size`` and ``options.streams`` shape the batches. ``between(i, count)``, when
-    given, is called before the loop reads batch i's results (of ``count`` batches), when on a GPU
-    batch i + 1 is already queued: work for the CPU while the GPU computes (chunks.py)."""
+    given, is called before the loop reads batch i's results (of ``count`` batches): on a GPU once
+    batch i + 1 is queued too (or, for the last, while the GPU computes it), work for the CPU while
+    the GPU computes (chunks.py)."""
     windows = [  # (text index, start, [CLS] pieces [SEP])
         (index, start, tokenizer.build_inputs_with_special_tokens(ids))
         for index, text_windows in enumerate(sequences)
