@@ -124,7 +124,7 @@ def hidden_states(model, tokenizer, sequences: Sequence[list[Window]], options: 
 
 
 def _padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows of ids, longest first, as (B, T) int64 ids padded on the right with ``pad`` and their
+    """Rows of ids as (B, T) int64 ids padded on the right with ``pad`` to the longest, and their
     (B, T) mask, made in one pass over all the ids: a tensor per row cost about 10 µs a row (64 rows:
     660 against 38 µs on a Xeon), 60 ms of the 4,096 texts an H200 embedded in 0.55 s, during which
     the GPU, faster than the CPU that feeds it, waited.
