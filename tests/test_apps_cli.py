@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import subprocess
@@ -282,3 +283,46 @@ def test_similarity_is_capped_at_a_table_people_read_before_the_model_loads(tmp_
     assert "minibert embed --input FILE --output vectors.npy" in refused.stderr
     kept = run_minibert("similarity", *texts[:256], "--model", str(Path(__file__).parent / "data" / "tiny_hub"))
     assert kept.returncode == 0 and kept.stdout.count("\n") == 1 + 256 + 1 + 256, kept.stderr
+
+
+class SignalAfterEachWrite(io.StringIO):
+    """A stderr on which the signal lands as it does on Python's own: checked after each write is
+    out, so a ``print``'s text can be out and its newline not (``armed``: the text it lands after)."""
+
+    def __init__(self, armed: str):
+        super().__init__()
+        self.armed = armed
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if text == self.armed:
+            raise KeyboardInterrupt
+        return written
+
+
+PROGRESS = "minibert: step 6/60  loss 0.6553  rate 0.000833  5,267 tokens/s  0.0 min left"
+LIVE = "\rstep 6/60  loss 0.6553  rate 0.000833  5,267 tokens/s  0.0 min left   "  # (report.py's, on a terminal)
+
+
+@pytest.mark.parametrize("written, stop, said", [
+    (PROGRESS, "signal", "minibert: interrupted; no output file was written"),  # between a print's text and newline
+    (LIVE, KeyboardInterrupt, "minibert: interrupted; no output file was written"),  # Ctrl-C on a live line
+    (LIVE, ValueError("the run failed"), "minibert: error: the run failed"),
+    (PROGRESS, KeyboardInterrupt, "minibert: interrupted; no output file was written"),  # after a whole line
+])  # fmt: skip
+def test_a_stop_or_an_error_starts_a_line_of_its_own(written, stop, said, monkeypatch):
+    """A run stopped while its progress line was half written ended "... 0.0 min leftminibert:
+    interrupted; ..." (a finetune's Ctrl-C, seen in CI): the last line must stand alone, and no
+    blank line is added where the line before was whole."""
+    stderr = SignalAfterEachWrite(armed=written if stop == "signal" else None)
+    monkeypatch.setattr(sys, "stderr", stderr)
+
+    def command(args):
+        print(written, end="" if written.startswith("\r") else "\n", file=sys.stderr)
+        raise stop
+
+    monkeypatch.setattr(cli, "cmd_tokenize", command)
+    assert cli.main(["tokenize", "a text"]) == (1 if isinstance(stop, ValueError) else 130)
+    assert sys.stderr is stderr, "the command's stderr was not given back"
+    lines = stderr.getvalue().split("\n")
+    assert lines[-2:] == [said, ""] and lines[-3] == written, stderr.getvalue()

@@ -59,6 +59,7 @@ from .finetune_command import add_parser as add_finetune_parser
 from .flag_types import DEVICE_HELP, label_list, model_name, number, output_name, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
+from .stderr_lines import restore, start_a_line, track_line_ends
 from .task_files import add_parser as add_task_parsers
 from .vocab_command import add_parser as add_vocab_command
 
@@ -310,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.gemm not in (None, "auto") and getattr(args, "dtype", None) == "int8":  # (int8 replaces those layers)
         parser.error(f"--gemm {args.gemm} picks the float32 linear layers' library; --dtype int8 runs the encoder's "
                      "projections in int8, on a library of their own ($MINIBERT_INT8): leave --gemm out")  # fmt: skip
+    tracked = track_line_ends()  # (a stop's or an error's line starts a line of its own: stderr_lines.py)
     log_handler = _show_log_lines(args.debug)
     # A command that stops itself records its signals from now on (SIGINT too); any other command
     # unwinds on them. A signal this process was started with set to "ignore" (`nohup` ignores
@@ -344,11 +346,13 @@ def main(argv: list[str] | None = None) -> int:
     except (CommandError, CommandFailed, MinibertError, ValueError, TypeError, OSError, RuntimeError) as error:
         if args.debug:
             raise
+        start_a_line()
         print(f"minibert: error: {_message_of(error)}", file=sys.stderr)
         return 2 if isinstance(error, (CommandError, FlagConflictError)) else 1  # 2: a usage error (docs/cli.md)
     except Exception as error:  # a bug in minibert: still one line, with the way to the details
         if args.debug:
             raise
+        start_a_line()
         print(f"minibert: internal error: {type(error).__name__}: {error} (run with --debug for the traceback)",
               file=sys.stderr)  # fmt: skip
         return 1
@@ -357,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal_handler)
         logging.getLogger("minibert").removeHandler(log_handler)
         warnings.showwarning = previous_showwarning
+        restore(tracked)
 
 
 def _prepare_process(debug: bool) -> None:
@@ -377,6 +382,7 @@ def _say_stopped(how: str, stop: BaseException) -> None:
     process says it (None: under torchrun, rank 0 alone speaks for the run)."""
     on_disk = getattr(stop, "on_disk", "no output file was written")
     if on_disk is not None:
+        start_a_line()
         print(f"minibert: {how}; {on_disk}", file=sys.stderr)
 
 
