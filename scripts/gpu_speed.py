@@ -260,7 +260,8 @@ def speed_training(report: Report, checkpoints: Checkpoints, device: torch.devic
     for name in ("fp32", "bf16"):
         autocast = torch.bfloat16 if name == "bf16" else None
 
-        def ours_step(batches, skip_padding, autocast=autocast, by_sequence=False, in_groups=False):
+        def ours_step(batches, skip_padding, autocast=autocast, by_sequence=False, in_groups=False, host=True):
+            batches = [inputs_on_the_cpu(batch) for batch in batches] if host else batches  # as finetune's loop
             return cycling(batches, minibert_step, ours, ours_optimizer, device, autocast, skip_padding, by_sequence,
                            in_groups)  # fmt: skip
 
@@ -273,6 +274,7 @@ def speed_training(report: Report, checkpoints: Checkpoints, device: torch.devic
                                                 "transformers": theirs_step(padded_random)}, "minibert")  # fmt: skip
         contenders = {  # (finetune skips padding; "padded" keeps it, as transformers does: which pays on this GPU)
             "minibert skip_padding": ours_step(longest, True),
+            "minibert skip_padding, inputs on the GPU": ours_step(longest, True, host=False),  # (the mask read there)
             "minibert by sequence": ours_step(longest, True, by_sequence=True),  # speed/varlen.py
             "minibert in groups": ours_step(longest, True, in_groups=True),  # as on a CPU: fast_path.py
             "minibert padded": ours_step(longest, False),
@@ -281,8 +283,15 @@ def speed_training(report: Report, checkpoints: Checkpoints, device: torch.devic
         }
         report.run(f"speed: training {name} real text", train_loop, report, plan, device,
                    f"{what}, text ({real_tokens:.0f} tokens/row, longest {padded_to:.0f})", contenders,
-                   "minibert skip_padding", "minibert by sequence", "minibert in groups", "minibert padded",
-                   f"minibert {length}+skip_padding")  # fmt: skip
+                   "minibert skip_padding", "minibert skip_padding, inputs on the GPU", "minibert by sequence",
+                   "minibert in groups", "minibert padded", f"minibert {length}+skip_padding")  # fmt: skip
+
+
+def inputs_on_the_cpu(batch: dict) -> dict:
+    """A batch whose model inputs stay on the CPU, as ``minibert finetune`` gives them (loop.py's
+    forward_and_backward: the model checks them and lays out the mask there, without waiting for
+    the GPU, and copies them over); the labels stay on the device."""
+    return {**batch, **{name: batch[name].cpu() for name in ("input_ids", "attention_mask", "token_type_ids")}}
 
 
 def cycling(batches: list[dict], step, *arguments):

@@ -295,6 +295,45 @@ def test_an_embedders_batches_never_wait_for_the_gpu(checkpoint):
     assert np.array_equal(vectors, expected)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_training_step_waits_for_the_gpu_only_for_its_figures(tmp_path, train_file, monkeypatch, precision):
+    """A fine-tuning step queues its forward and backward passes without waiting for the GPU: the
+    model's inputs stay on the CPU and the figures are read once, after the backward (loop.py's
+    forward_and_backward; tests/test_training_device_waits.py follows it on the CPU). torch's sync
+    debug mode reports every wait with the line that caused it: one line may, the figures' read."""
+    if DEVICE.type != "cuda":
+        pytest.skip("torch's sync debug mode is CUDA's (test_training_device_waits.py: the CPU's half)")
+    import linecache
+    import warnings
+
+    from minibert.training import FinetuneOptions, finetune
+    from minibert.training.run import loop
+
+    caught_per_step = []
+    followed = loop.forward_and_backward
+
+    def following(run, rows, denominators):
+        torch.cuda.synchronize()  # (what came before is not this step's)
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                sums = followed(run, rows, denominators)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        caught_per_step.append([(w.filename, w.lineno) for w in caught if "synchroniz" in str(w.message).lower()])
+        return sums
+
+    monkeypatch.setattr(loop, "forward_and_backward", following)
+    finetune(FinetuneOptions(model=TINY, train=str(train_file), output=str(tmp_path / "run"), epochs=1, batch_size=4,
+                             max_seq_length=16, device=str(DEVICE), precision=precision, progress=False))  # fmt: skip
+    lines = {(Path(name).name, linecache.getline(name, number).strip()) for step in caught_per_step
+             for name, number in step}  # fmt: skip
+    print(f"\n{DEVICE} {precision}: waits per step {[len(step) for step in caught_per_step]}: {sorted(lines)}")
+    assert caught_per_step and all(len(step) <= 1 for step in caught_per_step), caught_per_step
+    assert all(name == "loop.py" and "tolist()" in line for name, line in lines), lines
+
+
 def _finetune_command(train: Path, run: Path, *extra: str, model: str = TINY, length: int = 16) -> list[str]:
     return ["finetune", "--model", model, "--train", str(train), "--output", str(run), "--epochs", "3",
             "--batch-size", "4", "--save-every", "2", "--max-seq-length", str(length), "--device", str(DEVICE),

@@ -374,6 +374,8 @@ def test_the_prepared_gpu_command_runs_every_part_on_the_cpu(tmp_path):
     assert report["header"]["device"] == "cpu" and all(report[section] for section in ("parity", "speed", "profile"))
     embedding_rows = {row.get("what") for row in report["speed"]}  # the Embedder's plans against each other too
     assert {"fp16, next chunk tokenized ahead / one pass", "fp16, batch_size 256 / 32 (token budget)"} <= embedding_rows
+    training = {row.get("ours") for row in report["speed"] if "train step" in str(row.get("what"))}
+    assert {"minibert skip_padding", "minibert skip_padding, inputs on the GPU"} <= training, training  # (as the loop)
     [tokenizers] = [row for row in report["parity"] if row["kind"] == "tokenizer"]
     assert tokenizers["differ"] == 0 and tokenizers["texts"] > 0
     truths = [row for row in report["parity"] if row["kind"] == "float64 truth"]

@@ -12,7 +12,6 @@ command with ``--resume`` and a lower rate (a tenth, and no more than the comman
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import torch
@@ -34,7 +33,8 @@ def gives_finite_numbers(run) -> bool:  # (run: loop.Run)
              for name, array in run.data.train.batch(rows).items()}  # fmt: skip
     with evaluating(run.model), torch.no_grad(), autocast(run.options.precision, run.world.device):
         sums = run.task.sums(run.model, piece, run.task.denominators(run.data.train, rows))
-    return bool(torch.isfinite(sums.loss).all()) and all(math.isfinite(value) for value in sums.figures.values())
+    figures = torch.stack([value.to(torch.float64) for value in sums.figures.values()])
+    return bool(torch.isfinite(sums.loss).all()) and bool(torch.isfinite(figures).all())
 
 
 def lower_rate_command(run) -> str:  # (run: loop.Run)

@@ -68,6 +68,9 @@ from .report import (
 )
 from .resume import resume
 
+# A piece's arrays that are the model's inputs: kept on the CPU (forward_and_backward)
+MODEL_INPUTS = frozenset({"input_ids", "input_mask", "segment_ids"})
+
 
 def pretrain(options: PretrainOptions) -> Path:
     """Pre-train (masked LM + next sentence); returns the run folder."""
@@ -248,19 +251,26 @@ def steps(run: Run, done: int) -> Progress:
 def forward_and_backward(run: Run, rows: np.ndarray, denominators: dict[str, float]) -> dict[str, float]:
     """This process's share of the global batch, in ``--accumulate`` pieces: forward, the task's
     loss, backward (the gradients of the pieces add up). Returns the task's figures summed over the
-    pieces and over every process."""
+    pieces and over every process.
+
+    On a GPU the CPU only queues the work, and it is not made to wait for it until every backward
+    is queued: the model's inputs (ids, mask, segments) stay here, where the model checks them and
+    reads the mask's layout (model.py; copied over without waiting), and the figures are summed
+    where they were computed and read once, at the end."""
     options, world = run.options, run.world
     total = None
     for piece_rows in my_pieces(rows, world, options.accumulate):
-        piece = {name: torch.from_numpy(np.ascontiguousarray(array)).to(world.device, non_blocking=True)
-                 for name, array in run.data.train.batch(piece_rows).items()}  # fmt: skip
+        piece = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in
+                 run.data.train.batch(piece_rows).items()}  # fmt: skip
+        piece.update({name: tensor.to(world.device, non_blocking=True) for name, tensor in piece.items()
+                      if name not in MODEL_INPUTS})  # fmt: skip
         with autocast(options.precision, world.device):
             sums = run.task.sums(run.model, piece, denominators)
         (sums.loss if run.scaler is None else run.scaler.scaled(sums.loss)).backward()
-        figures = torch.tensor(list(sums.figures.values()), dtype=torch.float64)
+        figures = torch.stack([value.to(torch.float64) for value in sums.figures.values()])  # (figures,)
         total = figures if total is None else total + figures
     world.sum(total)
-    return dict(zip(sums.figures, total.tolist()))
+    return dict(zip(sums.figures, total.tolist()))  # (on a GPU: the step's one wait, all of it queued)
 
 
 def my_pieces(rows: np.ndarray, world: World, accumulate: int):

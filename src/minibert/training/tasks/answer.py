@@ -157,8 +157,8 @@ class Answer(Finetuning):
         starts, ends = piece["label_ids"].unbind(-1)  # (B,) each
         loss = (F.cross_entropy(start_logits, starts, reduction="sum")
                 + F.cross_entropy(end_logits, ends, reduction="sum")) / (2 * denominators["batch_size"])  # fmt: skip
-        correct = float(((start_logits.argmax(-1) == starts) & (end_logits.argmax(-1) == ends)).sum())
-        return PieceSums(loss, {"loss": loss.detach().item(), "correct": correct})
+        correct = ((start_logits.argmax(-1) == starts) & (end_logits.argmax(-1) == ends)).sum()
+        return PieceSums(loss, {"loss": loss.detach(), "correct": correct})
 
     def evaluate(self, model, data: TrainingData, options, run: Path) -> dict[str, float]:
         """Dev predictions (written to the run folder as Google's files) and their exact match and F1."""

@@ -72,8 +72,8 @@ class Classify(Finetuning):
     def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
         logits, labels = self.logits(model, piece), piece["label_ids"]  # (B, K), (B,)
         loss = F.cross_entropy(logits, labels, reduction="sum") / denominators["batch_size"]
-        correct = float((logits.argmax(-1) == labels).sum())
-        return PieceSums(loss, {"loss": loss.detach().item(), "correct": correct})
+        correct = (logits.argmax(-1) == labels).sum()
+        return PieceSums(loss, {"loss": loss.detach(), "correct": correct})
 
     def metrics(self, gold: np.ndarray, logits: np.ndarray, data: TrainingData, options) -> dict[str, float]:
         return task_metrics(gold, logits, options.glue, data.labels)

@@ -32,8 +32,8 @@ class Multilabel(Classify):
         logits, labels = self.logits(model, piece), piece["label_ids"]  # (B, K), (B, K) 0/1
         per_label = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")  # (B, K)
         loss = per_label.mean(-1).sum() / denominators["batch_size"]
-        correct = float(((logits > 0) == (labels > 0.5)).all(-1).sum())
-        return PieceSums(loss, {"loss": loss.detach().item(), "correct": correct})
+        correct = ((logits > 0) == (labels > 0.5)).all(-1).sum()
+        return PieceSums(loss, {"loss": loss.detach(), "correct": correct})
 
     def metrics(self, gold: np.ndarray, logits: np.ndarray, data: TrainingData, options) -> dict[str, float]:
         return {"accuracy": float(np.mean(((logits > 0) == (gold > 0.5)).all(-1)))}

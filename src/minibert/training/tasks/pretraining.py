@@ -110,8 +110,8 @@ class Pretraining(Task):
         with torch.no_grad():
             mlm_correct = (weights * (mlm_logits.argmax(-1) == labels)).sum()
             nsp_correct = (nsp_logits.argmax(-1) == piece["next_sentence_labels"]).sum()
-        figures = {"mlm_loss": mlm.detach().item(), "nsp_loss": nsp.detach().item(),
-                   "mlm_correct": mlm_correct.item(), "nsp_correct": nsp_correct.item()}  # fmt: skip
+        figures = {"mlm_loss": mlm.detach(), "nsp_loss": nsp.detach(), "mlm_correct": mlm_correct,
+                   "nsp_correct": nsp_correct}  # fmt: skip
         return PieceSums(mlm + nsp, figures)
 
     def figures(self, sums: dict[str, float], denominators: dict[str, float]) -> dict[str, float]:

@@ -30,7 +30,7 @@ class Regress(Classify):
     def sums(self, model, piece: dict[str, torch.Tensor], denominators: dict[str, float]) -> PieceSums:
         scores, labels = self.logits(model, piece).squeeze(-1), piece["label_ids"]  # (B,), (B,)
         loss = F.mse_loss(scores, labels.float(), reduction="sum") / denominators["batch_size"]
-        return PieceSums(loss, {"loss": loss.detach().item()})
+        return PieceSums(loss, {"loss": loss.detach()})
 
     def figures(self, sums: dict[str, float], denominators: dict[str, float]) -> dict[str, float]:
         return {"loss": sums["loss"]}  # no accuracy for a score

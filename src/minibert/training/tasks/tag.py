@@ -226,8 +226,8 @@ class Tag(Finetuning):
         labels = piece["label_ids"]  # (B, T), -100 where no label counts
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX,
                                reduction="sum") / int(denominators["labelled"])  # fmt: skip
-        correct = float(((logits.argmax(-1) == labels) & (labels != IGNORE_INDEX)).sum())
-        return PieceSums(loss, {"loss": loss.detach().item(), "correct": correct})
+        correct = ((logits.argmax(-1) == labels) & (labels != IGNORE_INDEX)).sum()
+        return PieceSums(loss, {"loss": loss.detach(), "correct": correct})
 
     def figures(self, sums: dict[str, float], denominators: dict[str, float]) -> dict[str, float]:
         return {"loss": sums["loss"], "accuracy": sums["correct"] / denominators["labelled"]}

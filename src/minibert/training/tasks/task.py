@@ -50,10 +50,13 @@ class TrainingData:
 class PieceSums:
     """What one piece of a global batch adds: its share of the global loss (already divided by
     the global denominators, so the pieces' gradients add up to the whole batch's) and the figures
-    the step's line is made of, as plain numbers summed over pieces and processes."""
+    the step's line is made of, summed over pieces and processes. The figures are 0-d tensors where
+    the model computed them, read by the loop once a step, after every piece's backward: reading
+    one as a number (``.item()``, ``float()``) makes the CPU wait for a GPU to finish the forward
+    pass before it may start queuing the backward."""
 
     loss: torch.Tensor
-    figures: dict[str, float]
+    figures: dict[str, torch.Tensor]
 
 
 class Task:
