@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten
 
 from minibert.training import FinetuneOptions, PretrainOptions, finetune, pretrain
 from minibert.training.run import loop
+from minibert.training.tasks import task as task_module
 from random_instances import random_instances, write_instances
 from squad_files import write_squad
 
@@ -163,7 +164,7 @@ def test_the_follower_sees_a_wait_where_there_is_one(monkeypatch, tmp_path, spoi
 
         monkeypatch.setattr(Classify, "sums", reading)
     else:
-        monkeypatch.setattr(loop, "MODEL_INPUTS", frozenset())
+        monkeypatch.setattr(task_module, "MODEL_INPUTS", frozenset())
     options = FinetuneOptions(model=str(TINY), train=str(write_train(tmp_path, "classify")), output=str(tmp_path / "r"),
                               epochs=1, batch_size=4, max_seq_length=16, progress=False)  # fmt: skip
     steps = waits_of_each_step(monkeypatch, lambda: finetune(options))

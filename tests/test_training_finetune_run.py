@@ -21,11 +21,14 @@ WORDS = "the machine drank water bank river money vault paris love thirsty engin
 
 
 def write_examples(path: Path, count: int, seed: int = 0) -> Path:
-    """A CSV of ``count`` texts of the tiny vocabulary's words, labelled by whether 'water' or 'river' is in them."""
+    """A CSV of ``count`` texts of the tiny vocabulary's words, labelled by whether 'water' or 'river' is in them.
+    Every draw is from ``seed``'s generator: a text's length once came from torch's global one, so the
+    file depended on the tests run before in the process (6 texts of one label, refused, in one order)."""
     generator = torch.Generator().manual_seed(seed)
     lines = ["text,label"]
     for _ in range(count):
-        words = [WORDS[int(i)] for i in torch.randint(len(WORDS), (int(torch.randint(2, 9, ())),), generator=generator)]
+        length = int(torch.randint(2, 9, (), generator=generator))
+        words = [WORDS[int(i)] for i in torch.randint(len(WORDS), (length,), generator=generator)]
         lines.append(f"{' '.join(words)},{'wet' if {'water', 'river'} & set(words) else 'dry'}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -18,6 +18,7 @@ import torch
 
 from ...errors import TrainingDivergedError
 from ...pretrained import evaluating
+from ..tasks.task import piece_tensors
 from .precision import autocast
 from .report import check_finite, resume_command
 
@@ -29,8 +30,7 @@ def gives_finite_numbers(run) -> bool:  # (run: loop.Run)
     on the first training rows, as in training but without dropout (an update at a huge rate leaves
     weights of 1e30 that are finite and ruin every output). Every process checks the same rows."""
     rows = np.arange(min(CHECKED_ROWS, len(run.data.train)))
-    piece = {name: torch.from_numpy(np.ascontiguousarray(array)).to(run.world.device)
-             for name, array in run.data.train.batch(rows).items()}  # fmt: skip
+    piece = piece_tensors(run.data.train.batch(rows), run.world.device)
     with evaluating(run.model), torch.no_grad(), autocast(run.options.precision, run.world.device):
         sums = run.task.sums(run.model, piece, run.task.denominators(run.data.train, rows))
     figures = torch.stack([value.to(torch.float64) for value in sums.figures.values()])

@@ -47,7 +47,7 @@ from ...loading.devices import resolve_device
 from ..options import FinetuneOptions, PretrainOptions
 from ..tasks import task_named
 from ..tasks.features import write_features
-from ..tasks.task import Task, TrainingData
+from ..tasks.task import Task, TrainingData, piece_tensors
 from .arithmetic import arithmetic_of, deterministic_algorithms
 from .checkpoint import RunDirectory, TrainingState, vocabulary_fingerprint
 from .distributed import World
@@ -67,9 +67,6 @@ from .report import (
     stopped_note,  # fmt: skip
 )
 from .resume import resume
-
-# A piece's arrays that are the model's inputs: kept on the CPU (forward_and_backward)
-MODEL_INPUTS = frozenset({"input_ids", "input_mask", "segment_ids"})
 
 
 def pretrain(options: PretrainOptions) -> Path:
@@ -260,10 +257,7 @@ def forward_and_backward(run: Run, rows: np.ndarray, denominators: dict[str, flo
     options, world = run.options, run.world
     total = None
     for piece_rows in my_pieces(rows, world, options.accumulate):
-        piece = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in
-                 run.data.train.batch(piece_rows).items()}  # fmt: skip
-        piece.update({name: tensor.to(world.device, non_blocking=True) for name, tensor in piece.items()
-                      if name not in MODEL_INPUTS})  # fmt: skip
+        piece = piece_tensors(run.data.train.batch(piece_rows), world.device)  # (model inputs left on the CPU)
         with autocast(options.precision, world.device):
             sums = run.task.sums(run.model, piece, denominators)
         (sums.loss if run.scaler is None else run.scaler.scaled(sums.loss)).backward()

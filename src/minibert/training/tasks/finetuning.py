@@ -118,7 +118,8 @@ def predict(model, features, batch_size: int = 64) -> np.ndarray:
     with evaluating(model):
         for start in range(0, len(features), batch_size):
             batch = features.batch(np.arange(start, min(start + batch_size, len(features))))
-            tensors = {name: torch.from_numpy(np.ascontiguousarray(batch[name])).to(model.device)
+            # left on the CPU: the model reads the mask here, not on a GPU, and copies them over (model.py)
+            tensors = {name: torch.from_numpy(np.ascontiguousarray(batch[name]))
                        for name in ("input_ids", "input_mask", "segment_ids")}  # fmt: skip
             out = model(tensors["input_ids"], tensors["input_mask"], tensors["segment_ids"], **AS_ASKED).logits
             out = out.float().cpu().numpy()

@@ -46,6 +46,20 @@ class TrainingData:
     config: object | None = None  # pre-training: the BertConfig the instances were checked against
 
 
+# A piece's arrays that are the model's inputs: they stay on the CPU (``piece_tensors``)
+MODEL_INPUTS = frozenset({"input_ids", "input_mask", "segment_ids"})
+
+
+def piece_tensors(arrays: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    """A piece of a batch (``train.batch(rows)``) as ``sums`` takes it: the model's inputs (ids, mask,
+    segments) on the CPU, where the model checks them and lays out the mask's real tokens before it
+    copies them to its device without waiting (model.py); the rest (labels, positions, weights) on
+    ``device``, copied without waiting. Read on a GPU, the mask would make the CPU wait for the GPU."""
+    piece = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in arrays.items()}
+    return {name: tensor if name in MODEL_INPUTS else tensor.to(device, non_blocking=True)
+            for name, tensor in piece.items()}  # fmt: skip
+
+
 @dataclass
 class PieceSums:
     """What one piece of a global batch adds: its share of the global loss (already divided by
