@@ -11,7 +11,7 @@ There is no GPU here, so the test follows what a GPU would hold: ``OnTheDevice``
 and marks it, with the model's weights, as the device's; whatever is computed from a marked tensor
 is marked too; reading a marked tensor's value is a wait. (It failed before the model's inputs
 stayed on the CPU and the figures were read at the end: the mask's layout and each piece's loss and
-counts were read between the forward and the backward, 25 waits a step on a classifier's.)
+counts were read between the forward and the backward, 26 waits a step on the tiny classifier's.)
 """
 
 from __future__ import annotations
