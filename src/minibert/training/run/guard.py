@@ -33,8 +33,7 @@ def gives_finite_numbers(run) -> bool:  # (run: loop.Run)
     piece = piece_tensors(run.data.train.batch(rows), run.world.device)
     with evaluating(run.model), torch.no_grad(), autocast(run.options.precision, run.world.device):
         sums = run.task.sums(run.model, piece, run.task.denominators(run.data.train, rows))
-    figures = torch.stack([value.to(torch.float64) for value in sums.figures.values()])
-    return bool(torch.isfinite(sums.loss).all()) and bool(torch.isfinite(figures).all())
+    return bool(torch.isfinite(sums.loss).all()) and bool(torch.isfinite(sums.stacked_figures()).all())
 
 
 def lower_rate_command(run) -> str:  # (run: loop.Run)

@@ -261,7 +261,7 @@ def forward_and_backward(run: Run, rows: np.ndarray, denominators: dict[str, flo
         with autocast(options.precision, world.device):
             sums = run.task.sums(run.model, piece, denominators)
         (sums.loss if run.scaler is None else run.scaler.scaled(sums.loss)).backward()
-        figures = torch.stack([value.to(torch.float64) for value in sums.figures.values()])  # (figures,)
+        figures = sums.stacked_figures()  # (figures,)
         total = figures if total is None else total + figures
     world.sum(total)
     return dict(zip(sums.figures, total.tolist()))  # (on a GPU: the step's one wait, all of it queued)

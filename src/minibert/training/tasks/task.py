@@ -72,6 +72,11 @@ class PieceSums:
     loss: torch.Tensor
     figures: dict[str, torch.Tensor]
 
+    def stacked_figures(self) -> torch.Tensor:
+        """The figures as one float64 tensor (figures,), in ``figures``' order, where they were
+        computed (float32 values widened exactly: their sums over pieces and processes are float64's)."""
+        return torch.stack([value.to(torch.float64) for value in self.figures.values()])
+
 
 class Task:
     """The record of one task; the defaults are fine-tuning's (a subclass states what differs)."""
