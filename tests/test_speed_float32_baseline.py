@@ -146,6 +146,73 @@ def test_fastest_is_bfloat16_only_where_it_beats_the_faster_float32(monkeypatch)
         assert record["float32_seconds"] == seconds["float32", fastest_float32]
 
 
+def timed_runs(seconds: dict[tuple[str, str], float], timed: list):
+    """``fixed_times`` that also records the runs each measurement timed (into ``timed``)."""
+    answer = fixed_times(seconds)
+
+    def best_times(runs, *args, **kwargs):
+        timed.append(set(runs))
+        return answer(runs, *args, **kwargs)
+
+    return best_times
+
+
+@needs_onednn
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_fastest_times_both_dtypes_on_the_gemm_library_asked_for(monkeypatch, how):
+    """With a GEMM library asked for (from_pretrained's ``gemm=``, or ``$MINIBERT_GEMM``), the model
+    runs its projections there whatever is faster, so "fastest" times both dtypes there alone. Here
+    bfloat16 on oneDNN (0.5 s) halves float32 on oneDNN (1.0 s), but on MKL it is 1.9 s against
+    2.0 s, a tie: asked for MKL, "fastest" is float32 (timed on the faster library, it said
+    bfloat16, and loaded a model slower than the float32 one the user asked MKL for)."""
+    if onednn_refuses(torch.bfloat16) is not None:
+        pytest.skip(f"oneDNN takes no bfloat16 here: {onednn_refuses(torch.bfloat16)}")
+    monkeypatch.setattr(cpu, "read_cpuinfo", lambda: {"flags": "avx512f avx512_bf16", "model name": "test CPU"})
+    seconds = {("float32", "mkl"): 2.0, ("float32", "onednn"): 1.0, ("candidate", "mkl"): 1.9,
+               ("candidate", "onednn"): 0.5}  # fmt: skip
+    timed = []
+    monkeypatch.setattr(measure, "best_times", timed_runs(seconds, timed))
+
+    def verdict(library: str | None) -> bool:
+        if how == "environment":
+            monkeypatch.setenv("MINIBERT_GEMM", library or "auto")
+            return bf16.bf16_is_faster(32, 64)
+        return bf16.bf16_is_faster(32, 64, gemm=library)
+
+    assert verdict("mkl") is False
+    assert timed[-1] == {("float32", "mkl"), ("candidate", "mkl")}  # MKL alone, both dtypes
+    for library in ("onednn", "onednn-fused"):  # the fused one multiplies on oneDNN too
+        assert verdict(library) is True
+    assert timed[-1] == {("float32", "onednn"), ("candidate", "onednn")}
+    assert len(timed) == 2, "onednn-fused measured again: it is oneDNN's verdict, cached"
+    assert verdict(None) is True and len(timed[-1]) == 4  # auto: each on both, the faster counting
+    records = {key: record for key, record in read_cache().items() if "bf16_faster" in record}
+    assert sorted(record["bf16_faster"] for record in records.values()) == [False, True, True]  # cached apart
+    assert [r["float32_backend"] for r in records.values() if not r["bf16_faster"]] == ["mkl"]
+    assert verdict("mkl") is False and len(timed) == 3  # the MKL verdict read back, not measured again
+
+
+def test_fastest_is_float32_where_the_library_asked_for_takes_no_bfloat16(monkeypatch):
+    """oneDNN asked for, on a CPU where it refuses bfloat16 (bf16 instructions torch has, oneDNN's
+    reorder not): the bfloat16 model would be refused at load (``gemm=``) or moved to MKL with a
+    warning (``$MINIBERT_GEMM``), so "fastest" is float32 there, without measuring."""
+    monkeypatch.setattr(cpu, "read_cpuinfo", lambda: {"flags": "avx512f avx512_bf16", "model name": "test CPU"})
+    monkeypatch.setattr(measure, "onednn_refuses",
+                        lambda dtype: "no bfloat16 reorder" if dtype == torch.bfloat16 else None)  # fmt: skip
+    monkeypatch.setattr(measure, "best_times", lambda *args, **kwargs: pytest.fail("measured"))
+    assert bf16.bf16_is_faster(32, 64, gemm="onednn") is False
+    monkeypatch.setenv("MINIBERT_GEMM", "onednn-fused")
+    assert bf16.bf16_is_faster(32, 64) is False
+
+
+def test_float32_timed_on_one_library_names_one_it_has(monkeypatch):
+    """``float32_on`` names one of ``gemm_backends``; any other name is a ValueError naming them,
+    not an empty measurement (training's float32 runs on MKL alone)."""
+    with pytest.raises(ValueError, match=r"float32_on='onednn': not one of \['mkl'\]"):
+        measure.time_against_float32(8, 16, lambda linear: linear, tokens=4, budget=0.0, backward=True,
+                                     float32_on="onednn")  # fmt: skip
+
+
 @needs_onednn
 def test_asked_inside_inference_mode_the_packed_runs_still_pack(caplog):
     """A verdict asked inside ``torch.inference_mode()`` (bf16_is_faster called directly, under a

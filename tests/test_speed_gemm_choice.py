@@ -328,6 +328,21 @@ def test_dtype_auto_is_bfloat16_only_where_bf16_is_measured_faster(minilm_dir, m
             assert BertModel.from_pretrained(minilm_dir, dtype="fastest").dtype == expected
 
 
+def test_dtype_fastest_is_measured_on_the_gemm_library_the_load_asks_for(minilm_dir, monkeypatch):
+    """from_pretrained(dtype="fastest", gemm="mkl"): both dtypes timed on MKL alone, the library the
+    model is told to run on (bf16.py), and the model loads in the dtype that measurement chose."""
+    monkeypatch.setattr(cpu, "read_cpuinfo", lambda: {"flags": "amx_bf16 amx_tile", "model name": "test CPU"})
+    asked = []
+
+    def timed(hidden, intermediate, candidates, **how):
+        asked.append((sorted(candidates), how["float32_on"]))
+        return {name: ProjectionTimes(1.0, 0.5, flops=0, float32_backend="mkl") for name in candidates}
+
+    monkeypatch.setattr(bf16, "time_candidates_against_float32", timed)
+    model = BertModel.from_pretrained(minilm_dir, dtype="fastest", gemm="mkl")
+    assert asked == [(["mkl"], "mkl")] and model.dtype == torch.bfloat16 and model.gemm_backend == "mkl"
+
+
 def test_bf16_is_faster_measures_this_cpu():
     """The real measurement runs (both dtypes, this CPU) and its verdict is what the cache holds."""
     verdict = bf16.bf16_is_faster(64, 256, budget=0.05)

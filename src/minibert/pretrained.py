@@ -205,7 +205,8 @@ class PretrainedBert(ChecksItsFile):  # an nn.Module whose reads of every weight
         ``dtype="auto"`` (``torch_dtype="auto"``) is transformers' own: the dtype the checkpoint was saved
         in (config.json's ``dtype`` / ``torch_dtype``, else its weights'). ``dtype="fastest"`` is bfloat16
         on a GPU that has it, and where it is measured faster than float32 on this CPU (speed/bf16.py's
-        ``bf16_is_faster``; bf16 instructions alone are not enough), else float32: approximate numbers,
+        ``bf16_is_faster``; bf16 instructions alone are not enough; on the ``gemm`` library where one is
+        named), else float32: approximate numbers,
         opted into. ``dtype="int8"`` (never chosen by "fastest") runs the encoder's linear
         layers in int8 after checking the model against float32 (speed/int8.py, speed/int8_check.py, docs/int8.md).
         ``gemm`` picks the linear layers' matrix library

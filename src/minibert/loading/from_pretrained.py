@@ -82,9 +82,11 @@ def check_dtype(dtype):
     raise ValueError(f"dtype must be one of {sorted(DTYPE_NAMES)}, 'auto', 'fastest' or a torch.dtype, got {dtype!r}")
 
 
-def _parse_dtype(dtype, config: BertConfig, config_file: Path, weights_file: Path, device=None) -> torch.dtype | None:
+def _parse_dtype(dtype, config: BertConfig, config_file: Path, weights_file: Path, device=None,
+                 gemm: str | None = None) -> torch.dtype | None:  # fmt: skip
     """The torch.dtype a checked ``dtype`` (``check_dtype``) stands for: "auto" the checkpoint's own
-    (``saved_dtype``), "fastest" chosen for this model's size and ``device``, a name of DTYPE_NAMES its dtype."""
+    (``saved_dtype``), "fastest" chosen for this model's size, ``device`` and GEMM library (``gemm``,
+    else ``$MINIBERT_GEMM``: bf16.py), a name of DTYPE_NAMES its dtype."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
@@ -94,7 +96,8 @@ def _parse_dtype(dtype, config: BertConfig, config_file: Path, weights_file: Pat
     if dtype == "fastest":  # approximate numbers where bf16 is measured faster here; exact float32 elsewhere
         from ..speed.bf16 import bf16_is_faster
 
-        return torch.bfloat16 if bf16_is_faster(config.hidden_size, config.intermediate_size) else torch.float32
+        faster = bf16_is_faster(config.hidden_size, config.intermediate_size, gemm=gemm)
+        return torch.bfloat16 if faster else torch.float32
     return DTYPE_NAMES[dtype]
 
 
@@ -182,7 +185,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     # alone reads its tokenizer at that commit, not at wherever main has moved to (tasks/loading.py)
     object.__setattr__(config, "_commit_hash", snapshot_commit(config_file))
     int8 = dtype == "int8"  # asked for by name only (never by "fastest"): speed/int8.py
-    dtype = _parse_dtype(dtype, config, config_file, weights_file, device) or torch.float32
+    dtype = _parse_dtype(dtype, config, config_file, weights_file, device, gemm) or torch.float32
     replace_label_fields(config, label_config)
     config.extra.update(call_defaults)
     model = _build_on_meta(cls, config, config_file, add_pooling_layer)

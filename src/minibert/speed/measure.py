@@ -191,10 +191,13 @@ def time_candidates_against_float32(
     backward: bool = False,
     sample_seconds: float = 0.0,
     min_rounds: int = 2,
+    float32_on: str | None = None,
 ) -> dict[str, ProjectionTimes]:
     """``time_against_float32`` for several candidates at once ({name: candidate} → {name: times}),
     all in the same interleaved rounds beside float32, so that a burst of load from elsewhere falls
-    on every one of them alike (int8_check.py times its two libraries so)."""
+    on every one of them alike (int8_check.py times its two libraries so). ``float32_on``: one of
+    ``gemm_backends``, the only one float32 is timed on (a model whose GEMM library was asked for
+    runs there whatever is faster); None, each of them (the faster counts)."""
     started = time.perf_counter()  # the set-up is part of the budget: a cold start pays for it
 
     def run(modules: list[nn.Module], inputs: dict[int, torch.Tensor]) -> Callable[[], None]:
@@ -210,7 +213,10 @@ def time_candidates_against_float32(
         float32_inputs = {width: x.requires_grad_(backward) for width, x in inputs.items()}
         candidate_inputs = {width: x.detach().to(dtype).requires_grad_(backward) for width, x in inputs.items()}
         runs = {("float32", backend): run([make(copy.deepcopy(linear)) for linear in layers], float32_inputs)
-                for backend, make in gemm_backends(backward=backward).items()}  # fmt: skip
+                for backend, make in gemm_backends(backward=backward).items()
+                if float32_on in (None, backend)}  # fmt: skip
+        if not runs:
+            raise ValueError(f"float32_on={float32_on!r}: not one of {sorted(gemm_backends(backward=backward))}")
         for name, candidate in candidates.items():
             runs["candidate", name] = run([candidate(copy.deepcopy(linear)) for linear in layers], candidate_inputs)
     threads = torch.get_num_threads()
