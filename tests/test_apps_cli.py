@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ import minibert
 from helpers import assert_close, run_minibert
 from minibert import Embedder
 from minibert.apps import cli, embed_files
+from tiny_hub import TINY
 
 run = run_minibert  # in this process: the subprocess cases below are the ones that need a process
 
@@ -281,7 +281,7 @@ def test_similarity_is_capped_at_a_table_people_read_before_the_model_loads(tmp_
     assert refused.stderr.count("\n") == 1, refused.stderr
     assert "at most 256 texts, got 257; for more" in refused.stderr
     assert "minibert embed --input FILE --output vectors.npy" in refused.stderr
-    kept = run_minibert("similarity", *texts[:256], "--model", str(Path(__file__).parent / "data" / "tiny_hub"))
+    kept = run_minibert("similarity", *texts[:256], "--model", str(TINY))
     assert kept.returncode == 0 and kept.stdout.count("\n") == 1 + 256 + 1 + 256, kept.stderr
 
 

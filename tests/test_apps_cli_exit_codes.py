@@ -28,9 +28,9 @@ import pytest
 from helpers import run_minibert as run
 from minibert.apps import cli
 from random_instances import random_instances, write_instances
+from tiny_hub import TINY  # a 2-layer BertModel with MiniLM's vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "data" / "tiny_hub"  # a 2-layer BertModel with MiniLM's vocabulary
 QA = ROOT / "tests" / "data" / "qa_reference"
 COLUMNS = ["missing", "a directory", "not UTF-8", "malformed JSON", "empty", "wrong field"]
 

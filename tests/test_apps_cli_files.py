@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from helpers import pipe_holding
 from helpers import run_minibert as run
 from minibert.apps import cli
+from tiny_hub import TINY
 
 
 def _mode(path) -> int:
@@ -172,7 +172,7 @@ def test_commands_that_need_heads_use_the_bundled_toy_offline(command, tmp_path)
 def test_warnings_are_one_line_in_the_commands_terms(tmp_path):
     """A library warning (here: a text cut at the model's length) reaches stderr as one
     'minibert: warning:' line naming the command's option, with no source line echoed."""
-    model = str(Path(__file__).parent / "data" / "tiny_hub")
+    model = str(TINY)
     long_text = " ".join(["word"] * 2000)
     result = run("similarity", long_text, "short text", "--model", model)
     assert result.returncode == 0, result.stderr
@@ -301,7 +301,7 @@ def test_an_undecodable_argument_is_printed_escaped_under_a_strict_utf8_stdout(t
     from helpers import child_environment
     from minibert.apps import embed_files
 
-    tiny = Path(__file__).parent / "data" / "tiny_hub"
+    tiny = TINY
     command = [sys.executable, "-m", "minibert", "similarity", b"caf\xe9", "cafe", "--model", str(tiny)]
     result = subprocess.run(command, capture_output=True, env=child_environment(PYTHONIOENCODING="utf-8"), timeout=300)
     assert result.returncode == 0, result.stderr.decode()

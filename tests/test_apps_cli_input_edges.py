@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from helpers import run_minibert as run
+from tiny_hub import TINY as MODEL  # a random 2-layer BERT, hidden size 32
 
-MODEL = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BERT, hidden size 32
 BOM = b"\xef\xbb\xbf"
 
 

@@ -26,10 +26,10 @@ from test_layering import ROOMS, room
 
 import minibert
 from minibert.apps import cli
+from tiny_hub import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = str(Path(minibert.__file__).parent) + "/"
-TINY = ROOT / "tests" / "data" / "tiny_hub"
 LISTED_ROOMS = ("apps", "tasks", "embedding")
 FILE_ROOM = {"formats.line_files", "formats.atomic_files"}
 # The modules that call back a function handed down to them: map_in_streams(forward, batches) runs

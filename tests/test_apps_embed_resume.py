@@ -18,8 +18,7 @@ import pytest
 
 import corpus
 from helpers import assert_close, run_minibert
-
-MODEL = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BERT: fast, so many kills fit
+from tiny_hub import TINY as MODEL  # a random 2-layer BERT: fast, so many kills fit
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from helpers import run_minibert
+from tiny_hub import TINY as MODEL  # a random 2-layer BERT, hidden size 32
 
-MODEL = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BERT, hidden size 32
 MEAN = '{"word_embedding_dimension": 32, "pooling_mode_mean_tokens": true}'
 CLS = '{"word_embedding_dimension": 32, "pooling_mode_cls_token": true}'
 TEXTS = [f"text number {i} about {'cats' if i % 2 else 'dogs'}" for i in range(10)]

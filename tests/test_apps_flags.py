@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +14,7 @@ from minibert.apps import cli
 from minibert.apps.flag_types import parser_of
 from minibert.training.options import PretrainOptions
 from minibert.training.pretraining_data.options import InstanceOptions
+from tiny_hub import TINY
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -186,9 +186,6 @@ def test_a_list_flag_given_twice_joins_its_lists():
     assert parser.parse_args(["vocab", "--input", "a", "--output", "o"]).special_tokens is None
 
 
-TINY = str(Path(__file__).parent / "data" / "tiny_hub")  # 2 layers, 64 positions, no prompts
-
-
 @pytest.mark.parametrize(
     "argv, expected",
     [
@@ -205,6 +202,6 @@ TINY = str(Path(__file__).parent / "data" / "tiny_hub")  # 2 layers, 64 position
 def test_an_embedding_flag_outside_the_models_limits_is_a_usage_error_naming_the_flag(argv, expected):
     # these exited 1 naming the library's keyword (max_length, layer, prompt_name), where rerank,
     # answer and tag's flags out of their model's range exit 2 naming the flag
-    result = run_minibert(*argv, "--model", TINY, stdin=b"a text\n")
+    result = run_minibert(*argv, "--model", str(TINY), stdin=b"a text\n")  # 2 layers, 64 positions, no prompts
     assert result.returncode == 2 and expected in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 2 and result.stdout == ""  # "model DIR", then the error

@@ -18,6 +18,7 @@ import pytest
 
 import minibert
 from minibert.apps import cli
+from tiny_hub import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "minibert"
@@ -52,7 +53,6 @@ PIP_FLAGS = {"--index-url", "--no-deps", "--dry-run"}
 HF_CLI_FLAGS = {"--cache-dir", "--force-download"}
 # Heads of dotted names that are another package, though minibert has a module of that name.
 OTHER_PACKAGES = {"ray"}  # Ray itself (ray.data...); minibert's adapter is named minibert.ray
-TINY = ROOT / "tests" / "data" / "tiny_hub"
 
 
 def _instances() -> dict[str, list]:

@@ -14,6 +14,7 @@ import torch
 import corpus
 from helpers import assert_close
 from minibert import BertForPreTraining, BertModel, BertTokenizer, Embedder, fill_mask, next_sentence
+from tiny_hub import TINY
 
 transformers = pytest.importorskip("transformers")
 
@@ -370,10 +371,9 @@ def test_progress_bar_only_when_asked_or_on_a_terminal(embedder, capsys):
 
 def test_fill_mask_with_a_vocabulary_without_mask_says_so(tmp_path):
     import shutil
-    from pathlib import Path
 
     directory = tmp_path / "model"
-    shutil.copytree(Path(__file__).parent / "data" / "tiny_hub", directory)
+    shutil.copytree(TINY, directory)
     vocab = directory / "vocab.txt"
     vocab.write_text(vocab.read_text(encoding="utf-8").replace("[MASK]\n", "[unused0]\n"), encoding="utf-8")
     with pytest.raises(ValueError, match=r"cannot fill a mask: the vocabulary vocab.txt has no \[MASK\] piece"):

@@ -35,12 +35,12 @@ from minibert.formats.crc32c import crc32c, mask, unmask
 from minibert.loading.names import checkpoint_to_minibert
 from minibert.loading.tf_checkpoint import read_index, read_tf_checkpoint
 from minibert.tokenizer import google_lower_case
+from tiny_hub import TINY as HUB_DIR
 
 transformers = pytest.importorskip("transformers")
 
 DATA = Path(__file__).parent / "data"
 GOOGLE_DIR = DATA / "uncased_L-2_H-32_A-2"
-HUB_DIR = DATA / "tiny_hub"
 SCRIPT = Path(__file__).parent.parent / "scripts" / "make_tf_checkpoint.py"
 TEXTS = ["i love paris", "the bank robber was thirsty and drank water", "un want ed runn ing !", "money in the bank"]
 

@@ -32,6 +32,7 @@ import minibert
 from helpers import assert_close, bound_from_exact, exact_reference, run_minibert
 from minibert.errors import ModelNotFoundError
 from minibert.loading.hub import BUNDLED_FOLDER, bundled_path
+from tiny_hub import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "minibert/fortunes-mini"
@@ -101,7 +102,7 @@ def test_the_hub_is_never_asked_for_the_bundled_name(no_hub, monkeypatch):
 
 def test_a_local_directory_of_that_path_still_wins(no_hub, tmp_path):
     local = tmp_path / "minibert" / "fortunes-mini"
-    shutil.copytree(ROOT / "tests" / "data" / "tiny_hub", local)
+    shutil.copytree(TINY, local)
     assert bundled_path(NAME) is None
     assert minibert.BertModel.from_pretrained(NAME).config.hidden_size != 256
 

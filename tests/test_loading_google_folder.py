@@ -23,12 +23,12 @@ from minibert import BertForSequenceClassification, BertModel, CheckpointError
 from minibert.formats.crc32c import crc32c, mask
 from minibert.loading.names import checkpoint_to_minibert
 from minibert.loading.tf_checkpoint import read_index, read_tf_checkpoint
+from tiny_hub import TINY as HUB_DIR
 
 transformers = pytest.importorskip("transformers")
 
 DATA = Path(__file__).parent / "data"
 GOOGLE_DIR = DATA / "uncased_L-2_H-32_A-2"
-HUB_DIR = DATA / "tiny_hub"
 WORDS = "bert/embeddings/word_embeddings"
 
 

@@ -18,9 +18,9 @@ import torch
 from safetensors.torch import load_file
 
 import minibert
+from tiny_hub import TINY
 
 transformers = pytest.importorskip("transformers")
-TINY = Path(__file__).parent / "data" / "tiny_hub"
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,10 @@ from helpers import assert_close, compare_outputs
 from minibert import BertConfig, BertForPreTraining, BertModel, BertTokenizer, CheckpointError
 from minibert.activations import ACTIVATIONS, REFUSED
 from minibert.loading.config_fields import IGNORED, REFUSED_UNLESS
+from tiny_hub import TINY as HUB_DIR  # a random 2-layer BertForPreTraining, H=32
 
 transformers = pytest.importorskip("transformers")
 
-HUB_DIR = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BertForPreTraining, H=32
 TEXTS = ["i love paris", "the bank robber was thirsty and drank water", "un want ed runn ing !", "money"]
 IMPLEMENTED = {f.name for f in dataclasses.fields(BertConfig)} - {"extra"}
 

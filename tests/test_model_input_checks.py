@@ -4,8 +4,6 @@ and why, never an IndexError or a CUDA-style assert from deep inside."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -13,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minibert import BertConfig, BertModel
+from tiny_hub import TINY as TINY_CHECKPOINT  # a random 2-layer BERT in the hub's layout
 
 TINY = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                   max_position_embeddings=20, type_vocab_size=2)  # fmt: skip
@@ -88,7 +87,6 @@ def test_validation_messages(tiny):
     assert tiny([1, 2, 3]).last_hidden_state.shape == (1, 3, 16)  # one unbatched sequence is fine
 
 
-TINY_CHECKPOINT = Path(__file__).parent / "data" / "tiny_hub"  # a random 2-layer BERT in the hub's layout
 
 
 @pytest.fixture(scope="module")

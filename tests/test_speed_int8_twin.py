@@ -26,6 +26,7 @@ from int8_checkpoints import measured_faster
 from minibert import BertConfig, BertModel, BertTokenizer
 from minibert.errors import QuantizationError
 from minibert.loading.tf_checkpoint import read_tf_checkpoint
+from tiny_hub import TINY as TINY_HUB
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=120)
 A, B = "a" * 40, "b" * 40  # two revisions (commit hashes) of one hub repository
@@ -198,7 +199,7 @@ def test_an_int8_model_loaded_from_a_checkpoint_prefix_saves_that_checkpoint(tmp
     directory = _google_run_folder(tmp_path)
     model = BertModel.from_pretrained(directory / "bert_model.ckpt", dtype="int8")
     model.save_pretrained(tmp_path / "saved")
-    reference = transformers.BertModel.from_pretrained(GOOGLE_DIR.parent / "tiny_hub").state_dict()
+    reference = transformers.BertModel.from_pretrained(TINY_HUB).state_dict()
     written = transformers.BertModel.from_pretrained(tmp_path / "saved").state_dict()
     assert written.keys() == reference.keys()
     assert all(torch.equal(written[name], reference[name]) for name in reference), [

@@ -35,8 +35,8 @@ from minibert import (
 from minibert.errors import ModelNotFoundError, TaskArgumentError
 from minibert.loading.hub import DEFAULT_MODEL, HubOptions
 from minibert.tasks import loading
+from tiny_hub import TINY  # a BertForPreTraining: config, weights, vocab.txt
 
-TINY = Path(__file__).parent / "data" / "tiny_hub"  # a BertForPreTraining: config, weights, vocab.txt
 TOKEN = "hf_TaskTokenSecret123"
 TEXT = "the man was in the house"
 

@@ -6,7 +6,6 @@ numbers or refuses."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ import torch
 
 import minibert
 from task_checkpoints import DOCUMENTS, QA_REFERENCE, TEXTS, cross_encoder_dir, ner_model, same
+from tiny_hub import TINY
 
 transformers = pytest.importorskip("transformers")
 
@@ -107,7 +107,7 @@ def test_an_embedder_beside_a_training_loop_gives_the_eval_numbers_or_refuses():
 
     from minibert.errors import ModeChangedError
 
-    embedder = minibert.Embedder.from_pretrained(Path(__file__).parent / "data" / "tiny_hub")
+    embedder = minibert.Embedder.from_pretrained(TINY)
     texts = ["the paris love", "a longer text about the weather in paris today"]
     expected = embedder.embed(texts)
     stop = threading.Event()

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-TINY = Path(__file__).parent / "data" / "tiny_hub"  # a small BERT checkpoint with its vocab.txt
-
+from tiny_hub import TINY  # a small BERT checkpoint with its vocab.txt
 
 BAD_TOKENIZER_ARGUMENTS = [
     ("max_length", -1), ("max_length", "16"), ("max_length", 1.5), ("max_length", True),

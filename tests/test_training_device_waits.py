@@ -29,8 +29,7 @@ from minibert.training.run import loop
 from minibert.training.tasks import task as task_module
 from random_instances import random_instances, write_instances
 from squad_files import write_squad
-
-TINY = Path(__file__).parent / "data" / "tiny_hub"
+from tiny_hub import TINY
 
 # Reading a tensor's value on the host: on a GPU, each one waits for the kernels queued before it
 READS = {"item", "tolist", "__bool__", "__float__", "__int__", "__index__", "__complex__", "nonzero", "numpy",

@@ -12,8 +12,6 @@ Tolerance: 1e-5 of each tensor's largest |gradient| (plus 1e-9 absolute for all-
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -26,8 +24,8 @@ from minibert.training.run.optimization import hub_named_parameters  # noqa: E40
 from minibert.training.tasks import task_named  # noqa: E402
 from minibert.training.tasks.features import Features  # noqa: E402
 from minibert.training.tasks.head import load_classifier  # noqa: E402
+from tiny_hub import TINY  # noqa: E402
 
-TINY = Path(__file__).parent / "data" / "tiny_hub"
 PROBLEM = "single_label_classification"
 
 

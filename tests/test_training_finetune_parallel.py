@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 from helpers import child_environment
 from minibert.apps.cli import main
 from squad_files import write_squad
+from tiny_hub import TINY
 
-TINY = Path(__file__).parent / "data" / "tiny_hub"
 WORDS = "the machine drank water in paris by the river bank money vault".split()
 
 

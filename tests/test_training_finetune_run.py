@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 import minibert
 from helpers import child_environment, sigkill_once_metrics_hold
 from minibert.apps.cli import main
+from tiny_hub import TINY  # dropout 0.1 in its config: every step draws random numbers
 
-TINY = Path(__file__).parent / "data" / "tiny_hub"  # dropout 0.1 in its config: every step draws random numbers
 WORDS = "the machine drank water bank river money vault paris love thirsty engineer".split()
 
 

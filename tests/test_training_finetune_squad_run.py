@@ -17,8 +17,7 @@ import minibert
 from helpers import child_environment, sigkill_once_metrics_hold
 from minibert.apps.cli import main
 from squad_files import squad_data, write_squad
-
-TINY = Path(__file__).parent / "data" / "tiny_hub"  # dropout 0.1 in its config: every step draws random numbers
+from tiny_hub import TINY  # dropout 0.1 in its config: every step draws random numbers
 
 
 def flags(train: Path, output: Path, *extra: str) -> list[str]:

@@ -26,8 +26,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from minibert.training import FinetuneOptions, finetune  # noqa: E402
+from tiny_hub import TINY  # noqa: E402
 
-TINY = Path(__file__).parent / "data" / "tiny_hub"
 TEXTS = [("the machine drank water", "pos"), ("a bank of the river", "neg"), ("i love paris", "pos"),
          ("money in the vault", "neg"), ("he was thirsty", "pos"), ("she is an engineer", "neg"),
          ("they drank all the water in paris", "pos"), ("the river bank had money", "neg")]  # fmt: skip

@@ -19,8 +19,8 @@ from minibert.errors import DataError
 from minibert.heads import IGNORE_INDEX
 from minibert.training.tasks.head import load_tokenizer
 from minibert.training.tasks.tag import entity_scores, read_conll, tag_features
+from tiny_hub import TINY
 
-TINY = Path(__file__).parent / "data" / "tiny_hub"
 CONLL = """-DOCSTART- -X- -X- O
 
 EU NNP B-NP B-ORG
