@@ -52,6 +52,26 @@ def test_num_labels_beside_an_id2label_of_another_length_is_refused(saved):
     assert ours.classifier.weight.shape == theirs.classifier.weight.shape == (3, 32)
 
 
+def test_num_labels_of_the_count_a_checkpoint_names_keeps_its_names(saved, tmp_path):
+    """``from_pretrained(fine_tuned, num_labels=3)`` where config.json names its 3 labels: transformers'
+    setter keeps the names (it renames only when the count changes); minibert named them LABEL_0 ...
+    LABEL_2 and saved them so, for good. A count that changes the head is still refused (the weights
+    have 3 outputs), as transformers refuses it."""
+    theirs_folder = tmp_path / "fine-tuned"
+    transformers.BertForSequenceClassification(transformers.BertConfig(**SHAPE, id2label=NAMES)).save_pretrained(
+        theirs_folder)  # fmt: skip
+    theirs = transformers.BertForSequenceClassification.from_pretrained(str(theirs_folder), num_labels=3)
+    ours = minibert.BertForSequenceClassification.from_pretrained(theirs_folder, num_labels=3)
+    assert ours.config.id2label == theirs.config.id2label == NAMES
+    assert ours.config.label2id == {"neg": 0, "neu": 1, "pos": 2}
+    ours.save_pretrained(tmp_path / "saved again")
+    assert minibert.AutoConfig.from_pretrained(tmp_path / "saved again").id2label == NAMES
+    with pytest.raises(CheckpointError, match=r"has 3 outputs, one per label; the labels given are 2"):
+        minibert.BertForSequenceClassification.from_pretrained(theirs_folder, num_labels=2)
+    renamed = minibert.BertForSequenceClassification.from_pretrained(saved["encoder"], num_labels=3)
+    assert renamed.config.id2label == {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}  # a new head: no names to keep
+
+
 BAD_KEYWORDS = {  # keyword: (value, what the ValueError says of it)
     "id2label": ({1: "a", 2: "b", 3: "c"}, "id2label must number its labels 0 to 2"),
     "num_labels": (0, "num_labels = 0: must be an integer from 1 to 1,000,000"),

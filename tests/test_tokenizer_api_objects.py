@@ -252,3 +252,86 @@ def test_added_token_str_is_its_content_as_tokenizers(tokenizers):
         assert str(ours.added_tokens_decoder[index]) == str(theirs.added_tokens_decoder[index]) == (
             f"{ours.added_tokens_decoder[index]}")  # fmt: skip
     assert "special=True" in repr(ours.added_tokens_decoder[103])  # repr still shows the options
+
+
+def test_batch_decode_of_rows_given_as_tensors_or_arrays(tokenizers):
+    """``list(batch_tensor)`` (a generation loop's rows) and a list of 1-D arrays: each a row, as in
+    transformers; each row was read as one id, a TypeError."""
+    ours, theirs = tokenizers
+    batch = torch.tensor([[101, 7592, 102], [101, 2088, 102]])
+    for rows in (list(batch), [row.numpy() for row in batch], list(batch.numpy())):
+        assert ours.batch_decode(rows) == theirs.batch_decode(rows) == ["[CLS] hello [SEP]", "[CLS] world [SEP]"]
+
+
+def test_the_first_piece_is_cleaned_up_too(minilm_dir):
+    """The WordPiece decoder cleans every piece, the first too: an added token holding " !" or " 's"
+    decoded first kept its space ("wait ! it's" where transformers says "wait! it's")."""
+    ours = minibert.BertTokenizer.from_pretrained(minilm_dir)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    for tokenizer in (ours, theirs):
+        tokenizer.add_tokens(["wait !", "it 's", "x ."])
+    for text in ("wait ! it 's", "it 's wait !", "x . wait !"):
+        ids = ours(text)["input_ids"]
+        assert ids == theirs(text)["input_ids"]
+        for skip in (True, False):
+            assert ours.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip), text
+        tokens = ours.convert_ids_to_tokens(ids[1:-1])
+        assert ours.convert_tokens_to_string(tokens) == theirs.convert_tokens_to_string(tokens)
+
+
+def test_tokens_are_those_tokenized_whatever_is_written_into_the_ids_after(tokenizers):
+    """A masking collator writes [MASK] into ``input_ids`` in place; ``tokens()`` still says what the
+    call tokenized, as transformers' (from its Rust encodings). It read the ids at the time of asking."""
+    ours, theirs = tokenizers
+    for return_tensors in ("pt", None):
+        a, b = (tokenizer(["the quick brown fox", "a b"], return_tensors=return_tensors, padding=True)
+                for tokenizer in (ours, theirs))  # fmt: skip
+        for encoding, tokenizer in ((a, ours), (b, theirs)):
+            if return_tensors == "pt":
+                encoding["input_ids"][0, 2] = tokenizer.mask_token_id
+            else:
+                encoding["input_ids"][0][2] = tokenizer.mask_token_id
+        assert a.tokens(0) == b.tokens(0) == ["[CLS]", "the", "quick", "brown", "fox", "[SEP]"]
+
+
+@pytest.mark.parametrize(
+    "call, positional",
+    [("encode", ("a b", None, False)), ("encode", ("a b c d e", None, True, "max_length", True, 4)),
+     ("__call__", ("a b", None, None, None, False)),
+     ("__call__", ("a b", None, None, None, True, "max_length", True, 6)),
+     ("__call__", (["a b", "c"], None, None, None, True, True, False, None, 0, False, 4))],
+)  # fmt: skip
+def test_the_call_s_arguments_by_position_in_transformers_order(tokenizers, call, positional):
+    """``tok.encode("a b", None, False)`` is add_special_tokens=False in transformers (its signature's
+    order after the texts); it was a TypeError here. The same value by position and by name is refused."""
+    ours, theirs = tokenizers
+    result = [getattr(tokenizer, call)(*positional) for tokenizer in (ours, theirs)]
+    if call == "__call__":
+        result = [dict(encoding) for encoding in result]
+    assert result[0] == result[1]
+    with pytest.raises(TypeError, match="got multiple values for argument 'add_special_tokens'"):
+        getattr(ours, call)(*positional[:4], False, add_special_tokens=True)
+    with pytest.raises(TypeError, match=r"takes at most \d+ arguments by position after its texts"):
+        getattr(ours, call)("a", None, *([None] * 20))
+
+
+@pytest.mark.parametrize("strategy", ["first", "average", "max", "simple"])
+def test_transformers_token_classification_pipeline_groups_words_as_with_its_own_tokenizer(minilm_dir, strategy):
+    """transformers' pipeline tells a word's later pieces from new words by the Rust tokenizer's
+    WordPiece prefix (``tokenizer._tokenizer.model.continuing_subword_prefix``); without it, it warned
+    and guessed from spaces: "welcome to new - york" was one entity where its own tokenizer gives
+    "welcome to new -" and "york city"."""
+    import warnings
+
+    torch.manual_seed(0)
+    model = transformers.AutoModelForTokenClassification.from_pretrained(str(minilm_dir), num_labels=3).eval()
+    texts = ["Welcome to New-York City!", "unaffable naïveté, café!", "He's at [UNK] o'clock."]
+    found = []
+    for tokenizer in (minibert.BertTokenizer.from_pretrained(minilm_dir),
+                      transformers.AutoTokenizer.from_pretrained(str(minilm_dir))):  # fmt: skip
+        tagger = transformers.pipeline("token-classification", model=model, tokenizer=tokenizer,
+                                       aggregation_strategy=strategy)  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="Tokenizer does not support real words")
+            found.append([[(e["word"], e["start"], e["end"], e["entity_group"]) for e in row] for row in tagger(texts)])
+    assert found[0] == found[1]

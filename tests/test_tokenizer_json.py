@@ -181,6 +181,64 @@ def test_pipelines_minibert_does_not_compute_are_refused(field, message, vocab_f
     assert str(directory / "tokenizer.json") in str(caught.value)
 
 
+DECODERS = {  # name: tokenizer.json's decoder
+    "no clean-up": {"type": "WordPiece", "prefix": "##", "cleanup": False},
+    "null": None,
+    "another prefix": {"type": "WordPiece", "prefix": "@@", "cleanup": True},
+    "BERT's own": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+}
+DECODED = [[101, 7592, 1010, 2088, 999, 1045, 1005, 1049, 2025, 102], [2293, 3000, 2040, 2140, 1029, 1012],
+           [2009, 1005, 1055, 2079, 2025, 2175, 1996, 5256, 1029]]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(DECODERS))
+def test_decode_follows_tokenizer_json_s_decoder_as_tokenizers_does(name, vocab_file, tmp_path):
+    """tokenizer.json alone (no tokenizer_config.json: transformers runs the file, as the tokenizers
+    library does): ``decode`` follows its decoder, the clean-up flag, the prefix, and none (null: the
+    pieces joined by spaces). It was read as BERT's whatever the file said."""
+    directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
+    (directory / "tokenizer_config.json").unlink()
+    _edit(directory, lambda values: values.update(decoder=DECODERS[name]))
+    ours = BertTokenizer.from_pretrained(directory)
+    reference = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
+    theirs = transformers.AutoTokenizer.from_pretrained(str(directory))
+    for ids in DECODED:
+        expected = reference.decode(ids, skip_special_tokens=False)
+        assert ours.decode(ids) == expected == theirs.decode(ids), (name, ids)
+        tokens = ours.convert_ids_to_tokens(ids)
+        assert ours.convert_tokens_to_string(tokens) == theirs.convert_tokens_to_string(tokens)
+
+
+def test_a_decoder_other_than_wordpiece_s_is_refused(vocab_file, tmp_path):
+    directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
+    _edit(directory, lambda values: values.update(decoder={"type": "Metaspace", "replacement": "_"}))
+    with pytest.raises(CheckpointError, match=r'tokenizer.json: decoder = \{"type": "Metaspace".*not WordPiece'):
+        BertTokenizer.from_pretrained(directory)
+
+
+@pytest.mark.parametrize("name", ["no clean-up", "null"])
+def test_a_decoder_transformers_ignores_beside_a_config_refuses_to_decode(name, vocab_file, tmp_path, caplog):
+    """With tokenizer_config.json beside it, transformers 5 builds BertTokenizer with BERT's own
+    decoder and ignores the file's, which the tokenizers library follows: the two decode one id list
+    to two texts. The folder loads (the ids are the same), and ``decode`` refuses, naming both files;
+    a save writes files that decode with BERT's own, and says so."""
+    directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
+    _edit(directory, lambda values: values.update(decoder=DECODERS[name]))
+    ours = BertTokenizer.from_pretrained(directory)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(directory))
+    reference = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
+    assert theirs.decode(DECODED[0]) != reference.decode(DECODED[0], skip_special_tokens=False)  # the reason
+    assert ours("hello, world!")["input_ids"] == theirs("hello, world!")["input_ids"]
+    for decode in (ours.decode, ours.batch_decode, lambda ids: ours.convert_tokens_to_string(["a", "!"])):
+        with pytest.raises(CheckpointError, match=r"cannot decode: .*tokenizer.json has decoder = .*"
+                                                  r"tokenizer_config.json .*refuses rather than pick one"):
+            decode(DECODED[0])
+    with caplog.at_level("WARNING", logger="minibert"):
+        ours.save_pretrained(tmp_path / "saved")
+    assert "decode with BERT's own, WordPiece's" in caplog.text
+    assert BertTokenizer.from_pretrained(tmp_path / "saved").decode(DECODED[0]) == theirs.decode(DECODED[0])
+
+
 def test_neither_file_is_a_clear_error(tmp_path, vocab_file):
     directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
     (directory / "tokenizer.json").unlink()

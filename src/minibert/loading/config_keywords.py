@@ -102,11 +102,14 @@ def in_place_of(read: BertConfig, given: BertConfig, config_file) -> tuple[BertC
 
 def replace_label_fields(config: BertConfig, label_config: dict) -> None:
     """The caller's label fields (``from_pretrained(path, num_labels=3)``) in place of config.json's,
-    as transformers replaces them: ``num_labels`` alone names the labels LABEL_0 ... LABEL_{n-1};
-    ``id2label`` alone is the count, and its inverse the label2id."""
+    as transformers replaces them: ``num_labels`` alone, where it changes the count, names the
+    labels LABEL_0 ... LABEL_{n-1} (the count config.json names keeps its names, as transformers'
+    setter keeps them: a fine-tuned checkpoint loaded with its own ``num_labels``); ``id2label``
+    alone is the count, and its inverse the label2id."""
     if not label_config:
         return
-    if "num_labels" in label_config and "id2label" not in label_config:
+    if "num_labels" in label_config and "id2label" not in label_config \
+            and label_config["num_labels"] != config.num_labels:  # fmt: skip
         config.extra.pop("id2label", None)  # LABEL_0 ... LABEL_{n-1}, as transformers names them
         config.extra.pop("label2id", None)
     if "id2label" in label_config and not {"num_labels", "_num_labels"} & set(label_config):

@@ -301,23 +301,28 @@ def piece_spans(pieces: list[str], origins: list[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def join_pieces(tokens) -> str:
-    """Word pieces back to text, as transformers' WordPiece decoder does it: a ``##`` piece is glued
-    to the piece before it (the first piece keeps its ``##``), other pieces follow a space, and a
-    space before ``.``, ``?``, ``!``, ``,`` and a few English contractions is removed.
+def join_pieces(tokens, prefix: str | None = "##", cleanup: bool = True) -> str:
+    """Word pieces back to text, as the tokenizers library's WordPiece decoder does it (BERT's, in
+    transformers too): a piece that starts with ``prefix`` is glued to the piece before it (the
+    first piece keeps its prefix), other pieces follow a space, and with ``cleanup`` each piece, the
+    first too, loses a space before ``.``, ``?``, ``!``, ``,`` and a few English contractions.
+    ``prefix=None`` is tokenizer.json's ``"decoder": null``: the pieces joined by spaces, nothing else.
 
     >>> join_pieces(["love", "##ly", "paris", "!"])
     'lovely paris!'
+    >>> join_pieces(["love", "##ly", "paris", "!"], cleanup=False), join_pieces(["love", "##ly"], prefix=None)
+    ('lovely paris !', 'love ##ly')
     """
+    if prefix is None:
+        return " ".join(tokens)
     parts = []
     for number, token in enumerate(tokens):
-        if number == 0:
-            parts.append(token)
-            continue
-        part = token[2:] if token.startswith("##") else " " + token
-        for spaced, glued in _CLEANUPS:
-            part = part.replace(spaced, glued)
-        parts.append(part)
+        if number:
+            token = token[len(prefix) :] if token.startswith(prefix) else " " + token
+        if cleanup:  # (an added token may hold a space: "wait !" is cleaned as the first piece too)
+            for spaced, glued in _CLEANUPS:
+                token = token.replace(spaced, glued)
+        parts.append(token)
     return "".join(parts)
 
 

@@ -44,6 +44,7 @@ class BatchEncoding(dict):
     _alignment: Callable[[], dict[str, list]] | None = None  # recomputes the call's rows, tracking words
     _rows: dict[str, list] | None = None  # offsets, word ids and sequence ids of each row
     _token_of: Callable[[int], str] | None = None  # id → piece, the tokenizer's
+    _ids: list[tuple[int, ...]] | None = None  # each row's ids as tokenized (the columns may be changed in place)
     _sequences: int | None = None  # 1 for texts, 2 for pairs
 
     @property
@@ -59,11 +60,11 @@ class BatchEncoding(dict):
 
     def tokens(self, batch_index: int = 0) -> list[str]:
         """The pieces of row ``batch_index``, [CLS], [SEP] and [PAD] included, as transformers'
-        ``encoding.tokens()``."""
-        if self._token_of is None:
+        ``encoding.tokens()``: those the call made, whatever has since been written into ``input_ids``
+        (a masking collator's [MASK], in place)."""
+        if self._token_of is None or self._ids is None:
             raise ValueError("tokens() needs what the tokenizer returns (pad() gives ids only)")
-        rows = _rows_of(self["input_ids"])
-        return [self._token_of(index) for index in rows[_row(batch_index, len(rows))]]
+        return [self._token_of(index) for index in self._ids[_row(batch_index, len(self._ids))]]
 
     def __getitem__(self, key):
         if isinstance(key, str):
@@ -221,15 +222,6 @@ class CharSpan(NamedTuple):
 
 def _batch_and(batch_or_index: int, index: int | None) -> tuple[int, int]:
     return (0, batch_or_index) if index is None else (batch_or_index, index)
-
-
-def _rows_of(ids) -> list:
-    """``input_ids`` as a list of rows: a batch's list of lists, a (B, T) tensor, or the (B,) object array of
-    rows that ``return_tensors="np"`` gives a batch without padding (each element a row); one text's ids, one row."""
-    if hasattr(ids, "dtype") and ids.dtype == object:
-        return [row.tolist() for row in ids]
-    ids = ids.tolist() if hasattr(ids, "tolist") else ids
-    return ids if ids and isinstance(ids[0], list) else [ids]
 
 
 def _row(batch_index: int, rows: int) -> int:

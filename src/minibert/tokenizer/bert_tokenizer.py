@@ -141,7 +141,10 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI, Decoding):
         if do_lower_case is not None:
             settings["do_lower_case"] = _casing_asked(do_lower_case, settings, vocab, name_or_path)
         null_roles = {role: file for role, file in settings.pop("null_roles", {}).items() if role not in replaced}
+        decoder = settings.pop("decoder", None)  # tokenizer.json's (decoding.py)
         tokenizer = cls(vocab_file, vocab=vocab, **settings)
+        if decoder is not None:
+            tokenizer._decoder = decoder
         tokenizer._null_roles = null_roles  # which file left [PAD] or [MASK] out (named when one is needed)
         tokenizer._vocab_is_file = vocab_is_file  # vocab.txt's own bytes are saved (a piece listed twice kept)
         tokenizer.name_or_path = os.fspath(name_or_path)

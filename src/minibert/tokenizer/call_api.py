@@ -17,6 +17,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 
 from ..errors import InputTypeError
 from .arguments import check_count, has_length_limit
@@ -49,6 +50,28 @@ _NOT_TAKEN = {
 _TAKEN = frozenset(inspect.signature(CallRequest.parse).parameters) - {"cls", "tokenizer", "text", "text_pair"}
 
 
+# What transformers' __call__ and encode take by position after their texts (PreTrainedTokenizerBase's order).
+_CALL_POSITIONAL = ("add_special_tokens", "padding", "truncation", "max_length", "stride", "is_split_into_words",
+                    "pad_to_multiple_of", "padding_side", "return_tensors", "return_token_type_ids",
+                    "return_attention_mask", "return_overflowing_tokens", "return_special_tokens_mask",
+                    "return_offsets_mapping", "return_length", "verbose")  # fmt: skip
+_ENCODE_POSITIONAL = ("add_special_tokens", "padding", "truncation", "max_length", "stride", "padding_side",
+                      "return_tensors")  # fmt: skip
+
+
+def _by_name(method: str, names: tuple[str, ...], positional: tuple, arguments: dict) -> dict:
+    """``arguments`` with the ``positional`` values given their ``names``, in transformers' order:
+    ``tok.encode("a b", None, False)`` is ``add_special_tokens=False`` there."""
+    if len(positional) > len(names):
+        raise TypeError(f"{method}() takes at most {len(names)} arguments by position after its texts "
+                        f"({', '.join(names)}); got {len(positional)}")  # fmt: skip
+    for name, value in zip(names, positional):
+        if name in arguments:
+            raise TypeError(f"{method}() got multiple values for argument {name!r}")
+        arguments[name] = value
+    return arguments
+
+
 def _check_argument_names(arguments: dict) -> None:
     """A TypeError naming the tokenizer call (not the parser behind it) for an argument it does not take."""
     if "pad_to_max_length" in arguments:  # the older tutorials' spelling (transformers removed it)
@@ -72,6 +95,11 @@ class TransformersCallAPI(Transformers4Calls):
     # tokenizer without them; token-classification pipelines need offsets to aggregate). minibert
     # is pure Python, but it has all of them, with the fast tokenizer's results: True.
     is_fast = True
+    # And its token-classification pipeline tells a word's later pieces from new words (aggregation
+    # "first", "average", "max") only where ``tokenizer._tokenizer.model.continuing_subword_prefix`` is
+    # set, the Rust tokenizer's WordPiece: elsewhere it warns and guesses from spaces ("New-York" one
+    # word). That prefix is all it reads there, and all this stand-in has.
+    _tokenizer = SimpleNamespace(model=SimpleNamespace(continuing_subword_prefix="##"))
 
     padding_side = Side()  # "right" or "left", checked when assigned (call_request.py)
     truncation_side = Side()
@@ -121,14 +149,16 @@ class TransformersCallAPI(Transformers4Calls):
             return [1 if int(index) in special else 0 for index in token_ids_0]
         return special_tokens_mask(len(token_ids_0), None if token_ids_1 is None else len(token_ids_1))
 
-    def encode(self, text: str, text_pair: str | None = None, **kwargs) -> list[int]:
-        """The framed ids of one text (or pair), e.g. ``[101, 1045, 2293, 3000, 102]``."""
-        return self(text, text_pair, **kwargs)["input_ids"]
+    def encode(self, text: str, text_pair: str | None = None, *positional, **kwargs) -> list[int]:
+        """The framed ids of one text (or pair), e.g. ``[101, 1045, 2293, 3000, 102]``. The call's
+        arguments follow, by name or in transformers' order (``add_special_tokens``, ``padding``, ...)."""
+        return self(text, text_pair, **_by_name("encode", _ENCODE_POSITIONAL, positional, kwargs))["input_ids"]
 
     # ------------------------------------------------------------------ the call
 
-    def __call__(self, text=None, text_pair=None, text_target=None, text_pair_target=None, **arguments):
+    def __call__(self, text=None, text_pair=None, text_target=None, text_pair_target=None, *positional, **arguments):
         """Tokenize one text, a pair, or a batch, and frame, truncate, window and pad the result.
+        The arguments below may also come by position after the four texts, in transformers' order.
 
         * ``text`` / ``text_pair``: a str each, or lists of str of the same length (a batch). As in
           transformers, one text with an empty ``text_pair`` (``""``) is encoded as one text
@@ -158,6 +188,7 @@ class TransformersCallAPI(Transformers4Calls):
         * ``text`` may also be a batch of pairs, ``[(text, text_pair), ...]``, as in transformers.
         * ``text_target`` / ``text_pair_target``: seq2seq targets, whose ``input_ids`` are ``labels``.
         """
+        arguments = _by_name("tokenizer", _CALL_POSITIONAL, positional, arguments)
         if text_target is not None or text_pair_target is not None:
             return self._with_target(text, text_pair, text_target, text_pair_target, arguments)
         _check_argument_names(arguments)
@@ -182,6 +213,7 @@ class TransformersCallAPI(Transformers4Calls):
             values = to_tensors(values, request.return_tensors)
         encoding = BatchEncoding(values)
         encoding._token_of, encoding._sequences = self._token, 1 if request.pairs is None else 2
+        encoding._ids = [tuple(row) for row in columns["input_ids"]]
         if request.return_offsets_mapping:
             encoding._rows = _alignment_of(columns)
         else:  # word_ids() & co. compute them on first use, from the same request, checked against these ids

@@ -13,13 +13,33 @@ by ``skip_special_tokens``) and ``clean_up_tokenization_spaces`` (decode's defau
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
+from ..errors import CheckpointError
 from .algorithm import clean_up_tokenization, join_pieces
 from .arguments import check_flags, token_id
 
 
+@dataclass(frozen=True)
+class Decoder:
+    """How pieces are joined back into text: tokenizer.json's ``decoder`` (tokenizer_json.py).
+    WordPiece's: a piece starting with ``prefix`` glued to the one before, with its clean-up of
+    the spaces before punctuation where ``cleanup``; ``prefix`` None: ``"decoder": null``, the
+    pieces joined by spaces. ``refused``: why this folder's text cannot be decoded (its two readers
+    decode differently: directory.py), said when ``decode`` is called; its ids are still right."""
+
+    prefix: str | None = "##"
+    cleanup: bool = True
+    refused: str | None = None
+
+
+WORDPIECE = Decoder()  # BERT's, as transformers' BertTokenizer builds it whatever tokenizer.json says
+
+
 class Decoding:
     """``decode``, ``batch_decode`` and ``convert_tokens_to_string``: ids back to text."""
+
+    _decoder: Decoder = WORDPIECE  # tokenizer.json's, where from_pretrained read one
 
     def decode(self, ids: Sequence[int] | int, skip_special_tokens: bool = False,
                clean_up_tokenization_spaces: bool | None = None, spaces_between_special_tokens: bool = True,
@@ -49,7 +69,8 @@ class Decoding:
         of ids (or a 1-D tensor) is one row, as transformers 5 reads it: ``[decode(sequences)]``."""
         if hasattr(sequences, "tolist"):
             sequences = sequences.tolist()
-        if isinstance(sequences, (list, tuple)) and sequences and not isinstance(sequences[0], (list, tuple)):
+        sequences = [row.tolist() if hasattr(row, "tolist") else row for row in sequences]  # rows as tensors, arrays
+        if sequences and not isinstance(sequences[0], (list, tuple)):
             sequences = [sequences]  # one row of ids (transformers 5; 4 decoded each id as a row)
         return [self._decode_row(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
@@ -76,4 +97,6 @@ class Decoding:
         >>> tok.convert_tokens_to_string(["love", "##ly", "paris", "!"])   # doctest: +SKIP
         'lovely paris!'
         """
-        return join_pieces(tokens)
+        if self._decoder.refused:
+            raise CheckpointError(self._decoder.refused)
+        return join_pieces(tokens, self._decoder.prefix, self._decoder.cleanup)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import CheckpointError, ModelNotFoundError
@@ -17,6 +18,7 @@ from ..loading.config_files import config_values
 from ..loading.google_folder import google_release, model_folder
 from ..loading.hub import resolve_file
 from .added_token_files import merge_legacy_files
+from .decoding import WORDPIECE, Decoder
 from .files import (
     SPECIAL_TOKEN_NAMES,
     STALE_FILES,
@@ -75,15 +77,36 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
             if config_file is not None:
                 _check_config_lowercases(from_json, json_file, settings, config_file)
             from_json["do_lower_case"] = True
+        rebuilt_by = None  # the file transformers 5 builds BertTokenizer from, ignoring tokenizer.json's settings
         if config_file is not None:
             _check_same_settings(from_json, json_file, settings, config_file)
             # transformers builds its tokenizer from the config: the same settings (just checked), but a
             # strip_accents null there follows a do_lower_case given later (from_pretrained's, --cased)
             from_json["strip_accents"] = settings.get("strip_accents")
+            rebuilt_by = config_file
         elif (model_config := find("config.json")) is not None and _rebuilt_from_defaults(model_config):
             _check_same_defaults(from_json, json_file, model_config)  # (transformers' defaults, not the file's)
+            rebuilt_by = model_config
+        from_json["decoder"] = _decoder_of_both(from_json["decoder"], json_file, rebuilt_by)
         settings.update(from_json)
     return Path(vocab_file), vocab, vocab_is_file, settings
+
+
+def _decoder_of_both(decoder: Decoder, json_file, rebuilt_by) -> Decoder:
+    """tokenizer.json's decoder where both readers follow it (the tokenizers library, and transformers'
+    TokenizersBackend); where transformers 5 builds BertTokenizer from ``rebuilt_by`` instead, it
+    decodes with WordPiece's own ("##", clean-up on), so a file that says otherwise decodes two ways:
+    the folder loads (its ids are the same in both) and ``decode`` refuses, saying so."""
+    if rebuilt_by is None or decoder == WORDPIECE:
+        return decoder
+    said = "null" if decoder.prefix is None else json.dumps({"type": "WordPiece", "prefix": decoder.prefix,
+                                                              "cleanup": decoder.cleanup})  # fmt: skip
+    return replace(decoder, refused=(
+        f"cannot decode: {json_file} has decoder = {said}, but transformers 5 builds BertTokenizer from {rebuilt_by} "
+        "with WordPiece's decoder (prefix ##, clean-up on) and ignores it, so transformers and the tokenizers library "
+        "decode these ids to different texts, and minibert refuses rather than pick one (the ids are the same in "
+        'both). To decode as transformers does, set the decoder to {"type": "WordPiece", "prefix": "##", '
+        '"cleanup": true}'))
 
 
 def _casing_without_config(name_or_path, vocab_file, vocab: dict) -> dict:
@@ -320,6 +343,13 @@ def write_tokenizer_files(tokenizer, save_directory) -> tuple[str, ...]:
     A path that is a file, or under one, or a folder that cannot be made is a FileWriteError saying
     which (``output_folder``), as the model's and the config's ``save_pretrained`` say it."""
     files = tokenizer_files(tokenizer)
+    if replace(tokenizer._decoder, refused=None) != WORDPIECE:  # (a refused one too: the files saved decode)
+        logger.warning("%s decodes as its tokenizer.json's decoder says (%s); the files saved to %s (vocab.txt, "
+                       "tokenizer_config.json) decode with BERT's own, WordPiece's (prefix ##, clean-up on), in "
+                       "minibert and transformers alike", tokenizer.name_or_path or "this tokenizer",
+                       "null" if tokenizer._decoder.prefix is None else
+                       f"prefix {tokenizer._decoder.prefix!r}, clean-up {tokenizer._decoder.cleanup}",
+                       save_directory)  # fmt: skip
     directory = output_folder(save_directory, *files)  # a file there, or a folder that cannot be made: said
     write_files_together({directory / name: data for name, data in files.items()},
                          remove=[directory / name for name in STALE_FILES if name not in files])  # fmt: skip

@@ -11,13 +11,15 @@ and tokenizer_config.json used to::
     "model":          {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
                        "max_input_chars_per_word": 100, "vocab": {"[PAD]": 0, ...}}
     "post_processor": {"type": "TemplateProcessing", "single": [CLS] $A [SEP], "pair": ... }
+    "decoder":        {"type": "WordPiece", "prefix": "##", "cleanup": true}   # ids back to text
     "added_tokens":   [{"id": 0, "content": "[PAD]", "special": true, ...}, ...]   # and add_tokens' ones
 
 ``read_tokenizer_json`` turns that into minibert's vocabulary and BertTokenizer settings, and
 refuses, naming the file and the field, any pipeline minibert's tokenizer does not compute
 exactly: another model (BPE, Unigram), another normalizer or pre-tokenizer, another word-piece
-prefix or word-length limit, a post-processor that frames sequences differently, or added tokens
-matched in ways minibert does not (``single_word``, ``lstrip``, ``rstrip``: added_tokens.py).
+prefix or word-length limit, a post-processor that frames sequences differently, a decoder other
+than WordPiece's (or none), or added tokens matched in ways minibert does not (``single_word``,
+``lstrip``, ``rstrip``: added_tokens.py). The decoder's prefix and clean-up are followed.
 (``truncation`` and ``padding`` are call-time settings that transformers overrides too; they are
 not read.)
 """
@@ -31,6 +33,7 @@ from pathlib import Path
 from ..errors import CheckpointError
 from ..formats.json_files import parse_json
 from .algorithm import MAX_CHARS_PER_WORD  # WordPiece's limit; a file with another one is refused
+from .decoding import Decoder
 from .files import read_added_tokens
 
 
@@ -75,6 +78,7 @@ def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
     if values.get("pre_tokenizer") != {"type": "BertPreTokenizer"}:
         refuse("pre_tokenizer", values.get("pre_tokenizer"), "not BERT's whitespace-and-punctuation split")
     settings.update(_framing(values.get("post_processor"), vocab, refuse))
+    settings["decoder"] = _decoder(values.get("decoder"), refuse)
     # Every entry, the roles' ([PAD]: in the vocabulary, special) included: a piece of the vocabulary
     # added as special (add_tokens(["cafe"], special_tokens=True)) is listed just like them.
     settings["added_tokens"] = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens",
@@ -109,6 +113,19 @@ def _normalizer_settings(normalizer, refuse) -> dict:
         refuse("normalizer.handle_chinese_chars", handle_chinese, "not true or false")
     return {"do_lower_case": lowercase, "strip_accents": strip_accents, "tokenize_chinese_chars": handle_chinese,
             "lowercase_first": lowercase_first}  # fmt: skip
+
+
+def _decoder(decoder, refuse) -> Decoder:
+    """How ``decode`` joins pieces: WordPiece's decoder with its prefix and clean-up flag, or none
+    (null, or no field: the tokenizers library then joins the pieces with spaces); another is refused."""
+    if decoder is None:
+        return Decoder(prefix=None, cleanup=False)
+    if not isinstance(decoder, dict) or decoder.get("type") != "WordPiece":
+        refuse("decoder", decoder, "not WordPiece's decoder")
+    prefix, cleanup = decoder.get("prefix", "##"), decoder.get("cleanup", True)
+    if not isinstance(prefix, str) or not isinstance(cleanup, bool):
+        refuse("decoder", decoder, "a prefix that is not a string, or a clean-up that is not true or false")
+    return Decoder(prefix, cleanup)
 
 
 def _framing(processor, vocab: dict, refuse) -> dict:
