@@ -196,6 +196,11 @@ def test_an_output_of_the_wrong_kind_is_one_line_naming_it_before_any_work(tmp_p
         f"minibert: error: --output {tmp_path / 'texts.txt'} is a file, not a folder: give a folder for the data "
         "set's files"]  # fmt: skip
     assert (tmp_path / "texts.txt").read_text(encoding="utf-8") == "kept\n"
+    if os.path.exists("/dev/full"):  # not "a file": a device (it said "is a file" of anything not a folder)
+        device = run("example-data", "languages", "--output", "/dev/full")
+        assert device.returncode == 1 and device.stderr.strip().splitlines() == [
+            "minibert: error: --output /dev/full is a character device, not a folder: give a folder for the data "
+            "set's files"]  # fmt: skip
 
 
 def test_a_name_too_long_for_the_file_system_is_said_without_python_s_errno(tmp_path):

@@ -357,6 +357,8 @@ def test_a_second_run_on_the_same_output_is_refused(tmp_path):
         ({"run": "same"}, "run must be an object"),
         ({"bytes": 3, "texts": 0}, "less than the 8-byte header"),
         ({"version": 7}, "version 7"),
+        ({"version": True}, "version True"),  # (true == 1 in Python: it was taken for version 1)
+        ({"version": 1.0}, "version 1.0"),
     ],
 )
 def test_a_state_file_that_lies_is_refused(tmp_path, change, says):

@@ -327,7 +327,7 @@ def test_input_given_twice_reads_the_files_of_both(tmp_path):
 
 def test_vocab_size_tiny(tmp_path):
     result = vocab(tmp_path, "--input", str(corpus(tmp_path, TEXT)), "--vocab-size", "1")
-    assert_refused(result, "vocab_size 1 is below the 5 special tokens")
+    assert_refused(result, "--vocab-size 1 is below the 5 special tokens (--special-tokens)", code=2)  # (a flag)
     result = vocab(tmp_path, "--input", str(corpus(tmp_path, TEXT)), "--vocab-size", "6")
     assert_refused(result, "vocab_size 6 is below the", "pieces every vocabulary learned from this corpus holds")
 
@@ -386,13 +386,13 @@ def test_duplicate_special_tokens_count_once(tmp_path):
 
 def test_special_tokens_without_cls(tmp_path):
     result = vocab(tmp_path, "--input", str(corpus(tmp_path, TEXT)), "--special-tokens", "[PAD]", "[UNK]", "[SEP]")
-    assert_refused(result, "--special-tokens must include [CLS]")
+    assert_refused(result, "--special-tokens must include [CLS]", code=2)
 
 
 @pytest.mark.parametrize("token", ["two words", "", "tab\there", "new\nline"])
 def test_special_token_with_whitespace_or_empty(tmp_path, token):
     result = vocab(tmp_path, "--input", str(corpus(tmp_path, TEXT)), "--special-tokens", *SPECIALS, token)
-    assert_refused(result, "special token must be a non-empty string without whitespace")
+    assert_refused(result, "--special-tokens: each must be a non-empty string without whitespace", code=2)
 
 
 # ----------------------------------------------------------------------------- the output

@@ -59,7 +59,8 @@ from .finetune_command import add_parser as add_finetune_parser
 from .flag_types import DEVICE_HELP, label_list, model_name, number, output_name, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
-from .stderr_lines import restore, start_a_line, track_line_ends
+from .standard_streams import give_back, take
+from .stderr_lines import start_a_line
 from .task_files import add_parser as add_task_parsers
 from .vocab_command import add_parser as add_vocab_command
 
@@ -132,12 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", parents=[common], help="per-layer max |Δ| against transformers (pip install 'minibert[verify]')"
     )
     verify.add_argument("--text", action="append", help="a text to compare on (repeatable)")
-    verify.add_argument(
-        "--tolerance",
-        type=number(0.0),
-        help="the largest |Δ| that passes (default 1e-5; exit 1 above it); with --dtype int8, the largest |Δ score| "
-             "of a classifier of one output (a reranker, a regression), refused for other models",
-    )
+    verify.add_argument("--tolerance", type=number(0.0), help="the largest |Δ| that passes (default 1e-5; exit 1 "
+                        "above it); with --dtype int8, the largest |Δ score| of a classifier of one output (a "
+                        "reranker, a regression), refused for other models")  # fmt: skip
     verify.add_argument("--dtype", default="float32", choices=["float32", "int8"],
                         help="float32 (default): against transformers; int8: the int8 model against float32 (cosine "
                              "per text, |Δ| per layer, a classifier's changed labels, or of one output its largest "
@@ -145,11 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "floor)")  # fmt: skip
     verify.set_defaults(run=cmd_verify)
 
-    convert = commands.add_parser(
-        "convert",
-        parents=[process],
-        help="write a checkpoint (e.g. Google's TensorFlow zip, unpacked) in the hub's layout",
-    )
+    convert_help = "write a checkpoint (e.g. Google's TensorFlow zip, unpacked) in the hub's layout"
+    convert = commands.add_parser("convert", parents=[process], help=convert_help)
     convert.add_argument("source", help="a directory (Google's bert_config.json + bert_model.ckpt.*) or hub id")
     convert.add_argument("destination", type=output_name, help="a new directory: config.json, model.safetensors, "
                          "vocab.txt, ... (and a sentence-transformers model's recipe: modules.json, 1_Pooling/, "
@@ -311,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.gemm not in (None, "auto") and getattr(args, "dtype", None) == "int8":  # (int8 replaces those layers)
         parser.error(f"--gemm {args.gemm} picks the float32 linear layers' library; --dtype int8 runs the encoder's "
                      "projections in int8, on a library of their own ($MINIBERT_INT8): leave --gemm out")  # fmt: skip
-    tracked = track_line_ends()  # (a stop's or an error's line starts a line of its own: stderr_lines.py)
+    streams = take()  # closed ones, stdout's write errors, where stderr's lines end: standard_streams.py
     log_handler = _show_log_lines(args.debug)
     # A command that stops itself records its signals from now on (SIGINT too); any other command
     # unwinds on them. A signal this process was started with set to "ignore" (`nohup` ignores
@@ -329,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         flag_types.refuse_output_names_too_long(args)  # "cannot write OUT: File name too long", before any work
         with one_load():  # a command's loads of one hub repository read one commit of it (loading/hub_commit.py)
             args.run(args)
+        sys.stdout.flush()  # (what is still buffered fails here, said, not at the interpreter's exit)
         if stops and stops.received and stops.received[0] not in (signal.SIGINT, signal.SIGTERM):
             stopped = _Stopped(stops.received[0])  # SIGINT and SIGTERM are a server's usual stop: exit 0
             stopped.on_disk = "the server stopped as on SIGTERM"
@@ -361,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal_handler)
         logging.getLogger("minibert").removeHandler(log_handler)
         warnings.showwarning = previous_showwarning
-        restore(tracked)
+        give_back(streams)
 
 
 def _prepare_process(debug: bool) -> None:

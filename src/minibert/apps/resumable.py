@@ -353,7 +353,7 @@ class ResumableOutput:
             if not isinstance(state, dict):
                 raise ValueError("not a JSON object")
             texts, size, run = state["texts"], state["bytes"], state["run"]
-            if state.get("version") != STATE_VERSION:
+            if type(state.get("version")) is not int or state["version"] != STATE_VERSION:  # (true == 1 in Python)
                 raise ValueError(f"version {state.get('version')!r}, not {STATE_VERSION}")
             for name, value in (("texts", texts), ("bytes", size)):
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:

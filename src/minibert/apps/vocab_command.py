@@ -64,10 +64,7 @@ def cmd_vocab(args) -> None:
     )
 
     special_tokens = list(DEFAULT_SPECIAL_TOKENS if args.special_tokens is None else args.special_tokens)
-    missing = [token for token in FRAMING_TOKENS if token not in special_tokens]
-    if missing:
-        raise ValueError(f"--special-tokens must include {' '.join(missing)}: a BERT tokenizer frames every text "
-                         "with them")  # fmt: skip
+    _check_flags(args.vocab_size, special_tokens)
     output = Path(args.output)
     check_vocabulary_folder(output)  # before the work, not after (save_vocabulary checks it so too)
     for name in VOCABULARY_FILES:  # what the learning will write, checked before it
@@ -107,3 +104,20 @@ class _ProgressLine:
     def close(self) -> None:
         if self._shown:
             print(file=sys.stderr)
+
+
+def _check_flags(vocab_size: int, special_tokens: list[str]) -> None:
+    """The flags' values that no corpus changes, refused as usage errors naming the flag (exit 2);
+    the trainer's own checks would say them in its keywords' names (exit 1)."""
+    from .commands import CommandError
+
+    missing = [token for token in FRAMING_TOKENS if token not in special_tokens]
+    if missing:
+        raise CommandError(f"--special-tokens must include {' '.join(missing)}: a BERT tokenizer frames every text "
+                           "with them")  # fmt: skip
+    for token in special_tokens:
+        if not token or token != "".join(token.split()):
+            raise CommandError(f"--special-tokens: each must be a non-empty string without whitespace, got {token!r}")
+    if len(set(special_tokens)) > vocab_size:
+        raise CommandError(f"--vocab-size {vocab_size:,} is below the {len(set(special_tokens))} special tokens "
+                           "(--special-tokens), which come first in every vocabulary")  # fmt: skip

@@ -45,12 +45,15 @@ MAX_INTEGER_DIGITS = 4_300  # Python's own default limit (sys.get_int_max_str_di
 _PYTHON_DIGIT_LIMIT = re.compile(r"^Exceeds the limit \((\d+) digits\) for integer string conversion.*?(\d+) digits")
 
 
-def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING, *, strict: bool = False):
+def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING, *, strict: bool = False, unique_keys: bool = False):
     """The value of ``text``, or ValueError (not JSON, not UTF-8, or nested deeper than
-    ``max_nesting`` lists and objects; ``strict``: NaN, Infinity or a number beyond a float)."""
+    ``max_nesting`` lists and objects; ``strict``: NaN, Infinity or a number beyond a float;
+    ``unique_keys``: an object that gives a key twice, whose first value json.loads drops)."""
     hooks = {"parse_int": _bounded_int} if _checks_integers_itself() else {}
     if strict:
         hooks.update(parse_constant=_not_json, parse_float=_finite_float)
+    if unique_keys:
+        hooks.update(object_pairs_hook=refusing_duplicate_keys)
     try:
         value = json.loads(text, **hooks)
     except RecursionError:
@@ -90,6 +93,15 @@ def _depth(value, limit: int = MAX_NESTING + 1) -> int:
         level = [child for item in level for child in (item.values() if isinstance(item, dict) else item)
                  if isinstance(child, (dict, list))]
     return deepest
+
+
+def refusing_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object as a dict; a key given twice (json.loads would keep the last) is a ValueError."""
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"the key {twice[0]!r} is given twice")
+    return dict(pairs)
 
 
 def _not_json(name: str):

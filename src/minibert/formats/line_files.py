@@ -89,9 +89,7 @@ def input_name_problem(path: Path | str) -> str | None:
 def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
                  optional: tuple[str, ...] = ()) -> Iterator[dict]:  # fmt: skip
     """One dict per line of ``path`` (``STDIN``: standard input), streamed: memory follows one block
-    of the file, never all of it.
-
-    A ``.txt`` file (and stdin) gives ``{fields[0]: line}``; a ``.jsonl`` file (any case) one object
+    of the file, never all of it. A ``.txt`` file (and stdin) gives ``{fields[0]: line}``; a ``.jsonl`` file (any case) one object
     per line. A record of several fields (``minibert answer``'s question and context) is read as JSON
     lines from stdin and from a pipe without a suffix too (``<(cmd)``, ``/dev/stdin``); a file named
     otherwise is refused, naming why it was read as text. A blank ``.jsonl`` line is
@@ -107,6 +105,8 @@ def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
         raise InputFileError(f"{name} is read as plain text, one text per line, because its name does not end in "
                              f".jsonl; this command needs JSON lines with {', '.join(fields)} fields")  # fmt: skip
     try:
+        if stdin and sys.stdin is None:  # (started with stdin closed: `<&-`)
+            raise InputFileError("stdin is closed: give the texts as arguments or --input FILE, or pipe them in")
         lines = read_text_lines(name, sys.stdin.buffer) if stdin else read_text_lines(path)
         offset = 0
         for number, raw in enumerate(lines, start=1):
@@ -170,7 +170,7 @@ def _record(line: str, fields: tuple[str, ...], optional: tuple[str, ...], where
             raise InputFileError(f"{where}: a blank line, expected an object with {wanted}")
         return {fields[0]: ""}
     try:
-        record = parse_json(line)
+        record = parse_json(line, strict=True, unique_keys=True)  # (written back as read: JSON, each key once)
     except ValueError as error:
         raise InputFileError(f"{where}: not valid JSON ({str(error)[:80]})") from None
     if not isinstance(record, dict) or not all(isinstance(record.get(name), str) for name in fields):

@@ -157,8 +157,8 @@ class TransformersCallAPI(Transformers4Calls):
     # ------------------------------------------------------------------ the call
 
     def __call__(self, text=None, text_pair=None, text_target=None, text_pair_target=None, *positional, **arguments):
-        """Tokenize one text, a pair, or a batch, and frame, truncate, window and pad the result.
-        The arguments below may also come by position after the four texts, in transformers' order.
+        """Tokenize one text, a pair, or a batch, and frame, truncate, window and pad the result
+        (the arguments below by name, or by position after the four texts in transformers' order).
 
         * ``text`` / ``text_pair``: a str each, or lists of str of the same length (a batch). As in
           transformers, one text with an empty ``text_pair`` (``""``) is encoded as one text
@@ -185,8 +185,8 @@ class TransformersCallAPI(Transformers4Calls):
           ``return_token_type_ids`` / ``return_attention_mask``: False leaves them out.
         * ``add_special_tokens=False``: no [CLS]/[SEP]; ``verbose=False``: no too-long warning;
           ``return_length``: each row's length, padding included (a list, even for one text).
-        * ``text`` may also be a batch of pairs, ``[(text, text_pair), ...]``, as in transformers.
-        * ``text_target`` / ``text_pair_target``: seq2seq targets, whose ``input_ids`` are ``labels``.
+        * ``text`` may also be a batch of pairs, ``[(text, text_pair), ...]``; ``text_target`` /
+          ``text_pair_target``: seq2seq targets, whose ``input_ids`` are ``labels`` (as in transformers).
         """
         arguments = _by_name("tokenizer", _CALL_POSITIONAL, positional, arguments)
         if text_target is not None or text_pair_target is not None:
@@ -194,15 +194,11 @@ class TransformersCallAPI(Transformers4Calls):
         _check_argument_names(arguments)
         request = parse_call(self, text, text_pair, arguments)
         columns, sample_of_row = self._rows(request, track=request.return_offsets_mapping)
-        values = {"input_ids": columns["input_ids"]}
-        if request.return_token_type_ids is not False:
-            values["token_type_ids"] = columns["token_type_ids"]
-        if request.return_attention_mask is not False:
-            values["attention_mask"] = columns["attention_mask"]
-        if request.return_special_tokens_mask:
-            values["special_tokens_mask"] = columns["special_tokens_mask"]
-        if request.return_offsets_mapping:
-            values["offset_mapping"] = columns["offset_mapping"]
+        asked = {"input_ids": True, "token_type_ids": request.return_token_type_ids is not False,
+                 "attention_mask": request.return_attention_mask is not False,
+                 "special_tokens_mask": request.return_special_tokens_mask,
+                 "offset_mapping": request.return_offsets_mapping}  # fmt: skip
+        values = {name: columns[name] for name, wanted in asked.items() if wanted}
         if request.return_length:  # each row's length, padding included: a list even for one text (as transformers)
             values["length"] = [len(ids) for ids in columns["input_ids"]]
         if request.return_overflowing_tokens:

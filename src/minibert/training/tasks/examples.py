@@ -59,6 +59,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from ...errors import DataError
+from ...formats.json_files import refusing_duplicate_keys
 from ...formats.line_files import name_suffix
 from ...formats.plain_text import TextCheck
 from ...loading.head_labels import shown_labels
@@ -254,7 +255,7 @@ def _jsonl_examples(path: Path, text: str, form: ExampleFormat) -> list[Example]
         if not line.strip():
             continue
         try:  # (numbers with a point or an exponent as Decimal: a label's exact value, label_of_number)
-            row = json.loads(line, object_pairs_hook=_refusing_duplicate_keys, parse_float=Decimal,
+            row = json.loads(line, object_pairs_hook=refusing_duplicate_keys, parse_float=Decimal,
                              parse_constant=_refusing_constants)  # fmt: skip
         except ValueError as error:
             raise DataError(f"{path}, line {number}: not a JSON object ({error})") from None
@@ -322,15 +323,6 @@ def _reads_as_number(text: str) -> bool:
 def _refusing_constants(name: str):
     """``json.loads``' reading of NaN, Infinity and -Infinity, which are not JSON: a ValueError."""
     raise ValueError(f"{name} is not JSON: a JSON number is finite")
-
-
-def _refusing_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
-    """A JSON object as a dict; a key given twice (json.loads would keep the last) is a ValueError."""
-    keys = [key for key, _ in pairs]
-    twice = sorted({key for key in keys if keys.count(key) > 1})
-    if twice:
-        raise ValueError(f"the key {twice[0]!r} is given twice")
-    return dict(pairs)
 
 
 def _columns(form: ExampleFormat) -> list[tuple[str, str]]:
