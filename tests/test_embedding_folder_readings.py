@@ -343,3 +343,46 @@ def test_modules_json_is_read_once_per_load(minilm_dir, monkeypatch):
     monkeypatch.setattr(recipe, "_read_json", lambda path: reads.append(Path(path).name) or real_read_json(path))
     Embedder.from_pretrained(minilm_dir)
     assert reads.count("modules.json") == 1, reads
+
+
+# ------------------------------------------------------------------ sentence-transformers 6.3's task lengths
+
+
+def test_query_length_and_document_length_cut_encode_query_and_encode_document(minilm_dir, tmp_path):
+    """sentence_bert_config.json's ``query_length`` / ``document_length`` (sentence-transformers 6.3):
+    ``encode_query`` cuts a text there, and minibert's name for it, ``embed(prompt_name="query")``,
+    did not read them (cosine 0.58 on a long query). A max_length given wins, as a caller's does
+    there; plain ``embed`` / ``encode`` keep the model's length."""
+    directory = _copy(minilm_dir, tmp_path / "lengths")
+    _edit(directory / "sentence_bert_config.json", lambda values: values.update(query_length=8, document_length=10))
+    reference, embedder = st.SentenceTransformer(str(directory), device="cpu"), Embedder.from_pretrained(directory)
+    _same(_embed(embedder, TEXTS, prompt_name="query"), reference.encode_query(TEXTS), "query_length")
+    _same(_embed(embedder, TEXTS, prompt_name="document"), reference.encode_document(TEXTS), "document_length")
+    _same(_embed(embedder, TEXTS), reference.encode(TEXTS), "no task: the model's length")
+    _same(_embed(embedder, TEXTS, prompt_name="query", max_length=64), _embed(embedder, TEXTS, max_length=64),
+          "a max_length given wins")  # fmt: skip
+    assert np.abs(_embed(embedder, TEXTS[:1], prompt_name="query") - reference.encode(TEXTS[:1])).max() > 0.05
+
+
+@pytest.mark.parametrize("values, says", [({"query_length": 2}, "query_length must be an int ≥ 3 or null, got 2"),
+                                          ({"document_length": "long"}, "document_length must be an int"),
+                                          ({"query_expansion": {"strategy": "fixed", "length": 32}},
+                                           "query_expansion .*is not implemented")])  # fmt: skip
+def test_task_settings_minibert_does_not_follow_are_refused(minilm_dir, tmp_path, values, says):
+    directory = _copy(minilm_dir, tmp_path / "settings")
+    _edit(directory / "sentence_bert_config.json", lambda config: config.update(values))
+    with pytest.raises(CheckpointError, match=rf"sentence_bert_config.json: {says}"):
+        Embedder.from_pretrained(directory)
+
+
+def test_a_max_seq_length_beyond_the_positions_is_cut_there_and_said(minilm_dir, tmp_path, caplog):
+    """max_seq_length 1024 on a 512-position model: sentence-transformers fails on a longer text, the
+    CrossEncoder cuts at the positions with a warning; the Embedder cut there in silence."""
+    directory = _copy(minilm_dir, tmp_path / "long")
+    _edit(directory / "sentence_bert_config.json", lambda values: values.update(max_seq_length=1024))
+    with caplog.at_level("WARNING", logger="minibert"):
+        embedder = Embedder.from_pretrained(directory)
+    assert embedder.max_length == 512
+    assert "recipe says max_seq_length 1024, more than its 512 positions" in caplog.text
+    reference = st.SentenceTransformer(str(directory), device="cpu")
+    _same(_embed(embedder, TEXTS[1:3]), reference.encode(TEXTS[1:3]), "shorter texts as there")

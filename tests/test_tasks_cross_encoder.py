@@ -246,7 +246,7 @@ def test_cross_encoder_settings_that_cannot_be_followed_are_refused(make, tmp_pa
                                 (["torch.nn.Sigmoid"], "must be a class path"),
                                 ("my_package.Scorer", None)]:  # fmt: skip
         settings.write_text(json.dumps({**values, "activation_fn": activation}))
-        if outcome is None:  # not trusted, as in sentence-transformers: the default, and a warning
+        if outcome is None:  # not trusted, as in sentence-transformers: passed over, with a warning
             with caplog.at_level(logging.WARNING, logger="minibert"):
                 assert minibert.CrossEncoder(directory).activation_fn.endswith("Sigmoid")
             assert "is not a torch class and is not trusted" in caplog.text
@@ -258,12 +258,43 @@ def test_cross_encoder_settings_that_cannot_be_followed_are_refused(make, tmp_pa
     settings.write_text(json.dumps(values))
     with pytest.raises(CheckpointError, match="max_seq_length must be an int"):
         minibert.CrossEncoder(directory)
-    # past the model's positions: the folder's file is named (it was a --max-length the user never gave, exit 2)
+    # past the model's positions: cut there, with a warning naming the folder's file, as the Embedder does
+    # (sentence-transformers fails on a longer pair; a shorter one scores the same). It was refused here,
+    # and capped in silence by the Embedder; never a --max-length the user did not give (that was exit 2).
     (directory / "sentence_bert_config.json").write_text('{"max_seq_length": 100000}')
-    with pytest.raises(CheckpointError, match=r"sentence_bert_config.json: max_seq_length 100000 is more than"):
-        minibert.CrossEncoder(directory)
+    limit = minibert.AutoConfig.from_pretrained(directory).max_position_embeddings
+    with caplog.at_level(logging.WARNING, logger="minibert"):
+        assert minibert.CrossEncoder(directory).max_length == limit
+    assert f"sentence_bert_config.json: max_seq_length 100000 is more than the model's {limit} positions" in caplog.text
     result = run_minibert("rerank", "--model", str(directory), "q", "doc one")
-    assert result.returncode == 1 and "--max-length" not in result.stderr, result.stderr
+    assert result.returncode == 0 and "--max-length" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("config_json", ["nested", "legacy", "nested null", "none"])
+def test_an_untrusted_activation_falls_back_as_sentence_transformers_falls_back(make, tmp_path, config_json):
+    """config_sentence_transformers.json naming a class outside torch (untrusted): sentence-transformers
+    passes it over for config.json's (``sentence_transformers.activation_fn``, else the older
+    ``sbert_ce_default_activation_function``; a null there is the default, the older field unread),
+    then the default; minibert went straight to the default (Sigmoid where config.json said Identity:
+    every score squashed)."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    directory = cross_encoder_dir(make, tmp_path, "saved")
+    settings = directory / "config_sentence_transformers.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "activation_fn": "my_package.Scorer"}))
+    config = json.loads((directory / "config.json").read_text())
+    config.pop("sentence_transformers", None)
+    identity = "torch.nn.modules.linear.Identity"
+    config.update({"nested": {"sentence_transformers": {"activation_fn": identity}},
+                   "legacy": {"sbert_ce_default_activation_function": identity},
+                   "nested null": {"sentence_transformers": {"activation_fn": None},
+                                   "sbert_ce_default_activation_function": identity},
+                   "none": {}}[config_json])  # fmt: skip
+    (directory / "config.json").write_text(json.dumps(config))
+    theirs, ours = sentence_transformers.CrossEncoder(str(directory)), minibert.CrossEncoder(directory)
+    pairs = [["How many people live in Berlin?", document] for document in DOCUMENTS]
+    expected = "Identity" if config_json in ("nested", "legacy") else "Sigmoid"
+    assert type(theirs.activation_fn).__name__ == expected and ours.activation_fn.endswith(expected)
+    same(ours.predict(pairs).tolist(), theirs.predict(pairs).tolist(), config_json)
 
 
 def test_cross_encoder_follows_the_folders_prompts(make, tmp_path):
@@ -326,11 +357,13 @@ def test_cross_encoder_refuses_processing_kwargs_it_does_not_follow(make, tmp_pa
         ({"text": {"padding": "max_length"}}, "processing_kwargs.text.padding"),
         ({"chat_template": {"x": 1}}, "processing_kwargs.chat_template"),
         ({"common": {"truncation": "do_not_truncate"}}, "processing_kwargs.common.truncation"),
-        ({"text": {"max_length": 100000}}, "processing_kwargs max_length 100000 is more"),
     ]:
         path.write_text(json.dumps({**values, "processing_kwargs": processing_kwargs}))
         with pytest.raises(CheckpointError, match=rf"sentence_bert_config\.json: {field}"):
             minibert.CrossEncoder(directory)
+    path.write_text(json.dumps({**values, "processing_kwargs": {"text": {"max_length": 100000}}}))  # cut, and said
+    assert minibert.CrossEncoder(directory).max_length == minibert.AutoConfig.from_pretrained(
+        directory).max_position_embeddings  # fmt: skip
 
 
 def test_cross_encoder_activation_by_another_path_of_its_class(make, tmp_path):

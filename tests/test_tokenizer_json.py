@@ -239,6 +239,36 @@ def test_a_decoder_transformers_ignores_beside_a_config_refuses_to_decode(name, 
     assert BertTokenizer.from_pretrained(tmp_path / "saved").decode(DECODED[0]) == theirs.decode(DECODED[0])
 
 
+@pytest.mark.parametrize("config_says", [None, "right"])
+@pytest.mark.parametrize("section", ["truncation", "padding"])
+def test_the_sides_come_from_tokenizer_json_where_the_config_names_none(section, config_says, minilm_dir, tmp_path):
+    """transformers 5 takes tokenizer.json's ``truncation``/``padding`` direction as the side a call
+    cuts or pads on where tokenizer_config.json names none (all-MiniLM-L6-v2's names none): a long text
+    was cut on the right here and on the left there (an embedding at cosine 0.92 of
+    sentence-transformers'). A side the config names wins, in both."""
+    directory = tmp_path / "model"
+    shutil.copytree(minilm_dir, directory)
+    default = {"truncation": {"max_length": 128, "strategy": "LongestFirst", "stride": 0},
+               "padding": {"strategy": "BatchLongest", "pad_id": 0, "pad_type_id": 0, "pad_token": "[PAD]"}}[section]
+    _edit(directory, lambda values: values.update({section: {**(values[section] or default), "direction": "Left"}}))
+    setting = f"{section}_side" if section == "padding" else "truncation_side"
+    if config_says:
+        _edit(directory, lambda values: values.update({setting: config_says}), "tokenizer_config.json")
+    ours = BertTokenizer.from_pretrained(directory)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(directory))
+    assert getattr(ours, setting) == getattr(theirs, setting) == (config_says or "left")
+    text = " ".join(["alpha", "beta", "gamma"] * 40)
+    for call in ({"truncation": True, "max_length": 16}, {"padding": True}):
+        assert ours([text, "short"], **call)["input_ids"] == theirs([text, "short"], **call)["input_ids"]
+
+
+def test_a_direction_that_is_neither_side_is_refused(vocab_file, tmp_path):
+    directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
+    _edit(directory, lambda values: values.update(truncation={"max_length": 8, "direction": "Middle"}))
+    with pytest.raises(CheckpointError, match=r'tokenizer.json: truncation.direction = "Middle": not Left or Right'):
+        BertTokenizer.from_pretrained(directory)
+
+
 def test_neither_file_is_a_clear_error(tmp_path, vocab_file):
     directory = _saved_by_transformers(tmp_path / "tok", vocab_file)
     (directory / "tokenizer.json").unlink()

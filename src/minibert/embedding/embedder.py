@@ -55,6 +55,7 @@ so memory follows a chunk; on a GPU the next chunk is tokenized while the GPU co
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Callable, Sequence
 
@@ -81,6 +82,8 @@ from .texts import texts_as_list
 from .windows import assemble_tokens, check_piece_ids, check_skip, cut_into_windows
 from .word_vectors import check_merge, merge_pieces
 
+logger = logging.getLogger("minibert")
+
 
 class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
     """A tokenizer and a BertModel, turning texts into vectors (following ``recipe``, a
@@ -106,8 +109,13 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         self.tokenizer = tokenizer.lowercasing_first() if self.recipe.do_lower_case else tokenizer
         # Longest input in tokens, used when embed() is not given max_length: the model's own
         # training length for sentence-transformers models (max_seq_length), else the tokenizer's.
+        limit = model.config.max_position_embeddings
+        if max_length is None and (self.recipe.max_seq_length or 0) > limit:  # the folder's, not the caller's
+            logger.warning("this model's recipe says max_seq_length %d, more than its %d positions "
+                           "(sentence-transformers fails on a longer text); texts are cut at %d",
+                           self.recipe.max_seq_length, limit, limit)  # fmt: skip
         max_length = max_length or self.recipe.max_seq_length or tokenizer.model_max_length
-        self.max_length = min(max_length, model.config.max_position_embeddings)
+        self.max_length = min(max_length, limit)
 
     @classmethod
     def from_pretrained(
@@ -355,8 +363,11 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         return [layer - count if layer >= 0 else layer for layer in layers]
 
     def _max_length(self, options: EmbedOptions) -> int:
+        """As asked, else the length of the task ``prompt_name`` names, where the model gives one
+        (``query_length``: encode_query's), else the model's."""
         limit = self.model.config.max_position_embeddings
-        max_length = self.max_length if options.max_length is None else options.max_length
+        max_length = self.recipe.task_lengths.get(options.prompt_name, self.max_length)
+        max_length = max_length if options.max_length is None else options.max_length
         if as_int(max_length) is None or not 3 <= max_length <= limit:  # (numpy's int64 taken, as an index)
             raise TaskArgumentError("max_length", max_length, f"an int from 3 to max_position_embeddings={limit}")
         return as_int(max_length)

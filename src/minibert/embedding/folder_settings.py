@@ -25,6 +25,7 @@ or refused with a CheckpointError naming the file and the field:
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from dataclasses import dataclass
@@ -133,6 +134,25 @@ def read_sequence_length(values: dict, path, *, pair: bool) -> tuple[int | None,
     if call.max_length is not None:
         length, field = call.max_length, "processing_kwargs max_length"
     return length, field, call
+
+
+def read_task_lengths(values: dict, path) -> dict[str, int]:
+    """{"query": n, "document": m}: sentence_bert_config.json's ``query_length`` / ``document_length``
+    (sentence-transformers 6.3), the tokens ``encode_query`` / ``encode_document`` cut a text to in
+    place of the model's own length (the Embedder's ``prompt_name="query"`` / ``"document"``, when
+    no max_length is given); null or absent: none. ``query_expansion`` (ColBERT's queries padded
+    with [MASK] to a width, for a multi-vector model) is refused: minibert does not compute it."""
+    if values.get("query_expansion") is not None:
+        raise CheckpointError(f"{path}: query_expansion {json.dumps(values['query_expansion'])[:80]}: ColBERT-style "
+                              "query expansion (for multi-vector models) is not implemented")  # fmt: skip
+    lengths = {}
+    for task in ("query", "document"):
+        length = values.get(f"{task}_length")
+        if length is not None and (not isinstance(length, int) or isinstance(length, bool) or length < 3):
+            raise CheckpointError(f"{path}: {task}_length must be an int ≥ 3 or null, got {length!r:.40}")
+        if length is not None:
+            lengths[task] = length
+    return lengths
 
 
 def torch_class_path(name) -> str | None:

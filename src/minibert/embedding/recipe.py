@@ -45,7 +45,7 @@ from ..errors import CheckpointError
 from ..formats.json_files import read_json
 from ..loading.hub import resolve_file
 from ..loading.strict import WEIGHT_DTYPE_NAMES, WEIGHT_DTYPES
-from .folder_settings import choose_prompt, read_prompts, read_sequence_length, torch_class_path
+from .folder_settings import choose_prompt, read_prompts, read_sequence_length, read_task_lengths, torch_class_path
 from .options import POOLING_MODES, check_truncate_dim
 
 _LEGACY_POOLING_KEYS = {
@@ -105,6 +105,7 @@ class SentenceRecipe:
     default_prompt_name: str | None = None
     similarity_fn_name: str = "cosine"
     truncate_dim: int | None = None  # the vectors' first values kept (Matryoshka models); None: all
+    task_lengths: dict[str, int] = field(default_factory=dict)  # encode_query's / encode_document's length, if any
 
     def __post_init__(self):
         self.prompts = {**DEFAULT_PROMPTS, **self.prompts}  # as SentenceTransformer(prompts=...) merges them
@@ -214,6 +215,7 @@ def _plain_recipe(name_or_path, revision) -> SentenceRecipe | None:
     recipe = SentenceRecipe()
     recipe.max_seq_length, _, _ = read_sequence_length(values, path, pair=False)
     recipe.do_lower_case = _boolean(values, "do_lower_case", False, path)
+    recipe.task_lengths = read_task_lengths(values, path)
     return recipe
 
 

@@ -119,8 +119,10 @@ class CrossEncoder:
         limit = self.model.config.max_position_embeddings
         saved = settings.get("max_seq_length")
         if max_length is None and saved is not None and saved > limit:  # the folder's, not the caller's: no flag
-            raise CheckpointError(f"{settings['max_seq_length_file']}: {settings['max_seq_length_field']} {saved} is "
-                                  f"more than the model's {limit} positions")  # fmt: skip
+            logger.warning("%s: %s %d is more than the model's %d positions (sentence-transformers fails on a longer "
+                           "pair); pairs are cut at %d", settings["max_seq_length_file"],
+                           settings["max_seq_length_field"], saved, limit, limit)  # fmt: skip
+            saved = limit
         length = saved if max_length is None else max_length
         self.max_length = min(self.tokenizer.model_max_length, limit) if length is None else length
         self.truncation = settings.get("truncation", "longest_first")  # which text of a long pair is cut
@@ -321,24 +323,23 @@ def _read_settings(source: str, revision: str | None) -> dict:
         return read_json_object(path, "JSON in"), path
 
     config, config_path = read("config.json")
-    found = []
+    found = []  # the activations the folder names, the newest format first (as sentence-transformers tries them)
     if config is not None:
-        legacy = config.get("sbert_ce_default_activation_function")
-        if legacy is not None:
-            found.append((legacy, f"{config_path}: sbert_ce_default_activation_function"))
         nested = config.get("sentence_transformers")
-        if isinstance(nested, dict) and nested.get("activation_fn") is not None:
+        if isinstance(nested, dict) and "activation_fn" in nested:  # (null there: the default, not the legacy field)
             found.append((nested["activation_fn"], f"{config_path}: sentence_transformers.activation_fn"))
+        elif config.get("sbert_ce_default_activation_function") is not None:
+            found.append((config["sbert_ce_default_activation_function"],
+                          f"{config_path}: sbert_ce_default_activation_function"))  # fmt: skip
     # sentence-transformers reads its own files in a folder it saved (one with modules.json) only: without
     # one it builds its default modules from config.json, whatever else lies beside it
     pipeline = resolve_file(source, "modules.json", revision=revision, required=False) is not None
     modern, modern_path = read("config_sentence_transformers.json") if pipeline else (None, None)
     if modern is not None and modern.get("activation_fn") is not None:
-        found.append((modern["activation_fn"], f"{modern_path}: activation_fn"))
+        found.insert(0, (modern["activation_fn"], f"{modern_path}: activation_fn"))
     if modern is not None:
         settings["prompts"], settings["default_prompt_name"] = read_prompts(modern, modern_path)
-    if found:
-        settings["activation_fn"] = found[-1]  # the newest format wins
+    settings["activation_fn"] = [(path, where) for path, where in found if path is not None]
     plain, plain_path = read("sentence_bert_config.json") if pipeline else (None, None)
     if plain is not None:
         length, field, call = read_sequence_length(plain, plain_path, pair=True)
@@ -361,17 +362,17 @@ def _activation(asked, settings: dict, num_labels: int, source: str) -> str:
             raise ValueError(f"activation_fn must be one of {sorted(_SHORT_NAMES)} or {sorted(SCORE_ACTIVATIONS)}, "
                              f"got {asked!r}")  # fmt: skip
         return path
-    if "activation_fn" not in settings:
-        return default
-    path, where = settings["activation_fn"]
-    if not isinstance(path, str):
-        raise CheckpointError(f"{where} must be a class path (a string), got {path!r:.60}")
-    if not path.startswith("torch."):
-        logger.warning("%s: activation %s is not a torch class and is not trusted (as in sentence-transformers); "
-                       "using the default %s", where, path, default.rsplit(".", 1)[-1])  # fmt: skip
-        return default
-    resolved = torch_class_path(path)  # torch.nn.Sigmoid is torch.nn.modules.activation.Sigmoid
-    if resolved not in SCORE_ACTIVATIONS:
-        raise CheckpointError(f"{where}: activation {path} is not implemented (minibert computes the torch classes "
-                              f"{', '.join(sorted(SCORE_ACTIVATIONS))}, by any of their paths)")  # fmt: skip
-    return resolved
+    for path, where in settings.get("activation_fn", []):  # the newest format first; an untrusted one is passed over
+        if not isinstance(path, str):
+            raise CheckpointError(f"{where} must be a class path (a string), got {path!r:.60}")
+        if not path.startswith("torch."):
+            logger.warning("%s: activation %s is not a torch class and is not trusted (as in sentence-transformers); "
+                           "it is passed over", where, path)  # fmt: skip
+            continue
+        resolved = torch_class_path(path)  # torch.nn.Sigmoid is torch.nn.modules.activation.Sigmoid
+        if resolved not in SCORE_ACTIVATIONS:
+            computed = ", ".join(sorted(SCORE_ACTIVATIONS))
+            raise CheckpointError(f"{where}: activation {path} is not implemented (minibert computes the torch "
+                                  f"classes {computed}, by any of their paths)")  # fmt: skip
+        return resolved
+    return default

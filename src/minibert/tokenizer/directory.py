@@ -88,6 +88,7 @@ def read_tokenizer_files(name_or_path, revision: str | None = None) -> tuple[Pat
             _check_same_defaults(from_json, json_file, model_config)  # (transformers' defaults, not the file's)
             rebuilt_by = model_config
         from_json["decoder"] = _decoder_of_both(from_json["decoder"], json_file, rebuilt_by)
+        settings = {**from_json.pop("sides"), **settings}  # the config's sides first, as transformers 5 takes them
         settings.update(from_json)
     return Path(vocab_file), vocab, vocab_is_file, settings
 

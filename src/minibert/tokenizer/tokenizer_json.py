@@ -20,8 +20,8 @@ exactly: another model (BPE, Unigram), another normalizer or pre-tokenizer, anot
 prefix or word-length limit, a post-processor that frames sequences differently, a decoder other
 than WordPiece's (or none), or added tokens matched in ways minibert does not (``single_word``,
 ``lstrip``, ``rstrip``: added_tokens.py). The decoder's prefix and clean-up are followed.
-(``truncation`` and ``padding`` are call-time settings that transformers overrides too; they are
-not read.)
+(``truncation`` and ``padding`` are call-time settings; only their directions are read, which
+transformers 5 takes as the sides a call cuts and pads on where tokenizer_config.json names none.)
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def read_tokenizer_json(path: str | os.PathLike) -> tuple[dict[str, int], dict]:
         refuse("pre_tokenizer", values.get("pre_tokenizer"), "not BERT's whitespace-and-punctuation split")
     settings.update(_framing(values.get("post_processor"), vocab, refuse))
     settings["decoder"] = _decoder(values.get("decoder"), refuse)
+    settings["sides"] = _sides(values, refuse)
     # Every entry, the roles' ([PAD]: in the vocabulary, special) included: a piece of the vocabulary
     # added as special (add_tokens(["cafe"], special_tokens=True)) is listed just like them.
     settings["added_tokens"] = read_added_tokens(values.get("added_tokens") or [], f"{path}: added_tokens",
@@ -126,6 +127,24 @@ def _decoder(decoder, refuse) -> Decoder:
     if not isinstance(prefix, str) or not isinstance(cleanup, bool):
         refuse("decoder", decoder, "a prefix that is not a string, or a clean-up that is not true or false")
     return Decoder(prefix, cleanup)
+
+
+def _sides(values: dict, refuse) -> dict:
+    """{"truncation_side", "padding_side": "left" or "right"} from the ``truncation`` and ``padding``
+    sections' ``direction``: transformers 5 takes them where tokenizer_config.json says none
+    (directory.py), so a folder saved with its tokenizer.json cutting on the left cuts there. (Their
+    lengths and strategy are call-time settings it takes no further; a section left out, or one
+    without a direction, is the right side.)"""
+    sides = {}
+    for section, setting in (("truncation", "truncation_side"), ("padding", "padding_side")):
+        part = values.get(section)
+        if part is None:
+            continue
+        direction = part.get("direction", "Right") if isinstance(part, dict) else part
+        if direction not in ("Left", "Right"):
+            refuse(f"{section}.direction", direction, "not Left or Right")
+        sides[setting] = direction.lower()
+    return sides
 
 
 def _framing(processor, vocab: dict, refuse) -> dict:
