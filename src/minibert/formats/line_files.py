@@ -93,8 +93,9 @@ def read_records(path: Path | str, fields: tuple[str, ...] = ("text",),
     file (any case) one object per line. A record of several fields (``minibert answer``'s question
     and context) is read as JSON lines from stdin and from a pipe without a suffix too (``<(cmd)``,
     ``/dev/stdin``); a file named otherwise is refused, naming why it was read as text. A blank
-    ``.jsonl`` line is ``{fields[0]: ""}`` (and refused when several fields are needed). The bytes are checked as text as they are read (``plain_text.TextCheck``: not mostly NUL or control
-    bytes, a line break within 8 MiB), each line as UTF-8."""
+    ``.jsonl`` line is ``{fields[0]: ""}`` (and refused when several fields are needed). The bytes
+    are checked as text as they are read (``plain_text.TextCheck``: not mostly NUL or control bytes, a
+    line break within 8 MiB), each line as UTF-8."""
     stdin = str(path) == STDIN
     streamed = stdin or is_stream(path)  # a pipe is read once, as it comes, as stdin is
     name = "stdin" if stdin else Path(path)
