@@ -96,6 +96,11 @@ def server(minilm_dir):
          "encoding_format is not supported on /embed .it is a field of /v1/embeddings."),
         ("/embed", {"inputs": "a", "model": NAME}, AUTH, 422, "model is not supported on /embed"),
         ("/tokenize", {"inputs": "a", "truncate": True}, AUTH, 422, "truncate is not supported on /tokenize"),
+        ("/v1/embeddings", b'{"model": "%s", "input": "a", "truncate": false, "truncate": true}' % NAME.encode(),
+         AUTH, 400, "the key 'truncate' is given twice"),  # (the last one was taken: which did a proxy read?)
+        ("/embed", b'{"inputs": "first", "inputs": "second"}', AUTH, 400, "the key 'inputs' is given twice"),
+        ("/v1/embeddings", {"model": NAME, "input": [[1]] * 50_000}, AUTH, 422,
+         "50000 items, more than the limit of 64"),  # (counted before any item is looked at)
         ("/metrics", None, {}, 401, "API key"),
     ],
 )  # fmt: skip
@@ -160,6 +165,22 @@ def test_the_param_of_a_refused_field_is_its_bare_name(server):
         response = httpx.post(f"{server.url}/v1/embeddings", json={"model": NAME, "input": "a", name: "x"},
                               headers=AUTH, timeout=30)  # fmt: skip
         assert response.status_code == 422 and response.json()["error"]["param"] == name, response.text
+
+
+def test_a_field_named_with_a_lone_surrogate_is_422_not_500(server):
+    """An unknown field whose name holds a lone surrogate ("\\ud800"), quoted back in the error: the
+    answer's UTF-8 encoding raised, and the client's mistake was a 500. Now the name comes back
+    escaped, as JSON writes it; and a long name is cut before it is quoted (it was cut mid-escape)."""
+    import json
+
+    for name in (r"\ud800", r"y\ud83d", r"pr\u00e9f\u00e9rence" * 10):  # (JSON's escapes, as a client sends them)
+        body = f'{{"model": {json.dumps(NAME)}, "input": "ok", "{name}": 1}}'
+        response = httpx.post(f"{server.url}/v1/embeddings", content=body, headers=AUTH, timeout=30)
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["message"].startswith("unrecognized field ") and error["param"] == json.loads(f'"{name}"')[:60]
+        quoted = error["message"][len("unrecognized field "):].split(" (OpenAI")[0]
+        assert json.loads(quoted) == json.loads(f'"{name}"')[:60], quoted  # a whole JSON string
 
 
 def test_lone_surrogates_are_refused_naming_the_field_before_any_model_work(server, minilm_dir):

@@ -3,6 +3,8 @@ field), and as the JSON body each API dialect expects (``error_response``)."""
 
 from __future__ import annotations
 
+import json
+
 from starlette.responses import JSONResponse
 
 from ...errors import PicklableError
@@ -33,6 +35,16 @@ def error_body(path: str, error: RequestError) -> dict:
             "error_type": kinds.get(error.status, "Validation" if error.status < 500 else "Backend")}  # fmt: skip
 
 
+class ErrorJSON(JSONResponse):
+    """An error's JSON, whatever the client's text in it: a lone surrogate that a request's JSON
+    escaped (``"\\ud800"``, a field's name quoted back) is written escaped again, as JSON writes
+    it, where starlette's UTF-8 encoding raised (a 500 for the client's mistake)."""
+
+    def render(self, content) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace")  # (only a surrogate needs it: U+D800 -> \ud800)
+
+
 def error_response(path: str, error: RequestError, headers: dict[str, str] | None = None) -> JSONResponse:
     """An error as a JSON answer (``error_body``), with the headers its status calls for."""
     body = error_body(path, error)
@@ -41,4 +53,4 @@ def error_response(path: str, error: RequestError, headers: dict[str, str] | Non
         headers["Retry-After"] = "1"
     if error.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    return JSONResponse(body, status_code=error.status, headers=headers)
+    return ErrorJSON(body, status_code=error.status, headers=headers)

@@ -27,7 +27,7 @@ async def read_json(request: Request, limit: int, seconds: float = 30.0):
     except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on; its own class on 3.10
         raise RequestError(408, f"the request body did not arrive within {seconds:g} s") from None
     try:
-        value = parse_json(bytes(body), strict=True)
+        value = parse_json(bytes(body), strict=True, unique_keys=True)  # (a key twice: which one did a proxy read?)
     except ValueError as error:
         raise RequestError(400, f"the request body is not valid JSON: {error}") from None
     if not isinstance(value, dict):
@@ -82,7 +82,7 @@ input, encoding_format, dimensions, user, truncate
             raise RequestError(422, f"{name} is not supported on {route} (it is a field of {', '.join(owners)}); "
                                     f"{route} takes {', '.join(taken)}", name)  # fmt: skip
         if route in REFUSES_UNKNOWN_FIELDS:  # (quoted in the message; param is the bare name, as OpenAI's)
-            raise RequestError(422, f"unrecognized field {json.dumps(name)[:60]} (OpenAI's API refuses it too); "
+            raise RequestError(422, f"unrecognized field {json.dumps(name[:60])} (OpenAI's API refuses it too); "
                                     f"{route} takes {', '.join(taken)}", name[:60])  # fmt: skip
 
 
@@ -96,7 +96,12 @@ def without_nulls(body: dict) -> dict:
 
 
 def parse_inputs(value, field: str, settings: ServeSettings, allow_ids: bool) -> list:
-    """A str, a list of str, or (``allow_ids``) a list of token ids or a list of such lists."""
+    """A str, a list of str, or (``allow_ids``) a list of token ids or a list of such lists. Too many
+    items are refused before any is looked at (a million one-id lists cost half a second to scan)."""
+    one_input_of_ids = allow_ids and isinstance(value, list) and bool(value) and is_token_id(value[0])
+    if isinstance(value, list) and len(value) > settings.max_inputs and not one_input_of_ids:
+        raise RequestError(422, f"{field} has {len(value)} items, more than the limit of {settings.max_inputs} "
+                                "per request", field, "too_many_inputs")  # fmt: skip
     if isinstance(value, str):
         inputs = [value]
     elif isinstance(value, list) and value and all(is_token_id(item) for item in value) and allow_ids:
