@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -296,3 +297,14 @@ def test_without_a_class_that_fits_the_tensors_choose(tmp_path, cls_name, pooler
     (source / "config.json").write_text(json.dumps(config))
     assert run("convert", str(source), str(tmp_path / "converted")).returncode == 0
     assert json.loads((tmp_path / "converted" / "config.json").read_text())["architectures"] == [written]
+
+
+@pytest.mark.parametrize("name", ["tiny_hub/model.safetensors", "uncased_L-2_H-32_A-2/bert_model.ckpt.index",
+                                  "uncased_L-2_H-32_A-2/bert_config.json"])  # fmt: skip
+def test_a_file_given_as_the_source_is_said_to_be_a_file(tmp_path, name):
+    """`convert DIR/model.safetensors OUT` said "no such directory" of a file that is there."""
+    source = Path(__file__).parent / "data" / name
+    result = run("convert", str(source), str(tmp_path / "out"))
+    assert result.returncode == 1 and not (tmp_path / "out").exists()
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"minibert: error: a file, not a directory: {source}; pass its folder: {source.parent} ("), result.stderr

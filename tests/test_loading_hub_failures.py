@@ -287,3 +287,12 @@ def test_blob_of_reads_the_caches_link_into_blobs(tmp_path):
     assert blob_of(snapshot / "model.safetensors") == "9f2c"
     assert blob_of(snapshot / "config.json") is None
     assert blob_of(tmp_path / "plain.bin") is None
+
+
+@pytest.mark.parametrize("revision, said", [(None, "'main'"), ("v2", "'v2'")])
+def test_a_missing_revision_is_named_main_where_none_was_given(hub, revision, said):
+    """The hub answers RevisionNotFound for a repository with no commits yet: with no revision
+    asked, the one looked for is main ("revision None does not exist" named none)."""
+    hub.fail("org/tiny", "config.json", status=404, code="RevisionNotFound")
+    with pytest.raises(ModelNotFoundError, match=f"org/tiny: revision {said} does not exist on the hub"):
+        BertModel.from_pretrained("org/tiny", revision=revision)

@@ -87,9 +87,33 @@ def test_a_missing_or_foreign_shard_is_named(tmp_path):
     shard.unlink()
     with pytest.raises(ModelNotFoundError, match=f"{shard.name} not found in the directory"):
         BertModel.from_pretrained(directory)
-    (directory / "model.safetensors.index.json").write_text('{"weight_map": {"a": "../elsewhere.safetensors"}}')
-    with pytest.raises(CheckpointError, match="not a .safetensors file beside it"):
-        BertModel.from_pretrained(directory)
+    for outside in ("../elsewhere.safetensors", "/tmp/elsewhere.safetensors", "part/../../x.safetensors",
+                    "./model.safetensors", "part//x.safetensors", "x.bin"):  # fmt: skip
+        (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": outside}}))
+        with pytest.raises(CheckpointError, match="not a .safetensors file in its folder"):
+            BertModel.from_pretrained(directory)
+
+
+def test_shards_in_a_folder_below_the_index_load_as_transformers_loads_them(tmp_path):
+    """An index naming ``part/model-00001-of-00005.safetensors``: transformers loads it (the same
+    outputs as unsharded); minibert refused it as "not a file beside it", locally and from the hub."""
+    torch.manual_seed(0)
+    reference = transformers.BertModel(_config()).eval()
+    directory = _saved(reference, tmp_path / "sharded", max_shard_size="20KB")
+    index_file = directory / "model.safetensors.index.json"
+    index = json.loads(index_file.read_text())
+    moved = sorted(set(index["weight_map"].values()))[:2]
+    (directory / "part").mkdir()
+    for name in moved:
+        (directory / name).rename(directory / "part" / name)
+    index["weight_map"] = {key: f"part/{name}" if name in moved else name for key, name in index["weight_map"].items()}
+    index_file.write_text(json.dumps(index))
+    theirs = transformers.BertModel.from_pretrained(str(directory)).eval()
+    with torch.no_grad():
+        assert torch.equal(theirs(IDS).last_hidden_state, reference(IDS).last_hidden_state)  # the reference reads it
+        ours = BertModel.from_pretrained(directory)(IDS).last_hidden_state
+        delta = _max_delta(ours, reference(IDS).last_hidden_state)
+    assert delta <= BOUND, f"max |Δ| {delta:.3g}"
 
 
 def test_an_encoder_saved_without_its_pooler(tmp_path):

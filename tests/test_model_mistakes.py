@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -135,9 +136,23 @@ def test_extended_masks_are_taken_as_transformers_takes_them_and_masks_per_query
 @pytest.mark.parametrize("load", [BertModel.from_pretrained, BertTokenizer.from_pretrained, Embedder.from_pretrained])
 @pytest.mark.parametrize("filename", ["model.safetensors", "vocab.txt", "config.json"])
 def test_from_pretrained_on_a_file_says_pass_its_folder(minilm_dir, load, filename):
-    with pytest.raises(ModelNotFoundError, match=f"pass the folder that holds {filename}") as raised:
+    with pytest.raises(ModelNotFoundError, match=f"pass the folder that holds {filename}: ") as raised:
         load(str(minilm_dir / filename))
     assert repr(str(minilm_dir)) in str(raised.value)  # the folder to pass, spelled out
+    assert " and " not in str(raised.value).split("holds")[1]  # (it named a file the folder lacks: "and modules.json")
+
+
+def test_a_tensorflow_checkpoint_s_file_says_its_folder_or_its_prefix():
+    """bert_model.ckpt.index given: the folder, or the checkpoint's prefix (the form Google's scripts
+    take), not "the folder that holds bert_model.ckpt.index and config.json" (it holds bert_config.json)."""
+    google = Path(__file__).parent / "data" / "uncased_L-2_H-32_A-2"
+    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
+        with pytest.raises(ModelNotFoundError) as raised:
+            BertModel.from_pretrained(str(google / name))
+        message = str(raised.value)
+        assert f"pass the folder that holds {name}: {str(google)!r}" in message, message
+        assert f"(or the TensorFlow checkpoint's prefix, {str(google / 'bert_model.ckpt')!r})" in message, message
+    assert BertModel.from_pretrained(str(google / "bert_model.ckpt")).config.hidden_size == 32  # that prefix loads
 
 
 def _output_form(output) -> list:
@@ -499,3 +514,40 @@ def test_the_optimizer_groups_migrating_md_gives_decay_what_transformers_groups_
     by_kind = {name for module_name, module in ours.named_modules() if isinstance(module, torch.nn.LayerNorm)
                for name in (f"{module_name}.weight", f"{module_name}.bias")}  # fmt: skip
     assert by_kind | no_decay(ours, ["bias"]) == no_decay(ours, ["bias", "LayerNorm.weight", "norm.weight"])
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+@pytest.mark.parametrize("how", ["read", "mapped"])
+def test_an_unreadable_file_is_a_checkpoint_error_naming_it(tmp_path, monkeypatch, name, how):
+    """(``how``: the weights read into memory, ``read_state_dict``, or mapped, ``map_state_dict``,
+    as from_pretrained maps them.)"""
+    """A config or weights file the user may not read was Python's bare PermissionError (the docs say
+    CheckpointError, as for an unreadable vocab.txt). The refusal is simulated (the tests run as root,
+    whom chmod 000 does not stop)."""
+    import os
+    import shutil
+
+    from minibert.errors import CheckpointError
+    from tiny_hub import TINY
+
+    folder = tmp_path / "model"
+    shutil.copytree(TINY, folder)
+    target = str(folder / name)
+
+    def refusing(real):
+        def call(path, *args, **kwargs):
+            if os.fspath(path) == target:
+                raise PermissionError(13, "Permission denied", target)
+            return real(path, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(os, "open", refusing(os.open))
+    monkeypatch.setattr(Path, "read_bytes", lambda self, real=Path.read_bytes: refusing(real)(self))
+    monkeypatch.setattr(Path, "open", lambda self, *a, real=Path.open, **k: refusing(real)(self, *a, **k))
+    from minibert.loading.checkpoint_files import map_state_dict, read_state_dict
+
+    load = (lambda: BertModel.from_pretrained(folder)) if name == "config.json" else \
+        (lambda: (read_state_dict if how == "read" else map_state_dict)(folder / name))  # fmt: skip
+    with pytest.raises(CheckpointError, match=f"cannot read .*{re.escape(target)}: Permission denied"):
+        load()

@@ -231,6 +231,8 @@ class BertConfig:
             values = parse_json(path.read_bytes())
         except FileNotFoundError:
             raise CheckpointError(f"config file not found: {path}") from None
+        except PermissionError as error:
+            raise CheckpointError(f"cannot read config file {path}: {error.strerror}") from None
         except ValueError as error:
             raise CheckpointError(f"malformed config file {path}: {error}") from None
         if not isinstance(values, dict):

@@ -81,8 +81,11 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
 
     name = os.fspath(source)  # a folder, a hub id, or DIR/model.ckpt-3 (that TensorFlow checkpoint, in its folder)
     if not os.path.isdir(model_folder(name)) and _looks_like_a_path(name):
-        raise CheckpointError(f"no such directory: {name} (convert reads a directory with bert_config.json and "
-                              "bert_model.ckpt.*, or a hub id like google-bert/bert-base-uncased)")  # fmt: skip
+        what = "a file, not a directory" if os.path.isfile(name) else "no such directory"  # (its folder is said next)
+        folder = f"; pass its folder: {os.path.dirname(name) or '.'}" if os.path.isfile(name) else ""
+        raise CheckpointError(f"{what}: {name}{folder} (convert reads a directory with bert_config.json and "
+                              "bert_model.ckpt.*, or one in the hub's layout, or a hub id like "
+                              "google-bert/bert-base-uncased)")  # fmt: skip
     config_file, weights_file = find_checkpoint(source)
     cls, keywords = class_for(config_file, tensor_names(weights_file))
     if labels and cls.__name__ not in LABELLED:

@@ -24,7 +24,7 @@ import pickletools
 import re
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import torch
 
@@ -114,14 +114,17 @@ def is_sharded(path: Path) -> bool:
 
 
 def shard_names(index_file: Path) -> list[str]:
-    """The shard files an index names, in order (``model-00001-of-00002.safetensors``, ...)."""
-    return [shard.name for shard in _index(index_file)[1]]
+    """The shard files an index names, in order (``model-00001-of-00002.safetensors``, ...), as
+    paths from the index's folder (a shard in a subfolder keeps it: ``part/model-00001-....safetensors``)."""
+    return [shard.relative_to(index_file.parent).as_posix() for shard in _index(index_file)[1]]
 
 
 def _index(index_file: Path) -> tuple[dict, list[Path]]:
     """(its ``weight_map``, the shards' paths), an index read and checked once: the weight map
     names each tensor's shard, e.g. ``{"embeddings.word_embeddings.weight":
-    "model-00001-of-00002.safetensors", ...}``; a shard is a file beside the index, of its own kind."""
+    "model-00001-of-00002.safetensors", ...}``; a shard is a file of the index's own kind, beside it
+    or in a folder below it (transformers reads ``part/model-00001-....safetensors`` so), never
+    outside (an absolute path, or one through "..")."""
     try:
         index = json.loads(index_file.read_bytes())
     except (OSError, ValueError) as error:
@@ -132,9 +135,11 @@ def _index(index_file: Path) -> tuple[dict, list[Path]]:
     kind = index_file.name.removesuffix(SHARDS_INDEX).rsplit(".", 1)[-1]  # "safetensors" or "bin"
     names = sorted(set(weight_map.values()), key=str)
     for name in names:
-        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") \
-                or not name.endswith("." + kind):  # fmt: skip
-            raise CheckpointError(f"{index_file}: weight_map names {name!r}, which is not a .{kind} file beside it")
+        parts = PurePosixPath(name).parts if isinstance(name, str) else ()
+        outside = not parts or PurePosixPath(name).is_absolute() or any(part in (".", "..") for part in parts)
+        if outside or "\\" in name or name != "/".join(parts) or not name.endswith("." + kind):
+            raise CheckpointError(f"{index_file}: weight_map names {name!r}, which is not a .{kind} file in its "
+                                  "folder (beside it, or in a folder below it)")  # fmt: skip
     return weight_map, [index_file.parent / name for name in names]
 
 

@@ -97,7 +97,10 @@ class FilePages(MappedPages):
 
     def __init__(self, path: str | os.PathLike):
         path = Path(path)
-        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            descriptor = os.open(path, os.O_RDONLY)
+        except (PermissionError, IsADirectoryError) as error:  # (not found: the caller's to say)
+            raise CheckpointError(f"cannot read weights file {path}: {error.strerror}") from None
         try:
             signature = _signature(os.fstat(descriptor))
             self.map = mmap.mmap(descriptor, 0, access=mmap.ACCESS_COPY)

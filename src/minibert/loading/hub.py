@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -155,10 +156,10 @@ def resolve_file(
         return None
     if os.path.isfile(name):  # a common first mistake: the weights file itself (.../model.safetensors)
         folder, given = os.path.dirname(name) or ".", os.path.basename(name)
-        holds = given if given == filename else f"{given} and {filename}"
-        raise ModelNotFoundError(
-            f"{name!r} is a file, but a model is loaded from its folder; pass the folder that holds {holds}: {folder!r}"
-        )
+        prefix = re.sub(r"\.(index|data-\d{5}-of-\d{5}|meta)$", "", name)  # a TensorFlow checkpoint's file
+        also = f" (or the TensorFlow checkpoint's prefix, {prefix!r})" if prefix != name else ""
+        raise ModelNotFoundError(f"{name!r} is a file, but a model is loaded from its folder; pass the folder that "
+                                 f"holds {given}: {folder!r}{also}")  # fmt: skip
     if looks_like_a_path(name):
         raise ModelNotFoundError(
             f"{name!r} is not an existing directory (and is not a hub repository id like "
@@ -240,7 +241,7 @@ def _download(repo_id: str, filename: str, *, revision: str | None, required: bo
         how = cache_only or _why_only_the_cache(endpoint, None, options)
         raise _not_had(repo_id, filename, revision, failure, how, options) from None
     except hub_errors.RevisionNotFoundError:
-        raise ModelNotFoundError(f"{repo_id}: revision {revision!r} does not exist on the hub") from None
+        raise ModelNotFoundError(f"{repo_id}: revision {revision or 'main'!r} does not exist on the hub") from None
     except hub_errors.RepositoryNotFoundError as error:  # GatedRepoError is one: told apart there
         raise refused_repository(repo_id, endpoint, error, token_sent(options.token)) from None
     except hub_errors.EntryNotFoundError as error:  # (from 1.0 on, the hub's 404: RemoteEntryNotFoundError)

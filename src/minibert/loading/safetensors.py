@@ -122,6 +122,8 @@ def safetensors_shapes(path: str | os.PathLike) -> dict[str, torch.Tensor]:
             header, data_size = _read_safetensors_header(handle, path)
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
+    except PermissionError as error:
+        raise CheckpointError(f"cannot read weights file {path}: {error.strerror}") from None
     entries = _safetensors_entries(header, data_size, path)
     return {name: torch.empty(shape, dtype=dtype, device="meta") for name, dtype, shape, _, _ in entries}
 
@@ -153,6 +155,8 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
                 tensors[name] = tensor.reshape(shape)
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
+    except PermissionError as error:
+        raise CheckpointError(f"cannot read weights file {path}: {error.strerror}") from None
     return {name: tensors[name] for name, *_ in entries}  # the header's order
 
 
@@ -169,6 +173,8 @@ def map_safetensors(path: str | os.PathLike):
             first_data_byte = handle.tell()
     except FileNotFoundError:
         raise CheckpointError(f"weights file not found: {path}") from None
+    except PermissionError as error:
+        raise CheckpointError(f"cannot read weights file {path}: {error.strerror}") from None
     entries = _safetensors_entries(header, data_size, path)
     if data_size == 0:  # nothing to map (mmap refuses an empty range)
         return {name: torch.empty(shape, dtype=dtype) for name, dtype, shape, _, _ in entries}, None
