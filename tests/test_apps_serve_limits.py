@@ -111,6 +111,16 @@ def test_headers_trickled_slowly_are_cut_with_408(limited):
     assert time.monotonic() - started < 6  # cut at the 2 s header timeout, not when the client finished (8 s)
 
 
+def test_part_of_a_request_pipelined_behind_another_is_cut_with_408_too(limited):
+    """A request, then the start of the next in the same packet (``GET /hea``): the header clock
+    started only for bytes arriving while the connection was idle, so the partial request held the
+    connection to the keep-alive timeout (75 s by default), then closed with no answer."""
+    started = time.monotonic()
+    answer = _raw(limited, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /hea", wait=30)
+    assert answer.count(b"HTTP/1.1 ") == 2 and answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert b"HTTP/1.1 408" in answer and time.monotonic() - started < 6, answer[-200:]
+
+
 def test_a_body_trickled_slowly_is_cut_with_408(limited):
     body = json.dumps({"model": NAME, "input": ["a text"]}).encode()
     head = (f"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

@@ -182,7 +182,13 @@ class BoundedH11Protocol(H11Protocol):
         self._note_waiting()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()  # (uvicorn starts the keep-alive clock here)
+        super().on_response_complete()  # (uvicorn starts the keep-alive clock here, and parses what is buffered)
+        pending = self.conn.trailing_data[0] if self.conn.their_state is h11.IDLE else b""
+        if pending and self._header_timer is None and not self.transport.is_closing():
+            # part of the next request came with the last one's bytes (pipelined): its clock starts
+            # now, as for bytes arriving on their own (they never pass data_received while IDLE)
+            self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
+            self._header_bytes, self._start = len(pending), bytes(pending[:REQUEST_LINE_KEPT])
         self._note_waiting()
 
     def pause_writing(self) -> None:
