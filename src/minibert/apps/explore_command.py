@@ -187,9 +187,7 @@ def _with_options(model: str, *, cased: bool, whitespace_words: bool):
         settings["do_lower_case"] = False
     if whitespace_words:
         settings["do_basic_tokenize"] = False
-    null_roles = settings.pop("null_roles", {})  # (a role the folder sets null: not a constructor argument)
-    tokenizer = BertTokenizer(vocab_file, vocab=vocab, **settings)
-    tokenizer._null_roles = null_roles
+    tokenizer = BertTokenizer.from_files_read(vocab_file, vocab, settings)
     normalized = sorted(content for content, token in tokenizer.added.tokens.items() if token.normalized)
     if whitespace_words and normalized:
         raise CommandFailed(f"--whitespace-words is not implemented for a tokenizer with tokens added as normalized "

@@ -140,14 +140,24 @@ class BertTokenizer(SpecialTokens, TransformersCallAPI, Decoding):
         settings.update(replaced)
         if do_lower_case is not None:
             settings["do_lower_case"] = _casing_asked(do_lower_case, settings, vocab, name_or_path)
-        null_roles = {role: file for role, file in settings.pop("null_roles", {}).items() if role not in replaced}
-        decoder = settings.pop("decoder", None)  # tokenizer.json's (decoding.py)
-        tokenizer = cls(vocab_file, vocab=vocab, **settings)
-        if decoder is not None:
-            tokenizer._decoder = decoder
-        tokenizer._null_roles = null_roles  # which file left [PAD] or [MASK] out (named when one is needed)
+        settings["null_roles"] = {role: file for role, file in settings.get("null_roles", {}).items()
+                                  if role not in replaced}  # fmt: skip
+        tokenizer = cls.from_files_read(vocab_file, vocab, settings)
         tokenizer._vocab_is_file = vocab_is_file  # vocab.txt's own bytes are saved (a piece listed twice kept)
         tokenizer.name_or_path = os.fspath(name_or_path)
+        return tokenizer
+
+    @classmethod
+    def from_files_read(cls, vocab_file, vocab: dict[str, int], settings: dict) -> BertTokenizer:
+        """The tokenizer of what directory.py's ``read_tokenizer_files`` read: ``settings`` are the
+        constructor's, but for the folder's own facts, kept beside it: which file left a role null
+        (named when one is needed) and tokenizer.json's decoder (decoding.py)."""
+        settings = dict(settings)
+        null_roles, decoder = settings.pop("null_roles", {}), settings.pop("decoder", None)
+        tokenizer = cls(vocab_file, vocab=vocab, **settings)
+        tokenizer._null_roles = null_roles
+        if decoder is not None:
+            tokenizer._decoder = decoder
         return tokenizer
 
     def save_pretrained(self, save_directory: str | os.PathLike, **keywords) -> tuple[str, ...]:
