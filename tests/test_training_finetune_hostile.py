@@ -580,3 +580,28 @@ def test_finetunes_flag_conflicts_are_flag_conflict_errors_as_pretrains(call):
         options = FinetuneOptions(model="m", train="t.csv", output="run", doc_stride=7)
         with pytest.raises(FlagConflictError, match="^--task classify does not read --doc-stride"):
             options.refuse_unread_flags()
+
+
+@pytest.mark.parametrize(
+    "columns, says",
+    [({"text_column": "language", "label_column": "language"}, "--text-column and --label-column"),
+     ({"pair_column": "text"}, "--text-column and --pair-column"),
+     ({"pair_column": "label"}, "--pair-column and --label-column")],
+)  # fmt: skip
+def test_two_column_flags_naming_one_column_are_a_conflict(columns, says, tmp_path):
+    """--text-column language --label-column language trained a classifier on its own answer (exit 0,
+    a whole run); --pair-column text framed [CLS] A [SEP] A [SEP]. Now a usage error naming both flags."""
+    from minibert.errors import FlagConflictError
+    from minibert.training import FinetuneOptions
+
+    options = FinetuneOptions(model="m", train="t.csv", output="run", **columns)
+    with pytest.raises(FlagConflictError, match=f"^{says} both name the column"):
+        options.check(1)
+    train = tmp_path / "train.csv"
+    train.write_text("text,label,language\nhello world,pos,en\nbad day,neg,en\n", encoding="utf-8")
+    flags = [f"--{name.replace('_', '-')}" for name in columns]
+    argv = [arg for name, value in columns.items() for arg in (f"--{name.replace('_', '-')}", value)]
+    result = run_minibert("finetune", "--model", str(TINY), "--train", str(train), "--output", str(tmp_path / "run"),
+                          *argv)  # fmt: skip
+    assert result.returncode == 2 and all(flag in result.stderr for flag in flags), result.stderr
+    assert not (tmp_path / "run").exists()
