@@ -181,7 +181,8 @@ def test_a_resume_with_another_precision_is_refused_and_an_older_state_reads_as_
     run = tmp_path / "run"
     assert _pretrain(data, run).returncode == 0
     refused = _pretrain(data, run, "--resume", "--precision", "bf16")
-    assert refused.returncode == 1 and "the run was made with precision = 'fp32'" in refused.stderr, refused.stderr
+    assert refused.returncode == 1, refused.stderr
+    assert "the run was made with precision (--precision) = 'fp32'" in refused.stderr, refused.stderr
     assert "resume with the run's settings" in refused.stderr  # (an fp32 run: the other test's advice is fp16's)
     state = TrainingState.from_file(run / "training_state.pt")
     del state.settings["precision"]

@@ -361,7 +361,7 @@ def test_resume_with_other_data_is_refused_and_nothing_overwritten(tmp_path, fin
     other = write_examples(tmp_path / "other.csv", 8, seed=5)
     moved = [*argv, "--resume"]
     moved[moved.index("--train") + 1] = str(other)
-    refused(moved, run, "the run was made with train = ")  # another file
+    refused(moved, run, "the run was made with train (--train) = ")  # another file
     write_examples(tmp_path / "train.csv", 8, seed=5)  # the same file, other examples
     refused([*argv, "--resume"], run, f"the run was trained on other data: --train {tmp_path / 'train.csv'} is "
             "not what it was")  # fmt: skip
@@ -542,7 +542,7 @@ def test_resume_compares_paths_as_files_not_strings(tmp_path, monkeypatch):
     other = write_examples(tmp_path / "other.csv", 8)  # the same examples, another file: refused by name
     moved = [*argv, "--resume"]
     moved[moved.index("--train") + 1] = str(other)
-    refused(moved, tmp_path / "run", "the run was made with train = 'train.csv'")
+    refused(moved, tmp_path / "run", "the run was made with train (--train) = 'train.csv'")
 
 
 def test_resume_into_a_run_of_the_other_command_names_the_command(tmp_path):

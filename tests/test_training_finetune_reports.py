@@ -170,7 +170,8 @@ def test_a_resumed_run_reports_the_best_that_best_holds_and_keeps_its_eval_every
 
     refused = run_minibert(*argv, "--learning-rate", "1e-4", "--resume")  # --eval-every left out
     assert refused.returncode == 1
-    assert refused.stderr.strip().endswith("the run was made with eval_every = 1, this command gives None; resume "
+    assert refused.stderr.strip().endswith("the run was made with eval_every (--eval-every) = 1, this command gives "
+                                           "None; resume "
                                            "with the run's settings"), refused.stderr  # fmt: skip
 
 

@@ -390,7 +390,7 @@ STATE_CASES = {
     "other data": (rewrite(lambda s: setattr(s, "data_fingerprint", "0" * 64)), "trained on other data"),
     "another weight decay": (  # (not the rate: a diverged run resumes with a lower one, test_training_nonfinite.py)
         rewrite(lambda s: s.settings.update({"weight_decay": 0.5})),
-        "made with weight_decay = 0.5",
+        "made with weight_decay (--weight-decay) = 0.5",
     ),
     "another process count": (rewrite(lambda s: s.settings.update({"processes": 2})), "made with processes = 2"),
 }
@@ -411,10 +411,10 @@ def test_a_tampered_training_state_is_refused_on_resume(case, data, finished, tm
 @pytest.mark.parametrize(
     "flags, problem",
     [
-        (["--batch-size", "4"], "made with batch_size = 2, this command gives 4"),
-        (["--batch-size", "2", "--seed", "7"], "made with seed = 12345"),
-        (["--batch-size", "2", "--dropout", "0"], "made with dropout = None"),
-        (["--batch-size", "2", "--bf16"], "made with precision = 'fp32', this command gives 'bf16'"),
+        (["--batch-size", "4"], "made with batch_size (--batch-size) = 2, this command gives 4"),
+        (["--batch-size", "2", "--seed", "7"], "made with seed (--seed) = 12345"),
+        (["--batch-size", "2", "--dropout", "0"], "made with dropout (--dropout) = None"),
+        (["--batch-size", "2", "--bf16"], "made with precision (--precision) = 'fp32', this command gives 'bf16'"),
     ],
 )
 def test_resume_with_other_settings_is_refused(flags, problem, data, finished, tmp_path):

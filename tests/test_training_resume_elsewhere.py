@@ -98,11 +98,12 @@ def test_another_file_is_refused_whatever_directory_and_however_it_is_typed(tmp_
         (shutil.copytree if name == "hub" else shutil.copy)(work / name, elsewhere / name)
     monkeypatch.chdir(elsewhere)
     given = {"model": "hub", "train": "train.csv", "dev": "dev.csv"}
-    refused(finetune("hub", "train.csv", "dev.csv", str(run)), run, "the run was made with model = 'hub' (")
+    refused(finetune("hub", "train.csv", "dev.csv", str(run)), run, "the run was made with model (--model) = 'hub' (")
     for name in given:  # one setting at a time the copy, the others the run's own files
         argv = finetune(*(given[other] if other == name else str(work / given[other]) for other in given),
                         str(run))  # fmt: skip
-        refused(argv, run, f"the run was made with {name} = {given[name]!r} ({os.path.realpath(work / given[name])})",
+        refused(argv, run, f"the run was made with {name} (--{name}) = {given[name]!r} "
+                           f"({os.path.realpath(work / given[name])})",
                 f"this command gives {given[name]!r} ({os.path.realpath(elsewhere / given[name])})")  # fmt: skip
 
 
@@ -122,7 +123,7 @@ def test_a_pretrain_run_resumes_from_another_directory_with_its_init_named_any_w
     resumed_as_itself(pretrain(str(work / "hub"), str(work / "data.tfrecord"), str(run)), run)
     resumed_as_itself(pretrain("../../links/hub", "../data.tfrecord", "../run"), run)
     shutil.copytree(work / "hub", work / "sub" / "hub")  # the same files, another folder
-    refused(pretrain("hub", "../data.tfrecord", "../run"), run, "the run was made with init = 'hub'")
+    refused(pretrain("hub", "../data.tfrecord", "../run"), run, "the run was made with init (--init) = 'hub'")
     assert TrainingState.from_file(run / "training_state.pt").paths == {"init": os.path.realpath(work / "hub")}
 
 
@@ -142,7 +143,7 @@ def test_a_state_from_before_real_paths_resumes_from_its_own_directory_as_before
     resumed_as_itself(finetune(*(str(work / name) for name in ("hub", "train.csv", "dev.csv", "run"))), run)
     resumed_as_itself(finetune("../links/hub", "sub/../train.csv", "../links/dev.csv", "run"), run)
     shutil.copy(work / "train.csv", work / "copy.csv")
-    refused(finetune("hub", "copy.csv", "dev.csv", "run"), run, "the run was made with train = 'train.csv'")
+    refused(finetune("hub", "copy.csv", "dev.csv", "run"), run, "the run was made with train (--train) = 'train.csv'")
 
 
 def test_a_checkpoint_prefix_and_a_moved_folder(tmp_path, monkeypatch):

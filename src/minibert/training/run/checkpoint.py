@@ -41,6 +41,10 @@ from .lock import LOCK_FILE
 from .paths import PATH_SETTINGS, real_path, same_path, shown
 from .precision import FP16_RESUMES
 
+# The settings a resumed run shares that are no flag of their own: the processes (torchrun's), and a
+# fine-tuning run's steps (from --epochs and the data; pre-training's --steps is said as it is).
+NOT_FLAGS = ("processes", "steps")
+
 STATE_FILE = "training_state.pt"
 METRICS_FILE = "metrics.jsonl"
 FORMAT = 1
@@ -151,7 +155,8 @@ def check_state(state: TrainingState, path: Path, *, settings: dict, config: dic
             advice = FP16_RESUMES  # (not --precision fp16 here: that is refused on a CPU)
         then, now = (shown(saved, recorded.get(name)), shown(value, real_path(value))) if a_path else \
             (repr(saved), repr(value))  # fmt: skip
-        raise TrainingStateError(f"{where}: the run was made with {name} = {then}, this command gives {now}; "
+        flag = f" (--{name.replace('_', '-')})" if name not in NOT_FLAGS else ""  # (the options' fields are flags)
+        raise TrainingStateError(f"{where}: the run was made with {name}{flag} = {then}, this command gives {now}; "
                                  f"{advice}")  # fmt: skip
     if state.config != config:
         differ = sorted(k for k in set(state.config) | set(config) if state.config.get(k) != config.get(k))
