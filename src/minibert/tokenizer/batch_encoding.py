@@ -44,7 +44,7 @@ class BatchEncoding(dict):
     _alignment: Callable[[], dict[str, list]] | None = None  # recomputes the call's rows, tracking words
     _rows: dict[str, list] | None = None  # offsets, word ids and sequence ids of each row
     _token_of: Callable[[int], str] | None = None  # id → piece, the tokenizer's
-    _ids: list[tuple[int, ...]] | None = None  # each row's ids as tokenized (the columns may be changed in place)
+    _ids: tuple[tuple[int, ...], ...] | None = None  # each row's ids as tokenized (the columns may be changed in place)
     _sequences: int | None = None  # 1 for texts, 2 for pairs
 
     @property

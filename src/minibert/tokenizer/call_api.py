@@ -209,11 +209,11 @@ class TransformersCallAPI(Transformers4Calls):
             values = to_tensors(values, request.return_tensors)
         encoding = BatchEncoding(values)
         encoding._token_of, encoding._sequences = self._token, 1 if request.pairs is None else 2
-        encoding._ids = [tuple(row) for row in columns["input_ids"]]
+        encoding._ids = tuple(map(tuple, columns["input_ids"]))  # the rows as made: tokens() reads them
         if request.return_offsets_mapping:
             encoding._rows = _alignment_of(columns)
         else:  # word_ids() & co. compute them on first use, from the same request, checked against these ids
-            encoding._alignment = functools.partial(self._alignment_rows, request, _fingerprint(columns))
+            encoding._alignment = functools.partial(self._alignment_rows, request, hash(encoding._ids))
         return encoding
 
     def _with_target(self, text, text_pair, text_target, text_pair_target, arguments: dict) -> BatchEncoding:
