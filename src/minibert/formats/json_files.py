@@ -97,11 +97,13 @@ def _depth(value, limit: int = MAX_NESTING + 1) -> int:
 
 def refusing_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
     """A JSON object as a dict; a key given twice (json.loads would keep the last) is a ValueError."""
-    keys = [key for key, _ in pairs]
-    twice = sorted({key for key in keys if keys.count(key) > 1})
-    if twice:
-        raise ValueError(f"the key {twice[0]!r} is given twice")
-    return dict(pairs)
+    value = dict(pairs)
+    if len(value) < len(pairs):  # (one pass: a served body may hold many keys, and keys.count() each was quadratic)
+        seen, twice = set(), set()
+        for key, _ in pairs:
+            (twice if key in seen else seen).add(key)
+        raise ValueError(f"the key {min(twice)!r} is given twice")
+    return value
 
 
 def _not_json(name: str):
