@@ -81,9 +81,10 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
 
     name = os.fspath(source)  # a folder, a hub id, or DIR/model.ckpt-3 (that TensorFlow checkpoint, in its folder)
     if not os.path.isdir(model_folder(name)) and _looks_like_a_path(name):
-        what = "a file, not a directory" if os.path.isfile(name) else "no such directory"  # (its folder is said next)
-        folder = f"; pass its folder: {os.path.dirname(name) or '.'}" if os.path.isfile(name) else ""
-        raise CheckpointError(f"{what}: {name}{folder} (convert reads a directory with bert_config.json and "
+        a_file = os.path.isfile(name)
+        what = f"a file, not a directory: {name}; pass its folder: {os.path.dirname(name) or '.'}" if a_file \
+            else f"no such directory: {name}"  # fmt: skip
+        raise CheckpointError(f"{what} (convert reads a directory with bert_config.json and "
                               "bert_model.ckpt.*, or one in the hub's layout, or a hub id like "
                               "google-bert/bert-base-uncased)")  # fmt: skip
     config_file, weights_file = find_checkpoint(source)

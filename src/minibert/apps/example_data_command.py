@@ -93,15 +93,11 @@ def write_example_data(name: str, output: str | Path) -> list[Path]:
 
 
 def cmd_example_data(args) -> None:
-    import stat
-
     from ..errors import InputFileError
-    from ..formats.atomic_files import KINDS
+    from ..loading.local_files import not_a_file
 
     if Path(args.output).exists() and not Path(args.output).is_dir():
-        mode = os.stat(args.output).st_mode
-        kind = next((name for test, name in KINDS.items() if test(mode)), "a file")  # (a character device: /dev/full)
-        kind = "a file" if stat.S_ISREG(mode) else kind
+        kind = not_a_file(args.output) or "a file"  # (None: a regular one; /dev/full: a character device)
         raise InputFileError(f"--output {args.output} is {kind}, not a folder: give a folder for the data set's files")
     for path in write_example_data(args.name, args.output):
         print(path)

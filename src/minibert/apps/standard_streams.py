@@ -103,12 +103,15 @@ def closed(stream) -> bool:
     if stream is None:
         return True
     try:
-        flags = fcntl.fcntl(stream.fileno(), fcntl.F_GETFL) if fcntl else os.fstat(stream.fileno()) and os.O_WRONLY
+        descriptor = stream.fileno()
+        if fcntl is None:  # (no access mode to ask: a descriptor that is there counts as writable)
+            os.fstat(descriptor)
+            return False
+        return fcntl.fcntl(descriptor, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
     except OSError as error:
         return error.errno == errno.EBADF
     except (ValueError, AttributeError):  # (a closed or a descriptor-less stream: not the shell's doing)
         return False
-    return flags & os.O_ACCMODE == os.O_RDONLY
 
 
 def give_back(taken: Taken) -> None:

@@ -209,7 +209,7 @@ class TransformersCallAPI(Transformers4Calls):
             values = to_tensors(values, request.return_tensors)
         encoding = BatchEncoding(values)
         encoding._token_of, encoding._sequences = self._token, 1 if request.pairs is None else 2
-        encoding._ids = tuple(map(tuple, columns["input_ids"]))  # the rows as made: tokens() reads them
+        encoding._ids = _id_rows(columns)  # the rows as made: tokens() reads them, alignment checks them
         if request.return_offsets_mapping:
             encoding._rows = _alignment_of(columns)
         else:  # word_ids() & co. compute them on first use, from the same request, checked against these ids
@@ -364,9 +364,14 @@ class TransformersCallAPI(Transformers4Calls):
         return BatchEncoding({key: rows[0] for key, rows in columns.items()} if single else columns)
 
 
+def _id_rows(columns: dict[str, list]) -> tuple[tuple[int, ...], ...]:
+    """The rows' ids, frozen: what ``tokens()`` reads and what alignment computed later checks."""
+    return tuple(map(tuple, columns["input_ids"]))
+
+
 def _fingerprint(columns: dict[str, list]) -> int:
     """The rows' ids as one number: what alignment computed later checks it gives again."""
-    return hash(tuple(map(tuple, columns["input_ids"])))
+    return hash(_id_rows(columns))
 
 
 def _alignment_of(columns: dict[str, list]) -> dict[str, list]:
