@@ -268,7 +268,7 @@ class FinetuneOptions:
         if self.glue is not None and self.task in READS_GLUE and self.task != glue_task:
             raise FlagConflictError(f"--glue {self.glue} is a {glue_task} task: give --task {glue_task}")
         self.refuse_unread_flags()
-        columns = [(f"--{name.replace('_', '-')}", getattr(self, name)) for name in COLUMN_FLAGS]
+        columns = [(flag_of(name), getattr(self, name)) for name in COLUMN_FLAGS]
         named = [(flag, column) for flag, column in columns if column is not None]
         for number, (flag, column) in enumerate(named):  # (the label read as the text: a model of its own answer)
             other = next((earlier for earlier, seen in named[:number] if seen == column), None)

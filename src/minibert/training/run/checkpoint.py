@@ -37,6 +37,7 @@ import torch
 
 from ...errors import DataError, TrainingStateError
 from ...formats.atomic_files import atomic_output, naming_the_file, write_atomically
+from ..options import flag_of
 from .lock import LOCK_FILE
 from .paths import PATH_SETTINGS, real_path, same_path, shown
 from .precision import FP16_RESUMES
@@ -155,7 +156,7 @@ def check_state(state: TrainingState, path: Path, *, settings: dict, config: dic
             advice = FP16_RESUMES  # (not --precision fp16 here: that is refused on a CPU)
         then, now = (shown(saved, recorded.get(name)), shown(value, real_path(value))) if a_path else \
             (repr(saved), repr(value))  # fmt: skip
-        flag = f" (--{name.replace('_', '-')})" if name not in NOT_FLAGS else ""  # (the options' fields are flags)
+        flag = f" ({flag_of(name)})" if name not in NOT_FLAGS else ""  # (the options' fields are flags)
         raise TrainingStateError(f"{where}: the run was made with {name}{flag} = {then}, this command gives {now}; "
                                  f"{advice}")  # fmt: skip
     if state.config != config:
