@@ -85,6 +85,31 @@ def test_a_stdout_that_cannot_be_written_is_named():
         "minibert: error: cannot write to stdout: No space left on device")
 
 
+@pytest.mark.parametrize("args", [["--help"], ["embed", "--help"], ["--version"], []])
+def test_help_and_version_that_cannot_be_written_are_errors(args):
+    """argparse writes --help and --version itself and drops a failed write: `minibert --help >
+    /dev/full` and `minibert --version >&-` exited 0 with nothing written. Now one line, exit 1; a
+    closed pipe (`--help | head -1`) stays quiet and 0, as every command's output does."""
+    for how in ("closed", "read-only"):
+        result = _run_with(1, how, *args)
+        assert result.returncode == 1, (how, result.stderr)
+        assert result.stderr.decode().strip().splitlines() == [
+            "minibert: error: stdout is closed (the command was started with `>&-`)"], result.stderr
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([sys.executable, "-m", "minibert", *args], stdout=full, stderr=subprocess.PIPE,
+                                    env=child_environment(), timeout=300)  # fmt: skip
+        assert result.returncode == 1
+        assert result.stderr.decode().strip().splitlines() == [
+            "minibert: error: cannot write to stdout: No space left on device"], result.stderr
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # (the reader has gone: the first write is EPIPE)
+    result = subprocess.run([sys.executable, "-m", "minibert", *args], stdout=write_end, stderr=subprocess.PIPE,
+                            env=child_environment(), timeout=300)  # fmt: skip
+    os.close(write_end)
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+
+
 @pytest.mark.parametrize(
     "line, said",
     [('{"text": "x", "id": NaN}', "NaN is not JSON"), ('{"text": "x", "id": 1e999}', "number"),

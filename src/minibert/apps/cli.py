@@ -59,7 +59,7 @@ from .finetune_command import add_parser as add_finetune_parser
 from .flag_types import DEVICE_HELP, label_list, model_name, number, output_name, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
-from .standard_streams import give_back, take
+from .standard_streams import give_back, take, write_help
 from .stderr_lines import start_a_line
 from .task_files import add_parser as add_task_parsers
 from .vocab_command import add_parser as add_vocab_command
@@ -74,6 +74,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"minibert: error: {message} (see '{self.prog} --help')\n")
+
+    def _print_message(self, message, file=None):  # (argparse drops a failed write: standard_streams.py)
+        if message:
+            write_help(message, file)
 
     def parse_args(self, args=None, namespace=None):
         """argparse's, with the command's hint for words left over (``tokenize "A" "B"``: use --pair)."""

@@ -15,6 +15,10 @@ A write to stdout that fails (``> /dev/full``: no space left) is a ``FileWriteEr
 stdout; the system's error names no file for it. A closed pipe (``| head``) stays a
 ``BrokenPipeError``: cli.py ends quietly on it. stderr is also wrapped to know where its lines
 end (stderr_lines.py).
+
+argparse writes ``--help`` and ``--version`` itself, before a command runs, and drops a failed
+write: ``minibert --help > /dev/full`` exited 0 with nothing written. ``write_help`` writes them
+with the same rules.
 """
 
 from __future__ import annotations
@@ -112,6 +116,40 @@ def closed(stream) -> bool:
         return error.errno == errno.EBADF
     except (ValueError, AttributeError):  # (a closed or a descriptor-less stream: not the shell's doing)
         return False
+
+
+def write_help(text: str, stream) -> None:
+    """``text`` (argparse's help, version or usage) on ``stream``, flushed. stdout closed or failing:
+    one line on stderr, exit 1; a closed pipe (``--help | head``): exit 0, quietly. Either way the
+    rest is dropped, so the interpreter's last flush of stdout does not fail again at exit. (argparse
+    passes ``sys.stdout`` or ``sys.stderr``: None is a closed one, and stdout unless both are.)"""
+    if stream is sys.stderr:  # (a usage error: a failing stderr has no one to tell)
+        try:
+            stream.write(text)
+        except (AttributeError, OSError):
+            pass
+        return
+    try:
+        if closed(stream):
+            raise FileWriteError(errno.EBADF, "stdout is closed (the command was started with `>&-`)")
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        sys.exit(0)
+    except OSError as error:
+        _drop_stdout()
+        said = str(error) if isinstance(error, FileWriteError) else f"cannot write to stdout: {error.strerror}"
+        print(f"minibert: error: {said}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _drop_stdout() -> None:
+    """What is still buffered for stdout goes nowhere (Python's advice for a closed pipe)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (AttributeError, ValueError, OSError):  # (no stdout, or no descriptor: nothing buffered there)
+        pass
 
 
 def give_back(taken: Taken) -> None:
