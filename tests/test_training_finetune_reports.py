@@ -167,6 +167,12 @@ def test_a_resumed_run_reports_the_best_that_best_holds_and_keeps_its_eval_every
     assert json.loads((run / "best" / "best.json").read_text()) == {"step": 3, "dev_spearman": 0.9}
     assert resumed.stderr.splitlines()[-1] == f"minibert:   best     dev spearman 0.9 at step 3: {run / 'best'}/"
     assert json.loads(resumed.stdout)["best"] == {"step": 3, "dev_spearman": 0.9, "folder": str(run / "best")}
+    # finetune.json kept the starting rate as "the options" of a run that went on at another
+    note = json.loads((run / "finetune.json").read_text())
+    assert note["options"]["learning_rate"] == 1e-4
+    assert note["learning_rates"] == [{"from_step": 1, "learning_rate": 1e-3}, {"from_step": 3, "learning_rate": 1e-4}]
+    assert [json.loads(line)["learning_rate"] for line in (run / "metrics.jsonl").read_text().splitlines()][2:] \
+        == pytest.approx([1e-4 * (1 - step / 4) for step in (2, 3)])  # fmt: skip
 
     refused = run_minibert(*argv, "--learning-rate", "1e-4", "--resume")  # --eval-every left out
     assert refused.returncode == 1

@@ -44,7 +44,7 @@ def resume(run, hub_names: list[str]) -> int:
         folder.remove_leftovers()  # (a kill while a checkpoint was written, or while the run finished)
         if not run.finished:
             folder.keep_metrics_up_to(state.step)
-        run.task.describe_run(folder.path, run.options, run.data)  # a kill before start() wrote them
+        run.task.describe_run(folder.path, run.options, run.data, resumed_at=state.step)  # a kill before start()
         metric = run.task.main_metric(run.options)
         if metric is not None:
             run.best, run.best_step = best_so_far(folder, metric)

@@ -24,6 +24,7 @@ import torch
 
 from ...errors import DataError
 from ...formats.atomic_files import write_atomically
+from ...formats.json_files import parse_json
 from ...heads import BertForSequenceClassification
 from ...inputs import AS_ASKED
 from ...loading.head_labels import shown_labels
@@ -87,14 +88,16 @@ class Finetuning(Task):
             print(f"finetune: no --dev: the run is not evaluated and keeps no {run}/best/ (its model is {run}/ "
                   "itself, as of the last step)", file=sys.stderr)  # fmt: skip
 
-    def describe_run(self, run: Path, options, data: TrainingData) -> None:
+    def describe_run(self, run: Path, options, data: TrainingData, resumed_at: int | None = None) -> None:
         """The files the run folder describes its run with, those not there yet: order.jsonl (the
         examples of each step) and finetune.json (the options, labels, steps). A run killed before
-        it wrote them gets them when resumed."""
+        it wrote them gets them when resumed; one resumed with another --learning-rate notes it."""
         if not (run / ORDER_FILE).exists():
             data.order.write(run, data.steps)
         if not (run / RUN_NOTE).exists():
             write_note(run, replace(options, resume=False), data, self.main_metric(options))
+        elif resumed_at is not None and resumed_at < data.steps:
+            note_learning_rate(run, options.learning_rate, resumed_at + 1)
 
     def describe_head(self, data: TrainingData) -> str:
         """Which head the run trains, for the line ``start`` prints."""
@@ -133,5 +136,27 @@ def write_note(run: Path, options, data: TrainingData, metric: str) -> None:
     """finetune.json: the options, the labels, the steps, the head (new or continued)."""
     note = {"options": asdict(options), "labels": data.labels, "steps": data.steps, "warmup_steps": data.warmup,
             "train_examples": len(data.train), "dev_examples": len(data.dev) if data.dev else 0,
-            "main_metric": metric, "head": "continued" if data.head_continues else "new"}  # fmt: skip
+            "main_metric": metric, "head": "continued" if data.head_continues else "new",
+            "learning_rates": [{"from_step": 1, "learning_rate": options.learning_rate}]}  # fmt: skip
     write_atomically(run / RUN_NOTE, (json.dumps(note, indent=2) + "\n").encode("utf-8"))
+
+
+def note_learning_rate(run: Path, rate: float, from_step: int) -> None:
+    """A resume with another ``--learning-rate`` (the one setting it may change): finetune.json's
+    options name the rate the run follows now, and ``learning_rates`` the step each rate began at
+    (a second resume from the same checkpoint replaces the first one's rate)."""
+    path = run / RUN_NOTE
+    try:
+        note = parse_json(path.read_bytes())
+        rates = note.setdefault("learning_rates", [{"from_step": 1, "learning_rate": note["options"]["learning_rate"]}])
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise DataError(f"{path} is not the run's note finetune wrote ({error}): the --learning-rate of the "
+                        "resume cannot be noted in it; move it away to have it written again") from None  # fmt: skip
+    while rates and rates[-1]["from_step"] >= from_step:  # (resumed from this checkpoint before)
+        rates.pop()
+    if rates and rates[-1]["learning_rate"] == rate and note["options"]["learning_rate"] == rate:
+        return
+    if not rates or rates[-1]["learning_rate"] != rate:
+        rates.append({"from_step": from_step, "learning_rate": rate})
+    note["options"]["learning_rate"] = rate
+    write_atomically(path, (json.dumps(note, indent=2) + "\n").encode("utf-8"))

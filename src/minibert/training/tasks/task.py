@@ -131,8 +131,9 @@ class Task:
     def start(self, run: Path, options, data: TrainingData) -> None:
         """What a new run writes and says besides its first checkpoint (nothing by default)."""
 
-    def describe_run(self, run: Path, options, data: TrainingData) -> None:
-        """The description files ``start`` writes, those missing (a resumed run killed before them)."""
+    def describe_run(self, run: Path, options, data: TrainingData, resumed_at: int | None = None) -> None:
+        """The description files ``start`` writes, those missing (a resumed run killed before them);
+        ``resumed_at``: the step a resume continues from (what changed since is noted)."""
 
     def summary(self, last: dict) -> str:
         """The closing line's detail, from the last step's metrics line, beside the loss it already
