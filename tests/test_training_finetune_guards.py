@@ -60,7 +60,8 @@ def test_a_huge_learning_rate_stops_before_the_update_and_leaves_the_checkpoint_
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming at step 0 with --learning-rate 2e-05" in resumed.stderr
     note = json.loads((run / "finetune.json").read_text())  # (from step 1 on: one rate, the new one)
-    assert note["options"]["learning_rate"] == 2e-5 and note["learning_rates"] == [{"from_step": 1, "learning_rate": 2e-5}]
+    assert note["options"]["learning_rate"] == 2e-5
+    assert note["learning_rates"] == [{"from_step": 1, "learning_rate": 2e-5}]
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, 9))
 
