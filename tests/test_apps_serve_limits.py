@@ -170,6 +170,36 @@ def test_after_an_answer_to_an_unread_body_the_connection_closes(limited, head, 
     assert seconds is not None and seconds < 2 + 2, seconds  # --read-timeout, and a margin for a busy machine
 
 
+def test_a_compressed_body_is_415_not_bad_json(limited):
+    """A gzip body was answered "the request body is not valid JSON: not UTF-8", as if the client
+    had sent broken JSON; the server reads bodies as sent, so it is 415, naming the encoding."""
+    import gzip
+
+    body = gzip.compress(json.dumps({"model": NAME, "input": ["a text"]}).encode())
+    for path in ("/v1/embeddings", "/embed"):
+        response = httpx.post(limited.url + path, content=body,
+                              headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})  # fmt: skip
+        assert response.status_code == 415, response.text
+        assert "Content-Encoding: gzip" in response.text and "uncompressed" in response.text, response.text
+    identity = httpx.post(limited.url + "/v1/embeddings", json={"model": NAME, "input": ["a"]},
+                          headers={"Content-Encoding": "identity"})  # fmt: skip
+    assert identity.status_code == 200, identity.text
+
+
+def test_an_absolute_form_target_is_the_path_it_names(limited):
+    """``POST http://host:port/v1/embeddings`` (how a client talks through a forward proxy; RFC 9112
+    3.2.2: a server MUST accept it) was 404: uvicorn read the whole URL as the path."""
+    body = json.dumps({"model": NAME, "input": ["a text"]}).encode()
+    for target in (f"http://127.0.0.1:{limited.port}/v1/embeddings", "HTTP://x/v1/embeddings"):
+        head = (f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+        answer = _raw(limited, head + body)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+        assert len(json.loads(answer.partition(b"\r\n\r\n")[2])["data"][0]["embedding"]) > 0
+    missing = _raw(limited, b"GET http://x/nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert missing.startswith(b"HTTP/1.1 404") and b"/nowhere" in missing, missing[:300]
+
+
 def test_a_request_that_is_not_http_gets_a_json_400(limited):
     """h11 refuses a Content-Length of -1 (or two of them); uvicorn answered in plain text."""
     for header in (b"Content-Length: -1\r\n", b"Content-Length: 5\r\nContent-Length: 6\r\n"):

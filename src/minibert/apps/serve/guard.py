@@ -10,7 +10,7 @@ import time
 from starlette.applications import Starlette
 
 from .access_log import access_logger
-from .http_errors import RequestError, error_response
+from .http_errors import RequestError, error_response, target_path
 from .service import EmbeddingService
 
 CLOSE = (b"connection", b"close")
@@ -48,6 +48,7 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        scope = origin_form(scope)
         started = time.perf_counter()
         path = scope["path"]
         status, answering = [500], [False]  # the status sent (500 if none), and whether an answer has begun
@@ -117,6 +118,16 @@ class Guard:
         given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
         scheme, _, token = given.partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(token.lstrip(b" "), self.key)
+
+
+def origin_form(scope: dict) -> dict:
+    """A request target in absolute form (``POST http://host:8000/v1/embeddings``, as clients send
+    it through a forward proxy; RFC 9112 section 3.2.2: a server MUST accept it) read as the path it
+    names. uvicorn takes the whole URL for the path, and every route answered 404."""
+    path = scope["path"]
+    if path == target_path(path):
+        return scope
+    return {**scope, "path": target_path(path), "raw_path": target_path(scope.get("raw_path") or path.encode())}
 
 
 def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:

@@ -22,6 +22,16 @@ class RequestError(PicklableError):
         self.status, self.message, self.param, self.code = status, message, param, code
 
 
+def target_path(target):
+    """The path a request target names (str or bytes): itself, or for the absolute form a client
+    sends through a proxy, ``http://host:8000/v1/embeddings`` → ``/v1/embeddings`` (no path: ``/``)."""
+    slash = "/" if isinstance(target, str) else b"/"
+    scheme, separator, after_scheme = target.partition(slash * 2)
+    if not separator or scheme.lower() not in ("http:", "https:", b"http:", b"https:"):
+        return target
+    return slash + after_scheme.split(slash, 1)[1] if slash in after_scheme else slash
+
+
 def error_body(path: str, error: RequestError) -> dict:
     """An error as JSON: OpenAI's shape under /v1/, text-embeddings-inference's elsewhere (whose
     ``error_type`` is ``Validation`` for a client's mistake, ``Backend`` for the server's). The

@@ -57,7 +57,7 @@ import sys
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .http_errors import RequestError, error_body
+from .http_errors import RequestError, error_body, target_path
 
 FILES_KEPT_FREE = 64  # descriptors left for what the server opens itself (model files, logs, threads' pipes)
 REQUEST_LINE_KEPT = 64  # a request's first bytes kept until its headers are in: its target picks an error's shape
@@ -287,7 +287,7 @@ class BoundedH11Protocol(H11Protocol):
         """The request's target as far as its first bytes show it (``POST /v1/embeddings HTTP/1.1``:
         ``/v1/embeddings``); "" when the request line has not come that far."""
         method, _, rest = self._start.lstrip(b"\r\n").partition(b" ")
-        return rest.split(b" ", 1)[0].decode("latin-1") if method and rest else ""
+        return target_path(rest.split(b" ", 1)[0].decode("latin-1")) if method and rest else ""
 
 
 def raise_open_files_limit() -> tuple[int, int] | None:

@@ -16,7 +16,13 @@ from .settings import ServeSettings
 async def read_json(request: Request, limit: int, seconds: float = 30.0):
     """The body as JSON, read up to ``limit`` bytes (413 past it) within ``seconds`` (408 past it;
     the answer closes the connection, guard.py: a client trickling its body holds it no longer);
-    400 if it is not JSON (NaN and Infinity are not), or nests deeper than 64 levels."""
+    400 if it is not JSON (NaN and Infinity are not), or nests deeper than 64 levels; 415 if it is
+    compressed (``Content-Encoding: gzip``: this server reads bodies as they are, and its bytes are
+    no JSON)."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise RequestError(415, f"the request body is sent with Content-Encoding: {encoding:.40}; this server reads "
+                                "bodies as they are: send the JSON uncompressed")  # fmt: skip
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"the request body has {int(declared)} bytes, more than the limit of {limit}")
