@@ -212,7 +212,8 @@ LONG = " ".join(["word"] * 80)  # 82 tokens: more than the test model's 64 posit
         (["x", "--model", "{tmp}/no-such-model"], "no-such-model: no such directory"),
         (["x", "--output", "{tmp}/no-such-dir/page.html"], "the output directory {tmp}/no-such-dir does not exist"),
         (["x", "--output", "{tmp}"], "is a directory"),
-        ([LONG], "82 tokens long, more than the model's 64 positions; pass --truncate"),
+        ([LONG], "the text is 82 tokens long, more than the model's 64 positions; pass --truncate"),
+        (["word", LONG], "the text and pair are 84 tokens long, more than the model's 64 positions"),
         ([LONG, "--max-length", "20"], "more than max_length 20; pass --truncate"),
         ([""], "the text is empty"),
         (["\u200b"], "the text gives no tokens (the tokenizer drops each of its characters)"),
@@ -225,6 +226,7 @@ LONG = " ".join(["word"] * 80)  # 82 tokens: more than the test model's 64 posit
         "missing output dir",
         "output is a dir",
         "too long",
+        "pair too long",
         "longer than --max-length",
         "empty text",
         "no tokens",
@@ -338,6 +340,11 @@ def test_attention_map_counts_layers_as_hidden_states_do(masked_lm):
                                  (1, 4, r"head 4 does not exist: this model's heads are 0\.\.3")]:  # fmt: skip
         with pytest.raises(ExplorerInputError, match=message):
             data.attention_map(layer, head)
+    # the guesses count from 0 (the embeddings' output): -1 was layer L in silence, L + 1 numpy's IndexError
+    assert data.predictions(2) == data.predictions(np.int64(2)) and len(data.predictions(0)) == len(data.input_ids)
+    for layer in (-1, 3, "2", 1.0, True):
+        with pytest.raises(ExplorerInputError, match=rf"layer {layer!r} does not exist: this model's layers are 0\.\."):
+            data.predictions(layer)
 
 
 def test_any_checkpoints_encoder_is_explored_without_guesses(tmp_path, vocab_file):

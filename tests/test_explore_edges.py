@@ -218,6 +218,14 @@ def test_whitespace_words_reads_words_as_typed_as_transformers_does_and_says_so(
         assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
     helped = " ".join(run_minibert("explore", "--help").stdout.split())
     assert "no lower-casing or accent stripping either" in helped and "implies --cased" in helped
+    # a vocab.txt folder's [MASK] is a special token but no added one: it was named as lowered, and a
+    # word was named once per occurrence
+    for words, said in (("[MASK] is nice", None), ("[MASK] Nice nice Nice", "'Nice' reach")):
+        done = run_minibert("explore", words, "--whitespace-words", "--model", "minibert/fortunes-mini",
+                            "--output", str(output))  # fmt: skip
+        warnings = [line for line in done.stderr.splitlines() if line.startswith("minibert: warning:")]
+        assert done.returncode == 0 and (warnings == [] if said is None else len(warnings) == 1), done.stderr
+        assert said is None or warnings[0].endswith(f"asks for: {said} its vocabulary as typed"), warnings
 
 
 def test_cased_keeps_accents_on_a_folder_saved_by_transformers_5_as_transformers_does(minilm_dir, tmp_path):
@@ -242,3 +250,48 @@ def test_cased_keeps_accents_on_a_folder_saved_by_transformers_5_as_transformers
     expected = cased(text)["input_ids"]
     assert data["inputIds"] == expected, (data["tokens"], cased.convert_ids_to_tokens(expected))
     assert "Ünïcödé" in data["tokens"] and "naive" not in data["tokens"]
+
+
+def test_an_output_that_is_not_html_is_a_usage_error(tmp_path):
+    """``-o attention.json`` wrote the HTML page under that name, exit 0 (a user expecting the page's
+    JSON export got HTML); every other command refuses a suffix it does not write."""
+    for name in ("attention.json", "page", "page.svg"):
+        done = run_minibert("explore", "a [MASK]", "--model", "minibert/fortunes-mini", "-o", str(tmp_path / name))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == f"minibert: error: --output must end in .html (the page is HTML), got {name}"
+        assert not (tmp_path / name).exists()
+    done = run_minibert("explore", "a [MASK]", "--model", "minibert/fortunes-mini", "-o", str(tmp_path / "P.HTM"))
+    assert done.returncode == 0 and (tmp_path / "P.HTM").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_a_page_s_attention_is_bounded_by_its_weights_not_only_by_the_positions(monkeypatch):
+    """A page stores layers × heads × T² attention weights: a model of 4,096 positions took a 40 MB
+    page for one head, and bert-base's shape at 2,048 would be ~600 M weights (a page of hundreds of
+    MB). Beyond MAX_ATTENTION_WEIGHTS the input is refused before the forward pass, naming the
+    longest that fits; that many tokens, cut with truncate=True, make a page."""
+    from minibert.explorer import data
+
+    text = "the cat sat on the mat and the dog ate my homework today"  # 17 tokens with [CLS] and [SEP]
+    monkeypatch.setattr(data, "MAX_ATTENTION_WEIGHTS", 4 * 4 * 11 * 11 + 5)  # fortunes-mini: 4 layers × 4 heads
+    with pytest.raises(ExplorerInputError) as refused:
+        minibert.explore("minibert/fortunes-mini", text)
+    assert str(refused.value) == ("17 tokens make 4,624 attention weights (4 layers × 4 heads × 17²), more than the "
+                                  "1,941 one page holds (its size grows as the square of the tokens); explore the "
+                                  "first 11 with --max-length 11 --truncate (max_length=11, "
+                                  "truncate=True)")  # fmt: skip
+    page = minibert.explore("minibert/fortunes-mini", text, max_length=11, truncate=True)
+    assert page.data.attention.shape == (4, 4, 11, 11)
+    with pytest.raises(ExplorerInputError, match="12 tokens make 2,304 attention weights"):
+        minibert.explore("minibert/fortunes-mini", text, max_length=12, truncate=True)
+
+
+def test_a_pair_on_a_model_of_one_segment_is_refused_as_an_input_error(tmp_path):
+    """type_vocab_size 1 (RoBERTa-style BERTs): a pair's segment 1 has no embedding row; the forward
+    pass raised a ValueError about token_type_ids after the model loaded."""
+    config = transformers.BertConfig(vocab_size=200, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=8, type_vocab_size=1)  # fmt: skip
+    transformers.BertModel(config).save_pretrained(tmp_path)
+    shutil.copy(Path(__file__).parent / "data" / "tiny_hub" / "vocab.txt", tmp_path)
+    with pytest.raises(ExplorerInputError, match=r"^this model takes no pair: it has 1 segment \(type_vocab_size\)"):
+        minibert.explore(str(tmp_path), "a b", "c d")
+    assert minibert.explore(str(tmp_path), "a b").data.attention.shape == (1, 2, 4, 4)

@@ -78,6 +78,8 @@ def cmd_explore(args) -> None:
     from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
     output = Path(args.output)
+    if output.suffix.lower() not in (".html", ".htm"):  # (page.json would be a page, not the page's JSON)
+        raise CommandError(f"--output must end in .html (the page is HTML), got {output.name}")
     reason = why_not_a_folder(output.parent)
     if reason:  # before any model is loaded: nothing is written
         raise FileNotFoundError(f"the output directory {output.parent} {reason} (for --output {output})")
@@ -151,7 +153,8 @@ def _words_it_would_lower(tokenizer, *texts: str | None) -> list[str]:
     strip = lower if tokenizer.strip_accents is None else tokenizer.strip_accents
     if not (lower or strip):
         return []
-    added = "|".join(re.escape(content) for content in sorted(tokenizer.added.tokens, key=len, reverse=True))
+    kept = {*tokenizer.added.tokens, *tokenizer.all_special_tokens}  # (a vocab.txt's [MASK] is no added token)
+    added = "|".join(re.escape(content) for content in sorted(kept, key=len, reverse=True))
     words = [word for text in texts if text for part in (re.split(added, text) if added else [text])
              for word in part.split()]  # fmt: skip
 
@@ -159,7 +162,7 @@ def _words_it_would_lower(tokenizer, *texts: str | None) -> list[str]:
         word = word.lower() if lower else word
         return strip_accents(word) if strip else word
 
-    return [word for word in words if as_the_config_reads(word) != word]
+    return list(dict.fromkeys(word for word in words if as_the_config_reads(word) != word))  # (each word once)
 
 
 def file_size(size: int) -> str:

@@ -43,6 +43,10 @@ MIN_GUESSES = 3  # the page's contract promises at least three guesses per posit
 # guess), so 100 stays under the 25 MB target (docs/explore.md); the whole vocabulary (30,522) would be
 # 2.2 GB, more than a browser parses. The page lists a position's K guesses: 100 is already a long list.
 MAX_TOP_K = 100
+# The most attention weights a page holds (layers × heads × T²): bert-large at 512 tokens has 101 M, a
+# page of ~40 MB in 8 bits (0.38 bytes a weight) and 0.4 GB of float32 while it is made. A model of
+# more positions grows as T²: bert-base's shape at 2,048 tokens would be 604 M, a page of ~230 MB.
+MAX_ATTENTION_WEIGHTS = 1 << 27
 
 
 @dataclass(frozen=True)
@@ -80,11 +84,9 @@ class ExplorationData:
     def attention_map(self, layer: int, head: int) -> np.ndarray:
         """The (T, T) weights of encoder layer ``layer`` (1 … L: the page's "layer 3, head 5" is
         ``attention_map(3, 5)``) and ``head`` (from 0); row i is where token i looks."""
-        for name, value, first, last in (("layer", layer, 1, self.layers), ("head", head, 0, self.heads - 1)):
-            if not isinstance(value, int) or isinstance(value, bool) or not first <= value <= last:
-                why = " (layer 0 is the embeddings, which have no attention)" if name == "layer" else ""
-                raise ExplorerInputError(f"{name} {value!r} does not exist: this model's {name}s are "
-                                         f"{first}..{last}{why}")  # fmt: skip
+        why = " (layer 0 is the embeddings, which have no attention)"
+        _check_index("layer", layer, 1, self.layers, why)
+        _check_index("head", head, 0, self.heads - 1)
         return self.attention[layer - 1, head]
 
     def predictions(self, layer: int) -> list[list[tuple[str, float]]] | None:
@@ -92,10 +94,18 @@ class ExplorationData:
         embeddings' output, ..., L), best first; None without a masked-LM head."""
         if self.prediction_ids is None:
             return None
+        _check_index("layer", layer, 0, self.layers, " (0 is the embeddings' output)")
         return [
             [(self.prediction_pieces[int(i)], float(p)) for i, p in zip(ids, probabilities)]
             for ids, probabilities in zip(self.prediction_ids[layer], self.prediction_probabilities[layer])
         ]
+
+
+def _check_index(name: str, value, first: int, last: int, why: str = "") -> None:
+    """``value`` is an int from ``first`` to ``last``, or an ExplorerInputError naming the range
+    (numpy would take -1 as the last one, and say 'index 5 is out of bounds' of anything else)."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not first <= value <= last:
+        raise ExplorerInputError(f"{name} {value!r} does not exist: this model's {name}s are {first}..{last}{why}")
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,10 @@ def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: b
         what = "[CLS] A [SEP] B [SEP] with a piece of each" if pair is not None else "[CLS] a piece [SEP]"
         raise ExplorerArgumentError("max_length", max_length, f"an int from {shortest} ({what}) to the model's "
                                                               f"{model_positions} positions")  # fmt: skip
+    if pair is not None and loaded.encoder.config.type_vocab_size < 2:
+        raise ExplorerInputError(f"this model takes no pair: it has {loaded.encoder.config.type_vocab_size} segment "
+                                 "(type_vocab_size), so a second text's segment 1 has no embedding; explore the text "
+                                 "alone")  # fmt: skip
     for name, value in (("text", text), ("pair", pair)):
         if value is None and name == "pair":
             continue
@@ -166,8 +180,9 @@ def _encode(loaded: LoadedModel, text, pair, max_length: int | None, truncate: b
     if length > limit:
         if not truncate:
             where = f"max_length {limit}" if max_length is not None else f"the model's {limit} positions"
-            raise ExplorerInputError(f"the text is {length} tokens long, more than {where}; pass --truncate "
-                                     "(truncate=True) to cut it")  # fmt: skip
+            what = "the text is" if pair is None else "the text and pair are"
+            raise ExplorerInputError(f"{what} {length} tokens long, more than {where}; pass "
+                                     "--truncate (truncate=True) to cut it")  # fmt: skip
         whole = encoding
         encoding = loaded.tokenizer(text, pair, truncation=True, max_length=limit, **arguments)
         cut = _what_was_cut(loaded.tokenizer, whole, encoding, limit, "max_length" if max_length is not None else "")
@@ -209,6 +224,7 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
     vocab_size = loaded.encoder.config.vocab_size
     check_top_k(top_k, vocab_size)
     encoding, cut = _encode(loaded, text, pair, max_length, truncate)
+    _check_page_size(loaded.encoder.config, len(encoding["input_ids"]))
     ids = torch.tensor([encoding["input_ids"]])  # (1, T)
     token_types = torch.tensor([encoding["token_type_ids"]])  # (1, T)
     encoder = loaded.encoder
@@ -250,6 +266,21 @@ def compute(loaded: LoadedModel, text: str, pair: str | None = None, *, top_k: i
         dtype=dtype,
         cut=cut,
     )
+
+
+def _check_page_size(config, tokens: int) -> None:
+    """The page's attention (layers × heads × tokens² weights) within ``MAX_ATTENTION_WEIGHTS``, or
+    an ExplorerInputError naming the longest input that fits (before the forward pass)."""
+    per_token_pair = config.num_hidden_layers * config.num_attention_heads
+    weights = per_token_pair * tokens * tokens
+    if weights <= MAX_ATTENTION_WEIGHTS:
+        return
+    longest = int((MAX_ATTENTION_WEIGHTS // per_token_pair) ** 0.5)
+    raise ExplorerInputError(f"{tokens} tokens make {weights:,} attention weights ({config.num_hidden_layers} "
+                             f"layers × {config.num_attention_heads} heads × {tokens}²), more than the "
+                             f"{MAX_ATTENTION_WEIGHTS:,} one page holds (its size grows as the square of "
+                             f"the tokens); explore the first {longest} with --max-length {longest} --truncate "
+                             f"(max_length={longest}, truncate=True)")  # fmt: skip
 
 
 def computed_in(model: torch.nn.Module) -> str:
