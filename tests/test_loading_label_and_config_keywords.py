@@ -135,3 +135,36 @@ def test_a_dtype_the_model_cannot_compute_in_is_refused_before_loading(saved, dt
     with pytest.raises(ValueError, match=r"float32, float16, bfloat16, float64"):
         minibert.BertModel.from_pretrained(saved["encoder"], dtype=dtype)
 
+
+
+@pytest.mark.parametrize("labels", [2, 3])
+def test_run_glue_s_config_with_num_labels_starts_the_head_as_transformers_does(saved, labels):
+    """run_glue's ``AutoConfig.from_pretrained(base, num_labels=n)`` then ``from_pretrained(base,
+    config=config)``: with n = 2, the default count, the config kept no trace of the labels given, so
+    a base checkpoint was refused (MissingHeadsError, "pass new_heads=True") on the seven binary GLUE
+    tasks, while 3 worked; and a 3-label checkpoint given such a config blamed its config.json."""
+    config = minibert.AutoConfig.from_pretrained(saved["encoder"], num_labels=labels, finetuning_task="mrpc")
+    ours = minibert.AutoModelForSequenceClassification.from_pretrained(saved["encoder"], config=config)
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(
+        str(saved["encoder"]), config=transformers.AutoConfig.from_pretrained(str(saved["encoder"]), num_labels=labels))
+    assert ours.classifier.out_features == theirs.classifier.out_features == labels
+    assert ours.config.id2label == theirs.config.id2label
+    if labels == 2:
+        with pytest.raises(CheckpointError, match=r"has 3 outputs, one per label; the labels given are 2 \(LABEL_0"):
+            minibert.AutoModelForSequenceClassification.from_pretrained(saved["classifier"], config=config)
+    unasked = minibert.AutoConfig.from_pretrained(saved["encoder"])  # (no labels given: the head rule stands)
+    with pytest.raises(minibert.errors.MissingHeadsError):
+        minibert.AutoModelForSequenceClassification.from_pretrained(saved["encoder"], config=unasked)
+
+
+def test_a_config_given_that_does_not_fit_is_named_not_config_json(saved):
+    """A 3-label checkpoint loaded with ``config=`` a config of 2 labels: the error said the weights did
+    not fit "the model described by .../config.json" and that config.json called it a BertModel, of a
+    file that names the right class and labels. It names the config given now (transformers refuses
+    the same load, a size mismatch)."""
+    unasked = minibert.AutoConfig.from_pretrained(saved["encoder"])
+    with pytest.raises(CheckpointError) as refused:
+        minibert.AutoModelForSequenceClassification.from_pretrained(saved["classifier"], config=unasked)
+    said = str(refused.value)
+    assert f"does not fit the model described by the config given (config=, in place of {saved['classifier']}" in said
+    assert "the config given describes other tensors than this checkpoint's" in said and "BertModel" not in said

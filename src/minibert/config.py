@@ -142,6 +142,8 @@ class BertConfig:
             raise ValueError(f"num_labels must be an integer from 1 to 1,000,000, got {short_json(value)}")
         if value != self.num_labels:
             self._set_id2label({index: f"LABEL_{index}" for index in range(value)})
+        elif not {"id2label", "num_labels", "_num_labels"} & set(self.extra):  # the default two, now asked for:
+            self._update_extra(num_labels=value)  # (labels given, as AutoConfig(num_labels=2) gives them to a load)
 
     def __post_init__(self):
         self.check()

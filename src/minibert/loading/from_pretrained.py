@@ -197,7 +197,8 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         model = _build_on_meta(cls, config, config_file, add_pooling_layer)
     # a kernel stored transposed (TensorFlow's) stays a view of its file where oneDNN may pack it
     keep_views = dtype == torch.float32 and (device is None or device.type == "cpu")
-    state, pages = _read_weights(model, weights_file, config_file, new_heads, int8, dtype, keep_views)
+    state, pages = _read_weights(model, weights_file, config_file, new_heads, int8, dtype, keep_views,
+                                 config_given=given is not None)  # fmt: skip
     release = _releaser(pages)
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
@@ -217,7 +218,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
 
 
 def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool, int8: bool, dtype: torch.dtype,
-                  keep_views: bool):  # fmt: skip
+                  keep_views: bool, config_given: bool = False):  # fmt: skip
     """The checkpoint's tensors renamed to ``model``'s names, checked, in ``dtype`` and laid out
     contiguously, with the ``MappedPages`` of each mapped file (none for torch's legacy format, read
     into memory). Each tensor's pages are given back once it is checked or copied out.
@@ -228,11 +229,12 @@ def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool,
     now: speed_up packs it (a layout of its own) or lays it out afresh (packed_linear.py)."""
     declared = declared_shapes(weights_file)  # a safetensors header (or its shards'): checked before a byte is read
     if declared is not None:
-        rename_and_check(model, declared, weights_file, config_file, warn=False, new_heads=new_heads)
+        rename_and_check(model, declared, weights_file, config_file, warn=False, new_heads=new_heads,
+                         config_given=config_given)  # fmt: skip
     state, pages = map_state_dict(weights_file)
     release = _releaser(pages)
     read = list(state.values())
-    state = rename_and_check(model, state, weights_file, config_file, new_heads=new_heads)
+    state = rename_and_check(model, state, weights_file, config_file, new_heads=new_heads, config_given=config_given)
     kept = {tensor.data_ptr() for tensor in state.values()}
     for tensor in read:
         if tensor.data_ptr() not in kept:

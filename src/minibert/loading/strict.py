@@ -50,10 +50,12 @@ WEIGHT_DTYPE_NAMES = ", ".join(str(dtype).removeprefix("torch.") for dtype in WE
 
 
 def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, warn: bool = True,
-                     new_heads: bool = False) -> dict:  # fmt: skip
+                     new_heads: bool = False, config_given: bool = False) -> dict:  # fmt: skip
     """Rename ``state`` to ``model``'s names; raise one error listing every missing, unexpected and
     mis-shaped tensor. Tensors of heads the model does not have are left out (named in one log line,
-    as transformers warns, unless the model is the bare encoder: every checkpoint with heads has them)."""
+    as transformers warns, unless the model is the bare encoder: every checkpoint with heads has them).
+    ``config_given``: the model was built from ``from_pretrained(config=...)``, in place of
+    ``config_file``, and the error names that config."""
     prefix = "bert." if hasattr(model, "bert") else ""  # a model with heads holds the encoder as .bert
     expected = model.state_dict()
     renamed, unexpected, unused_heads, stored_as, twice = _renamed(state, expected, prefix)
@@ -96,8 +98,9 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
     if missing or misshaped or wrong_dtype or undescribed or twice:
         problems = {"undescribed": undescribed, "missing": missing, "misshaped": misshaped, "wrong_dtype": wrong_dtype,
                     "unexpected": unexpected, "twice": twice}  # fmt: skip
-        note = _shape_note(model, misshaped_names) if misshaped else ""
-        raise CheckpointError(_does_not_fit(weights_file, config_file, prefix, note, **problems))
+        note = _shape_note(model, misshaped_names, config_given) if misshaped else ""
+        described_by = f"the config given (config=, in place of {config_file})" if config_given else config_file
+        raise CheckpointError(_does_not_fit(weights_file, described_by, prefix, note, **problems))
     task_heads = [name for name in unused_heads if checkpoint_to_minibert(name).startswith(TASK_HEADS)]
     if warn and (prefix and unused_heads or task_heads):  # the bare encoder names only fine-tuned heads it ignores
         logger.info("%s: %s has no place for %d tensors of the checkpoint's other heads (ignored): %s", weights_file,
@@ -250,10 +253,14 @@ def _does_not_fit(weights_file, config_file, prefix: str, note: str, *, undescri
     return "\n".join(lines)
 
 
-def _shape_note(model, misshaped: list[str]) -> str:
+def _shape_note(model, misshaped: list[str], config_given: bool = False) -> str:
     """What tensors of the wrong shape (minibert's names) mean: the heads alone, of a checkpoint whose
     config.json names another class, are that class's (a 2-label classifier is not BertForMultipleChoice's
-    one score); otherwise config.json usually belongs to another model."""
+    one score); otherwise config.json usually belongs to another model, or the config given (``config=``)
+    describes another checkpoint's heads."""
+    if config_given:
+        return ("the config given describes other tensors than this checkpoint's: read it from this checkpoint, "
+                "AutoConfig.from_pretrained(path), with the fields that keep its shapes changed")  # fmt: skip
     saved_as = _saved_as(model)
     classes = {name for names in _CLASS_FOR_HEADS.values() for name in names}
     if all(name.startswith(HEAD_PREFIXES) for name in misshaped) and saved_as in classes - {type(model).__name__}:
