@@ -374,3 +374,36 @@ def test_load_state_dict_renames_nothing_in_minibert_own_dict_of_another_class()
     loaded = ours.load_state_dict(state, strict=False)
     assert len(loaded.missing_keys) == len(ours.state_dict())
     assert sorted(loaded.unexpected_keys) == sorted(state)
+
+
+def test_the_file_keywords_of_transformers_example_scripts(minilm_dir, tmp_path):
+    """run_glue_no_trainer.py loads with ``from_pretrained(path, from_tf=bool(".ckpt" in path),
+    config=config)``: a TypeError here, where transformers 5 drops from_tf. So are use_safetensors,
+    variant=None, proxies=None and use_cache=False, each a default or a no-op there."""
+    reference = BertModel.from_pretrained(minilm_dir)
+    for keywords in (dict(from_tf=False), dict(from_tf=True, from_flax=False), dict(use_safetensors=True),
+                     dict(use_safetensors=None, variant=None, proxies=None)):  # fmt: skip
+        model = BertModel.from_pretrained(minilm_dir, **keywords)
+        assert torch.equal(model(IDS).last_hidden_state, reference(IDS).last_hidden_state), keywords
+    transformers_model = transformers.BertModel.from_pretrained(str(minilm_dir), use_cache=False)
+    uncached = BertModel.from_pretrained(minilm_dir, use_cache=False)
+    assert uncached.config.use_cache is False is transformers_model.config.use_cache
+    uncached.save_pretrained(tmp_path / "saved")
+    assert json.loads((tmp_path / "saved" / "config.json").read_text())["use_cache"] is False
+    bin_only = tmp_path / "bin"  # (transformers 5 saves safetensors whatever it is asked: the .bin by hand)
+    transformers.BertModel(_config()).save_pretrained(bin_only)
+    state = safetensors_torch.load_file(str(bin_only / "model.safetensors"))
+    torch.save(state, bin_only / "pytorch_model.bin")
+    (bin_only / "model.safetensors").unlink()
+    with pytest.raises(OSError):  # (transformers refuses a .bin folder under use_safetensors=True too)
+        transformers.BertModel.from_pretrained(str(bin_only), use_safetensors=True)
+    with pytest.raises(CheckpointError, match=r"use_safetensors=True, but the checkpoint's weights are .*pytorch_model"):
+        BertModel.from_pretrained(bin_only, use_safetensors=True)
+    refused = [(dict(use_safetensors=False), ValueError, "use_safetensors=False"),
+               (dict(variant="fp16"), ValueError, r"variant='fp16' .* model\.fp16\.safetensors"),
+               (dict(proxies={"https": "x"}), ValueError, "HTTPS_PROXY"),
+               (dict(from_tf="yes"), TypeError, "from_tf must be True or False"),
+               (dict(use_cache="no"), TypeError, "use_cache must be True or False")]  # fmt: skip
+    for keywords, kind, message in refused:
+        with pytest.raises(kind, match=message):
+            BertModel.from_pretrained(minilm_dir, **keywords)

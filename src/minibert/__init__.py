@@ -83,8 +83,8 @@ _SCHEDULES = ("minibert has the linear, cosine and constant schedules (get_sched
               "'constant', 'constant_with_warmup'; get_linear_schedule_with_warmup, ...); for {name} keep `from "
               "transformers import {name}`: transformers' schedules and optimizers take any torch optimizer or "
               "parameters, a minibert model's too")  # fmt: skip
-_TRAINER = ("minibert has no {name}; keep `from transformers import {name}` (it needs accelerate): transformers' "
-            "Trainer trains minibert's models as its own (docs/migrating.md); save with "
+_TRAINER = ("minibert has no {name}; keep `from transformers import {name}`: transformers' Trainer (which needs "
+            "accelerate) trains minibert's models as its own (docs/migrating.md); save with "
             "trainer.model.save_pretrained(folder), not trainer.save_model")  # fmt: skip
 _COLLATOR = ("minibert has DataCollatorWithPadding only; keep `from transformers import {name}`: it takes "
              "minibert's tokenizer and makes the batches it makes with transformers' own")  # fmt: skip

@@ -42,7 +42,7 @@ from .head_labels import LABEL_COUNT_FIELDS, labels_for_the_head
 from .hub import hub_options
 from .hub_commit import one_load, snapshot_commit
 from .strict import WEIGHT_DTYPES, rename_and_check
-from .transformers_keywords import TRANSFORMERS_KEYWORDS, model_keywords
+from .transformers_keywords import TRANSFORMERS_KEYWORDS, check_weights_format, model_keywords
 
 # dtype names from_pretrained takes besides torch's own ("float64", "half", ...: check_dtype);
 # "int8" loads float32 weights, then quantizes them (speed/seam.py → speed/int8.py)
@@ -157,6 +157,7 @@ def load_pretrained(cls, name_or_path, *, revision=None, dtype=None, device=None
 def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, gemm):
     label_config = dict(label_config or {})
     dtype, device, hub = model_keywords(label_config, dtype=dtype, device=device)  # transformers' spellings
+    use_safetensors = label_config.pop("use_safetensors", None)  # (checked against the file found, below)
     add_pooling_layer = _add_pooling_layer(cls, label_config)
     dtype = check_dtype(dtype)
     call_defaults = _call_defaults(label_config)
@@ -172,6 +173,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
         refuse_gemm_for_int8(gemm)  # (the float32 projections' library, which int8 replaces)
     with hub_options(hub):
         config_file, weights_file = find_checkpoint(name_or_path, revision)
+        check_weights_format(use_safetensors, weights_file)
         if isinstance(given, str):  # config="folder or hub id", as transformers reads it (revision included)
             given = BertConfig.from_pretrained(given, revision=revision)
     config = BertConfig.from_json_file(config_file)
@@ -317,7 +319,7 @@ def _call_defaults(options: dict) -> dict[str, bool]:
     (taken out of ``options``): as transformers, they replace config.json's, the defaults of each call
     (``PretrainedBert.__call__`` reads them from the config), and are saved with it."""
     defaults = {}
-    for name in CALL_DEFAULTS:
+    for name in (*CALL_DEFAULTS, "use_cache"):  # (use_cache: kept and saved; an encoder has no cache to keep)
         if name in options:
             value = options.pop(name)
             if not isinstance(value, bool):

@@ -24,6 +24,14 @@ the reason, never dropped:
     use_fast (tokenizers)                nothing to do: minibert's one tokenizer gives the ids of both
     ignore_mismatched_sizes=False        nothing to do: a head of another shape is refused, as transformers'
                                          False refuses it (True, a fresh head in its place, is refused)
+    from_tf, from_flax                   nothing to do: transformers 5 drops them too (its example scripts
+                                         still pass from_tf=bool(".ckpt" in path)); a TensorFlow 1
+                                         checkpoint folder loads without a keyword
+    use_safetensors=True / None          True: the checkpoint's weights must be model.safetensors (a folder
+                                         of pytorch_model.bin alone is refused, as transformers refuses it);
+                                         False (read the .bin beside a .safetensors) is refused
+    variant=None, proxies=None           nothing to do; a variant's files (model.fp16.safetensors) and
+                                         proxies (huggingface_hub reads HTTPS_PROXY) are refused, saying so
 
 >>> options = {"torch_dtype": "float16", "local_files_only": True, "num_labels": 2}
 >>> model_keywords(options, dtype=None, device=None)
@@ -42,9 +50,10 @@ from .hub import HubOptions
 HUB_KEYWORDS = ("cache_dir", "local_files_only", "token", "force_download")
 # What a model's from_pretrained takes of transformers' (add_pooling_layer: from_pretrained.py, BertModel's only).
 TRANSFORMERS_KEYWORDS = ("torch_dtype", "device_map", *HUB_KEYWORDS, "attn_implementation", "low_cpu_mem_usage",
-                         "trust_remote_code", "ignore_mismatched_sizes", "add_pooling_layer")  # fmt: skip
+                         "trust_remote_code", "ignore_mismatched_sizes", "add_pooling_layer", "from_tf", "from_flax",
+                         "use_safetensors", "variant", "proxies")  # fmt: skip
 _ATTENTION = ("eager", "sdpa")  # transformers' two that compute BERT's attention on every device
-_NOTHING_TO_DO = ("low_cpu_mem_usage", "trust_remote_code")
+_NOTHING_TO_DO = ("low_cpu_mem_usage", "trust_remote_code", "from_tf", "from_flax")
 # transformers' placement strategies besides "auto": on one GPU (or none) each is "auto"'s placement (_strategy)
 STRATEGIES = ("balanced", "balanced_low_0", "sequential")
 
@@ -130,12 +139,45 @@ def model_keywords(keywords: dict, *, dtype, device) -> tuple:
         raise ValueError(f"attn_implementation={attention!r} is not minibert's: its attention (the book's, or its "
                          f"fast path) computes what {' and '.join(_ATTENTION)} compute; leave it out")  # fmt: skip
     _nothing_to_do(keywords, _NOTHING_TO_DO)
+    _refuse_other_files(keywords)
     if keywords.pop("ignore_mismatched_sizes", False) is not False:  # run_glue.py passes its flag, False by default
         raise ValueError("ignore_mismatched_sizes=True (a fresh head where the checkpoint's has another shape) is not "
                          "minibert's: it loads a head only of the checkpoint's shape. To start a head of another "
                          "size, save the encoder alone, BertModel.from_pretrained(path).save_pretrained(folder), "
                          "and load that with the labels: from_pretrained(folder, num_labels=N)")  # fmt: skip
     return dtype, device, hub_keywords(keywords)
+
+
+def _refuse_other_files(keywords: dict) -> None:
+    """transformers' ``variant=`` and ``proxies=``, left out or None (what its scripts pass): nothing
+    to do; a value is refused, saying what to do instead. ``use_safetensors`` is left in ``keywords``
+    for the load to check against the file it finds (``check_weights_format``)."""
+    variant, proxies = keywords.pop("variant", None), keywords.pop("proxies", None)
+    if variant is not None:
+        raise ValueError(f"variant={variant!r} (transformers' weights files model.{variant}.safetensors) is not "
+                         "minibert's: it reads model.safetensors or pytorch_model.bin; download the repository and "
+                         f"pass a folder where that variant's file is named model.safetensors")  # fmt: skip
+    if proxies is not None:
+        raise ValueError("proxies= is not minibert's: huggingface_hub reads the proxy from the environment; set "
+                         "HTTPS_PROXY (and HTTP_PROXY) instead")  # fmt: skip
+    use_safetensors = keywords.get("use_safetensors")
+    if use_safetensors is False:
+        raise ValueError("use_safetensors=False (read pytorch_model.bin where model.safetensors is there too) is not "
+                         "minibert's: it reads model.safetensors where there is one; leave it out, or pass a "
+                         "folder holding pytorch_model.bin alone")  # fmt: skip
+    if use_safetensors is not None and use_safetensors is not True:
+        raise TypeError(f"use_safetensors must be True, False or None, got {use_safetensors!r}")
+
+
+def check_weights_format(use_safetensors, weights_file) -> None:
+    """``use_safetensors=True``: the weights found are model.safetensors (or its shards), as transformers
+    requires, or a CheckpointError naming the file found."""
+    from ..errors import CheckpointError
+
+    name = os.fspath(weights_file)
+    if use_safetensors and not name.endswith((".safetensors", ".safetensors.index.json")):
+        raise CheckpointError(f"use_safetensors=True, but the checkpoint's weights are {name}, not model.safetensors "
+                              "(leave use_safetensors out to read them)")  # fmt: skip
 
 
 def _one_device(device_map, device):
