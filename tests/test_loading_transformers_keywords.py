@@ -397,7 +397,7 @@ def test_the_file_keywords_of_transformers_example_scripts(minilm_dir, tmp_path)
     (bin_only / "model.safetensors").unlink()
     with pytest.raises(OSError):  # (transformers refuses a .bin folder under use_safetensors=True too)
         transformers.BertModel.from_pretrained(str(bin_only), use_safetensors=True)
-    with pytest.raises(CheckpointError, match=r"use_safetensors=True, but the checkpoint's weights are .*pytorch_model"):
+    with pytest.raises(CheckpointError, match=r"use_safetensors=True, but the checkpoint.s weights are .*\.bin"):
         BertModel.from_pretrained(bin_only, use_safetensors=True)
     refused = [(dict(use_safetensors=False), ValueError, "use_safetensors=False"),
                (dict(variant="fp16"), ValueError, r"variant='fp16' .* model\.fp16\.safetensors"),
