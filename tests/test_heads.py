@@ -182,6 +182,44 @@ def test_transformers_model_members(name, tmp_path):
                      their_decoder(reference.cls.predictions.transform(hidden)), "decoder", ATOL)  # fmt: skip
     ours.tie_weights()  # always tied: nothing to do, nothing changed
     assert ours.get_output_embeddings() is None or ours.get_output_embeddings().weight is decoder.weight
+    # the members a probe found missing: each as transformers answers, or refused saying why
+    assert ours.can_generate() is reference.can_generate() is False
+    assert ours.base_model_prefix == reference.base_model_prefix == "bert"
+    assert ours.supports_gradient_checkpointing is False  # (transformers' True: refused here, docs/migrating.md)
+    assert ours.config_class is minibert.BertConfig
+    assert ours.get_memory_footprint() == reference.get_memory_footprint() - _position_ids_bytes(reference)
+    with pytest.raises(NotImplementedError, match=r"minibert does not upload.*upload_folder\(repo_id='me/x'"):
+        ours.push_to_hub("me/x")
+    before = {name: tensor.clone() for name, tensor in ours.state_dict().items()}
+    ours.init_weights()  # transformers' leaves weights read from a checkpoint: it redrew every one of them
+    assert all(torch.equal(tensor, before[name]) for name, tensor in ours.state_dict().items())
+    if decoder is not None:  # a new decoder assigned was dropped in silence (a new Linear each call)
+        with pytest.raises(AttributeError, match="tied to the word embeddings"):
+            ours.get_output_embeddings().weight = torch.nn.Parameter(torch.zeros_like(decoder.weight))
+        ours.set_output_embeddings(ours.get_output_embeddings())  # the tied one: nothing to do
+        with pytest.raises(ValueError, match="always tied"):
+            ours.set_output_embeddings(torch.nn.Linear(32, decoder.weight.shape[0]))
+
+
+def _position_ids_bytes(model) -> int:
+    """transformers keeps position_ids (and token_type_ids) as buffers of the embeddings; minibert makes them."""
+    return sum(buffer.numel() * buffer.element_size() for name, buffer in model.named_buffers()
+               if name.endswith(("position_ids", "token_type_ids")))  # fmt: skip
+
+
+def test_enable_input_require_grads_lets_a_frozen_model_pass_gradients(tmp_path):
+    """PEFT's call on a frozen model (``enable_input_require_grads``): the word embeddings' output requires
+    grad, so a loss reaches a trainable part above frozen embeddings; disabled, it does not (it was an
+    AttributeError)."""
+    directory, _ = saved(tmp_path, "BertModel")
+    ours = minibert.BertModel.from_pretrained(directory).train()
+    ours.requires_grad_(False)
+    ids = torch.tensor([[2, 5, 7, 3]])
+    assert not ours(ids).last_hidden_state.requires_grad
+    ours.enable_input_require_grads()
+    assert ours(ids).last_hidden_state.requires_grad
+    ours.disable_input_require_grads()
+    assert not ours(ids).last_hidden_state.requires_grad
 
 
 def test_set_input_embeddings_as_transformers(tmp_path):

@@ -19,9 +19,11 @@ from torch import nn
 from .errors import ModeChangedError
 from .inputs import OLD_ARGUMENTS
 from .loading.file_pages import ChecksItsFile, refuse_if_model_file_written_over
+from .loading.transformers_methods import TransformersModelMethods
 
 
-class PretrainedBert(ChecksItsFile):  # an nn.Module whose reads of every weight check a mapped file first
+class PretrainedBert(TransformersModelMethods, ChecksItsFile):  # (ChecksItsFile: an nn.Module whose reads of every
+    # weight check a mapped file first; TransformersModelMethods: transformers' members, transformers_methods.py)
     config: object  # BertConfig
 
     def __new__(cls, config=None, *args, **kwargs):
@@ -91,7 +93,12 @@ class PretrainedBert(ChecksItsFile):  # an nn.Module whose reads of every weight
         draws from a truncated normal (``tf.truncated_normal_initializer``: values beyond two
         deviations drawn again), as minibert draws a new head on a checkpoint (loading/strict.py
         ``google_normal_``); this draws the plain normal, which the bundled fortunes-mini's recipe
-        was made with (tests/test_training_fortunes_mini_recipe.py compares its first step)."""
+        was made with (tests/test_training_fortunes_mini_recipe.py compares its first step).
+
+        On a model from ``from_pretrained`` it does nothing, as transformers' does nothing to weights
+        read from a checkpoint (a fresh model of the same shape: ``type(model)(model.config)``)."""
+        if getattr(self, "weights_from_checkpoint", False):
+            return
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, std=self.config.initializer_range)
@@ -139,30 +146,6 @@ class PretrainedBert(ChecksItsFile):  # an nn.Module whose reads of every weight
                              f"{value.num_embeddings} rows: model.resize_token_embeddings(n) resizes both")  # fmt: skip
         self.base_model.embeddings.word_embeddings = value
         self.config.vocab_size = value.num_embeddings
-
-    def get_output_embeddings(self) -> nn.Linear | None:
-        """The masked-LM decoder, as transformers' ``cls.predictions.decoder``: a Linear(H, V) whose weight
-        IS the word embedding table and whose bias is the head's (the same Parameters: changing their
-        values changes the model's; it scores ``mlm_head``'s transformed vectors). None without a masked-LM head."""
-        head = getattr(self, "mlm_head", None)
-        if head is None:
-            return None
-        weight = self.get_input_embeddings().weight  # (V, H)
-        decoder = nn.Linear(weight.shape[1], weight.shape[0], device="meta")  # allocates nothing
-        decoder.weight, decoder.bias = weight, head.bias
-        return decoder
-
-    def tie_weights(self) -> None:
-        """Nothing to do: minibert's masked-LM decoder is the word embedding matrix itself (always tied;
-        a config that unties them is refused, see heads.py)."""
-
-    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
-        """The number of parameters, each shared one once, as transformers counts: ``only_trainable``
-        those with ``requires_grad``; ``exclude_embeddings`` without the three embedding tables."""
-        tables = {id(module.weight) for module in self.modules() if isinstance(module, nn.Embedding)}
-        return sum(parameter.numel() for parameter in self.parameters()
-                   if (parameter.requires_grad or not only_trainable)
-                   and not (exclude_embeddings and id(parameter) in tables))  # fmt: skip
 
     @property
     def dtype(self) -> torch.dtype:

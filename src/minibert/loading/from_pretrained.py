@@ -162,11 +162,7 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     dtype = check_dtype(dtype)
     call_defaults = _call_defaults(label_config)
     given, build_fields = take_given_config(label_config), take_build_fields(label_config, cls)
-    unknown = sorted(set(label_config) - set(LABEL_FIELDS))
-    if unknown:  # every argument is checked before a file is fetched
-        raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; besides its own, it takes "
-                        f"config=, the config fields {', '.join((*LABEL_FIELDS, *BUILD_FIELDS))}, and transformers' "
-                        f"keywords {', '.join(TRANSFORMERS_KEYWORDS)} (docs/migrating.md)")  # fmt: skip
+    _refuse_unknown_keywords(label_config)  # every argument is checked before a file is fetched
     check_label_keywords(label_config)  # (the caller's: named as keywords, not blamed on config.json)
     device = placement(device, dtype)  # a GPU that is not there, or int8 on one: said before anything is read
     if dtype == "int8":
@@ -205,18 +201,35 @@ def _load(cls, name_or_path, revision, dtype, device, new_heads, label_config, g
     model.load_state_dict(state, strict=True, assign=True)
     model.eval()
     model.name_or_path = os.fspath(name_or_path)  # where it came from (tasks/loading.py loads the tokenizer there)
+    model.weights_from_checkpoint = True  # (init_weights() leaves them, as transformers' does)
     if device is not None:
         model.to(device)
     del state  # int8 frees the float32 projections as it swaps them: nothing else may hold them
     int8_from = LoadedFrom(config_file, weights_file, os.fspath(name_or_path), revision, hub) if int8 else None
     speed_up(model, gemm, int8_from=int8_from, release=release)  # speed enters here only
-    for one in pages:  # every page given back: the forward reads what it needs (file_pages.py)
+    _hand_back(model, pages, weights_file)
+    return model
+
+
+def _refuse_unknown_keywords(label_config: dict) -> None:
+    """What is left of from_pretrained's keywords once every kind it takes was taken: a TypeError listing them."""
+    unknown = sorted(set(label_config) - set(LABEL_FIELDS))
+    if unknown:
+        raise TypeError(f"from_pretrained() got unexpected keyword arguments {unknown}; besides its own, it takes "
+                        f"config=, the config fields {', '.join((*LABEL_FIELDS, *BUILD_FIELDS, *CALL_DEFAULTS))}, "
+                        f"use_cache, and transformers' keywords {', '.join(TRANSFORMERS_KEYWORDS)} "
+                        "(docs/migrating.md)")  # fmt: skip
+
+
+def _hand_back(model, pages: list, weights_file: Path) -> None:
+    """Every mapped page given back (the forward reads what it needs: file_pages.py); after a TensorFlow
+    checkpoint, the CRC32C checks' and lay-outs' freed buffers handed back too (out of the RSS)."""
+    for one in pages:
         _hand_back_and_watch(model, one)
-    if weights_file.suffix == ".index":  # the CRC32C checks' and lay-outs' freed buffers: out of the RSS
+    if weights_file.suffix == ".index":
         from ..speed.malloc import hand_back_freed_memory
 
         hand_back_freed_memory()
-    return model
 
 
 def _read_weights(model, weights_file: Path, config_file: Path, new_heads: bool, int8: bool, dtype: torch.dtype,

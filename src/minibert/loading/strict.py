@@ -81,14 +81,9 @@ def rename_and_check(model, state: dict, weights_file: Path, config_file: Path, 
     if missing and all(name.startswith((*HEAD_PREFIXES, prefix + POOLER)) for name in missing) and not misshaped \
             and not wrong_dtype and not twice and not _partly_held(missing, renamed, prefix):  # fmt: skip
         if not new_heads:
-            advice = "(or pass new_heads=True to start them from fresh weights, to fine-tune)"
             only_the_pooler = all(name.startswith(prefix + POOLER) for name in missing)
-            if only_the_pooler and not prefix:  # the bare encoder, saved without its pooler
-                advice = ("(pass add_pooling_layer=False to load it without one, as transformers' "
-                          "BertModel(config, add_pooling_layer=False) saved it, or new_heads=True to start it "
-                          "from fresh weights)")  # fmt: skip
             found = _missing_heads(model, missing, renamed, unused_heads, weights_file, _classifier_rows(state))
-            raise MissingHeadsError(found, advice, only_the_pooler)
+            raise MissingHeadsError(found, _heads_advice(only_the_pooler and not prefix), only_the_pooler)
         if warn:
             logger.warning("%s: %s starts %d tensors from fresh weights (fine-tune them before use): %s",
                            weights_file, type(model).__name__, len(missing), _first(missing, 6))  # fmt: skip
@@ -225,6 +220,16 @@ def _as_linear(name: str, tensor: torch.Tensor) -> torch.Tensor:
     """A TensorFlow kernel, stored (in, out), as Linear's weight (out, in); any other tensor as it is.
     The transpose is a view: the loader lays it out afresh, or packs it (from_pretrained.py)."""
     return tensor.t() if name.endswith("/kernel") and tensor.dim() == 2 else tensor
+
+
+def _heads_advice(encoder_without_pooler: bool) -> str:
+    """What to do about missing heads: start them fresh; for the bare encoder saved without its pooler,
+    load it without one."""
+    if encoder_without_pooler:
+        return ("(pass add_pooling_layer=False to load it without one, as transformers' "
+                "BertModel(config, add_pooling_layer=False) saved it, or new_heads=True to start it "
+                "from fresh weights)")  # fmt: skip
+    return "(or pass new_heads=True to start them from fresh weights, to fine-tune)"
 
 
 def _does_not_fit(weights_file, config_file, prefix: str, note: str, *, undescribed, missing, misshaped, wrong_dtype,
