@@ -316,6 +316,24 @@ def test_fill_mask_and_next_sentence_on_rxnfps_real_pretraining_heads():
     assert abs(probability - float(expected[0, 0])) <= SCORE_TOLERANCE
 
 
+def test_fill_mask_on_a_vocabulary_padded_past_the_tokenizer_decodes_as_the_pipeline(tmp_path):
+    """A checkpoint whose head scores more rows than its tokenizer has pieces (30,528 for 30,522, a
+    table padded to a multiple of 8): a guess past the pieces was 'token id 30525 is outside the
+    vocabulary' (exit 1 in the CLI); the pipeline gives its token_str as "" and leaves it out of the
+    sequence. Those rows are made likely here (their bias 5) so that they are guessed."""
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=30528, **TINY)).eval()
+    with torch.no_grad():
+        model.cls.predictions.bias[30522:] = 5.0
+    model.save_pretrained(tmp_path)
+    transformers.AutoTokenizer.from_pretrained(str(minilm_tokenizer_dir())).save_pretrained(tmp_path)
+    pipeline = transformers.pipeline("fill-mask", model=str(tmp_path))
+    for text, keywords in (("I love [MASK].", {"top_k": 8}), ("[MASK] and [MASK]", {"top_k": 3})):
+        ours, theirs = minibert.fill_mask(text, model=tmp_path, **keywords), pipeline(text, **keywords)
+        assert any(row["token"] >= 30522 for rows in (ours if isinstance(ours[0], list) else [ours]) for row in rows)
+        same(ours, theirs, f"fill-mask of {text!r} {keywords}")
+
+
 def test_fill_mask_sequence_leaves_out_pad_pieces_as_the_pipeline_does(tmp_path):
     """A random BERT with MiniLM's word pieces: with several [MASK]s `sequence` keeps special tokens,
     and the fill-mask pipeline leaves every [PAD] out before decoding, so a [PAD] guessed or in the

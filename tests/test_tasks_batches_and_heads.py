@@ -228,3 +228,55 @@ def test_tag_warns_for_every_text_it_cuts(make, tmp_path):
     assert result.returncode == 0 and len(warned) == 2, result.stderr
     assert warned[0].startswith(f"minibert: warning: line 1 of {source} is 202 pieces long")
     assert warned[1].startswith(f"minibert: warning: line 3 of {source} is 203 pieces long")
+
+
+# ----------------------------------------------------------------------------- what a task is given
+
+
+def test_a_model_or_tokenizer_of_another_library_is_named_by_its_module(make):
+    """transformers' BertForSequenceClassification given to classify: "must be ... a
+    BertForSequenceClassification ..., got BertForSequenceClassification", an error that contradicts
+    itself. A (model, transformers tokenizer) pair ran classify but crashed answer and a long tag
+    (AttributeError: no piece_ids): refused up front, on every task."""
+    folder = make("BertForSequenceClassification", num_labels=3)
+    theirs = transformers.BertForSequenceClassification.from_pretrained(str(folder))
+    for model in (theirs, (theirs, BertTokenizer.from_pretrained(folder))):
+        with pytest.raises(TypeError, match=r"minibert's BertForSequenceClassification.*got a transformers\.models\."
+                                             r"bert\.modeling_bert\.BertForSequenceClassification \(load it with "
+                                             r"minibert: BertForSequenceClassification\.from_pretrained"):  # fmt: skip
+            minibert.classify("x", model=model)
+    their_tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+    qa_folder, ner_folder = make("BertForQuestionAnswering"), ner_model(make)
+    calls = [lambda: minibert.classify("x", model=(minibert.BertForSequenceClassification.from_pretrained(folder),
+                                                   their_tokenizer)),
+             lambda: minibert.answer("Where?", "In Berlin", model=(
+                 minibert.BertForQuestionAnswering.from_pretrained(qa_folder), their_tokenizer)),
+             lambda: minibert.tag("Ada Lovelace " * 100, model=(
+                 minibert.BertForTokenClassification.from_pretrained(ner_folder), their_tokenizer))]  # fmt: skip
+    for call in calls:
+        with pytest.raises(TypeError, match=r"^the pair's tokenizer must be minibert's BertTokenizer, got a "
+                                            r"transformers\.models\.bert\.tokenization_bert"):  # fmt: skip
+            call()
+
+
+def test_a_dtype_given_with_a_loaded_model_is_its_own_or_refused(make, tmp_path):
+    """dtype= chooses how a model given by name is loaded. With a loaded float32 model, dtype="int8"
+    ran float32 in silence (and an int8 model given "float32" ran int8); "int9" was accepted. Its
+    own dtype is nothing to do; another is a TaskArgumentError; a name no load takes, the load's ValueError."""
+    from minibert.errors import TaskArgumentError
+
+    folder = make("BertForSequenceClassification", num_labels=3)
+    loaded = minibert.BertForSequenceClassification.from_pretrained(folder)
+    assert minibert.classify("x", model=loaded, dtype="float32") == minibert.classify("x", model=loaded)
+    assert minibert.classify("x", model=loaded, dtype=torch.float32) == minibert.classify("x", model=loaded)
+    cross_encoder = minibert.CrossEncoder(cross_encoder_dir(make, tmp_path, "saved"))
+    calls = {"classify": lambda dtype: minibert.classify("x", model=loaded, dtype=dtype),
+             "pair": lambda dtype: minibert.classify("x", model=(loaded, BertTokenizer.from_pretrained(folder)),
+                                                     dtype=dtype),
+             "rerank": lambda dtype: minibert.rerank("q", ["a", "b"], model=cross_encoder, dtype=dtype)}  # fmt: skip
+    for name, call in calls.items():
+        for dtype in ("int8", "bf16", "auto"):
+            with pytest.raises(TaskArgumentError, match=r"this model is loaded already, in float32"):
+                call(dtype)
+        with pytest.raises(ValueError, match="got 'int9'"):
+            call("int9")

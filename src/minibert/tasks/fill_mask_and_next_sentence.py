@@ -139,7 +139,7 @@ def _fill_one(bert, tokenizer, text: str, top_k: int, target_ids: torch.Tensor |
         scores, best = probabilities.topk(min(top_k, probabilities.numel()))
         if target_ids is not None:
             best = target_ids[best]
-        answers.append([{"score": float(score), "token": int(piece), "token_str": tokenizer.decode([int(piece)]),
+        answers.append([{"score": float(score), "token": int(piece), "token_str": _piece_text(tokenizer, int(piece)),
                          "sequence": _filled_sequence(tokenizer, ids, position, int(piece), len(positions) == 1)}
                         for score, piece in zip(scores, best)])  # fmt: skip
     return answers[0] if len(answers) == 1 else answers
@@ -151,8 +151,16 @@ def _filled_sequence(tokenizer, ids: list[int], position: int, piece: int, one_m
     special tokens when the text has one [MASK]; with several, the other [MASK]s, [CLS] and [SEP]
     stay. Leaving [PAD] out before decoding also joins its neighbours as the pipeline does
     ("a [PAD] ##romatic" is "aromatic", never "a [PAD]romatic")."""
-    row = [i for i in ids[:position] + [piece] + ids[position + 1 :] if i != tokenizer.pad_token_id]
+    known = len(tokenizer)  # (a guess past the tokenizer's pieces: left out, as tokenizers' decode leaves it)
+    row = [i for i in ids[:position] + [piece] + ids[position + 1 :] if i != tokenizer.pad_token_id and i < known]
     return tokenizer.decode(row, skip_special_tokens=one_mask)
+
+
+def _piece_text(tokenizer, piece: int) -> str:
+    """A guess as text; "" for an id past the tokenizer's pieces, as the pipeline's fast tokenizer
+    decodes it: a checkpoint may score more rows than its vocab.txt has lines (a vocabulary padded to a
+    multiple of 8: 30,528 rows for 30,522 pieces), and those rows can be guessed."""
+    return tokenizer.decode([piece]) if piece < len(tokenizer) else ""
 
 
 def _mask_cut_off(tokenizer, whole: list[int], limit: int) -> str:

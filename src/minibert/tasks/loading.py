@@ -127,15 +127,19 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
 
     def check_head(candidate) -> None:
         if not (isinstance(candidate, cls) or (head is not None and hasattr(candidate, head))):
-            raise TypeError(f"this task needs a {cls.__name__}, got a {type(candidate).__name__}")
+            raise TypeError(f"this task needs minibert's {cls.__name__}, got {_kind_of(candidate, cls)}")
         source = getattr(candidate, "name_or_path", None)
         check_head_kind(cls, candidate.config.extra.get("architectures"),
                         "the model's config" + (f" (from {source})" if source else ""))  # fmt: skip
         check_model_is_on(candidate, device, TASKS)
+        refuse_dtype_choice(dtype, candidate)
 
     if isinstance(model, tuple) and len(model) == 2:
         refuse_download_choice(revision, token)
         check_head(model[0])
+        if not isinstance(model[1], BertTokenizer):  # (the tasks read pieces and offsets through its own calls)
+            raise TypeError(f"the pair's tokenizer must be minibert's BertTokenizer, got {_kind_of(model[1])}: "
+                            "BertTokenizer.from_pretrained(path) gives the same ids")  # fmt: skip
         return model
     if isinstance(model, BertWithHeads):
         refuse_download_choice(revision, token)
@@ -149,8 +153,41 @@ def load_for_task(model, cls: type[BertWithHeads], head: str | None = None, *,
         name, where, files = cache_key(model, device, dtype, TASKS)
         with loading_lock, hub_options(hub):  # the token is sent within, not part of the key
             return _load_cached(name, cls, gemm, dtype, where, files, same_revision(name, revision))
-    raise TypeError(f"model must be a hub id, a directory, a {cls.__name__} or (model, tokenizer), "
-                    f"got {type(model).__name__}")  # fmt: skip
+    raise TypeError(f"model must be a hub id, a directory, minibert's {cls.__name__} or (model, tokenizer), "
+                    f"got {_kind_of(model, cls)}")  # fmt: skip
+
+
+def _kind_of(value, cls: type | None = None) -> str:
+    """What ``value`` is, said so that it never reads as what was asked for: a class of another library
+    by its module (transformers' BertForSequenceClassification is not minibert's), with the way to
+    minibert's own when it is transformers' model of the same name."""
+    kind = type(value)
+    if kind.__module__.split(".")[0] == "minibert":
+        return f"a {kind.__name__}"
+    said = f"a {kind.__module__}.{kind.__qualname__}"
+    if cls is not None and kind.__name__ == cls.__name__:
+        said += (f" (load it with minibert: {cls.__name__}.from_pretrained(path), or pass the path; "
+                 "model.save_pretrained(path) first for a model trained in transformers)")
+    return said
+
+
+def refuse_dtype_choice(dtype, model) -> None:
+    """A loaded model given with ``dtype=``: the dtype chooses how weights are loaded, and a loaded model
+    keeps its own. Its own dtype (checked as ``from_pretrained`` checks it) is nothing to do; another
+    is refused (a float32 model asked for int8 ran in float32, in silence, and an int8 one in int8)."""
+    if dtype is None:
+        return
+    from ..loading.from_pretrained import DTYPE_NAMES, check_dtype
+    from ..speed.int8 import is_int8
+
+    asked, own = check_dtype(dtype), "int8" if is_int8(model) else model.dtype
+    if asked == own or (asked not in ("int8", "auto", "fastest") and DTYPE_NAMES.get(asked, asked) == own):
+        return
+    shown = own if own == "int8" else str(own).removeprefix("torch.")
+    raise TaskArgumentError("dtype", dtype, f"left out for a model already loaded (its own: {shown})",
+                            f"dtype= is for a model given by name (it chooses how the weights are loaded), and this "
+                            f"model is loaded already, in {shown}: pass its hub id or folder as model= with dtype=, "
+                            f"or load it with from_pretrained(..., dtype={dtype!r})")  # fmt: skip
 
 
 def same_revision(name: str, revision: str | None) -> str | None:

@@ -59,6 +59,7 @@ from .loading import (
     load_for_task,
     loading_lock,
     refuse_download_choice,
+    refuse_dtype_choice,
     run_rows,
 )
 
@@ -289,6 +290,7 @@ def rerank(query: str, documents: list[str], *, model, top_k: int | None = None,
     if isinstance(model, CrossEncoder):
         refuse_download_choice(revision, token)
         check_model_is_on(model.model, device, "a CrossEncoder")
+        refuse_dtype_choice(dtype, model.model)
     elif isinstance(model, (str, os.PathLike)):
         hub = download_choice(revision, token)
         name, where, files = cache_key(model, device, dtype, "a CrossEncoder")
