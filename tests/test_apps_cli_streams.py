@@ -53,6 +53,27 @@ def test_results_written_to_a_file_do_not_need_stdout(tmp_path):
     assert result.returncode == 0 and output.exists(), result.stderr
 
 
+def test_vocab_says_its_summary_on_stderr_and_needs_no_stdout(tmp_path):
+    """`minibert vocab ... >&-` and `> /dev/full` wrote vocab.txt and tokenizer_config.json, then exited 1
+    saying its results had nowhere to go: its summary went to stdout. It goes to stderr now, as
+    pretraining-data's does, and the run succeeds with stdout closed or full."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat\n\nthe dog sat on the log\n" * 20)
+    folder = tmp_path / "vocab"
+    folder.mkdir()
+    arguments = ["vocab", "--input", str(corpus), "--output", str(folder), "--vocab-size", "40"]
+    result = _run_with(1, "closed", *arguments)
+    pieces = len((folder / "vocab.txt").read_text().splitlines())  # (fewer than 40: the merges run out)
+    summary = f"minibert: {pieces} pieces: {folder / 'vocab.txt'}, {folder / 'tokenizer_config.json'}"
+    assert result.returncode == 0 and result.stderr.decode().splitlines() == [summary], result.stderr
+    assert sorted(os.listdir(folder)) == ["tokenizer_config.json", "vocab.txt"]
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([sys.executable, "-m", "minibert", *arguments], stdout=full, stderr=subprocess.PIPE,
+                                    env=child_environment(), timeout=300)  # fmt: skip
+        assert result.returncode == 0 and result.stderr.decode().splitlines() == [summary], result.stderr
+
+
 @pytest.mark.parametrize("how", ["closed", "read-only"])
 def test_a_closed_stderr_leaves_the_command_s_work_and_status_alone(how, tmp_path):
     """``2>&-``: the first message raised, the error line raised again, and a run that had worked
@@ -129,3 +150,27 @@ def test_a_jsonl_line_is_json_with_each_key_once(line, said, command, tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert f"{source}:2: not valid JSON" in last and said in last, last
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_result_that_is_not_finite_is_refused_not_written_as_nan(tmp_path):
+    """A classifier whose weights hold infinity scored Infinity and NaN, written into the .jsonl as
+    `Infinity` and `NaN` (exit 0): no JSON reader takes them, minibert's --input included. Now one
+    line naming the field, exit 1, and no --output file."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    model = transformers.BertForSequenceClassification(transformers.BertConfig(
+        vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=37, num_labels=3))
+    with torch.no_grad():
+        model.classifier.bias.copy_(torch.tensor([float("inf"), float("nan"), 0.0]))
+    model.save_pretrained(tmp_path / "model")
+    (tmp_path / "model" / "vocab.txt").write_text((TINY / "vocab.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    output = tmp_path / "scores.jsonl"
+    for where in (["--output", str(output)], []):
+        result = run("classify", "hello", "--top-k", "all", "--function", "none", "--model", str(tmp_path / "model"),
+                     *where)  # fmt: skip
+        assert result.returncode == 1, (result.stdout, result.stderr)
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("minibert: error: the result's labels[0].score is not a finite number"), last
+        assert "NaN" not in result.stdout and "Infinity" not in result.stdout
+    assert not output.exists()

@@ -148,3 +148,27 @@ def short_json(value) -> str:
     except (TypeError, ValueError):  # not JSON (a value set from Python, not read from a file)
         text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def dumps_finite(value, **options) -> str:
+    """``json.dumps(value, **options)`` of a result to write as JSON: a NaN or infinite number in it
+    (which Python writes as ``NaN``/``Infinity``, and no JSON reader, minibert's included, takes back)
+    is a ValueError naming where it is (``labels[1].score``)."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        where = _not_finite_at(value) or "a number"
+        raise ValueError(f"the result's {where} is not a finite number, which JSON cannot write (the model computed "
+                         "NaN or infinity: are its weights finite?); nothing was written after it") from None
+
+
+def _not_finite_at(value, where: str = "") -> str | None:
+    """The path of the first NaN or infinite float in ``value`` (dicts and lists), or None."""
+    if isinstance(value, float):
+        return where if not math.isfinite(value) else None
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = _not_finite_at(child, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]")
+        if found is not None:
+            return found.lstrip(".")
+    return None

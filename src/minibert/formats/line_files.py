@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import InputFileError, NotTextError
-from .json_files import parse_json
+from .json_files import dumps_finite, parse_json
 from .plain_text import BLOCK_BYTES, read_text_lines
 
 CHUNK = 2048  # lines a command handles at a time (embedded, answered, written): memory follows the chunk
@@ -312,11 +312,11 @@ def as_first_read(records: Iterator[dict], digests: list, path: Path) -> Iterato
 def json_line(record: dict) -> str:
     """One JSON line, UTF-8 where it can be; a text with lone surrogates (undecodable bytes of a
     command-line argument) is written with \\u escapes instead, so every text can be written."""
-    line = json.dumps(record, ensure_ascii=False)
+    line = dumps_finite(record, ensure_ascii=False)  # (NaN or infinity: a ValueError naming the field)
     try:
         line.encode("utf-8")
     except UnicodeEncodeError:
-        line = json.dumps(record, ensure_ascii=True)
+        line = dumps_finite(record, ensure_ascii=True)
     return line
 
 
