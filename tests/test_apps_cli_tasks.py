@@ -4,6 +4,7 @@ input line (the line rule, blank lines included), atomic outputs, and one-line e
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -156,6 +157,13 @@ def test_a_question_that_fills_max_seq_len_is_named_not_the_stride(tmp_path):
     assert result.returncode == 1 and "1 pieces for the context in --max-seq-len 9, not more than --doc-stride 1;" \
         in result.stderr  # fmt: skip
     assert "answer" in minibert.answer("C C C C C", "C C O", model=QA_REFERENCE, max_seq_len=9, doc_stride=0)
+    # at the model's own 128 positions, a larger max_seq_len is no advice (it is refused): shorten the question
+    with pytest.raises(ValueError, match=r"no room for the context in max_seq_len=128; shorten the question \(this "
+                                         r"model reads at most 128 tokens\)$"):  # fmt: skip
+        minibert.answer("C " * 130, "C C O", model=QA_REFERENCE)
+    result = run("answer", "--model", str(QA_REFERENCE), "--question", "C " * 130, "--context", "C C O")
+    assert result.returncode == 1 and result.stderr.strip().endswith(
+        "--max-seq-len 128; shorten the question (this model reads at most 128 tokens)"), result.stderr
 
 
 def test_an_empty_question_or_context_is_named_by_its_line_before_the_model_loads(tmp_path):
@@ -459,3 +467,19 @@ def test_a_blank_jsonl_line_is_refused_by_answer_as_docs_cli_says(tmp_path):
     page = " ".join((Path(__file__).parents[1] / "docs" / "cli.md").read_text(encoding="utf-8").split())
     assert "alike (but for `answer`, whose `.jsonl` lines need a question and a context: a blank line there is " \
            "refused, naming it" in page  # fmt: skip
+
+
+def test_a_command_with_nothing_to_do_names_what_it_takes():
+    """`answer` with no question said "give texts as arguments", which answer refuses as unrecognized;
+    `rerank --input docs.txt` with the query forgotten said "required: query, documents" (the documents
+    were given). Each usage line now names what the command takes."""
+    cases = [(["answer"], "nothing to do: give --question and --context or --input FILE (- for stdin)"),
+             (["answer", "--question", "a", "--context", "b", "--input", "x.jsonl"],
+              "give --question and --context or --input FILE, not both"),
+             (["rerank", "--input", os.devnull], "rerank needs a query: minibert rerank QUERY DOCUMENT ... (or QUERY "
+                                                 "--input FILE)"),
+             (["rerank", "the query"], "nothing to do: give documents after the query or --input FILE (- for stdin)"),
+             (["classify"], "nothing to do: give texts as arguments or --input FILE (- for stdin)")]  # fmt: skip
+    for args, said in cases:
+        result = run(*args, "--model", str(QA_REFERENCE))
+        assert result.returncode == 2 and result.stderr.strip() == f"minibert: error: {said}", (args, result.stderr)

@@ -89,7 +89,7 @@ def add_parser(commands, parents: list) -> None:
     answer.set_defaults(run=cmd_answer)
 
     rerank = commands.add_parser("rerank", parents=[files], help="documents by relevance to a query (a cross-encoder)")
-    rerank.add_argument("query", help="the query")
+    rerank.add_argument("query", nargs="?", help="the query")  # (optional to argparse: its own line says it is not)
     rerank.add_argument("documents", nargs="*", help="documents (or --input, one per line); a lone - reads stdin")
     rerank.add_argument(
         "--top-n", type=positive_int, default=None, help="print only the best N (the file gets every row)"
@@ -119,6 +119,9 @@ def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
         yield chunk
 
 
+_ARGUMENTS = {"answer": "--question and --context", "rerank": "documents after the query"}  # (the others: texts)
+
+
 def _checked(records: Iterator[dict], check) -> Iterator[dict]:
     """The records, each passed to ``check(record, place)`` (its line, from 1) as it is read."""
     for place, record in enumerate(records, start=1):
@@ -135,11 +138,13 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
 
     if getattr(args, "texts", None) == [STDIN] and not args.input:  # a lone - reads stdin, as embed's does
         args.texts, args.input = [], STDIN
-    given = list(_checked(from_arguments(), check))
+    if args.command == "rerank" and args.query is None:  # (argparse said "required: query, documents")
+        raise CommandError("rerank needs a query: minibert rerank QUERY DOCUMENT ... (or QUERY --input FILE)")
+    given, texts = list(_checked(from_arguments(), check)), _ARGUMENTS.get(args.command, "texts as arguments")
     if given and args.input:
-        raise CommandError("give texts as arguments or --input FILE, not both")
+        raise CommandError(f"give {texts} or --input FILE, not both")
     if not given and not args.input:
-        raise CommandError("nothing to do: give texts as arguments or --input FILE (- for stdin)")
+        raise CommandError(f"nothing to do: give {texts} or --input FILE (- for stdin)")
     if not args.model:
         raise CommandError(f"{args.command} needs --model DIR (or a hub id) of a checkpoint with its head")
     output = Path(args.output) if args.output else None
@@ -333,12 +338,13 @@ def cmd_answer(args) -> None:
             where = f"the question on {_input_line(args, place)}" if args.input else "the question"
             said = f"{where} is {error.pieces} pieces: with [CLS] and two [SEP] it leaves "
             if error.doc_stride is None:
-                raise InputFileError(said + f"no room for the context in --max-seq-len {error.max_seq_len}; give a "
-                                     "larger --max-seq-len") from None  # fmt: skip
+                raise InputFileError(said + f"no room for the context in --max-seq-len {error.max_seq_len}; "
+                                     + error.advice("a larger --max-seq-len", "the question", "give")) from None
             default = "" if error.stride_given else " (the default: half the window, at most 128)"
             raise InputFileError(said + f"{error.room} pieces for the context in --max-seq-len {error.max_seq_len}, "
-                                 f"not more than --doc-stride {error.doc_stride}{default}; give a larger "
-                                 "--max-seq-len or a smaller --doc-stride") from None  # fmt: skip
+                                 f"not more than --doc-stride {error.doc_stride}{default}; "
+                                 + error.advice("a larger --max-seq-len or a smaller --doc-stride",
+                                                "a smaller --doc-stride or the question", "give")) from None
         done[0] += len(chunk)
         return [_carried({"question": r["question"], "answers": a if isinstance(a, list) else [a]}, r,
                          ("question", "context"), noted) for r, a in zip(chunk, found)]  # fmt: skip

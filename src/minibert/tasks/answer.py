@@ -43,17 +43,29 @@ class QuestionTooLongError(PicklableError, ValueError):
     ``stride_given``, as data, so that a command can name the line and its own flags."""
 
     def __init__(self, number: int, pieces: int, max_seq_len: int, doc_stride: int | None = None,
-                 stride_given: bool = False):  # fmt: skip
+                 stride_given: bool = False, positions: int | None = None):  # fmt: skip
         self.number, self.pieces, self.max_seq_len = number, pieces, max_seq_len
         self.room, self.doc_stride, self.stride_given = max(max_seq_len - 3 - pieces, 0), doc_stride, stride_given
+        self.positions = positions  # the model's: a larger max_seq_len is no advice at that limit
         said = f"question {number} is {pieces} pieces: with [CLS] and two [SEP] it leaves "
         if doc_stride is None:
-            super().__init__(said + f"no room for the context in max_seq_len={max_seq_len}; pass a larger max_seq_len")
+            super().__init__(said + f"no room for the context in max_seq_len={max_seq_len}; "
+                             + self.advice("a larger max_seq_len", "the question"))
         else:
             default = "" if stride_given else " (the default: half of max_seq_len, at most 128)"
             super().__init__(said + f"{self.room} pieces for the context in max_seq_len={max_seq_len}, not more than "
-                             f"doc_stride={doc_stride}{default}, the overlap of its windows; pass a larger "
-                             "max_seq_len or a smaller doc_stride")  # fmt: skip
+                             f"doc_stride={doc_stride}{default}, the overlap of its windows; "
+                             + self.advice("a larger max_seq_len or a smaller doc_stride", "a smaller doc_stride or "
+                                           "the question"))  # fmt: skip
+
+    def advice(self, larger: str, at_the_limit: str, passed: str = "pass") -> str:
+        """What to do: ``larger`` (``passed``: "pass", or a command's "give"), or, where max_seq_len is
+        the model's positions already, ``at_the_limit`` and a shorter question."""
+        if self.positions is None or self.max_seq_len < self.positions:
+            return f"{passed} {larger}"
+        shorter = at_the_limit.replace("the question", f"shorten the question (this model reads at most "
+                                                       f"{self.positions} tokens)")  # fmt: skip
+        return shorter if at_the_limit == "the question" else f"{passed} {shorter}"
 
 
 def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride: int | None = None,
@@ -105,9 +117,9 @@ def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride
         pieces = len(tokenizer.piece_ids(text))
         room = max_seq_len - 3 - pieces  # [CLS] question [SEP] context [SEP]
         if room < 1:
-            raise QuestionTooLongError(number, pieces, max_seq_len)
+            raise QuestionTooLongError(number, pieces, max_seq_len, positions=positions)
         if room <= doc_stride and len(tokenizer.piece_ids(contexts[number])) > room:  # windows that never advance
-            raise QuestionTooLongError(number, pieces, max_seq_len, doc_stride, stride_given)
+            raise QuestionTooLongError(number, pieces, max_seq_len, doc_stride, stride_given, positions)
     # A context that fits one window is read whatever doc_stride says, as the pipeline reads it; those that need
     # several have room > doc_stride (above), so the tokenizer's own bound (max_seq_len - 3) only meets unused strides.
     doc_stride = min(doc_stride, max_seq_len - 4)
