@@ -63,6 +63,21 @@ def test_matches_sentence_transformers(embedder, st_minilm, texts):
     assert_close(actual, expected, "normalized mean embeddings vs sentence-transformers", 1e-5)
 
 
+def test_an_embedder_of_a_loaded_model_follows_its_folder_s_recipe(minilm_dir, st_minilm, texts):
+    """``Embedder(model, tokenizer)`` of all-MiniLM-L6-v2 mean-pooled at 512 tokens, unnormalized (norms
+    5.4, a long text's cosine 0.77 to ``SentenceTransformer(m).encode``): it ignored the folder's
+    recipe, which from_pretrained (and rerank given a loaded model) read. It reads it now; a model
+    built from a config has no folder, and is mean-pooled."""
+    long = "word " * 400
+    wrapped = Embedder(BertModel.from_pretrained(minilm_dir), BertTokenizer.from_pretrained(minilm_dir))
+    assert wrapped.max_length == 256 and wrapped.recipe == Embedder.from_pretrained(minilm_dir).recipe
+    expected = st_minilm.encode([*texts[:8], long], batch_size=REFERENCE_BATCH)  # (normalized by its recipe)
+    assert_close(wrapped.embed([*texts[:8], long]), expected, "Embedder(model, tokenizer) vs sentence-transformers",
+                 1e-5)  # fmt: skip
+    built = BertModel(BertModel.from_pretrained(minilm_dir).config)
+    assert Embedder(built, BertTokenizer.from_pretrained(minilm_dir)).recipe.normalize is False
+
+
 @pytest.fixture(scope="module")
 def sample_states(embedder, reference_model, texts) -> list:
     """transformers' hidden states and pooler output for each of 24 real texts, computed once: the

@@ -75,7 +75,7 @@ from .loading import download_keywords, load_parts
 from .options import EmbedOptions, as_int, check_truncate_dim
 from .pooling import pool_text
 from .prompts import tokenizing
-from .recipe import SentenceRecipe, similarity
+from .recipe import SentenceRecipe, read_recipe, similarity
 from .recipe_settings import RecipeSettings
 from .sentence_transformers_names import AnswersSentenceTransformersNames
 from .texts import texts_as_list
@@ -85,12 +85,24 @@ from .word_vectors import check_merge, merge_pieces
 logger = logging.getLogger("minibert")
 
 
+def _recipe_of(model) -> SentenceRecipe:
+    """The recipe of the folder (or hub commit) ``model`` was loaded from, as ``from_pretrained`` reads
+    it: ``Embedder(model, tokenizer)`` of a sentence-transformers model embeds as its
+    ``SentenceTransformer`` does (it mean-pooled, unnormalized, at the tokenizer's length). A model
+    built from a config, or a plain BERT's folder: mean pooling."""
+    source = getattr(model, "name_or_path", None)
+    if source is None:
+        return SentenceRecipe()
+    found = read_recipe(str(source), getattr(model.config, "_commit_hash", None), hidden_size=model.config.hidden_size)
+    return found or SentenceRecipe()
+
+
 class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
-    """A tokenizer and a BertModel, turning texts into vectors (following ``recipe``, a
-    sentence-transformers model's own, by default). sentence-transformers' names are answered with
-    minibert's (``Embedder(path)``, ``encode``: sentence_transformers_names.py); its settings
-    (``similarity_fn_name``, ``truncate_dim``, ``prompts``, ``default_prompt_name``) set the recipe
-    (recipe_settings.py)."""
+    """A tokenizer and a BertModel, turning texts into vectors (following ``recipe``: by default the
+    sentence-transformers recipe of the folder the model was loaded from, if it has one).
+    sentence-transformers' names are answered with minibert's (``Embedder(path)``, ``encode``:
+    sentence_transformers_names.py); its settings (``similarity_fn_name``, ``truncate_dim``,
+    ``prompts``, ``default_prompt_name``) set the recipe (recipe_settings.py)."""
 
     def __init__(
         self,
@@ -104,7 +116,7 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         model.config.check_vocabulary(tokenizer.vocab, getattr(model, "name_or_path", "Embedder"))
         check_model_is_on(model, None, "the Embedder")  # a model on meta: said now, not torch's error at a batch
         self.model = model  # run in eval mode, and left in its own (pretrained.evaluating)
-        self.recipe = recipe or SentenceRecipe()
+        self.recipe = recipe if recipe is not None else _recipe_of(model)
         # sentence-transformers lowercases first (accents kept), added tokens matched after it; a copy.
         self.tokenizer = tokenizer.lowercasing_first() if self.recipe.do_lower_case else tokenizer
         # Longest input in tokens, used when embed() is not given max_length: the model's own
@@ -145,7 +157,7 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         model, tokenizer, recipe = load_parts(name_or_path, revision, hub, dtype=dtype, device=device, gemm=gemm)
         if truncate_dim is not None:
             recipe = dataclasses.replace(recipe or SentenceRecipe(), truncate_dim=truncate_dim)
-        return cls(model, tokenizer, recipe=recipe)
+        return cls(model, tokenizer, recipe=recipe or SentenceRecipe())
 
     # ------------------------------------------------------------------ sentence vectors
 
