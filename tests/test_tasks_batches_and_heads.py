@@ -274,7 +274,7 @@ def test_a_dtype_given_with_a_loaded_model_is_its_own_or_refused(make, tmp_path)
              "pair": lambda dtype: minibert.classify("x", model=(loaded, BertTokenizer.from_pretrained(folder)),
                                                      dtype=dtype),
              "rerank": lambda dtype: minibert.rerank("q", ["a", "b"], model=cross_encoder, dtype=dtype)}  # fmt: skip
-    for name, call in calls.items():
+    for call in calls.values():  # classify, a pair, rerank's CrossEncoder
         for dtype in ("int8", "bf16", "auto"):
             with pytest.raises(TaskArgumentError, match=r"this model is loaded already, in float32"):
                 call(dtype)

@@ -51,8 +51,8 @@ from .commands import (
     cmd_tokenize,
     cmd_verify,
 )
+from .embed_files import add_normalize_flag, embedding_flags
 from .embed_files import add_parser as add_embed_parser
-from .embed_files import embedding_flags
 from .example_data_command import add_parser as add_example_data_parser
 from .explore_command import add_parser as add_explore_parser
 from .finetune_command import add_parser as add_finetune_parser
@@ -112,11 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     embedding = embedding_flags()
     add_embed_parser(commands, parents=[common, embedding])
 
-    similarity = commands.add_parser(
-        "similarity", parents=[common, embedding], help="similarity matrix (the model's function; cosine by default)"
-    )
+    similarity = commands.add_parser("similarity", parents=[common, embedding],
+                                     help="similarity matrix (the model's function; cosine by default)")  # fmt: skip
     similarity.add_argument("texts", nargs="+", help="two to 256 texts to compare (more: embed --output)")
-    similarity.set_defaults(run=cmd_similarity, normalize=None)
+    add_normalize_flag(similarity)
+    similarity.set_defaults(run=cmd_similarity)
 
     fill = commands.add_parser("fill-mask", parents=[common], help="predict the [MASK] token")
     fill.add_argument("text", help="a text with [MASK] in it (one or several)")

@@ -76,6 +76,12 @@ def embedding_flags() -> argparse.ArgumentParser:
     return embedding
 
 
+def add_normalize_flag(parser) -> None:
+    """--normalize / --no-normalize (embed, similarity): the recipe's normalization replaced."""
+    parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                        help="unit-length vectors (default: as the model's recipe says)")  # fmt: skip
+
+
 def add_parser(commands, parents: list) -> None:
     """Add ``embed`` to the ``minibert`` command's subparsers; ``parents``: the model's flags and
     embedding_flags()."""
@@ -103,8 +109,7 @@ def add_parser(commands, parents: list) -> None:
         action="store_true",
         help="print JSON lines even on a terminal (default there: a readable summary per text)",
     )
-    embed.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
-                       help="unit-length vectors (default: as the model's recipe says)")  # fmt: skip
+    add_normalize_flag(embed)
     embed.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
