@@ -326,3 +326,23 @@ def test_a_stop_or_an_error_starts_a_line_of_its_own(written, stop, said, monkey
     assert sys.stderr is stderr, "the command's stderr was not given back"
     lines = stderr.getvalue().split("\n")
     assert lines[-2:] == [said, ""] and lines[-3] == written, stderr.getvalue()
+
+
+def test_similarity_takes_normalize_as_cli_md_says(minilm_dir, tmp_path, capsys):
+    """docs/cli.md: `--normalize`/`--no-normalize` override the recipe's normalization in `embed` and
+    `similarity`; similarity refused them (unrecognized arguments), though a dot-product model's table
+    depends on it. MiniLM made a dot-product model here (its own similarity function set to dot)."""
+    import shutil
+
+    folder = shutil.copytree(minilm_dir, tmp_path / "dot")
+    settings = json.loads((folder / "config_sentence_transformers.json").read_text())
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({**settings, "similarity_fn_name": "dot"}))
+    texts = ["bank vault", "river bank"]
+    for flag, normalize in (("--normalize", True), ("--no-normalize", False)):
+        assert cli.main(["similarity", *texts, flag, "--model", str(folder)]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == "similarity: dot"
+        matrix = np.array([[float(v) for v in line.split()[1:]] for line in out[-2:]])
+        vectors = Embedder.from_pretrained(folder).embed(texts, normalize=normalize)
+        assert_close(matrix, vectors @ vectors.T, f"similarity {flag}", 1e-4)
+    assert abs(matrix[0, 0] - 1) > 0.1  # (unnormalized: no longer a cosine)
