@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import struct
 import tracemalloc
 from pathlib import Path
@@ -182,6 +183,27 @@ def test_missing_and_unreadable_paths(tmp_path):
         list(tfrecord.read_examples(tmp_path / "nothing.tfrecord"))
     with pytest.raises(TFRecordError, match="is a directory"):
         list(tfrecord.read_examples(tmp_path))
+
+
+def test_a_pipe_or_a_device_is_refused_naming_it(tmp_path):
+    """Each record's length is checked against what is left of the file, which a pipe cannot tell:
+    `--data <(cat x.tfrecord)` was "[Errno 29] Illegal seek", naming nothing, and /dev/urandom a
+    record claiming a made-up number of bytes. Both are refused up front, named, as not regular files."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, GOOD)  # (a few hundred bytes: the pipe holds them, no reader needed yet)
+        os.close(write_end)
+        piped = f"/dev/fd/{read_end}"
+        with pytest.raises(TFRecordError, match=f"^TFRecord file {piped} is a FIFO \\(named pipe\\), not a regular"):
+            list(tfrecord.read_examples(piped))
+    finally:
+        os.close(read_end)
+    with pytest.raises(TFRecordError, match="^TFRecord file /dev/urandom is a character device, not a regular file"):
+        list(tfrecord.iter_records("/dev/urandom"))
+    link = tmp_path / "data.tfrecord"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(TFRecordError, match=f"^TFRecord file {link} is a character device"):
+        list(tfrecord.read_examples(link))
 
 
 def test_an_empty_file_holds_no_records(tmp_path):

@@ -21,13 +21,13 @@ import pytest
 import torch
 
 from helpers import run_minibert
-from minibert import BertTokenizer
+from minibert import BertConfig, BertTokenizer
 from minibert.errors import DataError
 from minibert.formats.atomic_files import atomic_output
 from minibert.formats.tfrecord import frame_records
 from minibert.heads import BertForPreTraining
 from minibert.training.run.checkpoint import TrainingState
-from minibert.training.tasks.tfrecord_instances import read_instances
+from minibert.training.tasks.tfrecord_instances import check_tokenizer_ids, read_instances
 from random_instances import random_instances, write_instances
 
 TINY = "tests/data/tiny_hub"  # vocab_size 111, type_vocab_size 2, max_position_embeddings 64
@@ -269,9 +269,64 @@ def test_a_run_from_a_config_cuts_texts_where_its_positions_end(data, tmp_path):
     assert BertTokenizer.from_pretrained(tmp_path / "run").model_max_length == 64
 
 
+def config_file(path: Path, **fields) -> Path:
+    """tiny_hub's config.json with ``fields`` changed, written at ``path`` (a name of the test's choosing)."""
+    path.write_text(json.dumps({**json.loads(Path(f"{TINY}/config.json").read_text()), **fields}))
+    return path
+
+
+def test_ids_the_saved_tokenizer_cannot_give_are_refused(tmp_path):
+    """A model of vocab_size 200 with a vocabulary of 111 pieces (a vocabulary padded to a round
+    size): ids 111 … 199 have embeddings, so the run trained on them, and saved a tokenizer that
+    never gives them. Refused before any step, from --config with --vocab and from --init alike."""
+    data = write_instances(tmp_path / "wide.tfrecord", random_instances(4, vocab_size=200, seq_len=16, seed=3))
+    config = config_file(tmp_path / "cfg200.json", vocab_size=200)
+    init = tmp_path / "init200"
+    BertForPreTraining(BertConfig.from_json_file(config)).save_pretrained(init)
+    shutil.copy(f"{TINY}/vocab.txt", init / "vocab.txt")
+    for flags, source in [(["--config", str(config), "--vocab", f"{TINY}/vocab.txt"], f"--vocab {TINY}/vocab.txt"),
+                          (["--init", str(init)], f"--init {init}'s tokenizer")]:  # fmt: skip
+        output = tmp_path / f"run{len(flags)}"
+        line = one_line_error(pretrain(data, output, *flags, "--batch-size", "2"))
+        assert re.search(rf"wide\.tfrecord, record 0 \(0-based\): feature 'input_ids' holds id 1[1-9]\d, which "
+                         rf"{re.escape(source)} cannot give: it has 111 ids \(0 to 110\) and the model's vocab_size "
+                         r"is 200", line), line  # fmt: skip
+        assert not output.exists()
+
+
+def test_masked_lm_ids_the_tokenizer_cannot_give_are_refused(tmp_path):
+    instances = random_instances(5, vocab_size=100, seq_len=16, seed=2)
+    instances[3]["masked_lm_ids"] = np.array([7, 105, 0, 0], np.int64)  # input_ids all below 100
+    read = read_instances([write_instances(tmp_path / "labels.tfrecord", instances)], CONFIG)
+    with pytest.raises(DataError, match=r"record 3 \(0-based\): feature 'masked_lm_ids' holds id 105, which the "
+                                        r"tokenizer cannot give: it has 100 ids"):  # fmt: skip
+        check_tokenizer_ids(read, 100, "the tokenizer", CONFIG)
+    check_tokenizer_ids(read, 106, "the tokenizer", CONFIG)  # every id within: nothing said
+
+
+def test_a_config_refused_is_named_as_given(data, tmp_path):
+    """The config a message names is the --config file given, not config.json."""
+    flags = ["--vocab", f"{TINY}/vocab.txt", "--batch-size", "2"]
+    short = config_file(tmp_path / "short.json", max_position_embeddings=8)
+    line = one_line_error(pretrain(data, tmp_path / "run", "--config", str(short), *flags))
+    assert line.endswith(f"16 tokens are longer than the model's max_position_embeddings = 8 (--config {short})"), line
+    untied = config_file(tmp_path / "untied.json", tie_word_embeddings=False)
+    line = one_line_error(pretrain(data, tmp_path / "run", "--config", str(untied), *flags))
+    assert f"error: --config {untied}: config field tie_word_embeddings = false" in line, line
+    assert not (tmp_path / "run").exists()
+
+
 def test_missing_data_file(tmp_path):
     line = one_line_error(pretrain(tmp_path / "absent.tfrecord", tmp_path / "run", "--init", TINY, "--batch-size", "2"))
     assert "absent.tfrecord does not exist" in line
+
+
+def test_data_that_is_not_a_regular_file_is_named(tmp_path):
+    """/dev/urandom was read as records of made-up sizes (a pipe, `<(cat x.tfrecord)`: "Illegal seek";
+    tests/test_formats_tfrecord_hostile.py)."""
+    line = one_line_error(pretrain(Path("/dev/urandom"), tmp_path / "run", "--init", TINY, "--batch-size", "2"))
+    assert line.startswith("minibert: error: TFRecord file /dev/urandom is a character device, not a regular"), line
+    assert not (tmp_path / "run").exists()
 
 
 # ------------------------------------------------------------------ the training state

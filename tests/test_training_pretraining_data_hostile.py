@@ -394,6 +394,30 @@ def test_invalid_utf8_ignored_on_request_is_the_text_without_those_bytes(files):
     assert ignored == _instances(files)
 
 
+def test_a_run_of_blank_lines_holds_no_document_per_line(files):
+    """Each blank line started a new, empty document, dropped only at the end: 5 MB of blank lines
+    peaked at 479 MB. A run of them now ends one document, and the documents are the same (the
+    instances against Google's script: test_training_pretraining_data.py)."""
+    import tracemalloc
+
+    from minibert.formats.plain_text import read_text_lines
+    from minibert.training.pretraining_data.documents import read_documents
+
+    _write(files["corpus"], "The cat.\n" + "\n \r\n" * 150_000 + "A dog.\nIt ran.\n\n\n")  # 300,000 blank lines
+
+    def peak(read) -> tuple[object, int]:
+        tracemalloc.start()
+        try:
+            return read(), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    documents, held = peak(lambda: read_documents([files["corpus"]], lambda text: [len(text)]))
+    _, reading = peak(lambda: sum(1 for _ in read_text_lines(files["corpus"])))  # the file's lines, read and dropped
+    assert documents == [[[8]], [[6], [7]]]
+    assert held < reading + 1_000_000, f"{held:,} bytes at the peak, {reading:,} to read the lines"  # (19 MB more)
+
+
 def test_lines_end_at_newline_only(files):
     """Form feed, \x1c, U+2028, U+0085 and \r inside a line do not end it (TensorFlow's reader splits
     at \n alone; Python's splitlines would split at each): still 8 sentences in 3 documents."""

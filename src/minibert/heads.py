@@ -135,12 +135,11 @@ class BertWithHeads(TransformersNames, PretrainedBert):
         return self.mlm_head(hidden_states, self.bert.embeddings.word_embeddings.weight)
 
 
-def _refuse_untied(config: BertConfig) -> None:
+def refuse_untied(config: BertConfig) -> None:
+    """A config of a masked-LM decoder with weights of its own: a CheckpointError (the caller names the file)."""
     if config.extra.get("tie_word_embeddings", True) is not True:
-        raise CheckpointError(
-            "config field tie_word_embeddings = false: a masked-LM decoder with weights of its own is "
-            "not implemented; minibert's decoder is the word embedding matrix, as in BERT"
-        )
+        raise CheckpointError("config field tie_word_embeddings = false: a masked-LM decoder with weights of its own "
+                              "is not implemented; minibert's decoder is the word embedding matrix, as in BERT")
 
 
 class BertForPreTraining(BertWithHeads):
@@ -150,7 +149,7 @@ class BertForPreTraining(BertWithHeads):
     follows A, 1 = B is random. The loss is the sum of the two."""
 
     def __init__(self, config: BertConfig):
-        _refuse_untied(config)
+        refuse_untied(config)
         super().__init__(config)
         self.mlm_head = MaskedLMHead(config)
         self.nsp_head = nn.Linear(config.hidden_size, 2)
@@ -180,7 +179,7 @@ class BertForMaskedLM(BertWithHeads):
     """The masked-LM head alone (no pooler, no next-sentence head): fill in ``[MASK]``."""
 
     def __init__(self, config: BertConfig):
-        _refuse_untied(config)
+        refuse_untied(config)
         super().__init__(config, add_pooling_layer=False)
         self.mlm_head = MaskedLMHead(config)
         self.init_weights()

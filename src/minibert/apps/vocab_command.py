@@ -4,7 +4,8 @@
     minibert vocab --input a.txt b.txt --output my-cased-bert --cased --min-frequency 5
 
 DIR gets ``vocab.txt`` and ``tokenizer_config.json``: ``BertTokenizer.from_pretrained(DIR)`` and
-transformers' ``AutoTokenizer.from_pretrained(DIR)`` load it. The defaults are those of
+transformers' ``AutoTokenizer.from_pretrained(DIR)`` load it. One line on stderr says what was
+written; stdout is not used. The defaults are those of
 ``tokenizers``' ``BertWordPieceTokenizer.train``.
 """
 
@@ -84,7 +85,9 @@ def cmd_vocab(args) -> None:
         if progress is not None:
             progress.close()
     vocab_file, config_file = save_vocabulary(output, pieces, lowercase=not args.cased, special_tokens=special_tokens)
-    print(f"{len(pieces):,} pieces: {vocab_file}, {config_file}")
+    # On stderr, as pretraining-data says its summary: the results are the files, so a closed stdout
+    # (`>&-`) or a full one (`> /dev/full`) must not turn a run that wrote them into a failure.
+    print(f"minibert: {len(pieces):,} pieces: {vocab_file}, {config_file}", file=sys.stderr)
 
 
 class _ProgressLine:

@@ -31,6 +31,7 @@ past the end of the file is refused before anything is allocated for it.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TFRecordError
+from .atomic_files import KINDS
 from .crc32c import crc32c_many, mask, unmask
 from .protobuf import WireReader
 
@@ -248,13 +250,15 @@ def frame_records(records: Sequence[bytes]) -> bytes:
 def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[bytes]:
     """The data of each record of a TFRecord file, in order, each CRC checked (unless told not to).
 
-    Raises ``TFRecordError`` naming the file and the record: a header or data cut short (a truncated
-    file), a length larger than what is left of the file (checked before reading it), a CRC that
-    does not match. A batch of records (READ_BATCH of them, READ_BATCH_BYTES at most, or one longer
-    record) is checked before any of it is yielded: memory stays within a few times the larger of
-    READ_BATCH_BYTES and the longest record.
+    Raises ``TFRecordError`` naming the file (a pipe, a device or a directory: not a regular file)
+    or the file and the record: a header or data cut short (a truncated file), a length larger than
+    what is left of the file (checked before reading it), a CRC that does not match. A batch of
+    records (READ_BATCH of them, READ_BATCH_BYTES at most, or one longer record) is checked before
+    any of it is yielded: memory stays within a few times the larger of READ_BATCH_BYTES and the
+    longest record.
     """
     path = Path(path)
+    _refuse_what_is_not_a_file(path)
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
@@ -289,6 +293,23 @@ def iter_records(path: str | os.PathLike, check_crc: bool = True) -> Iterator[by
             for body in batch:
                 yield body[:-FOOTER_BYTES]
             index += len(batch)
+
+
+def _refuse_what_is_not_a_file(path: Path) -> None:
+    """A TFRecordError naming ``path`` when it is there but is not a regular file. Each record's
+    length is checked against what is left of the file before a byte is read for it, which needs the
+    file's size and position: a pipe (``--data <(cat x.tfrecord)``) has neither ("Illegal seek"), and a
+    device (``/dev/urandom``) a made-up size. Only ``stat`` is asked, so a FIFO is never opened
+    (opening one waits for a writer). A missing or unreadable file is left to ``open`` to say."""
+    try:
+        mode = os.stat(path).st_mode  # follows links: a link to /dev/zero is a device
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in KINDS.items() if test(mode)), f"a special file (mode {oct(mode)})")
+        raise TFRecordError(f"TFRecord file {path} is {kind}, not a regular file: a TFRecord file is read from "
+                            "disk (its size bounds each record's length); write the records to a file and give "
+                            "that")  # fmt: skip
 
 
 def _refuse_frame(path: Path, record: int, header: bytes, left: int, check_crc: bool) -> None:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from ...config import BertConfig
 from ...errors import CheckpointError, DataError, FlagConflictError
 from ...formats.json_files import parse_json
-from ...heads import BertForPreTraining
+from ...heads import BertForPreTraining, refuse_untied
 from ...inputs import AS_ASKED
 from ...loading.checkpoint_files import find_checkpoint
 from ...loading.hub import resolve_file
@@ -45,7 +45,7 @@ from ...speed.seam import speed_up
 from ...tokenizer import BertTokenizer
 from .order import InstanceOrder
 from .task import PieceSums, Task, TrainingData
-from .tfrecord_instances import read_instances
+from .tfrecord_instances import check_tokenizer_ids, read_instances
 
 MLM_EPSILON = 1e-5  # Google's: Σ w + 1e-5, so a batch without masked positions has loss 0, not NaN
 
@@ -58,10 +58,14 @@ class Pretraining(Task):
 
     def prepare(self, options, world) -> TrainingData:
         """The instances, checked against the model's config (ids within its vocabulary, T within
-        its positions) before any weight is built; the tokenizer saved with every checkpoint."""
+        its positions) and against the tokenizer saved with every checkpoint (ids it can give),
+        before any weight is built."""
         options.check(world.size)
         config, tokenizer = config_and_tokenizer(options)
-        instances = read_instances(options.data, config)  # every record checked before any step
+        named = f"--config {options.config}" if options.init is None else f"--init {options.init}'s config"
+        instances = read_instances(options.data, config, named)  # every record checked before any step
+        source = f"--vocab {options.vocab}" if options.vocab is not None else f"--init {options.init}'s tokenizer"
+        check_tokenizer_ids(instances, max(tokenizer.vocab.values()) + 1, source, config)
         check_batch_fits(options, len(instances), world.is_main)
         order = InstanceOrder(len(instances), options.batch_size)
         return TrainingData(instances, order, options.steps, options.warmup_steps, tokenizer, config=config)
@@ -142,6 +146,10 @@ def config_and_tokenizer(options) -> tuple[BertConfig, BertTokenizer]:
         config = BertConfig.from_json_file(find_checkpoint(options.init)[0])
         return config, init_tokenizer(options, config)
     config = BertConfig.from_json_file(options.config)
+    try:  # before the data are read: BertForPreTraining would refuse it, without naming the file
+        refuse_untied(config)
+    except CheckpointError as error:
+        raise CheckpointError(f"--config {options.config}: {error}") from None
     tokenizer = vocab_tokenizer(options, config)
     config.pad_token_id = padding_id(options, config, tokenizer)
     return config, tokenizer

@@ -20,7 +20,8 @@ Every record of every file is read and checked before the first step (a bad reco
 then the values against the model (ids within the vocabulary, segments within type_vocab_size,
 T within the position table, positions within T). A problem is a ``DataError`` naming the file, the
 record (0-based) and the feature. Features not listed above are ignored, as TensorFlow's
-``parse_single_example`` ignores features it is not asked for.
+``parse_single_example`` ignores features it is not asked for. ``minibert pretrain`` then checks the
+ids against the tokenizer it saves with the model (``check_tokenizer_ids``).
 
 Batches are taken in the files' order (the instances were shuffled when made, as Google's are):
 global batch k is instances k·B … k·B+B−1, wrapping around at the end.
@@ -79,8 +80,10 @@ class Instances:
         return digest.hexdigest()
 
 
-def read_instances(paths: list[str | os.PathLike], config: BertConfig) -> Instances:
-    """Read and check every record of ``paths`` (TFRecord files) for a model of ``config``."""
+def read_instances(paths: list[str | os.PathLike], config: BertConfig, config_name: str = "config.json") -> Instances:
+    """Read and check every record of ``paths`` (TFRecord files) for a model of ``config``; a value
+    beyond one of its limits is refused naming ``config_name``, where the limit comes from (``minibert
+    pretrain`` passes the --config file given)."""
     if not paths:
         raise DataError("no data: give one or more TFRecord files of pre-training instances (--data)")
     columns: dict[str, list[np.ndarray]] = {name: [] for name in FEATURES}
@@ -101,7 +104,7 @@ def read_instances(paths: list[str | os.PathLike], config: BertConfig) -> Instan
     arrays = {name: np.stack(values) for name, values in columns.items()}
     arrays["next_sentence_labels"] = arrays["next_sentence_labels"][:, 0]  # (N, 1) → (N,)
     instances = Instances(arrays, files, counts)
-    _check_values(instances, config)
+    _check_values(instances, config, config_name)
     return instances
 
 
@@ -133,14 +136,14 @@ def _why(group: str, first: dict[str, str]) -> str:
     return f"as {first[group]}: the instances of every --data file share one {kind}"
 
 
-def _check_values(instances: Instances, config: BertConfig) -> None:
+def _check_values(instances: Instances, config: BertConfig, config_name: str) -> None:
     """The values of every instance against the model, vectorized; the first bad record is named."""
     arrays = instances.arrays
     T = instances.sequence_length
     if T > config.max_position_embeddings:
         raise DataError(
             f"{_where(instances, 0)}: instances of {T} tokens are longer than the model's "
-            f"max_position_embeddings = {config.max_position_embeddings} (config.json)"
+            f"max_position_embeddings = {config.max_position_embeddings} ({config_name})"
         )
     weights = arrays["masked_lm_weights"]
     checks = [
@@ -161,6 +164,24 @@ def _check_values(instances: Instances, config: BertConfig) -> None:
         rows = np.flatnonzero(bad.reshape(len(instances), -1).any(axis=1))
         if len(rows):
             raise DataError(f"{_where(instances, int(rows[0]))}: feature {name!r} holds {problem}")
+
+
+def check_tokenizer_ids(instances: Instances, size: int, tokenizer: str, config: BertConfig) -> None:
+    """Refuse ids the run's tokenizer cannot produce (``size``: its largest id + 1; ``tokenizer``: where
+    it comes from, for the message). ``read_instances`` checks ids against the model's vocab_size,
+    which may exceed the tokenizer's (a vocabulary padded to a round number): an id in between has an
+    embedding row, so training runs, but it learns a piece the saved tokenizer never gives, and its
+    predictions decode to nothing. Such instances were made with another vocab.txt."""
+    for name in ("input_ids", "masked_lm_ids"):
+        values = instances.arrays[name]
+        rows = np.flatnonzero((values >= size).any(axis=1))
+        if len(rows):
+            row = int(rows[0])
+            found = int(values[row][values[row] >= size][0])
+            raise DataError(f"{_where(instances, row)}: feature {name!r} holds id {found:,}, which {tokenizer} cannot "
+                            f"give: it has {size:,} ids (0 to {size - 1:,}) and the model's vocab_size is "
+                            f"{config.vocab_size:,}; the instances were made with another vocabulary: pre-train "
+                            "with the vocab.txt they were made with, or make them again with this one")  # fmt: skip
 
 
 def _where(instances: Instances, row: int) -> str:
