@@ -485,3 +485,20 @@ def test_a_batch_is_padded_on_the_right_with_its_mask(embedder):
     padded = reference.pad({"input_ids": rows}, return_tensors="pt")
     assert torch.equal(_padded(rows, reference.pad_token_id)[0], padded["input_ids"])
     assert torch.equal(mask, padded["attention_mask"])
+
+
+def test_max_length_is_checked_when_set(minilm_dir):
+    """``embedder.max_length = 2`` (or 513, 8.0, True, "8", None) was taken and failed at the next
+    embed(); CrossEncoder.max_length is checked when set, as sentence-transformers' max_seq_length
+    users expect. Now each is refused there and then, and a good value is an int that embed() follows."""
+    from minibert.errors import TaskArgumentError
+
+    embedder = Embedder.from_pretrained(minilm_dir)
+    for bad in (2, 513, 8.0, True, "8", None):
+        with pytest.raises(TaskArgumentError, match=rf"max_length must be an int from 3 to "
+                                                    rf"max_position_embeddings=512, got {re.escape(repr(bad))}$"):
+            embedder.max_length = bad
+    assert embedder.max_length == 256
+    embedder.max_length = np.int64(4)
+    report = embedder.embed_with_report(["one two three four"])  # (6 tokens with [CLS] and [SEP]: cut to 4)
+    assert type(embedder.max_length) is int and report.max_length == 4 and report.truncated == 1

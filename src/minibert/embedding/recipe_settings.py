@@ -1,4 +1,4 @@
-"""SentenceTransformer's four settings, as the Embedder's attributes that read and set its recipe.
+"""SentenceTransformer's settings, as the Embedder's attributes that read and set its recipe.
 
 sentence-transformers code changes a model's settings by assigning them, and the Embedder takes the
 same assignments with the same effect:
@@ -7,6 +7,7 @@ same assignments with the same effect:
     embedder.truncate_dim = 8                    # how many values embed() keeps
     embedder.prompts = {"query": "query: "}      # the prompts prompt_name= chooses from
     embedder.default_prompt_name = "query"       # the prompt put before texts given none
+    embedder.max_length = 128                    # max_seq_length: the longest input, in tokens
 
 Each is ``embedder.recipe.<name>`` (recipe.py), checked when set: a value the recipe cannot follow
 is an error there and then, not an attribute that nothing reads.
@@ -15,7 +16,7 @@ is an error there and then, not an attribute that nothing reads.
 from __future__ import annotations
 
 from ..errors import InputTypeError, TaskArgumentError
-from .options import check_truncate_dim
+from .options import as_int, check_truncate_dim
 from .recipe import SIMILARITY_FUNCTIONS
 
 
@@ -68,3 +69,17 @@ class RecipeSettings:
             known = ", ".join(repr(name) for name in self.recipe.prompts) or "none"
             raise TaskArgumentError("default_prompt_name", value, f"None or one of this model's prompts ({known})")
         self.recipe.default_prompt_name = value
+
+    @property
+    def max_length(self) -> int:
+        """The longest input in tokens when ``embed`` is given no ``max_length``: the recipe's
+        ``max_seq_length``, else the tokenizer's, at most the model's positions. Set, it is checked
+        then (an int from 3 to the positions), not at the next ``embed``."""
+        return self._length
+
+    @max_length.setter
+    def max_length(self, value) -> None:
+        limit = self.model.config.max_position_embeddings
+        if as_int(value) is None or not 3 <= value <= limit:  # (numpy's int64 taken, as an index)
+            raise TaskArgumentError("max_length", value, f"an int from 3 to max_position_embeddings={limit}")
+        self._length = as_int(value)
