@@ -410,3 +410,22 @@ def test_a_config_changed_after_it_was_made_is_checked_when_a_model_is_built():
         object.__setattr__(changed, field, value)  # (around the setter)
         with pytest.raises(error, match=field if field != "extra" else "position_embedding_type"):
             minibert.BertForMaskedLM(changed)
+
+
+def test_dtype_update_and_to_diff_dict_as_transformers_config(tmp_path):
+    """`config.dtype` / `config.torch_dtype` were AttributeErrors though config.json holds the dtype;
+    `config.update({...})` and `config.to_diff_dict()` were missing (transformers' scripts call them)."""
+    transformers = pytest.importorskip("transformers")
+    shape = dict(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=37)
+    transformers.BertModel(transformers.BertConfig(**shape)).to(torch.bfloat16).save_pretrained(tmp_path)
+    ours, theirs = minibert.BertConfig.from_pretrained(tmp_path), transformers.BertConfig.from_pretrained(str(tmp_path))
+    assert ours.dtype == ours.torch_dtype == theirs.dtype == torch.bfloat16
+    assert minibert.BertConfig().dtype is None
+    ours.update({"hidden_dropout_prob": 0.3, "num_labels": 3})
+    theirs.update({"hidden_dropout_prob": 0.3, "num_labels": 3})
+    assert (ours.hidden_dropout_prob, ours.num_labels) == (theirs.hidden_dropout_prob, theirs.num_labels) == (0.3, 3)
+    with pytest.raises(ValueError, match="hidden_dropout_prob"):
+        ours.update({"hidden_dropout_prob": 2.0})
+    diff = ours.to_diff_dict()
+    assert diff["model_type"] == "bert" and diff["hidden_size"] == 32 and "layer_norm_eps" not in diff
+    assert {name: diff[name] for name in shape} == {name: theirs.to_diff_dict()[name] for name in shape}

@@ -87,9 +87,15 @@ class BertConfig:
     def __getattr__(self, name: str):
         """config.json's other fields that transformers' config has as attributes (``READABLE``):
         ``config.is_decoder``, ``config.problem_type``, ...: config.json's value, else transformers' default."""
-        if name not in READABLE and name not in ("use_return_dict", "name_or_path", "_commit_hash"):
+        if name not in READABLE and name not in ("use_return_dict", "name_or_path", "_commit_hash", "dtype",
+                                                 "torch_dtype"):  # fmt: skip
             raise AttributeError(f"'BertConfig' object has no attribute {name!r}")
         extra = self.__dict__.get("extra", {})  # (a config being unpickled has no extra yet)
+        if name in ("dtype", "torch_dtype"):  # the dtype it was saved in, as a torch.dtype (transformers'), or None
+            import torch
+
+            saved = extra.get("dtype", extra.get("torch_dtype"))
+            return getattr(torch, saved, None) if isinstance(saved, str) and saved.isidentifier() else None
         if name == "use_return_dict":
             return extra.get("return_dict", True)
         if name == "name_or_path":
@@ -271,6 +277,17 @@ class BertConfig:
 
         save_config(self, save_directory)
 
+    def update(self, values: dict) -> None:
+        """transformers' ``config.update({...})``: each field set as ``config.name = value`` sets it."""
+        for name, value in values.items():
+            setattr(self, name, value)
+
+    def to_diff_dict(self) -> dict:
+        """``to_dict``'s fields whose values differ from a new BertConfig's (bert-base's), and model_type."""
+        default = BertConfig().to_dict()
+        return {name: value for name, value in self.to_dict().items()
+                if name == "model_type" or default.get(name, _NONE) != value}  # fmt: skip
+
     def to_json_string(self, use_diff: bool = True) -> str:
         """config.json's text, as ``save_pretrained`` writes it (keys sorted, indented by 2). Every
         field is written, whatever ``use_diff`` says (transformers' True leaves out the fields at its
@@ -284,6 +301,7 @@ class BertConfig:
 
 
 _FIELD_NAMES = [f.name for f in dataclasses.fields(BertConfig)]
+_NONE = object()  # (a field a new config has not)
 
 
 def _check_number(name: str, value) -> None:
