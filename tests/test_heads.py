@@ -207,6 +207,19 @@ def _position_ids_bytes(model) -> int:
                if name.endswith(("position_ids", "token_type_ids")))  # fmt: skip
 
 
+def test_use_cache_in_a_call_changes_nothing_as_in_transformers(tmp_path):
+    """``model(**batch, use_cache=False)`` (a decoder's option, passed by generic training code) was a
+    TypeError; transformers' BERT takes it and computes the same as without it."""
+    directory, reference = saved(tmp_path, "BertModel")
+    ours = minibert.BertModel.from_pretrained(directory)
+    ids = torch.tensor([[2, 5, 7, 3]])
+    assert torch.equal(ours(ids, use_cache=False).last_hidden_state, ours(ids).last_hidden_state)
+    assert_close(ours(ids, use_cache=True).last_hidden_state, reference(ids, use_cache=False).last_hidden_state,
+                 "use_cache", ATOL)  # fmt: skip
+    with pytest.raises(minibert.errors.InputTypeError, match="use_cache must be True or False, got 'no'"):
+        ours(ids, use_cache="no")
+
+
 def test_enable_input_require_grads_lets_a_frozen_model_pass_gradients(tmp_path):
     """PEFT's call on a frozen model (``enable_input_require_grads``): the word embeddings' output requires
     grad, so a loss reaches a trainable part above frozen embeddings; disabled, it does not (it was an

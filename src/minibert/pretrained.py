@@ -53,16 +53,17 @@ class PretrainedBert(TransformersModelMethods, ChecksItsFile):  # (ChecksItsFile
         (config.json's, or given to ``from_pretrained``, or set) are the defaults of each call.
         pytorch-pretrained-bert's ``output_all_encoded_layers=`` is answered with today's spelling, and
         transformers' ``head_mask=None`` / ``inputs_embeds=None`` dropped (any other value of them
-        refused: inputs.py)."""
+        refused: inputs.py), and ``use_cache`` too (a decoder's; an encoder keeps no cache)."""
         if kwargs.keys() & set(OLD_ARGUMENTS):
             from .inputs import refuse_old_arguments
 
             refuse_old_arguments(self, kwargs)
-        return_dict = kwargs.pop("return_dict", None)
-        if return_dict is not None and not isinstance(return_dict, bool):
-            from .errors import InputTypeError
+        return_dict, use_cache = kwargs.pop("return_dict", None), kwargs.pop("use_cache", None)
+        for name, flag in (("return_dict", return_dict), ("use_cache", use_cache)):  # (use_cache: an encoder has
+            if flag is not None and not isinstance(flag, bool):  # no cache; model(**batch, use_cache=False) runs)
+                from .errors import InputTypeError
 
-            raise InputTypeError(f"return_dict must be True or False, got {return_dict!r}")
+                raise InputTypeError(f"{name} must be True or False, got {flag!r}")
         defaults = self.config.extra  # transformers' call defaults kept in the config (config_fields.CALL_DEFAULTS)
         if defaults.get("output_hidden_states"):
             kwargs.setdefault("output_hidden_states", True)
