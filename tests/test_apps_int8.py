@@ -276,6 +276,20 @@ def test_verify_int8_reports_the_cosines_of_the_vectors_the_embedder_gives(minil
     np.testing.assert_allclose(report.cosines, _embedders_cosines(minilm_dir, texts), rtol=0, atol=SAME_COMPUTATION)
 
 
+def test_verify_int8_cuts_a_long_text_where_the_embedder_cuts_it(minilm_dir, monkeypatch, tmp_path):
+    """all-MiniLM-L6-v2's recipe cuts a text at max_seq_length = 256 tokens; its tokenizer says 512.
+    verify cut at the tokenizer's 512, so it measured 400 tokens of a text the Embedder reads 256 of
+    (and the step of every text beside it from them): not the cosine the Embedder gives."""
+    from minibert import BertTokenizer
+
+    monkeypatch.setenv("MINIBERT_CACHE_DIR", str(tmp_path / "cache"))
+    longer = " ".join(f"token{index} and more" for index in range(100))
+    assert len(BertTokenizer.from_pretrained(minilm_dir)(longer)["input_ids"]) > 400  # past 256, and past 2 x 256
+    texts = ["ok", longer, LONG]
+    report = compare_int8_with_float32(str(minilm_dir), texts)
+    np.testing.assert_allclose(report.cosines, _embedders_cosines(minilm_dir, texts), rtol=0, atol=SAME_COMPUTATION)
+
+
 def test_the_int8_check_at_load_measures_what_the_embedder_gives(minilm_dir, monkeypatch, tmp_path):
     """The loader's verdict (mean and worst cosine on CALIBRATION_TEXTS) is the Embedder's figure on
     those texts. Before, the check ran its padded batch and counted the [PAD] rows in the int8 range."""

@@ -1,11 +1,14 @@
 """The int8 library, FBGEMM or oneDNN (speed/int8.py, speed/int8_check.py): each computes the recipe
 exactly where the CPU has int8 dot products, oneDNN's activation steps are torch's, the one measured
 fastest is chosen (the measurement cached, the cosine verdict kept per library, an environment
-variable obeyed), and a model on either one hooks, copies, pickles, returns to book modules and runs
-under autocast as on the other.
+variable obeyed), and a model on either one hooks, copies, pickles, returns to book modules, runs
+under autocast and takes an empty batch as on the other, and refuses to be traced, exported or
+compiled with the same QuantizationError.
 """
 
 from __future__ import annotations
+
+import io
 
 import pytest
 import torch
@@ -249,3 +252,73 @@ def test_an_int8_model_on_each_library_copies_pickles_and_refuses_a_backward_pas
             assert torch.equal(clone(ids).last_hidden_state, expected)
     with pytest.raises(QuantizationError, match="backward pass reached a layer loaded in int8"):
         model(ids).last_hidden_state.sum().backward()
+
+
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+@pytest.mark.parametrize("shape", [(0, 8), (2, 0, 8)], ids=["no rows", "no tokens"])
+def test_an_empty_input_gives_an_empty_output_on_each_library(library, shape):
+    """nn.Linear's answer to no rows: no rows out, (..., out). oneDNN's layer took the range of the
+    empty tensor to quantize it and failed with torch's "cannot compute aminmax over an empty
+    dimension", where FBGEMM's gave (0, 4); its quantizer now gives an empty tensor its empty steps."""
+    from minibert.speed.int8_steps import quantize_activations
+
+    layer, x = Int8Linear(nn.Linear(8, 4), library), torch.empty(shape)
+    assert layer(x).shape == (*shape[:-1], 4)
+    assert layer(x.requires_grad_()).shape == (*shape[:-1], 4)  # (through the layer's autograd record too)
+    assert quantize_activations(torch.empty(shape))[0].shape == shape
+
+
+class _Positional(nn.Module):
+    """The model's tuple outputs from positional inputs, as the legacy ONNX exporter passes them."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.train(model.training)  # (the exporter puts the wrapper's mode back, the model's with it)
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return self.model(input_ids, attention_mask, token_type_ids, return_dict=False)
+
+
+# Each way torch records a model as a graph: (model, example) → what the user would run.
+RECORDINGS = {
+    "jit.trace under no_grad": lambda model, example: _without_grad(torch.jit.trace, model, example),
+    "jit.trace": lambda model, example: torch.jit.trace(_Positional(model), example),
+    "onnx.export, dynamo=False": lambda model, example: _legacy_onnx_export(model, example),
+    "export": lambda model, example: torch.export.export(_Positional(model), example),
+    "compile": lambda model, example: _without_grad(torch.compile(model), *example),
+}
+
+
+def _legacy_onnx_export(model, example):
+    torch.onnx.export(_Positional(model), example, io.BytesIO(), dynamo=False)
+
+
+def _without_grad(function, *args):
+    with torch.no_grad():
+        return function(*args)
+
+
+@pytest.mark.parametrize("library", LIBRARIES_HERE)
+def test_tracing_exporting_or_compiling_an_int8_model_is_one_clear_error(tiny_dir, int8_fresh_cache, monkeypatch,
+                                                                        library):  # fmt: skip
+    """An int8 layer quantizes its input with a scale computed per call from the input's range. Traced
+    under no_grad on FBGEMM, the graph held the example's scale and zero point as constants (TracerWarning
+    only): every later input quantized with the example's range, a cosine to float32 of 0.96 where the
+    eager model gives 0.994 (MiniLM). Elsewhere torch's own errors, none naming int8 ("unordered_map::at",
+    "__obj_flatten__", a RecursionError inside dynamo). Now each way gives one QuantizationError saying
+    what to trace instead, and the model runs eagerly as before."""
+    monkeypatch.setenv("MINIBERT_INT8", library)
+    model = BertModel.from_pretrained(tiny_dir, dtype="int8", return_dict=False)
+    ids = torch.tensor([[5, 17, 33, 99, 4], [6, 7, 8, 0, 0]])
+    example = (ids, (ids > 0).long(), torch.zeros_like(ids))
+    with torch.inference_mode():
+        expected = model(*example)[0]
+    try:
+        for record in RECORDINGS.values():  # (a failure's traceback shows which one's line)
+            with pytest.raises(QuantizationError, match=r"cannot be traced, exported or compiled .*use_book_modules"):
+                record(model, example)
+    finally:
+        torch._dynamo.reset()  # (the compiled frames torch keeps, let go)
+    with torch.inference_mode():
+        assert torch.equal(model(*example)[0], expected)

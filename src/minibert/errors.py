@@ -222,6 +222,7 @@ class ClusterError(MinibertError):
 class QuantizationError(MinibertError):
     """``dtype="int8"`` cannot be used as asked: the CPU or torch build has no int8 engine, the model
     is not on the CPU, its int8 outputs fall below the cosine floor to float32 (the message gives the
-    measured figure), a backward pass (training) reached an int8 layer, a model loaded in int8 was
+    measured figure), a backward pass (training) reached an int8 layer, an int8 layer was traced,
+    exported or compiled (its activations' scale is computed per call), a model loaded in int8 was
     cast or moved after loading (``.half()``, ``.to("meta")``), or its checkpoint file changed since it
     was loaded (its float32 weights cannot be read again). See docs/int8.md."""

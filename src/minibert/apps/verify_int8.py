@@ -7,7 +7,9 @@ states over the real tokens, and, for a classifier, how many predicted labels ch
 the padding (``skip_padding=True``), as the Embedder and the tasks do: in int8 a [PAD] row computed
 widens the step every real token of its batch is quantized with, so a text's figure changed with the
 padding the other texts gave it, and was not what the user gets. (It still depends on the other
-texts' own tokens, as a batch of the Embedder does: docs/int8.md, "One text, many batches".) A classifier
+texts' own tokens, as a batch of the Embedder does: docs/int8.md, "One text, many batches".) The texts
+are cut and cased as the Embedder reads them (a sentence-transformers model's ``max_seq_length``, not
+the tokenizer's longer limit: ``verify_batch.as_the_embedder_reads``). A classifier
 of one output (a reranker's relevance, a regression's value) has no label to change: its argmax is
 always 0. What int8 costs it is the score itself, so its report says the largest |Δ score| and how
 many pairs of texts int8 puts in the other order by score (what a reranker returns), and
@@ -26,7 +28,7 @@ from ..inputs import AS_ASKED
 from ..model import BertModel
 from ..speed.int8_check import CALIBRATION_TEXTS, COSINE_FLOOR, sentence_vectors
 from ..tokenizer.bert_tokenizer import BertTokenizer
-from .verify_batch import texts_batch
+from .verify_batch import as_the_embedder_reads, texts_batch
 
 
 @dataclass
@@ -64,7 +66,8 @@ def compare_int8_with_float32(name_or_path: str, texts: list[str] | None = None,
     classifier = outputs is not None
     approximate = cls.from_pretrained(name_or_path, dtype="int8", device=device, **keywords)  # (int8 picks no GEMM)
     exact = cls.from_pretrained(name_or_path, gemm=gemm, **keywords)
-    batch = texts_batch(tokenizer, texts, exact.config)
+    tokenizer, max_length = as_the_embedder_reads(name_or_path, tokenizer, exact.config)
+    batch = texts_batch(tokenizer, texts, exact.config, max_length)
     real = batch["attention_mask"].bool()  # (B, T)
     with torch.inference_mode():
         asked = {**AS_ASKED, "output_hidden_states": True, "skip_padding": True}  # not the checkpoint's config

@@ -36,8 +36,9 @@ instructions both sum the products exactly in int32, so they differ only in floa
 without them FBGEMM sums pairs in 16 bits first (docs/int8.md). Measurements: docs/int8.md.
 
 An int8 model only runs forward: there is no gradient through an int8 weight, and a backward pass
-raises ``QuantizationError`` (fine-tune the float32 model, then load it in int8). Saving writes the
-float32 checkpoint it was loaded from (quantization is a loading choice, never a file format).
+raises ``QuantizationError`` (fine-tune the float32 model, then load it in int8); so does a graph
+recorded of it (``NOT_RECORDABLE``: x's scale is computed per call). Saving writes the float32
+checkpoint it was loaded from (quantization is a loading choice, never a file format).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from torch import nn
 
 from ..activations import is_hooked
 from ..errors import QuantizationError
+from ..inputs import recording_graph
 from .int8_steps import choose_quantization_params, quantize_activations
 from .packed_linear import is_fused_pair
 
@@ -63,6 +65,14 @@ ENGINES = ("x86", "fbgemm")
 LIBRARIES = ("fbgemm", "onednn")  # the int8 GEMMs to choose from, by measurement (int8_check.choose_library)
 LIBRARY_NAMES = {"fbgemm": "FBGEMM", "onednn": "oneDNN"}  # as messages spell them
 PROJECTIONS = {"attention": ("query", "key", "value", "output"), "feed_forward": ("intermediate", "output")}
+# Said where torch.jit.trace, the legacy torch.onnx.export, torch.export or torch.compile records an int8 layer.
+NOT_RECORDABLE = (
+    "an int8 layer (a model loaded with dtype='int8') cannot be traced, exported or compiled (torch.jit.trace, "
+    "torch.onnx.export, torch.export, torch.compile): it quantizes its input with a scale and zero point computed "
+    "on each call from that input's range, which a recorded graph would hold as the example's constants; trace the "
+    "float32 model instead (from_pretrained without dtype='int8', or model.use_book_modules() first: the "
+    "checkpoint's float32 weights), then quantize the export with its runtime's tools (ONNX Runtime's quantize_dynamic)"
+)
 
 
 class Int8Linear(nn.Module):
@@ -98,6 +108,17 @@ class Int8Linear(nn.Module):
             else:
                 self._pack_onednn(quantized.int_repr(), quantized.q_per_channel_scales().float(), bias)
 
+    @property
+    def packed(self):
+        """The library's packed weight (FBGEMM's TorchScript object, oneDNN's blocked tensor), held in a
+        list: torch.export makes each tensor or TorchScript object a module holds a constant before it
+        runs forward, and fails on FBGEMM's (``__obj_flatten__``) before ``multiply`` can say why."""
+        return self._held[0]
+
+    @packed.setter
+    def packed(self, value) -> None:
+        self.__dict__["_held"] = [value]
+
     def _pack_fbgemm(self, quantized: torch.Tensor, bias: torch.Tensor | None) -> None:
         """FBGEMM's packed weight from the int8 weight (out, in) quantized per output channel, packed
         under FBGEMM's engine (``fbgemm_engine``), never the one the process has set."""
@@ -118,6 +139,7 @@ class Int8Linear(nn.Module):
         left to torch's pickling, is packed again under whatever ``torch.backends.quantized.engine``
         the process has when the copy is made (under qnnpack: outputs 2.2 apart on MiniLM)."""
         state = self.__dict__.copy()
+        del state["_held"]
         if self.library == "onednn":
             state["packed"] = self.packed.to_dense().t().contiguous()  # (in, out) blocked → (out, in) int8
         else:
@@ -126,11 +148,15 @@ class Int8Linear(nn.Module):
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        packed = state.pop("packed")
         super().__setstate__(state)
         if self.library == "onednn":
-            self._pack_onednn(self.packed, self.weight_scale, self.bias)
-        elif isinstance(self.packed, tuple):  # (a pickle of an older minibert holds the packed weight itself)
-            weight, scale, bias = self.packed
+            self._pack_onednn(packed, self.weight_scale, self.bias)
+        elif not isinstance(packed, tuple):  # a pickle of an older minibert holds the packed weight itself
+            self.packed = packed
+        else:
+            weight, scale, bias = packed
             zero_points = torch.zeros(self.out_features, dtype=torch.long)
             with warnings.catch_warnings():  # (torch 2.10+ calls quantized tensors deprecated)
                 warnings.simplefilter("ignore", UserWarning)
@@ -139,9 +165,16 @@ class Int8Linear(nn.Module):
     def multiply(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., in) float32 → x·Wᵀ + b (..., out) float32, in the layer's int8 library: x quantized
         to 8 bits (unsigned, with a zero point) from its own minimum and maximum, per call. Rows
-        holding NaN or an infinity: ``_with_non_finite_rows``."""
-        extremes = None if x.numel() == 0 else [float(value) for value in torch.aminmax(x)]  # one parallel pass
-        if extremes is not None and not all(math.isfinite(value) for value in extremes):
+        holding NaN or an infinity: ``_with_non_finite_rows``; no rows (x (0, in), (B, 0, in)): no rows
+        out, as ``nn.Linear`` gives. Eager calls only: while torch records a graph (``recording_graph``)
+        it is a QuantizationError (``NOT_RECORDABLE``): the range taken per call would be recorded as
+        the example's constant."""
+        if recording_graph():
+            raise QuantizationError(NOT_RECORDABLE)
+        if x.numel() == 0:  # no rows (N = 0): nothing to multiply, and an empty tensor has no range to quantize from
+            return x.new_empty((*x.shape[:-1], self.out_features))
+        extremes = [float(value) for value in torch.aminmax(x)]  # one parallel pass
+        if not all(math.isfinite(value) for value in extremes):
             return self._with_non_finite_rows(x)
         if self.library == "fbgemm":
             return _fbgemm_linear(x, self.packed, extremes)
