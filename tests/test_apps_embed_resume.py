@@ -478,3 +478,21 @@ def test_a_run_found_finished_at_start_has_nothing_to_write_or_commit(tmp_path):
     again.close()
     assert out.read_bytes() == HEADER + b"r0r0r1r1r2r2r3r3r4r4"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out.bin"]
+
+
+def test_an_output_link_to_a_missing_folder_is_named_as_the_output_with_resume(tmp_path):
+    """`--output lk/out.npy` a link into a folder that does not exist: without --resume, "cannot write
+    lk/out.npy: the folder ... does not exist"; with it, "cannot create the lock file
+    .../.out.npy.resume.lock", a hidden file cli.md promises never to name. Now the same line for both."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a\nb\n", encoding="utf-8")
+    (tmp_path / "lk").mkdir()
+    (tmp_path / "lk" / "out.npy").symlink_to(tmp_path / "missing" / "out.npy")
+    said = set()
+    for resume in ([], ["--resume"]):
+        result = run_minibert("embed", "--input", str(texts), "--output", str(tmp_path / "lk" / "out.npy"), *resume,
+                              "--model", str(MODEL))  # fmt: skip
+        assert result.returncode == 1, result.stderr
+        said.add(result.stderr.strip().splitlines()[-1])
+    assert said == {f"minibert: error: cannot write {tmp_path / 'lk' / 'out.npy'}: the folder {tmp_path / 'missing'} "
+                    "does not exist"}, said

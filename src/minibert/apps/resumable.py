@@ -40,6 +40,7 @@ from ..formats.atomic_files import (
     link_target,
     naming_the_file,
     refuse_what_is_not_a_file,
+    why_not_a_folder,
     write_atomically,
 )
 from ..formats.json_files import parse_json
@@ -140,7 +141,7 @@ class ResumableOutput:
                  lines: bool = False, total: int | None = None):  # fmt: skip
         # An output that is a symbolic link is written where it points (as formats/atomic_files.py
         # writes): the partial file, the state and the lock live beside the link's target.
-        self.path = link_target(path)
+        self.given, self.path = path, link_target(path)
         self.partial, self.state_path, self.lock_path = (
             self.path.with_name(_hidden(self.path.name, rest)) for rest in ("partial", "resume.json", "resume.lock")
         )
@@ -304,6 +305,10 @@ class ResumableOutput:
         except OSError as error:
             if error.errno in WRITE_ERRORS:  # a full disk, a read-only folder: said of the output
                 raise
+            folder = self.lock_path.parent  # (the output's: a link's target folder, which may be missing)
+            if error.errno == errno.ENOENT and why_not_a_folder(folder):  # said of the output, not a hidden file
+                raise FileWriteError(error.errno, f"cannot write {os.fspath(self.given)}: the folder {folder} "
+                                                  f"{why_not_a_folder(folder)}") from None  # fmt: skip
             raise ResumeError(f"cannot create the lock file {self.lock_path}: {error.strerror}") from None
         try:
             fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
