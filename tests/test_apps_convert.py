@@ -79,6 +79,9 @@ def test_a_destination_that_is_a_link_is_written_where_it_points(tmp_path, monke
     assert one_error_line(run("convert", GOOGLE, str(taken))) == \
         f"the destination {taken} already exists and is not an empty directory"  # fmt: skip
     assert sorted(os.listdir(tmp_path)) == ["dangling", "link", "taken", "target"]
+    (tmp_path / "notes.txt").write_text("mine")  # a file: said to be one (it was "not an empty directory")
+    assert one_error_line(run("convert", GOOGLE, str(tmp_path / "notes.txt"))) == (
+        f"the destination {tmp_path / 'notes.txt'} is a file, not a directory: convert writes a new or empty directory")
 
 
 def _embedded(model, tmp_path, name) -> np.ndarray:

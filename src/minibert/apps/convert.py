@@ -43,6 +43,7 @@ from ..formats.atomic_files import (
 )
 from ..loading.google_folder import model_folder
 from ..loading.hub import looks_like_a_path, resolve_file
+from ..loading.local_files import not_a_file
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
 GOOGLE_RELEASE = re.compile(r"^(multi_)?(cased|uncased|wwm_[a-z]+|chinese)_L-\d+_H-\d+_A-\d+")
@@ -140,7 +141,10 @@ def _place_of(destination: Path) -> Path:
                                  "directory a link names (as save_pretrained does): make it, or pass another "
                                  "destination")  # fmt: skip
         target = link_target(destination)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+    if target.exists() and not target.is_dir():
+        raise CheckpointError(f"the destination {destination} is {not_a_file(target) or 'a file'}, not a directory: "
+                              "convert writes a new or empty directory")  # fmt: skip
+    if target.exists() and any(target.iterdir()):
         raise CheckpointError(f"the destination {destination} already exists and is not an empty directory")
     parent = target.parent if str(target.parent) else Path(".")
     reason = why_not_a_folder(parent)
