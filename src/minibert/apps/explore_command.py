@@ -78,13 +78,13 @@ def cmd_explore(args) -> None:
     from ..tasks.fill_mask_and_next_sentence import BUNDLED_FALLBACK_NOTE
 
     output = Path(args.output)
-    if output.suffix.lower() not in (".html", ".htm"):  # (page.json would be a page, not the page's JSON)
-        raise CommandError(f"--output must end in .html (the page is HTML), got {output.name}")
     reason = why_not_a_folder(output.parent)
     if reason:  # before any model is loaded: nothing is written
         raise FileNotFoundError(f"the output directory {output.parent} {reason} (for --output {output})")
     if output.is_dir():
         raise IsADirectoryError(f"--output {output} is a directory: name the page's file, e.g. {output}/page.html")
+    if output.suffix.lower() not in (".html", ".htm"):  # (page.json would be a page, not the page's JSON)
+        raise CommandError(f"--output must end in .html (the page is HTML), got {output.name}")
     refuse_what_is_not_a_file(output)
     for name, text in (("text", args.text), ("pair", args.pair)):
         if text is not None and not text.strip():
