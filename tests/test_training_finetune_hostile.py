@@ -605,3 +605,32 @@ def test_two_column_flags_naming_one_column_are_a_conflict(columns, says, tmp_pa
                           *argv)  # fmt: skip
     assert result.returncode == 2 and all(flag in result.stderr for flag in flags), result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_options_made_in_python_take_paths_and_refuse_what_the_flags_refuse(tmp_path, monkeypatch):
+    """FinetuneOptions(train=Path(...)) ran until finetune.json (a Path is no JSON), after the state was
+    written: the folder then refused a new run and a resume alike. labels="0,1" trained a third label
+    ","; labels=[0, 1] was "an empty label"; output="" wrote the run into the current folder. Each is
+    what the command line makes of its flags now, or a DataError naming the flag, before anything is
+    written. On the command line an empty --train or --dev is a usage error, as an empty --output is."""
+    from minibert.errors import DataError
+    from minibert.training import FinetuneOptions, finetune
+
+    monkeypatch.chdir(tmp_path)
+    train = write_examples(tmp_path / "train.csv", 16)
+    options = FinetuneOptions(model=TINY, train=Path(train.name), output=tmp_path / "run", epochs=1, batch_size=8,
+                              max_seq_length=16, labels="wet,dry")  # fmt: skip
+    assert (options.model, options.train, options.labels) == (str(TINY), "train.csv", ("wet", "dry"))
+    assert finetune(options) == tmp_path / "run"
+    assert FinetuneOptions(model="m", train="t.csv", output="o", labels=["b", "a"]).labels == ("b", "a")
+    refused = [(dict(labels=[0, 1]), "--labels must be the label names as text, in id order"),
+               (dict(labels={"a", "b"}), "--labels must be the label names as text, .*got set"),
+               (dict(output=""), "--output is empty: name the folder to write"),
+               (dict(dev=" "), "--dev is empty: name the file"), (dict(train=b"t.csv"), "--train must be a path")]
+    for given, says in refused:
+        with pytest.raises(DataError, match=says):
+            FinetuneOptions(**{"model": "m", "train": "t.csv", "output": "o", **given})
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run", "train.csv"]
+    for flag in ("--train", "--dev"):
+        result = run_minibert(*flags(train, tmp_path / "run2"), flag, "")  # (the last --train is the one read)
+        assert result.returncode == 2 and f"argument {flag}: is empty: name the file to read" in result.stderr

@@ -206,6 +206,15 @@ def model_name(text: str) -> str:
     return text
 
 
+def file_name(text: str) -> str:
+    """An argparse type for a file read (finetune's --train and --dev): never empty (``--dev "$DEV"``
+    with the variable unset is a usage error naming the flag, not "no --dev": a run without its
+    evaluation, nor "." for --train)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name the file to read (a variable left unset?)")
+    return text
+
+
 class OutputName(str):
     """A name an --output flag (or convert's destination) gave: a str, marked as what the command
     writes, so that the command line can check every output's name before any work

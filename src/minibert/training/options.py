@@ -11,11 +11,20 @@ the data it cuts: pretraining_data/options.py). The commands' flags are made fro
 
 from __future__ import annotations
 
+import os
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import ClassVar
 
 from ..errors import DataError, FlagConflictError
-from ..limits import model_name, option, output_name, plain_numbers, refuse_other_choices, refuse_out_of_limits
+from ..limits import (
+    file_name,
+    model_name,
+    option,
+    output_name,
+    plain_numbers,
+    refuse_other_choices,
+    refuse_out_of_limits,
+)
 from ..loading.devices import device_flag, device_name
 from ..loading.head_labels import parse_labels
 from .pretraining_data.options import DEFAULT_SEED, LARGEST_SEED, path_list
@@ -47,6 +56,43 @@ def refuse_unknown_words(options) -> None:
         object.__setattr__(options, "device", device_name(options.device))
     except ValueError as error:
         raise DataError(f"--device: {error}") from None
+
+
+def as_paths(options, names: tuple[str, ...]) -> None:
+    """The file and folder fields ``names`` of ``options`` as text, when the options are made: a
+    pathlib.Path given in Python as its str (the run's note is JSON and its state a plain pickle:
+    a Path failed there, after the first files were written); None kept (a field left out). Another
+    type, or an empty name (an unset variable: "" as --output is the current folder, as --dev no
+    evaluation), is a DataError naming the flag, before anything is read or written."""
+    for name in names:
+        value = getattr(options, name)
+        if value is None:
+            continue
+        if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
+            raise DataError(f"{flag_of(name)} must be a path (a str or a pathlib.Path), got {type(value).__name__}")
+        value = os.fspath(value)
+        if not isinstance(value, str) or not value.strip():
+            raise DataError(f"{flag_of(name)} is empty: name the {'folder to write' if name == 'output' else 'file'} "
+                            "(a variable left unset?)")  # fmt: skip
+        object.__setattr__(options, name, value)
+
+
+def labels_given(labels) -> tuple[str, ...] | None:
+    """``labels`` made in Python as the command line's --labels reads them: a str is split at its
+    commas (as the flag), a list or tuple must hold the names as str (a set has no order, and an int
+    label is not the text the files hold: ``[0, 1]`` was "an empty label" and ``"0,1"`` three labels)."""
+    if labels is None or isinstance(labels, tuple) and all(isinstance(label, str) for label in labels):
+        return labels
+    if isinstance(labels, str):
+        try:
+            return tuple(parse_labels(labels))
+        except ValueError as error:
+            raise DataError(f"--labels: {error}") from None
+    if isinstance(labels, list) and all(isinstance(label, str) for label in labels):
+        return tuple(labels)
+    shown = type(labels).__name__ if not isinstance(labels, (list, tuple)) else f"{labels!r:.80}"
+    raise DataError(f"--labels must be the label names as text, in id order (a list of str, or one str joined by "
+                    f"commas: 'neg,pos'), got {shown}")  # fmt: skip
 
 
 def _labels_flag(text: str) -> tuple[str, ...]:
@@ -118,6 +164,7 @@ class PretrainOptions:
         elif self.precision is None:
             object.__setattr__(self, "precision", "fp32")
         object.__setattr__(self, "data", path_list(self.data, "data", one="a TFRecord file's path"))
+        as_paths(self, ("output", "init", "config", "vocab"))
         refuse_unknown_words(self)
 
     def check(self, processes: int) -> None:
@@ -190,14 +237,16 @@ class FinetuneOptions:
     model: str = field(metadata=option("a hub folder or id, Google's TF checkpoint, a minibert pretrain run",
                                        required=True, type=model_name))  # fmt: skip
     train: str = field(metadata=option(
-        "labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl, CoNLL (--task tag)", required=True))  # fmt: skip
+        "labelled examples: a GLUE file (--glue), .csv, .tsv, .jsonl, CoNLL (--task tag)", required=True,
+        type=file_name))  # fmt: skip
     output: str = field(metadata=option("the run folder (a hub-layout checkpoint with the head)", type=output_name))
     task: str = field(default="classify", metadata=option(
         "classify: one label per text or pair; regress: a score; multilabel: any number of labels per text; "
         "tag: a label per word (CoNLL files); answer: a span of the context (SQuAD JSON files)",
         choices=tuple(PROBLEMS)))  # fmt: skip
     dev: str | None = field(default=None, metadata=option(
-        "examples evaluated with the task's metric at each epoch's end (and --eval-every)"))  # fmt: skip
+        "examples evaluated with the task's metric at each epoch's end (and --eval-every)",
+        type=file_name))  # fmt: skip
     glue: str | None = field(default=None, metadata=option(
         "read --train/--dev as this GLUE task's files (mrpc, cola, mnli, xnli, xnli-dev, sst-2, sts-b, qqp, qnli, "
         "rte, wnli); else a generic CSV/TSV/JSONL file"))  # fmt: skip
@@ -251,6 +300,8 @@ class FinetuneOptions:
     accumulate: ClassVar[int] = 1
 
     def __post_init__(self):
+        as_paths(self, ("model", "train", "output", "dev"))
+        object.__setattr__(self, "labels", labels_given(self.labels))
         refuse_unknown_words(self)
 
     @property
