@@ -150,6 +150,10 @@ def main() -> None:
     *inputs, output = args.inputs
     input_files(inputs)  # a missing input or none of the suffixes: one line, before Ray starts
     check_output(output)
+    options = {
+        key: value for key, value in (("pooling", args.pooling), ("normalize", args.normalize)) if value is not None
+    }
+    check_model_and_options(model, options)  # (inside an actor, each was a Ray traceback of ~145 lines)
     quiet_ray()
     try:
         if args.address:
@@ -164,9 +168,11 @@ def main() -> None:
     cores = int(ray.cluster_resources().get("CPU", 1))
     # Actors that hold every core leave none for the read and write tasks: the job would wait forever.
     actors = args.actors or max(1, (cores - 1) // args.threads)
-    options = {
-        key: value for key, value in (("pooling", args.pooling), ("normalize", args.normalize)) if value is not None
-    }
+    if actors * args.threads > cores - 1:
+        sys.exit(f"embed_corpus_ray: {actors} actor(s) of --threads {args.threads} hold {actors * args.threads} of "
+                 f"this Ray's {cores} cores, leaving none for reading and writing: the job would wait forever; give "
+                 f"--threads and --actors whose product is at most {max(cores - 1, 0)}"
+                 + ("" if args.address else " (or --num-cpus more)"))  # fmt: skip
     started = time.perf_counter()
     dataset = embed(read_corpus(inputs), model, actors, args.threads, args.batch_size, options)
     with written_into_place(output) as folder:
@@ -174,6 +180,20 @@ def main() -> None:
     seconds = time.perf_counter() - started
     files = "" if "://" in output else f" ({sum(1 for _ in Path(output).glob('*.parquet'))} Parquet files)"
     print(f"embed_corpus_ray: wrote {output}{files} in {seconds:.1f} s with {actors} actor(s)")
+
+
+def check_model_and_options(model: str, options: dict) -> None:
+    """A model folder that is not there and embedding options minibert refuses, said in one line before
+    Ray starts (a hub id is left to the actors, which download it)."""
+    from minibert.embedding.options import EmbedOptions
+    from minibert.loading.hub import looks_like_a_path
+
+    if looks_like_a_path(model) and not os.path.isdir(model):
+        sys.exit(f"embed_corpus_ray: --model {model}: no such directory")
+    try:
+        EmbedOptions.of(None, **options)
+    except (TypeError, ValueError) as error:
+        sys.exit(f"embed_corpus_ray: {' '.join(str(error).split())}")
 
 
 def positive(text: str) -> int:
