@@ -336,8 +336,8 @@ def test_corpus_script_reads_embeds_and_writes_parquet(minilm_dir, tmp_path):
      (["{tmp}/in", "{tmp}/out", "--batch-size", "-4"], "argument --batch-size: must be a whole number of at least"),
      (["{tmp}/in", "{tmp}/out", "--pooling", "bogus"], "pooling must be one of"),
      (["{tmp}/in", "{tmp}/out", "--model", "{tmp}/nowhere"], "--model {tmp}/nowhere: no such directory"),
-     (["{tmp}/in", "{tmp}/out", "--num-cpus", "2", "--threads", "2"], "1 actor(s) of --threads 2 hold 2 of this Ray's 2 "
-                                                                      "cores, leaving none for reading and writing")],
+     (["{tmp}/in", "{tmp}/out", "--num-cpus", "2", "--threads", "2"],
+      "1 actor(s) of --threads 2 hold 2 of this Ray's 2 cores, leaving none for reading and writing")],
 )  # fmt: skip
 def test_corpus_script_refuses_in_one_line_before_ray_starts(minilm_dir, tmp_path, arguments, said):
     """The script added its Parquet files to a folder that held another job's (read back as one
