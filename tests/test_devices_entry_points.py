@@ -232,15 +232,32 @@ def test_a_number_and_a_name_agree_where_they_mean_one_gpu(with_one_gpu):
         _one_device(0, "cpu")
 
 
-def test_minus_one_is_advised_as_the_device_it_means():
+def test_minus_one_is_advised_as_the_device_it_means(with_one_gpu):
     """device=-1 (the CPU, as in transformers' pipelines) for a model elsewhere advised model.to(-1),
     which torch refuses ("Device index must not be negative")."""
+    import types
+
     from minibert.loading.devices import check_model_is_on
 
-    with pytest.raises(ValueError, match=re.escape("device=-1, but the model given is on meta: move it first "
+    class OnTheGpu(torch.nn.Module):  # (the faked machine's GPU holds no tensor: its parameters say where)
+        def parameters(self, recurse: bool = True):
+            yield types.SimpleNamespace(device=torch.device("cuda", 0))
+
+    with pytest.raises(ValueError, match=re.escape("device=-1, but the model given is on cuda:0: move it first "
                                                    "(model.to('cpu'))")):  # fmt: skip
-        check_model_is_on(torch.nn.Linear(1, 1, device="meta"), -1, "classify")
+        check_model_is_on(OnTheGpu(), -1, "classify")
     torch.nn.Linear(1, 1).to("cpu")  # (the advice works)
+
+
+def test_a_model_on_meta_is_said_to_hold_no_numbers_whatever_device_is_named():
+    """A model on meta given with device="cpu" was advised to move first (model.to('cpu')), which
+    torch refuses for meta tensors ("Cannot copy out of meta tensor"), while device=None said what is
+    true: meta holds shapes, not numbers. Now every device named says that."""
+    from minibert.loading.devices import check_model_is_on
+
+    for device in ("cpu", -1, "cpu:0", None, "auto"):
+        with pytest.raises(DeviceError, match=r"^device 'meta' holds a model's shapes, not its numbers: classify "):
+            check_model_is_on(torch.nn.Linear(1, 1, device="meta"), device, "classify")
 
 
 def test_the_command_line_takes_cpu_0_as_the_cpu(tmp_path):

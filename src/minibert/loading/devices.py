@@ -268,11 +268,13 @@ def check_model_is_on(model, device, what: str) -> None:
     so neither the device named nor the model may be on meta (``check_computes_on``).
 
     >>> import torch
-    >>> check_model_is_on(torch.nn.Linear(1, 1, device="meta"), "cpu", "classify")
+    >>> check_model_is_on(torch.nn.Linear(1, 1), "meta", "classify")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: device='cpu', but the model given is on meta: move it first (model.to('cpu')), or leave device out
+    minibert.errors.DeviceError: ...
     """
     where = next(model.parameters()).device
+    if where.type == "meta":  # (said first: "move it to the CPU" is no advice for weights that hold no numbers)
+        check_computes_on(where, what)
     if device is not None and not is_auto(device):
         wanted = resolve_device(device)
         check_computes_on(wanted, what)
