@@ -44,6 +44,41 @@ def test_a_read_only_place_names_the_destination(tmp_path, monkeypatch, code):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_full_disk_names_the_destination_not_the_staging_folder(tmp_path, monkeypatch):
+    """A full disk said "cannot write small/.out.3pvzewij.partial/model.safetensors": a file of the
+    hidden staging folder, not DST (cli.md: never the temporary file). Nothing is left behind."""
+    destination = tmp_path / "out"
+
+    def full(model, folder, options):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / "model.safetensors"))
+
+    monkeypatch.setattr(convert, "save_pretrained", full)
+    assert one_error_line(run("convert", GOOGLE, str(destination))) == (
+        f"cannot write {destination}: No space left on device")
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_existing_empty_folder_is_kept_and_filled(tmp_path, monkeypatch):
+    """An empty DST was removed and the staging folder renamed in its place: a mount point (a Docker
+    volume) failed with "Device or resource busy" after the work, a shared folder lost its group,
+    setgid bit and mode, and `convert SRC .` said ".: Invalid argument". The folder is kept now (the
+    same inode and mode) and filled; a new DST is still renamed into place whole."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o2775)
+    before = shared.stat()
+    assert run("convert", GOOGLE, str(shared)).returncode == 0
+    after = shared.stat()
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    assert {"config.json", "model.safetensors", "vocab.txt"} <= set(os.listdir(shared))
+    assert not any(name.endswith(".partial") for name in os.listdir(shared))
+    source, here = str(Path(GOOGLE).resolve()), tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert run("convert", source, ".").returncode == 0
+    assert "model.safetensors" in os.listdir(here)
+
+
 def test_a_parent_that_is_a_file_is_said_to_be_a_file(tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_text("x\n")
@@ -279,6 +314,14 @@ def test_the_converted_folder_is_of_its_class_and_computes_as_the_source(tmp_pat
     assert len(expected) == len(got) > 0
     for before, after in zip(expected, got):
         assert before.shape == after.shape and bool((before == after).all()), (cls_name, (before - after).abs().max())
+    from safetensors import safe_open
+
+    with safe_open(str(source / "model.safetensors"), "pt") as held:
+        holds_a_pooler = any("pooler" in name for name in held.keys())
+    if holds_a_pooler:  # kept whatever the class builds: a token classifier's (or masked-LM's, QA's) was dropped,
+        # and a BertModel read from the folder (verify's reference, transformers') drew a fresh one (verify failed)
+        before, after = _outputs("BertModel", source, True), _outputs("BertModel", tmp_path / "converted", True)
+        assert len(after) == 2 and all(bool((a == b).all()) for a, b in zip(before, after)), cls_name
 
 
 @pytest.mark.parametrize(("cls_name", "pooler", "stated", "written"), [

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError, FileWriteError
 from ..formats.atomic_files import (
+    WRITE_ERRORS,
     current_umask,
     hidden_prefix,
     link_target,
@@ -44,6 +45,7 @@ from ..formats.atomic_files import (
 from ..loading.google_folder import model_folder
 from ..loading.hub import looks_like_a_path, resolve_file
 from ..loading.local_files import not_a_file
+from ..loading.save_pretrained import SaveOptions, save_pretrained
 
 # Google's release zips: uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12, wwm_uncased_L-24_H-1024_A-16, ...
 GOOGLE_RELEASE = re.compile(r"^(multi_)?(cased|uncased|wwm_[a-z]+|chinese)_L-\d+_H-\d+_A-\d+")
@@ -97,35 +99,76 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
                               f"{cls.__name__}")  # fmt: skip
     if labels:
         keywords.update(id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
-    # The staging folder first, before the weights are read: a parent that cannot be written to (read-only,
+    # The staging folder first, before the weights are read: a place that cannot be written to (read-only,
     # no permission) is one line naming the destination, not an errno message naming the temporary folder.
+    # A new destination is staged beside it and renamed into place; an existing empty one (a mount point,
+    # a shared folder with its owner and setgid bit) is kept, and staged inside (_commit).
     with naming_the_file(destination):
-        staging = Path(tempfile.mkdtemp(prefix=hidden_prefix(destination.name), suffix=".partial", dir=parent))
+        staging = Path(tempfile.mkdtemp(prefix=hidden_prefix(destination.name or "convert"), suffix=".partial",
+                                        dir=target if target.is_dir() else parent))  # fmt: skip
     try:
-        model = cls.from_pretrained(source, **keywords)
-        tokenizer = BertTokenizer.from_pretrained(source)
-        # ids the model has no embedding for: refused before writing, as every command that runs SRC refuses it
-        model.config.check_vocabulary(tokenizer.vocab, name, config_file.name)
-        copied = sentence_transformers_files(source, model.config.hidden_size)
-        copied += [MODEL_CARD] if resolve_file(source, MODEL_CARD, required=False) else []
-        os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
-        model.save_pretrained(staging)
-        for name in copied:  # the sentence-transformers recipe (embed pools and normalises as before), the card
-            (staging / name).parent.mkdir(mode=0o777, parents=True, exist_ok=True)
-            write_atomically(staging / name, resolve_file(source, name).read_bytes())
-        # The tokenizer as its save_pretrained writes it (added tokens, roles and every setting kept), its
-        # length no more than the model's positions: a Google folder gives none ("no limit").
-        tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
-        tokenizer.save_pretrained(staging)
-        with naming_the_file(destination, staging):
-            if target.is_dir():
-                target.rmdir()  # empty (checked above): the rename puts the whole directory in its place
-            os.replace(staging, target)
+        with _said_of(destination, staging):  # (a full disk: "cannot write DST", never the staging folder's file)
+            model = cls.from_pretrained(source, **keywords)
+            tokenizer = BertTokenizer.from_pretrained(source)
+            # ids the model has no embedding for: refused before writing, as every command that runs SRC refuses it
+            model.config.check_vocabulary(tokenizer.vocab, name, config_file.name)
+            copied = sentence_transformers_files(source, model.config.hidden_size)
+            copied += [MODEL_CARD] if resolve_file(source, MODEL_CARD, required=False) else []
+            os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
+            save_pretrained(model, staging, SaveOptions(also=_pooler_kept(source, model, tensor_names(weights_file))))
+            for name in copied:  # the sentence-transformers recipe (embed pools and normalises as before), the card
+                (staging / name).parent.mkdir(mode=0o777, parents=True, exist_ok=True)
+                write_atomically(staging / name, resolve_file(source, name).read_bytes())
+            # The tokenizer as its save_pretrained writes it (added tokens, roles and every setting kept), its
+            # length no more than the model's positions: a Google folder gives none ("no limit").
+            tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
+            tokenizer.save_pretrained(staging)
+            _commit(staging, target)
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(staging)
         raise
     return destination
+
+
+def _pooler_kept(source, model, names) -> dict:
+    """The checkpoint's trained pooler, under its hub names, where ``model``'s class is built without
+    one (the masked-LM, token and question-answering heads, as in transformers): a converted folder
+    holds the whole encoder the checkpoint holds, so that a BertModel read from it (``verify``'s,
+    transformers') has its pooler, not a fresh draw. Nothing when the class keeps it, or there is none."""
+    from ..loading.checkpoint_files import checkpoint_parts
+    from ..model import BertModel
+
+    if getattr(model, "bert", model).pooler is not None or "pooler" not in checkpoint_parts(names):
+        return {}
+    pooler = BertModel.from_pretrained(source).pooler.dense
+    return {"bert.pooler.dense.weight": pooler.weight.detach(), "bert.pooler.dense.bias": pooler.bias.detach()}
+
+
+def _commit(staging: Path, target: Path) -> None:
+    """The staged folder put in place: renamed to ``target`` when it is new (atomic: the whole folder or
+    none); into an existing empty ``target`` its entries are moved one by one, config.json last (a
+    kill between leaves no folder a loader takes for a model), and the staging folder inside removed."""
+    if staging.parent != target:
+        os.replace(staging, target)
+        return
+    for entry in sorted(staging.iterdir(), key=lambda entry: entry.name == "config.json"):
+        os.replace(entry, target / entry.name)
+    staging.rmdir()
+
+
+@contextlib.contextmanager
+def _said_of(destination: Path, staging: Path):
+    """A write into ``staging`` that fails (a full disk, a read-only place) said of the destination:
+    "cannot write DST: No space left on device", never of a file in the hidden staging folder."""
+    try:
+        yield
+    except OSError as error:
+        inside = isinstance(error.filename, str) and error.filename.startswith(os.fspath(staging))
+        if error.errno not in WRITE_ERRORS or not (inside or error.filename is None) or isinstance(
+                error, FileWriteError) and os.fspath(destination) in str(error):  # fmt: skip
+            raise
+        raise FileWriteError(error.errno, f"cannot write {destination}: {os.strerror(error.errno)}") from None
 
 
 def _place_of(destination: Path) -> Path:
