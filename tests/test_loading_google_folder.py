@@ -9,6 +9,7 @@ test_weights_google_run_folder.py.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -207,6 +208,24 @@ def test_convert_refuses_a_vocabulary_the_model_has_no_rows_for(tmp_path):
             "(bert_config.json): the tokenizer belongs to another model")  # fmt: skip
     assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].endswith(says), result.stderr
     assert sorted(os.listdir(tmp_path)) == [directory.name]
+
+
+def test_a_blank_last_line_of_vocab_txt_is_no_id_a_text_can_get(tmp_path):
+    """vocab.txt ending in a blank line holds the piece "" one id past the model's rows: refused as
+    "ids up to 21,128 but vocab_size is 21,128 ... another model", though no text gives "" (WordPiece
+    makes no empty piece) and Google's load_vocab and transformers run the folder. It converts and
+    runs now, with the same numbers as the folder without the blank line."""
+    import numpy as np
+
+    directory = _google_copy(tmp_path)
+    plain = run_minibert("embed", "a text", "--model", str(directory), "--json")
+    (directory / "vocab.txt").write_text((directory / "vocab.txt").read_text(encoding="utf-8") + "\n",
+                                         encoding="utf-8")  # fmt: skip
+    blank = run_minibert("embed", "a text", "--model", str(directory), "--json")
+    assert plain.returncode == blank.returncode == 0, blank.stderr
+    vectors = [np.array(json.loads(result.stdout)["embedding"]) for result in (plain, blank)]
+    assert np.array_equal(*vectors)
+    assert run_minibert("convert", str(directory), str(tmp_path / "out")).returncode == 0
 
 
 # ----------------------------------------------------------------------------- names and fields

@@ -191,7 +191,8 @@ class BertConfig:
         embedding for, at load rather than when a rare word finally hits a big id. The message names
         ``config_name``, else the file the config was read from (bert_config.json in Google's layout)."""
         config_name = config_name or self.__dict__.get("_config_file", "config.json")
-        tokenizer_ids = max(vocab.values(), default=-1) + 1
+        # (an empty piece, a vocab.txt's blank last line, is no id a text can get: Google and transformers run)
+        tokenizer_ids = max((index for piece, index in vocab.items() if piece), default=-1) + 1
         if tokenizer_ids > self.vocab_size:
             raise CheckpointError(
                 f"{source}: the tokenizer has ids up to {tokenizer_ids - 1:,} but the model's vocab_size is "
