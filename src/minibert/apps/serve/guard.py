@@ -125,7 +125,7 @@ def origin_form(scope: dict) -> dict:
     it through a forward proxy; RFC 9112 section 3.2.2: a server MUST accept it) read as the path it
     names. uvicorn takes the whole URL for the path, and every route answered 404."""
     path = scope["path"]
-    if path == target_path(path):
+    if path.startswith("/") or path == target_path(path):  # (origin form, as nearly every client sends it)
         return scope
     return {**scope, "path": target_path(path), "raw_path": target_path(scope.get("raw_path") or path.encode())}
 
