@@ -74,9 +74,13 @@ def test_an_existing_empty_folder_is_kept_and_filled(tmp_path, monkeypatch):
     assert not any(name.endswith(".partial") for name in os.listdir(shared))
     source, here = str(Path(GOOGLE).resolve()), tmp_path / "here"
     here.mkdir()
+    (here / ".here.killed.partial").mkdir()  # a killed convert's staging folder: its own, removed
+    (here / ".here.killed.partial" / "model.safetensors").write_bytes(b"half")
     monkeypatch.chdir(here)
+    original = convert.tempfile.mkdtemp  # (from Python 3.12 mkdtemp gives an absolute path for a relative dir)
+    monkeypatch.setattr(convert.tempfile, "mkdtemp", lambda **named: os.path.abspath(original(**named)))
     assert run("convert", source, ".").returncode == 0
-    assert "model.safetensors" in os.listdir(here)
+    assert "model.safetensors" in os.listdir(here) and not any(name.endswith(".partial") for name in os.listdir(here))
 
 
 def test_a_parent_that_is_a_file_is_said_to_be_a_file(tmp_path):

@@ -103,19 +103,21 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
     # no permission) is one line naming the destination, not an errno message naming the temporary folder.
     # A new destination is staged beside it and renamed into place; an existing empty one (a mount point,
     # a shared folder with its owner and setgid bit) is kept, and staged inside (_commit).
+    fill = target.is_dir()  # (decided here: mkdtemp's path may be absolute where target is relative)
     with naming_the_file(destination):
         staging = Path(tempfile.mkdtemp(prefix=hidden_prefix(destination.name or "convert"), suffix=".partial",
-                                        dir=target if target.is_dir() else parent))  # fmt: skip
+                                        dir=target if fill else parent))  # fmt: skip
     try:
-        with _said_of(destination, staging):  # (a full disk: "cannot write DST", never the staging folder's file)
-            model = cls.from_pretrained(source, **keywords)
-            tokenizer = BertTokenizer.from_pretrained(source)
-            # ids the model has no embedding for: refused before writing, as every command that runs SRC refuses it
-            model.config.check_vocabulary(tokenizer.vocab, name, config_file.name)
-            copied = sentence_transformers_files(source, model.config.hidden_size)
-            copied += [MODEL_CARD] if resolve_file(source, MODEL_CARD, required=False) else []
+        model = cls.from_pretrained(source, **keywords)
+        tokenizer = BertTokenizer.from_pretrained(source)
+        # ids the model has no embedding for: refused before writing, as every command that runs SRC refuses it
+        model.config.check_vocabulary(tokenizer.vocab, name, config_file.name)
+        copied = sentence_transformers_files(source, model.config.hidden_size)
+        copied += [MODEL_CARD] if resolve_file(source, MODEL_CARD, required=False) else []
+        pooler = _pooler_kept(source, model, tensor_names(weights_file))
+        with _write_errors_named(destination, staging):  # (a full disk: "cannot write DST", not a staged file)
             os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a directory follows the umask
-            save_pretrained(model, staging, SaveOptions(also=_pooler_kept(source, model, tensor_names(weights_file))))
+            save_pretrained(model, staging, SaveOptions(extra_tensors=pooler))
             for name in copied:  # the sentence-transformers recipe (embed pools and normalises as before), the card
                 (staging / name).parent.mkdir(mode=0o777, parents=True, exist_ok=True)
                 write_atomically(staging / name, resolve_file(source, name).read_bytes())
@@ -123,7 +125,7 @@ def convert_checkpoint(source: str | os.PathLike, destination: str | os.PathLike
             # length no more than the model's positions: a Google folder gives none ("no limit").
             tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
             tokenizer.save_pretrained(staging)
-            _commit(staging, target)
+            _commit(staging, target, fill)
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(staging)
@@ -145,20 +147,33 @@ def _pooler_kept(source, model, names) -> dict:
     return {"bert.pooler.dense.weight": pooler.weight.detach(), "bert.pooler.dense.bias": pooler.bias.detach()}
 
 
-def _commit(staging: Path, target: Path) -> None:
+def _commit(staging: Path, target: Path, fill: bool) -> None:
     """The staged folder put in place: renamed to ``target`` when it is new (atomic: the whole folder or
-    none); into an existing empty ``target`` its entries are moved one by one, config.json last (a
-    kill between leaves no folder a loader takes for a model), and the staging folder inside removed."""
-    if staging.parent != target:
+    none); into an existing empty ``target`` (``fill``) its entries are moved one by one, config.json
+    last (a kill between leaves no folder a loader takes for a model), and the staging folder inside
+    removed. A move that fails takes back those made before it: the folder is left empty, as it was."""
+    if not fill:
         os.replace(staging, target)
         return
-    for entry in sorted(staging.iterdir(), key=lambda entry: entry.name == "config.json"):
-        os.replace(entry, target / entry.name)
+    moved = []
+    try:
+        for entry in sorted(staging.iterdir(), key=lambda entry: entry.name == "config.json"):
+            os.replace(entry, target / entry.name)
+            moved.append(target / entry.name)
+    except BaseException:
+        for path in moved:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        raise
     staging.rmdir()
 
 
+def _stale_staging(entry: Path) -> bool:
+    """A staging folder a killed convert left in the destination it was filling (``.NAME….partial``)."""
+    return entry.name.startswith(".") and entry.name.endswith(".partial") and entry.is_dir()
+
+
 @contextlib.contextmanager
-def _said_of(destination: Path, staging: Path):
+def _write_errors_named(destination: Path, staging: Path):
     """A write into ``staging`` that fails (a full disk, a read-only place) said of the destination:
     "cannot write DST: No space left on device", never of a file in the hidden staging folder."""
     try:
@@ -187,6 +202,9 @@ def _place_of(destination: Path) -> Path:
     if target.exists() and not target.is_dir():
         raise CheckpointError(f"the destination {destination} is {not_a_file(target) or 'a file'}, not a directory: "
                               "convert writes a new or empty directory")  # fmt: skip
+    if target.is_dir():  # (a killed convert's staging folder inside is its own: removed, the folder empty)
+        for entry in filter(_stale_staging, target.iterdir()):
+            shutil.rmtree(entry, ignore_errors=True)
     if target.exists() and any(target.iterdir()):
         raise CheckpointError(f"the destination {destination} already exists and is not an empty directory")
     parent = target.parent if str(target.parent) else Path(".")

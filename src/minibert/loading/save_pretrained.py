@@ -59,7 +59,7 @@ class SaveOptions:
     max_shard_size: int = 50_000_000_000  # bytes: transformers 5's default, "50GB" (a BERT is one file)
     # minibert's own (no keyword of transformers'): tensors written beside the model's, under their hub
     # names (convert keeps a checkpoint's trained pooler for a head class built without one)
-    also: Mapping | None = None
+    extra_tensors: Mapping | None = None
 
 
 def save_options(keywords: dict) -> SaveOptions:
@@ -123,7 +123,7 @@ def save_pretrained(model, directory: str | os.PathLike, options: SaveOptions = 
     directory = output_folder(directory, WEIGHTS, "config.json")
     if not options.is_main_process:
         return  # as transformers: the folder made on every process, the files written by the main one
-    tensors = {**hub_tensors(model, options.state_dict), **(options.also or {})}
+    tensors = {**hub_tensors(model, options.state_dict), **(options.extra_tensors or {})}
     write_weights(tensors, directory, options.max_shard_size, model.num_parameters())
     extra = {name: value for name, value in model.config.extra.items() if name != "torch_dtype"}  # (dtype's old name)
     extra.update(architectures=[type(model).__name__], dtype=written_dtype(tensors.values()))
