@@ -169,10 +169,11 @@ def main() -> None:
     # Actors that hold every core leave none for the read and write tasks: the job would wait forever.
     actors = args.actors or max(1, (cores - 1) // args.threads)
     if actors * args.threads > cores - 1:
+        fits = (f"give --threads and --actors whose product is at most {cores - 1}" if cores > 1 else
+                "it needs at least 2 cores (one model replica, one for reading and writing)")  # fmt: skip
         sys.exit(f"embed_corpus_ray: {actors} actor(s) of --threads {args.threads} hold {actors * args.threads} of "
-                 f"this Ray's {cores} cores, leaving none for reading and writing: the job would wait forever; give "
-                 f"--threads and --actors whose product is at most {max(cores - 1, 0)}"
-                 + ("" if args.address else " (or --num-cpus more)"))  # fmt: skip
+                 f"this Ray's {cores} cores, leaving none for reading and writing: the job would wait forever; "
+                 f"{fits}" + ("" if args.address else " (or --num-cpus more)"))  # fmt: skip
     started = time.perf_counter()
     dataset = embed(read_corpus(inputs), model, actors, args.threads, args.batch_size, options)
     with written_into_place(output) as folder:
@@ -186,9 +187,10 @@ def check_model_and_options(model: str, options: dict) -> None:
     """A model folder that is not there and embedding options minibert refuses, said in one line before
     Ray starts (a hub id is left to the actors, which download it)."""
     from minibert.embedding.options import EmbedOptions
+    from minibert.loading.google_folder import model_folder
     from minibert.loading.hub import looks_like_a_path
 
-    if looks_like_a_path(model) and not os.path.isdir(model):
+    if looks_like_a_path(model) and not os.path.isdir(model_folder(model)):  # (DIR/model.ckpt-N: its folder)
         sys.exit(f"embed_corpus_ray: --model {model}: no such directory")
     try:
         EmbedOptions.of(None, **options)

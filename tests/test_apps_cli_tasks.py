@@ -288,6 +288,9 @@ def test_labels_of_another_count_than_the_head_are_refused_naming_both(make, tmp
     converted = run("convert", str(directory), str(tmp_path / "converted"), "--labels", "a,b")
     assert converted.returncode == 1 and "has 3 outputs" in converted.stderr and "(a, b)" in converted.stderr
     assert not (tmp_path / "converted").exists()
+    for dtype in ("auto", "fastest", "float32"):  # (the model loaded with --dtype for --labels: not asked again)
+        named = run("classify", "--model", str(directory), "a text", "--labels", "a,b,c", "--dtype", dtype)
+        assert named.returncode == 0 and '"label": "' in named.stdout, (dtype, named.stderr)
     named = run("classify", "--model", str(directory), "a text", "--labels", "p,q,r", "--top-k", "all")
     assert named.returncode == 0 and {entry["label"] for entry in lines(named.stdout)[0]["labels"]} == {"p", "q", "r"}
 

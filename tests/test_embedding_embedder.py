@@ -78,6 +78,20 @@ def test_an_embedder_of_a_loaded_model_follows_its_folder_s_recipe(minilm_dir, s
     assert Embedder(built, BertTokenizer.from_pretrained(minilm_dir)).recipe.normalize is False
 
 
+def test_an_embedder_of_a_model_whose_folder_is_gone_says_so_and_mean_pools(minilm_dir, tmp_path, caplog):
+    """The folder a model was loaded from, removed since (or a hub no longer reachable): its recipe
+    cannot be read, which is said in one warning, and the Embedder mean-pools (recipe= chooses)."""
+    import shutil
+
+    folder = shutil.copytree(minilm_dir, tmp_path / "copy")
+    model, tokenizer = BertModel.from_pretrained(folder), BertTokenizer.from_pretrained(folder)
+    shutil.rmtree(folder)
+    with caplog.at_level("WARNING", logger="minibert"):
+        embedder = Embedder(model, tokenizer)
+    assert embedder.recipe.normalize is False and embedder.max_length == 512
+    assert any(f"the recipe of {folder} cannot be read now" in record.getMessage() for record in caplog.records)
+
+
 @pytest.fixture(scope="module")
 def sample_states(embedder, reference_model, texts) -> list:
     """transformers' hidden states and pooler output for each of 24 real texts, computed once: the

@@ -197,6 +197,7 @@ def test_transformers_model_members(name, tmp_path):
         with pytest.raises(AttributeError, match="tied to the word embeddings"):
             ours.get_output_embeddings().weight = torch.nn.Parameter(torch.zeros_like(decoder.weight))
         ours.set_output_embeddings(ours.get_output_embeddings())  # the tied one: nothing to do
+        ours.get_output_embeddings().weight = ours.get_input_embeddings().weight  # (tying again: allowed)
         with pytest.raises(ValueError, match="always tied"):
             ours.set_output_embeddings(torch.nn.Linear(32, decoder.weight.shape[0]))
 

@@ -119,7 +119,7 @@ def _rows_in_chunks(records: Iterator[dict]) -> Iterator[list[dict]]:
         yield chunk
 
 
-_ARGUMENTS = {"answer": "--question and --context", "rerank": "documents after the query"}  # (the others: texts)
+WHAT_TO_GIVE = {"answer": "--question and --context", "rerank": "documents after the query"}  # (the others: texts)
 
 
 def _checked(records: Iterator[dict], check) -> Iterator[dict]:
@@ -140,7 +140,7 @@ def _run(args, fields: tuple[str, ...], optional: tuple[str, ...], from_argument
         args.texts, args.input = [], STDIN
     if args.command == "rerank" and args.query is None:  # (argparse said "required: query, documents")
         raise CommandError("rerank needs a query: minibert rerank QUERY DOCUMENT ... (or QUERY --input FILE)")
-    given, texts = list(_checked(from_arguments(), check)), _ARGUMENTS.get(args.command, "texts as arguments")
+    given, texts = list(_checked(from_arguments(), check)), WHAT_TO_GIVE.get(args.command, "texts as arguments")
     if given and args.input:
         raise CommandError(f"give {texts} or --input FILE, not both")
     if not given and not args.input:
@@ -258,8 +258,8 @@ def cmd_classify(args) -> None:
             name = BertForSequenceClassification.from_pretrained(name, gemm=gemm_of(args), dtype=args.dtype,
                                                                  device=device_of(args),
                                                                  id2label=dict(enumerate(args.labels)))  # fmt: skip
-        return load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args), dtype=args.dtype,
-                             device=device_of(args))  # fmt: skip
+        return load_for_task(name, BertForSequenceClassification, gemm=gemm_of(args), device=device_of(args),
+                             dtype=None if args.labels else args.dtype)  # (loaded with it above: its own kept)
 
     _run(args, pair[:1], pair[1:], lambda: [{"text": text} for text in args.texts], load, answer)
 
@@ -339,12 +339,12 @@ def cmd_answer(args) -> None:
             said = f"{where} is {error.pieces} pieces: with [CLS] and two [SEP] it leaves "
             if error.doc_stride is None:
                 raise InputFileError(said + f"no room for the context in --max-seq-len {error.max_seq_len}; "
-                                     + error.advice("a larger --max-seq-len", "the question", "give")) from None
+                                     + error.advice("a larger --max-seq-len", passed="give")) from None
             default = "" if error.stride_given else " (the default: half the window, at most 128)"
             raise InputFileError(said + f"{error.room} pieces for the context in --max-seq-len {error.max_seq_len}, "
                                  f"not more than --doc-stride {error.doc_stride}{default}; "
                                  + error.advice("a larger --max-seq-len or a smaller --doc-stride",
-                                                "a smaller --doc-stride or the question", "give")) from None
+                                                "a smaller --doc-stride", "give")) from None
         done[0] += len(chunk)
         return [_carried({"question": r["question"], "answers": a if isinstance(a, list) else [a]}, r,
                          ("question", "context"), noted) for r, a in zip(chunk, found)]  # fmt: skip

@@ -71,11 +71,11 @@ from ..tokenizer.bert_tokenizer import BertTokenizer
 from .chunks import embed_in_chunks
 from .embedded import Embedded, warn_if_truncated
 from .hidden_states import hidden_states
-from .loading import download_keywords, load_parts
+from .loading import download_keywords, load_parts, recipe_of
 from .options import EmbedOptions, as_int, check_truncate_dim
 from .pooling import pool_text
 from .prompts import tokenizing
-from .recipe import SentenceRecipe, read_recipe, similarity
+from .recipe import SentenceRecipe, similarity
 from .recipe_settings import RecipeSettings
 from .sentence_transformers_names import AnswersSentenceTransformersNames
 from .texts import texts_as_list
@@ -83,18 +83,6 @@ from .windows import assemble_tokens, check_piece_ids, check_skip, cut_into_wind
 from .word_vectors import check_merge, merge_pieces
 
 logger = logging.getLogger("minibert")
-
-
-def _recipe_of(model) -> SentenceRecipe:
-    """The recipe of the folder (or hub commit) ``model`` was loaded from, as ``from_pretrained`` reads
-    it: ``Embedder(model, tokenizer)`` of a sentence-transformers model embeds as its
-    ``SentenceTransformer`` does (it mean-pooled, unnormalized, at the tokenizer's length). A model
-    built from a config, or a plain BERT's folder: mean pooling."""
-    source = getattr(model, "name_or_path", None)
-    if source is None:
-        return SentenceRecipe()
-    found = read_recipe(str(source), getattr(model.config, "_commit_hash", None), hidden_size=model.config.hidden_size)
-    return found or SentenceRecipe()
 
 
 class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
@@ -116,7 +104,7 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
         model.config.check_vocabulary(tokenizer.vocab, getattr(model, "name_or_path", "Embedder"))
         check_model_is_on(model, None, "the Embedder")  # a model on meta: said now, not torch's error at a batch
         self.model = model  # run in eval mode, and left in its own (pretrained.evaluating)
-        self.recipe = recipe if recipe is not None else _recipe_of(model)
+        self.recipe = recipe if recipe is not None else recipe_of(model)
         # sentence-transformers lowercases first (accents kept), added tokens matched after it; a copy.
         self.tokenizer = tokenizer.lowercasing_first() if self.recipe.do_lower_case else tokenizer
         # Longest input in tokens, used when embed() is not given max_length: the model's own

@@ -8,15 +8,18 @@ sentence-transformers' download keywords, which its ``SentenceTransformer`` and 
 from __future__ import annotations
 
 import functools
+import logging
 
-from ..errors import MissingHeadsError
+from ..errors import MissingHeadsError, ModelNotFoundError
 from ..loading.hub import HubOptions, hub_options
 from ..loading.hub_commit import one_load
 from ..loading.transformers_keywords import hub_keywords
 from ..model import BertModel
 from ..tokenizer.bert_tokenizer import BertTokenizer
 from ..tokenizer.named_class import check_tokenizer_class
-from .recipe import read_modules, read_recipe
+from .recipe import SentenceRecipe, read_modules, read_recipe
+
+logger = logging.getLogger("minibert")
 
 # sentence-transformers' download keywords (SentenceTransformer's and CrossEncoder's, version 6).
 DOWNLOAD_KEYWORDS = ("token", "cache_folder", "local_files_only")
@@ -49,3 +52,22 @@ def load_parts(name_or_path, revision: str | None, hub: HubOptions, **model_keyw
             model = load(add_pooling_layer=False)
         recipe = read_recipe(name_or_path, revision, hidden_size=model.config.hidden_size, modules=modules)
     return model, tokenizer, recipe
+
+
+def recipe_of(model) -> SentenceRecipe:
+    """The recipe of the folder (or hub commit) ``model`` was loaded from, as ``from_pretrained`` reads
+    it: ``Embedder(model, tokenizer)`` of a sentence-transformers model embeds as its
+    ``SentenceTransformer`` does (it mean-pooled, unnormalized, at the tokenizer's length). A model
+    built from a config, or a plain BERT's folder: mean pooling."""
+    source = getattr(model, "name_or_path", None)
+    if source is None:
+        return SentenceRecipe()
+    try:
+        with one_load():  # (the commit the model was read at: its config's _commit_hash)
+            found = read_recipe(str(source), getattr(model.config, "_commit_hash", None),
+                                hidden_size=model.config.hidden_size)  # fmt: skip
+    except (ModelNotFoundError, OSError) as error:  # (a folder gone since, a hub not reachable now)
+        logger.warning("the recipe of %s cannot be read now (%s): mean pooling; pass recipe=, or load with "
+                       "Embedder.from_pretrained", source, " ".join(str(error).split())[:200])  # fmt: skip
+        return SentenceRecipe()
+    return found or SentenceRecipe()

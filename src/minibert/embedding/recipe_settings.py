@@ -9,8 +9,9 @@ same assignments with the same effect:
     embedder.default_prompt_name = "query"       # the prompt put before texts given none
     embedder.max_length = 128                    # max_seq_length: the longest input, in tokens
 
-Each is ``embedder.recipe.<name>`` (recipe.py), checked when set: a value the recipe cannot follow
-is an error there and then, not an attribute that nothing reads.
+Each is checked when set: a value the recipe cannot follow is an error there and then, not an
+attribute that nothing reads. The first four are ``embedder.recipe.<name>`` (recipe.py); ``max_length``
+(sentence-transformers' ``max_seq_length``) is the Embedder's own default length.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ class TiedDecoder(nn.Linear):
         self._tied = True
 
     def __setattr__(self, name: str, value) -> None:
-        if name in ("weight", "bias") and self.__dict__.get("_tied"):
+        if name in ("weight", "bias") and self.__dict__.get("_tied") and value is not getattr(self, name):  # (the same
+            # Parameter again, as transformers' _tie_or_clone_weights assigns it: nothing changes)
             raise AttributeError(f"the masked-LM decoder's {name} is the model's own (the decoder is tied to the word "
                                  "embeddings, always, in minibert): change its values in place "
                                  f"(decoder.{name}.data.copy_(...)), or model.set_input_embeddings / "

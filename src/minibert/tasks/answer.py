@@ -50,22 +50,21 @@ class QuestionTooLongError(PicklableError, ValueError):
         said = f"question {number} is {pieces} pieces: with [CLS] and two [SEP] it leaves "
         if doc_stride is None:
             super().__init__(said + f"no room for the context in max_seq_len={max_seq_len}; "
-                             + self.advice("a larger max_seq_len", "the question"))
+                             + self.advice("a larger max_seq_len"))
         else:
             default = "" if stride_given else " (the default: half of max_seq_len, at most 128)"
             super().__init__(said + f"{self.room} pieces for the context in max_seq_len={max_seq_len}, not more than "
                              f"doc_stride={doc_stride}{default}, the overlap of its windows; "
-                             + self.advice("a larger max_seq_len or a smaller doc_stride", "a smaller doc_stride or "
-                                           "the question"))  # fmt: skip
+                             + self.advice("a larger max_seq_len or a smaller doc_stride", "a smaller doc_stride"))
 
-    def advice(self, larger: str, at_the_limit: str, passed: str = "pass") -> str:
-        """What to do: ``larger`` (``passed``: "pass", or a command's "give"), or, where max_seq_len is
-        the model's positions already, ``at_the_limit`` and a shorter question."""
+    def advice(self, larger: str, other: str = "", passed: str = "pass") -> str:
+        """What to do: ``passed`` ``larger`` ("pass a larger max_seq_len"); where max_seq_len is the
+        model's positions already (a larger one is refused), ``other`` (a smaller doc_stride), if any,
+        or a shorter question."""
         if self.positions is None or self.max_seq_len < self.positions:
             return f"{passed} {larger}"
-        shorter = at_the_limit.replace("the question", f"shorten the question (this model reads at most "
-                                                       f"{self.positions} tokens)")  # fmt: skip
-        return shorter if at_the_limit == "the question" else f"{passed} {shorter}"
+        shorter = f"shorten the question (this model reads at most {self.positions} tokens)"
+        return f"{passed} {other} or {shorter}" if other else shorter
 
 
 def answer(question, context, *, model=DEFAULT_MODEL, top_k: int = 1, doc_stride: int | None = None,

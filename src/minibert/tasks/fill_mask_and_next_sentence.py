@@ -151,16 +151,20 @@ def _filled_sequence(tokenizer, ids: list[int], position: int, piece: int, one_m
     special tokens when the text has one [MASK]; with several, the other [MASK]s, [CLS] and [SEP]
     stay. Leaving [PAD] out before decoding also joins its neighbours as the pipeline does
     ("a [PAD] ##romatic" is "aromatic", never "a [PAD]romatic")."""
-    known = len(tokenizer)  # (a guess past the tokenizer's pieces: left out, as tokenizers' decode leaves it)
-    row = [i for i in ids[:position] + [piece] + ids[position + 1 :] if i != tokenizer.pad_token_id and i < known]
+    row = [i for i in ids[:position] + [piece] + ids[position + 1 :]
+           if i != tokenizer.pad_token_id and _piece_text(tokenizer, i) != ""]  # fmt: skip
     return tokenizer.decode(row, skip_special_tokens=one_mask)
 
 
 def _piece_text(tokenizer, piece: int) -> str:
-    """A guess as text; "" for an id past the tokenizer's pieces, as the pipeline's fast tokenizer
-    decodes it: a checkpoint may score more rows than its vocab.txt has lines (a vocabulary padded to a
-    multiple of 8: 30,528 rows for 30,522 pieces), and those rows can be guessed."""
-    return tokenizer.decode([piece]) if piece < len(tokenizer) else ""
+    """A guess as text; "" for an id the tokenizer has no piece for, as the pipeline's fast tokenizer
+    decodes it (and leaves it out of the sequence): a checkpoint may score more rows than its vocab.txt
+    has lines (a vocabulary padded to a multiple of 8: 30,528 rows for 30,522 pieces), and those rows
+    can be guessed. (An id below the tokenizer's length may have none too: a vocab.txt line given twice.)"""
+    try:
+        return tokenizer.decode([piece])
+    except ValueError:  # (the id is outside the vocabulary)
+        return ""
 
 
 def _mask_cut_off(tokenizer, whole: list[int], limit: int) -> str:

@@ -72,8 +72,9 @@ def as_paths(options, names: tuple[str, ...]) -> None:
             raise DataError(f"{flag_of(name)} must be a path (a str or a pathlib.Path), got {type(value).__name__}")
         value = os.fspath(value)
         if not isinstance(value, str) or not value.strip():
-            raise DataError(f"{flag_of(name)} is empty: name the {'folder to write' if name == 'output' else 'file'} "
-                            "(a variable left unset?)")  # fmt: skip
+            what = {"output": "folder to write", "model": "hub id or folder", "init": "hub id or folder"}.get(
+                name, "file")  # fmt: skip
+            raise DataError(f"{flag_of(name)} is empty: name the {what} (a variable left unset?)")
         object.__setattr__(options, name, value)
 
 
