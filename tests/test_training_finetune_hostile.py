@@ -625,11 +625,12 @@ def test_options_made_in_python_take_paths_and_refuse_what_the_flags_refuse(tmp_
     assert FinetuneOptions(model="m", train="t.csv", output="o", labels=["b", "a"]).labels == ("b", "a")
     refused = [(dict(labels=[0, 1]), "--labels must be the label names as text, in id order"),
                (dict(labels={"a", "b"}), "--labels must be the label names as text, .*got set"),
-               (dict(output=""), "--output is empty: name the folder to write"),
                (dict(dev=" "), "--dev is empty: name the file"), (dict(train=b"t.csv"), "--train must be a path")]
     for given, says in refused:
         with pytest.raises(DataError, match=says):
             FinetuneOptions(**{"model": "m", "train": "t.csv", "output": "o", **given})
+    with pytest.raises(DataError, match="--output is empty: name the folder to write"):  # (--write-features: none)
+        finetune(FinetuneOptions(model=TINY, train=str(train), output=""))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run", "train.csv"]
     for flag in ("--train", "--dev"):
         result = run_minibert(*flags(train, tmp_path / "run2"), flag, "")  # (the last --train is the one read)

@@ -62,8 +62,9 @@ def as_paths(options, names: tuple[str, ...]) -> None:
     """The file and folder fields ``names`` of ``options`` as text, when the options are made: a
     pathlib.Path given in Python as its str (the run's note is JSON and its state a plain pickle:
     a Path failed there, after the first files were written); None kept (a field left out). Another
-    type, or an empty name (an unset variable: "" as --output is the current folder, as --dev no
-    evaluation), is a DataError naming the flag, before anything is read or written."""
+    type, or an empty name (an unset variable: "" as --dev would be no evaluation), is a DataError
+    naming the flag, before anything is read or written. An output of "" is a run's refusal
+    (``refuse_no_output``): --write-features makes options without one."""
     for name in names:
         value = getattr(options, name)
         if value is None:
@@ -71,11 +72,17 @@ def as_paths(options, names: tuple[str, ...]) -> None:
         if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
             raise DataError(f"{flag_of(name)} must be a path (a str or a pathlib.Path), got {type(value).__name__}")
         value = os.fspath(value)
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str) or not value.strip() and not (name == "output" and value == ""):
             what = {"output": "folder to write", "model": "hub id or folder", "init": "hub id or folder"}.get(
                 name, "file")  # fmt: skip
             raise DataError(f"{flag_of(name)} is empty: name the {what} (a variable left unset?)")
         object.__setattr__(options, name, value)
+
+
+def refuse_no_output(options) -> None:
+    """A run needs its folder: "" would be the current folder, its files scattered into it."""
+    if not options.output.strip():
+        raise DataError("--output is empty: name the folder to write (a variable left unset?)")
 
 
 def labels_given(labels) -> tuple[str, ...] | None:

@@ -44,7 +44,7 @@ import torch
 from ...errors import ProcessGroupError, TrainingDivergedError
 from ...formats.atomic_files import write_atomically
 from ...loading.devices import resolve_device
-from ..options import FinetuneOptions, PretrainOptions
+from ..options import FinetuneOptions, PretrainOptions, refuse_no_output
 from ..tasks import task_named
 from ..tasks.features import write_features
 from ..tasks.task import Task, TrainingData, piece_tensors
@@ -71,11 +71,13 @@ from .resume import resume
 
 def pretrain(options: PretrainOptions) -> Path:
     """Pre-train (masked LM + next sentence); returns the run folder."""
+    refuse_no_output(options)
     return train(task_named("pretraining"), options)
 
 
 def finetune(options: FinetuneOptions) -> Path:
     """Fine-tune for ``options.task``; returns the run folder."""
+    refuse_no_output(options)
     return train(task_named(options.task), options)
 
 
