@@ -151,8 +151,8 @@ def _filled_sequence(tokenizer, ids: list[int], position: int, piece: int, one_m
     special tokens when the text has one [MASK]; with several, the other [MASK]s, [CLS] and [SEP]
     stay. Leaving [PAD] out before decoding also joins its neighbours as the pipeline does
     ("a [PAD] ##romatic" is "aromatic", never "a [PAD]romatic")."""
-    row = [i for i in ids[:position] + [piece] + ids[position + 1 :]
-           if i != tokenizer.pad_token_id and _piece_text(tokenizer, i) != ""]  # fmt: skip
+    guess = [piece] if _piece_text(tokenizer, piece) != "" else []  # (the text's own ids are the tokenizer's)
+    row = [i for i in ids[:position] + guess + ids[position + 1 :] if i != tokenizer.pad_token_id]
     return tokenizer.decode(row, skip_special_tokens=one_mask)
 
 
