@@ -72,7 +72,7 @@ from .chunks import embed_in_chunks
 from .embedded import Embedded, warn_if_truncated
 from .hidden_states import hidden_states
 from .loading import download_keywords, load_parts, recipe_of
-from .options import EmbedOptions, as_int, check_truncate_dim
+from .options import EmbedOptions, check_truncate_dim, checked_length
 from .pooling import pool_text
 from .prompts import tokenizing
 from .recipe import SentenceRecipe, similarity
@@ -365,12 +365,9 @@ class Embedder(RecipeSettings, AnswersSentenceTransformersNames):
     def _max_length(self, options: EmbedOptions) -> int:
         """As asked, else the length of the task ``prompt_name`` names, where the model gives one
         (``query_length``: encode_query's), else the model's."""
-        limit = self.model.config.max_position_embeddings
         max_length = self.recipe.task_lengths.get(options.prompt_name, self.max_length)
         max_length = max_length if options.max_length is None else options.max_length
-        if as_int(max_length) is None or not 3 <= max_length <= limit:  # (numpy's int64 taken, as an index)
-            raise TaskArgumentError("max_length", max_length, f"an int from 3 to max_position_embeddings={limit}")
-        return as_int(max_length)
+        return checked_length(max_length, self.model.config.max_position_embeddings)
 
     def _truncate_dim(self, options: EmbedOptions) -> int | None:
         """How many values of each vector are kept: as asked, else the recipe's (when it is followed)."""

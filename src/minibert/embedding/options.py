@@ -20,6 +20,8 @@ import dataclasses
 import operator
 from dataclasses import dataclass
 
+from ..errors import TaskArgumentError
+
 # sentence-transformers' pooling modes, in the order older configs' booleans concatenate them (recipe.py)
 POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 POOLINGS = (*POOLING_MODES, "pooler", "mean_max")  # and minibert's own: the pooler output, mean and max
@@ -125,6 +127,14 @@ def as_int(value) -> int | None:
         return operator.index(value)
     except TypeError:
         return None
+
+
+def checked_length(value, positions: int) -> int:
+    """A length in tokens (``max_length``, set on the Embedder or given to ``embed``) as an int from 3
+    ([CLS] a piece [SEP]) to the model's ``positions``, or a TaskArgumentError naming the limit."""
+    if as_int(value) is None or not 3 <= value <= positions:  # (numpy's int64 taken, as an index)
+        raise TaskArgumentError("max_length", value, f"an int from 3 to max_position_embeddings={positions}")
+    return as_int(value)
 
 
 def _is_int(value) -> bool:

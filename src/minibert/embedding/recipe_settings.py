@@ -17,7 +17,7 @@ attribute that nothing reads. The first four are ``embedder.recipe.<name>`` (rec
 from __future__ import annotations
 
 from ..errors import InputTypeError, TaskArgumentError
-from .options import as_int, check_truncate_dim
+from .options import check_truncate_dim, checked_length
 from .recipe import SIMILARITY_FUNCTIONS
 
 
@@ -80,7 +80,4 @@ class RecipeSettings:
 
     @max_length.setter
     def max_length(self, value) -> None:
-        limit = self.model.config.max_position_embeddings
-        if as_int(value) is None or not 3 <= value <= limit:  # (numpy's int64 taken, as an index)
-            raise TaskArgumentError("max_length", value, f"an int from 3 to max_position_embeddings={limit}")
-        self._length = as_int(value)
+        self._length = checked_length(value, self.model.config.max_position_embeddings)
