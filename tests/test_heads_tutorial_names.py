@@ -177,3 +177,54 @@ def test_an_output_rebuilt_from_its_items_keeps_them(minilm_dir, batch):
     collated = default_collate([out, out])
     assert list(collated) == ["logits"] and collated.logits.shape == (2, *out.logits.shape)
     assert torch.equal(collated.logits[1], out.logits)
+
+
+EXPORT_CASES = [
+    ("BertModel", {}, False),
+    ("BertForSequenceClassification", {"labels": torch.tensor([0, 1])}, True),  # the loss too
+    ("BertForPreTraining", {}, True),
+]
+
+
+@pytest.mark.parametrize(("name", "options", "strict"), EXPORT_CASES, ids=[case[0] for case in EXPORT_CASES])
+def test_a_model_that_returns_its_output_object_exports(minilm_dir, batch, tmp_path, name, options, strict):
+    """``torch.export.export(model, ...)`` with the default ``return_dict`` stopped at the output:
+    "Found <class 'minibert.model.BertOutput'> in output, which is not a known type" (strict or not),
+    where transformers' model exports. Each kind of output is now a pytree node: the program, saved and
+    loaded back, returns the same kind of object, with transformers' numbers."""
+    torch.manual_seed(4)
+    getattr(transformers, name).from_pretrained(str(minilm_dir)).save_pretrained(tmp_path / "model")
+    ours = getattr(minibert, name).from_pretrained(tmp_path / "model")
+    theirs = getattr(transformers, name).from_pretrained(str(tmp_path / "model"), attn_implementation="eager").eval()
+    arguments = {**batch, **options}
+    with torch.no_grad():
+        program = torch.export.export(ours, (), arguments, strict=strict)
+        torch.export.save(program, tmp_path / "program.pt2")
+        got = torch.export.load(tmp_path / "program.pt2").module()(**arguments)
+        want = theirs(**arguments)
+    assert type(got) is type(ours(**arguments)) and list(got) == list(want.keys()), (type(got), list(got))
+    real = batch["attention_mask"].bool()
+    for key in want.keys():
+        mine, reference = (got[key], want[key]) if key != "last_hidden_state" else (got[key][real], want[key][real])
+        assert_close(mine, reference, f"{name} exported, {key}", 1e-4)  # MiniLM's magnitudes, six layers of fp32
+
+
+def test_every_kind_of_output_flattens_to_its_computed_tensors():
+    """As a pytree node (torch.utils._pytree: what export, DDP's static graph and torch.func read), an
+    output is its computed fields in order, and unflattens to the same kind with the same names."""
+    import torch.utils._pytree as pytree
+
+    from minibert.heads import BertPreTrainingOutput, HeadOutput, QuestionAnsweringOutput
+    from minibert.model import BertOutput
+
+    first, second = torch.zeros(2, 3), torch.ones(2)
+    for kind, fields in ((BertOutput, {"last_hidden_state": first, "hidden_states": (first, first)}),
+                         (HeadOutput, {"loss": second, "logits": first}),
+                         (QuestionAnsweringOutput, {"start_logits": first, "end_logits": first}),
+                         (BertPreTrainingOutput, {"prediction_logits": first})):  # fmt: skip
+        out = kind(**fields)
+        leaves, spec = pytree.tree_flatten(out)
+        assert len(leaves) == sum(len(value) if isinstance(value, tuple) else 1 for value in fields.values())
+        rebuilt = pytree.tree_unflatten([leaf + 1 for leaf in leaves], spec)
+        assert type(rebuilt) is kind and list(rebuilt) == list(fields), (kind, list(rebuilt))
+        assert torch.equal(pytree.tree_leaves(rebuilt)[0], leaves[0] + 1)

@@ -34,6 +34,7 @@ from collections.abc import ItemsView, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, fields
 
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
 from .activations import activation, is_hooked
@@ -196,7 +197,20 @@ class ModelOutput(Mapping):
 
     So ``dict(out)``, ``out.items()`` and ``out.get("attentions")`` work as there (``out.keys()`` prints
     ``odict_keys(['last_hidden_state', ...])``), and an integer or a slice indexes the computed fields
-    in order: ``out[1:]``, or ``to_tuple()`` for all of them (what ``return_dict=False`` returns)."""
+    in order: ``out[1:]``, or ``to_tuple()`` for all of them (what ``return_dict=False`` returns).
+
+    Each kind of output is a pytree node of torch's (its computed fields, by name), as transformers'
+    are: ``torch.export`` records a model that returns one, and DDP with ``static_graph`` finds its
+    tensors (an unregistered class was "not a known type" to export, and a leaf to the others)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        pytree.register_pytree_node(
+            cls,
+            lambda out: (list(out.values()), list(out.keys())),  # (the tensors computed, their names)
+            lambda tensors, names: cls(**dict(zip(names, tensors))),
+            serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",  # (an exported program saved)
+        )
 
     def __post_init__(self):
         """``type(out)({name: value, ...})``, as torch's default_collate and pin_memory and transformers'

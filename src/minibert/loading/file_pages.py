@@ -206,6 +206,8 @@ class FileUnchanged:
         _WATCHES.add(self)
 
     def __call__(self, module, args) -> None:
+        if _dynamo_traces():  # strict torch.export, torch.compile: the graph checks no file when it runs
+            return
         if self.still_read():
             refuse_if_written_over(self.pages.path, self.pages.signature)
 
@@ -232,6 +234,10 @@ class FileUnchanged:
 
     def __reduce__(self):  # a pickled or copied model holds copies of the tensors: nothing to check
         return _NoCheck, ()
+
+
+# True only in code dynamo traces, never when it runs (torch 2.3+; before, dynamo traced the check: a graph break)
+_dynamo_traces = getattr(torch.compiler, "is_dynamo_compiling", None) or (lambda: False)
 
 
 def _reads(pages: MappedPages, tensor) -> bool:

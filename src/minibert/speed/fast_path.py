@@ -126,7 +126,8 @@ class FastLayout:
             sequences = varlen.Sequences.of(varlen.real_lengths(attention_mask))
             self.sequences = replace(sequences, starts=on_device(sequences.starts, device))
         # {threads: longest sequence that attends written out}; {} or a thread count not listed: none
-        self.short_tokens = (short_attention or {}).get(torch.get_num_threads(), 0)
+        # (None while recording: torch.get_num_threads() is no value dynamo can record, strict export's)
+        self.short_tokens = short_attention.get(torch.get_num_threads(), 0) if short_attention else 0
 
     @classmethod
     def for_call(cls, attention_mask: torch.Tensor | None, padded: bool, recording: bool, skip_padding: bool,

@@ -181,7 +181,9 @@ class PackedLinear(nn.Linear):
         packed = self.packed_weight() if usable and not training and not recording else None
         # A forward hook is shown the projection itself; then the feed-forward applies the activation (AppliedBy).
         # So it does where the pair no longer holds: this layer wrapped or replaced, the activation replaced.
-        self.applied = self.activation is not None and not is_hooked(self) and is_fused_pair(self)
+        applied = self.activation is not None and not is_hooked(self) and is_fused_pair(self)
+        if applied != self.applied:  # (written when it changes only: torch.export warned of a side effect per layer)
+            self.applied = applied
         if packed is None:
             self.lay_out_weight()
             y = F.linear(x, self.weight, self.bias)
